@@ -1,0 +1,93 @@
+"""Every error geadmin raises on purpose derives from one base.
+
+    GeAdminError
+    ├── ConfigError                 bad geadmin settings, flags or settings files
+    ├── StackError                  the embedded stack (`geadmin up`)
+    │   ├── TritonBinaryNotFoundError   no tritonserver binary where we looked
+    │   ├── PythonStubMissingError      the wheel has no python-backend stub for this Python
+    │   ├── PortInUseError              a port we must bind is taken
+    │   └── TritonStartError            tritonserver exited or never became ready
+    ├── RepositoryError             the model repository on disk
+    └── TritonError                 talking to a running Triton
+        ├── TritonUnreachableError      nothing answers (connection refused, DNS, reset)
+        ├── TritonTimeoutError          it answered too slowly
+        ├── ForbiddenError              restricted API without / with a wrong key
+        ├── ModelNotFoundError          no such model (or version) on the server
+        ├── LoadFailedError             a load / reload was rejected
+        └── TritonRequestError          any other request Triton rejected
+
+Pages and the CLI catch only these, and show `str(err)`: each message names the
+cause and, where there is one, the next step.
+"""
+
+from __future__ import annotations
+
+
+class GeAdminError(Exception):
+    """Base of every error geadmin raises on purpose."""
+
+
+class ConfigError(GeAdminError):
+    """geadmin's own settings (flags, env vars, settings files) are invalid."""
+
+
+class StackError(GeAdminError):
+    """The embedded stack could not be started or stopped cleanly."""
+
+
+class TritonBinaryNotFoundError(StackError):
+    pass
+
+
+class PythonStubMissingError(StackError):
+    pass
+
+
+class PortInUseError(StackError):
+    def __init__(self, message: str, port: int) -> None:
+        super().__init__(message)
+        self.port = port
+
+
+class TritonStartError(StackError):
+    def __init__(self, message: str, log_tail: str = "") -> None:
+        super().__init__(message + (f"\n--- last lines of the Triton log ---\n{log_tail}"
+                                    if log_tail else ""))
+        self.log_tail = log_tail
+
+
+class RepositoryError(GeAdminError):
+    """The model repository on disk is missing, unreadable or malformed."""
+
+
+class TritonError(GeAdminError):
+    """A request to a running Triton failed."""
+
+    def __init__(self, message: str, *, url: str = "", status: int | None = None) -> None:
+        super().__init__(message)
+        self.url = url
+        self.status = status
+
+
+class TritonUnreachableError(TritonError):
+    pass
+
+
+class TritonTimeoutError(TritonError):
+    pass
+
+
+class ForbiddenError(TritonError):
+    pass
+
+
+class ModelNotFoundError(TritonError):
+    pass
+
+
+class LoadFailedError(TritonError):
+    pass
+
+
+class TritonRequestError(TritonError):
+    pass

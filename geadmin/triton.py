@@ -1,0 +1,454 @@
+"""The one module that talks to Triton (through tritonclient), over HTTP or gRPC.
+
+Both transports return the same types: protobuf messages from Triton's own service and
+model-config schemas, or the frozen dataclasses below. Every call has a timeout (loads a
+longer one: a load can hang, FACTS.md), and every failure leaves as a `TritonError`
+subclass chosen by one translation table (`translate_error`).
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import socket
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+import grpc
+import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
+from google.protobuf import json_format
+from google.protobuf.message import Message
+from tritonclient.grpc import model_config_pb2, service_pb2
+from tritonclient.utils import InferenceServerException
+
+from geadmin.errors import (
+    ConfigError,
+    ForbiddenError,
+    LoadFailedError,
+    ModelNotFoundError,
+    TritonError,
+    TritonRequestError,
+    TritonTimeoutError,
+    TritonUnreachableError,
+)
+
+T = TypeVar("T")
+M = TypeVar("M", bound=Message)
+
+DEFAULT_TIMEOUT_S = 5.0
+DEFAULT_LOAD_TIMEOUT_S = 120.0
+HTTP_ADMIN_KEY_HEADER = "admin-key"
+GRPC_ADMIN_KEY_HEADER = "triton-grpc-protocol-admin-key"
+
+
+class Transport(str, enum.Enum):
+    HTTP = "http"
+    GRPC = "grpc"
+
+
+class ModelState(str, enum.Enum):
+    """A model's state in the repository index, whatever the transport."""
+
+    READY = "READY"
+    LOADING = "LOADING"
+    UNLOADING = "UNLOADING"
+    UNAVAILABLE = "UNAVAILABLE"
+    NOT_LOADED = "NOT_LOADED"  # in the repository, never touched since the server started
+
+    @classmethod
+    def parse(cls, raw: str) -> ModelState:
+        return cls.__members__.get(raw.upper(), cls.NOT_LOADED) if raw else cls.NOT_LOADED
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """A Triton address: `http://host:port`, `https://...`, `grpc://host:port`, or `host:port`."""
+
+    transport: Transport
+    host: str
+    port: int
+    ssl: bool = False
+
+    @classmethod
+    def parse(cls, url: str) -> Endpoint:
+        raw = url.strip()
+        if "://" not in raw:
+            raw = "http://" + raw
+        parts = urlsplit(raw)
+        scheme = parts.scheme.lower()
+        if scheme not in ("http", "https", "grpc", "grpcs"):
+            raise ConfigError(
+                f"unsupported Triton URL scheme {parts.scheme!r} in {url!r}: "
+                "use http://host:8000 or grpc://host:8001"
+            )
+        transport = Transport.GRPC if scheme.startswith("grpc") else Transport.HTTP
+        try:
+            port = parts.port
+        except ValueError:
+            raise ConfigError(f"invalid port in Triton URL {url!r}") from None
+        if not parts.hostname:
+            raise ConfigError(f"no host in Triton URL {url!r}")
+        default_port = 8001 if transport is Transport.GRPC else 8000
+        return cls(transport, parts.hostname, port or default_port, scheme in ("https", "grpcs"))
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def url(self) -> str:
+        scheme = {Transport.HTTP: "http", Transport.GRPC: "grpc"}[self.transport]
+        return f"{scheme}{'s' if self.ssl else ''}://{self.address}"
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    name: str
+    version: str
+    extensions: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Health:
+    live: bool
+    ready: bool
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    """One row of the repository index."""
+
+    name: str
+    version: str
+    state: ModelState
+    reason: str
+
+
+# -- error translation ----------------------------------------------------------------
+# Status (HTTP code or gRPC StatusCode name) -> our error. Load calls turn request-level
+# rejections into LoadFailedError (see translate_error).
+STATUS_ERRORS: dict[str, type[TritonError]] = {
+    "400": TritonRequestError,
+    "401": ForbiddenError,
+    "403": ForbiddenError,
+    "404": ModelNotFoundError,
+    "408": TritonTimeoutError,
+    "409": TritonRequestError,
+    "429": TritonRequestError,
+    "500": TritonRequestError,
+    "502": TritonUnreachableError,
+    "503": TritonUnreachableError,
+    "504": TritonTimeoutError,
+    "OK": TritonRequestError,
+    "CANCELLED": TritonRequestError,
+    "UNKNOWN": TritonRequestError,
+    "INVALID_ARGUMENT": TritonRequestError,
+    "DEADLINE_EXCEEDED": TritonTimeoutError,
+    "NOT_FOUND": ModelNotFoundError,
+    "ALREADY_EXISTS": TritonRequestError,
+    "PERMISSION_DENIED": ForbiddenError,
+    "UNAUTHENTICATED": ForbiddenError,
+    "RESOURCE_EXHAUSTED": TritonRequestError,
+    "FAILED_PRECONDITION": TritonRequestError,
+    "ABORTED": TritonRequestError,
+    "OUT_OF_RANGE": TritonRequestError,
+    "UNIMPLEMENTED": TritonRequestError,
+    "INTERNAL": TritonRequestError,
+    "UNAVAILABLE": TritonUnreachableError,
+    "DATA_LOSS": TritonRequestError,
+}
+
+# Transport-level exceptions (tritonclient lets these through from sockets / gevent).
+# Order matters: the first isinstance match wins, so subclasses come before bases.
+EXCEPTION_ERRORS: tuple[tuple[type[BaseException], type[TritonError]], ...] = (
+    (ConnectionRefusedError, TritonUnreachableError),
+    (ConnectionResetError, TritonUnreachableError),
+    (ConnectionAbortedError, TritonUnreachableError),
+    (BrokenPipeError, TritonUnreachableError),
+    (socket.gaierror, TritonUnreachableError),
+    (TimeoutError, TritonTimeoutError),  # socket.timeout is TimeoutError since 3.10
+    (grpc.FutureTimeoutError, TritonTimeoutError),
+    (grpc.RpcError, TritonRequestError),
+    (OSError, TritonUnreachableError),
+)
+
+_RESTRICTED_MARKERS = ("this api is restricted", "admin-key", "protocol-admin-key")
+_REFUSED_MARKERS = ("connection refused", "failed to connect", "connect failed")
+
+
+def _status_name(exc: InferenceServerException) -> str:
+    status = exc.status() or ""
+    return str(status).removeprefix("StatusCode.")
+
+
+def translate_error(exc: BaseException, action: str, url: str, *, loading: bool = False) -> TritonError:
+    """Turn any exception raised by tritonclient into our error, with a useful message."""
+    if isinstance(exc, TritonError):
+        return exc
+    if isinstance(exc, InferenceServerException):
+        return _translate_server_exception(exc, action, url, loading)
+    gevent_timeout = _gevent_timeout_type()
+    if gevent_timeout is not None and isinstance(exc, gevent_timeout):
+        return TritonTimeoutError(f"{action}: Triton at {url} did not answer in time", url=url)
+    for exc_type, ours in EXCEPTION_ERRORS:
+        if isinstance(exc, exc_type):
+            return ours(f"{action}: {_describe(ours, url)} ({exc})", url=url)
+    return TritonRequestError(f"{action}: unexpected {type(exc).__name__}: {exc}", url=url)
+
+
+def _translate_server_exception(
+    exc: InferenceServerException, action: str, url: str, loading: bool
+) -> TritonError:
+    status = _status_name(exc)
+    message = exc.message() or str(exc)
+    lowered = message.lower()
+    ours = STATUS_ERRORS.get(status, TritonRequestError)
+    if any(marker in lowered for marker in _RESTRICTED_MARKERS):
+        ours = ForbiddenError  # gRPC reports a missing admin key as UNAVAILABLE
+    elif ours is TritonUnreachableError and not any(m in lowered for m in _REFUSED_MARKERS):
+        ours = TritonRequestError if status != "UNAVAILABLE" else ours
+    elif "deadline exceeded" in lowered or "timed out" in lowered:
+        ours = TritonTimeoutError
+    elif loading and ours in (TritonRequestError, ModelNotFoundError):
+        ours = LoadFailedError
+    code = int(status) if status.isdigit() else None
+    if ours is ForbiddenError:
+        message = (f"{message} — this Triton restricts the API; set the admin key with "
+                   "--admin-key or GEADMIN_ADMIN_KEY")
+    elif ours is TritonUnreachableError:
+        message = f"{_describe(ours, url)} ({message})"
+    return ours(f"{action}: {message}", url=url, status=code)
+
+
+def _describe(ours: type[TritonError], url: str) -> str:
+    if ours is TritonUnreachableError:
+        return f"Triton at {url} is unreachable — is it running, and is the URL right?"
+    if ours is TritonTimeoutError:
+        return f"Triton at {url} did not answer in time"
+    return f"request to Triton at {url} failed"
+
+
+def _gevent_timeout_type() -> type[BaseException] | None:
+    try:
+        from gevent import Timeout
+    except ImportError:  # pragma: no cover - gevent comes with tritonclient[http]
+        return None
+    return Timeout
+
+
+# -- the client -----------------------------------------------------------------------
+class TritonClient:
+    """Facade over tritonclient for one Triton endpoint.
+
+    Safe to share between threads: the gevent-based HTTP client is created per thread
+    (FACTS.md), the gRPC client is thread-safe and shared.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        admin_key: str | None = None,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        load_timeout_s: float = DEFAULT_LOAD_TIMEOUT_S,
+    ) -> None:
+        self.endpoint = Endpoint.parse(url)
+        self.admin_key = admin_key
+        self.timeout_s = timeout_s
+        self.load_timeout_s = load_timeout_s
+        self._local = threading.local()
+        self._grpc_lock = threading.Lock()
+        self._grpc: grpcclient.InferenceServerClient | None = None
+
+    @property
+    def url(self) -> str:
+        return self.endpoint.url
+
+    @property
+    def transport(self) -> Transport:
+        return self.endpoint.transport
+
+    # -- server ---------------------------------------------------------------------
+    def is_live(self) -> bool:
+        return bool(self._call("check liveness", lambda c, kw: c.is_server_live(**kw)))
+
+    def is_ready(self) -> bool:
+        return bool(self._call("check readiness", lambda c, kw: c.is_server_ready(**kw)))
+
+    def health(self) -> Health:
+        live = self.is_live()
+        return Health(live=live, ready=live and self.is_ready())
+
+    def server_info(self) -> ServerInfo:
+        meta = self._message(
+            "read server metadata",
+            lambda c, kw: c.get_server_metadata(**kw),
+            service_pb2.ServerMetadataResponse,
+        )
+        return ServerInfo(meta.name, meta.version, tuple(meta.extensions))
+
+    # -- repository -----------------------------------------------------------------
+    def repository_index(self) -> list[ModelEntry]:
+        def fetch(client: Any, kwargs: dict[str, Any]) -> Any:
+            raw = client.get_model_repository_index(**kwargs)
+            return {"models": raw} if isinstance(raw, list) else raw
+
+        index = self._message("list the model repository", fetch, service_pb2.RepositoryIndexResponse)
+        return sorted(
+            (ModelEntry(m.name, m.version, ModelState.parse(m.state), m.reason) for m in index.models),
+            key=lambda entry: (entry.name, entry.version),
+        )
+
+    def load(
+        self,
+        name: str,
+        *,
+        config: str | Mapping[str, Any] | model_config_pb2.ModelConfig | None = None,
+        files: Mapping[str, bytes] | None = None,
+    ) -> None:
+        """Load (or reload) a model, optionally overriding its config and files.
+
+        `files` maps paths inside the model directory (e.g. "1/model.py") to contents;
+        Triton accepts them only together with `config` (FACTS.md).
+        """
+        if files and config is None:
+            raise ConfigError("file overrides need a config override too (Triton ignores them alone)")
+        config_json = _config_json(config) if config is not None else None
+        overrides = {f"file:{path}": data for path, data in (files or {}).items()} or None
+        self._call(
+            f"load model {name!r}",
+            lambda c, kw: c.load_model(name, config=config_json, files=overrides, **kw),
+            loading=True,
+        )
+
+    def reload(self, name: str) -> None:
+        """Triton reloads a loaded model when asked to load it again."""
+        self.load(name)
+
+    def unload(self, name: str, *, dependents: bool = False) -> None:
+        self._call(
+            f"unload model {name!r}",
+            lambda c, kw: c.unload_model(name, unload_dependents=dependents, **kw),
+        )
+
+    # -- models ---------------------------------------------------------------------
+    def model_config(self, name: str, version: str = "") -> model_config_pb2.ModelConfig:
+        def fetch(client: Any, kwargs: dict[str, Any]) -> Any:
+            raw = client.get_model_config(name, version, **kwargs)
+            return raw if "config" in raw else {"config": raw}
+
+        response = self._message(
+            f"read the config of {name!r}", fetch, service_pb2.ModelConfigResponse
+        )
+        return response.config
+
+    def model_metadata(self, name: str, version: str = "") -> service_pb2.ModelMetadataResponse:
+        return self._message(
+            f"read the metadata of {name!r}",
+            lambda c, kw: c.get_model_metadata(name, version, **kw),
+            service_pb2.ModelMetadataResponse,
+        )
+
+    def model_statistics(self, name: str = "", version: str = "") -> list[service_pb2.ModelStatistics]:
+        response = self._message(
+            f"read statistics of {name or 'all models'!r}",
+            lambda c, kw: c.get_inference_statistics(name, version, **kw),
+            service_pb2.ModelStatisticsResponse,
+        )
+        return list(response.model_stats)
+
+    # -- logging --------------------------------------------------------------------
+    def log_settings(self) -> dict[str, Any]:
+        raw = self._call("read log settings", lambda c, kw: c.get_log_settings(**kw, **_as_json(c)))
+        return _plain_log_settings(raw)
+
+    def update_log_settings(self, **settings: Any) -> dict[str, Any]:
+        """E.g. `update_log_settings(log_verbose_level=1)`; returns the new settings."""
+        raw = self._call(
+            "change log settings",
+            lambda c, kw: c.update_log_settings(settings, **kw, **_as_json(c)),
+        )
+        return _plain_log_settings(raw)
+
+    # -- plumbing -------------------------------------------------------------------
+    def _message(self, action: str, fetch: Callable[[Any, dict[str, Any]], Any], message_type: type[M]) -> M:
+        """Run `fetch` and return its answer as `message_type`, whatever the transport."""
+
+        def call(client: Any, kwargs: dict[str, Any]) -> Any:
+            if isinstance(client, grpcclient.InferenceServerClient):
+                kwargs = {**kwargs, "as_json": True}
+            return fetch(client, kwargs)
+
+        raw = self._call(action, call)
+        return json_format.ParseDict(raw, message_type(), ignore_unknown_fields=True)
+
+    def _call(self, action: str, fn: Callable[[Any, dict[str, Any]], T], *, loading: bool = False) -> T:
+        timeout_s = self.load_timeout_s if loading else self.timeout_s
+        client, kwargs = self._client(timeout_s)
+        try:
+            return fn(client, kwargs)
+        except Exception as exc:
+            raise translate_error(exc, action, self.url, loading=loading) from exc
+
+    def _client(self, timeout_s: float) -> tuple[Any, dict[str, Any]]:
+        headers: dict[str, str] = {}
+        if self.endpoint.transport is Transport.GRPC:
+            if self.admin_key:
+                headers[GRPC_ADMIN_KEY_HEADER] = self.admin_key
+            return self._grpc_client(), {"headers": headers or None, "client_timeout": timeout_s}
+        if self.admin_key:
+            headers[HTTP_ADMIN_KEY_HEADER] = self.admin_key
+        return self._http_client(timeout_s), {"headers": headers or None}
+
+    def _http_client(self, timeout_s: float) -> httpclient.InferenceServerClient:
+        clients: dict[float, httpclient.InferenceServerClient] = self._local.__dict__.setdefault("http", {})
+        if timeout_s not in clients:
+            clients[timeout_s] = httpclient.InferenceServerClient(
+                self.endpoint.address,
+                ssl=self.endpoint.ssl,
+                connection_timeout=min(timeout_s, self.timeout_s),
+                network_timeout=timeout_s,
+            )
+        return clients[timeout_s]
+
+    def _grpc_client(self) -> grpcclient.InferenceServerClient:
+        with self._grpc_lock:
+            if self._grpc is None:
+                self._grpc = grpcclient.InferenceServerClient(self.endpoint.address, ssl=self.endpoint.ssl)
+            return self._grpc
+
+    def close(self) -> None:
+        for client in self._local.__dict__.get("http", {}).values():
+            client.close()
+        self._local.__dict__.pop("http", None)
+        with self._grpc_lock:
+            if self._grpc is not None:
+                self._grpc.close()
+                self._grpc = None
+
+
+def _as_json(client: Any) -> dict[str, Any]:
+    return {"as_json": True} if isinstance(client, grpcclient.InferenceServerClient) else {}
+
+
+def _config_json(config: str | Mapping[str, Any] | model_config_pb2.ModelConfig) -> str:
+    if isinstance(config, model_config_pb2.ModelConfig):
+        return json_format.MessageToJson(config, preserving_proto_field_name=True)
+    if isinstance(config, str):
+        return config
+    return json.dumps(dict(config))
+
+
+def _plain_log_settings(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """gRPC wraps each value as {"settings": {k: {"boolParam": ...}}}; HTTP sends it flat."""
+    settings = raw.get("settings", raw)
+    plain: dict[str, Any] = {}
+    for key, value in settings.items():
+        if isinstance(value, Mapping) and len(value) == 1:
+            (value,) = value.values()
+        plain[key] = value
+    return plain

@@ -1,0 +1,388 @@
+"""Start and stop a real `tritonserver` process (the binary of the nvidia-pytriton wheel).
+
+Used by `geadmin up` and by the test fixtures. What makes the wheel's server work on a
+fresh machine (FACTS.md): a backend directory holding `python/` with the stub built for
+the running Python, the venv's `bin` first on PATH (the stub runs isolated and ignores
+PYTHONPATH), and `nvidia_pytriton.libs` on LD_LIBRARY_PATH (else the stub dies and the
+load hangs).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import glob
+import importlib.util
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+from geadmin.errors import (
+    PortInUseError,
+    PythonStubMissingError,
+    TritonBinaryNotFoundError,
+    TritonStartError,
+)
+
+SHM_DIR = Path("/dev/shm")
+_INSTALL_HINT = "install it with `pip install nvidia-pytriton`, or name a binary with " \
+    "--tritonserver PATH / GEADMIN_TRITONSERVER"
+
+
+@dataclass(frozen=True)
+class WheelLayout:
+    """Where the nvidia-pytriton wheel put the server, its backends and its libraries."""
+
+    server_dir: Path  # .../pytriton/tritonserver
+    libs_dir: Path  # .../nvidia_pytriton.libs
+
+    @property
+    def binary(self) -> Path:
+        return self.server_dir / "bin" / "tritonserver"
+
+    @property
+    def python_backend(self) -> Path:
+        return self.server_dir / "backends" / "python"
+
+    @property
+    def stubs_dir(self) -> Path:
+        return self.server_dir / "python_backend_stubs"
+
+
+def wheel_layout() -> WheelLayout | None:
+    spec = importlib.util.find_spec("pytriton")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    package_dir = Path(next(iter(spec.submodule_search_locations)))
+    layout = WheelLayout(package_dir / "tritonserver", package_dir.parent / "nvidia_pytriton.libs")
+    return layout if layout.binary.exists() else None
+
+
+def find_tritonserver(explicit: str | os.PathLike[str] | None = None) -> Path:
+    """The binary to run: `explicit` if given, else the wheel's, else one on PATH."""
+    if explicit:
+        path = Path(explicit).expanduser()
+        if not path.is_file():
+            raise TritonBinaryNotFoundError(f"tritonserver not found at {path}: {_INSTALL_HINT}")
+        if not os.access(path, os.X_OK):
+            raise TritonBinaryNotFoundError(f"{path} is not executable: run `chmod +x {path}`")
+        return path
+    layout = wheel_layout()
+    if layout is not None:
+        return layout.binary
+    on_path = shutil.which("tritonserver")
+    if on_path:
+        return Path(on_path)
+    raise TritonBinaryNotFoundError(f"no tritonserver binary found: {_INSTALL_HINT}")
+
+
+def python_stub(layout: WheelLayout, version: tuple[int, int] | None = None) -> Path:
+    major, minor = version or sys.version_info[:2]
+    stub = layout.stubs_dir / f"{major}.{minor}" / "triton_python_backend_stub"
+    if not stub.is_file():
+        available = sorted(p.name for p in layout.stubs_dir.iterdir()) if layout.stubs_dir.is_dir() else []
+        raise PythonStubMissingError(
+            f"the nvidia-pytriton wheel has no python-backend stub for Python {major}.{minor} "
+            f"(it has: {', '.join(available) or 'none'}); create the venv with one of those "
+            "Python versions (e.g. `python3.11 -m venv .venv`)"
+        )
+    return stub
+
+
+def prepare_backend_directory(
+    dest: Path, extra: Mapping[str, Path] | None = None, layout: WheelLayout | None = None
+) -> Path:
+    """Build a `--backend-directory` at `dest`: the python backend plus `extra` backends.
+
+    `extra` maps a backend name to a directory holding `libtriton_<name>.so`; it is linked,
+    not copied, so a rebuilt library is picked up by the next server start.
+    """
+    layout = layout or wheel_layout()
+    if layout is None:
+        raise TritonBinaryNotFoundError(f"the nvidia-pytriton wheel is not installed: {_INSTALL_HINT}")
+    stub = python_stub(layout)
+    python_dir = dest / "python"
+    python_dir.mkdir(parents=True, exist_ok=True)
+    for source in layout.python_backend.iterdir():
+        if source.name in ("__pycache__", "triton_python_backend_stub"):
+            continue
+        _replace_link(python_dir / source.name, source)
+    # A copy, not a link: the stub locates its libraries relative to its real path.
+    shutil.copy2(stub, python_dir / "triton_python_backend_stub")
+    for name, directory in (extra or {}).items():
+        _replace_link(dest / name, Path(directory).resolve())
+    return dest
+
+
+def _replace_link(link: Path, target: Path) -> None:
+    if link.is_symlink() or link.is_file():
+        link.unlink()
+    elif link.is_dir():
+        shutil.rmtree(link)
+    link.symlink_to(target)
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def ensure_port_free(host: str, port: int, what: str, flag: str) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise PortInUseError(
+                    f"port {port} ({what}) on {host} is already in use — is another "
+                    f"`geadmin up` or Triton running? Stop it, or pick another port with {flag}",
+                    port,
+                ) from exc
+            raise PortInUseError(f"cannot bind {what} port {port} on {host}: {exc}", port) from exc
+
+
+@dataclass(frozen=True)
+class Ports:
+    http: int
+    grpc: int
+    metrics: int
+
+    @classmethod
+    def free(cls, host: str = "127.0.0.1") -> Ports:
+        return cls(free_port(host), free_port(host), free_port(host))
+
+    def ensure_free(self, host: str) -> None:
+        ensure_port_free(host, self.http, "Triton HTTP", "--http-port")
+        ensure_port_free(host, self.grpc, "Triton gRPC", "--grpc-port")
+        ensure_port_free(host, self.metrics, "Triton metrics", "--metrics-port")
+
+
+def tail(path: Path, lines: int = 30) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def _client_host(host: str) -> str:
+    return "127.0.0.1" if host in ("0.0.0.0", "") else host
+
+
+class TritonProcess:
+    """One tritonserver process in explicit model-control mode.
+
+    Starts on free 127.0.0.1 ports unless `ports` is given. `models=None` loads every
+    model of the repository at start, a list loads those only, `[]` none.
+    """
+
+    def __init__(
+        self,
+        repository: Path,
+        *,
+        binary: Path | None = None,
+        backend_dir: Path | None = None,
+        log_path: Path | None = None,
+        host: str = "127.0.0.1",
+        ports: Ports | None = None,
+        models: Sequence[str] | None = None,
+        extra_args: Sequence[str] = (),
+        ld_library_path: Sequence[Path] = (),
+        env: Mapping[str, str] | None = None,
+        exit_timeout_s: int = 5,
+    ) -> None:
+        self.repository = Path(repository)
+        self.binary = Path(binary) if binary else find_tritonserver()
+        self.host = host
+        self.ports = ports or Ports.free(_client_host(host))
+        self.models = models
+        self.extra_args = list(extra_args)
+        self.ld_library_path = [Path(p) for p in ld_library_path]
+        self.extra_env = dict(env or {})
+        self.exit_timeout_s = exit_timeout_s
+        self._owned_dirs: list[Path] = []
+        self.backend_dir = backend_dir or self._default_backend_dir()
+        self.log_path = Path(log_path) if log_path else self._scratch_dir() / "tritonserver.log"
+        # A prefix of our own so stop() removes exactly this server's shared-memory regions.
+        self.shm_prefix = f"geadmin_{uuid.uuid4().hex[:12]}_"
+        self._process: subprocess.Popen[bytes] | None = None
+
+    # -- addresses --------------------------------------------------------------------
+    @property
+    def http_url(self) -> str:
+        return f"http://{_client_host(self.host)}:{self.ports.http}"
+
+    @property
+    def grpc_url(self) -> str:
+        return f"{_client_host(self.host)}:{self.ports.grpc}"
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://{_client_host(self.host)}:{self.ports.metrics}/metrics"
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process else None
+
+    # -- lifecycle --------------------------------------------------------------------
+    def command(self) -> list[str]:
+        cmd = [
+            str(self.binary),
+            f"--model-repository={self.repository}",
+            f"--backend-directory={self.backend_dir}",
+            "--model-control-mode=explicit",
+            f"--http-address={self.host}",
+            f"--grpc-address={self.host}",
+            f"--metrics-address={self.host}",
+            f"--http-port={self.ports.http}",
+            f"--grpc-port={self.ports.grpc}",
+            f"--metrics-port={self.ports.metrics}",
+            "--metrics-config=summary_latencies=true",
+            # A broken model must not keep the server (and the panel that explains it) down.
+            "--exit-on-error=false",
+            f"--exit-timeout-secs={self.exit_timeout_s}",
+            f"--backend-config=python,shm-region-prefix-name={self.shm_prefix}",
+        ]
+        models = ["*"] if self.models is None else list(self.models)
+        cmd += [f"--load-model={name}" for name in models]
+        return cmd + self.extra_args
+
+    def environment(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(self.extra_env)
+        venv_bin = str(Path(sys.executable).parent)
+        env["PATH"] = os.pathsep.join([venv_bin, env.get("PATH", "")])
+        libs = [str(p) for p in self.ld_library_path]
+        layout = wheel_layout()
+        if layout is not None and layout.libs_dir.is_dir():
+            libs.append(str(layout.libs_dir))
+        if env.get("LD_LIBRARY_PATH"):
+            libs.append(env["LD_LIBRARY_PATH"])
+        env["LD_LIBRARY_PATH"] = os.pathsep.join(libs)
+        return env
+
+    def start(self, timeout_s: float = 180.0, progress: Callable[[str], None] | None = None) -> None:
+        if self._process is not None:
+            raise TritonStartError("this TritonProcess is already started")
+        if not self.repository.is_dir():
+            raise TritonStartError(f"model repository {self.repository} does not exist")
+        self.ports.ensure_free(self.host)
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "ab") as log:
+            self._process = subprocess.Popen(
+                self.command(),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=self.environment(),
+                start_new_session=True,  # its own process group: stop() reaches the stubs too
+            )
+        try:
+            self._wait_live(timeout_s, progress)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _wait_live(self, timeout_s: float, progress: Callable[[str], None] | None) -> None:
+        # With --load-model the HTTP endpoint opens only after the initial loads finish,
+        # so "live" means "start-up done", whatever state each model ended in.
+        deadline = time.monotonic() + timeout_s
+        url = f"{self.http_url}/v2/health/live"
+        started = time.monotonic()
+        while time.monotonic() < deadline:
+            assert self._process is not None
+            code = self._process.poll()
+            if code is not None:
+                raise TritonStartError(
+                    f"tritonserver exited with code {code} during start-up "
+                    f"(full log: {self.log_path})",
+                    tail(self.log_path),
+                )
+            if _http_ok(url):
+                return
+            if progress is not None:
+                progress(f"waiting for Triton ({time.monotonic() - started:.0f}s)")
+            time.sleep(0.5)
+        raise TritonStartError(
+            f"tritonserver was not live after {timeout_s:.0f}s (full log: {self.log_path})",
+            tail(self.log_path),
+        )
+
+    def alive(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    def stop(self, timeout_s: float = 12.0) -> int | None:
+        """SIGTERM the process group, SIGKILL what is left after `timeout_s`; clean /dev/shm."""
+        process, self._process = self._process, None
+        code: int | None = None
+        if process is not None:
+            code = _terminate_group(process, timeout_s)
+        self.remove_shm_regions()
+        for directory in self._owned_dirs:
+            shutil.rmtree(directory, ignore_errors=True)
+        self._owned_dirs.clear()
+        return code
+
+    def remove_shm_regions(self) -> None:
+        for path in glob.glob(str(SHM_DIR / f"{self.shm_prefix}*")):
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+
+    def __enter__(self) -> TritonProcess:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    # -- helpers ----------------------------------------------------------------------
+    def _scratch_dir(self) -> Path:
+        import tempfile
+
+        directory = Path(tempfile.mkdtemp(prefix="geadmin-triton-"))
+        self._owned_dirs.append(directory)
+        return directory
+
+    def _default_backend_dir(self) -> Path:
+        return prepare_backend_directory(self._scratch_dir() / "backends")
+
+
+def _http_ok(url: str, timeout_s: float = 1.0) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as response:
+            return bool(response.status == 200)
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+def _terminate_group(process: subprocess.Popen[bytes], timeout_s: float) -> int:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    try:
+        return process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        return process.wait(timeout=5)
+    finally:
+        # Stubs are in the group too; make sure none outlives the server.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)

@@ -1,0 +1,69 @@
+"""The workspace: geadmin's own directory (`GEADMIN_HOME`).
+
+    $GEADMIN_HOME/
+      model_repository/     served by the embedded stack; a copy of the packaged samples
+      logs/tritonserver.log the embedded Triton's log (previous run: tritonserver.log.1)
+
+The samples are copied once, on first use, so edits survive restarts and the packaged
+copy stays pristine.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from geadmin.errors import RepositoryError
+
+SAMPLES_DIR = Path(__file__).resolve().parent / "samples"
+SAMPLE_REPOSITORY = SAMPLES_DIR / "model_repository"
+
+
+@dataclass(frozen=True)
+class Workspace:
+    home: Path
+
+    @property
+    def repository(self) -> Path:
+        return self.home / "model_repository"
+
+    @property
+    def logs(self) -> Path:
+        return self.home / "logs"
+
+    @property
+    def triton_log(self) -> Path:
+        return self.logs / "tritonserver.log"
+
+    def ensure(self) -> bool:
+        """Create the workspace; copy the sample repository if there is none yet.
+
+        Returns True when the samples were copied now. The copy goes to a temporary
+        directory first and is renamed into place, so an interrupted first run never
+        leaves a half-copied repository that later runs would mistake for the user's.
+        """
+        try:
+            self.logs.mkdir(parents=True, exist_ok=True)
+            if self.repository.exists():
+                return False
+            staging = Path(tempfile.mkdtemp(prefix=".model_repository-", dir=self.home))
+            try:
+                shutil.copytree(SAMPLE_REPOSITORY, staging, dirs_exist_ok=True,
+                                ignore=shutil.ignore_patterns("__pycache__"))
+                staging.rename(self.repository)
+            except BaseException:
+                shutil.rmtree(staging, ignore_errors=True)
+                raise
+        except OSError as exc:
+            raise RepositoryError(
+                f"cannot prepare the workspace at {self.home}: {exc.strerror or exc}; "
+                "set GEADMIN_HOME (or --home) to a writable directory"
+            ) from exc
+        return True
+
+    def rotate_triton_log(self) -> None:
+        """Keep the previous run's log as `.1` so this run's log holds only this run."""
+        if self.triton_log.exists():
+            self.triton_log.replace(self.triton_log.with_name(self.triton_log.name + ".1"))

@@ -1,0 +1,75 @@
+"""Shared fixtures: real tritonservers (nvidia-pytriton wheel) on free 127.0.0.1 ports.
+
+- `sample_repository`: a private copy of the packaged sample repository (per test module).
+- `triton_server`: one server per test session over its own copy; tests that change
+  server state (unload, config overrides) must put it back, or use `triton_factory`.
+- `triton_factory`: start a private server (about 2 s) with any repository / flags.
+- `dashboard`: the Streamlit dashboard served against `triton_server`.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from geadmin.tritonserver import TritonProcess
+from geadmin.workspace import SAMPLE_REPOSITORY
+from tests.helpers import DashboardProcess
+
+SAMPLE_MODELS = [
+    "digits_classifier",
+    "digits_pipeline",
+    "digits_postprocess",
+    "digits_preprocess",
+    "text_normalize",
+]
+
+
+def copy_samples(dest: Path) -> Path:
+    shutil.copytree(SAMPLE_REPOSITORY, dest, ignore=shutil.ignore_patterns("__pycache__"))
+    return dest
+
+
+@pytest.fixture
+def sample_repository(tmp_path: Path) -> Path:
+    return copy_samples(tmp_path / "model_repository")
+
+
+@pytest.fixture(scope="session")
+def triton_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonProcess]:
+    root = tmp_path_factory.mktemp("triton_session")
+    server = TritonProcess(copy_samples(root / "model_repository"), log_path=root / "tritonserver.log")
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def triton_factory(tmp_path: Path) -> Iterator[Callable[..., TritonProcess]]:
+    started: list[TritonProcess] = []
+
+    def start(repository: Path | None = None, **kwargs: Any) -> TritonProcess:
+        repo = repository or copy_samples(tmp_path / f"repo{len(started)}")
+        kwargs.setdefault("log_path", tmp_path / f"tritonserver{len(started)}.log")
+        server = TritonProcess(repo, **kwargs)
+        started.append(server)
+        server.start()
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def dashboard(triton_server: TritonProcess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DashboardProcess]:
+    home = tmp_path_factory.mktemp("dashboard_home")
+    process = DashboardProcess(triton_url=triton_server.http_url, home=home,
+                               triton_log=triton_server.log_path)
+    process.start()
+    yield process
+    process.stop()
