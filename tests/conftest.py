@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
+from geadmin.stack import DashboardProcess
 from geadmin.tritonserver import TritonProcess
 from geadmin.workspace import SAMPLE_REPOSITORY
-from tests.helpers import DashboardProcess
 
 SAMPLE_MODELS = [
     "digits_classifier",

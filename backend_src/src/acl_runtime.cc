@@ -1,0 +1,102 @@
+#include "acl_runtime.h"
+
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <vector>
+
+#include "triton_utils.h"
+
+namespace npu_ge {
+namespace {
+
+std::vector<std::string>
+CandidatePaths()
+{
+  std::vector<std::string> paths;
+  for (const char* var : {"ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME"}) {
+    const char* home = std::getenv(var);
+    if (home != nullptr && home[0] != '\0') {
+      paths.push_back(std::string(home) + "/lib64/libascendcl.so");
+    }
+  }
+  paths.emplace_back("libascendcl.so");  // LD_LIBRARY_PATH, ld.so.cache
+  return paths;
+}
+
+}  // namespace
+
+TRITONSERVER_Error*
+AclRuntime::Open(std::shared_ptr<AclRuntime>* runtime)
+{
+  std::unique_ptr<AclRuntime> rt(new AclRuntime());
+  std::string tried;
+  for (const std::string& path : CandidatePaths()) {
+    rt->handle_ = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (rt->handle_ != nullptr) {
+      rt->path_ = path;
+      break;
+    }
+    const char* why = dlerror();
+    tried += "\n  " + path + ": " + (why != nullptr ? why : "not found");
+  }
+  if (rt->handle_ == nullptr) {
+    return NPU_GE_ERROR(
+        UNAVAILABLE,
+        "cannot load the ACL runtime libascendcl.so (CANN toolkit). Install "
+        "CANN and run 'source /usr/local/Ascend/ascend-toolkit/set_env.sh' "
+        "before starting tritonserver, or set ASCEND_HOME_PATH to the toolkit "
+        "directory, or add the directory holding libascendcl.so to "
+        "LD_LIBRARY_PATH. Tried:"
+            << tried);
+  }
+#define NPU_GE_RESOLVE_FN(name)                                          \
+  rt->name = reinterpret_cast<decltype(&::name)>(dlsym(rt->handle_, #name)); \
+  if (rt->name == nullptr) {                                             \
+    return NPU_GE_ERROR(                                                 \
+        UNAVAILABLE, rt->path_ << " does not export " #name              \
+                               << "; the CANN version is too old for npu_ge"); \
+  }
+  NPU_GE_ACL_FUNCTIONS(NPU_GE_RESOLVE_FN)
+#undef NPU_GE_RESOLVE_FN
+  aclError rc = rt->aclInit(nullptr);
+  if (rc != ACL_SUCCESS && rc != ACL_ERROR_REPEAT_INITIALIZE) {
+    TRITONSERVER_Error* err = AclError(*rt, "aclInit", rc);
+    rt->aclFinalize = nullptr;  // nothing to finalize
+    return err;
+  }
+  NPU_GE_LOG(INFO, "loaded ACL runtime from " << rt->path_);
+  runtime->reset(rt.release());
+  return nullptr;
+}
+
+AclRuntime::~AclRuntime()
+{
+  if (aclFinalize != nullptr && handle_ != nullptr) {
+    aclError rc = aclFinalize();
+    if (rc != ACL_SUCCESS) {
+      LogAndDelete(AclError(*this, "aclFinalize", rc), "ACL shutdown");
+    }
+  }
+  // The library stays mapped: CANN keeps process-wide threads and state that
+  // must not be unmapped under them.
+}
+
+std::string
+AclRuntime::RecentErrorMessage() const
+{
+  if (aclGetRecentErrMsg == nullptr) return "";
+  const char* msg = aclGetRecentErrMsg();
+  return msg == nullptr ? "" : msg;
+}
+
+TRITONSERVER_Error*
+AclError(const AclRuntime& rt, const char* call, aclError code)
+{
+  std::string detail = rt.RecentErrorMessage();
+  return NPU_GE_ERROR(
+      INTERNAL, call << " failed: ACL error " << code
+                     << (detail.empty() ? "" : ": ") << detail);
+}
+
+}  // namespace npu_ge

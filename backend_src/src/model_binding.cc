@@ -1,0 +1,176 @@
+// BindConfigToModel: the "expected X, got Y" checks of a model configuration
+// against the tensors a compiled model declares.
+#include <algorithm>
+
+#include "batching.h"
+#include "dtype.h"
+#include "model_config.h"
+#include "triton_utils.h"
+
+namespace npu_ge {
+namespace {
+
+std::string
+Names(const std::vector<ModelTensorDesc>& tensors)
+{
+  std::string s;
+  for (const auto& t : tensors) s += (s.empty() ? "" : ", ") + t.name;
+  return s.empty() ? "none" : s;
+}
+
+struct BatchFacts {
+  bool any_dynamic = false;
+  size_t static_batch = 0;
+};
+
+TRITONSERVER_Error*
+CheckTensor(
+    const ModelConfigSpec& spec, const TensorConfig& cfg,
+    const ModelTensorDesc& model, const char* what, const std::string& label,
+    BatchFacts* facts)
+{
+  if (cfg.dtype == TRITONSERVER_TYPE_BYTES) {
+    return NPU_GE_ERROR(
+        UNSUPPORTED, what << " '" << cfg.name
+                          << "': data type BYTES is not supported by .om models");
+  }
+  if (!model.dtype_known) {
+    return NPU_GE_ERROR(
+        UNSUPPORTED, what << " '" << cfg.name << "': " << label << " uses "
+                          << model.dtype_name << ", which npu_ge cannot serve");
+  }
+  if (model.dtype != cfg.dtype) {
+    return NPU_GE_ERROR(
+        INVALID_ARG, what << " '" << cfg.name << "': expected data type "
+                          << DataTypeName(model.dtype) << " (as in " << label
+                          << "), got " << DataTypeName(cfg.dtype));
+  }
+  std::vector<int64_t> item_dims = model.dims;
+  if (spec.max_batch_size > 0) {
+    if (model.dims.empty()) {
+      return NPU_GE_ERROR(
+          INVALID_ARG, what << " '" << cfg.name << "': max_batch_size is "
+                            << spec.max_batch_size << " but " << label
+                            << " has no batch dimension (dims [])");
+    }
+    int64_t batch = model.dims[0];
+    if (batch < 0) {
+      facts->any_dynamic = true;
+    } else if (facts->static_batch != 0 &&
+               facts->static_batch != static_cast<size_t>(batch)) {
+      return NPU_GE_ERROR(
+          INVALID_ARG, what << " '" << cfg.name << "': expected batch dimension "
+                            << facts->static_batch << " like the other tensors of "
+                            << label << ", got " << batch);
+    } else {
+      facts->static_batch = static_cast<size_t>(batch);
+    }
+    item_dims.erase(item_dims.begin());
+  }
+  if (item_dims != cfg.dims) {
+    return NPU_GE_ERROR(
+        INVALID_ARG,
+        what << " '" << cfg.name << "': expected dims " << DimsToString(item_dims)
+             << " (" << label << " dims " << DimsToString(model.dims)
+             << (spec.max_batch_size > 0 ? " without the batch dimension" : "")
+             << "), got " << DimsToString(cfg.dims));
+  }
+  if (ElementCount(item_dims) < 0) {
+    return NPU_GE_ERROR(
+        UNSUPPORTED, what << " '" << cfg.name << "': " << label
+                          << " has dynamic dims " << DimsToString(model.dims)
+                          << "; only a dynamic batch dimension is supported");
+  }
+  return nullptr;
+}
+
+TRITONSERVER_Error*
+BindList(
+    const ModelConfigSpec& spec, const std::vector<TensorConfig>& cfgs,
+    const std::vector<ModelTensorDesc>& model, const char* what,
+    const std::string& label, std::vector<size_t>* index, BatchFacts* facts)
+{
+  if (cfgs.size() != model.size()) {
+    return NPU_GE_ERROR(
+        INVALID_ARG, "expected " << model.size() << " " << what << "(s) ("
+                                 << Names(model) << " in " << label << "), got "
+                                 << cfgs.size() << " in the model configuration");
+  }
+  for (const TensorConfig& cfg : cfgs) {
+    auto it = std::find_if(model.begin(), model.end(), [&](const ModelTensorDesc& t) {
+      return t.name == cfg.name;
+    });
+    if (it == model.end()) {
+      return NPU_GE_ERROR(
+          INVALID_ARG, what << " '" << cfg.name << "' not found in " << label
+                            << " (its " << what << "s: " << Names(model) << ")");
+    }
+    NPU_GE_RETURN_IF_ERROR(CheckTensor(spec, cfg, *it, what, label, facts));
+    index->push_back(static_cast<size_t>(it - model.begin()));
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+bool
+IoBinding::ExecRows(size_t rows, size_t* exec_rows) const
+{
+  if (rows == 0) return false;
+  if (!gears.empty()) return SelectGear(gears, rows, exec_rows);
+  if (static_batch > 0) {
+    *exec_rows = static_batch;
+    return rows <= static_batch;
+  }
+  *exec_rows = 1;
+  return rows == 1;
+}
+
+TRITONSERVER_Error*
+BindConfigToModel(
+    const ModelConfigSpec& spec, const ModelIoDesc& desc,
+    const std::string& label, IoBinding* binding)
+{
+  IoBinding b;
+  BatchFacts facts;
+  NPU_GE_RETURN_IF_ERROR(BindList(
+      spec, spec.inputs, desc.inputs, "input", label, &b.input_index, &facts));
+  NPU_GE_RETURN_IF_ERROR(BindList(
+      spec, spec.outputs, desc.outputs, "output", label, &b.output_index, &facts));
+  const auto mbs = static_cast<size_t>(spec.max_batch_size);
+  if (!desc.gears.empty() && spec.max_batch_size == 0) {
+    return NPU_GE_ERROR(
+        INVALID_ARG, label << " was compiled with dynamic batch gears "
+                           << DimsToString(desc.gears)
+                           << "; expected max_batch_size > 0, got 0");
+  }
+  if (spec.max_batch_size > 0 && facts.any_dynamic) {
+    if (desc.gears.empty()) {
+      return NPU_GE_ERROR(
+          UNSUPPORTED, label << " has a dynamic batch dimension but no batch "
+                                "gears; compile it with atc --dynamic_batch_size");
+    }
+    b.gears = desc.gears;
+    std::sort(b.gears.begin(), b.gears.end());
+    if (mbs > static_cast<size_t>(b.gears.back())) {
+      return NPU_GE_ERROR(
+          INVALID_ARG, "expected max_batch_size <= " << b.gears.back()
+                                                     << " (largest batch gear of "
+                                                     << label << "), got " << mbs);
+    }
+    b.max_exec_rows = static_cast<size_t>(b.gears.back());
+  } else if (spec.max_batch_size > 0) {
+    if (mbs > facts.static_batch) {
+      return NPU_GE_ERROR(
+          INVALID_ARG, "expected max_batch_size <= " << facts.static_batch
+                                                     << " (batch dimension of "
+                                                     << label << "), got " << mbs);
+    }
+    b.static_batch = facts.static_batch;
+    b.max_exec_rows = facts.static_batch;
+  }
+  *binding = std::move(b);
+  return nullptr;
+}
+
+}  // namespace npu_ge

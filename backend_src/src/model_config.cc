@@ -1,0 +1,259 @@
+#include "model_config.h"
+
+#include <algorithm>
+#include <cctype>
+#include <set>
+
+#include "batching.h"
+#include "dtype.h"
+#include "triton_utils.h"
+
+namespace npu_ge {
+namespace {
+
+std::string
+Trim(const std::string& s)
+{
+  size_t b = s.find_first_not_of(" \t\n");
+  if (b == std::string::npos) return "";
+  size_t e = s.find_last_not_of(" \t\n");
+  return s.substr(b, e - b + 1);
+}
+
+std::string
+Lower(std::string s)
+{
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) {
+    return static_cast<char>(std::tolower(c));
+  });
+  return s;
+}
+
+TRITONSERVER_Error*
+ParseEngine(const std::string& value, EngineKind* kind)
+{
+  std::string v = Lower(Trim(value));
+  if (v == "acl_om" || v == "om" || v == "acl" || v == "offline") {
+    *kind = EngineKind::kAclOm;
+  } else if (v == "ge_graph" || v == "ge" || v == "graph" || v == "online") {
+    *kind = EngineKind::kGeGraph;
+  } else {
+    return NPU_GE_ERROR(
+        INVALID_ARG, "parameter 'engine': expected 'acl_om' or 'ge_graph', got '"
+                         << value << "'");
+  }
+  return nullptr;
+}
+
+TRITONSERVER_Error*
+ParseTensors(
+    const JsonValue& list, const char* what, std::vector<TensorConfig>* out)
+{
+  std::set<std::string> seen;
+  for (const JsonValue& item : list.Items()) {
+    TensorConfig t;
+    t.name = item["name"].AsString();
+    if (t.name.empty()) {
+      return NPU_GE_ERROR(INVALID_ARG, "every " << what << " needs a name");
+    }
+    if (!seen.insert(t.name).second) {
+      return NPU_GE_ERROR(
+          INVALID_ARG, what << " '" << t.name << "' is declared twice");
+    }
+    const std::string& dt = item["data_type"].AsString();
+    if (!DataTypeFromConfig(dt, &t.dtype)) {
+      return NPU_GE_ERROR(
+          INVALID_ARG, what << " '" << t.name << "': unknown data_type '" << dt
+                            << "'");
+    }
+    for (const JsonValue& d : item["dims"].Items()) {
+      int64_t v = 0;
+      if (!d.AsInt64(&v)) {
+        return NPU_GE_ERROR(
+            INVALID_ARG, what << " '" << t.name << "': dims must be integers");
+      }
+      t.dims.push_back(v);
+    }
+    if (item["reshape"].IsObject() && item["reshape"]["shape"].Size() > 0) {
+      return NPU_GE_ERROR(
+          UNSUPPORTED, what << " '" << t.name
+                            << "': 'reshape' is not supported by npu_ge");
+    }
+    out->push_back(std::move(t));
+  }
+  if (out->empty()) {
+    return NPU_GE_ERROR(
+        INVALID_ARG, "expected at least one " << what
+                                              << " in the model configuration, got none");
+  }
+  return nullptr;
+}
+
+const std::string*
+StringParameter(const JsonValue& params, const std::string& key)
+{
+  const JsonValue& p = params[key];
+  if (!p.IsObject() || !p["string_value"].IsString()) return nullptr;
+  return &p["string_value"].AsString();
+}
+
+TRITONSERVER_Error*
+ParseParameters(const JsonValue& params, ModelConfigSpec* spec, bool* engine_set)
+{
+  const std::string* ids = StringParameter(params, "device_ids");
+  const std::string* legacy_ids = StringParameter(params, "DEVICE_ID");
+  if (legacy_ids != nullptr) {
+    spec->warnings.push_back(
+        "parameter 'DEVICE_ID' is deprecated; use 'device_ids'" +
+        std::string(ids != nullptr ? " (ignored: 'device_ids' is also set)" : ""));
+    if (ids == nullptr) ids = legacy_ids;
+  }
+  if (ids != nullptr) {
+    NPU_GE_RETURN_IF_ERROR(
+        WrapError(ParseDeviceIds(*ids, &spec->device_ids), "parameter 'device_ids'"));
+  }
+  const std::string* engine = StringParameter(params, "engine");
+  const std::string* legacy_engine = StringParameter(params, "EXECUTOR_TYPE");
+  if (legacy_engine != nullptr) {
+    spec->warnings.push_back(
+        "parameter 'EXECUTOR_TYPE' is deprecated; use 'engine'" +
+        std::string(engine != nullptr ? " (ignored: 'engine' is also set)" : ""));
+    if (engine == nullptr) engine = legacy_engine;
+  }
+  if (engine != nullptr) {
+    NPU_GE_RETURN_IF_ERROR(ParseEngine(*engine, &spec->engine));
+    *engine_set = true;
+  }
+  for (const auto& kv : params.Members()) {
+    static const std::set<std::string> kKnown{
+        "device_ids", "DEVICE_ID", "engine", "EXECUTOR_TYPE"};
+    if (kKnown.count(kv.first) == 0 && kv.second["string_value"].IsString()) {
+      spec->options[kv.first] = kv.second["string_value"].AsString();
+    }
+  }
+  return nullptr;
+}
+
+bool
+EndsWith(const std::string& s, const std::string& suffix)
+{
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+}  // namespace
+
+const char*
+EngineKindName(EngineKind kind)
+{
+  return kind == EngineKind::kAclOm ? "acl_om" : "ge_graph";
+}
+
+size_t
+TensorConfig::RowBytes() const
+{
+  int64_t n = ElementCount(dims);
+  return n < 0 ? 0 : static_cast<size_t>(n) * DataTypeByteSize(dtype);
+}
+
+std::string
+DimsToString(const std::vector<int64_t>& dims)
+{
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (i > 0) s += ",";
+    s += std::to_string(dims[i]);
+  }
+  return s + "]";
+}
+
+TRITONSERVER_Error*
+ParseDeviceIds(const std::string& text, std::vector<int32_t>* ids)
+{
+  std::vector<int32_t> parsed;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t comma = text.find(',', start);
+    if (comma == std::string::npos) comma = text.size();
+    std::string item = Trim(text.substr(start, comma - start));
+    bool digits = !item.empty() && item.size() < 10 &&
+                  std::all_of(item.begin(), item.end(), [](unsigned char c) {
+                    return std::isdigit(c) != 0;
+                  });
+    if (!digits) {
+      return NPU_GE_ERROR(
+          INVALID_ARG, "expected a comma-separated list of device ids like "
+                       "'0,1', got '"
+                           << text << "'");
+    }
+    parsed.push_back(static_cast<int32_t>(std::stol(item)));
+    start = comma + 1;
+  }
+  *ids = std::move(parsed);
+  return nullptr;
+}
+
+TRITONSERVER_Error*
+ParseModelConfig(const JsonValue& config, ModelConfigSpec* spec)
+{
+  if (!config.IsObject()) {
+    return NPU_GE_ERROR(INVALID_ARG, "model configuration is not a JSON object");
+  }
+  spec->name = config["name"].AsString();
+  int64_t mbs = 0;
+  if (config.Has("max_batch_size") && !config["max_batch_size"].AsInt64(&mbs)) {
+    return NPU_GE_ERROR(INVALID_ARG, "max_batch_size must be an integer");
+  }
+  if (mbs < 0) {
+    return NPU_GE_ERROR(
+        INVALID_ARG, "expected max_batch_size >= 0, got " << mbs);
+  }
+  spec->max_batch_size = mbs;
+  NPU_GE_RETURN_IF_ERROR(ParseTensors(config["input"], "input", &spec->inputs));
+  NPU_GE_RETURN_IF_ERROR(
+      ParseTensors(config["output"], "output", &spec->outputs));
+  bool engine_set = false;
+  NPU_GE_RETURN_IF_ERROR(
+      ParseParameters(config["parameters"], spec, &engine_set));
+  spec->model_filename = config["default_model_filename"].AsString();
+  if (!engine_set && !spec->model_filename.empty() &&
+      !EndsWith(spec->model_filename, ".om")) {
+    spec->engine = EngineKind::kGeGraph;  // .onnx / .pb / .air
+  }
+  if (spec->model_filename.empty()) {
+    spec->model_filename =
+        spec->engine == EngineKind::kAclOm ? "model.om" : "model.onnx";
+  }
+  if (spec->model_filename.find('/') != std::string::npos ||
+      spec->model_filename == "..") {
+    return NPU_GE_ERROR(
+        INVALID_ARG, "default_model_filename must be a file name, got '"
+                         << spec->model_filename << "'");
+  }
+  return nullptr;
+}
+
+TRITONSERVER_Error*
+ParseBackendConfig(const JsonValue& config, BackendConfigSpec* spec)
+{
+  const JsonValue& cmdline = config["cmdline"];
+  if (cmdline["device_ids"].IsString()) {
+    NPU_GE_RETURN_IF_ERROR(WrapError(
+        ParseDeviceIds(cmdline["device_ids"].AsString(), &spec->default_device_ids),
+        "--backend-config=npu_ge,device_ids"));
+  }
+  const JsonValue& interval = cmdline["telemetry_interval_ms"];
+  if (!interval.IsNull()) {
+    int64_t ms = 0;
+    if (!interval.AsInt64(&ms) || ms < 10 || ms > 3600000) {
+      return NPU_GE_ERROR(
+          INVALID_ARG, "--backend-config=npu_ge,telemetry_interval_ms: expected "
+                       "an integer in [10, 3600000], got '"
+                           << interval.AsString() << "'");
+    }
+    spec->telemetry_interval_ms = ms;
+  }
+  return nullptr;
+}
+
+}  // namespace npu_ge

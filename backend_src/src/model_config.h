@@ -1,0 +1,93 @@
+// The validated facts of a model configuration, and the check of those facts
+// against what the compiled model itself declares. Pure logic over JSON (no
+// Triton calls besides TRITONSERVER_ErrorNew), unit-tested.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "json.h"
+#include "npu_ge/triton_api.h"
+
+namespace npu_ge {
+
+enum class EngineKind { kAclOm, kGeGraph };
+const char* EngineKindName(EngineKind kind);
+
+struct TensorConfig {
+  std::string name;
+  TRITONSERVER_DataType dtype = TRITONSERVER_TYPE_INVALID;
+  std::vector<int64_t> dims;  // per request, without the batch dimension
+  size_t RowBytes() const;    // bytes of one batch row
+};
+
+struct ModelConfigSpec {
+  std::string name;
+  int64_t max_batch_size = 0;
+  std::vector<TensorConfig> inputs;
+  std::vector<TensorConfig> outputs;
+  std::vector<int32_t> device_ids;  // empty: use the backend default
+  EngineKind engine = EngineKind::kAclOm;
+  std::string model_filename;       // file inside <model>/<version>/
+  std::map<std::string, std::string> options;  // other parameters (ge.* ...)
+  std::vector<std::string> warnings;           // to be logged at load
+};
+
+struct BackendConfigSpec {
+  std::vector<int32_t> default_device_ids{0};
+  int64_t telemetry_interval_ms = 1000;
+};
+
+// "0,1, 3" -> {0,1,3}. Rejects empty lists, negatives and non-numbers.
+TRITONSERVER_Error* ParseDeviceIds(
+    const std::string& text, std::vector<int32_t>* ids);
+
+// Reads Triton's model configuration JSON.
+TRITONSERVER_Error* ParseModelConfig(
+    const JsonValue& config, ModelConfigSpec* spec);
+
+// Reads TRITONBACKEND_BackendConfig JSON ({"cmdline": {...}}).
+TRITONSERVER_Error* ParseBackendConfig(
+    const JsonValue& config, BackendConfigSpec* spec);
+
+// What a compiled model (.om description) declares about one tensor.
+struct ModelTensorDesc {
+  std::string name;
+  bool dtype_known = true;
+  TRITONSERVER_DataType dtype = TRITONSERVER_TYPE_INVALID;
+  std::string dtype_name;      // as the model spells it (for messages)
+  std::vector<int64_t> dims;   // full dims, batch dim included if any
+  size_t byte_size = 0;        // size for the largest batch
+};
+
+struct ModelIoDesc {
+  std::vector<ModelTensorDesc> inputs;   // without the dynamic-batch input
+  std::vector<ModelTensorDesc> outputs;
+  std::vector<int64_t> gears;            // dynamic batch gears, may be empty
+  bool has_dynamic_batch_input = false;
+  size_t dynamic_batch_input_index = 0;  // index among the model's inputs
+  std::vector<size_t> input_model_index; // model index of inputs[i]
+};
+
+// How config tensors map onto the model, and how batches are run.
+struct IoBinding {
+  std::vector<size_t> input_index;   // config input i -> ModelIoDesc.inputs
+  std::vector<size_t> output_index;  // config output i -> ModelIoDesc.outputs
+  std::vector<int64_t> gears;        // sorted; empty for a static model
+  size_t static_batch = 0;           // batch dim of a static model (0: none)
+  size_t max_exec_rows = 1;          // largest rows one execution handles
+  // Rows the model runs for 'rows' real rows (gear or static batch).
+  bool ExecRows(size_t rows, size_t* exec_rows) const;
+};
+
+// Checks the config against the model description; 'model_label' names the
+// model file in messages ("model.om").
+TRITONSERVER_Error* BindConfigToModel(
+    const ModelConfigSpec& spec, const ModelIoDesc& desc,
+    const std::string& model_label, IoBinding* binding);
+
+std::string DimsToString(const std::vector<int64_t>& dims);
+
+}  // namespace npu_ge

@@ -1,0 +1,40 @@
+"""`geadmin` command line: routes to one module per sub-command (geadmin/commands/)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from geadmin import __version__
+from geadmin.commands import status, up
+from geadmin.errors import GeAdminError
+
+COMMANDS = (up, status)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="geadmin",
+        description="Control panel for Triton Inference Server on Ascend NPUs.",
+    )
+    parser.add_argument("--version", action="version", version=f"geadmin {__version__}")
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for command in COMMANDS:
+        command.register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        return int(args.func(args))
+    except GeAdminError as exc:
+        print(f"geadmin: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

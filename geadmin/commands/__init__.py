@@ -1,0 +1,1 @@
+"""One module per `geadmin` sub-command; each exposes `register(subparsers)`."""

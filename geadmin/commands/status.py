@@ -1,0 +1,97 @@
+"""`geadmin status`: one-shot health summary; exit 0 only when everything expected is READY."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import defaultdict
+from dataclasses import asdict, dataclass
+
+from geadmin.commands.common import add_connection_args, client_from_args
+from geadmin.overview import ServerSnapshot, take_snapshot
+from geadmin.triton import ModelEntry, ModelState
+
+EXIT_OK = 0
+EXIT_NOT_READY = 1
+EXIT_UNREACHABLE = 3
+
+
+@dataclass(frozen=True)
+class StatusReport:
+    snapshot: ServerSnapshot
+    expected: tuple[str, ...] = ()
+
+    @property
+    def missing(self) -> list[str]:
+        """Expected models that are not READY."""
+        ready = {m.name for m in self.snapshot.models if m.state is ModelState.READY}
+        return [name for name in self.expected if name not in ready]
+
+    @property
+    def ok(self) -> bool:
+        return self.snapshot.ready and not self.snapshot.error and not self.missing
+
+    def exit_code(self) -> int:
+        if not self.snapshot.reachable:
+            return EXIT_UNREACHABLE
+        return EXIT_OK if self.ok else EXIT_NOT_READY
+
+    def to_json(self) -> dict[str, object]:
+        snap = self.snapshot
+        return {
+            "url": snap.url,
+            "ok": self.ok,
+            "live": snap.live,
+            "ready": snap.ready,
+            "version": snap.info.version if snap.info else "",
+            "error": snap.error,
+            "models": [{**asdict(m), "state": m.state.value} for m in snap.models],
+            "expected_not_ready": self.missing,
+        }
+
+
+def render_text(report: StatusReport) -> str:
+    snap = report.snapshot
+    yes = {True: "yes", False: "no"}
+    lines = [
+        f"Triton {snap.url}  version {snap.info.version if snap.info else '?'}  "
+        f"live: {yes[snap.live]}  ready: {yes[snap.ready]}"
+    ]
+    if snap.error:
+        lines.append(f"error: {snap.error}")
+    by_state: dict[ModelState, list[ModelEntry]] = defaultdict(list)
+    for model in snap.models:
+        by_state[model.state].append(model)
+    for state in ModelState:
+        models = by_state.get(state, [])
+        if not models:
+            continue
+        if state is ModelState.READY:
+            lines.append(f"READY ({len(models)}): " + ", ".join(m.name for m in models))
+            continue
+        lines.append(f"{state.value} ({len(models)}):")
+        lines += [f"  {m.name}" + (f" v{m.version}" if m.version else "")
+                  + (f": {m.reason}" if m.reason else "") for m in models]
+    if report.missing:
+        lines.append("expected but not READY: " + ", ".join(report.missing))
+    lines.append("OK" if report.ok else "NOT OK")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    report = StatusReport(take_snapshot("cli", client_from_args(args)), tuple(args.expect or ()))
+    print(json.dumps(report.to_json(), indent=2) if args.json else render_text(report))
+    return report.exit_code()
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "status",
+        help="one-shot health summary (exit 0 only when ready and expected models are READY)",
+        description="Exit codes: 0 ready and every --expect model READY; 1 reachable but not "
+        "ready or an expected model not READY; 3 Triton unreachable.",
+    )
+    add_connection_args(parser)
+    parser.add_argument("--expect", nargs="+", metavar="NAME", help="models that must be READY")
+    parser.add_argument("--json", action="store_true", help="print a JSON document")
+    parser.set_defaults(func=run)

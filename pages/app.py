@@ -1,0 +1,31 @@
+"""Dashboard entry script: page set-up and routing only (pages live beside it)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import streamlit as st
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # so `pages.*` imports resolve
+
+from geadmin.errors import GeAdminError
+from pages import overview
+from pages.ui.context import server_picker
+
+st.set_page_config(page_title="geadmin", page_icon=":material/memory:", layout="wide")
+
+navigation = st.navigation(
+    {
+        "Triage": [
+            st.Page(overview.render, title="Overview", icon=":material/dashboard:",
+                    url_path="overview", default=True),
+        ],
+    }
+)
+try:
+    server_picker()
+except GeAdminError as exc:  # e.g. a malformed GEADMIN_SERVERS_FILE
+    st.error(f"geadmin is misconfigured: {exc}")
+    st.stop()
+navigation.run()

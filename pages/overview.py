@@ -1,0 +1,109 @@
+"""Overview: is each server up, which models are not READY, and why."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from geadmin.overview import ServerSnapshot, take_snapshot
+from geadmin.triton import ModelState
+from pages.ui import keys
+from pages.ui.context import client_for, selected_server, servers
+
+REFRESH_S = 5
+
+
+def render() -> None:
+    st.title("Overview")
+    live_overview()
+
+
+@st.fragment(run_every=REFRESH_S)
+def live_overview() -> None:
+    snapshots = [take_snapshot(spec.name, client_for(spec.url, spec.admin_key)) for spec in servers()]
+    if len(snapshots) > 1:
+        servers_table(snapshots)
+    selected = selected_server().name
+    current = next(s for s in snapshots if s.name == selected)
+    server_detail(current, remember(current))
+
+
+def remember(snapshot: ServerSnapshot) -> ServerSnapshot | None:
+    """Keep the last snapshot that had data, so an outage does not blank the page."""
+    last_good: dict[str, ServerSnapshot] = st.session_state.setdefault(keys.OVERVIEW_LAST_GOOD, {})
+    if snapshot.reachable and not snapshot.error:
+        last_good[snapshot.name] = snapshot
+    return last_good.get(snapshot.name)
+
+
+def servers_table(snapshots: list[ServerSnapshot]) -> None:
+    rows = [
+        {
+            "server": s.name,
+            "url": s.url,
+            "status": status_word(s),
+            "version": s.info.version if s.info else "",
+            "models": len(s.models),
+            "not ready": len(s.not_ready),
+        }
+        for s in snapshots
+    ]
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+
+
+def status_word(snapshot: ServerSnapshot) -> str:
+    if not snapshot.reachable:
+        return "UNREACHABLE"
+    return "READY" if snapshot.ready else ("LIVE, NOT READY" if snapshot.live else "NOT LIVE")
+
+
+def server_detail(current: ServerSnapshot, last_good: ServerSnapshot | None) -> None:
+    shown = current
+    if not current.reachable or current.error:
+        st.error(f"**{current.name}**: {current.error}", icon=":material/error:")
+        if last_good is None:
+            st.caption("No data yet; retrying every few seconds.")
+            return
+        shown = last_good
+        st.warning(f"Showing the last data received, from {last_good.taken_at:%H:%M:%S} UTC. "
+                   "This page recovers by itself when Triton answers again.")
+    identity(shown, status_word(current))
+    not_ready_models(shown)
+    model_table(shown)
+    st.caption(f"Refreshed {current.taken_at:%H:%M:%S} UTC · every {REFRESH_S}s")
+
+
+def identity(snapshot: ServerSnapshot, status: str) -> None:
+    left, middle, right = st.columns(3)
+    left.metric("Server", status)
+    middle.metric("Triton version", snapshot.info.version if snapshot.info else "?")
+    right.metric("Transport", snapshot.transport.upper())
+    st.caption(f"`{snapshot.url}` · live: {snapshot.live} · ready: {snapshot.ready}")
+    counts = snapshot.counts
+    columns = st.columns(len(counts))
+    for column, (state, count) in zip(columns, counts.items(), strict=True):
+        column.metric(state.value.replace("_", " "), count)
+    if snapshot.info and snapshot.info.extensions:
+        with st.expander("Extensions"):
+            st.write(", ".join(snapshot.info.extensions))
+
+
+def not_ready_models(snapshot: ServerSnapshot) -> None:
+    failing = [m for m in snapshot.not_ready if m.state is not ModelState.NOT_LOADED]
+    if not failing:
+        st.success("Every loaded model is READY.", icon=":material/check_circle:")
+        return
+    st.subheader(f"Not ready ({len(failing)})")
+    for model in failing:
+        st.error(f"**{model.name}** v{model.version or '?'} — {model.state.value}: "
+                 f"{model.reason or 'no reason given by Triton'}")
+
+
+def model_table(snapshot: ServerSnapshot) -> None:
+    st.subheader("Models")
+    if not snapshot.models:
+        st.info("The model repository is empty.")
+        return
+    rows = [{"model": m.name, "version": m.version, "state": m.state.value, "reason": m.reason}
+            for m in snapshot.models]
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
