@@ -39,6 +39,7 @@ class DashboardProcess:
         port: int | None = None,
         host: str = "127.0.0.1",
         triton_log: Path | None = None,
+        repository: Path | None = None,
         extra_env: Mapping[str, str] | None = None,
         log_path: Path | None = None,
     ) -> None:
@@ -47,6 +48,7 @@ class DashboardProcess:
         self.host = host
         self.port = port or free_port(host if host != "0.0.0.0" else "127.0.0.1")
         self.triton_log = triton_log
+        self.repository = repository
         self.extra_env = dict(extra_env or {})
         self.log_path = log_path or self.home / "logs" / "dashboard.log"
         self._process: subprocess.Popen[bytes] | None = None
@@ -83,6 +85,8 @@ class DashboardProcess:
         env["GEADMIN_HOME"] = str(self.home)
         if self.triton_log is not None:
             env["GEADMIN_TRITON_LOG"] = str(self.triton_log)
+        if self.repository is not None:
+            env["GEADMIN_REPOSITORY"] = str(self.repository)
         return env
 
     def start(self, timeout_s: float = 60.0) -> None:
@@ -165,6 +169,7 @@ class EmbeddedStack:
                 triton_url=triton_url, home=opts.workspace.home, port=opts.dashboard_port,
                 host=opts.host,
                 triton_log=self.triton.log_path if self.triton else None,
+                repository=self.triton.repository if self.triton else None,
             )
             self.say(f"starting the dashboard on port {opts.dashboard_port} ...")
             self.dashboard.start()

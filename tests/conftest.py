@@ -66,10 +66,13 @@ def triton_factory(tmp_path: Path) -> Iterator[Callable[..., TritonProcess]]:
 
 
 @pytest.fixture(scope="session")
-def dashboard(triton_server: TritonProcess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DashboardProcess]:
+def dashboard(
+    triton_server: TritonProcess, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[DashboardProcess]:
     home = tmp_path_factory.mktemp("dashboard_home")
     process = DashboardProcess(triton_url=triton_server.http_url, home=home,
-                               triton_log=triton_server.log_path)
+                               triton_log=triton_server.log_path,
+                               repository=triton_server.repository)
     process.start()
     yield process
     process.stop()
