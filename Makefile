@@ -1,0 +1,40 @@
+# Two commands do all set-up on a fresh machine: `make run` and `make test`.
+VENV ?= .venv
+PYTHON ?= python3
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+# System packages the tests need (browser test, backend unit tests).
+APT_TEST_PACKAGES := chromium libgtest-dev
+
+.PHONY: install run test test-deps lint backend bench clean
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+run: install
+	$(VENV)/bin/geadmin up
+
+test-deps: install
+	@APT_TEST_PACKAGES="$(APT_TEST_PACKAGES)" bash scripts/install-test-deps.sh
+
+lint: install
+	$(VENV)/bin/ruff check geadmin pages tests benchmarks scripts
+	$(VENV)/bin/mypy
+
+backend: install
+	bash backend_src/build.sh
+
+test: test-deps lint
+	bash backend_src/build.sh
+	$(PY) -m pytest -q
+
+bench: install backend
+	@for f in benchmarks/*.py; do echo "== $$f"; $(PY) $$f || exit 1; done
+
+clean:
+	rm -rf build .pytest_cache .ruff_cache .mypy_cache

@@ -1,0 +1,175 @@
+"""`geadmin up` and `geadmin status` end to end, as subprocesses, against the real binaries."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tritonclient.http as httpclient
+
+from geadmin.tritonserver import free_port
+from geadmin.workspace import SAMPLES_DIR
+from tests.conftest import SAMPLE_MODELS
+from tests.helpers import OutputCollector, alive, descendants, wait_for
+
+GEADMIN = [sys.executable, "-m", "geadmin.cli"]
+
+
+@dataclass
+class Up:
+    process: subprocess.Popen[str]
+    home: Path
+    http: int
+    grpc: int
+    metrics: int
+    dashboard: int
+    output: str
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.http}"
+
+
+def port_args(http: int, grpc: int, metrics: int, dashboard: int) -> list[str]:
+    return ["--http-port", str(http), "--grpc-port", str(grpc), "--metrics-port", str(metrics),
+            "--dashboard-port", str(dashboard)]
+
+
+def geadmin(*args: str, home: Path, timeout_s: float = 60) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "GEADMIN_HOME": str(home)}
+    return subprocess.run([*GEADMIN, *args], capture_output=True, text=True, env=env, timeout=timeout_s)
+
+
+@pytest.fixture(scope="module")
+def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Up]:
+    home = tmp_path_factory.mktemp("up_home")
+    ports = [free_port() for _ in range(4)]
+    env = {**os.environ, "GEADMIN_HOME": str(home)}
+    process = subprocess.Popen([*GEADMIN, "up", *port_args(*ports)], stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True, env=env)
+    try:
+        output = OutputCollector(process).wait_for("Press Ctrl-C to stop.", timeout_s=180)
+        yield Up(process, home, *ports, output=output)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            for pid in descendants(process.pid):
+                os.kill(pid, signal.SIGKILL)
+            process.wait(10)
+
+
+def test_both_servers_answer_and_every_sample_model_is_ready(up: Up) -> None:
+    assert f"Dashboard http://127.0.0.1:{up.dashboard}" in up.output
+    with urllib.request.urlopen(f"http://127.0.0.1:{up.dashboard}/_stcore/health", timeout=5) as r:
+        assert r.status == 200
+    client = httpclient.InferenceServerClient(f"127.0.0.1:{up.http}")
+    index = {m["name"]: m.get("state") for m in client.get_model_repository_index()}
+    assert index == dict.fromkeys(SAMPLE_MODELS, "READY")
+    with urllib.request.urlopen(f"http://127.0.0.1:{up.metrics}/metrics", timeout=5) as r:
+        assert b"nv_inference_request_success" in r.read()
+
+
+def test_workspace_holds_the_repository_copy_and_the_triton_log(up: Up) -> None:
+    assert sorted(p.name for p in (up.home / "model_repository").iterdir()) == SAMPLE_MODELS
+    log = (up.home / "logs" / "tritonserver.log").read_text()
+    assert "successfully loaded 'digits_pipeline'" in log
+
+
+def test_ensemble_returns_the_right_digit_for_real_images(up: Up) -> None:
+    examples = np.load(SAMPLES_DIR / "digits_examples.npz")
+    client = httpclient.InferenceServerClient(f"127.0.0.1:{up.http}")
+    image = httpclient.InferInput("IMAGE", list(examples["images"].shape), "UINT8")
+    image.set_data_from_numpy(examples["images"])
+    result = client.infer("digits_pipeline", [image])
+    np.testing.assert_array_equal(result.as_numpy("LABEL").ravel(), examples["labels"])
+    assert result.as_numpy("LABEL_NAME")[3, 0] == b"three"
+    assert (result.as_numpy("SCORE") > 0.5).all()
+
+
+def test_status_exit_codes_and_json(up: Up) -> None:
+    ok = geadmin("status", "--url", up.url, "--expect", "digits_pipeline", home=up.home)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "READY (5)" in ok.stdout
+
+    over_grpc = geadmin("status", "--url", f"grpc://127.0.0.1:{up.grpc}", "--json", home=up.home)
+    document = json.loads(over_grpc.stdout)
+    assert over_grpc.returncode == 0 and document["ok"] is True
+    assert {m["name"]: m["state"] for m in document["models"]} == dict.fromkeys(SAMPLE_MODELS, "READY")
+
+    missing = geadmin("status", "--url", up.url, "--expect", "digits_pipeline", "no_such_model",
+                      "--json", home=up.home)
+    assert missing.returncode == 1
+    assert json.loads(missing.stdout)["expected_not_ready"] == ["no_such_model"]
+
+    down = geadmin("status", "--url", f"http://127.0.0.1:{free_port()}", home=up.home)
+    assert down.returncode == 3
+    assert "unreachable" in down.stdout and "Connection refused" in down.stdout
+
+
+def test_second_up_names_the_taken_port_and_starts_nothing(up: Up, tmp_path: Path) -> None:
+    second = geadmin("up", *port_args(up.http, free_port(), free_port(), free_port()),
+                     home=tmp_path / "home2")
+    assert second.returncode == 2
+    assert f"port {up.http} (Triton HTTP)" in second.stderr
+    assert "--http-port" in second.stderr
+    assert not (tmp_path / "home2" / "model_repository").exists()
+    assert up.process.poll() is None  # the first stack is unharmed
+
+
+def test_sigterm_stops_everything_within_15s(up: Up) -> None:
+    children = descendants(up.process.pid)
+    assert len(children) >= 2  # tritonserver (+ python stubs) and streamlit
+    prefix = shm_prefix_of_tritonserver(children)
+    assert list(Path("/dev/shm").glob(f"{prefix}*")), "the python stubs should have shm regions"
+    started = time.monotonic()
+    up.process.send_signal(signal.SIGTERM)
+    up.process.wait(timeout=15)
+    assert time.monotonic() - started < 15
+    assert up.process.returncode == 0
+    assert wait_for(lambda: not any(alive(pid) for pid in children), 2)
+    assert not list(Path("/dev/shm").glob(f"{prefix}*"))
+
+
+def shm_prefix_of_tritonserver(pids: set[int]) -> str:
+    for pid in pids:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        for arg in argv:
+            if arg.startswith(b"--backend-config=python,shm-region-prefix-name="):
+                return arg.split(b"=", 2)[2].decode()
+    raise AssertionError("no tritonserver among the stack's processes")
+
+
+def test_missing_binary_is_a_short_error_and_nothing_runs(tmp_path: Path) -> None:
+    result = geadmin("up", "--tritonserver", str(tmp_path / "missing"),
+                     *port_args(free_port(), free_port(), free_port(), free_port()), home=tmp_path)
+    assert result.returncode == 2
+    assert "tritonserver not found at" in result.stderr and "nvidia-pytriton" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_a_triton_that_dies_at_start_is_reported_with_its_log(tmp_path: Path) -> None:
+    started = time.monotonic()
+    result = geadmin("up", "--tritonserver", "/bin/false",
+                     *port_args(free_port(), free_port(), free_port(), free_port()), home=tmp_path)
+    assert result.returncode == 2
+    assert "tritonserver exited with code 1 during start-up" in result.stderr
+    assert str(tmp_path / "logs" / "tritonserver.log") in result.stderr
+    assert "Traceback" not in result.stderr
+    assert time.monotonic() - started < 30
+
+
+def test_a_missing_repository_is_named(tmp_path: Path) -> None:
+    result = geadmin("up", "--repository", str(tmp_path / "nowhere"),
+                     *port_args(free_port(), free_port(), free_port(), free_port()), home=tmp_path)
+    assert result.returncode == 2
+    assert f"model repository {tmp_path / 'nowhere'} does not exist" in result.stderr

@@ -1,0 +1,79 @@
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+
+from geadmin.errors import PortInUseError, PythonStubMissingError, TritonBinaryNotFoundError
+from geadmin.tritonserver import (
+    Ports,
+    TritonProcess,
+    WheelLayout,
+    find_tritonserver,
+    prepare_backend_directory,
+    python_stub,
+    wheel_layout,
+)
+
+
+def test_explicit_binary_that_does_not_exist_names_path_and_fix(tmp_path: Path) -> None:
+    with pytest.raises(TritonBinaryNotFoundError, match=r"not found at .*nope.*GEADMIN_TRITONSERVER"):
+        find_tritonserver(tmp_path / "nope")
+
+
+def test_explicit_binary_that_is_not_executable(tmp_path: Path) -> None:
+    binary = tmp_path / "tritonserver"
+    binary.write_text("#!/bin/sh\n")
+    with pytest.raises(TritonBinaryNotFoundError, match="chmod"):
+        find_tritonserver(binary)
+
+
+def test_default_binary_is_the_wheels() -> None:
+    layout = wheel_layout()
+    assert layout is not None, "nvidia-pytriton must be installed for the tests"
+    assert find_tritonserver() == layout.binary
+
+
+def test_missing_stub_for_this_python_lists_what_exists(tmp_path: Path) -> None:
+    (tmp_path / "python_backend_stubs" / "3.10").mkdir(parents=True)
+    (tmp_path / "python_backend_stubs" / "3.12").mkdir(parents=True)
+    layout = WheelLayout(tmp_path, tmp_path / "libs")
+    with pytest.raises(PythonStubMissingError, match=r"Python 3\.99 .*has: 3\.10, 3\.12"):
+        python_stub(layout, (3, 99))
+
+
+def test_backend_directory_has_python_backend_with_matching_stub(tmp_path: Path) -> None:
+    backends = prepare_backend_directory(tmp_path / "b", extra={"npu_ge": tmp_path})
+    assert (backends / "python" / "libtriton_python.so").exists()
+    stub = backends / "python" / "triton_python_backend_stub"
+    assert stub.is_file() and not stub.is_symlink()
+    assert (backends / "npu_ge").resolve() == tmp_path.resolve()
+    # Preparing again (a restart) replaces links instead of failing.
+    prepare_backend_directory(tmp_path / "b", extra={"npu_ge": tmp_path})
+
+
+def test_port_in_use_is_named_before_anything_starts(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        process = TritonProcess(tmp_path, ports=Ports(port, port + 1, port + 2))
+        tmp_path.mkdir(exist_ok=True)
+        with pytest.raises(PortInUseError, match=rf"port {port} \(Triton HTTP\).*--http-port") as err:
+            process.start()
+        assert err.value.port == port
+        assert process.pid is None
+
+
+def test_command_uses_explicit_mode_local_binding_and_summaries(tmp_path: Path) -> None:
+    process = TritonProcess(tmp_path, models=["a", "b"], extra_args=["--log-verbose=1"])
+    cmd = process.command()
+    assert "--model-control-mode=explicit" in cmd
+    assert "--http-address=127.0.0.1" in cmd
+    assert "--metrics-config=summary_latencies=true" in cmd
+    assert [a for a in cmd if a.startswith("--load-model")] == ["--load-model=a", "--load-model=b"]
+    assert cmd[-1] == "--log-verbose=1"
+    env = process.environment()
+    assert "nvidia_pytriton.libs" in env["LD_LIBRARY_PATH"]
+    process.stop()  # removes its scratch directory
