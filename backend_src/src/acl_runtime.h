@@ -19,7 +19,7 @@ namespace npu_ge {
   X(aclrtSetDevice) X(aclrtResetDevice) X(aclrtGetDeviceCount)              \
   X(aclrtCreateContext) X(aclrtDestroyContext) X(aclrtSetCurrentContext)    \
   X(aclrtCreateStream) X(aclrtDestroyStream) X(aclrtSynchronizeStream)      \
-  X(aclrtMalloc) X(aclrtFree) X(aclrtMemcpy) X(aclrtMemcpyAsync)            \
+  X(aclrtMalloc) X(aclrtFree) X(aclrtMemcpy)                              \
   X(aclrtGetMemInfo) X(aclrtGetDeviceUtilizationRate)                       \
   X(aclmdlLoadFromFile) X(aclmdlUnload) X(aclmdlQuerySize)                  \
   X(aclmdlCreateDesc) X(aclmdlDestroyDesc) X(aclmdlGetDesc)                 \

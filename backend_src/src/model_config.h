@@ -69,6 +69,7 @@ struct ModelIoDesc {
   bool has_dynamic_batch_input = false;
   size_t dynamic_batch_input_index = 0;  // index among the model's inputs
   std::vector<size_t> input_model_index; // model index of inputs[i]
+  size_t dynamic_batch_input_size = 0;   // bytes of that extra input
 };
 
 // How config tensors map onto the model, and how batches are run.

@@ -19,8 +19,12 @@ namespace npu_ge {
   } while (false)
 
 // Builds a message from stream pieces: NPU_GE_MSG("expected " << a).
-#define NPU_GE_MSG(PIECES) \
-  (static_cast<std::ostringstream&>(std::ostringstream() << PIECES).str())
+#define NPU_GE_MSG(PIECES)   \
+  ([&]() {                   \
+    std::ostringstream os__; \
+    os__ << PIECES;          \
+    return os__.str();       \
+  }())
 
 #define NPU_GE_ERROR(CODE, PIECES) \
   TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_##CODE, NPU_GE_MSG(PIECES).c_str())

@@ -1,0 +1,96 @@
+#include "model_state.h"
+
+#include <sys/stat.h>
+
+#include "acl_om_engine.h"
+#ifdef NPU_GE_WITH_GE_GRAPH
+#include "ge_graph_engine.h"
+#endif
+#include "triton_utils.h"
+
+namespace npu_ge {
+
+TRITONSERVER_Error*
+ModelState::Create(TRITONBACKEND_Model* model, std::unique_ptr<ModelState>* state)
+{
+  std::unique_ptr<ModelState> s(new ModelState());
+  const char* name = nullptr;
+  NPU_GE_RETURN_IF_ERROR(TRITONBACKEND_ModelName(model, &name));
+  s->name_ = name;
+  NPU_GE_RETURN_IF_ERROR(TRITONBACKEND_ModelVersion(model, &s->version_));
+  TRITONBACKEND_Backend* backend = nullptr;
+  NPU_GE_RETURN_IF_ERROR(TRITONBACKEND_ModelBackend(model, &backend));
+  void* backend_state = nullptr;
+  NPU_GE_RETURN_IF_ERROR(TRITONBACKEND_BackendState(backend, &backend_state));
+  s->backend_ = static_cast<BackendState*>(backend_state);
+
+  TRITONSERVER_Message* raw = nullptr;
+  NPU_GE_RETURN_IF_ERROR(TRITONBACKEND_ModelConfig(model, 1, &raw));
+  MessagePtr message(raw);  // owned by us (TRITONBACKEND_ModelConfig contract)
+  std::string json;
+  NPU_GE_RETURN_IF_ERROR(MessageToJson(raw, &json));
+  JsonValue config;
+  std::string parse_error;
+  if (!JsonValue::Parse(json, &config, &parse_error)) {
+    return NPU_GE_ERROR(INTERNAL, "cannot parse the model config: " << parse_error);
+  }
+  NPU_GE_RETURN_IF_ERROR(ParseModelConfig(config, &s->spec_));
+  for (const std::string& w : s->spec_.warnings) {
+    NPU_GE_LOG(WARN, "model '" << s->name_ << "': " << w);
+  }
+  s->device_ids_ = s->spec_.device_ids.empty()
+                       ? s->backend_->config().default_device_ids
+                       : s->spec_.device_ids;
+
+  TRITONBACKEND_ArtifactType artifact;
+  const char* location = nullptr;
+  NPU_GE_RETURN_IF_ERROR(TRITONBACKEND_ModelRepository(model, &artifact, &location));
+  const std::string path = std::string(location) + "/" +
+                           std::to_string(s->version_) + "/" +
+                           s->spec_.model_filename;
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    return NPU_GE_ERROR(
+        NOT_FOUND, "model file '" << path << "' not found (default_model_filename "
+                                  << "is '" << s->spec_.model_filename << "')");
+  }
+  NPU_GE_RETURN_IF_ERROR(s->CreateEngine(path));
+  NPU_GE_LOG(
+      INFO, "model '" << s->name_ << "' version " << s->version_ << ": engine "
+                      << EngineKindName(s->spec_.engine) << ", file " << path
+                      << ", max_batch_size " << s->spec_.max_batch_size
+                      << ", largest execution " << s->engine_->binding().max_exec_rows
+                      << " row(s)");
+  *state = std::move(s);
+  return nullptr;
+}
+
+TRITONSERVER_Error*
+ModelState::CreateEngine(const std::string& path)
+{
+  std::shared_ptr<AclRuntime> runtime;
+  if (spec_.engine == EngineKind::kAclOm) {
+    NPU_GE_RETURN_IF_ERROR(backend_->Runtime(&runtime));
+    return AclOmEngine::Create(runtime, spec_, path, &engine_);
+  }
+#ifdef NPU_GE_WITH_GE_GRAPH
+  NPU_GE_RETURN_IF_ERROR(backend_->Runtime(&runtime));
+  return CreateGeGraphEngine(runtime, spec_, path, &engine_);
+#else
+  return NPU_GE_ERROR(
+      UNSUPPORTED, "engine 'ge_graph' (" << spec_.model_filename
+                                         << ") needs npu_ge built with the CANN "
+                                            "toolkit (ASCEND_TOOLKIT_HOME set at build "
+                                            "time); this build runs .om models only "
+                                            "(engine 'acl_om')");
+#endif
+}
+
+int32_t
+ModelState::NextDevice()
+{
+  const uint32_t i = next_instance_.fetch_add(1);
+  return device_ids_[i % device_ids_.size()];
+}
+
+}  // namespace npu_ge

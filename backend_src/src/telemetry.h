@@ -1,0 +1,87 @@
+// NPU telemetry published as Triton custom metrics. One backend thread polls
+// every device that has at least one instance (aclrtGetDeviceUtilizationRate,
+// aclrtGetMemInfo) and sets:
+//   npu_ge_device_utilization{device}   AI Core (cube) utilization, percent
+//   npu_ge_hbm_used_bytes{device}       HBM in use on the device
+//   npu_ge_hbm_total_bytes{device}      HBM capacity of the device
+//   npu_ge_instance_device{model,version,instance,device} = 1 per instance
+#pragma once
+
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "acl_runtime.h"
+#include "npu_ge/triton_api.h"
+
+namespace npu_ge {
+
+class Telemetry;
+
+// Held by a model instance: its placement metric and its device's polling.
+class TelemetryRegistration {
+ public:
+  ~TelemetryRegistration();
+  TelemetryRegistration(const TelemetryRegistration&) = delete;
+  TelemetryRegistration& operator=(const TelemetryRegistration&) = delete;
+
+ private:
+  friend class Telemetry;
+  TelemetryRegistration() = default;
+  Telemetry* owner_ = nullptr;
+  int32_t device_ = -1;
+  TRITONSERVER_Metric* placement_ = nullptr;
+};
+
+class Telemetry {
+ public:
+  // Creates the metric families. When Triton has metrics disabled the
+  // families cannot be created: telemetry is then off (logged, not an error).
+  explicit Telemetry(int64_t interval_ms);
+  ~Telemetry();  // stops the thread, deletes metrics and families
+  Telemetry(const Telemetry&) = delete;
+  Telemetry& operator=(const Telemetry&) = delete;
+
+  std::unique_ptr<TelemetryRegistration> Register(
+      const std::shared_ptr<AclRuntime>& rt, const std::string& model,
+      uint64_t version, const std::string& instance, int32_t device);
+
+ private:
+  friend class TelemetryRegistration;
+  struct DeviceGauges {
+    int refs = 0;
+    bool warned = false;
+    TRITONSERVER_Metric* utilization = nullptr;
+    TRITONSERVER_Metric* hbm_used = nullptr;
+    TRITONSERVER_Metric* hbm_total = nullptr;
+  };
+  void Unregister(TelemetryRegistration* reg);
+  void Loop();
+  void PollLocked(int32_t device, DeviceGauges* gauges);
+  TRITONSERVER_Metric* NewMetric(
+      TRITONSERVER_MetricFamily* family,
+      const std::vector<std::pair<std::string, std::string>>& labels);
+  static void DeleteMetric(TRITONSERVER_Metric* metric);
+
+  const int64_t interval_ms_;
+  bool enabled_ = false;
+  TRITONSERVER_MetricFamily* utilization_family_ = nullptr;
+  TRITONSERVER_MetricFamily* hbm_used_family_ = nullptr;
+  TRITONSERVER_MetricFamily* hbm_total_family_ = nullptr;
+  TRITONSERVER_MetricFamily* placement_family_ = nullptr;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  bool poll_now_ = false;
+  std::shared_ptr<AclRuntime> runtime_;
+  std::map<int32_t, DeviceGauges> devices_;
+  std::thread thread_;
+};
+
+}  // namespace npu_ge
