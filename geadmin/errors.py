@@ -14,6 +14,7 @@
         ├── ForbiddenError              restricted API without / with a wrong key
         ├── ModelNotFoundError          no such model (or version) on the server
         ├── LoadFailedError             a load / reload was rejected
+        │   └── ExplainedLoadError          ... with the real reason (geadmin.explain)
         └── TritonRequestError          any other request Triton rejected
 
 Pages and the CLI catch only these, and show `str(err)`: each message names the
@@ -21,6 +22,11 @@ cause and, where there is one, the next step.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from geadmin.explain import Explanation
 
 
 class GeAdminError(Exception):
@@ -87,6 +93,14 @@ class ModelNotFoundError(TritonError):
 
 class LoadFailedError(TritonError):
     pass
+
+
+class ExplainedLoadError(LoadFailedError):
+    """A failed load with what geadmin found out about it: log lines, layout, what still serves."""
+
+    def __init__(self, explanation: Explanation, *, url: str = "", status: int | None = None) -> None:
+        super().__init__(explanation.summary(), url=url, status=status)
+        self.explanation = explanation
 
 
 class TritonRequestError(TritonError):

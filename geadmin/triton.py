@@ -9,6 +9,7 @@ subclass chosen by one translation table (`translate_error`).
 from __future__ import annotations
 
 import enum
+import http.client
 import json
 import socket
 import threading
@@ -20,6 +21,8 @@ from urllib.parse import urlsplit
 import grpc
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
+from geventhttpclient import useragent
+from geventhttpclient.response import HTTPConnectionClosed
 from google.protobuf import json_format
 from google.protobuf.message import Message
 from tritonclient.grpc import model_config_pb2, service_pb2
@@ -131,49 +134,56 @@ class ModelEntry:
 # -- error translation ----------------------------------------------------------------
 # Status (HTTP code or gRPC StatusCode name) -> our error. Load calls turn request-level
 # rejections into LoadFailedError (see translate_error).
+_R, _F, _N, _T, _U = (TritonRequestError, ForbiddenError, ModelNotFoundError, TritonTimeoutError,
+                      TritonUnreachableError)
 STATUS_ERRORS: dict[str, type[TritonError]] = {
-    "400": TritonRequestError,
-    "401": ForbiddenError,
-    "403": ForbiddenError,
-    "404": ModelNotFoundError,
-    "408": TritonTimeoutError,
-    "409": TritonRequestError,
-    "429": TritonRequestError,
-    "500": TritonRequestError,
-    "502": TritonUnreachableError,
-    "503": TritonUnreachableError,
-    "504": TritonTimeoutError,
-    "OK": TritonRequestError,
-    "CANCELLED": TritonRequestError,
-    "UNKNOWN": TritonRequestError,
-    "INVALID_ARGUMENT": TritonRequestError,
-    "DEADLINE_EXCEEDED": TritonTimeoutError,
-    "NOT_FOUND": ModelNotFoundError,
-    "ALREADY_EXISTS": TritonRequestError,
-    "PERMISSION_DENIED": ForbiddenError,
-    "UNAUTHENTICATED": ForbiddenError,
-    "RESOURCE_EXHAUSTED": TritonRequestError,
-    "FAILED_PRECONDITION": TritonRequestError,
-    "ABORTED": TritonRequestError,
-    "OUT_OF_RANGE": TritonRequestError,
-    "UNIMPLEMENTED": TritonRequestError,
-    "INTERNAL": TritonRequestError,
-    "UNAVAILABLE": TritonUnreachableError,
-    "DATA_LOSS": TritonRequestError,
+    # HTTP: every 4xx/5xx code, so a proxy in front of Triton cannot surprise us.
+    "400": _R, "401": _F, "402": _R, "403": _F, "404": _N, "405": _R, "406": _R, "407": _F,
+    "408": _T, "409": _R, "410": _N, "411": _R, "412": _R, "413": _R, "414": _R, "415": _R,
+    "416": _R, "417": _R, "418": _R, "421": _R, "422": _R, "423": _R, "424": _R, "425": _R,
+    "426": _R, "428": _R, "429": _R, "431": _R, "451": _F,
+    "500": _R, "501": _R, "502": _U, "503": _U, "504": _T, "505": _R, "506": _R, "507": _R,
+    "508": _R, "510": _R, "511": _F,
+    # gRPC: every StatusCode name.
+    "OK": _R,
+    "CANCELLED": _R,
+    "UNKNOWN": _R,
+    "INVALID_ARGUMENT": _R,
+    "DEADLINE_EXCEEDED": _T,
+    "NOT_FOUND": _N,
+    "ALREADY_EXISTS": _R,
+    "PERMISSION_DENIED": _F,
+    "UNAUTHENTICATED": _F,
+    "RESOURCE_EXHAUSTED": _R,
+    "FAILED_PRECONDITION": _R,
+    "ABORTED": _R,
+    "OUT_OF_RANGE": _R,
+    "UNIMPLEMENTED": _R,
+    "INTERNAL": _R,
+    "UNAVAILABLE": _U,
+    "DATA_LOSS": _R,
 }
 
-# Transport-level exceptions (tritonclient lets these through from sockets / gevent).
-# Order matters: the first isinstance match wins, so subclasses come before bases.
+# Transport-level exceptions (tritonclient lets these through from sockets / gevent /
+# geventhttpclient). Order matters: the first isinstance match wins, so subclasses come
+# before bases. gevent.Timeout is handled apart (imported lazily).
 EXCEPTION_ERRORS: tuple[tuple[type[BaseException], type[TritonError]], ...] = (
-    (ConnectionRefusedError, TritonUnreachableError),
-    (ConnectionResetError, TritonUnreachableError),
-    (ConnectionAbortedError, TritonUnreachableError),
-    (BrokenPipeError, TritonUnreachableError),
-    (socket.gaierror, TritonUnreachableError),
-    (TimeoutError, TritonTimeoutError),  # socket.timeout is TimeoutError since 3.10
-    (grpc.FutureTimeoutError, TritonTimeoutError),
-    (grpc.RpcError, TritonRequestError),
-    (OSError, TritonUnreachableError),
+    (ConnectionRefusedError, _U),
+    (ConnectionResetError, _U),
+    (ConnectionAbortedError, _U),
+    (BrokenPipeError, _U),
+    (socket.gaierror, _U),
+    (TimeoutError, _T),  # socket.timeout is TimeoutError since 3.10
+    (HTTPConnectionClosed, _U),  # the server closed the connection mid-answer
+    (http.client.HTTPException, _R),  # an answer that is not HTTP (wrong port?)
+    (useragent.DNSError, _U),
+    (useragent.BadStatusCode, _R),
+    (useragent.EmptyResponse, _U),
+    (useragent.ConnectionError, _U),
+    (grpc.FutureTimeoutError, _T),
+    (grpc.FutureCancelledError, _R),
+    (grpc.RpcError, _R),
+    (OSError, _U),
 )
 
 _RESTRICTED_MARKERS = ("this api is restricted", "admin-key", "protocol-admin-key")
@@ -213,6 +223,7 @@ def _translate_server_exception(
         ours = TritonRequestError if status != "UNAVAILABLE" else ours
     elif "deadline exceeded" in lowered or "timed out" in lowered:
         ours = TritonTimeoutError
+        message = f"{_describe(ours, url)} ({message})"
     elif loading and ours in (TritonRequestError, ModelNotFoundError):
         ours = LoadFailedError
     code = int(status) if status.isdigit() else None
@@ -290,6 +301,12 @@ class TritonClient:
             service_pb2.ServerMetadataResponse,
         )
         return ServerInfo(meta.name, meta.version, tuple(meta.extensions))
+
+    def model_ready(self, name: str, version: str = "") -> bool:
+        """Whether Triton would serve `name` (a version, or the latest) right now."""
+        return bool(self._call(
+            f"check readiness of {name!r}", lambda c, kw: c.is_model_ready(name, version, **kw)
+        ))
 
     # -- repository -----------------------------------------------------------------
     def repository_index(self) -> list[ModelEntry]:
