@@ -76,6 +76,7 @@ class DashboardProcess:
             "--browser.gatherUsageStats=false",
             "--server.fileWatcherType=none",
             "--global.developmentMode=false",
+            "--client.toolbarMode=minimal",
         ]
 
     def environment(self) -> dict[str, str]:

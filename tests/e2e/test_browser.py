@@ -1,0 +1,51 @@
+"""The dashboard in real Chromium (Debian's, driven by Playwright), against a real Triton."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+from geadmin.stack import DashboardProcess
+from tests.conftest import SAMPLE_MODELS
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+]
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    assert CHROMIUM.exists(), "Debian chromium is missing: `make test` installs it (apt-get install chromium)"
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser: Browser) -> Iterator[Page]:
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    yield page
+    context.close()
+
+
+def test_dashboard_lists_the_sample_models(dashboard: DashboardProcess, page: Page, tmp_path: Path) -> None:
+    page.goto(dashboard.url, wait_until="domcontentloaded")
+    expect(page.get_by_role("heading", name="Overview")).to_be_visible(timeout=30_000)
+    expect(page.get_by_text("Every loaded model is READY.")).to_be_visible(timeout=30_000)
+    # Dataframes render to a canvas; the model names are in its accessible grid.
+    grid = page.locator("[data-testid='stDataFrame']").last
+    expect(grid).to_be_visible()
+    for model in SAMPLE_MODELS:
+        expect(grid.get_by_text(model, exact=True)).to_have_count(1, timeout=10_000)
+    page.screenshot(path=str(tmp_path / "overview.png"), full_page=True)

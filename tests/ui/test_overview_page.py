@@ -1,0 +1,130 @@
+"""The Overview page through Streamlit's AppTest, against real tritonservers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from geadmin.tritonserver import TritonProcess, free_port
+from tests.conftest import SAMPLE_MODELS
+
+APP = str(Path(__file__).resolve().parents[2] / "pages" / "app.py")
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("SERVERS_FILE", "TRITON_URLS", "TRITON_URL", "ADMIN_KEY"):
+        monkeypatch.delenv(f"GEADMIN_{name}", raising=False)
+
+
+def run_app(at: AppTest | None = None) -> AppTest:
+    at = at or AppTest.from_file(APP, default_timeout=30)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def page_text(at: AppTest) -> str:
+    parts = [m.value for m in at.markdown] + [e.value for e in at.error] + [w.value for w in at.warning]
+    parts += [s.value for s in at.success] + [c.value for c in at.caption]
+    parts += [f"{m.label}={m.value}" for m in at.metric]
+    for frame in at.dataframe:
+        parts.append(frame.value.to_csv())
+    return "\n".join(str(p) for p in parts)
+
+
+def test_overview_lists_every_sample_model_as_ready(
+    triton_server: TritonProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GEADMIN_TRITON_URL", triton_server.http_url)
+    at = run_app()
+    text = page_text(at)
+    for model in SAMPLE_MODELS:
+        assert model in text
+    assert "Server=READY" in text
+    assert "READY=5" in text
+    assert "Triton version=2.51.0" in text
+    assert "Every loaded model is READY." in text
+
+
+def test_overview_over_grpc_shows_the_transport(
+    triton_server: TritonProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GEADMIN_TRITON_URL", f"grpc://{triton_server.grpc_url}")
+    text = page_text(run_app())
+    assert "Transport=GRPC" in text and "digits_pipeline" in text
+
+
+def test_unreachable_triton_is_said_plainly_without_a_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GEADMIN_TRITON_URL", f"http://127.0.0.1:{free_port()}")
+    at = run_app()
+    assert at.error and "unreachable" in at.error[0].value
+    assert "Connection refused" in at.error[0].value
+    assert "timed out" not in at.error[0].value
+
+
+def test_outage_keeps_last_data_and_recovers_by_itself(
+    triton_factory: Callable[..., TritonProcess], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server = triton_factory()
+    monkeypatch.setenv("GEADMIN_TRITON_URL", server.http_url)
+    at = run_app()
+    assert "READY=5" in page_text(at)
+
+    server.stop()
+    at = run_app(at)
+    text = page_text(at)
+    assert "unreachable" in text
+    assert "Showing the last data received" in text
+    assert "digits_pipeline" in text  # the last known table is still there
+
+    restarted = triton_factory(repository=server.repository, ports=server.ports)
+    assert restarted.http_url == server.http_url
+    at = run_app(at)
+    text = page_text(at)
+    assert not at.error
+    assert "READY=5" in text and "Showing the last data" not in text
+
+
+def test_not_ready_models_come_first_with_their_reason(
+    triton_factory: Callable[..., TritonProcess], sample_repository: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    broken = sample_repository / "broken_init"
+    (broken / "1").mkdir(parents=True)
+    (broken / "config.pbtxt").write_text(
+        'name: "broken_init"\nbackend: "python"\nmax_batch_size: 0\n'
+        'input [{ name: "x" data_type: TYPE_FP32 dims: [1] }]\n'
+        'output [{ name: "y" data_type: TYPE_FP32 dims: [1] }]\n'
+    )
+    (broken / "1" / "model.py").write_text(
+        "class TritonPythonModel:\n"
+        "    def initialize(self, args):\n"
+        "        raise RuntimeError('weights file weights.bin is missing')\n"
+    )
+    server = triton_factory(repository=sample_repository)
+    monkeypatch.setenv("GEADMIN_TRITON_URL", server.http_url)
+    at = run_app()
+    assert at.error, "a failed model must be shown as an error"
+    first_error = at.error[0].value
+    assert "broken_init" in first_error and "UNAVAILABLE" in first_error
+    assert "weights file weights.bin is missing" in first_error
+    assert "Server=LIVE, NOT READY" in page_text(at) or "Server=READY" in page_text(at)
+
+
+def test_several_servers_get_one_row_each(
+    triton_server: TritonProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    down = f"http://127.0.0.1:{free_port()}"
+    monkeypatch.setenv("GEADMIN_TRITON_URLS", f"main={triton_server.http_url},spare={down}")
+    at = run_app()
+    table = at.dataframe[0].value
+    assert list(table["server"]) == ["main", "spare"]
+    assert list(table["status"]) == ["READY", "UNREACHABLE"]
+    assert at.sidebar.selectbox[0].options == ["main", "spare"]
+
+    at.sidebar.selectbox[0].set_value("spare")
+    at = run_app(at)
+    assert at.error and "unreachable" in at.error[0].value
