@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
 from geadmin.errors import TritonError
@@ -42,17 +42,15 @@ class ServerSnapshot:
 
 def take_snapshot(name: str, client: TritonClient) -> ServerSnapshot:
     """Never raises for Triton trouble: an unreachable server is a snapshot with an error."""
-    taken_at = datetime.now(timezone.utc)
-    base = {"name": name, "url": client.url, "transport": client.transport.value,
-            "taken_at": taken_at}
+    empty = ServerSnapshot(name, client.url, client.transport.value, datetime.now(timezone.utc))
     try:
         live = client.is_live()
         ready = client.is_ready()
         info = client.server_info()
     except TritonError as exc:
-        return ServerSnapshot(**base, error=str(exc))
+        return replace(empty, error=str(exc))
+    reached = replace(empty, live=live, ready=ready, info=info)
     try:
-        models = tuple(client.repository_index())
+        return replace(reached, models=tuple(client.repository_index()))
     except TritonError as exc:  # e.g. restricted repository API without the key
-        return ServerSnapshot(**base, live=live, ready=ready, info=info, error=str(exc))
-    return ServerSnapshot(**base, live=live, ready=ready, info=info, models=models)
+        return replace(reached, error=str(exc))
