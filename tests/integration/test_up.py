@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import tritonclient.http as httpclient
 
-from geadmin.tritonserver import free_port
+from geadmin.tritonserver import TritonProcess, free_port
 from geadmin.workspace import SAMPLES_DIR
 from tests.conftest import SAMPLE_MODELS
 from tests.helpers import OutputCollector, alive, descendants, wait_for
@@ -173,3 +173,27 @@ def test_a_missing_repository_is_named(tmp_path: Path) -> None:
                      *port_args(free_port(), free_port(), free_port(), free_port()), home=tmp_path)
     assert result.returncode == 2
     assert f"model repository {tmp_path / 'nowhere'} does not exist" in result.stderr
+
+
+def test_attach_mode_starts_only_the_dashboard(triton_server: TritonProcess, tmp_path: Path) -> None:
+    dashboard_port = free_port()
+    env = {**os.environ, "GEADMIN_HOME": str(tmp_path)}
+    process = subprocess.Popen(
+        [*GEADMIN, "up", "--triton-url", triton_server.http_url, "--dashboard-port", str(dashboard_port)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+    )
+    try:
+        output = OutputCollector(process).wait_for("Press Ctrl-C to stop.", timeout_s=60)
+        assert f"Triton    {triton_server.http_url}  (attached)" in output
+        children = descendants(process.pid)
+        commands = [Path(f"/proc/{pid}/cmdline").read_bytes() for pid in children]
+        assert not any(b"tritonserver" in c for c in commands)
+        assert any(b"streamlit" in c for c in commands)
+        assert not (tmp_path / "model_repository").exists()
+        with urllib.request.urlopen(f"http://127.0.0.1:{dashboard_port}/_stcore/health", timeout=5) as r:
+            assert r.status == 200
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=15)
+    assert process.returncode == 0
+    assert triton_server.alive()  # attaching never stops someone else's Triton
