@@ -7,10 +7,10 @@ import sys
 from collections.abc import Sequence
 
 from geadmin import __version__
-from geadmin.commands import status, up
+from geadmin.commands import models, status, up
 from geadmin.errors import GeAdminError
 
-COMMANDS = (up, status)
+COMMANDS = (up, status, models)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,105 @@
+"""`geadmin models list|load|unload|reload`: the Models page, for scripts.
+
+Exit 0 when every named model ended as asked, 1 when any action failed (the real reason
+is printed, from Triton's log when `--triton-log` / GEADMIN_TRITON_LOG names it), and
+3 when Triton is unreachable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from geadmin.commands.common import add_connection_args, client_from_args
+from geadmin.errors import TritonError, TritonUnreachableError
+from geadmin.explain import explanation_dict
+from geadmin.logsource import LocalLogFile, LogSource, log_source_from_env
+from geadmin.models import Action, ModelRow, collect_rows, repository_from_env, run_action
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_UNREACHABLE = 3
+
+
+def run_list(args: argparse.Namespace) -> int:
+    client = client_from_args(args)
+    try:
+        rows = collect_rows(client, _repository(args))
+    except TritonError as exc:
+        print(f"geadmin: error: {exc}", file=sys.stderr)
+        return EXIT_UNREACHABLE if isinstance(exc, TritonUnreachableError) else EXIT_FAILED
+    if args.json:
+        print(json.dumps([row.record() for row in rows], indent=2))
+    else:
+        print(render_table(rows))
+    return EXIT_OK
+
+
+def render_table(rows: list[ModelRow]) -> str:
+    if not rows:
+        return "(the model repository is empty)"
+    columns = ["name", "versions", "state", "backend/platform", "max batch size", "instances",
+               "dynamic batching", "last inference", "reason"]
+    records = [{k: "" if v is None else str(v) for k, v in row.record().items()} for row in rows]
+    widths = {c: max(len(c), *(len(r[c]) for r in records)) for c in columns[:-1]}
+    lines = ["  ".join(c.upper().ljust(widths.get(c, 0)) for c in columns).rstrip()]
+    lines += ["  ".join(r[c].ljust(widths.get(c, 0)) for c in columns).rstrip() for r in records]
+    return "\n".join(lines)
+
+
+def run_action_command(args: argparse.Namespace) -> int:
+    client = client_from_args(args)
+    results = run_action(client, Action(args.action), args.names,
+                         dependents=getattr(args, "dependents", False),
+                         log=_log_source(args), repository=_repository(args))
+    if args.json:
+        print(json.dumps([{"name": r.name, "action": r.action.value, "ok": r.ok, "message": r.message,
+                           "explanation": explanation_dict(r.explanation) if r.explanation else None}
+                          for r in results], indent=2))
+    for result in results:
+        if result.ok and not args.json:
+            print(result.message)
+        elif not result.ok:
+            print(f"geadmin: error: {result.message}", file=sys.stderr)
+    if all(r.ok for r in results):
+        return EXIT_OK
+    unreachable = all("unreachable" in r.message and r.explanation is None for r in results)
+    return EXIT_UNREACHABLE if unreachable else EXIT_FAILED
+
+
+def _log_source(args: argparse.Namespace) -> LogSource | None:
+    return LocalLogFile(args.triton_log) if args.triton_log else log_source_from_env()
+
+
+def _repository(args: argparse.Namespace) -> Path | None:
+    return Path(args.repository) if args.repository else repository_from_env()
+
+
+def _add_common(parser: argparse.ArgumentParser) -> None:
+    add_connection_args(parser)
+    parser.add_argument("--repository", default=None,
+                        help="the served model repository, to read configs of unloaded models and "
+                        "check layouts (env GEADMIN_REPOSITORY)")
+    parser.add_argument("--json", action="store_true", help="print a JSON document")
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser("models", help="list, load, unload and reload models",
+                                   description=__doc__)
+    actions = parser.add_subparsers(dest="models_command", required=True, metavar="ACTION")
+    listing = actions.add_parser("list", help="every model in the repository, with its state")
+    _add_common(listing)
+    listing.set_defaults(func=run_list)
+    for action, text in ((Action.LOAD, "load models"), (Action.UNLOAD, "unload models"),
+                         (Action.RELOAD, "reload models (a failed reload keeps the old version)")):
+        sub = actions.add_parser(action.value, help=text)
+        _add_common(sub)
+        sub.add_argument("names", nargs="+", metavar="NAME")
+        sub.add_argument("--triton-log", default=None,
+                         help="Triton's log file, read to explain failed loads (env GEADMIN_TRITON_LOG)")
+        if action is Action.UNLOAD:
+            sub.add_argument("--dependents", action="store_true",
+                             help="also unload models that only these ones use (ensemble steps)")
+        sub.set_defaults(func=run_action_command, action=action.value)
