@@ -23,7 +23,7 @@ test-deps: install
 	@APT_TEST_PACKAGES="$(APT_TEST_PACKAGES)" bash scripts/install-test-deps.sh
 
 lint: install
-	$(VENV)/bin/ruff check geadmin pages tests benchmarks scripts
+	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 
 backend: install
