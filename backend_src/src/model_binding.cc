@@ -133,17 +133,17 @@ BindConfigToModel(
 {
   IoBinding b;
   BatchFacts facts;
-  NPU_GE_RETURN_IF_ERROR(BindList(
-      spec, spec.inputs, desc.inputs, "input", label, &b.input_index, &facts));
-  NPU_GE_RETURN_IF_ERROR(BindList(
-      spec, spec.outputs, desc.outputs, "output", label, &b.output_index, &facts));
-  const auto mbs = static_cast<size_t>(spec.max_batch_size);
   if (!desc.gears.empty() && spec.max_batch_size == 0) {
     return NPU_GE_ERROR(
         INVALID_ARG, label << " was compiled with dynamic batch gears "
                            << DimsToString(desc.gears)
                            << "; expected max_batch_size > 0, got 0");
   }
+  NPU_GE_RETURN_IF_ERROR(BindList(
+      spec, spec.inputs, desc.inputs, "input", label, &b.input_index, &facts));
+  NPU_GE_RETURN_IF_ERROR(BindList(
+      spec, spec.outputs, desc.outputs, "output", label, &b.output_index, &facts));
+  const auto mbs = static_cast<size_t>(spec.max_batch_size);
   if (spec.max_batch_size > 0 && facts.any_dynamic) {
     if (desc.gears.empty()) {
       return NPU_GE_ERROR(

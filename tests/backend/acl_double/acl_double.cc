@@ -1,0 +1,752 @@
+// TEST DOUBLE of the ACL runtime (libascendcl.so) for npu_ge's tests. It is
+// not CANN: it exports the ACL functions the backend calls, with the exact
+// signatures of the CANN headers, and emulates them on the host:
+//  - "device" memory is host memory; every live allocation, context, stream,
+//    loaded model, model description, dataset, data buffer and device
+//    reference is counted, and the counts are written as JSON to
+//    $NPU_GE_DOUBLE_STATE_FILE after every change;
+//  - models are text descriptions (model_file.h) executed by a checkable
+//    formula y = scale * (sum of inputs) + offset per element;
+//  - $NPU_GE_DOUBLE_FAIL_CALLS=aclrtCreateStream,... makes those calls fail;
+//  - $NPU_GE_DOUBLE_DEVICE_COUNT (default 8) devices; utilization of device d
+//    is 40 + d percent; HBM total 32 GiB, used = 2 GiB + allocations + weights.
+// Calls that need a device check the calling thread's current context, as
+// the real runtime does.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "acl/acl.h"
+#include "model_file.h"
+
+using acl_double::ModelSpec;
+
+struct aclmdlDesc {
+  ModelSpec spec;
+};
+struct aclmdlDataset {
+  std::vector<aclDataBuffer*> buffers;
+  uint64_t dynamic_batch = 0;
+};
+struct aclDataBuffer {
+  void* data;
+  size_t size;
+};
+
+namespace {
+
+struct Context {
+  int32_t device;
+};
+struct Stream {
+  int32_t device;
+};
+struct Allocation {
+  size_t size;
+  int32_t device;
+};
+struct LoadedModel {
+  ModelSpec spec;
+  int32_t device;
+};
+
+constexpr uint64_t kHbmTotal = 32ull << 30;
+constexpr uint64_t kHbmReserved = 2ull << 30;
+
+std::mutex g_mu;
+bool g_initialized = false;
+int g_init_calls = 0;
+int g_finalize_calls = 0;
+std::map<int32_t, int> g_device_refs;
+std::set<Context*> g_contexts;
+std::set<Stream*> g_streams;
+std::map<uintptr_t, Allocation> g_allocations;
+std::map<uint32_t, LoadedModel> g_models;
+uint32_t g_next_model_id = 1;
+std::set<aclmdlDesc*> g_descs;
+std::set<aclmdlDataset*> g_datasets;
+std::set<aclDataBuffer*> g_data_buffers;
+uint64_t g_executions = 0;
+
+thread_local Context* t_context = nullptr;
+thread_local int32_t t_device = -1;
+thread_local std::string t_error;
+thread_local std::string t_error_returned;
+
+int32_t
+DeviceCount()
+{
+  const char* v = std::getenv("NPU_GE_DOUBLE_DEVICE_COUNT");
+  return v == nullptr ? 8 : std::atoi(v);
+}
+
+bool
+ShouldFail(const char* call)
+{
+  const char* v = std::getenv("NPU_GE_DOUBLE_FAIL_CALLS");
+  if (v == nullptr) return false;
+  std::string list = std::string(",") + v + ",";
+  return list.find(std::string(",") + call + ",") != std::string::npos;
+}
+
+aclError
+Fail(aclError code, const std::string& msg)
+{
+  t_error = "[acl double] " + msg;
+  return code;
+}
+
+// Writes the resource counts; called with g_mu held.
+void
+WriteStateLocked()
+{
+  const char* path = std::getenv("NPU_GE_DOUBLE_STATE_FILE");
+  if (path == nullptr) return;
+  size_t bytes = 0;
+  for (const auto& kv : g_allocations) bytes += kv.second.size;
+  int refs = 0;
+  for (const auto& kv : g_device_refs) refs += kv.second;
+  std::string tmp = std::string(path) + ".tmp." + std::to_string(getpid());
+  FILE* f = std::fopen(tmp.c_str(), "w");
+  if (f == nullptr) return;
+  std::fprintf(
+      f,
+      "{\"pid\": %d, \"initialized\": %s, \"init_calls\": %d, "
+      "\"finalize_calls\": %d, \"allocations\": %zu, \"allocated_bytes\": %zu, "
+      "\"contexts\": %zu, \"streams\": %zu, \"models\": %zu, \"descs\": %zu, "
+      "\"datasets\": %zu, \"data_buffers\": %zu, \"device_refs\": %d, "
+      "\"executions\": %llu}\n",
+      static_cast<int>(getpid()), g_initialized ? "true" : "false", g_init_calls,
+      g_finalize_calls, g_allocations.size(), bytes, g_contexts.size(),
+      g_streams.size(), g_models.size(), g_descs.size(), g_datasets.size(),
+      g_data_buffers.size(), refs, static_cast<unsigned long long>(g_executions));
+  std::fclose(f);
+  std::rename(tmp.c_str(), path);
+}
+
+// Device of the calling thread: its current context's, else aclrtSetDevice's.
+int32_t
+CurrentDeviceLocked()
+{
+  if (t_context != nullptr && g_contexts.count(t_context) > 0) return t_context->device;
+  return t_device;
+}
+
+// The live allocation containing [p, p+n), or nullptr.
+const Allocation*
+FindAllocationLocked(const void* p, size_t n)
+{
+  uintptr_t addr = reinterpret_cast<uintptr_t>(p);
+  auto it = g_allocations.upper_bound(addr);
+  if (it == g_allocations.begin()) return nullptr;
+  --it;
+  if (addr + n > it->first + it->second.size) return nullptr;
+  return &it->second;
+}
+
+}  // namespace
+
+#define DOUBLE_ENTER(NAME)                                              \
+  std::unique_lock<std::mutex> lock(g_mu);                              \
+  if (ShouldFail(NAME)) return Fail(ACL_ERROR_RT_PARAM_INVALID, NAME " failure injected by NPU_GE_DOUBLE_FAIL_CALLS"); \
+  if (!g_initialized) return Fail(ACL_ERROR_UNINITIALIZE, NAME " before aclInit")
+
+#define DOUBLE_NEED_DEVICE(NAME)                                         \
+  int32_t device = CurrentDeviceLocked();                                \
+  if (device < 0) return Fail(ACL_ERROR_RT_CONTEXT_NULL, NAME ": no current context on this thread")
+
+extern "C" {
+
+aclError
+aclInit(const char*)
+{
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (ShouldFail("aclInit")) return Fail(ACL_ERROR_RT_PARAM_INVALID, "aclInit failure injected");
+  if (g_initialized) return Fail(ACL_ERROR_REPEAT_INITIALIZE, "aclInit called twice");
+  g_initialized = true;
+  ++g_init_calls;
+  WriteStateLocked();
+  return ACL_SUCCESS;
+}
+
+aclError
+aclFinalize()
+{
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (!g_initialized) return Fail(ACL_ERROR_UNINITIALIZE, "aclFinalize before aclInit");
+  g_initialized = false;
+  ++g_finalize_calls;
+  WriteStateLocked();
+  return ACL_SUCCESS;
+}
+
+const char*
+aclGetRecentErrMsg()
+{
+  t_error_returned = t_error;
+  t_error.clear();
+  return t_error_returned.empty() ? nullptr : t_error_returned.c_str();
+}
+
+aclError
+aclrtGetDeviceCount(uint32_t* count)
+{
+  DOUBLE_ENTER("aclrtGetDeviceCount");
+  *count = static_cast<uint32_t>(DeviceCount());
+  return ACL_SUCCESS;
+}
+
+aclError
+aclrtSetDevice(int32_t device)
+{
+  DOUBLE_ENTER("aclrtSetDevice");
+  if (device < 0 || device >= DeviceCount()) {
+    return Fail(ACL_ERROR_RT_INVALID_DEVICEID,
+                "device " + std::to_string(device) + " does not exist (" +
+                    std::to_string(DeviceCount()) + " devices)");
+  }
+  ++g_device_refs[device];
+  t_device = device;
+  t_context = nullptr;  // the device's default context becomes current
+  WriteStateLocked();
+  return ACL_SUCCESS;
+}
+
+aclError
+aclrtResetDevice(int32_t device)
+{
+  DOUBLE_ENTER("aclrtResetDevice");
+  auto it = g_device_refs.find(device);
+  if (it == g_device_refs.end() || it->second == 0) {
+    return Fail(ACL_ERROR_RT_INVALID_DEVICEID, "aclrtResetDevice without aclrtSetDevice");
+  }
+  if (--it->second == 0) g_device_refs.erase(it);
+  if (t_device == device) t_device = -1;
+  WriteStateLocked();
+  return ACL_SUCCESS;
+}
+
+aclError
+aclrtCreateContext(aclrtContext* context, int32_t device)
+{
+  DOUBLE_ENTER("aclrtCreateContext");
+  if (g_device_refs.count(device) == 0) {
+    return Fail(ACL_ERROR_RT_INVALID_DEVICEID, "aclrtCreateContext on a device not set");
+  }
+  Context* ctx = new Context{device};
+  g_contexts.insert(ctx);
+  t_context = ctx;
+  *context = ctx;
+  WriteStateLocked();
+  return ACL_SUCCESS;
+}
+
+aclError
+aclrtDestroyContext(aclrtContext context)
+{
+  DOUBLE_ENTER("aclrtDestroyContext");
+  Context* ctx = static_cast<Context*>(context);
+  if (g_contexts.erase(ctx) == 0) return Fail(ACL_ERROR_RT_PARAM_INVALID, "unknown context");
+  if (t_context == ctx) t_context = nullptr;
+  delete ctx;
+  WriteStateLocked();
+  return ACL_SUCCESS;
+}
+
+aclError
+aclrtSetCurrentContext(aclrtContext context)
+{
+  DOUBLE_ENTER("aclrtSetCurrentContext");
+  Context* ctx = static_cast<Context*>(context);
+  if (g_contexts.count(ctx) == 0) return Fail(ACL_ERROR_RT_PARAM_INVALID, "unknown context");
+  t_context = ctx;
+  return ACL_SUCCESS;
+}
+
+aclError
+aclrtCreateStream(aclrtStream* stream)
+{
+  DOUBLE_ENTER("aclrtCreateStream");
+  DOUBLE_NEED_DEVICE("aclrtCreateStream");
+  Stream* s = new Stream{device};
+  g_streams.insert(s);
+  *stream = s;
+  WriteStateLocked();
+  return ACL_SUCCESS;
+}
+
+aclError
+aclrtDestroyStream(aclrtStream stream)
+{
+  DOUBLE_ENTER("aclrtDestroyStream");
+  Stream* s = static_cast<Stream*>(stream);
+  if (g_streams.erase(s) == 0) return Fail(ACL_ERROR_RT_PARAM_INVALID, "unknown stream");
+  delete s;
+  WriteStateLocked();
+  return ACL_SUCCESS;
+}
+
+aclError
+aclrtSynchronizeStream(aclrtStream stream)
+{
+  DOUBLE_ENTER("aclrtSynchronizeStream");
+  if (g_streams.count(static_cast<Stream*>(stream)) == 0) {
+    return Fail(ACL_ERROR_RT_PARAM_INVALID, "unknown stream");
+  }
+  return ACL_SUCCESS;  // work is done synchronously by the double
+}
+
+aclError
+aclrtMalloc(void** ptr, size_t size, aclrtMemMallocPolicy)
+{
+  DOUBLE_ENTER("aclrtMalloc");
+  DOUBLE_NEED_DEVICE("aclrtMalloc");
+  if (size == 0) return Fail(ACL_ERROR_INVALID_PARAM, "aclrtMalloc of 0 bytes");
+  void* p = std::malloc(size);
+  if (p == nullptr) return Fail(ACL_ERROR_BAD_ALLOC, "out of memory");
+  g_allocations[reinterpret_cast<uintptr_t>(p)] = Allocation{size, device};
+  *ptr = p;
+  WriteStateLocked();
+  return ACL_SUCCESS;
+}
+
+aclError
+aclrtFree(void* ptr)
+{
+  DOUBLE_ENTER("aclrtFree");
+  if (g_allocations.erase(reinterpret_cast<uintptr_t>(ptr)) == 0) {
+    return Fail(ACL_ERROR_INVALID_PARAM, "aclrtFree of a pointer not from aclrtMalloc");
+  }
+  std::free(ptr);
+  WriteStateLocked();
+  return ACL_SUCCESS;
+}
+
+aclError
+aclrtMemcpy(void* dst, size_t dest_max, const void* src, size_t count, aclrtMemcpyKind kind)
+{
+  DOUBLE_ENTER("aclrtMemcpy");
+  DOUBLE_NEED_DEVICE("aclrtMemcpy");
+  if (count > dest_max) return Fail(ACL_ERROR_INVALID_PARAM, "aclrtMemcpy count > destMax");
+  const void* dev = kind == ACL_MEMCPY_HOST_TO_DEVICE ? dst : src;
+  if (kind != ACL_MEMCPY_HOST_TO_DEVICE && kind != ACL_MEMCPY_DEVICE_TO_HOST) {
+    return Fail(ACL_ERROR_INVALID_PARAM, "the double copies host<->device only");
+  }
+  const Allocation* a = FindAllocationLocked(dev, count);
+  if (a == nullptr) return Fail(ACL_ERROR_INVALID_PARAM, "aclrtMemcpy outside device memory");
+  if (a->device != device) return Fail(ACL_ERROR_INVALID_PARAM, "memory of another device");
+  std::memcpy(dst, src, count);
+  return ACL_SUCCESS;
+}
+
+aclError
+aclrtGetMemInfo(aclrtMemAttr, size_t* free_bytes, size_t* total_bytes)
+{
+  DOUBLE_ENTER("aclrtGetMemInfo");
+  DOUBLE_NEED_DEVICE("aclrtGetMemInfo");
+  uint64_t used = kHbmReserved;
+  for (const auto& kv : g_allocations) {
+    if (kv.second.device == device) used += kv.second.size;
+  }
+  for (const auto& kv : g_models) {
+    if (kv.second.device == device) used += kv.second.spec.weight_bytes;
+  }
+  *total_bytes = kHbmTotal;
+  *free_bytes = kHbmTotal - used;
+  return ACL_SUCCESS;
+}
+
+aclError
+aclrtGetDeviceUtilizationRate(int32_t device, aclrtUtilizationInfo* info)
+{
+  DOUBLE_ENTER("aclrtGetDeviceUtilizationRate");
+  if (device < 0 || device >= DeviceCount()) {
+    return Fail(ACL_ERROR_RT_INVALID_DEVICEID, "no such device");
+  }
+  info->cubeUtilization = 40 + device;
+  info->vectorUtilization = 20;
+  info->aicpuUtilization = 1;
+  info->memoryUtilization = -1;
+  return ACL_SUCCESS;
+}
+
+}  // extern "C"
+
+// ---- offline models --------------------------------------------------------
+namespace {
+
+// Tensors as the model reports them: user inputs, then the dynamic-batch input.
+struct IoView {
+  const ModelSpec& spec;
+  size_t NumInputs() const { return spec.inputs.size() + (spec.gears.empty() ? 0 : 1); }
+  bool IsDynamicInput(size_t i) const { return !spec.gears.empty() && i == spec.inputs.size(); }
+};
+
+aclError
+FillDims(const acl_double::TensorSpec& t, aclmdlIODims* dims)
+{
+  std::memset(dims, 0, sizeof(*dims));
+  std::snprintf(dims->name, sizeof(dims->name), "%s", t.name.c_str());
+  dims->dimCount = t.dims.size();
+  for (size_t d = 0; d < t.dims.size(); ++d) dims->dims[d] = t.dims[d];
+  return ACL_SUCCESS;
+}
+
+}  // namespace
+
+extern "C" {
+
+aclmdlDesc*
+aclmdlCreateDesc()
+{
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (ShouldFail("aclmdlCreateDesc")) return nullptr;
+  aclmdlDesc* d = new aclmdlDesc();
+  g_descs.insert(d);
+  WriteStateLocked();
+  return d;
+}
+
+aclError
+aclmdlDestroyDesc(aclmdlDesc* desc)
+{
+  DOUBLE_ENTER("aclmdlDestroyDesc");
+  if (g_descs.erase(desc) == 0) return Fail(ACL_ERROR_INVALID_PARAM, "unknown model desc");
+  delete desc;
+  WriteStateLocked();
+  return ACL_SUCCESS;
+}
+
+aclError
+aclmdlGetDescFromFile(aclmdlDesc* desc, const char* path)
+{
+  DOUBLE_ENTER("aclmdlGetDescFromFile");
+  if (g_descs.count(desc) == 0) return Fail(ACL_ERROR_INVALID_PARAM, "unknown model desc");
+  std::string error;
+  if (!acl_double::LoadModelSpec(path, &desc->spec, &error)) {
+    return Fail(ACL_ERROR_READ_MODEL_FAILURE, error);
+  }
+  return ACL_SUCCESS;
+}
+
+aclError
+aclmdlGetDesc(aclmdlDesc* desc, uint32_t model_id)
+{
+  DOUBLE_ENTER("aclmdlGetDesc");
+  auto it = g_models.find(model_id);
+  if (it == g_models.end()) return Fail(ACL_ERROR_INVALID_MODEL_ID, "unknown model id");
+  desc->spec = it->second.spec;
+  return ACL_SUCCESS;
+}
+
+aclError
+aclmdlQuerySize(const char* path, size_t* work, size_t* weight)
+{
+  DOUBLE_ENTER("aclmdlQuerySize");
+  ModelSpec spec;
+  std::string error;
+  if (!acl_double::LoadModelSpec(path, &spec, &error)) {
+    return Fail(ACL_ERROR_READ_MODEL_FAILURE, error);
+  }
+  *work = 0;
+  *weight = spec.weight_bytes;
+  return ACL_SUCCESS;
+}
+
+aclError
+aclmdlLoadFromFile(const char* path, uint32_t* model_id)
+{
+  DOUBLE_ENTER("aclmdlLoadFromFile");
+  DOUBLE_NEED_DEVICE("aclmdlLoadFromFile");
+  ModelSpec spec;
+  std::string error;
+  if (!acl_double::LoadModelSpec(path, &spec, &error)) {
+    return Fail(ACL_ERROR_READ_MODEL_FAILURE, error);
+  }
+  if (spec.fail_load) {
+    return Fail(ACL_ERROR_RT_PARAM_INVALID, std::string("fail_load set in ") + path);
+  }
+  *model_id = g_next_model_id++;
+  g_models[*model_id] = LoadedModel{spec, device};
+  WriteStateLocked();
+  return ACL_SUCCESS;
+}
+
+aclError
+aclmdlUnload(uint32_t model_id)
+{
+  DOUBLE_ENTER("aclmdlUnload");
+  if (g_models.erase(model_id) == 0) return Fail(ACL_ERROR_INVALID_MODEL_ID, "unknown model id");
+  WriteStateLocked();
+  return ACL_SUCCESS;
+}
+
+size_t
+aclmdlGetNumInputs(aclmdlDesc* desc)
+{
+  return IoView{desc->spec}.NumInputs();
+}
+
+size_t
+aclmdlGetNumOutputs(aclmdlDesc* desc)
+{
+  return desc->spec.outputs.size();
+}
+
+const char*
+aclmdlGetInputNameByIndex(const aclmdlDesc* desc, size_t i)
+{
+  IoView io{desc->spec};
+  if (io.IsDynamicInput(i)) return ACL_DYNAMIC_TENSOR_NAME;
+  return i < desc->spec.inputs.size() ? desc->spec.inputs[i].name.c_str() : "";
+}
+
+const char*
+aclmdlGetOutputNameByIndex(const aclmdlDesc* desc, size_t i)
+{
+  return i < desc->spec.outputs.size() ? desc->spec.outputs[i].name.c_str() : "";
+}
+
+aclError
+aclmdlGetInputDims(const aclmdlDesc* desc, size_t i, aclmdlIODims* dims)
+{
+  if (i >= desc->spec.inputs.size()) {
+    if (IoView{desc->spec}.IsDynamicInput(i)) {
+      return FillDims(acl_double::TensorSpec{ACL_DYNAMIC_TENSOR_NAME, ACL_INT64, {1}}, dims);
+    }
+    return Fail(ACL_ERROR_INVALID_PARAM, "input index out of range");
+  }
+  return FillDims(desc->spec.inputs[i], dims);
+}
+
+aclError
+aclmdlGetOutputDims(const aclmdlDesc* desc, size_t i, aclmdlIODims* dims)
+{
+  if (i >= desc->spec.outputs.size()) return Fail(ACL_ERROR_INVALID_PARAM, "output index out of range");
+  return FillDims(desc->spec.outputs[i], dims);
+}
+
+aclDataType
+aclmdlGetInputDataType(const aclmdlDesc* desc, size_t i)
+{
+  if (IoView{desc->spec}.IsDynamicInput(i)) return ACL_INT64;
+  return i < desc->spec.inputs.size() ? desc->spec.inputs[i].dtype : ACL_DT_UNDEFINED;
+}
+
+aclDataType
+aclmdlGetOutputDataType(const aclmdlDesc* desc, size_t i)
+{
+  return i < desc->spec.outputs.size() ? desc->spec.outputs[i].dtype : ACL_DT_UNDEFINED;
+}
+
+size_t
+aclmdlGetInputSizeByIndex(aclmdlDesc* desc, size_t i)
+{
+  const ModelSpec& s = desc->spec;
+  if (IoView{s}.IsDynamicInput(i)) return sizeof(uint64_t);
+  return i < s.inputs.size() ? s.TensorBytes(s.inputs[i], s.MaxRows()) : 0;
+}
+
+size_t
+aclmdlGetOutputSizeByIndex(aclmdlDesc* desc, size_t i)
+{
+  const ModelSpec& s = desc->spec;
+  return i < s.outputs.size() ? s.TensorBytes(s.outputs[i], s.MaxRows()) : 0;
+}
+
+aclError
+aclmdlGetDynamicBatch(const aclmdlDesc* desc, aclmdlBatch* batch)
+{
+  std::memset(batch, 0, sizeof(*batch));
+  batch->batchCount = desc->spec.gears.size();
+  for (size_t g = 0; g < desc->spec.gears.size() && g < ACL_MAX_BATCH_NUM; ++g) {
+    batch->batch[g] = desc->spec.gears[g];
+  }
+  return ACL_SUCCESS;
+}
+
+aclmdlDataset*
+aclmdlCreateDataset()
+{
+  std::lock_guard<std::mutex> lock(g_mu);
+  aclmdlDataset* ds = new aclmdlDataset();
+  g_datasets.insert(ds);
+  WriteStateLocked();
+  return ds;
+}
+
+aclError
+aclmdlDestroyDataset(const aclmdlDataset* dataset)
+{
+  DOUBLE_ENTER("aclmdlDestroyDataset");
+  aclmdlDataset* ds = const_cast<aclmdlDataset*>(dataset);
+  if (g_datasets.erase(ds) == 0) return Fail(ACL_ERROR_INVALID_PARAM, "unknown dataset");
+  delete ds;  // like ACL: the data buffers are not freed
+  WriteStateLocked();
+  return ACL_SUCCESS;
+}
+
+aclError
+aclmdlAddDatasetBuffer(aclmdlDataset* dataset, aclDataBuffer* buffer)
+{
+  DOUBLE_ENTER("aclmdlAddDatasetBuffer");
+  if (g_datasets.count(dataset) == 0 || g_data_buffers.count(buffer) == 0) {
+    return Fail(ACL_ERROR_INVALID_PARAM, "unknown dataset or data buffer");
+  }
+  dataset->buffers.push_back(buffer);
+  return ACL_SUCCESS;
+}
+
+aclDataBuffer*
+aclCreateDataBuffer(void* data, size_t size)
+{
+  std::lock_guard<std::mutex> lock(g_mu);
+  aclDataBuffer* b = new aclDataBuffer{data, size};
+  g_data_buffers.insert(b);
+  WriteStateLocked();
+  return b;
+}
+
+aclError
+aclDestroyDataBuffer(const aclDataBuffer* buffer)
+{
+  DOUBLE_ENTER("aclDestroyDataBuffer");
+  aclDataBuffer* b = const_cast<aclDataBuffer*>(buffer);
+  if (g_data_buffers.erase(b) == 0) return Fail(ACL_ERROR_INVALID_PARAM, "unknown data buffer");
+  delete b;
+  WriteStateLocked();
+  return ACL_SUCCESS;
+}
+
+aclError
+aclmdlSetDynamicBatchSize(uint32_t model_id, aclmdlDataset* dataset, size_t index, uint64_t batch)
+{
+  DOUBLE_ENTER("aclmdlSetDynamicBatchSize");
+  auto it = g_models.find(model_id);
+  if (it == g_models.end()) return Fail(ACL_ERROR_INVALID_MODEL_ID, "unknown model id");
+  const ModelSpec& s = it->second.spec;
+  if (!IoView{s}.IsDynamicInput(index)) {
+    return Fail(ACL_ERROR_INVALID_PARAM, "index is not the dynamic batch input");
+  }
+  bool is_gear = false;
+  for (uint64_t g : s.gears) is_gear = is_gear || g == batch;
+  if (!is_gear) {
+    return Fail(ACL_ERROR_INVALID_PARAM, "batch " + std::to_string(batch) + " is not a gear");
+  }
+  if (g_datasets.count(dataset) == 0) return Fail(ACL_ERROR_INVALID_PARAM, "unknown dataset");
+  dataset->dynamic_batch = batch;
+  return ACL_SUCCESS;
+}
+
+}  // extern "C"
+
+namespace {
+
+// Checks datasets and returns the rows to compute (0 on error, message set).
+aclError
+CheckDatasetsLocked(
+    const LoadedModel& m, const aclmdlDataset* in, const aclmdlDataset* out,
+    int32_t device, uint64_t* rows)
+{
+  const ModelSpec& s = m.spec;
+  if (m.device != device) return Fail(ACL_ERROR_RT_CONTEXT_NULL, "model is on another device");
+  if (g_datasets.count(const_cast<aclmdlDataset*>(in)) == 0 ||
+      g_datasets.count(const_cast<aclmdlDataset*>(out)) == 0) {
+    return Fail(ACL_ERROR_INVALID_PARAM, "unknown dataset");
+  }
+  if (in->buffers.size() != IoView{s}.NumInputs() || out->buffers.size() != s.outputs.size()) {
+    return Fail(ACL_ERROR_INVALID_PARAM, "dataset buffer count does not match the model");
+  }
+  *rows = 1;
+  if (!s.gears.empty()) {
+    if (in->dynamic_batch == 0) {
+      return Fail(ACL_ERROR_INVALID_PARAM, "dynamic batch size not set");
+    }
+    *rows = in->dynamic_batch;
+  }
+  auto check = [&](const aclDataBuffer* b, size_t need) -> aclError {
+    if (b->size < need) return Fail(ACL_ERROR_INVALID_PARAM, "data buffer too small");
+    const Allocation* a = FindAllocationLocked(b->data, need);
+    if (a == nullptr || a->device != device) {
+      return Fail(ACL_ERROR_INVALID_PARAM, "data buffer is not device memory of this device");
+    }
+    return ACL_SUCCESS;
+  };
+  for (size_t i = 0; i < s.inputs.size(); ++i) {
+    aclError rc = check(in->buffers[i], s.TensorBytes(s.inputs[i], *rows));
+    if (rc != ACL_SUCCESS) return rc;
+  }
+  for (size_t i = 0; i < s.outputs.size(); ++i) {
+    aclError rc = check(out->buffers[i], s.TensorBytes(s.outputs[i], *rows));
+    if (rc != ACL_SUCCESS) return rc;
+  }
+  return ACL_SUCCESS;
+}
+
+void
+ComputeLocked(const ModelSpec& s, const aclmdlDataset* in, aclmdlDataset* out, uint64_t rows)
+{
+  for (size_t o = 0; o < s.outputs.size(); ++o) {
+    const acl_double::OutputSpec& spec = s.outputs[o];
+    const size_t n = s.TensorBytes(spec, rows) / acl_double::DtypeSize(spec.dtype);
+    for (size_t e = 0; e < n; ++e) {
+      double sum = 0;
+      for (size_t k : spec.from) {
+        sum += acl_double::ReadElement(in->buffers[k]->data, s.inputs[k].dtype, e);
+      }
+      acl_double::WriteElement(out->buffers[o]->data, spec.dtype, e, spec.scale * sum + spec.offset);
+    }
+  }
+}
+
+}  // namespace
+
+extern "C" {
+
+aclError
+aclmdlExecuteAsync(
+    uint32_t model_id, const aclmdlDataset* input, aclmdlDataset* output, aclrtStream stream)
+{
+  int64_t delay_us = 0;
+  {
+    DOUBLE_ENTER("aclmdlExecuteAsync");
+    DOUBLE_NEED_DEVICE("aclmdlExecuteAsync");
+    auto it = g_models.find(model_id);
+    if (it == g_models.end()) return Fail(ACL_ERROR_INVALID_MODEL_ID, "unknown model id");
+    Stream* s = static_cast<Stream*>(stream);
+    if (g_streams.count(s) == 0 || s->device != device) {
+      return Fail(ACL_ERROR_RT_STREAM_CONTEXT, "stream not on the current device");
+    }
+    uint64_t rows = 0;
+    aclError rc = CheckDatasetsLocked(it->second, input, output, device, &rows);
+    if (rc != ACL_SUCCESS) return rc;
+    const ModelSpec& spec = it->second.spec;
+    if (spec.has_fail_value) {
+      const size_t n = spec.TensorBytes(spec.inputs[0], rows) /
+                       acl_double::DtypeSize(spec.inputs[0].dtype);
+      for (size_t e = 0; e < n; ++e) {
+        if (acl_double::ReadElement(input->buffers[0]->data, spec.inputs[0].dtype, e) ==
+            spec.fail_value) {
+          return Fail(ACL_ERROR_RT_MODEL_EXECUTE,
+                      "model execution failed: input '" + spec.inputs[0].name +
+                          "' holds the poison value (fail_execute_on_value)");
+        }
+      }
+    }
+    ComputeLocked(spec, input, output, rows);
+    ++g_executions;
+    delay_us = spec.delay_us;
+  }
+  if (delay_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(delay_us));
+  return ACL_SUCCESS;
+}
+
+}  // extern "C"

@@ -1,0 +1,58 @@
+// TEST DOUBLE. The ".om" files the ACL runtime double "loads" are small text
+// descriptions, not ATC output. Format (one directive per line, '#' comments):
+//
+//   npu_ge_acl_double_model v1
+//   input  x FP32 -1,4                       name dtype dims (-1 = batch gear)
+//   output y FP32 -1,4 from x scale 2 offset 1   y = 2 * (x [+ more]) + 1
+//   gears 1,2,4,8                            dynamic batch gears
+//   delay_us 2000                            per-execute delay
+//   fail_execute_on_value -7                 execute fails if input 0 has -7
+//   fail_load                                aclmdlLoadFromFile fails
+//   weight_bytes 1048576                     device memory the weights take
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "acl/acl.h"
+
+namespace acl_double {
+
+struct TensorSpec {
+  std::string name;
+  aclDataType dtype = ACL_FLOAT;
+  std::vector<int64_t> dims;
+};
+
+struct OutputSpec : TensorSpec {
+  std::vector<size_t> from;  // input indices summed
+  double scale = 1;
+  double offset = 0;
+};
+
+struct ModelSpec {
+  std::vector<TensorSpec> inputs;
+  std::vector<OutputSpec> outputs;
+  std::vector<uint64_t> gears;
+  int64_t delay_us = 0;
+  bool has_fail_value = false;
+  double fail_value = 0;
+  bool fail_load = false;
+  uint64_t weight_bytes = 1 << 20;
+
+  // Rows a tensor is sized for: largest gear for a -1 batch dim.
+  uint64_t MaxRows() const;
+  size_t TensorBytes(const TensorSpec& t, uint64_t rows) const;
+  size_t ElementsPerRow(const TensorSpec& t) const;
+};
+
+// Parses 'path'; on failure returns false with a message.
+bool LoadModelSpec(const std::string& path, ModelSpec* spec, std::string* error);
+
+size_t DtypeSize(aclDataType dtype);
+bool DtypeFromName(const std::string& name, aclDataType* dtype);
+double ReadElement(const void* base, aclDataType dtype, size_t index);
+void WriteElement(void* base, aclDataType dtype, size_t index, double value);
+
+}  // namespace acl_double

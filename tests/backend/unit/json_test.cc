@@ -1,0 +1,48 @@
+#include "test_util.h"
+
+using npu_ge::JsonValue;
+
+TEST(Json, ParsesNestedObjectsArraysAndScalars)
+{
+  JsonValue v = npu_ge_test::Json(
+      R"({"a": [1, -2.5, "x"], "b": {"c": true, "d": null}, "e": false})");
+  ASSERT_TRUE(v.IsObject());
+  ASSERT_EQ(v["a"].Size(), 3u);
+  EXPECT_DOUBLE_EQ(v["a"].At(1).AsDouble(), -2.5);
+  EXPECT_EQ(v["a"].At(2).AsString(), "x");
+  EXPECT_TRUE(v["b"]["c"].AsBool());
+  EXPECT_TRUE(v["b"]["d"].IsNull());
+  EXPECT_FALSE(v["e"].AsBool());
+  EXPECT_TRUE(v["missing"]["deeper"].IsNull());
+}
+
+TEST(Json, ReadsInt64FromNumbersAndDigitStrings)
+{
+  JsonValue v = npu_ge_test::Json(R"({"n": 9007199254740993, "s": "-42", "f": 1.5})");
+  int64_t n = 0;
+  ASSERT_TRUE(v["n"].AsInt64(&n));
+  EXPECT_EQ(n, 9007199254740993LL);  // exact, not through a double
+  ASSERT_TRUE(v["s"].AsInt64(&n));
+  EXPECT_EQ(n, -42);
+  EXPECT_FALSE(v["f"].AsInt64(&n));
+}
+
+TEST(Json, DecodesStringEscapes)
+{
+  JsonValue v = npu_ge_test::Json(R"(["a\"b\\c\n", "\u00e9"])");
+  EXPECT_EQ(v.At(0).AsString(), "a\"b\\c\n");
+  EXPECT_EQ(v.At(1).AsString(), "\xc3\xa9");
+}
+
+TEST(Json, ReportsErrorsWithOffset)
+{
+  JsonValue v;
+  std::string error;
+  EXPECT_FALSE(JsonValue::Parse(R"({"a": 1,})", &v, &error));
+  EXPECT_NE(error.find("offset 8"), std::string::npos) << error;
+  EXPECT_FALSE(JsonValue::Parse(R"({"a": 1} x)", &v, &error));
+  EXPECT_NE(error.find("trailing"), std::string::npos) << error;
+  EXPECT_FALSE(JsonValue::Parse(R"("open)", &v, &error));
+  EXPECT_FALSE(JsonValue::Parse(std::string(100, '['), &v, &error));
+  EXPECT_NE(error.find("deeply"), std::string::npos) << error;
+}

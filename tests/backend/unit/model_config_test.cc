@@ -1,0 +1,154 @@
+#include "model_config.h"
+#include "test_util.h"
+
+using namespace npu_ge;
+using npu_ge_test::Json;
+using npu_ge_test::Message;
+
+namespace {
+
+// Shaped like the JSON Triton 2.51 hands to TRITONBACKEND_ModelConfig.
+const char* kConfig = R"({
+  "name": "resnet", "platform": "", "backend": "npu_ge", "max_batch_size": 8,
+  "input": [{"name": "x", "data_type": "TYPE_FP16", "format": "FORMAT_NONE",
+             "dims": ["3", "224", "224"], "is_shape_tensor": false}],
+  "output": [{"name": "prob", "data_type": "TYPE_FP32", "dims": [1000]},
+             {"name": "idx", "data_type": "TYPE_INT64", "dims": [1]}],
+  "instance_group": [{"name": "resnet_0", "kind": "KIND_CPU", "count": 2}],
+  "default_model_filename": "",
+  "parameters": {"device_ids": {"string_value": "2, 3"},
+                 "ge.exec.precision_mode": {"string_value": "allow_fp32_to_fp16"}}
+})";
+
+}  // namespace
+
+TEST(ModelConfig, ReadsTensorsBatchDevicesAndOptions)
+{
+  ModelConfigSpec spec;
+  ASSERT_EQ(Message(ParseModelConfig(Json(kConfig), &spec)), "");
+  EXPECT_EQ(spec.name, "resnet");
+  EXPECT_EQ(spec.max_batch_size, 8);
+  ASSERT_EQ(spec.inputs.size(), 1u);
+  EXPECT_EQ(spec.inputs[0].dtype, TRITONSERVER_TYPE_FP16);
+  EXPECT_EQ(spec.inputs[0].dims, (std::vector<int64_t>{3, 224, 224}));
+  EXPECT_EQ(spec.inputs[0].RowBytes(), 3u * 224 * 224 * 2);
+  ASSERT_EQ(spec.outputs.size(), 2u);
+  EXPECT_EQ(spec.outputs[1].name, "idx");
+  EXPECT_EQ(spec.device_ids, (std::vector<int32_t>{2, 3}));
+  EXPECT_EQ(spec.engine, EngineKind::kAclOm);
+  EXPECT_EQ(spec.model_filename, "model.om");
+  EXPECT_EQ(spec.options.at("ge.exec.precision_mode"), "allow_fp32_to_fp16");
+  EXPECT_TRUE(spec.warnings.empty());
+}
+
+TEST(ModelConfig, SeedKeysAreAliasesWithWarnings)
+{
+  ModelConfigSpec spec;
+  ASSERT_EQ(Message(ParseModelConfig(Json(R"({
+    "name": "m", "max_batch_size": 0,
+    "input": [{"name": "a", "data_type": "TYPE_INT32", "dims": [2]}],
+    "output": [{"name": "b", "data_type": "TYPE_INT32", "dims": [2]}],
+    "parameters": {"DEVICE_ID": {"string_value": "1"},
+                   "EXECUTOR_TYPE": {"string_value": "GE"}}})"), &spec)), "");
+  EXPECT_EQ(spec.device_ids, (std::vector<int32_t>{1}));
+  EXPECT_EQ(spec.engine, EngineKind::kGeGraph);
+  EXPECT_EQ(spec.model_filename, "model.onnx");
+  ASSERT_EQ(spec.warnings.size(), 2u);
+  EXPECT_NE(spec.warnings[0].find("'DEVICE_ID' is deprecated; use 'device_ids'"),
+            std::string::npos);
+  EXPECT_NE(spec.warnings[1].find("'EXECUTOR_TYPE' is deprecated; use 'engine'"),
+            std::string::npos);
+}
+
+TEST(ModelConfig, NewKeysWinOverSeedKeys)
+{
+  ModelConfigSpec spec;
+  ASSERT_EQ(Message(ParseModelConfig(Json(R"({"name": "m",
+    "input": [{"name": "a", "data_type": "TYPE_INT32", "dims": [2]}],
+    "output": [{"name": "b", "data_type": "TYPE_INT32", "dims": [2]}],
+    "parameters": {"DEVICE_ID": {"string_value": "1"},
+                   "device_ids": {"string_value": "0,1"}}})"), &spec)), "");
+  EXPECT_EQ(spec.device_ids, (std::vector<int32_t>{0, 1}));
+  ASSERT_EQ(spec.warnings.size(), 1u);
+  EXPECT_NE(spec.warnings[0].find("ignored"), std::string::npos);
+}
+
+TEST(ModelConfig, EngineFollowsTheModelFileName)
+{
+  ModelConfigSpec spec;
+  ASSERT_EQ(Message(ParseModelConfig(Json(R"({"name": "m",
+    "default_model_filename": "net.onnx",
+    "input": [{"name": "a", "data_type": "TYPE_FP32", "dims": [2]}],
+    "output": [{"name": "b", "data_type": "TYPE_FP32", "dims": [2]}]})"), &spec)), "");
+  EXPECT_EQ(spec.engine, EngineKind::kGeGraph);
+  EXPECT_EQ(spec.model_filename, "net.onnx");
+}
+
+TEST(ModelConfig, RejectsInvalidConfigsWithSpecificMessages)
+{
+  struct Case {
+    const char* json;
+    const char* message;
+  };
+  const Case cases[] = {
+      {R"({"max_batch_size": -1, "input": [], "output": []})",
+       "expected max_batch_size >= 0, got -1"},
+      {R"({"input": [], "output": []})",
+       "expected at least one input in the model configuration, got none"},
+      {R"({"input": [{"name": "a", "data_type": "TYPE_FP8", "dims": [1]}],
+           "output": []})",
+       "input 'a': unknown data_type 'TYPE_FP8'"},
+      {R"({"input": [{"name": "a", "data_type": "TYPE_FP32", "dims": [1]},
+                     {"name": "a", "data_type": "TYPE_FP32", "dims": [1]}],
+           "output": []})",
+       "input 'a' is declared twice"},
+      {R"({"input": [{"name": "a", "data_type": "TYPE_FP32", "dims": [1]}],
+           "output": [{"name": "b", "data_type": "TYPE_FP32", "dims": [1]}],
+           "parameters": {"device_ids": {"string_value": "0,x"}}})",
+       "parameter 'device_ids': expected a comma-separated list of device ids like "
+       "'0,1', got '0,x'"},
+      {R"({"input": [{"name": "a", "data_type": "TYPE_FP32", "dims": [1]}],
+           "output": [{"name": "b", "data_type": "TYPE_FP32", "dims": [1]}],
+           "parameters": {"engine": {"string_value": "tensorrt"}}})",
+       "parameter 'engine': expected 'acl_om' or 'ge_graph', got 'tensorrt'"},
+      {R"({"input": [{"name": "a", "data_type": "TYPE_FP32", "dims": [1]}],
+           "output": [{"name": "b", "data_type": "TYPE_FP32", "dims": [1]}],
+           "default_model_filename": "../../etc/passwd"})",
+       "default_model_filename must be a file name, got '../../etc/passwd'"},
+  };
+  for (const Case& c : cases) {
+    ModelConfigSpec spec;
+    EXPECT_EQ(Message(ParseModelConfig(Json(c.json), &spec)), c.message) << c.json;
+  }
+}
+
+TEST(DeviceIds, ParsesListsAndRejectsGarbage)
+{
+  std::vector<int32_t> ids;
+  ASSERT_EQ(Message(ParseDeviceIds(" 0, 1,7 ", &ids)), "");
+  EXPECT_EQ(ids, (std::vector<int32_t>{0, 1, 7}));
+  for (const char* bad : {"", ",", "0,,1", "-1", "1.5", "99999999999"}) {
+    EXPECT_NE(Message(ParseDeviceIds(bad, &ids)), "") << bad;
+  }
+}
+
+TEST(BackendConfig, ReadsCmdlineDefaults)
+{
+  BackendConfigSpec spec;
+  ASSERT_EQ(Message(ParseBackendConfig(Json(R"({"cmdline": {
+    "backend-directory": "/b", "device_ids": "4,5", "telemetry_interval_ms": "250"}})"),
+                                       &spec)), "");
+  EXPECT_EQ(spec.default_device_ids, (std::vector<int32_t>{4, 5}));
+  EXPECT_EQ(spec.telemetry_interval_ms, 250);
+
+  BackendConfigSpec defaults;
+  ASSERT_EQ(Message(ParseBackendConfig(Json(R"({"cmdline": {}})"), &defaults)), "");
+  EXPECT_EQ(defaults.default_device_ids, (std::vector<int32_t>{0}));
+  EXPECT_EQ(defaults.telemetry_interval_ms, 1000);
+
+  BackendConfigSpec bad;
+  EXPECT_EQ(Message(ParseBackendConfig(
+                Json(R"({"cmdline": {"telemetry_interval_ms": "5"}})"), &bad)),
+            "--backend-config=npu_ge,telemetry_interval_ms: expected an integer in "
+            "[10, 3600000], got '5'");
+}
