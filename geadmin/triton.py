@@ -188,6 +188,8 @@ EXCEPTION_ERRORS: tuple[tuple[type[BaseException], type[TritonError]], ...] = (
 
 _RESTRICTED_MARKERS = ("this api is restricted", "admin-key", "protocol-admin-key")
 _REFUSED_MARKERS = ("connection refused", "failed to connect", "connect failed")
+# Triton answers 400 / INVALID_ARGUMENT for e.g. statistics of an unknown or unloaded model.
+_NOT_FOUND_MARKERS = ("is not found", "is not available", "unknown model")
 
 
 def _status_name(exc: InferenceServerException) -> str:
@@ -226,6 +228,8 @@ def _translate_server_exception(
         message = f"{_describe(ours, url)} ({message})"
     elif loading and ours in (TritonRequestError, ModelNotFoundError):
         ours = LoadFailedError
+    elif ours is TritonRequestError and any(m in lowered for m in _NOT_FOUND_MARKERS):
+        ours = ModelNotFoundError
     code = int(status) if status.isdigit() else None
     if ours is ForbiddenError:
         message = (f"{message} — this Triton restricts the API; set the admin key with "

@@ -51,7 +51,9 @@ def test_server_identity_health_and_index(triton_server: TritonProcess, transpor
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
-def test_model_metadata_normalized_config_and_statistics(triton_server: TritonProcess, transport: str) -> None:
+def test_model_metadata_normalized_config_and_statistics(
+    triton_server: TritonProcess, transport: str
+) -> None:
     client = TritonClient(url_for(triton_server, transport))
     metadata = client.model_metadata("digits_classifier")
     assert [t.name for t in metadata.inputs] == ["features"]

@@ -1,0 +1,190 @@
+"""How the facade fails against real servers: restricted API, nothing listening, a server
+that never answers, and a load that hangs."""
+
+from __future__ import annotations
+
+import glob
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from geadmin.errors import (
+    ForbiddenError,
+    ModelNotFoundError,
+    TritonTimeoutError,
+    TritonUnreachableError,
+)
+from geadmin.triton import ModelState, TritonClient
+from geadmin.tritonserver import SHM_DIR, TritonProcess, free_port
+from tests.conftest import copy_samples
+from tests.integration.test_triton_facade import TRANSPORTS, url_for
+
+pytestmark = pytest.mark.integration
+
+SECRET = "s3cret"
+RESTRICTED = [
+    f"--http-restricted-api=model-repository,model-config:admin-key={SECRET}",
+    f"--grpc-restricted-protocol=model-repository,model-config:admin-key={SECRET}",
+]
+
+
+@pytest.fixture(scope="module")
+def restricted_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonProcess]:
+    root = tmp_path_factory.mktemp("restricted")
+    server = TritonProcess(copy_samples(root / "repo"), models=["text_normalize"],
+                           extra_args=RESTRICTED, log_path=root / "tritonserver.log")
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_restricted_api_without_key_is_forbidden_with_a_hint(
+    restricted_server: TritonProcess, transport: str
+) -> None:
+    client = TritonClient(url_for(restricted_server, transport))
+    assert client.is_live()  # health is not restricted
+    with pytest.raises(ForbiddenError, match="admin key"):
+        client.repository_index()
+    with pytest.raises(ForbiddenError):
+        client.model_config("text_normalize")
+    with pytest.raises(ForbiddenError):
+        client.unload("text_normalize")
+    with pytest.raises(ForbiddenError):
+        client.load("text_normalize")
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_restricted_api_with_wrong_key_is_forbidden(restricted_server: TritonProcess, transport: str) -> None:
+    with pytest.raises(ForbiddenError):
+        TritonClient(url_for(restricted_server, transport), admin_key="wrong").repository_index()
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_restricted_api_with_key_works(restricted_server: TritonProcess, transport: str) -> None:
+    client = TritonClient(url_for(restricted_server, transport), admin_key=SECRET, load_timeout_s=60)
+    assert {e.name: e.state for e in client.repository_index()}["text_normalize"] is ModelState.READY
+    assert client.model_config("text_normalize").name == "text_normalize"
+    client.reload("text_normalize")
+    assert client.model_ready("text_normalize")
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_connection_refused_is_unreachable_not_timeout(transport: str) -> None:
+    port = free_port()  # nothing listens there
+    scheme = "http" if transport == "http" else "grpc"
+    client = TritonClient(f"{scheme}://127.0.0.1:{port}", timeout_s=2.0)
+    started = time.monotonic()
+    for call in (client.is_live, client.repository_index, lambda: client.load("x")):
+        with pytest.raises(TritonUnreachableError, match="unreachable") as caught:
+            call()
+        assert not isinstance(caught.value, TritonTimeoutError)
+    assert time.monotonic() - started < 2.0  # refused is immediate, not waited out
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_unknown_host_is_unreachable(transport: str) -> None:
+    scheme = "http" if transport == "http" else "grpc"
+    with pytest.raises(TritonUnreachableError):
+        TritonClient(f"{scheme}://no-such-host.invalid:8000", timeout_s=2.0).is_live()
+
+
+@pytest.fixture
+def silent_listener() -> Iterator[int]:
+    """A socket that accepts connections and never answers: a hung server."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    accepted: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                accepted.append(listener.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield int(listener.getsockname()[1])
+    stop.set()
+    thread.join(timeout=2)
+    for conn in accepted:
+        conn.close()
+    listener.close()
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_server_that_never_answers_times_out(silent_listener: int, transport: str) -> None:
+    scheme = "http" if transport == "http" else "grpc"
+    client = TritonClient(f"{scheme}://127.0.0.1:{silent_listener}", timeout_s=1.0)
+    started = time.monotonic()
+    with pytest.raises(TritonTimeoutError, match="did not answer in time"):
+        client.is_live()
+    assert time.monotonic() - started < 5.0
+
+
+SLOW_MODEL_PY = """
+import time
+
+class TritonPythonModel:
+    def initialize(self, args):
+        time.sleep(60)
+
+    def execute(self, requests):
+        return []
+"""
+SLOW_CONFIG = """
+name: "{name}"
+backend: "python"
+max_batch_size: 0
+input [ {{ name: "IN" data_type: TYPE_FP32 dims: [ 1 ] }} ]
+output [ {{ name: "OUT" data_type: TYPE_FP32 dims: [ 1 ] }} ]
+instance_group [ {{ count: 1 kind: KIND_CPU }} ]
+"""
+
+
+def add_slow_model(repository: Path, name: str) -> None:
+    (repository / name / "1").mkdir(parents=True)
+    (repository / name / "config.pbtxt").write_text(SLOW_CONFIG.format(name=name))
+    (repository / name / "1" / "model.py").write_text(SLOW_MODEL_PY)
+
+
+def test_load_that_hangs_raises_timeout_and_server_is_cleaned_up(
+    triton_factory: Callable[..., TritonProcess], sample_repository: Path
+) -> None:
+    for transport in TRANSPORTS:
+        add_slow_model(sample_repository, f"slow_{transport}")
+    server = triton_factory(repository=sample_repository, models=[])
+    for transport in TRANSPORTS:
+        client = TritonClient(url_for(server, transport), load_timeout_s=2.0)
+        started = time.monotonic()
+        with pytest.raises(TritonTimeoutError):
+            client.load(f"slow_{transport}")
+        assert time.monotonic() - started < 10.0
+        state = {e.name: e.state for e in client.repository_index()}[f"slow_{transport}"]
+        assert state is ModelState.LOADING  # still hanging server-side; the client gave up
+    pid = server.pid
+    server.stop(timeout_s=5)
+    assert not server.alive()
+    assert pid is not None
+    with pytest.raises(ProcessLookupError):
+        import os
+
+        os.kill(pid, 0)
+    assert not glob.glob(str(SHM_DIR / f"{server.shm_prefix}*"))
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_unknown_model_is_not_found(triton_server: TritonProcess, transport: str) -> None:
+    client = TritonClient(url_for(triton_server, transport))
+    with pytest.raises(ModelNotFoundError):
+        client.model_metadata("no_such_model")
+    with pytest.raises(ModelNotFoundError):
+        client.model_statistics("no_such_model")
