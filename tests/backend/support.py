@@ -137,7 +137,8 @@ def metric_samples(metrics_url: str, family: str) -> list[tuple[dict[str, str], 
     out: list[tuple[dict[str, str], float]] = []
     for fam in text_string_to_metric_families(text):
         for sample in fam.samples:
-            if sample.name == family:
+            # the parser names counter samples <family>_total
+            if fam.name == family and sample.name in (family, f"{family}_total"):
                 out.append((dict(sample.labels), sample.value))
     return out
 
