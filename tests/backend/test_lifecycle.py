@@ -1,0 +1,71 @@
+"""Load/unload cycles never leak device resources and never hang; a reload keeps
+serving (blue/green); shutdown finalizes ACL."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.backend.conftest import StartServer
+from tests.backend.support import (
+    affine_model,
+    double_state,
+    live_resources,
+    load,
+    model_ready,
+    unload,
+    wait_for,
+)
+from tests.backend.test_inference import infer
+
+pytestmark = pytest.mark.integration
+
+CYCLES = 50
+
+
+def test_fifty_load_unload_cycles_leave_zero_live_device_allocations(
+    npu_triton: StartServer, npu_repo: Path
+) -> None:
+    affine_model(npu_repo, "cycled", instances=2, device_ids="0,1", extra=["weight_bytes 65536"])
+    server = npu_triton(npu_repo, models=[])
+    x = np.arange(8, dtype=np.float32).reshape(2, 4)
+    started = time.monotonic()
+    for cycle in range(CYCLES):
+        status, error = load(server.url, "cycled", timeout_s=30)  # bounded: a load can hang
+        assert status == 200, (cycle, error)
+        assert double_state(server.state_file)["allocations"] > 0
+        np.testing.assert_array_equal(infer(server.process.grpc_url, "cycled", {"x": x})["y"], 2 * x + 1)
+        unload(server.url, "cycled")
+        wait_for(lambda: not model_ready(server.url, "cycled"), 30, f"unload in cycle {cycle}")
+        # Unload returns before the instances are finalized: wait, bounded, for the release.
+        wait_for(lambda: live_resources(server.state_file) == {}, 30, f"device release in cycle {cycle}")
+    assert time.monotonic() - started < 240
+    state = double_state(server.state_file)
+    assert state["allocated_bytes"] == 0 and state["executions"] == CYCLES
+    assert "aclrtFree failed" not in server.log()
+
+
+def test_reload_keeps_serving_and_releases_the_old_copy(npu_triton: StartServer, npu_repo: Path) -> None:
+    model_dir = affine_model(npu_repo, "reloaded")
+    server = npu_triton(npu_repo)
+    one_copy = double_state(server.state_file)["allocations"]
+    config = (model_dir / "config.pbtxt").read_text()
+    (model_dir / "config.pbtxt").write_text(config.replace("count: 1", "count: 2"))
+    assert load(server.url, "reloaded") == (200, "")
+    wait_for(lambda: double_state(server.state_file)["allocations"] == 2 * one_copy, 30,
+             "old instance released after the reload")
+    x = np.ones((1, 4), dtype=np.float32)
+    np.testing.assert_array_equal(infer(server.process.grpc_url, "reloaded", {"x": x})["y"], 3 * x)
+
+
+def test_shutdown_finalizes_acl_once(npu_triton: StartServer, npu_repo: Path) -> None:
+    affine_model(npu_repo, "bye", instances=2)
+    server = npu_triton(npu_repo)
+    assert double_state(server.state_file)["init_calls"] == 1
+    server.process.stop()
+    state = double_state(server.state_file)
+    assert state["finalize_calls"] == 1 and state["initialized"] is False
+    assert live_resources(server.state_file) == {}
