@@ -11,6 +11,7 @@
     └── TritonError                 talking to a running Triton
         ├── TritonUnreachableError      nothing answers (connection refused, DNS, reset)
         ├── TritonTimeoutError          it answered too slowly
+        │   └── ExplainedLoadTimeoutError   a load still running at our deadline, with clues
         ├── ForbiddenError              restricted API without / with a wrong key
         ├── ModelNotFoundError          no such model (or version) on the server
         ├── LoadFailedError             a load / reload was rejected
@@ -81,6 +82,14 @@ class TritonUnreachableError(TritonError):
 
 class TritonTimeoutError(TritonError):
     pass
+
+
+class ExplainedLoadTimeoutError(TritonTimeoutError):
+    """A load that did not finish in time, with what the log and the repository show."""
+
+    def __init__(self, explanation: Explanation, *, url: str = "", status: int | None = None) -> None:
+        super().__init__(explanation.summary(), url=url, status=status)
+        self.explanation = explanation
 
 
 class ForbiddenError(TritonError):

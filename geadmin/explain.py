@@ -25,7 +25,13 @@ from typing import Any
 
 from google.protobuf import text_format
 
-from geadmin.errors import ExplainedLoadError, LoadFailedError, TritonError
+from geadmin.errors import (
+    ExplainedLoadError,
+    ExplainedLoadTimeoutError,
+    LoadFailedError,
+    TritonError,
+    TritonTimeoutError,
+)
 from geadmin.logsource import LogCursor, LogSource
 from geadmin.triton import ModelState, TritonClient, model_config_pb2
 
@@ -89,7 +95,9 @@ class Explanation:
     layout_problems: tuple[str, ...] = ()
     serving: Serving = Serving.UNKNOWN
     serving_version: str = ""
+    serving_error: str = ""  # why the serving check failed (Serving.UNKNOWN)
     log_description: str = ""  # where the log was read; "" when no log source is known
+    timed_out: bool = False  # the load was still running when the client gave up
 
     @property
     def log_reason(self) -> str:
@@ -107,6 +115,9 @@ class Explanation:
 
     def summary(self) -> str:
         lines = [f"load of {self.model!r} failed: {self.reason}"]
+        if self.timed_out:
+            lines = [f"load of {self.model!r} did not finish in time (Triton may still be loading "
+                     f"it; a stuck backend stub is a common cause): {self.reason}"]
         if self.reason != self.error:
             lines.append(f"  Triton answered: {self.error}")
         lines += [f"  repository: {problem}" for problem in self.layout_problems
@@ -114,6 +125,8 @@ class Explanation:
         serving = self.serving.value
         if self.serving is Serving.PREVIOUS and self.serving_version:
             serving = f"version {self.serving_version} (the previously loaded one) is still serving"
+        if self.serving_error:
+            serving = f"{serving}: {self.serving_error}"
         lines.append(f"  {serving}")
         if self.log_lines:
             lines.append(f"  Triton log ({self.log_description}):")
@@ -231,7 +244,7 @@ def explain(
     problems: list[str] = []
     if repository is not None and not files_sent:
         problems = layout_problems(repository, name, config)
-    serving, version = check_serving(client, before)
+    serving, version, serving_error = check_serving(client, before)
     return Explanation(
         model=name,
         error=str(error),
@@ -239,7 +252,9 @@ def explain(
         layout_problems=tuple(problems),
         serving=serving,
         serving_version=version,
+        serving_error=serving_error,
         log_description=log.description if log else "",
+        timed_out=isinstance(error, TritonTimeoutError),
     )
 
 
@@ -254,17 +269,17 @@ def _read_model_lines(log: LogSource | None, cursor: LogCursor | None, name: str
         time.sleep(0.1)
 
 
-def check_serving(client: TritonClient, before: LoadWatch) -> tuple[Serving, str]:
-    """Ask Triton (index + readiness) what serves the model now."""
+def check_serving(client: TritonClient, before: LoadWatch) -> tuple[Serving, str, str]:
+    """Ask Triton (index + readiness) what serves the model now: (serving, version, error)."""
     try:
         entries = [e for e in client.repository_index() if e.name == before.name]
         ready = [e for e in entries if e.state is ModelState.READY]
         answering = bool(ready) and client.model_ready(before.name)
-    except TritonError:
-        return Serving.UNKNOWN, ""
+    except TritonError as exc:
+        return Serving.UNKNOWN, "", str(exc)
     if answering:
-        return Serving.PREVIOUS, ready[-1].version
-    return (Serving.NEVER_LOADED if before.was_ready is False else Serving.NOTHING), ""
+        return Serving.PREVIOUS, ready[-1].version, ""
+    return (Serving.NEVER_LOADED if before.was_ready is False else Serving.NOTHING), "", ""
 
 
 def load_explained(
@@ -276,7 +291,8 @@ def load_explained(
     config: model_config_pb2.ModelConfig | None = None,
     files: Mapping[str, bytes] | None = None,
 ) -> None:
-    """`client.load`, raising `ExplainedLoadError` with the real reason when Triton rejects it."""
+    """`client.load`, raising `ExplainedLoadError` with the real reason when Triton rejects it,
+    and `ExplainedLoadTimeoutError` when it does not finish within the client's load timeout."""
     before = watch(client, name, log)
     try:
         client.load(name, config=config, files=files)
@@ -284,6 +300,10 @@ def load_explained(
         explanation = explain(client, before, exc, log=log, repository=repository, config=config,
                               files_sent=bool(files))
         raise ExplainedLoadError(explanation, url=exc.url, status=exc.status) from exc
+    except TritonTimeoutError as exc:
+        explanation = explain(client, before, exc, log=log, repository=repository, config=config,
+                              files_sent=bool(files))
+        raise ExplainedLoadTimeoutError(explanation, url=exc.url, status=exc.status) from exc
 
 
 def explanation_dict(explanation: Explanation) -> dict[str, Any]:
@@ -295,5 +315,6 @@ def explanation_dict(explanation: Explanation) -> dict[str, Any]:
         "layout_problems": list(explanation.layout_problems),
         "serving": explanation.serving.name,
         "serving_version": explanation.serving_version,
+        "timed_out": explanation.timed_out,
         "log_lines": [line.raw for line in explanation.log_lines],
     }

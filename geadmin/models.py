@@ -18,7 +18,7 @@ from typing import Any
 from google.protobuf import json_format, text_format
 
 from geadmin import settings
-from geadmin.errors import ExplainedLoadError, GeAdminError, TritonError
+from geadmin.errors import ExplainedLoadError, ExplainedLoadTimeoutError, GeAdminError, TritonError
 from geadmin.explain import Explanation, load_explained
 from geadmin.logsource import LogSource
 from geadmin.triton import ModelEntry, ModelState, TritonClient, model_config_pb2, service_pb2
@@ -327,7 +327,7 @@ def _run_one(client: TritonClient, action: Action, name: str, dependents: bool,
             return ActionResult(name, action, True, f"unloaded {name!r}{extra}")
         load_explained(client, name, log=log, repository=repository)
         return ActionResult(name, action, True, f"{action.value}ed {name!r}")
-    except ExplainedLoadError as exc:
+    except (ExplainedLoadError, ExplainedLoadTimeoutError) as exc:
         return ActionResult(name, action, False, str(exc), exc.explanation)
     except GeAdminError as exc:
         return ActionResult(name, action, False, str(exc))

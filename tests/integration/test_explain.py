@@ -1,0 +1,135 @@
+"""The load-failure explainer against the real tritonserver and its real log."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tritonclient.http as httpclient
+from google.protobuf import text_format
+
+from geadmin.errors import ExplainedLoadError, ExplainedLoadTimeoutError
+from geadmin.explain import Serving, load_explained
+from geadmin.logsource import LocalLogFile
+from geadmin.triton import ModelState, TritonClient, model_config_pb2
+from geadmin.tritonserver import TritonProcess
+from tests.integration.test_triton_facade import TRANSPORTS, url_for
+
+pytestmark = pytest.mark.integration
+
+
+def classify_zeros(server: TritonProcess) -> np.ndarray:
+    """A real inference on digits_classifier: proof that it serves."""
+    client = httpclient.InferenceServerClient(server.http_url.removeprefix("http://"), network_timeout=10)
+    features = httpclient.InferInput("features", [1, 64], "FP32")
+    features.set_data_from_numpy(np.zeros((1, 64), dtype=np.float32))
+    result = client.infer("digits_classifier", [features])
+    client.close()
+    return np.asarray(result.as_numpy("probabilities"))
+
+
+def graph_executor_config(server: TritonProcess) -> model_config_pb2.ModelConfig:
+    text = (server.repository / "digits_classifier" / "config.pbtxt").read_text()
+    config = text_format.Parse(text, model_config_pb2.ModelConfig())
+    config.ClearField("backend")
+    config.platform = "graph_executor"  # from older Ascend guides; Triton rejects it
+    return config
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_rejected_config_override_is_explained_from_the_log_and_old_version_serves(
+    triton_server: TritonProcess, transport: str
+) -> None:
+    client = TritonClient(url_for(triton_server, transport), load_timeout_s=60)
+    with pytest.raises(ExplainedLoadError) as caught:
+        load_explained(client, "digits_classifier", log=LocalLogFile(triton_server.log_path),
+                       repository=triton_server.repository, config=graph_executor_config(triton_server))
+    explanation = caught.value.explanation
+    assert "failed to poll from model repository" in explanation.error  # all the API says
+    assert "unexpected platform type 'graph_executor'" in explanation.log_reason
+    assert explanation.reason == explanation.log_reason
+    assert any('backend: "npu_ge"' in p for p in explanation.layout_problems)
+    assert explanation.serving is Serving.PREVIOUS and explanation.serving_version == "1"
+    assert "unexpected platform type 'graph_executor'" in str(caught.value)
+    assert "version 1 (the previously loaded one) is still serving" in str(caught.value)
+    assert classify_zeros(triton_server).shape == (1, 10)
+
+
+def test_rejected_config_on_disk_keeps_old_version_serving(
+    triton_factory: Callable[..., TritonProcess],
+) -> None:
+    server = triton_factory(models=["digits_classifier"])
+    config_path = server.repository / "digits_classifier" / "config.pbtxt"
+    config_path.write_text(config_path.read_text().replace('backend: "python"',
+                                                           'platform: "graph_executor"'))
+    for transport in TRANSPORTS:
+        client = TritonClient(url_for(server, transport), load_timeout_s=60)
+        with pytest.raises(ExplainedLoadError) as caught:
+            load_explained(client, "digits_classifier", log=LocalLogFile(server.log_path),
+                           repository=server.repository)
+        explanation = caught.value.explanation
+        assert "unexpected platform type 'graph_executor'" in explanation.log_reason
+        assert explanation.serving is Serving.PREVIOUS
+        assert {e.name: e.state for e in client.repository_index()}["digits_classifier"] is ModelState.READY
+    probabilities = classify_zeros(server)
+    assert probabilities.shape == (1, 10) and abs(float(probabilities.sum()) - 1.0) < 1e-3
+
+
+def test_missing_model_file_hangs_the_load_and_the_timeout_names_it(
+    triton_factory: Callable[..., TritonProcess],
+) -> None:
+    """Triton 2.51's python stub dies on a missing model.py and the load never returns."""
+    server = triton_factory(models=[])
+    (server.repository / "text_normalize" / "1" / "model.py").unlink()
+    client = TritonClient(server.http_url, load_timeout_s=4)
+    with pytest.raises(ExplainedLoadTimeoutError) as caught:
+        load_explained(client, "text_normalize", log=LocalLogFile(server.log_path),
+                       repository=server.repository)
+    explanation = caught.value.explanation
+    assert any("no model.py in" in p and "'python' backend" in p for p in explanation.layout_problems)
+    assert explanation.timed_out and "did not finish in time" in str(caught.value)
+    # While a load hangs, Triton's repository API hangs too: the check says so, it does not guess.
+    assert explanation.serving is Serving.UNKNOWN
+    assert "did not answer in time" in explanation.serving_error
+    assert any("Python model file not found" in line.raw for line in explanation.log_lines)
+    assert all("text_normalize" in line.raw for line in explanation.log_lines)
+
+
+def test_initialize_error_reason_comes_from_the_log(
+    triton_factory: Callable[..., TritonProcess],
+) -> None:
+    server = triton_factory(models=[])
+    model_py = server.repository / "text_normalize" / "1" / "model.py"
+    model_py.write_text("class TritonPythonModel:\n    def initialize(self, args):\n"
+                        "        raise RuntimeError('tokenizer file is corrupted')\n")
+    client = TritonClient("grpc://" + server.grpc_url, load_timeout_s=60)
+    with pytest.raises(ExplainedLoadError) as caught:
+        load_explained(client, "text_normalize", log=LocalLogFile(server.log_path),
+                       repository=server.repository)
+    explanation = caught.value.explanation
+    assert "tokenizer file is corrupted" in explanation.reason
+    assert explanation.layout_problems == ()
+    assert explanation.serving is Serving.NEVER_LOADED
+
+
+def test_unknown_model_without_log_source_still_explains_layout(triton_server: TritonProcess) -> None:
+    client = TritonClient(triton_server.http_url)
+    with pytest.raises(ExplainedLoadError) as caught:
+        load_explained(client, "digits_clasifier", repository=triton_server.repository)
+    explanation = caught.value.explanation
+    assert explanation.reason.startswith("no model directory")
+    assert "did you mean 'digits_classifier'" in explanation.reason
+    assert "GEADMIN_TRITON_LOG" in str(caught.value)
+
+
+def test_only_the_tail_since_the_load_is_read(triton_server: TritonProcess, tmp_path: Path) -> None:
+    """Lines about the model from before the load must not be blamed for this failure."""
+    log = LocalLogFile(triton_server.log_path)
+    client = TritonClient(triton_server.http_url, load_timeout_s=60)
+    with pytest.raises(ExplainedLoadError):
+        load_explained(client, "digits_classifier", log=log, config=graph_executor_config(triton_server))
+    client.reload("digits_classifier")  # a good load: nothing to explain afterwards
+    cursor = log.cursor()
+    assert "graph_executor" not in log.read_since(cursor)
