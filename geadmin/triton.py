@@ -27,6 +27,7 @@ from google.protobuf import json_format
 from google.protobuf.message import Message
 from tritonclient.grpc import model_config_pb2, service_pb2
 from tritonclient.utils import InferenceServerException
+from tritonclient.utils.shared_memory import SharedMemoryException
 
 from geadmin.errors import (
     ConfigError,
@@ -180,6 +181,7 @@ EXCEPTION_ERRORS: tuple[tuple[type[BaseException], type[TritonError]], ...] = (
     (useragent.BadStatusCode, _R),
     (useragent.EmptyResponse, _U),
     (useragent.ConnectionError, _U),
+    (SharedMemoryException, _R),  # system shared-memory regions (infer)
     (grpc.FutureTimeoutError, _T),
     (grpc.FutureCancelledError, _R),
     (grpc.RpcError, _R),
