@@ -18,7 +18,15 @@ from typing import Any
 from google.protobuf import json_format, text_format
 
 from geadmin import settings
-from geadmin.errors import ExplainedLoadError, ExplainedLoadTimeoutError, GeAdminError, TritonError
+from geadmin.errors import (
+    ExplainedLoadError,
+    ExplainedLoadTimeoutError,
+    ForbiddenError,
+    GeAdminError,
+    TritonError,
+    TritonTimeoutError,
+    TritonUnreachableError,
+)
 from geadmin.explain import Explanation, load_explained
 from geadmin.logsource import LogSource
 from geadmin.triton import ModelEntry, ModelState, TritonClient, model_config_pb2, service_pb2
@@ -349,3 +357,16 @@ def wait_settled(client: TritonClient, names: Sequence[str], timeout_s: float) -
         if time.monotonic() >= deadline:
             return False
         time.sleep(0.1)
+
+
+def next_step(error: GeAdminError) -> str:
+    """What an operator should do about `error` (pages put it under the message)."""
+    if isinstance(error, (ExplainedLoadError, ExplainedLoadTimeoutError)):
+        return "fix the cause above in the model repository, then load the model again"
+    if isinstance(error, TritonUnreachableError):
+        return "start Triton (`geadmin up`) or check the server URL (GEADMIN_TRITON_URL)"
+    if isinstance(error, ForbiddenError):
+        return "set the admin key (GEADMIN_ADMIN_KEY, or admin_key in the servers file)"
+    if isinstance(error, TritonTimeoutError):
+        return "Triton is slow or stuck: retry, and read its log"
+    return "check the message above and Triton's log"

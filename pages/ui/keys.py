@@ -2,3 +2,12 @@
 
 SERVER = "app.server"  # name of the selected server (sidebar)
 OVERVIEW_LAST_GOOD = "overview.last_good"  # {server name: last reachable ServerSnapshot}
+MODELS_LAST_GOOD = "models.last_good"  # {server name: last model rows read}
+MODELS_SEARCH = "models.search"  # table search text
+MODELS_STATES = "models.states"  # table state filter
+MODELS_SELECTED = "models.selected"  # names the action applies to
+MODELS_ACTION = "models.action"  # load / unload / reload
+MODELS_DEPENDENTS = "models.dependents"  # unload with dependents
+MODELS_PENDING = "models.pending"  # (action, names, dependents) awaiting confirmation
+MODELS_RESULTS = "models.results"  # ActionResults of the last action, shown once
+MODELS_DETAIL = "models.detail"  # model shown in the detail view
