@@ -17,6 +17,7 @@ from geadmin.errors import TritonError, TritonUnreachableError
 from geadmin.explain import explanation_dict
 from geadmin.logsource import LocalLogFile, LogSource, log_source_from_env
 from geadmin.models import Action, ModelRow, collect_rows, repository_from_env, run_action
+from geadmin.triton import DEFAULT_LOAD_TIMEOUT_S
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -51,6 +52,7 @@ def render_table(rows: list[ModelRow]) -> str:
 
 def run_action_command(args: argparse.Namespace) -> int:
     client = client_from_args(args)
+    client.load_timeout_s = args.load_timeout
     results = run_action(client, Action(args.action), args.names,
                          dependents=getattr(args, "dependents", False),
                          log=_log_source(args), repository=_repository(args))
@@ -99,6 +101,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         sub.add_argument("names", nargs="+", metavar="NAME")
         sub.add_argument("--triton-log", default=None,
                          help="Triton's log file, read to explain failed loads (env GEADMIN_TRITON_LOG)")
+        sub.add_argument("--load-timeout", type=float, default=DEFAULT_LOAD_TIMEOUT_S,
+                         help="seconds to wait for each load before giving up "
+                         f"(default {DEFAULT_LOAD_TIMEOUT_S:g}; a load can hang)")
         if action is Action.UNLOAD:
             sub.add_argument("--dependents", action="store_true",
                              help="also unload models that only these ones use (ensemble steps)")
