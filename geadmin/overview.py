@@ -7,6 +7,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
 from geadmin.errors import TritonError
+from geadmin.explain import model_log_lines
+from geadmin.logsource import LogCursor, LogSource
 from geadmin.triton import ModelEntry, ModelState, ServerInfo, TritonClient
 
 
@@ -54,3 +56,57 @@ def take_snapshot(name: str, client: TritonClient) -> ServerSnapshot:
         return replace(reached, models=tuple(client.repository_index()))
     except TritonError as exc:  # e.g. restricted repository API without the key
         return replace(reached, error=str(exc))
+
+
+# -- why a model is not serving -------------------------------------------------------
+UNLOADED_REASON = "unloaded"
+
+
+def is_idle(model: ModelEntry) -> bool:
+    """Not serving on purpose: never loaded, or unloaded by someone."""
+    return model.state is ModelState.NOT_LOADED or (
+        model.state is ModelState.UNAVAILABLE and model.reason == UNLOADED_REASON
+    )
+
+
+def log_failures(log: LogSource | None, names: list[str]) -> dict[str, str]:
+    """For each model whose latest line in the Triton log is an error: that error.
+
+    This is how a model whose config Triton could not even parse is found: the index shows
+    it only as "not loaded", with no reason (FACTS.md); the log says why.
+    """
+    if log is None or not names:
+        return {}
+    text = log.read_since(LogCursor(0, datetime.now(timezone.utc)))
+    failures = {}
+    for name in names:
+        lines = model_log_lines(text, name)
+        if lines and lines[-1].severity == "E":
+            failures[name] = lines[-1].message
+    return failures
+
+
+@dataclass(frozen=True)
+class Triage:
+    """The models of one snapshot, sorted by what an on-call operator must look at."""
+
+    failed: list[tuple[ModelEntry, str]]  # (model, best reason), failures first
+    changing: list[ModelEntry]  # LOADING / UNLOADING
+    idle: list[ModelEntry]  # not loaded, or unloaded, with no error logged
+
+
+def triage(snapshot: ServerSnapshot, log: LogSource | None = None) -> Triage:
+    idle_or_failed = [m for m in snapshot.models if m.state is not ModelState.READY]
+    logged = log_failures(log, [m.name for m in idle_or_failed])
+    failed, changing, idle = [], [], []
+    for model in snapshot.not_ready:
+        if model.state in (ModelState.LOADING, ModelState.UNLOADING):
+            changing.append(model)
+        elif not is_idle(model) or model.name in logged:
+            reason = logged.get(model.name) or model.reason or "no reason given by Triton"
+            if model.reason and model.name in logged and model.reason not in reason:
+                reason = f"{model.reason} — Triton log: {logged[model.name]}"
+            failed.append((model, reason))
+        else:
+            idle.append(model)
+    return Triage(failed, changing, idle)

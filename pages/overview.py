@@ -5,8 +5,11 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from geadmin.overview import ServerSnapshot, take_snapshot
-from geadmin.triton import ModelState
+from geadmin.errors import GeAdminError
+from geadmin.logsource import LogSource, log_source_from_env
+from geadmin.overview import ServerSnapshot, is_idle, take_snapshot, triage
+from geadmin.settings import triton_url
+from geadmin.triton import Endpoint
 from pages.ui import keys
 from pages.ui.context import client_for, selected_server, servers
 
@@ -89,14 +92,28 @@ def identity(snapshot: ServerSnapshot, status: str) -> None:
 
 
 def not_ready_models(snapshot: ServerSnapshot) -> None:
-    failing = [m for m in snapshot.not_ready if m.state is not ModelState.NOT_LOADED]
-    if not failing:
+    found = triage(snapshot, log_for(snapshot))
+    if not found.failed and not found.changing:
         st.success("Every loaded model is READY.", icon=":material/check_circle:")
-        return
-    st.subheader(f"Not ready ({len(failing)})")
-    for model in failing:
-        st.error(f"**{model.name}** v{model.version or '?'} — {model.state.value}: "
-                 f"{model.reason or 'no reason given by Triton'}")
+    if found.failed:
+        st.subheader(f"Not ready ({len(found.failed)})")
+    for model, reason in found.failed:
+        state = "not loaded" if is_idle(model) else model.state.value
+        version = f" v{model.version}" if model.version else ""
+        st.error(f"**{model.name}**{version} — {state}: {reason}")
+    for model in found.changing:
+        st.info(f"**{model.name}** is {model.state.value.lower()}…")
+    if found.idle:
+        st.caption("Not loaded: " + ", ".join(m.name for m in found.idle))
+
+
+def log_for(snapshot: ServerSnapshot) -> LogSource | None:
+    """The Triton log geadmin knows (the embedded stack's) belongs to the default server only."""
+    try:
+        default_url = Endpoint.parse(triton_url()).url
+    except GeAdminError:
+        return None
+    return log_source_from_env() if snapshot.url == default_url else None
 
 
 def model_table(snapshot: ServerSnapshot) -> None:

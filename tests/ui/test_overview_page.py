@@ -8,8 +8,10 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from geadmin.triton import ModelState, TritonClient
 from geadmin.tritonserver import TritonProcess, free_port
 from tests.conftest import SAMPLE_MODELS
+from tests.helpers import wait_for
 
 APP = str(Path(__file__).resolve().parents[2] / "pages" / "app.py")
 
@@ -128,3 +130,38 @@ def test_several_servers_get_one_row_each(
     at.sidebar.selectbox[0].set_value("spare")
     at = run_app(at)
     assert at.error and "unreachable" in at.error[0].value
+
+
+def states(client: TritonClient) -> dict[str, ModelState]:
+    return {m.name: m.state for m in client.repository_index()}
+
+
+def test_config_triton_cannot_parse_is_explained_from_the_log(
+    triton_factory: Callable[..., TritonProcess], sample_repository: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    legacy = sample_repository / "legacy_ge"
+    (legacy / "1").mkdir(parents=True)
+    (legacy / "1" / "model.onnx").write_bytes(b"")
+    (legacy / "config.pbtxt").write_text(
+        'name: "legacy_ge"\nplatform: "graph_executor"\nmax_batch_size: 1\n'
+        'input [{ name: "x" data_type: TYPE_FP32 dims: [1] }]\n'
+        'output [{ name: "y" data_type: TYPE_FP32 dims: [1] }]\n'
+    )
+    server = triton_factory(repository=sample_repository)
+    client = TritonClient(server.http_url)
+    client.unload("text_normalize")  # deliberately idle: not an error
+    assert wait_for(lambda: states(client)["text_normalize"] == ModelState.UNAVAILABLE, 30)
+    monkeypatch.setenv("GEADMIN_TRITON_URL", server.http_url)
+    monkeypatch.setenv("GEADMIN_TRITON_LOG", str(server.log_path))
+    at = run_app()
+    errors = [e.value for e in at.error]
+    assert len(errors) == 1, errors
+    assert "legacy_ge" in errors[0] and "not loaded" in errors[0]
+    assert "unexpected platform type 'graph_executor'" in errors[0]
+    assert any("Not loaded: text_normalize" in c.value for c in at.caption)
+
+    # Without the log, Triton's index alone cannot tell a failure from a model never loaded.
+    monkeypatch.delenv("GEADMIN_TRITON_LOG")
+    at = run_app(AppTest.from_file(APP, default_timeout=30))
+    assert not at.error
+    assert any("legacy_ge" in c.value and "text_normalize" in c.value for c in at.caption)

@@ -1,0 +1,48 @@
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+
+from geadmin.logsource import LocalLogFile
+from geadmin.overview import ServerSnapshot, triage
+from geadmin.triton import ModelEntry, ModelState
+
+POLL_FAILED = 'E1202 15:47:42.313441 24257 model_repository_manager.cc:1460] "Poll failed for model directory'
+LOG = f"""\
+I1202 15:47:42.310000 24257 model_lifecycle.cc:472] "loading: fixed:1"
+{POLL_FAILED} 'bad_cfg': failed to read text proto from /r/bad_cfg/config.pbtxt"
+{POLL_FAILED} 'fixed': failed to read text proto"
+I1202 15:48:00.000000 24257 model_lifecycle.cc:838] "successfully loaded 'fixed'"
+E1202 15:48:01.000000 24257 model_lifecycle.cc:641] "failed to load 'crashy' version 1: Internal: boom"
+"""
+
+
+def snapshot(*models: ModelEntry) -> ServerSnapshot:
+    return ServerSnapshot("s", "http://h:8000", "http", datetime.now(timezone.utc), live=True,
+                          ready=True, models=models)
+
+
+def test_triage_uses_the_log_for_models_the_index_only_calls_not_loaded(tmp_path: Path) -> None:
+    log_file = tmp_path / "tritonserver.log"
+    log_file.write_text(LOG)
+    snap = snapshot(
+        ModelEntry("bad_cfg", "", ModelState.NOT_LOADED, ""),
+        ModelEntry("crashy", "1", ModelState.UNAVAILABLE, "Internal: boom"),
+        ModelEntry("fixed", "1", ModelState.READY, ""),
+        ModelEntry("spare", "", ModelState.NOT_LOADED, ""),
+        ModelEntry("parked", "1", ModelState.UNAVAILABLE, "unloaded"),
+        ModelEntry("warming", "1", ModelState.LOADING, ""),
+    )
+    found = triage(snap, LocalLogFile(log_file))
+    assert [(m.name, reason) for m, reason in found.failed] == [
+        ("crashy", "failed to load 'crashy' version 1: Internal: boom"),  # the log's fuller line
+        ("bad_cfg", "Poll failed for model directory 'bad_cfg': failed to read text proto from "
+                    "/r/bad_cfg/config.pbtxt"),
+    ]
+    assert [m.name for m in found.changing] == ["warming"]
+    assert [m.name for m in found.idle] == ["parked", "spare"]
+
+
+def test_without_a_log_not_loaded_models_are_idle() -> None:
+    found = triage(snapshot(ModelEntry("bad_cfg", "", ModelState.NOT_LOADED, "")), None)
+    assert found.failed == [] and [m.name for m in found.idle] == ["bad_cfg"]
