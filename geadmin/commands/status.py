@@ -5,10 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 from collections import defaultdict
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
+from geadmin import settings
 from geadmin.commands.common import add_connection_args, client_from_args
-from geadmin.overview import ServerSnapshot, take_snapshot
+from geadmin.logsource import LocalLogFile
+from geadmin.overview import ServerSnapshot, log_failures, take_snapshot
 from geadmin.triton import ModelEntry, ModelState
 
 EXIT_OK = 0
@@ -20,6 +22,7 @@ EXIT_UNREACHABLE = 3
 class StatusReport:
     snapshot: ServerSnapshot
     expected: tuple[str, ...] = ()
+    log_reasons: dict[str, str] = field(default_factory=dict)  # from the Triton log, if known
 
     @property
     def missing(self) -> list[str]:
@@ -45,7 +48,10 @@ class StatusReport:
             "ready": snap.ready,
             "version": snap.info.version if snap.info else "",
             "error": snap.error,
-            "models": [{**asdict(m), "state": m.state.value} for m in snap.models],
+            "models": [
+                {**asdict(m), "state": m.state.value, "log_reason": self.log_reasons.get(m.name, "")}
+                for m in snap.models
+            ],
             "expected_not_ready": self.missing,
         }
 
@@ -71,7 +77,8 @@ def render_text(report: StatusReport) -> str:
             continue
         lines.append(f"{state.value} ({len(models)}):")
         lines += [f"  {m.name}" + (f" v{m.version}" if m.version else "")
-                  + (f": {m.reason}" if m.reason else "") for m in models]
+                  + (f": {reason}" if (reason := m.reason or report.log_reasons.get(m.name)) else "")
+                  for m in models]
     if report.missing:
         lines.append("expected but not READY: " + ", ".join(report.missing))
     lines.append("OK" if report.ok else "NOT OK")
@@ -79,7 +86,10 @@ def render_text(report: StatusReport) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    report = StatusReport(take_snapshot("cli", client_from_args(args)), tuple(args.expect or ()))
+    snapshot = take_snapshot("cli", client_from_args(args))
+    log = LocalLogFile(args.triton_log) if args.triton_log else None
+    not_ready = [m.name for m in snapshot.models if m.state is not ModelState.READY]
+    report = StatusReport(snapshot, tuple(args.expect or ()), log_failures(log, not_ready))
     print(json.dumps(report.to_json(), indent=2) if args.json else render_text(report))
     return report.exit_code()
 
@@ -94,4 +104,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_connection_args(parser)
     parser.add_argument("--expect", nargs="+", metavar="NAME", help="models that must be READY")
     parser.add_argument("--json", action="store_true", help="print a JSON document")
+    parser.add_argument("--triton-log", default=settings.env("TRITON_LOG"), metavar="PATH",
+                        help="Triton's log file, to give reasons for models whose config Triton "
+                        "could not parse (env GEADMIN_TRITON_LOG)")
     parser.set_defaults(func=run)

@@ -51,3 +51,13 @@ def test_not_ready_models_are_ordered_failures_first() -> None:
     snap = snapshot(READY, never, loading, BROKEN)
     assert [m.name for m in snap.not_ready] == ["broken", "a_loading", "a_never"]
     assert snap.counts[ModelState.READY] == 1
+
+
+def test_log_reason_is_shown_for_a_model_the_index_calls_not_loaded() -> None:
+    never = ModelEntry("legacy_ge", "", ModelState.NOT_LOADED, "")
+    report = StatusReport(snapshot(READY, never), ("legacy_ge",),
+                          {"legacy_ge": "unexpected platform type 'graph_executor' for legacy_ge"})
+    assert "legacy_ge: unexpected platform type 'graph_executor'" in render_text(report)
+    (entry,) = [m for m in report.to_json()["models"] if m["name"] == "legacy_ge"]  # type: ignore[attr-defined]
+    assert entry["log_reason"].startswith("unexpected platform type")
+    assert report.exit_code() == EXIT_NOT_READY
