@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -81,7 +80,7 @@ def test_missing_model_file_hangs_the_load_and_the_timeout_names_it(
     triton_factory: Callable[..., TritonProcess],
 ) -> None:
     """Triton 2.51's python stub dies on a missing model.py and the load never returns."""
-    server = triton_factory(models=[])
+    server = triton_factory(models=[], exit_timeout_s=1)  # the hung load would delay exit
     (server.repository / "text_normalize" / "1" / "model.py").unlink()
     client = TritonClient(server.http_url, load_timeout_s=4)
     with pytest.raises(ExplainedLoadTimeoutError) as caught:
@@ -124,12 +123,17 @@ def test_unknown_model_without_log_source_still_explains_layout(triton_server: T
     assert "GEADMIN_TRITON_LOG" in str(caught.value)
 
 
-def test_only_the_tail_since_the_load_is_read(triton_server: TritonProcess, tmp_path: Path) -> None:
-    """Lines about the model from before the load must not be blamed for this failure."""
+def test_only_the_tail_since_the_load_is_read(triton_server: TritonProcess) -> None:
+    """Lines about the model from an earlier failure must not be blamed for this one."""
     log = LocalLogFile(triton_server.log_path)
     client = TritonClient(triton_server.http_url, load_timeout_s=60)
     with pytest.raises(ExplainedLoadError):
         load_explained(client, "digits_classifier", log=log, config=graph_executor_config(triton_server))
-    client.reload("digits_classifier")  # a good load: nothing to explain afterwards
-    cursor = log.cursor()
-    assert "graph_executor" not in log.read_since(cursor)
+    too_small = client.model_config("digits_classifier")
+    too_small.max_batch_size = 4  # below the preferred batch sizes 8 and 16
+    with pytest.raises(ExplainedLoadError) as caught:
+        load_explained(client, "digits_classifier", log=log, config=too_small)
+    explanation = caught.value.explanation
+    assert "preferred size must be <= max batch size" in explanation.log_reason
+    assert not any("graph_executor" in line.raw for line in explanation.log_lines)
+    assert explanation.serving is Serving.PREVIOUS
