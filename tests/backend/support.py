@@ -94,7 +94,9 @@ def affine_model(
         gears=gears,
         extra=extra,
     )
-    params = f'parameters {{ key: "device_ids" value {{ string_value: "{device_ids}" }} }}\n' if device_ids else ""
+    params = ""
+    if device_ids:
+        params = f'parameters {{ key: "device_ids" value {{ string_value: "{device_ids}" }} }}\n'
     config = (
         f"max_batch_size: {max_batch}\n"
         f'input [{{ name: "x", data_type: TYPE_{dtype}, dims: [{width}] }}]\n'

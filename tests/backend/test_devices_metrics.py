@@ -12,10 +12,10 @@ from tests.backend.conftest import StartServer
 from tests.backend.support import (
     affine_model,
     double_state,
-    metric_samples,
-    model_stats,
     live_resources,
     load,
+    metric_samples,
+    model_stats,
     unload,
     wait_for,
 )
@@ -93,8 +93,8 @@ def test_statistics_and_compute_metrics_are_reported(npu_triton: StartServer, np
                    "nv_inference_compute_output_duration_us"):
         values = [v for labels, v in metric_samples(server.metrics_url, family) if labels["model"] == "timed"]
         assert values and values[0] > 0, family
-    infer_us = [v for labels, v in metric_samples(server.metrics_url, "nv_inference_compute_infer_duration_us")
-                if labels["model"] == "timed"][0]
+    samples = metric_samples(server.metrics_url, "nv_inference_compute_infer_duration_us")
+    infer_us = next(v for labels, v in samples if labels["model"] == "timed")
     assert infer_us >= 10 * 2000  # ten requests, each ran the 2 ms execution
 
 

@@ -16,7 +16,9 @@ from tests.backend.support import affine_model, double_model, model_stats, write
 pytestmark = pytest.mark.integration
 
 
-def infer(url: str, model: str, inputs: dict[str, np.ndarray], timeout_s: float = 30) -> dict[str, np.ndarray]:
+def infer(
+    url: str, model: str, inputs: dict[str, np.ndarray], timeout_s: float = 30
+) -> dict[str, np.ndarray]:
     client = grpcclient.InferenceServerClient(url)
     tensors = []
     for name, value in inputs.items():

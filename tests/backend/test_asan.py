@@ -1,0 +1,137 @@
+"""The integration workload once more, with npu_ge and the ACL test double built with
+AddressSanitizer (LeakSanitizer on) and loaded into the real tritonserver through
+LD_PRELOAD: zero ASan errors, and zero leak reports with a frame in our code."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+from tritonclient.utils import InferenceServerException
+
+from tests.backend.conftest import NpuServer, StartServer
+from tests.backend.support import (
+    affine_model,
+    build_backend,
+    double_state,
+    live_resources,
+    load,
+    model_ready,
+    unload,
+    wait_for,
+)
+from tests.backend.test_inference import infer
+
+pytestmark = pytest.mark.integration
+
+# frames are symbolized to source paths when a symbolizer is around, else module names
+OUR_MODULES = ("libtriton_npu_ge.so", "libascendcl.so", "/backend_src/src/", "/tests/backend/acl_double/")
+
+
+def libasan_path() -> str:
+    path = subprocess.run(["gcc", "-print-file-name=libasan.so"], capture_output=True, text=True,
+                          check=True, timeout=30).stdout.strip()
+    assert Path(path).is_file(), f"libasan.so not found ({path!r}); install gcc"
+    return str(Path(path).resolve())
+
+
+def sanitizer_reports(log_dir: Path) -> tuple[list[str], list[str]]:
+    """(ASan error reports, leak reports with a frame in our modules)."""
+    errors: list[str] = []
+    our_leaks: list[str] = []
+    for log in sorted(log_dir.glob("asan.*")):
+        text = log.read_text(errors="replace")
+        errors += re.findall(r"ERROR: AddressSanitizer.*(?:\n.*){0,30}", text)
+        for block in re.split(r"\n(?=(?:Direct|Indirect) leak of )", text):
+            if block.startswith(("Direct leak", "Indirect leak")) and any(m in block for m in OUR_MODULES):
+                our_leaks.append(block[:3000])
+    return errors, our_leaks
+
+
+def workload(server_url: str, grpc_url: str) -> None:
+    x = np.arange(8, dtype=np.float32).reshape(2, 4)
+
+    def one(i: int) -> None:
+        xi = x + i
+        np.testing.assert_array_equal(infer(grpc_url, "batched", {"x": xi})["y"], 2 * xi + 1)
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(one, range(64)))
+    with pytest.raises(InferenceServerException, match="ACL error 507011"):
+        infer(grpc_url, "fragile", {"x": np.full((1, 4), -7, dtype=np.float32)})
+    np.testing.assert_array_equal(infer(grpc_url, "fragile", {"x": x})["y"], 2 * x + 1)
+    status, error = load(server_url, "breaks")
+    assert status == 400 and "fail_load" in error
+    for _ in range(10):
+        assert load(server_url, "cycled", timeout_s=60) == (200, "")
+        unload(server_url, "cycled")
+        wait_for(lambda: not model_ready(server_url, "cycled"), 60, "unload")
+
+
+def start_asan_server(npu_triton: StartServer, repo: Path, tmp_path: Path, models: list[str],
+                      extra_env: dict[str, str]) -> tuple[NpuServer, Path]:
+    build = build_backend(asan=True)
+    log_dir = tmp_path / "asan_logs"
+    log_dir.mkdir(exist_ok=True)
+    env = {
+        "LD_PRELOAD": libasan_path(),
+        "ASAN_OPTIONS": f"detect_leaks=1:log_path={log_dir}/asan:verify_asan_link_order=0:halt_on_error=1",
+        "NPU_GE_DOUBLE_LEAK_CHECK_AT_FINALIZE": "1",
+        **extra_env,
+    }
+    server = npu_triton(repo, models=models, env=env, build=build, name="asan_server")
+    maps = Path(f"/proc/{server.process.pid}/maps").read_text()
+    assert "libasan" in maps and str(build.lib_dir) in maps  # the sanitizer is really in
+    return server, log_dir
+
+
+def shut_down_after_leak_check(server: NpuServer) -> int:
+    """SIGTERM; Triton unloads every model and finalizes the backend, whose last ACL
+    call (aclFinalize) runs LeakSanitizer in the double. Returns the leak check result."""
+    assert server.process.pid is not None
+    os.kill(server.process.pid, signal.SIGTERM)
+    wait_for(lambda: double_state(server.state_file)["lsan_leaks"] != -1, 90, "the leak check")
+    server.process.stop(timeout_s=5)  # exit itself hangs under ASan in a bundled lib
+    return int(double_state(server.state_file)["lsan_leaks"])
+
+
+def test_integration_workload_is_clean_under_address_sanitizer(
+    npu_triton: StartServer, npu_repo: Path, tmp_path: Path
+) -> None:
+    affine_model(npu_repo, "batched", instances=2, device_ids="0,1", extra=["delay_us 500"],
+                 batching="dynamic_batching { max_queue_delay_microseconds: 5000 }")
+    affine_model(npu_repo, "fragile", extra=["fail_execute_on_value -7"])
+    affine_model(npu_repo, "breaks", extra=["fail_load"])
+    affine_model(npu_repo, "cycled", instances=2)
+    server, log_dir = start_asan_server(npu_triton, npu_repo, tmp_path, ["batched", "fragile"], {})
+    workload(server.url, server.process.grpc_url)
+    assert live_resources(server.state_file) != {}  # the two loaded models hold resources
+    leaks = shut_down_after_leak_check(server)
+    assert live_resources(server.state_file) == {}
+    errors, our_leaks = sanitizer_reports(log_dir)
+    assert errors == [], "\n\n".join(errors)
+    assert our_leaks == [], "\n\n".join(our_leaks)
+    assert leaks == 0, list(log_dir.iterdir())
+
+
+def test_the_leak_check_does_see_a_leak(npu_triton: StartServer, npu_repo: Path, tmp_path: Path) -> None:
+    affine_model(npu_repo, "one")
+    server, log_dir = start_asan_server(npu_triton, npu_repo, tmp_path, ["one"],
+                                        {"NPU_GE_DOUBLE_LEAK_ON_PURPOSE": "1"})
+    assert shut_down_after_leak_check(server) == 1
+    _, our_leaks = sanitizer_reports(log_dir)
+    assert len(our_leaks) == 1 and "Direct leak of 4242 byte(s)" in our_leaks[0], our_leaks
+
+
+def test_unit_tests_are_clean_under_address_sanitizer() -> None:
+    build = build_backend(asan=True)
+    done = subprocess.run(["ctest", "--test-dir", str(build.build_dir), "--output-on-failure", "-j2"],
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stdout[-6000:]
+    assert "100% tests passed" in done.stdout
