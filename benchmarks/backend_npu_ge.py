@@ -51,7 +51,7 @@ def python_model(repo: Path) -> None:
         'name: "py_affine"\nbackend: "python"\nmax_batch_size: 16\n'
         f'input [{{ name: "x", data_type: TYPE_FP32, dims: [{WIDTH}] }}]\n'
         f'output [{{ name: "y", data_type: TYPE_FP32, dims: [{WIDTH}] }}]\n'
-        "instance_group [{ kind: KIND_CPU, count: 1 }]\n"
+        "instance_group [{ kind: KIND_CPU, count: 1 }]\ndynamic_batching {}\n"
     )
     (model / "1" / "model.py").write_text(PYTHON_MODEL)
 
@@ -97,7 +97,7 @@ def main() -> None:
         tmp = Path(tmp_name)
         repo = tmp / "repo"
         repo.mkdir()
-        batching = "dynamic_batching { max_queue_delay_microseconds: 500 }"
+        batching = "dynamic_batching {}"  # same scheduling as the python model
         affine_model(repo, "npu_affine", max_batch=16, gears="1,2,4,8,16", width=WIDTH, batching=batching)
         python_model(repo)
         fixed = "dynamic_batching { max_queue_delay_microseconds: 2000 }"
