@@ -74,8 +74,8 @@ ModelState::CreateEngine(const std::string& path)
     return AclOmEngine::Create(runtime, spec_, path, &engine_);
   }
 #ifdef NPU_GE_WITH_GE_GRAPH
-  NPU_GE_RETURN_IF_ERROR(backend_->Runtime(&runtime));
-  return CreateGeGraphEngine(runtime, spec_, path, &engine_);
+  static std::shared_ptr<GePort> port(NewCannGePort());  // GE is process-wide
+  return CreateGeGraphEngine(port, spec_, path, &engine_);
 #else
   return NPU_GE_ERROR(
       UNSUPPORTED, "engine 'ge_graph' (" << spec_.model_filename
