@@ -10,7 +10,7 @@ import enum
 import json
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,7 @@ from geadmin.errors import (
 )
 from geadmin.explain import Explanation, load_explained
 from geadmin.logsource import LogSource
+from geadmin.overview import best_reason, log_failures
 from geadmin.triton import ModelEntry, ModelState, TritonClient, model_config_pb2, service_pb2
 
 SETTLE_TIMEOUT_S = 30.0  # how long an action waits for LOADING / UNLOADING to finish
@@ -290,6 +291,16 @@ class ActionResult:
     ok: bool
     message: str
     explanation: Explanation | None = None
+
+
+def with_log_reasons(rows: list[ModelRow], log: LogSource | None) -> list[ModelRow]:
+    """Give rows that are not READY the error Triton logged for them last.
+
+    The index has no reason at all for a model whose config Triton could not parse.
+    """
+    logged = log_failures(log, [r.name for r in rows if r.state is not ModelState.READY])
+    return [replace(r, reason=best_reason(r.reason, logged[r.name])) if r.name in logged else r
+            for r in rows]
 
 
 def run_action(

@@ -86,6 +86,15 @@ def log_failures(log: LogSource | None, names: list[str]) -> dict[str, str]:
     return failures
 
 
+def best_reason(index_reason: str, log_reason: str) -> str:
+    """The log's line is usually the fuller one; keep the index's reason when it adds something."""
+    if not log_reason:
+        return index_reason
+    if index_reason and index_reason not in log_reason:
+        return f"{index_reason} — Triton log: {log_reason}"
+    return log_reason
+
+
 @dataclass(frozen=True)
 class Triage:
     """The models of one snapshot, sorted by what an on-call operator must look at."""
@@ -103,10 +112,8 @@ def triage(snapshot: ServerSnapshot, log: LogSource | None = None) -> Triage:
         if model.state in (ModelState.LOADING, ModelState.UNLOADING):
             changing.append(model)
         elif not is_idle(model) or model.name in logged:
-            reason = logged.get(model.name) or model.reason or "no reason given by Triton"
-            if model.reason and model.name in logged and model.reason not in reason:
-                reason = f"{model.reason} — Triton log: {logged[model.name]}"
-            failed.append((model, reason))
+            reason = best_reason(model.reason, logged.get(model.name, ""))
+            failed.append((model, reason or "no reason given by Triton"))
         else:
             idle.append(model)
     return Triage(failed, changing, idle)

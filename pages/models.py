@@ -7,18 +7,18 @@ import streamlit as st
 
 from geadmin import models
 from geadmin.errors import GeAdminError
-from geadmin.logsource import log_source_from_env
 from geadmin.models import Action, ModelRow
 from geadmin.triton import ModelState
 from pages.ui import keys
-from pages.ui.context import client_for, selected_client, selected_server
+from pages.ui.context import client_for, log_source_for, selected_client, selected_server
 
 CACHE_TTL_S = 5
 
 
 @st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
 def read_rows(url: str, admin_key: str | None) -> list[ModelRow]:
-    return models.collect_rows(client_for(url, admin_key), models.repository_from_env())
+    rows = models.collect_rows(client_for(url, admin_key), models.repository_from_env())
+    return models.with_log_reasons(rows, log_source_for(url))
 
 
 def show_error(error: GeAdminError) -> None:
@@ -97,7 +97,7 @@ def confirm(action_value: str, names: tuple[str, ...], dependents: bool) -> None
 
         with st.spinner(f"{action.value} {len(names)} model(s)…"):
             results = models.run_action(selected_client(), action, names, dependents=dependents,
-                                        log=log_source_from_env(),
+                                        log=log_source_for(selected_server().url),
                                         repository=models.repository_from_env(), progress=progress)
         st.session_state[keys.MODELS_RESULTS] = results
         read_rows.clear()  # the table must show the new states

@@ -5,13 +5,9 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from geadmin.errors import GeAdminError
-from geadmin.logsource import LogSource, log_source_from_env
 from geadmin.overview import ServerSnapshot, is_idle, take_snapshot, triage
-from geadmin.settings import triton_url
-from geadmin.triton import Endpoint
 from pages.ui import keys
-from pages.ui.context import client_for, selected_server, servers
+from pages.ui.context import client_for, log_source_for, selected_server, servers
 
 REFRESH_S = 5
 
@@ -92,7 +88,7 @@ def identity(snapshot: ServerSnapshot, status: str) -> None:
 
 
 def not_ready_models(snapshot: ServerSnapshot) -> None:
-    found = triage(snapshot, log_for(snapshot))
+    found = triage(snapshot, log_source_for(snapshot.url))
     if not found.failed and not found.changing:
         st.success("Every loaded model is READY.", icon=":material/check_circle:")
     if found.failed:
@@ -105,15 +101,6 @@ def not_ready_models(snapshot: ServerSnapshot) -> None:
         st.info(f"**{model.name}** is {model.state.value.lower()}…")
     if found.idle:
         st.caption("Not loaded: " + ", ".join(m.name for m in found.idle))
-
-
-def log_for(snapshot: ServerSnapshot) -> LogSource | None:
-    """The Triton log geadmin knows (the embedded stack's) belongs to the default server only."""
-    try:
-        default_url = Endpoint.parse(triton_url()).url
-    except GeAdminError:
-        return None
-    return log_source_from_env() if snapshot.url == default_url else None
 
 
 def model_table(snapshot: ServerSnapshot) -> None:

@@ -184,3 +184,21 @@ def test_models_page_with_triton_down_shows_a_clear_error(monkeypatch: pytest.Mo
     assert "unreachable" in errors and "Next step" in errors and "geadmin up" in errors
     assert "timeout" not in errors.lower()
     assert not at.dataframe
+
+
+def test_a_config_triton_cannot_parse_shows_the_log_reason_in_the_table(
+    triton_factory: Callable[..., TritonProcess], sample_repository: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    broken = sample_repository / "bad_dtype"
+    (broken / "1").mkdir(parents=True)
+    (broken / "1" / "model.py").write_text("class TritonPythonModel:\n    pass\n")
+    (broken / "config.pbtxt").write_text(
+        'name: "bad_dtype"\nbackend: "python"\ninput [{ name: "x" data_type: TYPE_FOO dims: [1] }]\n'
+    )
+    server = triton_factory(repository=sample_repository)
+    use_server(monkeypatch, server)
+    at = open_models_page()
+    frame = at.dataframe[0].value.set_index("name")
+    assert frame.loc["bad_dtype", "state"] == "NOT_LOADED"
+    assert "failed to read text proto" in frame.loc["bad_dtype", "reason"]
+    assert frame.loc["digits_pipeline", "reason"] in ("", None)
