@@ -5,9 +5,10 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from geadmin.errors import GeAdminError
 from geadmin.overview import ServerSnapshot, is_idle, take_snapshot, triage
 from pages.ui import keys
-from pages.ui.context import client_for, log_source_for, selected_server, servers
+from pages.ui.context import client_for, log_source_for, selected_client, selected_server, servers
 
 REFRESH_S = 5
 
@@ -15,6 +16,7 @@ REFRESH_S = 5
 def render() -> None:
     st.title("Overview")
     live_overview()
+    log_settings()
 
 
 @st.fragment(run_every=REFRESH_S)
@@ -111,3 +113,25 @@ def model_table(snapshot: ServerSnapshot) -> None:
     rows = [{"model": m.name, "version": m.version, "state": m.state.value, "reason": m.reason}
             for m in snapshot.models]
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+
+
+def log_settings() -> None:
+    """Triton's log verbosity, changed live (raise it while reproducing a failure)."""
+    client = selected_client()
+    with st.expander("Triton log settings"):
+        try:
+            current = client.log_settings()
+        except GeAdminError as exc:
+            st.error(f"Cannot read Triton's log settings: {exc}")
+            return
+        st.caption(", ".join(f"{key}: {value}" for key, value in sorted(current.items())))
+        level = st.number_input("Verbose level (0 = off)", min_value=0, max_value=10, step=1,
+                                value=int(current.get("log_verbose_level", 0)),
+                                key=keys.OVERVIEW_LOG_VERBOSE)
+        if st.button("Apply log level", key=keys.OVERVIEW_LOG_APPLY):
+            try:
+                updated = client.update_log_settings(log_verbose_level=int(level))
+            except GeAdminError as exc:
+                st.error(f"Triton refused the change: {exc}")
+                return
+            st.success(f"Triton's verbose level is now {updated.get('log_verbose_level')}.")

@@ -2,6 +2,8 @@
 
 SERVER = "app.server"  # name of the selected server (sidebar)
 OVERVIEW_LAST_GOOD = "overview.last_good"  # {server name: last reachable ServerSnapshot}
+OVERVIEW_LOG_VERBOSE = "overview.log_verbose"  # verbose level to apply
+OVERVIEW_LOG_APPLY = "overview.log_apply"  # the apply button
 MODELS_LAST_GOOD = "models.last_good"  # {server name: last model rows read}
 MODELS_SEARCH = "models.search"  # table search text
 MODELS_STATES = "models.states"  # table state filter
