@@ -96,4 +96,5 @@ build_variant() {  # build_variant <dir> <sanitizer>
 
 if [[ "$WANT_MAIN" == 1 ]]; then build_variant "$ROOT/build/backend" ""; fi
 if [[ "$WANT_ASAN" == 1 ]]; then build_variant "$ROOT/build/backend-asan" address; fi
-echo "build.sh: backend ready in $ROOT/build/backend/npu_ge" >&2
+if [[ "$WANT_MAIN" == 1 ]]; then echo "build.sh: backend ready in $ROOT/build/backend/npu_ge" >&2; fi
+if [[ "$WANT_ASAN" == 1 ]]; then echo "build.sh: ASan backend ready in $ROOT/build/backend-asan/npu_ge" >&2; fi

@@ -35,6 +35,12 @@ ModelState::Create(TRITONBACKEND_Model* model, std::unique_ptr<ModelState>* stat
     return NPU_GE_ERROR(INTERNAL, "cannot parse the model config: " << parse_error);
   }
   NPU_GE_RETURN_IF_ERROR(ParseModelConfig(config, &s->spec_));
+  if (s->spec_.engine == EngineKind::kAclOm) {
+    for (const auto& kv : s->spec_.options) {
+      s->spec_.warnings.push_back(
+          "parameter '" + kv.first + "' is not used by engine 'acl_om' (ignored)");
+    }
+  }
   for (const std::string& w : s->spec_.warnings) {
     NPU_GE_LOG(WARN, "model '" << s->name_ << "': " << w);
   }
