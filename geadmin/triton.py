@@ -14,6 +14,7 @@ import json
 import socket
 import threading
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
@@ -45,6 +46,7 @@ M = TypeVar("M", bound=Message)
 
 DEFAULT_TIMEOUT_S = 5.0
 DEFAULT_LOAD_TIMEOUT_S = 120.0
+HTTP_WORKERS = 4  # concurrent HTTP calls per endpoint (a long load must not block the rest)
 HTTP_ADMIN_KEY_HEADER = "admin-key"
 GRPC_ADMIN_KEY_HEADER = "triton-grpc-protocol-admin-key"
 
@@ -182,6 +184,7 @@ EXCEPTION_ERRORS: tuple[tuple[type[BaseException], type[TritonError]], ...] = (
     (useragent.EmptyResponse, _U),
     (useragent.ConnectionError, _U),
     (SharedMemoryException, _R),  # system shared-memory regions (infer)
+    (json_format.ParseError, _R),  # an answer that is not what Triton's schema says
     (grpc.FutureTimeoutError, _T),
     (grpc.FutureCancelledError, _R),
     (grpc.RpcError, _R),
@@ -261,8 +264,11 @@ def _gevent_timeout_type() -> type[BaseException] | None:
 class TritonClient:
     """Facade over tritonclient for one Triton endpoint.
 
-    Safe to share between threads: the gevent-based HTTP client is created per thread
-    (FACTS.md), the gRPC client is thread-safe and shared.
+    Safe to share between threads. The gRPC client is thread-safe and shared. The HTTP
+    client is gevent-based and must stay on the thread that made it (FACTS.md), and each
+    thread that touches gevent gets its own event loop that is never freed — Streamlit
+    runs every rerun on a new thread — so HTTP calls run on a small pool of long-lived
+    worker threads, each with its own clients.
     """
 
     def __init__(
@@ -277,7 +283,8 @@ class TritonClient:
         self.admin_key = admin_key
         self.timeout_s = timeout_s
         self.load_timeout_s = load_timeout_s
-        self._local = threading.local()
+        self._local = threading.local()  # per HTTP worker thread: {timeout_s: client}
+        self._http_pool: ThreadPoolExecutor | None = None
         self._grpc_lock = threading.Lock()
         self._grpc: grpcclient.InferenceServerClient | None = None
 
@@ -401,21 +408,35 @@ class TritonClient:
     def _message(self, action: str, fetch: Callable[[Any, dict[str, Any]], Any], message_type: type[M]) -> M:
         """Run `fetch` and return its answer as `message_type`, whatever the transport."""
 
-        def call(client: Any, kwargs: dict[str, Any]) -> Any:
+        def call(client: Any, kwargs: dict[str, Any]) -> M:
             if isinstance(client, grpcclient.InferenceServerClient):
                 kwargs = {**kwargs, "as_json": True}
-            return fetch(client, kwargs)
+            # Parsed inside the call so a malformed answer is translated like any failure.
+            return json_format.ParseDict(fetch(client, kwargs), message_type(), ignore_unknown_fields=True)
 
-        raw = self._call(action, call)
-        return json_format.ParseDict(raw, message_type(), ignore_unknown_fields=True)
+        return self._call(action, call)
 
     def _call(self, action: str, fn: Callable[[Any, dict[str, Any]], T], *, loading: bool = False) -> T:
         timeout_s = self.load_timeout_s if loading else self.timeout_s
-        client, kwargs = self._client(timeout_s)
         try:
-            return fn(client, kwargs)
+            if self.endpoint.transport is Transport.GRPC:
+                return self._run(fn, timeout_s)
+            # The HTTP client's own timeouts bound the wait on the worker.
+            return self._pool().submit(self._run, fn, timeout_s).result()
         except Exception as exc:
             raise translate_error(exc, action, self.url, loading=loading) from exc
+
+    def _run(self, fn: Callable[[Any, dict[str, Any]], T], timeout_s: float) -> T:
+        client, kwargs = self._client(timeout_s)
+        return fn(client, kwargs)
+
+    def _pool(self) -> ThreadPoolExecutor:
+        with self._grpc_lock:
+            if self._http_pool is None:
+                self._http_pool = ThreadPoolExecutor(
+                    max_workers=HTTP_WORKERS, thread_name_prefix=f"geadmin-http-{self.endpoint.address}"
+                )
+            return self._http_pool
 
     def _client(self, timeout_s: float) -> tuple[Any, dict[str, Any]]:
         headers: dict[str, str] = {}
@@ -445,10 +466,10 @@ class TritonClient:
             return self._grpc
 
     def close(self) -> None:
-        for client in self._local.__dict__.get("http", {}).values():
-            client.close()
-        self._local.__dict__.pop("http", None)
         with self._grpc_lock:
+            if self._http_pool is not None:
+                self._http_pool.shutdown(wait=False)  # its threads drop their clients on exit
+                self._http_pool = None
             if self._grpc is not None:
                 self._grpc.close()
                 self._grpc = None

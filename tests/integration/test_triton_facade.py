@@ -149,3 +149,37 @@ def test_pbtxt_of_normalized_config_round_trips(triton_server: TritonProcess) ->
     text = text_format.MessageToString(config)
     assert text_format.Parse(text, model_config_pb2.ModelConfig()) == config
     assert np.array(config.input[0].dims).tolist() == [8, 8]
+
+
+def test_a_shared_http_client_does_not_leak_descriptors_across_threads(triton_server: TritonProcess) -> None:
+    """Streamlit runs each rerun on a new thread; the shared facade must not grow per thread."""
+    import os
+    import threading
+
+    client = TritonClient(triton_server.http_url)
+
+    def one_call() -> None:
+        assert client.is_live()
+
+    def on_new_threads(count: int) -> None:
+        for _ in range(count):
+            thread = threading.Thread(target=one_call)
+            thread.start()
+            thread.join(timeout=10)
+
+    on_new_threads(8)  # warm up the worker pool
+    before = len(os.listdir("/proc/self/fd"))
+    on_new_threads(60)
+    after = len(os.listdir("/proc/self/fd"))
+    client.close()
+    assert after - before < 8, f"{after - before} descriptors leaked over 60 threads"
+
+
+def test_a_malformed_answer_is_a_request_error_not_a_traceback(triton_server: TritonProcess) -> None:
+    from geadmin.errors import TritonRequestError
+    from geadmin.triton import service_pb2
+
+    client = TritonClient(triton_server.http_url)
+    with pytest.raises(TritonRequestError, match="Failed to parse models field"):
+        client._message("read something", lambda c, kw: {"models": "not a list"},
+                        service_pb2.RepositoryIndexResponse)
