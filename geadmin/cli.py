@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from geadmin import __version__
+from geadmin import __version__, settings
 from geadmin.commands import models, status, up
 from geadmin.errors import GeAdminError
 
@@ -34,6 +34,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:  # a bug: one line for the operator, the traceback on request
+        if settings.env("DEBUG"):
+            raise
+        print(f"geadmin: internal error: {type(exc).__name__}: {exc} "
+              "(run with GEADMIN_DEBUG=1 for the traceback, and report it)", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -6,21 +6,27 @@ SIGTERM, or either child dying), within 15 s, leaving no processes and no shared
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
 import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 from geadmin.errors import StackError
-from geadmin.tritonserver import Ports, TritonProcess, ensure_port_free, free_port, tail
+from geadmin.tritonserver import (
+    Ports,
+    TritonProcess,
+    ensure_port_free,
+    free_port,
+    http_ok,
+    signal_group,
+    tail,
+    terminate_group,
+)
 from geadmin.workspace import Workspace
 
 DASHBOARD_APP = Path(__file__).resolve().parents[1] / "pages" / "app.py"
@@ -40,6 +46,7 @@ class DashboardProcess:
         host: str = "127.0.0.1",
         triton_log: Path | None = None,
         repository: Path | None = None,
+        only_this_triton: bool = False,
         extra_env: Mapping[str, str] | None = None,
         log_path: Path | None = None,
     ) -> None:
@@ -49,6 +56,7 @@ class DashboardProcess:
         self.port = port or free_port(host if host != "0.0.0.0" else "127.0.0.1")
         self.triton_log = triton_log
         self.repository = repository
+        self.only_this_triton = only_this_triton
         self.extra_env = dict(extra_env or {})
         self.log_path = log_path or self.home / "logs" / "dashboard.log"
         self._process: subprocess.Popen[bytes] | None = None
@@ -83,6 +91,9 @@ class DashboardProcess:
         env = dict(os.environ)
         env.update(self.extra_env)
         env["GEADMIN_TRITON_URL"] = self.triton_url
+        if self.only_this_triton:  # the embedded stack's dashboard shows the Triton it started
+            env.pop("GEADMIN_TRITON_URLS", None)
+            env.pop("GEADMIN_SERVERS_FILE", None)
         env["GEADMIN_HOME"] = str(self.home)
         if self.triton_log is not None:
             env["GEADMIN_TRITON_LOG"] = str(self.triton_log)
@@ -105,7 +116,7 @@ class DashboardProcess:
                 self._process = None
                 raise StackError(f"the dashboard exited with code {code} during start-up:\n"
                                  f"{tail(self.log_path)}")
-            if _http_ok(f"{self.url}/_stcore/health"):
+            if http_ok(f"{self.url}/_stcore/health"):
                 return
             time.sleep(0.3)
         self.stop()
@@ -115,26 +126,15 @@ class DashboardProcess:
     def alive(self) -> bool:
         return self._process is not None and self._process.poll() is None
 
-    def stop(self, timeout_s: float = 8.0) -> None:
+    def begin_stop(self) -> None:
+        """Ask it to exit without waiting (so Triton can stop at the same time)."""
+        if self._process is not None:
+            signal_group(self._process)
+
+    def stop(self, timeout_s: float = 5.0) -> None:
         process, self._process = self._process, None
-        if process is None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=5)
-
-
-def _http_ok(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=1.0) as response:
-            return bool(response.status == 200)
-    except (urllib.error.URLError, OSError, ValueError):
-        return False
+        if process is not None:
+            terminate_group(process, timeout_s)
 
 
 @dataclass(frozen=True)
@@ -156,6 +156,7 @@ class EmbeddedStack:
         self.say = printer
         self.triton: TritonProcess | None = None
         self.dashboard: DashboardProcess | None = None
+        self._workspace_lock: IO[str] | None = None
         self._stop = threading.Event()
 
     def start(self) -> None:
@@ -171,6 +172,7 @@ class EmbeddedStack:
                 host=opts.host,
                 triton_log=self.triton.log_path if self.triton else None,
                 repository=self.triton.repository if self.triton else None,
+                only_this_triton=self.triton is not None,
             )
             self.say(f"starting the dashboard on port {opts.dashboard_port} ...")
             self.dashboard.start()
@@ -186,6 +188,7 @@ class EmbeddedStack:
 
     def _start_triton(self) -> str:
         opts = self.options
+        self._workspace_lock = opts.workspace.lock()
         created = opts.workspace.ensure()
         repository = opts.repository or opts.workspace.repository
         if created:
@@ -221,9 +224,15 @@ class EmbeddedStack:
         self._stop.set()
 
     def stop(self) -> None:
+        """Both stop together, within the 15 s an init system or operator expects."""
         if self.dashboard is not None:
-            self.dashboard.stop()
-            self.dashboard = None
+            self.dashboard.begin_stop()
         if self.triton is not None:
-            self.triton.stop()
+            self.triton.stop(timeout_s=9)
             self.triton = None
+        if self.dashboard is not None:
+            self.dashboard.stop(timeout_s=3)
+            self.dashboard = None
+        if self._workspace_lock is not None:
+            self._workspace_lock.close()
+            self._workspace_lock = None

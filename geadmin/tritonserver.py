@@ -140,6 +140,8 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 def ensure_port_free(host: str, port: int, what: str, flag: str) -> None:
+    if not 0 < port < 65536:
+        raise PortInUseError(f"{what} port must be between 1 and 65535, got {port} ({flag})", port)
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
@@ -282,14 +284,20 @@ class TritonProcess:
         self.ports.ensure_free(self.host)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as log:
-            self._process = subprocess.Popen(
-                self.command(),
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env=self.environment(),
-                start_new_session=True,  # its own process group: stop() reaches the stubs too
-            )
+            try:
+                self._process = subprocess.Popen(
+                    self.command(),
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    env=self.environment(),
+                    start_new_session=True,  # its own process group: stop() reaches the stubs too
+                )
+            except OSError as exc:
+                raise TritonStartError(
+                    f"cannot run {self.binary}: {exc.strerror or exc} — is it a tritonserver "
+                    "binary for this machine? (--tritonserver / GEADMIN_TRITONSERVER)"
+                ) from exc
         try:
             self._wait_live(timeout_s, progress)
         except BaseException:
@@ -311,7 +319,7 @@ class TritonProcess:
                     f"(full log: {self.log_path})",
                     tail(self.log_path),
                 )
-            if _http_ok(url):
+            if http_ok(url):
                 return
             if progress is not None:
                 progress(f"waiting for Triton ({time.monotonic() - started:.0f}s)")
@@ -329,7 +337,7 @@ class TritonProcess:
         process, self._process = self._process, None
         code: int | None = None
         if process is not None:
-            code = _terminate_group(process, timeout_s)
+            code = terminate_group(process, timeout_s)
         self.remove_shm_regions()
         for directory in self._owned_dirs:
             shutil.rmtree(directory, ignore_errors=True)
@@ -365,7 +373,7 @@ class TritonProcess:
         return prepare_backend_directory(self._scratch_dir() / "backends")
 
 
-def _http_ok(url: str, timeout_s: float = 1.0) -> bool:
+def http_ok(url: str, timeout_s: float = 1.0) -> bool:
     try:
         with urllib.request.urlopen(url, timeout=timeout_s) as response:
             return bool(response.status == 200)
@@ -373,16 +381,19 @@ def _http_ok(url: str, timeout_s: float = 1.0) -> bool:
         return False
 
 
-def _terminate_group(process: subprocess.Popen[bytes], timeout_s: float) -> int:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGTERM)
+def signal_group(process: subprocess.Popen[bytes], signum: int = signal.SIGTERM) -> None:
+    """Signal the process's whole group (it was started in a session of its own)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signum)
+
+
+def terminate_group(process: subprocess.Popen[bytes], timeout_s: float) -> int:
+    """SIGTERM the group, SIGKILL it after `timeout_s`; returns the leader's exit code."""
+    signal_group(process, signal.SIGTERM)
     try:
         return process.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
+        signal_group(process, signal.SIGKILL)
         return process.wait(timeout=5)
     finally:
-        # Stubs are in the group too; make sure none outlives the server.
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
+        signal_group(process, signal.SIGKILL)  # children in the group must not outlive it

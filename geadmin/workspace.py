@@ -10,12 +10,15 @@ copy stays pristine.
 
 from __future__ import annotations
 
+import fcntl
+import os
 import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
-from geadmin.errors import RepositoryError
+from geadmin.errors import RepositoryError, StackError
 
 SAMPLES_DIR = Path(__file__).resolve().parent / "samples"
 SAMPLE_REPOSITORY = SAMPLES_DIR / "model_repository"
@@ -62,6 +65,34 @@ class Workspace:
                 "set GEADMIN_HOME (or --home) to a writable directory"
             ) from exc
         return True
+
+    @property
+    def lock_path(self) -> Path:
+        return self.home / ".geadmin-up.lock"
+
+    def lock(self) -> IO[str]:
+        """Claim the workspace for one `geadmin up`; the claim ends when the file is closed.
+
+        Two stacks on one workspace would serve the same repository and write (and rotate)
+        the same log, so the second is refused, naming the first.
+        """
+        self.home.mkdir(parents=True, exist_ok=True)
+        handle = open(self.lock_path, "a+")  # noqa: SIM115 - held open for the stack's life
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "?"
+            handle.close()
+            raise StackError(
+                f"another `geadmin up` (pid {holder}) is using the workspace {self.home}; "
+                "stop it, or give this one its own workspace with --home / GEADMIN_HOME"
+            ) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(str(os.getpid()))
+        handle.flush()
+        return handle
 
     def rotate_triton_log(self) -> None:
         """Keep the previous run's log as `.1` so this run's log holds only this run."""

@@ -13,26 +13,55 @@ from geadmin.stack import EmbeddedStack, StackOptions
 from geadmin.tritonserver import Ports, find_tritonserver
 from geadmin.workspace import Workspace
 
+DEFAULT_PORTS = {"HTTP_PORT": 8000, "GRPC_PORT": 8001, "METRICS_PORT": 8002, "DASHBOARD_PORT": 8501}
+
+
+class Interrupted(BaseException):
+    """Ctrl-C / SIGTERM during start-up: unwinds the start, which stops what it started."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def port(name: str, flag_value: int | None) -> int:
+    """The flag, else GEADMIN_<name>, else the default — read when `up` runs, not before."""
+    return flag_value if flag_value is not None else settings.env_int(name, DEFAULT_PORTS[name])
+
+
+def options_from_args(args: argparse.Namespace) -> StackOptions:
+    repository = args.repository or settings.env("REPOSITORY")
+    return StackOptions(
+        workspace=Workspace(Path(args.home).expanduser() if args.home else settings.home()),
+        repository=Path(repository).expanduser().resolve() if repository else None,
+        tritonserver=None if args.triton_url else find_tritonserver(
+            args.tritonserver or settings.env("TRITONSERVER")),
+        triton_url=args.triton_url,
+        host=args.host or settings.env("HOST", "127.0.0.1") or "127.0.0.1",
+        ports=Ports(port("HTTP_PORT", args.http_port), port("GRPC_PORT", args.grpc_port),
+                    port("METRICS_PORT", args.metrics_port)),
+        dashboard_port=port("DASHBOARD_PORT", args.dashboard_port),
+    )
+
 
 def run(args: argparse.Namespace) -> int:
-    options = StackOptions(
-        workspace=Workspace(Path(args.home).expanduser() if args.home else settings.home()),
-        repository=Path(args.repository).expanduser().resolve() if args.repository else None,
-        tritonserver=None if args.triton_url else find_tritonserver(args.tritonserver),
-        triton_url=args.triton_url,
-        host=args.host,
-        ports=Ports(args.http_port, args.grpc_port, args.metrics_port),
-        dashboard_port=args.dashboard_port,
-    )
-    stack = EmbeddedStack(options, printer=lambda message: print(message, flush=True))
+    stack = EmbeddedStack(options_from_args(args), printer=lambda message: print(message, flush=True))
+    started = False
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
-        stack.request_stop()
+        if started:
+            stack.request_stop()
+        else:
+            raise Interrupted(signum)
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         stack.start()
+        started = True
         code = stack.wait()
+    except Interrupted as exc:
+        print("interrupted during start-up; stopped what had started", file=sys.stderr, flush=True)
+        code = 128 + exc.signum
     finally:
         print("stopping ...", file=sys.stderr, flush=True)
         stack.stop()
@@ -41,32 +70,38 @@ def run(args: argparse.Namespace) -> int:
     return code
 
 
+def port_number(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 < value < 65536:
+        raise argparse.ArgumentTypeError(f"a port is between 1 and 65535, got {value}")
+    return value
+
+
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "up",
         help="start Triton with the workspace's model repository, and the dashboard",
         description="Starts a real tritonserver (explicit model control, every model loaded) "
-        "and the Streamlit dashboard; Ctrl-C stops both.",
+        "and the Streamlit dashboard; Ctrl-C stops both, also during start-up.",
     )
     parser.add_argument("--home", default=None,
                         help="workspace directory (env GEADMIN_HOME, default ~/.local/share/geadmin)")
-    parser.add_argument("--repository", default=settings.env("REPOSITORY"),
+    parser.add_argument("--repository", default=None,
                         help="serve this model repository instead of the workspace copy "
                         "(env GEADMIN_REPOSITORY)")
-    parser.add_argument("--tritonserver", default=settings.env("TRITONSERVER"),
+    parser.add_argument("--tritonserver", default=None,
                         help="tritonserver binary (env GEADMIN_TRITONSERVER, default: the "
                         "nvidia-pytriton wheel's)")
     parser.add_argument("--triton-url", default=None,
                         help="attach the dashboard to this running Triton instead of starting one")
-    parser.add_argument("--host", default=settings.env("HOST", "127.0.0.1"),
+    parser.add_argument("--host", default=None,
                         help="address to bind (env GEADMIN_HOST, default 127.0.0.1)")
-    parser.add_argument("--http-port", type=int, default=settings.env_int("HTTP_PORT", 8000),
-                        help="Triton HTTP port (env GEADMIN_HTTP_PORT, default 8000)")
-    parser.add_argument("--grpc-port", type=int, default=settings.env_int("GRPC_PORT", 8001),
-                        help="Triton gRPC port (env GEADMIN_GRPC_PORT, default 8001)")
-    parser.add_argument("--metrics-port", type=int, default=settings.env_int("METRICS_PORT", 8002),
-                        help="Triton metrics port (env GEADMIN_METRICS_PORT, default 8002)")
-    parser.add_argument("--dashboard-port", type=int,
-                        default=settings.env_int("DASHBOARD_PORT", 8501),
-                        help="dashboard port (env GEADMIN_DASHBOARD_PORT, default 8501)")
+    for name, what in (("http", "Triton HTTP"), ("grpc", "Triton gRPC"),
+                       ("metrics", "Triton metrics"), ("dashboard", "dashboard")):
+        env = f"{name.upper()}_PORT"
+        parser.add_argument(f"--{name}-port", type=port_number, default=None,
+                            help=f"{what} port (env GEADMIN_{env}, default {DEFAULT_PORTS[env]})")
     parser.set_defaults(func=run)

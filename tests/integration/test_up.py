@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -19,7 +20,7 @@ import tritonclient.http as httpclient
 
 from geadmin.tritonserver import TritonProcess, free_port
 from geadmin.workspace import SAMPLES_DIR
-from tests.conftest import SAMPLE_MODELS
+from tests.conftest import SAMPLE_MODELS, copy_samples
 from tests.helpers import OutputCollector, alive, descendants, wait_for
 
 GEADMIN = [sys.executable, "-m", "geadmin.cli"]
@@ -50,22 +51,28 @@ def geadmin(*args: str, home: Path, timeout_s: float = 60) -> subprocess.Complet
     return subprocess.run([*GEADMIN, *args], capture_output=True, text=True, env=env, timeout=timeout_s)
 
 
-@pytest.fixture(scope="module")
-def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Up]:
-    home = tmp_path_factory.mktemp("up_home")
+@contextlib.contextmanager
+def running_up(home: Path, *extra: str, wait_for: str = "Press Ctrl-C to stop.") -> Iterator[Up]:
+    """`geadmin up` on free ports; killed (with everything below it) if the test left it running."""
     ports = [free_port() for _ in range(4)]
     env = {**os.environ, "GEADMIN_HOME": str(home)}
-    process = subprocess.Popen([*GEADMIN, "up", *port_args(*ports)], stdout=subprocess.PIPE,
+    process = subprocess.Popen([*GEADMIN, "up", *port_args(*ports), *extra], stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True, env=env)
     try:
-        output = OutputCollector(process).wait_for("Press Ctrl-C to stop.", timeout_s=180)
+        output = OutputCollector(process).wait_for(wait_for, timeout_s=180)
         yield Up(process, home, *ports, output=output)
     finally:
         if process.poll() is None:
-            process.kill()
             for pid in descendants(process.pid):
                 os.kill(pid, signal.SIGKILL)
+            process.kill()
             process.wait(10)
+
+
+@pytest.fixture(scope="module")
+def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Up]:
+    with running_up(tmp_path_factory.mktemp("up_home")) as stack:
+        yield stack
 
 
 def test_both_servers_answer_and_every_sample_model_is_ready(up: Up) -> None:
@@ -126,18 +133,52 @@ def test_second_up_names_the_taken_port_and_starts_nothing(up: Up, tmp_path: Pat
     assert up.process.poll() is None  # the first stack is unharmed
 
 
-def test_sigterm_stops_everything_within_15s(up: Up) -> None:
-    children = descendants(up.process.pid)
-    assert len(children) >= 2  # tritonserver (+ python stubs) and streamlit
-    prefix = shm_prefix_of_tritonserver(children)
-    assert list(Path("/dev/shm").glob(f"{prefix}*")), "the python stubs should have shm regions"
-    started = time.monotonic()
-    up.process.send_signal(signal.SIGTERM)
-    up.process.wait(timeout=15)
-    assert time.monotonic() - started < 15
-    assert up.process.returncode == 0
+def test_sigterm_stops_everything_within_15s(tmp_path: Path) -> None:
+    with running_up(tmp_path) as stack:
+        children = descendants(stack.process.pid)
+        assert len(children) >= 2  # tritonserver (+ python stubs) and streamlit
+        prefix = shm_prefix_of_tritonserver(children)
+        assert list(Path("/dev/shm").glob(f"{prefix}*")), "the python stubs should have shm regions"
+        started = time.monotonic()
+        stack.process.send_signal(signal.SIGTERM)
+        stack.process.wait(timeout=15)
+        assert time.monotonic() - started < 15
+        assert stack.process.returncode == 0
     assert wait_for(lambda: not any(alive(pid) for pid in children), 2)
     assert not list(Path("/dev/shm").glob(f"{prefix}*"))
+
+
+def test_sigterm_during_start_up_stops_what_had_started(tmp_path: Path) -> None:
+    repository = copy_samples(tmp_path / "repo")
+    slow = repository / "slow_start"
+    (slow / "1").mkdir(parents=True)
+    (slow / "config.pbtxt").write_text(
+        'name: "slow_start"\nbackend: "python"\nmax_batch_size: 0\n'
+        'input [{ name: "x" data_type: TYPE_FP32 dims: [1] }]\n'
+        'output [{ name: "y" data_type: TYPE_FP32 dims: [1] }]\n'
+    )
+    (slow / "1" / "model.py").write_text(
+        "import time\n\nclass TritonPythonModel:\n    def initialize(self, args):\n"
+        "        time.sleep(600)\n"
+    )
+    with running_up(tmp_path / "home", "--repository", str(repository),
+                    wait_for="starting tritonserver") as stack:
+        assert wait_for(lambda: any(b"slow_start" in _cmdline(pid) for pid in descendants(stack.process.pid)),
+                        60), "the slow model's stub should be initializing"
+        children = descendants(stack.process.pid)
+        started = time.monotonic()
+        stack.process.send_signal(signal.SIGTERM)
+        stack.process.wait(timeout=15)
+        assert time.monotonic() - started < 15
+        assert stack.process.returncode == 128 + signal.SIGTERM
+    assert wait_for(lambda: not any(alive(pid) for pid in children), 2)
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
 
 
 def shm_prefix_of_tritonserver(pids: set[int]) -> str:
@@ -197,3 +238,43 @@ def test_attach_mode_starts_only_the_dashboard(triton_server: TritonProcess, tmp
         process.wait(timeout=15)
     assert process.returncode == 0
     assert triton_server.alive()  # attaching never stops someone else's Triton
+
+
+def test_a_second_up_on_the_same_workspace_is_refused(up: Up) -> None:
+    second = geadmin("up", *port_args(free_port(), free_port(), free_port(), free_port()), home=up.home)
+    assert second.returncode == 2
+    assert f"another `geadmin up` (pid {up.process.pid}) is using the workspace {up.home}" in second.stderr
+    assert up.process.poll() is None
+    assert (up.home / "logs" / "tritonserver.log").exists()  # its log was not rotated away
+
+
+def test_a_file_that_is_not_a_program_is_named(tmp_path: Path) -> None:
+    fake = tmp_path / "tritonserver"
+    fake.write_text("not a program")
+    fake.chmod(0o755)
+    result = geadmin("up", "--tritonserver", str(fake),
+                     *port_args(free_port(), free_port(), free_port(), free_port()), home=tmp_path)
+    assert result.returncode == 2
+    assert f"cannot run {fake}: Exec format error" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_ports_out_of_range_are_usage_errors(tmp_path: Path) -> None:
+    result = geadmin("up", "--http-port", "99999", home=tmp_path)
+    assert result.returncode == 2
+    assert "a port is between 1 and 65535, got 99999" in result.stderr
+    env_result = subprocess.run(
+        [*GEADMIN, "up"], capture_output=True, text=True, timeout=60,
+        env={**os.environ, "GEADMIN_HOME": str(tmp_path), "GEADMIN_GRPC_PORT": "70000"},
+    )
+    assert env_result.returncode == 2
+    assert "GEADMIN_GRPC_PORT must be a port between 1 and 65535, got 70000" in env_result.stderr
+    assert "Traceback" not in result.stderr + env_result.stderr
+
+
+def test_a_bad_port_variable_for_up_does_not_break_status(up: Up) -> None:
+    result = subprocess.run(
+        [*GEADMIN, "status", "--url", up.url], capture_output=True, text=True, timeout=60,
+        env={**os.environ, "GEADMIN_HTTP_PORT": "not-a-port"},
+    )
+    assert result.returncode == 0, result.stderr
