@@ -89,3 +89,11 @@ def _checked(specs: list[ServerSpec], source: str) -> list[ServerSpec]:
     if duplicates:
         raise ConfigError(f"{source}: server names must be unique, repeated: {', '.join(duplicates)}")
     return specs
+
+
+def is_default_server(url: str) -> bool:
+    """True for the server GEADMIN_TRITON_URL names: the one whose log geadmin may know."""
+    try:
+        return Endpoint.parse(url).url == Endpoint.parse(settings.triton_url()).url
+    except ConfigError:
+        return False

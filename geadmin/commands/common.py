@@ -3,17 +3,27 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 
 from geadmin import settings
+from geadmin.errors import ConfigError
+from geadmin.servers import ServerSpec, load_servers
 from geadmin.triton import DEFAULT_TIMEOUT_S, TritonClient
 
 
 def add_connection_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
+    target = parser.add_mutually_exclusive_group()
+    target.add_argument(
         "--url",
         default=None,
         help="Triton endpoint: http://host:8000 or grpc://host:8001 "
         f"(env GEADMIN_TRITON_URL, default {settings.DEFAULT_TRITON_URL})",
+    )
+    target.add_argument(
+        "--server",
+        default=None,
+        metavar="NAME",
+        help="a server by name, from GEADMIN_SERVERS_FILE or GEADMIN_TRITON_URLS",
     )
     parser.add_argument(
         "--admin-key",
@@ -28,9 +38,23 @@ def add_connection_args(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def server_from_args(args: argparse.Namespace) -> ServerSpec:
+    """--url, else --server NAME from the configured servers, else GEADMIN_TRITON_URL."""
+    if args.url:
+        return ServerSpec(args.url, args.url, args.admin_key or settings.admin_key())
+    if args.server:
+        specs = load_servers()
+        spec = next((s for s in specs if s.name == args.server), None)
+        if spec is None:
+            known = ", ".join(s.name for s in specs)
+            raise ConfigError(f"no server named {args.server!r}; configured: {known}")
+        return replace(spec, admin_key=args.admin_key or spec.admin_key)
+    return ServerSpec("default", settings.triton_url(), args.admin_key or settings.admin_key())
+
+
+def client_for(spec: ServerSpec, args: argparse.Namespace) -> TritonClient:
+    return TritonClient(spec.url, admin_key=spec.admin_key, timeout_s=args.timeout)
+
+
 def client_from_args(args: argparse.Namespace) -> TritonClient:
-    return TritonClient(
-        args.url or settings.triton_url(),
-        admin_key=args.admin_key or settings.admin_key(),
-        timeout_s=args.timeout,
-    )
+    return client_for(server_from_args(args), args)

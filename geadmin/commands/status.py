@@ -8,9 +8,10 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 
 from geadmin import settings
-from geadmin.commands.common import add_connection_args, client_from_args
-from geadmin.logsource import LocalLogFile
+from geadmin.commands.common import add_connection_args, client_for, server_from_args
+from geadmin.logsource import LocalLogFile, LogSource
 from geadmin.overview import ServerSnapshot, log_failures, take_snapshot
+from geadmin.servers import ServerSpec, is_default_server, load_servers
 from geadmin.triton import ModelEntry, ModelState
 
 EXIT_OK = 0
@@ -85,13 +86,25 @@ def render_text(report: StatusReport) -> str:
     return "\n".join(lines)
 
 
-def run(args: argparse.Namespace) -> int:
-    snapshot = take_snapshot("cli", client_from_args(args))
-    log = LocalLogFile(args.triton_log) if args.triton_log else None
+def report_for(spec: ServerSpec, args: argparse.Namespace, log: LogSource | None) -> StatusReport:
+    snapshot = take_snapshot(spec.name, client_for(spec, args))
     not_ready = [m.name for m in snapshot.models if m.state is not ModelState.READY]
-    report = StatusReport(snapshot, tuple(args.expect or ()), log_failures(log, not_ready))
-    print(json.dumps(report.to_json(), indent=2) if args.json else render_text(report))
-    return report.exit_code()
+    return StatusReport(snapshot, tuple(args.expect or ()), log_failures(log, not_ready))
+
+
+def run(args: argparse.Namespace) -> int:
+    log = LocalLogFile(args.triton_log) if args.triton_log else None
+    if not args.all:
+        report = report_for(server_from_args(args), args, log)
+        print(json.dumps(report.to_json(), indent=2) if args.json else render_text(report))
+        return report.exit_code()
+    reports = [report_for(spec, args, log if is_default_server(spec.url) else None)
+               for spec in load_servers()]
+    if args.json:
+        print(json.dumps([{"server": r.snapshot.name, **r.to_json()} for r in reports], indent=2))
+    else:
+        print("\n\n".join(f"[{r.snapshot.name}]\n{render_text(r)}" for r in reports))
+    return max(r.exit_code() for r in reports)
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -102,6 +115,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "ready or an expected model not READY; 3 Triton unreachable.",
     )
     add_connection_args(parser)
+    parser.add_argument("--all", action="store_true",
+                        help="every configured server (GEADMIN_SERVERS_FILE / GEADMIN_TRITON_URLS); "
+                        "the exit code is the worst one")
     parser.add_argument("--expect", nargs="+", metavar="NAME", help="models that must be READY")
     parser.add_argument("--json", action="store_true", help="print a JSON document")
     parser.add_argument("--triton-log", default=settings.env("TRITON_LOG"), metavar="PATH",

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from geadmin.errors import GeAdminError
 from geadmin.logsource import LogSource, log_source_from_env
-from geadmin.servers import ServerSpec, load_servers
-from geadmin.settings import triton_url
-from geadmin.triton import Endpoint, TritonClient
+from geadmin.servers import ServerSpec, is_default_server, load_servers
+from geadmin.triton import TritonClient
 from pages.ui import keys
 
 
@@ -42,11 +40,7 @@ def server_picker() -> None:
 
 def log_source_for(url: str) -> LogSource | None:
     """The Triton log geadmin knows (the embedded stack's) belongs to the default server only."""
-    try:
-        default_url = Endpoint.parse(triton_url()).url
-    except GeAdminError:
-        return None
-    return log_source_from_env() if url == default_url else None
+    return log_source_from_env() if is_default_server(url) else None
 
 
 def selected_client() -> TritonClient:

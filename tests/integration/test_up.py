@@ -278,3 +278,26 @@ def test_a_bad_port_variable_for_up_does_not_break_status(up: Up) -> None:
         env={**os.environ, "GEADMIN_HTTP_PORT": "not-a-port"},
     )
     assert result.returncode == 0, result.stderr
+
+
+def test_cli_picks_servers_by_name_and_checks_them_all(up: Up) -> None:
+    down = f"http://127.0.0.1:{free_port()}"
+    env = {**os.environ, "GEADMIN_TRITON_URLS": f"main={up.url},spare={down}"}
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*GEADMIN, *args], capture_output=True, text=True, env=env, timeout=60)
+
+    by_name = cli("status", "--server", "main", "--expect", "digits_pipeline")
+    assert by_name.returncode == 0, by_name.stdout + by_name.stderr
+
+    every = cli("status", "--all", "--json")
+    assert every.returncode == 3  # the worst of: main OK (0), spare unreachable (3)
+    assert [(r["server"], r["ok"]) for r in json.loads(every.stdout)] == [("main", True), ("spare", False)]
+
+    listed = cli("models", "list", "--server", "main", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert "digits_pipeline" in listed.stdout
+
+    unknown = cli("status", "--server", "nope")
+    assert unknown.returncode == 2
+    assert "no server named 'nope'; configured: main, spare" in unknown.stderr
