@@ -301,6 +301,8 @@ def load_explained(
                               files_sent=bool(files))
         raise ExplainedLoadError(explanation, url=exc.url, status=exc.status) from exc
     except TritonTimeoutError as exc:
+        if before.was_ready is None:
+            raise  # Triton did not answer before the load either: no server, not a hung load
         explanation = explain(client, before, exc, log=log, repository=repository, config=config,
                               files_sent=bool(files))
         raise ExplainedLoadTimeoutError(explanation, url=exc.url, status=exc.status) from exc

@@ -291,6 +291,7 @@ class ActionResult:
     ok: bool
     message: str
     explanation: Explanation | None = None
+    error: GeAdminError | None = None  # what failed, for the next step and exit codes
 
 
 def with_log_reasons(rows: list[ModelRow], log: LogSource | None) -> list[ModelRow]:
@@ -347,9 +348,9 @@ def _run_one(client: TritonClient, action: Action, name: str, dependents: bool,
         load_explained(client, name, log=log, repository=repository)
         return ActionResult(name, action, True, f"{action.value}ed {name!r}")
     except (ExplainedLoadError, ExplainedLoadTimeoutError) as exc:
-        return ActionResult(name, action, False, str(exc), exc.explanation)
+        return ActionResult(name, action, False, str(exc), exc.explanation, exc)
     except GeAdminError as exc:
-        return ActionResult(name, action, False, str(exc))
+        return ActionResult(name, action, False, str(exc), error=exc)
 
 
 def wait_settled(client: TritonClient, names: Sequence[str], timeout_s: float) -> bool:
@@ -368,6 +369,9 @@ def wait_settled(client: TritonClient, names: Sequence[str], timeout_s: float) -
         if time.monotonic() >= deadline:
             return False
         time.sleep(0.1)
+
+
+FIX_AND_RETRY = "fix the cause in the model repository or Triton, then retry."
 
 
 def next_step(error: GeAdminError) -> str:

@@ -71,12 +71,16 @@ def actions(shown: list[ModelRow]) -> None:
     dependents = dep_col.checkbox("with dependents", key=keys.MODELS_DEPENDENTS,
                                   disabled=action is not Action.UNLOAD,
                                   help="also unload the models Triton loaded for an ensemble")
+    server = selected_server().name
     pending = st.session_state.get(keys.MODELS_PENDING)
+    if pending is not None and pending[0] != server:  # asked on another server: never apply here
+        del st.session_state[keys.MODELS_PENDING]
+        pending = None
     if st.button(f"{action.value.capitalize()}…", disabled=not names or pending is not None):
-        st.session_state[keys.MODELS_PENDING] = (action.value, tuple(names), dependents)
+        st.session_state[keys.MODELS_PENDING] = (server, action.value, tuple(names), dependents)
         st.rerun()
     if pending is not None:
-        confirm(*pending)
+        confirm(*pending[1:])
 
 
 def confirm(action_value: str, names: tuple[str, ...], dependents: bool) -> None:
@@ -110,9 +114,9 @@ def show_results() -> None:
             st.success(result.message, icon=":material/check_circle:")
             continue
         reason = result.explanation.reason if result.explanation else result.message
+        next_step = models.next_step(result.error) if result.error else models.FIX_AND_RETRY
         st.error(f"**{result.action.value} {result.name} failed:** {reason}\n\n"
-                 "**Next step:** fix the cause in the model repository or Triton, then retry. "
-                 "Details below.", icon=":material/error:")
+                 f"**Next step:** {next_step} Details below.", icon=":material/error:")
         with st.expander(f"Details for {result.name}"):
             st.code(result.message, language="text")
 

@@ -67,7 +67,7 @@ def run_action_command(args: argparse.Namespace) -> int:
             print(f"geadmin: error: {result.message}", file=sys.stderr)
     if all(r.ok for r in results):
         return EXIT_OK
-    unreachable = all("unreachable" in r.message and r.explanation is None for r in results)
+    unreachable = all(isinstance(r.error, TritonUnreachableError) for r in results if not r.ok)
     return EXIT_UNREACHABLE if unreachable else EXIT_FAILED
 
 

@@ -10,6 +10,6 @@ MODELS_STATES = "models.states"  # table state filter
 MODELS_SELECTED = "models.selected"  # names the action applies to
 MODELS_ACTION = "models.action"  # load / unload / reload
 MODELS_DEPENDENTS = "models.dependents"  # unload with dependents
-MODELS_PENDING = "models.pending"  # (action, names, dependents) awaiting confirmation
+MODELS_PENDING = "models.pending"  # (server, action, names, dependents) awaiting confirmation
 MODELS_RESULTS = "models.results"  # ActionResults of the last action, shown once
 MODELS_DETAIL = "models.detail"  # model shown in the detail view

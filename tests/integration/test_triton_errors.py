@@ -188,3 +188,14 @@ def test_unknown_model_is_not_found(triton_server: TritonProcess, transport: str
         client.model_metadata("no_such_model")
     with pytest.raises(ModelNotFoundError):
         client.model_statistics("no_such_model")
+
+
+def test_a_load_on_a_server_that_never_answers_is_not_blamed_on_the_model(silent_listener: int) -> None:
+    from geadmin.errors import ExplainedLoadTimeoutError
+    from geadmin.explain import load_explained
+
+    client = TritonClient(f"http://127.0.0.1:{silent_listener}", timeout_s=1.0, load_timeout_s=1.0)
+    with pytest.raises(TritonTimeoutError) as raised:
+        load_explained(client, "digits_classifier")
+    assert not isinstance(raised.value, ExplainedLoadTimeoutError)
+    assert "did not answer in time" in str(raised.value)

@@ -202,3 +202,25 @@ def test_a_config_triton_cannot_parse_shows_the_log_reason_in_the_table(
     assert frame.loc["bad_dtype", "state"] == "NOT_LOADED"
     assert "failed to read text proto" in frame.loc["bad_dtype", "reason"]
     assert frame.loc["digits_pipeline", "reason"] in ("", None)
+
+
+def test_a_confirmation_asked_on_one_server_is_dropped_when_switching(
+    triton_server: TritonProcess,
+    triton_factory: Callable[..., TritonProcess],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    other = triton_factory()
+    monkeypatch.setenv("GEADMIN_TRITON_URLS", f"first={triton_server.http_url},second={other.http_url}")
+    at = open_models_page()
+    at.multiselect(key="models.selected").set_value(["text_normalize"])
+    at.selectbox(key="models.action").set_value("unload")
+    run(at)
+    button(at, "Unload…").click()  # type: ignore[attr-defined]
+    run(at)
+    assert any("text_normalize" in w.value for w in at.warning)
+
+    at.sidebar.selectbox[0].set_value("second")
+    run(at)
+    assert not [b for b in at.button if b.label == "Confirm unload"], "the confirmation must not follow"
+    assert server_states(other)["text_normalize"] is ModelState.READY
+    assert server_states(triton_server)["text_normalize"] is ModelState.READY
