@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
 from geadmin.errors import TritonError
-from geadmin.explain import model_log_lines
+from geadmin.explain import parse_log_line
 from geadmin.logsource import LogCursor, LogSource
 from geadmin.triton import ModelEntry, ModelState, ServerInfo, TritonClient
 
@@ -27,6 +28,15 @@ class ServerSnapshot:
     @property
     def reachable(self) -> bool:
         return self.live or self.info is not None
+
+    @property
+    def status(self) -> str:
+        """One word for the server: what the Overview's table and `status` print."""
+        if not self.reachable:
+            return "UNREACHABLE"
+        if self.ready:
+            return "READY"
+        return "LIVE, NOT READY" if self.live else "NOT LIVE"
 
     @property
     def counts(self) -> dict[ModelState, int]:
@@ -73,16 +83,24 @@ def log_failures(log: LogSource | None, names: list[str]) -> dict[str, str]:
     """For each model whose latest line in the Triton log is an error: that error.
 
     This is how a model whose config Triton could not even parse is found: the index shows
-    it only as "not loaded", with no reason (FACTS.md); the log says why.
+    it only as "not loaded", with no reason (FACTS.md); the log says why. One pass over the
+    log; a line belongs to the first of `names` it mentions (Triton names the model a line is
+    about first, e.g. an ensemble before the step it waits for).
     """
     if log is None or not names:
         return {}
-    text = log.read_since(LogCursor(0, datetime.now(timezone.utc)))
+    alternatives = "|".join(re.escape(name) for name in sorted(names, key=len, reverse=True))
+    mentions = re.compile(rf"(?<![\w.-])({alternatives})(?:_\d+_\d+)?(?![\w.-])")
+    last_line: dict[str, str] = {}
+    for raw in log.read_since(LogCursor(0, datetime.now(timezone.utc))).splitlines():
+        match = mentions.search(raw)
+        if match:
+            last_line[match.group(1)] = raw
     failures = {}
-    for name in names:
-        lines = model_log_lines(text, name)
-        if lines and lines[-1].severity == "E":
-            failures[name] = lines[-1].message
+    for name, raw in last_line.items():
+        line = parse_log_line(raw)
+        if line.severity == "E":
+            failures[name] = line.message
     return failures
 
 

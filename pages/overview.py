@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import pandas as pd
 import streamlit as st
 
@@ -21,7 +23,15 @@ def render() -> None:
 
 @st.fragment(run_every=REFRESH_S)
 def live_overview() -> None:
-    snapshots = [take_snapshot(spec.name, client_for(spec.url, spec.admin_key)) for spec in servers()]
+    try:
+        specs = servers()
+    except GeAdminError as exc:  # the servers file changed under us
+        st.error(f"geadmin is misconfigured: {exc}")
+        return
+    # In parallel: one hung server must not hold up the others' refresh.
+    clients = [(spec.name, client_for(spec.url, spec.admin_key)) for spec in specs]
+    with ThreadPoolExecutor(max_workers=min(8, len(clients))) as pool:
+        snapshots = list(pool.map(lambda named: take_snapshot(*named), clients))
     if len(snapshots) > 1:
         servers_table(snapshots)
     selected = selected_server().name
@@ -42,7 +52,7 @@ def servers_table(snapshots: list[ServerSnapshot]) -> None:
         {
             "server": s.name,
             "url": s.url,
-            "status": status_word(s),
+            "status": s.status,
             "version": s.info.version if s.info else "",
             "models": len(s.models),
             "not ready": len(s.not_ready),
@@ -50,12 +60,6 @@ def servers_table(snapshots: list[ServerSnapshot]) -> None:
         for s in snapshots
     ]
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
-
-
-def status_word(snapshot: ServerSnapshot) -> str:
-    if not snapshot.reachable:
-        return "UNREACHABLE"
-    return "READY" if snapshot.ready else ("LIVE, NOT READY" if snapshot.live else "NOT LIVE")
 
 
 def server_detail(current: ServerSnapshot, last_good: ServerSnapshot | None) -> None:
@@ -68,7 +72,7 @@ def server_detail(current: ServerSnapshot, last_good: ServerSnapshot | None) -> 
         shown = last_good
         st.warning(f"Showing the last data received, from {last_good.taken_at:%H:%M:%S} UTC. "
                    "This page recovers by itself when Triton answers again.")
-    identity(shown, status_word(current))
+    identity(shown, current.status)
     not_ready_models(shown)
     model_table(shown)
     st.caption(f"Refreshed {current.taken_at:%H:%M:%S} UTC · every {REFRESH_S}s")

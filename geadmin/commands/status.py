@@ -62,7 +62,7 @@ def render_text(report: StatusReport) -> str:
     yes = {True: "yes", False: "no"}
     lines = [
         f"Triton {snap.url}  version {snap.info.version if snap.info else '?'}  "
-        f"live: {yes[snap.live]}  ready: {yes[snap.ready]}"
+        f"live: {yes[snap.live]}  ready: {yes[snap.ready]}  ({snap.status})"
     ]
     if snap.error:
         lines.append(f"error: {snap.error}")

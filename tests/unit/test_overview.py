@@ -46,3 +46,20 @@ def test_triage_uses_the_log_for_models_the_index_only_calls_not_loaded(tmp_path
 def test_without_a_log_not_loaded_models_are_idle() -> None:
     found = triage(snapshot(ModelEntry("bad_cfg", "", ModelState.NOT_LOADED, "")), None)
     assert found.failed == [] and [m.name for m in found.idle] == ["bad_cfg"]
+
+
+def test_a_line_belongs_to_the_model_it_names_first(tmp_path: Path) -> None:
+    log_file = tmp_path / "tritonserver.log"
+    log_file.write_text(
+        'I1202 15:48:00.000000 1 model_lifecycle.cc:838] "successfully unloaded \'step\' version 1"\n'
+        'E1202 15:48:01.000000 1 model_lifecycle.cc:641] "failed to load \'pipeline\' version 1: '
+        "Invalid argument: ensemble 'pipeline' depends on 'step' which is not loaded\"\n"
+    )
+    snap = snapshot(
+        ModelEntry("pipeline", "1", ModelState.UNAVAILABLE, ""),
+        ModelEntry("step", "1", ModelState.UNAVAILABLE, "unloaded"),
+    )
+    found = triage(snap, LocalLogFile(log_file))
+    assert [m.name for m, _ in found.failed] == ["pipeline"]
+    assert "depends on 'step'" in found.failed[0][1]
+    assert [m.name for m in found.idle] == ["step"]
