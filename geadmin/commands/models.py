@@ -16,7 +16,15 @@ from geadmin.commands.common import add_connection_args, client_from_args
 from geadmin.errors import TritonError, TritonUnreachableError
 from geadmin.explain import explanation_dict
 from geadmin.logsource import LocalLogFile, LogSource, log_source_from_env
-from geadmin.models import Action, ModelRow, collect_rows, repository_from_env, run_action
+from geadmin.models import (
+    Action,
+    ModelRow,
+    collect_rows,
+    repository_from_env,
+    run_action,
+    with_log_reasons,
+)
+from geadmin.servers import is_default_server
 from geadmin.triton import DEFAULT_LOAD_TIMEOUT_S
 
 EXIT_OK = 0
@@ -27,7 +35,7 @@ EXIT_UNREACHABLE = 3
 def run_list(args: argparse.Namespace) -> int:
     client = client_from_args(args)
     try:
-        rows = collect_rows(client, _repository(args))
+        rows = with_log_reasons(collect_rows(client, _repository(args)), _log_source(args, client.url))
     except TritonError as exc:
         print(f"geadmin: error: {exc}", file=sys.stderr)
         return EXIT_UNREACHABLE if isinstance(exc, TritonUnreachableError) else EXIT_FAILED
@@ -55,7 +63,7 @@ def run_action_command(args: argparse.Namespace) -> int:
     client.load_timeout_s = args.load_timeout
     results = run_action(client, Action(args.action), args.names,
                          dependents=getattr(args, "dependents", False),
-                         log=_log_source(args), repository=_repository(args))
+                         log=_log_source(args, client.url), repository=_repository(args))
     if args.json:
         print(json.dumps([{"name": r.name, "action": r.action.value, "ok": r.ok, "message": r.message,
                            "explanation": explanation_dict(r.explanation) if r.explanation else None}
@@ -71,8 +79,11 @@ def run_action_command(args: argparse.Namespace) -> int:
     return EXIT_UNREACHABLE if unreachable else EXIT_FAILED
 
 
-def _log_source(args: argparse.Namespace) -> LogSource | None:
-    return LocalLogFile(args.triton_log) if args.triton_log else log_source_from_env()
+def _log_source(args: argparse.Namespace, url: str) -> LogSource | None:
+    """--triton-log, else GEADMIN_TRITON_LOG when talking to the server it belongs to."""
+    if args.triton_log:
+        return LocalLogFile(args.triton_log)
+    return log_source_from_env() if is_default_server(url) else None
 
 
 def _repository(args: argparse.Namespace) -> Path | None:
@@ -85,6 +96,9 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
                         help="the served model repository, to read configs of unloaded models and "
                         "check layouts (env GEADMIN_REPOSITORY)")
     parser.add_argument("--json", action="store_true", help="print a JSON document")
+    parser.add_argument("--triton-log", default=None,
+                        help="Triton's log file, read to explain failed loads and models Triton "
+                        "could not parse (env GEADMIN_TRITON_LOG)")
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -99,8 +113,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         sub = actions.add_parser(action.value, help=text)
         _add_common(sub)
         sub.add_argument("names", nargs="+", metavar="NAME")
-        sub.add_argument("--triton-log", default=None,
-                         help="Triton's log file, read to explain failed loads (env GEADMIN_TRITON_LOG)")
         sub.add_argument("--load-timeout", type=float, default=DEFAULT_LOAD_TIMEOUT_S,
                          help="seconds to wait for each load before giving up "
                          f"(default {DEFAULT_LOAD_TIMEOUT_S:g}; a load can hang)")

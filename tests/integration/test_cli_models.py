@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -76,9 +77,10 @@ def test_failed_load_exits_non_zero_with_the_real_reason(
 def test_failed_load_json_carries_the_explanation(
     triton_server: TritonProcess, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    monkeypatch.setenv("GEADMIN_TRITON_URL", triton_server.http_url)  # the log is that server's
     monkeypatch.setenv("GEADMIN_TRITON_LOG", str(triton_server.log_path))
     monkeypatch.setenv("GEADMIN_REPOSITORY", str(triton_server.repository))
-    assert main(["models", "load", "no_such_model", "--json", "--url", triton_server.http_url]) == 1
+    assert main(["models", "load", "no_such_model", "--json"]) == 1
     (result,) = json.loads(capsys.readouterr().out)
     assert result["ok"] is False
     explanation = result["explanation"]
@@ -93,3 +95,20 @@ def test_unreachable_server_exits_3(command: list[str], capsys: pytest.CaptureFi
     assert code == 3
     err = capsys.readouterr().err
     assert "unreachable" in err and "timed out" not in err
+
+
+def test_list_gives_the_log_reason_for_a_config_triton_cannot_parse(
+    triton_factory: Callable[..., TritonProcess], sample_repository: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    legacy = sample_repository / "legacy_ge"
+    (legacy / "1").mkdir(parents=True)
+    (legacy / "config.pbtxt").write_text('name: "legacy_ge"\nplatform: "graph_executor"\n')
+    server = triton_factory(repository=sample_repository)
+    args = ["models", "list", "--json", "--url", server.http_url]
+    assert main(args) == 0
+    without_log = {row["name"]: row for row in json.loads(capsys.readouterr().out)}
+    assert without_log["legacy_ge"]["state"] == "NOT_LOADED" and not without_log["legacy_ge"]["reason"]
+
+    assert main([*args, "--triton-log", str(server.log_path)]) == 0
+    with_log = {row["name"]: row for row in json.loads(capsys.readouterr().out)}
+    assert "unexpected platform type 'graph_executor'" in with_log["legacy_ge"]["reason"]
