@@ -7,6 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pandas as pd
 import streamlit as st
 
+from geadmin import models
 from geadmin.errors import GeAdminError
 from geadmin.overview import ServerSnapshot, is_idle, take_snapshot, triage
 from pages.ui import keys
@@ -73,7 +74,7 @@ def server_detail(current: ServerSnapshot, last_good: ServerSnapshot | None) -> 
         st.warning(f"Showing the last data received, from {last_good.taken_at:%H:%M:%S} UTC. "
                    "This page recovers by itself when Triton answers again.")
     identity(shown, current.status)
-    not_ready_models(shown)
+    not_ready_models(shown, can_act=shown is current)
     model_table(shown)
     st.caption(f"Refreshed {current.taken_at:%H:%M:%S} UTC · every {REFRESH_S}s")
 
@@ -93,8 +94,9 @@ def identity(snapshot: ServerSnapshot, status: str) -> None:
             st.write(", ".join(snapshot.info.extensions))
 
 
-def not_ready_models(snapshot: ServerSnapshot) -> None:
+def not_ready_models(snapshot: ServerSnapshot, can_act: bool) -> None:
     found = triage(snapshot, log_source_for(snapshot.url))
+    show_retry_result()
     if not found.failed and not found.changing:
         st.success("Every loaded model is READY.", icon=":material/check_circle:")
     if found.failed:
@@ -102,11 +104,36 @@ def not_ready_models(snapshot: ServerSnapshot) -> None:
     for model, reason in found.failed:
         state = "not loaded" if is_idle(model) else model.state.value
         version = f" v{model.version}" if model.version else ""
-        st.error(f"**{model.name}**{version} — {state}: {reason}")
+        text_col, button_col = st.columns([6, 1], vertical_alignment="center")
+        text_col.error(f"**{model.name}**{version} — {state}: {reason}")
+        if button_col.button("Retry load", key=f"{keys.OVERVIEW_RETRY_PREFIX}{model.name}",
+                             disabled=not can_act, help="load it again, e.g. after fixing the cause"):
+            retry_load(snapshot, model.name)
     for model in found.changing:
         st.info(f"**{model.name}** is {model.state.value.lower()}…")
     if found.idle:
         st.caption("Not loaded: " + ", ".join(m.name for m in found.idle))
+
+
+def retry_load(snapshot: ServerSnapshot, name: str) -> None:
+    spec = selected_server()
+    with st.spinner(f"loading {name}…"):
+        (result,) = models.run_action(client_for(spec.url, spec.admin_key), models.Action.LOAD, [name],
+                                      log=log_source_for(snapshot.url),
+                                      repository=models.repository_from_env())
+    st.session_state[keys.OVERVIEW_RETRY_RESULT] = result
+    st.rerun()
+
+
+def show_retry_result() -> None:
+    result = st.session_state.pop(keys.OVERVIEW_RETRY_RESULT, None)
+    if result is None:
+        return
+    if result.ok:
+        st.success(result.message, icon=":material/check_circle:")
+    else:
+        reason = result.explanation.reason if result.explanation else result.message
+        st.error(f"**Retry of {result.name} failed:** {reason}", icon=":material/error:")
 
 
 def model_table(snapshot: ServerSnapshot) -> None:

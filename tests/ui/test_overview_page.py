@@ -178,3 +178,38 @@ def test_log_verbosity_is_changed_live_on_the_server(
     at = run_app(at)
     assert any("verbose level is now 2" in s.value for s in at.success)
     assert TritonClient(server.http_url).log_settings()["log_verbose_level"] == 2
+
+
+def test_retry_load_of_a_failed_model_after_fixing_it(
+    triton_factory: Callable[..., TritonProcess], sample_repository: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    flaky = sample_repository / "needs_weights"
+    (flaky / "1").mkdir(parents=True)
+    (flaky / "config.pbtxt").write_text(
+        'name: "needs_weights"\nbackend: "python"\nmax_batch_size: 0\n'
+        'input [{ name: "x" data_type: TYPE_FP32 dims: [1] }]\n'
+        'output [{ name: "y" data_type: TYPE_FP32 dims: [1] }]\n'
+    )
+    (flaky / "1" / "model.py").write_text(
+        "from pathlib import Path\n\nclass TritonPythonModel:\n    def initialize(self, args):\n"
+        "        if not Path(__file__).with_name('weights.bin').exists():\n"
+        "            raise RuntimeError('weights.bin is missing')\n"
+    )
+    server = triton_factory(repository=sample_repository)
+    client = TritonClient(server.http_url)
+    monkeypatch.setenv("GEADMIN_TRITON_URL", server.http_url)
+    at = run_app()
+    assert "weights.bin is missing" in at.error[0].value
+
+    at.button(key="overview.retry.needs_weights").click()
+    at = run_app(at)
+    assert any("Retry of needs_weights failed" in e.value and "weights.bin is missing" in e.value
+               for e in at.error)
+    assert states(client)["needs_weights"] is ModelState.UNAVAILABLE
+
+    (flaky / "1" / "weights.bin").write_bytes(b"\0")  # the operator fixes the cause
+    at.button(key="overview.retry.needs_weights").click()
+    at = run_app(at)
+    assert states(client)["needs_weights"] is ModelState.READY
+    assert any("loaded 'needs_weights'" in s.value for s in at.success)
+    assert "READY=6" in page_text(at)
