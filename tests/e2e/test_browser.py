@@ -49,3 +49,16 @@ def test_dashboard_lists_the_sample_models(dashboard: DashboardProcess, page: Pa
     for model in SAMPLE_MODELS:
         expect(grid.get_by_text(model, exact=True)).to_have_count(1, timeout=10_000)
     page.screenshot(path=str(tmp_path / "overview.png"), full_page=True)
+
+
+def test_models_page_draws_the_ensemble_graph(dashboard: DashboardProcess, page: Page) -> None:
+    page.goto(f"{dashboard.url}/models", wait_until="domcontentloaded")
+    expect(page.get_by_role("heading", name="Models", exact=True)).to_be_visible(timeout=30_000)
+    detail = page.locator("[data-testid='stSelectbox']").filter(has_text="Model").last
+    detail.click()
+    page.get_by_role("option", name="digits_pipeline").click()
+    page.get_by_role("tab", name="Ensemble graph").click()
+    graph = page.locator("[data-testid='stGraphVizChart'] svg")
+    expect(graph).to_be_visible(timeout=30_000)
+    for step in ("digits_preprocess", "digits_classifier", "digits_postprocess"):
+        expect(graph.get_by_text(step, exact=True)).to_have_count(1)
