@@ -73,3 +73,21 @@ class OutputCollector:
             if marker in self.text:
                 return self.text
         raise AssertionError(f"{marker!r} not printed within {timeout_s}s; output so far:\n{self.text}")
+
+
+def add_python_model(repository: Path, name: str, initialize: str = "pass", *,
+                     header: str = 'backend: "python"') -> Path:
+    """A one-input python model whose `initialize` body is `initialize` (for failure cases)."""
+    model = repository / name
+    (model / "1").mkdir(parents=True)
+    (model / "config.pbtxt").write_text(
+        f'name: "{name}"\n{header}\nmax_batch_size: 0\n'
+        'input [{ name: "x" data_type: TYPE_FP32 dims: [1] }]\n'
+        'output [{ name: "y" data_type: TYPE_FP32 dims: [1] }]\n'
+    )
+    body = "\n".join(f"        {line}" for line in initialize.splitlines())
+    (model / "1" / "model.py").write_text(
+        "import time\nfrom pathlib import Path\n\n\nclass TritonPythonModel:\n"
+        f"    def initialize(self, args):\n{body}\n"
+    )
+    return model

@@ -21,7 +21,7 @@ import tritonclient.http as httpclient
 from geadmin.tritonserver import TritonProcess, free_port
 from geadmin.workspace import SAMPLES_DIR
 from tests.conftest import SAMPLE_MODELS, copy_samples
-from tests.helpers import OutputCollector, alive, descendants, wait_for
+from tests.helpers import OutputCollector, add_python_model, alive, descendants, wait_for
 
 GEADMIN = [sys.executable, "-m", "geadmin.cli"]
 
@@ -150,17 +150,7 @@ def test_sigterm_stops_everything_within_15s(tmp_path: Path) -> None:
 
 def test_sigterm_during_start_up_stops_what_had_started(tmp_path: Path) -> None:
     repository = copy_samples(tmp_path / "repo")
-    slow = repository / "slow_start"
-    (slow / "1").mkdir(parents=True)
-    (slow / "config.pbtxt").write_text(
-        'name: "slow_start"\nbackend: "python"\nmax_batch_size: 0\n'
-        'input [{ name: "x" data_type: TYPE_FP32 dims: [1] }]\n'
-        'output [{ name: "y" data_type: TYPE_FP32 dims: [1] }]\n'
-    )
-    (slow / "1" / "model.py").write_text(
-        "import time\n\nclass TritonPythonModel:\n    def initialize(self, args):\n"
-        "        time.sleep(600)\n"
-    )
+    add_python_model(repository, "slow_start", "time.sleep(600)")
     with running_up(tmp_path / "home", "--repository", str(repository),
                     wait_for="starting tritonserver") as stack:
         assert wait_for(lambda: any(b"slow_start" in _cmdline(pid) for pid in descendants(stack.process.pid)),

@@ -11,7 +11,7 @@ from streamlit.testing.v1 import AppTest
 from geadmin.triton import ModelState, TritonClient
 from geadmin.tritonserver import TritonProcess, free_port
 from tests.conftest import SAMPLE_MODELS
-from tests.helpers import wait_for
+from tests.helpers import add_python_model, wait_for
 
 APP = str(Path(__file__).resolve().parents[2] / "pages" / "app.py")
 
@@ -94,18 +94,8 @@ def test_outage_keeps_last_data_and_recovers_by_itself(
 def test_not_ready_models_come_first_with_their_reason(
     triton_factory: Callable[..., TritonProcess], sample_repository: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    broken = sample_repository / "broken_init"
-    (broken / "1").mkdir(parents=True)
-    (broken / "config.pbtxt").write_text(
-        'name: "broken_init"\nbackend: "python"\nmax_batch_size: 0\n'
-        'input [{ name: "x" data_type: TYPE_FP32 dims: [1] }]\n'
-        'output [{ name: "y" data_type: TYPE_FP32 dims: [1] }]\n'
-    )
-    (broken / "1" / "model.py").write_text(
-        "class TritonPythonModel:\n"
-        "    def initialize(self, args):\n"
-        "        raise RuntimeError('weights file weights.bin is missing')\n"
-    )
+    add_python_model(sample_repository, "broken_init",
+                     "raise RuntimeError('weights file weights.bin is missing')")
     server = triton_factory(repository=sample_repository)
     monkeypatch.setenv("GEADMIN_TRITON_URL", server.http_url)
     at = run_app()
@@ -139,14 +129,7 @@ def states(client: TritonClient) -> dict[str, ModelState]:
 def test_config_triton_cannot_parse_is_explained_from_the_log(
     triton_factory: Callable[..., TritonProcess], sample_repository: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    legacy = sample_repository / "legacy_ge"
-    (legacy / "1").mkdir(parents=True)
-    (legacy / "1" / "model.onnx").write_bytes(b"")
-    (legacy / "config.pbtxt").write_text(
-        'name: "legacy_ge"\nplatform: "graph_executor"\nmax_batch_size: 1\n'
-        'input [{ name: "x" data_type: TYPE_FP32 dims: [1] }]\n'
-        'output [{ name: "y" data_type: TYPE_FP32 dims: [1] }]\n'
-    )
+    add_python_model(sample_repository, "legacy_ge", header='platform: "graph_executor"')
     server = triton_factory(repository=sample_repository)
     client = TritonClient(server.http_url)
     client.unload("text_normalize")  # deliberately idle: not an error
@@ -183,18 +166,9 @@ def test_log_verbosity_is_changed_live_on_the_server(
 def test_retry_load_of_a_failed_model_after_fixing_it(
     triton_factory: Callable[..., TritonProcess], sample_repository: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    flaky = sample_repository / "needs_weights"
-    (flaky / "1").mkdir(parents=True)
-    (flaky / "config.pbtxt").write_text(
-        'name: "needs_weights"\nbackend: "python"\nmax_batch_size: 0\n'
-        'input [{ name: "x" data_type: TYPE_FP32 dims: [1] }]\n'
-        'output [{ name: "y" data_type: TYPE_FP32 dims: [1] }]\n'
-    )
-    (flaky / "1" / "model.py").write_text(
-        "from pathlib import Path\n\nclass TritonPythonModel:\n    def initialize(self, args):\n"
-        "        if not Path(__file__).with_name('weights.bin').exists():\n"
-        "            raise RuntimeError('weights.bin is missing')\n"
-    )
+    flaky = add_python_model(sample_repository, "needs_weights",
+                             "if not Path(__file__).with_name('weights.bin').exists():\n"
+                             "    raise RuntimeError('weights.bin is missing')")
     server = triton_factory(repository=sample_repository)
     client = TritonClient(server.http_url)
     monkeypatch.setenv("GEADMIN_TRITON_URL", server.http_url)
