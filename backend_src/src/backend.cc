@@ -141,11 +141,13 @@ TRITONBACKEND_ModelInstanceExecute(
     TRITONBACKEND_ModelInstance* instance, TRITONBACKEND_Request** requests,
     const uint32_t request_count)
 {
-  void* state = nullptr;
-  // On error here Triton keeps ownership of the requests and answers them.
-  NPU_GE_RETURN_IF_ERROR(TRITONBACKEND_ModelInstanceState(instance, &state));
-  static_cast<ModelInstanceState*>(state)->Execute(requests, request_count);
-  return nullptr;
+  // On an error returned here Triton keeps ownership of the requests and
+  // answers them; Execute returns one only before touching any request.
+  return Guarded("TRITONBACKEND_ModelInstanceExecute", [&]() -> TRITONSERVER_Error* {
+    void* state = nullptr;
+    NPU_GE_RETURN_IF_ERROR(TRITONBACKEND_ModelInstanceState(instance, &state));
+    return static_cast<ModelInstanceState*>(state)->Execute(requests, request_count);
+  });
 }
 
 }  // extern "C"

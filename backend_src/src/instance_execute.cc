@@ -2,6 +2,7 @@
 // Triton's dynamic batcher. Every request gets exactly one response (an error
 // response when anything about it failed), statistics are always reported,
 // and every request is released exactly once, in Finish().
+#include <cstdio>
 #include <cstring>
 #include <set>
 
@@ -19,6 +20,7 @@ struct ModelInstanceState::Slot {
   size_t rows = 0;
   uint64_t compute_start_ns = 0;
   uint64_t compute_end_ns = 0;
+  bool done = false;  // outputs are in the response
 
   void Fail(TRITONSERVER_Error* err)
   {
@@ -31,36 +33,70 @@ struct ModelInstanceState::Slot {
   }
 };
 
-void
+TRITONSERVER_Error*
 ModelInstanceState::Execute(TRITONBACKEND_Request** requests, uint32_t count)
 {
   const uint64_t exec_start_ns = NowNs();
+  // Until 'slots' exists no request has been touched: an exception (only
+  // std::bad_alloc is realistic) reaches the entry point's guard and Triton,
+  // still owning the requests, answers them with the error.
   std::vector<Slot> slots(count);
-  std::vector<size_t> live;  // slots still worth running
-  for (uint32_t i = 0; i < count; ++i) {
-    Slot& slot = slots[i];
-    slot.request = requests[i];
-    slot.Fail(TRITONBACKEND_ResponseNew(&slot.response, slot.request));
-    bool cancelled = false;
-    if (slot.error == nullptr) {
-      slot.Fail(TRITONBACKEND_RequestIsCancelled(slot.request, &cancelled));
+  for (uint32_t i = 0; i < count; ++i) slots[i].request = requests[i];
+  try {
+    std::vector<size_t> live;  // slots still worth running
+    for (uint32_t i = 0; i < count; ++i) {
+      if (Admit(slots[i])) live.push_back(i);
     }
-    if (slot.error == nullptr && cancelled) {
-      slot.Fail(NPU_GE_ERROR(CANCELLED, "request cancelled"));
+    std::vector<size_t> rows;
+    for (size_t i : live) rows.push_back(slots[i].rows);
+    for (const auto& chunk :
+         ChunkByRows(rows, model_->engine().binding().max_exec_rows)) {
+      std::vector<size_t> members(
+          live.begin() + chunk.first, live.begin() + chunk.second);
+      RunChunk(slots, members, exec_start_ns);
     }
-    if (slot.error == nullptr) {
-      slot.Fail(ValidateRequest(slot.request, &slot.rows));
-    }
-    if (slot.error == nullptr) live.push_back(i);
   }
-  std::vector<size_t> rows;
-  for (size_t i : live) rows.push_back(slots[i].rows);
-  for (const auto& chunk :
-       ChunkByRows(rows, model_->engine().binding().max_exec_rows)) {
-    std::vector<size_t> members(live.begin() + chunk.first, live.begin() + chunk.second);
-    RunChunk(slots, members, exec_start_ns);
+  catch (const std::exception& e) {
+    FailUnanswered(slots, e.what());
   }
-  Finish(slots, exec_start_ns);
+  catch (...) {
+    FailUnanswered(slots, "unknown exception");
+  }
+  Finish(slots, exec_start_ns);  // noexcept: every request is released here
+  return nullptr;
+}
+
+bool
+ModelInstanceState::Admit(Slot& slot)
+{
+  slot.Fail(TRITONBACKEND_ResponseNew(&slot.response, slot.request));
+  bool cancelled = false;
+  if (slot.error == nullptr) {
+    slot.Fail(TRITONBACKEND_RequestIsCancelled(slot.request, &cancelled));
+  }
+  if (slot.error == nullptr && cancelled) {
+    // The default scheduler hands cancelled requests over; the dynamic
+    // batcher drops them itself. Either way they never reach the NPU.
+    NPU_GE_LOG(VERBOSE, log_prefix_ << ": request cancelled before execution, not run");
+    slot.Fail(NPU_GE_ERROR(CANCELLED, "request cancelled"));
+  }
+  if (slot.error == nullptr) {
+    slot.Fail(ValidateRequest(slot.request, &slot.rows));
+  }
+  return slot.error == nullptr;
+}
+
+void
+ModelInstanceState::FailUnanswered(std::vector<Slot>& slots, const char* what) noexcept
+{
+  for (Slot& slot : slots) {
+    if (slot.error == nullptr && !slot.done) {
+      char msg[512];  // no allocation on this path
+      std::snprintf(
+          msg, sizeof(msg), "%s: execution aborted: %s", log_prefix_.c_str(), what);
+      slot.Fail(TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, msg));
+    }
+  }
 }
 
 TRITONSERVER_Error*
@@ -139,9 +175,13 @@ ModelInstanceState::RunChunk(
     TRITONSERVER_ErrorDelete(err);
     return;
   }
+  bool any_gathered = false;
   for (size_t k = 0; k < members.size(); ++k) {
-    slots[members[k]].Fail(Gather(slots[members[k]], offsets[k]));
+    Slot& slot = slots[members[k]];
+    slot.Fail(Gather(slot, offsets[k]));
+    any_gathered = any_gathered || slot.error == nullptr;
   }
+  if (!any_gathered) return;  // nothing worth running
   for (size_t i = 0; i < spec.inputs.size(); ++i) {  // padding rows are zeros
     const size_t row = spec.inputs[i].RowBytes();
     std::memset(engine_->InputStaging(i) + total * row, 0, (exec_rows - total) * row);
@@ -155,16 +195,22 @@ ModelInstanceState::RunChunk(
     TRITONSERVER_ErrorDelete(err);
     return;
   }
+  size_t answered_rows = 0;  // a failed execution is not counted by Triton
   for (size_t k = 0; k < members.size(); ++k) {
     Slot& slot = slots[members[k]];
     slot.compute_start_ns = compute_start;
     slot.compute_end_ns = compute_end;
     if (slot.error == nullptr) slot.Fail(Scatter(slot, offsets[k]));
+    slot.done = slot.error == nullptr;
+    if (slot.done) answered_rows += slot.rows;
   }
-  LogAndDelete(
-      TRITONBACKEND_ModelInstanceReportBatchStatistics(
-          instance_, total, exec_start_ns, compute_start, compute_end, NowNs()),
-      "cannot report batch statistics");
+  if (answered_rows > 0) {
+    LogAndDelete(
+        TRITONBACKEND_ModelInstanceReportBatchStatistics(
+            instance_, answered_rows, exec_start_ns, compute_start, compute_end,
+            NowNs()),
+        "cannot report batch statistics");
+  }
 }
 
 TRITONSERVER_Error*
@@ -252,7 +298,7 @@ ModelInstanceState::Scatter(const Slot& slot, size_t row_offset)
 }
 
 void
-ModelInstanceState::Finish(std::vector<Slot>& slots, uint64_t exec_start_ns)
+ModelInstanceState::Finish(std::vector<Slot>& slots, uint64_t exec_start_ns) noexcept
 {
   const uint64_t exec_end_ns = NowNs();
   for (Slot& slot : slots) {

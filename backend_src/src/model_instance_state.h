@@ -20,8 +20,10 @@ class ModelInstanceState {
       ModelState* model, TRITONBACKEND_ModelInstance* instance,
       std::unique_ptr<ModelInstanceState>* state);
 
-  // Answers and releases every request exactly once; never fails as a whole.
-  void Execute(TRITONBACKEND_Request** requests, uint32_t count);
+  // Answers and releases every request exactly once and returns nullptr. It
+  // throws only before touching any request (std::bad_alloc), so the entry
+  // point can hand the error, and the requests, back to Triton.
+  TRITONSERVER_Error* Execute(TRITONBACKEND_Request** requests, uint32_t count);
 
   const std::string& log_prefix() const { return log_prefix_; }
 
@@ -30,13 +32,15 @@ class ModelInstanceState {
   ModelInstanceState() = default;
 
   TRITONSERVER_Error* ReportMemory();
+  bool Admit(Slot& slot);  // response, cancellation, validation
+  void FailUnanswered(std::vector<Slot>& slots, const char* what) noexcept;
   TRITONSERVER_Error* ValidateRequest(TRITONBACKEND_Request* request, size_t* rows);
   void RunChunk(
       std::vector<Slot>& slots, const std::vector<size_t>& members,
       uint64_t exec_start_ns);
   TRITONSERVER_Error* Gather(const Slot& slot, size_t row_offset);
   TRITONSERVER_Error* Scatter(const Slot& slot, size_t row_offset);
-  void Finish(std::vector<Slot>& slots, uint64_t exec_start_ns);
+  void Finish(std::vector<Slot>& slots, uint64_t exec_start_ns) noexcept;
 
   ModelState* model_ = nullptr;
   TRITONBACKEND_ModelInstance* instance_ = nullptr;

@@ -15,7 +15,7 @@ LogMessage(
 }
 
 void
-LogAndDelete(TRITONSERVER_Error* err, const char* what)
+LogAndDelete(TRITONSERVER_Error* err, const char* what) noexcept
 {
   if (err == nullptr) {
     return;

@@ -33,17 +33,23 @@ void LogMessage(
     TRITONSERVER_LogLevel level, const char* file, int line,
     const std::string& msg);
 
+// Logging never throws (it is used on noexcept paths): a message that cannot
+// be built (std::bad_alloc) is dropped.
 #define NPU_GE_LOG(LEVEL, PIECES)                                     \
   do {                                                                \
     if (TRITONSERVER_LogIsEnabled(TRITONSERVER_LOG_##LEVEL)) {        \
-      ::npu_ge::LogMessage(                                           \
-          TRITONSERVER_LOG_##LEVEL, __FILE__, __LINE__,               \
-          NPU_GE_MSG("npu_ge: " << PIECES));                          \
+      try {                                                           \
+        ::npu_ge::LogMessage(                                         \
+            TRITONSERVER_LOG_##LEVEL, __FILE__, __LINE__,             \
+            NPU_GE_MSG("npu_ge: " << PIECES));                        \
+      }                                                               \
+      catch (...) {                                                   \
+      }                                                               \
     }                                                                 \
   } while (false)
 
 // Logs and deletes an error that cannot be propagated (e.g. in a finalizer).
-void LogAndDelete(TRITONSERVER_Error* err, const char* what);
+void LogAndDelete(TRITONSERVER_Error* err, const char* what) noexcept;
 
 // Copies an error so the same failure can be sent to several responses.
 TRITONSERVER_Error* CopyError(TRITONSERVER_Error* err);

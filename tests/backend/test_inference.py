@@ -17,12 +17,15 @@ pytestmark = pytest.mark.integration
 
 
 def infer(
-    url: str, model: str, inputs: dict[str, np.ndarray], timeout_s: float = 30
+    url: str, model: str, inputs: dict[str, np.ndarray], timeout_s: float = 30,
+    datatype: str | None = None,
 ) -> dict[str, np.ndarray]:
+    """One gRPC inference; `datatype` overrides the Triton type of every input (BF16 is
+    sent from float32 arrays, and BF16 outputs come back as float32)."""
     client = grpcclient.InferenceServerClient(url)
     tensors = []
     for name, value in inputs.items():
-        t = grpcclient.InferInput(name, list(value.shape), _triton_dtype(value.dtype))
+        t = grpcclient.InferInput(name, list(value.shape), datatype or _triton_dtype(value.dtype))
         t.set_data_from_numpy(value)
         tensors.append(t)
     result = client.infer(model, tensors, client_timeout=timeout_s)
@@ -107,7 +110,7 @@ DTYPES = {"FP16": np.float16, "FP64": np.float64, "INT8": np.int8, "INT16": np.i
 
 
 def test_every_fixed_size_dtype_round_trips(npu_triton: StartServer, npu_repo: Path) -> None:
-    for name in DTYPES:
+    for name in [*DTYPES, "BF16"]:
         affine_model(npu_repo, f"typed_{name.lower()}", dtype=name)
     server = npu_triton(npu_repo)
     for name, np_type in DTYPES.items():
@@ -115,6 +118,12 @@ def test_every_fixed_size_dtype_round_trips(npu_triton: StartServer, npu_repo: P
         y = infer(server.process.grpc_url, f"typed_{name.lower()}", {"x": x})["y"]
         assert y.dtype == np.dtype(np_type), name
         np.testing.assert_array_equal(y, (2 * x.astype(np.float64) + 1).astype(np_type), err_msg=name)
+    # BF16 has no numpy type: tritonclient sends float32 arrays as bfloat16 and returns
+    # float32. Values whose 2x + 1 is exact in bfloat16 (8 significant bits).
+    x = np.array([[0, 0.5, -3, 100], [1.5, -0.25, 64, -120]], dtype=np.float32)
+    y = infer(server.process.grpc_url, "typed_bf16", {"x": x}, datatype="BF16")["y"]
+    assert y.shape == (2, 4)
+    np.testing.assert_array_equal(y, 2 * x + 1)
 
 
 def test_bool_tensors_pass_through(npu_triton: StartServer, npu_repo: Path) -> None:
