@@ -50,8 +50,8 @@ ReadOmDescription(const AclRuntime& rt, aclmdlDesc* desc, ModelIoDesc* io)
     aclmdlIODims dims{};
     NPU_GE_RETURN_IF_ACL_ERROR(rt, aclmdlGetOutputDims(desc, i, &dims));
     out.outputs.push_back(MakeTensorDesc(
-        rt.aclmdlGetOutputNameByIndex(desc, i), dims,
-        rt.aclmdlGetOutputDataType(desc, i), rt.aclmdlGetOutputSizeByIndex(desc, i)));
+        rt.aclmdlGetOutputNameByIndex(desc, i), dims, rt.aclmdlGetOutputDataType(desc, i),
+        rt.aclmdlGetOutputSizeByIndex(desc, i)));
   }
   if (out.has_dynamic_batch_input) {
     aclmdlBatch batch{};
@@ -69,8 +69,8 @@ namespace {
 class AclOmInstance : public EngineInstance {
  public:
   AclOmInstance(
-      std::shared_ptr<AclRuntime> rt, const ModelConfigSpec& spec,
-      const ModelIoDesc& io, const IoBinding& binding)
+      std::shared_ptr<AclRuntime> rt, const ModelConfigSpec& spec, const ModelIoDesc& io,
+      const IoBinding& binding)
       : rt_(std::move(rt)), spec_(spec), io_(io), binding_(binding)
   {
   }
@@ -86,13 +86,9 @@ class AclOmInstance : public EngineInstance {
   TRITONSERVER_Error* Init(int32_t device, const std::string& path);
 
   uint8_t* InputStaging(size_t i) override { return in_host_[i].data(); }
-  const uint8_t* OutputStaging(size_t i) const override
-  {
-    return out_host_[i].data();
-  }
+  const uint8_t* OutputStaging(size_t i) const override { return out_host_[i].data(); }
   TRITONSERVER_Error* Run(
-      size_t exec_rows, uint64_t* compute_start_ns,
-      uint64_t* compute_end_ns) override;
+      size_t exec_rows, uint64_t* compute_start_ns, uint64_t* compute_end_ns) override;
   size_t DeviceBytes() const override { return device_bytes_; }
 
  private:
@@ -156,7 +152,8 @@ AclOmInstance::AllocateIo()
     device_bytes_ += size;
   }
   auto staging = [&](const TensorConfig& cfg, const ModelTensorDesc& model,
-                     const char* what, std::vector<uint8_t>* host) -> TRITONSERVER_Error* {
+                     const char* what,
+                     std::vector<uint8_t>* host) -> TRITONSERVER_Error* {
     const size_t need = cfg.RowBytes() * binding_.max_exec_rows;
     if (model.byte_size < need) {
       return NPU_GE_ERROR(
@@ -241,8 +238,7 @@ AclOmEngine::Create(
 TRITONSERVER_Error*
 AclOmEngine::CreateInstance(int32_t device, std::unique_ptr<EngineInstance>* instance)
 {
-  std::unique_ptr<AclOmInstance> inst(
-      new AclOmInstance(runtime_, spec_, io_, binding_));
+  std::unique_ptr<AclOmInstance> inst(new AclOmInstance(runtime_, spec_, io_, binding_));
   NPU_GE_RETURN_IF_ERROR(inst->Init(device, model_path_));
   instance->reset(inst.release());
   return nullptr;

@@ -50,11 +50,11 @@ AclRuntime::Open(std::shared_ptr<AclRuntime>* runtime)
         "LD_LIBRARY_PATH. Tried:"
             << tried);
   }
-#define NPU_GE_RESOLVE_FN(name)                                          \
-  rt->name = reinterpret_cast<decltype(&::name)>(dlsym(rt->handle_, #name)); \
-  if (rt->name == nullptr) {                                             \
-    return NPU_GE_ERROR(                                                 \
-        UNAVAILABLE, rt->path_ << " does not export " #name              \
+#define NPU_GE_RESOLVE_FN(name)                                                \
+  rt->name = reinterpret_cast<decltype(&::name)>(dlsym(rt->handle_, #name));   \
+  if (rt->name == nullptr) {                                                   \
+    return NPU_GE_ERROR(                                                       \
+        UNAVAILABLE, rt->path_ << " does not export " #name                    \
                                << "; the CANN version is too old for npu_ge"); \
   }
   NPU_GE_ACL_FUNCTIONS(NPU_GE_RESOLVE_FN)
@@ -95,8 +95,8 @@ AclError(const AclRuntime& rt, const char* call, aclError code)
 {
   std::string detail = rt.RecentErrorMessage();
   return NPU_GE_ERROR(
-      INTERNAL, call << " failed: ACL error " << code
-                     << (detail.empty() ? "" : ": ") << detail);
+      INTERNAL,
+      call << " failed: ACL error " << code << (detail.empty() ? "" : ": ") << detail);
 }
 
 }  // namespace npu_ge

@@ -14,12 +14,13 @@
 
 namespace npu_ge {
 
+// clang-format off
 #define NPU_GE_ACL_FUNCTIONS(X)                                             \
   X(aclInit) X(aclFinalize) X(aclGetRecentErrMsg)                           \
   X(aclrtSetDevice) X(aclrtResetDevice) X(aclrtGetDeviceCount)              \
   X(aclrtCreateContext) X(aclrtDestroyContext) X(aclrtSetCurrentContext)    \
   X(aclrtCreateStream) X(aclrtDestroyStream) X(aclrtSynchronizeStream)      \
-  X(aclrtMalloc) X(aclrtFree) X(aclrtMemcpy)                              \
+  X(aclrtMalloc) X(aclrtFree) X(aclrtMemcpy)                                \
   X(aclrtGetMemInfo) X(aclrtGetDeviceUtilizationRate)                       \
   X(aclmdlLoadFromFile) X(aclmdlUnload) X(aclmdlQuerySize)                  \
   X(aclmdlCreateDesc) X(aclmdlDestroyDesc) X(aclmdlGetDesc)                 \
@@ -32,6 +33,7 @@ namespace npu_ge {
   X(aclmdlCreateDataset) X(aclmdlDestroyDataset) X(aclmdlAddDatasetBuffer)  \
   X(aclCreateDataBuffer) X(aclDestroyDataBuffer)                            \
   X(aclmdlExecuteAsync)
+// clang-format on
 
 class AclRuntime {
  public:
@@ -58,7 +60,6 @@ class AclRuntime {
 };
 
 // Builds "<call> failed: ACL error <code>: <aclGetRecentErrMsg()>".
-TRITONSERVER_Error* AclError(
-    const AclRuntime& rt, const char* call, aclError code);
+TRITONSERVER_Error* AclError(const AclRuntime& rt, const char* call, aclError code);
 
 }  // namespace npu_ge

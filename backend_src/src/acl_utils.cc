@@ -266,8 +266,7 @@ void
 Dataset::Reset()
 {
   if (dataset_ != nullptr) {
-    LogAclReleaseError(
-        *rt_, "aclmdlDestroyDataset", rt_->aclmdlDestroyDataset(dataset_));
+    LogAclReleaseError(*rt_, "aclmdlDestroyDataset", rt_->aclmdlDestroyDataset(dataset_));
   }
   for (aclDataBuffer* buf : buffers_) {
     LogAclReleaseError(*rt_, "aclDestroyDataBuffer", rt_->aclDestroyDataBuffer(buf));

@@ -22,18 +22,17 @@ AclCallName(const char* expr)
 
 // Runs RT.CALL(...); on failure returns a TRITONSERVER_Error* that keeps the
 // ACL code, the failing call's name and aclGetRecentErrMsg().
-#define NPU_GE_RETURN_IF_ACL_ERROR(RT, CALL)                                 \
-  do {                                                                       \
-    aclError npu_ge_acl_rc__ = (RT).CALL;                                    \
-    if (npu_ge_acl_rc__ != ACL_SUCCESS) {                                    \
-      return ::npu_ge::AclError(                                             \
-          (RT), ::npu_ge::AclCallName(#CALL).c_str(), npu_ge_acl_rc__);      \
-    }                                                                        \
+#define NPU_GE_RETURN_IF_ACL_ERROR(RT, CALL)                            \
+  do {                                                                  \
+    aclError npu_ge_acl_rc__ = (RT).CALL;                               \
+    if (npu_ge_acl_rc__ != ACL_SUCCESS) {                               \
+      return ::npu_ge::AclError(                                        \
+          (RT), ::npu_ge::AclCallName(#CALL).c_str(), npu_ge_acl_rc__); \
+    }                                                                   \
   } while (false)
 
 // Logs (never throws) a failure while releasing a resource.
 void LogAclReleaseError(const AclRuntime& rt, const char* call, aclError rc);
-
 
 // A device reference taken with aclrtSetDevice, returned with aclrtResetDevice.
 class DeviceRef {

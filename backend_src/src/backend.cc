@@ -54,14 +54,15 @@ TRITONBACKEND_Initialize(TRITONBACKEND_Backend* backend)
           UNSUPPORTED, "npu_ge needs TRITONBACKEND API "
                            << NPU_GE_TRITONBACKEND_API_VERSION_MAJOR << "."
                            << NPU_GE_TRITONBACKEND_API_VERSION_MINOR
-                           << " or a later 1.x; this Triton provides " << major
-                           << "." << minor);
+                           << " or a later 1.x; this Triton provides " << major << "."
+                           << minor);
     }
     std::unique_ptr<BackendState> state;
     NPU_GE_RETURN_IF_ERROR(BackendState::Create(backend, &state));
     NPU_GE_RETURN_IF_ERROR(TRITONBACKEND_BackendSetState(backend, state.get()));
     state.release();
-    NPU_GE_LOG(INFO, "backend initialized (TRITONBACKEND API " << major << "." << minor << ")");
+    NPU_GE_LOG(
+        INFO, "backend initialized (TRITONBACKEND API " << major << "." << minor << ")");
     return nullptr;
   });
 }
@@ -114,8 +115,9 @@ TRITONBACKEND_ModelInstanceInitialize(TRITONBACKEND_ModelInstance* instance)
     void* model_state = nullptr;
     NPU_GE_RETURN_IF_ERROR(TRITONBACKEND_ModelState(model, &model_state));
     std::unique_ptr<ModelInstanceState> state;
-    NPU_GE_RETURN_IF_ERROR(ModelInstanceState::Create(
-        static_cast<ModelState*>(model_state), instance, &state));
+    NPU_GE_RETURN_IF_ERROR(
+        ModelInstanceState::Create(
+            static_cast<ModelState*>(model_state), instance, &state));
     NPU_GE_RETURN_IF_ERROR(TRITONBACKEND_ModelInstanceSetState(instance, state.get()));
     state.release();
     return nullptr;

@@ -29,8 +29,7 @@ class EngineInstance {
   // Copies 'exec_rows' rows of every input to the device, runs the model and
   // copies the outputs back. compute_start/end bracket the model execution.
   virtual TRITONSERVER_Error* Run(
-      size_t exec_rows, uint64_t* compute_start_ns,
-      uint64_t* compute_end_ns) = 0;
+      size_t exec_rows, uint64_t* compute_start_ns, uint64_t* compute_end_ns) = 0;
 
   // Device memory held by this instance (buffers + model), for reporting.
   virtual size_t DeviceBytes() const = 0;

@@ -20,7 +20,7 @@ BuildGeOptions(const ModelConfigSpec& spec, GeOptionSets* sets)
     } else {
       return NPU_GE_ERROR(
           INVALID_ARG, "parameter '" << key << "': expected a 'ge.*', 'session.*' or "
-                                    << "'graph.*' option for engine 'ge_graph'");
+                                     << "'graph.*' option for engine 'ge_graph'");
     }
   }
   // Compile for a fixed batch: every input gets max_batch_size rows.

@@ -118,7 +118,8 @@ class CannGePort : public GePort {
     if (st != ge::SUCCESS) return GeError("ge::Session::RunGraph", st);
     if (out.size() != outputs.size()) {
       return NPU_GE_ERROR(
-          INTERNAL, "GE returned " << out.size() << " outputs, expected " << outputs.size());
+          INTERNAL,
+          "GE returned " << out.size() << " outputs, expected " << outputs.size());
     }
     for (size_t i = 0; i < out.size(); ++i) {
       if (out[i].GetSize() != output_bytes[i]) {

@@ -156,8 +156,7 @@ ModelInstanceState::ValidateRequest(TRITONBACKEND_Request* request, size_t* rows
 
 void
 ModelInstanceState::RunChunk(
-    std::vector<Slot>& slots, const std::vector<size_t>& members,
-    uint64_t exec_start_ns)
+    std::vector<Slot>& slots, const std::vector<size_t>& members, uint64_t exec_start_ns)
 {
   const ModelConfigSpec& spec = model_->spec();
   std::vector<size_t> offsets;
@@ -181,7 +180,7 @@ ModelInstanceState::RunChunk(
     slot.Fail(Gather(slot, offsets[k]));
     any_gathered = any_gathered || slot.error == nullptr;
   }
-  if (!any_gathered) return;  // nothing worth running
+  if (!any_gathered) return;                         // nothing worth running
   for (size_t i = 0; i < spec.inputs.size(); ++i) {  // padding rows are zeros
     const size_t row = spec.inputs[i].RowBytes();
     std::memset(engine_->InputStaging(i) + total * row, 0, (exec_rows - total) * row);
@@ -207,8 +206,7 @@ ModelInstanceState::RunChunk(
   if (answered_rows > 0) {
     LogAndDelete(
         TRITONBACKEND_ModelInstanceReportBatchStatistics(
-            instance_, answered_rows, exec_start_ns, compute_start, compute_end,
-            NowNs()),
+            instance_, answered_rows, exec_start_ns, compute_start, compute_end, NowNs()),
         "cannot report batch statistics");
   }
 }
@@ -237,13 +235,13 @@ ModelInstanceState::Gather(const Slot& slot, size_t row_offset)
           TRITONBACKEND_InputBuffer(input, b, &src, &size, &mtype, &mtype_id));
       if (mtype == TRITONSERVER_MEMORY_GPU) {
         return NPU_GE_ERROR(
-            UNSUPPORTED, "input '" << cfg.name
-                                   << "' arrived in GPU memory; npu_ge reads host memory");
+            UNSUPPORTED,
+            "input '" << cfg.name << "' arrived in GPU memory; npu_ge reads host memory");
       }
       if (copied + size > expected) {
         return NPU_GE_ERROR(
-            INVALID_ARG, "input '" << cfg.name << "': expected " << expected
-                                   << " bytes, got more");
+            INVALID_ARG,
+            "input '" << cfg.name << "': expected " << expected << " bytes, got more");
       }
       std::memcpy(dst + copied, src, size);
       copied += size;
@@ -262,7 +260,8 @@ ModelInstanceState::Scatter(const Slot& slot, size_t row_offset)
 {
   const ModelConfigSpec& spec = model_->spec();
   uint32_t requested_count = 0;
-  NPU_GE_RETURN_IF_ERROR(TRITONBACKEND_RequestOutputCount(slot.request, &requested_count));
+  NPU_GE_RETURN_IF_ERROR(
+      TRITONBACKEND_RequestOutputCount(slot.request, &requested_count));
   std::set<std::string> requested;
   for (uint32_t r = 0; r < requested_count; ++r) {
     const char* name = nullptr;

@@ -34,8 +34,8 @@ class JsonParser {
   }
   void SkipSpace()
   {
-    while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\n' ||
-                                s_[pos_] == '\r' || s_[pos_] == '\t')) {
+    while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\n' || s_[pos_] == '\r' ||
+                                s_[pos_] == '\t')) {
       ++pos_;
     }
   }
@@ -78,8 +78,7 @@ class JsonParser {
     if (pos_ < s_.size() && s_[pos_] == '-') ++pos_;
     while (pos_ < s_.size() &&
            (isdigit(static_cast<unsigned char>(s_[pos_])) || s_[pos_] == '.' ||
-            s_[pos_] == 'e' || s_[pos_] == 'E' || s_[pos_] == '+' ||
-            s_[pos_] == '-')) {
+            s_[pos_] == 'e' || s_[pos_] == 'E' || s_[pos_] == '+' || s_[pos_] == '-')) {
       ++pos_;
     }
     std::string text = s_.substr(start, pos_ - start);
@@ -123,14 +122,30 @@ class JsonParser {
       if (pos_ >= s_.size()) break;
       char e = s_[pos_++];
       switch (e) {
-        case '"': out->push_back('"'); break;
-        case '\\': out->push_back('\\'); break;
-        case '/': out->push_back('/'); break;
-        case 'b': out->push_back('\b'); break;
-        case 'f': out->push_back('\f'); break;
-        case 'n': out->push_back('\n'); break;
-        case 'r': out->push_back('\r'); break;
-        case 't': out->push_back('\t'); break;
+        case '"':
+          out->push_back('"');
+          break;
+        case '\\':
+          out->push_back('\\');
+          break;
+        case '/':
+          out->push_back('/');
+          break;
+        case 'b':
+          out->push_back('\b');
+          break;
+        case 'f':
+          out->push_back('\f');
+          break;
+        case 'n':
+          out->push_back('\n');
+          break;
+        case 'r':
+          out->push_back('\r');
+          break;
+        case 't':
+          out->push_back('\t');
+          break;
         case 'u': {
           if (pos_ + 4 > s_.size()) return Fail("truncated \\u escape");
           char* end = nullptr;

@@ -47,7 +47,7 @@ class JsonValue {
   Kind kind_ = Kind::kNull;
   bool bool_ = false;
   double number_ = 0;
-  std::string string_;       // strings, and the literal text of numbers
+  std::string string_;  // strings, and the literal text of numbers
   std::vector<JsonValue> items_;
   std::map<std::string, JsonValue> members_;
 };

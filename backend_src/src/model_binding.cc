@@ -25,14 +25,13 @@ struct BatchFacts {
 
 TRITONSERVER_Error*
 CheckTensor(
-    const ModelConfigSpec& spec, const TensorConfig& cfg,
-    const ModelTensorDesc& model, const char* what, const std::string& label,
-    BatchFacts* facts)
+    const ModelConfigSpec& spec, const TensorConfig& cfg, const ModelTensorDesc& model,
+    const char* what, const std::string& label, BatchFacts* facts)
 {
   if (cfg.dtype == TRITONSERVER_TYPE_BYTES) {
     return NPU_GE_ERROR(
-        UNSUPPORTED, what << " '" << cfg.name
-                          << "': data type BYTES is not supported by .om models");
+        UNSUPPORTED,
+        what << " '" << cfg.name << "': data type BYTES is not supported by .om models");
   }
   if (!model.dtype_known) {
     return NPU_GE_ERROR(
@@ -42,8 +41,8 @@ CheckTensor(
   if (model.dtype != cfg.dtype) {
     return NPU_GE_ERROR(
         INVALID_ARG, what << " '" << cfg.name << "': expected data type "
-                          << DataTypeName(model.dtype) << " (as in " << label
-                          << "), got " << DataTypeName(cfg.dtype));
+                          << DataTypeName(model.dtype) << " (as in " << label << "), got "
+                          << DataTypeName(cfg.dtype));
   }
   std::vector<int64_t> item_dims = model.dims;
   if (spec.max_batch_size > 0) {
@@ -56,8 +55,8 @@ CheckTensor(
     int64_t batch = model.dims[0];
     if (batch < 0) {
       facts->any_dynamic = true;
-    } else if (facts->static_batch != 0 &&
-               facts->static_batch != static_cast<size_t>(batch)) {
+    } else if (
+        facts->static_batch != 0 && facts->static_batch != static_cast<size_t>(batch)) {
       return NPU_GE_ERROR(
           INVALID_ARG, what << " '" << cfg.name << "': expected batch dimension "
                             << facts->static_batch << " like the other tensors of "
@@ -70,15 +69,15 @@ CheckTensor(
   if (item_dims != cfg.dims) {
     return NPU_GE_ERROR(
         INVALID_ARG,
-        what << " '" << cfg.name << "': expected dims " << DimsToString(item_dims)
-             << " (" << label << " dims " << DimsToString(model.dims)
+        what << " '" << cfg.name << "': expected dims " << DimsToString(item_dims) << " ("
+             << label << " dims " << DimsToString(model.dims)
              << (spec.max_batch_size > 0 ? " without the batch dimension" : "")
              << "), got " << DimsToString(cfg.dims));
   }
   if (ElementCount(item_dims) < 0) {
     return NPU_GE_ERROR(
-        UNSUPPORTED, what << " '" << cfg.name << "': " << label
-                          << " has dynamic dims " << DimsToString(model.dims)
+        UNSUPPORTED, what << " '" << cfg.name << "': " << label << " has dynamic dims "
+                          << DimsToString(model.dims)
                           << "; only a dynamic batch dimension is supported");
   }
   return nullptr;
@@ -87,14 +86,14 @@ CheckTensor(
 TRITONSERVER_Error*
 BindList(
     const ModelConfigSpec& spec, const std::vector<TensorConfig>& cfgs,
-    const std::vector<ModelTensorDesc>& model, const char* what,
-    const std::string& label, std::vector<size_t>* index, BatchFacts* facts)
+    const std::vector<ModelTensorDesc>& model, const char* what, const std::string& label,
+    std::vector<size_t>* index, BatchFacts* facts)
 {
   if (cfgs.size() != model.size()) {
     return NPU_GE_ERROR(
-        INVALID_ARG, "expected " << model.size() << " " << what << "(s) ("
-                                 << Names(model) << " in " << label << "), got "
-                                 << cfgs.size() << " in the model configuration");
+        INVALID_ARG, "expected " << model.size() << " " << what << "(s) (" << Names(model)
+                                 << " in " << label << "), got " << cfgs.size()
+                                 << " in the model configuration");
   }
   for (const TensorConfig& cfg : cfgs) {
     auto it = std::find_if(model.begin(), model.end(), [&](const ModelTensorDesc& t) {
@@ -102,8 +101,8 @@ BindList(
     });
     if (it == model.end()) {
       return NPU_GE_ERROR(
-          INVALID_ARG, what << " '" << cfg.name << "' not found in " << label
-                            << " (its " << what << "s: " << Names(model) << ")");
+          INVALID_ARG, what << " '" << cfg.name << "' not found in " << label << " (its "
+                            << what << "s: " << Names(model) << ")");
     }
     NPU_GE_RETURN_IF_ERROR(CheckTensor(spec, cfg, *it, what, label, facts));
     index->push_back(static_cast<size_t>(it - model.begin()));
@@ -128,8 +127,8 @@ IoBinding::ExecRows(size_t rows, size_t* exec_rows) const
 
 TRITONSERVER_Error*
 BindConfigToModel(
-    const ModelConfigSpec& spec, const ModelIoDesc& desc,
-    const std::string& label, IoBinding* binding)
+    const ModelConfigSpec& spec, const ModelIoDesc& desc, const std::string& label,
+    IoBinding* binding)
 {
   IoBinding b;
   BatchFacts facts;
@@ -139,8 +138,8 @@ BindConfigToModel(
                            << DimsToString(desc.gears)
                            << "; expected max_batch_size > 0, got 0");
   }
-  NPU_GE_RETURN_IF_ERROR(BindList(
-      spec, spec.inputs, desc.inputs, "input", label, &b.input_index, &facts));
+  NPU_GE_RETURN_IF_ERROR(
+      BindList(spec, spec.inputs, desc.inputs, "input", label, &b.input_index, &facts));
   NPU_GE_RETURN_IF_ERROR(BindList(
       spec, spec.outputs, desc.outputs, "output", label, &b.output_index, &facts));
   const auto mbs = static_cast<size_t>(spec.max_batch_size);
@@ -163,8 +162,8 @@ BindConfigToModel(
     if (mbs > facts.static_batch) {
       return NPU_GE_ERROR(
           INVALID_ARG, "expected max_batch_size <= " << facts.static_batch
-                                                     << " (batch dimension of "
-                                                     << label << "), got " << mbs);
+                                                     << " (batch dimension of " << label
+                                                     << "), got " << mbs);
     }
     b.static_batch = facts.static_batch;
     b.max_exec_rows = facts.static_batch;

@@ -39,15 +39,14 @@ ParseEngine(const std::string& value, EngineKind* kind)
     *kind = EngineKind::kGeGraph;
   } else {
     return NPU_GE_ERROR(
-        INVALID_ARG, "parameter 'engine': expected 'acl_om' or 'ge_graph', got '"
-                         << value << "'");
+        INVALID_ARG,
+        "parameter 'engine': expected 'acl_om' or 'ge_graph', got '" << value << "'");
   }
   return nullptr;
 }
 
 TRITONSERVER_Error*
-ParseTensors(
-    const JsonValue& list, const char* what, std::vector<TensorConfig>* out)
+ParseTensors(const JsonValue& list, const char* what, std::vector<TensorConfig>* out)
 {
   std::set<std::string> seen;
   for (const JsonValue& item : list.Items()) {
@@ -57,14 +56,12 @@ ParseTensors(
       return NPU_GE_ERROR(INVALID_ARG, "every " << what << " needs a name");
     }
     if (!seen.insert(t.name).second) {
-      return NPU_GE_ERROR(
-          INVALID_ARG, what << " '" << t.name << "' is declared twice");
+      return NPU_GE_ERROR(INVALID_ARG, what << " '" << t.name << "' is declared twice");
     }
     const std::string& dt = item["data_type"].AsString();
     if (!DataTypeFromConfig(dt, &t.dtype)) {
       return NPU_GE_ERROR(
-          INVALID_ARG, what << " '" << t.name << "': unknown data_type '" << dt
-                            << "'");
+          INVALID_ARG, what << " '" << t.name << "': unknown data_type '" << dt << "'");
     }
     for (const JsonValue& d : item["dims"].Items()) {
       int64_t v = 0;
@@ -76,15 +73,15 @@ ParseTensors(
     }
     if (item["reshape"].IsObject() && item["reshape"]["shape"].Size() > 0) {
       return NPU_GE_ERROR(
-          UNSUPPORTED, what << " '" << t.name
-                            << "': 'reshape' is not supported by npu_ge");
+          UNSUPPORTED,
+          what << " '" << t.name << "': 'reshape' is not supported by npu_ge");
     }
     out->push_back(std::move(t));
   }
   if (out->empty()) {
     return NPU_GE_ERROR(
-        INVALID_ARG, "expected at least one " << what
-                                              << " in the model configuration, got none");
+        INVALID_ARG,
+        "expected at least one " << what << " in the model configuration, got none");
   }
   return nullptr;
 }
@@ -177,14 +174,15 @@ ParseDeviceIds(const std::string& text, std::vector<int32_t>* ids)
     if (comma == std::string::npos) comma = text.size();
     std::string item = Trim(text.substr(start, comma - start));
     bool digits = !item.empty() && item.size() < 10 &&
-                  std::all_of(item.begin(), item.end(), [](unsigned char c) {
-                    return std::isdigit(c) != 0;
-                  });
+                  std::all_of(
+                      item.begin(), item.end(),
+                      [](unsigned char c) { return std::isdigit(c) != 0; });
     if (!digits) {
       return NPU_GE_ERROR(
-          INVALID_ARG, "expected a comma-separated list of device ids like "
-                       "'0,1', got '"
-                           << text << "'");
+          INVALID_ARG,
+          "expected a comma-separated list of device ids like "
+          "'0,1', got '"
+              << text << "'");
     }
     parsed.push_back(static_cast<int32_t>(std::stol(item)));
     start = comma + 1;
@@ -205,24 +203,20 @@ ParseModelConfig(const JsonValue& config, ModelConfigSpec* spec)
     return NPU_GE_ERROR(INVALID_ARG, "max_batch_size must be an integer");
   }
   if (mbs < 0) {
-    return NPU_GE_ERROR(
-        INVALID_ARG, "expected max_batch_size >= 0, got " << mbs);
+    return NPU_GE_ERROR(INVALID_ARG, "expected max_batch_size >= 0, got " << mbs);
   }
   spec->max_batch_size = mbs;
   NPU_GE_RETURN_IF_ERROR(ParseTensors(config["input"], "input", &spec->inputs));
-  NPU_GE_RETURN_IF_ERROR(
-      ParseTensors(config["output"], "output", &spec->outputs));
+  NPU_GE_RETURN_IF_ERROR(ParseTensors(config["output"], "output", &spec->outputs));
   bool engine_set = false;
-  NPU_GE_RETURN_IF_ERROR(
-      ParseParameters(config["parameters"], spec, &engine_set));
+  NPU_GE_RETURN_IF_ERROR(ParseParameters(config["parameters"], spec, &engine_set));
   spec->model_filename = config["default_model_filename"].AsString();
   if (!engine_set && !spec->model_filename.empty() &&
       !EndsWith(spec->model_filename, ".om")) {
     spec->engine = EngineKind::kGeGraph;  // .onnx / .pb / .air
   }
   if (spec->model_filename.empty()) {
-    spec->model_filename =
-        spec->engine == EngineKind::kAclOm ? "model.om" : "model.onnx";
+    spec->model_filename = spec->engine == EngineKind::kAclOm ? "model.om" : "model.onnx";
   }
   if (spec->model_filename.find('/') != std::string::npos ||
       spec->model_filename == "..") {
@@ -247,9 +241,10 @@ ParseBackendConfig(const JsonValue& config, BackendConfigSpec* spec)
     int64_t ms = 0;
     if (!interval.AsInt64(&ms) || ms < 10 || ms > 3600000) {
       return NPU_GE_ERROR(
-          INVALID_ARG, "--backend-config=npu_ge,telemetry_interval_ms: expected "
-                       "an integer in [10, 3600000], got '"
-                           << interval.AsString() << "'");
+          INVALID_ARG,
+          "--backend-config=npu_ge,telemetry_interval_ms: expected "
+          "an integer in [10, 3600000], got '"
+              << interval.AsString() << "'");
     }
     spec->telemetry_interval_ms = ms;
   }

@@ -30,7 +30,7 @@ struct ModelConfigSpec {
   std::vector<TensorConfig> outputs;
   std::vector<int32_t> device_ids;  // empty: use the backend default
   EngineKind engine = EngineKind::kAclOm;
-  std::string model_filename;       // file inside <model>/<version>/
+  std::string model_filename;                  // file inside <model>/<version>/
   std::map<std::string, std::string> options;  // other parameters (ge.* ...)
   std::vector<std::string> warnings;           // to be logged at load
 };
@@ -41,35 +41,32 @@ struct BackendConfigSpec {
 };
 
 // "0,1, 3" -> {0,1,3}. Rejects empty lists, negatives and non-numbers.
-TRITONSERVER_Error* ParseDeviceIds(
-    const std::string& text, std::vector<int32_t>* ids);
+TRITONSERVER_Error* ParseDeviceIds(const std::string& text, std::vector<int32_t>* ids);
 
 // Reads Triton's model configuration JSON.
-TRITONSERVER_Error* ParseModelConfig(
-    const JsonValue& config, ModelConfigSpec* spec);
+TRITONSERVER_Error* ParseModelConfig(const JsonValue& config, ModelConfigSpec* spec);
 
 // Reads TRITONBACKEND_BackendConfig JSON ({"cmdline": {...}}).
-TRITONSERVER_Error* ParseBackendConfig(
-    const JsonValue& config, BackendConfigSpec* spec);
+TRITONSERVER_Error* ParseBackendConfig(const JsonValue& config, BackendConfigSpec* spec);
 
 // What a compiled model (.om description) declares about one tensor.
 struct ModelTensorDesc {
   std::string name;
   bool dtype_known = true;
   TRITONSERVER_DataType dtype = TRITONSERVER_TYPE_INVALID;
-  std::string dtype_name;      // as the model spells it (for messages)
-  std::vector<int64_t> dims;   // full dims, batch dim included if any
-  size_t byte_size = 0;        // size for the largest batch
+  std::string dtype_name;     // as the model spells it (for messages)
+  std::vector<int64_t> dims;  // full dims, batch dim included if any
+  size_t byte_size = 0;       // size for the largest batch
 };
 
 struct ModelIoDesc {
-  std::vector<ModelTensorDesc> inputs;   // without the dynamic-batch input
+  std::vector<ModelTensorDesc> inputs;  // without the dynamic-batch input
   std::vector<ModelTensorDesc> outputs;
-  std::vector<int64_t> gears;            // dynamic batch gears, may be empty
+  std::vector<int64_t> gears;  // dynamic batch gears, may be empty
   bool has_dynamic_batch_input = false;
-  size_t dynamic_batch_input_index = 0;  // index among the model's inputs
-  std::vector<size_t> input_model_index; // model index of inputs[i]
-  size_t dynamic_batch_input_size = 0;   // bytes of that extra input
+  size_t dynamic_batch_input_index = 0;   // index among the model's inputs
+  std::vector<size_t> input_model_index;  // model index of inputs[i]
+  size_t dynamic_batch_input_size = 0;    // bytes of that extra input
 };
 
 // How config tensors map onto the model, and how batches are run.
@@ -86,8 +83,8 @@ struct IoBinding {
 // Checks the config against the model description; 'model_label' names the
 // model file in messages ("model.om").
 TRITONSERVER_Error* BindConfigToModel(
-    const ModelConfigSpec& spec, const ModelIoDesc& desc,
-    const std::string& model_label, IoBinding* binding);
+    const ModelConfigSpec& spec, const ModelIoDesc& desc, const std::string& model_label,
+    IoBinding* binding);
 
 std::string DimsToString(const std::vector<int64_t>& dims);
 

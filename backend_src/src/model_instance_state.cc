@@ -17,10 +17,10 @@ ModelInstanceState::Create(
   s->name_ = name;
   s->device_ = model->NextDevice();
   s->log_prefix_ = NPU_GE_MSG(
-      "model '" << model->name() << "' version " << model->version()
-                << " instance '" << s->name_ << "' device " << s->device_);
-  NPU_GE_RETURN_IF_ERROR(WrapError(
-      model->engine().CreateInstance(s->device_, &s->engine_), s->log_prefix_));
+      "model '" << model->name() << "' version " << model->version() << " instance '"
+                << s->name_ << "' device " << s->device_);
+  NPU_GE_RETURN_IF_ERROR(
+      WrapError(model->engine().CreateInstance(s->device_, &s->engine_), s->log_prefix_));
   NPU_GE_RETURN_IF_ERROR(s->ReportMemory());
   std::shared_ptr<AclRuntime> runtime;
   NPU_GE_RETURN_IF_ERROR(model->backend().Runtime(&runtime));

@@ -44,16 +44,14 @@ ModelState::Create(TRITONBACKEND_Model* model, std::unique_ptr<ModelState>* stat
   for (const std::string& w : s->spec_.warnings) {
     NPU_GE_LOG(WARN, "model '" << s->name_ << "': " << w);
   }
-  s->device_ids_ = s->spec_.device_ids.empty()
-                       ? s->backend_->config().default_device_ids
-                       : s->spec_.device_ids;
+  s->device_ids_ = s->spec_.device_ids.empty() ? s->backend_->config().default_device_ids
+                                               : s->spec_.device_ids;
 
   TRITONBACKEND_ArtifactType artifact;
   const char* location = nullptr;
   NPU_GE_RETURN_IF_ERROR(TRITONBACKEND_ModelRepository(model, &artifact, &location));
-  const std::string path = std::string(location) + "/" +
-                           std::to_string(s->version_) + "/" +
-                           s->spec_.model_filename;
+  const std::string path = std::string(location) + "/" + std::to_string(s->version_) +
+                           "/" + s->spec_.model_filename;
   struct stat st;
   if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
     return NPU_GE_ERROR(

@@ -97,8 +97,8 @@ Telemetry::DeleteMetric(TRITONSERVER_Metric* metric)
 
 std::unique_ptr<TelemetryRegistration>
 Telemetry::Register(
-    const std::shared_ptr<AclRuntime>& rt, const std::string& model,
-    uint64_t version, const std::string& instance, int32_t device)
+    const std::shared_ptr<AclRuntime>& rt, const std::string& model, uint64_t version,
+    const std::string& instance, int32_t device)
 {
   std::unique_ptr<TelemetryRegistration> reg(new TelemetryRegistration());
   if (!enabled_) return reg;
@@ -171,8 +171,9 @@ Telemetry::PollLocked(int32_t device, DeviceGauges* g)
   } else {
     if ((rc = rt.aclrtGetDeviceUtilizationRate(device, &util)) != ACL_SUCCESS) {
       failed = "aclrtGetDeviceUtilizationRate";
-    } else if ((rc = rt.aclrtGetMemInfo(ACL_HBM_MEM, &free_bytes, &total_bytes)) !=
-               ACL_SUCCESS) {
+    } else if (
+        (rc = rt.aclrtGetMemInfo(ACL_HBM_MEM, &free_bytes, &total_bytes)) !=
+        ACL_SUCCESS) {
       failed = "aclrtGetMemInfo";
     }
     LogAclReleaseError(rt, "aclrtResetDevice", rt.aclrtResetDevice(device));

@@ -48,8 +48,8 @@ class Telemetry {
   Telemetry& operator=(const Telemetry&) = delete;
 
   std::unique_ptr<TelemetryRegistration> Register(
-      const std::shared_ptr<AclRuntime>& rt, const std::string& model,
-      uint64_t version, const std::string& instance, int32_t device);
+      const std::shared_ptr<AclRuntime>& rt, const std::string& model, uint64_t version,
+      const std::string& instance, int32_t device);
 
  private:
   friend class TelemetryRegistration;

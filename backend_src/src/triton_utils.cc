@@ -4,11 +4,9 @@ namespace npu_ge {
 
 void
 LogMessage(
-    TRITONSERVER_LogLevel level, const char* file, int line,
-    const std::string& msg)
+    TRITONSERVER_LogLevel level, const char* file, int line, const std::string& msg)
 {
-  TRITONSERVER_Error* err =
-      TRITONSERVER_LogMessage(level, file, line, msg.c_str());
+  TRITONSERVER_Error* err = TRITONSERVER_LogMessage(level, file, line, msg.c_str());
   if (err != nullptr) {
     TRITONSERVER_ErrorDelete(err);
   }
@@ -38,8 +36,7 @@ WrapError(TRITONSERVER_Error* err, const std::string& ctx)
     return nullptr;
   }
   TRITONSERVER_Error* wrapped = TRITONSERVER_ErrorNew(
-      TRITONSERVER_ErrorCode(err),
-      (ctx + ": " + TRITONSERVER_ErrorMessage(err)).c_str());
+      TRITONSERVER_ErrorCode(err), (ctx + ": " + TRITONSERVER_ErrorMessage(err)).c_str());
   TRITONSERVER_ErrorDelete(err);
   return wrapped;
 }

@@ -12,9 +12,9 @@
 namespace npu_ge {
 
 // Returns from the calling function when EXPR yields an error.
-#define NPU_GE_RETURN_IF_ERROR(EXPR)                \
-  do {                                              \
-    TRITONSERVER_Error* npu_ge_err__ = (EXPR);      \
+#define NPU_GE_RETURN_IF_ERROR(EXPR)                  \
+  do {                                                \
+    TRITONSERVER_Error* npu_ge_err__ = (EXPR);        \
     if (npu_ge_err__ != nullptr) return npu_ge_err__; \
   } while (false)
 
@@ -30,22 +30,21 @@ namespace npu_ge {
   TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_##CODE, NPU_GE_MSG(PIECES).c_str())
 
 void LogMessage(
-    TRITONSERVER_LogLevel level, const char* file, int line,
-    const std::string& msg);
+    TRITONSERVER_LogLevel level, const char* file, int line, const std::string& msg);
 
 // Logging never throws (it is used on noexcept paths): a message that cannot
 // be built (std::bad_alloc) is dropped.
-#define NPU_GE_LOG(LEVEL, PIECES)                                     \
-  do {                                                                \
-    if (TRITONSERVER_LogIsEnabled(TRITONSERVER_LOG_##LEVEL)) {        \
-      try {                                                           \
-        ::npu_ge::LogMessage(                                         \
-            TRITONSERVER_LOG_##LEVEL, __FILE__, __LINE__,             \
-            NPU_GE_MSG("npu_ge: " << PIECES));                        \
-      }                                                               \
-      catch (...) {                                                   \
-      }                                                               \
-    }                                                                 \
+#define NPU_GE_LOG(LEVEL, PIECES)                              \
+  do {                                                         \
+    if (TRITONSERVER_LogIsEnabled(TRITONSERVER_LOG_##LEVEL)) { \
+      try {                                                    \
+        ::npu_ge::LogMessage(                                  \
+            TRITONSERVER_LOG_##LEVEL, __FILE__, __LINE__,      \
+            NPU_GE_MSG("npu_ge: " << PIECES));                 \
+      }                                                        \
+      catch (...) {                                            \
+      }                                                        \
+    }                                                          \
   } while (false)
 
 // Logs and deletes an error that cannot be propagated (e.g. in a finalizer).

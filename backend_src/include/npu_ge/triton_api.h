@@ -108,8 +108,7 @@ typedef enum TRITONBACKEND_artifacttype_enum {
 #define NPU_GE_RESPONSE_COMPLETE_FINAL 1u
 
 // ---- TRITONSERVER functions provided by the server ---------------------------
-TRITONSERVER_Error* TRITONSERVER_ErrorNew(
-    TRITONSERVER_Error_Code code, const char* msg);
+TRITONSERVER_Error* TRITONSERVER_ErrorNew(TRITONSERVER_Error_Code code, const char* msg);
 void TRITONSERVER_ErrorDelete(TRITONSERVER_Error* error);
 TRITONSERVER_Error_Code TRITONSERVER_ErrorCode(TRITONSERVER_Error* error);
 const char* TRITONSERVER_ErrorCodeString(TRITONSERVER_Error* error);
@@ -117,29 +116,25 @@ const char* TRITONSERVER_ErrorMessage(TRITONSERVER_Error* error);
 
 bool TRITONSERVER_LogIsEnabled(TRITONSERVER_LogLevel level);
 TRITONSERVER_Error* TRITONSERVER_LogMessage(
-    TRITONSERVER_LogLevel level, const char* filename, const int line,
-    const char* msg);
+    TRITONSERVER_LogLevel level, const char* filename, const int line, const char* msg);
 
 TRITONSERVER_Error* TRITONSERVER_MessageSerializeToJson(
     TRITONSERVER_Message* message, const char** base, size_t* byte_size);
 TRITONSERVER_Error* TRITONSERVER_MessageDelete(TRITONSERVER_Message* message);
 
 TRITONSERVER_Parameter* TRITONSERVER_ParameterNew(
-    const char* name, const TRITONSERVER_ParameterType type,
-    const void* value);
+    const char* name, const TRITONSERVER_ParameterType type, const void* value);
 void TRITONSERVER_ParameterDelete(TRITONSERVER_Parameter* parameter);
 
 TRITONSERVER_Error* TRITONSERVER_MetricFamilyNew(
     TRITONSERVER_MetricFamily** family, const TRITONSERVER_MetricKind kind,
     const char* name, const char* description);
-TRITONSERVER_Error* TRITONSERVER_MetricFamilyDelete(
-    TRITONSERVER_MetricFamily* family);
+TRITONSERVER_Error* TRITONSERVER_MetricFamilyDelete(TRITONSERVER_MetricFamily* family);
 TRITONSERVER_Error* TRITONSERVER_MetricNew(
     TRITONSERVER_Metric** metric, TRITONSERVER_MetricFamily* family,
     const TRITONSERVER_Parameter** labels, const uint64_t label_count);
 TRITONSERVER_Error* TRITONSERVER_MetricDelete(TRITONSERVER_Metric* metric);
-TRITONSERVER_Error* TRITONSERVER_MetricSet(
-    TRITONSERVER_Metric* metric, double value);
+TRITONSERVER_Error* TRITONSERVER_MetricSet(TRITONSERVER_Metric* metric, double value);
 
 TRITONSERVER_Error* TRITONSERVER_BufferAttributesNew(
     TRITONSERVER_BufferAttributes** buffer_attributes);
@@ -176,16 +171,13 @@ TRITONSERVER_Error* TRITONBACKEND_ModelConfig(
     TRITONSERVER_Message** model_config);
 TRITONSERVER_Error* TRITONBACKEND_ModelBackend(
     TRITONBACKEND_Model* model, TRITONBACKEND_Backend** backend);
-TRITONSERVER_Error* TRITONBACKEND_ModelState(
-    TRITONBACKEND_Model* model, void** state);
-TRITONSERVER_Error* TRITONBACKEND_ModelSetState(
-    TRITONBACKEND_Model* model, void* state);
+TRITONSERVER_Error* TRITONBACKEND_ModelState(TRITONBACKEND_Model* model, void** state);
+TRITONSERVER_Error* TRITONBACKEND_ModelSetState(TRITONBACKEND_Model* model, void* state);
 
 TRITONSERVER_Error* TRITONBACKEND_ModelInstanceName(
     TRITONBACKEND_ModelInstance* instance, const char** name);
 TRITONSERVER_Error* TRITONBACKEND_ModelInstanceKind(
-    TRITONBACKEND_ModelInstance* instance,
-    TRITONSERVER_InstanceGroupKind* kind);
+    TRITONBACKEND_ModelInstance* instance, TRITONSERVER_InstanceGroupKind* kind);
 TRITONSERVER_Error* TRITONBACKEND_ModelInstanceDeviceId(
     TRITONBACKEND_ModelInstance* instance, int32_t* device_id);
 TRITONSERVER_Error* TRITONBACKEND_ModelInstanceModel(
@@ -195,13 +187,12 @@ TRITONSERVER_Error* TRITONBACKEND_ModelInstanceState(
 TRITONSERVER_Error* TRITONBACKEND_ModelInstanceSetState(
     TRITONBACKEND_ModelInstance* instance, void* state);
 TRITONSERVER_Error* TRITONBACKEND_ModelInstanceReportMemoryUsage(
-    TRITONBACKEND_ModelInstance* instance,
-    TRITONSERVER_BufferAttributes** usage, uint32_t usage_size);
+    TRITONBACKEND_ModelInstance* instance, TRITONSERVER_BufferAttributes** usage,
+    uint32_t usage_size);
 TRITONSERVER_Error* TRITONBACKEND_ModelInstanceReportStatistics(
     TRITONBACKEND_ModelInstance* instance, TRITONBACKEND_Request* request,
-    const bool success, const uint64_t exec_start_ns,
-    const uint64_t compute_start_ns, const uint64_t compute_end_ns,
-    const uint64_t exec_end_ns);
+    const bool success, const uint64_t exec_start_ns, const uint64_t compute_start_ns,
+    const uint64_t compute_end_ns, const uint64_t exec_end_ns);
 TRITONSERVER_Error* TRITONBACKEND_ModelInstanceReportBatchStatistics(
     TRITONBACKEND_ModelInstance* instance, const uint64_t batch_size,
     const uint64_t exec_start_ns, const uint64_t compute_start_ns,
@@ -212,22 +203,20 @@ TRITONSERVER_Error* TRITONBACKEND_RequestId(
 TRITONSERVER_Error* TRITONBACKEND_RequestIsCancelled(
     TRITONBACKEND_Request* request, bool* is_cancelled);
 TRITONSERVER_Error* TRITONBACKEND_RequestInput(
-    TRITONBACKEND_Request* request, const char* name,
-    TRITONBACKEND_Input** input);
+    TRITONBACKEND_Request* request, const char* name, TRITONBACKEND_Input** input);
 TRITONSERVER_Error* TRITONBACKEND_RequestInputCount(
     TRITONBACKEND_Request* request, uint32_t* count);
 TRITONSERVER_Error* TRITONBACKEND_RequestOutputCount(
     TRITONBACKEND_Request* request, uint32_t* count);
 TRITONSERVER_Error* TRITONBACKEND_RequestOutputName(
-    TRITONBACKEND_Request* request, const uint32_t index,
-    const char** output_name);
+    TRITONBACKEND_Request* request, const uint32_t index, const char** output_name);
 TRITONSERVER_Error* TRITONBACKEND_RequestRelease(
     TRITONBACKEND_Request* request, uint32_t release_flags);
 
 TRITONSERVER_Error* TRITONBACKEND_InputProperties(
-    TRITONBACKEND_Input* input, const char** name,
-    TRITONSERVER_DataType* datatype, const int64_t** shape,
-    uint32_t* dims_count, uint64_t* byte_size, uint32_t* buffer_count);
+    TRITONBACKEND_Input* input, const char** name, TRITONSERVER_DataType* datatype,
+    const int64_t** shape, uint32_t* dims_count, uint64_t* byte_size,
+    uint32_t* buffer_count);
 TRITONSERVER_Error* TRITONBACKEND_InputBuffer(
     TRITONBACKEND_Input* input, const uint32_t index, const void** buffer,
     uint64_t* buffer_byte_size, TRITONSERVER_MemoryType* memory_type,
@@ -235,16 +224,14 @@ TRITONSERVER_Error* TRITONBACKEND_InputBuffer(
 
 TRITONSERVER_Error* TRITONBACKEND_ResponseNew(
     TRITONBACKEND_Response** response, TRITONBACKEND_Request* request);
-TRITONSERVER_Error* TRITONBACKEND_ResponseDelete(
-    TRITONBACKEND_Response* response);
+TRITONSERVER_Error* TRITONBACKEND_ResponseDelete(TRITONBACKEND_Response* response);
 TRITONSERVER_Error* TRITONBACKEND_ResponseOutput(
-    TRITONBACKEND_Response* response, TRITONBACKEND_Output** output,
-    const char* name, const TRITONSERVER_DataType datatype,
-    const int64_t* shape, const uint32_t dims_count);
+    TRITONBACKEND_Response* response, TRITONBACKEND_Output** output, const char* name,
+    const TRITONSERVER_DataType datatype, const int64_t* shape,
+    const uint32_t dims_count);
 TRITONSERVER_Error* TRITONBACKEND_OutputBuffer(
-    TRITONBACKEND_Output* output, void** buffer,
-    const uint64_t buffer_byte_size, TRITONSERVER_MemoryType* memory_type,
-    int64_t* memory_type_id);
+    TRITONBACKEND_Output* output, void** buffer, const uint64_t buffer_byte_size,
+    TRITONSERVER_MemoryType* memory_type, int64_t* memory_type_id);
 TRITONSERVER_Error* TRITONBACKEND_ResponseSend(
     TRITONBACKEND_Response* response, const uint32_t send_flags,
     TRITONSERVER_Error* error);
@@ -252,12 +239,10 @@ TRITONSERVER_Error* TRITONBACKEND_ResponseSend(
 // ---- entry points implemented by npu_ge (see src/backend.cc) -----------------
 NPU_GE_EXPORT TRITONSERVER_Error* TRITONBACKEND_Initialize(
     TRITONBACKEND_Backend* backend);
-NPU_GE_EXPORT TRITONSERVER_Error* TRITONBACKEND_Finalize(
-    TRITONBACKEND_Backend* backend);
+NPU_GE_EXPORT TRITONSERVER_Error* TRITONBACKEND_Finalize(TRITONBACKEND_Backend* backend);
 NPU_GE_EXPORT TRITONSERVER_Error* TRITONBACKEND_ModelInitialize(
     TRITONBACKEND_Model* model);
-NPU_GE_EXPORT TRITONSERVER_Error* TRITONBACKEND_ModelFinalize(
-    TRITONBACKEND_Model* model);
+NPU_GE_EXPORT TRITONSERVER_Error* TRITONBACKEND_ModelFinalize(TRITONBACKEND_Model* model);
 NPU_GE_EXPORT TRITONSERVER_Error* TRITONBACKEND_ModelInstanceInitialize(
     TRITONBACKEND_ModelInstance* instance);
 NPU_GE_EXPORT TRITONSERVER_Error* TRITONBACKEND_ModelInstanceFinalize(

@@ -131,10 +131,9 @@ WriteStateLocked()
       "\"datasets\": %zu, \"data_buffers\": %zu, \"device_refs\": %d, "
       "\"executions\": %llu, \"lsan_leaks\": %d}\n",
       static_cast<int>(getpid()), g_initialized ? "true" : "false", g_init_calls,
-      g_finalize_calls, g_allocations.size(), bytes, g_contexts.size(),
-      g_streams.size(), g_models.size(), g_descs.size(), g_datasets.size(),
-      g_data_buffers.size(), refs, static_cast<unsigned long long>(g_executions),
-      g_lsan_leaks);
+      g_finalize_calls, g_allocations.size(), bytes, g_contexts.size(), g_streams.size(),
+      g_models.size(), g_descs.size(), g_datasets.size(), g_data_buffers.size(), refs,
+      static_cast<unsigned long long>(g_executions), g_lsan_leaks);
   std::fclose(f);
   std::rename(tmp.c_str(), path);
 }
@@ -161,14 +160,18 @@ FindAllocationLocked(const void* p, size_t n)
 
 }  // namespace
 
-#define DOUBLE_ENTER(NAME)                                              \
-  std::unique_lock<std::mutex> lock(g_mu);                              \
-  if (ShouldFail(NAME)) return Fail(ACL_ERROR_RT_PARAM_INVALID, NAME " failure injected by NPU_GE_DOUBLE_FAIL_CALLS"); \
+#define DOUBLE_ENTER(NAME)                                     \
+  std::unique_lock<std::mutex> lock(g_mu);                     \
+  if (ShouldFail(NAME))                                        \
+    return Fail(                                               \
+        ACL_ERROR_RT_PARAM_INVALID,                            \
+        NAME " failure injected by NPU_GE_DOUBLE_FAIL_CALLS"); \
   if (!g_initialized) return Fail(ACL_ERROR_UNINITIALIZE, NAME " before aclInit")
 
-#define DOUBLE_NEED_DEVICE(NAME)                                         \
-  int32_t device = CurrentDeviceLocked();                                \
-  if (device < 0) return Fail(ACL_ERROR_RT_CONTEXT_NULL, NAME ": no current context on this thread")
+#define DOUBLE_NEED_DEVICE(NAME)          \
+  int32_t device = CurrentDeviceLocked(); \
+  if (device < 0)                         \
+  return Fail(ACL_ERROR_RT_CONTEXT_NULL, NAME ": no current context on this thread")
 
 // Provided by the sanitizer runtime when it is loaded; null otherwise.
 extern "C" int __lsan_do_recoverable_leak_check() __attribute__((weak));
@@ -183,7 +186,8 @@ aclError
 aclInit(const char*)
 {
   std::lock_guard<std::mutex> lock(g_mu);
-  if (ShouldFail("aclInit")) return Fail(ACL_ERROR_RT_PARAM_INVALID, "aclInit failure injected");
+  if (ShouldFail("aclInit"))
+    return Fail(ACL_ERROR_RT_PARAM_INVALID, "aclInit failure injected");
   if (g_initialized) return Fail(ACL_ERROR_REPEAT_INITIALIZE, "aclInit called twice");
   g_initialized = true;
   ++g_init_calls;
@@ -239,9 +243,10 @@ aclrtSetDevice(int32_t device)
 {
   DOUBLE_ENTER("aclrtSetDevice");
   if (device < 0 || device >= DeviceCount()) {
-    return Fail(ACL_ERROR_RT_INVALID_DEVICEID,
-                "device " + std::to_string(device) + " does not exist (" +
-                    std::to_string(DeviceCount()) + " devices)");
+    return Fail(
+        ACL_ERROR_RT_INVALID_DEVICEID, "device " + std::to_string(device) +
+                                           " does not exist (" +
+                                           std::to_string(DeviceCount()) + " devices)");
   }
   ++g_device_refs[device];
   t_device = device;
@@ -284,7 +289,8 @@ aclrtDestroyContext(aclrtContext context)
 {
   DOUBLE_ENTER("aclrtDestroyContext");
   Context* ctx = static_cast<Context*>(context);
-  if (g_contexts.erase(ctx) == 0) return Fail(ACL_ERROR_RT_PARAM_INVALID, "unknown context");
+  if (g_contexts.erase(ctx) == 0)
+    return Fail(ACL_ERROR_RT_PARAM_INVALID, "unknown context");
   if (t_context == ctx) t_context = nullptr;
   delete ctx;
   WriteStateLocked();
@@ -296,7 +302,8 @@ aclrtSetCurrentContext(aclrtContext context)
 {
   DOUBLE_ENTER("aclrtSetCurrentContext");
   Context* ctx = static_cast<Context*>(context);
-  if (g_contexts.count(ctx) == 0) return Fail(ACL_ERROR_RT_PARAM_INVALID, "unknown context");
+  if (g_contexts.count(ctx) == 0)
+    return Fail(ACL_ERROR_RT_PARAM_INVALID, "unknown context");
   t_context = ctx;
   return ACL_SUCCESS;
 }
@@ -361,18 +368,22 @@ aclrtFree(void* ptr)
 }
 
 aclError
-aclrtMemcpy(void* dst, size_t dest_max, const void* src, size_t count, aclrtMemcpyKind kind)
+aclrtMemcpy(
+    void* dst, size_t dest_max, const void* src, size_t count, aclrtMemcpyKind kind)
 {
   DOUBLE_ENTER("aclrtMemcpy");
   DOUBLE_NEED_DEVICE("aclrtMemcpy");
-  if (count > dest_max) return Fail(ACL_ERROR_INVALID_PARAM, "aclrtMemcpy count > destMax");
+  if (count > dest_max)
+    return Fail(ACL_ERROR_INVALID_PARAM, "aclrtMemcpy count > destMax");
   const void* dev = kind == ACL_MEMCPY_HOST_TO_DEVICE ? dst : src;
   if (kind != ACL_MEMCPY_HOST_TO_DEVICE && kind != ACL_MEMCPY_DEVICE_TO_HOST) {
     return Fail(ACL_ERROR_INVALID_PARAM, "the double copies host<->device only");
   }
   const Allocation* a = FindAllocationLocked(dev, count);
-  if (a == nullptr) return Fail(ACL_ERROR_INVALID_PARAM, "aclrtMemcpy outside device memory");
-  if (a->device != device) return Fail(ACL_ERROR_INVALID_PARAM, "memory of another device");
+  if (a == nullptr)
+    return Fail(ACL_ERROR_INVALID_PARAM, "aclrtMemcpy outside device memory");
+  if (a->device != device)
+    return Fail(ACL_ERROR_INVALID_PARAM, "memory of another device");
   std::memcpy(dst, src, count);
   return ACL_SUCCESS;
 }
@@ -417,7 +428,10 @@ namespace {
 struct IoView {
   const ModelSpec& spec;
   size_t NumInputs() const { return spec.inputs.size() + (spec.gears.empty() ? 0 : 1); }
-  bool IsDynamicInput(size_t i) const { return !spec.gears.empty() && i == spec.inputs.size(); }
+  bool IsDynamicInput(size_t i) const
+  {
+    return !spec.gears.empty() && i == spec.inputs.size();
+  }
 };
 
 aclError
@@ -449,7 +463,8 @@ aclError
 aclmdlDestroyDesc(aclmdlDesc* desc)
 {
   DOUBLE_ENTER("aclmdlDestroyDesc");
-  if (g_descs.erase(desc) == 0) return Fail(ACL_ERROR_INVALID_PARAM, "unknown model desc");
+  if (g_descs.erase(desc) == 0)
+    return Fail(ACL_ERROR_INVALID_PARAM, "unknown model desc");
   delete desc;
   WriteStateLocked();
   return ACL_SUCCESS;
@@ -459,7 +474,8 @@ aclError
 aclmdlGetDescFromFile(aclmdlDesc* desc, const char* path)
 {
   DOUBLE_ENTER("aclmdlGetDescFromFile");
-  if (g_descs.count(desc) == 0) return Fail(ACL_ERROR_INVALID_PARAM, "unknown model desc");
+  if (g_descs.count(desc) == 0)
+    return Fail(ACL_ERROR_INVALID_PARAM, "unknown model desc");
   std::string error;
   if (!acl_double::LoadModelSpec(path, &desc->spec, &error)) {
     return Fail(ACL_ERROR_READ_MODEL_FAILURE, error);
@@ -514,7 +530,8 @@ aclError
 aclmdlUnload(uint32_t model_id)
 {
   DOUBLE_ENTER("aclmdlUnload");
-  if (g_models.erase(model_id) == 0) return Fail(ACL_ERROR_INVALID_MODEL_ID, "unknown model id");
+  if (g_models.erase(model_id) == 0)
+    return Fail(ACL_ERROR_INVALID_MODEL_ID, "unknown model id");
   WriteStateLocked();
   return ACL_SUCCESS;
 }
@@ -550,7 +567,8 @@ aclmdlGetInputDims(const aclmdlDesc* desc, size_t i, aclmdlIODims* dims)
 {
   if (i >= desc->spec.inputs.size()) {
     if (IoView{desc->spec}.IsDynamicInput(i)) {
-      return FillDims(acl_double::TensorSpec{ACL_DYNAMIC_TENSOR_NAME, ACL_INT64, {1}}, dims);
+      return FillDims(
+          acl_double::TensorSpec{ACL_DYNAMIC_TENSOR_NAME, ACL_INT64, {1}}, dims);
     }
     return Fail(ACL_ERROR_INVALID_PARAM, "input index out of range");
   }
@@ -560,7 +578,8 @@ aclmdlGetInputDims(const aclmdlDesc* desc, size_t i, aclmdlIODims* dims)
 aclError
 aclmdlGetOutputDims(const aclmdlDesc* desc, size_t i, aclmdlIODims* dims)
 {
-  if (i >= desc->spec.outputs.size()) return Fail(ACL_ERROR_INVALID_PARAM, "output index out of range");
+  if (i >= desc->spec.outputs.size())
+    return Fail(ACL_ERROR_INVALID_PARAM, "output index out of range");
   return FillDims(desc->spec.outputs[i], dims);
 }
 
@@ -650,14 +669,16 @@ aclDestroyDataBuffer(const aclDataBuffer* buffer)
 {
   DOUBLE_ENTER("aclDestroyDataBuffer");
   aclDataBuffer* b = const_cast<aclDataBuffer*>(buffer);
-  if (g_data_buffers.erase(b) == 0) return Fail(ACL_ERROR_INVALID_PARAM, "unknown data buffer");
+  if (g_data_buffers.erase(b) == 0)
+    return Fail(ACL_ERROR_INVALID_PARAM, "unknown data buffer");
   delete b;
   WriteStateLocked();
   return ACL_SUCCESS;
 }
 
 aclError
-aclmdlSetDynamicBatchSize(uint32_t model_id, aclmdlDataset* dataset, size_t index, uint64_t batch)
+aclmdlSetDynamicBatchSize(
+    uint32_t model_id, aclmdlDataset* dataset, size_t index, uint64_t batch)
 {
   DOUBLE_ENTER("aclmdlSetDynamicBatchSize");
   auto it = g_models.find(model_id);
@@ -669,9 +690,11 @@ aclmdlSetDynamicBatchSize(uint32_t model_id, aclmdlDataset* dataset, size_t inde
   bool is_gear = false;
   for (uint64_t g : s.gears) is_gear = is_gear || g == batch;
   if (!is_gear) {
-    return Fail(ACL_ERROR_INVALID_PARAM, "batch " + std::to_string(batch) + " is not a gear");
+    return Fail(
+        ACL_ERROR_INVALID_PARAM, "batch " + std::to_string(batch) + " is not a gear");
   }
-  if (g_datasets.count(dataset) == 0) return Fail(ACL_ERROR_INVALID_PARAM, "unknown dataset");
+  if (g_datasets.count(dataset) == 0)
+    return Fail(ACL_ERROR_INVALID_PARAM, "unknown dataset");
   dataset->dynamic_batch = batch;
   return ACL_SUCCESS;
 }
@@ -687,12 +710,14 @@ CheckDatasetsLocked(
     int32_t device, uint64_t* rows)
 {
   const ModelSpec& s = m.spec;
-  if (m.device != device) return Fail(ACL_ERROR_RT_CONTEXT_NULL, "model is on another device");
+  if (m.device != device)
+    return Fail(ACL_ERROR_RT_CONTEXT_NULL, "model is on another device");
   if (g_datasets.count(const_cast<aclmdlDataset*>(in)) == 0 ||
       g_datasets.count(const_cast<aclmdlDataset*>(out)) == 0) {
     return Fail(ACL_ERROR_INVALID_PARAM, "unknown dataset");
   }
-  if (in->buffers.size() != IoView{s}.NumInputs() || out->buffers.size() != s.outputs.size()) {
+  if (in->buffers.size() != IoView{s}.NumInputs() ||
+      out->buffers.size() != s.outputs.size()) {
     return Fail(ACL_ERROR_INVALID_PARAM, "dataset buffer count does not match the model");
   }
   *rows = 1;
@@ -706,7 +731,8 @@ CheckDatasetsLocked(
     if (b->size < need) return Fail(ACL_ERROR_INVALID_PARAM, "data buffer too small");
     const Allocation* a = FindAllocationLocked(b->data, need);
     if (a == nullptr || a->device != device) {
-      return Fail(ACL_ERROR_INVALID_PARAM, "data buffer is not device memory of this device");
+      return Fail(
+          ACL_ERROR_INVALID_PARAM, "data buffer is not device memory of this device");
     }
     return ACL_SUCCESS;
   };
@@ -722,7 +748,8 @@ CheckDatasetsLocked(
 }
 
 void
-ComputeLocked(const ModelSpec& s, const aclmdlDataset* in, aclmdlDataset* out, uint64_t rows)
+ComputeLocked(
+    const ModelSpec& s, const aclmdlDataset* in, aclmdlDataset* out, uint64_t rows)
 {
   for (size_t o = 0; o < s.outputs.size(); ++o) {
     const acl_double::OutputSpec& spec = s.outputs[o];
@@ -732,7 +759,8 @@ ComputeLocked(const ModelSpec& s, const aclmdlDataset* in, aclmdlDataset* out, u
       for (size_t k : spec.from) {
         sum += acl_double::ReadElement(in->buffers[k]->data, s.inputs[k].dtype, e);
       }
-      acl_double::WriteElement(out->buffers[o]->data, spec.dtype, e, spec.scale * sum + spec.offset);
+      acl_double::WriteElement(
+          out->buffers[o]->data, spec.dtype, e, spec.scale * sum + spec.offset);
     }
   }
 }
@@ -743,7 +771,8 @@ extern "C" {
 
 aclError
 aclmdlExecuteAsync(
-    uint32_t model_id, const aclmdlDataset* input, aclmdlDataset* output, aclrtStream stream)
+    uint32_t model_id, const aclmdlDataset* input, aclmdlDataset* output,
+    aclrtStream stream)
 {
   int64_t delay_us = 0;
   {
@@ -765,9 +794,10 @@ aclmdlExecuteAsync(
       for (size_t e = 0; e < n; ++e) {
         if (acl_double::ReadElement(input->buffers[0]->data, spec.inputs[0].dtype, e) ==
             spec.fail_value) {
-          return Fail(ACL_ERROR_RT_MODEL_EXECUTE,
-                      "model execution failed: input '" + spec.inputs[0].name +
-                          "' holds the poison value (fail_execute_on_value)");
+          return Fail(
+              ACL_ERROR_RT_MODEL_EXECUTE,
+              "model execution failed: input '" + spec.inputs[0].name +
+                  "' holds the poison value (fail_execute_on_value)");
         }
       }
     }

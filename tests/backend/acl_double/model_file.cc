@@ -57,11 +57,25 @@ size_t
 DtypeSize(aclDataType dtype)
 {
   switch (dtype) {
-    case ACL_BOOL: case ACL_INT8: case ACL_UINT8: return 1;
-    case ACL_FLOAT16: case ACL_BF16: case ACL_INT16: case ACL_UINT16: return 2;
-    case ACL_FLOAT: case ACL_INT32: case ACL_UINT32: return 4;
-    case ACL_DOUBLE: case ACL_INT64: case ACL_UINT64: return 8;
-    default: return 0;
+    case ACL_BOOL:
+    case ACL_INT8:
+    case ACL_UINT8:
+      return 1;
+    case ACL_FLOAT16:
+    case ACL_BF16:
+    case ACL_INT16:
+    case ACL_UINT16:
+      return 2;
+    case ACL_FLOAT:
+    case ACL_INT32:
+    case ACL_UINT32:
+      return 4;
+    case ACL_DOUBLE:
+    case ACL_INT64:
+    case ACL_UINT64:
+      return 8;
+    default:
+      return 0;
   }
 }
 
@@ -69,10 +83,10 @@ bool
 DtypeFromName(const std::string& n, aclDataType* d)
 {
   static const std::pair<const char*, aclDataType> kNames[] = {
-      {"BOOL", ACL_BOOL},   {"INT8", ACL_INT8},     {"UINT8", ACL_UINT8},
-      {"FP16", ACL_FLOAT16}, {"BF16", ACL_BF16},    {"INT16", ACL_INT16},
-      {"UINT16", ACL_UINT16}, {"FP32", ACL_FLOAT},  {"INT32", ACL_INT32},
-      {"UINT32", ACL_UINT32}, {"FP64", ACL_DOUBLE}, {"INT64", ACL_INT64},
+      {"BOOL", ACL_BOOL},     {"INT8", ACL_INT8},    {"UINT8", ACL_UINT8},
+      {"FP16", ACL_FLOAT16},  {"BF16", ACL_BF16},    {"INT16", ACL_INT16},
+      {"UINT16", ACL_UINT16}, {"FP32", ACL_FLOAT},   {"INT32", ACL_INT32},
+      {"UINT32", ACL_UINT32}, {"FP64", ACL_DOUBLE},  {"INT64", ACL_INT64},
       {"UINT64", ACL_UINT64}, {"STRING", ACL_STRING}};
   for (const auto& kv : kNames) {
     if (n == kv.first) {
@@ -93,17 +107,28 @@ ReadElement(const void* base, aclDataType dtype, size_t i)
     return static_cast<double>(v);
   };
   switch (dtype) {
-    case ACL_BOOL: return get(uint8_t{}) != 0 ? 1 : 0;
-    case ACL_INT8: return get(int8_t{});
-    case ACL_UINT8: return get(uint8_t{});
-    case ACL_INT16: return get(int16_t{});
-    case ACL_UINT16: return get(uint16_t{});
-    case ACL_INT32: return get(int32_t{});
-    case ACL_UINT32: return get(uint32_t{});
-    case ACL_INT64: return get(int64_t{});
-    case ACL_UINT64: return get(uint64_t{});
-    case ACL_FLOAT: return get(float{});
-    case ACL_DOUBLE: return get(double{});
+    case ACL_BOOL:
+      return get(uint8_t{}) != 0 ? 1 : 0;
+    case ACL_INT8:
+      return get(int8_t{});
+    case ACL_UINT8:
+      return get(uint8_t{});
+    case ACL_INT16:
+      return get(int16_t{});
+    case ACL_UINT16:
+      return get(uint16_t{});
+    case ACL_INT32:
+      return get(int32_t{});
+    case ACL_UINT32:
+      return get(uint32_t{});
+    case ACL_INT64:
+      return get(int64_t{});
+    case ACL_UINT64:
+      return get(uint64_t{});
+    case ACL_FLOAT:
+      return get(float{});
+    case ACL_DOUBLE:
+      return get(double{});
     case ACL_FLOAT16: {
       uint16_t h;
       std::memcpy(&h, p, 2);
@@ -117,7 +142,8 @@ ReadElement(const void* base, aclDataType dtype, size_t i)
       std::memcpy(&f, &x, 4);
       return f;
     }
-    default: return 0;
+    default:
+      return 0;
   }
 }
 
@@ -127,18 +153,42 @@ WriteElement(void* base, aclDataType dtype, size_t i, double v)
   uint8_t* p = static_cast<uint8_t*>(base) + i * DtypeSize(dtype);
   auto put = [p](auto value) { std::memcpy(p, &value, sizeof(value)); };
   switch (dtype) {
-    case ACL_BOOL: put(static_cast<uint8_t>(v != 0)); break;
-    case ACL_INT8: put(static_cast<int8_t>(v)); break;
-    case ACL_UINT8: put(static_cast<uint8_t>(v)); break;
-    case ACL_INT16: put(static_cast<int16_t>(v)); break;
-    case ACL_UINT16: put(static_cast<uint16_t>(v)); break;
-    case ACL_INT32: put(static_cast<int32_t>(v)); break;
-    case ACL_UINT32: put(static_cast<uint32_t>(v)); break;
-    case ACL_INT64: put(static_cast<int64_t>(v)); break;
-    case ACL_UINT64: put(static_cast<uint64_t>(v)); break;
-    case ACL_FLOAT: put(static_cast<float>(v)); break;
-    case ACL_DOUBLE: put(v); break;
-    case ACL_FLOAT16: put(FloatToHalf(static_cast<float>(v))); break;
+    case ACL_BOOL:
+      put(static_cast<uint8_t>(v != 0));
+      break;
+    case ACL_INT8:
+      put(static_cast<int8_t>(v));
+      break;
+    case ACL_UINT8:
+      put(static_cast<uint8_t>(v));
+      break;
+    case ACL_INT16:
+      put(static_cast<int16_t>(v));
+      break;
+    case ACL_UINT16:
+      put(static_cast<uint16_t>(v));
+      break;
+    case ACL_INT32:
+      put(static_cast<int32_t>(v));
+      break;
+    case ACL_UINT32:
+      put(static_cast<uint32_t>(v));
+      break;
+    case ACL_INT64:
+      put(static_cast<int64_t>(v));
+      break;
+    case ACL_UINT64:
+      put(static_cast<uint64_t>(v));
+      break;
+    case ACL_FLOAT:
+      put(static_cast<float>(v));
+      break;
+    case ACL_DOUBLE:
+      put(v);
+      break;
+    case ACL_FLOAT16:
+      put(FloatToHalf(static_cast<float>(v)));
+      break;
     case ACL_BF16: {
       float f = static_cast<float>(v);
       uint32_t x;
@@ -146,7 +196,8 @@ WriteElement(void* base, aclDataType dtype, size_t i, double v)
       put(static_cast<uint16_t>(x >> 16));
       break;
     }
-    default: break;
+    default:
+      break;
   }
 }
 
@@ -185,7 +236,8 @@ ParseDims(const std::string& text, std::vector<int64_t>* dims)
   for (const std::string& d : Split(text, ',')) {
     try {
       dims->push_back(std::stoll(d));
-    } catch (...) {
+    }
+    catch (...) {
       return false;
     }
   }
@@ -277,7 +329,8 @@ LoadModelSpec(const std::string& path, ModelSpec* spec, std::string* error)
     if (words.empty()) continue;
     try {
       if (!ParseLine(words, &s, error)) return false;
-    } catch (...) {
+    }
+    catch (...) {
       *error = "bad number in line '" + line + "'";
       return false;
     }

@@ -32,8 +32,9 @@ ModelIoDesc
 GearedModel()
 {
   ModelIoDesc io;
-  io.inputs = {Tensor("y", TRITONSERVER_TYPE_INT8, {-1, 2, 2}),
-               Tensor("x", TRITONSERVER_TYPE_FP32, {-1, 4})};
+  io.inputs = {
+      Tensor("y", TRITONSERVER_TYPE_INT8, {-1, 2, 2}),
+      Tensor("x", TRITONSERVER_TYPE_FP32, {-1, 4})};
   io.outputs = {Tensor("z", TRITONSERVER_TYPE_FP32, {-1, 4})};
   io.gears = {8, 1, 4, 2};
   io.has_dynamic_batch_input = true;
@@ -61,7 +62,8 @@ TEST(Binding, DtypeMismatchSaysExpectedAndGot)
 {
   IoBinding b;
   EXPECT_EQ(
-      Message(BindConfigToModel(Spec(8, TRITONSERVER_TYPE_FP16), GearedModel(), "model.om", &b)),
+      Message(BindConfigToModel(
+          Spec(8, TRITONSERVER_TYPE_FP16), GearedModel(), "model.om", &b)),
       "input 'x': expected data type FP32 (as in model.om), got FP16");
 }
 
@@ -69,7 +71,8 @@ TEST(Binding, BytesIsNotSupportedByOmModels)
 {
   IoBinding b;
   EXPECT_EQ(
-      Message(BindConfigToModel(Spec(8, TRITONSERVER_TYPE_BYTES), GearedModel(), "model.om", &b)),
+      Message(BindConfigToModel(
+          Spec(8, TRITONSERVER_TYPE_BYTES), GearedModel(), "model.om", &b)),
       "input 'x': data type BYTES is not supported by .om models");
 }
 
@@ -78,9 +81,10 @@ TEST(Binding, DimsMismatchShowsBothShapes)
   ModelConfigSpec spec = Spec(8);
   spec.inputs[0].dims = {5};
   IoBinding b;
-  EXPECT_EQ(Message(BindConfigToModel(spec, GearedModel(), "model.om", &b)),
-            "input 'x': expected dims [4] (model.om dims [-1,4] without the batch "
-            "dimension), got [5]");
+  EXPECT_EQ(
+      Message(BindConfigToModel(spec, GearedModel(), "model.om", &b)),
+      "input 'x': expected dims [4] (model.om dims [-1,4] without the batch "
+      "dimension), got [5]");
 }
 
 TEST(Binding, CountAndNameMismatches)
@@ -88,26 +92,30 @@ TEST(Binding, CountAndNameMismatches)
   ModelConfigSpec spec = Spec(8);
   spec.inputs.pop_back();
   IoBinding b;
-  EXPECT_EQ(Message(BindConfigToModel(spec, GearedModel(), "model.om", &b)),
-            "expected 2 input(s) (y, x in model.om), got 1 in the model configuration");
+  EXPECT_EQ(
+      Message(BindConfigToModel(spec, GearedModel(), "model.om", &b)),
+      "expected 2 input(s) (y, x in model.om), got 1 in the model configuration");
   spec = Spec(8);
   spec.outputs[0].name = "out";
-  EXPECT_EQ(Message(BindConfigToModel(spec, GearedModel(), "model.om", &b)),
-            "output 'out' not found in model.om (its outputs: z)");
+  EXPECT_EQ(
+      Message(BindConfigToModel(spec, GearedModel(), "model.om", &b)),
+      "output 'out' not found in model.om (its outputs: z)");
 }
 
 TEST(Binding, MaxBatchSizeMustFitTheLargestGear)
 {
   IoBinding b;
-  EXPECT_EQ(Message(BindConfigToModel(Spec(16), GearedModel(), "model.om", &b)),
-            "expected max_batch_size <= 8 (largest batch gear of model.om), got 16");
+  EXPECT_EQ(
+      Message(BindConfigToModel(Spec(16), GearedModel(), "model.om", &b)),
+      "expected max_batch_size <= 8 (largest batch gear of model.om), got 16");
 }
 
 TEST(Binding, StaticBatchModelPadsToItsBatch)
 {
   ModelIoDesc io;
-  io.inputs = {Tensor("x", TRITONSERVER_TYPE_FP32, {4, 4}),
-               Tensor("y", TRITONSERVER_TYPE_INT8, {4, 2, 2})};
+  io.inputs = {
+      Tensor("x", TRITONSERVER_TYPE_FP32, {4, 4}),
+      Tensor("y", TRITONSERVER_TYPE_INT8, {4, 2, 2})};
   io.outputs = {Tensor("z", TRITONSERVER_TYPE_FP32, {4, 4})};
   IoBinding b;
   ASSERT_EQ(Message(BindConfigToModel(Spec(3), io, "model.om", &b)), "");
@@ -115,8 +123,9 @@ TEST(Binding, StaticBatchModelPadsToItsBatch)
   size_t rows = 0;
   ASSERT_TRUE(b.ExecRows(1, &rows));
   EXPECT_EQ(rows, 4u);
-  EXPECT_EQ(Message(BindConfigToModel(Spec(5), io, "model.om", &b)),
-            "expected max_batch_size <= 4 (batch dimension of model.om), got 5");
+  EXPECT_EQ(
+      Message(BindConfigToModel(Spec(5), io, "model.om", &b)),
+      "expected max_batch_size <= 4 (batch dimension of model.om), got 5");
 }
 
 TEST(Binding, UnbatchedModelRunsOneRequestAtATime)
@@ -126,8 +135,9 @@ TEST(Binding, UnbatchedModelRunsOneRequestAtATime)
   spec.inputs[1].dims = {2, 2, 2};
   spec.outputs[0].dims = {2, 4};
   ModelIoDesc io;
-  io.inputs = {Tensor("x", TRITONSERVER_TYPE_FP32, {2, 4}),
-               Tensor("y", TRITONSERVER_TYPE_INT8, {2, 2, 2})};
+  io.inputs = {
+      Tensor("x", TRITONSERVER_TYPE_FP32, {2, 4}),
+      Tensor("y", TRITONSERVER_TYPE_INT8, {2, 2, 2})};
   io.outputs = {Tensor("z", TRITONSERVER_TYPE_FP32, {2, 4})};
   IoBinding b;
   ASSERT_EQ(Message(BindConfigToModel(spec, io, "model.om", &b)), "");
@@ -144,9 +154,10 @@ TEST(Binding, GearedModelRequiresBatching)
   spec.inputs[1].dims = {-1, 2, 2};
   spec.outputs[0].dims = {-1, 4};
   IoBinding b;
-  EXPECT_EQ(Message(BindConfigToModel(spec, GearedModel(), "model.om", &b)),
-            "model.om was compiled with dynamic batch gears [8,1,4,2]; expected "
-            "max_batch_size > 0, got 0");
+  EXPECT_EQ(
+      Message(BindConfigToModel(spec, GearedModel(), "model.om", &b)),
+      "model.om was compiled with dynamic batch gears [8,1,4,2]; expected "
+      "max_batch_size > 0, got 0");
 }
 
 TEST(Binding, UnmappableAclTypeIsNamed)
@@ -155,6 +166,7 @@ TEST(Binding, UnmappableAclTypeIsNamed)
   io.inputs[1].dtype_known = false;
   io.inputs[1].dtype_name = "ACL dtype 29";
   IoBinding b;
-  EXPECT_EQ(Message(BindConfigToModel(Spec(8), io, "model.om", &b)),
-            "input 'x': model.om uses ACL dtype 29, which npu_ge cannot serve");
+  EXPECT_EQ(
+      Message(BindConfigToModel(Spec(8), io, "model.om", &b)),
+      "input 'x': model.om uses ACL dtype 29, which npu_ge cannot serve");
 }

@@ -64,9 +64,10 @@ Spec()
   spec.model_filename = "model.onnx";
   spec.inputs = {{"x", TRITONSERVER_TYPE_FP32, {2}}};
   spec.outputs = {{"y", TRITONSERVER_TYPE_FP32, {2}}};
-  spec.options = {{"ge.exec.precision_mode", "must_keep_origin_dtype"},
-                  {"session.ge.exec.dynamicGraphExecuteMode", "dynamic_execute"},
-                  {"graph.ge.exec.enableFusion", "1"}};
+  spec.options = {
+      {"ge.exec.precision_mode", "must_keep_origin_dtype"},
+      {"session.ge.exec.dynamicGraphExecuteMode", "dynamic_execute"},
+      {"graph.ge.exec.enableFusion", "1"}};
   return spec;
 }
 
@@ -84,7 +85,8 @@ TEST(GeGraphEngine, SplitsOptionScopesAndPinsTheDevice)
   EXPECT_EQ(port->session.at("ge.exec.deviceId"), "3");
   EXPECT_EQ(port->session.at("ge.exec.dynamicGraphExecuteMode"), "dynamic_execute");
   EXPECT_EQ(port->graph.at("ge.exec.enableFusion"), "1");
-  EXPECT_EQ(port->graph.at("ge.inputShape"), "x:4,2");  // compiled for max_batch_size rows
+  EXPECT_EQ(
+      port->graph.at("ge.inputShape"), "x:4,2");  // compiled for max_batch_size rows
   inst.reset();
   EXPECT_EQ(port->open_sessions, 0);  // the session closes with the instance
 }
@@ -112,7 +114,8 @@ TEST(GeGraphEngine, RejectsOptionsOutsideTheKnownScopes)
   ModelConfigSpec spec = Spec();
   spec.options["precision"] = "fp16";
   GeOptionSets sets;
-  EXPECT_EQ(Message(BuildGeOptions(spec, &sets)),
-            "parameter 'precision': expected a 'ge.*', 'session.*' or 'graph.*' option for "
-            "engine 'ge_graph'");
+  EXPECT_EQ(
+      Message(BuildGeOptions(spec, &sets)),
+      "parameter 'precision': expected a 'ge.*', 'session.*' or 'graph.*' option for "
+      "engine 'ge_graph'");
 }

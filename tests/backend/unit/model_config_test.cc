@@ -44,30 +44,40 @@ TEST(ModelConfig, ReadsTensorsBatchDevicesAndOptions)
 TEST(ModelConfig, SeedKeysAreAliasesWithWarnings)
 {
   ModelConfigSpec spec;
-  ASSERT_EQ(Message(ParseModelConfig(Json(R"({
+  ASSERT_EQ(
+      Message(ParseModelConfig(
+          Json(R"({
     "name": "m", "max_batch_size": 0,
     "input": [{"name": "a", "data_type": "TYPE_INT32", "dims": [2]}],
     "output": [{"name": "b", "data_type": "TYPE_INT32", "dims": [2]}],
     "parameters": {"DEVICE_ID": {"string_value": "1"},
-                   "EXECUTOR_TYPE": {"string_value": "GE"}}})"), &spec)), "");
+                   "EXECUTOR_TYPE": {"string_value": "GE"}}})"),
+          &spec)),
+      "");
   EXPECT_EQ(spec.device_ids, (std::vector<int32_t>{1}));
   EXPECT_EQ(spec.engine, EngineKind::kGeGraph);
   EXPECT_EQ(spec.model_filename, "model.onnx");
   ASSERT_EQ(spec.warnings.size(), 2u);
-  EXPECT_NE(spec.warnings[0].find("'DEVICE_ID' is deprecated; use 'device_ids'"),
-            std::string::npos);
-  EXPECT_NE(spec.warnings[1].find("'EXECUTOR_TYPE' is deprecated; use 'engine'"),
-            std::string::npos);
+  EXPECT_NE(
+      spec.warnings[0].find("'DEVICE_ID' is deprecated; use 'device_ids'"),
+      std::string::npos);
+  EXPECT_NE(
+      spec.warnings[1].find("'EXECUTOR_TYPE' is deprecated; use 'engine'"),
+      std::string::npos);
 }
 
 TEST(ModelConfig, NewKeysWinOverSeedKeys)
 {
   ModelConfigSpec spec;
-  ASSERT_EQ(Message(ParseModelConfig(Json(R"({"name": "m",
+  ASSERT_EQ(
+      Message(ParseModelConfig(
+          Json(R"({"name": "m",
     "input": [{"name": "a", "data_type": "TYPE_INT32", "dims": [2]}],
     "output": [{"name": "b", "data_type": "TYPE_INT32", "dims": [2]}],
     "parameters": {"DEVICE_ID": {"string_value": "1"},
-                   "device_ids": {"string_value": "0,1"}}})"), &spec)), "");
+                   "device_ids": {"string_value": "0,1"}}})"),
+          &spec)),
+      "");
   EXPECT_EQ(spec.device_ids, (std::vector<int32_t>{0, 1}));
   ASSERT_EQ(spec.warnings.size(), 1u);
   EXPECT_NE(spec.warnings[0].find("ignored"), std::string::npos);
@@ -76,10 +86,14 @@ TEST(ModelConfig, NewKeysWinOverSeedKeys)
 TEST(ModelConfig, EngineFollowsTheModelFileName)
 {
   ModelConfigSpec spec;
-  ASSERT_EQ(Message(ParseModelConfig(Json(R"({"name": "m",
+  ASSERT_EQ(
+      Message(ParseModelConfig(
+          Json(R"({"name": "m",
     "default_model_filename": "net.onnx",
     "input": [{"name": "a", "data_type": "TYPE_FP32", "dims": [2]}],
-    "output": [{"name": "b", "data_type": "TYPE_FP32", "dims": [2]}]})"), &spec)), "");
+    "output": [{"name": "b", "data_type": "TYPE_FP32", "dims": [2]}]})"),
+          &spec)),
+      "");
   EXPECT_EQ(spec.engine, EngineKind::kGeGraph);
   EXPECT_EQ(spec.model_filename, "net.onnx");
 }
@@ -135,9 +149,12 @@ TEST(DeviceIds, ParsesListsAndRejectsGarbage)
 TEST(BackendConfig, ReadsCmdlineDefaults)
 {
   BackendConfigSpec spec;
-  ASSERT_EQ(Message(ParseBackendConfig(Json(R"({"cmdline": {
+  ASSERT_EQ(
+      Message(ParseBackendConfig(
+          Json(R"({"cmdline": {
     "backend-directory": "/b", "device_ids": "4,5", "telemetry_interval_ms": "250"}})"),
-                                       &spec)), "");
+          &spec)),
+      "");
   EXPECT_EQ(spec.default_device_ids, (std::vector<int32_t>{4, 5}));
   EXPECT_EQ(spec.telemetry_interval_ms, 250);
 
@@ -147,8 +164,9 @@ TEST(BackendConfig, ReadsCmdlineDefaults)
   EXPECT_EQ(defaults.telemetry_interval_ms, 1000);
 
   BackendConfigSpec bad;
-  EXPECT_EQ(Message(ParseBackendConfig(
-                Json(R"({"cmdline": {"telemetry_interval_ms": "5"}})"), &bad)),
-            "--backend-config=npu_ge,telemetry_interval_ms: expected an integer in "
-            "[10, 3600000], got '5'");
+  EXPECT_EQ(
+      Message(ParseBackendConfig(
+          Json(R"({"cmdline": {"telemetry_interval_ms": "5"}})"), &bad)),
+      "--backend-config=npu_ge,telemetry_interval_ms: expected an integer in "
+      "[10, 3600000], got '5'");
 }
