@@ -11,13 +11,8 @@ BackendState::Create(TRITONBACKEND_Backend* backend, std::unique_ptr<BackendStat
   TRITONSERVER_Message* raw = nullptr;
   NPU_GE_RETURN_IF_ERROR(TRITONBACKEND_BackendConfig(backend, &raw));
   // The backend config message is owned by Triton: not deleted here.
-  std::string json;
-  NPU_GE_RETURN_IF_ERROR(MessageToJson(raw, &json));
   JsonValue config;
-  std::string parse_error;
-  if (!JsonValue::Parse(json, &config, &parse_error)) {
-    return NPU_GE_ERROR(INTERNAL, "cannot parse the backend config: " << parse_error);
-  }
+  NPU_GE_RETURN_IF_ERROR(ParseMessage(raw, "backend config", &config));
   NPU_GE_RETURN_IF_ERROR(ParseBackendConfig(config, &s->config_));
   s->telemetry_.reset(new Telemetry(s->config_.telemetry_interval_ms));
   *state = std::move(s);

@@ -27,13 +27,8 @@ ModelState::Create(TRITONBACKEND_Model* model, std::unique_ptr<ModelState>* stat
   TRITONSERVER_Message* raw = nullptr;
   NPU_GE_RETURN_IF_ERROR(TRITONBACKEND_ModelConfig(model, 1, &raw));
   MessagePtr message(raw);  // owned by us (TRITONBACKEND_ModelConfig contract)
-  std::string json;
-  NPU_GE_RETURN_IF_ERROR(MessageToJson(raw, &json));
   JsonValue config;
-  std::string parse_error;
-  if (!JsonValue::Parse(json, &config, &parse_error)) {
-    return NPU_GE_ERROR(INTERNAL, "cannot parse the model config: " << parse_error);
-  }
+  NPU_GE_RETURN_IF_ERROR(ParseMessage(raw, "model config", &config));
   NPU_GE_RETURN_IF_ERROR(ParseModelConfig(config, &s->spec_));
   if (s->spec_.engine == EngineKind::kAclOm) {
     for (const auto& kv : s->spec_.options) {

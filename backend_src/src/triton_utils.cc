@@ -57,4 +57,16 @@ MessageToJson(TRITONSERVER_Message* msg, std::string* json)
   return nullptr;
 }
 
+TRITONSERVER_Error*
+ParseMessage(TRITONSERVER_Message* msg, const char* what, JsonValue* value)
+{
+  std::string json;
+  NPU_GE_RETURN_IF_ERROR(MessageToJson(msg, &json));
+  std::string parse_error;
+  if (!JsonValue::Parse(json, value, &parse_error)) {
+    return NPU_GE_ERROR(INTERNAL, "cannot parse the " << what << ": " << parse_error);
+  }
+  return nullptr;
+}
+
 }  // namespace npu_ge

@@ -7,6 +7,7 @@
 #include <sstream>
 #include <string>
 
+#include "json.h"
 #include "npu_ge/triton_api.h"
 
 namespace npu_ge {
@@ -68,5 +69,10 @@ using MessagePtr = std::unique_ptr<TRITONSERVER_Message, MessageDeleter>;
 
 // Serializes a Triton message (model or backend config) to a JSON string.
 TRITONSERVER_Error* MessageToJson(TRITONSERVER_Message* msg, std::string* json);
+
+// Serializes and parses a Triton message; 'what' names it in the error
+// ("cannot parse the <what>: ...").
+TRITONSERVER_Error* ParseMessage(
+    TRITONSERVER_Message* msg, const char* what, JsonValue* value);
 
 }  // namespace npu_ge

@@ -168,3 +168,17 @@ def double_state(path: Path) -> dict[str, Any]:
 def live_resources(path: Path) -> dict[str, int]:
     state = double_state(path)
     return {k: int(state[k]) for k in LIVE_RESOURCE_KEYS if int(state[k]) != 0}
+
+
+def settled_live_resources(path: Path, timeout_s: float = 5.0) -> dict[str, int]:
+    """live_resources once three reads 30 ms apart agree. The telemetry thread holds a
+    device reference for the microseconds of each poll (every 100 ms in these tests), so a
+    single read can catch one more `device_refs` than the models hold."""
+    deadline = time.monotonic() + timeout_s
+    reads = [live_resources(path)]
+    while time.monotonic() < deadline:
+        time.sleep(0.03)
+        reads = [*reads[-2:], live_resources(path)]
+        if len(reads) == 3 and reads[0] == reads[1] == reads[2]:
+            return reads[0]
+    raise AssertionError(f"the double's live resources did not settle in {timeout_s}s: {reads}")

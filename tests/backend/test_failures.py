@@ -20,6 +20,7 @@ from tests.backend.support import (
     model_ready,
     model_stats,
     server_live,
+    settled_live_resources,
     write_model,
 )
 from tests.backend.test_inference import infer
@@ -161,25 +162,25 @@ def test_config_errors_name_what_was_expected(npu_triton: StartServer, npu_repo:
         write_broken_model(npu_repo, name, config_change, om_change)
     affine_model(npu_repo, "good")
     server = npu_triton(npu_repo, models=["good"])
-    held_by_good = live_resources(server.state_file)
+    held_by_good = settled_live_resources(server.state_file)
     for name, (_, _, message) in CONFIG_ERRORS.items():
         status, error = load(server.url, name)
         assert status == 400, (name, error)
         assert message in error, (name, error)
         assert model_ready(server.url, "good")
-        assert live_resources(server.state_file) == held_by_good, name  # nothing of it left behind
+        assert settled_live_resources(server.state_file) == held_by_good, name  # nothing of it left behind
 
 
 def test_failed_instance_initialization_releases_everything(npu_triton: StartServer, npu_repo: Path) -> None:
     affine_model(npu_repo, "breaks_on_load", instances=2, extra=["fail_load"])
     affine_model(npu_repo, "ok")
     server = npu_triton(npu_repo, models=["ok"])
-    before = live_resources(server.state_file)
+    before = settled_live_resources(server.state_file)
     for _ in range(3):
         status, error = load(server.url, "breaks_on_load")
         assert status == 400
         assert "aclmdlLoadFromFile failed: ACL error 107000: [acl double] fail_load set in" in error
-    assert live_resources(server.state_file) == before  # only "ok"'s resources
+    assert settled_live_resources(server.state_file) == before  # only "ok"'s resources
 
 
 def test_injected_stream_failure_is_reported_and_cleaned_up(npu_triton: StartServer, npu_repo: Path) -> None:
