@@ -121,6 +121,10 @@ class Triage:
     changing: list[ModelEntry]  # LOADING / UNLOADING
     idle: list[ModelEntry]  # not loaded, or unloaded, with no error logged
 
+    @property
+    def failed_reasons(self) -> dict[str, str]:
+        return {model.name: reason for model, reason in self.failed}
+
 
 def triage(snapshot: ServerSnapshot, log: LogSource | None = None) -> Triage:
     idle_or_failed = [m for m in snapshot.models if m.state is not ModelState.READY]

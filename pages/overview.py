@@ -9,7 +9,7 @@ import streamlit as st
 
 from geadmin import models
 from geadmin.errors import GeAdminError
-from geadmin.overview import ServerSnapshot, is_idle, take_snapshot, triage
+from geadmin.overview import ServerSnapshot, Triage, is_idle, take_snapshot, triage
 from pages.ui import keys
 from pages.ui.context import client_for, log_source_for, selected_client, selected_server, servers
 
@@ -74,8 +74,9 @@ def server_detail(current: ServerSnapshot, last_good: ServerSnapshot | None) -> 
         st.warning(f"Showing the last data received, from {last_good.taken_at:%H:%M:%S} UTC. "
                    "This page recovers by itself when Triton answers again.")
     identity(shown, current.status)
-    not_ready_models(shown, can_act=shown is current)
-    model_table(shown)
+    found = triage(shown, log_source_for(shown.url))
+    not_ready_models(found, can_act=shown is current)
+    model_table(shown, found.failed_reasons)
     st.caption(f"Refreshed {current.taken_at:%H:%M:%S} UTC · every {REFRESH_S}s")
 
 
@@ -94,8 +95,7 @@ def identity(snapshot: ServerSnapshot, status: str) -> None:
             st.write(", ".join(snapshot.info.extensions))
 
 
-def not_ready_models(snapshot: ServerSnapshot, can_act: bool) -> None:
-    found = triage(snapshot, log_source_for(snapshot.url))
+def not_ready_models(found: Triage, can_act: bool) -> None:
     show_retry_result()
     if not found.failed and not found.changing:
         st.success("Every loaded model is READY.", icon=":material/check_circle:")
@@ -108,18 +108,18 @@ def not_ready_models(snapshot: ServerSnapshot, can_act: bool) -> None:
         text_col.error(f"**{model.name}**{version} — {state}: {reason}")
         if button_col.button("Retry load", key=f"{keys.OVERVIEW_RETRY_PREFIX}{model.name}",
                              disabled=not can_act, help="load it again, e.g. after fixing the cause"):
-            retry_load(snapshot, model.name)
+            retry_load(model.name)
     for model in found.changing:
         st.info(f"**{model.name}** is {model.state.value.lower()}…")
     if found.idle:
         st.caption("Not loaded: " + ", ".join(m.name for m in found.idle))
 
 
-def retry_load(snapshot: ServerSnapshot, name: str) -> None:
+def retry_load(name: str) -> None:
     spec = selected_server()
     with st.spinner(f"loading {name}…"):
         (result,) = models.run_action(client_for(spec.url, spec.admin_key), models.Action.LOAD, [name],
-                                      log=log_source_for(snapshot.url),
+                                      log=log_source_for(spec.url),
                                       repository=models.repository_from_env())
     st.session_state[keys.OVERVIEW_RETRY_RESULT] = result
     st.rerun()
@@ -136,13 +136,13 @@ def show_retry_result() -> None:
         st.error(f"**Retry of {result.name} failed:** {reason}", icon=":material/error:")
 
 
-def model_table(snapshot: ServerSnapshot) -> None:
+def model_table(snapshot: ServerSnapshot, reasons: dict[str, str]) -> None:
     st.subheader("Models")
     if not snapshot.models:
         st.info("The model repository is empty.")
         return
-    rows = [{"model": m.name, "version": m.version, "state": m.state.value, "reason": m.reason}
-            for m in snapshot.models]
+    rows = [{"model": m.name, "version": m.version, "state": m.state.value,
+             "reason": reasons.get(m.name, m.reason)} for m in snapshot.models]
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
 
 

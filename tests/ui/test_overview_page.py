@@ -142,6 +142,8 @@ def test_config_triton_cannot_parse_is_explained_from_the_log(
     assert "legacy_ge" in errors[0] and "not loaded" in errors[0]
     assert "unexpected platform type 'graph_executor'" in errors[0]
     assert any("Not loaded: text_normalize" in c.value for c in at.caption)
+    table = at.dataframe[0].value.set_index("model")
+    assert "unexpected platform type 'graph_executor'" in table.loc["legacy_ge", "reason"]
 
     # Without the log, Triton's index alone cannot tell a failure from a model never loaded.
     monkeypatch.delenv("GEADMIN_TRITON_LOG")
