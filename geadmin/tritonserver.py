@@ -134,9 +134,18 @@ def _replace_link(link: Path, target: Path) -> None:
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
+    return free_ports(1, host)[0]
+
+
+def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+    """`count` distinct free ports: all held open while picking, so none is handed out twice."""
+    with contextlib.ExitStack() as stack:
+        ports = []
+        for _ in range(count):
+            sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            sock.bind((host, 0))
+            ports.append(int(sock.getsockname()[1]))
+        return ports
 
 
 def ensure_port_free(host: str, port: int, what: str, flag: str) -> None:
@@ -164,7 +173,8 @@ class Ports:
 
     @classmethod
     def free(cls, host: str = "127.0.0.1") -> Ports:
-        return cls(free_port(host), free_port(host), free_port(host))
+        http, grpc, metrics = free_ports(3, host)
+        return cls(http, grpc, metrics)
 
     def ensure_free(self, host: str) -> None:
         ensure_port_free(host, self.http, "Triton HTTP", "--http-port")

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import tritonclient.http as httpclient
 
-from geadmin.tritonserver import TritonProcess, free_port
+from geadmin.tritonserver import TritonProcess, free_port, free_ports
 from geadmin.workspace import SAMPLES_DIR
 from tests.conftest import SAMPLE_MODELS, copy_samples
 from tests.helpers import OutputCollector, add_python_model, alive, descendants, wait_for
@@ -54,7 +54,7 @@ def geadmin(*args: str, home: Path, timeout_s: float = 60) -> subprocess.Complet
 @contextlib.contextmanager
 def running_up(home: Path, *extra: str, wait_for: str = "Press Ctrl-C to stop.") -> Iterator[Up]:
     """`geadmin up` on free ports; killed (with everything below it) if the test left it running."""
-    ports = [free_port() for _ in range(4)]
+    ports = free_ports(4)
     env = {**os.environ, "GEADMIN_HOME": str(home)}
     process = subprocess.Popen([*GEADMIN, "up", *port_args(*ports), *extra], stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True, env=env)
@@ -124,7 +124,7 @@ def test_status_exit_codes_and_json(up: Up) -> None:
 
 
 def test_second_up_names_the_taken_port_and_starts_nothing(up: Up, tmp_path: Path) -> None:
-    second = geadmin("up", *port_args(up.http, free_port(), free_port(), free_port()),
+    second = geadmin("up", *port_args(up.http, *free_ports(3)),
                      home=tmp_path / "home2")
     assert second.returncode == 2
     assert f"port {up.http} (Triton HTTP)" in second.stderr
@@ -182,7 +182,7 @@ def shm_prefix_of_tritonserver(pids: set[int]) -> str:
 
 def test_missing_binary_is_a_short_error_and_nothing_runs(tmp_path: Path) -> None:
     result = geadmin("up", "--tritonserver", str(tmp_path / "missing"),
-                     *port_args(free_port(), free_port(), free_port(), free_port()), home=tmp_path)
+                     *port_args(*free_ports(4)), home=tmp_path)
     assert result.returncode == 2
     assert "tritonserver not found at" in result.stderr and "nvidia-pytriton" in result.stderr
     assert "Traceback" not in result.stderr
@@ -191,7 +191,7 @@ def test_missing_binary_is_a_short_error_and_nothing_runs(tmp_path: Path) -> Non
 def test_a_triton_that_dies_at_start_is_reported_with_its_log(tmp_path: Path) -> None:
     started = time.monotonic()
     result = geadmin("up", "--tritonserver", "/bin/false",
-                     *port_args(free_port(), free_port(), free_port(), free_port()), home=tmp_path)
+                     *port_args(*free_ports(4)), home=tmp_path)
     assert result.returncode == 2
     assert "tritonserver exited with code 1 during start-up" in result.stderr
     assert str(tmp_path / "logs" / "tritonserver.log") in result.stderr
@@ -201,7 +201,7 @@ def test_a_triton_that_dies_at_start_is_reported_with_its_log(tmp_path: Path) ->
 
 def test_a_missing_repository_is_named(tmp_path: Path) -> None:
     result = geadmin("up", "--repository", str(tmp_path / "nowhere"),
-                     *port_args(free_port(), free_port(), free_port(), free_port()), home=tmp_path)
+                     *port_args(*free_ports(4)), home=tmp_path)
     assert result.returncode == 2
     assert f"model repository {tmp_path / 'nowhere'} does not exist" in result.stderr
 
@@ -231,7 +231,7 @@ def test_attach_mode_starts_only_the_dashboard(triton_server: TritonProcess, tmp
 
 
 def test_a_second_up_on_the_same_workspace_is_refused(up: Up) -> None:
-    second = geadmin("up", *port_args(free_port(), free_port(), free_port(), free_port()), home=up.home)
+    second = geadmin("up", *port_args(*free_ports(4)), home=up.home)
     assert second.returncode == 2
     assert f"another `geadmin up` (pid {up.process.pid}) is using the workspace {up.home}" in second.stderr
     assert up.process.poll() is None
@@ -243,7 +243,7 @@ def test_a_file_that_is_not_a_program_is_named(tmp_path: Path) -> None:
     fake.write_text("not a program")
     fake.chmod(0o755)
     result = geadmin("up", "--tritonserver", str(fake),
-                     *port_args(free_port(), free_port(), free_port(), free_port()), home=tmp_path)
+                     *port_args(*free_ports(4)), home=tmp_path)
     assert result.returncode == 2
     assert f"cannot run {fake}: Exec format error" in result.stderr
     assert "Traceback" not in result.stderr

@@ -11,6 +11,7 @@ from geadmin.tritonserver import (
     TritonProcess,
     WheelLayout,
     find_tritonserver,
+    free_ports,
     prepare_backend_directory,
     python_stub,
     wheel_layout,
@@ -77,3 +78,13 @@ def test_command_uses_explicit_mode_local_binding_and_summaries(tmp_path: Path) 
     env = process.environment()
     assert "nvidia_pytriton.libs" in env["LD_LIBRARY_PATH"]
     process.stop()  # removes its scratch directory
+
+
+def test_free_ports_are_distinct() -> None:
+    # Picked one at a time, a just-closed port can come back: Triton then refuses to start
+    # ("cannot listen to HTTP requests and GRPC requests at the same address and port").
+    for _ in range(50):
+        ports = free_ports(4)
+        assert len(set(ports)) == 4
+        triple = Ports.free()
+        assert len({triple.http, triple.grpc, triple.metrics}) == 3
