@@ -8,7 +8,7 @@ from dataclasses import replace
 from geadmin import settings
 from geadmin.errors import ConfigError
 from geadmin.servers import ServerSpec, load_servers
-from geadmin.triton import DEFAULT_TIMEOUT_S, TritonClient
+from geadmin.triton import DEFAULT_TIMEOUT_S, Endpoint, Transport, TritonClient
 
 
 def add_connection_args(parser: argparse.ArgumentParser) -> None:
@@ -24,6 +24,12 @@ def add_connection_args(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="NAME",
         help="a server by name, from GEADMIN_SERVERS_FILE or GEADMIN_TRITON_URLS",
+    )
+    parser.add_argument(
+        "--protocol",
+        choices=[t.value for t in Transport],
+        default=None,
+        help="talk HTTP or gRPC whatever the URL's scheme says (a bare host:port is HTTP)",
     )
     parser.add_argument(
         "--admin-key",
@@ -53,8 +59,16 @@ def server_from_args(args: argparse.Namespace) -> ServerSpec:
 
 
 def client_for(spec: ServerSpec, args: argparse.Namespace) -> TritonClient:
+    spec = with_protocol(spec, getattr(args, "protocol", None))
     return TritonClient(spec.url, admin_key=spec.admin_key, timeout_s=args.timeout)
 
 
 def client_from_args(args: argparse.Namespace) -> TritonClient:
     return client_for(server_from_args(args), args)
+
+
+def with_protocol(spec: ServerSpec, protocol: str | None) -> ServerSpec:
+    if not protocol:
+        return spec
+    endpoint = replace(Endpoint.parse(spec.url), transport=Transport(protocol))
+    return replace(spec, url=endpoint.url)

@@ -113,6 +113,11 @@ def test_status_exit_codes_and_json(up: Up) -> None:
     assert over_grpc.returncode == 0 and document["ok"] is True
     assert {m["name"]: m["state"] for m in document["models"]} == dict.fromkeys(SAMPLE_MODELS, "READY")
 
+    by_flag = geadmin("status", "--url", f"127.0.0.1:{up.grpc}", "--protocol", "grpc", "--json",
+                      home=up.home)
+    assert by_flag.returncode == 0, by_flag.stderr
+    assert json.loads(by_flag.stdout)["url"] == f"grpc://127.0.0.1:{up.grpc}"
+
     missing = geadmin("status", "--url", up.url, "--expect", "digits_pipeline", "no_such_model",
                       "--json", home=up.home)
     assert missing.returncode == 1
