@@ -84,7 +84,10 @@ class Endpoint:
         raw = url.strip()
         if "://" not in raw:
             raw = "http://" + raw
-        parts = urlsplit(raw)
+        try:
+            parts = urlsplit(raw)
+        except ValueError as exc:  # e.g. an unbalanced "[" (IPv6 brackets)
+            raise ConfigError(f"invalid Triton URL {url!r}: {exc}") from None
         scheme = parts.scheme.lower()
         if scheme not in ("http", "https", "grpc", "grpcs"):
             raise ConfigError(
