@@ -43,7 +43,8 @@ def load_servers() -> list[ServerSpec]:
     urls = settings.env("TRITON_URLS")
     if urls:
         return parse_url_list(urls)
-    return [ServerSpec("local", settings.triton_url(), settings.admin_key())]
+    url = Endpoint.parse(settings.triton_url()).url  # a bad URL is a ConfigError here, early
+    return [ServerSpec("local", url, settings.admin_key())]
 
 
 def parse_url_list(raw: str) -> list[ServerSpec]:

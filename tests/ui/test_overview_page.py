@@ -189,3 +189,15 @@ def test_retry_load_of_a_failed_model_after_fixing_it(
     assert states(client)["needs_weights"] is ModelState.READY
     assert any("loaded 'needs_weights'" in s.value for s in at.success)
     assert "READY=6" in page_text(at)
+
+
+@pytest.mark.parametrize("url", ["ftp://triton:8000", "http://[triton:8000", "http://triton:port"])
+def test_a_bad_triton_url_is_a_clear_error_on_every_page(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GEADMIN_TRITON_URL", url)
+    for page in (None, "models.py"):
+        at = AppTest.from_file(APP, default_timeout=30)
+        if page:
+            at.switch_page(page)
+        at = run_app(at)
+        assert at.error and "geadmin is misconfigured" in at.error[0].value
+        assert repr(url) in at.error[0].value
