@@ -159,10 +159,26 @@ def model_log_lines(text: str, name: str) -> list[LogLine]:
 
 
 # -- the repository on disk ----------------------------------------------------------
+def is_model_name(name: str) -> bool:
+    """One directory name inside the repository: never a path that leaves it."""
+    return name not in ("", ".", "..") and not any(c in name for c in "/\\\0")
+
+
 def layout_problems(
     repository: Path, name: str, config: model_config_pb2.ModelConfig | None = None
 ) -> list[str]:
     """What on disk would stop `name` from loading. `config` overrides config.pbtxt."""
+    if not is_model_name(name):
+        return [f"{name!r} is not a model name (one directory name, without '/' or '..')"]
+    try:
+        return _layout_problems(repository, name, config)
+    except OSError as exc:
+        return [f"cannot read {repository / name}: {exc.strerror or exc}"]
+
+
+def _layout_problems(
+    repository: Path, name: str, config: model_config_pb2.ModelConfig | None
+) -> list[str]:
     model_dir = repository / name
     if not model_dir.is_dir():
         return [f"no model directory {model_dir}" + _did_you_mean(repository, name)]
@@ -199,7 +215,8 @@ def _read_config(model_dir: Path) -> tuple[model_config_pb2.ModelConfig | None, 
 
 
 def _version_problems(model_dir: Path, config: model_config_pb2.ModelConfig) -> list[str]:
-    versions = sorted(int(p.name) for p in model_dir.iterdir() if p.is_dir() and p.name.isdigit())
+    versions = sorted(int(p.name) for p in model_dir.iterdir()
+                      if p.is_dir() and p.name.isascii() and p.name.isdigit())
     if not versions:
         return [f"no version directory in {model_dir} (e.g. {model_dir / '1'})"]
     problems = []

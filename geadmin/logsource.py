@@ -82,3 +82,13 @@ def log_source_from_env() -> LogSource | None:
     path = settings.env("TRITON_LOG")
     return LocalLogFile(path) if path else None
 
+
+
+def log_source_for(url: str, explicit_path: str | os.PathLike[str] | None = None) -> LogSource | None:
+    """The log to explain `url`'s failures with: an explicit file, else GEADMIN_TRITON_LOG —
+    but only for the server that log belongs to (GEADMIN_TRITON_URL's), never another's."""
+    from geadmin.servers import is_default_server  # servers -> triton; keep this module light
+
+    if explicit_path:
+        return LocalLogFile(explicit_path)
+    return log_source_from_env() if is_default_server(url) else None

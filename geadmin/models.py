@@ -23,11 +23,12 @@ from geadmin.errors import (
     ExplainedLoadTimeoutError,
     ForbiddenError,
     GeAdminError,
+    ModelNotFoundError,
     TritonError,
     TritonTimeoutError,
     TritonUnreachableError,
 )
-from geadmin.explain import Explanation, load_explained
+from geadmin.explain import Explanation, is_model_name, load_explained
 from geadmin.logsource import LogSource
 from geadmin.overview import best_reason, log_failures
 from geadmin.triton import ModelEntry, ModelState, TritonClient, model_config_pb2, service_pb2
@@ -241,7 +242,7 @@ def repository_from_env() -> Path | None:
 
 def disk_config(repository: Path | None, name: str) -> model_config_pb2.ModelConfig | None:
     """config.pbtxt as written (not normalized); None if missing or unreadable."""
-    if repository is None:
+    if repository is None or not is_model_name(name):
         return None
     try:
         text = (repository / name / "config.pbtxt").read_text()
@@ -256,8 +257,8 @@ def model_config(client: TritonClient, name: str, repository: Path | None = None
     if state is ModelState.READY:
         try:
             return client.model_config(name)
-        except TritonError:
-            pass
+        except ModelNotFoundError:
+            pass  # unloaded since the table was read: show the file
     return disk_config(repository, name)
 
 
@@ -327,8 +328,17 @@ def run_action(
         results.append(_run_one(client, action, name, dependents, log, repository))
     if progress is not None:
         progress(len(names), len(names), "")
-    wait_settled(client, touched, settle_timeout_s)
-    return results
+    if wait_settled(client, touched, settle_timeout_s):
+        return results
+    return [_still_moving(result, settle_timeout_s) if result.ok else result for result in results]
+
+
+def _still_moving(result: ActionResult, timeout_s: float) -> ActionResult:
+    """Triton accepted the action but the model had not settled: not "ended as asked"."""
+    message = (f"{result.action.value} of {result.name!r} was accepted, but the model was still "
+               f"loading or unloading after {timeout_s:.0f}s (or its state could not be read); "
+               "check it again in a moment")
+    return replace(result, ok=False, message=message, error=TritonTimeoutError(message))
 
 
 def _composing(client: TritonClient, name: str) -> list[str]:

@@ -103,12 +103,16 @@ class DashboardProcess:
 
     def start(self, timeout_s: float = 60.0) -> None:
         ensure_port_free(self.host, self.port, "dashboard", "--dashboard-port")
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.log_path, "ab") as log:
-            self._process = subprocess.Popen(
-                self.command(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env=self.environment(), start_new_session=True,
-            )
+        try:
+            self.log_path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.log_path, "ab") as log:
+                self._process = subprocess.Popen(
+                    self.command(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                    env=self.environment(), start_new_session=True,
+                )
+        except OSError as exc:
+            raise StackError(f"cannot start the dashboard (log {self.log_path}): "
+                             f"{exc.strerror or exc}") from exc
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self._process.poll() is not None:

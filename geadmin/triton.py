@@ -8,6 +8,8 @@ subclass chosen by one translation table (`translate_error`).
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextlib
 import enum
 import http.client
 import json
@@ -47,6 +49,7 @@ M = TypeVar("M", bound=Message)
 DEFAULT_TIMEOUT_S = 5.0
 DEFAULT_LOAD_TIMEOUT_S = 120.0
 HTTP_WORKERS = 4  # concurrent HTTP calls per endpoint (a long load must not block the rest)
+QUEUE_GRACE_S = 5.0  # how long an HTTP call may wait for a free worker, beyond its own timeout
 HTTP_ADMIN_KEY_HEADER = "admin-key"
 GRPC_ADMIN_KEY_HEADER = "triton-grpc-protocol-admin-key"
 
@@ -173,6 +176,11 @@ STATUS_ERRORS: dict[str, type[TritonError]] = {
 # Transport-level exceptions (tritonclient lets these through from sockets / gevent /
 # geventhttpclient). Order matters: the first isinstance match wins, so subclasses come
 # before bases. gevent.Timeout is handled apart (imported lazily).
+# No free HTTP worker in time: concurrent.futures.TimeoutError is TimeoutError from 3.11 on.
+_FUTURE_TIMEOUT: tuple[tuple[type[BaseException], type[TritonError]], ...] = (
+    () if concurrent.futures.TimeoutError is TimeoutError
+    else ((concurrent.futures.TimeoutError, TritonTimeoutError),)
+)
 EXCEPTION_ERRORS: tuple[tuple[type[BaseException], type[TritonError]], ...] = (
     (ConnectionRefusedError, _U),
     (ConnectionResetError, _U),
@@ -180,6 +188,7 @@ EXCEPTION_ERRORS: tuple[tuple[type[BaseException], type[TritonError]], ...] = (
     (BrokenPipeError, _U),
     (socket.gaierror, _U),
     (TimeoutError, _T),  # socket.timeout is TimeoutError since 3.10
+    *_FUTURE_TIMEOUT,
     (HTTPConnectionClosed, _U),  # the server closed the connection mid-answer
     (http.client.HTTPException, _R),  # an answer that is not HTTP (wrong port?)
     (useragent.DNSError, _U),
@@ -425,7 +434,8 @@ class TritonClient:
             if self.endpoint.transport is Transport.GRPC:
                 return self._run(fn, timeout_s)
             # The HTTP client's own timeouts bound the wait on the worker.
-            return self._pool().submit(self._run, fn, timeout_s).result()
+            # Bounded even when every worker is busy with a long load.
+            return self._pool().submit(self._run, fn, timeout_s).result(timeout=timeout_s + QUEUE_GRACE_S)
         except Exception as exc:
             raise translate_error(exc, action, self.url, loading=loading) from exc
 
@@ -469,13 +479,34 @@ class TritonClient:
             return self._grpc
 
     def close(self) -> None:
+        """Close every connection. HTTP clients are closed on the worker threads that own
+        them (gevent objects must not cross threads); else they die at interpreter exit
+        and gevent prints a traceback."""
         with self._grpc_lock:
-            if self._http_pool is not None:
-                self._http_pool.shutdown(wait=False)  # its threads drop their clients on exit
-                self._http_pool = None
-            if self._grpc is not None:
-                self._grpc.close()
-                self._grpc = None
+            pool, self._http_pool = self._http_pool, None
+            grpc_client, self._grpc = self._grpc, None
+        if pool is not None:
+            workers = len(getattr(pool, "_threads", ())) or 1
+            # One task per worker: the barrier holds each until all run, so each lands on its own thread.
+            barrier = threading.Barrier(workers)
+            for future in [pool.submit(self._close_thread_clients, barrier) for _ in range(workers)]:
+                future.result(timeout=self.timeout_s + 5)
+            pool.shutdown(wait=True)
+        if grpc_client is not None:
+            grpc_client.close()
+
+    def _close_thread_clients(self, barrier: threading.Barrier) -> None:
+        with contextlib.suppress(threading.BrokenBarrierError):
+            barrier.wait(timeout=self.timeout_s)
+        for client in self._local.__dict__.pop("http", {}).values():
+            with contextlib.suppress(Exception):
+                client.close()
+
+    def __enter__(self) -> TritonClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
 
 def _as_json(client: Any) -> dict[str, Any]:

@@ -226,8 +226,12 @@ class TritonProcess:
         self.extra_env = dict(env or {})
         self.exit_timeout_s = exit_timeout_s
         self._owned_dirs: list[Path] = []
-        self.backend_dir = backend_dir or self._default_backend_dir()
-        self.log_path = Path(log_path) if log_path else self._scratch_dir() / "tritonserver.log"
+        try:
+            self.backend_dir = backend_dir or self._default_backend_dir()
+            self.log_path = Path(log_path) if log_path else self._scratch_dir() / "tritonserver.log"
+        except BaseException:  # e.g. no stub for this Python: leave no scratch directory behind
+            self._remove_owned_dirs()
+            raise
         # A prefix of our own so stop() removes exactly this server's shared-memory regions.
         self.shm_prefix = f"geadmin_{uuid.uuid4().hex[:12]}_"
         self._process: subprocess.Popen[bytes] | None = None
@@ -349,10 +353,13 @@ class TritonProcess:
         if process is not None:
             code = terminate_group(process, timeout_s)
         self.remove_shm_regions()
+        self._remove_owned_dirs()
+        return code
+
+    def _remove_owned_dirs(self) -> None:
         for directory in self._owned_dirs:
             shutil.rmtree(directory, ignore_errors=True)
         self._owned_dirs.clear()
-        return code
 
     def remove_shm_regions(self) -> None:
         for path in glob.glob(str(SHM_DIR / f"{self.shm_prefix}*")):

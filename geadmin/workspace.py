@@ -60,10 +60,7 @@ class Workspace:
                 shutil.rmtree(staging, ignore_errors=True)
                 raise
         except OSError as exc:
-            raise RepositoryError(
-                f"cannot prepare the workspace at {self.home}: {exc.strerror or exc}; "
-                "set GEADMIN_HOME (or --home) to a writable directory"
-            ) from exc
+            raise RepositoryError(self._unusable(exc)) from exc
         return True
 
     @property
@@ -76,8 +73,11 @@ class Workspace:
         Two stacks on one workspace would serve the same repository and write (and rotate)
         the same log, so the second is refused, naming the first.
         """
-        self.home.mkdir(parents=True, exist_ok=True)
-        handle = open(self.lock_path, "a+")  # noqa: SIM115 - held open for the stack's life
+        try:
+            self.home.mkdir(parents=True, exist_ok=True)
+            handle = open(self.lock_path, "a+")  # noqa: SIM115 - held open for the stack's life
+        except OSError as exc:
+            raise StackError(self._unusable(exc)) from exc
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -96,5 +96,12 @@ class Workspace:
 
     def rotate_triton_log(self) -> None:
         """Keep the previous run's log as `.1` so this run's log holds only this run."""
-        if self.triton_log.exists():
-            self.triton_log.replace(self.triton_log.with_name(self.triton_log.name + ".1"))
+        try:
+            if self.triton_log.exists():
+                self.triton_log.replace(self.triton_log.with_name(self.triton_log.name + ".1"))
+        except OSError as exc:
+            raise StackError(self._unusable(exc)) from exc
+
+    def _unusable(self, exc: OSError) -> str:
+        return (f"cannot use the workspace {self.home}: {exc.strerror or exc}; set GEADMIN_HOME "
+                "(or --home) to a writable directory")

@@ -106,7 +106,7 @@ def not_ready_models(found: Triage, can_act: bool) -> None:
         version = f" v{model.version}" if model.version else ""
         text_col, button_col = st.columns([6, 1], vertical_alignment="center")
         text_col.error(f"**{model.name}**{version} — {state}: {reason}")
-        if button_col.button("Retry load", key=f"{keys.OVERVIEW_RETRY_PREFIX}{model.name}",
+        if button_col.button("Retry load", key=f"{keys.OVERVIEW_RETRY_PREFIX}{model.name}.{model.version}",
                              disabled=not can_act, help="load it again, e.g. after fixing the cause"):
             retry_load(model.name)
     for model in found.changing:

@@ -8,7 +8,7 @@ from dataclasses import replace
 from geadmin import settings
 from geadmin.errors import ConfigError
 from geadmin.servers import ServerSpec, load_servers
-from geadmin.triton import DEFAULT_TIMEOUT_S, Endpoint, Transport, TritonClient
+from geadmin.triton import DEFAULT_LOAD_TIMEOUT_S, DEFAULT_TIMEOUT_S, Endpoint, Transport, TritonClient
 
 
 def add_connection_args(parser: argparse.ArgumentParser) -> None:
@@ -38,10 +38,20 @@ def add_connection_args(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--timeout",
-        type=float,
+        type=positive_seconds,
         default=DEFAULT_TIMEOUT_S,
         help=f"seconds to wait for each answer (default {DEFAULT_TIMEOUT_S:g})",
     )
+
+
+def positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 < value < 1e6:  # also rejects nan and inf
+        raise argparse.ArgumentTypeError(f"seconds must be more than 0, got {text}")
+    return value
 
 
 def server_from_args(args: argparse.Namespace) -> ServerSpec:
@@ -60,7 +70,8 @@ def server_from_args(args: argparse.Namespace) -> ServerSpec:
 
 def client_for(spec: ServerSpec, args: argparse.Namespace) -> TritonClient:
     spec = with_protocol(spec, getattr(args, "protocol", None))
-    return TritonClient(spec.url, admin_key=spec.admin_key, timeout_s=args.timeout)
+    return TritonClient(spec.url, admin_key=spec.admin_key, timeout_s=args.timeout,
+                        load_timeout_s=getattr(args, "load_timeout", DEFAULT_LOAD_TIMEOUT_S))
 
 
 def client_from_args(args: argparse.Namespace) -> TritonClient:

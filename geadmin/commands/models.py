@@ -12,10 +12,10 @@ import json
 import sys
 from pathlib import Path
 
-from geadmin.commands.common import add_connection_args, client_from_args
+from geadmin.commands.common import add_connection_args, client_from_args, positive_seconds
 from geadmin.errors import TritonError, TritonUnreachableError
 from geadmin.explain import explanation_dict
-from geadmin.logsource import LocalLogFile, LogSource, log_source_from_env
+from geadmin.logsource import log_source_for
 from geadmin.models import (
     Action,
     ModelRow,
@@ -24,7 +24,6 @@ from geadmin.models import (
     run_action,
     with_log_reasons,
 )
-from geadmin.servers import is_default_server
 from geadmin.triton import DEFAULT_LOAD_TIMEOUT_S
 
 EXIT_OK = 0
@@ -33,9 +32,10 @@ EXIT_UNREACHABLE = 3
 
 
 def run_list(args: argparse.Namespace) -> int:
-    client = client_from_args(args)
     try:
-        rows = with_log_reasons(collect_rows(client, _repository(args)), _log_source(args, client.url))
+        with client_from_args(args) as client:
+            rows = with_log_reasons(collect_rows(client, _repository(args)),
+                                    log_source_for(client.url, args.triton_log))
     except TritonError as exc:
         print(f"geadmin: error: {exc}", file=sys.stderr)
         return EXIT_UNREACHABLE if isinstance(exc, TritonUnreachableError) else EXIT_FAILED
@@ -59,11 +59,11 @@ def render_table(rows: list[ModelRow]) -> str:
 
 
 def run_action_command(args: argparse.Namespace) -> int:
-    client = client_from_args(args)
-    client.load_timeout_s = args.load_timeout
-    results = run_action(client, Action(args.action), args.names,
-                         dependents=getattr(args, "dependents", False),
-                         log=_log_source(args, client.url), repository=_repository(args))
+    with client_from_args(args) as client:
+        results = run_action(client, Action(args.action), args.names,
+                             dependents=getattr(args, "dependents", False),
+                             log=log_source_for(client.url, args.triton_log),
+                             repository=_repository(args))
     if args.json:
         print(json.dumps([{"name": r.name, "action": r.action.value, "ok": r.ok, "message": r.message,
                            "explanation": explanation_dict(r.explanation) if r.explanation else None}
@@ -77,13 +77,6 @@ def run_action_command(args: argparse.Namespace) -> int:
         return EXIT_OK
     unreachable = all(isinstance(r.error, TritonUnreachableError) for r in results if not r.ok)
     return EXIT_UNREACHABLE if unreachable else EXIT_FAILED
-
-
-def _log_source(args: argparse.Namespace, url: str) -> LogSource | None:
-    """--triton-log, else GEADMIN_TRITON_LOG when talking to the server it belongs to."""
-    if args.triton_log:
-        return LocalLogFile(args.triton_log)
-    return log_source_from_env() if is_default_server(url) else None
 
 
 def _repository(args: argparse.Namespace) -> Path | None:
@@ -113,7 +106,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         sub = actions.add_parser(action.value, help=text)
         _add_common(sub)
         sub.add_argument("names", nargs="+", metavar="NAME")
-        sub.add_argument("--load-timeout", type=float, default=DEFAULT_LOAD_TIMEOUT_S,
+        sub.add_argument("--load-timeout", type=positive_seconds, default=DEFAULT_LOAD_TIMEOUT_S,
                          help="seconds to wait for each load before giving up "
                          f"(default {DEFAULT_LOAD_TIMEOUT_S:g}; a load can hang)")
         if action is Action.UNLOAD:

@@ -7,10 +7,9 @@ import json
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 
-from geadmin import settings
 from geadmin.commands.common import add_connection_args, client_for, server_from_args
-from geadmin.logsource import LocalLogFile, LogSource
-from geadmin.overview import ServerSnapshot, log_failures, take_snapshot
+from geadmin.logsource import log_source_for
+from geadmin.overview import ServerSnapshot, best_reason, log_failures, take_snapshot
 from geadmin.servers import ServerSpec, is_default_server, load_servers
 from geadmin.triton import ModelEntry, ModelState
 
@@ -78,7 +77,8 @@ def render_text(report: StatusReport) -> str:
             continue
         lines.append(f"{state.value} ({len(models)}):")
         lines += [f"  {m.name}" + (f" v{m.version}" if m.version else "")
-                  + (f": {reason}" if (reason := m.reason or report.log_reasons.get(m.name)) else "")
+                  + (f": {reason}" if (reason := best_reason(m.reason, report.log_reasons.get(m.name, "")))
+                     else "")
                   for m in models]
     if report.missing:
         lines.append("expected but not READY: " + ", ".join(report.missing))
@@ -86,20 +86,20 @@ def render_text(report: StatusReport) -> str:
     return "\n".join(lines)
 
 
-def report_for(spec: ServerSpec, args: argparse.Namespace, log: LogSource | None) -> StatusReport:
-    snapshot = take_snapshot(spec.name, client_for(spec, args))
+def report_for(spec: ServerSpec, args: argparse.Namespace) -> StatusReport:
+    log = log_source_for(spec.url, args.triton_log if not args.all or is_default_server(spec.url) else None)
+    with client_for(spec, args) as client:
+        snapshot = take_snapshot(spec.name, client)
     not_ready = [m.name for m in snapshot.models if m.state is not ModelState.READY]
     return StatusReport(snapshot, tuple(args.expect or ()), log_failures(log, not_ready))
 
 
 def run(args: argparse.Namespace) -> int:
-    log = LocalLogFile(args.triton_log) if args.triton_log else None
     if not args.all:
-        report = report_for(server_from_args(args), args, log)
+        report = report_for(server_from_args(args), args)
         print(json.dumps(report.to_json(), indent=2) if args.json else render_text(report))
         return report.exit_code()
-    reports = [report_for(spec, args, log if is_default_server(spec.url) else None)
-               for spec in load_servers()]
+    reports = [report_for(spec, args) for spec in load_servers()]
     if args.json:
         print(json.dumps([{"server": r.snapshot.name, **r.to_json()} for r in reports], indent=2))
     else:
@@ -120,7 +120,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         "the exit code is the worst one")
     parser.add_argument("--expect", nargs="+", metavar="NAME", help="models that must be READY")
     parser.add_argument("--json", action="store_true", help="print a JSON document")
-    parser.add_argument("--triton-log", default=settings.env("TRITON_LOG"), metavar="PATH",
+    parser.add_argument("--triton-log", default=None, metavar="PATH",
                         help="Triton's log file, to give reasons for models whose config Triton "
-                        "could not parse (env GEADMIN_TRITON_LOG)")
+                        "could not parse (default: GEADMIN_TRITON_LOG, for the GEADMIN_TRITON_URL "
+                        "server only)")
     parser.set_defaults(func=run)

@@ -48,8 +48,10 @@ def run(args: argparse.Namespace) -> int:
     stack = EmbeddedStack(options_from_args(args), printer=lambda message: print(message, flush=True))
     started = False
 
+    stopping = False
+
     def on_signal(signum: int, frame: FrameType | None) -> None:
-        if started:
+        if started or stopping:  # a second Ctrl-C must not cut the graceful stop short
             stack.request_stop()
         else:
             raise Interrupted(signum)
@@ -63,6 +65,7 @@ def run(args: argparse.Namespace) -> int:
         print("interrupted during start-up; stopped what had started", file=sys.stderr, flush=True)
         code = 128 + exc.signum
     finally:
+        stopping = True
         print("stopping ...", file=sys.stderr, flush=True)
         stack.stop()
         for sig, handler in previous.items():

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from geadmin.logsource import LogSource, log_source_from_env
-from geadmin.servers import ServerSpec, is_default_server, load_servers
+from geadmin.logsource import log_source_for  # noqa: F401 - re-exported for the pages
+from geadmin.servers import ServerSpec, load_servers
 from geadmin.triton import TritonClient
 from pages.ui import keys
 
@@ -36,11 +36,6 @@ def server_picker() -> None:
         selected_server()
         st.sidebar.selectbox("Triton server", [s.name for s in specs], key=keys.SERVER)
     st.sidebar.caption(f"Triton: `{selected_server().url}`")
-
-
-def log_source_for(url: str) -> LogSource | None:
-    """The Triton log geadmin knows (the embedded stack's) belongs to the default server only."""
-    return log_source_from_env() if is_default_server(url) else None
 
 
 def selected_client() -> TritonClient:

@@ -126,6 +126,12 @@ def test_status_exit_codes_and_json(up: Up) -> None:
     down = geadmin("status", "--url", f"http://127.0.0.1:{free_port()}", home=up.home)
     assert down.returncode == 3
     assert "unreachable" in down.stdout and "Connection refused" in down.stdout
+    for result in (ok, over_grpc, missing, down):  # connections closed before exit: no gevent noise
+        assert "Traceback" not in result.stderr and "Exception ignored" not in result.stderr
+
+    bad_timeout = geadmin("status", "--url", up.url, "--timeout", "-1", home=up.home)
+    assert bad_timeout.returncode == 2
+    assert "seconds must be more than 0, got -1" in bad_timeout.stderr
 
 
 def test_second_up_names_the_taken_port_and_starts_nothing(up: Up, tmp_path: Path) -> None:
@@ -296,3 +302,12 @@ def test_cli_picks_servers_by_name_and_checks_them_all(up: Up) -> None:
     unknown = cli("status", "--server", "nope")
     assert unknown.returncode == 2
     assert "no server named 'nope'; configured: main, spare" in unknown.stderr
+
+
+@pytest.mark.parametrize("attach", [False, True])
+def test_an_unusable_workspace_is_named(attach: bool) -> None:
+    extra = ["--triton-url", "http://127.0.0.1:1"] if attach else []
+    result = geadmin("up", *extra, *port_args(*free_ports(4)), home=Path("/proc/geadmin-nope"))
+    assert result.returncode == 2
+    assert "/proc/geadmin-nope" in result.stderr
+    assert "internal error" not in result.stderr and "Traceback" not in result.stderr

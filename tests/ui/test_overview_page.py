@@ -177,14 +177,14 @@ def test_retry_load_of_a_failed_model_after_fixing_it(
     at = run_app()
     assert "weights.bin is missing" in at.error[0].value
 
-    at.button(key="overview.retry.needs_weights").click()
+    at.button(key="overview.retry.needs_weights.1").click()
     at = run_app(at)
     assert any("Retry of needs_weights failed" in e.value and "weights.bin is missing" in e.value
                for e in at.error)
     assert states(client)["needs_weights"] is ModelState.UNAVAILABLE
 
     (flaky / "1" / "weights.bin").write_bytes(b"\0")  # the operator fixes the cause
-    at.button(key="overview.retry.needs_weights").click()
+    at.button(key="overview.retry.needs_weights.1").click()
     at = run_app(at)
     assert states(client)["needs_weights"] is ModelState.READY
     assert any("loaded 'needs_weights'" in s.value for s in at.success)

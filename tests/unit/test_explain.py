@@ -168,3 +168,35 @@ def test_npu_ge_accepts_any_of_its_model_files(repo: Path) -> None:
 
 def test_logline_is_a_value() -> None:
     assert parse_log_line(POLL_FAILED) == LogLine("E", parse_log_line(POLL_FAILED).message, POLL_FAILED)
+
+
+def test_names_that_leave_the_repository_are_refused(tmp_path: Path) -> None:
+    from geadmin.explain import layout_problems
+    from geadmin.models import disk_config
+
+    secret = tmp_path / "outside"
+    secret.mkdir()
+    (secret / "config.pbtxt").write_text('name: "outside" backend: "python"')
+    repository = tmp_path / "repo"
+    repository.mkdir()
+    for name in ("../outside", "/etc", ".."):
+        assert layout_problems(repository, name) == [
+            f"{name!r} is not a model name (one directory name, without '/' or '..')"]
+        assert disk_config(repository, name) is None
+
+
+def test_an_unreadable_model_directory_is_a_problem_not_a_crash(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from geadmin.explain import layout_problems
+
+    model = tmp_path / "m"
+    (model / "²").mkdir(parents=True)  # isdigit() but not int()
+    (model / "config.pbtxt").write_text('name: "m" backend: "python"')
+    assert layout_problems(tmp_path, "m") == [f"no version directory in {model} (e.g. {model / '1'})"]
+
+    def denied(self: Path) -> None:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(Path, "iterdir", denied)  # tests run as root, which reads anything
+    assert layout_problems(tmp_path, "m") == [f"cannot read {model}: Permission denied"]

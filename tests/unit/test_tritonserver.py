@@ -88,3 +88,21 @@ def test_free_ports_are_distinct() -> None:
         assert len(set(ports)) == 4
         triple = Ports.free()
         assert len({triple.http, triple.grpc, triple.metrics}) == 3
+
+
+def test_a_failed_construction_leaves_no_scratch_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tempfile
+
+    import geadmin.tritonserver as module
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+
+    def no_stub(layout: object, version: object = None) -> Path:
+        raise PythonStubMissingError("no stub for this Python")
+
+    monkeypatch.setattr(module, "python_stub", no_stub)
+    with pytest.raises(PythonStubMissingError):
+        TritonProcess(tmp_path)
+    assert not list(tmp_path.glob("geadmin-triton-*"))
