@@ -405,16 +405,16 @@ class TritonClient:
 
     # -- logging --------------------------------------------------------------------
     def log_settings(self) -> dict[str, Any]:
-        raw = self._call("read log settings", lambda c, kw: c.get_log_settings(**kw, **_as_json(c)))
-        return _plain_log_settings(raw)
+        # Flattened inside the call, so an unexpected answer is translated like any failure.
+        return self._call("read log settings",
+                          lambda c, kw: _plain_log_settings(c.get_log_settings(**kw, **_as_json(c))))
 
     def update_log_settings(self, **settings: Any) -> dict[str, Any]:
         """E.g. `update_log_settings(log_verbose_level=1)`; returns the new settings."""
-        raw = self._call(
+        return self._call(
             "change log settings",
-            lambda c, kw: c.update_log_settings(settings, **kw, **_as_json(c)),
+            lambda c, kw: _plain_log_settings(c.update_log_settings(settings, **kw, **_as_json(c))),
         )
-        return _plain_log_settings(raw)
 
     # -- plumbing -------------------------------------------------------------------
     def _message(self, action: str, fetch: Callable[[Any, dict[str, Any]], Any], message_type: type[M]) -> M:
