@@ -58,7 +58,8 @@ def button(at: AppTest, label: str) -> object:
     return matches[0]
 
 
-def do_action(at: AppTest, action: str, names: list[str], dependents: bool = False) -> AppTest:
+def ask(at: AppTest, action: str, names: list[str], dependents: bool = False) -> AppTest:
+    """Pick models and an action, press its button: the page must ask for confirmation."""
     at.multiselect(key="models.selected").set_value(names)
     at.selectbox(key="models.action").set_value(action)
     if dependents:
@@ -67,6 +68,11 @@ def do_action(at: AppTest, action: str, names: list[str], dependents: bool = Fal
     button(at, f"{action.capitalize()}…").click()  # type: ignore[attr-defined]
     run(at)
     assert any(names[0] in w.value for w in at.warning), "a confirmation is asked first"
+    return at
+
+
+def do_action(at: AppTest, action: str, names: list[str], dependents: bool = False) -> AppTest:
+    ask(at, action, names, dependents)
     button(at, f"Confirm {action}").click()  # type: ignore[attr-defined]
     return run(at)
 
@@ -164,12 +170,7 @@ def test_cancel_does_nothing(triton_factory: Callable[..., TritonProcess],
                              monkeypatch: pytest.MonkeyPatch) -> None:
     server = triton_factory(models=["text_normalize"])
     use_server(monkeypatch, server)
-    at = open_models_page()
-    at.multiselect(key="models.selected").set_value(["text_normalize"])
-    at.selectbox(key="models.action").set_value("unload")
-    run(at)
-    button(at, "Unload…").click()  # type: ignore[attr-defined]
-    run(at)
+    at = ask(open_models_page(), "unload", ["text_normalize"])
     button(at, "Cancel").click()  # type: ignore[attr-defined]
     run(at)
     time.sleep(0.5)
@@ -211,13 +212,7 @@ def test_a_confirmation_asked_on_one_server_is_dropped_when_switching(
 ) -> None:
     other = triton_factory()
     monkeypatch.setenv("GEADMIN_TRITON_URLS", f"first={triton_server.http_url},second={other.http_url}")
-    at = open_models_page()
-    at.multiselect(key="models.selected").set_value(["text_normalize"])
-    at.selectbox(key="models.action").set_value("unload")
-    run(at)
-    button(at, "Unload…").click()  # type: ignore[attr-defined]
-    run(at)
-    assert any("text_normalize" in w.value for w in at.warning)
+    at = ask(open_models_page(), "unload", ["text_normalize"])
 
     at.sidebar.selectbox[0].set_value("second")
     run(at)
