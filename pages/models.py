@@ -36,6 +36,7 @@ def render() -> None:
     except GeAdminError as exc:
         fresh = False
         show_error(exc)
+        wait_for_recovery(spec.url, spec.admin_key)
         if spec.name not in last_good:
             return
         rows = last_good[spec.name]
@@ -44,7 +45,17 @@ def render() -> None:
     shown = model_table(rows)
     if fresh:
         actions(shown)
-    detail(rows)
+        detail(rows)
+
+
+@st.fragment(run_every=CACHE_TTL_S)
+def wait_for_recovery(url: str, admin_key: str | None) -> None:
+    """While Triton is down, look every few seconds; reload the page when it answers again."""
+    try:
+        client_for(url, admin_key).is_live()
+    except GeAdminError:
+        return
+    st.rerun()
 
 
 def model_table(rows: list[ModelRow]) -> list[ModelRow]:

@@ -9,6 +9,7 @@ import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from geadmin.stack import DashboardProcess
+from geadmin.tritonserver import Ports, TritonProcess
 from tests.conftest import SAMPLE_MODELS
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -62,3 +63,27 @@ def test_models_page_draws_the_ensemble_graph(dashboard: DashboardProcess, page:
     expect(graph).to_be_visible(timeout=30_000)
     for step in ("digits_preprocess", "digits_classifier", "digits_postprocess"):
         expect(graph.get_by_text(step, exact=True)).to_have_count(1)
+
+
+def test_pages_recover_by_themselves_when_triton_comes_back(
+    page: Page, tmp_path: Path, sample_repository: Path
+) -> None:
+    ports = Ports.free()
+    triton = TritonProcess(sample_repository, ports=ports, log_path=tmp_path / "triton.log")
+    dashboard = DashboardProcess(triton_url=triton.http_url, home=tmp_path)
+    dashboard.start()
+    try:
+        second = page.context.new_page()
+        page.goto(f"{dashboard.url}/models", wait_until="domcontentloaded")
+        second.goto(dashboard.url, wait_until="domcontentloaded")
+        expect(page.get_by_text("unreachable").first).to_be_visible(timeout=30_000)
+        expect(second.get_by_text("unreachable").first).to_be_visible(timeout=30_000)
+
+        triton.start()  # nobody touches either page from here on
+        grid = page.locator("[data-testid='stDataFrame']").first
+        expect(grid.get_by_text("digits_pipeline", exact=True)).to_have_count(1, timeout=30_000)
+        expect(second.get_by_text("Every loaded model is READY.")).to_be_visible(timeout=30_000)
+        expect(page.get_by_text("unreachable")).to_have_count(0)
+    finally:
+        dashboard.stop()
+        triton.stop()
