@@ -19,6 +19,10 @@ def env(name: str, default: str | None = None) -> str | None:
     return value if value not in (None, "") else default
 
 
+def is_port(value: int) -> bool:
+    return 0 < value < 65536
+
+
 def env_int(name: str, default: int) -> int:
     raw = env(name)
     if raw is None:
@@ -27,7 +31,7 @@ def env_int(name: str, default: int) -> int:
         value = int(raw)
     except ValueError:
         raise ConfigError(f"GEADMIN_{name} must be an integer, got {raw!r}") from None
-    if not 0 < value < 65536 and name.endswith("PORT"):
+    if name.endswith("PORT") and not is_port(value):
         raise ConfigError(f"GEADMIN_{name} must be a port between 1 and 65535, got {value}")
     return value
 

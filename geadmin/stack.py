@@ -20,6 +20,7 @@ from geadmin.errors import StackError
 from geadmin.tritonserver import (
     Ports,
     TritonProcess,
+    client_host,
     ensure_port_free,
     free_port,
     http_ok,
@@ -53,7 +54,7 @@ class DashboardProcess:
         self.triton_url = triton_url
         self.home = Path(home)
         self.host = host
-        self.port = port or free_port(host if host != "0.0.0.0" else "127.0.0.1")
+        self.port = port or free_port(client_host(host))
         self.triton_log = triton_log
         self.repository = repository
         self.only_this_triton = only_this_triton
@@ -63,8 +64,7 @@ class DashboardProcess:
 
     @property
     def url(self) -> str:
-        host = "127.0.0.1" if self.host == "0.0.0.0" else self.host
-        return f"http://{host}:{self.port}"
+        return f"http://{client_host(self.host)}:{self.port}"
 
     @property
     def pid(self) -> int | None:

@@ -34,6 +34,7 @@ from geadmin.errors import (
     TritonBinaryNotFoundError,
     TritonStartError,
 )
+from geadmin.settings import is_port
 
 SHM_DIR = Path("/dev/shm")
 _INSTALL_HINT = "install it with `pip install nvidia-pytriton`, or name a binary with " \
@@ -149,7 +150,7 @@ def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
 
 
 def ensure_port_free(host: str, port: int, what: str, flag: str) -> None:
-    if not 0 < port < 65536:
+    if not is_port(port):
         raise PortInUseError(f"{what} port must be between 1 and 65535, got {port} ({flag})", port)
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -190,7 +191,8 @@ def tail(path: Path, lines: int = 30) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
-def _client_host(host: str) -> str:
+def client_host(host: str) -> str:
+    """Where a client on this machine reaches a server bound to `host` (0.0.0.0: anywhere)."""
     return "127.0.0.1" if host in ("0.0.0.0", "") else host
 
 
@@ -219,7 +221,7 @@ class TritonProcess:
         self.repository = Path(repository)
         self.binary = Path(binary) if binary else find_tritonserver()
         self.host = host
-        self.ports = ports or Ports.free(_client_host(host))
+        self.ports = ports or Ports.free(client_host(host))
         self.models = models
         self.extra_args = list(extra_args)
         self.ld_library_path = [Path(p) for p in ld_library_path]
@@ -239,15 +241,15 @@ class TritonProcess:
     # -- addresses --------------------------------------------------------------------
     @property
     def http_url(self) -> str:
-        return f"http://{_client_host(self.host)}:{self.ports.http}"
+        return f"http://{client_host(self.host)}:{self.ports.http}"
 
     @property
     def grpc_url(self) -> str:
-        return f"{_client_host(self.host)}:{self.ports.grpc}"
+        return f"{client_host(self.host)}:{self.ports.grpc}"
 
     @property
     def metrics_url(self) -> str:
-        return f"http://{_client_host(self.host)}:{self.ports.metrics}/metrics"
+        return f"http://{client_host(self.host)}:{self.ports.metrics}/metrics"
 
     @property
     def pid(self) -> int | None:

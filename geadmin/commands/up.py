@@ -78,7 +78,7 @@ def port_number(text: str) -> int:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
-    if not 0 < value < 65536:
+    if not settings.is_port(value):
         raise argparse.ArgumentTypeError(f"a port is between 1 and 65535, got {value}")
     return value
 
