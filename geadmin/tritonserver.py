@@ -234,8 +234,9 @@ class TritonProcess:
         except BaseException:  # e.g. no stub for this Python: leave no scratch directory behind
             self._remove_owned_dirs()
             raise
-        # A prefix of our own so stop() removes exactly this server's shared-memory regions.
-        self.shm_prefix = f"geadmin_{uuid.uuid4().hex[:12]}_"
+        # A prefix of our own so stop() removes exactly this server's shared-memory regions;
+        # it names our pid, so a later start can remove what a killed predecessor left.
+        self.shm_prefix = f"geadmin_{os.getpid()}_{uuid.uuid4().hex[:8]}_"
         self._process: subprocess.Popen[bytes] | None = None
 
     # -- addresses --------------------------------------------------------------------
@@ -298,6 +299,7 @@ class TritonProcess:
         if not self.repository.is_dir():
             raise TritonStartError(f"model repository {self.repository} does not exist")
         self.ports.ensure_free(self.host)
+        self.remove_stale_shm_regions()
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as log:
             try:
@@ -363,6 +365,19 @@ class TritonProcess:
             shutil.rmtree(directory, ignore_errors=True)
         self._owned_dirs.clear()
 
+    @staticmethod
+    def remove_stale_shm_regions() -> list[str]:
+        """Remove regions of geadmin-started servers whose launching process is gone
+        (a SIGKILLed `geadmin up` never cleans up; FACTS.md). Returns what was removed."""
+        removed = []
+        for path in SHM_DIR.glob("geadmin_*_*_*"):
+            owner = path.name.split("_")[1]
+            if owner.isdigit() and not _pid_alive(int(owner)):
+                with contextlib.suppress(OSError):
+                    path.unlink()
+                    removed.append(path.name)
+        return removed
+
     def remove_shm_regions(self) -> None:
         for path in glob.glob(str(SHM_DIR / f"{self.shm_prefix}*")):
             with contextlib.suppress(OSError):
@@ -390,6 +405,16 @@ class TritonProcess:
 
     def _default_backend_dir(self) -> Path:
         return prepare_backend_directory(self._scratch_dir() / "backends")
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's live process
+    return True
 
 
 def http_ok(url: str, timeout_s: float = 1.0) -> bool:

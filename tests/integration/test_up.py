@@ -62,11 +62,15 @@ def running_up(home: Path, *extra: str, wait_for: str = "Press Ctrl-C to stop.")
         output = OutputCollector(process).wait_for(wait_for, timeout_s=180)
         yield Up(process, home, *ports, output=output)
     finally:
-        if process.poll() is None:
-            for pid in descendants(process.pid):
-                os.kill(pid, signal.SIGKILL)
-            process.kill()
-            process.wait(10)
+        if process.poll() is None:  # stop it as an operator would; force only if that fails
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(20)
+            except subprocess.TimeoutExpired:
+                for pid in descendants(process.pid):
+                    os.kill(pid, signal.SIGKILL)
+                process.kill()
+                process.wait(10)
 
 
 @pytest.fixture(scope="module")

@@ -106,3 +106,32 @@ def test_a_failed_construction_leaves_no_scratch_directory(
     with pytest.raises(PythonStubMissingError):
         TritonProcess(tmp_path)
     assert not list(tmp_path.glob("geadmin-triton-*"))
+
+
+def test_regions_left_by_a_killed_launcher_are_removed_and_live_ones_kept() -> None:
+    import os
+    import subprocess
+
+    child = subprocess.Popen(["true"])
+    child.wait()  # reaped: its pid is gone
+    dead_pid = child.pid
+    shm = Path("/dev/shm")
+    stale = shm / f"geadmin_{dead_pid}_abcd1234_region"
+    live = shm / f"geadmin_{os.getpid()}_abcd1234_region"
+    stale.write_bytes(b"x")
+    live.write_bytes(b"x")
+    try:
+        removed = TritonProcess.remove_stale_shm_regions()
+        assert stale.name in removed and not stale.exists()
+        assert live.exists()
+    finally:
+        for path in (stale, live):
+            path.unlink(missing_ok=True)
+
+
+def test_the_shm_prefix_names_the_launching_process(tmp_path: Path) -> None:
+    import os
+
+    process = TritonProcess(tmp_path)
+    assert process.shm_prefix.startswith(f"geadmin_{os.getpid()}_")
+    process.stop()
