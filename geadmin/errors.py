@@ -8,14 +8,16 @@
     │   ├── PortInUseError              a port we must bind is taken
     │   └── TritonStartError            tritonserver exited or never became ready
     ├── RepositoryError             the model repository on disk
+    │   └── ConfigParseError            a config.pbtxt the protobuf parser rejects (line, column)
     └── TritonError                 talking to a running Triton
         ├── TritonUnreachableError      nothing answers (connection refused, DNS, reset)
+        │   └── WrongProtocolError          the port answers in the other protocol (HTTP vs gRPC)
         ├── TritonTimeoutError          it answered too slowly
-        │   └── ExplainedLoadTimeoutError   a load still running at our deadline, with clues
+        │   └── ExplainedLoadTimeoutError   a load still running at our deadline, or stuck, with clues
         ├── ForbiddenError              restricted API without / with a wrong key
         ├── ModelNotFoundError          no such model (or version) on the server
         ├── LoadFailedError             a load / reload was rejected
-        │   └── ExplainedLoadError          ... with the real reason (geadmin.explain)
+        │   └── ExplainedLoadError          ... with the real reason (geadmin.diagnose.explain)
         └── TritonRequestError          any other request Triton rejected
 
 Pages and the CLI catch only these, and show `str(err)`: each message names the
@@ -27,7 +29,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from geadmin.explain import Explanation
+    from geadmin.domain import Explanation
 
 
 class GeAdminError(Exception):
@@ -67,6 +69,17 @@ class RepositoryError(GeAdminError):
     """The model repository on disk is missing, unreadable or malformed."""
 
 
+class ConfigParseError(RepositoryError):
+    """A config that does not parse; `line`/`column` are the parser's (1-based)."""
+
+    def __init__(self, message: str, *, line: int | None = None, column: int | None = None,
+                 detail: str = "") -> None:
+        super().__init__(message)
+        self.line = line
+        self.column = column
+        self.detail = detail or message
+
+
 class TritonError(GeAdminError):
     """A request to a running Triton failed."""
 
@@ -78,6 +91,10 @@ class TritonError(GeAdminError):
 
 class TritonUnreachableError(TritonError):
     pass
+
+
+class WrongProtocolError(TritonUnreachableError):
+    """HTTP sent to a gRPC port, or the reverse: the URL's scheme or port is wrong."""
 
 
 class TritonTimeoutError(TritonError):

@@ -1,53 +1,158 @@
-"""geadmin's settings: one name per setting, read from the CLI flag or `GEADMIN_<NAME>`.
+"""Every `GEADMIN_*` environment variable: its name, default, parser and meaning, once.
 
-A flag wins over its environment variable, which wins over the default. Every setting is
-listed in the README's configuration table.
+This is the only module that reads them (a test enforces it). A CLI flag of the same name
+wins over the variable, which wins over the default; a variable is parsed only when a
+command asks for it, so a bad `GEADMIN_HTTP_PORT` does not break `geadmin status`. The
+README's settings table lists every entry of `SETTINGS` (a test checks that too).
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
+from geadmin.domain import DEFAULT_PORTS
 from geadmin.errors import ConfigError
 
-DEFAULT_TRITON_URL = "http://127.0.0.1:8000"
-
-
-def env(name: str, default: str | None = None) -> str | None:
-    value = os.environ.get(f"GEADMIN_{name}")
-    return value if value not in (None, "") else default
+PREFIX = "GEADMIN_"
+T = TypeVar("T")
 
 
 def is_port(value: int) -> bool:
     return 0 < value < 65536
 
 
-def env_int(name: str, default: int) -> int:
-    raw = env(name)
-    if raw is None:
-        return default
+def parse_port(raw: str) -> int:
     try:
         value = int(raw)
     except ValueError:
-        raise ConfigError(f"GEADMIN_{name} must be an integer, got {raw!r}") from None
-    if name.endswith("PORT") and not is_port(value):
-        raise ConfigError(f"GEADMIN_{name} must be a port between 1 and 65535, got {value}")
+        raise ConfigError(f"must be a port number, got {raw!r}") from None
+    if not is_port(value):
+        raise ConfigError(f"must be a port between 1 and 65535, got {value}")
     return value
 
 
-def home() -> Path:
-    """The workspace directory (model repository copy, logs, history and audit databases)."""
-    raw = env("HOME")
-    if raw:
-        return Path(raw).expanduser()
+def parse_path(raw: str) -> Path:
+    return Path(raw).expanduser()
+
+
+def parse_flag(raw: str) -> bool:
+    lowered = raw.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off", ""):
+        return False
+    raise ConfigError(f"must be 1 or 0, got {raw!r}")
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str  # without the prefix
+    parse: Callable[[str], Any]
+    default: str | None  # as text, parsed like a value from the environment; None: unset
+    meaning: str
+
+    @property
+    def env_name(self) -> str:
+        return PREFIX + self.name
+
+
+def _default_home() -> str:
     data_home = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(data_home) / "geadmin"
+    return str(Path(data_home) / "geadmin")
 
 
-def triton_url() -> str:
-    return env("TRITON_URL", DEFAULT_TRITON_URL) or DEFAULT_TRITON_URL
+SETTINGS: dict[str, Setting] = {s.name: s for s in (
+    Setting("HOME", parse_path, None, "workspace directory (default $XDG_DATA_HOME/geadmin, "
+            "else ~/.local/share/geadmin)"),
+    Setting("REPOSITORY", parse_path, None, "the served model repository"),
+    Setting("TRITONSERVER", parse_path, None, "tritonserver binary to run"),
+    Setting("HOST", str, "127.0.0.1", "address Triton and the dashboard bind"),
+    Setting("HTTP_PORT", parse_port, str(DEFAULT_PORTS["http"]), "Triton HTTP port"),
+    Setting("GRPC_PORT", parse_port, str(DEFAULT_PORTS["grpc"]), "Triton gRPC port"),
+    Setting("METRICS_PORT", parse_port, str(DEFAULT_PORTS["metrics"]), "Triton metrics port"),
+    Setting("DASHBOARD_PORT", parse_port, str(DEFAULT_PORTS["dashboard"]), "dashboard port"),
+    Setting("TRITON_URL", str, None, "the Triton to talk to"),
+    Setting("TRITON_URLS", str, None, "several servers: name=url,name2=url2"),
+    Setting("SERVERS_FILE", parse_path, None, "several servers, from a TOML file"),
+    Setting("ADMIN_KEY", str, None, "key for Triton's restricted APIs"),
+    Setting("TRITON_LOG", parse_path, None, "Triton's log file, read to explain failures"),
+    Setting("DEBUG", parse_flag, "0", "1: print the traceback of an internal error"),
+)}
+
+
+def raw(name: str) -> str | None:
+    """The variable as set (None when unset or empty)."""
+    value = os.environ.get(SETTINGS[name].env_name)
+    return value if value not in (None, "") else None
+
+
+def is_set(name: str) -> bool:
+    return raw(name) is not None
+
+
+def get(name: str, flag: T | None = None) -> Any:
+    """The flag if given, else the parsed variable, else the parsed default (None: unset)."""
+    if flag is not None:
+        return flag
+    setting = SETTINGS[name]
+    text = raw(name)
+    if text is None:
+        text = setting.default
+    if text is None:
+        return None
+    try:
+        return setting.parse(text)
+    except ConfigError as exc:
+        raise ConfigError(f"{setting.env_name} {exc}") from None
+
+
+def home(flag: str | os.PathLike[str] | None = None) -> Path:
+    """The workspace directory (model repository copy, logs, stack file)."""
+    if flag:
+        return Path(flag).expanduser()
+    return get("HOME") or Path(_default_home())
+
+
+def port(kind: str, flag: int | None = None) -> int:
+    """`kind` is a key of DEFAULT_PORTS: http, grpc, metrics, dashboard."""
+    return int(get(f"{kind.upper()}_PORT", flag))
+
+
+def triton_url() -> str | None:
+    """GEADMIN_TRITON_URL when set (None: not given; callers pick the stack or the default)."""
+    return raw("TRITON_URL")
 
 
 def admin_key() -> str | None:
-    return env("ADMIN_KEY")
+    return raw("ADMIN_KEY")
+
+
+def triton_log() -> Path | None:
+    return get("TRITON_LOG")
+
+
+def repository() -> Path | None:
+    return get("REPOSITORY")
+
+
+def debug() -> bool:
+    try:
+        return bool(get("DEBUG"))
+    except ConfigError:
+        return True  # asked for something: better too much than nothing
+
+
+def child_environment(base: Mapping[str, str], values: Mapping[str, str | None]) -> dict[str, str]:
+    """`base` with settings set for a child process (`None` removes one), e.g. the dashboard."""
+    env = dict(base)
+    for name, value in values.items():
+        key = SETTINGS[name].env_name
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+    return env

@@ -5,90 +5,112 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from geadmin import models
+from geadmin.diagnose import details, ensemble
+from geadmin.diagnose.rows import ModelRow, collect_rows, filter_rows
+from geadmin.domain import ModelState
 from geadmin.errors import GeAdminError
-from geadmin.models import Action, ModelRow
-from geadmin.triton import ModelState
+from geadmin.ops import actions
+from geadmin.ops.actions import Action
+from geadmin.repository.modelconfig import to_dict, to_pbtxt
+from geadmin.stack.target import Target
 from pages.ui import keys
-from pages.ui.context import client_for, log_source_for, selected_client, selected_server
+from pages.ui.context import client_for, log_for, selected_client, selected_target
 
-CACHE_TTL_S = 5
+REFRESH_S = 5
+REASON_COLUMN = st.column_config.TextColumn("reason", width="large")
 
 
-@st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
-def read_rows(url: str, admin_key: str | None) -> list[ModelRow]:
-    rows = models.collect_rows(client_for(url, admin_key), models.repository_from_env())
-    return models.with_log_reasons(rows, log_source_for(url))
+def read_rows(target: Target) -> list[ModelRow]:
+    client = client_for(target.spec.url, target.spec.admin_key)
+    return collect_rows(client, target.repository, log_for(target))
 
 
 def show_error(error: GeAdminError) -> None:
-    st.error(f"{error}\n\n**Next step:** {models.next_step(error)}", icon=":material/error:")
+    st.error(f"{error}\n\n**Next step:** {actions.next_step(error)}", icon=":material/error:")
 
 
 def render() -> None:
     st.title("Models")
-    spec = selected_server()
-    last_good: dict[str, list[ModelRow]] = st.session_state.setdefault(keys.MODELS_LAST_GOOD, {})
-    fresh = True
-    try:
-        rows = read_rows(spec.url, spec.admin_key)
-        last_good[spec.name] = rows
-    except GeAdminError as exc:
-        fresh = False
-        show_error(exc)
-        wait_for_recovery(spec.url, spec.admin_key)
-        if spec.name not in last_good:
-            return
-        rows = last_good[spec.name]
-        st.warning("Showing the last model list received; actions are disabled until Triton answers.")
+    target = selected_target()
     show_results()
-    shown = model_table(rows)
-    if fresh:
-        actions(shown)
+    paused = st.toggle("Pause auto-refresh", key=keys.MODELS_PAUSED,
+                       help=f"the table refreshes itself every {REFRESH_S}s")
+    st.fragment(live_table, run_every=None if paused else REFRESH_S)(target)
+    rows, fresh = _last_rows(target)
+    if rows is not None and fresh:
+        actions_form([r.name for r in rows])
         detail(rows)
 
 
-@st.fragment(run_every=CACHE_TTL_S)
-def wait_for_recovery(url: str, admin_key: str | None) -> None:
-    """While Triton is down, look every few seconds; reload the page when it answers again."""
+def _last_rows(target: Target) -> tuple[list[ModelRow] | None, bool]:
+    shape = st.session_state.get(keys.MODELS_SHAPE)
+    last_good: dict[str, list[ModelRow]] = st.session_state.get(keys.MODELS_LAST_GOOD, {})
+    fresh = bool(shape and shape[0] == target.spec.name and shape[1])
+    return last_good.get(target.spec.name), fresh
+
+
+def live_table(target: Target) -> None:
+    """The table, refreshed in place. When the server goes away or comes back, or the set of
+    models changes, the whole page reruns so the actions below match what is shown."""
+    last_good: dict[str, list[ModelRow]] = st.session_state.setdefault(keys.MODELS_LAST_GOOD, {})
     try:
-        client_for(url, admin_key).is_live()
-    except GeAdminError:
+        rows = read_rows(target)
+        last_good[target.spec.name] = rows
+        fresh = True
+    except GeAdminError as exc:
+        fresh = False
+        show_error(exc)
+    shape = (target.spec.name, fresh, tuple(r.name for r in last_good.get(target.spec.name, [])))
+    previous = st.session_state.get(keys.MODELS_SHAPE)
+    st.session_state[keys.MODELS_SHAPE] = shape
+    if previous is not None and previous != shape:  # the next run sees the same shape: no loop
+        st.rerun(scope="app")
+    if target.spec.name not in last_good:
+        st.caption(f"No data yet; retrying every {REFRESH_S}s.")
         return
-    st.rerun()
+    if not fresh:
+        st.warning("Showing the last model list received; actions are disabled until Triton answers. "
+                   "This page recovers by itself.")
+    model_table(last_good[target.spec.name])
 
 
-def model_table(rows: list[ModelRow]) -> list[ModelRow]:
+def model_table(rows: list[ModelRow]) -> None:
     search_col, state_col = st.columns([2, 1])
     search = search_col.text_input("Search name or reason", key=keys.MODELS_SEARCH)
     states = state_col.multiselect("State", [s.value for s in ModelState], key=keys.MODELS_STATES)
-    shown = models.filter_rows(rows, search, [ModelState(s) for s in states])
+    shown = filter_rows(rows, search, [ModelState(s) for s in states])
     counts = ", ".join(f"{sum(r.state is s for r in rows)} {s.value}" for s in ModelState
                        if any(r.state is s for r in rows))
     st.caption(f"{len(shown)} of {len(rows)} models · {counts}")
-    if shown:
-        st.dataframe(pd.DataFrame([r.record() for r in shown]), hide_index=True, width="stretch")
-    else:
+    if not shown:
         st.info("No model matches the search and state filter.")
-    return shown
+        return
+    st.dataframe(pd.DataFrame([r.record() for r in shown]), hide_index=True, width="stretch",
+                 column_config={"reason": REASON_COLUMN})
+    with_reasons = [r for r in shown if r.reason]
+    if with_reasons:
+        with st.expander(f"Reasons in full ({len(with_reasons)})"):
+            for row in with_reasons:
+                st.markdown(f"**{row.name}** ({row.state.value})")
+                st.code(row.reason, language="text", wrap_lines=True)
 
 
-def actions(shown: list[ModelRow]) -> None:
+def actions_form(names: list[str]) -> None:
     st.subheader("Actions")
     names_col, action_col, dep_col = st.columns([3, 1, 1])
-    names = names_col.multiselect("Models", [r.name for r in shown], key=keys.MODELS_SELECTED,
-                                  help="one model, or several for a bulk action")
+    chosen = names_col.multiselect("Models", names, key=keys.MODELS_SELECTED,
+                                   help="one model, or several for a bulk action")
     action = Action(action_col.selectbox("Action", [a.value for a in Action], key=keys.MODELS_ACTION))
     dependents = dep_col.checkbox("with dependents", key=keys.MODELS_DEPENDENTS,
                                   disabled=action is not Action.UNLOAD,
                                   help="also unload the models Triton loaded for an ensemble")
-    server = selected_server().name
+    server = selected_target().spec.name
     pending = st.session_state.get(keys.MODELS_PENDING)
     if pending is not None and pending[0] != server:  # asked on another server: never apply here
         del st.session_state[keys.MODELS_PENDING]
         pending = None
-    if st.button(f"{action.value.capitalize()}…", disabled=not names or pending is not None):
-        st.session_state[keys.MODELS_PENDING] = (server, action.value, tuple(names), dependents)
+    if st.button(f"{action.value.capitalize()}…", disabled=not chosen or pending is not None):
+        st.session_state[keys.MODELS_PENDING] = (server, action.value, tuple(chosen), dependents)
         st.rerun()
     if pending is not None:
         confirm(*pending[1:])
@@ -106,16 +128,15 @@ def confirm(action_value: str, names: tuple[str, ...], dependents: bool) -> None
         del st.session_state[keys.MODELS_PENDING]
         bar = st.progress(0.0, text="starting")
 
-        def progress(done: int, total: int, name: str) -> None:
-            text = f"{action.value} {done + 1}/{total}: {name}" if name else f"done {done}/{total}"
-            bar.progress(done / total if total else 1.0, text=text)
+        def progress(done: int, total: int, text: str) -> None:
+            label = f"{action.value} {done + 1}/{total}: {text}" if text else f"done {done}/{total}"
+            bar.progress(min(done / total, 1.0) if total else 1.0, text=label)
 
-        with st.spinner(f"{action.value} {len(names)} model(s)…"):
-            results = models.run_action(selected_client(), action, names, dependents=dependents,
-                                        log=log_source_for(selected_server().url),
-                                        repository=models.repository_from_env(), progress=progress)
+        target = selected_target()
+        results = actions.run_action(selected_client(), action, names, dependents=dependents,
+                                     log=log_for(target), repository=target.repository,
+                                     progress=progress)
         st.session_state[keys.MODELS_RESULTS] = results
-        read_rows.clear()  # the table must show the new states
         st.rerun()
 
 
@@ -125,7 +146,7 @@ def show_results() -> None:
             st.success(result.message, icon=":material/check_circle:")
             continue
         reason = result.explanation.reason if result.explanation else result.message
-        next_step = models.next_step(result.error) if result.error else models.FIX_AND_RETRY
+        next_step = actions.next_step(result.error) if result.error else actions.FIX_AND_RETRY
         st.error(f"**{result.action.value} {result.name} failed:** {reason}\n\n"
                  f"**Next step:** {next_step} Details below.", icon=":material/error:")
         with st.expander(f"Details for {result.name}"):
@@ -134,34 +155,34 @@ def show_results() -> None:
 
 def detail(rows: list[ModelRow]) -> None:
     st.subheader("Model detail")
-    names = [r.name for r in rows]
-    if not names:
+    if not rows:
         return
-    name = st.selectbox("Model", names, key=keys.MODELS_DETAIL)
+    name = st.selectbox("Model", [r.name for r in rows], key=keys.MODELS_DETAIL)
     row = next(r for r in rows if r.name == name)
+    target = selected_target()
     client = selected_client()
     try:
-        config = models.model_config(client, name, models.repository_from_env(), row.state)
+        shown = details.shown_config(client, name, target.repository, row.state)
         stats = client.model_statistics(name) if row.state is ModelState.READY else []
     except GeAdminError as exc:
         show_error(exc)
         return
+    config = shown.config
     if config is None:
-        st.info(f"{name} is not loaded and its config.pbtxt is not readable here "
-                "(set GEADMIN_REPOSITORY to the served repository to see it).")
+        st.error(f"No config to show for {name}: {shown.problem}", icon=":material/error:")
         return
-    if row.state is not ModelState.READY:
+    if not shown.normalized:
         st.caption("Not loaded: showing config.pbtxt as written, not Triton's normalized config.")
     tabs = st.tabs(["Inputs / outputs", "Config (JSON)", "Config (pbtxt)", "Statistics"]
-                   + (["Ensemble graph"] if config.platform == models.ENSEMBLE else []))
-    tabs[0].dataframe(pd.DataFrame(models.io_records(config)), hide_index=True, width="stretch")
-    tabs[1].json(models.config_json(config))
-    tabs[2].code(models.config_pbtxt(config), language="protobuf")
+                   + (["Ensemble graph"] if config.platform == ensemble.ENSEMBLE else []))
+    tabs[0].dataframe(pd.DataFrame(details.io_records(config)), hide_index=True, width="stretch")
+    tabs[1].json(to_dict(config))
+    tabs[2].code(to_pbtxt(config), language="protobuf")
     if stats:
-        tabs[3].dataframe(pd.DataFrame(models.stats_records(stats)), hide_index=True, width="stretch")
+        tabs[3].dataframe(pd.DataFrame(details.stats_records(stats)), hide_index=True, width="stretch")
     else:
         tabs[3].info("No statistics: the model is not loaded.")
     if len(tabs) > 4:
-        graph = models.ensemble_graph(config)
-        tabs[4].graphviz_chart(models.graph_dot(graph))
+        graph = ensemble.ensemble_graph(config)
+        tabs[4].graphviz_chart(ensemble.graph_dot(graph))
         tabs[4].caption("Steps: " + " → ".join(graph.steps))

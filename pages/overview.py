@@ -2,42 +2,44 @@
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-
 import pandas as pd
 import streamlit as st
 
-from geadmin import models
+from geadmin import settings
+from geadmin.diagnose.triage import ServerSnapshot, Triage, is_idle, take_snapshots, triage
 from geadmin.errors import GeAdminError
-from geadmin.overview import ServerSnapshot, Triage, is_idle, take_snapshot, triage
+from geadmin.ops import actions
+from geadmin.ops.bundle import build_bundle, default_bundle_name
+from geadmin.stack.target import Target
+from geadmin.stack.workspace import Workspace
 from pages.ui import keys
-from pages.ui.context import client_for, log_source_for, selected_client, selected_server, servers
+from pages.ui.context import client_for, log_for, selected_client, selected_target, targets
 
 REFRESH_S = 5
+REASON_COLUMN = st.column_config.TextColumn("reason", width="large")
 
 
 def render() -> None:
     st.title("Overview")
     live_overview()
+    with st.expander("Diagnostics bundle"):
+        bundle_download()
     log_settings()
 
 
 @st.fragment(run_every=REFRESH_S)
 def live_overview() -> None:
     try:
-        specs = servers()
+        known = targets()
     except GeAdminError as exc:  # the servers file changed under us
         st.error(f"geadmin is misconfigured: {exc}")
         return
-    # In parallel: one hung server must not hold up the others' refresh.
-    clients = [(spec.name, client_for(spec.url, spec.admin_key)) for spec in specs]
-    with ThreadPoolExecutor(max_workers=min(8, len(clients))) as pool:
-        snapshots = list(pool.map(lambda named: take_snapshot(*named), clients))
+    snapshots = take_snapshots([(t.spec.name, client_for(t.spec.url, t.spec.admin_key)) for t in known])
     if len(snapshots) > 1:
         servers_table(snapshots)
-    selected = selected_server().name
-    current = next(s for s in snapshots if s.name == selected)
-    server_detail(current, remember(current))
+    target = selected_target()
+    current = next(s for s in snapshots if s.name == target.spec.name)
+    server_detail(target, current, remember(current))
 
 
 def remember(snapshot: ServerSnapshot) -> ServerSnapshot | None:
@@ -49,21 +51,13 @@ def remember(snapshot: ServerSnapshot) -> ServerSnapshot | None:
 
 
 def servers_table(snapshots: list[ServerSnapshot]) -> None:
-    rows = [
-        {
-            "server": s.name,
-            "url": s.url,
-            "status": s.status,
-            "version": s.info.version if s.info else "",
-            "models": len(s.models),
-            "not ready": len(s.not_ready),
-        }
-        for s in snapshots
-    ]
+    rows = [{"server": s.name, "url": s.url, "status": s.status,
+             "version": s.info.version if s.info else "", "models": len(s.models),
+             "ready models": sum(m.state.value == "READY" for m in s.models)} for s in snapshots]
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
 
 
-def server_detail(current: ServerSnapshot, last_good: ServerSnapshot | None) -> None:
+def server_detail(target: Target, current: ServerSnapshot, last_good: ServerSnapshot | None) -> None:
     shown = current
     if not current.reachable or current.error:
         st.error(f"**{current.name}**: {current.error}", icon=":material/error:")
@@ -71,28 +65,29 @@ def server_detail(current: ServerSnapshot, last_good: ServerSnapshot | None) -> 
             st.caption("No data yet; retrying every few seconds.")
             return
         shown = last_good
-        st.warning(f"Showing the last data received, from {last_good.taken_at:%H:%M:%S} UTC. "
-                   "This page recovers by itself when Triton answers again.")
-    identity(shown, current.status)
-    found = triage(shown, log_source_for(shown.url))
+        st.warning(f"The models below are the last data received, from {last_good.taken_at:%H:%M:%S} "
+                   "UTC. This page recovers by itself when Triton answers again.")
+    found = triage(shown, log_for(target), target.repository)
+    identity(current, shown, found)
     not_ready_models(found, can_act=shown is current)
     model_table(shown, found.failed_reasons)
     st.caption(f"Refreshed {current.taken_at:%H:%M:%S} UTC · every {REFRESH_S}s")
 
 
-def identity(snapshot: ServerSnapshot, status: str) -> None:
+def identity(current: ServerSnapshot, shown: ServerSnapshot, found: Triage) -> None:
+    """Server status from the *current* poll (never stale); model counts from what is shown."""
     left, middle, right = st.columns(3)
-    left.metric("Server", status)
-    middle.metric("Triton version", snapshot.info.version if snapshot.info else "?")
-    right.metric("Transport", snapshot.transport.upper())
-    st.caption(f"`{snapshot.url}` · live: {snapshot.live} · ready: {snapshot.ready}")
-    counts = snapshot.counts
-    columns = st.columns(len(counts))
-    for column, (state, count) in zip(columns, counts.items(), strict=True):
-        column.metric(state.value.replace("_", " "), count)
-    if snapshot.info and snapshot.info.extensions:
+    left.metric("Server", current.status)
+    info = current.info or shown.info
+    middle.metric("Triton version", info.version if info else "?")
+    right.metric("Transport", current.transport.upper())
+    st.caption(f"`{current.url}` · live: {current.live} · ready: {current.ready}")
+    counts = found.counts
+    for column, (group, count) in zip(st.columns(len(counts)), counts.items(), strict=True):
+        column.metric(group, count)
+    if info and info.extensions:
         with st.expander("Extensions"):
-            st.write(", ".join(snapshot.info.extensions))
+            st.write(", ".join(info.extensions))
 
 
 def not_ready_models(found: Triage, can_act: bool) -> None:
@@ -100,7 +95,7 @@ def not_ready_models(found: Triage, can_act: bool) -> None:
     if not found.failed and not found.changing:
         st.success("Every loaded model is READY.", icon=":material/check_circle:")
     if found.failed:
-        st.subheader(f"Not ready ({len(found.failed)})")
+        st.subheader(f"Failed ({len(found.failed)})")
     for model, reason in found.failed:
         state = "not loaded" if is_idle(model) else model.state.value
         version = f" v{model.version}" if model.version else ""
@@ -116,11 +111,17 @@ def not_ready_models(found: Triage, can_act: bool) -> None:
 
 
 def retry_load(name: str) -> None:
-    spec = selected_server()
-    with st.spinner(f"loading {name}…"):
-        (result,) = models.run_action(client_for(spec.url, spec.admin_key), models.Action.LOAD, [name],
-                                      log=log_source_for(spec.url),
-                                      repository=models.repository_from_env())
+    target = selected_target()
+    status = st.status(f"loading {name}…")
+
+    def progress(done: int, total: int, text: str) -> None:
+        if text:
+            status.update(label=f"loading {text}")
+
+    with status:
+        (result,) = actions.run_action(client_for(target.spec.url, target.spec.admin_key),
+                                       actions.Action.LOAD, [name], log=log_for(target),
+                                       repository=target.repository, progress=progress)
     st.session_state[keys.OVERVIEW_RETRY_RESULT] = result
     st.rerun()
 
@@ -143,7 +144,29 @@ def model_table(snapshot: ServerSnapshot, reasons: dict[str, str]) -> None:
         return
     rows = [{"model": m.name, "version": m.version, "state": m.state.value,
              "reason": reasons.get(m.name, m.reason)} for m in snapshot.models]
-    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch",
+                 column_config={"reason": REASON_COLUMN})
+
+
+def bundle_download() -> None:
+    """One .tar.gz for a ticket: built on request (it reads the log and every config)."""
+    st.caption("Server metadata, model index, configs (on disk and normalized), statistics, the end "
+               "of Triton's log, geadmin's settings (secrets redacted) and `npu-smi info`.")
+    if st.button("Prepare bundle", key=keys.OVERVIEW_BUNDLE_PREPARE):
+        target = selected_target()
+        with st.spinner("collecting…"):
+            bundle = build_bundle(selected_client(), repository=target.repository,
+                                  log_path=target.log_path,
+                                  stack_file=Workspace(settings.home()).stack_file)
+        st.session_state[keys.OVERVIEW_BUNDLE] = (default_bundle_name(), bundle.packed(), bundle.problems)
+    prepared = st.session_state.get(keys.OVERVIEW_BUNDLE)
+    if prepared is None:
+        return
+    name, data, problems = prepared
+    st.download_button(f"Download {name} ({len(data) / 1024:.0f} KiB)", data, file_name=name,
+                       mime="application/gzip", key=keys.OVERVIEW_BUNDLE_DOWNLOAD)
+    for section, why in sorted(problems.items()):
+        st.caption(f"Not collected: {section}: {why}")
 
 
 def log_settings() -> None:

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from geadmin.stack import DashboardProcess
-from geadmin.tritonserver import TritonProcess
-from geadmin.workspace import SAMPLE_REPOSITORY
+from geadmin.stack.dashboard import DashboardProcess
+from geadmin.stack.tritonserver import TritonProcess
+from geadmin.stack.workspace import SAMPLE_REPOSITORY
 
 SAMPLE_MODELS = [
     "digits_classifier",

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from geadmin.tritonserver import TritonProcess, prepare_backend_directory
+from geadmin.stack.tritonserver import TritonProcess, prepare_backend_directory
 from tests.backend.support import BackendBuild, build_backend
 
 

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
-from geadmin.stack import DashboardProcess
-from geadmin.tritonserver import Ports, TritonProcess
+from geadmin.domain import Ports
+from geadmin.stack.dashboard import DashboardProcess
+from geadmin.stack.tritonserver import TritonProcess
 from tests.conftest import SAMPLE_MODELS
 
 CHROMIUM = Path("/usr/bin/chromium")

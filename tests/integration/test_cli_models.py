@@ -8,9 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from geadmin.cli import main
-from geadmin.triton import ModelState, TritonClient
-from geadmin.tritonserver import TritonProcess, free_port
+from geadmin.cli.main import main
+from geadmin.domain import ModelState
+from geadmin.stack.processes import free_port
+from geadmin.stack.tritonserver import TritonProcess
+from geadmin.triton.client import TritonClient
 from tests.conftest import SAMPLE_MODELS
 
 pytestmark = pytest.mark.integration

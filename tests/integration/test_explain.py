@@ -8,12 +8,14 @@ import numpy as np
 import pytest
 import tritonclient.http as httpclient
 from google.protobuf import text_format
+from tritonclient.grpc import model_config_pb2
 
+from geadmin.diagnose.explain import load_explained
+from geadmin.domain import ModelState, Serving
 from geadmin.errors import ExplainedLoadError, ExplainedLoadTimeoutError
-from geadmin.explain import Serving, load_explained
-from geadmin.logsource import LocalLogFile
-from geadmin.triton import ModelState, TritonClient, model_config_pb2
-from geadmin.tritonserver import TritonProcess
+from geadmin.stack.tritonserver import TritonProcess
+from geadmin.triton.client import TritonClient
+from geadmin.triton.logs import LocalLogFile
 from tests.integration.test_triton_facade import TRANSPORTS, url_for
 
 pytestmark = pytest.mark.integration

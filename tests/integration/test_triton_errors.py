@@ -12,14 +12,16 @@ from pathlib import Path
 
 import pytest
 
+from geadmin.domain import ModelState
 from geadmin.errors import (
     ForbiddenError,
     ModelNotFoundError,
     TritonTimeoutError,
     TritonUnreachableError,
 )
-from geadmin.triton import ModelState, TritonClient
-from geadmin.tritonserver import SHM_DIR, TritonProcess, free_port
+from geadmin.stack.processes import free_port
+from geadmin.stack.tritonserver import SHM_DIR, TritonProcess
+from geadmin.triton.client import TritonClient
 from tests.conftest import copy_samples
 from tests.integration.test_triton_facade import TRANSPORTS, url_for
 
@@ -191,8 +193,8 @@ def test_unknown_model_is_not_found(triton_server: TritonProcess, transport: str
 
 
 def test_a_load_on_a_server_that_never_answers_is_not_blamed_on_the_model(silent_listener: int) -> None:
+    from geadmin.diagnose.explain import load_explained
     from geadmin.errors import ExplainedLoadTimeoutError
-    from geadmin.explain import load_explained
 
     client = TritonClient(f"http://127.0.0.1:{silent_listener}", timeout_s=1.0, load_timeout_s=1.0)
     with pytest.raises(TritonTimeoutError) as raised:

@@ -8,10 +8,12 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 from google.protobuf import text_format
+from tritonclient.grpc import model_config_pb2
 
+from geadmin.domain import ModelState, Transport
 from geadmin.errors import ConfigError, ModelNotFoundError
-from geadmin.triton import ModelState, Transport, TritonClient, model_config_pb2
-from geadmin.tritonserver import TritonProcess
+from geadmin.stack.tritonserver import TritonProcess
+from geadmin.triton.client import TritonClient
 
 pytestmark = pytest.mark.integration
 
@@ -176,8 +178,9 @@ def test_a_shared_http_client_does_not_leak_descriptors_across_threads(triton_se
 
 
 def test_a_malformed_answer_is_a_request_error_not_a_traceback(triton_server: TritonProcess) -> None:
+    from tritonclient.grpc import service_pb2
+
     from geadmin.errors import TritonRequestError
-    from geadmin.triton import service_pb2
 
     client = TritonClient(triton_server.http_url)
     with pytest.raises(TritonRequestError, match="Failed to parse models field"):

@@ -18,8 +18,9 @@ import numpy as np
 import pytest
 import tritonclient.http as httpclient
 
-from geadmin.tritonserver import TritonProcess, free_port, free_ports
-from geadmin.workspace import SAMPLES_DIR
+from geadmin.stack.processes import free_port, free_ports
+from geadmin.stack.tritonserver import TritonProcess
+from geadmin.stack.workspace import SAMPLES_DIR
 from tests.conftest import SAMPLE_MODELS, copy_samples
 from tests.helpers import OutputCollector, add_python_model, alive, descendants, wait_for
 

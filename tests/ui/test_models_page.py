@@ -10,8 +10,10 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from geadmin.triton import ModelState, TritonClient
-from geadmin.tritonserver import TritonProcess, free_port
+from geadmin.domain import ModelState
+from geadmin.stack.processes import free_port
+from geadmin.stack.tritonserver import TritonProcess
+from geadmin.triton.client import TritonClient
 from tests.conftest import SAMPLE_MODELS
 
 pytestmark = pytest.mark.integration

@@ -8,8 +8,10 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from geadmin.triton import ModelState, TritonClient
-from geadmin.tritonserver import TritonProcess, free_port
+from geadmin.domain import ModelState
+from geadmin.stack.processes import free_port
+from geadmin.stack.tritonserver import TritonProcess
+from geadmin.triton.client import TritonClient
 from tests.conftest import SAMPLE_MODELS
 from tests.helpers import add_python_model, wait_for
 

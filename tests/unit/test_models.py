@@ -8,24 +8,16 @@ from pathlib import Path
 from google.protobuf import text_format
 
 from geadmin.errors import ExplainedLoadError, ForbiddenError, TritonRequestError, TritonUnreachableError
-from geadmin.explain import Explanation
-from geadmin.models import (
-    composing_models,
-    config_json,
-    config_pbtxt,
-    disk_config,
-    ensemble_graph,
-    filter_rows,
-    graph_dot,
-    instance_count,
-    io_records,
-    last_inference,
-    model_rows,
-    next_step,
-    stats_records,
-)
-from geadmin.triton import ModelEntry, ModelState, model_config_pb2, service_pb2
-from geadmin.workspace import SAMPLE_REPOSITORY
+from geadmin.domain import Explanation
+from geadmin.diagnose.ensemble import composing_models, ensemble_graph, graph_dot
+from geadmin.repository.modelconfig import config_json, config_pbtxt
+from ??geadmin.models import disk_config
+from geadmin.diagnose.rows import filter_rows, instance_count, last_inference, model_rows
+from geadmin.diagnose.details import io_records, stats_records
+from geadmin.ops.actions import next_step
+from geadmin.domain import ModelEntry, ModelState
+from tritonclient.grpc import model_config_pb2, service_pb2
+from geadmin.stack.workspace import SAMPLE_REPOSITORY
 
 
 def sample_config(name: str) -> model_config_pb2.ModelConfig:

@@ -3,9 +3,9 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from pathlib import Path
 
-from geadmin.logsource import LocalLogFile
-from geadmin.overview import ServerSnapshot, triage
-from geadmin.triton import ModelEntry, ModelState
+from geadmin.diagnose.triage import ServerSnapshot, triage
+from geadmin.domain import ModelEntry, ModelState
+from geadmin.triton.logs import LocalLogFile
 
 POLL_FAILED = 'E1202 15:47:42.313441 24257 model_repository_manager.cc:1460] "Poll failed for model directory'
 LOG = f"""\

@@ -5,10 +5,10 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
+from geadmin.domain import Endpoint, Transport
 from geadmin.errors import ConfigError
-from geadmin.explain import model_log_lines, parse_log_line
-from geadmin.servers import parse_url_list
-from geadmin.triton import Endpoint, Transport
+from geadmin.triton.logs import model_log_lines, parse_log_line
+from geadmin.triton.servers import parse_url_list
 
 
 @given(st.text())

@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
+from geadmin.domain import Endpoint, Transport
 from geadmin.errors import ConfigError
-from geadmin.servers import load_servers, parse_servers_file, parse_url_list
-from geadmin.triton import Endpoint, Transport
+from geadmin.triton.servers import load_servers, parse_servers_file, parse_url_list
 
 
 @pytest.fixture(autouse=True)

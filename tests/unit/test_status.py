@@ -3,9 +3,9 @@ from __future__ import annotations
 import json
 from datetime import datetime, timezone
 
-from geadmin.commands.status import EXIT_NOT_READY, EXIT_OK, EXIT_UNREACHABLE, StatusReport, render_text
-from geadmin.overview import ServerSnapshot
-from geadmin.triton import ModelEntry, ModelState, ServerInfo
+from geadmin.cli.status import EXIT_NOT_READY, EXIT_OK, EXIT_UNREACHABLE, render_text
+from geadmin.diagnose.triage import ServerSnapshot, StatusReport
+from geadmin.domain import ModelEntry, ModelState, ServerInfo
 
 NOW = datetime(2026, 12, 2, tzinfo=timezone.utc)
 INFO = ServerInfo("triton", "2.51.0", ("model_repository",))

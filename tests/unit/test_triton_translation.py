@@ -23,7 +23,7 @@ from geadmin.errors import (
     TritonTimeoutError,
     TritonUnreachableError,
 )
-from geadmin.triton import EXCEPTION_ERRORS, STATUS_ERRORS, translate_error
+from geadmin.triton.translate import EXCEPTION_ERRORS, STATUS_ERRORS, translate_error
 
 URL = "http://127.0.0.1:8000"
 

@@ -5,13 +5,13 @@ from pathlib import Path
 
 import pytest
 
+from geadmin.domain import Ports
 from geadmin.errors import PortInUseError, PythonStubMissingError, TritonBinaryNotFoundError
-from geadmin.tritonserver import (
-    Ports,
+from geadmin.stack.processes import free_ports
+from geadmin.stack.tritonserver import (
     TritonProcess,
     WheelLayout,
     find_tritonserver,
-    free_ports,
     prepare_backend_directory,
     python_stub,
     wheel_layout,
@@ -95,7 +95,7 @@ def test_a_failed_construction_leaves_no_scratch_directory(
 ) -> None:
     import tempfile
 
-    import geadmin.tritonserver as module
+    import geadmin.stack.tritonserver as module
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from geadmin.errors import RepositoryError
-from geadmin.workspace import SAMPLE_REPOSITORY, Workspace
+from geadmin.stack.workspace import SAMPLE_REPOSITORY, Workspace
 
 
 def test_first_use_copies_the_sample_repository(tmp_path: Path) -> None:

@@ -9,7 +9,8 @@ First match wins:
        admin_key = "..."        # optional
 
 2. `GEADMIN_TRITON_URLS`: comma-separated `url` or `name=url` items.
-3. `GEADMIN_TRITON_URL` (default http://127.0.0.1:8000): one server named "local".
+3. `GEADMIN_TRITON_URL`, else the caller's default (the CLI passes the live embedded
+   stack's Triton), else http://127.0.0.1:8000: one server named "local".
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from geadmin import settings
+from geadmin.domain import DEFAULT_PORTS, Endpoint, same_server
 from geadmin.errors import ConfigError
-from geadmin.triton import Endpoint
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -36,14 +37,22 @@ class ServerSpec:
     admin_key: str | None = None
 
 
-def load_servers() -> list[ServerSpec]:
-    file = settings.env("SERVERS_FILE")
+DEFAULT_TRITON_URL = f"http://127.0.0.1:{DEFAULT_PORTS['http']}"
+
+
+def default_url(fallback: str | None = None) -> str:
+    """GEADMIN_TRITON_URL, else `fallback`, else Triton's default address on this machine."""
+    return settings.triton_url() or fallback or DEFAULT_TRITON_URL
+
+
+def load_servers(fallback_url: str | None = None) -> list[ServerSpec]:
+    file = settings.get("SERVERS_FILE")
     if file:
-        return parse_servers_file(Path(file).expanduser())
-    urls = settings.env("TRITON_URLS")
+        return parse_servers_file(file)
+    urls = settings.get("TRITON_URLS")
     if urls:
         return parse_url_list(urls)
-    url = Endpoint.parse(settings.triton_url()).url  # a bad URL is a ConfigError here, early
+    url = Endpoint.parse(default_url(fallback_url)).url  # a bad URL is a ConfigError here, early
     return [ServerSpec("local", url, settings.admin_key())]
 
 
@@ -92,9 +101,7 @@ def _checked(specs: list[ServerSpec], source: str) -> list[ServerSpec]:
     return specs
 
 
-def is_default_server(url: str) -> bool:
-    """True for the server GEADMIN_TRITON_URL names: the one whose log geadmin may know."""
-    try:
-        return Endpoint.parse(url).url == Endpoint.parse(settings.triton_url()).url
-    except ConfigError:
-        return False
+def is_env_server(url: str) -> bool:
+    """True for the server GEADMIN_TRITON_URL names (the default one when it is unset): the
+    server whose log GEADMIN_TRITON_LOG is."""
+    return same_server(url, default_url())

@@ -9,11 +9,10 @@ from pathlib import Path
 from types import FrameType
 
 from geadmin import settings
-from geadmin.stack import EmbeddedStack, StackOptions
-from geadmin.tritonserver import Ports, find_tritonserver
-from geadmin.workspace import Workspace
-
-DEFAULT_PORTS = {"HTTP_PORT": 8000, "GRPC_PORT": 8001, "METRICS_PORT": 8002, "DASHBOARD_PORT": 8501}
+from geadmin.domain import DEFAULT_PORTS, Ports
+from geadmin.stack.embedded import EmbeddedStack, StackOptions
+from geadmin.stack.tritonserver import find_tritonserver
+from geadmin.stack.workspace import Workspace
 
 
 class Interrupted(BaseException):
@@ -24,23 +23,19 @@ class Interrupted(BaseException):
         self.signum = signum
 
 
-def port(name: str, flag_value: int | None) -> int:
-    """The flag, else GEADMIN_<name>, else the default — read when `up` runs, not before."""
-    return flag_value if flag_value is not None else settings.env_int(name, DEFAULT_PORTS[name])
-
-
 def options_from_args(args: argparse.Namespace) -> StackOptions:
-    repository = args.repository or settings.env("REPOSITORY")
+    """Flags over GEADMIN_* variables over defaults — read when `up` runs, not before."""
+    repository = settings.get("REPOSITORY", args.repository)
     return StackOptions(
-        workspace=Workspace(Path(args.home).expanduser() if args.home else settings.home()),
+        workspace=Workspace(settings.home(args.home)),
         repository=Path(repository).expanduser().resolve() if repository else None,
         tritonserver=None if args.triton_url else find_tritonserver(
-            args.tritonserver or settings.env("TRITONSERVER")),
+            settings.get("TRITONSERVER", args.tritonserver)),
         triton_url=args.triton_url,
-        host=args.host or settings.env("HOST", "127.0.0.1") or "127.0.0.1",
-        ports=Ports(port("HTTP_PORT", args.http_port), port("GRPC_PORT", args.grpc_port),
-                    port("METRICS_PORT", args.metrics_port)),
-        dashboard_port=port("DASHBOARD_PORT", args.dashboard_port),
+        host=settings.get("HOST", args.host),
+        ports=Ports(settings.port("http", args.http_port), settings.port("grpc", args.grpc_port),
+                    settings.port("metrics", args.metrics_port)),
+        dashboard_port=settings.port("dashboard", args.dashboard_port),
     )
 
 
@@ -104,7 +99,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         help="address to bind (env GEADMIN_HOST, default 127.0.0.1)")
     for name, what in (("http", "Triton HTTP"), ("grpc", "Triton gRPC"),
                        ("metrics", "Triton metrics"), ("dashboard", "dashboard")):
-        env = f"{name.upper()}_PORT"
         parser.add_argument(f"--{name}-port", type=port_number, default=None,
-                            help=f"{what} port (env GEADMIN_{env}, default {DEFAULT_PORTS[env]})")
+                            help=f"{what} port (env GEADMIN_{name.upper()}_PORT, "
+                            f"default {DEFAULT_PORTS[name]})")
     parser.set_defaults(func=run)

@@ -3,6 +3,7 @@
     $GEADMIN_HOME/
       model_repository/     served by the embedded stack; a copy of the packaged samples
       logs/tritonserver.log the embedded Triton's log (previous run: tritonserver.log.1)
+      stack.json            while `geadmin up` runs: its URLs, ports, log, repository, pid
 
 The samples are copied once, on first use, so edits survive restarts and the packaged
 copy stays pristine.
@@ -10,18 +11,53 @@ copy stays pristine.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
+import json
 import os
 import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
+from geadmin.domain import Ports
 from geadmin.errors import RepositoryError, StackError
+from geadmin.stack.processes import pid_alive
 
-SAMPLES_DIR = Path(__file__).resolve().parent / "samples"
+SAMPLES_DIR = Path(__file__).resolve().parents[1] / "samples"
 SAMPLE_REPOSITORY = SAMPLES_DIR / "model_repository"
+
+
+@dataclass(frozen=True)
+class StackInfo:
+    """What a running `geadmin up` publishes in `stack.json` for the CLI in other terminals."""
+
+    pid: int
+    http_url: str
+    grpc_url: str
+    metrics_url: str
+    ports: Ports
+    dashboard_url: str
+    triton_log: Path
+    repository: Path
+    home: Path
+
+    def to_json(self) -> dict[str, Any]:
+        return {"pid": self.pid, "http_url": self.http_url, "grpc_url": self.grpc_url,
+                "metrics_url": self.metrics_url,
+                "ports": {"http": self.ports.http, "grpc": self.ports.grpc, "metrics": self.ports.metrics},
+                "dashboard_url": self.dashboard_url, "triton_log": str(self.triton_log),
+                "repository": str(self.repository), "home": str(self.home)}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> StackInfo:
+        ports = data["ports"]
+        return cls(int(data["pid"]), str(data["http_url"]), str(data["grpc_url"]),
+                   str(data["metrics_url"]), Ports(int(ports["http"]), int(ports["grpc"]),
+                                                   int(ports["metrics"])),
+                   str(data["dashboard_url"]), Path(data["triton_log"]), Path(data["repository"]),
+                   Path(data["home"]))
 
 
 @dataclass(frozen=True)
@@ -93,6 +129,33 @@ class Workspace:
         handle.write(str(os.getpid()))
         handle.flush()
         return handle
+
+    @property
+    def stack_file(self) -> Path:
+        return self.home / "stack.json"
+
+    def write_stack(self, info: StackInfo) -> None:
+        """Atomically (temp file + rename): a reader never sees half a file."""
+        try:
+            fd, temp = tempfile.mkstemp(prefix=".stack-", suffix=".json", dir=self.home)
+            with os.fdopen(fd, "w") as handle:
+                json.dump(info.to_json(), handle, indent=2)
+            os.replace(temp, self.stack_file)
+        except OSError as exc:
+            raise StackError(self._unusable(exc)) from exc
+
+    def remove_stack(self) -> None:
+        with contextlib.suppress(OSError):
+            self.stack_file.unlink()
+
+    def live_stack(self) -> StackInfo | None:
+        """The running `geadmin up` of this workspace, or None (no file, or its process is
+        gone: a SIGKILLed stack leaves the file behind)."""
+        try:
+            info = StackInfo.from_json(json.loads(self.stack_file.read_text()))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        return info if pid_alive(info.pid) else None
 
     def rotate_triton_log(self) -> None:
         """Keep the previous run's log as `.1` so this run's log holds only this run."""

@@ -10,21 +10,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
+import time
+from collections.abc import Callable
 
-from geadmin.commands.common import add_connection_args, client_from_args, positive_seconds
+from geadmin.cli.common import add_connection_args, client_for, positive_seconds, target_from_args
+from geadmin.diagnose.explain import explanation_dict
+from geadmin.diagnose.rows import ModelRow, collect_rows
 from geadmin.errors import TritonError, TritonUnreachableError
-from geadmin.explain import explanation_dict
-from geadmin.logsource import log_source_for
-from geadmin.models import (
-    Action,
-    ModelRow,
-    collect_rows,
-    repository_from_env,
-    run_action,
-    with_log_reasons,
-)
-from geadmin.triton import DEFAULT_LOAD_TIMEOUT_S
+from geadmin.ops.actions import Action, run_action
+from geadmin.triton.client import DEFAULT_LOAD_TIMEOUT_S
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -32,10 +26,10 @@ EXIT_UNREACHABLE = 3
 
 
 def run_list(args: argparse.Namespace) -> int:
+    target = target_from_args(args)
     try:
-        with client_from_args(args) as client:
-            rows = with_log_reasons(collect_rows(client, _repository(args)),
-                                    log_source_for(client.url, args.triton_log))
+        with client_for(target, args) as client:
+            rows = collect_rows(client, target.repository, target.log())
     except TritonError as exc:
         print(f"geadmin: error: {exc}", file=sys.stderr)
         return EXIT_UNREACHABLE if isinstance(exc, TritonUnreachableError) else EXIT_FAILED
@@ -59,11 +53,12 @@ def render_table(rows: list[ModelRow]) -> str:
 
 
 def run_action_command(args: argparse.Namespace) -> int:
-    with client_from_args(args) as client:
+    target = target_from_args(args)
+    with client_for(target, args) as client:
         results = run_action(client, Action(args.action), args.names,
                              dependents=getattr(args, "dependents", False),
-                             log=log_source_for(client.url, args.triton_log),
-                             repository=_repository(args))
+                             log=target.log(), repository=target.repository,
+                             progress=_progress_printer(args))
     if args.json:
         print(json.dumps([{"name": r.name, "action": r.action.value, "ok": r.ok, "message": r.message,
                            "explanation": explanation_dict(r.explanation) if r.explanation else None}
@@ -79,19 +74,17 @@ def run_action_command(args: argparse.Namespace) -> int:
     return EXIT_UNREACHABLE if unreachable else EXIT_FAILED
 
 
-def _repository(args: argparse.Namespace) -> Path | None:
-    return Path(args.repository) if args.repository else repository_from_env()
+def _progress_printer(args: argparse.Namespace) -> Callable[[int, int, str], None] | None:
+    """On a terminal, one line per ~5 s of a long load (elapsed time and Triton's latest line)."""
+    if args.json or not sys.stderr.isatty():
+        return None
+    last = [0.0]
 
-
-def _add_common(parser: argparse.ArgumentParser) -> None:
-    add_connection_args(parser)
-    parser.add_argument("--repository", default=None,
-                        help="the served model repository, to read configs of unloaded models and "
-                        "check layouts (env GEADMIN_REPOSITORY)")
-    parser.add_argument("--json", action="store_true", help="print a JSON document")
-    parser.add_argument("--triton-log", default=None,
-                        help="Triton's log file, read to explain failed loads and models Triton "
-                        "could not parse (env GEADMIN_TRITON_LOG)")
+    def show(done: int, total: int, text: str) -> None:
+        if text and time.monotonic() - last[0] >= 5:
+            last[0] = time.monotonic()
+            print(f"  {done + 1}/{total} {text}", file=sys.stderr, flush=True)
+    return show
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -99,12 +92,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                                    description=__doc__)
     actions = parser.add_subparsers(dest="models_command", required=True, metavar="ACTION")
     listing = actions.add_parser("list", help="every model in the repository, with its state")
-    _add_common(listing)
+    add_connection_args(listing)
     listing.set_defaults(func=run_list)
     for action, text in ((Action.LOAD, "load models"), (Action.UNLOAD, "unload models"),
                          (Action.RELOAD, "reload models (a failed reload keeps the old version)")):
         sub = actions.add_parser(action.value, help=text)
-        _add_common(sub)
+        add_connection_args(sub)
         sub.add_argument("names", nargs="+", metavar="NAME")
         sub.add_argument("--load-timeout", type=positive_seconds, default=DEFAULT_LOAD_TIMEOUT_S,
                          help="seconds to wait for each load before giving up "

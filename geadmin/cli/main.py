@@ -1,4 +1,4 @@
-"""`geadmin` command line: routes to one module per sub-command (geadmin/commands/)."""
+"""`geadmin` command line: routes to one module per sub-command (geadmin/cli/)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,11 @@ import sys
 from collections.abc import Sequence
 
 from geadmin import __version__, settings
-from geadmin.commands import models, status, up
+from geadmin.cli import bundle, models, status, up
 from geadmin.errors import GeAdminError
 
-COMMANDS = (up, status, models)
+COMMANDS = (up, status, models, bundle)
+EXIT_USAGE = 2
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -31,15 +32,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args))
     except GeAdminError as exc:
         print(f"geadmin: error: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
     except Exception as exc:  # a bug: one line for the operator, the traceback on request
-        if settings.env("DEBUG"):
+        if settings.debug():
             raise
         print(f"geadmin: internal error: {type(exc).__name__}: {exc} "
               "(run with GEADMIN_DEBUG=1 for the traceback, and report it)", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
 
 
 if __name__ == "__main__":

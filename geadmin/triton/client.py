@@ -1,47 +1,29 @@
 """The one module that talks to Triton (through tritonclient), over HTTP or gRPC.
 
 Both transports return the same types: protobuf messages from Triton's own service and
-model-config schemas, or the frozen dataclasses below. Every call has a timeout (loads a
+model-config schemas, or the value types of `geadmin.domain`. Every call has a timeout (loads a
 longer one: a load can hang, FACTS.md), and every failure leaves as a `TritonError`
-subclass chosen by one translation table (`translate_error`).
+subclass chosen by one translation table (`geadmin.triton.translate`).
 """
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
-import enum
-import http.client
 import json
-import socket
 import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any, TypeVar
-from urllib.parse import urlsplit
 
-import grpc
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
-from geventhttpclient import useragent
-from geventhttpclient.response import HTTPConnectionClosed
 from google.protobuf import json_format
 from google.protobuf.message import Message
 from tritonclient.grpc import model_config_pb2, service_pb2
-from tritonclient.utils import InferenceServerException
-from tritonclient.utils.shared_memory import SharedMemoryException
 
-from geadmin.errors import (
-    ConfigError,
-    ForbiddenError,
-    LoadFailedError,
-    ModelNotFoundError,
-    TritonError,
-    TritonRequestError,
-    TritonTimeoutError,
-    TritonUnreachableError,
-)
+from geadmin.domain import Endpoint, Health, ModelEntry, ModelState, ServerInfo, Transport
+from geadmin.errors import ConfigError
+from geadmin.triton.translate import translate_error
 
 T = TypeVar("T")
 M = TypeVar("M", bound=Message)
@@ -52,224 +34,6 @@ HTTP_WORKERS = 4  # concurrent HTTP calls per endpoint (a long load must not blo
 QUEUE_GRACE_S = 5.0  # how long an HTTP call may wait for a free worker, beyond its own timeout
 HTTP_ADMIN_KEY_HEADER = "admin-key"
 GRPC_ADMIN_KEY_HEADER = "triton-grpc-protocol-admin-key"
-
-
-class Transport(str, enum.Enum):
-    HTTP = "http"
-    GRPC = "grpc"
-
-
-class ModelState(str, enum.Enum):
-    """A model's state in the repository index, whatever the transport."""
-
-    READY = "READY"
-    LOADING = "LOADING"
-    UNLOADING = "UNLOADING"
-    UNAVAILABLE = "UNAVAILABLE"
-    NOT_LOADED = "NOT_LOADED"  # in the repository, never touched since the server started
-
-    @classmethod
-    def parse(cls, raw: str) -> ModelState:
-        return cls.__members__.get(raw.upper(), cls.NOT_LOADED) if raw else cls.NOT_LOADED
-
-
-@dataclass(frozen=True)
-class Endpoint:
-    """A Triton address: `http://host:port`, `https://...`, `grpc://host:port`, or `host:port`."""
-
-    transport: Transport
-    host: str
-    port: int
-    ssl: bool = False
-
-    @classmethod
-    def parse(cls, url: str) -> Endpoint:
-        raw = url.strip()
-        if "://" not in raw:
-            raw = "http://" + raw
-        try:
-            parts = urlsplit(raw)
-        except ValueError as exc:  # e.g. an unbalanced "[" (IPv6 brackets)
-            raise ConfigError(f"invalid Triton URL {url!r}: {exc}") from None
-        scheme = parts.scheme.lower()
-        if scheme not in ("http", "https", "grpc", "grpcs"):
-            raise ConfigError(
-                f"unsupported Triton URL scheme {parts.scheme!r} in {url!r}: "
-                "use http://host:8000 or grpc://host:8001"
-            )
-        transport = Transport.GRPC if scheme.startswith("grpc") else Transport.HTTP
-        try:
-            port = parts.port
-        except ValueError:
-            raise ConfigError(f"invalid port in Triton URL {url!r}") from None
-        if not parts.hostname:
-            raise ConfigError(f"no host in Triton URL {url!r}")
-        default_port = 8001 if transport is Transport.GRPC else 8000
-        return cls(transport, parts.hostname, port or default_port, scheme in ("https", "grpcs"))
-
-    @property
-    def address(self) -> str:
-        return f"{self.host}:{self.port}"
-
-    @property
-    def url(self) -> str:
-        scheme = {Transport.HTTP: "http", Transport.GRPC: "grpc"}[self.transport]
-        return f"{scheme}{'s' if self.ssl else ''}://{self.address}"
-
-
-@dataclass(frozen=True)
-class ServerInfo:
-    name: str
-    version: str
-    extensions: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class Health:
-    live: bool
-    ready: bool
-
-
-@dataclass(frozen=True)
-class ModelEntry:
-    """One row of the repository index."""
-
-    name: str
-    version: str
-    state: ModelState
-    reason: str
-
-
-# -- error translation ----------------------------------------------------------------
-# Status (HTTP code or gRPC StatusCode name) -> our error. Load calls turn request-level
-# rejections into LoadFailedError (see translate_error).
-_R, _F, _N, _T, _U = (TritonRequestError, ForbiddenError, ModelNotFoundError, TritonTimeoutError,
-                      TritonUnreachableError)
-STATUS_ERRORS: dict[str, type[TritonError]] = {
-    # HTTP: every 4xx/5xx code, so a proxy in front of Triton cannot surprise us.
-    "400": _R, "401": _F, "402": _R, "403": _F, "404": _N, "405": _R, "406": _R, "407": _F,
-    "408": _T, "409": _R, "410": _N, "411": _R, "412": _R, "413": _R, "414": _R, "415": _R,
-    "416": _R, "417": _R, "418": _R, "421": _R, "422": _R, "423": _R, "424": _R, "425": _R,
-    "426": _R, "428": _R, "429": _R, "431": _R, "451": _F,
-    "500": _R, "501": _R, "502": _U, "503": _U, "504": _T, "505": _R, "506": _R, "507": _R,
-    "508": _R, "510": _R, "511": _F,
-    # gRPC: every StatusCode name.
-    "OK": _R,
-    "CANCELLED": _R,
-    "UNKNOWN": _R,
-    "INVALID_ARGUMENT": _R,
-    "DEADLINE_EXCEEDED": _T,
-    "NOT_FOUND": _N,
-    "ALREADY_EXISTS": _R,
-    "PERMISSION_DENIED": _F,
-    "UNAUTHENTICATED": _F,
-    "RESOURCE_EXHAUSTED": _R,
-    "FAILED_PRECONDITION": _R,
-    "ABORTED": _R,
-    "OUT_OF_RANGE": _R,
-    "UNIMPLEMENTED": _R,
-    "INTERNAL": _R,
-    "UNAVAILABLE": _U,
-    "DATA_LOSS": _R,
-}
-
-# Transport-level exceptions (tritonclient lets these through from sockets / gevent /
-# geventhttpclient). Order matters: the first isinstance match wins, so subclasses come
-# before bases. gevent.Timeout is handled apart (imported lazily).
-# No free HTTP worker in time: concurrent.futures.TimeoutError is TimeoutError from 3.11 on.
-_FUTURE_TIMEOUT: tuple[tuple[type[BaseException], type[TritonError]], ...] = (
-    () if concurrent.futures.TimeoutError is TimeoutError
-    else ((concurrent.futures.TimeoutError, TritonTimeoutError),)
-)
-EXCEPTION_ERRORS: tuple[tuple[type[BaseException], type[TritonError]], ...] = (
-    (ConnectionRefusedError, _U),
-    (ConnectionResetError, _U),
-    (ConnectionAbortedError, _U),
-    (BrokenPipeError, _U),
-    (socket.gaierror, _U),
-    (TimeoutError, _T),  # socket.timeout is TimeoutError since 3.10
-    *_FUTURE_TIMEOUT,
-    (HTTPConnectionClosed, _U),  # the server closed the connection mid-answer
-    (http.client.HTTPException, _R),  # an answer that is not HTTP (wrong port?)
-    (useragent.DNSError, _U),
-    (useragent.BadStatusCode, _R),
-    (useragent.EmptyResponse, _U),
-    (useragent.ConnectionError, _U),
-    (SharedMemoryException, _R),  # system shared-memory regions (infer)
-    (json_format.ParseError, _R),  # an answer that is not what Triton's schema says
-    (grpc.FutureTimeoutError, _T),
-    (grpc.FutureCancelledError, _R),
-    (grpc.RpcError, _R),
-    (OSError, _U),
-)
-
-_RESTRICTED_MARKERS = ("this api is restricted", "admin-key", "protocol-admin-key")
-_REFUSED_MARKERS = ("connection refused", "failed to connect", "connect failed")
-# Triton answers 400 / INVALID_ARGUMENT for e.g. statistics of an unknown or unloaded model.
-_NOT_FOUND_MARKERS = ("is not found", "is not available", "unknown model")
-
-
-def _status_name(exc: InferenceServerException) -> str:
-    status = exc.status() or ""
-    return str(status).removeprefix("StatusCode.")
-
-
-def translate_error(exc: BaseException, action: str, url: str, *, loading: bool = False) -> TritonError:
-    """Turn any exception raised by tritonclient into our error, with a useful message."""
-    if isinstance(exc, TritonError):
-        return exc
-    if isinstance(exc, InferenceServerException):
-        return _translate_server_exception(exc, action, url, loading)
-    gevent_timeout = _gevent_timeout_type()
-    if gevent_timeout is not None and isinstance(exc, gevent_timeout):
-        return TritonTimeoutError(f"{action}: Triton at {url} did not answer in time", url=url)
-    for exc_type, ours in EXCEPTION_ERRORS:
-        if isinstance(exc, exc_type):
-            return ours(f"{action}: {_describe(ours, url)} ({exc})", url=url)
-    return TritonRequestError(f"{action}: unexpected {type(exc).__name__}: {exc}", url=url)
-
-
-def _translate_server_exception(
-    exc: InferenceServerException, action: str, url: str, loading: bool
-) -> TritonError:
-    status = _status_name(exc)
-    message = exc.message() or str(exc)
-    lowered = message.lower()
-    ours = STATUS_ERRORS.get(status, TritonRequestError)
-    if any(marker in lowered for marker in _RESTRICTED_MARKERS):
-        ours = ForbiddenError  # gRPC reports a missing admin key as UNAVAILABLE
-    elif ours is TritonUnreachableError and not any(m in lowered for m in _REFUSED_MARKERS):
-        ours = TritonRequestError if status != "UNAVAILABLE" else ours
-    elif "deadline exceeded" in lowered or "timed out" in lowered:
-        ours = TritonTimeoutError
-        message = f"{_describe(ours, url)} ({message})"
-    elif loading and ours in (TritonRequestError, ModelNotFoundError):
-        ours = LoadFailedError
-    elif ours is TritonRequestError and any(m in lowered for m in _NOT_FOUND_MARKERS):
-        ours = ModelNotFoundError
-    code = int(status) if status.isdigit() else None
-    if ours is ForbiddenError:
-        message = (f"{message} — this Triton restricts the API; set the admin key with "
-                   "--admin-key or GEADMIN_ADMIN_KEY")
-    elif ours is TritonUnreachableError:
-        message = f"{_describe(ours, url)} ({message})"
-    return ours(f"{action}: {message}", url=url, status=code)
-
-
-def _describe(ours: type[TritonError], url: str) -> str:
-    if ours is TritonUnreachableError:
-        return f"Triton at {url} is unreachable — is it running, and is the URL right?"
-    if ours is TritonTimeoutError:
-        return f"Triton at {url} did not answer in time"
-    return f"request to Triton at {url} failed"
-
-
-def _gevent_timeout_type() -> type[BaseException] | None:
-    try:
-        from gevent import Timeout
-    except ImportError:  # pragma: no cover - gevent comes with tritonclient[http]
-        return None
-    return Timeout
 
 
 # -- the client -----------------------------------------------------------------------
@@ -357,15 +121,48 @@ class TritonClient:
         `files` maps paths inside the model directory (e.g. "1/model.py") to contents;
         Triton accepts them only together with `config` (FACTS.md).
         """
+        self._call(f"load model {name!r}", self._load_fn(name, config, files), loading=True)
+
+    def start_load(
+        self,
+        name: str,
+        *,
+        config: str | Mapping[str, Any] | model_config_pb2.ModelConfig | None = None,
+        files: Mapping[str, bytes] | None = None,
+    ) -> PendingLoad:
+        """`load` on a thread of its own, returning at once, so the caller can watch Triton's
+        log while it works and give up on a load that hangs without being held by it: the
+        thread is a daemon with its own HTTP connection, and nothing waits for it at exit."""
+        fn = self._load_fn(name, config, files)
+        action = f"load model {name!r}"
+        if self.endpoint.transport is Transport.GRPC:
+            return PendingLoad(lambda: self._call(action, fn, loading=True), name)
+        return PendingLoad(lambda: self._one_off_call(action, fn), name)
+
+    def _load_fn(
+        self,
+        name: str,
+        config: str | Mapping[str, Any] | model_config_pb2.ModelConfig | None,
+        files: Mapping[str, bytes] | None,
+    ) -> Callable[[Any, dict[str, Any]], Any]:
         if files and config is None:
             raise ConfigError("file overrides need a config override too (Triton ignores them alone)")
         config_json = _config_json(config) if config is not None else None
         overrides = {f"file:{path}": data for path, data in (files or {}).items()} or None
-        self._call(
-            f"load model {name!r}",
-            lambda c, kw: c.load_model(name, config=config_json, files=overrides, **kw),
-            loading=True,
-        )
+        return lambda c, kw: c.load_model(name, config=config_json, files=overrides, **kw)
+
+    def _one_off_call(self, action: str, fn: Callable[[Any, dict[str, Any]], T]) -> T:
+        """An HTTP call on the calling thread with a client of its own, closed after."""
+        try:
+            client = httpclient.InferenceServerClient(
+                self.endpoint.address, ssl=self.endpoint.ssl,
+                connection_timeout=self.timeout_s, network_timeout=self.load_timeout_s)
+            try:
+                return fn(client, self._client_kwargs())
+            finally:
+                client.close()
+        except Exception as exc:
+            raise translate_error(exc, action, self.url, loading=True) from exc
 
     def reload(self, name: str) -> None:
         """Triton reloads a loaded model when asked to load it again."""
@@ -452,14 +249,15 @@ class TritonClient:
             return self._http_pool
 
     def _client(self, timeout_s: float) -> tuple[Any, dict[str, Any]]:
-        headers: dict[str, str] = {}
         if self.endpoint.transport is Transport.GRPC:
-            if self.admin_key:
-                headers[GRPC_ADMIN_KEY_HEADER] = self.admin_key
-            return self._grpc_client(), {"headers": headers or None, "client_timeout": timeout_s}
-        if self.admin_key:
-            headers[HTTP_ADMIN_KEY_HEADER] = self.admin_key
-        return self._http_client(timeout_s), {"headers": headers or None}
+            return self._grpc_client(), {**self._client_kwargs(), "client_timeout": timeout_s}
+        return self._http_client(timeout_s), self._client_kwargs()
+
+    def _client_kwargs(self) -> dict[str, Any]:
+        if not self.admin_key:
+            return {"headers": None}
+        header = GRPC_ADMIN_KEY_HEADER if self.endpoint.transport is Transport.GRPC else HTTP_ADMIN_KEY_HEADER
+        return {"headers": {header: self.admin_key}}
 
     def _http_client(self, timeout_s: float) -> httpclient.InferenceServerClient:
         clients: dict[float, httpclient.InferenceServerClient] = self._local.__dict__.setdefault("http", {})
@@ -507,6 +305,34 @@ class TritonClient:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+class PendingLoad:
+    """A load running on its own daemon thread (`TritonClient.start_load`)."""
+
+    def __init__(self, run: Callable[[], object], name: str) -> None:
+        self._done = threading.Event()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(run,), daemon=True,
+                                        name=f"geadmin-load-{name}")
+        self._thread.start()
+
+    def _run(self, run: Callable[[], object]) -> None:
+        try:
+            run()
+        except BaseException as exc:  # handed to the caller by result()
+            self._error = exc
+        finally:
+            self._done.set()
+
+    def wait(self, timeout_s: float | None) -> bool:
+        """True when the load answered within `timeout_s`."""
+        return self._done.wait(timeout_s)
+
+    def result(self) -> None:
+        """Raise what the load raised (a TritonError), if anything."""
+        if self._error is not None:
+            raise self._error
 
 
 def _as_json(client: Any) -> dict[str, Any]:

@@ -10,31 +10,30 @@ load hangs).
 from __future__ import annotations
 
 import contextlib
-import errno
 import glob
 import importlib.util
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-from geadmin.errors import (
-    PortInUseError,
-    PythonStubMissingError,
-    TritonBinaryNotFoundError,
-    TritonStartError,
+from geadmin.domain import Ports
+from geadmin.errors import PythonStubMissingError, TritonBinaryNotFoundError, TritonStartError
+from geadmin.stack.processes import (
+    client_host,
+    ensure_ports_free,
+    free_triton_ports,
+    http_ok,
+    pid_alive,
+    tail,
+    terminate_group,
 )
-from geadmin.settings import is_port
 
 SHM_DIR = Path("/dev/shm")
 _INSTALL_HINT = "install it with `pip install nvidia-pytriton`, or name a binary with " \
@@ -134,68 +133,6 @@ def _replace_link(link: Path, target: Path) -> None:
     link.symlink_to(target)
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    return free_ports(1, host)[0]
-
-
-def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
-    """`count` distinct free ports: all held open while picking, so none is handed out twice."""
-    with contextlib.ExitStack() as stack:
-        ports = []
-        for _ in range(count):
-            sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
-            sock.bind((host, 0))
-            ports.append(int(sock.getsockname()[1]))
-        return ports
-
-
-def ensure_port_free(host: str, port: int, what: str, flag: str) -> None:
-    if not is_port(port):
-        raise PortInUseError(f"{what} port must be between 1 and 65535, got {port} ({flag})", port)
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, port))
-        except OSError as exc:
-            if exc.errno == errno.EADDRINUSE:
-                raise PortInUseError(
-                    f"port {port} ({what}) on {host} is already in use — is another "
-                    f"`geadmin up` or Triton running? Stop it, or pick another port with {flag}",
-                    port,
-                ) from exc
-            raise PortInUseError(f"cannot bind {what} port {port} on {host}: {exc}", port) from exc
-
-
-@dataclass(frozen=True)
-class Ports:
-    http: int
-    grpc: int
-    metrics: int
-
-    @classmethod
-    def free(cls, host: str = "127.0.0.1") -> Ports:
-        http, grpc, metrics = free_ports(3, host)
-        return cls(http, grpc, metrics)
-
-    def ensure_free(self, host: str) -> None:
-        ensure_port_free(host, self.http, "Triton HTTP", "--http-port")
-        ensure_port_free(host, self.grpc, "Triton gRPC", "--grpc-port")
-        ensure_port_free(host, self.metrics, "Triton metrics", "--metrics-port")
-
-
-def tail(path: Path, lines: int = 30) -> str:
-    try:
-        text = path.read_text(errors="replace")
-    except OSError:
-        return ""
-    return "\n".join(text.splitlines()[-lines:])
-
-
-def client_host(host: str) -> str:
-    """Where a client on this machine reaches a server bound to `host` (0.0.0.0: anywhere)."""
-    return "127.0.0.1" if host in ("0.0.0.0", "") else host
-
-
 class TritonProcess:
     """One tritonserver process in explicit model-control mode.
 
@@ -221,7 +158,7 @@ class TritonProcess:
         self.repository = Path(repository)
         self.binary = Path(binary) if binary else find_tritonserver()
         self.host = host
-        self.ports = ports or Ports.free(client_host(host))
+        self.ports = ports or free_triton_ports(client_host(host))
         self.models = models
         self.extra_args = list(extra_args)
         self.ld_library_path = [Path(p) for p in ld_library_path]
@@ -298,7 +235,7 @@ class TritonProcess:
             raise TritonStartError("this TritonProcess is already started")
         if not self.repository.is_dir():
             raise TritonStartError(f"model repository {self.repository} does not exist")
-        self.ports.ensure_free(self.host)
+        ensure_ports_free(self.host, self.ports)
         self.remove_stale_shm_regions()
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as log:
@@ -372,7 +309,7 @@ class TritonProcess:
         removed = []
         for path in SHM_DIR.glob("geadmin_*_*_*"):
             owner = path.name.split("_")[1]
-            if owner.isdigit() and not _pid_alive(int(owner)):
+            if owner.isdigit() and not pid_alive(int(owner)):
                 with contextlib.suppress(OSError):
                     path.unlink()
                     removed.append(path.name)
@@ -405,39 +342,3 @@ class TritonProcess:
 
     def _default_backend_dir(self) -> Path:
         return prepare_backend_directory(self._scratch_dir() / "backends")
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # someone else's live process
-    return True
-
-
-def http_ok(url: str, timeout_s: float = 1.0) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=timeout_s) as response:
-            return bool(response.status == 200)
-    except (urllib.error.URLError, OSError, ValueError):
-        return False
-
-
-def signal_group(process: subprocess.Popen[bytes], signum: int = signal.SIGTERM) -> None:
-    """Signal the process's whole group (it was started in a session of its own)."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, signum)
-
-
-def terminate_group(process: subprocess.Popen[bytes], timeout_s: float) -> int:
-    """SIGTERM the group, SIGKILL it after `timeout_s`; returns the leader's exit code."""
-    signal_group(process, signal.SIGTERM)
-    try:
-        return process.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        signal_group(process, signal.SIGKILL)
-        return process.wait(timeout=5)
-    finally:
-        signal_group(process, signal.SIGKILL)  # children in the group must not outlive it

@@ -1,0 +1,39 @@
+"""`geadmin bundle`: write the diagnostics bundle (geadmin.ops.bundle) for a ticket."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from geadmin import settings
+from geadmin.cli.common import add_connection_args, client_for, target_from_args
+from geadmin.ops.bundle import DEFAULT_LOG_BYTES, build_bundle, default_bundle_name, write_bundle
+from geadmin.stack.workspace import Workspace
+
+
+def run(args: argparse.Namespace) -> int:
+    target = target_from_args(args)
+    with client_for(target, args) as client:
+        bundle = build_bundle(client, repository=target.repository, log_path=target.log_path,
+                              stack_file=Workspace(settings.home()).stack_file,
+                              log_bytes=int(args.log_mb * (1 << 20)))
+    path = write_bundle(bundle, Path(args.output or default_bundle_name()))
+    print(f"wrote {path} ({len(bundle.files) + 1} files)")
+    for section, why in sorted(bundle.problems.items()):
+        print(f"  not collected: {section}: {why}")
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "bundle", help="write a diagnostics .tar.gz to attach to a ticket",
+        description="Server metadata, model index, configs (on disk and normalized), statistics, "
+        "the end of Triton's log, geadmin's settings (secrets redacted) and `npu-smi info`. Written "
+        "even when Triton is down; the manifest says what could not be collected.")
+    add_connection_args(parser)
+    parser.add_argument("-o", "--output", default=None, metavar="FILE",
+                        help="archive to write (default geadmin-bundle-<UTC time>.tar.gz here)")
+    parser.add_argument("--log-mb", type=float, default=DEFAULT_LOG_BYTES / (1 << 20),
+                        help=f"how much of the end of Triton's log to include (default "
+                        f"{DEFAULT_LOG_BYTES >> 20} MB)")
+    parser.set_defaults(func=run)

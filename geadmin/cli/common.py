@@ -1,0 +1,85 @@
+"""Options shared by the sub-commands that talk to a Triton, and how they pick it."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import replace
+
+from geadmin.domain import Endpoint, Transport
+from geadmin.stack.target import Target, live_stack, resolve
+from geadmin.triton.client import DEFAULT_LOAD_TIMEOUT_S, DEFAULT_TIMEOUT_S, TritonClient
+from geadmin.triton.servers import DEFAULT_TRITON_URL
+
+
+def add_connection_args(parser: argparse.ArgumentParser, *, log_and_repository: bool = True) -> None:
+    target = parser.add_mutually_exclusive_group()
+    target.add_argument(
+        "--url",
+        default=None,
+        help="Triton endpoint: http://host:8000 or grpc://host:8001 (env GEADMIN_TRITON_URL; "
+        f"default: the workspace's running `geadmin up`, else {DEFAULT_TRITON_URL})",
+    )
+    target.add_argument(
+        "--server",
+        default=None,
+        metavar="NAME",
+        help="a server by name, from GEADMIN_SERVERS_FILE or GEADMIN_TRITON_URLS",
+    )
+    parser.add_argument(
+        "--protocol",
+        choices=[t.value for t in Transport],
+        default=None,
+        help="talk HTTP or gRPC whatever the URL's scheme says (a bare host:port is HTTP)",
+    )
+    parser.add_argument(
+        "--admin-key",
+        default=None,
+        help="key for Triton's restricted APIs (env GEADMIN_ADMIN_KEY)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=positive_seconds,
+        default=DEFAULT_TIMEOUT_S,
+        help=f"seconds to wait for each answer (default {DEFAULT_TIMEOUT_S:g})",
+    )
+    parser.add_argument("--json", action="store_true", help="print a JSON document")
+    if log_and_repository:
+        parser.add_argument("--triton-log", default=None, metavar="PATH",
+                            help="Triton's log file, read to explain failures (env GEADMIN_TRITON_LOG, "
+                            "for the server it belongs to; default: the running stack's log)")
+        parser.add_argument("--repository", default=None, metavar="PATH",
+                            help="the served model repository, to check layouts and show configs of "
+                            "models that are not loaded (env GEADMIN_REPOSITORY; default: the "
+                            "running stack's)")
+
+
+def positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 < value < 1e6:  # also rejects nan and inf
+        raise argparse.ArgumentTypeError(f"seconds must be more than 0, got {text}")
+    return value
+
+
+def target_from_args(args: argparse.Namespace) -> Target:
+    """The server, log and repository the flags, settings and running stack name; notes
+    about settings that do not apply go to stderr, once."""
+    target = resolve(url=args.url, server=args.server, admin_key=args.admin_key,
+                     triton_log=getattr(args, "triton_log", None),
+                     repository=getattr(args, "repository", None), stack=live_stack())
+    for note in target.notes:
+        print(f"geadmin: note: {note}", file=sys.stderr)
+    return target
+
+
+def client_for(target: Target, args: argparse.Namespace) -> TritonClient:
+    spec = target.spec
+    protocol = getattr(args, "protocol", None)
+    if protocol:
+        endpoint = replace(Endpoint.parse(spec.url), transport=Transport(protocol))
+        spec = replace(spec, url=endpoint.url)
+    return TritonClient(spec.url, admin_key=spec.admin_key, timeout_s=args.timeout,
+                        load_timeout_s=getattr(args, "load_timeout", DEFAULT_LOAD_TIMEOUT_S))

@@ -1,1 +1,0 @@
-"""One module per `geadmin` sub-command; each exposes `register(subparsers)`."""

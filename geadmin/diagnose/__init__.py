@@ -1,0 +1,1 @@
+"""What is down and why: failed loads explained, triage, model rows and details, ensembles."""

@@ -1,0 +1,227 @@
+"""Why did a load fail? The real reason, not "failed to poll from model repository".
+
+Over the API Triton often says only that (FACTS.md); the reason is in its log. So a load
+is watched: before it, note where the log ends and whether the model was serving; while
+it runs, follow the log (a load Triton keeps LOADING after a fatal line — a python model
+without model.py — is reported as soon as that line appears, not at the timeout); after a
+failure, gather
+
+1. the model's lines from what Triton logged since (a `LogSource`),
+2. the repository layout problems visible on disk (`geadmin.repository.layout`),
+3. whether the previously loaded version still serves — checked with the repository index
+   and a readiness call, never assumed,
+
+and lead with the most specific of them, with its fix (`geadmin.diagnose.advice`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tritonclient.grpc import model_config_pb2
+
+from geadmin.diagnose import advice
+from geadmin.domain import Explanation, LogCursor, LogLine, ModelState, Serving
+from geadmin.errors import (
+    ExplainedLoadError,
+    ExplainedLoadTimeoutError,
+    LoadFailedError,
+    TritonError,
+    TritonTimeoutError,
+)
+from geadmin.repository.layout import layout_problems
+from geadmin.triton.client import TritonClient
+from geadmin.triton.logs import LogSource, is_failure, mentions_pattern, parse_log_line
+
+LOG_SETTLE_S = 1.0  # how long to wait for Triton to flush the lines of a failed load
+POLL_S = 0.25  # how often a running load's log is read
+
+# While a load runs: (seconds elapsed, latest line Triton logged about the model or "").
+LoadProgress = Callable[[float, str], None]
+
+
+@dataclass(frozen=True)
+class LoadWatch:
+    """Taken just before a load: where the log ended and what was serving."""
+
+    name: str
+    cursor: LogCursor | None
+    was_ready: bool | None  # None: could not tell
+    version: str
+    started: float = 0.0  # time.monotonic()
+
+
+def log_reason(lines: tuple[LogLine, ...] | list[LogLine]) -> str:
+    """The first failure (else warning) Triton logged about the model, without its traceback."""
+    for wanted in (is_failure, lambda line: line.severity == "W"):
+        for line in lines:
+            if wanted(line):
+                return line.message.split("\n\n")[0].strip()
+    return ""
+
+
+def headline(lines: tuple[LogLine, ...], layout: tuple[str, ...], error: str) -> str:
+    return advice.lead(log_reason=log_reason(lines), layout=layout, api=error)
+
+
+# -- around a load -------------------------------------------------------------------
+def watch(client: TritonClient, name: str, log: LogSource | None) -> LoadWatch:
+    """Call just before loading `name`."""
+    cursor = log.cursor() if log else None
+    started = time.monotonic()
+    try:
+        entries = [e for e in client.repository_index() if e.name == name]
+    except TritonError:
+        return LoadWatch(name, cursor, None, "", started)
+    ready = [e for e in entries if e.state is ModelState.READY]
+    return LoadWatch(name, cursor, bool(ready), ready[-1].version if ready else "", started)
+
+
+def explain(
+    client: TritonClient,
+    before: LoadWatch,
+    error: BaseException,
+    *,
+    log: LogSource | None = None,
+    repository: Path | None = None,
+    config: model_config_pb2.ModelConfig | None = None,
+    files_sent: bool = False,
+    hung: bool = False,
+) -> Explanation:
+    """Gather the real reason of a failed load of `before.name`."""
+    name = before.name
+    lines = tuple(_read_model_lines(log, before.cursor, name))
+    problems: tuple[str, ...] = ()
+    if repository is not None and not files_sent:
+        problems = tuple(layout_problems(repository, name, config))
+    serving, version, serving_error = check_serving(client, before)
+    return Explanation(
+        model=name,
+        error=str(error),
+        reason=headline(lines, problems, str(error)),
+        log_lines=lines,
+        layout_problems=problems,
+        serving=serving,
+        serving_version=version,
+        serving_error=serving_error,
+        log_description=log.description if log else "",
+        timed_out=isinstance(error, TritonTimeoutError),
+        hung=hung,
+        elapsed_s=time.monotonic() - before.started,
+    )
+
+
+def _read_model_lines(log: LogSource | None, cursor: LogCursor | None, name: str) -> list[LogLine]:
+    if log is None or cursor is None:
+        return []
+    mentions = mentions_pattern([name])
+    deadline = time.monotonic() + LOG_SETTLE_S
+    while True:
+        lines = [parse_log_line(raw) for raw in log.lines_since(cursor) if mentions.search(raw)]
+        if any(is_failure(line) or line.severity == "W" for line in lines) or time.monotonic() >= deadline:
+            return lines
+        time.sleep(0.1)
+
+
+def check_serving(client: TritonClient, before: LoadWatch) -> tuple[Serving, str, str]:
+    """Ask Triton (index + readiness) what serves the model now: (serving, version, error)."""
+    try:
+        entries = [e for e in client.repository_index() if e.name == before.name]
+        ready = [e for e in entries if e.state is ModelState.READY]
+        answering = bool(ready) and client.model_ready(before.name)
+    except TritonError as exc:
+        return Serving.UNKNOWN, "", str(exc)
+    if answering:
+        return Serving.PREVIOUS, ready[-1].version, ""
+    return (Serving.NEVER_LOADED if before.was_ready is False else Serving.NOTHING), "", ""
+
+
+class _LogFollower:
+    """The latest line about one model, read incrementally while its load runs."""
+
+    def __init__(self, log: LogSource | None, cursor: LogCursor | None, name: str) -> None:
+        self.log, self.cursor = log, cursor
+        self.mentions = mentions_pattern([name])
+        self.latest = ""
+        self.failure: LogLine | None = None
+
+    def poll(self) -> None:
+        if self.log is None or self.cursor is None:
+            return
+        lines, self.cursor = self.log.read(self.cursor)
+        for raw in lines:
+            if self.mentions.search(raw):
+                line = parse_log_line(raw)
+                self.latest = line.message
+                if self.failure is None and is_failure(line):
+                    self.failure = line
+
+
+def load_explained(
+    client: TritonClient,
+    name: str,
+    *,
+    log: LogSource | None = None,
+    repository: Path | None = None,
+    config: model_config_pb2.ModelConfig | None = None,
+    files: Mapping[str, bytes] | None = None,
+    progress: LoadProgress | None = None,
+) -> None:
+    """`client.load`, raising `ExplainedLoadError` with the real reason when Triton rejects
+    it, and `ExplainedLoadTimeoutError` when it does not finish within the client's load
+    timeout — or as soon as the log shows a failure while Triton keeps the model LOADING."""
+    before = watch(client, name, log)
+    follower = _LogFollower(log, before.cursor, name)
+    pending = client.start_load(name, config=config, files=files)
+
+    def explained(error: BaseException, hung: bool = False) -> Explanation:
+        return explain(client, before, error, log=log, repository=repository, config=config,
+                       files_sent=bool(files), hung=hung)
+
+    while not pending.wait(POLL_S):
+        follower.poll()
+        if progress is not None:
+            progress(time.monotonic() - before.started, follower.latest)
+        # A load that fails normally answers right after its error line: give it that moment.
+        if follower.failure is not None and not pending.wait(POLL_S) and _still_loading(client, name):
+            stuck = TritonTimeoutError(f"load model {name!r}: still LOADING after Triton logged: "
+                                       f"{follower.failure.message.splitlines()[0]}", url=client.url)
+            raise ExplainedLoadTimeoutError(explained(stuck, hung=True), url=client.url) from None
+    try:
+        pending.result()
+    except LoadFailedError as exc:
+        raise ExplainedLoadError(explained(exc), url=exc.url, status=exc.status) from exc
+    except TritonTimeoutError as exc:
+        if before.was_ready is None:
+            raise  # Triton did not answer before the load either: no server, not a hung load
+        raise ExplainedLoadTimeoutError(explained(exc), url=exc.url, status=exc.status) from exc
+
+
+def _still_loading(client: TritonClient, name: str) -> bool:
+    """Check, don't assume: a fatal line is only a hung load if Triton still says LOADING."""
+    try:
+        states = {e.state for e in client.repository_index() if e.name == name}
+    except TritonError:
+        return False
+    return ModelState.LOADING in states
+
+
+def explanation_dict(explanation: Explanation) -> dict[str, Any]:
+    """For `--json` output."""
+    return {
+        "model": explanation.model,
+        "reason": explanation.reason,
+        "error": explanation.error,
+        "layout_problems": list(explanation.layout_problems),
+        "serving": explanation.serving.name,
+        "serving_version": explanation.serving_version,
+        "timed_out": explanation.timed_out,
+        "hung": explanation.hung,
+        "elapsed_s": round(explanation.elapsed_s, 1),
+        "log_lines": [line.raw for line in explanation.log_lines],
+    }
+

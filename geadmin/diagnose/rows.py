@@ -1,0 +1,156 @@
+"""The Models table: one row per model with its state, reason and config facts.
+
+Pure functions turn Triton's answers (index entries, ModelConfig and ModelStatistics
+protobufs) into rows; `collect_rows` is the one that talks to Triton and the disk.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from tritonclient.grpc import model_config_pb2, service_pb2
+
+from geadmin.diagnose.ensemble import ENSEMBLE
+from geadmin.diagnose.triage import failure_reasons
+from geadmin.domain import ModelEntry, ModelState
+from geadmin.errors import ModelNotFoundError, RepositoryError, TritonError
+from geadmin.repository.layout import read_model_config
+from geadmin.triton.client import TritonClient
+from geadmin.triton.logs import LogSource
+
+
+@dataclass(frozen=True)
+class ModelRow:
+    name: str
+    versions: tuple[str, ...]
+    state: ModelState
+    reason: str
+    kind: str  # backend, else platform ("python", "ensemble", "npu_ge", ...); "" if unknown
+    max_batch_size: int | None = None
+    instance_count: int | None = None
+    dynamic_batching: bool | None = None
+    last_inference: datetime | None = None
+
+    @property
+    def is_ensemble(self) -> bool:
+        return self.kind == ENSEMBLE
+
+    def record(self) -> dict[str, Any]:
+        """A flat dict for tables and JSON."""
+        return {
+            "name": self.name,
+            "versions": ", ".join(self.versions),
+            "state": self.state.value,
+            "reason": self.reason,
+            "backend/platform": self.kind,
+            "max batch size": self.max_batch_size,
+            "instances": self.instance_count,
+            "dynamic batching": self.dynamic_batching,
+            "last inference": self.last_inference.isoformat(timespec="seconds")
+            if self.last_inference else "",
+        }
+
+
+_STATE_ORDER = {ModelState.READY: 0, ModelState.LOADING: 1, ModelState.UNLOADING: 2,
+                ModelState.UNAVAILABLE: 3, ModelState.NOT_LOADED: 4}
+
+
+def model_rows(
+    index: Iterable[ModelEntry],
+    configs: Mapping[str, model_config_pb2.ModelConfig],
+    stats: Mapping[str, Sequence[service_pb2.ModelStatistics]],
+) -> list[ModelRow]:
+    """One row per model name; a model's state is that of its best version (READY first)."""
+    by_name: dict[str, list[ModelEntry]] = {}
+    for entry in index:
+        by_name.setdefault(entry.name, []).append(entry)
+    rows = []
+    for name, entries in sorted(by_name.items()):
+        best = min(entries, key=lambda e: _STATE_ORDER.get(e.state, 9))
+        config = configs.get(name)
+        rows.append(ModelRow(
+            name=name,
+            versions=tuple(sorted({e.version for e in entries if e.version}, key=_version_key)),
+            state=best.state,
+            reason=best.reason,
+            kind=model_kind(config) if config else "",
+            max_batch_size=config.max_batch_size if config else None,
+            instance_count=instance_count(config) if config else None,
+            dynamic_batching=config.HasField("dynamic_batching") if config else None,
+            last_inference=last_inference(stats.get(name, ())),
+        ))
+    return rows
+
+
+def _version_key(version: str) -> tuple[int, str]:
+    return (int(version), "") if version.isdigit() else (1 << 62, version)
+
+
+def filter_rows(
+    rows: Iterable[ModelRow], search: str = "", states: Iterable[ModelState] = ()
+) -> list[ModelRow]:
+    """Rows whose name or reason contains `search` (any case) and whose state is in `states`."""
+    wanted = set(states)
+    needle = search.strip().lower()
+    return [row for row in rows
+            if (not wanted or row.state in wanted)
+            and (not needle or needle in row.name.lower() or needle in row.reason.lower())]
+
+
+def model_kind(config: model_config_pb2.ModelConfig) -> str:
+    return config.backend or config.platform
+
+
+def instance_count(config: model_config_pb2.ModelConfig) -> int:
+    """Instances Triton creates (an ensemble has none; a group without count has one)."""
+    if config.platform == ENSEMBLE:
+        return 0
+    if not config.instance_group:
+        return 1
+    return sum(max(group.count, 1) * max(len(group.gpus), 1) for group in config.instance_group)
+
+
+def last_inference(stats: Iterable[service_pb2.ModelStatistics]) -> datetime | None:
+    """Latest `last_inference` (ms since the epoch; 0 = never) over the versions."""
+    latest = max((s.last_inference for s in stats), default=0)
+    return datetime.fromtimestamp(latest / 1000, tz=timezone.utc) if latest else None
+
+
+def _config(client: TritonClient, name: str, repository: Path | None,
+            state: ModelState) -> model_config_pb2.ModelConfig | None:
+    """The normalized config when loaded, else config.pbtxt as written; None if neither."""
+    if state is ModelState.READY:
+        try:
+            return client.model_config(name)
+        except ModelNotFoundError:
+            pass  # unloaded since the index was read
+    if repository is None:
+        return None
+    try:
+        return read_model_config(repository, name)
+    except RepositoryError:
+        return None  # its reason is the row's (failure_reasons reads the same file)
+
+
+def collect_rows(client: TritonClient, repository: Path | None = None,
+                 log: LogSource | None = None) -> list[ModelRow]:
+    """Everything the table shows, reasons led by the most specific finding (the same
+    headline as the Overview's). Raises TritonError when the index cannot be read."""
+    index = client.repository_index()
+    states = {row.name: row.state for row in model_rows(index, {}, {})}
+    configs = {name: config for name, state in states.items()
+               if (config := _config(client, name, repository, state)) is not None}
+    try:
+        all_stats = client.model_statistics() if ModelState.READY in states.values() else []
+    except TritonError:
+        all_stats = []
+    stats: dict[str, list[service_pb2.ModelStatistics]] = {}
+    for s in all_stats:
+        stats.setdefault(s.name, []).append(s)
+    rows = model_rows(index, configs, stats)
+    reasons = failure_reasons(index, log, repository)
+    return [replace(row, reason=reasons[row.name]) if row.name in reasons else row for row in rows]

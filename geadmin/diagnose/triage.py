@@ -1,0 +1,226 @@
+"""What is down, and why: server snapshots, the models sorted for an on-call operator, and
+the health verdict `geadmin status` exits with. The Overview page and the CLI share it.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime, timezone
+from pathlib import Path
+
+from geadmin.diagnose import advice
+from geadmin.domain import ModelEntry, ModelState, ServerInfo
+from geadmin.errors import TritonError
+from geadmin.repository.layout import layout_problems
+from geadmin.triton.client import TritonClient
+from geadmin.triton.logs import LogSource, is_failure, parse_log_line
+
+MAX_PARALLEL_POLLS = 8
+
+
+@dataclass(frozen=True)
+class ServerSnapshot:
+    name: str
+    url: str
+    transport: str
+    taken_at: datetime
+    live: bool = False
+    ready: bool = False
+    info: ServerInfo | None = None
+    models: tuple[ModelEntry, ...] = field(default_factory=tuple)
+    error: str = ""
+
+    @property
+    def reachable(self) -> bool:
+        return self.live or self.info is not None
+
+    @property
+    def status(self) -> str:
+        """One word for the server: what the Overview's table and `status` print."""
+        if not self.reachable:
+            return "UNREACHABLE"
+        if self.ready:
+            return "READY"
+        return "LIVE, NOT READY" if self.live else "NOT LIVE"
+
+
+def take_snapshot(name: str, client: TritonClient) -> ServerSnapshot:
+    """Never raises for Triton trouble: an unreachable server is a snapshot with an error."""
+    empty = ServerSnapshot(name, client.url, client.transport.value, datetime.now(timezone.utc))
+    try:
+        live = client.is_live()
+        ready = client.is_ready()
+        info = client.server_info()
+    except TritonError as exc:
+        return replace(empty, error=str(exc))
+    reached = replace(empty, live=live, ready=ready, info=info)
+    try:
+        return replace(reached, models=tuple(client.repository_index()))
+    except TritonError as exc:  # e.g. restricted repository API without the key
+        return replace(reached, error=str(exc))
+
+
+def take_snapshots(clients: Sequence[tuple[str, TritonClient]]) -> list[ServerSnapshot]:
+    """Every server at once: one hung server must not hold up the others."""
+    if not clients:
+        return []
+    with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_POLLS, len(clients))) as pool:
+        return list(pool.map(lambda named: take_snapshot(*named), clients))
+
+
+# -- why a model is not serving -------------------------------------------------------
+UNLOADED_REASON = "unloaded"
+
+
+def is_idle(model: ModelEntry) -> bool:
+    """Not serving on purpose: never loaded, or unloaded by someone."""
+    return model.state is ModelState.NOT_LOADED or (
+        model.state is ModelState.UNAVAILABLE and model.reason == UNLOADED_REASON
+    )
+
+
+def log_failures(log: LogSource | None, names: Sequence[str]) -> dict[str, str]:
+    """For each model whose latest line in the Triton log is a failure: that line's message.
+
+    This is how a model whose config Triton could not even parse is found: the index shows
+    it only as "not loaded", with no reason (FACTS.md); the log says why.
+    """
+    if log is None or not names:
+        return {}
+    failures = {}
+    for name, raw in log.last_lines(names).items():
+        line = parse_log_line(raw)
+        if is_failure(line):
+            failures[name] = line.message.split("\n\n")[0].strip()
+    return failures
+
+
+def failure_reason(index_reason: str, log_reason: str, problems: Sequence[str]) -> str:
+    """The headline for a model that is not serving: most specific finding first, with its fix."""
+    return advice.lead(log_reason=advice.best_reason(index_reason, log_reason), layout=problems) \
+        or "no reason given by Triton"
+
+
+def failure_reasons(
+    entries: Sequence[ModelEntry], log: LogSource | None, repository: Path | None
+) -> dict[str, str]:
+    """Headline reasons for the models among `entries` that failed (not idle, not moving)."""
+    candidates = [m for m in entries
+                  if m.state not in (ModelState.READY, ModelState.LOADING, ModelState.UNLOADING)]
+    logged = log_failures(log, [m.name for m in candidates])
+    reasons = {}
+    for model in candidates:
+        if is_idle(model) and model.name not in logged:
+            continue
+        problems: list[str] = []
+        if repository is not None:
+            problems = layout_problems(repository, model.name)
+        reasons[model.name] = failure_reason(model.reason, logged.get(model.name, ""), problems)
+    return reasons
+
+
+@dataclass(frozen=True)
+class Triage:
+    """The models of one snapshot, sorted by what an on-call operator must look at."""
+
+    ready: list[ModelEntry]
+    failed: list[tuple[ModelEntry, str]]  # (model, headline reason)
+    changing: list[ModelEntry]  # LOADING / UNLOADING
+    idle: list[ModelEntry]  # never loaded, or unloaded, with no failure logged
+
+    @property
+    def failed_reasons(self) -> dict[str, str]:
+        return {model.name: reason for model, reason in self.failed}
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """The Overview's counters: one per group, so counts and captions agree."""
+        return {"ready": len(self.ready), "failed": len(self.failed),
+                "loading / unloading": len(self.changing), "not loaded": len(self.idle)}
+
+
+def triage(snapshot: ServerSnapshot, log: LogSource | None = None,
+           repository: Path | None = None) -> Triage:
+    reasons = failure_reasons(snapshot.models, log, repository)
+    ready, failed, changing, idle = [], [], [], []
+    for model in sorted(snapshot.models, key=lambda m: m.name):
+        if model.state is ModelState.READY:
+            ready.append(model)
+        elif model.state in (ModelState.LOADING, ModelState.UNLOADING):
+            changing.append(model)
+        elif model.name in reasons:
+            failed.append((model, reasons[model.name]))
+        else:
+            idle.append(model)
+    return Triage(ready, failed, changing, idle)
+
+
+# -- the verdict of `geadmin status` --------------------------------------------------
+class HealthRule(str, enum.Enum):
+    """Which rule decided `ok` (in the JSON, so a script knows what it paged on)."""
+
+    SERVER_READY = "server-ready"  # no --expect: Triton's own readiness
+    EXPECT = "expect"  # live, and every expected model READY; other failures only reported
+    STRICT = "strict"  # server ready, no failed model, and every expected model READY
+
+
+@dataclass(frozen=True)
+class StatusReport:
+    snapshot: ServerSnapshot
+    found: Triage
+    expected: tuple[str, ...] = ()
+    strict: bool = False
+
+    @property
+    def rule(self) -> HealthRule:
+        if self.strict:
+            return HealthRule.STRICT
+        return HealthRule.EXPECT if self.expected else HealthRule.SERVER_READY
+
+    @property
+    def missing(self) -> list[str]:
+        """Expected models that are not READY."""
+        ready = {m.name for m in self.found.ready}
+        return [name for name in self.expected if name not in ready]
+
+    @property
+    def ok(self) -> bool:
+        snap = self.snapshot
+        if not snap.reachable or snap.error:
+            return False
+        if self.rule is HealthRule.EXPECT:
+            return snap.live and not self.missing
+        if self.rule is HealthRule.STRICT:
+            return snap.ready and not self.found.failed and not self.missing
+        return snap.ready
+
+    def to_json(self) -> dict[str, object]:
+        snap = self.snapshot
+        reasons = self.found.failed_reasons
+        return {
+            "url": snap.url,
+            "ok": self.ok,
+            "rule": self.rule.value,
+            "live": snap.live,
+            "ready": snap.ready,
+            "version": snap.info.version if snap.info else "",
+            "error": snap.error,
+            "models": [{**asdict(m), "state": m.state.value, "failure": reasons.get(m.name, "")}
+                       for m in snap.models],
+            "expected_not_ready": self.missing,
+            "failed": sorted(reasons),
+        }
+
+
+def status_report(
+    snapshot: ServerSnapshot,
+    *,
+    log: LogSource | None = None,
+    repository: Path | None = None,
+    expected: Sequence[str] = (),
+    strict: bool = False,
+) -> StatusReport:
+    return StatusReport(snapshot, triage(snapshot, log, repository), tuple(expected), strict)

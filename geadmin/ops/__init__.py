@@ -1,0 +1,1 @@
+"""Everything that changes or exercises a server: model actions, the diagnostics bundle."""

@@ -1,0 +1,173 @@
+"""Load, unload and reload models, audited by their outcome: each action is checked
+against what Triton reports afterwards, never assumed done."""
+
+from __future__ import annotations
+
+import enum
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from geadmin.diagnose.ensemble import composing_models
+from geadmin.diagnose.explain import LoadProgress, load_explained
+from geadmin.diagnose.triage import log_failures
+from geadmin.domain import Explanation, ModelState
+from geadmin.errors import (
+    ExplainedLoadError,
+    ExplainedLoadTimeoutError,
+    ForbiddenError,
+    GeAdminError,
+    TritonError,
+    TritonTimeoutError,
+    TritonUnreachableError,
+    WrongProtocolError,
+)
+from geadmin.triton.client import TritonClient
+from geadmin.triton.logs import LogSource
+
+SETTLE_TIMEOUT_S = 30.0  # how long an action waits for LOADING / UNLOADING to finish
+
+
+class Action(str, enum.Enum):
+    LOAD = "load"
+    UNLOAD = "unload"
+    RELOAD = "reload"
+
+
+@dataclass(frozen=True)
+class ActionResult:
+    name: str
+    action: Action
+    ok: bool
+    message: str
+    explanation: Explanation | None = None
+    error: GeAdminError | None = None  # what failed, for the next step and exit codes
+
+
+def run_action(
+    client: TritonClient,
+    action: Action,
+    names: Sequence[str],
+    *,
+    dependents: bool = False,
+    log: LogSource | None = None,
+    repository: Path | None = None,
+    progress: Callable[[int, int, str], None] | None = None,
+    settle_timeout_s: float = SETTLE_TIMEOUT_S,
+) -> list[ActionResult]:
+    """Apply `action` to each model in turn (a failure does not stop the others), then wait
+    (bounded) until the models touched, dependents included, stop LOADING / UNLOADING."""
+    results = []
+    touched: list[str] = []
+    for done, name in enumerate(names):
+        report = _load_reporter(progress, done, len(names), name)
+        report(0.0, "")
+        if action is Action.UNLOAD and dependents:
+            touched += _composing(client, name)
+        result = _run_one(client, action, name, dependents, log, repository, report)
+        results.append(result)
+        if result.ok:  # a failed (or stuck) model has nothing to settle
+            touched.append(name)
+    if progress is not None:
+        progress(len(names), len(names), "")
+    if wait_settled(client, touched, settle_timeout_s):
+        return results
+    return [_still_moving(result, settle_timeout_s) if result.ok else result for result in results]
+
+
+def _still_moving(result: ActionResult, timeout_s: float) -> ActionResult:
+    """Triton accepted the action but the model had not settled: not "ended as asked"."""
+    message = (f"{result.action.value} of {result.name!r} was accepted, but the model was still "
+               f"loading or unloading after {timeout_s:.0f}s (or its state could not be read); "
+               "check it again in a moment")
+    return replace(result, ok=False, message=message, error=TritonTimeoutError(message))
+
+
+def _composing(client: TritonClient, name: str) -> list[str]:
+    try:
+        return composing_models(client.model_config(name))
+    except TritonError:
+        return []
+
+
+def _load_reporter(progress: Callable[[int, int, str], None] | None, done: int, total: int,
+                   name: str) -> LoadProgress:
+    """Progress text while one model's load runs: its name, seconds so far, latest log line."""
+    def report(elapsed_s: float, latest: str) -> None:
+        if progress is not None:
+            waited = f" ({elapsed_s:.0f}s)" if elapsed_s >= 1 else ""
+            progress(done, total, f"{name}{waited}" + (f": {latest.splitlines()[0][:160]}" if latest else ""))
+    return report
+
+
+def _run_one(client: TritonClient, action: Action, name: str, dependents: bool,
+             log: LogSource | None, repository: Path | None, report: LoadProgress) -> ActionResult:
+    try:
+        if action is Action.UNLOAD:
+            stuck = _stuck_loading(client, name, log)
+            if stuck:
+                return ActionResult(name, action, False, stuck, error=TritonTimeoutError(stuck))
+            client.unload(name, dependents=dependents)
+            extra = " and the models only it used" if dependents else ""
+            return ActionResult(name, action, True, f"unloaded {name!r}{extra}")
+        load_explained(client, name, log=log, repository=repository, progress=report)
+        return ActionResult(name, action, True, f"{action.value}ed {name!r}")
+    except (ExplainedLoadError, ExplainedLoadTimeoutError) as exc:
+        return ActionResult(name, action, False, str(exc), exc.explanation, exc)
+    except GeAdminError as exc:
+        return ActionResult(name, action, False, str(exc), error=exc)
+
+
+def _stuck_loading(client: TritonClient, name: str, log: LogSource | None) -> str:
+    """Why `name` cannot be unloaded now ("" when it can): Triton does not unload a model
+    while its load runs — the unload call just hangs (FACTS.md)."""
+    try:
+        states = {e.state for e in client.repository_index() if e.name == name}
+    except TritonError:
+        return ""  # the unload itself will say what is wrong
+    if ModelState.LOADING not in states or ModelState.READY in states:
+        return ""
+    cause = log_failures(log, [name]).get(name, "")
+    if cause:
+        return (f"cannot unload {name!r}: it is stuck LOADING after Triton logged: {cause} — Triton "
+                "neither finishes nor unloads such a load; fix the cause, then restart Triton to "
+                "clear it (stop and start `geadmin up`)")
+    return (f"cannot unload {name!r} while it is LOADING: Triton unloads a model only after its load "
+            "ends; wait for it, or restart Triton if it never ends")
+
+
+def wait_settled(client: TritonClient, names: Sequence[str], timeout_s: float) -> bool:
+    """Poll the index until none of `names` is LOADING / UNLOADING (Triton's HTTP unload
+    answers before the model is gone). False if still moving after `timeout_s`."""
+    moving = {ModelState.LOADING, ModelState.UNLOADING}
+    deadline = time.monotonic() + timeout_s
+    wanted = set(names)
+    while True:
+        try:
+            states = {e.state for e in client.repository_index() if e.name in wanted}
+        except TritonError:
+            return False
+        if not states & moving:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.1)
+
+
+FIX_AND_RETRY = "fix the cause in the model repository or Triton, then retry."
+
+
+def next_step(error: GeAdminError) -> str:
+    """What an operator should do about `error` (pages put it under the message)."""
+    if isinstance(error, (ExplainedLoadError, ExplainedLoadTimeoutError)):
+        return "fix the cause above in the model repository, then load the model again"
+    if isinstance(error, WrongProtocolError):
+        return "use the URL the message names: http:// for Triton's HTTP port, grpc:// for its gRPC port"
+    if isinstance(error, TritonUnreachableError):
+        return "start Triton (`geadmin up`) or check the server URL (GEADMIN_TRITON_URL)"
+    if isinstance(error, ForbiddenError):
+        return "set the admin key (GEADMIN_ADMIN_KEY, or admin_key in the servers file)"
+    if isinstance(error, TritonTimeoutError):
+        return "Triton is slow or stuck: retry, and read its log"
+    return "check the message above and Triton's log"

@@ -1,0 +1,207 @@
+"""The diagnostics bundle: one `.tar.gz` an operator attaches to a ticket.
+
+It holds what a model owner or Triton expert asks for first, collected in one go — and it
+is written even when Triton is down (then it says so, and holds what the disk and the log
+show). Every secret geadmin knows (the admin key) is redacted from every file in it.
+
+    manifest.json                     what is inside, what could not be collected and why
+    server/metadata.json health.json index.json statistics.json
+    models/<name>/config.pbtxt        as written on disk
+    models/<name>/config.normalized.json   as Triton normalized it (loaded models)
+    logs/tritonserver.log             the last `log_bytes` of Triton's log
+    geadmin/settings.json             geadmin's version and every GEADMIN_* setting (secrets: set / not set)
+    geadmin/stack.json                the running embedded stack, if any
+    host/npu-smi-info.txt             `npu-smi info`, when the command exists
+    host/platform.json                OS, Python, machine
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from google.protobuf import json_format
+
+from geadmin import __version__, settings
+from geadmin.errors import GeAdminError, RepositoryError
+from geadmin.repository.layout import is_model_name
+from geadmin.repository.modelconfig import CONFIG_FILE
+from geadmin.triton.client import TritonClient
+
+DEFAULT_LOG_BYTES = 5 << 20
+NPU_SMI_TIMEOUT_S = 10.0
+SECRET_SETTINGS = ("ADMIN_KEY",)
+REDACTED = "<redacted>"
+
+
+@dataclass
+class Bundle:
+    """The archive's files before packing: path inside the archive -> bytes."""
+
+    files: dict[str, bytes] = field(default_factory=dict)
+    problems: dict[str, str] = field(default_factory=dict)  # section -> why it is missing
+    secrets: tuple[str, ...] = ()
+
+    def add_text(self, path: str, text: str) -> None:
+        for secret in self.secrets:
+            text = text.replace(secret, REDACTED)
+        self.files[path] = text.encode("utf-8")
+
+    def add_json(self, path: str, data: Any) -> None:
+        self.add_text(path, json.dumps(data, indent=2, default=str) + "\n")
+
+    def collect(self, section: str, fn: Callable[[], None]) -> None:
+        """Run one collector; a failure is recorded in the manifest, never fatal."""
+        try:
+            fn()
+        except (GeAdminError, OSError, subprocess.SubprocessError, ValueError) as exc:
+            self.problems[section] = str(exc)
+
+    def packed(self) -> bytes:
+        buffer = io.BytesIO()
+        now = time.time()
+        with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+            for path, data in sorted(self.files.items()):
+                info = tarfile.TarInfo(f"geadmin-bundle/{path}")
+                info.size, info.mtime, info.mode = len(data), int(now), 0o644
+                archive.addfile(info, io.BytesIO(data))
+        return buffer.getvalue()
+
+
+def build_bundle(
+    client: TritonClient,
+    *,
+    repository: Path | None = None,
+    log_path: Path | None = None,
+    stack_file: Path | None = None,
+    log_bytes: int = DEFAULT_LOG_BYTES,
+) -> Bundle:
+    secrets = tuple(s for s in (client.admin_key, settings.admin_key()) if s)
+    bundle = Bundle(secrets=secrets)
+    bundle.collect("server", lambda: _server(bundle, client))
+    bundle.collect("statistics", lambda: bundle.add_json(
+        "server/statistics.json", [json_format.MessageToDict(s) for s in client.model_statistics()]))
+    bundle.collect("models", lambda: _models(bundle, client, repository))
+    bundle.collect("log", lambda: _log(bundle, log_path, log_bytes))
+    bundle.collect("settings", lambda: _settings(bundle, client, stack_file))
+    bundle.collect("npu-smi", lambda: _npu_smi(bundle))
+    bundle.add_json("host/platform.json", {"system": platform.platform(), "python": sys.version,
+                                           "machine": platform.machine()})
+    bundle.add_json("manifest.json", {
+        "geadmin_version": __version__,
+        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "triton_url": client.url,
+        "files": sorted([*bundle.files, "manifest.json"]),
+        "not_collected": bundle.problems,
+    })
+    return bundle
+
+
+def write_bundle(bundle: Bundle, path: Path) -> Path:
+    """Atomically: a temp file beside `path`, renamed into place (never half an archive)."""
+    path = path.expanduser()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, temp = tempfile.mkstemp(prefix=f".{path.name}-", dir=path.parent)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(bundle.packed())
+            os.replace(temp, path)
+        except BaseException:
+            Path(temp).unlink(missing_ok=True)
+            raise
+    except OSError as exc:
+        raise RepositoryError(f"cannot write the bundle to {path}: {exc.strerror or exc}") from exc
+    return path
+
+
+def default_bundle_name() -> str:
+    return f"geadmin-bundle-{datetime.now(timezone.utc):%Y%m%d-%H%M%S}.tar.gz"
+
+
+# -- collectors ------------------------------------------------------------------------
+def _server(bundle: Bundle, client: TritonClient) -> None:
+    health = client.health()
+    bundle.add_json("server/health.json", {"live": health.live, "ready": health.ready})
+    info = client.server_info()
+    bundle.add_json("server/metadata.json", {"name": info.name, "version": info.version,
+                                             "extensions": list(info.extensions)})
+    bundle.add_json("server/index.json", [
+        {"name": e.name, "version": e.version, "state": e.state.value, "reason": e.reason}
+        for e in client.repository_index()])
+
+
+def _models(bundle: Bundle, client: TritonClient, repository: Path | None) -> None:
+    names: set[str] = set()
+    if repository is not None and repository.is_dir():
+        names |= {p.name for p in repository.iterdir() if p.is_dir() and is_model_name(p.name)}
+    try:
+        index = client.repository_index()
+    except GeAdminError as exc:
+        bundle.problems["normalized configs"] = str(exc)
+        index = []
+    names |= {e.name for e in index}
+    loaded = {e.name for e in index if e.state.value == "READY"}
+    for name in sorted(names):
+        if repository is not None and (repository / name / CONFIG_FILE).is_file():
+            bundle.add_text(f"models/{name}/{CONFIG_FILE}",
+                            (repository / name / CONFIG_FILE).read_text(errors="replace"))
+        if name in loaded:
+            try:
+                config = client.model_config(name)
+            except GeAdminError as exc:
+                bundle.problems[f"models/{name}"] = str(exc)
+                continue
+            bundle.add_json(f"models/{name}/config.normalized.json",
+                            json_format.MessageToDict(config, preserving_proto_field_name=True))
+    if repository is None:
+        bundle.problems["configs on disk"] = "the served repository is not known (pass --repository)"
+
+
+def _log(bundle: Bundle, log_path: Path | None, log_bytes: int) -> None:
+    if log_path is None:
+        raise RepositoryError("Triton's log file is not known (pass --triton-log)")
+    with open(log_path, "rb") as log:
+        size = log.seek(0, os.SEEK_END)
+        log.seek(max(0, size - log_bytes))
+        data = log.read()
+    bundle.add_text("logs/tritonserver.log", data.decode("utf-8", errors="replace"))
+
+
+def _settings(bundle: Bundle, client: TritonClient, stack_file: Path | None) -> None:
+    values: dict[str, str | None] = {}
+    for name, setting in settings.SETTINGS.items():
+        value = settings.raw(name)
+        if name in SECRET_SETTINGS:
+            values[setting.env_name] = "set" if value else "not set"
+        else:
+            values[setting.env_name] = value
+    bundle.add_json("geadmin/settings.json", {
+        "geadmin_version": __version__, "triton_url": client.url,
+        "admin_key": "set" if client.admin_key else "not set", "environment": values})
+    if stack_file is not None and stack_file.is_file():
+        bundle.add_text("geadmin/stack.json", stack_file.read_text())
+
+
+def _npu_smi(bundle: Bundle) -> None:
+    binary = shutil.which("npu-smi")
+    if binary is None:
+        bundle.add_text("host/npu-smi-info.txt", "npu-smi is not installed on this host (no NPU driver)\n")
+        return
+    done = subprocess.run([binary, "info"], capture_output=True, text=True, timeout=NPU_SMI_TIMEOUT_S,
+                          check=False)
+    stderr = f"\n[stderr]\n{done.stderr}" if done.stderr else ""
+    bundle.add_text("host/npu-smi-info.txt", f"{done.stdout}{stderr}\n[exit code {done.returncode}]\n")

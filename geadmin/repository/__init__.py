@@ -1,0 +1,1 @@
+"""The model repository on disk: layout checks and config.pbtxt <-> ModelConfig protobuf."""

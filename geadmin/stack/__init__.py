@@ -1,0 +1,1 @@
+"""Running the stack: tritonserver and dashboard processes, the workspace, which Triton a command targets."""

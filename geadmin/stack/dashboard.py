@@ -1,0 +1,126 @@
+"""The Streamlit dashboard as a child process (`streamlit run pages/app.py`)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+from geadmin import settings
+from geadmin.errors import StackError
+from geadmin.stack.processes import (
+    client_host,
+    ensure_port_free,
+    free_port,
+    http_ok,
+    signal_group,
+    tail,
+    terminate_group,
+)
+
+DASHBOARD_APP = Path(__file__).resolve().parents[2] / "pages" / "app.py"
+
+
+class DashboardProcess:
+    """`streamlit run pages/app.py`, headless, configured through GEADMIN_* variables."""
+
+    def __init__(
+        self,
+        *,
+        triton_url: str,
+        home: Path,
+        port: int | None = None,
+        host: str = "127.0.0.1",
+        triton_log: Path | None = None,
+        repository: Path | None = None,
+        only_this_triton: bool = False,
+        extra_env: Mapping[str, str] | None = None,
+        log_path: Path | None = None,
+    ) -> None:
+        self.triton_url = triton_url
+        self.home = Path(home)
+        self.host = host
+        self.port = port or free_port(client_host(host))
+        self.triton_log = triton_log
+        self.repository = repository
+        self.only_this_triton = only_this_triton
+        self.extra_env = dict(extra_env or {})
+        self.log_path = log_path or self.home / "logs" / "dashboard.log"
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{client_host(self.host)}:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process else None
+
+    def command(self) -> list[str]:
+        if not DASHBOARD_APP.is_file():
+            raise StackError(
+                f"dashboard entry script {DASHBOARD_APP} is missing: geadmin up runs the "
+                "dashboard from a source checkout (pip install -e .)"
+            )
+        return [
+            sys.executable, "-m", "streamlit", "run", str(DASHBOARD_APP),
+            "--server.headless=true",
+            f"--server.port={self.port}",
+            f"--server.address={self.host}",
+            "--browser.gatherUsageStats=false",
+            "--server.fileWatcherType=none",
+            "--global.developmentMode=false",
+            "--client.toolbarMode=minimal",
+        ]
+
+    def environment(self) -> dict[str, str]:
+        values: dict[str, str | None] = {"TRITON_URL": self.triton_url, "HOME": str(self.home)}
+        if self.only_this_triton:  # the embedded stack's dashboard shows the Triton it started
+            values.update(TRITON_URLS=None, SERVERS_FILE=None)
+        if self.triton_log is not None:
+            values["TRITON_LOG"] = str(self.triton_log)
+        if self.repository is not None:
+            values["REPOSITORY"] = str(self.repository)
+        return settings.child_environment({**os.environ, **self.extra_env}, values)
+
+    def start(self, timeout_s: float = 60.0) -> None:
+        ensure_port_free(self.host, self.port, "dashboard", "--dashboard-port")
+        try:
+            self.log_path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.log_path, "ab") as log:
+                self._process = subprocess.Popen(
+                    self.command(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                    env=self.environment(), start_new_session=True,
+                )
+        except OSError as exc:
+            raise StackError(f"cannot start the dashboard (log {self.log_path}): "
+                             f"{exc.strerror or exc}") from exc
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                code = self._process.returncode
+                self._process = None
+                raise StackError(f"the dashboard exited with code {code} during start-up:\n"
+                                 f"{tail(self.log_path)}")
+            if http_ok(f"{self.url}/_stcore/health"):
+                return
+            time.sleep(0.3)
+        self.stop()
+        raise StackError(f"the dashboard did not answer within {timeout_s:.0f}s "
+                         f"(log: {self.log_path})")
+
+    def alive(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    def begin_stop(self) -> None:
+        """Ask it to exit without waiting (so Triton can stop at the same time)."""
+        if self._process is not None:
+            signal_group(self._process)
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        process, self._process = self._process, None
+        if process is not None:
+            terminate_group(process, timeout_s)

@@ -1,0 +1,1 @@
+"""Metrics and NPU telemetry (layer 2). Empty until the metrics issue lands here."""
