@@ -146,7 +146,8 @@ def triage(snapshot: ServerSnapshot, log: LogSource | None = None,
            repository: Path | None = None) -> Triage:
     reasons = failure_reasons(snapshot.models, log, repository)
     ready, failed, changing, idle = [], [], [], []
-    for model in sorted(snapshot.models, key=lambda m: m.name):
+    order = {ModelState.UNAVAILABLE: 0, ModelState.NOT_LOADED: 1}  # loaded-and-failed first
+    for model in sorted(snapshot.models, key=lambda m: (order.get(m.state, 2), m.name)):
         if model.state is ModelState.READY:
             ready.append(model)
         elif model.state in (ModelState.LOADING, ModelState.UNLOADING):

@@ -48,7 +48,7 @@ def default_server(stack: StackInfo | None) -> tuple[str, str]:
     """(url, how it was chosen) when no flag names a server."""
     env_url = settings.triton_url()
     if env_url:
-        return env_url, "GEADMIN_TRITON_URL"
+        return env_url, settings.SETTINGS["TRITON_URL"].env_name
     if stack is not None:
         return stack.http_url, f"the embedded stack of {stack.home} (pid {stack.pid})"
     return DEFAULT_TRITON_URL, "the default address"

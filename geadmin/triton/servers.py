@@ -67,7 +67,7 @@ def parse_url_list(raw: str) -> list[ServerSpec]:
         endpoint = Endpoint.parse(url)  # raises ConfigError naming the bad URL
         specs.append(ServerSpec(name.strip() or endpoint.address or f"server{index}", endpoint.url,
                                 settings.admin_key()))
-    return _checked(specs, "GEADMIN_TRITON_URLS")
+    return _checked(specs, settings.SETTINGS["TRITON_URLS"].env_name)
 
 
 def parse_servers_file(path: Path) -> list[ServerSpec]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 import numpy as np
@@ -10,9 +11,10 @@ import tritonclient.http as httpclient
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
-from geadmin.diagnose.explain import load_explained
+from geadmin.diagnose.explain import load_explained, log_reason
 from geadmin.domain import ModelState, Serving
 from geadmin.errors import ExplainedLoadError, ExplainedLoadTimeoutError
+from geadmin.ops.actions import Action, run_action
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.triton.client import TritonClient
 from geadmin.triton.logs import LocalLogFile
@@ -49,9 +51,10 @@ def test_rejected_config_override_is_explained_from_the_log_and_old_version_serv
                        repository=triton_server.repository, config=graph_executor_config(triton_server))
     explanation = caught.value.explanation
     assert "failed to poll from model repository" in explanation.error  # all the API says
-    assert "unexpected platform type 'graph_executor'" in explanation.log_reason
-    assert explanation.reason == explanation.log_reason
-    assert any('backend: "npu_ge"' in p for p in explanation.layout_problems)
+    assert "unexpected platform type 'graph_executor'" in log_reason(explanation.log_lines)
+    # Triton's line only says *that* the platform is unknown; the layout check leads with the fix.
+    assert explanation.reason.startswith("platform 'graph_executor' is not a Triton platform")
+    assert 'replace it with backend: "npu_ge"' in str(caught.value).splitlines()[0]
     assert explanation.serving is Serving.PREVIOUS and explanation.serving_version == "1"
     assert "unexpected platform type 'graph_executor'" in str(caught.value)
     assert "version 1 (the previously loaded one) is still serving" in str(caught.value)
@@ -71,31 +74,44 @@ def test_rejected_config_on_disk_keeps_old_version_serving(
             load_explained(client, "digits_classifier", log=LocalLogFile(server.log_path),
                            repository=server.repository)
         explanation = caught.value.explanation
-        assert "unexpected platform type 'graph_executor'" in explanation.log_reason
+        assert "unexpected platform type 'graph_executor'" in log_reason(explanation.log_lines)
         assert explanation.serving is Serving.PREVIOUS
         assert {e.name: e.state for e in client.repository_index()}["digits_classifier"] is ModelState.READY
     probabilities = classify_zeros(server)
     assert probabilities.shape == (1, 10) and abs(float(probabilities.sum()) - 1.0) < 1e-3
 
 
-def test_missing_model_file_hangs_the_load_and_the_timeout_names_it(
+def test_missing_model_file_hangs_the_load_and_is_reported_as_soon_as_triton_logs_it(
     triton_factory: Callable[..., TritonProcess],
 ) -> None:
-    """Triton 2.51's python stub dies on a missing model.py and the load never returns."""
+    """Triton 2.51's python stub dies on a missing model.py and the load never returns: the
+    stub's line is in the log within milliseconds, so the failure is reported then, not at
+    the client's load timeout (60 s here)."""
     server = triton_factory(models=[], exit_timeout_s=1)  # the hung load would delay exit
     (server.repository / "text_normalize" / "1" / "model.py").unlink()
-    client = TritonClient(server.http_url, load_timeout_s=4)
+    client = TritonClient(server.http_url, load_timeout_s=60)
+    seen: list[tuple[float, str]] = []
+    started = time.monotonic()
     with pytest.raises(ExplainedLoadTimeoutError) as caught:
         load_explained(client, "text_normalize", log=LocalLogFile(server.log_path),
-                       repository=server.repository)
+                       repository=server.repository, progress=lambda s, line: seen.append((s, line)))
+    assert time.monotonic() - started < 30  # far below the 60 s load timeout
     explanation = caught.value.explanation
+    assert explanation.hung and "is stuck: Triton keeps it LOADING" in str(caught.value).splitlines()[0]
+    # The headline is the stub's own line, with what clears it.
+    assert explanation.reason.startswith("Failed to preinitialize Python stub: Python model file not found")
+    assert "restart Triton" in explanation.reason
     assert any("no model.py in" in p and "'python' backend" in p for p in explanation.layout_problems)
-    assert explanation.timed_out and "did not finish in time" in str(caught.value)
-    # While a load hangs, Triton's repository API hangs too: the check says so, it does not guess.
-    assert explanation.serving is Serving.UNKNOWN
-    assert "did not answer in time" in explanation.serving_error
-    assert any("Python model file not found" in line.raw for line in explanation.log_lines)
     assert all("text_normalize" in line.raw for line in explanation.log_lines)
+    assert seen and seen[-1][1].startswith("Failed to preinitialize Python stub")  # shown while waiting
+    # Unloading it cannot work while Triton keeps it loading: say so, and what clears it.
+    (result,) = run_action(client, Action.UNLOAD, ["text_normalize"], log=LocalLogFile(server.log_path),
+                           settle_timeout_s=1)
+    assert not result.ok
+    assert result.message.startswith("cannot unload 'text_normalize': it is stuck LOADING after Triton "
+                                     "logged: Failed to preinitialize Python stub")
+    assert "restart Triton" in result.message
+    client.close()
 
 
 def test_initialize_error_reason_comes_from_the_log(
@@ -136,6 +152,7 @@ def test_only_the_tail_since_the_load_is_read(triton_server: TritonProcess) -> N
     with pytest.raises(ExplainedLoadError) as caught:
         load_explained(client, "digits_classifier", log=log, config=too_small)
     explanation = caught.value.explanation
-    assert "preferred size must be <= max batch size" in explanation.log_reason
+    assert "preferred size must be <= max batch size" in log_reason(explanation.log_lines)
+    assert "preferred size must be <= max batch size" in explanation.reason
     assert not any("graph_executor" in line.raw for line in explanation.log_lines)
     assert explanation.serving is Serving.PREVIOUS

@@ -23,7 +23,7 @@ LAYOUT_PARSE = ("/r/m/config.pbtxt does not parse: line 12, column 15: Enum type
 
 
 def test_log_reason_prefers_failures_and_cuts_the_traceback() -> None:
-    lines = (parse_log_line('W1 1 1 a.cc:1] "text_normalize warn"'), parse_log_line(INIT_FAILED))
+    lines = (parse_log_line('W1203 07:00:00.0 1 a.cc:1] "text_normalize warn"'), parse_log_line(INIT_FAILED))
     assert log_reason(lines) == "failed to load 'text_normalize' version 1: Internal: RuntimeError: boom"
     assert headline(lines, (), "api said no") == log_reason(lines)
 
@@ -53,7 +53,7 @@ def test_known_reasons_get_their_fix() -> None:
     assert "make backend" in advice.with_fix(missing)
     other = advice.with_fix("unable to find backend library for backend 'onnxruntime'")
     assert "backend 'onnxruntime' is not installed" in other
-    stub = advice.with_fix("Failed to preinitialize Python stub: Python model file not found in '/r/h/1/model.py'")
+    stub = advice.with_fix("Failed to preinitialize Python stub: Python model file not found in /r/m.py")
     assert "add model.py" in stub and "restart Triton" in stub
     assert advice.with_fix(advice.with_fix(missing)) == advice.with_fix(missing)  # once only
     assert advice.with_fix("something new") == "something new"

@@ -53,7 +53,7 @@ def test_the_python_stub_failure_counts_as_a_failure_though_logged_as_info() -> 
     line = parse_log_line("I1203 06:34:21.357305 5467 pb_stub.cc:2105]  Failed to preinitialize Python "
                           "stub: Python model file not found in '/r/hung/1/model.py'")
     assert line.severity == "I" and is_failure(line)
-    assert not is_failure(parse_log_line('I1 1 1 a.cc:1] "loading: hung:1"'))
+    assert not is_failure(parse_log_line('I1203 07:00:00.0 1 a.cc:1] "loading: hung:1"'))
 
 
 def test_read_returns_only_what_was_written_after_the_cursor(tmp_path: Path) -> None:
@@ -90,32 +90,32 @@ def test_a_missing_log_reads_as_empty(tmp_path: Path) -> None:
 
 def test_last_lines_reads_only_new_bytes_after_the_first_pass(tmp_path: Path) -> None:
     path = tmp_path / "triton.log"
-    filler = 'I1 1 1 a.cc:1] "verbose noise"\n' * 50_000  # ~1.5 MB, more than one chunk
-    path.write_text('E1 1 1 a.cc:1] "failed to load \'m\': early"\n' + filler)
+    filler = 'I1203 07:00:00.0 1 a.cc:1] "verbose noise"\n' * 50_000  # ~1.5 MB, more than one chunk
+    path.write_text('E1203 07:00:00.0 1 a.cc:1] "failed to load \'m\': early"\n' + filler)
     log = LocalLogFile(path)
     first = log.last_lines(["m", "other"])
     assert "early" in first["m"] and "other" not in first
     read_once = log.bytes_read
     assert read_once == path.stat().st_size
     with path.open("a") as file:
-        file.write('E1 1 1 a.cc:1] "failed to load \'other\': late"\n')
+        file.write('E1203 07:00:00.0 1 a.cc:1] "failed to load \'other\': late"\n')
     assert "late" in log.last_lines(["m", "other"])["other"]
     assert log.bytes_read - read_once < 100  # O(new bytes), not O(log size)
     assert "early" in log.last_lines(["m"])["m"]  # a subset asks nothing new of the file
 
 
-def test_last_lines_gives_a_line_to_the_longest_name_it_mentions(tmp_path: Path) -> None:
+def test_last_lines_gives_a_line_to_the_first_name_it_mentions_never_a_prefix(tmp_path: Path) -> None:
     path = tmp_path / "triton.log"
-    path.write_text('E1 1 1 a.cc:1] "failed to load \'digits_pipeline\': step digits failed"\n')
+    path.write_text('E1203 07:00:00.0 1 a.cc:1] "failed to load \'digits_pipeline\': step digits failed"\n')
     lines = LocalLogFile(path).last_lines(["digits", "digits_pipeline"])
     assert set(lines) == {"digits_pipeline"}
 
 
 def test_last_lines_starts_over_after_rotation(tmp_path: Path) -> None:
     path = tmp_path / "triton.log"
-    path.write_text('E1 1 1 a.cc:1] "failed to load \'m\': old run"\n')
+    path.write_text('E1203 07:00:00.0 1 a.cc:1] "failed to load \'m\': old run"\n')
     log = LocalLogFile(path)
     assert "old run" in log.last_lines(["m"])["m"]
     os.replace(path, tmp_path / "triton.log.1")
-    path.write_text('I1 1 1 a.cc:1] "nothing about it yet"\n')
+    path.write_text('I1203 07:00:00.0 1 a.cc:1] "nothing about it yet"\n')
     assert log.last_lines(["m"]) == {}

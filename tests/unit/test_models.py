@@ -3,27 +3,29 @@
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from pathlib import Path
 
 from google.protobuf import text_format
-
-from geadmin.errors import ExplainedLoadError, ForbiddenError, TritonRequestError, TritonUnreachableError
-from geadmin.domain import Explanation
-from geadmin.diagnose.ensemble import composing_models, ensemble_graph, graph_dot
-from geadmin.repository.modelconfig import config_json, config_pbtxt
-from ??geadmin.models import disk_config
-from geadmin.diagnose.rows import filter_rows, instance_count, last_inference, model_rows
-from geadmin.diagnose.details import io_records, stats_records
-from geadmin.ops.actions import next_step
-from geadmin.domain import ModelEntry, ModelState
 from tritonclient.grpc import model_config_pb2, service_pb2
+
+from geadmin.diagnose.details import io_records, stats_records
+from geadmin.diagnose.ensemble import composing_models, ensemble_graph, graph_dot
+from geadmin.diagnose.rows import filter_rows, instance_count, last_inference, model_rows
+from geadmin.domain import Explanation, ModelEntry, ModelState
+from geadmin.errors import (
+    ExplainedLoadError,
+    ForbiddenError,
+    TritonRequestError,
+    TritonUnreachableError,
+    WrongProtocolError,
+)
+from geadmin.ops.actions import next_step
+from geadmin.repository.layout import read_model_config
+from geadmin.repository.modelconfig import to_dict, to_pbtxt
 from geadmin.stack.workspace import SAMPLE_REPOSITORY
 
 
 def sample_config(name: str) -> model_config_pb2.ModelConfig:
-    config = disk_config(SAMPLE_REPOSITORY, name)
-    assert config is not None
-    return config
+    return read_model_config(SAMPLE_REPOSITORY, name)
 
 
 def stats(name: str, version: str, last_ms: int) -> service_pb2.ModelStatistics:
@@ -109,8 +111,8 @@ def test_io_records_include_the_batch_dimension() -> None:
 
 def test_config_views_round_trip() -> None:
     config = sample_config("digits_classifier")
-    assert text_format.Parse(config_pbtxt(config), model_config_pb2.ModelConfig()) == config
-    assert config_json(config)["dynamic_batching"]["preferred_batch_size"] == [8, 16]
+    assert text_format.Parse(to_pbtxt(config), model_config_pb2.ModelConfig()) == config
+    assert to_dict(config)["dynamic_batching"]["preferred_batch_size"] == [8, 16]
 
 
 def test_stats_records_average_milliseconds() -> None:
@@ -119,16 +121,9 @@ def test_stats_records_average_milliseconds() -> None:
     assert (row["inferences"], row["executions"], row["success"]) == (7, 3, 2)
 
 
-def test_disk_config_missing_or_broken(tmp_path: Path) -> None:
-    assert disk_config(None, "m") is None
-    assert disk_config(tmp_path, "m") is None
-    (tmp_path / "m").mkdir()
-    (tmp_path / "m" / "config.pbtxt").write_text("not a config {")
-    assert disk_config(tmp_path, "m") is None
-
-
 def test_next_step_per_error() -> None:
     assert "geadmin up" in next_step(TritonUnreachableError("x"))
     assert "admin key" in next_step(ForbiddenError("x"))
-    assert "model repository" in next_step(ExplainedLoadError(Explanation("m", "e")))
+    assert "model repository" in next_step(ExplainedLoadError(Explanation("m", "e", "e")))
+    assert "grpc://" in next_step(WrongProtocolError("x"))
     assert next_step(TritonRequestError("x"))

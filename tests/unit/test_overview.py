@@ -37,7 +37,7 @@ def test_triage_uses_the_log_for_models_the_index_only_calls_not_loaded(tmp_path
     assert [(m.name, reason) for m, reason in found.failed] == [
         ("crashy", "failed to load 'crashy' version 1: Internal: boom"),  # the log's fuller line
         ("bad_cfg", "Poll failed for model directory 'bad_cfg': failed to read text proto from "
-                    "/r/bad_cfg/config.pbtxt"),
+                    "/r/bad_cfg/config.pbtxt"),  # no repository known: the log's line is all there is
     ]
     assert [m.name for m in found.changing] == ["warming"]
     assert [m.name for m in found.idle] == ["parked", "spare"]
@@ -63,3 +63,26 @@ def test_a_line_belongs_to_the_model_it_names_first(tmp_path: Path) -> None:
     assert [m.name for m, _ in found.failed] == ["pipeline"]
     assert "depends on 'step'" in found.failed[0][1]
     assert [m.name for m in found.idle] == ["step"]
+
+
+def test_with_the_repository_a_config_that_does_not_parse_shows_the_parsers_line(tmp_path: Path) -> None:
+    log_file = tmp_path / "tritonserver.log"
+    log_file.write_text(LOG)
+    repository = tmp_path / "repo"
+    (repository / "bad_cfg" / "1").mkdir(parents=True)
+    (repository / "bad_cfg" / "config.pbtxt").write_text(
+        'name: "bad_cfg"\nbackend: "python"\ninput [{ name: "x" data_type: TYPE_FOO dims: [1] }]\n')
+    found = triage(snapshot(ModelEntry("bad_cfg", "", ModelState.NOT_LOADED, "")), LocalLogFile(log_file),
+                   repository)
+    ((_, reason),) = found.failed
+    assert reason.startswith(f"{repository / 'bad_cfg' / 'config.pbtxt'} does not parse: line 3, column ")
+    assert 'no value named TYPE_FOO' in reason and "GEADMIN_REPOSITORY" not in reason
+
+
+def test_counts_follow_the_groups_the_captions_show() -> None:
+    snap = snapshot(ModelEntry("a", "1", ModelState.READY, ""),
+                    ModelEntry("parked", "1", ModelState.UNAVAILABLE, "unloaded"),
+                    ModelEntry("spare", "", ModelState.NOT_LOADED, ""))
+    found = triage(snap)
+    assert found.counts == {"ready": 1, "failed": 0, "loading / unloading": 0, "not loaded": 2}
+    assert [m.name for m in found.idle] == ["parked", "spare"]

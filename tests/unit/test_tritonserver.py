@@ -7,7 +7,7 @@ import pytest
 
 from geadmin.domain import Ports
 from geadmin.errors import PortInUseError, PythonStubMissingError, TritonBinaryNotFoundError
-from geadmin.stack.processes import free_ports
+from geadmin.stack.processes import free_ports, free_triton_ports
 from geadmin.stack.tritonserver import (
     TritonProcess,
     WheelLayout,
@@ -86,7 +86,7 @@ def test_free_ports_are_distinct() -> None:
     for _ in range(50):
         ports = free_ports(4)
         assert len(set(ports)) == 4
-        triple = Ports.free()
+        triple = free_triton_ports()
         assert len({triple.http, triple.grpc, triple.metrics}) == 3
 
 
