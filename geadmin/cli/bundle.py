@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import json
+import math
 from pathlib import Path
 
 from geadmin import settings
@@ -13,15 +15,30 @@ from geadmin.stack.workspace import Workspace
 
 def run(args: argparse.Namespace) -> int:
     target = target_from_args(args)
+    workspace = Workspace(settings.home())
+    stack_file = workspace.stack_file if workspace.live_stack() is not None else None  # not a stale one
     with client_for(target, args) as client:
         bundle = build_bundle(client, repository=target.repository, log_path=target.log_path,
-                              stack_file=Workspace(settings.home()).stack_file,
-                              log_bytes=int(args.log_mb * (1 << 20)))
+                              stack_file=stack_file, log_bytes=int(args.log_mb * (1 << 20)))
     path = write_bundle(bundle, Path(args.output or default_bundle_name()))
-    print(f"wrote {path} ({len(bundle.files) + 1} files)")
+    if args.json:
+        print(json.dumps({"path": str(path), "files": sorted(bundle.files),
+                          "not_collected": bundle.problems}, indent=2))
+        return 0
+    print(f"wrote {path} ({len(bundle.files)} files)")  # manifest.json is one of them
     for section, why in sorted(bundle.problems.items()):
         print(f"  not collected: {section}: {why}")
     return 0
+
+
+def megabytes(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of megabytes: {text!r}") from None
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"megabytes must be 0 or more, got {text}")
+    return value
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -33,7 +50,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_connection_args(parser)
     parser.add_argument("-o", "--output", default=None, metavar="FILE",
                         help="archive to write (default geadmin-bundle-<UTC time>.tar.gz here)")
-    parser.add_argument("--log-mb", type=float, default=DEFAULT_LOG_BYTES / (1 << 20),
+    parser.add_argument("--log-mb", type=megabytes, default=DEFAULT_LOG_BYTES / (1 << 20),
                         help=f"how much of the end of Triton's log to include (default "
                         f"{DEFAULT_LOG_BYTES >> 20} MB)")
     parser.set_defaults(func=run)

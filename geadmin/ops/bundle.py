@@ -8,7 +8,7 @@ show). Every secret geadmin knows (the admin key) is redacted from every file in
     server/metadata.json health.json index.json statistics.json
     models/<name>/config.pbtxt        as written on disk
     models/<name>/config.normalized.json   as Triton normalized it (loaded models)
-    logs/tritonserver.log             the last `log_bytes` of Triton's log
+    logs/tritonserver.log             the end of Triton's log: at most `log_bytes`, from a line start
     geadmin/settings.json             geadmin's version and every GEADMIN_* setting (secrets: set / not set)
     geadmin/stack.json                the running embedded stack, if any
     host/npu-smi-info.txt             `npu-smi info`, when the command exists
@@ -55,20 +55,32 @@ class Bundle:
     problems: dict[str, str] = field(default_factory=dict)  # section -> why it is missing
     secrets: tuple[str, ...] = ()
 
+    def redact(self, text: str) -> str:
+        """`text` without any secret: as written, and as JSON escapes it (a key with a quote,
+        a backslash or a control character); the longest first, so a secret that contains
+        another is not left half-visible."""
+        forms = {form for secret in self.secrets
+                 for form in (secret, json.dumps(secret, ensure_ascii=False)[1:-1])}
+        for form in sorted(forms, key=len, reverse=True):
+            text = text.replace(form, REDACTED)
+        return text
+
     def add_text(self, path: str, text: str) -> None:
-        for secret in self.secrets:
-            text = text.replace(secret, REDACTED)
-        self.files[path] = text.encode("utf-8")
+        self.files[path] = self.redact(text).encode("utf-8")
 
     def add_json(self, path: str, data: Any) -> None:
-        self.add_text(path, json.dumps(data, indent=2, default=str) + "\n")
+        self.add_text(path, json.dumps(data, indent=2, default=str, ensure_ascii=False) + "\n")
+
+    def note(self, section: str, why: str) -> None:
+        """Record that `section` could not be collected (shown in the manifest and by the CLI)."""
+        self.problems[section] = self.redact(why)
 
     def collect(self, section: str, fn: Callable[[], None]) -> None:
         """Run one collector; a failure is recorded in the manifest, never fatal."""
         try:
             fn()
         except (GeAdminError, OSError, subprocess.SubprocessError, ValueError) as exc:
-            self.problems[section] = str(exc)
+            self.note(section, str(exc))
 
     def packed(self) -> bytes:
         buffer = io.BytesIO()
@@ -89,7 +101,7 @@ def build_bundle(
     stack_file: Path | None = None,
     log_bytes: int = DEFAULT_LOG_BYTES,
 ) -> Bundle:
-    secrets = tuple(s for s in (client.admin_key, settings.admin_key()) if s)
+    secrets = tuple(dict.fromkeys(s for s in (client.admin_key, settings.admin_key()) if s))
     bundle = Bundle(secrets=secrets)
     bundle.collect("server", lambda: _server(bundle, client))
     bundle.collect("statistics", lambda: bundle.add_json(
@@ -113,18 +125,29 @@ def build_bundle(
 def write_bundle(bundle: Bundle, path: Path) -> Path:
     """Atomically: a temp file beside `path`, renamed into place (never half an archive)."""
     path = path.expanduser()
+    data = bundle.packed()
     try:
+        blocker = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
+        if blocker is not None:
+            raise RepositoryError(f"cannot write the bundle to {path}: {blocker} is not a directory")
+        if path.is_dir():
+            raise RepositoryError(f"cannot write the bundle to {path}: it is a directory")
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, temp = tempfile.mkstemp(prefix=f".{path.name}-", dir=path.parent)
+        fd, temp = tempfile.mkstemp(prefix=f".{path.name}-", suffix=".tmp", dir=path.parent)
         try:
             with os.fdopen(fd, "wb") as handle:
-                handle.write(bundle.packed())
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
             os.replace(temp, path)
         except BaseException:
             Path(temp).unlink(missing_ok=True)
             raise
     except OSError as exc:
-        raise RepositoryError(f"cannot write the bundle to {path}: {exc.strerror or exc}") from exc
+        reason = exc.strerror or str(exc)
+        if exc.filename and Path(exc.filename) != path:
+            reason += f" ({exc.filename})"
+        raise RepositoryError(f"cannot write the bundle to {path}: {reason}") from exc
     return path
 
 
@@ -146,12 +169,16 @@ def _server(bundle: Bundle, client: TritonClient) -> None:
 
 def _models(bundle: Bundle, client: TritonClient, repository: Path | None) -> None:
     names: set[str] = set()
-    if repository is not None and repository.is_dir():
+    if repository is None:
+        bundle.note("configs on disk", "the served repository is not known (pass --repository)")
+    elif not repository.is_dir():
+        bundle.note("configs on disk", f"the repository {repository} is not a directory")
+    else:
         names |= {p.name for p in repository.iterdir() if p.is_dir() and is_model_name(p.name)}
     try:
-        index = client.repository_index()
+        index = [e for e in client.repository_index() if is_model_name(e.name)]
     except GeAdminError as exc:
-        bundle.problems["normalized configs"] = str(exc)
+        bundle.note("normalized configs", str(exc))
         index = []
     names |= {e.name for e in index}
     loaded = {e.name for e in index if e.state.value == "READY"}
@@ -163,22 +190,35 @@ def _models(bundle: Bundle, client: TritonClient, repository: Path | None) -> No
             try:
                 config = client.model_config(name)
             except GeAdminError as exc:
-                bundle.problems[f"models/{name}"] = str(exc)
+                bundle.note(f"models/{name}", str(exc))
                 continue
             bundle.add_json(f"models/{name}/config.normalized.json",
                             json_format.MessageToDict(config, preserving_proto_field_name=True))
-    if repository is None:
-        bundle.problems["configs on disk"] = "the served repository is not known (pass --repository)"
 
 
 def _log(bundle: Bundle, log_path: Path | None, log_bytes: int) -> None:
     if log_path is None:
         raise RepositoryError("Triton's log file is not known (pass --triton-log)")
+    text = _log_tail(log_path, log_bytes).decode("utf-8", errors="replace")
+    bundle.add_text("logs/tritonserver.log", text)
+
+
+def _log_tail(log_path: Path, log_bytes: int) -> bytes:
+    """At most the last `log_bytes` of the file. When that cuts a line, the cut line is left
+    out: half a line is no use, and half a secret would not be recognized to redact (nor
+    half a UTF-8 character decoded). A window holding no line start (one huge line) is kept."""
     with open(log_path, "rb") as log:
         size = log.seek(0, os.SEEK_END)
-        log.seek(max(0, size - log_bytes))
-        data = log.read()
-    bundle.add_text("logs/tritonserver.log", data.decode("utf-8", errors="replace"))
+        start = max(0, size - max(0, log_bytes))
+        log.seek(max(0, start - 1))
+        data = log.read(size - max(0, start - 1))  # not what the log grew by since
+    if start == 0:
+        return data
+    before, data = data[:1], data[1:]
+    cut = data.find(b"\n")
+    if before != b"\n" and cut >= 0:
+        data = data[cut + 1:]
+    return data
 
 
 def _settings(bundle: Bundle, client: TritonClient, stack_file: Path | None) -> None:
@@ -201,7 +241,7 @@ def _npu_smi(bundle: Bundle) -> None:
     if binary is None:
         bundle.add_text("host/npu-smi-info.txt", "npu-smi is not installed on this host (no NPU driver)\n")
         return
-    done = subprocess.run([binary, "info"], capture_output=True, text=True, timeout=NPU_SMI_TIMEOUT_S,
-                          check=False)
+    done = subprocess.run([binary, "info"], capture_output=True, text=True, encoding="utf-8",
+                          errors="replace", timeout=NPU_SMI_TIMEOUT_S, check=False)
     stderr = f"\n[stderr]\n{done.stderr}" if done.stderr else ""
     bundle.add_text("host/npu-smi-info.txt", f"{done.stdout}{stderr}\n[exit code {done.returncode}]\n")

@@ -1,0 +1,7 @@
+"""`python -m geadmin.cli` runs the `geadmin` command (as the tests and `geadmin up` do)."""
+
+import sys
+
+from geadmin.cli.main import main
+
+sys.exit(main())
