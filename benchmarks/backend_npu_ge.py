@@ -24,8 +24,7 @@ import tritonclient.grpc as grpcclient
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
-from geadmin.stack.tritonserver import TritonProcess
-from geadmin.stack.tritonserver import prepare_backend_directory  # noqa: E402
+from geadmin.stack.tritonserver import TritonProcess, prepare_backend_directory  # noqa: E402
 from tests.backend.support import affine_model, build_backend, load  # noqa: E402
 
 WIDTH = 256  # FP32 elements per request row

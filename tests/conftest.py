@@ -5,6 +5,10 @@
   server state (unload, config overrides) must put it back, or use `triton_factory`.
 - `triton_factory`: start a private server (about 2 s) with any repository / flags.
 - `dashboard`: the Streamlit dashboard served against `triton_server`.
+
+Markers are applied here, from what a test really uses, so `-m integration` / `-m e2e`
+select the right tests: a test that needs a real tritonserver (a fixture above, or a
+module that starts one itself) is `integration`; one that drives Chromium is `e2e`.
 """
 
 from __future__ import annotations
@@ -76,3 +80,16 @@ def dashboard(
     process.start()
     yield process
     process.stop()
+
+
+SERVER_FIXTURES = {"triton_server", "triton_factory", "dashboard", "npu_triton", "restricted_server"}
+BROWSER_FIXTURES = {"browser", "page"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if fixtures & BROWSER_FIXTURES:
+            item.add_marker(pytest.mark.e2e)
+        if fixtures & (SERVER_FIXTURES | BROWSER_FIXTURES):
+            item.add_marker(pytest.mark.integration)

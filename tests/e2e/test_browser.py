@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
-from geadmin.domain import Ports
 from geadmin.stack.dashboard import DashboardProcess
+from geadmin.stack.processes import free_triton_ports
 from geadmin.stack.tritonserver import TritonProcess
+from geadmin.triton.client import TritonClient
 from tests.conftest import SAMPLE_MODELS
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -69,7 +70,7 @@ def test_models_page_draws_the_ensemble_graph(dashboard: DashboardProcess, page:
 def test_pages_recover_by_themselves_when_triton_comes_back(
     page: Page, tmp_path: Path, sample_repository: Path
 ) -> None:
-    ports = Ports.free()
+    ports = free_triton_ports()
     triton = TritonProcess(sample_repository, ports=ports, log_path=tmp_path / "triton.log")
     dashboard = DashboardProcess(triton_url=triton.http_url, home=tmp_path)
     dashboard.start()
@@ -88,3 +89,24 @@ def test_pages_recover_by_themselves_when_triton_comes_back(
     finally:
         dashboard.stop()
         triton.stop()
+
+
+def test_models_page_shows_a_state_change_by_itself(
+    page: Page, tmp_path: Path, triton_factory: Callable[..., TritonProcess]
+) -> None:
+    triton = triton_factory()
+    dashboard = DashboardProcess(triton_url=triton.http_url, home=tmp_path, triton_log=triton.log_path,
+                                 repository=triton.repository)
+    dashboard.start()
+    try:
+        page.goto(f"{dashboard.url}/models", wait_until="domcontentloaded")
+        grid = page.locator("[data-testid='stDataFrame']").first
+        expect(grid.get_by_text("UNAVAILABLE", exact=True)).to_have_count(0, timeout=30_000)
+        expect(grid.get_by_text("text_normalize", exact=True)).to_have_count(1, timeout=30_000)
+        with TritonClient(triton.http_url) as client:  # someone else unloads it
+            client.unload("text_normalize")
+        # Nobody touches the page: the table refreshes in place within a period or two.
+        expect(grid.get_by_text("UNAVAILABLE", exact=True)).to_have_count(1, timeout=20_000)
+        expect(page.get_by_role("heading", name="Models", exact=True)).to_be_visible()
+    finally:
+        dashboard.stop()

@@ -15,8 +15,6 @@ from geadmin.stack.tritonserver import TritonProcess
 from geadmin.triton.client import TritonClient
 from tests.conftest import SAMPLE_MODELS
 
-pytestmark = pytest.mark.integration
-
 
 @pytest.fixture(autouse=True)
 def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -20,8 +20,6 @@ from geadmin.triton.client import TritonClient
 from geadmin.triton.logs import LocalLogFile
 from tests.integration.test_triton_facade import TRANSPORTS, url_for
 
-pytestmark = pytest.mark.integration
-
 
 def classify_zeros(server: TritonProcess) -> np.ndarray:
     """A real inference on digits_classifier: proof that it serves."""

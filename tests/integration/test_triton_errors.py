@@ -25,8 +25,6 @@ from geadmin.triton.client import TritonClient
 from tests.conftest import copy_samples
 from tests.integration.test_triton_facade import TRANSPORTS, url_for
 
-pytestmark = pytest.mark.integration
-
 SECRET = "s3cret"
 RESTRICTED = [
     f"--http-restricted-api=model-repository,model-config:admin-key={SECRET}",

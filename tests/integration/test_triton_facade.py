@@ -15,8 +15,6 @@ from geadmin.errors import ConfigError, ModelNotFoundError
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.triton.client import TritonClient
 
-pytestmark = pytest.mark.integration
-
 TRANSPORTS = ["http", "grpc"]
 
 

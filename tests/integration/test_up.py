@@ -26,6 +26,9 @@ from tests.helpers import OutputCollector, add_python_model, alive, descendants,
 
 GEADMIN = [sys.executable, "-m", "geadmin.cli"]
 
+# Every test here runs `geadmin up` (a real tritonserver) or the CLI as a subprocess.
+pytestmark = pytest.mark.integration
+
 
 @dataclass
 class Up:

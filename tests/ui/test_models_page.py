@@ -16,8 +16,6 @@ from geadmin.stack.tritonserver import TritonProcess
 from geadmin.triton.client import TritonClient
 from tests.conftest import SAMPLE_MODELS
 
-pytestmark = pytest.mark.integration
-
 APP = str(Path(__file__).resolve().parents[2] / "pages" / "app.py")
 
 

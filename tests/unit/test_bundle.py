@@ -58,7 +58,7 @@ def repository(tmp_path: Path) -> Path:
 
 
 def numbered_log(path: Path, lines: int = 100) -> bytes:
-    data = b"".join(f"I0101 line {n:04d} ..\n".encode() for n in range(lines))
+    data = b"".join(f"I0101 line {n:04d} ...\n".encode() for n in range(lines))
     assert len(data) == lines * LINE
     path.write_bytes(data)
     return data
@@ -154,7 +154,7 @@ def test_the_log_is_cut_to_its_last_log_bytes_at_a_line_start(
     assert len(tail) <= log_bytes
     assert tail == data[-10 * LINE:]  # the last 10 whole lines; a cut 11th is left out
     assert tail.startswith(b"I0101 line 0090")
-    assert tail.endswith(b"I0101 line 0099 ..\n")
+    assert tail.endswith(b"I0101 line 0099 ...\n")
 
 
 def test_a_log_of_one_huge_line_is_cut_to_exactly_log_bytes(client: TritonClient, tmp_path: Path) -> None:
@@ -186,7 +186,9 @@ def test_npu_smi_not_installed(client: TritonClient, tmp_path: Path, monkeypatch
     assert "npu-smi is not installed" in text
 
 
-def test_npu_smi_output_is_included(client: TritonClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_npu_smi_output_is_included(
+    client: TritonClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     script = bin_dir / "npu-smi"
@@ -240,7 +242,7 @@ def test_a_secret_cut_by_the_log_window_is_not_left_half_visible(
     monkeypatch.setenv("GEADMIN_ADMIN_KEY", SECRET)
     log = tmp_path / "tritonserver.log"
     log.write_bytes(f"I0101 key={SECRET} loaded\nI0102 ready\n".encode())
-    window = len(f"cret-key loaded\nI0102 ready\n")  # starts inside the key
+    window = len("cret-key loaded\nI0102 ready\n")  # starts inside the key
     tail = bundled(client, tmp_path, log_path=log, log_bytes=window)["logs/tritonserver.log"]
     assert tail == b"I0102 ready\n"
 
