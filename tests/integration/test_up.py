@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -136,6 +137,36 @@ def test_status_exit_codes_and_json(up: Up) -> None:
     assert "unreachable" in down.stdout and "Connection refused" in down.stdout
     for result in (ok, over_grpc, missing, down):  # connections closed before exit: no gevent noise
         assert "Traceback" not in result.stderr and "Exception ignored" not in result.stderr
+
+
+def test_the_cli_in_a_second_terminal_uses_the_running_stack_and_its_log(up: Up) -> None:
+    stack = json.loads((up.home / "stack.json").read_text())
+    assert (stack["http_url"], stack["pid"]) == (up.url, up.process.pid)
+    assert stack["triton_log"] == str(up.home / "logs" / "tritonserver.log")
+    broken = up.home / "model_repository" / "broken_cli"
+    (broken / "1").mkdir(parents=True)
+    (broken / "1" / "model.py").write_text("class TritonPythonModel:\n    pass\n")
+    (broken / "config.pbtxt").write_text(
+        'name: "broken_cli"\nbackend: "python"\ninput [{ name: "x" data_type: TYPE_FOO dims: [1] }]\n')
+    try:
+        loaded = geadmin("models", "load", "broken_cli", home=up.home)  # no --url, no --triton-log
+        assert loaded.returncode == 1, loaded.stdout + loaded.stderr
+        first = loaded.stderr.splitlines()[0]
+        assert first.startswith("geadmin: error: load of 'broken_cli' failed: ")
+        assert "config.pbtxt does not parse: line 3, column" in first and "TYPE_FOO" in first
+        assert f"Triton log (log file {stack['triton_log']})" in loaded.stderr  # the stack's log
+        status = geadmin("status", "--expect", "digits_pipeline", home=up.home)
+        assert status.returncode == 0, status.stdout  # an unrelated failure does not page
+        assert up.url in status.stdout and "broken_cli" in status.stdout
+    finally:
+        shutil.rmtree(broken)
+
+
+def test_a_url_with_the_other_protocols_port_says_which_protocol_it_speaks(up: Up) -> None:
+    http_on_grpc = geadmin("status", "--url", f"http://127.0.0.1:{up.grpc}", home=up.home)
+    assert http_on_grpc.returncode == 3 and "this port speaks gRPC" in http_on_grpc.stdout
+    grpc_on_http = geadmin("status", "--url", f"grpc://127.0.0.1:{up.http}", home=up.home)
+    assert grpc_on_http.returncode == 3 and "this port speaks HTTP" in grpc_on_http.stdout
 
     bad_timeout = geadmin("status", "--url", up.url, "--timeout", "-1", home=up.home)
     assert bad_timeout.returncode == 2
