@@ -6,7 +6,10 @@
     │   ├── TritonBinaryNotFoundError   no tritonserver binary where we looked
     │   ├── PythonStubMissingError      the wheel has no python-backend stub for this Python
     │   ├── PortInUseError              a port we must bind is taken
-    │   └── TritonStartError            tritonserver exited or never became ready
+    │   ├── TritonStartError            tritonserver exited or never became ready
+    │   ├── ServiceNotFoundError        no such service in the stack (Stack page, drivers)
+    │   └── DockerError                 the docker CLI failed (compose driver)
+    │       └── DockerUnavailableError      no docker CLI, or no engine answers it
     ├── RepositoryError             the model repository on disk
     │   └── ConfigParseError            a config.pbtxt the protobuf parser rejects (line, column)
     └── TritonError                 talking to a running Triton
@@ -131,3 +134,15 @@ class ExplainedLoadError(LoadFailedError):
 
 class TritonRequestError(TritonError):
     pass
+
+
+class ServiceNotFoundError(StackError):
+    """A stack driver was asked about a service the stack does not have."""
+
+
+class DockerError(StackError):
+    """A docker / docker-compose command failed; the message carries its stderr."""
+
+
+class DockerUnavailableError(DockerError):
+    """No docker CLI on PATH, or no Docker engine answers it."""

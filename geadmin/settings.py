@@ -80,6 +80,11 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     Setting("SERVERS_FILE", parse_path, None, "several servers, from a TOML file"),
     Setting("ADMIN_KEY", str, None, "key for Triton's restricted APIs"),
     Setting("TRITON_LOG", parse_path, None, "Triton's log file, read to explain failures"),
+    Setting("BACKEND_DIRS", str, None, "extra Triton backends: name=DIR,name2=DIR2 "
+            "(default npu_ge=build/backend/npu_ge when built)"),
+    Setting("STACK", str, "auto", "stack driver for the Stack page: auto, local or compose"),
+    Setting("COMPOSE_PROJECT", str, None, "compose project whose containers the Stack page manages"),
+    Setting("DOCKER", str, "docker", "docker CLI binary the compose driver runs"),
     Setting("DEBUG", parse_flag, "0", "1: print the traceback of an internal error"),
 )}
 

@@ -1,0 +1,62 @@
+"""What the Stack page and `geadmin stack` see of a stack, whoever runs it.
+
+Two drivers implement `StackDriver`: `geadmin.stack.local.LocalDriver` (the embedded
+stack of `geadmin up`: its own processes) and `geadmin.stack.compose.ComposeDriver`
+(containers of a compose project, through the docker CLI). `choose_driver` in
+`geadmin.stack.choose` picks one from how the dashboard was started.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class ExitRecord:
+    """One time a service's process ended (and, under a supervisor, was restarted)."""
+
+    at: float  # epoch seconds of the exit
+    exit_code: int | None  # None when ended by a signal
+    signal: str | None  # e.g. "SIGKILL"
+    uptime_s: float  # how long that run lasted
+    restarted: bool  # False: left stopped (--no-restart, or stopped on purpose)
+    note: str = ""  # e.g. "restart requested from the Stack page"
+
+    def describe(self) -> str:
+        how = f"killed by {self.signal}" if self.signal else f"exit code {self.exit_code}"
+        return f"{how} after {self.uptime_s:.0f}s" + (f" ({self.note})" if self.note else "")
+
+
+@dataclass(frozen=True)
+class ServiceStatus:
+    """One service of the stack as its driver sees it now."""
+
+    name: str  # "triton", "dashboard", or the compose service name
+    state: str  # "running", "restarting", "exited", "stopped", "created", ...
+    health: str | None  # "healthy", "unhealthy", "starting"; None: no health check
+    started_at: float | None  # epoch seconds of the current run; None when not running
+    restarts: int  # restarts since the stack started
+    detail: str = ""  # e.g. "pid 1234", the image, or the last exit
+
+    @property
+    def running(self) -> bool:
+        return self.state == "running"
+
+
+class StackDriver(Protocol):
+    """Read and act on the services of one stack. Errors are `StackError`s with the cause."""
+
+    kind: str  # "local" or "compose"
+
+    def services(self) -> list[ServiceStatus]: ...
+
+    def history(self, service: str) -> list[ExitRecord]: ...
+
+    def restart(self, service: str) -> None: ...
+
+    def stop(self, service: str) -> None: ...
+
+    def start(self, service: str) -> None: ...
+
+    def logs(self, service: str, tail: int = 200) -> list[str]: ...
