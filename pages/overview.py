@@ -24,7 +24,6 @@ def render() -> None:
     live_overview()
     with st.expander("Diagnostics bundle"):
         bundle_download()
-    log_settings()
 
 
 @st.fragment(run_every=REFRESH_S)
@@ -167,25 +166,3 @@ def bundle_download() -> None:
                        mime="application/gzip", key=keys.OVERVIEW_BUNDLE_DOWNLOAD)
     for section, why in sorted(problems.items()):
         st.caption(f"Not collected: {section}: {why}")
-
-
-def log_settings() -> None:
-    """Triton's log verbosity, changed live (raise it while reproducing a failure)."""
-    client = selected_client()
-    with st.expander("Triton log settings"):
-        try:
-            current = client.log_settings()
-        except GeAdminError as exc:
-            st.error(f"Cannot read Triton's log settings: {exc}")
-            return
-        st.caption(", ".join(f"{key}: {value}" for key, value in sorted(current.items())))
-        level = st.number_input("Verbose level (0 = off)", min_value=0, max_value=10, step=1,
-                                value=int(current.get("log_verbose_level", 0)),
-                                key=keys.OVERVIEW_LOG_VERBOSE)
-        if st.button("Apply log level", key=keys.OVERVIEW_LOG_APPLY):
-            try:
-                updated = client.update_log_settings(log_verbose_level=int(level))
-            except GeAdminError as exc:
-                st.error(f"Triton refused the change: {exc}")
-                return
-            st.success(f"Triton's verbose level is now {updated.get('log_verbose_level')}.")

@@ -10,7 +10,9 @@ from types import FrameType
 
 from geadmin import settings
 from geadmin.domain import DEFAULT_PORTS, Ports
+from geadmin.stack.backends import backend_dirs
 from geadmin.stack.embedded import EmbeddedStack, StackOptions
+from geadmin.stack.local import RESTART_TRITON, STOP_TRITON
 from geadmin.stack.tritonserver import find_tritonserver
 from geadmin.stack.workspace import Workspace
 
@@ -26,16 +28,20 @@ class Interrupted(BaseException):
 def options_from_args(args: argparse.Namespace) -> StackOptions:
     """Flags over GEADMIN_* variables over defaults — read when `up` runs, not before."""
     repository = settings.get("REPOSITORY", args.repository)
+    attaching = bool(args.triton_url)
     return StackOptions(
         workspace=Workspace(settings.home(args.home)),
         repository=Path(repository).expanduser().resolve() if repository else None,
-        tritonserver=None if args.triton_url else find_tritonserver(
+        tritonserver=None if attaching else find_tritonserver(
             settings.get("TRITONSERVER", args.tritonserver)),
         triton_url=args.triton_url,
         host=settings.get("HOST", args.host),
         ports=Ports(settings.port("http", args.http_port), settings.port("grpc", args.grpc_port),
                     settings.port("metrics", args.metrics_port)),
         dashboard_port=settings.port("dashboard", args.dashboard_port),
+        restart=not args.no_restart,
+        backend_dirs={} if attaching else backend_dirs(args.backend_dir, say=print),
+        model_timeout_s=args.model_timeout,
     )
 
 
@@ -52,6 +58,9 @@ def run(args: argparse.Namespace) -> int:
             raise Interrupted(signum)
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    # The Stack page's local driver asks for these (geadmin.stack.local).
+    previous[RESTART_TRITON] = signal.signal(RESTART_TRITON, lambda s, f: stack.request_triton_restart())
+    previous[STOP_TRITON] = signal.signal(STOP_TRITON, lambda s, f: stack.request_triton_stop())
     try:
         stack.start()
         started = True
@@ -78,12 +87,24 @@ def port_number(text: str) -> int:
     return value
 
 
+def positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0 seconds, got {text}")
+    return value
+
+
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "up",
         help="start Triton with the workspace's model repository, and the dashboard",
-        description="Starts a real tritonserver (explicit model control, every model loaded) "
-        "and the Streamlit dashboard; Ctrl-C stops both, also during start-up.",
+        description="Starts a real tritonserver (explicit model control) and the Streamlit "
+        "dashboard, then loads every model of the repository in parallel. Triton is restarted "
+        "when it exits (SIGHUP restarts it, SIGUSR1 stops it); Ctrl-C stops both, also during "
+        "start-up.",
     )
     parser.add_argument("--home", default=None,
                         help="workspace directory (env GEADMIN_HOME, default ~/.local/share/geadmin)")
@@ -97,6 +118,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         help="attach the dashboard to this running Triton instead of starting one")
     parser.add_argument("--host", default=None,
                         help="address to bind (env GEADMIN_HOST, default 127.0.0.1)")
+    parser.add_argument("--no-restart", action="store_true",
+                        help="do not restart Triton when it exits (the dashboard stays up either way)")
+    parser.add_argument("--backend-dir", action="append", default=None, metavar="NAME=DIR",
+                        help="add a backend to the embedded Triton: DIR holds libtriton_NAME.so "
+                        "(repeatable; env GEADMIN_BACKEND_DIRS; default npu_ge=build/backend/npu_ge "
+                        "when it is built)")
+    parser.add_argument("--model-timeout", type=positive_seconds, default=300.0, metavar="SECONDS",
+                        help="give up on one model's load after this long (default 300); the "
+                        "others and the dashboard never wait for it")
     for name, what in (("http", "Triton HTTP"), ("grpc", "Triton gRPC"),
                        ("metrics", "Triton metrics"), ("dashboard", "dashboard")):
         parser.add_argument(f"--{name}-port", type=port_number, default=None,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import enum
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -74,6 +75,34 @@ def run_action(
     if wait_settled(client, touched, settle_timeout_s):
         return results
     return [_still_moving(result, settle_timeout_s) if result.ok else result for result in results]
+
+
+def load_in_parallel(
+    client: TritonClient,
+    names: Sequence[str],
+    *,
+    log: LogSource | None = None,
+    repository: Path | None = None,
+    workers: int = 4,
+    done: Callable[[int, int, ActionResult], None] | None = None,
+) -> list[ActionResult]:
+    """Load every model in `names` at once, `workers` at a time: a model that fails or hangs
+    (bounded by the client's load timeout, or sooner when the log shows it stuck) is reported
+    by name with its reason and never holds up the others. `done(n, total, result)` is called
+    as each one ends; results come back in the order of `names`."""
+    if not names:
+        return []
+    quiet: LoadProgress = lambda elapsed_s, latest: None  # noqa: E731
+    finished: dict[str, ActionResult] = {}
+    with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="geadmin-load") as pool:
+        futures = {pool.submit(_run_one, client, Action.LOAD, name, False, log, repository, quiet): name
+                   for name in names}
+        for count, future in enumerate(as_completed(futures), start=1):
+            result = future.result()  # _run_one turns every GeAdminError into a result
+            finished[result.name] = result
+            if done is not None:
+                done(count, len(names), result)
+    return [finished[name] for name in names]
 
 
 def _still_moving(result: ActionResult, timeout_s: float) -> ActionResult:

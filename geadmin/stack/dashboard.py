@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -21,7 +22,18 @@ from geadmin.stack.processes import (
     terminate_group,
 )
 
-DASHBOARD_APP = Path(__file__).resolve().parents[2] / "pages" / "app.py"
+SOURCE_APP = Path(__file__).resolve().parents[2] / "pages" / "app.py"
+
+
+def dashboard_app() -> Path:
+    """The entry script: `pages/app.py` of a source checkout, or of an installed wheel
+    (which carries `pages/` as `geadmin_dashboard/pages/`, see pyproject.toml)."""
+    if SOURCE_APP.is_file():
+        return SOURCE_APP
+    spec = importlib.util.find_spec("geadmin_dashboard.pages")
+    if spec is not None and spec.submodule_search_locations:
+        return Path(next(iter(spec.submodule_search_locations))) / "app.py"
+    return SOURCE_APP
 
 
 class DashboardProcess:
@@ -50,6 +62,7 @@ class DashboardProcess:
         self.extra_env = dict(extra_env or {})
         self.log_path = log_path or self.home / "logs" / "dashboard.log"
         self._process: subprocess.Popen[bytes] | None = None
+        self.started_at: float | None = None  # epoch seconds
 
     @property
     def url(self) -> str:
@@ -60,13 +73,14 @@ class DashboardProcess:
         return self._process.pid if self._process else None
 
     def command(self) -> list[str]:
-        if not DASHBOARD_APP.is_file():
+        app = dashboard_app()
+        if not app.is_file():
             raise StackError(
-                f"dashboard entry script {DASHBOARD_APP} is missing: geadmin up runs the "
-                "dashboard from a source checkout (pip install -e .)"
+                f"dashboard entry script {app} is missing: reinstall geadmin "
+                "(`pip install --force-reinstall geadmin-*.whl`, or `pip install -e .` in a checkout)"
             )
         return [
-            sys.executable, "-m", "streamlit", "run", str(DASHBOARD_APP),
+            sys.executable, "-m", "streamlit", "run", str(app),
             "--server.headless=true",
             f"--server.port={self.port}",
             f"--server.address={self.host}",
@@ -98,6 +112,7 @@ class DashboardProcess:
         except OSError as exc:
             raise StackError(f"cannot start the dashboard (log {self.log_path}): "
                              f"{exc.strerror or exc}") from exc
+        self.started_at = time.time()
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self._process.poll() is not None:

@@ -1,7 +1,11 @@
 """The embedded stack behind `geadmin up`: a real tritonserver plus the Streamlit dashboard.
 
-Everything it starts runs in its own process group and is stopped on exit (Ctrl-C,
-SIGTERM, or either child dying), within 15 s, leaving no processes and no shared memory.
+Triton starts with no models and is supervised (geadmin.stack.supervisor): if it exits,
+the dashboard stays up and Triton is restarted with backoff. The repository's models load
+in parallel once Triton is live, each bounded by a timeout, so no model can hold up the
+start, the others, or the dashboard. Everything runs in its own process group and is
+stopped on exit (Ctrl-C, SIGTERM, or the dashboard dying) within 15 s, leaving no
+processes and no shared memory.
 """
 
 from __future__ import annotations
@@ -9,18 +13,24 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
 from geadmin.domain import DEFAULT_PORTS, Ports
+from geadmin.errors import TritonError
+from geadmin.ops.actions import ActionResult, load_in_parallel
 from geadmin.stack.dashboard import DashboardProcess
 from geadmin.stack.processes import ensure_port_free, ensure_ports_free
-from geadmin.stack.tritonserver import TritonProcess
-from geadmin.stack.workspace import StackInfo, Workspace
+from geadmin.stack.supervisor import TritonSupervisor
+from geadmin.stack.tritonserver import TritonProcess, prepare_backend_directory
+from geadmin.stack.workspace import LoadOutcome, StackInfo, Workspace
+from geadmin.triton.client import TritonClient
+from geadmin.triton.logs import LocalLogFile
 
 Printer = Callable[[str], None]
+LOAD_WORKERS = 4
 
 
 @dataclass(frozen=True)
@@ -33,6 +43,16 @@ class StackOptions:
     ports: Ports = field(default_factory=lambda: Ports(
         DEFAULT_PORTS["http"], DEFAULT_PORTS["grpc"], DEFAULT_PORTS["metrics"]))
     dashboard_port: int = DEFAULT_PORTS["dashboard"]
+    restart: bool = True  # supervise Triton: restart it when it exits
+    backend_dirs: Mapping[str, Path] = field(default_factory=dict)  # name -> dir with libtriton_<name>.so
+    model_timeout_s: float = 300.0  # per model, at start and after a restart
+
+
+def load_outcome(result: ActionResult) -> LoadOutcome:
+    if result.ok:
+        return LoadOutcome(result.name, True, "READY")
+    reason = result.explanation.reason if result.explanation else result.message
+    return LoadOutcome(result.name, False, reason.splitlines()[0] if reason else "failed")
 
 
 class EmbeddedStack:
@@ -40,11 +60,30 @@ class EmbeddedStack:
 
     def __init__(self, options: StackOptions, printer: Printer = print) -> None:
         self.options = options
-        self.say = printer
-        self.triton: TritonProcess | None = None
+        self._print = printer
+        self.supervisor: TritonSupervisor | None = None
         self.dashboard: DashboardProcess | None = None
+        self.loads: tuple[LoadOutcome, ...] = ()
         self._workspace_lock: IO[str] | None = None
         self._stop = threading.Event()
+        self._write_lock = threading.Lock()
+        self._first_start = True
+        # Models whose load hung: Triton handles one load request at a time, so a hung load
+        # blocks every later one until Triton restarts. They stay out until loaded by hand.
+        self.hung: set[str] = set()
+        self._round = 0
+
+    @property
+    def triton(self) -> TritonProcess | None:
+        return self.supervisor.triton if self.supervisor else None
+
+    @property
+    def repository(self) -> Path:
+        return self.options.repository or self.options.workspace.repository
+
+    def say(self, message: str) -> None:
+        if not self._stop.is_set():  # nothing about loads or restarts once stopping
+            self._print(message)
 
     def start(self) -> None:
         opts = self.options
@@ -53,57 +92,55 @@ class EmbeddedStack:
             ensure_ports_free(opts.host, opts.ports)
         ensure_port_free(opts.host, opts.dashboard_port, "dashboard", "--dashboard-port")
         try:
-            triton_url = opts.triton_url or self._start_triton()
+            triton_url = opts.triton_url or self._start_supervised_triton()
             self.dashboard = DashboardProcess(
                 triton_url=triton_url, home=opts.workspace.home, port=opts.dashboard_port,
-                host=opts.host,
-                triton_log=self.triton.log_path if self.triton else None,
-                repository=self.triton.repository if self.triton else None,
-                only_this_triton=self.triton is not None,
+                host=opts.host, log_path=opts.workspace.dashboard_log,
+                triton_log=opts.workspace.triton_log if self.supervisor else None,
+                repository=self.repository if self.supervisor else None,
+                only_this_triton=self.supervisor is not None,
             )
             self.say(f"starting the dashboard on port {opts.dashboard_port} ...")
             self.dashboard.start()
         except BaseException:
             self.stop()
             raise
-        self.say(f"Triton    {triton_url}" + ("" if self.triton else "  (attached)"))
+        self.say(f"Triton    {triton_url}" + ("" if self.supervisor else "  (attached)"))
         if self.triton:
             self.say(f"Metrics   {self.triton.metrics_url}")
             self.say(f"Triton log {self.triton.log_path}")
         self.say(f"Dashboard {self.dashboard.url}")
-        if self.triton is not None:
-            self.options.workspace.write_stack(self.stack_info())
+        if self.supervisor is not None:
+            self.publish()
             self.say(f"Stack file {self.options.workspace.stack_file} (the CLI in another terminal "
                      "talks to this stack)")
         self.say("Press Ctrl-C to stop.")
 
-    def stack_info(self) -> StackInfo:
-        assert self.triton is not None and self.dashboard is not None
-        return StackInfo(
-            pid=os.getpid(),
-            http_url=self.triton.http_url,
-            grpc_url=f"grpc://{self.triton.grpc_url}",
-            metrics_url=self.triton.metrics_url,
-            ports=self.triton.ports,
-            dashboard_url=self.dashboard.url,
-            triton_log=self.triton.log_path,
-            repository=self.triton.repository,
-            home=self.options.workspace.home,
-        )
-
-    def _start_triton(self) -> str:
+    # -- Triton, supervised --------------------------------------------------------------
+    def _start_supervised_triton(self) -> str:
         opts = self.options
         self._workspace_lock = opts.workspace.lock()
-        created = opts.workspace.ensure()
-        repository = opts.repository or opts.workspace.repository
-        if created:
-            self.say(f"copied the sample model repository to {repository}")
+        if opts.workspace.ensure() and opts.repository is None:
+            self.say(f"copied the sample model repository to {self.repository}")
         opts.workspace.rotate_triton_log()
-        self.triton = TritonProcess(
-            repository, binary=opts.tritonserver, log_path=opts.workspace.triton_log,
-            host=opts.host, ports=opts.ports,
-        )
-        self.say(f"starting tritonserver ({self.triton.binary}) on {repository} ...")
+        backends = prepare_backend_directory(opts.workspace.backends, opts.backend_dirs)
+        for name, directory in opts.backend_dirs.items():
+            self.say(f"backend {name}: {directory}")
+        self.supervisor = TritonSupervisor(
+            lambda cancelled: self._run_triton(backends, cancelled), self._load_models,
+            restart=opts.restart, say=self.say, on_change=self.publish)
+        return self.supervisor.start().http_url
+
+    def _run_triton(self, backends: Path, cancelled: Callable[[], bool]) -> TritonProcess:
+        opts = self.options
+        # No models at start (`--load-model` would keep every endpoint closed until the
+        # slowest load ends, and a hung one never does): they load afterwards, in parallel.
+        triton = TritonProcess(self.repository, binary=opts.tritonserver, backend_dir=backends,
+                               log_path=opts.workspace.triton_log, host=opts.host, ports=opts.ports,
+                               models=[])
+        verb = "starting" if self._first_start else "restarting"
+        self._first_start = False
+        self.say(f"{verb} tritonserver ({triton.binary}) on {self.repository} ...")
         last = [0.0]
 
         def progress(message: str) -> None:
@@ -111,30 +148,126 @@ class EmbeddedStack:
                 last[0] = time.monotonic()
                 self.say(message)
 
-        self.triton.start(progress=progress)
-        return self.triton.http_url
+        triton.start(progress=progress, cancelled=lambda: cancelled() or self._stop.is_set())
+        return triton
 
+    def _load_models(self, triton: TritonProcess, names: Sequence[str] | None) -> None:
+        """Runs on a thread of its own: prints n of N as each load ends, then a summary."""
+        timeout_s = self.options.model_timeout_s
+        self._round += 1
+        this_round = self._round
+        with TritonClient(triton.http_url, load_timeout_s=timeout_s) as client:
+            try:
+                wanted = list(names) if names is not None else sorted(
+                    {entry.name for entry in client.repository_index()})
+            except TritonError as exc:  # Triton died at once: the supervisor reports that
+                self.say(f"cannot list the repository's models: {str(exc).splitlines()[0]}")
+                return
+            skipped = sorted(self.hung & set(wanted))
+            wanted = [name for name in wanted if name not in self.hung]
+            if skipped:
+                self.say(f"not loading {', '.join(skipped)}: its load hung Triton before (fix it, "
+                         "then load it from the Models page or `geadmin models load`)")
+            if not wanted:
+                self.say(f"no models to load in {self.repository}")
+                return
+            self.say(f"loading {len(wanted)} models ({LOAD_WORKERS} at a time, at most "
+                     f"{timeout_s:.0f}s each) ...")
+
+            def done(count: int, total: int, result: ActionResult) -> None:
+                if this_round != self._round:
+                    return  # Triton was restarted under this round: its failures mean nothing
+                outcome = load_outcome(result)
+                self.say(f"  [{count}/{total}] {outcome.name}: "
+                         + ("READY" if outcome.ok else f"FAILED — {outcome.message}"))
+                stuck = result.explanation is not None and (result.explanation.hung
+                                                            or result.explanation.timed_out)
+                if stuck:
+                    self._restart_without(result.name)
+
+            results = load_in_parallel(client, wanted, log=LocalLogFile(triton.log_path),
+                                       repository=self.repository, workers=LOAD_WORKERS, done=done)
+        if this_round != self._round:
+            return
+        self.loads = tuple(load_outcome(result) for result in results)
+        failed = [load.name for load in self.loads if not load.ok]
+        self.say(f"models: {len(results) - len(failed)} of {len(results)} READY"
+                 + (f"; failed: {', '.join(failed)} (reasons above; `geadmin status` shows them again)"
+                    if failed else ""))
+        self.publish()
+
+    def _restart_without(self, name: str) -> None:
+        """A hung load holds Triton's loader: only a restart frees it for the other models."""
+        self.hung.add(name)
+        self._round += 1  # what the current round still reports is moot
+        self.say(f"{name}'s load hangs, and Triton loads nothing else while it does: restarting "
+                 f"Triton and loading the other models without {name}")
+        if self.supervisor is not None:
+            self.supervisor.request_restart(f"load of {name} hung")
+
+    # -- stack.json --------------------------------------------------------------------
+    def stack_info(self) -> StackInfo:
+        assert self.supervisor is not None
+        triton, dashboard, opts = self.triton, self.dashboard, self.options
+        host = "127.0.0.1" if opts.host in ("0.0.0.0", "") else opts.host
+        return StackInfo(
+            pid=os.getpid(),
+            http_url=f"http://{host}:{opts.ports.http}",
+            grpc_url=f"grpc://{host}:{opts.ports.grpc}",
+            metrics_url=f"http://{host}:{opts.ports.metrics}/metrics",
+            ports=opts.ports,
+            dashboard_url=dashboard.url if dashboard else "",
+            triton_log=opts.workspace.triton_log,
+            repository=self.repository,
+            home=opts.workspace.home,
+            triton_pid=triton.pid if triton else None,
+            triton_state=self.supervisor.state,
+            triton_started_at=triton.started_at if triton else None,
+            restart_enabled=self.supervisor.restart_enabled,
+            exits=tuple(self.supervisor.exits),
+            loads=self.loads,
+            dashboard_pid=dashboard.pid if dashboard else None,
+            dashboard_started_at=dashboard.started_at if dashboard else None,
+            dashboard_log=dashboard.log_path if dashboard else None,
+        )
+
+    def publish(self) -> None:
+        """Rewrite stack.json (atomically) with the current state, for the Stack page and CLI."""
+        if self.supervisor is None or self.dashboard is None or self._stop.is_set():
+            return
+        with self._write_lock:
+            self.options.workspace.write_stack(self.stack_info())
+
+    # -- running, stopping -------------------------------------------------------------
     def wait(self) -> int:
-        """Block until asked to stop (signal) or a child dies; returns the exit code."""
+        """Block until asked to stop (signal) or the dashboard dies; returns the exit code."""
         while not self._stop.wait(0.5):
-            if self.triton is not None and not self.triton.alive():
-                self.say("tritonserver exited unexpectedly; stopping the dashboard")
-                return 1
+            if self.supervisor is not None:
+                self.supervisor.tick()
             if self.dashboard is not None and not self.dashboard.alive():
-                self.say("the dashboard exited unexpectedly; stopping Triton")
+                self.say("the dashboard exited unexpectedly; stopping Triton "
+                         f"(dashboard log: {self.dashboard.log_path})")
                 return 1
         return 0
 
     def request_stop(self) -> None:
         self._stop.set()
 
+    def request_triton_restart(self) -> None:
+        if self.supervisor is not None:
+            self.supervisor.request_restart()
+
+    def request_triton_stop(self) -> None:
+        if self.supervisor is not None:
+            self.supervisor.request_stop()
+
     def stop(self) -> None:
         """Both stop together, within the 15 s an init system or operator expects."""
+        self._stop.set()
         if self.dashboard is not None:
             self.dashboard.begin_stop()
-        if self.triton is not None:
-            self.triton.stop(timeout_s=9)
-            self.triton = None
+        if self.supervisor is not None:
+            self.supervisor.shutdown(timeout_s=9)
         if self.dashboard is not None:
             self.dashboard.stop(timeout_s=3)
             self.dashboard = None

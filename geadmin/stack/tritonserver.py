@@ -175,6 +175,7 @@ class TritonProcess:
         # it names our pid, so a later start can remove what a killed predecessor left.
         self.shm_prefix = f"geadmin_{os.getpid()}_{uuid.uuid4().hex[:8]}_"
         self._process: subprocess.Popen[bytes] | None = None
+        self.started_at: float | None = None  # epoch seconds of the current run
 
     # -- addresses --------------------------------------------------------------------
     @property
@@ -230,7 +231,9 @@ class TritonProcess:
         env["LD_LIBRARY_PATH"] = os.pathsep.join(libs)
         return env
 
-    def start(self, timeout_s: float = 180.0, progress: Callable[[str], None] | None = None) -> None:
+    def start(self, timeout_s: float = 180.0, progress: Callable[[str], None] | None = None,
+              cancelled: Callable[[], bool] | None = None) -> None:
+        """Run the server and wait until it is live; `cancelled()` true gives up at once."""
         if self._process is not None:
             raise TritonStartError("this TritonProcess is already started")
         if not self.repository.is_dir():
@@ -253,13 +256,15 @@ class TritonProcess:
                     f"cannot run {self.binary}: {exc.strerror or exc} — is it a tritonserver "
                     "binary for this machine? (--tritonserver / GEADMIN_TRITONSERVER)"
                 ) from exc
+        self.started_at = time.time()
         try:
-            self._wait_live(timeout_s, progress)
+            self._wait_live(timeout_s, progress, cancelled)
         except BaseException:
             self.stop()
             raise
 
-    def _wait_live(self, timeout_s: float, progress: Callable[[str], None] | None) -> None:
+    def _wait_live(self, timeout_s: float, progress: Callable[[str], None] | None,
+                   cancelled: Callable[[], bool] | None) -> None:
         # With --load-model the HTTP endpoint opens only after the initial loads finish,
         # so "live" means "start-up done", whatever state each model ended in.
         deadline = time.monotonic() + timeout_s
@@ -276,6 +281,8 @@ class TritonProcess:
                 )
             if http_ok(url):
                 return
+            if cancelled is not None and cancelled():
+                raise TritonStartError("start of tritonserver cancelled: the stack is stopping")
             if progress is not None:
                 progress(f"waiting for Triton ({time.monotonic() - started:.0f}s)")
             time.sleep(0.5)
@@ -286,6 +293,10 @@ class TritonProcess:
 
     def alive(self) -> bool:
         return self._process is not None and self._process.poll() is None
+
+    def exit_code(self) -> int | None:
+        """The exit status once it has ended (negative: killed by that signal), else None."""
+        return self._process.poll() if self._process is not None else None
 
     def stop(self, timeout_s: float = 12.0) -> int | None:
         """SIGTERM the process group, SIGKILL what is left after `timeout_s`; clean /dev/shm."""

@@ -3,7 +3,9 @@
     $GEADMIN_HOME/
       model_repository/     served by the embedded stack; a copy of the packaged samples
       logs/tritonserver.log the embedded Triton's log (previous run: tritonserver.log.1)
-      stack.json            while `geadmin up` runs: its URLs, ports, log, repository, pid
+      backends/             the embedded Triton's --backend-directory (python, npu_ge when built)
+      stack.json            while `geadmin up` runs: its URLs, ports, log, repository, pid,
+                            and the supervisor's state (Triton's pid, restarts, exits, loads)
 
 The samples are copied once, on first use, so edits survive restarts and the packaged
 copy stays pristine.
@@ -17,12 +19,13 @@ import json
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, Any
 
 from geadmin.domain import Ports
 from geadmin.errors import RepositoryError, StackError
+from geadmin.stack.drivers import ExitRecord
 from geadmin.stack.processes import pid_alive
 
 SAMPLES_DIR = Path(__file__).resolve().parents[1] / "samples"
@@ -30,8 +33,18 @@ SAMPLE_REPOSITORY = SAMPLES_DIR / "model_repository"
 
 
 @dataclass(frozen=True)
+class LoadOutcome:
+    """How one model's load at start-up (or after a restart) ended."""
+
+    name: str
+    ok: bool
+    message: str
+
+
+@dataclass(frozen=True)
 class StackInfo:
-    """What a running `geadmin up` publishes in `stack.json` for the CLI in other terminals."""
+    """What a running `geadmin up` publishes in `stack.json` for the CLI in other terminals
+    and for the Stack page: addresses, and the supervisor's view of its processes."""
 
     pid: int
     http_url: str
@@ -42,22 +55,46 @@ class StackInfo:
     triton_log: Path
     repository: Path
     home: Path
+    triton_pid: int | None = None
+    triton_state: str = "running"  # see TritonSupervisor
+    triton_started_at: float | None = None  # epoch seconds
+    restart_enabled: bool = True
+    exits: tuple[ExitRecord, ...] = ()
+    loads: tuple[LoadOutcome, ...] = ()
+    dashboard_pid: int | None = None
+    dashboard_started_at: float | None = None
+    dashboard_log: Path | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"pid": self.pid, "http_url": self.http_url, "grpc_url": self.grpc_url,
                 "metrics_url": self.metrics_url,
                 "ports": {"http": self.ports.http, "grpc": self.ports.grpc, "metrics": self.ports.metrics},
                 "dashboard_url": self.dashboard_url, "triton_log": str(self.triton_log),
-                "repository": str(self.repository), "home": str(self.home)}
+                "repository": str(self.repository), "home": str(self.home),
+                "triton": {"pid": self.triton_pid, "state": self.triton_state,
+                           "started_at": self.triton_started_at, "restart": self.restart_enabled,
+                           "exits": [asdict(record) for record in self.exits],
+                           "loads": [asdict(load) for load in self.loads]},
+                "dashboard": {"pid": self.dashboard_pid, "started_at": self.dashboard_started_at,
+                              "log": str(self.dashboard_log) if self.dashboard_log else None}}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> StackInfo:
         ports = data["ports"]
+        triton = data.get("triton") or {}
+        dashboard = data.get("dashboard") or {}
         return cls(int(data["pid"]), str(data["http_url"]), str(data["grpc_url"]),
                    str(data["metrics_url"]), Ports(int(ports["http"]), int(ports["grpc"]),
                                                    int(ports["metrics"])),
                    str(data["dashboard_url"]), Path(data["triton_log"]), Path(data["repository"]),
-                   Path(data["home"]))
+                   Path(data["home"]),
+                   triton_pid=triton.get("pid"), triton_state=str(triton.get("state", "running")),
+                   triton_started_at=triton.get("started_at"),
+                   restart_enabled=bool(triton.get("restart", True)),
+                   exits=tuple(ExitRecord(**record) for record in triton.get("exits", ())),
+                   loads=tuple(LoadOutcome(**load) for load in triton.get("loads", ())),
+                   dashboard_pid=dashboard.get("pid"), dashboard_started_at=dashboard.get("started_at"),
+                   dashboard_log=Path(dashboard["log"]) if dashboard.get("log") else None)
 
 
 @dataclass(frozen=True)
@@ -71,6 +108,14 @@ class Workspace:
     @property
     def logs(self) -> Path:
         return self.home / "logs"
+
+    @property
+    def backends(self) -> Path:
+        return self.home / "backends"
+
+    @property
+    def dashboard_log(self) -> Path:
+        return self.logs / "dashboard.log"
 
     @property
     def triton_log(self) -> Path:

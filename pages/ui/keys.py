@@ -2,8 +2,6 @@
 
 SERVER = "app.server"  # name of the selected server (sidebar)
 OVERVIEW_LAST_GOOD = "overview.last_good"  # {server name: last reachable ServerSnapshot}
-OVERVIEW_LOG_VERBOSE = "overview.log_verbose"  # verbose level to apply
-OVERVIEW_LOG_APPLY = "overview.log_apply"  # the apply button
 OVERVIEW_RETRY_PREFIX = "overview.retry."  # + "name.version": the "Retry load" button
 OVERVIEW_RETRY_RESULT = "overview.retry_result"  # ActionResult of the last retry, shown once
 MODELS_LAST_GOOD = "models.last_good"  # {server name: last model rows read}
@@ -20,3 +18,14 @@ OVERVIEW_BUNDLE = "overview.bundle"  # (file name, archive bytes, problems) read
 OVERVIEW_BUNDLE_DOWNLOAD = "overview.bundle_download"  # the download button
 MODELS_PAUSED = "models.paused"  # auto-refresh of the table paused
 MODELS_SHAPE = "models.shape"  # (server, fresh, names) the last full run was drawn for
+STACK_SERVICE = "stack.service"  # service the action applies to
+STACK_ACTION = "stack.action"  # restart / stop / start
+STACK_APPLY = "stack.apply"  # asks for confirmation
+STACK_PENDING = "stack.pending"  # (service, action) awaiting confirmation
+STACK_CONFIRM = "stack.confirm"
+STACK_CANCEL = "stack.cancel"
+STACK_LOG_SERVICE = "stack.log_service"
+STACK_LOG_TAIL = "stack.log_tail"
+STACK_LOG_FILTER = "stack.log_filter"
+STACK_LOG_VERBOSE = "stack.log_verbose"  # Triton verbose level to apply
+STACK_LOG_APPLY = "stack.log_apply"

@@ -154,19 +154,6 @@ def test_config_triton_cannot_parse_is_explained_from_the_log(
     assert any("legacy_ge" in c.value and "text_normalize" in c.value for c in at.caption)
 
 
-def test_log_verbosity_is_changed_live_on_the_server(
-    triton_factory: Callable[..., TritonProcess], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    server = triton_factory()
-    monkeypatch.setenv("GEADMIN_TRITON_URL", server.http_url)
-    at = run_app()
-    at.number_input(key="overview.log_verbose").set_value(2)
-    at.button(key="overview.log_apply").click()
-    at = run_app(at)
-    assert any("verbose level is now 2" in s.value for s in at.success)
-    assert TritonClient(server.http_url).log_settings()["log_verbose_level"] == 2
-
-
 def test_retry_load_of_a_failed_model_after_fixing_it(
     triton_factory: Callable[..., TritonProcess], sample_repository: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -1,0 +1,163 @@
+"""`geadmin up` supervises Triton and never waits on a model: real tritonserver, real signals."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import tritonclient.http as httpclient
+
+from geadmin.stack.local import LocalDriver
+from geadmin.stack.workspace import Workspace
+from tests.conftest import SAMPLE_MODELS, copy_samples
+from tests.helpers import add_python_model, descendants, wait_for
+from tests.integration.test_up import Up, _cmdline, running_up
+
+pytestmark = pytest.mark.integration
+NPU_MODEL = "npu_resnet"
+
+
+def add_npu_ge_model(repository: Path, name: str = NPU_MODEL) -> None:
+    (repository / name / "1").mkdir(parents=True)
+    (repository / name / "1" / "model.om").write_bytes(b"not a real om: this host has no CANN")
+    (repository / name / "config.pbtxt").write_text(
+        f'name: "{name}"\nbackend: "npu_ge"\nmax_batch_size: 8\n'
+        'input [{ name: "x" data_type: TYPE_FP32 dims: [4] }]\n'
+        'output [{ name: "y" data_type: TYPE_FP32 dims: [4] }]\n')
+
+
+def index(up: Up) -> dict[str, str]:
+    client = httpclient.InferenceServerClient(f"127.0.0.1:{up.http}")
+    try:
+        return {m["name"]: m.get("state", "") for m in client.get_model_repository_index()}
+    finally:
+        client.close()
+
+
+def dashboard_healthy(up: Up) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{up.dashboard}/_stcore/health", timeout=2) as r:
+            return r.status == 200
+    except OSError:
+        return False
+
+
+def stack_json(up: Up) -> dict:
+    return json.loads((up.home / "stack.json").read_text())
+
+
+def triton_pid(up: Up) -> int:
+    for pid in descendants(up.process.pid):
+        if _cmdline(pid).split(b"\0")[0].endswith(b"tritonserver"):
+            return pid
+    raise AssertionError("no tritonserver under geadmin up")
+
+
+def samples_ready(up: Up) -> bool:
+    try:
+        states = index(up)
+    except Exception:  # noqa: BLE001 - Triton is still coming back
+        return False
+    return all(states.get(name) == "READY" for name in SAMPLE_MODELS)
+
+
+@pytest.fixture(scope="module")
+def supervised(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Up]:
+    base = tmp_path_factory.mktemp("supervised")
+    repository = copy_samples(base / "repo")
+    add_npu_ge_model(repository)
+    with running_up(base / "home", "--repository", str(repository), wait_for="models: ") as up:
+        yield up
+
+
+def test_an_npu_ge_model_without_cann_fails_with_the_backends_own_reason(supervised: Up) -> None:
+    output = supervised.output
+    assert "backend npu_ge: " in output
+    line = next(line for line in output.splitlines() if f"{NPU_MODEL}: FAILED" in line)
+    assert "cannot load the ACL runtime libascendcl.so" in line
+    assert "unable to find backend library" not in output
+    assert (supervised.home / "backends" / "npu_ge" / "libtriton_npu_ge.so").exists()
+    assert f"models: {len(SAMPLE_MODELS)} of {len(SAMPLE_MODELS) + 1} READY; failed: {NPU_MODEL}" in output
+
+
+def test_kill_9_of_triton_keeps_the_dashboard_up_and_triton_comes_back_with_its_models(
+        supervised: Up) -> None:
+    assert samples_ready(supervised)
+    before = triton_pid(supervised)
+    killed_at = time.monotonic()
+    os.kill(before, signal.SIGKILL)
+    assert wait_for(lambda: "killed by SIGKILL" in supervised.collector.text, 10)
+    assert dashboard_healthy(supervised)
+    assert wait_for(lambda: samples_ready(supervised), 15), supervised.collector.text
+    assert time.monotonic() - killed_at < 15
+    assert dashboard_healthy(supervised)
+    assert triton_pid(supervised) != before
+    # The npu model was not READY before the crash, so it is not loaded again.
+    assert NPU_MODEL not in {k for k, v in index(supervised).items() if v == "READY"}
+    exits = stack_json(supervised)["triton"]["exits"]
+    assert exits[-1]["signal"] == "SIGKILL" and exits[-1]["restarted"] is True
+    status = next(s for s in LocalDriver(Workspace(supervised.home)).services() if s.name == "triton")
+    assert status.restarts >= 1 and status.state == "running"
+
+
+def test_the_local_driver_restarts_triton_and_records_why(supervised: Up) -> None:
+    driver = LocalDriver(Workspace(supervised.home))
+    before = triton_pid(supervised)
+    count = len(driver.history("triton"))
+    driver.restart("triton")
+    assert wait_for(lambda: len(driver.history("triton")) > count, 15)
+    assert driver.history("triton")[-1].note == "restart requested from the Stack page"
+    assert wait_for(lambda: samples_ready(supervised), 20), supervised.collector.text
+    assert triton_pid(supervised) != before
+    assert any("Started HTTPService" in line for line in driver.logs("triton", 400))
+    with pytest.raises(Exception, match="cannot restart itself"):
+        driver.restart("dashboard")
+
+
+def test_stop_from_the_driver_keeps_triton_down_until_started(supervised: Up) -> None:
+    driver = LocalDriver(Workspace(supervised.home))
+    driver.stop("triton")
+    assert wait_for(lambda: driver.services()[0].state == "stopped", 15)
+    time.sleep(2)  # no backoff restart after a requested stop
+    assert driver.services()[0].state == "stopped"
+    assert dashboard_healthy(supervised)
+    driver.start("triton")
+    assert wait_for(lambda: samples_ready(supervised), 20), supervised.collector.text
+
+
+def test_a_hung_model_and_a_broken_config_never_hold_up_the_other_models(tmp_path: Path) -> None:
+    repository = copy_samples(tmp_path / "repo")
+    hung = add_python_model(repository, "hung_stub")
+    (hung / "1" / "model.py").unlink()  # the stub fails and Triton keeps the load forever
+    broken = add_python_model(repository, "broken_config")
+    (broken / "config.pbtxt").write_text('name: "broken_config"\nbackend: "python"\n'
+                                         'input [{ name: "x" data_type: TYPE_FOO dims: [1] }]\n')
+    started = time.monotonic()
+    with running_up(tmp_path / "home", "--repository", str(repository)) as up:
+        assert wait_for(lambda: samples_ready(up), 30), up.collector.text
+        assert time.monotonic() - started < 30 + 5  # + the dashboard's own start
+        text = up.collector.wait_for("models: ", timeout_s=30)
+        assert "hung_stub: FAILED — Failed to preinitialize Python stub" in text
+        assert "broken_config: FAILED" in text and "TYPE_FOO" in text and "line 3" in text
+        assert f"models: {len(SAMPLE_MODELS)} of {len(SAMPLE_MODELS) + 1} READY; failed: broken_config" \
+            in text
+        assert "not loading hung_stub" in text
+        assert dashboard_healthy(up)
+        assert "Traceback" not in text
+
+
+def test_no_restart_leaves_triton_down_and_the_dashboard_up(tmp_path: Path) -> None:
+    with running_up(tmp_path / "home", "--no-restart") as up:
+        os.kill(triton_pid(up), signal.SIGKILL)
+        assert wait_for(lambda: "not restarting it (--no-restart)" in up.collector.text, 10)
+        time.sleep(2)
+        assert up.process.poll() is None and dashboard_healthy(up)
+        assert stack_json(up)["triton"]["state"] == "exited"
+        triton = LocalDriver(Workspace(up.home)).services()[0]
+        assert triton.state == "exited" and "killed by SIGKILL" in triton.detail
