@@ -9,10 +9,14 @@ import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from geadmin.stack.dashboard import DashboardProcess
+from geadmin.stack.local import LocalDriver
 from geadmin.stack.processes import free_triton_ports
 from geadmin.stack.tritonserver import TritonProcess
+from geadmin.stack.workspace import Workspace
 from geadmin.triton.client import TritonClient
 from tests.conftest import SAMPLE_MODELS
+from tests.helpers import wait_for
+from tests.integration.test_up import running_up
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -110,3 +114,21 @@ def test_models_page_shows_a_state_change_by_itself(
         expect(page.get_by_role("heading", name="Models", exact=True)).to_be_visible()
     finally:
         dashboard.stop()
+
+
+def test_stack_page_restarts_the_embedded_triton(page: Page, tmp_path: Path) -> None:
+    with running_up(tmp_path / "home", wait_for="models: ") as up:
+        driver = LocalDriver(Workspace(up.home))
+        page.goto(f"http://127.0.0.1:{up.dashboard}/stack", wait_until="domcontentloaded")
+        expect(page.get_by_role("heading", name="Stack", exact=True)).to_be_visible(timeout=30_000)
+        expect(page.get_by_text("Driver: local")).to_be_visible(timeout=30_000)
+        page.get_by_role("button", name="Apply…").click()  # defaults: triton, restart
+        expect(page.get_by_text("Restart triton?")).to_be_visible(timeout=15_000)
+        assert driver.history("triton") == []
+        page.get_by_role("button", name="Yes, restart triton").click()
+        expect(page.get_by_text("Asked to restart triton")).to_be_visible(timeout=15_000)
+        assert wait_for(lambda: len(driver.history("triton")) == 1, 15)
+        assert driver.history("triton")[0].note == "restart requested from the Stack page"
+        # The page shows the restart by itself (the services table refreshes in place).
+        expect(page.get_by_text("triton: 1 exits recorded")).to_be_visible(timeout=30_000)
+        assert wait_for(lambda: driver.services()[0].health == "healthy", 30), up.collector.text

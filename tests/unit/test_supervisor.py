@@ -99,7 +99,7 @@ def test_tail_lines_reads_only_the_end(tmp_path: Path) -> None:
 def test_backend_dirs_are_checked_for_their_library(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="expected NAME=DIR"):
         backends.parse_backend_dirs(["npu_ge"])
-    with pytest.raises(ConfigError, match="libtriton_npu_ge.so does not exist"):
+    with pytest.raises(ConfigError, match=r"libtriton_npu_ge\.so does not exist"):
         backends.parse_backend_dirs([f"npu_ge={tmp_path}"])
     with pytest.raises(ConfigError, match="always comes from the nvidia-pytriton wheel"):
         backends.parse_backend_dirs([f"python={tmp_path}"])
@@ -107,7 +107,8 @@ def test_backend_dirs_are_checked_for_their_library(tmp_path: Path) -> None:
     assert backends.parse_backend_dirs([f"npu_ge={tmp_path}"]) == {"npu_ge": tmp_path.resolve()}
 
 
-def test_without_a_built_npu_ge_up_says_how_to_get_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_a_built_npu_ge_up_says_how_to_get_it(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(backends, "BUILT_NPU_GE", tmp_path / "nowhere")
     monkeypatch.delenv("GEADMIN_BACKEND_DIRS", raising=False)
     said: list[str] = []
