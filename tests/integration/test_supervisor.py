@@ -62,7 +62,7 @@ def triton_pid(up: Up) -> int:
 def samples_ready(up: Up) -> bool:
     try:
         states = index(up)
-    except Exception:  # noqa: BLE001 - Triton is still coming back
+    except Exception:
         return False
     return all(states.get(name) == "READY" for name in SAMPLE_MODELS)
 

@@ -136,3 +136,14 @@ def test_driver_choice_follows_the_settings(tmp_path: Path, monkeypatch: pytest.
     monkeypatch.setenv("GEADMIN_STACK", "kubernetes")
     with pytest.raises(ConfigError, match="expected auto, local or compose"):
         choose_driver()
+
+
+def test_a_compose_project_picks_the_compose_driver(monkeypatch: pytest.MonkeyPatch) -> None:
+    from geadmin.stack.compose import ComposeDriver
+
+    monkeypatch.delenv("GEADMIN_STACK", raising=False)
+    monkeypatch.setenv("GEADMIN_COMPOSE_PROJECT", "geadmin")
+    monkeypatch.setenv("GEADMIN_DOCKER", "/usr/bin/docker-x")
+    driver = choose_driver()
+    assert isinstance(driver, ComposeDriver) and driver.kind == "compose"
+    assert driver.project == "geadmin" and driver.docker == "/usr/bin/docker-x"
