@@ -11,7 +11,12 @@
     │   └── DockerError                 the docker CLI failed (compose driver)
     │       └── DockerUnavailableError      no docker CLI, or no engine answers it
     ├── RepositoryError             the model repository on disk
-    │   └── ConfigParseError            a config.pbtxt the protobuf parser rejects (line, column)
+    │   ├── ConfigParseError            a config.pbtxt the protobuf parser rejects (line, column)
+    │   ├── ConfigConflictError         changed on disk since it was read (geadmin.repository.store:
+    │   │                               it carries both texts and their diff)
+    │   └── ConfigLockedError           another geadmin is writing this model's config right now
+    ├── WorkspaceDatabaseError      the workspace SQLite ($GEADMIN_HOME/geadmin.db)
+    │   └── DatabaseBusyError           another process held it past the busy timeout
     └── TritonError                 talking to a running Triton
         ├── TritonUnreachableError      nothing answers (connection refused, DNS, reset)
         │   └── WrongProtocolError          the port answers in the other protocol (HTTP vs gRPC)
@@ -146,3 +151,15 @@ class DockerError(StackError):
 
 class DockerUnavailableError(DockerError):
     """No docker CLI on PATH, or no Docker engine answers it."""
+
+
+class ConfigLockedError(RepositoryError):
+    """Another geadmin process is writing (or applying) this model's config right now."""
+
+
+class WorkspaceDatabaseError(GeAdminError):
+    """The workspace SQLite file cannot be opened, read, written or migrated."""
+
+
+class DatabaseBusyError(WorkspaceDatabaseError):
+    """Another process held the database longer than the busy timeout."""

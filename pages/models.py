@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from geadmin.audit import Actor
 from geadmin.diagnose import details, ensemble
 from geadmin.diagnose.rows import ModelRow, collect_rows, filter_rows
 from geadmin.domain import ModelState
@@ -135,7 +136,7 @@ def confirm(action_value: str, names: tuple[str, ...], dependents: bool) -> None
         target = selected_target()
         results = actions.run_action(selected_client(), action, names, dependents=dependents,
                                      log=log_for(target), repository=target.repository,
-                                     progress=progress)
+                                     progress=progress, actor=Actor.dashboard(None))
         st.session_state[keys.MODELS_RESULTS] = results
         st.rerun()
 

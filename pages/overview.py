@@ -6,6 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from geadmin import settings
+from geadmin.audit import Actor
 from geadmin.diagnose.triage import ServerSnapshot, Triage, is_idle, take_snapshots, triage
 from geadmin.errors import GeAdminError
 from geadmin.ops import actions
@@ -120,7 +121,8 @@ def retry_load(name: str) -> None:
     with status:
         (result,) = actions.run_action(client_for(target.spec.url, target.spec.admin_key),
                                        actions.Action.LOAD, [name], log=log_for(target),
-                                       repository=target.repository, progress=progress)
+                                       repository=target.repository, progress=progress,
+                                       actor=Actor.dashboard(None))
     st.session_state[keys.OVERVIEW_RETRY_RESULT] = result
     st.rerun()
 

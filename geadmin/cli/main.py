@@ -7,10 +7,10 @@ import sys
 from collections.abc import Sequence
 
 from geadmin import __version__, settings
-from geadmin.cli import bundle, models, status, up
+from geadmin.cli import bundle, config, config_history, models, status, up
 from geadmin.errors import GeAdminError
 
-COMMANDS = (up, status, models, bundle)
+COMMANDS = (up, status, models, config, config_history, bundle)  # config_history adds `audit`
 EXIT_USAGE = 2
 
 

@@ -13,6 +13,7 @@ import sys
 import time
 from collections.abc import Callable
 
+from geadmin.audit import Actor, Origin
 from geadmin.cli.common import add_connection_args, client_for, positive_seconds, target_from_args
 from geadmin.diagnose.explain import explanation_dict
 from geadmin.diagnose.rows import ModelRow, collect_rows
@@ -58,7 +59,7 @@ def run_action_command(args: argparse.Namespace) -> int:
         results = run_action(client, Action(args.action), args.names,
                              dependents=getattr(args, "dependents", False),
                              log=target.log(), repository=target.repository,
-                             progress=_progress_printer(args))
+                             progress=_progress_printer(args), actor=Actor.os_user(Origin.CLI))
     if args.json:
         print(json.dumps([{"name": r.name, "action": r.action.value, "ok": r.ok, "message": r.message,
                            "explanation": explanation_dict(r.explanation) if r.explanation else None}

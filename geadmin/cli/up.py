@@ -9,6 +9,7 @@ from pathlib import Path
 from types import FrameType
 
 from geadmin import settings
+from geadmin.cli.common import positive_seconds
 from geadmin.domain import DEFAULT_PORTS, Ports
 from geadmin.stack.backends import backend_dirs
 from geadmin.stack.embedded import EmbeddedStack, StackOptions
@@ -84,16 +85,6 @@ def port_number(text: str) -> int:
         raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
     if not settings.is_port(value):
         raise argparse.ArgumentTypeError(f"a port is between 1 and 65535, got {value}")
-    return value
-
-
-def positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be more than 0 seconds, got {text}")
     return value
 
 

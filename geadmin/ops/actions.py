@@ -10,6 +10,8 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from geadmin import audit
+from geadmin.audit import Actor
 from geadmin.diagnose.ensemble import composing_models
 from geadmin.diagnose.explain import LoadProgress, load_explained
 from geadmin.diagnose.triage import log_failures
@@ -56,6 +58,7 @@ def run_action(
     repository: Path | None = None,
     progress: Callable[[int, int, str], None] | None = None,
     settle_timeout_s: float = SETTLE_TIMEOUT_S,
+    actor: Actor | None = None,
 ) -> list[ActionResult]:
     """Apply `action` to each model in turn (a failure does not stop the others), then wait
     (bounded) until the models touched, dependents included, stop LOADING / UNLOADING."""
@@ -72,9 +75,21 @@ def run_action(
             touched.append(name)
     if progress is not None:
         progress(len(names), len(names), "")
-    if wait_settled(client, touched, settle_timeout_s):
-        return results
-    return [_still_moving(result, settle_timeout_s) if result.ok else result for result in results]
+    if not wait_settled(client, touched, settle_timeout_s):
+        results = [_still_moving(result, settle_timeout_s) if result.ok else result for result in results]
+    return audited(client, results, actor)
+
+
+def audited(client: TritonClient, results: list[ActionResult], actor: Actor | None) -> list[ActionResult]:
+    """Every action is in the audit log; a workspace that cannot take the row does not turn
+    an action that happened into a failure (the problem is added to its message instead)."""
+    noted = []
+    for result in results:
+        problem = audit.try_record_action(result.action.value, result.name, result.ok, result.message,
+                                          server=client.url, actor=actor)
+        noted.append(replace(result, message=f"{result.message} (not audited: {problem})")
+                     if problem else result)
+    return noted
 
 
 def load_in_parallel(
@@ -85,6 +100,7 @@ def load_in_parallel(
     repository: Path | None = None,
     workers: int = 4,
     done: Callable[[int, int, ActionResult], None] | None = None,
+    actor: Actor | None = None,
 ) -> list[ActionResult]:
     """Load every model in `names` at once, `workers` at a time: a model that fails or hangs
     (bounded by the client's load timeout, or sooner when the log shows it stuck) is reported
@@ -102,7 +118,7 @@ def load_in_parallel(
             finished[result.name] = result
             if done is not None:
                 done(count, len(names), result)
-    return [finished[name] for name in names]
+    return audited(client, [finished[name] for name in names], actor)
 
 
 def _still_moving(result: ActionResult, timeout_s: float) -> ActionResult:

@@ -18,10 +18,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from geadmin import audit
+from geadmin.audit import Actor, Origin
 from geadmin.domain import DEFAULT_PORTS, Ports
 from geadmin.errors import TritonError
 from geadmin.ops.actions import ActionResult, load_in_parallel
 from geadmin.stack.dashboard import DashboardProcess
+from geadmin.stack.drivers import ExitRecord
 from geadmin.stack.processes import ensure_port_free, ensure_ports_free
 from geadmin.stack.supervisor import TritonSupervisor
 from geadmin.stack.tritonserver import TritonProcess, prepare_backend_directory
@@ -128,8 +131,16 @@ class EmbeddedStack:
             self.say(f"backend {name}: {directory}")
         self.supervisor = TritonSupervisor(
             lambda cancelled: self._run_triton(backends, cancelled), self._load_models,
-            restart=opts.restart, say=self.say, on_change=self.publish)
+            restart=opts.restart, say=self.say, on_change=self.publish, on_exit=self._audit_exit)
         return self.supervisor.start().http_url
+
+    def _audit_exit(self, record: ExitRecord) -> None:
+        problem = audit.try_record_action(
+            "restart" if record.restarted else "exit", "tritonserver", False, record.describe(),
+            server=f"http://127.0.0.1:{self.options.ports.http}", actor=Actor.os_user(Origin.LOCAL),
+            home=self.options.workspace.home)
+        if problem:
+            self.say(f"the exit is not in the audit log: {problem}")
 
     def _run_triton(self, backends: Path, cancelled: Callable[[], bool]) -> TritonProcess:
         opts = self.options
@@ -186,7 +197,8 @@ class EmbeddedStack:
                     self._restart_without(result.name)
 
             results = load_in_parallel(client, wanted, log=LocalLogFile(triton.log_path),
-                                       repository=self.repository, workers=LOAD_WORKERS, done=done)
+                                       repository=self.repository, workers=LOAD_WORKERS, done=done,
+                                       actor=Actor.os_user(Origin.LOCAL))
         if this_round != self._round:
             return
         self.loads = tuple(load_outcome(result) for result in results)

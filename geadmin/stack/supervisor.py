@@ -74,13 +74,15 @@ class TritonSupervisor:
 
     def __init__(self, start_triton: StartTriton, load_models: LoadModels, *, restart: bool = True,
                  say: Printer = print, on_change: Callable[[], None] = lambda: None,
-                 backoff: Backoff | None = None) -> None:
+                 backoff: Backoff | None = None,
+                 on_exit: Callable[[ExitRecord], None] = lambda record: None) -> None:
         self._start_triton = start_triton
         self._load_models = load_models
         self.restart_enabled = restart
         self.say = say
         self.on_change = on_change
         self.backoff = backoff or Backoff()
+        self.on_exit = on_exit  # e.g. the audit log
         self.triton: TritonProcess | None = None
         self.state = "starting"
         self.exits: list[ExitRecord] = []
@@ -147,6 +149,7 @@ class TritonSupervisor:
 
     def _remember(self, record: ExitRecord) -> None:
         self.exits = [*self.exits, record][-MAX_EXITS_KEPT:]
+        self.on_exit(record)
 
     def _record_exit(self) -> None:
         assert self.triton is not None

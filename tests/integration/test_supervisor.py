@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import tritonclient.http as httpclient
 
+from geadmin import audit
 from geadmin.stack.local import LocalDriver
 from geadmin.stack.workspace import Workspace
 from tests.conftest import SAMPLE_MODELS, copy_samples
@@ -102,6 +103,8 @@ def test_kill_9_of_triton_keeps_the_dashboard_up_and_triton_comes_back_with_its_
     assert NPU_MODEL not in {k for k, v in index(supervised).items() if v == "READY"}
     exits = stack_json(supervised)["triton"]["exits"]
     assert exits[-1]["signal"] == "SIGKILL" and exits[-1]["restarted"] is True
+    rows = audit.query(model="tritonserver", home=supervised.home)
+    assert rows and rows[0].action == "restart" and "killed by SIGKILL" in rows[0].message
     status = next(s for s in LocalDriver(Workspace(supervised.home)).services() if s.name == "triton")
     assert status.restarts >= 1 and status.state == "running"
 

@@ -1,0 +1,300 @@
+"""Apply a new config.pbtxt to a model without ever taking a serving model down.
+
+1. Refuse before writing anything: another apply of the model is running, the file changed
+   since the editor read it (`ConfigConflictError`, with both texts), the text does not
+   parse or names another model, or Triton does not answer / does not know the model.
+2. Write atomically, keeping the old content as a revision (`geadmin.repository.store`).
+3. Reload through Triton's repository API, explained (`geadmin.diagnose.explain`). Triton
+   keeps the previous version serving while it tries the new one (blue/green, FACTS.md).
+4. If Triton rejects it (or does not answer), put the previous file back, byte for byte,
+   read it back to check, and return the real reason. After a success, ask Triton what
+   serves and whether its live config carries every field of the file.
+5. Audit every attempt, refusals included, with the unified diff (`geadmin.audit`).
+
+`rollback(model, revision)` is an apply of a kept revision, audited as "rollback".
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from geadmin import audit
+from geadmin.audit import Actor, Result
+from geadmin.db import WorkspaceDatabaseError
+from geadmin.diagnose import explain
+from geadmin.diagnose.explain import LoadProgress, LoadWatch, explanation_dict, load_explained
+from geadmin.domain import Explanation, Serving
+from geadmin.errors import GeAdminError, RepositoryError, TritonError, TritonTimeoutError
+from geadmin.repository import store
+from geadmin.repository.modelconfig import CONFIG_FILE, parse_pbtxt, to_dict
+from geadmin.repository.store import ConfigFile, Revision
+from geadmin.triton.client import TritonClient
+from geadmin.triton.logs import LogSource
+
+
+class Outcome(str, enum.Enum):
+    APPLIED = "applied"  # on disk, and Triton loaded it
+    WRITTEN = "written"  # on disk; the model is not loaded, so Triton has not checked it
+    UNCHANGED = "unchanged"  # the same bytes as on disk: nothing done
+    ROLLED_BACK = "rolled_back"  # Triton rejected it; the previous file is back, byte for byte
+    RESTORE_FAILED = "restore_failed"  # rejected, and the previous file could NOT be put back
+
+
+AUDIT_RESULTS = {Outcome.APPLIED: Result.OK, Outcome.WRITTEN: Result.OK,
+                 Outcome.ROLLED_BACK: Result.ROLLED_BACK, Outcome.RESTORE_FAILED: Result.FAILED}
+
+
+@dataclass(frozen=True)
+class ApplyResult:
+    model: str
+    outcome: Outcome
+    message: str  # cause first, then what serves and what to do
+    diff: str  # unified diff, previous -> new
+    previous_sha256: str
+    new_sha256: str
+    revision: int | None = None  # history number of the config now on disk
+    explanation: Explanation | None = None  # why Triton rejected it
+    serving: Serving = Serving.UNKNOWN  # what Triton said after the apply (or the restore)
+    serving_version: str = ""
+    warnings: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome in (Outcome.APPLIED, Outcome.WRITTEN, Outcome.UNCHANGED)
+
+    def record(self) -> dict[str, Any]:
+        """For `--json`."""
+        return {"model": self.model, "outcome": self.outcome.value, "ok": self.ok,
+                "message": self.message, "diff": self.diff, "previous_sha256": self.previous_sha256,
+                "new_sha256": self.new_sha256, "revision": self.revision,
+                "serving": self.serving.name, "serving_version": self.serving_version,
+                "warnings": list(self.warnings),
+                "explanation": explanation_dict(self.explanation) if self.explanation else None}
+
+
+def apply_config(
+    client: TritonClient,
+    repository: Path,
+    model: str,
+    new: str | bytes,
+    *,
+    expected_sha256: str | None = None,
+    base_text: str | None = None,
+    actor: Actor | None = None,
+    log: LogSource | None = None,
+    load_unloaded: bool = False,
+    progress: LoadProgress | None = None,
+    home: Path | None = None,
+    action: str = "apply",
+    note: str = "",
+) -> ApplyResult:
+    """Apply `new` as `model`'s config.pbtxt (see the module docstring). `expected_sha256`
+    is the hash of the file the editor read (None: whatever is on disk now), `base_text` its
+    text (for the conflict diff). A model that is not loaded is only written, unless
+    `load_unloaded`. Refusals raise (`ConfigConflictError`, `ConfigParseError`,
+    `ConfigLockedError`, `TritonError`, ...); everything after the write is a result."""
+    data = new.encode("utf-8") if isinstance(new, str) else new
+    job = _Apply(client, Path(repository), model, data, actor or Actor.os_user(), log, progress,
+                 home, action, note or action)
+    try:
+        with store.edit_lock(repository, model, "apply", home=home, wait_s=0):
+            result = job.run(expected_sha256, base_text, load_unloaded)
+    except GeAdminError as exc:
+        job.audit(Result.REFUSED, str(exc))
+        raise
+    if result.outcome is Outcome.UNCHANGED:
+        return result
+    problem = job.audit(AUDIT_RESULTS[result.outcome], result.message)
+    return replace(result, warnings=(*result.warnings, problem)) if problem else result
+
+
+def rollback(
+    client: TritonClient,
+    repository: Path,
+    model: str,
+    revision: int | None = None,
+    *,
+    expected_sha256: str | None = None,
+    actor: Actor | None = None,
+    log: LogSource | None = None,
+    progress: LoadProgress | None = None,
+    home: Path | None = None,
+) -> ApplyResult:
+    """Apply a kept revision (default: the newest one that differs from the file on disk)."""
+    current = store.read_config(repository, model)
+    target = (store.read_revision(repository, model, revision, home=home) if revision is not None
+              else previous_revision(repository, model, current.sha256, home=home))
+    result = apply_config(client, repository, model, target.data,
+                          expected_sha256=expected_sha256 or current.sha256, actor=actor, log=log,
+                          progress=progress, home=home, action="rollback",
+                          note=f"rollback to revision {target.number}")
+    if result.outcome is Outcome.UNCHANGED:
+        return replace(result, message=f"{model!r} already has the config of revision {target.number}: "
+                       "nothing to roll back", revision=target.number)
+    return result
+
+
+def previous_revision(repository: Path, model: str, current_sha256: str, *,
+                      home: Path | None = None) -> Revision:
+    kept = store.history(repository, model, home=home)
+    earlier = next((r for r in kept if r.sha256 != current_sha256), None)
+    if earlier is None:
+        raise RepositoryError(
+            f"no earlier revision of {model!r} to roll back to: the config history holds "
+            f"{len(kept)} revision(s), none different from the file on disk (revisions are kept "
+            f"when geadmin applies a change)")
+    return earlier
+
+
+@dataclass
+class _Apply:
+    client: TritonClient
+    repository: Path
+    model: str
+    data: bytes
+    actor: Actor
+    log: LogSource | None
+    progress: LoadProgress | None
+    home: Path | None
+    action: str
+    note: str
+    diff: str = ""
+
+    def audit(self, result: Result, message: str) -> str:
+        """Append the audit row; "" or why it could not be written (never raises)."""
+        if self.note != self.action:
+            message = f"{self.note}: {message}"
+        try:
+            audit.record(self.action, self.model, result, actor=self.actor, server=self.client.url,
+                         message=message, diff=self.diff, home=self.home)
+        except WorkspaceDatabaseError as exc:
+            return f"the audit row could not be written: {exc}"
+        return ""
+
+    def run(self, expected_sha256: str | None, base_text: str | None, load_unloaded: bool) -> ApplyResult:
+        current = store.read_config(self.repository, self.model)
+        self.diff = store.config_diff(current.data, self.data, self.model)
+        self.refuse_unless_safe(current, expected_sha256, base_text)
+        new_sha = store.sha256_of(self.data)
+        if self.data == current.data:
+            return ApplyResult(self.model, Outcome.UNCHANGED, f"the config of {self.model!r} is unchanged: "
+                               "nothing to apply", "", current.sha256, new_sha)
+        before = explain.watch(self.client, self.model, self.log)
+        store.write_config(self.repository, self.model, self.data, expected_sha256=current.sha256,
+                           who=self.actor.name, note=f"before {self.action}", home=self.home)
+        if before.was_ready is False and not load_unloaded:
+            return self.kept(ApplyResult(
+                self.model, Outcome.WRITTEN, f"wrote the new config of {self.model!r}; the model is not "
+                "loaded, so Triton has not checked it: load it (`geadmin models load "
+                f"{self.model}`) to find out", self.diff, current.sha256, new_sha,
+                serving=Serving.NEVER_LOADED))
+        try:
+            load_explained(self.client, self.model, log=self.log, repository=self.repository,
+                           progress=self.progress)
+        except GeAdminError as exc:
+            return self.restore(current, new_sha, before, exc)
+        return self.kept(self.verified(current, new_sha, before))
+
+    def refuse_unless_safe(self, current: ConfigFile, expected_sha256: str | None,
+                           base_text: str | None) -> None:
+        if expected_sha256 is not None and expected_sha256 != current.sha256:
+            raise store.conflict(self.repository, self.model, current.path, expected_sha256, current.data,
+                                 self.home, base_text)
+        try:
+            text = self.data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise RepositoryError(f"the new {CONFIG_FILE} of {self.model!r} is not UTF-8 text (byte "
+                                  f"{exc.start}): save it as UTF-8 and apply again") from None
+        config = parse_pbtxt(text, f"the new {CONFIG_FILE} of {self.model!r}")
+        if config.name and config.name != self.model:
+            raise RepositoryError(f"the new config says name: {config.name!r}, but the model is "
+                                  f"{self.model!r}: Triton would reject it; use name: {self.model!r}")
+        if not any(entry.name == self.model for entry in self.client.repository_index()):
+            raise RepositoryError(
+                f"Triton at {self.client.url} does not list {self.model!r}: the repository geadmin "
+                f"writes ({self.repository}) may not be the one this Triton serves; pass the right "
+                "--repository / GEADMIN_REPOSITORY, or --url for the server that serves it")
+
+    def kept(self, result: ApplyResult) -> ApplyResult:
+        """`result` with the new config kept as a revision (a warning if it cannot be)."""
+        try:
+            revision = store.record_revision(self.repository, self.model, self.data, who=self.actor.name,
+                                             note=self.note, home=self.home)
+        except WorkspaceDatabaseError as exc:
+            return replace(result, warnings=(*result.warnings, f"not kept in the config history: {exc}"))
+        return replace(result, revision=revision.number)
+
+    def verified(self, current: ConfigFile, new_sha: str, before: LoadWatch) -> ApplyResult:
+        """Check, don't assume: what serves now, and does Triton's live config carry the file's fields."""
+        serving, version, serving_error = explain.check_serving(self.client, before)
+        warnings = [f"could not check what serves {self.model!r}: {serving_error}"] if serving_error else []
+        if serving is Serving.PREVIOUS:
+            message = (f"applied the new config of {self.model!r}: Triton reloaded it, and version "
+                       f"{version} serves it")
+        else:
+            message = f"applied the new config of {self.model!r}, but Triton now says: {serving.value}"
+        warnings += self.live_differences()
+        return ApplyResult(self.model, Outcome.APPLIED, message, self.diff, current.sha256, new_sha,
+                           serving=serving, serving_version=version, warnings=tuple(warnings))
+
+    def live_differences(self) -> list[str]:
+        try:
+            live = to_dict(self.client.model_config(self.model))
+        except TritonError as exc:
+            return [f"could not read the live config of {self.model!r} back: {exc}"]
+        wanted = to_dict(parse_pbtxt(self.data.decode("utf-8")))
+        differing = _differences(wanted, live, "")
+        if not differing:
+            return []
+        return [f"Triton's live config of {self.model!r} differs from the file in {', '.join(differing)} "
+                f"(Triton may have normalized them; compare with GET /v2/models/{self.model}/config)"]
+
+    def restore(self, current: ConfigFile, new_sha: str, before: LoadWatch,
+                error: GeAdminError) -> ApplyResult:
+        """Triton did not take the new config: put the previous file back, byte for byte."""
+        explanation: Explanation | None = getattr(error, "explanation", None)
+        problem = ""
+        try:
+            store.write_config(self.repository, self.model, current.data, expected_sha256=new_sha,
+                               who=self.actor.name, backup=False, home=self.home)
+            if store.read_config(self.repository, self.model).data != current.data:
+                problem = "the file read back after the restore differs from the previous one"
+        except (RepositoryError, WorkspaceDatabaseError) as exc:  # a conflict too: never overwrite it
+            problem = str(exc)
+        serving, version, _ = explain.check_serving(self.client, before)
+        lines = [str(error)]
+        if isinstance(error, TritonTimeoutError):
+            lines.append("  the load had not finished when geadmin gave up: Triton may still finish "
+                         "loading the new config; check `geadmin models list` in a moment")
+        if not problem:
+            lines.append(f"  the previous {CONFIG_FILE} is restored, byte for byte: fix the new config "
+                         "and apply again")
+            outcome = Outcome.ROLLED_BACK
+        else:
+            backup = store.revision_with_hash(self.repository, self.model, current.sha256, self.home)
+            again = (f"`geadmin config rollback {self.model} {backup.number}`" if backup
+                     else "the previous file from your own backup")
+            lines.append(f"  and the previous {CONFIG_FILE} could NOT be restored ({problem}): restore "
+                         f"it with {again}")
+            outcome = Outcome.RESTORE_FAILED
+        return ApplyResult(self.model, outcome, "\n".join(lines), self.diff, current.sha256, new_sha,
+                           explanation=explanation, serving=serving, serving_version=version)
+
+
+def _differences(wanted: Any, live: Any, path: str) -> list[str]:
+    """Paths of the fields set in `wanted` that `live` lacks or holds with another value
+    (fields only `live` has — Triton's defaults — do not count)."""
+    if isinstance(wanted, dict):
+        if not isinstance(live, dict):
+            return [path or "(the whole config)"]
+        return [d for key, value in wanted.items()
+                for d in _differences(value, live.get(key), f"{path}.{key}" if path else key)]
+    if isinstance(wanted, list):
+        if not isinstance(live, list) or len(live) != len(wanted):
+            return [path]
+        return [d for i, (w, v) in enumerate(zip(wanted, live, strict=True))
+                for d in _differences(w, v, f"{path}[{i}]")]
+    return [] if wanted == live else [path]

@@ -1,0 +1,249 @@
+"""Apply with automatic rollback, against real tritonservers: a rejected config is put back
+byte for byte while the model keeps answering; a good one is live; conflicts and
+unparseable configs are refused; every attempt is in the audit log; the CLI does the same."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+from tritonclient.grpc import model_config_pb2
+
+from geadmin import audit
+from geadmin.audit import Actor, Origin
+from geadmin.cli.config_history import register_audit, register_config_subcommands
+from geadmin.domain import ModelState, Serving
+from geadmin.errors import ConfigParseError, TritonUnreachableError
+from geadmin.ops.actions import wait_settled
+from geadmin.ops.apply import Outcome, apply_config, rollback
+from geadmin.repository import store
+from geadmin.repository.store import ConfigConflictError
+from geadmin.stack.processes import free_port
+from geadmin.stack.tritonserver import TritonProcess
+from geadmin.triton.client import TritonClient
+from geadmin.triton.logs import LocalLogFile
+from tests.helpers import wait_for
+
+MODEL = "digits_classifier"
+CPU = "instance_group [ { count: 1 kind: KIND_CPU } ]"
+GPU = "instance_group [ { count: 1 kind: KIND_GPU } ]"  # rejected: no GPU on this server (FACTS.md)
+
+
+@pytest.fixture(autouse=True)
+def _workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    for name in ("TRITON_URL", "ADMIN_KEY", "TRITON_LOG", "REPOSITORY", "SERVERS_FILE", "TRITON_URLS"):
+        monkeypatch.delenv(f"GEADMIN_{name}", raising=False)
+    home = tmp_path / "home"
+    monkeypatch.setenv("GEADMIN_HOME", str(home))
+    return home
+
+
+@pytest.fixture
+def server(triton_factory: Callable[..., TritonProcess]) -> TritonProcess:
+    return triton_factory(models=[MODEL])
+
+
+@pytest.fixture
+def client(server: TritonProcess) -> Iterator[TritonClient]:
+    with TritonClient(server.http_url, load_timeout_s=60) as triton:
+        yield triton
+
+
+def config_path(server: TritonProcess) -> Path:
+    return server.repository / MODEL / "config.pbtxt"
+
+
+@dataclass
+class InferenceLoop:
+    """Infers on its own thread (its own gRPC client) until stopped; counts answers and failures."""
+
+    url: str
+    ok: int = 0
+    failures: list[str] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def run(self) -> None:
+        client = grpcclient.InferenceServerClient(self.url)
+        features = grpcclient.InferInput("features", [1, 64], "FP32")
+        features.set_data_from_numpy(np.random.default_rng(0).random((1, 64), dtype=np.float32))
+        try:
+            while not self._stop.is_set():
+                try:
+                    result = client.infer(MODEL, [features], client_timeout=10)
+                    assert result.as_numpy("probabilities").shape == (1, 10)
+                    self.ok += 1
+                except Exception as exc:  # every failure is what the test is about
+                    self.failures.append(str(exc))
+        finally:
+            client.close()
+
+    def __enter__(self) -> InferenceLoop:
+        self._thread = threading.Thread(target=self.run, daemon=True)
+        self._thread.start()
+        assert wait_for(lambda: self.ok > 0 or bool(self.failures), 30), "no inference answered"
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+
+def test_apply_rolls_back_when_triton_rejects_config_while_inference_keeps_answering(
+    server: TritonProcess, client: TritonClient, _workspace: Path
+) -> None:
+    path = config_path(server)
+    original = path.read_bytes()
+    opened = store.read_config(server.repository, MODEL)
+    with InferenceLoop(server.grpc_url) as loop:
+        before_apply = loop.ok
+        result = apply_config(client, server.repository, MODEL, original.decode().replace(CPU, GPU),
+                              expected_sha256=opened.sha256, log=LocalLogFile(server.log_path),
+                              actor=Actor("ann", Origin.DASHBOARD))
+        answered_during_apply = loop.ok - before_apply
+    assert result.outcome is Outcome.ROLLED_BACK and not result.ok
+    assert "KIND_GPU" in result.message and "no GPUs are available" in result.message  # the real reason
+    assert "restored, byte for byte" in result.message
+    assert result.explanation is not None and result.serving is Serving.PREVIOUS
+    assert path.read_bytes() == original  # byte-identical, comments and all
+    assert sorted(p.name for p in path.parent.iterdir()) == ["1", "config.pbtxt"]
+    assert loop.failures == [] and answered_during_apply > 0
+    assert client.model_ready(MODEL)
+    kind = client.model_config(MODEL).instance_group[0].kind
+    assert kind == model_config_pb2.ModelInstanceGroup.KIND_CPU  # the old version serves
+    (row,) = audit.query(model=MODEL)
+    assert (row.action, row.result, row.who, row.origin) == ("apply", "rolled_back", "ann", "dashboard")
+    assert "+instance_group [ { count: 1 kind: KIND_GPU } ]" in row.diff and "no GPUs" in row.message
+    assert row.server == client.url
+
+
+def test_a_good_change_is_live_and_a_rollback_puts_the_old_one_back(
+    server: TritonProcess, client: TritonClient
+) -> None:
+    path = config_path(server)
+    original = path.read_bytes()
+    changed = original.replace(b"max_queue_delay_microseconds: 1000", b"max_queue_delay_microseconds: 2500")
+    result = apply_config(client, server.repository, MODEL, changed,
+                          expected_sha256=store.sha256_of(original), log=LocalLogFile(server.log_path))
+    assert result.outcome is Outcome.APPLIED, result.message
+    assert result.serving is Serving.PREVIOUS and result.serving_version == "1"
+    assert result.warnings == ()  # Triton's live config carries every field of the file
+    assert path.read_bytes() == changed and result.revision == 2
+    assert client.model_config(MODEL).dynamic_batching.max_queue_delay_microseconds == 2500
+    kept = store.history(server.repository, MODEL)
+    assert [(r.number, r.data) for r in kept] == [(2, changed), (1, original)]
+
+    back = rollback(client, server.repository, MODEL, log=LocalLogFile(server.log_path))
+    assert back.outcome is Outcome.APPLIED, back.message
+    assert path.read_bytes() == original
+    assert client.model_config(MODEL).dynamic_batching.max_queue_delay_microseconds == 1000
+    again = rollback(client, server.repository, MODEL, 1)
+    assert again.outcome is Outcome.UNCHANGED and "already has the config of revision 1" in again.message
+    rows = audit.query(model=MODEL)
+    assert [(r.action, r.result) for r in rows] == [("rollback", "ok"), ("apply", "ok")]
+    assert rows[0].message.startswith("rollback to revision 1: applied")
+    assert "-  max_queue_delay_microseconds: 2500" in rows[0].diff
+
+
+def test_a_concurrent_edit_is_refused_and_the_colleague_s_file_is_kept(
+    server: TritonProcess, client: TritonClient
+) -> None:
+    path = config_path(server)
+    opened = store.read_config(server.repository, MODEL)
+    colleague = opened.data.replace(b"preferred_batch_size: [ 8, 16 ]", b"preferred_batch_size: [ 4 ]")
+    path.write_bytes(colleague)  # edited by hand (or by another dashboard) meanwhile
+    mine = opened.data.replace(b"max_queue_delay_microseconds: 1000", b"max_queue_delay_microseconds: 10")
+    with pytest.raises(ConfigConflictError, match="changed since you opened it") as info:
+        apply_config(client, server.repository, MODEL, mine, expected_sha256=opened.sha256,
+                     base_text=opened.text)
+    assert path.read_bytes() == colleague
+    assert "+  preferred_batch_size: [ 4 ]" in info.value.diff()
+    assert list(client.model_config(MODEL).dynamic_batching.preferred_batch_size) == [8, 16]  # no reload
+    (row,) = audit.query(model=MODEL)
+    assert row.result == "refused" and "changed since you opened it" in row.message
+
+
+def test_an_unparseable_config_is_refused_before_anything_is_written(
+    tmp_path: Path, _workspace: Path
+) -> None:
+    repository = tmp_path / "repo"
+    (repository / "m" / "1").mkdir(parents=True)
+    (repository / "m" / "config.pbtxt").write_text('name: "m"\nbackend: "python"\n')
+    nowhere = TritonClient(f"http://127.0.0.1:{free_port()}")  # never reached: refused first
+    with pytest.raises(ConfigParseError, match=r"line 2, column 21.*no value named TYPE_FOO"):
+        apply_config(nowhere, repository, "m", 'name: "m"\ninput [{ data_type: TYPE_FOO }]\n')
+    assert (repository / "m" / "config.pbtxt").read_text() == 'name: "m"\nbackend: "python"\n'
+    (row,) = audit.query()
+    assert row.result == "refused" and "TYPE_FOO" in row.message and "+input" in row.diff
+    with pytest.raises(TritonUnreachableError):  # a valid config is not written blind either
+        apply_config(nowhere, repository, "m", 'name: "m"\nbackend: "python"\nmax_batch_size: 2\n')
+    assert (repository / "m" / "config.pbtxt").read_text() == 'name: "m"\nbackend: "python"\n'
+    assert [r.result for r in audit.query()] == ["refused", "refused"]
+
+
+def run_cli(argv: list[str]) -> int:
+    """The hooks the lead adds to geadmin/cli/main.py and cli/config.py, on a parser of our own."""
+    parser = argparse.ArgumentParser(prog="geadmin")
+    commands = parser.add_subparsers(dest="command", required=True)
+    config = commands.add_parser("config").add_subparsers(dest="config_command", required=True)
+    register_config_subcommands(config)
+    register_audit(commands)
+    args = parser.parse_args(argv)
+    return int(args.func(args))
+
+
+def test_cli_apply_history_rollback_and_audit(
+    triton_factory: Callable[..., TritonProcess], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server = triton_factory(models=[MODEL])
+    where = ["--url", server.http_url, "--repository", str(server.repository),
+             "--triton-log", str(server.log_path)]
+    path = config_path(server)
+    original = path.read_bytes()
+    bad, good = tmp_path / "bad.pbtxt", tmp_path / "good.pbtxt"
+    bad.write_bytes(original.replace(CPU.encode(), GPU.encode()))
+    good.write_bytes(original.replace(b"preferred_batch_size: [ 8, 16 ]", b"preferred_batch_size: [ 8 ]"))
+
+    assert run_cli(["config", "apply", MODEL, str(bad), *where]) == 1
+    captured = capsys.readouterr()
+    assert "no GPUs are available" in captured.err and "restored, byte for byte" in captured.err
+    assert "+instance_group [ { count: 1 kind: KIND_GPU } ]" in captured.out  # the diff
+    assert path.read_bytes() == original
+
+    assert run_cli(["config", "apply", MODEL, str(good), "--expect-hash",
+                    store.sha256_of(original)[:12], *where]) == 0
+    assert "Triton reloaded it, and version 1 serves it" in capsys.readouterr().out
+    stale = store.sha256_of(original)  # the file changed (the good apply) since this was read
+    assert run_cli(["config", "apply", MODEL, str(bad), "--expect-hash", stale, *where]) == 1
+    assert "changed since you opened it" in capsys.readouterr().err
+
+    assert run_cli(["config", "history", MODEL, "--repository", str(server.repository)]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].split() == ["REV", "WHEN", "WHO", "SHA256", "NOTE"] and table[1].startswith("2*")
+    assert run_cli(["config", "history", MODEL, "--repository", str(server.repository), "--show", "1"]) == 0
+    assert capsys.readouterr().out.encode() == original
+
+    assert run_cli(["config", "rollback", MODEL, *where, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["outcome"] == "applied"
+    assert path.read_bytes() == original
+
+    assert run_cli(["audit", "--json", "--model", MODEL]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [(r["action"], r["result"]) for r in rows] == [
+        ("rollback", "ok"), ("apply", "refused"), ("apply", "ok"), ("apply", "rolled_back")]
+    assert {r["origin"] for r in rows} == {"cli"} and all(r["who"] for r in rows)
+
+    # A model that is not loaded: written, not loaded behind the operator's back.
+    with TritonClient(server.http_url) as other:
+        other.unload(MODEL)
+        assert wait_settled(other, [MODEL], 30)
+    assert run_cli(["config", "apply", MODEL, str(good), *where]) == 0
+    assert "the model is not loaded, so Triton has not checked it" in capsys.readouterr().out
+    states = {e.name: e.state for e in TritonClient(server.http_url).repository_index()}
+    assert states[MODEL] is not ModelState.READY

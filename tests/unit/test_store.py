@@ -1,0 +1,235 @@
+"""Writing to the model repository: atomic writes (and failures injected mid-write), backups
+as revisions, conflict detection, locks, and the safe-path gate for user-given names."""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from geadmin.errors import RepositoryError
+from geadmin.repository import store
+from geadmin.repository.store import (
+    ABSENT,
+    ConfigConflictError,
+    ConfigLockedError,
+    safe_model_path,
+)
+
+CONFIG = b'# keep this comment\nname: "m"\nbackend: "python"\nmax_batch_size: 8\n'
+EDITED = CONFIG.replace(b"max_batch_size: 8", b"max_batch_size: 16")
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    return tmp_path / "home"
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    repository = tmp_path / "repo"
+    (repository / "m" / "1").mkdir(parents=True)
+    (repository / "m" / "config.pbtxt").write_bytes(CONFIG)
+    return repository
+
+
+def listing(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.iterdir())
+
+
+# -- reading and writing ----------------------------------------------------------------
+def test_read_config_returns_the_exact_bytes_and_their_hash(repo: Path) -> None:
+    config = store.read_config(repo, "m")
+    assert config.data == CONFIG and config.sha256 == store.sha256_of(CONFIG) and len(config.sha256) == 64
+    assert config.path == (repo / "m" / "config.pbtxt").resolve()
+
+
+def test_read_config_of_a_missing_model_names_the_directory(repo: Path) -> None:
+    with pytest.raises(RepositoryError, match=r"no config\.pbtxt in .*nope"):
+        store.read_config(repo, "nope")
+
+
+def test_write_config_replaces_the_file_keeps_its_mode_and_backs_up_the_old_bytes(
+    repo: Path, home: Path
+) -> None:
+    path = repo / "m" / "config.pbtxt"
+    path.chmod(0o640)
+    before = store.write_config(repo, "m", EDITED, expected_sha256=store.sha256_of(CONFIG), who="ann",
+                                home=home)
+    assert before is not None and before.data == CONFIG
+    assert path.read_bytes() == EDITED
+    assert stat.S_IMODE(path.stat().st_mode) == 0o640
+    assert listing(path.parent) == ["1", "config.pbtxt"]  # no temp file, no backup next to it
+    (revision,) = store.history(repo, "m", home=home)
+    assert (revision.number, revision.data, revision.who) == (1, CONFIG, "ann")
+    assert revision.sha256 == store.sha256_of(CONFIG)
+
+
+def test_a_new_file_is_readable_by_others(tmp_path: Path) -> None:
+    target = tmp_path / "new.pbtxt"
+    store.atomic_write(target, b"x")
+    assert stat.S_IMODE(target.stat().st_mode) == store.NEW_FILE_MODE
+
+
+@pytest.mark.parametrize("failing", ["replace", "fsync", "chmod"])
+def test_a_failure_between_write_and_rename_leaves_the_original_and_no_temp_file(
+    repo: Path, home: Path, monkeypatch: pytest.MonkeyPatch, failing: str
+) -> None:
+    path = repo / "m" / "config.pbtxt"
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, failing, broken)
+    with pytest.raises(RepositoryError, match="No space left on device; the previous file is untouched"):
+        store.write_config(repo, "m", EDITED, expected_sha256=store.sha256_of(CONFIG), who="ann", home=home)
+    monkeypatch.undo()
+    assert path.read_bytes() == CONFIG
+    assert listing(path.parent) == ["1", "config.pbtxt"]
+
+
+def test_a_write_into_a_missing_directory_fails_cleanly(tmp_path: Path) -> None:
+    with pytest.raises(RepositoryError, match="cannot write"):
+        store.atomic_write(tmp_path / "no" / "such" / "file", b"x")
+
+
+# -- conflicts ----------------------------------------------------------------------------
+def test_a_file_changed_since_it_was_read_is_a_conflict_with_both_texts(repo: Path, home: Path) -> None:
+    opened = store.read_config(repo, "m")
+    colleague = CONFIG.replace(b"max_batch_size: 8", b"max_batch_size: 4")
+    store.write_config(repo, "m", colleague, expected_sha256=opened.sha256, who="bob", home=home)
+    refused = r"changed since you opened it.*nothing was written"
+    with pytest.raises(ConfigConflictError, match=refused) as info:
+        store.write_config(repo, "m", EDITED, expected_sha256=opened.sha256, who="ann", home=home)
+    conflict = info.value
+    assert (repo / "m" / "config.pbtxt").read_bytes() == colleague
+    assert conflict.disk_text == colleague.decode()
+    assert conflict.base_text == CONFIG.decode()  # found in the history by its hash
+    assert conflict.found_sha256 == store.sha256_of(colleague)
+    assert "-max_batch_size: 8" in conflict.diff() and "+max_batch_size: 4" in conflict.diff()
+
+
+def test_creating_a_config_expects_none_and_refuses_to_overwrite_one(repo: Path, home: Path) -> None:
+    (repo / "fresh").mkdir()
+    assert store.write_config(repo, "fresh", CONFIG, expected_sha256=ABSENT, who="ann", home=home) is None
+    assert store.read_config(repo, "fresh").data == CONFIG
+    with pytest.raises(ConfigConflictError, match="it had sha256 \\(none\\)"):
+        store.write_config(repo, "fresh", EDITED, expected_sha256=ABSENT, who="ann", home=home)
+
+
+def test_a_second_writer_waits_for_the_lock_then_is_refused(repo: Path, home: Path) -> None:
+    with store.edit_lock(repo, "m", "apply", home=home):
+        with pytest.raises(ConfigLockedError, match="wait for it to finish"), \
+                store.edit_lock(repo, "m", "apply", home=home, wait_s=0.1):
+            pass
+        with store.edit_lock(repo, "other", "apply", home=home, wait_s=0):
+            pass  # another model's lock is free
+    with store.edit_lock(repo, "m", "apply", home=home, wait_s=0):
+        pass  # released
+    assert not (repo / "m" / ".lock").exists() and (home / "locks").is_dir()  # locks live in the workspace
+
+
+# -- history ------------------------------------------------------------------------------
+def test_revisions_are_numbered_per_model_deduplicated_and_read_back_exactly(repo: Path, home: Path) -> None:
+    crlf = b"name: \"m\"\r\nmax_batch_size: 2"  # no final newline, CRLF: kept byte for byte
+    for data in (CONFIG, CONFIG, EDITED, crlf):
+        store.record_revision(repo, "m", data, who="ann", note="n", home=home)
+    store.record_revision(repo, "other", CONFIG, who="bob", home=home)
+    assert [r.number for r in store.history(repo, "m", home=home)] == [3, 2, 1]
+    assert store.read_revision(repo, "m", 3, home=home).data == crlf
+    assert [r.number for r in store.history(repo, "other", home=home)] == [1]
+    found = store.revision_with_hash(repo, "m", store.sha256_of(EDITED), home)
+    assert found is not None and found.number == 2
+    with pytest.raises(RepositoryError, match=r"no revision 9 of 'm'.*config history m"):
+        store.read_revision(repo, "m", 9, home=home)
+
+
+def test_the_history_of_one_repository_is_not_another_s(repo: Path, tmp_path: Path, home: Path) -> None:
+    store.record_revision(repo, "m", CONFIG, who="ann", home=home)
+    assert store.history(tmp_path / "elsewhere", "m", home=home) == []
+
+
+def test_diffs_mark_a_missing_final_newline() -> None:
+    diff = store.config_diff(b"a\nb", b"a\nc\n", "m")
+    assert diff.startswith("--- m/config.pbtxt (before)\n+++ m/config.pbtxt (after)\n")
+    assert "-b\n\\ No newline at end of file\n+c\n" in diff
+
+
+# -- the safe-path gate -------------------------------------------------------------------
+@pytest.mark.parametrize("model", ["", ".", "..", "a/b", "../m", "/etc", "a\\b", "m\0"])
+def test_model_names_that_are_not_one_directory_are_refused(repo: Path, model: str) -> None:
+    with pytest.raises(RepositoryError, match="refused model name"):
+        safe_model_path(repo, model, "config.pbtxt")
+
+
+@pytest.mark.parametrize(("relative", "why"), [
+    ("../other/config.pbtxt", r"'\.\.' would leave"),
+    ("1/../../x", r"'\.\.' would leave"),
+    ("..", r"'\.\.' would leave"),
+    ("/etc/passwd", "absolute paths are not allowed"),
+    ("//etc/passwd", "absolute paths are not allowed"),
+    ("1\\..\\..\\x", "backslash"),
+    ("1/model\0.py", "NUL"),
+])
+def test_traversal_and_absolute_paths_are_refused(repo: Path, relative: str, why: str) -> None:
+    with pytest.raises(RepositoryError, match=why):
+        safe_model_path(repo, "m", relative)
+
+
+def test_a_symlinked_model_directory_is_refused(repo: Path, tmp_path: Path) -> None:
+    (tmp_path / "outside").mkdir()
+    (repo / "linked").symlink_to(tmp_path / "outside")
+    with pytest.raises(RepositoryError, match="symbolic link"):
+        safe_model_path(repo, "linked", "config.pbtxt")
+
+
+def test_a_symlink_anywhere_below_the_model_is_refused(repo: Path, tmp_path: Path) -> None:
+    (tmp_path / "outside").mkdir()
+    (repo / "m" / "2").symlink_to(tmp_path / "outside")
+    (repo / "m" / "1" / "model.py").symlink_to(tmp_path / "outside" / "evil.py")
+    for relative in ("2/model.py", "1/model.py"):
+        with pytest.raises(RepositoryError, match="symbolic link"):
+            safe_model_path(repo, "m", relative)
+
+
+def test_a_symlinked_config_is_never_written_through(repo: Path, tmp_path: Path, home: Path) -> None:
+    real = tmp_path / "real.pbtxt"
+    real.write_bytes(CONFIG)
+    (repo / "m" / "config.pbtxt").unlink()
+    (repo / "m" / "config.pbtxt").symlink_to(real)
+    with pytest.raises(RepositoryError, match="symbolic link"):
+        store.write_config(repo, "m", EDITED, expected_sha256=store.sha256_of(CONFIG), who="ann", home=home)
+    assert real.read_bytes() == CONFIG
+
+
+def test_safe_paths_stay_inside_and_a_symlinked_repository_root_is_fine(repo: Path, tmp_path: Path) -> None:
+    link = tmp_path / "repo-link"
+    link.symlink_to(repo)
+    path = safe_model_path(link, "m", "1/./sub/model.om")
+    assert path == repo.resolve() / "m" / "1" / "sub" / "model.om"
+    assert safe_model_path(repo, "m") == repo.resolve() / "m"
+
+
+def test_a_missing_repository_is_named(tmp_path: Path) -> None:
+    with pytest.raises(RepositoryError, match=r"does not exist.*--repository"):
+        safe_model_path(tmp_path / "nowhere", "m", "config.pbtxt")
+
+
+# -- uploads ------------------------------------------------------------------------------
+def test_an_oversize_upload_is_refused_before_anything_is_written(repo: Path) -> None:
+    with pytest.raises(RepositoryError, match=r"refused '1/model.om': it is 2.0 KiB, over the upload limit "
+                       r"of 1.0 KiB"):
+        store.write_model_file(repo, "m", "1/model.om", b"x" * 2048, limit_bytes=1024)
+    assert not (repo / "m" / "1" / "model.om").exists()
+    store.check_upload_size("ok", 1024, 1024)
+
+
+def test_an_upload_is_written_atomically_at_a_checked_path(repo: Path) -> None:
+    path = store.write_model_file(repo, "m", "2/model.om", b"\x00om", limit_bytes=1024)
+    assert path.read_bytes() == b"\x00om" and path.parent.name == "2"
+    with pytest.raises(RepositoryError, match="would leave"):
+        store.write_model_file(repo, "m", "../../escape", b"x")
+    assert listing(repo.parent) == ["repo"]
