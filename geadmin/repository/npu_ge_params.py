@@ -1,0 +1,322 @@
+"""What the npu_ge backend (backend_src/) accepts in a model config: the one table, and the
+checks of a config against it.
+
+Read from the backend itself: `ParseParameters`, `ParseDeviceIds`, `ParseEngine` and
+`ParseModelConfig` (src/model_config.cc), the acl_om warning for other keys
+(src/model_state.cc), `BuildGeOptions` — the `ge.*` / `session.*` / `graph.*` scopes
+(src/ge_graph_engine.cc) — and `BindConfigToModel` (src/model_binding.cc). When the backend
+changes, this module changes with it: tests/backend/test_validator_agreement.py loads every
+check's invalid case into the real backend, so an error here is an error there.
+
+Each check returns `Issue`s (path, message, fix); geadmin.repository.validate registers them
+as rules `npu_ge.<name>` with the severity of `CHECKS`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from tritonclient.grpc import model_config_pb2
+from tritonclient.grpc.model_config_pb2 import ModelConfig as Config
+
+from geadmin.repository.layout import ASCEND_PLATFORMS
+
+BACKEND = "npu_ge"
+ACL_OM, GE_GRAPH = "acl_om", "ge_graph"
+
+
+@dataclass(frozen=True)
+class Parameter:
+    key: str
+    meaning: str
+    alias_of: str = ""  # a deprecated spelling of this key
+    legacy: bool = False  # read by the older Ascend GE backend, not by this one
+
+
+PARAMETERS: dict[str, Parameter] = {p.key: p for p in (
+    Parameter("device_ids", "NPUs for the instances, e.g. '0,1'; instance i runs on device_ids[i % n]"),
+    Parameter("engine", "acl_om (a .om run through ACL) or ge_graph (ONNX compiled by GE at load); "
+              "default: ge_graph when default_model_filename does not end in .om, else acl_om"),
+    Parameter("DEVICE_ID", "older spelling of device_ids", alias_of="device_ids"),
+    Parameter("EXECUTOR_TYPE", "older spelling of engine", alias_of="engine"),
+    Parameter("static_model", "older GE backend: the model has fixed shapes; npu_ge reads the batch "
+              "shape (static, or ATC gears) from the model itself", legacy=True),
+    Parameter("device_exec_blocks", "older GE backend: its own execution pool; npu_ge runs one stream "
+              "per instance (set instance_group count instead)", legacy=True),
+    Parameter("profiling", "older GE backend: GE profiling", legacy=True),
+    Parameter("dump_graph", "older GE backend: dump the compiled graph", legacy=True),
+    Parameter("dump_data", "older GE backend: dump tensors", legacy=True),
+)}
+# ge_graph only: what a key with this prefix configures. session./graph. need a key after the dot.
+SCOPES: dict[str, str] = {"ge.": "global GE option", "session.": "GE session option",
+                          "graph.": "GE graph option"}
+ENGINE_SPELLINGS: dict[str, str] = {
+    "acl_om": ACL_OM, "om": ACL_OM, "acl": ACL_OM, "offline": ACL_OM,
+    "ge_graph": GE_GRAPH, "ge": GE_GRAPH, "graph": GE_GRAPH, "online": GE_GRAPH,
+}
+DEFAULT_MODEL_FILE = {ACL_OM: "model.om", GE_GRAPH: "model.onnx"}
+# Platforms older Ascend guides write, and the backend that replaces them.
+PLATFORM_REPLACEMENTS: Mapping[str, str] = ASCEND_PLATFORMS
+# Files of other frameworks: found where npu_ge's file should be, they name the likely mistake.
+OTHER_FRAMEWORK_FILES: dict[str, str] = {
+    "model.graphdef": "a TensorFlow GraphDef", "model.savedmodel": "a TensorFlow SavedModel",
+    "model.pt": "a PyTorch TorchScript file", "model.plan": "a TensorRT engine",
+    "model.py": "a Python-backend model", "model.xml": "an OpenVINO model",
+    "model.onnx": "an ONNX model (engine ge_graph)", "model.om": "an ATC offline model (engine acl_om)",
+    "model.pb": "a TensorFlow/GE graph (engine ge_graph)",
+}
+_TRIM = " \t\n"  # what the backend's Trim() strips
+
+Issue = tuple[str, str, str]  # (path, message, fix)
+Versions = Mapping[int, Path]  # the version directories the config's policy selects
+Check = Callable[[Config, Versions], Iterable[Issue]]
+
+
+def is_npu_ge(config: model_config_pb2.ModelConfig) -> bool:
+    return config.backend == BACKEND or (not config.backend and config.platform in PLATFORM_REPLACEMENTS)
+
+
+def parse_device_ids(text: str) -> tuple[int, ...] | None:
+    """As the backend reads `device_ids`: comma-separated decimal ids; None if it rejects it."""
+    ids = []
+    for item in (part.strip(_TRIM) for part in text.split(",")):
+        if not item or len(item) >= 10 or any(c not in "0123456789" for c in item):
+            return None
+        ids.append(int(item))
+    return tuple(ids)
+
+
+def parse_engine(text: str) -> str | None:
+    return ENGINE_SPELLINGS.get(text.strip(_TRIM).lower())
+
+
+def string_parameters(config: model_config_pb2.ModelConfig) -> dict[str, str]:
+    return {key: value.string_value for key, value in config.parameters.items()}
+
+
+def effective(params: Mapping[str, str], key: str) -> tuple[str, str] | None:
+    """(the key the backend reads, its value) for `device_ids` or `engine`: the modern key wins."""
+    alias = next(p.key for p in PARAMETERS.values() if p.alias_of == key)
+    for name in (key, alias):
+        if name in params:
+            return name, params[name]
+    return None
+
+
+def engine_of(config: model_config_pb2.ModelConfig) -> str:
+    chosen = effective(string_parameters(config), "engine")
+    engine = parse_engine(chosen[1]) if chosen else None
+    if engine:
+        return engine
+    name = config.default_model_filename
+    return GE_GRAPH if name and not name.endswith(".om") else ACL_OM
+
+
+def model_filename(config: model_config_pb2.ModelConfig) -> str:
+    return config.default_model_filename or DEFAULT_MODEL_FILE[engine_of(config)]
+
+
+def scope_of(key: str) -> str | None:
+    if key.startswith("ge."):
+        return SCOPES["ge."]
+    scoped = (what for prefix, what in SCOPES.items() if key.startswith(prefix) and len(key) > len(prefix))
+    return next(scoped, None)
+
+
+def instance_count(config: model_config_pb2.ModelConfig) -> int:
+    """Instances Triton creates: a count below 1 means its default, 1 (and no group means one)."""
+    return sum(max(group.count, 1) for group in config.instance_group) or 1
+
+
+def _param_path(key: str) -> str:
+    return f'parameters["{key}"]'
+
+
+# -- the checks: one per rule -------------------------------------------------------------
+def check_platform(config: Config, _: Versions) -> Iterable[Issue]:
+    backend = PLATFORM_REPLACEMENTS.get(config.platform)
+    if backend and not config.backend:
+        yield ("platform", f'platform "{config.platform}" is not a Triton platform (older Ascend guides '
+               'write it): Triton rejects the config ("unexpected platform type")',
+               f'replace `platform: "{config.platform}"` with `backend: "{backend}"`')
+
+
+def check_deprecated_keys(config: Config, _: Versions) -> Iterable[Issue]:
+    params = string_parameters(config)
+    for p in PARAMETERS.values():
+        if p.alias_of and p.key in params:
+            ignored = p.alias_of in params
+            yield (_param_path(p.key), f"parameter '{p.key}' is deprecated, npu_ge reads it as "
+                   f"'{p.alias_of}'" + (f" — and ignores it here, because '{p.alias_of}' is also set"
+                                        if ignored else ""),
+                   f"rename the key to '{p.alias_of}'" if not ignored else f"remove '{p.key}'")
+
+
+def check_device_ids_syntax(config: Config, _: Versions) -> Iterable[Issue]:
+    chosen = effective(string_parameters(config), "device_ids")
+    if chosen and parse_device_ids(chosen[1]) is None:
+        yield (_param_path(chosen[0]), f"'{chosen[0]}' is {chosen[1]!r}: the backend expects a "
+               "comma-separated list of device ids and fails the load",
+               'write NPU ids separated by commas, e.g. string_value: "0,1"')
+
+
+def check_device_ids_duplicate(config: Config, _: Versions) -> Iterable[Issue]:
+    chosen = effective(string_parameters(config), "device_ids")
+    ids = parse_device_ids(chosen[1]) if chosen else None
+    twice = sorted({i for i in ids or () if ids and ids.count(i) > 1})
+    if chosen and twice:
+        yield (_param_path(chosen[0]), f"'{chosen[0]}' lists device {', '.join(map(str, twice))} more than "
+               f"once ({chosen[1]!r}): instances are dealt round-robin, so that NPU gets more of them",
+               "list each NPU once; set instance_group count for several instances per NPU")
+
+
+def check_device_ids_unused(config: Config, _: Versions) -> Iterable[Issue]:
+    chosen = effective(string_parameters(config), "device_ids")
+    ids = parse_device_ids(chosen[1]) if chosen else None
+    unique = list(dict.fromkeys(ids or ()))
+    count = instance_count(config)
+    if chosen and count < len(unique):
+        idle = [str(i) for i in (ids or ())[count:] if i not in (ids or ())[:count]]
+        yield (_param_path(chosen[0]), f"{len(unique)} devices listed but {count} instance(s): instance i "
+               f"runs on device_ids[i % n], so device {', '.join(dict.fromkeys(idle))} get no instance",
+               f"set instance_group count to {len(unique)} (or a multiple), or list fewer devices")
+
+
+def check_engine_value(config: Config, _: Versions) -> Iterable[Issue]:
+    chosen = effective(string_parameters(config), "engine")
+    if chosen and parse_engine(chosen[1]) is None:
+        yield (_param_path(chosen[0]), f"'{chosen[0]}' is {chosen[1]!r}: the backend expects 'acl_om' or "
+               "'ge_graph' and fails the load", 'write string_value: "acl_om" (a .om) or "ge_graph" (ONNX)')
+
+
+def _unread_keys(config: model_config_pb2.ModelConfig) -> list[str]:
+    return [k for k in config.parameters if k not in PARAMETERS or PARAMETERS[k].legacy]
+
+
+def check_ignored_parameters(config: Config, _: Versions) -> Iterable[Issue]:
+    if engine_of(config) != ACL_OM:
+        return
+    for key in _unread_keys(config):
+        if key == "static_model":
+            continue  # its own check
+        what = PARAMETERS[key].meaning if key in PARAMETERS else scope_of(key) or "not an npu_ge parameter"
+        yield (_param_path(key), f"parameter '{key}' ({what}) is not used by engine 'acl_om': the backend "
+               "logs a warning and ignores it", "remove it (ge.*/session.*/graph.* apply to ge_graph only)")
+
+
+def check_rejected_parameters(config: Config, _: Versions) -> Iterable[Issue]:
+    if engine_of(config) != GE_GRAPH:
+        return
+    for key in (k for k in _unread_keys(config) if scope_of(k) is None):
+        yield (_param_path(key), f"parameter '{key}' is neither an npu_ge parameter nor a 'ge.*', "
+               "'session.<key>' or 'graph.<key>' option: engine 'ge_graph' fails the load",
+               "remove it, or give it one of the three scopes")
+
+
+def check_static_model(config: Config, _: Versions) -> Iterable[Issue]:
+    if "static_model" in config.parameters and engine_of(config) == ACL_OM:
+        batching = config.HasField("dynamic_batching")
+        yield (_param_path("static_model"), "'static_model' is a parameter of the older GE backend"
+               + (", which refused it together with dynamic_batching" if batching else "")
+               + "; npu_ge ignores it and takes the batch shape from the .om (a static batch, or ATC gears)",
+               "remove static_model; for batching, compile the .om with atc --dynamic_batch_size")
+
+
+def check_ge_graph_build(config: Config, _: Versions) -> Iterable[Issue]:
+    if engine_of(config) == GE_GRAPH:
+        yield ("default_model_filename" if config.default_model_filename else "backend",
+               f"engine 'ge_graph' ({model_filename(config)}) loads only with npu_ge built against the CANN "
+               "toolkit (NPU_GE_WITH_GE_GRAPH=ON); a build without it serves .om files only",
+               "convert the model with ATC to model.om, or use a CANN build of npu_ge")
+
+
+def check_model_filename(config: Config, _: Versions) -> Iterable[Issue]:
+    name = config.default_model_filename
+    if "/" in name or name == "..":
+        yield ("default_model_filename", f"default_model_filename {name!r} is a path: the backend fails "
+               "the load", "give a file name inside the version directory, e.g. model.om")
+
+
+def check_model_file(config: Config, versions: Versions) -> Iterable[Issue]:
+    expected = model_filename(config)
+    for version, directory in sorted(versions.items()):
+        if (directory / expected).is_file():
+            continue
+        others = [f"{f} ({OTHER_FRAMEWORK_FILES[f]})" for f in OTHER_FRAMEWORK_FILES
+                  if f != expected and (directory / f).exists()]
+        hint = (f"; it holds {', '.join(others)} — likely the wrong file for this model" if others else "")
+        yield (f"{version}/{expected}", f"no {expected} in {directory}: the npu_ge backend "
+               f"({engine_of(config)}) loads exactly that file{hint}",
+               f"put the model there as {expected}, or set default_model_filename")
+
+
+def _tensors(config: model_config_pb2.ModelConfig) -> Iterable[tuple[str, model_config_pb2.ModelInput]]:
+    yield from ((f"input[{i}]", t) for i, t in enumerate(config.input))
+    yield from ((f"output[{i}]", t) for i, t in enumerate(config.output))
+
+
+def check_dynamic_dims(config: Config, _: Versions) -> Iterable[Issue]:
+    for path, tensor in _tensors(config):
+        if -1 in tensor.dims:
+            yield (f"{path}.dims", f"'{tensor.name}' has a variable dimension (-1): npu_ge serves only a "
+                   "dynamic batch dimension and fails the load", "write the fixed dims of the .om, without "
+                   "the batch dimension (max_batch_size covers it)")
+
+
+def check_bytes(config: Config, _: Versions) -> Iterable[Issue]:
+    for path, tensor in _tensors(config):
+        if tensor.data_type == model_config_pb2.TYPE_STRING:
+            yield (f"{path}.data_type", f"'{tensor.name}' is TYPE_STRING: .om models have no string tensors "
+                   "and npu_ge fails the load", "use the numeric type the model declares")
+
+
+def check_reshape(config: Config, _: Versions) -> Iterable[Issue]:
+    for path, tensor in _tensors(config):
+        if tensor.HasField("reshape") and tensor.reshape.shape:
+            yield (f"{path}.reshape", f"'{tensor.name}' has a reshape: npu_ge does not support it and fails "
+                   "the load", "remove reshape and write the model's own dims")
+
+
+def check_tensors(config: Config, _: Versions) -> Iterable[Issue]:
+    for what in ("input", "output"):
+        tensors = getattr(config, what)
+        names = [t.name for t in tensors]
+        if not tensors:
+            yield (what, f"no {what} declared: npu_ge needs every {what} of the model in the config",
+                   f"add {what} [{{ name: ..., data_type: ..., dims: [...] }}] as the .om declares them")
+        for twice in sorted({n for n in names if names.count(n) > 1}):
+            yield (f"{what}[{names.index(twice)}]", f"{what} '{twice}' is declared twice", "declare it once")
+
+
+def check_kind(config: Config, _: Versions) -> Iterable[Issue]:
+    for i, group in enumerate(config.instance_group):
+        if group.kind == model_config_pb2.ModelInstanceGroup.KIND_GPU:
+            yield (f"instance_group[{i}].kind", "KIND_GPU asks Triton for NVIDIA GPUs, which an Ascend host "
+                   "does not have: the load fails", "use KIND_CPU (or KIND_MODEL); NPUs come from "
+                   "parameter device_ids")
+
+
+# rule name -> (severity, what it checks, check). Errors: the backend (or Triton) fails the load.
+CHECKS: dict[str, tuple[str, str, Check]] = {
+    "platform": ("error", "an Ascend platform instead of backend npu_ge", check_platform),
+    "deprecated_key": ("warning", "DEVICE_ID / EXECUTOR_TYPE instead of device_ids / engine",
+                       check_deprecated_keys),
+    "device_ids_syntax": ("error", "device_ids is not a list of ids", check_device_ids_syntax),
+    "device_ids_duplicate": ("warning", "a device listed twice", check_device_ids_duplicate),
+    "device_ids_unused": ("warning", "fewer instances than devices", check_device_ids_unused),
+    "engine_value": ("error", "engine is neither acl_om nor ge_graph", check_engine_value),
+    "parameter_ignored": ("warning", "a parameter acl_om does not read", check_ignored_parameters),
+    "parameter_rejected": ("error", "a parameter ge_graph rejects", check_rejected_parameters),
+    "static_model": ("warning", "static_model (older backend), with or without dynamic batching",
+                     check_static_model),
+    "ge_graph_build": ("info", "ge_graph needs a CANN build", check_ge_graph_build),
+    "model_filename": ("error", "default_model_filename is a path", check_model_filename),
+    "model_file": ("error", "the engine's model file is missing", check_model_file),
+    "dims_dynamic": ("error", "a variable dimension besides the batch", check_dynamic_dims),
+    "string_tensor": ("error", "a TYPE_STRING tensor", check_bytes),
+    "reshape": ("error", "a reshape", check_reshape),
+    "tensors": ("error", "no inputs or outputs, or one declared twice", check_tensors),
+    "kind_gpu": ("error", "instance_group KIND_GPU", check_kind),
+}
