@@ -99,6 +99,13 @@ debian_mirror() {
     | awk '{print $2; exit}'
 }
 
+# An image from an earlier version of this script had "/" with mode 0700 (mktemp's), which
+# locks every non-root user out of the whole filesystem: such an image is made again.
+if docker image inspect "$base_image" >/dev/null 2>&1 \
+  && [ "$(docker run --rm "$base_image" stat -c %a / 2>/dev/null)" != 755 ]; then
+  step "base image $base_image has a root directory non-root users cannot enter: rebuilding it"
+  docker image rm -f "$test_base_image" "$base_image" >/dev/null 2>&1 || true
+fi
 if docker image inspect "$base_image" >/dev/null 2>&1; then
   step "base image present: $base_image"
 else
@@ -113,6 +120,7 @@ else
     die "debootstrap failed (full log $root.log)"
   }
   $sudo rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/*
+  $sudo chmod 755 "$root"  # mktemp made it 0700: it becomes the image's "/"
   step "importing $root as $base_image"
   $sudo tar -C "$root" -c . | docker import - "$base_image" >/dev/null \
     || die "docker import failed"
@@ -137,7 +145,11 @@ ENV PIP_CERT=/etc/ssl/certs/ca-certificates.crt \\
 CMD ["/bin/bash"]
 EOF
   step "building $test_base_image (FROM $base_image, trusts the host CA bundle)"
-  docker build -q -t "$test_base_image" "$context" >/dev/null || die "docker build of $test_base_image failed"
+  # The output (and the client's "legacy builder is deprecated" notice) only when it fails.
+  if ! output=$(docker build -q -t "$test_base_image" "$context" 2>&1); then
+    echo "$output" >&2
+    die "docker build of $test_base_image failed"
+  fi
   rm -rf "$context"
   trap - EXIT
 fi
