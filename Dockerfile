@@ -123,8 +123,13 @@ HEALTHCHECK --interval=10s --timeout=5s --start-period=60s --retries=3 \
 ENTRYPOINT ["/usr/local/lib/geadmin/triton-entrypoint.sh"]
 CMD ["--model-repository=/models", "--backend-directory=/opt/tritonserver/backends", "--model-control-mode=explicit", "--metrics-config=summary_latencies=true", "--exit-on-error=false"]
 COPY deploy/install-triton.sh deploy/triton-entrypoint.sh deploy/triton-load-models.py /usr/local/lib/geadmin/
-RUN PYTRITON_VERSION="${PYTRITON_VERSION}" NUMPY_VERSION="${NUMPY_VERSION}" \
-    /usr/local/lib/geadmin/install-triton.sh python3
+# The python backend stub links libpython3.11.so.1.0: the same build as the interpreter.
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends \
+        libpython3.11="$(dpkg-query -W -f='${Version}' python3.11)" \
+    && rm -rf /var/lib/apt/lists/* \
+    && PYTRITON_VERSION="${PYTRITON_VERSION}" NUMPY_VERSION="${NUMPY_VERSION}" \
+        /usr/local/lib/geadmin/install-triton.sh python3
 COPY --from=backend-build-cpu /build/npu_ge/libtriton_npu_ge.so /opt/tritonserver/backends/npu_ge/
 USER 1000:1000
 

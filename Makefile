@@ -27,6 +27,7 @@ run: install
 
 test-deps: install
 	@APT_TEST_PACKAGES="$(APT_TEST_PACKAGES)" bash scripts/install-test-deps.sh
+	@bash scripts/docker-engine.sh  # docker.io, docker-compose, dockerd, local base images
 
 lint: install
 	$(VENV)/bin/ruff check .

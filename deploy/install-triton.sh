@@ -27,7 +27,7 @@ server="$site/pytriton/tritonserver"
 stub="$server/python_backend_stubs/$version/triton_python_backend_stub"
 if [ ! -x "$stub" ]; then
   echo "install-triton: nvidia-pytriton $PYTRITON_VERSION has no python backend stub for" \
-    "Python $version (it has: $(ls "$server/python_backend_stubs" | tr '\n' ' '))" >&2
+    "Python $version (it has: $(cd "$server/python_backend_stubs" && echo *))" >&2
   exit 1
 fi
 mkdir -p "$dest/bin" "$dest/backends/python" "$dest/backends/npu_ge"
@@ -42,5 +42,6 @@ ln -sfn "$site/nvidia_pytriton.libs" "$dest/lib"
 getent passwd 1000 >/dev/null \
   || useradd --uid 1000 --user-group --create-home --shell /usr/sbin/nologin geadmin
 mkdir -p /models /var/log/triton
-chown "1000:$(id -g 1000)" /var/log/triton
+# The python backend chmods its stub at every model load: it must belong to the server's user.
+chown "1000:$(id -g 1000)" /var/log/triton "$dest/backends/python/triton_python_backend_stub"
 echo "install-triton: Triton from nvidia-pytriton $PYTRITON_VERSION for Python $version in $dest"

@@ -1,0 +1,355 @@
+"""`docker compose up` for real: the CPU-only stack (compose.cpu.yaml) on this machine's engine.
+
+The images are built from the Dockerfile FROM the local test base (scripts/docker-engine.sh:
+no registry can be pulled here), the stack comes up under a unique project name with a
+random admin key and free host ports, and `down -v` must leave nothing of it behind.
+Nothing here skips: without an engine, a base image or a build, these tests fail.
+
+Builds use BuildKit when the machine has a client for it (`docker buildx`, or Debian's
+docker.io client with DOCKER_BUILDKIT=1): it builds only the stages a target needs and
+does not copy the whole filesystem for every metadata step (on the vfs storage driver
+the classic builder takes about 8 minutes where BuildKit takes 2).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from geadmin.stack.compose import ComposeDriver
+from geadmin.stack.workspace import SAMPLE_REPOSITORY
+from tests.deploy.conftest import ROOT, TEST_BASE_IMAGE
+
+pytestmark = [pytest.mark.docker, pytest.mark.timeout(1800)]
+
+COMPOSE_FILE = ROOT / "compose.cpu.yaml"
+IMAGE_REPO = "geadmin-test"  # tags reused between runs: the layers stay cached
+IMAGE_TAG = "latest"
+SAMPLES = {"digits_classifier", "digits_pipeline", "digits_postprocess", "digits_preprocess",
+           "text_normalize"}
+NPU_MODEL = "npu_resnet"
+HEALTHY_TIMEOUT_S = 240
+T = TypeVar("T")
+
+
+def run(argv: list[str], *, timeout_s: float = 120, env: dict[str, str] | None = None,
+        check: bool = True) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False,
+                          cwd=ROOT, env=env)
+    if check:
+        assert done.returncode == 0, (f"{' '.join(argv)} exited {done.returncode}\n"
+                                      f"{done.stdout[-4000:]}\n{done.stderr[-4000:]}")
+    return done
+
+
+def wait_for(what: str, probe: Callable[[], T | None], timeout_s: float,
+             diagnose: Callable[[], str] = lambda: "") -> T:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found = probe()
+        if found:
+            return found
+        time.sleep(1)
+    raise AssertionError(f"timed out after {timeout_s:.0f}s waiting for {what}\n{diagnose()}")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def build_command() -> tuple[list[str], dict[str, str]]:
+    """`docker build` with BuildKit when this machine has a client for it."""
+    env = dict(os.environ)
+    if run(["docker", "buildx", "version"], check=False).returncode == 0:
+        return ["docker", "buildx", "build", "--load"], env
+    debian_client = Path("/usr/bin/docker")  # docker.io's 20.10 client has BuildKit built in
+    if debian_client.is_file():
+        return [str(debian_client), "build"], {**env, "DOCKER_BUILDKIT": "1"}
+    return ["docker", "build"], env
+
+
+def image_id(tag: str) -> str | None:
+    done = run(["docker", "image", "inspect", "--format", "{{.Id}}", tag], check=False)
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def build_image(target: str) -> float:
+    """Build one target FROM the test base; the image it replaces is removed (with the vfs
+    storage driver every image costs its full size on disk)."""
+    command, env = build_command()
+    tag = f"{IMAGE_REPO}/{target}:{IMAGE_TAG}"
+    previous = image_id(tag)
+    started = time.monotonic()
+    run([*command, "--target", target, "--build-arg", f"BASE_IMAGE={TEST_BASE_IMAGE}", "-t", tag,
+         str(ROOT)], timeout_s=1500, env=env)
+    elapsed = time.monotonic() - started
+    if previous is not None and previous != image_id(tag):
+        run(["docker", "image", "rm", previous], check=False)
+    return elapsed
+
+
+def http(method: str, url: str, body: Any = None, key: str | None = None,
+         timeout_s: float = 30) -> tuple[int, Any]:
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, method=method)
+    if data is not None:
+        request.add_header("Content-Type", "application/json")
+    if key:
+        request.add_header("admin-key", key)
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+            raw = response.read()
+            status = response.status
+    except urllib.error.HTTPError as exc:
+        raw, status = exc.read(), exc.code
+    try:
+        return status, json.loads(raw) if raw else None
+    except ValueError:
+        return status, raw.decode(errors="replace")
+
+
+@dataclass
+class Stack:
+    project: str
+    key: str
+    ports: dict[str, int]
+    repository: Path
+    env_file: Path
+    timings: dict[str, float] = field(default_factory=dict)
+    down_done: bool = False
+
+    def compose(self, *args: str, timeout_s: float = 300,
+                check: bool = True) -> subprocess.CompletedProcess[str]:
+        return run(["docker-compose", "-p", self.project, "--env-file", str(self.env_file),
+                    "-f", str(COMPOSE_FILE), *args], timeout_s=timeout_s, check=check)
+
+    @property
+    def triton(self) -> str:
+        return f"http://127.0.0.1:{self.ports['TRITON_HTTP_PORT']}"
+
+    @property
+    def dashboard(self) -> str:
+        return f"http://127.0.0.1:{self.ports['DASHBOARD_PORT']}"
+
+    def container(self, service: str) -> str:
+        ids = run(["docker", "ps", "-q", "--filter", f"label=com.docker.compose.project={self.project}",
+                   "--filter", f"label=com.docker.compose.service={service}"]).stdout.split()
+        assert len(ids) == 1, f"expected one running {service} container, got {ids}"
+        return ids[0]
+
+    def health(self) -> dict[str, str]:
+        ids = run(["docker", "ps", "-aq", "--filter",
+                   f"label=com.docker.compose.project={self.project}"]).stdout.split()
+        if not ids:
+            return {}
+        found = {}
+        for item in json.loads(run(["docker", "inspect", *ids]).stdout):
+            state = item["State"]
+            service = item["Config"]["Labels"]["com.docker.compose.service"]
+            found[service] = state.get("Health", {}).get("Status") or state["Status"]
+        return found
+
+    def all_healthy(self) -> bool:
+        return self.health() == {"triton": "healthy", "dashboard": "healthy"}
+
+    def model_states(self) -> dict[str, str]:
+        status, index = http("POST", f"{self.triton}/v2/repository/index", {}, key=self.key)
+        assert status == 200, index
+        return {entry["name"]: entry.get("state", "") for entry in index}
+
+    def samples_ready(self) -> bool:
+        try:
+            states = self.model_states()
+        except (OSError, AssertionError):
+            return False
+        return all(states.get(name) == "READY" for name in SAMPLES)
+
+    def diagnose(self) -> str:
+        logs = self.compose("logs", "--no-color", "--tail", "60", check=False)
+        return f"health: {self.health()}\n{logs.stdout[-6000:]}{logs.stderr[-2000:]}"
+
+    def leftovers(self) -> dict[str, list[str]]:
+        label = f"label=com.docker.compose.project={self.project}"
+        found = {"container": run(["docker", "ps", "-aq", "--filter", label]).stdout.split(),
+                 "network": run(["docker", "network", "ls", "-q", "--filter", label]).stdout.split(),
+                 "volume": run(["docker", "volume", "ls", "-q", "--filter", label]).stdout.split()}
+        return {kind: ids for kind, ids in found.items() if ids}
+
+    def down(self) -> None:
+        if not self.down_done:
+            self.compose("down", "-v", "--remove-orphans", "--timeout", "20", timeout_s=180)
+            self.down_done = True
+
+
+def add_npu_ge_model(repository: Path) -> None:
+    """An Ascend model: on this CPU-only image npu_ge must say it cannot load libascendcl."""
+    (repository / NPU_MODEL / "1").mkdir(parents=True)
+    (repository / NPU_MODEL / "1" / "model.om").write_bytes(b"not a real om: no CANN in this image")
+    (repository / NPU_MODEL / "config.pbtxt").write_text(
+        f'name: "{NPU_MODEL}"\nbackend: "npu_ge"\nmax_batch_size: 8\n'
+        'input [{ name: "x" data_type: TYPE_FP32 dims: [4] }]\n'
+        'output [{ name: "y" data_type: TYPE_FP32 dims: [4] }]\n')
+
+
+@pytest.fixture(scope="module")
+def stack(docker_engine: None) -> Iterator[Stack]:
+    timings = {"build triton-cpu": build_image("triton-cpu"), "build dashboard": build_image("dashboard")}
+    workdir = Path(tempfile.mkdtemp(prefix="geadmin-compose-"))
+    workdir.chmod(0o755)  # the containers run as uid 1000
+    repository = workdir / "model_repository"
+    shutil.copytree(SAMPLE_REPOSITORY, repository, ignore=shutil.ignore_patterns("__pycache__"))
+    add_npu_ge_model(repository)
+    for path in [repository, *repository.rglob("*")]:
+        os.chown(path, 1000, 1000)  # the dashboard edits the repository as uid 1000
+    project = f"geadmintest{uuid.uuid4().hex[:10]}"
+    ports = {name: free_port() for name in ("TRITON_HTTP_PORT", "TRITON_GRPC_PORT",
+                                            "TRITON_METRICS_PORT", "DASHBOARD_PORT")}
+    key = secrets.token_urlsafe(24)
+    env_file = workdir / "env"
+    settings = {"TRITON_ADMIN_KEY": key, "COMPOSE_PROJECT_NAME": project, "MODEL_REPOSITORY": str(repository),
+                "GEADMIN_IMAGE_REPO": IMAGE_REPO, "GEADMIN_IMAGE_TAG": IMAGE_TAG,
+                "BASE_IMAGE": TEST_BASE_IMAGE, "PUBLISH_ADDRESS": "127.0.0.1", "TRITON_SHM_SIZE": "256m",
+                **{name: str(port) for name, port in ports.items()}}
+    env_file.write_text("".join(f"{name}={value}\n" for name, value in settings.items()))
+    result = Stack(project, key, ports, repository, env_file, timings)
+    try:
+        started = time.monotonic()
+        result.compose("up", "-d", "--no-build", timeout_s=600)
+        wait_for("both services healthy", result.all_healthy, HEALTHY_TIMEOUT_S, result.diagnose)
+        timings["up until healthy"] = time.monotonic() - started
+        print("\ncompose stack timings: " + ", ".join(f"{k} {v:.0f}s" for k, v in timings.items()))
+        yield result
+    finally:
+        result.down()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def test_both_services_become_healthy(stack: Stack) -> None:
+    assert stack.health() == {"triton": "healthy", "dashboard": "healthy"}
+
+
+def test_dashboard_answers_its_health_endpoint_from_the_host(stack: Stack) -> None:
+    status, body = http("GET", f"{stack.dashboard}/_stcore/health")
+    assert (status, body) == (200, "ok")
+
+
+def test_dashboard_reaches_triton_by_service_name(stack: Stack) -> None:
+    probe = ("import urllib.request; r = urllib.request.urlopen('http://triton:8000/v2/health/live', "
+             "timeout=5); print(r.status)")
+    done = run(["docker", "exec", stack.container("dashboard"), "python", "-c", probe])
+    assert done.stdout.strip() == "200"
+
+
+def test_dashboard_app_runs_in_its_container_against_compose_triton(stack: Stack) -> None:
+    """The wheel's entry script, run by Streamlit's AppTest inside the dashboard container
+    (its environment: GEADMIN_TRITON_URL=http://triton:8000, the key, the shared log)."""
+    script = (
+        "from streamlit.testing.v1 import AppTest\n"
+        "at = AppTest.from_file('/opt/geadmin/pages/app.py', default_timeout=60)\n"
+        "at.run()\n"
+        "print('EXCEPTIONS', [e.value for e in at.exception])\n"
+        "print('ERRORS', [e.body for e in at.error])\n"
+        "print('TABLES', ' '.join(df.value.to_string() for df in at.dataframe))\n"
+    )
+    done = run(["docker", "exec", stack.container("dashboard"), "python", "-c", script], timeout_s=180)
+    assert "EXCEPTIONS []" in done.stdout, done.stdout[-3000:]
+    errors = next(line for line in done.stdout.splitlines() if line.startswith("ERRORS "))
+    # The one model that cannot load here, with the backend's reason, read through compose.
+    assert errors.count("**") == 2 and f"**{NPU_MODEL}**" in errors, errors
+    assert "cannot load the ACL runtime libascendcl.so" in errors
+    tables = done.stdout.split("TABLES ", 1)[1]
+    assert all(name in tables for name in SAMPLES), tables[-3000:]
+
+
+def test_repository_api_needs_the_admin_key(stack: Stack) -> None:
+    status, _ = http("POST", f"{stack.triton}/v2/repository/index", {})
+    assert status == 403
+    status, _ = http("POST", f"{stack.triton}/v2/repository/models/text_normalize/unload", {}, key="wrong")
+    assert status == 403
+    assert SAMPLES | {NPU_MODEL} <= set(stack.model_states())
+
+
+def test_models_load_at_start_and_npu_ge_says_why_it_cannot_load(stack: Stack) -> None:
+    wait_for("the sample models READY", stack.samples_ready, 120, stack.diagnose)
+    def summary_logged() -> str | None:
+        out = stack.compose("logs", "--no-color", "triton").stdout
+        return out if "load-models: 5 of 6 loaded" in out else None
+
+    logs = wait_for("the start-up loader's summary", summary_logged, 60, stack.diagnose)
+    failure = next(line for line in logs.splitlines() if f"load-models: {NPU_MODEL}: FAILED" in line)
+    assert "cannot load the ACL runtime libascendcl.so" in failure
+    assert "unable to find backend library" not in logs
+
+
+def test_a_sample_model_loads_with_the_key_and_answers_through_compose_triton(stack: Stack) -> None:
+    status, body = http("POST", f"{stack.triton}/v2/repository/models/text_normalize/load", {},
+                        key=stack.key, timeout_s=120)
+    assert status == 200, body
+    request = {"inputs": [{"name": "TEXT", "shape": [1, 1], "datatype": "BYTES",
+                           "data": ["  Ｈello   WORLD "]}]}
+    status, body = http("POST", f"{stack.triton}/v2/models/text_normalize/infer", request)
+    assert status == 200, body
+    outputs = {output["name"]: output["data"] for output in body["outputs"]}
+    assert outputs == {"NORMALIZED": ["hello world"], "TOKEN_COUNT": [2]}
+
+
+def test_triton_log_is_on_the_shared_volume_and_in_docker_logs(stack: Stack) -> None:
+    read = "print(open('/var/log/triton/tritonserver.log').read())"
+    shared = run(["docker", "exec", stack.container("dashboard"), "python", "-c", read]).stdout
+    assert "Started HTTPService at 0.0.0.0:8000" in shared
+    assert "cannot load the ACL runtime libascendcl.so" in shared  # what the explainer needs
+    write = "open('/var/log/triton/x', 'w')"
+    done = run(["docker", "exec", stack.container("dashboard"), "python", "-c", write], check=False)
+    assert done.returncode != 0 and "Read-only file system" in done.stderr
+    assert "Started HTTPService" in stack.compose("logs", "--no-color", "triton").stdout
+
+
+def test_metrics_have_summary_latencies(stack: Stack) -> None:
+    with urllib.request.urlopen(f"http://127.0.0.1:{stack.ports['TRITON_METRICS_PORT']}/metrics",
+                                timeout=10) as response:
+        text = response.read().decode()
+    summaries = [line for line in text.splitlines() if line.startswith("nv_inference_request_summary_us{")]
+    assert any('model="text_normalize"' in line and 'quantile="0.99"' in line
+               for line in summaries), summaries
+
+
+def test_compose_driver_lists_restarts_and_tails_the_real_containers(stack: Stack) -> None:
+    driver = ComposeDriver(stack.project)
+    services = {status.name: status for status in driver.services()}
+    assert set(services) == {"triton", "dashboard"}
+    for status in services.values():
+        assert status.running and status.health == "healthy", status
+    before = services["triton"].started_at
+    driver.restart("triton")
+    wait_for("triton healthy again after the restart",
+             lambda: next((s for s in driver.services() if s.name == "triton" and s.health == "healthy"
+                           and s.started_at != before), None), 120, stack.diagnose)
+    # The entry point loads the models again at every start: nobody has to.
+    wait_for("the sample models READY after the restart", stack.samples_ready, 120, stack.diagnose)
+    assert http("GET", f"{stack.dashboard}/_stcore/health")[0] == 200, "the dashboard stayed up"
+    lines = driver.logs("triton", tail=200)
+    assert any("load-models: 5 of 6 loaded" in line for line in lines), lines[-20:]
+    assert len(driver.logs("triton", tail=5)) <= 5
+
+
+def test_down_leaves_no_container_network_or_volume(stack: Stack) -> None:
+    assert stack.leftovers(), "the stack should exist before down"
+    stack.down()
+    assert stack.leftovers() == {}
