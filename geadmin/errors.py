@@ -14,7 +14,11 @@
     │   ├── ConfigParseError            a config.pbtxt the protobuf parser rejects (line, column)
     │   ├── ConfigConflictError         changed on disk since it was read (geadmin.repository.store:
     │   │                               it carries both texts and their diff)
+    │   ├── ConfigInvalidError          the validator found errors (geadmin.repository.validate:
+    │   │                               it carries the findings)
     │   └── ConfigLockedError           another geadmin is writing this model's config right now
+    ├── InferInputError             a test-inference input that does not fit the model
+    │   └── InputTooLargeError          an upload or tensor over the size limit
     ├── WorkspaceDatabaseError      the workspace SQLite ($GEADMIN_HOME/geadmin.db)
     │   └── DatabaseBusyError           another process held it past the busy timeout
     └── TritonError                 talking to a running Triton
@@ -163,3 +167,11 @@ class WorkspaceDatabaseError(GeAdminError):
 
 class DatabaseBusyError(WorkspaceDatabaseError):
     """Another process held the database longer than the busy timeout."""
+
+
+class InferInputError(GeAdminError):
+    """A test-inference input that does not fit the model (dtype, shape, undecodable data)."""
+
+
+class InputTooLargeError(InferInputError):
+    """An uploaded file or a requested tensor over geadmin's size limit."""

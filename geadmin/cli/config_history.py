@@ -27,6 +27,7 @@ from geadmin.errors import GeAdminError, RepositoryError, TritonUnreachableError
 from geadmin.ops.apply import ApplyResult, apply_config, rollback
 from geadmin.repository import store
 from geadmin.repository.store import ConfigConflictError
+from geadmin.repository.validate import ConfigInvalidError
 from geadmin.stack.target import Target, live_stack, resolve
 from geadmin.triton.client import DEFAULT_LOAD_TIMEOUT_S
 
@@ -60,7 +61,12 @@ def _run_change(args: argparse.Namespace, *, data: bytes | None) -> int:
                                   actor=actor, log=log, progress=progress)
             else:
                 result = apply_config(client, repository, args.model, data, expected_sha256=expected,
-                                      actor=actor, log=log, progress=progress, load_unloaded=args.load)
+                                      actor=actor, log=log, progress=progress, load_unloaded=args.load,
+                                      validate=args.validate)
+    except ConfigInvalidError as exc:
+        if not args.json:
+            print("\n".join(str(f) for f in exc.findings), file=sys.stderr)
+        return _fail(exc, args)
     except ConfigConflictError as exc:
         if exc.diff() and not args.json:
             print(exc.diff(), end="")
@@ -214,6 +220,9 @@ def register_config_subcommands(config_subparsers: SubParsers[argparse.ArgumentP
     apply.add_argument("file", metavar="FILE", help="the new config.pbtxt ('-': standard input)")
     apply.add_argument("--load", action="store_true",
                        help="load the model even if it is not loaded (else the file is only written)")
+    apply.add_argument("--no-validate", dest="validate", action="store_false",
+                       help="apply even when `geadmin config validate` finds errors (Triton still "
+                            "checks it, and a rejected config is rolled back)")
     _add_change_args(apply)
     apply.set_defaults(func=run_apply)
 

@@ -2,7 +2,8 @@
 
 1. Refuse before writing anything: another apply of the model is running, the file changed
    since the editor read it (`ConfigConflictError`, with both texts), the text does not
-   parse or names another model, or Triton does not answer / does not know the model.
+   parse or names another model, the validator finds an error (`ConfigInvalidError`, unless
+   `validate=False`), or Triton does not answer / does not know the model.
 2. Write atomically, keeping the old content as a revision (`geadmin.repository.store`).
 3. Reload through Triton's repository API, explained (`geadmin.diagnose.explain`). Triton
    keeps the previous version serving while it tries the new one (blue/green, FACTS.md).
@@ -11,7 +12,8 @@
    serves and whether its live config carries every field of the file.
 5. Audit every attempt, refusals included, with the unified diff (`geadmin.audit`).
 
-`rollback(model, revision)` is an apply of a kept revision, audited as "rollback".
+`rollback(model, revision)` is an apply of a kept revision, audited as "rollback"; it skips
+the validator (that config served before; Triton still checks it, and a rejection restores).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from geadmin.errors import GeAdminError, RepositoryError, TritonError, TritonTim
 from geadmin.repository import store
 from geadmin.repository.modelconfig import CONFIG_FILE, parse_pbtxt, to_dict
 from geadmin.repository.store import ConfigFile, Revision
+from geadmin.repository.validate import refuse_invalid
 from geadmin.triton.client import TritonClient
 from geadmin.triton.logs import LogSource
 
@@ -90,15 +93,17 @@ def apply_config(
     home: Path | None = None,
     action: str = "apply",
     note: str = "",
+    validate: bool = True,
 ) -> ApplyResult:
     """Apply `new` as `model`'s config.pbtxt (see the module docstring). `expected_sha256`
     is the hash of the file the editor read (None: whatever is on disk now), `base_text` its
     text (for the conflict diff). A model that is not loaded is only written, unless
     `load_unloaded`. Refusals raise (`ConfigConflictError`, `ConfigParseError`,
-    `ConfigLockedError`, `TritonError`, ...); everything after the write is a result."""
+    `ConfigLockedError`, `ConfigInvalidError`, `TritonError`, ...); everything after the write
+    is a result. Validator warnings are returned in `warnings`."""
     data = new.encode("utf-8") if isinstance(new, str) else new
     job = _Apply(client, Path(repository), model, data, actor or Actor.os_user(), log, progress,
-                 home, action, note or action)
+                 home, action, note or action, validate)
     try:
         with store.edit_lock(repository, model, "apply", home=home, wait_s=0):
             result = job.run(expected_sha256, base_text, load_unloaded)
@@ -130,7 +135,7 @@ def rollback(
     result = apply_config(client, repository, model, target.data,
                           expected_sha256=expected_sha256 or current.sha256, actor=actor, log=log,
                           progress=progress, home=home, action="rollback",
-                          note=f"rollback to revision {target.number}")
+                          note=f"rollback to revision {target.number}", validate=False)
     if result.outcome is Outcome.UNCHANGED:
         return replace(result, message=f"{model!r} already has the config of revision {target.number}: "
                        "nothing to roll back", revision=target.number)
@@ -161,7 +166,9 @@ class _Apply:
     home: Path | None
     action: str
     note: str
+    validate: bool
     diff: str = ""
+    findings: tuple[str, ...] = ()  # validator warnings, for the result
 
     def audit(self, result: Result, message: str) -> str:
         """Append the audit row; "" or why it could not be written (never raises)."""
@@ -212,6 +219,9 @@ class _Apply:
         if config.name and config.name != self.model:
             raise RepositoryError(f"the new config says name: {config.name!r}, but the model is "
                                   f"{self.model!r}: Triton would reject it; use name: {self.model!r}")
+        if self.validate:
+            findings = refuse_invalid(self.model, text, current.path.parent)
+            self.findings = tuple(f"validator: {f}" for f in findings)
         if not any(entry.name == self.model for entry in self.client.repository_index()):
             raise RepositoryError(
                 f"Triton at {self.client.url} does not list {self.model!r}: the repository geadmin "
@@ -220,6 +230,7 @@ class _Apply:
 
     def kept(self, result: ApplyResult) -> ApplyResult:
         """`result` with the new config kept as a revision (a warning if it cannot be)."""
+        result = replace(result, warnings=(*self.findings, *result.warnings))
         try:
             revision = store.record_revision(self.repository, self.model, self.data, who=self.actor.name,
                                              note=self.note, home=self.home)

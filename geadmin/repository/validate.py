@@ -175,6 +175,27 @@ def validate_config(config: ModelConfig, directory: Path | None = None, *, locat
     return sorted(findings, key=lambda f: (order.index(f.severity), f.line or 0))
 
 
+class ConfigInvalidError(RepositoryError):
+    """The validator found errors in a config about to be written; `findings` are all of them."""
+
+    def __init__(self, model: str, findings: Sequence[Finding]) -> None:
+        self.findings = list(findings)
+        errors = [f for f in self.findings if f.severity is Severity.ERROR]
+        first = errors[0]
+        where = f" (line {first.line})" if first.line else ""
+        more = f"; and {_plural(len(errors) - 1, 'more error')}" if len(errors) > 1 else ""
+        super().__init__(f"the new config of {model!r} would not load: {first.message}{where} — "
+                         f"{first.fix}{more}. Nothing was written")
+
+
+def refuse_invalid(model: str, text: str, directory: Path | None) -> list[Finding]:
+    """The findings of `text` as `model`'s config; raises ConfigInvalidError when any is an error."""
+    findings = validate_text(text, directory)
+    if any(f.severity is Severity.ERROR for f in findings):
+        raise ConfigInvalidError(model, findings)
+    return findings
+
+
 def _issues(checker: Rule, context: Context) -> list[Issue]:
     try:
         return list(checker.check(context))

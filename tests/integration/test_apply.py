@@ -25,6 +25,7 @@ from geadmin.ops.actions import wait_settled
 from geadmin.ops.apply import Outcome, apply_config, rollback
 from geadmin.repository import store
 from geadmin.repository.store import ConfigConflictError
+from geadmin.repository.validate import ConfigInvalidError
 from geadmin.stack.processes import free_port
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.triton.client import TritonClient
@@ -174,6 +175,7 @@ def test_an_unparseable_config_is_refused_before_anything_is_written(
 ) -> None:
     repository = tmp_path / "repo"
     (repository / "m" / "1").mkdir(parents=True)
+    (repository / "m" / "1" / "model.py").write_text("")
     (repository / "m" / "config.pbtxt").write_text('name: "m"\nbackend: "python"\n')
     nowhere = TritonClient(f"http://127.0.0.1:{free_port()}")  # never reached: refused first
     with pytest.raises(ConfigParseError, match=r"line 2, column 21.*no value named TYPE_FOO"):
@@ -185,6 +187,37 @@ def test_an_unparseable_config_is_refused_before_anything_is_written(
         apply_config(nowhere, repository, "m", 'name: "m"\nbackend: "python"\nmax_batch_size: 2\n')
     assert (repository / "m" / "config.pbtxt").read_text() == 'name: "m"\nbackend: "python"\n'
     assert [r.result for r in audit.query()] == ["refused", "refused"]
+
+
+def test_a_config_the_validator_rejects_is_refused_unless_told_and_then_triton_rejects_it_too(
+    server: TritonProcess, client: TritonClient, _workspace: Path
+) -> None:
+    path = config_path(server)
+    original = path.read_bytes()
+    too_big = original.decode().replace("preferred_batch_size: [ 8, 16 ]", "preferred_batch_size: [ 8, 64 ]")
+    with pytest.raises(ConfigInvalidError, match=r"preferred.*64.*line 12.*Nothing was written") as refused:
+        apply_config(client, server.repository, MODEL, too_big)
+    assert [f.rule for f in refused.value.findings if f.severity.value == "error"] == [
+        "triton.preferred_batch_size"]
+    assert path.read_bytes() == original
+    (row,) = audit.query(model=MODEL)
+    assert row.result == "refused" and "preferred" in row.message
+    result = apply_config(client, server.repository, MODEL, too_big, validate=False,
+                          log=LocalLogFile(server.log_path))
+    assert result.outcome is Outcome.ROLLED_BACK, result.message  # the validator agreed with Triton
+    assert path.read_bytes() == original and client.model_ready(MODEL)
+
+
+def test_validator_warnings_come_back_with_a_successful_apply(
+    server: TritonProcess, client: TritonClient, _workspace: Path
+) -> None:
+    (server.repository / MODEL / "01").mkdir()  # Triton ignores it: a warning, not an error
+    changed = config_path(server).read_text().replace("max_queue_delay_microseconds: 1000",
+                                                      "max_queue_delay_microseconds: 2000")
+    result = apply_config(client, server.repository, MODEL, changed)
+    assert result.outcome is Outcome.APPLIED, result.message
+    assert [w for w in result.warnings if w.startswith("validator:")] != [], result.warnings
+    assert any("triton.version_dir_ignored" in w for w in result.warnings)
 
 
 def run_cli(argv: list[str]) -> int:
