@@ -80,6 +80,11 @@ class AuditEntry:
     message: str
     diff: str
 
+    @property
+    def headline(self) -> str:
+        """The message's first line (a table cell; the whole message is in `message`)."""
+        return self.message.splitlines()[0] if self.message else ""
+
     def record(self) -> dict[str, Any]:
         """For JSON and CSV: every column, the time as ISO 8601 (UTC)."""
         return {"id": self.id, "at": self.at.isoformat(), "who": self.who, "origin": self.origin,
@@ -144,6 +149,7 @@ def query(
     model: str | None = None,
     action: str | None = None,
     result: Result | str | None = None,
+    who: str | None = None,
     limit: int | None = None,
     home: Path | None = None,
 ) -> list[AuditEntry]:
@@ -151,7 +157,7 @@ def query(
     clauses: list[str] = []
     params: list[Any] = []
     for column, value in (("model", model), ("action", action),
-                          ("result", Result(result).value if result else None)):
+                          ("result", Result(result).value if result else None), ("who", who)):
         if value:
             clauses.append(f"{column} = ?")
             params.append(value)
@@ -170,9 +176,31 @@ def query(
     return [AuditEntry(int(r[0]), db.parse_time(r[1]), *r[2:]) for r in rows]
 
 
-def parse_since(text: str, now: datetime | None = None) -> datetime:
+@dataclass(frozen=True)
+class LogSummary:
+    """How many rows the log holds, and the values present in each filterable column (sorted):
+    what a filter can offer without listing values that match nothing."""
+
+    total: int
+    models: tuple[str, ...] = ()
+    actions: tuple[str, ...] = ()
+    results: tuple[str, ...] = ()
+    users: tuple[str, ...] = ()
+
+
+def summary(home: Path | None = None) -> LogSummary:
+    """The row count and the distinct model, action, result and who values of the whole log."""
+    with db.connect(home) as conn:
+        total = int(conn.execute("SELECT COUNT(*) FROM audit").fetchone()[0])
+        values = {column: tuple(r[0] for r in conn.execute(
+            f"SELECT DISTINCT {column} FROM audit ORDER BY {column}"))  # column names: fixed, not input
+            for column in ("model", "action", "result", "who")}
+    return LogSummary(total, values["model"], values["action"], values["result"], values["who"])
+
+
+def parse_since(text: str, now: datetime | None = None, *, name: str = "--since") -> datetime:
     """`30m`, `2h`, `7d`, `1w` (that long ago), or an ISO 8601 date / time (local time unless
-    it says otherwise)."""
+    it says otherwise). `name` is what the error calls the value (the CLI flag, a field label)."""
     now = now or db.utc_now()
     match = _DURATION.match(text)
     if match:
@@ -180,7 +208,7 @@ def parse_since(text: str, now: datetime | None = None) -> datetime:
     try:
         moment = datetime.fromisoformat(text.strip())
     except ValueError:
-        raise ConfigError(f"--since {text!r} is neither a duration nor a date: use e.g. 30m, 2h, 7d, "
+        raise ConfigError(f"{name} {text!r} is neither a duration nor a date: use e.g. 30m, 2h, 7d, "
                           "2025-01-31 or 2025-01-31T14:00") from None
     return moment if moment.tzinfo else moment.astimezone()  # naive: local time
 

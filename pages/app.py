@@ -10,7 +10,7 @@ import streamlit as st
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # so `pages.*` imports resolve
 
 from geadmin.errors import GeAdminError
-from pages import models, overview, stack
+from pages import audit, editor, models, new_model, overview, stack
 from pages.ui.context import server_picker
 
 st.set_page_config(page_title="geadmin", page_icon=":material/memory:", layout="wide")
@@ -23,7 +23,11 @@ navigation = st.navigation(
         ],
         "Manage": [
             st.Page(models.render, title="Models", icon=":material/deployed_code:", url_path="models"),
+            st.Page(new_model.render, title="New model", icon=":material/add_box:",
+                    url_path="new_model"),
+            st.Page(editor.render, title="Config editor", icon=":material/edit_note:", url_path="editor"),
             st.Page(stack.render, title="Stack", icon=":material/dns:", url_path="stack"),
+            st.Page(audit.render, title="Audit", icon=":material/history:", url_path="audit"),
         ],
     }
 )

@@ -1,4 +1,4 @@
-"""`geadmin models list|load|unload|reload`: the Models page, for scripts.
+"""`geadmin models list|load|unload|reload|create`: the Models and New model pages, for scripts.
 
 Exit 0 when every named model ended as asked, 1 when any action failed (the real reason
 is printed, from Triton's log when `--triton-log` / GEADMIN_TRITON_LOG names it), and
@@ -12,13 +12,16 @@ import json
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from geadmin.audit import Actor, Origin
 from geadmin.cli.common import add_connection_args, client_for, positive_seconds, target_from_args
 from geadmin.diagnose.explain import explanation_dict
 from geadmin.diagnose.rows import ModelRow, collect_rows
-from geadmin.errors import TritonError, TritonUnreachableError
+from geadmin.errors import GeAdminError, RepositoryError, TritonError, TritonUnreachableError
+from geadmin.ops import create
 from geadmin.ops.actions import Action, run_action
+from geadmin.repository import store, templates
 from geadmin.triton.client import DEFAULT_LOAD_TIMEOUT_S
 
 EXIT_OK = 0
@@ -88,6 +91,103 @@ def _progress_printer(args: argparse.Namespace) -> Callable[[int, int, str], Non
     return show
 
 
+def run_create(args: argparse.Namespace) -> int:
+    """`models create`: read the local files (sizes checked first), then the one core function."""
+    target = target_from_args(args)
+    try:
+        if target.repository is None:
+            raise RepositoryError(f"which model repository does {target.spec.url} serve? geadmin creates the "
+                                  "model there: pass --repository PATH or set GEADMIN_REPOSITORY (the "
+                                  "embedded stack's is found by itself)")
+        params = templates.Params(
+            max_batch_size=args.max_batch_size,
+            inputs=templates.parse_tensors(args.inputs) if args.inputs else None,
+            outputs=templates.parse_tensors(args.outputs) if args.outputs else None,
+            device_ids=templates.parse_device_ids(args.device_ids))
+        files = read_local_files(args.files, args.template, args.upload_limit)
+        with client_for(target, args) as client:
+            result = create.create_model(
+                client, target.repository, args.name, args.template, params, files,
+                actor=Actor.os_user(Origin.CLI), load=not args.no_load, limit_bytes=args.upload_limit,
+                log=target.log(), progress=_progress_printer(args))
+    except GeAdminError as exc:
+        if args.json:
+            print(json.dumps({"ok": False, "error": str(exc), "kind": type(exc).__name__}, indent=2))
+        print(f"geadmin: error: {exc}", file=sys.stderr)
+        return EXIT_UNREACHABLE if isinstance(exc, TritonUnreachableError) else EXIT_FAILED
+    if args.json:
+        print(json.dumps(result.record(), indent=2))
+    elif result.ok:
+        print(result.message)
+    for finding in result.findings:
+        print(f"geadmin: {finding.severity.value}: {finding}", file=sys.stderr)
+    for warning in result.warnings:
+        print(f"geadmin: warning: {warning}", file=sys.stderr)
+    if not result.ok:
+        print(f"geadmin: error: {result.message}", file=sys.stderr)
+        unreachable = isinstance(result.error, TritonUnreachableError)
+        return EXIT_UNREACHABLE if unreachable else EXIT_FAILED
+    return EXIT_OK
+
+
+def read_local_files(items: list[str], template: str, limit_bytes: int) -> dict[str, bytes]:
+    """`--file REL=LOCALPATH` (or just `LOCALPATH`: the template's model file) -> {REL: bytes};
+    a file over the limit is refused from its size, before it is read."""
+    files: dict[str, bytes] = {}
+    for item in items:
+        relative, sep, local = item.partition("=")
+        if not sep:
+            relative, local = templates.expected_files(template)[0], item
+        try:
+            store.check_upload_size(relative, Path(local).stat().st_size, limit_bytes)
+            files[relative] = Path(local).read_bytes()
+        except OSError as exc:
+            raise RepositoryError(f"--file {item!r}: cannot read {local}: {exc.strerror or exc}") from None
+    return files
+
+
+def _byte_count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of bytes: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"the upload limit must be at least 1 byte, got {text}")
+    return value
+
+
+def _register_create(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    sub = actions.add_parser(
+        "create", help="create a model from a template, upload its files, validate and load it",
+        description="Create model NAME in the repository from a template, with its files; refuse (writing "
+        "nothing) a bad name, an existing model, unsafe file names, oversize files or a config the "
+        "validator rejects; then load it. Exit 0: created (and READY unless --no-load); 1: refused or "
+        "the load failed (the reason is printed); 3: Triton unreachable.")
+    add_connection_args(sub)
+    sub.add_argument("name", metavar="NAME")
+    sub.add_argument("--template", required=True, choices=list(templates.TEMPLATES),
+                     help="npu_ge_om: 1/model.om (ATC); npu_ge_onnx: 1/model.onnx (GE, needs CANN); "
+                     "python: an identity 1/model.py (CPU)")
+    sub.add_argument("--file", dest="files", action="append", default=[], metavar="REL=LOCALPATH",
+                     help="a file to put at REL inside the model directory, e.g. 1/model.om=./resnet.om "
+                     "(a bare LOCALPATH goes where the template expects its model file); repeatable")
+    sub.add_argument("--max-batch-size", type=int, default=8, metavar="N",
+                     help="largest batch, 0 for no batching (default 8)")
+    sub.add_argument("--device-ids", default="0", metavar="IDS",
+                     help="npu_ge: NPUs for the instances, e.g. 0,1 (default 0; one instance per NPU)")
+    sub.add_argument("--input", dest="inputs", action="append", default=[], metavar="NAME:DTYPE:DIMS",
+                     help="an input, e.g. x:FP32:3,224,224 (dims without the batch); repeatable")
+    sub.add_argument("--output", dest="outputs", action="append", default=[], metavar="NAME:DTYPE:DIMS",
+                     help="an output, same form; repeatable")
+    sub.add_argument("--no-load", action="store_true", help="create the directory only, do not load it")
+    sub.add_argument("--upload-limit", type=_byte_count, default=store.DEFAULT_UPLOAD_LIMIT_BYTES,
+                     metavar="BYTES",
+                     help=f"largest file accepted (default {store.DEFAULT_UPLOAD_LIMIT_BYTES}, 1 GiB)")
+    sub.add_argument("--load-timeout", type=positive_seconds, default=DEFAULT_LOAD_TIMEOUT_S,
+                     help=f"seconds to wait for the load (default {DEFAULT_LOAD_TIMEOUT_S:g})")
+    sub.set_defaults(func=run_create)
+
+
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser("models", help="list, load, unload and reload models",
                                    description=__doc__)
@@ -107,3 +207,4 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             sub.add_argument("--dependents", action="store_true",
                              help="also unload models that only these ones use (ensemble steps)")
         sub.set_defaults(func=run_action_command, action=action.value)
+    _register_create(actions)

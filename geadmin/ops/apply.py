@@ -31,6 +31,7 @@ from geadmin.diagnose.explain import LoadProgress, LoadWatch, explanation_dict, 
 from geadmin.domain import Explanation, Serving
 from geadmin.errors import GeAdminError, RepositoryError, TritonError, TritonTimeoutError
 from geadmin.repository import store
+from geadmin.repository.knobs import differing_fields
 from geadmin.repository.modelconfig import CONFIG_FILE, parse_pbtxt, to_dict
 from geadmin.repository.store import ConfigFile, Revision
 from geadmin.repository.validate import refuse_invalid
@@ -257,7 +258,7 @@ class _Apply:
         except TritonError as exc:
             return [f"could not read the live config of {self.model!r} back: {exc}"]
         wanted = to_dict(parse_pbtxt(self.data.decode("utf-8")))
-        differing = _differences(wanted, live, "")
+        differing = differing_fields(wanted, live)
         if not differing:
             return []
         return [f"Triton's live config of {self.model!r} differs from the file in {', '.join(differing)} "
@@ -293,19 +294,3 @@ class _Apply:
             outcome = Outcome.RESTORE_FAILED
         return ApplyResult(self.model, outcome, "\n".join(lines), self.diff, current.sha256, new_sha,
                            explanation=explanation, serving=serving, serving_version=version)
-
-
-def _differences(wanted: Any, live: Any, path: str) -> list[str]:
-    """Paths of the fields set in `wanted` that `live` lacks or holds with another value
-    (fields only `live` has — Triton's defaults — do not count)."""
-    if isinstance(wanted, dict):
-        if not isinstance(live, dict):
-            return [path or "(the whole config)"]
-        return [d for key, value in wanted.items()
-                for d in _differences(value, live.get(key), f"{path}.{key}" if path else key)]
-    if isinstance(wanted, list):
-        if not isinstance(live, list) or len(live) != len(wanted):
-            return [path]
-        return [d for i, (w, v) in enumerate(zip(wanted, live, strict=True))
-                for d in _differences(w, v, f"{path}[{i}]")]
-    return [] if wanted == live else [path]

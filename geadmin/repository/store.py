@@ -266,6 +266,18 @@ def _acquire(handle: TextIO, model: str, purpose: str, wait_s: float) -> None:
 
 
 # -- configs -------------------------------------------------------------------------
+def model_names(repository: Path) -> list[str]:
+    """The models of `repository` with a config.pbtxt on disk, by name (hidden directories,
+    e.g. geadmin's staging ones, excluded)."""
+    try:
+        entries = sorted(repository.iterdir())
+    except OSError as exc:
+        raise RepositoryError(f"cannot list the model repository {repository}: {exc.strerror or exc} — "
+                              "check GEADMIN_REPOSITORY / --repository") from exc
+    return [p.name for p in entries if is_model_name(p.name) and not p.name.startswith(".")
+            and (p / CONFIG_FILE).is_file()]
+
+
 def read_config(repository: Path, model: str) -> ConfigFile:
     path = config_path(repository, model)
     try:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Locator, Page, expect, sync_playwright
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 from geadmin.stack.dashboard import DashboardProcess
 from geadmin.stack.local import LocalDriver
@@ -132,3 +134,57 @@ def test_stack_page_restarts_the_embedded_triton(page: Page, tmp_path: Path) -> 
         # The page shows the restart by itself (the services table refreshes in place).
         expect(page.get_by_text("triton: 1 exits recorded")).to_be_visible(timeout=30_000)
         assert wait_for(lambda: driver.services()[0].health == "healthy", 30), up.collector.text
+
+
+def open_dropdown(page: Page, combobox: Locator) -> None:
+    """Click until the options show: a click while the app still reruns is lost."""
+    for _ in range(10):
+        combobox.click()
+        try:
+            page.get_by_role("listbox").wait_for(state="visible", timeout=2_000)
+            return
+        except PlaywrightTimeoutError:
+            page.keyboard.press("Escape")
+    raise AssertionError("the dropdown never opened")
+
+
+def test_config_editor_edits_applies_and_rolls_back(
+    page: Page, tmp_path: Path, triton_factory: Callable[..., TritonProcess]
+) -> None:
+    model = "digits_classifier"
+    triton = triton_factory(models=[model])
+    config = triton.repository / model / "config.pbtxt"
+    original = config.read_text()
+    dashboard = DashboardProcess(triton_url=triton.http_url, home=tmp_path, triton_log=triton.log_path,
+                                 repository=triton.repository)
+    dashboard.start()
+    try:
+        page.goto(f"{dashboard.url}/editor", wait_until="domcontentloaded")
+        expect(page.get_by_role("heading", name="Config editor")).to_be_visible(timeout=30_000)
+        text = page.get_by_role("textbox", name="config.pbtxt")
+        expect(text).to_have_value(original, timeout=30_000)
+        text.fill(original.replace("max_queue_delay_microseconds: 1000",
+                                   "max_queue_delay_microseconds: 4000"))
+        text.press("Control+Enter")  # Streamlit commits a text area on Ctrl+Enter (or blur)
+        expect(page.get_by_text("+  max_queue_delay_microseconds: 4000")).to_be_visible(timeout=15_000)
+        page.get_by_role("button", name="Apply", exact=True).click()
+        applied = page.get_by_text("applied the new config of 'digits_classifier'")
+        expect(applied).to_be_visible(timeout=60_000)
+        assert "max_queue_delay_microseconds: 4000" in config.read_text()
+        with TritonClient(triton.http_url) as client:
+            assert client.model_config(model).dynamic_batching.max_queue_delay_microseconds == 4000
+
+        revision = page.get_by_role("combobox", name="Revision")
+        expect(revision).to_have_value(re.compile(r"^revision 2 "), timeout=15_000)
+        open_dropdown(page, revision)
+        page.get_by_role("option", name=re.compile(r"^revision 1 ")).click()
+        expect(revision).to_have_value(re.compile(r"^revision 1 "), timeout=15_000)
+        page.get_by_role("button", name="Roll back to revision 1").click()
+        expect(page.get_by_text("rollback to revision 1")).to_have_count(0)  # the note is for the audit
+        assert wait_for(lambda: config.read_text() == original, 60), "the rollback never wrote the file"
+        expect(page.get_by_role("textbox", name="config.pbtxt")).to_have_value(original, timeout=30_000)
+        with TritonClient(triton.http_url) as client:
+            assert client.model_config(model).dynamic_batching.max_queue_delay_microseconds == 1000
+        page.screenshot(path=str(tmp_path / "editor.png"), full_page=True)
+    finally:
+        dashboard.stop()

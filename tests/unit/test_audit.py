@@ -156,3 +156,32 @@ def test_cli_audit_json_text_and_csv(home: Path, tmp_path: Path, capsys: pytest.
 def test_cli_audit_bad_since_exits_1_with_the_fix(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert run_cli(["audit", "--since", "last tuesday"]) == 1
     assert "use e.g. 30m" in capsys.readouterr().err
+
+
+def test_who_filters_by_user_alone_and_with_the_other_filters(home: Path) -> None:
+    audit.record("apply", "m1", Result.OK, actor=Actor("ann", Origin.DASHBOARD))
+    audit.record("apply", "m1", Result.FAILED, actor=Actor("bob", Origin.CLI))
+    audit.record("load", "m2", Result.OK, actor=Actor("ann", Origin.CLI))
+    assert [(e.who, e.model) for e in audit.query(who="ann")] == [("ann", "m2"), ("ann", "m1")]
+    assert [e.result for e in audit.query(who="bob", model="m1")] == ["failed"]
+    assert audit.query(who="ann", result=Result.FAILED) == []
+    assert audit.query(who="nobody") == []
+
+
+def test_summary_counts_rows_and_lists_each_filterable_columns_values(home: Path) -> None:
+    assert audit.summary() == audit.LogSummary(0)
+    audit.record("reload", "zeta", Result.OK, actor=Actor("bob"))
+    audit.record("apply", "alpha", Result.ROLLED_BACK, actor=Actor("ann"), message="first\nsecond")
+    audit.record("apply", "alpha", Result.OK, actor=Actor("ann"))
+    summary = audit.summary()
+    assert summary.total == 3
+    assert summary.models == ("alpha", "zeta") and summary.actions == ("apply", "reload")
+    assert summary.results == ("ok", "rolled_back") and summary.users == ("ann", "bob")
+    assert [e.headline for e in audit.query(result=Result.ROLLED_BACK)] == ["first"]
+
+
+def test_a_bad_since_is_named_as_the_caller_calls_it() -> None:
+    with pytest.raises(ConfigError, match=r"^Since 'soon' is neither a duration nor a date"):
+        audit.parse_since("soon", name="Since")
+    with pytest.raises(ConfigError, match=r"^--since 'soon'"):
+        audit.parse_since("soon")

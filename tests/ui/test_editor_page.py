@@ -1,0 +1,173 @@
+"""The config editor through AppTest, against a real tritonserver: findings, knobs, diffs,
+apply, the automatic rollback of a config Triton rejects, conflicts, history and rollback."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+from tritonclient.grpc import model_config_pb2
+
+from geadmin import audit
+from geadmin.stack.tritonserver import TritonProcess
+from geadmin.triton.client import TritonClient
+
+APP = str(Path(__file__).resolve().parents[2] / "pages" / "app.py")
+MODEL = "digits_classifier"
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(autouse=True)
+def _env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
+    for name in ("SERVERS_FILE", "TRITON_URLS", "TRITON_URL", "ADMIN_KEY", "TRITON_LOG", "REPOSITORY",
+                 "STACK"):
+        monkeypatch.delenv(f"GEADMIN_{name}", raising=False)
+    monkeypatch.setenv("GEADMIN_HOME", str(tmp_path / "home"))
+    st.cache_data.clear()
+    yield
+    st.cache_data.clear()
+
+
+@pytest.fixture
+def server(triton_factory: Callable[..., TritonProcess], monkeypatch: pytest.MonkeyPatch) -> TritonProcess:
+    triton = triton_factory(models=[MODEL])
+    monkeypatch.setenv("GEADMIN_TRITON_URL", triton.http_url)
+    monkeypatch.setenv("GEADMIN_TRITON_LOG", str(triton.log_path))
+    monkeypatch.setenv("GEADMIN_REPOSITORY", str(triton.repository))
+    return triton
+
+
+def run(at: AppTest) -> AppTest:
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def editor(model: str = MODEL) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.switch_page("editor.py")
+    run(at)
+    at.selectbox(key="editor.model").set_value(model)
+    return run(at)
+
+
+def button(at: AppTest, label: str) -> object:
+    matches = [b for b in at.button if b.label == label]
+    assert matches, f"no button {label!r}; have {[b.label for b in at.button]}"
+    return matches[0]
+
+
+def edit(at: AppTest, text: str) -> AppTest:
+    at.text_area(key="editor.text").set_value(text)
+    return run(at)
+
+
+def markdown(at: AppTest) -> str:
+    return "\n".join(m.value for m in at.markdown)
+
+
+def config_file(server: TritonProcess) -> Path:
+    return server.repository / MODEL / "config.pbtxt"
+
+
+def test_opens_the_file_as_it_is_on_disk_with_no_findings(server: TritonProcess) -> None:
+    at = editor()
+    assert at.text_area(key="editor.text").value == config_file(server).read_text()
+    assert "0 errors, 0 warnings" in markdown(at)
+    assert "every field set **on disk** is live in Triton" in markdown(at)
+    assert button(at, "Apply").disabled  # type: ignore[attr-defined]
+
+
+def test_a_typo_is_shown_with_its_line_and_apply_is_disabled(server: TritonProcess) -> None:
+    at = editor()
+    text = config_file(server).read_text().replace("TYPE_FP32", "TYPE_FP23", 1)
+    at = edit(at, text)
+    assert "1 error, 0 warnings" in markdown(at)
+    shown = markdown(at)
+    assert "line 6 ·" in shown and "TYPE_FP23" in shown and "did you mean TYPE_FP32" in shown
+    assert button(at, "Apply").disabled  # type: ignore[attr-defined]
+    assert "Fix the parse error to use the knobs." in [c.value for c in at.caption]
+
+
+def test_knobs_write_into_the_text_keeping_comments_and_apply_makes_it_live(server: TritonProcess) -> None:
+    at = editor()
+    prefix = next(k for k in at.session_state.filtered_state
+                  if k.startswith("editor.knob.") and k.endswith(".mbs"))
+    prefix = prefix.removesuffix("mbs")
+    at.number_input(key=prefix + "mbs").set_value(16)
+    at.text_input(key=prefix + "sizes").set_value("4, 8")
+    at.number_input(key=prefix + "count").set_value(2)
+    at.button[[b.label for b in at.button].index("Write knobs into the text")].click()
+    run(at)
+    text = at.text_area(key="editor.text").value
+    assert "max_batch_size: 16" in text and "preferred_batch_size: [ 4, 8 ]" in text and "count: 2" in text
+    assert text.startswith("# MLP")  # the file's comment survived
+    assert "+max_batch_size: 16" in "\n".join(c.value for c in at.code)  # edited vs on disk
+    button(at, "Apply").click()  # type: ignore[attr-defined]
+    run(at)
+    assert any("applied the new config" in s.value for s in at.success), [e.value for e in at.error]
+    assert config_file(server).read_text() == text
+    with TritonClient(server.http_url) as client:
+        live = client.model_config(MODEL)
+    assert live.max_batch_size == 16 and live.instance_group[0].count == 2
+    (row,) = audit.query(model=MODEL)
+    assert (row.action, row.result, row.origin) == ("apply", "ok", "dashboard")
+    assert at.dataframe[0].value["revision"].tolist()  # the history lists the kept revisions
+
+
+def test_a_config_triton_rejects_is_rolled_back_and_the_edit_stays_to_fix(server: TritonProcess) -> None:
+    original = config_file(server).read_bytes()
+    at = editor()
+    rejected = original.decode().replace("kind: KIND_CPU", "kind: KIND_GPU")  # no GPU here
+    at = edit(at, rejected)
+    button(at, "Apply").click()  # type: ignore[attr-defined]
+    run(at)
+    errors = "\n".join(e.value for e in at.error)
+    assert "no GPUs are available" in errors and "restored, byte for byte" in errors
+    assert config_file(server).read_bytes() == original
+    assert at.text_area(key="editor.text").value == rejected  # still there, to fix
+    with TritonClient(server.http_url) as client:
+        assert client.model_ready(MODEL)
+        kind = client.model_config(MODEL).instance_group[0].kind
+        assert kind == model_config_pb2.ModelInstanceGroup.KIND_CPU
+
+
+def test_a_change_on_disk_since_opening_is_never_overwritten(server: TritonProcess) -> None:
+    at = editor()
+    at = edit(at, config_file(server).read_text().replace("max_queue_delay_microseconds: 1000",
+                                                          "max_queue_delay_microseconds: 3000"))
+    colleague = config_file(server).read_text().replace("preferred_batch_size: [ 8, 16 ]",
+                                                        "preferred_batch_size: [ 8 ]")
+    config_file(server).write_text(colleague)
+    run(at)
+    assert any("changed on disk since you opened it" in w.value for w in at.warning)
+    button(at, "Apply").click()  # type: ignore[attr-defined]
+    run(at)
+    assert any("changed" in e.value for e in at.error), [e.value for e in at.error]
+    assert config_file(server).read_text() == colleague
+    button(at, "Reopen from disk").click()  # type: ignore[attr-defined]
+    run(at)
+    assert at.text_area(key="editor.text").value == colleague
+
+
+def test_history_rolls_back_to_an_earlier_revision_in_one_click(server: TritonProcess) -> None:
+    original = config_file(server).read_text()
+    at = editor()
+    at = edit(at, original.replace("max_queue_delay_microseconds: 1000",
+                                   "max_queue_delay_microseconds: 2500"))
+    button(at, "Apply").click()  # type: ignore[attr-defined]
+    run(at)
+    assert "2500" in config_file(server).read_text()
+    history = at.dataframe[0].value
+    first = int(history.loc[history["note"] == "before apply", "revision"].iloc[0])
+    at.selectbox(key="editor.revision").set_value(first)
+    run(at)
+    button(at, f"Roll back to revision {first}").click()  # type: ignore[attr-defined]
+    run(at)
+    assert any("applied" in s.value for s in at.success), [e.value for e in at.error]
+    assert config_file(server).read_text() == original
+    assert at.text_area(key="editor.text").value == original
+    assert [r.action for r in audit.query(model=MODEL)] == ["rollback", "apply"]
