@@ -25,6 +25,8 @@ from geadmin.stack.target import Target
 from pages.ui import keys
 from pages.ui.context import client_for, log_for, selected_target
 
+MONOSPACE = ('<style>textarea[aria-label="config.pbtxt"] {font-family: "Source Code Pro", ui-monospace, '
+             "monospace; font-size: 0.85rem; white-space: pre; overflow-wrap: normal;}</style>")
 ICONS = {Severity.ERROR: ":material/error:", Severity.WARNING: ":material/warning:",
          Severity.INFO: ":material/info:"}
 
@@ -61,6 +63,7 @@ def render() -> None:
     conflict_banner(target, opened)
     text_col, side_col = st.columns([3, 2])
     with text_col:
+        st.html(MONOSPACE)
         text = st.text_area("config.pbtxt", key=keys.EDITOR_TEXT, height=460,
                             help="edit the text, or use the knobs on the right; findings update as you go")
     with side_col:

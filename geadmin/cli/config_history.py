@@ -64,9 +64,10 @@ def _run_change(args: argparse.Namespace, *, data: bytes | None) -> int:
                                       actor=actor, log=log, progress=progress, load_unloaded=args.load,
                                       validate=args.validate)
     except ConfigInvalidError as exc:
+        code = _fail(exc, args)  # the cause first, then every finding
         if not args.json:
-            print("\n".join(str(f) for f in exc.findings), file=sys.stderr)
-        return _fail(exc, args)
+            print("\n".join(f"  {f}" for f in exc.findings), file=sys.stderr)
+        return code
     except ConfigConflictError as exc:
         if exc.diff() and not args.json:
             print(exc.diff(), end="")
@@ -109,7 +110,10 @@ def _report(result: ApplyResult, args: argparse.Namespace) -> int:
 
 def _fail(error: GeAdminError, args: argparse.Namespace | None = None) -> int:
     if args is not None and args.json:
-        print(json.dumps({"ok": False, "error": str(error), "kind": type(error).__name__}, indent=2))
+        document: dict[str, object] = {"ok": False, "error": str(error), "kind": type(error).__name__}
+        if isinstance(error, ConfigInvalidError):
+            document["findings"] = [f.to_dict() for f in error.findings]
+        print(json.dumps(document, indent=2))
     print(f"geadmin: error: {error}", file=sys.stderr)
     return EXIT_UNREACHABLE if isinstance(error, TritonUnreachableError) else EXIT_FAILED
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from geadmin.cli.main import main
+from geadmin.stack.processes import free_port
 from tests.conftest import copy_samples
 from tests.unit.test_validate import BASE, STEP
 
@@ -92,3 +93,26 @@ def test_usage_errors_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     with pytest.raises(SystemExit) as exc:
         main(["config", "validate"])
     assert exc.value.code == EXIT_USAGE
+
+
+def test_apply_of_an_invalid_config_says_why_first_lists_findings_and_writes_nothing(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    repo = copy_samples(tmp_path / "repo")
+    monkeypatch.setenv("GEADMIN_HOME", str(tmp_path / "home"))
+    config = repo / "digits_classifier" / "config.pbtxt"
+    before = config.read_bytes()
+    bad = tmp_path / "bad.pbtxt"
+    bad.write_text(before.decode().replace("preferred_batch_size: [ 8, 16 ]",
+                                           "preferred_batch_size: [ 8, 64 ]"))
+    url = f"http://127.0.0.1:{free_port()}"  # never reached: the validator refuses first
+    argv = ["config", "apply", "digits_classifier", str(bad), "--repository", str(repo), "--url", url]
+    assert main(argv) == EXIT_ERRORS
+    _, err = capsys.readouterr()
+    first, *rest = err.splitlines()
+    assert first.startswith("geadmin: error: the new config of 'digits_classifier' would not load: ")
+    assert "Nothing was written" in first and any("[triton.preferred_batch_size]" in line for line in rest)
+    assert main([*argv, "--json"]) == EXIT_ERRORS
+    document = json.loads(capsys.readouterr().out)
+    assert document["kind"] == "ConfigInvalidError"
+    assert [f["rule"] for f in document["findings"]] == ["triton.preferred_batch_size"]
+    assert config.read_bytes() == before
