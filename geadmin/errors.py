@@ -21,16 +21,31 @@
     │   └── InputTooLargeError          an upload or tensor over the size limit
     ├── WorkspaceDatabaseError      the workspace SQLite ($GEADMIN_HOME/geadmin.db)
     │   └── DatabaseBusyError           another process held it past the busy timeout
-    └── TritonError                 talking to a running Triton
-        ├── TritonUnreachableError      nothing answers (connection refused, DNS, reset)
-        │   └── WrongProtocolError          the port answers in the other protocol (HTTP vs gRPC)
-        ├── TritonTimeoutError          it answered too slowly
-        │   └── ExplainedLoadTimeoutError   a load still running at our deadline, or stuck, with clues
-        ├── ForbiddenError              restricted API without / with a wrong key
-        ├── ModelNotFoundError          no such model (or version) on the server
-        ├── LoadFailedError             a load / reload was rejected
-        │   └── ExplainedLoadError          ... with the real reason (geadmin.diagnose.explain)
-        └── TritonRequestError          any other request Triton rejected
+    ├── TritonError                 talking to a running Triton
+    │   ├── TritonUnreachableError      nothing answers (connection refused, DNS, reset)
+    │   │   └── WrongProtocolError          the port answers in the other protocol (HTTP vs gRPC)
+    │   ├── TritonTimeoutError          it answered too slowly
+    │   │   └── ExplainedLoadTimeoutError   a load still running at our deadline, or stuck, with clues
+    │   ├── ForbiddenError              restricted API without / with a wrong key
+    │   ├── ModelNotFoundError          no such model (or version) on the server
+    │   ├── LoadFailedError             a load / reload was rejected
+    │   │   └── ExplainedLoadError          ... with the real reason (geadmin.diagnose.explain)
+    │   └── TritonRequestError          any other request Triton rejected
+    ├── PerfAnalyzerError           a load test (perf_analyzer, geadmin.ops.bench) failed
+    │   ├── PerfAnalyzerMissingError    no perf_analyzer binary, not executable, or its libraries missing
+    │   ├── PerfAnalyzerTimeoutError    the run outlasted its deadline and was killed
+    │   ├── BenchCancelledError         the run was cancelled and killed
+    │   ├── UnstableMeasurementError    perf_analyzer found no stable measurement
+    │   └── BenchInputError             the input data (--input-data JSON) was rejected
+    └── TelemetryError              metrics pages and NPU sources (geadmin.telemetry)
+        ├── MetricsUnavailableError     a Prometheus /metrics page cannot be read
+        │   ├── MetricsUnreachableError     nothing answers (connection refused, DNS, reset)
+        │   ├── MetricsTimeoutError         it answered too slowly
+        │   └── MetricsHTTPError            it answered with an HTTP error, or not in HTTP
+        ├── MetricsParseError           the page is not Prometheus text format
+        ├── NpuSourceError              an NPU source gave no devices it should have (npu-exporter, Triton)
+        └── NpuSmiError                 npu-smi cannot be run, fails, or times out
+            └── NpuSmiParseError            npu-smi output geadmin cannot read
 
 Pages and the CLI catch only these, and show `str(err)`: each message names the
 cause and, where there is one, the next step.
@@ -175,3 +190,75 @@ class InferInputError(GeAdminError):
 
 class InputTooLargeError(InferInputError):
     """An uploaded file or a requested tensor over geadmin's size limit."""
+
+
+class TelemetryError(GeAdminError):
+    """Metrics and NPU telemetry could not be read (geadmin.telemetry)."""
+
+    def __init__(self, message: str, *, url: str = "") -> None:
+        super().__init__(message)
+        self.url = url
+
+
+class MetricsUnavailableError(TelemetryError):
+    """A Prometheus text endpoint (Triton's /metrics, npu-exporter) cannot be read."""
+
+
+class MetricsUnreachableError(MetricsUnavailableError):
+    """Nothing answers at the metrics URL: connection refused, unknown host, reset."""
+
+
+class MetricsTimeoutError(MetricsUnavailableError):
+    """The metrics endpoint accepted the connection but did not answer in time."""
+
+
+class MetricsHTTPError(MetricsUnavailableError):
+    """The metrics endpoint answered with an HTTP error status, or not in HTTP at all."""
+
+    def __init__(self, message: str, *, url: str = "", status: int | None = None) -> None:
+        super().__init__(message, url=url)
+        self.status = status
+
+
+class MetricsParseError(TelemetryError):
+    """The text is not in Prometheus exposition format; `line` is 1-based when known."""
+
+    def __init__(self, message: str, *, url: str = "", line: int | None = None) -> None:
+        super().__init__(message, url=url)
+        self.line = line
+
+
+class NpuSourceError(TelemetryError):
+    """An NPU source that was asked for (npu-exporter, Triton's npu_ge metrics) has no devices."""
+
+
+class NpuSmiError(TelemetryError):
+    """`npu-smi` cannot be run, exits with an error (e.g. the driver is not loaded), or hangs."""
+
+
+class NpuSmiParseError(NpuSmiError):
+    """`npu-smi` printed something geadmin cannot read; the message quotes the first lines."""
+
+
+class PerfAnalyzerError(GeAdminError):
+    """A load test failed: perf_analyzer could not run, or ended without figures."""
+
+
+class PerfAnalyzerMissingError(PerfAnalyzerError):
+    """No perf_analyzer binary, it is not executable, or its shared libraries are missing."""
+
+
+class PerfAnalyzerTimeoutError(PerfAnalyzerError):
+    """perf_analyzer ran past the load test's deadline and was killed."""
+
+
+class BenchCancelledError(PerfAnalyzerError):
+    """The load test was cancelled; perf_analyzer was killed."""
+
+
+class UnstableMeasurementError(PerfAnalyzerError):
+    """perf_analyzer found no stable measurement within its trials."""
+
+
+class BenchInputError(PerfAnalyzerError):
+    """perf_analyzer rejected the input data it was given (--input-data JSON)."""

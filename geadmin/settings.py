@@ -86,6 +86,9 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     Setting("COMPOSE_PROJECT", str, None, "compose project whose containers the Stack page manages"),
     Setting("DOCKER", str, "docker", "docker CLI binary the compose driver runs"),
     Setting("DEBUG", parse_flag, "0", "1: print the traceback of an internal error"),
+    Setting("NPU_EXPORTER_URL", str, None, "npu-exporter's /metrics, the first NPU source tried"),
+    Setting("TRITON_METRICS_URL", str, None, "Triton's /metrics page (default: the running stack's, "
+            "else http://127.0.0.1:<GEADMIN_METRICS_PORT>/metrics)"),
 )}
 
 

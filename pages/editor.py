@@ -216,8 +216,12 @@ def apply_section(target: Target, opened: Opened, text: str, findings: list[Find
     if dropped:
         st.warning("This change drops comments from the file: " + "; ".join(f"`{c}`" for c in dropped),
                    icon=":material/comments_disabled:")
-    load = st.checkbox("Load the model if it is not loaded", key=keys.EDITOR_LOAD_UNLOADED,
-                       help="otherwise a model that is not loaded only gets the file written")
+    load_col, smoke_col = st.columns(2)
+    load = load_col.checkbox("Load the model if it is not loaded", key=keys.EDITOR_LOAD_UNLOADED,
+                             help="otherwise a model that is not loaded only gets the file written")
+    smoke = smoke_col.checkbox("Send a test request after the reload", key=keys.EDITOR_SMOKE, value=True,
+                               help="one request of zeros; if it fails, the previous config is put back "
+                                    "and reloaded")
     reason = ("no changes to apply" if text == opened.text else
               f"fix the {len(errors)} error(s) above first" if errors else "")
     if st.button("Apply", type="primary", key=keys.EDITOR_APPLY, disabled=bool(reason), help=reason or
@@ -227,7 +231,8 @@ def apply_section(target: Target, opened: Opened, text: str, findings: list[Find
         with st.spinner(f"Applying to {opened.model}: writing, reloading, checking what serves…"):
             run_change("apply", lambda: apply_config(
                 client, target.repository, opened.model, text, expected_sha256=opened.sha256,
-                base_text=opened.text, actor=Actor.dashboard(None), log=log_for(target), load_unloaded=load))
+                base_text=opened.text, actor=Actor.dashboard(None), log=log_for(target), load_unloaded=load,
+                smoke=smoke))
     show_notice("apply")
 
 

@@ -62,7 +62,7 @@ def _run_change(args: argparse.Namespace, *, data: bytes | None) -> int:
             else:
                 result = apply_config(client, repository, args.model, data, expected_sha256=expected,
                                       actor=actor, log=log, progress=progress, load_unloaded=args.load,
-                                      validate=args.validate)
+                                      validate=args.validate, smoke=args.smoke)
     except ConfigInvalidError as exc:
         code = _fail(exc, args)  # the cause first, then every finding
         if not args.json:
@@ -224,6 +224,9 @@ def register_config_subcommands(config_subparsers: SubParsers[argparse.ArgumentP
     apply.add_argument("file", metavar="FILE", help="the new config.pbtxt ('-': standard input)")
     apply.add_argument("--load", action="store_true",
                        help="load the model even if it is not loaded (else the file is only written)")
+    apply.add_argument("--smoke", action="store_true",
+                       help="after the reload, send one request of zeros; if it fails, put the previous "
+                            "config back and reload it")
     apply.add_argument("--no-validate", dest="validate", action="store_false",
                        help="apply even when `geadmin config validate` finds errors (Triton still "
                             "checks it, and a rejected config is rolled back)")

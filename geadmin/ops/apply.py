@@ -9,7 +9,9 @@
    keeps the previous version serving while it tries the new one (blue/green, FACTS.md).
 4. If Triton rejects it (or does not answer), put the previous file back, byte for byte,
    read it back to check, and return the real reason. After a success, ask Triton what
-   serves and whether its live config carries every field of the file.
+   serves and whether its live config carries every field of the file; with `smoke=True`,
+   send one request of zeros (geadmin.ops.infer.smoke_request): if the model loaded but does
+   not answer, the previous file is put back and reloaded the same way.
 5. Audit every attempt, refusals included, with the unified diff (`geadmin.audit`).
 
 `rollback(model, revision)` is an apply of a kept revision, audited as "rollback"; it skips
@@ -29,7 +31,8 @@ from geadmin.db import WorkspaceDatabaseError
 from geadmin.diagnose import explain
 from geadmin.diagnose.explain import LoadProgress, LoadWatch, explanation_dict, load_explained
 from geadmin.domain import Explanation, Serving
-from geadmin.errors import GeAdminError, RepositoryError, TritonError, TritonTimeoutError
+from geadmin.errors import GeAdminError, RepositoryError, TritonError, TritonRequestError, TritonTimeoutError
+from geadmin.ops.infer import smoke_request
 from geadmin.repository import store
 from geadmin.repository.knobs import differing_fields
 from geadmin.repository.modelconfig import CONFIG_FILE, parse_pbtxt, to_dict
@@ -95,6 +98,7 @@ def apply_config(
     action: str = "apply",
     note: str = "",
     validate: bool = True,
+    smoke: bool = False,
 ) -> ApplyResult:
     """Apply `new` as `model`'s config.pbtxt (see the module docstring). `expected_sha256`
     is the hash of the file the editor read (None: whatever is on disk now), `base_text` its
@@ -104,7 +108,7 @@ def apply_config(
     is a result. Validator warnings are returned in `warnings`."""
     data = new.encode("utf-8") if isinstance(new, str) else new
     job = _Apply(client, Path(repository), model, data, actor or Actor.os_user(), log, progress,
-                 home, action, note or action, validate)
+                 home, action, note or action, validate, smoke)
     try:
         with store.edit_lock(repository, model, "apply", home=home, wait_s=0):
             result = job.run(expected_sha256, base_text, load_unloaded)
@@ -168,6 +172,7 @@ class _Apply:
     action: str
     note: str
     validate: bool
+    smoke: bool
     diff: str = ""
     findings: tuple[str, ...] = ()  # validator warnings, for the result
 
@@ -204,7 +209,16 @@ class _Apply:
                            progress=self.progress)
         except GeAdminError as exc:
             return self.restore(current, new_sha, before, exc)
-        return self.kept(self.verified(current, new_sha, before))
+        result = self.verified(current, new_sha, before)
+        if self.smoke:
+            check = smoke_request(self.client, self.model)
+            if not check.ok:
+                failed = TritonRequestError(f"the new config of {self.model!r} loaded, but a test request "
+                                            f"failed: {check.reason}")
+                return self.restore(current, new_sha, before, failed, reload=True)
+            result = replace(result, message=f"{result.message}; a test request answered in "
+                                             f"{check.latency_ms or 0:.1f} ms")
+        return self.kept(result)
 
     def refuse_unless_safe(self, current: ConfigFile, expected_sha256: str | None,
                            base_text: str | None) -> None:
@@ -265,8 +279,9 @@ class _Apply:
                 f"(Triton may have normalized them; compare with GET /v2/models/{self.model}/config)"]
 
     def restore(self, current: ConfigFile, new_sha: str, before: LoadWatch,
-                error: GeAdminError) -> ApplyResult:
-        """Triton did not take the new config: put the previous file back, byte for byte."""
+                error: GeAdminError, *, reload: bool = False) -> ApplyResult:
+        """Triton did not take the new config (or, `reload`, took it and then failed a request):
+        put the previous file back, byte for byte, and with `reload` load it again."""
         explanation: Explanation | None = getattr(error, "explanation", None)
         problem = ""
         try:
@@ -276,14 +291,22 @@ class _Apply:
                 problem = "the file read back after the restore differs from the previous one"
         except (RepositoryError, WorkspaceDatabaseError) as exc:  # a conflict too: never overwrite it
             problem = str(exc)
+        if reload and not problem:
+            try:
+                load_explained(self.client, self.model, log=self.log, repository=self.repository,
+                               progress=self.progress)
+            except GeAdminError as exc:
+                problem = f"the previous config is back on disk but did not load again: {exc}"
+
         serving, version, _ = explain.check_serving(self.client, before)
         lines = [str(error)]
         if isinstance(error, TritonTimeoutError):
             lines.append("  the load had not finished when geadmin gave up: Triton may still finish "
                          "loading the new config; check `geadmin models list` in a moment")
         if not problem:
-            lines.append(f"  the previous {CONFIG_FILE} is restored, byte for byte: fix the new config "
-                         "and apply again")
+            again = " and reloaded" if reload else ""
+            lines.append(f"  the previous {CONFIG_FILE} is restored, byte for byte{again}: fix the new "
+                         "config and apply again")
             outcome = Outcome.ROLLED_BACK
         else:
             backup = store.revision_with_hash(self.repository, self.model, current.sha256, self.home)

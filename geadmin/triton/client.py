@@ -11,10 +11,12 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
+import numpy as np
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from google.protobuf import json_format
@@ -22,7 +24,7 @@ from google.protobuf.message import Message
 from tritonclient.grpc import model_config_pb2, service_pb2
 
 from geadmin.domain import Endpoint, Health, ModelEntry, ModelState, ServerInfo, Transport
-from geadmin.errors import ConfigError
+from geadmin.errors import ConfigError, TritonRequestError
 from geadmin.triton.translate import translate_error
 
 T = TypeVar("T")
@@ -104,8 +106,11 @@ class TritonClient:
             return {"models": raw} if isinstance(raw, list) else raw
 
         index = self._message("list the model repository", fetch, service_pb2.RepositoryIndexResponse)
+        # Triton lists every directory, hidden ones too; those are never models (geadmin's own
+        # staging directories of a model being created, editors' and rsync's temporaries).
         return sorted(
-            (ModelEntry(m.name, m.version, ModelState.parse(m.state), m.reason) for m in index.models),
+            (ModelEntry(m.name, m.version, ModelState.parse(m.state), m.reason) for m in index.models
+             if not m.name.startswith(".")),
             key=lambda entry: (entry.name, entry.version),
         )
 
@@ -199,6 +204,30 @@ class TritonClient:
             service_pb2.ModelStatisticsResponse,
         )
         return list(response.model_stats)
+
+    def infer(
+        self,
+        name: str,
+        inputs: Sequence[Tensor],
+        *,
+        outputs: Sequence[str] = (),
+        class_count: int = 0,
+        version: str = "",
+    ) -> InferResponse:
+        """One inference request; the response's outputs come in Triton's order.
+
+        `outputs` empty asks for every output. `class_count` > 0 asks Triton's
+        classification extension for the top classes of each requested output (BYTES
+        "score:index[:label]"). Tensors travel as binary data on both transports (BF16
+        as float32 arrays, truncated by tritonclient).
+        """
+        def call(client: Any, kwargs: dict[str, Any]) -> InferResponse:
+            module: Any = grpcclient if isinstance(client, grpcclient.InferenceServerClient) else httpclient
+            result = client.infer(name, _infer_inputs(module, inputs), model_version=version,
+                                  outputs=_requested_outputs(module, outputs, class_count), **kwargs)
+            return _response(result)
+
+        return self._call(f"infer with {name!r}", call)
 
     # -- logging --------------------------------------------------------------------
     def log_settings(self) -> dict[str, Any]:
@@ -333,6 +362,63 @@ class PendingLoad:
         """Raise what the load raised (a TritonError), if anything."""
         if self._error is not None:
             raise self._error
+
+
+@dataclass(frozen=True, eq=False)
+class Tensor:
+    """A named tensor of one request or response; `data.shape` is its shape."""
+
+    name: str
+    datatype: str  # Triton's name: FP32, BYTES, BF16 (held as float32), ...
+    data: np.ndarray
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(int(d) for d in self.data.shape)
+
+
+def _infer_inputs(module: Any, tensors: Sequence[Tensor]) -> list[Any]:
+    made = []
+    for tensor in tensors:
+        item = module.InferInput(tensor.name, list(tensor.shape), tensor.datatype)
+        if module is httpclient:
+            item.set_data_from_numpy(tensor.data, binary_data=True)
+        else:
+            item.set_data_from_numpy(tensor.data)
+        made.append(item)
+    return made
+
+
+def _requested_outputs(module: Any, names: Sequence[str], class_count: int) -> list[Any] | None:
+    if not names:
+        return None
+    if module is httpclient:
+        return [module.InferRequestedOutput(n, binary_data=True, class_count=class_count) for n in names]
+    return [module.InferRequestedOutput(n, class_count=class_count) for n in names]
+
+
+@dataclass(frozen=True)
+class InferResponse:
+    model_version: str
+    outputs: tuple[Tensor, ...]
+
+
+def _response(result: Any) -> InferResponse:
+    response = result.get_response()
+    if isinstance(response, dict):  # HTTP
+        version = str(response.get("model_version", ""))
+        described = [(o["name"], o["datatype"]) for o in response.get("outputs", [])]
+    else:
+        version = response.model_version
+        described = [(o.name, o.datatype) for o in response.outputs]
+    tensors = []
+    for name, datatype in described:
+        data = result.as_numpy(name)
+        if data is None:
+            raise TritonRequestError(f"the response has no data for output {name!r}")
+        data.setflags(write=False)  # a response is a record: nobody edits it in place
+        tensors.append(Tensor(name, datatype, data))
+    return InferResponse(version, tuple(tensors))
 
 
 def _as_json(client: Any) -> dict[str, Any]:

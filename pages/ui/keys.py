@@ -47,6 +47,7 @@ EDITOR_KNOB_PREFIX = "editor.knob."  # + text hash + knob: new widgets whenever 
 EDITOR_KNOB_ERROR = "editor.knob_error"  # why the knobs were not written, shown once
 EDITOR_LOAD_UNLOADED = "editor.load_unloaded"  # load a model that is not loaded on apply
 EDITOR_APPLY = "editor.apply"
+EDITOR_SMOKE = "editor.smoke"  # send a test request after a successful reload
 EDITOR_NOTICE = "editor.notice"  # Notice of the last apply/rollback, shown once under its button
 EDITOR_REVISION = "editor.revision"  # revision chosen in the history
 EDITOR_ROLLBACK = "editor.rollback"

@@ -220,6 +220,26 @@ def test_validator_warnings_come_back_with_a_successful_apply(
     assert any("triton.version_dir_ignored" in w for w in result.warnings)
 
 
+def test_a_config_that_loads_but_fails_a_test_request_is_restored_and_reloaded(
+    server: TritonProcess, client: TritonClient, _workspace: Path
+) -> None:
+    path = config_path(server)
+    original = path.read_bytes()
+    wrong_dims = original.decode().replace("dims: [ 64 ]", "dims: [ 65 ]")  # loads; the model cannot run it
+    result = apply_config(client, server.repository, MODEL, wrong_dims, smoke=True,
+                          log=LocalLogFile(server.log_path))
+    assert result.outcome is Outcome.ROLLED_BACK, result.message
+    assert result.message.startswith(f"the new config of {MODEL!r} loaded, but a test request failed: ")
+    assert "restored, byte for byte and reloaded" in result.message
+    assert path.read_bytes() == original
+    assert client.model_config(MODEL).input[0].dims == [64]  # the previous config serves again
+    assert audit.query(model=MODEL)[0].result == "rolled_back"
+    good = original.decode().replace("max_queue_delay_microseconds: 1000",
+                                     "max_queue_delay_microseconds: 1500")
+    result = apply_config(client, server.repository, MODEL, good, smoke=True)
+    assert result.outcome is Outcome.APPLIED and "a test request answered in" in result.message
+
+
 def run_cli(argv: list[str]) -> int:
     """The hooks the lead adds to geadmin/cli/main.py and cli/config.py, on a parser of our own."""
     parser = argparse.ArgumentParser(prog="geadmin")

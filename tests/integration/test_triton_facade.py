@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
+import tritonclient.http as httpclient
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
@@ -184,3 +185,18 @@ def test_a_malformed_answer_is_a_request_error_not_a_traceback(triton_server: Tr
     with pytest.raises(TritonRequestError, match="Failed to parse models field"):
         client._message("read something", lambda c, kw: {"models": "not a list"},
                         service_pb2.RepositoryIndexResponse)
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_hidden_directories_triton_lists_are_not_models(
+    triton_factory: Callable[..., TritonProcess], transport: str
+) -> None:
+    server = triton_factory(models=[])
+    hidden = server.repository / ".geadmin-staging-new-x1" / "new"
+    hidden.mkdir(parents=True)
+    (hidden / "config.pbtxt").write_text('name: "new"\nbackend: "python"\n')
+    bare = httpclient.InferenceServerClient(server.http_url.removeprefix("http://"))
+    assert ".geadmin-staging-new-x1" in {m["name"] for m in bare.get_model_repository_index()}  # Triton does
+    client = TritonClient(url_for(server, transport))
+    names = {entry.name for entry in client.repository_index()}
+    assert "digits_classifier" in names and not any(n.startswith(".") for n in names)

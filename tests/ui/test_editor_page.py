@@ -171,3 +171,17 @@ def test_history_rolls_back_to_an_earlier_revision_in_one_click(server: TritonPr
     assert config_file(server).read_text() == original
     assert at.text_area(key="editor.text").value == original
     assert [r.action for r in audit.query(model=MODEL)] == ["rollback", "apply"]
+
+
+def test_a_config_that_loads_but_cannot_answer_is_put_back_by_the_test_request(server: TritonProcess) -> None:
+    original = config_file(server).read_text()
+    at = editor()
+    assert at.checkbox(key="editor.smoke").value  # on by default
+    at = edit(at, original.replace("dims: [ 64 ]", "dims: [ 65 ]"))
+    button(at, "Apply").click()  # type: ignore[attr-defined]
+    run(at)
+    errors = "\n".join(e.value for e in at.error)
+    assert "loaded, but a test request failed" in errors and "and reloaded" in errors
+    assert config_file(server).read_text() == original
+    with TritonClient(server.http_url) as client:
+        assert list(client.model_config(MODEL).input[0].dims) == [64]

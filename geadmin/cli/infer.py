@@ -1,0 +1,247 @@
+"""`geadmin infer MODEL`: one test request, its outputs, latency and Triton's breakdown.
+
+Inputs not named by `--input` get random data (seeded by `--seed`). `--print-curl` /
+`--print-python` print the same request as a command instead of sending it (a large body
+is written beside it, to request.json / request.bin / request_inputs.json in the current
+directory). Exit 0 when Triton answered, 1 when it rejected the request, 2 for bad input or
+usage, 3 when Triton is unreachable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from geadmin.cli.common import add_connection_args, client_for, target_from_args
+from geadmin.domain import DEFAULT_PORTS, Endpoint, Transport
+from geadmin.errors import GeAdminError, InferInputError, TritonError, TritonUnreachableError
+from geadmin.ops.infer import (
+    NOT_SCORES,
+    ClassScore,
+    InferRequest,
+    InferResult,
+    build_request,
+    parse_classification,
+    prepare,
+    read_labels,
+    send,
+    tensor_record,
+    top_k,
+)
+from geadmin.ops.infer_images import Normalize
+from geadmin.ops.infer_inputs import InputSource, SourceKind
+from geadmin.ops.infer_snippets import Snippet, curl_command, python_snippet
+from geadmin.ops.infer_spec import MAX_UPLOAD_BYTES, ModelSpec, check_size
+from geadmin.stack.target import Target
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_UNREACHABLE = 3
+
+
+def run(args: argparse.Namespace) -> int:
+    target = target_from_args(args)
+    try:
+        with client_for(target, args) as client:
+            spec = prepare(client, args.model)
+            labels, class_count = _top_k_plan(args, spec, target)
+            request = build_request(
+                spec, _sources(args, spec), shapes=_shapes(args.shape), batch_size=args.batch_size,
+                seed=args.seed, outputs=args.output or (), class_count=class_count)
+            if args.print_curl or args.print_python:
+                _print_snippet(args, target, request, spec)
+                return EXIT_OK
+            result = send(client, request)
+        ranked = _ranked(result, args.top_k, labels, class_count)
+    except InferInputError as exc:
+        return _fail(exc, EXIT_USAGE)
+    except TritonError as exc:
+        return _fail(exc, EXIT_UNREACHABLE if isinstance(exc, TritonUnreachableError) else EXIT_FAILED)
+    except GeAdminError as exc:
+        return _fail(exc, EXIT_USAGE)
+    if args.json:
+        print(json.dumps(result_record(result, ranked), indent=2))
+    else:
+        print(render(result, ranked))
+    return EXIT_OK
+
+
+def _fail(exc: BaseException, code: int) -> int:
+    print(f"geadmin: error: {' '.join(str(exc).split())}", file=sys.stderr)  # one line
+    return code
+
+
+# -- arguments -----------------------------------------------------------------------------
+def _sources(args: argparse.Namespace, spec: ModelSpec) -> dict[str, InputSource]:
+    sources = {}
+    names = [s.name for s in spec.inputs]
+    for text in args.input or ():
+        name, sep, rest = text.partition("=")
+        if not sep or name not in names:
+            if len(names) != 1:
+                raise InferInputError(f"--input {text!r}: give NAME=SOURCE, NAME one of {', '.join(names)}")
+            name, rest = names[0], text
+        source = InputSource.parse(rest, read_file=_read_upload)
+        if source.kind is SourceKind.IMAGE:
+            source = replace(source, normalize=Normalize(args.normalize))
+        sources[name] = source
+    return sources
+
+
+def _read_upload(path: str) -> bytes:
+    file = Path(path).expanduser()
+    try:
+        check_size(f"file {file}", file.stat().st_size, MAX_UPLOAD_BYTES)
+        return file.read_bytes()
+    except OSError as exc:
+        raise InferInputError(f"cannot read {file}: {exc.strerror or exc}") from None
+
+
+def _shapes(items: list[str] | None) -> dict[str, list[int]]:
+    shapes = {}
+    for text in items or ():
+        name, sep, dims = text.partition("=")
+        try:
+            if not sep:
+                raise ValueError
+            shapes[name] = [int(d) for d in dims.split(",")]
+        except ValueError:
+            raise InferInputError(f"--shape {text!r}: give NAME=D1,D2,... "
+                                  "(e.g. INPUT0=1,3,224,224)") from None
+    return shapes
+
+
+def _top_k_plan(
+    args: argparse.Namespace, spec: ModelSpec, target: Target
+) -> tuple[dict[str, list[str]], int]:
+    """(labels per output, class_count): labels from the repository when it is at hand, else
+    Triton's classification extension when an output has a labels file only Triton can read."""
+    if not args.top_k:
+        return {}, 0
+    if args.top_k < 0:
+        raise InferInputError(f"--top-k must be 1 or more, got {args.top_k}")
+    wanted = [spec.output(n) for n in args.output] if args.output else list(spec.outputs)
+    labelled = [o for o in wanted if o.label_filename]
+    if labelled and target.repository is None:
+        return {}, args.top_k
+    return {o.name: read_labels(target.repository, spec.name, o) for o in labelled if target.repository}, 0
+
+
+def _ranked(result: InferResult, k: int, labels: dict[str, list[str]],
+            class_count: int) -> dict[str, list[list[ClassScore]]]:
+    if not k:
+        return {}
+    if class_count:
+        return {t.name: parse_classification(t) for t in result.outputs}
+    return {t.name: top_k(t, k, labels.get(t.name, ()))
+            for t in result.outputs if t.datatype not in NOT_SCORES}
+
+
+def _print_snippet(args: argparse.Namespace, target: Target, request: InferRequest, spec: ModelSpec) -> None:
+    if args.print_curl:
+        snippet = curl_command(_http_url(target), request,
+                               output_types={o.name: o.datatype for o in spec.outputs})
+    else:
+        snippet = python_snippet(client_url(target, args), request)
+    _write_files(snippet)
+    print(snippet.text)
+
+
+def _http_url(target: Target) -> str:
+    endpoint = Endpoint.parse(target.spec.url)
+    if endpoint.transport is Transport.HTTP:
+        return endpoint.url
+    http = replace(endpoint, transport=Transport.HTTP, port=DEFAULT_PORTS["http"])
+    print(f"geadmin: note: curl speaks HTTP: the command uses {http.url} (Triton's default HTTP port); "
+          "change it if this Triton listens elsewhere", file=sys.stderr)
+    return http.url
+
+
+def client_url(target: Target, args: argparse.Namespace) -> str:
+    endpoint = Endpoint.parse(target.spec.url)
+    if args.protocol:
+        endpoint = replace(endpoint, transport=Transport(args.protocol))
+    return endpoint.url
+
+
+def _write_files(snippet: Snippet) -> None:
+    for name, content in snippet.files.items():
+        Path(name).write_bytes(content)
+        print(f"geadmin: note: wrote {Path(name).resolve()} (the command reads it)", file=sys.stderr)
+
+
+# -- output --------------------------------------------------------------------------------
+def result_record(result: InferResult, ranked: dict[str, list[list[ClassScore]]]) -> dict[str, Any]:
+    server = result.server
+    return {
+        "model": result.model, "version": result.version, "protocol": result.protocol,
+        "latency_ms": result.latency_ms,
+        "server": None if server is None else {
+            "queue_us": server.queue_us, "compute_input_us": server.compute_input_us,
+            "compute_infer_us": server.compute_infer_us, "compute_output_us": server.compute_output_us,
+            "requests": server.requests, "approximate": server.approximate},
+        "server_note": result.server_note,
+        "outputs": [tensor_record(t) for t in result.outputs],
+        "top_k": {name: [[{"index": c.index, "score": c.score, "label": c.label} for c in row]
+                         for row in rows]
+                  for name, rows in ranked.items()},
+    }
+
+
+def render(result: InferResult, ranked: dict[str, list[list[ClassScore]]]) -> str:
+    lines = [f"{result.model} (version {result.version or '?'}) over {result.protocol}: "
+             f"{result.latency_ms:.2f} ms end to end"]
+    server = result.server
+    if server is not None:
+        lines.append(f"server: queue {server.queue_us / 1000:.3f} ms, "
+                     f"compute input {server.compute_input_us / 1000:.3f} ms, "
+                     f"infer {server.compute_infer_us / 1000:.3f} ms, "
+                     f"output {server.compute_output_us / 1000:.3f} ms")
+    if result.server_note:
+        lines.append(f"note: {result.server_note}")
+    with np.printoptions(threshold=200, edgeitems=4, linewidth=100):
+        for tensor in result.outputs:
+            lines.append(f"{tensor.name}  {tensor.datatype} [{', '.join(map(str, tensor.shape))}]")
+            lines += ["  " + line for line in str(tensor.data).splitlines()]
+    for name, rows in ranked.items():
+        for item, row in enumerate(rows):
+            lines.append(f"top {len(row)} of {name}" + (f" (item {item})" if len(rows) > 1 else "") + ":")
+            lines += [f"  {rank}. {c.index}{' ' + c.label if c.label else ''}  {c.score:.6g}"
+                      for rank, c in enumerate(row, 1)]
+    return "\n".join(lines)
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser("infer", help="send one test request to a model",
+                                   description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("model", metavar="MODEL")
+    add_connection_args(parser, log_and_repository=False)
+    parser.add_argument("--repository", default=None, metavar="PATH",
+                        help="the served model repository, to read labels files for --top-k (env "
+                        "GEADMIN_REPOSITORY; default: the running stack's; without it Triton's "
+                        "classification extension supplies the labels)")
+    parser.add_argument("--input", action="append", metavar="NAME=SOURCE",
+                        help="random | zeros | ones | @file.npy | @image.png | json:DATA | text:STRING "
+                        "(repeat per input; default random)")
+    parser.add_argument("--shape", action="append", metavar="NAME=D1,D2,...",
+                        help="the full shape of an input, batch included (fills -1 dims)")
+    parser.add_argument("--batch-size", type=int, default=1,
+                        help="batch size of generated inputs (default 1)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of random inputs (default 0)")
+    parser.add_argument("--normalize", choices=[n.value for n in Normalize], default=Normalize.NONE.value,
+                        help="how image pixels become values (default none: 0..255)")
+    parser.add_argument("--output", action="append", metavar="NAME", help="ask for this output (repeat)")
+    parser.add_argument("--top-k", type=int, default=0, metavar="K",
+                        help="the K best classes of each output, with labels when the model has them")
+    snippets = parser.add_mutually_exclusive_group()
+    snippets.add_argument("--print-curl", action="store_true", help="print the request as curl, do not send")
+    snippets.add_argument("--print-python", action="store_true",
+                          help="print the request as a Python tritonclient script, do not send")
+    parser.set_defaults(func=run)

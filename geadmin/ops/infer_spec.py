@@ -1,0 +1,205 @@
+"""What a model's inputs and outputs accept, from its metadata and config, and the checks
+a test-inference tensor passes before it is sent.
+
+Each input gets an `InputSpec` (Triton dtype, dims with -1 where dynamic, whether the batch
+dimension applies). A mismatch says what the input expects and what it got:
+"input INPUT0 expects FP32 [-1, 4]; got int64 [2, 3]".
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from tritonclient.grpc import model_config_pb2
+
+from geadmin.errors import InferInputError, InputTooLargeError
+
+MAX_UPLOAD_BYTES = 32 * 1024 * 1024  # an uploaded .npy / image / JSON document
+MAX_TENSOR_BYTES = 256 * 1024 * 1024  # one built tensor (a shape like [1e9] is refused before allocating)
+
+# Triton dtype -> the numpy dtype a tensor of it is held in (BF16: float32, as tritonclient wants).
+NUMPY_DTYPES: dict[str, np.dtype[Any]] = {
+    "BOOL": np.dtype(np.bool_),
+    "INT8": np.dtype(np.int8), "INT16": np.dtype(np.int16),
+    "INT32": np.dtype(np.int32), "INT64": np.dtype(np.int64),
+    "UINT8": np.dtype(np.uint8), "UINT16": np.dtype(np.uint16),
+    "UINT32": np.dtype(np.uint32), "UINT64": np.dtype(np.uint64),
+    "FP16": np.dtype(np.float16), "BF16": np.dtype(np.float32),
+    "FP32": np.dtype(np.float32), "FP64": np.dtype(np.float64),
+    "BYTES": np.dtype(np.object_),
+}
+WIRE_BYTES = {"BF16": 2}  # bytes per element on the wire where it differs from the numpy dtype
+BYTES_ESTIMATE = 64  # bytes per BYTES element, for the size limit of generated text
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """What one model input accepts. `dims` excludes the batch dimension (-1 = dynamic)."""
+
+    name: str
+    datatype: str  # Triton's name: FP32, BYTES, ...
+    dims: tuple[int, ...]
+    batched: bool  # max_batch_size > 0: a leading batch dimension comes before `dims`
+    format: str = "FORMAT_NONE"  # the config's `format` (FORMAT_NCHW / FORMAT_NHWC for images)
+    optional: bool = False
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The full shape Triton expects, batch dimension included (-1 when dynamic)."""
+        return ((-1,) if self.batched else ()) + self.dims
+
+    def describe(self) -> str:
+        return f"{self.datatype} [{', '.join(str(d) for d in self.shape)}]"
+
+
+@dataclass(frozen=True)
+class OutputSpec:
+    name: str
+    datatype: str
+    dims: tuple[int, ...]
+    label_filename: str = ""  # from the config: one label per class, in the model directory
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    version: str
+    max_batch_size: int
+    inputs: tuple[InputSpec, ...]
+    outputs: tuple[OutputSpec, ...]
+
+    def input(self, name: str) -> InputSpec:
+        for spec in self.inputs:
+            if spec.name == name:
+                return spec
+        raise InferInputError(f"model {self.name!r} has no input {name!r} "
+                              f"(inputs: {', '.join(s.name for s in self.inputs)})")
+
+    def output(self, name: str) -> OutputSpec:
+        for spec in self.outputs:
+            if spec.name == name:
+                return spec
+        raise InferInputError(f"model {self.name!r} has no output {name!r} "
+                              f"(outputs: {', '.join(s.name for s in self.outputs)})")
+
+
+# -- specs from Triton ---------------------------------------------------------------------
+def model_spec(name: str, metadata: Any, config: Any) -> ModelSpec:
+    """From `ModelMetadataResponse` and the (normalized) `ModelConfig` of the same model."""
+    batched = config.max_batch_size > 0
+    configured = {i.name: i for i in config.input}
+    inputs = []
+    for tensor in metadata.inputs:
+        shape = tuple(int(d) for d in tensor.shape)
+        item = configured.get(tensor.name)
+        fmt = model_format_name(item.format) if item is not None else "FORMAT_NONE"
+        inputs.append(InputSpec(tensor.name, tensor.datatype, shape[1:] if batched else shape, batched,
+                                fmt, bool(item.optional) if item is not None else False))
+    labels = {o.name: o.label_filename for o in config.output}
+    outputs = []
+    for tensor in metadata.outputs:
+        shape = tuple(int(d) for d in tensor.shape)
+        outputs.append(OutputSpec(tensor.name, tensor.datatype, shape[1:] if batched else shape,
+                                  labels.get(tensor.name, "")))
+    version = metadata.versions[-1] if metadata.versions else ""
+    return ModelSpec(name, version, int(config.max_batch_size), tuple(inputs), tuple(outputs))
+
+
+def model_format_name(value: int) -> str:
+    return str(model_config_pb2.ModelInput.Format.Name(value))
+
+
+# -- shapes ----------------------------------------------------------------------------------
+def concrete_shape(
+    spec: InputSpec, shape: Sequence[int] | None = None, batch_size: int = 1
+) -> tuple[int, ...]:
+    """The shape to send: `shape` (full, batch included) when given and it fits, else the
+    spec's with the batch size first and 1 for every other dynamic dimension."""
+    if shape is not None:
+        chosen = tuple(int(d) for d in shape)
+        if not fits(spec, chosen) or any(d < 0 for d in chosen):
+            raise InferInputError(f"input {spec.name} expects {spec.describe()}; the shape "
+                                  f"[{', '.join(map(str, chosen))}] does not fit it")
+        return chosen
+    if batch_size < 1:
+        raise InferInputError(f"batch size must be at least 1, got {batch_size}")
+    dims = tuple(1 if d < 0 else d for d in spec.dims)
+    return ((batch_size,) if spec.batched else ()) + dims
+
+
+def dynamic_dims(spec: InputSpec) -> tuple[int, ...]:
+    """Positions in `spec.dims` (batch excluded) that are -1: what the shape picker asks for."""
+    return tuple(i for i, d in enumerate(spec.dims) if d < 0)
+
+
+def picked_shape(spec: InputSpec, sizes: Sequence[int], batch_size: int = 1) -> tuple[int, ...]:
+    """The full shape from one size per dynamic dim (in `dynamic_dims` order) and the batch size."""
+    positions = dynamic_dims(spec)
+    if len(sizes) != len(positions):
+        raise InferInputError(f"input {spec.name} has {len(positions)} dynamic dims, got {len(sizes)} sizes")
+    chosen = dict(zip(positions, sizes, strict=True))
+    dims = tuple(int(chosen.get(i, d)) for i, d in enumerate(spec.dims))
+    if any(d < 1 for d in dims):
+        raise InferInputError(f"input {spec.name}: every dimension must be at least 1, got {list(dims)}")
+    if batch_size < 1:
+        raise InferInputError(f"batch size must be at least 1, got {batch_size}")
+    return ((batch_size,) if spec.batched else ()) + dims
+
+
+def fits(spec: InputSpec, shape: Sequence[int]) -> bool:
+    expected = spec.shape
+    return len(shape) == len(expected) and all(e < 0 or e == s for e, s in zip(expected, shape, strict=True))
+
+
+def check_tensor(spec: InputSpec, data: np.ndarray, max_batch_size: int = 0) -> np.ndarray:
+    """`data` unchanged when it fits the spec, else an InferInputError naming both sides."""
+    dtype_ok = data.dtype == NUMPY_DTYPES.get(spec.datatype)
+    if spec.datatype == "BYTES":
+        dtype_ok = data.dtype == np.object_ and all(isinstance(v, bytes) for v in data.flat)
+    if not dtype_ok or not fits(spec, data.shape):
+        raise InferInputError(f"input {spec.name} expects {spec.describe()}; got {_describe_array(data)}")
+    if spec.batched and max_batch_size and data.shape and data.shape[0] > max_batch_size:
+        raise InferInputError(f"input {spec.name}: batch size {data.shape[0]} is over the model's "
+                              f"max_batch_size {max_batch_size}")
+    return data
+
+
+def _describe_array(data: np.ndarray) -> str:
+    kind = "bytes" if data.dtype == np.object_ else str(data.dtype)
+    return f"{kind} [{', '.join(str(d) for d in data.shape)}]"
+
+
+def check_size(what: str, n_bytes: int, limit: int) -> None:
+    if n_bytes > limit:
+        raise InputTooLargeError(f"{what} is {n_bytes / 1e6:.1f} MB, over the limit of {limit / 1e6:.1f} MB")
+
+
+def check_tensor_size(spec: InputSpec, shape: Sequence[int], limit: int = MAX_TENSOR_BYTES) -> None:
+    item = WIRE_BYTES.get(spec.datatype) or (BYTES_ESTIMATE if spec.datatype == "BYTES"
+                                             else NUMPY_DTYPES[spec.datatype].itemsize)
+    check_size(f"input {spec.name} of shape [{', '.join(map(str, shape))}]", math.prod(shape) * item, limit)
+
+
+def dtype_of(spec: InputSpec) -> np.dtype[Any]:
+    try:
+        return NUMPY_DTYPES[spec.datatype]
+    except KeyError:
+        raise InferInputError(f"input {spec.name} has datatype {spec.datatype}, which geadmin "
+                              f"cannot build ({', '.join(NUMPY_DTYPES)})") from None
+
+
+def to_bf16(values: np.ndarray) -> np.ndarray:
+    """float32 values cut to bfloat16 precision, as tritonclient truncates them on the wire,
+    so the tensor geadmin shows is the one Triton receives."""
+    bits = np.ascontiguousarray(values, dtype=np.float32).view(np.uint32) & np.uint32(0xFFFF0000)
+    return bits.view(np.float32)
+
+
+def object_array(items: Sequence[bytes], shape: Sequence[int]) -> np.ndarray:
+    array = np.empty(len(items), dtype=np.object_)
+    array[:] = list(items)
+    return array.reshape(tuple(shape))
