@@ -19,6 +19,11 @@
     │   └── ConfigLockedError           another geadmin is writing this model's config right now
     ├── InferInputError             a test-inference input that does not fit the model
     │   └── InputTooLargeError          an upload or tensor over the size limit
+    ├── AccessError                 sign-in and roles (geadmin.access)
+    │   ├── SignInError                 unknown user or wrong password (never says which)
+    │   │   └── SignInRateLimitedError      too many failed attempts: retry later
+    │   ├── SessionExpiredError         idle longer than the session timeout
+    │   └── AccessDeniedError           the signed-in role may not do this
     ├── WorkspaceDatabaseError      the workspace SQLite ($GEADMIN_HOME/geadmin.db)
     │   └── DatabaseBusyError           another process held it past the busy timeout
     ├── TritonError                 talking to a running Triton
@@ -44,8 +49,9 @@
         │   └── MetricsHTTPError            it answered with an HTTP error, or not in HTTP
         ├── MetricsParseError           the page is not Prometheus text format
         ├── NpuSourceError              an NPU source gave no devices it should have (npu-exporter, Triton)
-        └── NpuSmiError                 npu-smi cannot be run, fails, or times out
-            └── NpuSmiParseError            npu-smi output geadmin cannot read
+        ├── NpuSmiError                 npu-smi cannot be run, fails, or times out
+        │   └── NpuSmiParseError            npu-smi output geadmin cannot read
+        └── SamplerLockedError          another telemetry sampler already writes this workspace
 
 Pages and the CLI catch only these, and show `str(err)`: each message names the
 cause and, where there is one, the next step.
@@ -240,6 +246,10 @@ class NpuSmiParseError(NpuSmiError):
     """`npu-smi` printed something geadmin cannot read; the message quotes the first lines."""
 
 
+class SamplerLockedError(TelemetryError):
+    """Another telemetry sampler (`geadmin sampler`, `geadmin up`) holds the workspace's lock."""
+
+
 class PerfAnalyzerError(GeAdminError):
     """A load test failed: perf_analyzer could not run, or ended without figures."""
 
@@ -262,3 +272,27 @@ class UnstableMeasurementError(PerfAnalyzerError):
 
 class BenchInputError(PerfAnalyzerError):
     """perf_analyzer rejected the input data it was given (--input-data JSON)."""
+
+
+class AccessError(GeAdminError):
+    """Sign-in and roles."""
+
+
+class SignInError(AccessError):
+    """Unknown user or wrong password; the message never says which."""
+
+
+class SignInRateLimitedError(SignInError):
+    """Too many failed sign-ins for one user; `retry_after_s` says when to try again."""
+
+    def __init__(self, message: str, *, retry_after_s: float) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+class SessionExpiredError(AccessError):
+    """The session was idle longer than GEADMIN_SESSION_IDLE_MIN."""
+
+
+class AccessDeniedError(AccessError):
+    """The signed-in user's role may not perform the action."""

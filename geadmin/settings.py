@@ -48,6 +48,16 @@ def parse_flag(raw: str) -> bool:
     raise ConfigError(f"must be 1 or 0, got {raw!r}")
 
 
+def parse_minutes(raw: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"must be a number of minutes, got {raw!r}") from None
+    if not 1 <= value <= 7 * 24 * 60:  # also rejects nan and inf
+        raise ConfigError(f"must be between 1 minute and a week, got {raw}")
+    return value
+
+
 @dataclass(frozen=True)
 class Setting:
     name: str  # without the prefix
@@ -86,6 +96,15 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     Setting("COMPOSE_PROJECT", str, None, "compose project whose containers the Stack page manages"),
     Setting("DOCKER", str, "docker", "docker CLI binary the compose driver runs"),
     Setting("DEBUG", parse_flag, "0", "1: print the traceback of an internal error"),
+    Setting("AUTH", str, "auto", "dashboard sign-in: auto, local (users file), oidc (st.login) or open "
+            "(no sign-in, loopback only)"),
+    Setting("USERS_FILE", parse_path, None, "the local users file (default $GEADMIN_HOME/users.toml)"),
+    Setting("SESSION_IDLE_MIN", parse_minutes, "30", "minutes without activity before a dashboard "
+            "session signs out"),
+    Setting("OIDC_ROLES_CLAIM", str, "groups", "the OIDC claim that lists the user's groups"),
+    Setting("OIDC_ROLE_MAP", str, "", "OIDC group -> role: group=admin,group2=operator"),
+    Setting("OIDC_DEFAULT_ROLE", str, "viewer", "role of an OIDC user in no mapped group (none: refuse "
+            "sign-in)"),
     Setting("NPU_EXPORTER_URL", str, None, "npu-exporter's /metrics, the first NPU source tried"),
     Setting("TRITON_METRICS_URL", str, None, "Triton's /metrics page (default: the running stack's, "
             "else http://127.0.0.1:<GEADMIN_METRICS_PORT>/metrics)"),

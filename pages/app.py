@@ -11,9 +11,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # so `pages.*` imp
 
 from geadmin.errors import GeAdminError
 from pages import audit, editor, models, new_model, overview, stack
+from pages.ui import access
 from pages.ui.context import server_picker
 
 st.set_page_config(page_title="geadmin", page_icon=":material/memory:", layout="wide")
+identity = access.require_identity()  # the sign-in form, when one is needed, and stop
 
 navigation = st.navigation(
     {
@@ -33,6 +35,7 @@ navigation = st.navigation(
 )
 try:
     server_picker()
+    access.sidebar(identity)
 except GeAdminError as exc:  # e.g. a malformed GEADMIN_SERVERS_FILE
     st.error(f"geadmin is misconfigured: {exc}")
     st.stop()

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import pandas as pd
 import streamlit as st
 
-from geadmin.audit import Actor
+from geadmin.access.roles import Action as Guarded
 from geadmin.errors import ConfigParseError, GeAdminError, RepositoryError, TritonError
 from geadmin.ops import actions
 from geadmin.ops.apply import ApplyResult, Outcome, apply_config, rollback
@@ -22,7 +22,7 @@ from geadmin.repository.modelconfig import lost_comments, parse_pbtxt, to_file_t
 from geadmin.repository.store import ConfigConflictError
 from geadmin.repository.validate import ConfigInvalidError, Finding, Severity, validate_text
 from geadmin.stack.target import Target
-from pages.ui import keys
+from pages.ui import access, keys
 from pages.ui.context import client_for, log_for, selected_target
 
 MONOSPACE = ('<style>textarea[aria-label="config.pbtxt"] {font-family: "Source Code Pro", ui-monospace, '
@@ -222,7 +222,8 @@ def apply_section(target: Target, opened: Opened, text: str, findings: list[Find
     smoke = smoke_col.checkbox("Send a test request after the reload", key=keys.EDITOR_SMOKE, value=True,
                                help="one request of zeros; if it fails, the previous config is put back "
                                     "and reloaded")
-    reason = ("no changes to apply" if text == opened.text else
+    permitted, why_not = access.allowed(Guarded.APPLY)
+    reason = (why_not if not permitted else "no changes to apply" if text == opened.text else
               f"fix the {len(errors)} error(s) above first" if errors else "")
     if st.button("Apply", type="primary", key=keys.EDITOR_APPLY, disabled=bool(reason), help=reason or
                  "write atomically, reload in Triton; restored automatically if Triton rejects it"):
@@ -231,7 +232,9 @@ def apply_section(target: Target, opened: Opened, text: str, findings: list[Find
         with st.spinner(f"Applying to {opened.model}: writing, reloading, checking what serves…"):
             run_change("apply", lambda: apply_config(
                 client, target.repository, opened.model, text, expected_sha256=opened.sha256,
-                base_text=opened.text, actor=Actor.dashboard(None), log=log_for(target), load_unloaded=load,
+                base_text=opened.text, actor=access.actor_for(Guarded.APPLY, model=opened.model,
+                                                              server=target.spec.url),
+                log=log_for(target), load_unloaded=load,
                 smoke=smoke))
     show_notice("apply")
 
@@ -302,12 +305,15 @@ def history_section(target: Target, opened: Opened) -> None:
     chosen = by_number[number]
     st.code(store.text_diff(opened.text, chosen.text, f"{opened.model}/config.pbtxt", "on disk",
                             f"revision {number}") or "Same as the file on disk.", language="diff")
+    permitted, why_not = access.allowed(Guarded.ROLLBACK)
     if st.button(f"Roll back to revision {number}", key=keys.EDITOR_ROLLBACK,
-                 disabled=chosen.sha256 == opened.sha256,
-                 help="an audited apply of that revision; unapplied edits in the editor are discarded"):
+                 disabled=chosen.sha256 == opened.sha256 or not permitted,
+                 help=why_not or "an audited apply of that revision; unapplied edits in the editor are "
+                 "discarded"):
         client = client_for(target.spec.url, target.spec.admin_key)
         with st.spinner(f"Rolling {opened.model} back to revision {number}…"):
             run_change("rollback", lambda: rollback(
                 client, target.repository, opened.model, number, expected_sha256=opened.sha256,
-                actor=Actor.dashboard(None), log=log_for(target)))
+                actor=access.actor_for(Guarded.ROLLBACK, model=opened.model, server=target.spec.url),
+                log=log_for(target)))
     show_notice("rollback")

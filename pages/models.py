@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from geadmin.audit import Actor
+from geadmin.access.roles import Action as Guarded
 from geadmin.diagnose import details, ensemble
 from geadmin.diagnose.rows import ModelRow, collect_rows, filter_rows
 from geadmin.domain import ModelState
@@ -14,7 +14,7 @@ from geadmin.ops import actions
 from geadmin.ops.actions import Action
 from geadmin.repository.modelconfig import to_dict, to_pbtxt
 from geadmin.stack.target import Target
-from pages.ui import keys
+from pages.ui import access, keys
 from pages.ui.context import client_for, log_for, selected_client, selected_target
 
 REFRESH_S = 5
@@ -110,7 +110,9 @@ def actions_form(names: list[str]) -> None:
     if pending is not None and pending[0] != server:  # asked on another server: never apply here
         del st.session_state[keys.MODELS_PENDING]
         pending = None
-    if st.button(f"{action.value.capitalize()}…", disabled=not chosen or pending is not None):
+    permitted, why_not = access.allowed(Guarded(action.value))
+    if st.button(f"{action.value.capitalize()}…", disabled=not chosen or pending is not None or not permitted,
+                 help=why_not or None):
         st.session_state[keys.MODELS_PENDING] = (server, action.value, tuple(chosen), dependents)
         st.rerun()
     if pending is not None:
@@ -134,9 +136,14 @@ def confirm(action_value: str, names: tuple[str, ...], dependents: bool) -> None
             bar.progress(min(done / total, 1.0) if total else 1.0, text=label)
 
         target = selected_target()
+        try:
+            actor = access.actor_for(Guarded(action.value), model=", ".join(names), server=target.spec.url)
+        except GeAdminError as exc:
+            show_error(exc)
+            return
         results = actions.run_action(selected_client(), action, names, dependents=dependents,
                                      log=log_for(target), repository=target.repository,
-                                     progress=progress, actor=Actor.dashboard(None))
+                                     progress=progress, actor=actor)
         st.session_state[keys.MODELS_RESULTS] = results
         st.rerun()
 

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import streamlit as st
 
-from geadmin.audit import Actor
+from geadmin.access.roles import Action as Guarded
 from geadmin.errors import GeAdminError
 from geadmin.ops import create
 from geadmin.ops.create import CreateRefusedError, CreateResult
 from geadmin.repository import store, templates
 from geadmin.repository.templates import Params
 from geadmin.repository.validate import Severity
-from pages.ui import keys
+from pages.ui import access, keys
 from pages.ui.context import log_for, selected_client, selected_target
 
 MIB = 1024 * 1024
@@ -61,13 +61,15 @@ def render() -> None:
             st.code(text, language="protobuf")
     load = st.checkbox("Load after creating", value=True, key=keys.NEW_MODEL_LOAD,
                        help="through Triton's repository API; unchecked, only the directory is created")
-    if st.button("Create", type="primary", key=keys.NEW_MODEL_CREATE,
-                 disabled=not name or params is None or bool(problem)):
+    permitted, why_not = access.allowed(Guarded.CREATE)
+    if st.button("Create", type="primary", key=keys.NEW_MODEL_CREATE, help=why_not or None,
+                 disabled=not name or params is None or bool(problem) or not permitted):
         with st.spinner(f"Creating {name}" + (" and loading it…" if load else "…")):
             try:
+                actor = access.actor_for(Guarded.CREATE, model=name, server=target.spec.url)
                 outcome: CreateResult | GeAdminError = create.create_model(
                     selected_client(), target.repository, name, template_id, params, files,
-                    actor=Actor.dashboard(None), load=load, limit_bytes=upload_limit_bytes(),
+                    actor=actor, load=load, limit_bytes=upload_limit_bytes(),
                     log=log_for(target))
             except GeAdminError as exc:
                 outcome = exc

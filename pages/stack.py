@@ -7,10 +7,12 @@ import time
 import pandas as pd
 import streamlit as st
 
+from geadmin.access.roles import Action as Guarded
 from geadmin.errors import GeAdminError
+from geadmin.ops import actions
 from geadmin.stack.choose import choose_driver
-from geadmin.stack.drivers import ServiceStatus, StackDriver
-from pages.ui import keys
+from geadmin.stack.drivers import ServiceStatus, StackDriver, perform
+from pages.ui import access, keys
 from pages.ui.context import selected_client
 
 REFRESH_S = 3
@@ -68,7 +70,8 @@ def service_action(driver: StackDriver) -> None:
     left, right, go = st.columns([2, 2, 1], vertical_alignment="bottom")
     service = left.selectbox("Service", names, key=keys.STACK_SERVICE)
     action = right.selectbox("Action", list(ACTIONS), format_func=ACTIONS.get, key=keys.STACK_ACTION)
-    if go.button("Apply…", key=keys.STACK_APPLY):
+    permitted, why_not = access.allowed(Guarded(action))
+    if go.button("Apply…", key=keys.STACK_APPLY, disabled=not permitted, help=why_not or None):
         st.session_state[keys.STACK_PENDING] = (service, action)
     pending = st.session_state.get(keys.STACK_PENDING)
     if pending:
@@ -78,7 +81,7 @@ def service_action(driver: StackDriver) -> None:
         if yes.button(f"Yes, {action} {service}", key=keys.STACK_CONFIRM, type="primary"):
             st.session_state.pop(keys.STACK_PENDING, None)
             try:
-                getattr(driver, action)(service)
+                perform(driver, service, action, actor=access.actor_for(Guarded(action), model=service))
             except GeAdminError as exc:
                 st.error(f"Cannot {action} {service}: {exc}")
             else:
@@ -129,9 +132,12 @@ def log_level() -> None:
         level = st.number_input("Verbose level (0 = off)", min_value=0, max_value=10, step=1,
                                 value=int(current.get("log_verbose_level", 0)),
                                 key=keys.STACK_LOG_VERBOSE)
-        if st.button("Apply log level", key=keys.STACK_LOG_APPLY):
+        permitted, why_not = access.allowed(Guarded.LOG_LEVEL)
+        if st.button("Apply log level", key=keys.STACK_LOG_APPLY, disabled=not permitted,
+                     help=why_not or None):
             try:
-                updated = client.update_log_settings(log_verbose_level=int(level))
+                actor = access.actor_for(Guarded.LOG_LEVEL, server=client.url)
+                updated = actions.set_log_verbosity(client, int(level), actor=actor)
             except GeAdminError as exc:
                 st.error(f"Triton refused the change: {exc}")
                 return

@@ -19,10 +19,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from streamlit import config as streamlit_config
 
 from geadmin.stack.dashboard import DashboardProcess
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.stack.workspace import SAMPLE_REPOSITORY
+
+# AppTest runs the app in this process, where Streamlit's `server.address` is unset (which
+# means every interface, so sign-in would be required): give it the address `geadmin up`
+# binds (Streamlit reads STREAMLIT_* variables only under `streamlit run`). Access tests that
+# need another address set it themselves (tests/ui/test_access_pages.py).
+streamlit_config.set_option("server.address", "127.0.0.1")
 
 SAMPLE_MODELS = [
     "digits_classifier",

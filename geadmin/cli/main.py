@@ -10,10 +10,11 @@ from geadmin import __version__, settings
 from geadmin.cli import bundle, config, config_history, models, status, up
 from geadmin.cli import infer as infer_command
 from geadmin.cli import npu as npu_command
+from geadmin.cli import users as users_command
 from geadmin.errors import GeAdminError
 
 COMMANDS = (up, status, models, config, config_history, bundle, infer_command,  # config_history adds `audit`
-            npu_command)
+            npu_command, users_command)
 EXIT_USAGE = 2
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from types import FrameType
 
 from geadmin import settings
+from geadmin.access.startup import dashboard_sign_in
 from geadmin.cli.common import positive_seconds
 from geadmin.domain import DEFAULT_PORTS, Ports
 from geadmin.stack.backends import backend_dirs
@@ -47,7 +48,9 @@ def options_from_args(args: argparse.Namespace) -> StackOptions:
 
 
 def run(args: argparse.Namespace) -> int:
-    stack = EmbeddedStack(options_from_args(args), printer=lambda message: print(message, flush=True))
+    options = options_from_args(args)
+    dashboard_sign_in(options.host, Path.cwd(), options.workspace.home)  # public bind, no sign-in: refuse
+    stack = EmbeddedStack(options, printer=lambda message: print(message, flush=True))
     started = False
 
     stopping = False

@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from geadmin import audit
 from geadmin.audit import Actor
@@ -216,3 +217,16 @@ def next_step(error: GeAdminError) -> str:
     if isinstance(error, TritonTimeoutError):
         return "Triton is slow or stuck: retry, and read its log"
     return "check the message above and Triton's log"
+
+
+def set_log_verbosity(client: TritonClient, level: int, *, actor: Actor) -> dict[str, Any]:
+    """Triton's verbose log level, changed live and audited; Triton's settings after it."""
+    try:
+        updated = client.update_log_settings(log_verbose_level=int(level))
+    except GeAdminError as exc:
+        audit.try_record_action("log_level", "", False, f"verbose level {level}: {exc}", server=client.url,
+                                actor=actor)
+        raise
+    audit.try_record_action("log_level", "", True, f"verbose level set to {level}", server=client.url,
+                            actor=actor)
+    return updated

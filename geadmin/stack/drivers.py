@@ -11,6 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from geadmin import audit
+from geadmin.audit import Actor
+from geadmin.errors import GeAdminError
+
 
 @dataclass(frozen=True)
 class ExitRecord:
@@ -60,3 +64,20 @@ class StackDriver(Protocol):
     def start(self, service: str) -> None: ...
 
     def logs(self, service: str, tail: int = 200) -> list[str]: ...
+
+
+STACK_ACTIONS = ("restart", "stop", "start")
+
+
+def perform(driver: StackDriver, service: str, action: str, *, actor: Actor) -> None:
+    """Restart, stop or start `service`, audited with who asked (the row is written whether
+    the driver succeeds or not; a row that cannot be written does not undo the action)."""
+    if action not in STACK_ACTIONS:
+        raise ValueError(f"unknown stack action {action!r}")
+    try:
+        getattr(driver, action)(service)
+    except GeAdminError as exc:
+        audit.try_record_action(action, service, False, str(exc), server=f"stack:{driver.kind}", actor=actor)
+        raise
+    audit.try_record_action(action, service, True, f"asked the {driver.kind} stack to {action} {service}",
+                            server=f"stack:{driver.kind}", actor=actor)

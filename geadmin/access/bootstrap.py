@@ -1,0 +1,53 @@
+"""The compose stack's secure default: with GEADMIN_AUTH=local and no users file yet, the
+dashboard creates an `admin` with a random password at first start, says it once (its log and
+a 0600 file in the workspace), and asks for a new password at the first sign-in."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from geadmin.access.roles import Role
+from geadmin.access.users import UsersFile, random_password
+from geadmin.errors import ConfigError
+from geadmin.repository.store import atomic_write
+
+FIRST_ADMIN = "admin"
+PASSWORD_FILE = "initial-admin-password"
+
+
+@dataclass(frozen=True)
+class FirstAdmin:
+    name: str
+    password: str
+    password_file: Path
+
+    def announcement(self) -> str:
+        return (f"geadmin: created the first dashboard user {self.name!r} with a random password "
+                f"(also in {self.password_file}; it must be changed at the first sign-in): {self.password}")
+
+
+def create_first_admin(users: UsersFile, home: Path) -> FirstAdmin | None:
+    """The first admin, when the users file does not exist yet; None when it does (then the
+    file is left alone, whoever wrote it)."""
+    if users.exists():
+        return None
+    password = random_password()
+    path = home / PASSWORD_FILE
+    home.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, (password + "\n").encode())  # first: an admin nobody can sign in as is worse
+    os.chmod(path, 0o600)
+    try:
+        users.add(FIRST_ADMIN, Role.ADMIN, password, must_change=True)
+    except ConfigError:
+        path.unlink(missing_ok=True)
+        if users.exists():  # another process won the race: its admin stands
+            return None
+        raise
+    return FirstAdmin(FIRST_ADMIN, password, path)
+
+
+def forget_first_password(home: Path) -> None:
+    """Once the first password is changed, the file that holds it goes."""
+    (home / PASSWORD_FILE).unlink(missing_ok=True)

@@ -1,0 +1,154 @@
+"""Who is signed in, how they signed in, and how long a session lives.
+
+Sign-in modes (GEADMIN_AUTH):
+- `auto` (default): OIDC when Streamlit's `[auth]` secrets are configured, else the local
+  users file when it exists, else no sign-in when the dashboard listens on a loopback address
+  only, else refuse to start (`resolve_mode` says why and what to do);
+- `local`: the users file; when it does not exist yet, an `admin` with a random password is
+  created on first start (the compose stack's secure default, `bootstrap.py`);
+- `oidc`: Streamlit's `st.login` with an identity provider; roles from a claim;
+- `open`: no sign-in, allowed on loopback only (the single local user is an admin).
+"""
+
+from __future__ import annotations
+
+import enum
+import ipaddress
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+
+from geadmin.access.roles import Role
+from geadmin.audit import Actor, os_user_name
+from geadmin.errors import ConfigError, SessionExpiredError, SignInError
+
+LOOPBACK_NAMES = {"localhost", "ip6-localhost"}
+
+
+class Mode(str, enum.Enum):
+    OPEN = "open"
+    LOCAL = "local"
+    OIDC = "oidc"
+
+
+@dataclass(frozen=True)
+class Identity:
+    name: str
+    role: Role
+    mode: Mode
+    must_change: bool = False  # a first-start or reset password: set a new one before anything
+
+    def actor(self) -> Actor:
+        return Actor.dashboard(self.name)
+
+    @classmethod
+    def local_admin(cls) -> Identity:
+        """The one user of a dashboard without sign-in (loopback only)."""
+        return cls(os_user_name(), Role.ADMIN, Mode.OPEN)
+
+
+def is_loopback(address: str | None) -> bool:
+    """True only for an address that cannot be reached from another host; unset means all."""
+    if not address:
+        return False
+    if address.lower() in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(address.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass(frozen=True)
+class ModeDecision:
+    mode: Mode
+    bootstrap: bool = False  # local mode with no users file yet: create the first admin
+
+
+REFUSAL = ("the dashboard would listen on {address} with no sign-in configured, so anyone who "
+           "reaches the port could unload models and rewrite configs. Choose one: (1) local users — "
+           "`geadmin users add NAME --role admin` (creates {users_file}), or set GEADMIN_AUTH=local to "
+           "have an admin with a random password created at start; (2) OpenID Connect — configure "
+           "[auth] in .streamlit/secrets.toml and set GEADMIN_AUTH=oidc. Or bind 127.0.0.1 "
+           "(--host 127.0.0.1) to run without sign-in on this machine only.")
+
+
+def resolve_mode(setting: str, *, address: str | None, users_file_exists: bool, oidc_configured: bool,
+                 users_file: str = "the users file") -> ModeDecision:
+    """The sign-in mode for `setting` (GEADMIN_AUTH); ConfigError with the options when the
+    dashboard would be reachable from other hosts without any sign-in."""
+    choice = setting.strip().lower()
+    if choice == "oidc":
+        if not oidc_configured:
+            raise ConfigError("GEADMIN_AUTH=oidc but .streamlit/secrets.toml has no [auth] section with "
+                              "redirect_uri, cookie_secret, client_id, client_secret and "
+                              "server_metadata_url: add it (see the README, 'Security')")
+        return ModeDecision(Mode.OIDC)
+    if choice == "local":
+        return ModeDecision(Mode.LOCAL, bootstrap=not users_file_exists)
+    if choice == "open":
+        if not is_loopback(address):
+            raise ConfigError("GEADMIN_AUTH=open is allowed on a loopback address only: "
+                              + REFUSAL.format(address=address or "every interface", users_file=users_file))
+        return ModeDecision(Mode.OPEN)
+    if choice != "auto":
+        raise ConfigError(f"GEADMIN_AUTH must be auto, local, oidc or open, got {setting!r}")
+    if oidc_configured:
+        return ModeDecision(Mode.OIDC)
+    if users_file_exists:
+        return ModeDecision(Mode.LOCAL)
+    if is_loopback(address):
+        return ModeDecision(Mode.OPEN)
+    raise ConfigError(REFUSAL.format(address=address or "every interface", users_file=users_file))
+
+
+# -- OIDC: roles from a claim -------------------------------------------------------------
+def parse_role_map(text: str) -> dict[str, Role]:
+    """`ml-admins=admin,oncall=operator` -> {group: role}."""
+    mapping: dict[str, Role] = {}
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        group, sep, role = item.rpartition("=")
+        if not sep or not group.strip():
+            raise ConfigError(f"GEADMIN_OIDC_ROLE_MAP: {item!r} is not GROUP=ROLE")
+        try:
+            mapping[group.strip()] = Role.parse(role)
+        except ValueError as exc:
+            raise ConfigError(f"GEADMIN_OIDC_ROLE_MAP: {exc}") from None
+    return mapping
+
+
+def role_from_claims(claims: Mapping[str, object], claim: str, mapping: Mapping[str, Role],
+                     default: Role | None) -> Role:
+    """The highest role any of the user's groups maps to, else `default`."""
+    value = claims.get(claim)
+    groups: Iterable[object] = [value] if isinstance(value, str) else value if isinstance(value, list) else []
+    roles = [mapping[str(g)] for g in groups if str(g) in mapping]
+    if roles:
+        return max(roles)
+    if default is None:
+        raise SignInError(f"your account is in no group that GEADMIN_OIDC_ROLE_MAP maps to a role "
+                          f"(claim {claim!r}): ask an admin to add your group")
+    return default
+
+
+def oidc_identity(claims: Mapping[str, object], claim: str, mapping: Mapping[str, Role],
+                  default: Role | None) -> Identity:
+    name = str(claims.get("email") or claims.get("preferred_username") or claims.get("sub") or "")
+    if not name:
+        raise SignInError("the identity provider sent no email, preferred_username or sub claim")
+    return Identity(name, role_from_claims(claims, claim, mapping, default), Mode.OIDC)
+
+
+# -- sessions -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Session:
+    identity: Identity
+    last_seen_s: float  # monotonic clock
+
+    def touched(self, now_s: float, idle_s: float) -> Session:
+        """This session seen again at `now_s`; SessionExpiredError after `idle_s` idle."""
+        if now_s - self.last_seen_s > idle_s:
+            raise SessionExpiredError(f"signed out after {idle_s / 60:g} minutes without activity: "
+                                      "sign in again")
+        return replace(self, last_seen_s=now_s)

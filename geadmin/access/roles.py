@@ -1,0 +1,58 @@
+"""Roles and the one table of guarded actions (a test fails when a page shows an action that
+is not in it)."""
+
+from __future__ import annotations
+
+import enum
+
+
+class Role(enum.IntEnum):
+    """Ordered: each role can do everything the ones below it can."""
+
+    VIEWER = 1  # read everything, run test inference
+    OPERATOR = 2  # load, unload, reload, apply and roll back configs, create models, load tests
+    ADMIN = 3  # stack actions (restart, stop, start, Triton log level), user management
+
+    @classmethod
+    def parse(cls, text: str) -> Role:
+        try:
+            return cls[text.strip().upper()]
+        except KeyError:
+            raise ValueError(f"{text!r} is not a role: use viewer, operator or admin") from None
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+
+class Action(str, enum.Enum):
+    INFER = "infer"
+    LOAD = "load"
+    UNLOAD = "unload"
+    RELOAD = "reload"
+    APPLY = "apply"
+    ROLLBACK = "rollback"
+    CREATE = "create"
+    BENCH = "bench"  # a load test puts real load on the server
+    RESTART = "restart"
+    STOP = "stop"
+    START = "start"
+    LOG_LEVEL = "log_level"
+    USERS = "users"
+
+
+REQUIRED_ROLE: dict[Action, Role] = {
+    Action.INFER: Role.VIEWER,
+    Action.LOAD: Role.OPERATOR,
+    Action.UNLOAD: Role.OPERATOR,
+    Action.RELOAD: Role.OPERATOR,
+    Action.APPLY: Role.OPERATOR,
+    Action.ROLLBACK: Role.OPERATOR,
+    Action.CREATE: Role.OPERATOR,
+    Action.BENCH: Role.OPERATOR,
+    Action.RESTART: Role.ADMIN,
+    Action.STOP: Role.ADMIN,
+    Action.START: Role.ADMIN,
+    Action.LOG_LEVEL: Role.ADMIN,
+    Action.USERS: Role.ADMIN,
+}
