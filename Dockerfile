@@ -65,11 +65,10 @@ WORKDIR /var/lib/geadmin
 EXPOSE 8501
 HEALTHCHECK --interval=15s --timeout=5s --start-period=30s --retries=3 \
     CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8501/_stcore/health', timeout=4)"]
-# The wheel's dashboard (/opt/geadmin/pages links to site-packages/geadmin_dashboard/pages)
-# with the flags `geadmin up` gives Streamlit (geadmin/stack/dashboard.py), bound to every
-# interface of the container. Once geadmin has a dashboard-only command, this one line becomes
-# e.g. CMD ["geadmin", "dashboard", "--host", "0.0.0.0", "--port", "8501"].
-CMD ["streamlit", "run", "/opt/geadmin/pages/app.py", "--server.headless=true", "--server.port=8501", "--server.address=0.0.0.0", "--browser.gatherUsageStats=false", "--server.fileWatcherType=none", "--global.developmentMode=false", "--client.toolbarMode=minimal"]
+# `geadmin dashboard`: settles sign-in for the bind address first (GEADMIN_AUTH=local in
+# compose: the first admin is created and its password printed once, to this log), then
+# becomes Streamlit with the flags `geadmin up` gives it (geadmin/stack/dashboard.py).
+CMD ["geadmin", "dashboard", "--host", "0.0.0.0", "--port", "8501"]
 # Dependencies first, from the pinned closure (deploy/constraints.txt): this layer is
 # rebuilt only when the pins change, not on every change of geadmin itself.
 COPY deploy/constraints.txt /opt/geadmin/constraints.txt

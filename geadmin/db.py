@@ -74,6 +74,72 @@ MIGRATIONS: tuple[Migration, ...] = (
             UNIQUE (repository, model, number)
         )""",
     )),
+    Migration("telemetry samples", (
+        # geadmin.telemetry.history: one row per sampler interval (resolution_s 0) or per
+        # downsampled bucket (resolution_s 60). `at` is the end of the window, epoch seconds;
+        # the window is [at - span_s, at]. gap = 1: no data there (Triton down, restarted).
+        """CREATE TABLE telemetry_model (
+            id INTEGER PRIMARY KEY,
+            source TEXT NOT NULL,          -- the /metrics URL sampled
+            at REAL NOT NULL,
+            span_s REAL NOT NULL,
+            resolution_s INTEGER NOT NULL DEFAULT 0,
+            model TEXT NOT NULL,
+            version TEXT NOT NULL,
+            gap INTEGER NOT NULL DEFAULT 0,
+            inferences_per_s REAL, requests_per_s REAL, failures_per_s REAL,
+            executions_per_s REAL, avg_batch_size REAL,
+            avg_request_ms REAL, avg_queue_ms REAL, avg_compute_input_ms REAL,
+            avg_compute_infer_ms REAL, avg_compute_output_ms REAL,
+            p50_ms REAL, p90_ms REAL, p99_ms REAL, pending_requests REAL,
+            failures_by_reason TEXT NOT NULL DEFAULT '{}'  -- JSON {reason: failed requests}
+        )""",
+        "CREATE INDEX telemetry_model_by_time ON telemetry_model (source, at)",
+        """CREATE TABLE telemetry_server (
+            id INTEGER PRIMARY KEY,
+            source TEXT NOT NULL,
+            at REAL NOT NULL,
+            span_s REAL NOT NULL,
+            resolution_s INTEGER NOT NULL DEFAULT 0,
+            gap INTEGER NOT NULL DEFAULT 0,
+            reason TEXT NOT NULL DEFAULT '',  -- why there is a gap
+            cpu_utilization_pct REAL, cpu_memory_used_bytes REAL, cpu_memory_total_bytes REAL
+        )""",
+        "CREATE INDEX telemetry_server_by_time ON telemetry_server (source, at)",
+        """CREATE TABLE telemetry_npu (
+            id INTEGER PRIMARY KEY,
+            source TEXT NOT NULL,
+            at REAL NOT NULL,
+            span_s REAL NOT NULL,
+            resolution_s INTEGER NOT NULL DEFAULT 0,
+            device INTEGER NOT NULL,
+            npu_source TEXT NOT NULL,      -- npu-exporter, npu-smi, triton
+            aicore_util_pct REAL, hbm_used_bytes REAL, hbm_total_bytes REAL,
+            temperature_c REAL, power_w REAL
+        )""",
+        "CREATE INDEX telemetry_npu_by_time ON telemetry_npu (source, at)",
+    )),
+    Migration("perf runs", (
+        # geadmin.ops.bench_results: one perf_analyzer load test and its measured points.
+        """CREATE TABLE perf_runs (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            at TEXT NOT NULL,              -- UTC, TIME_FORMAT: when the run started
+            who TEXT NOT NULL,
+            server TEXT NOT NULL,          -- the Triton URL perf_analyzer drove
+            model TEXT NOT NULL,
+            mode TEXT NOT NULL,            -- concurrency, request_rate
+            label TEXT NOT NULL DEFAULT '',  -- e.g. "dynamic batching on"
+            settings TEXT NOT NULL         -- JSON: geadmin.ops.bench.BenchSettings
+        )""",
+        "CREATE INDEX perf_runs_by_model ON perf_runs (model, at)",
+        """CREATE TABLE perf_points (
+            run_id INTEGER NOT NULL REFERENCES perf_runs (id) ON DELETE CASCADE,
+            ordinal INTEGER NOT NULL,      -- 0, 1, ... in the order measured
+            load REAL NOT NULL,            -- the concurrency, or the request rate (requests/s)
+            figures TEXT NOT NULL,         -- JSON: geadmin.ops.bench_results.BenchPoint
+            PRIMARY KEY (run_id, ordinal)
+        )""",
+    )),
 )
 
 # -- error translation ----------------------------------------------------------------

@@ -48,14 +48,27 @@ def parse_flag(raw: str) -> bool:
     raise ConfigError(f"must be 1 or 0, got {raw!r}")
 
 
-def parse_minutes(raw: str) -> float:
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ConfigError(f"must be a number of minutes, got {raw!r}") from None
-    if not 1 <= value <= 7 * 24 * 60:  # also rejects nan and inf
-        raise ConfigError(f"must be between 1 minute and a week, got {raw}")
-    return value
+def bounded_number(unit: str, low: float, high: float, bounds: str,
+                   *, low_inclusive: bool = True) -> Callable[[str], float]:
+    """A parser for a number of `unit` within [low, high] (or (low, high]); nan and inf fail."""
+
+    def parse(raw: str) -> float:
+        try:
+            value = float(raw)
+        except ValueError:
+            raise ConfigError(f"must be a number of {unit}, got {raw!r}") from None
+        above_low = value >= low if low_inclusive else value > low
+        if not (above_low and value <= high):  # nan compares false: refused too
+            raise ConfigError(f"must be {bounds}, got {raw}")
+        return value
+
+    return parse
+
+
+parse_seconds = bounded_number("seconds", 0.05, 3600, "between 0.05 and 3600 seconds")
+parse_hours = bounded_number("hours", 0, 24 * 366, "more than 0 and at most a year of hours",
+                             low_inclusive=False)
+parse_minutes = bounded_number("minutes", 1, 7 * 24 * 60, "between 1 minute and a week")
 
 
 @dataclass(frozen=True)
@@ -108,6 +121,10 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     Setting("NPU_EXPORTER_URL", str, None, "npu-exporter's /metrics, the first NPU source tried"),
     Setting("TRITON_METRICS_URL", str, None, "Triton's /metrics page (default: the running stack's, "
             "else http://127.0.0.1:<GEADMIN_METRICS_PORT>/metrics)"),
+    Setting("SAMPLE_INTERVAL_S", parse_seconds, "2", "seconds between two samples of the telemetry "
+            "sampler (geadmin sampler, geadmin up)"),
+    Setting("HISTORY_RETENTION_H", parse_hours, "24", "hours of telemetry history kept in the "
+            "workspace database (downsampled to 1-minute buckets beyond 1 h)"),
 )}
 
 

@@ -10,7 +10,7 @@ import streamlit as st
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # so `pages.*` imports resolve
 
 from geadmin.errors import GeAdminError
-from pages import audit, editor, models, new_model, overview, stack
+from pages import audit, editor, load_test, metrics, models, new_model, npu, overview, playground, stack
 from pages.ui import access
 from pages.ui.context import server_picker
 
@@ -22,6 +22,8 @@ navigation = st.navigation(
         "Triage": [
             st.Page(overview.render, title="Overview", icon=":material/dashboard:",
                     url_path="overview", default=True),
+            st.Page(metrics.render, title="Metrics", icon=":material/monitoring:", url_path="metrics"),
+            st.Page(npu.render, title="NPUs", icon=":material/memory:", url_path="npu"),
         ],
         "Manage": [
             st.Page(models.render, title="Models", icon=":material/deployed_code:", url_path="models"),
@@ -30,6 +32,10 @@ navigation = st.navigation(
             st.Page(editor.render, title="Config editor", icon=":material/edit_note:", url_path="editor"),
             st.Page(stack.render, title="Stack", icon=":material/dns:", url_path="stack"),
             st.Page(audit.render, title="Audit", icon=":material/history:", url_path="audit"),
+        ],
+        "Exercise": [
+            st.Page(playground.render, title="Playground", icon=":material/science:", url_path="playground"),
+            st.Page(load_test.render, title="Load test", icon=":material/speed:", url_path="load_test"),
         ],
     }
 )

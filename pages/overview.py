@@ -6,15 +6,16 @@ import pandas as pd
 import streamlit as st
 
 from geadmin import settings
-from geadmin.audit import Actor
+from geadmin.access.roles import Action as Guarded
 from geadmin.diagnose.triage import ServerSnapshot, Triage, is_idle, take_snapshots, triage
 from geadmin.errors import GeAdminError
 from geadmin.ops import actions
 from geadmin.ops.bundle import build_bundle, default_bundle_name
 from geadmin.stack.target import Target
 from geadmin.stack.workspace import Workspace
-from pages.ui import keys
+from pages.ui import access, keys
 from pages.ui.context import client_for, log_for, selected_client, selected_target, targets
+from pages.ui.triage_card import triage_card
 
 REFRESH_S = 5
 REASON_COLUMN = st.column_config.TextColumn("reason", width="large")
@@ -40,6 +41,7 @@ def live_overview() -> None:
     target = selected_target()
     current = next(s for s in snapshots if s.name == target.spec.name)
     server_detail(target, current, remember(current))
+    triage_card()
 
 
 def remember(snapshot: ServerSnapshot) -> ServerSnapshot | None:
@@ -101,8 +103,10 @@ def not_ready_models(found: Triage, can_act: bool) -> None:
         version = f" v{model.version}" if model.version else ""
         text_col, button_col = st.columns([6, 1], vertical_alignment="center")
         text_col.error(f"**{model.name}**{version} — {state}: {reason}")
+        permitted, why_not = access.allowed(Guarded.LOAD)
         if button_col.button("Retry load", key=f"{keys.OVERVIEW_RETRY_PREFIX}{model.name}.{model.version}",
-                             disabled=not can_act, help="load it again, e.g. after fixing the cause"):
+                             disabled=not can_act or not permitted,
+                             help=why_not or "load it again, e.g. after fixing the cause"):
             retry_load(model.name)
     for model in found.changing:
         st.info(f"**{model.name}** is {model.state.value.lower()}…")
@@ -119,10 +123,14 @@ def retry_load(name: str) -> None:
             status.update(label=f"loading {text}")
 
     with status:
+        try:
+            actor = access.actor_for(Guarded.LOAD, model=name, server=target.spec.url)
+        except GeAdminError as exc:
+            st.error(str(exc))
+            return
         (result,) = actions.run_action(client_for(target.spec.url, target.spec.admin_key),
                                        actions.Action.LOAD, [name], log=log_for(target),
-                                       repository=target.repository, progress=progress,
-                                       actor=Actor.dashboard(None))
+                                       repository=target.repository, progress=progress, actor=actor)
     st.session_state[keys.OVERVIEW_RETRY_RESULT] = result
     st.rerun()
 

@@ -37,7 +37,7 @@ from geadmin.ops.infer import (
 from geadmin.ops.infer_images import Normalize
 from geadmin.ops.infer_inputs import InputSource, SourceKind
 from geadmin.ops.infer_snippets import Snippet, curl_command, python_snippet
-from geadmin.ops.infer_spec import MAX_UPLOAD_BYTES, ModelSpec, check_size
+from geadmin.ops.infer_spec import ModelSpec, read_local_file
 from geadmin.stack.target import Target
 
 EXIT_OK = 0
@@ -88,20 +88,11 @@ def _sources(args: argparse.Namespace, spec: ModelSpec) -> dict[str, InputSource
             if len(names) != 1:
                 raise InferInputError(f"--input {text!r}: give NAME=SOURCE, NAME one of {', '.join(names)}")
             name, rest = names[0], text
-        source = InputSource.parse(rest, read_file=_read_upload)
+        source = InputSource.parse(rest, read_file=read_local_file)
         if source.kind is SourceKind.IMAGE:
             source = replace(source, normalize=Normalize(args.normalize))
         sources[name] = source
     return sources
-
-
-def _read_upload(path: str) -> bytes:
-    file = Path(path).expanduser()
-    try:
-        check_size(f"file {file}", file.stat().st_size, MAX_UPLOAD_BYTES)
-        return file.read_bytes()
-    except OSError as exc:
-        raise InferInputError(f"cannot read {file}: {exc.strerror or exc}") from None
 
 
 def _shapes(items: list[str] | None) -> dict[str, list[int]]:

@@ -7,14 +7,19 @@ import sys
 from collections.abc import Sequence
 
 from geadmin import __version__, settings
+from geadmin.cli import bench as bench_command
 from geadmin.cli import bundle, config, config_history, models, status, up
+from geadmin.cli import dashboard as dashboard_command
 from geadmin.cli import infer as infer_command
 from geadmin.cli import npu as npu_command
+from geadmin.cli import sampler as sampler_command
+from geadmin.cli import top as top_command
 from geadmin.cli import users as users_command
 from geadmin.errors import GeAdminError
 
 COMMANDS = (up, status, models, config, config_history, bundle, infer_command,  # config_history adds `audit`
-            npu_command, users_command)
+            npu_command, top_command, sampler_command, users_command, bench_command,
+            dashboard_command)
 EXIT_USAGE = 2
 
 

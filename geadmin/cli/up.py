@@ -44,6 +44,9 @@ def options_from_args(args: argparse.Namespace) -> StackOptions:
         restart=not args.no_restart,
         backend_dirs={} if attaching else backend_dirs(args.backend_dir, say=print),
         model_timeout_s=args.model_timeout,
+        sample_interval_s=None if attaching else float(settings.get("SAMPLE_INTERVAL_S")),
+        history_retention_h=float(settings.get("HISTORY_RETENTION_H")),
+        npu_exporter_url=settings.get("NPU_EXPORTER_URL"),
     )
 
 

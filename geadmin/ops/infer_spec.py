@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -203,3 +204,13 @@ def object_array(items: Sequence[bytes], shape: Sequence[int]) -> np.ndarray:
     array = np.empty(len(items), dtype=np.object_)
     array[:] = list(items)
     return array.reshape(tuple(shape))
+
+
+def read_local_file(path: str) -> bytes:
+    """A local file given on the command line (`@file.npy`, `@image.png`), size-checked first."""
+    file = Path(path).expanduser()
+    try:
+        check_size(f"file {file}", file.stat().st_size, MAX_UPLOAD_BYTES)
+        return file.read_bytes()
+    except OSError as exc:
+        raise InferInputError(f"cannot read {file}: {exc.strerror or exc}") from None

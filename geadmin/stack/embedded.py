@@ -21,14 +21,15 @@ from typing import IO
 from geadmin import audit
 from geadmin.audit import Actor, Origin
 from geadmin.domain import DEFAULT_PORTS, Ports
-from geadmin.errors import TritonError
+from geadmin.errors import SamplerLockedError, TritonError
 from geadmin.ops.actions import ActionResult, load_in_parallel
 from geadmin.stack.dashboard import DashboardProcess
 from geadmin.stack.drivers import ExitRecord
-from geadmin.stack.processes import ensure_port_free, ensure_ports_free
+from geadmin.stack.processes import client_host, ensure_port_free, ensure_ports_free
 from geadmin.stack.supervisor import TritonSupervisor
 from geadmin.stack.tritonserver import TritonProcess, prepare_backend_directory
 from geadmin.stack.workspace import LoadOutcome, StackInfo, Workspace
+from geadmin.telemetry.sampler import SamplerOptions, SamplerThread, default_npu_smi
 from geadmin.triton.client import TritonClient
 from geadmin.triton.logs import LocalLogFile
 
@@ -49,6 +50,9 @@ class StackOptions:
     restart: bool = True  # supervise Triton: restart it when it exits
     backend_dirs: Mapping[str, Path] = field(default_factory=dict)  # name -> dir with libtriton_<name>.so
     model_timeout_s: float = 300.0  # per model, at start and after a restart
+    sample_interval_s: float | None = None  # telemetry sampler for the supervised Triton; None: none
+    history_retention_h: float = 24.0
+    npu_exporter_url: str | None = None  # for the sampler's NPU figures
 
 
 def load_outcome(result: ActionResult) -> LoadOutcome:
@@ -66,6 +70,7 @@ class EmbeddedStack:
         self._print = printer
         self.supervisor: TritonSupervisor | None = None
         self.dashboard: DashboardProcess | None = None
+        self.sampler: SamplerThread | None = None
         self.loads: tuple[LoadOutcome, ...] = ()
         self._workspace_lock: IO[str] | None = None
         self._stop = threading.Event()
@@ -114,6 +119,7 @@ class EmbeddedStack:
             self.say(f"Triton log {self.triton.log_path}")
         self.say(f"Dashboard {self.dashboard.url}")
         if self.supervisor is not None:
+            self._start_sampler()
             self.publish()
             self.say(f"Stack file {self.options.workspace.stack_file} (the CLI in another terminal "
                      "talks to this stack)")
@@ -133,6 +139,21 @@ class EmbeddedStack:
             lambda cancelled: self._run_triton(backends, cancelled), self._load_models,
             restart=opts.restart, say=self.say, on_change=self.publish, on_exit=self._audit_exit)
         return self.supervisor.start().http_url
+
+    def _start_sampler(self) -> None:
+        """Telemetry history for the Metrics page, while the stack runs (one sampler per workspace)."""
+        opts = self.options
+        if opts.sample_interval_s is None:
+            return
+        metrics_url = f"http://{client_host(opts.host)}:{opts.ports.metrics}/metrics"  # across restarts
+        try:
+            self.sampler = SamplerThread(SamplerOptions(
+                metrics_url, opts.workspace.home, opts.sample_interval_s,
+                opts.history_retention_h, opts.npu_exporter_url, default_npu_smi()), say=self.say).start()
+        except SamplerLockedError as exc:
+            self.say(f"not sampling telemetry: {exc}")
+            return
+        self.say(f"Sampler   every {opts.sample_interval_s:g}s into {opts.workspace.home / 'geadmin.db'}")
 
     def _audit_exit(self, record: ExitRecord) -> None:
         problem = audit.try_record_action(
@@ -276,6 +297,8 @@ class EmbeddedStack:
     def stop(self) -> None:
         """Both stop together, within the 15 s an init system or operator expects."""
         self._stop.set()
+        if self.sampler is not None:
+            self.sampler.begin_stop()
         if self.dashboard is not None:
             self.dashboard.begin_stop()
         if self.supervisor is not None:
@@ -283,6 +306,9 @@ class EmbeddedStack:
         if self.dashboard is not None:
             self.dashboard.stop(timeout_s=3)
             self.dashboard = None
+        if self.sampler is not None:
+            self.sampler.stop(timeout_s=1)  # a daemon thread: the process exit ends it regardless
+            self.sampler = None
         if self._workspace_lock is not None:
             self.options.workspace.remove_stack()
             self._workspace_lock.close()

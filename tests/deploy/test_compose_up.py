@@ -257,19 +257,52 @@ def test_dashboard_reaches_triton_by_service_name(stack: Stack) -> None:
     assert done.stdout.strip() == "200"
 
 
+def test_first_start_creates_an_admin_whose_password_is_in_the_log_once(stack: Stack) -> None:
+    """Secure by default: no users file and no OIDC, so the dashboard made an `admin` with a
+    random password, printed it to its log and kept it in the workspace volume (0600)."""
+    dashboard = stack.container("dashboard")
+    logs = run(["docker", "logs", dashboard]).stdout
+    lines = [line for line in logs.splitlines() if "created the first dashboard user 'admin'" in line]
+    assert len(lines) == 1, logs[-3000:]
+    password = lines[0].rsplit(": ", 1)[1].strip()
+    kept_file = "/var/lib/geadmin/initial-admin-password"
+    kept = run(["docker", "exec", dashboard, "sh", "-c", f"stat -c %a {kept_file} && cat {kept_file}"])
+    mode, content = kept.stdout.split()
+    assert mode == "600" and content == password and len(password) >= 20
+    listed = run(["docker", "exec", dashboard, "geadmin", "users", "list", "--json"]).stdout
+    assert json.loads(listed) == [{"name": "admin", "role": "admin", "must_change": True}]
+
+
 def test_dashboard_app_runs_in_its_container_against_compose_triton(stack: Stack) -> None:
     """The wheel's entry script, run by Streamlit's AppTest inside the dashboard container
-    (its environment: GEADMIN_TRITON_URL=http://triton:8000, the key, the shared log)."""
+    (its environment: GEADMIN_TRITON_URL=http://triton:8000, the key, the shared log), signed
+    in as a viewer made with `geadmin users add` in the container."""
+    dashboard = stack.container("dashboard")
+    password = secrets.token_urlsafe(16)
+    added = subprocess.run(["docker", "exec", "-i", dashboard, "geadmin", "users", "add", "vic", "--role",
+                            "viewer", "--password-stdin"], input=password + "\n", capture_output=True,
+                           text=True, timeout=60, check=False)
+    assert added.returncode == 0, added.stderr
     script = (
+        "from streamlit import config\n"
+        "config.set_option('server.address', '0.0.0.0')\n"  # as the running dashboard binds
         "from streamlit.testing.v1 import AppTest\n"
         "at = AppTest.from_file('/opt/geadmin/pages/app.py', default_timeout=60)\n"
         "at.run()\n"
+        "print('TITLES', [t.value for t in at.title])\n"
+        "at.text_input(key='access.user').input('vic')\n"
+        f"at.text_input(key='access.password').input({password!r})\n"
+        "next(b for b in at.button if b.label == 'Sign in').click()\n"
+        "at.run()\n"
         "print('EXCEPTIONS', [e.value for e in at.exception])\n"
         "print('ERRORS', [e.body for e in at.error])\n"
+        "print('SIGNED', [c.value for c in at.sidebar.caption])\n"
         "print('TABLES', ' '.join(df.value.to_string() for df in at.dataframe))\n"
     )
-    done = run(["docker", "exec", stack.container("dashboard"), "python", "-c", script], timeout_s=180)
+    done = run(["docker", "exec", dashboard, "python", "-c", script], timeout_s=180)
+    assert "TITLES ['Sign in']" in done.stdout, done.stdout[-3000:]  # nothing before sign-in
     assert "EXCEPTIONS []" in done.stdout, done.stdout[-3000:]
+    assert "vic · viewer" in done.stdout, done.stdout[-3000:]
     errors = next(line for line in done.stdout.splitlines() if line.startswith("ERRORS "))
     # The one model that cannot load here, with the backend's reason, read through compose.
     assert errors.count("**") == 2 and f"**{NPU_MODEL}**" in errors, errors

@@ -205,7 +205,7 @@ def test_dashboard_image_exposes_streamlit_and_checks_its_health() -> None:
     assert stage.all("EXPOSE") == ["8501"]
     assert "/_stcore/health" in (stage.last("HEALTHCHECK") or "")
     cmd = stage.last("CMD") or ""
-    assert "--server.address=0.0.0.0" in cmd and "--server.port=8501" in cmd
+    assert '"dashboard", "--host", "0.0.0.0", "--port", "8501"' in cmd
     assert any("pip wheel" in run for run in BY_NAME["geadmin-wheel"].all("RUN"))
 
 

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
-import pytest
-from playwright.sync_api import Browser, Locator, Page, expect, sync_playwright
+from playwright.sync_api import Locator, Page, expect
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 from geadmin.stack.dashboard import DashboardProcess
@@ -19,33 +18,6 @@ from geadmin.triton.client import TritonClient
 from tests.conftest import SAMPLE_MODELS
 from tests.helpers import wait_for
 from tests.integration.test_up import running_up
-
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-]
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    assert CHROMIUM.exists(), "Debian chromium is missing: `make test` installs it (apt-get install chromium)"
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
-
-
-@pytest.fixture
-def page(browser: Browser) -> Iterator[Page]:
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    page = context.new_page()
-    yield page
-    context.close()
 
 
 def test_dashboard_lists_the_sample_models(dashboard: DashboardProcess, page: Page, tmp_path: Path) -> None:
@@ -188,3 +160,69 @@ def test_config_editor_edits_applies_and_rolls_back(
         page.screenshot(path=str(tmp_path / "editor.png"), full_page=True)
     finally:
         dashboard.stop()
+
+
+def test_playground_sends_an_uploaded_digit_image_and_shows_its_label(
+    page: Page, tmp_path: Path, triton_factory: Callable[..., TritonProcess]
+) -> None:
+    from tests.integration.test_infer import DIGIT_NAMES, EXAMPLES, digit_png
+
+    index = 7
+    expected = DIGIT_NAMES[int(EXAMPLES["labels"][index])]
+    image = tmp_path / "digit.png"
+    image.write_bytes(digit_png(index))
+    triton = triton_factory()
+    dashboard = DashboardProcess(triton_url=triton.http_url, home=tmp_path, triton_log=triton.log_path,
+                                 repository=triton.repository)
+    dashboard.start()
+    try:
+        page.goto(f"{dashboard.url}/playground", wait_until="domcontentloaded")
+        expect(page.get_by_role("heading", name="Playground")).to_be_visible(timeout=30_000)
+        model = page.get_by_role("combobox", name="Model")
+        open_dropdown(page, model)
+        page.get_by_role("option", name="digits_pipeline", exact=True).click()
+        expect(page.get_by_text("IMAGE · UINT8 [-1, 8, 8]")).to_be_visible(timeout=15_000)
+        open_dropdown(page, page.get_by_role("combobox", name="Source"))
+        page.get_by_role("option", name="image upload").click()
+        uploader = page.locator("[data-testid='stFileUploader'] input[type='file']")
+        expect(uploader).to_have_count(1, timeout=15_000)
+        uploader.set_input_files(str(image))
+        expect(page.get_by_text("digit.png")).to_be_visible(timeout=15_000)
+        page.get_by_role("button", name="Send", exact=True).click()
+        expect(page.get_by_text("LABEL_NAME · BYTES [1, 1]")).to_be_visible(timeout=30_000)
+        tables = page.locator("[data-testid='stDataFrame']")
+        expect(tables.get_by_text(expected, exact=True)).to_have_count(1, timeout=15_000)
+        page.screenshot(path=str(tmp_path / "playground.png"), full_page=True)
+    finally:
+        dashboard.stop()
+
+
+def test_npu_page_shows_devices_and_the_model_map_of_npu_ge(page: Page, tmp_path: Path) -> None:
+    from tests.ui.test_npu_page import npu_ge_triton
+
+    with npu_ge_triton(tmp_path / "npu") as triton:
+        dashboard = DashboardProcess(triton_url=triton.http_url, home=tmp_path / "home",
+                                     extra_env={"GEADMIN_TRITON_METRICS_URL": triton.metrics_url})
+        dashboard.start()
+        try:
+            page.goto(f"{dashboard.url}/npu", wait_until="domcontentloaded")
+            expect(page.get_by_role("heading", name="NPUs", exact=True)).to_be_visible(timeout=30_000)
+            expect(page.get_by_text("2 NPUs (triton)")).to_be_visible(timeout=30_000)
+            devices = page.locator("[data-testid='stDataFrame']").first
+            expect(devices.get_by_text("pair, single", exact=True)).to_have_count(1, timeout=15_000)
+            placements = page.locator("[data-testid='stDataFrame']").nth(1)  # the model <-> NPU map
+            expect(placements.get_by_text("single", exact=True)).to_have_count(1, timeout=15_000)
+            expect(placements.get_by_text("pair", exact=True)).to_have_count(2)
+            chart = page.locator("[data-testid='stPlotlyChart']")
+            expect(chart.get_by_text("HBM per device")).to_be_visible(timeout=30_000)
+            for label in ("NPU 0", "NPU 1", "pair", "pair, single", "free"):
+                expect(chart.get_by_text(label, exact=True).first).to_be_visible()
+            # nobody touches the page: the fragment redraws it in place every few seconds
+            refreshed = page.get_by_text(re.compile(r"refreshed \d\d:\d\d:\d\d UTC"))
+            first = refreshed.inner_text(timeout=15_000)
+            expect(refreshed).not_to_have_text(first, timeout=20_000)
+            shot = tmp_path / "npu.png"
+            page.screenshot(path=str(shot), full_page=True)
+            assert shot.stat().st_size > 10_000
+        finally:
+            dashboard.stop()

@@ -24,8 +24,8 @@ from geadmin.domain import ModelState
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.triton.client import TritonClient
 from tests.helpers import wait_for
+from tests.ui.helpers import APP, button, isolate, point_at, run
 
-APP = str(Path(__file__).resolve().parents[2] / "pages" / "app.py")
 MODEL = "digits_classifier"
 PASSWORDS = {"vic": "viewer password 1", "olga": "operator password 1", "ada": "admin password 12"}
 pytestmark = pytest.mark.integration
@@ -38,10 +38,8 @@ READ_ONLY = ("Sign out", "Refresh", "Reopen from disk", "Write knobs into the te
 
 @pytest.fixture(autouse=True)
 def _env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
-    for name in ("SERVERS_FILE", "TRITON_URLS", "TRITON_URL", "ADMIN_KEY", "TRITON_LOG", "REPOSITORY",
-                 "STACK", "SESSION_IDLE_MIN"):
-        monkeypatch.delenv(f"GEADMIN_{name}", raising=False)
-    monkeypatch.setenv("GEADMIN_HOME", str(tmp_path / "home"))
+    isolate(monkeypatch, tmp_path / "home")
+    monkeypatch.delenv("GEADMIN_SESSION_IDLE_MIN", raising=False)
     monkeypatch.setenv("GEADMIN_AUTH", "local")
     monkeypatch.setenv("GEADMIN_USERS_FILE", str(tmp_path / "users.toml"))
     st.cache_resource.clear()  # the sign-in mode and the failed-attempt counter are per process
@@ -62,22 +60,8 @@ def users(tmp_path: Path) -> UsersFile:
 @pytest.fixture
 def server(triton_factory: Callable[..., TritonProcess], monkeypatch: pytest.MonkeyPatch) -> TritonProcess:
     triton = triton_factory(models=[MODEL])
-    monkeypatch.setenv("GEADMIN_TRITON_URL", triton.http_url)
-    monkeypatch.setenv("GEADMIN_TRITON_LOG", str(triton.log_path))
-    monkeypatch.setenv("GEADMIN_REPOSITORY", str(triton.repository))
+    point_at(monkeypatch, triton)
     return triton
-
-
-def run(at: AppTest) -> AppTest:
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
-
-
-def button(at: AppTest, label: str) -> object:
-    matches = [b for b in at.button if b.label == label]
-    assert matches, f"no button {label!r}; have {[b.label for b in at.button]}"
-    return matches[0]
 
 
 def sign_in(name: str, password: str | None = None, at: AppTest | None = None) -> AppTest:
@@ -186,6 +170,10 @@ PAGES: dict[str, Callable[[AppTest], None] | None] = {
     "new_model.py": new_model_with_a_name,
     "stack.py": None,
     "audit.py": None,
+    "metrics.py": None,
+    "npu.py": None,
+    "playground.py": None,
+    "load_test.py": None,
 }
 
 

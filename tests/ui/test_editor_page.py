@@ -14,18 +14,15 @@ from tritonclient.grpc import model_config_pb2
 from geadmin import audit
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.triton.client import TritonClient
+from tests.ui.helpers import APP, button, isolate, point_at, run
 
-APP = str(Path(__file__).resolve().parents[2] / "pages" / "app.py")
 MODEL = "digits_classifier"
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(autouse=True)
 def _env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
-    for name in ("SERVERS_FILE", "TRITON_URLS", "TRITON_URL", "ADMIN_KEY", "TRITON_LOG", "REPOSITORY",
-                 "STACK"):
-        monkeypatch.delenv(f"GEADMIN_{name}", raising=False)
-    monkeypatch.setenv("GEADMIN_HOME", str(tmp_path / "home"))
+    isolate(monkeypatch, tmp_path / "home")
     st.cache_data.clear()
     yield
     st.cache_data.clear()
@@ -34,16 +31,8 @@ def _env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
 @pytest.fixture
 def server(triton_factory: Callable[..., TritonProcess], monkeypatch: pytest.MonkeyPatch) -> TritonProcess:
     triton = triton_factory(models=[MODEL])
-    monkeypatch.setenv("GEADMIN_TRITON_URL", triton.http_url)
-    monkeypatch.setenv("GEADMIN_TRITON_LOG", str(triton.log_path))
-    monkeypatch.setenv("GEADMIN_REPOSITORY", str(triton.repository))
+    point_at(monkeypatch, triton)
     return triton
-
-
-def run(at: AppTest) -> AppTest:
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
 
 
 def editor(model: str = MODEL) -> AppTest:
@@ -52,12 +41,6 @@ def editor(model: str = MODEL) -> AppTest:
     run(at)
     at.selectbox(key="editor.model").set_value(model)
     return run(at)
-
-
-def button(at: AppTest, label: str) -> object:
-    matches = [b for b in at.button if b.label == label]
-    assert matches, f"no button {label!r}; have {[b.label for b in at.button]}"
-    return matches[0]
 
 
 def edit(at: AppTest, text: str) -> AppTest:

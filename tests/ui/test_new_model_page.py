@@ -18,15 +18,12 @@ from geadmin.stack.processes import free_port
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.triton.client import TritonClient
 from pages.ui import keys
-
-APP = str(Path(__file__).resolve().parents[2] / "pages" / "app.py")
+from tests.ui.helpers import APP, isolate, point_at, run
 
 
 @pytest.fixture(autouse=True)
 def _clean_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    for name in ("SERVERS_FILE", "TRITON_URLS", "TRITON_URL", "ADMIN_KEY", "TRITON_LOG", "REPOSITORY"):
-        monkeypatch.delenv(f"GEADMIN_{name}", raising=False)
-    monkeypatch.setenv("GEADMIN_HOME", str(tmp_path / "home"))
+    isolate(monkeypatch, tmp_path / "home")
     st.cache_data.clear()
     yield
     st.cache_data.clear()
@@ -35,16 +32,8 @@ def _clean_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None
 @pytest.fixture
 def server(triton_factory: Callable[..., TritonProcess], monkeypatch: pytest.MonkeyPatch) -> TritonProcess:
     started = triton_factory(models=[])
-    monkeypatch.setenv("GEADMIN_TRITON_URL", started.http_url)
-    monkeypatch.setenv("GEADMIN_TRITON_LOG", str(started.log_path))
-    monkeypatch.setenv("GEADMIN_REPOSITORY", str(started.repository))
+    point_at(monkeypatch, started)
     return started
-
-
-def run(at: AppTest) -> AppTest:
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
 
 
 def open_page() -> AppTest:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,6 +16,7 @@ from geadmin.stack.tritonserver import TritonProcess
 from geadmin.triton.client import TritonClient
 from tests.conftest import SAMPLE_MODELS
 from tests.helpers import add_python_model, wait_for
+from tests.integration.test_top import small_load
 
 APP = str(Path(__file__).resolve().parents[2] / "pages" / "app.py")
 
@@ -190,3 +193,54 @@ def test_a_bad_triton_url_is_a_clear_error_on_every_page(url: str, monkeypatch: 
         at = run_app(at)
         assert at.error and "geadmin is misconfigured" in at.error[0].value
         assert repr(url) in at.error[0].value
+
+
+# -- the triage card ------------------------------------------------------------------------------
+def card_lines(at: AppTest) -> list[str]:
+    return [m.value for m in at.markdown if "-badge[" in m.value]
+
+
+def test_triage_card_gives_the_model_with_traffic_a_verdict_with_its_numbers(
+    triton_server: TritonProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GEADMIN_TRITON_URL", triton_server.http_url)
+    monkeypatch.setenv("GEADMIN_TRITON_METRICS_URL", triton_server.metrics_url)
+    at = run_app()
+    assert any(c.value.startswith("Measuring") for c in at.caption)  # one scrape: no window yet
+    with small_load(triton_server):
+        time.sleep(2)
+    at = run_app(at)  # the next refresh: the window spans the load
+    (line,) = card_lines(at)  # the idle sample models get no line
+    assert line.startswith("**digits_classifier** v1 :")
+    verdict = re.search(r"-badge\[([a-z-]+)\]", line)
+    assert verdict and verdict.group(1) in {"queue-bound", "compute-bound", "host-bound", "balanced"}
+    rate = re.search(r"([\d.]+) req/s", line)
+    assert rate and float(rate.group(1)) > 0
+    assert re.search(r"queue [\d.]+ ms \(\d+%\)", line) and re.search(r"compute infer [\d.]+ ms", line)
+    assert any(c.value.startswith("fix: ") for c in at.caption)
+    assert any(f"from Triton's metrics at `{triton_server.metrics_url}`" in c.value for c in at.caption)
+
+
+def test_triage_card_without_traffic_is_one_calm_line(
+    triton_factory: Callable[..., TritonProcess], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server = triton_factory()  # its own server: no other test's traffic in the window
+    monkeypatch.setenv("GEADMIN_TRITON_URL", server.http_url)
+    monkeypatch.setenv("GEADMIN_TRITON_METRICS_URL", server.metrics_url)
+    at = run_app()
+    time.sleep(1.2)
+    at = run_app(at)
+    assert not card_lines(at) and not at.error and not at.warning
+    (line,) = [c.value for c in at.caption if "traffic" in c.value]
+    assert re.fullmatch(r"No traffic in the last \d+ s: nothing to triage\.", line)
+
+
+def test_triage_card_with_unreadable_metrics_says_why_without_red(
+    triton_server: TritonProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GEADMIN_TRITON_URL", triton_server.http_url)
+    monkeypatch.setenv("GEADMIN_TRITON_METRICS_URL", f"http://127.0.0.1:{free_port()}/metrics")
+    at = run_app()
+    assert not at.error  # the server itself is fine: only the card lacks its figures
+    assert any(c.value.startswith("No bottleneck figures: ") and "Connection refused" in c.value
+               for c in at.caption)

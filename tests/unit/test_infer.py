@@ -19,6 +19,7 @@ from tritonclient.utils import deserialize_bf16_tensor, serialize_bf16_tensor
 
 from geadmin.cli import infer as cli_infer
 from geadmin.cli.main import main
+from geadmin.domain import Transport
 from geadmin.errors import (
     InferInputError,
     InputTooLargeError,
@@ -28,12 +29,19 @@ from geadmin.errors import (
 )
 from geadmin.ops.infer import (
     InferRequest,
+    InferResult,
+    TopKPlan,
     build_request,
+    input_fix,
     parse_classification,
     plain_values,
+    rank_outputs,
     read_labels,
     tensor_record,
+    tensor_rows,
     top_k,
+    top_k_plan,
+    transport_url,
 )
 from geadmin.ops.infer_images import (
     IMAGENET_MEAN,
@@ -52,6 +60,7 @@ from geadmin.ops.infer_inputs import (
     json_tensor,
     npy_tensor,
     random_tensor,
+    source_kinds,
 )
 from geadmin.ops.infer_snippets import (
     BINARY_BODY_FILE,
@@ -70,7 +79,9 @@ from geadmin.ops.infer_spec import (
     OutputSpec,
     check_tensor,
     concrete_shape,
+    dynamic_dims,
     model_spec,
+    picked_shape,
     to_bf16,
 )
 from geadmin.triton.client import Tensor, TritonClient, _infer_inputs, _requested_outputs
@@ -660,3 +671,76 @@ def test_python_snippet_carries_the_exact_tensors() -> None:
     assert raw.tolist() == request.inputs[0].data.ravel().tolist()
     large = python_snippet("http://h:8000", classifier_request(batch=32))
     assert PY_INPUTS_FILE in large.files and f"open({PY_INPUTS_FILE!r})" in large.text
+
+
+# -- what the playground page needs from the core ----------------------------------------------
+def test_only_the_sources_that_fit_the_dtype_are_offered() -> None:
+    base = [SourceKind.RANDOM, SourceKind.ZEROS, SourceKind.ONES, SourceKind.JSON, SourceKind.NPY]
+    assert source_kinds(spec_of("BYTES", (1,))) == (*base, SourceKind.TEXT)
+    assert source_kinds(spec_of("BOOL", (8, 8))) == tuple(base)
+    assert source_kinds(spec_of("UINT8", (8, 8))) == (*base, SourceKind.IMAGE)
+    assert source_kinds(spec_of("FP32", (3, 224, 224))) == (*base, SourceKind.IMAGE)
+    assert source_kinds(spec_of("FP32", (64,))) == tuple(base)  # no room for an image
+    assert source_kinds(spec_of("FP32", (5, 5, 5))) == tuple(base)  # 5 channels is no image
+
+
+def test_the_shape_picker_fills_the_dynamic_dims_and_the_batch() -> None:
+    spec = spec_of("FP32", (3, -1, -1))
+    assert dynamic_dims(spec) == (1, 2)
+    assert picked_shape(spec, (20, 30), batch_size=4) == (4, 3, 20, 30)
+    assert picked_shape(spec_of("FP32", (-1,), batched=False), (7,)) == (7,)
+    assert picked_shape(spec_of("FP32", (64,)), ()) == (1, 64)
+    with pytest.raises(InferInputError, match="has 2 dynamic dims, got 1 sizes"):
+        picked_shape(spec, (20,))
+    with pytest.raises(InferInputError, match=r"at least 1, got \[3, 0, 30\]"):
+        picked_shape(spec, (0, 30))
+    with pytest.raises(InferInputError, match="batch size must be at least 1"):
+        picked_shape(spec, (1, 1), batch_size=0)
+
+
+def test_top_k_plan_reads_labels_from_the_repository_else_asks_triton(tmp_path: Path) -> None:
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "labels.txt").write_text("no\nyes\n")
+    spec = ModelSpec("m", "1", 0, (spec_of("FP32", batched=False),),
+                     (OutputSpec("p", "FP32", (2,), "labels.txt"), OutputSpec("q", "FP32", (2,))))
+    assert top_k_plan(spec, 0) == TopKPlan()
+    assert top_k_plan(spec, 2, repository=tmp_path) == TopKPlan(2, {"p": ["no", "yes"]}, 0)
+    assert top_k_plan(spec, 2) == TopKPlan(2, {}, 2)  # Triton's classification extension
+    assert top_k_plan(spec, 2, ["q"]) == TopKPlan(2, {}, 0)  # no labels wanted: rank locally
+    with pytest.raises(InferInputError, match="top-k must be 1 or more"):
+        top_k_plan(spec, -1)
+
+
+def test_rank_outputs_skips_what_cannot_be_ranked_and_reads_triton_classes() -> None:
+    scores = Tensor("p", "FP32", np.array([[0.2, 0.8]], dtype=np.float32))
+    text = Tensor("t", "BYTES", np.array([[b"x"]], dtype=object))
+    result = InferResult("m", "1", "http", (scores, text), 1.0, None)
+    ranked = rank_outputs(result, TopKPlan(1, {"p": ["no", "yes"]}))
+    assert list(ranked) == ["p"] and [(c.index, c.label) for c in ranked["p"][0]] == [(1, "yes")]
+    assert rank_outputs(result, TopKPlan()) == {}
+    classified = InferResult("m", "1", "http", (Tensor("p", "BYTES", np.array([[b"0.8:1:yes"]], object)),),
+                             1.0, None)
+    assert rank_outputs(classified, TopKPlan(1, {}, 1))["p"][0][0].label == "yes"
+
+
+def test_tensor_rows_are_one_row_per_batch_item_with_plain_values() -> None:
+    assert tensor_rows(Tensor("p", "FP32", np.array([[1, 2], [3, 4]], dtype=np.float32))) == [[1.0, 2.0],
+                                                                                             [3.0, 4.0]]
+    assert tensor_rows(Tensor("t", "BYTES", np.array([b"a", b"\xff"], dtype=object))) == [
+        ["a", {"base64": "/w=="}]]
+    assert tensor_rows(Tensor("e", "FP32", np.zeros((0, 3), dtype=np.float32))) == []
+
+
+def test_input_fix_names_the_limit_for_oversize_input() -> None:
+    assert "limit is 33.6 MB" in input_fix(InputTooLargeError("too big"))
+    assert "random, zeros, ones" in input_fix(InferInputError("bad shape"))
+
+
+def test_transport_url_uses_a_known_pair_else_guesses_the_default_ports() -> None:
+    assert transport_url("http://h:8000", Transport.HTTP) == ("http://h:8000", False)
+    assert transport_url("http://h:9000", Transport.GRPC) == ("grpc://h:9001", True)
+    assert transport_url("grpc://h:9001", Transport.HTTP) == ("http://h:9000", True)
+    known = [("http://127.0.0.1:1234", "grpc://127.0.0.1:5678")]
+    assert transport_url("http://127.0.0.1:1234", Transport.GRPC, known) == ("grpc://127.0.0.1:5678", False)
+    assert transport_url("grpc://127.0.0.1:5678", Transport.HTTP, known) == ("http://127.0.0.1:1234", False)
+    assert transport_url("http://127.0.0.1:4321", Transport.GRPC, known) == ("grpc://127.0.0.1:4322", True)

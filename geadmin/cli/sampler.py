@@ -1,0 +1,66 @@
+"""`geadmin sampler`: record Triton's telemetry into the workspace history (the Metrics page's
+data) when `geadmin up` does not — e.g. next to a Triton started some other way.
+
+One sampler per workspace (`geadmin up` runs one for its Triton): a second one is refused,
+naming the first (exit 2). SIGTERM or Ctrl-C stops it (exit 0) within one scrape timeout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import threading
+from types import FrameType
+
+from geadmin import settings
+from geadmin.cli.common import positive_seconds
+from geadmin.cli.npu import triton_metrics
+from geadmin.telemetry.sampler import Sampler, SamplerOptions, default_npu_smi, lock
+
+
+def options_from_args(args: argparse.Namespace) -> SamplerOptions:
+    url, _ = triton_metrics(args)
+    return SamplerOptions(
+        metrics_url=url, home=settings.home(args.home),
+        interval_s=float(settings.get("SAMPLE_INTERVAL_S", args.interval)),
+        retention_h=float(settings.get("HISTORY_RETENTION_H", args.retention_h)),
+        exporter_url=settings.get("NPU_EXPORTER_URL"), npu_smi=default_npu_smi())
+
+
+def run(args: argparse.Namespace) -> int:
+    options = options_from_args(args)
+    held = lock(options.home)  # refuses a second sampler before anything else
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        print(f"sampling {options.metrics_url} every {options.interval_s:g}s into "
+              f"{options.home / 'geadmin.db'} (kept {options.retention_h:g} h); Ctrl-C stops", flush=True)
+        Sampler(options, say=lambda message: print(message, flush=True)).run(stop)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        held.close()
+    print("sampler stopped", flush=True)
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "sampler", help="record Triton's metrics into the workspace history (the Metrics page's data)",
+        description="Scrapes Triton's /metrics every interval, derives per-model rates and latencies, "
+        "and stores them (with server CPU/memory and NPU devices) in $GEADMIN_HOME/geadmin.db. "
+        "`geadmin up` runs one for its Triton; run this one for a Triton started otherwise.")
+    parser.add_argument("--interval", type=positive_seconds, default=None, metavar="SECONDS",
+                        help="seconds between samples (env GEADMIN_SAMPLE_INTERVAL_S, default 2)")
+    parser.add_argument("--retention-h", type=positive_seconds, default=None, metavar="HOURS",
+                        help="hours of history kept (env GEADMIN_HISTORY_RETENTION_H, default 24)")
+    parser.add_argument("--metrics-url", default=None, metavar="URL",
+                        help="Triton's metrics page (env GEADMIN_TRITON_METRICS_URL; default: the "
+                        "running stack's, else http://127.0.0.1:8002/metrics)")
+    parser.add_argument("--home", default=None,
+                        help="workspace directory (env GEADMIN_HOME, default ~/.local/share/geadmin)")
+    parser.set_defaults(func=run)

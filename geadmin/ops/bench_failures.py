@@ -1,0 +1,135 @@
+"""How a load test fails: one table from what perf_analyzer (or starting it) says to a
+geadmin error whose message names the cause and the next step.
+
+`OUTPUT_FAILURES` matches perf_analyzer 2.51's own words (recorded in
+tests/unit/assets/perf_analyzer/errors/), `EXCEPTION_FAILURES` what `subprocess` raises,
+and `FAILURES` holds, for every `Failure`, the error class and its message (a test fails
+when one is missing).
+"""
+
+from __future__ import annotations
+
+import enum
+import subprocess
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from geadmin.errors import (
+    BenchCancelledError,
+    BenchInputError,
+    GeAdminError,
+    ModelNotFoundError,
+    PerfAnalyzerError,
+    PerfAnalyzerMissingError,
+    PerfAnalyzerTimeoutError,
+    TritonUnreachableError,
+    UnstableMeasurementError,
+    WrongProtocolError,
+)
+
+if TYPE_CHECKING:
+    from geadmin.ops.bench import BenchSettings
+
+BINARY = "perf_analyzer"
+
+
+class Failure(enum.Enum):
+    BINARY_MISSING = "no perf_analyzer binary"
+    NOT_EXECUTABLE = "perf_analyzer cannot be run"
+    LIBRARIES_MISSING = "perf_analyzer's shared libraries are missing"
+    UNREACHABLE = "the server does not answer"
+    WRONG_PROTOCOL = "the port speaks the other protocol"
+    MODEL_NOT_FOUND = "the model is not on the server"
+    BAD_INPUT_DATA = "the input data is rejected"
+    UNSTABLE = "no stable measurement"
+    TIMEOUT = "over the deadline"
+    CANCELLED = "cancelled"
+    OTHER = "any other failure"
+
+
+# Lower-cased output substrings (stderr, then stdout), first match wins; recorded from
+# perf_analyzer 2.51 in tests/unit/assets/perf_analyzer/errors/<failure>.<case>.txt.
+OUTPUT_FAILURES: tuple[tuple[str, Failure], ...] = (
+    ("error while loading shared libraries", Failure.LIBRARIES_MISSING),
+    ("failed to obtain stable measurement", Failure.UNSTABLE),
+    ("request for unknown model", Failure.MODEL_NOT_FOUND),
+    ("failed to init manager inputs", Failure.BAD_INPUT_DATA),
+    ("failed to parse --input-data", Failure.BAD_INPUT_DATA),
+    ("unsupported protocol", Failure.WRONG_PROTOCOL),  # HTTP to a gRPC port
+    ("socket closed", Failure.WRONG_PROTOCOL),  # gRPC to an HTTP port
+    ("couldn't connect to server", Failure.UNREACHABLE),
+    ("couldn't resolve host", Failure.UNREACHABLE),
+    ("failed to connect to all addresses", Failure.UNREACHABLE),
+    ("connection refused", Failure.UNREACHABLE),
+)
+# What starting the binary can raise; first isinstance match wins, so subclasses come first.
+EXCEPTION_FAILURES: tuple[tuple[type[BaseException], Failure], ...] = (
+    (FileNotFoundError, Failure.BINARY_MISSING),
+    (PermissionError, Failure.NOT_EXECUTABLE),
+    (subprocess.SubprocessError, Failure.OTHER),
+    (OSError, Failure.NOT_EXECUTABLE),  # e.g. ENOEXEC: not a program for this machine
+)
+# {model} {binary} {address} {protocol} {other} (the other protocol) {detail} {timeout_s} {interval_ms}
+FAILURES: dict[Failure, tuple[type[GeAdminError], str]] = {
+    Failure.BINARY_MISSING: (PerfAnalyzerMissingError, "load test of {model}: no perf_analyzer at "
+                             "{binary} — install `tritonclient[all]==2.51.0` (its wheel ships the "
+                             "binary), or name one with --perf-analyzer PATH"),
+    Failure.NOT_EXECUTABLE: (PerfAnalyzerMissingError, "load test of {model}: cannot run {binary} "
+                             "({detail}) — make it executable (`chmod +x`) or name another with "
+                             "--perf-analyzer PATH"),
+    Failure.LIBRARIES_MISSING: (PerfAnalyzerMissingError, "load test of {model}: perf_analyzer cannot "
+                                "start ({detail}) — install nvidia-pytriton==0.7.0 (its "
+                                "nvidia_pytriton.libs holds libb64 and libcudart), or add their "
+                                "directory to LD_LIBRARY_PATH"),
+    Failure.UNREACHABLE: (TritonUnreachableError, "load test of {model}: no Triton answers at "
+                          "{address} over {protocol} ({detail}) — start it (`geadmin up`) or "
+                          "check the URL"),
+    Failure.WRONG_PROTOCOL: (WrongProtocolError, "load test of {model}: {address} does not speak "
+                             "{protocol} ({detail}) — give the {protocol} port, or use --protocol "
+                             "{other} with this one"),
+    Failure.MODEL_NOT_FOUND: (ModelNotFoundError, "load test of {model}: Triton at {address} has no "
+                              "model {model} loaded ({detail}) — load it first (`geadmin models "
+                              "load {model}`)"),
+    Failure.BAD_INPUT_DATA: (BenchInputError, "load test of {model}: perf_analyzer rejected the input "
+                             "data ({detail}) — check the inputs against the model's metadata "
+                             "(`geadmin infer {model}` sends the same request)"),
+    Failure.UNSTABLE: (UnstableMeasurementError, "load test of {model}: no stable measurement "
+                       "({detail}) — raise the measurement interval (now {interval_ms} ms) or the "
+                       "trials, or run on a quieter machine"),
+    Failure.TIMEOUT: (PerfAnalyzerTimeoutError, "load test of {model}: perf_analyzer ran over "
+                      "{timeout_s:g}s and was stopped — test fewer points, a shorter measurement "
+                      "interval, or give a longer timeout"),
+    Failure.CANCELLED: (BenchCancelledError, "load test of {model}: cancelled; perf_analyzer was "
+                        "stopped and nothing was saved"),
+    Failure.OTHER: (PerfAnalyzerError, "load test of {model}: perf_analyzer failed: {detail}"),
+}
+
+
+def classify(exc: BaseException | None = None, output: str = "") -> Failure:
+    if exc is not None:
+        return next((f for kind, f in EXCEPTION_FAILURES if isinstance(exc, kind)), Failure.OTHER)
+    lowered = output.lower()
+    return next((f for marker, f in OUTPUT_FAILURES if marker in lowered), Failure.OTHER)
+
+
+def bench_error(failure: Failure, settings: BenchSettings, *, binary: str | Path = BINARY,
+                detail: str = "") -> GeAdminError:
+    error_type, template = FAILURES[failure]
+    endpoint = settings.endpoint
+    protocol = endpoint.transport.value
+    message = template.format(model=settings.model, binary=binary, address=endpoint.address,
+                              protocol=protocol, other="http" if protocol == "grpc" else "grpc",
+                              detail=detail or "no message", timeout_s=settings.deadline_s,
+                              interval_ms=settings.measurement_interval_ms)
+    if issubclass(error_type, (TritonUnreachableError, ModelNotFoundError)):
+        return error_type(message, url=settings.url)
+    return error_type(message)
+
+
+def error_line(output: str) -> str:
+    """The line that says what went wrong: the first `error:` line, else the first line."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    for line in lines:
+        if line.lower().startswith("error") or "failed" in line.lower():
+            return line
+    return lines[0] if lines else ""

@@ -1,0 +1,185 @@
+"""Why is model X slow? The bottleneck of each model version over a window (derive.Window).
+
+Triton splits every successful request's server-side time into four stages (FACTS.md):
+queue, compute input, compute infer, compute output. Over the window, the stage that takes
+the largest share of that time names the bottleneck:
+
+- **queue-bound** — requests wait for a free instance: add instances or batch more;
+- **device-bound** — compute-infer dominates and the NPU the model runs on is busy: the
+  device is saturated, spread the model over more NPUs (`device_ids`) or make it cheaper;
+- **compute-bound** — compute-infer dominates but no busy NPU is known behind it (no NPU
+  data, a CPU/python model, or the NPU has headroom): the model itself is slow per
+  execution; batch more or look at the model;
+- **host-bound** — compute input + output (copies, (de)serialization on the host) dominate;
+- **balanced** — no stage takes the dominant share;
+- **idle** — no request in the window; **no-data** — requests, but no latency figures
+  (every request failed, or Triton publishes no duration counters).
+
+`triage(window, devices)` is pure: the window and, optionally, the NPU devices with the
+npu_ge placements (`NpuDevice.models`) that say which devices a model's instances use.
+`recent_window` gives a live view (the Overview's card) its window over the last minute
+from the scrapes it keeps between refreshes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from enum import Enum
+
+from geadmin.telemetry.derive import ModelWindow, Window, derive
+from geadmin.telemetry.npu import NpuDevice
+from geadmin.telemetry.scrape import Scrape
+
+# A stage "dominates" when it takes at least half the server-side time: then speeding up
+# every other stage together could at most halve the latency, so it is the one to fix.
+DOMINANT_SHARE = 0.5
+# An NPU is "busy" above 70 % AI-core utilization: sampled utilization that high leaves no
+# room for another instance's executions, so more compute-infer time is waiting on the chip.
+NPU_BUSY_PCT = 70.0
+# Triton counts whole requests: fewer than one in the window is no traffic.
+MIN_REQUESTS = 1.0
+# A live view judges "the last minutes": the window reaches back this far over the scrapes it
+# kept, so one slow refresh or a short lull does not flip the verdict.
+RECENT_SPAN_S = 60.0
+# Below a second, counter deltas are a handful of requests: too noisy to judge.
+MIN_WINDOW_S = 1.0
+
+
+class Verdict(str, Enum):
+    QUEUE_BOUND = "queue-bound"
+    DEVICE_BOUND = "device-bound"
+    COMPUTE_BOUND = "compute-bound"
+    HOST_BOUND = "host-bound"
+    BALANCED = "balanced"
+    IDLE = "idle"
+    NO_DATA = "no-data"
+
+
+FIXES = {
+    Verdict.QUEUE_BOUND: "add instances (instance_group count) or enable / raise dynamic batching",
+    Verdict.DEVICE_BOUND: "the NPU is saturated: spread instances over more NPUs (device_ids) or "
+                          "lighten the model",
+    Verdict.COMPUTE_BOUND: "the model itself is slow per execution: batch more (preferred_batch_size) "
+                           "or optimise the model",
+    Verdict.HOST_BOUND: "input/output handling on the host dominates: send smaller or fewer tensors, "
+                        "use shared memory, or cut host-side pre/post-processing",
+    Verdict.BALANCED: "no single stage dominates: scale out (more instances or servers)",
+    Verdict.IDLE: "",
+    Verdict.NO_DATA: "check the failures: requests arrived but none reported latency",
+}
+
+
+@dataclass(frozen=True)
+class Bottleneck:
+    """The verdict for one model version, with the numbers behind it."""
+
+    model: str
+    version: str
+    verdict: Verdict
+    why: str  # the numbers, in one line
+    fix: str  # what to do, in one line ("" when idle)
+    requests_per_s: float | None
+    inferences_per_s: float | None
+    queue_ms: float | None
+    compute_input_ms: float | None
+    compute_infer_ms: float | None
+    compute_output_ms: float | None
+    queue_share: float | None  # of queue + compute time, 0..1
+    host_share: float | None  # compute input + output
+    infer_share: float | None  # compute infer
+    devices: tuple[int, ...]  # NPUs its instances run on (npu_ge placements), () unknown
+    npu_util_pct: float | None  # the busiest of those devices; None unknown
+    note: str = ""  # e.g. the counters reset inside the window
+
+    @property
+    def has_traffic(self) -> bool:
+        return self.verdict is not Verdict.IDLE
+
+
+def triage(window: Window, devices: Sequence[NpuDevice] | None = None) -> tuple[Bottleneck, ...]:
+    """One `Bottleneck` per model version of the window, in the window's order."""
+    return tuple(assess(m, devices_of(m.model, m.version, devices or ())) for m in window.models)
+
+
+def recent_window(kept: Sequence[Scrape], now: Scrape,
+                  span_s: float = RECENT_SPAN_S) -> tuple[tuple[Scrape, ...], Window | None]:
+    """For a live view that scrapes on every refresh: the scrapes to keep (the last `span_s`
+    seconds, `now` included) and the window from the oldest of them to `now` — None until
+    they span `MIN_WINDOW_S`. Scrapes of another page (another URL) are dropped."""
+    recent = sorted((s for s in kept if s.url == now.url and 0 < now.timestamp_s - s.timestamp_s <= span_s),
+                    key=lambda s: s.timestamp_s)
+    keep = (*recent, now)
+    if not recent or now.timestamp_s - recent[0].timestamp_s < MIN_WINDOW_S:
+        return keep, None
+    return keep, derive(recent[0], now)
+
+
+def with_traffic(found: Iterable[Bottleneck]) -> tuple[Bottleneck, ...]:
+    return tuple(b for b in found if b.has_traffic)
+
+
+def devices_of(model: str, version: str, devices: Iterable[NpuDevice]) -> tuple[NpuDevice, ...]:
+    """The devices an npu_ge placement puts an instance of this model version on."""
+    return tuple(d for d in devices
+                 if any(p.model == model and (not p.version or p.version == version) for p in d.models or ()))
+
+
+def assess(m: ModelWindow, devices: Sequence[NpuDevice] = ()) -> Bottleneck:
+    """The verdict for one model version; `devices` are the NPUs its instances run on."""
+    utils = [d.aicore_util_pct for d in devices if d.aicore_util_pct is not None]
+    busiest = max(utils) if utils else None
+    ids = tuple(sorted(d.id for d in devices))
+    queue, c_in, infer, c_out = stages = (m.avg_queue_ms, m.avg_compute_input_ms, m.avg_compute_infer_ms,
+                                          m.avg_compute_output_ms)
+
+    def verdict(kind: Verdict, why: str, shares: tuple[float | None, ...] = (None, None, None)) -> Bottleneck:
+        return Bottleneck(
+            model=m.model, version=m.version, verdict=kind, why=why, fix=FIXES[kind],
+            requests_per_s=m.requests_per_s, inferences_per_s=m.inferences_per_s,
+            queue_ms=queue, compute_input_ms=c_in, compute_infer_ms=infer, compute_output_ms=c_out,
+            queue_share=shares[0], host_share=shares[1], infer_share=shares[2],
+            devices=ids, npu_util_pct=busiest,
+            note="counters reset in this window (restart or reload): figures since the reset"
+            if m.counters_reset else "")
+
+    if (m.requests_per_s or 0.0) * m.window_s < MIN_REQUESTS:
+        return verdict(Verdict.IDLE, "no requests in the window")
+    known = [s for s in stages if s is not None]
+    total = sum(known)
+    if not known or total <= 0:
+        return verdict(Verdict.NO_DATA, f"{_rate(m.requests_per_s)} req/s, {_rate(m.failures_per_s)} "
+                       "failed/s, no latency figures")
+    shares = ((queue or 0.0) / total, ((c_in or 0.0) + (c_out or 0.0)) / total, (infer or 0.0) / total)
+    why = (f"queue {_ms(queue)} ({shares[0]:.0%}) · compute input+output {_ms(_sum(c_in, c_out))} "
+           f"({shares[1]:.0%}) · compute infer {_ms(infer)} ({shares[2]:.0%}) per request · "
+           f"{_rate(m.requests_per_s)} req/s")
+    if ids:
+        why += f" · NPU {','.join(map(str, ids))} " + (
+            f"{busiest:.0f}% busy" if busiest is not None else "utilization unknown")
+    return verdict(_verdict(*shares, busiest), why, shares)
+
+
+def _verdict(queue: float, host: float, infer: float, npu_util_pct: float | None) -> Verdict:
+    largest = max(queue, host, infer)
+    if largest < DOMINANT_SHARE:
+        return Verdict.BALANCED
+    if largest == queue:
+        return Verdict.QUEUE_BOUND
+    if largest == infer:
+        busy = npu_util_pct is not None and npu_util_pct >= NPU_BUSY_PCT
+        return Verdict.DEVICE_BOUND if busy else Verdict.COMPUTE_BOUND
+    return Verdict.HOST_BOUND
+
+
+def _sum(*values: float | None) -> float | None:
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f} ms"
+
+
+def _rate(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"

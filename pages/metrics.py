@@ -1,0 +1,162 @@
+"""Metrics: throughput, latency, queue vs compute, pending requests, batch size and failures
+per model over time, from the workspace's telemetry history (geadmin.telemetry.history), with
+the audit log's changes (loads, unloads, applies, rollbacks, Triton restarts) as vertical
+markers on every chart. Gaps (Triton down or restarted) are drawn as gaps."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta, timezone
+
+import plotly.graph_objects as go
+import streamlit as st
+
+from geadmin import settings
+from geadmin.errors import ConfigError, GeAdminError
+from geadmin.telemetry import history
+from geadmin.telemetry.history import Marker, Overview, Series
+from pages.ui import keys
+from pages.ui.telemetry import triton_metrics_url
+
+RANGES_MIN = {"5 min": 5, "15 min": 15, "1 h": 60, "6 h": 360, "24 h": 1440}
+DEFAULT_MODELS = 6
+STAGES = (("avg_queue_ms", "queue"), ("avg_compute_input_ms", "compute input"),
+          ("avg_compute_infer_ms", "compute infer"), ("avg_compute_output_ms", "compute output"))
+QUANTILES = (("p50_ms", "p50", "dot"), ("p90_ms", "p90", "dash"), ("p99_ms", "p99", "longdash"))
+CHARTS = (("inferences_per_s", "Throughput", "inferences/s"),
+          ("pending_requests", "Pending requests", "requests"),
+          ("avg_batch_size", "Batch size", "inferences per execution"),
+          ("failures_per_s", "Failures", "failed requests/s"))
+XRange = tuple[datetime, datetime]
+
+
+def render() -> None:
+    st.title("Metrics")
+    interval_s = sample_interval_s()
+    try:
+        known = history.sources()
+    except GeAdminError as exc:
+        st.error(f"Cannot read the telemetry history: {exc}")
+        return
+    if not known:
+        st.info(f"No telemetry history yet. The sampler records Triton's metrics every {interval_s:g} s "
+                "while `geadmin up` runs, into this workspace's database; for a Triton started another way, "
+                "run `geadmin sampler` (with `--metrics-url URL` when it is not on 127.0.0.1:8002). "
+                "Charts appear here after its first two samples.")
+        return
+    overview = pick_source(known)
+    left, right = st.columns([3, 1])
+    default = list(overview.models[:DEFAULT_MODELS])
+    models = left.multiselect("Models", list(overview.models), default=default, key=keys.METRICS_MODELS)
+    label = right.selectbox("Time range", list(RANGES_MIN), index=1, key=keys.METRICS_RANGE)
+    live = st.fragment(live_charts, run_every=max(2.0, interval_s))
+    live(overview.source, tuple(models), RANGES_MIN[label])
+
+
+def sample_interval_s() -> float:
+    try:
+        return float(settings.get("SAMPLE_INTERVAL_S"))
+    except ConfigError:
+        return float(settings.SETTINGS["SAMPLE_INTERVAL_S"].default or 2)
+
+
+def pick_source(known: list[Overview]) -> Overview:
+    """The selected server's history when there is one, else the most recently sampled."""
+    urls = [o.source for o in known]
+    if st.session_state.get(keys.METRICS_SOURCE) not in urls:
+        try:
+            wanted = triton_metrics_url()[0]
+        except GeAdminError:
+            wanted = ""
+        st.session_state[keys.METRICS_SOURCE] = wanted if wanted in urls else urls[0]
+    if len(urls) > 1:
+        st.selectbox("Sampled server", urls, key=keys.METRICS_SOURCE)
+    return next(o for o in known if o.source == st.session_state[keys.METRICS_SOURCE])
+
+
+def live_charts(source: str, models: tuple[str, ...], minutes: int) -> None:
+    """Redrawn in place every sampler interval: the history's series and the audit's markers."""
+    since = datetime.now(timezone.utc) - timedelta(minutes=minutes)
+    try:
+        series = history.model_series(source, since, models=list(models)) if models else []
+        markers = history.change_markers(since)
+        latest = next((o for o in history.sources() if o.source == source), None)
+    except GeAdminError as exc:
+        st.error(f"Cannot read the telemetry history: {exc}")
+        return
+    if latest is not None and latest.down:
+        st.warning(f"The latest sample failed — {latest.down}. The charts show a gap until Triton answers "
+                   "again.")
+    if not series:
+        st.info(f"No samples for these models in the last {minutes} minutes." if models else
+                "Choose one or more models.")
+        return
+    last = max(s.times[-1] for s in series if s.times)
+    st.caption(f"{len(series)} model{'s' if len(series) > 1 else ''}, sampled from `{source}`; latest "
+               f"sample {local(last):%H:%M:%S}; {len(markers)} changes in range (dotted lines; hover for "
+               "who and what). Local time.")
+    x_range = (local(since), local(datetime.now(timezone.utc)))
+    figures = {column: lines(series, column, title, unit, markers, x_range) for column, title, unit in CHARTS}
+    throughput = figures.pop("inferences_per_s")
+    figures = {"inferences_per_s": throughput, "latency": latency(series, markers, x_range), **figures}
+    figures.update({f"breakdown_{s.name}": breakdown(s, markers, x_range) for s in series})
+    columns = st.columns(2)
+    for i, (name, figure) in enumerate(figures.items()):
+        columns[i % 2].plotly_chart(figure, key=f"metrics_chart_{name}")
+
+
+def local(moment: datetime) -> datetime:
+    return moment.astimezone()
+
+
+def times(s: Series) -> list[datetime]:
+    return [local(t) for t in s.times]
+
+
+def lines(series: Sequence[Series], column: str, title: str, unit: str, markers: Sequence[Marker],
+          x_range: XRange) -> go.Figure:
+    hover = reasons if column == "failures_per_s" else lambda s: None
+    fig = go.Figure([go.Scatter(x=times(s), y=list(s.column(column)), name=s.name, mode="lines",
+                                connectgaps=False, hovertext=hover(s)) for s in series])
+    return styled(fig, title, unit, markers, x_range)
+
+
+def reasons(s: Series) -> list[str] | None:
+    """Per point, the failed requests of the window by Triton's reason label."""
+    return [", ".join(f"{reason}: {count:g}" for reason, count in sorted(by_reason.items()))
+            for by_reason in s.failures_by_reason]
+
+
+def latency(series: Sequence[Series], markers: Sequence[Marker], x_range: XRange) -> go.Figure:
+    fig = go.Figure()
+    for s in series:
+        fig.add_scatter(x=times(s), y=list(s.column("avg_request_ms")), name=f"{s.name} avg", mode="lines",
+                        connectgaps=False)
+        for column, label, dash in QUANTILES:
+            if s.has(column):
+                fig.add_scatter(x=times(s), y=list(s.column(column)), name=f"{s.name} {label}", mode="lines",
+                                line={"dash": dash, "width": 1}, connectgaps=False)
+    return styled(fig, "Request latency (average, p50/p90/p99)", "ms", markers, x_range)
+
+
+def breakdown(s: Series, markers: Sequence[Marker], x_range: XRange) -> go.Figure:
+    """Where a request's time goes: queue vs the compute stages, stacked (no bar at a gap)."""
+    fig = go.Figure([go.Bar(x=times(s), y=list(s.column(column)), name=label) for column, label in STAGES])
+    fig.update_layout(barmode="stack", bargap=0)
+    return styled(fig, f"Queue vs compute — {s.name}", "ms per request", markers, x_range)
+
+
+def styled(fig: go.Figure, title: str, unit: str, markers: Sequence[Marker], x_range: XRange) -> go.Figure:
+    """Title, axes, and the change markers: a dotted vertical line each, hover text on top."""
+    for marker in markers:
+        fig.add_vline(x=local(marker.at), line={"dash": "dot", "width": 1, "color": "gray"})
+    if markers:
+        fig.add_scatter(x=[local(m.at) for m in markers], y=[1.0] * len(markers), yaxis="y2", mode="markers",
+                        name="changes", marker={"symbol": "triangle-down", "size": 10, "color": "gray"},
+                        hovertext=[m.label for m in markers], hoverinfo="text", showlegend=False)
+    fig.update_layout(title=title, height=320, margin={"l": 10, "r": 10, "t": 40, "b": 10},
+                      yaxis={"title": unit, "rangemode": "tozero"},
+                      yaxis2={"overlaying": "y", "range": [0, 1.05], "visible": False},
+                      xaxis={"range": list(x_range)},
+                      legend={"orientation": "h", "y": -0.2, "yanchor": "top"})
+    return fig

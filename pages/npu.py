@@ -1,0 +1,145 @@
+"""NPUs: each device's utilization, HBM, temperature, power and health, refreshed in place,
+and the model <-> NPU map — which model fills which NPU."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pandas as pd
+import plotly.express as px
+import streamlit as st
+from tritonclient.grpc import model_config_pb2
+
+from geadmin import settings
+from geadmin.errors import GeAdminError, TelemetryError
+from geadmin.telemetry.npu import NpuDevice, NpuReport, Sources, detect
+from geadmin.telemetry.npu_map import FROM_CONFIG, ModelMap, hbm_by_device, loaded_npu_ge_configs, model_map
+from pages.ui import keys
+from pages.ui.context import client_for, selected_target
+from pages.ui.telemetry import triton_metrics_url
+
+REFRESH_S = 5
+CONFIG_TTL_S = 30  # configs change only on a reload: read them twice a minute at most
+GIB = 1 << 30
+
+
+def render() -> None:
+    st.title("NPUs")
+    live_npus()
+    st.caption("Current values. Charts over time come with the Metrics page's history.")
+
+
+@st.fragment(run_every=REFRESH_S)
+def live_npus() -> None:
+    url, explicit = triton_metrics_url()
+    try:
+        report = detect(Sources(exporter_url=settings.get("NPU_EXPORTER_URL"), triton_metrics_url=url,
+                                triton_metrics_explicit=explicit))
+    except TelemetryError as exc:
+        st.error(f"NPU telemetry cannot be read: {exc}", icon=":material/error:")
+        report = st.session_state.get(keys.NPU_LAST_GOOD)
+        if report is None:
+            return
+        st.warning(f"Below: the last data received, from {report[1]:%H:%M:%S} UTC; retrying every "
+                   f"{REFRESH_S}s.")
+        report = report[0]
+    else:
+        st.session_state[keys.NPU_LAST_GOOD] = (report, datetime.now(timezone.utc))
+    if not report.devices:
+        st.info(report.summary, icon=":material/info:")
+        return
+    show(report)
+    st.caption(f"{report.summary} · refreshed {datetime.now(timezone.utc):%H:%M:%S} UTC · every {REFRESH_S}s")
+
+
+def show(report: NpuReport) -> None:
+    for note in report.notes:
+        st.caption(f":material/info: {note}")
+    placed = {p.model for d in report.devices for p in d.models or ()}
+    found = model_map(report.devices, configs(tuple(sorted(placed))))
+    st.subheader("Devices")
+    st.dataframe(device_rows(report.devices, found), hide_index=True, width="stretch",
+                 column_config={c: percent(c) for c in ("AI core %", "vector %", "cube %")})
+    st.subheader("Model ↔ NPU map")
+    map_table(report.devices, found)
+    hbm_chart(report.devices, found)
+
+
+def configs(placed: tuple[str, ...]) -> dict[str, model_config_pb2.ModelConfig]:
+    """Live configs of the npu_ge models the placements do not cover ({} when Triton does not answer)."""
+    spec = selected_target().spec
+    try:
+        return _configs(spec.url, spec.admin_key, placed)
+    except GeAdminError as exc:
+        st.caption(f"Model configs not read ({exc}): the map shows the npu_ge placements only.")
+        return {}
+
+
+@st.cache_data(ttl=CONFIG_TTL_S, show_spinner=False)
+def _configs(url: str, admin_key: str | None,
+             placed: tuple[str, ...]) -> dict[str, model_config_pb2.ModelConfig]:
+    return loaded_npu_ge_configs(client_for(url, admin_key), skip=placed)
+
+
+def device_rows(devices: tuple[NpuDevice, ...], found: ModelMap) -> pd.DataFrame:
+    rows = []
+    for d in devices:
+        used, total = d.device_memory
+        rows.append({"device": d.id, "models": ", ".join(found.models_on(d.id)) or _holders(d),
+                     "AI core %": d.aicore_util_pct, "vector %": d.vector_util_pct, "cube %": d.cube_util_pct,
+                     "HBM used GiB": _gib(used), "HBM total GiB": _gib(total),
+                     "temperature °C": d.temperature_c, "power W": d.power_w, "health": d.health or "-",
+                     "chip": d.chip_name or "-"})
+    return pd.DataFrame(rows)
+
+
+def map_table(devices: tuple[NpuDevice, ...], found: ModelMap) -> None:
+    if not found.rows:
+        st.info("No model instance is known to run on these NPUs: Triton publishes no npu_ge placements and "
+                "no loaded npu_ge model names `device_ids`.", icon=":material/info:")
+    else:
+        by_id = {d.id: d for d in devices}
+        rows = []
+        for r in found.rows:
+            device = by_id.get(r.device, NpuDevice(id=r.device, source=""))
+            used, total = device.device_memory
+            rows.append({"model": r.model, "version": r.version or "loaded", "device": r.device,
+                         "instances": r.instances, "HBM used GiB": _gib(used), "HBM total GiB": _gib(total),
+                         "AI core %": device.aicore_util_pct, "from": r.source})
+        st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch",
+                     column_config={"AI core %": percent("AI core %")})
+        if any(r.source == FROM_CONFIG for r in found.rows):
+            st.caption("`config device_ids`: where the config puts the instances (instance i on "
+                       "device_ids[i % n]); the backend publishes no placements for these models.")
+    if found.unplaced:
+        st.caption("On the backend's default devices (no `device_ids` in their config): "
+                   + ", ".join(found.unplaced))
+
+
+def hbm_chart(devices: tuple[NpuDevice, ...], found: ModelMap) -> None:
+    bars = [b for b in hbm_by_device(devices, found) if b.used_bytes is not None]
+    if not bars:
+        st.caption("No source reports HBM use for these devices.")
+        return
+    rows = [{"device": f"NPU {b.device}", "GiB": b.used_bytes / GIB, "held by": b.label}
+            for b in bars if b.used_bytes is not None]
+    rows += [{"device": f"NPU {b.device}", "GiB": b.free_bytes / GIB, "held by": "free"}
+             for b in bars if b.free_bytes is not None]
+    figure = px.bar(pd.DataFrame(rows), x="device", y="GiB", color="held by", title="HBM per device",
+                    color_discrete_map={"free": "#d0d4da"})
+    figure.update_layout(barmode="stack", height=360, margin={"t": 40, "b": 10}, legend_title_text="")
+    st.plotly_chart(figure, key=keys.NPU_HBM_CHART)
+
+
+def percent(label: str) -> st.column_config.ProgressColumn:  # type: ignore[name-defined]
+    return st.column_config.ProgressColumn(label, format="%.0f%%", min_value=0, max_value=100)
+
+
+def _holders(d: NpuDevice) -> str:
+    if d.processes:
+        return ", ".join(f"{p.name or 'pid'} {p.pid}" for p in d.processes)
+    return "nothing" if d.models == () or d.processes == () else "-"
+
+
+def _gib(value: int | None) -> float | None:
+    return None if value is None else round(value / GIB, 2)

@@ -1,0 +1,178 @@
+"""Playground: one test request to any READY model, built from its metadata; its outputs,
+latency and Triton's breakdown; the same request as curl and Python.
+
+Everything but the widgets is geadmin.ops.infer (the same functions as `geadmin infer`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import streamlit as st
+
+from geadmin.access.roles import Action
+from geadmin.domain import ModelState, Transport
+from geadmin.errors import GeAdminError, InferInputError
+from geadmin.ops.actions import next_step
+from geadmin.ops.infer import (
+    InferRequest,
+    TopKPlan,
+    build_request,
+    input_fix,
+    prepare,
+    rank_outputs,
+    send,
+    top_k_plan,
+    transport_url,
+)
+from geadmin.ops.infer_inputs import InputSource
+from geadmin.ops.infer_snippets import curl_command, python_snippet
+from geadmin.ops.infer_spec import ModelSpec, picked_shape
+from geadmin.stack.target import Target, live_stack
+from pages.ui import access, keys
+from pages.ui.context import client_for, selected_target
+from pages.ui.tensors import Chosen, Sent, input_widget, show_sent
+
+INDEX_TTL_S = 5
+SPEC_TTL_S = 30
+PROTOCOLS = {"HTTP": Transport.HTTP, "gRPC": Transport.GRPC}
+
+
+@st.cache_data(ttl=INDEX_TTL_S, show_spinner=False)
+def ready_versions(url: str, admin_key: str | None) -> dict[str, list[str]]:
+    """{model: its READY versions}."""
+    ready: dict[str, list[str]] = {}
+    for entry in client_for(url, admin_key).repository_index():
+        if entry.state is ModelState.READY:
+            ready.setdefault(entry.name, [])
+            if entry.version:
+                ready[entry.name].append(entry.version)
+    return ready
+
+
+@st.cache_data(ttl=SPEC_TTL_S, show_spinner=False)
+def model_spec(url: str, admin_key: str | None, model: str, version: str) -> ModelSpec:
+    return prepare(client_for(url, admin_key), model, version)
+
+
+def show_error(error: GeAdminError, url: str) -> None:
+    st.error(f"{error}\n\n**Next step:** {next_step(error)}. This page tries {url} again on your next "
+             "click.", icon=":material/error:")
+
+
+def render() -> None:
+    st.title("Playground")
+    target = selected_target()
+    server_url, admin_key = target.spec.url, target.spec.admin_key
+    try:
+        ready = ready_versions(server_url, admin_key)
+    except GeAdminError as exc:
+        show_error(exc, server_url)
+        return
+    if not ready:
+        st.info(f"No model is READY on {server_url}: load one on the Models page.")
+        return
+    model_col, version_col, protocol_col = st.columns([3, 1, 2])
+    model = model_col.selectbox("Model", sorted(ready), key=keys.PLAYGROUND_MODEL)
+    version = version_col.selectbox("Version", ["latest", *ready.get(model, [])],
+                                    key=keys.PLAYGROUND_VERSION_PREFIX + model)
+    version = "" if version == "latest" else version
+    with protocol_col:
+        protocol = st.radio("Protocol", list(PROTOCOLS), horizontal=True, key=keys.PLAYGROUND_PROTOCOL)
+        urls = endpoints(target, PROTOCOLS[protocol])
+    try:
+        spec = model_spec(server_url, admin_key, model, version)
+    except GeAdminError as exc:
+        show_error(exc, server_url)
+        return
+
+    st.subheader("Inputs")
+    batch_col, seed_col = st.columns(2)
+    batch_size = 1
+    if spec.max_batch_size > 0:
+        batch_size = int(batch_col.number_input("Batch size", min_value=1, max_value=spec.max_batch_size,
+                                                value=1, key=keys.PLAYGROUND_BATCH_PREFIX + model))
+    seed = int(seed_col.number_input("Seed (random inputs)", min_value=0, value=0, key=keys.PLAYGROUND_SEED))
+    chosen = {s.name: input_widget(s, model) for s in spec.inputs}
+
+    names = [o.name for o in spec.outputs]
+    out_col, k_col, stats_col = st.columns([3, 1, 1])
+    outputs = out_col.multiselect("Outputs to request", names, default=names,
+                                  key=keys.PLAYGROUND_OUTPUTS_PREFIX + model)
+    k = int(k_col.number_input("Top-k", min_value=0, value=0, key=keys.PLAYGROUND_TOP_K,
+                               help="the k best classes of each output, with labels when the model has them"))
+    breakdown = stats_col.toggle("Server breakdown", value=True, key=keys.PLAYGROUND_BREAKDOWN,
+                                 help="read Triton's statistics before and after the request")
+    may_send, why_not = access.allowed(Action.INFER)
+    if st.button("Send", type="primary", key=keys.PLAYGROUND_SEND, disabled=not may_send,
+                 help=why_not or None):
+        missing = [name for name, c in chosen.items() if c.source is None]
+        if missing:
+            st.error(f"No file uploaded for input {', '.join(missing)}.\n\n**Fix:** upload one, or pick "
+                     "another source.", icon=":material/error:")
+        elif not outputs:
+            st.error("No output is chosen.\n\n**Fix:** pick at least one output to request.",
+                     icon=":material/error:")
+        else:
+            request = checked_request(target, spec, chosen, batch_size=batch_size, seed=seed, version=version,
+                                      outputs=() if len(outputs) == len(names) else outputs, k=k)
+            if request is not None:
+                send_request(target, spec, *request, urls, breakdown)
+    sent: Sent | None = st.session_state.get(keys.PLAYGROUND_SENT)
+    if sent is not None and (sent.server, sent.model) == (target.spec.name, model):
+        show_sent(sent)
+
+
+def endpoints(target: Target, transport: Transport) -> tuple[str, str, str]:
+    """(URL to send to, HTTP URL for curl, a note when the curl URL is a guess)."""
+    stack = live_stack()
+    known = [(stack.http_url, stack.grpc_url)] if stack is not None else []
+    url, guessed = transport_url(target.spec.url, transport, known)
+    if guessed:
+        url = st.text_input(f"{transport.value} endpoint", value=url,
+                            key=f"{keys.PLAYGROUND_ENDPOINT_PREFIX}{target.spec.name}.{transport.value}",
+                            help="guessed from Triton's default ports (HTTP 8000, gRPC 8001): change it "
+                            "if this Triton listens elsewhere")
+    else:
+        st.caption(f"`{url}`")
+    if transport is Transport.HTTP:
+        return url, url, ""
+    http, guessed = transport_url(target.spec.url, Transport.HTTP, known)
+    if not guessed:
+        return url, http, ""
+    return url, http, f"curl speaks HTTP: this command uses {http}, a guess from Triton's default ports."
+
+
+def checked_request(target: Target, spec: ModelSpec, chosen: dict[str, Chosen], *, batch_size: int,
+                    seed: int, version: str, outputs: Sequence[str], k: int
+                    ) -> tuple[InferRequest, TopKPlan] | None:
+    """The request and its top-k plan, or None after showing why the input does not fit."""
+    try:
+        shapes = {name: picked_shape(spec.input(name), c.sizes, batch_size)
+                  for name, c in chosen.items() if c.sizes}
+        sources: dict[str, InputSource] = {n: c.source for n, c in chosen.items() if c.source is not None}
+        plan = top_k_plan(spec, k, outputs, target.repository)
+        request = build_request(spec, sources, shapes=shapes, batch_size=batch_size, seed=seed,
+                                outputs=outputs, class_count=plan.class_count, version=version)
+    except InferInputError as exc:
+        st.error(f"{exc}\n\n**Fix:** {input_fix(exc)}. Nothing was sent.", icon=":material/error:")
+        return None
+    except GeAdminError as exc:  # e.g. a labels file that cannot be read
+        st.error(f"{exc}\n\n**Next step:** {next_step(exc)}. Nothing was sent.", icon=":material/error:")
+        return None
+    return request, plan
+
+
+def send_request(target: Target, spec: ModelSpec, request: InferRequest, plan: TopKPlan,
+                 urls: tuple[str, str, str], breakdown: bool) -> None:
+    url, http_url, curl_note = urls
+    try:
+        with st.spinner(f"Sending to {request.model} at {url}…"):
+            result = send(client_for(url, target.spec.admin_key), request, statistics=breakdown)
+        ranked = rank_outputs(result, plan)
+        curl = curl_command(http_url, request, output_types={o.name: o.datatype for o in spec.outputs})
+        python = python_snippet(url, request)
+    except GeAdminError as exc:
+        show_error(exc, url)
+        return
+    st.session_state[keys.PLAYGROUND_SENT] = Sent(target.spec.name, request.model, request, result, ranked,
+                                                  python, curl, curl_note)

@@ -1,0 +1,155 @@
+"""Playground widgets: one input's data source, and what a request brought back (outputs,
+latency and Triton's breakdown, top-k, the request as curl and Python)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from geadmin.ops.infer import ClassScore, InferRequest, InferResult, tensor_rows
+from geadmin.ops.infer_images import Normalize, output_image
+from geadmin.ops.infer_inputs import GENERATED, InputSource, SourceKind, source_kinds
+from geadmin.ops.infer_snippets import Snippet
+from geadmin.ops.infer_spec import InputSpec, dynamic_dims
+from geadmin.triton.client import Tensor
+from pages.ui import keys
+
+TABLE_MAX_CELLS = 2_000  # bigger outputs are shown as an array
+IMAGE_TYPES = ["png", "jpg", "jpeg", "bmp", "gif", "webp", "tif", "tiff"]
+SOURCE_LABELS = {SourceKind.RANDOM: "random", SourceKind.ZEROS: "zeros", SourceKind.ONES: "ones",
+                 SourceKind.JSON: "JSON", SourceKind.NPY: ".npy upload", SourceKind.IMAGE: "image upload",
+                 SourceKind.TEXT: "text"}
+JSON_HINT = '[[1, 2, 3]] or {"shape": [1, 3], "data": [1, 2, 3]}'
+
+
+@dataclass(frozen=True)
+class Chosen:
+    """One input as the widgets set it: `source` None until a file is uploaded."""
+
+    source: InputSource | None
+    sizes: tuple[int, ...] | None = None  # one per dynamic dim, for generated sources
+
+
+@dataclass(frozen=True)
+class Sent:
+    """The last request sent from the page, what came back, and the same request as snippets."""
+
+    server: str
+    model: str
+    request: InferRequest
+    result: InferResult
+    ranked: dict[str, list[list[ClassScore]]]
+    python: Snippet
+    curl: Snippet | None
+    curl_note: str = ""  # why there is no curl command, or which URL it guessed
+
+
+def input_widget(spec: InputSpec, model: str) -> Chosen:
+    """The source picker of one input (only the sources that fit its dtype) and its fields."""
+    prefix = f"{keys.PLAYGROUND_INPUT_PREFIX}{model}.{spec.name}."
+    kinds = source_kinds(spec)
+    with st.container(border=True):
+        st.markdown(f"**{spec.name}** · {spec.describe()}" + (" · optional" if spec.optional else ""))
+        kind = st.selectbox("Source", kinds, format_func=lambda k: SOURCE_LABELS[k],
+                            key=prefix + "source") or kinds[0]
+        if kind in GENERATED:
+            text = st.text_input("Text", key=prefix + "text") if kind is SourceKind.TEXT else ""
+            dims = dynamic_dims(spec)
+            columns = st.columns(max(len(dims), 1))
+            sizes = tuple(int(columns[n].number_input(f"dim {i + int(spec.batched)} (-1)", min_value=1,
+                                                      value=1, step=1, key=f"{prefix}dim{i}"))
+                          for n, i in enumerate(dims))
+            return Chosen(InputSource(kind, text), sizes or None)
+        if kind is SourceKind.JSON:
+            payload = st.text_area("JSON", key=prefix + "json", placeholder=JSON_HINT,
+                                   help="nested lists, or an object with shape and flat data")
+            return Chosen(InputSource(kind, payload))
+        if kind is SourceKind.NPY:
+            upload = st.file_uploader(".npy file", type=["npy"], key=prefix + "npy")
+            return Chosen(None if upload is None else InputSource(kind, upload.getvalue()))
+        upload = st.file_uploader("Image", type=IMAGE_TYPES, key=prefix + "image",
+                                  help="decoded, resized to the input's height and width, laid out as "
+                                  "its dims")
+        normalize = st.selectbox("Normalisation", list(Normalize), format_func=lambda n: n.value,
+                                 key=prefix + "norm",
+                                 help="none: pixels 0..255; 0-1: divided by 255; imagenet: then mean/std")
+        return Chosen(None if upload is None else InputSource(kind, upload.getvalue(),
+                                                              normalize or Normalize.NONE))
+
+
+def show_sent(sent: Sent) -> None:
+    show_timing(sent.result)
+    st.subheader("Outputs")
+    for tensor in sent.result.outputs:
+        show_output(tensor)
+    if sent.ranked:
+        st.subheader("Top classes")
+        st.dataframe(pd.DataFrame(top_k_records(sent.ranked)), hide_index=True, width="stretch")
+    show_snippets(sent)
+
+
+def show_timing(result: InferResult) -> None:
+    server = result.server
+    cells = [("End to end", result.latency_ms)]
+    if server is not None:
+        cells += [("Queue", server.queue_us / 1000), ("Compute input", server.compute_input_us / 1000),
+                  ("Compute infer", server.compute_infer_us / 1000),
+                  ("Compute output", server.compute_output_us / 1000)]
+    for column, (label, value_ms) in zip(st.columns(len(cells)), cells, strict=True):
+        column.metric(label + (" (approximate)" if server and server.approximate and label != "End to end"
+                               else ""), f"{value_ms:.3f} ms")
+    st.caption(f"{result.model} version {result.version or '?'} over {result.protocol}; the server "
+               "stages are Triton's statistics deltas around the request")
+    if server is not None and server.approximate:
+        st.warning(f"Approximate breakdown: {server.note}", icon=":material/warning:")
+    elif server is None:
+        st.caption(f"No server breakdown: {result.server_note}.")
+
+
+def show_output(tensor: Tensor) -> None:
+    st.markdown(f"**{tensor.name}** · {tensor.datatype} [{', '.join(map(str, tensor.shape))}]")
+    pixels = output_image(tensor.data)
+    if pixels is not None:
+        st.image(pixels, caption=f"{tensor.name} as an image (first item)")
+    elif tensor.data.size <= TABLE_MAX_CELLS:
+        rows = [[_cell(v) for v in row] for row in tensor_rows(tensor)]
+        st.dataframe(pd.DataFrame(rows), hide_index=False, width="stretch")
+    else:
+        with np.printoptions(threshold=200, edgeitems=4, linewidth=110):
+            st.code(str(tensor.data), language="text")
+
+
+def _cell(value: Any) -> Any:
+    return json.dumps(value) if isinstance(value, dict) else value  # non-UTF-8 bytes: {"base64": ...}
+
+
+def top_k_records(ranked: dict[str, list[list[ClassScore]]]) -> list[dict[str, Any]]:
+    return [{"output": name, "item": item, "rank": rank, "class": c.index, "label": c.label, "score": c.score}
+            for name, rows in ranked.items() for item, row in enumerate(rows)
+            for rank, c in enumerate(row, 1)]
+
+
+def show_snippets(sent: Sent) -> None:
+    st.subheader("Reproduce")
+    st.caption("The exact request (random data included), ready to copy; files go beside the command.")
+    curl_tab, python_tab = st.tabs(["curl", "Python"])
+    with curl_tab:
+        if sent.curl_note:
+            st.caption(sent.curl_note)
+        if sent.curl is not None:
+            st.code(sent.curl.text, language="bash", wrap_lines=True)
+            _downloads(sent.curl, "curl")
+    with python_tab:
+        st.code(sent.python.text, language="python")
+        _downloads(sent.python, "python")
+
+
+def _downloads(snippet: Snippet, which: str) -> None:
+    for name, content in snippet.files.items():
+        st.download_button(f"Download {name}", content, file_name=name,
+                           key=f"{keys.PLAYGROUND_DOWNLOAD_PREFIX}{which}.{name}")

@@ -1,0 +1,122 @@
+"""Load tests for real: the tritonclient wheel's perf_analyzer against a real tritonserver
+with the sample models, short measurement windows so the module stays well under a minute."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from geadmin.cli.main import main
+from geadmin.errors import ModelNotFoundError, TritonUnreachableError
+from geadmin.ops.bench import BenchSettings, load_test, run_perf_analyzer
+from geadmin.ops.bench_results import CONCURRENCY, REQUEST_RATE, compare, list_runs, load_run
+from geadmin.ops.infer_inputs import InputSource, SourceKind
+from geadmin.stack.processes import free_port
+from geadmin.stack.tritonserver import TritonProcess
+from geadmin.stack.workspace import SAMPLE_REPOSITORY
+from geadmin.triton.client import TritonClient
+
+WINDOW_MS = 500  # perf_analyzer's measurement window: short, these are behaviour checks
+
+
+def quick(model: str, url: str, loads: tuple[float, ...], mode: str = CONCURRENCY) -> BenchSettings:
+    return BenchSettings(model, url, mode, loads, measurement_interval_ms=WINDOW_MS, max_trials=6,
+                         stability_percentage=50)
+
+
+def test_a_load_test_measures_every_concurrency_reports_progress_and_is_saved(
+    triton_server: TritonProcess, tmp_path: Path
+) -> None:
+    seen: list[tuple[int, int]] = []
+    with TritonClient(triton_server.http_url) as client:
+        run = load_test(client, quick("digits_classifier", triton_server.http_url, (1, 2)),
+                        progress=lambda done, total, text: seen.append((done, total)),
+                        who="ann", label="baseline", home=tmp_path)
+    assert [p.load for p in run.points] == [1.0, 2.0]
+    for point in run.points:
+        assert point.throughput_per_s > 0
+        assert point.p99_ms >= point.p90_ms >= point.p50_ms > 0
+        assert point.queue_ms > 0 and point.compute_infer_ms > 0  # the server's side is there
+    assert seen[0] == (0, 2) and seen[-1] == (2, 2)
+    assert (1, 2) in seen  # the second point was announced while perf_analyzer ran
+    saved = list_runs(tmp_path)
+    assert [r.id for r in saved] == [run.id] and saved[0].label == "baseline" and saved[0].who == "ann"
+    assert saved[0].points == run.points
+
+
+def test_request_rates_over_grpc_with_bytes_input(triton_server: TritonProcess, tmp_path: Path) -> None:
+    url = f"grpc://{triton_server.grpc_url}"
+    with TritonClient(url) as client:
+        run = load_test(client, quick("text_normalize", url, (20, 40), REQUEST_RATE),
+                        {"TEXT": InputSource(SourceKind.TEXT, "Ｈｅｌｌｏ  World")}, home=tmp_path)
+    assert run.mode == REQUEST_RATE and [p.load for p in run.points] == [20.0, 40.0]
+    assert all(p.throughput_per_s > 0 for p in run.points)
+    assert load_run(run.id or 0, tmp_path).settings == run.settings
+
+
+def test_nothing_listening_is_unreachable_through_perf_analyzer() -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    with pytest.raises(TritonUnreachableError, match=r"no Triton answers at 127\.0\.0\.1:\d+ over http "
+                       r"\(error: failed to get model metadata: HTTP client failed: Couldn't connect"):
+        run_perf_analyzer(quick("digits_classifier", url, (1,)))
+
+
+def test_an_unknown_model_says_load_it_first(triton_server: TritonProcess) -> None:
+    with pytest.raises(ModelNotFoundError, match=r"has no model no_such_model loaded .*geadmin models load"):
+        run_perf_analyzer(quick("no_such_model", triton_server.http_url, (1,)))
+
+
+def test_the_cli_runs_lists_and_fails_with_one_line(triton_server: TritonProcess, tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["bench", "digits_classifier", "--url", triton_server.http_url, "--concurrency", "2",
+                 "--measurement-interval", str(WINDOW_MS), "--stability-percentage", "50",
+                 "--input", "features=zeros", "--batch-size", "2", "--label", "cli",
+                 "--home", str(tmp_path), "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    record = json.loads(out)
+    assert record["label"] == "cli" and record["settings"]["inputs"] == {"features": "zeros"}
+    assert record["points"][0]["throughput_per_s"] > 0 and record["settings"]["batch_size"] == 2
+    assert "[1/1] measured 1 of 1 points" in err
+    assert main(["bench", "--list", "--home", str(tmp_path)]) == 0
+    assert re.search(rf"^\s*{record['id']}\s.*digits_classifier\s+cli\s", capsys.readouterr().out, re.M)
+    assert main(["bench", "nowhere_model", "--url", triton_server.http_url, "--home", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "nowhere_model" in err
+
+
+def batching_repository(root: Path) -> Path:
+    """digits_classifier twice: with the sample's dynamic batching, and without it."""
+    source = SAMPLE_REPOSITORY / "digits_classifier"
+    for name in ("digits_batching_on", "digits_batching_off"):
+        target = root / name
+        shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__"))
+        config = (source / "config.pbtxt").read_text().replace('"digits_classifier"', f'"{name}"')
+        if name.endswith("off"):
+            config = re.sub(r"dynamic_batching \{.*?\}\n", "", config, flags=re.S)
+            assert "dynamic_batching" not in config
+        (target / "config.pbtxt").write_text(config)
+    return root
+
+
+def test_dynamic_batching_on_and_off_compare_per_concurrency(
+    triton_factory: Callable[..., TritonProcess], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server = triton_factory(batching_repository(tmp_path / "repo"))
+    runs = {}
+    with TritonClient(server.http_url) as client:
+        for state in ("on", "off"):
+            runs[state] = load_test(client, quick(f"digits_batching_{state}", server.http_url, (4,)),
+                                    label=f"dynamic batching {state}", home=tmp_path)
+    result = compare(runs["on"], runs["off"])
+    assert [r.load for r in result.rows] == [4.0]
+    assert result.rows[0].throughput_ratio > 0 and result.rows[0].p99_ratio > 0
+    assert result.headline().endswith(")") and "at concurrency 4" in result.headline()
+    assert main(["bench", "--compare", str(runs["on"].id), str(runs["off"].id), "--home", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "dynamic batching on" in out and "dynamic batching off" in out and "A has " in out

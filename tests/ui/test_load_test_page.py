@@ -1,0 +1,97 @@
+"""The Load test page through AppTest: a small real load test (perf_analyzer against the
+session's tritonserver) charted and saved; saved runs compared side by side, also while
+Triton is down; loads that are not numbers refused before anything runs."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+from geadmin.ops.bench_results import CONCURRENCY, BenchRun, list_runs, parse_csv, save_run
+from geadmin.stack.processes import free_port
+from geadmin.stack.tritonserver import TritonProcess
+from tests.ui.helpers import APP, isolate, run
+
+CSV = Path(__file__).resolve().parents[1] / "unit" / "assets" / "perf_analyzer" / "concurrency_http.csv"
+
+
+@pytest.fixture(autouse=True)
+def home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Path]:
+    isolate(monkeypatch, tmp_path / "home")
+    st.cache_data.clear()
+    yield tmp_path / "home"
+    st.cache_data.clear()
+
+
+def load_test_page() -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.switch_page("load_test.py")
+    return run(at)
+
+
+def text(at: AppTest) -> str:
+    return "\n".join([m.value for m in at.markdown] + [e.value for e in at.error]
+                     + [i.value for i in at.info])
+
+
+def test_a_small_load_test_runs_is_charted_and_saved(triton_server: TritonProcess, home: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GEADMIN_TRITON_URL", triton_server.http_url)
+    at = load_test_page()
+    at.selectbox(key="load_test.model").set_value("digits_classifier")
+    at.text_input(key="load_test.loads").set_value("1,2")
+    at.number_input(key="load_test.measurement_interval_ms").set_value(500)
+    at.number_input(key="load_test.stability_percentage").set_value(50)  # short windows on a busy machine
+    at.text_input(key="load_test.label").set_value("from the page")
+    at.button(key="load_test.run").click()
+    run(at)
+    assert not at.error, [e.value for e in at.error]
+    saved = list_runs(home)
+    assert len(saved) == 1 and saved[0].label == "from the page" and saved[0].who
+    assert [p.load for p in saved[0].points] == [1.0, 2.0]
+    assert at.session_state["load_test.last"] == saved[0].id
+    charts = at.get("plotly_chart")
+    assert len(charts) == 3  # throughput, latency, breakdown of the run just measured
+    assert "Saved runs" in [s.value for s in at.subheader]
+
+
+def saved(home: Path, label: str, scale: float) -> BenchRun:
+    _, points = parse_csv(CSV.read_text())
+    scaled = tuple(replace(p, throughput_per_s=p.throughput_per_s * scale) for p in points)
+    return save_run(BenchRun("digits_classifier", "http://127.0.0.1:8000", CONCURRENCY, scaled,
+                             datetime.now(timezone.utc), "ann", label), home)
+
+
+def test_two_saved_runs_are_compared_side_by_side_while_triton_is_down(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GEADMIN_TRITON_URL", f"http://127.0.0.1:{free_port()}")  # nothing listens
+    off = saved(home, "dynamic batching off", 1.0)
+    on = saved(home, "dynamic batching on", 3.6)
+    at = load_test_page()
+    assert at.error and "127.0.0.1" in at.error[0].value  # the outage is shown ...
+    assert not at.button  # ... no run can start ...
+    at.selectbox(key="load_test.compare_a").set_value(on.id)
+    at.selectbox(key="load_test.compare_b").set_value(off.id)
+    run(at)  # ... and the saved runs still compare
+    assert "A has 3.6x the throughput at concurrency 1" in text(at)
+    assert len(at.get("plotly_chart")) == 2  # throughput and latency, both runs on each
+    ratios = at.dataframe[1].value
+    assert list(ratios["throughput A/B"].round(2)) == [3.6, 3.6]
+
+
+def test_loads_that_are_not_numbers_are_refused_and_nothing_runs(triton_server: TritonProcess, home: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GEADMIN_TRITON_URL", triton_server.http_url)
+    at = load_test_page()
+    at.text_input(key="load_test.loads").set_value("1,lots")
+    at.button(key="load_test.run").click()
+    run(at)
+    assert "Loads must be numbers separated by commas" in text(at)
+    assert list_runs(home) == []

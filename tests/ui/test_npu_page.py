@@ -1,0 +1,154 @@
+"""The NPUs page through AppTest: on this host (no NPU) one calm line; against the real
+tritonserver with the npu_ge backend on the ACL test double (tests/backend), devices 0 and 1
+with the models whose instances run on them."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from geadmin.stack.processes import free_port
+from geadmin.stack.tritonserver import TritonProcess, prepare_backend_directory
+from geadmin.telemetry.npu import devices_from_triton
+from geadmin.telemetry.npu_map import FROM_CONFIG, loaded_npu_ge_configs, model_map
+from geadmin.telemetry.scrape import scrape
+from geadmin.triton.client import TritonClient
+from tests.backend.support import affine_model, build_backend
+
+APP = str(Path(__file__).resolve().parents[2] / "pages" / "app.py")
+NO_NPU = ("no Ascend NPU on this host: npu-smi not found, no npu-exporter configured, "
+          "Triton publishes no npu_ge metrics")
+pytestmark = pytest.mark.integration
+
+
+@contextmanager
+def npu_ge_triton(root: Path) -> Iterator[TritonProcess]:
+    """Triton with npu_ge on the ACL test double: `pair` (2 instances on devices 0 and 1) and
+    `single` (1 instance on device 1) — as tests/integration/test_telemetry.py starts it."""
+    build = build_backend()
+    repo = root / "repo"
+    repo.mkdir(parents=True)
+    affine_model(repo, "pair", instances=2, device_ids="0,1")
+    affine_model(repo, "single", instances=1, device_ids="1")
+    server = TritonProcess(repository=repo, models=["pair", "single"], log_path=root / "triton.log",
+                           backend_dir=prepare_backend_directory(root / "backends",
+                                                                 extra={"npu_ge": build.lib_dir}),
+                           ld_library_path=[build.double_dir],
+                           env={"NPU_GE_DOUBLE_STATE_FILE": str(root / "acl_double_state.json")},
+                           extra_args=["--backend-config=npu_ge,telemetry_interval_ms=100"])
+    server.start(timeout_s=120)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("SERVERS_FILE", "TRITON_URLS", "TRITON_URL", "ADMIN_KEY", "TRITON_METRICS_URL",
+                 "NPU_EXPORTER_URL", "METRICS_PORT"):
+        monkeypatch.delenv(f"GEADMIN_{name}", raising=False)
+    monkeypatch.setenv("GEADMIN_HOME", str(tmp_path / "home"))  # no running stack
+    # no npu-smi on this host, whatever is installed: drop the directories that hold one
+    path = [d for d in os.environ.get("PATH", "").split(os.pathsep) if not (Path(d) / "npu-smi").exists()]
+    monkeypatch.setenv("PATH", os.pathsep.join(path))
+
+
+def npu_page(at: AppTest | None = None) -> AppTest:
+    if at is None:
+        at = AppTest.from_file(APP, default_timeout=30)
+        at.run()
+        at.switch_page("npu.py")
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def test_a_host_without_npus_gets_one_calm_line_and_nothing_red(
+        triton_server: TritonProcess, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GEADMIN_TRITON_URL", triton_server.http_url)
+    monkeypatch.setenv("GEADMIN_TRITON_METRICS_URL", triton_server.metrics_url)
+    at = npu_page()
+    assert [t.value for t in at.title] == ["NPUs"]
+    assert [i.value for i in at.info] == [NO_NPU]
+    assert not at.error and not at.warning
+    assert not at.dataframe
+
+
+def test_unreachable_metrics_given_explicitly_is_an_error_with_the_cause(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    url = f"http://127.0.0.1:{free_port()}/metrics"
+    monkeypatch.setenv("GEADMIN_TRITON_METRICS_URL", url)
+    at = npu_page()
+    assert at.error and "NPU telemetry cannot be read" in at.error[0].value
+    assert "Connection refused" in at.error[0].value and "timed out" not in at.error[0].value
+
+
+@pytest.fixture(scope="module")
+def npu_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonProcess]:
+    with npu_ge_triton(tmp_path_factory.mktemp("npu_page")) as server:
+        yield server
+
+
+def test_npu_ge_devices_show_with_the_models_on_each(
+        npu_server: TritonProcess, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GEADMIN_TRITON_URL", npu_server.http_url)
+    # no metrics URL given: the page finds it on the server's host at GEADMIN_METRICS_PORT
+    monkeypatch.setenv("GEADMIN_METRICS_PORT", str(npu_server.ports.metrics))
+    at = npu_page()
+    assert not at.error and not at.info, [e.value for e in at.error] + [i.value for i in at.info]
+    devices = at.dataframe[0].value.set_index("device")
+    assert list(devices.index) == [0, 1]
+    assert devices.loc[0, "models"] == "pair" and devices.loc[1, "models"] == "pair, single"
+    assert devices.loc[1, "HBM total GiB"] > 0
+    assert pd.isna(devices.loc[1, "temperature °C"])  # npu_ge publishes none: unknown, not 0
+
+    placement = at.dataframe[1].value
+    assert sorted(zip(placement["model"], placement["device"], placement["instances"], strict=True)) == [
+        ("pair", 0, 1), ("pair", 1, 1), ("single", 1, 1)]
+    assert set(placement["from"]) == {"npu_ge placements"}
+    assert (placement["HBM total GiB"] > 0).all()
+    assert any("2 NPUs (triton)" in c.value for c in at.caption)
+
+    chart = at.get("plotly_chart")
+    assert len(chart) == 1
+    spec = chart[0].proto.spec
+    assert '"pair, single"' in spec and '"NPU 0"' in spec and '"NPU 1"' in spec
+
+
+def test_the_page_keeps_the_last_devices_through_an_outage(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with npu_ge_triton(tmp_path / "server") as server:
+        monkeypatch.setenv("GEADMIN_TRITON_URL", server.http_url)
+        monkeypatch.setenv("GEADMIN_TRITON_METRICS_URL", server.metrics_url)
+        at = npu_page()
+        assert list(at.dataframe[0].value["device"]) == [0, 1]
+    at = npu_page(at)  # Triton is gone
+    assert at.error and "Connection refused" in at.error[0].value
+    assert at.warning and "the last data received" in at.warning[0].value
+    assert list(at.dataframe[0].value["device"]) == [0, 1]
+
+
+def test_the_config_fallback_places_instances_where_npu_ge_really_runs_them(
+        npu_server: TritonProcess) -> None:
+    """For a backend that publishes no placements (the older Ascend GE backend), the map comes
+    from the configs: here, read from the real Triton, it must agree with npu_ge's own."""
+    page = scrape(npu_server.metrics_url)
+    devices = devices_from_triton(page)
+    by_placements = model_map(devices)
+    with TritonClient(npu_server.http_url) as client:
+        configs = loaded_npu_ge_configs(client)
+        assert sorted(configs) == ["pair", "single"]
+        assert loaded_npu_ge_configs(client, skip=["pair"]).keys() == {"single"}
+    unplaced = [replace(d, models=None) for d in devices]
+    by_config = model_map(unplaced, configs)
+    assert {r.source for r in by_config.rows} == {FROM_CONFIG}
+    assert [(r.device, r.model, r.instances) for r in by_config.rows] == \
+        [(r.device, r.model, r.instances) for r in by_placements.rows]
