@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from geadmin import settings
@@ -100,7 +100,7 @@ class DashboardProcess:
             values["REPOSITORY"] = str(self.repository)
         return settings.child_environment({**os.environ, **self.extra_env}, values)
 
-    def start(self, timeout_s: float = 60.0) -> None:
+    def start(self, timeout_s: float = 60.0, cancelled: Callable[[], bool] = lambda: False) -> None:
         ensure_port_free(self.host, self.port, "dashboard", "--dashboard-port")
         try:
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -114,7 +114,7 @@ class DashboardProcess:
                              f"{exc.strerror or exc}") from exc
         self.started_at = time.time()
         deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and not cancelled():
             if self._process.poll() is not None:
                 code = self._process.returncode
                 self._process = None
@@ -129,6 +129,10 @@ class DashboardProcess:
 
     def alive(self) -> bool:
         return self._process is not None and self._process.poll() is None
+
+    def exit_code(self) -> int | None:
+        """How it ended (negative: killed by that signal); None while it runs or never ran."""
+        return None if self._process is None else self._process.poll()
 
     def begin_stop(self) -> None:
         """Ask it to exit without waiting (so Triton can stop at the same time)."""

@@ -21,12 +21,12 @@ from typing import IO
 from geadmin import audit
 from geadmin.audit import Actor, Origin
 from geadmin.domain import DEFAULT_PORTS, Ports
-from geadmin.errors import SamplerLockedError, TritonError
+from geadmin.errors import SamplerLockedError, StackError, TritonError
 from geadmin.ops.actions import ActionResult, load_in_parallel
 from geadmin.stack.dashboard import DashboardProcess
 from geadmin.stack.drivers import ExitRecord
 from geadmin.stack.processes import client_host, ensure_port_free, ensure_ports_free
-from geadmin.stack.supervisor import TritonSupervisor
+from geadmin.stack.supervisor import Backoff, TritonSupervisor, exit_record
 from geadmin.stack.tritonserver import TritonProcess, prepare_backend_directory
 from geadmin.stack.workspace import LoadOutcome, StackInfo, Workspace
 from geadmin.telemetry.sampler import SamplerOptions, SamplerThread, default_npu_smi
@@ -76,6 +76,7 @@ class EmbeddedStack:
         self._stop = threading.Event()
         self._write_lock = threading.Lock()
         self._first_start = True
+        self._dashboard_backoff = Backoff()
         # Models whose load hung: Triton handles one load request at a time, so a hung load
         # blocks every later one until Triton restarts. They stay out until loaded by hand.
         self.hung: set[str] = set()
@@ -278,10 +279,31 @@ class EmbeddedStack:
             if self.supervisor is not None:
                 self.supervisor.tick()
             if self.dashboard is not None and not self.dashboard.alive():
-                self.say("the dashboard exited unexpectedly; stopping Triton "
-                         f"(dashboard log: {self.dashboard.log_path})")
-                return 1
+                if not self.options.restart:
+                    self.say("the dashboard exited unexpectedly; stopping Triton "
+                             f"(dashboard log: {self.dashboard.log_path})")
+                    return 1
+                self._restart_dashboard(self.dashboard)
         return 0
+
+    def _restart_dashboard(self, dashboard: DashboardProcess) -> None:
+        """The dashboard died: Triton keeps serving; start it again, with the same backoff."""
+        uptime_s = time.time() - (dashboard.started_at or time.time())
+        record = exit_record(dashboard.exit_code(), uptime_s, restarted=True)
+        delay_s = self._dashboard_backoff.after_exit(uptime_s)
+        self.say(f"the dashboard exited ({record.describe()}); starting it again in {delay_s:g}s "
+                 f"(log: {dashboard.log_path})")
+        audit.try_record_action("restart", "dashboard", False, record.describe(), server="",
+                                actor=Actor.os_user(Origin.LOCAL), home=self.options.workspace.home)
+        if self._stop.wait(delay_s):
+            return
+        try:
+            dashboard.start(cancelled=self._stop.is_set)
+        except StackError as exc:  # e.g. its port is still taken: the next round tries again
+            self.say(f"the dashboard did not start again: {exc}")
+            return
+        self.say(f"Dashboard {dashboard.url} (restarted)")
+        self.publish()
 
     def request_stop(self) -> None:
         self._stop.set()

@@ -109,6 +109,21 @@ def test_kill_9_of_triton_keeps_the_dashboard_up_and_triton_comes_back_with_its_
     assert status.restarts >= 1 and status.state == "running"
 
 
+def test_kill_9_of_the_dashboard_restarts_it_and_triton_keeps_serving(supervised: Up) -> None:
+    assert samples_ready(supervised)
+    triton_before = triton_pid(supervised)
+    dashboard_before = stack_json(supervised)["dashboard"]["pid"]
+    os.kill(dashboard_before, signal.SIGKILL)
+    assert wait_for(lambda: "the dashboard exited (killed by SIGKILL" in supervised.collector.text, 10), (
+        supervised.collector.text[-2000:])
+    assert wait_for(lambda: dashboard_healthy(supervised), 20), supervised.collector.text
+    assert wait_for(lambda: stack_json(supervised)["dashboard"]["pid"] != dashboard_before, 10)
+    assert triton_pid(supervised) == triton_before and samples_ready(supervised)
+    assert supervised.process.poll() is None  # `geadmin up` itself runs on
+    rows = audit.query(model="dashboard", home=supervised.home)
+    assert rows and rows[0].action == "restart" and "killed by SIGKILL" in rows[0].message
+
+
 def test_the_local_driver_restarts_triton_and_records_why(supervised: Up) -> None:
     driver = LocalDriver(Workspace(supervised.home))
     before = triton_pid(supervised)
