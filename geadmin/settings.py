@@ -77,6 +77,7 @@ class Setting:
     parse: Callable[[str], Any]
     default: str | None  # as text, parsed like a value from the environment; None: unset
     meaning: str
+    secret: bool = False  # never shown: pages, bundles and logs say only "set" / "not set"
 
     @property
     def env_name(self) -> str:
@@ -101,7 +102,7 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     Setting("TRITON_URL", str, None, "the Triton to talk to"),
     Setting("TRITON_URLS", str, None, "several servers: name=url,name2=url2"),
     Setting("SERVERS_FILE", parse_path, None, "several servers, from a TOML file"),
-    Setting("ADMIN_KEY", str, None, "key for Triton's restricted APIs"),
+    Setting("ADMIN_KEY", str, None, "key for Triton's restricted APIs", secret=True),
     Setting("TRITON_LOG", parse_path, None, "Triton's log file, read to explain failures"),
     Setting("BACKEND_DIRS", str, None, "extra Triton backends: name=DIR,name2=DIR2 "
             "(default npu_ge=build/backend/npu_ge when built)"),
@@ -136,6 +137,15 @@ def raw(name: str) -> str | None:
 
 def is_set(name: str) -> bool:
     return raw(name) is not None
+
+
+def shown(name: str) -> str:
+    """The variable as it may be displayed: a secret as "set" / "not set", else its value
+    ("" when unset)."""
+    value = raw(name)
+    if SETTINGS[name].secret:
+        return "set" if value else "not set"
+    return value or ""
 
 
 def get(name: str, flag: T | None = None) -> Any:

@@ -10,7 +10,19 @@ import streamlit as st
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # so `pages.*` imports resolve
 
 from geadmin.errors import GeAdminError
-from pages import audit, editor, load_test, metrics, models, new_model, npu, overview, playground, stack
+from pages import (
+    audit,
+    editor,
+    load_test,
+    metrics,
+    models,
+    new_model,
+    npu,
+    overview,
+    playground,
+    settings,
+    stack,
+)
 from pages.ui import access
 from pages.ui.context import server_picker
 
@@ -32,6 +44,7 @@ navigation = st.navigation(
             st.Page(editor.render, title="Config editor", icon=":material/edit_note:", url_path="editor"),
             st.Page(stack.render, title="Stack", icon=":material/dns:", url_path="stack"),
             st.Page(audit.render, title="Audit", icon=":material/history:", url_path="audit"),
+            st.Page(settings.render, title="Settings", icon=":material/settings:", url_path="settings"),
         ],
         "Exercise": [
             st.Page(playground.render, title="Playground", icon=":material/science:", url_path="playground"),

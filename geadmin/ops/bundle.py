@@ -43,7 +43,6 @@ from geadmin.triton.client import TritonClient
 
 DEFAULT_LOG_BYTES = 5 << 20
 NPU_SMI_TIMEOUT_S = 10.0
-SECRET_SETTINGS = ("ADMIN_KEY",)
 REDACTED = "<redacted>"
 
 
@@ -222,13 +221,9 @@ def _log_tail(log_path: Path, log_bytes: int) -> bytes:
 
 
 def _settings(bundle: Bundle, client: TritonClient, stack_file: Path | None) -> None:
-    values: dict[str, str | None] = {}
-    for name, setting in settings.SETTINGS.items():
-        value = settings.raw(name)
-        if name in SECRET_SETTINGS:
-            values[setting.env_name] = "set" if value else "not set"
-        else:
-            values[setting.env_name] = value
+    values: dict[str, str | None] = {
+        setting.env_name: settings.shown(name) if setting.secret else settings.raw(name)
+        for name, setting in settings.SETTINGS.items()}
     bundle.add_json("geadmin/settings.json", {
         "geadmin_version": __version__, "triton_url": client.url,
         "admin_key": "set" if client.admin_key else "not set", "environment": values})

@@ -34,12 +34,18 @@ from geadmin.errors import AccessError, ConfigError, GeAdminError
 from pages.ui import keys
 
 
-def _oidc_configured() -> bool:
+def oidc_settings() -> Mapping[str, object] | None:
+    """Streamlit's `[auth]` secrets, if any (for display: the caller hides the secrets)."""
     try:
         auth = st.secrets.get("auth")
     except (FileNotFoundError, StreamlitSecretNotFoundError):  # no secrets.toml, or a broken one
-        return False
-    return isinstance(auth, Mapping) and all(k in auth for k in OIDC_KEYS)
+        return None
+    return auth if isinstance(auth, Mapping) else None
+
+
+def _oidc_configured() -> bool:
+    auth = oidc_settings()
+    return auth is not None and all(k in auth for k in OIDC_KEYS)
 
 
 @st.cache_resource(show_spinner=False)

@@ -65,7 +65,8 @@ def server(triton_factory: Callable[..., TritonProcess], monkeypatch: pytest.Mon
 
 
 def sign_in(name: str, password: str | None = None, at: AppTest | None = None) -> AppTest:
-    at = at or run(AppTest.from_file(APP, default_timeout=90))
+    if at is None:
+        at = run(AppTest.from_file(APP, default_timeout=90))
     assert [t.value for t in at.title] == ["Sign in"], "the sign-in form comes first"
     at.text_input(key="access.user").input(name)
     at.text_input(key="access.password").input(password if password is not None else PASSWORDS[name])
@@ -174,6 +175,7 @@ PAGES: dict[str, Callable[[AppTest], None] | None] = {
     "npu.py": None,
     "playground.py": None,
     "load_test.py": None,
+    "settings.py": None,
 }
 
 
