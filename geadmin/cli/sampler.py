@@ -10,11 +10,13 @@ from __future__ import annotations
 import argparse
 import signal
 import threading
+import time
 from types import FrameType
 
 from geadmin import settings
 from geadmin.cli.common import positive_seconds
 from geadmin.cli.npu import triton_metrics
+from geadmin.telemetry.history import sources
 from geadmin.telemetry.sampler import Sampler, SamplerOptions, default_npu_smi, lock
 
 
@@ -29,6 +31,8 @@ def options_from_args(args: argparse.Namespace) -> SamplerOptions:
 
 def run(args: argparse.Namespace) -> int:
     options = options_from_args(args)
+    if args.check:
+        return check(options)
     held = lock(options.home)  # refuses a second sampler before anything else
     stop = threading.Event()
 
@@ -48,6 +52,18 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def check(options: SamplerOptions) -> int:
+    """For a container healthcheck: 0 when a sample (or a recorded gap) of this workspace is
+    newer than three intervals, else 1 with the reason."""
+    latest = max((s.last_at for s in sources(home=options.home) if s.last_at), default=None)
+    age_s = None if latest is None else time.time() - latest.timestamp()
+    if age_s is not None and age_s <= 3 * options.interval_s + 5:
+        print(f"sampler: last sample {age_s:.1f}s ago")
+        return 0
+    print("sampler: no sample recorded yet" if age_s is None else f"sampler: last sample {age_s:.0f}s ago")
+    return 1
+
+
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "sampler", help="record Triton's metrics into the workspace history (the Metrics page's data)",
@@ -63,4 +79,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         "running stack's, else http://127.0.0.1:8002/metrics)")
     parser.add_argument("--home", default=None,
                         help="workspace directory (env GEADMIN_HOME, default ~/.local/share/geadmin)")
+    parser.add_argument("--check", action="store_true",
+                        help="exit 0 when this workspace has a sample newer than three intervals (a "
+                             "healthcheck), else 1")
     parser.set_defaults(func=run)

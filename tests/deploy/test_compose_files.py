@@ -201,7 +201,7 @@ def test_cpu_variant_differs_from_compose_yaml_only_in_the_npu_parts() -> None:
         {k: v for k, v in c.items() if k not in npu_only}
     assert {p: s for p, s in mounts(a).items() if p not in DRIVER_MOUNTS and p != "/models"} == \
         {p: s for p, s in mounts(c).items() if p != "/models"}
-    for name in ("dashboard", "prometheus"):
+    for name in ("dashboard", "sampler", "prometheus"):
         a, c = service("ascend", name), service("cpu", name)
         assert {k: v for k, v in a.items() if k != "volumes"} == \
             {k: v for k, v in c.items() if k != "volumes"}
@@ -248,3 +248,14 @@ def test_dashboard_runs_geadmin_dashboard_with_sign_in(kind: str) -> None:
     cmd_line = next(line for line in dockerfile.splitlines() if line.startswith("CMD [\"geadmin\""))
     assert cmd_line == 'CMD ["geadmin", "dashboard", "--host", "0.0.0.0", "--port", "8501"]'
     assert service(kind, "dashboard")["environment"]["GEADMIN_AUTH"] == "${GEADMIN_AUTH:-local}"
+
+
+@pytest.mark.parametrize("kind", FILES)
+def test_the_sampler_records_compose_triton_into_the_dashboards_workspace(kind: str) -> None:
+    sampler, dashboard = service(kind, "sampler"), service(kind, "dashboard")
+    assert sampler["image"] == dashboard["image"] and sampler["command"] == ["geadmin", "sampler"]
+    assert sampler["environment"]["GEADMIN_TRITON_METRICS_URL"] == "http://triton:8002/metrics"
+    assert sampler["environment"]["GEADMIN_HOME"] == dashboard["environment"]["GEADMIN_HOME"]
+    assert "workspace:/var/lib/geadmin" in sampler["volumes"]
+    assert sampler["depends_on"]["triton"]["condition"] == "service_healthy"
+    assert sampler["restart"] == "unless-stopped"

@@ -44,6 +44,7 @@ SAMPLES = {"digits_classifier", "digits_pipeline", "digits_postprocess", "digits
            "text_normalize"}
 NPU_MODEL = "npu_resnet"
 HEALTHY_TIMEOUT_S = 240
+HEALTHY = {"triton": "healthy", "dashboard": "healthy", "sampler": "healthy"}
 T = TypeVar("T")
 
 
@@ -167,7 +168,7 @@ class Stack:
         return found
 
     def all_healthy(self) -> bool:
-        return self.health() == {"triton": "healthy", "dashboard": "healthy"}
+        return self.health() == HEALTHY
 
     def model_states(self) -> dict[str, str]:
         status, index = http("POST", f"{self.triton}/v2/repository/index", {}, key=self.key)
@@ -241,8 +242,17 @@ def stack(docker_engine: None) -> Iterator[Stack]:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def test_both_services_become_healthy(stack: Stack) -> None:
-    assert stack.health() == {"triton": "healthy", "dashboard": "healthy"}
+def test_every_service_becomes_healthy(stack: Stack) -> None:
+    assert stack.health() == HEALTHY
+
+
+def test_the_sampler_records_compose_triton_where_the_dashboard_reads_it(stack: Stack) -> None:
+    probe = run(["docker", "exec", stack.container("sampler"), "geadmin", "sampler", "--check"])
+    assert probe.stdout.startswith("sampler: last sample"), probe.stdout
+    read = ("from geadmin.telemetry.history import sources; "
+            "print([(s.source, s.down) for s in sources()])")
+    seen = run(["docker", "exec", stack.container("dashboard"), "python", "-c", read]).stdout
+    assert "('http://triton:8002/metrics', '')" in seen, seen
 
 
 def test_dashboard_answers_its_health_endpoint_from_the_host(stack: Stack) -> None:
@@ -366,7 +376,7 @@ def test_metrics_have_summary_latencies(stack: Stack) -> None:
 def test_compose_driver_lists_restarts_and_tails_the_real_containers(stack: Stack) -> None:
     driver = ComposeDriver(stack.project)
     services = {status.name: status for status in driver.services()}
-    assert set(services) == {"triton", "dashboard"}
+    assert set(services) == set(HEALTHY)
     for status in services.values():
         assert status.running and status.health == "healthy", status
     before = services["triton"].started_at
