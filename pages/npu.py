@@ -1,19 +1,25 @@
 """NPUs: each device's utilization, HBM, temperature, power and health, refreshed in place,
-and the model <-> NPU map — which model fills which NPU."""
+the model <-> NPU map — which model fills which NPU — and each device's utilization and HBM
+over time from the sampler's history (geadmin.telemetry.history), gaps drawn as gaps."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timezone
 
 import pandas as pd
 import plotly.express as px
+import plotly.graph_objects as go
 import streamlit as st
 from tritonclient.grpc import model_config_pb2
 
 from geadmin import settings
 from geadmin.errors import GeAdminError, TelemetryError
+from geadmin.telemetry import history
+from geadmin.telemetry.history import Series
 from geadmin.telemetry.npu import NpuDevice, NpuReport, Sources, detect
 from geadmin.telemetry.npu_map import FROM_CONFIG, ModelMap, hbm_by_device, loaded_npu_ge_configs, model_map
+from pages.metrics import RANGES_MIN
 from pages.ui import keys
 from pages.ui.context import client_for, selected_target
 from pages.ui.telemetry import triton_metrics_url
@@ -21,12 +27,18 @@ from pages.ui.telemetry import triton_metrics_url
 REFRESH_S = 5
 CONFIG_TTL_S = 30  # configs change only on a reload: read them twice a minute at most
 GIB = 1 << 30
+# (history column, chart title, unit, scale): one chart each, one line per device
+HISTORY_CHARTS = (("aicore_util_pct", "AI-core utilization over time", "%", 1.0),
+                  ("hbm_used_bytes", "HBM used over time", "GiB", 1 / GIB))
+NO_HISTORY = ("No NPU history yet: the sampler records each device's utilization and HBM while `geadmin up` "
+              "runs (for a Triton started another way, run `geadmin sampler`); charts over time appear here "
+              "after its first samples.")
 
 
 def render() -> None:
     st.title("NPUs")
     live_npus()
-    st.caption("Current values. Charts over time come with the Metrics page's history.")
+    npu_history()
 
 
 @st.fragment(run_every=REFRESH_S)
@@ -50,6 +62,52 @@ def live_npus() -> None:
         return
     show(report)
     st.caption(f"{report.summary} · refreshed {datetime.now(timezone.utc):%H:%M:%S} UTC · every {REFRESH_S}s")
+
+
+@st.fragment(run_every=REFRESH_S)
+def npu_history() -> None:
+    """Below the current values: utilization and HBM used per device over a chosen range, from
+    the history of the selected server's /metrics (else the most recently sampled source)."""
+    try:
+        known = history.npu_sources()
+        url = triton_metrics_url()[0] if known else ""
+    except GeAdminError as exc:
+        st.caption(f"NPU history not read: {exc}")
+        return
+    if not known:
+        st.caption(NO_HISTORY)
+        return
+    source = url if url in known else known[0]
+    st.subheader("Over time")
+    label = st.selectbox("Time range", list(RANGES_MIN), index=1, key=keys.NPU_RANGE)
+    since = history.window_since(RANGES_MIN[label])
+    try:
+        series = history.npu_series(source, since)
+    except GeAdminError as exc:
+        st.caption(f"NPU history not read: {exc}")
+        return
+    if not series:
+        st.caption(f"No NPU samples from `{source}` in the last {label}.")
+        return
+    latest = max(s.times[-1] for s in series).astimezone()
+    st.caption(f"Sampled from `{source}`; latest sample {latest:%H:%M:%S}. Gaps are times without samples. "
+               "Local time.")
+    x_range = (since.astimezone(), datetime.now(timezone.utc).astimezone())
+    for column, (name, title, unit, scale) in zip(st.columns(2), HISTORY_CHARTS, strict=False):
+        column.plotly_chart(history_chart(series, name, title, unit, scale, x_range),
+                            key=keys.NPU_HISTORY_PREFIX + name)
+
+
+def history_chart(series: Sequence[Series], column: str, title: str, unit: str, scale: float,
+                  x_range: tuple[datetime, datetime]) -> go.Figure:
+    """One line per device; None points (gaps, holes) break the line."""
+    fig = go.Figure([go.Scatter(x=[t.astimezone() for t in s.times], name=s.name, mode="lines",
+                                y=[None if v is None else v * scale for v in s.column(column)],
+                                connectgaps=False) for s in series])
+    fig.update_layout(title=title, height=320, margin={"l": 10, "r": 10, "t": 40, "b": 10},
+                      yaxis={"title": unit, "rangemode": "tozero"}, xaxis={"range": list(x_range)},
+                      legend={"orientation": "h", "y": -0.2, "yanchor": "top"})
+    return fig
 
 
 def show(report: NpuReport) -> None:

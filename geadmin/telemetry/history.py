@@ -313,6 +313,13 @@ def npu_series(source: str, since: datetime, until: datetime | None = None, *,
             for device, points in sorted(by_device.items())]
 
 
+def npu_sources(*, home: Path | None = None) -> list[str]:
+    """Every source with NPU device rows, the most recently sampled first."""
+    with db.connect(home) as conn:
+        return [r[0] for r in conn.execute(
+            "SELECT source FROM telemetry_npu GROUP BY source ORDER BY MAX(at) DESC")]
+
+
 def change_markers(since: datetime, until: datetime | None = None, *,
                    home: Path | None = None) -> list[Marker]:
     """Loads, unloads, reloads, applies, rollbacks, creates and Triton exits / restarts from the

@@ -226,3 +226,42 @@ def test_npu_page_shows_devices_and_the_model_map_of_npu_ge(page: Page, tmp_path
             assert shot.stat().st_size > 10_000
         finally:
             dashboard.stop()
+
+
+def test_metrics_page_draws_the_charts_of_a_model_with_traffic(
+    page: Page, tmp_path: Path, triton_factory: Callable[..., TritonProcess]
+) -> None:
+    from geadmin.telemetry.sampler import SamplerOptions, SamplerThread
+    from tests.ui.test_metrics_page import MODEL, load_until
+
+    home = tmp_path / "home"
+    triton = triton_factory(models=[MODEL])
+    sampler = SamplerThread(SamplerOptions(triton.metrics_url, home, 0.5), say=lambda message: None)
+    sampler.start()
+    dashboard = DashboardProcess(triton_url=triton.http_url, home=home, triton_log=triton.log_path,
+                                 repository=triton.repository,
+                                 extra_env={"GEADMIN_TRITON_METRICS_URL": triton.metrics_url})
+    dashboard.start()
+    try:
+        load_until(triton, home, 3)  # the history has 3 windows with traffic
+        page.goto(f"{dashboard.url}/metrics", wait_until="domcontentloaded")
+        expect(page.get_by_role("heading", name="Metrics", exact=True)).to_be_visible(timeout=30_000)
+        charts = page.locator("[data-testid='stPlotlyChart']")
+        titles = ("Throughput", "Request latency (average, p50/p90/p99)", "Pending requests", "Batch size",
+                  "Failures", f"Queue vs compute — {MODEL}")
+        for title in titles:
+            expect(charts.get_by_text(title, exact=True)).to_be_visible(timeout=30_000)
+        expect(charts).to_have_count(len(titles))
+        # one trace (no legend): plotly drew the model's line, a path with a segment ("L") between points
+        throughput = charts.filter(has_text="Throughput")
+        expect(throughput).to_have_count(1)
+        drawn = throughput.locator("path.js-line")
+        expect(drawn.first).to_be_attached(timeout=15_000)
+        assert any("L" in (d or "") for d in (drawn.nth(i).get_attribute("d") for i in range(drawn.count())))
+        expect(page.get_by_text("Cannot read the telemetry history")).to_have_count(0)
+        shot = tmp_path / "metrics.png"
+        page.screenshot(path=str(shot), full_page=True)
+        assert shot.stat().st_size > 10_000
+    finally:
+        dashboard.stop()
+        sampler.stop()

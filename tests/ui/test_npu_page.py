@@ -1,14 +1,18 @@
 """The NPUs page through AppTest: on this host (no NPU) one calm line; against the real
 tritonserver with the npu_ge backend on the ACL test double (tests/backend), devices 0 and 1
-with the models whose instances run on them."""
+with the models whose instances run on them; with a real sampler's history, each device's
+utilization and HBM over time (without history, one caption saying how to get some)."""
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
+from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -16,11 +20,15 @@ from streamlit.testing.v1 import AppTest
 
 from geadmin.stack.processes import free_port
 from geadmin.stack.tritonserver import TritonProcess, prepare_backend_directory
+from geadmin.telemetry import history
 from geadmin.telemetry.npu import devices_from_triton
 from geadmin.telemetry.npu_map import FROM_CONFIG, loaded_npu_ge_configs, model_map
+from geadmin.telemetry.sampler import SamplerOptions, SamplerThread
 from geadmin.telemetry.scrape import scrape
 from geadmin.triton.client import TritonClient
+from pages.ui import keys
 from tests.backend.support import affine_model, build_backend
+from tests.helpers import wait_for
 
 APP = str(Path(__file__).resolve().parents[2] / "pages" / "app.py")
 NO_NPU = ("no Ascend NPU on this host: npu-smi not found, no npu-exporter configured, "
@@ -152,3 +160,76 @@ def test_the_config_fallback_places_instances_where_npu_ge_really_runs_them(
     assert {r.source for r in by_config.rows} == {FROM_CONFIG}
     assert [(r.device, r.model, r.instances) for r in by_config.rows] == \
         [(r.device, r.model, r.instances) for r in by_placements.rows]
+
+
+HISTORY_TITLES = ("AI-core utilization over time", "HBM used over time")
+
+
+def history_figures(at: AppTest) -> dict[str, dict[str, Any]]:
+    """The page's over-time charts by title (not the current HBM bars)."""
+    figures = [json.loads(element.proto.spec) for element in at.get("plotly_chart")]
+    return {f["layout"]["title"]["text"]: f for f in figures
+            if f["layout"]["title"]["text"] in HISTORY_TITLES}
+
+
+def test_without_history_one_calm_caption_says_the_sampler_records_it(
+        npu_server: TritonProcess, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GEADMIN_TRITON_URL", npu_server.http_url)
+    monkeypatch.setenv("GEADMIN_TRITON_METRICS_URL", npu_server.metrics_url)
+    at = npu_page()
+    (note,) = [c.value for c in at.caption if "history" in c.value]
+    assert note.startswith("No NPU history yet") and "`geadmin up`" in note and "`geadmin sampler`" in note
+    assert history_figures(at) == {} and len(at.get("plotly_chart")) == 1  # the current HBM bars only
+    assert not [s for s in at.selectbox if s.label == "Time range"]
+    assert not at.error and not at.warning and not at.info
+
+
+def test_with_a_sampler_running_the_page_charts_each_device_over_time(
+        npu_server: TritonProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home = tmp_path / "home"  # the page's workspace (_clean_env)
+    monkeypatch.setenv("GEADMIN_TRITON_URL", npu_server.http_url)
+    monkeypatch.setenv("GEADMIN_TRITON_METRICS_URL", npu_server.metrics_url)
+
+    def sampled_points() -> list[int]:
+        found = history.npu_series(npu_server.metrics_url, history.window_since(10), home=home)
+        return [s.points for s in found]
+
+    thread = SamplerThread(SamplerOptions(npu_server.metrics_url, home, 0.5), say=lambda message: None)
+    thread.start()
+    try:  # a few seconds: at least 3 windows for each device
+        assert wait_for(lambda: len(sampled_points()) == 2 and min(sampled_points()) >= 3, 30), \
+            sampled_points()
+    finally:
+        thread.stop()
+
+    at = npu_page()
+    assert not at.error and not at.warning, [e.value for e in at.error]
+    assert not [c.value for c in at.caption if c.value.startswith("No NPU history")]
+    (range_box,) = [s for s in at.selectbox if s.label == "Time range"]
+    assert range_box.value == "15 min"
+    assert any(c.value.startswith(f"Sampled from `{npu_server.metrics_url}`") for c in at.caption)
+    figures = history_figures(at)
+    assert set(figures) == set(HISTORY_TITLES)
+    for title, figure in figures.items():
+        lines = {t["name"]: t for t in figure["data"]}
+        assert sorted(lines) == ["NPU 0", "NPU 1"], title
+        for name, line in lines.items():
+            assert line["connectgaps"] is False
+            assert sum(1 for y in line["y"] if y is not None) >= 3, (title, name, line["y"])
+    hbm = {t["name"]: t["y"] for t in figures["HBM used over time"]["data"]}
+    assert all(y > 0 for ys in hbm.values() for y in ys if y is not None)  # the double's HBM, in GiB
+    assert all(y < 1024 for ys in hbm.values() for y in ys if y is not None)  # GiB, not bytes
+
+    assert round(span_min(figures["HBM used over time"])) == 15
+
+    at.selectbox(key=keys.NPU_RANGE).set_value("5 min")  # the range choice redraws the charts
+    at = npu_page(at)
+    figures = history_figures(at)
+    assert set(figures) == set(HISTORY_TITLES)
+    assert [round(span_min(f)) for f in figures.values()] == [5, 5]
+
+
+def span_min(figure: dict[str, Any]) -> float:
+    """The minutes the chart's time axis covers."""
+    start, end = (datetime.fromisoformat(x) for x in figure["layout"]["xaxis"]["range"])
+    return (end - start).total_seconds() / 60

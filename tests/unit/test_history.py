@@ -103,6 +103,16 @@ def test_windows_are_written_and_read_back_per_model(tmp_path: Path) -> None:
     assert overview.last_at == at(T0 + 6)
 
 
+def test_npu_sources_are_the_sources_with_device_rows_the_latest_first(tmp_path: Path) -> None:
+    assert history.npu_sources(home=tmp_path) == []
+    device = (NpuDevice(id=0, source="triton", aicore_util_pct=5.0),)
+    older, newer, bare = "http://older/metrics", "http://newer/metrics", "http://no-npu/metrics"
+    for source, start, devices in ((older, T0, device), (newer, T0 + 10, device), (bare, T0 + 20, ())):
+        first, second = steady(start, 2)
+        history.record_window(derive(first, second), source, devices, home=tmp_path)
+    assert history.npu_sources(home=tmp_path) == [newer, older]  # `bare` has model rows only
+
+
 def test_a_triton_restart_between_two_samples_is_a_gap_never_a_spike(tmp_path: Path) -> None:
     """Counters fall from 60 to 2 (Triton restarted and served 2 requests): derive flags the
     reset; the history stores a gap there, and the next window counts from the new baseline."""

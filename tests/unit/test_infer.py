@@ -82,6 +82,7 @@ from geadmin.ops.infer_spec import (
     dynamic_dims,
     model_spec,
     picked_shape,
+    read_local_file,
     to_bf16,
 )
 from geadmin.triton.client import Tensor, TritonClient, _infer_inputs, _requested_outputs
@@ -459,14 +460,14 @@ def test_a_huge_generated_tensor_is_refused_before_allocating() -> None:
         build_tensor(spec_of("FP32", (-1,)), InputSource(SourceKind.ZEROS), shape=(1, 10**9))
 
 
-def test_the_cli_checks_the_file_size_before_reading(tmp_path: Path) -> None:
+def test_local_files_are_size_checked_before_reading(tmp_path: Path) -> None:
     big = tmp_path / "big.npy"
     with big.open("wb") as handle:
         handle.truncate(MAX_UPLOAD_BYTES + 1)  # sparse: nothing is written
     with pytest.raises(InputTooLargeError, match=r"big\.npy is 33\.6 MB"):
-        cli_infer._read_upload(str(big))
+        read_local_file(str(big))
     with pytest.raises(InferInputError, match="cannot read"):
-        cli_infer._read_upload(str(tmp_path / "missing.png"))
+        read_local_file(str(tmp_path / "missing.png"))
 
 
 # -- BF16 ----------------------------------------------------------------------------------------
