@@ -16,9 +16,8 @@ from geadmin.errors import ConfigError, GeAdminError
 from geadmin.telemetry import history
 from geadmin.telemetry.history import Marker, Overview, Series
 from pages.ui import keys
-from pages.ui.telemetry import triton_metrics_url
+from pages.ui.telemetry import RANGES_MIN, triton_metrics_url
 
-RANGES_MIN = {"5 min": 5, "15 min": 15, "1 h": 60, "6 h": 360, "24 h": 1440}
 DEFAULT_MODELS = 6
 STAGES = (("avg_queue_ms", "queue"), ("avg_compute_input_ms", "compute input"),
           ("avg_compute_infer_ms", "compute infer"), ("avg_compute_output_ms", "compute output"))

@@ -19,10 +19,9 @@ from geadmin.telemetry import history
 from geadmin.telemetry.history import Series
 from geadmin.telemetry.npu import NpuDevice, NpuReport, Sources, detect
 from geadmin.telemetry.npu_map import FROM_CONFIG, ModelMap, hbm_by_device, loaded_npu_ge_configs, model_map
-from pages.metrics import RANGES_MIN
 from pages.ui import keys
 from pages.ui.context import client_for, selected_target
-from pages.ui.telemetry import triton_metrics_url
+from pages.ui.telemetry import RANGES_MIN, triton_metrics_url
 
 REFRESH_S = 5
 CONFIG_TTL_S = 30  # configs change only on a reload: read them twice a minute at most

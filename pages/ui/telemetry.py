@@ -7,6 +7,8 @@ from geadmin.domain import Endpoint
 from geadmin.stack.target import is_stack_server, live_stack
 from pages.ui.context import selected_target
 
+RANGES_MIN = {"5 min": 5, "15 min": 15, "1 h": 60, "6 h": 360, "24 h": 1440}  # history charts' ranges
+
 
 def triton_metrics_url() -> tuple[str, bool]:
     """(the selected Triton's /metrics URL, given explicitly?): GEADMIN_TRITON_METRICS_URL,
