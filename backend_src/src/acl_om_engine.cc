@@ -122,7 +122,8 @@ AclOmInstance::Init(int32_t device, const std::string& path)
   NPU_GE_RETURN_IF_ERROR(StreamOwner::Create(rt_.get(), &stream_));
   NPU_GE_RETURN_IF_ERROR(LoadedModel::Load(rt_.get(), path, &model_));
   size_t work = 0, weight = 0;
-  if (rt_->aclmdlQuerySize(path.c_str(), &work, &weight) == ACL_SUCCESS) {
+  if (rt_->aclmdlQuerySize != nullptr &&
+      rt_->aclmdlQuerySize(path.c_str(), &work, &weight) == ACL_SUCCESS) {
     device_bytes_ += work + weight;
   }
   return AllocateIo();
@@ -213,22 +214,37 @@ AclOmInstance::Run(size_t exec_rows, uint64_t* compute_start_ns, uint64_t* compu
 
 }  // namespace
 
+// Load, describe and unload share one context, as CANN requires.
+TRITONSERVER_Error*
+DescribeOmModel(
+    const AclRuntime* rt, int32_t device, const std::string& path, ModelIoDesc* io)
+{
+  DeviceRef device_ref;
+  NPU_GE_RETURN_IF_ERROR(DeviceRef::Acquire(rt, device, &device_ref));
+  ContextOwner ctx;
+  NPU_GE_RETURN_IF_ERROR(ContextOwner::Create(rt, device, &ctx));
+  NPU_GE_RETURN_IF_ERROR(ctx.MakeCurrent());
+  TRITONSERVER_Error* err = nullptr;
+  {
+    LoadedModel model;
+    ModelDesc desc;
+    err = LoadedModel::Load(rt, path, &model);
+    if (err == nullptr) err = ModelDesc::FromModel(rt, model, &desc);
+    if (err == nullptr) err = ReadOmDescription(*rt, desc.get(), io);
+  }  // desc and model released while the context is still current
+  return WrapError(err, "cannot read " + path);
+}
+
 TRITONSERVER_Error*
 AclOmEngine::Create(
     std::shared_ptr<AclRuntime> runtime, const ModelConfigSpec& spec,
-    const std::string& model_path, std::unique_ptr<Engine>* engine)
+    const std::string& model_path, const ModelIoDesc& io, std::unique_ptr<Engine>* engine)
 {
   std::unique_ptr<AclOmEngine> e(new AclOmEngine());
   e->runtime_ = std::move(runtime);
   e->spec_ = spec;
   e->model_path_ = model_path;
-  {
-    ModelDesc desc;
-    NPU_GE_RETURN_IF_ERROR(WrapError(
-        ModelDesc::FromFile(e->runtime_.get(), model_path, &desc),
-        "cannot read " + model_path));
-    NPU_GE_RETURN_IF_ERROR(ReadOmDescription(*e->runtime_, desc.get(), &e->io_));
-  }
+  e->io_ = io;
   NPU_GE_RETURN_IF_ERROR(
       BindConfigToModel(spec, e->io_, spec.model_filename, &e->binding_));
   engine->reset(e.release());

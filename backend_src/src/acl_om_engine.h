@@ -13,12 +13,19 @@ namespace npu_ge {
 TRITONSERVER_Error* ReadOmDescription(
     const AclRuntime& rt, aclmdlDesc* desc, ModelIoDesc* io);
 
+// Loads the .om once on `device` in a context of its own, reads its
+// description with aclmdlGetDesc (CANN's documented path) and unloads it.
+TRITONSERVER_Error* DescribeOmModel(
+    const AclRuntime* rt, int32_t device, const std::string& path, ModelIoDesc* io);
+
 class AclOmEngine : public Engine {
  public:
-  // Reads the .om description and binds the configuration to it.
+  // Binds the configuration to the model's description `io` (from
+  // DescribeOmModel).
   static TRITONSERVER_Error* Create(
       std::shared_ptr<AclRuntime> runtime, const ModelConfigSpec& spec,
-      const std::string& model_path, std::unique_ptr<Engine>* engine);
+      const std::string& model_path, const ModelIoDesc& io,
+      std::unique_ptr<Engine>* engine);
 
   const IoBinding& binding() const override { return binding_; }
   TRITONSERVER_Error* CreateInstance(

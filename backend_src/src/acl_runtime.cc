@@ -50,29 +50,58 @@ AclRuntime::Open(std::shared_ptr<AclRuntime>* runtime)
         "LD_LIBRARY_PATH. Tried:"
             << tried);
   }
-#define NPU_GE_RESOLVE_FN(name)                                                \
-  rt->name = reinterpret_cast<decltype(&::name)>(dlsym(rt->handle_, #name));   \
-  if (rt->name == nullptr) {                                                   \
-    return NPU_GE_ERROR(                                                       \
-        UNAVAILABLE, rt->path_ << " does not export " #name                    \
-                               << "; the CANN version is too old for npu_ge"); \
-  }
-  NPU_GE_ACL_FUNCTIONS(NPU_GE_RESOLVE_FN)
-#undef NPU_GE_RESOLVE_FN
+  NPU_GE_RETURN_IF_ERROR(rt->ResolveRequired());
+  rt->ResolveOptional();
   aclError rc = rt->aclInit(nullptr);
   if (rc != ACL_SUCCESS && rc != ACL_ERROR_REPEAT_INITIALIZE) {
-    TRITONSERVER_Error* err = AclError(*rt, "aclInit", rc);
-    rt->aclFinalize = nullptr;  // nothing to finalize
-    return err;
+    return AclError(*rt, "aclInit", rc);  // initialized_ stays false: no aclFinalize
   }
+  // Finalize only what this runtime initialized (REPEAT: someone else's aclInit).
+  rt->initialized_ = rc == ACL_SUCCESS;
   NPU_GE_LOG(INFO, "loaded ACL runtime from " << rt->path_);
   runtime->reset(rt.release());
   return nullptr;
 }
 
+TRITONSERVER_Error*
+AclRuntime::ResolveRequired()
+{
+#define NPU_GE_RESOLVE_REQUIRED(name)                                                 \
+  name = reinterpret_cast<decltype(&::name)>(dlsym(handle_, #name));                  \
+  if (name == nullptr) {                                                              \
+    return NPU_GE_ERROR(                                                              \
+        UNAVAILABLE, path_ << " does not export " #name                               \
+                           << ", which npu_ge requires: this libascendcl.so is not "  \
+                              "CANN 8.0 or later (npu_ge is built and documented "    \
+                              "against the CANN 8.0 ACL API; see the per-call table " \
+                              "in backend_src/README.md)");                           \
+  }
+  NPU_GE_ACL_REQUIRED_FUNCTIONS(NPU_GE_RESOLVE_REQUIRED)
+#undef NPU_GE_RESOLVE_REQUIRED
+  return nullptr;
+}
+
+void
+AclRuntime::ResolveOptional()
+{
+  std::string missing;
+#define NPU_GE_RESOLVE_OPTIONAL(name, feature)                                        \
+  name = reinterpret_cast<decltype(&::name)>(dlsym(handle_, #name));                  \
+  if (name == nullptr) {                                                              \
+    missing += std::string(missing.empty() ? "" : "; ") + #name " (" feature " off)"; \
+  }
+  NPU_GE_ACL_OPTIONAL_FUNCTIONS(NPU_GE_RESOLVE_OPTIONAL)
+#undef NPU_GE_RESOLVE_OPTIONAL
+  if (!missing.empty()) {
+    NPU_GE_LOG(
+        WARN,
+        "optional ACL functions missing from " << path_ << " (older CANN): " << missing);
+  }
+}
+
 AclRuntime::~AclRuntime()
 {
-  if (aclFinalize != nullptr && handle_ != nullptr) {
+  if (initialized_) {
     aclError rc = aclFinalize();
     if (rc != ACL_SUCCESS) {
       LogAndDelete(AclError(*this, "aclFinalize", rc), "ACL shutdown");

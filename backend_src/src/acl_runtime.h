@@ -14,17 +14,19 @@
 
 namespace npu_ge {
 
+// Required: the core a model cannot be served without (init, device, context,
+// stream, memory, model load/describe/execute, datasets). A library missing
+// one fails the model load with an error naming the symbol.
 // clang-format off
-#define NPU_GE_ACL_FUNCTIONS(X)                                             \
-  X(aclInit) X(aclFinalize) X(aclGetRecentErrMsg)                           \
+#define NPU_GE_ACL_REQUIRED_FUNCTIONS(X)                                    \
+  X(aclInit) X(aclFinalize)                                                 \
   X(aclrtSetDevice) X(aclrtResetDevice) X(aclrtGetDeviceCount)              \
   X(aclrtCreateContext) X(aclrtDestroyContext) X(aclrtSetCurrentContext)    \
   X(aclrtCreateStream) X(aclrtDestroyStream) X(aclrtSynchronizeStream)      \
   X(aclrtMalloc) X(aclrtFree) X(aclrtMemcpy)                                \
-  X(aclrtGetMemInfo) X(aclrtGetDeviceUtilizationRate)                       \
-  X(aclmdlLoadFromFile) X(aclmdlUnload) X(aclmdlQuerySize)                  \
+  X(aclmdlLoadFromFile) X(aclmdlUnload)                                     \
   X(aclmdlCreateDesc) X(aclmdlDestroyDesc) X(aclmdlGetDesc)                 \
-  X(aclmdlGetDescFromFile) X(aclmdlGetNumInputs) X(aclmdlGetNumOutputs)     \
+  X(aclmdlGetNumInputs) X(aclmdlGetNumOutputs)                              \
   X(aclmdlGetInputNameByIndex) X(aclmdlGetOutputNameByIndex)                \
   X(aclmdlGetInputDims) X(aclmdlGetOutputDims)                              \
   X(aclmdlGetInputDataType) X(aclmdlGetOutputDataType)                      \
@@ -33,19 +35,31 @@ namespace npu_ge {
   X(aclmdlCreateDataset) X(aclmdlDestroyDataset) X(aclmdlAddDatasetBuffer)  \
   X(aclCreateDataBuffer) X(aclDestroyDataBuffer)                            \
   X(aclmdlExecuteAsync)
+
+// Optional: error detail, telemetry and sizes. A library missing one keeps
+// serving; the feature is off (one log line when the runtime is opened) and
+// the pointer stays null, so every use checks it.
+#define NPU_GE_ACL_OPTIONAL_FUNCTIONS(X)                                    \
+  X(aclGetRecentErrMsg, "error details from ACL")                           \
+  X(aclrtGetMemInfo, "metrics npu_ge_hbm_used_bytes, npu_ge_hbm_total_bytes") \
+  X(aclrtGetDeviceUtilizationRate, "metric npu_ge_device_utilization")      \
+  X(aclmdlQuerySize, "model weight/workspace bytes in memory usage")
 // clang-format on
 
 class AclRuntime {
  public:
-#define NPU_GE_DECLARE_FN(name) decltype(&::name) name = nullptr;
-  NPU_GE_ACL_FUNCTIONS(NPU_GE_DECLARE_FN)
+#define NPU_GE_DECLARE_FN(name, ...) decltype(&::name) name = nullptr;
+  NPU_GE_ACL_REQUIRED_FUNCTIONS(NPU_GE_DECLARE_FN)
+  NPU_GE_ACL_OPTIONAL_FUNCTIONS(NPU_GE_DECLARE_FN)
 #undef NPU_GE_DECLARE_FN
 
   // Opens libascendcl.so (ASCEND_HOME_PATH/lib64 first, then the loader's
-  // search path), resolves every function and calls aclInit once.
+  // search path), resolves the required and optional functions and calls
+  // aclInit once. A missing required function is an UNAVAILABLE error naming
+  // it; missing optional ones are logged in one line.
   static TRITONSERVER_Error* Open(std::shared_ptr<AclRuntime>* runtime);
 
-  ~AclRuntime();  // aclFinalize
+  ~AclRuntime();  // aclFinalize, only after a successful aclInit
   AclRuntime(const AclRuntime&) = delete;
   AclRuntime& operator=(const AclRuntime&) = delete;
 
@@ -55,7 +69,10 @@ class AclRuntime {
 
  private:
   AclRuntime() = default;
+  TRITONSERVER_Error* ResolveRequired();
+  void ResolveOptional();
   void* handle_ = nullptr;
+  bool initialized_ = false;  // aclInit succeeded: aclFinalize is owed
   std::string path_;
 };
 

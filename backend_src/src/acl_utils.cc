@@ -190,7 +190,7 @@ LoadedModel::Reset()
 
 // ---- ModelDesc ----------------------------------------------------------------
 TRITONSERVER_Error*
-ModelDesc::FromFile(const AclRuntime* rt, const std::string& path, ModelDesc* out)
+ModelDesc::FromModel(const AclRuntime* rt, const LoadedModel& model, ModelDesc* out)
 {
   out->Reset();
   aclmdlDesc* desc = rt->aclmdlCreateDesc();
@@ -199,7 +199,7 @@ ModelDesc::FromFile(const AclRuntime* rt, const std::string& path, ModelDesc* ou
   }
   out->rt_ = rt;
   out->desc_ = desc;
-  NPU_GE_RETURN_IF_ACL_ERROR(*rt, aclmdlGetDescFromFile(desc, path.c_str()));
+  NPU_GE_RETURN_IF_ACL_ERROR(*rt, aclmdlGetDesc(desc, model.id()));
   return nullptr;
 }
 

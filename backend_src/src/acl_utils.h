@@ -118,12 +118,14 @@ class LoadedModel {
   bool loaded_ = false;
 };
 
-// aclmdlDesc owner.
+// aclmdlDesc owner, filled from a loaded model with aclmdlGetDesc (the path
+// CANN documents for every product; aclmdlGetDescFromFile is not supported on
+// Atlas products before CANN 8.5).
 class ModelDesc {
  public:
   ModelDesc() = default;
-  static TRITONSERVER_Error* FromFile(
-      const AclRuntime* rt, const std::string& path, ModelDesc* out);
+  static TRITONSERVER_Error* FromModel(
+      const AclRuntime* rt, const LoadedModel& model, ModelDesc* out);
   ~ModelDesc() { Reset(); }
   ModelDesc(ModelDesc&& o) noexcept { *this = std::move(o); }
   ModelDesc& operator=(ModelDesc&& o) noexcept;

@@ -271,4 +271,124 @@ JsonValue::Has(const std::string& key) const
   return kind_ == Kind::kObject && members_.count(key) > 0;
 }
 
+JsonValue
+JsonValue::String(const std::string& text)
+{
+  JsonValue v;
+  v.kind_ = Kind::kString;
+  v.string_ = text;
+  return v;
+}
+
+JsonValue
+JsonValue::Number(int64_t value)
+{
+  JsonValue v;
+  v.kind_ = Kind::kNumber;
+  v.number_ = static_cast<double>(value);
+  v.string_ = std::to_string(value);
+  return v;
+}
+
+JsonValue
+JsonValue::Array()
+{
+  JsonValue v;
+  v.kind_ = Kind::kArray;
+  return v;
+}
+
+JsonValue
+JsonValue::Object()
+{
+  JsonValue v;
+  v.kind_ = Kind::kObject;
+  return v;
+}
+
+void
+JsonValue::Append(JsonValue item)
+{
+  if (kind_ == Kind::kArray) items_.push_back(std::move(item));
+}
+
+void
+JsonValue::Set(const std::string& key, JsonValue value)
+{
+  if (kind_ == Kind::kObject) members_[key] = std::move(value);
+}
+
+namespace {
+
+void
+AppendQuoted(const std::string& text, std::string* out)
+{
+  static const char kHex[] = "0123456789abcdef";
+  out->push_back('"');
+  for (unsigned char c : text) {
+    if (c == '"' || c == '\\') {
+      out->push_back('\\');
+      out->push_back(static_cast<char>(c));
+    } else if (c < 0x20) {
+      *out += "\\u00";
+      out->push_back(kHex[c >> 4]);
+      out->push_back(kHex[c & 0xf]);
+    } else {
+      out->push_back(static_cast<char>(c));
+    }
+  }
+  out->push_back('"');
+}
+
+}  // namespace
+
+void
+JsonValue::SerializeTo(std::string* out) const
+{
+  switch (kind_) {
+    case Kind::kNull:
+      *out += "null";
+      break;
+    case Kind::kBool:
+      *out += bool_ ? "true" : "false";
+      break;
+    case Kind::kNumber:
+      *out += string_;
+      break;
+    case Kind::kString:
+      AppendQuoted(string_, out);
+      break;
+    case Kind::kArray: {
+      out->push_back('[');
+      for (size_t i = 0; i < items_.size(); ++i) {
+        if (i > 0) out->push_back(',');
+        items_[i].SerializeTo(out);
+      }
+      out->push_back(']');
+      break;
+    }
+    case Kind::kObject: {
+      out->push_back('{');
+      bool first = true;
+      for (const auto& kv : members_) {
+        if (!first) out->push_back(',');
+        first = false;
+        AppendQuoted(kv.first, out);
+        out->push_back(':');
+        kv.second.SerializeTo(out);
+      }
+      out->push_back('}');
+      break;
+    }
+  }
+}
+
+std::string
+JsonValue::Serialize() const
+{
+  std::string out;
+  SerializeTo(&out);
+  return out;
+}
+
 }  // namespace npu_ge

@@ -1,5 +1,6 @@
-// A small read-only JSON document model: enough to read the model and backend
-// configuration JSON that Triton hands to the backend. Parse errors carry the
+// A small JSON document model: enough to read the model and backend
+// configuration JSON that Triton hands to the backend, and to write a
+// completed model configuration back (auto-complete). Parse errors carry the
 // byte offset. Pure C++ (no Triton dependency) so it is unit-tested alone.
 #pragma once
 
@@ -42,8 +43,19 @@ class JsonValue {
   const JsonValue& At(size_t i) const { return items_[i]; }
   const std::vector<JsonValue>& Items() const { return items_; }
 
+  // Builders, for writing a completed configuration back to Triton.
+  static JsonValue String(const std::string& text);
+  static JsonValue Number(int64_t value);
+  static JsonValue Array();
+  static JsonValue Object();
+  void Append(JsonValue item);                        // arrays only
+  void Set(const std::string& key, JsonValue value);  // objects only
+  // Compact JSON text; numbers keep the literal text they were parsed from.
+  std::string Serialize() const;
+
  private:
   friend class JsonParser;
+  void SerializeTo(std::string* out) const;
   Kind kind_ = Kind::kNull;
   bool bool_ = false;
   double number_ = 0;

@@ -78,11 +78,6 @@ ParseTensors(const JsonValue& list, const char* what, std::vector<TensorConfig>*
     }
     out->push_back(std::move(t));
   }
-  if (out->empty()) {
-    return NPU_GE_ERROR(
-        INVALID_ARG,
-        "expected at least one " << what << " in the model configuration, got none");
-  }
   return nullptr;
 }
 
@@ -192,7 +187,21 @@ ParseDeviceIds(const std::string& text, std::vector<int32_t>* ids)
 }
 
 TRITONSERVER_Error*
-ParseModelConfig(const JsonValue& config, ModelConfigSpec* spec)
+CheckTensorsDeclared(const ModelConfigSpec& spec)
+{
+  for (const auto* list : {&spec.inputs, &spec.outputs}) {
+    if (list->empty()) {
+      return NPU_GE_ERROR(
+          INVALID_ARG, "expected at least one "
+                           << (list == &spec.inputs ? "input" : "output")
+                           << " in the model configuration, got none");
+    }
+  }
+  return nullptr;
+}
+
+TRITONSERVER_Error*
+ParseModelConfig(const JsonValue& config, ModelConfigSpec* spec, bool require_io)
 {
   if (!config.IsObject()) {
     return NPU_GE_ERROR(INVALID_ARG, "model configuration is not a JSON object");
@@ -224,7 +233,7 @@ ParseModelConfig(const JsonValue& config, ModelConfigSpec* spec)
         INVALID_ARG, "default_model_filename must be a file name, got '"
                          << spec->model_filename << "'");
   }
-  return nullptr;
+  return require_io ? CheckTensorsDeclared(*spec) : nullptr;
 }
 
 TRITONSERVER_Error*

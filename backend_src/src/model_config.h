@@ -43,8 +43,12 @@ struct BackendConfigSpec {
 // "0,1, 3" -> {0,1,3}. Rejects empty lists, negatives and non-numbers.
 TRITONSERVER_Error* ParseDeviceIds(const std::string& text, std::vector<int32_t>* ids);
 
-// Reads Triton's model configuration JSON.
-TRITONSERVER_Error* ParseModelConfig(const JsonValue& config, ModelConfigSpec* spec);
+// Reads Triton's model configuration JSON. With require_io false a config
+// without inputs or outputs is accepted (to be auto-completed from the model).
+TRITONSERVER_Error* ParseModelConfig(
+    const JsonValue& config, ModelConfigSpec* spec, bool require_io = true);
+// "expected at least one input ... got none" unless inputs and outputs exist.
+TRITONSERVER_Error* CheckTensorsDeclared(const ModelConfigSpec& spec);
 
 // Reads TRITONBACKEND_BackendConfig JSON ({"cmdline": {...}}).
 TRITONSERVER_Error* ParseBackendConfig(const JsonValue& config, BackendConfigSpec* spec);

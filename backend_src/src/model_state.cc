@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include "acl_om_engine.h"
+#include "auto_complete.h"
 #ifdef NPU_GE_WITH_GE_GRAPH
 #include "ge_graph_engine.h"
 #endif
@@ -29,7 +30,12 @@ ModelState::Create(TRITONBACKEND_Model* model, std::unique_ptr<ModelState>* stat
   MessagePtr message(raw);  // owned by us (TRITONBACKEND_ModelConfig contract)
   JsonValue config;
   NPU_GE_RETURN_IF_ERROR(ParseMessage(raw, "model config", &config));
-  NPU_GE_RETURN_IF_ERROR(ParseModelConfig(config, &s->spec_));
+  bool auto_complete = false;
+  NPU_GE_RETURN_IF_ERROR(TRITONBACKEND_ModelAutoCompleteConfig(model, &auto_complete));
+  NPU_GE_RETURN_IF_ERROR(ParseModelConfig(config, &s->spec_, /*require_io=*/false));
+  const bool complete = auto_complete && s->spec_.engine == EngineKind::kAclOm &&
+                        ConfigNeedsAutoComplete(config);
+  if (!complete) NPU_GE_RETURN_IF_ERROR(CheckTensorsDeclared(s->spec_));
   if (s->spec_.engine == EngineKind::kAclOm) {
     for (const auto& kv : s->spec_.options) {
       s->spec_.warnings.push_back(
@@ -53,6 +59,7 @@ ModelState::Create(TRITONBACKEND_Model* model, std::unique_ptr<ModelState>* stat
         NOT_FOUND, "model file '" << path << "' not found (default_model_filename "
                                   << "is '" << s->spec_.model_filename << "')");
   }
+  if (complete) NPU_GE_RETURN_IF_ERROR(s->AutoComplete(model, config, path));
   NPU_GE_RETURN_IF_ERROR(s->CreateEngine(path));
   NPU_GE_LOG(
       INFO, "model '" << s->name_ << "' version " << s->version_ << ": engine "
@@ -65,12 +72,54 @@ ModelState::Create(TRITONBACKEND_Model* model, std::unique_ptr<ModelState>* stat
 }
 
 TRITONSERVER_Error*
+ModelState::Describe(const AclRuntime& runtime, const std::string& path)
+{
+  const int32_t device = device_ids_.front();
+  NPU_GE_RETURN_IF_ERROR(WrapError(
+      DescribeOmModel(&runtime, device, path, &io_),
+      "model '" + name_ + "' version " + std::to_string(version_) + " device " +
+          std::to_string(device)));
+  described_ = true;
+  return nullptr;
+}
+
+TRITONSERVER_Error*
+ModelState::AutoComplete(
+    TRITONBACKEND_Model* model, const JsonValue& config, const std::string& path)
+{
+  std::shared_ptr<AclRuntime> runtime;
+  NPU_GE_RETURN_IF_ERROR(backend_->Runtime(&runtime));
+  NPU_GE_RETURN_IF_ERROR(Describe(*runtime, path));
+  JsonValue completed;
+  std::string summary;
+  NPU_GE_RETURN_IF_ERROR(
+      AutoCompleteConfig(config, io_, spec_.model_filename, &completed, &summary));
+  ModelConfigSpec full;
+  NPU_GE_RETURN_IF_ERROR(
+      WrapError(ParseModelConfig(completed, &full), "auto-completed configuration"));
+  const std::string json = completed.Serialize();
+  TRITONSERVER_Message* raw = nullptr;
+  NPU_GE_RETURN_IF_ERROR(
+      TRITONSERVER_MessageNewFromSerializedJson(&raw, json.data(), json.size()));
+  MessagePtr message(raw);
+  NPU_GE_RETURN_IF_ERROR(TRITONBACKEND_ModelSetConfig(model, 1, raw));
+  spec_.max_batch_size = full.max_batch_size;
+  spec_.inputs = std::move(full.inputs);
+  spec_.outputs = std::move(full.outputs);
+  NPU_GE_LOG(
+      INFO, "model '" << name_ << "': configuration auto-completed from "
+                      << spec_.model_filename << ": " << summary);
+  return nullptr;
+}
+
+TRITONSERVER_Error*
 ModelState::CreateEngine(const std::string& path)
 {
   std::shared_ptr<AclRuntime> runtime;
   if (spec_.engine == EngineKind::kAclOm) {
     NPU_GE_RETURN_IF_ERROR(backend_->Runtime(&runtime));
-    return AclOmEngine::Create(runtime, spec_, path, &engine_);
+    if (!described_) NPU_GE_RETURN_IF_ERROR(Describe(*runtime, path));
+    return AclOmEngine::Create(runtime, spec_, path, io_, &engine_);
   }
 #ifdef NPU_GE_WITH_GE_GRAPH
   static std::shared_ptr<GePort> port(NewCannGePort());  // GE is process-wide

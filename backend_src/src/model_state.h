@@ -30,6 +30,12 @@ class ModelState {
 
  private:
   ModelState() = default;
+  // Reads the .om description into io_ on the first device (DescribeOmModel).
+  TRITONSERVER_Error* Describe(const AclRuntime& runtime, const std::string& model_path);
+  // Completes a config without inputs/outputs from the .om description and
+  // hands it to Triton (TRITONBACKEND_ModelSetConfig).
+  TRITONSERVER_Error* AutoComplete(
+      TRITONBACKEND_Model* model, const JsonValue& config, const std::string& model_path);
   TRITONSERVER_Error* CreateEngine(const std::string& model_path);
 
   BackendState* backend_ = nullptr;
@@ -37,6 +43,8 @@ class ModelState {
   uint64_t version_ = 0;
   ModelConfigSpec spec_;
   std::vector<int32_t> device_ids_;
+  ModelIoDesc io_;          // the .om description (engine acl_om)
+  bool described_ = false;  // io_ read already (by AutoComplete)
   std::unique_ptr<Engine> engine_;
   std::atomic<uint32_t> next_instance_{0};
 };

@@ -107,11 +107,7 @@ Telemetry::Register(
     std::lock_guard<std::mutex> lock(mu_);
     if (runtime_ == nullptr) runtime_ = rt;
     DeviceGauges& g = devices_[device];
-    if (g.refs++ == 0) {
-      g.utilization = NewMetric(utilization_family_, {{"device", dev}});
-      g.hbm_used = NewMetric(hbm_used_family_, {{"device", dev}});
-      g.hbm_total = NewMetric(hbm_total_family_, {{"device", dev}});
-    }
+    ++g.refs;  // the device gauges appear with their first known value
     reg->owner_ = this;
     reg->device_ = device;
     reg->placement_ = NewMetric(
@@ -158,39 +154,67 @@ Telemetry::Loop()
   }
 }
 
+// Sets `*metric` to `value` when the value is known, creating the gauge on
+// first use; removes the gauge when the value is unknown, so an unknown value
+// is absent from /metrics, never published as 0.
+void
+Telemetry::Publish(
+    TRITONSERVER_MetricFamily* family, int32_t device, bool known, double value,
+    TRITONSERVER_Metric** metric)
+{
+  if (!known) {
+    DeleteMetric(*metric);
+    *metric = nullptr;
+    return;
+  }
+  if (*metric == nullptr)
+    *metric = NewMetric(family, {{"device", std::to_string(device)}});
+  if (*metric != nullptr) {
+    LogAndDelete(TRITONSERVER_MetricSet(*metric, value), "cannot set NPU metric");
+  }
+}
+
 void
 Telemetry::PollLocked(int32_t device, DeviceGauges* g)
 {
   const AclRuntime& rt = *runtime_;
+  if (rt.aclrtGetDeviceUtilizationRate == nullptr && rt.aclrtGetMemInfo == nullptr) {
+    return;  // an older CANN: nothing to read (logged once when ACL was opened)
+  }
   aclrtUtilizationInfo util{};
   size_t free_bytes = 0, total_bytes = 0;
+  bool util_known = false, mem_known = false;
   const char* failed = nullptr;
   aclError rc = rt.aclrtSetDevice(device);
   if (rc != ACL_SUCCESS) {
     failed = "aclrtSetDevice";
   } else {
-    if ((rc = rt.aclrtGetDeviceUtilizationRate(device, &util)) != ACL_SUCCESS) {
-      failed = "aclrtGetDeviceUtilizationRate";
-    } else if (
-        (rc = rt.aclrtGetMemInfo(ACL_HBM_MEM, &free_bytes, &total_bytes)) !=
-        ACL_SUCCESS) {
-      failed = "aclrtGetMemInfo";
+    if (rt.aclrtGetDeviceUtilizationRate != nullptr) {  // optional symbol
+      rc = rt.aclrtGetDeviceUtilizationRate(device, &util);
+      util_known = rc == ACL_SUCCESS && util.cubeUtilization >= 0;
+      if (rc != ACL_SUCCESS) failed = "aclrtGetDeviceUtilizationRate";
+    }
+    if (rt.aclrtGetMemInfo != nullptr) {  // optional symbol
+      aclError mem_rc = rt.aclrtGetMemInfo(ACL_HBM_MEM, &free_bytes, &total_bytes);
+      mem_known = mem_rc == ACL_SUCCESS && total_bytes >= free_bytes;
+      if (mem_rc != ACL_SUCCESS && failed == nullptr) {
+        failed = "aclrtGetMemInfo";
+        rc = mem_rc;
+      }
     }
     LogAclReleaseError(rt, "aclrtResetDevice", rt.aclrtResetDevice(device));
   }
-  if (failed != nullptr) {
-    if (!g->warned) {  // once per device, not every poll
-      LogAndDelete(AclError(rt, failed, rc), "NPU telemetry poll failed");
-      g->warned = true;
-    }
-    return;
+  if (failed != nullptr && !g->warned) {  // once per device, not every poll
+    LogAndDelete(AclError(rt, failed, rc), "NPU telemetry poll failed");
+    g->warned = true;
   }
-  auto set = [](TRITONSERVER_Metric* m, double v) {
-    if (m != nullptr) LogAndDelete(TRITONSERVER_MetricSet(m, v), "cannot set NPU metric");
-  };
-  set(g->utilization, util.cubeUtilization < 0 ? 0 : util.cubeUtilization);
-  set(g->hbm_used, static_cast<double>(total_bytes - free_bytes));
-  set(g->hbm_total, static_cast<double>(total_bytes));
+  Publish(utilization_family_, device, util_known, util.cubeUtilization, &g->utilization);
+  Publish(
+      hbm_used_family_, device, mem_known, static_cast<double>(total_bytes - free_bytes),
+      &g->hbm_used);
+  Publish(
+      hbm_total_family_, device, mem_known, static_cast<double>(total_bytes),
+      &g->hbm_total);
 }
 
 }  // namespace npu_ge

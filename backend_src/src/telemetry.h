@@ -1,6 +1,7 @@
 // NPU telemetry published as Triton custom metrics. One backend thread polls
 // every device that has at least one instance (aclrtGetDeviceUtilizationRate,
-// aclrtGetMemInfo) and sets:
+// aclrtGetMemInfo; both optional ACL symbols) and sets the gauges below. A
+// value that cannot be read is absent (gauge removed), never reported as 0:
 //   npu_ge_device_utilization{device}   AI Core (cube) utilization, percent
 //   npu_ge_hbm_used_bytes{device}       HBM in use on the device
 //   npu_ge_hbm_total_bytes{device}      HBM capacity of the device
@@ -63,6 +64,9 @@ class Telemetry {
   void Unregister(TelemetryRegistration* reg);
   void Loop();
   void PollLocked(int32_t device, DeviceGauges* gauges);
+  void Publish(
+      TRITONSERVER_MetricFamily* family, int32_t device, bool known, double value,
+      TRITONSERVER_Metric** metric);
   TRITONSERVER_Metric* NewMetric(
       TRITONSERVER_MetricFamily* family,
       const std::vector<std::pair<std::string, std::string>>& labels);

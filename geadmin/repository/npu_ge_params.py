@@ -283,11 +283,21 @@ def check_tensors(config: Config, _: Versions) -> Iterable[Issue]:
     for what in ("input", "output"):
         tensors = getattr(config, what)
         names = [t.name for t in tensors]
-        if not tensors:
-            yield (what, f"no {what} declared: npu_ge needs every {what} of the model in the config",
-                   f"add {what} [{{ name: ..., data_type: ..., dims: [...] }}] as the .om declares them")
+        if not tensors and engine_of(config) == GE_GRAPH:  # only an .om describes itself at load
+            yield (what, f"no {what} declared: the ge_graph engine needs every {what} of the model in "
+                   "the config", f"add {what} [{{ name: ..., data_type: ..., dims: [...] }}] as the model "
+                   "declares them")
         for twice in sorted({n for n in names if names.count(n) > 1}):
             yield (f"{what}[{names.index(twice)}]", f"{what} '{twice}' is declared twice", "declare it once")
+
+
+def check_tensors_completed(config: Config, _: Versions) -> Iterable[Issue]:
+    for what in ("input", "output"):
+        if not getattr(config, what) and engine_of(config) == ACL_OM:
+            yield (what, f"no {what} declared: npu_ge completes them from model.om when the model loads "
+                   "(Triton's auto-complete; a Triton started with --disable-auto-complete-config refuses "
+                   "the config)", f"declare {what} [...] to pin the model's interface, or leave it to "
+                   "auto-complete and check GET /v2/models/<name>/config")
 
 
 def check_kind(config: Config, _: Versions) -> Iterable[Issue]:
@@ -317,6 +327,8 @@ CHECKS: dict[str, tuple[str, str, Check]] = {
     "dims_dynamic": ("error", "a variable dimension besides the batch", check_dynamic_dims),
     "string_tensor": ("error", "a TYPE_STRING tensor", check_bytes),
     "reshape": ("error", "a reshape", check_reshape),
-    "tensors": ("error", "no inputs or outputs, or one declared twice", check_tensors),
+    "tensors": ("error", "a tensor declared twice, or none declared for ge_graph", check_tensors),
+    "tensors_completed": ("warning", "no inputs or outputs: completed from the .om at load",
+                          check_tensors_completed),
     "kind_gpu": ("error", "instance_group KIND_GPU", check_kind),
 }

@@ -4,6 +4,7 @@ LD_PRELOAD: zero ASan errors, and zero leak reports with a frame in our code."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import signal
@@ -19,12 +20,14 @@ from tests.backend.conftest import NpuServer, StartServer
 from tests.backend.support import (
     affine_model,
     build_backend,
+    double_model,
     double_state,
     live_resources,
     load,
     model_ready,
     unload,
     wait_for,
+    write_model,
 )
 from tests.backend.test_inference import infer
 
@@ -75,8 +78,11 @@ def workload(server_url: str, grpc_url: str) -> None:
 
 
 def start_asan_server(npu_triton: StartServer, repo: Path, tmp_path: Path, models: list[str],
-                      extra_env: dict[str, str]) -> tuple[NpuServer, Path]:
+                      extra_env: dict[str, str], double_variant: str | None = None
+                      ) -> tuple[NpuServer, Path]:
     build = build_backend(asan=True)
+    if double_variant is not None:  # a double lacking symbols (acl_double_variants.h)
+        build = dataclasses.replace(build, double_dir=build.build_dir / f"acl_double_{double_variant}")
     log_dir = tmp_path / "asan_logs"
     log_dir.mkdir(exist_ok=True)
     env = {
@@ -112,6 +118,31 @@ def test_integration_workload_is_clean_under_address_sanitizer(
     server, log_dir = start_asan_server(npu_triton, npu_repo, tmp_path, ["batched", "fragile"], {})
     workload(server.url, server.process.grpc_url)
     assert live_resources(server.state_file) != {}  # the two loaded models hold resources
+    leaks = shut_down_after_leak_check(server)
+    assert live_resources(server.state_file) == {}
+    errors, our_leaks = sanitizer_reports(log_dir)
+    assert errors == [], "\n\n".join(errors)
+    assert our_leaks == [], "\n\n".join(our_leaks)
+    assert leaks == 0, list(log_dir.iterdir())
+
+
+def test_older_cann_and_auto_complete_are_clean_under_address_sanitizer(
+    npu_triton: StartServer, npu_repo: Path, tmp_path: Path
+) -> None:
+    # the optional telemetry symbols missing (older CANN), and a config completed from the
+    # .om (describe, JSON written back, TRITONBACKEND_ModelSetConfig) on every reload
+    write_model(npu_repo, "bare", "instance_group [{ kind: KIND_CPU, count: 2 }]\n",
+                double_model([("x", "FP32", "-1,4")], [("y", "FP32", "-1,4", "from x scale 2 offset 1")],
+                             gears="1,2,4,8"))
+    server, log_dir = start_asan_server(npu_triton, npu_repo, tmp_path, ["bare"], {},
+                                        double_variant="no_telemetry")
+    x = np.arange(8, dtype=np.float32).reshape(2, 4)
+    for _ in range(3):
+        np.testing.assert_array_equal(infer(server.process.grpc_url, "bare", {"x": x})["y"], 2 * x + 1)
+        unload(server.url, "bare")
+        wait_for(lambda: not model_ready(server.url, "bare"), 60, "unload")
+        assert load(server.url, "bare", timeout_s=60) == (200, "")
+    assert "optional ACL functions missing from" in server.log()
     leaks = shut_down_after_leak_check(server)
     assert live_resources(server.state_file) == {}
     errors, our_leaks = sanitizer_reports(log_dir)

@@ -132,6 +132,7 @@ def test_unknown_device_is_a_precise_load_error(npu_triton: StartServer, npu_rep
     server = npu_triton(npu_repo, models=[], env={"NPU_GE_DOUBLE_DEVICE_COUNT": "2"})
     status, error = load(server.url, "far")
     assert status == 400
-    assert "model 'far' version 1 instance 'far_0_0' device 9" in error
-    assert "aclrtSetDevice failed: ACL error 107001: [acl double] device 9 does not exist" in error
+    # the .om is described on the model's first device at model load, before any instance
+    assert ("model 'far' version 1 device 9: aclrtSetDevice failed: ACL error 107001: "
+            "[acl double] device 9 does not exist") in error
     assert live_resources(server.state_file) == {}

@@ -133,7 +133,7 @@ CONFIG_ERRORS = {
     "bad_mbs": ("mbs16", None, "expected max_batch_size <= 8 (largest batch gear of model.om), got 16"),
     "bad_missing": (None, "missing", "/bad_missing/1/model.om' not found (default_model_filename is "
                     "'model.om')"),
-    "bad_garbage": (None, "garbage", "aclmdlGetDescFromFile failed: ACL error 100014"),
+    "bad_garbage": (None, "garbage", "aclmdlLoadFromFile failed: ACL error 100014"),
     "bad_onnx": (None, "onnx", "engine 'ge_graph' (model.onnx) needs npu_ge built with the CANN toolkit"),
 }
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import requests
 
 from tests.backend.conftest import StartServer
 from tests.backend.support import (
@@ -29,7 +30,12 @@ CYCLES = 50
 def test_fifty_load_unload_cycles_leave_zero_live_device_allocations(
     npu_triton: StartServer, npu_repo: Path
 ) -> None:
-    affine_model(npu_repo, "cycled", instances=2, device_ids="0,1", extra=["weight_bytes 65536"])
+    model_dir = affine_model(npu_repo, "cycled", instances=2, device_ids="0,1", extra=["weight_bytes 65536"])
+    # inputs, outputs and max_batch_size left to auto-complete: every cycle also describes the
+    # .om on a context of its own and hands the completed config to Triton
+    config = (model_dir / "config.pbtxt").read_text()
+    kept = [line for line in config.splitlines() if not line.startswith(("input", "output", "max_batch"))]
+    (model_dir / "config.pbtxt").write_text("\n".join(kept) + "\n")
     server = npu_triton(npu_repo, models=[])
     x = np.arange(8, dtype=np.float32).reshape(2, 4)
     started = time.monotonic()
@@ -37,6 +43,9 @@ def test_fifty_load_unload_cycles_leave_zero_live_device_allocations(
         status, error = load(server.url, "cycled", timeout_s=30)  # bounded: a load can hang
         assert status == 200, (cycle, error)
         assert double_state(server.state_file)["allocations"] > 0
+        if cycle == 0:
+            served = requests.get(f"{server.url}/v2/models/cycled/config", timeout=10).json()
+            assert served["max_batch_size"] == 8
         np.testing.assert_array_equal(infer(server.process.grpc_url, "cycled", {"x": x})["y"], 2 * x + 1)
         unload(server.url, "cycled")
         wait_for(lambda: not model_ready(server.url, "cycled"), 30, f"unload in cycle {cycle}")
@@ -46,6 +55,7 @@ def test_fifty_load_unload_cycles_leave_zero_live_device_allocations(
     state = double_state(server.state_file)
     assert state["allocated_bytes"] == 0 and state["executions"] == CYCLES
     assert "aclrtFree failed" not in server.log()
+    assert server.log().count("model 'cycled': configuration auto-completed from model.om") == CYCLES
 
 
 def test_reload_keeps_serving_and_releases_the_old_copy(npu_triton: StartServer, npu_repo: Path) -> None:

@@ -73,7 +73,9 @@ CASES: dict[str, Case] = {
     "string_tensor": Case("npu_ge.string_tensor", edit("TYPE_FP32", "TYPE_STRING")),
     "reshape": Case("npu_ge.reshape", edit("dims: [4] }]\noutput", "dims: [4] reshape { shape: [2, 2] } }]"
                                             "\noutput")),
-    "no_output": Case("npu_ge.tensors", edit('output [{ name: "y", data_type: TYPE_FP32, dims: [4] }]', "")),
+    "output_twice": Case("npu_ge.tensors", edit('output [{ name: "y", data_type: TYPE_FP32, dims: [4] }]',
+                                                 'output [{ name: "y", data_type: TYPE_FP32, dims: [4] }, '
+                                                 '{ name: "y", data_type: TYPE_FP32, dims: [4] }]')),
     "kind_gpu": Case("npu_ge.kind_gpu", edit("KIND_CPU", "KIND_GPU")),
     "parameter_rejected": Case("npu_ge.parameter_rejected", add(param("engine", "ge_graph") + "\n"
                                                                  + param("static_model", "true"))),
@@ -85,6 +87,8 @@ CASES: dict[str, Case] = {
     "parameter_ignored": Case("npu_ge.parameter_ignored", add(param("ge.exec.precision_mode", "force_fp16")
                                                                + "\n" + param("dump_graph", "1"))),
     "static_model_batching": Case("npu_ge.static_model", add(param("static_model", "true"))),
+    "no_output": Case("npu_ge.tensors_completed",
+                      edit('output [{ name: "y", data_type: TYPE_FP32, dims: [4] }]', "")),
     # Triton's own rules, shown with an npu_ge model.
     "name_mismatch": Case("triton.name_mismatch", edit('name: "name_mismatch"', 'name: "other"')),
     "platform_unknown": Case("triton.platform_unknown", edit('backend: "npu_ge"', 'platform: "ascend_om"')),
@@ -118,7 +122,7 @@ def test_validator_and_backend_agree(npu_triton: StartServer, npu_repo: Path) ->
     affine_model(npu_repo, "baseline")
     for name, case in CASES.items():
         case.change(affine_model(npu_repo, name, instances=case.instances))
-    server = npu_triton(npu_repo, models=[])
+    server = npu_triton(npu_repo, models=[])  # auto-complete on, Triton's default
 
     baseline = validate_model(npu_repo / "baseline").findings
     assert baseline == [], [str(f) for f in baseline]

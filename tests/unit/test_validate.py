@@ -189,6 +189,8 @@ CASES: dict[str, Case] = {
     "npu_ge.tensors": Case(nothing, text('output [{ name: "y", data_type: TYPE_FP32, dims: [4] }]',
                                          'output [{ name: "y", data_type: TYPE_FP32, dims: [4] }, '
                                          '{ name: "y", data_type: TYPE_FP32, dims: [4] }]'), "output[0]", 5),
+    "npu_ge.tensors_completed": Case(
+        nothing, text('output [{ name: "y", data_type: TYPE_FP32, dims: [4] }]\n', ""), "output"),
     "npu_ge.kind_gpu": Case(text("KIND_CPU", "KIND_MODEL"), text("KIND_CPU", "KIND_GPU"),
                             "instance_group[0].kind", 6),
 }

@@ -8,6 +8,8 @@
 //  - models are text descriptions (model_file.h) executed by a checkable
 //    formula y = scale * (sum of inputs) + offset per element;
 //  - $NPU_GE_DOUBLE_FAIL_CALLS=aclrtCreateStream,... makes those calls fail;
+//  - variants without some symbols (older CANN): acl_double_variants.h;
+//  - aclmdlGetDescFromFile fails as CANN 8.0 documents for Atlas products;
 //  - $NPU_GE_DOUBLE_LEAK_CHECK_AT_FINALIZE=1: when built with AddressSanitizer,
 //    aclFinalize (the backend's last ACL call) runs LeakSanitizer's check and
 //    records the result as "lsan_leaks" in the state file; with
@@ -70,6 +72,7 @@ std::mutex g_mu;
 bool g_initialized = false;
 int g_init_calls = 0;
 int g_finalize_calls = 0;
+int g_finalize_without_init = 0;  // aclFinalize calls before a successful aclInit
 std::map<int32_t, int> g_device_refs;
 std::set<Context*> g_contexts;
 std::set<Stream*> g_streams;
@@ -126,13 +129,15 @@ WriteStateLocked()
   std::fprintf(
       f,
       "{\"pid\": %d, \"initialized\": %s, \"init_calls\": %d, "
-      "\"finalize_calls\": %d, \"allocations\": %zu, \"allocated_bytes\": %zu, "
+      "\"finalize_calls\": %d, \"finalize_without_init\": %d, "
+      "\"allocations\": %zu, \"allocated_bytes\": %zu, "
       "\"contexts\": %zu, \"streams\": %zu, \"models\": %zu, \"descs\": %zu, "
       "\"datasets\": %zu, \"data_buffers\": %zu, \"device_refs\": %d, "
       "\"executions\": %llu, \"lsan_leaks\": %d}\n",
       static_cast<int>(getpid()), g_initialized ? "true" : "false", g_init_calls,
-      g_finalize_calls, g_allocations.size(), bytes, g_contexts.size(), g_streams.size(),
-      g_models.size(), g_descs.size(), g_datasets.size(), g_data_buffers.size(), refs,
+      g_finalize_calls, g_finalize_without_init, g_allocations.size(), bytes,
+      g_contexts.size(), g_streams.size(), g_models.size(), g_descs.size(),
+      g_datasets.size(), g_data_buffers.size(), refs,
       static_cast<unsigned long long>(g_executions), g_lsan_leaks);
   std::fclose(f);
   std::rename(tmp.c_str(), path);
@@ -157,6 +162,17 @@ FindAllocationLocked(const void* p, size_t n)
   if (addr + n > it->first + it->second.size) return nullptr;
   return &it->second;
 }
+
+// The state file exists from the moment the double is loaded, so a test can
+// tell "loaded but never initialized" from "never loaded". Defined after the
+// globals it reads: initialized after them.
+struct WriteStateAtLoad {
+  WriteStateAtLoad()
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    WriteStateLocked();
+  }
+} g_write_state_at_load;
 
 }  // namespace
 
@@ -204,7 +220,11 @@ aclFinalize()
 {
   {
     std::lock_guard<std::mutex> lock(g_mu);
-    if (!g_initialized) return Fail(ACL_ERROR_UNINITIALIZE, "aclFinalize before aclInit");
+    if (!g_initialized) {
+      ++g_finalize_without_init;
+      WriteStateLocked();
+      return Fail(ACL_ERROR_UNINITIALIZE, "aclFinalize before aclInit");
+    }
     g_initialized = false;
     ++g_finalize_calls;
     WriteStateLocked();
@@ -470,23 +490,29 @@ aclmdlDestroyDesc(aclmdlDesc* desc)
   return ACL_SUCCESS;
 }
 
+// CANN 8.0's API reference lists aclmdlGetDescFromFile as not supported on
+// any Atlas product family: the double behaves like that product (exported,
+// always failing), so a backend relying on it fails every load here too.
 aclError
 aclmdlGetDescFromFile(aclmdlDesc* desc, const char* path)
 {
   DOUBLE_ENTER("aclmdlGetDescFromFile");
-  if (g_descs.count(desc) == 0)
-    return Fail(ACL_ERROR_INVALID_PARAM, "unknown model desc");
-  std::string error;
-  if (!acl_double::LoadModelSpec(path, &desc->spec, &error)) {
-    return Fail(ACL_ERROR_READ_MODEL_FAILURE, error);
-  }
-  return ACL_SUCCESS;
+  (void)desc;
+  return Fail(
+      ACL_ERROR_API_NOT_SUPPORT,
+      std::string(
+          "aclmdlGetDescFromFile is not supported on this product (as on "
+          "Atlas products with CANN 8.0); load the model and use "
+          "aclmdlGetDesc: ") +
+          path);
 }
 
 aclError
 aclmdlGetDesc(aclmdlDesc* desc, uint32_t model_id)
 {
   DOUBLE_ENTER("aclmdlGetDesc");
+  if (g_descs.count(desc) == 0)
+    return Fail(ACL_ERROR_INVALID_PARAM, "unknown model desc");
   auto it = g_models.find(model_id);
   if (it == g_models.end()) return Fail(ACL_ERROR_INVALID_MODEL_ID, "unknown model id");
   desc->spec = it->second.spec;

@@ -46,3 +46,30 @@ TEST(Json, ReportsErrorsWithOffset)
   EXPECT_FALSE(JsonValue::Parse(std::string(100, '['), &v, &error));
   EXPECT_NE(error.find("deeply"), std::string::npos) << error;
 }
+
+TEST(Json, SerializesWhatItParsedKeepingNumberLiterals)
+{
+  const std::string text =
+      R"({"a":[1,-2.5,"x\"y\\z\u000a"],"b":{"c":true,"d":null},"n":9007199254740993})";
+  JsonValue v = npu_ge_test::Json(text);
+  EXPECT_EQ(v["a"].At(2).AsString(), "x\"y\\z\n");
+  EXPECT_EQ(v.Serialize(), text);  // keys were already sorted
+  EXPECT_EQ(npu_ge_test::Json(v.Serialize()).Serialize(), text);
+  EXPECT_EQ(
+      npu_ge_test::Json(R"({"b": 1, "a": "\n"})").Serialize(), R"({"a":"\u000a","b":1})");
+}
+
+TEST(Json, BuildersMakeObjectsAndArrays)
+{
+  JsonValue obj = JsonValue::Object();
+  JsonValue dims = JsonValue::Array();
+  dims.Append(JsonValue::Number(-1));
+  dims.Append(JsonValue::Number(4));
+  obj.Set("name", JsonValue::String("in\x01put"));
+  obj.Set("dims", std::move(dims));
+  EXPECT_EQ(obj.Serialize(), R"({"dims":[-1,4],"name":"in\u0001put"})");
+  JsonValue scalar = JsonValue::Number(3);
+  scalar.Set("ignored", JsonValue::Number(1));  // not an object: no effect
+  scalar.Append(JsonValue::Number(1));          // not an array: no effect
+  EXPECT_EQ(scalar.Serialize(), "3");
+}

@@ -1,0 +1,23 @@
+// TEST DOUBLE variants of the ACL runtime that LACK some symbols, to test npu_ge
+// against a libascendcl.so of an older (or trimmed) CANN. dlsym finds every
+// symbol a library exports, so a missing symbol cannot be switched by an
+// environment variable at run time: each variant is the same double linked
+// with a version script that keeps the listed symbols out of its dynamic
+// symbol table. acl_double/CMakeLists.txt reads the table below (one X() per
+// line, exactly this shape) and builds <build>/acl_double_<variant>/libascendcl.so
+// for each entry; point tritonserver's LD_LIBRARY_PATH at that directory.
+//
+//   variant        symbols missing from it             what it stands for
+//   no_telemetry   aclrtGetDeviceUtilizationRate,      a CANN before the utilization
+//                  aclrtGetMemInfo                     API (optional: telemetry off)
+//   no_get_desc    aclmdlGetDesc                       a runtime without a required
+//                                                      call (the load must fail)
+//
+// This header is documentation and data only: nothing includes it.
+#pragma once
+
+// clang-format off
+#define ACL_DOUBLE_VARIANTS(X)                                              \
+  X(no_telemetry, "aclrtGetDeviceUtilizationRate aclrtGetMemInfo")          \
+  X(no_get_desc, "aclmdlGetDesc")
+// clang-format on

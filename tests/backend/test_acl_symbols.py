@@ -1,0 +1,153 @@
+"""The ACL runtime as older or trimmed CANN releases ship it: optional symbols missing
+keep models serving with telemetry off (one log line), a missing required symbol fails
+the load naming it, aclFinalize never runs without a successful aclInit, and a metric
+whose value cannot be read is absent, never 0. Variants of the double lacking symbols:
+tests/backend/acl_double/acl_double_variants.h."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.backend.conftest import StartServer
+from tests.backend.support import (
+    BackendBuild,
+    affine_model,
+    double_state,
+    live_resources,
+    load,
+    metric_samples,
+    model_ready,
+    server_live,
+    wait_for,
+)
+from tests.backend.test_inference import infer
+
+pytestmark = pytest.mark.integration
+
+OPTIONAL_MISSING_LINE = "optional ACL functions missing from "
+DEVICE_GAUGES = ("npu_ge_device_utilization", "npu_ge_hbm_used_bytes", "npu_ge_hbm_total_bytes")
+
+
+def variant(build: BackendBuild, name: str) -> BackendBuild:
+    double_dir = build.build_dir / f"acl_double_{name}"
+    assert (double_dir / "libascendcl.so").is_file(), f"variant {name} not built"
+    return dataclasses.replace(build, double_dir=double_dir)
+
+
+def device_gauges(metrics_url: str, device: str = "0") -> dict[str, float]:
+    out: dict[str, float] = {}
+    for family in DEVICE_GAUGES:
+        for labels, value in metric_samples(metrics_url, family):
+            if labels.get("device") == device:
+                out[family] = value
+    return out
+
+
+def placement_published(metrics_url: str, model: str) -> bool:
+    samples = metric_samples(metrics_url, "npu_ge_instance_device")
+    return any(labels["model"] == model for labels, _ in samples)
+
+
+def test_missing_optional_symbols_keep_serving_with_telemetry_off_and_one_log_line(
+    npu_triton: StartServer, npu_repo: Path, npu_build: BackendBuild
+) -> None:
+    affine_model(npu_repo, "first")
+    affine_model(npu_repo, "second", device_ids="1")
+    server = npu_triton(npu_repo, models=["first"], build=variant(npu_build, "no_telemetry"))
+    assert load(server.url, "second") == (200, "")
+    x = np.arange(4, dtype=np.float32).reshape(1, 4)
+    for name in ("first", "second"):
+        np.testing.assert_array_equal(infer(server.process.grpc_url, name, {"x": x})["y"], 2 * x + 1)
+    assert placement_published(server.metrics_url, "second")
+    time.sleep(0.5)  # five polls at telemetry_interval_ms=100
+    assert device_gauges(server.metrics_url, "0") == {}  # unknown values are absent
+    assert device_gauges(server.metrics_url, "1") == {}
+    lines = [line for line in server.log().splitlines() if OPTIONAL_MISSING_LINE in line]
+    assert len(lines) == 1, lines  # once per process, not per model or poll
+    assert "aclrtGetMemInfo (metrics npu_ge_hbm_used_bytes, npu_ge_hbm_total_bytes off)" in lines[0]
+    assert "aclrtGetDeviceUtilizationRate (metric npu_ge_device_utilization off)" in lines[0]
+    assert "NPU telemetry poll failed" not in server.log()
+
+
+def test_full_runtime_publishes_the_device_gauges_and_logs_nothing_missing(
+    npu_triton: StartServer, npu_repo: Path
+) -> None:
+    affine_model(npu_repo, "full")
+    server = npu_triton(npu_repo, models=["full"])
+    wait_for(lambda: len(device_gauges(server.metrics_url)) == 3, 10, "the device gauges")
+    gauges = device_gauges(server.metrics_url)
+    assert gauges["npu_ge_hbm_total_bytes"] == 32 << 30 and gauges["npu_ge_device_utilization"] == 40
+    assert OPTIONAL_MISSING_LINE not in server.log()
+
+
+@pytest.mark.parametrize(
+    ("failing_call", "present", "absent"),
+    [
+        ("aclrtGetDeviceUtilizationRate", {"npu_ge_hbm_used_bytes", "npu_ge_hbm_total_bytes"},
+         {"npu_ge_device_utilization"}),
+        ("aclrtGetMemInfo", {"npu_ge_device_utilization"},
+         {"npu_ge_hbm_used_bytes", "npu_ge_hbm_total_bytes"}),
+    ],
+)
+def test_a_metric_that_cannot_be_read_is_absent_never_zero(
+    npu_triton: StartServer, npu_repo: Path, failing_call: str, present: set[str], absent: set[str]
+) -> None:
+    affine_model(npu_repo, "half")
+    server = npu_triton(npu_repo, models=["half"], env={"NPU_GE_DOUBLE_FAIL_CALLS": failing_call})
+    wait_for(lambda: set(device_gauges(server.metrics_url)) == present, 10, f"gauges {present}")
+    time.sleep(0.3)  # further polls do not bring the unreadable ones back as 0
+    gauges = device_gauges(server.metrics_url)
+    assert set(gauges) == present and not absent & set(gauges)
+    if "npu_ge_hbm_total_bytes" in present:
+        assert gauges["npu_ge_hbm_total_bytes"] == 32 << 30
+    log = server.log()
+    assert log.count("NPU telemetry poll failed") == 1 and f"{failing_call} failed" in log
+
+
+def test_missing_required_symbol_fails_the_load_naming_it(
+    npu_triton: StartServer, npu_repo: Path, npu_build: BackendBuild
+) -> None:
+    affine_model(npu_repo, "needs_desc")
+    server = npu_triton(npu_repo, models=[], build=variant(npu_build, "no_get_desc"))
+    for _ in range(2):  # the next load retries the runtime and fails the same way
+        status, error = load(server.url, "needs_desc")
+        assert status == 400, error
+        assert "libascendcl.so does not export aclmdlGetDesc, which npu_ge requires" in error
+        assert "CANN 8.0 or later" in error
+    assert server_live(server.url) and not model_ready(server.url, "needs_desc")
+    state = double_state(server.state_file)  # written when the double was loaded
+    assert state["init_calls"] == 0 and state["finalize_without_init"] == 0
+    server.process.stop()
+    state = double_state(server.state_file)
+    assert state["init_calls"] == 0 and state["finalize_calls"] == 0
+    assert state["finalize_without_init"] == 0
+
+
+def test_failed_acl_init_is_never_finalized(npu_triton: StartServer, npu_repo: Path) -> None:
+    affine_model(npu_repo, "no_init")
+    server = npu_triton(npu_repo, models=[], env={"NPU_GE_DOUBLE_FAIL_CALLS": "aclInit"})
+    status, error = load(server.url, "no_init")
+    assert status == 400 and "aclInit failed: ACL error 107000" in error
+    server.process.stop()
+    state = double_state(server.state_file)
+    assert state["init_calls"] == 0 and state["finalize_calls"] == 0
+    assert state["finalize_without_init"] == 0
+    assert live_resources(server.state_file) == {}
+
+
+def test_models_are_described_from_the_loaded_model_not_the_file(
+    npu_triton: StartServer, npu_repo: Path
+) -> None:
+    # The double fails aclmdlGetDescFromFile as CANN 8.0 does on Atlas products: a load
+    # that succeeds went through aclmdlLoadFromFile + aclmdlGetDesc. The describing copy
+    # is unloaded again: one loaded model per instance remains.
+    affine_model(npu_repo, "described", instances=2)
+    server = npu_triton(npu_repo, models=["described"])
+    state = double_state(server.state_file)
+    assert state["models"] == 2 and state["descs"] == 0 and state["contexts"] == 2
+    assert "aclmdlGetDescFromFile" not in server.log()
