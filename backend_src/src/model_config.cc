@@ -90,6 +90,39 @@ StringParameter(const JsonValue& params, const std::string& key)
 }
 
 TRITONSERVER_Error*
+ParseHostPathParameters(const JsonValue& params, ModelConfigSpec* spec)
+{
+  if (const std::string* t = StringParameter(params, "execute_timeout_ms")) {
+    std::string v = Trim(*t);
+    bool digits = !v.empty() && v.size() < 10 &&
+                  std::all_of(v.begin(), v.end(), [](unsigned char ch) {
+                    return std::isdigit(ch) != 0;
+                  });
+    int64_t ms = digits ? std::stoll(v) : 0;
+    if (!digits || ms < 1 || ms > 3600000) {
+      return NPU_GE_ERROR(
+          INVALID_ARG,
+          "parameter 'execute_timeout_ms': expected an integer in [1, 3600000], got '"
+              << *t << "'");
+    }
+    spec->execute_timeout_ms = ms;
+  }
+  if (const std::string* o = StringParameter(params, "copy_overlap")) {
+    std::string v = Lower(Trim(*o));
+    if (v == "true" || v == "1" || v == "on") {
+      spec->copy_overlap = true;
+    } else if (v == "false" || v == "0" || v == "off") {
+      spec->copy_overlap = false;
+    } else {
+      return NPU_GE_ERROR(
+          INVALID_ARG,
+          "parameter 'copy_overlap': expected 'true' or 'false', got '" << *o << "'");
+    }
+  }
+  return nullptr;
+}
+
+TRITONSERVER_Error*
 ParseParameters(const JsonValue& params, ModelConfigSpec* spec, bool* engine_set)
 {
   const std::string* ids = StringParameter(params, "device_ids");
@@ -116,9 +149,11 @@ ParseParameters(const JsonValue& params, ModelConfigSpec* spec, bool* engine_set
     NPU_GE_RETURN_IF_ERROR(ParseEngine(*engine, &spec->engine));
     *engine_set = true;
   }
+  NPU_GE_RETURN_IF_ERROR(ParseHostPathParameters(params, spec));
   for (const auto& kv : params.Members()) {
     static const std::set<std::string> kKnown{
-        "device_ids", "DEVICE_ID", "engine", "EXECUTOR_TYPE"};
+        "device_ids", "DEVICE_ID", "engine", "EXECUTOR_TYPE", "execute_timeout_ms",
+        "copy_overlap"};
     if (kKnown.count(kv.first) == 0 && kv.second["string_value"].IsString()) {
       spec->options[kv.first] = kv.second["string_value"].AsString();
     }

@@ -33,6 +33,11 @@ struct ModelConfigSpec {
   std::string model_filename;                  // file inside <model>/<version>/
   std::map<std::string, std::string> options;  // other parameters (ge.* ...)
   std::vector<std::string> warnings;           // to be logged at load
+  // Host path (acl_om): parameters 'execute_timeout_ms' (a stuck execute is
+  // abandoned after this long and the instance rebuilt) and 'copy_overlap'
+  // (two buffer sets, so batch N+1's copy-in runs while batch N executes).
+  int64_t execute_timeout_ms = 60000;
+  bool copy_overlap = true;
 };
 
 struct BackendConfigSpec {

@@ -129,11 +129,37 @@ TEST(ModelConfig, RejectsInvalidConfigsWithSpecificMessages)
            "output": [{"name": "b", "data_type": "TYPE_FP32", "dims": [1]}],
            "default_model_filename": "../../etc/passwd"})",
        "default_model_filename must be a file name, got '../../etc/passwd'"},
+      {R"({"input": [{"name": "a", "data_type": "TYPE_FP32", "dims": [1]}],
+           "output": [{"name": "b", "data_type": "TYPE_FP32", "dims": [1]}],
+           "parameters": {"execute_timeout_ms": {"string_value": "0"}}})",
+       "parameter 'execute_timeout_ms': expected an integer in [1, 3600000], got '0'"},
+      {R"({"input": [{"name": "a", "data_type": "TYPE_FP32", "dims": [1]}],
+           "output": [{"name": "b", "data_type": "TYPE_FP32", "dims": [1]}],
+           "parameters": {"copy_overlap": {"string_value": "maybe"}}})",
+       "parameter 'copy_overlap': expected 'true' or 'false', got 'maybe'"},
   };
   for (const Case& c : cases) {
     ModelConfigSpec spec;
     EXPECT_EQ(Message(ParseModelConfig(Json(c.json), &spec)), c.message) << c.json;
   }
+}
+
+TEST(ModelConfig, ReadsHostPathParameters)
+{
+  ModelConfigSpec spec;
+  EXPECT_EQ(spec.execute_timeout_ms, 60000);
+  EXPECT_TRUE(spec.copy_overlap);
+  ASSERT_EQ(
+      Message(ParseModelConfig(
+          Json(R"({"input": [{"name": "a", "data_type": "TYPE_FP32", "dims": [1]}],
+                   "output": [{"name": "b", "data_type": "TYPE_FP32", "dims": [1]}],
+                   "parameters": {"execute_timeout_ms": {"string_value": " 250 "},
+                                  "copy_overlap": {"string_value": "off"}}})"),
+          &spec)),
+      "");
+  EXPECT_EQ(spec.execute_timeout_ms, 250);
+  EXPECT_FALSE(spec.copy_overlap);
+  EXPECT_EQ(spec.options.count("execute_timeout_ms"), 0u);  // not a GE option
 }
 
 TEST(DeviceIds, ParsesListsAndRejectsGarbage)
