@@ -39,6 +39,10 @@ PARAMETERS: dict[str, Parameter] = {p.key: p for p in (
     Parameter("device_ids", "NPUs for the instances, e.g. '0,1'; instance i runs on device_ids[i % n]"),
     Parameter("engine", "acl_om (a .om run through ACL) or ge_graph (ONNX compiled by GE at load); "
               "default: ge_graph when default_model_filename does not end in .om, else acl_om"),
+    Parameter("execute_timeout_ms", "acl_om: milliseconds an execute may take before the instance "
+              "abandons it, rebuilds its stream and fails the batch (default 60000)"),
+    Parameter("copy_overlap", "acl_om: 'true' (default) copies batch N+1 in while batch N executes "
+              "(two buffer sets per instance); 'false' uses one set"),
     Parameter("DEVICE_ID", "older spelling of device_ids", alias_of="device_ids"),
     Parameter("EXECUTOR_TYPE", "older spelling of engine", alias_of="engine"),
     Parameter("static_model", "older GE backend: the model has fixed shapes; npu_ge reads the batch "
@@ -191,6 +195,27 @@ def check_engine_value(config: Config, _: Versions) -> Iterable[Issue]:
                "'ge_graph' and fails the load", 'write string_value: "acl_om" (a .om) or "ge_graph" (ONNX)')
 
 
+def parse_timeout_ms(text: str) -> int | None:
+    """As the backend reads `execute_timeout_ms`: decimal digits in [1, 3600000]; None if rejected."""
+    value = text.strip(_TRIM)
+    if not value or len(value) >= 10 or any(c not in "0123456789" for c in value):
+        return None
+    return int(value) if 1 <= int(value) <= 3_600_000 else None
+
+
+def check_host_path_values(config: Config, _: Versions) -> Iterable[Issue]:
+    params = string_parameters(config)
+    timeout = params.get("execute_timeout_ms")
+    if timeout is not None and parse_timeout_ms(timeout) is None:
+        yield (_param_path("execute_timeout_ms"), f"'execute_timeout_ms' is {timeout!r}: "
+               "the backend expects an integer in [1, 3600000] and fails the load",
+               'write milliseconds, e.g. string_value: "60000"')
+    overlap = params.get("copy_overlap")
+    if overlap is not None and overlap.strip(_TRIM).lower() not in ("true", "1", "on", "false", "0", "off"):
+        yield (_param_path("copy_overlap"), f"'copy_overlap' is {overlap!r}: the backend expects 'true' or "
+               "'false' and fails the load", 'write string_value: "true" or "false"')
+
+
 def _unread_keys(config: model_config_pb2.ModelConfig) -> list[str]:
     return [k for k in config.parameters if k not in PARAMETERS or PARAMETERS[k].legacy]
 
@@ -317,6 +342,8 @@ CHECKS: dict[str, tuple[str, str, Check]] = {
     "device_ids_duplicate": ("warning", "a device listed twice", check_device_ids_duplicate),
     "device_ids_unused": ("warning", "fewer instances than devices", check_device_ids_unused),
     "engine_value": ("error", "engine is neither acl_om nor ge_graph", check_engine_value),
+    "host_path_value": ("error", "execute_timeout_ms or copy_overlap has a value the backend rejects",
+                        check_host_path_values),
     "parameter_ignored": ("warning", "a parameter acl_om does not read", check_ignored_parameters),
     "parameter_rejected": ("error", "a parameter ge_graph rejects", check_rejected_parameters),
     "static_model": ("warning", "static_model (older backend), with or without dynamic batching",

@@ -67,6 +67,8 @@ CASES: dict[str, Case] = {
     "device_ids_empty": Case("npu_ge.device_ids_syntax", add(param("device_ids", "0,"))),
     "legacy_device_id_syntax": Case("npu_ge.device_ids_syntax", add(param("DEVICE_ID", "npu0"))),
     "engine_value": Case("npu_ge.engine_value", add(param("engine", "tensorrt"))),
+    "timeout_value": Case("npu_ge.host_path_value", add(param("execute_timeout_ms", "0"))),
+    "overlap_value": Case("npu_ge.host_path_value", add(param("copy_overlap", "maybe"))),
     "model_filename": Case("npu_ge.model_filename", add('default_model_filename: "sub/model.om"')),
     "model_file": Case("npu_ge.model_file", _om_to("model.graphdef")),
     "dims_dynamic": Case("npu_ge.dims_dynamic", edit("dims: [4] }]\noutput", "dims: [-1] }]\noutput")),

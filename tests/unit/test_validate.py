@@ -169,6 +169,9 @@ CASES: dict[str, Case] = {
                                      param("device_ids", "0,1"), 'parameters["device_ids"]', 8),
     "npu_ge.engine_value": Case(param("engine", " OM "), param("engine", "mindspore"),
                                 'parameters["engine"]', 8),
+    "npu_ge.host_path_value": Case(both(param("execute_timeout_ms", " 250 "), param("copy_overlap", "off")),
+                                   param("execute_timeout_ms", "1.5s"),
+                                   'parameters["execute_timeout_ms"]', 8),
     "npu_ge.parameter_ignored": Case(nothing, param("ge.exec.precision_mode", "force_fp16"),
                                      'parameters["ge.exec.precision_mode"]', 8),
     "npu_ge.parameter_rejected": Case(
