@@ -829,7 +829,7 @@ aclmdlExecuteAsync(
     }
     ComputeLocked(spec, input, output, rows);
     ++g_executions;
-    delay_us = spec.delay_us;
+    delay_us = spec.delay_us + static_cast<int64_t>(spec.delay_per_row_us * rows);
   }
   if (delay_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(delay_us));
   return ACL_SUCCESS;

@@ -286,6 +286,10 @@ ParseLine(const std::vector<std::string>& w, ModelSpec* spec, std::string* error
     spec->delay_us = std::stoll(w[1]);
     return true;
   }
+  if (key == "delay_per_row_us" && w.size() == 2) {
+    spec->delay_per_row_us = std::stod(w[1]);
+    return true;
+  }
   if (key == "fail_execute_on_value" && w.size() == 2) {
     spec->has_fail_value = true;
     spec->fail_value = std::stod(w[1]);

@@ -5,7 +5,8 @@
 //   input  x FP32 -1,4                       name dtype dims (-1 = batch gear)
 //   output y FP32 -1,4 from x scale 2 offset 1   y = 2 * (x [+ more]) + 1
 //   gears 1,2,4,8                            dynamic batch gears
-//   delay_us 2000                            per-execute delay
+//   delay_us 2000                            per-execute delay (fixed part)
+//   delay_per_row_us 50                      plus this per executed row (gear rows)
 //   fail_execute_on_value -7                 execute fails if input 0 has -7
 //   fail_load                                aclmdlLoadFromFile fails
 //   weight_bytes 1048576                     device memory the weights take
@@ -36,6 +37,7 @@ struct ModelSpec {
   std::vector<OutputSpec> outputs;
   std::vector<uint64_t> gears;
   int64_t delay_us = 0;
+  double delay_per_row_us = 0;
   bool has_fail_value = false;
   double fail_value = 0;
   bool fail_load = false;
