@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 from geadmin.domain import DEFAULT_PORTS
 from geadmin.errors import ConfigError
@@ -37,6 +38,15 @@ def parse_port(raw: str) -> int:
 
 def parse_path(raw: str) -> Path:
     return Path(raw).expanduser()
+
+
+def parse_http_url(raw: str) -> str:
+    """An http(s) base URL (a path prefix allowed), without a trailing slash."""
+    text = raw.strip().rstrip("/")
+    parts = urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.netloc or " " in text or parts.query:
+        raise ConfigError(f"must be an http(s) URL like http://prometheus:9090, got {raw!r}")
+    return text
 
 
 def parse_flag(raw: str) -> bool:
@@ -124,6 +134,9 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
             "else http://127.0.0.1:<GEADMIN_METRICS_PORT>/metrics)"),
     Setting("SAMPLE_INTERVAL_S", parse_seconds, "2", "seconds between two samples of the telemetry "
             "sampler (geadmin sampler, geadmin up)"),
+    Setting("PROMETHEUS_URL", parse_http_url, None, "a Prometheus that scrapes Triton (base URL, e.g. "
+            "http://prometheus:9090): the charts read their history from it with PromQL instead of the "
+            "sampler's database"),
     Setting("HISTORY_RETENTION_H", parse_hours, "24", "hours of telemetry history kept in the "
             "workspace database (downsampled to 1-minute buckets beyond 1 h)"),
 )}

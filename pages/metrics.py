@@ -1,5 +1,6 @@
 """Metrics: throughput, latency, queue vs compute, pending requests, batch size and failures
-per model over time, from the workspace's telemetry history (geadmin.telemetry.history), with
+per model over time, from the sampler's history in the workspace (geadmin.telemetry.history) or,
+with GEADMIN_PROMETHEUS_URL set, from Prometheus (geadmin.telemetry.prometheus), with
 the audit log's changes (loads, unloads, applies, rollbacks, Triton restarts) as vertical
 markers on every chart. Gaps (Triton down or restarted) are drawn as gaps."""
 
@@ -15,6 +16,8 @@ from geadmin import settings
 from geadmin.errors import ConfigError, GeAdminError
 from geadmin.telemetry import history
 from geadmin.telemetry.history import Marker, Overview, Series
+from geadmin.telemetry.prometheus import UNSET_HINT
+from geadmin.telemetry.reader import HistoryReader, open_history
 from pages.ui import keys
 from pages.ui.telemetry import RANGES_MIN, triton_metrics_url
 
@@ -33,9 +36,14 @@ def render() -> None:
     st.title("Metrics")
     interval_s = sample_interval_s()
     try:
-        known = history.sources()
+        reader = open_history()
+        known = reader.sources()
     except GeAdminError as exc:
         st.error(f"Cannot read the telemetry history: {exc}")
+        return
+    if not known and settings.is_set("PROMETHEUS_URL"):
+        st.info(f"{reader.label} has no Triton model metrics from the last day: add a scrape job for "
+                f"Triton's /metrics (port 8002), or {UNSET_HINT}.")
         return
     if not known:
         st.info(f"No telemetry history yet. The sampler records Triton's metrics every {interval_s:g} s "
@@ -49,7 +57,7 @@ def render() -> None:
     models = left.multiselect("Models", list(overview.models), default=default, key=keys.METRICS_MODELS)
     label = right.selectbox("Time range", list(RANGES_MIN), index=1, key=keys.METRICS_RANGE)
     live = st.fragment(live_charts, run_every=max(2.0, interval_s))
-    live(overview.source, tuple(models), RANGES_MIN[label])
+    live(overview.source, tuple(models), RANGES_MIN[label], reader)
 
 
 def sample_interval_s() -> float:
@@ -73,13 +81,13 @@ def pick_source(known: list[Overview]) -> Overview:
     return next(o for o in known if o.source == st.session_state[keys.METRICS_SOURCE])
 
 
-def live_charts(source: str, models: tuple[str, ...], minutes: int) -> None:
+def live_charts(source: str, models: tuple[str, ...], minutes: int, reader: HistoryReader) -> None:
     """Redrawn in place every sampler interval: the history's series and the audit's markers."""
     since = datetime.now(timezone.utc) - timedelta(minutes=minutes)
     try:
-        series = history.model_series(source, since, models=list(models)) if models else []
+        series = reader.model_series(source, since, models=list(models)) if models else []
         markers = history.change_markers(since)
-        latest = next((o for o in history.sources() if o.source == source), None)
+        latest = next((o for o in reader.sources() if o.source == source), None)
     except GeAdminError as exc:
         st.error(f"Cannot read the telemetry history: {exc}")
         return
@@ -91,7 +99,7 @@ def live_charts(source: str, models: tuple[str, ...], minutes: int) -> None:
                 "Choose one or more models.")
         return
     last = max(s.times[-1] for s in series if s.times)
-    st.caption(f"{len(series)} model{'s' if len(series) > 1 else ''}, sampled from `{source}`; latest "
+    st.caption(f"{len(series)} model{'s' if len(series) > 1 else ''}, `{source}` from {reader.label}; latest "
                f"sample {local(last):%H:%M:%S}; {len(markers)} changes in range (dotted lines; hover for "
                "who and what). Local time.")
     x_range = (local(since), local(datetime.now(timezone.utc)))

@@ -19,6 +19,7 @@ from geadmin.telemetry import history
 from geadmin.telemetry.history import Series
 from geadmin.telemetry.npu import NpuDevice, NpuReport, Sources, detect
 from geadmin.telemetry.npu_map import FROM_CONFIG, ModelMap, hbm_by_device, loaded_npu_ge_configs, model_map
+from geadmin.telemetry.reader import open_history
 from pages.ui import keys
 from pages.ui.context import client_for, selected_target
 from pages.ui.telemetry import RANGES_MIN, triton_metrics_url
@@ -68,7 +69,8 @@ def npu_history() -> None:
     """Below the current values: utilization and HBM used per device over a chosen range, from
     the history of the selected server's /metrics (else the most recently sampled source)."""
     try:
-        known = history.npu_sources()
+        reader = open_history()
+        known = reader.npu_sources()
         url = triton_metrics_url()[0] if known else ""
     except GeAdminError as exc:
         st.caption(f"NPU history not read: {exc}")
@@ -81,7 +83,7 @@ def npu_history() -> None:
     label = st.selectbox("Time range", list(RANGES_MIN), index=1, key=keys.NPU_RANGE)
     since = history.window_since(RANGES_MIN[label])
     try:
-        series = history.npu_series(source, since)
+        series = reader.npu_series(source, since)
     except GeAdminError as exc:
         st.caption(f"NPU history not read: {exc}")
         return
@@ -89,8 +91,8 @@ def npu_history() -> None:
         st.caption(f"No NPU samples from `{source}` in the last {label}.")
         return
     latest = max(s.times[-1] for s in series).astimezone()
-    st.caption(f"Sampled from `{source}`; latest sample {latest:%H:%M:%S}. Gaps are times without samples. "
-               "Local time.")
+    st.caption(f"`{source}` from {reader.label}; latest sample {latest:%H:%M:%S}. Gaps are times without "
+               "samples. Local time.")
     x_range = (since.astimezone(), datetime.now(timezone.utc).astimezone())
     for column, (name, title, unit, scale) in zip(st.columns(2), HISTORY_CHARTS, strict=False):
         column.plotly_chart(history_chart(series, name, title, unit, scale, x_range),

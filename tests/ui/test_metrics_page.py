@@ -21,7 +21,9 @@ from geadmin import audit
 from geadmin.audit import Actor, Origin
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.telemetry import history
+from geadmin.telemetry.prometheus import PrometheusHistory
 from geadmin.telemetry.sampler import SamplerOptions, SamplerThread
+from tests.prometheus import PrometheusServer
 
 APP = str(Path(__file__).resolve().parents[2] / "pages" / "app.py")
 MODEL = "digits_classifier"
@@ -29,7 +31,8 @@ MODEL = "digits_classifier"
 
 @pytest.fixture(autouse=True)
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    for name in ("SERVERS_FILE", "TRITON_URLS", "ADMIN_KEY", "SAMPLE_INTERVAL_S", "TRITON_METRICS_URL"):
+    for name in ("SERVERS_FILE", "TRITON_URLS", "ADMIN_KEY", "SAMPLE_INTERVAL_S", "TRITON_METRICS_URL",
+                 "PROMETHEUS_URL"):
         monkeypatch.delenv(f"GEADMIN_{name}", raising=False)
     monkeypatch.setenv("GEADMIN_HOME", str(tmp_path / "home"))
     return tmp_path / "home"
@@ -128,3 +131,40 @@ def test_under_load_the_charts_have_points_gaps_and_change_markers(
         assert markers["hovertext"] == [f"reload {MODEL} — ann: reloaded '{MODEL}'"], title
         assert any(shape.get("line", {}).get("dash") == "dot" for shape in figure["layout"]["shapes"]), title
     assert not at.error
+
+
+def test_with_prometheus_the_charts_come_from_promql(
+        triton_server: TritonProcess, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """GEADMIN_PROMETHEUS_URL set: no sampler runs, a real Prometheus scrapes the server, and
+    the same charts are drawn from its range queries."""
+    prometheus = PrometheusServer(tmp_path / "prometheus", [triton_server.metrics_url]).start()
+    try:
+        monkeypatch.setenv("GEADMIN_TRITON_URL", triton_server.http_url)
+        monkeypatch.setenv("GEADMIN_TRITON_METRICS_URL", triton_server.metrics_url)
+        monkeypatch.setenv("GEADMIN_PROMETHEUS_URL", prometheus.url)
+        reader = PrometheusHistory(prometheus.url)
+        deadline = time.monotonic() + 60
+        while not any(s.has("inferences_per_s") and sum(1 for r in s.column("inferences_per_s") if r) >= 2
+                      for s in reader.model_series(triton_server.metrics_url, history.window_since(5),
+                                                   models=[MODEL])):
+            assert time.monotonic() < deadline, "Prometheus has no busy points after 60 s"
+            send(triton_server, 30)
+        at = metrics_page()
+        figures = charts(at)
+        assert any(y for y in trace(figures["Throughput"], MODEL)["y"])
+        assert any(y for y in trace(figures["Request latency (average, p50/p90/p99)"], f"{MODEL} p50")["y"])
+        assert any(f"from Prometheus at {prometheus.url}" in c.value for c in at.caption)
+        assert not at.error
+        assert not history.sources(home=home)  # nothing came from the workspace's history
+    finally:
+        prometheus.stop()
+
+
+def test_an_unreachable_prometheus_is_one_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GEADMIN_PROMETHEUS_URL", "http://127.0.0.1:9")
+    at = metrics_page()
+    (error,) = at.error
+    assert error.value.startswith("Cannot read the telemetry history: Prometheus at http://127.0.0.1:9 is "
+                                  "unreachable"), error.value
+    assert "unset GEADMIN_PROMETHEUS_URL" in error.value
+    assert not at.get("plotly_chart")

@@ -207,7 +207,8 @@ def test_with_a_sampler_running_the_page_charts_each_device_over_time(
     assert not [c.value for c in at.caption if c.value.startswith("No NPU history")]
     (range_box,) = [s for s in at.selectbox if s.label == "Time range"]
     assert range_box.value == "15 min"
-    assert any(c.value.startswith(f"Sampled from `{npu_server.metrics_url}`") for c in at.caption)
+    source = f"`{npu_server.metrics_url}` from the sampler's history in "
+    assert any(c.value.startswith(source) for c in at.caption)
     figures = history_figures(at)
     assert set(figures) == set(HISTORY_TITLES)
     for title, figure in figures.items():
