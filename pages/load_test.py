@@ -1,13 +1,18 @@
 """Load test: perf_analyzer against a READY model at chosen concurrencies or request rates,
-with the playground's input; throughput, latency percentiles and the client / queue /
-compute breakdown as charts; saved runs side by side (e.g. dynamic batching on vs off).
+with the playground's input (random, zeros, ones — or exactly the request the Playground sent
+last); throughput, latency percentiles and the client / queue / compute breakdown as charts;
+saved runs side by side (e.g. dynamic batching on vs off).
 
+A run goes on in a background thread while the page shows its progress and a Cancel button
+(perf_analyzer is killed, nothing is saved); the page refreshes in place until it ends.
 Everything but the widgets and the charts is geadmin.ops.bench (the same as `geadmin bench`).
 Saved runs come from the workspace database: they stay visible while Triton is down."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -15,7 +20,7 @@ import streamlit as st
 
 from geadmin.access.roles import Action as Guarded
 from geadmin.domain import ModelState, Transport
-from geadmin.errors import GeAdminError
+from geadmin.errors import BenchCancelledError, GeAdminError
 from geadmin.ops.actions import next_step
 from geadmin.ops.bench import BenchSettings, load_test
 from geadmin.ops.bench_results import (
@@ -27,16 +32,37 @@ from geadmin.ops.bench_results import (
     list_runs,
     load_run,
 )
-from geadmin.ops.infer import transport_url
+from geadmin.ops.infer import InferRequest, transport_url
 from geadmin.ops.infer_inputs import InputSource, SourceKind
 from geadmin.stack.target import live_stack
 from pages.ui import access, keys
 from pages.ui.context import client_for, selected_target
+from pages.ui.tensors import Sent
 
 INDEX_TTL_S = 5
 MODES = {"Concurrency": CONCURRENCY, "Request rate": REQUEST_RATE}
 PROTOCOLS = {"HTTP": Transport.HTTP, "gRPC": Transport.GRPC}
 SOURCES = (SourceKind.RANDOM, SourceKind.ZEROS, SourceKind.ONES)
+PLAYGROUND = "the Playground's last request"
+PROGRESS_S = 1.0
+
+
+@dataclass
+class Running:
+    """A load test going on in its thread; the thread writes the progress fields, the page reads them."""
+
+    model: str
+    cancel: threading.Event = field(default_factory=threading.Event)
+    thread: threading.Thread | None = None
+    done: int = 0
+    total: int = 0
+    text: str = "starting perf_analyzer"
+    run_id: int | None = None
+    error: str | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.thread is not None and not self.thread.is_alive()
 STAGES = (("client_ms", "client send + recv"), ("network_ms", "network + server send/recv"),
           ("queue_ms", "server queue"), ("compute_input_ms", "compute input"),
           ("compute_infer_ms", "compute infer"), ("compute_output_ms", "compute output"))
@@ -50,6 +76,9 @@ def ready_models(url: str, admin_key: str | None) -> list[str]:
 
 def render() -> None:
     st.title("Load test")
+    state = running()
+    if state is not None and state.finished:  # ended between two refreshes
+        finish(state)
     target = selected_target()
     url, admin_key = target.spec.url, target.spec.admin_key
     try:
@@ -69,11 +98,16 @@ def render() -> None:
             transport = PROTOCOLS[st.radio("Protocol", list(PROTOCOLS), horizontal=True,
                                            key=keys.LOAD_TEST_PROTOCOL)]
             bench_url = endpoint(target.spec.name, url, transport)
-        source = source_col.selectbox("Input data (every input)", SOURCES, format_func=lambda s: s.value,
-                                      key=keys.LOAD_TEST_SOURCE,
-                                      help="built from the model's metadata as the Playground builds it")
+        sent = playground_request(target.spec.name, model)
+        choices: list[SourceKind | str] = [*SOURCES, *([PLAYGROUND] if sent is not None else [])]
+        source = source_col.selectbox("Input data (every input)", choices, key=keys.LOAD_TEST_SOURCE,
+                                      format_func=lambda s: s if isinstance(s, str) else s.value,
+                                      help="built from the model's metadata as the Playground builds it, or "
+                                      "the tensors the Playground sent to this model last")
         seed = int(seed_col.number_input("Seed", min_value=0, value=0, key=keys.LOAD_TEST_SEED))
-        batch = int(batch_col.number_input("Batch", min_value=1, value=1, key=keys.LOAD_TEST_BATCH))
+        batch = int(batch_col.number_input("Batch", min_value=1, value=1, key=keys.LOAD_TEST_BATCH,
+                                           disabled=source == PLAYGROUND,
+                                           help="the Playground's request keeps its own batch"))
         interval = int(interval_col.number_input("Window (ms)", min_value=100, value=5000, step=500,
                                                  key=keys.LOAD_TEST_INTERVAL,
                                                  help="perf_analyzer's measurement interval"))
@@ -83,10 +117,17 @@ def render() -> None:
                                                   "as stable; raise it on a busy machine"))
         label = st.text_input("Label", key=keys.LOAD_TEST_LABEL, placeholder="e.g. dynamic batching on")
         enabled, why = access.allowed(Guarded.BENCH)
-        if st.button("Run", type="primary", key=keys.LOAD_TEST_RUN, disabled=not enabled, help=why or None,
-                     icon=":material/speed:"):
-            run_load_test(url, admin_key, model, mode, loads_text, bench_url, InputSource(source), seed,
-                          batch, interval, stability, label)
+        busy = running() is not None
+        if st.button("Run", type="primary", key=keys.LOAD_TEST_RUN, disabled=not enabled or busy,
+                     help=why or ("a load test is running" if busy else None), icon=":material/speed:"):
+            request = sent.request if source == PLAYGROUND and sent is not None else None
+            kind = InputSource(source) if isinstance(source, SourceKind) else InputSource(SourceKind.RANDOM)
+            start_load_test(url, admin_key, model, mode, loads_text, bench_url, kind, request, seed,
+                            batch, interval, stability, label)
+            if running() is not None:
+                st.rerun()  # drawn again as running: Run disabled, progress and Cancel shown
+    if running() is not None:
+        progress_panel()
     error = st.session_state.pop(keys.LOAD_TEST_ERROR, None)
     if error:
         st.error(error, icon=":material/error:")
@@ -113,30 +154,77 @@ def endpoint(server: str, url: str, transport: Transport) -> str:
     return chosen
 
 
-def run_load_test(url: str, admin_key: str | None, model: str, mode: str, loads_text: str, bench_url: str,
-                  source: InputSource, seed: int, batch: int, interval_ms: int, stability: float,
-                  label: str) -> None:
-    bar = st.progress(0.0, text="starting perf_analyzer")
+def playground_request(server: str, model: str) -> Sent | None:
+    sent = st.session_state.get(keys.PLAYGROUND_SENT)
+    return sent if isinstance(sent, Sent) and sent.server == server and sent.model == model else None
 
-    def progress(done: int, total: int, text: str) -> None:
-        bar.progress(done / total if total else 0.0, text=f"{done} of {total} points — {text}")
 
+def running() -> Running | None:
+    found = st.session_state.get(keys.LOAD_TEST_RUNNING)
+    return found if isinstance(found, Running) else None
+
+
+def start_load_test(url: str, admin_key: str | None, model: str, mode: str, loads_text: str, bench_url: str,
+                    source: InputSource, request: InferRequest | None, seed: int, batch: int,
+                    interval_ms: int, stability: float, label: str) -> None:
+    """Check the loads, then run the test in a thread; `progress_panel` follows it."""
     try:
         loads = tuple(float(v) for v in loads_text.split(",") if v.strip())
         settings = BenchSettings(model, bench_url, mode, loads, measurement_interval_ms=interval_ms,
                                  stability_percentage=stability, batch_size=batch, seed=seed,
-                                 inputs={"*": source.kind.value})
-        actor = access.actor_for(Guarded.BENCH, model=model, server=bench_url)
-        run = load_test(client_for(url, admin_key), settings, default=source, progress=progress,
-                        who=actor.name, label=label)
+                                 inputs={"*": "playground" if request is not None else source.kind.value})
     except ValueError:
         st.session_state[keys.LOAD_TEST_ERROR] = (f"Loads must be numbers separated by commas, not "
                                                   f"{loads_text!r}.\n\n**Fix:** e.g. 1,4,16.")
-    except GeAdminError as exc:
-        st.session_state[keys.LOAD_TEST_ERROR] = f"{exc}\n\n**Next step:** {next_step(exc)}."
-    else:
-        st.session_state[keys.LOAD_TEST_LAST] = run.id
-    bar.empty()
+        return
+    actor = access.actor_for(Guarded.BENCH, model=model, server=bench_url)
+    client = client_for(url, admin_key)
+    state = Running(model, total=len(loads))
+
+    def progress(done: int, total: int, text: str) -> None:
+        state.done, state.total, state.text = done, total, text
+
+    def work() -> None:
+        try:
+            run = load_test(client, settings, default=source, request=request, progress=progress,
+                            cancel=state.cancel, who=actor.name, label=label)
+        except BenchCancelledError:
+            state.error = f"Load test of {model} cancelled: perf_analyzer was stopped and nothing was saved."
+        except GeAdminError as exc:
+            state.error = f"{exc}\n\n**Next step:** {next_step(exc)}."
+        else:
+            state.run_id = run.id
+
+    state.thread = threading.Thread(target=work, name=f"load-test-{model}", daemon=True)
+    st.session_state[keys.LOAD_TEST_RUNNING] = state
+    state.thread.start()
+
+
+@st.fragment(run_every=PROGRESS_S)
+def progress_panel() -> None:
+    """The running test's progress and its Cancel button; when it ends, the whole page reruns
+    to show the result."""
+    state = running()
+    if state is None:
+        return
+    if state.finished:
+        finish(state)
+        st.rerun()
+    fraction = state.done / state.total if state.total else 0.0
+    st.progress(fraction, text=f"{state.model}: {state.done} of {state.total or '?'} points — {state.text}")
+    if state.cancel.is_set():
+        st.caption("Cancelling: stopping perf_analyzer…")
+    elif st.button("Cancel", key=keys.LOAD_TEST_CANCEL, icon=":material/cancel:"):
+        state.cancel.set()
+        st.caption("Cancelling: stopping perf_analyzer…")
+
+
+def finish(state: Running) -> None:
+    del st.session_state[keys.LOAD_TEST_RUNNING]
+    if state.error:
+        st.session_state[keys.LOAD_TEST_ERROR] = state.error
+    elif state.run_id is not None:
+        st.session_state[keys.LOAD_TEST_LAST] = state.run_id
 
 
 # -- charts ----------------------------------------------------------------------------------
@@ -156,10 +244,10 @@ def throughput_chart(runs: Sequence[BenchRun]) -> go.Figure:
 def latency_chart(runs: Sequence[BenchRun]) -> go.Figure:
     figure = go.Figure()
     for run in runs:
-        for field, dash in (("p50_ms", "dot"), ("p90_ms", "dash"), ("p99_ms", "solid")):
-            figure.add_scatter(x=[p.load for p in run.points], y=[getattr(p, field) for p in run.points],
+        for column, dash in (("p50_ms", "dot"), ("p90_ms", "dash"), ("p99_ms", "solid")):
+            figure.add_scatter(x=[p.load for p in run.points], y=[getattr(p, column) for p in run.points],
                                mode="lines+markers", line={"dash": dash},
-                               name=f"{field[:3]} {run.title() if len(runs) > 1 else ''}".strip())
+                               name=f"{column[:3]} {run.title() if len(runs) > 1 else ''}".strip())
     figure.update_layout(title="Latency p50 / p90 / p99", xaxis_title=_axis(runs[0].mode), yaxis_title="ms")
     return figure
 
@@ -167,8 +255,8 @@ def latency_chart(runs: Sequence[BenchRun]) -> go.Figure:
 def breakdown_chart(run: BenchRun) -> go.Figure:
     figure = go.Figure()
     loads = [describe_load(run.mode, p.load) for p in run.points]
-    for field, name in STAGES:
-        figure.add_bar(x=loads, y=[getattr(p, field) for p in run.points], name=name)
+    for column, name in STAGES:
+        figure.add_bar(x=loads, y=[getattr(p, column) for p in run.points], name=name)
     figure.update_layout(barmode="stack", title=f"Where the time goes — {run.title()}", yaxis_title="ms")
     return figure
 

@@ -30,7 +30,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -352,6 +352,7 @@ def load_test(
     sources: Mapping[str, InputSource] | None = None,
     *,
     default: InputSource = RANDOM,
+    request: InferRequest | None = None,
     progress: Progress | None = None,
     cancel: threading.Event | None = None,
     binary: str | os.PathLike[str] | None = None,
@@ -361,9 +362,14 @@ def load_test(
     save: bool = True,
 ) -> BenchRun:
     """The page's and the CLI's load test: the playground's input for `settings.model`
-    (from `sources`, seeded), perf_analyzer at every load, and the run saved (with its id)."""
-    data, batch = bench_input(client, settings.model, sources, batch_size=settings.batch_size,
-                              seed=settings.seed, default=default)
+    (from `sources`, seeded — or exactly `request`, one the Playground sent), perf_analyzer at
+    every load, and the run saved (with its id)."""
+    if request is not None:  # its batch is the request's, whatever the settings said
+        data, batch = perf_input_data(prepare(client, settings.model), request)
+        settings = replace(settings, batch_size=batch)
+    else:
+        data, batch = bench_input(client, settings.model, sources, batch_size=settings.batch_size,
+                                  seed=settings.seed, default=default)
     run = run_perf_analyzer(settings, input_data=data, batch_size=batch, progress=progress,
                             cancel=cancel, binary=binary, who=who, label=label)
     return save_run(run, home) if save else run

@@ -1,9 +1,12 @@
 """The Load test page through AppTest: a small real load test (perf_analyzer against the
-session's tritonserver) charted and saved; saved runs compared side by side, also while
-Triton is down; loads that are not numbers refused before anything runs."""
+session's tritonserver) charted and saved; one cancelled mid-run (perf_analyzer gone, nothing
+saved); one sending exactly the Playground's last request; saved runs compared side by side,
+also while Triton is down; loads that are not numbers refused before anything runs."""
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import datetime, timezone
@@ -16,6 +19,9 @@ from streamlit.testing.v1 import AppTest
 from geadmin.ops.bench_results import CONCURRENCY, BenchRun, list_runs, parse_csv, save_run
 from geadmin.stack.processes import free_port
 from geadmin.stack.tritonserver import TritonProcess
+from pages.load_test import PLAYGROUND
+from pages.ui.keys import LOAD_TEST_RUNNING as RUNNING
+from tests.helpers import descendants, wait_for
 from tests.ui.helpers import APP, isolate, run
 
 CSV = Path(__file__).resolve().parents[1] / "unit" / "assets" / "perf_analyzer" / "concurrency_http.csv"
@@ -35,6 +41,28 @@ def load_test_page() -> AppTest:
     return run(at)
 
 
+def until_finished(at: AppTest, timeout_s: float = 180) -> AppTest:
+    """Rerun the page (as its progress fragment does every second) until the test's thread ended."""
+    deadline = time.monotonic() + timeout_s
+    run(at)
+    while RUNNING in at.session_state:
+        assert time.monotonic() < deadline, "the load test did not end"
+        time.sleep(0.5)
+        run(at)
+    return at
+
+
+def perf_analyzers() -> list[int]:
+    found = []
+    for pid in descendants(os.getpid()):
+        try:
+            if "perf_analyzer" in Path(f"/proc/{pid}/comm").read_text():
+                found.append(pid)
+        except OSError:
+            pass  # ended meanwhile
+    return found
+
+
 def text(at: AppTest) -> str:
     return "\n".join([m.value for m in at.markdown] + [e.value for e in at.error]
                      + [i.value for i in at.info])
@@ -51,6 +79,8 @@ def test_a_small_load_test_runs_is_charted_and_saved(triton_server: TritonProces
     at.text_input(key="load_test.label").set_value("from the page")
     at.button(key="load_test.run").click()
     run(at)
+    assert at.button(key="load_test.run").disabled  # one run at a time
+    until_finished(at)
     assert not at.error, [e.value for e in at.error]
     saved = list_runs(home)
     assert len(saved) == 1 and saved[0].label == "from the page" and saved[0].who
@@ -59,6 +89,63 @@ def test_a_small_load_test_runs_is_charted_and_saved(triton_server: TritonProces
     charts = at.get("plotly_chart")
     assert len(charts) == 3  # throughput, latency, breakdown of the run just measured
     assert "Saved runs" in [s.value for s in at.subheader]
+
+
+def test_a_running_load_test_is_cancelled_perf_analyzer_stops_and_nothing_is_saved(
+        triton_server: TritonProcess, home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GEADMIN_TRITON_URL", triton_server.http_url)
+    at = load_test_page()
+    at.selectbox(key="load_test.model").set_value("digits_classifier")
+    at.text_input(key="load_test.loads").set_value("1,2,4,8")
+    at.number_input(key="load_test.measurement_interval_ms").set_value(5000)  # a minute or more
+    at.button(key="load_test.run").click()
+    run(at)
+    assert wait_for(lambda: bool(perf_analyzers()), 30)
+    (bar,) = at.get("progress")
+    assert "digits_classifier: 0 of 4 points" in bar.proto.text
+    at.button(key="load_test.cancel").click()
+    until_finished(at, timeout_s=30)
+    assert "Load test of digits_classifier cancelled: perf_analyzer was stopped and nothing was saved." \
+        in text(at)
+    assert perf_analyzers() == [] and list_runs(home) == []
+    assert not at.button(key="load_test.run").disabled
+
+
+def test_the_playgrounds_last_request_is_the_load_tests_input(
+        triton_server: TritonProcess, home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GEADMIN_TRITON_URL", triton_server.http_url)
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.switch_page("playground.py")
+    run(at)
+    at.selectbox(key="playground.model").set_value("digits_classifier")
+    run(at)
+    at.number_input(key="playground.batch_size.digits_classifier").set_value(3)
+    run(at)
+    at.button(key="playground.send").click()
+    run(at)
+    sent = at.session_state["playground.sent"]
+    at.switch_page("load_test.py")
+    run(at)
+    at.selectbox(key="load_test.model").set_value("digits_classifier")
+    run(at)
+    source = at.selectbox(key="load_test.source")
+    assert PLAYGROUND in source.options
+    source.set_value(PLAYGROUND)
+    run(at)
+    assert at.number_input(key="load_test.batch_size").disabled  # the request keeps its batch of 3
+    at.text_input(key="load_test.loads").set_value("1")
+    at.number_input(key="load_test.measurement_interval_ms").set_value(500)
+    at.number_input(key="load_test.stability_percentage").set_value(50)
+    at.button(key="load_test.run").click()
+    until_finished(at)
+    assert not at.error, [e.value for e in at.error]
+    (saved_run,) = list_runs(home)
+    assert saved_run.settings["inputs"] == {"*": "playground"}
+    assert sent.request.inputs[0].data.shape[0] == 3 and saved_run.settings["batch_size"] == 3
+    # another model has no Playground request: the choice is not offered
+    at.selectbox(key="load_test.model").set_value("text_normalize")
+    run(at)
+    assert PLAYGROUND not in at.selectbox(key="load_test.source").options
 
 
 def saved(home: Path, label: str, scale: float) -> BenchRun:
