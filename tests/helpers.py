@@ -6,6 +6,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import IO
 
@@ -91,3 +92,21 @@ def add_python_model(repository: Path, name: str, initialize: str = "pass", *,
         f"    def initialize(self, args):\n{body}\n"
     )
     return model
+
+
+def send_digits(grpc_url: str, count: int) -> int:
+    """`count` one-row requests to the sample `digits_classifier`, 4 at a time, each answer
+    checked for its 10 probabilities; returns `count` (how many were answered)."""
+    import numpy as np  # here: most helpers' users need neither
+    import tritonclient.grpc as grpcclient
+
+    def one(i: int) -> None:
+        client = grpcclient.InferenceServerClient(grpc_url)
+        x = grpcclient.InferInput("features", [1, 64], "FP32")
+        x.set_data_from_numpy(np.full((1, 64), i % 16, dtype=np.float32))
+        result = client.infer("digits_classifier", [x], client_timeout=30)
+        assert result.as_numpy("probabilities").shape == (1, 10)
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        list(pool.map(one, range(count)))
+    return count

@@ -8,13 +8,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-import numpy as np
 import pytest
-import tritonclient.grpc as grpcclient
 
 from geadmin.errors import ConfigError
 from geadmin.settings import parse_http_url
@@ -24,7 +21,7 @@ from geadmin.telemetry.prometheus import PrometheusError, PrometheusHistory
 from geadmin.telemetry.reader import PrometheusHistory as ChosenPrometheus
 from geadmin.telemetry.reader import WorkspaceHistory, open_history
 from tests.conftest import copy_samples
-from tests.helpers import wait_for
+from tests.helpers import send_digits, wait_for
 from tests.prometheus import PrometheusServer
 
 MODEL = "digits_classifier"
@@ -46,15 +43,7 @@ def prometheus(tmp_path: Path) -> Iterator[Started]:
 
 
 def send(server: TritonProcess, count: int) -> int:
-    def one(i: int) -> None:
-        client = grpcclient.InferenceServerClient(server.grpc_url)
-        x = grpcclient.InferInput("features", [1, 64], "FP32")
-        x.set_data_from_numpy(np.full((1, 64), i % 16, dtype=np.float32))
-        client.infer(MODEL, [x], client_timeout=30)
-
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        list(pool.map(one, range(count)))
-    return count
+    return send_digits(server.grpc_url, count)
 
 
 def minutes_ago(minutes: float) -> datetime:

@@ -11,20 +11,17 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-import numpy as np
 import pytest
-import tritonclient.grpc as grpcclient
 
 from geadmin.errors import SamplerLockedError
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.telemetry import history
 from geadmin.telemetry.sampler import Sampler, SamplerOptions, SamplerThread
 from tests.conftest import copy_samples
-from tests.helpers import OutputCollector, wait_for
+from tests.helpers import OutputCollector, send_digits, wait_for
 
 MODEL = "digits_classifier"
 INTERVAL_S = 0.5
@@ -33,16 +30,7 @@ Starter = Callable[[TritonProcess], SamplerThread]
 
 
 def send(server: TritonProcess, count: int) -> int:
-    """`count` inferences of one row each, 4 at a time; returns how many were answered."""
-    def one(i: int) -> None:
-        client = grpcclient.InferenceServerClient(server.grpc_url)
-        x = grpcclient.InferInput("features", [1, 64], "FP32")
-        x.set_data_from_numpy(np.full((1, 64), i % 16, dtype=np.float32))
-        client.infer(MODEL, [x], client_timeout=30)
-
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        list(pool.map(one, range(count)))
-    return count
+    return send_digits(server.grpc_url, count)
 
 
 def ten_minutes_ago() -> datetime:

@@ -7,12 +7,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import numpy as np
 import pytest
-import tritonclient.grpc as grpcclient
 
 from geadmin.cli.main import main
 from geadmin.stack.tritonserver import TritonProcess, prepare_backend_directory
@@ -20,6 +17,7 @@ from geadmin.telemetry.derive import derive
 from geadmin.telemetry.npu import Sources, detect
 from geadmin.telemetry.scrape import Scrape, scrape
 from tests.backend.support import affine_model, build_backend
+from tests.helpers import send_digits
 
 MODEL = "digits_classifier"
 REQUESTS = 40
@@ -29,16 +27,8 @@ def successes(page: Scrape) -> float:
     return page.value("nv_inference_request_success", model=MODEL, version="1") or 0.0
 
 
-def send(server: TritonProcess, count: int) -> None:
-    def one(i: int) -> None:
-        client = grpcclient.InferenceServerClient(server.grpc_url)
-        x = grpcclient.InferInput("features", [1, 64], "FP32")
-        x.set_data_from_numpy(np.full((1, 64), i % 16, dtype=np.float32))
-        result = client.infer(MODEL, [x], client_timeout=30)
-        assert result.as_numpy("probabilities").shape == (1, 10)
-
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        list(pool.map(one, range(count)))
+def send(server: TritonProcess, count: int) -> int:
+    return send_digits(server.grpc_url, count)
 
 
 def scrape_when(server: TritonProcess, ready: Callable[[Scrape], bool], timeout_s: float = 15) -> Scrape:

@@ -8,13 +8,10 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
-import tritonclient.grpc as grpcclient
 from streamlit.testing.v1 import AppTest
 
 from geadmin import audit
@@ -23,6 +20,7 @@ from geadmin.stack.tritonserver import TritonProcess
 from geadmin.telemetry import history
 from geadmin.telemetry.prometheus import PrometheusHistory
 from geadmin.telemetry.sampler import SamplerOptions, SamplerThread
+from tests.helpers import send_digits
 from tests.prometheus import PrometheusServer
 
 APP = str(Path(__file__).resolve().parents[2] / "pages" / "app.py")
@@ -51,15 +49,8 @@ def sampled(triton_server: TritonProcess, home: Path,
         thread.stop()
 
 
-def send(server: TritonProcess, count: int) -> None:
-    def one(i: int) -> None:
-        client = grpcclient.InferenceServerClient(server.grpc_url)
-        x = grpcclient.InferInput("features", [1, 64], "FP32")
-        x.set_data_from_numpy(np.full((1, 64), i % 16, dtype=np.float32))
-        client.infer(MODEL, [x], client_timeout=30)
-
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        list(pool.map(one, range(count)))
+def send(server: TritonProcess, count: int) -> int:
+    return send_digits(server.grpc_url, count)
 
 
 def busy_points(server: TritonProcess, home: Path) -> int:
