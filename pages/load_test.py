@@ -59,6 +59,7 @@ class Running:
     text: str = "starting perf_analyzer"
     run_id: int | None = None
     error: str | None = None
+    cancelled: str | None = None  # the user's own stop: said calmly, not as an error
 
     @property
     def finished(self) -> bool:
@@ -131,6 +132,9 @@ def render() -> None:
     error = st.session_state.pop(keys.LOAD_TEST_ERROR, None)
     if error:
         st.error(error, icon=":material/error:")
+    notice = st.session_state.pop(keys.LOAD_TEST_NOTICE, None)
+    if notice:
+        st.info(notice, icon=":material/cancel:")
     try:
         runs = list_runs()
         last = st.session_state.get(keys.LOAD_TEST_LAST)
@@ -189,7 +193,8 @@ def start_load_test(url: str, admin_key: str | None, model: str, mode: str, load
             run = load_test(client, settings, default=source, request=request, progress=progress,
                             cancel=state.cancel, who=actor.name, label=label)
         except BenchCancelledError:
-            state.error = f"Load test of {model} cancelled: perf_analyzer was stopped and nothing was saved."
+            state.cancelled = (f"Load test of {model} cancelled: perf_analyzer was stopped and nothing was "
+                               "saved.")
         except GeAdminError as exc:
             state.error = f"{exc}\n\n**Next step:** {next_step(exc)}."
         else:
@@ -221,7 +226,9 @@ def progress_panel() -> None:
 
 def finish(state: Running) -> None:
     del st.session_state[keys.LOAD_TEST_RUNNING]
-    if state.error:
+    if state.cancelled:
+        st.session_state[keys.LOAD_TEST_NOTICE] = state.cancelled
+    elif state.error:
         st.session_state[keys.LOAD_TEST_ERROR] = state.error
     elif state.run_id is not None:
         st.session_state[keys.LOAD_TEST_LAST] = state.run_id

@@ -109,6 +109,7 @@ LOAD_TEST_RUNNING = "load_test.running"  # the test going on in its thread (page
 LOAD_TEST_CANCEL = "load_test.cancel"  # its Cancel button
 LOAD_TEST_LAST = "load_test.last"  # id of the run measured last, shown until another
 LOAD_TEST_ERROR = "load_test.error"  # why the last run failed, shown once
+LOAD_TEST_NOTICE = "load_test.notice"  # the last run was cancelled, shown once
 LOAD_TEST_COMPARE_A = "load_test.compare_a"  # run id
 LOAD_TEST_COMPARE_B = "load_test.compare_b"  # run id
 LOAD_TEST_CHART_PREFIX = "load_test.chart."  # + chart name (+ run id)
