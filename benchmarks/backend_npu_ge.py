@@ -19,11 +19,16 @@ checked (y = 2x + 1) before it is measured.
    `delay_per_row_us` 50, max_batch_size 16 (gears 1..16, so an execute costs exactly its
    rows), concurrency 16, dynamic batching on vs off. Efficiency = gain / ideal gain,
    ideal = 16 * (5 + 0.05) / (5 + 16 * 0.05) from the double's cost model. A diagnostic
-   line says where the batched instance's time went (batch size, busy share, queue).
+   line says where the batched instance's time went (batch size, busy share, queue, CPU);
+   benchmarks/harness/trace_batching.py splits the time between two batches further, from
+   Triton's per-request trace.
 4. Copy/execute overlap: throughput with the model parameter copy_overlap "true" vs
-   "false" at 4 MB in/out and a small execute delay. Until the overlap feature lands in
-   the backend the parameter is parsed but changes nothing, and the gain reads ~1.0; the
-   measurement needs no change when it lands.
+   "false" at 4 MB in/out (FP64), batches of up to 2, concurrency 4 (two batches in
+   flight), a 1 ms execute delay. Until the overlap feature lands in the backend the
+   parameter is parsed but changes nothing, and the gain reads ~1.0; the measurement needs
+   no change when it lands. The double's element-wise compute (host CPU, inside execute)
+   outweighs the copies even at FP64, so a diagnostic line prints the ceiling full overlap
+   could reach from the measured copy and execute times.
 
 Prints `BENCH <name> <value> <unit>` lines. Whole run: about 2 minutes with the defaults.
 Run: python benchmarks/backend_npu_ge.py [--window-ms 1000] [--rounds 3] [--only overhead,...]
@@ -57,8 +62,12 @@ from tests.backend.support import affine_model  # noqa: E402
 SMALL_WIDTH = 256  # FP32 elements: 1 KB per request
 LARGE_WIDTH = 1 << 20  # FP32 elements: 4 MB per request
 LARGE_BYTES = LARGE_WIDTH * 4
+# Overlap: FP64, so 4 MB is half as many elements for the double's element-wise compute
+# (which runs on the host CPU inside "execute" and would otherwise dwarf the copies).
+OVERLAP_WIDTH = LARGE_BYTES // 8
 BATCH = 16
 PREVIOUS_OVERHEAD_RATIO = 0.047
+COLD_COPIES = 16  # 16 x (4 MB source + 4 MB destination): larger than the last-level cache
 SECTIONS = ("overhead", "host_path", "batching", "overlap")
 
 
@@ -80,7 +89,7 @@ def repository(repo: Path, args: argparse.Namespace) -> dict[str, list[str]]:
     affine_model(repo, "batch_off", max_batch=BATCH, gears=gears_all, width=SMALL_WIDTH,
                  batching="", extra=cost)
     for name, overlap in (("overlap_on", "true"), ("overlap_off", "false")):
-        affine_model(repo, name, max_batch=2, gears="1,2", width=LARGE_WIDTH,
+        affine_model(repo, name, max_batch=2, gears="1,2", width=OVERLAP_WIDTH, dtype="FP64",
                      batching="dynamic_batching { }", extra=[f"delay_us {args.overlap_delay_us}"],
                      config_extra=parameter("copy_overlap", overlap))
     return {"overhead": ["ovh_npu", "ovh_python"], "host_path": ["host_npu"],
@@ -119,8 +128,10 @@ def overhead(server: TritonProcess, args: argparse.Namespace, load: Load) -> Non
 def host_path(server: TritonProcess, args: argparse.Namespace, load: Load) -> None:
     copies = Memcpy(LARGE_BYTES, copies=2)  # 4 MB in + 4 MB out
     staged = Memcpy(LARGE_BYTES, copies=4)  # diagnostic: in and out each staged once more
+    cold = Memcpy(LARGE_BYTES, copies=COLD_COPIES)  # diagnostic: 2 x 4 MB out of 2 x 64 MB
     memcpy_us: list[float] = []
     staged_us: list[float] = []
+    cold_us: list[float] = []
 
     def host_us(w: Window) -> float:
         return w.per_inference_us("compute_input", "compute_output")
@@ -129,6 +140,7 @@ def host_path(server: TritonProcess, args: argparse.Namespace, load: Load) -> No
         window = measure(server, model, 1, load, LARGE_BYTES)
         memcpy_us.append(copies.mean_us(args.memcpy_repeats))  # right after, on the idle server
         staged_us.append(staged.mean_us(args.memcpy_repeats))
+        cold_us.append(cold.mean_us(max(args.memcpy_repeats // 8, 1)) / (COLD_COPIES / 2))
         return window
 
     (npu,) = best_rounds(args.rounds, ["host_npu"], npu_then_memcpy, host_us, lowest=True)
@@ -140,7 +152,9 @@ def host_path(server: TritonProcess, args: argparse.Namespace, load: Load) -> No
     bench("npu_ge_host_path_ratio", ratio, "x", "goal <= 1.5: " + ("met" if ratio <= 1.5 else "missed"))
     print(f"  host path: compute input {npu.per_inference_us('compute_input'):.0f} us, compute output "
           f"{npu.per_inference_us('compute_output'):.0f} us; memcpy of 4 x 4 MB (request -> staging -> "
-          f"device, device -> staging -> response, as this build copies) {min(staged_us):.0f} us", flush=True)
+          f"device, device -> staging -> response, as this build copies) {min(staged_us):.0f} us; "
+          f"memcpy of 4 MB + 4 MB with buffers cycling through 128 MB (no last-level cache hits) "
+          f"{min(cold_us):.0f} us", flush=True)
 
 
 def batching(server: TritonProcess, args: argparse.Namespace, load: Load) -> None:
@@ -176,7 +190,8 @@ def explain_batching(on: Window, off: Window, full_ms: float, single_ms: float) 
             f"{queue_ms:.2f} ms/request, a round of {BATCH} requests every {cycle_ms:.2f} ms "
             f"(client-side latency {on.client_latency_ms:.2f} ms); "
             f"batching off: mean batch {off.mean_batch:.2f}, execute {off.execute_ms:.2f} ms "
-            f"(cost model {single_ms:.2f}), instance busy {off.busy_fraction:.0%}")
+            f"(cost model {single_ms:.2f}), instance busy {off.busy_fraction:.0%}; batching on "
+            + (on.cpu.describe() if on.cpu else "CPU not measured"))
 
 
 def overlap(server: TritonProcess, args: argparse.Namespace, load: Load) -> None:
@@ -185,17 +200,25 @@ def overlap(server: TritonProcess, args: argparse.Namespace, load: Load) -> None
                           lambda w: w.throughput_per_s, lowest=False)
     gain = on.throughput_per_s / off.throughput_per_s
     bench("npu_ge_overlap_on_per_s", on.throughput_per_s, "infer/s",
-          f"copy_overlap true, 4 MB in/out, delay {args.overlap_delay_us} us, "
+          f"copy_overlap true, 4 MB in/out (FP64), batch <= 2, delay {args.overlap_delay_us} us, "
           f"concurrency {args.overlap_concurrency}")
     bench("npu_ge_overlap_off_per_s", off.throughput_per_s, "infer/s", "copy_overlap false")
     bench("npu_ge_overlap_gain", gain, "x", "on / off; ~1.0 until the backend implements "
           "copy_overlap (the parameter is parsed but has no effect in this build)")
+    copy_us = off.per_inference_us("compute_input", "compute_output")
+    infer_us = off.per_inference_us("compute_infer")
+    bound = (copy_us + infer_us) / max(copy_us, infer_us)
+    print(f"  overlap off, per batch: copies (compute input + output) {copy_us:.0f} us, execute "
+          f"(compute infer: the double's element-wise compute + delay) {infer_us:.0f} us, mean batch "
+          f"{off.mean_batch:.2f}; full overlap could reach ~{bound:.2f}x",
+          flush=True)
 
 
 RUNNERS = {"overhead": overhead, "host_path": host_path, "batching": batching, "overlap": overlap}
-WIDTHS = {"ovh_npu": SMALL_WIDTH, "ovh_python": SMALL_WIDTH, "host_npu": LARGE_WIDTH,
-          "batch_on": SMALL_WIDTH, "batch_off": SMALL_WIDTH, "overlap_on": LARGE_WIDTH,
-          "overlap_off": LARGE_WIDTH}
+SHAPES = {"ovh_npu": (SMALL_WIDTH, "FP32"), "ovh_python": (SMALL_WIDTH, "FP32"),
+          "host_npu": (LARGE_WIDTH, "FP32"), "batch_on": (SMALL_WIDTH, "FP32"),
+          "batch_off": (SMALL_WIDTH, "FP32"), "overlap_on": (OVERLAP_WIDTH, "FP64"),
+          "overlap_off": (OVERLAP_WIDTH, "FP64")}
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -234,7 +257,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         models = [m for s in args.sections for m in sections[s]]
         with npu_server(repo, tmp, models) as server:
             for model in models:
-                check_affine(server, model, WIDTHS[model])
+                check_affine(server, model, *SHAPES[model])
             print(f"npu_ge (ACL test double) in tritonserver, perf_analyzer gRPC + system shared "
                   f"memory, {args.window_ms} ms windows, best of {args.rounds} interleaved rounds",
                   flush=True)

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import os
+import resource
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,12 +60,13 @@ def parameter(key: str, value: str) -> str:
 
 
 @contextmanager
-def npu_server(repo: Path, scratch: Path, models: list[str]) -> Iterator[TritonProcess]:
+def npu_server(repo: Path, scratch: Path, models: list[str],
+               extra_args: Sequence[str] = ()) -> Iterator[TritonProcess]:
     """tritonserver with npu_ge (built incrementally) and the double; `models` loaded."""
     build = build_backend()
     backends = prepare_backend_directory(scratch / "backends", extra={"npu_ge": build.lib_dir})
     server = TritonProcess(repo, backend_dir=backends, log_path=scratch / "triton.log", models=[],
-                           ld_library_path=[build.double_dir])
+                           ld_library_path=[build.double_dir], extra_args=extra_args)
     with server:
         for name in models:
             status, error = load(server.http_url, name, timeout_s=LOAD_TIMEOUT_S)
@@ -72,13 +75,16 @@ def npu_server(repo: Path, scratch: Path, models: list[str]) -> Iterator[TritonP
         yield server
 
 
-def check_affine(server: TritonProcess, model: str, width: int) -> None:
+NUMPY_DTYPES = {"FP32": np.float32, "FP64": np.float64}
+
+
+def check_affine(server: TritonProcess, model: str, width: int, dtype: str = "FP32") -> None:
     """One request with known values; the benchmark stops unless y == 2x + 1 exactly."""
-    x = (np.arange(width, dtype=np.float32) % 1000.0 - 500.0).reshape(1, width)
+    x = (np.arange(width, dtype=NUMPY_DTYPES[dtype]) % 1000.0 - 500.0).reshape(1, width)
     client = httpclient.InferenceServerClient(server.http_url.removeprefix("http://"),
                                               network_timeout=60.0, connection_timeout=60.0)
     try:
-        item = httpclient.InferInput("x", [1, width], "FP32")
+        item = httpclient.InferInput("x", [1, width], dtype)
         item.set_data_from_numpy(x)
         y = client.infer(model, [item]).as_numpy("y")
     finally:
@@ -120,6 +126,7 @@ class Window:
     phase_ns: Mapping[str, int]
     execute_ns: int
     client_latency_ms: float = 0.0  # perf_analyzer's mean request latency (its windows)
+    cpu: Cpu | None = None  # during the whole invocation
 
     def per_inference_us(self, *phases: str) -> float:
         return sum(self.phase_ns[p] for p in phases) / max(self.inferences, 1) / 1000.0
@@ -137,6 +144,41 @@ class Window:
     def busy_fraction(self) -> float:
         """Share of the time the (one) instance spent executing, at the measured rate."""
         return self.throughput_per_s / max(self.mean_batch, 1e-9) * self.execute_ms / 1000.0
+
+
+@dataclass(frozen=True)
+class Cpu:
+    """CPU used during one invocation, in cores (CPU seconds per wall second)."""
+
+    server_cores: float  # tritonserver (all its threads)
+    client_cores: float  # perf_analyzer (a child of this process: RUSAGE_CHILDREN)
+    machine_cores: float  # everything on the machine (/proc/stat), of os.cpu_count()
+
+    def describe(self) -> str:
+        return (f"CPU: tritonserver {self.server_cores:.2f} cores, perf_analyzer "
+                f"{self.client_cores:.2f}, whole machine {self.machine_cores:.2f} of {os.cpu_count()}")
+
+
+class _CpuMeter:
+    def __init__(self, server_pid: int | None) -> None:
+        self.pid = server_pid
+        self.start = self._read()
+
+    def _read(self) -> tuple[float, float, float, float]:
+        tick = os.sysconf("SC_CLK_TCK")
+        server = 0.0
+        if self.pid is not None:
+            fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            server = (int(fields[11]) + int(fields[12])) / tick  # utime + stime, all threads
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
+        values = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+        busy = (sum(values[:8]) - values[3] - values[4]) / tick  # all but idle and iowait
+        return time.monotonic(), server, children.ru_utime + children.ru_stime, busy
+
+    def stop(self) -> Cpu:
+        end = self._read()
+        wall = max(end[0] - self.start[0], 1e-9)
+        return Cpu(*((end[i] - self.start[i]) / wall for i in (1, 2, 3)))
 
 
 @dataclass(frozen=True)
@@ -158,7 +200,9 @@ def measure(server: TritonProcess, model: str, concurrency: int, load_settings: 
                              max_trials=load_settings.max_trials, shared_memory="system",
                              output_shared_memory_bytes=max(output_bytes, 1))
     before = Stats.read(server.http_url, model)
+    meter = _CpuMeter(server.pid)
     run = run_perf_analyzer(settings)
+    cpu = meter.stop()
     after = Stats.read(server.http_url, model)
     if after.requests - before.requests != after.inferences - before.inferences:
         raise SystemExit(f"{model}: requests and inferences differ (perf_analyzer sends batch 1)")
@@ -166,7 +210,7 @@ def measure(server: TritonProcess, model: str, concurrency: int, load_settings: 
     return Window(model, concurrency, point.throughput_per_s,
                   after.inferences - before.inferences, after.executions - before.executions,
                   {p: after.phase_ns[p] - before.phase_ns[p] for p in PHASES},
-                  after.execute_ns - before.execute_ns, point.avg_ms)
+                  after.execute_ns - before.execute_ns, point.avg_ms, cpu)
 
 
 class Memcpy:
