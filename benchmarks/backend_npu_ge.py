@@ -17,7 +17,8 @@ checked (y = 2x + 1) before it is measured.
    between warm buffers, best of the rounds on both sides.
 3. Dynamic batching (goal: efficiency >= 0.9): the double at `delay_us` 5000 +
    `delay_per_row_us` 50, max_batch_size 16 (gears 1..16, so an execute costs exactly its
-   rows), concurrency 16, dynamic batching on vs off. Efficiency = gain / ideal gain,
+   rows), concurrency 16, dynamic batching on (preferred_batch_size 16, queue delay
+   20 ms) vs off. Efficiency = gain / ideal gain,
    ideal = 16 * (5 + 0.05) / (5 + 16 * 0.05) from the double's cost model. A diagnostic
    line says where the batched instance's time went (batch size, busy share, queue, CPU);
    benchmarks/harness/trace_batching.py splits the time between two batches further, from
@@ -232,8 +233,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--memcpy-repeats", type=int, default=200, help="memcpy rounds per baseline round")
     parser.add_argument("--delay-us", type=int, default=5000, help="batching: fixed execute time")
     parser.add_argument("--delay-per-row-us", type=float, default=50.0, help="batching: per executed row")
-    parser.add_argument("--queue-delay-us", type=int, default=5000,
-                        help="batching: max_queue_delay_microseconds (with preferred_batch_size 16)")
+    parser.add_argument("--queue-delay-us", type=int, default=20000,
+                        help="batching: max_queue_delay_microseconds (with preferred_batch_size 16); "
+                             "longer than one execute, so a request that missed a batch waits for "
+                             "the others instead of running alone and splitting the clients in two")
     parser.add_argument("--diagnose-concurrency", type=int, default=2 * BATCH,
                         help="batching: also measure batching on at this concurrency (0: skip)")
     parser.add_argument("--overlap-delay-us", type=int, default=1000, help="overlap: execute delay")

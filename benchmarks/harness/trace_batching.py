@@ -64,7 +64,7 @@ def decompose(runs: list[list[dict[str, int]]]) -> dict[str, float]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--concurrency", default="16,32")
-    parser.add_argument("--queue-delay-us", type=int, default=5000)
+    parser.add_argument("--queue-delay-us", type=int, default=20000)
     parser.add_argument("--window-ms", type=int, default=1500)
     args = parser.parse_args()
     gears = ",".join(str(g) for g in range(1, BATCH + 1))
