@@ -53,6 +53,7 @@ LIBRARIES = {"libb64.so.0d": "libb64-*.so.0d", "libcudart.so.12": "libcudart-*.s
 STOP_GRACE_S = 5.0  # after SIGTERM, before SIGKILL
 POLL_S = 0.1
 RAW_DTYPES = ("FP16", "BF16")  # sent as raw bytes (b64), not as JSON numbers
+SHARED_MEMORY = ("none", "system")  # perf_analyzer's --shared-memory (cuda needs a GPU)
 Progress = Callable[[int, int, str], None]  # (points done, points in all, what runs now)
 
 
@@ -73,6 +74,10 @@ class BenchSettings:
     inputs: Mapping[str, str] = field(default_factory=dict)  # {input: source text}, for the record
     seed: int = DEFAULT_SEED
     timeout_s: float | None = None  # None: enough for every point to use all its trials
+    # "system": tensors travel in POSIX shared memory (no payload on the wire, so a large
+    # tensor measures the server rather than the client); outputs need a region this large.
+    shared_memory: str = "none"
+    output_shared_memory_bytes: int = 102400  # perf_analyzer's own default
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -86,6 +91,12 @@ class BenchSettings:
                                     f"got {self.measurement_mode!r}")
         if self.measurement_interval_ms < 1 or self.max_trials < 1 or self.batch_size < 1:
             raise PerfAnalyzerError("measurement interval, trials and batch size must be at least 1")
+        if self.shared_memory not in SHARED_MEMORY:
+            raise PerfAnalyzerError(f"shared memory is one of {', '.join(SHARED_MEMORY)}, "
+                                    f"got {self.shared_memory!r}")
+        if self.output_shared_memory_bytes < 1:
+            raise PerfAnalyzerError("the output shared-memory size must be at least 1 byte, "
+                                    f"got {self.output_shared_memory_bytes}")
 
     @property
     def endpoint(self) -> Endpoint:
@@ -207,6 +218,9 @@ def perf_argv(settings: BenchSettings, binary: Path, loads: Sequence[float], *,
         argv += ["--measurement-request-count", str(settings.measurement_request_count)]
     if input_path is not None:
         argv += ["--input-data", str(input_path)]
+    if settings.shared_memory != "none":
+        argv += ["--shared-memory", settings.shared_memory,
+                 "--output-shared-memory-size", str(settings.output_shared_memory_bytes)]
     return argv
 
 

@@ -285,12 +285,26 @@ def test_the_command_is_an_argument_list_with_the_range_and_the_protocol(tmp_pat
     assert f"--input-data {tmp_path / 'in.json'}" in joined and "-b 2" in joined and "--verbose-csv" in joined
 
 
+def test_system_shared_memory_is_passed_with_the_output_region_size(tmp_path: Path) -> None:
+    settings = BenchSettings("m", "grpc://127.0.0.1:8001", loads=(1,), shared_memory="system",
+                             output_shared_memory_bytes=4 << 20)
+    argv = perf_argv(settings, Path("pa"), (1,), input_path=None, csv_path=tmp_path / "r.csv",
+                     batch_size=1)
+    joined = " ".join(argv)
+    assert "--shared-memory system" in joined and f"--output-shared-memory-size {4 << 20}" in joined
+    plain = perf_argv(BenchSettings("m", "grpc://127.0.0.1:8001"), Path("pa"), (1,), input_path=None,
+                      csv_path=tmp_path / "r.csv", batch_size=1)
+    assert "--shared-memory" not in plain
+
+
 @pytest.mark.parametrize(("kwargs", "match"), [
     ({"loads": ()}, "one or more loads"),
     ({"loads": (0,)}, "above 0"),
     ({"loads": (1.5,)}, "whole numbers"),
     ({"mode": "sweep"}, "mode must be one of"),
     ({"measurement_mode": "forever"}, "time_windows or count_windows"),
+    ({"shared_memory": "cuda"}, "shared memory is one of none, system"),
+    ({"output_shared_memory_bytes": 0}, "at least 1 byte"),
 ])
 def test_bad_settings_are_refused_before_running(kwargs: dict[str, object], match: str) -> None:
     with pytest.raises(PerfAnalyzerError, match=match):
