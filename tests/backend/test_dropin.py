@@ -1,0 +1,123 @@
+"""Repositories written for the older Ascend GE backend (hicann/triton-inference-server-ge-backend):
+in the real tritonserver with npu_ge and the ACL runtime test double, each one loads, loads with a
+warning, or fails with an error naming what the user wrote and what to do. This build has no
+ge_graph engine (no CANN toolkit here), so ONNX repositories must fail with that explanation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.backend.conftest import StartServer
+from tests.backend.support import affine_model, double_model, load, model_ready, write_model
+from tests.backend.test_inference import infer
+
+pytestmark = pytest.mark.integration
+
+NO_GE_GRAPH = ("needs the ge_graph engine, which this build lacks: convert with ATC to model.om, "
+               "or use the image built with the CANN toolkit")
+TENSORS = ('max_batch_size: 8\n'
+           'input [{ name: "x", data_type: TYPE_FP32, dims: [4] }]\n'
+           'output [{ name: "y", data_type: TYPE_FP32, dims: [4] }]\n')
+OM = double_model([("x", "FP32", "-1,4")], [("y", "FP32", "-1,4", "from x scale 2 offset 1")],
+                  gears="1,2,4,8")
+
+
+def param(key: str, value: str) -> str:
+    return f'parameters {{ key: "{key}" value {{ string_value: "{value}" }} }}\n'
+
+
+def onnx_model(repo: Path, name: str, filename: str = "model.onnx", config: str = "") -> None:
+    """A version directory as the older backend's repositories have it (the bytes are never
+    parsed here: this build refuses ONNX before reading it)."""
+    write_model(repo, name, TENSORS + config, "onnx bytes\n", filename=filename)
+
+
+def assert_serves(server_grpc_url: str, name: str) -> None:
+    x = np.arange(4, dtype=np.float32).reshape(1, 4)
+    np.testing.assert_array_equal(infer(server_grpc_url, name, {"x": x})["y"], 2 * x + 1)
+
+
+FAILS = {
+    # model: (how it is written, text the load error must contain)
+    "onnx_only": (lambda repo, n: onnx_model(repo, n),
+                  f"model 'onnx_only' version 1: model.onnx {NO_GE_GRAPH}"),
+    "onnx_other_name": (lambda repo, n: onnx_model(repo, n, filename="resnet50.onnx"),
+                        f"model 'onnx_other_name' version 1: resnet50.onnx {NO_GE_GRAPH}"),
+    "onnx_named": (lambda repo, n: onnx_model(repo, n, config='default_model_filename: "model.onnx"\n'),
+                   f"model.onnx {NO_GE_GRAPH}"),
+    "executor_type_ge": (lambda repo, n: onnx_model(repo, n, config=param("EXECUTOR_TYPE", "GE")),
+                         "parameter 'EXECUTOR_TYPE' is 'GE', which selects the ge_graph engine (for "
+                         "model.onnx); this build lacks it: convert with ATC to model.om, or use the image "
+                         "built with the CANN toolkit (then set 'EXECUTOR_TYPE' to 'acl_om' or remove it)"),
+    "executor_type_bad": (lambda repo, n: write_model(repo, n, TENSORS + param("EXECUTOR_TYPE", "trt"), OM),
+                          "parameter 'EXECUTOR_TYPE': expected 'acl_om' or 'ge_graph', got 'trt'"),
+    "device_id_bad": (lambda repo, n: write_model(repo, n, TENSORS + param("DEVICE_ID", "npu0"), OM),
+                      "parameter 'DEVICE_ID': expected a comma-separated list of device ids like '0,1', "
+                      "got 'npu0'"),
+    "two_onnx": (lambda repo, n: [onnx_model(repo, n, filename=f) for f in ("a.onnx", "b.onnx")],
+                 "the version directory holds no model.om or model.onnx but 2 ONNX files (a.onnx, b.onnx): "
+                 "set default_model_filename to the one to serve"),
+}
+
+
+def test_older_ge_backend_repositories_fail_with_what_was_written_and_what_to_do(
+    npu_triton: StartServer, npu_repo: Path
+) -> None:
+    for name, (write, _) in FAILS.items():
+        write(npu_repo, name)
+    server = npu_triton(npu_repo, models=[])
+    for name, (_, message) in FAILS.items():
+        status, error = load(server.url, name)
+        assert status == 400, (name, error)
+        assert message in error, (name, error)
+        assert "model.om' not found" not in error, (name, error)
+        assert not model_ready(server.url, name)
+
+
+def test_older_ge_backend_keys_load_with_warnings(npu_triton: StartServer, npu_repo: Path) -> None:
+    write_model(npu_repo, "executor_type_om", TENSORS + param("EXECUTOR_TYPE", "acl_om"), OM)
+    write_model(npu_repo, "device_id", TENSORS + param("DEVICE_ID", "0"), OM)
+    write_model(npu_repo, "ge_option", TENSORS + param("ge.aicoreNum", "12|10"), OM)
+    om_and_onnx = write_model(npu_repo, "om_and_onnx", TENSORS, OM)
+    (om_and_onnx / "1" / "model.onnx").write_text("onnx bytes\n")  # model.om wins
+    server = npu_triton(npu_repo, models=[])
+    for name in ("executor_type_om", "device_id", "ge_option", "om_and_onnx"):
+        assert load(server.url, name) == (200, ""), name
+        assert_serves(server.process.grpc_url, name)
+    log = server.log()
+    assert "model 'executor_type_om': parameter 'EXECUTOR_TYPE' is deprecated; use 'engine'" in log
+    assert "model 'device_id': parameter 'DEVICE_ID' is deprecated; use 'device_ids'" in log
+    assert "model 'ge_option': parameter 'ge.aicoreNum' is not used by engine 'acl_om' (ignored)" in log
+    assert "engine acl_om, file " in log and "/om_and_onnx/1/model.om" in log
+
+
+def test_backend_config_ge_options_warn_in_a_build_without_ge_graph(
+    npu_triton: StartServer, npu_repo: Path
+) -> None:
+    affine_model(npu_repo, "om")
+    server = npu_triton(npu_repo, models=[], extra_args=[
+        "--backend-config=npu_ge,ge.exec.precision_mode=force_fp16",
+        "--backend-config=npu_ge,static_model=1"])
+    assert load(server.url, "om") == (200, "")
+    assert_serves(server.process.grpc_url, "om")
+    log = server.log()
+    assert ("--backend-config=npu_ge,ge.exec.precision_mode=force_fp16: GE options apply to engine "
+            "'ge_graph', which this build lacks (ignored; .om models take compile options from atc when "
+            "converted)") in log
+    assert ("--backend-config=npu_ge,static_model=1: a setting of the older Ascend GE backend that npu_ge "
+            "does not read (ignored): npu_ge takes the batch shape from the model itself") in log
+
+
+def test_unknown_backend_config_key_fails_every_load_naming_it(
+    npu_triton: StartServer, npu_repo: Path
+) -> None:
+    affine_model(npu_repo, "om")
+    server = npu_triton(npu_repo, models=[], extra_args=["--backend-config=npu_ge,telemetry_interval=100"])
+    status, error = load(server.url, "om")
+    assert status == 400, error
+    assert ("--backend-config=npu_ge,telemetry_interval=100: unknown key; npu_ge reads device_ids, "
+            "telemetry_interval_ms and ge.<option> (GE global options)") in error
+    assert not model_ready(server.url, "om")
