@@ -158,8 +158,11 @@ ModelState::CreateEngine(const std::string& path)
     return AclOmEngine::Create(runtime, spec_, path, io_, &engine_);
   }
 #ifdef NPU_GE_WITH_GE_GRAPH
-  static std::shared_ptr<GePort> port(NewCannGePort());  // GE is process-wide
-  return CreateGeGraphEngine(port, spec_, path, &engine_);
+  // GE is process-wide: one GeGlobal for every ge_graph model, initialized
+  // with --backend-config's ge.* options (fixed for the process).
+  static std::shared_ptr<GeGlobal> ge(
+      new GeGlobal(NewCannGePort(), backend_->config().ge_options));
+  return CreateGeGraphEngine(ge, spec_, path, &engine_);
 #else
   return NPU_GE_ERROR(
       UNSUPPORTED, "engine 'ge_graph' (" << spec_.model_filename
