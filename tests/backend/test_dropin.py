@@ -1,17 +1,33 @@
 """Repositories written for the older Ascend GE backend (hicann/triton-inference-server-ge-backend):
 in the real tritonserver with npu_ge and the ACL runtime test double, each one loads, loads with a
-warning, or fails with an error naming what the user wrote and what to do. This build has no
-ge_graph engine (no CANN toolkit here), so ONNX repositories must fail with that explanation."""
+warning, or fails with an error naming what the user wrote and what to do.
+
+Two builds: the default one has no ge_graph engine (no CANN toolkit here), so ONNX repositories must
+fail with that explanation; `build.sh --ge-double` has engine ge_graph over the GE port TEST DOUBLE
+(tests/backend/ge_double), which shows what npu_ge itself does with an ONNX repository and with
+ge.* options — not what CANN's GE does with them (unverified here)."""
 
 from __future__ import annotations
 
+import json
+import subprocess
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 from tests.backend.conftest import StartServer
-from tests.backend.support import affine_model, double_model, load, model_ready, write_model
+from tests.backend.support import (
+    REPO_ROOT,
+    BackendBuild,
+    affine_model,
+    double_model,
+    load,
+    model_ready,
+    model_stats,
+    write_model,
+)
 from tests.backend.test_inference import infer
 
 pytestmark = pytest.mark.integration
@@ -121,3 +137,102 @@ def test_unknown_backend_config_key_fails_every_load_naming_it(
     assert ("--backend-config=npu_ge,telemetry_interval=100: unknown key; npu_ge reads device_ids, "
             "telemetry_interval_ms and ge.<option> (GE global options)") in error
     assert not model_ready(server.url, "om")
+
+
+# -- a build WITH engine ge_graph: GE replaced by the GE port test double (tests/backend/ge_double) --
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, value = value & 0x7F, value >> 7
+        out.append(byte | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
+def _field(number: int, payload: bytes) -> bytes:
+    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+
+
+def _int(number: int, value: int) -> bytes:
+    return _varint(number << 3) + _varint(value)
+
+
+def _value_info(name: str, dims: list[int | str]) -> bytes:
+    """onnx.proto ValueInfoProto of an FP32 (elem_type 1) tensor; a str dim is a dim_param."""
+    shape = b"".join(_field(1, _field(2, d.encode()) if isinstance(d, str) else _int(1, d)) for d in dims)
+    return _field(1, name.encode()) + _field(2, _field(1, _int(1, 1) + _field(2, shape)))
+
+
+def onnx_bytes(inputs: list[str], outputs: list[str], width: int = 4) -> bytes:
+    """A ModelProto whose graph declares the inputs and outputs [batch, width] (nodes are not
+    needed: npu_ge reads the interface, the GE double computes y = 2x + 1)."""
+    graph = b"".join(_field(11, _value_info(n, ["batch", width])) for n in inputs)
+    graph += b"".join(_field(12, _value_info(n, ["batch", width])) for n in outputs)
+    return _int(1, 7) + _field(7, graph)
+
+
+def real_onnx_model(repo: Path, name: str, config: str = "", output: str = "y") -> Path:
+    model_dir = write_model(
+        repo, name,
+        'max_batch_size: 8\ninput [{ name: "x", data_type: TYPE_FP32, dims: [4] }]\n'
+        f'output [{{ name: "{output}", data_type: TYPE_FP32, dims: [4] }}]\n'
+        "dynamic_batching { max_queue_delay_microseconds: 2000 }\n" + config, None)
+    (model_dir / "1" / "model.onnx").write_bytes(onnx_bytes(["x"], ["y"]))
+    return model_dir
+
+
+@pytest.fixture(scope="module")
+def ge_double_build() -> BackendBuild:
+    done = subprocess.run(["bash", str(REPO_ROOT / "backend_src" / "build.sh"), "--ge-double"],
+                          capture_output=True, text=True, timeout=900, check=False)
+    assert done.returncode == 0, done.stderr[-4000:]
+    root = REPO_ROOT / "build" / "backend-gedouble"
+    return BackendBuild(root / "npu_ge", root / "acl_double", root)
+
+
+def ge_state(server_root: Path) -> dict[str, Any]:
+    state: dict[str, Any] = json.loads((server_root / "ge_double_state.json").read_text())
+    return state
+
+
+def test_onnx_repository_loads_with_ge_graph_and_backend_config_ge_options_reach_ge_initialize(
+    npu_triton: StartServer, npu_repo: Path, tmp_path: Path, ge_double_build: BackendBuild
+) -> None:
+    real_onnx_model(npu_repo, "resnet")  # 1/model.onnx, no default_model_filename, no engine
+    real_onnx_model(npu_repo, "same_option", param("ge.exec.precision_mode", "force_fp16"))
+    real_onnx_model(npu_repo, "new_option", param("ge.aicoreNum", "12|10"))
+    real_onnx_model(npu_repo, "clashing", param("ge.exec.precision_mode", "allow_mix_precision"))
+    real_onnx_model(npu_repo, "wrong_name", output="output0")
+    state = tmp_path / "ge" / "ge_double_state.json"
+    server = npu_triton(npu_repo, models=[], build=ge_double_build, name="ge",
+                        env={"NPU_GE_GE_DOUBLE_STATE_FILE": str(state)},
+                        extra_args=["--backend-config=npu_ge,ge.exec.precision_mode=force_fp16"])
+    assert load(server.url, "resnet") == (200, "")
+    log = server.log()
+    assert "GE port is the TEST DOUBLE" in log
+    assert ("model 'resnet': the version directory holds model.onnx and no model.om, and neither "
+            "'engine' nor default_model_filename is set: using engine 'ge_graph'") in log
+    assert "which this build lacks" not in log  # this build has ge_graph: the option is used
+    ge = ge_state(tmp_path / "ge")
+    assert ge["initialize"] == [{"ge.exec.precision_mode": "force_fp16", "ge.graphRunMode": "0"}]
+    assert ge["compiled"] == 1  # compiled at load, before any request
+    x = np.arange(8, dtype=np.float32).reshape(2, 4)
+    np.testing.assert_array_equal(infer(server.process.grpc_url, "resnet", {"x": x})["y"], 2 * x + 1)
+    usage = model_stats(server.url, "resnet")["memory_usage"]
+    assert [(u["type"], u["byte_size"]) for u in usage] == [("GPU", 1 << 20)]  # the double's figure
+
+    assert load(server.url, "same_option") == (200, "")
+    assert load(server.url, "new_option") == (200, "")
+    ge = ge_state(tmp_path / "ge")
+    assert len(ge["initialize"]) == 1  # GEInitialize once per process
+    assert ge["sessions"][-1]["ge.aicoreNum"] == "12|10"  # merged into that model's session
+    status, error = load(server.url, "clashing")
+    assert status == 400
+    assert ("parameter 'ge.exec.precision_mode' is 'allow_mix_precision', but GE is already initialized "
+            "in this process with ge.exec.precision_mode='force_fp16' (from --backend-config): GE global "
+            "options are process-wide; use 'force_fp16', or set it once for every model with "
+            "--backend-config=npu_ge,ge.exec.precision_mode=<value> and restart the server") in error
+    status, error = load(server.url, "wrong_name")
+    assert status == 400
+    assert "output 'output0' not found in model.onnx (its outputs: y)" in error
+    assert model_ready(server.url, "resnet") and model_ready(server.url, "new_option")
