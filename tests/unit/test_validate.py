@@ -314,3 +314,29 @@ def test_the_validator_never_raises_on_any_text(tmp_path: Path, source: str) -> 
     findings = validate_text(source, tmp_path / "m")
     assert all(isinstance(f, Finding) and f.rule in rule_catalogue() for f in findings)
     assert all(f.line is None or f.line >= 1 for f in findings)
+
+
+def test_an_onnx_only_version_directory_is_ge_graph_as_the_backend_picks_it(tmp_path: Path) -> None:
+    # What repositories of the older GE backend hold: 1/model.onnx, no default_model_filename.
+    model = make(tmp_path / "onnx", both(remove("1/model.om"), touch("1/model.onnx")))
+    findings = validate_model(model).findings
+    assert [f.rule for f in findings if f.severity is Severity.ERROR] == [], [str(f) for f in findings]
+    (info,) = [f for f in findings if f.rule == "npu_ge.ge_graph_build"]
+    assert info.severity is Severity.INFO
+    assert "1/model.onnx and no model.om" in info.message and "picks engine 'ge_graph'" in info.message
+    assert "model.onnx needs the ge_graph engine, which this build lacks" in info.message
+    # A single ONNX file of another name is picked the same way (the older backend took any *.onnx).
+    named = make(tmp_path / "named", both(remove("1/model.om"), touch("1/resnet50.onnx")))
+    assert "1/resnet50.onnx and no model.om" in next(
+        f.message for f in validate_model(named).findings if f.rule == "npu_ge.ge_graph_build")
+    # model.om wins over model.onnx, as in the backend.
+    both_files = make(tmp_path / "both", touch("1/model.onnx"))
+    assert validate_model(both_files).findings == []
+
+
+def test_several_onnx_files_and_no_model_om_is_the_backends_error(tmp_path: Path) -> None:
+    model = make(tmp_path, both(remove("1/model.om"), touch("1/a.onnx"), touch("1/b.onnx")))
+    (finding,) = [f for f in validate_model(model).findings if f.rule == "npu_ge.model_file"]
+    assert finding.severity is Severity.ERROR
+    assert "but 2 ONNX files (a.onnx, b.onnx)" in finding.message
+    assert finding.fix == 'set default_model_filename: "a.onnx" (or the one to serve)'
