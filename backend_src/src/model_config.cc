@@ -122,6 +122,22 @@ ParseHostPathParameters(const JsonValue& params, ModelConfigSpec* spec)
   return nullptr;
 }
 
+// Settings the older Ascend GE backend read (as model parameters and in
+// --backend-config) that npu_ge does not: what to do instead, or null.
+const char*
+LegacyAdvice(const std::string& key)
+{
+  static const std::map<std::string, const char*> kLegacy{
+      {"device_exec_blocks", "set instance_group count (one stream per instance)"},
+      {"instance_exec_blocks", "set instance_group count (one stream per instance)"},
+      {"static_model", "npu_ge takes the batch shape from the model itself"},
+      {"dump_graph", "use CANN's own dump settings (DUMP_GE_GRAPH) in the environment"},
+      {"dump_data", "use CANN's own dump settings in the environment"},
+      {"profiling", "use CANN's own profiling settings in the environment"}};
+  auto it = kLegacy.find(key);
+  return it == kLegacy.end() ? nullptr : it->second;
+}
+
 TRITONSERVER_Error*
 ParseParameters(const JsonValue& params, ModelConfigSpec* spec)
 {
@@ -164,9 +180,16 @@ ParseParameters(const JsonValue& params, ModelConfigSpec* spec)
     static const std::set<std::string> kKnown{
         "device_ids",    "DEVICE_ID",          "engine",
         "EXECUTOR_TYPE", "execute_timeout_ms", "copy_overlap"};
-    if (kKnown.count(kv.first) == 0 && kv.second["string_value"].IsString()) {
-      spec->options[kv.first] = kv.second["string_value"].AsString();
+    if (kKnown.count(kv.first) != 0 || !kv.second["string_value"].IsString()) continue;
+    if (const char* advice = LegacyAdvice(kv.first)) {
+      spec->warnings.push_back(
+          "parameter '" + kv.first +
+          "' is a setting of the older Ascend GE backend that npu_ge does not read "
+          "(ignored): " +
+          advice);
+      continue;
     }
+    spec->options[kv.first] = kv.second["string_value"].AsString();
   }
   return nullptr;
 }
@@ -192,14 +215,6 @@ IsTritonCmdlineKey(const std::string& key)
 TRITONSERVER_Error*
 ParseBackendOptions(const JsonValue& cmdline, BackendConfigSpec* spec, bool have_ge_graph)
 {
-  // Read by the older Ascend GE backend at this level; npu_ge has other means.
-  static const std::map<std::string, std::string> kLegacy{
-      {"device_exec_blocks", "set instance_group count (one stream per instance)"},
-      {"instance_exec_blocks", "set instance_group count (one stream per instance)"},
-      {"static_model", "npu_ge takes the batch shape from the model itself"},
-      {"dump_graph", "use CANN's own dump settings (DUMP_GE_GRAPH) in the environment"},
-      {"dump_data", "use CANN's own dump settings in the environment"},
-      {"profiling", "use CANN's own profiling settings in the environment"}};
   for (const auto& kv : cmdline.Members()) {
     const std::string& key = kv.first;
     if (key == "device_ids" || key == "telemetry_interval_ms" ||
@@ -217,13 +232,12 @@ ParseBackendOptions(const JsonValue& cmdline, BackendConfigSpec* spec, bool have
       }
       continue;
     }
-    auto legacy = kLegacy.find(key);
-    if (legacy != kLegacy.end()) {
+    if (const char* advice = LegacyAdvice(key)) {
       spec->warnings.push_back(
           "--backend-config=npu_ge," + key + "=" + value +
           ": a setting of the older Ascend GE backend that npu_ge does not read "
           "(ignored): " +
-          legacy->second);
+          advice);
       continue;
     }
     return NPU_GE_ERROR(

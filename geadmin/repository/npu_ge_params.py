@@ -249,20 +249,26 @@ def _unread_keys(config: model_config_pb2.ModelConfig) -> list[str]:
 
 
 def check_ignored_parameters(config: Config, versions: Versions) -> Iterable[Issue]:
-    if engine_for(config, versions) != ACL_OM:
-        return
+    engine = engine_for(config, versions)
     for key in _unread_keys(config):
-        if key == "static_model":
+        legacy = key in PARAMETERS and PARAMETERS[key].legacy
+        if key == "static_model" and engine == ACL_OM:
             continue  # its own check
-        what = PARAMETERS[key].meaning if key in PARAMETERS else scope_of(key) or "not an npu_ge parameter"
-        yield (_param_path(key), f"parameter '{key}' ({what}) is not used by engine 'acl_om': the backend "
-               "logs a warning and ignores it", "remove it (ge.*/session.*/graph.* apply to ge_graph only)")
+        if legacy:  # either engine: the backend warns and ignores it
+            yield (_param_path(key), f"parameter '{key}' ({PARAMETERS[key].meaning}) is a setting of the "
+                   "older Ascend GE backend that npu_ge does not read: the backend logs a warning and "
+                   "ignores it", "remove it")
+        elif engine == ACL_OM:
+            what = scope_of(key) or "not an npu_ge parameter"
+            yield (_param_path(key), f"parameter '{key}' ({what}) is not used by engine 'acl_om': the "
+                   "backend logs a warning and ignores it",
+                   "remove it (ge.*/session.*/graph.* apply to ge_graph only)")
 
 
 def check_rejected_parameters(config: Config, versions: Versions) -> Iterable[Issue]:
     if engine_for(config, versions) != GE_GRAPH:
         return
-    for key in (k for k in _unread_keys(config) if scope_of(k) is None):
+    for key in (k for k in _unread_keys(config) if scope_of(k) is None and k not in PARAMETERS):
         yield (_param_path(key), f"parameter '{key}' is neither an npu_ge parameter nor a 'ge.*', "
                "'session.<key>' or 'graph.<key>' option: engine 'ge_graph' fails the load",
                "remove it, or give it one of the three scopes")
@@ -390,7 +396,8 @@ CHECKS: dict[str, tuple[str, str, Check]] = {
     "engine_value": ("error", "engine is neither acl_om nor ge_graph", check_engine_value),
     "host_path_value": ("error", "execute_timeout_ms or copy_overlap has a value the backend rejects",
                         check_host_path_values),
-    "parameter_ignored": ("warning", "a parameter acl_om does not read", check_ignored_parameters),
+    "parameter_ignored": ("warning", "a parameter acl_om does not read, or one of the older GE backend",
+                          check_ignored_parameters),
     "parameter_rejected": ("error", "a parameter ge_graph rejects", check_rejected_parameters),
     "static_model": ("warning", "static_model (older backend), with or without dynamic batching",
                      check_static_model),

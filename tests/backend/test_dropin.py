@@ -97,16 +97,22 @@ def test_older_ge_backend_keys_load_with_warnings(npu_triton: StartServer, npu_r
     write_model(npu_repo, "executor_type_om", TENSORS + param("EXECUTOR_TYPE", "acl_om"), OM)
     write_model(npu_repo, "device_id", TENSORS + param("DEVICE_ID", "0"), OM)
     write_model(npu_repo, "ge_option", TENSORS + param("ge.aicoreNum", "12|10"), OM)
+    write_model(npu_repo, "legacy", TENSORS + param("static_model", "1") + param("profiling", "dynamic"), OM)
     om_and_onnx = write_model(npu_repo, "om_and_onnx", TENSORS, OM)
     (om_and_onnx / "1" / "model.onnx").write_text("onnx bytes\n")  # model.om wins
     server = npu_triton(npu_repo, models=[])
-    for name in ("executor_type_om", "device_id", "ge_option", "om_and_onnx"):
+    for name in ("executor_type_om", "device_id", "ge_option", "legacy", "om_and_onnx"):
         assert load(server.url, name) == (200, ""), name
         assert_serves(server.process.grpc_url, name)
     log = server.log()
     assert "model 'executor_type_om': parameter 'EXECUTOR_TYPE' is deprecated; use 'engine'" in log
     assert "model 'device_id': parameter 'DEVICE_ID' is deprecated; use 'device_ids'" in log
     assert "model 'ge_option': parameter 'ge.aicoreNum' is not used by engine 'acl_om' (ignored)" in log
+    older = "is a setting of the older Ascend GE backend that npu_ge does not read (ignored)"
+    assert (f"model 'legacy': parameter 'static_model' {older}: npu_ge takes the batch shape from the "
+            "model itself") in log
+    assert (f"model 'legacy': parameter 'profiling' {older}: use CANN's own profiling settings in the "
+            "environment") in log
     assert "engine acl_om, file " in log and "/om_and_onnx/1/model.om" in log
 
 
@@ -200,7 +206,7 @@ def test_onnx_repository_loads_with_ge_graph_and_backend_config_ge_options_reach
 ) -> None:
     real_onnx_model(npu_repo, "resnet")  # 1/model.onnx, no default_model_filename, no engine
     real_onnx_model(npu_repo, "same_option", param("ge.exec.precision_mode", "force_fp16"))
-    real_onnx_model(npu_repo, "new_option", param("ge.aicoreNum", "12|10"))
+    real_onnx_model(npu_repo, "new_option", param("ge.aicoreNum", "12|10") + param("static_model", "1"))
     real_onnx_model(npu_repo, "clashing", param("ge.exec.precision_mode", "allow_mix_precision"))
     real_onnx_model(npu_repo, "wrong_name", output="output0")
     state = tmp_path / "ge" / "ge_double_state.json"
@@ -226,6 +232,8 @@ def test_onnx_repository_loads_with_ge_graph_and_backend_config_ge_options_reach
     ge = ge_state(tmp_path / "ge")
     assert len(ge["initialize"]) == 1  # GEInitialize once per process
     assert ge["sessions"][-1]["ge.aicoreNum"] == "12|10"  # merged into that model's session
+    assert "static_model" not in ge["sessions"][-1]  # the older backend's key: warned, not passed to GE
+    assert "model 'new_option': parameter 'static_model' is a setting of the older Ascend" in server.log()
     status, error = load(server.url, "clashing")
     assert status == 400
     assert ("parameter 'ge.exec.precision_mode' is 'allow_mix_precision', but GE is already initialized "

@@ -87,7 +87,7 @@ CASES: dict[str, Case] = {
                                                  '{ name: "y", data_type: TYPE_FP32, dims: [4] }]')),
     "kind_gpu": Case("npu_ge.kind_gpu", edit("KIND_CPU", "KIND_GPU")),
     "parameter_rejected": Case("npu_ge.parameter_rejected", add(param("engine", "ge_graph") + "\n"
-                                                                 + param("static_model", "true"))),
+                                                                 + param("precision", "fp16"))),
     # npu_ge warnings: the backend loads them.
     "deprecated_device_id": Case("npu_ge.deprecated_key", add(param("DEVICE_ID", "0"))),
     "deprecated_executor_type": Case("npu_ge.deprecated_key", add(param("EXECUTOR_TYPE", "acl_om"))),

@@ -340,3 +340,28 @@ TEST(ModelConfig, LegacyKeysAreNamedInTheirErrors)
       "parameter 'DEVICE_ID': expected a comma-separated list of device ids like "
       "'0,1', got 'npu0'");
 }
+
+TEST(ModelConfig, OlderBackendParametersAreWarnedAboutNotPassedToGe)
+{
+  ModelConfigSpec spec;
+  ASSERT_EQ(
+      Message(ParseModelConfig(
+          Json(R"({"name": "m", "input": [], "output": [],
+    "default_model_filename": "model.onnx",
+    "parameters": {"static_model": {"string_value": "1"},
+                   "profiling": {"string_value": "dynamic"},
+                   "ge.aicoreNum": {"string_value": "12|10"}}})"),
+          &spec, false)),
+      "");
+  EXPECT_EQ(
+      spec.options, (std::map<std::string, std::string>{{"ge.aicoreNum", "12|10"}}));
+  ASSERT_EQ(spec.warnings.size(), 2u);
+  EXPECT_EQ(
+      spec.warnings[0],
+      "parameter 'profiling' is a setting of the older Ascend GE backend that npu_ge "
+      "does not read (ignored): use CANN's own profiling settings in the environment");
+  EXPECT_EQ(
+      spec.warnings[1],
+      "parameter 'static_model' is a setting of the older Ascend GE backend that npu_ge "
+      "does not read (ignored): npu_ge takes the batch shape from the model itself");
+}
