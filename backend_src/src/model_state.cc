@@ -5,6 +5,7 @@
 
 #include "acl_om_engine.h"
 #include "auto_complete.h"
+#include "onnx_info.h"
 #ifdef NPU_GE_WITH_GE_GRAPH
 #include "ge_graph_engine.h"
 #endif
@@ -74,8 +75,7 @@ ModelState::Create(TRITONBACKEND_Model* model, std::unique_ptr<ModelState>* stat
       ResolveModelFile(RegularFiles(version_dir), kHaveGeGraph, &s->spec_, &note),
       "model '" + s->name_ + "' version " + std::to_string(s->version_)));
   if (!note.empty()) NPU_GE_LOG(INFO, "model '" << s->name_ << "': " << note);
-  const bool complete = auto_complete && s->spec_.engine == EngineKind::kAclOm &&
-                        ConfigNeedsAutoComplete(config);
+  const bool complete = auto_complete && ConfigNeedsAutoComplete(config);
   if (!complete) NPU_GE_RETURN_IF_ERROR(CheckTensorsDeclared(s->spec_));
   if (s->spec_.engine == EngineKind::kAclOm) {
     for (const auto& kv : s->spec_.options) {
@@ -123,13 +123,19 @@ TRITONSERVER_Error*
 ModelState::AutoComplete(
     TRITONBACKEND_Model* model, const JsonValue& config, const std::string& path)
 {
-  std::shared_ptr<AclRuntime> runtime;
-  NPU_GE_RETURN_IF_ERROR(backend_->Runtime(&runtime));
-  NPU_GE_RETURN_IF_ERROR(Describe(*runtime, path));
+  ModelIoDesc onnx;  // ge_graph: the ONNX graph's own inputs and outputs
+  if (spec_.engine == EngineKind::kAclOm) {
+    std::shared_ptr<AclRuntime> runtime;
+    NPU_GE_RETURN_IF_ERROR(backend_->Runtime(&runtime));
+    NPU_GE_RETURN_IF_ERROR(Describe(*runtime, path));
+  } else {
+    NPU_GE_RETURN_IF_ERROR(ReadOnnxIoFile(path, spec_.model_filename, &onnx));
+  }
   JsonValue completed;
   std::string summary;
-  NPU_GE_RETURN_IF_ERROR(
-      AutoCompleteConfig(config, io_, spec_.model_filename, &completed, &summary));
+  NPU_GE_RETURN_IF_ERROR(AutoCompleteConfig(
+      config, spec_.engine == EngineKind::kAclOm ? io_ : onnx, spec_.model_filename,
+      &completed, &summary));
   ModelConfigSpec full;
   NPU_GE_RETURN_IF_ERROR(
       WrapError(ParseModelConfig(completed, &full), "auto-completed configuration"));

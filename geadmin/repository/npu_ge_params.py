@@ -356,25 +356,23 @@ def check_reshape(config: Config, _: Versions) -> Iterable[Issue]:
                    "the load", "remove reshape and write the model's own dims")
 
 
-def check_tensors(config: Config, versions: Versions) -> Iterable[Issue]:
+def check_tensors(config: Config, _: Versions) -> Iterable[Issue]:
     for what in ("input", "output"):
-        tensors = getattr(config, what)
-        names = [t.name for t in tensors]
-        if not tensors and engine_for(config, versions) == GE_GRAPH:  # only an .om describes itself at load
-            yield (what, f"no {what} declared: the ge_graph engine needs every {what} of the model in "
-                   "the config", f"add {what} [{{ name: ..., data_type: ..., dims: [...] }}] as the model "
-                   "declares them")
+        names = [t.name for t in getattr(config, what)]
         for twice in sorted({n for n in names if names.count(n) > 1}):
             yield (f"{what}[{names.index(twice)}]", f"{what} '{twice}' is declared twice", "declare it once")
 
 
 def check_tensors_completed(config: Config, versions: Versions) -> Iterable[Issue]:
+    engine = engine_for(config, versions)
+    files = sorted({resolved_file(config, d)[1] for d in versions.values()}) or [model_filename(config)]
+    source = "the .om's description" if engine == ACL_OM else "the ONNX graph's inputs and outputs"
     for what in ("input", "output"):
-        if not getattr(config, what) and engine_for(config, versions) == ACL_OM:
-            yield (what, f"no {what} declared: npu_ge completes them from model.om when the model loads "
-                   "(Triton's auto-complete; a Triton started with --disable-auto-complete-config refuses "
-                   "the config)", f"declare {what} [...] to pin the model's interface, or leave it to "
-                   "auto-complete and check GET /v2/models/<name>/config")
+        if not getattr(config, what):
+            yield (what, f"no {what} declared: npu_ge completes them from {', '.join(files)} ({source}) when "
+                   "the model loads (Triton's auto-complete; a Triton started with "
+                   "--disable-auto-complete-config refuses the config)", f"declare {what} [...] to pin the "
+                   "model's interface, or leave it to auto-complete and check GET /v2/models/<name>/config")
 
 
 def check_kind(config: Config, _: Versions) -> Iterable[Issue]:
@@ -407,8 +405,8 @@ CHECKS: dict[str, tuple[str, str, Check]] = {
     "dims_dynamic": ("error", "a variable dimension besides the batch", check_dynamic_dims),
     "string_tensor": ("error", "a TYPE_STRING tensor", check_bytes),
     "reshape": ("error", "a reshape", check_reshape),
-    "tensors": ("error", "a tensor declared twice, or none declared for ge_graph", check_tensors),
-    "tensors_completed": ("warning", "no inputs or outputs: completed from the .om at load",
+    "tensors": ("error", "a tensor declared twice", check_tensors),
+    "tensors_completed": ("warning", "no inputs or outputs: completed from the .om or ONNX file at load",
                           check_tensors_completed),
     "kind_gpu": ("error", "instance_group KIND_GPU", check_kind),
 }

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import requests
 
 from tests.backend.conftest import StartServer
 from tests.backend.support import (
@@ -209,6 +210,8 @@ def test_onnx_repository_loads_with_ge_graph_and_backend_config_ge_options_reach
     real_onnx_model(npu_repo, "new_option", param("ge.aicoreNum", "12|10") + param("static_model", "1"))
     real_onnx_model(npu_repo, "clashing", param("ge.exec.precision_mode", "allow_mix_precision"))
     real_onnx_model(npu_repo, "wrong_name", output="output0")
+    bare = write_model(npu_repo, "bare_onnx", "max_batch_size: 8\n", None)  # "input/output may be left out"
+    (bare / "1" / "model.onnx").write_bytes(onnx_bytes(["x"], ["y"]))
     state = tmp_path / "ge" / "ge_double_state.json"
     server = npu_triton(npu_repo, models=[], build=ge_double_build, name="ge",
                         env={"NPU_GE_GE_DOUBLE_STATE_FILE": str(state)},
@@ -244,3 +247,13 @@ def test_onnx_repository_loads_with_ge_graph_and_backend_config_ge_options_reach
     assert status == 400
     assert "output 'output0' not found in model.onnx (its outputs: y)" in error
     assert model_ready(server.url, "resnet") and model_ready(server.url, "new_option")
+
+    # A config without input/output is completed from the ONNX graph, visible in Triton's /config.
+    assert load(server.url, "bare_onnx") == (200, "")
+    config = requests.get(f"{server.url}/v2/models/bare_onnx/config", timeout=10).json()
+    def tensors(key: str) -> list[tuple[str, str, list[int]]]:
+        return [(t["name"], t["data_type"], [int(d) for d in t["dims"]]) for t in config[key]]
+    assert tensors("input") == [("x", "TYPE_FP32", [4])] and tensors("output") == [("y", "TYPE_FP32", [4])]
+    x = np.ones((3, 4), dtype=np.float32)
+    np.testing.assert_array_equal(infer(server.process.grpc_url, "bare_onnx", {"x": x})["y"], 2 * x + 1)
+    assert "model 'bare_onnx': configuration auto-completed from model.onnx" in server.log()

@@ -350,3 +350,12 @@ def test_older_backend_parameters_are_ignored_with_a_warning_by_either_engine(tm
     assert [f.rule for f in findings if f.severity is Severity.ERROR] == [], [str(f) for f in findings]
     ignored = sorted(f.path for f in findings if f.rule == "npu_ge.parameter_ignored")
     assert ignored == ['parameters["profiling"]', 'parameters["static_model"]']
+
+
+def test_an_onnx_model_without_tensors_is_completed_at_load_not_an_error(tmp_path: Path) -> None:
+    bare = both(remove("1/model.om"), touch("1/model.onnx"),
+                text('output [{ name: "y", data_type: TYPE_FP32, dims: [4] }]\n', ""))
+    findings = validate_model(make(tmp_path, bare)).findings
+    assert [f.rule for f in findings if f.severity is Severity.ERROR] == [], [str(f) for f in findings]
+    (completed,) = [f for f in findings if f.rule == "npu_ge.tensors_completed"]
+    assert "completes them from model.onnx (the ONNX graph's inputs and outputs)" in completed.message
