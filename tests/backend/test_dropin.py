@@ -212,6 +212,8 @@ def test_onnx_repository_loads_with_ge_graph_and_backend_config_ge_options_reach
     real_onnx_model(npu_repo, "wrong_name", output="output0")
     bare = write_model(npu_repo, "bare_onnx", "max_batch_size: 8\n", None)  # "input/output may be left out"
     (bare / "1" / "model.onnx").write_bytes(onnx_bytes(["x"], ["y"]))
+    unbatched = write_model(npu_repo, "bare_unbatched", "", None)  # no max_batch_size: batch stays -1
+    (unbatched / "1" / "model.onnx").write_bytes(onnx_bytes(["x"], ["y"]))
     state = tmp_path / "ge" / "ge_double_state.json"
     server = npu_triton(npu_repo, models=[], build=ge_double_build, name="ge",
                         env={"NPU_GE_GE_DOUBLE_STATE_FILE": str(state)},
@@ -257,3 +259,7 @@ def test_onnx_repository_loads_with_ge_graph_and_backend_config_ge_options_reach
     x = np.ones((3, 4), dtype=np.float32)
     np.testing.assert_array_equal(infer(server.process.grpc_url, "bare_onnx", {"x": x})["y"], 2 * x + 1)
     assert "model 'bare_onnx': configuration auto-completed from model.onnx" in server.log()
+    status, error = load(server.url, "bare_unbatched")
+    assert status == 400
+    assert ("input 'x': model.onnx has dynamic dims [-1,4]; only a dynamic batch dimension is supported "
+            "(set max_batch_size > 0 to serve dim 0 as the batch)" in error), error
