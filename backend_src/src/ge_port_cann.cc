@@ -71,10 +71,18 @@ FreeDeviceBytes(size_t* free_bytes)
   return aclrtGetMemInfo(ACL_HBM_MEM, free_bytes, &total) == ACL_SUCCESS;
 }
 
+// One instance's session and compiled graph; holds a reference on its
+// device (aclrtSetDevice, for aclrtGetMemInfo) until it goes.
 struct OpenGraph {
   std::unique_ptr<ge::Session> session;
   GeGraphIo io;
   int32_t device = 0;
+  bool device_set = false;
+  ~OpenGraph()
+  {
+    session.reset();  // ~Session releases the graph and its memory
+    if (device_set) aclrtResetDevice(device);
+  }
 };
 
 class CannGePort : public GePort {
@@ -154,17 +162,12 @@ class CannGePort : public GePort {
 
   void CloseSession(uint64_t session_id) override
   {
-    std::unique_ptr<OpenGraph> g;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      auto it = graphs_.find(session_id);
-      if (it == graphs_.end()) return;
-      g = std::move(it->second);
-      graphs_.erase(it);
-    }
-    const int32_t device = g->device;
-    g.reset();  // ~Session releases the graph and its memory
-    aclrtResetDevice(device);
+    std::unique_ptr<OpenGraph> g;  // destroyed outside the lock
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = graphs_.find(session_id);
+    if (it == graphs_.end()) return;
+    g = std::move(it->second);
+    graphs_.erase(it);
   }
 
  private:
