@@ -18,7 +18,6 @@ TRITONSERVER_Error*
 BuildGeOptions(const ModelConfigSpec& spec, GeOptionSets* sets)
 {
   GeOptionSets s;
-  s.global["ge.graphRunMode"] = "0";  // inference
   for (const auto& kv : spec.options) {
     const std::string& key = kv.first;
     if (key.rfind("ge.", 0) == 0) {
@@ -74,6 +73,9 @@ GeGlobal::Join(
       }
       merged[kv.first] = kv.second;
       if (origin.count(kv.first) == 0) origin[kv.first] = "model '" + model + "'";
+    }
+    if (merged.emplace("ge.graphRunMode", "0").second) {  // inference, unless told
+      origin["ge.graphRunMode"] = "npu_ge's default (inference)";
     }
     NPU_GE_RETURN_IF_ERROR(port_->Initialize(merged));
     initialized_ = true;

@@ -25,7 +25,8 @@ struct GeOptionSets {
 TRITONSERVER_Error* BuildGeOptions(const ModelConfigSpec& spec, GeOptionSets* sets);
 
 // GE's process-wide state. The first ge_graph model initializes GE with the
-// backend's --backend-config ge.* options merged with its own ge.* options.
+// backend's --backend-config ge.* options merged with its own ge.* options
+// (and ge.graphRunMode=0, inference, unless one of them sets it).
 // A later model's ge.* option is checked against what GE was initialized
 // with: the same value is fine; a key GE was initialized without is merged
 // into that model's session options (GE session options take ge.* keys);

@@ -299,3 +299,17 @@ TEST(GeGraphEngine, RejectsOptionsOutsideTheKnownScopes)
       "parameter 'precision': expected a 'ge.*', 'session.*' or 'graph.*' option for "
       "engine 'ge_graph'");
 }
+
+TEST(GeGlobal, GraphRunModeDefaultsToInferenceUnlessTheBackendConfigSetsIt)
+{
+  Fixture f(GeOptions{{"ge.graphRunMode", "1"}});
+  std::unique_ptr<Engine> engine;
+  ASSERT_EQ(Message(CreateGeGraphEngine(f.ge, Spec(), f.path, &engine)), "");
+  EXPECT_EQ(f.port->inits.at(0).at("ge.graphRunMode"), "1");  // what the operator wrote
+  ModelConfigSpec clash = Spec("second");
+  clash.options["ge.graphRunMode"] = "0";
+  EXPECT_NE(
+      Message(CreateGeGraphEngine(f.ge, clash, f.path, &engine))
+          .find("(from --backend-config)"),
+      std::string::npos);
+}
