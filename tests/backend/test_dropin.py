@@ -27,6 +27,8 @@ from tests.backend.support import (
     load,
     model_ready,
     model_stats,
+    unload,
+    wait_for,
     write_model,
 )
 from tests.backend.test_inference import infer
@@ -263,3 +265,49 @@ def test_onnx_repository_loads_with_ge_graph_and_backend_config_ge_options_reach
     assert status == 400
     assert ("input 'x': model.onnx has dynamic dims [-1,4]; only a dynamic batch dimension is supported "
             "(set max_batch_size > 0 to serve dim 0 as the batch)" in error), error
+
+
+def test_ge_graph_paths_are_clean_under_address_sanitizer(
+    npu_triton: StartServer, npu_repo: Path, tmp_path: Path
+) -> None:
+    # ONNX read, auto-complete, GE option merging and refusal, compile at load, execute and
+    # ten load/unload cycles, with npu_ge, the ACL double and the GE port double built with ASan.
+    from tests.backend.test_asan import libasan_path, sanitizer_reports, shut_down_after_leak_check
+
+    done = subprocess.run(["bash", str(REPO_ROOT / "backend_src" / "build.sh"), "--ge-double-asan"],
+                          capture_output=True, text=True, timeout=900, check=False)
+    assert done.returncode == 0, done.stderr[-4000:]
+    root = REPO_ROOT / "build" / "backend-gedouble-asan"
+    build = BackendBuild(root / "npu_ge", root / "acl_double", root)
+    real_onnx_model(npu_repo, "onnx")
+    bare = write_model(npu_repo, "bare_onnx", "max_batch_size: 8\n", None)
+    (bare / "1" / "model.onnx").write_bytes(onnx_bytes(["x"], ["y"]))
+    real_onnx_model(npu_repo, "clashing", param("ge.exec.precision_mode", "allow_mix_precision"))
+    (npu_repo / "garbage" / "1").mkdir(parents=True)
+    (npu_repo / "garbage" / "config.pbtxt").write_text(
+        'name: "garbage"\nbackend: "npu_ge"\n' + TENSORS)
+    (npu_repo / "garbage" / "1" / "model.onnx").write_bytes(b"\x0a\xff\xff\xff")  # truncated protobuf
+    log_dir = tmp_path / "asan_logs"
+    log_dir.mkdir()
+    server = npu_triton(npu_repo, models=[], build=build, name="asan_ge", env={
+        "LD_PRELOAD": libasan_path(),
+        "ASAN_OPTIONS": f"detect_leaks=1:log_path={log_dir}/asan:verify_asan_link_order=0:halt_on_error=1",
+        "NPU_GE_DOUBLE_LEAK_CHECK_AT_FINALIZE": "1"},
+        extra_args=["--backend-config=npu_ge,ge.exec.precision_mode=force_fp16"])
+    assert "libasan" in Path(f"/proc/{server.process.pid}/maps").read_text()
+    for _ in range(10):
+        for name in ("onnx", "bare_onnx"):
+            assert load(server.url, name) == (200, ""), name
+            x = np.ones((2, 4), dtype=np.float32)
+            np.testing.assert_array_equal(infer(server.process.grpc_url, name, {"x": x})["y"], 2 * x + 1)
+            unload(server.url, name)
+            wait_for(lambda n=name: not model_ready(server.url, n), 60, f"unload of {name}")
+        assert load(server.url, "clashing")[0] == 400
+        status, error = load(server.url, "garbage")
+        assert status == 400 and "model.onnx is not an ONNX model" in error, error
+    assert load(server.url, "onnx") == (200, "")  # finalized at shutdown
+    leaks = shut_down_after_leak_check(server)
+    errors, our_leaks = sanitizer_reports(log_dir)
+    assert errors == [], "\n\n".join(errors)
+    assert our_leaks == [], "\n\n".join(our_leaks)
+    assert leaks == 0, list(log_dir.iterdir())
