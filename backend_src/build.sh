@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
 # Builds the npu_ge Triton backend with CMake, against the real CANN headers.
 #
-# Usage: bash backend_src/build.sh [--asan] [--asan-only] [--test] [--lib-only]
+# Usage: bash backend_src/build.sh [--asan] [--asan-only] [--test] [--lib-only] [--ge-double]
+#                                  [--ge-double-asan]
 #   (no flag)    build/backend: npu_ge/libtriton_npu_ge.so (a ready backend dir),
 #                acl_double/libascendcl.so (the ACL test double) and the unit tests
 #   --asan       also build the AddressSanitizer variant into build/backend-asan
 #   --asan-only  only the AddressSanitizer variant
 #   --test       run the unit tests with ctest after building
 #   --lib-only   the backend library only (no test double, no unit tests: for images)
+#   --ge-double  only build/backend-gedouble: the backend with engine ge_graph over the
+#                GE port TEST DOUBLE (tests/backend/ge_double) instead of CANN's GE, and
+#                the ACL double; for the real-tritonserver tests of ONNX repositories
+#   --ge-double-asan  the same with AddressSanitizer, in build/backend-gedouble-asan
 #
 # CANN headers: $ASCEND_TOOLKIT_HOME/include when ASCEND_TOOLKIT_HOME is set (CANN
 # toolkit; set NPU_GE_WITH_GE_GRAPH=ON to also build the GE graph engine). Otherwise
@@ -21,14 +26,16 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 JOBS="${NPU_GE_JOBS:-2}"
 TORCH_NPU_VERSION="2.14.0"
-WANT_MAIN=1 WANT_ASAN=0 RUN_TESTS=0 LIB_ONLY=0
+WANT_MAIN=1 WANT_ASAN=0 RUN_TESTS=0 LIB_ONLY=0 WANT_GE_DOUBLE=0 WANT_GE_DOUBLE_ASAN=0
 for arg in "$@"; do
   case "$arg" in
     --asan) WANT_ASAN=1 ;;
     --asan-only) WANT_ASAN=1; WANT_MAIN=0 ;;
     --test) RUN_TESTS=1 ;;
     --lib-only) LIB_ONLY=1 ;;
-    -h|--help) sed -n '2,20p' "${BASH_SOURCE[0]}"; exit 0 ;;
+    --ge-double) WANT_GE_DOUBLE=1; WANT_MAIN=0 ;;
+    --ge-double-asan) WANT_GE_DOUBLE_ASAN=1; WANT_MAIN=0 ;;
+    -h|--help) sed -n '2,25p' "${BASH_SOURCE[0]}"; exit 0 ;;
     *) echo "build.sh: unknown option '$arg' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -79,14 +86,15 @@ if command -v ninja >/dev/null 2>&1; then GENERATOR=(-G Ninja); fi
 if [[ "$LIB_ONLY" == 1 ]]; then TEST_FLAGS=(-DNPU_GE_BUILD_TESTS=OFF -DNPU_GE_BUILD_TEST_DOUBLE=OFF)
 else TEST_FLAGS=(-DNPU_GE_BUILD_TESTS=ON -DNPU_GE_BUILD_TEST_DOUBLE=ON); fi
 
-build_variant() {  # build_variant <dir> <sanitizer>
+build_variant() {  # build_variant <dir> <sanitizer> [extra cmake args...]
   local dir="$1" sanitize="$2"
+  shift 2
   if [[ ! -f "$dir/CMakeCache.txt" ]]; then
     cmake -S "$ROOT/backend_src" -B "$dir" "${GENERATOR[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
       -DNPU_GE_CANN_INCLUDE_DIR="$CANN_INCLUDE" -DNPU_GE_SANITIZE="$sanitize" \
-      -DNPU_GE_WITH_GE_GRAPH="${NPU_GE_WITH_GE_GRAPH:-OFF}" "${TEST_FLAGS[@]}" >/dev/null
+      -DNPU_GE_WITH_GE_GRAPH="${NPU_GE_WITH_GE_GRAPH:-OFF}" "${TEST_FLAGS[@]}" "$@" >/dev/null
   else  # re-run configure so option changes apply
-    cmake "$dir" -DNPU_GE_CANN_INCLUDE_DIR="$CANN_INCLUDE" "${TEST_FLAGS[@]}" >/dev/null
+    cmake "$dir" -DNPU_GE_CANN_INCLUDE_DIR="$CANN_INCLUDE" "${TEST_FLAGS[@]}" "$@" >/dev/null
   fi
   cmake --build "$dir" -j "$JOBS"
   if [[ "$RUN_TESTS" == 1 && "$LIB_ONLY" == 0 ]]; then
@@ -96,5 +104,13 @@ build_variant() {  # build_variant <dir> <sanitizer>
 
 if [[ "$WANT_MAIN" == 1 ]]; then build_variant "$ROOT/build/backend" ""; fi
 if [[ "$WANT_ASAN" == 1 ]]; then build_variant "$ROOT/build/backend-asan" address; fi
+GE_DOUBLE_SRC="$ROOT/tests/backend/ge_double/ge_port_double.cc"
+for want in "$WANT_GE_DOUBLE:backend-gedouble:" "$WANT_GE_DOUBLE_ASAN:backend-gedouble-asan:address"; do
+  IFS=: read -r on dir sanitize <<<"$want"
+  [[ "$on" == 1 ]] || continue
+  TEST_FLAGS=(-DNPU_GE_BUILD_TESTS=OFF -DNPU_GE_BUILD_TEST_DOUBLE=ON)
+  build_variant "$ROOT/build/$dir" "$sanitize" -DNPU_GE_GE_PORT_DOUBLE="$GE_DOUBLE_SRC"
+  echo "build.sh: backend with the GE port TEST DOUBLE ready in $ROOT/build/$dir/npu_ge" >&2
+done
 if [[ "$WANT_MAIN" == 1 ]]; then echo "build.sh: backend ready in $ROOT/build/backend/npu_ge" >&2; fi
 if [[ "$WANT_ASAN" == 1 ]]; then echo "build.sh: ASan backend ready in $ROOT/build/backend-asan/npu_ge" >&2; fi

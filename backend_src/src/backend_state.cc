@@ -13,7 +13,13 @@ BackendState::Create(TRITONBACKEND_Backend* backend, std::unique_ptr<BackendStat
   // The backend config message is owned by Triton: not deleted here.
   JsonValue config;
   NPU_GE_RETURN_IF_ERROR(ParseMessage(raw, "backend config", &config));
-  NPU_GE_RETURN_IF_ERROR(ParseBackendConfig(config, &s->config_));
+#ifdef NPU_GE_WITH_GE_GRAPH
+  const bool have_ge_graph = true;
+#else
+  const bool have_ge_graph = false;
+#endif
+  NPU_GE_RETURN_IF_ERROR(ParseBackendConfig(config, &s->config_, have_ge_graph));
+  for (const std::string& w : s->config_.warnings) NPU_GE_LOG(WARN, w);
   s->telemetry_.reset(new Telemetry(s->config_.telemetry_interval_ms));
   *state = std::move(s);
   return nullptr;

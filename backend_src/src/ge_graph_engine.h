@@ -1,11 +1,14 @@
-// The GE graph engine: ONNX (or TF) models compiled online by GE at load.
+// The GE graph engine: ONNX models compiled online by GE when the model loads.
 // Graphs are compiled for a static batch of max_batch_size rows (smaller
-// batches are padded, padding never returned). Options from the model's
-// parameters: "ge.*" are global GE options, "session.<k>" session options and
+// batches are padded, padding never returned). The config binds to the ONNX
+// graph's own input/output names, data types and dims (read from the file).
+// Options: "ge.*" parameters and --backend-config=npu_ge,ge.* are global GE
+// options (GEInitialize, once per process), "session.<k>" session options and
 // "graph.<k>" graph options (the scopes of the older Ascend GE backend).
 #pragma once
 
 #include <memory>
+#include <mutex>
 
 #include "engine.h"
 #include "ge_port.h"
@@ -21,9 +24,34 @@ struct GeOptionSets {
 // Splits model parameters into GE option scopes; unknown keys are errors.
 TRITONSERVER_Error* BuildGeOptions(const ModelConfigSpec& spec, GeOptionSets* sets);
 
-// Creates the engine; 'port' is shared by every instance of the model.
+// GE's process-wide state. The first ge_graph model initializes GE with the
+// backend's --backend-config ge.* options merged with its own ge.* options
+// (and ge.graphRunMode=0, inference, unless one of them sets it).
+// A later model's ge.* option is checked against what GE was initialized
+// with: the same value is fine; a key GE was initialized without is merged
+// into that model's session options (GE session options take ge.* keys);
+// a different value is refused, naming both values and where each came from.
+class GeGlobal {
+ public:
+  GeGlobal(std::shared_ptr<GePort> port, GeOptions backend_options);
+  GePort& port() { return *port_; }
+  const std::shared_ptr<GePort>& shared_port() const { return port_; }
+
+  TRITONSERVER_Error* Join(
+      const std::string& model, const GeOptions& wanted, GeOptions* session_extra);
+
+ private:
+  std::shared_ptr<GePort> port_;
+  const GeOptions backend_options_;
+  std::mutex mu_;
+  bool initialized_ = false;
+  GeOptions options_;                          // what GEInitialize was given
+  std::map<std::string, std::string> origin_;  // key -> who set it
+};
+
+// Creates the engine; 'ge' is shared by every ge_graph model of the process.
 TRITONSERVER_Error* CreateGeGraphEngine(
-    std::shared_ptr<GePort> port, const ModelConfigSpec& spec,
+    std::shared_ptr<GeGlobal> ge, const ModelConfigSpec& spec,
     const std::string& model_path, std::unique_ptr<Engine>* engine);
 
 }  // namespace npu_ge

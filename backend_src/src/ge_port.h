@@ -16,22 +16,40 @@ namespace npu_ge {
 
 using GeOptions = std::map<std::string, std::string>;
 
+// One graph input or output as the graph is compiled: its ONNX name, data
+// type and full dims (batch included).
+struct GeTensorSpec {
+  std::string name;
+  TRITONSERVER_DataType dtype = TRITONSERVER_TYPE_INVALID;
+  std::vector<int64_t> dims;
+  size_t ByteSize() const;
+};
+
+// The graph's inputs and outputs in the model's (ONNX graph) order.
+struct GeGraphIo {
+  std::vector<GeTensorSpec> inputs;
+  std::vector<GeTensorSpec> outputs;
+};
+
 class GePort {
  public:
   virtual ~GePort() = default;
-  // ge::GEInitialize with process-wide options (once per process).
+  // ge::GEInitialize with process-wide options. GeGlobal calls it once.
   virtual TRITONSERVER_Error* Initialize(const GeOptions& global) = 0;
-  // Parses the model file (ONNX) and reports its inputs and outputs.
-  virtual TRITONSERVER_Error* Describe(const std::string& path, ModelIoDesc* io) = 0;
-  // A session on one device with the graph parsed, compiled and loaded.
+  // A session on 'device' with the graph parsed, added and compiled for the
+  // shapes and data types of 'io' (at model load, never on a request).
+  // 'device_bytes' is the device memory the compiled graph holds (0 if GE
+  // cannot tell).
   virtual TRITONSERVER_Error* OpenSession(
       const std::string& path, const GeOptions& session, const GeOptions& graph,
-      uint64_t* session_id) = 0;
-  // Runs the loaded graph on host buffers (inputs/outputs in model order).
+      const GeGraphIo& io, int32_t device, uint64_t* session_id,
+      size_t* device_bytes) = 0;
+  // Runs the compiled graph on host buffers, in the order of 'io' given to
+  // OpenSession, each io.inputs[i].ByteSize() / io.outputs[i].ByteSize() long.
+  // Input tensors carry the compiled shape and data type.
   virtual TRITONSERVER_Error* Run(
       uint64_t session_id, const std::vector<const void*>& inputs,
-      const std::vector<size_t>& input_bytes, const std::vector<void*>& outputs,
-      const std::vector<size_t>& output_bytes) = 0;
+      const std::vector<void*>& outputs) = 0;
   virtual void CloseSession(uint64_t session_id) = 0;
 };
 

@@ -1,15 +1,22 @@
 // The real GePort over CANN's GE online graph API. Built only with the CANN
-// toolkit (NPU_GE_WITH_GE_GRAPH=ON): parser/onnx_parser.h and the libraries
-// are not in the torch-npu wheel used by development builds, so this file is
-// not exercised by the test suite; its logic lives in ge_graph_engine.cc.
+// toolkit (NPU_GE_WITH_GE_GRAPH=ON). The torch-npu wheel used by development
+// builds has ge/ and graph/ but not parser/onnx_parser.h: `make test`
+// compile-checks this file (-fsyntax-only) against the wheel's headers with
+// that one declaration taken from tests/cann_api/ge_api_decls.h, which
+// defines CANN's own include guard. It is not run by the test suite; its
+// logic lives in ge_graph_engine.cc and onnx_info.cc.
 #include <cstring>
 #include <mutex>
 
+#include "acl/acl_rt.h"
 #include "dtype.h"
 #include "ge/ge_api.h"
 #include "ge_port.h"
 #include "graph/graph.h"
+#include "graph/tensor.h"
+#ifndef INC_EXTERNAL_PARSER_ONNX_PARSER_H_  // declared already in the syntax check
 #include "parser/onnx_parser.h"
+#endif
 #include "triton_utils.h"
 
 namespace npu_ge {
@@ -30,119 +37,144 @@ GeError(const char* call, uint32_t status)
       INTERNAL, call << " failed: GE status " << status << ": " << ge::GEGetErrorMsg());
 }
 
-ModelTensorDesc
-FromGe(const std::string& name, const ge::TensorDesc& desc)
+// A host tensor with the compiled shape and data type (ge::DataType uses the
+// aclDataType codes).
+TRITONSERVER_Error*
+MakeTensor(const GeTensorSpec& spec, const void* data, ge::Tensor* tensor)
 {
-  ModelTensorDesc t;
-  t.name = name;
-  const aclDataType acl = static_cast<aclDataType>(desc.GetDataType());  // same codes
-  t.dtype_known = AclToTritonDataType(acl, &t.dtype);
-  t.dtype_name = AclDataTypeName(acl);
-  t.dims = desc.GetShape().GetDims();
-  return t;
+  aclDataType acl = ACL_DT_UNDEFINED;
+  if (!TritonToAclDataType(spec.dtype, &acl)) {
+    return NPU_GE_ERROR(
+        UNSUPPORTED, "input '" << spec.name << "': data type " << DataTypeName(spec.dtype)
+                               << " has no GE counterpart");
+  }
+  ge::TensorDesc desc(
+      ge::Shape(spec.dims), ge::FORMAT_ND, static_cast<ge::DataType>(acl));
+  desc.SetName(spec.name.c_str());
+  if (tensor->SetTensorDesc(desc) != ge::GRAPH_SUCCESS) {
+    return NPU_GE_ERROR(
+        INTERNAL, "ge::Tensor::SetTensorDesc failed for '" << spec.name << "'");
+  }
+  const size_t bytes = spec.ByteSize();
+  if (data != nullptr &&
+      tensor->SetData(static_cast<const uint8_t*>(data), bytes) != ge::GRAPH_SUCCESS) {
+    return NPU_GE_ERROR(INTERNAL, "ge::Tensor::SetData failed for '" << spec.name << "'");
+  }
+  return nullptr;
 }
+
+// Free device memory (HBM) on the current device; false if ACL cannot tell.
+bool
+FreeDeviceBytes(size_t* free_bytes)
+{
+  size_t total = 0;
+  return aclrtGetMemInfo(ACL_HBM_MEM, free_bytes, &total) == ACL_SUCCESS;
+}
+
+// One instance's session and compiled graph; holds a reference on its
+// device (aclrtSetDevice, for aclrtGetMemInfo) until it goes.
+struct OpenGraph {
+  std::unique_ptr<ge::Session> session;
+  GeGraphIo io;
+  int32_t device = 0;
+  bool device_set = false;
+  ~OpenGraph()
+  {
+    session.reset();  // ~Session releases the graph and its memory
+    if (device_set) aclrtResetDevice(device);
+  }
+};
 
 class CannGePort : public GePort {
  public:
   TRITONSERVER_Error* Initialize(const GeOptions& global) override
   {
-    static std::once_flag once;
-    static uint32_t status = ge::SUCCESS;
-    std::call_once(once, [&] { status = ge::GEInitialize(ToGe(global)); });
-    return status == ge::SUCCESS ? nullptr : GeError("ge::GEInitialize", status);
-  }
-
-  TRITONSERVER_Error* Parse(const std::string& path, ge::Graph* graph)
-  {
-    std::map<ge::AscendString, ge::AscendString> params;
-    const uint32_t st = ge::aclgrphParseONNX(path.c_str(), params, *graph);
-    return st == ge::SUCCESS ? nullptr : GeError("aclgrphParseONNX", st);
-  }
-
-  TRITONSERVER_Error* Describe(const std::string& path, ModelIoDesc* io) override
-  {
-    ge::Graph graph("npu_ge_describe");
-    NPU_GE_RETURN_IF_ERROR(Parse(path, &graph));
-    for (ge::GNode& node : graph.GetDirectNode()) {
-      ge::AscendString type, name;
-      node.GetType(type);
-      node.GetName(name);
-      if (std::strcmp(type.GetString(), "Data") == 0) {
-        ge::TensorDesc desc;
-        node.GetOutputDesc(0, desc);
-        io->inputs.push_back(FromGe(name.GetString(), desc));
-        io->input_model_index.push_back(io->inputs.size() - 1);
-      } else if (std::strcmp(type.GetString(), "NetOutput") == 0) {
-        for (size_t i = 0; i < node.GetInputsSize(); ++i) {
-          ge::TensorDesc desc;
-          node.GetInputDesc(static_cast<int32_t>(i), desc);
-          ge::AscendString out_name;
-          desc.GetName(out_name);
-          io->outputs.push_back(FromGe(out_name.GetString(), desc));
-        }
-      }
-    }
-    return nullptr;
+    const uint32_t st = ge::GEInitialize(ToGe(global));
+    return st == ge::SUCCESS ? nullptr : GeError("ge::GEInitialize", st);
   }
 
   TRITONSERVER_Error* OpenSession(
       const std::string& path, const GeOptions& session, const GeOptions& graph_options,
-      uint64_t* session_id) override
+      const GeGraphIo& io, int32_t device, uint64_t* session_id,
+      size_t* device_bytes) override
   {
     ge::Graph graph("npu_ge");
-    NPU_GE_RETURN_IF_ERROR(Parse(path, &graph));
-    std::unique_ptr<ge::Session> s(new ge::Session(ToGe(session)));
-    const uint32_t st = s->AddGraph(kGraphId, graph, ToGe(graph_options));
+    std::map<ge::AscendString, ge::AscendString> parser_params;
+    uint32_t st = ge::aclgrphParseONNX(path.c_str(), parser_params, graph);
+    if (st != ge::SUCCESS) return GeError("ge::aclgrphParseONNX", st);
+    std::unique_ptr<OpenGraph> g(new OpenGraph());
+    g->io = io;
+    g->device = device;
+    g->session.reset(new ge::Session(ToGe(session)));
+    st = g->session->AddGraph(kGraphId, graph, ToGe(graph_options));
     if (st != ge::SUCCESS) return GeError("ge::Session::AddGraph", st);
+    // Compile now, at load, for the shapes the graph will run with.
+    std::vector<ge::Tensor> shapes(io.inputs.size());
+    for (size_t i = 0; i < io.inputs.size(); ++i) {
+      NPU_GE_RETURN_IF_ERROR(MakeTensor(io.inputs[i], nullptr, &shapes[i]));
+    }
+    size_t free_before = 0, free_after = 0;
+    const bool measured =
+        aclrtSetDevice(device) == ACL_SUCCESS && FreeDeviceBytes(&free_before);
+    st = g->session->BuildGraph(kGraphId, shapes);
+    if (st != ge::SUCCESS) return GeError("ge::Session::BuildGraph", st);
+    *device_bytes = measured && FreeDeviceBytes(&free_after) && free_before > free_after
+                        ? free_before - free_after
+                        : 0;
     std::lock_guard<std::mutex> lock(mu_);
     *session_id = next_id_++;
-    sessions_[*session_id] = std::move(s);
+    graphs_[*session_id] = std::move(g);
     return nullptr;
   }
 
   TRITONSERVER_Error* Run(
       uint64_t session_id, const std::vector<const void*>& inputs,
-      const std::vector<size_t>& input_bytes, const std::vector<void*>& outputs,
-      const std::vector<size_t>& output_bytes) override
+      const std::vector<void*>& outputs) override
   {
-    ge::Session* s = nullptr;
+    OpenGraph* g = nullptr;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      s = sessions_.at(session_id).get();
+      g = graphs_.at(session_id).get();
     }
     std::vector<ge::Tensor> in(inputs.size()), out;
     for (size_t i = 0; i < inputs.size(); ++i) {
-      in[i].SetData(static_cast<const uint8_t*>(inputs[i]), input_bytes[i]);
+      NPU_GE_RETURN_IF_ERROR(MakeTensor(g->io.inputs[i], inputs[i], &in[i]));
     }
-    const uint32_t st = s->RunGraph(kGraphId, in, out);
+    const uint32_t st = g->session->RunGraph(kGraphId, in, out);
     if (st != ge::SUCCESS) return GeError("ge::Session::RunGraph", st);
     if (out.size() != outputs.size()) {
       return NPU_GE_ERROR(
           INTERNAL,
           "GE returned " << out.size() << " outputs, expected " << outputs.size());
     }
-    for (size_t i = 0; i < out.size(); ++i) {
-      if (out[i].GetSize() != output_bytes[i]) {
+    for (size_t i = 0; i < out.size(); ++i) {  // graph order: the ONNX outputs' order
+      const size_t want = g->io.outputs[i].ByteSize();
+      if (out[i].GetSize() != want) {
         return NPU_GE_ERROR(
-            INTERNAL, "GE output " << i << ": expected " << output_bytes[i]
-                                   << " bytes, got " << out[i].GetSize());
+            INTERNAL, "GE output " << i << " ('" << g->io.outputs[i].name
+                                   << "'): expected " << want << " bytes, got "
+                                   << out[i].GetSize());
       }
-      std::memcpy(outputs[i], out[i].GetData(), output_bytes[i]);
+      std::memcpy(outputs[i], out[i].GetData(), want);
     }
     return nullptr;
   }
 
   void CloseSession(uint64_t session_id) override
   {
+    std::unique_ptr<OpenGraph> g;  // destroyed outside the lock
     std::lock_guard<std::mutex> lock(mu_);
-    sessions_.erase(session_id);  // ~Session releases the graph and its memory
+    auto it = graphs_.find(session_id);
+    if (it == graphs_.end()) return;
+    g = std::move(it->second);
+    graphs_.erase(it);
   }
 
  private:
   static constexpr uint32_t kGraphId = 1;
   std::mutex mu_;
   uint64_t next_id_ = 1;
-  std::map<uint64_t, std::unique_ptr<ge::Session>> sessions_;
+  std::map<uint64_t, std::unique_ptr<OpenGraph>> graphs_;
 };
 
 }  // namespace

@@ -75,10 +75,16 @@ CheckTensor(
              << "), got " << DimsToString(cfg.dims));
   }
   if (ElementCount(item_dims) < 0) {
+    const bool batch_hint = spec.max_batch_size == 0 && !model.dims.empty() &&
+                            model.dims[0] < 0 &&
+                            ElementCount({model.dims.begin() + 1, model.dims.end()}) >= 0;
     return NPU_GE_ERROR(
         UNSUPPORTED, what << " '" << cfg.name << "': " << label << " has dynamic dims "
                           << DimsToString(model.dims)
-                          << "; only a dynamic batch dimension is supported");
+                          << "; only a dynamic batch dimension is supported"
+                          << (batch_hint ? " (set max_batch_size > 0 to serve dim 0 as "
+                                           "the batch)"
+                                         : ""));
   }
   return nullptr;
 }

@@ -30,7 +30,7 @@ Lower(std::string s)
 }
 
 TRITONSERVER_Error*
-ParseEngine(const std::string& value, EngineKind* kind)
+ParseEngine(const std::string& key, const std::string& value, EngineKind* kind)
 {
   std::string v = Lower(Trim(value));
   if (v == "acl_om" || v == "om" || v == "acl" || v == "offline") {
@@ -39,8 +39,8 @@ ParseEngine(const std::string& value, EngineKind* kind)
     *kind = EngineKind::kGeGraph;
   } else {
     return NPU_GE_ERROR(
-        INVALID_ARG,
-        "parameter 'engine': expected 'acl_om' or 'ge_graph', got '" << value << "'");
+        INVALID_ARG, "parameter '" << key << "': expected 'acl_om' or 'ge_graph', got '"
+                                   << value << "'");
   }
   return nullptr;
 }
@@ -94,10 +94,10 @@ ParseHostPathParameters(const JsonValue& params, ModelConfigSpec* spec)
 {
   if (const std::string* t = StringParameter(params, "execute_timeout_ms")) {
     std::string v = Trim(*t);
-    bool digits = !v.empty() && v.size() < 10 &&
-                  std::all_of(v.begin(), v.end(), [](unsigned char ch) {
-                    return std::isdigit(ch) != 0;
-                  });
+    bool digits =
+        !v.empty() && v.size() < 10 &&
+        std::all_of(
+            v.begin(), v.end(), [](unsigned char ch) { return std::isdigit(ch) != 0; });
     int64_t ms = digits ? std::stoll(v) : 0;
     if (!digits || ms < 1 || ms > 3600000) {
       return NPU_GE_ERROR(
@@ -122,41 +122,74 @@ ParseHostPathParameters(const JsonValue& params, ModelConfigSpec* spec)
   return nullptr;
 }
 
-TRITONSERVER_Error*
-ParseParameters(const JsonValue& params, ModelConfigSpec* spec, bool* engine_set)
+// Settings the older Ascend GE backend read (as model parameters and in
+// --backend-config) that npu_ge does not: what to do instead, or null.
+const char*
+LegacyAdvice(const std::string& key)
 {
+  static const std::map<std::string, const char*> kLegacy{
+      {"device_exec_blocks", "set instance_group count (one stream per instance)"},
+      {"instance_exec_blocks", "set instance_group count (one stream per instance)"},
+      {"static_model", "npu_ge takes the batch shape from the model itself"},
+      {"dump_graph", "use CANN's own dump settings (DUMP_GE_GRAPH) in the environment"},
+      {"dump_data", "use CANN's own dump settings in the environment"},
+      {"profiling", "use CANN's own profiling settings in the environment"}};
+  auto it = kLegacy.find(key);
+  return it == kLegacy.end() ? nullptr : it->second;
+}
+
+TRITONSERVER_Error*
+ParseParameters(const JsonValue& params, ModelConfigSpec* spec)
+{
+  const char* ids_key = "device_ids";
   const std::string* ids = StringParameter(params, "device_ids");
   const std::string* legacy_ids = StringParameter(params, "DEVICE_ID");
   if (legacy_ids != nullptr) {
     spec->warnings.push_back(
         "parameter 'DEVICE_ID' is deprecated; use 'device_ids'" +
         std::string(ids != nullptr ? " (ignored: 'device_ids' is also set)" : ""));
-    if (ids == nullptr) ids = legacy_ids;
+    if (ids == nullptr) {
+      ids = legacy_ids;
+      ids_key = "DEVICE_ID";
+    }
   }
   if (ids != nullptr) {
-    NPU_GE_RETURN_IF_ERROR(
-        WrapError(ParseDeviceIds(*ids, &spec->device_ids), "parameter 'device_ids'"));
+    NPU_GE_RETURN_IF_ERROR(WrapError(
+        ParseDeviceIds(*ids, &spec->device_ids),
+        std::string("parameter '") + ids_key + "'"));
   }
+  spec->engine_key = "engine";
   const std::string* engine = StringParameter(params, "engine");
   const std::string* legacy_engine = StringParameter(params, "EXECUTOR_TYPE");
   if (legacy_engine != nullptr) {
     spec->warnings.push_back(
         "parameter 'EXECUTOR_TYPE' is deprecated; use 'engine'" +
         std::string(engine != nullptr ? " (ignored: 'engine' is also set)" : ""));
-    if (engine == nullptr) engine = legacy_engine;
+    if (engine == nullptr) {
+      engine = legacy_engine;
+      spec->engine_key = "EXECUTOR_TYPE";
+    }
   }
   if (engine != nullptr) {
-    NPU_GE_RETURN_IF_ERROR(ParseEngine(*engine, &spec->engine));
-    *engine_set = true;
+    NPU_GE_RETURN_IF_ERROR(ParseEngine(spec->engine_key, *engine, &spec->engine));
+    spec->engine_set = true;
+    spec->engine_value = *engine;
   }
   NPU_GE_RETURN_IF_ERROR(ParseHostPathParameters(params, spec));
   for (const auto& kv : params.Members()) {
     static const std::set<std::string> kKnown{
-        "device_ids", "DEVICE_ID", "engine", "EXECUTOR_TYPE", "execute_timeout_ms",
-        "copy_overlap"};
-    if (kKnown.count(kv.first) == 0 && kv.second["string_value"].IsString()) {
-      spec->options[kv.first] = kv.second["string_value"].AsString();
+        "device_ids",    "DEVICE_ID",          "engine",
+        "EXECUTOR_TYPE", "execute_timeout_ms", "copy_overlap"};
+    if (kKnown.count(kv.first) != 0 || !kv.second["string_value"].IsString()) continue;
+    if (const char* advice = LegacyAdvice(kv.first)) {
+      spec->warnings.push_back(
+          "parameter '" + kv.first +
+          "' is a setting of the older Ascend GE backend that npu_ge does not read "
+          "(ignored): " +
+          advice);
+      continue;
     }
+    spec->options[kv.first] = kv.second["string_value"].AsString();
   }
   return nullptr;
 }
@@ -166,6 +199,54 @@ EndsWith(const std::string& s, const std::string& suffix)
 {
   return s.size() >= suffix.size() &&
          s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// Keys Triton itself adds to every backend's cmdline configuration.
+bool
+IsTritonCmdlineKey(const std::string& key)
+{
+  static const std::set<std::string> kTriton{
+      "auto-complete-config", "backend-directory", "default-max-batch-size",
+      "min-compute-capability"};
+  return kTriton.count(key) != 0;
+}
+
+// The --backend-config keys besides device_ids / telemetry_interval_ms.
+TRITONSERVER_Error*
+ParseBackendOptions(const JsonValue& cmdline, BackendConfigSpec* spec, bool have_ge_graph)
+{
+  for (const auto& kv : cmdline.Members()) {
+    const std::string& key = kv.first;
+    if (key == "device_ids" || key == "telemetry_interval_ms" ||
+        IsTritonCmdlineKey(key)) {
+      continue;
+    }
+    const std::string value = kv.second.AsString();
+    if (key.rfind("ge.", 0) == 0 && key.size() > 3) {
+      spec->ge_options[key] = value;
+      if (!have_ge_graph) {
+        spec->warnings.push_back(
+            "--backend-config=npu_ge," + key + "=" + value +
+            ": GE options apply to engine 'ge_graph', which this build lacks "
+            "(ignored; .om models take compile options from atc when converted)");
+      }
+      continue;
+    }
+    if (const char* advice = LegacyAdvice(key)) {
+      spec->warnings.push_back(
+          "--backend-config=npu_ge," + key + "=" + value +
+          ": a setting of the older Ascend GE backend that npu_ge does not read "
+          "(ignored): " +
+          advice);
+      continue;
+    }
+    return NPU_GE_ERROR(
+        INVALID_ARG, "--backend-config=npu_ge," << key << "=" << value
+                                                << ": unknown key; npu_ge reads "
+                                                   "device_ids, telemetry_interval_ms "
+                                                   "and ge.<option> (GE global options)");
+  }
+  return nullptr;
 }
 
 }  // namespace
@@ -252,10 +333,10 @@ ParseModelConfig(const JsonValue& config, ModelConfigSpec* spec, bool require_io
   spec->max_batch_size = mbs;
   NPU_GE_RETURN_IF_ERROR(ParseTensors(config["input"], "input", &spec->inputs));
   NPU_GE_RETURN_IF_ERROR(ParseTensors(config["output"], "output", &spec->outputs));
-  bool engine_set = false;
-  NPU_GE_RETURN_IF_ERROR(ParseParameters(config["parameters"], spec, &engine_set));
+  NPU_GE_RETURN_IF_ERROR(ParseParameters(config["parameters"], spec));
   spec->model_filename = config["default_model_filename"].AsString();
-  if (!engine_set && !spec->model_filename.empty() &&
+  spec->model_filename_set = !spec->model_filename.empty();
+  if (!spec->engine_set && spec->model_filename_set &&
       !EndsWith(spec->model_filename, ".om")) {
     spec->engine = EngineKind::kGeGraph;  // .onnx / .pb / .air
   }
@@ -272,7 +353,58 @@ ParseModelConfig(const JsonValue& config, ModelConfigSpec* spec, bool require_io
 }
 
 TRITONSERVER_Error*
-ParseBackendConfig(const JsonValue& config, BackendConfigSpec* spec)
+ResolveModelFile(
+    const std::vector<std::string>& files, bool have_ge_graph, ModelConfigSpec* spec,
+    std::string* note)
+{
+  note->clear();
+  auto holds = [&](const std::string& f) {
+    return std::find(files.begin(), files.end(), f) != files.end();
+  };
+  if (!spec->engine_set && !spec->model_filename_set && !holds("model.om")) {
+    // What a repository written for the older GE backend holds: it took the
+    // first *.onnx file it found.
+    std::vector<std::string> onnx;
+    for (const std::string& f : files) {
+      if (EndsWith(f, ".onnx")) onnx.push_back(f);
+    }
+    std::sort(onnx.begin(), onnx.end());
+    if (holds("model.onnx")) onnx = {"model.onnx"};
+    if (onnx.size() > 1) {
+      std::string names;
+      for (const std::string& f : onnx) names += (names.empty() ? "" : ", ") + f;
+      return NPU_GE_ERROR(
+          INVALID_ARG, "the version directory holds no model.om or model.onnx but "
+                           << onnx.size() << " ONNX files (" << names
+                           << "): set default_model_filename to the one to serve");
+    }
+    if (onnx.size() == 1) {
+      spec->engine = EngineKind::kGeGraph;
+      spec->model_filename = onnx[0];
+      *note = "the version directory holds " + onnx[0] +
+              " and no model.om, and neither 'engine' nor default_model_filename "
+              "is set: using engine 'ge_graph'";
+    }
+  }
+  if (spec->engine != EngineKind::kGeGraph || have_ge_graph) return nullptr;
+  static const char* kWhatToDo =
+      "convert with ATC to model.om, or use the image built with the CANN toolkit";
+  if (spec->engine_set) {
+    return NPU_GE_ERROR(
+        UNSUPPORTED, "parameter '" << spec->engine_key << "' is '" << spec->engine_value
+                                   << "', which selects the ge_graph engine (for "
+                                   << spec->model_filename << "); this build lacks it: "
+                                   << kWhatToDo << " (then set '" << spec->engine_key
+                                   << "' to 'acl_om' or remove it)");
+  }
+  return NPU_GE_ERROR(
+      UNSUPPORTED, spec->model_filename
+                       << " needs the ge_graph engine, which this build lacks: "
+                       << kWhatToDo);
+}
+
+TRITONSERVER_Error*
+ParseBackendConfig(const JsonValue& config, BackendConfigSpec* spec, bool have_ge_graph)
 {
   const JsonValue& cmdline = config["cmdline"];
   if (cmdline["device_ids"].IsString()) {
@@ -292,7 +424,7 @@ ParseBackendConfig(const JsonValue& config, BackendConfigSpec* spec)
     }
     spec->telemetry_interval_ms = ms;
   }
-  return nullptr;
+  return ParseBackendOptions(cmdline, spec, have_ge_graph);
 }
 
 }  // namespace npu_ge

@@ -30,7 +30,11 @@ struct ModelConfigSpec {
   std::vector<TensorConfig> outputs;
   std::vector<int32_t> device_ids;  // empty: use the backend default
   EngineKind engine = EngineKind::kAclOm;
-  std::string model_filename;                  // file inside <model>/<version>/
+  bool engine_set = false;          // 'engine' or 'EXECUTOR_TYPE' given
+  std::string engine_key;           // the key the user wrote ("engine", "EXECUTOR_TYPE")
+  std::string engine_value;         // its value, as written
+  bool model_filename_set = false;  // default_model_filename given
+  std::string model_filename;       // file inside <model>/<version>/
   std::map<std::string, std::string> options;  // other parameters (ge.* ...)
   std::vector<std::string> warnings;           // to be logged at load
   // Host path (acl_om): parameters 'execute_timeout_ms' (a stuck execute is
@@ -43,6 +47,10 @@ struct ModelConfigSpec {
 struct BackendConfigSpec {
   std::vector<int32_t> default_device_ids{0};
   int64_t telemetry_interval_ms = 1000;
+  // --backend-config=npu_ge,ge.<key>=<value>: GE global options (GEInitialize)
+  // for engine ge_graph.
+  std::map<std::string, std::string> ge_options;
+  std::vector<std::string> warnings;  // to be logged at backend init
 };
 
 // "0,1, 3" -> {0,1,3}. Rejects empty lists, negatives and non-numbers.
@@ -55,8 +63,20 @@ TRITONSERVER_Error* ParseModelConfig(
 // "expected at least one input ... got none" unless inputs and outputs exist.
 TRITONSERVER_Error* CheckTensorsDeclared(const ModelConfigSpec& spec);
 
-// Reads TRITONBACKEND_BackendConfig JSON ({"cmdline": {...}}).
-TRITONSERVER_Error* ParseBackendConfig(const JsonValue& config, BackendConfigSpec* spec);
+// Picks the engine and model file from the regular files of the version
+// directory ('files', names only) when the config names neither, as the
+// older GE backend's repositories expect: model.om -> acl_om; else model.onnx,
+// or the only *.onnx file -> ge_graph (said in 'note'). Refuses ge_graph in a
+// build without it ('have_ge_graph'), naming what the user wrote and what to do.
+TRITONSERVER_Error* ResolveModelFile(
+    const std::vector<std::string>& files, bool have_ge_graph, ModelConfigSpec* spec,
+    std::string* note);
+
+// Reads TRITONBACKEND_BackendConfig JSON ({"cmdline": {...}}). With
+// have_ge_graph false, ge.* keys are kept but warned about (nothing can use
+// them); keys npu_ge does not know are errors.
+TRITONSERVER_Error* ParseBackendConfig(
+    const JsonValue& config, BackendConfigSpec* spec, bool have_ge_graph = true);
 
 // What a compiled model (.om description) declares about one tensor.
 struct ModelTensorDesc {

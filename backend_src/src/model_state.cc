@@ -1,15 +1,47 @@
 #include "model_state.h"
 
+#include <dirent.h>
 #include <sys/stat.h>
 
 #include "acl_om_engine.h"
 #include "auto_complete.h"
+#include "onnx_info.h"
 #ifdef NPU_GE_WITH_GE_GRAPH
 #include "ge_graph_engine.h"
 #endif
 #include "triton_utils.h"
 
 namespace npu_ge {
+namespace {
+
+#ifdef NPU_GE_WITH_GE_GRAPH
+constexpr bool kHaveGeGraph = true;
+#else
+constexpr bool kHaveGeGraph = false;
+#endif
+
+bool
+IsRegularFile(const std::string& path)
+{
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+// Names of the regular files in 'dir' (empty if it cannot be read).
+std::vector<std::string>
+RegularFiles(const std::string& dir)
+{
+  std::vector<std::string> names;
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return names;
+  while (const dirent* e = readdir(d)) {
+    if (IsRegularFile(dir + e->d_name)) names.push_back(e->d_name);
+  }
+  closedir(d);
+  return names;
+}
+
+}  // namespace
 
 TRITONSERVER_Error*
 ModelState::Create(TRITONBACKEND_Model* model, std::unique_ptr<ModelState>* state)
@@ -33,8 +65,17 @@ ModelState::Create(TRITONBACKEND_Model* model, std::unique_ptr<ModelState>* stat
   bool auto_complete = false;
   NPU_GE_RETURN_IF_ERROR(TRITONBACKEND_ModelAutoCompleteConfig(model, &auto_complete));
   NPU_GE_RETURN_IF_ERROR(ParseModelConfig(config, &s->spec_, /*require_io=*/false));
-  const bool complete = auto_complete && s->spec_.engine == EngineKind::kAclOm &&
-                        ConfigNeedsAutoComplete(config);
+  TRITONBACKEND_ArtifactType artifact;
+  const char* location = nullptr;
+  NPU_GE_RETURN_IF_ERROR(TRITONBACKEND_ModelRepository(model, &artifact, &location));
+  const std::string version_dir =
+      std::string(location) + "/" + std::to_string(s->version_) + "/";
+  std::string note;
+  NPU_GE_RETURN_IF_ERROR(WrapError(
+      ResolveModelFile(RegularFiles(version_dir), kHaveGeGraph, &s->spec_, &note),
+      "model '" + s->name_ + "' version " + std::to_string(s->version_)));
+  if (!note.empty()) NPU_GE_LOG(INFO, "model '" << s->name_ << "': " << note);
+  const bool complete = auto_complete && ConfigNeedsAutoComplete(config);
   if (!complete) NPU_GE_RETURN_IF_ERROR(CheckTensorsDeclared(s->spec_));
   if (s->spec_.engine == EngineKind::kAclOm) {
     for (const auto& kv : s->spec_.options) {
@@ -48,13 +89,8 @@ ModelState::Create(TRITONBACKEND_Model* model, std::unique_ptr<ModelState>* stat
   s->device_ids_ = s->spec_.device_ids.empty() ? s->backend_->config().default_device_ids
                                                : s->spec_.device_ids;
 
-  TRITONBACKEND_ArtifactType artifact;
-  const char* location = nullptr;
-  NPU_GE_RETURN_IF_ERROR(TRITONBACKEND_ModelRepository(model, &artifact, &location));
-  const std::string path = std::string(location) + "/" + std::to_string(s->version_) +
-                           "/" + s->spec_.model_filename;
-  struct stat st;
-  if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+  const std::string path = version_dir + s->spec_.model_filename;
+  if (!IsRegularFile(path)) {
     return NPU_GE_ERROR(
         NOT_FOUND, "model file '" << path << "' not found (default_model_filename "
                                   << "is '" << s->spec_.model_filename << "')");
@@ -87,13 +123,19 @@ TRITONSERVER_Error*
 ModelState::AutoComplete(
     TRITONBACKEND_Model* model, const JsonValue& config, const std::string& path)
 {
-  std::shared_ptr<AclRuntime> runtime;
-  NPU_GE_RETURN_IF_ERROR(backend_->Runtime(&runtime));
-  NPU_GE_RETURN_IF_ERROR(Describe(*runtime, path));
+  ModelIoDesc onnx;  // ge_graph: the ONNX graph's own inputs and outputs
+  if (spec_.engine == EngineKind::kAclOm) {
+    std::shared_ptr<AclRuntime> runtime;
+    NPU_GE_RETURN_IF_ERROR(backend_->Runtime(&runtime));
+    NPU_GE_RETURN_IF_ERROR(Describe(*runtime, path));
+  } else {
+    NPU_GE_RETURN_IF_ERROR(ReadOnnxIoFile(path, spec_.model_filename, &onnx));
+  }
   JsonValue completed;
   std::string summary;
-  NPU_GE_RETURN_IF_ERROR(
-      AutoCompleteConfig(config, io_, spec_.model_filename, &completed, &summary));
+  NPU_GE_RETURN_IF_ERROR(AutoCompleteConfig(
+      config, spec_.engine == EngineKind::kAclOm ? io_ : onnx, spec_.model_filename,
+      &completed, &summary));
   ModelConfigSpec full;
   NPU_GE_RETURN_IF_ERROR(
       WrapError(ParseModelConfig(completed, &full), "auto-completed configuration"));
@@ -122,8 +164,11 @@ ModelState::CreateEngine(const std::string& path)
     return AclOmEngine::Create(runtime, spec_, path, io_, &engine_);
   }
 #ifdef NPU_GE_WITH_GE_GRAPH
-  static std::shared_ptr<GePort> port(NewCannGePort());  // GE is process-wide
-  return CreateGeGraphEngine(port, spec_, path, &engine_);
+  // GE is process-wide: one GeGlobal for every ge_graph model, initialized
+  // with --backend-config's ge.* options (fixed for the process).
+  static std::shared_ptr<GeGlobal> ge(
+      new GeGlobal(NewCannGePort(), backend_->config().ge_options));
+  return CreateGeGraphEngine(ge, spec_, path, &engine_);
 #else
   return NPU_GE_ERROR(
       UNSUPPORTED, "engine 'ge_graph' (" << spec_.model_filename

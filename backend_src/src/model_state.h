@@ -32,8 +32,9 @@ class ModelState {
   ModelState() = default;
   // Reads the .om description into io_ on the first device (DescribeOmModel).
   TRITONSERVER_Error* Describe(const AclRuntime& runtime, const std::string& model_path);
-  // Completes a config without inputs/outputs from the .om description and
-  // hands it to Triton (TRITONBACKEND_ModelSetConfig).
+  // Completes a config without inputs/outputs from the .om description (or,
+  // for ge_graph, the ONNX graph's inputs/outputs) and hands it to Triton
+  // (TRITONBACKEND_ModelSetConfig).
   TRITONSERVER_Error* AutoComplete(
       TRITONBACKEND_Model* model, const JsonValue& config, const std::string& model_path);
   TRITONSERVER_Error* CreateEngine(const std::string& model_path);

@@ -1,8 +1,9 @@
 """What the npu_ge backend (backend_src/) accepts in a model config: the one table, and the
 checks of a config against it.
 
-Read from the backend itself: `ParseParameters`, `ParseDeviceIds`, `ParseEngine` and
-`ParseModelConfig` (src/model_config.cc), the acl_om warning for other keys
+Read from the backend itself: `ParseParameters`, `ParseDeviceIds`, `ParseEngine`,
+`ParseModelConfig` and `ResolveModelFile` — the engine a version directory with model.onnx
+(or one *.onnx) and no model.om gets (src/model_config.cc), the acl_om warning for other keys
 (src/model_state.cc), `BuildGeOptions` — the `ge.*` / `session.*` / `graph.*` scopes
 (src/ge_graph_engine.cc) — and `BindConfigToModel` (src/model_binding.cc). When the backend
 changes, this module changes with it: tests/backend/test_validator_agreement.py loads every
@@ -122,6 +123,33 @@ def model_filename(config: model_config_pb2.ModelConfig) -> str:
     return config.default_model_filename or DEFAULT_MODEL_FILE[engine_of(config)]
 
 
+def onnx_candidates(directory: Path) -> list[str]:
+    """The ONNX files the backend would pick from in a version directory (`ResolveModelFile`):
+    model.onnx if present, else every *.onnx, sorted."""
+    if (directory / "model.onnx").is_file():
+        return ["model.onnx"]
+    return sorted(p.name for p in directory.glob("*.onnx") if p.is_file())
+
+
+def resolved_file(config: model_config_pb2.ModelConfig, directory: Path) -> tuple[str, str]:
+    """(engine, model file) the backend uses for this version directory: with neither `engine`
+    (or EXECUTOR_TYPE) nor default_model_filename set and no model.om, a single ONNX file
+    there means engine ge_graph, as repositories of the older GE backend expect."""
+    chosen = effective(string_parameters(config), "engine")
+    if (chosen and parse_engine(chosen[1])) or config.default_model_filename \
+            or (directory / "model.om").is_file():
+        return engine_of(config), model_filename(config)
+    onnx = onnx_candidates(directory)
+    return (GE_GRAPH, onnx[0]) if len(onnx) == 1 else (engine_of(config), model_filename(config))
+
+
+def engine_for(config: model_config_pb2.ModelConfig, versions: Versions) -> str:
+    """The engine the backend picks, given the selected version directories."""
+    if any(resolved_file(config, d)[0] == GE_GRAPH for d in versions.values()):
+        return GE_GRAPH
+    return engine_of(config)
+
+
 def scope_of(key: str) -> str | None:
     if key.startswith("ge."):
         return SCOPES["ge."]
@@ -220,28 +248,34 @@ def _unread_keys(config: model_config_pb2.ModelConfig) -> list[str]:
     return [k for k in config.parameters if k not in PARAMETERS or PARAMETERS[k].legacy]
 
 
-def check_ignored_parameters(config: Config, _: Versions) -> Iterable[Issue]:
-    if engine_of(config) != ACL_OM:
-        return
+def check_ignored_parameters(config: Config, versions: Versions) -> Iterable[Issue]:
+    engine = engine_for(config, versions)
     for key in _unread_keys(config):
-        if key == "static_model":
+        legacy = key in PARAMETERS and PARAMETERS[key].legacy
+        if key == "static_model" and engine == ACL_OM:
             continue  # its own check
-        what = PARAMETERS[key].meaning if key in PARAMETERS else scope_of(key) or "not an npu_ge parameter"
-        yield (_param_path(key), f"parameter '{key}' ({what}) is not used by engine 'acl_om': the backend "
-               "logs a warning and ignores it", "remove it (ge.*/session.*/graph.* apply to ge_graph only)")
+        if legacy:  # either engine: the backend warns and ignores it
+            yield (_param_path(key), f"parameter '{key}' ({PARAMETERS[key].meaning}) is a setting of the "
+                   "older Ascend GE backend that npu_ge does not read: the backend logs a warning and "
+                   "ignores it", "remove it")
+        elif engine == ACL_OM:
+            what = scope_of(key) or "not an npu_ge parameter"
+            yield (_param_path(key), f"parameter '{key}' ({what}) is not used by engine 'acl_om': the "
+                   "backend logs a warning and ignores it",
+                   "remove it (ge.*/session.*/graph.* apply to ge_graph only)")
 
 
-def check_rejected_parameters(config: Config, _: Versions) -> Iterable[Issue]:
-    if engine_of(config) != GE_GRAPH:
+def check_rejected_parameters(config: Config, versions: Versions) -> Iterable[Issue]:
+    if engine_for(config, versions) != GE_GRAPH:
         return
-    for key in (k for k in _unread_keys(config) if scope_of(k) is None):
+    for key in (k for k in _unread_keys(config) if scope_of(k) is None and k not in PARAMETERS):
         yield (_param_path(key), f"parameter '{key}' is neither an npu_ge parameter nor a 'ge.*', "
                "'session.<key>' or 'graph.<key>' option: engine 'ge_graph' fails the load",
                "remove it, or give it one of the three scopes")
 
 
-def check_static_model(config: Config, _: Versions) -> Iterable[Issue]:
-    if "static_model" in config.parameters and engine_of(config) == ACL_OM:
+def check_static_model(config: Config, versions: Versions) -> Iterable[Issue]:
+    if "static_model" in config.parameters and engine_for(config, versions) == ACL_OM:
         batching = config.HasField("dynamic_batching")
         yield (_param_path("static_model"), "'static_model' is a parameter of the older GE backend"
                + (", which refused it together with dynamic_batching" if batching else "")
@@ -249,12 +283,23 @@ def check_static_model(config: Config, _: Versions) -> Iterable[Issue]:
                "remove static_model; for batching, compile the .om with atc --dynamic_batch_size")
 
 
-def check_ge_graph_build(config: Config, _: Versions) -> Iterable[Issue]:
-    if engine_of(config) == GE_GRAPH:
-        yield ("default_model_filename" if config.default_model_filename else "backend",
-               f"engine 'ge_graph' ({model_filename(config)}) loads only with npu_ge built against the CANN "
-               "toolkit (NPU_GE_WITH_GE_GRAPH=ON); a build without it serves .om files only",
-               "convert the model with ATC to model.om, or use a CANN build of npu_ge")
+def check_ge_graph_build(config: Config, versions: Versions) -> Iterable[Issue]:
+    if engine_for(config, versions) != GE_GRAPH:
+        return
+    picked = [(v, f) for v, d in sorted(versions.items()) for e, f in [resolved_file(config, d)]
+              if e == GE_GRAPH]
+    if picked and engine_of(config) != GE_GRAPH:  # chosen from the directory, not the config
+        version, name = picked[0]
+        yield ("backend", f"{version}/{name} and no model.om, no engine, no default_model_filename: "
+               "npu_ge picks engine 'ge_graph', which loads only with npu_ge built against the CANN "
+               f"toolkit; a build without it fails the load with \"{name} needs the ge_graph engine, "
+               "which this build lacks\"",
+               "convert the model with ATC to model.om, or use the image built with the CANN toolkit")
+        return
+    yield ("default_model_filename" if config.default_model_filename else "backend",
+           f"engine 'ge_graph' ({model_filename(config)}) loads only with npu_ge built against the CANN "
+           "toolkit (NPU_GE_WITH_GE_GRAPH=ON); a build without it serves .om files only",
+           "convert the model with ATC to model.om, or use a CANN build of npu_ge")
 
 
 def check_model_filename(config: Config, _: Versions) -> Iterable[Issue]:
@@ -265,15 +310,22 @@ def check_model_filename(config: Config, _: Versions) -> Iterable[Issue]:
 
 
 def check_model_file(config: Config, versions: Versions) -> Iterable[Issue]:
-    expected = model_filename(config)
     for version, directory in sorted(versions.items()):
+        engine, expected = resolved_file(config, directory)
         if (directory / expected).is_file():
+            continue
+        onnx = onnx_candidates(directory)
+        if engine == ACL_OM and not config.default_model_filename and len(onnx) > 1 \
+                and effective(string_parameters(config), "engine") is None:
+            yield (f"{version}/model.om", f"no model.om or model.onnx in {directory} but {len(onnx)} ONNX "
+                   f"files ({', '.join(onnx)}): the backend fails the load and asks which to serve",
+                   f'set default_model_filename: "{onnx[0]}" (or the one to serve)')
             continue
         others = [f"{f} ({OTHER_FRAMEWORK_FILES[f]})" for f in OTHER_FRAMEWORK_FILES
                   if f != expected and (directory / f).exists()]
         hint = (f"; it holds {', '.join(others)} — likely the wrong file for this model" if others else "")
         yield (f"{version}/{expected}", f"no {expected} in {directory}: the npu_ge backend "
-               f"({engine_of(config)}) loads exactly that file{hint}",
+               f"({engine}) loads exactly that file{hint}",
                f"put the model there as {expected}, or set default_model_filename")
 
 
@@ -306,23 +358,21 @@ def check_reshape(config: Config, _: Versions) -> Iterable[Issue]:
 
 def check_tensors(config: Config, _: Versions) -> Iterable[Issue]:
     for what in ("input", "output"):
-        tensors = getattr(config, what)
-        names = [t.name for t in tensors]
-        if not tensors and engine_of(config) == GE_GRAPH:  # only an .om describes itself at load
-            yield (what, f"no {what} declared: the ge_graph engine needs every {what} of the model in "
-                   "the config", f"add {what} [{{ name: ..., data_type: ..., dims: [...] }}] as the model "
-                   "declares them")
+        names = [t.name for t in getattr(config, what)]
         for twice in sorted({n for n in names if names.count(n) > 1}):
             yield (f"{what}[{names.index(twice)}]", f"{what} '{twice}' is declared twice", "declare it once")
 
 
-def check_tensors_completed(config: Config, _: Versions) -> Iterable[Issue]:
+def check_tensors_completed(config: Config, versions: Versions) -> Iterable[Issue]:
+    engine = engine_for(config, versions)
+    files = sorted({resolved_file(config, d)[1] for d in versions.values()}) or [model_filename(config)]
+    source = "the .om's description" if engine == ACL_OM else "the ONNX graph's inputs and outputs"
     for what in ("input", "output"):
-        if not getattr(config, what) and engine_of(config) == ACL_OM:
-            yield (what, f"no {what} declared: npu_ge completes them from model.om when the model loads "
-                   "(Triton's auto-complete; a Triton started with --disable-auto-complete-config refuses "
-                   "the config)", f"declare {what} [...] to pin the model's interface, or leave it to "
-                   "auto-complete and check GET /v2/models/<name>/config")
+        if not getattr(config, what):
+            yield (what, f"no {what} declared: npu_ge completes them from {', '.join(files)} ({source}) when "
+                   "the model loads (Triton's auto-complete; a Triton started with "
+                   "--disable-auto-complete-config refuses the config)", f"declare {what} [...] to pin the "
+                   "model's interface, or leave it to auto-complete and check GET /v2/models/<name>/config")
 
 
 def check_kind(config: Config, _: Versions) -> Iterable[Issue]:
@@ -344,7 +394,8 @@ CHECKS: dict[str, tuple[str, str, Check]] = {
     "engine_value": ("error", "engine is neither acl_om nor ge_graph", check_engine_value),
     "host_path_value": ("error", "execute_timeout_ms or copy_overlap has a value the backend rejects",
                         check_host_path_values),
-    "parameter_ignored": ("warning", "a parameter acl_om does not read", check_ignored_parameters),
+    "parameter_ignored": ("warning", "a parameter acl_om does not read, or one of the older GE backend",
+                          check_ignored_parameters),
     "parameter_rejected": ("error", "a parameter ge_graph rejects", check_rejected_parameters),
     "static_model": ("warning", "static_model (older backend), with or without dynamic batching",
                      check_static_model),
@@ -354,8 +405,8 @@ CHECKS: dict[str, tuple[str, str, Check]] = {
     "dims_dynamic": ("error", "a variable dimension besides the batch", check_dynamic_dims),
     "string_tensor": ("error", "a TYPE_STRING tensor", check_bytes),
     "reshape": ("error", "a reshape", check_reshape),
-    "tensors": ("error", "a tensor declared twice, or none declared for ge_graph", check_tensors),
-    "tensors_completed": ("warning", "no inputs or outputs: completed from the .om at load",
+    "tensors": ("error", "a tensor declared twice", check_tensors),
+    "tensors_completed": ("warning", "no inputs or outputs: completed from the .om or ONNX file at load",
                           check_tensors_completed),
     "kind_gpu": ("error", "instance_group KIND_GPU", check_kind),
 }

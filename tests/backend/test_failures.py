@@ -134,7 +134,8 @@ CONFIG_ERRORS = {
     "bad_missing": (None, "missing", "/bad_missing/1/model.om' not found (default_model_filename is "
                     "'model.om')"),
     "bad_garbage": (None, "garbage", "aclmdlLoadFromFile failed: ACL error 100014"),
-    "bad_onnx": (None, "onnx", "engine 'ge_graph' (model.onnx) needs npu_ge built with the CANN toolkit"),
+    "bad_onnx": (None, "onnx", "model.onnx needs the ge_graph engine, which this build lacks: convert with "
+                 "ATC to model.om, or use the image built with the CANN toolkit"),
 }
 
 

@@ -47,6 +47,12 @@ def _om_to(name: str) -> Callable[[Path], None]:
     return lambda model_dir: (model_dir / "1" / "model.om").rename(model_dir / "1" / name)
 
 
+def _two_onnx_files(model_dir: Path) -> None:
+    (model_dir / "1" / "model.om").unlink()
+    for name in ("a.onnx", "b.onnx"):
+        (model_dir / "1" / name).write_text("onnx bytes\n")
+
+
 def _no_batch(model_dir: Path) -> None:
     om = double_model([("x", "FP32", "4")], [("y", "FP32", "4", "from x scale 2 offset 1")])
     (model_dir / "1" / "model.om").write_text(om)
@@ -71,6 +77,7 @@ CASES: dict[str, Case] = {
     "overlap_value": Case("npu_ge.host_path_value", add(param("copy_overlap", "maybe"))),
     "model_filename": Case("npu_ge.model_filename", add('default_model_filename: "sub/model.om"')),
     "model_file": Case("npu_ge.model_file", _om_to("model.graphdef")),
+    "model_file_two_onnx": Case("npu_ge.model_file", _two_onnx_files),
     "dims_dynamic": Case("npu_ge.dims_dynamic", edit("dims: [4] }]\noutput", "dims: [-1] }]\noutput")),
     "string_tensor": Case("npu_ge.string_tensor", edit("TYPE_FP32", "TYPE_STRING")),
     "reshape": Case("npu_ge.reshape", edit("dims: [4] }]\noutput", "dims: [4] reshape { shape: [2, 2] } }]"
@@ -80,7 +87,7 @@ CASES: dict[str, Case] = {
                                                  '{ name: "y", data_type: TYPE_FP32, dims: [4] }]')),
     "kind_gpu": Case("npu_ge.kind_gpu", edit("KIND_CPU", "KIND_GPU")),
     "parameter_rejected": Case("npu_ge.parameter_rejected", add(param("engine", "ge_graph") + "\n"
-                                                                 + param("static_model", "true"))),
+                                                                 + param("precision", "fp16"))),
     # npu_ge warnings: the backend loads them.
     "deprecated_device_id": Case("npu_ge.deprecated_key", add(param("DEVICE_ID", "0"))),
     "deprecated_executor_type": Case("npu_ge.deprecated_key", add(param("EXECUTOR_TYPE", "acl_om"))),

@@ -176,8 +176,8 @@ CASES: dict[str, Case] = {
                                      'parameters["ge.exec.precision_mode"]', 8),
     "npu_ge.parameter_rejected": Case(
         both(param("engine", "ge_graph"), param("session.ge.exec.x", "1"), touch("1/model.onnx")),
-        both(param("engine", "ge_graph"), param("profiling", "true"), touch("1/model.onnx")),
-        'parameters["profiling"]', 9),
+        both(param("engine", "ge_graph"), param("precision", "fp16"), touch("1/model.onnx")),
+        'parameters["precision"]', 9),
     "npu_ge.static_model": Case(nothing, param("static_model", "true"), 'parameters["static_model"]', 8),
     "npu_ge.ge_graph_build": Case(nothing, both(append('default_model_filename: "model.onnx"'),
                                                 touch("1/model.onnx")), "default_model_filename", 8),
@@ -314,3 +314,48 @@ def test_the_validator_never_raises_on_any_text(tmp_path: Path, source: str) -> 
     findings = validate_text(source, tmp_path / "m")
     assert all(isinstance(f, Finding) and f.rule in rule_catalogue() for f in findings)
     assert all(f.line is None or f.line >= 1 for f in findings)
+
+
+def test_an_onnx_only_version_directory_is_ge_graph_as_the_backend_picks_it(tmp_path: Path) -> None:
+    # What repositories of the older GE backend hold: 1/model.onnx, no default_model_filename.
+    model = make(tmp_path / "onnx", both(remove("1/model.om"), touch("1/model.onnx")))
+    findings = validate_model(model).findings
+    assert [f.rule for f in findings if f.severity is Severity.ERROR] == [], [str(f) for f in findings]
+    (info,) = [f for f in findings if f.rule == "npu_ge.ge_graph_build"]
+    assert info.severity is Severity.INFO
+    assert "1/model.onnx and no model.om" in info.message and "picks engine 'ge_graph'" in info.message
+    assert "model.onnx needs the ge_graph engine, which this build lacks" in info.message
+    # A single ONNX file of another name is picked the same way (the older backend took any *.onnx).
+    named = make(tmp_path / "named", both(remove("1/model.om"), touch("1/resnet50.onnx")))
+    assert "1/resnet50.onnx and no model.om" in next(
+        f.message for f in validate_model(named).findings if f.rule == "npu_ge.ge_graph_build")
+    # model.om wins over model.onnx, as in the backend.
+    both_files = make(tmp_path / "both", touch("1/model.onnx"))
+    assert validate_model(both_files).findings == []
+
+
+def test_several_onnx_files_and_no_model_om_is_the_backends_error(tmp_path: Path) -> None:
+    model = make(tmp_path, both(remove("1/model.om"), touch("1/a.onnx"), touch("1/b.onnx")))
+    (finding,) = [f for f in validate_model(model).findings if f.rule == "npu_ge.model_file"]
+    assert finding.severity is Severity.ERROR
+    assert "but 2 ONNX files (a.onnx, b.onnx)" in finding.message
+    assert finding.fix == 'set default_model_filename: "a.onnx" (or the one to serve)'
+
+
+def test_older_backend_parameters_are_ignored_with_a_warning_by_either_engine(tmp_path: Path) -> None:
+    # The older GE backend's own example configs carry static_model / profiling on ONNX models.
+    model = make(tmp_path, both(param("engine", "ge_graph"), param("profiling", "dynamic"),
+                                param("static_model", "1"), touch("1/model.onnx")))
+    findings = validate_model(model).findings
+    assert [f.rule for f in findings if f.severity is Severity.ERROR] == [], [str(f) for f in findings]
+    ignored = sorted(f.path for f in findings if f.rule == "npu_ge.parameter_ignored")
+    assert ignored == ['parameters["profiling"]', 'parameters["static_model"]']
+
+
+def test_an_onnx_model_without_tensors_is_completed_at_load_not_an_error(tmp_path: Path) -> None:
+    bare = both(remove("1/model.om"), touch("1/model.onnx"),
+                text('output [{ name: "y", data_type: TYPE_FP32, dims: [4] }]\n', ""))
+    findings = validate_model(make(tmp_path, bare)).findings
+    assert [f.rule for f in findings if f.severity is Severity.ERROR] == [], [str(f) for f in findings]
+    (completed,) = [f for f in findings if f.rule == "npu_ge.tensors_completed"]
+    assert "completes them from model.onnx (the ONNX graph's inputs and outputs)" in completed.message

@@ -1,7 +1,11 @@
-// The GE graph engine's logic over a fake GePort (the real port needs CANN).
+// The GE graph engine's logic over a fake GePort (the real port needs CANN),
+// and the ONNX reader it binds the configuration with.
+#include <cstdio>
 #include <cstring>
+#include <fstream>
 
 #include "ge_graph_engine.h"
+#include "onnx_info.h"
 #include "test_util.h"
 
 using namespace npu_ge;
@@ -9,61 +13,114 @@ using npu_ge_test::Message;
 
 namespace {
 
-// Pretends to be GE: y = x + 1 over FP32, records what the engine asked for.
+// -- a minimal protobuf writer, to make ONNX files the way onnx.proto lays them out
+std::string
+Varint(uint64_t v)
+{
+  std::string s;
+  do {
+    uint8_t b = v & 0x7f;
+    v >>= 7;
+    s.push_back(static_cast<char>(v ? (b | 0x80) : b));
+  } while (v);
+  return s;
+}
+std::string
+Bytes(uint32_t field, const std::string& payload)
+{
+  return Varint(field << 3 | 2) + Varint(payload.size()) + payload;
+}
+std::string
+Int(uint32_t field, uint64_t v)
+{
+  return Varint(field << 3) + Varint(v);
+}
+// ValueInfoProto{name, type{tensor_type{elem_type, shape{dim...}}}}; dim < 0: dim_param.
+std::string
+ValueInfo(const std::string& name, uint64_t elem, const std::vector<int64_t>& dims)
+{
+  std::string shape;
+  for (int64_t d : dims) {
+    shape += Bytes(1, d < 0 ? Bytes(2, "batch") : Int(1, static_cast<uint64_t>(d)));
+  }
+  return Bytes(1, name) + Bytes(2, Bytes(1, Int(1, elem) + Bytes(2, shape)));
+}
+// ModelProto{ir_version, graph{initializer w, input x (+ w), output a, b}}.
+std::string
+OnnxModel()
+{
+  std::string graph = Bytes(5, Bytes(8, "w")) + Bytes(11, ValueInfo("x", 1, {-1, 2})) +
+                      Bytes(11, ValueInfo("w", 1, {2})) +
+                      Bytes(12, ValueInfo("a", 1, {-1, 2})) +
+                      Bytes(12, ValueInfo("b", 7, {-1, 1}));
+  return Int(1, 7) + Bytes(7, graph);
+}
+
+std::string
+WriteTemp(const std::string& bytes)
+{
+  std::string path = ::testing::TempDir() + "npu_ge_model_" +
+                     ::testing::UnitTest::GetInstance()->current_test_info()->name() +
+                     ".onnx";
+  std::ofstream(path, std::ios::binary) << bytes;
+  return path;
+}
+
+// Pretends to be GE for the model above: a = x + 1 (FP32), b = row index
+// (INT64); records what the engine asked for.
 class FakeGePort : public GePort {
  public:
-  GeOptions global, session, graph;
-  int open_sessions = 0;
-  std::vector<size_t> run_input_bytes;
+  std::vector<GeOptions> inits;
+  GeOptions session, graph;
+  GeGraphIo io;
+  int open_sessions = 0, compiled = 0, runs = 0;
+  bool fail_init = false;
 
   TRITONSERVER_Error* Initialize(const GeOptions& g) override
   {
-    global = g;
-    return nullptr;
-  }
-  TRITONSERVER_Error* Describe(const std::string&, ModelIoDesc* io) override
-  {
-    ModelTensorDesc x;
-    x.name = "x";
-    x.dtype = TRITONSERVER_TYPE_FP32;
-    x.dims = {-1, 2};
-    ModelTensorDesc y = x;
-    y.name = "y";
-    io->inputs = {x};
-    io->input_model_index = {0};
-    io->outputs = {y};
-    return nullptr;
+    inits.push_back(g);
+    return fail_init ? TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "GE down")
+                     : nullptr;
   }
   TRITONSERVER_Error* OpenSession(
-      const std::string&, const GeOptions& s, const GeOptions& g, uint64_t* id) override
+      const std::string&, const GeOptions& s, const GeOptions& g, const GeGraphIo& i,
+      int32_t, uint64_t* id, size_t* device_bytes) override
   {
     session = s;
     graph = g;
+    io = i;
+    ++compiled;  // the real port compiles here (Session::BuildGraph)
+    *device_bytes = 4096;
     *id = static_cast<uint64_t>(++open_sessions);
     return nullptr;
   }
   TRITONSERVER_Error* Run(
-      uint64_t, const std::vector<const void*>& in, const std::vector<size_t>& in_bytes,
-      const std::vector<void*>& out, const std::vector<size_t>& out_bytes) override
+      uint64_t, const std::vector<const void*>& in,
+      const std::vector<void*>& out) override
   {
-    run_input_bytes = in_bytes;
+    ++runs;
     const float* x = static_cast<const float*>(in[0]);
-    float* y = static_cast<float*>(out[0]);
-    for (size_t i = 0; i < out_bytes[0] / sizeof(float); ++i) y[i] = x[i] + 1;
+    float* a = static_cast<float*>(out[0]);
+    for (size_t i = 0; i < io.outputs[0].ByteSize() / sizeof(float); ++i) a[i] = x[i] + 1;
+    int64_t* b = static_cast<int64_t*>(out[1]);
+    for (int64_t r = 0; r < io.outputs[1].dims[0]; ++r) b[r] = r;
     return nullptr;
   }
   void CloseSession(uint64_t) override { --open_sessions; }
 };
 
+// The config lists the outputs in another order than the ONNX graph.
 ModelConfigSpec
-Spec()
+Spec(const std::string& name = "m")
 {
   ModelConfigSpec spec;
+  spec.name = name;
   spec.max_batch_size = 4;
   spec.engine = EngineKind::kGeGraph;
   spec.model_filename = "model.onnx";
   spec.inputs = {{"x", TRITONSERVER_TYPE_FP32, {2}}};
-  spec.outputs = {{"y", TRITONSERVER_TYPE_FP32, {2}}};
+  spec.outputs = {
+      {"b", TRITONSERVER_TYPE_INT64, {1}}, {"a", TRITONSERVER_TYPE_FP32, {2}}};
   spec.options = {
       {"ge.exec.precision_mode", "must_keep_origin_dtype"},
       {"session.ge.exec.dynamicGraphExecuteMode", "dynamic_execute"},
@@ -71,31 +128,83 @@ Spec()
   return spec;
 }
 
+struct Fixture {
+  std::shared_ptr<FakeGePort> port = std::make_shared<FakeGePort>();
+  std::shared_ptr<GeGlobal> ge;
+  std::string path = WriteTemp(OnnxModel());
+  explicit Fixture(GeOptions backend = {})
+      : ge(std::make_shared<GeGlobal>(port, std::move(backend)))
+  {
+  }
+};
+
 }  // namespace
 
-TEST(GeGraphEngine, SplitsOptionScopesAndPinsTheDevice)
+TEST(OnnxInfo, ReadsGraphInputsWithoutInitializersAndOutputsInOrder)
 {
-  auto port = std::make_shared<FakeGePort>();
-  std::unique_ptr<Engine> engine;
-  ASSERT_EQ(Message(CreateGeGraphEngine(port, Spec(), "/m/1/model.onnx", &engine)), "");
-  EXPECT_EQ(port->global.at("ge.graphRunMode"), "0");
-  EXPECT_EQ(port->global.at("ge.exec.precision_mode"), "must_keep_origin_dtype");
-  std::unique_ptr<EngineInstance> inst;
-  ASSERT_EQ(Message(engine->CreateInstance(3, &inst)), "");
-  EXPECT_EQ(port->session.at("ge.exec.deviceId"), "3");
-  EXPECT_EQ(port->session.at("ge.exec.dynamicGraphExecuteMode"), "dynamic_execute");
-  EXPECT_EQ(port->graph.at("ge.exec.enableFusion"), "1");
-  EXPECT_EQ(
-      port->graph.at("ge.inputShape"), "x:4,2");  // compiled for max_batch_size rows
-  inst.reset();
-  EXPECT_EQ(port->open_sessions, 0);  // the session closes with the instance
+  ModelIoDesc io;
+  ASSERT_EQ(Message(ReadOnnxIo(OnnxModel(), "model.onnx", &io)), "");
+  ASSERT_EQ(io.inputs.size(), 1u);  // 'w' is an initializer
+  EXPECT_EQ(io.inputs[0].name, "x");
+  EXPECT_EQ(io.inputs[0].dtype, TRITONSERVER_TYPE_FP32);
+  EXPECT_EQ(io.inputs[0].dims, (std::vector<int64_t>{-1, 2}));  // dim_param -> -1
+  ASSERT_EQ(io.outputs.size(), 2u);
+  EXPECT_EQ(io.outputs[0].name, "a");
+  EXPECT_EQ(io.outputs[1].name, "b");
+  EXPECT_EQ(io.outputs[1].dtype, TRITONSERVER_TYPE_INT64);
+  EXPECT_EQ(io.outputs[1].dims, (std::vector<int64_t>{-1, 1}));
 }
 
-TEST(GeGraphEngine, RunsPaddedBatchesThroughThePort)
+TEST(OnnxInfo, NamesTheFileWhenItIsNotOnnxOrHasNoTensors)
 {
-  auto port = std::make_shared<FakeGePort>();
+  ModelIoDesc io;
+  EXPECT_EQ(
+      Message(ReadOnnxIo("onnx bytes\n", "net.onnx", &io)),
+      "net.onnx is not an ONNX model (its protobuf cannot be read)");
+  EXPECT_EQ(
+      Message(ReadOnnxIo(Bytes(7, Bytes(11, ValueInfo("x", 1, {2}))), "net.onnx", &io)),
+      "net.onnx declares 1 input(s) and 0 output(s); npu_ge needs at least one of each");
+  ModelIoDesc strings;
+  ASSERT_EQ(
+      Message(ReadOnnxIo(
+          Bytes(7, Bytes(11, ValueInfo("s", 8, {1})) + Bytes(12, ValueInfo("y", 1, {1}))),
+          "net.onnx", &strings)),
+      "");
+  EXPECT_FALSE(strings.inputs[0].dtype_known);
+  EXPECT_EQ(strings.inputs[0].dtype_name, "STRING");
+}
+
+TEST(GeGraphEngine, CompilesAtLoadWithShapesAndDtypesAndReportsDeviceMemory)
+{
+  Fixture f;
   std::unique_ptr<Engine> engine;
-  ASSERT_EQ(Message(CreateGeGraphEngine(port, Spec(), "/m/1/model.onnx", &engine)), "");
+  ASSERT_EQ(Message(CreateGeGraphEngine(f.ge, Spec(), f.path, &engine)), "");
+  std::unique_ptr<EngineInstance> inst;
+  ASSERT_EQ(Message(engine->CreateInstance(3, &inst)), "");
+  EXPECT_EQ(f.port->compiled, 1);  // when the instance is created, before any request
+  EXPECT_EQ(f.port->runs, 0);
+  ASSERT_EQ(f.port->io.inputs.size(), 1u);
+  EXPECT_EQ(f.port->io.inputs[0].name, "x");
+  EXPECT_EQ(f.port->io.inputs[0].dtype, TRITONSERVER_TYPE_FP32);
+  EXPECT_EQ(f.port->io.inputs[0].dims, (std::vector<int64_t>{4, 2}));  // batch compiled
+  EXPECT_EQ(f.port->io.outputs[1].dims, (std::vector<int64_t>{4, 1}));
+  EXPECT_EQ(inst->DeviceBytes(), 4096u);
+  EXPECT_EQ(f.port->session.at("ge.exec.deviceId"), "3");
+  EXPECT_EQ(f.port->session.at("ge.exec.dynamicGraphExecuteMode"), "dynamic_execute");
+  EXPECT_EQ(f.port->graph.at("ge.exec.enableFusion"), "1");
+  EXPECT_EQ(f.port->graph.at("ge.inputShape"), "x:4,2");
+  ASSERT_EQ(f.port->inits.size(), 1u);
+  EXPECT_EQ(f.port->inits[0].at("ge.graphRunMode"), "0");
+  EXPECT_EQ(f.port->inits[0].at("ge.exec.precision_mode"), "must_keep_origin_dtype");
+  inst.reset();
+  EXPECT_EQ(f.port->open_sessions, 0);  // the session closes with the instance
+}
+
+TEST(GeGraphEngine, OutputsMapToTheOnnxNamesWhateverTheConfigOrder)
+{
+  Fixture f;
+  std::unique_ptr<Engine> engine;
+  ASSERT_EQ(Message(CreateGeGraphEngine(f.ge, Spec(), f.path, &engine)), "");
   EXPECT_EQ(engine->binding().static_batch, 4u);
   std::unique_ptr<EngineInstance> inst;
   ASSERT_EQ(Message(engine->CreateInstance(0, &inst)), "");
@@ -104,9 +213,80 @@ TEST(GeGraphEngine, RunsPaddedBatchesThroughThePort)
   uint64_t start = 0, end = 0;
   ASSERT_EQ(Message(inst->Run(2, &start, &end)), "");
   EXPECT_LE(start, end);
-  EXPECT_EQ(port->run_input_bytes, (std::vector<size_t>{4 * 2 * sizeof(float)}));
-  const float* y = reinterpret_cast<const float*>(inst->OutputStaging(0));
-  EXPECT_EQ(std::vector<float>(y, y + 4), (std::vector<float>{2, 3, 4, 5}));
+  // config output 0 is ONNX output 'b', config output 1 is 'a'
+  const int64_t* b = reinterpret_cast<const int64_t*>(inst->OutputStaging(0));
+  EXPECT_EQ(std::vector<int64_t>(b, b + 4), (std::vector<int64_t>{0, 1, 2, 3}));
+  const float* a = reinterpret_cast<const float*>(inst->OutputStaging(1));
+  EXPECT_EQ(std::vector<float>(a, a + 4), (std::vector<float>{2, 3, 4, 5}));
+}
+
+TEST(GeGraphEngine, ConfigNamesThatAreNotOnnxNamesAreRefused)
+{
+  Fixture f;
+  ModelConfigSpec spec = Spec();
+  spec.outputs[0].name = "output0";
+  std::unique_ptr<Engine> engine;
+  EXPECT_EQ(
+      Message(CreateGeGraphEngine(f.ge, spec, f.path, &engine)),
+      "output 'output0' not found in model.onnx (its outputs: a, b)");
+  EXPECT_TRUE(f.port->inits.empty());  // nothing initialized for a refused config
+}
+
+TEST(GeGlobal, BackendOptionsAndTheFirstModelsAreMergedIntoGeInitialize)
+{
+  Fixture f(
+      GeOptions{
+          {"ge.exec.precision_mode", "must_keep_origin_dtype"}, {"ge.aicoreNum", "8|8"}});
+  std::unique_ptr<Engine> engine;
+  ASSERT_EQ(Message(CreateGeGraphEngine(f.ge, Spec(), f.path, &engine)), "");
+  ASSERT_EQ(f.port->inits.size(), 1u);
+  EXPECT_EQ(f.port->inits[0].at("ge.aicoreNum"), "8|8");
+  EXPECT_EQ(f.port->inits[0].at("ge.exec.precision_mode"), "must_keep_origin_dtype");
+
+  Fixture conflict(GeOptions{{"ge.exec.precision_mode", "force_fp16"}});
+  EXPECT_EQ(
+      Message(CreateGeGraphEngine(conflict.ge, Spec(), conflict.path, &engine)),
+      "parameter 'ge.exec.precision_mode' is 'must_keep_origin_dtype', but "
+      "--backend-config=npu_ge,ge.exec.precision_mode=force_fp16 sets it for the whole "
+      "process: GE global options are process-wide; remove the parameter or use the "
+      "same value");
+  EXPECT_TRUE(conflict.port->inits.empty());
+}
+
+TEST(GeGlobal, LaterModelsOptionsAreMergedIntoTheirSessionOrRefusedLoudly)
+{
+  Fixture f;
+  std::unique_ptr<Engine> first, second, third;
+  ASSERT_EQ(Message(CreateGeGraphEngine(f.ge, Spec("first"), f.path, &first)), "");
+
+  ModelConfigSpec more = Spec("second");
+  more.options["ge.aicoreNum"] = "4|4";  // GE was initialized without it
+  ASSERT_EQ(Message(CreateGeGraphEngine(f.ge, more, f.path, &second)), "");
+  EXPECT_EQ(f.port->inits.size(), 1u);  // GEInitialize ran once
+  std::unique_ptr<EngineInstance> inst;
+  ASSERT_EQ(Message(second->CreateInstance(0, &inst)), "");
+  EXPECT_EQ(f.port->session.at("ge.aicoreNum"), "4|4");  // merged, not dropped
+
+  ModelConfigSpec clash = Spec("third");
+  clash.options["ge.exec.precision_mode"] = "force_fp16";
+  EXPECT_EQ(
+      Message(CreateGeGraphEngine(f.ge, clash, f.path, &third)),
+      "parameter 'ge.exec.precision_mode' is 'force_fp16', but GE is already "
+      "initialized in this process with ge.exec.precision_mode='must_keep_origin_dtype' "
+      "(from model 'first'): GE global options are process-wide; use "
+      "'must_keep_origin_dtype', or set it once for every model with "
+      "--backend-config=npu_ge,ge.exec.precision_mode=<value> and restart the server");
+}
+
+TEST(GeGlobal, AFailedInitializeIsRetriedByTheNextModel)
+{
+  Fixture f;
+  f.port->fail_init = true;
+  std::unique_ptr<Engine> engine;
+  EXPECT_EQ(Message(CreateGeGraphEngine(f.ge, Spec(), f.path, &engine)), "GE down");
+  f.port->fail_init = false;
+  ASSERT_EQ(Message(CreateGeGraphEngine(f.ge, Spec(), f.path, &engine)), "");
+  EXPECT_EQ(f.port->inits.size(), 2u);
 }
 
 TEST(GeGraphEngine, RejectsOptionsOutsideTheKnownScopes)
@@ -118,4 +298,18 @@ TEST(GeGraphEngine, RejectsOptionsOutsideTheKnownScopes)
       Message(BuildGeOptions(spec, &sets)),
       "parameter 'precision': expected a 'ge.*', 'session.*' or 'graph.*' option for "
       "engine 'ge_graph'");
+}
+
+TEST(GeGlobal, GraphRunModeDefaultsToInferenceUnlessTheBackendConfigSetsIt)
+{
+  Fixture f(GeOptions{{"ge.graphRunMode", "1"}});
+  std::unique_ptr<Engine> engine;
+  ASSERT_EQ(Message(CreateGeGraphEngine(f.ge, Spec(), f.path, &engine)), "");
+  EXPECT_EQ(f.port->inits.at(0).at("ge.graphRunMode"), "1");  // what the operator wrote
+  ModelConfigSpec clash = Spec("second");
+  clash.options["ge.graphRunMode"] = "0";
+  EXPECT_NE(
+      Message(CreateGeGraphEngine(f.ge, clash, f.path, &engine))
+          .find("(from --backend-config)"),
+      std::string::npos);
 }

@@ -196,3 +196,172 @@ TEST(BackendConfig, ReadsCmdlineDefaults)
       "--backend-config=npu_ge,telemetry_interval_ms: expected an integer in "
       "[10, 3600000], got '5'");
 }
+
+TEST(BackendConfig, KeepsGeOptionsWarnsLegacyKeysRejectsUnknownOnes)
+{
+  const char* cmdline = R"({"cmdline": {
+    "auto-complete-config": "true", "backend-directory": "/b",
+    "default-max-batch-size": "4", "min-compute-capability": "6.0",
+    "ge.exec.precision_mode": "force_fp16", "static_model": "1"}})";
+  BackendConfigSpec with_ge;
+  ASSERT_EQ(Message(ParseBackendConfig(Json(cmdline), &with_ge, true)), "");
+  EXPECT_EQ(with_ge.ge_options.at("ge.exec.precision_mode"), "force_fp16");
+  ASSERT_EQ(with_ge.warnings.size(), 1u);  // static_model only
+  EXPECT_EQ(
+      with_ge.warnings[0],
+      "--backend-config=npu_ge,static_model=1: a setting of the older Ascend GE "
+      "backend that npu_ge does not read (ignored): npu_ge takes the batch shape "
+      "from the model itself");
+
+  BackendConfigSpec without_ge;
+  ASSERT_EQ(Message(ParseBackendConfig(Json(cmdline), &without_ge, false)), "");
+  ASSERT_EQ(without_ge.warnings.size(), 2u);
+  EXPECT_EQ(
+      without_ge.warnings[0],
+      "--backend-config=npu_ge,ge.exec.precision_mode=force_fp16: GE options apply "
+      "to engine 'ge_graph', which this build lacks (ignored; .om models take "
+      "compile options from atc when converted)");
+
+  BackendConfigSpec typo;
+  EXPECT_EQ(
+      Message(ParseBackendConfig(
+          Json(R"({"cmdline": {"telemetry_interval": "100"}})"), &typo, true)),
+      "--backend-config=npu_ge,telemetry_interval=100: unknown key; npu_ge reads "
+      "device_ids, telemetry_interval_ms and ge.<option> (GE global options)");
+}
+
+namespace {
+
+ModelConfigSpec
+Parsed(const std::string& extra)
+{
+  ModelConfigSpec spec;
+  const std::string config =
+      R"({"name": "m", "max_batch_size": 0,
+    "input": [{"name": "a", "data_type": "TYPE_INT32", "dims": [2]}],
+    "output": [{"name": "b", "data_type": "TYPE_INT32", "dims": [2]}])" +
+      extra + "}";
+  EXPECT_EQ(Message(ParseModelConfig(Json(config.c_str()), &spec)), "");
+  return spec;
+}
+
+std::vector<std::string>
+Holds(std::vector<std::string> files)
+{
+  return files;
+}
+
+}  // namespace
+
+TEST(ResolveModelFile, OnnxOnlyDirectoryPicksGeGraphWhereTheBuildHasIt)
+{
+  ModelConfigSpec spec = Parsed("");
+  std::string note;
+  ASSERT_EQ(Message(ResolveModelFile(Holds({"model.onnx"}), true, &spec, &note)), "");
+  EXPECT_EQ(spec.engine, EngineKind::kGeGraph);
+  EXPECT_EQ(spec.model_filename, "model.onnx");
+  EXPECT_EQ(
+      note,
+      "the version directory holds model.onnx and no model.om, and neither 'engine' "
+      "nor default_model_filename is set: using engine 'ge_graph'");
+
+  ModelConfigSpec both = Parsed("");
+  ASSERT_EQ(
+      Message(ResolveModelFile(Holds({"model.onnx", "model.om"}), true, &both, &note)),
+      "");
+  EXPECT_EQ(both.engine, EngineKind::kAclOm);  // model.om wins
+  EXPECT_EQ(both.model_filename, "model.om");
+  EXPECT_EQ(note, "");
+
+  ModelConfigSpec named = Parsed("");  // the older backend took any *.onnx
+  ASSERT_EQ(
+      Message(
+          ResolveModelFile(Holds({"config.txt", "resnet50.onnx"}), true, &named, &note)),
+      "");
+  EXPECT_EQ(named.model_filename, "resnet50.onnx");
+  EXPECT_EQ(named.engine, EngineKind::kGeGraph);
+
+  ModelConfigSpec pinned =
+      Parsed(R"(, "parameters": {"engine": {"string_value": "acl_om"}})");
+  ASSERT_EQ(Message(ResolveModelFile(Holds({"model.onnx"}), true, &pinned, &note)), "");
+  EXPECT_EQ(pinned.model_filename, "model.om");  // what the user chose is kept
+}
+
+TEST(ResolveModelFile, WithoutGeGraphNamesWhatTheUserWroteAndWhatToDo)
+{
+  ModelConfigSpec onnx_only = Parsed("");
+  std::string note;
+  EXPECT_EQ(
+      Message(ResolveModelFile(Holds({"model.onnx"}), false, &onnx_only, &note)),
+      "model.onnx needs the ge_graph engine, which this build lacks: convert with ATC "
+      "to model.om, or use the image built with the CANN toolkit");
+
+  ModelConfigSpec named = Parsed(R"(, "default_model_filename": "net.onnx")");
+  EXPECT_EQ(
+      Message(ResolveModelFile(Holds({}), false, &named, &note)),
+      "net.onnx needs the ge_graph engine, which this build lacks: convert with ATC "
+      "to model.om, or use the image built with the CANN toolkit");
+
+  ModelConfigSpec legacy =
+      Parsed(R"(, "parameters": {"EXECUTOR_TYPE": {"string_value": "GE"}})");
+  EXPECT_EQ(
+      Message(ResolveModelFile(Holds({"model.onnx"}), false, &legacy, &note)),
+      "parameter 'EXECUTOR_TYPE' is 'GE', which selects the ge_graph engine (for "
+      "model.onnx); this build lacks it: convert with ATC to model.om, or use the "
+      "image built with the CANN toolkit (then set 'EXECUTOR_TYPE' to 'acl_om' or "
+      "remove it)");
+
+  ModelConfigSpec two = Parsed("");
+  EXPECT_EQ(
+      Message(ResolveModelFile(Holds({"b.onnx", "a.onnx"}), true, &two, &note)),
+      "the version directory holds no model.om or model.onnx but 2 ONNX files "
+      "(a.onnx, b.onnx): set default_model_filename to the one to serve");
+
+  ModelConfigSpec om = Parsed("");
+  ASSERT_EQ(Message(ResolveModelFile(Holds({}), false, &om, &note)), "");
+  EXPECT_EQ(om.model_filename, "model.om");  // missing file: reported by the caller
+}
+
+TEST(ModelConfig, LegacyKeysAreNamedInTheirErrors)
+{
+  ModelConfigSpec spec;
+  EXPECT_EQ(
+      Message(ParseModelConfig(
+          Json(R"({"name": "m", "input": [], "output": [],
+    "parameters": {"EXECUTOR_TYPE": {"string_value": "tensorrt"}}})"),
+          &spec, false)),
+      "parameter 'EXECUTOR_TYPE': expected 'acl_om' or 'ge_graph', got 'tensorrt'");
+  ModelConfigSpec ids;
+  EXPECT_EQ(
+      Message(ParseModelConfig(
+          Json(R"({"name": "m", "input": [], "output": [],
+    "parameters": {"DEVICE_ID": {"string_value": "npu0"}}})"),
+          &ids, false)),
+      "parameter 'DEVICE_ID': expected a comma-separated list of device ids like "
+      "'0,1', got 'npu0'");
+}
+
+TEST(ModelConfig, OlderBackendParametersAreWarnedAboutNotPassedToGe)
+{
+  ModelConfigSpec spec;
+  ASSERT_EQ(
+      Message(ParseModelConfig(
+          Json(R"({"name": "m", "input": [], "output": [],
+    "default_model_filename": "model.onnx",
+    "parameters": {"static_model": {"string_value": "1"},
+                   "profiling": {"string_value": "dynamic"},
+                   "ge.aicoreNum": {"string_value": "12|10"}}})"),
+          &spec, false)),
+      "");
+  EXPECT_EQ(
+      spec.options, (std::map<std::string, std::string>{{"ge.aicoreNum", "12|10"}}));
+  ASSERT_EQ(spec.warnings.size(), 2u);
+  EXPECT_EQ(
+      spec.warnings[0],
+      "parameter 'profiling' is a setting of the older Ascend GE backend that npu_ge "
+      "does not read (ignored): use CANN's own profiling settings in the environment");
+  EXPECT_EQ(
+      spec.warnings[1],
+      "parameter 'static_model' is a setting of the older Ascend GE backend that npu_ge "
+      "does not read (ignored): npu_ge takes the batch shape from the model itself");
+}
