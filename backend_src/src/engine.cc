@@ -2,7 +2,21 @@
 
 #include <chrono>
 
+#include "triton_utils.h"
+
 namespace npu_ge {
+
+TRITONSERVER_Error*
+EngineInstance::Launch(size_t, size_t, uint64_t*)
+{
+  return NPU_GE_ERROR(UNSUPPORTED, "this engine runs one buffer set only (no Launch)");
+}
+
+TRITONSERVER_Error*
+EngineInstance::Wait(size_t, uint64_t*)
+{
+  return NPU_GE_ERROR(UNSUPPORTED, "this engine runs one buffer set only (no Wait)");
+}
 
 uint64_t
 NowNs()

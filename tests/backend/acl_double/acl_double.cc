@@ -15,12 +15,20 @@
 //    records the result as "lsan_leaks" in the state file; with
 //    $NPU_GE_DOUBLE_LEAK_ON_PURPOSE=1 aclInit leaks 4242 bytes (to prove the
 //    check sees leaks);
+//  - streams are asynchronous (streams.h): aclrtMemcpyAsync and
+//    aclmdlExecuteAsync queue work that runs in order on the stream's own
+//    thread; results exist only after aclrtSynchronizeStream[WithTimeout];
+//    an execution takes delay_us + delay_per_row_us x rows (model_file.h);
 //  - $NPU_GE_DOUBLE_DEVICE_COUNT (default 8) devices; utilization of device d
-//    is 40 + d percent; HBM total 32 GiB, used = 2 GiB + allocations + weights.
+//    is the load of other processes, $NPU_GE_DOUBLE_OTHER_LOAD percent
+//    (default 40 + d, so devices can be told apart), plus the share of the
+//    last second its executions kept it busy (capped at 100); HBM total
+//    32 GiB, used = 2 GiB + allocations + weights.
 // Calls that need a device check the calling thread's current context, as
 // the real runtime does.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -33,6 +41,8 @@
 
 #include "acl/acl.h"
 #include "model_file.h"
+#include "runtime_state.h"
+#include "streams.h"
 
 using acl_double::ModelSpec;
 
@@ -48,16 +58,9 @@ struct aclDataBuffer {
   size_t size;
 };
 
-namespace {
+namespace acl_double {
 
 struct Context {
-  int32_t device;
-};
-struct Stream {
-  int32_t device;
-};
-struct Allocation {
-  size_t size;
   int32_t device;
 };
 struct LoadedModel {
@@ -76,6 +79,7 @@ int g_finalize_without_init = 0;  // aclFinalize calls before a successful aclIn
 std::map<int32_t, int> g_device_refs;
 std::set<Context*> g_contexts;
 std::set<Stream*> g_streams;
+std::set<void*> g_host_blocks;
 std::map<uintptr_t, Allocation> g_allocations;
 std::map<uint32_t, LoadedModel> g_models;
 uint32_t g_next_model_id = 1;
@@ -85,10 +89,12 @@ std::set<aclDataBuffer*> g_data_buffers;
 uint64_t g_executions = 0;
 int g_lsan_leaks = -1;  // -1: no leak check ran
 
+namespace {
 thread_local Context* t_context = nullptr;
 thread_local int32_t t_device = -1;
 thread_local std::string t_error;
 thread_local std::string t_error_returned;
+}  // namespace
 
 int32_t
 DeviceCount()
@@ -133,11 +139,11 @@ WriteStateLocked()
       "\"allocations\": %zu, \"allocated_bytes\": %zu, "
       "\"contexts\": %zu, \"streams\": %zu, \"models\": %zu, \"descs\": %zu, "
       "\"datasets\": %zu, \"data_buffers\": %zu, \"device_refs\": %d, "
-      "\"executions\": %llu, \"lsan_leaks\": %d}\n",
+      "\"host_allocations\": %zu, \"executions\": %llu, \"lsan_leaks\": %d}\n",
       static_cast<int>(getpid()), g_initialized ? "true" : "false", g_init_calls,
       g_finalize_calls, g_finalize_without_init, g_allocations.size(), bytes,
       g_contexts.size(), g_streams.size(), g_models.size(), g_descs.size(),
-      g_datasets.size(), g_data_buffers.size(), refs,
+      g_datasets.size(), g_data_buffers.size(), refs, g_host_blocks.size(),
       static_cast<unsigned long long>(g_executions), g_lsan_leaks);
   std::fclose(f);
   std::rename(tmp.c_str(), path);
@@ -174,20 +180,9 @@ struct WriteStateAtLoad {
   }
 } g_write_state_at_load;
 
-}  // namespace
+}  // namespace acl_double
 
-#define DOUBLE_ENTER(NAME)                                     \
-  std::unique_lock<std::mutex> lock(g_mu);                     \
-  if (ShouldFail(NAME))                                        \
-    return Fail(                                               \
-        ACL_ERROR_RT_PARAM_INVALID,                            \
-        NAME " failure injected by NPU_GE_DOUBLE_FAIL_CALLS"); \
-  if (!g_initialized) return Fail(ACL_ERROR_UNINITIALIZE, NAME " before aclInit")
-
-#define DOUBLE_NEED_DEVICE(NAME)          \
-  int32_t device = CurrentDeviceLocked(); \
-  if (device < 0)                         \
-  return Fail(ACL_ERROR_RT_CONTEXT_NULL, NAME ": no current context on this thread")
+using namespace acl_double;  // NOLINT: this file is the double's state
 
 // Provided by the sanitizer runtime when it is loaded; null otherwise.
 extern "C" int __lsan_do_recoverable_leak_check() __attribute__((weak));
@@ -329,39 +324,6 @@ aclrtSetCurrentContext(aclrtContext context)
 }
 
 aclError
-aclrtCreateStream(aclrtStream* stream)
-{
-  DOUBLE_ENTER("aclrtCreateStream");
-  DOUBLE_NEED_DEVICE("aclrtCreateStream");
-  Stream* s = new Stream{device};
-  g_streams.insert(s);
-  *stream = s;
-  WriteStateLocked();
-  return ACL_SUCCESS;
-}
-
-aclError
-aclrtDestroyStream(aclrtStream stream)
-{
-  DOUBLE_ENTER("aclrtDestroyStream");
-  Stream* s = static_cast<Stream*>(stream);
-  if (g_streams.erase(s) == 0) return Fail(ACL_ERROR_RT_PARAM_INVALID, "unknown stream");
-  delete s;
-  WriteStateLocked();
-  return ACL_SUCCESS;
-}
-
-aclError
-aclrtSynchronizeStream(aclrtStream stream)
-{
-  DOUBLE_ENTER("aclrtSynchronizeStream");
-  if (g_streams.count(static_cast<Stream*>(stream)) == 0) {
-    return Fail(ACL_ERROR_RT_PARAM_INVALID, "unknown stream");
-  }
-  return ACL_SUCCESS;  // work is done synchronously by the double
-}
-
-aclError
 aclrtMalloc(void** ptr, size_t size, aclrtMemMallocPolicy)
 {
   DOUBLE_ENTER("aclrtMalloc");
@@ -432,7 +394,10 @@ aclrtGetDeviceUtilizationRate(int32_t device, aclrtUtilizationInfo* info)
   if (device < 0 || device >= DeviceCount()) {
     return Fail(ACL_ERROR_RT_INVALID_DEVICEID, "no such device");
   }
-  info->cubeUtilization = 40 + device;
+  const char* other = std::getenv("NPU_GE_DOUBLE_OTHER_LOAD");
+  const double busy = BusyPercent(device, std::chrono::milliseconds(1000));
+  const double load = (other == nullptr ? 40 + device : std::atof(other)) + busy;
+  info->cubeUtilization = static_cast<int32_t>(std::min(100.0, load + 0.5));
   info->vectorUtilization = 20;
   info->aicpuUtilization = 1;
   info->memoryUtilization = -1;
@@ -773,65 +738,102 @@ CheckDatasetsLocked(
   return ACL_SUCCESS;
 }
 
-void
-ComputeLocked(
-    const ModelSpec& s, const aclmdlDataset* in, aclmdlDataset* out, uint64_t rows)
+// One model execution as queued on a stream. The buffers are captured when it
+// is queued (the backend may reuse or destroy the datasets before it runs);
+// their contents are read only when the stream reaches it.
+struct Execution {
+  ModelSpec spec;
+  std::vector<const void*> in;
+  std::vector<void*> out;
+  uint64_t rows = 0;
+  int32_t device = -1;
+};
+
+bool
+InputZeroHolds(const Execution& x, double value)
 {
+  const acl_double::TensorSpec& t = x.spec.inputs[0];
+  const size_t n = x.spec.TensorBytes(t, x.rows) / acl_double::DtypeSize(t.dtype);
+  for (size_t e = 0; e < n; ++e) {
+    if (acl_double::ReadElement(x.in[0], t.dtype, e) == value) return true;
+  }
+  return false;
+}
+
+void
+Compute(const Execution& x)
+{
+  const ModelSpec& s = x.spec;
   for (size_t o = 0; o < s.outputs.size(); ++o) {
     const acl_double::OutputSpec& spec = s.outputs[o];
-    const size_t n = s.TensorBytes(spec, rows) / acl_double::DtypeSize(spec.dtype);
+    const size_t n = s.TensorBytes(spec, x.rows) / acl_double::DtypeSize(spec.dtype);
     for (size_t e = 0; e < n; ++e) {
       double sum = 0;
       for (size_t k : spec.from) {
-        sum += acl_double::ReadElement(in->buffers[k]->data, s.inputs[k].dtype, e);
+        sum += acl_double::ReadElement(x.in[k], s.inputs[k].dtype, e);
       }
-      acl_double::WriteElement(
-          out->buffers[o]->data, spec.dtype, e, spec.scale * sum + spec.offset);
+      acl_double::WriteElement(x.out[o], spec.dtype, e, spec.scale * sum + spec.offset);
     }
   }
+}
+
+// Runs on the stream's thread: the model's directives, its cost, its formula.
+acl_double::TaskResult
+RunExecution(const Execution& x, Stream& stream)
+{
+  const auto start = std::chrono::steady_clock::now();
+  const std::string input = "input '" + x.spec.inputs[0].name + "'";
+  if (x.spec.has_hang_value && InputZeroHolds(x, x.spec.hang_value)) {
+    stream.Sleep(std::chrono::microseconds::max());  // until the stream is destroyed
+    return {ACL_ERROR_RT_MODEL_EXECUTE, "execution abandoned (hang_on_value)"};
+  }
+  if (x.spec.has_fail_value && InputZeroHolds(x, x.spec.fail_value)) {
+    return {
+        ACL_ERROR_RT_MODEL_EXECUTE,
+        "model execution failed: " + input +
+            " holds the poison value (fail_execute_on_value)"};
+  }
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    ++g_executions;  // counted when it starts, as tests watch for a running one
+  }
+  const auto cost = std::chrono::microseconds(
+      x.spec.delay_us + static_cast<int64_t>(x.spec.delay_per_row_us * x.rows));
+  if (cost.count() > 0 && !stream.Sleep(cost)) {
+    return {ACL_ERROR_RT_MODEL_EXECUTE, "execution abandoned: stream destroyed"};
+  }
+  Compute(x);
+  RecordBusy(x.device, start, std::chrono::steady_clock::now());
+  return {};
 }
 
 }  // namespace
 
 extern "C" {
 
+// Checks what the real runtime checks when the task is queued, then queues
+// it: the outputs exist only after the stream is synchronized.
 aclError
 aclmdlExecuteAsync(
     uint32_t model_id, const aclmdlDataset* input, aclmdlDataset* output,
     aclrtStream stream)
 {
-  int64_t delay_us = 0;
-  {
-    DOUBLE_ENTER("aclmdlExecuteAsync");
-    DOUBLE_NEED_DEVICE("aclmdlExecuteAsync");
-    auto it = g_models.find(model_id);
-    if (it == g_models.end()) return Fail(ACL_ERROR_INVALID_MODEL_ID, "unknown model id");
-    Stream* s = static_cast<Stream*>(stream);
-    if (g_streams.count(s) == 0 || s->device != device) {
-      return Fail(ACL_ERROR_RT_STREAM_CONTEXT, "stream not on the current device");
-    }
-    uint64_t rows = 0;
-    aclError rc = CheckDatasetsLocked(it->second, input, output, device, &rows);
-    if (rc != ACL_SUCCESS) return rc;
-    const ModelSpec& spec = it->second.spec;
-    if (spec.has_fail_value) {
-      const size_t n = spec.TensorBytes(spec.inputs[0], rows) /
-                       acl_double::DtypeSize(spec.inputs[0].dtype);
-      for (size_t e = 0; e < n; ++e) {
-        if (acl_double::ReadElement(input->buffers[0]->data, spec.inputs[0].dtype, e) ==
-            spec.fail_value) {
-          return Fail(
-              ACL_ERROR_RT_MODEL_EXECUTE,
-              "model execution failed: input '" + spec.inputs[0].name +
-                  "' holds the poison value (fail_execute_on_value)");
-        }
-      }
-    }
-    ComputeLocked(spec, input, output, rows);
-    ++g_executions;
-    delay_us = spec.delay_us + static_cast<int64_t>(spec.delay_per_row_us * rows);
+  DOUBLE_ENTER("aclmdlExecuteAsync");
+  DOUBLE_NEED_DEVICE("aclmdlExecuteAsync");
+  auto it = g_models.find(model_id);
+  if (it == g_models.end()) return Fail(ACL_ERROR_INVALID_MODEL_ID, "unknown model id");
+  Stream* s = static_cast<Stream*>(stream);
+  if (g_streams.count(s) == 0 || s->device() != device) {
+    return Fail(ACL_ERROR_RT_STREAM_CONTEXT, "stream not on the current device");
   }
-  if (delay_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(delay_us));
+  Execution x;
+  aclError rc = CheckDatasetsLocked(it->second, input, output, device, &x.rows);
+  if (rc != ACL_SUCCESS) return rc;
+  x.spec = it->second.spec;
+  x.device = device;
+  for (const aclDataBuffer* b : input->buffers) x.in.push_back(b->data);
+  for (const aclDataBuffer* b : output->buffers) x.out.push_back(b->data);
+  s->Enqueue([x](Stream& on) { return RunExecution(x, on); });
   return ACL_SUCCESS;
 }
 

@@ -295,6 +295,11 @@ ParseLine(const std::vector<std::string>& w, ModelSpec* spec, std::string* error
     spec->fail_value = std::stod(w[1]);
     return true;
   }
+  if (key == "hang_on_value" && w.size() == 2) {
+    spec->has_hang_value = true;
+    spec->hang_value = std::stod(w[1]);
+    return true;
+  }
   if (key == "fail_load" && w.size() == 1) {
     spec->fail_load = true;
     return true;

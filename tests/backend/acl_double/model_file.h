@@ -8,6 +8,8 @@
 //   delay_us 2000                            per-execute delay (fixed part)
 //   delay_per_row_us 50                      plus this per executed row (gear rows)
 //   fail_execute_on_value -7                 execute fails if input 0 has -7
+//   hang_on_value 99                         execute never finishes if input 0 has
+//                                            99 (until its stream is destroyed)
 //   fail_load                                aclmdlLoadFromFile fails
 //   weight_bytes 1048576                     device memory the weights take
 #pragma once
@@ -40,6 +42,8 @@ struct ModelSpec {
   double delay_per_row_us = 0;
   bool has_fail_value = false;
   double fail_value = 0;
+  bool has_hang_value = false;
+  double hang_value = 0;
   bool fail_load = false;
   uint64_t weight_bytes = 1 << 20;
 
