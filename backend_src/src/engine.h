@@ -40,7 +40,8 @@ class EngineInstance {
   // a set's copy-in, execution and copy-out and returns; Wait blocks until
   // that work finished (bounded by the model's execute_timeout_ms). Launch of
   // one set is only called once the previous set's Wait returned. The
-  // defaults describe an engine without pipelining: one set, Run only.
+  // defaults describe an engine without pipelining: one set, and Launch
+  // runs the whole execution (Run) before it returns.
   virtual size_t BufferSets() const { return 1; }
   virtual uint8_t* SetInputStaging(size_t set, size_t config_input)
   {
@@ -63,6 +64,9 @@ class EngineInstance {
   // every staging pointer handed out before.
   virtual bool NeedsRecovery() const { return false; }
   virtual TRITONSERVER_Error* Recover() { return nullptr; }
+
+ private:
+  uint64_t run_end_ns_ = 0;  // of the default Launch's Run
 };
 
 // The model-level part of an engine: the validated binding of the config
