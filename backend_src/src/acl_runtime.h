@@ -44,10 +44,9 @@ namespace npu_ge {
   X(aclrtGetMemInfo, "metrics npu_ge_hbm_used_bytes, npu_ge_hbm_total_bytes") \
   X(aclrtGetDeviceUtilizationRate, "metric npu_ge_device_utilization")      \
   X(aclmdlQuerySize, "model weight/workspace bytes in memory usage")        \
-  X(aclrtMallocHost, "pinned host staging; pageable memory, synchronous copies") \
-  X(aclrtFreeHost, "pinned host staging; pageable memory, synchronous copies") \
-  X(aclrtSynchronizeStreamWithTimeout,                                      \
-    "execute_timeout_ms; executions are waited for without a bound")
+  X(aclrtMallocHost, "pinned host staging and asynchronous copies")        \
+  X(aclrtFreeHost, "pinned host staging and asynchronous copies")          \
+  X(aclrtSynchronizeStreamWithTimeout, "execute_timeout_ms")
 // clang-format on
 
 class AclRuntime {
