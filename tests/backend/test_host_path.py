@@ -30,6 +30,7 @@ from tests.backend.support import (
     unload,
     wait_for,
 )
+from tests.backend.test_asan import sanitizer_reports, shut_down_after_leak_check, start_asan_server
 from tests.backend.test_inference import infer
 
 pytestmark = pytest.mark.integration
@@ -284,3 +285,31 @@ def test_load_unload_cycles_free_pinned_memory_and_join_every_thread(
     for _ in range(10):
         cycle()
     wait_for(lambda: threads_of(server) <= baseline, 10, f"thread count back to {baseline}")
+
+
+def test_host_path_failures_are_clean_under_address_sanitizer(
+    npu_triton: StartServer, npu_repo: Path, tmp_path: Path
+) -> None:
+    # timeout + rebuild with the completion thread, device error + rebuild without it,
+    # and pipelined concurrency: every abandoned stream, buffer and thread is released
+    affine_model(npu_repo, "stuck", batching="", extra=[f"hang_on_value {HANG}"],
+                 config_extra=overlap(True) + params(execute_timeout_ms="300"))
+    affine_model(npu_repo, "faulty", extra=[f"fail_execute_on_value {POISON}"], config_extra=overlap(False))
+    affine_model(npu_repo, "busy", instances=2, extra=["delay_us 500"],
+                 batching="dynamic_batching { max_queue_delay_microseconds: 1000 }")
+    server, log_dir = start_asan_server(npu_triton, npu_repo, tmp_path, ["stuck", "faulty", "busy"], {})
+    assert "execute_timeout_ms=300" in str(try_infer(server, "stuck", rows_of(HANG)))
+    assert "ACL error 507011" in str(try_infer(server, "faulty", rows_of(POISON)))
+    for model in ("stuck", "faulty"):
+        np.testing.assert_array_equal(try_infer(server, model, rows_of(1)), 2 * rows_of(1) + 1)
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        results = list(pool.map(lambda v: (v, try_infer(server, "busy", rows_of(v))), range(64)))
+    for v, y in results:
+        np.testing.assert_array_equal(y, 2 * rows_of(v) + 1)
+    assert recoveries(server, "stuck") == 1 and recoveries(server, "faulty") == 1
+    leaks = shut_down_after_leak_check(server)
+    assert live_resources(server.state_file) == {}
+    errors, our_leaks = sanitizer_reports(log_dir)
+    assert errors == [], "\n\n".join(errors)
+    assert our_leaks == [], "\n\n".join(our_leaks)
+    assert leaks == 0, list(log_dir.iterdir())
