@@ -260,13 +260,14 @@ ModelInstanceState::Complete(Job& job) noexcept
   TRITONSERVER_Error* err = engine_->Wait(job.set, &job.compute_end_ns);
   job.launched = false;
   SetDeviceBusy(false);  // the next execution may start while this one is answered
-  if (err != nullptr) {
+  const bool ran = err == nullptr;
+  if (!ran) {
     err = WrapError(err, log_prefix_);
     NPU_GE_LOG(ERROR, TRITONSERVER_ErrorMessage(err));
     job.FailAll(err);
   }
   size_t answered_rows = 0;  // a failed execution is not counted by Triton
-  for (size_t k = 0; k < job.slots.size() && err == nullptr; ++k) {
+  for (size_t k = 0; k < job.slots.size() && ran; ++k) {
     Slot& slot = job.slots[k];
     slot.compute_start_ns = job.compute_start_ns;
     slot.compute_end_ns = job.compute_end_ns;

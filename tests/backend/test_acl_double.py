@@ -173,3 +173,31 @@ def test_utilization_follows_the_busy_time_of_the_last_second(device: Device, tm
     assert 45 <= busy <= 75, busy  # ~60% of the last second
     time.sleep(1.1)
     assert device.utilization() == 0
+
+
+class IODims(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char * 128), ("count", ctypes.c_size_t), ("dims", ctypes.c_int64 * 128)]
+
+
+@pytest.mark.parametrize("directive", [None, "outputs_at_largest_gear"])
+def test_outputs_are_described_with_a_batch_gear_or_the_largest_gears_shape(
+    device: Device, tmp_path: Path, directive: str | None
+) -> None:
+    lib = device.lib
+    path = tmp_path / "gears.om"
+    path.write_text(double_model([("x", "FP32", "-1,4")], [("y", "FP32", "-1,4", "from x scale 1 offset 0")],
+                                 gears="1,2,8", extra=[directive] if directive else []))
+    model = device.load(path)
+    lib.aclmdlCreateDesc.restype = ctypes.c_void_p
+    lib.aclmdlGetDesc.argtypes = [ctypes.c_void_p, ctypes.c_uint32]
+    lib.aclmdlGetInputDims.argtypes = lib.aclmdlGetOutputDims.argtypes = [
+        ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(IODims)]
+    lib.aclmdlDestroyDesc.argtypes = [ctypes.c_void_p]
+    desc = lib.aclmdlCreateDesc()
+    device.ok(lib.aclmdlGetDesc(desc, model))
+    got_in, got_out = IODims(), IODims()
+    device.ok(lib.aclmdlGetInputDims(desc, 0, ctypes.byref(got_in)))
+    device.ok(lib.aclmdlGetOutputDims(desc, 0, ctypes.byref(got_out)))
+    assert list(got_in.dims[: got_in.count]) == [-1, 4]
+    assert list(got_out.dims[: got_out.count]) == ([8, 4] if directive else [-1, 4])
+    device.ok(lib.aclmdlDestroyDesc(desc))

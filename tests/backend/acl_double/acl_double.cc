@@ -569,9 +569,14 @@ aclmdlGetInputDims(const aclmdlDesc* desc, size_t i, aclmdlIODims* dims)
 aclError
 aclmdlGetOutputDims(const aclmdlDesc* desc, size_t i, aclmdlIODims* dims)
 {
-  if (i >= desc->spec.outputs.size())
+  const ModelSpec& s = desc->spec;
+  if (i >= s.outputs.size())
     return Fail(ACL_ERROR_INVALID_PARAM, "output index out of range");
-  return FillDims(desc->spec.outputs[i], dims);
+  aclError rc = FillDims(s.outputs[i], dims);
+  if (s.outputs_at_largest_gear && dims->dimCount > 0 && dims->dims[0] < 0) {
+    dims->dims[0] = static_cast<int64_t>(s.MaxRows());
+  }
+  return rc;
 }
 
 aclDataType

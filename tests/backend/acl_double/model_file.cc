@@ -300,6 +300,10 @@ ParseLine(const std::vector<std::string>& w, ModelSpec* spec, std::string* error
     spec->hang_value = std::stod(w[1]);
     return true;
   }
+  if (key == "outputs_at_largest_gear" && w.size() == 1) {
+    spec->outputs_at_largest_gear = true;
+    return true;
+  }
   if (key == "fail_load" && w.size() == 1) {
     spec->fail_load = true;
     return true;

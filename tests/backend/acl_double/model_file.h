@@ -12,6 +12,9 @@
 //                                            99 (until its stream is destroyed)
 //   fail_load                                aclmdlLoadFromFile fails
 //   weight_bytes 1048576                     device memory the weights take
+//   outputs_at_largest_gear                  aclmdlGetOutputDims reports the
+//                                            largest gear for a -1 batch dim
+//                                            (as some CANN versions do)
 #pragma once
 
 #include <cstdint>
@@ -45,6 +48,7 @@ struct ModelSpec {
   bool has_hang_value = false;
   double hang_value = 0;
   bool fail_load = false;
+  bool outputs_at_largest_gear = false;
   uint64_t weight_bytes = 1 << 20;
 
   // Rows a tensor is sized for: largest gear for a -1 batch dim.
