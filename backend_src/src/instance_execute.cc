@@ -42,11 +42,7 @@ ModelInstanceState::Execute(TRITONBACKEND_Request** requests, uint32_t count)
         job->slots.push_back(Slot::Take(slots[live[k]]));
       }
       RunJob(*job);
-      if (job->launched) {  // pipelined: the completion thread finishes it
-        std::lock_guard<std::mutex> lock(mu_);
-        launched_.push_back(std::move(job));
-        cv_.notify_all();
-      }
+      if (job->launched) HandOver(std::move(job));
     }
   }
   catch (const std::exception& e) {
@@ -169,6 +165,21 @@ ModelInstanceState::RunJob(Job& job) noexcept
   if (job.holds_set) ReleaseSet(job.set);
   job.holds_set = false;
   Finish(job.slots, job.exec_start_ns);
+}
+
+// Pipelined: the completion thread waits for the launched job and answers it.
+void
+ModelInstanceState::HandOver(std::unique_ptr<Job> job) noexcept
+{
+  try {
+    std::lock_guard<std::mutex> lock(mu_);
+    launched_.push_back(std::move(job));
+  }
+  catch (...) {  // no memory for the queue: finish it here instead
+    if (job != nullptr) Complete(*job);
+    return;
+  }
+  cv_.notify_all();
 }
 
 bool

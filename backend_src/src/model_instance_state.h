@@ -53,6 +53,7 @@ class ModelInstanceState {
   void FailUnanswered(std::vector<Slot>& slots, const char* what) noexcept;
   TRITONSERVER_Error* ValidateRequest(TRITONBACKEND_Request* request, size_t* rows);
   void RunJob(Job& job) noexcept;
+  void HandOver(std::unique_ptr<Job> job) noexcept;
   bool Prepare(Job& job);        // recover if needed, gather, launch; false: not launched
   bool GatherAll(Job& job);      // false when no request of the job is left to run
   bool DropCancelled(Job& job);  // answers cancelled ones; false: none left
