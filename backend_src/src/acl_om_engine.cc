@@ -26,6 +26,71 @@ MakeTensorDesc(const char* name, const aclmdlIODims& dims, aclDataType dtype, si
   return t;
 }
 
+// "[224x224, 448x448]" for the image size gears; "" when there are none.
+std::string
+ImageSizeGears(const AclRuntime& rt, const aclmdlDesc* desc)
+{
+  aclmdlHW hw{};
+  if (rt.aclmdlGetDynamicHW == nullptr ||
+      rt.aclmdlGetDynamicHW(desc, static_cast<size_t>(-1), &hw) != ACL_SUCCESS ||
+      hw.hwCount == 0) {
+    return "";
+  }
+  std::string text;
+  for (size_t g = 0; g < hw.hwCount && g < ACL_MAX_HW_NUM; ++g) {
+    text += (g == 0 ? "" : ", ") + std::to_string(hw.hw[g][0]) + "x" +
+            std::to_string(hw.hw[g][1]);
+  }
+  return "[" + text + "]";
+}
+
+// "[1,8], [1,16]" (all inputs' dims per gear); "" when there are none.
+std::string
+DimsGears(const AclRuntime& rt, const aclmdlDesc* desc)
+{
+  size_t count = 0;
+  if (rt.aclmdlGetInputDynamicGearCount == nullptr ||
+      rt.aclmdlGetInputDynamicDims == nullptr ||
+      rt.aclmdlGetInputDynamicGearCount(desc, static_cast<size_t>(-1), &count) !=
+          ACL_SUCCESS ||
+      count == 0) {
+    return "";
+  }
+  std::vector<aclmdlIODims> gears(count);
+  if (rt.aclmdlGetInputDynamicDims(desc, static_cast<size_t>(-1), gears.data(), count) !=
+      ACL_SUCCESS) {
+    return "";
+  }
+  std::string text;
+  for (size_t g = 0; g < count; ++g) {
+    std::vector<int64_t> dims(gears[g].dims, gears[g].dims + gears[g].dimCount);
+    text += (g == 0 ? "" : ", ") + DimsToString(dims);
+  }
+  return text;
+}
+
+// A model with the dynamic-shape input but no batch gears was compiled with
+// dims or image size gears, which npu_ge does not serve yet: the load fails
+// naming them (when this CANN can list them) and the way out.
+TRITONSERVER_Error*
+UnsupportedGears(const AclRuntime& rt, const aclmdlDesc* desc)
+{
+  const std::string hw = ImageSizeGears(rt, desc);
+  if (!hw.empty()) {
+    return NPU_GE_ERROR(
+        UNSUPPORTED, "compiled with dynamic image size gears "
+                         << hw << " (atc --dynamic_image_size); npu_ge serves dynamic "
+                         << "batch gears only: compile with a fixed image size or "
+                         << "with --dynamic_batch_size");
+  }
+  const std::string dims = DimsGears(rt, desc);
+  return NPU_GE_ERROR(
+      UNSUPPORTED, "compiled with dynamic dims gears "
+                       << (dims.empty() ? std::string("(not listed by this CANN)") : dims)
+                       << " (atc --dynamic_dims); npu_ge serves dynamic batch gears "
+                       << "only: compile with fixed dims or with --dynamic_batch_size");
+}
+
 }  // namespace
 
 TRITONSERVER_Error*
@@ -62,6 +127,7 @@ ReadOmDescription(const AclRuntime& rt, aclmdlDesc* desc, ModelIoDesc* io)
     for (size_t g = 0; g < batch.batchCount && g < ACL_MAX_BATCH_NUM; ++g) {
       out.gears.push_back(static_cast<int64_t>(batch.batch[g]));
     }
+    if (out.gears.empty()) return UnsupportedGears(rt, desc);
   }
   *io = std::move(out);
   return nullptr;

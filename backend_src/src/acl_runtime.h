@@ -46,7 +46,10 @@ namespace npu_ge {
   X(aclmdlQuerySize, "model weight/workspace bytes in memory usage")        \
   X(aclrtMallocHost, "pinned host staging and asynchronous copies")        \
   X(aclrtFreeHost, "pinned host staging and asynchronous copies")          \
-  X(aclrtSynchronizeStreamWithTimeout, "execute_timeout_ms")
+  X(aclrtSynchronizeStreamWithTimeout, "execute_timeout_ms")                \
+  X(aclmdlGetInputDynamicGearCount, "naming dynamic dims gears in load errors") \
+  X(aclmdlGetInputDynamicDims, "naming dynamic dims gears in load errors")  \
+  X(aclmdlGetDynamicHW, "naming image size gears in load errors")
 // clang-format on
 
 class AclRuntime {

@@ -412,10 +412,13 @@ namespace {
 // Tensors as the model reports them: user inputs, then the dynamic-batch input.
 struct IoView {
   const ModelSpec& spec;
-  size_t NumInputs() const { return spec.inputs.size() + (spec.gears.empty() ? 0 : 1); }
+  size_t NumInputs() const
+  {
+    return spec.inputs.size() + (spec.HasDynamicInput() ? 1 : 0);
+  }
   bool IsDynamicInput(size_t i) const
   {
-    return !spec.gears.empty() && i == spec.inputs.size();
+    return spec.HasDynamicInput() && i == spec.inputs.size();
   }
 };
 
@@ -427,6 +430,19 @@ FillDims(const acl_double::TensorSpec& t, aclmdlIODims* dims)
   dims->dimCount = t.dims.size();
   for (size_t d = 0; d < t.dims.size(); ++d) dims->dims[d] = t.dims[d];
   return ACL_SUCCESS;
+}
+
+// Bytes of tensor `t` at the model's largest gear. With dims or image size
+// gears its shape is that of input `input` in the last gear (outputs have
+// their first input's elements per row).
+size_t
+LargestGearBytes(const ModelSpec& s, const acl_double::TensorSpec& t, size_t input)
+{
+  const size_t gears = s.dims_gears.size() + s.hw_gears.size();
+  if (gears == 0) return s.TensorBytes(t, s.MaxRows());
+  size_t n = 1;
+  for (int64_t d : s.DimsInGear(input, gears - 1)) n *= static_cast<size_t>(d);
+  return n * acl_double::DtypeSize(t.dtype);
 }
 
 }  // namespace
@@ -597,14 +613,16 @@ aclmdlGetInputSizeByIndex(aclmdlDesc* desc, size_t i)
 {
   const ModelSpec& s = desc->spec;
   if (IoView{s}.IsDynamicInput(i)) return sizeof(uint64_t);
-  return i < s.inputs.size() ? s.TensorBytes(s.inputs[i], s.MaxRows()) : 0;
+  if (i >= s.inputs.size()) return 0;
+  return LargestGearBytes(s, s.inputs[i], i);
 }
 
 size_t
 aclmdlGetOutputSizeByIndex(aclmdlDesc* desc, size_t i)
 {
   const ModelSpec& s = desc->spec;
-  return i < s.outputs.size() ? s.TensorBytes(s.outputs[i], s.MaxRows()) : 0;
+  if (i >= s.outputs.size()) return 0;
+  return LargestGearBytes(s, s.outputs[i], s.outputs[i].from[0]);
 }
 
 aclError
@@ -614,6 +632,47 @@ aclmdlGetDynamicBatch(const aclmdlDesc* desc, aclmdlBatch* batch)
   batch->batchCount = desc->spec.gears.size();
   for (size_t g = 0; g < desc->spec.gears.size() && g < ACL_MAX_BATCH_NUM; ++g) {
     batch->batch[g] = desc->spec.gears[g];
+  }
+  return ACL_SUCCESS;
+}
+
+// Dims gears: every gear is the dims of all inputs, concatenated.
+aclError
+aclmdlGetInputDynamicGearCount(const aclmdlDesc* desc, size_t index, size_t* count)
+{
+  if (index != static_cast<size_t>(-1)) {
+    return Fail(ACL_ERROR_INVALID_PARAM, "index is reserved: pass -1");
+  }
+  *count = desc->spec.dims_gears.size();
+  return ACL_SUCCESS;
+}
+
+aclError
+aclmdlGetInputDynamicDims(
+    const aclmdlDesc* desc, size_t index, aclmdlIODims* dims, size_t count)
+{
+  const ModelSpec& s = desc->spec;
+  if (index != static_cast<size_t>(-1) || count != s.dims_gears.size()) {
+    return Fail(ACL_ERROR_INVALID_PARAM, "index must be -1 and count the gear count");
+  }
+  for (size_t g = 0; g < count; ++g) {
+    std::memset(&dims[g], 0, sizeof(dims[g]));
+    for (size_t i = 0; i < s.inputs.size(); ++i) {
+      for (int64_t d : s.DimsInGear(i, g)) dims[g].dims[dims[g].dimCount++] = d;
+    }
+  }
+  return ACL_SUCCESS;
+}
+
+aclError
+aclmdlGetDynamicHW(const aclmdlDesc* desc, size_t index, aclmdlHW* hw)
+{
+  (void)index;  // -1: the model's image size gears
+  std::memset(hw, 0, sizeof(*hw));
+  hw->hwCount = desc->spec.hw_gears.size();
+  for (size_t g = 0; g < hw->hwCount && g < ACL_MAX_HW_NUM; ++g) {
+    hw->hw[g][0] = desc->spec.hw_gears[g].first;
+    hw->hw[g][1] = desc->spec.hw_gears[g].second;
   }
   return ACL_SUCCESS;
 }
