@@ -35,7 +35,10 @@ ModelInstanceState::Execute(TRITONBACKEND_Request** requests, uint32_t count)
          ChunkByRows(rows, model_->engine().binding().max_exec_rows)) {
       std::unique_ptr<Job> job(new Job());
       job->exec_start_ns = exec_start_ns;
+      // Reserved first: once a request is taken nothing here may throw, or
+      // it would be lost with the job instead of answered.
       job->slots.reserve(chunk.second - chunk.first);
+      job->offsets.reserve(chunk.second - chunk.first);
       for (size_t k = chunk.first; k < chunk.second; ++k) {
         job->offsets.push_back(job->rows);
         job->rows += slots[live[k]].rows;
