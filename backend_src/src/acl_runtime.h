@@ -23,7 +23,7 @@ namespace npu_ge {
   X(aclrtSetDevice) X(aclrtResetDevice) X(aclrtGetDeviceCount)              \
   X(aclrtCreateContext) X(aclrtDestroyContext) X(aclrtSetCurrentContext)    \
   X(aclrtCreateStream) X(aclrtDestroyStream) X(aclrtSynchronizeStream)      \
-  X(aclrtMalloc) X(aclrtFree) X(aclrtMemcpy)                                \
+  X(aclrtMalloc) X(aclrtFree) X(aclrtMemcpy) X(aclrtMemcpyAsync)            \
   X(aclmdlLoadFromFile) X(aclmdlUnload)                                     \
   X(aclmdlCreateDesc) X(aclmdlDestroyDesc) X(aclmdlGetDesc)                 \
   X(aclmdlGetNumInputs) X(aclmdlGetNumOutputs)                              \
@@ -43,7 +43,13 @@ namespace npu_ge {
   X(aclGetRecentErrMsg, "error details from ACL")                           \
   X(aclrtGetMemInfo, "metrics npu_ge_hbm_used_bytes, npu_ge_hbm_total_bytes") \
   X(aclrtGetDeviceUtilizationRate, "metric npu_ge_device_utilization")      \
-  X(aclmdlQuerySize, "model weight/workspace bytes in memory usage")
+  X(aclmdlQuerySize, "model weight/workspace bytes in memory usage")        \
+  X(aclrtMallocHost, "pinned host staging and asynchronous copies")        \
+  X(aclrtFreeHost, "pinned host staging and asynchronous copies")          \
+  X(aclrtSynchronizeStreamWithTimeout, "execute_timeout_ms")                \
+  X(aclmdlGetInputDynamicGearCount, "naming dynamic dims gears in load errors") \
+  X(aclmdlGetInputDynamicDims, "naming dynamic dims gears in load errors")  \
+  X(aclmdlGetDynamicHW, "naming image size gears in load errors")
 // clang-format on
 
 class AclRuntime {
@@ -64,6 +70,11 @@ class AclRuntime {
   AclRuntime& operator=(const AclRuntime&) = delete;
 
   const std::string& library_path() const { return path_; }
+  // Both aclrtMallocHost and aclrtFreeHost are there.
+  bool has_pinned_host_memory() const
+  {
+    return aclrtMallocHost != nullptr && aclrtFreeHost != nullptr;
+  }
   // aclGetRecentErrMsg(), or "" when ACL has nothing to add.
   std::string RecentErrorMessage() const;
 

@@ -1,5 +1,7 @@
 #include "acl_utils.h"
 
+#include <cstdlib>
+
 namespace npu_ge {
 
 void
@@ -146,6 +148,53 @@ DeviceBuffer::Reset()
 {
   if (ptr_ != nullptr) {
     LogAclReleaseError(*rt_, "aclrtFree", rt_->aclrtFree(ptr_));
+  }
+  rt_ = nullptr;
+  ptr_ = nullptr;
+  size_ = 0;
+}
+
+// ---- HostBuffer ---------------------------------------------------------------
+TRITONSERVER_Error*
+HostBuffer::Allocate(const AclRuntime* rt, size_t size, bool pinned, HostBuffer* out)
+{
+  out->Reset();
+  const size_t bytes = size == 0 ? 1 : size;
+  void* ptr = nullptr;
+  if (pinned) {
+    NPU_GE_RETURN_IF_ACL_ERROR(*rt, aclrtMallocHost(&ptr, bytes));
+    std::memset(ptr, 0, bytes);
+    out->rt_ = rt;
+  } else {
+    ptr = std::calloc(bytes, 1);
+    if (ptr == nullptr) {
+      return NPU_GE_ERROR(INTERNAL, "out of host memory for " << bytes << " bytes");
+    }
+  }
+  out->ptr_ = static_cast<uint8_t*>(ptr);
+  out->size_ = size;
+  return nullptr;
+}
+
+HostBuffer&
+HostBuffer::operator=(HostBuffer&& o) noexcept
+{
+  if (this != &o) {
+    Reset();
+    std::swap(rt_, o.rt_);
+    std::swap(ptr_, o.ptr_);
+    std::swap(size_, o.size_);
+  }
+  return *this;
+}
+
+void
+HostBuffer::Reset()
+{
+  if (ptr_ != nullptr && rt_ != nullptr) {
+    LogAclReleaseError(*rt_, "aclrtFreeHost", rt_->aclrtFreeHost(ptr_));
+  } else if (ptr_ != nullptr) {
+    std::free(ptr_);
   }
   rt_ = nullptr;
   ptr_ = nullptr;

@@ -31,6 +31,13 @@ AclCallName(const char* expr)
     }                                                                   \
   } while (false)
 
+// nullptr when `rc` is ACL_SUCCESS, else the error for `call` (as above).
+inline TRITONSERVER_Error*
+AclCall(const AclRuntime& rt, const char* call, aclError rc)
+{
+  return rc == ACL_SUCCESS ? nullptr : AclError(rt, call, rc);
+}
+
 // Logs (never throws) a failure while releasing a resource.
 void LogAclReleaseError(const AclRuntime& rt, const char* call, aclError rc);
 
@@ -97,6 +104,28 @@ class DeviceBuffer {
  private:
   const AclRuntime* rt_ = nullptr;
   void* ptr_ = nullptr;
+  size_t size_ = 0;
+};
+
+// Host staging memory: pinned (aclrtMallocHost / aclrtFreeHost) when asked
+// for, else pageable (zeroed malloc). Pinned memory is what asynchronous
+// copies need; pageable memory is only copied with the synchronous
+// aclrtMemcpy.
+class HostBuffer {
+ public:
+  HostBuffer() = default;
+  static TRITONSERVER_Error* Allocate(
+      const AclRuntime* rt, size_t size, bool pinned, HostBuffer* out);
+  ~HostBuffer() { Reset(); }
+  HostBuffer(HostBuffer&& o) noexcept { *this = std::move(o); }
+  HostBuffer& operator=(HostBuffer&& o) noexcept;
+  void Reset();
+  uint8_t* data() const { return ptr_; }
+  size_t size() const { return size_; }
+
+ private:
+  const AclRuntime* rt_ = nullptr;  // set: pinned
+  uint8_t* ptr_ = nullptr;
   size_t size_ = 0;
 };
 

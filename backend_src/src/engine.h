@@ -33,6 +33,40 @@ class EngineInstance {
 
   // Device memory held by this instance (buffers + model), for reporting.
   virtual size_t DeviceBytes() const = 0;
+
+  // ---- Pipelining (engines with more than one buffer set) -------------------
+  // With two sets the instance gathers batch N+1 into one set while batch N
+  // runs from the other, and answers batch N while N+1 runs. Launch queues
+  // a set's copy-in, execution and copy-out and returns; Wait blocks until
+  // that work finished (bounded by the model's execute_timeout_ms). Launch of
+  // one set is only called once the previous set's Wait returned. The
+  // defaults describe an engine without pipelining: one set, and Launch
+  // runs the whole execution (Run) before it returns.
+  virtual size_t BufferSets() const { return 1; }
+  virtual uint8_t* SetInputStaging(size_t set, size_t config_input)
+  {
+    (void)set;
+    return InputStaging(config_input);
+  }
+  virtual const uint8_t* SetOutputStaging(size_t set, size_t config_output) const
+  {
+    (void)set;
+    return OutputStaging(config_output);
+  }
+  virtual TRITONSERVER_Error* Launch(
+      size_t set, size_t exec_rows, uint64_t* compute_start_ns);
+  virtual TRITONSERVER_Error* Wait(size_t set, uint64_t* compute_end_ns);
+
+  // ---- Recovery ---------------------------------------------------------------
+  // True after a device error or timeout left the instance's device state
+  // unusable. Recover rebuilds it (context, stream, model, buffers); it is
+  // called only while no work of this instance is in flight, and invalidates
+  // every staging pointer handed out before.
+  virtual bool NeedsRecovery() const { return false; }
+  virtual TRITONSERVER_Error* Recover() { return nullptr; }
+
+ private:
+  uint64_t run_end_ns_ = 0;  // of the default Launch's Run
 };
 
 // The model-level part of an engine: the validated binding of the config

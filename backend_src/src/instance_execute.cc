@@ -1,37 +1,19 @@
-// ModelInstanceState::Execute: gather -> run -> scatter for a batch formed by
-// Triton's dynamic batcher. Every request gets exactly one response (an error
-// response when anything about it failed), statistics are always reported,
-// and every request is released exactly once, in Finish().
+// ModelInstanceState::Execute: gather -> launch -> wait -> scatter for a batch
+// formed by Triton's dynamic batcher (model_instance_state.h: when the engine
+// has two buffer sets, wait and scatter run on the completion thread). Every
+// request gets exactly one response (an error response when anything about it
+// failed), statistics are always reported, and every request is released
+// exactly once, in Finish().
 #include <cstdio>
 #include <cstring>
 #include <set>
 
 #include "batching.h"
 #include "dtype.h"
-#include "model_instance_state.h"
+#include "instance_job.h"
 #include "triton_utils.h"
 
 namespace npu_ge {
-
-struct ModelInstanceState::Slot {
-  TRITONBACKEND_Request* request = nullptr;
-  TRITONBACKEND_Response* response = nullptr;
-  TRITONSERVER_Error* error = nullptr;  // owned; first failure wins
-  size_t rows = 0;
-  uint64_t compute_start_ns = 0;
-  uint64_t compute_end_ns = 0;
-  bool done = false;  // outputs are in the response
-
-  void Fail(TRITONSERVER_Error* err)
-  {
-    if (err == nullptr) return;
-    if (error == nullptr) {
-      error = err;
-    } else {
-      TRITONSERVER_ErrorDelete(err);
-    }
-  }
-};
 
 TRITONSERVER_Error*
 ModelInstanceState::Execute(TRITONBACKEND_Request** requests, uint32_t count)
@@ -51,9 +33,19 @@ ModelInstanceState::Execute(TRITONBACKEND_Request** requests, uint32_t count)
     for (size_t i : live) rows.push_back(slots[i].rows);
     for (const auto& chunk :
          ChunkByRows(rows, model_->engine().binding().max_exec_rows)) {
-      std::vector<size_t> members(
-          live.begin() + chunk.first, live.begin() + chunk.second);
-      RunChunk(slots, members, exec_start_ns);
+      std::unique_ptr<Job> job(new Job());
+      job->exec_start_ns = exec_start_ns;
+      // Reserved first: once a request is taken nothing here may throw, or
+      // it would be lost with the job instead of answered.
+      job->slots.reserve(chunk.second - chunk.first);
+      job->offsets.reserve(chunk.second - chunk.first);
+      for (size_t k = chunk.first; k < chunk.second; ++k) {
+        job->offsets.push_back(job->rows);
+        job->rows += slots[live[k]].rows;
+        job->slots.push_back(Slot::Take(slots[live[k]]));
+      }
+      RunJob(*job);
+      if (job->launched) HandOver(std::move(job));
     }
   }
   catch (const std::exception& e) {
@@ -70,16 +62,9 @@ bool
 ModelInstanceState::Admit(Slot& slot)
 {
   slot.Fail(TRITONBACKEND_ResponseNew(&slot.response, slot.request));
-  bool cancelled = false;
-  if (slot.error == nullptr) {
-    slot.Fail(TRITONBACKEND_RequestIsCancelled(slot.request, &cancelled));
-  }
-  if (slot.error == nullptr && cancelled) {
-    // The default scheduler hands cancelled requests over; the dynamic
-    // batcher drops them itself. Either way they never reach the NPU.
-    NPU_GE_LOG(VERBOSE, log_prefix_ << ": request cancelled before execution, not run");
-    slot.Fail(NPU_GE_ERROR(CANCELLED, "request cancelled"));
-  }
+  // The default scheduler hands cancelled requests over; the dynamic batcher
+  // drops them itself. Either way they never reach the NPU.
+  FailIfCancelled(slot);
   if (slot.error == nullptr) {
     slot.Fail(ValidateRequest(slot.request, &slot.rows));
   }
@@ -154,65 +139,170 @@ ModelInstanceState::ValidateRequest(TRITONBACKEND_Request* request, size_t* rows
   return nullptr;
 }
 
+// Runs one execution. Without a completion thread it is finished here;
+// with one, a launched job is handed over by the caller. Never throws: a
+// failure answers the job's requests.
 void
-ModelInstanceState::RunChunk(
-    std::vector<Slot>& slots, const std::vector<size_t>& members, uint64_t exec_start_ns)
+ModelInstanceState::RunJob(Job& job) noexcept
+{
+  try {
+    const bool launched = Prepare(job);
+    if (launched && completer_.joinable()) return;
+    if (launched) {
+      Complete(job);  // answers and releases the job's requests
+      return;
+    }
+  }
+  catch (const std::exception& e) {
+    FailUnanswered(job.slots, e.what());
+  }
+  catch (...) {
+    FailUnanswered(job.slots, "unknown exception");
+  }
+  if (job.launched) {  // an exception after the launch: the work is still owed a wait
+    uint64_t end_ns = 0;
+    LogAndDelete(engine_->Wait(job.set, &end_ns), "abandoned execution");
+    SetDeviceBusy(false);
+    job.launched = false;
+  }
+  if (job.holds_set) ReleaseSet(job.set);
+  job.holds_set = false;
+  Finish(job.slots, job.exec_start_ns);
+}
+
+// Pipelined: the completion thread waits for the launched job and answers it.
+void
+ModelInstanceState::HandOver(std::unique_ptr<Job> job) noexcept
+{
+  try {
+    std::lock_guard<std::mutex> lock(mu_);
+    launched_.push_back(std::move(job));
+  }
+  catch (...) {  // no memory for the queue: finish it here instead
+    if (job != nullptr) Complete(*job);
+    return;
+  }
+  cv_.notify_all();
+}
+
+bool
+ModelInstanceState::Prepare(Job& job)
+{
+  const IoBinding& binding = model_->engine().binding();
+  if (!binding.ExecRows(job.rows, &job.exec_rows)) {
+    job.FailAll(NPU_GE_ERROR(
+        INVALID_ARG, "batch of " << job.rows << " row(s) exceeds what the model can run ("
+                                 << binding.max_exec_rows << ")"));
+    return false;
+  }
+  job.set = AcquireSet();
+  job.holds_set = true;
+  while (true) {
+    if (engine_->NeedsRecovery()) {
+      TRITONSERVER_Error* err = RecoverWhenIdle();
+      if (err != nullptr) {
+        job.FailAll(WrapError(err, log_prefix_ + ": cannot rebuild the instance"));
+        return false;
+      }
+    }
+    if (!GatherAll(job)) return false;  // nothing worth running
+    WaitDeviceIdle();
+    // The previous execution failed meanwhile: recovery replaces the staging
+    // just filled, so gather again afterwards.
+    if (engine_->NeedsRecovery()) continue;
+    // Pipelined, a request may have waited here for a whole execution.
+    if (!DropCancelled(job)) return false;
+    TRITONSERVER_Error* err =
+        engine_->Launch(job.set, job.exec_rows, &job.compute_start_ns);
+    if (err != nullptr) {
+      err = WrapError(err, log_prefix_);
+      NPU_GE_LOG(ERROR, TRITONSERVER_ErrorMessage(err));
+      job.FailAll(err);
+      return false;
+    }
+    SetDeviceBusy(true);
+    job.launched = true;
+    return true;
+  }
+}
+
+bool
+ModelInstanceState::DropCancelled(Job& job)
+{
+  bool any_left = false;
+  for (Slot& slot : job.slots) {
+    FailIfCancelled(slot);
+    any_left = any_left || slot.error == nullptr;
+  }
+  return any_left;
+}
+
+void
+ModelInstanceState::FailIfCancelled(Slot& slot)
+{
+  if (slot.error != nullptr) return;
+  bool cancelled = false;
+  slot.Fail(TRITONBACKEND_RequestIsCancelled(slot.request, &cancelled));
+  if (slot.error == nullptr && cancelled) {
+    NPU_GE_LOG(VERBOSE, log_prefix_ << ": request cancelled before execution, not run");
+    slot.Fail(NPU_GE_ERROR(CANCELLED, "request cancelled"));
+  }
+}
+
+bool
+ModelInstanceState::GatherAll(Job& job)
 {
   const ModelConfigSpec& spec = model_->spec();
-  std::vector<size_t> offsets;
-  size_t total = 0;
-  for (size_t i : members) {
-    offsets.push_back(total);
-    total += slots[i].rows;
-  }
-  size_t exec_rows = 0;
-  if (!model_->engine().binding().ExecRows(total, &exec_rows)) {
-    TRITONSERVER_Error* err = NPU_GE_ERROR(
-        INVALID_ARG, "batch of " << total << " row(s) exceeds what the model can run ("
-                                 << model_->engine().binding().max_exec_rows << ")");
-    for (size_t i : members) slots[i].Fail(CopyError(err));
-    TRITONSERVER_ErrorDelete(err);
-    return;
-  }
   bool any_gathered = false;
-  for (size_t k = 0; k < members.size(); ++k) {
-    Slot& slot = slots[members[k]];
-    slot.Fail(Gather(slot, offsets[k]));
+  for (size_t k = 0; k < job.slots.size(); ++k) {
+    Slot& slot = job.slots[k];
+    if (slot.error == nullptr) slot.Fail(Gather(slot, job.offsets[k], job.set));
     any_gathered = any_gathered || slot.error == nullptr;
   }
-  if (!any_gathered) return;                         // nothing worth running
   for (size_t i = 0; i < spec.inputs.size(); ++i) {  // padding rows are zeros
     const size_t row = spec.inputs[i].RowBytes();
-    std::memset(engine_->InputStaging(i) + total * row, 0, (exec_rows - total) * row);
+    std::memset(
+        engine_->SetInputStaging(job.set, i) + job.rows * row, 0,
+        (job.exec_rows - job.rows) * row);
   }
-  uint64_t compute_start = 0, compute_end = 0;
-  TRITONSERVER_Error* err = engine_->Run(exec_rows, &compute_start, &compute_end);
-  if (err != nullptr) {
+  return any_gathered;
+}
+
+void
+ModelInstanceState::Complete(Job& job) noexcept
+{
+  TRITONSERVER_Error* err = engine_->Wait(job.set, &job.compute_end_ns);
+  job.launched = false;
+  SetDeviceBusy(false);  // the next execution may start while this one is answered
+  const bool ran = err == nullptr;
+  if (!ran) {
     err = WrapError(err, log_prefix_);
     NPU_GE_LOG(ERROR, TRITONSERVER_ErrorMessage(err));
-    for (size_t i : members) slots[i].Fail(CopyError(err));
-    TRITONSERVER_ErrorDelete(err);
-    return;
+    job.FailAll(err);
   }
   size_t answered_rows = 0;  // a failed execution is not counted by Triton
-  for (size_t k = 0; k < members.size(); ++k) {
-    Slot& slot = slots[members[k]];
-    slot.compute_start_ns = compute_start;
-    slot.compute_end_ns = compute_end;
-    if (slot.error == nullptr) slot.Fail(Scatter(slot, offsets[k]));
+  for (size_t k = 0; k < job.slots.size() && ran; ++k) {
+    Slot& slot = job.slots[k];
+    slot.compute_start_ns = job.compute_start_ns;
+    slot.compute_end_ns = job.compute_end_ns;
+    if (slot.error == nullptr) slot.Fail(Scatter(slot, job.offsets[k], job.set));
     slot.done = slot.error == nullptr;
     if (slot.done) answered_rows += slot.rows;
   }
   if (answered_rows > 0) {
     LogAndDelete(
         TRITONBACKEND_ModelInstanceReportBatchStatistics(
-            instance_, answered_rows, exec_start_ns, compute_start, compute_end, NowNs()),
+            instance_, answered_rows, job.exec_start_ns, job.compute_start_ns,
+            job.compute_end_ns, NowNs()),
         "cannot report batch statistics");
   }
+  ReleaseSet(job.set);
+  job.holds_set = false;
+  Finish(job.slots, job.exec_start_ns);
 }
 
 TRITONSERVER_Error*
-ModelInstanceState::Gather(const Slot& slot, size_t row_offset)
+ModelInstanceState::Gather(const Slot& slot, size_t row_offset, size_t set)
 {
   const ModelConfigSpec& spec = model_->spec();
   for (size_t i = 0; i < spec.inputs.size(); ++i) {
@@ -223,7 +313,7 @@ ModelInstanceState::Gather(const Slot& slot, size_t row_offset)
     uint32_t buffers = 0;
     NPU_GE_RETURN_IF_ERROR(TRITONBACKEND_InputProperties(
         input, nullptr, nullptr, nullptr, nullptr, nullptr, &buffers));
-    uint8_t* dst = engine_->InputStaging(i) + row_offset * cfg.RowBytes();
+    uint8_t* dst = engine_->SetInputStaging(set, i) + row_offset * cfg.RowBytes();
     const size_t expected = slot.rows * cfg.RowBytes();
     size_t copied = 0;
     for (uint32_t b = 0; b < buffers; ++b) {  // Triton may split one tensor
@@ -256,7 +346,7 @@ ModelInstanceState::Gather(const Slot& slot, size_t row_offset)
 }
 
 TRITONSERVER_Error*
-ModelInstanceState::Scatter(const Slot& slot, size_t row_offset)
+ModelInstanceState::Scatter(const Slot& slot, size_t row_offset, size_t set)
 {
   const ModelConfigSpec& spec = model_->spec();
   uint32_t requested_count = 0;
@@ -290,7 +380,8 @@ ModelInstanceState::Scatter(const Slot& slot, size_t row_offset)
                                   << "npu_ge writes host memory");
     }
     if (bytes > 0) {
-      std::memcpy(dst, engine_->OutputStaging(o) + row_offset * cfg.RowBytes(), bytes);
+      std::memcpy(
+          dst, engine_->SetOutputStaging(set, o) + row_offset * cfg.RowBytes(), bytes);
     }
   }
   return nullptr;
@@ -301,6 +392,7 @@ ModelInstanceState::Finish(std::vector<Slot>& slots, uint64_t exec_start_ns) noe
 {
   const uint64_t exec_end_ns = NowNs();
   for (Slot& slot : slots) {
+    if (slot.request == nullptr) continue;  // taken by an execution (Job)
     if (slot.response != nullptr) {
       LogAndDelete(
           TRITONBACKEND_ResponseSend(

@@ -1,5 +1,7 @@
 #include "model_instance_state.h"
 
+#include "instance_job.h"
+
 #include "triton_utils.h"
 
 namespace npu_ge {
@@ -26,9 +28,14 @@ ModelInstanceState::Create(
   NPU_GE_RETURN_IF_ERROR(model->backend().Runtime(&runtime));
   s->telemetry_ = model->backend().telemetry().Register(
       runtime, model->name(), model->version(), s->name_, s->device_);
+  s->set_free_.assign(s->engine_->BufferSets(), true);
+  if (s->engine_->BufferSets() > 1) {
+    s->completer_ = std::thread(&ModelInstanceState::CompletionLoop, s.get());
+  }
   NPU_GE_LOG(
       INFO, s->log_prefix_ << ": ready, " << s->engine_->DeviceBytes()
-                           << " bytes of device memory");
+                           << " bytes of device memory, " << s->engine_->BufferSets()
+                           << " buffer set(s)");
   *state = std::move(s);
   return nullptr;
 }
@@ -50,6 +57,97 @@ ModelInstanceState::ReportMemory()
   NPU_GE_RETURN_IF_ERROR(
       TRITONSERVER_BufferAttributesSetByteSize(attrs, engine_->DeviceBytes()));
   return TRITONBACKEND_ModelInstanceReportMemoryUsage(instance_, &attrs, 1);
+}
+
+ModelInstanceState::~ModelInstanceState()
+{
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (completer_.joinable()) completer_.join();  // after it answered every job
+}
+
+// ---- pipeline bookkeeping ------------------------------------------------------
+size_t
+ModelInstanceState::AcquireSet()
+{
+  std::unique_lock<std::mutex> lock(mu_);
+  size_t set = 0;
+  cv_.wait(lock, [&] {
+    for (set = 0; set < set_free_.size(); ++set) {
+      if (set_free_[set]) return true;
+    }
+    return false;
+  });
+  set_free_[set] = false;
+  return set;
+}
+
+void
+ModelInstanceState::ReleaseSet(size_t set)
+{
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    set_free_[set] = true;
+  }
+  cv_.notify_all();
+}
+
+void
+ModelInstanceState::WaitDeviceIdle()
+{
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [this] { return !device_busy_; });
+}
+
+void
+ModelInstanceState::SetDeviceBusy(bool busy)
+{
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    device_busy_ = busy;
+  }
+  cv_.notify_all();
+}
+
+// Called by Execute holding one buffer set: waits until every other set is
+// free (no execution in flight, none being answered), then rebuilds.
+TRITONSERVER_Error*
+ModelInstanceState::RecoverWhenIdle()
+{
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] {
+      size_t free_sets = 0;
+      for (bool f : set_free_) free_sets += f ? 1 : 0;
+      return !device_busy_ && launched_.empty() && free_sets + 1 == set_free_.size();
+    });
+  }
+  const uint64_t start_ns = NowNs();
+  NPU_GE_RETURN_IF_ERROR(engine_->Recover());
+  telemetry_->CountRecovery();
+  NPU_GE_LOG(
+      WARN, log_prefix_ << ": rebuilt context, stream, model and buffers after a "
+                        << "failed execution (" << (NowNs() - start_ns) / 1000
+                        << " us); serving again");
+  return nullptr;
+}
+
+void
+ModelInstanceState::CompletionLoop()
+{
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    cv_.wait(lock, [this] { return stopping_ || !launched_.empty(); });
+    if (launched_.empty()) return;  // stopping, and every job answered
+    std::unique_ptr<Job> job = std::move(launched_.front());
+    launched_.pop_front();
+    lock.unlock();
+    Complete(*job);
+    lock.lock();
+  }
 }
 
 }  // namespace npu_ge

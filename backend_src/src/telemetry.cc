@@ -13,25 +13,43 @@ TelemetryRegistration::~TelemetryRegistration()
   if (owner_ != nullptr) owner_->Unregister(this);
 }
 
+void
+TelemetryRegistration::CountRecovery()
+{
+  if (recoveries_ != nullptr) {
+    LogAndDelete(
+        TRITONSERVER_MetricIncrement(recoveries_, 1),
+        "cannot count npu_ge_instance_recoveries_total");
+  }
+}
+
 Telemetry::Telemetry(int64_t interval_ms) : interval_ms_(interval_ms)
 {
   struct FamilySpec {
     TRITONSERVER_MetricFamily** family;
+    TRITONSERVER_MetricKind kind;
     const char* name;
     const char* help;
   };
+  constexpr TRITONSERVER_MetricKind kGauge = TRITONSERVER_METRIC_KIND_GAUGE;
   const FamilySpec specs[] = {
-      {&utilization_family_, "npu_ge_device_utilization",
+      {&utilization_family_, kGauge, "npu_ge_device_utilization",
        "AI Core (cube) utilization of the NPU, percent"},
-      {&hbm_used_family_, "npu_ge_hbm_used_bytes", "HBM in use on the NPU, bytes"},
-      {&hbm_total_family_, "npu_ge_hbm_total_bytes", "HBM capacity of the NPU, bytes"},
-      {&placement_family_, "npu_ge_instance_device",
+      {&hbm_used_family_, kGauge, "npu_ge_hbm_used_bytes",
+       "HBM in use on the NPU, bytes"},
+      {&hbm_total_family_, kGauge, "npu_ge_hbm_total_bytes",
+       "HBM capacity of the NPU, bytes"},
+      {&placement_family_, kGauge, "npu_ge_instance_device",
        "1 for each npu_ge model instance, labelled with the NPU it runs on"},
+      {&recoveries_family_, TRITONSERVER_METRIC_KIND_COUNTER,
+       "npu_ge_instance_recoveries_total",
+       "Times an npu_ge instance rebuilt its context, stream and buffers after a "
+       "device error or an execution longer than execute_timeout_ms"},
   };
   enabled_ = true;
   for (const FamilySpec& s : specs) {
-    TRITONSERVER_Error* err = TRITONSERVER_MetricFamilyNew(
-        s.family, TRITONSERVER_METRIC_KIND_GAUGE, s.name, s.help);
+    TRITONSERVER_Error* err =
+        TRITONSERVER_MetricFamilyNew(s.family, s.kind, s.name, s.help);
     if (err != nullptr) {
       NPU_GE_LOG(
           WARN, "NPU telemetry disabled: cannot create metric family "
@@ -57,7 +75,8 @@ Telemetry::~Telemetry()
     DeleteMetric(kv.second.hbm_total);
   }
   for (TRITONSERVER_MetricFamily* f :
-       {utilization_family_, hbm_used_family_, hbm_total_family_, placement_family_}) {
+       {utilization_family_, hbm_used_family_, hbm_total_family_, placement_family_,
+        recoveries_family_}) {
     if (f != nullptr) {
       LogAndDelete(TRITONSERVER_MetricFamilyDelete(f), "cannot delete metric family");
     }
@@ -119,6 +138,9 @@ Telemetry::Register(
       TRITONSERVER_Error* err = TRITONSERVER_MetricSet(reg->placement_, 1);
       LogAndDelete(err, "cannot set npu_ge_instance_device");
     }
+    reg->recoveries_ = NewMetric(
+        recoveries_family_,
+        {{"model", model}, {"version", std::to_string(version)}, {"instance", instance}});
     poll_now_ = true;
     if (!thread_.joinable()) thread_ = std::thread(&Telemetry::Loop, this);
   }
@@ -131,6 +153,7 @@ Telemetry::Unregister(TelemetryRegistration* reg)
 {
   std::lock_guard<std::mutex> lock(mu_);
   DeleteMetric(reg->placement_);
+  DeleteMetric(reg->recoveries_);
   auto it = devices_.find(reg->device_);
   if (it != devices_.end() && --it->second.refs == 0) {
     DeleteMetric(it->second.utilization);

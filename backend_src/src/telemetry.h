@@ -6,6 +6,9 @@
 //   npu_ge_hbm_used_bytes{device}       HBM in use on the device
 //   npu_ge_hbm_total_bytes{device}      HBM capacity of the device
 //   npu_ge_instance_device{model,version,instance,device} = 1 per instance
+//   npu_ge_instance_recoveries_total{model,version,instance} (counter) times
+//       the instance rebuilt its device state after a device error or an
+//       execution that outlived execute_timeout_ms
 #pragma once
 
 #include <condition_variable>
@@ -28,6 +31,7 @@ class Telemetry;
 class TelemetryRegistration {
  public:
   ~TelemetryRegistration();
+  void CountRecovery();  // npu_ge_instance_recoveries_total += 1
   TelemetryRegistration(const TelemetryRegistration&) = delete;
   TelemetryRegistration& operator=(const TelemetryRegistration&) = delete;
 
@@ -37,6 +41,7 @@ class TelemetryRegistration {
   Telemetry* owner_ = nullptr;
   int32_t device_ = -1;
   TRITONSERVER_Metric* placement_ = nullptr;
+  TRITONSERVER_Metric* recoveries_ = nullptr;
 };
 
 class Telemetry {
@@ -78,6 +83,7 @@ class Telemetry {
   TRITONSERVER_MetricFamily* hbm_used_family_ = nullptr;
   TRITONSERVER_MetricFamily* hbm_total_family_ = nullptr;
   TRITONSERVER_MetricFamily* placement_family_ = nullptr;
+  TRITONSERVER_MetricFamily* recoveries_family_ = nullptr;
 
   std::mutex mu_;
   std::condition_variable cv_;

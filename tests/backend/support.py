@@ -157,6 +157,7 @@ def wait_for(predicate: Callable[[], bool], timeout_s: float, what: str, step_s:
 # -- the test double's resource counts ---------------------------------------------
 LIVE_RESOURCE_KEYS = (
     "allocations", "contexts", "streams", "models", "descs", "datasets", "data_buffers", "device_refs",
+    "host_allocations",  # pinned host memory (aclrtMallocHost)
 )
 
 

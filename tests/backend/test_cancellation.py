@@ -29,6 +29,10 @@ from tests.backend.support import affine_model, double_state, metric_samples, mo
 pytestmark = pytest.mark.integration
 
 DELAY_US = 1_000_000  # the first request keeps the instance busy this long
+# Without copy/execute overlap, so the second request waits in Triton's queue (pending)
+# while the first runs; with overlap npu_ge takes it at once and holds it until the
+# device is free (tests/backend/test_host_path.py covers cancellation there).
+NO_OVERLAP = 'parameters { key: "copy_overlap" value { string_value: "false" } }\n'
 BACKEND_LOG_LINE = "request cancelled before execution, not run"
 
 
@@ -76,7 +80,8 @@ def pending(server: NpuServer, model: str) -> float:
 def test_backend_answers_a_cancelled_request_without_running_it(
     npu_triton: StartServer, npu_repo: Path
 ) -> None:
-    affine_model(npu_repo, "slow", batching="", extra=[f"delay_us {DELAY_US}"])
+    affine_model(npu_repo, "slow", batching="", extra=[f"delay_us {DELAY_US}"],
+                 config_extra=NO_OVERLAP)
     server = npu_triton(npu_repo, extra_args=["--log-verbose=1"])
     outcome = cancel_a_queued_request(server, "slow")
     np.testing.assert_array_equal(outcome.first, np.full((1, 4), 3.0))
@@ -93,7 +98,7 @@ def test_backend_answers_a_cancelled_request_without_running_it(
 def test_with_dynamic_batching_a_cancelled_request_is_answered_once_and_never_run(
     npu_triton: StartServer, npu_repo: Path
 ) -> None:
-    affine_model(npu_repo, "slow_batched", extra=[f"delay_us {DELAY_US}"],
+    affine_model(npu_repo, "slow_batched", extra=[f"delay_us {DELAY_US}"], config_extra=NO_OVERLAP,
                  batching="dynamic_batching { max_queue_delay_microseconds: 100 }")
     server = npu_triton(npu_repo, extra_args=["--log-verbose=1"])
     outcome = cancel_a_queued_request(server, "slow_batched")

@@ -15,12 +15,21 @@
 //    records the result as "lsan_leaks" in the state file; with
 //    $NPU_GE_DOUBLE_LEAK_ON_PURPOSE=1 aclInit leaks 4242 bytes (to prove the
 //    check sees leaks);
+//  - streams are asynchronous (streams.h): aclrtMemcpyAsync and
+//    aclmdlExecuteAsync queue work that runs in order on the stream's own
+//    thread; results exist only after aclrtSynchronizeStream[WithTimeout];
+//    an execution takes delay_us + delay_per_row_us x rows (model_file.h,
+//    execution.cc);
 //  - $NPU_GE_DOUBLE_DEVICE_COUNT (default 8) devices; utilization of device d
-//    is 40 + d percent; HBM total 32 GiB, used = 2 GiB + allocations + weights.
+//    is the load of other processes, $NPU_GE_DOUBLE_OTHER_LOAD percent
+//    (default 40 + d, so devices can be told apart), plus the share of the
+//    last second its executions kept it busy (capped at 100); HBM total
+//    32 GiB, used = 2 GiB + allocations + weights.
 // Calls that need a device check the calling thread's current context, as
 // the real runtime does.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -29,39 +38,18 @@
 #include <mutex>
 #include <set>
 #include <string>
-#include <thread>
 
 #include "acl/acl.h"
 #include "model_file.h"
+#include "models.h"
+#include "runtime_state.h"
+#include "streams.h"
 
 using acl_double::ModelSpec;
 
-struct aclmdlDesc {
-  ModelSpec spec;
-};
-struct aclmdlDataset {
-  std::vector<aclDataBuffer*> buffers;
-  uint64_t dynamic_batch = 0;
-};
-struct aclDataBuffer {
-  void* data;
-  size_t size;
-};
-
-namespace {
+namespace acl_double {
 
 struct Context {
-  int32_t device;
-};
-struct Stream {
-  int32_t device;
-};
-struct Allocation {
-  size_t size;
-  int32_t device;
-};
-struct LoadedModel {
-  ModelSpec spec;
   int32_t device;
 };
 
@@ -76,6 +64,7 @@ int g_finalize_without_init = 0;  // aclFinalize calls before a successful aclIn
 std::map<int32_t, int> g_device_refs;
 std::set<Context*> g_contexts;
 std::set<Stream*> g_streams;
+std::set<void*> g_host_blocks;
 std::map<uintptr_t, Allocation> g_allocations;
 std::map<uint32_t, LoadedModel> g_models;
 uint32_t g_next_model_id = 1;
@@ -85,10 +74,12 @@ std::set<aclDataBuffer*> g_data_buffers;
 uint64_t g_executions = 0;
 int g_lsan_leaks = -1;  // -1: no leak check ran
 
+namespace {
 thread_local Context* t_context = nullptr;
 thread_local int32_t t_device = -1;
 thread_local std::string t_error;
 thread_local std::string t_error_returned;
+}  // namespace
 
 int32_t
 DeviceCount()
@@ -133,11 +124,11 @@ WriteStateLocked()
       "\"allocations\": %zu, \"allocated_bytes\": %zu, "
       "\"contexts\": %zu, \"streams\": %zu, \"models\": %zu, \"descs\": %zu, "
       "\"datasets\": %zu, \"data_buffers\": %zu, \"device_refs\": %d, "
-      "\"executions\": %llu, \"lsan_leaks\": %d}\n",
+      "\"host_allocations\": %zu, \"executions\": %llu, \"lsan_leaks\": %d}\n",
       static_cast<int>(getpid()), g_initialized ? "true" : "false", g_init_calls,
       g_finalize_calls, g_finalize_without_init, g_allocations.size(), bytes,
       g_contexts.size(), g_streams.size(), g_models.size(), g_descs.size(),
-      g_datasets.size(), g_data_buffers.size(), refs,
+      g_datasets.size(), g_data_buffers.size(), refs, g_host_blocks.size(),
       static_cast<unsigned long long>(g_executions), g_lsan_leaks);
   std::fclose(f);
   std::rename(tmp.c_str(), path);
@@ -174,20 +165,9 @@ struct WriteStateAtLoad {
   }
 } g_write_state_at_load;
 
-}  // namespace
+}  // namespace acl_double
 
-#define DOUBLE_ENTER(NAME)                                     \
-  std::unique_lock<std::mutex> lock(g_mu);                     \
-  if (ShouldFail(NAME))                                        \
-    return Fail(                                               \
-        ACL_ERROR_RT_PARAM_INVALID,                            \
-        NAME " failure injected by NPU_GE_DOUBLE_FAIL_CALLS"); \
-  if (!g_initialized) return Fail(ACL_ERROR_UNINITIALIZE, NAME " before aclInit")
-
-#define DOUBLE_NEED_DEVICE(NAME)          \
-  int32_t device = CurrentDeviceLocked(); \
-  if (device < 0)                         \
-  return Fail(ACL_ERROR_RT_CONTEXT_NULL, NAME ": no current context on this thread")
+using namespace acl_double;  // NOLINT: this file is the double's state
 
 // Provided by the sanitizer runtime when it is loaded; null otherwise.
 extern "C" int __lsan_do_recoverable_leak_check() __attribute__((weak));
@@ -329,39 +309,6 @@ aclrtSetCurrentContext(aclrtContext context)
 }
 
 aclError
-aclrtCreateStream(aclrtStream* stream)
-{
-  DOUBLE_ENTER("aclrtCreateStream");
-  DOUBLE_NEED_DEVICE("aclrtCreateStream");
-  Stream* s = new Stream{device};
-  g_streams.insert(s);
-  *stream = s;
-  WriteStateLocked();
-  return ACL_SUCCESS;
-}
-
-aclError
-aclrtDestroyStream(aclrtStream stream)
-{
-  DOUBLE_ENTER("aclrtDestroyStream");
-  Stream* s = static_cast<Stream*>(stream);
-  if (g_streams.erase(s) == 0) return Fail(ACL_ERROR_RT_PARAM_INVALID, "unknown stream");
-  delete s;
-  WriteStateLocked();
-  return ACL_SUCCESS;
-}
-
-aclError
-aclrtSynchronizeStream(aclrtStream stream)
-{
-  DOUBLE_ENTER("aclrtSynchronizeStream");
-  if (g_streams.count(static_cast<Stream*>(stream)) == 0) {
-    return Fail(ACL_ERROR_RT_PARAM_INVALID, "unknown stream");
-  }
-  return ACL_SUCCESS;  // work is done synchronously by the double
-}
-
-aclError
 aclrtMalloc(void** ptr, size_t size, aclrtMemMallocPolicy)
 {
   DOUBLE_ENTER("aclrtMalloc");
@@ -432,7 +379,10 @@ aclrtGetDeviceUtilizationRate(int32_t device, aclrtUtilizationInfo* info)
   if (device < 0 || device >= DeviceCount()) {
     return Fail(ACL_ERROR_RT_INVALID_DEVICEID, "no such device");
   }
-  info->cubeUtilization = 40 + device;
+  const char* other = std::getenv("NPU_GE_DOUBLE_OTHER_LOAD");
+  const double busy = BusyPercent(device, std::chrono::milliseconds(1000));
+  const double load = (other == nullptr ? 40 + device : std::atof(other)) + busy;
+  info->cubeUtilization = static_cast<int32_t>(std::min(100.0, load + 0.5));
   info->vectorUtilization = 20;
   info->aicpuUtilization = 1;
   info->memoryUtilization = -1;
@@ -444,16 +394,6 @@ aclrtGetDeviceUtilizationRate(int32_t device, aclrtUtilizationInfo* info)
 // ---- offline models --------------------------------------------------------
 namespace {
 
-// Tensors as the model reports them: user inputs, then the dynamic-batch input.
-struct IoView {
-  const ModelSpec& spec;
-  size_t NumInputs() const { return spec.inputs.size() + (spec.gears.empty() ? 0 : 1); }
-  bool IsDynamicInput(size_t i) const
-  {
-    return !spec.gears.empty() && i == spec.inputs.size();
-  }
-};
-
 aclError
 FillDims(const acl_double::TensorSpec& t, aclmdlIODims* dims)
 {
@@ -462,6 +402,19 @@ FillDims(const acl_double::TensorSpec& t, aclmdlIODims* dims)
   dims->dimCount = t.dims.size();
   for (size_t d = 0; d < t.dims.size(); ++d) dims->dims[d] = t.dims[d];
   return ACL_SUCCESS;
+}
+
+// Bytes of tensor `t` at the model's largest gear. With dims or image size
+// gears its shape is that of input `input` in the last gear (outputs have
+// their first input's elements per row).
+size_t
+LargestGearBytes(const ModelSpec& s, const acl_double::TensorSpec& t, size_t input)
+{
+  const size_t gears = s.dims_gears.size() + s.hw_gears.size();
+  if (gears == 0) return s.TensorBytes(t, s.MaxRows());
+  size_t n = 1;
+  for (int64_t d : s.DimsInGear(input, gears - 1)) n *= static_cast<size_t>(d);
+  return n * acl_double::DtypeSize(t.dtype);
 }
 
 }  // namespace
@@ -604,9 +557,14 @@ aclmdlGetInputDims(const aclmdlDesc* desc, size_t i, aclmdlIODims* dims)
 aclError
 aclmdlGetOutputDims(const aclmdlDesc* desc, size_t i, aclmdlIODims* dims)
 {
-  if (i >= desc->spec.outputs.size())
+  const ModelSpec& s = desc->spec;
+  if (i >= s.outputs.size())
     return Fail(ACL_ERROR_INVALID_PARAM, "output index out of range");
-  return FillDims(desc->spec.outputs[i], dims);
+  aclError rc = FillDims(s.outputs[i], dims);
+  if (s.outputs_at_largest_gear && dims->dimCount > 0 && dims->dims[0] < 0) {
+    dims->dims[0] = static_cast<int64_t>(s.MaxRows());
+  }
+  return rc;
 }
 
 aclDataType
@@ -627,14 +585,16 @@ aclmdlGetInputSizeByIndex(aclmdlDesc* desc, size_t i)
 {
   const ModelSpec& s = desc->spec;
   if (IoView{s}.IsDynamicInput(i)) return sizeof(uint64_t);
-  return i < s.inputs.size() ? s.TensorBytes(s.inputs[i], s.MaxRows()) : 0;
+  if (i >= s.inputs.size()) return 0;
+  return LargestGearBytes(s, s.inputs[i], i);
 }
 
 size_t
 aclmdlGetOutputSizeByIndex(aclmdlDesc* desc, size_t i)
 {
   const ModelSpec& s = desc->spec;
-  return i < s.outputs.size() ? s.TensorBytes(s.outputs[i], s.MaxRows()) : 0;
+  if (i >= s.outputs.size()) return 0;
+  return LargestGearBytes(s, s.outputs[i], s.outputs[i].from[0]);
 }
 
 aclError
@@ -644,6 +604,47 @@ aclmdlGetDynamicBatch(const aclmdlDesc* desc, aclmdlBatch* batch)
   batch->batchCount = desc->spec.gears.size();
   for (size_t g = 0; g < desc->spec.gears.size() && g < ACL_MAX_BATCH_NUM; ++g) {
     batch->batch[g] = desc->spec.gears[g];
+  }
+  return ACL_SUCCESS;
+}
+
+// Dims gears: every gear is the dims of all inputs, concatenated.
+aclError
+aclmdlGetInputDynamicGearCount(const aclmdlDesc* desc, size_t index, size_t* count)
+{
+  if (index != static_cast<size_t>(-1)) {
+    return Fail(ACL_ERROR_INVALID_PARAM, "index is reserved: pass -1");
+  }
+  *count = desc->spec.dims_gears.size();
+  return ACL_SUCCESS;
+}
+
+aclError
+aclmdlGetInputDynamicDims(
+    const aclmdlDesc* desc, size_t index, aclmdlIODims* dims, size_t count)
+{
+  const ModelSpec& s = desc->spec;
+  if (index != static_cast<size_t>(-1) || count != s.dims_gears.size()) {
+    return Fail(ACL_ERROR_INVALID_PARAM, "index must be -1 and count the gear count");
+  }
+  for (size_t g = 0; g < count; ++g) {
+    std::memset(&dims[g], 0, sizeof(dims[g]));
+    for (size_t i = 0; i < s.inputs.size(); ++i) {
+      for (int64_t d : s.DimsInGear(i, g)) dims[g].dims[dims[g].dimCount++] = d;
+    }
+  }
+  return ACL_SUCCESS;
+}
+
+aclError
+aclmdlGetDynamicHW(const aclmdlDesc* desc, size_t index, aclmdlHW* hw)
+{
+  (void)index;  // -1: the model's image size gears
+  std::memset(hw, 0, sizeof(*hw));
+  hw->hwCount = desc->spec.hw_gears.size();
+  for (size_t g = 0; g < hw->hwCount && g < ACL_MAX_HW_NUM; ++g) {
+    hw->hw[g][0] = desc->spec.hw_gears[g].first;
+    hw->hw[g][1] = desc->spec.hw_gears[g].second;
   }
   return ACL_SUCCESS;
 }
@@ -722,116 +723,6 @@ aclmdlSetDynamicBatchSize(
   if (g_datasets.count(dataset) == 0)
     return Fail(ACL_ERROR_INVALID_PARAM, "unknown dataset");
   dataset->dynamic_batch = batch;
-  return ACL_SUCCESS;
-}
-
-}  // extern "C"
-
-namespace {
-
-// Checks datasets and returns the rows to compute (0 on error, message set).
-aclError
-CheckDatasetsLocked(
-    const LoadedModel& m, const aclmdlDataset* in, const aclmdlDataset* out,
-    int32_t device, uint64_t* rows)
-{
-  const ModelSpec& s = m.spec;
-  if (m.device != device)
-    return Fail(ACL_ERROR_RT_CONTEXT_NULL, "model is on another device");
-  if (g_datasets.count(const_cast<aclmdlDataset*>(in)) == 0 ||
-      g_datasets.count(const_cast<aclmdlDataset*>(out)) == 0) {
-    return Fail(ACL_ERROR_INVALID_PARAM, "unknown dataset");
-  }
-  if (in->buffers.size() != IoView{s}.NumInputs() ||
-      out->buffers.size() != s.outputs.size()) {
-    return Fail(ACL_ERROR_INVALID_PARAM, "dataset buffer count does not match the model");
-  }
-  *rows = 1;
-  if (!s.gears.empty()) {
-    if (in->dynamic_batch == 0) {
-      return Fail(ACL_ERROR_INVALID_PARAM, "dynamic batch size not set");
-    }
-    *rows = in->dynamic_batch;
-  }
-  auto check = [&](const aclDataBuffer* b, size_t need) -> aclError {
-    if (b->size < need) return Fail(ACL_ERROR_INVALID_PARAM, "data buffer too small");
-    const Allocation* a = FindAllocationLocked(b->data, need);
-    if (a == nullptr || a->device != device) {
-      return Fail(
-          ACL_ERROR_INVALID_PARAM, "data buffer is not device memory of this device");
-    }
-    return ACL_SUCCESS;
-  };
-  for (size_t i = 0; i < s.inputs.size(); ++i) {
-    aclError rc = check(in->buffers[i], s.TensorBytes(s.inputs[i], *rows));
-    if (rc != ACL_SUCCESS) return rc;
-  }
-  for (size_t i = 0; i < s.outputs.size(); ++i) {
-    aclError rc = check(out->buffers[i], s.TensorBytes(s.outputs[i], *rows));
-    if (rc != ACL_SUCCESS) return rc;
-  }
-  return ACL_SUCCESS;
-}
-
-void
-ComputeLocked(
-    const ModelSpec& s, const aclmdlDataset* in, aclmdlDataset* out, uint64_t rows)
-{
-  for (size_t o = 0; o < s.outputs.size(); ++o) {
-    const acl_double::OutputSpec& spec = s.outputs[o];
-    const size_t n = s.TensorBytes(spec, rows) / acl_double::DtypeSize(spec.dtype);
-    for (size_t e = 0; e < n; ++e) {
-      double sum = 0;
-      for (size_t k : spec.from) {
-        sum += acl_double::ReadElement(in->buffers[k]->data, s.inputs[k].dtype, e);
-      }
-      acl_double::WriteElement(
-          out->buffers[o]->data, spec.dtype, e, spec.scale * sum + spec.offset);
-    }
-  }
-}
-
-}  // namespace
-
-extern "C" {
-
-aclError
-aclmdlExecuteAsync(
-    uint32_t model_id, const aclmdlDataset* input, aclmdlDataset* output,
-    aclrtStream stream)
-{
-  int64_t delay_us = 0;
-  {
-    DOUBLE_ENTER("aclmdlExecuteAsync");
-    DOUBLE_NEED_DEVICE("aclmdlExecuteAsync");
-    auto it = g_models.find(model_id);
-    if (it == g_models.end()) return Fail(ACL_ERROR_INVALID_MODEL_ID, "unknown model id");
-    Stream* s = static_cast<Stream*>(stream);
-    if (g_streams.count(s) == 0 || s->device != device) {
-      return Fail(ACL_ERROR_RT_STREAM_CONTEXT, "stream not on the current device");
-    }
-    uint64_t rows = 0;
-    aclError rc = CheckDatasetsLocked(it->second, input, output, device, &rows);
-    if (rc != ACL_SUCCESS) return rc;
-    const ModelSpec& spec = it->second.spec;
-    if (spec.has_fail_value) {
-      const size_t n = spec.TensorBytes(spec.inputs[0], rows) /
-                       acl_double::DtypeSize(spec.inputs[0].dtype);
-      for (size_t e = 0; e < n; ++e) {
-        if (acl_double::ReadElement(input->buffers[0]->data, spec.inputs[0].dtype, e) ==
-            spec.fail_value) {
-          return Fail(
-              ACL_ERROR_RT_MODEL_EXECUTE,
-              "model execution failed: input '" + spec.inputs[0].name +
-                  "' holds the poison value (fail_execute_on_value)");
-        }
-      }
-    }
-    ComputeLocked(spec, input, output, rows);
-    ++g_executions;
-    delay_us = spec.delay_us + static_cast<int64_t>(spec.delay_per_row_us * rows);
-  }
-  if (delay_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(delay_us));
   return ACL_SUCCESS;
 }
 

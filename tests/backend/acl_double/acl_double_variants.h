@@ -12,6 +12,10 @@
 //                  aclrtGetMemInfo                     API (optional: telemetry off)
 //   no_get_desc    aclmdlGetDesc                       a runtime without a required
 //                                                      call (the load must fail)
+//   no_host_path   aclrtMallocHost, aclrtFreeHost,     a CANN without pinned host
+//                  aclrtSynchronizeStreamWithTimeout   memory and bounded syncs
+//                                                      (optional: pageable staging,
+//                                                      unbounded waits)
 //
 // This header is documentation and data only: nothing includes it.
 #pragma once
@@ -19,5 +23,6 @@
 // clang-format off
 #define ACL_DOUBLE_VARIANTS(X)                                              \
   X(no_telemetry, "aclrtGetDeviceUtilizationRate aclrtGetMemInfo")          \
-  X(no_get_desc, "aclmdlGetDesc")
+  X(no_get_desc, "aclmdlGetDesc")                                          \
+  X(no_host_path, "aclrtMallocHost aclrtFreeHost aclrtSynchronizeStreamWithTimeout")
 // clang-format on

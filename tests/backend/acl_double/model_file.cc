@@ -209,6 +209,27 @@ ModelSpec::MaxRows() const
   return m;
 }
 
+std::vector<int64_t>
+ModelSpec::DimsInGear(size_t input, size_t g) const
+{
+  std::vector<int64_t> values;  // the gear's values for every -1 dim, all inputs
+  if (!dims_gears.empty()) values = dims_gears[g];
+  if (!hw_gears.empty()) {
+    values = {
+        static_cast<int64_t>(hw_gears[g].first),
+        static_cast<int64_t>(hw_gears[g].second)};
+  }
+  size_t next = 0;  // -1 dims of the inputs before `input` take the first values
+  for (size_t i = 0; i < input; ++i) {
+    for (int64_t d : inputs[i].dims) next += d < 0 ? 1 : 0;
+  }
+  std::vector<int64_t> dims = inputs[input].dims;
+  for (int64_t& d : dims) {
+    if (d < 0 && next < values.size()) d = values[next++];
+  }
+  return dims;
+}
+
 size_t
 ModelSpec::ElementsPerRow(const TensorSpec& t) const
 {
@@ -282,6 +303,28 @@ ParseLine(const std::vector<std::string>& w, ModelSpec* spec, std::string* error
     for (const std::string& g : Split(w[1], ',')) spec->gears.push_back(std::stoull(g));
     return true;
   }
+  if (key == "dynamic_dims" && w.size() == 2) {
+    for (const std::string& gear : Split(w[1], ';')) {
+      std::vector<int64_t> values;
+      if (!ParseDims(gear, &values)) {
+        *error = "bad dynamic_dims gear '" + gear + "'";
+        return false;
+      }
+      spec->dims_gears.push_back(values);
+    }
+    return true;
+  }
+  if (key == "dynamic_image_size" && w.size() == 2) {
+    for (const std::string& gear : Split(w[1], ';')) {
+      std::vector<std::string> hw = Split(gear, ',');
+      if (hw.size() != 2) {
+        *error = "bad dynamic_image_size gear '" + gear + "' (expected H,W)";
+        return false;
+      }
+      spec->hw_gears.emplace_back(std::stoull(hw[0]), std::stoull(hw[1]));
+    }
+    return true;
+  }
   if (key == "delay_us" && w.size() == 2) {
     spec->delay_us = std::stoll(w[1]);
     return true;
@@ -293,6 +336,15 @@ ParseLine(const std::vector<std::string>& w, ModelSpec* spec, std::string* error
   if (key == "fail_execute_on_value" && w.size() == 2) {
     spec->has_fail_value = true;
     spec->fail_value = std::stod(w[1]);
+    return true;
+  }
+  if (key == "hang_on_value" && w.size() == 2) {
+    spec->has_hang_value = true;
+    spec->hang_value = std::stod(w[1]);
+    return true;
+  }
+  if (key == "outputs_at_largest_gear" && w.size() == 1) {
+    spec->outputs_at_largest_gear = true;
     return true;
   }
   if (key == "fail_load" && w.size() == 1) {

@@ -5,11 +5,22 @@
 //   input  x FP32 -1,4                       name dtype dims (-1 = batch gear)
 //   output y FP32 -1,4 from x scale 2 offset 1   y = 2 * (x [+ more]) + 1
 //   gears 1,2,4,8                            dynamic batch gears
+//   dynamic_dims 8;16;32                     dims gears (atc --dynamic_dims): the
+//                                            values of the inputs' -1 dims, in
+//                                            order, per gear
+//   dynamic_image_size 224,224;448,448       image size gears (atc
+//                                            --dynamic_image_size): H,W per gear
+//                                            for the inputs' two -1 dims
 //   delay_us 2000                            per-execute delay (fixed part)
 //   delay_per_row_us 50                      plus this per executed row (gear rows)
 //   fail_execute_on_value -7                 execute fails if input 0 has -7
+//   hang_on_value 99                         execute never finishes if input 0 has
+//                                            99 (until its stream is destroyed)
 //   fail_load                                aclmdlLoadFromFile fails
 //   weight_bytes 1048576                     device memory the weights take
+//   outputs_at_largest_gear                  aclmdlGetOutputDims reports the
+//                                            largest gear for a -1 batch dim
+//                                            (as some CANN versions do)
 #pragma once
 
 #include <cstdint>
@@ -36,11 +47,24 @@ struct ModelSpec {
   std::vector<TensorSpec> inputs;
   std::vector<OutputSpec> outputs;
   std::vector<uint64_t> gears;
+  std::vector<std::vector<int64_t>> dims_gears;  // values of the -1 dims, per gear
+  std::vector<std::pair<uint64_t, uint64_t>> hw_gears;
+
+  // Any kind of gears: the model then has the extra ACL_DYNAMIC_TENSOR_NAME input.
+  bool HasDynamicInput() const
+  {
+    return !gears.empty() || !dims_gears.empty() || !hw_gears.empty();
+  }
+  // Dims of input `t` (index `input`) in dims gear `g`, or image size gear `g`.
+  std::vector<int64_t> DimsInGear(size_t input, size_t g) const;
   int64_t delay_us = 0;
   double delay_per_row_us = 0;
   bool has_fail_value = false;
   double fail_value = 0;
+  bool has_hang_value = false;
+  double hang_value = 0;
   bool fail_load = false;
+  bool outputs_at_largest_gear = false;
   uint64_t weight_bytes = 1 << 20;
 
   // Rows a tensor is sized for: largest gear for a -1 batch dim.

@@ -1,0 +1,160 @@
+// TEST DOUBLE: model execution. aclmdlExecuteAsync checks what the real
+// runtime checks when the task is queued and queues it on the stream
+// (streams.h); the stream's thread later applies the model file's
+// directives, its cost (delay_us + delay_per_row_us x rows) and its formula.
+#include <chrono>
+#include <mutex>
+#include <string>
+
+#include "models.h"
+#include "runtime_state.h"
+#include "streams.h"
+
+using namespace acl_double;  // NOLINT: this file is part of the double's state
+
+namespace {
+
+// Checks datasets and returns the rows to compute (0 on error, message set).
+aclError
+CheckDatasetsLocked(
+    const LoadedModel& m, const aclmdlDataset* in, const aclmdlDataset* out,
+    int32_t device, uint64_t* rows)
+{
+  const ModelSpec& s = m.spec;
+  if (m.device != device)
+    return Fail(ACL_ERROR_RT_CONTEXT_NULL, "model is on another device");
+  if (g_datasets.count(const_cast<aclmdlDataset*>(in)) == 0 ||
+      g_datasets.count(const_cast<aclmdlDataset*>(out)) == 0) {
+    return Fail(ACL_ERROR_INVALID_PARAM, "unknown dataset");
+  }
+  if (in->buffers.size() != IoView{s}.NumInputs() ||
+      out->buffers.size() != s.outputs.size()) {
+    return Fail(ACL_ERROR_INVALID_PARAM, "dataset buffer count does not match the model");
+  }
+  *rows = 1;
+  if (!s.gears.empty()) {
+    if (in->dynamic_batch == 0) {
+      return Fail(ACL_ERROR_INVALID_PARAM, "dynamic batch size not set");
+    }
+    *rows = in->dynamic_batch;
+  }
+  auto check = [&](const aclDataBuffer* b, size_t need) -> aclError {
+    if (b->size < need) return Fail(ACL_ERROR_INVALID_PARAM, "data buffer too small");
+    const Allocation* a = FindAllocationLocked(b->data, need);
+    if (a == nullptr || a->device != device) {
+      return Fail(
+          ACL_ERROR_INVALID_PARAM, "data buffer is not device memory of this device");
+    }
+    return ACL_SUCCESS;
+  };
+  for (size_t i = 0; i < s.inputs.size(); ++i) {
+    aclError rc = check(in->buffers[i], s.TensorBytes(s.inputs[i], *rows));
+    if (rc != ACL_SUCCESS) return rc;
+  }
+  for (size_t i = 0; i < s.outputs.size(); ++i) {
+    aclError rc = check(out->buffers[i], s.TensorBytes(s.outputs[i], *rows));
+    if (rc != ACL_SUCCESS) return rc;
+  }
+  return ACL_SUCCESS;
+}
+
+// One model execution as queued on a stream. The buffers are captured when it
+// is queued (the backend may reuse or destroy the datasets before it runs);
+// their contents are read only when the stream reaches it.
+struct Execution {
+  ModelSpec spec;
+  std::vector<const void*> in;
+  std::vector<void*> out;
+  uint64_t rows = 0;
+  int32_t device = -1;
+};
+
+bool
+InputZeroHolds(const Execution& x, double value)
+{
+  const acl_double::TensorSpec& t = x.spec.inputs[0];
+  const size_t n = x.spec.TensorBytes(t, x.rows) / acl_double::DtypeSize(t.dtype);
+  for (size_t e = 0; e < n; ++e) {
+    if (acl_double::ReadElement(x.in[0], t.dtype, e) == value) return true;
+  }
+  return false;
+}
+
+void
+Compute(const Execution& x)
+{
+  const ModelSpec& s = x.spec;
+  for (size_t o = 0; o < s.outputs.size(); ++o) {
+    const acl_double::OutputSpec& spec = s.outputs[o];
+    const size_t n = s.TensorBytes(spec, x.rows) / acl_double::DtypeSize(spec.dtype);
+    for (size_t e = 0; e < n; ++e) {
+      double sum = 0;
+      for (size_t k : spec.from) {
+        sum += acl_double::ReadElement(x.in[k], s.inputs[k].dtype, e);
+      }
+      acl_double::WriteElement(x.out[o], spec.dtype, e, spec.scale * sum + spec.offset);
+    }
+  }
+}
+
+// Runs on the stream's thread: the model's directives, its cost, its formula.
+acl_double::TaskResult
+RunExecution(const Execution& x, Stream& stream)
+{
+  const auto start = std::chrono::steady_clock::now();
+  const std::string input = "input '" + x.spec.inputs[0].name + "'";
+  if (x.spec.has_hang_value && InputZeroHolds(x, x.spec.hang_value)) {
+    stream.Sleep(std::chrono::microseconds::max());  // until the stream is destroyed
+    return {ACL_ERROR_RT_MODEL_EXECUTE, "execution abandoned (hang_on_value)"};
+  }
+  if (x.spec.has_fail_value && InputZeroHolds(x, x.spec.fail_value)) {
+    return {
+        ACL_ERROR_RT_MODEL_EXECUTE,
+        "model execution failed: " + input +
+            " holds the poison value (fail_execute_on_value)"};
+  }
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    ++g_executions;  // counted when it starts, as tests watch for a running one
+  }
+  const auto cost = std::chrono::microseconds(
+      x.spec.delay_us + static_cast<int64_t>(x.spec.delay_per_row_us * x.rows));
+  if (cost.count() > 0 && !stream.Sleep(cost)) {
+    return {ACL_ERROR_RT_MODEL_EXECUTE, "execution abandoned: stream destroyed"};
+  }
+  Compute(x);
+  RecordBusy(x.device, start, std::chrono::steady_clock::now());
+  return {};
+}
+
+}  // namespace
+
+extern "C" {
+
+// Checks what the real runtime checks when the task is queued, then queues
+// it: the outputs exist only after the stream is synchronized.
+aclError
+aclmdlExecuteAsync(
+    uint32_t model_id, const aclmdlDataset* input, aclmdlDataset* output,
+    aclrtStream stream)
+{
+  DOUBLE_ENTER("aclmdlExecuteAsync");
+  DOUBLE_NEED_DEVICE("aclmdlExecuteAsync");
+  auto it = g_models.find(model_id);
+  if (it == g_models.end()) return Fail(ACL_ERROR_INVALID_MODEL_ID, "unknown model id");
+  Stream* s = static_cast<Stream*>(stream);
+  if (g_streams.count(s) == 0 || s->device() != device) {
+    return Fail(ACL_ERROR_RT_STREAM_CONTEXT, "stream not on the current device");
+  }
+  Execution x;
+  aclError rc = CheckDatasetsLocked(it->second, input, output, device, &x.rows);
+  if (rc != ACL_SUCCESS) return rc;
+  x.spec = it->second.spec;
+  x.device = device;
+  for (const aclDataBuffer* b : input->buffers) x.in.push_back(b->data);
+  for (const aclDataBuffer* b : output->buffers) x.out.push_back(b->data);
+  s->Enqueue([x](Stream& on) { return RunExecution(x, on); });
+  return ACL_SUCCESS;
+}
+
+}  // extern "C"

@@ -1,0 +1,49 @@
+// TEST DOUBLE: what the double keeps about descriptions, datasets and loaded
+// models, shared by acl_double.cc (their API) and execution.cc (running them).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <vector>
+
+#include "acl/acl.h"
+#include "model_file.h"
+
+struct aclmdlDesc {
+  acl_double::ModelSpec spec;
+};
+struct aclmdlDataset {
+  std::vector<aclDataBuffer*> buffers;
+  uint64_t dynamic_batch = 0;
+};
+struct aclDataBuffer {
+  void* data;
+  size_t size;
+};
+
+namespace acl_double {
+
+struct LoadedModel {
+  ModelSpec spec;
+  int32_t device;
+};
+
+extern std::map<uint32_t, LoadedModel> g_models;  // by model id (g_mu)
+extern std::set<aclmdlDataset*> g_datasets;       // live datasets (g_mu)
+
+// Tensors as the model reports them: user inputs, then the dynamic-shape input
+// (ACL_DYNAMIC_TENSOR_NAME) of a model with gears of any kind.
+struct IoView {
+  const ModelSpec& spec;
+  size_t NumInputs() const
+  {
+    return spec.inputs.size() + (spec.HasDynamicInput() ? 1 : 0);
+  }
+  bool IsDynamicInput(size_t i) const
+  {
+    return spec.HasDynamicInput() && i == spec.inputs.size();
+  }
+};
+
+}  // namespace acl_double

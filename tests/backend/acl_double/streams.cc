@@ -1,0 +1,265 @@
+// TEST DOUBLE: asynchronous streams (streams.h), the stream calls of the ACL
+// API and the host side of copies (aclrtMallocHost / aclrtFreeHost).
+#include "streams.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+
+#include "runtime_state.h"
+
+namespace acl_double {
+
+Stream::Stream(int32_t device) : device_(device), worker_(&Stream::Work, this) {}
+
+Stream::~Stream()
+{
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+    queue_.clear();  // abandoned, as when a real stream is destroyed by force
+  }
+  cv_.notify_all();
+  worker_.join();
+}
+
+void
+Stream::Enqueue(Task task)
+{
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (error_.code != ACL_SUCCESS) return;  // a stream in error runs nothing
+    queue_.push_back(std::move(task));
+  }
+  cv_.notify_all();
+}
+
+void
+Stream::Work()
+{
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+    if (stopping_) return;
+    Task task = std::move(queue_.front());
+    queue_.pop_front();
+    busy_ = true;
+    lock.unlock();
+    TaskResult result = task(*this);
+    lock.lock();
+    busy_ = false;
+    if (result.code != ACL_SUCCESS && error_.code == ACL_SUCCESS) {
+      error_ = std::move(result);
+      queue_.clear();
+    }
+    cv_.notify_all();
+  }
+}
+
+TaskResult
+Stream::Synchronize(int32_t timeout_ms)
+{
+  std::unique_lock<std::mutex> lock(mu_);
+  auto drained = [this] { return stopping_ || (queue_.empty() && !busy_); };
+  if (timeout_ms < 0) {
+    cv_.wait(lock, drained);
+  } else if (!cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), drained)) {
+    return TaskResult{
+        ACL_ERROR_RT_STREAM_SYNC_TIMEOUT,
+        "stream work did not finish within " + std::to_string(timeout_ms) + " ms"};
+  }
+  TaskResult result = std::move(error_);
+  error_ = TaskResult{};
+  return result;
+}
+
+bool
+Stream::Sleep(std::chrono::microseconds d)
+{
+  std::unique_lock<std::mutex> lock(mu_);
+  if (d == std::chrono::microseconds::max()) {
+    cv_.wait(lock, [this] { return stopping_; });
+    return false;
+  }
+  return !cv_.wait_for(lock, d, [this] { return stopping_; });
+}
+
+// ---- device busy time -------------------------------------------------------
+namespace {
+
+using Clock = std::chrono::steady_clock;
+std::mutex g_busy_mu;
+std::map<int32_t, std::deque<std::pair<Clock::time_point, Clock::time_point>>> g_busy;
+constexpr std::chrono::seconds kBusyHistory{10};  // longest window anyone asks for
+
+}  // namespace
+
+void
+RecordBusy(int32_t device, Clock::time_point start, Clock::time_point end)
+{
+  std::lock_guard<std::mutex> lock(g_busy_mu);
+  auto& intervals = g_busy[device];
+  intervals.emplace_back(start, end);
+  while (!intervals.empty() && intervals.front().second < end - kBusyHistory) {
+    intervals.pop_front();
+  }
+}
+
+double
+BusyPercent(int32_t device, std::chrono::milliseconds window)
+{
+  const Clock::time_point now = Clock::now();
+  const Clock::time_point from = now - window;
+  std::lock_guard<std::mutex> lock(g_busy_mu);
+  double busy_ns = 0;
+  for (const auto& iv : g_busy[device]) {
+    const auto begin = std::max(iv.first, from);
+    const auto end = std::min(iv.second, now);
+    if (end > begin)
+      busy_ns += std::chrono::duration<double, std::nano>(end - begin).count();
+  }
+  const double window_ns = std::chrono::duration<double, std::nano>(window).count();
+  return std::min(100.0, 100.0 * busy_ns / window_ns);
+}
+
+}  // namespace acl_double
+
+using acl_double::Fail;
+using acl_double::Stream;
+
+namespace {
+
+// The stream, when it exists and belongs to `device`; else nullptr.
+Stream*
+StreamOnDeviceLocked(aclrtStream stream, int32_t device)
+{
+  Stream* s = static_cast<Stream*>(stream);
+  if (acl_double::g_streams.count(s) == 0 || s->device() != device) return nullptr;
+  return s;
+}
+
+aclError
+Synchronize(const char* call, aclrtStream stream, int32_t timeout_ms)
+{
+  Stream* s = static_cast<Stream*>(stream);
+  {
+    std::lock_guard<std::mutex> lock(acl_double::g_mu);
+    if (acl_double::ShouldFail(call)) {
+      return Fail(ACL_ERROR_RT_PARAM_INVALID, std::string(call) + " failure injected");
+    }
+    if (!acl_double::g_initialized) {
+      return Fail(ACL_ERROR_UNINITIALIZE, std::string(call) + " before aclInit");
+    }
+    if (acl_double::g_streams.count(s) == 0) {
+      return Fail(ACL_ERROR_RT_PARAM_INVALID, "unknown stream");
+    }
+  }
+  // Waited for without g_mu: the queued work takes it to count executions.
+  // (A stream destroyed meanwhile by another thread is the caller's bug.)
+  acl_double::TaskResult r = s->Synchronize(timeout_ms);
+  if (r.code != ACL_SUCCESS) return Fail(r.code, r.message);
+  return ACL_SUCCESS;
+}
+
+}  // namespace
+
+extern "C" {
+
+aclError
+aclrtCreateStream(aclrtStream* stream)
+{
+  DOUBLE_ENTER("aclrtCreateStream");
+  DOUBLE_NEED_DEVICE("aclrtCreateStream");
+  Stream* s = new Stream(device);
+  acl_double::g_streams.insert(s);
+  *stream = s;
+  acl_double::WriteStateLocked();
+  return ACL_SUCCESS;
+}
+
+aclError
+aclrtDestroyStream(aclrtStream stream)
+{
+  DOUBLE_ENTER("aclrtDestroyStream");
+  Stream* s = static_cast<Stream*>(stream);
+  if (acl_double::g_streams.erase(s) == 0) {
+    return Fail(ACL_ERROR_RT_PARAM_INVALID, "unknown stream");
+  }
+  acl_double::WriteStateLocked();
+  lock.unlock();  // a task that is finishing takes g_mu: join without it
+  delete s;
+  return ACL_SUCCESS;
+}
+
+aclError
+aclrtSynchronizeStream(aclrtStream stream)
+{
+  return Synchronize("aclrtSynchronizeStream", stream, -1);
+}
+
+aclError
+aclrtSynchronizeStreamWithTimeout(aclrtStream stream, int32_t timeout)
+{
+  if (timeout < -1) {
+    return Fail(ACL_ERROR_INVALID_PARAM, "timeout must be -1, 0 or a positive ms count");
+  }
+  return Synchronize("aclrtSynchronizeStreamWithTimeout", stream, timeout);
+}
+
+aclError
+aclrtMemcpyAsync(
+    void* dst, size_t dest_max, const void* src, size_t count, aclrtMemcpyKind kind,
+    aclrtStream stream)
+{
+  DOUBLE_ENTER("aclrtMemcpyAsync");
+  DOUBLE_NEED_DEVICE("aclrtMemcpyAsync");
+  if (count > dest_max) {
+    return Fail(ACL_ERROR_INVALID_PARAM, "aclrtMemcpyAsync count > destMax");
+  }
+  if (kind != ACL_MEMCPY_HOST_TO_DEVICE && kind != ACL_MEMCPY_DEVICE_TO_HOST) {
+    return Fail(ACL_ERROR_INVALID_PARAM, "the double copies host<->device only");
+  }
+  const void* dev = kind == ACL_MEMCPY_HOST_TO_DEVICE ? dst : src;
+  const acl_double::Allocation* a = acl_double::FindAllocationLocked(dev, count);
+  if (a == nullptr || a->device != device) {
+    return Fail(ACL_ERROR_INVALID_PARAM, "aclrtMemcpyAsync outside this device's memory");
+  }
+  Stream* s = StreamOnDeviceLocked(stream, device);
+  if (s == nullptr) {
+    return Fail(ACL_ERROR_RT_STREAM_CONTEXT, "stream not on the current device");
+  }
+  // The bytes move when the stream reaches the copy, not now.
+  s->Enqueue([dst, src, count](Stream&) {
+    std::memcpy(dst, src, count);
+    return acl_double::TaskResult{};
+  });
+  return ACL_SUCCESS;
+}
+
+aclError
+aclrtMallocHost(void** ptr, size_t size)
+{
+  DOUBLE_ENTER("aclrtMallocHost");
+  if (size == 0) return Fail(ACL_ERROR_INVALID_PARAM, "aclrtMallocHost of 0 bytes");
+  *ptr = std::malloc(size);
+  if (*ptr == nullptr) return Fail(ACL_ERROR_BAD_ALLOC, "out of host memory");
+  acl_double::g_host_blocks.insert(*ptr);
+  acl_double::WriteStateLocked();
+  return ACL_SUCCESS;
+}
+
+aclError
+aclrtFreeHost(void* ptr)
+{
+  DOUBLE_ENTER("aclrtFreeHost");
+  if (acl_double::g_host_blocks.erase(ptr) == 0) {
+    return Fail(
+        ACL_ERROR_INVALID_PARAM, "aclrtFreeHost of memory not from aclrtMallocHost");
+  }
+  std::free(ptr);
+  acl_double::WriteStateLocked();
+  return ACL_SUCCESS;
+}
+
+}  // extern "C"

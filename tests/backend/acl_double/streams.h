@@ -1,0 +1,71 @@
+// TEST DOUBLE: asynchronous streams. Like a real NPU stream, each Stream runs
+// the work queued on it (copies, model executions) in order, on a worker
+// thread of its own, while the host thread that queued it goes on: a caller
+// that reads a result before aclrtSynchronizeStream[WithTimeout] sees stale
+// memory. The first failure of queued work is kept and returned by the next
+// synchronize; work queued after a failure is discarded until then (a stream
+// in error runs nothing). Destroying a stream abandons its queued work and
+// interrupts a running delay or hang.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "acl/acl.h"
+
+namespace acl_double {
+
+struct TaskResult {
+  aclError code = ACL_SUCCESS;
+  std::string message;  // becomes aclGetRecentErrMsg() of the synchronizing thread
+};
+
+class Stream {
+ public:
+  using Task = std::function<TaskResult(Stream&)>;
+
+  explicit Stream(int32_t device);
+  ~Stream();  // abandons queued work, interrupts a running task, joins
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+
+  int32_t device() const { return device_; }
+  void Enqueue(Task task);
+  // Waits until the queue drained; timeout_ms -1 waits forever, 0 only checks.
+  // Returns the first failure since the last synchronize (and clears it), or
+  // ACL_ERROR_RT_STREAM_SYNC_TIMEOUT when the work did not finish in time.
+  TaskResult Synchronize(int32_t timeout_ms);
+
+  // For tasks: sleeps `d`, or less when the stream is destroyed meanwhile;
+  // false when it was. Sleep(max()) is a hang until destruction.
+  bool Sleep(std::chrono::microseconds d);
+
+ private:
+  void Work();
+
+  const int32_t device_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Task> queue_;
+  bool busy_ = false;      // a task is running
+  bool stopping_ = false;  // being destroyed
+  TaskResult error_;
+  std::thread worker_;
+};
+
+// Device busy time, for aclrtGetDeviceUtilizationRate: executions record the
+// interval they kept the device busy; BusyPercent is the busy share of the
+// last `window` (overlapping executions of several streams count once per
+// instant at most: the result is capped at 100).
+void RecordBusy(
+    int32_t device, std::chrono::steady_clock::time_point start,
+    std::chrono::steady_clock::time_point end);
+double BusyPercent(int32_t device, std::chrono::milliseconds window);
+
+}  // namespace acl_double

@@ -1,0 +1,203 @@
+"""The ACL runtime test double itself, called through ctypes as a backend would: streams
+are asynchronous and ordered, a bounded synchronize times out with CANN's code, failures
+of queued work surface at the synchronize, and utilization follows the device's busy time.
+The backend tests rely on these behaviours (a backend that skipped a sync would read
+stale outputs), so they are checked here directly."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.backend.support import BackendBuild, double_model
+
+pytestmark = pytest.mark.integration
+
+ACL_SUCCESS = 0
+ACL_ERROR_RT_STREAM_SYNC_TIMEOUT = 507046  # rt_error_codes.h in the CANN headers
+ACL_ERROR_RT_MODEL_EXECUTE = 507011
+H2D, D2H = 1, 2  # aclrtMemcpyKind
+FLOATS = 4
+NBYTES = 4 * FLOATS
+
+
+class UtilizationInfo(ctypes.Structure):
+    _fields_ = [("cube", ctypes.c_int32), ("vector", ctypes.c_int32), ("aicpu", ctypes.c_int32),
+                ("memory", ctypes.c_int32), ("extend", ctypes.c_void_p)]
+
+
+@dataclass
+class Device:
+    lib: ctypes.CDLL
+    stream: ctypes.c_void_p
+    x_dev: ctypes.c_void_p
+    y_dev: ctypes.c_void_p
+    inputs: ctypes.c_void_p  # aclmdlDataset*
+    outputs: ctypes.c_void_p
+
+    def ok(self, rc: int) -> None:
+        assert rc == ACL_SUCCESS, (rc, self.recent_error())
+
+    def recent_error(self) -> str:
+        msg = self.lib.aclGetRecentErrMsg()
+        return msg.decode() if msg else ""
+
+    def load(self, path: Path) -> int:
+        model_id = ctypes.c_uint32()
+        self.ok(self.lib.aclmdlLoadFromFile(str(path).encode(), ctypes.byref(model_id)))
+        return model_id.value
+
+    def run_async(self, model_id: int, x: np.ndarray, y: np.ndarray) -> None:
+        """Queue copy-in, execution and copy-out; returns before any of it ran."""
+        self.ok(self.lib.aclrtMemcpyAsync(self.x_dev, NBYTES, x.ctypes.data_as(ctypes.c_void_p), NBYTES,
+                                          H2D, self.stream))
+        self.ok(self.lib.aclmdlExecuteAsync(model_id, self.inputs, self.outputs, self.stream))
+        self.ok(self.lib.aclrtMemcpyAsync(y.ctypes.data_as(ctypes.c_void_p), NBYTES, self.y_dev, NBYTES,
+                                          D2H, self.stream))
+
+    def sync(self, timeout_ms: int | None = None) -> int:
+        if timeout_ms is None:
+            return int(self.lib.aclrtSynchronizeStream(self.stream))
+        return int(self.lib.aclrtSynchronizeStreamWithTimeout(self.stream, timeout_ms))
+
+    def utilization(self) -> int:
+        info = UtilizationInfo()
+        self.ok(self.lib.aclrtGetDeviceUtilizationRate(0, ctypes.byref(info)))
+        return int(info.cube)
+
+
+@pytest.fixture(scope="module")
+def device(npu_build: BackendBuild, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Device]:
+    os.environ["NPU_GE_DOUBLE_OTHER_LOAD"] = "0"  # read by the double at every call
+    lib = ctypes.CDLL(str(npu_build.double_dir / "libascendcl.so"))
+    lib.aclGetRecentErrMsg.restype = ctypes.c_char_p
+    lib.aclmdlCreateDataset.restype = ctypes.c_void_p
+    lib.aclCreateDataBuffer.restype = ctypes.c_void_p
+    lib.aclCreateDataBuffer.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    lib.aclmdlAddDatasetBuffer.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+    lib.aclmdlExecuteAsync.argtypes = [ctypes.c_uint32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+    lib.aclrtMemcpyAsync.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t,
+                                     ctypes.c_int, ctypes.c_void_p]
+    lib.aclrtSynchronizeStream.argtypes = [ctypes.c_void_p]
+    lib.aclrtSynchronizeStreamWithTimeout.argtypes = [ctypes.c_void_p, ctypes.c_int32]
+    lib.aclrtDestroyStream.argtypes = [ctypes.c_void_p]
+    assert lib.aclInit(None) == ACL_SUCCESS
+    assert lib.aclrtSetDevice(0) == ACL_SUCCESS
+    ctx, stream, x_dev, y_dev = (ctypes.c_void_p() for _ in range(4))
+    assert lib.aclrtCreateContext(ctypes.byref(ctx), 0) == ACL_SUCCESS
+    assert lib.aclrtCreateStream(ctypes.byref(stream)) == ACL_SUCCESS
+    for buf in (x_dev, y_dev):
+        assert lib.aclrtMalloc(ctypes.byref(buf), NBYTES, 0) == ACL_SUCCESS
+    inputs, outputs = ctypes.c_void_p(lib.aclmdlCreateDataset()), ctypes.c_void_p(lib.aclmdlCreateDataset())
+    for dataset, buf in ((inputs, x_dev), (outputs, y_dev)):
+        assert lib.aclmdlAddDatasetBuffer(dataset, lib.aclCreateDataBuffer(buf, NBYTES)) == ACL_SUCCESS
+    yield Device(lib, stream, x_dev, y_dev, inputs, outputs)
+    os.environ.pop("NPU_GE_DOUBLE_OTHER_LOAD")
+
+
+def model_file(tmp_path: Path, *extra: str) -> Path:
+    path = tmp_path / "model.om"
+    path.write_text(double_model([("x", "FP32", "1,4")], [("y", "FP32", "1,4", "from x scale 2 offset 1")],
+                                 extra=extra))
+    return path
+
+
+def test_queued_work_runs_in_order_and_only_a_sync_makes_results_visible(
+    device: Device, tmp_path: Path
+) -> None:
+    model = device.load(model_file(tmp_path, "delay_us 300000"))
+    x = np.array([1, 2, 3, 4], dtype=np.float32)
+    y = np.zeros(FLOATS, dtype=np.float32)
+    started = time.monotonic()
+    device.run_async(model, x, y)
+    assert time.monotonic() - started < 0.1  # queued, not run
+    np.testing.assert_array_equal(y, 0)  # a read without a sync sees stale memory
+    assert device.sync(timeout_ms=0) == ACL_ERROR_RT_STREAM_SYNC_TIMEOUT  # 0: only checks
+    assert device.sync() == ACL_SUCCESS
+    assert time.monotonic() - started >= 0.3  # the execution's fixed cost
+    # copy-in before execute before copy-out: any other order gives 1s or zeros
+    np.testing.assert_array_equal(y, 2 * x + 1)
+
+
+def test_a_bounded_sync_times_out_with_canns_code_and_destroying_the_stream_abandons_the_work(
+    device: Device, tmp_path: Path
+) -> None:
+    lib = device.lib
+    model = device.load(model_file(tmp_path, "hang_on_value 99"))
+    stream = ctypes.c_void_p()
+    device.ok(lib.aclrtCreateStream(ctypes.byref(stream)))
+    own = Device(lib, stream, device.x_dev, device.y_dev, device.inputs, device.outputs)
+    x = np.full(FLOATS, 99, dtype=np.float32)
+    y = np.zeros(FLOATS, dtype=np.float32)
+    own.run_async(model, x, y)
+    started = time.monotonic()
+    assert own.sync(timeout_ms=150) == ACL_ERROR_RT_STREAM_SYNC_TIMEOUT
+    assert 0.15 <= time.monotonic() - started < 1.0
+    assert "did not finish within 150 ms" in own.recent_error()
+    started = time.monotonic()
+    device.ok(lib.aclrtDestroyStream(stream))  # interrupts the hung execution
+    assert time.monotonic() - started < 1.0
+    np.testing.assert_array_equal(y, 0)  # abandoned work wrote nothing
+
+
+def test_a_failure_of_queued_work_surfaces_at_the_sync_once(device: Device, tmp_path: Path) -> None:
+    model = device.load(model_file(tmp_path, "fail_execute_on_value -7"))
+    y = np.zeros(FLOATS, dtype=np.float32)
+    device.run_async(model, np.full(FLOATS, -7, dtype=np.float32), y)  # the calls themselves succeed
+    assert device.sync() == ACL_ERROR_RT_MODEL_EXECUTE
+    assert "poison value" in device.recent_error()
+    np.testing.assert_array_equal(y, 0)  # the copy-out queued after the failure never ran
+    x = np.ones(FLOATS, dtype=np.float32)
+    device.run_async(model, x, y)
+    assert device.sync() == ACL_SUCCESS  # the error was reported once; the stream runs again
+    np.testing.assert_array_equal(y, 2 * x + 1)
+
+
+def test_utilization_follows_the_busy_time_of_the_last_second(device: Device, tmp_path: Path) -> None:
+    model = device.load(model_file(tmp_path, "delay_us 100000"))
+    time.sleep(1.1)  # earlier tests' executions leave the window
+    assert device.utilization() == 0
+    x = np.ones(FLOATS, dtype=np.float32)
+    y = np.zeros(FLOATS, dtype=np.float32)
+    for _ in range(6):  # 600 ms busy
+        device.run_async(model, x, y)
+    assert device.sync() == ACL_SUCCESS
+    busy = device.utilization()
+    assert 45 <= busy <= 75, busy  # ~60% of the last second
+    time.sleep(1.1)
+    assert device.utilization() == 0
+
+
+class IODims(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char * 128), ("count", ctypes.c_size_t), ("dims", ctypes.c_int64 * 128)]
+
+
+@pytest.mark.parametrize("directive", [None, "outputs_at_largest_gear"])
+def test_outputs_are_described_with_a_batch_gear_or_the_largest_gears_shape(
+    device: Device, tmp_path: Path, directive: str | None
+) -> None:
+    lib = device.lib
+    path = tmp_path / "gears.om"
+    path.write_text(double_model([("x", "FP32", "-1,4")], [("y", "FP32", "-1,4", "from x scale 1 offset 0")],
+                                 gears="1,2,8", extra=[directive] if directive else []))
+    model = device.load(path)
+    lib.aclmdlCreateDesc.restype = ctypes.c_void_p
+    lib.aclmdlGetDesc.argtypes = [ctypes.c_void_p, ctypes.c_uint32]
+    lib.aclmdlGetInputDims.argtypes = lib.aclmdlGetOutputDims.argtypes = [
+        ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(IODims)]
+    lib.aclmdlDestroyDesc.argtypes = [ctypes.c_void_p]
+    desc = lib.aclmdlCreateDesc()
+    device.ok(lib.aclmdlGetDesc(desc, model))
+    got_in, got_out = IODims(), IODims()
+    device.ok(lib.aclmdlGetInputDims(desc, 0, ctypes.byref(got_in)))
+    device.ok(lib.aclmdlGetOutputDims(desc, 0, ctypes.byref(got_out)))
+    assert list(got_in.dims[: got_in.count]) == [-1, 4]
+    assert list(got_out.dims[: got_out.count]) == ([8, 4] if directive else [-1, 4])
+    device.ok(lib.aclmdlDestroyDesc(desc))
