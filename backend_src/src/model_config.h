@@ -104,8 +104,9 @@ struct ShapeGears {
   std::string Describe() const;
 };
 
-// Full dims of every input in each gear: `values` replace the inputs' -1 dims
-// in order (dims gears: across all inputs; image size: H,W in each input).
+// Full dims of every input in each gear. Dims gears: `values` are all inputs'
+// full dims concatenated (as aclmdlGetInputDynamicDims lists them); image
+// size gears: {H, W}, which fill the two -1 dims of each input.
 ShapeGears MakeShapeGears(
     ShapeGearKind kind, const std::vector<std::vector<int64_t>>& model_input_dims,
     const std::vector<std::vector<int64_t>>& values);

@@ -22,13 +22,24 @@ ShapeGears::Describe() const
 
 namespace {
 
-// `dims` with its -1 dims replaced by values[*next...], advancing *next.
+// Image size gear {H, W}: fills the two -1 dims (H, W) of one input's dims.
 std::vector<int64_t>
-FillDynamic(std::vector<int64_t> dims, const std::vector<int64_t>& values, size_t* next)
+FillImageSize(std::vector<int64_t> dims, const std::vector<int64_t>& hw)
 {
+  size_t next = 0;
   for (int64_t& d : dims) {
-    if (d < 0 && *next < values.size()) d = values[(*next)++];
+    if (d < 0 && next < hw.size()) d = hw[next++];
   }
+  return dims;
+}
+
+// Dims gear: CANN lists every input's full dims, concatenated in input
+// order; `*pos` walks that list.
+std::vector<int64_t>
+TakeInputDims(size_t rank, const std::vector<int64_t>& all, size_t* pos)
+{
+  std::vector<int64_t> dims;
+  for (size_t d = 0; d < rank && *pos < all.size(); ++d) dims.push_back(all[(*pos)++]);
   return dims;
 }
 
@@ -44,10 +55,11 @@ MakeShapeGears(
   gears.values = values;
   for (const std::vector<int64_t>& gear : values) {
     std::vector<std::vector<int64_t>> dims;
-    size_t next = 0;  // dims gears: one list of values for all inputs' -1 dims
+    size_t pos = 0;
     for (const std::vector<int64_t>& input : model_input_dims) {
-      if (kind == ShapeGearKind::kImageSize) next = 0;  // each image input takes H,W
-      dims.push_back(FillDynamic(input, gear, &next));
+      dims.push_back(
+          kind == ShapeGearKind::kImageSize ? FillImageSize(input, gear)
+                                            : TakeInputDims(input.size(), gear, &pos));
     }
     gears.input_dims.push_back(std::move(dims));
   }
