@@ -119,6 +119,30 @@ def test_image_size_gears_serve_each_size_and_refuse_others_per_request(
     np.testing.assert_array_equal(infer(grpc, "image", {"x": x})["y"], 3 * x - 1)
 
 
+def test_two_inputs_sharing_a_length_must_match_one_gear_together(
+    npu_triton: StartServer, npu_repo: Path
+) -> None:
+    """Like BERT's input_ids and attention_mask: CANN lists each gear as both inputs' dims
+    concatenated; a request must match one gear with both."""
+    om = double_model([("ids", "FP32", "1,-1"), ("mask", "FP32", "1,-1")],
+                      [("y", "FP32", "1,-1", "from ids,mask scale 1 offset 0")],
+                      extra=["dynamic_dims 8,8;16,16"])
+    write_model(npu_repo, "bert", "max_batch_size: 0\n"
+                'input [{ name: "mask", data_type: TYPE_FP32, dims: [1, -1] },\n'
+                '       { name: "ids", data_type: TYPE_FP32, dims: [1, -1] }]\n'
+                'output [{ name: "y", data_type: TYPE_FP32, dims: [1, -1] }]\n', om)
+    server = npu_triton(npu_repo, models=["bert"])
+    grpc = server.process.grpc_url
+    for length in (8, 16):
+        ids, mask = values((1, length)), np.full((1, length), 100, dtype=np.float32)
+        y = infer(grpc, "bert", {"mask": mask, "ids": ids})["y"]
+        np.testing.assert_array_equal(y, ids + mask)
+    with pytest.raises(InferenceServerException) as failed:
+        infer(grpc, "bert", {"mask": values((1, 16)), "ids": values((1, 8))})
+    assert ("input shapes [1,16] and [1,8] match no gear: the model was compiled with dynamic "
+            "dims gears [1,8,1,8], [1,16,1,16] (atc --dynamic_dims)") in str(failed.value)
+
+
 def test_concurrent_requests_of_different_lengths_each_get_their_own_gear(
     npu_triton: StartServer, npu_repo: Path
 ) -> None:
