@@ -30,14 +30,13 @@ MakeTensorDesc(const char* name, const aclmdlIODims& dims, aclDataType dtype, si
 // A gear model cannot be served (nor its gears listed) without these; their
 // absence fails the load naming the call instead of failing every request.
 TRITONSERVER_Error*
-RequireGearCall(bool present, const char* name, const char* kind)
+RequireGearCall(bool present, const char* name, const std::string& gears)
 {
   if (present) return nullptr;
   return NPU_GE_ERROR(
-      UNSUPPORTED, "compiled with " << kind << " gears, which need " << name
+      UNSUPPORTED, "compiled with " << gears << ", which need " << name
                                     << " (documented in CANN 6.0.1 and later); this "
-                                    << "libascendcl.so "
-                                    << "does not export it");
+                                    << "libascendcl.so does not export it");
 }
 
 // {H, W} per image size gear; empty when the model has none or this
@@ -83,7 +82,7 @@ DimsGears(
 TRITONSERVER_Error*
 NoGearsRead(const AclRuntime& rt)
 {
-  const char* kind = "dims or image size";
+  const std::string kind = "dims or image size gears";
   NPU_GE_RETURN_IF_ERROR(
       RequireGearCall(rt.aclmdlGetDynamicHW != nullptr, "aclmdlGetDynamicHW", kind));
   NPU_GE_RETURN_IF_ERROR(RequireGearCall(
@@ -102,7 +101,7 @@ TRITONSERVER_Error*
 RequireServingCalls(const AclRuntime& rt, const ShapeGears& gears)
 {
   const bool image = gears.kind == ShapeGearKind::kImageSize;
-  const char* kind = image ? "dynamic image size" : "dynamic dims";
+  const std::string kind = gears.Describe();
   if (image) {
     NPU_GE_RETURN_IF_ERROR(RequireGearCall(
         rt.aclmdlSetDynamicHWSize != nullptr, "aclmdlSetDynamicHWSize", kind));

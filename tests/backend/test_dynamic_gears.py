@@ -225,10 +225,10 @@ def test_a_runtime_that_cannot_set_gears_fails_the_load_naming_the_call(
     build = dataclasses.replace(
         npu_build, double_dir=npu_build.build_dir / "acl_double_no_shape_gears")
     server = npu_triton(npu_repo, models=["batch_gears"], build=build)
-    for name, kind, call in (("seq", "dynamic dims", "aclmdlSetInputDynamicDims"),
-                             ("image", "dynamic image size", "aclmdlSetDynamicHWSize")):
+    for name, gears, call in (("seq", DIMS_GEARS, "aclmdlSetInputDynamicDims"),
+                              ("image", IMAGE_GEARS, "aclmdlSetDynamicHWSize")):
         status, error = load(server.url, name)
         assert status == 400, (name, error)
-        assert (f"compiled with {kind} gears, which need {call} (documented in CANN 6.0.1 "
-                "and later); this libascendcl.so does not export it") in error, error
+        assert (f"{gears}, which need {call} (documented in CANN 6.0.1 and later); this "
+                "libascendcl.so does not export it") in error, error
     assert model_ready(server.url, "batch_gears")
