@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 
+#include "batching.h"
 #include "dtype.h"
 
 namespace npu_ge {
@@ -26,69 +27,109 @@ MakeTensorDesc(const char* name, const aclmdlIODims& dims, aclDataType dtype, si
   return t;
 }
 
-// "[224x224, 448x448]" for the image size gears; "" when there are none.
-std::string
-ImageSizeGears(const AclRuntime& rt, const aclmdlDesc* desc)
+// A gear model cannot be served (nor its gears listed) without these; their
+// absence fails the load naming the call instead of failing every request.
+TRITONSERVER_Error*
+RequireGearCall(bool present, const char* name, const std::string& gears)
 {
-  aclmdlHW hw{};
-  if (rt.aclmdlGetDynamicHW == nullptr ||
-      rt.aclmdlGetDynamicHW(desc, static_cast<size_t>(-1), &hw) != ACL_SUCCESS ||
-      hw.hwCount == 0) {
-    return "";
-  }
-  std::string text;
-  for (size_t g = 0; g < hw.hwCount && g < ACL_MAX_HW_NUM; ++g) {
-    text += (g == 0 ? "" : ", ") + std::to_string(hw.hw[g][0]) + "x" +
-            std::to_string(hw.hw[g][1]);
-  }
-  return "[" + text + "]";
+  if (present) return nullptr;
+  return NPU_GE_ERROR(
+      UNSUPPORTED, "compiled with " << gears << ", which need " << name
+                                    << " (documented in CANN 6.0.1 and later); this "
+                                    << "libascendcl.so does not export it");
 }
 
-// "[1,8], [1,16]" (all inputs' dims per gear); "" when there are none.
-std::string
-DimsGears(const AclRuntime& rt, const aclmdlDesc* desc)
+// {H, W} per image size gear; empty when the model has none or this
+// runtime cannot list them.
+TRITONSERVER_Error*
+ImageSizeGears(
+    const AclRuntime& rt, const aclmdlDesc* desc, std::vector<std::vector<int64_t>>* out)
+{
+  if (rt.aclmdlGetDynamicHW == nullptr) return nullptr;
+  aclmdlHW hw{};
+  NPU_GE_RETURN_IF_ACL_ERROR(rt, aclmdlGetDynamicHW(desc, static_cast<size_t>(-1), &hw));
+  for (size_t g = 0; g < hw.hwCount && g < ACL_MAX_HW_NUM; ++g) {
+    out->push_back(
+        {static_cast<int64_t>(hw.hw[g][0]), static_cast<int64_t>(hw.hw[g][1])});
+  }
+  return nullptr;
+}
+
+// The dims of all inputs, concatenated, per dims gear; empty when the model
+// has none or this runtime cannot list them.
+TRITONSERVER_Error*
+DimsGears(
+    const AclRuntime& rt, const aclmdlDesc* desc, std::vector<std::vector<int64_t>>* out)
 {
   size_t count = 0;
   if (rt.aclmdlGetInputDynamicGearCount == nullptr ||
-      rt.aclmdlGetInputDynamicDims == nullptr ||
-      rt.aclmdlGetInputDynamicGearCount(desc, static_cast<size_t>(-1), &count) !=
-          ACL_SUCCESS ||
-      count == 0) {
-    return "";
+      rt.aclmdlGetInputDynamicDims == nullptr) {
+    return nullptr;
   }
+  NPU_GE_RETURN_IF_ACL_ERROR(
+      rt, aclmdlGetInputDynamicGearCount(desc, static_cast<size_t>(-1), &count));
+  if (count == 0) return nullptr;
   std::vector<aclmdlIODims> gears(count);
-  if (rt.aclmdlGetInputDynamicDims(desc, static_cast<size_t>(-1), gears.data(), count) !=
-      ACL_SUCCESS) {
-    return "";
+  NPU_GE_RETURN_IF_ACL_ERROR(
+      rt, aclmdlGetInputDynamicDims(desc, static_cast<size_t>(-1), gears.data(), count));
+  for (const aclmdlIODims& g : gears) {
+    out->emplace_back(g.dims, g.dims + std::min<size_t>(g.dimCount, ACL_MAX_DIM_CNT));
   }
-  std::string text;
-  for (size_t g = 0; g < count; ++g) {
-    std::vector<int64_t> dims(gears[g].dims, gears[g].dims + gears[g].dimCount);
-    text += (g == 0 ? "" : ", ") + DimsToString(dims);
+  return nullptr;
+}
+
+// No gears could be read: names the listing calls this runtime lacks.
+TRITONSERVER_Error*
+NoGearsRead(const AclRuntime& rt)
+{
+  const std::string kind = "dims or image size gears";
+  NPU_GE_RETURN_IF_ERROR(
+      RequireGearCall(rt.aclmdlGetDynamicHW != nullptr, "aclmdlGetDynamicHW", kind));
+  NPU_GE_RETURN_IF_ERROR(RequireGearCall(
+      rt.aclmdlGetInputDynamicGearCount != nullptr, "aclmdlGetInputDynamicGearCount",
+      kind));
+  NPU_GE_RETURN_IF_ERROR(RequireGearCall(
+      rt.aclmdlGetInputDynamicDims != nullptr, "aclmdlGetInputDynamicDims", kind));
+  return NPU_GE_ERROR(
+      UNSUPPORTED, "has the dynamic-shape input " << ACL_DYNAMIC_TENSOR_NAME
+                                                  << " but neither batch, dims nor image "
+                                                  << "size gears");
+}
+
+// Checks the calls serving needs are there (the model's gear kind decides).
+TRITONSERVER_Error*
+RequireServingCalls(const AclRuntime& rt, const ShapeGears& gears)
+{
+  const bool image = gears.kind == ShapeGearKind::kImageSize;
+  const std::string kind = gears.Describe();
+  if (image) {
+    NPU_GE_RETURN_IF_ERROR(RequireGearCall(
+        rt.aclmdlSetDynamicHWSize != nullptr, "aclmdlSetDynamicHWSize", kind));
+  } else {
+    NPU_GE_RETURN_IF_ERROR(RequireGearCall(
+        rt.aclmdlSetInputDynamicDims != nullptr, "aclmdlSetInputDynamicDims", kind));
   }
-  return text;
+  NPU_GE_RETURN_IF_ERROR(RequireGearCall(
+      rt.aclmdlGetInputIndexByName != nullptr, "aclmdlGetInputIndexByName", kind));
+  return RequireGearCall(
+      rt.aclmdlGetCurOutputDims != nullptr, "aclmdlGetCurOutputDims", kind);
 }
 
 // A model with the dynamic-shape input but no batch gears was compiled with
-// dims or image size gears, which npu_ge does not serve yet: the load fails
-// naming them (when this CANN can list them) and the way out.
+// image size or dims gears: reads them into io->shape_gears.
 TRITONSERVER_Error*
-UnsupportedGears(const AclRuntime& rt, const aclmdlDesc* desc)
+ReadShapeGears(const AclRuntime& rt, const aclmdlDesc* desc, ModelIoDesc* io)
 {
-  const std::string hw = ImageSizeGears(rt, desc);
-  if (!hw.empty()) {
-    return NPU_GE_ERROR(
-        UNSUPPORTED, "compiled with dynamic image size gears "
-                         << hw << " (atc --dynamic_image_size); npu_ge serves dynamic "
-                         << "batch gears only: compile with a fixed image size or "
-                         << "with --dynamic_batch_size");
+  std::vector<std::vector<int64_t>> values;
+  ShapeGearKind kind = ShapeGearKind::kImageSize;
+  NPU_GE_RETURN_IF_ERROR(ImageSizeGears(rt, desc, &values));
+  if (values.empty()) {
+    kind = ShapeGearKind::kDims;
+    NPU_GE_RETURN_IF_ERROR(DimsGears(rt, desc, &values));
   }
-  const std::string dims = DimsGears(rt, desc);
-  return NPU_GE_ERROR(
-      UNSUPPORTED, "compiled with dynamic dims gears "
-                       << (dims.empty() ? std::string("(not listed by this CANN)") : dims)
-                       << " (atc --dynamic_dims); npu_ge serves dynamic batch gears "
-                       << "only: compile with fixed dims or with --dynamic_batch_size");
+  if (values.empty()) return NoGearsRead(rt);
+  ApplyShapeGears(kind, values, io);
+  return RequireServingCalls(rt, io->shape_gears);
 }
 
 }  // namespace
@@ -127,7 +168,7 @@ ReadOmDescription(const AclRuntime& rt, aclmdlDesc* desc, ModelIoDesc* io)
     for (size_t g = 0; g < batch.batchCount && g < ACL_MAX_BATCH_NUM; ++g) {
       out.gears.push_back(static_cast<int64_t>(batch.batch[g]));
     }
-    if (out.gears.empty()) return UnsupportedGears(rt, desc);
+    if (out.gears.empty()) NPU_GE_RETURN_IF_ERROR(ReadShapeGears(rt, desc, &out));
   }
   *io = std::move(out);
   return nullptr;
@@ -189,11 +230,19 @@ class AclOmInstance : public EngineInstance {
   TRITONSERVER_Error* Wait(size_t set, uint64_t* compute_end_ns) override;
   bool NeedsRecovery() const override { return broken_.load(); }
   TRITONSERVER_Error* Recover() override;
+  void SelectShapeGear(size_t set, size_t gear) override { gear_[set] = gear; }
+  bool OutputDims(size_t set, size_t o, std::vector<int64_t>* dims) const override;
 
  private:
+  bool has_shape_gears() const { return !binding_.shape_gears.empty(); }
+  TRITONSERVER_Error* InitShapeGears();
+  size_t InputBytes(size_t set, size_t config_input, size_t exec_rows) const;
+  size_t OutputBytes(size_t set, size_t config_output) const;
+  TRITONSERVER_Error* SetShapeGear(size_t set);
+  TRITONSERVER_Error* ReadOutputDims(size_t set);
   TRITONSERVER_Error* AllocateSet(BufferSet* set, size_t* device_bytes);
   TRITONSERVER_Error* AllocateStaging(BufferSet* set);
-  TRITONSERVER_Error* CopyInputs(const BufferSet& set, size_t exec_rows);
+  TRITONSERVER_Error* CopyInputs(size_t set, size_t exec_rows);
   TRITONSERVER_Error* CopyOutputs(size_t set, bool queue);
   TRITONSERVER_Error* Synchronize();
   void Teardown();  // releases every device resource, the stream first
@@ -216,8 +265,13 @@ class AclOmInstance : public EngineInstance {
   ContextOwner ctx_;
   StreamOwner stream_;
   LoadedModel model_;
-  std::vector<BufferSet> sets_;    // 2 with copy_overlap, else 1
+  ModelDesc desc_;               // of model_, for aclmdlGetCurOutputDims (gear models)
+  size_t dynamic_index_ = 0;     // of ACL_DYNAMIC_TENSOR_NAME (aclmdlGetInputIndexByName)
+  std::vector<BufferSet> sets_;  // 2 with copy_overlap, else 1
   std::vector<size_t> exec_rows_;  // per set, of its launched execution
+  std::vector<size_t> gear_;       // per set: shape gear of its next/last execution
+  // Per set, per model output: dims of its launched execution (gear models).
+  std::vector<std::vector<std::vector<int64_t>>> out_dims_;
   size_t device_bytes_ = 0;
   std::atomic<bool> broken_{false};
 };
@@ -238,6 +292,9 @@ AclOmInstance::Init()
   }
   sets_.resize(spec_.copy_overlap ? 2 : 1);
   exec_rows_.assign(sets_.size(), 0);
+  gear_.assign(sets_.size(), 0);
+  out_dims_.assign(sets_.size(), {});
+  if (has_shape_gears()) NPU_GE_RETURN_IF_ERROR(InitShapeGears());
   for (BufferSet& set : sets_) NPU_GE_RETURN_IF_ERROR(AllocateSet(&set, &bytes));
   device_bytes_ = bytes;
   return nullptr;
@@ -251,6 +308,7 @@ AclOmInstance::Teardown()
   }
   stream_.Reset();  // first: work still queued after a timeout is abandoned
   sets_.clear();
+  desc_.Reset();
   model_.Reset();
   ctx_.Reset();
   device_.Reset();
@@ -297,7 +355,9 @@ AclOmInstance::AllocateStaging(BufferSet* set)
 {
   auto staging = [&](const TensorConfig& cfg, const ModelTensorDesc& model,
                      const char* what, HostBuffer* host) -> TRITONSERVER_Error* {
-    const size_t need = cfg.RowBytes() * binding_.max_exec_rows;
+    // A gear model's tensors are as large as the model's largest gear.
+    const size_t need =
+        has_shape_gears() ? model.byte_size : cfg.RowBytes() * binding_.max_exec_rows;
     if (model.byte_size < need) {
       return NPU_GE_ERROR(
           INVALID_ARG, what << " '" << cfg.name << "': expected the model to hold "
@@ -321,12 +381,13 @@ AclOmInstance::AllocateStaging(BufferSet* set)
 }
 
 TRITONSERVER_Error*
-AclOmInstance::CopyInputs(const BufferSet& set, size_t exec_rows)
+AclOmInstance::CopyInputs(size_t s, size_t exec_rows)
 {
+  const BufferSet& set = sets_[s];
   for (size_t i = 0; i < spec_.inputs.size(); ++i) {
     const size_t m = io_.input_model_index[binding_.input_index[i]];
     const DeviceBuffer& dev = set.in_dev[m];
-    const size_t bytes = exec_rows * spec_.inputs[i].RowBytes();
+    const size_t bytes = InputBytes(s, i, exec_rows);
     const void* host = set.in_host[i].data();
     if (pinned_) {
       NPU_GE_RETURN_IF_ACL_ERROR(
@@ -351,7 +412,7 @@ AclOmInstance::CopyOutputs(size_t s, bool queue)
   for (size_t i = 0; i < spec_.outputs.size(); ++i) {
     const DeviceBuffer& dev = set.out_dev[binding_.output_index[i]];
     HostBuffer& host = set.out_host[i];
-    const size_t bytes = exec_rows_[s] * spec_.outputs[i].RowBytes();
+    const size_t bytes = OutputBytes(s, i);
     if (queue) {
       NPU_GE_RETURN_IF_ACL_ERROR(
           *rt_, aclrtMemcpyAsync(
@@ -368,14 +429,96 @@ AclOmInstance::CopyOutputs(size_t s, bool queue)
 }
 
 TRITONSERVER_Error*
+AclOmInstance::InitShapeGears()
+{
+  NPU_GE_RETURN_IF_ERROR(ModelDesc::FromModel(rt_.get(), model_, &desc_));
+  // CANN documents this lookup for the index the set calls take.
+  NPU_GE_RETURN_IF_ACL_ERROR(
+      *rt_,
+      aclmdlGetInputIndexByName(desc_.get(), ACL_DYNAMIC_TENSOR_NAME, &dynamic_index_));
+  return nullptr;
+}
+
+size_t
+AclOmInstance::InputBytes(size_t s, size_t i, size_t exec_rows) const
+{
+  const TensorConfig& cfg = spec_.inputs[i];
+  if (!has_shape_gears()) return exec_rows * cfg.RowBytes();
+  const int64_t n = ElementCount(binding_.shape_gears.input_dims[gear_[s]][i]);
+  return static_cast<size_t>(n < 0 ? 0 : n) * DataTypeByteSize(cfg.dtype);
+}
+
+size_t
+AclOmInstance::OutputBytes(size_t s, size_t i) const
+{
+  const TensorConfig& cfg = spec_.outputs[i];
+  if (!has_shape_gears()) return exec_rows_[s] * cfg.RowBytes();
+  const int64_t n = ElementCount(out_dims_[s][binding_.output_index[i]]);
+  return static_cast<size_t>(n < 0 ? 0 : n) * DataTypeByteSize(cfg.dtype);
+}
+
+// Tells CANN the set's gear: all inputs' dims concatenated for dims gears,
+// H and W for image size gears.
+TRITONSERVER_Error*
+AclOmInstance::SetShapeGear(size_t s)
+{
+  const std::vector<int64_t>& values = binding_.shape_gears.values[gear_[s]];
+  aclmdlDataset* ds = sets_[s].in_ds.get();
+  if (binding_.shape_gears.kind == ShapeGearKind::kImageSize) {
+    return AclCall(
+        *rt_, "aclmdlSetDynamicHWSize",
+        rt_->aclmdlSetDynamicHWSize(
+            model_.id(), ds, dynamic_index_, static_cast<uint64_t>(values[0]),
+            static_cast<uint64_t>(values[1])));
+  }
+  aclmdlIODims dims{};
+  dims.dimCount = std::min<size_t>(values.size(), ACL_MAX_DIM_CNT);
+  std::copy(values.begin(), values.begin() + dims.dimCount, dims.dims);
+  return AclCall(
+      *rt_, "aclmdlSetInputDynamicDims",
+      rt_->aclmdlSetInputDynamicDims(model_.id(), ds, dynamic_index_, &dims));
+}
+
+TRITONSERVER_Error*
+AclOmInstance::ReadOutputDims(size_t s)
+{
+  std::vector<std::vector<int64_t>>& dims = out_dims_[s];
+  dims.assign(io_.outputs.size(), {});
+  for (size_t m = 0; m < io_.outputs.size(); ++m) {
+    aclmdlIODims cur{};
+    NPU_GE_RETURN_IF_ACL_ERROR(*rt_, aclmdlGetCurOutputDims(desc_.get(), m, &cur));
+    dims[m].assign(cur.dims, cur.dims + std::min<size_t>(cur.dimCount, ACL_MAX_DIM_CNT));
+    const size_t bytes =
+        static_cast<size_t>(std::max<int64_t>(ElementCount(dims[m]), 0)) *
+        DataTypeByteSize(io_.outputs[m].dtype);
+    if (ElementCount(dims[m]) < 0 || bytes > sets_[s].out_dev[m].size()) {
+      return NPU_GE_ERROR(
+          INTERNAL, "aclmdlGetCurOutputDims reported dims "
+                        << DimsToString(dims[m]) << " for output '" << io_.outputs[m].name
+                        << "', more than its buffer holds");
+    }
+  }
+  return nullptr;
+}
+
+bool
+AclOmInstance::OutputDims(size_t s, size_t o, std::vector<int64_t>* dims) const
+{
+  if (!has_shape_gears()) return false;
+  *dims = out_dims_[s][binding_.output_index[o]];
+  return true;
+}
+
+TRITONSERVER_Error*
 AclOmInstance::Launch(size_t s, size_t exec_rows, uint64_t* compute_start_ns)
 {
   BufferSet& set = sets_[s];
   exec_rows_[s] = exec_rows;
   NPU_GE_RETURN_IF_ERROR(ctx_.MakeCurrent());
-  if (!pinned_) NPU_GE_RETURN_IF_ERROR(Broken(CopyInputs(set, exec_rows)));
+  if (!pinned_) NPU_GE_RETURN_IF_ERROR(Broken(CopyInputs(s, exec_rows)));
   *compute_start_ns = NowNs();  // with pinned staging, the copy-in is device work
-  if (pinned_) NPU_GE_RETURN_IF_ERROR(Broken(CopyInputs(set, exec_rows)));
+  if (pinned_) NPU_GE_RETURN_IF_ERROR(Broken(CopyInputs(s, exec_rows)));
+  if (has_shape_gears()) NPU_GE_RETURN_IF_ERROR(Broken(SetShapeGear(s)));
   if (!binding_.gears.empty()) {
     NPU_GE_RETURN_IF_ERROR(Broken(AclCall(
         *rt_, "aclmdlSetDynamicBatchSize",
@@ -386,6 +529,9 @@ AclOmInstance::Launch(size_t s, size_t exec_rows, uint64_t* compute_start_ns)
       *rt_, "aclmdlExecuteAsync",
       rt_->aclmdlExecuteAsync(
           model_.id(), set.in_ds.get(), set.out_ds.get(), stream_.get()))));
+  // Read now, not after the wait: the dynamic info is the model's, and the
+  // other set's Launch may set another gear before this execution is waited for.
+  if (has_shape_gears()) NPU_GE_RETURN_IF_ERROR(Broken(ReadOutputDims(s)));
   if (pinned_) NPU_GE_RETURN_IF_ERROR(Broken(CopyOutputs(s, true)));
   return nullptr;
 }

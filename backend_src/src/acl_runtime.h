@@ -47,9 +47,13 @@ namespace npu_ge {
   X(aclrtMallocHost, "pinned host staging and asynchronous copies")        \
   X(aclrtFreeHost, "pinned host staging and asynchronous copies")          \
   X(aclrtSynchronizeStreamWithTimeout, "execute_timeout_ms")                \
-  X(aclmdlGetInputDynamicGearCount, "naming dynamic dims gears in load errors") \
-  X(aclmdlGetInputDynamicDims, "naming dynamic dims gears in load errors")  \
-  X(aclmdlGetDynamicHW, "naming image size gears in load errors")
+  X(aclmdlGetInputDynamicGearCount, "models with dims gears")             \
+  X(aclmdlGetInputDynamicDims, "models with dims gears")                   \
+  X(aclmdlSetInputDynamicDims, "models with dims gears")                   \
+  X(aclmdlGetDynamicHW, "models with image size gears")                    \
+  X(aclmdlSetDynamicHWSize, "models with image size gears")                \
+  X(aclmdlGetInputIndexByName, "models with dims or image size gears")     \
+  X(aclmdlGetCurOutputDims, "models with dims or image size gears")
 // clang-format on
 
 class AclRuntime {

@@ -57,6 +57,24 @@ class EngineInstance {
       size_t set, size_t exec_rows, uint64_t* compute_start_ns);
   virtual TRITONSERVER_Error* Wait(size_t set, uint64_t* compute_end_ns);
 
+  // ---- Dims and image size gears (binding().shape_gears) ----------------------
+  // The gear the next Launch of `set` runs (the request's shapes picked it).
+  virtual void SelectShapeGear(size_t set, size_t gear)
+  {
+    (void)set;
+    (void)gear;
+  }
+  // Full dims of config output `config_output` in the last execution of
+  // `set`, when the engine learns them at run time; false otherwise.
+  virtual bool OutputDims(
+      size_t set, size_t config_output, std::vector<int64_t>* dims) const
+  {
+    (void)set;
+    (void)config_output;
+    (void)dims;
+    return false;
+  }
+
   // ---- Recovery ---------------------------------------------------------------
   // True after a device error or timeout left the instance's device state
   // unusable. Recover rebuilds it (context, stream, model, buffers); it is

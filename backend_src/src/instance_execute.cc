@@ -66,7 +66,7 @@ ModelInstanceState::Admit(Slot& slot)
   // drops them itself. Either way they never reach the NPU.
   FailIfCancelled(slot);
   if (slot.error == nullptr) {
-    slot.Fail(ValidateRequest(slot.request, &slot.rows));
+    slot.Fail(ValidateRequest(slot.request, &slot.rows, &slot.gear));
   }
   return slot.error == nullptr;
 }
@@ -84,11 +84,53 @@ ModelInstanceState::FailUnanswered(std::vector<Slot>& slots, const char* what) n
   }
 }
 
+namespace {
+
+// A -1 in the config's dims takes any size (the gears decide).
+bool
+DimsFit(const std::vector<int64_t>& config_dims, const std::vector<int64_t>& shape)
+{
+  if (config_dims.size() != shape.size()) return false;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (config_dims[d] >= 0 && config_dims[d] != shape[d]) return false;
+  }
+  return true;
+}
+
+// "[1,8] and [1,3]" for the message naming a request's input shapes.
+std::string
+ShapesText(const std::vector<std::vector<int64_t>>& shapes)
+{
+  std::string text;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    text += (i == 0                   ? ""
+             : i + 1 == shapes.size() ? " and "
+                                      : ", ") +
+            DimsToString(shapes[i]);
+  }
+  return text;
+}
+
+}  // namespace
+
+size_t
+ModelInstanceState::InputBytes(const Slot& slot, size_t i) const
+{
+  const TensorConfig& cfg = model_->spec().inputs[i];
+  const ShapeGears& gears = model_->engine().binding().shape_gears;
+  if (gears.empty()) return slot.rows * cfg.RowBytes();
+  const int64_t n = ElementCount(gears.input_dims[slot.gear][i]);
+  return static_cast<size_t>(n < 0 ? 0 : n) * DataTypeByteSize(cfg.dtype);
+}
+
 TRITONSERVER_Error*
-ModelInstanceState::ValidateRequest(TRITONBACKEND_Request* request, size_t* rows)
+ModelInstanceState::ValidateRequest(
+    TRITONBACKEND_Request* request, size_t* rows, size_t* gear)
 {
   const ModelConfigSpec& spec = model_->spec();
+  const ShapeGears& gears = model_->engine().binding().shape_gears;
   const bool batched = spec.max_batch_size > 0;
+  std::vector<std::vector<int64_t>> shapes;  // per config input
   *rows = 0;
   for (const TensorConfig& cfg : spec.inputs) {
     TRITONBACKEND_Input* input = nullptr;
@@ -118,7 +160,7 @@ ModelInstanceState::ValidateRequest(TRITONBACKEND_Request* request, size_t* rows
       r = static_cast<size_t>(got[0]);
       item.erase(item.begin());
     }
-    if (item != cfg.dims) {
+    if (!gears.empty() ? !DimsFit(cfg.dims, item) : item != cfg.dims) {
       return NPU_GE_ERROR(
           INVALID_ARG, "input '" << cfg.name << "': expected dims "
                                  << DimsToString(cfg.dims) << ", got shape "
@@ -130,11 +172,23 @@ ModelInstanceState::ValidateRequest(TRITONBACKEND_Request* request, size_t* rows
                                  << " like the other inputs, got " << r);
     }
     *rows = r;
-    if (bytes != r * cfg.RowBytes()) {
+    shapes.push_back(got);
+    const int64_t elements = gears.empty() ? static_cast<int64_t>(r) : ElementCount(got);
+    const size_t expected =
+        static_cast<size_t>(elements) *
+        (gears.empty() ? cfg.RowBytes() : DataTypeByteSize(cfg.dtype));
+    if (bytes != expected) {
       return NPU_GE_ERROR(
-          INVALID_ARG, "input '" << cfg.name << "': expected " << r * cfg.RowBytes()
-                                 << " bytes, got " << bytes);
+          INVALID_ARG,
+          "input '" << cfg.name << "': expected " << expected << " bytes, got " << bytes);
     }
+  }
+  if (!gears.empty() && !MatchShapeGear(gears, shapes, gear)) {
+    return NPU_GE_ERROR(
+        INVALID_ARG, "input shape"
+                         << (shapes.size() == 1 ? " " : "s ") << ShapesText(shapes)
+                         << " match" << (shapes.size() == 1 ? "es" : "")
+                         << " no gear: the model was compiled with " << gears.Describe());
   }
   return nullptr;
 }
@@ -197,6 +251,10 @@ ModelInstanceState::Prepare(Job& job)
   }
   job.set = AcquireSet();
   job.holds_set = true;
+  // Gear models run one request per execution (max_exec_rows 1), so the
+  // job's gear is its request's and a batch never mixes shapes.
+  job.shape_gear = job.slots.front().gear;
+  engine_->SelectShapeGear(job.set, job.shape_gear);
   while (true) {
     if (engine_->NeedsRecovery()) {
       TRITONSERVER_Error* err = RecoverWhenIdle();
@@ -259,7 +317,8 @@ ModelInstanceState::GatherAll(Job& job)
     if (slot.error == nullptr) slot.Fail(Gather(slot, job.offsets[k], job.set));
     any_gathered = any_gathered || slot.error == nullptr;
   }
-  for (size_t i = 0; i < spec.inputs.size(); ++i) {  // padding rows are zeros
+  const bool padded = model_->engine().binding().shape_gears.empty();
+  for (size_t i = 0; i < spec.inputs.size() && padded; ++i) {  // padding rows are zeros
     const size_t row = spec.inputs[i].RowBytes();
     std::memset(
         engine_->SetInputStaging(job.set, i) + job.rows * row, 0,
@@ -314,7 +373,7 @@ ModelInstanceState::Gather(const Slot& slot, size_t row_offset, size_t set)
     NPU_GE_RETURN_IF_ERROR(TRITONBACKEND_InputProperties(
         input, nullptr, nullptr, nullptr, nullptr, nullptr, &buffers));
     uint8_t* dst = engine_->SetInputStaging(set, i) + row_offset * cfg.RowBytes();
-    const size_t expected = slot.rows * cfg.RowBytes();
+    const size_t expected = InputBytes(slot, i);
     size_t copied = 0;
     for (uint32_t b = 0; b < buffers; ++b) {  // Triton may split one tensor
       const void* src = nullptr;
@@ -361,14 +420,18 @@ ModelInstanceState::Scatter(const Slot& slot, size_t row_offset, size_t set)
   for (size_t o = 0; o < spec.outputs.size(); ++o) {
     const TensorConfig& cfg = spec.outputs[o];
     if (!requested.empty() && requested.count(cfg.name) == 0) continue;
-    std::vector<int64_t> shape;
-    if (spec.max_batch_size > 0) shape.push_back(static_cast<int64_t>(slot.rows));
-    shape.insert(shape.end(), cfg.dims.begin(), cfg.dims.end());
+    std::vector<int64_t> shape;  // gear models: the dims this execution produced
+    if (!engine_->OutputDims(set, o, &shape)) {
+      if (spec.max_batch_size > 0) shape.push_back(static_cast<int64_t>(slot.rows));
+      shape.insert(shape.end(), cfg.dims.begin(), cfg.dims.end());
+    }
     TRITONBACKEND_Output* output = nullptr;
     NPU_GE_RETURN_IF_ERROR(TRITONBACKEND_ResponseOutput(
         slot.response, &output, cfg.name.c_str(), cfg.dtype, shape.data(),
         static_cast<uint32_t>(shape.size())));
-    const size_t bytes = slot.rows * cfg.RowBytes();
+    const int64_t elements = ElementCount(shape);
+    const size_t bytes =
+        static_cast<size_t>(elements < 0 ? 0 : elements) * DataTypeByteSize(cfg.dtype);
     void* dst = nullptr;
     TRITONSERVER_MemoryType mtype = TRITONSERVER_MEMORY_CPU;
     int64_t mtype_id = 0;

@@ -15,6 +15,7 @@ struct ModelInstanceState::Slot {
   TRITONBACKEND_Response* response = nullptr;
   TRITONSERVER_Error* error = nullptr;  // owned; first failure wins
   size_t rows = 0;
+  size_t gear = 0;  // dims/image size gear its shapes picked (gear models)
   uint64_t compute_start_ns = 0;
   uint64_t compute_end_ns = 0;
   bool done = false;  // outputs are in the response
@@ -43,6 +44,7 @@ struct ModelInstanceState::Job {
   std::vector<size_t> offsets;  // first row of each
   size_t rows = 0;              // real rows
   size_t exec_rows = 0;         // rows the model runs (gear or static batch)
+  size_t shape_gear = 0;        // dims/image size gear (one request per job)
   size_t set = 0;               // buffer set, while holds_set
   bool holds_set = false;
   bool launched = false;  // device work queued, Wait owed

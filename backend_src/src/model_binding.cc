@@ -21,7 +21,16 @@ Names(const std::vector<ModelTensorDesc>& tensors)
 struct BatchFacts {
   bool any_dynamic = false;
   size_t static_batch = 0;
+  const ShapeGears* shape_gears = nullptr;  // the model's dims/image size gears
 };
+
+// " (model.om was compiled with dynamic dims gears ...)" for a gear model.
+std::string
+GearNote(const BatchFacts& facts, const std::string& label)
+{
+  if (facts.shape_gears == nullptr || facts.shape_gears->empty()) return "";
+  return "; " + label + " was compiled with " + facts.shape_gears->Describe();
+}
 
 TRITONSERVER_Error*
 CheckTensor(
@@ -72,9 +81,11 @@ CheckTensor(
         what << " '" << cfg.name << "': expected dims " << DimsToString(item_dims) << " ("
              << label << " dims " << DimsToString(model.dims)
              << (spec.max_batch_size > 0 ? " without the batch dimension" : "")
-             << "), got " << DimsToString(cfg.dims));
+             << "), got " << DimsToString(cfg.dims) << GearNote(*facts, label));
   }
-  if (ElementCount(item_dims) < 0) {
+  // Dims the gears vary stay -1: each request's shape picks its gear.
+  const bool gears_vary = facts->shape_gears != nullptr && !facts->shape_gears->empty();
+  if (ElementCount(item_dims) < 0 && !gears_vary) {
     const bool batch_hint = spec.max_batch_size == 0 && !model.dims.empty() &&
                             model.dims[0] < 0 &&
                             ElementCount({model.dims.begin() + 1, model.dims.end()}) >= 0;
@@ -116,6 +127,20 @@ BindList(
   return nullptr;
 }
 
+// The gears with their input dims in config input order (config input i is
+// model input index[i]).
+ShapeGears
+ConfigOrderGears(const ShapeGears& model_order, const std::vector<size_t>& index)
+{
+  ShapeGears gears = model_order;
+  for (size_t g = 0; g < gears.input_dims.size(); ++g) {
+    for (size_t i = 0; i < index.size(); ++i) {
+      gears.input_dims[g][i] = model_order.input_dims[g][index[i]];
+    }
+  }
+  return gears;
+}
+
 }  // namespace
 
 bool
@@ -138,6 +163,13 @@ BindConfigToModel(
 {
   IoBinding b;
   BatchFacts facts;
+  facts.shape_gears = &desc.shape_gears;
+  if (!desc.shape_gears.empty() && spec.max_batch_size != 0) {
+    return NPU_GE_ERROR(
+        INVALID_ARG, label << " was compiled with " << desc.shape_gears.Describe()
+                           << ", which fix every dim (dim 0 included); expected "
+                           << "max_batch_size 0, got " << spec.max_batch_size);
+  }
   if (!desc.gears.empty() && spec.max_batch_size == 0) {
     return NPU_GE_ERROR(
         INVALID_ARG, label << " was compiled with dynamic batch gears "
@@ -174,6 +206,7 @@ BindConfigToModel(
     b.static_batch = facts.static_batch;
     b.max_exec_rows = facts.static_batch;
   }
+  b.shape_gears = ConfigOrderGears(desc.shape_gears, b.input_index);
   *binding = std::move(b);
   return nullptr;
 }

@@ -88,10 +88,46 @@ struct ModelTensorDesc {
   size_t byte_size = 0;       // size for the largest batch
 };
 
+// Gears of an .om model beyond the batch: atc --dynamic_dims (each gear
+// fixes the -1 dims of all inputs) or --dynamic_image_size (each gear an H,W).
+enum class ShapeGearKind { kNone, kDims, kImageSize };
+
+struct ShapeGears {
+  ShapeGearKind kind = ShapeGearKind::kNone;
+  // Per gear, the full dims of every model input (ModelIoDesc.inputs order).
+  std::vector<std::vector<std::vector<int64_t>>> input_dims;
+  // Per gear, what CANN is told: the dims of all inputs concatenated
+  // (aclmdlSetInputDynamicDims), or {H, W} (aclmdlSetDynamicHWSize).
+  std::vector<std::vector<int64_t>> values;
+  bool empty() const { return values.empty(); }
+  // "dynamic dims gears [1,8], [1,16] (atc --dynamic_dims)" for messages.
+  std::string Describe() const;
+};
+
+// Full dims of every input in each gear. Dims gears: `values` are all inputs'
+// full dims concatenated (as aclmdlGetInputDynamicDims lists them); image
+// size gears: {H, W}, which fill the two -1 dims of each input.
+ShapeGears MakeShapeGears(
+    ShapeGearKind kind, const std::vector<std::vector<int64_t>>& model_input_dims,
+    const std::vector<std::vector<int64_t>>& values);
+
+// The dims a config may declare for model input dims `dims` (index `input`):
+// a -1 the gears fill with one value everywhere becomes that value; a -1
+// they vary stays -1.
+std::vector<int64_t> DimsAcrossGears(
+    const ShapeGears& gears, size_t input, const std::vector<int64_t>& dims);
+
+// Index of the gear whose input dims are exactly `shapes` (ModelIoDesc.inputs
+// order); false when none is.
+bool MatchShapeGear(
+    const ShapeGears& gears, const std::vector<std::vector<int64_t>>& shapes,
+    size_t* gear);
+
 struct ModelIoDesc {
   std::vector<ModelTensorDesc> inputs;  // without the dynamic-batch input
   std::vector<ModelTensorDesc> outputs;
   std::vector<int64_t> gears;  // dynamic batch gears, may be empty
+  ShapeGears shape_gears;      // dims or image size gears, may be empty
   bool has_dynamic_batch_input = false;
   size_t dynamic_batch_input_index = 0;   // index among the model's inputs
   std::vector<size_t> input_model_index;  // model index of inputs[i]
@@ -103,11 +139,17 @@ struct IoBinding {
   std::vector<size_t> input_index;   // config input i -> ModelIoDesc.inputs
   std::vector<size_t> output_index;  // config output i -> ModelIoDesc.outputs
   std::vector<int64_t> gears;        // sorted; empty for a static model
+  ShapeGears shape_gears;            // dims/image size gears; input_dims in config order
   size_t static_batch = 0;           // batch dim of a static model (0: none)
   size_t max_exec_rows = 1;          // largest rows one execution handles
   // Rows the model runs for 'rows' real rows (gear or static batch).
   bool ExecRows(size_t rows, size_t* exec_rows) const;
 };
+
+// Gives `io` its dims or image size gears, built from its inputs' dims, and
+// writes into those dims what a config may declare (DimsAcrossGears).
+void ApplyShapeGears(
+    ShapeGearKind kind, const std::vector<std::vector<int64_t>>& values, ModelIoDesc* io);
 
 // Checks the config against the model description; 'model_label' names the
 // model file in messages ("model.om").

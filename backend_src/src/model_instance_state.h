@@ -51,7 +51,11 @@ class ModelInstanceState {
   TRITONSERVER_Error* ReportMemory();
   bool Admit(Slot& slot);  // response, cancellation, validation
   void FailUnanswered(std::vector<Slot>& slots, const char* what) noexcept;
-  TRITONSERVER_Error* ValidateRequest(TRITONBACKEND_Request* request, size_t* rows);
+  // Rows of the request and, for a model with dims/image size gears, the
+  // gear its shapes pick.
+  TRITONSERVER_Error* ValidateRequest(
+      TRITONBACKEND_Request* request, size_t* rows, size_t* gear);
+  size_t InputBytes(const Slot& slot, size_t config_input) const;
   void RunJob(Job& job) noexcept;
   void HandOver(std::unique_ptr<Job> job) noexcept;
   bool Prepare(Job& job);        // recover if needed, gather, launch; false: not launched

@@ -335,11 +335,27 @@ def _tensors(config: model_config_pb2.ModelConfig) -> Iterable[tuple[str, model_
 
 
 def check_dynamic_dims(config: Config, _: Versions) -> Iterable[Issue]:
+    if config.max_batch_size == 0:
+        return  # check_gear_dims: only the .om's gears can tell
     for path, tensor in _tensors(config):
         if -1 in tensor.dims:
-            yield (f"{path}.dims", f"'{tensor.name}' has a variable dimension (-1): npu_ge serves only a "
-                   "dynamic batch dimension and fails the load", "write the fixed dims of the .om, without "
-                   "the batch dimension (max_batch_size covers it)")
+            yield (f"{path}.dims", f"'{tensor.name}' has a variable dimension (-1) with max_batch_size "
+                   f"{config.max_batch_size}: npu_ge serves -1 besides the batch only for .om files with "
+                   "dims or image size gears, which need max_batch_size 0, and fails the load",
+                   "write the fixed dims of the .om, without the batch dimension (max_batch_size covers "
+                   "it); for a model compiled with --dynamic_dims or --dynamic_image_size set "
+                   "max_batch_size: 0 and write its full dims")
+
+
+def check_gear_dims(config: Config, _: Versions) -> Iterable[Issue]:
+    if config.max_batch_size != 0:
+        return
+    for path, tensor in _tensors(config):
+        if -1 in tensor.dims:
+            yield (f"{path}.dims", f"'{tensor.name}' has a variable dimension (-1): npu_ge loads it only "
+                   "when the .om was compiled with dims or image size gears (atc --dynamic_dims / "
+                   "--dynamic_image_size) that vary exactly this dimension; otherwise the load fails",
+                   "keep -1 only where the model's gears vary; write every other dim as the .om has it")
 
 
 def check_bytes(config: Config, _: Versions) -> Iterable[Issue]:
@@ -402,7 +418,10 @@ CHECKS: dict[str, tuple[str, str, Check]] = {
     "ge_graph_build": ("info", "ge_graph needs a CANN build", check_ge_graph_build),
     "model_filename": ("error", "default_model_filename is a path", check_model_filename),
     "model_file": ("error", "the engine's model file is missing", check_model_file),
-    "dims_dynamic": ("error", "a variable dimension besides the batch", check_dynamic_dims),
+    "dims_dynamic": ("error", "a variable dimension besides the batch, with max_batch_size > 0",
+                     check_dynamic_dims),
+    "dims_gears": ("warning", "a variable dimension without batching: needs dims or image size gears",
+                   check_gear_dims),
     "string_tensor": ("error", "a TYPE_STRING tensor", check_bytes),
     "reshape": ("error", "a reshape", check_reshape),
     "tensors": ("error", "a tensor declared twice", check_tensors),

@@ -201,3 +201,60 @@ def test_outputs_are_described_with_a_batch_gear_or_the_largest_gears_shape(
     assert list(got_in.dims[: got_in.count]) == [-1, 4]
     assert list(got_out.dims[: got_out.count]) == ([8, 4] if directive else [-1, 4])
     device.ok(lib.aclmdlDestroyDesc(desc))
+
+
+def dims_of(dims: IODims) -> list[int]:
+    return list(dims.dims[: dims.count])
+
+
+def test_dims_gears_are_set_per_dataset_and_execution_follows_the_gear(
+    device: Device, tmp_path: Path
+) -> None:
+    """Like CANN: an execution needs its dataset's gear set (aclmdlSetInputDynamicDims with a
+    gear of the model), computes only the gear's elements, and aclmdlGetCurOutputDims
+    reports the largest gear until a gear is set, then the gear's dims."""
+    lib = device.lib
+    path = tmp_path / "seq.om"
+    path.write_text(double_model([("x", "FP32", "1,-1")], [("y", "FP32", "1,-1", "from x scale 2 offset 1")],
+                                 extra=["dynamic_dims 2;4"]))
+    model = device.load(path)
+    lib.aclmdlCreateDesc.restype = ctypes.c_void_p
+    lib.aclmdlGetDesc.argtypes = [ctypes.c_void_p, ctypes.c_uint32]
+    lib.aclmdlGetCurOutputDims.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(IODims)]
+    lib.aclmdlSetInputDynamicDims.argtypes = [ctypes.c_uint32, ctypes.c_void_p, ctypes.c_size_t,
+                                              ctypes.POINTER(IODims)]
+    lib.aclmdlDestroyDesc.argtypes = lib.aclmdlDestroyDataset.argtypes = [ctypes.c_void_p]
+    desc = lib.aclmdlCreateDesc()
+    device.ok(lib.aclmdlGetDesc(desc, model))
+    shape_dev = ctypes.c_void_p()
+    device.ok(lib.aclrtMalloc(ctypes.byref(shape_dev), 8, 0))
+    inputs = ctypes.c_void_p(lib.aclmdlCreateDataset())  # x, then the dynamic-shape input
+    for buf, size in ((device.x_dev, NBYTES), (shape_dev, 8)):
+        device.ok(lib.aclmdlAddDatasetBuffer(inputs, lib.aclCreateDataBuffer(buf, size)))
+
+    cur = IODims()
+    device.ok(lib.aclmdlGetCurOutputDims(desc, 0, ctypes.byref(cur)))
+    assert dims_of(cur) == [1, 4]  # no gear set yet: the largest
+    assert lib.aclmdlExecuteAsync(model, inputs, device.outputs, device.stream) != ACL_SUCCESS
+    assert "dynamic dims not set" in device.recent_error()
+    not_a_gear = IODims(count=2)
+    not_a_gear.dims[0], not_a_gear.dims[1] = 1, 3
+    assert lib.aclmdlSetInputDynamicDims(model, inputs, 1, ctypes.byref(not_a_gear)) != ACL_SUCCESS
+    assert "dims [1,3] is not a gear of the model" in device.recent_error()
+
+    gear = IODims(count=2)
+    gear.dims[0], gear.dims[1] = 1, 2
+    device.ok(lib.aclmdlSetInputDynamicDims(model, inputs, 1, ctypes.byref(gear)))
+    device.ok(lib.aclmdlGetCurOutputDims(desc, 0, ctypes.byref(cur)))
+    assert dims_of(cur) == [1, 2]
+    x = np.array([[3, 4, 5, 6]], dtype=np.float32)
+    y = np.full((1, 4), -9, dtype=np.float32)
+    device.ok(lib.aclrtMemcpy(device.y_dev, NBYTES, y.ctypes.data_as(ctypes.c_void_p), NBYTES, H2D))
+    device.ok(lib.aclrtMemcpy(device.x_dev, NBYTES, x.ctypes.data_as(ctypes.c_void_p), NBYTES, H2D))
+    device.ok(lib.aclmdlExecuteAsync(model, inputs, device.outputs, device.stream))
+    device.ok(device.sync())
+    device.ok(lib.aclrtMemcpy(y.ctypes.data_as(ctypes.c_void_p), NBYTES, device.y_dev, NBYTES, D2H))
+    np.testing.assert_array_equal(y, [[7, 9, -9, -9]])  # the gear's 2 elements only
+    device.ok(lib.aclmdlDestroyDataset(inputs))
+    device.ok(lib.aclrtFree(shape_dev))
+    device.ok(lib.aclmdlDestroyDesc(desc))

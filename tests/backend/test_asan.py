@@ -77,6 +77,16 @@ def workload(server_url: str, grpc_url: str) -> None:
         wait_for(lambda: not model_ready(server_url, "cycled"), 60, "unload")
 
 
+def gear_workload(grpc_url: str) -> None:
+    """Dims gears: two lengths served, a third refused per request (gear set per dataset,
+    output dims read back)."""
+    for length in (16, 8):
+        x = np.arange(length, dtype=np.float32).reshape(1, length)
+        np.testing.assert_array_equal(infer(grpc_url, "seq", {"x": x})["y"], 2 * x + 1)
+    with pytest.raises(InferenceServerException, match="matches no gear"):
+        infer(grpc_url, "seq", {"x": np.zeros((1, 12), dtype=np.float32)})
+
+
 def start_asan_server(npu_triton: StartServer, repo: Path, tmp_path: Path, models: list[str],
                       extra_env: dict[str, str], double_variant: str | None = None
                       ) -> tuple[NpuServer, Path]:
@@ -115,9 +125,15 @@ def test_integration_workload_is_clean_under_address_sanitizer(
     affine_model(npu_repo, "fragile", extra=["fail_execute_on_value -7"])
     affine_model(npu_repo, "breaks", extra=["fail_load"])
     affine_model(npu_repo, "cycled", instances=2)
-    server, log_dir = start_asan_server(npu_triton, npu_repo, tmp_path, ["batched", "fragile"], {})
+    write_model(npu_repo, "seq", "max_batch_size: 0\n"
+                'input [{ name: "x", data_type: TYPE_FP32, dims: [1, -1] }]\n'
+                'output [{ name: "y", data_type: TYPE_FP32, dims: [1, -1] }]\n',
+                double_model([("x", "FP32", "1,-1")], [("y", "FP32", "1,-1", "from x scale 2 offset 1")],
+                             extra=["dynamic_dims 8;16"]))
+    server, log_dir = start_asan_server(npu_triton, npu_repo, tmp_path, ["batched", "fragile", "seq"], {})
     workload(server.url, server.process.grpc_url)
-    assert live_resources(server.state_file) != {}  # the two loaded models hold resources
+    gear_workload(server.process.grpc_url)
+    assert live_resources(server.state_file) != {}  # the loaded models hold resources
     leaks = shut_down_after_leak_check(server)
     assert live_resources(server.state_file) == {}
     errors, our_leaks = sanitizer_reports(log_dir)

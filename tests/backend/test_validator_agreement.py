@@ -53,6 +53,17 @@ def _two_onnx_files(model_dir: Path) -> None:
         (model_dir / "1" / name).write_text("onnx bytes\n")
 
 
+def _dims_gears(model_dir: Path) -> None:
+    """A sequence model compiled with dims gears, its length declared -1 without batching."""
+    om = double_model([("x", "FP32", "1,-1")], [("y", "FP32", "1,-1", "from x scale 2 offset 1")],
+                      extra=["dynamic_dims 8;16"])
+    (model_dir / "1" / "model.om").write_text(om)
+    config = model_dir / "config.pbtxt"
+    text = config.read_text().replace("max_batch_size: 8", "max_batch_size: 0")
+    text = re.sub(r"dynamic_batching \{[^}]*\}\n?", "", text)
+    config.write_text(text.replace("dims: [4]", "dims: [1, -1]"))
+
+
 def _no_batch(model_dir: Path) -> None:
     om = double_model([("x", "FP32", "4")], [("y", "FP32", "4", "from x scale 2 offset 1")])
     (model_dir / "1" / "model.om").write_text(om)
@@ -96,6 +107,7 @@ CASES: dict[str, Case] = {
     "parameter_ignored": Case("npu_ge.parameter_ignored", add(param("ge.exec.precision_mode", "force_fp16")
                                                                + "\n" + param("dump_graph", "1"))),
     "static_model_batching": Case("npu_ge.static_model", add(param("static_model", "true"))),
+    "dims_gears": Case("npu_ge.dims_gears", _dims_gears),
     "no_output": Case("npu_ge.tensors_completed",
                       edit('output [{ name: "y", data_type: TYPE_FP32, dims: [4] }]', "")),
     # Triton's own rules, shown with an npu_ge model.

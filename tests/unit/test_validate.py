@@ -186,6 +186,9 @@ CASES: dict[str, Case] = {
                                   "default_model_filename", 8),
     "npu_ge.model_file": Case(nothing, both(remove("1/model.om"), touch("1/model.savedmodel")), "1/model.om"),
     "npu_ge.dims_dynamic": Case(nothing, text("dims: [4] }]\nout", "dims: [-1] }]\nout"), "input[0].dims", 4),
+    "npu_ge.dims_gears": Case(nothing, both(text("max_batch_size: 8", "max_batch_size: 0"),
+                                            text("dims: [4] }]\nout", "dims: [1, -1] }]\nout")),
+                              "input[0].dims", 4),
     "npu_ge.string_tensor": Case(nothing, text("TYPE_FP32", "TYPE_STRING"), "input[0].data_type", 4),
     "npu_ge.reshape": Case(nothing, text("dims: [4] }]\nout", "dims: [4] reshape { shape: [2, 2] } }]\nout"),
                            "input[0].reshape", 4),
@@ -215,6 +218,16 @@ def test_every_rule_has_a_case_and_every_case_a_rule() -> None:
 def test_the_base_configs_have_no_findings(tmp_path: Path) -> None:
     assert validate_model(make(tmp_path / "npu", nothing)).findings == []
     assert validate_model(make(tmp_path / "ensemble", as_ensemble)).findings == []
+
+
+def test_minus_one_without_batching_is_a_gear_warning_not_an_error(tmp_path: Path) -> None:
+    """npu_ge serves -1 besides the batch for .om files with dims/image size gears (max_batch_size
+    0); only the .om can tell, so the validator warns instead of predicting a failed load."""
+    unbatched = both(text("max_batch_size: 8", "max_batch_size: 0"),
+                     text("dynamic_batching { max_queue_delay_microseconds: 2000 }\n", ""),
+                     text("dims: [4] }]\nout", "dims: [1, -1] }]\nout"))
+    findings = validate_model(make(tmp_path, unbatched)).findings
+    assert [(f.rule, f.severity) for f in findings] == [("npu_ge.dims_gears", Severity.WARNING)]
 
 
 @pytest.mark.parametrize("rule", CASES)

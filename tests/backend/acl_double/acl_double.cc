@@ -469,6 +469,8 @@ aclmdlGetDesc(aclmdlDesc* desc, uint32_t model_id)
   auto it = g_models.find(model_id);
   if (it == g_models.end()) return Fail(ACL_ERROR_INVALID_MODEL_ID, "unknown model id");
   desc->spec = it->second.spec;
+  desc->of_model = true;
+  desc->model_id = model_id;
   return ACL_SUCCESS;
 }
 
@@ -500,7 +502,7 @@ aclmdlLoadFromFile(const char* path, uint32_t* model_id)
     return Fail(ACL_ERROR_RT_PARAM_INVALID, std::string("fail_load set in ") + path);
   }
   *model_id = g_next_model_id++;
-  g_models[*model_id] = LoadedModel{spec, device};
+  g_models[*model_id] = LoadedModel{spec, device, -1};
   WriteStateLocked();
   return ACL_SUCCESS;
 }
@@ -723,6 +725,125 @@ aclmdlSetDynamicBatchSize(
   if (g_datasets.count(dataset) == 0)
     return Fail(ACL_ERROR_INVALID_PARAM, "unknown dataset");
   dataset->dynamic_batch = batch;
+  return ACL_SUCCESS;
+}
+
+aclError
+aclmdlGetInputIndexByName(const aclmdlDesc* desc, const char* name, size_t* index)
+{
+  DOUBLE_ENTER("aclmdlGetInputIndexByName");
+  IoView io{desc->spec};
+  for (size_t i = 0; i < io.NumInputs(); ++i) {
+    if (std::strcmp(aclmdlGetInputNameByIndex(desc, i), name) == 0) {
+      *index = i;
+      return ACL_SUCCESS;
+    }
+  }
+  return Fail(ACL_ERROR_INVALID_PARAM, std::string("no input named ") + name);
+}
+
+}  // extern "C"
+
+namespace {
+
+// Checks what CANN checks before a shape gear is set on `dataset`: the model,
+// that `index` is its dynamic-shape input, the dataset. Returns the model.
+aclError
+ShapeGearTarget(
+    uint32_t model_id, const aclmdlDataset* dataset, size_t index, LoadedModel** model)
+{
+  auto it = g_models.find(model_id);
+  if (it == g_models.end()) return Fail(ACL_ERROR_INVALID_MODEL_ID, "unknown model id");
+  if (!IoView{it->second.spec}.IsDynamicInput(index)) {
+    return Fail(ACL_ERROR_INVALID_PARAM, "index is not the dynamic-shape input");
+  }
+  if (g_datasets.count(const_cast<aclmdlDataset*>(dataset)) == 0) {
+    return Fail(ACL_ERROR_INVALID_PARAM, "unknown dataset");
+  }
+  *model = &it->second;
+  return ACL_SUCCESS;
+}
+
+// Records gear `g` (or fails when the value matches no gear, g < 0).
+aclError
+RecordShapeGear(
+    LoadedModel* model, aclmdlDataset* dataset, int64_t g, const std::string& what)
+{
+  if (g < 0) return Fail(ACL_ERROR_INVALID_PARAM, what + " is not a gear of the model");
+  dataset->shape_gear = g;
+  model->last_shape_gear = g;
+  return ACL_SUCCESS;
+}
+
+}  // namespace
+
+extern "C" {
+
+aclError
+aclmdlSetInputDynamicDims(
+    uint32_t model_id, aclmdlDataset* dataset, size_t index, const aclmdlIODims* dims)
+{
+  DOUBLE_ENTER("aclmdlSetInputDynamicDims");
+  LoadedModel* m = nullptr;
+  aclError rc = ShapeGearTarget(model_id, dataset, index, &m);
+  if (rc != ACL_SUCCESS) return rc;
+  const ModelSpec& s = m->spec;
+  std::vector<int64_t> given(dims->dims, dims->dims + dims->dimCount);
+  int64_t found = -1;
+  for (size_t g = 0; g < s.dims_gears.size() && found < 0; ++g) {
+    std::vector<int64_t> all;  // every input's dims in gear g, concatenated
+    for (size_t i = 0; i < s.inputs.size(); ++i) {
+      for (int64_t d : s.DimsInGear(i, g)) all.push_back(d);
+    }
+    if (all == given) found = static_cast<int64_t>(g);
+  }
+  std::string text;
+  for (int64_t d : given) text += (text.empty() ? "" : ",") + std::to_string(d);
+  return RecordShapeGear(m, dataset, found, "dims [" + text + "]");
+}
+
+aclError
+aclmdlSetDynamicHWSize(
+    uint32_t model_id, aclmdlDataset* dataset, size_t index, uint64_t height,
+    uint64_t width)
+{
+  DOUBLE_ENTER("aclmdlSetDynamicHWSize");
+  LoadedModel* m = nullptr;
+  aclError rc = ShapeGearTarget(model_id, dataset, index, &m);
+  if (rc != ACL_SUCCESS) return rc;
+  int64_t found = -1;
+  for (size_t g = 0; g < m->spec.hw_gears.size() && found < 0; ++g) {
+    if (m->spec.hw_gears[g] == std::make_pair(height, width))
+      found = static_cast<int64_t>(g);
+  }
+  return RecordShapeGear(
+      m, dataset, found,
+      "image size " + std::to_string(height) + "x" + std::to_string(width));
+}
+
+// Output dims follow their first input's gear dims; before any gear is set,
+// the largest gear (what CANN reports while no dynamic info is set).
+aclError
+aclmdlGetCurOutputDims(const aclmdlDesc* desc, size_t index, aclmdlIODims* dims)
+{
+  DOUBLE_ENTER("aclmdlGetCurOutputDims");
+  if (g_descs.count(const_cast<aclmdlDesc*>(desc)) == 0 || !desc->of_model) {
+    return Fail(ACL_ERROR_INVALID_PARAM, "desc not filled by aclmdlGetDesc");
+  }
+  auto it = g_models.find(desc->model_id);
+  if (it == g_models.end()) return Fail(ACL_ERROR_INVALID_MODEL_ID, "model unloaded");
+  const ModelSpec& s = it->second.spec;
+  if (index >= s.outputs.size()) {
+    return Fail(ACL_ERROR_INVALID_PARAM, "output index out of range");
+  }
+  const acl_double::OutputSpec& out = s.outputs[index];
+  FillDims(out, dims);
+  if (s.ShapeGearCount() == 0) return ACL_SUCCESS;
+  const int64_t g = it->second.last_shape_gear;
+  const size_t gear = g < 0 ? s.ShapeGearCount() - 1 : static_cast<size_t>(g);
+  const std::vector<int64_t> shaped = s.DimsInGear(out.from[0], gear);
+  dims->dimCount = shaped.size();
+  for (size_t d = 0; d < shaped.size(); ++d) dims->dims[d] = shaped[d];
   return ACL_SUCCESS;
 }
 

@@ -16,6 +16,10 @@
 //                  aclrtSynchronizeStreamWithTimeout   memory and bounded syncs
 //                                                      (optional: pageable staging,
 //                                                      unbounded waits)
+//   no_shape_gears aclmdlSetInputDynamicDims,          a runtime that lists dims and
+//                  aclmdlSetDynamicHWSize,             image size gears but cannot
+//                  aclmdlGetCurOutputDims              set them (such models fail to
+//                                                      load naming the call)
 //
 // This header is documentation and data only: nothing includes it.
 #pragma once
@@ -24,5 +28,6 @@
 #define ACL_DOUBLE_VARIANTS(X)                                              \
   X(no_telemetry, "aclrtGetDeviceUtilizationRate aclrtGetMemInfo")          \
   X(no_get_desc, "aclmdlGetDesc")                                          \
-  X(no_host_path, "aclrtMallocHost aclrtFreeHost aclrtSynchronizeStreamWithTimeout")
+  X(no_host_path, "aclrtMallocHost aclrtFreeHost aclrtSynchronizeStreamWithTimeout") \
+  X(no_shape_gears, "aclmdlSetInputDynamicDims aclmdlSetDynamicHWSize aclmdlGetCurOutputDims")
 // clang-format on

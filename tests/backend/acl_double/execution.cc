@@ -14,11 +14,23 @@ using namespace acl_double;  // NOLINT: this file is part of the double's state
 
 namespace {
 
-// Checks datasets and returns the rows to compute (0 on error, message set).
+// Bytes of tensor `t` (shaped like input `input`) in an execution of `rows`
+// rows, or of shape gear `gear` when the model has dims/image size gears.
+size_t
+ExecBytes(
+    const ModelSpec& s, const acl_double::TensorSpec& t, size_t input, uint64_t rows,
+    int64_t gear)
+{
+  if (gear < 0) return s.TensorBytes(t, rows);
+  return s.BytesInGear(t, input, static_cast<size_t>(gear));
+}
+
+// Checks datasets and returns the rows to compute and the shape gear (-1
+// for a model without dims/image size gears); message set on error.
 aclError
 CheckDatasetsLocked(
     const LoadedModel& m, const aclmdlDataset* in, const aclmdlDataset* out,
-    int32_t device, uint64_t* rows)
+    int32_t device, uint64_t* rows, int64_t* gear)
 {
   const ModelSpec& s = m.spec;
   if (m.device != device)
@@ -38,6 +50,16 @@ CheckDatasetsLocked(
     }
     *rows = in->dynamic_batch;
   }
+  *gear = -1;
+  if (s.ShapeGearCount() > 0) {  // CANN cannot run such a model without its gear
+    if (in->shape_gear < 0) {
+      return Fail(
+          ACL_ERROR_INVALID_PARAM,
+          s.hw_gears.empty() ? "dynamic dims not set (aclmdlSetInputDynamicDims)"
+                             : "dynamic image size not set (aclmdlSetDynamicHWSize)");
+    }
+    *gear = in->shape_gear;
+  }
   auto check = [&](const aclDataBuffer* b, size_t need) -> aclError {
     if (b->size < need) return Fail(ACL_ERROR_INVALID_PARAM, "data buffer too small");
     const Allocation* a = FindAllocationLocked(b->data, need);
@@ -48,11 +70,12 @@ CheckDatasetsLocked(
     return ACL_SUCCESS;
   };
   for (size_t i = 0; i < s.inputs.size(); ++i) {
-    aclError rc = check(in->buffers[i], s.TensorBytes(s.inputs[i], *rows));
+    aclError rc = check(in->buffers[i], ExecBytes(s, s.inputs[i], i, *rows, *gear));
     if (rc != ACL_SUCCESS) return rc;
   }
   for (size_t i = 0; i < s.outputs.size(); ++i) {
-    aclError rc = check(out->buffers[i], s.TensorBytes(s.outputs[i], *rows));
+    aclError rc = check(
+        out->buffers[i], ExecBytes(s, s.outputs[i], s.outputs[i].from[0], *rows, *gear));
     if (rc != ACL_SUCCESS) return rc;
   }
   return ACL_SUCCESS;
@@ -66,6 +89,7 @@ struct Execution {
   std::vector<const void*> in;
   std::vector<void*> out;
   uint64_t rows = 0;
+  int64_t gear = -1;  // dims/image size gear, -1: none
   int32_t device = -1;
 };
 
@@ -73,7 +97,8 @@ bool
 InputZeroHolds(const Execution& x, double value)
 {
   const acl_double::TensorSpec& t = x.spec.inputs[0];
-  const size_t n = x.spec.TensorBytes(t, x.rows) / acl_double::DtypeSize(t.dtype);
+  const size_t n =
+      ExecBytes(x.spec, t, 0, x.rows, x.gear) / acl_double::DtypeSize(t.dtype);
   for (size_t e = 0; e < n; ++e) {
     if (acl_double::ReadElement(x.in[0], t.dtype, e) == value) return true;
   }
@@ -86,7 +111,8 @@ Compute(const Execution& x)
   const ModelSpec& s = x.spec;
   for (size_t o = 0; o < s.outputs.size(); ++o) {
     const acl_double::OutputSpec& spec = s.outputs[o];
-    const size_t n = s.TensorBytes(spec, x.rows) / acl_double::DtypeSize(spec.dtype);
+    const size_t n = ExecBytes(s, spec, spec.from[0], x.rows, x.gear) /
+                     acl_double::DtypeSize(spec.dtype);
     for (size_t e = 0; e < n; ++e) {
       double sum = 0;
       for (size_t k : spec.from) {
@@ -147,7 +173,7 @@ aclmdlExecuteAsync(
     return Fail(ACL_ERROR_RT_STREAM_CONTEXT, "stream not on the current device");
   }
   Execution x;
-  aclError rc = CheckDatasetsLocked(it->second, input, output, device, &x.rows);
+  aclError rc = CheckDatasetsLocked(it->second, input, output, device, &x.rows, &x.gear);
   if (rc != ACL_SUCCESS) return rc;
   x.spec = it->second.spec;
   x.device = device;

@@ -231,6 +231,14 @@ ModelSpec::DimsInGear(size_t input, size_t g) const
 }
 
 size_t
+ModelSpec::BytesInGear(const TensorSpec& t, size_t input, size_t g) const
+{
+  size_t n = 1;
+  for (int64_t d : DimsInGear(input, g)) n *= static_cast<size_t>(d);
+  return n * DtypeSize(t.dtype);
+}
+
+size_t
 ModelSpec::ElementsPerRow(const TensorSpec& t) const
 {
   size_t n = 1;

@@ -67,6 +67,10 @@ struct ModelSpec {
   bool outputs_at_largest_gear = false;
   uint64_t weight_bytes = 1 << 20;
 
+  // Dims or image size gears (not batch gears).
+  size_t ShapeGearCount() const { return dims_gears.size() + hw_gears.size(); }
+  // Bytes of tensor `t` shaped like input `input` in shape gear `g`.
+  size_t BytesInGear(const TensorSpec& t, size_t input, size_t g) const;
   // Rows a tensor is sized for: largest gear for a -1 batch dim.
   uint64_t MaxRows() const;
   size_t TensorBytes(const TensorSpec& t, uint64_t rows) const;

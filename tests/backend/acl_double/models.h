@@ -12,10 +12,13 @@
 
 struct aclmdlDesc {
   acl_double::ModelSpec spec;
+  bool of_model = false;  // filled by aclmdlGetDesc: model_id is valid
+  uint32_t model_id = 0;
 };
 struct aclmdlDataset {
   std::vector<aclDataBuffer*> buffers;
   uint64_t dynamic_batch = 0;
+  int64_t shape_gear = -1;  // dims/image size gear set on it, -1: none
 };
 struct aclDataBuffer {
   void* data;
@@ -27,6 +30,9 @@ namespace acl_double {
 struct LoadedModel {
   ModelSpec spec;
   int32_t device;
+  // Like CANN's, the dynamic info is the model's: the gear last set on any of
+  // its datasets decides what aclmdlGetCurOutputDims reports (-1: none yet).
+  int64_t last_shape_gear = -1;
 };
 
 extern std::map<uint32_t, LoadedModel> g_models;  // by model id (g_mu)
