@@ -11,6 +11,8 @@ import ctypes
 import ctypes.util
 import os
 import resource
+import shutil
+import subprocess
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -21,8 +23,9 @@ from typing import Any
 import numpy as np
 import tritonclient.http as httpclient
 
-from geadmin.ops.bench import BenchSettings, run_perf_analyzer
-from geadmin.stack.tritonserver import TritonProcess, prepare_backend_directory
+from geadmin.ops.bench import BenchSettings, find_perf_analyzer, library_dir, run_perf_analyzer
+from geadmin.ops.bench_results import BenchPoint, parse_csv
+from geadmin.stack.tritonserver import TritonProcess, prepare_backend_directory, wheel_layout
 from tests.backend.support import build_backend, load, model_stats
 
 LOAD_TIMEOUT_S = 120.0
@@ -179,6 +182,59 @@ class _CpuMeter:
         end = self._read()
         wall = max(end[0] - self.start[0], 1e-9)
         return Cpu(*((end[i] - self.start[i]) / wall for i in (1, 2, 3)))
+
+
+@dataclass(frozen=True)
+class InProcess:
+    """perf_analyzer's in-process mode (`--service-kind triton_c_api`): it loads the wheel's
+    libtritonserver.so itself and calls Triton's C API from its own threads, so no request
+    crosses gRPC or HTTP and the client costs the server no wire round trip."""
+
+    server_dir: Path  # what perf_analyzer's --triton-server-directory expects: lib/, backends/
+    env: Mapping[str, str]
+    scratch: Path
+
+    @classmethod
+    def prepare(cls, scratch: Path) -> InProcess:
+        layout = wheel_layout()
+        if layout is None:
+            raise SystemExit("in-process perf_analyzer: the nvidia-pytriton wheel is not installed")
+        build = build_backend()
+        server_dir = scratch / "in_process"
+        (server_dir / "lib").mkdir(parents=True, exist_ok=True)
+        core = server_dir / "lib" / "libtritonserver.so"
+        if not core.exists():
+            core.symlink_to(next(layout.libs_dir.glob("libtritonserver-*.so")))
+        prepare_backend_directory(server_dir / "backends", extra={"npu_ge": build.lib_dir})
+        links = library_dir(scratch)
+        paths = [str(p) for p in (links, build.double_dir, layout.libs_dir) if p is not None]
+        # perf_analyzer dlopens libtritonserver.so RTLD_LOCAL; npu_ge takes Triton's symbols
+        # from the process (it is not linked against the library), so preload puts them there.
+        env = dict(os.environ, LD_LIBRARY_PATH=os.pathsep.join(paths), LD_PRELOAD=str(core))
+        return cls(server_dir, env, scratch)
+
+    def measure(self, repo: Path, model: str, concurrency: int, load: Load) -> BenchPoint:
+        """One perf_analyzer invocation on `model` alone (the in-process server loads every
+        model of its repository, so it gets a repository of its own)."""
+        own = self.scratch / "in_process_repos" / model
+        if not own.exists():
+            shutil.copytree(repo / model, own / model)
+        report = self.scratch / f"in_process_{model}_{concurrency}.csv"
+        argv = [str(find_perf_analyzer()), "-m", model, "--service-kind", "triton_c_api",
+                "--triton-server-directory", str(self.server_dir), "--model-repository", str(own),
+                "--concurrency-range", str(concurrency), "--measurement-interval", str(load.window_ms),
+                "--stability-percentage", f"{load.stability_percent:g}",
+                "--max-trials", str(load.max_trials), "-f", str(report), "--verbose-csv"]
+        try:
+            done = subprocess.run(argv, env=self.env, capture_output=True, text=True,
+                                  timeout=LOAD_TIMEOUT_S + load.max_trials * load.window_ms / 1000 * 4)
+        except subprocess.TimeoutExpired as exc:
+            raise SystemExit(f"in-process perf_analyzer on {model} did not finish in "
+                             f"{exc.timeout:.0f} s") from None
+        if done.returncode != 0 or not report.exists():
+            tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-12:])
+            raise SystemExit(f"in-process perf_analyzer on {model} failed (exit {done.returncode}):\n{tail}")
+        return parse_csv(report.read_text())[1][0]
 
 
 @dataclass(frozen=True)

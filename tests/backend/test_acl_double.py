@@ -126,6 +126,26 @@ def test_queued_work_runs_in_order_and_only_a_sync_makes_results_visible(
     np.testing.assert_array_equal(y, 2 * x + 1)
 
 
+def test_timed_work_runs_on_its_own_and_zero_cost_work_waits_for_the_synchronizing_thread(
+    device: Device, tmp_path: Path
+) -> None:
+    x = np.array([1, 2, 3, 4], dtype=np.float32)
+    timed, y_timed = device.load(model_file(tmp_path, "delay_us 20000")), np.zeros(FLOATS, dtype=np.float32)
+    device.run_async(timed, x, y_timed)
+    deadline = time.monotonic() + 5.0
+    while device.sync(timeout_ms=0) != ACL_SUCCESS:  # 0 only checks: it finishes without a sync
+        assert time.monotonic() < deadline, "timed work never ran on the stream's thread"
+        time.sleep(0.01)
+    np.testing.assert_array_equal(y_timed, 2 * x + 1)
+
+    instant, y_instant = device.load(model_file(tmp_path, "delay_us 0")), np.zeros(FLOATS, dtype=np.float32)
+    device.run_async(instant, x, y_instant)
+    time.sleep(0.2)
+    np.testing.assert_array_equal(y_instant, 0)  # nobody was woken: it runs in the sync's thread
+    assert device.sync() == ACL_SUCCESS
+    np.testing.assert_array_equal(y_instant, 2 * x + 1)
+
+
 def test_a_bounded_sync_times_out_with_canns_code_and_destroying_the_stream_abandons_the_work(
     device: Device, tmp_path: Path
 ) -> None:

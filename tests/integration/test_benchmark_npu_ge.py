@@ -20,7 +20,7 @@ FIGURES = (
     "npu_ge_overhead_us", "python_overhead_us", "npu_ge_overhead_ratio",
     "npu_ge_host_path_us", "memcpy_8mb_us", "npu_ge_host_path_ratio",
     "npu_ge_batching_on_per_s", "npu_ge_batching_off_per_s", "npu_ge_batching_gain",
-    "npu_ge_batching_efficiency", "npu_ge_batching_efficiency_c32",
+    "npu_ge_batching_efficiency", "npu_ge_batching_efficiency_grpc", "npu_ge_batching_efficiency_c32",
     "npu_ge_overlap_on_per_s", "npu_ge_overlap_off_per_s", "npu_ge_overlap_gain",
 )
 BENCH_LINE = re.compile(r"^BENCH (\S+) (\S+) (\S+)")

@@ -365,7 +365,7 @@ aclrtGetMemInfo(aclrtMemAttr, size_t* free_bytes, size_t* total_bytes)
     if (kv.second.device == device) used += kv.second.size;
   }
   for (const auto& kv : g_models) {
-    if (kv.second.device == device) used += kv.second.spec.weight_bytes;
+    if (kv.second.device == device) used += kv.second.spec->weight_bytes;
   }
   *total_bytes = kHbmTotal;
   *free_bytes = kHbmTotal - used;
@@ -468,7 +468,7 @@ aclmdlGetDesc(aclmdlDesc* desc, uint32_t model_id)
     return Fail(ACL_ERROR_INVALID_PARAM, "unknown model desc");
   auto it = g_models.find(model_id);
   if (it == g_models.end()) return Fail(ACL_ERROR_INVALID_MODEL_ID, "unknown model id");
-  desc->spec = it->second.spec;
+  desc->spec = *it->second.spec;
   desc->of_model = true;
   desc->model_id = model_id;
   return ACL_SUCCESS;
@@ -502,7 +502,8 @@ aclmdlLoadFromFile(const char* path, uint32_t* model_id)
     return Fail(ACL_ERROR_RT_PARAM_INVALID, std::string("fail_load set in ") + path);
   }
   *model_id = g_next_model_id++;
-  g_models[*model_id] = LoadedModel{spec, device, -1};
+  g_models[*model_id] =
+      LoadedModel{std::make_shared<const ModelSpec>(std::move(spec)), device, -1};
   WriteStateLocked();
   return ACL_SUCCESS;
 }
@@ -712,7 +713,7 @@ aclmdlSetDynamicBatchSize(
   DOUBLE_ENTER("aclmdlSetDynamicBatchSize");
   auto it = g_models.find(model_id);
   if (it == g_models.end()) return Fail(ACL_ERROR_INVALID_MODEL_ID, "unknown model id");
-  const ModelSpec& s = it->second.spec;
+  const ModelSpec& s = *it->second.spec;
   if (!IoView{s}.IsDynamicInput(index)) {
     return Fail(ACL_ERROR_INVALID_PARAM, "index is not the dynamic batch input");
   }
@@ -754,7 +755,7 @@ ShapeGearTarget(
 {
   auto it = g_models.find(model_id);
   if (it == g_models.end()) return Fail(ACL_ERROR_INVALID_MODEL_ID, "unknown model id");
-  if (!IoView{it->second.spec}.IsDynamicInput(index)) {
+  if (!IoView{*it->second.spec}.IsDynamicInput(index)) {
     return Fail(ACL_ERROR_INVALID_PARAM, "index is not the dynamic-shape input");
   }
   if (g_datasets.count(const_cast<aclmdlDataset*>(dataset)) == 0) {
@@ -787,7 +788,7 @@ aclmdlSetInputDynamicDims(
   LoadedModel* m = nullptr;
   aclError rc = ShapeGearTarget(model_id, dataset, index, &m);
   if (rc != ACL_SUCCESS) return rc;
-  const ModelSpec& s = m->spec;
+  const ModelSpec& s = *m->spec;
   std::vector<int64_t> given(dims->dims, dims->dims + dims->dimCount);
   int64_t found = -1;
   for (size_t g = 0; g < s.dims_gears.size() && found < 0; ++g) {
@@ -812,8 +813,8 @@ aclmdlSetDynamicHWSize(
   aclError rc = ShapeGearTarget(model_id, dataset, index, &m);
   if (rc != ACL_SUCCESS) return rc;
   int64_t found = -1;
-  for (size_t g = 0; g < m->spec.hw_gears.size() && found < 0; ++g) {
-    if (m->spec.hw_gears[g] == std::make_pair(height, width))
+  for (size_t g = 0; g < m->spec->hw_gears.size() && found < 0; ++g) {
+    if (m->spec->hw_gears[g] == std::make_pair(height, width))
       found = static_cast<int64_t>(g);
   }
   return RecordShapeGear(
@@ -832,7 +833,7 @@ aclmdlGetCurOutputDims(const aclmdlDesc* desc, size_t index, aclmdlIODims* dims)
   }
   auto it = g_models.find(desc->model_id);
   if (it == g_models.end()) return Fail(ACL_ERROR_INVALID_MODEL_ID, "model unloaded");
-  const ModelSpec& s = it->second.spec;
+  const ModelSpec& s = *it->second.spec;
   if (index >= s.outputs.size()) {
     return Fail(ACL_ERROR_INVALID_PARAM, "output index out of range");
   }

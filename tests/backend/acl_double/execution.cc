@@ -32,7 +32,7 @@ CheckDatasetsLocked(
     const LoadedModel& m, const aclmdlDataset* in, const aclmdlDataset* out,
     int32_t device, uint64_t* rows, int64_t* gear)
 {
-  const ModelSpec& s = m.spec;
+  const ModelSpec& s = *m.spec;
   if (m.device != device)
     return Fail(ACL_ERROR_RT_CONTEXT_NULL, "model is on another device");
   if (g_datasets.count(const_cast<aclmdlDataset*>(in)) == 0 ||
@@ -85,7 +85,8 @@ CheckDatasetsLocked(
 // is queued (the backend may reuse or destroy the datasets before it runs);
 // their contents are read only when the stream reaches it.
 struct Execution {
-  ModelSpec spec;
+  std::shared_ptr<const ModelSpec> model;
+  const ModelSpec& spec() const { return *model; }
   std::vector<const void*> in;
   std::vector<void*> out;
   uint64_t rows = 0;
@@ -96,9 +97,9 @@ struct Execution {
 bool
 InputZeroHolds(const Execution& x, double value)
 {
-  const acl_double::TensorSpec& t = x.spec.inputs[0];
+  const acl_double::TensorSpec& t = x.spec().inputs[0];
   const size_t n =
-      ExecBytes(x.spec, t, 0, x.rows, x.gear) / acl_double::DtypeSize(t.dtype);
+      ExecBytes(x.spec(), t, 0, x.rows, x.gear) / acl_double::DtypeSize(t.dtype);
   for (size_t e = 0; e < n; ++e) {
     if (acl_double::ReadElement(x.in[0], t.dtype, e) == value) return true;
   }
@@ -108,7 +109,7 @@ InputZeroHolds(const Execution& x, double value)
 void
 Compute(const Execution& x)
 {
-  const ModelSpec& s = x.spec;
+  const ModelSpec& s = x.spec();
   for (size_t o = 0; o < s.outputs.size(); ++o) {
     const acl_double::OutputSpec& spec = s.outputs[o];
     const size_t n = ExecBytes(s, spec, spec.from[0], x.rows, x.gear) /
@@ -127,25 +128,26 @@ Compute(const Execution& x)
 acl_double::TaskResult
 RunExecution(const Execution& x, Stream& stream)
 {
-  const auto start = std::chrono::steady_clock::now();
-  const std::string input = "input '" + x.spec.inputs[0].name + "'";
-  if (x.spec.has_hang_value && InputZeroHolds(x, x.spec.hang_value)) {
-    stream.Sleep(std::chrono::microseconds::max());  // until the stream is destroyed
+  const auto start = stream.task_start();
+  if (x.spec().has_hang_value && InputZeroHolds(x, x.spec().hang_value)) {
+    stream.SleepUntil(std::chrono::steady_clock::time_point::max());  // until destroyed
     return {ACL_ERROR_RT_MODEL_EXECUTE, "execution abandoned (hang_on_value)"};
   }
-  if (x.spec.has_fail_value && InputZeroHolds(x, x.spec.fail_value)) {
+  if (x.spec().has_fail_value && InputZeroHolds(x, x.spec().fail_value)) {
     return {
         ACL_ERROR_RT_MODEL_EXECUTE,
-        "model execution failed: " + input +
+        "model execution failed: input '" + x.spec().inputs[0].name + "'" +
             " holds the poison value (fail_execute_on_value)"};
   }
   {
     std::lock_guard<std::mutex> lock(g_mu);
     ++g_executions;  // counted when it starts, as tests watch for a running one
   }
+  // The cost counts from when the stream started the execution, so the time
+  // spent getting here is part of it, not added to it.
   const auto cost = std::chrono::microseconds(
-      x.spec.delay_us + static_cast<int64_t>(x.spec.delay_per_row_us * x.rows));
-  if (cost.count() > 0 && !stream.Sleep(cost)) {
+      x.spec().delay_us + static_cast<int64_t>(x.spec().delay_per_row_us * x.rows));
+  if (cost.count() > 0 && !stream.SleepUntil(start + cost)) {
     return {ACL_ERROR_RT_MODEL_EXECUTE, "execution abandoned: stream destroyed"};
   }
   Compute(x);
@@ -175,11 +177,13 @@ aclmdlExecuteAsync(
   Execution x;
   aclError rc = CheckDatasetsLocked(it->second, input, output, device, &x.rows, &x.gear);
   if (rc != ACL_SUCCESS) return rc;
-  x.spec = it->second.spec;
+  x.model = it->second.spec;
   x.device = device;
   for (const aclDataBuffer* b : input->buffers) x.in.push_back(b->data);
   for (const aclDataBuffer* b : output->buffers) x.out.push_back(b->data);
-  s->Enqueue([x](Stream& on) { return RunExecution(x, on); });
+  const bool instant = x.spec().delay_us == 0 && x.spec().delay_per_row_us == 0 &&
+                       !x.spec().has_hang_value;
+  s->Enqueue([x](Stream& on) { return RunExecution(x, on); }, instant);
   return ACL_SUCCESS;
 }
 

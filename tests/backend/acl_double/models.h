@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <set>
 #include <vector>
 
@@ -28,7 +29,8 @@ struct aclDataBuffer {
 namespace acl_double {
 
 struct LoadedModel {
-  ModelSpec spec;
+  // Shared, read-only: every queued execution holds it, none copies it.
+  std::shared_ptr<const ModelSpec> spec;
   int32_t device;
   // Like CANN's, the dynamic info is the model's: the gear last set on any of
   // its datasets decides what aclmdlGetCurOutputDims reports (-1: none yet).

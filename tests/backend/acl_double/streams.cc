@@ -7,6 +7,8 @@
 #include <cstring>
 #include <map>
 
+#include <sys/prctl.h>
+
 #include "runtime_state.h"
 
 namespace acl_double {
@@ -20,40 +22,53 @@ Stream::~Stream()
     stopping_ = true;
     queue_.clear();  // abandoned, as when a real stream is destroyed by force
   }
-  cv_.notify_all();
+  work_cv_.notify_all();
+  done_cv_.notify_all();
+  stop_cv_.notify_all();
   worker_.join();
 }
 
 void
-Stream::Enqueue(Task task)
+Stream::Enqueue(Task task, bool instant)
 {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (error_.code != ACL_SUCCESS) return;  // a stream in error runs nothing
-    queue_.push_back(std::move(task));
+    queue_.push_back({std::move(task), std::chrono::steady_clock::now(), instant});
   }
-  cv_.notify_all();
+  if (!instant) work_cv_.notify_one();
+}
+
+void
+Stream::RunFront(std::unique_lock<std::mutex>& lock)
+{
+  Task task = std::move(queue_.front().task);
+  task_start_ = std::max(queue_.front().queued_at, last_end_);
+  queue_.pop_front();
+  busy_ = true;
+  lock.unlock();
+  TaskResult result = task(*this);
+  lock.lock();
+  last_end_ = std::chrono::steady_clock::now();
+  busy_ = false;
+  if (result.code != ACL_SUCCESS && error_.code == ACL_SUCCESS) {
+    error_ = std::move(result);
+    queue_.clear();
+  }
+  done_cv_.notify_all();
 }
 
 void
 Stream::Work()
 {
+  // Linux's default 50 us timer slack would add to every modelled execution
+  // time; the cost model (delay_us + delay_per_row_us x rows) is the contract.
+  prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
-    cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+    work_cv_.wait(lock, [this] { return stopping_ || (!queue_.empty() && !busy_); });
     if (stopping_) return;
-    Task task = std::move(queue_.front());
-    queue_.pop_front();
-    busy_ = true;
-    lock.unlock();
-    TaskResult result = task(*this);
-    lock.lock();
-    busy_ = false;
-    if (result.code != ACL_SUCCESS && error_.code == ACL_SUCCESS) {
-      error_ = std::move(result);
-      queue_.clear();
-    }
-    cv_.notify_all();
+    RunFront(lock);
   }
 }
 
@@ -61,10 +76,15 @@ TaskResult
 Stream::Synchronize(int32_t timeout_ms)
 {
   std::unique_lock<std::mutex> lock(mu_);
+  // Instant work at the front runs here, in order (never beside a running task).
+  while (!stopping_ && !busy_ && !queue_.empty() && queue_.front().instant) {
+    RunFront(lock);
+  }
+  if (!queue_.empty()) work_cv_.notify_one();  // timed work, or the worker is on a task
   auto drained = [this] { return stopping_ || (queue_.empty() && !busy_); };
   if (timeout_ms < 0) {
-    cv_.wait(lock, drained);
-  } else if (!cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), drained)) {
+    done_cv_.wait(lock, drained);
+  } else if (!done_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), drained)) {
     return TaskResult{
         ACL_ERROR_RT_STREAM_SYNC_TIMEOUT,
         "stream work did not finish within " + std::to_string(timeout_ms) + " ms"};
@@ -75,14 +95,14 @@ Stream::Synchronize(int32_t timeout_ms)
 }
 
 bool
-Stream::Sleep(std::chrono::microseconds d)
+Stream::SleepUntil(std::chrono::steady_clock::time_point deadline)
 {
   std::unique_lock<std::mutex> lock(mu_);
-  if (d == std::chrono::microseconds::max()) {
-    cv_.wait(lock, [this] { return stopping_; });
+  if (deadline == std::chrono::steady_clock::time_point::max()) {
+    stop_cv_.wait(lock, [this] { return stopping_; });
     return false;
   }
-  return !cv_.wait_for(lock, d, [this] { return stopping_; });
+  return !stop_cv_.wait_until(lock, deadline, [this] { return stopping_; });
 }
 
 // ---- device busy time -------------------------------------------------------
@@ -230,10 +250,12 @@ aclrtMemcpyAsync(
     return Fail(ACL_ERROR_RT_STREAM_CONTEXT, "stream not on the current device");
   }
   // The bytes move when the stream reaches the copy, not now.
-  s->Enqueue([dst, src, count](Stream&) {
-    std::memcpy(dst, src, count);
-    return acl_double::TaskResult{};
-  });
+  s->Enqueue(
+      [dst, src, count](Stream&) {
+        std::memcpy(dst, src, count);
+        return acl_double::TaskResult{};
+      },
+      /*instant=*/true);
   return ACL_SUCCESS;
 }
 

@@ -16,6 +16,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "acl/acl.h"
 
@@ -36,25 +37,46 @@ class Stream {
   Stream& operator=(const Stream&) = delete;
 
   int32_t device() const { return device_; }
-  void Enqueue(Task task);
+  // Queues `task`. An `instant` one takes no modelled time (a copy, a
+  // zero-cost execution): it wakes nobody, and the thread that synchronizes
+  // runs it itself, as a device that finished at once would let the sync
+  // return at once; anything timed is run by the stream's worker thread.
+  void Enqueue(Task task, bool instant);
   // Waits until the queue drained; timeout_ms -1 waits forever, 0 only checks.
   // Returns the first failure since the last synchronize (and clears it), or
   // ACL_ERROR_RT_STREAM_SYNC_TIMEOUT when the work did not finish in time.
   TaskResult Synchronize(int32_t timeout_ms);
 
-  // For tasks: sleeps `d`, or less when the stream is destroyed meanwhile;
-  // false when it was. Sleep(max()) is a hang until destruction.
-  bool Sleep(std::chrono::microseconds d);
+  // For tasks: sleeps until `deadline`, or less when the stream is destroyed
+  // meanwhile; false when it was. SleepUntil(time_point::max()) is a hang until
+  // destruction.
+  bool SleepUntil(std::chrono::steady_clock::time_point deadline);
+  // For tasks: when the running task began on the device's clock: when it was
+  // queued, or when the task before it finished, whichever is later (the
+  // worker thread's wake-up is the double's cost, not the device's).
+  std::chrono::steady_clock::time_point task_start() const { return task_start_; }
 
  private:
   void Work();
 
   const int32_t device_;
+  struct Queued {
+    Task task;
+    std::chrono::steady_clock::time_point queued_at;
+    bool instant;
+  };
+  // Takes the front task (mu_ held), runs it without mu_, records its end.
+  void RunFront(std::unique_lock<std::mutex>& lock);
+
   std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Task> queue_;
-  bool busy_ = false;      // a task is running
-  bool stopping_ = false;  // being destroyed
+  std::condition_variable work_cv_;  // the worker: timed work queued, or stop
+  std::condition_variable done_cv_;  // synchronizers: a task finished
+  std::condition_variable stop_cv_;  // sleeping tasks: the stream is destroyed
+  std::deque<Queued> queue_;
+  std::chrono::steady_clock::time_point task_start_{};  // of the running task
+  std::chrono::steady_clock::time_point last_end_{};    // of the task before
+  bool busy_ = false;                                   // a task is running
+  bool stopping_ = false;                               // being destroyed
   TaskResult error_;
   std::thread worker_;
 };
