@@ -41,6 +41,7 @@
     │   ├── PerfAnalyzerTimeoutError    the run outlasted its deadline and was killed
     │   ├── BenchCancelledError         the run was cancelled and killed
     │   ├── UnstableMeasurementError    perf_analyzer found no stable measurement
+    │   ├── SharedMemoryUnreachableError  Triton cannot open the client's system shared memory
     │   └── BenchInputError             the input data (--input-data JSON) was rejected
     └── TelemetryError              metrics pages and NPU sources (geadmin.telemetry)
         ├── MetricsUnavailableError     a Prometheus /metrics page cannot be read
@@ -268,6 +269,11 @@ class BenchCancelledError(PerfAnalyzerError):
 
 class UnstableMeasurementError(PerfAnalyzerError):
     """perf_analyzer found no stable measurement within its trials."""
+
+
+class SharedMemoryUnreachableError(PerfAnalyzerError):
+    """Triton cannot open the load test's system shared memory: the two do not share /dev/shm
+    (another host, or a container with a /dev/shm of its own)."""
 
 
 class BenchInputError(PerfAnalyzerError):

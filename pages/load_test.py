@@ -42,6 +42,7 @@ from pages.ui.tensors import Sent
 INDEX_TTL_S = 5
 MODES = {"Concurrency": CONCURRENCY, "Request rate": REQUEST_RATE}
 PROTOCOLS = {"HTTP": Transport.HTTP, "gRPC": Transport.GRPC}
+TENSORS = {"On the wire": "none", "Shared memory": "system"}  # perf_analyzer --shared-memory
 SOURCES = (SourceKind.RANDOM, SourceKind.ZEROS, SourceKind.ONES)
 PLAYGROUND = "the Playground's last request"
 PROGRESS_S = 1.0
@@ -116,7 +117,13 @@ def render() -> None:
                                                   key=keys.LOAD_TEST_STABILITY,
                                                   help="how far 3 windows in a row may differ to count "
                                                   "as stable; raise it on a busy machine"))
-        label = st.text_input("Label", key=keys.LOAD_TEST_LABEL, placeholder="e.g. dynamic batching on")
+        label_col, tensors_col = st.columns([3, 2])
+        label = label_col.text_input("Label", key=keys.LOAD_TEST_LABEL,
+                                     placeholder="e.g. dynamic batching on")
+        shared_memory = TENSORS[tensors_col.radio(
+            "Tensors", list(TENSORS), horizontal=True, key=keys.LOAD_TEST_TENSORS,
+            help="in shared memory no tensor travels on the wire, so a large one measures the server; "
+                 "perf_analyzer and Triton must share /dev/shm (one host)")]
         enabled, why = access.allowed(Guarded.BENCH)
         busy = running() is not None
         if st.button("Run", type="primary", key=keys.LOAD_TEST_RUN, disabled=not enabled or busy,
@@ -124,7 +131,7 @@ def render() -> None:
             request = sent.request if source == PLAYGROUND and sent is not None else None
             kind = InputSource(source) if isinstance(source, SourceKind) else InputSource(SourceKind.RANDOM)
             start_load_test(url, admin_key, model, mode, loads_text, bench_url, kind, request, seed,
-                            batch, interval, stability, label)
+                            batch, interval, stability, label, shared_memory)
             if running() is not None:
                 st.rerun()  # drawn again as running: Run disabled, progress and Cancel shown
     if running() is not None:
@@ -170,12 +177,13 @@ def running() -> Running | None:
 
 def start_load_test(url: str, admin_key: str | None, model: str, mode: str, loads_text: str, bench_url: str,
                     source: InputSource, request: InferRequest | None, seed: int, batch: int,
-                    interval_ms: int, stability: float, label: str) -> None:
+                    interval_ms: int, stability: float, label: str, shared_memory: str = "none") -> None:
     """Check the loads, then run the test in a thread; `progress_panel` follows it."""
     try:
         loads = tuple(float(v) for v in loads_text.split(",") if v.strip())
         settings = BenchSettings(model, bench_url, mode, loads, measurement_interval_ms=interval_ms,
                                  stability_percentage=stability, batch_size=batch, seed=seed,
+                                 shared_memory=shared_memory,
                                  inputs={"*": "playground" if request is not None else source.kind.value})
     except ValueError:
         st.session_state[keys.LOAD_TEST_ERROR] = (f"Loads must be numbers separated by commas, not "

@@ -28,7 +28,7 @@ from geadmin.errors import (
     TritonError,
     TritonUnreachableError,
 )
-from geadmin.ops.bench import BenchSettings, load_test
+from geadmin.ops.bench import SHARED_MEMORY, BenchSettings, load_test
 from geadmin.ops.bench_results import (
     CONCURRENCY,
     REQUEST_RATE,
@@ -68,6 +68,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         "@file.npy (a bare SOURCE applies to every input not named)")
     parser.add_argument("--batch-size", type=int, default=1, help="batch size of each request (default 1)")
     parser.add_argument("--seed", type=int, default=0, help="seed of random inputs (default 0)")
+    parser.add_argument("--shared-memory", choices=SHARED_MEMORY, default="none",
+                        help="system: tensors travel in POSIX shared memory, not on the wire, so a "
+                             "large tensor measures the server rather than the network (perf_analyzer "
+                             "and Triton must share /dev/shm: one host); default none")
     parser.add_argument("--label", default="", help='a note kept with the run, e.g. "dynamic batching on"')
     parser.add_argument("--measurement-interval", type=int, default=5000, metavar="MS",
                         help="perf_analyzer's measurement window in ms (default 5000)")
@@ -126,6 +130,7 @@ def _bench(args: argparse.Namespace, home: Path | None) -> int:
         measurement_mode=args.measurement_mode, measurement_request_count=args.measurement_request_count,
         max_trials=args.max_trials, stability_percentage=args.stability_percentage,
         batch_size=args.batch_size, seed=args.seed, timeout_s=args.run_timeout,
+        shared_memory=args.shared_memory,
         inputs={name: text for name, text in _source_texts(args.input or ())})
     with client_for(target, args) as client:
         result = load_test(client, settings, sources, default=default, progress=_progress,

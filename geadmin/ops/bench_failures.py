@@ -22,6 +22,7 @@ from geadmin.errors import (
     PerfAnalyzerError,
     PerfAnalyzerMissingError,
     PerfAnalyzerTimeoutError,
+    SharedMemoryUnreachableError,
     TritonUnreachableError,
     UnstableMeasurementError,
     WrongProtocolError,
@@ -42,6 +43,7 @@ class Failure(enum.Enum):
     MODEL_NOT_FOUND = "the model is not on the server"
     BAD_INPUT_DATA = "the input data is rejected"
     UNSTABLE = "no stable measurement"
+    SHARED_MEMORY = "Triton cannot open the shared memory"
     TIMEOUT = "over the deadline"
     CANCELLED = "cancelled"
     OTHER = "any other failure"
@@ -52,6 +54,7 @@ class Failure(enum.Enum):
 OUTPUT_FAILURES: tuple[tuple[str, Failure], ...] = (
     ("error while loading shared libraries", Failure.LIBRARIES_MISSING),
     ("failed to obtain stable measurement", Failure.UNSTABLE),
+    ("unable to open shared memory region", Failure.SHARED_MEMORY),
     ("request for unknown model", Failure.MODEL_NOT_FOUND),
     ("failed to init manager inputs", Failure.BAD_INPUT_DATA),
     ("failed to parse --input-data", Failure.BAD_INPUT_DATA),
@@ -96,6 +99,11 @@ FAILURES: dict[Failure, tuple[type[GeAdminError], str]] = {
     Failure.UNSTABLE: (UnstableMeasurementError, "load test of {model}: no stable measurement "
                        "({detail}) — raise the measurement interval (now {interval_ms} ms) or the "
                        "trials, or run on a quieter machine"),
+    Failure.SHARED_MEMORY: (SharedMemoryUnreachableError, "load test of {model}: Triton at {address} "
+                            "cannot open perf_analyzer's shared memory ({detail}) — system shared "
+                            "memory needs both on one host sharing /dev/shm (not in containers of "
+                            "their own): turn shared memory off (`--shared-memory none`; on the "
+                            "Load test page, Tensors: on the wire)"),
     Failure.TIMEOUT: (PerfAnalyzerTimeoutError, "load test of {model}: perf_analyzer ran over "
                       "{timeout_s:g}s and was stopped — test fewer points, a shorter measurement "
                       "interval, or give a longer timeout"),

@@ -103,6 +103,7 @@ LOAD_TEST_SEED = "load_test.seed"
 LOAD_TEST_BATCH = "load_test.batch_size"
 LOAD_TEST_INTERVAL = "load_test.measurement_interval_ms"
 LOAD_TEST_STABILITY = "load_test.stability_percentage"
+LOAD_TEST_TENSORS = "load_test.tensors"  # on the wire / in system shared memory
 LOAD_TEST_LABEL = "load_test.label"
 LOAD_TEST_RUN = "load_test.run"  # the Run button
 LOAD_TEST_RUNNING = "load_test.running"  # the test going on in its thread (pages.load_test.Running)

@@ -4,24 +4,27 @@ with the sample models, short measurement windows so the module stays well under
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from geadmin.cli.main import main
-from geadmin.errors import ModelNotFoundError, TritonUnreachableError
+from geadmin.errors import ModelNotFoundError, SharedMemoryUnreachableError, TritonUnreachableError
 from geadmin.ops.bench import BenchSettings, load_test, run_perf_analyzer
 from geadmin.ops.bench_results import CONCURRENCY, REQUEST_RATE, compare, list_runs, load_run
 from geadmin.ops.infer_inputs import InputSource, SourceKind
 from geadmin.stack.processes import free_port
-from geadmin.stack.tritonserver import TritonProcess
+from geadmin.stack.tritonserver import TritonProcess, find_tritonserver
 from geadmin.stack.workspace import SAMPLE_REPOSITORY
 from geadmin.triton.client import TritonClient
 
 WINDOW_MS = 500  # perf_analyzer's measurement window: short, these are behaviour checks
+OWN_DEV_SHM = Path(__file__).parent / "assets" / "tritonserver_own_dev_shm.sh"
 
 
 def quick(model: str, url: str, loads: tuple[float, ...], mode: str = CONCURRENCY) -> BenchSettings:
@@ -88,6 +91,39 @@ def test_the_cli_runs_lists_and_fails_with_one_line(triton_server: TritonProcess
     assert main(["bench", "nowhere_model", "--url", triton_server.http_url, "--home", str(tmp_path)]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "nowhere_model" in err
+
+
+def test_the_cli_sends_tensors_in_shared_memory_and_keeps_it_with_the_run(
+        triton_server: TritonProcess, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["bench", "digits_classifier", "--url", f"grpc://{triton_server.grpc_url}",
+                 "--concurrency", "1", "--measurement-interval", str(WINDOW_MS),
+                 "--stability-percentage", "50", "--shared-memory", "system", "--home", str(tmp_path),
+                 "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    record = json.loads(out)
+    assert record["settings"]["shared_memory"] == "system" and record["points"][0]["throughput_per_s"] > 0
+
+
+def test_shared_memory_with_a_triton_that_has_its_own_dev_shm_says_so_in_one_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Triton in a mount namespace of its own, as in another container: without shared
+    memory the load test runs; with it, the one-line cause and the fix."""
+    repo = tmp_path / "repo"
+    shutil.copytree(SAMPLE_REPOSITORY / "digits_classifier", repo / "digits_classifier",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setenv("REAL_TRITONSERVER", str(find_tritonserver()))
+    assert os.geteuid() == 0, "this test starts tritonserver with `unshare --mount`, which needs root"
+    with TritonProcess(repo, binary=OWN_DEV_SHM, models=["digits_classifier"],
+                       log_path=tmp_path / "triton.log") as server:
+        url = f"grpc://{server.grpc_url}"
+        assert run_perf_analyzer(quick("digits_classifier", url, (1.0,))).points[0].throughput_per_s > 0
+        with pytest.raises(SharedMemoryUnreachableError) as caught:
+            run_perf_analyzer(replace(quick("digits_classifier", url, (1.0,)), shared_memory="system"))
+    message = str(caught.value)
+    assert "\n" not in message and "cannot open perf_analyzer's shared memory" in message
+    assert message.endswith("turn shared memory off (`--shared-memory none`; on the Load test page, "
+                            "Tensors: on the wire)")
 
 
 def batching_repository(root: Path) -> Path:

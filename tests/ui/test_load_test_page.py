@@ -68,11 +68,14 @@ def text(at: AppTest) -> str:
                      + [i.value for i in at.info])
 
 
+@pytest.mark.parametrize(("tensors", "shared_memory"), [("On the wire", "none"), ("Shared memory", "system")])
 def test_a_small_load_test_runs_is_charted_and_saved(triton_server: TritonProcess, home: Path,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+                                                     monkeypatch: pytest.MonkeyPatch, tensors: str,
+                                                     shared_memory: str) -> None:
     monkeypatch.setenv("GEADMIN_TRITON_URL", triton_server.http_url)
     at = load_test_page()
     at.selectbox(key="load_test.model").set_value("digits_classifier")
+    at.radio(key="load_test.tensors").set_value(tensors)
     at.text_input(key="load_test.loads").set_value("1,2")
     at.number_input(key="load_test.measurement_interval_ms").set_value(500)
     at.number_input(key="load_test.stability_percentage").set_value(50)  # short windows on a busy machine
@@ -84,6 +87,7 @@ def test_a_small_load_test_runs_is_charted_and_saved(triton_server: TritonProces
     assert not at.error, [e.value for e in at.error]
     saved = list_runs(home)
     assert len(saved) == 1 and saved[0].label == "from the page" and saved[0].who
+    assert saved[0].settings is not None and saved[0].settings["shared_memory"] == shared_memory
     assert [p.load for p in saved[0].points] == [1.0, 2.0]
     assert at.session_state["load_test.last"] == saved[0].id
     charts = at.get("plotly_chart")

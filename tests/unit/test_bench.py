@@ -122,6 +122,7 @@ FAILURE_CASES = {
     Failure.MODEL_NOT_FOUND: "errors/model_not_found.*.txt",
     Failure.BAD_INPUT_DATA: "errors/bad_input_data.*.txt",
     Failure.UNSTABLE: "errors/unstable.txt",
+    Failure.SHARED_MEMORY: "errors/shared_memory.*.txt",
     Failure.TIMEOUT: "test_a_hung_perf_analyzer_is_killed_at_the_deadline",
     Failure.CANCELLED: "test_a_cancelled_run_kills_perf_analyzer",
     Failure.OTHER: "test_an_unknown_output_is_other_and_quotes_it",
