@@ -1,7 +1,7 @@
 """Validate model configs without a running Triton, in layers: schema (does the text parse as
 a `ModelConfig`), Triton's rules (geadmin.repository.triton_rules: what the server itself
-rejects at load), and the npu_ge backend's rules (geadmin.repository.npu_ge_params, checked against the real backend by
-tests/backend/test_validator_agreement.py).
+rejects at load), and the npu_ge backend's rules (geadmin.repository.npu_ge_params, checked
+against the real backend by tests/backend/test_validator_agreement.py).
 
 Every finding names its rule, a config path (`input[0].dims`), the line and column where the
 text has them, a severity, the cause and the fix. Severity `error` means the load fails;
