@@ -7,7 +7,7 @@ import streamlit as st
 
 from geadmin import settings
 from geadmin.access.roles import Action as Guarded
-from geadmin.diagnose.triage import ServerSnapshot, Triage, is_idle, take_snapshots, triage
+from geadmin.diagnose.health import ServerSnapshot, Triage, is_idle, take_snapshots, triage
 from geadmin.errors import GeAdminError
 from geadmin.ops import actions
 from geadmin.ops.bundle import build_bundle, default_bundle_name

@@ -9,7 +9,7 @@ import argparse
 import json
 
 from geadmin.cli.common import add_connection_args, client_for, target_from_args
-from geadmin.diagnose.triage import HealthRule, StatusReport, status_report, take_snapshots
+from geadmin.diagnose.health import HealthRule, StatusReport, status_report, take_snapshots
 from geadmin.stack.target import Target, configured_targets, live_stack
 
 EXIT_OK = 0

@@ -1,1 +1,1 @@
-"""What is down and why: failed loads explained, triage, model rows and details, ensembles."""
+"""What is down and why: failed loads explained, health and verdict, drift, model rows, ensembles."""

@@ -15,7 +15,7 @@ from typing import Any
 from tritonclient.grpc import model_config_pb2, service_pb2
 
 from geadmin.diagnose.ensemble import ENSEMBLE
-from geadmin.diagnose.triage import failure_reasons
+from geadmin.diagnose.health import failure_reasons
 from geadmin.domain import ModelEntry, ModelState
 from geadmin.errors import ModelNotFoundError, RepositoryError, TritonError
 from geadmin.repository.layout import read_model_config

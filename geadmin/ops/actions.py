@@ -15,7 +15,7 @@ from geadmin import audit
 from geadmin.audit import Actor
 from geadmin.diagnose.ensemble import composing_models
 from geadmin.diagnose.explain import LoadProgress, load_explained
-from geadmin.diagnose.triage import log_failures
+from geadmin.diagnose.health import log_failures
 from geadmin.domain import Explanation, ModelState
 from geadmin.errors import (
     ExplainedLoadError,

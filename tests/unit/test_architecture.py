@@ -29,7 +29,7 @@ def core_modules() -> list[Path]:
 
 
 def layer_of(module: str) -> int:
-    """`geadmin.diagnose.triage` -> 2; `pages.x` -> the pages' layer."""
+    """`geadmin.diagnose.health` -> 2; `pages.x` -> the pages' layer."""
     parts = module.split(".")
     if parts[0] == "pages":
         return PAGES_LAYER

@@ -3,7 +3,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from pathlib import Path
 
-from geadmin.diagnose.triage import ServerSnapshot, triage
+from geadmin.diagnose.health import ServerSnapshot, triage
 from geadmin.domain import ModelEntry, ModelState
 from geadmin.triton.logs import LocalLogFile
 

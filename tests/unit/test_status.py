@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from geadmin.cli.status import EXIT_NOT_OK, EXIT_OK, EXIT_UNREACHABLE, exit_code, render_text, verdict
-from geadmin.diagnose.triage import ServerSnapshot, StatusReport, status_report
+from geadmin.diagnose.health import ServerSnapshot, StatusReport, status_report
 from geadmin.domain import ModelEntry, ModelState, ServerInfo
 from geadmin.triton.logs import LocalLogFile
 
