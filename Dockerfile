@@ -115,10 +115,10 @@ ARG NUMPY_VERSION
 ENV PATH=/opt/tritonserver/bin:${PATH} \
     LD_LIBRARY_PATH=/opt/tritonserver/lib
 EXPOSE 8000 8001 8002
-# Strict readiness: false while any model failed to load (compose.yaml probes /v2/health/live
-# instead, and says why).
+# Liveness, not readiness: readiness is strict (false while any one model failed to load), so
+# /v2/health/ready would mark the server unhealthy for one bad model (compose.yaml says the same).
 HEALTHCHECK --interval=10s --timeout=5s --start-period=60s --retries=3 \
-    CMD ["python3", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/v2/health/ready', timeout=4)"]
+    CMD ["python3", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/v2/health/live', timeout=4)"]
 ENTRYPOINT ["/usr/local/lib/geadmin/triton-entrypoint.sh"]
 CMD ["--model-repository=/models", "--backend-directory=/opt/tritonserver/backends", "--model-control-mode=explicit", "--metrics-config=summary_latencies=true", "--exit-on-error=false"]
 COPY deploy/install-triton.sh deploy/triton-entrypoint.sh deploy/triton-load-models.py /usr/local/lib/geadmin/
@@ -181,7 +181,7 @@ ENV PATH=/opt/tritonserver/bin:/opt/venv/bin:${PATH} \
     LD_LIBRARY_PATH=/opt/tritonserver/lib:${LD_LIBRARY_PATH}
 EXPOSE 8000 8001 8002
 HEALTHCHECK --interval=10s --timeout=5s --start-period=60s --retries=3 \
-    CMD ["python3", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/v2/health/ready', timeout=4)"]
+    CMD ["python3", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/v2/health/live', timeout=4)"]
 ENTRYPOINT ["/usr/local/lib/geadmin/triton-entrypoint.sh"]
 CMD ["--model-repository=/models", "--backend-directory=/opt/tritonserver/backends", "--model-control-mode=explicit", "--metrics-config=summary_latencies=true", "--exit-on-error=false"]
 COPY deploy/install-triton.sh deploy/triton-entrypoint.sh deploy/triton-load-models.py /usr/local/lib/geadmin/
