@@ -21,6 +21,9 @@ COMMANDS = (up, status, models, config, config_history, bundle, infer_command,  
             npu_command, top_command, sampler_command, users_command, bench_command,
             dashboard_command)
 EXIT_USAGE = 2
+EXIT_INTERNAL = 70  # a bug in geadmin (sysexits' EX_SOFTWARE): never a usage error
+REPORT_HINT = ("this is a bug in geadmin: please report it, with the file `geadmin bundle` writes "
+               "(and the traceback: run again with GEADMIN_DEBUG=1)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -47,9 +50,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # a bug: one line for the operator, the traceback on request
         if settings.debug():
             raise
-        print(f"geadmin: internal error: {type(exc).__name__}: {exc} "
-              "(run with GEADMIN_DEBUG=1 for the traceback, and report it)", file=sys.stderr)
-        return EXIT_USAGE
+        print(f"geadmin: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(f"geadmin: {REPORT_HINT}", file=sys.stderr)
+        return EXIT_INTERNAL
 
 
 if __name__ == "__main__":
