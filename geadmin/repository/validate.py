@@ -22,8 +22,11 @@ from google.protobuf import descriptor_pool
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
 from geadmin.errors import ConfigParseError, RepositoryError
+from geadmin.repository import (
+    cross_model,  # registers Triton's rules, then the cross-model ones
+    triton_rules,  # noqa: F401  (registers Triton's rules, first)
+)
 from geadmin.repository import npu_ge_params as npu_ge
-from geadmin.repository import triton_rules  # noqa: F401  (registers Triton's rules, first)
 from geadmin.repository.modelconfig import CONFIG_FILE, Located, locate, read_config_text
 from geadmin.repository.rules import (
     RULES,
@@ -78,22 +81,28 @@ def _names(lookup: Callable[[Any], Any]) -> list[str]:
 
 
 # -- running the rules ---------------------------------------------------------------------
-def validate_text(text: str, directory: Path | None = None, *, file: str = CONFIG_FILE) -> list[Finding]:
-    """Every finding for one config text; `directory` (its model dir) enables the disk rules."""
+def validate_text(text: str, directory: Path | None = None, *, file: str = CONFIG_FILE,
+                  backends: frozenset[str] | None = None) -> list[Finding]:
+    """Every finding for one config text; `directory` (its model dir) enables the disk rules
+    (and the ensembles on disk that run it); `backends`, the server's, the backend rule."""
     located = locate(text, file)
     if located.error is not None:
         return [_schema_finding(located.error, located, file)]
-    return validate_config(located.config, directory, located=located, file=file)
+    return validate_config(located.config, directory, located=located, file=file, backends=backends)
 
 
 def validate_config(config: ModelConfig, directory: Path | None = None, *, located: Located | None = None,
-                    file: str = CONFIG_FILE) -> list[Finding]:
+                    file: str = CONFIG_FILE, backends: frozenset[str] | None = None) -> list[Finding]:
     context = Context(config, directory)
     findings = []
     for checker in RULES.values():
         for path, message, fix in _issues(checker, context):
             line, column = (located.position(path) if located else None) or (None, None)
             findings.append(Finding(checker.id, checker.severity, path, message, fix, line, column, file))
+    for path, message, fix in cross_model.backend_issues(config, backends):
+        line, column = (located.position(path) if located else None) or (None, None)
+        findings.append(Finding(cross_model.BACKEND_RULE, Severity.ERROR, path, message, fix, line, column,
+                                file))
     order = list(Severity)
     return sorted(findings, key=lambda f: (order.index(f.severity), f.line or 0))
 
@@ -111,9 +120,10 @@ class ConfigInvalidError(RepositoryError):
                          f"{first.fix}{more}. Nothing was written")
 
 
-def refuse_invalid(model: str, text: str, directory: Path | None) -> list[Finding]:
+def refuse_invalid(model: str, text: str, directory: Path | None, *,
+                   backends: frozenset[str] | None = None) -> list[Finding]:
     """The findings of `text` as `model`'s config; raises ConfigInvalidError when any is an error."""
-    findings = validate_text(text, directory)
+    findings = validate_text(text, directory, backends=backends)
     if any(f.severity is Severity.ERROR for f in findings):
         raise ConfigInvalidError(model, findings)
     return findings

@@ -99,6 +99,14 @@ def as_ensemble(model: Path) -> None:
     remove("1/model.om")(model)
 
 
+def in_an_ensemble(model: Path) -> None:
+    """`m` becomes a step of ensemble `e` (max_batch_size 8) in the same repository."""
+    ensemble = model.parent / "e"
+    ensemble.mkdir()
+    config = ENSEMBLE.replace('name: "m"', 'name: "e"').replace('"step"', '"m"')
+    (ensemble / "config.pbtxt").write_text(config)
+
+
 def nothing(model: Path) -> None:
     pass
 
@@ -158,6 +166,15 @@ CASES: dict[str, Case] = {
     "ensemble.dtype": Case(as_ensemble, both(as_ensemble, text('"IN", data_type: TYPE_FP32',
                                                                '"IN", data_type: TYPE_FP16')),
                            'ensemble_scheduling.step[0].input_map["x"]', 9),
+    "ensemble.member_max_batch_size": Case(as_ensemble, both(as_ensemble, text("max_batch_size: 8",
+                                                                               "max_batch_size: 16")),
+                                           "max_batch_size", 3),
+    "ensemble.tensor_shape": Case(as_ensemble, both(as_ensemble, text("dims: [4] }]\noutput",
+                                                                      "dims: [5] }]\noutput")),
+                                  'ensemble_scheduling.step[0].input_map["x"]', 9),
+    "ensemble.member_change": Case(in_an_ensemble, both(in_an_ensemble, text("max_batch_size: 8",
+                                                                              "max_batch_size: 4")),
+                                   "max_batch_size", 3),
     "npu_ge.platform": Case(nothing, text('backend: "npu_ge"', 'platform: "graph_executor"'), "platform", 2),
     "npu_ge.deprecated_key": Case(param("device_ids", "0"), param("DEVICE_ID", "0"),
                                   'parameters["DEVICE_ID"]', 8),
