@@ -213,6 +213,12 @@ def debug() -> bool:
         return True  # asked for something: better too much than nothing
 
 
+def without_settings(base: Mapping[str, str]) -> dict[str, str]:
+    """`base` without any GEADMIN_* variable: for a child that must see none of geadmin's
+    settings or secrets (the tritonserver of `geadmin up`, and the model code it runs)."""
+    return {key: value for key, value in base.items() if not key.startswith(PREFIX)}
+
+
 def child_environment(base: Mapping[str, str], values: Mapping[str, str | None]) -> dict[str, str]:
     """`base` with settings set for a child process (`None` removes one), e.g. the dashboard."""
     env = dict(base)

@@ -188,7 +188,7 @@ def comparisons(target: Target, opened: Opened, text: str) -> None:
 
 
 def live_comparison(target: Target, opened: Opened, text: str) -> None:
-    client = client_for(target.spec.url, target.spec.admin_key)
+    client = client_for(target)
     try:
         live = client.model_config(opened.model)
     except TritonError as exc:
@@ -228,7 +228,7 @@ def apply_section(target: Target, opened: Opened, text: str, findings: list[Find
     if st.button("Apply", type="primary", key=keys.EDITOR_APPLY, disabled=bool(reason), help=reason or
                  "write atomically, reload in Triton; restored automatically if Triton rejects it"):
         assert target.repository is not None
-        client = client_for(target.spec.url, target.spec.admin_key)
+        client = client_for(target)
         with st.spinner(f"Applying to {opened.model}: writing, reloading, checking what serves…"):
             run_change("apply", lambda: apply_config(
                 client, target.repository, opened.model, text, expected_sha256=opened.sha256,
@@ -310,7 +310,7 @@ def history_section(target: Target, opened: Opened) -> None:
                  disabled=chosen.sha256 == opened.sha256 or not permitted,
                  help=why_not or "an audited apply of that revision; unapplied edits in the editor are "
                  "discarded"):
-        client = client_for(target.spec.url, target.spec.admin_key)
+        client = client_for(target)
         with st.spinner(f"Rolling {opened.model} back to revision {number}…"):
             run_change("rollback", lambda: rollback(
                 client, target.repository, opened.model, number, expected_sha256=opened.sha256,

@@ -22,7 +22,7 @@ from geadmin.access.roles import Action as Guarded
 from geadmin.domain import ModelState, Transport
 from geadmin.errors import BenchCancelledError, GeAdminError
 from geadmin.ops.actions import next_step
-from geadmin.ops.bench import BenchSettings, load_test
+from geadmin.ops.bench import BenchSettings, load_test, parse_loads
 from geadmin.ops.bench_results import (
     CONCURRENCY,
     REQUEST_RATE,
@@ -32,9 +32,10 @@ from geadmin.ops.bench_results import (
     list_runs,
     load_run,
 )
-from geadmin.ops.infer import InferRequest, transport_url
+from geadmin.ops.infer import InferRequest
 from geadmin.ops.infer_inputs import InputSource, SourceKind
-from geadmin.stack.target import live_stack
+from geadmin.stack.target import Target
+from geadmin.triton.client import TritonClient
 from pages.ui import access, keys
 from pages.ui.context import client_for, selected_target
 from pages.ui.tensors import Sent
@@ -71,8 +72,9 @@ STAGES = (("client_ms", "client send + recv"), ("network_ms", "network + server 
 
 
 @st.cache_data(ttl=INDEX_TTL_S, show_spinner=False)
-def ready_models(url: str, admin_key: str | None) -> list[str]:
-    index = client_for(url, admin_key).repository_index()
+def ready_models(server: str, url: str, _client: TritonClient) -> list[str]:
+    """Cached per configured server (name and URL); `_client` is that server's, not hashed."""
+    index = _client.repository_index()
     return sorted({e.name for e in index if e.state is ModelState.READY})
 
 
@@ -82,9 +84,9 @@ def render() -> None:
     if state is not None and state.finished:  # ended between two refreshes
         finish(state)
     target = selected_target()
-    url, admin_key = target.spec.url, target.spec.admin_key
+    url = target.spec.url
     try:
-        ready = ready_models(url, admin_key)
+        ready = ready_models(target.spec.name, url, client_for(target))
     except GeAdminError as exc:
         ready = []
         st.error(f"{exc}\n\n**Next step:** {next_step(exc)}. Saved runs are below.", icon=":material/error:")
@@ -99,7 +101,7 @@ def render() -> None:
         with protocol_col:
             transport = PROTOCOLS[st.radio("Protocol", list(PROTOCOLS), horizontal=True,
                                            key=keys.LOAD_TEST_PROTOCOL)]
-            bench_url = endpoint(target.spec.name, url, transport)
+            bench_url = endpoint(target, transport)
         sent = playground_request(target.spec.name, model)
         choices: list[SourceKind | str] = [*SOURCES, *([PLAYGROUND] if sent is not None else [])]
         source = source_col.selectbox("Input data (every input)", choices, key=keys.LOAD_TEST_SOURCE,
@@ -130,7 +132,7 @@ def render() -> None:
                      help=why or ("a load test is running" if busy else None), icon=":material/speed:"):
             request = sent.request if source == PLAYGROUND and sent is not None else None
             kind = InputSource(source) if isinstance(source, SourceKind) else InputSource(SourceKind.RANDOM)
-            start_load_test(url, admin_key, model, mode, loads_text, bench_url, kind, request, seed,
+            start_load_test(target, model, mode, loads_text, bench_url, kind, request, seed,
                             batch, interval, stability, label, shared_memory)
             if running() is not None:
                 st.rerun()  # drawn again as running: Run disabled, progress and Cancel shown
@@ -153,15 +155,14 @@ def render() -> None:
     saved_runs(runs)
 
 
-def endpoint(server: str, url: str, transport: Transport) -> str:
-    stack = live_stack()
-    known = [(stack.http_url, stack.grpc_url)] if stack is not None else []
-    chosen, guessed = transport_url(url, transport, known)
-    if guessed:
-        return str(st.text_input(f"{transport.value} endpoint", value=chosen,
-                                 key=f"{keys.LOAD_TEST_ENDPOINT_PREFIX}{server}.{transport.value}",
-                                 help="guessed from Triton's default ports (HTTP 8000, gRPC 8001)"))
-    st.caption(f"`{chosen}`")
+def endpoint(target: Target, transport: Transport) -> str:
+    """The configured server's endpoint for `transport` (geadmin.stack.target.server_urls): no
+    free-text address, so a load test only ever targets a configured server."""
+    urls = target.urls()
+    chosen = urls.url(transport)
+    st.caption(f"`{chosen}`" + (f" — from GEADMIN_{transport.name}_PORT on the server's host: set "
+                                f"{transport.value}_url in the servers file if it listens elsewhere"
+                                if urls.is_guess(transport) else ""))
     return chosen
 
 
@@ -175,22 +176,22 @@ def running() -> Running | None:
     return found if isinstance(found, Running) else None
 
 
-def start_load_test(url: str, admin_key: str | None, model: str, mode: str, loads_text: str, bench_url: str,
+def start_load_test(target: Target, model: str, mode: str, loads_text: str, bench_url: str,
                     source: InputSource, request: InferRequest | None, seed: int, batch: int,
                     interval_ms: int, stability: float, label: str, shared_memory: str = "none") -> None:
     """Check the loads, then run the test in a thread; `progress_panel` follows it."""
     try:
-        loads = tuple(float(v) for v in loads_text.split(",") if v.strip())
+        loads = parse_loads(loads_text, mode)
         settings = BenchSettings(model, bench_url, mode, loads, measurement_interval_ms=interval_ms,
                                  stability_percentage=stability, batch_size=batch, seed=seed,
                                  shared_memory=shared_memory,
                                  inputs={"*": "playground" if request is not None else source.kind.value})
-    except ValueError:
-        st.session_state[keys.LOAD_TEST_ERROR] = (f"Loads must be numbers separated by commas, not "
-                                                  f"{loads_text!r}.\n\n**Fix:** e.g. 1,4,16.")
+    except GeAdminError as exc:
+        st.session_state[keys.LOAD_TEST_ERROR] = (f"{exc}.\n\n**Fix:** change the loads or the window "
+                                                  "(e.g. concurrencies 1,4,16), then Run again.")
         return
     actor = access.actor_for(Guarded.BENCH, model=model, server=bench_url)
-    client = client_for(url, admin_key)
+    client = client_for(target)
     state = Running(model, total=len(loads))
 
     def progress(done: int, total: int, text: str) -> None:

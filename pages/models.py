@@ -22,7 +22,7 @@ REASON_COLUMN = st.column_config.TextColumn("reason", width="large")
 
 
 def read_rows(target: Target) -> list[ModelRow]:
-    client = client_for(target.spec.url, target.spec.admin_key)
+    client = client_for(target)
     return collect_rows(client, target.repository, log_for(target))
 
 

@@ -20,6 +20,7 @@ from geadmin.telemetry.history import Series
 from geadmin.telemetry.npu import NpuDevice, NpuReport, Sources, detect
 from geadmin.telemetry.npu_map import FROM_CONFIG, ModelMap, hbm_by_device, loaded_npu_ge_configs, model_map
 from geadmin.telemetry.reader import open_history
+from geadmin.triton.client import TritonClient
 from pages.ui import keys
 from pages.ui.context import client_for, selected_target
 from pages.ui.telemetry import RANGES_MIN, triton_metrics_url
@@ -126,18 +127,19 @@ def show(report: NpuReport) -> None:
 
 def configs(placed: tuple[str, ...]) -> dict[str, model_config_pb2.ModelConfig]:
     """Live configs of the npu_ge models the placements do not cover ({} when Triton does not answer)."""
-    spec = selected_target().spec
+    target = selected_target()
     try:
-        return _configs(spec.url, spec.admin_key, placed)
+        return _configs(target.spec.name, target.spec.url, placed, client_for(target))
     except GeAdminError as exc:
         st.caption(f"Model configs not read ({exc}): the map shows the npu_ge placements only.")
         return {}
 
 
 @st.cache_data(ttl=CONFIG_TTL_S, show_spinner=False)
-def _configs(url: str, admin_key: str | None,
-             placed: tuple[str, ...]) -> dict[str, model_config_pb2.ModelConfig]:
-    return loaded_npu_ge_configs(client_for(url, admin_key), skip=placed)
+def _configs(server: str, url: str, placed: tuple[str, ...],
+             _client: TritonClient) -> dict[str, model_config_pb2.ModelConfig]:
+    """Cached per configured server (name and URL); `_client` is that server's, not hashed."""
+    return loaded_npu_ge_configs(_client, skip=placed)
 
 
 def device_rows(devices: tuple[NpuDevice, ...], found: ModelMap) -> pd.DataFrame:

@@ -35,7 +35,7 @@ def live_overview() -> None:
     except GeAdminError as exc:  # the servers file changed under us
         st.error(f"geadmin is misconfigured: {exc}")
         return
-    snapshots = take_snapshots([(t.spec.name, client_for(t.spec.url, t.spec.admin_key)) for t in known])
+    snapshots = take_snapshots([(t.spec.name, client_for(t)) for t in known])
     if len(snapshots) > 1:
         servers_table(snapshots)
     target = selected_target()
@@ -128,7 +128,7 @@ def retry_load(name: str) -> None:
         except GeAdminError as exc:
             st.error(str(exc))
             return
-        (result,) = actions.run_action(client_for(target.spec.url, target.spec.admin_key),
+        (result,) = actions.run_action(client_for(target),
                                        actions.Action.LOAD, [name], log=log_for(target),
                                        repository=target.repository, progress=progress, actor=actor)
     st.session_state[keys.OVERVIEW_RETRY_RESULT] = result

@@ -22,12 +22,12 @@ from geadmin.ops.infer import (
     rank_outputs,
     send,
     top_k_plan,
-    transport_url,
 )
 from geadmin.ops.infer_inputs import InputSource
 from geadmin.ops.infer_snippets import curl_command, python_snippet
 from geadmin.ops.infer_spec import ModelSpec, picked_shape
-from geadmin.stack.target import Target, live_stack
+from geadmin.stack.target import Target
+from geadmin.triton.client import TritonClient
 from pages.ui import access, keys
 from pages.ui.context import client_for, selected_target
 from pages.ui.tensors import Chosen, Sent, input_widget, show_sent
@@ -38,10 +38,10 @@ PROTOCOLS = {"HTTP": Transport.HTTP, "gRPC": Transport.GRPC}
 
 
 @st.cache_data(ttl=INDEX_TTL_S, show_spinner=False)
-def ready_versions(url: str, admin_key: str | None) -> dict[str, list[str]]:
-    """{model: its READY versions}."""
+def ready_versions(server: str, url: str, _client: TritonClient) -> dict[str, list[str]]:
+    """{model: its READY versions}, per configured server; `_client` is that server's (not hashed)."""
     ready: dict[str, list[str]] = {}
-    for entry in client_for(url, admin_key).repository_index():
+    for entry in _client.repository_index():
         if entry.state is ModelState.READY:
             ready.setdefault(entry.name, [])
             if entry.version:
@@ -50,8 +50,8 @@ def ready_versions(url: str, admin_key: str | None) -> dict[str, list[str]]:
 
 
 @st.cache_data(ttl=SPEC_TTL_S, show_spinner=False)
-def model_spec(url: str, admin_key: str | None, model: str, version: str) -> ModelSpec:
-    return prepare(client_for(url, admin_key), model, version)
+def model_spec(server: str, url: str, model: str, version: str, _client: TritonClient) -> ModelSpec:
+    return prepare(_client, model, version)
 
 
 def show_error(error: GeAdminError, url: str) -> None:
@@ -62,9 +62,9 @@ def show_error(error: GeAdminError, url: str) -> None:
 def render() -> None:
     st.title("Playground")
     target = selected_target()
-    server_url, admin_key = target.spec.url, target.spec.admin_key
+    server_url = target.spec.url
     try:
-        ready = ready_versions(server_url, admin_key)
+        ready = ready_versions(target.spec.name, server_url, client_for(target))
     except GeAdminError as exc:
         show_error(exc, server_url)
         return
@@ -78,9 +78,10 @@ def render() -> None:
     version = "" if version == "latest" else version
     with protocol_col:
         protocol = st.radio("Protocol", list(PROTOCOLS), horizontal=True, key=keys.PLAYGROUND_PROTOCOL)
-        urls = endpoints(target, PROTOCOLS[protocol])
+        transport = PROTOCOLS[protocol]
+        urls = endpoints(target, transport)
     try:
-        spec = model_spec(server_url, admin_key, model, version)
+        spec = model_spec(target.spec.name, server_url, model, version, client_for(target))
     except GeAdminError as exc:
         show_error(exc, server_url)
         return
@@ -116,30 +117,24 @@ def render() -> None:
             request = checked_request(target, spec, chosen, batch_size=batch_size, seed=seed, version=version,
                                       outputs=() if len(outputs) == len(names) else outputs, k=k)
             if request is not None:
-                send_request(target, spec, *request, urls, breakdown)
+                send_request(target, transport, spec, *request, urls, breakdown)
     sent: Sent | None = st.session_state.get(keys.PLAYGROUND_SENT)
     if sent is not None and (sent.server, sent.model) == (target.spec.name, model):
         show_sent(sent)
 
 
 def endpoints(target: Target, transport: Transport) -> tuple[str, str, str]:
-    """(URL to send to, HTTP URL for curl, a note when the curl URL is a guess)."""
-    stack = live_stack()
-    known = [(stack.http_url, stack.grpc_url)] if stack is not None else []
-    url, guessed = transport_url(target.spec.url, transport, known)
-    if guessed:
-        url = st.text_input(f"{transport.value} endpoint", value=url,
-                            key=f"{keys.PLAYGROUND_ENDPOINT_PREFIX}{target.spec.name}.{transport.value}",
-                            help="guessed from Triton's default ports (HTTP 8000, gRPC 8001): change it "
-                            "if this Triton listens elsewhere")
-    else:
-        st.caption(f"`{url}`")
-    if transport is Transport.HTTP:
-        return url, url, ""
-    http, guessed = transport_url(target.spec.url, Transport.HTTP, known)
-    if not guessed:
-        return url, http, ""
-    return url, http, f"curl speaks HTTP: this command uses {http}, a guess from Triton's default ports."
+    """(URL to send to, HTTP URL for curl, a note when the curl URL is a guess): the configured
+    server's known endpoints (geadmin.stack.target.server_urls), never a typed address."""
+    urls = target.urls()
+    url = urls.url(transport)
+    st.caption(f"`{url}`" + (f" — from GEADMIN_{transport.name}_PORT on the server's host: set "
+                             f"{transport.value}_url in the servers file if it listens elsewhere"
+                             if urls.is_guess(transport) else ""))
+    if transport is Transport.HTTP or not urls.is_guess(Transport.HTTP):
+        return url, urls.http, ""
+    return url, urls.http, (f"curl speaks HTTP: this command uses {urls.http}, from GEADMIN_HTTP_PORT on "
+                            "the server's host.")
 
 
 def checked_request(target: Target, spec: ModelSpec, chosen: dict[str, Chosen], *, batch_size: int,
@@ -162,12 +157,12 @@ def checked_request(target: Target, spec: ModelSpec, chosen: dict[str, Chosen], 
     return request, plan
 
 
-def send_request(target: Target, spec: ModelSpec, request: InferRequest, plan: TopKPlan,
-                 urls: tuple[str, str, str], breakdown: bool) -> None:
+def send_request(target: Target, transport: Transport, spec: ModelSpec, request: InferRequest,
+                 plan: TopKPlan, urls: tuple[str, str, str], breakdown: bool) -> None:
     url, http_url, curl_note = urls
     try:
         with st.spinner(f"Sending to {request.model} at {url}…"):
-            result = send(client_for(url, target.spec.admin_key), request, statistics=breakdown)
+            result = send(client_for(target, transport), request, statistics=breakdown)
         ranked = rank_outputs(result, plan)
         curl = curl_command(http_url, request, output_types={o.name: o.datatype for o in spec.outputs})
         python = python_snippet(url, request)

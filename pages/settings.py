@@ -1,5 +1,6 @@
-"""Settings: every GEADMIN_* variable as this dashboard sees it, and how sign-in is set up.
-Secrets (the Triton admin key, the OIDC client and cookie secrets) show as set / not set."""
+"""Settings: every GEADMIN_* variable as this dashboard sees it, the configured Triton servers
+(whether each has an admin key, and a warning where the key would travel unencrypted), and how
+sign-in is set up. Secrets (admin keys, the OIDC client and cookie secrets) show as set / not set."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from geadmin import settings
 from geadmin.access.startup import OIDC_KEYS
 from geadmin.access.users import UsersFile
 from geadmin.errors import GeAdminError
+from geadmin.stack.target import is_stack_server, key_warnings
 from pages.ui import access
+from pages.ui.context import targets
 
 OIDC_SECRETS = ("client_secret", "cookie_secret")
 
@@ -23,7 +26,34 @@ def render() -> None:
         "variable": s.env_name, "value": settings.shown(name),
         "default": "" if s.secret else (s.default or ""), "meaning": s.meaning,
     } for name, s in settings.SETTINGS.items()]), hide_index=True, width="stretch")
+    servers()
     sign_in()
+
+
+def servers() -> None:
+    """The configured servers, their endpoints, and whose admin key goes where."""
+    st.subheader("Triton servers")
+    try:
+        known = targets()
+        rows = [{"name": t.spec.name, "url": t.spec.url, "gRPC": (urls := t.urls()).grpc, "HTTP": urls.http,
+                 "metrics": urls.metrics, "admin key": admin_key_shown(t.spec.admin_key,
+                                                                       is_stack_server(t.spec.url, t.stack))}
+                for t in known]
+    except GeAdminError as exc:
+        st.error(f"{exc}\n\n**Fix:** correct the servers settings above.", icon=":material/error:")
+        return
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+    st.caption("The admin key goes only to the server it is configured for, and only on Triton's "
+               "restricted calls (repository, model config, logging, trace); never on inference, health "
+               "or metadata.")
+    for warning in key_warnings(known):
+        st.warning(warning, icon=":material/lock_open:")
+
+
+def admin_key_shown(key: str | None, stack: bool) -> str:
+    if not key:
+        return "not set"
+    return "set (the embedded stack's workspace key)" if stack else "set"
 
 
 def sign_in() -> None:

@@ -30,12 +30,15 @@ def add_connection_args(parser: argparse.ArgumentParser, *, log_and_repository: 
         "--protocol",
         choices=[t.value for t in Transport],
         default=None,
-        help="talk HTTP or gRPC whatever the URL's scheme says (a bare host:port is HTTP)",
+        help="talk HTTP or gRPC: with --url, to that address whatever its scheme says (a bare "
+        "host:port is HTTP); else to the chosen server's endpoint of that protocol (the running "
+        "stack's, the servers file's, else GEADMIN_HTTP_PORT / GEADMIN_GRPC_PORT on its host)",
     )
     parser.add_argument(
         "--admin-key",
         default=None,
-        help="key for Triton's restricted APIs (env GEADMIN_ADMIN_KEY)",
+        help="key for Triton's restricted APIs, sent on those calls only (env GEADMIN_ADMIN_KEY, "
+        "for the default server; the running stack's own key is found in its workspace)",
     )
     parser.add_argument(
         "--timeout",
@@ -75,11 +78,19 @@ def target_from_args(args: argparse.Namespace) -> Target:
     return target
 
 
+def protocol_url(target: Target, protocol: str | None, url_flag: str | None) -> str:
+    """The URL a command talks to: the target's, over `--protocol` when given — the same
+    address with that scheme for an explicit `--url`, else the server's own endpoint of that
+    protocol (geadmin.stack.target.server_urls: e.g. the running stack's gRPC port)."""
+    if not protocol:
+        return target.spec.url
+    transport = Transport(protocol)
+    if url_flag:
+        return replace(Endpoint.parse(target.spec.url), transport=transport).url
+    return target.urls().url(transport)
+
+
 def client_for(target: Target, args: argparse.Namespace) -> TritonClient:
-    spec = target.spec
-    protocol = getattr(args, "protocol", None)
-    if protocol:
-        endpoint = replace(Endpoint.parse(spec.url), transport=Transport(protocol))
-        spec = replace(spec, url=endpoint.url)
-    return TritonClient(spec.url, admin_key=spec.admin_key, timeout_s=args.timeout,
+    url = protocol_url(target, getattr(args, "protocol", None), getattr(args, "url", None))
+    return TritonClient(url, admin_key=target.spec.admin_key, timeout_s=args.timeout,
                         load_timeout_s=getattr(args, "load_timeout", DEFAULT_LOAD_TIMEOUT_S))

@@ -18,7 +18,7 @@ from pathlib import Path
 from geadmin import settings
 from geadmin.cli.common import positive_seconds
 from geadmin.errors import ConfigError, TelemetryError
-from geadmin.stack.target import live_stack
+from geadmin.stack.target import live_stack, resolve
 from geadmin.telemetry import npu_smi
 from geadmin.telemetry.npu import NpuDevice, NpuReport, Sources, detect
 
@@ -29,15 +29,12 @@ GIB = 1 << 30
 
 
 def triton_metrics(args: argparse.Namespace) -> tuple[str, bool]:
-    """(Triton's /metrics URL, given explicitly?): the flag or GEADMIN_TRITON_METRICS_URL, else
-    the running stack's, else the metrics port on 127.0.0.1."""
-    given = args.metrics_url or settings.get("TRITON_METRICS_URL")
-    if given:
-        return str(given), True
-    stack = live_stack()
-    if stack is not None:
-        return stack.metrics_url, False
-    return f"http://127.0.0.1:{settings.port('metrics')}/metrics", False
+    """(Triton's /metrics URL, given by the user?): the flag, else the default server's
+    metrics URL by the one rule the NPU page uses too (geadmin.stack.target.server_urls)."""
+    if args.metrics_url:
+        return str(args.metrics_url), True
+    urls = resolve(stack=live_stack()).urls()
+    return urls.metrics, "metrics" in urls.given
 
 
 def report_for(args: argparse.Namespace) -> NpuReport:

@@ -6,6 +6,11 @@ in parallel once Triton is live, each bounded by a timeout, so no model can hold
 start, the others, or the dashboard. Everything runs in its own process group and is
 stopped on exit (Ctrl-C, SIGTERM, or the dashboard dying) within 15 s, leaving no
 processes and no shared memory.
+
+Triton's repository, model-config, logging and trace APIs need the workspace's admin key
+(`Workspace.ensure_admin_key`, a 0600 file), whatever address Triton binds: reaching its
+ports is not enough to load, unload or reconfigure a model behind the dashboard's sign-in,
+roles and audit. The dashboard and CLI read the key from the workspace.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from typing import IO
 
 from geadmin import audit
 from geadmin.audit import Actor, Origin
-from geadmin.domain import DEFAULT_PORTS, Ports
+from geadmin.domain import DEFAULT_PORTS, Ports, format_duration
 from geadmin.errors import SamplerLockedError, StackError, TritonError
 from geadmin.ops.actions import ActionResult, load_in_parallel
 from geadmin.stack.dashboard import DashboardProcess
@@ -81,6 +86,8 @@ class EmbeddedStack:
         # blocks every later one until Triton restarts. They stay out until loaded by hand.
         self.hung: set[str] = set()
         self._round = 0
+        self.dashboard_exits: list[ExitRecord] = []  # published in stack.json for the Overview
+        self._admin_key: str | None = None  # the workspace's, once Triton is ours to start
 
     @property
     def triton(self) -> TritonProcess | None:
@@ -118,6 +125,8 @@ class EmbeddedStack:
         if self.triton:
             self.say(f"Metrics   {self.triton.metrics_url}")
             self.say(f"Triton log {self.triton.log_path}")
+            self.say(f"Admin key {opts.workspace.admin_key_file} (Triton's repository, config, logging "
+                     "and trace APIs need it)")
         self.say(f"Dashboard {self.dashboard.url}")
         if self.supervisor is not None:
             self._start_sampler()
@@ -133,6 +142,7 @@ class EmbeddedStack:
         if opts.workspace.ensure() and opts.repository is None:
             self.say(f"copied the sample model repository to {self.repository}")
         opts.workspace.rotate_triton_log()
+        self._admin_key = opts.workspace.ensure_admin_key()
         backends = prepare_backend_directory(opts.workspace.backends, opts.backend_dirs)
         for name, directory in opts.backend_dirs.items():
             self.say(f"backend {name}: {directory}")
@@ -157,8 +167,11 @@ class EmbeddedStack:
         self.say(f"Sampler   every {opts.sample_interval_s:g}s into {opts.workspace.home / 'geadmin.db'}")
 
     def _audit_exit(self, record: ExitRecord) -> None:
+        """A crash is a failed "exit" (or "restart", when restarted); a stop or restart someone
+        asked for is an "ok" "stop" / "restart" (who asked is in the Stack page's own row)."""
+        action = "restart" if record.restarted else ("stop" if record.requested else "exit")
         problem = audit.try_record_action(
-            "restart" if record.restarted else "exit", "tritonserver", False, record.describe(),
+            action, "tritonserver", record.requested, record.describe(),
             server=f"http://127.0.0.1:{self.options.ports.http}", actor=Actor.os_user(Origin.LOCAL),
             home=self.options.workspace.home)
         if problem:
@@ -170,7 +183,7 @@ class EmbeddedStack:
         # slowest load ends, and a hung one never does): they load afterwards, in parallel.
         triton = TritonProcess(self.repository, binary=opts.tritonserver, backend_dir=backends,
                                log_path=opts.workspace.triton_log, host=opts.host, ports=opts.ports,
-                               models=[])
+                               models=[], admin_key=self._admin_key)
         verb = "starting" if self._first_start else "restarting"
         self._first_start = False
         self.say(f"{verb} tritonserver ({triton.binary}) on {self.repository} ...")
@@ -189,7 +202,7 @@ class EmbeddedStack:
         timeout_s = self.options.model_timeout_s
         self._round += 1
         this_round = self._round
-        with TritonClient(triton.http_url, load_timeout_s=timeout_s) as client:
+        with TritonClient(triton.http_url, admin_key=triton.admin_key, load_timeout_s=timeout_s) as client:
             try:
                 wanted = list(names) if names is not None else sorted(
                     {entry.name for entry in client.repository_index()})
@@ -263,6 +276,7 @@ class EmbeddedStack:
             dashboard_pid=dashboard.pid if dashboard else None,
             dashboard_started_at=dashboard.started_at if dashboard else None,
             dashboard_log=dashboard.log_path if dashboard else None,
+            dashboard_exits=tuple(self.dashboard_exits),
         )
 
     def publish(self) -> None:
@@ -290,9 +304,10 @@ class EmbeddedStack:
         """The dashboard died: Triton keeps serving; start it again, with the same backoff."""
         uptime_s = time.time() - (dashboard.started_at or time.time())
         record = exit_record(dashboard.exit_code(), uptime_s, restarted=True)
+        self.dashboard_exits = [*self.dashboard_exits, record][-50:]
         delay_s = self._dashboard_backoff.after_exit(uptime_s)
-        self.say(f"the dashboard exited ({record.describe()}); starting it again in {delay_s:g}s "
-                 f"(log: {dashboard.log_path})")
+        self.say(f"the dashboard exited ({record.describe()}); starting it again in "
+                 f"{format_duration(delay_s)} (log: {dashboard.log_path})")
         audit.try_record_action("restart", "dashboard", False, record.describe(), server="",
                                 actor=Actor.os_user(Origin.LOCAL), home=self.options.workspace.home)
         if self._stop.wait(delay_s):

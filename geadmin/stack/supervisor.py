@@ -233,7 +233,7 @@ class TritonSupervisor:
             return  # mid-load the set is incomplete: keep the last full one
         self._next_ready_poll = time.monotonic() + READY_POLL_S
         try:
-            with TritonClient(self.triton.http_url, timeout_s=2.0) as client:
+            with TritonClient(self.triton.http_url, admin_key=self.triton.admin_key, timeout_s=2.0) as client:
                 self._ready_models = sorted({e.name for e in client.repository_index()
                                              if e.state is ModelState.READY})
         except TritonError:

@@ -5,6 +5,12 @@ fresh machine (FACTS.md): a backend directory holding `python/` with the stub bu
 the running Python, the venv's `bin` first on PATH (the stub runs isolated and ignores
 PYTHONPATH), and `nvidia_pytriton.libs` on LD_LIBRARY_PATH (else the stub dies and the
 load hangs).
+
+With an `admin_key`, the server's repository, model-config, logging and trace APIs answer
+only requests that carry it (`--http-restricted-api` / `--grpc-restricted-protocol`, the
+flags compose.yaml passes): whoever reaches Triton's ports without the key can infer, not
+load, unload, reconfigure or read the log settings. The key travels only as those flags:
+the server's environment carries none of geadmin's settings (GEADMIN_*), secrets included.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
+from geadmin import settings
 from geadmin.domain import Ports
 from geadmin.errors import PythonStubMissingError, TritonBinaryNotFoundError, TritonStartError
 from geadmin.stack.processes import (
@@ -36,6 +43,8 @@ from geadmin.stack.processes import (
 )
 
 SHM_DIR = Path("/dev/shm")
+# Triton's API categories that change the server or reveal its files (FACTS.md "Restricted API").
+RESTRICTED_APIS = ("model-repository", "model-config", "logging", "trace")
 _INSTALL_HINT = "install it with `pip install nvidia-pytriton`, or name a binary with " \
     "--tritonserver PATH / GEADMIN_TRITONSERVER"
 
@@ -125,6 +134,17 @@ def prepare_backend_directory(
     return dest
 
 
+def restricted_api_flags(admin_key: str | None) -> list[str]:
+    """The flags that put RESTRICTED_APIS behind `admin_key` on both protocols (none: no key)."""
+    if not admin_key:
+        return []
+    if any(c in admin_key for c in ",:= \t\n"):
+        raise TritonStartError("the admin key may not hold ',', ':', '=' or spaces (Triton's flag syntax)")
+    categories = ",".join(RESTRICTED_APIS)
+    return [f"--http-restricted-api={categories}:admin-key={admin_key}",
+            f"--grpc-restricted-protocol={categories}:admin-key={admin_key}"]
+
+
 def _replace_link(link: Path, target: Path) -> None:
     if link.is_symlink() or link.is_file():
         link.unlink()
@@ -154,6 +174,7 @@ class TritonProcess:
         ld_library_path: Sequence[Path] = (),
         env: Mapping[str, str] | None = None,
         exit_timeout_s: int = 5,
+        admin_key: str | None = None,
     ) -> None:
         self.repository = Path(repository)
         self.binary = Path(binary) if binary else find_tritonserver()
@@ -164,6 +185,7 @@ class TritonProcess:
         self.ld_library_path = [Path(p) for p in ld_library_path]
         self.extra_env = dict(env or {})
         self.exit_timeout_s = exit_timeout_s
+        self.admin_key = admin_key
         self._owned_dirs: list[Path] = []
         try:
             self.backend_dir = backend_dir or self._default_backend_dir()
@@ -213,12 +235,15 @@ class TritonProcess:
             f"--exit-timeout-secs={self.exit_timeout_s}",
             f"--backend-config=python,shm-region-prefix-name={self.shm_prefix}",
         ]
+        cmd += restricted_api_flags(self.admin_key)
         models = ["*"] if self.models is None else list(self.models)
         cmd += [f"--load-model={name}" for name in models]
         return cmd + self.extra_args
 
     def environment(self) -> dict[str, str]:
-        env = dict(os.environ)
+        """The server's environment: ours without geadmin's settings (the admin key, OIDC
+        secrets and the rest of GEADMIN_*: Triton and its model code need none of them)."""
+        env = settings.without_settings(os.environ)
         env.update(self.extra_env)
         venv_bin = str(Path(sys.executable).parent)
         env["PATH"] = os.pathsep.join([venv_bin, env.get("PATH", "")])

@@ -4,6 +4,8 @@
       model_repository/     served by the embedded stack; a copy of the packaged samples
       logs/tritonserver.log the embedded Triton's log (previous run: tritonserver.log.1)
       backends/             the embedded Triton's --backend-directory (python, npu_ge when built)
+      triton-admin-key      the embedded Triton's admin key (0600): it guards Triton's repository,
+                            model-config, logging and trace APIs; the dashboard and CLI read it
       stack.json            while `geadmin up` runs: its URLs, ports, log, repository, pid,
                             and the supervisor's state (Triton's pid, restarts, exits, loads)
 
@@ -17,6 +19,7 @@ import contextlib
 import fcntl
 import json
 import os
+import secrets
 import shutil
 import tempfile
 from dataclasses import asdict, dataclass
@@ -30,6 +33,8 @@ from geadmin.stack.processes import pid_alive
 
 SAMPLES_DIR = Path(__file__).resolve().parents[1] / "samples"
 SAMPLE_REPOSITORY = SAMPLES_DIR / "model_repository"
+ADMIN_KEY_FILE = "triton-admin-key"
+ADMIN_KEY_BYTES = 32
 
 
 @dataclass(frozen=True)
@@ -64,6 +69,7 @@ class StackInfo:
     dashboard_pid: int | None = None
     dashboard_started_at: float | None = None
     dashboard_log: Path | None = None
+    dashboard_exits: tuple[ExitRecord, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {"pid": self.pid, "http_url": self.http_url, "grpc_url": self.grpc_url,
@@ -76,7 +82,8 @@ class StackInfo:
                            "exits": [asdict(record) for record in self.exits],
                            "loads": [asdict(load) for load in self.loads]},
                 "dashboard": {"pid": self.dashboard_pid, "started_at": self.dashboard_started_at,
-                              "log": str(self.dashboard_log) if self.dashboard_log else None}}
+                              "log": str(self.dashboard_log) if self.dashboard_log else None,
+                              "exits": [asdict(record) for record in self.dashboard_exits]}}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> StackInfo:
@@ -94,7 +101,8 @@ class StackInfo:
                    exits=tuple(ExitRecord(**record) for record in triton.get("exits", ())),
                    loads=tuple(LoadOutcome(**load) for load in triton.get("loads", ())),
                    dashboard_pid=dashboard.get("pid"), dashboard_started_at=dashboard.get("started_at"),
-                   dashboard_log=Path(dashboard["log"]) if dashboard.get("log") else None)
+                   dashboard_log=Path(dashboard["log"]) if dashboard.get("log") else None,
+                   dashboard_exits=tuple(ExitRecord(**record) for record in dashboard.get("exits", ())))
 
 
 @dataclass(frozen=True)
@@ -120,6 +128,47 @@ class Workspace:
     @property
     def triton_log(self) -> Path:
         return self.logs / "tritonserver.log"
+
+    @property
+    def admin_key_file(self) -> Path:
+        return self.home / ADMIN_KEY_FILE
+
+    def admin_key(self) -> str | None:
+        """The embedded Triton's admin key, or None when this workspace has none (yet)."""
+        try:
+            key = self.admin_key_file.read_text().strip()
+        except OSError:
+            return None
+        return key or None
+
+    def ensure_admin_key(self) -> str:
+        """The workspace's admin key, generated on first use.
+
+        Written like every secret: a temporary file created 0600 (mkstemp) in the workspace,
+        fsynced, then renamed into place, so the key is never readable by others, not even
+        for a moment, and a crash never leaves half a key. Kept across runs: a CLI or
+        dashboard that read it earlier stays valid after a restart.
+        """
+        existing = self.admin_key()
+        if existing is not None:
+            return existing
+        key = secrets.token_urlsafe(ADMIN_KEY_BYTES)
+        try:
+            self.home.mkdir(parents=True, exist_ok=True)
+            fd, temp = tempfile.mkstemp(prefix=".admin-key-", dir=self.home)  # mode 0600
+            try:
+                with os.fdopen(fd, "w") as handle:
+                    handle.write(key + "\n")
+                    handle.flush()
+                    os.fsync(handle.fileno())
+                os.replace(temp, self.admin_key_file)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(temp)
+                raise
+        except OSError as exc:
+            raise StackError(self._unusable(exc)) from exc
+        return key
 
     def ensure(self) -> bool:
         """Create the workspace; copy the sample repository if there is none yet.

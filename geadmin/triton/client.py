@@ -4,6 +4,11 @@ Both transports return the same types: protobuf messages from Triton's own servi
 model-config schemas, or the value types of `geadmin.domain`. Every call has a timeout (loads a
 longer one: a load can hang, FACTS.md), and every failure leaves as a `TritonError`
 subclass chosen by one translation table (`geadmin.triton.translate`).
+
+The admin key goes only where it must: on the calls of Triton's restricted categories
+(RESTRICTED below: repository, model config, logging, trace), never on inference, health,
+metadata or statistics, so a model, a proxy or a mistyped address that sees those requests
+never sees the key. Which server a key belongs to is decided above (geadmin.triton.servers).
 """
 
 from __future__ import annotations
@@ -36,6 +41,8 @@ HTTP_WORKERS = 4  # concurrent HTTP calls per endpoint (a long load must not blo
 QUEUE_GRACE_S = 5.0  # how long an HTTP call may wait for a free worker, beyond its own timeout
 HTTP_ADMIN_KEY_HEADER = "admin-key"
 GRPC_ADMIN_KEY_HEADER = "triton-grpc-protocol-admin-key"
+# Triton's restricted API categories geadmin calls; the admin key is sent on these only.
+RESTRICTED = ("model-repository", "model-config", "logging", "trace")
 
 
 # -- the client -----------------------------------------------------------------------
@@ -105,7 +112,8 @@ class TritonClient:
             raw = client.get_model_repository_index(**kwargs)
             return {"models": raw} if isinstance(raw, list) else raw
 
-        index = self._message("list the model repository", fetch, service_pb2.RepositoryIndexResponse)
+        index = self._message("list the model repository", fetch, service_pb2.RepositoryIndexResponse,
+                              restricted=True)
         # Triton lists every directory, hidden ones too; those are never models (geadmin's own
         # staging directories of a model being created, editors' and rsync's temporaries).
         return sorted(
@@ -126,7 +134,7 @@ class TritonClient:
         `files` maps paths inside the model directory (e.g. "1/model.py") to contents;
         Triton accepts them only together with `config` (FACTS.md).
         """
-        self._call(f"load model {name!r}", self._load_fn(name, config, files), loading=True)
+        self._call(f"load model {name!r}", self._load_fn(name, config, files), loading=True, restricted=True)
 
     def start_load(
         self,
@@ -141,7 +149,7 @@ class TritonClient:
         fn = self._load_fn(name, config, files)
         action = f"load model {name!r}"
         if self.endpoint.transport is Transport.GRPC:
-            return PendingLoad(lambda: self._call(action, fn, loading=True), name)
+            return PendingLoad(lambda: self._call(action, fn, loading=True, restricted=True), name)
         return PendingLoad(lambda: self._one_off_call(action, fn), name)
 
     def _load_fn(
@@ -163,7 +171,7 @@ class TritonClient:
                 self.endpoint.address, ssl=self.endpoint.ssl,
                 connection_timeout=self.timeout_s, network_timeout=self.load_timeout_s)
             try:
-                return fn(client, self._client_kwargs())
+                return fn(client, self._client_kwargs(restricted=True))
             finally:
                 client.close()
         except Exception as exc:
@@ -177,6 +185,7 @@ class TritonClient:
         self._call(
             f"unload model {name!r}",
             lambda c, kw: c.unload_model(name, unload_dependents=dependents, **kw),
+            restricted=True,
         )
 
     # -- models ---------------------------------------------------------------------
@@ -186,7 +195,7 @@ class TritonClient:
             return raw if "config" in raw else {"config": raw}
 
         response = self._message(
-            f"read the config of {name!r}", fetch, service_pb2.ModelConfigResponse
+            f"read the config of {name!r}", fetch, service_pb2.ModelConfigResponse, restricted=True
         )
         return response.config
 
@@ -233,17 +242,20 @@ class TritonClient:
     def log_settings(self) -> dict[str, Any]:
         # Flattened inside the call, so an unexpected answer is translated like any failure.
         return self._call("read log settings",
-                          lambda c, kw: _plain_log_settings(c.get_log_settings(**kw, **_as_json(c))))
+                          lambda c, kw: _plain_log_settings(c.get_log_settings(**kw, **_as_json(c))),
+                          restricted=True)
 
     def update_log_settings(self, **settings: Any) -> dict[str, Any]:
         """E.g. `update_log_settings(log_verbose_level=1)`; returns the new settings."""
         return self._call(
             "change log settings",
             lambda c, kw: _plain_log_settings(c.update_log_settings(settings, **kw, **_as_json(c))),
+            restricted=True,
         )
 
     # -- plumbing -------------------------------------------------------------------
-    def _message(self, action: str, fetch: Callable[[Any, dict[str, Any]], Any], message_type: type[M]) -> M:
+    def _message(self, action: str, fetch: Callable[[Any, dict[str, Any]], Any], message_type: type[M],
+                 *, restricted: bool = False) -> M:
         """Run `fetch` and return its answer as `message_type`, whatever the transport."""
 
         def call(client: Any, kwargs: dict[str, Any]) -> M:
@@ -252,21 +264,24 @@ class TritonClient:
             # Parsed inside the call so a malformed answer is translated like any failure.
             return json_format.ParseDict(fetch(client, kwargs), message_type(), ignore_unknown_fields=True)
 
-        return self._call(action, call)
+        return self._call(action, call, restricted=restricted)
 
-    def _call(self, action: str, fn: Callable[[Any, dict[str, Any]], T], *, loading: bool = False) -> T:
+    def _call(self, action: str, fn: Callable[[Any, dict[str, Any]], T], *, loading: bool = False,
+              restricted: bool = False) -> T:
+        """Run `fn(client, kwargs)`; `restricted`: a call of a RESTRICTED category (the key goes along)."""
         timeout_s = self.load_timeout_s if loading else self.timeout_s
         try:
             if self.endpoint.transport is Transport.GRPC:
-                return self._run(fn, timeout_s)
+                return self._run(fn, timeout_s, restricted)
             # The HTTP client's own timeouts bound the wait on the worker.
             # Bounded even when every worker is busy with a long load.
-            return self._pool().submit(self._run, fn, timeout_s).result(timeout=timeout_s + QUEUE_GRACE_S)
+            return self._pool().submit(self._run, fn, timeout_s, restricted).result(
+                timeout=timeout_s + QUEUE_GRACE_S)
         except Exception as exc:
             raise translate_error(exc, action, self.url, loading=loading) from exc
 
-    def _run(self, fn: Callable[[Any, dict[str, Any]], T], timeout_s: float) -> T:
-        client, kwargs = self._client(timeout_s)
+    def _run(self, fn: Callable[[Any, dict[str, Any]], T], timeout_s: float, restricted: bool) -> T:
+        client, kwargs = self._client(timeout_s, restricted)
         return fn(client, kwargs)
 
     def _pool(self) -> ThreadPoolExecutor:
@@ -277,13 +292,13 @@ class TritonClient:
                 )
             return self._http_pool
 
-    def _client(self, timeout_s: float) -> tuple[Any, dict[str, Any]]:
+    def _client(self, timeout_s: float, restricted: bool) -> tuple[Any, dict[str, Any]]:
         if self.endpoint.transport is Transport.GRPC:
-            return self._grpc_client(), {**self._client_kwargs(), "client_timeout": timeout_s}
-        return self._http_client(timeout_s), self._client_kwargs()
+            return self._grpc_client(), {**self._client_kwargs(restricted), "client_timeout": timeout_s}
+        return self._http_client(timeout_s), self._client_kwargs(restricted)
 
-    def _client_kwargs(self) -> dict[str, Any]:
-        if not self.admin_key:
+    def _client_kwargs(self, restricted: bool) -> dict[str, Any]:
+        if not (restricted and self.admin_key):
             return {"headers": None}
         header = GRPC_ADMIN_KEY_HEADER if self.endpoint.transport is Transport.GRPC else HTTP_ADMIN_KEY_HEADER
         return {"headers": {header: self.admin_key}}

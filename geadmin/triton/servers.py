@@ -6,22 +6,30 @@ First match wins:
        [[server]]
        name = "prod-a"
        url = "grpc://10.0.0.5:8001"
-       admin_key = "..."        # optional
+       admin_key_file = "/etc/geadmin/prod-a.key"   # optional; or admin_key = "..."
+       http_url = "https://10.0.0.5:8000"           # optional: its other endpoints, when
+       metrics_url = "http://10.0.0.5:8002/metrics" # not on the GEADMIN_*_PORT ports
 
 2. `GEADMIN_TRITON_URLS`: comma-separated `url` or `name=url` items.
 3. `GEADMIN_TRITON_URL`, else the caller's default (the CLI passes the live embedded
    stack's Triton), else http://127.0.0.1:8000: one server named "local".
+
+Admin keys are per server: a server gets the key its own entry names, and
+`GEADMIN_ADMIN_KEY` belongs to one server only, the default one (GEADMIN_TRITON_URL's,
+else the caller's default) — never to every server of a list. A key bound for a
+non-loopback host over plain HTTP or gRPC gets a warning (`key_warning`).
 """
 
 from __future__ import annotations
 
+import ipaddress
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from geadmin import settings
-from geadmin.domain import DEFAULT_PORTS, Endpoint, same_server
+from geadmin.domain import DEFAULT_PORTS, Endpoint, Transport, same_server
 from geadmin.errors import ConfigError
 
 if sys.version_info >= (3, 11):
@@ -32,9 +40,15 @@ else:  # pragma: no cover
 
 @dataclass(frozen=True)
 class ServerSpec:
+    """One configured server. `http_url` / `grpc_url` / `metrics_url`: its other endpoints
+    when the configuration names them (else geadmin.stack.target.server_urls works them out)."""
+
     name: str
     url: str
-    admin_key: str | None = None
+    admin_key: str | None = field(default=None, repr=False)  # never in a log or a repr
+    http_url: str | None = None
+    grpc_url: str | None = None
+    metrics_url: str | None = None
 
 
 DEFAULT_TRITON_URL = f"http://127.0.0.1:{DEFAULT_PORTS['http']}"
@@ -48,15 +62,49 @@ def default_url(fallback: str | None = None) -> str:
 def load_servers(fallback_url: str | None = None) -> list[ServerSpec]:
     file = settings.get("SERVERS_FILE")
     if file:
-        return parse_servers_file(file)
+        return parse_servers_file(file, fallback_url)
     urls = settings.get("TRITON_URLS")
     if urls:
-        return parse_url_list(urls)
+        return parse_url_list(urls, fallback_url)
     url = Endpoint.parse(default_url(fallback_url)).url  # a bad URL is a ConfigError here, early
     return [ServerSpec("local", url, settings.admin_key())]
 
 
-def parse_url_list(raw: str) -> list[ServerSpec]:
+def env_key_for(url: str, fallback_url: str | None = None) -> str | None:
+    """GEADMIN_ADMIN_KEY when `url` is the server it belongs to (the default one), else None."""
+    return settings.admin_key() if same_server(url, default_url(fallback_url)) else None
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def key_warning(spec: ServerSpec) -> str | None:
+    """Why sending `spec`'s admin key is exposed on the network, or None: a key bound for a
+    host other than loopback over plain (unencrypted) HTTP or gRPC can be read on the way."""
+    if not spec.admin_key:
+        return None
+    exposed = []
+    for url in (spec.url, spec.http_url, spec.grpc_url):
+        if url is None:
+            continue
+        endpoint = Endpoint.parse(url)
+        if not endpoint.ssl and not is_loopback(endpoint.host):
+            exposed.append(endpoint.url)
+    if not exposed:
+        return None
+    return (f"the admin key of {spec.name!r} is sent unencrypted to {', '.join(dict.fromkeys(exposed))}: "
+            "anyone who can watch that network can read it and load, unload or reconfigure models; "
+            "use https:// or grpcs:// (e.g. behind a TLS proxy), or reach Triton over loopback or "
+            "a private network only")
+
+
+def parse_url_list(raw: str, fallback_url: str | None = None) -> list[ServerSpec]:
     specs = []
     for index, item in enumerate(part.strip() for part in raw.split(",")):
         if not item:
@@ -66,11 +114,11 @@ def parse_url_list(raw: str) -> list[ServerSpec]:
             name, url = "", item
         endpoint = Endpoint.parse(url)  # raises ConfigError naming the bad URL
         specs.append(ServerSpec(name.strip() or endpoint.address or f"server{index}", endpoint.url,
-                                settings.admin_key()))
+                                env_key_for(endpoint.url, fallback_url)))
     return _checked(specs, settings.SETTINGS["TRITON_URLS"].env_name)
 
 
-def parse_servers_file(path: Path) -> list[ServerSpec]:
+def parse_servers_file(path: Path, fallback_url: str | None = None) -> list[ServerSpec]:
     try:
         data = tomllib.loads(path.read_text())
     except FileNotFoundError:
@@ -85,10 +133,48 @@ def parse_servers_file(path: Path) -> list[ServerSpec]:
         if not isinstance(entry, dict) or not isinstance(entry.get("url"), str):
             raise ConfigError(f"{path}: server #{number} needs a url = \"http://host:8000\"")
         endpoint = Endpoint.parse(entry["url"])
-        key = entry.get("admin_key")
-        specs.append(ServerSpec(str(entry.get("name") or endpoint.address), endpoint.url,
-                                str(key) if key else settings.admin_key()))
+        key = _entry_key(path, number, entry) or env_key_for(endpoint.url, fallback_url)
+        specs.append(ServerSpec(str(entry.get("name") or endpoint.address), endpoint.url, key,
+                                http_url=_entry_url(path, number, entry, "http_url", Transport.HTTP),
+                                grpc_url=_entry_url(path, number, entry, "grpc_url", Transport.GRPC),
+                                metrics_url=_entry_metrics(path, number, entry)))
     return _checked(specs, str(path))
+
+
+def _entry_key(path: Path, number: int, entry: dict[str, Any]) -> str | None:
+    key, key_file = entry.get("admin_key"), entry.get("admin_key_file")
+    if key and key_file:
+        raise ConfigError(f"{path}: server #{number} has both admin_key and admin_key_file; keep one")
+    if key_file:
+        try:
+            text = Path(str(key_file)).expanduser().read_text().strip()
+        except OSError as exc:
+            raise ConfigError(f"{path}: server #{number}: cannot read admin_key_file {key_file}: "
+                              f"{exc.strerror or exc}") from None
+        if not text:
+            raise ConfigError(f"{path}: server #{number}: admin_key_file {key_file} is empty")
+        return text
+    return str(key) if key else None
+
+
+def _entry_url(path: Path, number: int, entry: dict[str, Any], key: str, transport: Transport) -> str | None:
+    value = entry.get(key)
+    if value is None:
+        return None
+    endpoint = Endpoint.parse(str(value))
+    if endpoint.transport is not transport:
+        raise ConfigError(f"{path}: server #{number}: {key} must be a {transport.value} URL, got {value!r}")
+    return endpoint.url
+
+
+def _entry_metrics(path: Path, number: int, entry: dict[str, Any]) -> str | None:
+    value = entry.get("metrics_url")
+    if value is None:
+        return None
+    try:
+        return settings.parse_http_url(str(value))
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: server #{number}: metrics_url {exc}") from None
 
 
 def _checked(specs: list[ServerSpec], source: str) -> list[ServerSpec]:

@@ -1,9 +1,14 @@
-"""The selected server, its client and its log, shared by every page."""
+"""The selected server, its client and its log, shared by every page.
+
+Clients exist only for configured servers and their known endpoints (`client_for` takes a
+configured Target, never a typed address), one per server and transport, so no input can
+make the dashboard call another host or leave a client behind per address tried."""
 
 from __future__ import annotations
 
 import streamlit as st
 
+from geadmin.domain import Transport
 from geadmin.stack.target import Target, configured_targets, live_stack
 from geadmin.triton.client import TritonClient
 from geadmin.triton.logs import LocalLogFile, LogSource
@@ -11,9 +16,17 @@ from pages.ui import keys
 
 
 @st.cache_resource(show_spinner=False)
-def client_for(url: str, admin_key: str | None) -> TritonClient:
-    """One facade per endpoint; it is thread-safe, so sessions can share it."""
+def _server_client(name: str, url: str, admin_key: str | None) -> TritonClient:
+    """One facade per configured server and endpoint; thread-safe, so sessions share it."""
     return TritonClient(url, admin_key=admin_key)
+
+
+def client_for(target: Target, transport: Transport | None = None) -> TritonClient:
+    """The client of a configured server, over `transport` (default: its own URL's) at the
+    endpoint geadmin.stack.target.server_urls knows for it."""
+    spec = target.spec
+    url = spec.url if transport is None else target.urls().url(transport)
+    return _server_client(spec.name, url, spec.admin_key)
 
 
 @st.cache_resource(show_spinner=False)
@@ -52,5 +65,4 @@ def server_picker() -> None:
 
 
 def selected_client() -> TritonClient:
-    spec = selected_target().spec
-    return client_for(spec.url, spec.admin_key)
+    return client_for(selected_target())
