@@ -25,15 +25,25 @@ from pages import (
 )
 from pages.ui import access
 from pages.ui.context import server_picker
+from pages.ui.verdict_view import sidebar_badge
 
 st.set_page_config(page_title="geadmin", page_icon=":material/memory:", layout="wide")
 identity = access.require_identity()  # the sign-in form, when one is needed, and stop
 
+# Streamlit serves its default page at "/" only (it ignores the default page's url_path), so
+# "/" is a hidden page that switches to Overview, and /overview is a real address.
+overview_page = st.Page(overview.render, title="Overview", icon=":material/dashboard:", url_path="overview")
+
+
+def _home() -> None:
+    st.switch_page(overview_page)
+
+
 navigation = st.navigation(
     {
+        "": [st.Page(_home, title="geadmin", url_path="home", default=True, visibility="hidden")],
         "Triage": [
-            st.Page(overview.render, title="Overview", icon=":material/dashboard:",
-                    url_path="overview", default=True),
+            overview_page,
             st.Page(metrics.render, title="Metrics", icon=":material/monitoring:", url_path="metrics"),
             st.Page(npu.render, title="NPUs", icon=":material/memory:", url_path="npu"),
         ],
@@ -54,6 +64,7 @@ navigation = st.navigation(
 )
 try:
     server_picker()
+    sidebar_badge()  # the selected server's verdict, the same as the Overview's banner
     access.sidebar(identity)
 except GeAdminError as exc:  # e.g. a malformed GEADMIN_SERVERS_FILE
     st.error(f"geadmin is misconfigured: {exc}")
