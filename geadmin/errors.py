@@ -16,7 +16,9 @@
     │   │                               it carries both texts and their diff)
     │   ├── ConfigInvalidError          the validator found errors (geadmin.repository.validate:
     │   │                               it carries the findings)
-    │   └── ConfigLockedError           another geadmin is writing this model's config right now
+    │   ├── ConfigLockedError           another geadmin is writing this model's config right now
+    │   ├── TemplateError               knobs that cannot make a config (geadmin.repository.templates)
+    │   └── CreateRefusedError          a new model refused: name, files or validation (geadmin.ops.create)
     ├── InferInputError             a test-inference input that does not fit the model
     │   └── InputTooLargeError          an upload or tensor over the size limit
     ├── AccessError                 sign-in and roles (geadmin.access)
@@ -42,7 +44,9 @@
     │   ├── BenchCancelledError         the run was cancelled and killed
     │   ├── UnstableMeasurementError    perf_analyzer found no stable measurement
     │   ├── SharedMemoryUnreachableError  Triton cannot open the client's system shared memory
-    │   └── BenchInputError             the input data (--input-data JSON) was rejected
+    │   ├── BenchInputError             the input data (--input-data JSON) was rejected
+    │   ├── BenchSettingsError          loads, window or trials malformed or out of bounds
+    │   └── BenchBusyError              another load test runs against this server now
     └── TelemetryError              metrics pages and NPU sources (geadmin.telemetry)
         ├── MetricsUnavailableError     a Prometheus /metrics page cannot be read
         │   ├── MetricsUnreachableError     nothing answers (connection refused, DNS, reset)
@@ -50,20 +54,33 @@
         │   └── MetricsHTTPError            it answered with an HTTP error, or not in HTTP
         ├── MetricsParseError           the page is not Prometheus text format
         ├── NpuSourceError              an NPU source gave no devices it should have (npu-exporter, Triton)
+        ├── PrometheusError             a Prometheus server did not answer, or refused a query (history)
         ├── NpuSmiError                 npu-smi cannot be run, fails, or times out
         │   └── NpuSmiParseError            npu-smi output geadmin cannot read
         └── SamplerLockedError          another telemetry sampler already writes this workspace
 
 Pages and the CLI catch only these, and show `str(err)`: each message names the
 cause and, where there is one, the next step.
+
+Outside the tree, one signal that is not an error: `Interrupted` (a BaseException, like
+KeyboardInterrupt) unwinds `geadmin up`'s start-up on Ctrl-C / SIGTERM.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Generic, Protocol, TypeVar
 
-if TYPE_CHECKING:
-    from geadmin.domain import Explanation
+
+class Explained(Protocol):
+    """What an explained load error carries: a `geadmin.domain.Explanation`. errors.py imports
+    nothing of geadmin (it is the bottom of the layers), so the payload is typed by what it does."""
+
+    def summary(self) -> str: ...
+
+
+ExplanationT = TypeVar("ExplanationT", bound=Explained)
 
 
 class GeAdminError(Exception):
@@ -135,10 +152,10 @@ class TritonTimeoutError(TritonError):
     pass
 
 
-class ExplainedLoadTimeoutError(TritonTimeoutError):
+class ExplainedLoadTimeoutError(TritonTimeoutError, Generic[ExplanationT]):
     """A load that did not finish in time, with what the log and the repository show."""
 
-    def __init__(self, explanation: Explanation, *, url: str = "", status: int | None = None) -> None:
+    def __init__(self, explanation: ExplanationT, *, url: str = "", status: int | None = None) -> None:
         super().__init__(explanation.summary(), url=url, status=status)
         self.explanation = explanation
 
@@ -155,10 +172,10 @@ class LoadFailedError(TritonError):
     pass
 
 
-class ExplainedLoadError(LoadFailedError):
+class ExplainedLoadError(LoadFailedError, Generic[ExplanationT]):
     """A failed load with what geadmin found out about it: log lines, layout, what still serves."""
 
-    def __init__(self, explanation: Explanation, *, url: str = "", status: int | None = None) -> None:
+    def __init__(self, explanation: ExplanationT, *, url: str = "", status: int | None = None) -> None:
         super().__init__(explanation.summary(), url=url, status=status)
         self.explanation = explanation
 
@@ -181,6 +198,46 @@ class DockerUnavailableError(DockerError):
 
 class ConfigLockedError(RepositoryError):
     """Another geadmin process is writing (or applying) this model's config right now."""
+
+
+class ConfigConflictError(RepositoryError):
+    """The config changed on disk since it was read: nothing was written."""
+
+    def __init__(self, message: str, *, path: Path, expected_sha256: str, found_sha256: str,
+                 base_text: str, disk_text: str, diff_text: str = "") -> None:
+        super().__init__(message)
+        self.path = path
+        self.expected_sha256 = expected_sha256
+        self.found_sha256 = found_sha256
+        self.base_text = base_text  # what the editor started from ("" when unknown)
+        self.disk_text = disk_text  # what is on disk now
+        self.diff_text = diff_text  # base -> disk as a unified diff (geadmin.repository.store)
+
+    def diff(self) -> str:
+        """What changed on disk since the editor read it (empty when the base is unknown)."""
+        return self.diff_text if self.base_text else ""
+
+
+class ConfigInvalidError(RepositoryError):
+    """The validator found errors in a config about to be written; `findings` are all of them
+    (`geadmin.repository.validate.Finding`s; `validate.invalid_config` writes the message)."""
+
+    def __init__(self, message: str, findings: Sequence[Any]) -> None:
+        super().__init__(message)
+        self.findings = list(findings)
+
+
+class TemplateError(RepositoryError):
+    """Template knobs that cannot make a config (bad dtype, dims, device ids, ...)."""
+
+
+class CreateRefusedError(RepositoryError):
+    """Nothing was created: the name, the files or the validation refused it; `findings` are the
+    validator's (`geadmin.repository.validate.Finding`s) when it was the validation."""
+
+    def __init__(self, message: str, findings: tuple[Any, ...] = ()) -> None:
+        super().__init__(message)
+        self.findings = findings
 
 
 class WorkspaceDatabaseError(GeAdminError):
@@ -247,6 +304,10 @@ class NpuSmiParseError(NpuSmiError):
     """`npu-smi` printed something geadmin cannot read; the message quotes the first lines."""
 
 
+class PrometheusError(TelemetryError):
+    """Prometheus did not answer, or refused a query."""
+
+
 class SamplerLockedError(TelemetryError):
     """Another telemetry sampler (`geadmin sampler`, `geadmin up`) holds the workspace's lock."""
 
@@ -278,6 +339,22 @@ class SharedMemoryUnreachableError(PerfAnalyzerError):
 
 class BenchInputError(PerfAnalyzerError):
     """perf_analyzer rejected the input data it was given (--input-data JSON)."""
+
+
+class BenchSettingsError(PerfAnalyzerError):
+    """A load test's settings (loads, measurement window, trials) are malformed or out of bounds."""
+
+
+class BenchBusyError(PerfAnalyzerError):
+    """Another load test (this dashboard, another session, `geadmin bench`) runs against the server."""
+
+
+class Interrupted(BaseException):
+    """Ctrl-C / SIGTERM during start-up: unwinds the start, which stops what it started."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
 
 
 class AccessError(GeAdminError):

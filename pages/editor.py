@@ -13,14 +13,20 @@ import pandas as pd
 import streamlit as st
 
 from geadmin.access.roles import Action as Guarded
-from geadmin.errors import ConfigParseError, GeAdminError, RepositoryError, TritonError
+from geadmin.errors import (
+    ConfigConflictError,
+    ConfigInvalidError,
+    ConfigParseError,
+    GeAdminError,
+    RepositoryError,
+    TritonError,
+)
 from geadmin.ops import actions
 from geadmin.ops.apply import ApplyResult, Outcome, apply_config, rollback
 from geadmin.repository import store
 from geadmin.repository.knobs import Knobs, compare_with_live, parse_sizes, read_knobs, with_knobs
 from geadmin.repository.modelconfig import lost_comments, parse_pbtxt, to_file_text
-from geadmin.repository.store import ConfigConflictError
-from geadmin.repository.validate import ConfigInvalidError, Finding, Severity, validate_text
+from geadmin.repository.validate import Finding, Severity, validate_text
 from geadmin.stack.target import Target
 from pages.ui import access, keys
 from pages.ui.context import client_for, log_for, selected_target

@@ -5,9 +5,9 @@ from __future__ import annotations
 import streamlit as st
 
 from geadmin.access.roles import Action as Guarded
-from geadmin.errors import GeAdminError
+from geadmin.errors import CreateRefusedError, GeAdminError
 from geadmin.ops import create
-from geadmin.ops.create import CreateRefusedError, CreateResult
+from geadmin.ops.create import CreateResult
 from geadmin.repository import store, templates
 from geadmin.repository.templates import Params
 from geadmin.repository.validate import Severity

@@ -23,11 +23,15 @@ from geadmin.audit import Actor, AuditEntry, Origin
 from geadmin.cli.common import add_connection_args, client_for, positive_seconds, target_from_args
 from geadmin.cli.models import EXIT_FAILED, EXIT_OK, EXIT_UNREACHABLE
 from geadmin.diagnose.explain import LoadProgress
-from geadmin.errors import GeAdminError, RepositoryError, TritonUnreachableError
+from geadmin.errors import (
+    ConfigConflictError,
+    ConfigInvalidError,
+    GeAdminError,
+    RepositoryError,
+    TritonUnreachableError,
+)
 from geadmin.ops.apply import ApplyResult, apply_config, rollback
 from geadmin.repository import store
-from geadmin.repository.store import ConfigConflictError
-from geadmin.repository.validate import ConfigInvalidError
 from geadmin.stack.target import Target, live_stack, resolve
 from geadmin.triton.client import DEFAULT_LOAD_TIMEOUT_S
 

@@ -12,19 +12,12 @@ from geadmin import settings
 from geadmin.access.startup import dashboard_sign_in
 from geadmin.cli.common import positive_seconds
 from geadmin.domain import DEFAULT_PORTS, Ports
+from geadmin.errors import Interrupted
 from geadmin.stack.backends import backend_dirs
 from geadmin.stack.embedded import EmbeddedStack, StackOptions
 from geadmin.stack.local import RESTART_TRITON, STOP_TRITON
 from geadmin.stack.tritonserver import find_tritonserver
 from geadmin.stack.workspace import Workspace
-
-
-class Interrupted(BaseException):
-    """Ctrl-C / SIGTERM during start-up: unwinds the start, which stops what it started."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
 
 
 def options_from_args(args: argparse.Namespace) -> StackOptions:

@@ -36,7 +36,7 @@ from geadmin.audit import Actor, Result
 from geadmin.db import WorkspaceDatabaseError
 from geadmin.diagnose.explain import explanation_dict
 from geadmin.domain import Explanation, ModelState
-from geadmin.errors import GeAdminError, RepositoryError, TritonError
+from geadmin.errors import CreateRefusedError, GeAdminError, RepositoryError, TemplateError, TritonError
 from geadmin.ops import actions
 from geadmin.ops.actions import Action, run_action
 from geadmin.repository import store, templates
@@ -55,15 +55,6 @@ class Outcome(str, enum.Enum):
     LOADED = "loaded"  # created, and Triton reports it READY
     CREATED = "created"  # created; not loaded (asked not to)
     LOAD_FAILED = "load_failed"  # created, but Triton did not load it: `reason` says why
-
-
-class CreateRefusedError(RepositoryError):
-    """Nothing was created: the name, the files or the validation refused it."""
-
-    def __init__(self, message: str, findings: tuple[Finding, ...] = ()) -> None:
-        super().__init__(message)
-        self.findings = findings
-
 
 @dataclass(frozen=True)
 class CreateResult:
@@ -167,7 +158,7 @@ def plan_model(repository: Path, name: str, template: str, params: Params, files
     problem = "" if "model.py" in {PurePosixPath(p).name for p in uploaded} else \
         templates.identity_problem(template, params)
     if problem:
-        raise templates.TemplateError(f"refused: {problem}")
+        raise TemplateError(f"refused: {problem}")
     return Plan(destination.parent, name, template, destination, planned)
 
 

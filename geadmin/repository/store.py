@@ -35,7 +35,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, TextIO
 
 from geadmin import db, settings
-from geadmin.errors import ConfigLockedError, RepositoryError
+from geadmin.errors import ConfigConflictError, ConfigLockedError, RepositoryError
 from geadmin.repository.layout import is_model_name
 from geadmin.repository.modelconfig import CONFIG_FILE
 
@@ -43,26 +43,6 @@ ABSENT = ""  # the "hash" of a config file that does not exist (expect it when c
 DEFAULT_UPLOAD_LIMIT_BYTES = 1024**3  # 1 GiB
 LOCK_WAIT_S = 10.0
 NEW_FILE_MODE = 0o644  # readable by a Triton running as another user
-
-
-class ConfigConflictError(RepositoryError):
-    """The config changed on disk since it was read: nothing was written."""
-
-    def __init__(self, message: str, *, path: Path, expected_sha256: str, found_sha256: str,
-                 base_text: str, disk_text: str) -> None:
-        super().__init__(message)
-        self.path = path
-        self.expected_sha256 = expected_sha256
-        self.found_sha256 = found_sha256
-        self.base_text = base_text  # what the editor started from ("" when unknown)
-        self.disk_text = disk_text  # what is on disk now
-
-    def diff(self) -> str:
-        """What changed on disk since the editor read it (empty when the base is unknown)."""
-        if not self.base_text:
-            return ""
-        return text_diff(self.base_text, self.disk_text, str(self.path), "when you opened it", "on disk now")
-
 
 def sha256_of(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
@@ -326,11 +306,13 @@ def conflict(repository: Path, model: str, path: Path, expected_sha256: str, on_
         base_text = known.text if known else ""
     found = ABSENT if on_disk is None else sha256_of(on_disk)
     now = "is gone" if on_disk is None else f"now has sha256 {found[:12]}"
+    disk_text = (on_disk or b"").decode("utf-8", errors="replace")
     return ConfigConflictError(
         f"{path} changed since you opened it (it had sha256 {expected_sha256[:12] or '(none)'}, it "
         f"{now}): nothing was written — reload it, redo your edit on top, and apply again",
         path=path, expected_sha256=expected_sha256, found_sha256=found, base_text=base_text,
-        disk_text=(on_disk or b"").decode("utf-8", errors="replace"))
+        disk_text=disk_text,
+        diff_text=text_diff(base_text, disk_text, str(path), "when you opened it", "on disk now"))
 
 
 # -- history -------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from google.protobuf import text_encoding
 from tritonclient.grpc import model_config_pb2
 
-from geadmin.errors import RepositoryError
+from geadmin.errors import TemplateError
 from geadmin.repository import npu_ge_params as npu_ge
 from geadmin.repository.modelconfig import parse_pbtxt
 
@@ -32,11 +32,6 @@ MAX_NAME = 128
 MODEL_NAME = re.compile(rf"[A-Za-z0-9_][A-Za-z0-9_.-]{{0,{MAX_NAME - 1}}}")
 MAX_TENSORS = 64
 MAX_BATCH_SIZE = 1 << 20
-
-
-class TemplateError(RepositoryError):
-    """Template knobs that cannot make a config (bad dtype, dims, device ids, ...)."""
-
 
 @dataclass(frozen=True)
 class Tensor:

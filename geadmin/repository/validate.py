@@ -21,7 +21,7 @@ from typing import Any
 from google.protobuf import descriptor_pool
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
-from geadmin.errors import ConfigParseError, RepositoryError
+from geadmin.errors import ConfigInvalidError, ConfigParseError, RepositoryError
 from geadmin.repository import (
     cross_model,  # registers Triton's rules, then the cross-model ones
     triton_rules,  # noqa: F401  (registers Triton's rules, first)
@@ -107,17 +107,14 @@ def validate_config(config: ModelConfig, directory: Path | None = None, *, locat
     return sorted(findings, key=lambda f: (order.index(f.severity), f.line or 0))
 
 
-class ConfigInvalidError(RepositoryError):
-    """The validator found errors in a config about to be written; `findings` are all of them."""
-
-    def __init__(self, model: str, findings: Sequence[Finding]) -> None:
-        self.findings = list(findings)
-        errors = [f for f in self.findings if f.severity is Severity.ERROR]
-        first = errors[0]
-        where = f" (line {first.line})" if first.line else ""
-        more = f"; and {_plural(len(errors) - 1, 'more error')}" if len(errors) > 1 else ""
-        super().__init__(f"the new config of {model!r} would not load: {first.message}{where} — "
-                         f"{first.fix}{more}. Nothing was written")
+def invalid_config(model: str, findings: Sequence[Finding]) -> ConfigInvalidError:
+    """The error for `model`'s new config when `findings` hold one or more errors."""
+    errors = [f for f in findings if f.severity is Severity.ERROR]
+    first = errors[0]
+    where = f" (line {first.line})" if first.line else ""
+    more = f"; and {_plural(len(errors) - 1, 'more error')}" if len(errors) > 1 else ""
+    return ConfigInvalidError(f"the new config of {model!r} would not load: {first.message}{where} — "
+                              f"{first.fix}{more}. Nothing was written", findings)
 
 
 def refuse_invalid(model: str, text: str, directory: Path | None, *,
@@ -125,7 +122,7 @@ def refuse_invalid(model: str, text: str, directory: Path | None, *,
     """The findings of `text` as `model`'s config; raises ConfigInvalidError when any is an error."""
     findings = validate_text(text, directory, backends=backends)
     if any(f.severity is Severity.ERROR for f in findings):
-        raise ConfigInvalidError(model, findings)
+        raise invalid_config(model, findings)
     return findings
 
 

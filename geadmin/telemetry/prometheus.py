@@ -24,7 +24,7 @@ from typing import Any
 
 import requests
 
-from geadmin.errors import TelemetryError
+from geadmin.errors import PrometheusError
 from geadmin.telemetry.history import MODEL_VALUES, NPU_VALUES, Overview, Series
 
 TIMEOUT_S = 5.0
@@ -86,11 +86,6 @@ NPU_QUERIES: dict[str, str] = {
 }
 NPU_PRESENCE = "group by (job, instance) (last_over_time(npu_ge_device_utilization[5m]) or " \
                "last_over_time(npu_chip_info_utilization[5m]))"
-
-
-class PrometheusError(TelemetryError):
-    """Prometheus did not answer, or refused a query."""
-
 
 @dataclass(frozen=True)
 class Target:

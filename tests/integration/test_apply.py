@@ -20,12 +20,10 @@ from geadmin import audit
 from geadmin.audit import Actor, Origin
 from geadmin.cli.config_history import register_audit, register_config_subcommands
 from geadmin.domain import ModelState, Serving
-from geadmin.errors import ConfigParseError, TritonUnreachableError
+from geadmin.errors import ConfigConflictError, ConfigInvalidError, ConfigParseError, TritonUnreachableError
 from geadmin.ops.actions import wait_settled
 from geadmin.ops.apply import Outcome, apply_config, rollback
 from geadmin.repository import store
-from geadmin.repository.store import ConfigConflictError
-from geadmin.repository.validate import ConfigInvalidError
 from geadmin.stack.processes import free_port
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.triton.client import TritonClient

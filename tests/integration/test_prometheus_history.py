@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from geadmin.errors import ConfigError
+from geadmin.errors import ConfigError, PrometheusError
 from geadmin.settings import parse_http_url
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.telemetry.history import Series
-from geadmin.telemetry.prometheus import PrometheusError, PrometheusHistory
+from geadmin.telemetry.prometheus import PrometheusHistory
 from geadmin.telemetry.reader import PrometheusHistory as ChosenPrometheus
 from geadmin.telemetry.reader import WorkspaceHistory, open_history
 from tests.conftest import copy_samples

@@ -13,11 +13,11 @@ import pytest
 
 from geadmin import audit
 from geadmin.audit import Actor, Origin
-from geadmin.errors import RepositoryError
+from geadmin.errors import CreateRefusedError, RepositoryError, TemplateError
 from geadmin.ops import create
-from geadmin.ops.create import CreateRefusedError, Outcome, create_model
+from geadmin.ops.create import Outcome, create_model
 from geadmin.repository import store, templates
-from geadmin.repository.templates import Params, TemplateError, Tensor
+from geadmin.repository.templates import Params, Tensor
 from geadmin.repository.validate import Severity
 
 OM = b"\x00an offline model\x00"

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from geadmin.errors import TemplateError
 from geadmin.repository import templates
 from geadmin.repository.modelconfig import parse_pbtxt
-from geadmin.repository.templates import Params, TemplateError, Tensor
+from geadmin.repository.templates import Params, Tensor
 from geadmin.repository.validate import Severity, validate_model
 
 EXPECTED_FILE = {"npu_ge_om": "1/model.om", "npu_ge_onnx": "1/model.onnx", "python": "1/model.py"}

@@ -1,0 +1,86 @@
+"""One error tree: every exception class geadmin defines lives in geadmin/errors.py, and the
+tree drawn in that module's docstring lists every GeAdminError subclass, under its real parent,
+and nothing else."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import re
+from pathlib import Path
+
+from geadmin import errors
+from geadmin.errors import GeAdminError
+
+CORE = Path(errors.__file__).parent
+# One drawn line: the tree's indent and branch, then the class name.
+DRAWN = re.compile(r"^(?P<indent>[ │]*(?:├── |└── )?)(?P<name>[A-Z]\w*Error)\b")
+
+
+def drawn_tree(docstring: str) -> dict[str, str | None]:
+    """Class name -> the name drawn as its parent (None for the root), read from the box drawing."""
+    parents: dict[str, str | None] = {}
+    stack: list[tuple[int, str]] = []  # (depth, name) of the current branch
+    for line in docstring.splitlines():
+        match = DRAWN.match(line.strip("\n")[4:] if line.startswith("    ") else line)
+        if not match:
+            continue
+        depth = len(match["indent"])
+        while stack and stack[-1][0] >= depth:
+            stack.pop()
+        name = match["name"]
+        assert name not in parents, f"{name} is drawn twice"
+        parents[name] = stack[-1][1] if stack else None
+        stack.append((depth, name))
+    return parents
+
+
+def defined_tree() -> dict[str, str | None]:
+    """Every GeAdminError subclass in geadmin.errors -> its direct GeAdminError parent."""
+    found: dict[str, str | None] = {}
+    for name, cls in vars(errors).items():
+        if inspect.isclass(cls) and issubclass(cls, GeAdminError) and cls.__module__ == errors.__name__:
+            bases = [b.__name__ for b in cls.__bases__ if issubclass(b, GeAdminError)]
+            found[name] = bases[0] if bases else None
+    return found
+
+
+def test_the_drawing_lists_every_error_under_its_parent_and_nothing_else() -> None:
+    drawn, defined = drawn_tree(errors.__doc__ or ""), defined_tree()
+    assert sorted(set(defined) - set(drawn)) == [], "defined in errors.py but missing from its drawing"
+    assert sorted(set(drawn) - set(defined)) == [], "drawn in errors.py but not defined there"
+    wrong = {name: (drawn[name], parent) for name, parent in defined.items() if drawn[name] != parent}
+    assert wrong == {}, "drawn under the wrong parent: {name: (drawn, real)}"
+
+
+def test_every_exception_class_is_defined_in_errors_py() -> None:
+    elsewhere = []
+    for path in sorted(CORE.rglob("*.py")):
+        if path == CORE / "errors.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ClassDef) and any(
+                    re.search(r"(Error|Exception)$", ast.unparse(base)) for base in node.bases):
+                elsewhere.append(f"{path.relative_to(CORE.parent)}:{node.lineno} {node.name}")
+    assert elsewhere == [], "exception classes outside geadmin/errors.py:\n" + "\n".join(elsewhere)
+
+
+def test_the_reader_finds_a_planted_omission_and_a_wrong_parent() -> None:
+    """The drawing reader on a small tree: a child under the wrong parent, a missing class."""
+    planted = "\n".join([
+        "    GeAdminError",
+        "    ├── StackError              the stack",
+        "    │   └── PortInUseError          a port",
+        "    └── TritonError             talking to Triton",
+        "        ├── TritonTimeoutError      too slow",
+        "        │   └── ExplainedLoadTimeoutError   with clues",
+        "        └── ForbiddenError          restricted",
+    ])
+    assert drawn_tree(planted) == {
+        "GeAdminError": None, "StackError": "GeAdminError", "PortInUseError": "StackError",
+        "TritonError": "GeAdminError", "TritonTimeoutError": "TritonError",
+        "ExplainedLoadTimeoutError": "TritonTimeoutError", "ForbiddenError": "TritonError"}
+    moved = planted.replace("    │   └── PortInUseError          a port\n", "")
+    moved = moved.replace("        └── ForbiddenError", "        │   └── ForbiddenError")
+    tree = drawn_tree(moved)
+    assert "PortInUseError" not in tree and tree["ForbiddenError"] == "TritonTimeoutError"
