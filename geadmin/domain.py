@@ -168,10 +168,10 @@ class Explanation:
     def summary(self) -> str:
         if self.hung:
             head = (f"load of {self.model!r} is stuck: Triton keeps it LOADING after this error "
-                    f"({self.elapsed_s:.0f}s): {self.reason}")
+                    f"({format_duration(self.elapsed_s)}): {self.reason}")
         elif self.timed_out:
-            head = (f"load of {self.model!r} did not finish in {self.elapsed_s:.0f}s (Triton may still be "
-                    f"loading it; a stuck backend stub is a common cause): {self.reason}")
+            head = (f"load of {self.model!r} did not finish in {format_duration(self.elapsed_s)} (Triton may "
+                    f"still be loading it; a stuck backend stub is a common cause): {self.reason}")
         else:
             head = f"load of {self.model!r} failed: {self.reason}"
         lines = [head]
@@ -194,3 +194,25 @@ class Explanation:
             lines.append("  Triton's log is not available here (pass --triton-log or set "
                          "GEADMIN_TRITON_LOG to its file)")
         return "\n".join(lines)
+
+
+def format_duration(seconds: float) -> str:
+    """The one way a duration is printed: "0.4 s", "12 s", "2 min 5 s", "35 min", "2 h 5 min",
+    "3 d 4 h" — read at a glance, never "2154s"."""
+    if seconds < 0:
+        return "-" + format_duration(-seconds)
+    if seconds < 9.95 and seconds != int(seconds):
+        return f"{seconds:.1f} s"
+    whole = round(seconds)
+    if whole < 60:
+        return f"{whole} s"
+    minutes, secs = divmod(whole, 60)
+    if minutes < 10:
+        return f"{minutes} min {secs} s" if secs else f"{minutes} min"
+    if minutes < 60:
+        return f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 24:
+        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+    days, hours = divmod(hours, 24)
+    return f"{days} d {hours} h" if hours else f"{days} d"

@@ -8,14 +8,17 @@ import streamlit as st
 from geadmin import settings
 from geadmin.access.roles import Action as Guarded
 from geadmin.diagnose.health import ServerSnapshot, Triage, is_idle, take_snapshots, triage
+from geadmin.diagnose.verdict import Rule, Verdict
 from geadmin.errors import GeAdminError
 from geadmin.ops import actions
 from geadmin.ops.bundle import build_bundle, default_bundle_name
-from geadmin.stack.target import Target
+from geadmin.stack.server_history import history_for
+from geadmin.stack.target import Target, live_stack
 from geadmin.stack.workspace import Workspace
 from pages.ui import access, keys
 from pages.ui.context import client_for, log_for, selected_client, selected_target, targets
 from pages.ui.triage_card import triage_card
+from pages.ui.verdict_view import banner, drift_panel, history_panel, verdict_for
 
 REFRESH_S = 5
 REASON_COLUMN = st.column_config.TextColumn("reason", width="large")
@@ -60,19 +63,24 @@ def servers_table(snapshots: list[ServerSnapshot]) -> None:
 
 
 def server_detail(target: Target, current: ServerSnapshot, last_good: ServerSnapshot | None) -> None:
+    verdict = verdict_for(target, current)
+    history = history_for(target.spec.url, live_stack())
+    outage = history.down if history is not None and Rule.UNREACHABLE in verdict.rules else ""
+    banner(verdict, outage)
+    history_panel(history)
     shown = current
     if not current.reachable or current.error:
-        st.error(f"**{current.name}**: {current.error}", icon=":material/error:")
         if last_good is None:
             st.caption("No data yet; retrying every few seconds.")
             return
         shown = last_good
         st.warning(f"The models below are the last data received, from {last_good.taken_at:%H:%M:%S} "
                    "UTC. This page recovers by itself when Triton answers again.")
-    found = triage(shown, log_for(target), target.repository)
+    found = verdict.found if shown is current else triage(shown, log_for(target), target.repository)
     identity(current, shown, found)
     not_ready_models(found, can_act=shown is current)
-    model_table(shown, found.failed_reasons)
+    drift_panel(verdict, target, can_act=shown is current)
+    model_table(shown, found.failed_reasons, verdict if shown is current else None)
     st.caption(f"Refreshed {current.taken_at:%H:%M:%S} UTC · every {REFRESH_S}s")
 
 
@@ -94,8 +102,6 @@ def identity(current: ServerSnapshot, shown: ServerSnapshot, found: Triage) -> N
 
 def not_ready_models(found: Triage, can_act: bool) -> None:
     show_retry_result()
-    if not found.failed and not found.changing:
-        st.success("Every loaded model is READY.", icon=":material/check_circle:")
     if found.failed:
         st.subheader(f"Failed ({len(found.failed)})")
     for model, reason in found.failed:
@@ -146,12 +152,14 @@ def show_retry_result() -> None:
         st.error(f"**Retry of {result.name} failed:** {reason}", icon=":material/error:")
 
 
-def model_table(snapshot: ServerSnapshot, reasons: dict[str, str]) -> None:
+def model_table(snapshot: ServerSnapshot, reasons: dict[str, str], verdict: Verdict | None) -> None:
     st.subheader("Models")
     if not snapshot.models:
         st.info("The model repository is empty.")
         return
+    drifted = {d.model: d.on_disk for d in verdict.drift} if verdict else {}
     rows = [{"model": m.name, "version": m.version, "state": m.state.value,
+             "on disk": f"drifted: {drifted[m.name]}" if m.name in drifted else "",
              "reason": reasons.get(m.name, m.reason)} for m in snapshot.models]
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch",
                  column_config={"reason": REASON_COLUMN})

@@ -8,6 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from geadmin.access.roles import Action as Guarded
+from geadmin.domain import format_duration
 from geadmin.errors import GeAdminError
 from geadmin.ops import actions
 from geadmin.stack.choose import choose_driver
@@ -52,12 +53,14 @@ def live_services(driver: StackDriver) -> None:
             st.dataframe(pd.DataFrame([{
                 "when": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.at)),
                 "how": f"signal {r.signal}" if r.signal else f"exit code {r.exit_code}",
-                "ran for": f"{r.uptime_s:.0f}s", "restarted": r.restarted, "note": r.note,
+                "ran for": format_duration(r.uptime_s), "restarted": r.restarted,
+                "asked for": r.requested, "note": r.note,
             } for r in reversed(history)]), hide_index=True, width="stretch")
 
 
 def service_row(service: ServiceStatus) -> dict[str, object]:
-    uptime = f"{time.time() - service.started_at:.0f}s" if service.started_at and service.running else ""
+    running_for = time.time() - service.started_at if service.started_at and service.running else None
+    uptime = format_duration(running_for) if running_for is not None else ""
     return {"service": service.name, "state": service.state, "health": service.health or "",
             "uptime": uptime, "restarts": service.restarts, "detail": service.detail}
 

@@ -1,6 +1,8 @@
-"""`geadmin status`: one-shot health verdict for scripts and on-call pages.
+"""`geadmin status`: one-shot verdict for scripts and on-call pages — OK, DEGRADED or DOWN.
 
-The first line is the verdict and, when it is not OK, the cause with its fix.
+The verdict is `geadmin.diagnose.verdict.assess`, the same function behind the Overview's
+banner, the sidebar and the diagnostics bundle. The first line is the verdict and what put
+it there; the exit code says which one (documented in `--help`).
 """
 
 from __future__ import annotations
@@ -9,64 +11,56 @@ import argparse
 import json
 
 from geadmin.cli.common import add_connection_args, client_for, target_from_args
-from geadmin.diagnose.health import HealthRule, StatusReport, status_report, take_snapshots
+from geadmin.diagnose.health import take_snapshots
+from geadmin.diagnose.verdict import Level, Rule, Sources, Verdict, assess
+from geadmin.stack.server_history import outage_for
 from geadmin.stack.target import Target, configured_targets, live_stack
 
 EXIT_OK = 0
-EXIT_NOT_OK = 1
-EXIT_UNREACHABLE = 3
+EXIT_DOWN = 1  # Triton answers but is not live, or a model named with --expect is not READY
+EXIT_UNREACHABLE = 3  # DOWN: Triton does not answer
+EXIT_DEGRADED = 4  # Triton serves, but a model failed, was dropped, is stuck, or drifted from its file
+WORSE = (EXIT_OK, EXIT_DEGRADED, EXIT_DOWN, EXIT_UNREACHABLE)  # --all exits with the worst
+EXIT_CODES_HELP = ("Exit codes: 0 OK; 4 DEGRADED (Triton serves, but a model failed to load, lost READY "
+                   "without an operator's unload, is stuck LOADING/UNLOADING, or serves a config that "
+                   "differs from its file on disk; --strict makes it 1); 1 DOWN (Triton answers but is not "
+                   "live, or an --expect model is not READY); 3 DOWN: Triton unreachable; 2 bad usage.")
 
 
-def exit_code(report: StatusReport) -> int:
-    if not report.snapshot.reachable:
+def exit_code(verdict: Verdict, strict: bool = False) -> int:
+    if verdict.level is Level.OK:
+        return EXIT_OK
+    if Rule.UNREACHABLE in verdict.rules:
         return EXIT_UNREACHABLE
-    return EXIT_OK if report.ok else EXIT_NOT_OK
+    if verdict.level is Level.DEGRADED and not strict:
+        return EXIT_DEGRADED
+    return EXIT_DOWN
 
 
-def verdict(report: StatusReport) -> str:
-    """One line: OK, or NOT OK with the cause that decided it."""
-    snap, reasons = report.snapshot, report.found.failed_reasons
-    if not snap.reachable or snap.error:
-        return f"NOT OK: {snap.error}"
-    if report.missing:
-        name = report.missing[0]
-        states = [m.state.value for m in snap.models if m.name == name]
-        state = states[0] if states else "not in the repository"
-        more = f" (and {len(report.missing) - 1} more expected model(s))" if len(report.missing) > 1 else ""
-        cause = f": {reasons[name]}" if name in reasons else ""
-        return f"NOT OK: expected model {name!r} is {state}{cause}{more}"
-    if not snap.live:
-        return "NOT OK: Triton answers but is not live"
-    if report.ok:
-        ready = len(report.found.ready)
-        scope = {HealthRule.EXPECT: f"every expected model READY ({', '.join(report.expected)})",
-                 HealthRule.STRICT: "server ready, no model failed",
-                 HealthRule.SERVER_READY: "server ready"}[report.rule]
-        return f"OK: {scope}; {ready} model(s) READY"
-    if report.found.failed:
-        model, reason = report.found.failed[0]
-        return f"NOT OK: model {model.name!r} failed: {reason}" + (
-            f" (and {len(report.found.failed) - 1} more)" if len(report.found.failed) > 1 else "")
-    return "NOT OK: Triton is live but not ready"
-
-
-def render_text(report: StatusReport) -> str:
-    snap, found = report.snapshot, report.found
+def render_text(verdict: Verdict, outage: str = "") -> str:
+    snap, found = verdict.snapshot, verdict.found
     yes = {True: "yes", False: "no"}
-    lines = [verdict(report),
-             f"Triton {snap.url}  version {snap.info.version if snap.info else '?'}  "
-             f"live: {yes[snap.live]}  ready: {yes[snap.ready]}  ({snap.status})  rule: {report.rule.value}"]
+    lines = [verdict.headline]
+    if outage:
+        lines.append(f"  {outage}")
+    lines.append(f"Triton {snap.url}  version {snap.info.version if snap.info else '?'}  "
+                 f"live: {yes[snap.live]}  ready: {yes[snap.ready]}  ({snap.status})  "
+                 f"rules: {', '.join(r.value for r in verdict.rules) or 'none broken'}")
+    if len(verdict.reasons) > 1:
+        lines.append(f"{verdict.level.value} because ({len(verdict.reasons)}):")
+        lines += [f"  [{r.rule.value}] {r.text}" for r in verdict.reasons]
     if found.ready:
         lines.append(f"READY ({len(found.ready)}): " + ", ".join(m.name for m in found.ready))
     if found.failed:
-        counted = report.rule is not HealthRule.EXPECT
-        lines.append(f"FAILED ({len(found.failed)})" + ("" if counted else
-                     ", not among the expected models (reported, not counted; --strict counts them)")
-                     + ":")
+        lines.append(f"FAILED ({len(found.failed)}):")
         lines += [f"  {m.name}" + (f" v{m.version}" if m.version else "") + f" ({m.state.value}): {reason}"
                   for m, reason in found.failed]
+    for drift in verdict.drift:
+        lines.append(f"DRIFT: {drift.model}: {drift.headline}")
+        lines.append(f"  fix: {drift.fix}")
     for model in found.changing:
-        lines.append(f"{model.state.value}: {model.name}")
+        stuck = " (stuck)" if model.name in verdict.stuck else ""
+        lines.append(f"{model.state.value}{stuck}: {model.name}")
     if found.idle:
         lines.append(f"NOT LOADED ({len(found.idle)}): " + ", ".join(m.name for m in found.idle))
     if not snap.models and snap.reachable and not snap.error:
@@ -74,45 +68,53 @@ def render_text(report: StatusReport) -> str:
     return "\n".join(lines)
 
 
-def _reports(targets: list[Target], args: argparse.Namespace) -> list[StatusReport]:
+def _verdicts(targets: list[Target], args: argparse.Namespace) -> list[Verdict]:
     clients = [(t.spec.name, client_for(t, args)) for t in targets]
     try:
         snapshots = take_snapshots(clients)  # in parallel, as on the Overview
+        return [assess(snap, Sources(client, t.log(), t.repository), expected=args.expect or ())
+                for t, (_, client), snap in zip(targets, clients, snapshots, strict=True)]
     finally:
         for _, client in clients:
             client.close()
-    return [status_report(snap, log=t.log(), repository=t.repository, expected=args.expect or (),
-                          strict=args.strict)
-            for t, snap in zip(targets, snapshots, strict=True)]
 
 
 def run(args: argparse.Namespace) -> int:
-    if not args.all:
-        (report,) = _reports([target_from_args(args)], args)
-        print(json.dumps(report.to_json(), indent=2) if args.json else render_text(report))
-        return exit_code(report)
-    reports = _reports(configured_targets(live_stack()), args)
+    stack = live_stack()
+    targets = [target_from_args(args)] if not args.all else configured_targets(stack)
+    verdicts = _verdicts(targets, args)
+    outages = [outage_for(v.snapshot.url, stack) if not v.snapshot.reachable else "" for v in verdicts]
     if args.json:
-        print(json.dumps([{"server": r.snapshot.name, **r.to_json()} for r in reports], indent=2))
+        documents = [{**v.to_json(), "outage": outage} for v, outage in zip(verdicts, outages, strict=True)]
+        if args.all:
+            print(json.dumps([{"server": v.snapshot.name, **doc}
+                              for v, doc in zip(verdicts, documents, strict=True)], indent=2))
+        else:
+            print(json.dumps(documents[0], indent=2))
+    elif args.all:
+        print("\n\n".join(f"[{v.snapshot.name}]\n{render_text(v, outage)}"
+                          for v, outage in zip(verdicts, outages, strict=True)))
     else:
-        print("\n\n".join(f"[{r.snapshot.name}]\n{render_text(r)}" for r in reports))
-    return max(exit_code(r) for r in reports)
+        print(render_text(verdicts[0], outages[0]))
+    return max((exit_code(v, args.strict) for v in verdicts), key=WORSE.index)
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "status",
-        help="one-shot health verdict (exit 0 OK, 1 not OK, 3 unreachable)",
-        description="Without --expect: OK when Triton is ready (its readiness is strict: one failed "
-        "model makes it not ready). With --expect A B: OK when Triton is live and A and B are READY; "
-        "other failures are printed but not counted (--strict counts them). Exit codes: 0 OK; 1 not "
-        "OK; 2 bad usage; 3 Triton unreachable.",
+        help="one-shot verdict: OK (exit 0), DEGRADED (4), DOWN (1; 3 unreachable)",
+        description="The server's verdict, the same one the dashboard's Overview and sidebar show. "
+        "OK: Triton serves, no model failed, none lost READY without an operator's unload, none is "
+        "stuck, none serves a config that differs from its file. Triton's own readiness is not "
+        "trusted for this: in explicit model-control mode a failed load does not make it not ready. "
+        + EXIT_CODES_HELP,
     )
     add_connection_args(parser)
     parser.add_argument("--all", action="store_true",
                         help="every configured server (GEADMIN_SERVERS_FILE / GEADMIN_TRITON_URLS); "
                         "the exit code is the worst one")
-    parser.add_argument("--expect", nargs="+", metavar="NAME", help="models that must be READY")
+    parser.add_argument("--expect", nargs="+", metavar="NAME",
+                        help="models that must be READY: one that is not makes the verdict DOWN (exit 1)")
     parser.add_argument("--strict", action="store_true",
-                        help="also fail when any model failed to load, expected or not")
+                        help="exit 1 (DOWN) for DEGRADED too, for scripts that know only zero and non-zero")
     parser.set_defaults(func=run)

@@ -1,13 +1,13 @@
-"""What is down, and why: server snapshots, the models sorted for an on-call operator, and
-the health verdict `geadmin status` exits with. The Overview page and the CLI share it.
+"""What is down, and why: server snapshots, and the models sorted for an on-call operator
+(ready, failed with the reason, loading, not loaded). `diagnose.verdict` judges on top of it;
+the Overview page and `geadmin status` share both.
 """
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -157,71 +157,3 @@ def triage(snapshot: ServerSnapshot, log: LogSource | None = None,
         else:
             idle.append(model)
     return Triage(ready, failed, changing, idle)
-
-
-# -- the verdict of `geadmin status` --------------------------------------------------
-class HealthRule(str, enum.Enum):
-    """Which rule decided `ok` (in the JSON, so a script knows what it paged on)."""
-
-    SERVER_READY = "server-ready"  # no --expect: Triton's own readiness
-    EXPECT = "expect"  # live, and every expected model READY; other failures only reported
-    STRICT = "strict"  # server ready, no failed model, and every expected model READY
-
-
-@dataclass(frozen=True)
-class StatusReport:
-    snapshot: ServerSnapshot
-    found: Triage
-    expected: tuple[str, ...] = ()
-    strict: bool = False
-
-    @property
-    def rule(self) -> HealthRule:
-        if self.strict:
-            return HealthRule.STRICT
-        return HealthRule.EXPECT if self.expected else HealthRule.SERVER_READY
-
-    @property
-    def missing(self) -> list[str]:
-        """Expected models that are not READY."""
-        ready = {m.name for m in self.found.ready}
-        return [name for name in self.expected if name not in ready]
-
-    @property
-    def ok(self) -> bool:
-        snap = self.snapshot
-        if not snap.reachable or snap.error:
-            return False
-        if self.rule is HealthRule.EXPECT:
-            return snap.live and not self.missing
-        if self.rule is HealthRule.STRICT:
-            return snap.ready and not self.found.failed and not self.missing
-        return snap.ready
-
-    def to_json(self) -> dict[str, object]:
-        snap = self.snapshot
-        reasons = self.found.failed_reasons
-        return {
-            "url": snap.url,
-            "ok": self.ok,
-            "rule": self.rule.value,
-            "live": snap.live,
-            "ready": snap.ready,
-            "version": snap.info.version if snap.info else "",
-            "error": snap.error,
-            "models": [{**asdict(m), "state": m.state.value, "failure": reasons.get(m.name, "")}
-                       for m in snap.models],
-            "expected_not_ready": self.missing,
-            "failed": sorted(reasons),
-        }
-
-
-def status_report(
-    snapshot: ServerSnapshot,
-    *,
-    log: LogSource | None = None,
-    repository: Path | None = None,
-    expected: Sequence[str] = (),
-    strict: bool = False,
-) -> StatusReport:
-    return StatusReport(snapshot, triage(snapshot, log, repository), tuple(expected), strict)

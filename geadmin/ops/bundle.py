@@ -5,6 +5,8 @@ is written even when Triton is down (then it says so, and holds what the disk an
 show). Every secret geadmin knows (the admin key) is redacted from every file in it.
 
     manifest.json                     what is inside, what could not be collected and why
+    verdict.json                      OK / DEGRADED / DOWN and its reasons (`diagnose.verdict.assess`,
+                                      what `geadmin status` and the Overview show), drift included
     server/metadata.json health.json index.json statistics.json
     models/<name>/config.pbtxt        as written on disk
     models/<name>/config.normalized.json   as Triton normalized it (loaded models)
@@ -36,10 +38,13 @@ from typing import Any
 from google.protobuf import json_format
 
 from geadmin import __version__, settings
+from geadmin.diagnose.health import take_snapshot
+from geadmin.diagnose.verdict import Sources, assess
 from geadmin.errors import GeAdminError, RepositoryError
 from geadmin.repository.layout import is_model_name
 from geadmin.repository.modelconfig import CONFIG_FILE
 from geadmin.triton.client import TritonClient
+from geadmin.triton.logs import LocalLogFile
 
 DEFAULT_LOG_BYTES = 5 << 20
 NPU_SMI_TIMEOUT_S = 10.0
@@ -103,6 +108,7 @@ def build_bundle(
     secrets = tuple(dict.fromkeys(s for s in (client.admin_key, settings.admin_key()) if s))
     bundle = Bundle(secrets=secrets)
     bundle.collect("server", lambda: _server(bundle, client))
+    bundle.collect("verdict", lambda: _verdict(bundle, client, repository, log_path))
     bundle.collect("statistics", lambda: bundle.add_json(
         "server/statistics.json", [json_format.MessageToDict(s) for s in client.model_statistics()]))
     bundle.collect("models", lambda: _models(bundle, client, repository))
@@ -164,6 +170,12 @@ def _server(bundle: Bundle, client: TritonClient) -> None:
     bundle.add_json("server/index.json", [
         {"name": e.name, "version": e.version, "state": e.state.value, "reason": e.reason}
         for e in client.repository_index()])
+
+
+def _verdict(bundle: Bundle, client: TritonClient, repository: Path | None, log_path: Path | None) -> None:
+    log = LocalLogFile(log_path) if log_path is not None else None
+    verdict = assess(take_snapshot("server", client), Sources(client, log, repository))
+    bundle.add_json("verdict.json", verdict.to_json())
 
 
 def _models(bundle: Bundle, client: TritonClient, repository: Path | None) -> None:

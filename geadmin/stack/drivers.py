@@ -13,6 +13,7 @@ from typing import Protocol
 
 from geadmin import audit
 from geadmin.audit import Actor
+from geadmin.domain import format_duration
 from geadmin.errors import GeAdminError
 
 
@@ -26,10 +27,14 @@ class ExitRecord:
     uptime_s: float  # how long that run lasted
     restarted: bool  # False: left stopped (--no-restart, or stopped on purpose)
     note: str = ""  # e.g. "restart requested from the Stack page"
+    requested: bool = False  # True: a stop or restart someone asked for, not a crash
+
+    @property
+    def how(self) -> str:
+        return f"killed by {self.signal}" if self.signal else f"exit code {self.exit_code}"
 
     def describe(self) -> str:
-        how = f"killed by {self.signal}" if self.signal else f"exit code {self.exit_code}"
-        return f"{how} after {self.uptime_s:.0f}s" + (f" ({self.note})" if self.note else "")
+        return f"{self.how} after {format_duration(self.uptime_s)}" + (f" ({self.note})" if self.note else "")
 
 
 @dataclass(frozen=True)

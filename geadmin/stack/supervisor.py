@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from geadmin.domain import ModelState
+from geadmin.domain import ModelState, format_duration
 from geadmin.errors import GeAdminError, TritonError
 from geadmin.stack.drivers import ExitRecord
 from geadmin.stack.tritonserver import TritonProcess
@@ -28,6 +28,7 @@ from geadmin.triton.client import TritonClient
 Printer = Callable[[str], None]
 READY_POLL_S = 5.0  # how often the set of READY models is noted, to reload it after a crash
 MAX_EXITS_KEPT = 50
+STOPPED_NOTE = "stopped from the Stack page"
 
 
 @dataclass
@@ -50,15 +51,17 @@ class Backoff:
         return delay
 
 
-def exit_record(code: int | None, uptime_s: float, restarted: bool, note: str = "") -> ExitRecord:
-    """Popen's negative return codes are signals: -9 is "killed by SIGKILL"."""
+def exit_record(code: int | None, uptime_s: float, restarted: bool, note: str = "",
+                requested: bool = False) -> ExitRecord:
+    """Popen's negative return codes are signals: -9 is "killed by SIGKILL". `requested`: a stop
+    or restart someone asked for (audited as such, not as a crash)."""
     if code is not None and code < 0:
         try:
             name = signal.Signals(-code).name
         except ValueError:
             name = f"signal {-code}"
-        return ExitRecord(time.time(), None, name, uptime_s, restarted, note)
-    return ExitRecord(time.time(), code, None, uptime_s, restarted, note)
+        return ExitRecord(time.time(), None, name, uptime_s, restarted, note, requested)
+    return ExitRecord(time.time(), code, None, uptime_s, restarted, note, requested)
 
 
 # Starts a new tritonserver (same ports, repository, log); `cancelled()` aborts the wait.
@@ -162,7 +165,7 @@ class TritonSupervisor:
             delay = self.backoff.after_exit(uptime)
             self._restart_at = time.monotonic() + delay
             self.state = "restarting"
-            self.say(f"tritonserver {record.describe()}; restarting it in {delay:.0f}s "
+            self.say(f"tritonserver {record.describe()}; restarting it in {format_duration(delay)} "
                      "(the dashboard stays up)")
         else:
             self.state = "exited"
@@ -177,7 +180,7 @@ class TritonSupervisor:
             return
         uptime, code = self._uptime(), self.triton.stop(timeout_s=9)
         self.triton = None
-        self._remember(exit_record(code, uptime, False, "stopped from the Stack page"))
+        self._remember(exit_record(code, uptime, False, STOPPED_NOTE, requested=True))
         self.state = "stopped"
         self.say("tritonserver stopped on request (Stack page); it stays down until restarted")
         self.on_change()
@@ -186,7 +189,7 @@ class TritonSupervisor:
         if self.triton is not None:
             uptime, code = self._uptime(), self.triton.stop(timeout_s=9)
             self.triton = None
-            self._remember(exit_record(code, uptime, True, self._restart_reason))
+            self._remember(exit_record(code, uptime, True, self._restart_reason, requested=True))
         self.say(f"restarting tritonserver ({self._restart_reason})")
         self._restart()
 
@@ -203,7 +206,8 @@ class TritonSupervisor:
             self._remember(exit_record(None, 0.0, True, f"failed to start: {str(exc).splitlines()[0]}"))
             self._restart_at = time.monotonic() + delay
             self.state = "restarting"
-            self.say(f"tritonserver did not start: {str(exc).splitlines()[0]}; retrying in {delay:.0f}s")
+            self.say(f"tritonserver did not start: {str(exc).splitlines()[0]}; retrying in "
+                     f"{format_duration(delay)}")
             self.on_change()
             return
         self.state = "running"

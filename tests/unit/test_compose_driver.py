@@ -145,7 +145,7 @@ def test_killed_container_shows_the_signal_and_no_uptime() -> None:
     assert record is not None
     assert (record.exit_code, record.signal, record.restarted) == (None, "SIGKILL", False)
     assert record.uptime_s == pytest.approx(16.83, abs=0.01)
-    assert "last exit: killed by SIGKILL after 17s" in status.detail
+    assert "last exit: killed by SIGKILL after 17 s" in status.detail
 
 
 def test_container_started_again_has_lost_its_exit_code() -> None:
@@ -160,7 +160,7 @@ def test_container_started_again_has_lost_its_exit_code() -> None:
 def test_stopped_container_exited_cleanly() -> None:
     record = last_exit(by_service("inspect_stopped.json", "sleeper"))
     assert record is not None and (record.exit_code, record.signal) == (0, None)
-    assert record.describe().startswith("exit code 0 after 19s")
+    assert record.describe().startswith("exit code 0 after 19 s")
 
 
 def test_crash_loop_shows_restarting_with_the_restart_count_and_last_code() -> None:
@@ -340,7 +340,7 @@ def test_restart_reports_a_container_that_does_not_stay_up(fake: Callable[[Handl
         return asset(next(inspected)) if argv[1] == "container" else ""
 
     fake(handle)
-    with pytest.raises(DockerError, match=r"did not stay up \(killed by SIGKILL after 17s\) — read its logs"):
+    with pytest.raises(DockerError, match=r"did not stay up \(killed by SIGKILL after 17 s\) — read its logs"):
         ComposeDriver("gearec").start("ticker")
 
 

@@ -6,8 +6,16 @@ import json
 from datetime import datetime, timezone
 from pathlib import Path
 
-from geadmin.cli.status import EXIT_NOT_OK, EXIT_OK, EXIT_UNREACHABLE, exit_code, render_text, verdict
-from geadmin.diagnose.health import ServerSnapshot, StatusReport, status_report
+from geadmin.cli.status import (
+    EXIT_DEGRADED,
+    EXIT_DOWN,
+    EXIT_OK,
+    EXIT_UNREACHABLE,
+    exit_code,
+    render_text,
+)
+from geadmin.diagnose.health import ServerSnapshot
+from geadmin.diagnose.verdict import Level, Sources, Verdict, assess
 from geadmin.domain import ModelEntry, ModelState, ServerInfo
 from geadmin.triton.logs import LocalLogFile
 
@@ -24,60 +32,72 @@ READY = ModelEntry("good", "1", ModelState.READY, "")
 BROKEN = ModelEntry("broken", "1", ModelState.UNAVAILABLE, "unexpected platform type 'graph_executor'")
 
 
-def report(*models: ModelEntry, ready: bool = True, expected: tuple[str, ...] = (), strict: bool = False,
-           log: LocalLogFile | None = None) -> StatusReport:
-    return status_report(snapshot(*models, ready=ready), log=log, expected=expected, strict=strict)
+def report(*models: ModelEntry, ready: bool = True, expected: tuple[str, ...] = (),
+           log: LocalLogFile | None = None, home: Path | None = None) -> Verdict:
+    return assess(snapshot(*models, ready=ready), Sources(log=log, home=home, now=NOW), expected=expected)
 
 
-def test_expected_models_ready_exit_zero_even_when_an_unrelated_model_failed() -> None:
+def test_expected_models_ready_but_an_unrelated_model_failed_is_degraded_not_ok() -> None:
     # Triton's strict readiness makes the server "not ready" because of `broken`.
     result = report(READY, BROKEN, ready=False, expected=("good",))
-    assert exit_code(result) == EXIT_OK and result.to_json()["rule"] == "expect"
+    assert result.level is Level.DEGRADED and exit_code(result) == EXIT_DEGRADED
+    assert result.to_json()["rules"] == ["model-failed"]
     text = render_text(result)
-    assert text.splitlines()[0] == "OK: every expected model READY (good); 1 model(s) READY"
+    assert text.splitlines()[0] == ("DEGRADED: model 'broken' failed: unexpected platform type 'graph_executor' — "
+                                    "fix: replace platform: \"graph_executor\" with backend: \"npu_ge\" in "
+                                    "config.pbtxt")
     assert "broken v1 (UNAVAILABLE): unexpected platform type 'graph_executor'" in text
-    assert "reported, not counted; --strict counts them" in text
 
 
-def test_strict_counts_every_failure() -> None:
-    result = report(READY, BROKEN, ready=False, expected=("good",), strict=True)
-    assert exit_code(result) == EXIT_NOT_OK and result.to_json()["rule"] == "strict"
-    assert verdict(result).startswith("NOT OK: model 'broken' failed: unexpected platform type")
+def test_strict_turns_degraded_into_down() -> None:
+    result = report(READY, BROKEN, ready=False, expected=("good",))
+    assert exit_code(result, strict=True) == EXIT_DOWN
 
 
-def test_expected_model_not_ready_leads_with_its_reason() -> None:
+def test_a_failed_model_is_degraded_even_when_triton_says_ready() -> None:
+    # Explicit model-control mode: a failed load does not make Triton "not ready".
+    result = report(READY, BROKEN, ready=True)
+    assert exit_code(result) == EXIT_DEGRADED
+    assert result.headline.startswith("DEGRADED: model 'broken' failed: unexpected platform type")
+
+
+def test_expected_model_not_ready_is_down_and_leads_with_its_reason() -> None:
     result = report(READY, BROKEN, expected=("broken", "good", "absent"))
-    assert exit_code(result) == EXIT_NOT_OK
+    assert exit_code(result) == EXIT_DOWN and result.level is Level.DOWN
     assert result.missing == ["broken", "absent"]
-    assert verdict(result) == ("NOT OK: expected model 'broken' is UNAVAILABLE: unexpected platform type "
+    assert result.headline == ("DOWN: expected model 'broken' is UNAVAILABLE: unexpected platform type "
                                "'graph_executor' — fix: replace platform: \"graph_executor\" with backend: "
-                               "\"npu_ge\" in config.pbtxt (and 1 more expected model(s))")
+                               "\"npu_ge\" in config.pbtxt (and 1 more)")
     assert result.to_json()["expected_not_ready"] == ["broken", "absent"]
 
 
 def test_an_expected_model_absent_from_the_repository_is_named() -> None:
-    assert verdict(report(READY, expected=("absent",))) == (
-        "NOT OK: expected model 'absent' is not in the repository")
+    assert report(READY, expected=("absent",)).headline == (
+        "DOWN: expected model 'absent' is not in the repository")
 
 
-def test_without_expect_the_servers_readiness_decides() -> None:
-    assert exit_code(report(READY)) == EXIT_OK
-    not_ready = report(READY, BROKEN, ready=False)
-    assert exit_code(not_ready) == EXIT_NOT_OK and not_ready.to_json()["rule"] == "server-ready"
-    assert verdict(not_ready).startswith("NOT OK: model 'broken' failed:")
+def test_ok_only_when_nothing_is_wrong() -> None:
+    result = report(READY)
+    assert exit_code(result) == EXIT_OK
+    assert result.headline == "OK: Triton serves; 1 model(s) READY, none failed, none drifted"
 
 
-def test_expect_needs_the_server_live() -> None:
-    dead = status_report(snapshot(READY, live=False, ready=False), expected=("good",))
-    assert exit_code(dead) == EXIT_NOT_OK and verdict(dead) == "NOT OK: Triton answers but is not live"
+def test_not_ready_with_nothing_to_explain_it_is_degraded() -> None:
+    result = report(READY, ready=False)
+    assert exit_code(result) == EXIT_DEGRADED and result.rules[0].value == "server-not-ready"
+
+
+def test_not_live_is_down() -> None:
+    dead = assess(snapshot(READY, live=False, ready=False), expected=("good",))
+    assert exit_code(dead) == EXIT_DOWN and dead.headline == "DOWN: Triton answers but is not live"
 
 
 def test_unreachable_exits_three_and_says_why_first() -> None:
     down = ServerSnapshot("s", "http://h:8000", "http", NOW, error="Triton at http://h:8000 is unreachable")
-    result = status_report(down, expected=("good",))
+    result = assess(down, expected=("good",))
     assert exit_code(result) == EXIT_UNREACHABLE
-    assert render_text(result).splitlines()[0] == "NOT OK: Triton at http://h:8000 is unreachable"
-    assert json.loads(json.dumps(result.to_json()))["ok"] is False
+    assert render_text(result).splitlines()[0] == "DOWN: Triton at http://h:8000 is unreachable"
+    assert json.loads(json.dumps(result.to_json()))["verdict"] == "DOWN"
 
 
 def test_log_reason_is_shown_for_a_model_the_index_calls_not_loaded(tmp_path: Path) -> None:
@@ -86,16 +106,19 @@ def test_log_reason_is_shown_for_a_model_the_index_calls_not_loaded(tmp_path: Pa
                    "unexpected platform type 'graph_executor' for legacy_ge\"\n")
     never = ModelEntry("legacy_ge", "", ModelState.NOT_LOADED, "")
     result = report(READY, never, expected=("legacy_ge",), log=LocalLogFile(log))
-    assert "expected model 'legacy_ge' is NOT_LOADED: Poll failed" in verdict(result)
+    assert "expected model 'legacy_ge' is NOT_LOADED: Poll failed" in result.headline
     (entry,) = [m for m in result.to_json()["models"] if m["name"] == "legacy_ge"]  # type: ignore[attr-defined]
     assert "unexpected platform type" in entry["failure"]
-    assert exit_code(result) == EXIT_NOT_OK
+    assert exit_code(result) == EXIT_DOWN
 
 
-def test_never_loaded_models_without_a_failure_are_counted_as_not_loaded() -> None:
+def test_never_loaded_and_operator_unloaded_models_are_not_failures(tmp_path: Path) -> None:
+    from geadmin import audit
+
+    audit.record("unload", "parked", audit.Result.OK, server="http://h:8000", home=tmp_path)
     spare = ModelEntry("spare", "", ModelState.NOT_LOADED, "")
     parked = ModelEntry("parked", "1", ModelState.UNAVAILABLE, "unloaded")
-    result = report(READY, spare, parked)
+    result = report(READY, spare, parked, home=tmp_path)
     assert result.found.counts == {"ready": 1, "failed": 0, "loading / unloading": 0, "not loaded": 2}
     assert "NOT LOADED (2): parked, spare" in render_text(result)
-    assert isinstance(result, StatusReport)
+    assert exit_code(result) == EXIT_OK

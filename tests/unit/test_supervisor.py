@@ -29,10 +29,10 @@ def test_backoff_doubles_to_30s_and_resets_after_a_healthy_minute() -> None:
 def test_exit_records_name_the_signal_or_the_exit_code() -> None:
     killed = exit_record(-signal.SIGKILL, 12.0, True)
     assert (killed.signal, killed.exit_code) == ("SIGKILL", None)
-    assert killed.describe() == "killed by SIGKILL after 12s"
+    assert killed.describe() == "killed by SIGKILL after 12 s"
     crashed = exit_record(134, 3.0, False, "x")
     assert (crashed.signal, crashed.exit_code) == (None, 134)
-    assert crashed.describe() == "exit code 134 after 3s (x)"
+    assert crashed.describe() == "exit code 134 after 3 s (x)"
 
 
 def stack_info(home: Path, **overrides: object) -> StackInfo:

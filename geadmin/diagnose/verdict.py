@@ -1,0 +1,329 @@
+"""One verdict for a server — OK, DEGRADED or DOWN — with the rules that put it there.
+
+`geadmin status`, the Overview's banner, the sidebar and the diagnostics bundle all call
+`assess` and show what it returns, so no two views can disagree:
+
+- DOWN: Triton does not answer, answers but is not live, or a model named with
+  `--expect` is not READY.
+- DEGRADED: Triton serves, but a model failed to load; a model lost READY without an
+  operator's unload (not READY, and the audit log's latest action on it is no operator
+  unload: an ensemble dropped when a member changed, a model unloaded behind geadmin's
+  back); a model is stuck LOADING / UNLOADING; a model serves a config that differs from
+  its file on disk (`diagnose.drift`); or Triton says it is not ready and none of the
+  above explains why. Triton's own readiness is not enough: in explicit model-control mode
+  a failed load does not make it "not ready".
+- OK: none of the above. A model an operator unloaded, or never loaded, is not a failure.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from geadmin import audit, db
+from geadmin.diagnose.drift import Drift, find_drift
+from geadmin.diagnose.health import ServerSnapshot, Triage, is_idle, triage
+from geadmin.domain import LogCursor, ModelEntry, ModelState, format_duration
+from geadmin.triton.client import TritonClient
+from geadmin.triton.logs import LogSource, is_failure, model_log_lines
+
+STUCK_AFTER_S = 300.0  # LOADING / UNLOADING longer than this is stuck (geadmin up's load timeout)
+DROP_LOG_BYTES = 4 << 20  # how far back the log is searched for why a model was dropped
+# The audit actions that change whether a model serves; the latest one decides "operator unload".
+STATE_ACTIONS = ("load", "unload", "reload", "apply", "rollback", "create")
+OPERATOR_UNLOAD = "unload"
+
+
+class Level(str, enum.Enum):
+    OK = "OK"
+    DEGRADED = "DEGRADED"
+    DOWN = "DOWN"
+
+
+class Rule(str, enum.Enum):
+    """Which rule put the server where it is (in the JSON, so a script knows what it paged on)."""
+
+    UNREACHABLE = "unreachable"
+    NOT_LIVE = "not-live"
+    EXPECTED_NOT_READY = "expected-not-ready"
+    MODEL_FAILED = "model-failed"
+    MODEL_DROPPED = "model-dropped"
+    MODEL_STUCK = "model-stuck"
+    DRIFT = "drift"
+    INDEX_UNREADABLE = "index-unreadable"
+    SERVER_NOT_READY = "server-not-ready"
+
+
+LEVEL_OF = {Rule.UNREACHABLE: Level.DOWN, Rule.NOT_LIVE: Level.DOWN, Rule.EXPECTED_NOT_READY: Level.DOWN}
+
+
+@dataclass(frozen=True)
+class Reason:
+    rule: Rule
+    text: str  # one line: what is wrong, with the cause
+    model: str = ""
+    fix: str = ""
+
+    @property
+    def level(self) -> Level:
+        return LEVEL_OF.get(self.rule, Level.DEGRADED)
+
+    def to_json(self) -> dict[str, str]:
+        return {"rule": self.rule.value, "level": self.level.value, "model": self.model,
+                "text": self.text, "fix": self.fix}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    snapshot: ServerSnapshot
+    found: Triage  # dropped models are among `found.failed`, with their reason
+    reasons: tuple[Reason, ...] = ()
+    drift: tuple[Drift, ...] = ()
+    expected: tuple[str, ...] = ()
+    stuck: tuple[str, ...] = ()
+
+    @property
+    def level(self) -> Level:
+        levels = {reason.level for reason in self.reasons}
+        return Level.DOWN if Level.DOWN in levels else (Level.DEGRADED if levels else Level.OK)
+
+    @property
+    def ok(self) -> bool:
+        return self.level is Level.OK
+
+    @property
+    def rules(self) -> list[Rule]:
+        return list(dict.fromkeys(reason.rule for reason in self.reasons))
+
+    @property
+    def missing(self) -> list[str]:
+        """Expected models that are not READY."""
+        ready = {m.name for m in self.found.ready}
+        return [name for name in self.expected if name not in ready]
+
+    @property
+    def headline(self) -> str:
+        """The first line everywhere: the level, and what put it there."""
+        if not self.reasons:
+            ready = len(self.found.ready)
+            scope = f"every expected model READY ({', '.join(self.expected)}); " if self.expected else ""
+            return f"OK: Triton serves; {scope}{ready} model(s) READY, none failed, none drifted"
+        worst = [r for r in self.reasons if r.level is self.level]
+        more = len(self.reasons) - 1
+        return f"{self.level.value}: {worst[0].text}" + (f" (and {more} more)" if more else "")
+
+    def to_json(self) -> dict[str, object]:
+        snap = self.snapshot
+        failures = self.found.failed_reasons
+        return {
+            "url": snap.url,
+            "verdict": self.level.value,
+            "ok": self.ok,
+            "rules": [rule.value for rule in self.rules],
+            "reasons": [reason.to_json() for reason in self.reasons],
+            "headline": self.headline,
+            "live": snap.live,
+            "ready": snap.ready,
+            "version": snap.info.version if snap.info else "",
+            "error": snap.error,
+            "models": [{"name": m.name, "version": m.version, "state": m.state.value, "reason": m.reason,
+                        "failure": failures.get(m.name, "")} for m in snap.models],
+            "expected_not_ready": self.missing,
+            "failed": sorted(failures),
+            "drift": [d.to_json() for d in self.drift],
+        }
+
+
+# -- the rules, on values (no I/O) -------------------------------------------------------
+def judge(snapshot: ServerSnapshot, found: Triage, *, drift: Sequence[Drift] = (),
+          stuck: Mapping[str, float] | None = None, expected: Sequence[str] = ()) -> Verdict:
+    """Apply the rules to what was found. `stuck`: model -> seconds it has been moving;
+    `found.failed` already holds the dropped models (see `with_dropped`)."""
+    if not snapshot.reachable:
+        down = Reason(Rule.UNREACHABLE, snapshot.error or f"Triton at {snapshot.url} does not answer")
+        return Verdict(snapshot, found, (down,), expected=tuple(expected))
+    reasons = [*server_reasons(snapshot), *expected_reasons(snapshot, found, expected),
+               *model_reasons(found, stuck or {}, expected)]
+    reasons += [Reason(Rule.DRIFT, f"model {item.model!r} serves a config that differs from its file: "
+                       f"{item.headline}", item.model, item.fix) for item in drift]
+    if not reasons and snapshot.live and not snapshot.ready:
+        reasons.append(Reason(Rule.SERVER_NOT_READY, "Triton says it is not ready, and no model explains "
+                              "why (read its log)"))
+    return Verdict(snapshot, found, tuple(reasons), tuple(drift), tuple(expected), tuple(sorted(stuck or {})))
+
+
+def server_reasons(snapshot: ServerSnapshot) -> list[Reason]:
+    reasons = []
+    if not snapshot.live:
+        reasons.append(Reason(Rule.NOT_LIVE, "Triton answers but is not live"))
+    if snapshot.error:
+        reasons.append(Reason(Rule.INDEX_UNREADABLE, f"cannot list the models: {snapshot.error}"))
+    return reasons
+
+
+def expected_reasons(snapshot: ServerSnapshot, found: Triage, expected: Sequence[str]) -> list[Reason]:
+    failed, ready = found.failed_reasons, {m.name for m in found.ready}
+    states = {m.name: m.state.value for m in snapshot.models}
+    reasons = []
+    for name in (n for n in expected if n not in ready):
+        state = states.get(name, "not in the repository")
+        cause = f": {failed[name]}" if name in failed else ""
+        reasons.append(Reason(Rule.EXPECTED_NOT_READY, f"expected model {name!r} is {state}{cause}", name))
+    return reasons
+
+
+def model_reasons(found: Triage, stuck: Mapping[str, float], expected: Sequence[str]) -> list[Reason]:
+    reasons = []
+    for model, why in found.failed:
+        if model.name in expected:
+            continue  # already DOWN for it
+        if model.reason == DROPPED_MARK:
+            reasons.append(Reason(Rule.MODEL_DROPPED, f"model {model.name!r} lost READY: {why}",
+                                  model.name, "load it again once the cause is fixed (Models page or "
+                                  f"`geadmin models load {model.name}`)"))
+        else:
+            reasons.append(Reason(Rule.MODEL_FAILED, f"model {model.name!r} failed: {why}", model.name,
+                                  "fix the cause, then load it again"))
+    for model in (m for m in found.changing if m.name in stuck):
+        reasons.append(Reason(Rule.MODEL_STUCK, f"model {model.name!r} has been {model.state.value} for "
+                              f"{format_duration(stuck[model.name])}", model.name,
+                              "read Triton's log; a hung load is freed only by restarting Triton"))
+    return reasons
+
+
+# -- a model that lost READY without an operator's unload ---------------------------------
+DROPPED_MARK = "unloaded (not by an operator)"  # the index reason of a dropped model, as shown
+
+
+def unloaded_by_operator(names: Sequence[str], home: Path | None = None) -> set[str]:
+    """The models whose latest state-changing audit row is an operator's successful unload."""
+    found: set[str] = set()
+    for name in names:
+        try:
+            rows = audit.query(model=name, limit=50, home=home)
+        except db.WorkspaceDatabaseError:
+            found.add(name)  # no audit log to ask: do not call it a failure on a guess
+            continue
+        latest = next((row for row in rows if row.action in STATE_ACTIONS), None)
+        if latest is not None and latest.action == OPERATOR_UNLOAD and latest.result == audit.Result.OK.value:
+            found.add(name)
+    return found
+
+
+def _member_changes(name: str, home: Path | None) -> str:
+    """The latest audited action on any model, for a dropped model's reason ("after ...")."""
+    try:
+        rows = audit.query(limit=20, home=home)
+    except db.WorkspaceDatabaseError:
+        return ""
+    latest = next((r for r in rows if r.action in STATE_ACTIONS and r.model != name), None)
+    if latest is None:
+        return ""
+    return f"; the last change before it: {latest.action} of {latest.model!r} by {latest.who} at " \
+           f"{latest.at:%H:%M:%S} UTC ({latest.result})"
+
+
+def drop_reasons(log: LogSource | None, names: Sequence[str]) -> dict[str, str]:
+    """For each dropped model: the last failure line about it in the end of Triton's log."""
+    if log is None or not names:
+        return {}
+    end = log.cursor()
+    lines, _ = log.read(LogCursor(max(0, end.offset - DROP_LOG_BYTES), end.at, end.inode))
+    reasons = {}
+    for name in names:
+        failure = None
+        for line in model_log_lines(lines, name):
+            if "successfully loaded" in line.message:
+                failure = None  # a failure before its last good load is history
+            elif is_failure(line):
+                failure = line
+        if failure is not None:
+            reasons[name] = failure.message.split("\n\n")[0].strip()
+    return reasons
+
+
+def with_dropped(found: Triage, log: LogSource | None, home: Path | None) -> Triage:
+    """Move the models that lost READY without an operator's unload from "not loaded" to the
+    failures, each with its reason (Triton's log line, else what changed just before)."""
+    unloaded = [m for m in found.idle
+                if m.state is ModelState.UNAVAILABLE and is_idle(m)]
+    if not unloaded:
+        return found
+    by_operator = unloaded_by_operator([m.name for m in unloaded], home)
+    dropped = [m for m in unloaded if m.name not in by_operator]
+    if not dropped:
+        return found
+    logged = drop_reasons(log, [m.name for m in dropped])
+    failed = list(found.failed)
+    for model in dropped:
+        why = logged.get(model.name) or ("Triton unloaded it, and no operator's unload of it is in "
+                                         "geadmin's audit log" + _member_changes(model.name, home))
+        failed.append((ModelEntry(model.name, model.version, model.state, DROPPED_MARK), why))
+    idle = [m for m in found.idle if m not in dropped]
+    return Triage(found.ready, failed, found.changing, idle)
+
+
+# -- a model stuck LOADING / UNLOADING ----------------------------------------------------
+_GLOG_TIME = re.compile(r"^[IWEV](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)")
+_ISO_TIME = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)")
+
+
+def logged_at(raw: str, now: datetime) -> datetime | None:
+    """When Triton wrote a line (its clock is UTC; the default format has no year)."""
+    if iso := _ISO_TIME.match(raw):
+        return datetime.fromisoformat(iso[1]).replace(tzinfo=timezone.utc)
+    glog = _GLOG_TIME.match(raw)
+    if not glog:
+        return None
+    month, day, hour, minute, second = (int(part) for part in glog.groups())
+    try:
+        at = datetime(now.year, month, day, hour, minute, second, tzinfo=timezone.utc)
+    except ValueError:
+        return None
+    return at.replace(year=now.year - 1) if at > now + timedelta(days=1) else at
+
+
+def moving_for(found: Triage, log: LogSource | None, now: datetime) -> dict[str, float]:
+    """Seconds each LOADING / UNLOADING model has been so, from its latest line in the log
+    (None known without a log: a one-shot check cannot tell stuck from slow)."""
+    if log is None or not found.changing:
+        return {}
+    lines = log.last_lines([m.name for m in found.changing])
+    moving = {}
+    for name, raw in lines.items():
+        at = logged_at(raw, now)
+        if at is not None:
+            moving[name] = (now - at).total_seconds()
+    return moving
+
+
+def stuck_models(found: Triage, log: LogSource | None, now: datetime,
+                 stuck_after_s: float = STUCK_AFTER_S) -> dict[str, float]:
+    return {name: s for name, s in moving_for(found, log, now).items() if s >= stuck_after_s}
+
+
+# -- the one entry point -------------------------------------------------------------------
+@dataclass(frozen=True)
+class Sources:
+    """Where the evidence comes from, besides the snapshot."""
+
+    client: TritonClient | None = None  # for drift (GET config); None: no drift check
+    log: LogSource | None = None
+    repository: Path | None = None
+    home: Path | None = None  # the workspace (audit log)
+    now: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
+
+
+def assess(snapshot: ServerSnapshot, sources: Sources | None = None, *,
+           expected: Sequence[str] = ()) -> Verdict:
+    """The verdict every view shows. Never raises for Triton trouble (it is in the verdict)."""
+    src = sources or Sources()
+    found = with_dropped(triage(snapshot, src.log, src.repository), src.log, src.home)
+    drift: list[Drift] = []
+    if src.client is not None and snapshot.reachable and not snapshot.error:
+        drift = find_drift(src.client, src.repository, [m.name for m in found.ready])
+    return judge(snapshot, found, drift=drift, stuck=stuck_models(found, src.log, src.now), expected=expected)

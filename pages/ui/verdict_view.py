@@ -1,0 +1,140 @@
+"""The server's verdict, drift and history as the Overview and the sidebar show them.
+
+Views only: the verdict is `geadmin.diagnose.verdict.assess`, the history is
+`geadmin.stack.server_history`, the fix for drift is `geadmin.diagnose.drift.put_back_served`.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pandas as pd
+import streamlit as st
+
+from geadmin.access.roles import Action as Guarded
+from geadmin.diagnose.drift import Drift, put_back_served
+from geadmin.diagnose.health import ServerSnapshot, take_snapshot
+from geadmin.diagnose.verdict import Level, Sources, Verdict, assess
+from geadmin.domain import format_duration
+from geadmin.errors import GeAdminError
+from geadmin.stack.server_history import ServerHistory, exit_line
+from geadmin.stack.target import Target
+from pages.ui import access, keys
+from pages.ui.context import client_for, log_for, selected_target, targets
+
+ICONS = {Level.OK: ":material/check_circle:", Level.DEGRADED: ":material/warning:",
+         Level.DOWN: ":material/error:"}
+SIDEBAR_TTL_S = 5
+RECENT_CRASH_S = 3600.0  # a crash this recent is shown above the history, not only inside it
+
+
+def verdict_for(target: Target, snapshot: ServerSnapshot | None = None) -> Verdict:
+    """`assess` for the target, with everything it needs (client for drift, log, repository)."""
+    client = client_for(target)
+    if snapshot is None:
+        snapshot = take_snapshot(target.spec.name, client)
+    return assess(snapshot, Sources(client, log_for(target), target.repository))
+
+
+def banner(verdict: Verdict, outage: str = "") -> None:
+    """The verdict and every reason, with its fix: the same words as `geadmin status`.
+    `outage`: why the embedded stack's Triton does not answer (instead of "is the URL right?")."""
+    show = {Level.OK: st.success, Level.DEGRADED: st.warning, Level.DOWN: st.error}[verdict.level]
+    lines = [f"**{verdict.level.value}: {outage}**" if outage else f"**{verdict.headline}**"]
+    if len(verdict.reasons) > 1 or (verdict.reasons and verdict.reasons[0].fix):
+        lines += [f"- {r.text}" + (f" — *{r.fix}*" if r.fix else "") for r in verdict.reasons]
+    show("\n".join(lines), icon=ICONS[verdict.level])
+
+
+@st.cache_data(ttl=SIDEBAR_TTL_S, show_spinner=False)
+def _sidebar_verdict(name: str) -> tuple[str, str]:
+    target = next(t for t in targets() if t.spec.name == name)
+    verdict = verdict_for(target)
+    return verdict.level.value, verdict.headline
+
+
+def sidebar_badge() -> None:
+    """One line in the sidebar on every page: the verdict of the selected server."""
+    target = selected_target()
+    try:
+        level, headline = _sidebar_verdict(target.spec.name)
+    except GeAdminError as exc:
+        st.sidebar.caption(f":material/error: verdict unknown: {exc}")
+        return
+    color = {"OK": "green", "DEGRADED": "orange", "DOWN": "red"}[level]
+    st.sidebar.markdown(f":{color}-badge[{level}]")
+    st.sidebar.caption(headline.split(": ", 1)[-1])
+
+
+# -- drift -----------------------------------------------------------------------------------
+def drift_panel(verdict: Verdict, target: Target, can_act: bool) -> None:
+    show_put_back_result()
+    if not verdict.drift:
+        return
+    st.subheader(f"Drift: disk differs from what serves ({len(verdict.drift)})")
+    for drift in verdict.drift:
+        drift_row(drift, target, can_act)
+
+
+def drift_row(drift: Drift, target: Target, can_act: bool) -> None:
+    text, edit, put_back = st.columns([6, 1, 1], vertical_alignment="center")
+    text.warning(f"**{drift.model}** — {drift.headline}\n\n*Fix:* {drift.fix}", icon=":material/difference:")
+    if edit.button("Open in editor", key=f"{keys.OVERVIEW_DRIFT_EDIT_PREFIX}{drift.model}"):
+        st.session_state[keys.EDITOR_MODEL] = drift.model
+        from pages import editor  # the page to open: imported here, as the router does
+
+        st.switch_page(st.Page(editor.render, title="Config editor", url_path="editor"))
+    permitted, why_not = access.allowed(Guarded.ROLLBACK)
+    if put_back.button("Put back served", key=f"{keys.OVERVIEW_DRIFT_PUT_BACK_PREFIX}{drift.model}",
+                       disabled=not can_act or not permitted or target.repository is None,
+                       help=why_not or "write the config Triton serves to the file (the file is kept "
+                       "in the config history)"):
+        try:
+            actor = access.actor_for(Guarded.ROLLBACK, model=drift.model, server=target.spec.url)
+            message = put_back_served(client_for(target),
+                                      target.repository, drift.model, actor=actor)  # type: ignore[arg-type]
+        except GeAdminError as exc:
+            st.session_state[keys.OVERVIEW_DRIFT_RESULT] = (False, f"{drift.model}: {exc}")
+        else:
+            st.session_state[keys.OVERVIEW_DRIFT_RESULT] = (True, message)
+        st.rerun()
+
+
+def show_put_back_result() -> None:
+    result = st.session_state.pop(keys.OVERVIEW_DRIFT_RESULT, None)
+    if result is None:
+        return
+    ok, message = result
+    (st.success if ok else st.error)(message)
+
+
+# -- what happened to the server ---------------------------------------------------------------
+def history_panel(history: ServerHistory | None) -> None:
+    """The last exits of Triton and the dashboard under `geadmin up`, and restart counts."""
+    if history is None:
+        return
+    if history.down:
+        stack_link()  # the banner says why it is down
+    elif history.crashed and time.time() - history.triton_exits[0].at < RECENT_CRASH_S:
+        last = history.triton_exits[0]
+        st.warning(f"Triton crashed and was restarted: {exit_line(last)}. Up again for "
+                   f"{format_duration(history.triton_up_s or 0)}; restarts since `geadmin up`: "
+                   f"{history.triton_restarts}.", icon=":material/restart_alt:")
+    with st.expander("Server history", expanded=bool(history.down)):
+        up = f"up {format_duration(history.triton_up_s)}" if history.triton_up_s is not None else ""
+        st.caption(f"Triton: {history.triton_state} {up} · {history.triton_restarts} restart(s) · "
+                   f"dashboard: {history.dashboard_restarts} restart(s)")
+        rows = [{"service": "triton", "exit": exit_line(r)} for r in history.triton_exits]
+        rows += [{"service": "dashboard", "exit": exit_line(r)} for r in history.dashboard_exits]
+        if rows:
+            st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+        else:
+            st.caption("No exits since `geadmin up` started.")
+        stack_link()
+
+
+def stack_link() -> None:
+    from pages import stack  # the page to link to, as the router does
+
+    st.page_link(st.Page(stack.render, title="Stack", url_path="stack"), label="Open the Stack page",
+                 icon=":material/dns:")
