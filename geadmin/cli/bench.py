@@ -2,9 +2,11 @@
 
 The request is the playground's (`geadmin infer`): `--input NAME=SOURCE` per input, a bare
 SOURCE for every input not named, random (seeded by `--seed`) otherwise. Progress goes to
-stderr, the figures to stdout. Exit 0 when the run is measured and saved, 1 when perf_analyzer
-failed (no stable measurement, rejected input, timeout, missing binary), 2 for bad usage or
-input, 3 when Triton is unreachable.
+stderr, the figures to stdout. Loads, window and trials are bounded (geadmin.ops.bench_settings),
+and one load test runs against a server at a time. Exit 0 when the run is measured and saved,
+1 when perf_analyzer failed (no stable measurement, rejected input, timeout, missing binary) or
+another load test runs against the server, 2 for bad usage or input (loads out of bounds
+included), 3 when Triton is unreachable.
 """
 
 from __future__ import annotations
@@ -22,13 +24,14 @@ from geadmin.audit import os_user_name
 from geadmin.cli.common import add_connection_args, client_for, positive_seconds, target_from_args
 from geadmin.domain import Endpoint, Transport
 from geadmin.errors import (
+    BenchSettingsError,
     GeAdminError,
     InferInputError,
     PerfAnalyzerError,
     TritonError,
     TritonUnreachableError,
 )
-from geadmin.ops.bench import SHARED_MEMORY, BenchSettings, load_test
+from geadmin.ops.bench import SHARED_MEMORY, BenchSettings, load_test, parse_loads
 from geadmin.ops.bench_results import (
     CONCURRENCY,
     REQUEST_RATE,
@@ -105,6 +108,8 @@ def run(args: argparse.Namespace) -> int:
         return _bench(args, home)
     except TritonError as exc:
         return _fail(exc, EXIT_UNREACHABLE if isinstance(exc, TritonUnreachableError) else EXIT_FAILED)
+    except BenchSettingsError as exc:  # loads, window, trials: the user's to fix
+        return _fail(exc, EXIT_USAGE)
     except PerfAnalyzerError as exc:
         return _fail(exc, EXIT_FAILED)
     except GeAdminError as exc:
@@ -120,7 +125,7 @@ def _fail(exc: BaseException, code: int) -> int:
 def _bench(args: argparse.Namespace, home: Path | None) -> int:
     target = target_from_args(args)
     mode = REQUEST_RATE if args.request_rate else CONCURRENCY
-    loads = parse_loads(args.request_rate or args.concurrency or DEFAULT_CONCURRENCY)
+    loads = parse_loads(args.request_rate or args.concurrency or DEFAULT_CONCURRENCY, mode)
     sources, default = parse_sources(args.input or ())
     url = target.spec.url
     if args.protocol:
@@ -149,16 +154,6 @@ def _host_port(url: str) -> tuple[str, int]:
 
 def _progress(done: int, total: int, text: str) -> None:
     print(f"[{done}/{total}] {text}", file=sys.stderr, flush=True)
-
-
-def parse_loads(text: str) -> tuple[float, ...]:
-    try:
-        loads = tuple(float(item) for item in text.split(",") if item.strip())
-    except ValueError:
-        raise InferInputError(f"loads are numbers separated by commas (e.g. 1,4,16), not {text!r}") from None
-    if not loads:
-        raise InferInputError("give at least one load (e.g. --concurrency 1,4,16)")
-    return loads
 
 
 def _source_texts(items: Sequence[str]) -> list[tuple[str, str]]:

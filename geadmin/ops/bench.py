@@ -30,17 +30,21 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from geadmin import db
-from geadmin.domain import Endpoint
+from geadmin import settings as geadmin_settings
 from geadmin.errors import InferInputError, PerfAnalyzerError
 from geadmin.ops.bench_failures import BINARY, Failure, bench_error, classify, error_line
-from geadmin.ops.bench_results import CONCURRENCY, MODES, BenchPoint, BenchRun, parse_csv, save_run
+from geadmin.ops.bench_results import CONCURRENCY, BenchPoint, BenchRun, parse_csv, save_run
+from geadmin.ops.bench_settings import SHARED_MEMORY as SHARED_MEMORY  # re-exported: callers' one import
+from geadmin.ops.bench_settings import BenchSettings as BenchSettings
+from geadmin.ops.bench_settings import parse_loads as parse_loads
+from geadmin.ops.bench_settings import server_lock
 from geadmin.ops.infer import InferRequest, build_request, prepare
 from geadmin.ops.infer_inputs import DEFAULT_SEED, RANDOM, InputSource
 from geadmin.ops.infer_snippets import wire_bytes
@@ -53,64 +57,7 @@ LIBRARIES = {"libb64.so.0d": "libb64-*.so.0d", "libcudart.so.12": "libcudart-*.s
 STOP_GRACE_S = 5.0  # after SIGTERM, before SIGKILL
 POLL_S = 0.1
 RAW_DTYPES = ("FP16", "BF16")  # sent as raw bytes (b64), not as JSON numbers
-SHARED_MEMORY = ("none", "system")  # perf_analyzer's --shared-memory (cuda needs a GPU)
 Progress = Callable[[int, int, str], None]  # (points done, points in all, what runs now)
-
-
-@dataclass(frozen=True)
-class BenchSettings:
-    """One load test. `loads` are concurrencies, or request rates (requests/s)."""
-
-    model: str
-    url: str  # geadmin's form: http://host:8000 or grpc://host:8001 (the scheme is the protocol)
-    mode: str = CONCURRENCY
-    loads: tuple[float, ...] = (1.0,)
-    measurement_interval_ms: int = 5000
-    measurement_mode: str = "time_windows"  # or count_windows
-    measurement_request_count: int = 50  # count_windows: requests per window
-    stability_percentage: float = 10.0
-    max_trials: int = 10
-    batch_size: int = 1
-    inputs: Mapping[str, str] = field(default_factory=dict)  # {input: source text}, for the record
-    seed: int = DEFAULT_SEED
-    timeout_s: float | None = None  # None: enough for every point to use all its trials
-    # "system": tensors travel in POSIX shared memory (no payload on the wire, so a large
-    # tensor measures the server rather than the client); outputs need a region this large.
-    shared_memory: str = "none"
-    output_shared_memory_bytes: int = 102400  # perf_analyzer's own default
-
-    def __post_init__(self) -> None:
-        if self.mode not in MODES:
-            raise PerfAnalyzerError(f"load test mode must be one of {', '.join(MODES)}, got {self.mode!r}")
-        if not self.loads or any(not load > 0 for load in self.loads):
-            raise PerfAnalyzerError(f"give one or more loads above 0, got {list(self.loads)}")
-        if self.mode == CONCURRENCY and any(load != int(load) for load in self.loads):
-            raise PerfAnalyzerError(f"concurrencies are whole numbers, got {list(self.loads)}")
-        if self.measurement_mode not in ("time_windows", "count_windows"):
-            raise PerfAnalyzerError("measurement mode is time_windows or count_windows, "
-                                    f"got {self.measurement_mode!r}")
-        if self.measurement_interval_ms < 1 or self.max_trials < 1 or self.batch_size < 1:
-            raise PerfAnalyzerError("measurement interval, trials and batch size must be at least 1")
-        if self.shared_memory not in SHARED_MEMORY:
-            raise PerfAnalyzerError(f"shared memory is one of {', '.join(SHARED_MEMORY)}, "
-                                    f"got {self.shared_memory!r}")
-        if self.output_shared_memory_bytes < 1:
-            raise PerfAnalyzerError("the output shared-memory size must be at least 1 byte, "
-                                    f"got {self.output_shared_memory_bytes}")
-
-    @property
-    def endpoint(self) -> Endpoint:
-        return Endpoint.parse(self.url)
-
-    @property
-    def deadline_s(self) -> float:
-        if self.timeout_s is not None:
-            return self.timeout_s
-        window_s = self.measurement_interval_ms / 1000.0
-        return 30.0 + len(self.loads) * (self.max_trials + 2) * max(window_s, 1.0) * 2
-
-    def record(self) -> dict[str, Any]:
-        return asdict(self) | {"inputs": dict(self.inputs), "loads": list(self.loads)}
 
 
 # -- finding and preparing the binary ------------------------------------------------------
@@ -377,7 +324,28 @@ def load_test(
 ) -> BenchRun:
     """The page's and the CLI's load test: the playground's input for `settings.model`
     (from `sources`, seeded — or exactly `request`, one the Playground sent), perf_analyzer at
-    every load, and the run saved (with its id)."""
+    every load, and the run saved (with its id). One run per server at a time
+    (`geadmin.ops.bench_settings.server_lock`): BenchBusyError while another runs."""
+    with server_lock(home or geadmin_settings.home(), client.url, settings.model):
+        return _load_test(client, settings, sources, default=default, request=request, progress=progress,
+                          cancel=cancel, binary=binary, who=who, label=label, home=home, save=save)
+
+
+def _load_test(
+    client: TritonClient,
+    settings: BenchSettings,
+    sources: Mapping[str, InputSource] | None,
+    *,
+    default: InputSource,
+    request: InferRequest | None,
+    progress: Progress | None,
+    cancel: threading.Event | None,
+    binary: str | os.PathLike[str] | None,
+    who: str,
+    label: str,
+    home: Path | None,
+    save: bool,
+) -> BenchRun:
     if request is not None:  # its batch is the request's, whatever the settings said
         data, batch = perf_input_data(prepare(client, settings.model), request)
         settings = replace(settings, batch_size=batch)

@@ -24,8 +24,9 @@ import numpy as np
 from geadmin.domain import DEFAULT_PORTS, Endpoint, Transport
 from geadmin.errors import GeAdminError, InferInputError, InputTooLargeError, RepositoryError, TritonError
 from geadmin.ops.infer_inputs import DEFAULT_SEED, RANDOM, ZEROS, InputSource, build_inputs
-from geadmin.ops.infer_spec import MAX_UPLOAD_BYTES, ModelSpec, OutputSpec, model_spec
+from geadmin.ops.infer_spec import MAX_UPLOAD_BYTES, ModelSpec, OutputSpec, check_size, model_spec
 from geadmin.repository.layout import model_dir
+from geadmin.repository.triton_rules import label_path
 from geadmin.triton.client import Tensor, TritonClient
 
 STATS_SETTLE_S = 1.0  # Triton counts a request when it is released, just after the response
@@ -269,8 +270,12 @@ def read_labels(repository: Path, model: str, output: OutputSpec) -> list[str]:
     when it names none."""
     if not output.label_filename:
         return []
-    path = model_dir(repository, model) / output.label_filename
     try:
+        path = label_path(model_dir(repository, model), output.label_filename)
+    except RepositoryError as exc:
+        raise RepositoryError(f"labels of output {output.name} of {model}: {exc}") from None
+    try:
+        check_size(f"labels file {path}", path.stat().st_size, MAX_UPLOAD_BYTES)
         return path.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as exc:
         raise RepositoryError(f"cannot read the labels of output {output.name} ({path}): {exc}") from None

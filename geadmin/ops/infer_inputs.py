@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import enum
 import io
-import json
 import math
 import zlib
 from collections.abc import Mapping, Sequence
@@ -29,6 +28,7 @@ from geadmin.ops.infer_spec import (
     check_tensor_size,
     concrete_shape,
     dtype_of,
+    load_json,
     object_array,
     to_bf16,
 )
@@ -169,11 +169,7 @@ def text_tensor(spec: InputSpec, text: str, shape: Sequence[int]) -> np.ndarray:
 
 def json_tensor(spec: InputSpec, payload: str | bytes) -> np.ndarray:
     """Nested lists (`[[1, 2], [3, 4]]`) or flat with a shape (`{"shape": [2, 2], "data": [...]}`)."""
-    check_size(f"JSON for input {spec.name}", len(_as_bytes(payload)), MAX_UPLOAD_BYTES)
-    try:
-        document = json.loads(payload)
-    except ValueError as exc:
-        raise InferInputError(f"input {spec.name}: not JSON ({exc})") from None
+    document = load_json(payload, f"JSON for input {spec.name}")
     shape: tuple[int, ...] | None = None
     if isinstance(document, dict):
         if "data" not in document:

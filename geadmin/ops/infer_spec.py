@@ -8,7 +8,9 @@ dimension applies). A mismatch says what the input expects and what it got:
 
 from __future__ import annotations
 
+import json
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +23,8 @@ from geadmin.errors import InferInputError, InputTooLargeError
 
 MAX_UPLOAD_BYTES = 32 * 1024 * 1024  # an uploaded .npy / image / JSON document
 MAX_TENSOR_BYTES = 256 * 1024 * 1024  # one built tensor (a shape like [1e9] is refused before allocating)
+MAX_IMAGE_PIXELS = 25_000_000  # width x height of an uploaded image, read from its header before decoding
+MAX_JSON_DEPTH = 40  # nesting of a JSON document: a tensor has at most 32 dimensions (numpy's limit)
 
 # Triton dtype -> the numpy dtype a tensor of it is held in (BF16: float32, as tritonclient wants).
 NUMPY_DTYPES: dict[str, np.dtype[Any]] = {
@@ -183,6 +187,33 @@ def check_tensor_size(spec: InputSpec, shape: Sequence[int], limit: int = MAX_TE
     item = WIRE_BYTES.get(spec.datatype) or (BYTES_ESTIMATE if spec.datatype == "BYTES"
                                              else NUMPY_DTYPES[spec.datatype].itemsize)
     check_size(f"input {spec.name} of shape [{', '.join(map(str, shape))}]", math.prod(shape) * item, limit)
+
+
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+
+
+def json_depth(text: str | bytes) -> int:
+    """How deeply `text`'s arrays and objects nest (brackets inside strings do not count),
+    found without parsing: json.loads would recurse once per level (RecursionError)."""
+    raw = text.encode() if isinstance(text, str) else text
+    structure = np.frombuffer(_JSON_STRING.sub(b"", raw), dtype=np.uint8)
+    steps = (np.isin(structure, (ord("["), ord("{"))).astype(np.int64)
+             - np.isin(structure, (ord("]"), ord("}"))).astype(np.int64))
+    return int(np.cumsum(steps).max(initial=0))
+
+
+def load_json(text: str | bytes, what: str, *, max_depth: int = MAX_JSON_DEPTH,
+              limit_bytes: int = MAX_UPLOAD_BYTES) -> Any:
+    """A JSON document from a user, bounded in size and nesting; InferInputError naming `what`."""
+    raw = text.encode() if isinstance(text, str) else text
+    check_size(what, len(raw), limit_bytes)
+    depth = json_depth(raw)
+    if depth > max_depth:
+        raise InferInputError(f"{what}: JSON nested {depth} levels deep; the limit is {max_depth}")
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+        raise InferInputError(f"{what}: not JSON ({exc})") from None
 
 
 def dtype_of(spec: InputSpec) -> np.dtype[Any]:

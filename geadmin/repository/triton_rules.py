@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from tritonclient.grpc import model_config_pb2
@@ -276,3 +276,35 @@ def _ensemble_dtype(ctx: Context) -> Iterable[Issue]:
 def _dtype(value: int) -> str:
     known = value in model_config_pb2.DataType.values()
     return str(model_config_pb2.DataType.Name(value)) if known else str(value)
+
+
+def label_path(model_directory: Path, label_filename: str) -> Path:
+    """Where an output's `label_filename` points, when that is inside the model directory
+    (symbolic links followed); RepositoryError otherwise. Triton and geadmin read the file
+    and show its lines as class labels: a name leaving the directory (`../`, an absolute
+    path, a link out) would publish any file they can read."""
+    name = PurePosixPath(label_filename)
+    if not label_filename or name.is_absolute() or ".." in name.parts or "\x00" in label_filename:
+        raise RepositoryError(f"label_filename {label_filename!r} is not a file name inside the model "
+                              "directory: write the name of a file beside config.pbtxt (e.g. labels.txt)")
+    root = model_directory.resolve()
+    path = (model_directory / name).resolve()
+    if not path.is_relative_to(root):
+        raise RepositoryError(f"label_filename {label_filename!r} leads out of the model directory "
+                              f"(to {path}): keep the labels file itself in {model_directory}")
+    return path
+
+
+@rule("triton.label_file_outside", Severity.ERROR, "label_filename leaves the model directory")
+def _label_file_outside(ctx: Context) -> Iterable[Issue]:
+    for i, output in enumerate(ctx.config.output):
+        if not output.label_filename:
+            continue
+        try:
+            label_path(ctx.directory or Path("."), output.label_filename)
+        except RepositoryError:
+            yield (f"output[{i}].label_filename", f"label_filename {output.label_filename!r} leaves the "
+                   "model directory: Triton and geadmin show its lines as class labels, so any file "
+                   "they can read would be published",
+                   'move the labels file into the model directory and write its name only (e.g. '
+                   'label_filename: "labels.txt")')

@@ -23,9 +23,10 @@ import numpy as np
 import pytest
 
 from geadmin import db
-from geadmin.cli.bench import parse_loads, parse_sources, render_comparison, render_run
+from geadmin.cli.bench import parse_sources, render_comparison, render_run
 from geadmin.errors import (
     BenchCancelledError,
+    BenchSettingsError,
     GeAdminError,
     InferInputError,
     PerfAnalyzerError,
@@ -37,6 +38,7 @@ from geadmin.ops.bench import (
     STOP_GRACE_S,
     BenchSettings,
     find_perf_analyzer,
+    parse_loads,
     perf_argv,
     perf_input_data,
     plan_invocations,
@@ -357,7 +359,7 @@ def test_bytes_that_are_not_text_cannot_go_to_perf_analyzer() -> None:
 
 def test_the_cli_reads_loads_and_sources() -> None:
     assert parse_loads("1, 4,16") == (1.0, 4.0, 16.0)
-    with pytest.raises(InferInputError, match="numbers separated by commas"):
+    with pytest.raises(BenchSettingsError, match="numbers separated by commas"):
         parse_loads("1,many")
     sources, default = parse_sources(["features=zeros", "ones", "text=text:a=b"])
     assert sources["features"].kind is SourceKind.ZEROS and default.kind is SourceKind.ONES

@@ -130,6 +130,11 @@ CASES: dict[str, Case] = {
     "triton.backend_guessed": Case(nothing, both(text('backend: "npu_ge"', ""), touch("1/model.onnx")), ""),
     "triton.platform_unknown": Case(nothing, text('backend: "npu_ge"', 'platform: "ascend_om"'),
                                     "platform", 2),
+    "triton.label_file_outside": Case(
+        both(touch("labels.txt"),
+             text("dims: [4] }]\ninstance", 'dims: [4], label_filename: "labels.txt" }]\ninstance')),
+        text("dims: [4] }]\ninstance", 'dims: [4], label_filename: "../../etc/passwd" }]\ninstance'),
+        "output[0].label_filename", 5),
     "triton.max_batch_size": Case(text("max_batch_size: 8", "max_batch_size: 16"),
                                   text("max_batch_size: 8", "max_batch_size: -1"), "max_batch_size", 3),
     "triton.tensor_incomplete": Case(nothing, text('"x", data_type: TYPE_FP32, ', '"x", '),
