@@ -59,8 +59,8 @@ def test_oidc_secrets_show_as_set_and_the_rest_of_auth_as_written() -> None:
                           "client_secret": CLIENT_SECRET,
                           "server_metadata_url": "https://idp.example.org/.well-known/openid-configuration"}
     at = settings_page(at)
-    assert len(at.dataframe) == 2, everything_shown(at)
-    auth = dict(at.dataframe[1].value.values.tolist())
+    assert len(at.dataframe) == 3, everything_shown(at)  # settings, servers, [auth]
+    auth = dict(at.dataframe[2].value.values.tolist())
     assert auth["client_secret"] == "set" and auth["cookie_secret"] == "set"
     assert auth["client_id"] == "geadmin" and auth["redirect_uri"].startswith("https://geadmin.example.org")
     shown = everything_shown(at)
