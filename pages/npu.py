@@ -17,8 +17,9 @@ from geadmin import settings
 from geadmin.errors import GeAdminError, TelemetryError
 from geadmin.telemetry import history
 from geadmin.telemetry.history import Series
-from geadmin.telemetry.npu import NpuDevice, NpuReport, Sources, detect
+from geadmin.telemetry.npu import NpuDevice, NpuReport
 from geadmin.telemetry.npu_map import FROM_CONFIG, ModelMap, hbm_by_device, loaded_npu_ge_configs, model_map
+from geadmin.telemetry.npu_sources import Sources, detect
 from geadmin.telemetry.reader import open_history
 from geadmin.triton.client import TritonClient
 from pages.ui import keys

@@ -20,7 +20,8 @@ from geadmin.cli.common import positive_seconds
 from geadmin.errors import ConfigError, TelemetryError
 from geadmin.stack.target import live_stack, resolve
 from geadmin.telemetry import npu_smi
-from geadmin.telemetry.npu import NpuDevice, NpuReport, Sources, detect
+from geadmin.telemetry.npu import NpuDevice, NpuReport
+from geadmin.telemetry.npu_sources import Sources, detect
 
 EXIT_OK = 0
 EXIT_SOURCE_ERROR = 1

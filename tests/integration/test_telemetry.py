@@ -14,7 +14,7 @@ import pytest
 from geadmin.cli.main import main
 from geadmin.stack.tritonserver import TritonProcess, prepare_backend_directory
 from geadmin.telemetry.derive import derive
-from geadmin.telemetry.npu import Sources, detect
+from geadmin.telemetry.npu_sources import Sources, detect
 from geadmin.telemetry.scrape import Scrape, scrape
 from tests.backend.support import affine_model, build_backend
 from tests.helpers import send_digits

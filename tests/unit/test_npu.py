@@ -37,12 +37,11 @@ from geadmin.telemetry import npu_smi
 from geadmin.telemetry.npu import (
     NpuDevice,
     NpuPlacement,
-    Sources,
-    detect,
     devices_from_exporter,
     devices_from_triton,
     with_models,
 )
+from geadmin.telemetry.npu_sources import Sources, detect
 from geadmin.telemetry.scrape import parse
 from tests.unit.test_telemetry_scrape import closed_port, serve
 
