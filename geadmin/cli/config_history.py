@@ -6,6 +6,10 @@ in the config history, and reloads the model; if Triton rejects it, the old file
 back byte for byte and the real reason is printed. `config rollback MODEL [REVISION]`
 applies a kept revision the same way. Exit 0 when the config is in place, 1 when it was
 refused or rolled back (the reason is printed), 3 when Triton is unreachable.
+
+Both name the loaded ensembles that run the model first, and what the new config does to
+them; when it would take one down, a terminal asks and a script is refused without `--yes`.
+Afterwards every other model that changed state is printed with Triton's reason, and audited.
 """
 
 from __future__ import annotations
@@ -21,7 +25,15 @@ from pathlib import Path
 from geadmin import audit
 from geadmin.audit import Actor, AuditEntry, Origin
 from geadmin.cli.common import add_connection_args, client_for, positive_seconds, target_from_args
-from geadmin.cli.models import EXIT_FAILED, EXIT_OK, EXIT_UNREACHABLE
+from geadmin.cli.models import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_UNREACHABLE,
+    add_consent_args,
+    consent,
+    print_side_effects,
+)
+from geadmin.diagnose import impact
 from geadmin.diagnose.explain import LoadProgress
 from geadmin.errors import (
     ConfigConflictError,
@@ -30,10 +42,13 @@ from geadmin.errors import (
     RepositoryError,
     TritonUnreachableError,
 )
-from geadmin.ops.apply import ApplyResult, apply_config, rollback
+from geadmin.ops.actions import audit_refusal
+from geadmin.ops.apply import ApplyResult, apply_config, rollback, rollback_target
 from geadmin.repository import store
+from geadmin.repository.modelconfig import parse_pbtxt
+from geadmin.repository.validate import refuse_invalid
 from geadmin.stack.target import Target, live_stack, resolve
-from geadmin.triton.client import DEFAULT_LOAD_TIMEOUT_S
+from geadmin.triton.client import DEFAULT_LOAD_TIMEOUT_S, TritonClient
 
 SubParsers = argparse._SubParsersAction  # argparse's own type for add_subparsers()
 MESSAGE_WIDTH = 100
@@ -60,6 +75,11 @@ def _run_change(args: argparse.Namespace, *, data: bytes | None) -> int:
         expected = _expected_sha256(repository, args.model, args.expect_hash)
         actor, log, progress = Actor.os_user(Origin.CLI), target.log(), _progress_printer(args)
         with client_for(target, args) as client:
+            refusal = _consent(client, repository, args, data)
+            if refusal:
+                action = "rollback" if data is None else "apply"
+                audit_refusal(client.url, action, [args.model], refusal, actor)
+                return _fail(RepositoryError(refusal), args)
             if data is None:
                 result = rollback(client, repository, args.model, args.revision, expected_sha256=expected,
                                   actor=actor, log=log, progress=progress)
@@ -79,6 +99,24 @@ def _run_change(args: argparse.Namespace, *, data: bytes | None) -> int:
     except GeAdminError as exc:
         return _fail(exc, args)
     return _report(result, args)
+
+
+def _consent(client: TritonClient, repository: Path, args: argparse.Namespace, data: bytes | None) -> str:
+    """Name what the new config does to the ensembles that run the model; "" to go ahead. A
+    config the validator rejects is not asked about: the apply refuses it (audited), with why."""
+    action = "apply" if data is not None else "rollback"
+    if data is None:
+        current = store.read_config(repository, args.model)
+        data = rollback_target(repository, args.model, args.revision, current.sha256).data
+    try:
+        text = data.decode("utf-8")
+        if args.validate:
+            refuse_invalid(args.model, text, repository / args.model)
+        new = parse_pbtxt(text)
+    except (UnicodeDecodeError, GeAdminError):
+        return ""  # the apply refuses it, with the reason
+    return consent(impact.predict(client, action, [args.model], repository=repository,
+                                  new_configs={args.model: new}), args)
 
 
 def _repository(target: Target) -> Path:
@@ -107,6 +145,7 @@ def _report(result: ApplyResult, args: argparse.Namespace) -> int:
         print(result.message if result.ok else f"geadmin: error: {result.message}", file=stream)
         if result.revision is not None and result.ok:
             print(f"config history: revision {result.revision} (`geadmin config history {result.model}`)")
+    print_side_effects(result.side_effects)
     for warning in result.warnings:
         print(f"geadmin: warning: {warning}", file=sys.stderr)
     return EXIT_OK if result.ok else EXIT_FAILED
@@ -242,6 +281,7 @@ def register_config_subcommands(config_subparsers: SubParsers[argparse.ArgumentP
     back.add_argument("model", metavar="MODEL")
     back.add_argument("revision", metavar="REVISION", type=int, nargs="?", default=None,
                       help="a revision number from `geadmin config history MODEL`")
+    back.set_defaults(validate=False)  # a rollback skips the validator: that config served before
     _add_change_args(back)
     back.set_defaults(func=run_rollback)
 
@@ -256,6 +296,7 @@ def register_config_subcommands(config_subparsers: SubParsers[argparse.ArgumentP
 
 def _add_change_args(parser: argparse.ArgumentParser) -> None:
     add_connection_args(parser)
+    add_consent_args(parser)
     parser.add_argument("--expect-hash", default=None, metavar="SHA256",
                         help="apply only if the file on disk still has this sha256 (or a prefix of "
                         "at least 8 characters): what you started editing from")

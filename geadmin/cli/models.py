@@ -1,8 +1,13 @@
 """`geadmin models list|load|unload|reload|create`: the Models and New model pages, for scripts.
 
 Exit 0 when every named model ended as asked, 1 when any action failed (the real reason
-is printed, from Triton's log when `--triton-log` / GEADMIN_TRITON_LOG names it), and
-3 when Triton is unreachable.
+is printed, from Triton's log when `--triton-log` / GEADMIN_TRITON_LOG names it) or was
+refused, and 3 when Triton is unreachable.
+
+Before an unload or reload, the loaded ensembles that run the models are named; when the
+change would take one down, a terminal asks, and a script (standard input not a terminal) is
+refused unless it passes `--yes` (or `--with-dependents`). After it, every other model that
+changed state is printed with Triton's reason, and audited.
 """
 
 from __future__ import annotations
@@ -16,11 +21,11 @@ from pathlib import Path
 
 from geadmin.audit import Actor, Origin
 from geadmin.cli.common import add_connection_args, client_for, positive_seconds, target_from_args
-from geadmin.diagnose.explain import explanation_dict
+from geadmin.diagnose import impact
 from geadmin.diagnose.rows import ModelRow, collect_rows
 from geadmin.errors import GeAdminError, RepositoryError, TritonError, TritonUnreachableError
 from geadmin.ops import create
-from geadmin.ops.actions import Action, run_action
+from geadmin.ops.actions import Action, audit_refusal, run_action
 from geadmin.repository import store, templates
 from geadmin.triton.client import DEFAULT_LOAD_TIMEOUT_S
 
@@ -58,24 +63,71 @@ def render_table(rows: list[ModelRow]) -> str:
 
 def run_action_command(args: argparse.Namespace) -> int:
     target = target_from_args(args)
+    actor = Actor.os_user(Origin.CLI)
     with client_for(target, args) as client:
+        found = impact.predict(client, args.action, args.names, repository=target.repository)
+        refusal = consent(found, args)
+        if refusal:
+            audit_refusal(client.url, args.action, args.names, refusal, actor)
+            return _refused(refusal, found, args)
         results = run_action(client, Action(args.action), args.names,
                              dependents=getattr(args, "dependents", False),
                              log=target.log(), repository=target.repository,
-                             progress=_progress_printer(args), actor=Actor.os_user(Origin.CLI))
+                             progress=_progress_printer(args), actor=actor)
     if args.json:
-        print(json.dumps([{"name": r.name, "action": r.action.value, "ok": r.ok, "message": r.message,
-                           "explanation": explanation_dict(r.explanation) if r.explanation else None}
-                          for r in results], indent=2))
+        print(json.dumps([r.record() for r in results], indent=2))
     for result in results:
         if result.ok and not args.json:
             print(result.message)
         elif not result.ok:
             print(f"geadmin: error: {result.message}", file=sys.stderr)
+        print_side_effects(result.side_effects)
     if all(r.ok for r in results):
         return EXIT_OK
     unreachable = all(isinstance(r.error, TritonUnreachableError) for r in results if not r.ok)
     return EXIT_UNREACHABLE if unreachable else EXIT_FAILED
+
+
+def consent(found: impact.Impact, args: argparse.Namespace) -> str:
+    """Name the ensembles the change touches (on stderr); "" to go ahead, else why not. A change
+    that takes one down needs `--yes` / `--with-dependents`, or a "y" typed at a terminal."""
+    if found.problem:
+        print(f"geadmin: warning: {found.problem}", file=sys.stderr)
+    if not found.consequences:
+        return ""
+    print(f"geadmin: {found.action} {', '.join(found.models)}: {found.headline()}", file=sys.stderr)
+    for line in found.lines():
+        print(f"  {line}", file=sys.stderr)
+    if not found.takes_down or args.yes or getattr(args, "with_dependents", False):
+        return ""
+    down = ", ".join(found.taken_down)
+    if sys.stdin.isatty() and not args.json:
+        answer = input(f"Take down {down} too? [y/N] ")
+        return "" if answer.strip().lower() in ("y", "yes") else f"not confirmed: {down} would go down"
+    return (f"refused: the {found.action} of {', '.join(found.models)} would take down {down}, and standard "
+            "input is not a terminal to ask; pass --yes (or --with-dependents) to go ahead. Nothing was done")
+
+
+def _refused(refusal: str, found: impact.Impact, args: argparse.Namespace) -> int:
+    if args.json:
+        document = {"ok": False, "error": refusal, "kind": "refused", "impact": found.record()}
+        print(json.dumps(document, indent=2))
+    print(f"geadmin: error: {refusal}", file=sys.stderr)
+    return EXIT_FAILED
+
+
+def print_side_effects(side_effects: tuple[impact.StateChange, ...] | list[impact.StateChange]) -> None:
+    """What else changed state, with Triton's reason (stderr: it is a warning for scripts too)."""
+    if side_effects:
+        print("geadmin: warning: also changed state (audited as side_effect):", file=sys.stderr)
+        for change in side_effects:
+            print(f"  {change.text()}", file=sys.stderr)
+
+
+def add_consent_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-y", "--yes", action="store_true",
+                        help="go ahead even when the change takes down an ensemble that runs the model "
+                        "(named first; without a terminal such a change is refused unless --yes)")
 
 
 def _progress_printer(args: argparse.Namespace) -> Callable[[int, int, str], None] | None:
@@ -206,5 +258,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         if action is Action.UNLOAD:
             sub.add_argument("--dependents", action="store_true",
                              help="also unload models that only these ones use (ensemble steps)")
+        add_consent_args(sub)
+        sub.add_argument("--with-dependents", action="store_true",
+                         help="accept that the loaded ensembles that run these models go down (or "
+                         "reload) with them; same as --yes for that question")
         sub.set_defaults(func=run_action_command, action=action.value)
     _register_create(actions)

@@ -1,5 +1,7 @@
 """Load, unload and reload models, audited by their outcome: each action is checked
-against what Triton reports afterwards, never assumed done."""
+against what Triton reports afterwards, never assumed done — the model itself, and every
+other model whose state changed with it (an ensemble that runs it), each with Triton's reason
+and its own audit row (geadmin.diagnose.impact)."""
 
 from __future__ import annotations
 
@@ -13,9 +15,11 @@ from typing import Any
 
 from geadmin import audit
 from geadmin.audit import Actor
+from geadmin.diagnose import impact
 from geadmin.diagnose.ensemble import composing_models
-from geadmin.diagnose.explain import LoadProgress, load_explained
+from geadmin.diagnose.explain import LoadProgress, explanation_dict, load_explained
 from geadmin.diagnose.health import log_failures
+from geadmin.diagnose.impact import StateChange
 from geadmin.domain import Explanation, ModelState
 from geadmin.errors import (
     ExplainedLoadError,
@@ -47,6 +51,13 @@ class ActionResult:
     message: str
     explanation: Explanation | None = None
     error: GeAdminError | None = None  # what failed, for the next step and exit codes
+    side_effects: tuple[StateChange, ...] = ()  # other models whose state changed with it
+
+    def record(self) -> dict[str, Any]:
+        """For `--json`."""
+        return {"name": self.name, "action": self.action.value, "ok": self.ok, "message": self.message,
+                "explanation": explanation_dict(self.explanation) if self.explanation else None,
+                "side_effects": [change.record() for change in self.side_effects]}
 
 
 def run_action(
@@ -68,10 +79,12 @@ def run_action(
     for done, name in enumerate(names):
         report = _load_reporter(progress, done, len(names), name)
         report(0.0, "")
-        if action is Action.UNLOAD and dependents:
-            touched += _composing(client, name)
+        asked = [*names, *(_composing(client, name) if action is Action.UNLOAD and dependents else [])]
+        touched += asked[len(names):]
+        before = impact.snapshot(client, log)
         result = _run_one(client, action, name, dependents, log, repository, report)
-        results.append(result)
+        side_effects = impact.changes(client, before, asked, log, settle_timeout_s=settle_timeout_s)
+        results.append(replace(result, side_effects=tuple(side_effects)))
         if result.ok:  # a failed (or stuck) model has nothing to settle
             touched.append(name)
     if progress is not None:
@@ -86,11 +99,47 @@ def audited(client: TritonClient, results: list[ActionResult], actor: Actor | No
     an action that happened into a failure (the problem is added to its message instead)."""
     noted = []
     for result in results:
-        problem = audit.try_record_action(result.action.value, result.name, result.ok, result.message,
+        problem = audit.try_record_action(result.action.value, result.name, result.ok,
+                                          with_side_effects(result.message, result.side_effects),
                                           server=client.url, actor=actor)
+        problem = problem or audit_side_effects(client.url, result.action.value, result.name,
+                                                result.side_effects, actor)
         noted.append(replace(result, message=f"{result.message} (not audited: {problem})")
                      if problem else result)
     return noted
+
+
+def audit_refusal(server: str, action: str, models: Sequence[str], message: str, actor: Actor | None) -> str:
+    """A change refused before it started (not confirmed): one `refused` row per model."""
+    for model in models:
+        try:
+            audit.record(action, model, audit.Result.REFUSED, actor=actor, server=server, message=message)
+        except GeAdminError as exc:
+            return str(exc)
+    return ""
+
+
+SIDE_EFFECT = "side_effect"  # the audit action of a model that changed state with another's change
+
+
+def with_side_effects(message: str, side_effects: Sequence[StateChange]) -> str:
+    """`message` with one line per other model that changed state."""
+    if not side_effects:
+        return message
+    return "\n".join([message, "also changed state:", *(f"  {change.text()}" for change in side_effects)])
+
+
+def audit_side_effects(server: str, action: str, model: str, side_effects: Sequence[StateChange],
+                       actor: Actor | None, home: Path | None = None) -> str:
+    """One audit row per other model that changed state (failed when it lost READY); "" or why
+    a row could not be written."""
+    for change in side_effects:
+        problem = audit.try_record_action(
+            SIDE_EFFECT, change.model, not change.lost_ready,
+            f"{change.text()} (after the {action} of {model!r})", server=server, actor=actor, home=home)
+        if problem:
+            return problem
+    return ""
 
 
 def load_in_parallel(

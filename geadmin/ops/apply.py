@@ -12,7 +12,10 @@
    serves and whether its live config carries every field of the file; with `smoke=True`,
    send one request of zeros (geadmin.ops.infer.smoke_request): if the model loaded but does
    not answer, the previous file is put back and reloaded the same way.
-5. Audit every attempt, refusals included, with the unified diff (`geadmin.audit`).
+5. Ask Triton what else changed state (an ensemble that runs the model is reloaded with it,
+   and unloaded when it refuses the new config) and report each with Triton's reason
+   (`geadmin.diagnose.impact`): in the result's `side_effects`, and one audit row each.
+6. Audit every attempt, refusals included, with the unified diff (`geadmin.audit`).
 
 `rollback(model, revision)` is an apply of a kept revision, audited as "rollback"; it skips
 the validator (that config served before; Triton still checks it, and a rejection restores).
@@ -28,10 +31,12 @@ from typing import Any
 from geadmin import audit
 from geadmin.audit import Actor, Result
 from geadmin.db import WorkspaceDatabaseError
-from geadmin.diagnose import explain
+from geadmin.diagnose import explain, impact
 from geadmin.diagnose.explain import LoadProgress, LoadWatch, explanation_dict, load_explained
+from geadmin.diagnose.impact import StateChange
 from geadmin.domain import Explanation, Serving
 from geadmin.errors import GeAdminError, RepositoryError, TritonError, TritonRequestError, TritonTimeoutError
+from geadmin.ops.actions import audit_side_effects, with_side_effects
 from geadmin.ops.infer import smoke_request
 from geadmin.repository import store
 from geadmin.repository.knobs import differing_fields
@@ -67,6 +72,7 @@ class ApplyResult:
     serving: Serving = Serving.UNKNOWN  # what Triton said after the apply (or the restore)
     serving_version: str = ""
     warnings: tuple[str, ...] = field(default_factory=tuple)
+    side_effects: tuple[StateChange, ...] = ()  # other models whose state changed with it
 
     @property
     def ok(self) -> bool:
@@ -79,6 +85,7 @@ class ApplyResult:
                 "new_sha256": self.new_sha256, "revision": self.revision,
                 "serving": self.serving.name, "serving_version": self.serving_version,
                 "warnings": list(self.warnings),
+                "side_effects": [change.record() for change in self.side_effects],
                 "explanation": explanation_dict(self.explanation) if self.explanation else None}
 
 
@@ -117,7 +124,8 @@ def apply_config(
         raise
     if result.outcome is Outcome.UNCHANGED:
         return result
-    problem = job.audit(AUDIT_RESULTS[result.outcome], result.message)
+    problem = job.audit(AUDIT_RESULTS[result.outcome], with_side_effects(result.message, result.side_effects))
+    problem = problem or audit_side_effects(client.url, action, model, result.side_effects, job.actor, home)
     return replace(result, warnings=(*result.warnings, problem)) if problem else result
 
 
@@ -135,8 +143,7 @@ def rollback(
 ) -> ApplyResult:
     """Apply a kept revision (default: the newest one that differs from the file on disk)."""
     current = store.read_config(repository, model)
-    target = (store.read_revision(repository, model, revision, home=home) if revision is not None
-              else previous_revision(repository, model, current.sha256, home=home))
+    target = rollback_target(repository, model, revision, current.sha256, home=home)
     result = apply_config(client, repository, model, target.data,
                           expected_sha256=expected_sha256 or current.sha256, actor=actor, log=log,
                           progress=progress, home=home, action="rollback",
@@ -145,6 +152,14 @@ def rollback(
         return replace(result, message=f"{model!r} already has the config of revision {target.number}: "
                        "nothing to roll back", revision=target.number)
     return result
+
+
+def rollback_target(repository: Path, model: str, revision: int | None, current_sha256: str, *,
+                    home: Path | None = None) -> Revision:
+    """The revision a rollback applies: `revision`, else the newest that differs from disk."""
+    if revision is not None:
+        return store.read_revision(repository, model, revision, home=home)
+    return previous_revision(repository, model, current_sha256, home=home)
 
 
 def previous_revision(repository: Path, model: str, current_sha256: str, *,
@@ -188,6 +203,15 @@ class _Apply:
         return ""
 
     def run(self, expected_sha256: str | None, base_text: str | None, load_unloaded: bool) -> ApplyResult:
+        """The steps of the module docstring, and what else changed state after them."""
+        snapshot = impact.snapshot(self.client, self.log)
+        result = self.steps(expected_sha256, base_text, load_unloaded)
+        if result.outcome in (Outcome.UNCHANGED, Outcome.WRITTEN):
+            return result
+        changed = impact.changes(self.client, snapshot, [self.model], self.log)
+        return replace(result, side_effects=tuple(changed))
+
+    def steps(self, expected_sha256: str | None, base_text: str | None, load_unloaded: bool) -> ApplyResult:
         current = store.read_config(self.repository, self.model)
         self.diff = store.config_diff(current.data, self.data, self.model)
         self.refuse_unless_safe(current, expected_sha256, base_text)

@@ -1,0 +1,138 @@
+"""Consequences known before and after, against real tritonservers: a member change that the
+ensemble refuses, and an unload of a member without its dependents, name `digits_pipeline`
+before (prediction, validator, CLI refusal) and report it after, with Triton's own reason
+from its log, each in the audit log."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from geadmin import audit
+from geadmin.cli.main import main
+from geadmin.diagnose import impact
+from geadmin.diagnose.impact import Effect
+from geadmin.domain import ModelState
+from geadmin.errors import ConfigInvalidError
+from geadmin.ops.actions import SIDE_EFFECT, Action, run_action
+from geadmin.ops.apply import Outcome, apply_config
+from geadmin.repository.modelconfig import parse_pbtxt
+from geadmin.stack.tritonserver import TritonProcess
+from geadmin.triton.client import TritonClient
+from geadmin.triton.logs import LocalLogFile
+
+MEMBER, PIPELINE = "digits_classifier", "digits_pipeline"
+TRITON_SAYS = ("ensemble digits_pipeline allows maximum batch size 32, but it contains model "
+               "digits_classifier which only allows maximum batch size to be 16")
+
+
+@pytest.fixture(autouse=True)
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    for name in ("TRITON_URL", "ADMIN_KEY", "TRITON_LOG", "REPOSITORY", "SERVERS_FILE", "TRITON_URLS"):
+        monkeypatch.delenv(f"GEADMIN_{name}", raising=False)
+    monkeypatch.setenv("GEADMIN_HOME", str(tmp_path / "home"))
+    return tmp_path / "home"
+
+
+@pytest.fixture
+def server(triton_factory: Callable[..., TritonProcess]) -> TritonProcess:
+    return triton_factory()
+
+
+@pytest.fixture
+def client(server: TritonProcess) -> Iterator[TritonClient]:
+    with TritonClient(server.http_url, load_timeout_s=60) as triton:
+        yield triton
+
+
+def smaller_batch(server: TritonProcess) -> str:
+    text = (server.repository / MEMBER / "config.pbtxt").read_text()
+    return text.replace("max_batch_size: 32", "max_batch_size: 16").replace("[ 8, 16 ]", "[ 8 ]")
+
+
+def states(client: TritonClient) -> dict[str, ModelState]:
+    return {e.name: e.state for e in client.repository_index()}
+
+
+def test_apply_of_a_smaller_batch_is_predicted_refused_and_reported_with_tritons_reason(
+        server: TritonProcess, client: TritonClient, home: Path) -> None:
+    new = smaller_batch(server)
+    before = impact.predict(client, "apply", [MEMBER], repository=server.repository,
+                            new_configs={MEMBER: parse_pbtxt(new)})
+    assert before.taken_down == [PIPELINE]
+    assert before.consequences[0].effect is Effect.REFUSED and before.consequences[0].reason == TRITON_SAYS
+
+    with pytest.raises(ConfigInvalidError, match="Triton would unload ensemble digits_pipeline"):
+        apply_config(client, server.repository, MEMBER, new, log=LocalLogFile(server.log_path))
+    assert states(client)[PIPELINE] is ModelState.READY  # refused: nothing written, nothing reloaded
+
+    result = apply_config(client, server.repository, MEMBER, new, log=LocalLogFile(server.log_path),
+                          validate=False)
+    assert result.outcome is Outcome.APPLIED
+    [change] = result.side_effects
+    assert (change.model, change.before, change.after) == (PIPELINE, ModelState.READY, ModelState.UNAVAILABLE)
+    assert change.reason == f"Invalid argument: {TRITON_SAYS}" and TRITON_SAYS in change.log_line
+    assert states(client)[PIPELINE] is ModelState.UNAVAILABLE
+    [row] = audit.query(action=SIDE_EFFECT, home=home)
+    assert (row.model, row.result) == (PIPELINE, "failed") and TRITON_SAYS in row.message
+    [applied] = audit.query(action="apply", result="ok", home=home)
+    assert f"also changed state:\n  {PIPELINE}: READY → UNAVAILABLE" in applied.message
+
+
+def test_unload_without_dependents_names_the_pipeline_before_and_reports_it_after(
+        server: TritonProcess, client: TritonClient, home: Path) -> None:
+    before = impact.predict(client, "unload", [MEMBER], repository=server.repository)
+    assert [(c.model, c.effect) for c in before.consequences] == [(PIPELINE, Effect.UNLOADED)]
+    assert "this also takes down digits_pipeline" in before.headline()
+
+    [result] = run_action(client, Action.UNLOAD, [MEMBER], log=LocalLogFile(server.log_path),
+                          repository=server.repository)
+    assert result.ok
+    [change] = result.side_effects
+    assert (change.model, change.after) == (PIPELINE, ModelState.UNAVAILABLE)
+    assert "ensemble digits_pipeline contains models that are not available or ambiguous: digits_classifier" \
+        in change.reason
+    [row] = audit.query(action=SIDE_EFFECT, home=home)
+    assert row.model == PIPELINE and row.result == "failed" and "after the unload of 'digits_classifier'" \
+        in row.message
+
+
+def test_a_plain_reload_reloads_the_pipeline_and_changes_no_other_state(
+        server: TritonProcess, client: TritonClient) -> None:
+    before = impact.predict(client, "reload", [MEMBER], repository=server.repository)
+    assert [(c.model, c.effect) for c in before.consequences] == [(PIPELINE, Effect.RELOADED)]
+    assert not before.takes_down
+    [result] = run_action(client, Action.RELOAD, [MEMBER], log=LocalLogFile(server.log_path))
+    assert result.ok and result.side_effects == ()
+    assert states(client)[PIPELINE] is ModelState.READY
+
+
+def test_cli_refuses_without_a_terminal_and_goes_ahead_with_yes(
+        server: TritonProcess, client: TritonClient, home: Path, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))  # a script: no terminal to ask
+    url = ["--url", server.http_url, "--repository", str(server.repository), "--triton-log",
+           str(server.log_path)]
+    new = tmp_path / "config.pbtxt"
+    new.write_text(smaller_batch(server))
+
+    assert main(["config", "apply", MEMBER, str(new), "--no-validate", *url]) == 1
+    err = capsys.readouterr().err
+    assert f"{PIPELINE}: refused by Triton, so unloaded — {TRITON_SAYS}" in err
+    assert "pass --yes (or --with-dependents) to go ahead. Nothing was done" in err
+    assert states(client)[PIPELINE] is ModelState.READY
+    assert [r.result for r in audit.query(action="apply", home=home)] == ["refused"]
+
+    assert main(["models", "unload", MEMBER, *url, "--json"]) == 1
+    refused = json.loads(capsys.readouterr().out)
+    assert refused["kind"] == "refused" and refused["impact"]["takes_down"] == [PIPELINE]
+
+    assert main(["config", "apply", MEMBER, str(new), "--no-validate", "--yes", *url]) == 0
+    err = capsys.readouterr().err
+    assert "also changed state" in err
+    assert f"{PIPELINE}: READY → UNAVAILABLE — Invalid argument: {TRITON_SAYS}" in err
+    assert states(client)[PIPELINE] is ModelState.UNAVAILABLE
