@@ -1,7 +1,7 @@
 """`geadmin top`: per model and version, what Triton is doing now — like `top`.
 
 Every interval it scrapes Triton's /metrics, derives the window since the last scrape
-(geadmin.telemetry.derive), judges each model's bottleneck (geadmin.telemetry.triage, with
+(geadmin.telemetry.derive), judges each model's bottleneck (geadmin.telemetry.bottleneck, with
 the npu_ge devices on the same page) and redraws the table. `--once` takes two scrapes one
 interval apart and prints one table; `--json` prints the window as JSON (with `--once` one
 document, else one line per interval).
@@ -25,7 +25,7 @@ from geadmin.errors import TelemetryError
 from geadmin.telemetry.derive import ModelWindow, Window, derive
 from geadmin.telemetry.npu import devices_from_triton
 from geadmin.telemetry.scrape import Scrape, scrape
-from geadmin.telemetry.triage import Bottleneck, triage
+from geadmin.telemetry.bottleneck import Bottleneck, triage
 
 EXIT_OK = 0
 EXIT_METRICS = 1

@@ -2,7 +2,7 @@
 
 Every refresh of the live Overview scrapes Triton's /metrics once; the scrapes of the last
 minute stay in session state, and the window reaches from the oldest to the newest
-(geadmin.telemetry.triage.recent_window). NPU utilization comes from the npu_ge metrics on
+(geadmin.telemetry.bottleneck.recent_window). NPU utilization comes from the npu_ge metrics on
 the same page, so "device-bound" needs no other source.
 """
 
@@ -13,7 +13,7 @@ import streamlit as st
 from geadmin.errors import GeAdminError
 from geadmin.telemetry.npu import devices_from_triton
 from geadmin.telemetry.scrape import scrape
-from geadmin.telemetry.triage import Bottleneck, Verdict, recent_window, triage, with_traffic
+from geadmin.telemetry.bottleneck import Bottleneck, Verdict, recent_window, triage, with_traffic
 from pages.ui import keys
 from pages.ui.telemetry import triton_metrics_url
 

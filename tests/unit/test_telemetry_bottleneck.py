@@ -1,4 +1,4 @@
-"""geadmin.telemetry.triage: the bottleneck verdict per model from a derived window (pages in
+"""geadmin.telemetry.bottleneck: the bottleneck verdict per model from a derived window (pages in
 Triton 2.51's format, built by the derive tests' `page`), with and without NPU devices."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from geadmin.telemetry.derive import Window, derive
 from geadmin.telemetry.npu import NpuDevice, NpuPlacement
 from geadmin.telemetry.scrape import Scrape
-from geadmin.telemetry.triage import (
+from geadmin.telemetry.bottleneck import (
     DOMINANT_SHARE,
     FIXES,
     MIN_WINDOW_S,
