@@ -22,10 +22,10 @@ from typing import Any
 from geadmin.cli.common import positive_seconds
 from geadmin.cli.npu import triton_metrics
 from geadmin.errors import TelemetryError
+from geadmin.telemetry.bottleneck import Bottleneck, triage
 from geadmin.telemetry.derive import ModelWindow, Window, derive
 from geadmin.telemetry.npu import devices_from_triton
 from geadmin.telemetry.scrape import Scrape, scrape
-from geadmin.telemetry.bottleneck import Bottleneck, triage
 
 EXIT_OK = 0
 EXIT_METRICS = 1

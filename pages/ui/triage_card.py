@@ -11,9 +11,9 @@ from __future__ import annotations
 import streamlit as st
 
 from geadmin.errors import GeAdminError
+from geadmin.telemetry.bottleneck import Bottleneck, Verdict, recent_window, triage, with_traffic
 from geadmin.telemetry.npu import devices_from_triton
 from geadmin.telemetry.scrape import scrape
-from geadmin.telemetry.bottleneck import Bottleneck, Verdict, recent_window, triage, with_traffic
 from pages.ui import keys
 from pages.ui.telemetry import triton_metrics_url
 

@@ -7,9 +7,6 @@ from dataclasses import replace
 
 import pytest
 
-from geadmin.telemetry.derive import Window, derive
-from geadmin.telemetry.npu import NpuDevice, NpuPlacement
-from geadmin.telemetry.scrape import Scrape
 from geadmin.telemetry.bottleneck import (
     DOMINANT_SHARE,
     FIXES,
@@ -23,6 +20,9 @@ from geadmin.telemetry.bottleneck import (
     triage,
     with_traffic,
 )
+from geadmin.telemetry.derive import Window, derive
+from geadmin.telemetry.npu import NpuDevice, NpuPlacement
+from geadmin.telemetry.scrape import Scrape
 from tests.unit.test_telemetry_derive import Counters, page
 
 IDLE = Counters(success=10, inferences=10, executions=10, request_us=1000, queue_us=100,
