@@ -18,21 +18,19 @@ from typing import Any
 
 import numpy as np
 
-from geadmin.cli.common import add_connection_args, client_for, target_from_args
-from geadmin.domain import DEFAULT_PORTS, Endpoint, Transport
+from geadmin.cli.common import add_connection_args, client_for, protocol_url, target_from_args
+from geadmin.domain import Transport
 from geadmin.errors import GeAdminError, InferInputError, TritonError, TritonUnreachableError
 from geadmin.ops.infer import (
-    NOT_SCORES,
     ClassScore,
     InferRequest,
     InferResult,
     build_request,
-    parse_classification,
     prepare,
-    read_labels,
+    rank_outputs,
     send,
     tensor_record,
-    top_k,
+    top_k_plan,
 )
 from geadmin.ops.infer_images import Normalize
 from geadmin.ops.infer_inputs import InputSource, SourceKind
@@ -51,15 +49,15 @@ def run(args: argparse.Namespace) -> int:
     try:
         with client_for(target, args) as client:
             spec = prepare(client, args.model)
-            labels, class_count = _top_k_plan(args, spec, target)
+            plan = top_k_plan(spec, args.top_k, args.output or (), target.repository)
             request = build_request(
                 spec, _sources(args, spec), shapes=_shapes(args.shape), batch_size=args.batch_size,
-                seed=args.seed, outputs=args.output or (), class_count=class_count)
+                seed=args.seed, outputs=args.output or (), class_count=plan.class_count)
             if args.print_curl or args.print_python:
                 _print_snippet(args, target, request, spec)
                 return EXIT_OK
             result = send(client, request)
-        ranked = _ranked(result, args.top_k, labels, class_count)
+        ranked = rank_outputs(result, plan)
     except InferInputError as exc:
         return _fail(exc, EXIT_USAGE)
     except TritonError as exc:
@@ -109,57 +107,19 @@ def _shapes(items: list[str] | None) -> dict[str, list[int]]:
     return shapes
 
 
-def _top_k_plan(
-    args: argparse.Namespace, spec: ModelSpec, target: Target
-) -> tuple[dict[str, list[str]], int]:
-    """(labels per output, class_count): labels from the repository when it is at hand, else
-    Triton's classification extension when an output has a labels file only Triton can read."""
-    if not args.top_k:
-        return {}, 0
-    if args.top_k < 0:
-        raise InferInputError(f"--top-k must be 1 or more, got {args.top_k}")
-    wanted = [spec.output(n) for n in args.output] if args.output else list(spec.outputs)
-    labelled = [o for o in wanted if o.label_filename]
-    if labelled and target.repository is None:
-        return {}, args.top_k
-    return {o.name: read_labels(target.repository, spec.name, o) for o in labelled if target.repository}, 0
-
-
-def _ranked(result: InferResult, k: int, labels: dict[str, list[str]],
-            class_count: int) -> dict[str, list[list[ClassScore]]]:
-    if not k:
-        return {}
-    if class_count:
-        return {t.name: parse_classification(t) for t in result.outputs}
-    return {t.name: top_k(t, k, labels.get(t.name, ()))
-            for t in result.outputs if t.datatype not in NOT_SCORES}
-
-
 def _print_snippet(args: argparse.Namespace, target: Target, request: InferRequest, spec: ModelSpec) -> None:
+    """The server's own HTTP endpoint for curl (geadmin.stack.target.server_urls: the stack's
+    port, the servers file's http_url), the URL the request would go to for Python."""
     if args.print_curl:
-        snippet = curl_command(_http_url(target), request,
-                               output_types={o.name: o.datatype for o in spec.outputs})
+        urls = target.urls()
+        if urls.is_guess(Transport.HTTP):
+            print(f"geadmin: note: curl speaks HTTP: the command uses {urls.http}, from GEADMIN_HTTP_PORT on "
+                  "the server's host; change it if this Triton listens elsewhere", file=sys.stderr)
+        snippet = curl_command(urls.http, request, output_types={o.name: o.datatype for o in spec.outputs})
     else:
-        snippet = python_snippet(client_url(target, args), request)
+        snippet = python_snippet(protocol_url(target, args.protocol, args.url), request)
     _write_files(snippet)
     print(snippet.text)
-
-
-def _http_url(target: Target) -> str:
-    endpoint = Endpoint.parse(target.spec.url)
-    if endpoint.transport is Transport.HTTP:
-        return endpoint.url
-    http = replace(endpoint, transport=Transport.HTTP, port=DEFAULT_PORTS["http"])
-    print(f"geadmin: note: curl speaks HTTP: the command uses {http.url} (Triton's default HTTP port); "
-          "change it if this Triton listens elsewhere", file=sys.stderr)
-    return http.url
-
-
-def client_url(target: Target, args: argparse.Namespace) -> str:
-    endpoint = Endpoint.parse(target.spec.url)
-    if args.protocol:
-        endpoint = replace(endpoint, transport=Transport(args.protocol))
-    return endpoint.url
 
 
 def _write_files(snippet: Snippet) -> None:

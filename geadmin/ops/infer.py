@@ -15,13 +15,12 @@ from __future__ import annotations
 import base64
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from geadmin.domain import DEFAULT_PORTS, Endpoint, Transport
 from geadmin.errors import GeAdminError, InferInputError, InputTooLargeError, RepositoryError, TritonError
 from geadmin.ops.infer_inputs import DEFAULT_SEED, RANDOM, ZEROS, InputSource, build_inputs
 from geadmin.ops.infer_spec import MAX_UPLOAD_BYTES, ModelSpec, OutputSpec, check_size, model_spec
@@ -319,24 +318,6 @@ def input_fix(error: InferInputError) -> str:
                 "or batch size")
     return ("give data of the dtype and shape the input expects (shown beside it), or pick a generated "
             "source (random, zeros, ones) that always fits")
-
-
-def transport_url(url: str, transport: Transport,
-                  known: Sequence[Sequence[str]] = ()) -> tuple[str, bool]:
-    """(the URL of the same Triton over `transport`, whether it is a guess). `url` itself when
-    it speaks it; else the other URL of a `known` server (its HTTP and gRPC URLs, e.g. the
-    embedded stack's) that `url` names; else Triton's default pairing (HTTP 8000 <-> gRPC 8001)."""
-    endpoint = Endpoint.parse(url)
-    if endpoint.transport is transport:
-        return endpoint.url, False
-    for group in known:
-        parsed = [Endpoint.parse(u) for u in group]
-        if endpoint.url in [p.url for p in parsed]:
-            for other in parsed:
-                if other.transport is transport:
-                    return other.url, False
-    offset = DEFAULT_PORTS[transport.value] - DEFAULT_PORTS[endpoint.transport.value]
-    return replace(endpoint, transport=transport, port=endpoint.port + offset).url, True
 
 
 # -- smoke ---------------------------------------------------------------------------------

@@ -19,7 +19,6 @@ from tritonclient.utils import deserialize_bf16_tensor, serialize_bf16_tensor
 
 from geadmin.cli import infer as cli_infer
 from geadmin.cli.main import main
-from geadmin.domain import Transport
 from geadmin.errors import (
     InferInputError,
     InputTooLargeError,
@@ -41,7 +40,6 @@ from geadmin.ops.infer import (
     tensor_rows,
     top_k,
     top_k_plan,
-    transport_url,
 )
 from geadmin.ops.infer_images import (
     IMAGENET_MEAN,
@@ -735,13 +733,3 @@ def test_tensor_rows_are_one_row_per_batch_item_with_plain_values() -> None:
 def test_input_fix_names_the_limit_for_oversize_input() -> None:
     assert "limit is 33.6 MB" in input_fix(InputTooLargeError("too big"))
     assert "random, zeros, ones" in input_fix(InferInputError("bad shape"))
-
-
-def test_transport_url_uses_a_known_pair_else_guesses_the_default_ports() -> None:
-    assert transport_url("http://h:8000", Transport.HTTP) == ("http://h:8000", False)
-    assert transport_url("http://h:9000", Transport.GRPC) == ("grpc://h:9001", True)
-    assert transport_url("grpc://h:9001", Transport.HTTP) == ("http://h:9000", True)
-    known = [("http://127.0.0.1:1234", "grpc://127.0.0.1:5678")]
-    assert transport_url("http://127.0.0.1:1234", Transport.GRPC, known) == ("grpc://127.0.0.1:5678", False)
-    assert transport_url("grpc://127.0.0.1:5678", Transport.HTTP, known) == ("http://127.0.0.1:1234", False)
-    assert transport_url("http://127.0.0.1:4321", Transport.GRPC, known) == ("grpc://127.0.0.1:4322", True)
