@@ -38,6 +38,7 @@ import numpy as np
 
 from geadmin import db
 from geadmin import settings as geadmin_settings
+from geadmin.binaries import terminate_group, wheel_layout
 from geadmin.errors import InferInputError, PerfAnalyzerError
 from geadmin.ops.bench_failures import BINARY, Failure, bench_error, classify, error_line
 from geadmin.ops.bench_results import CONCURRENCY, BenchPoint, BenchRun, parse_csv, save_run
@@ -49,8 +50,6 @@ from geadmin.ops.infer import InferRequest, build_request, prepare
 from geadmin.ops.infer_inputs import DEFAULT_SEED, RANDOM, InputSource
 from geadmin.ops.infer_snippets import wire_bytes
 from geadmin.ops.infer_spec import ModelSpec
-from geadmin.stack.processes import terminate_group
-from geadmin.stack.tritonserver import wheel_layout
 from geadmin.triton.client import Tensor, TritonClient
 
 LIBRARIES = {"libb64.so.0d": "libb64-*.so.0d", "libcudart.so.12": "libcudart-*.so.12*"}

@@ -29,7 +29,7 @@ from geadmin.errors import (
 )
 
 if TYPE_CHECKING:
-    from geadmin.ops.bench import BenchSettings
+    from geadmin.ops.bench_settings import BenchSettings
 
 BINARY = "perf_analyzer"
 

@@ -11,15 +11,14 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from geadmin import settings
+from geadmin.binaries import signal_group, terminate_group
 from geadmin.errors import StackError
 from geadmin.stack.processes import (
     client_host,
     ensure_port_free,
     free_port,
     http_ok,
-    signal_group,
     tail,
-    terminate_group,
 )
 
 SOURCE_APP = Path(__file__).resolve().parents[2] / "pages" / "app.py"

@@ -1,13 +1,12 @@
-"""Processes and ports: free ports, process groups stopped TERM -> KILL -> killpg, health polls."""
+"""Processes and ports: free ports, pid and health polls (process groups are stopped by
+geadmin.binaries)."""
 
 from __future__ import annotations
 
 import contextlib
 import errno
 import os
-import signal
 import socket
-import subprocess
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -89,21 +88,3 @@ def http_ok(url: str, timeout_s: float = 1.0) -> bool:
             return bool(response.status == 200)
     except (urllib.error.URLError, OSError, ValueError):
         return False
-
-
-def signal_group(process: subprocess.Popen[bytes], signum: int = signal.SIGTERM) -> None:
-    """Signal the process's whole group (it was started in a session of its own)."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, signum)
-
-
-def terminate_group(process: subprocess.Popen[bytes], timeout_s: float) -> int:
-    """SIGTERM the group, SIGKILL it after `timeout_s`; returns the leader's exit code."""
-    signal_group(process, signal.SIGTERM)
-    try:
-        return process.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        signal_group(process, signal.SIGKILL)
-        return process.wait(timeout=5)
-    finally:
-        signal_group(process, signal.SIGKILL)  # children in the group must not outlive it

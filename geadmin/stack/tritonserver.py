@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import glob
-import importlib.util
 import os
 import shutil
 import subprocess
@@ -25,11 +24,11 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
 from geadmin import settings
+from geadmin.binaries import WheelLayout, terminate_group, wheel_layout
 from geadmin.domain import Ports
 from geadmin.errors import PythonStubMissingError, TritonBinaryNotFoundError, TritonStartError
 from geadmin.stack.processes import (
@@ -39,7 +38,6 @@ from geadmin.stack.processes import (
     http_ok,
     pid_alive,
     tail,
-    terminate_group,
 )
 
 SHM_DIR = Path("/dev/shm")
@@ -47,35 +45,6 @@ SHM_DIR = Path("/dev/shm")
 RESTRICTED_APIS = ("model-repository", "model-config", "logging", "trace")
 _INSTALL_HINT = "install it with `pip install nvidia-pytriton`, or name a binary with " \
     "--tritonserver PATH / GEADMIN_TRITONSERVER"
-
-
-@dataclass(frozen=True)
-class WheelLayout:
-    """Where the nvidia-pytriton wheel put the server, its backends and its libraries."""
-
-    server_dir: Path  # .../pytriton/tritonserver
-    libs_dir: Path  # .../nvidia_pytriton.libs
-
-    @property
-    def binary(self) -> Path:
-        return self.server_dir / "bin" / "tritonserver"
-
-    @property
-    def python_backend(self) -> Path:
-        return self.server_dir / "backends" / "python"
-
-    @property
-    def stubs_dir(self) -> Path:
-        return self.server_dir / "python_backend_stubs"
-
-
-def wheel_layout() -> WheelLayout | None:
-    spec = importlib.util.find_spec("pytriton")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    package_dir = Path(next(iter(spec.submodule_search_locations)))
-    layout = WheelLayout(package_dir / "tritonserver", package_dir.parent / "nvidia_pytriton.libs")
-    return layout if layout.binary.exists() else None
 
 
 def find_tritonserver(explicit: str | os.PathLike[str] | None = None) -> Path:

@@ -1,10 +1,13 @@
-"""The layout DESIGN.md draws, enforced: imports point down the layers, settings are read
-in one place, and the core never imports streamlit or the pages."""
+"""The layout DESIGN.md draws, enforced: imports point down the layers, no import cycles (at module
+and at subpackage level, counting imports inside functions and under TYPE_CHECKING), settings are
+read in one place, and the core never imports streamlit or the pages."""
 
 from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -16,7 +19,7 @@ CORE = ROOT / "geadmin"
 # Top-level module or subpackage of geadmin -> layer. Imports may point to the same or a lower layer.
 LAYERS = {
     "__init__": 0, "errors": 0, "settings": 0, "domain": 0,
-    "triton": 1, "repository": 1, "db": 1, "audit": 1,
+    "triton": 1, "repository": 1, "db": 1, "audit": 1, "binaries": 1,
     "diagnose": 2, "telemetry": 2, "access": 2,
     "ops": 3, "stack": 3,
     "cli": 4,
@@ -24,63 +27,244 @@ LAYERS = {
 PAGES_LAYER = 5
 
 
-def core_modules() -> list[Path]:
-    return [p for p in CORE.rglob("*.py") if "samples" not in p.parts]
+@dataclass(frozen=True)
+class Edge:
+    """`source` imports `target` at `path`:`line` (wherever the import statement sits)."""
+
+    source: str
+    target: str
+    path: Path
+    line: int
 
 
-def layer_of(module: str) -> int:
-    """`geadmin.diagnose.health` -> 2; `pages.x` -> the pages' layer."""
-    parts = module.split(".")
-    if parts[0] == "pages":
-        return PAGES_LAYER
-    assert parts[0] == "geadmin", module
-    top = parts[1] if len(parts) > 1 else "__init__"
-    assert top in LAYERS, f"geadmin.{top} is in no layer: add it to DESIGN.md and LAYERS"
-    return LAYERS[top]
+def modules_of(package_dir: Path) -> dict[str, Path]:
+    """Dotted module name -> file, for every .py under a package (`pkg/__init__.py` is `pkg`)."""
+    found = {}
+    for path in sorted(package_dir.rglob("*.py")):
+        if "samples" in path.relative_to(package_dir).parts:
+            continue
+        parts = path.relative_to(package_dir.parent).with_suffix("").parts
+        found[".".join(p for p in parts if p != "__init__")] = path
+    return found
 
 
-def imports_of(path: Path) -> list[tuple[int, str]]:
-    """(line, module) of every import, including those inside functions and TYPE_CHECKING."""
+def _absolute(node: ast.ImportFrom, module: str, is_package: bool) -> str:
+    """The absolute module an ImportFrom names (resolving `from . import x`)."""
+    if node.level == 0:
+        return node.module or ""
+    base = module.split(".")
+    base = base[: len(base) - node.level + (1 if is_package else 0)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def imports_of(path: Path, module: str = "", known: Iterable[str] = ()) -> list[tuple[int, str]]:
+    """(line, module) of every import in the file, including those inside functions, methods and
+    `if TYPE_CHECKING:` blocks (ast.walk visits every statement). `from pkg import sub` names
+    `pkg.sub` when that is a known module."""
+    known = set(known)
+    is_package = path.name == "__init__.py"
     found = []
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
             found += [(node.lineno, alias.name) for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.append((node.lineno, node.module))
-            found += [(node.lineno, f"geadmin.{a.name}") for a in node.names  # `from geadmin import settings`
-                      if node.module == "geadmin" and (CORE / f"{a.name}.py").exists()]
+        elif isinstance(node, ast.ImportFrom):
+            target = _absolute(node, module, is_package)
+            if not target:
+                continue
+            submodules = [f"{target}.{a.name}" for a in node.names if f"{target}.{a.name}" in known]
+            if len(submodules) < len(node.names):  # some names are attributes of `target` itself
+                found.append((node.lineno, target))
+            found += [(node.lineno, sub) for sub in submodules]
     return found
 
 
-def module_name(path: Path) -> str:
-    relative = path.relative_to(ROOT).with_suffix("")
-    return ".".join(part for part in relative.parts if part != "__init__") or "geadmin"
+def import_graph(package_dir: Path) -> list[Edge]:
+    """Every import from one module of the package to another (self-imports left out)."""
+    modules = modules_of(package_dir)
+    edges = []
+    for name, path in modules.items():
+        for line, imported in imports_of(path, name, modules):
+            target = imported
+            while target and target not in modules:  # `from pkg.mod import Class` -> pkg.mod
+                target = target.rpartition(".")[0]
+            if target and target != name and imported.split(".")[0] == package_dir.name:
+                edges.append(Edge(name, target, path, line))
+    return edges
+
+
+def subpackage_of(module: str) -> str:
+    """`geadmin.ops.bench` -> `geadmin.ops`; `geadmin.errors` -> `geadmin.errors`."""
+    return ".".join(module.split(".")[:2])
+
+
+def collapse(edges: list[Edge]) -> list[Edge]:
+    """The same graph with each module replaced by its top-level module or subpackage."""
+    return [Edge(subpackage_of(e.source), subpackage_of(e.target), e.path, e.line) for e in edges
+            if subpackage_of(e.source) != subpackage_of(e.target)]
+
+
+def cycles(edges: list[Edge]) -> list[list[Edge]]:
+    """One cycle (as the edges that close it, with their file and line) per strongly connected
+    group of two or more nodes: Tarjan's algorithm, then a path back round the group."""
+    graph: dict[str, dict[str, Edge]] = {}
+    for e in edges:
+        graph.setdefault(e.source, {}).setdefault(e.target, e)
+        graph.setdefault(e.target, {})
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    groups: list[set[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in graph[node]:
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            group = set()
+            while True:
+                member = stack.pop()
+                group.add(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                groups.append(group)
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return [_a_cycle(graph, group) for group in groups]
+
+
+def _a_cycle(graph: dict[str, dict[str, Edge]], group: set[str]) -> list[Edge]:
+    """A shortest way from the group's first member back to itself, inside the group."""
+    start = min(group)
+    paths: dict[str, list[Edge]] = {start: []}
+    frontier = [start]
+    while frontier:
+        following = []
+        for node in frontier:
+            for nxt, edge in sorted(graph[node].items()):
+                if nxt == start:
+                    return paths[node] + [edge]
+                if nxt in group and nxt not in paths:
+                    paths[nxt] = paths[node] + [edge]
+                    following.append(nxt)
+        frontier = following
+    raise AssertionError(f"no cycle through {start} in {sorted(group)}")
+
+
+def describe(cycle: list[Edge]) -> str:
+    return "\n".join(f"  {e.source} -> {e.target}  ({e.path}:{e.line})" for e in cycle)
+
+
+def layer_of(module: str, layers: dict[str, int] = LAYERS, package: str = "geadmin") -> int:
+    """`geadmin.diagnose.health` -> 2; `pages.x` -> the pages' layer."""
+    parts = module.split(".")
+    if parts[0] == "pages":
+        return PAGES_LAYER
+    assert parts[0] == package, module
+    top = parts[1] if len(parts) > 1 else "__init__"
+    assert top in layers, f"{package}.{top} is in no layer: add it to DESIGN.md and LAYERS"
+    return layers[top]
+
+
+def layer_violations(edges: list[Edge], layers: dict[str, int], package: str) -> list[str]:
+    found, seen = [], set()
+    for e in edges:
+        if (e.path, e.line) in seen:  # `from pkg.high import b` names pkg.high and pkg.high.b
+            continue
+        own, target = layer_of(e.source, layers, package), layer_of(e.target, layers, package)
+        if target > own:
+            seen.add((e.path, e.line))
+            found.append(f"{e.path}:{e.line}: {e.source} (layer {own}) imports {e.target} "
+                         f"(layer {target}); imports must point down the layers")
+    return found
+
+
+def core_modules() -> list[Path]:
+    return list(modules_of(CORE).values())
+
+
+GRAPH = import_graph(CORE)
 
 
 def test_every_core_module_has_a_layer() -> None:
-    for path in core_modules():
-        layer_of(module_name(path) if module_name(path) != "geadmin" else "geadmin.__init__")
+    for name in modules_of(CORE):
+        layer_of(name)
+
+
+def test_core_imports_point_down_the_layers() -> None:
+    violations = layer_violations(GRAPH, LAYERS, "geadmin")
+    assert not violations, "\n".join(violations)
 
 
 @pytest.mark.parametrize("path", core_modules(), ids=lambda p: str(p.relative_to(ROOT)))
-def test_core_imports_point_down_the_layers(path: Path) -> None:
-    name = module_name(path)
-    own = layer_of(name if name != "geadmin" else "geadmin.__init__")
+def test_core_never_imports_streamlit_or_the_pages(path: Path) -> None:
     for line, imported in imports_of(path):
         root = imported.split(".")[0]
         assert root not in ("streamlit", "pages"), f"{path}:{line} imports {imported}: geadmin never does"
-        if root != "geadmin" or imported == "geadmin":
-            continue
-        target = layer_of(imported)
-        assert target <= own, (f"{path}:{line}: {name} (layer {own}) imports {imported} (layer {target}); "
-                               "imports must point down the layers")
 
 
-def test_the_layer_check_itself_catches_an_upward_import(tmp_path: Path) -> None:
-    bad = tmp_path / "bad.py"
-    bad.write_text("from geadmin.ops.actions import run_action\n")
-    ((_, imported),) = imports_of(bad)
-    assert layer_of(imported) > LAYERS["triton"]
+def test_no_import_cycle_between_modules() -> None:
+    found = cycles(GRAPH)
+    assert not found, "import cycles between modules:\n" + "\n\n".join(map(describe, found))
+
+
+def test_no_import_cycle_between_subpackages() -> None:
+    found = cycles(collapse(GRAPH))
+    assert not found, "import cycles between subpackages:\n" + "\n\n".join(map(describe, found))
+
+
+def _plant(root: Path, files: dict[str, str]) -> Path:
+    for relative, text in files.items():
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root / "fakepkg"
+
+
+PLANTED = {
+    "fakepkg/__init__.py": "",
+    "fakepkg/errors.py": ("from typing import TYPE_CHECKING\n"
+                          "if TYPE_CHECKING:\n"
+                          "    from fakepkg.domain import Thing\n"),  # cycle 1, hidden under TYPE_CHECKING
+    "fakepkg/domain.py": "from fakepkg.errors import Oops\n",
+    "fakepkg/low/__init__.py": "",
+    "fakepkg/low/a.py": ("def late():\n"
+                         "    from fakepkg.high import b  # upward, and a cycle, inside a function\n"),
+    "fakepkg/low/c.py": "from . import a\n",
+    "fakepkg/high/__init__.py": "",
+    "fakepkg/high/b.py": "from fakepkg.low.c import something\n",
+}
+PLANTED_LAYERS = {"__init__": 0, "errors": 0, "domain": 0, "low": 1, "high": 2}
+
+
+def test_the_checks_find_a_planted_cycle_and_an_upward_import(tmp_path: Path) -> None:
+    edges = import_graph(_plant(tmp_path, PLANTED))
+
+    module_cycles = [{e.source for e in c} for c in cycles(edges)]
+    assert {"fakepkg.errors", "fakepkg.domain"} in module_cycles
+    assert {"fakepkg.low.a", "fakepkg.high.b", "fakepkg.low.c"} in module_cycles
+    assert len(module_cycles) == 2
+
+    package_cycles = sorted(sorted(e.source for e in c) for c in cycles(collapse(edges)))
+    assert package_cycles == [["fakepkg.domain", "fakepkg.errors"], ["fakepkg.high", "fakepkg.low"]]
+
+    violations = layer_violations(edges, PLANTED_LAYERS, "fakepkg")
+    assert len(violations) == 1, violations
+    assert "a.py:2: fakepkg.low.a (layer 1) imports fakepkg.high.b (layer 2)" in violations[0]
+
+
+def test_the_checks_pass_the_planted_package_once_mended(tmp_path: Path) -> None:
+    mended = dict(PLANTED, **{"fakepkg/errors.py": "", "fakepkg/low/a.py": "import os\n"})
+    edges = import_graph(_plant(tmp_path, mended))
+    assert cycles(edges) == [] and cycles(collapse(edges)) == []
+    assert layer_violations(edges, PLANTED_LAYERS, "fakepkg") == []
 
 
 def test_pages_import_only_the_core_and_their_own_widgets() -> None:
