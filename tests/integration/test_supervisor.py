@@ -36,7 +36,9 @@ def add_npu_ge_model(repository: Path, name: str = NPU_MODEL) -> None:
 def index(up: Up) -> dict[str, str]:
     client = httpclient.InferenceServerClient(f"127.0.0.1:{up.http}")
     try:
-        return {m["name"]: m.get("state", "") for m in client.get_model_repository_index()}
+        key = (up.home / "triton-admin-key").read_text().strip()  # the stack's Triton needs its key
+        return {m["name"]: m.get("state", "") for m in client.get_model_repository_index(
+            headers={"admin-key": key})}
     finally:
         client.close()
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException
 
 from geadmin.stack.processes import free_port, free_ports
 from geadmin.stack.tritonserver import TritonProcess
@@ -92,7 +93,10 @@ def test_both_servers_answer_and_every_sample_model_is_ready(up: Up) -> None:
     with urllib.request.urlopen(f"http://127.0.0.1:{up.dashboard}/_stcore/health", timeout=5) as r:
         assert r.status == 200
     client = httpclient.InferenceServerClient(f"127.0.0.1:{up.http}")
-    index = {m["name"]: m.get("state") for m in client.get_model_repository_index()}
+    with pytest.raises(InferenceServerException, match="restricted"):  # the index needs the stack's key
+        client.get_model_repository_index()
+    key = (up.home / "triton-admin-key").read_text().strip()
+    index = {m["name"]: m.get("state") for m in client.get_model_repository_index(headers={"admin-key": key})}
     assert index == dict.fromkeys(SAMPLE_MODELS, "READY")
     with urllib.request.urlopen(f"http://127.0.0.1:{up.metrics}/metrics", timeout=5) as r:
         assert b"nv_inference_request_success" in r.read()
@@ -333,14 +337,15 @@ def test_ports_out_of_range_are_usage_errors(tmp_path: Path) -> None:
 def test_a_bad_port_variable_for_up_does_not_break_status(up: Up) -> None:
     result = subprocess.run(
         [*GEADMIN, "status", "--url", up.url], capture_output=True, text=True, timeout=60,
-        env={**os.environ, "GEADMIN_HTTP_PORT": "not-a-port"},
+        env={**os.environ, "GEADMIN_HTTP_PORT": "not-a-port", "GEADMIN_HOME": str(up.home)},  # its key
     )
     assert result.returncode == 0, result.stderr
 
 
 def test_cli_picks_servers_by_name_and_checks_them_all(up: Up) -> None:
     down = f"http://127.0.0.1:{free_port()}"
-    env = {**os.environ, "GEADMIN_TRITON_URLS": f"main={up.url},spare={down}"}
+    env = {**os.environ, "GEADMIN_TRITON_URLS": f"main={up.url},spare={down}",
+           "GEADMIN_HOME": str(up.home)}  # the workspace holds the stack's admin key
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([*GEADMIN, *args], capture_output=True, text=True, env=env, timeout=60)
