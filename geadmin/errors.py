@@ -23,8 +23,9 @@
     │   └── InputTooLargeError          an upload or tensor over the size limit
     ├── AccessError                 sign-in and roles (geadmin.access)
     │   ├── SignInError                 unknown user or wrong password (never says which)
-    │   │   └── SignInRateLimitedError      too many failed attempts: retry later
-    │   ├── SessionExpiredError         idle longer than the session timeout
+    │   │   ├── SignInRateLimitedError      too many failed attempts: retry later
+    │   │   └── SignInBusyError             too many password checks at once: retry in a moment
+    │   ├── SessionExpiredError         idle or too old, or its user removed or re-keyed
     │   └── AccessDeniedError           the signed-in role may not do this
     ├── WorkspaceDatabaseError      the workspace SQLite ($GEADMIN_HOME/geadmin.db)
     │   └── DatabaseBusyError           another process held it past the busy timeout
@@ -373,8 +374,13 @@ class SignInRateLimitedError(SignInError):
         self.retry_after_s = retry_after_s
 
 
+class SignInBusyError(SignInError):
+    """Every password-check slot is taken (each argon2 check holds 64 MiB): try again shortly."""
+
+
 class SessionExpiredError(AccessError):
-    """The session was idle longer than GEADMIN_SESSION_IDLE_MIN."""
+    """The session was idle longer than GEADMIN_SESSION_IDLE_MIN, outlived
+    GEADMIN_SESSION_MAX_H, or its user was removed or given a new password."""
 
 
 class AccessDeniedError(AccessError):
