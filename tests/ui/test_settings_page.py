@@ -10,7 +10,7 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from geadmin import settings
-from tests.ui.helpers import APP, isolate, run
+from tests.support.apptest import APP, isolate, run
 
 ADMIN_KEY = "key-that-must-never-show-4242"
 CLIENT_SECRET = "client-secret-that-must-never-show-77"
@@ -70,3 +70,17 @@ def test_oidc_secrets_show_as_set_and_the_rest_of_auth_as_written() -> None:
 def test_no_admin_key_is_not_set() -> None:
     table = settings_page().dataframe[0].value.set_index("variable")
     assert table.loc["GEADMIN_ADMIN_KEY", "value"] == "not set"
+
+
+def test_servers_show_whose_key_is_set_and_warn_where_it_travels_unencrypted(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GEADMIN_TRITON_URLS", "a=http://10.0.0.5:8000,b=https://10.0.0.6:8000")
+    monkeypatch.setenv("GEADMIN_TRITON_URL", "http://10.0.0.5:8000")  # GEADMIN_ADMIN_KEY is a's only
+    monkeypatch.setenv("GEADMIN_ADMIN_KEY", ADMIN_KEY)
+    at = settings_page()
+    servers = at.dataframe[1].value.set_index("name")
+    assert servers.loc["a", "admin key"] == "set" and servers.loc["b", "admin key"] == "not set"
+    assert servers.loc["a", "gRPC"] == "grpc://10.0.0.5:8001"
+    (warning,) = [w.value for w in at.warning]
+    assert "sent unencrypted to http://10.0.0.5:8000" in warning
+    assert ADMIN_KEY not in everything_shown(at)
