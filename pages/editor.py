@@ -25,7 +25,8 @@ from geadmin.ops import actions
 from geadmin.ops.apply import ApplyResult, Outcome, apply_config, rollback
 from geadmin.repository import store
 from geadmin.repository.knobs import Knobs, compare_with_live, parse_sizes, read_knobs, with_knobs
-from geadmin.repository.modelconfig import lost_comments, parse_pbtxt, to_file_text
+from geadmin.repository.modelconfig import parse_pbtxt, to_file_text
+from geadmin.repository.positions import lost_comments
 from geadmin.repository.validate import Finding, Severity, validate_text
 from geadmin.stack.target import Target
 from pages.ui import access, keys

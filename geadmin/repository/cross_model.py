@@ -32,7 +32,8 @@ from tritonclient.grpc.model_config_pb2 import ModelConfig
 
 from geadmin.errors import RepositoryError
 from geadmin.repository import triton_rules  # noqa: F401  (Triton's one-model rules register first)
-from geadmin.repository.modelconfig import CONFIG_FILE, locate, read_config_text
+from geadmin.repository.modelconfig import CONFIG_FILE, read_config_text
+from geadmin.repository.positions import locate
 from geadmin.repository.rules import Context, Issue, Severity, did_you_mean, rule
 
 ENSEMBLE = "ensemble"

@@ -1,7 +1,7 @@
 """The knobs operators turn during an incident, read from a config text and written back into it.
 
 The text stays the one source of truth: `read_knobs` is a view of it, and `with_knobs`
-edits the text through `modelconfig.rewrite`, so comments and layout survive (or the lost
+edits the text through `geadmin.repository.rewrite`, so comments and layout survive (or the lost
 comments are named). The editor page and any script share these two functions.
 """
 
@@ -14,7 +14,8 @@ from tritonclient.grpc import model_config_pb2
 
 from geadmin.errors import RepositoryError
 from geadmin.repository import npu_ge_params as npu_ge
-from geadmin.repository.modelconfig import CONFIG_FILE, Rewrite, parse_pbtxt, rewrite, to_dict
+from geadmin.repository.modelconfig import CONFIG_FILE, parse_pbtxt, to_dict
+from geadmin.repository.rewrite import Rewrite, rewrite
 
 DEVICE_IDS = "device_ids"
 

@@ -16,7 +16,8 @@ from tritonclient.grpc.model_config_pb2 import ModelConfig
 from geadmin.errors import RepositoryError
 from geadmin.repository import npu_ge_params as npu_ge
 from geadmin.repository.layout import MODEL_FILES, backend_of
-from geadmin.repository.modelconfig import CONFIG_FILE, locate, read_config_text
+from geadmin.repository.modelconfig import CONFIG_FILE, read_config_text
+from geadmin.repository.positions import locate
 from geadmin.repository.rules import Context, Issue, Severity, did_you_mean, is_version, rule
 
 TRITON_PLATFORMS = ("ensemble", "tensorrt_plan", "tensorflow_graphdef", "tensorflow_savedmodel",

@@ -27,7 +27,8 @@ from geadmin.repository import (
     triton_rules,  # noqa: F401  (registers Triton's rules, first)
 )
 from geadmin.repository import npu_ge_params as npu_ge
-from geadmin.repository.modelconfig import CONFIG_FILE, Located, locate, read_config_text
+from geadmin.repository.modelconfig import CONFIG_FILE, read_config_text
+from geadmin.repository.positions import Located, locate
 from geadmin.repository.rules import (
     RULES,
     Context,

@@ -13,18 +13,15 @@ from tritonclient.grpc import model_config_pb2 as pb
 
 from geadmin.errors import ConfigParseError
 from geadmin.repository.modelconfig import (
-    comments,
     from_json,
-    locate,
-    lost_comments,
-    parse_located,
     parse_pbtxt,
-    rewrite,
     to_file_text,
     to_json,
     to_load_json,
     to_pbtxt,
 )
+from geadmin.repository.positions import comments, locate, lost_comments, parse_located
+from geadmin.repository.rewrite import rewrite
 
 MANY = settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
