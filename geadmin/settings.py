@@ -3,7 +3,8 @@
 This is the only module that reads them (a test enforces it). A CLI flag of the same name
 wins over the variable, which wins over the default; a variable is parsed only when a
 command asks for it, so a bad `GEADMIN_HTTP_PORT` does not break `geadmin status`. The
-README's settings table lists every entry of `SETTINGS` (a test checks that too).
+settings reference, docs/reference/settings.md, is generated from `SETTINGS` by
+scripts/gen_docs.py (tests/unit/test_docs.py fails when it is stale).
 """
 
 from __future__ import annotations
@@ -81,6 +82,13 @@ parse_hours = bounded_number("hours", 0, 24 * 366, "more than 0 and at most a ye
 parse_minutes = bounded_number("minutes", 1, 7 * 24 * 60, "between 1 minute and a week")
 
 
+def parse_proxy_hops(raw: str) -> int:
+    value = bounded_number("proxies", 0, 10, "a whole number from 0 to 10")(raw)
+    if value != int(value):
+        raise ConfigError(f"must be a whole number from 0 to 10, got {raw}")
+    return int(value)
+
+
 @dataclass(frozen=True)
 class Setting:
     name: str  # without the prefix
@@ -97,6 +105,11 @@ class Setting:
 def _default_home() -> str:
     data_home = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return str(Path(data_home) / "geadmin")
+
+
+def default_home() -> Path:
+    """The workspace when GEADMIN_HOME is not set (whether or not it is)."""
+    return Path(_default_home())
 
 
 SETTINGS: dict[str, Setting] = {s.name: s for s in (
@@ -125,10 +138,16 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     Setting("USERS_FILE", parse_path, None, "the local users file (default $GEADMIN_HOME/users.toml)"),
     Setting("SESSION_IDLE_MIN", parse_minutes, "30", "minutes without activity before a dashboard "
             "session signs out"),
+    Setting("SESSION_MAX_H", parse_hours, "12", "hours after sign-in when a dashboard session ends, "
+            "active or not"),
+    Setting("REQUIRE_SIGN_IN", parse_flag, "0", "1: the dashboard never runs without sign-in, even on "
+            "loopback (the dashboard image sets it)"),
+    Setting("PROXY_HOPS", parse_proxy_hops, "0", "reverse proxies in front of the dashboard: with N > 0, "
+            "sign-in limits count the client named N hops from the right of X-Forwarded-For"),
     Setting("OIDC_ROLES_CLAIM", str, "groups", "the OIDC claim that lists the user's groups"),
     Setting("OIDC_ROLE_MAP", str, "", "OIDC group -> role: group=admin,group2=operator"),
-    Setting("OIDC_DEFAULT_ROLE", str, "viewer", "role of an OIDC user in no mapped group (none: refuse "
-            "sign-in)"),
+    Setting("OIDC_DEFAULT_ROLE", str, "none", "role of an OIDC user in no mapped group: none (refuse "
+            "sign-in) or viewer, operator, admin"),
     Setting("NPU_EXPORTER_URL", str, None, "npu-exporter's /metrics, the first NPU source tried"),
     Setting("TRITON_METRICS_URL", str, None, "Triton's /metrics page (default: the running stack's, "
             "else http://127.0.0.1:<GEADMIN_METRICS_PORT>/metrics)"),

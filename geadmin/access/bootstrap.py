@@ -1,17 +1,17 @@
 """The compose stack's secure default: with GEADMIN_AUTH=local and no users file yet, the
-dashboard creates an `admin` with a random password at first start, says it once (its log and
-a 0600 file in the workspace), and asks for a new password at the first sign-in."""
+dashboard creates an `admin` with a random password at first start, writes it to a 0600 file
+in the workspace (never to a log: the log names the file), and asks for a new password at the
+first sign-in, after which the file goes."""
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from geadmin.access.roles import Role
 from geadmin.access.users import UsersFile, random_password
 from geadmin.errors import ConfigError
-from geadmin.repository.store import atomic_write
+from geadmin.repository.store import write_secret_atomically
 
 FIRST_ADMIN = "admin"
 PASSWORD_FILE = "initial-admin-password"
@@ -24,8 +24,10 @@ class FirstAdmin:
     password_file: Path
 
     def announcement(self) -> str:
-        return (f"geadmin: created the first dashboard user {self.name!r} with a random password "
-                f"(also in {self.password_file}; it must be changed at the first sign-in): {self.password}")
+        """For the log: where the password is, never the password (logs are copied around)."""
+        return (f"geadmin: created the first dashboard user {self.name!r} with a random password; read it "
+                f"with `cat {self.password_file}` (readable by this account only). Sign in as {self.name!r}: "
+                "the password must be changed at the first sign-in, and the file is deleted then.")
 
 
 def create_first_admin(users: UsersFile, home: Path) -> FirstAdmin | None:
@@ -35,9 +37,8 @@ def create_first_admin(users: UsersFile, home: Path) -> FirstAdmin | None:
         return None
     password = random_password()
     path = home / PASSWORD_FILE
-    home.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, (password + "\n").encode())  # first: an admin nobody can sign in as is worse
-    os.chmod(path, 0o600)
+    home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    write_secret_atomically(path, (password + "\n").encode())  # first: an unusable admin is worse
     try:
         users.add(FIRST_ADMIN, Role.ADMIN, password, must_change=True)
     except ConfigError:

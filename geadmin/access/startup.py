@@ -1,5 +1,6 @@
 """Before a dashboard starts: which sign-in it will use, so `geadmin up --host 0.0.0.0` with no
-sign-in configured refuses up front instead of serving a dashboard anyone could drive."""
+sign-in configured (or the dashboard image, which sets GEADMIN_REQUIRE_SIGN_IN, whatever the
+bind address) refuses up front instead of serving a dashboard anyone could drive."""
 
 from __future__ import annotations
 
@@ -41,4 +42,5 @@ def dashboard_sign_in(address: str, cwd: Path, home: Path | None = None) -> Mode
     would serve other hosts with no sign-in at all."""
     users = UsersFile(default_users_file(home))
     return resolve_mode(settings.get("AUTH"), address=address, users_file_exists=users.exists(),
-                        oidc_configured=oidc_in(secrets_files(cwd)), users_file=str(users.path))
+                        oidc_configured=oidc_in(secrets_files(cwd)), users_file=str(users.path),
+                        sign_in_required=settings.get("REQUIRE_SIGN_IN"))

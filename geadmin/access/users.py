@@ -5,20 +5,23 @@
     password_hash = "$argon2id$v=19$m=65536,t=3,p=4$..."
     must_change = false       # true: asked for a new password at the next sign-in
 
-Written atomically with mode 0600 (it holds hashes). Failed sign-ins are rate-limited per
-user inside the dashboard process (`FailedSignIns`); a wrong user and a wrong password get
-the same message, and an unknown user costs a hash like a known one.
+Written atomically with mode 0600 from the start (it holds hashes). Failed sign-ins are
+rate-limited per user and per client address inside the dashboard process (`FailedSignIns`,
+lockouts capped at 15 minutes, the table bounded); at most VERIFY_SLOTS password checks run at
+once (`VerifySlots`); a wrong user and a wrong password get the same message, and an unknown
+user costs a hash like a known one.
 """
 
 from __future__ import annotations
 
-import os
+import contextlib
 import secrets
 import sys
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import tomli_w
@@ -27,8 +30,8 @@ from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatc
 
 from geadmin import settings
 from geadmin.access.roles import Role
-from geadmin.errors import ConfigError, SignInError, SignInRateLimitedError
-from geadmin.repository.store import atomic_write
+from geadmin.errors import ConfigError, SignInBusyError, SignInError, SignInRateLimitedError
+from geadmin.repository.store import write_secret_atomically
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -36,10 +39,15 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 MIN_PASSWORD_CHARS = 12
-USERS_FILE_MODE = 0o600
+MAX_LOCKOUT_S = 15 * 60.0  # a locked-out user waits at most this long, however many guesses came
+VERIFY_SLOTS = 4  # password checks at once (argon2id, 64 MiB each)
 NAME_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-@")
 _HASHER = PasswordHasher()  # argon2id with the library's current recommended parameters
 _DUMMY_HASH = _HASHER.hash(secrets.token_urlsafe(16))  # unknown users cost a verify too
+
+
+_CACHE: dict[Path, tuple[tuple[int, int, int], dict[str, User]]] = {}
+_CACHE_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -93,12 +101,30 @@ class UsersFile:
                                   "it needs role and password_hash") from exc
         return users
 
+    def load_cached(self) -> dict[str, User]:
+        """`load()`, parsed again only when the file changed (size, mtime, inode): the
+        dashboard re-reads each signed-in user's role at every click."""
+        try:
+            info = self.path.stat()
+        except FileNotFoundError:
+            return {}
+        except OSError as exc:
+            raise ConfigError(f"cannot read the users file {self.path}: {exc}") from exc
+        stamp = (info.st_ino, info.st_size, info.st_mtime_ns)
+        with _CACHE_LOCK:
+            cached = _CACHE.get(self.path)
+        if cached is not None and cached[0] == stamp:
+            return cached[1]
+        users = self.load()
+        with _CACHE_LOCK:
+            _CACHE[self.path] = (stamp, users)
+        return users
+
     def save(self, users: dict[str, User]) -> None:
         document = {"users": {u.name: {"role": u.role.label, "password_hash": u.password_hash,
                                        "must_change": u.must_change} for u in users.values()}}
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(self.path, tomli_w.dumps(document).encode("utf-8"))
-        os.chmod(self.path, USERS_FILE_MODE)
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        write_secret_atomically(self.path, tomli_w.dumps(document).encode("utf-8"))
 
     def add(self, name: str, role: Role, password: str, *, must_change: bool = False) -> User:
         users = self.load()
@@ -144,51 +170,108 @@ class UsersFile:
         return user
 
 
-class FailedSignIns:
-    """Per-user failed attempts: after `limit` failures within `window_s`, refuse that user for
-    `lockout_s` (doubling while the failures go on). Thread-safe; one per dashboard process."""
+@dataclass
+class _Failures:
+    times_s: list[float] = field(default_factory=list)  # failures in the window, oldest first
+    locked_until_s: float = 0.0
+    lockouts: int = 0  # lockouts in a row: each doubles the next, up to the cap
 
-    def __init__(self, *, limit: int = 5, window_s: float = 300.0, lockout_s: float = 30.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self.limit, self.window_s, self.lockout_s, self.clock = limit, window_s, lockout_s, clock
-        self._failures: dict[str, list[float]] = {}
-        self._locked_until: dict[str, float] = {}
-        self._lockouts: dict[str, int] = {}
+
+class FailedSignIns:
+    """Failed sign-ins, counted per user name and per client address. After `limit` failures
+    of one user (or `client_limit` from one client) within `window_s`, that user (or client)
+    is refused for `lockout_s`, doubling while the failures go on, never longer than
+    `max_lockout_s`. The table holds at most `max_entries` names and addresses (the least
+    recently failed go first), so a flood of made-up names cannot grow it without bound.
+    Thread-safe; one per dashboard process."""
+
+    def __init__(self, *, limit: int = 5, client_limit: int = 20, window_s: float = 300.0,
+                 lockout_s: float = 30.0, max_lockout_s: float = MAX_LOCKOUT_S,
+                 max_entries: int = 10_000, clock: Callable[[], float] = time.monotonic) -> None:
+        self.limit, self.client_limit, self.window_s = limit, client_limit, window_s
+        self.lockout_s, self.max_lockout_s, self.max_entries = lockout_s, max_lockout_s, max_entries
+        self.clock = clock
+        self._table: OrderedDict[tuple[str, str], _Failures] = OrderedDict()
         self._lock = threading.Lock()
 
-    def check(self, name: str) -> None:
-        with self._lock:
-            wait_s = self._locked_until.get(name, 0.0) - self.clock()
-        if wait_s > 0:
-            raise SignInRateLimitedError(f"too many failed sign-ins for {name!r}: try again in "
-                                         f"{wait_s:.0f} s", retry_after_s=wait_s)
+    def __len__(self) -> int:
+        return len(self._table)
 
-    def failed(self, name: str) -> None:
+    def check(self, name: str, client: str = "") -> None:
+        """SignInRateLimitedError while the user or the client is locked out."""
         now = self.clock()
         with self._lock:
-            recent = [t for t in self._failures.get(name, []) if now - t < self.window_s] + [now]
-            self._failures[name] = recent
-            if len(recent) >= self.limit:
-                count = self._lockouts.get(name, 0)
-                self._locked_until[name] = now + self.lockout_s * 2**count
-                self._lockouts[name] = count + 1
-                self._failures[name] = []
+            user_wait_s = self._wait_s(("user", name), now)
+            client_wait_s = self._wait_s(("client", client), now) if client else 0.0
+        if user_wait_s > 0:
+            raise SignInRateLimitedError(f"too many failed sign-ins for {name!r}: try again in "
+                                         f"{user_wait_s:.0f} s", retry_after_s=user_wait_s)
+        if client_wait_s > 0:
+            raise SignInRateLimitedError(f"too many failed sign-ins from your address ({client}): try "
+                                         f"again in {client_wait_s:.0f} s", retry_after_s=client_wait_s)
 
-    def succeeded(self, name: str) -> None:
+    def failed(self, name: str, client: str = "") -> None:
+        now = self.clock()
         with self._lock:
-            for table in (self._failures, self._locked_until, self._lockouts):
-                table.pop(name, None)
+            self._count(("user", name), self.limit, now)
+            if client:
+                self._count(("client", client), self.client_limit, now)
+
+    def succeeded(self, name: str, client: str = "") -> None:
+        """The user's record goes; the client's stays (one good password does not excuse
+        guesses at other names from the same address)."""
+        with self._lock:
+            self._table.pop(("user", name), None)
+
+    def _wait_s(self, key: tuple[str, str], now: float) -> float:
+        record = self._table.get(key)
+        return record.locked_until_s - now if record else 0.0
+
+    def _count(self, key: tuple[str, str], limit: int, now: float) -> None:
+        record = self._table.pop(key, None) or _Failures()
+        self._table[key] = record  # most recent last: eviction takes the front
+        record.times_s = [t for t in record.times_s if now - t < self.window_s] + [now]
+        if len(record.times_s) >= limit:
+            lockout_s = self.lockout_s * 2 ** min(record.lockouts, 32)
+            record.locked_until_s = now + min(self.max_lockout_s, lockout_s)
+            record.lockouts += 1
+            record.times_s = []
+        while len(self._table) > self.max_entries:
+            self._table.popitem(last=False)
 
 
-def sign_in(users: UsersFile, attempts: FailedSignIns, name: str, password: str) -> User:
-    """Check the rate limit, then the password; every failure counts."""
-    attempts.check(name)
-    try:
-        user = users.verify(name, password)
-    except SignInError:
-        attempts.failed(name)
-        raise
-    attempts.succeeded(name)
+class VerifySlots:
+    """At most `slots` password checks at once: each argon2id check holds 64 MiB and a core
+    for a while, so a burst of sign-ins must not exhaust the dashboard's memory. Over the
+    bound, a sign-in waits up to `wait_s`, then is refused (SignInBusyError), not queued."""
+
+    def __init__(self, slots: int = VERIFY_SLOTS, *, wait_s: float = 2.0) -> None:
+        self.slots, self.wait_s = slots, wait_s
+        self._semaphore = threading.BoundedSemaphore(slots)
+
+    @contextlib.contextmanager
+    def slot(self) -> Iterator[None]:
+        if not self._semaphore.acquire(timeout=self.wait_s):
+            raise SignInBusyError(f"the dashboard is checking {self.slots} other sign-ins right now: "
+                                  "try again in a few seconds")
+        try:
+            yield
+        finally:
+            self._semaphore.release()
+
+
+def sign_in(users: UsersFile, attempts: FailedSignIns, name: str, password: str, *, client: str = "",
+            slots: VerifySlots | None = None) -> User:
+    """Check the rate limits (user and client), take a password-check slot, then check the
+    password; every wrong password counts against the user and the client."""
+    attempts.check(name, client)
+    with slots.slot() if slots is not None else contextlib.nullcontext():
+        try:
+            user = users.verify(name, password)
+        except SignInError:
+            attempts.failed(name, client)
+            raise
+    attempts.succeeded(name, client)
     return user
 
 

@@ -43,6 +43,7 @@ ABSENT = ""  # the "hash" of a config file that does not exist (expect it when c
 DEFAULT_UPLOAD_LIMIT_BYTES = 1024**3  # 1 GiB
 LOCK_WAIT_S = 10.0
 NEW_FILE_MODE = 0o644  # readable by a Triton running as another user
+SECRET_FILE_MODE = 0o600  # users file, passwords, keys: the owner only
 
 def sha256_of(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
@@ -160,12 +161,13 @@ def write_model_file(repository: Path, model: str, relative: str, data: bytes, *
 
 
 # -- atomic writes -------------------------------------------------------------------
-def atomic_write(path: Path, data: bytes) -> None:
+def atomic_write(path: Path, data: bytes, *, mode: int | None = None) -> None:
     """Replace `path` with `data` all at once (or not at all): temp file in the same
     directory, fsync, rename, fsync the directory. Raises `RepositoryError`, leaving the old
-    file untouched and no temp file."""
+    file untouched and no temp file. The file keeps its mode (a new one gets NEW_FILE_MODE)
+    unless `mode` is given; the temp file has its final mode before the rename."""
     try:
-        mode = stat.S_IMODE(path.stat().st_mode)
+        mode = stat.S_IMODE(path.stat().st_mode) if mode is None else mode
     except FileNotFoundError:
         mode = NEW_FILE_MODE
     except OSError as exc:
@@ -188,6 +190,13 @@ def atomic_write(path: Path, data: bytes) -> None:
         if tmp:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
+
+
+def write_secret_atomically(path: Path, data: bytes) -> None:
+    """A secret (users file, password, key): like `atomic_write`, but always mode 0600, and
+    the temp file is created 0600 (mkstemp) so the secret is never readable by others, not
+    even for the moment before the rename."""
+    atomic_write(path, data, mode=SECRET_FILE_MODE)
 
 
 def _fsync_directory(directory: Path) -> None:

@@ -1,15 +1,19 @@
 """Sign-in for every page, and the gate each mutating control goes through.
 
 `require_identity()` runs before any page: it decides the sign-in mode once per process
-(geadmin.access.identity.resolve_mode), draws the sign-in or new-password form when needed
-(and stops the run), and keeps the session alive until it has been idle too long. Pages ask
+(geadmin.access.identity.resolve_mode), refuses a request through a proxy when there is no
+sign-in, draws the sign-in or new-password form when needed (and stops the run), and keeps
+the session alive until it has been idle too long or reaches its age limit. Pages ask
 `allowed(action)` to disable a control (with the reason as its help) and `actor_for(action)`
-for the actor to hand to the core function — the server-side check, audited when refused."""
+for the actor to hand to the core function — the server-side check, audited when refused.
+Both check the session again and read the user's role again (`current()`), so controls
+inside fragments, which rerun without the router, see an ended session or a new role too."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 
 import streamlit as st
 from streamlit.errors import StreamlitSecretNotFoundError
@@ -21,16 +25,22 @@ from geadmin.access.identity import (
     Identity,
     Mode,
     ModeDecision,
+    OidcLogins,
     Session,
+    client_address,
+    local_session,
     oidc_identity,
+    open_request_problem,
     parse_role_map,
+    password_tag,
+    refreshed,
     resolve_mode,
 )
 from geadmin.access.roles import Action, Role
 from geadmin.access.startup import OIDC_KEYS
-from geadmin.access.users import FailedSignIns, UsersFile, sign_in
+from geadmin.access.users import FailedSignIns, UsersFile, VerifySlots, sign_in
 from geadmin.audit import Actor
-from geadmin.errors import AccessError, ConfigError, GeAdminError
+from geadmin.errors import AccessError, ConfigError, GeAdminError, SessionExpiredError
 from pages.ui import keys
 
 
@@ -54,17 +64,31 @@ def _decision() -> ModeDecision:
     users = UsersFile()
     decision = resolve_mode(settings.get("AUTH"), address=st.get_option("server.address"),
                             users_file_exists=users.exists(), oidc_configured=_oidc_configured(),
-                            users_file=str(users.path))
+                            users_file=str(users.path), sign_in_required=settings.get("REQUIRE_SIGN_IN"))
     if decision.bootstrap:
         first = bootstrap.create_first_admin(users, settings.home())
         if first is not None:
-            print(first.announcement(), flush=True)  # once, to the dashboard's log
+            print(first.announcement(), flush=True)  # the file's path, never the password
     return decision
 
 
 @st.cache_resource(show_spinner=False)
 def _failed_sign_ins() -> FailedSignIns:
     return FailedSignIns()  # one per process: an attacker's new sessions share it
+
+
+@st.cache_resource(show_spinner=False)
+def _verify_slots() -> VerifySlots:
+    return VerifySlots()  # one per process: password checks at once, whoever asks
+
+
+@st.cache_resource(show_spinner=False)
+def _oidc_logins() -> OidcLogins:
+    return OidcLogins()  # one per process: every tab of one login shares its limits
+
+
+def _headers() -> dict[str, str]:
+    return {str(k): str(v) for k, v in (st.context.headers or {}).items()}
 
 
 def require_identity() -> Identity:
@@ -75,6 +99,12 @@ def require_identity() -> Identity:
         st.error(f"The dashboard refuses to run: {exc}", icon=":material/lock:")
         st.stop()
     if decision.mode is Mode.OPEN:
+        problem = open_request_problem(_headers())
+        if problem:
+            st.error(f"The dashboard refuses this request: {problem}. To serve it through a proxy or under "
+                     "another name, configure sign-in (GEADMIN_AUTH=local or oidc, see the README's "
+                     "Security section).", icon=":material/lock:")
+            st.stop()
         identity = Identity.local_admin()
     elif decision.mode is Mode.OIDC:
         identity = _oidc_identity()
@@ -88,22 +118,41 @@ def _idle_s() -> float:
     return float(settings.get("SESSION_IDLE_MIN")) * 60
 
 
-def _keep_alive() -> Identity | None:
+def _max_s() -> float:
+    return float(settings.get("SESSION_MAX_H")) * 3600
+
+
+def _verified(*, touch: bool) -> Identity | None:
+    """The session's identity after the idle and age limits, with its role read again (local
+    users); None, with the reason kept for the sign-in form, when the session has ended.
+    `touch=False`: a check that is not activity (a fragment refreshing itself)."""
     session: Session | None = st.session_state.get(keys.ACCESS_SESSION)
     if session is None:
         return None
     try:
-        session = session.touched(time.monotonic(), _idle_s())
-    except AccessError as exc:
-        del st.session_state[keys.ACCESS_SESSION]
-        st.session_state[keys.ACCESS_NOTICE] = str(exc)
+        session = session.touched(time.monotonic(), _idle_s(), _max_s(), touch=touch)
+        if session.identity.mode is Mode.LOCAL:
+            session = refreshed(session, UsersFile().load_cached())
+        elif session.identity.mode is Mode.OIDC:
+            _oidc_logins().touch(st.user.to_dict(), time.time(), _idle_s(), _max_s(), touch=touch)
+    except (AccessError, ConfigError) as exc:
+        why = str(exc) if isinstance(exc, AccessError) else f"signed out: cannot check your account ({exc})"
+        _end_session(why)
         return None
     st.session_state[keys.ACCESS_SESSION] = session
     return session.identity
 
 
+def _end_session(notice: str) -> None:
+    session: Session | None = st.session_state.pop(keys.ACCESS_SESSION, None)
+    st.session_state.pop(keys.ACCESS_IDENTITY, None)
+    st.session_state[keys.ACCESS_NOTICE] = notice
+    if session is not None and session.identity.mode is Mode.OIDC and st.user.is_logged_in:
+        _oidc_logins().end(st.user.to_dict(), notice)
+
+
 def _local_identity() -> Identity:
-    identity = _keep_alive()
+    identity = _verified(touch=True)
     if identity is None:
         _sign_in_form()
         st.stop()
@@ -124,13 +173,14 @@ def _sign_in_form() -> None:
         submitted = st.form_submit_button("Sign in", type="primary")
     if not submitted:
         return
+    client = client_address(st.context.ip_address, _headers(), settings.get("PROXY_HOPS"))
     try:
-        user = sign_in(UsersFile(), _failed_sign_ins(), name.strip(), password)
+        user = sign_in(UsersFile(), _failed_sign_ins(), name.strip(), password, client=client,
+                       slots=_verify_slots())
     except GeAdminError as exc:
         st.error(f"Not signed in: {exc}", icon=":material/lock:")
         return
-    identity = Identity(user.name, user.role, Mode.LOCAL, must_change=user.must_change)
-    st.session_state[keys.ACCESS_SESSION] = Session(identity, time.monotonic())
+    st.session_state[keys.ACCESS_SESSION] = local_session(user, time.monotonic())
     st.rerun()
 
 
@@ -147,33 +197,47 @@ def _new_password_form(identity: Identity) -> None:
         st.error("The two passwords differ.")
         return
     try:
-        UsersFile().set_password(identity.name, first)
+        user = UsersFile().set_password(identity.name, first)
     except ConfigError as exc:
         st.error(str(exc))
         return
     bootstrap.forget_first_password(settings.home())
-    changed = Identity(identity.name, identity.role, identity.mode)
-    st.session_state[keys.ACCESS_SESSION] = Session(changed, time.monotonic())
+    session: Session = st.session_state[keys.ACCESS_SESSION]
+    st.session_state[keys.ACCESS_SESSION] = replace(  # the same session (its age counts on)
+        session, identity=replace(identity, must_change=False), password_tag=password_tag(user))
     st.rerun()
 
 
 def _oidc_identity() -> Identity:
     if not st.user.is_logged_in:
         st.title("Sign in")
+        notice = st.session_state.pop(keys.ACCESS_NOTICE, None)
+        if notice:
+            st.info(notice, icon=":material/logout:")
         st.button("Sign in with your identity provider", type="primary", on_click=st.login)
         st.stop()
-    identity = _keep_alive()
-    if identity is None:
-        try:
-            default = settings.get("OIDC_DEFAULT_ROLE")
-            identity = oidc_identity(st.user.to_dict(), settings.get("OIDC_ROLES_CLAIM"),
-                                     parse_role_map(settings.get("OIDC_ROLE_MAP")),
-                                     None if default == "none" else Role.parse(default))
-        except (GeAdminError, ValueError) as exc:
-            st.error(f"Not signed in: {exc}", icon=":material/lock:")
-            st.button("Sign out", on_click=st.logout)
-            st.stop()
-        st.session_state[keys.ACCESS_SESSION] = Session(identity, time.monotonic())
+    if keys.ACCESS_SESSION in st.session_state:
+        identity = _verified(touch=True)
+        if identity is not None:
+            return identity
+        st.logout()  # the idle or age limit ended this login: sign it out of the browser too
+        st.stop()
+    claims = st.user.to_dict()
+    try:  # a new tab or a reload: the login itself may have ended already
+        _oidc_logins().touch(claims, time.time(), _idle_s(), _max_s())
+        default = settings.get("OIDC_DEFAULT_ROLE")
+        identity = oidc_identity(claims, settings.get("OIDC_ROLES_CLAIM"),
+                                 parse_role_map(settings.get("OIDC_ROLE_MAP")),
+                                 None if default == "none" else Role.parse(default))
+    except SessionExpiredError:
+        st.logout()
+        st.stop()
+    except (GeAdminError, ValueError) as exc:
+        st.error(f"Not signed in: {exc}", icon=":material/lock:")
+        st.button("Sign out", on_click=st.logout)
+        st.stop()
+    now_s = time.monotonic()
+    st.session_state[keys.ACCESS_SESSION] = Session(identity, now_s, now_s)
     return identity
 
 
@@ -184,17 +248,26 @@ def sidebar(identity: Identity) -> None:
         return
     st.sidebar.caption(f":material/person: {identity.name} · {identity.role.label}")
     if st.sidebar.button("Sign out", key=keys.ACCESS_SIGN_OUT):
-        st.session_state.pop(keys.ACCESS_SESSION, None)
+        _end_session("signed out")
         if identity.mode is Mode.OIDC:
             st.logout()
         st.rerun()
 
 
-def current() -> Identity:
+def current(*, touch: bool = False) -> Identity:
+    """The signed-in identity, checked again: a control inside a fragment (which reruns
+    without the router) sees an ended session too, and then the whole app reruns to the
+    sign-in form; a local user's role is the one in the users file now."""
     identity: Identity | None = st.session_state.get(keys.ACCESS_IDENTITY)
     if identity is None:  # a page run without the router (never in the app)
         raise AccessError("not signed in")
-    return identity
+    if identity.mode is Mode.OPEN:
+        return identity
+    checked = _verified(touch=touch)
+    if checked is None:
+        st.rerun(scope="app")
+    st.session_state[keys.ACCESS_IDENTITY] = checked
+    return checked
 
 
 def allowed(action: Action) -> tuple[bool, str]:
@@ -204,5 +277,6 @@ def allowed(action: Action) -> tuple[bool, str]:
 
 
 def actor_for(action: Action, *, model: str = "", server: str = "") -> Actor:
-    """The audited actor for `action`; AccessDeniedError (audited) when the role may not."""
-    return authorize(current(), action, model=model, server=server)
+    """The audited actor for `action`; AccessDeniedError (audited) when the role may not.
+    Counts as activity; an ended session goes back to the sign-in form instead."""
+    return authorize(current(touch=True), action, model=model, server=server)

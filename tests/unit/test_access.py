@@ -213,7 +213,7 @@ def test_first_start_creates_one_admin_who_must_change_the_password(tmp_path: Pa
     password_file = tmp_path / PASSWORD_FILE
     assert password_file.read_text().strip() == first.password
     assert stat.S_IMODE(password_file.stat().st_mode) == 0o600
-    assert first.password in first.announcement()
+    assert first.password not in first.announcement() and str(password_file) in first.announcement()
     assert create_first_admin(users, tmp_path) is None  # never twice, never over a users file
 
 
