@@ -38,6 +38,7 @@ backend: install
 
 test: test-deps lint
 	bash backend_src/build.sh
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet  # docs/: a broken link or page fails
 	$(PY) -m pytest -q
 
 bench: install backend

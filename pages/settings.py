@@ -20,8 +20,8 @@ OIDC_SECRETS = ("client_secret", "cookie_secret")
 
 def render() -> None:
     st.title("Settings")
-    st.caption("Set by environment variables (or the same-named flags of the CLI); see the README's "
-               "settings table. Secrets are never shown, only whether they are set.")
+    st.caption("Set by environment variables (or the same-named flags of the CLI); see the settings "
+               "reference, docs/reference/settings.md. Secrets are never shown, only whether they are set.")
     st.dataframe(pd.DataFrame([{
         "variable": s.env_name, "value": settings.shown(name),
         "default": "" if s.secret else (s.default or ""), "meaning": s.meaning,
