@@ -20,7 +20,10 @@ from typing import TypeVar
 import pytest
 
 from geadmin.errors import DockerError, DockerUnavailableError, ServiceNotFoundError
-from geadmin.stack.compose import ComposeDriver, ComposeLogSource, parse_time_ns, run_docker
+from geadmin.stack.compose import ComposeDriver
+from geadmin.stack.compose_logs import ComposeLogSource
+from geadmin.stack.docker_cli import run_docker
+from geadmin.stack.docker_inspect import parse_time_ns
 from geadmin.stack.drivers import ServiceStatus
 
 pytestmark = pytest.mark.integration

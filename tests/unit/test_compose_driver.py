@@ -17,22 +17,17 @@ from typing import Any
 
 import pytest
 
+from geadmin.domain import LogCursor
 from geadmin.errors import DockerError, DockerUnavailableError, ServiceNotFoundError, StackError
-from geadmin.stack import compose
-from geadmin.stack.compose import (
-    EXCEPTION_FAILURES,
-    FAILURES,
-    ComposeDriver,
-    ComposeLogSource,
+from geadmin.stack.compose import ComposeDriver, compose_project_from_settings
+from geadmin.stack.compose_logs import ComposeLogSource
+from geadmin.stack.docker_cli import EXCEPTION_FAILURES, FAILURES, Failure, classify, docker_error, run_docker
+from geadmin.stack.docker_inspect import (
     Container,
-    Failure,
-    classify,
-    compose_project_from_settings,
     last_exit,
     parse_inspect,
     parse_ps_ids,
     parse_time_ns,
-    run_docker,
     service_status,
     split_exit,
 )
@@ -99,7 +94,7 @@ def recorded(ps: str, inspect_file: str, **more: str | tuple[int, str, str]) -> 
 def fake(monkeypatch: pytest.MonkeyPatch) -> Callable[[Handler], FakeDocker]:
     def install(handler: Handler) -> FakeDocker:
         docker = FakeDocker(handler)
-        monkeypatch.setattr(compose.subprocess, "run", docker)
+        monkeypatch.setattr(subprocess, "run", docker)
         return docker
 
     return install
@@ -242,7 +237,7 @@ def test_the_exception_table_has_no_shadowed_rows() -> None:
 
 def test_every_message_is_one_line_with_cause_then_fix() -> None:
     for failure, (error_type, _) in FAILURES.items():
-        err = compose.docker_error(failure, what="restart x", argv=["docker", "restart", "x"],
+        err = docker_error(failure, what="restart x", argv=["docker", "restart", "x"],
                                    detail="boom", timeout_s=30)
         assert isinstance(err, error_type) and isinstance(err, StackError)
         text = str(err)
@@ -287,11 +282,11 @@ def test_a_hung_cli_is_killed_at_the_timeout(tmp_path: Path) -> None:
 
 
 def test_engine_down_names_the_three_fixes() -> None:
-    err = compose.docker_error(Failure.NO_ENGINE, what="list", argv=["docker", "ps"],
+    err = docker_error(Failure.NO_ENGINE, what="list", argv=["docker", "ps"],
                                detail=asset("errors/no_engine_unix.stderr").strip(), timeout_s=30)
     assert isinstance(err, DockerUnavailableError)
     assert all(fix in str(err) for fix in ("systemctl start docker", "DOCKER_HOST", "/var/run/docker.sock"))
-    denied = compose.docker_error(Failure.SOCKET_DENIED, what="list", argv=["docker", "ps"], detail="",
+    denied = docker_error(Failure.SOCKET_DENIED, what="list", argv=["docker", "ps"], detail="",
                                   timeout_s=30)
     assert "docker group" in str(denied) and "group_add" in str(denied)
 
@@ -456,7 +451,7 @@ def test_a_recreated_container_is_read_from_its_start(fake: Callable[[Handler], 
     docker = fake(log_replay(TICKER_LOG))
     source = ComposeLogSource(ComposeDriver("gearec"), service="ticker")
     cursor = source.cursor()
-    old = compose.LogCursor(cursor.offset, cursor.at, cursor.inode + 1)  # another container's cursor
+    old = LogCursor(cursor.offset, cursor.at, cursor.inode + 1)  # another container's cursor
     lines, _ = source.read(old)
     assert len(lines) == 6 and "--since" not in docker.calls[-1][0]
 
