@@ -7,6 +7,7 @@ import sys
 from dataclasses import replace
 
 from geadmin.domain import Endpoint, Transport
+from geadmin.stack.log_discovery import with_found_log
 from geadmin.stack.target import Target, live_stack, resolve
 from geadmin.triton.client import DEFAULT_LOAD_TIMEOUT_S, DEFAULT_TIMEOUT_S, TritonClient
 from geadmin.triton.servers import DEFAULT_TRITON_URL
@@ -73,6 +74,8 @@ def target_from_args(args: argparse.Namespace) -> Target:
     target = resolve(url=args.url, server=args.server, admin_key=args.admin_key,
                      triton_log=getattr(args, "triton_log", None),
                      repository=getattr(args, "repository", None), stack=live_stack())
+    if hasattr(args, "triton_log"):  # a command that explains failures from the log: find it
+        target = with_found_log(target)
     for note in target.notes:
         print(f"geadmin: note: {note}", file=sys.stderr)
     return target

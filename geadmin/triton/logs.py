@@ -7,6 +7,13 @@ A `LogSource` answers two kinds of question:
 - at any time: `last_lines(names)` — the latest line about each model (how a model whose
   config Triton could not even parse gets its reason: the index shows no reason for it).
 
+Finding the log of a server on this host (`geadmin.stack.log_discovery` puts these
+together with the workspaces' stack.json): `log_file_setting` reads Triton's logging API
+answer (`GET /v2/logging` has `log_file` when Triton was started with `--log-file`), and
+`listening_pids` / `process_log_file` find the process listening on the server's port and
+where it writes (its `--log-file`, else the regular file its stdout goes to, as `geadmin up`
+starts it) — readable for processes of the same user only.
+
 `LocalLogFile` reads a file on this machine incrementally: it remembers how far it read
 (offset and inode), so each call costs only the bytes written since, however large the log
 grew and however verbose Triton was set; a rotated or truncated file is read from its start.
@@ -188,3 +195,86 @@ class _Reader:
                 self.end = LogCursor(self.end.offset + len(chunk), self.end.at, stat.st_ino)
                 self.log.bytes_read += len(chunk)
                 yield chunk
+
+
+# -- finding the log of a server on this host ------------------------------------------------
+PROC = Path("/proc")
+_TCP_LISTEN = "0A"  # st of a listening socket in /proc/net/tcp{,6}
+
+
+def log_file_setting(settings: dict[str, object]) -> Path | None:
+    """`log_file` of Triton's log settings (`TritonClient.log_settings()`), when it names an
+    existing file on this host; None when Triton logs to stdout."""
+    value = settings.get("log_file")
+    if not isinstance(value, str) or not value:
+        return None
+    path = Path(value)
+    return path if path.is_absolute() and path.is_file() else None
+
+
+def _listening_inodes(port: int) -> set[str]:
+    inodes = set()
+    for table in ("tcp", "tcp6"):
+        try:
+            rows = (PROC / "net" / table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()
+            if len(fields) > 9 and fields[3] == _TCP_LISTEN and fields[1].rsplit(":", 1)[-1] == f"{port:04X}":
+                inodes.add(fields[9])
+    return inodes
+
+
+def listening_pids(port: int) -> list[int]:
+    """The processes (of this user: others' descriptors cannot be read) listening on TCP `port`."""
+    wanted = {f"socket:[{inode}]" for inode in _listening_inodes(port)}
+    if not wanted:
+        return []
+    found = []
+    for entry in PROC.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            links = {os.readlink(fd) for fd in (entry / "fd").iterdir()}
+        except OSError:  # another user's process, or gone
+            continue
+        if links & wanted:
+            found.append(int(entry.name))
+    return sorted(found)
+
+
+def process_arguments(pid: int) -> list[str]:
+    try:
+        return (PROC / str(pid) / "cmdline").read_bytes().decode(errors="replace").split("\0")
+    except OSError:
+        return []
+
+
+def flag_value(arguments: list[str], flag: str) -> str | None:
+    """`--flag=value` or `--flag value` in a command line."""
+    for index, argument in enumerate(arguments):
+        if argument.startswith(flag + "="):
+            return argument[len(flag) + 1:]
+        if argument == flag and index + 1 < len(arguments):
+            return arguments[index + 1]
+    return None
+
+
+def process_log_file(pid: int) -> Path | None:
+    """Where process `pid` (a tritonserver) writes its log: its `--log-file`, else the regular
+    file its stdout is (not a terminal or a pipe)."""
+    named = flag_value(process_arguments(pid), "--log-file")
+    if named:
+        path = Path(named)
+        if not path.is_absolute():
+            try:
+                path = Path(os.readlink(PROC / str(pid) / "cwd")) / path
+            except OSError:
+                return None
+        return path if path.is_file() else None
+    try:
+        stdout = Path(os.readlink(PROC / str(pid) / "fd" / "1"))
+    except OSError:
+        return None
+    return stdout if stdout.is_absolute() and stdout.is_file() else None
