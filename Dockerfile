@@ -58,15 +58,18 @@ RUN pip wheel --no-cache-dir --no-deps --no-build-isolation --wheel-dir /dist .
 FROM python-base AS dashboard
 # Metadata before the big layers, USER last: the classic builder commits a container for
 # every step, and the vfs storage driver copies the whole filesystem for each one.
+# GEADMIN_REQUIRE_SIGN_IN: a container's port is published to other hosts whatever address
+# the dashboard binds inside it, so the image never runs without sign-in.
 ENV GEADMIN_HOME=/var/lib/geadmin \
     GEADMIN_REPOSITORY=/models \
-    GEADMIN_TRITON_URL=http://triton:8000
+    GEADMIN_TRITON_URL=http://triton:8000 \
+    GEADMIN_REQUIRE_SIGN_IN=1
 WORKDIR /var/lib/geadmin
 EXPOSE 8501
 HEALTHCHECK --interval=15s --timeout=5s --start-period=30s --retries=3 \
     CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8501/_stcore/health', timeout=4)"]
 # `geadmin dashboard`: settles sign-in for the bind address first (GEADMIN_AUTH=local in
-# compose: the first admin is created and its password printed once, to this log), then
+# compose: the first admin is created, its password in a 0600 file whose path this log names), then
 # becomes Streamlit with the flags `geadmin up` gives it (geadmin/stack/dashboard.py).
 CMD ["geadmin", "dashboard", "--host", "0.0.0.0", "--port", "8501"]
 # Dependencies first, from the pinned closure (deploy/constraints.txt): this layer is
