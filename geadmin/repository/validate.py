@@ -1,6 +1,6 @@
 """Validate model configs without a running Triton, in layers: schema (does the text parse as
 a `ModelConfig`), Triton's rules (geadmin.repository.triton_rules: what the server itself
-rejects at load), and the npu_ge backend's rules (geadmin.repository.npu_ge_params, checked
+rejects at load), and the npu_ge backend's rules (geadmin.repository.npu_ge_checks, checked
 against the real backend by tests/backend/test_validator_agreement.py).
 
 Every finding names its rule, a config path (`input[0].dims`), the line and column where the
@@ -28,6 +28,7 @@ from geadmin.repository import (
 )
 from geadmin.repository import npu_ge_params as npu_ge
 from geadmin.repository.modelconfig import CONFIG_FILE, read_config_text
+from geadmin.repository.npu_ge_checks import CHECKS as NPU_GE_CHECKS
 from geadmin.repository.positions import Located, locate
 from geadmin.repository.rules import (
     RULES,
@@ -199,12 +200,12 @@ def rule_catalogue() -> dict[str, tuple[str, str]]:
             **{r.id: (r.severity.value, r.summary) for r in RULES.values()}}
 
 
-# -- npu_ge: the checks of npu_ge_params, registered as rules ------------------------------
+# -- npu_ge: the checks of npu_ge_checks, registered as rules ------------------------------
 def _npu_ge_rule(check: npu_ge.Check) -> Callable[[Context], Iterable[Issue]]:
     def run(ctx: Context) -> Iterable[Issue]:
         return check(ctx.config, ctx.selected_versions) if npu_ge.is_npu_ge(ctx.config) else ()
     return run
 
 
-for _name_, (_severity, _summary, _check) in npu_ge.CHECKS.items():
+for _name_, (_severity, _summary, _check) in NPU_GE_CHECKS.items():
     RULES[f"npu_ge.{_name_}"] = Rule(f"npu_ge.{_name_}", Severity(_severity), _summary, _npu_ge_rule(_check))

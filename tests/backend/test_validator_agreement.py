@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from geadmin.repository import npu_ge_params
+from geadmin.repository import npu_ge_checks
 from geadmin.repository.validate import RULES, Severity, validate_model
 from tests.backend.conftest import StartServer
 from tests.backend.support import affine_model, double_model, load, model_ready
@@ -131,10 +131,10 @@ CASES: dict[str, Case] = {
 
 def test_every_npu_ge_error_rule_has_an_agreement_case() -> None:
     covered = {case.rule for case in CASES.values()}
-    errors = {f"npu_ge.{name}" for name, (severity, _, _) in npu_ge_params.CHECKS.items()
+    errors = {f"npu_ge.{name}" for name, (severity, _, _) in npu_ge_checks.CHECKS.items()
               if severity == "error"}
     assert errors <= covered, f"npu_ge error rules without an agreement case: {sorted(errors - covered)}"
-    warnings = {f"npu_ge.{name}" for name, (severity, _, _) in npu_ge_params.CHECKS.items()
+    warnings = {f"npu_ge.{name}" for name, (severity, _, _) in npu_ge_checks.CHECKS.items()
                 if severity == "warning"}
     assert warnings <= covered, f"npu_ge warnings without an agreement case: {sorted(warnings - covered)}"
 
