@@ -32,7 +32,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path, PurePosixPath
-from typing import Any, TextIO
+from typing import Any, BinaryIO, TextIO
 
 from geadmin import db, settings
 from geadmin.errors import ConfigConflictError, ConfigLockedError, RepositoryError
@@ -44,6 +44,7 @@ DEFAULT_UPLOAD_LIMIT_BYTES = 1024**3  # 1 GiB
 LOCK_WAIT_S = 10.0
 NEW_FILE_MODE = 0o644  # readable by a Triton running as another user
 SECRET_FILE_MODE = 0o600  # users file, passwords, keys: the owner only
+PRIVATE_DIR_MODE = 0o700  # the workspace and its logs directory
 
 def sha256_of(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
@@ -197,6 +198,28 @@ def write_secret_atomically(path: Path, data: bytes) -> None:
     the temp file is created 0600 (mkstemp) so the secret is never readable by others, not
     even for the moment before the rename."""
     atomic_write(path, data, mode=SECRET_FILE_MODE)
+
+
+def private_directory(path: Path) -> Path:
+    """`path` created 0700 (parents as usual), or made 0700 when it exists and is ours: the
+    workspace holds secrets, logs and the audit database, for its owner only."""
+    path.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR_MODE)
+    info = path.stat()
+    if info.st_uid == os.geteuid() and stat.S_IMODE(info.st_mode) != PRIVATE_DIR_MODE:
+        os.chmod(path, PRIVATE_DIR_MODE)
+    return path
+
+
+def open_private_log(path: Path) -> BinaryIO:
+    """The log at `path` opened for appending, created 0600 (an older log is made 0600 too):
+    logs carry model names, paths and error text that are nobody else's business."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, SECRET_FILE_MODE)
+    try:
+        os.fchmod(fd, SECRET_FILE_MODE)
+    except OSError:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "ab")
 
 
 def _fsync_directory(directory: Path) -> None:

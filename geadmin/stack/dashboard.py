@@ -13,6 +13,7 @@ from pathlib import Path
 from geadmin import settings
 from geadmin.binaries import signal_group, terminate_group
 from geadmin.errors import StackError
+from geadmin.repository.store import open_private_log
 from geadmin.stack.processes import (
     client_host,
     ensure_port_free,
@@ -103,7 +104,7 @@ class DashboardProcess:
         ensure_port_free(self.host, self.port, "dashboard", "--dashboard-port")
         try:
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
-            with open(self.log_path, "ab") as log:
+            with open_private_log(self.log_path) as log:
                 self._process = subprocess.Popen(
                     self.command(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                     env=self.environment(), start_new_session=True,

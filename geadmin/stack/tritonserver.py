@@ -31,6 +31,7 @@ from geadmin import settings
 from geadmin.binaries import WheelLayout, terminate_group, wheel_layout
 from geadmin.domain import Ports
 from geadmin.errors import PythonStubMissingError, TritonBinaryNotFoundError, TritonStartError
+from geadmin.repository.store import open_private_log
 from geadmin.stack.processes import (
     client_host,
     ensure_ports_free,
@@ -235,7 +236,7 @@ class TritonProcess:
         ensure_ports_free(self.host, self.ports)
         self.remove_stale_shm_regions()
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.log_path, "ab") as log:
+        with open_private_log(self.log_path) as log:
             try:
                 self._process = subprocess.Popen(
                     self.command(),

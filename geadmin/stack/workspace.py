@@ -10,7 +10,8 @@
                             and the supervisor's state (Triton's pid, restarts, exits, loads)
 
 The samples are copied once, on first use, so edits survive restarts and the packaged
-copy stays pristine.
+copy stays pristine. The workspace and its logs directory are 0700, the logs and the key
+0600: they hold secrets, and logs and the audit database are nobody else's business.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import IO, Any
 
 from geadmin.domain import Ports
 from geadmin.errors import RepositoryError, StackError
+from geadmin.repository.store import private_directory
 from geadmin.stack.drivers import ExitRecord
 from geadmin.stack.processes import pid_alive
 
@@ -154,7 +156,7 @@ class Workspace:
             return existing
         key = secrets.token_urlsafe(ADMIN_KEY_BYTES)
         try:
-            self.home.mkdir(parents=True, exist_ok=True)
+            private_directory(self.home)
             fd, temp = tempfile.mkstemp(prefix=".admin-key-", dir=self.home)  # mode 0600
             try:
                 with os.fdopen(fd, "w") as handle:
@@ -178,7 +180,8 @@ class Workspace:
         leaves a half-copied repository that later runs would mistake for the user's.
         """
         try:
-            self.logs.mkdir(parents=True, exist_ok=True)
+            private_directory(self.home)
+            private_directory(self.logs)
             if self.repository.exists():
                 return False
             staging = Path(tempfile.mkdtemp(prefix=".model_repository-", dir=self.home))
@@ -204,7 +207,7 @@ class Workspace:
         the same log, so the second is refused, naming the first.
         """
         try:
-            self.home.mkdir(parents=True, exist_ok=True)
+            private_directory(self.home)
             handle = open(self.lock_path, "a+")  # noqa: SIM115 - held open for the stack's life
         except OSError as exc:
             raise StackError(self._unusable(exc)) from exc
