@@ -13,9 +13,11 @@ from geadmin.errors import GeAdminError
 from geadmin.ops import actions
 from geadmin.ops.actions import Action
 from geadmin.repository.modelconfig import to_dict, to_pbtxt
-from geadmin.stack.target import Target
+from geadmin.stack.server_history import outage_for
+from geadmin.stack.target import Target, live_stack
 from pages.ui import access, keys
 from pages.ui.context import client_for, log_for, selected_client, selected_target
+from pages.ui.verdict_view import drift_notes
 
 REFRESH_S = 5
 REASON_COLUMN = st.column_config.TextColumn("reason", width="large")
@@ -27,7 +29,9 @@ def read_rows(target: Target) -> list[ModelRow]:
 
 
 def show_error(error: GeAdminError) -> None:
-    st.error(f"{error}\n\n**Next step:** {actions.next_step(error)}", icon=":material/error:")
+    outage = outage_for(selected_target().spec.url, live_stack())  # the stack's Triton stopped or restarting
+    step = "see the Stack page" if outage else actions.next_step(error)
+    st.error(f"{outage or error}\n\n**Next step:** {step}", icon=":material/error:")
 
 
 def render() -> None:
@@ -73,6 +77,8 @@ def live_table(target: Target) -> None:
         st.warning("Showing the last model list received; actions are disabled until Triton answers. "
                    "This page recovers by itself.")
     model_table(last_good[target.spec.name])
+    if fresh:
+        drift_notes(target, [r.name for r in last_good[target.spec.name] if r.state is ModelState.READY])
 
 
 def model_table(rows: list[ModelRow]) -> None:

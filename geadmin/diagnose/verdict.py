@@ -20,7 +20,7 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -34,7 +34,7 @@ from geadmin.triton.logs import LogSource, is_failure, model_log_lines
 STUCK_AFTER_S = 300.0  # LOADING / UNLOADING longer than this is stuck (geadmin up's load timeout)
 DROP_LOG_BYTES = 4 << 20  # how far back the log is searched for why a model was dropped
 # The audit actions that change whether a model serves; the latest one decides "operator unload".
-STATE_ACTIONS = ("load", "unload", "reload", "apply", "rollback", "create")
+STATE_ACTIONS = ("load", "unload", "reload", "apply", "rollback", "create", "side_effect")
 OPERATOR_UNLOAD = "unload"
 
 
@@ -85,6 +85,7 @@ class Verdict:
     drift: tuple[Drift, ...] = ()
     expected: tuple[str, ...] = ()
     stuck: tuple[str, ...] = ()
+    drift_checked: bool = True  # False: no repository (or no client) to compare with
 
     @property
     def level(self) -> Level:
@@ -111,7 +112,9 @@ class Verdict:
         if not self.reasons:
             ready = len(self.found.ready)
             scope = f"every expected model READY ({', '.join(self.expected)}); " if self.expected else ""
-            return f"OK: Triton serves; {scope}{ready} model(s) READY, none failed, none drifted"
+            drift = "none drifted from its file" if self.drift_checked else \
+                "drift not checked (the model repository is not known here)"
+            return f"OK: Triton serves; {scope}{ready} model(s) READY, none failed, {drift}"
         worst = [r for r in self.reasons if r.level is self.level]
         more = len(self.reasons) - 1
         return f"{self.level.value}: {worst[0].text}" + (f" (and {more} more)" if more else "")
@@ -135,6 +138,7 @@ class Verdict:
             "expected_not_ready": self.missing,
             "failed": sorted(failures),
             "drift": [d.to_json() for d in self.drift],
+            "drift_checked": self.drift_checked,
         }
 
 
@@ -324,6 +328,8 @@ def assess(snapshot: ServerSnapshot, sources: Sources | None = None, *,
     src = sources or Sources()
     found = with_dropped(triage(snapshot, src.log, src.repository), src.log, src.home)
     drift: list[Drift] = []
+    checked = src.client is not None and src.repository is not None
     if src.client is not None and snapshot.reachable and not snapshot.error:
         drift = find_drift(src.client, src.repository, [m.name for m in found.ready])
-    return judge(snapshot, found, drift=drift, stuck=stuck_models(found, src.log, src.now), expected=expected)
+    stuck = stuck_models(found, src.log, src.now)
+    return replace(judge(snapshot, found, drift=drift, stuck=stuck, expected=expected), drift_checked=checked)

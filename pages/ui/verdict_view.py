@@ -12,7 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from geadmin.access.roles import Action as Guarded
-from geadmin.diagnose.drift import Drift, put_back_served
+from geadmin.diagnose.drift import Drift, find_drift, put_back_served
 from geadmin.diagnose.health import ServerSnapshot, take_snapshot
 from geadmin.diagnose.verdict import Level, Sources, Verdict, assess
 from geadmin.domain import format_duration
@@ -62,7 +62,7 @@ def sidebar_badge() -> None:
         st.sidebar.caption(f":material/error: verdict unknown: {exc}")
         return
     color = {"OK": "green", "DEGRADED": "orange", "DOWN": "red"}[level]
-    st.sidebar.markdown(f":{color}-badge[{level}]")
+    st.sidebar.markdown(f"**:{color}[:material/circle: {level}]**")
     st.sidebar.caption(headline.split(": ", 1)[-1])
 
 
@@ -98,6 +98,13 @@ def drift_row(drift: Drift, target: Target, can_act: bool) -> None:
         else:
             st.session_state[keys.OVERVIEW_DRIFT_RESULT] = (True, message)
         st.rerun()
+
+
+def drift_notes(target: Target, ready: list[str]) -> None:
+    """The Models page's flag: each READY model whose file differs from what serves, and the fix."""
+    for drift in find_drift(client_for(target), target.repository, ready):
+        st.warning(f"**{drift.model}** — {drift.headline}\n\n*Fix:* {drift.fix} (Overview or Config editor)",
+                   icon=":material/difference:")
 
 
 def show_put_back_result() -> None:

@@ -11,11 +11,12 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from geadmin.domain import ModelState
+from geadmin.ops import actions
 from geadmin.stack.processes import free_port
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.triton.client import TritonClient
 from tests.conftest import SAMPLE_MODELS
-from tests.helpers import add_python_model, wait_for
+from tests.helpers import add_python_model
 from tests.integration.test_top import small_load
 
 APP = str(Path(__file__).resolve().parents[2] / "pages" / "app.py")
@@ -28,7 +29,9 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def run_app(at: AppTest | None = None) -> AppTest:
-    at = at or AppTest.from_file(APP, default_timeout=30)
+    # "/" is a page that switches to /overview; AppTest reruns the page it was told, so tell it
+    # Overview, or every rerun (a click) would land on "/" and lose the click in the switch.
+    at = at or AppTest.from_file(APP, default_timeout=30).switch_page("overview.py")
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     return at
@@ -54,7 +57,7 @@ def test_overview_lists_every_sample_model_as_ready(
     assert "Server=READY" in text
     assert "ready=5" in text
     assert "Triton version=2.51.0" in text
-    assert "Every loaded model is READY." in text
+    assert "OK: Triton serves; 5 model(s) READY, none failed" in text
 
 
 def test_overview_over_grpc_shows_the_transport(
@@ -137,8 +140,10 @@ def test_config_triton_cannot_parse_is_explained_from_the_log(
     add_python_model(sample_repository, "legacy_ge", header='platform: "graph_executor"')
     server = triton_factory(repository=sample_repository)
     client = TritonClient(server.http_url)
-    client.unload("text_normalize")  # deliberately idle: not an error
-    assert wait_for(lambda: states(client)["text_normalize"] == ModelState.UNAVAILABLE, 30)
+    monkeypatch.setenv("GEADMIN_HOME", str(sample_repository.parent / "home"))
+    # deliberately idle (an operator's unload, in the audit log): not an error
+    unloaded = actions.run_action(client, actions.Action.UNLOAD, ["text_normalize"])
+    assert unloaded[0].ok and states(client)["text_normalize"] == ModelState.UNAVAILABLE
     monkeypatch.setenv("GEADMIN_TRITON_URL", server.http_url)
     monkeypatch.setenv("GEADMIN_TRITON_LOG", str(server.log_path))
     at = run_app()
@@ -152,7 +157,7 @@ def test_config_triton_cannot_parse_is_explained_from_the_log(
 
     # Without the log, Triton's index alone cannot tell a failure from a model never loaded.
     monkeypatch.delenv("GEADMIN_TRITON_LOG")
-    at = run_app(AppTest.from_file(APP, default_timeout=30))
+    at = run_app()
     assert not at.error
     assert any("legacy_ge" in c.value and "text_normalize" in c.value for c in at.caption)
 

@@ -43,9 +43,9 @@ def test_expected_models_ready_but_an_unrelated_model_failed_is_degraded_not_ok(
     assert result.level is Level.DEGRADED and exit_code(result) == EXIT_DEGRADED
     assert result.to_json()["rules"] == ["model-failed"]
     text = render_text(result)
-    assert text.splitlines()[0] == ("DEGRADED: model 'broken' failed: unexpected platform type 'graph_executor' — "
-                                    "fix: replace platform: \"graph_executor\" with backend: \"npu_ge\" in "
-                                    "config.pbtxt")
+    assert text.splitlines()[0] == ("DEGRADED: model 'broken' failed: unexpected platform type "
+                                    "'graph_executor' — fix: replace platform: \"graph_executor\" with "
+                                    "backend: \"npu_ge\" in config.pbtxt")
     assert "broken v1 (UNAVAILABLE): unexpected platform type 'graph_executor'" in text
 
 
@@ -79,7 +79,8 @@ def test_an_expected_model_absent_from_the_repository_is_named() -> None:
 def test_ok_only_when_nothing_is_wrong() -> None:
     result = report(READY)
     assert exit_code(result) == EXIT_OK
-    assert result.headline == "OK: Triton serves; 1 model(s) READY, none failed, none drifted"
+    assert result.headline == ("OK: Triton serves; 1 model(s) READY, none failed, drift not checked (the "
+                               "model repository is not known here)")
 
 
 def test_not_ready_with_nothing_to_explain_it_is_degraded() -> None:
