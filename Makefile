@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 # System packages the tests need (browser test, backend unit tests).
 APT_TEST_PACKAGES := chromium libgtest-dev prometheus
 
-.PHONY: install run test test-deps lint backend bench clean
+.PHONY: install run test test-fast test-deps lint backend bench clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -36,8 +36,17 @@ lint: install
 backend: install
 	bash backend_src/build.sh
 
+# The fast tier (minutes): unit tests, static deploy checks, UI tests without a server, lint
+# and types; no tritonserver, stack, browser or Docker engine (tests/support/tiers.py).
+FAST_TESTS := tests/unit tests/deploy tests/ui
+test-fast: install
+	@start=$$(date +%s); \
+	HYPOTHESIS_PROFILE=fast $(PY) -m pytest -q -m "not integration and not e2e and not docker" $(FAST_TESTS) \
+	  && $(VENV)/bin/ruff check . && $(VENV)/bin/mypy; rc=$$?; \
+	echo "make test-fast: $$(( $$(date +%s) - start )) s (exit $$rc)"; exit $$rc
+
 test: test-deps lint
-	bash backend_src/build.sh
+	bash backend_src/build.sh  # incremental: ninja does nothing when no source changed
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet  # docs/: a broken link or page fails
 	$(PY) -m pytest -q
 

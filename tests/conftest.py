@@ -6,14 +6,19 @@
 - `triton_factory`: start a private server (about 2 s) with any repository / flags.
 - `dashboard`: the Streamlit dashboard served against `triton_server`.
 
-Markers are applied here, from what a test really uses, so `-m integration` / `-m e2e`
-select the right tests: a test that needs a real tritonserver (a fixture above, or a
-module that starts one itself) is `integration`; one that drives Chromium is `e2e`.
+Markers are applied here, from what a test really uses, so `-m integration` / `-m e2e` /
+`-m docker` select the right tests (tests/support/tiers.py): a test that needs a real
+tritonserver (a fixture above, a directory of real-server tests, or a module that starts
+one itself and says so with `pytestmark`) is `integration`; one that drives Chromium is
+`e2e`; one that needs the Docker engine is `docker`. A test that starts a real server
+without its marker fails, so `make test-fast` never starts one.
+
+HYPOTHESIS_PROFILE=fast (set by `make test-fast`) runs fewer property examples
+(tests/support/hypothesis_profiles.py); the default profile keeps the full counts.
 """
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -23,27 +28,23 @@ from streamlit import config as streamlit_config
 
 from geadmin.stack.dashboard import DashboardProcess
 from geadmin.stack.tritonserver import TritonProcess
-from geadmin.stack.workspace import SAMPLE_REPOSITORY
+from tests.support import hypothesis_profiles
+from tests.support.samples import SAMPLE_MODELS as SAMPLE_MODELS
+from tests.support.samples import copy_samples
+
+# Tier markers from directory and fixtures, and the guard that fails an unmarked test that
+# starts a real server (tests/support/tiers.py): hooks of this conftest.
+from tests.support.tiers import pytest_collection_modifyitems as pytest_collection_modifyitems
+from tests.support.tiers import pytest_runtest_call as pytest_runtest_call
+from tests.support.tiers import pytest_runtest_setup as pytest_runtest_setup
+
+hypothesis_profiles.load()
 
 # AppTest runs the app in this process, where Streamlit's `server.address` is unset (which
 # means every interface, so sign-in would be required): give it the address `geadmin up`
 # binds (Streamlit reads STREAMLIT_* variables only under `streamlit run`). Access tests that
 # need another address set it themselves (tests/ui/test_access_pages.py).
 streamlit_config.set_option("server.address", "127.0.0.1")
-
-SAMPLE_MODELS = [
-    "digits_classifier",
-    "digits_pipeline",
-    "digits_postprocess",
-    "digits_preprocess",
-    "text_normalize",
-]
-
-
-def copy_samples(dest: Path) -> Path:
-    shutil.copytree(SAMPLE_REPOSITORY, dest, ignore=shutil.ignore_patterns("__pycache__"))
-    return dest
-
 
 @pytest.fixture
 def sample_repository(tmp_path: Path) -> Path:
@@ -89,14 +90,3 @@ def dashboard(
     process.stop()
 
 
-SERVER_FIXTURES = {"triton_server", "triton_factory", "dashboard", "npu_triton", "restricted_server"}
-BROWSER_FIXTURES = {"browser", "page"}
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        fixtures = set(getattr(item, "fixturenames", ()))
-        if fixtures & BROWSER_FIXTURES:
-            item.add_marker(pytest.mark.e2e)
-        if fixtures & (SERVER_FIXTURES | BROWSER_FIXTURES):
-            item.add_marker(pytest.mark.integration)

@@ -1,43 +1,32 @@
-"""Fixtures for the npu_ge backend tests.
+"""Fixtures for the npu_ge backend tests (helpers: tests/support/npu_ge.py).
 
 - `npu_build` (session): builds the backend, the ACL runtime test double and the unit
-  tests with backend_src/build.sh (incremental).
-- `npu_triton`: starts real tritonservers with libtriton_npu_ge.so in the backend
+  tests with backend_src/build.sh (incremental: nothing is rebuilt when nothing changed).
+- `npu_triton`: starts private tritonservers with libtriton_npu_ge.so in the backend
   directory and (unless told otherwise) the test double on LD_LIBRARY_PATH; every server
-  writes the double's resource counts to its own state file. Servers stop at teardown.
+  writes the double's resource counts to its own state file. For tests that need their
+  own flags, environment, build, or a whole server's life (start-up, shutdown, leaks).
+- `npu_shared` (module): ONE such server per test module, default flags, no model loaded,
+  over the module's own repository. A test writes its models into `shared.repo`, loads
+  them with `shared.load(...)` and they are unloaded after it (checked): tests of one
+  module share the process, never a model.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import pytest
 
-from geadmin.stack.tritonserver import TritonProcess, prepare_backend_directory
-from tests.backend.support import BackendBuild, build_backend
-
-
-@dataclass
-class NpuServer:
-    process: TritonProcess
-    state_file: Path  # the ACL double's resource counts (JSON)
-    log_path: Path
-
-    @property
-    def url(self) -> str:
-        return self.process.http_url
-
-    @property
-    def metrics_url(self) -> str:
-        return self.process.metrics_url
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-
-StartServer = Callable[..., NpuServer]
+from tests.support.npu_ge import (
+    BackendBuild,
+    NpuServer,
+    SharedNpuServer,
+    StartServer,
+    build_backend,
+    npu_process,
+)
 
 
 @pytest.fixture(scope="session")
@@ -54,7 +43,7 @@ def npu_repo(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def npu_triton(tmp_path: Path, npu_build: BackendBuild) -> Iterator[StartServer]:
-    started: list[TritonProcess] = []
+    started: list[NpuServer] = []
 
     def start(
         repo: Path,
@@ -66,25 +55,31 @@ def npu_triton(tmp_path: Path, npu_build: BackendBuild) -> Iterator[StartServer]
         build: BackendBuild | None = None,
         name: str = "triton",
     ) -> NpuServer:
-        b = build or npu_build
-        root = tmp_path / name
-        root.mkdir(exist_ok=True)
-        bdir = prepare_backend_directory(root / "backends", extra={"npu_ge": b.lib_dir})
-        state_file = root / "acl_double_state.json"
-        full_env = {"NPU_GE_DOUBLE_STATE_FILE": str(state_file), **(env or {})}
-        process = TritonProcess(
-            repository=repo,
-            backend_dir=bdir,
-            log_path=root / "triton.log",
-            models=models,
-            ld_library_path=[b.double_dir] if with_double else [],
-            env=full_env,
-            extra_args=["--backend-config=npu_ge,telemetry_interval_ms=100", *extra_args],
-        )
-        process.start(timeout_s=120)
-        started.append(process)
-        return NpuServer(process, state_file, root / "triton.log")
+        server = npu_process(tmp_path / name, repo, build or npu_build, models=models, env=env,
+                             extra_args=extra_args, with_double=with_double)
+        server.process.start(timeout_s=120)
+        started.append(server)
+        return server
 
     yield start
-    for process in started:
-        process.stop()
+    for server in started:
+        server.process.stop()
+
+
+@pytest.fixture(scope="module")
+def npu_shared_server(tmp_path_factory: pytest.TempPathFactory,
+                      npu_build: BackendBuild) -> Iterator[SharedNpuServer]:
+    root = tmp_path_factory.mktemp("npu_shared")
+    repo = root / "repo"
+    repo.mkdir()
+    server = SharedNpuServer(npu_process(root, repo, npu_build, models=[]), repo)
+    server.server.process.start(timeout_s=120)
+    yield server
+    server.server.process.stop()
+
+
+@pytest.fixture
+def npu_shared(npu_shared_server: SharedNpuServer) -> Iterator[SharedNpuServer]:
+    assert npu_shared_server.server.process.alive(), "the module's shared npu_ge server has died"
+    yield npu_shared_server
+    npu_shared_server.unload_all()

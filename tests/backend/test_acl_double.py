@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.backend.support import BackendBuild, double_model
+from tests.support.npu_ge import BackendBuild, double_model
 
 pytestmark = pytest.mark.integration
 

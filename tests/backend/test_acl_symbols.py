@@ -13,11 +13,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.backend.conftest import StartServer
-from tests.backend.support import (
+from tests.support.npu_ge import (
     BackendBuild,
+    StartServer,
     affine_model,
     double_state,
+    infer,
     live_resources,
     load,
     metric_samples,
@@ -25,7 +26,6 @@ from tests.backend.support import (
     server_live,
     wait_for,
 )
-from tests.backend.test_inference import infer
 
 pytestmark = pytest.mark.integration
 

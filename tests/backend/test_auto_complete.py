@@ -12,9 +12,7 @@ import numpy as np
 import pytest
 import requests
 
-from tests.backend.conftest import StartServer
-from tests.backend.support import double_model, double_state, load, write_model
-from tests.backend.test_inference import infer
+from tests.support.npu_ge import StartServer, double_model, double_state, infer, load, write_model
 
 pytestmark = pytest.mark.integration
 

@@ -23,8 +23,15 @@ import pytest
 import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
-from tests.backend.conftest import NpuServer, StartServer
-from tests.backend.support import affine_model, double_state, metric_samples, model_stats, wait_for
+from tests.support.npu_ge import (
+    NpuServer,
+    StartServer,
+    affine_model,
+    double_state,
+    metric_samples,
+    model_stats,
+    wait_for,
+)
 
 pytestmark = pytest.mark.integration
 

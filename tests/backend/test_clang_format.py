@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.backend.support import REPO_ROOT
+from tests.support.npu_ge import REPO_ROOT
 
 STYLE = REPO_ROOT / "backend_src" / ".clang-format"
 CPP_SUFFIXES = {".cc", ".h"}

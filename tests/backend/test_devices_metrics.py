@@ -8,10 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.backend.conftest import StartServer
-from tests.backend.support import (
+from tests.support.npu_ge import (
+    StartServer,
     affine_model,
     double_state,
+    infer,
     live_resources,
     load,
     metric_samples,
@@ -19,7 +20,6 @@ from tests.backend.support import (
     unload,
     wait_for,
 )
-from tests.backend.test_inference import infer
 
 pytestmark = pytest.mark.integration
 

@@ -18,12 +18,13 @@ import numpy as np
 import pytest
 import requests
 
-from tests.backend.conftest import StartServer
-from tests.backend.support import (
+from tests.support.npu_ge import (
     REPO_ROOT,
     BackendBuild,
+    StartServer,
     affine_model,
     double_model,
+    infer,
     load,
     model_ready,
     model_stats,
@@ -31,7 +32,6 @@ from tests.backend.support import (
     wait_for,
     write_model,
 )
-from tests.backend.test_inference import infer
 
 pytestmark = pytest.mark.integration
 
@@ -272,7 +272,7 @@ def test_ge_graph_paths_are_clean_under_address_sanitizer(
 ) -> None:
     # ONNX read, auto-complete, GE option merging and refusal, compile at load, execute and
     # ten load/unload cycles, with npu_ge, the ACL double and the GE port double built with ASan.
-    from tests.backend.test_asan import libasan_path, sanitizer_reports, shut_down_after_leak_check
+    from tests.support.asan import libasan_path, sanitizer_reports, shut_down_after_leak_check
 
     done = subprocess.run(["bash", str(REPO_ROOT / "backend_src" / "build.sh"), "--ge-double-asan"],
                           capture_output=True, text=True, timeout=900, check=False)

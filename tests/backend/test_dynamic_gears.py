@@ -17,17 +17,17 @@ import pytest
 import requests
 from tritonclient.utils import InferenceServerException
 
-from tests.backend.conftest import StartServer
-from tests.backend.support import (
+from tests.support.npu_ge import (
     BackendBuild,
+    StartServer,
     affine_model,
     double_model,
+    infer,
     load,
     model_ready,
     settled_live_resources,
     write_model,
 )
-from tests.backend.test_inference import infer
 
 pytestmark = pytest.mark.integration
 

@@ -11,10 +11,11 @@ import pytest
 import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
-from tests.backend.conftest import StartServer
-from tests.backend.support import (
+from tests.support.npu_ge import (
+    StartServer,
     affine_model,
     double_model,
+    infer,
     live_resources,
     load,
     model_ready,
@@ -23,7 +24,6 @@ from tests.backend.support import (
     settled_live_resources,
     write_model,
 )
-from tests.backend.test_inference import infer
 
 pytestmark = pytest.mark.integration
 

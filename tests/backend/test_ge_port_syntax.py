@@ -9,7 +9,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from tests.backend.support import REPO_ROOT, BackendBuild
+from tests.support.npu_ge import REPO_ROOT, BackendBuild
 
 SOURCE = REPO_ROOT / "backend_src" / "src" / "ge_port_cann.cc"
 DECLS = REPO_ROOT / "tests" / "cann_api" / "ge_api_decls.h"

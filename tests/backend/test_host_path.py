@@ -17,11 +17,14 @@ import pytest
 import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
-from tests.backend.conftest import NpuServer, StartServer
-from tests.backend.support import (
+from tests.support.asan import sanitizer_reports, shut_down_after_leak_check, start_asan_server
+from tests.support.npu_ge import (
     BackendBuild,
+    NpuServer,
+    StartServer,
     affine_model,
     double_state,
+    infer,
     live_resources,
     load,
     metric_samples,
@@ -30,8 +33,6 @@ from tests.backend.support import (
     unload,
     wait_for,
 )
-from tests.backend.test_asan import sanitizer_reports, shut_down_after_leak_check, start_asan_server
-from tests.backend.test_inference import infer
 
 pytestmark = pytest.mark.integration
 

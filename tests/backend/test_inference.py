@@ -8,38 +8,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import tritonclient.grpc as grpcclient
 
-from tests.backend.conftest import StartServer
-from tests.backend.support import affine_model, double_model, model_stats, write_model
+from tests.support.npu_ge import StartServer, affine_model, double_model, infer, model_stats, write_model
 
 pytestmark = pytest.mark.integration
-
-
-def infer(
-    url: str, model: str, inputs: dict[str, np.ndarray], timeout_s: float = 30,
-    datatype: str | None = None,
-) -> dict[str, np.ndarray]:
-    """One gRPC inference; `datatype` overrides the Triton type of every input (BF16 is
-    sent from float32 arrays, and BF16 outputs come back as float32)."""
-    client = grpcclient.InferenceServerClient(url)
-    tensors = []
-    for name, value in inputs.items():
-        t = grpcclient.InferInput(name, list(value.shape), datatype or _triton_dtype(value.dtype))
-        t.set_data_from_numpy(value)
-        tensors.append(t)
-    result = client.infer(model, tensors, client_timeout=timeout_s)
-    response = result.get_response()
-    return {o.name: result.as_numpy(o.name) for o in response.outputs}
-
-
-def _triton_dtype(dtype: np.dtype) -> str:
-    return {
-        np.dtype(np.float32): "FP32", np.dtype(np.float16): "FP16", np.dtype(np.float64): "FP64",
-        np.dtype(np.int8): "INT8", np.dtype(np.int16): "INT16", np.dtype(np.int32): "INT32",
-        np.dtype(np.int64): "INT64", np.dtype(np.uint8): "UINT8", np.dtype(np.uint16): "UINT16",
-        np.dtype(np.uint32): "UINT32", np.dtype(np.uint64): "UINT64", np.dtype(np.bool_): "BOOL",
-    }[np.dtype(dtype)]
 
 
 def test_single_and_batched_requests_are_correct(npu_triton: StartServer, npu_repo: Path) -> None:

@@ -10,17 +10,17 @@ import numpy as np
 import pytest
 import requests
 
-from tests.backend.conftest import StartServer
-from tests.backend.support import (
+from tests.support.npu_ge import (
+    StartServer,
     affine_model,
     double_state,
+    infer,
     live_resources,
     load,
     model_ready,
     unload,
     wait_for,
 )
-from tests.backend.test_inference import infer
 
 pytestmark = pytest.mark.integration
 

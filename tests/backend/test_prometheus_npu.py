@@ -12,9 +12,8 @@ import pytest
 
 from geadmin.telemetry.history import window_since
 from geadmin.telemetry.prometheus import PrometheusHistory
-from tests.backend.conftest import StartServer
-from tests.backend.support import affine_model
-from tests.prometheus import PrometheusServer
+from tests.support.npu_ge import StartServer, affine_model
+from tests.support.prometheus import PrometheusServer
 
 pytestmark = pytest.mark.integration
 

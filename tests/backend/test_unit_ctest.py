@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import subprocess
 
-from tests.backend.support import BackendBuild
+from tests.support.npu_ge import BackendBuild
 
 
 def test_googletest_unit_tests_pass_under_ctest(npu_build: BackendBuild) -> None:

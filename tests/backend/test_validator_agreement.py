@@ -18,8 +18,7 @@ import pytest
 
 from geadmin.repository import npu_ge_checks
 from geadmin.repository.validate import RULES, Severity, validate_model
-from tests.backend.conftest import StartServer
-from tests.backend.support import affine_model, double_model, load, model_ready
+from tests.support.npu_ge import StartServer, affine_model, double_model, load, model_ready
 
 pytestmark = pytest.mark.integration
 

@@ -14,7 +14,7 @@ from ruamel.yaml import YAML
 from geadmin import settings
 from geadmin.domain import Ports
 from geadmin.stack.tritonserver import TritonProcess
-from tests.deploy.conftest import ROOT, venv_tool
+from tests.support.deploy import ROOT, venv_tool
 
 ASCEND = ROOT / "compose.yaml"
 CPU = ROOT / "compose.cpu.yaml"

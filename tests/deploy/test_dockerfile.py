@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import pytest
 import yaml
 
-from tests.deploy.conftest import ROOT, venv_tool
+from tests.support.deploy import ROOT, venv_tool
 
 DOCKERFILE = ROOT / "Dockerfile"
 BUILD_SH = ROOT / "backend_src" / "build.sh"

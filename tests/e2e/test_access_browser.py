@@ -24,7 +24,7 @@ from geadmin.stack.dashboard import DashboardProcess
 from geadmin.stack.processes import free_port
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.triton.client import TritonClient
-from tests.helpers import wait_for
+from tests.support.processes import wait_for
 
 MODEL = "text_normalize"
 PASSWORD = "operator password 1"

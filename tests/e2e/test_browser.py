@@ -15,9 +15,9 @@ from geadmin.stack.processes import free_triton_ports
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.stack.workspace import Workspace
 from geadmin.triton.client import TritonClient
-from tests.conftest import SAMPLE_MODELS
-from tests.helpers import wait_for
-from tests.integration.test_up import running_up
+from tests.support.processes import wait_for
+from tests.support.samples import SAMPLE_MODELS
+from tests.support.stack import running_up
 
 
 def test_dashboard_lists_the_sample_models(dashboard: DashboardProcess, page: Page, tmp_path: Path) -> None:
@@ -152,6 +152,7 @@ def test_config_editor_edits_applies_and_rolls_back(
         page.get_by_role("option", name=re.compile(r"^revision 1 ")).click()
         expect(revision).to_have_value(re.compile(r"^revision 1 "), timeout=15_000)
         page.get_by_role("button", name="Roll back to revision 1").click()
+        page.get_by_role("button", name="Confirm rollback").click()  # a rollback asks like any change
         expect(page.get_by_text("rollback to revision 1")).to_have_count(0)  # the note is for the audit
         assert wait_for(lambda: config.read_text() == original, 60), "the rollback never wrote the file"
         expect(page.get_by_role("textbox", name="config.pbtxt")).to_have_value(original, timeout=30_000)
@@ -165,7 +166,7 @@ def test_config_editor_edits_applies_and_rolls_back(
 def test_playground_sends_an_uploaded_digit_image_and_shows_its_label(
     page: Page, tmp_path: Path, triton_factory: Callable[..., TritonProcess]
 ) -> None:
-    from tests.integration.test_infer import DIGIT_NAMES, EXAMPLES, digit_png
+    from tests.support.samples import DIGIT_NAMES, EXAMPLES, digit_png
 
     index = 7
     expected = DIGIT_NAMES[int(EXAMPLES["labels"][index])]
@@ -198,7 +199,7 @@ def test_playground_sends_an_uploaded_digit_image_and_shows_its_label(
 
 
 def test_npu_page_shows_devices_and_the_model_map_of_npu_ge(page: Page, tmp_path: Path) -> None:
-    from tests.ui.test_npu_page import npu_ge_triton
+    from tests.support.npu_ge import npu_ge_triton
 
     with npu_ge_triton(tmp_path / "npu") as triton:
         dashboard = DashboardProcess(triton_url=triton.http_url, home=tmp_path / "home",
@@ -232,7 +233,8 @@ def test_metrics_page_draws_the_charts_of_a_model_with_traffic(
     page: Page, tmp_path: Path, triton_factory: Callable[..., TritonProcess]
 ) -> None:
     from geadmin.telemetry.sampler import SamplerOptions, SamplerThread
-    from tests.ui.test_metrics_page import MODEL, load_until
+    from tests.support.samples import LOAD_MODEL as MODEL
+    from tests.support.samples import load_until
 
     home = tmp_path / "home"
     triton = triton_factory(models=[MODEL])

@@ -13,7 +13,7 @@ from geadmin.domain import ModelState
 from geadmin.stack.processes import free_port
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.triton.client import TritonClient
-from tests.conftest import SAMPLE_MODELS
+from tests.support.samples import SAMPLE_MODELS
 
 
 @pytest.fixture(autouse=True)

@@ -25,7 +25,7 @@ from geadmin.stack.processes import free_port
 from geadmin.stack.tritonserver import TritonProcess, prepare_backend_directory
 from geadmin.triton.client import TritonClient
 from geadmin.triton.logs import LocalLogFile
-from tests.conftest import SAMPLE_MODELS
+from tests.support.samples import SAMPLE_MODELS
 
 TWO_TENSORS = Params(max_batch_size=8,
                      inputs=(Tensor("INPUT0", "FP32", (4,)), Tensor("IDS", "INT64", (2,))),
@@ -56,7 +56,7 @@ def npu_ge_dir() -> Path:
     """The npu_ge build `geadmin up` uses; built here when missing (as the backend tests do)."""
     if library("npu_ge", BUILT_NPU_GE).is_file():
         return BUILT_NPU_GE
-    from tests.backend.support import build_backend
+    from tests.support.npu_ge import build_backend
     return build_backend().lib_dir
 
 

@@ -18,7 +18,7 @@ from geadmin.ops.actions import Action, run_action
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.triton.client import TritonClient
 from geadmin.triton.logs import LocalLogFile
-from tests.integration.test_triton_facade import TRANSPORTS, url_for
+from tests.support.transports import TRANSPORTS, url_for
 
 
 def classify_zeros(server: TritonProcess) -> np.ndarray:

@@ -14,7 +14,7 @@ from geadmin.cli.main import main
 from geadmin.domain import Ports
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.stack.workspace import StackInfo, Workspace
-from tests.ui.helpers import isolate
+from tests.support.apptest import isolate
 
 
 def grpc_url(server: TritonProcess) -> str:

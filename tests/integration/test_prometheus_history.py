@@ -20,9 +20,9 @@ from geadmin.telemetry.history import Series
 from geadmin.telemetry.prometheus import PrometheusHistory
 from geadmin.telemetry.reader import PrometheusHistory as ChosenPrometheus
 from geadmin.telemetry.reader import WorkspaceHistory, open_history
-from tests.conftest import copy_samples
-from tests.helpers import send_digits, wait_for
-from tests.prometheus import PrometheusServer
+from tests.support.processes import wait_for
+from tests.support.prometheus import PrometheusServer
+from tests.support.samples import copy_samples, send_digits
 
 MODEL = "digits_classifier"
 Started = Callable[[list[str]], PrometheusServer]

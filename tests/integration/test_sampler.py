@@ -20,8 +20,8 @@ from geadmin.errors import SamplerLockedError
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.telemetry import history
 from geadmin.telemetry.sampler import Sampler, SamplerOptions, SamplerThread
-from tests.conftest import copy_samples
-from tests.helpers import OutputCollector, send_digits, wait_for
+from tests.support.processes import OutputCollector, wait_for
+from tests.support.samples import copy_samples, send_digits
 
 MODEL = "digits_classifier"
 INTERVAL_S = 0.5
@@ -172,7 +172,7 @@ def test_a_tick_with_nothing_listening_records_a_gap_and_does_not_raise(tmp_path
 
 def test_geadmin_up_samples_its_triton_and_stops_the_sampler_with_everything(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tests.integration.test_up import running_up
+    from tests.support.stack import running_up
 
     home = tmp_path / "home"
     monkeypatch.setenv("GEADMIN_SAMPLE_INTERVAL_S", "0.5")  # read by the `geadmin up` subprocess below

@@ -16,9 +16,9 @@ import tritonclient.http as httpclient
 from geadmin import audit
 from geadmin.stack.local import LocalDriver
 from geadmin.stack.workspace import Workspace
-from tests.conftest import SAMPLE_MODELS, copy_samples
-from tests.helpers import add_python_model, descendants, wait_for
-from tests.integration.test_up import Up, _cmdline, running_up
+from tests.support.processes import cmdline, descendants, wait_for
+from tests.support.samples import SAMPLE_MODELS, add_python_model, copy_samples
+from tests.support.stack import Up, running_up
 
 pytestmark = pytest.mark.integration
 NPU_MODEL = "npu_resnet"
@@ -57,7 +57,7 @@ def stack_json(up: Up) -> dict:
 
 def triton_pid(up: Up) -> int:
     for pid in descendants(up.process.pid):
-        if _cmdline(pid).split(b"\0")[0].endswith(b"tritonserver"):
+        if cmdline(pid).split(b"\0")[0].endswith(b"tritonserver"):
             return pid
     raise AssertionError("no tritonserver under geadmin up")
 

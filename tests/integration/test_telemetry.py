@@ -16,8 +16,8 @@ from geadmin.stack.tritonserver import TritonProcess, prepare_backend_directory
 from geadmin.telemetry.derive import derive
 from geadmin.telemetry.npu_sources import Sources, detect
 from geadmin.telemetry.scrape import Scrape, scrape
-from tests.backend.support import affine_model, build_backend
-from tests.helpers import send_digits
+from tests.support.npu_ge import affine_model, build_backend
+from tests.support.samples import send_digits
 
 MODEL = "digits_classifier"
 REQUESTS = 40

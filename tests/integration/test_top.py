@@ -21,7 +21,7 @@ import tritonclient.grpc as grpcclient
 from geadmin.cli.main import main
 from geadmin.stack.processes import free_port
 from geadmin.stack.tritonserver import TritonProcess
-from tests.helpers import wait_for
+from tests.support.processes import wait_for
 
 MODEL = "digits_classifier"
 

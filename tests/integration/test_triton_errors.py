@@ -22,8 +22,8 @@ from geadmin.errors import (
 from geadmin.stack.processes import free_port
 from geadmin.stack.tritonserver import SHM_DIR, TritonProcess
 from geadmin.triton.client import TritonClient
-from tests.conftest import copy_samples
-from tests.integration.test_triton_facade import TRANSPORTS, url_for
+from tests.support.samples import copy_samples
+from tests.support.transports import TRANSPORTS, url_for
 
 SECRET = "s3cret"
 RESTRICTED = [

@@ -15,12 +15,7 @@ from geadmin.domain import ModelState, Transport
 from geadmin.errors import ConfigError, ModelNotFoundError
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.triton.client import TritonClient
-
-TRANSPORTS = ["http", "grpc"]
-
-
-def url_for(server: TritonProcess, transport: str) -> str:
-    return server.http_url if transport == "http" else "grpc://" + server.grpc_url
+from tests.support.transports import TRANSPORTS, url_for
 
 
 def states(client: TritonClient) -> dict[str, ModelState]:

@@ -26,7 +26,7 @@ from geadmin.errors import ForbiddenError
 from geadmin.stack.processes import free_ports
 from geadmin.stack.tritonserver import RESTRICTED_APIS
 from geadmin.triton.client import Tensor, TritonClient
-from tests.helpers import OutputCollector, descendants
+from tests.support.processes import OutputCollector, descendants
 
 pytestmark = pytest.mark.integration
 

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -23,63 +20,12 @@ from tritonclient.utils import InferenceServerException
 from geadmin.stack.processes import free_port, free_ports
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.stack.workspace import SAMPLES_DIR
-from tests.conftest import SAMPLE_MODELS, copy_samples
-from tests.helpers import OutputCollector, add_python_model, alive, descendants, wait_for
-
-GEADMIN = [sys.executable, "-m", "geadmin.cli"]
+from tests.support.processes import OutputCollector, alive, all_pids, cmdline, descendants, wait_for
+from tests.support.samples import SAMPLE_MODELS, add_python_model, copy_samples
+from tests.support.stack import GEADMIN, Up, geadmin, port_args, running_up
 
 # Every test here runs `geadmin up` (a real tritonserver) or the CLI as a subprocess.
 pytestmark = pytest.mark.integration
-
-
-@dataclass
-class Up:
-    process: subprocess.Popen[str]
-    home: Path
-    http: int
-    grpc: int
-    metrics: int
-    dashboard: int
-    output: str  # what it had printed when the fixture handed it over
-    collector: OutputCollector  # everything it prints, as it prints it
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.http}"
-
-
-def port_args(http: int, grpc: int, metrics: int, dashboard: int) -> list[str]:
-    return ["--http-port", str(http), "--grpc-port", str(grpc), "--metrics-port", str(metrics),
-            "--dashboard-port", str(dashboard)]
-
-
-def geadmin(*args: str, home: Path, timeout_s: float = 60) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "GEADMIN_HOME": str(home)}
-    return subprocess.run([*GEADMIN, *args], capture_output=True, text=True, env=env, timeout=timeout_s)
-
-
-@contextlib.contextmanager
-def running_up(home: Path, *extra: str, wait_for: str = "Press Ctrl-C to stop.") -> Iterator[Up]:
-    """`wait_for`: the line to wait for; `models: ` waits until the start-up loads ended."""
-    """`geadmin up` on free ports; killed (with everything below it) if the test left it running."""
-    ports = free_ports(4)
-    env = {**os.environ, "GEADMIN_HOME": str(home)}
-    process = subprocess.Popen([*GEADMIN, "up", *port_args(*ports), *extra], stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True, env=env)
-    try:
-        collector = OutputCollector(process)
-        output = collector.wait_for(wait_for, timeout_s=180)
-        yield Up(process, home, *ports, output=output, collector=collector)
-    finally:
-        if process.poll() is None:  # stop it as an operator would; force only if that fails
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(20)
-            except subprocess.TimeoutExpired:
-                for pid in descendants(process.pid):
-                    os.kill(pid, signal.SIGKILL)
-                process.kill()
-                process.wait(10)
 
 
 @pytest.fixture(scope="module")
@@ -209,7 +155,7 @@ def test_sigterm_while_a_model_load_hangs_stops_everything_within_15s(tmp_path: 
     repository = copy_samples(tmp_path / "repo")
     add_python_model(repository, "slow_start", "time.sleep(600)")
     with running_up(tmp_path / "home", "--repository", str(repository)) as stack:
-        assert wait_for(lambda: any(b"slow_start" in _cmdline(pid) for pid in descendants(stack.process.pid)),
+        assert wait_for(lambda: any(b"slow_start" in cmdline(pid) for pid in descendants(stack.process.pid)),
                         60), "the slow model's stub should be initializing"
         children = descendants(stack.process.pid)
         started = time.monotonic()
@@ -228,19 +174,8 @@ def test_sigterm_during_start_up_stops_what_had_started(tmp_path: Path) -> None:
         stack.process.wait(timeout=15)
     assert stack.process.returncode in (0, 128 + signal.SIGTERM), stack.collector.text
     home = str(tmp_path / "home").encode()
-    assert wait_for(lambda: not [pid for pid in _all_pids() if home in _cmdline(pid)], 5)
+    assert wait_for(lambda: not [pid for pid in all_pids() if home in cmdline(pid)], 5)
     assert "Traceback" not in stack.collector.text
-
-
-def _all_pids() -> list[int]:
-    return [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()]
-
-
-def _cmdline(pid: int) -> bytes:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return b""
 
 
 def shm_prefix_of_tritonserver(pids: set[int]) -> str:

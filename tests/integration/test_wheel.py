@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from geadmin.stack.processes import free_ports
-from tests.conftest import SAMPLE_MODELS
-from tests.helpers import OutputCollector, descendants
+from tests.support.processes import OutputCollector, descendants
+from tests.support.samples import SAMPLE_MODELS
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.integration

@@ -23,8 +23,8 @@ from geadmin.access.users import UsersFile
 from geadmin.domain import ModelState
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.triton.client import TritonClient
-from tests.helpers import wait_for
-from tests.ui.helpers import APP, button, isolate, point_at, run
+from tests.support.apptest import APP, button, isolate, point_at, run
+from tests.support.processes import wait_for
 
 MODEL = "digits_classifier"
 PASSWORDS = {"vic": "viewer password 1", "olga": "operator password 1", "ada": "admin password 12"}

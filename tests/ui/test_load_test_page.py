@@ -21,8 +21,8 @@ from geadmin.stack.processes import free_port
 from geadmin.stack.tritonserver import TritonProcess
 from pages.load_test import PLAYGROUND
 from pages.ui.keys import LOAD_TEST_RUNNING as RUNNING
-from tests.helpers import descendants, wait_for
-from tests.ui.helpers import APP, isolate, run
+from tests.support.apptest import APP, isolate, run
+from tests.support.processes import descendants, wait_for
 
 CSV = Path(__file__).resolve().parents[1] / "unit" / "assets" / "perf_analyzer" / "concurrency_http.csv"
 

@@ -20,11 +20,11 @@ from geadmin.stack.tritonserver import TritonProcess
 from geadmin.telemetry import history
 from geadmin.telemetry.prometheus import PrometheusHistory
 from geadmin.telemetry.sampler import SamplerOptions, SamplerThread
-from tests.helpers import send_digits
-from tests.prometheus import PrometheusServer
+from tests.support.prometheus import PrometheusServer
+from tests.support.samples import LOAD_MODEL, busy_points, load_until, send_digits
 
 APP = str(Path(__file__).resolve().parents[2] / "pages" / "app.py")
-MODEL = "digits_classifier"
+MODEL = LOAD_MODEL
 
 
 @pytest.fixture(autouse=True)
@@ -47,22 +47,6 @@ def sampled(triton_server: TritonProcess, home: Path,
         yield triton_server
     finally:
         thread.stop()
-
-
-def send(server: TritonProcess, count: int) -> int:
-    return send_digits(server.grpc_url, count)
-
-
-def busy_points(server: TritonProcess, home: Path) -> int:
-    found = history.model_series(server.metrics_url, history.window_since(10), models=[MODEL], home=home)
-    return sum(1 for r in found[0].column("inferences_per_s") if r) if found else 0
-
-
-def load_until(server: TritonProcess, home: Path, points: int) -> None:
-    deadline = time.monotonic() + 30
-    while busy_points(server, home) < points and time.monotonic() < deadline:
-        send(server, 40)
-    assert busy_points(server, home) >= points
 
 
 def metrics_page() -> AppTest:
@@ -159,3 +143,7 @@ def test_an_unreachable_prometheus_is_one_clear_error(monkeypatch: pytest.Monkey
                                   "unreachable"), error.value
     assert "unset GEADMIN_PROMETHEUS_URL" in error.value
     assert not at.get("plotly_chart")
+
+
+def send(server: TritonProcess, count: int) -> int:
+    return send_digits(server.grpc_url, count)

@@ -18,7 +18,7 @@ from geadmin.stack.processes import free_port
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.triton.client import TritonClient
 from pages.ui import keys
-from tests.ui.helpers import APP, isolate, point_at, run
+from tests.support.apptest import APP, isolate, point_at, run
 
 
 @pytest.fixture(autouse=True)

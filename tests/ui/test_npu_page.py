@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -19,7 +18,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from geadmin.stack.processes import free_port
-from geadmin.stack.tritonserver import TritonProcess, prepare_backend_directory
+from geadmin.stack.tritonserver import TritonProcess
 from geadmin.telemetry import history
 from geadmin.telemetry.npu import devices_from_triton
 from geadmin.telemetry.npu_map import FROM_CONFIG, loaded_npu_ge_configs, model_map
@@ -27,35 +26,13 @@ from geadmin.telemetry.sampler import SamplerOptions, SamplerThread
 from geadmin.telemetry.scrape import scrape
 from geadmin.triton.client import TritonClient
 from pages.ui import keys
-from tests.backend.support import affine_model, build_backend
-from tests.helpers import wait_for
+from tests.support.npu_ge import npu_ge_triton
+from tests.support.processes import wait_for
 
 APP = str(Path(__file__).resolve().parents[2] / "pages" / "app.py")
 NO_NPU = ("no Ascend NPU on this host: npu-smi not found, no npu-exporter configured, "
           "Triton publishes no npu_ge metrics")
 pytestmark = pytest.mark.integration
-
-
-@contextmanager
-def npu_ge_triton(root: Path) -> Iterator[TritonProcess]:
-    """Triton with npu_ge on the ACL test double: `pair` (2 instances on devices 0 and 1) and
-    `single` (1 instance on device 1) — as tests/integration/test_telemetry.py starts it."""
-    build = build_backend()
-    repo = root / "repo"
-    repo.mkdir(parents=True)
-    affine_model(repo, "pair", instances=2, device_ids="0,1")
-    affine_model(repo, "single", instances=1, device_ids="1")
-    server = TritonProcess(repository=repo, models=["pair", "single"], log_path=root / "triton.log",
-                           backend_dir=prepare_backend_directory(root / "backends",
-                                                                 extra={"npu_ge": build.lib_dir}),
-                           ld_library_path=[build.double_dir],
-                           env={"NPU_GE_DOUBLE_STATE_FILE": str(root / "acl_double_state.json")},
-                           extra_args=["--backend-config=npu_ge,telemetry_interval_ms=100"])
-    server.start(timeout_s=120)
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture(autouse=True)

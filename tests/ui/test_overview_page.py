@@ -15,9 +15,7 @@ from geadmin.ops import actions
 from geadmin.stack.processes import free_port
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.triton.client import TritonClient
-from tests.conftest import SAMPLE_MODELS
-from tests.helpers import add_python_model
-from tests.integration.test_top import small_load
+from tests.support.samples import SAMPLE_MODELS, add_python_model, small_load
 
 APP = str(Path(__file__).resolve().parents[2] / "pages" / "app.py")
 

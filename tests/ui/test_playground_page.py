@@ -17,8 +17,8 @@ from geadmin.ops.infer_spec import MAX_UPLOAD_BYTES
 from geadmin.stack.processes import free_triton_ports
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.triton.client import TritonClient
-from tests.conftest import copy_samples
-from tests.ui.helpers import APP, isolate, point_at, run
+from tests.support.apptest import APP, isolate, point_at, run
+from tests.support.samples import copy_samples
 
 DIGIT_NAMES = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]
 MODELS = ["digits_classifier", "digits_labelled", "text_normalize"]

@@ -12,8 +12,8 @@ from geadmin.stack.local import LocalDriver
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.stack.workspace import Workspace
 from geadmin.triton.client import TritonClient
-from tests.helpers import wait_for
-from tests.integration.test_up import Up, running_up
+from tests.support.processes import wait_for
+from tests.support.stack import Up, running_up
 
 APP = str(Path(__file__).resolve().parents[2] / "pages" / "app.py")
 pytestmark = pytest.mark.integration

@@ -9,8 +9,8 @@ import pytest
 
 from geadmin.cli.main import main
 from geadmin.stack.processes import free_port
-from tests.conftest import copy_samples
-from tests.unit.test_validate import BASE, STEP
+from tests.support.configs import BASE, STEP
+from tests.support.samples import copy_samples
 
 EXIT_OK, EXIT_ERRORS, EXIT_USAGE = 0, 1, 2
 

@@ -11,7 +11,7 @@ import pytest
 from geadmin.repository import cross_model
 from geadmin.repository.modelconfig import parse_pbtxt
 from geadmin.repository.validate import Severity, validate_path, validate_text
-from tests.conftest import copy_samples
+from tests.support.samples import copy_samples
 
 
 @pytest.fixture

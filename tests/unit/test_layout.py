@@ -9,7 +9,7 @@ import pytest
 from geadmin.errors import ConfigParseError, RepositoryError
 from geadmin.repository.layout import layout_problems, read_model_config
 from geadmin.repository.modelconfig import parse_pbtxt
-from tests.conftest import copy_samples
+from tests.support.samples import copy_samples
 
 
 @pytest.fixture

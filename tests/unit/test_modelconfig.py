@@ -22,8 +22,9 @@ from geadmin.repository.modelconfig import (
 )
 from geadmin.repository.positions import comments, locate, lost_comments, parse_located
 from geadmin.repository.rewrite import rewrite
+from tests.support.hypothesis_profiles import examples
 
-MANY = settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+MANY = settings(max_examples=examples(1000), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 # -- generated configs -------------------------------------------------------------------
 names = st.text(string.ascii_letters + string.digits + "_-.", min_size=1, max_size=10)

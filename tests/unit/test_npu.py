@@ -43,7 +43,8 @@ from geadmin.telemetry.npu import (
 )
 from geadmin.telemetry.npu_sources import Sources, detect
 from geadmin.telemetry.scrape import parse
-from tests.unit.test_telemetry_scrape import closed_port, serve
+from tests.support.http_doubles import closed_port, serve
+from tests.support.hypothesis_profiles import examples
 
 ASSETS = Path(__file__).parent / "assets"
 SMI = ASSETS / "npu-smi"
@@ -481,20 +482,20 @@ def _parse_or_typed_error(text: str) -> None:
         assert isinstance(result, list)
 
 
-@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(1000), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.text())
 def test_npu_smi_parsers_on_arbitrary_text_raise_only_parse_errors(text: str) -> None:
     _parse_or_typed_error(text)
 
 
-@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(1000), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.tuples(st.sampled_from(TABLE_LINES), st.integers(0, 120), NOISE), max_size=40))
 def test_npu_smi_parsers_on_mangled_captures_raise_only_parse_errors(
         edits: list[tuple[str, int, str]]) -> None:
     _parse_or_typed_error("\n".join(line[:cut] + noise + line[cut:] for line, cut, noise in edits))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(st.tuples(st.sampled_from(exporter_page().splitlines() + npu_ge_page().splitlines()),
                           st.integers(0, 200), st.text(max_size=3)), max_size=30))
 def test_metrics_npu_sources_on_mangled_pages_raise_only_typed_errors(

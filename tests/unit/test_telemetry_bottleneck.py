@@ -23,7 +23,7 @@ from geadmin.telemetry.bottleneck import (
 from geadmin.telemetry.derive import Window, derive
 from geadmin.telemetry.npu import NpuDevice, NpuPlacement
 from geadmin.telemetry.scrape import Scrape
-from tests.unit.test_telemetry_derive import Counters, page
+from tests.support.metrics_pages import Counters, page
 
 IDLE = Counters(success=10, inferences=10, executions=10, request_us=1000, queue_us=100,
                 compute_input_us=100, compute_infer_us=700, compute_output_us=100)

@@ -8,7 +8,7 @@ format (same families, labels and types) with chosen counter values.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
@@ -17,59 +17,13 @@ from hypothesis import strategies as st
 
 from geadmin.errors import TelemetryError
 from geadmin.telemetry.derive import ModelWindow, derive, server_stats
-from geadmin.telemetry.scrape import Scrape, parse
+from geadmin.telemetry.scrape import parse
+from tests.support.hypothesis_profiles import examples
+from tests.support.metrics_pages import FAMILIES, Counters, page
 
 ASSETS = Path(__file__).parent / "assets" / "telemetry"
 DEFAULT_PAGE = (ASSETS / "metrics_2.51_default.txt").read_text()
 SUMMARY_PAGE = (ASSETS / "metrics_2.51_summary_latencies.txt").read_text()
-REASONS = ("BACKEND", "CANCELED", "OTHER", "REJECTED")
-
-
-@dataclass
-class Counters:
-    success: float = 0
-    inferences: float = 0
-    executions: float = 0
-    request_us: float = 0
-    queue_us: float = 0
-    compute_input_us: float = 0
-    compute_infer_us: float = 0
-    compute_output_us: float = 0
-    failures: dict[str, float] = field(default_factory=dict)
-    pending: float = 0
-
-
-FAMILIES = (
-    ("nv_inference_request_success", "success"),
-    ("nv_inference_count", "inferences"),
-    ("nv_inference_exec_count", "executions"),
-    ("nv_inference_request_duration_us", "request_us"),
-    ("nv_inference_queue_duration_us", "queue_us"),
-    ("nv_inference_compute_input_duration_us", "compute_input_us"),
-    ("nv_inference_compute_infer_duration_us", "compute_infer_us"),
-    ("nv_inference_compute_output_duration_us", "compute_output_us"),
-)
-
-
-def page(models: dict[str, Counters], *, timestamp_s: float, cpu: float = 0.25) -> Scrape:
-    """A /metrics page in Triton 2.51's format with these counter values."""
-    lines = ["# TYPE nv_inference_request_failure counter"]
-    for name, c in models.items():
-        for reason in REASONS:
-            lines.append(f'nv_inference_request_failure{{model="{name}",reason="{reason}",version="1"}} '
-                         f"{c.failures.get(reason, 0)}")
-    for family, attr in FAMILIES:
-        lines.append(f"# TYPE {family} counter")
-        lines += [f'{family}{{model="{name}",version="1"}} {getattr(c, attr)}' for name, c in models.items()]
-    lines.append("# TYPE nv_inference_pending_request_count gauge")
-    lines += [f'nv_inference_pending_request_count{{model="{n}",version="1"}} {c.pending}'
-              for n, c in models.items()]
-    lines += ["# TYPE nv_cpu_utilization gauge", f"nv_cpu_utilization {cpu}",
-              "# TYPE nv_cpu_memory_total_bytes gauge", "nv_cpu_memory_total_bytes 8000000000",
-              "# TYPE nv_cpu_memory_used_bytes gauge", "nv_cpu_memory_used_bytes 2000000000"]
-    return parse("\n".join(lines) + "\n", timestamp_s=timestamp_s)
-
-
 def rates_of(window: ModelWindow) -> dict[str, float | None]:
     return {f.name: getattr(window, f.name) for f in fields(window)
             if f.name.endswith(("_per_s", "_ms", "_size"))}
@@ -256,7 +210,7 @@ def test_server_stats_before_tritons_first_host_poll_are_unknown_not_zero() -> N
 counter = st.floats(min_value=0, max_value=1e12, allow_nan=False)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(counter, min_size=16, max_size=16), st.floats(min_value=0.01, max_value=3600))
 def test_rates_are_never_negative_whatever_the_counters_do(values: list[float], window_s: float) -> None:
     names = [attr for _, attr in FAMILIES]

@@ -15,7 +15,6 @@ import threading
 import urllib.error
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -34,6 +33,8 @@ from geadmin.errors import (
 )
 from geadmin.telemetry import scrape as scrape_module
 from geadmin.telemetry.scrape import fetch_text, parse, scrape, translate_error
+from tests.support.http_doubles import closed_port, serve
+from tests.support.hypothesis_profiles import examples
 
 ASSETS = Path(__file__).parent / "assets" / "telemetry"
 DEFAULT_PAGE = (ASSETS / "metrics_2.51_default.txt").read_text()
@@ -41,37 +42,6 @@ SUMMARY_PAGE = (ASSETS / "metrics_2.51_summary_latencies.txt").read_text()
 
 
 # -- local servers that answer (or fail to) like a metrics endpoint ------------------------
-@contextmanager
-def serve(body: bytes, *, status: int = 200) -> Iterator[str]:
-    """A real HTTP server on 127.0.0.1 answering every GET with `body`; yields its /metrics URL."""
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", "text/plain; version=0.0.4")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/metrics"
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
-def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @contextmanager
 def silent_server() -> Iterator[str]:
     """Accepts connections (the kernel's backlog) and never answers."""
@@ -286,7 +256,7 @@ def test_table_lists_subclasses_before_their_bases() -> None:
 REFERENCE_LINES = SUMMARY_PAGE.splitlines()
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.text())
 def test_parse_arbitrary_text_only_raises_parse_errors(text: str) -> None:
     try:
@@ -297,7 +267,7 @@ def test_parse_arbitrary_text_only_raises_parse_errors(text: str) -> None:
     assert all(isinstance(s.value, float) for s in page.samples)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(st.tuples(st.sampled_from(REFERENCE_LINES), st.integers(0, 200), st.text(max_size=3)),
                 max_size=30))
 def test_parse_mangled_reference_pages_only_raises_parse_errors(edits: list[tuple[str, int, str]]) -> None:

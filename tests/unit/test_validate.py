@@ -24,17 +24,10 @@ from geadmin.repository.validate import (
     validate_path,
     validate_text,
 )
-from tests.conftest import copy_samples
+from tests.support.configs import BASE, STEP
+from tests.support.hypothesis_profiles import examples
+from tests.support.samples import copy_samples
 
-BASE = """name: "m"
-backend: "npu_ge"
-max_batch_size: 8
-input [{ name: "x", data_type: TYPE_FP32, dims: [4] }]
-output [{ name: "y", data_type: TYPE_FP32, dims: [4] }]
-instance_group [{ kind: KIND_CPU, count: 1 }]
-dynamic_batching { max_queue_delay_microseconds: 2000 }
-"""
-STEP = BASE.replace('name: "m"', 'name: "step"')
 ENSEMBLE = """name: "m"
 platform: "ensemble"
 max_batch_size: 8
@@ -342,7 +335,7 @@ FRAGMENTS = [*BASE.split(), "{", "}", "[", "]", ":", ",", '"', "#", "\n", "-1", 
              'platform: "ensemble"', 'platform: "graph_executor"', "count: -5", "dims: [-2, 0]", "\\", "'"]
 
 
-@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+@settings(max_examples=examples(1000), deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                    HealthCheck.function_scoped_fixture])
 @given(st.one_of(st.text(max_size=300), st.lists(st.sampled_from(FRAGMENTS), max_size=40).map(" ".join)))
 def test_the_validator_never_raises_on_any_text(tmp_path: Path, source: str) -> None:

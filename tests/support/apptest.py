@@ -1,0 +1,42 @@
+"""What every AppTest module needs: the app, a run that fails on an exception, buttons by
+label, and an environment that points the app at one test server and nothing else."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from geadmin.stack.tritonserver import TritonProcess
+
+APP = str(Path(__file__).resolve().parents[2] / "pages" / "app.py")
+TARGET_VARIABLES = ("SERVERS_FILE", "TRITON_URLS", "TRITON_URL", "ADMIN_KEY", "TRITON_LOG", "REPOSITORY",
+                    "STACK")
+
+
+def isolate(monkeypatch: pytest.MonkeyPatch, home: Path) -> None:
+    """No server, log, repository or stack from the developer's environment; a private home."""
+    for name in TARGET_VARIABLES:
+        monkeypatch.delenv(f"GEADMIN_{name}", raising=False)
+    monkeypatch.setenv("GEADMIN_HOME", str(home))
+
+
+def point_at(monkeypatch: pytest.MonkeyPatch, triton: TritonProcess) -> TritonProcess:
+    """The app talks to `triton`, reads its log and edits its repository."""
+    monkeypatch.setenv("GEADMIN_TRITON_URL", triton.http_url)
+    monkeypatch.setenv("GEADMIN_TRITON_LOG", str(triton.log_path))
+    monkeypatch.setenv("GEADMIN_REPOSITORY", str(triton.repository))
+    return triton
+
+
+def run(at: AppTest) -> AppTest:
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def button(at: AppTest, label: str) -> object:
+    matches = [b for b in at.button if b.label == label]
+    assert matches, f"no button {label!r}; have {[b.label for b in at.button]}"
+    return matches[0]

@@ -1,0 +1,14 @@
+"""Model configs the validator and config-command tests start from."""
+
+from __future__ import annotations
+
+# A valid npu_ge config: the base every validator case changes one thing of.
+BASE = """name: "m"
+backend: "npu_ge"
+max_batch_size: 8
+input [{ name: "x", data_type: TYPE_FP32, dims: [4] }]
+output [{ name: "y", data_type: TYPE_FP32, dims: [4] }]
+instance_group [{ kind: KIND_CPU, count: 1 }]
+dynamic_batching { max_queue_delay_microseconds: 2000 }
+"""
+STEP = BASE.replace('name: "m"', 'name: "step"')

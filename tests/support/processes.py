@@ -1,0 +1,88 @@
+"""Processes in tests: bounded waits, the tree below a pid, a subprocess's output read on a
+thread, /proc look-ups."""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO
+
+
+def descendants(pid: int) -> set[int]:
+    """Every live process below `pid` (by parent links in /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        parent = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(parent, []).append(int(entry.name))
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def wait_for(predicate: Callable[[], bool], timeout_s: float, interval_s: float = 0.2) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval_s)
+    return predicate()
+
+
+class OutputCollector:
+    """Reads a subprocess's stdout on a thread, so tests can wait for a line (bounded)."""
+
+    def __init__(self, process: subprocess.Popen[str]) -> None:
+        assert process.stdout is not None
+        self.process = process
+        self.lines: list[str] = []
+        self._thread = threading.Thread(target=self._pump, args=(process.stdout,), daemon=True)
+        self._thread.start()
+
+    def _pump(self, stream: IO[str]) -> None:
+        for line in stream:
+            self.lines.append(line)
+
+    @property
+    def text(self) -> str:
+        return "".join(self.lines)
+
+    def wait_for(self, marker: str, timeout_s: float) -> str:
+        if wait_for(lambda: marker in self.text or self.process.poll() is not None, timeout_s):
+            self._thread.join(timeout=1) if self.process.poll() is not None else None
+            if marker in self.text:
+                return self.text
+        raise AssertionError(f"{marker!r} not printed within {timeout_s}s; output so far:\n{self.text}")
+
+
+def all_pids() -> list[int]:
+    return [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()]
+
+
+def cmdline(pid: int) -> bytes:
+    """The NUL-separated command line of `pid` (b"" once it is gone)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""

@@ -1,0 +1,70 @@
+"""`geadmin up` as a subprocess on free ports, and the CLI run against its workspace."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from geadmin.stack.processes import free_ports
+from tests.support.processes import OutputCollector, descendants
+
+GEADMIN = [sys.executable, "-m", "geadmin.cli"]
+READY_LINE = "Press Ctrl-C to stop."
+
+
+@dataclass
+class Up:
+    process: subprocess.Popen[str]
+    home: Path
+    http: int
+    grpc: int
+    metrics: int
+    dashboard: int
+    output: str  # what it had printed when it was handed over
+    collector: OutputCollector  # everything it prints, as it prints it
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.http}"
+
+
+def port_args(http: int, grpc: int, metrics: int, dashboard: int) -> list[str]:
+    return ["--http-port", str(http), "--grpc-port", str(grpc), "--metrics-port", str(metrics),
+            "--dashboard-port", str(dashboard)]
+
+
+def geadmin(*args: str, home: Path, timeout_s: float = 60) -> subprocess.CompletedProcess[str]:
+    """The CLI as a subprocess with GEADMIN_HOME=home."""
+    env = {**os.environ, "GEADMIN_HOME": str(home)}
+    return subprocess.run([*GEADMIN, *args], capture_output=True, text=True, env=env, timeout=timeout_s)
+
+
+@contextlib.contextmanager
+def running_up(home: Path, *extra: str, wait_for: str = READY_LINE) -> Iterator[Up]:
+    """`geadmin up` on free ports, handed over once it printed `wait_for` (`models: ` waits
+    until the start-up loads ended); stopped as an operator would (SIGTERM) when the block
+    ends, and killed with everything below it if that fails."""
+    ports = free_ports(4)
+    env = {**os.environ, "GEADMIN_HOME": str(home)}
+    process = subprocess.Popen([*GEADMIN, "up", *port_args(*ports), *extra], stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True, env=env)
+    try:
+        collector = OutputCollector(process)
+        output = collector.wait_for(wait_for, timeout_s=180)
+        yield Up(process, home, *ports, output=output, collector=collector)
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(20)
+            except subprocess.TimeoutExpired:
+                for pid in descendants(process.pid):
+                    os.kill(pid, signal.SIGKILL)
+                process.kill()
+                process.wait(10)
