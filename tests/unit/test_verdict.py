@@ -1,0 +1,206 @@
+"""One verdict (diagnose.verdict): the rules that make a server OK, DEGRADED or DOWN, what a
+dropped or stuck model looks like, the embedded stack's history (stack.server_history), and
+the one duration formatter."""
+
+from __future__ import annotations
+
+import os
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from geadmin import audit
+from geadmin.diagnose.drift import Drift
+from geadmin.diagnose.health import ServerSnapshot, triage
+from geadmin.diagnose.verdict import (
+    DROPPED_MARK,
+    Level,
+    Rule,
+    Sources,
+    assess,
+    judge,
+    logged_at,
+)
+from geadmin.domain import ModelEntry, ModelState, Ports, ServerInfo, format_duration
+from geadmin.stack.drivers import ExitRecord
+from geadmin.stack.server_history import attempt, exit_line, history_for, server_history
+from geadmin.stack.workspace import StackInfo
+from geadmin.triton.logs import LocalLogFile
+
+NOW = datetime(2026, 12, 4, 12, 0, tzinfo=timezone.utc)
+INFO = ServerInfo("triton", "2.51.0", ())
+READY = ModelEntry("digits_classifier", "1", ModelState.READY, "")
+PIPELINE_UNLOADED = ModelEntry("digits_pipeline", "1", ModelState.UNAVAILABLE, "unloaded")
+ENSEMBLE_LINE = ("E1204 11:57:03.123456 77 model_lifecycle.cc:654] \"Invalid argument: ensemble "
+                 "digits_pipeline allows maximum batch size 32, but it contains model digits_classifier "
+                 "which only allows maximum batch size to be 16\"\n")
+UNLOADED_LINE = ("I1204 11:57:03.200000 77 model_lifecycle.cc:624] \"successfully unloaded 'digits_pipeline' "
+                 "version 1\"\n")
+
+
+def snapshot(*models: ModelEntry, ready: bool = True, live: bool = True) -> ServerSnapshot:
+    return ServerSnapshot("s", "http://h:8000", "http", NOW, live=live, ready=ready, info=INFO, models=models)
+
+
+def test_a_failed_load_is_degraded_although_triton_says_ready() -> None:
+    failed = ModelEntry("digits_classifier", "1", ModelState.UNAVAILABLE, "bad enum TYPE_FOO")
+    verdict = judge(snapshot(failed, ready=True), triage(snapshot(failed)))
+    assert verdict.level is Level.DEGRADED and verdict.rules == [Rule.MODEL_FAILED]
+    assert verdict.headline == "DEGRADED: model 'digits_classifier' failed: bad enum TYPE_FOO"
+    assert not verdict.ok
+
+
+def test_everything_ready_is_ok_and_says_what_was_checked() -> None:
+    verdict = judge(snapshot(READY), triage(snapshot(READY)))
+    assert verdict.level is Level.OK and verdict.reasons == ()
+    assert verdict.headline.startswith("OK: Triton serves; 1 model(s) READY, none failed")
+
+
+def test_down_outranks_degraded_and_every_reason_is_kept() -> None:
+    failed = ModelEntry("other", "1", ModelState.UNAVAILABLE, "boom")
+    snap = snapshot(READY, failed)
+    verdict = judge(snap, triage(snap), expected=("absent",))
+    assert verdict.level is Level.DOWN
+    assert verdict.rules == [Rule.EXPECTED_NOT_READY, Rule.MODEL_FAILED]
+    assert verdict.headline == "DOWN: expected model 'absent' is not in the repository (and 1 more)"
+    assert [r["level"] for r in verdict.to_json()["reasons"]] == ["DOWN", "DEGRADED"]  # type: ignore[index]
+
+
+def test_unreachable_and_not_live_are_down() -> None:
+    gone = ServerSnapshot("s", "http://h:8000", "http", NOW, error="Triton at http://h:8000 is unreachable")
+    assert judge(gone, triage(gone)).rules == [Rule.UNREACHABLE]
+    dead = snapshot(READY, live=False, ready=False)
+    assert judge(dead, triage(dead)).level is Level.DOWN
+
+
+def test_drift_alone_makes_it_degraded_with_the_fix() -> None:
+    drift = Drift("digits_classifier", (), "does not parse, line 6: bad enum", False,
+                  datetime(2026, 12, 4, 11, 57, tzinfo=timezone.utc))
+    verdict = judge(snapshot(READY), triage(snapshot(READY)), drift=[drift])
+    assert verdict.level is Level.DEGRADED and verdict.rules == [Rule.DRIFT]
+    assert ("on disk: does not parse, line 6: bad enum — serving the previous config since 11:57 UTC"
+            in verdict.headline)
+    assert "open it in the Config editor" in verdict.reasons[0].fix
+
+
+def test_a_model_dropped_without_an_operators_unload_is_a_failure_with_tritons_reason(tmp_path: Path) -> None:
+    log = tmp_path / "t.log"
+    log.write_text(ENSEMBLE_LINE + UNLOADED_LINE)
+    snap = snapshot(READY, PIPELINE_UNLOADED)
+    verdict = assess(snap, Sources(log=LocalLogFile(log), home=tmp_path, now=NOW))
+    assert verdict.level is Level.DEGRADED and verdict.rules == [Rule.MODEL_DROPPED]
+    ((model, reason),) = verdict.found.failed
+    assert model.name == "digits_pipeline" and model.reason == DROPPED_MARK
+    assert "allows maximum batch size 32, but it contains model digits_classifier" in reason
+    assert not verdict.found.idle  # not "Not loaded"
+
+
+def test_without_a_log_line_the_dropped_reason_names_the_last_change(tmp_path: Path) -> None:
+    audit.record("load", "digits_pipeline", audit.Result.OK, home=tmp_path)
+    audit.record("apply", "digits_classifier", audit.Result.OK, actor=audit.Actor("alice"), home=tmp_path)
+    snap = snapshot(READY, PIPELINE_UNLOADED)
+    verdict = assess(snap, Sources(home=tmp_path, now=NOW))
+    (reason,) = verdict.reasons
+    assert reason.rule is Rule.MODEL_DROPPED
+    assert "no operator's unload of it is in geadmin's audit log" in reason.text
+    assert "apply of 'digits_classifier' by alice" in reason.text
+
+
+def test_an_operators_unload_is_idle_until_a_later_side_effect(tmp_path: Path) -> None:
+    audit.record("unload", "digits_pipeline", audit.Result.OK, home=tmp_path)
+    snap = snapshot(READY, PIPELINE_UNLOADED)
+    verdict = assess(snap, Sources(home=tmp_path, now=NOW))
+    assert verdict.ok and [m.name for m in verdict.found.idle] == ["digits_pipeline"]
+
+    audit.record("load", "digits_pipeline", audit.Result.OK, home=tmp_path)
+    audit.record("side_effect", "digits_pipeline", audit.Result.OK, home=tmp_path)
+    assert assess(snap, Sources(home=tmp_path, now=NOW)).rules == [Rule.MODEL_DROPPED]
+
+
+def test_a_model_loading_for_longer_than_the_limit_is_stuck(tmp_path: Path) -> None:
+    loading = ModelEntry("slow", "1", ModelState.LOADING, "")
+    log = tmp_path / "t.log"
+    started = NOW - timedelta(minutes=10)
+    log.write_text(f"I{started:%m%d %H:%M:%S}.000000 77 model_lifecycle.cc:1] \"loading: slow:1\"\n")
+    verdict = assess(snapshot(READY, loading), Sources(log=LocalLogFile(log), home=tmp_path, now=NOW))
+    assert verdict.rules == [Rule.MODEL_STUCK] and verdict.stuck == ("slow",)
+    assert verdict.headline == "DEGRADED: model 'slow' has been LOADING for 10 min"
+    # A load that began a few seconds ago is only moving.
+    fresh = assess(snapshot(READY, loading), Sources(log=LocalLogFile(log), home=tmp_path,
+                                                     now=started + timedelta(seconds=5)))
+    assert fresh.ok
+
+
+def test_log_times_are_read_in_both_triton_formats() -> None:
+    at = datetime(2026, 12, 4, 11, 57, 3, tzinfo=timezone.utc)
+    assert logged_at("I1204 11:57:03.123 1 a.cc:1] x", NOW) == at
+    assert logged_at("2026-12-04T11:57:03Z I 1 a.cc:1] x", NOW) == datetime(2026, 12, 4, 11, 57, 3,
+                                                                          tzinfo=timezone.utc)
+    new_year = datetime(2027, 1, 1, 0, 5, tzinfo=timezone.utc)
+    assert logged_at("I1231 23:59:00.0 1 a.cc:1] x", new_year).year == 2026  # no year in the line
+    assert logged_at("stub output", NOW) is None
+
+
+def test_not_ready_with_nothing_to_explain_it_is_degraded() -> None:
+    verdict = judge(snapshot(READY, ready=False), triage(snapshot(READY)))
+    assert verdict.rules == [Rule.SERVER_NOT_READY]
+
+
+@pytest.mark.parametrize(("seconds", "text"), [
+    (0, "0 s"), (0.4, "0.4 s"), (12, "12 s"), (59.6, "1 min"), (125, "2 min 5 s"), (2154, "35 min"),
+    (3600, "1 h"), (7500, "2 h 5 min"), (3 * 86400 + 4 * 3600, "3 d 4 h"), (-5, "-5 s")])
+def test_durations_read_like_durations(seconds: float, text: str) -> None:
+    assert format_duration(seconds) == text
+
+
+# -- the embedded stack's history ---------------------------------------------------------------
+def info(home: Path, state: str, exits: tuple[ExitRecord, ...], pid: int | None = None,
+         dashboard_exits: tuple[ExitRecord, ...] = ()) -> StackInfo:
+    return StackInfo(os.getpid(), "http://127.0.0.1:18000", "grpc://127.0.0.1:18001",
+                     "http://127.0.0.1:18002/metrics", Ports(18000, 18001, 18002), "http://127.0.0.1:18501",
+                     home / "t.log", home / "repo", home, triton_pid=pid, triton_state=state,
+                     triton_started_at=time.time() - 2100 if pid else None, exits=exits,
+                     dashboard_exits=dashboard_exits)
+
+
+def crash(at: float, uptime_s: float) -> ExitRecord:
+    return ExitRecord(at, None, "SIGKILL", uptime_s, True)
+
+
+def test_a_crash_and_the_restart_count_are_in_the_history(tmp_path: Path) -> None:
+    killed = crash(time.time() - 2100, 2154.0)
+    history = server_history(info(tmp_path, "running", (killed,), pid=1234,
+                                  dashboard_exits=(ExitRecord(time.time() - 50, 1, None, 12.0, True),)))
+    assert history.crashed and history.down == "" and history.triton_restarts == 1
+    assert history.dashboard_restarts == 1
+    assert exit_line(killed).endswith(": killed by SIGKILL after 35 min — restarted")
+    assert format_duration(history.triton_up_s or 0) == "35 min"
+    assert history_for("http://127.0.0.1:18000", info(tmp_path, "running", (), pid=1)) is not None
+    assert history_for("http://other:8000", info(tmp_path, "running", (), pid=1)) is None
+
+
+def test_while_restarting_the_attempt_is_counted_from_the_last_healthy_run(tmp_path: Path) -> None:
+    exits = (crash(100.0, 3600.0), crash(200.0, 1.0), crash(300.0, 0.5))
+    assert attempt(exits) == 3
+    history = server_history(info(tmp_path, "restarting", exits))
+    assert history.down.startswith("Triton is restarting (attempt 3): it exited at ")
+    assert "killed by SIGKILL after 0.5 s" in history.down and "Stack page" in history.down
+
+
+def test_a_deliberate_stop_names_who_stopped_it_when_and_from_where(tmp_path: Path) -> None:
+    audit.record("stop", "triton", audit.Result.OK, actor=audit.Actor("alice", audit.Origin.DASHBOARD),
+                 server="stack:local", message="asked the local stack to stop triton", home=tmp_path)
+    stopped = ExitRecord(time.time(), 1, None, 60.0, False, "stopped from the Stack page", requested=True)
+    history = server_history(info(tmp_path, "stopped", (stopped,)))
+    assert history.down.startswith("Triton was stopped by alice (dashboard) at ")
+    assert history.down.endswith("from the Stack page; it stays down until someone starts it there.")
+    assert not history.crashed
+    assert exit_line(stopped).endswith("(stopped from the Stack page) — stopped on request")
+
+
+def test_no_restart_says_so(tmp_path: Path) -> None:
+    history = server_history(info(tmp_path, "exited", (ExitRecord(time.time(), 134, None, 3.0, False),)))
+    assert "is not restarted (`geadmin up --no-restart`)" in history.down
+    assert "exit code 134 after 3 s" in history.down
