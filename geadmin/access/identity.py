@@ -101,7 +101,7 @@ def resolve_mode(setting: str, *, address: str | None, users_file_exists: bool, 
         if not oidc_configured:
             raise ConfigError("GEADMIN_AUTH=oidc but .streamlit/secrets.toml has no [auth] section with "
                               "redirect_uri, cookie_secret, client_id, client_secret and "
-                              "server_metadata_url: add it (see the README, 'Security')")
+                              "server_metadata_url: add it (see docs/security.md, 'Sign-in')")
         return ModeDecision(Mode.OIDC)
     if choice == "local":
         return ModeDecision(Mode.LOCAL, bootstrap=not users_file_exists)

@@ -25,7 +25,7 @@ GENERIC_MARKERS = (
 KNOWN_FIXES: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"unable to find backend library for backend '?npu_ge'?", re.I),
      "the npu_ge backend is not installed in this Triton: build it with `make backend` and give "
-     "Triton a backend directory holding npu_ge/libtriton_npu_ge.so (README, \"The native backend\")"),
+     "Triton a backend directory holding npu_ge/libtriton_npu_ge.so (docs/backend/index.md, \"Building\")"),
     (re.compile(r"unable to find backend library for backend '?([\w.-]+)'?", re.I),
      "backend '{0}' is not installed in this Triton's --backend-directory: install it there, or "
      "change the model's backend"),

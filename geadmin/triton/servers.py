@@ -127,7 +127,7 @@ def parse_servers_file(path: Path, fallback_url: str | None = None) -> list[Serv
         raise ConfigError(f"cannot read servers file {path}: {exc}") from None
     entries: Any = data.get("server")
     if not isinstance(entries, list) or not entries:
-        raise ConfigError(f"{path} has no [[server]] tables; see the README for the format")
+        raise ConfigError(f"{path} has no [[server]] tables; see docs/guide/servers.md for the format")
     specs = []
     for number, entry in enumerate(entries, start=1):
         if not isinstance(entry, dict) or not isinstance(entry.get("url"), str):

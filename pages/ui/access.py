@@ -102,8 +102,8 @@ def require_identity() -> Identity:
         problem = open_request_problem(_headers())
         if problem:
             st.error(f"The dashboard refuses this request: {problem}. To serve it through a proxy or under "
-                     "another name, configure sign-in (GEADMIN_AUTH=local or oidc, see the README's "
-                     "Security section).", icon=":material/lock:")
+                     "another name, configure sign-in (GEADMIN_AUTH=local or oidc, see docs/security.md, "
+                     "'Sign-in').", icon=":material/lock:")
             st.stop()
         identity = Identity.local_admin()
     elif decision.mode is Mode.OIDC:
