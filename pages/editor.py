@@ -2,7 +2,10 @@
 safely (validated, reloaded, rolled back if Triton rejects it) and roll back to any revision.
 
 The text area holds the one edited text; the knobs are a view of it and write back into it
-(geadmin.repository.knobs); apply and rollback are geadmin.ops.apply."""
+(geadmin.repository.knobs); apply and rollback are geadmin.ops.apply. Before either, the
+loaded ensembles that run the model are named (geadmin.diagnose.impact); a change that takes
+one down, and every rollback, asks for confirmation; afterwards what else changed state is
+listed."""
 
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ import pandas as pd
 import streamlit as st
 
 from geadmin.access.roles import Action as Guarded
+from geadmin.diagnose import impact
 from geadmin.errors import (
     ConfigConflictError,
     ConfigInvalidError,
@@ -31,6 +35,7 @@ from geadmin.repository.validate import Finding, Severity, validate_text
 from geadmin.stack.target import Target
 from pages.ui import access, keys
 from pages.ui.context import client_for, log_for, selected_target
+from pages.ui.impact_view import show_impact, show_side_effects
 
 MONOSPACE = ('<style>textarea[aria-label="config.pbtxt"] {font-family: "Source Code Pro", ui-monospace, '
              "monospace; font-size: 0.85rem; white-space: pre; overflow-wrap: normal;}</style>")
@@ -232,18 +237,64 @@ def apply_section(target: Target, opened: Opened, text: str, findings: list[Find
     permitted, why_not = access.allowed(Guarded.APPLY)
     reason = (why_not if not permitted else "no changes to apply" if text == opened.text else
               f"fix the {len(errors)} error(s) above first" if errors else "")
+    found = predicted(target, opened.model, "apply", text) if text != opened.text else None
+    if found is not None:
+        show_impact(found)
+    asked = ("apply", target.spec.name, opened.model, store.sha256_of(text.encode()))
     if st.button("Apply", type="primary", key=keys.EDITOR_APPLY, disabled=bool(reason), help=reason or
                  "write atomically, reload in Triton; restored automatically if Triton rejects it"):
-        assert target.repository is not None
-        client = client_for(target)
-        with st.spinner(f"Applying to {opened.model}: writing, reloading, checking what serves…"):
-            run_change("apply", lambda: apply_config(
-                client, target.repository, opened.model, text, expected_sha256=opened.sha256,
-                base_text=opened.text, actor=access.actor_for(Guarded.APPLY, model=opened.model,
-                                                              server=target.spec.url),
-                log=log_for(target), load_unloaded=load,
-                smoke=smoke))
+        if found is not None and found.takes_down:
+            _ask(asked)  # asked below
+        else:
+            apply_now(target, opened, text, load, smoke)
+    if st.session_state.get(keys.EDITOR_CONFIRM) == asked and not reason:
+        st.warning(f"Apply the new config of {opened.model} although it takes down "
+                   f"{', '.join(found.taken_down if found else [])}?", icon=":material/help:")
+        if confirmed("apply"):
+            apply_now(target, opened, text, load, smoke)
     show_notice("apply")
+
+
+def apply_now(target: Target, opened: Opened, text: str, load: bool, smoke: bool) -> None:
+    repository = target.repository
+    assert repository is not None
+    client = client_for(target)
+    with st.spinner(f"Applying to {opened.model}: writing, reloading, checking what serves…"):
+        run_change("apply", lambda: apply_config(
+            client, repository, opened.model, text, expected_sha256=opened.sha256,
+            base_text=opened.text, actor=access.actor_for(Guarded.APPLY, model=opened.model,
+                                                          server=target.spec.url),
+            log=log_for(target), load_unloaded=load,
+            smoke=smoke))
+
+
+def predicted(target: Target, model: str, action: str, text: str) -> impact.Impact | None:
+    """What applying `text` as `model`'s config does to the ensembles that run it (None: it
+    does not parse, the findings say why)."""
+    try:
+        new = parse_pbtxt(text)
+    except ConfigParseError:
+        return None
+    return impact.predict(client_for(target), action, [model], repository=target.repository,
+                          new_configs={model: new})
+
+
+def confirmed(kind: str) -> bool:
+    """Confirm / Cancel under a question; True when confirmed (the question is then dropped)."""
+    yes, no = st.columns(2)
+    no.button("Cancel", key=f"{keys.EDITOR_CONFIRM}.cancel", on_click=_ask, args=(None,))
+    if yes.button(f"Confirm {kind}", type="primary", key=f"{keys.EDITOR_CONFIRM}.{kind}"):
+        del st.session_state[keys.EDITOR_CONFIRM]
+        return True
+    return False
+
+
+def _ask(question: tuple[object, ...] | None) -> None:
+    """Button callback (runs before the rerun): ask `question`, or drop the open one."""
+    if question is None:
+        st.session_state.pop(keys.EDITOR_CONFIRM, None)
+    else:
+        st.session_state[keys.EDITOR_CONFIRM] = question
 
 
 @dataclass(frozen=True)
@@ -255,6 +306,7 @@ class Notice:
     message: str
     details: tuple[str, ...] = ()
     diff: str = ""
+    side_effects: tuple[impact.StateChange, ...] = ()
 
 
 def run_change(origin: str, change: Callable[[], ApplyResult]) -> None:
@@ -268,7 +320,7 @@ def run_change(origin: str, change: Callable[[], ApplyResult]) -> None:
     except GeAdminError as exc:
         notice = Notice(origin, False, f"{exc}\n\n**Next step:** {actions.next_step(exc)}")
     else:
-        notice = Notice(origin, result.ok, result.message, result.warnings)
+        notice = Notice(origin, result.ok, result.message, result.warnings, side_effects=result.side_effects)
         if result.outcome in (Outcome.APPLIED, Outcome.WRITTEN):
             st.session_state.pop(keys.EDITOR_OPENED, None)  # the file changed: start from it
         # rejected: the edit stays in the text area, to fix and apply again
@@ -281,6 +333,7 @@ def show_notice(origin: str) -> None:
     if notice is None or notice.origin != origin:
         return
     del st.session_state[keys.EDITOR_NOTICE]
+    show_side_effects(notice.side_effects)
     if notice.ok:
         st.success(notice.message, icon=":material/check_circle:")
     else:
@@ -313,14 +366,29 @@ def history_section(target: Target, opened: Opened) -> None:
     st.code(store.text_diff(opened.text, chosen.text, f"{opened.model}/config.pbtxt", "on disk",
                             f"revision {number}") or "Same as the file on disk.", language="diff")
     permitted, why_not = access.allowed(Guarded.ROLLBACK)
-    if st.button(f"Roll back to revision {number}", key=keys.EDITOR_ROLLBACK,
-                 disabled=chosen.sha256 == opened.sha256 or not permitted,
-                 help=why_not or "an audited apply of that revision; unapplied edits in the editor are "
-                 "discarded"):
-        client = client_for(target)
-        with st.spinner(f"Rolling {opened.model} back to revision {number}…"):
-            run_change("rollback", lambda: rollback(
-                client, target.repository, opened.model, number, expected_sha256=opened.sha256,
-                actor=access.actor_for(Guarded.ROLLBACK, model=opened.model, server=target.spec.url),
-                log=log_for(target)))
+    asked = ("rollback", target.spec.name, opened.model, number)
+    st.button(f"Roll back to revision {number}", key=keys.EDITOR_ROLLBACK,
+              disabled=chosen.sha256 == opened.sha256 or not permitted, on_click=_ask, args=(asked,),
+              help=why_not or "an audited apply of that revision; unapplied edits in the editor are "
+              "discarded; asks first")
+    if st.session_state.get(keys.EDITOR_CONFIRM) == asked and permitted and chosen.sha256 != opened.sha256:
+        st.warning(f"Roll {opened.model} back to revision {number}? Its config is written and reloaded in "
+                   "Triton like any change (restored if Triton rejects it); unapplied edits in the editor "
+                   "are discarded.", icon=":material/help:")
+        found = predicted(target, opened.model, "rollback", chosen.text)
+        if found is not None:
+            show_impact(found)
+        if confirmed("rollback"):
+            rollback_now(target, opened, number)
     show_notice("rollback")
+
+
+def rollback_now(target: Target, opened: Opened, number: int) -> None:
+    repository = target.repository
+    assert repository is not None
+    client = client_for(target)
+    with st.spinner(f"Rolling {opened.model} back to revision {number}…"):
+        run_change("rollback", lambda: rollback(
+            client, repository, opened.model, number, expected_sha256=opened.sha256,
+            actor=access.actor_for(Guarded.ROLLBACK, model=opened.model, server=target.spec.url),
+            log=log_for(target)))

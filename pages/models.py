@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from geadmin.access.roles import Action as Guarded
-from geadmin.diagnose import details, ensemble
+from geadmin.diagnose import details, ensemble, impact
 from geadmin.diagnose.rows import ModelRow, collect_rows, filter_rows
 from geadmin.domain import ModelState
 from geadmin.errors import GeAdminError
@@ -17,6 +17,7 @@ from geadmin.stack.server_history import outage_for
 from geadmin.stack.target import Target, live_stack
 from pages.ui import access, keys
 from pages.ui.context import client_for, log_for, selected_client, selected_target
+from pages.ui.impact_view import show_impact, show_side_effects
 from pages.ui.verdict_view import drift_notes
 
 REFRESH_S = 5
@@ -129,6 +130,8 @@ def confirm(action_value: str, names: tuple[str, ...], dependents: bool) -> None
     action = Action(action_value)
     extra = " and their dependents" if action is Action.UNLOAD and dependents else ""
     st.warning(f"{action.value.capitalize()} {len(names)} model(s){extra}: {', '.join(names)}?")
+    show_impact(impact.predict(selected_client(), action.value, names,
+                               repository=selected_target().repository))
     yes, no = st.columns(2)
     if no.button("Cancel"):
         del st.session_state[keys.MODELS_PENDING]
@@ -156,6 +159,7 @@ def confirm(action_value: str, names: tuple[str, ...], dependents: bool) -> None
 
 def show_results() -> None:
     for result in st.session_state.pop(keys.MODELS_RESULTS, []):
+        show_side_effects(result.side_effects)
         if result.ok:
             st.success(result.message, icon=":material/check_circle:")
             continue

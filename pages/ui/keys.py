@@ -55,6 +55,7 @@ EDITOR_SMOKE = "editor.smoke"  # send a test request after a successful reload
 EDITOR_NOTICE = "editor.notice"  # Notice of the last apply/rollback, shown once under its button
 EDITOR_REVISION = "editor.revision"  # revision chosen in the history
 EDITOR_ROLLBACK = "editor.rollback"
+EDITOR_CONFIRM = "editor.confirm"  # (kind, server, model, text hash or revision) of a change asked about
 NEW_MODEL_TEMPLATE = "new_model.template"
 NEW_MODEL_NAME = "new_model.name"
 NEW_MODEL_MAX_BATCH = "new_model.max_batch_size"
