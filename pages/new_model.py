@@ -8,7 +8,7 @@ from geadmin.access.roles import Action as Guarded
 from geadmin.errors import CreateRefusedError, GeAdminError
 from geadmin.ops import create
 from geadmin.ops.create import CreateResult
-from geadmin.repository import store, templates
+from geadmin.repository import paths, templates
 from geadmin.repository.templates import Params
 from geadmin.repository.validate import Severity
 from pages.ui import access, keys
@@ -20,7 +20,7 @@ PREVIEW_NAME = "my_model"  # shown in the preview until a name is typed
 
 def upload_limit_bytes() -> int:
     """geadmin's upload limit, or Streamlit's own (server.maxUploadSize, MB) when smaller."""
-    return min(store.DEFAULT_UPLOAD_LIMIT_BYTES, int(st.get_option("server.maxUploadSize")) * MIB)
+    return min(paths.DEFAULT_UPLOAD_LIMIT_BYTES, int(st.get_option("server.maxUploadSize")) * MIB)
 
 
 def _size(count: int) -> str:
@@ -45,7 +45,12 @@ def render() -> None:
     name = st.text_input("Model name", key=keys.NEW_MODEL_NAME, placeholder=PREVIEW_NAME,
                          help="letters, digits, '_', '-' and '.'; it names the directory").strip()
     params, problem = knobs(tpl)
-    files = uploads(tpl)
+    may_upload_code, code_why_not = access.allowed(Guarded.UPLOAD_CODE)
+    files = uploads(tpl, may_upload_code, code_why_not)
+    code = create.code_files(files)
+    if code and not may_upload_code:
+        problem = (f"{', '.join(code)}: uploaded code runs as Triton's user, so only an admin may upload it "
+                   f"({code_why_not}). Remove it; the python template writes its own identity model.py.")
     text = ""
     if params is not None:
         try:
@@ -69,7 +74,7 @@ def render() -> None:
                 actor = access.actor_for(Guarded.CREATE, model=name, server=target.spec.url)
                 outcome: CreateResult | GeAdminError = create.create_model(
                     selected_client(), target.repository, name, template_id, params, files,
-                    actor=actor, load=load, limit_bytes=upload_limit_bytes(),
+                    actor=actor, may_upload_code=may_upload_code, load=load, limit_bytes=upload_limit_bytes(),
                     log=log_for(target))
             except GeAdminError as exc:
                 outcome = exc
@@ -102,13 +107,15 @@ def knobs(tpl: templates.Template) -> tuple[Params | None, str]:
         return None, str(exc)
 
 
-def uploads(tpl: templates.Template) -> dict[str, bytes]:
-    """The uploaded files by their path in the model directory."""
+def uploads(tpl: templates.Template, may_upload_code: bool = True, why_not: str = "") -> dict[str, bytes]:
+    """The uploaded files by their path in the model directory. A model file that is code
+    (the python template's model.py) can be uploaded by an admin only."""
     limit = upload_limit_bytes()
     st.caption(f"Uploads: up to {_size(limit)} per file. Copy larger model files into the repository "
                "directly (scp, a volume).")
+    code_only = bool(create.code_files([tpl.model_file])) and not may_upload_code
     main = st.file_uploader(f"Model file → {tpl.model_file}", key=f"{keys.NEW_MODEL_FILE_PREFIX}{tpl.id}",
-                            help=tpl.model_file_help)
+                            disabled=code_only, help=f"code: {why_not}" if code_only else tpl.model_file_help)
     extra = st.file_uploader(f"Other files → {tpl.version_dir}/ (optional)", accept_multiple_files=True,
                              key=f"{keys.NEW_MODEL_EXTRA_PREFIX}{tpl.id}",
                              help="e.g. weights or a tokenizer the model reads next to its model file")

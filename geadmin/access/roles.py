@@ -11,7 +11,8 @@ class Role(enum.IntEnum):
 
     VIEWER = 1  # read everything, run test inference
     OPERATOR = 2  # load, unload, reload, apply and roll back configs, create models, load tests
-    ADMIN = 3  # stack actions (restart, stop, start, Triton log level), user management
+    ADMIN = 3  # stack actions (restart, stop, start, Triton log level), user management, uploading
+    # code into a model (model.py, shared libraries: it runs as Triton's user)
 
     @classmethod
     def parse(cls, text: str) -> Role:
@@ -33,6 +34,7 @@ class Action(str, enum.Enum):
     APPLY = "apply"
     ROLLBACK = "rollback"
     CREATE = "create"
+    UPLOAD_CODE = "upload_code"  # a new model with uploaded code (model.py, .so): runs as Triton
     BENCH = "bench"  # a load test puts real load on the server
     RESTART = "restart"
     STOP = "stop"
@@ -49,6 +51,7 @@ REQUIRED_ROLE: dict[Action, Role] = {
     Action.APPLY: Role.OPERATOR,
     Action.ROLLBACK: Role.OPERATOR,
     Action.CREATE: Role.OPERATOR,
+    Action.UPLOAD_CODE: Role.ADMIN,
     Action.BENCH: Role.OPERATOR,
     Action.RESTART: Role.ADMIN,
     Action.STOP: Role.ADMIN,

@@ -1,9 +1,11 @@
 """Create a model from a template: its directory, uploaded files, validation, first load.
 
-1. Refuse before writing anything (each refusal is audited as "create" / refused): a name
+1. Refuse before writing anything (each refusal is audited as "create" / refused): uploaded
+   code (`model.py` or any `.py`, `.pyc`, `.so`: Triton runs it as its own user) from an
+   actor without the admin role's `upload_code` permission (`check_code_upload`), a name
    that is not a plain model name, anything already at that name (a directory, a file, a
    symlink), a file path that would leave the model directory (`..`, absolute, a symlink on
-   the way: `store.safe_model_path`), `config.pbtxt` among the uploads (the template writes
+   the way: `paths.safe_model_path`), `config.pbtxt` among the uploads (the template writes
    it), a file over the upload limit, knobs the template cannot use, and — when loading —
    a Triton that does not answer or already knows the name.
 2. Build the whole directory in a hidden staging directory of the repository
@@ -11,7 +13,7 @@
    there (`validate_model`: any error refuses, naming the findings), then move it into place
    with one rename that never replaces anything. Whatever fails on the way, the staging
    directory is removed: a model directory appears whole or not at all.
-3. Keep the config as the model's first revision (`store.record_revision`) and write the
+3. Keep the config as the model's first revision (`revisions.record_revision`) and write the
    audit row ("create").
 4. Load it through the repository API (`ops.actions.run_action`: explained and audited as
    "load" like every load) and report the state Triton gives it — checked, not assumed.
@@ -26,22 +28,29 @@ import errno
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from geadmin import audit
-from geadmin.audit import Actor, Result
+from geadmin.audit import Actor, Origin, Result
 from geadmin.db import WorkspaceDatabaseError
 from geadmin.diagnose.explain import explanation_dict
 from geadmin.domain import Explanation, ModelState
-from geadmin.errors import CreateRefusedError, GeAdminError, RepositoryError, TemplateError, TritonError
+from geadmin.errors import (
+    AccessDeniedError,
+    CreateRefusedError,
+    GeAdminError,
+    RepositoryError,
+    TemplateError,
+    TritonError,
+)
 from geadmin.ops import actions
 from geadmin.ops.actions import Action, run_action
-from geadmin.repository import store, templates
+from geadmin.repository import locks, paths, revisions, store, templates
 from geadmin.repository.modelconfig import CONFIG_FILE
-from geadmin.repository.store import DEFAULT_UPLOAD_LIMIT_BYTES
+from geadmin.repository.paths import DEFAULT_UPLOAD_LIMIT_BYTES
 from geadmin.repository.templates import Params
 from geadmin.repository.validate import Finding, Severity, validate_model
 from geadmin.triton.client import TritonClient
@@ -106,6 +115,7 @@ def create_model(
     files: Mapping[str, bytes] | None = None,
     *,
     actor: Actor | None = None,
+    may_upload_code: bool | None = None,
     load: bool = True,
     limit_bytes: int = DEFAULT_UPLOAD_LIMIT_BYTES,
     log: LogSource | None = None,
@@ -115,14 +125,17 @@ def create_model(
     """Create model `name` in `repository` from `template` (see the module docstring).
     `files` maps paths inside the model directory (`1/model.om`) to their bytes; they replace
     a template's own file of the same path. Refusals raise (`CreateRefusedError`,
-    `RepositoryError`, `TritonError`, ...) with nothing written; after that, a result."""
+    `RepositoryError`, `TritonError`, `AccessDeniedError`, ...) with nothing written; after
+    that, a result. `may_upload_code`: whether the actor holds the `upload_code` permission
+    (the dashboard asks the guard); None: only a local actor (the CLI's OS user) may."""
     actor = actor or Actor.os_user()
     server = client.url if client is not None else ""
     try:
+        check_code_upload(files or {}, actor, may_upload_code)
         plan = plan_model(repository, name, template, params or Params(), files or {}, limit_bytes)
         if load:
             _check_triton(client, name)
-        with store.edit_lock(plan.root, name, ACTION, home=home, wait_s=0):
+        with locks.edit_lock(plan.root, name, ACTION, home=home, wait_s=0):
             findings = _build(plan)
     except GeAdminError as exc:
         with contextlib.suppress(WorkspaceDatabaseError):  # the refusal itself is what the caller sees
@@ -135,11 +148,31 @@ def create_model(
     return _loaded(client, result, log, progress, actor)
 
 
+CODE_SUFFIXES = (".py", ".pyc", ".so")
+
+
+def code_files(paths: Iterable[str]) -> list[str]:
+    """The uploads Triton or a backend would run as code: Python (the python backend's
+    `model.py` and whatever it imports) and shared libraries (a backend or custom ops)."""
+    return sorted(p for p in paths if PurePosixPath(p).name.lower().endswith(CODE_SUFFIXES)
+                  or ".so." in PurePosixPath(p).name.lower())
+
+
+def check_code_upload(files: Mapping[str, bytes], actor: Actor, may_upload_code: bool | None) -> None:
+    """AccessDeniedError when `files` hold code and the actor may not upload code."""
+    code = code_files(files)
+    allowed = actor.origin is not Origin.DASHBOARD if may_upload_code is None else may_upload_code
+    if code and not allowed:
+        raise AccessDeniedError(f"not allowed: {', '.join(code)} would run as Triton's user, so uploading "
+                                f"code needs the admin role; {actor.name} may create models from "
+                                "model files (ONNX, .om, ...) and the template's own model.py: ask an admin")
+
+
 def plan_model(repository: Path, name: str, template: str, params: Params, files: Mapping[str, bytes],
                limit_bytes: int = DEFAULT_UPLOAD_LIMIT_BYTES) -> Plan:
     """Every check that needs no writing: raises on the first problem."""
     templates.check_model_name(name)
-    destination = store.safe_model_path(repository, name)  # the repository exists; no symlink there
+    destination = paths.safe_model_path(repository, name)  # the repository exists; no symlink there
     if os.path.lexists(destination):
         kind = "a directory" if destination.is_dir() else "a file"
         raise CreateRefusedError(f"refused: {destination} already exists ({kind}): pick another name, or "
@@ -151,7 +184,7 @@ def plan_model(repository: Path, name: str, template: str, params: Params, files
         relative = _relative(repository, name, given)
         if relative in uploaded:
             raise CreateRefusedError(f"refused: two files name {relative!r}; upload each file once")
-        store.check_upload_size(given, len(data), limit_bytes)
+        paths.check_upload_size(given, len(data), limit_bytes)
         uploaded.add(relative)
         planned[relative] = data
     _refuse_file_dir_clashes(planned)
@@ -164,7 +197,7 @@ def plan_model(repository: Path, name: str, template: str, params: Params, files
 
 def _relative(repository: Path, name: str, given: str) -> str:
     """`given` as a normalized path inside the model directory, or a refusal."""
-    store.safe_model_path(repository, name, given)  # no '..', not absolute, no backslash, no symlink
+    paths.safe_model_path(repository, name, given)  # no '..', not absolute, no backslash, no symlink
     relative = PurePosixPath(given)
     if not relative.parts:
         raise CreateRefusedError(f"refused path {given!r}: it names no file; give one such as 1/model.om")
@@ -280,7 +313,7 @@ def _created(plan: Plan, findings: tuple[Finding, ...], actor: Actor, server: st
     warnings: list[str] = []
     revision = None
     try:
-        revision = store.record_revision(plan.root, plan.name, config, who=actor.name,
+        revision = revisions.record_revision(plan.root, plan.name, config, who=actor.name,
                                          note=f"created from template {plan.template}", home=home).number
     except WorkspaceDatabaseError as exc:
         warnings.append(f"not kept in the config history: {exc}")
@@ -288,7 +321,7 @@ def _created(plan: Plan, findings: tuple[Finding, ...], actor: Actor, server: st
     message = _created_text(plan.name, plan.template, plan.destination, files)
     try:
         audit.record(ACTION, plan.name, Result.OK, actor=actor, server=server, message=message,
-                     diff=store.config_diff(b"", config, plan.name, "absent", "created"), home=home)
+                     diff=revisions.config_diff(b"", config, plan.name, "absent", "created"), home=home)
     except WorkspaceDatabaseError as exc:
         warnings.append(f"the audit row could not be written: {exc}")
     return CreateResult(plan.name, plan.template, Outcome.CREATED,
@@ -339,4 +372,6 @@ def next_step(error: GeAdminError) -> str:
         return "fix the findings above (the knobs, or the uploaded model file) and create the model again"
     if isinstance(error, RepositoryError):
         return "fix the name, the file names or the knobs as the message says, and create the model again"
+    if isinstance(error, AccessDeniedError):
+        return "leave out the code files (the python template writes its own model.py), or ask an admin"
     return actions.next_step(error)
