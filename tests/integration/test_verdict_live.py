@@ -1,0 +1,132 @@
+"""The verdict against a real tritonserver: `geadmin status` (a subprocess) says DEGRADED with
+its own exit code for a failed or dropped model and for a hand-edited config.pbtxt, and OK
+again once the served config is put back."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from geadmin import audit
+from geadmin.diagnose.drift import PUT_BACK_ACTION, put_back_served
+from geadmin.diagnose.health import take_snapshot
+from geadmin.diagnose.verdict import Level, Rule, Sources, assess
+from geadmin.domain import ModelState
+from geadmin.stack.tritonserver import TritonProcess
+from geadmin.triton.client import TritonClient
+from geadmin.triton.logs import LocalLogFile
+from tests.support.processes import wait_for
+from tests.support.stack import geadmin
+
+pytestmark = pytest.mark.integration
+CLASSIFIER, PIPELINE = "digits_classifier", "digits_pipeline"
+
+
+def status(server: TritonProcess, home: Path, *flags: str) -> tuple[int, str, dict[str, object]]:
+    args = ("status", "--url", server.http_url, "--repository", str(server.repository),
+            "--triton-log", str(server.log_path), *flags)
+    text = geadmin(*args, home=home)
+    document = geadmin(*args, "--json", home=home)
+    assert text.returncode == document.returncode, (text.stdout, text.stderr)
+    return text.returncode, text.stdout, json.loads(document.stdout)
+
+
+def edit(server: TritonProcess, model: str, old: str, new: str) -> None:
+    path = server.repository / model / "config.pbtxt"
+    text = path.read_text()
+    assert old in text, text
+    path.write_text(text.replace(old, new, 1))
+
+
+def states(client: TritonClient) -> dict[str, ModelState]:
+    return {m.name: m.state for m in client.repository_index()}
+
+
+def test_a_failed_model_and_the_ensemble_it_took_down_make_status_degraded(
+    triton_factory: Callable[..., TritonProcess], tmp_path: Path
+) -> None:
+    server = triton_factory()
+    home = tmp_path / "home"
+    code, text, _ = status(server, home)
+    assert code == 0 and text.startswith("OK: Triton serves; 5 model(s) READY"), text
+
+    client = TritonClient(server.http_url, load_timeout_s=60)
+    edit(server, CLASSIFIER, "data_type: TYPE_FP32", "data_type: TYPE_FOO")  # the bad enum
+    client.unload(CLASSIFIER)  # behind geadmin's back: no operator unload in the audit log
+    assert wait_for(lambda: states(client)[PIPELINE] is not ModelState.READY, 30)
+    with pytest.raises(Exception, match="failed to poll from model repository"):
+        client.load(CLASSIFIER)
+
+    code, text, document = status(server, home)
+    assert code == 4, text
+    first = text.splitlines()[0]
+    assert first.startswith(f"DEGRADED: model '{CLASSIFIER}' ")
+    assert f"Poll failed for model directory '{CLASSIFIER}'" in first  # Triton's log, not "unloaded"
+    assert document["verdict"] == "DEGRADED"
+    assert set(document["rules"]) <= {"model-failed", "model-dropped"}  # type: ignore[arg-type]
+    assert PIPELINE in document["failed"]  # type: ignore[operator]  # a failure, not "not loaded"
+    assert not [line for line in text.splitlines() if line.startswith("NOT LOADED") and PIPELINE in line]
+
+    code, _, _ = status(server, home, "--strict")
+    assert code == 1
+    code, text, _ = status(server, home, "--expect", CLASSIFIER)
+    assert code == 1 and text.startswith(f"DOWN: expected model '{CLASSIFIER}' is ")
+    client.close()
+
+
+def test_an_ensemble_dropped_by_a_members_reload_names_tritons_reason(
+    triton_factory: Callable[..., TritonProcess], tmp_path: Path
+) -> None:
+    server = triton_factory()
+    client = TritonClient(server.http_url, load_timeout_s=60)
+    edit(server, CLASSIFIER, "max_batch_size: 32", "max_batch_size: 16")
+    client.load(CLASSIFIER)  # Triton takes it, and unloads the ensemble that allows 32
+    assert wait_for(lambda: states(client)[PIPELINE] is ModelState.UNAVAILABLE, 30)
+    verdict = assess(take_snapshot("s", client), Sources(client, LocalLogFile(server.log_path),
+                                                         server.repository, tmp_path / "home"))
+    assert verdict.level is Level.DEGRADED
+    (reason,) = [r for r in verdict.reasons if r.model == PIPELINE]
+    assert reason.rule in (Rule.MODEL_DROPPED, Rule.MODEL_FAILED)
+    assert "allows maximum batch size 32, but it contains model digits_classifier" in reason.text
+    assert PIPELINE not in [m.name for m in verdict.found.idle]
+    client.close()
+
+
+def test_a_hand_edited_config_is_drift_until_the_served_config_is_put_back(
+    triton_factory: Callable[..., TritonProcess], tmp_path: Path
+) -> None:
+    server = triton_factory()
+    home = tmp_path / "home"
+    edit(server, CLASSIFIER, "max_queue_delay_microseconds: 1000", "max_queue_delay_microseconds: 5000")
+    code, text, document = status(server, home)
+    assert code == 4 and document["rules"] == ["drift"], text
+    assert (f"DRIFT: {CLASSIFIER}: on disk: valid, but not what Triton serves (not reloaded since it "
+            "changed) (dynamic_batching.max_queue_delay_microseconds differ) — serving the previous "
+            "config since ") in text
+
+    # The same file, now broken: a failed reload keeps the old version serving; the flag says why
+    # the next restart would fail, with the line.
+    edit(server, CLASSIFIER, "data_type: TYPE_FP32", "data_type: TYPE_FOO")
+    client = TritonClient(server.http_url, load_timeout_s=60)
+    with pytest.raises(Exception, match="failed to poll"):
+        client.load(CLASSIFIER)
+    assert states(client)[CLASSIFIER] is ModelState.READY
+    code, text, document = status(server, home)
+    assert code == 4
+    (drift,) = document["drift"]  # type: ignore[misc]
+    assert drift["on_disk"].startswith("does not parse, line 6: ") and not drift["loads"]
+    assert drift["fix"].startswith("open it in the Config editor")
+
+    message = put_back_served(client, server.repository, CLASSIFIER, actor=audit.Actor("alice"), home=home)
+    assert message.endswith("disk and Triton agree again")
+    restored = (server.repository / CLASSIFIER / "config.pbtxt").read_text()
+    assert "TYPE_FOO" not in restored and "max_queue_delay_microseconds: 1000" in restored
+    (row,) = audit.query(action=PUT_BACK_ACTION, home=home)
+    assert row.who == "alice" and row.result == "ok" and "TYPE_FOO" in row.diff
+    code, text, _ = status(server, home)
+    assert code == 0 and "none drifted from its file" in text, text
+    client.load(CLASSIFIER)  # what is on disk loads again
+    client.close()
