@@ -27,7 +27,7 @@ from geadmin.errors import (
 )
 from geadmin.ops import actions
 from geadmin.ops.apply import ApplyResult, Outcome, apply_config, rollback
-from geadmin.repository import store
+from geadmin.repository import revisions, store
 from geadmin.repository.knobs import Knobs, compare_with_live, parse_sizes, read_knobs, with_knobs
 from geadmin.repository.modelconfig import parse_pbtxt, to_file_text
 from geadmin.repository.positions import lost_comments
@@ -117,7 +117,7 @@ def conflict_banner(target: Target, opened: Opened) -> None:
                "new file (your edits are discarded), or copy your edits first.",
                icon=":material/sync_problem:")
     with st.expander("What changed on disk"):
-        diff = store.text_diff(opened.text, current.text, f"{opened.model}/config.pbtxt",
+        diff = revisions.text_diff(opened.text, current.text, f"{opened.model}/config.pbtxt",
                                "when you opened it", "on disk now")
         st.code(diff or "(no textual change)", language="diff")
     st.button("Reopen from disk", key=keys.EDITOR_REOPEN, on_click=_reopen)
@@ -154,7 +154,7 @@ def knobs_form(text: str) -> None:
     error = st.session_state.pop(keys.EDITOR_KNOB_ERROR, None)
     if error:
         st.error(error, icon=":material/error:")
-    prefix = f"{keys.EDITOR_KNOB_PREFIX}{store.sha256_of(text.encode())[:12]}."  # new widgets per text
+    prefix = f"{keys.EDITOR_KNOB_PREFIX}{revisions.sha256_of(text.encode())[:12]}."  # new widgets per text
     with st.form(keys.EDITOR_KNOB_FORM, border=True):
         st.number_input("max_batch_size", min_value=0, value=knobs.max_batch_size, key=prefix + "mbs")
         st.checkbox("dynamic batching", value=knobs.dynamic_batching, key=prefix + "batching")
@@ -191,7 +191,7 @@ def comparisons(target: Target, opened: Opened, text: str) -> None:
     edited, live_tab, highlighted = st.tabs(["Edited vs on disk", "On disk / live in Triton / edited",
                                              "Highlighted"])
     with edited:
-        diff = store.text_diff(opened.text, text, f"{opened.model}/config.pbtxt", "on disk", "edited")
+        diff = revisions.text_diff(opened.text, text, f"{opened.model}/config.pbtxt", "on disk", "edited")
         st.code(diff or "No changes yet.", language="diff" if diff else "text")
     with live_tab:
         live_comparison(target, opened, text)
@@ -240,7 +240,7 @@ def apply_section(target: Target, opened: Opened, text: str, findings: list[Find
     found = predicted(target, opened.model, "apply", text) if text != opened.text else None
     if found is not None:
         show_impact(found)
-    asked = ("apply", target.spec.name, opened.model, store.sha256_of(text.encode()))
+    asked = ("apply", target.spec.name, opened.model, revisions.sha256_of(text.encode()))
     if st.button("Apply", type="primary", key=keys.EDITOR_APPLY, disabled=bool(reason), help=reason or
                  "write atomically, reload in Triton; restored automatically if Triton rejects it"):
         if found is not None and found.takes_down:
@@ -348,22 +348,22 @@ def history_section(target: Target, opened: Opened) -> None:
     assert target.repository is not None
     st.subheader("History")
     try:
-        revisions = store.history(target.repository, opened.model)
+        kept = revisions.history(target.repository, opened.model)
     except GeAdminError as exc:
         st.error(f"Cannot read the config history: {exc}", icon=":material/error:")
         return
-    if not revisions:
+    if not kept:
         st.caption("No revision kept yet: geadmin keeps one each time it applies a change.")
         return
     st.dataframe(pd.DataFrame([{"revision": r.number, "at": r.at.strftime("%Y-%m-%d %H:%M:%S"), "who": r.who,
-                                "note": r.note, "current": r.sha256 == opened.sha256} for r in revisions]),
+                                "note": r.note, "current": r.sha256 == opened.sha256} for r in kept]),
                  hide_index=True, width="stretch")
-    numbers = [r.number for r in revisions]
-    by_number = {r.number: r for r in revisions}
+    numbers = [r.number for r in kept]
+    by_number = {r.number: r for r in kept}
     number = st.selectbox("Revision", numbers, key=keys.EDITOR_REVISION, format_func=lambda n: (
         f"revision {n} · {by_number[n].at:%Y-%m-%d %H:%M:%S} · {by_number[n].who} · {by_number[n].note}"))
     chosen = by_number[number]
-    st.code(store.text_diff(opened.text, chosen.text, f"{opened.model}/config.pbtxt", "on disk",
+    st.code(revisions.text_diff(opened.text, chosen.text, f"{opened.model}/config.pbtxt", "on disk",
                             f"revision {number}") or "Same as the file on disk.", language="diff")
     permitted, why_not = access.allowed(Guarded.ROLLBACK)
     asked = ("rollback", target.spec.name, opened.model, number)

@@ -11,7 +11,7 @@ from pathlib import Path
 from geadmin.access.roles import Role
 from geadmin.access.users import UsersFile, random_password
 from geadmin.errors import ConfigError
-from geadmin.repository.store import write_secret_atomically
+from geadmin.repository.atomic import write_secret_atomically
 
 FIRST_ADMIN = "admin"
 PASSWORD_FILE = "initial-admin-password"

@@ -31,7 +31,7 @@ from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatc
 from geadmin import settings
 from geadmin.access.roles import Role
 from geadmin.errors import ConfigError, SignInBusyError, SignInError, SignInRateLimitedError
-from geadmin.repository.store import write_secret_atomically
+from geadmin.repository.atomic import write_secret_atomically
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -44,7 +44,7 @@ from geadmin.errors import (
 )
 from geadmin.ops.actions import audit_refusal
 from geadmin.ops.apply import ApplyResult, apply_config, rollback, rollback_target
-from geadmin.repository import store
+from geadmin.repository import atomic, revisions, store
 from geadmin.repository.modelconfig import parse_pbtxt
 from geadmin.repository.validate import refuse_invalid
 from geadmin.stack.target import Target, live_stack, resolve
@@ -179,9 +179,9 @@ def _progress_printer(args: argparse.Namespace) -> LoadProgress | None:
 def run_history(args: argparse.Namespace) -> int:
     try:
         repository = _repository(resolve(repository=args.repository, stack=live_stack()))
-        revisions = store.history(repository, args.model)
+        kept = revisions.history(repository, args.model)
         if args.show is not None:
-            sys.stdout.buffer.write(store.read_revision(repository, args.model, args.show).data)
+            sys.stdout.buffer.write(revisions.read_revision(repository, args.model, args.show).data)
             return EXIT_OK
         current = store.read_config(repository, args.model).sha256
     except GeAdminError as exc:
@@ -189,14 +189,14 @@ def run_history(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([{"revision": r.number, "at": r.at.isoformat(), "who": r.who, "note": r.note,
                            "sha256": r.sha256, "size_bytes": len(r.data), "current": r.sha256 == current}
-                          for r in revisions], indent=2))
+                          for r in kept], indent=2))
         return EXIT_OK
-    if not revisions:
+    if not kept:
         print(f"no revisions of {args.model!r} kept yet: geadmin keeps one each time it applies a change")
         return EXIT_OK
     rows: list[tuple[str, ...]] = [("REV", "WHEN", "WHO", "SHA256", "NOTE")]
     rows += [(f"{r.number}{'*' if r.sha256 == current else ''}", _local(r.at), r.who, r.sha256[:12], r.note)
-             for r in revisions]
+             for r in kept]
     print(_table(rows))
     print("* = the file on disk now; `--show REV` prints a revision, `geadmin config rollback "
           f"{args.model} REV` applies it")
@@ -212,7 +212,7 @@ def run_audit(args: argparse.Namespace) -> int:
             audit.write_csv(entries, sys.stdout)
             return EXIT_OK
         if args.csv:
-            store.atomic_write(Path(args.csv).expanduser(), audit.csv_text(entries).encode("utf-8"))
+            atomic.atomic_write(Path(args.csv).expanduser(), audit.csv_text(entries).encode("utf-8"))
             print(f"wrote {len(entries)} audit rows to {args.csv}", file=sys.stderr)
             return EXIT_OK
     except GeAdminError as exc:

@@ -26,7 +26,7 @@ from geadmin.diagnose.rows import ModelRow, collect_rows
 from geadmin.errors import GeAdminError, RepositoryError, TritonError, TritonUnreachableError
 from geadmin.ops import create
 from geadmin.ops.actions import Action, audit_refusal, run_action
-from geadmin.repository import store, templates
+from geadmin.repository import paths, templates
 from geadmin.triton.client import DEFAULT_LOAD_TIMEOUT_S
 
 EXIT_OK = 0
@@ -191,7 +191,7 @@ def read_local_files(items: list[str], template: str, limit_bytes: int) -> dict[
         if not sep:
             relative, local = templates.expected_files(template)[0], item
         try:
-            store.check_upload_size(relative, Path(local).stat().st_size, limit_bytes)
+            paths.check_upload_size(relative, Path(local).stat().st_size, limit_bytes)
             files[relative] = Path(local).read_bytes()
         except OSError as exc:
             raise RepositoryError(f"--file {item!r}: cannot read {local}: {exc.strerror or exc}") from None
@@ -232,9 +232,9 @@ def _register_create(actions: argparse._SubParsersAction[argparse.ArgumentParser
     sub.add_argument("--output", dest="outputs", action="append", default=[], metavar="NAME:DTYPE:DIMS",
                      help="an output, same form; repeatable")
     sub.add_argument("--no-load", action="store_true", help="create the directory only, do not load it")
-    sub.add_argument("--upload-limit", type=_byte_count, default=store.DEFAULT_UPLOAD_LIMIT_BYTES,
+    sub.add_argument("--upload-limit", type=_byte_count, default=paths.DEFAULT_UPLOAD_LIMIT_BYTES,
                      metavar="BYTES",
-                     help=f"largest file accepted (default {store.DEFAULT_UPLOAD_LIMIT_BYTES}, 1 GiB)")
+                     help=f"largest file accepted (default {paths.DEFAULT_UPLOAD_LIMIT_BYTES}, 1 GiB)")
     sub.add_argument("--load-timeout", type=positive_seconds, default=DEFAULT_LOAD_TIMEOUT_S,
                      help=f"seconds to wait for the load (default {DEFAULT_LOAD_TIMEOUT_S:g})")
     sub.set_defaults(func=run_create)

@@ -23,7 +23,7 @@ from tritonclient.grpc import model_config_pb2
 from geadmin import audit
 from geadmin.audit import Actor
 from geadmin.errors import ConfigParseError, GeAdminError, RepositoryError, TritonError
-from geadmin.repository import store
+from geadmin.repository import revisions, store
 from geadmin.repository.knobs import compare_with_live
 from geadmin.repository.modelconfig import to_file_text
 from geadmin.repository.rules import Severity
@@ -127,10 +127,10 @@ def served_file(repository: Path, name: str, served: model_config_pb2.ModelConfi
     """The file to put back: the newest kept revision that is what Triton serves (its exact
     bytes, comments included); else the served config written out (Triton's normalized form)."""
     try:
-        revisions = store.history(repository, name, home=home)
+        kept = revisions.history(repository, name, home=home)
     except GeAdminError:
-        revisions = []
-    for revision in revisions:
+        kept = []
+    for revision in kept:
         try:
             if compare_with_live(revision.text, served).same:
                 return revision.data
@@ -146,7 +146,7 @@ def put_back_served(client: TritonClient, repository: Path, name: str, *, actor:
     served = client.model_config(name)
     current = store.read_config(repository, name)
     data = served_file(repository, name, served, home)
-    diff = store.config_diff(current.data, data, name, "on disk", "served")
+    diff = revisions.config_diff(current.data, data, name, "on disk", "served")
     try:
         store.write_config(repository, name, data, expected_sha256=current.sha256, who=actor.name,
                            note="drifted from what Triton served", home=home)

@@ -38,10 +38,11 @@ from geadmin.domain import Explanation, Serving
 from geadmin.errors import GeAdminError, RepositoryError, TritonError, TritonRequestError, TritonTimeoutError
 from geadmin.ops.actions import audit_side_effects, with_side_effects
 from geadmin.ops.infer import smoke_request
-from geadmin.repository import store
+from geadmin.repository import locks, revisions, store
 from geadmin.repository.knobs import differing_fields
 from geadmin.repository.modelconfig import CONFIG_FILE, parse_pbtxt, to_dict
-from geadmin.repository.store import ConfigFile, Revision
+from geadmin.repository.revisions import Revision
+from geadmin.repository.store import ConfigFile
 from geadmin.repository.validate import refuse_invalid
 from geadmin.triton.client import TritonClient
 from geadmin.triton.logs import LogSource
@@ -117,7 +118,7 @@ def apply_config(
     job = _Apply(client, Path(repository), model, data, actor or Actor.os_user(), log, progress,
                  home, action, note or action, validate, smoke)
     try:
-        with store.edit_lock(repository, model, "apply", home=home, wait_s=0):
+        with locks.edit_lock(repository, model, "apply", home=home, wait_s=0):
             result = job.run(expected_sha256, base_text, load_unloaded)
     except GeAdminError as exc:
         job.audit(Result.REFUSED, str(exc))
@@ -158,13 +159,13 @@ def rollback_target(repository: Path, model: str, revision: int | None, current_
                     home: Path | None = None) -> Revision:
     """The revision a rollback applies: `revision`, else the newest that differs from disk."""
     if revision is not None:
-        return store.read_revision(repository, model, revision, home=home)
+        return revisions.read_revision(repository, model, revision, home=home)
     return previous_revision(repository, model, current_sha256, home=home)
 
 
 def previous_revision(repository: Path, model: str, current_sha256: str, *,
                       home: Path | None = None) -> Revision:
-    kept = store.history(repository, model, home=home)
+    kept = revisions.history(repository, model, home=home)
     earlier = next((r for r in kept if r.sha256 != current_sha256), None)
     if earlier is None:
         raise RepositoryError(
@@ -213,9 +214,9 @@ class _Apply:
 
     def steps(self, expected_sha256: str | None, base_text: str | None, load_unloaded: bool) -> ApplyResult:
         current = store.read_config(self.repository, self.model)
-        self.diff = store.config_diff(current.data, self.data, self.model)
+        self.diff = revisions.config_diff(current.data, self.data, self.model)
         self.refuse_unless_safe(current, expected_sha256, base_text)
-        new_sha = store.sha256_of(self.data)
+        new_sha = revisions.sha256_of(self.data)
         if self.data == current.data:
             return ApplyResult(self.model, Outcome.UNCHANGED, f"the config of {self.model!r} is unchanged: "
                                "nothing to apply", "", current.sha256, new_sha)
@@ -271,7 +272,7 @@ class _Apply:
         """`result` with the new config kept as a revision (a warning if it cannot be)."""
         result = replace(result, warnings=(*self.findings, *result.warnings))
         try:
-            revision = store.record_revision(self.repository, self.model, self.data, who=self.actor.name,
+            revision = revisions.record_revision(self.repository, self.model, self.data, who=self.actor.name,
                                              note=self.note, home=self.home)
         except WorkspaceDatabaseError as exc:
             return replace(result, warnings=(*result.warnings, f"not kept in the config history: {exc}"))
@@ -333,7 +334,7 @@ class _Apply:
                          "config and apply again")
             outcome = Outcome.ROLLED_BACK
         else:
-            backup = store.revision_with_hash(self.repository, self.model, current.sha256, self.home)
+            backup = revisions.revision_with_hash(self.repository, self.model, current.sha256, self.home)
             again = (f"`geadmin config rollback {self.model} {backup.number}`" if backup
                      else "the previous file from your own backup")
             lines.append(f"  and the previous {CONFIG_FILE} could NOT be restored ({problem}): restore "

@@ -13,7 +13,7 @@ from pathlib import Path
 from geadmin import settings
 from geadmin.binaries import signal_group, terminate_group
 from geadmin.errors import StackError
-from geadmin.repository.store import open_private_log
+from geadmin.repository.atomic import open_private_log
 from geadmin.stack.processes import (
     client_host,
     ensure_port_free,

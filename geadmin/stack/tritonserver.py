@@ -31,7 +31,7 @@ from geadmin import settings
 from geadmin.binaries import WheelLayout, terminate_group, wheel_layout
 from geadmin.domain import Ports
 from geadmin.errors import PythonStubMissingError, TritonBinaryNotFoundError, TritonStartError
-from geadmin.repository.store import open_private_log
+from geadmin.repository.atomic import open_private_log
 from geadmin.stack.processes import (
     client_host,
     ensure_ports_free,

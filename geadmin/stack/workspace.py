@@ -29,7 +29,7 @@ from typing import IO, Any
 
 from geadmin.domain import Ports
 from geadmin.errors import RepositoryError, StackError
-from geadmin.repository.store import private_directory
+from geadmin.repository.atomic import private_directory
 from geadmin.stack.drivers import ExitRecord
 from geadmin.stack.processes import pid_alive
 

@@ -23,7 +23,7 @@ from geadmin.domain import ModelState, Serving
 from geadmin.errors import ConfigConflictError, ConfigInvalidError, ConfigParseError, TritonUnreachableError
 from geadmin.ops.actions import wait_settled
 from geadmin.ops.apply import Outcome, apply_config, rollback
-from geadmin.repository import store
+from geadmin.repository import revisions, store
 from geadmin.stack.processes import free_port
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.triton.client import TritonClient
@@ -129,13 +129,13 @@ def test_a_good_change_is_live_and_a_rollback_puts_the_old_one_back(
     original = path.read_bytes()
     changed = original.replace(b"max_queue_delay_microseconds: 1000", b"max_queue_delay_microseconds: 2500")
     result = apply_config(client, server.repository, MODEL, changed,
-                          expected_sha256=store.sha256_of(original), log=LocalLogFile(server.log_path))
+                          expected_sha256=revisions.sha256_of(original), log=LocalLogFile(server.log_path))
     assert result.outcome is Outcome.APPLIED, result.message
     assert result.serving is Serving.PREVIOUS and result.serving_version == "1"
     assert result.warnings == ()  # Triton's live config carries every field of the file
     assert path.read_bytes() == changed and result.revision == 2
     assert client.model_config(MODEL).dynamic_batching.max_queue_delay_microseconds == 2500
-    kept = store.history(server.repository, MODEL)
+    kept = revisions.history(server.repository, MODEL)
     assert [(r.number, r.data) for r in kept] == [(2, changed), (1, original)]
 
     back = rollback(client, server.repository, MODEL, log=LocalLogFile(server.log_path))
@@ -269,9 +269,9 @@ def test_cli_apply_history_rollback_and_audit(
     assert path.read_bytes() == original
 
     assert run_cli(["config", "apply", MODEL, str(good), "--expect-hash",
-                    store.sha256_of(original)[:12], *where]) == 0
+                    revisions.sha256_of(original)[:12], *where]) == 0
     assert "Triton reloaded it, and version 1 serves it" in capsys.readouterr().out
-    stale = store.sha256_of(original)  # the file changed (the good apply) since this was read
+    stale = revisions.sha256_of(original)  # the file changed (the good apply) since this was read
     assert run_cli(["config", "apply", MODEL, str(bad), "--expect-hash", stale, *where]) == 1
     assert "changed since you opened it" in capsys.readouterr().err
 

@@ -18,7 +18,7 @@ from geadmin.cli.main import main
 from geadmin.domain import ModelState
 from geadmin.errors import TritonUnreachableError
 from geadmin.ops.create import Outcome, create_model
-from geadmin.repository import store
+from geadmin.repository import revisions
 from geadmin.repository.templates import Params, Tensor
 from geadmin.stack.backends import BUILT_NPU_GE, library
 from geadmin.stack.processes import free_port
@@ -87,8 +87,8 @@ def test_the_python_template_is_created_ready_and_answers_an_inference(
     assert [(r.action, r.result, r.who, r.origin) for r in rows] == [
         ("load", "ok", "ann", "dashboard"), ("create", "ok", "ann", "dashboard")]
     assert rows[1].server == client.url and '+backend: "python"' in rows[1].diff
-    assert store.history(server.repository, "echo")[0].data == (server.repository / "echo" / "config.pbtxt"
-                                                                ).read_bytes()
+    config = server.repository / "echo" / "config.pbtxt"
+    assert revisions.history(server.repository, "echo")[0].data == config.read_bytes()
 
 
 def test_an_npu_ge_om_without_cann_is_created_and_its_load_fails_with_the_backends_reason(

@@ -16,7 +16,7 @@ from geadmin.audit import Actor, Origin
 from geadmin.errors import CreateRefusedError, RepositoryError, TemplateError
 from geadmin.ops import create
 from geadmin.ops.create import Outcome, create_model
-from geadmin.repository import store, templates
+from geadmin.repository import revisions, templates
 from geadmin.repository.templates import Params, Tensor
 from geadmin.repository.validate import Severity
 
@@ -199,7 +199,7 @@ def test_a_created_model_is_whole_in_the_history_and_audited(repo: Path, home: P
     assert [f.severity for f in result.findings if f.severity is Severity.ERROR] == []
     assert not [p for p in repo.iterdir() if p.name.startswith(".")]  # the staging dir is gone
     assert oct(directory.stat().st_mode & 0o755) == oct(0o755)  # readable by a Triton of another user
-    (revision,) = store.history(repo, "new_model")
+    (revision,) = revisions.history(repo, "new_model")
     assert (revision.number, revision.data, revision.who) == (1, config, "ann")
     assert result.revision == 1
     (row,) = audit.query(action="create")

@@ -10,14 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from geadmin.errors import RepositoryError
-from geadmin.repository import store
-from geadmin.repository.store import (
-    ABSENT,
-    ConfigConflictError,
-    ConfigLockedError,
-    safe_model_path,
-)
+from geadmin.errors import ConfigConflictError, ConfigLockedError, RepositoryError
+from geadmin.repository import atomic, locks, paths, revisions, store
+from geadmin.repository.paths import safe_model_path
+from geadmin.repository.store import ABSENT
 
 CONFIG = b'# keep this comment\nname: "m"\nbackend: "python"\nmax_batch_size: 8\n'
 EDITED = CONFIG.replace(b"max_batch_size: 8", b"max_batch_size: 16")
@@ -43,7 +39,7 @@ def listing(directory: Path) -> list[str]:
 # -- reading and writing ----------------------------------------------------------------
 def test_read_config_returns_the_exact_bytes_and_their_hash(repo: Path) -> None:
     config = store.read_config(repo, "m")
-    assert config.data == CONFIG and config.sha256 == store.sha256_of(CONFIG) and len(config.sha256) == 64
+    assert config.data == CONFIG and config.sha256 == revisions.sha256_of(CONFIG) and len(config.sha256) == 64
     assert config.path == (repo / "m" / "config.pbtxt").resolve()
 
 
@@ -57,21 +53,21 @@ def test_write_config_replaces_the_file_keeps_its_mode_and_backs_up_the_old_byte
 ) -> None:
     path = repo / "m" / "config.pbtxt"
     path.chmod(0o640)
-    before = store.write_config(repo, "m", EDITED, expected_sha256=store.sha256_of(CONFIG), who="ann",
+    before = store.write_config(repo, "m", EDITED, expected_sha256=revisions.sha256_of(CONFIG), who="ann",
                                 home=home)
     assert before is not None and before.data == CONFIG
     assert path.read_bytes() == EDITED
     assert stat.S_IMODE(path.stat().st_mode) == 0o640
     assert listing(path.parent) == ["1", "config.pbtxt"]  # no temp file, no backup next to it
-    (revision,) = store.history(repo, "m", home=home)
+    (revision,) = revisions.history(repo, "m", home=home)
     assert (revision.number, revision.data, revision.who) == (1, CONFIG, "ann")
-    assert revision.sha256 == store.sha256_of(CONFIG)
+    assert revision.sha256 == revisions.sha256_of(CONFIG)
 
 
 def test_a_new_file_is_readable_by_others(tmp_path: Path) -> None:
     target = tmp_path / "new.pbtxt"
-    store.atomic_write(target, b"x")
-    assert stat.S_IMODE(target.stat().st_mode) == store.NEW_FILE_MODE
+    atomic.atomic_write(target, b"x")
+    assert stat.S_IMODE(target.stat().st_mode) == atomic.NEW_FILE_MODE
 
 
 @pytest.mark.parametrize("failing", ["replace", "fsync", "chmod"])
@@ -85,7 +81,8 @@ def test_a_failure_between_write_and_rename_leaves_the_original_and_no_temp_file
 
     monkeypatch.setattr(os, failing, broken)
     with pytest.raises(RepositoryError, match="No space left on device; the previous file is untouched"):
-        store.write_config(repo, "m", EDITED, expected_sha256=store.sha256_of(CONFIG), who="ann", home=home)
+        store.write_config(repo, "m", EDITED, expected_sha256=revisions.sha256_of(CONFIG), who="ann",
+                           home=home)
     monkeypatch.undo()
     assert path.read_bytes() == CONFIG
     assert listing(path.parent) == ["1", "config.pbtxt"]
@@ -93,7 +90,7 @@ def test_a_failure_between_write_and_rename_leaves_the_original_and_no_temp_file
 
 def test_a_write_into_a_missing_directory_fails_cleanly(tmp_path: Path) -> None:
     with pytest.raises(RepositoryError, match="cannot write"):
-        store.atomic_write(tmp_path / "no" / "such" / "file", b"x")
+        atomic.atomic_write(tmp_path / "no" / "such" / "file", b"x")
 
 
 # -- conflicts ----------------------------------------------------------------------------
@@ -108,7 +105,7 @@ def test_a_file_changed_since_it_was_read_is_a_conflict_with_both_texts(repo: Pa
     assert (repo / "m" / "config.pbtxt").read_bytes() == colleague
     assert conflict.disk_text == colleague.decode()
     assert conflict.base_text == CONFIG.decode()  # found in the history by its hash
-    assert conflict.found_sha256 == store.sha256_of(colleague)
+    assert conflict.found_sha256 == revisions.sha256_of(colleague)
     assert "-max_batch_size: 8" in conflict.diff() and "+max_batch_size: 4" in conflict.diff()
 
 
@@ -121,13 +118,13 @@ def test_creating_a_config_expects_none_and_refuses_to_overwrite_one(repo: Path,
 
 
 def test_a_second_writer_waits_for_the_lock_then_is_refused(repo: Path, home: Path) -> None:
-    with store.edit_lock(repo, "m", "apply", home=home):
+    with locks.edit_lock(repo, "m", "apply", home=home):
         with pytest.raises(ConfigLockedError, match="wait for it to finish"), \
-                store.edit_lock(repo, "m", "apply", home=home, wait_s=0.1):
+                locks.edit_lock(repo, "m", "apply", home=home, wait_s=0.1):
             pass
-        with store.edit_lock(repo, "other", "apply", home=home, wait_s=0):
+        with locks.edit_lock(repo, "other", "apply", home=home, wait_s=0):
             pass  # another model's lock is free
-    with store.edit_lock(repo, "m", "apply", home=home, wait_s=0):
+    with locks.edit_lock(repo, "m", "apply", home=home, wait_s=0):
         pass  # released
     assert not (repo / "m" / ".lock").exists() and (home / "locks").is_dir()  # locks live in the workspace
 
@@ -136,24 +133,24 @@ def test_a_second_writer_waits_for_the_lock_then_is_refused(repo: Path, home: Pa
 def test_revisions_are_numbered_per_model_deduplicated_and_read_back_exactly(repo: Path, home: Path) -> None:
     crlf = b"name: \"m\"\r\nmax_batch_size: 2"  # no final newline, CRLF: kept byte for byte
     for data in (CONFIG, CONFIG, EDITED, crlf):
-        store.record_revision(repo, "m", data, who="ann", note="n", home=home)
-    store.record_revision(repo, "other", CONFIG, who="bob", home=home)
-    assert [r.number for r in store.history(repo, "m", home=home)] == [3, 2, 1]
-    assert store.read_revision(repo, "m", 3, home=home).data == crlf
-    assert [r.number for r in store.history(repo, "other", home=home)] == [1]
-    found = store.revision_with_hash(repo, "m", store.sha256_of(EDITED), home)
+        revisions.record_revision(repo, "m", data, who="ann", note="n", home=home)
+    revisions.record_revision(repo, "other", CONFIG, who="bob", home=home)
+    assert [r.number for r in revisions.history(repo, "m", home=home)] == [3, 2, 1]
+    assert revisions.read_revision(repo, "m", 3, home=home).data == crlf
+    assert [r.number for r in revisions.history(repo, "other", home=home)] == [1]
+    found = revisions.revision_with_hash(repo, "m", revisions.sha256_of(EDITED), home)
     assert found is not None and found.number == 2
     with pytest.raises(RepositoryError, match=r"no revision 9 of 'm'.*config history m"):
-        store.read_revision(repo, "m", 9, home=home)
+        revisions.read_revision(repo, "m", 9, home=home)
 
 
 def test_the_history_of_one_repository_is_not_another_s(repo: Path, tmp_path: Path, home: Path) -> None:
-    store.record_revision(repo, "m", CONFIG, who="ann", home=home)
-    assert store.history(tmp_path / "elsewhere", "m", home=home) == []
+    revisions.record_revision(repo, "m", CONFIG, who="ann", home=home)
+    assert revisions.history(tmp_path / "elsewhere", "m", home=home) == []
 
 
 def test_diffs_mark_a_missing_final_newline() -> None:
-    diff = store.config_diff(b"a\nb", b"a\nc\n", "m")
+    diff = revisions.config_diff(b"a\nb", b"a\nc\n", "m")
     assert diff.startswith("--- m/config.pbtxt (before)\n+++ m/config.pbtxt (after)\n")
     assert "-b\n\\ No newline at end of file\n+c\n" in diff
 
@@ -201,7 +198,8 @@ def test_a_symlinked_config_is_never_written_through(repo: Path, tmp_path: Path,
     (repo / "m" / "config.pbtxt").unlink()
     (repo / "m" / "config.pbtxt").symlink_to(real)
     with pytest.raises(RepositoryError, match="symbolic link"):
-        store.write_config(repo, "m", EDITED, expected_sha256=store.sha256_of(CONFIG), who="ann", home=home)
+        store.write_config(repo, "m", EDITED, expected_sha256=revisions.sha256_of(CONFIG), who="ann",
+                           home=home)
     assert real.read_bytes() == CONFIG
 
 
@@ -224,7 +222,7 @@ def test_an_oversize_upload_is_refused_before_anything_is_written(repo: Path) ->
                        r"of 1.0 KiB"):
         store.write_model_file(repo, "m", "1/model.om", b"x" * 2048, limit_bytes=1024)
     assert not (repo / "m" / "1" / "model.om").exists()
-    store.check_upload_size("ok", 1024, 1024)
+    paths.check_upload_size("ok", 1024, 1024)
 
 
 def test_an_upload_is_written_atomically_at_a_checked_path(repo: Path) -> None:

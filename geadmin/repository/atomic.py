@@ -1,0 +1,91 @@
+"""Atomic file writes: a temp file in the same directory, fsync, rename over the old file,
+fsync of the directory. A failure at any step leaves the old file untouched and no temp file
+behind; the new file keeps the old one's permission bits. Secrets (0600), and the private
+workspace directory and logs, are written the same way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import tempfile
+from pathlib import Path
+from typing import BinaryIO
+
+from geadmin.errors import RepositoryError
+
+NEW_FILE_MODE = 0o644  # readable by a Triton running as another user
+SECRET_FILE_MODE = 0o600  # users file, passwords, keys: the owner only
+PRIVATE_DIR_MODE = 0o700  # the workspace and its logs directory
+
+
+def atomic_write(path: Path, data: bytes, *, mode: int | None = None) -> None:
+    """Replace `path` with `data` all at once (or not at all): temp file in the same
+    directory, fsync, rename, fsync the directory. Raises `RepositoryError`, leaving the old
+    file untouched and no temp file. The file keeps its mode (a new one gets NEW_FILE_MODE)
+    unless `mode` is given; the temp file has its final mode before the rename."""
+    try:
+        mode = stat.S_IMODE(path.stat().st_mode) if mode is None else mode
+    except FileNotFoundError:
+        mode = NEW_FILE_MODE
+    except OSError as exc:
+        raise RepositoryError(f"cannot write {path}: {exc.strerror or exc}") from exc
+    tmp = ""
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".geadmin-tmp", dir=path.parent)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+        tmp = ""
+        _fsync_directory(path.parent)
+    except OSError as exc:
+        raise RepositoryError(f"cannot write {path}: {exc.strerror or exc}; the previous file is "
+                              "untouched — free space or fix permissions, then retry") from exc
+    finally:
+        if tmp:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+
+def write_secret_atomically(path: Path, data: bytes) -> None:
+    """A secret (users file, password, key): like `atomic_write`, but always mode 0600, and
+    the temp file is created 0600 (mkstemp) so the secret is never readable by others, not
+    even for the moment before the rename."""
+    atomic_write(path, data, mode=SECRET_FILE_MODE)
+
+
+def private_directory(path: Path) -> Path:
+    """`path` created 0700 (parents as usual), or made 0700 when it exists and is ours: the
+    workspace holds secrets, logs and the audit database, for its owner only."""
+    path.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR_MODE)
+    info = path.stat()
+    if info.st_uid == os.geteuid() and stat.S_IMODE(info.st_mode) != PRIVATE_DIR_MODE:
+        os.chmod(path, PRIVATE_DIR_MODE)
+    return path
+
+
+def open_private_log(path: Path) -> BinaryIO:
+    """The log at `path` opened for appending, created 0600 (an older log is made 0600 too):
+    logs carry model names, paths and error text that are nobody else's business."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, SECRET_FILE_MODE)
+    try:
+        os.fchmod(fd, SECRET_FILE_MODE)
+    except OSError:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "ab")
+
+
+def _fsync_directory(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    except OSError as exc:  # some filesystems cannot fsync a directory; the rename is done
+        if exc.errno not in (22, 95):  # EINVAL, EOPNOTSUPP
+            raise
+    finally:
+        os.close(fd)

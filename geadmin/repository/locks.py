@@ -1,0 +1,64 @@
+"""Writers of one model's config are serialized by a lock file in the workspace
+(`$GEADMIN_HOME/locks`), so a hash check and the rename after it cannot interleave with
+another geadmin process's; `purpose` keeps an apply's lock apart from a plain write's."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TextIO
+
+from geadmin import settings
+from geadmin.errors import ConfigLockedError, RepositoryError
+from geadmin.repository.layout import is_model_name
+
+LOCK_WAIT_S = 10.0
+
+
+@contextlib.contextmanager
+def edit_lock(repository: Path, model: str, purpose: str = "write", *, home: Path | None = None,
+              wait_s: float = LOCK_WAIT_S) -> Iterator[None]:
+    """Hold the workspace lock `purpose` ("write", "apply") of one model, waiting up to
+    `wait_s` (0: do not wait) for another geadmin process to release it."""
+    if not is_model_name(model):
+        raise RepositoryError(f"refused model name {model!r}: a model name is one directory name")
+    lock_dir = (home or settings.home()) / "locks"
+    key = hashlib.sha256(str(Path(repository).resolve()).encode()).hexdigest()[:16]
+    path = lock_dir / f"{key}-{model}.{purpose}.lock"
+    try:
+        lock_dir.mkdir(parents=True, exist_ok=True)
+        handle = open(path, "a+")  # noqa: SIM115 - closed below; closing releases the lock
+    except OSError as exc:
+        raise RepositoryError(f"cannot create the lock {path}: {exc.strerror or exc}; check that "
+                              "the workspace (GEADMIN_HOME) is writable") from exc
+    try:
+        _acquire(handle, model, purpose, wait_s)
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"pid {os.getpid()}")
+        handle.flush()
+        yield
+    finally:
+        handle.close()
+
+
+def _acquire(handle: TextIO, model: str, purpose: str, wait_s: float) -> None:
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                handle.seek(0)
+                holder = handle.read().strip() or "another process"
+                raise ConfigLockedError(
+                    f"another geadmin ({holder}) is running a config {purpose} of {model!r} right now "
+                    "(from the dashboard or a CLI): wait for it to finish, reopen the config, and "
+                    "retry") from None
+            time.sleep(0.05)
