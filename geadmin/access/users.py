@@ -91,8 +91,12 @@ class UsersFile:
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"the users file {self.path} is not valid TOML ({exc}): fix it, or "
                               "recreate it with `geadmin users add`") from exc
+        tables = document.get("users", {})
+        if not isinstance(tables, dict):
+            raise ConfigError(f"the users file {self.path}: `users` must be tables ([users.NAME]), not "
+                              f"{type(tables).__name__}; recreate it with `geadmin users add`")
         users = {}
-        for name, table in document.get("users", {}).items():
+        for name, table in tables.items():
             try:
                 users[name] = User(name, Role.parse(str(table["role"])), str(table["password_hash"]),
                                    bool(table.get("must_change", False)))

@@ -12,6 +12,7 @@ import math
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from tokenize import TokenError
 from typing import Any
 
 import numpy as np
@@ -19,6 +20,7 @@ import numpy as np
 from geadmin.errors import InferInputError
 from geadmin.ops.infer_images import Normalize, image_layout, image_tensor
 from geadmin.ops.infer_spec import (
+    MAX_TENSOR_BYTES,
     MAX_UPLOAD_BYTES,
     NUMPY_DTYPES,
     InputSpec,
@@ -231,9 +233,10 @@ def _typed_values(spec: InputSpec, document: Any) -> np.ndarray:
 def npy_tensor(spec: InputSpec, data: bytes) -> np.ndarray:
     """A `.npy` file as it is: its dtype must be the input's (float32 for BF16)."""
     check_size(f".npy file for input {spec.name}", len(data), MAX_UPLOAD_BYTES)
+    _check_npy_header(spec, data)
     try:
         array = np.load(io.BytesIO(data), allow_pickle=False)
-    except (ValueError, OSError, EOFError) as exc:
+    except NPY_ERRORS as exc:
         raise InferInputError(f"input {spec.name}: not a readable .npy file ({exc})") from None
     if not isinstance(array, np.ndarray):
         raise InferInputError(f"input {spec.name}: a .npz archive, not one .npy array")
@@ -243,6 +246,32 @@ def npy_tensor(spec: InputSpec, data: bytes) -> np.ndarray:
     if spec.datatype == "BF16" and array.dtype == np.float32:
         return to_bf16(array)
     return array
+
+
+# numpy reads a .npy header with ast.literal_eval: a malformed one raises SyntaxError (or
+# tokenize's TokenError) besides ValueError; short data raises EOFError / ValueError.
+NPY_ERRORS = (ValueError, OSError, EOFError, SyntaxError, TokenError, TypeError, MemoryError, OverflowError)
+
+
+def _check_npy_header(spec: InputSpec, data: bytes) -> None:
+    """The shape and dtype a `.npy` header declares, checked before numpy allocates for them:
+    a 100-byte file may declare a terabyte array."""
+    if not data.startswith(b"\x93NUMPY"):
+        return  # np.load says what it is (.npz, pickle, text)
+    stream = io.BytesIO(data)
+    try:
+        version = np.lib.format.read_magic(stream)
+        if version == (1, 0):
+            shape, _, dtype = np.lib.format.read_array_header_1_0(stream)
+        else:
+            shape, _, dtype = np.lib.format.read_array_header_2_0(stream)
+        declared = math.prod(int(d) for d in shape) * dtype.itemsize
+    except NPY_ERRORS as exc:
+        raise InferInputError(f"input {spec.name}: not a readable .npy file ({exc})") from None
+    check_size(f".npy file for input {spec.name} (shape {list(shape)})", declared, MAX_TENSOR_BYTES)
+    if not dtype.hasobject and declared > len(data):
+        raise InferInputError(f"input {spec.name}: the .npy header declares {list(shape)} {dtype} "
+                              f"({declared} bytes), but the file holds {len(data)} bytes")
 
 
 def build_inputs(

@@ -89,7 +89,9 @@ def from_json(text: str) -> model_config_pb2.ModelConfig:
     """JSON (ours, or Triton's normalized `GET /v2/models/N/config`) -> proto."""
     try:
         return json_format.Parse(text, model_config_pb2.ModelConfig(), ignore_unknown_fields=False)
-    except json_format.ParseError as exc:
+    # json_format lets a document that is not an object (`null`, `[]`) out as TypeError /
+    # AttributeError, and deep nesting as RecursionError (tests/unit/test_parser_properties.py)
+    except (json_format.ParseError, TypeError, AttributeError, RecursionError) as exc:
         raise ConfigParseError(f"the JSON config does not parse: {exc}", detail=str(exc)) from None
 
 

@@ -20,6 +20,7 @@ from geadmin.errors import (
     BenchBusyError,
     BenchSettingsError,
     InferInputError,
+    InputTooLargeError,
     RepositoryError,
 )
 from geadmin.ops.bench import BenchSettings, load_test, parse_loads
@@ -27,7 +28,7 @@ from geadmin.ops.bench_results import CONCURRENCY, REQUEST_RATE, list_runs
 from geadmin.ops.bench_settings import MAX_CONCURRENCY, MAX_LOADS, lock_path, server_lock
 from geadmin.ops.infer import read_labels
 from geadmin.ops.infer_images import image_size, image_tensor
-from geadmin.ops.infer_inputs import json_tensor
+from geadmin.ops.infer_inputs import json_tensor, npy_tensor
 from geadmin.ops.infer_spec import MAX_IMAGE_PIXELS, MAX_JSON_DEPTH, InputSpec, OutputSpec, json_depth
 from geadmin.repository.triton_rules import label_path
 from geadmin.triton.client import TritonClient
@@ -209,3 +210,19 @@ def test_the_lock_holds_across_threads_and_processes(tmp_path: Path) -> None:
     assert len(refused) == 1 and done.returncode == 3
     assert lock_path(tmp_path, url) == lock_path(tmp_path, "HTTP://127.0.0.1:8000")
     assert oct(os.stat(lock_path(tmp_path, url)).st_mode & 0o777) == "0o600"
+
+
+# -- .npy ----------------------------------------------------------------------------------
+def test_an_npy_header_declaring_a_huge_array_is_refused_before_numpy_allocates() -> None:
+    header = b"{'descr': '<f8', 'fortran_order': False, 'shape': (1000000000000,), }"
+    header += b" " * (63 - (10 + len(header)) % 64) + b"\n"
+    data = b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header + b"\x00" * 16
+    with pytest.raises(InputTooLargeError, match=r"shape \[1000000000000\]"):
+        npy_tensor(VECTOR, data)
+
+
+def test_an_npy_shorter_than_its_header_says_is_refused() -> None:
+    buffer = io.BytesIO()
+    np.save(buffer, np.zeros(1000, np.float32))
+    with pytest.raises(InferInputError, match=r"declares .* but the file holds"):
+        npy_tensor(VECTOR, buffer.getvalue()[:200])
