@@ -21,7 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from geadmin.audit import os_user_name
-from geadmin.cli.common import add_connection_args, client_for, positive_seconds, target_from_args
+from geadmin.cli.common import (
+    add_connection_args,
+    client_for,
+    format_table,
+    positive_seconds,
+    target_from_args,
+)
 from geadmin.domain import Endpoint, Transport
 from geadmin.errors import (
     BenchSettingsError,
@@ -185,19 +191,13 @@ POINT_HEADER = ("load", "infer/s", "p50 ms", "p90 ms", "p99 ms", "avg ms", "clie
                 "compute ms")
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    widths = [max(len(str(c)) for c in column) for column in zip(header, *rows, strict=True)]
-    return "\n".join("  ".join(str(c).rjust(w) for c, w in zip(row, widths, strict=True))
-                     for row in (header, *rows))
-
-
 def render_run(run: BenchRun) -> str:
     rows = [(f"{p.load:g}", f"{p.throughput_per_s:.1f}", f"{p.p50_ms:.2f}", f"{p.p90_ms:.2f}",
              f"{p.p99_ms:.2f}", f"{p.avg_ms:.2f}", f"{p.client_ms:.2f}", f"{p.queue_ms:.2f}",
              f"{p.compute_ms:.2f}") for p in run.points]
     kind = "concurrency" if run.mode == CONCURRENCY else "requests/s"
     saved = f"saved as run #{run.id}" if run.id is not None else "not saved"
-    return f"{run.title()} — {kind}, {run.server}\n{_table(POINT_HEADER, rows)}\n{saved}"
+    return f"{run.title()} — {kind}, {run.server}\n{format_table([POINT_HEADER, *rows], right=True)}\n{saved}"
 
 
 def _list(args: argparse.Namespace, home: Path | None) -> int:
@@ -211,7 +211,8 @@ def _list(args: argparse.Namespace, home: Path | None) -> int:
     rows = [(str(r.id), r.at.strftime("%Y-%m-%d %H:%M:%S"), r.model, r.label, r.mode,
              ",".join(f"{p.load:g}" for p in r.points),
              f"{max((p.throughput_per_s for p in r.points), default=0):.1f}", r.who) for r in runs]
-    print(_table(("id", "at (UTC)", "model", "label", "mode", "loads", "best infer/s", "who"), rows))
+    print(format_table([("id", "at (UTC)", "model", "label", "mode", "loads", "best infer/s", "who"), *rows],
+                       right=True))
     return EXIT_OK
 
 
@@ -220,7 +221,7 @@ def render_comparison(result: Comparison) -> str:
              f"{r.throughput_ratio:.2f}x", f"{r.p99_a_ms:.2f}", f"{r.p99_b_ms:.2f}", f"{r.p99_ratio:.2f}x")
             for r in result.rows]
     header = ("load", "A infer/s", "B infer/s", "A/B", "A p99 ms", "B p99 ms", "A/B")
-    return (f"A: {result.a.title()}\nB: {result.b.title()}\n{_table(header, rows)}\n"
+    return (f"A: {result.a.title()}\nB: {result.b.title()}\n{format_table([header, *rows], right=True)}\n"
             f"A has {result.headline()}")
 
 

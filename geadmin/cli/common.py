@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from dataclasses import replace
 
 from geadmin.domain import Endpoint, Transport
@@ -66,6 +67,19 @@ def positive_seconds(text: str) -> float:
     if not 0 < value < 1e6:  # also rejects nan and inf
         raise argparse.ArgumentTypeError(f"seconds must be more than 0, got {text}")
     return value
+
+
+def format_table(rows: Sequence[Sequence[object]], *, right: bool = False) -> str:
+    """The CLI's one table layout: rows of cells (the header first) in columns two spaces
+    apart, each as wide as its widest cell; text left-aligned with no trailing spaces, or
+    figures right-aligned (`right`)."""
+    cells = [[str(cell) for cell in row] for row in rows]
+    if not cells:
+        return ""
+    widths = [max(len(row[i]) for row in cells) for i in range(len(cells[0]))]
+    pad = str.rjust if right else str.ljust
+    return "\n".join("  ".join(pad(cell, width) for cell, width in zip(row, widths, strict=True)).rstrip()
+                     for row in cells)
 
 
 def target_from_args(args: argparse.Namespace) -> Target:

@@ -20,7 +20,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from geadmin.audit import Actor, Origin
-from geadmin.cli.common import add_connection_args, client_for, positive_seconds, target_from_args
+from geadmin.cli.common import (
+    add_connection_args,
+    client_for,
+    format_table,
+    positive_seconds,
+    target_from_args,
+)
 from geadmin.diagnose import impact
 from geadmin.diagnose.rows import ModelRow, collect_rows
 from geadmin.errors import GeAdminError, RepositoryError, TritonError, TritonUnreachableError
@@ -55,10 +61,7 @@ def render_table(rows: list[ModelRow]) -> str:
     columns = ["name", "versions", "state", "backend/platform", "max batch size", "instances",
                "dynamic batching", "last inference", "reason"]
     records = [{k: "" if v is None else str(v) for k, v in row.record().items()} for row in rows]
-    widths = {c: max(len(c), *(len(r[c]) for r in records)) for c in columns[:-1]}
-    lines = ["  ".join(c.upper().ljust(widths.get(c, 0)) for c in columns).rstrip()]
-    lines += ["  ".join(r[c].ljust(widths.get(c, 0)) for c in columns).rstrip() for r in records]
-    return "\n".join(lines)
+    return format_table([[c.upper() for c in columns], *([r[c] for c in columns] for r in records)])
 
 
 def run_action_command(args: argparse.Namespace) -> int:

@@ -16,7 +16,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from geadmin import settings
-from geadmin.cli.common import positive_seconds
+from geadmin.cli.common import format_table, positive_seconds
 from geadmin.errors import ConfigError, TelemetryError
 from geadmin.stack.target import live_stack, resolve
 from geadmin.telemetry import npu_smi
@@ -72,10 +72,7 @@ COLUMNS = ("ID", "NPU/CHIP", "NAME", "HEALTH", "AICORE%", "VECTOR%", "CUBE%", "M
 
 
 def render_table(devices: tuple[NpuDevice, ...]) -> str:
-    rows = [COLUMNS] + [_row(d) for d in devices]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
-    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
-                     for row in rows)
+    return format_table([COLUMNS, *(_row(d) for d in devices)])
 
 
 def _row(d: NpuDevice) -> tuple[str, ...]:

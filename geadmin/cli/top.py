@@ -19,7 +19,7 @@ from dataclasses import asdict
 from datetime import datetime, timezone
 from typing import Any
 
-from geadmin.cli.common import positive_seconds
+from geadmin.cli.common import format_table, positive_seconds
 from geadmin.cli.npu import triton_metrics
 from geadmin.errors import TelemetryError
 from geadmin.telemetry.bottleneck import Bottleneck, triage
@@ -90,9 +90,7 @@ def render(url: str, window: Window, verdicts: tuple[Bottleneck, ...]) -> str:
     if not models:
         lines.append("Triton reports no models.")
         return "\n".join(lines)
-    rows = [COLUMNS] + [_row(m, by_key.get((m.model, m.version))) for m in models]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
-    lines += ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+    lines.append(format_table([COLUMNS, *(_row(m, by_key.get((m.model, m.version))) for m in models)]))
     busy = [b for b in verdicts if b.has_traffic]
     if not busy:
         lines.append("No traffic in this window.")
