@@ -1,0 +1,129 @@
+"""The verdict, drift and the server's history on the Overview, the Models page and the
+sidebar, through Streamlit's AppTest against real tritonservers."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from geadmin import audit
+from geadmin.domain import Ports
+from geadmin.stack.drivers import ExitRecord
+from geadmin.stack.processes import free_port
+from geadmin.stack.tritonserver import TritonProcess
+from geadmin.stack.workspace import StackInfo, Workspace
+from tests.support.apptest import APP, isolate, point_at, run
+from tests.support.samples import add_python_model
+
+CLASSIFIER = "digits_classifier"
+
+
+@pytest.fixture(autouse=True)
+def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    isolate(monkeypatch, tmp_path / "home")
+
+
+def page(name: str) -> AppTest:
+    """`name`.py of pages/; AppTest reruns the page it is told ("/" only switches to Overview)."""
+    return AppTest.from_file(APP, default_timeout=30).switch_page(f"{name}.py")
+
+
+def texts(at: AppTest) -> list[str]:
+    return [e.value for e in (*at.error, *at.warning, *at.success, *at.info)]
+
+
+def sidebar(at: AppTest) -> str:
+    return "\n".join(m.value for m in at.sidebar.markdown) + "\n".join(c.value for c in at.sidebar.caption)
+
+
+def test_a_failed_model_turns_the_banner_and_the_sidebar_degraded(
+    triton_factory: Callable[..., TritonProcess], sample_repository: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    add_python_model(sample_repository, "broken_init", "raise RuntimeError('weights.bin is missing')")
+    point_at(monkeypatch, triton_factory(repository=sample_repository))
+    at = run(page("overview"))
+    (banner,) = [w.value for w in at.warning if w.value.startswith("**DEGRADED")]
+    assert "model 'broken_init' failed" in banner and "weights.bin is missing" in banner
+    assert "fix the cause, then load it again" in banner
+    assert not [s.value for s in at.success if s.value.startswith("**OK")]
+    assert "DEGRADED" in sidebar(at) and "broken_init" in sidebar(at)
+
+
+def test_a_hand_edited_config_is_flagged_on_overview_and_models_and_put_back(
+    triton_factory: Callable[..., TritonProcess], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server = point_at(monkeypatch, triton_factory())
+    path = server.repository / CLASSIFIER / "config.pbtxt"
+    at = run(page("overview"))
+    assert any(s.startswith("**OK: Triton serves; 5 model(s) READY, none failed, none drifted") for s in texts(at))
+
+    path.write_text(path.read_text().replace("data_type: TYPE_FP32", "data_type: TYPE_FOO", 1))
+    at = run(page("overview"))
+    (flag,) = [w.value for w in at.warning if w.value.startswith(f"**{CLASSIFIER}** — on disk:")]
+    assert "on disk: does not parse, line 6: " in flag and "serving the previous config since" in flag
+    assert "open it in the Config editor and fix it" in flag
+    assert any(w.value.startswith("**DEGRADED: model 'digits_classifier' serves a config that differs")
+               for w in at.warning)
+    table = at.dataframe[-1].value.set_index("model")
+    assert table.loc[CLASSIFIER, "on disk"].startswith("drifted: does not parse, line 6")
+
+    models = run(page("models"))
+    assert any(w.value.startswith(f"**{CLASSIFIER}** — on disk: does not parse, line 6") for w in models.warning)
+
+    at.button(key=f"overview.drift_put_back.{CLASSIFIER}").click()
+    at = run(at)
+    assert any("disk and Triton agree again" in s.value for s in at.success), texts(at)
+    assert "TYPE_FOO" not in path.read_text()
+    assert not [w.value for w in at.warning if "on disk:" in w.value]
+    (row,) = audit.query(action="put-back-served")
+    assert row.model == CLASSIFIER and row.origin == "dashboard"
+
+
+def stack_info(home: Path, http_url: str, state: str, exits: tuple[ExitRecord, ...],
+               triton_pid: int | None) -> StackInfo:
+    port = int(http_url.rsplit(":", 1)[1])
+    return StackInfo(os.getpid(), http_url, f"grpc://127.0.0.1:{free_port()}",
+                     f"http://127.0.0.1:{free_port()}/metrics", Ports(port, free_port(), free_port()),
+                     f"http://127.0.0.1:{free_port()}", home / "logs" / "tritonserver.log", home / "repo", home,
+                     triton_pid=triton_pid, triton_state=state, triton_started_at=time.time() - 600,
+                     exits=exits)
+
+
+def test_the_overview_shows_the_crash_the_supervisor_recorded(
+    triton_factory: Callable[..., TritonProcess], tmp_path: Path
+) -> None:
+    server = triton_factory()
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    crash = ExitRecord(time.time() - 100, None, "SIGKILL", 2154.0, True)
+    Workspace(home).write_stack(stack_info(home, server.http_url, "running", (crash,), server.pid))
+    at = run(page("overview"))
+    (shown,) = [w.value for w in at.warning if w.value.startswith("Triton crashed and was restarted")]
+    assert "killed by SIGKILL after 35 min — restarted" in shown
+    assert "restarts since `geadmin up`: 1" in shown and "Up again for 10 min;" in shown
+    assert any(e.label == "Server history" for e in at.expander)
+
+
+def test_a_stopped_stack_triton_says_who_stopped_it_instead_of_is_the_url_right(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens: it was stopped
+    stopped = ExitRecord(time.time(), 1, None, 600.0, False, "stopped from the Stack page", requested=True)
+    Workspace(home).write_stack(stack_info(home, url, "stopped", (stopped,), None))
+    audit.record("stop", "triton", audit.Result.OK, actor=audit.Actor("alice", audit.Origin.DASHBOARD),
+                 server="stack:local", message="asked the local stack to stop triton", home=home)
+    at = run(page("overview"))
+    (banner,) = [e.value for e in at.error if e.value.startswith("**DOWN")]
+    assert banner.startswith("**DOWN: Triton was stopped by alice (dashboard) at ")
+    assert "from the Stack page" in banner and "is the URL right" not in banner
+    assert "DOWN" in sidebar(at)
+
+    models = run(page("models"))
+    (error,) = [e.value for e in models.error]
+    assert error.startswith("Triton was stopped by alice (dashboard)")
+    assert "**Next step:** see the Stack page" in error and "geadmin up`)" not in error
