@@ -35,7 +35,7 @@ from geadmin.repository.validate import Finding, Severity, validate_text
 from geadmin.stack.target import Target
 from pages.ui import access, keys
 from pages.ui.context import client_for, log_for, selected_target
-from pages.ui.impact_view import show_impact, show_side_effects
+from pages.ui.impact_view import server_backends, show_impact, show_side_effects
 
 MONOSPACE = ('<style>textarea[aria-label="config.pbtxt"] {font-family: "Source Code Pro", ui-monospace, '
              "monospace; font-size: 0.85rem; white-space: pre; overflow-wrap: normal;}</style>")
@@ -129,7 +129,7 @@ def _reopen() -> None:
 
 def show_findings(text: str, target: Target, model: str) -> list[Finding]:
     assert target.repository is not None
-    findings = validate_text(text, target.repository / model)
+    findings = validate_text(text, target.repository / model, backends=server_backends(target))
     counts = {s: sum(f.severity is s for f in findings) for s in Severity}
     errors, warnings = counts[Severity.ERROR], counts[Severity.WARNING]
     st.markdown(f"**Findings** — {errors} error{'s' * (errors != 1)}, "
@@ -265,7 +265,7 @@ def apply_now(target: Target, opened: Opened, text: str, load: bool, smoke: bool
             base_text=opened.text, actor=access.actor_for(Guarded.APPLY, model=opened.model,
                                                           server=target.spec.url),
             log=log_for(target), load_unloaded=load,
-            smoke=smoke))
+            smoke=smoke, backends=server_backends(target)))
 
 
 def predicted(target: Target, model: str, action: str, text: str) -> impact.Impact | None:

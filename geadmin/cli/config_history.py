@@ -18,18 +18,13 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 
 from geadmin import audit
 from geadmin.audit import Actor, AuditEntry, Origin
-from geadmin.cli.common import (
-    add_connection_args,
-    client_for,
-    format_table,
-    positive_seconds,
-    target_from_args,
-)
+from geadmin.cli.common import add_connection_args, client_for, positive_seconds, target_from_args
 from geadmin.cli.models import (
     EXIT_FAILED,
     EXIT_OK,
@@ -52,7 +47,7 @@ from geadmin.ops.apply import ApplyResult, apply_config, rollback, rollback_targ
 from geadmin.repository import atomic, revisions, store
 from geadmin.repository.modelconfig import parse_pbtxt
 from geadmin.repository.validate import refuse_invalid
-from geadmin.stack.target import Target, live_stack, resolve
+from geadmin.stack.target import Target, is_stack_server, live_stack, resolve
 from geadmin.triton.client import DEFAULT_LOAD_TIMEOUT_S, TritonClient
 
 SubParsers = argparse._SubParsersAction  # argparse's own type for add_subparsers()
@@ -91,7 +86,8 @@ def _run_change(args: argparse.Namespace, *, data: bytes | None) -> int:
             else:
                 result = apply_config(client, repository, args.model, data, expected_sha256=expected,
                                       actor=actor, log=log, progress=progress, load_unloaded=args.load,
-                                      validate=args.validate, smoke=args.smoke)
+                                      validate=args.validate, smoke=args.smoke,
+                                      backends=_stack_backends(target))
     except ConfigInvalidError as exc:
         code = _fail(exc, args)  # the cause first, then every finding
         if not args.json:
@@ -122,6 +118,13 @@ def _consent(client: TritonClient, repository: Path, args: argparse.Namespace, d
         return ""  # the apply refuses it, with the reason
     return consent(impact.predict(client, action, [args.model], repository=repository,
                                   new_configs={args.model: new}), args)
+
+
+def _stack_backends(target: Target) -> frozenset[str] | None:
+    """The backends of the target when it is this machine's embedded stack, else None."""
+    stack = live_stack()
+    pid = stack.triton_pid if stack is not None and is_stack_server(target.spec.url, stack) else None
+    return impact.process_backends(pid)
 
 
 def _repository(target: Target) -> Path:
@@ -202,7 +205,7 @@ def run_history(args: argparse.Namespace) -> int:
     rows: list[tuple[str, ...]] = [("REV", "WHEN", "WHO", "SHA256", "NOTE")]
     rows += [(f"{r.number}{'*' if r.sha256 == current else ''}", _local(r.at), r.who, r.sha256[:12], r.note)
              for r in kept]
-    print(format_table(rows))
+    print(_table(rows))
     print("* = the file on disk now; `--show REV` prints a revision, `geadmin config rollback "
           f"{args.model} REV` applies it")
     return EXIT_OK
@@ -237,10 +240,10 @@ def render_audit(entries: list[AuditEntry], *, diffs: bool = False) -> str:
     rows = [(_local(e.at), e.who, e.origin, e.model, e.action, e.result, e.server,
              _first_line(e.message)) for e in entries]
     if not diffs:
-        return format_table([header, *rows])
+        return _table([header, *rows])
     blocks = []
     for entry, row in zip(entries, rows, strict=True):
-        block = format_table([header, row])
+        block = _table([header, row])
         if entry.diff:
             block += "\n" + "\n".join(f"    {line}" for line in entry.diff.splitlines())
         blocks.append(block)
@@ -254,6 +257,12 @@ def _first_line(text: str) -> str:
 
 def _local(moment: datetime) -> str:
     return moment.astimezone().strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _table(rows: Sequence[tuple[str, ...]]) -> str:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+                     for row in rows)
 
 
 # -- registration -----------------------------------------------------------------------

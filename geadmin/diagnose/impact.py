@@ -33,7 +33,13 @@ from tritonclient.grpc.model_config_pb2 import ModelConfig
 
 from geadmin.domain import LogCursor, ModelEntry, ModelState
 from geadmin.errors import GeAdminError, TritonError
-from geadmin.repository.cross_model import ENSEMBLE, check_ensemble, read_configs, users_of
+from geadmin.repository.cross_model import (
+    ENSEMBLE,
+    check_ensemble,
+    installed_backends,
+    read_configs,
+    users_of,
+)
 from geadmin.triton.client import TritonClient
 from geadmin.triton.logs import LogSource, is_failure, mentions_pattern, parse_log_line
 
@@ -223,6 +229,25 @@ def _states(entries: Sequence[ModelEntry]) -> dict[str, tuple[ModelState, str]]:
         if entry.name not in states or entry.state is ModelState.READY:
             states[entry.name] = (entry.state, entry.reason)
     return states
+
+
+def process_backends(pid: int | None) -> frozenset[str] | None:
+    """The backends a tritonserver running here as `pid` can load: those in the
+    `--backend-directory` of its command line (None: not a local Triton, or no such flag)."""
+    if pid is None:
+        return None
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode("utf-8", "replace").split("\0")
+    except OSError:
+        return None
+    if not argv or not Path(argv[0]).name.startswith("tritonserver"):
+        return None
+    for i, arg in enumerate(argv):
+        if arg.startswith("--backend-directory="):
+            return installed_backends(Path(arg.split("=", 1)[1]))
+        if arg == "--backend-directory" and i + 1 < len(argv):
+            return installed_backends(Path(argv[i + 1]))
+    return None
 
 
 # -- after ----------------------------------------------------------------------------

@@ -107,16 +107,18 @@ def apply_config(
     note: str = "",
     validate: bool = True,
     smoke: bool = False,
+    backends: frozenset[str] | None = None,
 ) -> ApplyResult:
     """Apply `new` as `model`'s config.pbtxt (see the module docstring). `expected_sha256`
     is the hash of the file the editor read (None: whatever is on disk now), `base_text` its
     text (for the conflict diff). A model that is not loaded is only written, unless
     `load_unloaded`. Refusals raise (`ConfigConflictError`, `ConfigParseError`,
     `ConfigLockedError`, `ConfigInvalidError`, `TritonError`, ...); everything after the write
-    is a result. Validator warnings are returned in `warnings`."""
+    is a result. Validator warnings are returned in `warnings`. `backends`: the server's, when
+    known (`geadmin.diagnose.impact.process_backends`), so a backend it lacks is refused."""
     data = new.encode("utf-8") if isinstance(new, str) else new
     job = _Apply(client, Path(repository), model, data, actor or Actor.os_user(), log, progress,
-                 home, action, note or action, validate, smoke)
+                 home, action, note or action, validate, smoke, backends)
     try:
         with locks.edit_lock(repository, model, "apply", home=home, wait_s=0):
             result = job.run(expected_sha256, base_text, load_unloaded)
@@ -189,6 +191,7 @@ class _Apply:
     note: str
     validate: bool
     smoke: bool
+    backends: frozenset[str] | None = None
     diff: str = ""
     findings: tuple[str, ...] = ()  # validator warnings, for the result
 
@@ -260,7 +263,7 @@ class _Apply:
             raise RepositoryError(f"the new config says name: {config.name!r}, but the model is "
                                   f"{self.model!r}: Triton would reject it; use name: {self.model!r}")
         if self.validate:
-            findings = refuse_invalid(self.model, text, current.path.parent)
+            findings = refuse_invalid(self.model, text, current.path.parent, backends=self.backends)
             self.findings = tuple(f"validator: {f}" for f in findings)
         if not any(entry.name == self.model for entry in self.client.repository_index()):
             raise RepositoryError(

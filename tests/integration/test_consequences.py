@@ -136,3 +136,18 @@ def test_cli_refuses_without_a_terminal_and_goes_ahead_with_yes(
     assert "also changed state" in err
     assert f"{PIPELINE}: READY → UNAVAILABLE — Invalid argument: {TRITON_SAYS}" in err
     assert states(client)[PIPELINE] is ModelState.UNAVAILABLE
+
+
+def test_a_backend_this_server_lacks_is_refused_before_anything_is_written(
+        server: TritonProcess, client: TritonClient) -> None:
+    backends = impact.process_backends(server.pid)
+    assert backends == frozenset({"python"})  # the wheel's python backend, nothing else in its directory
+    config = server.repository / "text_normalize" / "config.pbtxt"
+    original = config.read_text()
+    with pytest.raises(ConfigInvalidError) as refused:
+        apply_config(client, server.repository, "text_normalize",
+                     original.replace('backend: "python"', 'backend: "pytorch"'), backends=backends)
+    [finding] = [f for f in refused.value.findings if f.rule == "server.backend_unavailable"]
+    assert "backend 'pytorch' is not installed in this server (it has: python)" in finding.message
+    assert config.read_text() == original
+    assert impact.process_backends(None) is None
