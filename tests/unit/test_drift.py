@@ -10,7 +10,7 @@ import pytest
 from tritonclient.grpc import model_config_pb2
 
 from geadmin.diagnose.drift import drift_of, file_verdict, served_file
-from geadmin.repository import store
+from geadmin.repository import revisions
 from geadmin.repository.modelconfig import parse_pbtxt
 from geadmin.stack.workspace import SAMPLE_REPOSITORY
 
@@ -77,7 +77,7 @@ def test_no_file_in_this_repository_is_not_drift(tmp_path: Path, repository: Pat
 def test_put_back_prefers_the_kept_revision_that_serves(repository: Path, tmp_path: Path) -> None:
     original = (repository / MODEL / "config.pbtxt").read_bytes()
     live = served(repository)
-    store.record_revision(repository, MODEL, original, who="alice", home=tmp_path)
+    revisions.record_revision(repository, MODEL, original, who="alice", home=tmp_path)
     edit(repository, "max_batch_size: 32", "max_batch_size: 16")
     assert served_file(repository, MODEL, live, home=tmp_path) == original  # comments and all
     # With no matching revision kept, the served config itself is written out.
