@@ -60,7 +60,8 @@ def test_a_hand_edited_config_is_flagged_on_overview_and_models_and_put_back(
     server = point_at(monkeypatch, triton_factory())
     path = server.repository / CLASSIFIER / "config.pbtxt"
     at = run(page("overview"))
-    assert any(s.startswith("**OK: Triton serves; 5 model(s) READY, none failed, none drifted") for s in texts(at))
+    ok = "**OK: Triton serves; 5 model(s) READY, none failed, none drifted"
+    assert any(s.startswith(ok) for s in texts(at))
 
     path.write_text(path.read_text().replace("data_type: TYPE_FP32", "data_type: TYPE_FOO", 1))
     at = run(page("overview"))
@@ -73,7 +74,8 @@ def test_a_hand_edited_config_is_flagged_on_overview_and_models_and_put_back(
     assert table.loc[CLASSIFIER, "on disk"].startswith("drifted: does not parse, line 6")
 
     models = run(page("models"))
-    assert any(w.value.startswith(f"**{CLASSIFIER}** — on disk: does not parse, line 6") for w in models.warning)
+    flagged = f"**{CLASSIFIER}** — on disk: does not parse, line 6"
+    assert any(w.value.startswith(flagged) for w in models.warning)
 
     at.button(key=f"overview.drift_put_back.{CLASSIFIER}").click()
     at = run(at)
@@ -89,7 +91,8 @@ def stack_info(home: Path, http_url: str, state: str, exits: tuple[ExitRecord, .
     port = int(http_url.rsplit(":", 1)[1])
     return StackInfo(os.getpid(), http_url, f"grpc://127.0.0.1:{free_port()}",
                      f"http://127.0.0.1:{free_port()}/metrics", Ports(port, free_port(), free_port()),
-                     f"http://127.0.0.1:{free_port()}", home / "logs" / "tritonserver.log", home / "repo", home,
+                     f"http://127.0.0.1:{free_port()}", home / "logs" / "tritonserver.log", home / "repo",
+                     home,
                      triton_pid=triton_pid, triton_state=state, triton_started_at=time.time() - 600,
                      exits=exits)
 
