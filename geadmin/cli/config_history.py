@@ -18,13 +18,18 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 
 from geadmin import audit
 from geadmin.audit import Actor, AuditEntry, Origin
-from geadmin.cli.common import add_connection_args, client_for, positive_seconds, target_from_args
+from geadmin.cli.common import (
+    add_connection_args,
+    client_for,
+    format_table,
+    positive_seconds,
+    target_from_args,
+)
 from geadmin.cli.models import (
     EXIT_FAILED,
     EXIT_OK,
@@ -205,7 +210,7 @@ def run_history(args: argparse.Namespace) -> int:
     rows: list[tuple[str, ...]] = [("REV", "WHEN", "WHO", "SHA256", "NOTE")]
     rows += [(f"{r.number}{'*' if r.sha256 == current else ''}", _local(r.at), r.who, r.sha256[:12], r.note)
              for r in kept]
-    print(_table(rows))
+    print(format_table(rows))
     print("* = the file on disk now; `--show REV` prints a revision, `geadmin config rollback "
           f"{args.model} REV` applies it")
     return EXIT_OK
@@ -240,10 +245,10 @@ def render_audit(entries: list[AuditEntry], *, diffs: bool = False) -> str:
     rows = [(_local(e.at), e.who, e.origin, e.model, e.action, e.result, e.server,
              _first_line(e.message)) for e in entries]
     if not diffs:
-        return _table([header, *rows])
+        return format_table([header, *rows])
     blocks = []
     for entry, row in zip(entries, rows, strict=True):
-        block = _table([header, row])
+        block = format_table([header, row])
         if entry.diff:
             block += "\n" + "\n".join(f"    {line}" for line in entry.diff.splitlines())
         blocks.append(block)
@@ -257,12 +262,6 @@ def _first_line(text: str) -> str:
 
 def _local(moment: datetime) -> str:
     return moment.astimezone().strftime("%Y-%m-%d %H:%M:%S")
-
-
-def _table(rows: Sequence[tuple[str, ...]]) -> str:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
-                     for row in rows)
 
 
 # -- registration -----------------------------------------------------------------------
