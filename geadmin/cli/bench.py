@@ -26,9 +26,9 @@ from geadmin.cli.common import (
     client_for,
     format_table,
     positive_seconds,
+    protocol_url,
     target_from_args,
 )
-from geadmin.domain import Endpoint, Transport
 from geadmin.errors import (
     BenchSettingsError,
     GeAdminError,
@@ -133,9 +133,7 @@ def _bench(args: argparse.Namespace, home: Path | None) -> int:
     mode = REQUEST_RATE if args.request_rate else CONCURRENCY
     loads = parse_loads(args.request_rate or args.concurrency or DEFAULT_CONCURRENCY, mode)
     sources, default = parse_sources(args.input or ())
-    url = target.spec.url
-    if args.protocol:
-        url = Endpoint(Transport(args.protocol), *_host_port(url)).url
+    url = protocol_url(target, args.protocol, args.url)  # the server's own port of that protocol
     settings = BenchSettings(
         args.model, url, mode, loads, measurement_interval_ms=args.measurement_interval,
         measurement_mode=args.measurement_mode, measurement_request_count=args.measurement_request_count,
@@ -151,11 +149,6 @@ def _bench(args: argparse.Namespace, home: Path | None) -> int:
     else:
         print(render_run(result))
     return EXIT_OK
-
-
-def _host_port(url: str) -> tuple[str, int]:
-    endpoint = Endpoint.parse(url)
-    return endpoint.host, endpoint.port
 
 
 def _progress(done: int, total: int, text: str) -> None:

@@ -39,6 +39,7 @@ import numpy as np
 from geadmin import db
 from geadmin import settings as geadmin_settings
 from geadmin.binaries import terminate_group, wheel_layout
+from geadmin.domain import Transport
 from geadmin.errors import InferInputError, PerfAnalyzerError
 from geadmin.ops.bench_failures import BINARY, Failure, bench_error, classify, error_line
 from geadmin.ops.bench_results import CONCURRENCY, BenchPoint, BenchRun, parse_csv, save_run
@@ -50,7 +51,7 @@ from geadmin.ops.infer import InferRequest, build_request, prepare
 from geadmin.ops.infer_inputs import DEFAULT_SEED, RANDOM, InputSource
 from geadmin.ops.infer_snippets import wire_bytes
 from geadmin.ops.infer_spec import ModelSpec
-from geadmin.triton.client import Tensor, TritonClient
+from geadmin.triton.client import HTTP_ADMIN_KEY_HEADER, Tensor, TritonClient
 
 LIBRARIES = {"libb64.so.0d": "libb64-*.so.0d", "libcudart.so.12": "libcudart-*.so.12*"}
 STOP_GRACE_S = 5.0  # after SIGTERM, before SIGKILL
@@ -146,7 +147,11 @@ def plan_invocations(loads: Sequence[float]) -> list[tuple[float, ...]]:
 
 
 def perf_argv(settings: BenchSettings, binary: Path, loads: Sequence[float], *,
-              input_path: Path | None, csv_path: Path, batch_size: int) -> list[str]:
+              input_path: Path | None, csv_path: Path, batch_size: int,
+              admin_key: str | None = None) -> list[str]:
+    """`admin_key`: the configured server's key, for its model config (a restricted API). It
+    rides every request (perf_analyzer cannot scope a header), and over HTTP only (2.51 ignores
+    -H on gRPC): only ever the server `settings` names, which is where the key belongs."""
     endpoint = settings.endpoint
     if endpoint.ssl:
         raise PerfAnalyzerError(f"load test of {settings.model}: geadmin does not pass TLS settings to "
@@ -162,6 +167,8 @@ def perf_argv(settings: BenchSettings, binary: Path, loads: Sequence[float], *,
             "-b", str(batch_size), "-f", str(csv_path), "--verbose-csv"]
     if settings.measurement_mode == "count_windows":
         argv += ["--measurement-request-count", str(settings.measurement_request_count)]
+    if admin_key and endpoint.transport is Transport.HTTP:
+        argv += ["-H", f"{HTTP_ADMIN_KEY_HEADER}:{admin_key}"]
     if input_path is not None:
         argv += ["--input-data", str(input_path)]
     if settings.shared_memory != "none":
@@ -257,9 +264,10 @@ def run_perf_analyzer(
     binary: str | os.PathLike[str] | None = None,
     who: str = "",
     label: str = "",
+    admin_key: str | None = None,
 ) -> BenchRun:
     """Run every load of `settings`; the measured run (not saved). `input_data` is the
-    `--input-data` document (None: perf_analyzer's own random data)."""
+    `--input-data` document (None: perf_analyzer's own random data); `admin_key`: see perf_argv."""
     executable = find_perf_analyzer(binary)
     total = len(settings.loads)
     report = progress or (lambda done, total, text: None)
@@ -286,7 +294,7 @@ def run_perf_analyzer(
                 report(done, total, f"measuring at {_describe(settings.mode, load)}")
 
             argv = perf_argv(settings, executable, loads, input_path=input_path, csv_path=csv_path,
-                             batch_size=batch_size or settings.batch_size)
+                             batch_size=batch_size or settings.batch_size, admin_key=admin_key)
             _Invocation(settings, argv, env, deadline, cancel, on_point).run()
             points.extend(_read_report(settings, csv_path))
             report(len(points), total, f"measured {len(points)} of {total} points")
@@ -352,6 +360,6 @@ def _load_test(
         data, batch = bench_input(client, settings.model, sources, batch_size=settings.batch_size,
                                   seed=settings.seed, default=default)
     run = run_perf_analyzer(settings, input_data=data, batch_size=batch, progress=progress,
-                            cancel=cancel, binary=binary, who=who, label=label)
+                            cancel=cancel, binary=binary, who=who, label=label, admin_key=client.admin_key)
     return save_run(run, home) if save else run
 

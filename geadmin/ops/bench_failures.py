@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from geadmin.errors import (
     BenchCancelledError,
     BenchInputError,
+    ForbiddenError,
     GeAdminError,
     ModelNotFoundError,
     PerfAnalyzerError,
@@ -44,6 +45,7 @@ class Failure(enum.Enum):
     BAD_INPUT_DATA = "the input data is rejected"
     UNSTABLE = "no stable measurement"
     SHARED_MEMORY = "Triton cannot open the shared memory"
+    RESTRICTED = "the model-config API needs the admin key"
     TIMEOUT = "over the deadline"
     CANCELLED = "cancelled"
     OTHER = "any other failure"
@@ -55,6 +57,7 @@ OUTPUT_FAILURES: tuple[tuple[str, Failure], ...] = (
     ("error while loading shared libraries", Failure.LIBRARIES_MISSING),
     ("failed to obtain stable measurement", Failure.UNSTABLE),
     ("unable to open shared memory region", Failure.SHARED_MEMORY),
+    ("is restricted, expecting header", Failure.RESTRICTED),  # HTTP "API", gRPC "protocol"
     ("request for unknown model", Failure.MODEL_NOT_FOUND),
     ("failed to init manager inputs", Failure.BAD_INPUT_DATA),
     ("failed to parse --input-data", Failure.BAD_INPUT_DATA),
@@ -104,6 +107,10 @@ FAILURES: dict[Failure, tuple[type[GeAdminError], str]] = {
                             "memory needs both on one host sharing /dev/shm (not in containers of "
                             "their own): turn shared memory off (`--shared-memory none`; on the "
                             "Load test page, Tensors: on the wire)"),
+    Failure.RESTRICTED: (ForbiddenError, "load test of {model}: Triton at {address} gives its model "
+                         "config only with the admin key ({detail}) — give this server's key "
+                         "(--admin-key, or admin_key in the servers file) and use --protocol http: "
+                         "perf_analyzer 2.51 sends headers over HTTP only"),
     Failure.TIMEOUT: (PerfAnalyzerTimeoutError, "load test of {model}: perf_analyzer ran over "
                       "{timeout_s:g}s and was stopped — test fewer points, a shorter measurement "
                       "interval, or give a longer timeout"),
@@ -129,7 +136,7 @@ def bench_error(failure: Failure, settings: BenchSettings, *, binary: str | Path
                               protocol=protocol, other="http" if protocol == "grpc" else "grpc",
                               detail=detail or "no message", timeout_s=settings.deadline_s,
                               interval_ms=settings.measurement_interval_ms)
-    if issubclass(error_type, (TritonUnreachableError, ModelNotFoundError)):
+    if issubclass(error_type, (TritonUnreachableError, ModelNotFoundError, ForbiddenError)):
         return error_type(message, url=settings.url)
     return error_type(message)
 

@@ -166,3 +166,16 @@ def test_geadmin_finds_the_key_in_the_workspace_over_both_protocols(public_stack
         with TritonClient(base, admin_key=key, load_timeout_s=60) as client:
             if not client.model_ready(MODEL):
                 client.load(MODEL)
+
+
+def test_a_load_test_of_the_stack_sends_its_key_over_http_and_says_why_not_over_grpc(
+        public_stack: PublicStack) -> None:
+    # perf_analyzer reads the model config, a restricted API: it needs the stack's key
+    common = ("bench", MODEL, "--concurrency", "1", "--measurement-interval", "500",
+              "--stability-percentage", "100", "--max-trials", "10")
+    over_http = public_stack.geadmin(*common)
+    assert over_http.returncode == 0, over_http.stdout + over_http.stderr
+    over_grpc = public_stack.geadmin(*common, "--protocol", "grpc")
+    assert over_grpc.returncode == 1, over_grpc.stdout + over_grpc.stderr
+    assert "gives its model config only with the admin key" in over_grpc.stderr
+    assert "use --protocol http" in over_grpc.stderr
