@@ -1,4 +1,4 @@
-"""Ascend NPUs, one interface over three sources, and which one this host has.
+"""Ascend NPUs, one interface over three sources: the value types and the Prometheus readers.
 
 `NpuDevice` is what every source gives: a field is None when the source does not know it,
 never 0. The sources, in the order `geadmin.telemetry.npu_sources.detect` tries them:
