@@ -25,6 +25,7 @@ from pages import (
 )
 from pages.ui import access
 from pages.ui.context import server_picker
+from pages.ui.errors import show_error
 from pages.ui.verdict_view import sidebar_badge
 
 st.set_page_config(page_title="geadmin", page_icon=":material/memory:", layout="wide")
@@ -69,4 +70,7 @@ try:
 except GeAdminError as exc:  # e.g. a malformed GEADMIN_SERVERS_FILE
     st.error(f"geadmin is misconfigured: {exc}")
     st.stop()
-navigation.run()
+try:
+    navigation.run()
+except GeAdminError as exc:  # one place: any page's unhandled geadmin error is a message, not a traceback
+    show_error(exc)
