@@ -13,7 +13,9 @@ measures ("Request concurrency: 4", "Request Rate: 50 ..."): each becomes a prog
 Loads that step evenly (1,2,3) are one invocation; others (1,4,16) one each. The wheel's
 binary needs `libb64.so.0d` and `libcudart.so.12`, which `nvidia_pytriton.libs` holds under
 hashed names: a per-run directory of links to them goes first on its LD_LIBRARY_PATH.
-Every failure leaves through one table (`geadmin.ops.bench_failures.FAILURES`).
+Every failure leaves through one table (`geadmin.ops.bench_failures.FAILURES`). What a run
+may ask for (loads, window, trials), the one parser of typed loads, and the per-server lock
+that keeps two runs from measuring one server at once: `geadmin.ops.bench_settings`.
 """
 
 from __future__ import annotations

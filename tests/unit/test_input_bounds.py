@@ -226,3 +226,13 @@ def test_an_npy_shorter_than_its_header_says_is_refused() -> None:
     np.save(buffer, np.zeros(1000, np.float32))
     with pytest.raises(InferInputError, match=r"declares .* but the file holds"):
         npy_tensor(VECTOR, buffer.getvalue()[:200])
+
+
+@pytest.mark.parametrize("loads", ["0", ",", "1.5"])
+def test_geadmin_bench_refuses_bad_concurrencies_as_a_usage_error(loads: str,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    from geadmin.cli.main import main
+
+    assert main(["bench", "m", "--concurrency", loads, "--url", "http://127.0.0.1:9"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("geadmin: error: ") and err.count("\n") == 1 and "Traceback" not in err
