@@ -176,3 +176,25 @@ def test_with_require_sign_in_a_loopback_dashboard_refuses_to_run_without_sign_i
     assert error.value.startswith("The dashboard refuses to run:")
     assert "GEADMIN_REQUIRE_SIGN_IN is set" in error.value and "geadmin users add" in error.value
     assert not at.title and not at.dataframe
+
+
+def model_file_uploader(at: AppTest) -> object:
+    (uploader,) = [u for u in at.get("file_uploader") if u.proto.label.startswith("Model file")]
+    return uploader.proto
+
+
+@pytest.mark.parametrize(("name", "may_upload"), [("olga", False), ("ada", True)])
+def test_only_an_admin_may_upload_a_model_py(name: str, may_upload: bool, users: UsersFile, tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "repo").mkdir()
+    monkeypatch.setenv("GEADMIN_REPOSITORY", str(tmp_path / "repo"))
+    at = sign_in(name)
+    at.switch_page("new_model.py")
+    run(at)
+    at.selectbox(key="new_model.template").set_value("python")
+    run(at)
+    uploader = model_file_uploader(at)
+    assert uploader.label == "Model file → 1/model.py"
+    assert uploader.disabled is not may_upload
+    if not may_upload:
+        assert "upload_code needs the admin role; olga is operator" in uploader.help
