@@ -32,6 +32,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -335,7 +336,12 @@ def load_test(
     (from `sources`, seeded — or exactly `request`, one the Playground sent), perf_analyzer at
     every load, and the run saved (with its id). One run per server at a time
     (`geadmin.ops.bench_settings.server_lock`): BenchBusyError while another runs."""
-    with server_lock(home or geadmin_settings.home(), client.url, settings.model):
+    lock_home = home or geadmin_settings.home()
+    # The server's address the client talks to and the one perf_analyzer measures (its HTTP
+    # and gRPC ports, when they differ): a run over either blocks a run over the other.
+    with ExitStack() as held:
+        for url in dict.fromkeys((client.url, settings.url)):
+            held.enter_context(server_lock(lock_home, url, settings.model))
         return _load_test(client, settings, sources, default=default, request=request, progress=progress,
                           cancel=cancel, binary=binary, who=who, label=label, home=home, save=save)
 

@@ -236,3 +236,10 @@ def test_geadmin_bench_refuses_bad_concurrencies_as_a_usage_error(loads: str,
     assert main(["bench", "m", "--concurrency", loads, "--url", "http://127.0.0.1:9"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("geadmin: error: ") and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_a_run_over_grpc_is_blocked_by_a_run_over_http_of_the_same_server(tmp_path: Path) -> None:
+    """The page measures over gRPC with the server's HTTP client: both addresses are held."""
+    http, grpc = "http://127.0.0.1:9", "grpc://127.0.0.1:10"
+    with server_lock(tmp_path, grpc, "a gRPC run"), pytest.raises(BenchBusyError, match="a gRPC run"):
+        load_test(TritonClient(http), BenchSettings("m", grpc), home=tmp_path)
