@@ -43,21 +43,23 @@ def run_add(args: argparse.Namespace) -> int:
 def run_passwd(args: argparse.Namespace) -> int:
     users = UsersFile()
     user = users.set_password(args.name, _password(args))
-    print(f"changed the password of {user.name} in {users.path}")
+    print(f"changed the password of {user.name} in {users.path}; their dashboard sessions end at "
+          "their next click")
     return 0
 
 
 def run_role(args: argparse.Namespace) -> int:
     users = UsersFile()
     user = users.set_role(args.name, args.role)
-    print(f"{user.name} is now {user.role.label} ({users.path})")
+    print(f"{user.name} is now {user.role.label} ({users.path}); a signed-in dashboard session has "
+          "the new role at its next click")
     return 0
 
 
 def run_remove(args: argparse.Namespace) -> int:
     users = UsersFile()
     users.remove(args.name)
-    print(f"removed {args.name} from {users.path}")
+    print(f"removed {args.name} from {users.path}; their dashboard sessions end at their next click")
     return 0
 
 
