@@ -30,7 +30,7 @@ def oidc_in(files: Iterable[Path]) -> bool:
     for path in files:
         try:
             auth = tomllib.loads(path.read_text(encoding="utf-8")).get("auth")
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError):  # deep nesting
             continue
         if isinstance(auth, dict) and all(key in auth for key in OIDC_KEYS):
             return True

@@ -88,7 +88,7 @@ class UsersFile:
             return {}
         except (OSError, UnicodeDecodeError) as exc:
             raise ConfigError(f"cannot read the users file {self.path}: {exc}") from exc
-        except tomllib.TOMLDecodeError as exc:
+        except (tomllib.TOMLDecodeError, RecursionError) as exc:  # tomllib recurses per nesting level
             raise ConfigError(f"the users file {self.path} is not valid TOML ({exc}): fix it, or "
                               "recreate it with `geadmin users add`") from exc
         tables = document.get("users", {})

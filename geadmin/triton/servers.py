@@ -123,7 +123,7 @@ def parse_servers_file(path: Path, fallback_url: str | None = None) -> list[Serv
         data = tomllib.loads(path.read_text())
     except FileNotFoundError:
         raise ConfigError(f"servers file {path} does not exist (GEADMIN_SERVERS_FILE)") from None
-    except (OSError, tomllib.TOMLDecodeError) as exc:
+    except (OSError, tomllib.TOMLDecodeError, RecursionError) as exc:  # tomllib recurses per nesting level
         raise ConfigError(f"cannot read servers file {path}: {exc}") from None
     entries: Any = data.get("server")
     if not isinstance(entries, list) or not entries:

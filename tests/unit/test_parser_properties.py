@@ -242,6 +242,20 @@ def test_users_files_load_or_raise_config_error(text: str) -> None:
             assert str(exc)
 
 
+@pytest.mark.parametrize("depth", [10, 1000, 100_000])
+def test_deeply_nested_toml_is_a_config_error(depth: int, tmp_path: Path) -> None:
+    nested = "[" * depth + "]" * depth
+    servers = tmp_path / "servers.toml"
+    servers.write_text(f'[[server]]\nurl = "http://127.0.0.1:8000"\nx = {nested}\n')
+    users = tmp_path / "users.toml"
+    users.write_text(f"[users.alice]\nrole = {nested}\n")
+    for load in (lambda: parse_servers_file(servers), lambda: UsersFile(users).load()):
+        try:
+            load()
+        except ConfigError as exc:
+            assert str(exc)
+
+
 @pytest.mark.parametrize("depth", [10, 100, 1000, 100_000])
 def test_nesting_of_any_depth_is_an_infer_input_error_or_a_tensor(depth: int) -> None:
     payload = "[" * depth + "1" + "]" * depth
