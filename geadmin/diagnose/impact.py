@@ -308,12 +308,14 @@ def changes(
     if before.problem:
         return []
     deadline = time.monotonic() + settle_timeout_s
+    already = {name for name, (state, _) in before.states.items() if state in MOVING}  # e.g. a stuck load
     while True:
         try:
             now = _states(client.repository_index())
         except GeAdminError:
             return []
-        if not any(state in MOVING for state, _ in now.values()) or time.monotonic() >= deadline:
+        moving = any(state in MOVING for name, (state, _) in now.items() if name not in already)
+        if not moving or time.monotonic() >= deadline:
             break
         time.sleep(0.1)
     changed = [name for name in sorted(set(before.states) | set(now)) if name not in acted
