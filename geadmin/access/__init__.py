@@ -1,7 +1,8 @@
 """Sign-in and roles (layer 2): who is acting, and what their role lets them do.
 
 roles.py    the roles and the one table of actions and the role each needs
-users.py    the local users file (TOML, argon2 hashes) and password checks, rate-limited
-identity.py the signed-in identity, sessions with an idle timeout, the sign-in mode
+users.py    the local users file (TOML, argon2 hashes) and password checks, rate-limited and bounded
+identity.py the signed-in identity, the sign-in mode, OIDC roles, which requests may skip sign-in
+sessions.py how long a session lasts (idle, age), roles read again, OIDC logins across tabs
 guard.py    the one guarded path every mutation takes: check the role, audit a refusal
 """

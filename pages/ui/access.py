@@ -25,18 +25,14 @@ from geadmin.access.identity import (
     Identity,
     Mode,
     ModeDecision,
-    OidcLogins,
-    Session,
     client_address,
-    local_session,
     oidc_identity,
     open_request_problem,
     parse_role_map,
-    password_tag,
-    refreshed,
     resolve_mode,
 )
 from geadmin.access.roles import Action, Role
+from geadmin.access.sessions import OidcLogins, Session, local_session, password_tag, refreshed
 from geadmin.access.startup import OIDC_KEYS
 from geadmin.access.users import FailedSignIns, UsersFile, VerifySlots, sign_in
 from geadmin.audit import Actor

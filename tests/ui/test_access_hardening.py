@@ -17,8 +17,8 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from geadmin.access.bootstrap import PASSWORD_FILE
-from geadmin.access.identity import local_session
 from geadmin.access.roles import Role
+from geadmin.access.sessions import local_session
 from geadmin.access.users import UsersFile
 from geadmin.stack.processes import free_port
 from tests.ui.helpers import APP, button, isolate, run

@@ -16,7 +16,6 @@ from geadmin.access.identity import (
     Identity,
     Mode,
     ModeDecision,
-    Session,
     is_loopback,
     oidc_identity,
     parse_role_map,
@@ -24,6 +23,7 @@ from geadmin.access.identity import (
     role_from_claims,
 )
 from geadmin.access.roles import REQUIRED_ROLE, Action, Role
+from geadmin.access.sessions import Session
 from geadmin.access.users import FailedSignIns, UsersFile, sign_in
 from geadmin.cli.main import main
 from geadmin.errors import (

@@ -16,17 +16,14 @@ from geadmin.access.identity import (
     Identity,
     Mode,
     ModeDecision,
-    OidcLogins,
-    Session,
     client_address,
-    local_session,
     oidc_identity,
     open_request_problem,
     parse_role_map,
-    refreshed,
     resolve_mode,
 )
 from geadmin.access.roles import Role
+from geadmin.access.sessions import OidcLogins, Session, local_session, refreshed
 from geadmin.access.users import MAX_LOCKOUT_S, FailedSignIns, User, UsersFile, VerifySlots, sign_in
 from geadmin.errors import (
     ConfigError,
