@@ -41,6 +41,8 @@ else:  # pragma: no cover - Python 3.10
 MIN_PASSWORD_CHARS = 12
 MAX_LOCKOUT_S = 15 * 60.0  # a locked-out user waits at most this long, however many guesses came
 VERIFY_SLOTS = 4  # password checks at once (argon2id, 64 MiB each)
+MAX_PASSWORD_CHARS = 1024  # longer is no password anyone types: refused before it is hashed
+MAX_NAME_CHARS = 64
 NAME_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-@")
 _HASHER = PasswordHasher()  # argon2id with the library's current recommended parameters
 _DUMMY_HASH = _HASHER.hash(secrets.token_urlsafe(16))  # unknown users cost a verify too
@@ -59,7 +61,7 @@ class User:
 
 
 def check_name(name: str) -> str:
-    if not name or len(name) > 64 or not set(name) <= NAME_CHARS:
+    if not name or len(name) > MAX_NAME_CHARS or not set(name) <= NAME_CHARS:
         raise ConfigError(f"{name!r} is not a user name: use 1-64 letters, digits, '.', '_', '-' or '@'")
     return name
 
@@ -67,6 +69,8 @@ def check_name(name: str) -> str:
 def check_password(password: str) -> str:
     if len(password) < MIN_PASSWORD_CHARS:
         raise ConfigError(f"the password is too short: use at least {MIN_PASSWORD_CHARS} characters")
+    if len(password) > MAX_PASSWORD_CHARS:
+        raise ConfigError(f"the password is too long: use at most {MAX_PASSWORD_CHARS} characters")
     return password
 
 
@@ -267,8 +271,13 @@ class VerifySlots:
 def sign_in(users: UsersFile, attempts: FailedSignIns, name: str, password: str, *, client: str = "",
             slots: VerifySlots | None = None) -> User:
     """Check the rate limits (user and client), take a password-check slot, then check the
-    password; every wrong password counts against the user and the client."""
+    password; every wrong password counts against the user and the client. A name or password
+    longer than any real one is refused unhashed (and counted under its first characters)."""
+    name = name[:MAX_NAME_CHARS + 1]  # a made-up name longer than any user's never matches one
     attempts.check(name, client)
+    if len(password) > MAX_PASSWORD_CHARS:
+        attempts.failed(name, client)
+        raise SignInError("unknown user or wrong password")
     with slots.slot() if slots is not None else contextlib.nullcontext():
         try:
             user = users.verify(name, password)

@@ -283,3 +283,20 @@ def test_the_dashboard_image_sets_require_sign_in() -> None:
     assert stage, "no dashboard stage in the Dockerfile"
     env = " ".join(re.findall(r"^ENV (.*?)(?<!\\)\n", stage.group(1).replace("\\\n", " "), re.M))
     assert "GEADMIN_REQUIRE_SIGN_IN=1" in env.split()
+
+
+def test_a_huge_name_or_password_is_refused_unhashed_and_counted_small(users: UsersFile) -> None:
+    attempts = FailedSignIns(limit=2)
+    slots = VerifySlots(1, wait_s=0.1)
+    with slots.slot():  # every slot taken: a password that reached argon2 would be told "busy"
+        for _ in range(2):
+            with pytest.raises(SignInError, match="unknown user or wrong password") as refused:
+                sign_in(users, attempts, "alice", "x" * 10_000_000, slots=slots)
+            assert not isinstance(refused.value, SignInBusyError)
+    with pytest.raises(SignInRateLimitedError):
+        attempts.check("alice")
+    with pytest.raises(SignInError):
+        sign_in(users, attempts, "m" * 1_000_000, PASSWORD)
+    assert all(len(key) <= 65 for _, key in attempts._table)
+    with pytest.raises(ConfigError, match="at most 1024 characters"):
+        users.set_password("alice", "y" * 1025)
