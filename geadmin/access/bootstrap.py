@@ -11,7 +11,7 @@ from pathlib import Path
 from geadmin.access.roles import Role
 from geadmin.access.users import UsersFile, random_password
 from geadmin.errors import ConfigError
-from geadmin.repository.atomic import write_secret_atomically
+from geadmin.repository.atomic import private_directory, write_secret_atomically
 
 FIRST_ADMIN = "admin"
 PASSWORD_FILE = "initial-admin-password"
@@ -37,7 +37,7 @@ def create_first_admin(users: UsersFile, home: Path) -> FirstAdmin | None:
         return None
     password = random_password()
     path = home / PASSWORD_FILE
-    home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    private_directory(home)  # the workspace: 0700
     write_secret_atomically(path, (password + "\n").encode())  # first: an unusable admin is worse
     try:
         users.add(FIRST_ADMIN, Role.ADMIN, password, must_change=True)

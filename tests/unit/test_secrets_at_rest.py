@@ -75,6 +75,7 @@ def test_the_users_file_is_never_readable_by_others_not_even_for_a_moment(
 def test_the_first_admin_password_file_is_private_and_the_log_line_names_it_only(
         tmp_path: Path, open_umask: None, renames: list[tuple[str, int]]) -> None:
     home = tmp_path / "home"
+    home.mkdir(mode=0o755)  # as the dashboard image's Dockerfile makes /var/lib/geadmin
     first = create_first_admin(UsersFile(home / "users.toml"), home)
     assert first is not None
     assert (PASSWORD_FILE, 0o600) in renames and ("users.toml", 0o600) in renames
