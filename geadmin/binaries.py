@@ -9,10 +9,11 @@ test (`geadmin.ops.bench`, which runs perf_analyzer) use it; neither imports the
 from __future__ import annotations
 
 import contextlib
-import importlib.util
+import importlib.machinery
 import os
 import signal
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,7 +39,14 @@ class WheelLayout:
 
 
 def wheel_layout() -> WheelLayout | None:
-    spec = importlib.util.find_spec("pytriton")
+    """Where the wheel is, searched on a copy of sys.path: Streamlit inserts and removes its
+    script's directory at sys.path[0] around every script run, and importlib's search walks
+    the live list, so a search from another thread (a load test) skipped one entry — often
+    site-packages, so a dashboard's first load test found no wheel and no libb64."""
+    module = sys.modules.get("pytriton")
+    spec = getattr(module, "__spec__", None) if module is not None else None
+    if spec is None:
+        spec = importlib.machinery.PathFinder.find_spec("pytriton", list(sys.path))
     if spec is None or not spec.submodule_search_locations:
         return None
     package_dir = Path(next(iter(spec.submodule_search_locations)))

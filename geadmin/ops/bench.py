@@ -77,7 +77,8 @@ def find_perf_analyzer(explicit: str | os.PathLike[str] | None = None) -> Path:
 
 
 def library_dir(scratch: Path) -> Path | None:
-    """Links with the sonames perf_analyzer asks for, to nvidia_pytriton.libs' copies."""
+    """Links with the sonames perf_analyzer asks for, to nvidia_pytriton.libs' copies. Called
+    from a load test's own thread: `wheel_layout` searches a copy of sys.path (see there)."""
     layout = wheel_layout()
     if layout is None or not layout.libs_dir.is_dir():
         return None
@@ -236,7 +237,8 @@ class _Invocation:
         if process.returncode != 0:
             output = b"".join(self.stderr).decode(errors="replace") + "\n" + "".join(self.stdout)
             raise bench_error(classify(output=output), self.settings, binary=binary,
-                              detail=error_line(output) or f"exit code {process.returncode}")
+                              detail=error_line(output) or f"exit code {process.returncode}",
+                              library_path=self.env.get("LD_LIBRARY_PATH", ""))
 
     def _read_stdout(self, process: subprocess.Popen[bytes]) -> None:
         assert process.stdout is not None

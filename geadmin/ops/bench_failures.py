@@ -10,10 +10,13 @@ when one is missing).
 from __future__ import annotations
 
 import enum
+import os
+import re
 import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from geadmin.binaries import wheel_layout
 from geadmin.errors import (
     BenchCancelledError,
     BenchInputError,
@@ -76,6 +79,7 @@ EXCEPTION_FAILURES: tuple[tuple[type[BaseException], Failure], ...] = (
     (OSError, Failure.NOT_EXECUTABLE),  # e.g. ENOEXEC: not a program for this machine
 )
 # {model} {binary} {address} {protocol} {other} (the other protocol) {detail} {timeout_s} {interval_ms}
+# {libraries} (describe_library_search)
 FAILURES: dict[Failure, tuple[type[GeAdminError], str]] = {
     Failure.BINARY_MISSING: (PerfAnalyzerMissingError, "load test of {model}: no perf_analyzer at "
                              "{binary} — install `tritonclient[all]==2.51.0` (its wheel ships the "
@@ -84,9 +88,10 @@ FAILURES: dict[Failure, tuple[type[GeAdminError], str]] = {
                              "({detail}) — make it executable (`chmod +x`) or name another with "
                              "--perf-analyzer PATH"),
     Failure.LIBRARIES_MISSING: (PerfAnalyzerMissingError, "load test of {model}: perf_analyzer cannot "
-                                "start ({detail}) — install nvidia-pytriton==0.7.0 (its "
-                                "nvidia_pytriton.libs holds libb64 and libcudart), or add their "
-                                "directory to LD_LIBRARY_PATH"),
+                                "start ({detail}); {libraries} — if the wheel's directory holds the "
+                                "library, run the test again and report this message; else reinstall "
+                                "nvidia-pytriton==0.7.0, or add a directory holding it to "
+                                "LD_LIBRARY_PATH"),
     Failure.UNREACHABLE: (TritonUnreachableError, "load test of {model}: no Triton answers at "
                           "{address} over {protocol} ({detail}) — start it (`geadmin up`) or "
                           "check the URL"),
@@ -127,15 +132,39 @@ def classify(exc: BaseException | None = None, output: str = "") -> Failure:
     return next((f for marker, f in OUTPUT_FAILURES if marker in lowered), Failure.OTHER)
 
 
+def describe_library_search(library_path: str, detail: str) -> str:
+    """Where perf_analyzer looked for the library `detail` names (each LD_LIBRARY_PATH
+    directory and what it holds under that name) and where the wheel keeps its copy."""
+    named = re.search(r"(lib[\w.+-]+\.so[\w.]*): cannot open", detail)
+    soname = named[1] if named else "its libraries"
+    seen = []
+    for directory in (Path(d) for d in library_path.split(os.pathsep) if d):
+        entry = directory / soname
+        if entry.is_symlink() and not entry.exists():
+            seen.append(f"{directory}: {soname} is a broken link to {os.readlink(entry)}")
+        elif entry.exists():
+            seen.append(f"{directory}: has {soname}")
+        else:
+            seen.append(f"{directory}: {'no ' + soname if directory.is_dir() else 'no such directory'}")
+    searched = "searched " + "; ".join(seen) if seen else "it ran with no LD_LIBRARY_PATH"
+    layout = wheel_layout()
+    if layout is None or not layout.libs_dir.is_dir():
+        return f"{searched}; geadmin found no nvidia_pytriton.libs on sys.path"
+    copies = sorted(p.name for p in layout.libs_dir.glob(soname.split(".so")[0] + "-*"))
+    return f"{searched}; the wheel's {layout.libs_dir} holds {', '.join(copies) or 'no copy of it'}"
+
+
 def bench_error(failure: Failure, settings: BenchSettings, *, binary: str | Path = BINARY,
-                detail: str = "") -> GeAdminError:
+                detail: str = "", library_path: str = "") -> GeAdminError:
+    """`library_path`: the LD_LIBRARY_PATH perf_analyzer ran with (said when libraries fail)."""
     error_type, template = FAILURES[failure]
+    libraries = describe_library_search(library_path, detail) if failure is Failure.LIBRARIES_MISSING else ""
     endpoint = settings.endpoint
     protocol = endpoint.transport.value
     message = template.format(model=settings.model, binary=binary, address=endpoint.address,
                               protocol=protocol, other="http" if protocol == "grpc" else "grpc",
                               detail=detail or "no message", timeout_s=settings.deadline_s,
-                              interval_ms=settings.measurement_interval_ms)
+                              interval_ms=settings.measurement_interval_ms, libraries=libraries)
     if issubclass(error_type, (TritonUnreachableError, ModelNotFoundError, ForbiddenError)):
         return error_type(message, url=settings.url)
     return error_type(message)
