@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -151,3 +154,32 @@ def test_a_backend_this_server_lacks_is_refused_before_anything_is_written(
     assert "backend 'pytorch' is not installed in this server (it has: python)" in finding.message
     assert config.read_text() == original
     assert impact.process_backends(None) is None
+
+
+def answer_at_a_terminal(argv: list[str], answer: str, env: dict[str, str]) -> tuple[int, str]:
+    """Run `geadmin argv` with a terminal on standard input; type `answer` when it asks."""
+    controller, terminal = os.openpty()
+    process = subprocess.Popen([sys.executable, "-m", "geadmin.cli", *argv], stdin=terminal,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    os.close(terminal)
+    os.write(controller, answer.encode() + b"\n")  # the terminal keeps it until the prompt reads it
+    out, err = process.communicate(timeout=90)
+    os.close(controller)
+    return process.returncode, out.decode() + err.decode()
+
+
+def test_at_a_terminal_the_cli_asks_and_no_means_nothing_is_done(
+        server: TritonProcess, client: TritonClient, home: Path) -> None:
+    env = {**os.environ, "GEADMIN_HOME": str(home)}
+    argv = ["models", "unload", MEMBER, "--url", server.http_url, "--repository", str(server.repository)]
+    code, output = answer_at_a_terminal(argv, "n", env)
+    assert code == 1, output
+    assert "Take down digits_pipeline too? [y/N]" in output
+    assert "not confirmed: digits_pipeline would go down" in output
+    assert states(client)[MEMBER] is ModelState.READY and states(client)[PIPELINE] is ModelState.READY
+    assert [(r.action, r.result) for r in audit.query(home=home)] == [("unload", "refused")]
+
+    code, output = answer_at_a_terminal(argv, "y", env)
+    assert code == 0, output
+    assert "digits_pipeline: READY → UNAVAILABLE" in output
+    assert states(client)[PIPELINE] is ModelState.UNAVAILABLE
