@@ -21,7 +21,7 @@ from pages.ui.impact_view import show_impact, show_side_effects
 from pages.ui.verdict_view import drift_notes
 
 REFRESH_S = 5
-REASON_COLUMN = st.column_config.TextColumn("reason", width="large")
+REASON_COLUMN = st.column_config.TextColumn("reason", width="medium")  # last; in full below
 
 
 def read_rows(target: Target) -> list[ModelRow]:
@@ -93,7 +93,7 @@ def model_table(rows: list[ModelRow]) -> None:
     if not shown:
         st.info("No model matches the search and state filter.")
         return
-    st.dataframe(pd.DataFrame([r.record() for r in shown]), hide_index=True, width="stretch",
+    st.dataframe(pd.DataFrame([r.table_record() for r in shown]), hide_index=True, width="stretch",
                  column_config={"reason": REASON_COLUMN})
     with_reasons = [r for r in shown if r.reason]
     if with_reasons:

@@ -60,7 +60,7 @@ def render_table(rows: list[ModelRow]) -> str:
         return "(the model repository is empty)"
     columns = ["name", "versions", "state", "backend/platform", "max batch size", "instances",
                "dynamic batching", "last inference", "reason"]
-    records = [{k: "" if v is None else str(v) for k, v in row.record().items()} for row in rows]
+    records = [row.table_record() for row in rows]
     return format_table([[c.upper() for c in columns], *([r[c] for c in columns] for r in records)])
 
 

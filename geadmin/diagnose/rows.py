@@ -55,6 +55,30 @@ class ModelRow:
         }
 
 
+    def table_record(self) -> dict[str, str]:
+        """The row as a table shows it: short facts first and the long reason last (so the
+        batching and last-inference columns stay in view), every cell a readable string — an
+        ensemble runs no instances of its own, an unreadable config's facts are "unknown"."""
+        unknown = "unknown"
+        if self.is_ensemble:
+            instances = "— (its members')"
+        else:
+            instances = unknown if self.instance_count is None else str(self.instance_count)
+        batching = unknown if self.dynamic_batching is None else ("yes" if self.dynamic_batching else "no")
+        return {
+            "name": self.name,
+            "state": self.state.value,
+            "versions": ", ".join(self.versions),
+            "backend/platform": self.kind or "unknown",
+            "max batch size": unknown if self.max_batch_size is None else str(self.max_batch_size),
+            "instances": instances,
+            "dynamic batching": "— (ensemble)" if self.is_ensemble else batching,
+            "last inference": self.last_inference.strftime("%Y-%m-%d %H:%M:%S UTC")
+            if self.last_inference else "never",
+            "reason": self.reason,
+        }
+
+
 _STATE_ORDER = {ModelState.READY: 0, ModelState.LOADING: 1, ModelState.UNLOADING: 2,
                 ModelState.UNAVAILABLE: 3, ModelState.NOT_LOADED: 4}
 
