@@ -127,3 +127,15 @@ def test_relative_links_point_at_files_that_exist(source: Path) -> None:
             continue
         path = (source.parent / target.split("#", 1)[0]).resolve()
         assert path.exists(), f"{source.relative_to(ROOT)} links to {target}, which does not exist"
+
+
+def test_messages_point_at_docs_pages_that_exist() -> None:
+    """Errors and captions that send the user to the docs name a page that exists (README
+    sections moved to docs/ once; a message pointing at the README's old sections would mislead)."""
+    pointer = re.compile(r"docs/[\w/.-]+\.md")
+    for source in sorted([*(ROOT / "geadmin").rglob("*.py"), *(ROOT / "pages").rglob("*.py")]):
+        text = source.read_text()
+        where = source.relative_to(ROOT)
+        assert not re.search(r"\bthe README\b|README's|\(README\b", text), f"{where} points at the README"
+        for page in pointer.findall(text):
+            assert (ROOT / page).exists(), f"{where} points at {page}, which does not exist"
