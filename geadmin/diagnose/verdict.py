@@ -155,9 +155,23 @@ def judge(snapshot: ServerSnapshot, found: Triage, *, drift: Sequence[Drift] = (
     reasons += [Reason(Rule.DRIFT, f"model {item.model!r} serves a config that differs from its file: "
                        f"{item.headline}", item.model, item.fix) for item in drift]
     if not reasons and snapshot.live and not snapshot.ready:
-        reasons.append(Reason(Rule.SERVER_NOT_READY, "Triton says it is not ready, and no model explains "
-                              "why (read its log)"))
+        reasons.append(not_ready_reason(found))
     return Verdict(snapshot, found, tuple(reasons), tuple(drift), tuple(expected), tuple(sorted(stuck or {})))
+
+
+def not_ready_reason(found: Triage) -> Reason:
+    """Triton's strict readiness also counts models that failed once and were unloaded since:
+    probes of /v2/health/ready fail (a load balancer takes the server out) while it serves."""
+    unavailable = [m.name for m in found.idle if m.state is ModelState.UNAVAILABLE]
+    moving = [f"{m.name} is {m.state.value}" for m in found.changing]
+    if moving:
+        why = f" while {', '.join(moving)}"
+    elif unavailable:
+        why = f"; its strict readiness counts {', '.join(unavailable)}, which is not READY"
+    else:
+        why = ", and no model explains why (read its log)"
+    return Reason(Rule.SERVER_NOT_READY, f"Triton says it is not ready{why} — probes of /v2/health/ready "
+                  "fail while it serves", fix="load the model once its cause is fixed, or restart Triton")
 
 
 def server_reasons(snapshot: ServerSnapshot) -> list[Reason]:
@@ -175,16 +189,17 @@ def expected_reasons(snapshot: ServerSnapshot, found: Triage, expected: Sequence
     reasons = []
     for name in (n for n in expected if n not in ready):
         state = states.get(name, "not in the repository")
-        cause = f": {failed[name]}" if name in failed else ""
+        cause = f": {one_line(failed[name])}" if name in failed else ""
         reasons.append(Reason(Rule.EXPECTED_NOT_READY, f"expected model {name!r} is {state}{cause}", name))
     return reasons
 
 
 def model_reasons(found: Triage, stuck: Mapping[str, float], expected: Sequence[str]) -> list[Reason]:
     reasons = []
-    for model, why in found.failed:
+    for model, full in found.failed:
         if model.name in expected:
             continue  # already DOWN for it
+        why = one_line(full)
         if model.reason == DROPPED_MARK:
             reasons.append(Reason(Rule.MODEL_DROPPED, f"model {model.name!r} lost READY: {why}",
                                   model.name, "load it again once the cause is fixed (Models page or "
@@ -197,6 +212,11 @@ def model_reasons(found: Triage, stuck: Mapping[str, float], expected: Sequence[
                               f"{format_duration(stuck[model.name])}", model.name,
                               "read Triton's log; a hung load is freed only by restarting Triton"))
     return reasons
+
+
+def one_line(text: str) -> str:
+    """A reason as one line (a Python traceback's "At: ..." stays in the model's own row)."""
+    return text.strip().split("\n")[0].strip()
 
 
 # -- a model that lost READY without an operator's unload ---------------------------------
@@ -251,14 +271,20 @@ def drop_reasons(log: LogSource | None, names: Sequence[str]) -> dict[str, str]:
 
 
 def with_dropped(found: Triage, log: LogSource | None, home: Path | None) -> Triage:
-    """Move the models that lost READY without an operator's unload from "not loaded" to the
-    failures, each with its reason (Triton's log line, else what changed just before)."""
-    unloaded = [m for m in found.idle
-                if m.state is ModelState.UNAVAILABLE and is_idle(m)]
-    if not unloaded:
+    """The audit log decides between "not loaded" and a failure: a model an operator unloaded
+    (its latest state-changing row) is idle, even after a failure; one that lost READY without
+    an operator's unload is a failure, with its reason (Triton's log line, else what changed
+    just before)."""
+    listed = (*found.idle, *(m for m, _ in found.failed))
+    unavailable = [m for m in listed if m.state is ModelState.UNAVAILABLE]
+    if not unavailable:
         return found
-    by_operator = unloaded_by_operator([m.name for m in unloaded], home)
-    dropped = [m for m in unloaded if m.name not in by_operator]
+    by_operator = unloaded_by_operator([m.name for m in unavailable], home)
+    # Unloaded by an operator after its failure: idle now, whatever the log or the index said before.
+    found = Triage(found.ready, [(m, r) for m, r in found.failed if m.name not in by_operator],
+                   found.changing, [*found.idle, *(m for m, _ in found.failed if m.name in by_operator)])
+    dropped = [m for m in found.idle if m.state is ModelState.UNAVAILABLE and is_idle(m)
+               and m.name not in by_operator]
     if not dropped:
         return found
     logged = drop_reasons(log, [m.name for m in dropped])

@@ -41,9 +41,11 @@ def banner(verdict: Verdict, outage: str = "") -> None:
     `outage`: why the embedded stack's Triton does not answer (instead of "is the URL right?")."""
     show = {Level.OK: st.success, Level.DEGRADED: st.warning, Level.DOWN: st.error}[verdict.level]
     lines = [f"**{verdict.level.value}: {outage}**" if outage else f"**{verdict.headline}**"]
-    if len(verdict.reasons) > 1 or (verdict.reasons and verdict.reasons[0].fix):
+    if len(verdict.reasons) > 1:
         lines += [f"- {r.text}" + (f" — *{r.fix}*" if r.fix else "") for r in verdict.reasons]
-    show("\n".join(lines), icon=ICONS[verdict.level])
+    elif verdict.reasons and verdict.reasons[0].fix and not outage:
+        lines.append(f"*Fix:* {verdict.reasons[0].fix}")
+    show(lines[0] + "\n\n" + "\n".join(lines[1:]), icon=ICONS[verdict.level])
 
 
 @st.cache_data(ttl=SIDEBAR_TTL_S, show_spinner=False)
@@ -54,16 +56,21 @@ def _sidebar_verdict(name: str) -> tuple[str, str]:
 
 
 def sidebar_badge() -> None:
-    """One line in the sidebar on every page: the verdict of the selected server."""
-    target = selected_target()
+    """The verdict of the selected server in the sidebar of every page, refreshed in place."""
+    with st.sidebar:
+        _badge(selected_target().spec.name)
+
+
+@st.fragment(run_every=SIDEBAR_TTL_S)
+def _badge(name: str) -> None:
     try:
-        level, headline = _sidebar_verdict(target.spec.name)
+        level, headline = _sidebar_verdict(name)
     except GeAdminError as exc:
-        st.sidebar.caption(f":material/error: verdict unknown: {exc}")
+        st.caption(f":material/error: verdict unknown: {exc}")
         return
     color = {"OK": "green", "DEGRADED": "orange", "DOWN": "red"}[level]
-    st.sidebar.markdown(f"**:{color}[:material/circle: {level}]**")
-    st.sidebar.caption(headline.split(": ", 1)[-1])
+    st.markdown(f"**:{color}[:material/circle: {level}]**")
+    st.caption(headline.split(": ", 1)[-1])
 
 
 # -- drift -----------------------------------------------------------------------------------

@@ -204,3 +204,17 @@ def test_no_restart_says_so(tmp_path: Path) -> None:
     history = server_history(info(tmp_path, "exited", (ExitRecord(time.time(), 134, None, 3.0, False),)))
     assert "is not restarted (`geadmin up --no-restart`)" in history.down
     assert "exit code 134 after 3 s" in history.down
+
+
+def test_a_failed_model_an_operator_unloaded_is_idle_but_tritons_readiness_still_counts_it(
+    tmp_path: Path
+) -> None:
+    audit.record("load", "broken_init", audit.Result.FAILED, home=tmp_path)
+    audit.record("unload", "broken_init", audit.Result.OK, home=tmp_path)
+    failed = ModelEntry("broken_init", "1", ModelState.UNAVAILABLE, "RuntimeError: weights.bin is missing")
+    verdict = assess(snapshot(READY, failed, ready=False), Sources(home=tmp_path, now=NOW))
+    assert [m.name for m in verdict.found.idle] == ["broken_init"] and not verdict.found.failed
+    assert verdict.rules == [Rule.SERVER_NOT_READY]
+    assert verdict.headline == ("DEGRADED: Triton says it is not ready; its strict readiness counts "
+                                "broken_init, which is not READY — probes of /v2/health/ready fail while "
+                                "it serves")
