@@ -130,3 +130,31 @@ def test_a_hand_edited_config_is_drift_until_the_served_config_is_put_back(
     assert code == 0 and "none drifted from its file" in text, text
     client.load(CLASSIFIER)  # what is on disk loads again
     client.close()
+
+
+def test_a_deliberate_stop_is_audited_as_a_stop_and_status_says_who_stopped_triton(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from geadmin.stack.drivers import perform
+    from geadmin.stack.local import LocalDriver
+    from geadmin.stack.workspace import Workspace
+    from tests.support.stack import running_up
+
+    home = tmp_path / "home"
+    monkeypatch.setenv("GEADMIN_HOME", str(home))  # the Stack page's process writes its row there
+    with running_up(home, wait_for="models: "):
+        driver = LocalDriver(Workspace(home))
+        perform(driver, "triton", "stop", actor=audit.Actor("alice", audit.Origin.DASHBOARD))
+        assert wait_for(lambda: driver.services()[0].state == "stopped", 20)
+        rows = {(r.model, r.action): r for r in audit.query(home=home)}
+        stopped = rows[("tritonserver", "stop")]  # the supervisor's row: a stop, not a failed exit
+        assert stopped.result == "ok" and "stopped from the Stack page" in stopped.message
+        assert ("tritonserver", "exit") not in rows
+        assert rows[("triton", "stop")].who == "alice"
+
+        result = geadmin("status", home=home)
+        assert result.returncode == 3, result.stdout + result.stderr
+        first, outage = result.stdout.splitlines()[:2]
+        assert first.startswith("DOWN: ")
+        assert outage.strip().startswith("Triton was stopped by alice (dashboard) at ")
+        assert "is it running" not in outage
