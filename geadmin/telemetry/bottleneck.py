@@ -15,21 +15,30 @@ the largest share of that time names the bottleneck:
 - **idle** — no request in the window; **no-data** — requests, but no latency figures
   (every request failed, or Triton publishes no duration counters).
 
-`triage(window, devices)` is pure: the window and, optionally, the NPU devices with the
-npu_ge placements (`NpuDevice.models`) that say which devices a model's instances use.
+An ensemble runs nothing itself: Triton sums its members' stages into the ensemble's, so its
+own verdict would give a fix for a model that does not exist. Given the ensembles and their
+members (`ensemble_members` reads them from Triton), the ensemble takes its slowest member's
+verdict and fix, and names that member (`Bottleneck.slow_member`).
+
+`triage(window, devices, ensembles)` is pure: the window and, optionally, the NPU devices with
+the npu_ge placements (`NpuDevice.models`) that say which devices a model's instances use.
 `recent_window` gives a live view (the Overview's card) its window over the last minute
 from the scrapes it keeps between refreshes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from enum import Enum
 
+from geadmin.errors import GeAdminError
 from geadmin.telemetry.derive import ModelWindow, Window, derive
 from geadmin.telemetry.npu import NpuDevice
 from geadmin.telemetry.scrape import Scrape
+from geadmin.triton.client import TritonClient
+
+ENSEMBLE = "ensemble"
 
 # A stage "dominates" when it takes at least half the server-side time: then speeding up
 # every other stage together could at most halve the latency, so it is the one to fix.
@@ -91,15 +100,63 @@ class Bottleneck:
     devices: tuple[int, ...]  # NPUs its instances run on (npu_ge placements), () unknown
     npu_util_pct: float | None  # the busiest of those devices; None unknown
     note: str = ""  # e.g. the counters reset inside the window
+    slow_member: str = ""  # an ensemble: the member whose verdict and fix it took
 
     @property
     def has_traffic(self) -> bool:
         return self.verdict is not Verdict.IDLE
 
+    @property
+    def server_ms(self) -> float | None:
+        """Server-side time per request: queue + the three compute stages."""
+        return _sum(self.queue_ms, self.compute_input_ms, self.compute_infer_ms, self.compute_output_ms)
 
-def triage(window: Window, devices: Sequence[NpuDevice] | None = None) -> tuple[Bottleneck, ...]:
-    """One `Bottleneck` per model version of the window, in the window's order."""
-    return tuple(assess(m, devices_of(m.model, m.version, devices or ())) for m in window.models)
+
+def triage(window: Window, devices: Sequence[NpuDevice] | None = None,
+           ensembles: Mapping[str, Sequence[str]] | None = None) -> tuple[Bottleneck, ...]:
+    """One `Bottleneck` per model version of the window, in the window's order; `ensembles`
+    maps each ensemble to its members (see `for_ensemble`)."""
+    found = tuple(assess(m, devices_of(m.model, m.version, devices or ())) for m in window.models)
+    members = ensembles or {}
+    return tuple(for_ensemble(b, members[b.model], found) if b.model in members and b.has_traffic else b
+                 for b in found)
+
+
+def for_ensemble(ensemble: Bottleneck, members: Sequence[str], found: Sequence[Bottleneck]) -> Bottleneck:
+    """An ensemble's time is its members': it takes the verdict and fix of the member with the
+    most server-side time per request, and says so with the numbers."""
+    timed = [(b, ms) for b in found
+             if b.model in members and b.has_traffic and (ms := b.server_ms) is not None]
+    if not timed:
+        return replace(ensemble, fix=f"an ensemble's time is its members' ({', '.join(members)}), and none "
+                                     "served requests with latency figures in this window: triage them "
+                                     "one by one")
+    slow, slow_ms = max(timed, key=lambda pair: pair[1])
+    total_ms = sum(ms for _, ms in timed)
+    return replace(
+        ensemble, verdict=slow.verdict, slow_member=slow.model,
+        why=f"{ensemble.why} · slowest member {slow.model}: {_ms(slow_ms)} of {_ms(total_ms)} per request",
+        fix=f"its time is its members': {slow.model} takes {slow_ms / total_ms:.0%} of it and is "
+            f"{slow.verdict.value} — {slow.model}: {slow.fix or 'no fix needed'}")
+
+
+def ensemble_members(client: TritonClient, models: Iterable[str]) -> dict[str, tuple[str, ...]]:
+    """The ensembles among `models` as Triton serves them, each with its members; a model whose
+    config cannot be read (unloaded since, Triton gone) counts as no ensemble."""
+    found = {}
+    for name in sorted(set(models)):
+        try:
+            config = client.model_config(name)
+        except GeAdminError:
+            continue
+        if config.platform == ENSEMBLE:
+            found[name] = tuple(sorted({step.model_name for step in config.ensemble_scheduling.step}))
+    return found
+
+
+def window_label(window_s: float) -> str:
+    """The window as the one phrase a view shows for it: "last 58 s", "last 2 min"."""
+    return f"last {window_s:.0f} s" if window_s < 120 else f"last {window_s / 60:.0f} min"
 
 
 def recent_window(kept: Sequence[Scrape], now: Scrape,

@@ -11,42 +11,63 @@ from __future__ import annotations
 import streamlit as st
 
 from geadmin.errors import GeAdminError
-from geadmin.telemetry.bottleneck import Bottleneck, Verdict, recent_window, triage, with_traffic
+from geadmin.telemetry.bottleneck import (
+    Bottleneck,
+    Verdict,
+    ensemble_members,
+    recent_window,
+    triage,
+    window_label,
+    with_traffic,
+)
 from geadmin.telemetry.npu import devices_from_triton
 from geadmin.telemetry.scrape import scrape
 from pages.ui import keys
+from pages.ui.context import selected_client
 from pages.ui.telemetry import triton_metrics_url
 
 SCRAPE_TIMEOUT_S = 3.0
+ENSEMBLES_TTL_S = 30  # which models are ensembles changes only with a load
 BADGE = {Verdict.QUEUE_BOUND: "orange", Verdict.DEVICE_BOUND: "violet", Verdict.COMPUTE_BOUND: "blue",
          Verdict.HOST_BOUND: "orange", Verdict.BALANCED: "gray", Verdict.NO_DATA: "gray"}
 
 
 def triage_card() -> None:
+    """The header names the one window the verdicts below cover (the body repeats no other)."""
     with st.container(border=True):
-        st.markdown("**Bottlenecks** · last minute")
         try:
             url, _ = triton_metrics_url()
             now = scrape(url, timeout_s=SCRAPE_TIMEOUT_S)
         except GeAdminError as exc:  # Triton down: the page above already says so, calmly here
+            st.markdown("**Bottlenecks**")
             st.caption(f"No bottleneck figures: {exc}")
             return
         kept, window = recent_window(st.session_state.get(keys.OVERVIEW_TRIAGE_SCRAPES, ()), now)
         st.session_state[keys.OVERVIEW_TRIAGE_SCRAPES] = kept
         if window is None:
+            st.markdown("**Bottlenecks** · measuring")
             st.caption("Measuring: the first verdicts come with the next refresh.")
             return
-        busy = with_traffic(triage(window, devices_from_triton(now)))
+        st.markdown(f"**Bottlenecks** · {window_label(window.window_s)}")
+        names = tuple(sorted({m.model for m in window.models}))
+        busy = with_traffic(triage(window, devices_from_triton(now), _ensembles(url, names)))
         if not busy:
-            st.caption(f"No traffic in the last {window.window_s:.0f} s: nothing to triage.")
+            st.caption("No traffic in this window: nothing to triage.")
             return
         for b in busy:
             verdict_line(b)
-        st.caption(f"Window {window.window_s:.0f} s, from Triton's metrics at `{url}`.")
+        st.caption(f"Figures from Triton's metrics at `{url}`.")
+
+
+@st.cache_data(ttl=ENSEMBLES_TTL_S, show_spinner=False)
+def _ensembles(metrics_url: str, models: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
+    """The selected server's ensembles among `models` (keyed by its metrics URL)."""
+    return ensemble_members(selected_client(), models)
 
 
 def verdict_line(b: Bottleneck) -> None:
-    st.markdown(f"**{b.model}** v{b.version} :{BADGE[b.verdict]}-badge[{b.verdict.value}] {b.why}")
+    via = f" via {b.slow_member}" if b.slow_member else ""
+    st.markdown(f"**{b.model}** v{b.version} :{BADGE[b.verdict]}-badge[{b.verdict.value}{via}] {b.why}")
     details = [f"fix: {b.fix}"] if b.fix else []
     if b.note:
         details.append(b.note)

@@ -235,7 +235,9 @@ def test_triage_card_without_traffic_is_one_calm_line(
     at = run_app(at)
     assert not card_lines(at) and not at.error and not at.warning
     (line,) = [c.value for c in at.caption if "traffic" in c.value]
-    assert re.fullmatch(r"No traffic in the last \d+ s: nothing to triage\.", line)
+    assert line == "No traffic in this window: nothing to triage."
+    headers = [m.value for m in at.markdown if m.value.startswith("**Bottlenecks**")]
+    assert len(headers) == 1 and re.fullmatch(r"\*\*Bottlenecks\*\* · last \d+ s", headers[0])
 
 
 def test_triage_card_with_unreadable_metrics_says_why_without_red(
