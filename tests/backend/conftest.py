@@ -7,9 +7,11 @@
   writes the double's resource counts to its own state file. For tests that need their
   own flags, environment, build, or a whole server's life (start-up, shutdown, leaks).
 - `npu_shared` (module): ONE such server per test module, default flags, no model loaded,
-  over the module's own repository. A test writes its models into `shared.repo`, loads
-  them with `shared.load(...)` and they are unloaded after it (checked): tests of one
-  module share the process, never a model.
+  over the module's own repository. A test writes its models into `npu_shared.repo` and
+  loads them (`load(...)`, `load_all()`); after it they are unloaded, the double is
+  checked to hold nothing, and the repository is emptied: tests of one module share the
+  process (about 2 s per test saved), never a model. Tests that read the whole log, the
+  whole metrics page or the process's life keep `npu_triton`.
 """
 
 from __future__ import annotations
@@ -82,4 +84,4 @@ def npu_shared_server(tmp_path_factory: pytest.TempPathFactory,
 def npu_shared(npu_shared_server: SharedNpuServer) -> Iterator[SharedNpuServer]:
     assert npu_shared_server.server.process.alive(), "the module's shared npu_ge server has died"
     yield npu_shared_server
-    npu_shared_server.unload_all()
+    npu_shared_server.reset()

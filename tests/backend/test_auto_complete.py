@@ -12,7 +12,15 @@ import numpy as np
 import pytest
 import requests
 
-from tests.support.npu_ge import StartServer, double_model, double_state, infer, load, write_model
+from tests.support.npu_ge import (
+    SharedNpuServer,
+    StartServer,
+    double_model,
+    double_state,
+    infer,
+    load,
+    write_model,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -40,10 +48,10 @@ def gear_model(repo: Path, name: str, config: str) -> None:
 
 
 def test_config_without_io_is_completed_from_the_om_and_served(
-    npu_triton: StartServer, npu_repo: Path
+    npu_shared: SharedNpuServer
 ) -> None:
-    gear_model(npu_repo, "bare", INSTANCE + "dynamic_batching { }\n")
-    server = npu_triton(npu_repo, models=[])
+    gear_model(npu_shared.repo, "bare", INSTANCE + "dynamic_batching { }\n")
+    server = npu_shared
     assert load(server.url, "bare") == (200, "")
     config = served_config(server.url, "bare")
     assert config["max_batch_size"] == 8  # the largest gear
@@ -51,7 +59,7 @@ def test_config_without_io_is_completed_from_the_om_and_served(
     assert tensors(config, "output") == [("y", "TYPE_FP32", [4]), ("w", "TYPE_INT32", [2])]
     x = np.arange(12, dtype=np.float32).reshape(3, 4)
     z = np.arange(6, dtype=np.int32).reshape(3, 2)
-    out = infer(server.process.grpc_url, "bare", {"x": x, "z": z})
+    out = infer(server.grpc_url, "bare", {"x": x, "z": z})
     np.testing.assert_array_equal(out["y"], 2 * x + 1)
     np.testing.assert_array_equal(out["w"], 3 * z)
     assert ("model 'bare': configuration auto-completed from model.om: max_batch_size 8, "
@@ -61,26 +69,26 @@ def test_config_without_io_is_completed_from_the_om_and_served(
 
 
 def test_static_model_keeps_max_batch_size_zero_and_full_dims(
-    npu_triton: StartServer, npu_repo: Path
+    npu_shared: SharedNpuServer
 ) -> None:
     om = double_model([("x", "FP16", "2,3")], [("y", "FP16", "2,3", "from x scale 2 offset 1")])
-    write_model(npu_repo, "fixed", INSTANCE, om)
-    server = npu_triton(npu_repo, models=["fixed"])
+    write_model(npu_shared.repo, "fixed", INSTANCE, om)
+    server = npu_shared.load(*["fixed"])
     config = served_config(server.url, "fixed")
     assert config["max_batch_size"] == 0
     assert tensors(config, "input") == [("x", "TYPE_FP16", [2, 3])]
     assert tensors(config, "output") == [("y", "TYPE_FP16", [2, 3])]
     x = np.ones((2, 3), dtype=np.float16)
-    np.testing.assert_array_equal(infer(server.process.grpc_url, "fixed", {"x": x})["y"], 3 * x)
+    np.testing.assert_array_equal(infer(server.grpc_url, "fixed", {"x": x})["y"], 3 * x)
 
 
 def test_declared_tensors_and_max_batch_size_are_kept_as_written(
-    npu_triton: StartServer, npu_repo: Path
+    npu_shared: SharedNpuServer
 ) -> None:
     config = ('max_batch_size: 4\ninput [{ name: "z", data_type: TYPE_INT32, dims: [2] },'
               ' { name: "x", data_type: TYPE_FP32, dims: [4] }]\n' + INSTANCE)
-    gear_model(npu_repo, "half", config)
-    server = npu_triton(npu_repo, models=["half"])
+    gear_model(npu_shared.repo, "half", config)
+    server = npu_shared.load(*["half"])
     served = served_config(server.url, "half")
     assert served["max_batch_size"] == 4
     assert tensors(served, "input") == [("z", "TYPE_INT32", [2]), ("x", "TYPE_FP32", [4])]
@@ -98,9 +106,9 @@ def test_disable_auto_complete_config_rejects_a_config_without_io(
     assert not server.state_file.exists()  # rejected before the ACL runtime was opened
 
 
-def test_auto_complete_of_an_unreadable_om_names_the_file(npu_triton: StartServer, npu_repo: Path) -> None:
-    write_model(npu_repo, "junk", INSTANCE, "not a model\n")
-    server = npu_triton(npu_repo, models=[])
+def test_auto_complete_of_an_unreadable_om_names_the_file(npu_shared: SharedNpuServer) -> None:
+    write_model(npu_shared.repo, "junk", INSTANCE, "not a model\n")
+    server = npu_shared
     status, error = load(server.url, "junk")
     assert status == 400
     assert "/junk/1/model.om: aclmdlLoadFromFile failed: ACL error 100014" in error

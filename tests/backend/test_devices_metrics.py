@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from tests.support.npu_ge import (
+    SharedNpuServer,
     StartServer,
     affine_model,
     double_state,
@@ -34,9 +35,9 @@ def placements(metrics_url: str, model: str) -> dict[str, str]:
     }
 
 
-def test_two_instances_run_on_two_devices(npu_triton: StartServer, npu_repo: Path) -> None:
-    affine_model(npu_repo, "pair", instances=2, device_ids="0,1", extra=["delay_us 2000"])
-    server = npu_triton(npu_repo)
+def test_two_instances_run_on_two_devices(npu_shared: SharedNpuServer) -> None:
+    affine_model(npu_shared.repo, "pair", instances=2, device_ids="0,1", extra=["delay_us 2000"])
+    server = npu_shared.load_all()
     assert sorted(placements(server.metrics_url, "pair").values()) == ["0", "1"]
     log = server.log()
     assert "model 'pair' version 1 instance 'pair_0_0' device 0: ready" in log
@@ -46,7 +47,7 @@ def test_two_instances_run_on_two_devices(npu_triton: StartServer, npu_repo: Pat
 
     def one(i: int) -> None:
         x = np.full((1, 4), i, dtype=np.float32)
-        np.testing.assert_array_equal(infer(server.process.grpc_url, "pair", {"x": x})["y"], 2 * x + 1)
+        np.testing.assert_array_equal(infer(server.grpc_url, "pair", {"x": x})["y"], 2 * x + 1)
 
     with ThreadPoolExecutor(max_workers=8) as pool:
         list(pool.map(one, range(40)))
@@ -64,13 +65,13 @@ def test_backend_config_device_ids_is_the_default(npu_triton: StartServer, npu_r
     assert list(placements(server.metrics_url, "pinned").values()) == ["5"]
 
 
-def test_seed_keys_are_accepted_with_a_warning(npu_triton: StartServer, npu_repo: Path) -> None:
+def test_seed_keys_are_accepted_with_a_warning(npu_shared: SharedNpuServer) -> None:
     affine_model(
-        npu_repo, "seed",
+        npu_shared.repo, "seed",
         config_extra='parameters { key: "DEVICE_ID" value { string_value: "1" } }\n'
                      'parameters { key: "EXECUTOR_TYPE" value { string_value: "om" } }\n',
     )
-    server = npu_triton(npu_repo)
+    server = npu_shared.load_all()
     assert list(placements(server.metrics_url, "seed").values()) == ["1"]
     log = server.log()
     assert "model 'seed': parameter 'DEVICE_ID' is deprecated; use 'device_ids'" in log
@@ -98,9 +99,9 @@ def test_statistics_and_compute_metrics_are_reported(npu_triton: StartServer, np
     assert infer_us >= 10 * 2000  # ten requests, each ran the 2 ms execution
 
 
-def test_npu_telemetry_metrics_are_published(npu_triton: StartServer, npu_repo: Path) -> None:
-    affine_model(npu_repo, "tele", instances=2, device_ids="0,3", extra=["weight_bytes 4194304"])
-    server = npu_triton(npu_repo)
+def test_npu_telemetry_metrics_are_published(npu_shared: SharedNpuServer) -> None:
+    affine_model(npu_shared.repo, "tele", instances=2, device_ids="0,3", extra=["weight_bytes 4194304"])
+    server = npu_shared.load_all()
 
     def polled() -> bool:
         util = dict((labels["device"], v) for labels, v in
@@ -116,10 +117,10 @@ def test_npu_telemetry_metrics_are_published(npu_triton: StartServer, npu_repo: 
         assert 2 * GIB + 4194304 < used[device] < 2 * GIB + 5 * (1 << 20), used
 
 
-def test_metrics_of_an_unloaded_model_disappear(npu_triton: StartServer, npu_repo: Path) -> None:
-    affine_model(npu_repo, "gone", device_ids="6")
-    affine_model(npu_repo, "stays", device_ids="0")
-    server = npu_triton(npu_repo)
+def test_metrics_of_an_unloaded_model_disappear(npu_shared: SharedNpuServer) -> None:
+    affine_model(npu_shared.repo, "gone", device_ids="6")
+    affine_model(npu_shared.repo, "stays", device_ids="0")
+    server = npu_shared.load_all()
     assert placements(server.metrics_url, "gone") == {"gone_0_0": "6"}
     unload(server.url, "gone")
     wait_for(lambda: not placements(server.metrics_url, "gone"), 15, "placement metric removal")

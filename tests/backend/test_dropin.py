@@ -21,6 +21,7 @@ import requests
 from tests.support.npu_ge import (
     REPO_ROOT,
     BackendBuild,
+    SharedNpuServer,
     StartServer,
     affine_model,
     double_model,
@@ -83,11 +84,11 @@ FAILS = {
 
 
 def test_older_ge_backend_repositories_fail_with_what_was_written_and_what_to_do(
-    npu_triton: StartServer, npu_repo: Path
+    npu_shared: SharedNpuServer
 ) -> None:
     for name, (write, _) in FAILS.items():
-        write(npu_repo, name)
-    server = npu_triton(npu_repo, models=[])
+        write(npu_shared.repo, name)
+    server = npu_shared
     for name, (_, message) in FAILS.items():
         status, error = load(server.url, name)
         assert status == 400, (name, error)
@@ -96,17 +97,18 @@ def test_older_ge_backend_repositories_fail_with_what_was_written_and_what_to_do
         assert not model_ready(server.url, name)
 
 
-def test_older_ge_backend_keys_load_with_warnings(npu_triton: StartServer, npu_repo: Path) -> None:
-    write_model(npu_repo, "executor_type_om", TENSORS + param("EXECUTOR_TYPE", "acl_om"), OM)
-    write_model(npu_repo, "device_id", TENSORS + param("DEVICE_ID", "0"), OM)
-    write_model(npu_repo, "ge_option", TENSORS + param("ge.aicoreNum", "12|10"), OM)
-    write_model(npu_repo, "legacy", TENSORS + param("static_model", "1") + param("profiling", "dynamic"), OM)
-    om_and_onnx = write_model(npu_repo, "om_and_onnx", TENSORS, OM)
+def test_older_ge_backend_keys_load_with_warnings(npu_shared: SharedNpuServer) -> None:
+    write_model(npu_shared.repo, "executor_type_om", TENSORS + param("EXECUTOR_TYPE", "acl_om"), OM)
+    write_model(npu_shared.repo, "device_id", TENSORS + param("DEVICE_ID", "0"), OM)
+    write_model(npu_shared.repo, "ge_option", TENSORS + param("ge.aicoreNum", "12|10"), OM)
+    write_model(npu_shared.repo, "legacy",
+                TENSORS + param("static_model", "1") + param("profiling", "dynamic"), OM)
+    om_and_onnx = write_model(npu_shared.repo, "om_and_onnx", TENSORS, OM)
     (om_and_onnx / "1" / "model.onnx").write_text("onnx bytes\n")  # model.om wins
-    server = npu_triton(npu_repo, models=[])
+    server = npu_shared
     for name in ("executor_type_om", "device_id", "ge_option", "legacy", "om_and_onnx"):
         assert load(server.url, name) == (200, ""), name
-        assert_serves(server.process.grpc_url, name)
+        assert_serves(server.grpc_url, name)
     log = server.log()
     assert "model 'executor_type_om': parameter 'EXECUTOR_TYPE' is deprecated; use 'engine'" in log
     assert "model 'device_id': parameter 'DEVICE_ID' is deprecated; use 'device_ids'" in log

@@ -19,6 +19,7 @@ from tritonclient.utils import InferenceServerException
 
 from tests.support.npu_ge import (
     BackendBuild,
+    SharedNpuServer,
     StartServer,
     affine_model,
     double_model,
@@ -33,19 +34,19 @@ pytestmark = pytest.mark.integration
 
 
 def test_outputs_described_at_the_largest_gear_bind_and_serve(
-    npu_triton: StartServer, npu_repo: Path
+    npu_shared: SharedNpuServer
 ) -> None:
-    affine_model(npu_repo, "explicit", extra=["outputs_at_largest_gear"])
+    affine_model(npu_shared.repo, "explicit", extra=["outputs_at_largest_gear"])
     om = double_model([("x", "FP32", "-1,4")], [("y", "FP32", "-1,4", "from x scale 2 offset 1")],
                       gears="1,2,4,8", extra=["outputs_at_largest_gear"])
-    write_model(npu_repo, "completed", "instance_group [{ kind: KIND_CPU, count: 1 }]\n", om)
-    server = npu_triton(npu_repo)
+    write_model(npu_shared.repo, "completed", "instance_group [{ kind: KIND_CPU, count: 1 }]\n", om)
+    server = npu_shared.load_all()
     config = requests.get(f"{server.url}/v2/models/completed/config", timeout=10).json()
     assert config["max_batch_size"] == 8
     assert [(o["name"], o["dims"]) for o in config["output"]] == [("y", [4])]
     x = np.arange(12, dtype=np.float32).reshape(3, 4)  # gear 4 runs, 3 rows come back
     for model in ("explicit", "completed"):
-        y = infer(server.process.grpc_url, model, {"x": x})["y"]
+        y = infer(server.grpc_url, model, {"x": x})["y"]
         np.testing.assert_array_equal(y, 2 * x + 1)
 
 
@@ -84,11 +85,11 @@ def infer_error(url: str, model: str, x: np.ndarray) -> str:
 
 
 def test_dims_gears_serve_each_sequence_length_and_refuse_others_per_request(
-    npu_triton: StartServer, npu_repo: Path
+    npu_shared: SharedNpuServer
 ) -> None:
-    write_model(npu_repo, "seq", gear_config("[1, -1]"), dims_gear_om())
-    server = npu_triton(npu_repo, models=["seq"])
-    grpc = server.process.grpc_url
+    write_model(npu_shared.repo, "seq", gear_config("[1, -1]"), dims_gear_om())
+    server = npu_shared.load(*["seq"])
+    grpc = server.grpc_url
     for length in (16, 8, 16):  # switching gears back and forth on one instance
         x = values((1, length))
         y = infer(grpc, "seq", {"x": x})["y"]
@@ -101,11 +102,11 @@ def test_dims_gears_serve_each_sequence_length_and_refuse_others_per_request(
 
 
 def test_image_size_gears_serve_each_size_and_refuse_others_per_request(
-    npu_triton: StartServer, npu_repo: Path
+    npu_shared: SharedNpuServer
 ) -> None:
-    write_model(npu_repo, "image", gear_config("[1, 3, -1, -1]"), image_gear_om())
-    server = npu_triton(npu_repo, models=["image"])
-    grpc = server.process.grpc_url
+    write_model(npu_shared.repo, "image", gear_config("[1, 3, -1, -1]"), image_gear_om())
+    server = npu_shared.load(*["image"])
+    grpc = server.grpc_url
     for hw in ((8, 6), (4, 4)):
         x = values((1, 3, *hw))
         y = infer(grpc, "image", {"x": x})["y"]
@@ -120,19 +121,19 @@ def test_image_size_gears_serve_each_size_and_refuse_others_per_request(
 
 
 def test_two_inputs_sharing_a_length_must_match_one_gear_together(
-    npu_triton: StartServer, npu_repo: Path
+    npu_shared: SharedNpuServer
 ) -> None:
     """Like BERT's input_ids and attention_mask: CANN lists each gear as both inputs' dims
     concatenated; a request must match one gear with both."""
     om = double_model([("ids", "FP32", "1,-1"), ("mask", "FP32", "1,-1")],
                       [("y", "FP32", "1,-1", "from ids,mask scale 1 offset 0")],
                       extra=["dynamic_dims 8,8;16,16"])
-    write_model(npu_repo, "bert", "max_batch_size: 0\n"
+    write_model(npu_shared.repo, "bert", "max_batch_size: 0\n"
                 'input [{ name: "mask", data_type: TYPE_FP32, dims: [1, -1] },\n'
                 '       { name: "ids", data_type: TYPE_FP32, dims: [1, -1] }]\n'
                 'output [{ name: "y", data_type: TYPE_FP32, dims: [1, -1] }]\n', om)
-    server = npu_triton(npu_repo, models=["bert"])
-    grpc = server.process.grpc_url
+    server = npu_shared.load(*["bert"])
+    grpc = server.grpc_url
     for length in (8, 16):
         ids, mask = values((1, length)), np.full((1, length), 100, dtype=np.float32)
         y = infer(grpc, "bert", {"mask": mask, "ids": ids})["y"]
@@ -144,16 +145,16 @@ def test_two_inputs_sharing_a_length_must_match_one_gear_together(
 
 
 def test_concurrent_requests_of_different_lengths_each_get_their_own_gear(
-    npu_triton: StartServer, npu_repo: Path
+    npu_shared: SharedNpuServer
 ) -> None:
     """Two buffer sets in flight with different gears: each answer has its own shape."""
-    write_model(npu_repo, "seq", gear_config("[1, -1]") +
+    write_model(npu_shared.repo, "seq", gear_config("[1, -1]") +
                 "instance_group [{ kind: KIND_CPU, count: 2 }]\n", dims_gear_om())
-    server = npu_triton(npu_repo, models=["seq"])
+    server = npu_shared.load(*["seq"])
     lengths = [8, 16] * 12
     with ThreadPoolExecutor(8) as pool:
         answers = list(pool.map(
-            lambda n: infer(server.process.grpc_url, "seq", {"x": values((1, n)) + n})["y"],
+            lambda n: infer(server.grpc_url, "seq", {"x": values((1, n)) + n})["y"],
             lengths))
     for n, y in zip(lengths, answers, strict=True):
         np.testing.assert_array_equal(y, 2 * (values((1, n)) + n) + 1)
@@ -185,12 +186,12 @@ GEAR_CONFIG_ERRORS = {
 
 
 def test_config_dims_that_contradict_the_gears_fail_the_load(
-    npu_triton: StartServer, npu_repo: Path
+    npu_shared: SharedNpuServer
 ) -> None:
     for name, (om, config, _) in GEAR_CONFIG_ERRORS.items():
-        write_model(npu_repo, name, config, om)
-    affine_model(npu_repo, "batch_gears")
-    server = npu_triton(npu_repo, models=["batch_gears"])
+        write_model(npu_shared.repo, name, config, om)
+    affine_model(npu_shared.repo, "batch_gears")
+    server = npu_shared.load(*["batch_gears"])
     held = settled_live_resources(server.state_file)
     for name, (_, _, message) in GEAR_CONFIG_ERRORS.items():
         status, error = load(server.url, name)
@@ -202,18 +203,18 @@ def test_config_dims_that_contradict_the_gears_fail_the_load(
 
 
 def test_auto_complete_writes_minus_one_where_the_gears_vary(
-    npu_triton: StartServer, npu_repo: Path
+    npu_shared: SharedNpuServer
 ) -> None:
-    write_model(npu_repo, "seq", "", dims_gear_om())
-    write_model(npu_repo, "image", "", image_gear_om())
-    server = npu_triton(npu_repo, models=["seq", "image"])
+    write_model(npu_shared.repo, "seq", "", dims_gear_om())
+    write_model(npu_shared.repo, "image", "", image_gear_om())
+    server = npu_shared.load(*["seq", "image"])
     for name, dims in (("seq", [1, -1]), ("image", [1, 3, -1, -1])):
         config = requests.get(f"{server.url}/v2/models/{name}/config", timeout=10).json()
         assert config.get("max_batch_size", 0) == 0, config
         assert [(t["name"], t["dims"]) for t in config["input"]] == [("x", dims)]
         assert [(t["name"], t["dims"]) for t in config["output"]] == [("y", dims)]
     x = values((1, 16))
-    np.testing.assert_array_equal(infer(server.process.grpc_url, "seq", {"x": x})["y"], 2 * x + 1)
+    np.testing.assert_array_equal(infer(server.grpc_url, "seq", {"x": x})["y"], 2 * x + 1)
 
 
 def test_a_runtime_that_cannot_set_gears_fails_the_load_naming_the_call(

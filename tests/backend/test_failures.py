@@ -12,6 +12,7 @@ import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
 from tests.support.npu_ge import (
+    SharedNpuServer,
     StartServer,
     affine_model,
     double_model,
@@ -38,12 +39,12 @@ def try_infer(url: str, model: str, value: float) -> np.ndarray | str:
         return str(exc)
 
 
-def test_failing_execute_answers_only_the_affected_requests(npu_triton: StartServer, npu_repo: Path) -> None:
+def test_failing_execute_answers_only_the_affected_requests(npu_shared: SharedNpuServer) -> None:
     # Without batching, each execution holds one request: exactly the poisoned ones fail.
-    affine_model(npu_repo, "fragile", batching="", instances=2,
+    affine_model(npu_shared.repo, "fragile", batching="", instances=2,
                  extra=[f"fail_execute_on_value {POISON}", "delay_us 1000"])
-    server = npu_triton(npu_repo)
-    url = server.process.grpc_url
+    server = npu_shared.load_all()
+    url = server.grpc_url
     values = [POISON if i % 5 == 0 else float(i) for i in range(40)]
     with ThreadPoolExecutor(max_workers=8) as pool:
         results = list(pool.map(lambda v: try_infer(url, "fragile", v), values))
@@ -63,11 +64,12 @@ def test_failing_execute_answers_only_the_affected_requests(npu_triton: StartSer
     assert server_live(server.url) and model_ready(server.url, "fragile")
 
 
-def test_failing_batched_execute_keeps_the_server_serving(npu_triton: StartServer, npu_repo: Path) -> None:
-    affine_model(npu_repo, "fragile_batched", extra=[f"fail_execute_on_value {POISON}", "delay_us 2000"],
+def test_failing_batched_execute_keeps_the_server_serving(npu_shared: SharedNpuServer) -> None:
+    affine_model(npu_shared.repo, "fragile_batched",
+                 extra=[f"fail_execute_on_value {POISON}", "delay_us 2000"],
                  batching="dynamic_batching { max_queue_delay_microseconds: 20000 }")
-    server = npu_triton(npu_repo)
-    url = server.process.grpc_url
+    server = npu_shared.load_all()
+    url = server.grpc_url
     values = [POISON, *[float(i) for i in range(1, 16)]]
     with ThreadPoolExecutor(max_workers=16) as pool:
         results = list(pool.map(lambda v: try_infer(url, "fragile_batched", v), values))
@@ -160,11 +162,11 @@ def write_broken_model(repo: Path, name: str, config_change: str | None, om_chan
                 filename="model.onnx" if om_change == "onnx" else "model.om")
 
 
-def test_config_errors_name_what_was_expected(npu_triton: StartServer, npu_repo: Path) -> None:
+def test_config_errors_name_what_was_expected(npu_shared: SharedNpuServer) -> None:
     for name, (config_change, om_change, _) in CONFIG_ERRORS.items():
-        write_broken_model(npu_repo, name, config_change, om_change)
-    affine_model(npu_repo, "good")
-    server = npu_triton(npu_repo, models=["good"])
+        write_broken_model(npu_shared.repo, name, config_change, om_change)
+    affine_model(npu_shared.repo, "good")
+    server = npu_shared.load(*["good"])
     held_by_good = settled_live_resources(server.state_file)
     for name, (_, _, message) in CONFIG_ERRORS.items():
         status, error = load(server.url, name)
@@ -174,10 +176,10 @@ def test_config_errors_name_what_was_expected(npu_triton: StartServer, npu_repo:
         assert settled_live_resources(server.state_file) == held_by_good, name  # nothing of it left behind
 
 
-def test_failed_instance_initialization_releases_everything(npu_triton: StartServer, npu_repo: Path) -> None:
-    affine_model(npu_repo, "breaks_on_load", instances=2, extra=["fail_load"])
-    affine_model(npu_repo, "ok")
-    server = npu_triton(npu_repo, models=["ok"])
+def test_failed_instance_initialization_releases_everything(npu_shared: SharedNpuServer) -> None:
+    affine_model(npu_shared.repo, "breaks_on_load", instances=2, extra=["fail_load"])
+    affine_model(npu_shared.repo, "ok")
+    server = npu_shared.load(*["ok"])
     before = settled_live_resources(server.state_file)
     for _ in range(3):
         status, error = load(server.url, "breaks_on_load")

@@ -21,6 +21,7 @@ from tests.support.asan import sanitizer_reports, shut_down_after_leak_check, st
 from tests.support.npu_ge import (
     BackendBuild,
     NpuServer,
+    SharedNpuServer,
     StartServer,
     affine_model,
     double_state,
@@ -66,12 +67,12 @@ def recoveries(server: NpuServer, model: str) -> float:
 
 
 # -- the double's cost model, as Triton's statistics see it ---------------------------
-def test_execution_time_is_the_fixed_plus_per_row_cost(npu_triton: StartServer, npu_repo: Path) -> None:
+def test_execution_time_is_the_fixed_plus_per_row_cost(npu_shared: SharedNpuServer) -> None:
     fixed_us, per_row_us = 20_000, 3_000
     for name in ("cost_1row", "cost_8rows"):
-        affine_model(npu_repo, name, batching="",
+        affine_model(npu_shared.repo, name, batching="",
                      extra=[f"delay_us {fixed_us}", f"delay_per_row_us {per_row_us}"])
-    server = npu_triton(npu_repo)
+    server = npu_shared.load_all()
     for _ in range(3):
         np.testing.assert_array_equal(try_infer(server, "cost_1row", rows_of(1)), 2 * rows_of(1) + 1)
         np.testing.assert_array_equal(try_infer(server, "cost_8rows", rows_of(2, 8)), 2 * rows_of(2, 8) + 1)
@@ -90,11 +91,12 @@ def test_execution_time_is_the_fixed_plus_per_row_cost(npu_triton: StartServer, 
 # -- pipelining ------------------------------------------------------------------------
 @pytest.mark.parametrize("on", [True, False], ids=["overlap", "no_overlap"])
 def test_every_concurrent_result_is_right_with_and_without_overlap(
-    npu_triton: StartServer, npu_repo: Path, on: bool
+    npu_shared: SharedNpuServer, on: bool
 ) -> None:
-    affine_model(npu_repo, "busy", max_batch=8, instances=2, extra=["delay_us 1500", "delay_per_row_us 100"],
+    affine_model(npu_shared.repo, "busy", max_batch=8, instances=2,
+                 extra=["delay_us 1500", "delay_per_row_us 100"],
                  batching="dynamic_batching { max_queue_delay_microseconds: 1000 }", config_extra=overlap(on))
-    server = npu_triton(npu_repo)
+    server = npu_shared.load_all()
     assert f"{2 if on else 1} buffer set(s)" in server.log()
 
     def client(c: int) -> list[tuple[np.ndarray, np.ndarray | str]]:
@@ -117,15 +119,15 @@ def test_every_concurrent_result_is_right_with_and_without_overlap(
 
 @pytest.mark.parametrize("on", [True, False], ids=["overlap", "no_overlap"])
 def test_with_overlap_the_next_request_is_taken_while_the_device_runs(
-    npu_triton: StartServer, npu_repo: Path, on: bool
+    npu_shared: SharedNpuServer, on: bool
 ) -> None:
     # One instance, no batching, 300 ms per execution, two requests at once. With overlap
     # the second leaves Triton's queue at once (npu_ge gathers it while the first runs);
     # without, it waits in the queue for the first execution. The device runs them one
     # after the other either way.
-    affine_model(npu_repo, "serial", batching="", extra=["delay_us 300000"], config_extra=overlap(on))
-    server = npu_triton(npu_repo)
-    client = grpcclient.InferenceServerClient(server.process.grpc_url)
+    affine_model(npu_shared.repo, "serial", batching="", extra=["delay_us 300000"], config_extra=overlap(on))
+    server = npu_shared.load_all()
+    client = grpcclient.InferenceServerClient(server.grpc_url)
     try_infer(server, "serial", rows_of(0))  # connections up before the timed pair
     started = time.monotonic()
     answers = send_async(client, "serial", [1.0, 2.0])
@@ -162,11 +164,11 @@ def send_async(client: grpcclient.InferenceServerClient, model: str, values: lis
 
 
 def test_a_request_cancelled_while_held_for_the_device_is_not_run(
-    npu_triton: StartServer, npu_repo: Path
+    npu_shared: SharedNpuServer
 ) -> None:
-    affine_model(npu_repo, "held", batching="", extra=["delay_us 1000000"], config_extra=overlap(True))
-    server = npu_triton(npu_repo)
-    client = grpcclient.InferenceServerClient(server.process.grpc_url)
+    affine_model(npu_shared.repo, "held", batching="", extra=["delay_us 1000000"], config_extra=overlap(True))
+    server = npu_shared.load_all()
+    client = grpcclient.InferenceServerClient(server.grpc_url)
     answers: dict[str, tuple[object, object]] = {}
     done = threading.Event()
 
@@ -181,8 +183,9 @@ def test_a_request_cancelled_while_held_for_the_device_is_not_run(
 
         return client.async_infer("held", [x], callback, client_timeout=30)
 
+    ran = double_state(server.state_file)["executions"]  # the shared server's count so far
     send("first", 1.0)
-    wait_for(lambda: double_state(server.state_file)["executions"] == 1, 10, "the first execution")
+    wait_for(lambda: double_state(server.state_file)["executions"] == ran + 1, 10, "the first execution")
     second = send("second", 2.0)
     time.sleep(0.3)  # npu_ge takes it from Triton at once and holds it until the device is free
     second.cancel()
@@ -192,17 +195,17 @@ def test_a_request_cancelled_while_held_for_the_device_is_not_run(
     assert isinstance(error, InferenceServerException) and "CANCELLED" in str(error.status()), error
     wait_for(lambda: model_stats(server.url, "held")["inference_stats"]["fail"]["count"] == 1, 10,
              "the cancelled request to be answered")
-    assert double_state(server.state_file)["executions"] == 1  # never run
+    assert double_state(server.state_file)["executions"] == ran + 1  # never run
 
 
 # -- timeout and recovery -------------------------------------------------------------
 @pytest.mark.parametrize("on", [True, False], ids=["overlap", "no_overlap"])
 def test_an_execution_longer_than_execute_timeout_ms_fails_and_the_instance_recovers(
-    npu_triton: StartServer, npu_repo: Path, on: bool
+    npu_shared: SharedNpuServer, on: bool
 ) -> None:
-    affine_model(npu_repo, "stuck", batching="", extra=[f"hang_on_value {HANG}", "delay_us 2000"],
+    affine_model(npu_shared.repo, "stuck", batching="", extra=[f"hang_on_value {HANG}", "delay_us 2000"],
                  config_extra=overlap(on) + params(execute_timeout_ms="400"))
-    server = npu_triton(npu_repo)
+    server = npu_shared.load_all()
     held = live_resources(server.state_file)
     started = time.monotonic()
     error = try_infer(server, "stuck", rows_of(HANG))
@@ -222,10 +225,11 @@ def test_an_execution_longer_than_execute_timeout_ms_fails_and_the_instance_reco
 
 
 def test_a_device_error_under_load_rebuilds_the_instance_and_only_its_requests_fail(
-    npu_triton: StartServer, npu_repo: Path
+    npu_shared: SharedNpuServer
 ) -> None:
-    affine_model(npu_repo, "faulty", batching="", extra=[f"fail_execute_on_value {POISON}", "delay_us 1000"])
-    server = npu_triton(npu_repo)
+    affine_model(npu_shared.repo, "faulty", batching="",
+                 extra=[f"fail_execute_on_value {POISON}", "delay_us 1000"])
+    server = npu_shared.load_all()
     values = [POISON if i in (7, 21) else float(i) for i in range(40)]
     with ThreadPoolExecutor(max_workers=6) as pool:
         results = list(pool.map(lambda v: (v, try_infer(server, "faulty", rows_of(v))), values))
@@ -266,10 +270,10 @@ def threads_of(server: NpuServer) -> int:
 
 
 def test_load_unload_cycles_free_pinned_memory_and_join_every_thread(
-    npu_triton: StartServer, npu_repo: Path
+    npu_shared: SharedNpuServer
 ) -> None:
-    affine_model(npu_repo, "cycled", instances=2, extra=["delay_us 500"])
-    server = npu_triton(npu_repo, models=[])
+    affine_model(npu_shared.repo, "cycled", instances=2, extra=["delay_us 500"])
+    server = npu_shared
     x = rows_of(5, 2)
 
     def cycle() -> None:

@@ -11,6 +11,7 @@ import pytest
 import requests
 
 from tests.support.npu_ge import (
+    SharedNpuServer,
     StartServer,
     affine_model,
     double_state,
@@ -58,9 +59,9 @@ def test_fifty_load_unload_cycles_leave_zero_live_device_allocations(
     assert server.log().count("model 'cycled': configuration auto-completed from model.om") == CYCLES
 
 
-def test_reload_keeps_serving_and_releases_the_old_copy(npu_triton: StartServer, npu_repo: Path) -> None:
-    model_dir = affine_model(npu_repo, "reloaded")
-    server = npu_triton(npu_repo)
+def test_reload_keeps_serving_and_releases_the_old_copy(npu_shared: SharedNpuServer) -> None:
+    model_dir = affine_model(npu_shared.repo, "reloaded")
+    server = npu_shared.load_all()
     one_copy = double_state(server.state_file)["allocations"]
     config = (model_dir / "config.pbtxt").read_text()
     (model_dir / "config.pbtxt").write_text(config.replace("count: 1", "count: 2"))
@@ -68,7 +69,7 @@ def test_reload_keeps_serving_and_releases_the_old_copy(npu_triton: StartServer,
     wait_for(lambda: double_state(server.state_file)["allocations"] == 2 * one_copy, 30,
              "old instance released after the reload")
     x = np.ones((1, 4), dtype=np.float32)
-    np.testing.assert_array_equal(infer(server.process.grpc_url, "reloaded", {"x": x})["y"], 3 * x)
+    np.testing.assert_array_equal(infer(server.grpc_url, "reloaded", {"x": x})["y"], 3 * x)
 
 
 def test_shutdown_finalizes_acl_once(npu_triton: StartServer, npu_repo: Path) -> None:

@@ -18,7 +18,7 @@ import pytest
 
 from geadmin.repository import npu_ge_checks
 from geadmin.repository.validate import RULES, Severity, validate_model
-from tests.support.npu_ge import StartServer, affine_model, double_model, load, model_ready
+from tests.support.npu_ge import SharedNpuServer, affine_model, double_model, load, model_ready
 
 pytestmark = pytest.mark.integration
 
@@ -138,19 +138,19 @@ def test_every_npu_ge_error_rule_has_an_agreement_case() -> None:
     assert warnings <= covered, f"npu_ge warnings without an agreement case: {sorted(warnings - covered)}"
 
 
-def test_validator_and_backend_agree(npu_triton: StartServer, npu_repo: Path) -> None:
-    affine_model(npu_repo, "baseline")
+def test_validator_and_backend_agree(npu_shared: SharedNpuServer) -> None:
+    affine_model(npu_shared.repo, "baseline")
     for name, case in CASES.items():
-        case.change(affine_model(npu_repo, name, instances=case.instances))
-    server = npu_triton(npu_repo, models=[])  # auto-complete on, Triton's default
+        case.change(affine_model(npu_shared.repo, name, instances=case.instances))
+    server = npu_shared  # auto-complete on, Triton's default
 
-    baseline = validate_model(npu_repo / "baseline").findings
+    baseline = validate_model(npu_shared.repo / "baseline").findings
     assert baseline == [], [str(f) for f in baseline]
     assert load(server.url, "baseline") == (200, "")
 
     disagreements = []
     for name, case in CASES.items():
-        findings = validate_model(npu_repo / name).findings
+        findings = validate_model(npu_shared.repo / name).findings
         fired = [f for f in findings if f.rule == case.rule]
         status, error = load(server.url, name)
         loaded = status == 200 and model_ready(server.url, name)

@@ -5,6 +5,7 @@ the double's resource counts, metric lookup."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -296,13 +297,19 @@ def triton_dtype(dtype: np.dtype[Any]) -> str:
 
 class SharedNpuServer:
     """One npu_ge tritonserver shared by the tests of a module (fixture `npu_shared`): a
-    test writes its models into `repo`, loads them through `load`, and they are unloaded
-    after it, so the next test starts with nothing loaded."""
+    test writes its models into `repo` and loads them (`load`, `load_all`, `try_load`);
+    after the test they are unloaded, the double holds no resource any more, and `repo` is
+    emptied, so the next test starts as on a fresh server with nothing loaded. The log and
+    the metrics endpoint are the server's: other tests' lines and models may be in them."""
 
     def __init__(self, server: NpuServer, repo: Path) -> None:
         self.server = server
         self.repo = repo
         self.loaded: list[str] = []
+
+    @property
+    def process(self) -> TritonProcess:
+        return self.server.process
 
     @property
     def url(self) -> str:
@@ -328,19 +335,37 @@ class SharedNpuServer:
         self.loaded.append(name)
         return load(self.url, name, timeout_s)
 
-    def load(self, *names: str) -> None:
+    def load(self, *names: str) -> SharedNpuServer:
         for name in names:
             status, error = self.try_load(name)
             assert status == 200, f"load of {name} failed: {error}"
+        return self
 
-    def unload_all(self, timeout_s: float = 60.0) -> None:
-        names, self.loaded = list(dict.fromkeys(self.loaded)), []
+    def load_all(self) -> SharedNpuServer:
+        """Every model in `repo`, as a fresh server started over it would load them."""
+        return self.load(*sorted(p.name for p in self.repo.iterdir() if (p / "config.pbtxt").is_file()))
+
+    def reset(self, timeout_s: float = 60.0) -> None:
+        """Unload what the test loaded, wait until the double holds nothing, empty `repo`."""
+        index_url = f"{self.url}/v2/repository/index"
+        known = {m["name"] for m in requests.post(index_url, json={}, timeout=10).json() if m.get("state")}
+        names, self.loaded = sorted(known | set(self.loaded)), []  # loaded through any call
         for name in names:
             requests.post(f"{self.url}/v2/repository/models/{name}/unload", timeout=30)
-        index_url = f"{self.url}/v2/repository/index"
 
         def none_left() -> bool:
             index = requests.post(index_url, json={"ready": True}, timeout=10).json()
             return not {m["name"] for m in index} & set(names)
 
         wait_for(none_left, timeout_s, f"unload of {names}")
+        if names and self.state_file.is_file():
+            def held() -> dict[str, int]:
+                return {k: v for k, v in live_resources(self.state_file).items() if k != "device_refs"}
+
+            try:
+                wait_for(lambda: not held(), timeout_s, "")
+            except AssertionError:
+                raise AssertionError(f"the double still holds {held()} {timeout_s:.0f} s after "
+                                     f"unloading {names}") from None
+        for entry in self.repo.iterdir():
+            shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
