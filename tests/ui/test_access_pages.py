@@ -64,6 +64,13 @@ def server(triton_factory: Callable[..., TritonProcess], monkeypatch: pytest.Mon
     return triton
 
 
+@pytest.fixture
+def shared_server(triton_server: TritonProcess, monkeypatch: pytest.MonkeyPatch) -> TritonProcess:
+    """The session's server, for tests that change nothing on it (sign-in, what a viewer may
+    not do): no private server per test."""
+    return point_at(monkeypatch, triton_server)
+
+
 def sign_in(name: str, password: str | None = None, at: AppTest | None = None) -> AppTest:
     if at is None:
         at = run(AppTest.from_file(APP, default_timeout=90))
@@ -80,7 +87,7 @@ def open_page(at: AppTest, page: str) -> AppTest:
 
 
 # -- sign-in ------------------------------------------------------------------------------
-def test_nothing_is_shown_before_sign_in_and_a_wrong_password_says_so(server: TritonProcess,
+def test_nothing_is_shown_before_sign_in_and_a_wrong_password_says_so(shared_server: TritonProcess,
                                                                      users: UsersFile) -> None:
     at = run(AppTest.from_file(APP, default_timeout=90))
     assert [t.value for t in at.title] == ["Sign in"] and not at.dataframe
@@ -92,7 +99,7 @@ def test_nothing_is_shown_before_sign_in_and_a_wrong_password_says_so(server: Tr
     assert any("olga · operator" in c.value for c in at.sidebar.caption)
 
 
-def test_failed_sign_ins_are_rate_limited_per_user(server: TritonProcess, users: UsersFile) -> None:
+def test_failed_sign_ins_are_rate_limited_per_user(shared_server: TritonProcess, users: UsersFile) -> None:
     at = run(AppTest.from_file(APP, default_timeout=90))
     for _ in range(5):
         at = sign_in("olga", "wrong wrong wrong", at=at)
@@ -103,7 +110,7 @@ def test_failed_sign_ins_are_rate_limited_per_user(server: TritonProcess, users:
     assert any("vic · viewer" in c.value for c in at.sidebar.caption)
 
 
-def test_an_idle_session_signs_out(server: TritonProcess, users: UsersFile,
+def test_an_idle_session_signs_out(shared_server: TritonProcess, users: UsersFile,
                                    monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GEADMIN_SESSION_IDLE_MIN", "1")
     at = sign_in("olga")
@@ -114,7 +121,7 @@ def test_an_idle_session_signs_out(server: TritonProcess, users: UsersFile,
     assert any("signed out after 1 minutes without activity" in i.value for i in at.info)
 
 
-def test_a_public_bind_with_no_sign_in_configured_refuses_to_run(server: TritonProcess,
+def test_a_public_bind_with_no_sign_in_configured_refuses_to_run(shared_server: TritonProcess,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GEADMIN_AUTH", "auto")
     streamlit_config.set_option("server.address", "0.0.0.0")
@@ -128,7 +135,7 @@ def test_a_public_bind_with_no_sign_in_configured_refuses_to_run(server: TritonP
     assert not at.title and not at.dataframe
 
 
-def test_first_start_creates_an_admin_who_must_choose_a_password(server: TritonProcess,
+def test_first_start_creates_an_admin_who_must_choose_a_password(shared_server: TritonProcess,
                                                                  tmp_path: Path) -> None:
     at = run(AppTest.from_file(APP, default_timeout=90))  # no users file yet: GEADMIN_AUTH=local
     password_file = tmp_path / "home" / PASSWORD_FILE
@@ -181,7 +188,7 @@ PAGES: dict[str, Callable[[AppTest], None] | None] = {
 
 @pytest.mark.parametrize("page", sorted(PAGES))
 def test_a_viewer_sees_every_mutating_control_disabled_with_the_reason(
-        page: str, server: TritonProcess, users: UsersFile) -> None:
+        page: str, shared_server: TritonProcess, users: UsersFile) -> None:
     at = open_page(sign_in("vic"), page)
     setup = PAGES[page]
     if setup:
@@ -204,7 +211,8 @@ def test_the_table_covers_every_page_of_the_app() -> None:
 EXEMPT_PAGES: set[str] = set()
 
 
-def test_a_viewer_cannot_apply_and_the_reason_names_the_role(server: TritonProcess, users: UsersFile) -> None:
+def test_a_viewer_cannot_apply_and_the_reason_names_the_role(shared_server: TritonProcess,
+                                                             users: UsersFile) -> None:
     at = open_page(sign_in("vic"), "editor.py")
     editor_with_a_change(at)
     apply = button(at, "Apply")
