@@ -11,6 +11,7 @@ from datetime import datetime, timedelta, timezone
 
 import plotly.graph_objects as go
 import streamlit as st
+from plotly.colors import qualitative
 
 from geadmin import settings
 from geadmin.errors import ConfigError, GeAdminError
@@ -19,6 +20,7 @@ from geadmin.telemetry.history import Marker, Overview, Series
 from geadmin.telemetry.prometheus import UNSET_HINT
 from geadmin.telemetry.reader import HistoryReader, open_history
 from pages.ui import keys
+from pages.ui.charts import style
 from pages.ui.telemetry import RANGES_MIN, triton_metrics_url
 
 DEFAULT_MODELS = 6
@@ -52,12 +54,8 @@ def render() -> None:
                 "Charts appear here after its first two samples.")
         return
     overview = pick_source(known)
-    left, right = st.columns([3, 1])
-    default = list(overview.models[:DEFAULT_MODELS])
-    models = left.multiselect("Models", list(overview.models), default=default, key=keys.METRICS_MODELS)
-    label = right.selectbox("Time range", list(RANGES_MIN), index=1, key=keys.METRICS_RANGE)
     live = st.fragment(live_charts, run_every=max(2.0, interval_s))
-    live(overview.source, tuple(models), RANGES_MIN[label], reader)
+    live(overview.source, overview.models, reader)
 
 
 def sample_interval_s() -> float:
@@ -81,8 +79,14 @@ def pick_source(known: list[Overview]) -> Overview:
     return next(o for o in known if o.source == st.session_state[keys.METRICS_SOURCE])
 
 
-def live_charts(source: str, models: tuple[str, ...], minutes: int, reader: HistoryReader) -> None:
-    """Redrawn in place every sampler interval: the history's series and the audit's markers."""
+def live_charts(source: str, known: Sequence[str], reader: HistoryReader) -> None:
+    """Redrawn in place every sampler interval, and at once when the models or the range change
+    (their widgets live in this fragment): the history's series and the audit's markers."""
+    left, right = st.columns([3, 1])
+    models = left.multiselect("Models", list(known), default=list(known[:DEFAULT_MODELS]),
+                              key=keys.METRICS_MODELS)
+    label = right.selectbox("Time range", list(RANGES_MIN), index=1, key=keys.METRICS_RANGE)
+    minutes = RANGES_MIN[label]
     since = datetime.now(timezone.utc) - timedelta(minutes=minutes)
     try:
         series = reader.model_series(source, since, models=list(models)) if models else []
@@ -109,7 +113,8 @@ def live_charts(source: str, models: tuple[str, ...], minutes: int, reader: Hist
     figures.update({f"breakdown_{s.name}": breakdown(s, markers, x_range) for s in series})
     columns = st.columns(2)
     for i, (name, figure) in enumerate(figures.items()):
-        columns[i % 2].plotly_chart(figure, key=f"metrics_chart_{name}")
+        figure.update_layout(uirevision=label)  # a new range resets a zoomed view
+        columns[i % 2].plotly_chart(figure, key=f"metrics_chart_{name}_{minutes}")
 
 
 def local(moment: datetime) -> datetime:
@@ -135,14 +140,25 @@ def reasons(s: Series) -> list[str] | None:
 
 
 def latency(series: Sequence[Series], markers: Sequence[Marker], x_range: XRange) -> go.Figure:
+    """One colour and one legend entry per model (its average, solid); the quantiles dotted and
+    dashed in the model's colour, told apart by three grey legend entries — not 4 per model."""
     fig = go.Figure()
-    for s in series:
-        fig.add_scatter(x=times(s), y=list(s.column("avg_request_ms")), name=f"{s.name} avg", mode="lines",
-                        connectgaps=False)
+    palette = qualitative.Plotly
+    for i, s in enumerate(series):
+        color = palette[i % len(palette)]
+        fig.add_scatter(x=times(s), y=list(s.column("avg_request_ms")), name=s.name, mode="lines",
+                        legendgroup=s.name, line={"color": color}, connectgaps=False,
+                        hovertemplate=f"%{{x}}<br>%{{y:.2f}} ms<extra>{s.name} avg</extra>")
         for column, label, dash in QUANTILES:
             if s.has(column):
                 fig.add_scatter(x=times(s), y=list(s.column(column)), name=f"{s.name} {label}", mode="lines",
-                                line={"dash": dash, "width": 1}, connectgaps=False)
+                                legendgroup=s.name, showlegend=False, connectgaps=False,
+                                line={"dash": dash, "width": 1, "color": color})
+    shown = {label for s in series for column, label, _ in QUANTILES if s.has(column)}
+    for _, label, dash in QUANTILES:
+        if label in shown:
+            fig.add_scatter(x=[None], y=[None], name=label, mode="lines", legendgroup=f"quantile {label}",
+                            line={"dash": dash, "width": 1, "color": "gray"}, hoverinfo="skip")
     return styled(fig, "Request latency (average, p50/p90/p99)", "ms", markers, x_range)
 
 
@@ -161,9 +177,6 @@ def styled(fig: go.Figure, title: str, unit: str, markers: Sequence[Marker], x_r
         fig.add_scatter(x=[local(m.at) for m in markers], y=[1.0] * len(markers), yaxis="y2", mode="markers",
                         name="changes", marker={"symbol": "triangle-down", "size": 10, "color": "gray"},
                         hovertext=[m.label for m in markers], hoverinfo="text", showlegend=False)
-    fig.update_layout(title=title, height=320, margin={"l": 10, "r": 10, "t": 40, "b": 10},
-                      yaxis={"title": unit, "rangemode": "tozero"},
-                      yaxis2={"overlaying": "y", "range": [0, 1.05], "visible": False},
-                      xaxis={"range": list(x_range)},
-                      legend={"orientation": "h", "y": -0.2, "yanchor": "top"})
-    return fig
+    fig.update_layout(yaxis={"rangemode": "tozero"}, xaxis={"range": list(x_range)},
+                      yaxis2={"overlaying": "y", "range": [0, 1.05], "visible": False})
+    return style(fig, title=title, y_title=unit)
