@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,7 +28,9 @@ from geadmin.stack.processes import free_port
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.triton.client import TritonClient
 from geadmin.triton.logs import LocalLogFile
+from tests.support import repository
 from tests.support.processes import wait_for
+from tests.support.samples import copy_samples
 
 MODEL = "digits_classifier"
 CPU = "instance_group [ { count: 1 kind: KIND_CPU } ]"
@@ -44,9 +46,34 @@ def _workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return home
 
 
+@pytest.fixture(scope="module")
+def module_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonProcess]:
+    root = tmp_path_factory.mktemp("apply")
+    server = TritonProcess(copy_samples(root / "model_repository"), models=[MODEL],
+                           log_path=root / "tritonserver.log")
+    server.start()
+    yield server
+    server.stop()
+
+
 @pytest.fixture
-def server(triton_factory: Callable[..., TritonProcess]) -> TritonProcess:
-    return triton_factory(models=[MODEL])
+def server(module_server: TritonProcess) -> Iterator[TritonProcess]:
+    """The module's server, put back after each test: its repository files restored byte for
+    byte, MODEL reloaded from them and READY, nothing else loaded. (Apply reads the log from
+    where it stood when it began, so earlier tests' lines do not leak into its reasons.)"""
+    files = repository.snapshot(module_server.repository)
+    yield module_server
+    repository.restore(module_server.repository, files)
+    with TritonClient(module_server.http_url, load_timeout_s=60) as triton:
+        others = [e.name for e in triton.repository_index()
+                  if e.name != MODEL and e.state is ModelState.READY]
+        for name in others:
+            triton.unload(name)
+        triton.load(MODEL)
+        assert wait_settled(triton, [MODEL, *others], 60)
+        states = {e.name: e.state for e in triton.repository_index()}
+        assert states[MODEL] is ModelState.READY, states
+        assert not [n for n in others if states.get(n) is ModelState.READY], states
 
 
 @pytest.fixture
@@ -251,9 +278,8 @@ def run_cli(argv: list[str]) -> int:
 
 
 def test_cli_apply_history_rollback_and_audit(
-    triton_factory: Callable[..., TritonProcess], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    server: TritonProcess, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    server = triton_factory(models=[MODEL])
     where = ["--url", server.http_url, "--repository", str(server.repository),
              "--triton-log", str(server.log_path)]
     path = config_path(server)
