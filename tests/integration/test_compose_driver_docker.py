@@ -26,7 +26,7 @@ from geadmin.stack.docker_cli import run_docker
 from geadmin.stack.docker_inspect import parse_time_ns
 from geadmin.stack.drivers import ServiceStatus
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.docker]  # the real Docker engine
 
 ROOT = Path(__file__).resolve().parents[2]
 ENGINE_SCRIPT = ROOT / "scripts" / "docker-engine.sh"
