@@ -23,6 +23,7 @@ from geadmin.domain import ModelState, Transport
 from geadmin.errors import BenchCancelledError, GeAdminError
 from geadmin.ops.actions import next_step
 from geadmin.ops.bench import BenchSettings, load_test, parse_loads
+from geadmin.ops.bench_compare import Pair, chosen_pair, partners
 from geadmin.ops.bench_results import (
     CONCURRENCY,
     REQUEST_RATE,
@@ -37,6 +38,7 @@ from geadmin.ops.infer_inputs import InputSource, SourceKind
 from geadmin.stack.target import Target
 from geadmin.triton.client import TritonClient
 from pages.ui import access, keys
+from pages.ui.charts import style
 from pages.ui.context import client_for, selected_target
 from pages.ui.tensors import Sent
 
@@ -47,6 +49,7 @@ TENSORS = {"On the wire": "none", "Shared memory": "system"}  # perf_analyzer --
 SOURCES = (SourceKind.RANDOM, SourceKind.ZEROS, SourceKind.ONES)
 PLAYGROUND = "the Playground's last request"
 PROGRESS_S = 1.0
+WIDE_CHART_PX = 1000  # a chart across the page: its legend fits in fewer rows
 
 
 @dataclass
@@ -248,24 +251,23 @@ def _axis(mode: str) -> str:
     return "concurrency" if mode == CONCURRENCY else "request rate (/s)"
 
 
-def throughput_chart(runs: Sequence[BenchRun]) -> go.Figure:
+def throughput_chart(runs: Sequence[BenchRun], names: Sequence[str] = ()) -> go.Figure:
+    """`names`: each run's legend name (e.g. "A #12"); one run needs none."""
     figure = go.Figure()
-    for run in runs:
+    for run, name in zip(runs, names or [f"#{r.id}" for r in runs], strict=True):
         figure.add_scatter(x=[p.load for p in run.points], y=[p.throughput_per_s for p in run.points],
-                           mode="lines+markers", name=run.title())
-    figure.update_layout(title="Throughput", xaxis_title=_axis(runs[0].mode), yaxis_title="inferences/s")
-    return figure
+                           mode="lines+markers", name=name)
+    return style(figure, title="Throughput", x_title=_axis(runs[0].mode), y_title="inferences/s")
 
 
-def latency_chart(runs: Sequence[BenchRun]) -> go.Figure:
+def latency_chart(runs: Sequence[BenchRun], names: Sequence[str] = ()) -> go.Figure:
     figure = go.Figure()
-    for run in runs:
+    labels = names or [""] * len(runs)
+    for run, name in zip(runs, labels, strict=True):
         for column, dash in (("p50_ms", "dot"), ("p90_ms", "dash"), ("p99_ms", "solid")):
             figure.add_scatter(x=[p.load for p in run.points], y=[getattr(p, column) for p in run.points],
-                               mode="lines+markers", line={"dash": dash},
-                               name=f"{column[:3]} {run.title() if len(runs) > 1 else ''}".strip())
-    figure.update_layout(title="Latency p50 / p90 / p99", xaxis_title=_axis(runs[0].mode), yaxis_title="ms")
-    return figure
+                               mode="lines+markers", line={"dash": dash}, name=f"{column[:3]} {name}".strip())
+    return style(figure, title="Latency p50 / p90 / p99", x_title=_axis(runs[0].mode), y_title="ms")
 
 
 def breakdown_chart(run: BenchRun) -> go.Figure:
@@ -273,8 +275,8 @@ def breakdown_chart(run: BenchRun) -> go.Figure:
     loads = [describe_load(run.mode, p.load) for p in run.points]
     for column, name in STAGES:
         figure.add_bar(x=loads, y=[getattr(p, column) for p in run.points], name=name)
-    figure.update_layout(barmode="stack", title=f"Where the time goes — {run.title()}", yaxis_title="ms")
-    return figure
+    figure.update_layout(barmode="stack")
+    return style(figure, title=f"Where the time goes — run #{run.id}", y_title="ms", width_px=WIDE_CHART_PX)
 
 
 def show_run(run: BenchRun) -> None:
@@ -297,23 +299,50 @@ def saved_runs(runs: list[BenchRun]) -> None:
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
     if len(runs) < 2:
         return
-    by_id = {r.id: r for r in runs}
-    ids = list(by_id)
-    a_col, b_col = st.columns(2)
-    a = by_id[a_col.selectbox("Compare run A", ids, format_func=lambda i: by_id[i].title(),
-                              key=keys.LOAD_TEST_COMPARE_A)]
-    b = by_id[b_col.selectbox("with run B", ids, index=1, format_func=lambda i: by_id[i].title(),
-                              key=keys.LOAD_TEST_COMPARE_B)]
+    pair = comparison(runs)
+    if pair is None:
+        st.caption("Nothing to compare: the saved runs are each of another kind (concurrency or request "
+                   "rate) — run a second one of the same kind.")
+        return
+    a, b = pair.a, pair.b
     try:
         result = compare(a, b)
     except GeAdminError as exc:
         st.warning(str(exc))
         return
+    name_a, name_b = pair.names
     st.markdown(f"**A vs B:** A has {result.headline()}.")
     left, right = st.columns(2)
-    left.plotly_chart(throughput_chart([a, b]), key=f"{keys.LOAD_TEST_CHART_PREFIX}compare_throughput")
-    right.plotly_chart(latency_chart([a, b]), key=f"{keys.LOAD_TEST_CHART_PREFIX}compare_latency")
+    left.plotly_chart(throughput_chart([a, b], pair.names),
+                      key=f"{keys.LOAD_TEST_CHART_PREFIX}compare_throughput")
+    right.plotly_chart(latency_chart([a, b], pair.names), key=f"{keys.LOAD_TEST_CHART_PREFIX}compare_latency")
+    st.caption(f"{name_a}: {a.title()} · {name_b}: {b.title()}")
     st.dataframe(pd.DataFrame([{"load": describe_load(a.mode, r.load), "A infer/s": r.throughput_a,
                                 "B infer/s": r.throughput_b, "throughput A/B": r.throughput_ratio,
                                 "A p99 ms": r.p99_a_ms, "B p99 ms": r.p99_b_ms, "p99 A/B": r.p99_ratio}
                                for r in result.rows]), hide_index=True, width="stretch")
+
+
+def comparison(runs: list[BenchRun]) -> Pair | None:
+    """Pickers for A and B, defaulting to the two latest comparable runs (geadmin.ops.bench_compare);
+    B's choices leave A out, and a choice that no longer fits falls back to the default."""
+    state = st.session_state
+    if state.get(keys.LOAD_TEST_COMPARE_NEWEST) != runs[0].id:  # a new run: back to the two latest
+        state.pop(keys.LOAD_TEST_COMPARE_A, None)
+        state.pop(keys.LOAD_TEST_COMPARE_B, None)
+        state[keys.LOAD_TEST_COMPARE_NEWEST] = runs[0].id
+    pair = chosen_pair(runs, state.get(keys.LOAD_TEST_COMPARE_A), state.get(keys.LOAD_TEST_COMPARE_B))
+    if pair is None:
+        return None
+    state[keys.LOAD_TEST_COMPARE_A], state[keys.LOAD_TEST_COMPARE_B] = pair.a.id, pair.b.id
+    by_id = {r.id: r for r in runs}
+    with_partners = [r.id for r in runs if partners(runs, r)]
+    a_col, b_col = st.columns(2)
+    a = by_id[a_col.selectbox("Compare run A", with_partners, format_func=lambda i: by_id[i].title(),
+                              key=keys.LOAD_TEST_COMPARE_A)]
+    others = [r.id for r in partners(runs, a)]
+    if state.get(keys.LOAD_TEST_COMPARE_B) not in others:
+        state[keys.LOAD_TEST_COMPARE_B] = others[0]
+    b = by_id[b_col.selectbox("with run B", others, format_func=lambda i: by_id[i].title(),
+                              key=keys.LOAD_TEST_COMPARE_B)]
+    return chosen_pair(runs, a.id, b.id)

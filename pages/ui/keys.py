@@ -115,4 +115,5 @@ LOAD_TEST_ERROR = "load_test.error"  # why the last run failed, shown once
 LOAD_TEST_NOTICE = "load_test.notice"  # the last run was cancelled, shown once
 LOAD_TEST_COMPARE_A = "load_test.compare_a"  # run id
 LOAD_TEST_COMPARE_B = "load_test.compare_b"  # run id
+LOAD_TEST_COMPARE_NEWEST = "load_test.compare_newest"  # newest run id at the choice: a new run resets A/B
 LOAD_TEST_CHART_PREFIX = "load_test.chart."  # + chart name (+ run id)
