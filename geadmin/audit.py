@@ -35,6 +35,9 @@ class Result(str, enum.Enum):
     FAILED = "failed"
     ROLLED_BACK = "rolled_back"  # Triton rejected a config; the previous file was restored
     REFUSED = "refused"  # nothing was done: a conflicting edit, a config that does not parse, ...
+    STARTED = "started"  # a change began (an apply about to write, a create about to stage); its
+    # outcome follows in a later row of the same action and model (geadmin.ops.reconcile)
+    INTERRUPTED = "interrupted"  # a started change whose process died before its outcome row
 
 
 class Origin(str, enum.Enum):

@@ -10,6 +10,7 @@ scripts/gen_docs.py (tests/unit/test_docs.py fails when it is stale).
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -158,6 +159,9 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
             "sampler's database"),
     Setting("HISTORY_RETENTION_H", parse_hours, "24", "hours of telemetry history kept in the "
             "workspace database (downsampled to 1-minute buckets beyond 1 h)"),
+    Setting("FAULT_POINT", str, None, "test hook, never set in production: the name of a step of "
+            "an apply or a create (e.g. apply.written) at which geadmin kills itself with SIGKILL, so "
+            "fault tests can check that nothing is lost when a change is cut short"),
 )}
 
 
@@ -223,6 +227,15 @@ def triton_log() -> Path | None:
 
 def repository() -> Path | None:
     return get("REPOSITORY")
+
+
+def fault_point(step: str) -> None:
+    """Test hook: when GEADMIN_FAULT_POINT names `step`, this process dies here by SIGKILL (no
+    cleanup, no finally, like a power cut or an OOM kill). A no-op when the variable is unset:
+    tests/integration/test_cut_short.py sets it in a child process to cut an apply or a
+    create short at each of its steps."""
+    if raw("FAULT_POINT") == step:
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def debug() -> bool:

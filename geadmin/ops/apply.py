@@ -4,7 +4,12 @@
    since the editor read it (`ConfigConflictError`, with both texts), the text does not
    parse or names another model, the validator finds an error (`ConfigInvalidError`, unless
    `validate=False`), or Triton does not answer / does not know the model.
-2. Write atomically, keeping the old content as a revision (`geadmin.repository.store`).
+2. Write an audit row "started" (the file, the previous and the new hash), then write
+   atomically, keeping the old content as a revision (`geadmin.repository.store`). If the
+   process dies after that row and before step 6, the next start finds the row without an
+   outcome, checks and validates what is on disk, and flags it with the revision to roll back
+   to (`geadmin.ops.reconcile`). An interruption inside this process (an exception that is no
+   GeAdminError, e.g. a Streamlit rerun raised from `progress`) is closed the same way, at once.
 3. Reload through Triton's repository API, explained (`geadmin.diagnose.explain`). Triton
    keeps the previous version serving while it tries the new one (blue/green, FACTS.md).
 4. If Triton rejects it (or does not answer), put the previous file back, byte for byte,
@@ -15,7 +20,13 @@
 5. Ask Triton what else changed state (an ensemble that runs the model is reloaded with it,
    and unloaded when it refuses the new config) and report each with Triton's reason
    (`geadmin.diagnose.impact`): in the result's `side_effects`, and one audit row each.
-6. Audit every attempt, refusals included, with the unified diff (`geadmin.audit`).
+6. Audit every attempt, refusals included, with the unified diff (`geadmin.audit`): one
+   outcome row after the "started" row of step 2.
+
+Test hook: `settings.fault_point` names the steps `apply.started` (the started row is
+written, the file is not), `apply.written` (the new file is on disk, Triton not asked yet) and
+`apply.loaded` (Triton answered, no outcome row yet); tests/integration/test_cut_short.py
+kills the process at each.
 
 `rollback(model, revision)` is an apply of a kept revision, audited as "rollback"; it skips
 the validator (that config served before; Triton still checks it, and a rejection restores).
@@ -23,12 +34,13 @@ the validator (that config served before; Triton still checks it, and a rejectio
 
 from __future__ import annotations
 
+import contextlib
 import enum
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from geadmin import audit
+from geadmin import audit, settings
 from geadmin.audit import Actor, Result
 from geadmin.db import WorkspaceDatabaseError
 from geadmin.diagnose import explain, impact
@@ -36,6 +48,7 @@ from geadmin.diagnose.explain import LoadProgress, LoadWatch, explanation_dict, 
 from geadmin.diagnose.impact import StateChange
 from geadmin.domain import Explanation, Serving
 from geadmin.errors import GeAdminError, RepositoryError, TritonError, TritonRequestError, TritonTimeoutError
+from geadmin.ops import reconcile
 from geadmin.ops.actions import audit_side_effects, with_side_effects
 from geadmin.ops.infer import smoke_request
 from geadmin.repository import locks, revisions, store
@@ -125,8 +138,12 @@ def apply_config(
     except GeAdminError as exc:
         job.audit(Result.REFUSED, str(exc))
         raise
+    except BaseException as exc:  # not ours (a bug, a Streamlit rerun): close the started row now
+        job.interrupted(exc)
+        raise
     if result.outcome is Outcome.UNCHANGED:
         return result
+    settings.fault_point("apply.loaded")
     problem = job.audit(AUDIT_RESULTS[result.outcome], with_side_effects(result.message, result.side_effects))
     problem = problem or audit_side_effects(client.url, action, model, result.side_effects, job.actor, home)
     return replace(result, warnings=(*result.warnings, problem)) if problem else result
@@ -194,6 +211,7 @@ class _Apply:
     backends: frozenset[str] | None = None
     diff: str = ""
     findings: tuple[str, ...] = ()  # validator warnings, for the result
+    started: reconcile.Started | None = None  # the "started" row, once written
 
     def audit(self, result: Result, message: str) -> str:
         """Append the audit row; "" or why it could not be written (never raises)."""
@@ -205,6 +223,22 @@ class _Apply:
         except WorkspaceDatabaseError as exc:
             return f"the audit row could not be written: {exc}"
         return ""
+
+    def start(self, current: ConfigFile, new_sha: str) -> None:
+        """The "started" row (step 2); raises, so nothing is written, when it cannot be kept."""
+        headline = f"{self.note}: started, writing {current.path}"
+        message = reconcile.started_message(headline, self.repository, current.path, current.sha256, new_sha)
+        entry = audit.record(self.action, self.model, Result.STARTED, actor=self.actor,
+                             server=self.client.url, message=message, diff=self.diff, home=self.home)
+        self.started = reconcile.parse_started(entry)
+
+    def interrupted(self, exc: BaseException) -> None:
+        """Close the started row of an apply unwound by an exception that is not ours."""
+        if self.started is None:
+            return
+        cause = f"cut short in this process by {type(exc).__name__}"
+        with contextlib.suppress(GeAdminError):  # else the next start finds the open row and closes it
+            reconcile.close(self.started, actor=self.actor, home=self.home, cause=cause)
 
     def run(self, expected_sha256: str | None, base_text: str | None, load_unloaded: bool) -> ApplyResult:
         """The steps of the module docstring, and what else changed state after them."""
@@ -224,8 +258,11 @@ class _Apply:
             return ApplyResult(self.model, Outcome.UNCHANGED, f"the config of {self.model!r} is unchanged: "
                                "nothing to apply", "", current.sha256, new_sha)
         before = explain.watch(self.client, self.model, self.log)
+        self.start(current, new_sha)
+        settings.fault_point("apply.started")
         store.write_config(self.repository, self.model, self.data, expected_sha256=current.sha256,
                            who=self.actor.name, note=f"before {self.action}", home=self.home)
+        settings.fault_point("apply.written")
         if before.was_ready is False and not load_unloaded:
             return self.kept(ApplyResult(
                 self.model, Outcome.WRITTEN, f"wrote the new config of {self.model!r}; the model is not "

@@ -13,10 +13,19 @@
    there (`validate_model`: any error refuses, naming the findings), then move it into place
    with one rename that never replaces anything. Whatever fails on the way, the staging
    directory is removed: a model directory appears whole or not at all.
+   Before staging, an audit row "started" (the repository and the model directory) is
+   written; if the process dies before step 3, the next start (`geadmin.ops.reconcile`)
+   removes the staging directory nobody holds and closes that row as `interrupted`, saying
+   whether the directory is in place (whole) or absent.
 3. Keep the config as the model's first revision (`revisions.record_revision`) and write the
    audit row ("create").
 4. Load it through the repository API (`ops.actions.run_action`: explained and audited as
    "load" like every load) and report the state Triton gives it — checked, not assumed.
+
+Test hook: `settings.fault_point` names the steps `create.started` (the started row is
+written, nothing staged), `create.staged` (the staging directory is full, not renamed) and
+`create.renamed` (the directory is in place, no outcome row yet); tests/integration/
+test_cut_short.py kills the process at each.
 """
 
 from __future__ import annotations
@@ -33,7 +42,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from geadmin import audit
+from geadmin import audit, settings
 from geadmin.audit import Actor, Origin, Result
 from geadmin.db import WorkspaceDatabaseError
 from geadmin.diagnose.explain import explanation_dict
@@ -46,7 +55,7 @@ from geadmin.errors import (
     TemplateError,
     TritonError,
 )
-from geadmin.ops import actions
+from geadmin.ops import actions, reconcile
 from geadmin.ops.actions import Action, run_action
 from geadmin.repository import locks, paths, revisions, store, templates
 from geadmin.repository.modelconfig import CONFIG_FILE
@@ -56,7 +65,7 @@ from geadmin.repository.validate import Finding, Severity, validate_model
 from geadmin.triton.client import TritonClient
 from geadmin.triton.logs import LogSource
 
-STAGING_PREFIX = ".geadmin-staging-"
+STAGING_PREFIX = reconcile.STAGING_PREFIX  # `.geadmin-staging-`: hidden, so no listing offers it
 ACTION = "create"
 
 
@@ -136,13 +145,18 @@ def create_model(
         if load:
             _check_triton(client, name)
         with locks.edit_lock(plan.root, name, ACTION, home=home, wait_s=0):
+            audit.record(ACTION, name, Result.STARTED, actor=actor, server=server, home=home,
+                         message=reconcile.started_message(f"started: creating {plan.destination}",
+                                                           plan.root, plan.destination))
+            settings.fault_point("create.started")
             findings = _build(plan)
+            settings.fault_point("create.renamed")
+            result = _created(plan, findings, actor, server, home)  # under the lock: reconcile waits
     except GeAdminError as exc:
         with contextlib.suppress(WorkspaceDatabaseError):  # the refusal itself is what the caller sees
             audit.record(ACTION, name, Result.REFUSED, actor=actor, server=server, message=str(exc),
                          home=home)
         raise
-    result = _created(plan, findings, actor, server, home)
     if not load or client is None:
         return result
     return _loaded(client, result, log, progress, actor)
@@ -242,6 +256,7 @@ def _build(plan: Plan) -> tuple[Finding, ...]:
         for relative, data in plan.files.items():
             # sizes were checked in plan_model (the limit is for uploads, not the template's files)
             store.write_model_file(staging, plan.name, relative, data, limit_bytes=len(data))
+        settings.fault_point("create.staged")
         report = validate_model(staged)
         findings = tuple(_relocated(f, staged, plan.destination) for f in report.findings)
         errors = [f for f in findings if f.severity is Severity.ERROR]

@@ -143,7 +143,8 @@ def test_apply_rolls_back_when_triton_rejects_config_while_inference_keeps_answe
     assert client.model_ready(MODEL)
     kind = client.model_config(MODEL).instance_group[0].kind
     assert kind == model_config_pb2.ModelInstanceGroup.KIND_CPU  # the old version serves
-    (row,) = audit.query(model=MODEL)
+    (row, started) = audit.query(model=MODEL)  # the outcome after the row written before the file
+    assert (started.action, started.result, started.who) == ("apply", "started", "ann")
     assert (row.action, row.result, row.who, row.origin) == ("apply", "rolled_back", "ann", "dashboard")
     assert "+instance_group [ { count: 1 kind: KIND_GPU } ]" in row.diff and "no GPUs" in row.message
     assert row.server == client.url
@@ -172,7 +173,8 @@ def test_a_good_change_is_live_and_a_rollback_puts_the_old_one_back(
     again = rollback(client, server.repository, MODEL, 1)
     assert again.outcome is Outcome.UNCHANGED and "already has the config of revision 1" in again.message
     rows = audit.query(model=MODEL)
-    assert [(r.action, r.result) for r in rows] == [("rollback", "ok"), ("apply", "ok")]
+    assert [(r.action, r.result) for r in rows] == [("rollback", "ok"), ("rollback", "started"),
+                                                    ("apply", "ok"), ("apply", "started")]
     assert rows[0].message.startswith("rollback to revision 1: applied")
     assert "-  max_queue_delay_microseconds: 2500" in rows[0].diff
 

@@ -85,7 +85,8 @@ def test_the_python_template_is_created_ready_and_answers_an_inference(
     assert {e.name for e in client.repository_index()} == {*SAMPLE_MODELS, "echo"}
     rows = audit.query(model="echo")
     assert [(r.action, r.result, r.who, r.origin) for r in rows] == [
-        ("load", "ok", "ann", "dashboard"), ("create", "ok", "ann", "dashboard")]
+        ("load", "ok", "ann", "dashboard"), ("create", "ok", "ann", "dashboard"),
+        ("create", "started", "ann", "dashboard")]
     assert rows[1].server == client.url and '+backend: "python"' in rows[1].diff
     config = server.repository / "echo" / "config.pbtxt"
     assert revisions.history(server.repository, "echo")[0].data == config.read_bytes()
@@ -108,7 +109,7 @@ def test_an_npu_ge_om_without_cann_is_created_and_its_load_fails_with_the_backen
     assert "the load failed" in result.message and "next step" in result.message
     assert (server.repository / "resnet" / "1" / "model.om").read_bytes() == b"an .om compiled by ATC"
     rows = audit.query(model="resnet")
-    assert [(r.action, r.result) for r in rows] == [("load", "failed"), ("create", "ok")]
+    assert [(r.action, r.result) for r in rows] == [("load", "failed"), ("create", "ok"), ("create", "started")]
     assert "libascendcl.so" in rows[0].message
 
 
@@ -170,7 +171,8 @@ def test_the_cli_refuses_unsafe_names_and_an_unreachable_triton_writing_nothing(
     assert err.splitlines()[0].startswith("geadmin: error: refused: 'resnet' would not load: no model.om")
     assert sorted(p.name for p in server.repository.iterdir()) == before
     # audited by the core; the oversize local file was refused by the CLI from its size, before reading
-    assert [r.result for r in audit.query(action="create")] == ["refused"] * 3
+    # (the validator refuses after the "started" row: the staged directory was built and checked)
+    assert [r.result for r in audit.query(action="create")] == ["refused", "started", "refused", "refused"]
 
 
 def test_a_refusal_for_an_unreachable_triton_raises_before_writing(sample_repository: Path) -> None:

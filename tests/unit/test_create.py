@@ -202,7 +202,8 @@ def test_a_created_model_is_whole_in_the_history_and_audited(repo: Path, home: P
     (revision,) = revisions.history(repo, "new_model")
     assert (revision.number, revision.data, revision.who) == (1, config, "ann")
     assert result.revision == 1
-    (row,) = audit.query(action="create")
+    (row, started) = audit.query(action="create")  # the outcome, after the row written before staging
+    assert (started.model, started.result, started.who) == ("new_model", "started", "ann")
     assert (row.model, row.result, row.who, row.origin) == ("new_model", "ok", "ann", "cli")
     assert '+name: "new_model"' in row.diff and "template npu_ge_om" in row.message
     assert "not loaded" in result.message and result.load_state is None

@@ -1,0 +1,291 @@
+"""Changes cut short: what an apply or a create left behind when its process died, found at
+the next start and reported — never guessed, never silently dropped.
+
+An apply writes an audit row with result `started` before it writes the file, and a create
+one before it stages its directory (`started_message` names the repository, the path and,
+for an apply, the hashes of the previous and the new config). Each then writes its outcome
+row (ok, rolled back, refused, ...). A `started` row with no later outcome row of the same
+action and model, whose lock nobody holds, is a change that was cut short (SIGKILL, OOM,
+power cut, a Streamlit rerun that unwound the script). `reconcile` — run by the dashboard at
+start and by the CLI commands that touch the repository — closes each such row:
+
+1. Look at what is on disk. The write is atomic (temp file + rename), so a config is either
+   the previous one or the new one, never half-written; a created model directory is either
+   in place whole (one rename) or absent.
+2. Validate the config on disk (`geadmin.repository.validate`).
+3. Write an `interrupted` audit row that says what is on disk, whether it is valid, and which
+   kept revision to roll back to (`geadmin config rollback MODEL N`).
+4. Remove the staging directories of creates that no process holds (`.geadmin-staging-*`).
+
+`unresolved` lists the interrupted applies that left a config nobody has applied or rolled
+back since: the Overview / Models notice and `geadmin status` show them until an operator
+applies or rolls back that model.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from geadmin import audit
+from geadmin.audit import Actor, AuditEntry, Result
+from geadmin.errors import ConfigLockedError, GeAdminError
+from geadmin.repository import locks, revisions
+from geadmin.repository.layout import is_model_name
+from geadmin.repository.modelconfig import CONFIG_FILE
+from geadmin.repository.validate import Severity, validate_text
+
+APPLY_ACTIONS = ("apply", "rollback")  # actions whose `started` row an apply writes
+CREATE_ACTION = "create"
+STAGING_PREFIX = ".geadmin-staging-"  # geadmin.ops.create stages in `<repository>/<prefix><name>-<random>`
+_MKDTEMP_SUFFIX_CHARS = 8  # tempfile.mkdtemp's random part
+
+# The tail lines of `started` and `interrupted` rows (after the headline), one "key: value" each.
+_REPOSITORY, _PATH, _PREVIOUS, _NEW = "repository", "path", "previous sha256", "new sha256"
+_ON_DISK, _REVISION = "on disk", "previous revision"
+_NOT_AN_OUTCOME = (Result.STARTED.value, Result.INTERRUPTED.value, Result.REFUSED.value)
+
+
+@dataclass(frozen=True)
+class Started:
+    """A `started` audit row, read back."""
+
+    entry: AuditEntry
+    repository: Path
+    path: Path  # the config file (apply) or the model directory (create)
+    previous_sha256: str = ""
+    new_sha256: str = ""
+
+
+@dataclass(frozen=True)
+class Interrupted:
+    """A change cut short, as its `interrupted` audit row states it."""
+
+    model: str
+    action: str
+    at: str  # when it started (ISO 8601, UTC)
+    who: str
+    server: str
+    on_disk: str  # "previous", "new", "other", "missing" (apply); "created", "absent" (create)
+    message: str  # what is on disk, whether it is valid, what to do
+    previous_revision: int | None = None  # the revision to roll back to (apply)
+    audit_id: int = 0
+
+    @property
+    def headline(self) -> str:
+        return self.message.splitlines()[0] if self.message else ""
+
+    @property
+    def rollback_command(self) -> str:
+        if self.previous_revision is None:
+            return ""
+        return f"geadmin config rollback {self.model} {self.previous_revision}"
+
+    def reason(self) -> str:
+        """One line for a verdict, a notice or `geadmin status`."""
+        step = f"; roll back: `{self.rollback_command}`" if self.rollback_command else ""
+        return f"an interrupted {self.action} of {self.model!r}: {self.headline}{step}"
+
+
+@dataclass(frozen=True)
+class Report:
+    """What one `reconcile` found and did."""
+
+    interrupted: tuple[Interrupted, ...] = ()  # closed now
+    in_progress: tuple[str, ...] = ()  # started rows whose process still runs (their lock is held)
+    staging_removed: tuple[Path, ...] = ()
+    problems: tuple[str, ...] = ()  # what could not be read or written (never raises)
+
+
+def started_message(headline: str, repository: Path, path: Path, previous_sha256: str = "",
+                    new_sha256: str = "") -> str:
+    """The message of a `started` row: the headline, then the facts `reconcile` needs."""
+    lines = [headline, f"{_REPOSITORY}: {_key(repository)}", f"{_PATH}: {path}"]
+    if previous_sha256 or new_sha256:
+        lines += [f"{_PREVIOUS}: {previous_sha256}", f"{_NEW}: {new_sha256}"]
+    return "\n".join(lines)
+
+
+def reconcile(repository: Path, *, home: Path | None = None, actor: Actor | None = None) -> Report:
+    """Close every change of `repository` that was cut short (see the module docstring)."""
+    actor = actor or Actor.os_user()
+    closed: list[Interrupted] = []
+    running: list[str] = []
+    problems: list[str] = []
+    try:
+        starts = open_starts(repository, home=home)
+    except GeAdminError as exc:
+        return Report(problems=(f"cannot read the audit log to find interrupted changes: {exc}",))
+    for start in starts:
+        purpose = "apply" if start.entry.action in APPLY_ACTIONS else CREATE_ACTION
+        try:
+            with locks.edit_lock(start.repository, start.entry.model, purpose, home=home, wait_s=0):
+                closed.append(close(start, actor=actor, home=home))
+        except ConfigLockedError:
+            running.append(f"{start.entry.action} of {start.entry.model!r}")
+        except GeAdminError as exc:
+            problems.append(f"the interrupted {start.entry.action} of {start.entry.model!r}: {exc}")
+    removed = remove_staging(repository, home=home)
+    return Report(tuple(closed), tuple(running), tuple(removed), tuple(problems))
+
+
+def open_starts(repository: Path | None = None, *, home: Path | None = None) -> list[Started]:
+    """`started` rows (of `repository`, when given) with no outcome row after them, oldest first."""
+    found = []
+    for entry in reversed(audit.query(result=Result.STARTED, home=home)):
+        start = parse_started(entry)
+        if start is None or (repository is not None and _key(start.repository) != _key(repository)):
+            continue
+        later = audit.query(model=entry.model, action=entry.action, home=home)
+        if not any(row.id > entry.id and row.result != Result.STARTED.value for row in later):
+            found.append(start)
+    return found
+
+
+def parse_started(entry: AuditEntry) -> Started | None:
+    facts = _facts(entry.message)
+    if _REPOSITORY not in facts or _PATH not in facts:
+        return None
+    return Started(entry, Path(facts[_REPOSITORY]), Path(facts[_PATH]), facts.get(_PREVIOUS, ""),
+                   facts.get(_NEW, ""))
+
+
+def close(start: Started, *, actor: Actor | None = None, home: Path | None = None,
+          cause: str = "its process ended before it wrote the outcome") -> Interrupted:
+    """Look at the disk, validate, and write the `interrupted` row of `start` (raises
+    `WorkspaceDatabaseError` when the row cannot be written)."""
+    if start.entry.action == CREATE_ACTION:
+        on_disk, headline, revision = _created_state(start)
+    else:
+        on_disk, headline, revision = _config_state(start, home)
+    lines = [f"{headline} ({cause}; started at {start.entry.at.isoformat()} by {start.entry.who})",
+             f"{_ON_DISK}: {on_disk}"]
+    if revision is not None:
+        lines.append(f"{_REVISION}: {revision}")
+    message = "\n".join(lines)
+    row = audit.record(start.entry.action, start.entry.model, Result.INTERRUPTED, actor=actor,
+                       server=start.entry.server, message=message, diff=start.entry.diff, home=home)
+    return _interrupted(row, start.entry)
+
+
+def unresolved(*, home: Path | None = None, limit: int = 200) -> list[Interrupted]:
+    """Interrupted applies that left a config nobody applied or rolled back since, newest first
+    (never raises: an unreadable audit log lists nothing)."""
+    try:
+        rows = audit.query(result=Result.INTERRUPTED, limit=limit, home=home)
+        found = []
+        for row in rows:
+            if row.action not in APPLY_ACTIONS or _facts(row.message).get(_ON_DISK) == "previous":
+                continue
+            later = [r for r in audit.query(model=row.model, home=home)
+                     if r.id > row.id and r.action in APPLY_ACTIONS
+                     and r.result not in _NOT_AN_OUTCOME]
+            if not later:
+                found.append(_interrupted(row, None))
+        return found
+    except GeAdminError:
+        return []
+
+
+def reasons(*, home: Path | None = None) -> list[str]:
+    """One line per unresolved interrupted apply: for the verdict and `geadmin status`."""
+    return [item.reason() for item in unresolved(home=home)]
+
+
+def remove_staging(repository: Path, *, home: Path | None = None) -> list[Path]:
+    """Remove the staging directories of creates that no geadmin process is running."""
+    removed = []
+    for staging in _staging_dirs(repository):
+        name = _staged_name(staging)
+        try:
+            with _create_lock(repository, name, home):
+                shutil.rmtree(staging)
+        except (ConfigLockedError, OSError):
+            continue  # a create still runs (it removes its own), or it vanished meanwhile
+        except GeAdminError:
+            continue
+        removed.append(staging)
+    return removed
+
+
+def _staging_dirs(repository: Path) -> Iterator[Path]:
+    try:
+        entries = sorted(Path(repository).iterdir())
+    except OSError:
+        return
+    for path in entries:
+        if path.name.startswith(STAGING_PREFIX) and path.is_dir() and not path.is_symlink():
+            yield path
+
+
+def _staged_name(staging: Path) -> str:
+    """The model a staging directory was for: its only subdirectory, else its name's middle."""
+    inside = [p.name for p in staging.iterdir() if p.is_dir()] if staging.is_dir() else []
+    if len(inside) == 1:
+        return inside[0]
+    return staging.name[len(STAGING_PREFIX):-(_MKDTEMP_SUFFIX_CHARS + 1)]
+
+
+@contextlib.contextmanager
+def _create_lock(repository: Path, name: str, home: Path | None) -> Iterator[None]:
+    if not is_model_name(name):  # nothing can hold a lock for it: no create runs
+        yield
+        return
+    with locks.edit_lock(Path(repository).resolve(), name, CREATE_ACTION, home=home, wait_s=0):
+        yield
+
+
+def _config_state(start: Started, home: Path | None) -> tuple[str, str, int | None]:
+    """What an apply cut short left: which config is on disk, is it valid, what to roll back to."""
+    model = start.entry.model
+    try:
+        data = start.path.read_bytes()
+    except FileNotFoundError:
+        return "missing", f"{start.path} is missing", None
+    except OSError as exc:
+        return "other", f"{start.path} cannot be read ({exc.strerror or exc})", None
+    sha = revisions.sha256_of(data)
+    if sha == start.previous_sha256:
+        return "previous", (f"the previous {CONFIG_FILE} of {model!r} is on disk, unchanged: nothing "
+                            "was written"), None
+    kept = revisions.revision_with_hash(start.repository, model, start.previous_sha256, home) \
+        if start.previous_sha256 else None
+    which = "the new" if sha == start.new_sha256 else "another (changed since)"
+    state = "new" if sha == start.new_sha256 else "other"
+    findings = validate_text(data.decode("utf-8", errors="replace"), start.path.parent)
+    errors = [f for f in findings if f.severity is Severity.ERROR]
+    valid = (f"it does not validate: {errors[0].message}" if errors else "it validates")
+    loaded = "; Triton may not have loaded it (check `geadmin models list`)"
+    return state, f"{which} {CONFIG_FILE} of {model!r} is on disk, whole; {valid}{loaded}", \
+        kept.number if kept else None
+
+
+def _created_state(start: Started) -> tuple[str, str, None]:
+    if start.path.is_dir():
+        return "created", (f"the model directory {start.path} is in place, whole (it is moved in by one "
+                           "rename), but was not loaded by this create: load it or remove it"), None
+    return "absent", f"nothing was created at {start.path}; its staging directory is removed", None
+
+
+def _interrupted(row: AuditEntry, start: AuditEntry | None) -> Interrupted:
+    facts = _facts(row.message)
+    revision = facts.get(_REVISION, "")
+    return Interrupted(row.model, row.action, (start.at if start else row.at).isoformat(timespec="seconds"),
+                       start.who if start else row.who, row.server, facts.get(_ON_DISK, ""), row.message,
+                       int(revision) if revision.isdigit() else None, row.id)
+
+
+def _facts(message: str) -> dict[str, str]:
+    facts = {}
+    for line in message.splitlines()[1:]:
+        key, sep, value = line.partition(": ")
+        if sep:
+            facts[key.strip()] = value.strip()
+    return facts
+
+
+def _key(repository: Path) -> str:
+    return str(Path(repository).expanduser().resolve())
