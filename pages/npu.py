@@ -23,15 +23,23 @@ from geadmin.telemetry.npu_sources import Sources, detect
 from geadmin.telemetry.reader import open_history
 from geadmin.triton.client import TritonClient
 from pages.ui import keys
+from pages.ui.charts import style
 from pages.ui.context import client_for, selected_target
 from pages.ui.telemetry import RANGES_MIN, triton_metrics_url
 
 REFRESH_S = 5
 CONFIG_TTL_S = 30  # configs change only on a reload: read them twice a minute at most
 GIB = 1 << 30
+WIDE_CHART_PX = 1000  # a chart across the page
 # (history column, chart title, unit, scale): one chart each, one line per device
 HISTORY_CHARTS = (("aicore_util_pct", "AI-core utilization over time", "%", 1.0),
                   ("hbm_used_bytes", "HBM used over time", "GiB", 1 / GIB))
+NO_NPU_PREFIX = "no Ascend NPU on this host: "  # geadmin.telemetry.npu_sources' summary
+NO_SOURCE = "No NPU source was found on this host, so this page has no devices and no charts to show"
+ADD_SOURCE = ("To add one: point `GEADMIN_NPU_EXPORTER_URL` at an npu-exporter's /metrics (the compose "
+              "profile `npu-exporter` runs one), put the Ascend driver's `npu-smi` on the dashboard "
+              "host's PATH, or serve models with the `npu_ge` backend (its Triton metrics carry each "
+              "NPU's figures). This page then refreshes by itself.")
 NO_HISTORY = ("No NPU history yet: the sampler records each device's utilization and HBM while `geadmin up` "
               "runs (for a Triton started another way, run `geadmin sampler`); charts over time appear here "
               "after its first samples.")
@@ -60,7 +68,8 @@ def live_npus() -> None:
     else:
         st.session_state[keys.NPU_LAST_GOOD] = (report, datetime.now(timezone.utc))
     if not report.devices:
-        st.info(report.summary, icon=":material/info:")
+        looked = report.summary.removeprefix(NO_NPU_PREFIX)
+        st.info(f"{NO_SOURCE} (looked at: {looked}).\n\n{ADD_SOURCE}", icon=":material/info:")
         return
     show(report)
     st.caption(f"{report.summary} · refreshed {datetime.now(timezone.utc):%H:%M:%S} UTC · every {REFRESH_S}s")
@@ -78,8 +87,10 @@ def npu_history() -> None:
         st.caption(f"NPU history not read: {exc}")
         return
     if not known:
-        st.caption(NO_HISTORY)
-        return
+        last = st.session_state.get(keys.NPU_LAST_GOOD)
+        if last is not None and last[0].devices:  # charts come once the sampler has samples
+            st.caption(NO_HISTORY)
+        return  # no NPU source: the line above says how to add one; no chart can come
     source = url if url in known else known[0]
     st.subheader("Over time")
     label = st.selectbox("Time range", list(RANGES_MIN), index=1, key=keys.NPU_RANGE)
@@ -107,10 +118,8 @@ def history_chart(series: Sequence[Series], column: str, title: str, unit: str, 
     fig = go.Figure([go.Scatter(x=[t.astimezone() for t in s.times], name=s.name, mode="lines",
                                 y=[None if v is None else v * scale for v in s.column(column)],
                                 connectgaps=False) for s in series])
-    fig.update_layout(title=title, height=320, margin={"l": 10, "r": 10, "t": 40, "b": 10},
-                      yaxis={"title": unit, "rangemode": "tozero"}, xaxis={"range": list(x_range)},
-                      legend={"orientation": "h", "y": -0.2, "yanchor": "top"})
-    return fig
+    fig.update_layout(yaxis={"rangemode": "tozero"}, xaxis={"range": list(x_range)})
+    return style(fig, title=title, y_title=unit)
 
 
 def show(report: NpuReport) -> None:
@@ -187,9 +196,10 @@ def hbm_chart(devices: tuple[NpuDevice, ...], found: ModelMap) -> None:
             for b in bars if b.used_bytes is not None]
     rows += [{"device": f"NPU {b.device}", "GiB": b.free_bytes / GIB, "held by": "free"}
              for b in bars if b.free_bytes is not None]
-    figure = px.bar(pd.DataFrame(rows), x="device", y="GiB", color="held by", title="HBM per device",
+    figure = px.bar(pd.DataFrame(rows), x="device", y="GiB", color="held by",
                     color_discrete_map={"free": "#d0d4da"})
-    figure.update_layout(barmode="stack", height=360, margin={"t": 40, "b": 10}, legend_title_text="")
+    figure.update_layout(barmode="stack")
+    style(figure, title="HBM per device", y_title="GiB", width_px=WIDE_CHART_PX)
     st.plotly_chart(figure, key=keys.NPU_HBM_CHART)
 
 
