@@ -4,7 +4,9 @@ again once the served config is put back."""
 
 from __future__ import annotations
 
+import io
 import json
+import tarfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,6 +17,7 @@ from geadmin.diagnose.drift import PUT_BACK_ACTION, put_back_served
 from geadmin.diagnose.health import take_snapshot
 from geadmin.diagnose.verdict import Level, Rule, Sources, assess
 from geadmin.domain import ModelState
+from geadmin.ops.bundle import build_bundle
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.triton.client import TritonClient
 from geadmin.triton.logs import LocalLogFile
@@ -119,6 +122,14 @@ def test_a_hand_edited_config_is_drift_until_the_served_config_is_put_back(
     (drift,) = document["drift"]  # type: ignore[misc]
     assert drift["on_disk"].startswith("does not parse, line 6: ") and not drift["loads"]
     assert drift["fix"].startswith("open it in the Config editor")
+
+    # The diagnostics bundle carries the same verdict.
+    bundle = build_bundle(client, repository=server.repository, log_path=server.log_path)
+    with tarfile.open(fileobj=io.BytesIO(bundle.packed())) as archive:
+        member = next(m for m in archive.getmembers() if m.name.endswith("verdict.json"))
+        packed = json.load(archive.extractfile(member))  # type: ignore[arg-type]
+    assert packed["verdict"] == "DEGRADED" and packed["rules"] == ["drift"]
+    assert packed["headline"] == document["headline"]
 
     message = put_back_served(client, server.repository, CLASSIFIER, actor=audit.Actor("alice"), home=home)
     assert message.endswith("disk and Triton agree again")

@@ -77,6 +77,12 @@ def test_a_hand_edited_config_is_flagged_on_overview_and_models_and_put_back(
     flagged = f"**{CLASSIFIER}** — on disk: does not parse, line 6"
     assert any(w.value.startswith(flagged) for w in models.warning)
 
+    editing = run(page("overview"))
+    editing.button(key=f"overview.drift_edit.{CLASSIFIER}").click()
+    editing = run(editing)  # the Config editor, opened on the drifted model
+    assert editing.session_state["editor.model"] == CLASSIFIER
+    assert any(h.value == "Config editor" for h in editing.title), [h.value for h in editing.title]
+
     at.button(key=f"overview.drift_put_back.{CLASSIFIER}").click()
     at = run(at)
     assert any("disk and Triton agree again" in s.value for s in at.success), texts(at)
