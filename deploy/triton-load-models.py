@@ -81,6 +81,11 @@ def load(base: str, name: str, key: str | None, timeout_s: float) -> tuple[str, 
     return name, True, f"loaded in {time.monotonic() - started:.1f}s"
 
 
+def hidden(name: str) -> bool:
+    """A hidden directory (`.git`, `.geadmin-staging-x`): never a model to load."""
+    return name.startswith(".")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--url", default="http://127.0.0.1:8000")
@@ -99,7 +104,9 @@ def main() -> int:
     except (OSError, ValueError) as exc:
         say(f"cannot list the model repository: {error_text(exc)}")
         return 1
-    present = {entry["name"]: entry.get("state", "") for entry in index}
+    # Triton indexes every directory of the repository, hidden ones too (a `.git`, geadmin's
+    # `.geadmin-staging-*` of a create in progress or cut short): never load those.
+    present = {entry["name"]: entry.get("state", "") for entry in index if not hidden(entry["name"])}
     names = sorted(present) if wanted == "*" else [n.strip() for n in wanted.split(",") if n.strip()]
     for name in names:
         if name not in present:

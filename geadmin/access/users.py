@@ -5,11 +5,13 @@
     password_hash = "$argon2id$v=19$m=65536,t=3,p=4$..."
     must_change = false       # true: asked for a new password at the next sign-in
 
-Written atomically with mode 0600 from the start (it holds hashes). Failed sign-ins are
-rate-limited per user and per client address inside the dashboard process (`FailedSignIns`,
-lockouts capped at 15 minutes, the table bounded); at most VERIFY_SLOTS password checks run at
-once (`VerifySlots`); a wrong user and a wrong password get the same message, and an unknown
-user costs a hash like a known one.
+Written atomically with mode 0600 from the start (it holds hashes), each change (read, modify,
+write) under a lock file beside it (`.users.toml.lock`, `geadmin.repository.locks.file_lock`),
+so two `geadmin users` commands, or one and the dashboard's first start, never lose a change.
+Failed sign-ins are rate-limited per user and per client address inside the dashboard process
+(`FailedSignIns`, lockouts capped at 15 minutes, the table bounded); at most VERIFY_SLOTS
+password checks run at once (`VerifySlots`); a wrong user and a wrong password get the same
+message, and an unknown user costs a hash like a known one.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from geadmin import settings
 from geadmin.access.roles import Role
 from geadmin.errors import ConfigError, SignInBusyError, SignInError, SignInRateLimitedError
 from geadmin.repository.atomic import write_secret_atomically
+from geadmin.repository.locks import file_lock
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -134,37 +137,44 @@ class UsersFile:
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         write_secret_atomically(self.path, tomli_w.dumps(document).encode("utf-8"))
 
+    @contextlib.contextmanager
+    def changing(self) -> Iterator[dict[str, User]]:
+        """The users, read under the file's lock; saved as left when the block ends normally."""
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        with file_lock(self.path.with_name(f".{self.path.name}.lock"),
+                       f"a change of the users file {self.path}: retry in a moment"):
+            users = self.load()
+            yield users
+            self.save(users)
+
     def add(self, name: str, role: Role, password: str, *, must_change: bool = False) -> User:
-        users = self.load()
-        if check_name(name) in users:
-            raise ConfigError(f"user {name!r} exists already: use `geadmin users passwd {name}`")
-        users[name] = User(name, role, _HASHER.hash(check_password(password)), must_change)
-        self.save(users)
+        hashed = _HASHER.hash(check_password(password))  # before the lock: it takes a while
+        with self.changing() as users:
+            if check_name(name) in users:
+                raise ConfigError(f"user {name!r} exists already: use `geadmin users passwd {name}`")
+            users[name] = User(name, role, hashed, must_change)
         return users[name]
 
     def set_password(self, name: str, password: str) -> User:
-        users = self.load()
-        if name not in users:
-            raise ConfigError(f"no user {name!r} in {self.path}")
-        users[name] = replace(users[name], password_hash=_HASHER.hash(check_password(password)),
-                              must_change=False)
-        self.save(users)
+        hashed = _HASHER.hash(check_password(password))
+        with self.changing() as users:
+            if name not in users:
+                raise ConfigError(f"no user {name!r} in {self.path}")
+            users[name] = replace(users[name], password_hash=hashed, must_change=False)
         return users[name]
 
     def set_role(self, name: str, role: Role) -> User:
-        users = self.load()
-        if name not in users:
-            raise ConfigError(f"no user {name!r} in {self.path}")
-        users[name] = replace(users[name], role=role)
-        self.save(users)
+        with self.changing() as users:
+            if name not in users:
+                raise ConfigError(f"no user {name!r} in {self.path}")
+            users[name] = replace(users[name], role=role)
         return users[name]
 
     def remove(self, name: str) -> None:
-        users = self.load()
-        if name not in users:
-            raise ConfigError(f"no user {name!r} in {self.path}")
-        del users[name]
-        self.save(users)
+        with self.changing() as users:
+            if name not in users:
+                raise ConfigError(f"no user {name!r} in {self.path}")
+            del users[name]
 
     def verify(self, name: str, password: str) -> User:
         """The user, if `password` is theirs; SignInError otherwise (same message either way)."""

@@ -1,7 +1,13 @@
 """Load, unload and reload models, audited by their outcome: each action is checked
 against what Triton reports afterwards, never assumed done — the model itself, and every
 other model whose state changed with it (an ensemble that runs it), each with Triton's reason
-and its own audit row (geadmin.diagnose.impact)."""
+and its own audit row (geadmin.diagnose.impact).
+
+Each model's row is written where its result is produced, before any progress callback runs
+again, and in `try/finally`: a callback that raises (a Streamlit rerun unwinds the page's
+script from inside its `st.progress` call) cannot leave an action done and unaudited — an
+action cut short that way is audited as failed, "cut short before its outcome was known".
+Callbacks get plain values; the core never calls Streamlit."""
 
 from __future__ import annotations
 
@@ -75,23 +81,44 @@ def run_action(
     """Apply `action` to each model in turn (a failure does not stop the others), then wait
     (bounded) until the models touched, dependents included, stop LOADING / UNLOADING."""
     results = []
-    touched: list[str] = []
     for done, name in enumerate(names):
         report = _load_reporter(progress, done, len(names), name)
-        report(0.0, "")
-        asked = [*names, *(_composing(client, name) if action is Action.UNLOAD and dependents else [])]
-        touched += asked[len(names):]
-        before = impact.snapshot(client, log)
-        result = _run_one(client, action, name, dependents, log, repository, report)
-        side_effects = impact.changes(client, before, asked, log, settle_timeout_s=settle_timeout_s)
-        results.append(replace(result, side_effects=tuple(side_effects)))
-        if result.ok:  # a failed (or stuck) model has nothing to settle
-            touched.append(name)
+        report(0.0, "")  # before the action: a callback that raises here leaves nothing undone
+        results.append(_one_audited(client, action, name, names, dependents=dependents, log=log,
+                                    repository=repository, report=report,
+                                    settle_timeout_s=settle_timeout_s, actor=actor))
     if progress is not None:
         progress(len(names), len(names), "")
-    if not wait_settled(client, touched, settle_timeout_s):
-        results = [_still_moving(result, settle_timeout_s) if result.ok else result for result in results]
-    return audited(client, results, actor)
+    return results
+
+
+def _one_audited(client: TritonClient, action: Action, name: str, names: Sequence[str], *,
+                 dependents: bool, log: LogSource | None, repository: Path | None, report: LoadProgress,
+                 settle_timeout_s: float, actor: Actor | None) -> ActionResult:
+    """One model's action, settled (bounded) and audited before this returns; audited as cut
+    short if anything unwinds it (the `report` callback raising included)."""
+    result: ActionResult | None = None
+    try:
+        asked = [*names, *(_composing(client, name) if action is Action.UNLOAD and dependents else [])]
+        before = impact.snapshot(client, log)
+        done = _run_one(client, action, name, dependents, log, repository, report)
+        side_effects = impact.changes(client, before, asked, log, settle_timeout_s=settle_timeout_s)
+        done = replace(done, side_effects=tuple(side_effects))
+        touched = [*asked[len(names):], *([name] if done.ok else [])]  # a failed model has nothing to settle
+        if done.ok and not wait_settled(client, touched, settle_timeout_s):
+            done = _still_moving(done, settle_timeout_s)
+        (result,) = audited(client, [done], actor)
+    finally:
+        if result is None:
+            audit.try_record_action(action.value, name, False, cut_short(action, name), server=client.url,
+                                    actor=actor)
+    return result
+
+
+def cut_short(action: Action, name: str) -> str:
+    """The audit message of an action unwound before its outcome was known."""
+    return (f"{action.value} of {name!r} was cut short before its outcome was known (the caller "
+            "stopped, e.g. the dashboard reran): check its state with `geadmin models list`")
 
 
 def audited(client: TritonClient, results: list[ActionResult], actor: Actor | None) -> list[ActionResult]:
@@ -159,16 +186,27 @@ def load_in_parallel(
     if not names:
         return []
     quiet: LoadProgress = lambda elapsed_s, latest: None  # noqa: E731
+
+    def load_audited(name: str) -> ActionResult:  # in the worker: audited whatever `done` does
+        result: ActionResult | None = None
+        try:
+            (result,) = audited(client, [_run_one(client, Action.LOAD, name, False, log, repository, quiet)],
+                                actor)
+        finally:
+            if result is None:
+                audit.try_record_action(Action.LOAD.value, name, False, cut_short(Action.LOAD, name),
+                                        server=client.url, actor=actor)
+        return result
+
     finished: dict[str, ActionResult] = {}
     with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="geadmin-load") as pool:
-        futures = {pool.submit(_run_one, client, Action.LOAD, name, False, log, repository, quiet): name
-                   for name in names}
+        futures = {pool.submit(load_audited, name): name for name in names}
         for count, future in enumerate(as_completed(futures), start=1):
             result = future.result()  # _run_one turns every GeAdminError into a result
             finished[result.name] = result
             if done is not None:
                 done(count, len(names), result)
-    return audited(client, [finished[name] for name in names], actor)
+    return [finished[name] for name in names]
 
 
 def _still_moving(result: ActionResult, timeout_s: float) -> ActionResult:

@@ -1,6 +1,7 @@
 """Writers of one model's config are serialized by a lock file in the workspace
 (`$GEADMIN_HOME/locks`), so a hash check and the rename after it cannot interleave with
-another geadmin process's; `purpose` keeps an apply's lock apart from a plain write's."""
+another geadmin process's; `purpose` keeps an apply's lock apart from a plain write's.
+`file_lock` is the same lock for any other file geadmin rewrites whole (the users file)."""
 
 from __future__ import annotations
 
@@ -29,15 +30,24 @@ def edit_lock(repository: Path, model: str, purpose: str = "write", *, home: Pat
         raise RepositoryError(f"refused model name {model!r}: a model name is one directory name")
     lock_dir = (home or settings.home()) / "locks"
     key = hashlib.sha256(str(Path(repository).resolve()).encode()).hexdigest()[:16]
-    path = lock_dir / f"{key}-{model}.{purpose}.lock"
+    busy = (f"a config {purpose} of {model!r} right now (from the dashboard or a CLI): wait for it to "
+            "finish, reopen the config, and retry")
+    with file_lock(lock_dir / f"{key}-{model}.{purpose}.lock", busy, wait_s=wait_s):
+        yield
+
+
+@contextlib.contextmanager
+def file_lock(path: Path, busy: str, *, wait_s: float = LOCK_WAIT_S) -> Iterator[None]:
+    """Hold the lock file `path` (created with its directory), waiting up to `wait_s` (0: do
+    not wait); else `ConfigLockedError` "another geadmin (pid N) is running `busy`"."""
     try:
-        lock_dir.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
         handle = open(path, "a+")  # noqa: SIM115 - closed below; closing releases the lock
     except OSError as exc:
         raise RepositoryError(f"cannot create the lock {path}: {exc.strerror or exc}; check that "
-                              "the workspace (GEADMIN_HOME) is writable") from exc
+                              "its directory (the workspace, GEADMIN_HOME) is writable") from exc
     try:
-        _acquire(handle, model, purpose, wait_s)
+        _acquire(handle, busy, wait_s)
         handle.seek(0)
         handle.truncate()
         handle.write(f"pid {os.getpid()}")
@@ -47,7 +57,7 @@ def edit_lock(repository: Path, model: str, purpose: str = "write", *, home: Pat
         handle.close()
 
 
-def _acquire(handle: TextIO, model: str, purpose: str, wait_s: float) -> None:
+def _acquire(handle: TextIO, busy: str, wait_s: float) -> None:
     deadline = time.monotonic() + wait_s
     while True:
         try:
@@ -57,8 +67,5 @@ def _acquire(handle: TextIO, model: str, purpose: str, wait_s: float) -> None:
             if time.monotonic() >= deadline:
                 handle.seek(0)
                 holder = handle.read().strip() or "another process"
-                raise ConfigLockedError(
-                    f"another geadmin ({holder}) is running a config {purpose} of {model!r} right now "
-                    "(from the dashboard or a CLI): wait for it to finish, reopen the config, and "
-                    "retry") from None
+                raise ConfigLockedError(f"another geadmin ({holder}) is running {busy}") from None
             time.sleep(0.05)

@@ -316,7 +316,8 @@ def test_cli_apply_history_rollback_and_audit(
     assert run_cli(["audit", "--json", "--model", MODEL]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert [(r["action"], r["result"]) for r in rows] == [
-        ("rollback", "ok"), ("apply", "refused"), ("apply", "ok"), ("apply", "rolled_back")]
+        ("rollback", "ok"), ("rollback", "started"), ("apply", "refused"), ("apply", "ok"),
+        ("apply", "started"), ("apply", "rolled_back"), ("apply", "started")]
     assert {r["origin"] for r in rows} == {"cli"} and all(r["who"] for r in rows)
 
     # A model that is not loaded: written, not loaded behind the operator's back.
