@@ -40,6 +40,7 @@ from geadmin.cli.models import (
 )
 from geadmin.diagnose import impact
 from geadmin.diagnose.explain import LoadProgress
+from geadmin.domain import format_duration
 from geadmin.errors import (
     ConfigConflictError,
     ConfigInvalidError,
@@ -184,7 +185,8 @@ def _progress_printer(args: argparse.Namespace) -> LoadProgress | None:
         if time.monotonic() - last[0] >= 5:
             last[0] = time.monotonic()
             line = f": {latest.splitlines()[0][:160]}" if latest else ""
-            print(f"  reloading {args.model} ({elapsed_s:.0f}s){line}", file=sys.stderr, flush=True)
+            print(f"  reloading {args.model} ({format_duration(elapsed_s)}){line}", file=sys.stderr,
+                  flush=True)
     return show
 
 

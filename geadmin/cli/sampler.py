@@ -16,6 +16,7 @@ from types import FrameType
 from geadmin import settings
 from geadmin.cli.common import positive_seconds
 from geadmin.cli.npu import triton_metrics
+from geadmin.domain import format_duration
 from geadmin.telemetry.history import sources
 from geadmin.telemetry.sampler import Sampler, SamplerOptions, default_npu_smi, lock
 
@@ -58,9 +59,10 @@ def check(options: SamplerOptions) -> int:
     latest = max((s.last_at for s in sources(home=options.home) if s.last_at), default=None)
     age_s = None if latest is None else time.time() - latest.timestamp()
     if age_s is not None and age_s <= 3 * options.interval_s + 5:
-        print(f"sampler: last sample {age_s:.1f}s ago")
+        print(f"sampler: last sample {format_duration(age_s)} ago")
         return 0
-    print("sampler: no sample recorded yet" if age_s is None else f"sampler: last sample {age_s:.0f}s ago")
+    print("sampler: no sample recorded yet" if age_s is None
+          else f"sampler: last sample {format_duration(age_s)} ago")
     return 1
 
 
