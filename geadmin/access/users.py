@@ -34,7 +34,7 @@ from geadmin import settings
 from geadmin.access.roles import Role
 from geadmin.errors import ConfigError, SignInBusyError, SignInError, SignInRateLimitedError
 from geadmin.repository.atomic import write_secret_atomically
-from geadmin.repository.locks import file_lock
+from geadmin.repository.locks import LOCK_WAIT_S, file_lock
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -138,11 +138,11 @@ class UsersFile:
         write_secret_atomically(self.path, tomli_w.dumps(document).encode("utf-8"))
 
     @contextlib.contextmanager
-    def changing(self) -> Iterator[dict[str, User]]:
+    def changing(self, *, wait_s: float = LOCK_WAIT_S) -> Iterator[dict[str, User]]:
         """The users, read under the file's lock; saved as left when the block ends normally."""
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         with file_lock(self.path.with_name(f".{self.path.name}.lock"),
-                       f"a change of the users file {self.path}: retry in a moment"):
+                       f"a change of the users file {self.path}: retry in a moment", wait_s=wait_s):
             users = self.load()
             yield users
             self.save(users)

@@ -45,7 +45,7 @@ from geadmin.binaries import terminate_group, wheel_layout
 from geadmin.domain import Transport
 from geadmin.errors import InferInputError, PerfAnalyzerError
 from geadmin.ops.bench_failures import BINARY, Failure, bench_error, classify, error_line
-from geadmin.ops.bench_results import CONCURRENCY, BenchPoint, BenchRun, parse_csv, save_run
+from geadmin.ops.bench_results import CONCURRENCY, BenchPoint, BenchRun, audit_run, parse_csv, save_run
 from geadmin.ops.bench_settings import SHARED_MEMORY as SHARED_MEMORY  # re-exported: callers' one import
 from geadmin.ops.bench_settings import BenchSettings as BenchSettings
 from geadmin.ops.bench_settings import parse_loads as parse_loads
@@ -336,16 +336,26 @@ def load_test(
 ) -> BenchRun:
     """The page's and the CLI's load test: the playground's input for `settings.model`
     (from `sources`, seeded — or exactly `request`, one the Playground sent), perf_analyzer at
-    every load, and the run saved (with its id). One run per server at a time
+    every load, the run saved (with its id) and audited (`bench_results.audit_run`, also when
+    it fails, is refused or is cut short). One run per server at a time
     (`geadmin.ops.bench_settings.server_lock`): BenchBusyError while another runs."""
     lock_home = home or geadmin_settings.home()
     # The server's address the client talks to and the one perf_analyzer measures (its HTTP
     # and gRPC ports, when they differ): a run over either blocks a run over the other.
-    with ExitStack() as held:
-        for url in dict.fromkeys((client.url, settings.url)):
-            held.enter_context(server_lock(lock_home, url, settings.model))
-        return _load_test(client, settings, sources, default=default, request=request, progress=progress,
-                          cancel=cancel, binary=binary, who=who, label=label, home=home, save=save)
+    run: BenchRun | None = None
+    error: BaseException | None = None
+    try:
+        with ExitStack() as held:
+            for url in dict.fromkeys((client.url, settings.url)):
+                held.enter_context(server_lock(lock_home, url, settings.model))
+            run = _load_test(client, settings, sources, default=default, request=request, progress=progress,
+                             cancel=cancel, binary=binary, who=who, label=label, home=home, save=save)
+        return run
+    except BaseException as exc:  # audited, refusals and interruptions (a Streamlit rerun) included
+        error = exc
+        raise
+    finally:
+        audit_run(settings.record(), settings.model, settings.url, who, run, error, home)
 
 
 def _load_test(

@@ -19,8 +19,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from geadmin import db
-from geadmin.errors import PerfAnalyzerError
+from geadmin import audit, db
+from geadmin.errors import BenchBusyError, GeAdminError, PerfAnalyzerError
 
 CONCURRENCY = "concurrency"
 REQUEST_RATE = "request_rate"
@@ -190,6 +190,30 @@ def save_run(run: BenchRun, home: Path | None = None) -> BenchRun:
             "INSERT INTO perf_points (run_id, ordinal, load, figures) VALUES (?, ?, ?, ?)",
             [(run_id, i, p.load, json.dumps(asdict(p))) for i, p in enumerate(run.points)])
     return replace(run, id=run_id)
+
+
+AUDIT_ACTION = "load_test"
+
+
+def audit_run(settings_record: Mapping[str, Any], model: str, server: str, who: str, run: BenchRun | None,
+              error: BaseException | None, home: Path | None = None) -> str:
+    """The audit row of one load test (who, model, server, loads, result); "" or why it could not
+    be written (never raises: the run's outcome is what the caller reports)."""
+    loads = ", ".join(f"{load:g}" for load in settings_record.get("loads", ()))
+    what = f"load test of {model!r} on {server} ({settings_record.get('mode', '')} {loads})"
+    if run is not None:
+        result, message = audit.Result.OK, f"{what}: {len(run.points)} point(s), run #{run.id or '-'}"
+    elif isinstance(error, BenchBusyError):
+        result, message = audit.Result.REFUSED, f"{what}: {error}"
+    else:
+        cause = str(error) if isinstance(error, GeAdminError) else f"cut short ({type(error).__name__})"
+        result, message = audit.Result.FAILED, f"{what}: {cause}"
+    actor = audit.Actor(who) if who else audit.Actor.os_user()
+    try:
+        audit.record(AUDIT_ACTION, model, result, actor=actor, server=server, message=message, home=home)
+    except GeAdminError as exc:
+        return f"the audit row could not be written: {exc}"
+    return ""
 
 
 def list_runs(home: Path | None = None, *, model: str | None = None, limit: int = 50) -> list[BenchRun]:

@@ -1,0 +1,162 @@
+"""Changes cut short, reconciled at the next start (geadmin.ops.reconcile), without Triton: the
+rows an apply or a create writes before it touches the disk are planted as their process would
+have left them, then `reconcile` runs as a fresh start does. The same in a real subprocess
+killed at each step, with a real tritonserver: tests/integration/test_cut_short.py."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from geadmin import audit
+from geadmin.audit import Actor, Result
+from geadmin.errors import ConfigLockedError
+from geadmin.ops import reconcile
+from geadmin.ops.create import create_model
+from geadmin.repository import locks, revisions, store
+from geadmin.repository.revisions import sha256_of
+
+OLD = b'name: "m"\nbackend: "python"\nmax_batch_size: 4\n'
+NEW = b'name: "m"\nbackend: "python"\nmax_batch_size: 8\n'
+
+
+@pytest.fixture(autouse=True)
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("GEADMIN_HOME", str(tmp_path / "home"))
+    return tmp_path / "home"
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    (root / "m" / "1").mkdir(parents=True)
+    (root / "m" / "1" / "model.py").write_text("# the model\n")
+    (root / "m" / "config.pbtxt").write_bytes(OLD)
+    return root
+
+
+def start_apply(repo: Path, who: str = "ann") -> audit.AuditEntry:
+    """What `apply_config` writes before the file: the started row (and, with the write, the
+    previous config kept as a revision)."""
+    path = repo / "m" / "config.pbtxt"
+    message = reconcile.started_message("apply: started", repo, path, sha256_of(OLD), sha256_of(NEW))
+    return audit.record("apply", "m", Result.STARTED, actor=Actor(who), server="http://t:8000",
+                        message=message)
+
+
+def test_an_apply_killed_after_the_write_is_flagged_with_the_revision_to_roll_back_to(repo: Path) -> None:
+    start_apply(repo)
+    store.write_config(repo, "m", NEW, expected_sha256=sha256_of(OLD), who="ann", note="before apply")
+    report = reconcile.reconcile(repo, actor=Actor("bob"))
+    (found,) = report.interrupted
+    assert (found.model, found.action, found.on_disk) == ("m", "apply", "new")
+    kept = revisions.revision_with_hash(repo, "m", sha256_of(OLD))
+    assert kept is not None and found.previous_revision == kept.number
+    assert found.rollback_command == f"geadmin config rollback m {kept.number}"
+    assert "the new config.pbtxt of 'm' is on disk, whole; it validates" in found.message
+    assert "started at" in found.message and "by ann" in found.message
+    (row, started) = audit.query(model="m")
+    assert (row.result, row.who, row.server) == ("interrupted", "bob", "http://t:8000")
+    assert started.result == "started"
+    # flagged until someone acts: the notice and `geadmin status` read it from the audit log
+    (flag,) = reconcile.unresolved()
+    assert flag.previous_revision == kept.number and "roll back" in flag.reason()
+    assert reconcile.reasons() == [flag.reason()]
+    assert reconcile.reconcile(repo).interrupted == ()  # closed once
+    audit.record("rollback", "m", Result.OK, message="rollback to revision 1: applied")
+    assert reconcile.unresolved() == []
+
+
+def test_an_apply_killed_before_the_write_leaves_the_old_config_and_no_flag(repo: Path) -> None:
+    start_apply(repo)
+    (found,) = reconcile.reconcile(repo).interrupted
+    assert found.on_disk == "previous" and "nothing was written" in found.message
+    assert (repo / "m" / "config.pbtxt").read_bytes() == OLD
+    assert reconcile.unresolved() == []  # nothing to act on; the audit log still says it happened
+
+
+def test_a_config_on_disk_that_does_not_validate_is_named(repo: Path) -> None:
+    start_apply(repo)
+    (repo / "m" / "config.pbtxt").write_bytes(b'name: "m"\nbackend: "python"\nmax_batch_size: -3\n')
+    (found,) = reconcile.reconcile(repo).interrupted
+    assert found.on_disk == "other" and "does not validate" in found.message
+
+
+def test_an_apply_still_running_is_left_alone(repo: Path, home: Path) -> None:
+    start_apply(repo)
+    with locks.edit_lock(repo, "m", "apply", home=home, wait_s=0):  # as the running apply holds it
+        report = reconcile.reconcile(repo)
+    assert report.interrupted == () and report.in_progress == ("apply of 'm'",)
+    assert [r.result for r in audit.query(model="m")] == ["started"]
+
+
+def test_a_finished_apply_is_not_reconciled(repo: Path) -> None:
+    start_apply(repo)
+    audit.record("apply", "m", Result.OK, message="applied")
+    assert reconcile.reconcile(repo).interrupted == ()
+
+
+def test_rows_of_another_repository_are_left_to_it(repo: Path, tmp_path: Path) -> None:
+    start_apply(repo)
+    assert reconcile.reconcile(tmp_path / "elsewhere").interrupted == ()
+    assert len(reconcile.reconcile(repo).interrupted) == 1
+
+
+def test_staging_of_an_interrupted_create_is_removed_unless_a_create_holds_it(repo: Path, home: Path) -> None:
+    dead = repo / ".geadmin-staging-new-abcd1234"
+    (dead / "new" / "1").mkdir(parents=True)
+    (dead / "new" / "config.pbtxt").write_text("half")
+    empty = repo / ".geadmin-staging-a-b-c-zz99yy88"  # killed right after mkdtemp
+    empty.mkdir()
+    running = repo / ".geadmin-staging-busy-qqqqqqqq"
+    (running / "busy").mkdir(parents=True)
+    with locks.edit_lock(repo.resolve(), "busy", "create", home=home, wait_s=0):
+        removed = reconcile.remove_staging(repo)
+    assert sorted(removed) == sorted([dead, empty])
+    assert not dead.exists() and not empty.exists() and running.is_dir()
+    assert (repo / "m").is_dir()  # models are never touched
+
+
+def test_a_create_killed_after_its_rename_is_closed_and_the_model_kept(repo: Path) -> None:
+    destination = repo / "fresh"
+    audit.record("create", "fresh", Result.STARTED,
+                 message=reconcile.started_message("started", repo, destination, ""))
+    (destination / "1").mkdir(parents=True)
+    (found,) = reconcile.reconcile(repo).interrupted
+    assert found.on_disk == "created" and "in place, whole" in found.message and destination.is_dir()
+
+
+def test_a_create_refused_after_its_started_row_is_finished_not_interrupted(repo: Path) -> None:
+    with pytest.raises(Exception, match="would not load"):
+        create_model(None, repo, "bad", "npu_ge_om", None, {}, load=False)  # no model.om: refused
+    assert [r.result for r in audit.query(model="bad")] == ["refused", "started"]
+    assert reconcile.reconcile(repo).interrupted == ()
+
+
+def test_the_users_file_is_changed_under_its_lock(tmp_path: Path) -> None:
+    from geadmin.access.roles import Role
+    from geadmin.access.users import UsersFile
+
+    users = UsersFile(tmp_path / "users.toml")
+    users.add("ann", Role.parse("admin"), "a long password 1")
+    held = threading.Event()
+    release = threading.Event()
+
+    def hold() -> None:
+        with locks.file_lock(tmp_path / ".users.toml.lock", "a test", wait_s=0):
+            held.set()
+            release.wait(10)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert held.wait(10)
+        with pytest.raises(ConfigLockedError, match="change of the users file"), users.changing(wait_s=0):
+            pass
+    finally:
+        release.set()
+        holder.join()
+    users.set_role("ann", Role.parse("viewer"))  # free again
+    assert users.load()["ann"].role is Role.parse("viewer")
