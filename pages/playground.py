@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import streamlit as st
 
 from geadmin.access.roles import Action
@@ -23,7 +24,8 @@ from geadmin.ops.infer import (
     send,
     top_k_plan,
 )
-from geadmin.ops.infer_inputs import InputSource
+from geadmin.ops.infer_images import sent_image
+from geadmin.ops.infer_inputs import InputSource, SourceKind
 from geadmin.ops.infer_snippets import curl_command, python_snippet
 from geadmin.ops.infer_spec import ModelSpec, picked_shape
 from geadmin.stack.target import Target
@@ -117,7 +119,8 @@ def render() -> None:
             request = checked_request(target, spec, chosen, batch_size=batch_size, seed=seed, version=version,
                                       outputs=() if len(outputs) == len(names) else outputs, k=k)
             if request is not None:
-                send_request(target, transport, spec, *request, urls, breakdown)
+                images = sent_images(spec, chosen, request[0])
+                send_request(target, transport, spec, *request, urls, breakdown, images)
     sent: Sent | None = st.session_state.get(keys.PLAYGROUND_SENT)
     if sent is not None and (sent.server, sent.model) == (target.spec.name, model):
         show_sent(sent)
@@ -157,8 +160,21 @@ def checked_request(target: Target, spec: ModelSpec, chosen: dict[str, Chosen], 
     return request, plan
 
 
+def sent_images(spec: ModelSpec, chosen: dict[str, Chosen], request: InferRequest
+                ) -> tuple[tuple[str, np.ndarray], ...]:
+    """Each uploaded image as the request carries it (resized to the input, first item)."""
+    found = []
+    for name, c in chosen.items():
+        if c.source is not None and c.source.kind is SourceKind.IMAGE:
+            pixels = sent_image(spec.input(name), request.input(name).data, c.source.normalize)
+            if pixels is not None:
+                found.append((name, pixels))
+    return tuple(found)
+
+
 def send_request(target: Target, transport: Transport, spec: ModelSpec, request: InferRequest,
-                 plan: TopKPlan, urls: tuple[str, str, str], breakdown: bool) -> None:
+                 plan: TopKPlan, urls: tuple[str, str, str], breakdown: bool,
+                 images: tuple[tuple[str, np.ndarray], ...] = ()) -> None:
     url, http_url, curl_note = urls
     try:
         with st.spinner(f"Sending to {request.model} at {url}…"):
@@ -170,4 +186,4 @@ def send_request(target: Target, transport: Transport, spec: ModelSpec, request:
         show_error(exc, url)
         return
     st.session_state[keys.PLAYGROUND_SENT] = Sent(target.spec.name, request.model, request, result, ranked,
-                                                  python, curl, curl_note)
+                                                  python, curl, curl_note, images)

@@ -41,6 +41,7 @@ class InferRequest:
     outputs: tuple[str, ...] = ()  # empty: every output
     class_count: int = 0  # > 0: Triton's classification extension, top classes per output
     version: str = ""
+    output_order: tuple[str, ...] = ()  # the model's outputs in its config's order (send keeps it)
 
     def input(self, name: str) -> Tensor:
         return next(t for t in self.inputs if t.name == name)
@@ -140,7 +141,7 @@ def build_request(
     return InferRequest(
         spec.name,
         tuple(Tensor(name, by_name[name].datatype, data) for name, data in tensors.items()),
-        tuple(outputs), class_count, version,
+        tuple(outputs), class_count, version, tuple(o.name for o in spec.outputs),
     )
 
 
@@ -155,8 +156,15 @@ def send(client: TritonClient, request: InferRequest, *, statistics: bool = True
     server, note = None, "statistics not read"
     if statistics:
         server, note = _breakdown(client, request, before)
-    return InferResult(request.model, response.model_version, client.transport.value, response.outputs,
-                       latency_ms, server, note)
+    return InferResult(request.model, response.model_version, client.transport.value,
+                       in_model_order(response.outputs, request.output_order), latency_ms, server, note)
+
+
+def in_model_order(outputs: Sequence[Tensor], order: Sequence[str]) -> tuple[Tensor, ...]:
+    """The response's outputs in the model's order (Triton answers in its own); names the order
+    does not know go last, as they came."""
+    rank = {name: i for i, name in enumerate(order)}
+    return tuple(sorted(outputs, key=lambda t: rank.get(t.name, len(rank))))
 
 
 def _stage_totals(client: TritonClient, request: InferRequest) -> dict[str, int] | None:

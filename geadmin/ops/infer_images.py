@@ -177,6 +177,25 @@ def _image_dtype(spec: InputSpec, pixels: np.ndarray, normalize: Normalize) -> n
                           f"(and {normalize.value} normalisation needs a float input)")
 
 
+def sent_image(spec: InputSpec, data: np.ndarray, normalize: Normalize = Normalize.NONE) -> np.ndarray | None:
+    """The first item of an image input's tensor as it was sent — resized, laid out, normalised
+    by `image_tensor` — back as HW / HWC uint8 pixels to show; None if the input is no image."""
+    try:
+        layout = image_layout(spec)
+    except InferInputError:
+        return None
+    pixels = np.asarray(data[0] if spec.batched else data).astype(np.float64)  # BF16 is held as float32
+    if layout.channels and layout.channels_first:
+        pixels = np.moveaxis(pixels, 0, -1)
+    if pixels.ndim == 3 and pixels.shape[2] == 1:
+        pixels = pixels[..., 0]
+    if normalize is Normalize.IMAGENET:
+        pixels = pixels * np.array(IMAGENET_STD) + np.array(IMAGENET_MEAN)
+    if normalize is not Normalize.NONE:
+        pixels = pixels * 255.0
+    return np.clip(np.rint(pixels), 0, 255).astype(np.uint8)
+
+
 MIN_IMAGE_SIDE = 8  # smaller outputs are shown as arrays, not images
 
 

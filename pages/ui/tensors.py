@@ -47,6 +47,7 @@ class Sent:
     python: Snippet
     curl: Snippet | None
     curl_note: str = ""  # why there is no curl command, or which URL it guessed
+    images: tuple[tuple[str, np.ndarray], ...] = ()  # (input, its pixels as sent: resized) for uploads
 
 
 def input_widget(spec: InputSpec, model: str) -> Chosen:
@@ -84,6 +85,9 @@ def input_widget(spec: InputSpec, model: str) -> Chosen:
 
 def show_sent(sent: Sent) -> None:
     show_timing(sent.result)
+    for name, pixels in sent.images:
+        height, width = pixels.shape[:2]
+        st.image(pixels, caption=f"{name} as sent: {width}×{height} after resizing (first item)")
     st.subheader("Outputs")
     for tensor in sent.result.outputs:
         show_output(tensor)
