@@ -2,7 +2,8 @@
 
 Before Streamlit starts it settles sign-in for the bind address, as `geadmin up` does: a
 public bind with no sign-in configured is refused, and with GEADMIN_AUTH=local and no users
-file the first admin is created and its password printed once, to this log."""
+file the first admin is created, its password written to a 0600 file in the workspace
+(`initial-admin-password`) and that file's path printed to this log, never the password."""
 
 from __future__ import annotations
 
