@@ -9,8 +9,9 @@
   operator's unload (not READY, and the audit log's latest action on it is no operator
   unload: an ensemble dropped when a member changed, a model unloaded behind geadmin's
   back); a model is stuck LOADING / UNLOADING; a model serves a config that differs from
-  its file on disk (`diagnose.drift`); or Triton says it is not ready and none of the
-  above explains why. Triton's own readiness is not enough: in explicit model-control mode
+  its file on disk (`diagnose.drift`); a config apply was cut short and nobody has applied
+  or rolled back that model since (`diagnose.interrupted`); or Triton says it is not ready
+  and none of the above explains why. Triton's own readiness is not enough: in explicit model-control mode
   a failed load does not make it "not ready".
 - OK: none of the above. A model an operator unloaded, or never loaded, is not a failure.
 """
@@ -25,6 +26,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from geadmin import audit, db
+from geadmin.diagnose import interrupted
 from geadmin.diagnose.drift import Drift, find_drift
 from geadmin.diagnose.health import ServerSnapshot, Triage, is_idle, triage
 from geadmin.domain import LogCursor, ModelEntry, ModelState, format_duration
@@ -56,6 +58,7 @@ class Rule(str, enum.Enum):
     DRIFT = "drift"
     INDEX_UNREADABLE = "index-unreadable"
     SERVER_NOT_READY = "server-not-ready"
+    INTERRUPTED_CHANGE = "interrupted-change"
 
 
 LEVEL_OF = {Rule.UNREACHABLE: Level.DOWN, Rule.NOT_LIVE: Level.DOWN, Rule.EXPECTED_NOT_READY: Level.DOWN}
@@ -144,7 +147,8 @@ class Verdict:
 
 # -- the rules, on values (no I/O) -------------------------------------------------------
 def judge(snapshot: ServerSnapshot, found: Triage, *, drift: Sequence[Drift] = (),
-          stuck: Mapping[str, float] | None = None, expected: Sequence[str] = ()) -> Verdict:
+          stuck: Mapping[str, float] | None = None, expected: Sequence[str] = (),
+          cut_short: Sequence[interrupted.Interrupted] = ()) -> Verdict:
     """Apply the rules to what was found. `stuck`: model -> seconds it has been moving;
     `found.failed` already holds the dropped models (see `with_dropped`)."""
     if not snapshot.reachable:
@@ -154,6 +158,8 @@ def judge(snapshot: ServerSnapshot, found: Triage, *, drift: Sequence[Drift] = (
                *model_reasons(found, stuck or {}, expected)]
     reasons += [Reason(Rule.DRIFT, f"model {item.model!r} serves a config that differs from its file: "
                        f"{item.headline}", item.model, item.fix) for item in drift]
+    reasons += [Reason(Rule.INTERRUPTED_CHANGE, one_line(item.reason()), item.model, item.rollback_command)
+                for item in cut_short]
     if not reasons and snapshot.live and not snapshot.ready:
         reasons.append(not_ready_reason(found))
     return Verdict(snapshot, found, tuple(reasons), tuple(drift), tuple(expected), tuple(sorted(stuck or {})))
@@ -358,4 +364,6 @@ def assess(snapshot: ServerSnapshot, sources: Sources | None = None, *,
     if src.client is not None and snapshot.reachable and not snapshot.error:
         drift = find_drift(src.client, src.repository, [m.name for m in found.ready])
     stuck = stuck_models(found, src.log, src.now)
-    return replace(judge(snapshot, found, drift=drift, stuck=stuck, expected=expected), drift_checked=checked)
+    cut_short = interrupted.unresolved(src.repository, home=src.home)
+    return replace(judge(snapshot, found, drift=drift, stuck=stuck, expected=expected, cut_short=cut_short),
+                   drift_checked=checked)

@@ -17,9 +17,9 @@ start and by the CLI commands that touch the repository — closes each such row
    kept revision to roll back to (`geadmin config rollback MODEL N`).
 4. Remove the staging directories of creates that no process holds (`.geadmin-staging-*`).
 
-`unresolved` lists the interrupted applies that left a config nobody has applied or rolled
-back since: the Overview / Models notice and `geadmin status` show them until an operator
-applies or rolls back that model.
+`geadmin.diagnose.interrupted.unresolved` lists the interrupted applies that left a config
+nobody has applied or rolled back since: the verdict (`geadmin status`, the Overview) and the
+Models page show them until an operator applies or rolls back that model.
 """
 
 from __future__ import annotations
@@ -32,21 +32,27 @@ from pathlib import Path
 
 from geadmin import audit
 from geadmin.audit import Actor, AuditEntry, Result
+from geadmin.diagnose import interrupted as flags
+from geadmin.diagnose.interrupted import (
+    APPLY_ACTIONS,
+    CREATE_ACTION,
+    NEW,
+    ON_DISK,
+    PATH,
+    PREVIOUS,
+    REPOSITORY,
+    REVISION,
+    Interrupted,
+    facts,
+)
 from geadmin.errors import ConfigLockedError, GeAdminError
 from geadmin.repository import locks, revisions
 from geadmin.repository.layout import is_model_name
 from geadmin.repository.modelconfig import CONFIG_FILE
 from geadmin.repository.validate import Severity, validate_text
 
-APPLY_ACTIONS = ("apply", "rollback")  # actions whose `started` row an apply writes
-CREATE_ACTION = "create"
 STAGING_PREFIX = ".geadmin-staging-"  # geadmin.ops.create stages in `<repository>/<prefix><name>-<random>`
 _MKDTEMP_SUFFIX_CHARS = 8  # tempfile.mkdtemp's random part
-
-# The tail lines of `started` and `interrupted` rows (after the headline), one "key: value" each.
-_REPOSITORY, _PATH, _PREVIOUS, _NEW = "repository", "path", "previous sha256", "new sha256"
-_ON_DISK, _REVISION = "on disk", "previous revision"
-_NOT_AN_OUTCOME = (Result.STARTED.value, Result.INTERRUPTED.value, Result.REFUSED.value)
 
 
 @dataclass(frozen=True)
@@ -58,36 +64,6 @@ class Started:
     path: Path  # the config file (apply) or the model directory (create)
     previous_sha256: str = ""
     new_sha256: str = ""
-
-
-@dataclass(frozen=True)
-class Interrupted:
-    """A change cut short, as its `interrupted` audit row states it."""
-
-    model: str
-    action: str
-    at: str  # when it started (ISO 8601, UTC)
-    who: str
-    server: str
-    on_disk: str  # "previous", "new", "other", "missing" (apply); "created", "absent" (create)
-    message: str  # what is on disk, whether it is valid, what to do
-    previous_revision: int | None = None  # the revision to roll back to (apply)
-    audit_id: int = 0
-
-    @property
-    def headline(self) -> str:
-        return self.message.splitlines()[0] if self.message else ""
-
-    @property
-    def rollback_command(self) -> str:
-        if self.previous_revision is None:
-            return ""
-        return f"geadmin config rollback {self.model} {self.previous_revision}"
-
-    def reason(self) -> str:
-        """One line for a verdict, a notice or `geadmin status`."""
-        step = f"; roll back: `{self.rollback_command}`" if self.rollback_command else ""
-        return f"an interrupted {self.action} of {self.model!r}: {self.headline}{step}"
 
 
 @dataclass(frozen=True)
@@ -103,9 +79,9 @@ class Report:
 def started_message(headline: str, repository: Path, path: Path, previous_sha256: str = "",
                     new_sha256: str = "") -> str:
     """The message of a `started` row: the headline, then the facts `reconcile` needs."""
-    lines = [headline, f"{_REPOSITORY}: {_key(repository)}", f"{_PATH}: {path}"]
+    lines = [headline, f"{REPOSITORY}: {_key(repository)}", f"{PATH}: {path}"]
     if previous_sha256 or new_sha256:
-        lines += [f"{_PREVIOUS}: {previous_sha256}", f"{_NEW}: {new_sha256}"]
+        lines += [f"{PREVIOUS}: {previous_sha256}", f"{NEW}: {new_sha256}"]
     return "\n".join(lines)
 
 
@@ -146,11 +122,11 @@ def open_starts(repository: Path | None = None, *, home: Path | None = None) -> 
 
 
 def parse_started(entry: AuditEntry) -> Started | None:
-    facts = _facts(entry.message)
-    if _REPOSITORY not in facts or _PATH not in facts:
+    known = facts(entry.message)
+    if REPOSITORY not in known or PATH not in known:
         return None
-    return Started(entry, Path(facts[_REPOSITORY]), Path(facts[_PATH]), facts.get(_PREVIOUS, ""),
-                   facts.get(_NEW, ""))
+    return Started(entry, Path(known[REPOSITORY]), Path(known[PATH]), known.get(PREVIOUS, ""),
+                   known.get(NEW, ""))
 
 
 def close(start: Started, *, actor: Actor | None = None, home: Path | None = None,
@@ -162,37 +138,13 @@ def close(start: Started, *, actor: Actor | None = None, home: Path | None = Non
     else:
         on_disk, headline, revision = _config_state(start, home)
     lines = [f"{headline} ({cause}; started at {start.entry.at.isoformat()} by {start.entry.who})",
-             f"{_ON_DISK}: {on_disk}"]
+             f"{ON_DISK}: {on_disk}", f"{REPOSITORY}: {_key(start.repository)}"]
     if revision is not None:
-        lines.append(f"{_REVISION}: {revision}")
+        lines.append(f"{REVISION}: {revision}")
     message = "\n".join(lines)
     row = audit.record(start.entry.action, start.entry.model, Result.INTERRUPTED, actor=actor,
                        server=start.entry.server, message=message, diff=start.entry.diff, home=home)
-    return _interrupted(row, start.entry)
-
-
-def unresolved(*, home: Path | None = None, limit: int = 200) -> list[Interrupted]:
-    """Interrupted applies that left a config nobody applied or rolled back since, newest first
-    (never raises: an unreadable audit log lists nothing)."""
-    try:
-        rows = audit.query(result=Result.INTERRUPTED, limit=limit, home=home)
-        found = []
-        for row in rows:
-            if row.action not in APPLY_ACTIONS or _facts(row.message).get(_ON_DISK) == "previous":
-                continue
-            later = [r for r in audit.query(model=row.model, home=home)
-                     if r.id > row.id and r.action in APPLY_ACTIONS
-                     and r.result not in _NOT_AN_OUTCOME]
-            if not later:
-                found.append(_interrupted(row, None))
-        return found
-    except GeAdminError:
-        return []
-
-
-def reasons(*, home: Path | None = None) -> list[str]:
-    """One line per unresolved interrupted apply: for the verdict and `geadmin status`."""
-    return [item.reason() for item in unresolved(home=home)]
+    return flags.from_row(row)
 
 
 def remove_staging(repository: Path, *, home: Path | None = None) -> list[Path]:
@@ -268,23 +220,6 @@ def _created_state(start: Started) -> tuple[str, str, None]:
         return "created", (f"the model directory {start.path} is in place, whole (it is moved in by one "
                            "rename), but was not loaded by this create: load it or remove it"), None
     return "absent", f"nothing was created at {start.path}; its staging directory is removed", None
-
-
-def _interrupted(row: AuditEntry, start: AuditEntry | None) -> Interrupted:
-    facts = _facts(row.message)
-    revision = facts.get(_REVISION, "")
-    return Interrupted(row.model, row.action, (start.at if start else row.at).isoformat(timespec="seconds"),
-                       start.who if start else row.who, row.server, facts.get(_ON_DISK, ""), row.message,
-                       int(revision) if revision.isdigit() else None, row.id)
-
-
-def _facts(message: str) -> dict[str, str]:
-    facts = {}
-    for line in message.splitlines()[1:]:
-        key, sep, value = line.partition(": ")
-        if sep:
-            facts[key.strip()] = value.strip()
-    return facts
 
 
 def _key(repository: Path) -> str:

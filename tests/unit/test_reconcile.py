@@ -12,6 +12,7 @@ import pytest
 
 from geadmin import audit
 from geadmin.audit import Actor, Result
+from geadmin.diagnose import interrupted
 from geadmin.errors import ConfigLockedError
 from geadmin.ops import reconcile
 from geadmin.ops.create import create_model
@@ -61,12 +62,13 @@ def test_an_apply_killed_after_the_write_is_flagged_with_the_revision_to_roll_ba
     assert (row.result, row.who, row.server) == ("interrupted", "bob", "http://t:8000")
     assert started.result == "started"
     # flagged until someone acts: the notice and `geadmin status` read it from the audit log
-    (flag,) = reconcile.unresolved()
+    (flag,) = interrupted.unresolved(repo)
     assert flag.previous_revision == kept.number and "roll back" in flag.reason()
-    assert reconcile.reasons() == [flag.reason()]
+    assert interrupted.reasons(repo) == [flag.reason()]
+    assert interrupted.unresolved(repo.parent / "another_repository") == []
     assert reconcile.reconcile(repo).interrupted == ()  # closed once
     audit.record("rollback", "m", Result.OK, message="rollback to revision 1: applied")
-    assert reconcile.unresolved() == []
+    assert interrupted.unresolved(repo) == []
 
 
 def test_an_apply_killed_before_the_write_leaves_the_old_config_and_no_flag(repo: Path) -> None:
@@ -74,7 +76,7 @@ def test_an_apply_killed_before_the_write_leaves_the_old_config_and_no_flag(repo
     (found,) = reconcile.reconcile(repo).interrupted
     assert found.on_disk == "previous" and "nothing was written" in found.message
     assert (repo / "m" / "config.pbtxt").read_bytes() == OLD
-    assert reconcile.unresolved() == []  # nothing to act on; the audit log still says it happened
+    assert interrupted.unresolved(repo) == []  # nothing to act on; the audit log still says it happened
 
 
 def test_a_config_on_disk_that_does_not_validate_is_named(repo: Path) -> None:

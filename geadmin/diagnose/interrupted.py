@@ -1,0 +1,100 @@
+"""Changes that were cut short and still wait for an operator, read from the audit log.
+
+`geadmin.ops.reconcile` (at the next start) closes every apply or create whose process died
+after its `started` row with an `interrupted` row that states what is on disk ("key: value"
+lines after the headline: `on disk`, `previous revision`, `repository`). An interrupted apply
+that left a config other than the previous one stays *unresolved* until someone applies or
+rolls back that model: the verdict (`geadmin status`, the Overview) and the Models page show
+each with the command that puts the previous revision back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from geadmin import audit
+from geadmin.audit import AuditEntry, Result
+from geadmin.errors import GeAdminError
+
+APPLY_ACTIONS = ("apply", "rollback")  # actions whose `started` row an apply writes
+CREATE_ACTION = "create"
+# The tail lines of `started` and `interrupted` rows (after the headline), one "key: value" each.
+REPOSITORY, PATH, PREVIOUS, NEW = "repository", "path", "previous sha256", "new sha256"
+ON_DISK, REVISION = "on disk", "previous revision"
+_NOT_AN_OUTCOME = (Result.STARTED.value, Result.INTERRUPTED.value, Result.REFUSED.value)
+
+
+@dataclass(frozen=True)
+class Interrupted:
+    """A change cut short, as its `interrupted` audit row states it."""
+
+    model: str
+    action: str
+    at: str  # when the row was written (ISO 8601, UTC); the message says when it started, by whom
+    server: str
+    on_disk: str  # "previous", "new", "other", "missing" (apply); "created", "absent" (create)
+    message: str  # what is on disk, whether it is valid, what to do
+    repository: str = ""
+    previous_revision: int | None = None  # the revision to roll back to (apply)
+    audit_id: int = 0
+
+    @property
+    def headline(self) -> str:
+        return self.message.splitlines()[0] if self.message else ""
+
+    @property
+    def rollback_command(self) -> str:
+        if self.previous_revision is None:
+            return ""
+        return f"geadmin config rollback {self.model} {self.previous_revision}"
+
+    def reason(self) -> str:
+        """One line for a verdict, a notice or `geadmin status`."""
+        step = f"; roll back: `{self.rollback_command}`" if self.rollback_command else ""
+        return f"an interrupted {self.action} of {self.model!r}: {self.headline}{step}"
+
+
+def facts(message: str) -> dict[str, str]:
+    """The "key: value" lines after a row's headline."""
+    found = {}
+    for line in message.splitlines()[1:]:
+        key, sep, value = line.partition(": ")
+        if sep:
+            found[key.strip()] = value.strip()
+    return found
+
+
+def from_row(row: AuditEntry) -> Interrupted:
+    known = facts(row.message)
+    revision = known.get(REVISION, "")
+    return Interrupted(row.model, row.action, row.at.isoformat(timespec="seconds"), row.server,
+                       known.get(ON_DISK, ""), row.message, known.get(REPOSITORY, ""),
+                       int(revision) if revision.isdigit() else None, row.id)
+
+
+def unresolved(repository: Path | None = None, *, home: Path | None = None,
+               limit: int = 200) -> list[Interrupted]:
+    """Interrupted applies (of `repository`, when given) that left a config nobody applied or
+    rolled back since, newest first. Never raises: an unreadable audit log lists nothing."""
+    wanted = str(Path(repository).expanduser().resolve()) if repository is not None else None
+    try:
+        found = []
+        for row in audit.query(result=Result.INTERRUPTED, limit=limit, home=home):
+            item = from_row(row)
+            if row.action not in APPLY_ACTIONS or item.on_disk == "previous":
+                continue
+            if wanted is not None and item.repository and item.repository != wanted:
+                continue
+            later = [r for r in audit.query(model=row.model, home=home)
+                     if r.id > row.id and r.action in APPLY_ACTIONS and r.result not in _NOT_AN_OUTCOME]
+            if not later:
+                found.append(item)
+        return found
+    except GeAdminError:
+        return []
+
+
+def reasons(repository: Path | None = None, *, home: Path | None = None) -> list[str]:
+    """One line per unresolved interrupted apply: for the verdict and `geadmin status`."""
+    return [item.reason() for item in unresolved(repository, home=home)]
