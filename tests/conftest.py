@@ -3,7 +3,9 @@
 - `sample_repository`: a private copy of the packaged sample repository (per test module).
 - `triton_server`: one server per test session over its own copy; tests that change
   server state (unload, config overrides) must put it back, or use `triton_factory`.
-- `triton_factory`: start a private server (about 2 s) with any repository / flags.
+- `triton_factory`: start a private server (about 2 s) with any repository / flags; name
+  the models the test needs (`models=[...]`, `[]` for none): the default loads every
+  sample, three of them python models with a stub process each.
 - `dashboard`: the Streamlit dashboard served against `triton_server`.
 
 Markers are applied here, from what a test really uses, so `-m integration` / `-m e2e` /
