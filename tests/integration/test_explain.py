@@ -110,6 +110,7 @@ def test_missing_model_file_hangs_the_load_and_is_reported_as_soon_as_triton_log
                                      "logged: Failed to preinitialize Python stub")
     assert "restart Triton" in result.message
     client.close()
+    server.stop(timeout_s=2)  # the hung load keeps Triton from exiting: SIGKILL after 2 s, not 12
 
 
 def test_initialize_error_reason_comes_from_the_log(
