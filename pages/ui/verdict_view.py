@@ -49,7 +49,8 @@ def banner(verdict: Verdict, outage: str = "") -> None:
 
 
 @st.cache_data(ttl=SIDEBAR_TTL_S, show_spinner=False)
-def _sidebar_verdict(name: str) -> tuple[str, str]:
+def _sidebar_verdict(name: str, url: str, repository: str, log: str) -> tuple[str, str]:
+    """Keyed by everything that makes the verdict (a server renamed or repointed is another)."""
     target = next(t for t in targets() if t.spec.name == name)
     verdict = verdict_for(target)
     return verdict.level.value, verdict.headline
@@ -58,13 +59,15 @@ def _sidebar_verdict(name: str) -> tuple[str, str]:
 def sidebar_badge() -> None:
     """The verdict of the selected server in the sidebar of every page, refreshed in place."""
     with st.sidebar:
-        _badge(selected_target().spec.name)
+        _badge()
 
 
 @st.fragment(run_every=SIDEBAR_TTL_S)
-def _badge(name: str) -> None:
+def _badge() -> None:
+    target = selected_target()
     try:
-        level, headline = _sidebar_verdict(name)
+        level, headline = _sidebar_verdict(target.spec.name, target.spec.url, str(target.repository),
+                                           str(target.log_path))
     except GeAdminError as exc:
         st.caption(f":material/error: verdict unknown: {exc}")
         return
