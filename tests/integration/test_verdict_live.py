@@ -169,3 +169,29 @@ def test_a_deliberate_stop_is_audited_as_a_stop_and_status_says_who_stopped_trit
         assert first.startswith("DOWN: ")
         assert outage.strip().startswith("Triton was stopped by alice (dashboard) at ")
         assert "is it running" not in outage
+
+
+def test_a_killed_dashboard_is_in_the_server_history(tmp_path: Path) -> None:
+    import os
+    import signal
+
+    from geadmin.stack.server_history import server_history
+    from geadmin.stack.workspace import Workspace
+    from tests.support.stack import running_up
+
+    home = tmp_path / "home"
+    with running_up(home):
+        workspace = Workspace(home)
+        info = workspace.live_stack()
+        assert info is not None and info.dashboard_pid is not None
+        os.kill(info.dashboard_pid, signal.SIGKILL)
+
+        def restarted() -> bool:
+            now = workspace.live_stack()
+            return now is not None and bool(now.dashboard_exits) and now.dashboard_pid != info.dashboard_pid
+
+        assert wait_for(restarted, 60)
+        history = server_history(workspace.live_stack())  # type: ignore[arg-type]
+        assert history.dashboard_restarts == 1 and history.triton_restarts == 0
+        (record,) = history.dashboard_exits
+        assert record.signal == "SIGKILL" and record.restarted and not record.requested
