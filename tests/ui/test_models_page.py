@@ -91,9 +91,12 @@ def test_models_page_lists_every_model_with_config_facts(
     assert set(SAMPLE_MODELS) <= set(states)
     frame = at.dataframe[0].value.set_index("name")
     assert frame.loc["digits_classifier", "backend/platform"] == "python"
-    assert frame.loc["digits_classifier", "max batch size"] == 32
+    assert frame.loc["digits_classifier", "max batch size"] == "32"
     assert frame.loc["digits_pipeline", "backend/platform"] == "ensemble"
-    assert bool(frame.loc["text_normalize", "dynamic batching"]) is True
+    assert frame.loc["digits_pipeline", "instances"] == "— (its members')"  # not "0"
+    assert frame.loc["text_normalize", "dynamic batching"] == "yes"
+    assert list(frame.columns)[-1] == "reason"  # the long column last: batching and last inference in view
+    assert "None" not in frame.to_string()
 
 
 def test_search_and_state_filter(triton_server: TritonProcess, monkeypatch: pytest.MonkeyPatch) -> None:
