@@ -334,7 +334,9 @@ def comparison(runs: list[BenchRun]) -> Pair | None:
     pair = chosen_pair(runs, state.get(keys.LOAD_TEST_COMPARE_A), state.get(keys.LOAD_TEST_COMPARE_B))
     if pair is None:
         return None
-    state[keys.LOAD_TEST_COMPARE_A], state[keys.LOAD_TEST_COMPARE_B] = pair.a.id, pair.b.id
+    for key, run_id in ((keys.LOAD_TEST_COMPARE_A, pair.a.id), (keys.LOAD_TEST_COMPARE_B, pair.b.id)):
+        if state.get(key) != run_id:  # the default, or a choice that no longer fits, replaced
+            state[key] = run_id
     by_id = {r.id: r for r in runs}
     with_partners = [r.id for r in runs if partners(runs, r)]
     a_col, b_col = st.columns(2)

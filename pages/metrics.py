@@ -83,6 +83,9 @@ def live_charts(source: str, known: Sequence[str], reader: HistoryReader) -> Non
     """Redrawn in place every sampler interval, and at once when the models or the range change
     (their widgets live in this fragment): the history's series and the audit's markers."""
     left, right = st.columns([3, 1])
+    chosen = st.session_state.get(keys.METRICS_MODELS)
+    if chosen is not None and any(m not in known for m in chosen):  # another source, or a model gone
+        st.session_state[keys.METRICS_MODELS] = [m for m in chosen if m in known]
     models = left.multiselect("Models", list(known), default=list(known[:DEFAULT_MODELS]),
                               key=keys.METRICS_MODELS)
     label = right.selectbox("Time range", list(RANGES_MIN), index=1, key=keys.METRICS_RANGE)
