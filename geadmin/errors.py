@@ -26,7 +26,9 @@
     │   │   ├── SignInRateLimitedError      too many failed attempts: retry later
     │   │   └── SignInBusyError             too many password checks at once: retry in a moment
     │   ├── SessionExpiredError         idle or too old, or its user removed or re-keyed
-    │   └── AccessDeniedError           the signed-in role may not do this
+    │   ├── AccessDeniedError           the signed-in role may not do this
+    │   └── NotAuthorizedError          a core change called without an authorization for it
+    │                                   (geadmin.access.guard issues them; none, or one lacking the action)
     ├── WorkspaceDatabaseError      the workspace SQLite ($GEADMIN_HOME/geadmin.db)
     │   └── DatabaseBusyError           another process held it past the busy timeout
     ├── TritonError                 talking to a running Triton
@@ -385,3 +387,9 @@ class SessionExpiredError(AccessError):
 
 class AccessDeniedError(AccessError):
     """The signed-in user's role may not perform the action."""
+
+
+class NotAuthorizedError(AccessError):
+    """A core function that changes a server, the repository, the stack or the users was
+    called without an authorization from the access layer (`geadmin.access.guard`), or with
+    one that does not cover the action."""
