@@ -2,7 +2,8 @@
 
 Every interval it scrapes Triton's /metrics, derives the window since the last scrape
 (geadmin.telemetry.derive), judges each model's bottleneck (geadmin.telemetry.bottleneck, with
-the npu_ge devices on the same page) and redraws the table. `--once` takes two scrapes one
+the npu_ge devices on the same page, and an ensemble pointed at its slowest member when the
+configured server is the one measured) and redraws the table. `--once` takes two scrapes one
 interval apart and prints one table; `--json` prints the window as JSON (with `--once` one
 document, else one line per interval).
 
@@ -21,11 +22,13 @@ from typing import Any
 
 from geadmin.cli.common import format_table, positive_seconds
 from geadmin.cli.npu import triton_metrics
-from geadmin.errors import TelemetryError
-from geadmin.telemetry.bottleneck import Bottleneck, triage
+from geadmin.errors import GeAdminError, TelemetryError
+from geadmin.stack.target import live_stack, resolve
+from geadmin.telemetry.bottleneck import Bottleneck, ensemble_members, triage
 from geadmin.telemetry.derive import ModelWindow, Window, derive
 from geadmin.telemetry.npu import devices_from_triton
 from geadmin.telemetry.scrape import Scrape, scrape
+from geadmin.triton.client import TritonClient
 
 EXIT_OK = 0
 EXIT_METRICS = 1
@@ -39,6 +42,7 @@ COLUMNS = ("MODEL", "VER", "INFER/S", "REQ/S", "BATCH", "REQUEST ms", "QUEUE ms"
 
 def run(args: argparse.Namespace) -> int:
     url, _ = triton_metrics(args)
+    ensembles: dict[str, tuple[str, ...]] | None = None
     try:
         before = scrape(url, timeout_s=args.timeout)
         while True:
@@ -53,7 +57,10 @@ def run(args: argparse.Namespace) -> int:
             if after.timestamp_s <= before.timestamp_s:  # the clock stepped back: a new baseline
                 before = after
                 continue
-            _show(args, url, after, derive(before, after))
+            window = derive(before, after)
+            if ensembles is None:  # asked once: which models are ensembles changes only with a load
+                ensembles = ensembles_for(url, window, args.timeout)
+            _show(args, url, after, window, ensembles)
             if args.once:
                 return EXIT_OK
             before = after
@@ -64,8 +71,22 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_OK
 
 
-def _show(args: argparse.Namespace, url: str, after: Scrape, window: Window) -> None:
-    verdicts = triage(window, devices_from_triton(after))
+def ensembles_for(url: str, window: Window, timeout_s: float) -> dict[str, tuple[str, ...]]:
+    """The ensembles among the window's models (so each points at its slowest member), asked of
+    the configured server whose metrics `url` is; {} when no configured server has them."""
+    try:
+        target = resolve(stack=live_stack())
+        if target.urls().metrics != url:
+            return {}
+        with TritonClient(target.spec.url, admin_key=target.spec.admin_key, timeout_s=timeout_s) as client:
+            return ensemble_members(client, {m.model for m in window.models})
+    except GeAdminError:
+        return {}
+
+
+def _show(args: argparse.Namespace, url: str, after: Scrape, window: Window,
+          ensembles: dict[str, tuple[str, ...]] | None = None) -> None:
+    verdicts = triage(window, devices_from_triton(after), ensembles)
     if args.json:
         print(json.dumps(as_json(url, window, verdicts), indent=2 if args.once else None), flush=True)
         return
