@@ -23,7 +23,7 @@ from pages import (
     settings,
     stack,
 )
-from pages.ui import access
+from pages.ui import access, interrupted_view
 from pages.ui.context import server_picker
 from pages.ui.errors import show_error
 from pages.ui.verdict_view import sidebar_badge
@@ -65,6 +65,7 @@ navigation = st.navigation(
 )
 try:
     server_picker()
+    interrupted_view.reconcile_at_start()  # once per process: close what a killed apply/create left
     sidebar_badge()  # the selected server's verdict, the same as the Overview's banner
     access.sidebar(identity)
 except GeAdminError as exc:  # e.g. a malformed GEADMIN_SERVERS_FILE

@@ -15,7 +15,7 @@ from geadmin.ops.actions import Action
 from geadmin.repository.modelconfig import to_dict, to_pbtxt
 from geadmin.stack.server_history import outage_for
 from geadmin.stack.target import Target, live_stack
-from pages.ui import access, keys
+from pages.ui import access, interrupted_view, keys
 from pages.ui.context import client_for, log_for, selected_client, selected_target
 from pages.ui.impact_view import show_impact, show_side_effects
 from pages.ui.verdict_view import drift_notes
@@ -38,6 +38,7 @@ def show_error(error: GeAdminError) -> None:
 def render() -> None:
     st.title("Models")
     target = selected_target()
+    interrupted_view.notice()  # applies cut short (a killed process): what is on disk, the way back
     show_results()
     paused = st.toggle("Pause auto-refresh", key=keys.MODELS_PAUSED,
                        help=f"the table refreshes itself every {REFRESH_S}s")

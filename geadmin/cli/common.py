@@ -7,7 +7,9 @@ import sys
 from collections.abc import Sequence
 from dataclasses import replace
 
+from geadmin.audit import Actor, Origin
 from geadmin.domain import Endpoint, Transport
+from geadmin.ops import reconcile
 from geadmin.stack.log_discovery import with_found_log
 from geadmin.stack.target import Target, live_stack, resolve
 from geadmin.triton.client import DEFAULT_LOAD_TIMEOUT_S, DEFAULT_TIMEOUT_S, TritonClient
@@ -90,7 +92,9 @@ def target_from_args(args: argparse.Namespace) -> Target:
                      repository=getattr(args, "repository", None), stack=live_stack())
     if hasattr(args, "triton_log"):  # a command that explains failures from the log: find it
         target = with_found_log(target)
-    for note in target.notes:
+    # A change an earlier geadmin left cut short (killed mid-apply / mid-create) is closed and said.
+    cut_short = reconcile.at_start(target.repository, actor=Actor.os_user(Origin.CLI))
+    for note in [*target.notes, *cut_short]:
         print(f"geadmin: note: {note}", file=sys.stderr)
     return target
 

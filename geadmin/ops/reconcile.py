@@ -224,3 +224,15 @@ def _created_state(start: Started) -> tuple[str, str, None]:
 
 def _key(repository: Path) -> str:
     return str(Path(repository).expanduser().resolve())
+
+
+def at_start(repository: Path | None, *, home: Path | None = None, actor: Actor | None = None) -> list[str]:
+    """`reconcile` as a start-up step (the CLI's commands that name a repository, the
+    dashboard): one line per change closed or directory removed, for the operator."""
+    if repository is None or not Path(repository).is_dir():
+        return []
+    report = reconcile(repository, home=home, actor=actor)
+    lines = [item.reason() for item in report.interrupted]
+    lines += [f"removed {path}: the staging directory of a create that was cut short"
+              for path in report.staging_removed]
+    return [*lines, *report.problems]

@@ -117,3 +117,4 @@ LOAD_TEST_COMPARE_A = "load_test.compare_a"  # run id
 LOAD_TEST_COMPARE_B = "load_test.compare_b"  # run id
 LOAD_TEST_COMPARE_NEWEST = "load_test.compare_newest"  # newest run id at the choice: a new run resets A/B
 LOAD_TEST_CHART_PREFIX = "load_test.chart."  # + chart name (+ run id)
+INTERRUPTED_OPEN_PREFIX = "interrupted.open."  # + audit id: "Review rollback" of an interrupted apply
