@@ -69,6 +69,10 @@ def triton_factory(tmp_path: Path) -> Iterator[Callable[..., TritonProcess]]:
     def start(repository: Path | None = None, **kwargs: Any) -> TritonProcess:
         repo = repository or copy_samples(tmp_path / f"repo{len(started)}")
         kwargs.setdefault("log_path", tmp_path / f"tritonserver{len(started)}.log")
+        # Triton's shutdown waits up to --exit-timeout-secs for open HTTP connections (the
+        # pages' cached clients keep theirs) and live models: 5 s per server at teardown.
+        # A test server is stopped with TERM then KILL and its shm removed either way.
+        kwargs.setdefault("exit_timeout_s", 1)
         server = TritonProcess(repo, **kwargs)
         started.append(server)
         server.start()
