@@ -50,7 +50,7 @@ def _workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def module_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonProcess]:
     root = tmp_path_factory.mktemp("apply")
     server = TritonProcess(copy_samples(root / "model_repository"), models=[MODEL],
-                           log_path=root / "tritonserver.log")
+                           log_path=root / "tritonserver.log", exit_timeout_s=1)  # as triton_factory
     server.start()
     yield server
     server.stop()
