@@ -15,7 +15,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from PIL import Image
 
 from geadmin.cli.main import main
 from geadmin.errors import InferInputError, ModelNotFoundError, TritonRequestError
@@ -36,12 +35,12 @@ from geadmin.ops.infer_snippets import Snippet, curl_command, parse_http_respons
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.stack.workspace import SAMPLE_REPOSITORY
 from geadmin.triton.client import TritonClient
+from tests.support.samples import DIGIT_NAMES, EXAMPLES, digit_png
+from tests.support.transports import TRANSPORTS, url_for
 
 pytestmark = pytest.mark.integration
 
-TRANSPORTS = ["http", "grpc"]
-EXAMPLES = np.load(SAMPLE_REPOSITORY.parent / "digits_examples.npz")
-DIGIT_NAMES = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]
+
 ALL_TYPES = ["BOOL", "INT8", "INT16", "INT32", "INT64", "UINT8", "UINT16", "UINT32", "UINT64",
              "FP16", "BF16", "FP32", "FP64", "BYTES"]
 
@@ -130,18 +129,6 @@ def extra_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonPro
     server.start()
     yield server
     server.stop()
-
-
-def url_for(server: TritonProcess, transport: str) -> str:
-    return server.http_url if transport == "http" else "grpc://" + server.grpc_url
-
-
-def digit_png(index: int, scale: int = 4) -> bytes:
-    """The sample image of a digit, enlarged (geadmin resizes it back to the input's 8x8)."""
-    image = Image.fromarray(EXAMPLES["images"][index], "L").resize((8 * scale, 8 * scale), Image.NEAREST)
-    buffer = io.BytesIO()
-    image.save(buffer, format="PNG")
-    return buffer.getvalue()
 
 
 def records(result: InferResult) -> list[dict[str, Any]]:
