@@ -22,7 +22,7 @@ from geadmin import audit
 from geadmin.audit import Actor
 from geadmin.diagnose import interrupted
 from geadmin.ops.actions import Action, run_action
-from geadmin.repository import revisions
+from geadmin.repository import revisions, store
 from geadmin.repository.revisions import sha256_of
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.triton.client import TritonClient
@@ -138,6 +138,16 @@ def test_a_create_killed_at_each_step_leaves_the_model_whole_or_absent_and_no_st
     assert bool(staging) is (step == "create.staged")  # SIGKILL runs no `finally`: left behind
     (started,) = audit.query(model="echo")
     assert (started.action, started.result) == ("create", "started")
+    if staging:  # never offered as a model: not by Triton's index (2.51 skips hidden directories),
+        # not by geadmin's listing, not by the compose loader (which also filters them itself)
+        with TritonClient(server.http_url) as client:
+            assert not [e.name for e in client.repository_index() if e.name.startswith(".")]
+        assert store.model_names(server.repository) == sorted(before)
+        loader = subprocess.run(
+            [sys.executable, str(ROOT / "deploy" / "triton-load-models.py"), "--url", server.http_url],
+            env={**os.environ, "TRITON_LOAD_MODELS": "*", "TRITON_LIVE_TIMEOUT": "30"}, text=True,
+            capture_output=True, timeout=120, check=False)
+        assert ".geadmin-staging" not in loader.stdout and "loading " in loader.stdout, loader.stdout
 
     again = geadmin(home, "models", "list", *where)
     assert again.returncode == 0, again.stderr
@@ -181,7 +191,7 @@ def test_a_progress_callback_that_raises_leaves_each_action_audited(
         client.load("text_normalize")
         with pytest.raises(ScriptRerun):
             run_action(client, Action.UNLOAD, [MODEL, "text_normalize"], progress=progress,
-                       actor=Actor("ann"))
+                       auth=auth_as("ann"))
         rows = audit.query(action="unload")
         assert [(r.model, r.result, r.who) for r in rows] == [(MODEL, "ok", "ann")]
         assert not client.model_ready(MODEL) and client.model_ready("text_normalize")
@@ -194,7 +204,7 @@ def test_a_progress_callback_that_raises_leaves_each_action_audited(
                 raise ScriptRerun
 
         with pytest.raises(ScriptRerun):
-            run_action(client, Action.LOAD, [MODEL], progress=mid_load, actor=Actor("bob"))
+            run_action(client, Action.LOAD, [MODEL], progress=mid_load, auth=auth_as("bob"))
         (row,) = audit.query(action="load")
         assert (row.model, row.result, row.who) == (MODEL, "failed", "bob")
         assert "cut short before its outcome was known" in row.message
