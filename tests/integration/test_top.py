@@ -10,46 +10,18 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
 import pytest
-import tritonclient.grpc as grpcclient
 
 from geadmin.cli.main import main
 from geadmin.stack.processes import free_port
 from geadmin.stack.tritonserver import TritonProcess
 from tests.support.processes import wait_for
+from tests.support.samples import LOAD_MODEL, small_load
 
-MODEL = "digits_classifier"
-
-
-@contextmanager
-def small_load(server: TritonProcess, workers: int = 2) -> Iterator[list[int]]:
-    """Requests to MODEL from `workers` threads until the block ends; yields the sent counts."""
-    stop = threading.Event()
-    sent = [0] * workers
-
-    def work(i: int) -> None:
-        client = grpcclient.InferenceServerClient(server.grpc_url)  # one per thread
-        x = grpcclient.InferInput("features", [1, 64], "FP32")
-        x.set_data_from_numpy(np.ones((1, 64), dtype=np.float32))
-        while not stop.is_set():
-            client.infer(MODEL, [x], client_timeout=30)
-            sent[i] += 1
-
-    threads = [threading.Thread(target=work, args=(i,), daemon=True) for i in range(workers)]
-    for t in threads:
-        t.start()
-    assert wait_for(lambda: sum(sent) > 0, 30), "the load never got an answer"
-    try:
-        yield sent
-    finally:
-        stop.set()
-        for t in threads:
-            t.join(timeout=30)
+MODEL = LOAD_MODEL  # what small_load sends to
 
 
 @pytest.fixture(autouse=True)
