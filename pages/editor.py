@@ -262,7 +262,7 @@ def apply_now(target: Target, opened: Opened, text: str, load: bool, smoke: bool
     with st.spinner(f"Applying to {opened.model}: writing, reloading, checking what serves…"):
         run_change("apply", lambda: apply_config(
             client, repository, opened.model, text, expected_sha256=opened.sha256,
-            base_text=opened.text, actor=access.actor_for(Guarded.APPLY, model=opened.model,
+            base_text=opened.text, auth=access.auth_for(Guarded.APPLY, model=opened.model,
                                                           server=target.spec.url),
             log=log_for(target), load_unloaded=load,
             smoke=smoke, backends=server_backends(target)))
@@ -390,5 +390,5 @@ def rollback_now(target: Target, opened: Opened, number: int) -> None:
     with st.spinner(f"Rolling {opened.model} back to revision {number}…"):
         run_change("rollback", lambda: rollback(
             client, repository, opened.model, number, expected_sha256=opened.sha256,
-            actor=access.actor_for(Guarded.ROLLBACK, model=opened.model, server=target.spec.url),
+            auth=access.auth_for(Guarded.ROLLBACK, model=opened.model, server=target.spec.url),
             log=log_for(target)))

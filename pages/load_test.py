@@ -193,7 +193,7 @@ def start_load_test(target: Target, model: str, mode: str, loads_text: str, benc
         st.session_state[keys.LOAD_TEST_ERROR] = (f"{exc}.\n\n**Fix:** change the loads or the window "
                                                   "(e.g. concurrencies 1,4,16), then Run again.")
         return
-    actor = access.actor_for(Guarded.BENCH, model=model, server=bench_url)
+    auth = access.auth_for(Guarded.BENCH, model=model, server=bench_url)
     client = client_for(target)
     state = Running(model, total=len(loads))
 
@@ -203,7 +203,7 @@ def start_load_test(target: Target, model: str, mode: str, loads_text: str, benc
     def work() -> None:
         try:
             run = load_test(client, settings, default=source, request=request, progress=progress,
-                            cancel=state.cancel, who=actor.name, label=label)
+                            cancel=state.cancel, auth=auth, label=label)
         except BenchCancelledError:
             state.cancelled = (f"Load test of {model} cancelled: perf_analyzer was stopped and nothing was "
                                "saved.")

@@ -147,13 +147,13 @@ def confirm(action_value: str, names: tuple[str, ...], dependents: bool) -> None
 
         target = selected_target()
         try:
-            actor = access.actor_for(Guarded(action.value), model=", ".join(names), server=target.spec.url)
+            auth = access.auth_for(Guarded(action.value), model=", ".join(names), server=target.spec.url)
         except GeAdminError as exc:
             show_error(exc)
             return
         results = actions.run_action(selected_client(), action, names, dependents=dependents,
                                      log=log_for(target), repository=target.repository,
-                                     progress=progress, actor=actor)
+                                     progress=progress, auth=auth)
         st.session_state[keys.MODELS_RESULTS] = results
         st.rerun()
 

@@ -71,10 +71,10 @@ def render() -> None:
                  disabled=not name or params is None or bool(problem) or not permitted):
         with st.spinner(f"Creating {name}" + (" and loading it…" if load else "…")):
             try:
-                actor = access.actor_for(Guarded.CREATE, model=name, server=target.spec.url)
+                auth = access.auth_for(Guarded.CREATE, model=name, server=target.spec.url)
                 outcome: CreateResult | GeAdminError = create.create_model(
                     selected_client(), target.repository, name, template_id, params, files,
-                    actor=actor, may_upload_code=may_upload_code, load=load, limit_bytes=upload_limit_bytes(),
+                    auth=auth, may_upload_code=may_upload_code, load=load, limit_bytes=upload_limit_bytes(),
                     log=log_for(target))
             except GeAdminError as exc:
                 outcome = exc

@@ -130,13 +130,13 @@ def retry_load(name: str) -> None:
 
     with status:
         try:
-            actor = access.actor_for(Guarded.LOAD, model=name, server=target.spec.url)
+            auth = access.auth_for(Guarded.LOAD, model=name, server=target.spec.url)
         except GeAdminError as exc:
             st.error(str(exc))
             return
         (result,) = actions.run_action(client_for(target),
                                        actions.Action.LOAD, [name], log=log_for(target),
-                                       repository=target.repository, progress=progress, actor=actor)
+                                       repository=target.repository, progress=progress, auth=auth)
     st.session_state[keys.OVERVIEW_RETRY_RESULT] = result
     st.rerun()
 

@@ -84,7 +84,7 @@ def service_action(driver: StackDriver) -> None:
         if yes.button(f"Yes, {action} {service}", key=keys.STACK_CONFIRM, type="primary"):
             st.session_state.pop(keys.STACK_PENDING, None)
             try:
-                perform(driver, service, action, actor=access.actor_for(Guarded(action), model=service))
+                perform(driver, service, action, auth=access.auth_for(Guarded(action), model=service))
             except GeAdminError as exc:
                 st.error(f"Cannot {action} {service}: {exc}")
             else:
@@ -139,8 +139,8 @@ def log_level() -> None:
         if st.button("Apply log level", key=keys.STACK_LOG_APPLY, disabled=not permitted,
                      help=why_not or None):
             try:
-                actor = access.actor_for(Guarded.LOG_LEVEL, server=client.url)
-                updated = actions.set_log_verbosity(client, int(level), actor=actor)
+                auth = access.auth_for(Guarded.LOG_LEVEL, server=client.url)
+                updated = actions.set_log_verbosity(client, int(level), auth=auth)
             except GeAdminError as exc:
                 st.error(f"Triton refused the change: {exc}")
                 return

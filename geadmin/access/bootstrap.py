@@ -8,8 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from geadmin.access import guard
 from geadmin.access.roles import Role
 from geadmin.access.users import UsersFile, random_password
+from geadmin.audit import Origin
 from geadmin.errors import ConfigError
 from geadmin.repository.atomic import private_directory, write_secret_atomically
 
@@ -40,7 +42,7 @@ def create_first_admin(users: UsersFile, home: Path) -> FirstAdmin | None:
     private_directory(home)  # the workspace: 0700
     write_secret_atomically(path, (password + "\n").encode())  # first: an unusable admin is worse
     try:
-        users.add(FIRST_ADMIN, Role.ADMIN, password, must_change=True)
+        users.add(FIRST_ADMIN, Role.ADMIN, password, must_change=True, auth=guard.os_user(Origin.LOCAL))
     except ConfigError:
         path.unlink(missing_ok=True)
         if users.exists():  # another process won the race: its admin stands

@@ -88,11 +88,11 @@ def permission(identity: Identity, action: Action) -> tuple[bool, str]:
 
 def authorize(identity: Identity, action: Action, *, model: str = "", server: str = "",
               home: Path | None = None) -> Authorization:
-    """The authorization (for `action` only) to pass to the core function as `auth=`;
-    AccessDeniedError (audited) when not allowed."""
+    """The authorization to pass to the core function as `auth=` (every action the role allows
+    now: a create also loads); AccessDeniedError (audited) when `action` is not allowed."""
     allowed, reason = permission(identity, action)
     if allowed:
-        return _issue(identity.actor(), identity.role, frozenset({action}))
+        return for_identity(identity)
     with contextlib.suppress(WorkspaceDatabaseError):  # the refusal stands without its row too
         audit.record(action.value, model, Result.REFUSED, actor=identity.actor(), server=server,
                      message=f"not allowed: {reason}", home=home)

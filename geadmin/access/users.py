@@ -31,7 +31,8 @@ from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatchError
 
 from geadmin import settings
-from geadmin.access.roles import Role
+from geadmin.access.guard import Authorization, require
+from geadmin.access.roles import Action, Role
 from geadmin.errors import ConfigError, SignInBusyError, SignInError, SignInRateLimitedError
 from geadmin.repository.atomic import write_secret_atomically
 from geadmin.repository.locks import LOCK_WAIT_S, file_lock
@@ -147,7 +148,9 @@ class UsersFile:
             yield users
             self.save(users)
 
-    def add(self, name: str, role: Role, password: str, *, must_change: bool = False) -> User:
+    def add(self, name: str, role: Role, password: str, *, must_change: bool = False,
+            auth: Authorization | None = None) -> User:
+        require(auth, Action.USERS)  # before the hash and the lock: nothing runs unauthorized
         hashed = _HASHER.hash(check_password(password))  # before the lock: it takes a while
         with self.changing() as users:
             if check_name(name) in users:
@@ -163,14 +166,16 @@ class UsersFile:
             users[name] = replace(users[name], password_hash=hashed, must_change=False)
         return users[name]
 
-    def set_role(self, name: str, role: Role) -> User:
+    def set_role(self, name: str, role: Role, *, auth: Authorization | None = None) -> User:
+        require(auth, Action.USERS)
         with self.changing() as users:
             if name not in users:
                 raise ConfigError(f"no user {name!r} in {self.path}")
             users[name] = replace(users[name], role=role)
         return users[name]
 
-    def remove(self, name: str) -> None:
+    def remove(self, name: str, *, auth: Authorization | None = None) -> None:
+        require(auth, Action.USERS)
         with self.changing() as users:
             if name not in users:
                 raise ConfigError(f"no user {name!r} in {self.path}")

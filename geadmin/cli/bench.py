@@ -20,7 +20,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from geadmin.audit import os_user_name
+from geadmin.access import guard
 from geadmin.cli.common import (
     add_connection_args,
     client_for,
@@ -143,7 +143,7 @@ def _bench(args: argparse.Namespace, home: Path | None) -> int:
         inputs={name: text for name, text in _source_texts(args.input or ())})
     with client_for(target, args) as client:
         result = load_test(client, settings, sources, default=default, progress=_progress,
-                           binary=args.perf_analyzer, who=os_user_name(), label=args.label, home=home)
+                           binary=args.perf_analyzer, auth=guard.os_user(), label=args.label, home=home)
     if args.json:
         print(json.dumps(result.record(), indent=2))
     else:

@@ -22,7 +22,8 @@ from datetime import datetime
 from pathlib import Path
 
 from geadmin import audit
-from geadmin.audit import Actor, AuditEntry, Origin
+from geadmin.access import guard
+from geadmin.audit import AuditEntry
 from geadmin.cli.common import (
     add_connection_args,
     client_for,
@@ -79,7 +80,8 @@ def _run_change(args: argparse.Namespace, *, data: bytes | None) -> int:
     try:
         repository = _repository(target)
         expected = _expected_sha256(repository, args.model, args.expect_hash)
-        actor, log, progress = Actor.os_user(Origin.CLI), target.log(), _progress_printer(args)
+        auth, log, progress = guard.os_user(), target.log(), _progress_printer(args)
+        actor = auth.who
         with client_for(target, args) as client:
             refusal = _consent(client, repository, args, data)
             if refusal:
@@ -88,10 +90,10 @@ def _run_change(args: argparse.Namespace, *, data: bytes | None) -> int:
                 return _fail(RepositoryError(refusal), args)
             if data is None:
                 result = rollback(client, repository, args.model, args.revision, expected_sha256=expected,
-                                  actor=actor, log=log, progress=progress)
+                                  auth=auth, log=log, progress=progress)
             else:
                 result = apply_config(client, repository, args.model, data, expected_sha256=expected,
-                                      actor=actor, log=log, progress=progress, load_unloaded=args.load,
+                                      auth=auth, log=log, progress=progress, load_unloaded=args.load,
                                       validate=args.validate, smoke=args.smoke,
                                       backends=_stack_backends(target))
     except ConfigInvalidError as exc:

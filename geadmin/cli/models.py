@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from geadmin.audit import Actor, Origin
+from geadmin.access import guard
 from geadmin.cli.common import (
     add_connection_args,
     client_for,
@@ -66,7 +66,8 @@ def render_table(rows: list[ModelRow]) -> str:
 
 def run_action_command(args: argparse.Namespace) -> int:
     target = target_from_args(args)
-    actor = Actor.os_user(Origin.CLI)
+    auth = guard.os_user()
+    actor = auth.who
     with client_for(target, args) as client:
         found = impact.predict(client, args.action, args.names, repository=target.repository)
         refusal = consent(found, args)
@@ -76,7 +77,7 @@ def run_action_command(args: argparse.Namespace) -> int:
         results = run_action(client, Action(args.action), args.names,
                              dependents=getattr(args, "dependents", False),
                              log=target.log(), repository=target.repository,
-                             progress=_progress_printer(args), actor=actor)
+                             progress=_progress_printer(args), auth=auth)
     if args.json:
         print(json.dumps([r.record() for r in results], indent=2))
     for result in results:
@@ -163,7 +164,7 @@ def run_create(args: argparse.Namespace) -> int:
         with client_for(target, args) as client:
             result = create.create_model(
                 client, target.repository, args.name, args.template, params, files,
-                actor=Actor.os_user(Origin.CLI), load=not args.no_load, limit_bytes=args.upload_limit,
+                auth=guard.os_user(), load=not args.no_load, limit_bytes=args.upload_limit,
                 log=target.log(), progress=_progress_printer(args))
     except GeAdminError as exc:
         if args.json:

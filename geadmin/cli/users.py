@@ -10,6 +10,7 @@ import getpass
 import json
 import sys
 
+from geadmin.access import guard
 from geadmin.access.roles import Role
 from geadmin.access.users import UsersFile
 from geadmin.errors import ConfigError
@@ -35,7 +36,8 @@ def _role(text: str) -> Role:
 
 def run_add(args: argparse.Namespace) -> int:
     users = UsersFile()
-    user = users.add(args.name, args.role, _password(args), must_change=args.must_change)
+    user = users.add(args.name, args.role, _password(args), must_change=args.must_change,
+                     auth=guard.os_user())
     print(f"added {user.name} ({user.role.label}) to {users.path}")
     return 0
 
@@ -50,7 +52,7 @@ def run_passwd(args: argparse.Namespace) -> int:
 
 def run_role(args: argparse.Namespace) -> int:
     users = UsersFile()
-    user = users.set_role(args.name, args.role)
+    user = users.set_role(args.name, args.role, auth=guard.os_user())
     print(f"{user.name} is now {user.role.label} ({users.path}); a signed-in dashboard session has "
           "the new role at its next click")
     return 0
@@ -58,7 +60,7 @@ def run_role(args: argparse.Namespace) -> int:
 
 def run_remove(args: argparse.Namespace) -> int:
     users = UsersFile()
-    users.remove(args.name)
+    users.remove(args.name, auth=guard.os_user())
     print(f"removed {args.name} from {users.path}; their dashboard sessions end at their next click")
     return 0
 

@@ -21,7 +21,8 @@ from pathlib import Path
 from tritonclient.grpc import model_config_pb2
 
 from geadmin import audit
-from geadmin.audit import Actor
+from geadmin.access.guard import Authorization, require
+from geadmin.access.roles import Action as Guarded
 from geadmin.errors import ConfigParseError, GeAdminError, RepositoryError, TritonError
 from geadmin.repository import revisions, store
 from geadmin.repository.knobs import compare_with_live
@@ -139,10 +140,12 @@ def served_file(repository: Path, name: str, served: model_config_pb2.ModelConfi
     return to_file_text(served).encode()
 
 
-def put_back_served(client: TritonClient, repository: Path, name: str, *, actor: Actor,
+def put_back_served(client: TritonClient, repository: Path, name: str, *, auth: Authorization | None = None,
                     home: Path | None = None) -> str:
     """Write the served config to disk (atomic, the drifted file kept as a revision, audited),
-    then check that nothing drifts any more. Returns what was done; raises GeAdminError."""
+    then check that nothing drifts any more. Returns what was done; raises GeAdminError.
+    `auth` must cover `rollback` (NotAuthorizedError before anything is read)."""
+    actor = require(auth, Guarded.ROLLBACK)
     served = client.model_config(name)
     current = store.read_config(repository, name)
     data = served_file(repository, name, served, home)

@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from geadmin import audit
+from geadmin.access.guard import Authorization, require
+from geadmin.access.roles import Action as Guarded
 from geadmin.audit import Actor
 from geadmin.diagnose import impact
 from geadmin.diagnose.ensemble import composing_models
@@ -76,10 +78,12 @@ def run_action(
     repository: Path | None = None,
     progress: Callable[[int, int, str], None] | None = None,
     settle_timeout_s: float = SETTLE_TIMEOUT_S,
-    actor: Actor | None = None,
+    auth: Authorization | None = None,
 ) -> list[ActionResult]:
     """Apply `action` to each model in turn (a failure does not stop the others), then wait
-    (bounded) until the models touched, dependents included, stop LOADING / UNLOADING."""
+    (bounded) until the models touched, dependents included, stop LOADING / UNLOADING.
+    `auth` must cover `action` (NotAuthorizedError before anything is asked of Triton)."""
+    actor = require(auth, Guarded(action.value))
     results = []
     for done, name in enumerate(names):
         report = _load_reporter(progress, done, len(names), name)
@@ -177,12 +181,13 @@ def load_in_parallel(
     repository: Path | None = None,
     workers: int = 4,
     done: Callable[[int, int, ActionResult], None] | None = None,
-    actor: Actor | None = None,
+    auth: Authorization | None = None,
 ) -> list[ActionResult]:
     """Load every model in `names` at once, `workers` at a time: a model that fails or hangs
     (bounded by the client's load timeout, or sooner when the log shows it stuck) is reported
     by name with its reason and never holds up the others. `done(n, total, result)` is called
-    as each one ends; results come back in the order of `names`."""
+    as each one ends; results come back in the order of `names`. `auth` must cover `load`."""
+    actor = require(auth, Guarded.LOAD)
     if not names:
         return []
     quiet: LoadProgress = lambda elapsed_s, latest: None  # noqa: E731
@@ -306,8 +311,10 @@ def next_step(error: GeAdminError) -> str:
     return "check the message above and Triton's log"
 
 
-def set_log_verbosity(client: TritonClient, level: int, *, actor: Actor) -> dict[str, Any]:
+def set_log_verbosity(client: TritonClient, level: int, *,
+                      auth: Authorization | None = None) -> dict[str, Any]:
     """Triton's verbose log level, changed live and audited; Triton's settings after it."""
+    actor = require(auth, Guarded.LOG_LEVEL)
     try:
         updated = client.update_log_settings(log_verbose_level=int(level))
     except GeAdminError as exc:

@@ -41,6 +41,8 @@ from pathlib import Path
 from typing import Any
 
 from geadmin import audit, settings
+from geadmin.access.guard import Authorization, require
+from geadmin.access.roles import Action as Guarded
 from geadmin.audit import Actor, Result
 from geadmin.db import WorkspaceDatabaseError
 from geadmin.diagnose import explain, impact
@@ -111,7 +113,7 @@ def apply_config(
     *,
     expected_sha256: str | None = None,
     base_text: str | None = None,
-    actor: Actor | None = None,
+    auth: Authorization | None = None,
     log: LogSource | None = None,
     load_unloaded: bool = False,
     progress: LoadProgress | None = None,
@@ -128,9 +130,11 @@ def apply_config(
     `load_unloaded`. Refusals raise (`ConfigConflictError`, `ConfigParseError`,
     `ConfigLockedError`, `ConfigInvalidError`, `TritonError`, ...); everything after the write
     is a result. Validator warnings are returned in `warnings`. `backends`: the server's, when
-    known (`geadmin.diagnose.impact.process_backends`), so a backend it lacks is refused."""
+    known (`geadmin.diagnose.impact.process_backends`), so a backend it lacks is refused.
+    `auth` must cover `action` (apply or rollback): NotAuthorizedError before anything is read."""
+    actor = require(auth, Guarded(action))
     data = new.encode("utf-8") if isinstance(new, str) else new
-    job = _Apply(client, Path(repository), model, data, actor or Actor.os_user(), log, progress,
+    job = _Apply(client, Path(repository), model, data, actor, log, progress,
                  home, action, note or action, validate, smoke, backends)
     try:
         with locks.edit_lock(repository, model, "apply", home=home, wait_s=0):
@@ -156,16 +160,17 @@ def rollback(
     revision: int | None = None,
     *,
     expected_sha256: str | None = None,
-    actor: Actor | None = None,
+    auth: Authorization | None = None,
     log: LogSource | None = None,
     progress: LoadProgress | None = None,
     home: Path | None = None,
 ) -> ApplyResult:
     """Apply a kept revision (default: the newest one that differs from the file on disk)."""
+    require(auth, Guarded.ROLLBACK)
     current = store.read_config(repository, model)
     target = rollback_target(repository, model, revision, current.sha256, home=home)
     result = apply_config(client, repository, model, target.data,
-                          expected_sha256=expected_sha256 or current.sha256, actor=actor, log=log,
+                          expected_sha256=expected_sha256 or current.sha256, auth=auth, log=log,
                           progress=progress, home=home, action="rollback",
                           note=f"rollback to revision {target.number}", validate=False)
     if result.outcome is Outcome.UNCHANGED:

@@ -41,6 +41,8 @@ import numpy as np
 
 from geadmin import db
 from geadmin import settings as geadmin_settings
+from geadmin.access.guard import Authorization, require
+from geadmin.access.roles import Action as Guarded
 from geadmin.binaries import terminate_group, wheel_layout
 from geadmin.domain import Transport
 from geadmin.errors import InferInputError, PerfAnalyzerError
@@ -329,7 +331,7 @@ def load_test(
     progress: Progress | None = None,
     cancel: threading.Event | None = None,
     binary: str | os.PathLike[str] | None = None,
-    who: str = "",
+    auth: Authorization | None = None,
     label: str = "",
     home: Path | None = None,
     save: bool = True,
@@ -338,7 +340,10 @@ def load_test(
     (from `sources`, seeded — or exactly `request`, one the Playground sent), perf_analyzer at
     every load, the run saved (with its id) and audited (`bench_results.audit_run`, also when
     it fails, is refused or is cut short). One run per server at a time
-    (`geadmin.ops.bench_settings.server_lock`): BenchBusyError while another runs."""
+    (`geadmin.ops.bench_settings.server_lock`): BenchBusyError while another runs. `auth`
+    must cover `bench` (NotAuthorizedError before anything starts); the run is saved and
+    audited under its name."""
+    who = require(auth, Guarded.BENCH).name
     lock_home = home or geadmin_settings.home()
     # The server's address the client talks to and the one perf_analyzer measures (its HTTP
     # and gRPC ports, when they differ): a run over either blocks a run over the other.

@@ -43,6 +43,8 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from geadmin import audit, settings
+from geadmin.access.guard import Authorization, require
+from geadmin.access.roles import Action as Guarded
 from geadmin.audit import Actor, Origin, Result
 from geadmin.db import WorkspaceDatabaseError
 from geadmin.diagnose.explain import explanation_dict
@@ -123,7 +125,7 @@ def create_model(
     params: Params | None = None,
     files: Mapping[str, bytes] | None = None,
     *,
-    actor: Actor | None = None,
+    auth: Authorization | None = None,
     may_upload_code: bool | None = None,
     load: bool = True,
     limit_bytes: int = DEFAULT_UPLOAD_LIMIT_BYTES,
@@ -136,8 +138,11 @@ def create_model(
     a template's own file of the same path. Refusals raise (`CreateRefusedError`,
     `RepositoryError`, `TritonError`, `AccessDeniedError`, ...) with nothing written; after
     that, a result. `may_upload_code`: whether the actor holds the `upload_code` permission
-    (the dashboard asks the guard); None: only a local actor (the CLI's OS user) may."""
-    actor = actor or Actor.os_user()
+    (the dashboard asks the guard); None: whether `auth` holds it. `auth` must cover `create`
+    (and `load` to load it): NotAuthorizedError before anything is read or written."""
+    actor = require(auth, Guarded.CREATE)
+    if may_upload_code is None:
+        may_upload_code = Guarded.UPLOAD_CODE in auth.actions  # type: ignore[union-attr]  # require checked it
     server = client.url if client is not None else ""
     try:
         check_code_upload(files or {}, actor, may_upload_code)
@@ -159,7 +164,7 @@ def create_model(
         raise
     if not load or client is None:
         return result
-    return _loaded(client, result, log, progress, actor)
+    return _loaded(client, result, log, progress, auth)
 
 
 CODE_SUFFIXES = (".py", ".pyc", ".so")
@@ -349,11 +354,11 @@ def _created_text(name: str, template: str, directory: Path, files: tuple[str, .
 
 
 def _loaded(client: TritonClient, created: CreateResult, log: LogSource | None,
-            progress: Callable[[int, int, str], None] | None, actor: Actor) -> CreateResult:
+            progress: Callable[[int, int, str], None] | None, auth: Authorization | None) -> CreateResult:
     """Load the new model, explained; then ask Triton what state it is in."""
     base = _created_text(created.model, created.template, created.directory, created.files)
     (result,) = run_action(client, Action.LOAD, [created.model], log=log,
-                           repository=created.directory.parent, progress=progress, actor=actor)
+                           repository=created.directory.parent, progress=progress, auth=auth)
     state, problem = _state(client, created.model)
     warnings = (*created.warnings, *((problem,) if problem else ()))
     if result.ok and state is ModelState.READY:

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from geadmin import audit
-from geadmin.audit import Actor
+from geadmin.access.guard import Authorization, require
+from geadmin.access.roles import Action as Guarded
 from geadmin.domain import format_duration
 from geadmin.errors import GeAdminError
 
@@ -74,11 +75,13 @@ class StackDriver(Protocol):
 STACK_ACTIONS = ("restart", "stop", "start")
 
 
-def perform(driver: StackDriver, service: str, action: str, *, actor: Actor) -> None:
+def perform(driver: StackDriver, service: str, action: str, *, auth: Authorization | None = None) -> None:
     """Restart, stop or start `service`, audited with who asked (the row is written whether
-    the driver succeeds or not; a row that cannot be written does not undo the action)."""
+    the driver succeeds or not; a row that cannot be written does not undo the action).
+    `auth` must cover `action` (NotAuthorizedError before the driver is asked)."""
     if action not in STACK_ACTIONS:
         raise ValueError(f"unknown stack action {action!r}")
+    actor = require(auth, Guarded(action))
     try:
         getattr(driver, action)(service)
     except GeAdminError as exc:

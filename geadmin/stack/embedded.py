@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import IO
 
 from geadmin import audit
+from geadmin.access import guard
 from geadmin.audit import Actor, Origin
 from geadmin.domain import DEFAULT_PORTS, Ports, format_duration
 from geadmin.errors import SamplerLockedError, StackError, TritonError
@@ -233,7 +234,7 @@ class EmbeddedStack:
 
             results = load_in_parallel(client, wanted, log=LocalLogFile(triton.log_path),
                                        repository=self.repository, workers=LOAD_WORKERS, done=done,
-                                       actor=Actor.os_user(Origin.LOCAL))
+                                       auth=guard.os_user(Origin.LOCAL))
         if this_round != self._round:
             return
         self.loads = tuple(load_outcome(result) for result in results)

@@ -4,8 +4,9 @@
 (geadmin.access.identity.resolve_mode), refuses a request through a proxy when there is no
 sign-in, draws the sign-in or new-password form when needed (and stops the run), and keeps
 the session alive until it has been idle too long or reaches its age limit. Pages ask
-`allowed(action)` to disable a control (with the reason as its help) and `actor_for(action)`
-for the actor to hand to the core function — the server-side check, audited when refused.
+`allowed(action)` to disable a control (with the reason as its help) and `auth_for(action)`
+for the authorization to hand to the core function as `auth=` — the server-side check,
+audited when refused; the core refuses to change anything without one.
 Both check the session again and read the user's role again (`current()`), so controls
 inside fragments, which rerun without the router, see an ended session or a new role too."""
 
@@ -20,7 +21,7 @@ from streamlit.errors import StreamlitSecretNotFoundError
 
 from geadmin import settings
 from geadmin.access import bootstrap
-from geadmin.access.guard import authorize, permission
+from geadmin.access.guard import Authorization, authorize, permission
 from geadmin.access.identity import (
     Identity,
     Mode,
@@ -35,7 +36,6 @@ from geadmin.access.roles import Action, Role
 from geadmin.access.sessions import OidcLogins, Session, local_session, password_tag, refreshed
 from geadmin.access.startup import OIDC_KEYS
 from geadmin.access.users import FailedSignIns, UsersFile, VerifySlots, sign_in
-from geadmin.audit import Actor
 from geadmin.errors import AccessError, ConfigError, GeAdminError, SessionExpiredError
 from pages.ui import keys
 
@@ -272,7 +272,8 @@ def allowed(action: Action) -> tuple[bool, str]:
     return ok, reason
 
 
-def actor_for(action: Action, *, model: str = "", server: str = "") -> Actor:
-    """The audited actor for `action`; AccessDeniedError (audited) when the role may not.
+def auth_for(action: Action, *, model: str = "", server: str = "") -> Authorization:
+    """The authorization for `action` (its actor is audited); AccessDeniedError (audited) when
+    the role may not.
     Counts as activity; an ended session goes back to the sign-in form instead."""
     return authorize(current(touch=True), action, model=model, server=server)

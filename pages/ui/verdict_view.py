@@ -100,9 +100,9 @@ def drift_row(drift: Drift, target: Target, can_act: bool) -> None:
                        help=why_not or "write the config Triton serves to the file (the file is kept "
                        "in the config history)"):
         try:
-            actor = access.actor_for(Guarded.ROLLBACK, model=drift.model, server=target.spec.url)
+            auth = access.auth_for(Guarded.ROLLBACK, model=drift.model, server=target.spec.url)
             message = put_back_served(client_for(target),
-                                      target.repository, drift.model, actor=actor)  # type: ignore[arg-type]
+                                      target.repository, drift.model, auth=auth)
         except GeAdminError as exc:
             st.session_state[keys.OVERVIEW_DRIFT_RESULT] = (False, f"{drift.model}: {exc}")
         else:

@@ -24,6 +24,7 @@ from geadmin.stack.dashboard import DashboardProcess
 from geadmin.stack.processes import free_port
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.triton.client import TritonClient
+from tests.support.auth import admin_auth
 from tests.support.processes import wait_for
 
 MODEL = "text_normalize"
@@ -71,7 +72,7 @@ def wait_unloaded(triton: TritonProcess, home: Path) -> None:
 
 def test_a_local_user_signs_in_and_unloads(page: Page, tmp_path: Path, triton: TritonProcess) -> None:
     users = UsersFile(tmp_path / "users.toml")
-    users.add("olga", Role.OPERATOR, PASSWORD)
+    users.add("olga", Role.OPERATOR, PASSWORD, auth=admin_auth())
     home = tmp_path / "home"
     dashboard = DashboardProcess(triton_url=triton.http_url, home=home, triton_log=triton.log_path,
                                  repository=triton.repository,

@@ -17,7 +17,6 @@ import tritonclient.grpc as grpcclient
 from tritonclient.grpc import model_config_pb2
 
 from geadmin import audit
-from geadmin.audit import Actor, Origin
 from geadmin.cli.config_history import register_audit, register_config_subcommands
 from geadmin.domain import ModelState, Serving
 from geadmin.errors import ConfigConflictError, ConfigInvalidError, ConfigParseError, TritonUnreachableError
@@ -29,6 +28,7 @@ from geadmin.stack.tritonserver import TritonProcess
 from geadmin.triton.client import TritonClient
 from geadmin.triton.logs import LocalLogFile
 from tests.support import repository
+from tests.support.auth import admin_auth, auth_as
 from tests.support.processes import wait_for
 from tests.support.samples import copy_samples
 
@@ -131,7 +131,7 @@ def test_apply_rolls_back_when_triton_rejects_config_while_inference_keeps_answe
         before_apply = loop.ok
         result = apply_config(client, server.repository, MODEL, original.decode().replace(CPU, GPU),
                               expected_sha256=opened.sha256, log=LocalLogFile(server.log_path),
-                              actor=Actor("ann", Origin.DASHBOARD))
+                              auth=auth_as("ann"))
         answered_during_apply = loop.ok - before_apply
     assert result.outcome is Outcome.ROLLED_BACK and not result.ok
     assert "KIND_GPU" in result.message and "no GPUs are available" in result.message  # the real reason
@@ -157,7 +157,8 @@ def test_a_good_change_is_live_and_a_rollback_puts_the_old_one_back(
     original = path.read_bytes()
     changed = original.replace(b"max_queue_delay_microseconds: 1000", b"max_queue_delay_microseconds: 2500")
     result = apply_config(client, server.repository, MODEL, changed,
-                          expected_sha256=revisions.sha256_of(original), log=LocalLogFile(server.log_path))
+                          expected_sha256=revisions.sha256_of(original), log=LocalLogFile(server.log_path),
+                          auth=admin_auth())
     assert result.outcome is Outcome.APPLIED, result.message
     assert result.serving is Serving.PREVIOUS and result.serving_version == "1"
     assert result.warnings == ()  # Triton's live config carries every field of the file
@@ -166,11 +167,11 @@ def test_a_good_change_is_live_and_a_rollback_puts_the_old_one_back(
     kept = revisions.history(server.repository, MODEL)
     assert [(r.number, r.data) for r in kept] == [(2, changed), (1, original)]
 
-    back = rollback(client, server.repository, MODEL, log=LocalLogFile(server.log_path))
+    back = rollback(client, server.repository, MODEL, log=LocalLogFile(server.log_path), auth=admin_auth())
     assert back.outcome is Outcome.APPLIED, back.message
     assert path.read_bytes() == original
     assert client.model_config(MODEL).dynamic_batching.max_queue_delay_microseconds == 1000
-    again = rollback(client, server.repository, MODEL, 1)
+    again = rollback(client, server.repository, MODEL, 1, auth=admin_auth())
     assert again.outcome is Outcome.UNCHANGED and "already has the config of revision 1" in again.message
     rows = audit.query(model=MODEL)
     assert [(r.action, r.result) for r in rows] == [("rollback", "ok"), ("rollback", "started"),
@@ -189,7 +190,7 @@ def test_a_concurrent_edit_is_refused_and_the_colleague_s_file_is_kept(
     mine = opened.data.replace(b"max_queue_delay_microseconds: 1000", b"max_queue_delay_microseconds: 10")
     with pytest.raises(ConfigConflictError, match="changed since you opened it") as info:
         apply_config(client, server.repository, MODEL, mine, expected_sha256=opened.sha256,
-                     base_text=opened.text)
+                     base_text=opened.text, auth=admin_auth())
     assert path.read_bytes() == colleague
     assert "+  preferred_batch_size: [ 4 ]" in info.value.diff()
     assert list(client.model_config(MODEL).dynamic_batching.preferred_batch_size) == [8, 16]  # no reload
@@ -206,12 +207,14 @@ def test_an_unparseable_config_is_refused_before_anything_is_written(
     (repository / "m" / "config.pbtxt").write_text('name: "m"\nbackend: "python"\n')
     nowhere = TritonClient(f"http://127.0.0.1:{free_port()}")  # never reached: refused first
     with pytest.raises(ConfigParseError, match=r"line 2, column 21.*no value named TYPE_FOO"):
-        apply_config(nowhere, repository, "m", 'name: "m"\ninput [{ data_type: TYPE_FOO }]\n')
+        apply_config(nowhere, repository, "m", 'name: "m"\ninput [{ data_type: TYPE_FOO }]\n',
+                     auth=admin_auth())
     assert (repository / "m" / "config.pbtxt").read_text() == 'name: "m"\nbackend: "python"\n'
     (row,) = audit.query()
     assert row.result == "refused" and "TYPE_FOO" in row.message and "+input" in row.diff
     with pytest.raises(TritonUnreachableError):  # a valid config is not written blind either
-        apply_config(nowhere, repository, "m", 'name: "m"\nbackend: "python"\nmax_batch_size: 2\n')
+        apply_config(nowhere, repository, "m", 'name: "m"\nbackend: "python"\nmax_batch_size: 2\n',
+                     auth=admin_auth())
     assert (repository / "m" / "config.pbtxt").read_text() == 'name: "m"\nbackend: "python"\n'
     assert [r.result for r in audit.query()] == ["refused", "refused"]
 
@@ -223,14 +226,14 @@ def test_a_config_the_validator_rejects_is_refused_unless_told_and_then_triton_r
     original = path.read_bytes()
     too_big = original.decode().replace("preferred_batch_size: [ 8, 16 ]", "preferred_batch_size: [ 8, 64 ]")
     with pytest.raises(ConfigInvalidError, match=r"preferred.*64.*line 12.*Nothing was written") as refused:
-        apply_config(client, server.repository, MODEL, too_big)
+        apply_config(client, server.repository, MODEL, too_big, auth=admin_auth())
     assert [f.rule for f in refused.value.findings if f.severity.value == "error"] == [
         "triton.preferred_batch_size"]
     assert path.read_bytes() == original
     (row,) = audit.query(model=MODEL)
     assert row.result == "refused" and "preferred" in row.message
     result = apply_config(client, server.repository, MODEL, too_big, validate=False,
-                          log=LocalLogFile(server.log_path))
+                          log=LocalLogFile(server.log_path), auth=admin_auth())
     assert result.outcome is Outcome.ROLLED_BACK, result.message  # the validator agreed with Triton
     assert path.read_bytes() == original and client.model_ready(MODEL)
 
@@ -241,7 +244,7 @@ def test_validator_warnings_come_back_with_a_successful_apply(
     (server.repository / MODEL / "01").mkdir()  # Triton ignores it: a warning, not an error
     changed = config_path(server).read_text().replace("max_queue_delay_microseconds: 1000",
                                                       "max_queue_delay_microseconds: 2000")
-    result = apply_config(client, server.repository, MODEL, changed)
+    result = apply_config(client, server.repository, MODEL, changed, auth=admin_auth())
     assert result.outcome is Outcome.APPLIED, result.message
     assert [w for w in result.warnings if w.startswith("validator:")] != [], result.warnings
     assert any("triton.version_dir_ignored" in w for w in result.warnings)
@@ -255,7 +258,7 @@ def test_a_config_that_loads_but_fails_a_test_request_is_restored_and_reloaded(
     wrong_dims = original.decode().replace("dims: [ 64 ]", "dims: [ 65 ]")  # loads; the model cannot run it
     # validate=False: the validator refuses 65 already (digits_pipeline on disk feeds it 64)
     result = apply_config(client, server.repository, MODEL, wrong_dims, smoke=True,
-                          log=LocalLogFile(server.log_path), validate=False)
+                          log=LocalLogFile(server.log_path), validate=False, auth=admin_auth())
     assert result.outcome is Outcome.ROLLED_BACK, result.message
     assert result.message.startswith(f"the new config of {MODEL!r} loaded, but a test request failed: ")
     assert "restored, byte for byte and reloaded" in result.message
@@ -264,7 +267,7 @@ def test_a_config_that_loads_but_fails_a_test_request_is_restored_and_reloaded(
     assert audit.query(model=MODEL)[0].result == "rolled_back"
     good = original.decode().replace("max_queue_delay_microseconds: 1000",
                                      "max_queue_delay_microseconds: 1500")
-    result = apply_config(client, server.repository, MODEL, good, smoke=True)
+    result = apply_config(client, server.repository, MODEL, good, smoke=True, auth=admin_auth())
     assert result.outcome is Outcome.APPLIED and "a test request answered in" in result.message
 
 

@@ -22,6 +22,7 @@ from geadmin.stack.processes import free_port
 from geadmin.stack.tritonserver import TritonProcess, find_tritonserver
 from geadmin.stack.workspace import SAMPLE_REPOSITORY
 from geadmin.triton.client import TritonClient
+from tests.support.auth import admin_auth, auth_as
 
 WINDOW_MS = 500  # perf_analyzer's measurement window: short, these are behaviour checks
 OWN_DEV_SHM = Path(__file__).parent / "assets" / "tritonserver_own_dev_shm.sh"
@@ -39,7 +40,7 @@ def test_a_load_test_measures_every_concurrency_reports_progress_and_is_saved(
     with TritonClient(triton_server.http_url) as client:
         run = load_test(client, quick("digits_classifier", triton_server.http_url, (1, 2)),
                         progress=lambda done, total, text: seen.append((done, total)),
-                        who="ann", label="baseline", home=tmp_path)
+                        auth=auth_as("ann"), label="baseline", home=tmp_path)
     assert [p.load for p in run.points] == [1.0, 2.0]
     for point in run.points:
         assert point.throughput_per_s > 0
@@ -56,7 +57,8 @@ def test_request_rates_over_grpc_with_bytes_input(triton_server: TritonProcess, 
     url = f"grpc://{triton_server.grpc_url}"
     with TritonClient(url) as client:
         run = load_test(client, quick("text_normalize", url, (20, 40), REQUEST_RATE),
-                        {"TEXT": InputSource(SourceKind.TEXT, "Ｈｅｌｌｏ  World")}, home=tmp_path)
+                        {"TEXT": InputSource(SourceKind.TEXT, "Ｈｅｌｌｏ  World")}, home=tmp_path,
+                        auth=admin_auth())
     assert run.mode == REQUEST_RATE and [p.load for p in run.points] == [20.0, 40.0]
     assert all(p.throughput_per_s > 0 for p in run.points)
     assert load_run(run.id or 0, tmp_path).settings == run.settings
@@ -148,7 +150,7 @@ def test_dynamic_batching_on_and_off_compare_per_concurrency(
     with TritonClient(server.http_url) as client:
         for state in ("on", "off"):
             runs[state] = load_test(client, quick(f"digits_batching_{state}", server.http_url, (4,)),
-                                    label=f"dynamic batching {state}", home=tmp_path)
+                                    label=f"dynamic batching {state}", home=tmp_path, auth=admin_auth())
     result = compare(runs["on"], runs["off"])
     assert [r.load for r in result.rows] == [4.0]
     assert result.rows[0].throughput_ratio > 0 and result.rows[0].p99_ratio > 0

@@ -27,6 +27,7 @@ from geadmin.repository.modelconfig import parse_pbtxt
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.triton.client import TritonClient
 from geadmin.triton.logs import LocalLogFile
+from tests.support.auth import admin_auth
 
 MEMBER, PIPELINE = "digits_classifier", "digits_pipeline"
 TRITON_SAYS = ("ensemble digits_pipeline allows maximum batch size 32, but it contains model "
@@ -70,11 +71,12 @@ def test_apply_of_a_smaller_batch_is_predicted_refused_and_reported_with_tritons
     assert before.consequences[0].effect is Effect.REFUSED and before.consequences[0].reason == TRITON_SAYS
 
     with pytest.raises(ConfigInvalidError, match="Triton would unload ensemble digits_pipeline"):
-        apply_config(client, server.repository, MEMBER, new, log=LocalLogFile(server.log_path))
+        apply_config(client, server.repository, MEMBER, new, log=LocalLogFile(server.log_path),
+                     auth=admin_auth())
     assert states(client)[PIPELINE] is ModelState.READY  # refused: nothing written, nothing reloaded
 
     result = apply_config(client, server.repository, MEMBER, new, log=LocalLogFile(server.log_path),
-                          validate=False)
+                          validate=False, auth=admin_auth())
     assert result.outcome is Outcome.APPLIED
     [change] = result.side_effects
     assert (change.model, change.before, change.after) == (PIPELINE, ModelState.READY, ModelState.UNAVAILABLE)
@@ -93,7 +95,7 @@ def test_unload_without_dependents_names_the_pipeline_before_and_reports_it_afte
     assert "this also takes down digits_pipeline" in before.headline()
 
     [result] = run_action(client, Action.UNLOAD, [MEMBER], log=LocalLogFile(server.log_path),
-                          repository=server.repository)
+                          repository=server.repository, auth=admin_auth())
     assert result.ok
     [change] = result.side_effects
     assert (change.model, change.after) == (PIPELINE, ModelState.UNAVAILABLE)
@@ -109,7 +111,8 @@ def test_a_plain_reload_reloads_the_pipeline_and_changes_no_other_state(
     before = impact.predict(client, "reload", [MEMBER], repository=server.repository)
     assert [(c.model, c.effect) for c in before.consequences] == [(PIPELINE, Effect.RELOADED)]
     assert not before.takes_down
-    [result] = run_action(client, Action.RELOAD, [MEMBER], log=LocalLogFile(server.log_path))
+    [result] = run_action(client, Action.RELOAD, [MEMBER], log=LocalLogFile(server.log_path),
+                          auth=admin_auth())
     assert result.ok and result.side_effects == ()
     assert states(client)[PIPELINE] is ModelState.READY
 
@@ -149,7 +152,8 @@ def test_a_backend_this_server_lacks_is_refused_before_anything_is_written(
     original = config.read_text()
     with pytest.raises(ConfigInvalidError) as refused:
         apply_config(client, server.repository, "text_normalize",
-                     original.replace('backend: "python"', 'backend: "pytorch"'), backends=backends)
+                     original.replace('backend: "python"', 'backend: "pytorch"'), backends=backends,
+                     auth=admin_auth())
     [finding] = [f for f in refused.value.findings if f.rule == "server.backend_unavailable"]
     assert "backend 'pytorch' is not installed in this server (it has: python)" in finding.message
     assert config.read_text() == original

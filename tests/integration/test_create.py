@@ -13,7 +13,6 @@ import pytest
 import tritonclient.grpc as grpcclient
 
 from geadmin import audit
-from geadmin.audit import Actor, Origin
 from geadmin.cli.main import main
 from geadmin.domain import ModelState
 from geadmin.errors import TritonUnreachableError
@@ -25,6 +24,7 @@ from geadmin.stack.processes import free_port
 from geadmin.stack.tritonserver import TritonProcess, prepare_backend_directory
 from geadmin.triton.client import TritonClient
 from geadmin.triton.logs import LocalLogFile
+from tests.support.auth import admin_auth, auth_as
 from tests.support.samples import SAMPLE_MODELS
 
 TWO_TENSORS = Params(max_batch_size=8,
@@ -64,7 +64,7 @@ def test_the_python_template_is_created_ready_and_answers_an_inference(
     server: TritonProcess, client: TritonClient
 ) -> None:
     result = create_model(client, server.repository, "echo", "python", TWO_TENSORS,
-                          actor=Actor("ann", Origin.DASHBOARD), log=LocalLogFile(server.log_path))
+                          auth=auth_as("ann"), log=LocalLogFile(server.log_path))
     assert result.outcome is Outcome.LOADED and result.ok, result.message
     assert result.load_state is ModelState.READY and client.model_ready("echo")
     assert result.files == ("config.pbtxt", "1/model.py") and result.revision == 1
@@ -100,7 +100,8 @@ def test_an_npu_ge_om_without_cann_is_created_and_its_load_fails_with_the_backen
                             env={"ASCEND_HOME_PATH": "", "ASCEND_TOOLKIT_HOME": ""})
     with TritonClient(server.http_url, load_timeout_s=90) as client:
         result = create_model(client, server.repository, "resnet", "npu_ge_om", Params(device_ids=(0, 1)),
-                              {"1/model.om": b"an .om compiled by ATC"}, log=LocalLogFile(server.log_path))
+                              {"1/model.om": b"an .om compiled by ATC"}, log=LocalLogFile(server.log_path),
+                              auth=admin_auth())
         assert client.is_live()  # the failed load crashed nothing
     assert result.outcome is Outcome.LOAD_FAILED and not result.ok
     assert "cannot load the ACL runtime libascendcl.so" in result.reason  # the backend's own words
@@ -117,7 +118,7 @@ def test_an_npu_ge_om_on_a_triton_without_npu_ge_reports_the_missing_backend(
     server: TritonProcess, client: TritonClient
 ) -> None:
     result = create_model(client, server.repository, "resnet", "npu_ge_om", None,
-                          {"1/model.om": b"om"}, log=LocalLogFile(server.log_path))
+                          {"1/model.om": b"om"}, log=LocalLogFile(server.log_path), auth=admin_auth())
     assert result.outcome is Outcome.LOAD_FAILED
     assert "unable to find backend library for backend 'npu_ge'" in result.reason, result.reason
     assert "make backend" in result.reason  # with the fix
@@ -179,5 +180,5 @@ def test_a_refusal_for_an_unreachable_triton_raises_before_writing(sample_reposi
     before = sorted(p.name for p in sample_repository.iterdir())
     with TritonClient(f"http://127.0.0.1:{free_port()}", timeout_s=2) as client, \
             pytest.raises(TritonUnreachableError):
-        create_model(client, sample_repository, "echo", "python")
+        create_model(client, sample_repository, "echo", "python", auth=admin_auth())
     assert sorted(p.name for p in sample_repository.iterdir()) == before

@@ -19,13 +19,13 @@ from pathlib import Path
 import pytest
 
 from geadmin import audit
-from geadmin.audit import Actor
 from geadmin.diagnose import interrupted
 from geadmin.ops.actions import Action, run_action
 from geadmin.repository import revisions, store
 from geadmin.repository.revisions import sha256_of
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.triton.client import TritonClient
+from tests.support.auth import auth_as
 from tests.support.samples import copy_samples
 
 ROOT = Path(__file__).resolve().parents[2]

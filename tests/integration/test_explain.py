@@ -18,6 +18,7 @@ from geadmin.ops.actions import Action, run_action
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.triton.client import TritonClient
 from geadmin.triton.logs import LocalLogFile
+from tests.support.auth import admin_auth
 from tests.support.transports import TRANSPORTS, url_for
 
 
@@ -104,7 +105,7 @@ def test_missing_model_file_hangs_the_load_and_is_reported_as_soon_as_triton_log
     assert seen and seen[-1][1].startswith("Failed to preinitialize Python stub")  # shown while waiting
     # Unloading it cannot work while Triton keeps it loading: say so, and what clears it.
     (result,) = run_action(client, Action.UNLOAD, ["text_normalize"], log=LocalLogFile(server.log_path),
-                           settle_timeout_s=1)
+                           settle_timeout_s=1, auth=admin_auth())
     assert not result.ok
     assert result.message.startswith("cannot unload 'text_normalize': it is stuck LOADING after Triton "
                                      "logged: Failed to preinitialize Python stub")

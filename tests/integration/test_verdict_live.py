@@ -21,6 +21,7 @@ from geadmin.ops.bundle import build_bundle
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.triton.client import TritonClient
 from geadmin.triton.logs import LocalLogFile
+from tests.support.auth import auth_as
 from tests.support.processes import wait_for
 from tests.support.stack import geadmin
 
@@ -131,7 +132,7 @@ def test_a_hand_edited_config_is_drift_until_the_served_config_is_put_back(
     assert packed["verdict"] == "DEGRADED" and packed["rules"] == ["drift"]
     assert packed["headline"] == document["headline"]
 
-    message = put_back_served(client, server.repository, CLASSIFIER, actor=audit.Actor("alice"), home=home)
+    message = put_back_served(client, server.repository, CLASSIFIER, auth=auth_as("alice"), home=home)
     assert message.endswith("disk and Triton agree again")
     restored = (server.repository / CLASSIFIER / "config.pbtxt").read_text()
     assert "TYPE_FOO" not in restored and "max_queue_delay_microseconds: 1000" in restored
@@ -155,7 +156,7 @@ def test_a_deliberate_stop_is_audited_as_a_stop_and_status_says_who_stopped_trit
     monkeypatch.setenv("GEADMIN_HOME", str(home))  # the Stack page's process writes its row there
     with running_up(home, wait_for="models: "):
         driver = LocalDriver(Workspace(home))
-        perform(driver, "triton", "stop", actor=audit.Actor("alice", audit.Origin.DASHBOARD))
+        perform(driver, "triton", "stop", auth=auth_as("alice"))
         assert wait_for(lambda: driver.services()[0].state == "stopped", 20)
         rows = {(r.model, r.action): r for r in audit.query(home=home)}
         stopped = rows[("tritonserver", "stop")]  # the supervisor's row: a stop, not a failed exit

@@ -21,6 +21,7 @@ from geadmin.access.roles import Role
 from geadmin.access.sessions import local_session
 from geadmin.access.users import UsersFile
 from geadmin.stack.processes import free_port
+from tests.support.auth import admin_auth
 from tests.ui.helpers import APP, button, isolate, run
 
 PASSWORDS = {"vic": "viewer password 1", "olga": "operator password 1", "ada": "admin password 12"}
@@ -45,7 +46,7 @@ def _env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
 def users(tmp_path: Path) -> UsersFile:
     file = UsersFile(tmp_path / "users.toml")
     for name, role in (("vic", Role.VIEWER), ("olga", Role.OPERATOR), ("ada", Role.ADMIN)):
-        file.add(name, role, PASSWORDS[name])
+        file.add(name, role, PASSWORDS[name], auth=admin_auth())
     return file
 
 
@@ -69,14 +70,15 @@ def signed_in_as(at: AppTest) -> list[str]:
 def test_a_demoted_user_has_the_new_role_at_the_next_click(users: UsersFile) -> None:
     at = sign_in("olga")
     assert any("olga · operator" in c for c in signed_in_as(at))
-    users.set_role("olga", Role.VIEWER)  # `geadmin users role olga viewer`, while she is signed in
+    # `geadmin users role olga viewer`, while she is signed in
+    users.set_role("olga", Role.VIEWER, auth=admin_auth())
     run(at)
     assert any("olga · viewer" in c for c in signed_in_as(at))
     assert at.session_state["access.identity"].role is Role.VIEWER
 
 
 @pytest.mark.parametrize(("change", "notice"), [
-    (lambda users: users.remove("olga"), "the user 'olga' no longer exists"),
+    (lambda users: users.remove("olga", auth=admin_auth()), "the user 'olga' no longer exists"),
     (lambda users: users.set_password("olga", "reset by an admin!"), "the password of 'olga' was changed"),
 ])
 def test_a_removed_or_re_keyed_user_is_signed_out_at_the_next_click(users: UsersFile, change: object,
@@ -128,7 +130,7 @@ def test_controls_inside_fragments_see_a_new_role_and_an_ended_session(
     at.session_state["access.session"] = session
     run(at)
     assert not button(at, "Load").disabled  # type: ignore[attr-defined]
-    users.set_role("olga", Role.VIEWER)
+    users.set_role("olga", Role.VIEWER, auth=admin_auth())
     run(at)
     load = button(at, "Load")
     assert load.disabled and "load needs the operator role; olga is viewer" in load.help  # type: ignore[attr-defined]

@@ -24,6 +24,7 @@ from geadmin.domain import ModelState
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.triton.client import TritonClient
 from tests.support.apptest import APP, button, isolate, point_at, run
+from tests.support.auth import admin_auth
 from tests.support.processes import wait_for
 
 MODEL = "digits_classifier"
@@ -53,7 +54,7 @@ def _env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
 def users(tmp_path: Path) -> UsersFile:
     file = UsersFile(tmp_path / "users.toml")
     for name, role in (("vic", Role.VIEWER), ("olga", Role.OPERATOR), ("ada", Role.ADMIN)):
-        file.add(name, role, PASSWORDS[name])
+        file.add(name, role, PASSWORDS[name], auth=admin_auth())
     return file
 
 

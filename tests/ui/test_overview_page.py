@@ -15,6 +15,7 @@ from geadmin.ops import actions
 from geadmin.stack.processes import free_port
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.triton.client import TritonClient
+from tests.support.auth import admin_auth
 from tests.support.samples import SAMPLE_MODELS, add_python_model, small_load
 
 APP = str(Path(__file__).resolve().parents[2] / "pages" / "app.py")
@@ -140,7 +141,7 @@ def test_config_triton_cannot_parse_is_explained_from_the_log(
     client = TritonClient(server.http_url)
     monkeypatch.setenv("GEADMIN_HOME", str(sample_repository.parent / "home"))
     # deliberately idle (an operator's unload, in the audit log): not an error
-    unloaded = actions.run_action(client, actions.Action.UNLOAD, ["text_normalize"])
+    unloaded = actions.run_action(client, actions.Action.UNLOAD, ["text_normalize"], auth=admin_auth())
     assert unloaded[0].ok and states(client)["text_normalize"] == ModelState.UNAVAILABLE
     monkeypatch.setenv("GEADMIN_TRITON_URL", server.http_url)
     monkeypatch.setenv("GEADMIN_TRITON_LOG", str(server.log_path))

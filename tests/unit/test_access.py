@@ -33,6 +33,7 @@ from geadmin.errors import (
     SignInError,
     SignInRateLimitedError,
 )
+from tests.support.auth import admin_auth
 
 PASSWORD = "correct horse battery"
 
@@ -51,7 +52,7 @@ def test_roles_are_ordered_and_every_action_has_one() -> None:
 
 
 def test_users_file_keeps_argon2_hashes_only_and_is_private(users: UsersFile) -> None:
-    users.add("alice", Role.OPERATOR, PASSWORD)
+    users.add("alice", Role.OPERATOR, PASSWORD, auth=admin_auth())
     text = users.path.read_text()
     assert PASSWORD not in text and "$argon2id$" in text
     assert stat.S_IMODE(users.path.stat().st_mode) == 0o600
@@ -59,7 +60,7 @@ def test_users_file_keeps_argon2_hashes_only_and_is_private(users: UsersFile) ->
 
 
 def test_a_wrong_password_and_an_unknown_user_get_the_same_message(users: UsersFile) -> None:
-    users.add("alice", Role.OPERATOR, PASSWORD)
+    users.add("alice", Role.OPERATOR, PASSWORD, auth=admin_auth())
     with pytest.raises(SignInError) as wrong:
         users.verify("alice", "not the password!!")
     with pytest.raises(SignInError) as unknown:
@@ -69,24 +70,24 @@ def test_a_wrong_password_and_an_unknown_user_get_the_same_message(users: UsersF
 
 def test_passwords_names_and_duplicates_are_checked(users: UsersFile) -> None:
     with pytest.raises(ConfigError, match="at least 12 characters"):
-        users.add("alice", Role.VIEWER, "short")
+        users.add("alice", Role.VIEWER, "short", auth=admin_auth())
     with pytest.raises(ConfigError, match="is not a user name"):
-        users.add("../alice", Role.VIEWER, PASSWORD)
-    users.add("alice", Role.VIEWER, PASSWORD)
+        users.add("../alice", Role.VIEWER, PASSWORD, auth=admin_auth())
+    users.add("alice", Role.VIEWER, PASSWORD, auth=admin_auth())
     with pytest.raises(ConfigError, match="exists already"):
-        users.add("alice", Role.ADMIN, PASSWORD)
+        users.add("alice", Role.ADMIN, PASSWORD, auth=admin_auth())
 
 
 def test_passwd_role_and_remove(users: UsersFile) -> None:
-    users.add("bob", Role.VIEWER, PASSWORD, must_change=True)
+    users.add("bob", Role.VIEWER, PASSWORD, must_change=True, auth=admin_auth())
     assert users.set_password("bob", "another long password").must_change is False
     with pytest.raises(SignInError):
         users.verify("bob", PASSWORD)
-    assert users.set_role("bob", Role.ADMIN).role is Role.ADMIN
-    users.remove("bob")
+    assert users.set_role("bob", Role.ADMIN, auth=admin_auth()).role is Role.ADMIN
+    users.remove("bob", auth=admin_auth())
     assert users.load() == {}
     with pytest.raises(ConfigError, match="no user 'bob'"):
-        users.remove("bob")
+        users.remove("bob", auth=admin_auth())
 
 
 def test_a_malformed_users_file_names_the_problem(users: UsersFile) -> None:
@@ -107,7 +108,7 @@ class Clock:
 
 
 def test_failed_sign_ins_lock_the_user_out_for_a_while_then_longer(users: UsersFile) -> None:
-    users.add("alice", Role.OPERATOR, PASSWORD)
+    users.add("alice", Role.OPERATOR, PASSWORD, auth=admin_auth())
     clock = Clock()
     attempts = FailedSignIns(limit=3, window_s=60, lockout_s=30, clock=clock)
     for _ in range(3):
@@ -199,7 +200,7 @@ def test_the_guard_refuses_a_viewer_and_audits_it_with_the_name(tmp_path: Path) 
     assert (row.who, row.origin, row.action, row.model) == ("vic", "dashboard", "unload", "digits")
     assert row.result == "refused"
     operator = Identity("olga", Role.OPERATOR, Mode.LOCAL)
-    assert authorize(operator, Action.UNLOAD, home=tmp_path).name == "olga"
+    assert authorize(operator, Action.UNLOAD, home=tmp_path).who.name == "olga"
     with pytest.raises(AccessDeniedError, match="needs the admin role"):
         authorize(operator, Action.RESTART, home=tmp_path)
     must_change = Identity("admin", Role.ADMIN, Mode.LOCAL, must_change=True)

@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 
 from geadmin import audit
-from geadmin.audit import Actor, Origin
 from geadmin.errors import CreateRefusedError, RepositoryError, TemplateError
 from geadmin.ops import create
 from geadmin.ops.create import Outcome, create_model
 from geadmin.repository import revisions, templates
 from geadmin.repository.templates import Params, Tensor
 from geadmin.repository.validate import Severity
+from tests.support.auth import auth_as
 
 OM = b"\x00an offline model\x00"
 
@@ -58,7 +58,7 @@ def make(repo: Path, name: str = "new_model", template: str = "npu_ge_om",
          files: dict[str, bytes] | None = None, **kwargs: object) -> create.CreateResult:
     given = {"1/model.om": OM} if files is None else files
     return create_model(None, repo, name, template, kwargs.pop("params", None), given,  # type: ignore[arg-type]
-                        load=False, actor=Actor("ann", Origin.CLI), **kwargs)  # type: ignore[arg-type]
+                        load=False, auth=auth_as("ann"), **kwargs)  # type: ignore[arg-type]
 
 
 def refused(repo: Path, outside: Path, error: type[Exception], match: str, **kwargs: object) -> None:
@@ -204,7 +204,7 @@ def test_a_created_model_is_whole_in_the_history_and_audited(repo: Path, home: P
     assert result.revision == 1
     (row, started) = audit.query(action="create")  # the outcome, after the row written before staging
     assert (started.model, started.result, started.who) == ("new_model", "started", "ann")
-    assert (row.model, row.result, row.who, row.origin) == ("new_model", "ok", "ann", "cli")
+    assert (row.model, row.result, row.who, row.origin) == ("new_model", "ok", "ann", "dashboard")
     assert '+name: "new_model"' in row.diff and "template npu_ge_om" in row.message
     assert "not loaded" in result.message and result.load_state is None
 

@@ -32,6 +32,7 @@ from geadmin.ops.infer_inputs import json_tensor, npy_tensor
 from geadmin.ops.infer_spec import MAX_IMAGE_PIXELS, MAX_JSON_DEPTH, InputSpec, OutputSpec, json_depth
 from geadmin.repository.triton_rules import label_path
 from geadmin.triton.client import TritonClient
+from tests.support.auth import admin_auth
 
 IMAGE = InputSpec("image", "FP32", (3, 224, 224), True)
 VECTOR = InputSpec("x", "FP32", (-1,), False)
@@ -176,7 +177,7 @@ def test_one_load_test_per_server_at_a_time(tmp_path: Path) -> None:
     settings = BenchSettings("m", "grpc://127.0.0.1:9")
     with server_lock(tmp_path, client.url, "other"):
         with pytest.raises(BenchBusyError, match=r"another load test runs against .*other, pid"):
-            load_test(client, settings, home=tmp_path)
+            load_test(client, settings, home=tmp_path, auth=admin_auth())
         other_server = TritonClient("http://127.0.0.1:10")
         with server_lock(tmp_path, other_server.url):  # another server is free
             pass
@@ -242,4 +243,4 @@ def test_a_run_over_grpc_is_blocked_by_a_run_over_http_of_the_same_server(tmp_pa
     """The page measures over gRPC with the server's HTTP client: both addresses are held."""
     http, grpc = "http://127.0.0.1:9", "grpc://127.0.0.1:10"
     with server_lock(tmp_path, grpc, "a gRPC run"), pytest.raises(BenchBusyError, match="a gRPC run"):
-        load_test(TritonClient(http), BenchSettings("m", grpc), home=tmp_path)
+        load_test(TritonClient(http), BenchSettings("m", grpc), home=tmp_path, auth=admin_auth())

@@ -18,6 +18,7 @@ from geadmin.ops import reconcile
 from geadmin.ops.create import create_model
 from geadmin.repository import locks, revisions, store
 from geadmin.repository.revisions import sha256_of
+from tests.support.auth import admin_auth
 
 OLD = b'name: "m"\nbackend: "python"\nmax_batch_size: 4\n'
 NEW = b'name: "m"\nbackend: "python"\nmax_batch_size: 8\n'
@@ -132,7 +133,8 @@ def test_a_create_killed_after_its_rename_is_closed_and_the_model_kept(repo: Pat
 
 def test_a_create_refused_after_its_started_row_is_finished_not_interrupted(repo: Path) -> None:
     with pytest.raises(Exception, match="would not load"):
-        create_model(None, repo, "bad", "npu_ge_om", None, {}, load=False)  # no model.om: refused
+        create_model(None, repo, "bad", "npu_ge_om", None, {}, load=False,
+                     auth=admin_auth())  # no model.om: refused
     assert [r.result for r in audit.query(model="bad")] == ["refused", "started"]
     assert reconcile.reconcile(repo).interrupted == ()
 
@@ -142,7 +144,7 @@ def test_the_users_file_is_changed_under_its_lock(tmp_path: Path) -> None:
     from geadmin.access.users import UsersFile
 
     users = UsersFile(tmp_path / "users.toml")
-    users.add("ann", Role.parse("admin"), "a long password 1")
+    users.add("ann", Role.parse("admin"), "a long password 1", auth=admin_auth())
     held = threading.Event()
     release = threading.Event()
 
@@ -160,5 +162,5 @@ def test_the_users_file_is_changed_under_its_lock(tmp_path: Path) -> None:
     finally:
         release.set()
         holder.join()
-    users.set_role("ann", Role.parse("viewer"))  # free again
+    users.set_role("ann", Role.parse("viewer"), auth=admin_auth())  # free again
     assert users.load()["ann"].role is Role.parse("viewer")

@@ -15,13 +15,13 @@ from geadmin import audit
 from geadmin.access.bootstrap import PASSWORD_FILE, create_first_admin
 from geadmin.access.roles import REQUIRED_ROLE, Action, Role
 from geadmin.access.users import UsersFile
-from geadmin.audit import Actor, Origin
 from geadmin.errors import AccessDeniedError
 from geadmin.ops import create
 from geadmin.ops.create import create_model
 from geadmin.repository import atomic
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.stack.workspace import Workspace
+from tests.support.auth import admin_auth, auth_as
 
 PASSWORD = "correct horse battery"
 
@@ -66,8 +66,8 @@ def test_a_secret_is_0600_before_it_is_renamed_into_place(tmp_path: Path, open_u
 def test_the_users_file_is_never_readable_by_others_not_even_for_a_moment(
         tmp_path: Path, open_umask: None, renames: list[tuple[str, int]]) -> None:
     users = UsersFile(tmp_path / "conf" / "users.toml")
-    users.add("alice", Role.OPERATOR, PASSWORD)
-    users.set_role("alice", Role.ADMIN)
+    users.add("alice", Role.OPERATOR, PASSWORD, auth=admin_auth())
+    users.set_role("alice", Role.ADMIN, auth=admin_auth())
     assert renames == [("users.toml", 0o600), ("users.toml", 0o600)]
     assert mode(users.path) == 0o600 and mode(users.path.parent) == 0o700
 
@@ -134,20 +134,20 @@ def test_uploading_model_py_needs_the_admin_role(tmp_path: Path, monkeypatch: py
     repo.mkdir()
     assert REQUIRED_ROLE[Action.UPLOAD_CODE] is Role.ADMIN
     own_code = {"1/model.py": b"import os\nos.system('id')\n"}
-    operator = Actor("olga", Origin.DASHBOARD)
+    operator = auth_as("olga", Role.OPERATOR)
     for allowed in (None, False):  # not said: a dashboard actor may not; said no: may not
         with pytest.raises(AccessDeniedError, match=r"1/model\.py would run as Triton's user.*admin role"):
-            create_model(None, repo, "mine", "python", files=own_code, actor=operator,
+            create_model(None, repo, "mine", "python", files=own_code, auth=operator,
                          may_upload_code=allowed, load=False)
     assert list(repo.iterdir()) == []
     refusals = [r for r in audit.query(home=home) if r.action == "create"]
     assert [(r.who, r.result) for r in refusals] == [("olga", "refused")] * 2
     assert "admin" in create.next_step(AccessDeniedError("x"))
     # The template's own identity model.py is no upload: an operator may create it.
-    assert create_model(None, repo, "echo", "python", actor=operator, load=False).ok
+    assert create_model(None, repo, "echo", "python", auth=operator, load=False).ok
     # An admin (the guard said yes), and the CLI's OS user, may upload code.
-    admin = create_model(None, repo, "admins", "python", files=own_code, actor=Actor("ada", Origin.DASHBOARD),
+    admin = create_model(None, repo, "admins", "python", files=own_code, auth=auth_as("ada"),
                          may_upload_code=True, load=False)
-    cli = create_model(None, repo, "from_cli", "python", files=own_code, actor=Actor("root", Origin.CLI),
+    cli = create_model(None, repo, "from_cli", "python", files=own_code, auth=admin_auth(),
                        load=False)
     assert admin.ok and cli.ok and (repo / "admins" / "1" / "model.py").read_bytes() == own_code["1/model.py"]

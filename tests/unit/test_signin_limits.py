@@ -32,6 +32,7 @@ from geadmin.errors import (
     SignInError,
     SignInRateLimitedError,
 )
+from tests.support.auth import admin_auth
 
 PASSWORD = "correct horse battery"
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,7 +49,7 @@ class Clock:
 @pytest.fixture
 def users(tmp_path: Path) -> UsersFile:
     file = UsersFile(tmp_path / "users.toml")
-    file.add("alice", Role.OPERATOR, PASSWORD)
+    file.add("alice", Role.OPERATOR, PASSWORD, auth=admin_auth())
     return file
 
 
@@ -170,20 +171,20 @@ def test_a_check_without_activity_does_not_keep_a_session_alive() -> None:
 def test_roles_are_read_again_and_a_removed_or_re_keyed_user_is_signed_out(users: UsersFile) -> None:
     session = local_session(users.load()["alice"], now_s=0.0)
     assert refreshed(session, users.load()) is session
-    users.set_role("alice", Role.VIEWER)
+    users.set_role("alice", Role.VIEWER, auth=admin_auth())
     demoted = refreshed(session, users.load_cached())
     assert demoted.identity.role is Role.VIEWER and demoted.started_s == 0.0
     users.set_password("alice", "a password set by an admin")
     with pytest.raises(SessionExpiredError, match="password of 'alice' was changed"):
         refreshed(demoted, users.load_cached())
-    users.remove("alice")
+    users.remove("alice", auth=admin_auth())
     with pytest.raises(SessionExpiredError, match="'alice' no longer exists"):
         refreshed(demoted, users.load_cached())
 
 
 def test_the_cached_users_file_sees_every_change(users: UsersFile) -> None:
     assert users.load_cached()["alice"].role is Role.OPERATOR
-    users.set_role("alice", Role.ADMIN)
+    users.set_role("alice", Role.ADMIN, auth=admin_auth())
     assert users.load_cached()["alice"].role is Role.ADMIN
     users.path.write_text("[users\n")
     with pytest.raises(ConfigError, match="not valid TOML"):
