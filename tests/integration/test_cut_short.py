@@ -21,6 +21,7 @@ import pytest
 from geadmin import audit
 from geadmin.diagnose import interrupted
 from geadmin.ops.actions import Action, run_action
+from geadmin.ops.apply import apply_config
 from geadmin.repository import revisions, store
 from geadmin.repository.revisions import sha256_of
 from geadmin.stack.tritonserver import TritonProcess
@@ -208,3 +209,28 @@ def test_a_progress_callback_that_raises_leaves_each_action_audited(
         (row,) = audit.query(action="load")
         assert (row.model, row.result, row.who) == (MODEL, "failed", "bob")
         assert "cut short before its outcome was known" in row.message
+
+
+def test_an_apply_unwound_mid_load_in_its_own_process_is_closed_at_once(
+    server: TritonProcess, home: Path
+) -> None:
+    """The Config editor's progress callback draws with Streamlit; a rerun raises from inside it
+    while Triton loads the new config. The started row is closed there and then (no restart
+    needed), and the apply is flagged with the revision to go back to."""
+    path = server.repository / MODEL / "config.pbtxt"
+    old = path.read_bytes()
+    new = old.replace(f"max_queue_delay_microseconds: {OLD_DELAY}".encode(),
+                      f"max_queue_delay_microseconds: {NEW_DELAY}".encode())
+
+    def progress(elapsed_s: float, latest: str) -> None:
+        raise ScriptRerun
+
+    with TritonClient(server.http_url, load_timeout_s=60) as client, pytest.raises(ScriptRerun):
+        apply_config(client, server.repository, MODEL, new, progress=progress, auth=auth_as("ann"))
+    assert path.read_bytes() == new  # whole: the write happened before the load was asked
+    rows = audit.query(model=MODEL)
+    assert [(r.action, r.result) for r in rows] == [("apply", "interrupted"), ("apply", "started")]
+    assert "cut short in this process by ScriptRerun" in rows[0].message
+    (flag,) = interrupted.unresolved(server.repository)
+    kept = revisions.revision_with_hash(server.repository, MODEL, sha256_of(old))
+    assert kept is not None and flag.previous_revision == kept.number
