@@ -63,17 +63,7 @@ def server(module_server: TritonProcess) -> Iterator[TritonProcess]:
     where it stood when it began, so earlier tests' lines do not leak into its reasons.)"""
     files = repository.snapshot(module_server.repository)
     yield module_server
-    repository.restore(module_server.repository, files)
-    with TritonClient(module_server.http_url, load_timeout_s=60) as triton:
-        others = [e.name for e in triton.repository_index()
-                  if e.name != MODEL and e.state is ModelState.READY]
-        for name in others:
-            triton.unload(name)
-        triton.load(MODEL)
-        assert wait_settled(triton, [MODEL, *others], 60)
-        states = {e.name: e.state for e in triton.repository_index()}
-        assert states[MODEL] is ModelState.READY, states
-        assert not [n for n in others if states.get(n) is ModelState.READY], states
+    repository.put_back(module_server, files, loaded=[MODEL])
 
 
 @pytest.fixture

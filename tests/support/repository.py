@@ -4,7 +4,13 @@ change its repository (apply, rollback), so the next test starts from the same f
 from __future__ import annotations
 
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
+
+from geadmin.domain import ModelState
+from geadmin.ops.actions import wait_settled
+from geadmin.stack.tritonserver import TritonProcess
+from geadmin.triton.client import TritonClient
 
 
 def snapshot(repository: Path) -> dict[Path, bytes]:
@@ -26,3 +32,21 @@ def restore(repository: Path, files: dict[Path, bytes]) -> None:
         if not target.is_file() or target.read_bytes() != data:
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(data)
+
+
+def put_back(server: TritonProcess, files: dict[Path, bytes], loaded: Sequence[str],
+             timeout_s: float = 60) -> None:
+    """A shared server as it was before a test: its repository holds exactly `files`, the
+    models in `loaded` are (re)loaded from them and READY, and no other model is loaded."""
+    restore(server.repository, files)
+    with TritonClient(server.http_url, load_timeout_s=timeout_s) as triton:
+        others = [e.name for e in triton.repository_index()
+                  if e.name not in loaded and e.state is ModelState.READY]
+        for name in others:
+            triton.unload(name)
+        for name in loaded:
+            triton.load(name)
+        assert wait_settled(triton, [*loaded, *others], timeout_s)
+        states = {e.name: e.state for e in triton.repository_index()}
+    assert all(states.get(n) is ModelState.READY for n in loaded), states
+    assert not [n for n in others if states.get(n) is ModelState.READY], states

@@ -4,7 +4,7 @@ model created from the page is READY and answers; refusals show the cause and th
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +18,9 @@ from geadmin.stack.processes import free_port
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.triton.client import TritonClient
 from pages.ui import keys
+from tests.support import repository
 from tests.support.apptest import APP, isolate, point_at, run
+from tests.support.samples import copy_samples
 
 
 @pytest.fixture(autouse=True)
@@ -29,11 +31,26 @@ def _clean_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None
     st.cache_data.clear()
 
 
+pytestmark = pytest.mark.integration  # one tritonserver for the module (module_server)
+
+
+@pytest.fixture(scope="module")
+def module_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonProcess]:
+    root = tmp_path_factory.mktemp("new_model")
+    started = TritonProcess(copy_samples(root / "model_repository"), models=[],
+                            log_path=root / "tritonserver.log", exit_timeout_s=1)
+    started.start()
+    yield started
+    started.stop()
+
+
 @pytest.fixture
-def server(triton_factory: Callable[..., TritonProcess], monkeypatch: pytest.MonkeyPatch) -> TritonProcess:
-    started = triton_factory(models=[])
-    point_at(monkeypatch, started)
-    return started
+def server(module_server: TritonProcess, monkeypatch: pytest.MonkeyPatch) -> Iterator[TritonProcess]:
+    """The module's server (samples on disk, none loaded); what a test creates is removed and
+    unloaded after it."""
+    files = repository.snapshot(module_server.repository)
+    yield point_at(monkeypatch, module_server)
+    repository.put_back(module_server, files, loaded=[])
 
 
 def open_page() -> AppTest:
