@@ -1,0 +1,297 @@
+"""The guard is in the core, not only in the pages: every core function that changes a server,
+the repository, the stack or the users refuses to run without an authorization from
+geadmin.access.guard, or with one that lacks its action, BEFORE it touches anything — no
+connection to the server (a real listening socket counts them), no file written in the
+repository or the workspace, no driver called, no users file. A completeness check finds
+the public functions of geadmin/ops, geadmin/stack and geadmin/diagnose whose names say they
+change something and fails when one is neither guarded here nor exempted with its reason."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import hashlib
+import re
+import socket
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from geadmin import audit
+from geadmin.access import guard
+from geadmin.access.guard import Authorization
+from geadmin.access.identity import Identity, Mode
+from geadmin.access.roles import REQUIRED_ROLE, Action, Role
+from geadmin.access.users import UsersFile
+from geadmin.audit import Actor
+from geadmin.diagnose import drift
+from geadmin.errors import GeAdminError, NotAuthorizedError
+from geadmin.ops import actions, apply, bench, create
+from geadmin.ops.bench_settings import BenchSettings
+from geadmin.stack import drivers
+from geadmin.stack.drivers import ExitRecord, ServiceStatus
+from geadmin.triton.client import TritonClient
+from tests.support.auth import admin_auth, auth_as
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFIG = 'name: "m"\nbackend: "python"\nmax_batch_size: 4\n'
+NEW_USER_PASSWORD = "a long enough password 1"
+
+
+class RecordingDriver:
+    """A stack driver double that only records what it is asked (the guard's refusal must
+    come before any call); the real drivers are tested in test_compose_driver / stack tests."""
+
+    kind = "local"
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str]] = []
+
+    def services(self) -> list[ServiceStatus]:
+        return []
+
+    def history(self, service: str) -> list[ExitRecord]:
+        return []
+
+    def restart(self, service: str) -> None:
+        self.calls.append(("restart", service))
+
+    def stop(self, service: str) -> None:
+        self.calls.append(("stop", service))
+
+    def start(self, service: str) -> None:
+        self.calls.append(("start", service))
+
+    def logs(self, service: str, tail: int = 200) -> list[str]:
+        return []
+
+
+@dataclass
+class World:
+    """What a mutating call could touch: a server (a real listener nobody else talks to),
+    a model repository, the workspace, the users file and a stack driver."""
+
+    listener: socket.socket
+    client: TritonClient
+    repository: Path
+    home: Path
+    users: UsersFile
+    driver: RecordingDriver
+
+    def connections(self) -> int:
+        count = 0
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except BlockingIOError:
+                return count
+            conn.close()
+            count += 1
+
+    def snapshot(self) -> dict[str, str]:
+        seen = {}
+        for top in (self.repository, self.home):
+            for path in sorted(top.rglob("*")):
+                seen[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else "dir"
+        return seen
+
+
+@pytest.fixture
+def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("GEADMIN_HOME", str(home))
+    repository = tmp_path / "repo"
+    (repository / "m" / "1").mkdir(parents=True)
+    (repository / "m" / "config.pbtxt").write_text(CONFIG)
+    users = UsersFile(home / "users.toml")
+    users.add("olga", Role.OPERATOR, NEW_USER_PASSWORD, auth=admin_auth())
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    listener.setblocking(False)
+    client = TritonClient(f"http://127.0.0.1:{listener.getsockname()[1]}", timeout_s=1, load_timeout_s=1)
+    try:
+        yield World(listener, client, repository, home, users, RecordingDriver())
+    finally:
+        listener.close()
+
+
+# Every guarded core function: (qualified name, the action it needs, a call with `auth`).
+Call = Callable[[World, object], object]
+GUARDED: dict[str, tuple[Action, Call]] = {
+    "geadmin.ops.actions.run_action[load]": (
+        Action.LOAD, lambda w, a: actions.run_action(w.client, actions.Action.LOAD, ["m"], auth=a)),
+    "geadmin.ops.actions.run_action[unload]": (
+        Action.UNLOAD, lambda w, a: actions.run_action(w.client, actions.Action.UNLOAD, ["m"], auth=a)),
+    "geadmin.ops.actions.run_action[reload]": (
+        Action.RELOAD, lambda w, a: actions.run_action(w.client, actions.Action.RELOAD, ["m"], auth=a)),
+    "geadmin.ops.actions.load_in_parallel": (
+        Action.LOAD, lambda w, a: actions.load_in_parallel(w.client, ["m"], auth=a)),
+    "geadmin.ops.actions.set_log_verbosity": (
+        Action.LOG_LEVEL, lambda w, a: actions.set_log_verbosity(w.client, 1, auth=a)),
+    "geadmin.ops.apply.apply_config": (
+        Action.APPLY, lambda w, a: apply.apply_config(w.client, w.repository, "m", CONFIG.replace("4", "8"),
+                                                      auth=a, home=w.home)),
+    "geadmin.ops.apply.rollback": (
+        Action.ROLLBACK, lambda w, a: apply.rollback(w.client, w.repository, "m", auth=a, home=w.home)),
+    "geadmin.diagnose.drift.put_back_served": (
+        Action.ROLLBACK,
+        lambda w, a: drift.put_back_served(w.client, w.repository, "m", auth=a, home=w.home)),
+    "geadmin.ops.create.create_model": (
+        Action.CREATE, lambda w, a: create.create_model(w.client, w.repository, "fresh", "python", auth=a,
+                                                        home=w.home)),
+    "geadmin.ops.bench.load_test": (
+        Action.BENCH, lambda w, a: bench.load_test(w.client, BenchSettings("m", w.client.url), auth=a,
+                                                   home=w.home, binary=w.home / "no_perf_analyzer")),
+    "geadmin.stack.drivers.perform[restart]": (
+        Action.RESTART, lambda w, a: drivers.perform(w.driver, "triton", "restart", auth=a)),
+    "geadmin.stack.drivers.perform[stop]": (
+        Action.STOP, lambda w, a: drivers.perform(w.driver, "triton", "stop", auth=a)),
+    "geadmin.stack.drivers.perform[start]": (
+        Action.START, lambda w, a: drivers.perform(w.driver, "triton", "start", auth=a)),
+    "geadmin.access.users.UsersFile.add": (
+        Action.USERS, lambda w, a: w.users.add("mallory", Role.ADMIN, NEW_USER_PASSWORD, auth=a)),
+    "geadmin.access.users.UsersFile.set_role": (
+        Action.USERS, lambda w, a: w.users.set_role("olga", Role.ADMIN, auth=a)),
+    "geadmin.access.users.UsersFile.remove": (
+        Action.USERS, lambda w, a: w.users.remove("olga", auth=a)),
+}
+
+# Public functions whose names look like a change but that are not one of the guarded entry
+# points, each with the reason. Matched by exact qualified name, never by prefix.
+EXEMPT: dict[str, str] = {
+    "geadmin.ops.apply.rollback_target": "reads the revision a rollback would apply; writes nothing",
+    "geadmin.ops.bench.run_perf_analyzer": "the runner under load_test (which requires bench); "
+                                           "it takes no auth yet: see the report",
+    "geadmin.ops.bench_results.save_run": "stores a finished run's numbers in the workspace DB",
+    "geadmin.ops.bench_results.load_run": "reads a saved run",
+    "geadmin.ops.bench_settings.load_bound": "parses a load",
+    "geadmin.ops.bundle.write_bundle": "writes a support bundle where the caller said; changes nothing",
+    "geadmin.ops.infer_spec.load_json": "parses JSON input",
+    "geadmin.ops.reconcile.started_message": "formats an audit message",
+    "geadmin.ops.reconcile.reconcile": "start-up recovery: closes interrupted rows, removes staging "
+                                       "directories no process holds; runs before anyone signs in",
+    "geadmin.ops.reconcile.close": "part of reconcile (writes the interrupted row)",
+    "geadmin.ops.reconcile.remove_staging": "part of reconcile",
+    "geadmin.stack.docker_cli.run_docker": "the docker CLI boundary under the compose driver (perform "
+                                           "guards its changes)",
+    "geadmin.stack.embedded.load_outcome": "turns a load result into a line for `geadmin up`",
+    "geadmin.diagnose.explain.load_explained": "the load under run_action/apply (which require their "
+                                               "action); it takes no auth yet: see the report",
+    "geadmin.diagnose.verdict.unloaded_by_operator": "reads the audit log",
+}
+
+CHANGE_NAME = re.compile(r"^(load|unload|reload|apply|rollback|create|restart|stop|start|set_|perform|"
+                         r"put_back|add|remove|delete|write|update|run|save|close|reconcile|upload)")
+SCANNED = ("geadmin/ops", "geadmin/stack", "geadmin/diagnose")
+
+
+def change_functions(root: Path, folders: tuple[str, ...] = SCANNED, package: str = "geadmin") -> set[str]:
+    """Qualified names of the public module-level functions in `folders` named like a change."""
+    found = set()
+    for folder in folders:
+        for path in sorted((root / folder).glob("*.py")):
+            module = ".".join(path.relative_to(root).with_suffix("").parts)
+            assert module.startswith(package)
+            for node in ast.parse(path.read_text()).body:
+                if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    continue
+                if not node.name.startswith("_") and CHANGE_NAME.match(node.name):
+                    found.add(f"{module}.{node.name}")
+    return found
+
+
+def guarded_names() -> set[str]:
+    return {name.split("[")[0] for name in GUARDED}
+
+
+def missing(found: set[str]) -> list[str]:
+    return sorted(found - guarded_names() - set(EXEMPT))
+
+
+def test_every_function_named_like_a_change_is_guarded_or_exempt_with_a_reason() -> None:
+    found = change_functions(ROOT)
+    assert not missing(found), ("public functions that look like changes are neither in GUARDED (with a "
+                                f"refusal test) nor in EXEMPT (with the reason): {missing(found)}")
+    stale = sorted(n for n in set(EXEMPT) | {g for g in guarded_names() if not g.startswith("geadmin.access")}
+                   if n not in found)
+    assert not stale, f"entries for functions that no longer exist: {stale}"
+
+
+def test_the_completeness_check_finds_a_planted_unguarded_change(tmp_path: Path) -> None:
+    (tmp_path / "geadmin" / "ops").mkdir(parents=True)
+    (tmp_path / "geadmin" / "ops" / "planted.py").write_text(
+        "def restart_everything():\n    pass\n\ndef _private_restart():\n    pass\n\n"
+        "def describe():\n    pass\n")
+    assert missing(change_functions(tmp_path, ("geadmin/ops",))) == ["geadmin.ops.planted.restart_everything"]
+
+
+def test_the_guarded_actions_are_the_role_table_s() -> None:
+    guarded = {action for action, _ in GUARDED.values()}
+    assert guarded == set(REQUIRED_ROLE) - {Action.INFER, Action.UPLOAD_CODE}  # read-only; part of create
+
+
+def _below(action: Action) -> Authorization:
+    """A real authorization from the guard whose role is one below what `action` needs."""
+    return auth_as("lesser", Role(REQUIRED_ROLE[action] - 1))
+
+
+REFUSED_WITH = {
+    "none": lambda action: None,
+    "an actor instead": lambda action: Actor("mallory"),
+    "a role below": _below,
+    "a viewer": lambda action: auth_as("vera", Role.VIEWER),
+    "a password change pending": lambda action: guard.for_identity(
+        Identity("newbie", Role.ADMIN, Mode.LOCAL, must_change=True)),
+}
+
+
+@pytest.mark.parametrize("how", sorted(REFUSED_WITH))
+@pytest.mark.parametrize("name", sorted(GUARDED))
+def test_a_change_without_an_authorization_for_it_is_refused_before_anything_happens(
+        world: World, name: str, how: str) -> None:
+    action, call = GUARDED[name]
+    auth = REFUSED_WITH[how](action)
+    before = world.snapshot()
+    with pytest.raises(NotAuthorizedError, match=f"not authorized: .*{action.value}"):
+        call(world, auth)
+    assert world.connections() == 0, "the server was contacted before the refusal"
+    assert world.snapshot() == before, "a file was written before the refusal"
+    assert world.driver.calls == []
+
+
+@pytest.mark.parametrize("name", sorted(GUARDED))
+def test_the_same_call_with_an_authorization_goes_past_the_guard(world: World, name: str) -> None:
+    """The refusals above come from the guard, not from the setup: with the CLI's authorization
+    each call gets further (it reaches the listener, the disk, the driver or the users file, or
+    fails for another reason)."""
+    action, call = GUARDED[name]
+    before = world.snapshot()
+    try:
+        call(world, auth_as("ada", REQUIRED_ROLE[action]))
+    except NotAuthorizedError as exc:
+        pytest.fail(f"refused with a sufficient authorization: {exc}")
+    except GeAdminError:
+        pass  # e.g. the listener never answers like Triton: a timeout, after the guard
+    touched = world.connections() > 0 or world.snapshot() != before or world.driver.calls
+    assert touched, f"{name} did nothing with a sufficient authorization: the refusal test proves nothing"
+
+
+def test_an_authorization_is_made_by_the_guard_only() -> None:
+    issued = admin_auth()
+    with pytest.raises(NotAuthorizedError, match=r"issued by geadmin\.access\.guard only"):
+        Authorization(Actor("mallory"), Role.ADMIN, frozenset(Action), 0.0)
+    with pytest.raises(NotAuthorizedError, match=r"issued by geadmin\.access\.guard only"):
+        dataclasses.replace(issued, who=Actor("mallory"))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        issued.actions = frozenset()  # type: ignore[misc]
+    assert guard.require(issued, Action.USERS) == issued.who
+
+
+def test_the_audited_who_comes_from_the_authorization(world: World) -> None:
+    drivers.perform(world.driver, "dashboard", "restart", auth=auth_as("ada"))
+    (row,) = [r for r in audit.query(home=world.home) if r.action == "restart"]
+    assert (row.who, row.origin, row.model) == ("ada", "dashboard", "dashboard")
