@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from geadmin import audit
 from geadmin.cli.main import main
 from geadmin.errors import ModelNotFoundError, SharedMemoryUnreachableError, TritonUnreachableError
 from geadmin.ops.bench import BenchSettings, load_test, run_perf_analyzer
@@ -51,6 +52,10 @@ def test_a_load_test_measures_every_concurrency_reports_progress_and_is_saved(
     saved = list_runs(tmp_path)
     assert [r.id for r in saved] == [run.id] and saved[0].label == "baseline" and saved[0].who == "ann"
     assert saved[0].points == run.points
+    (row,) = audit.query(action="load_test", home=tmp_path)  # audited: who, model, server, loads
+    assert (row.who, row.model, row.result) == ("ann", "digits_classifier", "ok")
+    assert row.server == triton_server.http_url
+    assert "(concurrency 1, 2)" in row.message and f"run #{run.id}" in row.message
 
 
 def test_request_rates_over_grpc_with_bytes_input(triton_server: TritonProcess, tmp_path: Path) -> None:
