@@ -99,7 +99,8 @@ def reconcile(repository: Path, *, home: Path | None = None, actor: Actor | None
         purpose = "apply" if start.entry.action in APPLY_ACTIONS else CREATE_ACTION
         try:
             with locks.edit_lock(start.repository, start.entry.model, purpose, home=home, wait_s=0):
-                closed.append(close(start, actor=actor, home=home))
+                if _is_open(start.entry, home):  # another start may have closed it meanwhile
+                    closed.append(close(start, actor=actor, home=home))
         except ConfigLockedError:
             running.append(f"{start.entry.action} of {start.entry.model!r}")
         except GeAdminError as exc:
@@ -115,10 +116,15 @@ def open_starts(repository: Path | None = None, *, home: Path | None = None) -> 
         start = parse_started(entry)
         if start is None or (repository is not None and _key(start.repository) != _key(repository)):
             continue
-        later = audit.query(model=entry.model, action=entry.action, home=home)
-        if not any(row.id > entry.id and row.result != Result.STARTED.value for row in later):
+        if _is_open(entry, home):
             found.append(start)
     return found
+
+
+def _is_open(entry: AuditEntry, home: Path | None) -> bool:
+    """No outcome row of the same action and model after `entry`."""
+    later = audit.query(model=entry.model, action=entry.action, home=home)
+    return not any(row.id > entry.id and row.result != Result.STARTED.value for row in later)
 
 
 def parse_started(entry: AuditEntry) -> Started | None:
