@@ -53,8 +53,8 @@ def test_degraded_banner_drift_flag_and_the_crash_on_the_overview(page: Page, tm
         # The operator fixes the cause and loads it again: OK everywhere.
         (repository / "broken_init" / "1" / "model.py").write_text(
             "class TritonPythonModel:\n    def initialize(self, args):\n        pass\n")
-        loaded = geadmin("models", "load", "broken_init", home=home)
-        assert loaded.returncode == 0, loaded.stdout + loaded.stderr
+        with TritonClient(up.url, admin_key=key, load_timeout_s=60) as client:
+            client.load("broken_init")
         expect(sidebar.get_by_text(re.compile(r"(^|\W)OK$"))).to_be_visible(timeout=TIMEOUT_MS)
 
         # A hand-edited config: the drift flag, with the validator's verdict and the fix.

@@ -66,9 +66,11 @@ def test_a_failed_model_and_the_ensemble_it_took_down_make_status_degraded(
 
     code, text, document = status(server, home)
     assert code == 4, text
-    first = text.splitlines()[0]
-    assert first.startswith(f"DEGRADED: model '{CLASSIFIER}' ")
-    assert f"Poll failed for model directory '{CLASSIFIER}'" in first  # Triton's log, not "unloaded"
+    assert text.startswith("DEGRADED: model '")
+    reasons = {r["model"]: r for r in document["reasons"]}  # type: ignore[attr-defined]
+    assert f"Poll failed for model directory '{CLASSIFIER}'" in reasons[CLASSIFIER]["text"]  # Triton's log
+    assert reasons[PIPELINE]["text"].startswith(f"model '{PIPELINE}' ")  # a failure with Triton's reason
+    assert "ensemble digits_pipeline" in reasons[PIPELINE]["text"]
     assert document["verdict"] == "DEGRADED"
     assert set(document["rules"]) <= {"model-failed", "model-dropped"}  # type: ignore[arg-type]
     assert PIPELINE in document["failed"]  # type: ignore[operator]  # a failure, not "not loaded"
