@@ -269,12 +269,14 @@ def run_perf_analyzer(
     progress: Progress | None = None,
     cancel: threading.Event | None = None,
     binary: str | os.PathLike[str] | None = None,
-    who: str = "",
+    auth: Authorization | None = None,
     label: str = "",
     admin_key: str | None = None,
 ) -> BenchRun:
     """Run every load of `settings`; the measured run (not saved). `input_data` is the
-    `--input-data` document (None: perf_analyzer's own random data); `admin_key`: see perf_argv."""
+    `--input-data` document (None: perf_analyzer's own random data); `admin_key`: see perf_argv.
+    `auth` must cover `bench` (NotAuthorizedError before perf_analyzer is looked for)."""
+    who = require(auth, Guarded.BENCH).name
     executable = find_perf_analyzer(binary)
     total = len(settings.loads)
     report = progress or (lambda done, total, text: None)
@@ -354,7 +356,7 @@ def load_test(
             for url in dict.fromkeys((client.url, settings.url)):
                 held.enter_context(server_lock(lock_home, url, settings.model))
             run = _load_test(client, settings, sources, default=default, request=request, progress=progress,
-                             cancel=cancel, binary=binary, who=who, label=label, home=home, save=save)
+                             cancel=cancel, binary=binary, auth=auth, label=label, home=home, save=save)
         return run
     except BaseException as exc:  # audited, refusals and interruptions (a Streamlit rerun) included
         error = exc
@@ -373,7 +375,7 @@ def _load_test(
     progress: Progress | None,
     cancel: threading.Event | None,
     binary: str | os.PathLike[str] | None,
-    who: str,
+    auth: Authorization | None,
     label: str,
     home: Path | None,
     save: bool,
@@ -385,6 +387,6 @@ def _load_test(
         data, batch = bench_input(client, settings.model, sources, batch_size=settings.batch_size,
                                   seed=settings.seed, default=default)
     run = run_perf_analyzer(settings, input_data=data, batch_size=batch, progress=progress,
-                            cancel=cancel, binary=binary, who=who, label=label, admin_key=client.admin_key)
+                            cancel=cancel, binary=binary, auth=auth, label=label, admin_key=client.admin_key)
     return save_run(run, home) if save else run
 

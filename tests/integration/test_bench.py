@@ -73,12 +73,12 @@ def test_nothing_listening_is_unreachable_through_perf_analyzer() -> None:
     url = f"http://127.0.0.1:{free_port()}"
     with pytest.raises(TritonUnreachableError, match=r"no Triton answers at 127\.0\.0\.1:\d+ over http "
                        r"\(error: failed to get model metadata: HTTP client failed: Couldn't connect"):
-        run_perf_analyzer(quick("digits_classifier", url, (1,)))
+        run_perf_analyzer(quick("digits_classifier", url, (1,)), auth=admin_auth())
 
 
 def test_an_unknown_model_says_load_it_first(triton_server: TritonProcess) -> None:
     with pytest.raises(ModelNotFoundError, match=r"has no model no_such_model loaded .*geadmin models load"):
-        run_perf_analyzer(quick("no_such_model", triton_server.http_url, (1,)))
+        run_perf_analyzer(quick("no_such_model", triton_server.http_url, (1,)), auth=admin_auth())
 
 
 def test_the_cli_runs_lists_and_fails_with_one_line(triton_server: TritonProcess, tmp_path: Path,
@@ -124,9 +124,11 @@ def test_shared_memory_with_a_triton_that_has_its_own_dev_shm_says_so_in_one_lin
     with TritonProcess(repo, binary=OWN_DEV_SHM, models=["digits_classifier"],
                        log_path=tmp_path / "triton.log") as server:
         url = f"grpc://{server.grpc_url}"
-        assert run_perf_analyzer(quick("digits_classifier", url, (1.0,))).points[0].throughput_per_s > 0
+        measured = run_perf_analyzer(quick("digits_classifier", url, (1.0,)), auth=admin_auth())
+        assert measured.points[0].throughput_per_s > 0
         with pytest.raises(SharedMemoryUnreachableError) as caught:
-            run_perf_analyzer(replace(quick("digits_classifier", url, (1.0,)), shared_memory="system"))
+            run_perf_analyzer(replace(quick("digits_classifier", url, (1.0,)), shared_memory="system"),
+                              auth=admin_auth())
     message = str(caught.value)
     assert "\n" not in message and "cannot open perf_analyzer's shared memory" in message
     assert message.endswith("turn shared memory off (`--shared-memory none`; on the Load test page, "

@@ -62,6 +62,7 @@ from geadmin.ops.infer_inputs import InputSource, SourceKind
 from geadmin.ops.infer_snippets import wire_bytes
 from geadmin.ops.infer_spec import InputSpec, ModelSpec, OutputSpec
 from geadmin.triton.client import Tensor
+from tests.support.auth import admin_auth
 
 ASSETS = Path(__file__).parent / "assets" / "perf_analyzer"
 ERRORS = sorted((ASSETS / "errors").glob("*.txt"))
@@ -186,14 +187,14 @@ def test_every_exception_of_starting_the_binary_is_mapped() -> None:
 
 def test_a_missing_binary_says_install_tritonclient(tmp_path: Path) -> None:
     with pytest.raises(PerfAnalyzerMissingError, match=r"no perf_analyzer at .*install `tritonclient"):
-        run_perf_analyzer(SETTINGS, binary=tmp_path / "nowhere" / "perf_analyzer")
+        run_perf_analyzer(SETTINGS, binary=tmp_path / "nowhere" / "perf_analyzer", auth=admin_auth())
 
 
 def test_a_binary_that_is_not_executable_cannot_be_run(tmp_path: Path) -> None:
     plain = tmp_path / "perf_analyzer"
     plain.write_text("not a program")
     with pytest.raises(PerfAnalyzerMissingError, match=r"cannot run .*chmod \+x"):
-        run_perf_analyzer(SETTINGS, binary=plain)
+        run_perf_analyzer(SETTINGS, binary=plain, auth=admin_auth())
 
 
 @pytest.fixture
@@ -222,7 +223,7 @@ def test_a_hung_perf_analyzer_is_killed_at_the_deadline(black_hole: str) -> None
     settings = BenchSettings("deadline_case", black_hole, loads=(1,), timeout_s=1.0)
     started = time.monotonic()
     with pytest.raises(PerfAnalyzerTimeoutError, match=r"ran over 1s and was stopped — test fewer points"):
-        run_perf_analyzer(settings)
+        run_perf_analyzer(settings, auth=admin_auth())
     assert time.monotonic() - started < 1.0 + STOP_GRACE_S + 2.0
     assert perf_analyzer_pids("deadline_case") == []
 
@@ -237,7 +238,7 @@ def test_a_cancelled_run_kills_perf_analyzer(black_hole: str) -> None:
         threading.Timer(0.5, cancel.set).start()
 
     with pytest.raises(BenchCancelledError, match="cancelled; perf_analyzer was stopped"):
-        run_perf_analyzer(settings, cancel=cancel, progress=progress)
+        run_perf_analyzer(settings, cancel=cancel, progress=progress, auth=admin_auth())
     assert seen[0][:2] == (0, 1)
     assert perf_analyzer_pids("cancel_case") == []
 
@@ -250,7 +251,7 @@ def test_ctrl_c_during_a_run_kills_perf_analyzer_too(black_hole: str) -> None:
     signal.setitimer(signal.ITIMER_REAL, 0.5)
     try:
         with pytest.raises(KeyboardInterrupt):
-            run_perf_analyzer(BenchSettings("interrupt_case", black_hole, loads=(1,)))
+            run_perf_analyzer(BenchSettings("interrupt_case", black_hole, loads=(1,)), auth=admin_auth())
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
