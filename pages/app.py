@@ -32,21 +32,14 @@ st.set_page_config(page_title="geadmin", page_icon=":material/memory:", layout="
 identity = access.require_identity()  # the sign-in form, when one is needed, and stop
 
 # Streamlit serves its default page at "/" only (it ignores the default page's url_path), so
-# "/" is a hidden page that switches to Overview, and /overview is a real address.
-overview_page = st.Page(overview.render, title="Overview", icon=":material/dashboard:", url_path="overview")
-
-
-def _home() -> None:
-    st.switch_page(overview_page)
-
-
+# Overview is the default and a hidden twin answers at /overview (what the sidebar calls it).
 navigation = st.navigation(
     {
-        "": [st.Page(_home, title="geadmin", url_path="home", default=True, visibility="hidden")],
         "Triage": [
-            overview_page,
+            st.Page(overview.render, title="Overview", icon=":material/dashboard:", default=True),
             st.Page(metrics.render, title="Metrics", icon=":material/monitoring:", url_path="metrics"),
             st.Page(npu.render, title="NPUs", icon=":material/memory:", url_path="npu"),
+            st.Page(overview.render, title="Overview", url_path="overview", visibility="hidden"),
         ],
         "Manage": [
             st.Page(models.render, title="Models", icon=":material/deployed_code:", url_path="models"),
