@@ -108,7 +108,20 @@ def live_stack(home: Path | None = None) -> StackInfo | None:
 
 
 def is_stack_server(url: str, stack: StackInfo | None) -> bool:
-    return stack is not None and (same_server(url, stack.http_url) or same_server(url, stack.grpc_url))
+    """`url` names one of the stack's Triton ports, whatever scheme it was written with
+    (`--url 127.0.0.1:GRPC --protocol grpc` is the stack's gRPC endpoint)."""
+    if stack is None:
+        return False
+    try:
+        address = _address(url)
+        return address in (_address(stack.http_url), _address(stack.grpc_url))
+    except ConfigError:
+        return False
+
+
+def _address(url: str) -> tuple[str, int]:
+    endpoint = Endpoint.parse(url)
+    return endpoint.host, endpoint.port
 
 
 def default_server(stack: StackInfo | None) -> tuple[str, str]:
