@@ -142,7 +142,7 @@ def create_model(
     (and `load` to load it): NotAuthorizedError before anything is read or written."""
     actor = require(auth, Guarded.CREATE)
     if may_upload_code is None:
-        may_upload_code = Guarded.UPLOAD_CODE in auth.actions  # type: ignore[union-attr]  # require checked it
+        may_upload_code = isinstance(auth, Authorization) and Guarded.UPLOAD_CODE in auth.actions
     server = client.url if client is not None else ""
     try:
         check_code_upload(files or {}, actor, may_upload_code)
