@@ -24,6 +24,8 @@ from typing import Any
 
 from tritonclient.grpc import model_config_pb2
 
+from geadmin.access.guard import Authorization, require
+from geadmin.access.roles import Action
 from geadmin.diagnose import advice
 from geadmin.domain import Explanation, LogCursor, LogLine, ModelState, Serving
 from geadmin.errors import (
@@ -170,10 +172,13 @@ def load_explained(
     config: model_config_pb2.ModelConfig | None = None,
     files: Mapping[str, bytes] | None = None,
     progress: LoadProgress | None = None,
+    auth: Authorization | None = None,
 ) -> None:
     """`client.load`, raising `ExplainedLoadError` with the real reason when Triton rejects
     it, and `ExplainedLoadTimeoutError` when it does not finish within the client's load
-    timeout — or as soon as the log shows a failure while Triton keeps the model LOADING."""
+    timeout — or as soon as the log shows a failure while Triton keeps the model LOADING.
+    `auth` must cover `load` (NotAuthorizedError before Triton is asked anything)."""
+    require(auth, Action.LOAD)
     before = watch(client, name, log)
     follower = _LogFollower(log, before.cursor, name)
     pending = client.start_load(name, config=config, files=files)

@@ -83,14 +83,14 @@ def run_action(
     """Apply `action` to each model in turn (a failure does not stop the others), then wait
     (bounded) until the models touched, dependents included, stop LOADING / UNLOADING.
     `auth` must cover `action` (NotAuthorizedError before anything is asked of Triton)."""
-    actor = require(auth, Guarded(action.value))
+    require(auth, Guarded(action.value))
     results = []
     for done, name in enumerate(names):
         report = _load_reporter(progress, done, len(names), name)
         report(0.0, "")  # before the action: a callback that raises here leaves nothing undone
         results.append(_one_audited(client, action, name, names, dependents=dependents, log=log,
                                     repository=repository, report=report,
-                                    settle_timeout_s=settle_timeout_s, actor=actor))
+                                    settle_timeout_s=settle_timeout_s, auth=auth))
     if progress is not None:
         progress(len(names), len(names), "")
     return results
@@ -98,14 +98,15 @@ def run_action(
 
 def _one_audited(client: TritonClient, action: Action, name: str, names: Sequence[str], *,
                  dependents: bool, log: LogSource | None, repository: Path | None, report: LoadProgress,
-                 settle_timeout_s: float, actor: Actor | None) -> ActionResult:
+                 settle_timeout_s: float, auth: Authorization | None) -> ActionResult:
     """One model's action, settled (bounded) and audited before this returns; audited as cut
     short if anything unwinds it (the `report` callback raising included)."""
+    actor = require(auth, Guarded(action.value))
     result: ActionResult | None = None
     try:
         asked = [*names, *(_composing(client, name) if action is Action.UNLOAD and dependents else [])]
         before = impact.snapshot(client, log)
-        done = _run_one(client, action, name, dependents, log, repository, report)
+        done = _run_one(client, action, name, dependents, log, repository, report, auth)
         side_effects = impact.changes(client, before, asked, log, settle_timeout_s=settle_timeout_s)
         done = replace(done, side_effects=tuple(side_effects))
         touched = [*asked[len(names):], *([name] if done.ok else [])]  # a failed model has nothing to settle
@@ -195,8 +196,8 @@ def load_in_parallel(
     def load_audited(name: str) -> ActionResult:  # in the worker: audited whatever `done` does
         result: ActionResult | None = None
         try:
-            (result,) = audited(client, [_run_one(client, Action.LOAD, name, False, log, repository, quiet)],
-                                actor)
+            done_one = _run_one(client, Action.LOAD, name, False, log, repository, quiet, auth)
+            (result,) = audited(client, [done_one], actor)
         finally:
             if result is None:
                 audit.try_record_action(Action.LOAD.value, name, False, cut_short(Action.LOAD, name),
@@ -240,7 +241,8 @@ def _load_reporter(progress: Callable[[int, int, str], None] | None, done: int, 
 
 
 def _run_one(client: TritonClient, action: Action, name: str, dependents: bool,
-             log: LogSource | None, repository: Path | None, report: LoadProgress) -> ActionResult:
+             log: LogSource | None, repository: Path | None, report: LoadProgress,
+             auth: Authorization | None) -> ActionResult:
     try:
         if action is Action.UNLOAD:
             stuck = _stuck_loading(client, name, log)
@@ -249,7 +251,7 @@ def _run_one(client: TritonClient, action: Action, name: str, dependents: bool,
             client.unload(name, dependents=dependents)
             extra = " and the models only it used" if dependents else ""
             return ActionResult(name, action, True, f"unloaded {name!r}{extra}")
-        load_explained(client, name, log=log, repository=repository, progress=report)
+        load_explained(client, name, log=log, repository=repository, progress=report, auth=auth)
         return ActionResult(name, action, True, f"{action.value}ed {name!r}")
     except (ExplainedLoadError, ExplainedLoadTimeoutError) as exc:
         return ActionResult(name, action, False, str(exc), exc.explanation, exc)

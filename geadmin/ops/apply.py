@@ -135,7 +135,7 @@ def apply_config(
     actor = require(auth, Guarded(action))
     data = new.encode("utf-8") if isinstance(new, str) else new
     job = _Apply(client, Path(repository), model, data, actor, log, progress,
-                 home, action, note or action, validate, smoke, backends)
+                 home, action, note or action, validate, smoke, backends, auth=auth)
     try:
         with locks.edit_lock(repository, model, "apply", home=home, wait_s=0):
             result = job.run(expected_sha256, base_text, load_unloaded)
@@ -217,6 +217,7 @@ class _Apply:
     diff: str = ""
     findings: tuple[str, ...] = ()  # validator warnings, for the result
     started: reconcile.Started | None = None  # the "started" row, once written
+    auth: Authorization | None = None  # the caller's, for the loads this apply makes
 
     def audit(self, result: Result, message: str) -> str:
         """Append the audit row; "" or why it could not be written (never raises)."""
@@ -276,7 +277,7 @@ class _Apply:
                 serving=Serving.NEVER_LOADED))
         try:
             load_explained(self.client, self.model, log=self.log, repository=self.repository,
-                           progress=self.progress)
+                           progress=self.progress, auth=self.auth)
         except GeAdminError as exc:
             return self.restore(current, new_sha, before, exc)
         result = self.verified(current, new_sha, before)
@@ -364,7 +365,7 @@ class _Apply:
         if reload and not problem:
             try:
                 load_explained(self.client, self.model, log=self.log, repository=self.repository,
-                               progress=self.progress)
+                               progress=self.progress, auth=self.auth)
             except GeAdminError as exc:
                 problem = f"the previous config is back on disk but did not load again: {exc}"
 

@@ -47,7 +47,8 @@ def test_rejected_config_override_is_explained_from_the_log_and_old_version_serv
     client = TritonClient(url_for(triton_server, transport), load_timeout_s=60)
     with pytest.raises(ExplainedLoadError) as caught:
         load_explained(client, "digits_classifier", log=LocalLogFile(triton_server.log_path),
-                       repository=triton_server.repository, config=graph_executor_config(triton_server))
+                       repository=triton_server.repository, config=graph_executor_config(triton_server),
+                       auth=admin_auth())
     explanation = caught.value.explanation
     assert "failed to poll from model repository" in explanation.error  # all the API says
     assert "unexpected platform type 'graph_executor'" in log_reason(explanation.log_lines)
@@ -71,7 +72,7 @@ def test_rejected_config_on_disk_keeps_old_version_serving(
         client = TritonClient(url_for(server, transport), load_timeout_s=60)
         with pytest.raises(ExplainedLoadError) as caught:
             load_explained(client, "digits_classifier", log=LocalLogFile(server.log_path),
-                           repository=server.repository)
+                           repository=server.repository, auth=admin_auth())
         explanation = caught.value.explanation
         assert "unexpected platform type 'graph_executor'" in log_reason(explanation.log_lines)
         assert explanation.serving is Serving.PREVIOUS
@@ -93,7 +94,8 @@ def test_missing_model_file_hangs_the_load_and_is_reported_as_soon_as_triton_log
     started = time.monotonic()
     with pytest.raises(ExplainedLoadTimeoutError) as caught:
         load_explained(client, "text_normalize", log=LocalLogFile(server.log_path),
-                       repository=server.repository, progress=lambda s, line: seen.append((s, line)))
+                       repository=server.repository, progress=lambda s, line: seen.append((s, line)),
+                       auth=admin_auth())
     assert time.monotonic() - started < 30  # far below the 60 s load timeout
     explanation = caught.value.explanation
     assert explanation.hung and "is stuck: Triton keeps it LOADING" in str(caught.value).splitlines()[0]
@@ -124,7 +126,7 @@ def test_initialize_error_reason_comes_from_the_log(
     client = TritonClient("grpc://" + server.grpc_url, load_timeout_s=60)
     with pytest.raises(ExplainedLoadError) as caught:
         load_explained(client, "text_normalize", log=LocalLogFile(server.log_path),
-                       repository=server.repository)
+                       repository=server.repository, auth=admin_auth())
     explanation = caught.value.explanation
     assert "tokenizer file is corrupted" in explanation.reason
     assert explanation.layout_problems == ()
@@ -134,7 +136,7 @@ def test_initialize_error_reason_comes_from_the_log(
 def test_unknown_model_without_log_source_still_explains_layout(triton_server: TritonProcess) -> None:
     client = TritonClient(triton_server.http_url)
     with pytest.raises(ExplainedLoadError) as caught:
-        load_explained(client, "digits_clasifier", repository=triton_server.repository)
+        load_explained(client, "digits_clasifier", repository=triton_server.repository, auth=admin_auth())
     explanation = caught.value.explanation
     assert explanation.reason.startswith("no model directory")
     assert "did you mean 'digits_classifier'" in explanation.reason
@@ -146,11 +148,12 @@ def test_only_the_tail_since_the_load_is_read(triton_server: TritonProcess) -> N
     log = LocalLogFile(triton_server.log_path)
     client = TritonClient(triton_server.http_url, load_timeout_s=60)
     with pytest.raises(ExplainedLoadError):
-        load_explained(client, "digits_classifier", log=log, config=graph_executor_config(triton_server))
+        load_explained(client, "digits_classifier", log=log, config=graph_executor_config(triton_server),
+                       auth=admin_auth())
     too_small = client.model_config("digits_classifier")
     too_small.max_batch_size = 4  # below the preferred batch sizes 8 and 16
     with pytest.raises(ExplainedLoadError) as caught:
-        load_explained(client, "digits_classifier", log=log, config=too_small)
+        load_explained(client, "digits_classifier", log=log, config=too_small, auth=admin_auth())
     explanation = caught.value.explanation
     assert "preferred size must be <= max batch size" in log_reason(explanation.log_lines)
     assert "preferred size must be <= max batch size" in explanation.reason

@@ -22,6 +22,7 @@ from geadmin.errors import (
 from geadmin.stack.processes import free_port
 from geadmin.stack.tritonserver import SHM_DIR, TritonProcess
 from geadmin.triton.client import TritonClient
+from tests.support.auth import admin_auth
 from tests.support.samples import copy_samples
 from tests.support.transports import TRANSPORTS, url_for
 
@@ -196,6 +197,6 @@ def test_a_load_on_a_server_that_never_answers_is_not_blamed_on_the_model(silent
 
     client = TritonClient(f"http://127.0.0.1:{silent_listener}", timeout_s=1.0, load_timeout_s=1.0)
     with pytest.raises(TritonTimeoutError) as raised:
-        load_explained(client, "digits_classifier")
+        load_explained(client, "digits_classifier", auth=admin_auth())
     assert not isinstance(raised.value, ExplainedLoadTimeoutError)
     assert "did not answer in time" in str(raised.value)

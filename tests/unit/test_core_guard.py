@@ -26,7 +26,7 @@ from geadmin.access.identity import Identity, Mode
 from geadmin.access.roles import REQUIRED_ROLE, Action, Role
 from geadmin.access.users import UsersFile
 from geadmin.audit import Actor
-from geadmin.diagnose import drift
+from geadmin.diagnose import drift, explain
 from geadmin.errors import GeAdminError, NotAuthorizedError, PerfAnalyzerMissingError
 from geadmin.ops import actions, apply, bench, create
 from geadmin.ops.bench_settings import BenchSettings
@@ -128,6 +128,8 @@ GUARDED: dict[str, tuple[Action, Call]] = {
         Action.UNLOAD, lambda w, a: actions.run_action(w.client, actions.Action.UNLOAD, ["m"], auth=a)),
     "geadmin.ops.actions.run_action[reload]": (
         Action.RELOAD, lambda w, a: actions.run_action(w.client, actions.Action.RELOAD, ["m"], auth=a)),
+    "geadmin.diagnose.explain.load_explained": (
+        Action.LOAD, lambda w, a: explain.load_explained(w.client, "m", auth=a)),
     "geadmin.ops.actions.load_in_parallel": (
         Action.LOAD, lambda w, a: actions.load_in_parallel(w.client, ["m"], auth=a)),
     "geadmin.ops.actions.set_log_verbosity": (
@@ -180,8 +182,6 @@ EXEMPT: dict[str, str] = {
     "geadmin.stack.docker_cli.run_docker": "the docker CLI boundary under the compose driver (perform "
                                            "guards its changes)",
     "geadmin.stack.embedded.load_outcome": "turns a load result into a line for `geadmin up`",
-    "geadmin.diagnose.explain.load_explained": "the load under run_action/apply (which require their "
-                                               "action); it takes no auth yet: see the report",
     "geadmin.diagnose.verdict.unloaded_by_operator": "reads the audit log",
 }
 
