@@ -4,9 +4,10 @@ is checked and a refusal is audited with the person's name before anything happe
 The core holds the guard too: every function that changes a server, the repository, the
 stack or the users takes `auth=` and calls `require(auth, Action.X)` first; without an
 authorization covering X it raises `NotAuthorizedError` before touching anything, and the
-audited "who" is the authorization's. Only this module issues authorizations (a
-module-private token): `authorize` for a signed-in identity (the pages), `os_user` for the
-CLI and `geadmin up` (the OS user who can run them owns the workspace: every action)."""
+audited "who" is the authorization's. Only this module issues authorizations (one built or
+`dataclasses.replace`d anywhere else raises): `authorize` for a signed-in identity (the
+pages: every action its role allows at that click, roles read again), `os_user` for the CLI
+and `geadmin up` (the OS user who can run them owns the workspace: every action)."""
 
 from __future__ import annotations
 
