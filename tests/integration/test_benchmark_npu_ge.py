@@ -28,7 +28,10 @@ BENCH_LINE = re.compile(r"^BENCH (\S+) (\S+) (\S+)")
 
 def test_the_npu_ge_benchmark_prints_every_figure_as_a_positive_number() -> None:
     done = subprocess.run(
-        [sys.executable, str(SCRIPT), "--window-ms", "200", "--rounds", "1", "--max-trials", "4",
+        # The widest stability band there is (100 %) and up to 12 windows to find 3 inside it:
+        # perf_analyzer stops at the first stable 3, so a quiet machine still takes ~3 windows,
+        # and a busy one (4 windows failed on CI-like load) gets room instead of an error.
+        [sys.executable, str(SCRIPT), "--window-ms", "200", "--rounds", "1", "--max-trials", "12",
          "--stability-percent", "100", "--memcpy-repeats", "3"],
         capture_output=True, text=True, timeout=540, check=False, cwd=REPO_ROOT)
     assert done.returncode == 0, f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
