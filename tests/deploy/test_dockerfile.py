@@ -280,6 +280,29 @@ def test_constraints_cover_every_runtime_requirement() -> None:
                 f"deploy/constraints.txt does not pin {requirement.name}"
 
 
+def test_constraints_satisfy_every_runtime_requirement() -> None:
+    """A pin the project's own requirements exclude breaks only the image build (late, in
+    the Docker tests): e.g. starlette pinned above the `<1.8` that Streamlit 1.60 needs."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    pins = dict(line.split("==", 1) for line in CONSTRAINTS.read_text().splitlines()
+                if line and not line.startswith("#"))
+    pins = {canonicalize_name(name): version for name, version in pins.items()}
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    for text in project["dependencies"]:
+        requirement = Requirement(text)
+        pinned = pins.get(canonicalize_name(requirement.name))
+        if pinned is not None:
+            assert requirement.specifier.contains(pinned, prereleases=True), \
+                f"deploy/constraints.txt pins {requirement.name}=={pinned}, outside {requirement}"
+
+
 def test_cann_build_stage_uses_the_cmake_options_of_build_sh() -> None:
     expected = build_sh_cmake_options(toolkit=True, ge_graph="ON")
     assert dockerfile_cmake_options("backend-build") == expected
