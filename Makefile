@@ -46,9 +46,11 @@ test-fast: install
 	echo "make test-fast: $$(( $$(date +%s) - start )) s (exit $$rc)"; exit $$rc
 
 test: test-deps lint
-	bash backend_src/build.sh  # incremental: ninja does nothing when no source changed
-	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet  # docs/: a broken link or page fails
-	$(PY) -m pytest -q
+	@start=$$(date +%s); \
+	bash backend_src/build.sh `# incremental: ninja does nothing when no source changed` \
+	  && NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet `# a broken link or page fails` \
+	  && $(PY) -m pytest -q; rc=$$?; \
+	echo "make test: $$(( $$(date +%s) - start )) s (exit $$rc)"; exit $$rc
 
 bench: install backend
 	@for f in benchmarks/*.py; do echo "== $$f"; $(PY) $$f || exit 1; done
