@@ -153,17 +153,20 @@ def dashboard_pages() -> dict[str, str]:
     guide page docs/guide/<url_path>.md showing docs/images/<url_path>.png, taken by
     tests/e2e/test_docs_screenshots.py.
     """
-    found: dict[str, str] = {}
+    found: dict[str, tuple[int, str]] = {}
     for node in ast.walk(ast.parse(APP.read_text())):
         if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "Page":
             keywords = {k.arg: k.value.value for k in node.keywords if isinstance(k.value, ast.Constant)}
-            if keywords.get("visibility") != "hidden" and "url_path" in keywords:
-                found[str(keywords["url_path"])] = str(keywords.get("title", keywords["url_path"]))
-    return dict(sorted(found.items(), key=lambda item: _source_order(item[0])))
-
-
-def _source_order(url_path: str) -> int:
-    return APP.read_text().find(f'url_path="{url_path}"')
+            if keywords.get("visibility") == "hidden":
+                continue
+            title = str(keywords.get("title", ""))
+            # The default page is served at "/" (Streamlit ignores its url_path); its address in
+            # the docs is the hidden twin's, the title in lower case (Overview -> overview).
+            url_path = keywords.get("url_path") or (title.lower().replace(" ", "_")
+                                                    if keywords.get("default") else None)
+            if url_path:
+                found[str(url_path)] = (node.lineno, title or str(url_path))
+    return {url_path: title for url_path, (_, title) in sorted(found.items(), key=lambda item: item[1][0])}
 
 
 def pages() -> dict[Path, str]:
