@@ -90,8 +90,10 @@ def test_a_python_model_created_on_the_page_is_ready_and_answers(server: TritonP
         np.testing.assert_array_equal(answer.as_numpy("y"), [[5, 6, 7]])
     finally:
         infer.close()
-    (row,) = audit.query(action="create")
+    started, = audit.query(action="create", result="started")  # written before staging
+    (row,) = [r for r in audit.query(action="create") if r.result != "started"]
     assert (row.model, row.result, row.origin) == ("echo_ui", "ok", "dashboard")
+    assert started.model == "echo_ui"
 
 
 def test_refusals_show_the_cause_and_next_step_and_write_nothing(server: TritonProcess) -> None:

@@ -28,10 +28,12 @@ LINE = 20  # bytes per line of `numbered_log`
 
 
 @pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def _clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
     for setting in settings.SETTINGS.values():
         monkeypatch.delenv(setting.env_name, raising=False)
-    monkeypatch.setenv("GEADMIN_HOME", str(tmp_path / "home"))  # never the user's workspace
+    # never the user's workspace; outside tmp_path, whose listing the tests check (the verdict
+    # reads the workspace's audit log)
+    monkeypatch.setenv("GEADMIN_HOME", str(tmp_path_factory.mktemp("home")))
 
 
 @pytest.fixture
