@@ -37,7 +37,7 @@ HISTORY_CHARTS = (("aicore_util_pct", "AI-core utilization over time", "%", 1.0)
 NO_NPU_PREFIX = "no Ascend NPU on this host: "  # geadmin.telemetry.npu_sources' summary
 NO_SOURCE = "No NPU source was found on this host, so this page has no devices and no charts to show"
 ADD_SOURCE = ("To add one: point `GEADMIN_NPU_EXPORTER_URL` at an npu-exporter's /metrics (the compose "
-              "profile `npu-exporter` runs one), put the Ascend driver's `npu-smi` on the dashboard "
+              "profile `npu` runs one), put the Ascend driver's `npu-smi` on the dashboard "
               "host's PATH, or serve models with the `npu_ge` backend (its Triton metrics carry each "
               "NPU's figures). This page then refreshes by itself.")
 NO_HISTORY = ("No NPU history yet: the sampler records each device's utilization and HBM while `geadmin up` "
