@@ -54,6 +54,7 @@ from geadmin.ops import reconcile
 from geadmin.ops.actions import audit_side_effects, with_side_effects
 from geadmin.ops.infer import smoke_request
 from geadmin.repository import locks, revisions, store
+from geadmin.repository.code_fields import refuse_code_change
 from geadmin.repository.knobs import differing_fields
 from geadmin.repository.modelconfig import CONFIG_FILE, parse_pbtxt, to_dict
 from geadmin.repository.revisions import Revision
@@ -302,6 +303,8 @@ class _Apply:
             raise RepositoryError(f"the new {CONFIG_FILE} of {self.model!r} is not UTF-8 text (byte "
                                   f"{exc.start}): save it as UTF-8 and apply again") from None
         config = parse_pbtxt(text, f"the new {CONFIG_FILE} of {self.model!r}")
+        refuse_code_change(self.model, current.data, config, who=self.actor.name,  # a data file as code
+                           may_upload_code=self.auth is not None and Guarded.UPLOAD_CODE in self.auth.actions)
         if config.name and config.name != self.model:
             raise RepositoryError(f"the new config says name: {config.name!r}, but the model is "
                                   f"{self.model!r}: Triton would reject it; use name: {self.model!r}")
