@@ -3,12 +3,11 @@
 Both transports return the same types: protobuf messages from Triton's own service and
 model-config schemas, or the value types of `geadmin.domain`. Every call has a timeout (loads a
 longer one: a load can hang, FACTS.md), and every failure leaves as a `TritonError`
-subclass chosen by one translation table (`geadmin.triton.translate`).
-
-The admin key goes only where it must: on the calls of Triton's restricted categories
-(RESTRICTED below: repository, model config, logging, trace), never on inference, health,
-metadata or statistics, so a model, a proxy or a mistyped address that sees those requests
-never sees the key. Which server a key belongs to is decided above (geadmin.triton.servers).
+subclass chosen by one translation table (`geadmin.triton.translate`); tensors of requests
+and responses are `geadmin.triton.tensors`. The admin key goes only on the calls of Triton's
+restricted categories (RESTRICTED below: repository, model config, logging, trace), never on
+inference, health, metadata or statistics, so a model, a proxy or a mistyped address that
+sees those requests never sees the key. Which server a key belongs to is decided above (geadmin.triton.servers).
 """
 
 from __future__ import annotations
@@ -18,10 +17,8 @@ import json
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
-import numpy as np
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from google.protobuf import json_format
@@ -29,7 +26,8 @@ from google.protobuf.message import Message
 from tritonclient.grpc import model_config_pb2, service_pb2
 
 from geadmin.domain import Endpoint, Health, ModelEntry, ModelState, ServerInfo, Transport
-from geadmin.errors import ConfigError, TritonRequestError
+from geadmin.errors import ConfigError
+from geadmin.triton.tensors import InferResponse, Tensor, _infer_inputs, _requested_outputs, _response
 from geadmin.triton.translate import translate_error
 
 T = TypeVar("T")
@@ -377,63 +375,6 @@ class PendingLoad:
         """Raise what the load raised (a TritonError), if anything."""
         if self._error is not None:
             raise self._error
-
-
-@dataclass(frozen=True, eq=False)
-class Tensor:
-    """A named tensor of one request or response; `data.shape` is its shape."""
-
-    name: str
-    datatype: str  # Triton's name: FP32, BYTES, BF16 (held as float32), ...
-    data: np.ndarray
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return tuple(int(d) for d in self.data.shape)
-
-
-def _infer_inputs(module: Any, tensors: Sequence[Tensor]) -> list[Any]:
-    made = []
-    for tensor in tensors:
-        item = module.InferInput(tensor.name, list(tensor.shape), tensor.datatype)
-        if module is httpclient:
-            item.set_data_from_numpy(tensor.data, binary_data=True)
-        else:
-            item.set_data_from_numpy(tensor.data)
-        made.append(item)
-    return made
-
-
-def _requested_outputs(module: Any, names: Sequence[str], class_count: int) -> list[Any] | None:
-    if not names:
-        return None
-    if module is httpclient:
-        return [module.InferRequestedOutput(n, binary_data=True, class_count=class_count) for n in names]
-    return [module.InferRequestedOutput(n, class_count=class_count) for n in names]
-
-
-@dataclass(frozen=True)
-class InferResponse:
-    model_version: str
-    outputs: tuple[Tensor, ...]
-
-
-def _response(result: Any) -> InferResponse:
-    response = result.get_response()
-    if isinstance(response, dict):  # HTTP
-        version = str(response.get("model_version", ""))
-        described = [(o["name"], o["datatype"]) for o in response.get("outputs", [])]
-    else:
-        version = response.model_version
-        described = [(o.name, o.datatype) for o in response.outputs]
-    tensors = []
-    for name, datatype in described:
-        data = result.as_numpy(name)
-        if data is None:
-            raise TritonRequestError(f"the response has no data for output {name!r}")
-        data.setflags(write=False)  # a response is a record: nobody edits it in place
-        tensors.append(Tensor(name, datatype, data))
-    return InferResponse(version, tuple(tensors))
 
 
 def _as_json(client: Any) -> dict[str, Any]:

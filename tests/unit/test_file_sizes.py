@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parents[2]
 MAX_LINES = 400
 # Over the limit today, owned by work in progress: the exact path and its size then. It may
 # shrink, never grow; once under the limit its entry must go (the test says so).
-PENDING_SPLIT = {"geadmin/triton/client.py": 459}  # the client; inference tensors and responses
+PENDING_SPLIT: dict[str, int] = {}
 
 
 def over_limit(base: Path, *roots: Path, limit: int = MAX_LINES) -> tuple[int, dict[str, int]]:
