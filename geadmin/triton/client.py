@@ -7,7 +7,7 @@ subclass chosen by one translation table (`geadmin.triton.translate`); tensors o
 and responses are `geadmin.triton.tensors`. The admin key goes only on the calls of Triton's
 restricted categories (RESTRICTED below: repository, model config, logging, trace), never on
 inference, health, metadata or statistics, so a model, a proxy or a mistyped address that
-sees those requests never sees the key. Which server a key belongs to is decided above (geadmin.triton.servers).
+sees those requests never sees the key; which server a key belongs to: geadmin.triton.servers.
 """
 
 from __future__ import annotations
