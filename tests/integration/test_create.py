@@ -110,7 +110,8 @@ def test_an_npu_ge_om_without_cann_is_created_and_its_load_fails_with_the_backen
     assert "the load failed" in result.message and "next step" in result.message
     assert (server.repository / "resnet" / "1" / "model.om").read_bytes() == b"an .om compiled by ATC"
     rows = audit.query(model="resnet")
-    assert [(r.action, r.result) for r in rows] == [("load", "failed"), ("create", "ok"), ("create", "started")]
+    assert [(r.action, r.result) for r in rows] == [("load", "failed"), ("create", "ok"),
+                                                    ("create", "started")]
     assert "libascendcl.so" in rows[0].message
 
 

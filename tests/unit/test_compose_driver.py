@@ -335,7 +335,8 @@ def test_restart_reports_a_container_that_does_not_stay_up(fake: Callable[[Handl
         return asset(next(inspected)) if argv[1] == "container" else ""
 
     fake(handle)
-    with pytest.raises(DockerError, match=r"did not stay up \(killed by SIGKILL after 17 s\) — read its logs"):
+    stayed_down = r"did not stay up \(killed by SIGKILL after 17 s\) — read its logs"
+    with pytest.raises(DockerError, match=stayed_down):
         ComposeDriver("gearec").start("ticker")
 
 
