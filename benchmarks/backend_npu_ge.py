@@ -68,7 +68,7 @@ from harness.npu_ge import (  # noqa: E402
 
 from geadmin.ops.bench_results import BenchPoint  # noqa: E402
 from geadmin.stack.tritonserver import TritonProcess  # noqa: E402
-from tests.backend.support import affine_model  # noqa: E402
+from tests.support.npu_ge import affine_model  # noqa: E402
 
 SMALL_WIDTH = 256  # FP32 elements: 1 KB per request
 LARGE_WIDTH = 1 << 20  # FP32 elements: 4 MB per request

@@ -26,7 +26,7 @@ import tritonclient.http as httpclient
 from geadmin.ops.bench import BenchSettings, find_perf_analyzer, library_dir, run_perf_analyzer
 from geadmin.ops.bench_results import BenchPoint, parse_csv
 from geadmin.stack.tritonserver import TritonProcess, prepare_backend_directory, wheel_layout
-from tests.backend.support import build_backend, load, model_stats
+from tests.support.npu_ge import build_backend, load, model_stats
 
 LOAD_TIMEOUT_S = 120.0
 PHASES = ("queue", "compute_input", "compute_infer", "compute_output")
@@ -47,7 +47,7 @@ class TritonPythonModel:
 
 
 def python_affine_model(repo: Path, name: str, *, width: int, max_batch: int, batching: str = "") -> None:
-    """y = 2x + 1 in the python backend, shaped like tests.backend.support.affine_model."""
+    """y = 2x + 1 in the python backend, shaped like tests.support.npu_ge.affine_model."""
     model = repo / name
     (model / "1").mkdir(parents=True)
     (model / "config.pbtxt").write_text(

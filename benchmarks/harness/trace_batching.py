@@ -30,7 +30,7 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parents[1]), str(HERE.parent)]
 
 from harness.npu_ge import Load, measure, npu_server  # noqa: E402
-from tests.backend.support import affine_model  # noqa: E402
+from tests.support.npu_ge import affine_model  # noqa: E402
 
 BATCH = 16
 

@@ -21,8 +21,8 @@ from geadmin.access.roles import Role
 from geadmin.access.sessions import local_session
 from geadmin.access.users import UsersFile
 from geadmin.stack.processes import free_port
+from tests.support.apptest import APP, button, isolate, run
 from tests.support.auth import admin_auth
-from tests.ui.helpers import APP, button, isolate, run
 
 PASSWORDS = {"vic": "viewer password 1", "olga": "operator password 1", "ada": "admin password 12"}
 
