@@ -17,6 +17,7 @@ import streamlit as st
 
 from geadmin.access.roles import Action as Guarded
 from geadmin.diagnose import impact
+from geadmin.diagnose.failure_text import FailureText, from_message
 from geadmin.errors import (
     ConfigConflictError,
     ConfigInvalidError,
@@ -35,6 +36,7 @@ from geadmin.repository.validate import Finding, Severity, validate_text
 from geadmin.stack.target import Target
 from pages.ui import access, keys
 from pages.ui.context import client_for, log_for, selected_target
+from pages.ui.errors import failure_of, show_failure
 from pages.ui.impact_view import server_backends, show_impact, show_side_effects
 
 MONOSPACE = ('<style>textarea[aria-label="config.pbtxt"] {font-family: "Source Code Pro", ui-monospace, '
@@ -129,7 +131,8 @@ def _reopen() -> None:
 
 def show_findings(text: str, target: Target, model: str) -> list[Finding]:
     assert target.repository is not None
-    findings = validate_text(text, target.repository / model, backends=server_backends(target))
+    findings = validate_text(text, target.repository / model, backends=server_backends(target),
+                             previous=revisions.last_good_config(target.repository, model))
     counts = {s: sum(f.severity is s for f in findings) for s in Severity}
     errors, warnings = counts[Severity.ERROR], counts[Severity.WARNING]
     st.markdown(f"**Findings** — {errors} error{'s' * (errors != 1)}, "
@@ -307,6 +310,7 @@ class Notice:
     details: tuple[str, ...] = ()
     diff: str = ""
     side_effects: tuple[impact.StateChange, ...] = ()
+    failure: FailureText | None = None  # a failed apply or rollback, split for show_failure
 
 
 def run_change(origin: str, change: Callable[[], ApplyResult]) -> None:
@@ -318,7 +322,7 @@ def run_change(origin: str, change: Callable[[], ApplyResult]) -> None:
     except ConfigConflictError as exc:
         notice = Notice(origin, False, str(exc), diff=exc.diff())
     except GeAdminError as exc:
-        notice = Notice(origin, False, f"{exc}\n\n**Next step:** {actions.next_step(exc)}")
+        notice = Notice(origin, False, str(exc), failure=failure_of(exc, actions.next_step(exc)))
     else:
         notice = Notice(origin, result.ok, result.message, result.warnings, side_effects=result.side_effects)
         if result.outcome in (Outcome.APPLIED, Outcome.WRITTEN):
@@ -337,7 +341,7 @@ def show_notice(origin: str) -> None:
     if notice.ok:
         st.success(notice.message, icon=":material/check_circle:")
     else:
-        st.error(notice.message, icon=":material/error:")
+        show_failure(notice.failure or from_message(notice.message))
     for line in notice.details:
         st.caption(line)
     if notice.diff:

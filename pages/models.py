@@ -7,6 +7,7 @@ import streamlit as st
 
 from geadmin.access.roles import Action as Guarded
 from geadmin.diagnose import details, ensemble, impact
+from geadmin.diagnose.failure_text import from_explanation, from_message
 from geadmin.diagnose.rows import ModelRow, collect_rows, filter_rows
 from geadmin.domain import ModelState
 from geadmin.errors import GeAdminError
@@ -17,6 +18,7 @@ from geadmin.stack.server_history import outage_for
 from geadmin.stack.target import Target, live_stack
 from pages.ui import access, interrupted_view, keys
 from pages.ui.context import client_for, log_for, selected_client, selected_target
+from pages.ui.errors import failure_of, show_failure
 from pages.ui.impact_view import show_impact, show_side_effects
 from pages.ui.verdict_view import drift_notes
 
@@ -31,8 +33,10 @@ def read_rows(target: Target) -> list[ModelRow]:
 
 def show_error(error: GeAdminError) -> None:
     outage = outage_for(selected_target().spec.url, live_stack())  # the stack's Triton stopped or restarting
-    step = "see the Stack page" if outage else actions.next_step(error)
-    st.error(f"{outage or error}\n\n**Next step:** {step}", icon=":material/error:")
+    if outage:
+        show_failure(from_message(outage, fix="see the Stack page"))
+    else:
+        show_failure(failure_of(error, actions.next_step(error)))
 
 
 def render() -> None:
@@ -164,12 +168,10 @@ def show_results() -> None:
         if result.ok:
             st.success(result.message, icon=":material/check_circle:")
             continue
-        reason = result.explanation.reason if result.explanation else result.message
         next_step = actions.next_step(result.error) if result.error else actions.FIX_AND_RETRY
-        st.error(f"**{result.action.value} {result.name} failed:** {reason}\n\n"
-                 f"**Next step:** {next_step} Details below.", icon=":material/error:")
-        with st.expander(f"Details for {result.name}"):
-            st.code(result.message, language="text")
+        failure = (from_explanation(result.explanation, fix=next_step) if result.explanation
+                   else from_message(result.message, fix=next_step))
+        show_failure(failure, title=f"{result.action.value} {result.name} failed")
 
 
 def detail(rows: list[ModelRow]) -> None:

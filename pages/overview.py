@@ -7,6 +7,7 @@ import streamlit as st
 
 from geadmin import settings
 from geadmin.access.roles import Action as Guarded
+from geadmin.diagnose.failure_text import from_explanation, from_message
 from geadmin.diagnose.health import ServerSnapshot, Triage, is_idle, take_snapshots, triage
 from geadmin.diagnose.verdict import Rule, Verdict
 from geadmin.errors import GeAdminError
@@ -17,6 +18,7 @@ from geadmin.stack.target import Target, live_stack
 from geadmin.stack.workspace import Workspace
 from pages.ui import access, keys
 from pages.ui.context import client_for, log_for, selected_client, selected_target, targets
+from pages.ui.errors import show_failure
 from pages.ui.triage_card import triage_card
 from pages.ui.verdict_view import banner, drift_panel, history_panel, verdict_for
 
@@ -148,8 +150,10 @@ def show_retry_result() -> None:
     if result.ok:
         st.success(result.message, icon=":material/check_circle:")
     else:
-        reason = result.explanation.reason if result.explanation else result.message
-        st.error(f"**Retry of {result.name} failed:** {reason}", icon=":material/error:")
+        next_step = actions.next_step(result.error) if result.error else actions.FIX_AND_RETRY
+        failure = (from_explanation(result.explanation, fix=next_step) if result.explanation
+                   else from_message(result.message, fix=next_step))
+        show_failure(failure, title=f"Retry of {result.name} failed")
 
 
 def model_table(snapshot: ServerSnapshot, reasons: dict[str, str], verdict: Verdict | None) -> None:

@@ -16,9 +16,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from tritonclient.grpc.model_config_pb2 import ModelConfig
+
 from geadmin import db
-from geadmin.errors import RepositoryError
-from geadmin.repository.modelconfig import CONFIG_FILE
+from geadmin.errors import ConfigParseError, RepositoryError, WorkspaceDatabaseError
+from geadmin.repository.modelconfig import CONFIG_FILE, parse_pbtxt, read_config_text
 
 _COLUMNS = "number, at, sha256, who, note, content"
 
@@ -97,6 +99,25 @@ def revision_with_hash(repository: Path, model: str, sha256: str,
             f"SELECT {_COLUMNS} FROM config_revisions WHERE repository = ? AND model = ? AND sha256 = ? "
             "ORDER BY number DESC LIMIT 1", (_key(repository), model, sha256)).fetchone()
     return _revision(row) if row else None
+
+
+def last_good_config(repository: Path, model: str, *, home: Path | None = None) -> ModelConfig | None:
+    """The model's last config that parses: the file on disk, else the newest kept revision
+    that does; None when there is none (or the history cannot be read)."""
+    try:
+        return parse_pbtxt(read_config_text(Path(repository) / model / CONFIG_FILE))
+    except (RepositoryError, ConfigParseError):
+        pass
+    try:
+        kept = history(repository, model, home=home)
+    except WorkspaceDatabaseError:
+        return None
+    for revision in kept:
+        try:
+            return parse_pbtxt(revision.text)
+        except ConfigParseError:
+            continue
+    return None
 
 
 def text_diff(before: str, after: str, name: str, before_label: str, after_label: str) -> str:

@@ -96,7 +96,10 @@ def rule(rule_id: str, severity: Severity, summary: str) -> Callable[[Callable[[
     return register
 
 
-def did_you_mean(name: str, names: Sequence[str], what: str) -> str:
-    """A fix naming the closest of `names`, else listing some of them."""
+def did_you_mean(name: str, names: Sequence[str], what: str, *, preferred: str | None = None) -> str:
+    """A fix naming `preferred` (what the last good config has at that place) when it is one
+    of `names`, else the closest of `names`, else listing some of them."""
+    if preferred and preferred != name and preferred in names:
+        return f"did you mean {preferred}? (the last good config has it here)"
     close = difflib.get_close_matches(name, names, n=1, cutoff=0.5)
     return f"did you mean {close[0]}?" if close else f"use one of the {what}: {', '.join(names[:12])}"

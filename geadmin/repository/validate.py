@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from google.protobuf import descriptor_pool
+from google.protobuf.message import Message
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
 from geadmin.errors import ConfigInvalidError, ConfigParseError, RepositoryError
@@ -53,10 +54,12 @@ SCHEMA_RULES = {
     "schema.unreadable": "config.pbtxt missing, unreadable or not UTF-8",
 }
 _UNKNOWN_FIELD = re.compile(r'Message type "([\w.]+)" has no field named "([^"]*)"')
+_PATH_STEP = re.compile(r"^(\w+)(?:\[(\d+)\])?$")
 _BAD_ENUM = re.compile(r'Enum type "([\w.]+)" has no value named (\S+?)\.?$')
 
 
-def _schema_finding(error: ConfigParseError, located: Located, file: str) -> Finding:
+def _schema_finding(error: ConfigParseError, located: Located, file: str,
+                    previous: ModelConfig | None = None) -> Finding:
     lines = located.text.split("\n")
     quoted = f"'{lines[error.line - 1]}': " if error.line and error.line <= len(lines) else ""
     detail, path = error.detail.removeprefix(quoted), located.error_path
@@ -67,12 +70,37 @@ def _schema_finding(error: ConfigParseError, located: Located, file: str) -> Fin
     elif enum_match := _BAD_ENUM.search(detail):
         kind, name = enum_match[1], enum_match[2]
         names = _names(lambda pool: pool.FindEnumTypeByName(kind).values_by_name)
-        rule_id, fix = "schema.bad_enum", did_you_mean(name, names, f"values of {kind}")
+        preferred = enum_name_at(previous, path) if previous is not None else None
+        rule_id, fix = "schema.bad_enum", did_you_mean(name, names, f"values of {kind}", preferred=preferred)
     else:
         rule_id, fix = "schema.syntax", ("fix the text at that position (protobuf text format: `field: value`"
                                          ", `message { ... }`, lists in [ ]); Triton refuses the whole file")
     return Finding(rule_id, Severity.ERROR, path, f"does not parse: {detail}", fix, error.line, error.column,
                    file)
+
+
+def enum_name_at(config: Message, path: str) -> str | None:
+    """The name of the enum value at `path` (`input[0].data_type`) in `config`; None when the
+    path is not there or not a single enum."""
+    message, parts = config, path.split(".")
+    try:
+        for i, part in enumerate(parts):
+            step = _PATH_STEP.match(part)
+            field_descriptor = message.DESCRIPTOR.fields_by_name.get(step[1]) if step else None
+            if step is None or field_descriptor is None:
+                return None
+            value = getattr(message, step[1])
+            if step[2] is not None:
+                value = value[int(step[2])]
+            elif field_descriptor.label == field_descriptor.LABEL_REPEATED:
+                return None
+            if i == len(parts) - 1:
+                enum = field_descriptor.enum_type
+                return str(enum.values_by_number[value].name) if enum is not None else None
+            message = value
+    except (IndexError, KeyError, AttributeError, TypeError):
+        return None
+    return None
 
 
 def _names(lookup: Callable[[Any], Any]) -> list[str]:
@@ -84,12 +112,15 @@ def _names(lookup: Callable[[Any], Any]) -> list[str]:
 
 # -- running the rules ---------------------------------------------------------------------
 def validate_text(text: str, directory: Path | None = None, *, file: str = CONFIG_FILE,
-                  backends: frozenset[str] | None = None) -> list[Finding]:
+                  backends: frozenset[str] | None = None,
+                  previous: ModelConfig | None = None) -> list[Finding]:
     """Every finding for one config text; `directory` (its model dir) enables the disk rules
-    (and the ensembles on disk that run it); `backends`, the server's, the backend rule."""
+    (and the ensembles on disk that run it); `backends`, the server's, the backend rule;
+    `previous`, the model's last good config (revisions.last_good_config): a bad enum value's
+    suggestion prefers what it has at that place."""
     located = locate(text, file)
     if located.error is not None:
-        return [_schema_finding(located.error, located, file)]
+        return [_schema_finding(located.error, located, file, previous)]
     return validate_config(located.config, directory, located=located, file=file, backends=backends)
 
 

@@ -1,11 +1,14 @@
-"""The one way a page shows a geadmin error it did not handle itself: the cause (the
-error's own message) and the next step, as `st.error` — never a traceback. pages/app.py
-calls `show_error` around every page; pages that handle an error in place keep doing so."""
+"""The one way a page shows a failure: the cause in one line, the fix, what still serves,
+then Triton's log lines in an expander (`show_failure`, split by
+geadmin.diagnose.failure_text) — never a traceback, never one long paragraph. pages/app.py
+calls `show_error` around every page; the Models, Overview and editor pages show a failed
+load or apply with `show_failure` too."""
 
 from __future__ import annotations
 
 import streamlit as st
 
+from geadmin.diagnose.failure_text import FailureText, from_explanation, from_message
 from geadmin.errors import (
     AccessError,
     BenchBusyError,
@@ -52,5 +55,31 @@ def fix_for(error: GeAdminError) -> str:
     return "check the message above; if it persists, write `geadmin bundle` and report it"
 
 
+def failure_of(error: GeAdminError, fix: str = "") -> FailureText:
+    """`error` split for `show_failure`; a failed load's explanation when it carries one."""
+    explanation = getattr(error, "explanation", None)
+    fix = fix or fix_for(error)
+    if explanation is not None:
+        return from_explanation(explanation, fix=fix)
+    return from_message(str(error), fix=fix)
+
+
+def show_failure(failure: FailureText, *, title: str = "") -> None:
+    """The cause (after `title`, bold, when given), the next step, what serves and the other
+    details as one short box; Triton's log lines in an expander under it."""
+    parts = [f"**{title}:** {failure.headline}" if title else failure.headline]
+    if failure.fix:
+        parts.append(f"**Next step:** {failure.fix}.")
+    if failure.serving:
+        parts.append(f"**Serving:** {failure.serving}.")
+    if failure.details:
+        parts.append("\n".join(f"- {line}" for line in failure.details))
+    st.error("\n\n".join(parts), icon=":material/error:")
+    if failure.log_lines:
+        count = len(failure.log_lines)
+        with st.expander(f"{failure.log_title}: {count} line{'s' * (count != 1)}"):
+            st.code("\n".join(failure.log_lines), language="text")
+
+
 def show_error(error: GeAdminError) -> None:
-    st.error(f"{error}\n\n**Next step:** {fix_for(error)}.", icon=":material/error:")
+    show_failure(failure_of(error))
