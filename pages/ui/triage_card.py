@@ -11,6 +11,8 @@ from __future__ import annotations
 import streamlit as st
 
 from geadmin.errors import GeAdminError
+from geadmin.stack.server_history import outage_for
+from geadmin.stack.target import live_stack
 from geadmin.telemetry.bottleneck import (
     Bottleneck,
     Verdict,
@@ -23,7 +25,7 @@ from geadmin.telemetry.bottleneck import (
 from geadmin.telemetry.npu import devices_from_triton
 from geadmin.telemetry.scrape import scrape
 from pages.ui import keys
-from pages.ui.context import selected_client
+from pages.ui.context import selected_client, selected_target
 from pages.ui.telemetry import triton_metrics_url
 
 SCRAPE_TIMEOUT_S = 3.0
@@ -40,7 +42,8 @@ def triage_card() -> None:
             now = scrape(url, timeout_s=SCRAPE_TIMEOUT_S)
         except GeAdminError as exc:  # Triton down: the page above already says so, calmly here
             st.markdown("**Bottlenecks**")
-            st.caption(f"No bottleneck figures: {exc}")
+            outage = outage_for(selected_target().spec.url, live_stack())  # the stack's: stopped, restarting
+            st.caption(f"No bottleneck figures: {outage or exc}")
             return
         kept, window = recent_window(st.session_state.get(keys.OVERVIEW_TRIAGE_SCRAPES, ()), now)
         st.session_state[keys.OVERVIEW_TRIAGE_SCRAPES] = kept

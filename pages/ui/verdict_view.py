@@ -14,11 +14,11 @@ import streamlit as st
 from geadmin.access.roles import Action as Guarded
 from geadmin.diagnose.drift import Drift, find_drift, put_back_served
 from geadmin.diagnose.health import ServerSnapshot, take_snapshot
-from geadmin.diagnose.verdict import Level, Sources, Verdict, assess
+from geadmin.diagnose.verdict import Level, Rule, Sources, Verdict, assess
 from geadmin.domain import format_duration
 from geadmin.errors import GeAdminError
-from geadmin.stack.server_history import ServerHistory, exit_line
-from geadmin.stack.target import Target
+from geadmin.stack.server_history import ServerHistory, exit_line, outage_for
+from geadmin.stack.target import Target, live_stack
 from pages.ui import access, keys
 from pages.ui.context import client_for, log_for, selected_target, targets
 
@@ -53,7 +53,9 @@ def _sidebar_verdict(name: str, url: str, repository: str, log: str) -> tuple[st
     """Keyed by everything that makes the verdict (a server renamed or repointed is another)."""
     target = next(t for t in targets() if t.spec.name == name)
     verdict = verdict_for(target)
-    return verdict.level.value, verdict.headline
+    # the embedded stack's Triton stopped or restarting: say so, as the Overview and Models do
+    outage = outage_for(url, live_stack()) if Rule.UNREACHABLE in verdict.rules else ""
+    return verdict.level.value, f"{verdict.level.value}: {outage}" if outage else verdict.headline
 
 
 def sidebar_badge() -> None:

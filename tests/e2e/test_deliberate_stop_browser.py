@@ -83,10 +83,13 @@ def test_a_stop_from_the_stack_page_is_explained_everywhere_and_a_start_recovers
         expect(down).to_be_visible(timeout=TIMEOUT_MS)
         expect(down).to_contain_text(f"at {stopped_at:%H:%M:%S} UTC from the Stack page")
         expect(down).to_contain_text("it stays down until someone starts it there")
-        # No banner, warning or error asks "is the URL right?" (the Bottlenecks card's caption still does).
-        expect(alerts.filter(has_text="is the URL right")).to_have_count(0)
         sidebar = page.locator("[data-testid='stSidebar']")
         expect(sidebar.get_by_text(re.compile(r"DOWN$"))).to_be_visible(timeout=TIMEOUT_MS)
+        stopped_note = sidebar.get_by_text(f"Triton was stopped by {user}", exact=False)
+        expect(stopped_note).to_be_visible(timeout=TIMEOUT_MS)
+        expect(page.get_by_text("No bottleneck figures: Triton was stopped by", exact=False)).to_be_visible()
+        # Nothing on the page (banner, sidebar, Bottlenecks card) asks "is the URL right?".
+        expect(page.get_by_text("is the URL right", exact=False)).to_have_count(0)
         link = page.get_by_role("link", name="Open the Stack page").first  # above and in Server history
         expect(link).to_be_visible(timeout=TIMEOUT_MS)
         page.screenshot(path=str(tmp_path / "overview_stopped.png"), full_page=True)
@@ -106,7 +109,7 @@ def test_a_stop_from_the_stack_page_is_explained_everywhere_and_a_start_recovers
         expect(error).to_be_visible(timeout=TIMEOUT_MS)
         expect(error).to_contain_text("Next step: see the Stack page")
         expect(page.get_by_text("start Triton (", exact=False)).to_have_count(0)
-        expect(alerts.filter(has_text="is the URL right")).to_have_count(0)
+        expect(page.get_by_text("is the URL right", exact=False)).to_have_count(0)
         page.screenshot(path=str(tmp_path / "models_stopped.png"), full_page=True)
 
         # The Overview's link leads to the Stack page; a start there brings everything back.
