@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import tritonclient.http as httpclient
 
+from geadmin.access import guard
 from geadmin.ops.bench import BenchSettings, find_perf_analyzer, library_dir, run_perf_analyzer
 from geadmin.ops.bench_results import BenchPoint, parse_csv
 from geadmin.stack.tritonserver import TritonProcess, prepare_backend_directory, wheel_layout
@@ -257,7 +258,7 @@ def measure(server: TritonProcess, model: str, concurrency: int, load_settings: 
                              output_shared_memory_bytes=max(output_bytes, 1))
     before = Stats.read(server.http_url, model)
     meter = _CpuMeter(server.pid)
-    run = run_perf_analyzer(settings)
+    run = run_perf_analyzer(settings, auth=guard.os_user())  # the benchmark runs as the OS user, as the CLI
     cpu = meter.stop()
     after = Stats.read(server.http_url, model)
     if after.requests - before.requests != after.inferences - before.inferences:
