@@ -13,8 +13,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Locator, Page, expect
-from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
+from playwright.sync_api import Page, expect
 
 from geadmin import audit
 from geadmin.access.roles import Role
@@ -25,6 +24,7 @@ from geadmin.stack.processes import free_port
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.triton.client import TritonClient
 from tests.support.auth import admin_auth
+from tests.support.browser import choose
 from tests.support.processes import wait_for
 
 MODEL = "text_normalize"
@@ -34,21 +34,6 @@ PASSWORD = "operator password 1"
 @pytest.fixture
 def triton(triton_factory: Callable[..., TritonProcess]) -> TritonProcess:
     return triton_factory(models=[MODEL])
-
-
-def choose(page: Page, combobox: Locator, option: str) -> None:
-    """Open a select and pick `option`; a click while the app still reruns is lost, so retry."""
-    wanted = page.get_by_role("option", name=option, exact=True)
-    for _ in range(10):
-        if wanted.is_visible():
-            wanted.click()
-            return
-        combobox.click()
-        try:
-            wanted.wait_for(state="visible", timeout=2_000)
-        except PlaywrightTimeoutError:
-            continue
-    raise AssertionError(f"option {option!r} never showed")
 
 
 def unload_from_the_models_page(page: Page) -> None:

@@ -8,32 +8,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from playwright.sync_api import Locator, Page, expect
-from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
+from playwright.sync_api import Page, expect
 
 from geadmin import audit
 from geadmin.domain import ModelState
 from geadmin.stack.dashboard import DashboardProcess
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.triton.client import TritonClient
+from tests.support.browser import choose
 from tests.support.processes import wait_for
 
 MEMBER, PIPELINE = "digits_classifier", "digits_pipeline"
-
-
-def choose(page: Page, combobox: Locator, option: str) -> None:
-    """Open a select and pick `option`; a click while the app still reruns is lost, so retry."""
-    wanted = page.get_by_role("option", name=option, exact=True)
-    for _ in range(10):
-        if wanted.is_visible():
-            wanted.click()
-            return
-        combobox.click()
-        try:
-            wanted.wait_for(state="visible", timeout=2_000)
-        except PlaywrightTimeoutError:
-            continue
-    raise AssertionError(f"option {option!r} never showed")
 
 
 def pipeline_state(triton: TritonProcess) -> ModelState:

@@ -11,10 +11,10 @@ import re
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from playwright.sync_api import Locator, Page, expect
-from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
+from playwright.sync_api import Page, expect
 
 from geadmin import audit
+from tests.support.browser import choose
 from tests.support.processes import wait_for
 from tests.support.stack import geadmin, running_up
 
@@ -24,22 +24,6 @@ OK = "OK: Triton serves; 5 model(s) READY"
 
 def triton_state(home: Path) -> str:
     return str(json.loads((home / "stack.json").read_text())["triton"]["state"])
-
-
-def choose(page: Page, combobox: Locator, option: str) -> None:
-    """Open a select and pick `option`; a click while the app still reruns is lost, so retry."""
-    wanted = page.get_by_role("option", name=option, exact=True)
-    for _ in range(10):
-        if wanted.is_visible():
-            wanted.click()
-            expect(combobox).to_have_value(option, timeout=TIMEOUT_MS)
-            return
-        combobox.click()
-        try:
-            wanted.wait_for(state="visible", timeout=2_000)
-        except PlaywrightTimeoutError:
-            continue
-    raise AssertionError(f"option {option!r} never showed")
 
 
 def stack_action(page: Page, action: str) -> None:
