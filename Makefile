@@ -49,7 +49,7 @@ test: test-deps lint
 	@start=$$(date +%s); \
 	bash backend_src/build.sh `# incremental: ninja does nothing when no source changed` \
 	  && NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet `# a broken link or page fails` \
-	  && $(PY) -m pytest -q; rc=$$?; \
+	  && $(PY) -m pytest -q -n 2 --dist loadgroup `# tests/support/parallel.py`; rc=$$?; \
 	echo "make test: $$(( $$(date +%s) - start )) s (exit $$rc)"; exit $$rc
 
 bench: install backend

@@ -64,9 +64,6 @@
 
 Pages and the CLI catch only these, and show `str(err)`: each message names the
 cause and, where there is one, the next step.
-
-Outside the tree, one signal that is not an error: `Interrupted` (a BaseException, like
-KeyboardInterrupt) unwinds `geadmin up`'s start-up on Ctrl-C / SIGTERM.
 """
 
 from __future__ import annotations
@@ -350,14 +347,6 @@ class BenchSettingsError(PerfAnalyzerError):
 
 class BenchBusyError(PerfAnalyzerError):
     """Another load test (this dashboard, another session, `geadmin bench`) runs against the server."""
-
-
-class Interrupted(BaseException):
-    """Ctrl-C / SIGTERM during start-up: unwinds the start, which stops what it started."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
 
 
 class AccessError(GeAdminError):

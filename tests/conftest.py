@@ -42,6 +42,9 @@ from tests.support.tiers import pytest_runtest_setup as pytest_runtest_setup
 
 hypothesis_profiles.load()
 
+# `make test`'s two workers: which tests share one (tests/support/parallel.py).
+pytest_plugins = ["tests.support.parallel"]
+
 # AppTest runs the app in this process, where Streamlit's `server.address` is unset (which
 # means every interface, so sign-in would be required): give it the address `geadmin up`
 # binds (Streamlit reads STREAMLIT_* variables only under `streamlit run`). Access tests that

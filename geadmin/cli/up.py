@@ -12,7 +12,7 @@ from geadmin import settings
 from geadmin.access.startup import dashboard_sign_in
 from geadmin.cli.common import positive_seconds
 from geadmin.domain import DEFAULT_PORTS, Ports
-from geadmin.errors import Interrupted
+from geadmin.errors import GeAdminError
 from geadmin.stack.backends import backend_dirs
 from geadmin.stack.embedded import EmbeddedStack, StackOptions
 from geadmin.stack.local import RESTART_TRITON, STOP_TRITON
@@ -47,15 +47,15 @@ def run(args: argparse.Namespace) -> int:
     options = options_from_args(args)
     dashboard_sign_in(options.host, Path.cwd(), options.workspace.home)  # public bind, no sign-in: refuse
     stack = EmbeddedStack(options, printer=lambda message: print(message, flush=True))
-    started = False
-
-    stopping = False
+    interrupted_by: list[int] = []  # a signal that came before the stack was up
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
-        if started or stopping:  # a second Ctrl-C must not cut the graceful stop short
-            stack.request_stop()
-        else:
-            raise Interrupted(signum)
+        # Only a flag, never an exception: one raised here could land between a child's
+        # fork and the line that records it, and leave that tritonserver running with
+        # nobody to stop it. Start-up checks the flag between its steps and unwinds itself.
+        if not stack.started:
+            interrupted_by.append(signum)
+        stack.request_stop()
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     # The Stack page's local driver asks for these (geadmin.stack.local).
@@ -63,17 +63,19 @@ def run(args: argparse.Namespace) -> int:
     previous[STOP_TRITON] = signal.signal(STOP_TRITON, lambda s, f: stack.request_triton_stop())
     try:
         stack.start()
-        started = True
         code = stack.wait()
-    except Interrupted as exc:
-        print("interrupted during start-up; stopped what had started", file=sys.stderr, flush=True)
-        code = 128 + exc.signum
+    except GeAdminError:
+        if not interrupted_by:
+            raise
+        code = 0  # the start gave up because it was asked to stop: that is not an error
     finally:
-        stopping = True
         print("stopping ...", file=sys.stderr, flush=True)
         stack.stop()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+    if interrupted_by:
+        print("interrupted during start-up; stopped what had started", file=sys.stderr, flush=True)
+        code = 128 + interrupted_by[0]
     return code
 
 

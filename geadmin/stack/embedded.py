@@ -82,6 +82,7 @@ class EmbeddedStack:
         self._stop = threading.Event()
         self._write_lock = threading.Lock()
         self._first_start = True
+        self.started = False  # start() finished: a stop from here on is an ordinary stop
         self._dashboard_backoff = Backoff()
         # Models whose load hung: Triton handles one load request at a time, so a hung load
         # blocks every later one until Triton restarts. They stay out until loaded by hand.
@@ -118,7 +119,7 @@ class EmbeddedStack:
                 only_this_triton=self.supervisor is not None,
             )
             self.say(f"starting the dashboard on port {opts.dashboard_port} ...")
-            self.dashboard.start()
+            self.dashboard.start(cancelled=self._stop.is_set)
         except BaseException:
             self.stop()
             raise
@@ -135,6 +136,7 @@ class EmbeddedStack:
             self.say(f"Stack file {self.options.workspace.stack_file} (the CLI in another terminal "
                      "talks to this stack)")
         self.say("Press Ctrl-C to stop.")
+        self.started = True
 
     # -- Triton, supervised --------------------------------------------------------------
     def _start_supervised_triton(self) -> str:

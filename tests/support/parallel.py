@@ -1,0 +1,45 @@
+"""How `make test` shares its tests between two pytest-xdist workers (`-n 2 --dist loadgroup`).
+
+Most of the suite waits on other processes (a tritonserver starting, a model loading,
+Chromium drawing), so two workers on two cores take about half the time of one. Every test
+is put in a group, and xdist runs a group on one worker:
+
+- a module is one group, so a module-scoped fixture (a shared tritonserver, one `geadmin up`)
+  still starts once;
+- every test that uses the Docker engine, wherever it lives, is in the one group `docker`:
+  two compose projects at once would fight over the engine's networks and images on this
+  2-core machine, and one worker keeps them in order;
+- every browser test (`e2e`) joins that group too. Chromium aborts a page load with
+  `net::ERR_NETWORK_CHANGED` when compose adds or removes a host network interface under it,
+  so browser tests run on the Docker worker, between the Docker tests, never beside one.
+
+A test's nodeid then ends in `@<group>` (that is how xdist shows the group).
+tests/unit/test_parallel_groups.py runs real workers over planted modules to prove it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.support.tiers import markers_for
+
+DOCKER_GROUP = "docker_and_browser"
+SERIAL_MARKERS = ("docker", "e2e")
+
+
+def group_of(item: pytest.Item) -> str:
+    markers = markers_for(Path(str(item.fspath)), getattr(item, "fixturenames", ()))
+    if any(item.get_closest_marker(name) or name in markers for name in SERIAL_MARKERS):
+        return DOCKER_GROUP
+    return item.nodeid.split("::", 1)[0]
+
+
+# tryfirst: xdist's worker turns xdist_group markers into the nodeid suffix in its own
+# collection hook, which must see the markers given here.
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if not item.get_closest_marker("xdist_group"):
+            item.add_marker(pytest.mark.xdist_group(group_of(item)))

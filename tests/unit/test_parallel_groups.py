@@ -1,0 +1,83 @@
+"""`make test`'s two workers (tests/support/parallel.py), run for real on planted modules.
+
+Two pytest-xdist workers run a planted suite; each planted test writes down which worker ran
+it. A module stays on one worker (its module fixture starts once), and every Docker and
+browser test, from any module, runs on the same worker.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+RECORD = '''
+import os
+from pathlib import Path
+
+import pytest
+
+LOG = Path(__file__).parent / "ran.log"
+
+
+def record(name):
+    with LOG.open("a") as out:
+        out.write(f"{os.environ.get('PYTEST_XDIST_WORKER', 'main')} {name}\\n")
+
+
+@pytest.fixture(scope="module")
+def shared():
+    record("fixture-start " + __name__)
+    return 1
+'''
+
+MODULES = {
+    "test_plain_a.py": "\n".join(f"def test_a{i}(shared):\n    record('a')\n" for i in range(6)),
+    "test_plain_b.py": "\n".join(f"def test_b{i}(shared):\n    record('b')\n" for i in range(6)),
+    "test_engine_one.py": "pytestmark = pytest.mark.docker\n"
+                          + "\n".join(f"def test_d{i}():\n    record('serial')\n" for i in range(3)),
+    "test_engine_two.py": "pytestmark = pytest.mark.docker\n"
+                          + "\n".join(f"def test_e{i}():\n    record('serial')\n" for i in range(3)),
+    "test_chromium.py": "pytestmark = pytest.mark.e2e\n"
+                        + "\n".join(f"def test_c{i}():\n    record('serial')\n" for i in range(3)),
+}
+
+
+def run_planted(tmp_path: Path) -> tuple[subprocess.CompletedProcess[str], list[tuple[str, str]]]:
+    (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    docker: x\n    e2e: x\n")
+    for name, body in MODULES.items():
+        (tmp_path / name).write_text(RECORD + "\n" + body)
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", "-p", "tests.support.parallel",
+         "-n", "2", "--dist", "loadgroup", "-c", str(tmp_path / "pytest.ini"),
+         "--rootdir", str(tmp_path), str(tmp_path)],
+        capture_output=True, text=True, cwd=ROOT, timeout=180, check=False)
+    lines = (tmp_path / "ran.log").read_text().splitlines() if (tmp_path / "ran.log").exists() else []
+    return result, [tuple(line.split(" ", 1)) for line in lines]  # type: ignore[misc]
+
+
+def test_docker_and_browser_tests_share_one_worker_and_a_module_stays_on_one(tmp_path: Path) -> None:
+    result, ran = run_planted(tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert len([name for _, name in ran if not name.startswith("fixture-start")]) == 21
+    serial_workers = {worker for worker, name in ran if name == "serial"}
+    assert len(serial_workers) == 1 and serial_workers <= {"gw0", "gw1"}, ran
+    for module in ("a", "b"):
+        assert len({worker for worker, name in ran if name == module}) == 1, ran
+    # one start of each module fixture: the module was not split between the workers
+    assert sorted(name for _, name in ran if name.startswith("fixture-start")) == [
+        "fixture-start test_plain_a", "fixture-start test_plain_b"]
+    assert "test_engine_one.py::test_d0@docker_and_browser" in result.stdout
+    assert "test_chromium.py::test_c0@docker_and_browser" in result.stdout
+    assert "test_plain_a.py::test_a0@test_plain_a.py" in result.stdout
+
+
+def test_without_workers_the_plugin_changes_nothing(tmp_path: Path) -> None:
+    (tmp_path / "test_plain.py").write_text(RECORD + "\ndef test_one(shared):\n    record('one')\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "tests.support.parallel",
+         "--rootdir", str(tmp_path), str(tmp_path)],
+        capture_output=True, text=True, cwd=ROOT, timeout=120, check=False)
+    assert result.returncode == 0 and "1 passed" in result.stdout, result.stdout + result.stderr
