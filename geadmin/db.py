@@ -140,6 +140,43 @@ MIGRATIONS: tuple[Migration, ...] = (
             PRIMARY KEY (run_id, ordinal)
         )""",
     )),
+    Migration("probes, model states, objectives", (
+        # geadmin.telemetry.watch: the sampler's synthetic requests and the states it saw.
+        """CREATE TABLE probes (
+            id INTEGER PRIMARY KEY,
+            server TEXT NOT NULL,          -- the Triton URL probed
+            model TEXT NOT NULL,
+            at REAL NOT NULL,              -- epoch seconds
+            ok INTEGER NOT NULL,
+            latency_ms REAL,
+            error TEXT NOT NULL DEFAULT '',
+            input TEXT NOT NULL DEFAULT 'zeros'  -- zeros, or saved (the model's saved example)
+        )""",
+        "CREATE INDEX probes_by_model ON probes (server, model, at)",
+        """CREATE TABLE model_states (
+            server TEXT NOT NULL,
+            model TEXT NOT NULL,
+            state TEXT NOT NULL,           -- READY, LOADING, UNAVAILABLE, ...
+            reason TEXT NOT NULL DEFAULT '',
+            since REAL NOT NULL,           -- epoch seconds: when it entered this state
+            seen REAL NOT NULL,            -- the last time the sampler read it
+            operator_unload INTEGER NOT NULL DEFAULT 0,  -- not READY because an operator unloaded it
+            PRIMARY KEY (server, model)
+        )""",
+        """CREATE TABLE probe_inputs (
+            model TEXT PRIMARY KEY,        -- the model's saved example request (the Playground's)
+            sources TEXT NOT NULL,         -- JSON {input: {kind, payload}}
+            saved_at TEXT NOT NULL,
+            who TEXT NOT NULL
+        )""",
+        """CREATE TABLE objectives (
+            model TEXT PRIMARY KEY,
+            p99_ms REAL,                   -- the p99 latency target, NULL: none
+            error_budget REAL,             -- allowed failed fraction of requests, NULL: none
+            set_at TEXT NOT NULL,
+            who TEXT NOT NULL
+        )""",
+    )),
 )
 
 # -- error translation ----------------------------------------------------------------

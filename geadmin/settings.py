@@ -157,6 +157,14 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     Setting("PROMETHEUS_URL", parse_http_url, None, "a Prometheus that scrapes Triton (base URL, e.g. "
             "http://prometheus:9090): the charts read their history from it with PromQL instead of the "
             "sampler's database"),
+    Setting("PROBE_INTERVAL_S", parse_seconds, "30", "seconds between two synthetic probes of one READY "
+            "model (at least 5; the sampler probes every READY model; geadmin probe)"),
+    Setting("SAMPLER_METRICS_PORT", parse_port, None, "port of geadmin's own Prometheus endpoint "
+            "(probes, model states, objectives), served by the sampler (geadmin up, geadmin sampler)"),
+    Setting("ALERTMANAGER_URL", parse_http_url, None, "an Alertmanager (base URL, e.g. "
+            "http://alertmanager:9093): the Overview and geadmin alerts list its active alerts"),
+    Setting("DASHBOARD_URL", parse_http_url, None, "the dashboard's address as operators open it (alerts, "
+            "the bundle and geadmin alerts link there; default http://127.0.0.1:<GEADMIN_DASHBOARD_PORT>)"),
     Setting("HISTORY_RETENTION_H", parse_hours, "24", "hours of telemetry history kept in the "
             "workspace database (downsampled to 1-minute buckets beyond 1 h)"),
     Setting("FAULT_POINT", str, None, "test hook, never set in production: the name of a step of "
@@ -261,3 +269,8 @@ def child_environment(base: Mapping[str, str], values: Mapping[str, str | None])
         else:
             env[key] = value
     return env
+
+
+def dashboard_url() -> str:
+    """Where operators open the dashboard: links in alerts, the bundle and `geadmin alerts`."""
+    return get("DASHBOARD_URL") or f"http://127.0.0.1:{port('dashboard')}"

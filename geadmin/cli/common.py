@@ -7,6 +7,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import replace
 
+from geadmin import settings
 from geadmin.audit import Actor, Origin
 from geadmin.domain import Endpoint, Transport
 from geadmin.ops import reconcile
@@ -68,6 +69,16 @@ def positive_seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
     if not 0 < value < 1e6:  # also rejects nan and inf
         raise argparse.ArgumentTypeError(f"seconds must be more than 0, got {text}")
+    return value
+
+
+def port_number(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not settings.is_port(value):
+        raise argparse.ArgumentTypeError(f"a port is between 1 and 65535, got {value}")
     return value
 
 

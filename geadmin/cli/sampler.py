@@ -3,6 +3,8 @@ data) when `geadmin up` does not — e.g. next to a Triton started some other wa
 
 One sampler per workspace (`geadmin up` runs one for its Triton): a second one is refused,
 naming the first (exit 2). SIGTERM or Ctrl-C stops it (exit 0) within one scrape timeout.
+Each tick also records the models' states and probes the READY ones (`geadmin.ops.probe`,
+off with `--no-probes`); `--metrics-port` serves geadmin's own metrics for Prometheus.
 """
 
 from __future__ import annotations
@@ -14,11 +16,15 @@ import time
 from types import FrameType
 
 from geadmin import settings
-from geadmin.cli.common import positive_seconds
+from geadmin.cli.common import port_number, positive_seconds
 from geadmin.cli.npu import triton_metrics
 from geadmin.domain import format_duration
+from geadmin.ops.probe import PROBE_TIMEOUT_S, Prober
+from geadmin.stack.target import live_stack, resolve
+from geadmin.telemetry.exporter import MetricsEndpoint
 from geadmin.telemetry.history import sources
 from geadmin.telemetry.sampler import Sampler, SamplerOptions, default_npu_smi, lock
+from geadmin.triton.client import TritonClient
 
 
 def options_from_args(args: argparse.Namespace) -> SamplerOptions:
@@ -41,13 +47,27 @@ def run(args: argparse.Namespace) -> int:
         stop.set()
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    target = resolve(url=args.url, admin_key=args.admin_key, stack=live_stack())
+    client = TritonClient(target.spec.url, admin_key=target.spec.admin_key, timeout_s=PROBE_TIMEOUT_S)
+    watchers = [] if args.no_probes else [Prober(client, home=options.home, interval_s=float(
+        settings.get("PROBE_INTERVAL_S", args.probe_interval))).run]
+    port = settings.get("SAMPLER_METRICS_PORT", args.metrics_port)
+    endpoint = MetricsEndpoint(options.home, port, args.metrics_host,
+                               dashboard_url=settings.dashboard_url()).start() if port else None
     try:
         print(f"sampling {options.metrics_url} every {options.interval_s:g}s into "
               f"{options.home / 'geadmin.db'} (kept {options.retention_h:g} h); Ctrl-C stops", flush=True)
-        Sampler(options, say=lambda message: print(message, flush=True)).run(stop)
+        if watchers:
+            print(f"probing the READY models of {client.url}", flush=True)
+        if endpoint:
+            print(f"geadmin's metrics at {endpoint.url}", flush=True)
+        Sampler(options, say=lambda message: print(message, flush=True), watchers=watchers).run(stop)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        if endpoint:
+            endpoint.stop()
+        client.close()
         held.close()
     print("sampler stopped", flush=True)
     return 0
@@ -81,6 +101,21 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         "running stack's, else http://127.0.0.1:8002/metrics)")
     parser.add_argument("--home", default=None,
                         help="workspace directory (env GEADMIN_HOME, default ~/.local/share/geadmin)")
+    parser.add_argument("--url", default=None,
+                        help="the Triton whose READY models are probed (default: the running stack's, "
+                        "else GEADMIN_TRITON_URL)")
+    parser.add_argument("--admin-key", default=None,
+                        help="key for Triton's restricted APIs (the repository index the probes read)")
+    parser.add_argument("--no-probes", action="store_true",
+                        help="record metrics only: no model states, no synthetic requests")
+    parser.add_argument("--probe-interval", type=positive_seconds, default=None, metavar="SECONDS",
+                        help="seconds between two probes of one model (env GEADMIN_PROBE_INTERVAL_S, "
+                        "default 30, at least 5)")
+    parser.add_argument("--metrics-port", type=port_number, default=None, metavar="PORT",
+                        help="serve geadmin's own metrics (probes, model states, objectives) for "
+                        "Prometheus on this port (env GEADMIN_SAMPLER_METRICS_PORT; default: not served)")
+    parser.add_argument("--metrics-host", default="127.0.0.1", metavar="ADDRESS",
+                        help="address the metrics endpoint binds (default 127.0.0.1; 0.0.0.0 in a container)")
     parser.add_argument("--check", action="store_true",
                         help="exit 0 when this workspace has a sample newer than three intervals (a "
                              "healthcheck), else 1")

@@ -10,7 +10,7 @@ from types import FrameType
 
 from geadmin import settings
 from geadmin.access.startup import dashboard_sign_in
-from geadmin.cli.common import positive_seconds
+from geadmin.cli.common import port_number, positive_seconds
 from geadmin.domain import DEFAULT_PORTS, Ports
 from geadmin.errors import GeAdminError
 from geadmin.stack.backends import backend_dirs
@@ -40,6 +40,9 @@ def options_from_args(args: argparse.Namespace) -> StackOptions:
         sample_interval_s=None if attaching else float(settings.get("SAMPLE_INTERVAL_S")),
         history_retention_h=float(settings.get("HISTORY_RETENTION_H")),
         npu_exporter_url=settings.get("NPU_EXPORTER_URL"),
+        probe_interval_s=None if attaching or args.no_probes else float(settings.get("PROBE_INTERVAL_S")),
+        sampler_metrics_port=None if attaching else settings.get("SAMPLER_METRICS_PORT",
+                                                                 args.sampler_metrics_port),
     )
 
 
@@ -79,16 +82,6 @@ def run(args: argparse.Namespace) -> int:
     return code
 
 
-def port_number(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
-    if not settings.is_port(value):
-        raise argparse.ArgumentTypeError(f"a port is between 1 and 65535, got {value}")
-    return value
-
-
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "up",
@@ -119,6 +112,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--model-timeout", type=positive_seconds, default=300.0, metavar="SECONDS",
                         help="give up on one model's load after this long (default 300); the "
                         "others and the dashboard never wait for it")
+    parser.add_argument("--no-probes", action="store_true",
+                        help="no synthetic probes of READY models (env GEADMIN_PROBE_INTERVAL_S sets "
+                        "how often each is probed, default every 30 s)")
+    parser.add_argument("--sampler-metrics-port", type=port_number, default=None, metavar="PORT",
+                        help="serve geadmin's own metrics for Prometheus (probes, model states, "
+                        "objectives) on this port (env GEADMIN_SAMPLER_METRICS_PORT; default: not served)")
     for name, what in (("http", "Triton HTTP"), ("grpc", "Triton gRPC"),
                        ("metrics", "Triton metrics"), ("dashboard", "dashboard")):
         parser.add_argument(f"--{name}-port", type=port_number, default=None,

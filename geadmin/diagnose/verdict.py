@@ -10,7 +10,9 @@
   unload: an ensemble dropped when a member changed, a model unloaded behind geadmin's
   back); a model is stuck LOADING / UNLOADING; a model serves a config that differs from
   its file on disk (`diagnose.drift`); a config apply was cut short and nobody has applied
-  or rolled back that model since (`diagnose.interrupted`); or Triton says it is not ready
+  or rolled back that model since (`diagnose.interrupted`); a READY model's latest synthetic
+  probe (`geadmin.ops.probe`, fresh: taken in the last PROBE_FRESH_S) got no answer; or
+  Triton says it is not ready
   and none of the above explains why. Triton's own readiness is not enough: in explicit model-control mode
   a failed load does not make it "not ready".
 - OK: none of the above. A model an operator unloaded, or never loaded, is not a failure.
@@ -30,9 +32,12 @@ from geadmin.diagnose import interrupted
 from geadmin.diagnose.drift import Drift, find_drift
 from geadmin.diagnose.health import ServerSnapshot, Triage, is_idle, triage
 from geadmin.domain import LogCursor, ModelEntry, ModelState, format_duration
+from geadmin.telemetry import watch
+from geadmin.telemetry.watch import ProbeRecord
 from geadmin.triton.client import TritonClient
 from geadmin.triton.logs import LogSource, is_failure, model_log_lines
 
+PROBE_FRESH_S = 300.0  # a probe older than this says nothing about now (the sampler stopped)
 STUCK_AFTER_S = 300.0  # LOADING / UNLOADING longer than this is stuck (geadmin up's load timeout)
 DROP_LOG_BYTES = 4 << 20  # how far back the log is searched for why a model was dropped
 # The audit actions that change whether a model serves; the latest one decides "operator unload".
@@ -59,6 +64,7 @@ class Rule(str, enum.Enum):
     INDEX_UNREADABLE = "index-unreadable"
     SERVER_NOT_READY = "server-not-ready"
     INTERRUPTED_CHANGE = "interrupted-change"
+    NOT_ANSWERING = "model-not-answering"
 
 
 LEVEL_OF = {Rule.UNREACHABLE: Level.DOWN, Rule.NOT_LIVE: Level.DOWN, Rule.EXPECTED_NOT_READY: Level.DOWN}
@@ -148,7 +154,8 @@ class Verdict:
 # -- the rules, on values (no I/O) -------------------------------------------------------
 def judge(snapshot: ServerSnapshot, found: Triage, *, drift: Sequence[Drift] = (),
           stuck: Mapping[str, float] | None = None, expected: Sequence[str] = (),
-          cut_short: Sequence[interrupted.Interrupted] = ()) -> Verdict:
+          cut_short: Sequence[interrupted.Interrupted] = (),
+          probes: Mapping[str, ProbeRecord] | None = None) -> Verdict:
     """Apply the rules to what was found. `stuck`: model -> seconds it has been moving;
     `found.failed` already holds the dropped models (see `with_dropped`)."""
     if not snapshot.reachable:
@@ -160,6 +167,11 @@ def judge(snapshot: ServerSnapshot, found: Triage, *, drift: Sequence[Drift] = (
                        f"{item.headline}", item.model, item.fix) for item in drift]
     reasons += [Reason(Rule.INTERRUPTED_CHANGE, one_line(item.reason()), item.model, item.rollback_command)
                 for item in cut_short]
+    ready = {m.name for m in found.ready}
+    reasons += [Reason(Rule.NOT_ANSWERING, f"model {name!r} is READY but does not answer: "
+                       f"{one_line(p.error)}", name, "send it a request from the Playground to see the whole "
+                       f"error; reload it (geadmin models reload {name}) or roll back its last config change")
+                for name, p in sorted((probes or {}).items()) if name in ready and not p.ok]
     if not reasons and snapshot.live and not snapshot.ready:
         reasons.append(not_ready_reason(found))
     return Verdict(snapshot, found, tuple(reasons), tuple(drift), tuple(expected), tuple(sorted(stuck or {})))
@@ -365,5 +377,13 @@ def assess(snapshot: ServerSnapshot, sources: Sources | None = None, *,
         drift = find_drift(src.client, src.repository, [m.name for m in found.ready])
     stuck = stuck_models(found, src.log, src.now)
     cut_short = interrupted.unresolved(src.repository, home=src.home)
-    return replace(judge(snapshot, found, drift=drift, stuck=stuck, expected=expected, cut_short=cut_short),
-                   drift_checked=checked)
+    probes = fresh_probes(snapshot.url, src.home, src.now) if snapshot.reachable else {}
+    return replace(judge(snapshot, found, drift=drift, stuck=stuck, expected=expected, cut_short=cut_short,
+                         probes=probes), drift_checked=checked)
+
+
+def fresh_probes(url: str, home: Path | None, now: datetime) -> dict[str, ProbeRecord]:
+    try:
+        return watch.latest_probes(url, newer_than_s=now.timestamp() - PROBE_FRESH_S, home=home)
+    except db.WorkspaceDatabaseError:
+        return {}  # no workspace database: no probes to judge by

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from geadmin import settings
 from geadmin.domain import Endpoint
 from geadmin.errors import BenchBusyError, BenchSettingsError, ConfigError
 from geadmin.ops.bench_results import CONCURRENCY, MODES
@@ -189,7 +190,41 @@ def server_lock(home: Path, server_url: str, model: str = "") -> Iterator[None]:
                                  "finish, or cancel it") from None
         os.ftruncate(handle, 0)
         os.pwrite(handle, f"{model or 'a model'}, pid {os.getpid()}".encode(), 0)
-        yield
+        try:
+            yield
+        finally:
+            os.ftruncate(handle, 0)  # empty: no load test runs (`load_test_running` reads this)
     finally:
         os.close(handle)  # releases the lock
 
+
+
+@dataclass(frozen=True)
+class RunningLoadTest:
+    model: str  # '' when the holder did not say
+    holder: str  # as the holder wrote it: "resnet50, pid 1234"
+
+
+def load_test_running(home: Path | None, server_url: str) -> RunningLoadTest | None:
+    """The load test `server_lock` holds for `server_url` now, or None (probes skip its model).
+    Read without locking, so asking never makes a starting load test think it is not alone: the
+    holder writes its name while it runs and empties the file when done; a holder that was
+    killed left its name, and its pid is gone."""
+    try:
+        holder = lock_path(home or settings.home(), server_url).read_text(errors="replace").strip()
+    except OSError:
+        return None  # never created: no load test ever ran here
+    model, _, pid = holder.rpartition(", pid ")
+    if not holder or not pid.isdigit() or not _alive(int(pid)):
+        return None
+    return RunningLoadTest("" if model == "a model" else model, holder)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        return True
+    return True

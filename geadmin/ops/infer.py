@@ -329,11 +329,13 @@ def input_fix(error: InferInputError) -> str:
 
 
 # -- smoke ---------------------------------------------------------------------------------
-def smoke_request(client: TritonClient, model: str, version: str = "") -> SmokeResult:
-    """One request with zeros for every input, shaped from the metadata: does `model` answer?"""
+def smoke_request(client: TritonClient, model: str, version: str = "",
+                  sources: Mapping[str, InputSource] | None = None) -> SmokeResult:
+    """One request — `sources` where given (a saved example), else zeros for every input,
+    shaped from the metadata: does `model` answer?"""
     try:
         spec = prepare(client, model, version)
-        request = build_request(spec, default=ZEROS, version=version)
+        request = build_request(spec, sources, default=ZEROS, version=version)
         result = send(client, request, statistics=False)
     except GeAdminError as exc:
         return SmokeResult(model, False, str(exc))

@@ -29,12 +29,14 @@ from geadmin.audit import Actor, Origin
 from geadmin.domain import DEFAULT_PORTS, Ports, format_duration
 from geadmin.errors import SamplerLockedError, StackError, TritonError
 from geadmin.ops.actions import ActionResult, load_in_parallel
+from geadmin.ops.probe import MIN_INTERVAL_S, PROBE_TIMEOUT_S, Prober
 from geadmin.stack.dashboard import DashboardProcess
 from geadmin.stack.drivers import ExitRecord
 from geadmin.stack.processes import client_host, ensure_port_free, ensure_ports_free
 from geadmin.stack.supervisor import Backoff, TritonSupervisor, exit_record
 from geadmin.stack.tritonserver import TritonProcess, prepare_backend_directory
 from geadmin.stack.workspace import LoadOutcome, StackInfo, Workspace
+from geadmin.telemetry.exporter import MetricsEndpoint
 from geadmin.telemetry.sampler import SamplerOptions, SamplerThread, default_npu_smi
 from geadmin.triton.client import TritonClient
 from geadmin.triton.logs import LocalLogFile
@@ -59,6 +61,8 @@ class StackOptions:
     sample_interval_s: float | None = None  # telemetry sampler for the supervised Triton; None: none
     history_retention_h: float = 24.0
     npu_exporter_url: str | None = None  # for the sampler's NPU figures
+    probe_interval_s: float | None = None  # synthetic probes of READY models; None: none
+    sampler_metrics_port: int | None = None  # geadmin's own /metrics (telemetry.exporter); None: not served
 
 
 def load_outcome(result: ActionResult) -> LoadOutcome:
@@ -77,6 +81,8 @@ class EmbeddedStack:
         self.supervisor: TritonSupervisor | None = None
         self.dashboard: DashboardProcess | None = None
         self.sampler: SamplerThread | None = None
+        self.exporter: MetricsEndpoint | None = None
+        self._probe_client: TritonClient | None = None
         self.loads: tuple[LoadOutcome, ...] = ()
         self._workspace_lock: IO[str] | None = None
         self._stop = threading.Event()
@@ -160,14 +166,33 @@ class EmbeddedStack:
         if opts.sample_interval_s is None:
             return
         metrics_url = f"http://{client_host(opts.host)}:{opts.ports.metrics}/metrics"  # across restarts
+        watchers = []
+        if opts.probe_interval_s is not None:
+            self._probe_client = TritonClient(f"http://{client_host(opts.host)}:{opts.ports.http}",
+                                              admin_key=self._admin_key, timeout_s=PROBE_TIMEOUT_S)
+            watchers.append(Prober(self._probe_client, home=opts.workspace.home,
+                                   interval_s=opts.probe_interval_s).run)
         try:
             self.sampler = SamplerThread(SamplerOptions(
                 metrics_url, opts.workspace.home, opts.sample_interval_s,
-                opts.history_retention_h, opts.npu_exporter_url, default_npu_smi()), say=self.say).start()
+                opts.history_retention_h, opts.npu_exporter_url, default_npu_smi()), say=self.say,
+                watchers=watchers).start()
         except SamplerLockedError as exc:
             self.say(f"not sampling telemetry: {exc}")
             return
-        self.say(f"Sampler   every {opts.sample_interval_s:g}s into {opts.workspace.home / 'geadmin.db'}")
+        self.say(f"Sampler   every {opts.sample_interval_s:g}s into {opts.workspace.home / 'geadmin.db'}"
+                 + (f"; probes every READY model every {max(MIN_INTERVAL_S, opts.probe_interval_s):g}s"
+                    if opts.probe_interval_s is not None else ""))
+        if opts.sampler_metrics_port is not None:
+            try:
+                dashboard_url = self.dashboard.url if self.dashboard else ""
+                self.exporter = MetricsEndpoint(opts.workspace.home, opts.sampler_metrics_port, opts.host,
+                                                dashboard_url=dashboard_url).start()
+            except OSError as exc:
+                self.say(f"geadmin's metrics not served on port {opts.sampler_metrics_port}: "
+                         f"{exc.strerror or exc}")
+                return
+            self.say(f"geadmin metrics {self.exporter.url} (probes, model states, objectives)")
 
     def _audit_exit(self, record: ExitRecord) -> None:
         """A crash is a failed "exit" (or "restart", when restarted); a stop or restart someone
@@ -349,6 +374,12 @@ class EmbeddedStack:
         if self.sampler is not None:
             self.sampler.stop(timeout_s=1)  # a daemon thread: the process exit ends it regardless
             self.sampler = None
+        if self.exporter is not None:
+            self.exporter.stop()
+            self.exporter = None
+        if self._probe_client is not None:
+            self._probe_client.close()
+            self._probe_client = None
         if self._workspace_lock is not None:
             self.options.workspace.remove_stack()
             self._workspace_lock.close()

@@ -10,7 +10,9 @@ devices, when a source has any) to geadmin.telemetry.history. When Triton does n
 the tick records a gap and forgets the previous scrape, so the first window after Triton is
 back starts from a fresh baseline — a restart is a gap, never a spike. Nothing a tick meets
 stops the loop: a failing database or an unexpected error is reported (once per kind of
-trouble) and the next tick runs as planned. Every `PRUNE_EVERY_S` the history is
+trouble) and the next tick runs as planned. After the metrics, each tick runs the sampler's
+watchers (`geadmin.ops.probe.Prober`: model states and synthetic probes), whose trouble is
+reported the same way. Every `PRUNE_EVERY_S` the history is
 downsampled and pruned to the retention. `stop` (SIGTERM in the CLI) ends the loop at once,
 or after the scrape in flight (bounded by its timeout).
 """
@@ -23,12 +25,12 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from geadmin.errors import SamplerLockedError, TelemetryError, WorkspaceDatabaseError
+from geadmin.errors import GeAdminError, SamplerLockedError, TelemetryError, WorkspaceDatabaseError
 from geadmin.telemetry import history, npu_smi
 from geadmin.telemetry.derive import derive
 from geadmin.telemetry.npu import NpuDevice, devices_from_exporter, devices_from_triton, with_models
@@ -38,6 +40,7 @@ LOCK_FILE = ".geadmin-sampler.lock"
 PRUNE_EVERY_S = 60.0
 NPU_SMI_EVERY_S = 10.0  # npu-smi is a subprocess: not on every tick
 Printer = Callable[[str], None]
+Watcher = Callable[[], object]  # run once per tick after the metrics; raises GeAdminError on trouble
 
 
 @dataclass(frozen=True)
@@ -94,8 +97,9 @@ class Sampler:
     """Scrape → derive → history, every `interval_s`. Call `run(stop)` on a thread or main."""
 
     def __init__(self, options: SamplerOptions, *, say: Printer = print,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, watchers: Sequence[Watcher] = ()) -> None:
         self.options = options
+        self.watchers = tuple(watchers)
         self.say = say
         self.clock = clock
         self.previous: Scrape | None = None
@@ -121,7 +125,16 @@ class Sampler:
             return self._trouble(Tick(page.timestamp_s, problem=str(exc)))
         finally:
             self.previous = page
-        return self._trouble(Tick(page.timestamp_s, models=written))
+        return self._trouble(Tick(page.timestamp_s, models=written, problem=self._watch()))
+
+    def _watch(self) -> str:
+        problems = []
+        for watcher in self.watchers:
+            try:
+                watcher()
+            except GeAdminError as exc:
+                problems.append(f"probes: {str(exc).splitlines()[0]}")
+        return "; ".join(problems)
 
     def run(self, stop: threading.Event) -> None:
         """Tick every interval (measured from tick start) until `stop` is set."""
@@ -202,8 +215,9 @@ class Sampler:
 class SamplerThread:
     """The sampler of `geadmin up`: a daemon thread holding the workspace's sampler lock."""
 
-    def __init__(self, options: SamplerOptions, *, say: Printer = print) -> None:
-        self.sampler = Sampler(options, say=say)
+    def __init__(self, options: SamplerOptions, *, say: Printer = print,
+                 watchers: Sequence[Watcher] = ()) -> None:
+        self.sampler = Sampler(options, say=say, watchers=watchers)
         self._stop = threading.Event()
         self._lock = lock(options.home)  # raises SamplerLockedError before any thread starts
         self._thread = threading.Thread(target=self._run, name="geadmin-sampler", daemon=True)

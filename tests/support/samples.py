@@ -67,6 +67,41 @@ def add_python_model(repository: Path, name: str, initialize: str = "pass", *,
     return model
 
 
+ANSWERING_EXECUTE = """
+    def execute(self, requests):
+        import triton_python_backend_utils as pb_utils
+        responses = []
+        for request in requests:
+            x = pb_utils.get_input_tensor_by_name(request, "x").as_numpy()
+            responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("y", x * 2)]))
+        return responses
+"""
+
+
+def failing_execute(message: str) -> str:
+    return f"""
+    def execute(self, requests):
+        import triton_python_backend_utils as pb_utils
+        return [pb_utils.InferenceResponse(error=pb_utils.TritonError({message!r})) for _ in requests]
+"""
+
+
+def add_answering_model(repository: Path, name: str, *, fails_with: str = "") -> Path:
+    """A one-input python model that loads READY and answers y = 2x — or, with `fails_with`,
+    answers every request with that error (READY but not answering)."""
+    model = add_python_model(repository, name)
+    set_answers(model, fails_with=fails_with)
+    return model
+
+
+def set_answers(model: Path, *, fails_with: str = "") -> None:
+    """Rewrite the model's execute: answering, or failing with `fails_with` (reload to apply)."""
+    source = model / "1" / "model.py"
+    head = source.read_text().split("\n    def execute", 1)[0]
+    execute = failing_execute(fails_with) if fails_with else ANSWERING_EXECUTE
+    source.write_text(head.rstrip("\n") + "\n" + execute)
+
+
 def send_digits(grpc_url: str, count: int) -> int:
     """`count` one-row requests to the sample `digits_classifier`, 4 at a time, each answer
     checked for its 10 probabilities; returns `count` (how many were answered)."""

@@ -1,0 +1,146 @@
+"""Synthetic probes: a small real request to every READY model, so "READY but not answering"
+is caught before a user is (health checks say READY while every request fails).
+
+Each probe sends the model's saved example request (the Playground's "Use as the probe's
+input") or, without one, zeros shaped from the model's metadata — ensembles end to end, like
+any model. One `Prober` per server runs in the sampler's loop (`geadmin up`, `geadmin
+sampler`); `geadmin probe` runs one round by hand. Bounds: a model is probed at most once per
+`interval_s` (the probe rate per model, GEADMIN_PROBE_INTERVAL_S); a model under a load test
+is skipped (its probe would disturb the measurement and say nothing new); a request waits at
+most `timeout_s`. Each round also records every model's state and since when
+(`geadmin.telemetry.watch`), which the alert rules read through geadmin's own metrics.
+"""
+
+from __future__ import annotations
+
+import base64
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from geadmin.diagnose.verdict import unloaded_by_operator
+from geadmin.domain import ModelEntry, ModelState
+from geadmin.errors import GeAdminError, InferInputError
+from geadmin.ops.bench_settings import load_test_running
+from geadmin.ops.infer import smoke_request
+from geadmin.ops.infer_inputs import InputSource, SourceKind
+from geadmin.telemetry import watch
+from geadmin.telemetry.watch import ProbeRecord
+from geadmin.triton.client import TritonClient
+
+DEFAULT_INTERVAL_S = 30.0
+PROBE_TIMEOUT_S = 10.0  # a probe waits this long for an answer (the sampler's client timeout)
+MIN_INTERVAL_S = 5.0  # the bound on the probe rate: never more than one probe per model per 5 s
+SAVED_KINDS = frozenset({SourceKind.ZEROS, SourceKind.ONES, SourceKind.RANDOM, SourceKind.JSON,
+                         SourceKind.TEXT, SourceKind.NPY, SourceKind.IMAGE})
+
+
+@dataclass(frozen=True)
+class ProbeRound:
+    """One round against one server: what was probed, skipped (and why), and the states seen."""
+
+    server: str
+    at_s: float
+    probes: tuple[ProbeRecord, ...] = ()
+    skipped: dict[str, str] = field(default_factory=dict)  # model -> why
+    states: tuple[ModelEntry, ...] = ()
+    error: str = ""  # the server did not answer: nothing probed
+
+    @property
+    def failed(self) -> list[ProbeRecord]:
+        return [p for p in self.probes if not p.ok]
+
+    def to_json(self) -> dict[str, object]:
+        return {"server": self.server, "at": self.at_s, "error": self.error,
+                "probes": [p.to_json() for p in self.probes], "skipped": self.skipped,
+                "states": {m.name: m.state.value for m in self.states}}
+
+
+def saved_sources(model: str, home: Path | None) -> dict[str, InputSource] | None:
+    """The model's saved example request as input sources, or None when it has none."""
+    saved = watch.saved_input(model, home=home)
+    if not saved:
+        return None
+    sources = {}
+    for name, item in saved.items():
+        payload: str | bytes = item.get("payload", "")
+        if item.get("encoding") == "base64":
+            payload = base64.b64decode(str(payload))
+        sources[name] = InputSource(SourceKind(item["kind"]), payload)
+    return sources
+
+
+def source_record(sources: Mapping[str, InputSource]) -> dict[str, dict[str, str]]:
+    """What `watch.save_input` keeps of a request's sources (bytes as base64)."""
+    record = {}
+    for name, source in sources.items():
+        if source.kind not in SAVED_KINDS:
+            raise InferInputError(f"input {name!r}: a {source.kind.value} source cannot be saved as the "
+                                  "probe's input")
+        if isinstance(source.payload, bytes):
+            record[name] = {"kind": source.kind.value, "payload": base64.b64encode(source.payload).decode(),
+                            "encoding": "base64"}
+        else:
+            record[name] = {"kind": source.kind.value, "payload": source.payload}
+    return record
+
+
+def probe_model(client: TritonClient, server: str, model: str, home: Path | None,
+                clock: Callable[[], float] = time.time) -> ProbeRecord:
+    """One probe of `model` (its saved request, else zeros), never raising for the model's fault."""
+    try:
+        sources = saved_sources(model, home)
+    except (GeAdminError, ValueError, KeyError) as exc:  # an unreadable saved request: say so, send zeros
+        sources, problem = None, f"saved probe input unusable ({exc}); "
+    else:
+        problem = ""
+    started = clock()
+    result = smoke_request(client, model, sources=sources)
+    return ProbeRecord(server, model, started, result.ok, result.latency_ms,
+                       (problem + result.reason).strip(), "saved" if sources else "zeros")
+
+
+class Prober:
+    """Probes one server's READY models, each at most once per `interval_s`."""
+
+    def __init__(self, client: TritonClient, *, home: Path | None = None,
+                 interval_s: float = DEFAULT_INTERVAL_S, clock: Callable[[], float] = time.time) -> None:
+        self.client = client
+        self.server = client.url
+        self.home = home
+        self.interval_s = max(MIN_INTERVAL_S, interval_s)
+        self.clock = clock
+        self._last: dict[str, float] = {}
+
+    def run(self, *, force: bool = False) -> ProbeRound:
+        """A round: read the index, record states, probe the READY models that are due (all of
+        them with `force`), record the probes. A server that does not answer is a round with
+        `error` (the sampler's metrics gap says the rest)."""
+        now = self.clock()
+        try:
+            index = self.client.repository_index()
+        except GeAdminError as exc:
+            return ProbeRound(self.server, now, error=str(exc).splitlines()[0])
+        self._record_states(index, now)
+        busy = load_test_running(self.home, self.server)
+        probes, skipped = [], {}
+        for entry in index:
+            if entry.state is not ModelState.READY:
+                continue
+            if busy is not None and (busy.model in ("", entry.name)):
+                skipped[entry.name] = f"a load test runs against it ({busy.holder})"
+                continue
+            if not force and now - self._last.get(entry.name, float("-inf")) < self.interval_s:
+                continue
+            self._last[entry.name] = now
+            probes.append(probe_model(self.client, self.server, entry.name, self.home, self.clock))
+        watch.record_probes(probes, home=self.home)
+        return ProbeRound(self.server, now, tuple(probes), skipped, tuple(index))
+
+    def _record_states(self, index: list[ModelEntry], now: float) -> None:
+        not_ready = [m.name for m in index if m.state is not ModelState.READY]
+        by_operator = unloaded_by_operator(not_ready, self.home) if not_ready else set()
+        states = {m.name: (m.state.value, m.reason.splitlines()[0] if m.reason else "", m.name in by_operator)
+                  for m in index}
+        watch.record_states(self.server, states, now, home=self.home)

@@ -1,0 +1,145 @@
+"""What the sampler watches besides metrics, kept in the workspace database: each model's
+state (and since when) and the synthetic probes' results.
+
+`geadmin.ops.probe` writes them from the sampler's loop; the verdict (a READY model that does
+not answer), the Models page, `geadmin status`, the bundle and geadmin's own Prometheus
+endpoint (`geadmin.telemetry.exporter`) read them. A probe result older than
+`FRESH_PROBES` intervals no longer counts: a stopped sampler never leaves a stale failure,
+or a stale success, standing.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from geadmin import db
+
+KEEP_PROBES_S = 24 * 3600.0  # probe history kept this long
+
+
+@dataclass(frozen=True)
+class ProbeRecord:
+    """One synthetic request to one model: did it answer, how fast, and what it said if not."""
+
+    server: str
+    model: str
+    at_s: float
+    ok: bool
+    latency_ms: float | None = None
+    error: str = ""
+    input: str = "zeros"  # zeros, or saved: the model's saved example request
+
+    def to_json(self) -> dict[str, Any]:
+        return {"server": self.server, "model": self.model, "at": self.at_s, "ok": self.ok,
+                "latency_ms": self.latency_ms, "error": self.error, "input": self.input}
+
+
+@dataclass(frozen=True)
+class StateRecord:
+    """A model's state as the sampler last read it, and when it entered that state."""
+
+    server: str
+    model: str
+    state: str
+    reason: str
+    since_s: float
+    seen_s: float
+    operator_unload: bool = False
+
+    def for_s(self, now_s: float) -> float:
+        return max(0.0, now_s - self.since_s)
+
+
+def record_probes(records: Sequence[ProbeRecord], *, home: Path | None = None) -> None:
+    if not records:
+        return
+    with db.connect(home) as conn, db.transaction(conn):
+        conn.row_factory = sqlite3.Row
+        conn.executemany(
+            "INSERT INTO probes (server, model, at, ok, latency_ms, error, input) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [(r.server, r.model, r.at_s, int(r.ok), r.latency_ms, r.error[:2000], r.input) for r in records])
+        oldest = max(r.at_s for r in records) - KEEP_PROBES_S
+        conn.execute("DELETE FROM probes WHERE at < ?", (oldest,))
+
+
+def latest_probes(server: str, *, newer_than_s: float = 0.0,
+                  home: Path | None = None) -> dict[str, ProbeRecord]:
+    """model -> its latest probe of `server`, if taken after `newer_than_s` (epoch seconds)."""
+    with db.connect(home) as conn:
+        conn.row_factory = sqlite3.Row
+        rows = conn.execute(
+            "SELECT p.* FROM probes p JOIN (SELECT model, MAX(at) AS at FROM probes WHERE server = ? "
+            "GROUP BY model) last ON p.model = last.model AND p.at = last.at "
+            "WHERE p.server = ? AND p.at > ?", (server, server, newer_than_s)).fetchall()
+    return {row["model"]: _probe(row) for row in rows}
+
+
+def probe_history(server: str, model: str, *, since_s: float, home: Path | None = None) -> list[ProbeRecord]:
+    with db.connect(home) as conn:
+        conn.row_factory = sqlite3.Row
+        rows = conn.execute("SELECT * FROM probes WHERE server = ? AND model = ? AND at >= ? ORDER BY at",
+                            (server, model, since_s)).fetchall()
+    return [_probe(row) for row in rows]
+
+
+def probed_servers(*, home: Path | None = None) -> list[str]:
+    with db.connect(home) as conn:
+        conn.row_factory = sqlite3.Row
+        return [row[0] for row in conn.execute("SELECT DISTINCT server FROM probes ORDER BY server")]
+
+
+def _probe(row: Any) -> ProbeRecord:
+    return ProbeRecord(row["server"], row["model"], row["at"], bool(row["ok"]), row["latency_ms"],
+                       row["error"], row["input"])
+
+
+def record_states(server: str, states: Mapping[str, tuple[str, str, bool]], now_s: float, *,
+                  home: Path | None = None) -> None:
+    """`states`: model -> (state, reason, operator_unload), as read now. A model whose state is
+    unchanged keeps its `since`; one that left the index is forgotten."""
+    with db.connect(home) as conn, db.transaction(conn):
+        conn.row_factory = sqlite3.Row
+        known = {row["model"]: row["state"] for row in
+                 conn.execute("SELECT model, state FROM model_states WHERE server = ?", (server,))}
+        for model, (state, reason, unloaded) in states.items():
+            if known.get(model) == state:
+                conn.execute("UPDATE model_states SET seen = ?, reason = ?, operator_unload = ? "
+                             "WHERE server = ? AND model = ?", (now_s, reason, int(unloaded), server, model))
+            else:
+                conn.execute("INSERT OR REPLACE INTO model_states VALUES (?, ?, ?, ?, ?, ?, ?)",
+                             (server, model, state, reason, now_s, now_s, int(unloaded)))
+        gone = set(known) - set(states)
+        conn.executemany("DELETE FROM model_states WHERE server = ? AND model = ?",
+                         [(server, model) for model in gone])
+
+
+def model_states(server: str | None = None, *, home: Path | None = None) -> list[StateRecord]:
+    where = "" if server is None else " WHERE server = ?"
+    with db.connect(home) as conn:
+        conn.row_factory = sqlite3.Row
+        rows = conn.execute(f"SELECT * FROM model_states{where} ORDER BY server, model",
+                            () if server is None else (server,)).fetchall()
+    return [StateRecord(r["server"], r["model"], r["state"], r["reason"], r["since"], r["seen"],
+                        bool(r["operator_unload"])) for r in rows]
+
+
+# -- a model's saved example request (the Playground's "use as the probe's input") ------------
+def saved_input(model: str, *, home: Path | None = None) -> dict[str, dict[str, str]] | None:
+    with db.connect(home) as conn:
+        conn.row_factory = sqlite3.Row
+        row = conn.execute("SELECT sources FROM probe_inputs WHERE model = ?", (model,)).fetchone()
+    return None if row is None else json.loads(row["sources"])
+
+
+def save_input(model: str, sources: Mapping[str, Mapping[str, str]], who: str, *,
+               home: Path | None = None) -> None:
+    with db.connect(home) as conn, db.transaction(conn):
+        conn.row_factory = sqlite3.Row
+        conn.execute("INSERT OR REPLACE INTO probe_inputs VALUES (?, ?, ?, ?)",
+                     (model, json.dumps(sources, sort_keys=True), db.format_time(db.utc_now()), who))

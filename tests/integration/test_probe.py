@@ -1,0 +1,164 @@
+"""Synthetic probes against a real tritonserver: a model that is READY but answers every
+request with an error is caught by `geadmin probe`, the verdict (`geadmin status`) and
+geadmin's own metrics; ensembles are probed end to end; a saved example request is used; a
+model under a load test is skipped; the sampler probes on its schedule."""
+
+from __future__ import annotations
+
+import json
+import threading
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from geadmin import audit
+from geadmin.audit import Actor, Origin
+from geadmin.ops.bench_settings import load_test_running, server_lock
+from geadmin.ops.infer_inputs import InputSource, SourceKind
+from geadmin.ops.probe import Prober, source_record
+from geadmin.stack.processes import free_port
+from geadmin.stack.tritonserver import TritonProcess
+from geadmin.telemetry import watch
+from geadmin.telemetry.exporter import MetricsEndpoint
+from geadmin.telemetry.sampler import Sampler, SamplerOptions
+from geadmin.triton.client import TritonClient
+from tests.support.processes import wait_for
+from tests.support.samples import add_answering_model, copy_samples, set_answers
+from tests.support.stack import geadmin
+
+pytestmark = pytest.mark.integration
+
+BROKEN = "broken_answers"
+ERROR = "the weights file is gone (probe test)"
+MODELS = ["digits_classifier", "digits_preprocess", "digits_postprocess", "digits_pipeline", BROKEN]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonProcess]:
+    root = tmp_path_factory.mktemp("probe")
+    repository = copy_samples(root / "repo")
+    add_answering_model(repository, BROKEN, fails_with=ERROR)
+    with TritonProcess(repository, models=MODELS, log_path=root / "triton.log", exit_timeout_s=1) as triton:
+        yield triton
+
+
+def metrics(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    with urllib.request.urlopen(url, timeout=5) as answer:
+        text = answer.read().decode()
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def test_probe_once_names_the_ready_model_that_does_not_answer_first(server: TritonProcess,
+                                                                       tmp_path: Path) -> None:
+    result = geadmin("probe", "--once", "--url", server.http_url, home=tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    first = result.stdout.splitlines()[0]
+    assert first.startswith(f"FAILED: {BROKEN} is READY but does not answer: ") and ERROR in first
+    assert "digits_pipeline" in result.stdout and "Traceback" not in result.stderr
+    answer = geadmin("probe", "--once", "--json", "--url", server.http_url, home=tmp_path)
+    assert answer.stdout, answer.stderr
+    document = json.loads(answer.stdout)
+    by_model = {p["model"]: p for p in document["probes"]}
+    assert set(by_model) == set(MODELS)  # every READY model, the ensemble included
+    assert not by_model[BROKEN]["ok"] and ERROR in by_model[BROKEN]["error"]
+    assert all(by_model[m]["ok"] for m in MODELS if m != BROKEN), by_model
+    assert by_model["digits_pipeline"]["latency_ms"] > 0
+
+
+def test_status_is_degraded_while_the_probe_fails_and_ok_when_it_answers_again(
+        server: TritonProcess, tmp_path: Path) -> None:
+    assert geadmin("probe", "--once", "--url", server.http_url, home=tmp_path).returncode == 1
+    status = geadmin("status", "--url", server.http_url, "--json", home=tmp_path)
+    verdict = json.loads(status.stdout)
+    assert status.returncode == 4 and verdict["verdict"] == "DEGRADED", status.stdout
+    assert verdict["rules"] == ["model-not-answering"]
+    assert verdict["headline"].startswith(f"DEGRADED: model '{BROKEN}' is READY but does not answer")
+    set_answers(server.repository / BROKEN)  # fixed: it answers again once reloaded
+    try:
+        with TritonClient(server.http_url) as client:
+            client.load(BROKEN)
+        assert geadmin("probe", "--once", "--url", server.http_url, home=tmp_path).returncode == 0
+        status = geadmin("status", "--url", server.http_url, home=tmp_path)
+        assert status.returncode == 0, status.stdout
+    finally:
+        set_answers(server.repository / BROKEN, fails_with=ERROR)
+        with TritonClient(server.http_url) as client:
+            client.load(BROKEN)
+
+
+def test_a_model_under_a_load_test_is_skipped_and_a_saved_request_is_used(
+        server: TritonProcess, tmp_path: Path) -> None:
+    watch.save_input("digits_classifier", source_record(
+        {"features": InputSource(SourceKind.JSON, json.dumps([[3.0] * 64]))}), "tester", home=tmp_path)
+    with TritonClient(server.http_url) as client:
+        prober = Prober(client, home=tmp_path)
+        with server_lock(tmp_path, server.http_url, "digits_pipeline"):
+            assert load_test_running(tmp_path, server.http_url).model == "digits_pipeline"  # type: ignore[union-attr]
+            held = prober.run(force=True)
+        assert load_test_running(tmp_path, server.http_url) is None
+        free = prober.run(force=True)
+    assert "digits_pipeline" in held.skipped and "load test" in held.skipped["digits_pipeline"]
+    assert "digits_pipeline" not in {p.model for p in held.probes}
+    saved = {p.model: p for p in free.probes}
+    assert saved["digits_classifier"].input == "saved" and saved["digits_classifier"].ok
+    assert saved["digits_preprocess"].input == "zeros"
+
+
+def test_probes_are_bounded_per_model(server: TritonProcess, tmp_path: Path) -> None:
+    now = [1000.0]
+    with TritonClient(server.http_url) as client:
+        prober = Prober(client, home=tmp_path, interval_s=1.0, clock=lambda: now[0])  # raised to 5 s
+        assert len(prober.run().probes) == len(MODELS)
+        now[0] += 4.0
+        assert prober.run().probes == ()  # not due yet
+        now[0] += 1.5
+        assert len(prober.run().probes) == len(MODELS)
+
+
+def test_the_sampler_probes_and_geadmin_metrics_say_so(server: TritonProcess, tmp_path: Path) -> None:
+    with TritonClient(server.http_url) as client:
+        client.unload("digits_pipeline")  # behind geadmin's back: no audit row
+        client.unload("digits_postprocess")
+        audit.record_action("unload", "digits_postprocess", True, "", server=client.url,
+                            actor=Actor.os_user(Origin.CLI), home=tmp_path)  # an operator's unload
+        try:
+            sampler = Sampler(SamplerOptions(server.metrics_url, tmp_path, interval_s=0.5),
+                              watchers=[Prober(client, home=tmp_path).run], say=lambda _: None)
+            stop = threading.Event()
+            thread = threading.Thread(target=sampler.run, args=(stop,))
+            thread.start()
+            try:
+                assert wait_for(lambda: BROKEN in watch.latest_probes(client.url, home=tmp_path) and {
+                    s.state for s in watch.model_states(client.url, home=tmp_path)
+                    if s.model in ("digits_postprocess", "digits_pipeline")} == {"UNAVAILABLE"}, 30)
+            finally:
+                stop.set()
+                thread.join(10)
+        finally:
+            client.load("digits_postprocess")
+            client.load("digits_pipeline")
+        endpoint = MetricsEndpoint(tmp_path, free_port(), dashboard_url="http://127.0.0.1:8501").start()
+        try:
+            found = metrics(endpoint.url)
+        finally:
+            endpoint.stop()
+    server_label = ("server", client.url)
+    assert found[("geadmin_probe_success", (("model", BROKEN), server_label))] == 0.0
+    assert found[("geadmin_probe_success", (("model", "digits_classifier"), server_label))] == 1.0
+    assert ("geadmin_probe_success", (("model", "digits_pipeline"), server_label)) not in found  # not READY
+    unloaded = ("geadmin_model_state", (("model", "digits_pipeline"), ("operator_unload", "false"),
+                                        server_label, ("state", "UNAVAILABLE")))
+    assert found[unloaded] == 1.0  # unloaded behind geadmin's back: not an operator's unload
+    assert found[("geadmin_model_state", (("model", "digits_postprocess"), ("operator_unload", "true"),
+                                          server_label, ("state", "UNAVAILABLE")))] == 1.0
+    assert found[("geadmin_model_state", (("model", BROKEN), ("operator_unload", "false"), server_label,
+                                          ("state", "READY")))] == 1.0
+    assert found[("geadmin_sampler_source_up", (("source", server.metrics_url),))] == 1.0
+    assert found[("geadmin_info", (("dashboard_url", "http://127.0.0.1:8501"), ("version", "0.1.0")))] == 1.0
+    assert found[("geadmin_exporter_database_up", ())] == 1.0
+
+
