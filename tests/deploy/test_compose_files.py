@@ -212,6 +212,7 @@ def test_profiles_hold_the_optional_services() -> None:
     services = COMPOSE["ascend"]["services"]
     assert services["npu-exporter"]["profiles"] == ["npu"]
     assert services["prometheus"]["profiles"] == ["monitoring"]
+    assert services["alertmanager"]["profiles"] == ["monitoring"]
     assert "profiles" not in services["triton"] and "profiles" not in services["dashboard"]
     exporter = services["npu-exporter"]
     assert exporter["command"] == ["npu-exporter", "-port=8082", "-ip=0.0.0.0", "-containerMode=docker"]
@@ -219,10 +220,18 @@ def test_profiles_hold_the_optional_services() -> None:
     assert exporter["privileged"] is True
 
 
-def test_prometheus_scrapes_triton_and_the_exporter() -> None:
+def test_prometheus_scrapes_triton_geadmin_and_the_exporter_and_alerts_through_alertmanager() -> None:
     config = load(ROOT / "deploy" / "prometheus.yml")
     targets = {job["job_name"]: job["static_configs"][0]["targets"] for job in config["scrape_configs"]}
-    assert targets == {"triton": ["triton:8002"], "npu-exporter": ["npu-exporter:8082"]}
+    assert targets == {"triton": ["triton:8002"], "npu-exporter": ["npu-exporter:8082"],
+                       "geadmin": ["sampler:9309"]}
+    assert config["alerting"]["alertmanagers"][0]["static_configs"][0]["targets"] == ["alertmanager:9093"]
+    sampler = COMPOSE["ascend"]["services"]["sampler"]
+    assert sampler["environment"]["GEADMIN_SAMPLER_METRICS_PORT"] == "9309"
+    assert sampler["command"] == ["geadmin", "sampler", "--metrics-host", "0.0.0.0"]
+    prometheus = COMPOSE["ascend"]["services"]["prometheus"]
+    rules = [m for m in prometheus["volumes"] if "geadmin-alerts.yml" in m]
+    assert rules and config["rule_files"] == [rules[0].split(":")[1]]
 
 
 def test_env_example_lists_every_variable_the_compose_files_use() -> None:
@@ -253,7 +262,10 @@ def test_dashboard_runs_geadmin_dashboard_with_sign_in(kind: str) -> None:
 @pytest.mark.parametrize("kind", FILES)
 def test_the_sampler_records_compose_triton_into_the_dashboards_workspace(kind: str) -> None:
     sampler, dashboard = service(kind, "sampler"), service(kind, "dashboard")
-    assert sampler["image"] == dashboard["image"] and sampler["command"] == ["geadmin", "sampler"]
+    assert sampler["image"] == dashboard["image"]
+    assert sampler["command"] == ["geadmin", "sampler", "--metrics-host", "0.0.0.0"]  # for Prometheus
+    assert sampler["environment"]["GEADMIN_TRITON_URL"] == "http://triton:8000"  # the probes' Triton
+    assert sampler["environment"]["GEADMIN_ADMIN_KEY"] == dashboard["environment"]["GEADMIN_ADMIN_KEY"]
     assert sampler["environment"]["GEADMIN_TRITON_METRICS_URL"] == "http://triton:8002/metrics"
     assert sampler["environment"]["GEADMIN_HOME"] == dashboard["environment"]["GEADMIN_HOME"]
     assert "workspace:/var/lib/geadmin" in sampler["volumes"]
