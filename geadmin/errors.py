@@ -58,6 +58,7 @@
         ├── MetricsParseError           the page is not Prometheus text format
         ├── NpuSourceError              an NPU source gave no devices it should have (npu-exporter, Triton)
         ├── PrometheusError             a Prometheus server did not answer, or refused a query (history)
+        ├── AlertmanagerError           an Alertmanager did not answer, or not with alerts (active alerts)
         ├── NpuSmiError                 npu-smi cannot be run, fails, or times out
         │   └── NpuSmiParseError            npu-smi output geadmin cannot read
         └── SamplerLockedError          another telemetry sampler already writes this workspace
@@ -306,6 +307,10 @@ class NpuSmiParseError(NpuSmiError):
 
 class PrometheusError(TelemetryError):
     """Prometheus did not answer, or refused a query."""
+
+
+class AlertmanagerError(TelemetryError):
+    """Alertmanager did not answer, or its answer is not a list of alerts."""
 
 
 class SamplerLockedError(TelemetryError):

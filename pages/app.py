@@ -26,6 +26,7 @@ from pages import (
 from pages.ui import access, interrupted_view
 from pages.ui.context import server_picker
 from pages.ui.errors import show_error
+from pages.ui.links import link_notice, take_link
 from pages.ui.verdict_view import sidebar_badge
 
 st.set_page_config(page_title="geadmin", page_icon=":material/memory:", layout="wide")
@@ -57,6 +58,7 @@ navigation = st.navigation(
     }
 )
 try:
+    take_link(navigation.url_path)  # a deep link's server, model and range (pages/ui/links.py)
     server_picker()
     interrupted_view.reconcile_at_start()  # once per process: close what a killed apply/create left
     sidebar_badge()  # the selected server's verdict, the same as the Overview's banner
@@ -64,6 +66,7 @@ try:
 except GeAdminError as exc:  # e.g. a malformed GEADMIN_SERVERS_FILE
     st.error(f"geadmin is misconfigured: {exc}")
     st.stop()
+link_notice()
 try:
     navigation.run()
 except GeAdminError as exc:  # one place: any page's unhandled geadmin error is a message, not a traceback

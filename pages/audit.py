@@ -13,6 +13,7 @@ from geadmin import audit, settings
 from geadmin.audit import AuditEntry, LogSummary
 from geadmin.errors import ConfigError, DatabaseBusyError, GeAdminError
 from pages.ui import keys
+from pages.ui.links import preselect
 
 ANY = "(any)"
 DEFAULT_LIMIT = 200
@@ -63,6 +64,7 @@ def filter_bar(summary: LogSummary) -> dict[str, Any] | None:
     since_text = since_col.text_input("Since", key=keys.AUDIT_SINCE, placeholder="e.g. 2h, 7d, 2025-01-31",
                                       help="a duration (30m, 2h, 7d, 1w) or a date / time "
                                       "(2025-01-31, 2025-01-31T14:00), local time unless it says otherwise")
+    preselect(keys.AUDIT_MODEL, [ANY, *summary.models])  # a deep link's model
     model = model_col.selectbox("Model", [ANY, *summary.models], key=keys.AUDIT_MODEL)
     action = action_col.selectbox("Action", [ANY, *summary.actions], key=keys.AUDIT_ACTION)
     result = result_col.selectbox("Result", [ANY, *summary.results], key=keys.AUDIT_RESULT)

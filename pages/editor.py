@@ -38,6 +38,7 @@ from pages.ui import access, keys
 from pages.ui.context import client_for, log_for, selected_target
 from pages.ui.errors import failure_of, show_failure
 from pages.ui.impact_view import server_backends, show_impact, show_side_effects
+from pages.ui.links import preselect
 
 MONOSPACE = ('<style>textarea[aria-label="config.pbtxt"] {font-family: "Source Code Pro", ui-monospace, '
              "monospace; font-size: 0.85rem; white-space: pre; overflow-wrap: normal;}</style>")
@@ -70,6 +71,7 @@ def render() -> None:
     if not names:
         st.info(f"{target.repository} holds no model with a config.pbtxt yet.")
         return
+    preselect(keys.EDITOR_MODEL, names)  # a deep link's model
     model = st.selectbox("Model", names, key=keys.EDITOR_MODEL)
     opened = open_model(target, model)
     if opened is None:

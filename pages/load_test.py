@@ -40,6 +40,7 @@ from geadmin.triton.client import TritonClient
 from pages.ui import access, keys
 from pages.ui.charts import style
 from pages.ui.context import client_for, selected_target
+from pages.ui.links import preselect
 from pages.ui.tensors import Sent
 
 INDEX_TTL_S = 5
@@ -95,6 +96,7 @@ def render() -> None:
         st.error(f"{exc}\n\n**Next step:** {next_step(exc)}. Saved runs are below.", icon=":material/error:")
     if ready:
         model_col, mode_col, loads_col = st.columns([3, 2, 2])
+        preselect(keys.LOAD_TEST_MODEL, ready)  # a deep link's model
         model = model_col.selectbox("Model", ready, key=keys.LOAD_TEST_MODEL)
         mode = MODES[mode_col.radio("Load", list(MODES), horizontal=True, key=keys.LOAD_TEST_MODE)]
         loads_text = loads_col.text_input("Concurrencies" if mode == CONCURRENCY else "Request rates (/s)",

@@ -21,7 +21,8 @@ from geadmin.telemetry.prometheus import UNSET_HINT
 from geadmin.telemetry.reader import HistoryReader, open_history
 from pages.ui import keys
 from pages.ui.charts import style
-from pages.ui.telemetry import RANGES_MIN, triton_metrics_url
+from pages.ui.links import preselect
+from pages.ui.telemetry import DEFAULT_RANGE, RANGES_MIN, triton_metrics_url
 
 DEFAULT_MODELS = 6
 STAGES = (("avg_queue_ms", "queue"), ("avg_compute_input_ms", "compute input"),
@@ -83,12 +84,13 @@ def live_charts(source: str, known: Sequence[str], reader: HistoryReader) -> Non
     """Redrawn in place every sampler interval, and at once when the models or the range change
     (their widgets live in this fragment): the history's series and the audit's markers."""
     left, right = st.columns([3, 1])
-    chosen = st.session_state.get(keys.METRICS_MODELS)
-    if chosen is not None and any(m not in known for m in chosen):  # another source, or a model gone
+    preselect(keys.METRICS_MODELS, known, many=True)  # a deep link's model
+    chosen = st.session_state.setdefault(keys.METRICS_MODELS, list(known[:DEFAULT_MODELS]))
+    if any(m not in known for m in chosen):  # another source, or a model gone
         st.session_state[keys.METRICS_MODELS] = [m for m in chosen if m in known]
-    models = left.multiselect("Models", list(known), default=list(known[:DEFAULT_MODELS]),
-                              key=keys.METRICS_MODELS)
-    label = right.selectbox("Time range", list(RANGES_MIN), index=1, key=keys.METRICS_RANGE)
+    models = left.multiselect("Models", list(known), key=keys.METRICS_MODELS)
+    st.session_state.setdefault(keys.METRICS_RANGE, DEFAULT_RANGE)
+    label = right.selectbox("Time range", list(RANGES_MIN), key=keys.METRICS_RANGE)
     minutes = RANGES_MIN[label]
     since = datetime.now(timezone.utc) - timedelta(minutes=minutes)
     try:

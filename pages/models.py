@@ -20,6 +20,7 @@ from pages.ui import access, interrupted_view, keys
 from pages.ui.context import client_for, log_for, selected_client, selected_target
 from pages.ui.errors import failure_of, show_failure
 from pages.ui.impact_view import show_impact, show_side_effects
+from pages.ui.links import preselect
 from pages.ui.verdict_view import drift_notes
 
 REFRESH_S = 5
@@ -178,6 +179,7 @@ def detail(rows: list[ModelRow]) -> None:
     st.subheader("Model detail")
     if not rows:
         return
+    preselect(keys.MODELS_DETAIL, [r.name for r in rows])  # a deep link's model
     name = st.selectbox("Model", [r.name for r in rows], key=keys.MODELS_DETAIL)
     row = next(r for r in rows if r.name == name)
     target = selected_target()

@@ -25,7 +25,7 @@ from geadmin.triton.client import TritonClient
 from pages.ui import keys
 from pages.ui.charts import style
 from pages.ui.context import client_for, selected_target
-from pages.ui.telemetry import RANGES_MIN, triton_metrics_url
+from pages.ui.telemetry import DEFAULT_RANGE, RANGES_MIN, triton_metrics_url
 
 REFRESH_S = 5
 CONFIG_TTL_S = 30  # configs change only on a reload: read them twice a minute at most
@@ -93,7 +93,8 @@ def npu_history() -> None:
         return  # no NPU source: the line above says how to add one; no chart can come
     source = url if url in known else known[0]
     st.subheader("Over time")
-    label = st.selectbox("Time range", list(RANGES_MIN), index=1, key=keys.NPU_RANGE)
+    st.session_state.setdefault(keys.NPU_RANGE, DEFAULT_RANGE)
+    label = st.selectbox("Time range", list(RANGES_MIN), key=keys.NPU_RANGE)
     since = history.window_since(RANGES_MIN[label])
     try:
         series = reader.npu_series(source, since)

@@ -17,6 +17,7 @@ from geadmin.stack.server_history import history_for
 from geadmin.stack.target import Target, live_stack
 from geadmin.stack.workspace import Workspace
 from pages.ui import access, keys
+from pages.ui.alerts_view import active_alerts_panel
 from pages.ui.context import client_for, log_for, selected_client, selected_target, targets
 from pages.ui.errors import show_failure
 from pages.ui.triage_card import triage_card
@@ -46,6 +47,7 @@ def live_overview() -> None:
     target = selected_target()
     current = next(s for s in snapshots if s.name == target.spec.name)
     server_detail(target, current, remember(current))
+    active_alerts_panel()
     triage_card()
 
 

@@ -32,6 +32,7 @@ from geadmin.stack.target import Target
 from geadmin.triton.client import TritonClient
 from pages.ui import access, keys
 from pages.ui.context import client_for, selected_target
+from pages.ui.links import preselect
 from pages.ui.tensors import Chosen, Sent, input_widget, show_sent
 
 INDEX_TTL_S = 5
@@ -74,6 +75,7 @@ def render() -> None:
         st.info(f"No model is READY on {server_url}: load one on the Models page.")
         return
     model_col, version_col, protocol_col = st.columns([3, 1, 2])
+    preselect(keys.PLAYGROUND_MODEL, sorted(ready))  # a deep link's model
     model = model_col.selectbox("Model", sorted(ready), key=keys.PLAYGROUND_MODEL)
     version = version_col.selectbox("Version", ["latest", *ready.get(model, [])],
                                     key=keys.PLAYGROUND_VERSION_PREFIX + model)

@@ -1,6 +1,9 @@
 """Every st.session_state key, in one place, prefixed by the page that owns it."""
 
 SERVER = "app.server"  # name of the selected server (sidebar)
+LINK_SEEN = "app.link_seen"  # (page, URL parameters) the last deep link applied (pages/ui/links.py)
+LINK_MODEL = "app.link_model"  # the model a deep link names, until the page's picker takes it
+LINK_PROBLEM = "app.link_problem"  # what the link asked for that cannot be shown
 OVERVIEW_LAST_GOOD = "overview.last_good"  # {server name: last reachable ServerSnapshot}
 OVERVIEW_RETRY_PREFIX = "overview.retry."  # + "name.version": the "Retry load" button
 OVERVIEW_RETRY_RESULT = "overview.retry_result"  # ActionResult of the last retry, shown once

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pages.ui.context import selected_target
 
 RANGES_MIN = {"5 min": 5, "15 min": 15, "1 h": 60, "6 h": 360, "24 h": 1440}  # history charts' ranges
+DEFAULT_RANGE = "15 min"
 
 
 def triton_metrics_url() -> tuple[str, bool]:
