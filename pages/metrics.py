@@ -6,7 +6,7 @@ markers on every chart. Gaps (Triton down or restarted) are drawn as gaps."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta, timezone
 
 import plotly.graph_objects as go
@@ -22,6 +22,7 @@ from geadmin.telemetry.reader import HistoryReader, open_history
 from pages.ui import keys
 from pages.ui.charts import style
 from pages.ui.links import preselect
+from pages.ui.objectives_view import current_objectives, objective_form, objective_lines
 from pages.ui.telemetry import DEFAULT_RANGE, RANGES_MIN, triton_metrics_url
 
 DEFAULT_MODELS = 6
@@ -57,6 +58,8 @@ def render() -> None:
     overview = pick_source(known)
     live = st.fragment(live_charts, run_every=max(2.0, interval_s))
     live(overview.source, overview.models, reader)
+    with st.expander("Objectives (p99 target, error budget)"):
+        objective_form(overview.models)
 
 
 def sample_interval_s() -> float:
@@ -114,8 +117,12 @@ def live_charts(source: str, known: Sequence[str], reader: HistoryReader) -> Non
     x_range = (local(since), local(datetime.now(timezone.utc)))
     figures = {column: lines(series, column, title, unit, markers, x_range) for column, title, unit in CHARTS}
     throughput = figures.pop("inferences_per_s")
-    figures = {"inferences_per_s": throughput, "latency": latency(series, markers, x_range), **figures}
+    found = current_objectives()
+    targets = {m: found[m].p99_ms for m in models if m in found and found[m].p99_ms is not None}
+    figures = {"inferences_per_s": throughput, "latency": latency(series, markers, x_range, targets),
+               **figures}
     figures.update({f"breakdown_{s.name}": breakdown(s, markers, x_range) for s in series})
+    objective_lines(source, models, found)
     columns = st.columns(2)
     for i, (name, figure) in enumerate(figures.items()):
         figure.update_layout(uirevision=label)  # a new range resets a zoomed view
@@ -144,9 +151,11 @@ def reasons(s: Series) -> list[str] | None:
             for by_reason in s.failures_by_reason]
 
 
-def latency(series: Sequence[Series], markers: Sequence[Marker], x_range: XRange) -> go.Figure:
+def latency(series: Sequence[Series], markers: Sequence[Marker], x_range: XRange,
+            targets: Mapping[str, float] | None = None) -> go.Figure:
     """One colour and one legend entry per model (its average, solid); the quantiles dotted and
-    dashed in the model's colour, told apart by three grey legend entries — not 4 per model."""
+    dashed in the model's colour, told apart by three grey legend entries — not 4 per model.
+    A model's p99 objective (`targets`, ms) is a dash-dot line in its colour."""
     fig = go.Figure()
     palette = qualitative.Plotly
     for i, s in enumerate(series):
@@ -159,6 +168,9 @@ def latency(series: Sequence[Series], markers: Sequence[Marker], x_range: XRange
                 fig.add_scatter(x=times(s), y=list(s.column(column)), name=f"{s.name} {label}", mode="lines",
                                 legendgroup=s.name, showlegend=False, connectgaps=False,
                                 line={"dash": dash, "width": 1, "color": color})
+        if (targets or {}).get(s.name) is not None:
+            fig.add_hline(y=(targets or {})[s.name], line={"dash": "dashdot", "width": 1, "color": color},
+                          annotation_text=f"{s.name} p99 objective", annotation_position="top left")
     shown = {label for s in series for column, label, _ in QUANTILES if s.has(column)}
     for _, label, dash in QUANTILES:
         if label in shown:

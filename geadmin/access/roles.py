@@ -41,6 +41,7 @@ class Action(str, enum.Enum):
     START = "start"
     LOG_LEVEL = "log_level"
     USERS = "users"
+    MONITORING = "monitoring"  # a model's objectives and its probe's saved request: what alerts judge by
 
 
 REQUIRED_ROLE: dict[Action, Role] = {
@@ -58,4 +59,5 @@ REQUIRED_ROLE: dict[Action, Role] = {
     Action.START: Role.ADMIN,
     Action.LOG_LEVEL: Role.ADMIN,
     Action.USERS: Role.ADMIN,
+    Action.MONITORING: Role.OPERATOR,
 }

@@ -57,7 +57,7 @@ class ProbeRound:
                 "states": {m.name: m.state.value for m in self.states}}
 
 
-def saved_sources(model: str, home: Path | None) -> dict[str, InputSource] | None:
+def probe_sources(model: str, home: Path | None) -> dict[str, InputSource] | None:
     """The model's saved example request as input sources, or None when it has none."""
     saved = watch.saved_input(model, home=home)
     if not saved:
@@ -90,7 +90,7 @@ def probe_model(client: TritonClient, server: str, model: str, home: Path | None
                 clock: Callable[[], float] = time.time) -> ProbeRecord:
     """One probe of `model` (its saved request, else zeros), never raising for the model's fault."""
     try:
-        sources = saved_sources(model, home)
+        sources = probe_sources(model, home)
     except (GeAdminError, ValueError, KeyError) as exc:  # an unreadable saved request: say so, send zeros
         sources, problem = None, f"saved probe input unusable ({exc}); "
     else:

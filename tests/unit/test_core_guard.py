@@ -28,8 +28,9 @@ from geadmin.access.users import UsersFile
 from geadmin.audit import Actor
 from geadmin.diagnose import drift, explain
 from geadmin.errors import GeAdminError, NotAuthorizedError, PerfAnalyzerMissingError
-from geadmin.ops import actions, apply, bench, create
+from geadmin.ops import actions, apply, bench, create, monitoring
 from geadmin.ops.bench_settings import BenchSettings
+from geadmin.ops.infer_inputs import InputSource, SourceKind
 from geadmin.stack import drivers
 from geadmin.stack.drivers import ExitRecord, ServiceStatus
 from geadmin.triton.client import TritonClient
@@ -163,6 +164,11 @@ GUARDED: dict[str, tuple[Action, Call]] = {
         Action.USERS, lambda w, a: w.users.set_role("olga", Role.ADMIN, auth=a)),
     "geadmin.access.users.UsersFile.remove": (
         Action.USERS, lambda w, a: w.users.remove("olga", auth=a)),
+    "geadmin.ops.monitoring.set_objective": (
+        Action.MONITORING, lambda w, a: monitoring.set_objective("m", 50.0, 0.001, auth=a, home=w.home)),
+    "geadmin.ops.monitoring.save_probe_input": (
+        Action.MONITORING, lambda w, a: monitoring.save_probe_input(
+            "m", {"x": InputSource(SourceKind.ZEROS)}, auth=a, home=w.home)),
 }
 
 # Public functions whose names look like a change but that are not one of the guarded entry
@@ -183,6 +189,7 @@ EXEMPT: dict[str, str] = {
                                            "guards its changes)",
     "geadmin.stack.embedded.load_outcome": "turns a load result into a line for `geadmin up`",
     "geadmin.diagnose.verdict.unloaded_by_operator": "reads the audit log",
+    "geadmin.ops.bench_settings.load_test_running": "reads which load test holds a server's lock",
 }
 
 CHANGE_NAME = re.compile(r"^(load|unload|reload|apply|rollback|create|restart|stop|start|set_|perform|"
