@@ -1,13 +1,14 @@
-"""A real Prometheus server (Debian's `prometheus` package, installed by `make test`) for the
-tests of the Prometheus history: scrapes the given /metrics URLs every second into a
-temporary TSDB, on a free 127.0.0.1 port."""
+"""A real Prometheus server and Alertmanager (Debian's `prometheus` and
+`prometheus-alertmanager` packages, installed by `make test`): Prometheus scrapes the given
+/metrics URLs every second into a temporary TSDB, and can evaluate rule files every second
+and send alerts to an Alertmanager; each on a free 127.0.0.1 port."""
 
 from __future__ import annotations
 
 import shutil
 import subprocess
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -18,8 +19,23 @@ from geadmin.stack.processes import free_port
 SCRAPE_S = 1
 
 
-class PrometheusServer:
-    def __init__(self, root: Path, metrics_urls: Iterable[str], *, job: str = "triton") -> None:
+class _Daemon:
+    process: subprocess.Popen[bytes] | None = None
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+
+
+class PrometheusServer(_Daemon):
+    def __init__(self, root: Path, metrics_urls: Iterable[str], *, job: str = "triton",
+                 more_jobs: Mapping[str, Iterable[str]] | None = None, rules: Path | None = None,
+                 alertmanager: str | None = None) -> None:
         binary = shutil.which("prometheus")
         assert binary, "no prometheus binary: `make test` installs Debian's prometheus package " \
                        "(apt-get install prometheus)"
@@ -27,13 +43,20 @@ class PrometheusServer:
         self.root = root
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        targets = [urlsplit(u).netloc for u in metrics_urls]
-        self.targets = len(targets)
+        jobs = {job: list(metrics_urls), **{name: list(urls) for name, urls in (more_jobs or {}).items()}}
+        self.targets = sum(len(urls) for urls in jobs.values())
         root.mkdir(parents=True, exist_ok=True)
-        (root / "prometheus.yml").write_text(
-            f"global:\n  scrape_interval: {SCRAPE_S}s\n  scrape_timeout: {SCRAPE_S}s\n"
-            f"scrape_configs:\n  - job_name: {job}\n    static_configs:\n"
-            f"      - targets: [{', '.join(repr(t) for t in targets)}]\n")
+        config = (f"global:\n  scrape_interval: {SCRAPE_S}s\n  scrape_timeout: {SCRAPE_S}s\n"
+                  f"  evaluation_interval: {SCRAPE_S}s\nscrape_configs:\n")
+        for name, urls in jobs.items():
+            targets = ", ".join(repr(urlsplit(u).netloc) for u in urls)
+            config += f"  - job_name: {name}\n    static_configs:\n      - targets: [{targets}]\n"
+        if rules is not None:
+            config += f"rule_files:\n  - {rules}\n"
+        if alertmanager is not None:
+            config += ("alerting:\n  alertmanagers:\n    - static_configs:\n"
+                       f"        - targets: [{urlsplit(alertmanager).netloc!r}]\n")
+        (root / "prometheus.yml").write_text(config)
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> PrometheusServer:
@@ -71,11 +94,38 @@ class PrometheusServer:
             time.sleep(0.5)
         raise AssertionError(f"prometheus had no result for {query} within {timeout_s} s")
 
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
+
+class AlertmanagerServer(_Daemon):
+    """Alertmanager with one receiver that keeps alerts in its API (what geadmin reads), no
+    cluster, grouping waits of a second."""
+
+    def __init__(self, root: Path) -> None:
+        binary = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
+        assert binary, "no alertmanager binary: `make test` installs Debian's prometheus-alertmanager package"
+        self.binary = binary
+        self.root = root
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        root.mkdir(parents=True, exist_ok=True)
+        (root / "alertmanager.yml").write_text(
+            "route:\n  receiver: keep\n  group_wait: 1s\n  group_interval: 1s\n  repeat_interval: 1h\n"
+            "receivers:\n  - name: keep\n")
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> AlertmanagerServer:
+        log = (self.root / "alertmanager.log").open("wb")
+        self.process = subprocess.Popen(
+            [self.binary, f"--config.file={self.root / 'alertmanager.yml'}",
+             f"--storage.path={self.root / 'data'}", f"--web.listen-address=127.0.0.1:{self.port}",
+             "--cluster.listen-address="], stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            assert self.process.poll() is None, (self.root / "alertmanager.log").read_text()[-2000:]
             try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
+                if requests.get(f"{self.url}/-/ready", timeout=1).status_code == 200:
+                    return self
+            except requests.RequestException:
+                pass  # not listening yet
+            time.sleep(0.2)
+        log = (self.root / "alertmanager.log").read_text()[-2000:]
+        raise AssertionError(f"alertmanager not ready in 30 s: {log}")
