@@ -58,7 +58,7 @@ def run_list(args: argparse.Namespace) -> int:
 def render_table(rows: list[ModelRow]) -> str:
     if not rows:
         return "(the model repository is empty)"
-    columns = ["name", "versions", "state", "backend/platform", "max batch size", "instances",
+    columns = ["name", "versions", "state", "probe", "backend/platform", "max batch size", "instances",
                "dynamic batching", "last inference", "reason"]
     records = [row.table_record() for row in rows]
     return format_table([[c.upper() for c in columns], *([r[c] for c in columns] for r in records)])

@@ -51,6 +51,12 @@ def render_text(verdict: Verdict, outage: str = "") -> str:
         lines += [f"  [{r.rule.value}] {r.text}" for r in verdict.reasons]
     if found.ready:
         lines.append(f"READY ({len(found.ready)}): " + ", ".join(m.name for m in found.ready))
+    silent = [(m.name, verdict.probes[m.name]) for m in found.ready
+              if m.name in verdict.probes and not verdict.probes[m.name].ok]
+    if silent:
+        lines.append(f"READY, NOT ANSWERING ({len(silent)}):")
+        lines += [f"  {name}: " + (probe.error.splitlines()[0] if probe.error else "no answer")
+                  for name, probe in silent]
     if found.failed:
         lines.append(f"FAILED ({len(found.failed)}):")
         lines += [f"  {m.name}" + (f" v{m.version}" if m.version else "") + f" ({m.state.value}): {reason}"

@@ -1,11 +1,13 @@
 """The Models table: one row per model with its state, reason and config facts.
 
 Pure functions turn Triton's answers (index entries, ModelConfig and ModelStatistics
-protobufs) into rows; `collect_rows` is the one that talks to Triton and the disk.
+protobufs) into rows; `collect_rows` is the one that talks to Triton and the disk. A READY
+model whose latest synthetic probe failed is "READY, NOT ANSWERING" (geadmin.ops.probe).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
@@ -19,6 +21,8 @@ from geadmin.diagnose.health import failure_reasons
 from geadmin.domain import ModelEntry, ModelState
 from geadmin.errors import ModelNotFoundError, RepositoryError, TritonError
 from geadmin.repository.layout import read_model_config
+from geadmin.telemetry import watch
+from geadmin.telemetry.watch import ProbeRecord
 from geadmin.triton.client import TritonClient
 from geadmin.triton.logs import LogSource
 
@@ -34,6 +38,17 @@ class ModelRow:
     instance_count: int | None = None
     dynamic_batching: bool | None = None
     last_inference: datetime | None = None
+    probe_ok: bool | None = None  # the latest fresh synthetic probe answered; None: not probed
+    probe_note: str = ""  # its latency, or its error
+
+    @property
+    def not_answering(self) -> bool:
+        """READY but its latest probe got an error: a state of its own wherever states are shown."""
+        return self.state is ModelState.READY and self.probe_ok is False
+
+    @property
+    def state_label(self) -> str:
+        return "READY, NOT ANSWERING" if self.not_answering else self.state.value
 
     @property
     def is_ensemble(self) -> bool:
@@ -52,6 +67,8 @@ class ModelRow:
             "dynamic batching": self.dynamic_batching,
             "last inference": self.last_inference.isoformat(timespec="seconds")
             if self.last_inference else "",
+            "answering": self.probe_ok,
+            "probe": self.probe_note,
         }
 
 
@@ -67,7 +84,8 @@ class ModelRow:
         batching = unknown if self.dynamic_batching is None else ("yes" if self.dynamic_batching else "no")
         return {
             "name": self.name,
-            "state": self.state.value,
+            "state": self.state_label,
+            "probe": self.probe_note or ("not probed" if self.state is ModelState.READY else ""),
             "versions": ", ".join(self.versions),
             "backend/platform": self.kind or "unknown",
             "max batch size": unknown if self.max_batch_size is None else str(self.max_batch_size),
@@ -161,9 +179,10 @@ def _config(client: TritonClient, name: str, repository: Path | None,
 
 
 def collect_rows(client: TritonClient, repository: Path | None = None,
-                 log: LogSource | None = None) -> list[ModelRow]:
+                 log: LogSource | None = None, *, home: Path | None = None) -> list[ModelRow]:
     """Everything the table shows, reasons led by the most specific finding (the same
-    headline as the Overview's). Raises TritonError when the index cannot be read."""
+    headline as the Overview's), and each model's latest fresh probe. Raises TritonError when
+    the index cannot be read."""
     index = client.repository_index()
     states = {row.name: row.state for row in model_rows(index, {}, {})}
     configs = {name: config for name, state in states.items()
@@ -177,4 +196,19 @@ def collect_rows(client: TritonClient, repository: Path | None = None,
         stats.setdefault(s.name, []).append(s)
     rows = model_rows(index, configs, stats)
     reasons = failure_reasons(index, log, repository)
-    return [replace(row, reason=reasons[row.name]) if row.name in reasons else row for row in rows]
+    rows = [replace(row, reason=reasons[row.name]) if row.name in reasons else row for row in rows]
+    return with_probes(rows, watch.fresh_probes(client.url, now_s=time.time(), home=home))
+
+
+def with_probes(rows: Sequence[ModelRow], probes: Mapping[str, ProbeRecord]) -> list[ModelRow]:
+    found = []
+    for row in rows:
+        probe = probes.get(row.name)
+        if probe is None or row.state is not ModelState.READY:
+            found.append(row)
+            continue
+        error = probe.error.splitlines()[0] if probe.error else "?"
+        note = (f"answers ({probe.latency_ms:.1f} ms)" if probe.ok and probe.latency_ms is not None
+                else "answers" if probe.ok else f"fails: {error}")
+        found.append(replace(row, probe_ok=probe.ok, probe_note=note))
+    return found

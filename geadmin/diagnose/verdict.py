@@ -11,7 +11,7 @@
   back); a model is stuck LOADING / UNLOADING; a model serves a config that differs from
   its file on disk (`diagnose.drift`); a config apply was cut short and nobody has applied
   or rolled back that model since (`diagnose.interrupted`); a READY model's latest synthetic
-  probe (`geadmin.ops.probe`, fresh: taken in the last PROBE_FRESH_S) got no answer; or
+  probe (`geadmin.ops.probe`, fresh: taken in the last `watch.FRESH_S`) got no answer; or
   Triton says it is not ready
   and none of the above explains why. Triton's own readiness is not enough: in explicit model-control mode
   a failed load does not make it "not ready".
@@ -37,7 +37,6 @@ from geadmin.telemetry.watch import ProbeRecord
 from geadmin.triton.client import TritonClient
 from geadmin.triton.logs import LogSource, is_failure, model_log_lines
 
-PROBE_FRESH_S = 300.0  # a probe older than this says nothing about now (the sampler stopped)
 STUCK_AFTER_S = 300.0  # LOADING / UNLOADING longer than this is stuck (geadmin up's load timeout)
 DROP_LOG_BYTES = 4 << 20  # how far back the log is searched for why a model was dropped
 # The audit actions that change whether a model serves; the latest one decides "operator unload".
@@ -95,6 +94,7 @@ class Verdict:
     expected: tuple[str, ...] = ()
     stuck: tuple[str, ...] = ()
     drift_checked: bool = True  # False: no repository (or no client) to compare with
+    probes: Mapping[str, ProbeRecord] = field(default_factory=dict)  # model -> its fresh probe
 
     @property
     def level(self) -> Level:
@@ -143,7 +143,9 @@ class Verdict:
             "version": snap.info.version if snap.info else "",
             "error": snap.error,
             "models": [{"name": m.name, "version": m.version, "state": m.state.value, "reason": m.reason,
-                        "failure": failures.get(m.name, "")} for m in snap.models],
+                        "failure": failures.get(m.name, ""),
+                        "probe": self.probes[m.name].to_json() if m.name in self.probes else None}
+                       for m in snap.models],
             "expected_not_ready": self.missing,
             "failed": sorted(failures),
             "drift": [d.to_json() for d in self.drift],
@@ -174,7 +176,8 @@ def judge(snapshot: ServerSnapshot, found: Triage, *, drift: Sequence[Drift] = (
                 for name, p in sorted((probes or {}).items()) if name in ready and not p.ok]
     if not reasons and snapshot.live and not snapshot.ready:
         reasons.append(not_ready_reason(found))
-    return Verdict(snapshot, found, tuple(reasons), tuple(drift), tuple(expected), tuple(sorted(stuck or {})))
+    return Verdict(snapshot, found, tuple(reasons), tuple(drift), tuple(expected), tuple(sorted(stuck or {})),
+                   probes=dict(probes or {}))
 
 
 def not_ready_reason(found: Triage) -> Reason:
@@ -377,13 +380,7 @@ def assess(snapshot: ServerSnapshot, sources: Sources | None = None, *,
         drift = find_drift(src.client, src.repository, [m.name for m in found.ready])
     stuck = stuck_models(found, src.log, src.now)
     cut_short = interrupted.unresolved(src.repository, home=src.home)
-    probes = fresh_probes(snapshot.url, src.home, src.now) if snapshot.reachable else {}
+    probes = watch.fresh_probes(snapshot.url, now_s=src.now.timestamp(), home=src.home) \
+        if snapshot.reachable else {}
     return replace(judge(snapshot, found, drift=drift, stuck=stuck, expected=expected, cut_short=cut_short,
                          probes=probes), drift_checked=checked)
-
-
-def fresh_probes(url: str, home: Path | None, now: datetime) -> dict[str, ProbeRecord]:
-    try:
-        return watch.latest_probes(url, newer_than_s=now.timestamp() - PROBE_FRESH_S, home=home)
-    except db.WorkspaceDatabaseError:
-        return {}  # no workspace database: no probes to judge by

@@ -3,8 +3,8 @@ state (and since when) and the synthetic probes' results.
 
 `geadmin.ops.probe` writes them from the sampler's loop; the verdict (a READY model that does
 not answer), the Models page, `geadmin status`, the bundle and geadmin's own Prometheus
-endpoint (`geadmin.telemetry.exporter`) read them. A probe result older than
-`FRESH_PROBES` intervals no longer counts: a stopped sampler never leaves a stale failure,
+endpoint (`geadmin.telemetry.exporter`) read them. A probe result older than `FRESH_S`
+no longer counts: a stopped sampler never leaves a stale failure,
 or a stale success, standing.
 """
 
@@ -20,6 +20,7 @@ from typing import Any
 from geadmin import db
 
 KEEP_PROBES_S = 24 * 3600.0  # probe history kept this long
+FRESH_S = 300.0  # a probe older than this says nothing about now (the sampler stopped)
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,16 @@ def latest_probes(server: str, *, newer_than_s: float = 0.0,
             "GROUP BY model) last ON p.model = last.model AND p.at = last.at "
             "WHERE p.server = ? AND p.at > ?", (server, server, newer_than_s)).fetchall()
     return {row["model"]: _probe(row) for row in rows}
+
+
+def fresh_probes(server: str, *, now_s: float, fresh_s: float = FRESH_S,
+                 home: Path | None = None) -> dict[str, ProbeRecord]:
+    """The latest probe of each model of `server` taken in the last `fresh_s`; {} without a
+    workspace database (a probe nobody recorded says nothing)."""
+    try:
+        return latest_probes(server, newer_than_s=now_s - fresh_s, home=home)
+    except db.WorkspaceDatabaseError:
+        return {}
 
 
 def probe_history(server: str, model: str, *, since_s: float, home: Path | None = None) -> list[ProbeRecord]:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from streamlit.testing.v1 import AppTest
 
 from geadmin import audit
 from geadmin.audit import Actor, Origin
@@ -25,6 +26,7 @@ from geadmin.telemetry import watch
 from geadmin.telemetry.exporter import MetricsEndpoint
 from geadmin.telemetry.sampler import Sampler, SamplerOptions
 from geadmin.triton.client import TritonClient
+from tests.support.apptest import APP, isolate, point_at, run
 from tests.support.processes import wait_for
 from tests.support.samples import add_answering_model, copy_samples, set_answers
 from tests.support.stack import geadmin
@@ -76,6 +78,13 @@ def test_status_is_degraded_while_the_probe_fails_and_ok_when_it_answers_again(
     verdict = json.loads(status.stdout)
     assert status.returncode == 4 and verdict["verdict"] == "DEGRADED", status.stdout
     assert verdict["rules"] == ["model-not-answering"]
+    broken = next(m for m in verdict["models"] if m["name"] == BROKEN)
+    assert broken["state"] == "READY" and not broken["probe"]["ok"] and ERROR in broken["probe"]["error"]
+    text = geadmin("status", "--url", server.http_url, home=tmp_path).stdout
+    assert f"READY, NOT ANSWERING (1):\n  {BROKEN}: " in text
+    listing = geadmin("models", "list", "--url", server.http_url, home=tmp_path).stdout
+    row = next(line for line in listing.splitlines() if line.startswith(BROKEN))
+    assert "READY, NOT ANSWERING" in row and "fails: " in row
     assert verdict["headline"].startswith(f"DEGRADED: model '{BROKEN}' is READY but does not answer")
     set_answers(server.repository / BROKEN)  # fixed: it answers again once reloaded
     try:
@@ -162,3 +171,21 @@ def test_the_sampler_probes_and_geadmin_metrics_say_so(server: TritonProcess, tm
     assert found[("geadmin_exporter_database_up", ())] == 1.0
 
 
+
+
+def test_the_models_page_and_the_overview_show_ready_but_not_answering(
+        server: TritonProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    isolate(monkeypatch, tmp_path)
+    point_at(monkeypatch, server)
+    assert geadmin("probe", "--once", "--url", server.http_url, home=tmp_path).returncode == 1
+    at = AppTest.from_file(APP, default_timeout=90)
+    at.switch_page("models.py")
+    run(at)
+    frame = at.dataframe[0].value
+    states = dict(zip(frame["name"], frame["state"], strict=True))
+    probes = dict(zip(frame["name"], frame["probe"], strict=True))
+    assert states[BROKEN] == "READY, NOT ANSWERING" and probes[BROKEN].startswith("fails: ")
+    assert states["digits_pipeline"] == "READY" and probes["digits_pipeline"].startswith("answers (")
+    overview = run(AppTest.from_file(APP, default_timeout=90))
+    banners = [str(w.value) for w in overview.warning] + [str(e.value) for e in overview.error]
+    assert any(f"model '{BROKEN}' is READY but does not answer" in b for b in banners), banners
