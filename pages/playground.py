@@ -28,6 +28,7 @@ from geadmin.ops.infer_images import sent_image
 from geadmin.ops.infer_inputs import InputSource, SourceKind
 from geadmin.ops.infer_snippets import curl_command, python_snippet
 from geadmin.ops.infer_spec import ModelSpec, picked_shape
+from geadmin.ops.monitoring import save_probe_input
 from geadmin.stack.target import Target
 from geadmin.triton.client import TritonClient
 from pages.ui import access, keys
@@ -123,9 +124,28 @@ def render() -> None:
             if request is not None:
                 images = sent_images(spec, chosen, request[0])
                 send_request(target, transport, spec, *request, urls, breakdown, images)
+    save_as_probe_input(target, model, chosen)
     sent: Sent | None = st.session_state.get(keys.PLAYGROUND_SENT)
     if sent is not None and (sent.server, sent.model) == (target.spec.name, model):
         show_sent(sent)
+
+
+def save_as_probe_input(target: Target, model: str, chosen: dict[str, Chosen]) -> None:
+    """The sampler's probe of `model` sends these inputs instead of zeros (shapes as the probe
+    picks them: batch 1, dynamic dims from the data)."""
+    may_save, why_not = access.allowed(Action.MONITORING)
+    if not st.button("Use as the probe's input", key=keys.PLAYGROUND_PROBE_INPUT, disabled=not may_save,
+                     help=why_not or "geadmin's synthetic probe of this model sends these inputs instead of "
+                     "zeros (a model that rejects zeros still gets a meaningful probe)"):
+        return
+    sources = {name: c.source for name, c in chosen.items() if c.source is not None}
+    try:
+        save_probe_input(model, sources, auth=access.auth_for(Action.MONITORING, model=model,
+                                                              server=target.spec.url))
+    except GeAdminError as exc:
+        st.error(f"Not saved: {exc}", icon=":material/error:")
+        return
+    st.success(f"Saved: the probe of {model} now sends this request (audited).")
 
 
 def endpoints(target: Target, transport: Transport) -> tuple[str, str, str]:

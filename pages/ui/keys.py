@@ -71,6 +71,7 @@ NEW_MODEL_LOAD = "new_model.load"  # load after creating
 NEW_MODEL_CREATE = "new_model.create"
 NEW_MODEL_RESULT = "new_model.result"  # CreateResult or the refusal (GeAdminError), shown once
 PLAYGROUND_MODEL = "playground.model"
+PLAYGROUND_PROBE_INPUT = "playground.probe_input"  # "Use as the probe's input"
 PLAYGROUND_VERSION_PREFIX = "playground.version."  # + model
 PLAYGROUND_PROTOCOL = "playground.protocol"  # HTTP / gRPC
 PLAYGROUND_BATCH_PREFIX = "playground.batch_size."  # + model (each has its own max_batch_size)

@@ -11,11 +11,14 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
+from geadmin import audit
 from geadmin.ops.infer_inputs import SourceKind
 from geadmin.ops.infer_snippets import curl_command, python_snippet
 from geadmin.ops.infer_spec import MAX_UPLOAD_BYTES
+from geadmin.ops.probe import probe_model
 from geadmin.stack.processes import free_triton_ports
 from geadmin.stack.tritonserver import TritonProcess
+from geadmin.telemetry import watch
 from geadmin.triton.client import TritonClient
 from tests.support.apptest import APP, isolate, point_at, run
 from tests.support.samples import copy_samples
@@ -215,3 +218,21 @@ def test_triton_down_shows_the_url_and_next_step_and_recovers(
     run(at)  # the next interaction
     assert not at.error
     assert at.selectbox(key="playground.model").options == ["digits_classifier"]
+
+
+def test_the_request_on_screen_becomes_the_probes_input(pointed: TritonProcess, tmp_path: Path) -> None:
+    at = playground("text_normalize")
+    at.selectbox(key=field("text_normalize", "TEXT", "source")).set_value(SourceKind.TEXT)
+    run(at)
+    at.text_input(key=field("text_normalize", "TEXT", "text")).set_value("probe me")
+    run(at)
+    at.button(key="playground.probe_input").click()
+    run(at)
+    saved = "Saved: the probe of text_normalize now sends this request (audited)."
+    assert [s.value for s in at.success] == [saved]
+    home = tmp_path / "home"
+    assert watch.saved_input("text_normalize", home=home) == {"TEXT": {"kind": "text", "payload": "probe me"}}
+    with TritonClient(pointed.http_url) as client:
+        probe = probe_model(client, client.url, "text_normalize", home)
+    assert probe.ok and probe.input == "saved", probe
+    assert [r.action for r in audit.query(model="text_normalize", home=home)] == ["probe_input"]
