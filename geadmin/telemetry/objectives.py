@@ -18,6 +18,7 @@ from pathlib import Path
 
 from geadmin import db
 from geadmin.telemetry import history
+from geadmin.telemetry.derive import ModelWindow
 
 BURN_WINDOWS_H = (1.0, 6.0)
 
@@ -85,3 +86,17 @@ def burn_rates(source: str, model: str, budget: float | None, *, now: datetime |
         rate = (failed / requests) / budget if budget and requests > 0 else None
         burns.append(Burn(hours, requests, failed, rate))
     return burns
+
+
+def latency_note(window: ModelWindow | None, objective: Objective | None) -> str:
+    """One line for the triage card: the window's p99 (Triton's summary; else the average,
+    said as such) against the model's p99 objective; "" without an objective or a figure."""
+    if objective is None or objective.p99_ms is None or window is None:
+        return ""
+    quantiles = window.quantiles_for("request")
+    figure, what = (quantiles.p99_ms, "p99") if quantiles and quantiles.p99_ms is not None \
+        else (window.avg_request_ms, "average latency")
+    if figure is None:
+        return ""
+    verdict = "over" if figure > objective.p99_ms else "within"
+    return f"{what} {figure:.1f} ms is {verdict} its p99 objective of {objective.p99_ms:g} ms"

@@ -23,9 +23,11 @@ from geadmin.telemetry.bottleneck import (
     with_traffic,
 )
 from geadmin.telemetry.npu import devices_from_triton
+from geadmin.telemetry.objectives import latency_note
 from geadmin.telemetry.scrape import scrape
 from pages.ui import keys
 from pages.ui.context import selected_client, selected_target
+from pages.ui.objectives_view import current_objectives
 from pages.ui.telemetry import triton_metrics_url
 
 SCRAPE_TIMEOUT_S = 3.0
@@ -57,8 +59,9 @@ def triage_card() -> None:
         if not busy:
             st.caption("No traffic in this window: nothing to triage.")
             return
+        found = current_objectives()
         for b in busy:
-            verdict_line(b)
+            verdict_line(b, latency_note(window.model(b.model, b.version), found.get(b.model)))
         st.caption(f"Figures from Triton's metrics at `{url}`.")
 
 
@@ -68,10 +71,11 @@ def _ensembles(metrics_url: str, models: tuple[str, ...]) -> dict[str, tuple[str
     return ensemble_members(selected_client(), models)
 
 
-def verdict_line(b: Bottleneck) -> None:
+def verdict_line(b: Bottleneck, objective: str = "") -> None:
     via = f" via {b.slow_member}" if b.slow_member else ""
     st.markdown(f"**{b.model}** v{b.version} :{BADGE[b.verdict]}-badge[{b.verdict.value}{via}] {b.why}")
-    details = [f"fix: {b.fix}"] if b.fix else []
+    details = [objective] if objective else []
+    details += [f"fix: {b.fix}"] if b.fix else []
     if b.note:
         details.append(b.note)
     if details:

@@ -140,3 +140,18 @@ def test_an_alert_without_a_runbook_links_to_its_models_page_or_the_overview() -
     assert triage_link({"model": "m", "server": "http://t:8000"}, "https://g/") == \
         "https://g/models?server=http%3A%2F%2Ft%3A8000&model=m"
     assert triage_link({"instance": "t:8002"}, "https://g") == "https://g/overview"
+
+
+def test_the_triage_card_compares_the_windows_p99_with_the_objective() -> None:
+    from geadmin.telemetry.derive import ModelWindow, Quantiles
+    from geadmin.telemetry.objectives import Objective, latency_note
+
+    def window(p99: float | None, avg: float | None) -> ModelWindow:
+        return ModelWindow("m", "1", 10.0, 1.0, 1.0, 1.0, 0.0, 1.0, 1.0, avg, 0.0, 0.0, 0.0, 0.0,
+                           (("request", Quantiles(None, None, p99)),), (), 0.0, False, False)
+
+    target = Objective("m", p99_ms=50.0)
+    assert latency_note(window(62.0, 20.0), target) == "p99 62.0 ms is over its p99 objective of 50 ms"
+    assert latency_note(window(None, 20.0), target) == \
+        "average latency 20.0 ms is within its p99 objective of 50 ms"
+    assert latency_note(window(62.0, 20.0), None) == "" and latency_note(None, target) == ""
