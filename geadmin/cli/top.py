@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 import time
 from dataclasses import asdict
@@ -41,6 +42,9 @@ COLUMNS = ("MODEL", "VER", "INFER/S", "REQ/S", "BATCH", "REQUEST ms", "QUEUE ms"
 
 
 def run(args: argparse.Namespace) -> int:
+    # Ctrl-C ends it, even when started where SIGINT is ignored (a shell's background job, CI):
+    # Python keeps an inherited "ignore", and the loop would then never end.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     url, _ = triton_metrics(args)
     ensembles: dict[str, tuple[str, ...]] | None = None
     try:

@@ -174,7 +174,9 @@ def test_digits_classifier_answers_with_probabilities_and_the_server_breakdown(
     assert server is not None, result.server_note
     assert server.requests == 1 and not server.approximate and result.server_note == ""
     assert server.compute_infer_us > 0 and server.queue_us >= 0
-    assert 0 < server.total_us <= result.latency_ms * 1000
+    # Triton ends a request's duration when it releases the request, just after the response
+    # left: on a loaded machine that is a little past the client's own clock (2 ms allowed).
+    assert 0 < server.total_us <= result.latency_ms * 1000 + 2000
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)

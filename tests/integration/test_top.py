@@ -69,11 +69,17 @@ def test_top_once_prints_one_table_with_the_busy_model_first(
     assert any(line.strip().startswith("fix: ") for line in lines)
 
 
+def ignore_sigint() -> None:
+    """As a background job of a shell (and CI) starts it: Ctrl-C must still end `top`."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def test_top_redraws_every_interval_until_ctrl_c(triton_server: TritonProcess, tmp_path: Path) -> None:
     env = {**os.environ, "GEADMIN_HOME": str(tmp_path / "home")}
     process = subprocess.Popen([sys.executable, "-m", "geadmin.cli.main", "top", "--interval", "0.3",
                                 "--metrics-url", triton_server.metrics_url],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                               preexec_fn=ignore_sigint)
     output: list[str] = []
     assert process.stdout is not None
     stdout = process.stdout
@@ -96,7 +102,8 @@ def test_the_live_view_shows_an_outage_in_place_and_recovers(
     env = {**os.environ, "GEADMIN_HOME": str(tmp_path / "home")}
     process = subprocess.Popen([sys.executable, "-m", "geadmin.cli.main", "top", "--interval", "0.3",
                                 "--metrics-url", server.metrics_url],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                               preexec_fn=ignore_sigint)
     assert process.stdout is not None
     stdout = process.stdout
     output: list[str] = []
