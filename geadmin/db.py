@@ -177,6 +177,18 @@ MIGRATIONS: tuple[Migration, ...] = (
             who TEXT NOT NULL
         )""",
     )),
+    Migration("tune runs", (
+        # geadmin.ops.tune_results: one tuning run, its trials and its pick.
+        """CREATE TABLE tune_runs (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            at TEXT NOT NULL,              -- UTC, TIME_FORMAT: when the run started
+            who TEXT NOT NULL,
+            server TEXT NOT NULL,
+            model TEXT NOT NULL,
+            document TEXT NOT NULL         -- JSON: geadmin.ops.tune.TuneResult.to_json()
+        )""",
+        "CREATE INDEX tune_runs_by_model ON tune_runs (model, at)",
+    )),
 )
 
 # -- error translation ----------------------------------------------------------------

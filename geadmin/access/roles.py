@@ -41,6 +41,7 @@ class Action(str, enum.Enum):
     START = "start"
     LOG_LEVEL = "log_level"
     USERS = "users"
+    TUNE = "tune"  # trial copies loaded beside the live model, and load on them
     MONITORING = "monitoring"  # a model's objectives and its probe's saved request: what alerts judge by
 
 
@@ -60,4 +61,5 @@ REQUIRED_ROLE: dict[Action, Role] = {
     Action.LOG_LEVEL: Role.ADMIN,
     Action.USERS: Role.ADMIN,
     Action.MONITORING: Role.OPERATOR,
+    Action.TUNE: Role.OPERATOR,
 }

@@ -1,0 +1,122 @@
+"""`geadmin tune MODEL`: search the model's serving config (max_batch_size, preferred batch
+size, queue delay, instances) on trial copies under constraints, without touching the live
+model; `--apply` hands the winner to the safe apply. `--list` / `--show ID` reopen saved runs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from geadmin import settings
+from geadmin.access import guard
+from geadmin.access.guard import Authorization
+from geadmin.cli.common import add_connection_args, client_for, format_table, target_from_args
+from geadmin.errors import ConfigError
+from geadmin.ops.apply import apply_config
+from geadmin.ops.tune import TuneSettings, tune
+from geadmin.ops.tune_results import list_runs, load_run
+from geadmin.triton.client import TritonClient
+
+EXIT_OK = 0
+EXIT_NO_WINNER = 1
+
+
+def trial_rows(trials: list[dict[str, Any]]) -> str:
+    rows: list[tuple[str, ...]] = [("#", "phase", "max batch", "queue delay", "instances", "infer/s",
+                                    "p50 ms", "p99 ms", "avg batch", "result")]
+    for number, t in enumerate(trials, 1):
+        rows.append((str(number), t["phase"], str(t["max_batch_size"]), f"{t['queue_delay_us'] / 1000:g} ms",
+                     str(t["instances"]), _num(t["throughput"], 0), _num(t["p50_ms"], 1),
+                     _num(t["p99_ms"], 1), _num(t["avg_batch"], 1),
+                     "ok" if t["ok"] else f"failed: {t['error']}"))
+    return format_table(rows)
+
+
+def _num(value: float | None, digits: int) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def render(document: dict[str, Any]) -> str:
+    lines = [f"{document['model']}: {document['headline']}  (run {document['id']}, "
+             f"{document['seconds']:.0f} s)"]
+    lines += [f"  note: {note}" for note in document["notes"]]
+    lines.append(trial_rows(document["trials"]))
+    if document["best"]:
+        lines.append(f"apply it: geadmin tune {document['model']} --apply-run {document['id']}")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    home = settings.home()
+    if args.list:
+        runs = list_runs(args.model or None, home=home)
+        rows = [(str(r["id"]), r["at"], r["model"], r["headline"]) for r in runs]
+        print(format_table([("id", "at (UTC)", "model", "result"), *rows]) if rows else "no tuning runs yet")
+        return EXIT_OK
+    if args.show is not None:
+        document = load_run(args.show, home=home)
+        print(json.dumps(document, indent=2) if args.json else render(document))
+        return EXIT_OK
+    if not args.model:
+        raise ConfigError("name the model to tune: geadmin tune MODEL [--max-p99-ms X]")
+    target = target_from_args(args)
+    if target.repository is None:
+        raise ConfigError("the model repository is not known here: pass --repository (the tuner writes its "
+                          "trial copy there)")
+    auth = guard.os_user()
+    with client_for(target, args) as client:
+        if args.apply_run is not None:
+            return _apply(client, target.repository, args, auth)
+        settings_ = TuneSettings(args.model, args.max_p99_ms, args.min_throughput, args.budget_s,
+                                 args.concurrency, args.window_ms)
+        previous = signal.signal(signal.SIGTERM, _interrupt)  # ends like Ctrl-C: the trial copy is removed
+        try:
+            result = tune(client, target.repository, settings_, auth=auth, home=home,
+                          admin_key=target.spec.admin_key,
+                          progress=lambda text: print(text, file=sys.stderr, flush=True))
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+    document = result.to_json()
+    print(json.dumps(document, indent=2) if args.json else render(document))
+    return EXIT_OK if result.best else EXIT_NO_WINNER
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+def _apply(client: TritonClient, repository: Path, args: argparse.Namespace, auth: Authorization) -> int:
+    document = load_run(args.apply_run)
+    if document["model"] != args.model or not document["best_text"]:
+        raise ConfigError(f"run {args.apply_run} has no winner for {args.model}")
+    result = apply_config(client, repository, args.model, document["best_text"], auth=auth, smoke=True,
+                          note=f"the winner of tuning run {args.apply_run}")
+    print(result.message)
+    return EXIT_OK if result.ok else EXIT_NO_WINNER
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "tune", help="find the serving config with the batching gain, on trial copies (live untouched)",
+        description="Searches max_batch_size (up to what the model loads with, never below an ensemble that "
+        "runs it), the preferred batch size, the max queue delay and the instance count on a trial copy "
+        "loaded beside the live model, measured with perf_analyzer; the copy is removed whatever happens. "
+        "Exit 0 with a winner under the constraints, 1 without one.")
+    parser.add_argument("model", nargs="?", default="")
+    add_connection_args(parser)
+    parser.add_argument("--max-p99-ms", type=float, default=None, help="p99 latency limit")
+    parser.add_argument("--min-throughput", type=float, default=None, help="inferences per second at least")
+    parser.add_argument("--budget-s", type=float, default=180.0, help="time budget in seconds (default 180)")
+    parser.add_argument("--concurrency", type=int, default=16, help="concurrent requests (default 16)")
+    parser.add_argument("--window-ms", type=int, default=1000, help="perf_analyzer's window (default 1000)")
+    parser.add_argument("--list", action="store_true", help="the saved runs")
+    parser.add_argument("--show", type=int, default=None, metavar="ID", help="one saved run")
+    parser.add_argument("--apply-run", type=int, default=None, metavar="ID",
+                        help="apply run ID's winner through the safe apply (validated, rolled back if it "
+                        "fails)")
+    parser.set_defaults(func=run)
