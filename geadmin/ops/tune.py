@@ -57,7 +57,7 @@ class TuneSettings:
     concurrency: int = 16
     window_ms: int = 1000
     max_batch_size: int = 64  # the largest max_batch_size tried
-    shortlist: int = 4  # candidates measured after the two that fit the cost model
+    shortlist: int = 3  # candidates measured after the two that fit the cost model
     exhaustive: bool = False  # measure every candidate (a sweep: slow, for certainty and the benchmark)
 
     def __post_init__(self) -> None:
