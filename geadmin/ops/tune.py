@@ -25,7 +25,7 @@ import shutil
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +35,7 @@ from geadmin.access.roles import Action
 from geadmin.errors import ConfigError, GeAdminError, TritonError
 from geadmin.ops.bench import run_perf_analyzer
 from geadmin.ops.bench_settings import BenchSettings
-from geadmin.ops.tune_results import save_result
+from geadmin.ops.tune_results import save_document
 from geadmin.ops.tune_space import BATCH_SIZES, Candidate, CostModel, shortlist, space
 from geadmin.repository.cross_model import direct_users, read_configs
 from geadmin.repository.knobs import Knobs, read_knobs, with_knobs
@@ -283,7 +283,8 @@ def tune(client: TritonClient, repository: Path, tune_settings: TuneSettings, *,
     best_text = candidate_text(runner.live_text, best.candidate) if best else ""
     result = TuneResult(tune_settings.model, client.url, tune_settings, live_candidate, tuple(runner.trials),
                         best, best_text, tuple(notes), time.monotonic() - started, who=who.name)
-    saved = save_result(result, home=workspace)
+    saved = replace(result, id=save_document(result.model, result.server, result.who, result.to_json(),
+                                             home=workspace))
     audit.record_action("tune", tune_settings.model, True, f"run {saved.id}: {saved.headline()}",
                         server=client.url, actor=who, home=workspace)
     return saved

@@ -4,26 +4,21 @@ listed and reopened by `geadmin tune --list` / `--show ID` and the Tune page."""
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from geadmin import db
 from geadmin.errors import ConfigError
 
-if TYPE_CHECKING:
-    from geadmin.ops.tune import TuneResult
 
-
-def save_result(result: TuneResult, *, home: Path | None = None) -> TuneResult:
+def save_document(model: str, server: str, who: str, document: dict[str, Any], *,
+                  home: Path | None = None) -> int:
+    """Store one run's document (`geadmin.ops.tune.TuneResult.to_json`); returns its id."""
     with db.connect(home) as conn, db.transaction(conn):
         cursor = conn.execute(
             "INSERT INTO tune_runs (at, who, server, model, document) VALUES (?, ?, ?, ?, ?)",
-            (db.format_time(db.utc_now()), result.who, result.server, result.model, "{}"))
-        saved = replace(result, id=cursor.lastrowid)
-        conn.execute("UPDATE tune_runs SET document = ? WHERE id = ?",
-                     (json.dumps(saved.to_json()), saved.id))
-    return saved
+            (db.format_time(db.utc_now()), who, server, model, json.dumps(document)))
+        return int(cursor.lastrowid or 0)
 
 
 def list_runs(model: str | None = None, *, limit: int = 50, home: Path | None = None) -> list[dict[str, Any]]:

@@ -28,9 +28,10 @@ from geadmin.access.users import UsersFile
 from geadmin.audit import Actor
 from geadmin.diagnose import drift, explain
 from geadmin.errors import GeAdminError, NotAuthorizedError, PerfAnalyzerMissingError
-from geadmin.ops import actions, apply, bench, create, monitoring
+from geadmin.ops import actions, apply, bench, create, monitoring, tune
 from geadmin.ops.bench_settings import BenchSettings
 from geadmin.ops.infer_inputs import InputSource, SourceKind
+from geadmin.ops.tune import TuneSettings
 from geadmin.stack import drivers
 from geadmin.stack.drivers import ExitRecord, ServiceStatus
 from geadmin.triton.client import TritonClient
@@ -166,6 +167,8 @@ GUARDED: dict[str, tuple[Action, Call]] = {
         Action.USERS, lambda w, a: w.users.remove("olga", auth=a)),
     "geadmin.ops.monitoring.set_objective": (
         Action.MONITORING, lambda w, a: monitoring.set_objective("m", 50.0, 0.001, auth=a, home=w.home)),
+    "geadmin.ops.tune.tune": (
+        Action.TUNE, lambda w, a: tune.tune(w.client, w.repository, TuneSettings("m"), auth=a, home=w.home)),
     "geadmin.ops.monitoring.save_probe_input": (
         Action.MONITORING, lambda w, a: monitoring.save_probe_input(
             "m", {"x": InputSource(SourceKind.ZEROS)}, auth=a, home=w.home)),
@@ -190,10 +193,14 @@ EXEMPT: dict[str, str] = {
     "geadmin.stack.embedded.load_outcome": "turns a load result into a line for `geadmin up`",
     "geadmin.diagnose.verdict.unloaded_by_operator": "reads the audit log",
     "geadmin.ops.bench_settings.load_test_running": "reads which load test holds a server's lock",
+    "geadmin.ops.tune.remove_trial": "part of tune (guarded): removes the trial copy it made",
+    "geadmin.ops.tune.tune_lock": "the lock one tuning run holds (a file in the workspace)",
+    "geadmin.ops.tune_results.save_document": "stores a finished tuning run in the workspace DB",
+    "geadmin.ops.tune_results.load_run": "reads a saved tuning run",
 }
 
 CHANGE_NAME = re.compile(r"^(load|unload|reload|apply|rollback|create|restart|stop|start|set_|perform|"
-                         r"put_back|add|remove|delete|write|update|run|save|close|reconcile|upload)")
+                         r"put_back|add|remove|delete|write|update|run|save|close|reconcile|upload|tune)")
 SCANNED = ("geadmin/ops", "geadmin/stack", "geadmin/diagnose")
 
 

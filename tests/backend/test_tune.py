@@ -1,0 +1,159 @@
+"""The tuner against a real tritonserver serving npu_ge on the ACL double, whose execute costs
+5 ms + 0.05 ms per row (batch gears 1..8): starting from max_batch_size 1 and no batching,
+`tune` finds a config with several times the throughput under a p99 limit, while the live
+model answers every request and its file never changes; the trial copy is gone afterwards,
+also when the run is interrupted or was killed; the winner goes through the safe apply."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tritonclient.http as httpclient
+
+from geadmin import audit
+from geadmin.access import guard
+from geadmin.ops.tune import TuneSettings, ensemble_floor, make_trial, trial_name, tune
+from geadmin.ops.tune_results import list_runs
+from geadmin.triton.client import TritonClient
+from tests.support.npu_ge import BackendBuild, NpuServer, affine_model, npu_process
+from tests.support.stack import geadmin
+
+MODEL = "affine"
+GEARS = "1,2,3,4,5,6,7,8"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory, npu_build: BackendBuild) -> Iterator[NpuServer]:
+    root = tmp_path_factory.mktemp("tune")
+    repo = root / "repo"
+    repo.mkdir()
+    affine_model(repo, MODEL, max_batch=1, gears=GEARS, width=8, batching="",
+                 extra=["delay_us 5000", "delay_per_row_us 50"])
+    npu = npu_process(root, repo, npu_build, models=[MODEL])
+    npu.process.start(timeout_s=120)
+    yield npu
+    npu.process.stop()
+
+
+def config_hash(server: NpuServer) -> str:
+    return hashlib.sha256((server.process.repository / MODEL / "config.pbtxt").read_bytes()).hexdigest()
+
+
+class LiveTraffic:
+    """Requests to the live model, one after another, for as long as the block runs."""
+
+    def __init__(self, url: str) -> None:
+        self.client = httpclient.InferenceServerClient(url.removeprefix("http://"), network_timeout=30)
+        self.ok = 0
+        self.failed: list[str] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+
+    def run(self) -> None:
+        x = httpclient.InferInput("x", [1, 8], "FP32")
+        x.set_data_from_numpy(np.ones((1, 8), dtype=np.float32))
+        while not self.stop.is_set():
+            try:
+                y = self.client.infer(MODEL, [x]).as_numpy("y")
+                assert np.allclose(y, 3.0)
+                self.ok += 1
+            except Exception as exc:  # any failure of the live model counts
+                self.failed.append(str(exc))
+
+    def __enter__(self) -> LiveTraffic:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join(30)
+
+
+def trial_gone(server: NpuServer) -> bool:
+    with TritonClient(server.url) as client:
+        listed = {m.name for m in client.repository_index()}
+    return trial_name(MODEL) not in listed and not (server.process.repository / trial_name(MODEL)).exists()
+
+
+def test_tune_finds_the_batching_gain_while_the_live_model_serves_unchanged(server: NpuServer,
+                                                                              tmp_path: Path) -> None:
+    before = config_hash(server)
+    with LiveTraffic(server.url) as live, TritonClient(server.url) as client:
+        result = tune(client, server.process.repository,
+                      TuneSettings(MODEL, max_p99_ms=80.0, budget_s=120.0, concurrency=8, window_ms=500),
+                      auth=guard.os_user(), home=tmp_path)
+    assert live.failed == [] and live.ok > 10, live.failed[:3]
+    assert config_hash(server) == before and trial_gone(server)
+    assert result.best is not None and result.live_trial is not None, result.to_json()
+    assert result.best.candidate.max_batch_size > 1 and result.best.p99_ms is not None
+    assert result.best.p99_ms <= 80.0
+    assert result.best.throughput > 2.5 * (result.live_trial.throughput or 0), result.headline()
+    assert "max_batch_size: " in result.best_text and "dynamic_batching" in result.best_text
+    assert any(n.startswith("cost model: ") for n in result.notes), result.notes
+    assert list_runs(MODEL, home=tmp_path)[0]["id"] == result.id
+    assert [r.action for r in audit.query(model=MODEL, home=tmp_path)] == ["tune"]
+
+
+def test_an_interrupted_run_removes_its_trial_copy(server: NpuServer, tmp_path: Path) -> None:
+    measured: list[str] = []
+
+    def interrupt(text: str) -> None:  # Ctrl-C as the second measurement starts
+        measured.extend([text] if text.startswith("trial ") else [])
+        if len(measured) == 2:
+            raise KeyboardInterrupt
+
+    quick = TuneSettings(MODEL, budget_s=60.0, concurrency=4, window_ms=500)
+    with TritonClient(server.url) as client, pytest.raises(KeyboardInterrupt):
+        tune(client, server.process.repository, quick, auth=guard.os_user(), home=tmp_path,
+             progress=interrupt)
+    assert trial_gone(server)
+
+
+def test_a_copy_left_by_a_killed_run_is_removed_by_the_next(server: NpuServer, tmp_path: Path) -> None:
+    make_trial(server.process.repository, MODEL)  # as a SIGKILLed run leaves it: on disk and loaded
+    with TritonClient(server.url) as client:
+        client.load(trial_name(MODEL))
+        said: list[str] = []
+        quick = TuneSettings(MODEL, budget_s=10.0, concurrency=2, window_ms=500)
+        tune(client, server.process.repository, quick, auth=guard.os_user(), home=tmp_path,
+             progress=said.append)
+    assert said[0] == "removed the trial copy an interrupted run left"
+    assert trial_gone(server)
+
+
+def test_the_cli_tunes_and_applies_the_winner_through_the_safe_apply(server: NpuServer,
+                                                                     tmp_path: Path) -> None:
+    args = ("--url", server.url, "--repository", str(server.process.repository))
+    run = geadmin("tune", MODEL, *args, "--max-p99-ms", "80", "--budget-s", "90", "--concurrency", "8",
+                  "--window-ms", "500", "--json", home=tmp_path, timeout_s=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    document = json.loads(run.stdout)
+    assert document["best"] and len(document["trials"]) >= 3
+    applied = geadmin("tune", MODEL, *args, "--apply-run", str(document["id"]), home=tmp_path, timeout_s=120)
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    on_disk = (server.process.repository / MODEL / "config.pbtxt").read_text()
+    assert on_disk == document["best_text"]
+    with TritonClient(server.url) as client:
+        assert client.model_config(MODEL).max_batch_size == document["best"]["max_batch_size"]
+    row = next(r for r in audit.query(model=MODEL, home=tmp_path) if r.action == "apply")
+    assert f"tuning run {document['id']}" in row.message
+
+
+def test_an_ensemble_that_runs_the_model_sets_the_floor(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    affine_model(repo, "member", max_batch=8, gears=GEARS)
+    (repo / "pipe" / "1").mkdir(parents=True)
+    (repo / "pipe" / "config.pbtxt").write_text(
+        'name: "pipe"\nplatform: "ensemble"\nmax_batch_size: 4\n'
+        'input [{ name: "IN", data_type: TYPE_FP32, dims: [4] }]\n'
+        'output [{ name: "OUT", data_type: TYPE_FP32, dims: [4] }]\n'
+        'ensemble_scheduling { step [{ model_name: "member", model_version: -1, '
+        'input_map { key: "x", value: "IN" }, output_map { key: "y", value: "OUT" } }] }\n')
+    assert ensemble_floor(repo, "member") == 4
+    assert ensemble_floor(repo, "pipe") == 0
