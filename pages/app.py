@@ -22,6 +22,7 @@ from pages import (
     playground,
     settings,
     stack,
+    tune,
 )
 from pages.ui import access, interrupted_view
 from pages.ui.context import server_picker
@@ -54,6 +55,7 @@ navigation = st.navigation(
         "Exercise": [
             st.Page(playground.render, title="Playground", icon=":material/science:", url_path="playground"),
             st.Page(load_test.render, title="Load test", icon=":material/speed:", url_path="load_test"),
+            st.Page(tune.render, title="Tune", icon=":material/tune:", url_path="tune"),
         ],
     }
 )

@@ -15,12 +15,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tritonclient.http as httpclient
+from streamlit.testing.v1 import AppTest
 
 from geadmin import audit
 from geadmin.access import guard
 from geadmin.ops.tune import TuneSettings, ensemble_floor, make_trial, trial_name, tune
 from geadmin.ops.tune_results import list_runs
+from geadmin.repository.modelconfig import parse_pbtxt, to_file_text
 from geadmin.triton.client import TritonClient
+from tests.support.apptest import APP, isolate, run
 from tests.support.npu_ge import BackendBuild, NpuServer, affine_model, npu_process
 from tests.support.stack import geadmin
 
@@ -125,6 +128,49 @@ def test_a_copy_left_by_a_killed_run_is_removed_by_the_next(server: NpuServer, t
              progress=said.append)
     assert said[0] == "removed the trial copy an interrupted run left"
     assert trial_gone(server)
+
+
+def test_the_tune_page_runs_shows_every_trial_and_applies_the_winner(
+        server: NpuServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    isolate(monkeypatch, tmp_path)
+    monkeypatch.setenv("GEADMIN_TRITON_URL", server.url)
+    monkeypatch.setenv("GEADMIN_REPOSITORY", str(server.process.repository))
+    at = AppTest.from_file(APP, default_timeout=300)
+    at.switch_page("tune.py")
+    run(at)
+    inputs = {n.label: n for n in at.number_input}
+    inputs["Max p99 (ms)"].set_value(80.0)
+    inputs["Budget (s)"].set_value(60)
+    inputs["Concurrency"].set_value(8)
+    next(b for b in at.button if b.label == "Tune").click()
+    run(at)
+    trials = at.dataframe[0].value
+    assert len(trials) >= 3 and trials["ok"].any(), trials
+    assert at.get("plotly_chart"), "no Pareto chart"
+    diff = next(c.value for c in at.code if "(the winner)" in c.value)
+    assert "+max_batch_size: " in diff
+    next(b for b in at.button if b.label == "Apply the winner").click()
+    run(at)
+    assert [s.value for s in at.success], [e.value for e in at.error]
+    run_id = list_runs(MODEL, home=tmp_path)[0]["id"]
+    assert (server.process.repository / MODEL / "config.pbtxt").read_text() == \
+        list_runs(MODEL, home=tmp_path)[0]["best_text"]
+    row = next(r for r in audit.query(model=MODEL, home=tmp_path) if r.action == "apply")
+    assert f"tuning run {run_id}" in row.message
+    restore(server)
+
+
+def restore(server: NpuServer) -> None:
+    """The live model back to max_batch_size 1 and no batching, for the tests after."""
+    path = server.process.repository / MODEL / "config.pbtxt"
+    text = path.read_text()
+    config = parse_pbtxt(text)
+    config.max_batch_size = 1
+    config.ClearField("dynamic_batching")
+    config.instance_group[0].count = 1
+    path.write_text(to_file_text(config))
+    with TritonClient(server.url) as client:
+        client.load(MODEL)
 
 
 def test_the_cli_tunes_and_applies_the_winner_through_the_safe_apply(server: NpuServer,

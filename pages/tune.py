@@ -1,0 +1,161 @@
+"""Tune: search a model's serving config on a trial copy (the live model untouched), see every
+trial as a table and a throughput-vs-p99 chart, and apply the winner through the config
+editor's safe apply. The search is geadmin.ops.tune (the same as `geadmin tune`); runs are
+kept in the workspace database and stay visible while Triton is down."""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from geadmin.access.roles import Action
+from geadmin.domain import ModelState
+from geadmin.errors import GeAdminError
+from geadmin.ops.apply import apply_config
+from geadmin.ops.tune import TRIAL_SUFFIX, TuneSettings, tune
+from geadmin.ops.tune_results import list_runs
+from geadmin.repository.layout import model_dir
+from geadmin.repository.modelconfig import read_config_text
+from geadmin.stack.target import Target
+from pages.ui import access, keys
+from pages.ui.charts import style
+from pages.ui.context import client_for, selected_target
+from pages.ui.errors import failure_of, show_failure
+from pages.ui.links import preselect
+
+
+def render() -> None:
+    st.title("Tune")
+    st.caption("Finds max_batch_size, the preferred batch size, the queue delay and the instance count that "
+               "give the most throughput under your limits. Every candidate runs as a trial copy beside the "
+               "live model, which keeps serving unchanged; the copy is removed at the end.")
+    target = selected_target()
+    try:
+        ready = sorted({e.name for e in client_for(target).repository_index()
+                        if e.state is ModelState.READY and not e.name.endswith(TRIAL_SUFFIX)})
+    except GeAdminError as exc:
+        show_failure(failure_of(exc), title="Cannot list the models")
+        ready = []
+    if ready:
+        tune_form(target, ready)
+    past_runs(target)
+
+
+def tune_form(target: Target, ready: list[str]) -> None:
+    permitted, why_not = access.allowed(Action.TUNE)
+    preselect(keys.TUNE_MODEL, ready)
+    with st.form(keys.TUNE_FORM):
+        model_col, p99_col, thr_col, budget_col, conc_col = st.columns([3, 1, 1, 1, 1])
+        model = model_col.selectbox("Model", ready, key=keys.TUNE_MODEL)
+        p99 = p99_col.number_input("Max p99 (ms)", min_value=0.0, value=0.0, help="0: no latency limit")
+        throughput = thr_col.number_input("Min inferences/s", min_value=0.0, value=0.0, help="0: no minimum")
+        budget = budget_col.number_input("Budget (s)", min_value=10, max_value=3600, value=120)
+        concurrency = conc_col.number_input("Concurrency", min_value=1, max_value=256, value=16)
+        run = st.form_submit_button("Tune", type="primary", disabled=not permitted, help=why_not or None)
+    if not run:
+        return
+    if target.repository is None:
+        st.error("The model repository is not known for this server (GEADMIN_REPOSITORY): the trial copy "
+                 "is written there.", icon=":material/error:")
+        return
+    try:
+        settings = TuneSettings(model, p99 or None, throughput or None, float(budget), int(concurrency))
+        auth = access.auth_for(Action.TUNE, model=model, server=target.spec.url)
+        with st.status(f"Tuning {model}…", expanded=True) as status:
+            result = tune(client_for(target), target.repository, settings, auth=auth,
+                          admin_key=target.spec.admin_key, progress=lambda text: status.write(text))
+            status.update(label=f"Tuned {model}: {result.headline()}", state="complete", expanded=False)
+    except GeAdminError as exc:
+        show_failure(failure_of(exc), title="Tuning stopped")
+        return
+    st.session_state[keys.TUNE_RUN] = result.id
+
+
+def past_runs(target: Target) -> None:
+    try:
+        runs = list_runs()
+    except GeAdminError as exc:
+        st.warning(f"Saved runs not read: {exc}")
+        return
+    if not runs:
+        st.info("No tuning run yet.")
+        return
+    st.subheader("Runs")
+    ids = [r["id"] for r in runs]
+    if st.session_state.get(keys.TUNE_RUN) not in ids:
+        st.session_state[keys.TUNE_RUN] = ids[0]
+    chosen = st.selectbox("Run", ids, key=keys.TUNE_RUN,
+                          format_func=lambda i: next(f"#{r['id']} {r['at']} {r['model']}: {r['headline']}"
+                                                     for r in runs if r["id"] == i))
+    show_run(target, next(r for r in runs if r["id"] == chosen))
+
+
+def show_run(target: Target, run: dict[str, Any]) -> None:
+    st.markdown(f"**{run['model']}** — {run['headline']} ({run['seconds']:.0f} s, by {run['who']})")
+    for note in run["notes"]:
+        st.caption(note)
+    frame = pd.DataFrame([{**t, "queue delay (ms)": t["queue_delay_us"] / 1000} for t in run["trials"]])
+    columns = ["phase", "max_batch_size", "queue delay (ms)", "instances", "throughput", "p50_ms", "p99_ms",
+               "avg_batch", "ok", "error"]
+    st.dataframe(frame[columns], hide_index=True, width="stretch")
+    st.plotly_chart(pareto(run), key=f"tune_pareto_{run['id']}")
+    if run["best"] and run["best_text"]:
+        winner(target, run)
+
+
+def pareto(run: dict[str, Any]) -> go.Figure:
+    """Throughput against p99 for every measured trial; the front (no trial both faster and
+    quicker) joined by a line; the winner marked."""
+    measured = [t for t in run["trials"] if t["ok"] and t["throughput"] is not None]
+    fig = go.Figure()
+    labels = [f"max batch {t['max_batch_size']}, delay {t['queue_delay_us'] / 1000:g} ms, "
+              f"{t['instances']} inst." for t in measured]
+    fig.add_scatter(x=[t["p99_ms"] for t in measured], y=[t["throughput"] for t in measured], mode="markers",
+                    name="trials", text=labels)
+    front, best_so_far = [], -1.0
+    for t in sorted(measured, key=lambda t: (t["p99_ms"], -t["throughput"])):
+        if t["throughput"] > best_so_far:
+            front.append(t)
+            best_so_far = t["throughput"]
+    fig.add_scatter(x=[t["p99_ms"] for t in front], y=[t["throughput"] for t in front], mode="lines",
+                    name="Pareto front", line={"dash": "dot"})
+    if run["best"]:
+        fig.add_scatter(x=[run["best"]["p99_ms"]], y=[run["best"]["throughput"]], mode="markers",
+                        name="winner", marker={"size": 14, "symbol": "star"})
+    if run["settings"].get("max_p99_ms"):
+        fig.add_vline(x=run["settings"]["max_p99_ms"], line={"dash": "dash"}, annotation_text="p99 limit")
+    return style(fig, title="Throughput vs p99 per trial", y_title="inferences/s", x_title="p99 (ms)")
+
+
+def winner(target: Target, run: dict[str, Any]) -> None:
+    st.subheader("The winner against the live config")
+    live_text = ""
+    if target.repository is not None:
+        try:
+            live_text = read_config_text(model_dir(target.repository, run["model"]) / "config.pbtxt")
+        except GeAdminError as exc:
+            st.warning(f"The live config file was not read: {exc}")
+    diff = "".join(difflib.unified_diff(live_text.splitlines(keepends=True),
+                                        run["best_text"].splitlines(keepends=True),
+                                        "config.pbtxt (on disk)", "config.pbtxt (the winner)"))
+    st.code(diff or "(the winner is the config on disk)", language="diff")
+    permitted, why_not = access.allowed(Action.APPLY)
+    if not diff or target.repository is None:
+        return
+    if st.button("Apply the winner", type="primary", key=keys.TUNE_APPLY, disabled=not permitted,
+                 help=why_not or "through the config editor's apply: validated, written atomically, "
+                 "reloaded, rolled back if it does not load or answer; audited with this run"):
+        with st.spinner(f"Applying to {run['model']}…"):
+            try:
+                result = apply_config(client_for(target), target.repository, run["model"], run["best_text"],
+                                      auth=access.auth_for(Action.APPLY, model=run["model"],
+                                                           server=target.spec.url),
+                                      smoke=True, note=f"the winner of tuning run {run['id']}")
+            except GeAdminError as exc:
+                show_failure(failure_of(exc), title="Not applied")
+                return
+        (st.success if result.ok else st.error)(result.message)
