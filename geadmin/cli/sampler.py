@@ -47,9 +47,12 @@ def run(args: argparse.Namespace) -> int:
         stop.set()
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-    target = resolve(url=args.url, admin_key=args.admin_key, stack=live_stack())
+    stack = live_stack()
+    target = resolve(url=args.url, admin_key=args.admin_key, stack=stack)
     client = TritonClient(target.spec.url, admin_key=target.spec.admin_key, timeout_s=PROBE_TIMEOUT_S)
-    watchers = [] if args.no_probes else [Prober(client, home=options.home, interval_s=float(
+    # Probe only a Triton that was named (or the running stack's), never a guessed default.
+    known = bool(args.url or settings.is_set("TRITON_URL") or stack)
+    watchers = [] if args.no_probes or not known else [Prober(client, home=options.home, interval_s=float(
         settings.get("PROBE_INTERVAL_S", args.probe_interval))).run]
     port = settings.get("SAMPLER_METRICS_PORT", args.metrics_port)
     endpoint = MetricsEndpoint(options.home, port, args.metrics_host,
@@ -59,6 +62,8 @@ def run(args: argparse.Namespace) -> int:
               f"{options.home / 'geadmin.db'} (kept {options.retention_h:g} h); Ctrl-C stops", flush=True)
         if watchers:
             print(f"probing the READY models of {client.url}", flush=True)
+        elif not args.no_probes:
+            print("not probing: name the Triton with --url or GEADMIN_TRITON_URL", flush=True)
         if endpoint:
             print(f"geadmin's metrics at {endpoint.url}", flush=True)
         Sampler(options, say=lambda message: print(message, flush=True), watchers=watchers).run(stop)

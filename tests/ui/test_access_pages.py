@@ -183,6 +183,7 @@ PAGES: dict[str, Callable[[AppTest], None] | None] = {
     "npu.py": None,
     "playground.py": None,
     "load_test.py": None,
+    "tune.py": None,
     "settings.py": None,
 }
 
