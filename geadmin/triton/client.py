@@ -329,7 +329,11 @@ class TritonClient:
             workers = len(getattr(pool, "_threads", ())) or 1
             # One task per worker: the barrier holds each until all run, so each lands on its own thread.
             barrier = threading.Barrier(workers)
-            for future in [pool.submit(self._close_thread_clients, barrier) for _ in range(workers)]:
+            try:
+                futures = [pool.submit(self._close_thread_clients, barrier) for _ in range(workers)]
+            except RuntimeError:  # the interpreter is exiting: its hook stopped every pool, and
+                futures = []  # the connections go with the process
+            for future in futures:
                 future.result(timeout=self.timeout_s + 5)
             pool.shutdown(wait=True)
         if grpc_client is not None:

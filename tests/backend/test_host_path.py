@@ -31,6 +31,7 @@ from tests.support.npu_ge import (
     metric_samples,
     model_ready,
     model_stats,
+    settled_live_resources,
     unload,
     wait_for,
 )
@@ -206,7 +207,7 @@ def test_an_execution_longer_than_execute_timeout_ms_fails_and_the_instance_reco
     affine_model(npu_shared.repo, "stuck", batching="", extra=[f"hang_on_value {HANG}", "delay_us 2000"],
                  config_extra=overlap(on) + params(execute_timeout_ms="400"))
     server = npu_shared.load_all()
-    held = live_resources(server.state_file)
+    held = settled_live_resources(server.state_file)
     started = time.monotonic()
     error = try_infer(server, "stuck", rows_of(HANG))
     assert isinstance(error, str), error
@@ -219,7 +220,7 @@ def test_an_execution_longer_than_execute_timeout_ms_fails_and_the_instance_reco
         np.testing.assert_array_equal(try_infer(server, "stuck", rows_of(v)), 2 * rows_of(v) + 1)
     assert recoveries(server, "stuck") == 1
     assert "rebuilt context, stream, model and buffers after a failed execution" in server.log()
-    assert live_resources(server.state_file) == held  # the abandoned stream and buffers are gone
+    assert settled_live_resources(server.state_file) == held  # the abandoned stream and buffers are gone
     stats = model_stats(server.url, "stuck")["inference_stats"]
     assert stats["fail"]["count"] == 1 and stats["success"]["count"] == 5
 

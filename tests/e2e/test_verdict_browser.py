@@ -15,7 +15,7 @@ from playwright.sync_api import Page, expect
 
 from geadmin.triton.client import TritonClient
 from tests.support.processes import wait_for
-from tests.support.samples import add_python_model
+from tests.support.samples import add_python_model, set_answers
 from tests.support.stack import geadmin, running_up
 
 CLASSIFIER = "digits_classifier"
@@ -53,6 +53,7 @@ def test_degraded_banner_drift_flag_and_the_crash_on_the_overview(page: Page, tm
         # The operator fixes the cause and loads it again: OK everywhere.
         (repository / "broken_init" / "1" / "model.py").write_text(
             "class TritonPythonModel:\n    def initialize(self, args):\n        pass\n")
+        set_answers(repository / "broken_init")  # and it answers (the probe checks that too)
         with TritonClient(up.url, admin_key=key, load_timeout_s=60) as client:
             client.load("broken_init")
         expect(sidebar.get_by_text(re.compile(r"(^|\W)OK$"))).to_be_visible(timeout=TIMEOUT_MS)
