@@ -67,7 +67,8 @@ def tune_form(target: Target, ready: list[str]) -> None:
         auth = access.auth_for(Action.TUNE, model=model, server=target.spec.url)
         with st.status(f"Tuning {model}…", expanded=True) as status:
             result = tune(client_for(target), target.repository, settings, auth=auth,
-                          admin_key=target.spec.admin_key, progress=lambda text: status.write(text))
+                          admin_key=target.spec.admin_key, metrics_url=target.urls().metrics,
+                          progress=lambda text: status.write(text))
             status.update(label=f"Tuned {model}: {result.headline()}", state="complete", expanded=False)
     except GeAdminError as exc:
         show_failure(failure_of(exc), title="Tuning stopped")

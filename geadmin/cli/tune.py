@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
         previous = signal.signal(signal.SIGTERM, _interrupt)  # ends like Ctrl-C: the trial copy is removed
         try:
             result = tune(client, target.repository, settings_, auth=auth, home=home,
-                          admin_key=target.spec.admin_key,
+                          admin_key=target.spec.admin_key, metrics_url=target.urls().metrics,
                           progress=lambda text: print(text, file=sys.stderr, flush=True))
         finally:
             signal.signal(signal.SIGTERM, previous)

@@ -35,6 +35,7 @@ from geadmin.access.roles import Action
 from geadmin.errors import ConfigError, GeAdminError, TritonError
 from geadmin.ops.bench import run_perf_analyzer
 from geadmin.ops.bench_settings import BenchSettings
+from geadmin.ops.tune_memory import MemoryGuard
 from geadmin.ops.tune_results import save_document
 from geadmin.ops.tune_space import BATCH_SIZES, Candidate, CostModel, shortlist, space
 from geadmin.repository.cross_model import direct_users, read_configs
@@ -199,24 +200,29 @@ def ensemble_floor(repository: Path, model: str) -> int:
 class _Runner:
     def __init__(self, client: TritonClient, repository: Path, tune: TuneSettings, auth: Authorization,
                  binary: str | None, progress: Progress, cancel: threading.Event | None,
-                 admin_key: str | None) -> None:
+                 admin_key: str | None, metrics_url: str | None = None) -> None:
         self.client, self.repository, self.tune = client, repository, tune
         self.auth, self.binary, self.progress = auth, binary, progress
         self.cancel, self.admin_key = cancel, admin_key
         self.live_text = read_config_text(model_dir(repository, tune.model) / "config.pbtxt")
         self.deadline = time.monotonic() + tune.budget_s
         self.trials: list[Trial] = []
+        self.memory = MemoryGuard(metrics_url)
 
     def out_of_time(self) -> bool:
         return time.monotonic() >= self.deadline or (self.cancel is not None and self.cancel.is_set())
 
     def load(self, candidate: Candidate) -> str:
+        refusal = self.memory.refusal(candidate)
+        if refusal:
+            return refusal
         config = parse_pbtxt(candidate_text(self.live_text, candidate))
         config.name = trial_name(self.tune.model)
         try:
             self.client.load(trial_name(self.tune.model), config=config)
         except GeAdminError as exc:
             return str(exc).splitlines()[0]
+        self.memory.loaded(candidate)
         return ""
 
     def measure(self, candidate: Candidate, phase: str) -> Trial:
@@ -260,7 +266,8 @@ class _Runner:
 
 def tune(client: TritonClient, repository: Path, tune_settings: TuneSettings, *, auth: object,
          home: Path | None = None, binary: str | None = None, progress: Progress | None = None,
-         cancel: threading.Event | None = None, admin_key: str | None = None) -> TuneResult:
+         cancel: threading.Event | None = None, admin_key: str | None = None,
+         metrics_url: str | None = None) -> TuneResult:
     """Search `tune_settings.model`'s serving config on trial copies; the live model is never
     changed. Saved and audited (`tune`)."""
     who = require(auth, Action.TUNE)
@@ -271,13 +278,14 @@ def tune(client: TritonClient, repository: Path, tune_settings: TuneSettings, *,
     with tune_lock(workspace, tune_settings.model):
         if remove_trial(client, repository, tune_settings.model):
             say("removed the trial copy an interrupted run left")
-        runner = _Runner(client, repository, tune_settings, auth, binary, say, cancel, admin_key)
+        runner = _Runner(client, repository, tune_settings, auth, binary, say, cancel, admin_key, metrics_url)
         live = read_knobs(parse_pbtxt(runner.live_text))
         delay = live.max_queue_delay_us if live.dynamic_batching else 0
         live_candidate = Candidate(live.max_batch_size, delay, live.instance_count or 1)
         make_trial(repository, tune_settings.model)
         try:
             notes, best = _search(runner, live_candidate, ensemble_floor(repository, tune_settings.model))
+            notes.append(runner.memory.note)
         finally:
             remove_trial(client, repository, tune_settings.model)
     best_text = candidate_text(runner.live_text, best.candidate) if best else ""

@@ -28,6 +28,7 @@ from tests.support.npu_ge import BackendBuild, NpuServer, affine_model, npu_proc
 from tests.support.stack import geadmin
 
 MODEL = "affine"
+HEAVY = "heavy"
 GEARS = "1,2,3,4,5,6,7,8"
 
 
@@ -38,7 +39,9 @@ def server(tmp_path_factory: pytest.TempPathFactory, npu_build: BackendBuild) ->
     repo.mkdir()
     affine_model(repo, MODEL, max_batch=1, gears=GEARS, width=8, batching="",
                  extra=["delay_us 5000", "delay_per_row_us 50"])
-    npu = npu_process(root, repo, npu_build, models=[MODEL])
+    affine_model(repo, HEAVY, max_batch=1, gears=GEARS, width=8, batching="",
+                 extra=[f"weight_bytes {8 << 30}", "delay_us 1000"])  # 8 GiB of the double's 32 per instance
+    npu = npu_process(root, repo, npu_build, models=[MODEL, HEAVY])
     npu.process.start(timeout_s=120)
     yield npu
     npu.process.stop()
@@ -203,3 +206,21 @@ def test_an_ensemble_that_runs_the_model_sets_the_floor(tmp_path: Path) -> None:
         'input_map { key: "x", value: "IN" }, output_map { key: "y", value: "OUT" } }] }\n')
     assert ensemble_floor(repo, "member") == 4
     assert ensemble_floor(repo, "pipe") == 0
+
+
+def test_a_trial_that_would_not_fit_in_the_npus_memory_is_not_loaded(server: NpuServer,
+                                                                    tmp_path: Path) -> None:
+    """The double's device: 32 GiB, 2 reserved; the live model holds 8 GiB, the trial copy 8
+    more: 14 GiB free, so two instances (16 GiB, loaded before the old config goes) do not fit."""
+    with TritonClient(server.url) as client:
+        result = tune(client, server.process.repository,
+                      TuneSettings(HEAVY, budget_s=60.0, concurrency=4, window_ms=500, max_batch_size=4),
+                      auth=guard.os_user(), home=tmp_path, metrics_url=server.metrics_url)
+    assert "NPU memory checked: one instance holds 8192 MiB on device(s) 0" in result.notes, result.notes
+    two = [t for t in result.trials if t.candidate.instances == 2]
+    assert two and all(not t.ok and t.error.startswith("not loaded: it needs about 16384 MiB of NPU memory")
+                       for t in two), [t.error for t in two]
+    assert any(t.ok for t in result.trials if t.candidate.instances == 1)
+    assert result.best is not None and result.best.candidate.instances == 1
+    with TritonClient(server.url) as client:
+        assert trial_name(HEAVY) not in {m.name for m in client.repository_index()}
