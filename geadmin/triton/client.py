@@ -27,6 +27,7 @@ from tritonclient.grpc import model_config_pb2, service_pb2
 
 from geadmin.domain import Endpoint, Health, ModelEntry, ModelState, ServerInfo, Transport
 from geadmin.errors import ConfigError
+from geadmin.triton.pools import close_on_each_thread
 from geadmin.triton.tensors import InferResponse, Tensor, _infer_inputs, _requested_outputs, _response
 from geadmin.triton.translate import translate_error
 
@@ -326,16 +327,7 @@ class TritonClient:
             pool, self._http_pool = self._http_pool, None
             grpc_client, self._grpc = self._grpc, None
         if pool is not None:
-            workers = len(getattr(pool, "_threads", ())) or 1
-            # One task per worker: the barrier holds each until all run, so each lands on its own thread.
-            barrier = threading.Barrier(workers)
-            try:
-                futures = [pool.submit(self._close_thread_clients, barrier) for _ in range(workers)]
-            except RuntimeError:  # the interpreter is exiting: its hook stopped every pool, and
-                futures = []  # the connections go with the process
-            for future in futures:
-                future.result(timeout=self.timeout_s + 5)
-            pool.shutdown(wait=True)
+            close_on_each_thread(pool, self._close_thread_clients, self.timeout_s + 5)
         if grpc_client is not None:
             grpc_client.close()
 
