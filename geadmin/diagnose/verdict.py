@@ -170,10 +170,11 @@ def judge(snapshot: ServerSnapshot, found: Triage, *, drift: Sequence[Drift] = (
     reasons += [Reason(Rule.INTERRUPTED_CHANGE, one_line(item.reason()), item.model, item.rollback_command)
                 for item in cut_short]
     ready = {m.name for m in found.ready}
-    reasons += [Reason(Rule.NOT_ANSWERING, f"model {name!r} is READY but does not answer: "
-                       f"{one_line(p.error)}", name, "send it a request from the Playground to see the whole "
-                       f"error; reload it (geadmin models reload {name}) or roll back its last config change")
-                for name, p in sorted((probes or {}).items()) if name in ready and not p.ok]
+    silent = watch.causes_first([p for name, p in (probes or {}).items() if name in ready and not p.ok])
+    reasons += [Reason(Rule.NOT_ANSWERING, f"model {p.model!r} is READY but does not answer: "
+                       f"{one_line(p.error)}", p.model, "send it a request from the Playground to see the "
+                       f"whole error; reload it (geadmin models reload {p.model}) or roll back its last "
+                       "config change") for p in silent]
     if not reasons and snapshot.live and not snapshot.ready:
         reasons.append(not_ready_reason(found))
     return Verdict(snapshot, found, tuple(reasons), tuple(drift), tuple(expected), tuple(sorted(stuck or {})),

@@ -49,7 +49,8 @@ class ProbeRound:
 
     @property
     def failed(self) -> list[ProbeRecord]:
-        return [p for p in self.probes if not p.ok]
+        """The failed probes, causes first (a member before the ensemble that fails with it)."""
+        return watch.causes_first([p for p in self.probes if not p.ok])
 
     def to_json(self) -> dict[str, object]:
         return {"server": self.server, "at": self.at_s, "error": self.error,

@@ -81,6 +81,13 @@ def latest_probes(server: str, *, newer_than_s: float = 0.0,
     return {row["model"]: _probe(row) for row in rows}
 
 
+def causes_first(failed: Sequence[ProbeRecord]) -> list[ProbeRecord]:
+    """Failed probes, those whose error names no other failed model first: when an ensemble
+    fails because its member does, the member is the cause to read first."""
+    names = {p.model for p in failed}
+    return sorted(failed, key=lambda p: (any(f"'{other}" in p.error for other in names - {p.model}), p.model))
+
+
 def fresh_probes(server: str, *, now_s: float, fresh_s: float = FRESH_S,
                  home: Path | None = None) -> dict[str, ProbeRecord]:
     """The latest probe of each model of `server` taken in the last `fresh_s`; {} without a

@@ -155,3 +155,9 @@ def test_the_triage_card_compares_the_windows_p99_with_the_objective() -> None:
     assert latency_note(window(None, 20.0), target) == \
         "average latency 20.0 ms is within its p99 objective of 50 ms"
     assert latency_note(window(62.0, 20.0), None) == "" and latency_note(None, target) == ""
+
+
+def test_a_failing_member_is_named_before_the_ensemble_that_fails_with_it() -> None:
+    member = ProbeRecord("s", "post", 1.0, False, None, "infer with 'post': ... model 'post_0_0' ... corrupt")
+    ensemble = ProbeRecord("s", "pipe", 1.0, False, None, "in ensemble 'pipe', model 'post_0_0': corrupt")
+    assert [p.model for p in watch.causes_first([ensemble, member])] == ["post", "pipe"]
