@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pandas as pd
 import streamlit as st
 
@@ -93,8 +95,8 @@ def model_table(rows: list[ModelRow]) -> None:
     search = search_col.text_input("Search name or reason", key=keys.MODELS_SEARCH)
     states = state_col.multiselect("State", [s.value for s in ModelState], key=keys.MODELS_STATES)
     shown = filter_rows(rows, search, [ModelState(s) for s in states])
-    counts = ", ".join(f"{sum(r.state is s for r in rows)} {s.value}" for s in ModelState
-                       if any(r.state is s for r in rows))
+    labels = Counter(r.state_label for r in rows)  # "READY, NOT ANSWERING" is a state of its own
+    counts = ", ".join(f"{n} {label}" for label, n in sorted(labels.items()))
     st.caption(f"{len(shown)} of {len(rows)} models · {counts}")
     if not shown:
         st.info("No model matches the search and state filter.")
