@@ -186,7 +186,8 @@ def test_the_models_page_and_the_overview_show_ready_but_not_answering(
     probes = dict(zip(frame["name"], frame["probe"], strict=True))
     assert states[BROKEN] == "READY, NOT ANSWERING" and probes[BROKEN].startswith("fails: ")
     assert states["digits_pipeline"] == "READY" and probes["digits_pipeline"].startswith("answers (")
-    assert any("4 READY, 1 READY, NOT ANSWERING" in c.value for c in at.caption), [c.value for c in at.caption]
+    captions = [c.value for c in at.caption]
+    assert any("4 READY, 1 READY, NOT ANSWERING" in c for c in captions), captions
     overview = run(AppTest.from_file(APP, default_timeout=90))
     banners = [str(w.value) for w in overview.warning] + [str(e.value) for e in overview.error]
     assert any(f"model '{BROKEN}' is READY but does not answer" in b for b in banners), banners
