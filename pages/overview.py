@@ -9,7 +9,7 @@ from geadmin import settings
 from geadmin.access.roles import Action as Guarded
 from geadmin.diagnose.failure_text import from_explanation, from_message
 from geadmin.diagnose.health import ServerSnapshot, Triage, is_idle, take_snapshots, triage
-from geadmin.diagnose.verdict import Rule, Verdict
+from geadmin.diagnose.verdict import Reason, Rule, Verdict
 from geadmin.errors import GeAdminError
 from geadmin.ops import actions
 from geadmin.ops.bundle import build_bundle, default_bundle_name
@@ -81,15 +81,18 @@ def server_detail(target: Target, current: ServerSnapshot, last_good: ServerSnap
         st.warning(f"The models below are the last data received, from {last_good.taken_at:%H:%M:%S} "
                    "UTC. This page recovers by itself when Triton answers again.")
     found = verdict.found if shown is current else triage(shown, log_for(target), target.repository)
-    identity(current, shown, found)
+    silent = [r for r in verdict.reasons if r.rule is Rule.NOT_ANSWERING] if shown is current else []
+    identity(current, shown, found, len(silent))
+    not_answering(silent)
     not_ready_models(found, can_act=shown is current)
     drift_panel(verdict, target, can_act=shown is current)
     model_table(shown, found.failed_reasons, verdict if shown is current else None)
     st.caption(f"Refreshed {current.taken_at:%H:%M:%S} UTC · every {REFRESH_S}s")
 
 
-def identity(current: ServerSnapshot, shown: ServerSnapshot, found: Triage) -> None:
-    """Server status from the *current* poll (never stale); model counts from what is shown."""
+def identity(current: ServerSnapshot, shown: ServerSnapshot, found: Triage, silent: int = 0) -> None:
+    """Server status from the *current* poll (never stale); model counts from what is shown. A
+    READY model whose probe fails is counted as "not answering", not as ready."""
     left, middle, right = st.columns(3)
     left.metric("Server", current.status)
     info = current.info or shown.info
@@ -97,11 +100,22 @@ def identity(current: ServerSnapshot, shown: ServerSnapshot, found: Triage) -> N
     right.metric("Transport", current.transport.upper())
     st.caption(f"`{current.url}` · live: {current.live} · ready: {current.ready}")
     counts = found.counts
+    if silent:
+        counts = {"ready": counts["ready"] - silent, "not answering": silent,
+                  **{k: v for k, v in counts.items() if k != "ready"}}
     for column, (group, count) in zip(st.columns(len(counts)), counts.items(), strict=True):
         column.metric(group, count)
     if info and info.extensions:
         with st.expander("Extensions"):
             st.write(", ".join(info.extensions))
+
+
+def not_answering(reasons: list[Reason]) -> None:
+    """READY models whose latest probe got an error: each with the error and the fix."""
+    if reasons:
+        st.subheader(f"READY but not answering ({len(reasons)})")
+    for reason in reasons:
+        st.error(f"**{reason.model}** — {reason.text.split(': ', 1)[-1]}\n\n**Next step:** {reason.fix}.")
 
 
 def not_ready_models(found: Triage, can_act: bool) -> None:

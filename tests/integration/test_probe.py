@@ -191,3 +191,7 @@ def test_the_models_page_and_the_overview_show_ready_but_not_answering(
     overview = run(AppTest.from_file(APP, default_timeout=90))
     banners = [str(w.value) for w in overview.warning] + [str(e.value) for e in overview.error]
     assert any(f"model '{BROKEN}' is READY but does not answer" in b for b in banners), banners
+    counters = {m.label: m.value for m in overview.metric}
+    assert counters["not answering"] == "1" and counters["ready"] == str(len(MODELS) - 1), counters
+    assert [h.value for h in overview.subheader if h.value.startswith("READY but not answering")] == \
+        ["READY but not answering (1)"]
