@@ -112,16 +112,16 @@ def model_file(tmp_path: Path, *extra: str) -> Path:
 def test_queued_work_runs_in_order_and_only_a_sync_makes_results_visible(
     device: Device, tmp_path: Path
 ) -> None:
-    model = device.load(model_file(tmp_path, "delay_us 300000"))
+    model = device.load(model_file(tmp_path, "delay_us 1000000"))
     x = np.array([1, 2, 3, 4], dtype=np.float32)
     y = np.zeros(FLOATS, dtype=np.float32)
     started = time.monotonic()
     device.run_async(model, x, y)
-    assert time.monotonic() - started < 0.1  # queued, not run
+    assert time.monotonic() - started < 0.5  # queued, not run (the run takes 1 s)
     np.testing.assert_array_equal(y, 0)  # a read without a sync sees stale memory
     assert device.sync(timeout_ms=0) == ACL_ERROR_RT_STREAM_SYNC_TIMEOUT  # 0: only checks
     assert device.sync() == ACL_SUCCESS
-    assert time.monotonic() - started >= 0.3  # the execution's fixed cost
+    assert time.monotonic() - started >= 1.0  # the execution's fixed cost
     # copy-in before execute before copy-out: any other order gives 1s or zeros
     np.testing.assert_array_equal(y, 2 * x + 1)
 
@@ -159,11 +159,11 @@ def test_a_bounded_sync_times_out_with_canns_code_and_destroying_the_stream_aban
     own.run_async(model, x, y)
     started = time.monotonic()
     assert own.sync(timeout_ms=150) == ACL_ERROR_RT_STREAM_SYNC_TIMEOUT
-    assert 0.15 <= time.monotonic() - started < 1.0
+    assert 0.15 <= time.monotonic() - started < 5.0  # bounded (the work never ends)
     assert "did not finish within 150 ms" in own.recent_error()
     started = time.monotonic()
     device.ok(lib.aclrtDestroyStream(stream))  # interrupts the hung execution
-    assert time.monotonic() - started < 1.0
+    assert time.monotonic() - started < 5.0
     np.testing.assert_array_equal(y, 0)  # abandoned work wrote nothing
 
 
