@@ -50,6 +50,9 @@
     │   ├── BenchInputError             the input data (--input-data JSON) was rejected
     │   ├── BenchSettingsError          loads, window or trials malformed or out of bounds
     │   └── BenchBusyError              another load test runs against this server now
+    ├── FleetError                  many servers as one (geadmin.fleet)
+    │   ├── DiscoverySourceError        a discovery source (DNS, Prometheus, Kubernetes) did not answer
+    │   └── RolloutBusyError            another rollout of this fleet runs now
     └── TelemetryError              metrics pages and NPU sources (geadmin.telemetry)
         ├── MetricsUnavailableError     a Prometheus /metrics page cannot be read
         │   ├── MetricsUnreachableError     nothing answers (connection refused, DNS, reset)
@@ -255,6 +258,22 @@ class InferInputError(GeAdminError):
 
 class InputTooLargeError(InferInputError):
     """An uploaded file or a requested tensor over geadmin's size limit."""
+
+
+class FleetError(GeAdminError):
+    """Finding or changing many servers as one failed."""
+
+
+class DiscoverySourceError(FleetError):
+    """A discovery source did not answer; the message names the source and the fix."""
+
+    def __init__(self, message: str, *, source: str = "") -> None:
+        super().__init__(message)
+        self.source = source
+
+
+class RolloutBusyError(FleetError):
+    """Another rollout of the same fleet is running."""
 
 
 class TelemetryError(GeAdminError):

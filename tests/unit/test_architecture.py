@@ -21,7 +21,7 @@ LAYERS = {
     "__init__": 0, "errors": 0, "settings": 0, "domain": 0,
     "triton": 1, "repository": 1, "db": 1, "audit": 1, "binaries": 1,
     "diagnose": 2, "telemetry": 2, "access": 2,
-    "ops": 3, "stack": 3,
+    "ops": 3, "stack": 3, "fleet": 3,
     "cli": 4,
 }
 PAGES_LAYER = 5

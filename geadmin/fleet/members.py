@@ -1,0 +1,57 @@
+"""What discovery finds: a fleet member is one Triton server with where it was found and the
+labels its source knows (Kubernetes pod, node and Ascend resources; Prometheus target labels).
+
+Every discovery source is a module with one function, registered in geadmin.fleet.discovery:
+
+    def discover(target: str, *, timeout_s: float) -> Found
+
+`target` is the source's text after its prefix (for `dns:triton:8000`, `triton:8000`). A
+malformed target raises ConfigError naming the form expected; a source that does not answer
+raises DiscoverySourceError naming the source and the fix. One member the source cannot
+address (a pod without an IP yet) is left out with a line in `Found.notes`, never an error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+
+from geadmin.triton.servers import ServerSpec
+
+# Label keys every source uses for the same thing, so the fleet view groups any mix.
+NODE = "node"  # the machine (Kubernetes node, compose host, Prometheus `node`/`instance` host)
+POD = "pod"
+NAMESPACE = "namespace"
+ASCEND = "ascend"  # the Ascend device type a member asked for: Ascend910, Ascend310P, ...
+ASCEND_COUNT = "ascend_count"
+READY = "ready"  # the source's own readiness ("true" / "false"), where it has one
+
+EMPTY: Mapping[str, str] = MappingProxyType({})
+
+
+@dataclass(frozen=True)
+class Member:
+    spec: ServerSpec  # name (unique in its fleet) and endpoints
+    source: str  # the source text that found it, e.g. "dns:triton:8000"
+    labels: Mapping[str, str] = field(default=EMPTY)
+    repository: Path | None = None  # its model repository, where this machine can write it
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def url(self) -> str:
+        return self.spec.url
+
+
+@dataclass(frozen=True)
+class Found:
+    """What one source found: its members, and lines about what it left out and why."""
+
+    source: str
+    members: tuple[Member, ...] = ()
+    notes: tuple[str, ...] = ()
+    error: str = ""  # the source did not answer (DiscoverySourceError's message)
