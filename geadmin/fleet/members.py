@@ -16,7 +16,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import MappingProxyType
 
 from geadmin.triton.servers import ServerSpec
 
@@ -28,14 +27,12 @@ ASCEND = "ascend"  # the Ascend device type a member asked for: Ascend910, Ascen
 ASCEND_COUNT = "ascend_count"
 READY = "ready"  # the source's own readiness ("true" / "false"), where it has one
 
-EMPTY: Mapping[str, str] = MappingProxyType({})
-
 
 @dataclass(frozen=True)
 class Member:
     spec: ServerSpec  # name (unique in its fleet) and endpoints
     source: str  # the source text that found it, e.g. "dns:triton:8000"
-    labels: Mapping[str, str] = field(default=EMPTY)
+    labels: Mapping[str, str] = field(default_factory=dict)
     repository: Path | None = None  # its model repository, where this machine can write it
 
     @property
