@@ -126,6 +126,8 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     Setting("TRITON_URL", str, None, "the Triton to talk to"),
     Setting("TRITON_URLS", str, None, "several servers: name=url,name2=url2"),
     Setting("SERVERS_FILE", parse_path, None, "several servers, from a TOML file"),
+    Setting("FLEET", str, None, "the default fleet's discovery sources, comma-separated: servers, "
+            "dns:HOST:PORT, prometheus:URL?job=JOB, kubernetes:NAMESPACE?selector=LABELS (geadmin fleet)"),
     Setting("ADMIN_KEY", str, None, "key for Triton's restricted APIs", secret=True),
     Setting("TRITON_LOG", parse_path, None, "Triton's log file, read to explain failures"),
     Setting("BACKEND_DIRS", str, None, "extra Triton backends: name=DIR,name2=DIR2 "

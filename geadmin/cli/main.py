@@ -7,7 +7,19 @@ import sys
 from collections.abc import Sequence
 
 from geadmin import __version__, settings
-from geadmin.cli import alerts, bundle, config, config_history, models, objectives, probe, status, tune, up
+from geadmin.cli import (
+    alerts,
+    bundle,
+    config,
+    config_history,
+    fleet,
+    models,
+    objectives,
+    probe,
+    status,
+    tune,
+    up,
+)
 from geadmin.cli import bench as bench_command
 from geadmin.cli import dashboard as dashboard_command
 from geadmin.cli import infer as infer_command
@@ -19,7 +31,7 @@ from geadmin.errors import GeAdminError
 
 COMMANDS = (up, status, models, config, config_history, bundle, infer_command,  # config_history adds `audit`
             npu_command, top_command, sampler_command, users_command, bench_command,
-            dashboard_command, probe, alerts, objectives, tune)
+            dashboard_command, probe, alerts, objectives, tune, fleet)
 EXIT_USAGE = 2
 EXIT_INTERNAL = 70  # a bug in geadmin (sysexits' EX_SOFTWARE): never a usage error
 REPORT_HINT = ("this is a bug in geadmin: please report it, with the file `geadmin bundle` writes "

@@ -137,6 +137,12 @@ def derive(before: Scrape, after: Scrape) -> Window:
     return Window(before.timestamp_s, after.timestamp_s, models, server_stats(after), gone)
 
 
+def since_start(scrape: Scrape) -> tuple[ModelWindow, ...]:
+    """Each model version's figures since its counters started (one scrape, no window): the
+    averages, failures and quantiles are meaningful; every `*_per_s` is a total count."""
+    return tuple(_model_window(key, None, series, 1.0) for key, series in sorted(_by_model(scrape).items()))
+
+
 def server_stats(scrape: Scrape) -> ServerStats:
     """Host CPU and memory. Until Triton first polls the host (its metrics interval, 2 s by
     default, after start) every CPU gauge reads 0: a total of 0 bytes means "not yet", so all

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
@@ -98,6 +98,7 @@ class Target:
     last_error: str
     last_scrape: datetime | None
     interval_s: float
+    labels: Mapping[str, str] = field(default_factory=dict)  # every target label (pod, node, ...)
 
     @property
     def selector(self) -> str:
@@ -194,7 +195,8 @@ class PrometheusHistory:
             found.append(Target(t.get("scrapeUrl", ""), labels.get("job", ""), labels.get("instance", ""),
                                 t.get("health", "unknown"), t.get("lastError", ""),
                                 _parse_time(t.get("lastScrape")),
-                                parse_duration(t.get("scrapeInterval")) or DEFAULT_SCRAPE_S))
+                                parse_duration(t.get("scrapeInterval")) or DEFAULT_SCRAPE_S,
+                                {str(k): str(v) for k, v in labels.items()}))
         return found
 
     def _target(self, source: str) -> Target:

@@ -9,6 +9,8 @@ First match wins:
        admin_key_file = "/etc/geadmin/prod-a.key"   # optional; or admin_key = "..."
        http_url = "https://10.0.0.5:8000"           # optional: its other endpoints, when
        metrics_url = "http://10.0.0.5:8002/metrics" # not on the GEADMIN_*_PORT ports
+       repository = "/srv/models/prod-a"            # optional: its model repository, as this
+                                                    # machine mounts it (geadmin fleet apply)
 
 2. `GEADMIN_TRITON_URLS`: comma-separated `url` or `name=url` items.
 3. `GEADMIN_TRITON_URL`, else the caller's default (the CLI passes the live embedded
@@ -49,6 +51,7 @@ class ServerSpec:
     http_url: str | None = None
     grpc_url: str | None = None
     metrics_url: str | None = None
+    repository: Path | None = None  # its model repository as this machine sees it (fleet apply)
 
 
 DEFAULT_TRITON_URL = f"http://127.0.0.1:{DEFAULT_PORTS['http']}"
@@ -137,7 +140,8 @@ def parse_servers_file(path: Path, fallback_url: str | None = None) -> list[Serv
         specs.append(ServerSpec(str(entry.get("name") or endpoint.address), endpoint.url, key,
                                 http_url=_entry_url(path, number, entry, "http_url", Transport.HTTP),
                                 grpc_url=_entry_url(path, number, entry, "grpc_url", Transport.GRPC),
-                                metrics_url=_entry_metrics(path, number, entry)))
+                                metrics_url=_entry_metrics(path, number, entry),
+                                repository=_entry_path(path, number, entry, "repository")))
     return _checked(specs, str(path))
 
 
@@ -165,6 +169,15 @@ def _entry_url(path: Path, number: int, entry: dict[str, Any], key: str, transpo
     if endpoint.transport is not transport:
         raise ConfigError(f"{path}: server #{number}: {key} must be a {transport.value} URL, got {value!r}")
     return endpoint.url
+
+
+def _entry_path(path: Path, number: int, entry: dict[str, Any], key: str) -> Path | None:
+    value = entry.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{path}: server #{number}: {key} must be a directory path")
+    return Path(value).expanduser()
 
 
 def _entry_metrics(path: Path, number: int, entry: dict[str, Any]) -> str | None:

@@ -1,0 +1,168 @@
+"""`geadmin fleet`: many Triton servers as one (geadmin.fleet).
+
+    geadmin fleet status [--fleet NAME | --source SRC ...] [--json]
+    geadmin fleet load|unload|reload MODEL [--wave-size N] [gate flags]
+    geadmin fleet apply MODEL FILE [--repository DIR] [--wave-size N] [gate flags]
+
+Sources: servers (the configured servers), dns:HOST:PORT, prometheus:URL?job=JOB,
+kubernetes:NAMESPACE?selector=LABELS. Fleets are named in the servers file ([[fleet]]
+tables) or by GEADMIN_FLEET (the "default" fleet).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from geadmin.access import guard
+from geadmin.cli.common import format_table
+from geadmin.errors import ConfigInvalidError, GeAdminError, RepositoryError
+from geadmin.fleet.discovery import Discovery, discover, fleet_named
+from geadmin.fleet.gate import GateSettings
+from geadmin.fleet.members import ASCEND, NODE
+from geadmin.fleet.rollout import Change, rollout
+from geadmin.fleet.status import POLL_TIMEOUT_S, FleetStatus, poll
+
+EXIT_OK = 0
+EXIT_FAILED = 1  # a rollout stopped at a gate (and put the servers back)
+EXIT_DEGRADED = 4  # a server down, a model skewed
+EXIT_NONE = 3  # no server found, or none answers
+
+
+def _discovery(args: argparse.Namespace) -> Discovery:
+    repository = Path(args.repository).expanduser() if getattr(args, "repository", None) else None
+    return discover(fleet_named(args.fleet, args.source or (), repository))
+
+
+def run_status(args: argparse.Namespace) -> int:
+    try:
+        status = poll(_discovery(args), timeout_s=args.timeout)
+    except GeAdminError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(status.to_json(), indent=2) if args.json else render(status))
+    if not status.servers or not status.answering:
+        return EXIT_NONE
+    return EXIT_DEGRADED if status.down() or status.skew() else EXIT_OK
+
+
+def render(status: FleetStatus) -> str:
+    lines = [status.headline()]
+    lines += [f"  source {p}" for p in status.discovery.problems]
+    for label, title in ((NODE, "node"), (ASCEND, "Ascend")):
+        groups = status.groups(label)
+        if len(groups) > 1 or "-" not in groups:
+            lines.append(f"by {title}: " + "; ".join(f"{k}: {', '.join(v)}" for k, v in groups.items()))
+    if status.down():
+        lines.append(f"DOWN ({len(status.down())}):")
+        lines += [f"  {line}" for line in status.down()]
+    if status.skew():
+        lines.append(f"SKEW ({len(status.skew())}):")
+        lines += [f"  {line}" for line in status.skew()]
+    if status.outliers():
+        lines.append(f"OUTLIERS ({len(status.outliers())}):")
+        lines += [f"  {line}" for line in status.outliers()]
+    if status.models:
+        header = ["MODEL", *(s.name for s in status.servers)]
+        rows = [[model, *(_cell(s.cell(model)) if not s.problem else "?" for s in status.servers)]
+                for model in status.models]
+        lines.append(format_table([header, *rows]))
+    return "\n".join(lines)
+
+
+def _cell(cell: tuple[str, str] | None) -> str:
+    if cell is None:
+        return "-"
+    state, version = cell
+    return f"{state} v{version}" if version else state
+
+
+def run_change(args: argparse.Namespace) -> int:
+    change = Change(args.fleet_command)
+    try:
+        data = None
+        if change is Change.APPLY:
+            try:
+                data = sys.stdin.buffer.read() if args.file == "-" else Path(args.file).read_bytes()
+            except OSError as exc:
+                raise RepositoryError(f"cannot read {args.file}: {exc.strerror or exc}") from None
+        found = _discovery(args)
+        for problem in found.problems:
+            print(f"note: {problem}", file=sys.stderr)
+        gate = GateSettings(requests=args.gate_requests, latency_margin=args.latency_margin,
+                            latency_slack_ms=args.latency_slack_ms, error_margin=args.error_margin)
+        say = (lambda _: None) if args.json else (lambda line: print(line, file=sys.stderr, flush=True))
+        result = rollout(found.members, change, args.model, new_config=data, wave_size=args.wave_size,
+                         gate=gate, auth=guard.os_user(), fleet=found.fleet.name, progress=say,
+                         timeout_s=args.timeout, validate=getattr(args, "validate", True))
+    except ConfigInvalidError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        print("\n".join(f"  {f}" for f in exc.findings), file=sys.stderr)
+        return 2
+    except GeAdminError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2))
+    else:
+        print(result.headline)
+        print(format_table([["SERVER", "WAVE", "OUTCOME", "DETAIL"],
+                            *([r.server, r.wave or "-", r.outcome, r.message] for r in result.rows)]))
+    return EXIT_OK if result.ok else EXIT_FAILED
+
+
+def _add_target_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--fleet", default=None, metavar="NAME",
+                        help="a fleet named in the servers file ([[fleet]]); default: GEADMIN_FLEET, "
+                        "else the configured servers")
+    parser.add_argument("--source", action="append", metavar="SRC",
+                        help="an ad-hoc source instead of a named fleet (repeatable): servers, "
+                        "dns:HOST:PORT, prometheus:URL?job=JOB, kubernetes:NAMESPACE?selector=LABELS")
+    parser.add_argument("--json", action="store_true", help="print a JSON document")
+
+
+def _add_rollout_args(parser: argparse.ArgumentParser) -> None:
+    _add_target_args(parser)
+    parser.add_argument("--wave-size", type=int, default=1, metavar="N", help="servers changed at once (1)")
+    parser.add_argument("--gate-requests", type=int, default=3, metavar="N",
+                        help="smoke requests per server before and after its wave (3; 0: READY only)")
+    parser.add_argument("--latency-margin", type=float, default=1.0, metavar="F",
+                        help="the slowest gate request may take (1+F) x before ... (1.0)")
+    parser.add_argument("--latency-slack-ms", type=float, default=100.0, metavar="MS", help="... + MS (100)")
+    parser.add_argument("--error-margin", type=float, default=0.0, metavar="F",
+                        help="failed share of the gate requests allowed over before's (0)")
+    parser.add_argument("--timeout", type=float, default=60.0, metavar="S",
+                        help="per server: a request, a load or an unload (60)")
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser("fleet", help="many Triton servers as one: status, rollouts in waves",
+                                   description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    actions = parser.add_subparsers(dest="fleet_command", required=True, metavar="ACTION")
+    status = actions.add_parser("status", help="the model x server matrix, skew, servers down, outliers",
+                                description="Exit codes: 0 the same everywhere; 4 a server down or a model "
+                                "skewed; 3 no server found or none answers; 2 bad usage.")
+    _add_target_args(status)
+    status.add_argument("--timeout", type=float, default=POLL_TIMEOUT_S, metavar="S",
+                        help=f"per server ({POLL_TIMEOUT_S:g}): a slower one is reported, never waited for")
+    status.set_defaults(func=run_status)
+    for change in (Change.LOAD, Change.UNLOAD, Change.RELOAD):
+        sub = actions.add_parser(change.value, help=f"{change.value} a model on every server, in waves "
+                                 "with a health gate; stops and puts back at the first failed gate")
+        sub.add_argument("model", metavar="MODEL")
+        _add_rollout_args(sub)
+        sub.set_defaults(func=run_change)
+    apply = actions.add_parser("apply", help="apply a config on every server, in waves (the safe apply "
+                               "per server); stops and restores every changed server at the first "
+                               "failed gate")
+    apply.add_argument("model", metavar="MODEL")
+    apply.add_argument("file", metavar="FILE", help="the new config.pbtxt ('-': standard input)")
+    apply.add_argument("--repository", default=None, metavar="DIR",
+                       help="the model repository every server reads (a shared volume), as mounted here; "
+                       "else each [[server]]'s repository")
+    apply.add_argument("--no-validate", dest="validate", action="store_false",
+                       help="apply even when `geadmin config validate` finds errors (Triton still checks it)")
+    _add_rollout_args(apply)
+    apply.set_defaults(func=run_change)

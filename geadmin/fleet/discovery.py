@@ -1,0 +1,200 @@
+"""Where the fleet's servers are: any mix of sources, each a module with one `discover`.
+
+    servers                               the configured servers (GEADMIN_SERVERS_FILE /
+                                          GEADMIN_TRITON_URLS / GEADMIN_TRITON_URL)
+    dns:HOST:PORT                         every address HOST resolves to (a compose service
+                                          scaled with --scale triton=3 resolves to its replicas)
+    prometheus:URL?job=JOB                the active targets of a Prometheus job, with their labels
+    kubernetes:NAMESPACE?selector=SEL     pods by label selector, each addressed directly
+
+A fleet is a named list of sources: `[[fleet]]` tables in the servers file, and
+GEADMIN_FLEET (comma-separated sources) for the fleet named "default". Without either, the
+default fleet is the configured servers. Sources are asked at once; one that does not answer
+is reported beside what the others found, never in their way.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from geadmin import settings
+from geadmin.domain import Endpoint
+from geadmin.errors import ConfigError, DiscoverySourceError
+from geadmin.fleet import dns, prometheus_targets
+from geadmin.fleet.members import Found, Member
+from geadmin.triton.servers import load_servers
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+DEFAULT_FLEET = "default"
+CONFIGURED = "servers"
+DISCOVERY_TIMEOUT_S = 5.0
+
+Discover = Callable[..., Found]
+
+
+def _kubernetes(target: str, *, timeout_s: float) -> Found:
+    from geadmin.fleet import kubernetes  # the client takes a second to import: only when asked
+
+    return kubernetes.discover(target, timeout_s=timeout_s)
+
+
+SOURCES: dict[str, Discover] = {
+    "dns": dns.discover,
+    "prometheus": prometheus_targets.discover,
+    "kubernetes": _kubernetes,
+    "k8s": _kubernetes,
+}
+
+
+@dataclass(frozen=True)
+class Fleet:
+    name: str
+    sources: tuple[str, ...]
+    repository: Path | None = None  # one model repository every member reads (a shared volume)
+
+
+@dataclass(frozen=True)
+class Discovery:
+    fleet: Fleet
+    members: tuple[Member, ...]
+    found: tuple[Found, ...]  # per source, in the fleet's order
+
+    @property
+    def problems(self) -> list[str]:
+        """One line per source that did not answer, and per member it left out."""
+        lines = [f"{f.source}: {f.error}" for f in self.found if f.error]
+        return lines + [f"{f.source}: {note}" for f in self.found for note in f.notes]
+
+
+def fleets(fallback_url: str | None = None) -> dict[str, Fleet]:
+    """Every named fleet: the servers file's [[fleet]] tables, GEADMIN_FLEET as "default"."""
+    named: dict[str, Fleet] = {}
+    file = settings.get("SERVERS_FILE")
+    if file:
+        named.update(_file_fleets(file))
+    env = settings.get("FLEET")
+    if env:
+        named[DEFAULT_FLEET] = Fleet(DEFAULT_FLEET, tuple(_split(env)))
+    named.setdefault(DEFAULT_FLEET, Fleet(DEFAULT_FLEET, (CONFIGURED,)))
+    for fleet in named.values():
+        for source in fleet.sources:
+            check_source(source)
+    return named
+
+
+def fleet_named(name: str | None, sources: Sequence[str] = (), repository: Path | None = None) -> Fleet:
+    """`--fleet NAME` (default: "default"), or ad-hoc `--source` texts when given;
+    `repository` (`--repository`) replaces the fleet's shared repository."""
+    if sources:
+        for source in sources:
+            check_source(source)
+        return Fleet("ad hoc", tuple(sources), repository)
+    known = fleets()
+    wanted = name or DEFAULT_FLEET
+    if wanted not in known:
+        raise ConfigError(f"no fleet named {wanted!r}; known: {', '.join(sorted(known))} "
+                          "(fleets are [[fleet]] tables in GEADMIN_SERVERS_FILE, or GEADMIN_FLEET)")
+    return replace(known[wanted], repository=repository) if repository else known[wanted]
+
+
+def check_source(source: str) -> None:
+    """Raises ConfigError for a source text no module reads."""
+    if source == CONFIGURED:
+        return
+    prefix, sep, _ = source.partition(":")
+    if not sep or prefix not in SOURCES:
+        raise ConfigError(f"unknown fleet source {source!r}: use servers, dns:HOST:PORT, "
+                          "prometheus:URL?job=JOB or kubernetes:NAMESPACE?selector=LABELS")
+
+
+def discover(fleet: Fleet, *, timeout_s: float = DISCOVERY_TIMEOUT_S) -> Discovery:
+    """Every source at once, each bounded by `timeout_s`; members found twice (same URL) once."""
+    pool = ThreadPoolExecutor(max_workers=max(1, len(fleet.sources)), thread_name_prefix="discover")
+    try:
+        futures = [pool.submit(_one, source, timeout_s) for source in fleet.sources]
+        found = []
+        for source, future in zip(fleet.sources, futures, strict=True):
+            try:
+                found.append(future.result(timeout=timeout_s + 1.0))
+            except FutureTimeout:
+                found.append(Found(source, error=f"no answer within {timeout_s:g} s"))
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)  # a hung lookup never holds the caller
+    members = [m if m.repository else replace(m, repository=m.spec.repository or fleet.repository)
+               for m in _merged(found)]
+    return Discovery(fleet, tuple(members), tuple(found))
+
+
+def _one(source: str, timeout_s: float) -> Found:
+    try:
+        if source == CONFIGURED:
+            return Found(source, tuple(Member(spec, source) for spec in load_servers()))
+        prefix, _, target = source.partition(":")
+        return SOURCES[prefix](target, timeout_s=timeout_s)
+    except DiscoverySourceError as exc:
+        return Found(source, error=str(exc))
+
+
+def _merged(found: Sequence[Found]) -> list[Member]:
+    """One member per server (the first source to find it wins, the others add labels);
+    names made unique with the source's number when two sources use the same one."""
+    by_url: dict[str, Member] = {}
+    for result in found:
+        for member in result.members:
+            key = _server_key(member.url)
+            if key in by_url:
+                first = by_url[key]
+                by_url[key] = replace(first, labels={**member.labels, **first.labels})
+            else:
+                by_url[key] = member
+    members: list[Member] = []
+    taken: set[str] = set()
+    for member in by_url.values():
+        name, n = member.name, 2
+        while name in taken:
+            name, n = f"{member.name}~{n}", n + 1
+        taken.add(name)
+        renamed = member if name == member.name else replace(member, spec=replace(member.spec, name=name))
+        members.append(renamed)
+    return members
+
+
+def _server_key(url: str) -> str:
+    endpoint = Endpoint.parse(url)
+    return f"{endpoint.host}:{endpoint.port}"
+
+
+def _split(raw: str) -> list[str]:
+    return [part.strip() for part in raw.split(",") if part.strip()]
+
+
+def _file_fleets(path: Any) -> dict[str, Fleet]:
+    try:
+        data = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError, RecursionError) as exc:
+        raise ConfigError(f"cannot read servers file {path}: {exc}") from None
+    entries = data.get("fleet", [])
+    if not isinstance(entries, list):
+        raise ConfigError(f"{path}: fleet must be [[fleet]] tables")
+    named = {}
+    for number, entry in enumerate(entries, start=1):
+        name, sources = (entry.get("name"), entry.get("sources")) if isinstance(entry, dict) else (None, None)
+        if not isinstance(name, str) or not name or not isinstance(sources, list) or not sources \
+                or not all(isinstance(s, str) for s in sources):
+            raise ConfigError(f'{path}: fleet #{number} needs name = "prod" and '
+                              'sources = ["dns:triton:8000"]')
+        repository = entry.get("repository")
+        if repository is not None and (not isinstance(repository, str) or not repository):
+            raise ConfigError(f"{path}: fleet #{number}: repository must be a directory path")
+        named[name] = Fleet(name, tuple(sources), Path(repository).expanduser() if repository else None)
+    return named

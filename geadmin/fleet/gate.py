@@ -1,0 +1,122 @@
+"""The health gate a rollout passes after each wave (geadmin.fleet.rollout).
+
+Before the rollout, each server that serves the model answers `requests` smoke requests (the
+model's saved probe input, else zeros: geadmin.ops.probe); after its wave, the same requests
+again. A server passes when the model is READY there, its failed share of the requests is no
+worse than before (+ `error_margin`), and the slowest request is no slower than before by more
+than `latency_margin` (a fraction) + `latency_slack_ms`. For an unload: the model is gone, and
+every other model READY before is READY still (an ensemble that ran it is not taken down).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from geadmin.errors import ConfigError, TritonError
+from geadmin.ops.infer import smoke_request
+from geadmin.ops.probe import probe_sources
+from geadmin.triton.client import TritonClient
+
+READY = "READY"
+
+
+@dataclass(frozen=True)
+class GateSettings:
+    requests: int = 3  # smoke requests per server and check; 0: READY only
+    latency_margin: float = 1.0  # the slowest may take (1 + margin) x before ...
+    latency_slack_ms: float = 100.0  # ... + this much: one reload warms caches, a busy host jitters
+    error_margin: float = 0.0  # failed share of the gate's requests over before's
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.requests <= 100:
+            raise ConfigError(f"gate requests must be 0..100, got {self.requests}")
+        if self.latency_margin < 0 or self.latency_slack_ms < 0 or not 0 <= self.error_margin <= 1:
+            raise ConfigError("gate margins must be >= 0 (error margin a fraction 0..1)")
+
+
+@dataclass(frozen=True)
+class Measured:
+    failed: int
+    sent: int
+    slowest_ms: float | None
+    first_error: str = ""
+
+    @property
+    def failed_share(self) -> float:
+        return self.failed / self.sent if self.sent else 0.0
+
+
+class Gate:
+    def __init__(self, clients: Mapping[str, TritonClient], model: str, unload: bool,
+                 settings: GateSettings, home: Path | None = None) -> None:
+        self.clients, self.model, self.unload, self.settings = clients, model, unload, settings
+        self.sources = probe_sources(model, home)
+        self.before: dict[str, Measured] = {}
+        self.ready_before: dict[str, set[str]] = {}
+
+    def measure_before(self) -> None:
+        for name, client in self.clients.items():
+            ready = self._ready(client)
+            self.ready_before[name] = ready
+            if self.model in ready and not self.unload:
+                self.before[name] = self._measure(client)
+
+    def check(self, name: str) -> str:
+        """What fails the gate on server `name`, or ""."""
+        client = self.clients[name]
+        try:
+            ready = self._ready(client)
+        except TritonError as exc:
+            return f"Triton does not answer after the change: {str(exc).splitlines()[0]}"
+        if self.unload:
+            return self._check_unload(name, ready)
+        if self.model not in ready:
+            return f"{self.model} is not READY after the change"
+        if self.settings.requests == 0:
+            return ""
+        after = self._measure(client)
+        before = self.before.get(name)
+        allowed = (before.failed_share if before else 0.0) + self.settings.error_margin
+        if after.failed_share > allowed:
+            return (f"{after.failed} of {after.sent} smoke requests failed "
+                    f"(before: {before.failed if before else 0} of {before.sent if before else 0}): "
+                    f"{after.first_error}")
+        if before and before.slowest_ms is not None and after.slowest_ms is not None:
+            limit = before.slowest_ms * (1 + self.settings.latency_margin) + self.settings.latency_slack_ms
+            if after.slowest_ms > limit:
+                return (f"the slowest smoke request took {after.slowest_ms:.0f} ms, before "
+                        f"{before.slowest_ms:.0f} ms (allowed {limit:.0f} ms)")
+        return ""
+
+    def lost(self, name: str) -> list[str]:
+        """The other models READY on `name` before the rollout that are not READY now."""
+        try:
+            ready = self._ready(self.clients[name])
+        except TritonError:
+            return []
+        return sorted(self.ready_before.get(name, set()) - ready - {self.model})
+
+    def _check_unload(self, name: str, ready: set[str]) -> str:
+        if self.model in ready:
+            return f"{self.model} is still READY after the unload"
+        lost = sorted(self.ready_before.get(name, set()) - ready - {self.model})
+        if lost:
+            return f"unloading {self.model} took down {', '.join(lost)} too (they ran it, or failed with it)"
+        return ""
+
+    def _measure(self, client: TritonClient) -> Measured:
+        failed, slowest, first_error = 0, None, ""
+        for _ in range(self.settings.requests):
+            result = smoke_request(client, self.model, sources=self.sources)
+            if not result.ok:
+                failed += 1
+                first_error = first_error or result.reason.splitlines()[0]
+            elif result.latency_ms is not None:
+                slowest = max(slowest or 0.0, result.latency_ms)
+        return Measured(failed, self.settings.requests, slowest, first_error)
+
+    @staticmethod
+    def _ready(client: TritonClient) -> set[str]:
+        return {m.name for m in client.repository_index() if m.state.value == READY}

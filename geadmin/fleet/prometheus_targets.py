@@ -1,0 +1,80 @@
+"""`prometheus:URL?job=JOB[&http_port=8000&grpc_port=8001]`: the active targets of a
+Prometheus job are the fleet's members, so any fleet a Prometheus already scrapes is found.
+Prometheus scrapes Triton's metrics port; the HTTP and gRPC ports are the target's host with
+Triton's ports (override them in the source). The target's labels come along: Kubernetes
+service discovery's `namespace`, `pod`, `node` (or their `kubernetes_*` / `__meta_*`-relabelled
+names), and `up`/`down` as the member's readiness."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from urllib.parse import parse_qs, urlsplit
+
+from geadmin.domain import DEFAULT_PORTS
+from geadmin.errors import ConfigError, DiscoverySourceError, PrometheusError
+from geadmin.fleet.members import NAMESPACE, NODE, POD, READY, Found, Member
+from geadmin.telemetry.prometheus import PrometheusHistory
+from geadmin.triton.servers import ServerSpec
+
+FORM = "prometheus:http://HOST:9090?job=JOB[&http_port=N&grpc_port=N]"
+# Our label -> the target labels that carry it, first found wins.
+LABELS = {
+    NAMESPACE: ("namespace", "kubernetes_namespace"),
+    POD: ("pod", "kubernetes_pod_name", "pod_name"),
+    NODE: ("node", "kubernetes_node", "nodename", "node_name", "host"),
+}
+
+
+def discover(target: str, *, timeout_s: float) -> Found:
+    """`timeout_s` bounds the caller's wait (geadmin.fleet.discovery); the API call has its own."""
+    del timeout_s
+    url, job, ports = _parse(target)
+    source = f"prometheus:{target}"
+    try:
+        targets = PrometheusHistory(url).targets()
+    except PrometheusError as exc:
+        raise DiscoverySourceError(f"Prometheus at {url}: {str(exc).split(': check')[0]}; check the "
+                                   "source's URL (the Prometheus base URL, e.g. http://prometheus:9090)",
+                                   source=source) from None
+    chosen = [t for t in targets if t.job == job]
+    if not chosen:
+        jobs = sorted({t.job for t in targets})
+        return Found(source, notes=(f"no active target in job {job!r} (jobs: {', '.join(jobs) or 'none'})",))
+    members = []
+    for t in chosen:
+        host = urlsplit(t.scrape_url).hostname or ""
+        shown = f"[{host}]" if ":" in host else host
+        spec = ServerSpec(name=_name(t.labels, t.instance), url=f"http://{shown}:{ports['http_port']}",
+                          grpc_url=f"grpc://{shown}:{ports['grpc_port']}", metrics_url=t.scrape_url)
+        labels = {key: value for key, names in LABELS.items() if (value := _first(t.labels, names))}
+        labels.setdefault(NODE, host)
+        labels[READY] = "true" if t.health == "up" else "false"
+        members.append(Member(spec, source, labels))
+    return Found(source, tuple(members))
+
+
+def _name(labels: Mapping[str, str], instance: str) -> str:
+    return _first(labels, LABELS[POD]) or instance
+
+
+def _first(labels: Mapping[str, str], names: tuple[str, ...]) -> str:
+    return next((labels[n] for n in names if labels.get(n)), "")
+
+
+def _parse(target: str) -> tuple[str, str, dict[str, int]]:
+    url, _, query = target.partition("?")
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ConfigError(f"prometheus source {target!r}: use {FORM}")
+    ports = {"http_port": DEFAULT_PORTS["http"], "grpc_port": DEFAULT_PORTS["grpc"]}
+    job = ""
+    for key, values in parse_qs(query, keep_blank_values=True).items():
+        if key == "job" and len(values) == 1 and values[0]:
+            job = values[0]
+        elif key in ports and len(values) == 1 and values[0].isdigit():
+            ports[key] = int(values[0])
+        else:
+            raise ConfigError(f"prometheus source {target!r}: unknown or malformed {key!r}; use {FORM}")
+    if not job:
+        raise ConfigError(f"prometheus source {target!r} names no job; use {FORM}")
+    return url.rstrip("/"), job, ports

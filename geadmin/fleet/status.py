@@ -1,0 +1,243 @@
+"""The fleet at a glance: the model x server matrix (state and version per cell), skew said
+plainly, servers that do not answer, and replicas that stand out from their siblings.
+
+Every server is polled at once, each bounded by `timeout_s`: one slow server is reported as
+such at the deadline and never delays the view (its thread is left to finish on its own).
+Latency and errors per server come from one scrape of its /metrics (totals since the model
+loaded, `geadmin.telemetry.derive.since_start`): enough to see one replica out of line.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections import Counter
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from typing import Any
+
+from geadmin.diagnose.health import ServerSnapshot, take_snapshot
+from geadmin.errors import TelemetryError
+from geadmin.fleet.discovery import Discovery
+from geadmin.fleet.members import ASCEND, NODE, READY, Member
+from geadmin.stack.target import server_urls
+from geadmin.telemetry.derive import since_start
+from geadmin.telemetry.scrape import scrape
+from geadmin.triton.client import TritonClient
+
+POLL_TIMEOUT_S = 5.0
+MAX_PARALLEL = 32
+# A replica stands out when its figure is this many times its siblings' median, and by at least:
+OUTLIER_FACTOR = 2.0
+OUTLIER_MIN_MS = 5.0
+OUTLIER_MIN_ERROR_RATE = 0.05
+
+
+@dataclass(frozen=True)
+class Figures:
+    """One model on one server, since it loaded."""
+
+    requests: int
+    failures: int
+    avg_request_ms: float | None
+    p99_ms: float | None  # Triton's summary quantile, when it publishes summaries
+
+    @property
+    def error_rate(self) -> float | None:
+        return self.failures / self.requests if self.requests else None
+
+    @property
+    def latency_ms(self) -> float | None:
+        return self.p99_ms if self.p99_ms is not None else self.avg_request_ms
+
+
+@dataclass(frozen=True)
+class ServerView:
+    member: Member
+    snapshot: ServerSnapshot | None  # None: no answer by the deadline
+    figures: dict[str, Figures] = field(default_factory=dict)
+    metrics_error: str = ""
+    took_s: float = 0.0
+
+    @property
+    def name(self) -> str:
+        return self.member.name
+
+    @property
+    def problem(self) -> str:
+        """Why this server is not serving, or ""."""
+        if self.snapshot is None:
+            return f"no answer within {self.took_s:.0f} s"
+        if not self.snapshot.reachable:
+            error = self.snapshot.error.splitlines()[0] if self.snapshot.error else "no answer"
+            return f"unreachable: {error}"
+        if not self.snapshot.ready:
+            return f"{self.snapshot.status} (Triton says it is not ready)"
+        return ""
+
+    def cell(self, model: str) -> tuple[str, str] | None:
+        """(state, version) of `model` here: the serving version when one is READY."""
+        if self.snapshot is None:
+            return None
+        entries = [m for m in self.snapshot.models if m.name == model]
+        if not entries:
+            return None
+        ready = [m for m in entries if m.state.value == "READY"]
+        chosen = max(ready or entries, key=lambda m: (m.version.isdigit(), int(m.version or 0)
+                                                       if m.version.isdigit() else 0))
+        return chosen.state.value, chosen.version
+
+
+@dataclass(frozen=True)
+class FleetStatus:
+    discovery: Discovery
+    servers: tuple[ServerView, ...]
+    taken_s: float
+
+    @property
+    def models(self) -> list[str]:
+        return sorted({m.name for s in self.servers if s.snapshot for m in s.snapshot.models})
+
+    @property
+    def answering(self) -> list[ServerView]:
+        return [s for s in self.servers if not s.problem]
+
+    def down(self) -> list[str]:
+        return [f"{s.name} ({s.member.url}): {s.problem}" for s in self.servers if s.problem]
+
+    def skew(self) -> list[str]:
+        """One line per model that is not the same everywhere it is known, e.g.
+        "digits: READY on 17 of 20; v3 on 15, v2 on 2; UNAVAILABLE on triton-4"."""
+        lines = []
+        servers = self.answering
+        for model in self.models:
+            cells = {s.name: s.cell(model) for s in servers}
+            states = Counter(c[0] if c else "NOT LOADED" for c in cells.values())
+            versions = Counter(c[1] for c in cells.values() if c and c[0] == "READY")
+            if len(states) <= 1 and len(versions) <= 1:
+                continue
+            line = f"{model}: READY on {states.get('READY', 0)} of {len(servers)}"
+            if len(versions) > 1:
+                line += "; " + ", ".join(f"v{v} on {n}" for v, n in versions.most_common())
+            others = sorted(name for name, c in cells.items() if not c or c[0] != "READY")
+            if others:
+                line += "; not READY on " + ", ".join(others)
+            lines.append(line)
+        return lines
+
+    def outliers(self) -> list[str]:
+        lines = []
+        for model in self.models:
+            figures = {s.name: s.figures[model] for s in self.answering if model in s.figures}
+            lines += _stand_out(model, figures)
+        return lines
+
+    def groups(self, label: str) -> dict[str, list[str]]:
+        """Server names by a label (NODE, ASCEND, ...); servers without it under "-"."""
+        grouped: dict[str, list[str]] = {}
+        for s in self.servers:
+            grouped.setdefault(s.member.labels.get(label, "-"), []).append(s.name)
+        return dict(sorted(grouped.items()))
+
+    def headline(self) -> str:
+        total, down, skew, odd = len(self.servers), self.down(), self.skew(), self.outliers()
+        problems = self.discovery.problems
+        if not total:
+            return "FLEET EMPTY: no server found" + (f" ({problems[0]})" if problems else "")
+        if down or skew:
+            first = (down or skew)[0]
+            return (f"FLEET DEGRADED: {len(self.answering)} of {total} servers serving; "
+                    f"{len(skew)} model(s) skewed — first: {first}")
+        if odd or problems:
+            return f"FLEET OK, with warnings: {(odd or problems)[0]}"
+        return f"FLEET OK: {total} servers, {len(self.models)} models, the same everywhere"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "fleet": self.discovery.fleet.name, "headline": self.headline(),
+            "taken_s": round(self.taken_s, 3),
+            "sources": [{"source": f.source, "found": len(f.members), "error": f.error,
+                         "notes": list(f.notes)} for f in self.discovery.found],
+            "servers": [{"name": s.name, "url": s.member.url, "source": s.member.source,
+                         "labels": dict(s.member.labels), "problem": s.problem,
+                         "metrics_error": s.metrics_error, "took_s": round(s.took_s, 3)}
+                        for s in self.servers],
+            "matrix": {model: {s.name: _cell_json(s.cell(model)) for s in self.servers}
+                       for model in self.models},
+            "skew": self.skew(), "down": self.down(), "outliers": self.outliers(),
+            "by_node": self.groups(NODE), "by_ascend": self.groups(ASCEND),
+        }
+
+
+def _cell_json(cell: tuple[str, str] | None) -> dict[str, str] | None:
+    return {"state": cell[0], "version": cell[1]} if cell else None
+
+
+def _stand_out(model: str, figures: dict[str, Figures]) -> list[str]:
+    """Each replica whose latency or error rate is far from the median of its siblings."""
+    lines = []
+    for name, mine in figures.items():
+        siblings = [f for other, f in figures.items() if other != name]
+        latencies = [f.latency_ms for f in siblings if f.latency_ms is not None]
+        if mine.latency_ms is not None and latencies:
+            typical = statistics.median(latencies)
+            if mine.latency_ms > OUTLIER_FACTOR * typical and mine.latency_ms - typical >= OUTLIER_MIN_MS:
+                kind = "p99" if mine.p99_ms is not None else "average latency"
+                lines.append(f"{model} on {name}: {kind} {mine.latency_ms:.1f} ms, its "
+                             f"{len(latencies)} sibling(s) {typical:.1f} ms")
+        rates = [f.error_rate for f in siblings if f.error_rate is not None]
+        if mine.error_rate is not None and rates:
+            typical = statistics.median(rates)
+            worse = mine.error_rate - typical >= OUTLIER_MIN_ERROR_RATE
+            if worse and mine.error_rate > OUTLIER_FACTOR * typical:
+                lines.append(f"{model} on {name}: {mine.error_rate:.0%} of requests failed, its "
+                             f"{len(rates)} sibling(s) {typical:.0%}")
+    return lines
+
+
+def poll(discovery: Discovery, *, timeout_s: float = POLL_TIMEOUT_S) -> FleetStatus:
+    """Every member at once; what has not answered by `timeout_s` (+1 s) is reported as such."""
+    started = time.monotonic()
+    members = discovery.members
+    pool = ThreadPoolExecutor(max_workers=max(1, min(MAX_PARALLEL, len(members))), thread_name_prefix="fleet")
+    try:
+        futures = [pool.submit(_poll_one, m, timeout_s) for m in members]
+        wait(futures, timeout=timeout_s + 1.0)
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+    views = []
+    for member, future in zip(members, futures, strict=True):
+        if future.done() and not future.cancelled() and future.exception() is None:
+            views.append(future.result())
+        else:
+            views.append(ServerView(member, None, took_s=time.monotonic() - started))
+    return FleetStatus(discovery, tuple(views), time.monotonic() - started)
+
+
+def _poll_one(member: Member, timeout_s: float) -> ServerView:
+    started = time.monotonic()
+    client = TritonClient(member.url, admin_key=member.spec.admin_key, timeout_s=timeout_s)
+    try:
+        snapshot = take_snapshot(member.name, client)
+    finally:
+        client.close()
+    figures, error = {}, ""
+    if snapshot.reachable:
+        try:
+            page = scrape(server_urls(member.spec, None).metrics, timeout_s=timeout_s)
+            figures = {w.model: _figures(w) for w in since_start(page)}
+        except TelemetryError as exc:
+            error = str(exc)
+    return ServerView(member, snapshot, figures, error, time.monotonic() - started)
+
+
+def _figures(window: Any) -> Figures:
+    request = window.quantiles_for("request")
+    return Figures(requests=int(window.requests_per_s or 0), failures=int(window.failures_per_s or 0),
+                   avg_request_ms=window.avg_request_ms, p99_ms=request.p99_ms if request else None)
+
+
+def member_ready_label(members: Sequence[Member]) -> list[str]:
+    """Members their own source says are not ready (Kubernetes, Prometheus `down`)."""
+    return [m.name for m in members if m.labels.get(READY) == "false"]

@@ -1,0 +1,279 @@
+"""The fleet against three real tritonservers: `a` and `b` read one repository (a shared
+volume), `c` its own. All three listen on the same ports, on 127.0.0.1, .2 and .3, as
+replicas on three hosts do — so the Prometheus and DNS sources can address them by host.
+
+c's copy of the `echo` model is an older one that refuses `mode: "v2"` at load: a rollout
+of that config passes a and b and is rejected on c, the case where a rollout must stop and
+put every server back. `answer: "error"` loads everywhere but fails every request."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from geadmin import audit
+from geadmin.access import guard
+from geadmin.errors import ConfigError
+from geadmin.fleet.discovery import Fleet, discover, fleet_named
+from geadmin.fleet.gate import GateSettings
+from geadmin.fleet.members import Member
+from geadmin.fleet.rollout import Change, rollout
+from geadmin.fleet.status import poll
+from geadmin.stack.processes import free_triton_ports
+from geadmin.stack.tritonserver import TritonProcess
+from geadmin.triton.client import TritonClient
+from tests.support.prometheus import PrometheusServer
+from tests.support.stack import geadmin
+
+pytestmark = pytest.mark.integration
+
+MODEL, PIPE = "echo", "echo_pipe"
+HOSTS = {"a": "127.0.0.1", "b": "127.0.0.2", "c": "127.0.0.3"}
+
+MODEL_PY = '''import json
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        params = json.loads(args["model_config"]).get("parameters", {})
+        self.fail = params.get("answer", {}).get("string_value") == "error"
+        mode = params.get("mode", {}).get("string_value")
+        if OLD and mode == "v2":
+            raise pb_utils.TritonModelException("this copy of echo predates mode v2")
+
+    def execute(self, requests):
+        if self.fail:
+            return [pb_utils.InferenceResponse(error=pb_utils.TritonError("answer=error")) for _ in requests]
+        return [pb_utils.InferenceResponse([pb_utils.Tensor(
+            "y", pb_utils.get_input_tensor_by_name(r, "x").as_numpy() * 2)]) for r in requests]
+'''
+
+
+def config(**params: str) -> str:
+    lines = [f'parameters {{ key: "{k}" value {{ string_value: "{v}" }} }}' for k, v in params.items()]
+    return (f'name: "{MODEL}"\nbackend: "python"\nmax_batch_size: 0\n'
+            'input [{ name: "x" data_type: TYPE_FP32 dims: [1] }]\n'
+            'output [{ name: "y" data_type: TYPE_FP32 dims: [1] }]\n' + "\n".join(lines) + "\n")
+
+
+BASE = config(mode="v1")
+PIPE_CONFIG = (f'name: "{PIPE}"\nplatform: "ensemble"\nmax_batch_size: 0\n'
+               'input [{ name: "x" data_type: TYPE_FP32 dims: [1] }]\n'
+               'output [{ name: "y" data_type: TYPE_FP32 dims: [1] }]\n'
+               f'ensemble_scheduling {{ step [{{ model_name: "{MODEL}" model_version: -1 '
+               'input_map { key: "x" value: "x" } output_map { key: "y" value: "y" } }] }\n')
+
+
+def make_repository(root: Path, *, old: bool) -> Path:
+    (root / MODEL / "1").mkdir(parents=True)
+    (root / MODEL / "config.pbtxt").write_text(BASE)
+    (root / MODEL / "1" / "model.py").write_text(f"OLD = {old}\n" + MODEL_PY)
+    (root / PIPE / "1").mkdir(parents=True)
+    (root / PIPE / "config.pbtxt").write_text(PIPE_CONFIG)
+    return root
+
+
+@dataclass
+class Lab:
+    servers: dict[str, TritonProcess]
+    shared: Path
+    own: Path
+    home: Path
+    servers_file: Path
+
+    def client(self, name: str) -> TritonClient:
+        return TritonClient(self.servers[name].http_url, timeout_s=30)
+
+    def members(self) -> list[Member]:
+        return list(discover(fleet_named("lab")).members)
+
+    def mode_served(self, name: str) -> str:
+        with self.client(name) as client:
+            return client.model_config(MODEL).parameters["mode"].string_value
+
+    def put_back(self) -> None:
+        for repo in (self.shared, self.own):
+            (repo / MODEL / "config.pbtxt").write_text(BASE)
+        for name in self.servers:
+            with self.client(name) as client:
+                client.load(MODEL)
+                client.load(PIPE)
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    root = tmp_path_factory.mktemp("fleet")
+    shared, own = make_repository(root / "shared", old=False), make_repository(root / "own", old=True)
+    ports = free_triton_ports("127.0.0.2")
+    servers = {}
+    try:
+        for name, host in HOSTS.items():
+            servers[name] = TritonProcess(own if name == "c" else shared, host=host, ports=ports,
+                                          models=[MODEL, PIPE], log_path=root / f"{name}.log",
+                                          exit_timeout_s=1)
+            servers[name].start()
+        servers_file = root / "servers.toml"
+        servers_file.write_text("".join(
+            f'[[server]]\nname = "{n}"\nurl = "{s.http_url}"\nmetrics_url = "{s.metrics_url}"\n'
+            f'repository = "{own if n == "c" else shared}"\n\n' for n, s in servers.items())
+            + '[[fleet]]\nname = "lab"\nsources = ["servers"]\n')
+        home = root / "home"
+        saved = {k: os.environ.get(k) for k in ("GEADMIN_SERVERS_FILE", "GEADMIN_HOME")}
+        os.environ.update(GEADMIN_SERVERS_FILE=str(servers_file), GEADMIN_HOME=str(home))
+        try:
+            yield Lab(servers, shared, own, home, servers_file)
+        finally:
+            for key, value in saved.items():
+                os.environ.pop(key, None) if value is None else os.environ.__setitem__(key, value)
+    finally:
+        for server in servers.values():
+            server.stop()
+
+
+@pytest.fixture
+def fresh(lab: Lab) -> Iterator[Lab]:
+    yield lab
+    lab.put_back()
+
+
+def test_status_is_the_model_by_server_matrix_and_says_skew_plainly(fresh: Lab) -> None:
+    status = poll(discover(fleet_named("lab")))
+    assert [s.name for s in status.servers] == ["a", "b", "c"] and status.down() == []
+    assert {s.name: s.cell(MODEL) for s in status.servers} == {n: ("READY", "1") for n in HOSTS}
+    assert status.skew() == [] and status.headline().startswith("FLEET OK: 3 servers, 2 models")
+    with fresh.client("c") as client:
+        client.unload(PIPE)
+    status = poll(discover(fleet_named("lab")))
+    assert status.skew() == [f"{PIPE}: READY on 2 of 3; not READY on c"]
+    assert status.headline().startswith("FLEET DEGRADED: 3 of 3 servers serving; 1 model(s) skewed")
+    result = geadmin("fleet", "status", "--fleet", "lab", "--json", home=fresh.home)
+    assert result.returncode == 4, result.stderr
+    document = json.loads(result.stdout)
+    assert document["matrix"][PIPE]["c"] == {"state": "UNAVAILABLE", "version": "1"}
+    assert document["skew"] == [f"{PIPE}: READY on 2 of 3; not READY on c"]
+
+
+def test_a_server_down_and_one_that_hangs_are_reported_without_holding_up_the_view(
+    fresh: Lab, tmp_path: Path
+) -> None:
+    hung = socket.socket()  # accepts connections (the backlog), never answers one
+    hung.bind(("127.0.0.1", 0))
+    hung.listen(16)
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))  # bound, not listening: connection refused
+    try:
+        urls = ",".join([f"a={fresh.servers['a'].http_url}", f"hung=http://127.0.0.1:{hung.getsockname()[1]}",
+                         f"gone=http://127.0.0.1:{closed.getsockname()[1]}"])
+        saved = os.environ.pop("GEADMIN_SERVERS_FILE")
+        os.environ["GEADMIN_TRITON_URLS"] = urls
+        try:
+            status = poll(discover(Fleet("t", ("servers",))), timeout_s=2.0)
+        finally:
+            os.environ.pop("GEADMIN_TRITON_URLS")
+            os.environ["GEADMIN_SERVERS_FILE"] = saved
+    finally:
+        hung.close()
+        closed.close()
+    problems = {s.name: s.problem for s in status.servers}
+    assert problems["a"] == ""
+    assert "unreachable" in problems["gone"] and "refused" in problems["gone"].lower(), problems
+    assert problems["hung"], problems  # timed out or no answer by the deadline
+    assert status.taken_s < 20  # bounded by the poll timeout, not by the hung server
+    assert status.headline().startswith("FLEET DEGRADED: 1 of 3 servers serving")
+
+
+def test_a_good_apply_rolls_out_in_waves_writing_a_shared_repository_once(fresh: Lab) -> None:
+    new = config(mode="v1.1")
+    result = rollout(fresh.members(), Change.APPLY, MODEL, new_config=new.encode(), wave_size=2,
+                     auth=guard.os_user(), fleet="lab", home=fresh.home)
+    assert result.ok and result.waves == 2, result.to_json()
+    assert [(r.server, r.wave, r.outcome) for r in result.rows] == [("a", 1, "changed"), ("b", 1, "changed"),
+                                                                    ("c", 2, "changed")]
+    assert (fresh.shared / MODEL / "config.pbtxt").read_text() == new
+    assert (fresh.own / MODEL / "config.pbtxt").read_text() == new
+    assert {fresh.mode_served(n) for n in HOSTS} == {"v1.1"}
+    entry = audit.query(action="fleet apply", home=fresh.home)[0]
+    assert entry.result == "ok" and entry.id == result.audit_id
+    assert all(f"  {n}: wave" in entry.message for n in HOSTS)
+
+
+def test_a_config_triton_rejects_on_one_server_stops_the_rollout_and_puts_every_server_back(
+    fresh: Lab
+) -> None:
+    shared_before = (fresh.shared / MODEL / "config.pbtxt").read_bytes()
+    own_before = (fresh.own / MODEL / "config.pbtxt").read_bytes()
+    result = rollout(fresh.members(), Change.APPLY, MODEL, new_config=config(mode="v2").encode(), wave_size=1,
+                     auth=guard.os_user(), fleet="lab", home=fresh.home)
+    assert not result.ok
+    assert result.headline.startswith("ROLLOUT STOPPED at wave 3 of 3: c: "), result.headline
+    assert "predates mode v2" in result.headline, result.headline  # Triton's reason, first line
+    assert {r.server: r.outcome for r in result.rows} == {"a": "restored", "b": "restored", "c": "restored"}
+    assert (fresh.shared / MODEL / "config.pbtxt").read_bytes() == shared_before  # byte-identical
+    assert (fresh.own / MODEL / "config.pbtxt").read_bytes() == own_before
+    assert {fresh.mode_served(n) for n in HOSTS} == {"v1"}  # reloaded with the old file
+    assert audit.query(action="fleet apply", home=fresh.home)[0].result == "rolled_back"
+
+
+def test_a_config_that_loads_but_cannot_answer_stops_at_the_first_gate(fresh: Lab) -> None:
+    result = rollout(fresh.members(), Change.APPLY, MODEL,
+                     new_config=config(mode="v1", answer="error").encode(), wave_size=1,
+                     gate=GateSettings(requests=2), auth=guard.os_user(), fleet="lab", home=fresh.home)
+    assert not result.ok, result.headline
+    assert result.headline.startswith("ROLLOUT STOPPED at wave 1 of 3: a: "), result.headline
+    outcomes = {r.server: r.outcome for r in result.rows}
+    assert outcomes == {"a": "restored", "b": "not reached", "c": "not reached"}
+    assert (fresh.shared / MODEL / "config.pbtxt").read_text() == BASE
+    for name in HOSTS:
+        with fresh.client(name) as client:
+            assert client.model_ready(MODEL)
+    assert "answer" not in fresh.client("b").model_config(MODEL).parameters
+
+
+def test_an_unload_that_takes_an_ensemble_down_fails_its_gate_and_both_come_back(fresh: Lab) -> None:
+    result = rollout(fresh.members(), Change.UNLOAD, MODEL, wave_size=1, auth=guard.os_user(),
+                     fleet="lab", home=fresh.home)
+    assert not result.ok and f"took down {PIPE}" in result.headline, result.headline
+    with fresh.client("a") as client:
+        assert client.model_ready(MODEL) and client.model_ready(PIPE)
+
+
+def test_a_rollout_refuses_before_changing_anything(fresh: Lab) -> None:
+    members = fresh.members()
+    with pytest.raises(ConfigError, match="wave-size"):
+        rollout(members, Change.RELOAD, MODEL, wave_size=0, auth=guard.os_user(), home=fresh.home)
+    without = [m.__class__(m.spec, m.source, m.labels, None) for m in members]
+    with pytest.raises(ConfigError, match="no model repository known for a, b, c"):
+        rollout(without, Change.APPLY, MODEL, new_config=BASE.encode(), auth=guard.os_user(), home=fresh.home)
+    result = geadmin("fleet", "apply", MODEL, "-", "--fleet", "lab", home=fresh.home)  # empty stdin
+    assert result.returncode == 2 and "error: " in result.stderr
+    assert (fresh.shared / MODEL / "config.pbtxt").read_text() == BASE
+
+
+def test_the_cli_reloads_across_the_fleet(fresh: Lab) -> None:
+    result = geadmin("fleet", "reload", MODEL, "--fleet", "lab", "--wave-size", "2", home=fresh.home)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.startswith("ROLLOUT DONE: reload echo on 3 server(s) in 2 wave(s)")
+
+
+def test_prometheus_targets_and_dns_find_the_same_servers(fresh: Lab, tmp_path: Path) -> None:
+    servers = fresh.servers
+    prometheus = PrometheusServer(tmp_path / "prom", [s.metrics_url for s in servers.values()], job="triton")
+    prometheus.start()
+    try:
+        prometheus.wait_for('count(up{job="triton"} == 1) == 3')  # every target scraped once
+        http, grpc = servers["a"].ports.http, servers["a"].ports.grpc
+        source = f"prometheus:{prometheus.url}?job=triton&http_port={http}&grpc_port={grpc}"
+        found = discover(Fleet("p", (source, f"dns:localhost:{http}")))
+    finally:
+        prometheus.stop()
+    assert sorted(m.url for m in found.members) == sorted(s.http_url for s in servers.values()), found
+    assert all(m.labels["ready"] == "true" for m in found.members if m.source.startswith("prometheus"))
+    status = poll(found)
+    assert status.down() == [] and status.skew() == []
