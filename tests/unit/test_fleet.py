@@ -1,0 +1,143 @@
+"""The fleet's pure parts: source texts, named fleets from the servers file, members found
+twice, skew and outlier wording (geadmin.fleet). The real servers are in
+tests/integration/test_fleet.py."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from geadmin.diagnose.health import ServerSnapshot
+from geadmin.domain import ModelEntry, ModelState
+from geadmin.errors import ConfigError, DiscoverySourceError
+from geadmin.fleet import dns, prometheus_targets
+from geadmin.fleet.discovery import Discovery, Fleet, Found, _merged, check_source, fleet_named, fleets
+from geadmin.fleet.gate import GateSettings
+from geadmin.fleet.members import Member
+from geadmin.fleet.status import Figures, FleetStatus, ServerView, _stand_out
+from geadmin.triton.servers import ServerSpec
+
+
+def member(name: str, url: str, source: str = "servers", **labels: str) -> Member:
+    return Member(ServerSpec(name, url), source, labels)
+
+
+def test_dns_members_are_every_address_with_the_ports_given() -> None:
+    found = dns.discover("triton:8000?metrics_port=9002", timeout_s=1,
+                         resolver=lambda host, port: ["10.0.0.5", "10.0.0.6", "fd00::7"])
+    assert [m.url for m in found.members] == ["http://10.0.0.5:8000", "http://10.0.0.6:8000", "http://[fd00::7]:8000"]
+    assert found.members[0].spec.metrics_url == "http://10.0.0.5:9002/metrics"
+    assert found.members[2].spec.grpc_url == "grpc://[fd00::7]:8001"
+    assert [m.name for m in found.members] == ["triton@10.0.0.5", "triton@10.0.0.6", "triton@fd00::7"]
+
+
+@pytest.mark.parametrize("target", ["triton", "triton:http", ":8000", "triton:8000?metrics_port=x",
+                                    "triton:8000?nope=1"])
+def test_a_malformed_dns_source_names_the_form(target: str) -> None:
+    with pytest.raises(ConfigError, match=r"dns:HOST:PORT"):
+        dns.discover(target, timeout_s=1)
+
+
+def test_a_name_that_does_not_resolve_is_a_source_error_with_the_cause() -> None:
+    with pytest.raises(DiscoverySourceError, match="does not resolve"):
+        dns.discover("no-such-host.invalid:8000", timeout_s=1)
+
+
+@pytest.mark.parametrize("target", ["prom:9090?job=triton", "http://prom:9090", "http://prom:9090?job=",
+                                    "http://prom:9090?job=t&http_port=x", "http://prom:9090?job=t&what=1"])
+def test_a_malformed_prometheus_source_names_the_form(target: str) -> None:
+    with pytest.raises(ConfigError, match="prometheus"):
+        prometheus_targets.discover(target, timeout_s=1)
+
+
+@pytest.mark.parametrize("source", ["consul:x", "triton:8000", "", "dnss:a:1"])
+def test_an_unknown_source_lists_the_known_ones(source: str) -> None:
+    with pytest.raises(ConfigError, match="use servers, dns:HOST:PORT, prometheus:"):
+        check_source(source)
+
+
+def test_fleets_come_from_the_servers_file_and_geadmin_fleet(tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    file = tmp_path / "servers.toml"
+    file.write_text('[[server]]\nurl = "http://10.0.0.1:8000"\n\n[[fleet]]\nname = "prod"\n'
+                    'sources = ["servers", "dns:triton:8000"]\nrepository = "/srv/models"\n')
+    monkeypatch.setenv("GEADMIN_SERVERS_FILE", str(file))
+    monkeypatch.setenv("GEADMIN_FLEET", "dns:triton:8000, prometheus:http://p:9090?job=triton")
+    named = fleets()
+    assert named["prod"] == Fleet("prod", ("servers", "dns:triton:8000"), Path("/srv/models"))
+    assert named["default"].sources == ("dns:triton:8000", "prometheus:http://p:9090?job=triton")
+    assert fleet_named(None, ["dns:x:1"]).sources == ("dns:x:1",)
+    with pytest.raises(ConfigError, match="no fleet named 'staging'; known: default, prod"):
+        fleet_named("staging")
+
+
+def test_a_fleet_table_without_sources_is_refused_with_the_form(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    file = tmp_path / "servers.toml"
+    file.write_text('[[server]]\nurl = "http://10.0.0.1:8000"\n\n[[fleet]]\nname = "prod"\n')
+    monkeypatch.setenv("GEADMIN_SERVERS_FILE", str(file))
+    with pytest.raises(ConfigError, match=r'fleet #1 needs name = "prod" and sources'):
+        fleets()
+
+
+def test_a_server_found_by_two_sources_is_one_member_with_both_labels() -> None:
+    merged = _merged([
+        Found("servers", (member("a", "http://10.0.0.1:8000"), member("b", "http://10.0.0.2:8000"))),
+        Found("prometheus:x", (member("pod-1", "http://10.0.0.1:8000", "prometheus:x", node="n1"),
+                               member("a", "http://10.0.0.3:8000", "prometheus:x"))),
+    ])
+    assert [(m.name, m.url) for m in merged] == [("a", "http://10.0.0.1:8000"), ("b", "http://10.0.0.2:8000"),
+                                                 ("a~2", "http://10.0.0.3:8000")]
+    assert merged[0].labels == {"node": "n1"} and merged[0].source == "servers"
+
+
+def snapshot(name: str, *models: tuple[str, str, ModelState]) -> ServerSnapshot:
+    return ServerSnapshot(name, f"http://{name}:8000", "http", datetime.now(timezone.utc), live=True,
+                          ready=True, models=tuple(ModelEntry(n, v, s, "") for n, v, s in models))
+
+
+def fleet_of(*views: ServerView) -> FleetStatus:
+    return FleetStatus(Discovery(Fleet("f", ("servers",)), tuple(v.member for v in views), ()), views, 0.1)
+
+
+def test_skew_says_how_many_serve_which_version_and_where_it_is_not_ready() -> None:
+    ready = ModelState.READY
+    views = [ServerView(member(f"t{i}", f"http://t{i}:8000"), snapshot(f"t{i}", ("m", "3", ready)))
+             for i in range(3)]
+    views.append(ServerView(member("t3", "http://t3:8000"), snapshot("t3", ("m", "2", ready))))
+    down = snapshot("t4", ("m", "3", ModelState.UNAVAILABLE))
+    views.append(ServerView(member("t4", "http://t4:8000"), down))
+    status = fleet_of(*views)
+    assert status.skew() == ["m: READY on 4 of 5; v3 on 3, v2 on 1; not READY on t4"]
+    assert status.headline().startswith("FLEET DEGRADED: 5 of 5 servers serving; 1 model(s) skewed")
+
+
+def test_a_server_that_did_not_answer_by_the_deadline_is_down_not_skew() -> None:
+    ok = ServerView(member("a", "http://a:8000"), snapshot("a", ("m", "1", ModelState.READY)))
+    late = ServerView(member("b", "http://b:8000"), None, took_s=6.0)
+    status = fleet_of(ok, late)
+    assert status.down() == ["b (http://b:8000): no answer within 6 s"] and status.skew() == []
+
+
+def test_an_outlier_stands_out_from_the_median_of_its_siblings_by_factor_and_margin() -> None:
+    quick = Figures(requests=100, failures=0, avg_request_ms=10.0, p99_ms=None)
+    slow = Figures(requests=100, failures=0, avg_request_ms=31.0, p99_ms=None)
+    failing = Figures(requests=100, failures=20, avg_request_ms=10.0, p99_ms=None)
+    assert _stand_out("m", {"a": quick, "b": quick, "c": slow}) == [
+        "m on c: average latency 31.0 ms, its 2 sibling(s) 10.0 ms"]
+    assert _stand_out("m", {"a": quick, "b": quick, "c": failing}) == [
+        "m on c: 20% of requests failed, its 2 sibling(s) 0%"]
+    tiny = Figures(requests=100, failures=0, avg_request_ms=0.3, p99_ms=None)
+    little = Figures(requests=100, failures=0, avg_request_ms=1.0, p99_ms=None)
+    assert _stand_out("m", {"a": tiny, "b": tiny, "c": little}) == []  # 3x, but under 5 ms apart
+    p99 = Figures(requests=100, failures=0, avg_request_ms=10.0, p99_ms=90.0)
+    assert _stand_out("m", {"a": quick, "b": quick, "c": p99})[0].startswith("m on c: p99 90.0 ms")
+
+
+@pytest.mark.parametrize("kwargs", [{"requests": -1}, {"requests": 101}, {"latency_margin": -0.1},
+                                    {"error_margin": 1.5}])
+def test_gate_settings_out_of_bounds_are_refused(kwargs: dict[str, float]) -> None:
+    with pytest.raises(ConfigError):
+        GateSettings(**kwargs)  # type: ignore[arg-type]
