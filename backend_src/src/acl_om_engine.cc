@@ -5,6 +5,8 @@
 #include <chrono>
 #include <cstring>
 #include <limits>
+#include <memory>
+#include <mutex>
 
 #include "batching.h"
 #include "dtype.h"
@@ -245,7 +247,16 @@ class AclOmInstance : public EngineInstance {
   TRITONSERVER_Error* CopyInputs(size_t set, size_t exec_rows);
   TRITONSERVER_Error* CopyOutputs(size_t set, bool queue);
   TRITONSERVER_Error* Synchronize();
+  // The bound of the last wait for a timed-out stream nothing can stop.
+  int32_t LastWaitMs() const
+  {
+    return static_cast<int32_t>(std::min<int64_t>(spec_.execute_timeout_ms, 1000));
+  }
   void Teardown();  // releases every device resource, the stream first
+  // Destroys the stream without waiting for ever; false when a timed-out
+  // execution may still run on it and nothing could stop it.
+  bool ReleaseStream();
+  void Abandon();  // leaves every resource the stuck execution may touch
   // Marks the instance broken when `err` is an error; returns `err`.
   TRITONSERVER_Error* Broken(TRITONSERVER_Error* err)
   {
@@ -274,7 +285,24 @@ class AclOmInstance : public EngineInstance {
   std::vector<std::vector<std::vector<int64_t>>> out_dims_;
   size_t device_bytes_ = 0;
   std::atomic<bool> broken_{false};
+  // A wait timed out: the stream may still hold unfinished work.
+  std::atomic<bool> stream_busy_{false};
+  std::string out_of_service_;  // set by Abandon: every Recover fails with it
 };
+
+// Resources of instances whose stuck execution nothing could stop: never
+// released (the device may still write into them), kept reachable.
+struct AbandonedInstance {
+  StreamOwner stream;
+  std::vector<BufferSet> sets;
+  ModelDesc desc;
+  LoadedModel model;
+  ContextOwner ctx;
+  DeviceRef device;
+};
+std::mutex g_abandoned_mu;
+std::vector<std::unique_ptr<AbandonedInstance>>* g_abandoned =
+    new std::vector<std::unique_ptr<AbandonedInstance>>();
 
 TRITONSERVER_Error*
 AclOmInstance::Init()
@@ -306,7 +334,10 @@ AclOmInstance::Teardown()
   if (ctx_.get() != nullptr) {
     LogAndDelete(ctx_.MakeCurrent(), "cannot select the instance context");
   }
-  stream_.Reset();  // first: work still queued after a timeout is abandoned
+  if (!ReleaseStream()) {
+    Abandon();
+    return;
+  }
   sets_.clear();
   desc_.Reset();
   model_.Reset();
@@ -314,10 +345,84 @@ AclOmInstance::Teardown()
   device_.Reset();
 }
 
+// CANN documents aclrtDestroyStream as waiting for the stream's unfinished
+// tasks, so a stream whose execution timed out is stopped first
+// (aclrtStreamAbort: stops the running task, discards queued ones) or
+// destroyed by force (aclrtDestroyStreamForce); with neither, it is waited
+// for once more, bounded, and destroyed only if that wait succeeded.
+bool
+AclOmInstance::ReleaseStream()
+{
+  if (stream_.get() == nullptr || !stream_busy_.load()) {
+    stream_.Reset();  // idle: nothing to wait for
+    return true;
+  }
+  if (rt_->aclrtStreamAbort != nullptr) {
+    const aclError rc = rt_->aclrtStreamAbort(stream_.get());
+    if (rc == ACL_SUCCESS) {
+      NPU_GE_LOG(
+          WARN, path_ << " device " << device_id_
+                      << ": stopped the timed-out execution with aclrtStreamAbort");
+      stream_.Reset();  // nothing left on it to wait for
+      stream_busy_ = false;
+      return true;
+    }
+    LogAclReleaseError(*rt_, "aclrtStreamAbort", rc);
+  }
+  if (rt_->aclrtDestroyStreamForce != nullptr) {
+    const aclError rc = rt_->aclrtDestroyStreamForce(stream_.get());
+    if (rc == ACL_SUCCESS) {
+      NPU_GE_LOG(
+          WARN, path_ << " device " << device_id_
+                      << ": destroyed the stream of the timed-out execution with "
+                         "aclrtDestroyStreamForce");
+      stream_.Release();
+      stream_busy_ = false;
+      return true;
+    }
+    LogAclReleaseError(*rt_, "aclrtDestroyStreamForce", rc);
+  }
+  // Only a bounded wait can have timed out, so this call exists.
+  if (rt_->aclrtSynchronizeStreamWithTimeout != nullptr &&
+      rt_->aclrtSynchronizeStreamWithTimeout(stream_.get(), LastWaitMs()) !=
+          ACL_ERROR_RT_STREAM_SYNC_TIMEOUT) {
+    stream_.Reset();  // it finished (or failed) meanwhile
+    stream_busy_ = false;
+    return true;
+  }
+  return false;
+}
+
+void
+AclOmInstance::Abandon()
+{
+  out_of_service_ = NPU_GE_MSG(
+      "an execution on device "
+      << device_id_ << " did not finish within execute_timeout_ms="
+      << spec_.execute_timeout_ms << " ms nor " << LastWaitMs()
+      << " ms later, and this libascendcl.so exports neither aclrtStreamAbort nor "
+         "aclrtDestroyStreamForce to stop it (aclrtDestroyStream would wait for it for "
+         "ever): the instance leaves its stream, buffers and model allocated and serves "
+         "no more requests; reload the model, and reset the device or restart the "
+         "server once it recovers (CANN 7.0 and later have aclrtDestroyStreamForce)");
+  NPU_GE_LOG(ERROR, path_ << ": " << out_of_service_);
+  std::unique_ptr<AbandonedInstance> a(new AbandonedInstance());
+  a->stream = std::move(stream_);
+  a->sets = std::move(sets_);
+  a->desc = std::move(desc_);
+  a->model = std::move(model_);
+  a->ctx = std::move(ctx_);
+  a->device = std::move(device_);
+  sets_.clear();
+  std::lock_guard<std::mutex> lock(g_abandoned_mu);
+  g_abandoned->push_back(std::move(a));
+}
+
 TRITONSERVER_Error*
 AclOmInstance::Recover()
 {
-  Teardown();
+  if (out_of_service_.empty()) Teardown();
+  if (!out_of_service_.empty()) return NPU_GE_ERROR(UNAVAILABLE, out_of_service_);
   NPU_GE_RETURN_IF_ERROR(Init());
   broken_ = false;
   return nullptr;
@@ -554,6 +659,7 @@ AclOmInstance::Synchronize()
   if (rc == ACL_SUCCESS) return nullptr;
   TRITONSERVER_Error* err = AclError(*rt_, "aclrtSynchronizeStreamWithTimeout", rc);
   if (rc == ACL_ERROR_RT_STREAM_SYNC_TIMEOUT) {
+    stream_busy_ = true;  // teardown must not wait for it
     return WrapError(
         err,
         NPU_GE_MSG(

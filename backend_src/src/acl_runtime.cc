@@ -97,6 +97,15 @@ AclRuntime::ResolveOptional()
         WARN,
         "optional ACL functions missing from " << path_ << " (older CANN): " << missing);
   }
+  if (!can_stop_streams() && aclrtSynchronizeStreamWithTimeout != nullptr) {
+    NPU_GE_LOG(
+        WARN, path_ << " has neither aclrtStreamAbort nor aclrtDestroyStreamForce: "
+                       "after an execution timeout npu_ge waits once more for the "
+                       "stream, at most min(execute_timeout_ms, 1000) ms "
+                       "(aclrtDestroyStream would wait for ever); if it is "
+                       "still busy, the instance leaves its stream, buffers and model "
+                       "allocated and fails every request until the model is reloaded");
+  }
 }
 
 AclRuntime::~AclRuntime()

@@ -47,6 +47,8 @@ namespace npu_ge {
   X(aclrtMallocHost, "pinned host staging and asynchronous copies")        \
   X(aclrtFreeHost, "pinned host staging and asynchronous copies")          \
   X(aclrtSynchronizeStreamWithTimeout, "execute_timeout_ms")                \
+  X(aclrtStreamAbort, "stopping a timed-out execution with aclrtStreamAbort") \
+  X(aclrtDestroyStreamForce, "destroying a timed-out stream without waiting") \
   X(aclmdlGetInputDynamicGearCount, "models with dims gears")             \
   X(aclmdlGetInputDynamicDims, "models with dims gears")                   \
   X(aclmdlSetInputDynamicDims, "models with dims gears")                   \
@@ -78,6 +80,12 @@ class AclRuntime {
   bool has_pinned_host_memory() const
   {
     return aclrtMallocHost != nullptr && aclrtFreeHost != nullptr;
+  }
+  // aclrtStreamAbort or aclrtDestroyStreamForce is there: a stream whose
+  // execution timed out can be released without waiting for it.
+  bool can_stop_streams() const
+  {
+    return aclrtStreamAbort != nullptr || aclrtDestroyStreamForce != nullptr;
   }
   // aclGetRecentErrMsg(), or "" when ACL has nothing to add.
   std::string RecentErrorMessage() const;

@@ -81,7 +81,13 @@ class StreamOwner {
   ~StreamOwner() { Reset(); }
   StreamOwner(StreamOwner&& o) noexcept { *this = std::move(o); }
   StreamOwner& operator=(StreamOwner&& o) noexcept;
-  void Reset();
+  void Reset();  // aclrtDestroyStream: waits for the stream's unfinished work
+  // Forgets the stream without destroying it (it was destroyed by force).
+  void Release()
+  {
+    rt_ = nullptr;
+    stream_ = nullptr;
+  }
   aclrtStream get() const { return stream_; }
 
  private:

@@ -1,6 +1,8 @@
 """The ACL runtime test double itself, called through ctypes as a backend would: streams
-are asynchronous and ordered, a bounded synchronize times out with CANN's code, failures
-of queued work surface at the synchronize, and utilization follows the device's busy time.
+are asynchronous and ordered, a bounded synchronize times out with CANN's code, destroying
+a stream waits for its work while aclrtStreamAbort / aclrtDestroyStreamForce do not (as
+CANN documents them), failures of queued work surface at the synchronize, and utilization
+follows the device's busy time.
 The backend tests rely on these behaviours (a backend that skipped a sync would read
 stale outputs), so they are checked here directly."""
 
@@ -8,8 +10,9 @@ from __future__ import annotations
 
 import ctypes
 import os
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +25,7 @@ pytestmark = pytest.mark.integration
 
 ACL_SUCCESS = 0
 ACL_ERROR_RT_STREAM_SYNC_TIMEOUT = 507046  # rt_error_codes.h in the CANN headers
+ACL_ERROR_RT_STREAM_ABORT = 107023
 ACL_ERROR_RT_MODEL_EXECUTE = 507011
 H2D, D2H = 1, 2  # aclrtMemcpyKind
 FLOATS = 4
@@ -88,6 +92,8 @@ def device(npu_build: BackendBuild, tmp_path_factory: pytest.TempPathFactory) ->
     lib.aclrtSynchronizeStream.argtypes = [ctypes.c_void_p]
     lib.aclrtSynchronizeStreamWithTimeout.argtypes = [ctypes.c_void_p, ctypes.c_int32]
     lib.aclrtDestroyStream.argtypes = [ctypes.c_void_p]
+    lib.aclrtDestroyStreamForce.argtypes = [ctypes.c_void_p]
+    lib.aclrtStreamAbort.argtypes = [ctypes.c_void_p]
     assert lib.aclInit(None) == ACL_SUCCESS
     assert lib.aclrtSetDevice(0) == ACL_SUCCESS
     ctx, stream, x_dev, y_dev = (ctypes.c_void_p() for _ in range(4))
@@ -146,25 +152,85 @@ def test_timed_work_runs_on_its_own_and_zero_cost_work_waits_for_the_synchronizi
     np.testing.assert_array_equal(y_instant, 2 * x + 1)
 
 
-def test_a_bounded_sync_times_out_with_canns_code_and_destroying_the_stream_abandons_the_work(
+def own_stream(device: Device) -> Device:
+    """The device's buffers on a stream of the test's own (for tests that destroy it)."""
+    stream = ctypes.c_void_p()
+    device.ok(device.lib.aclrtCreateStream(ctypes.byref(stream)))
+    return Device(device.lib, stream, device.x_dev, device.y_dev, device.inputs, device.outputs)
+
+
+def in_thread(call: Callable[[], int]) -> tuple[threading.Thread, list[int]]:
+    """Runs an ACL call on a daemon thread (ctypes releases the GIL); its code lands in the list."""
+    codes: list[int] = []
+    thread = threading.Thread(target=lambda: codes.append(int(call())), daemon=True)
+    thread.start()
+    return thread, codes
+
+
+def test_a_bounded_sync_times_out_with_canns_code(device: Device, tmp_path: Path) -> None:
+    own = own_stream(device)
+    x, y = np.full(FLOATS, 99, dtype=np.float32), np.zeros(FLOATS, dtype=np.float32)
+    own.run_async(device.load(model_file(tmp_path, "hang_on_value 99")), x, y)
+    started = time.monotonic()
+    assert own.sync(timeout_ms=150) == ACL_ERROR_RT_STREAM_SYNC_TIMEOUT
+    assert time.monotonic() - started >= 0.15  # bounded below by the timeout; the work never ends
+    assert "did not finish within 150 ms" in own.recent_error()
+    device.ok(device.lib.aclrtDestroyStreamForce(own.stream))
+    np.testing.assert_array_equal(y, 0)  # abandoned work wrote nothing
+
+
+def test_destroying_a_stream_waits_for_its_queued_work_as_cann_documents(
+    device: Device, tmp_path: Path
+) -> None:
+    # CANN: aclrtDestroyStream waits for the stream's unfinished tasks; the queued
+    # execution and copy-out still run, so their result lands in host memory.
+    own = own_stream(device)
+    x, y = np.array([1, 2, 3, 4], dtype=np.float32), np.zeros(FLOATS, dtype=np.float32)
+    own.run_async(device.load(model_file(tmp_path, "delay_us 300000")), x, y)
+    device.ok(device.lib.aclrtDestroyStream(own.stream))  # no sync before it
+    np.testing.assert_array_equal(y, 2 * x + 1)
+
+
+def test_a_hung_stream_blocks_destroy_until_aborted_and_abort_wakes_a_waiting_sync(
     device: Device, tmp_path: Path
 ) -> None:
     lib = device.lib
     model = device.load(model_file(tmp_path, "hang_on_value 99"))
-    stream = ctypes.c_void_p()
-    device.ok(lib.aclrtCreateStream(ctypes.byref(stream)))
-    own = Device(lib, stream, device.x_dev, device.y_dev, device.inputs, device.outputs)
-    x = np.full(FLOATS, 99, dtype=np.float32)
-    y = np.zeros(FLOATS, dtype=np.float32)
+    own = own_stream(device)
+    x, y = np.full(FLOATS, 99, dtype=np.float32), np.zeros(FLOATS, dtype=np.float32)
     own.run_async(model, x, y)
-    started = time.monotonic()
-    assert own.sync(timeout_ms=150) == ACL_ERROR_RT_STREAM_SYNC_TIMEOUT
-    assert 0.15 <= time.monotonic() - started < 5.0  # bounded (the work never ends)
-    assert "did not finish within 150 ms" in own.recent_error()
-    started = time.monotonic()
-    device.ok(lib.aclrtDestroyStream(stream))  # interrupts the hung execution
-    assert time.monotonic() - started < 5.0
-    np.testing.assert_array_equal(y, 0)  # abandoned work wrote nothing
+    syncing, sync_codes = in_thread(lambda: own.sync())  # waits without a bound
+    destroying, destroy_codes = in_thread(lambda: lib.aclrtDestroyStream(own.stream))
+    time.sleep(1.0)
+    assert syncing.is_alive() and destroying.is_alive()  # a hang holds both for ever...
+    device.ok(lib.aclrtStreamAbort(own.stream))  # ...until the stream is aborted
+    syncing.join(30)
+    destroying.join(30)
+    assert sync_codes == [ACL_ERROR_RT_STREAM_ABORT]  # CANN: the waiting sync returns this code
+    assert destroy_codes == [ACL_SUCCESS]
+    np.testing.assert_array_equal(y, 0)  # the aborted execution and its copy-out never ran
+    assert lib.aclrtStreamAbort(None) != ACL_SUCCESS  # CANN: NULL is refused
+
+
+def test_an_aborted_stream_stays_usable_and_force_destroy_abandons_a_hang(
+    device: Device, tmp_path: Path
+) -> None:
+    lib = device.lib
+    hang = device.load(model_file(tmp_path, "hang_on_value 99"))
+    own = own_stream(device)
+    y = np.zeros(FLOATS, dtype=np.float32)
+    own.run_async(hang, np.full(FLOATS, 99, dtype=np.float32), y)
+    device.ok(lib.aclrtStreamAbort(own.stream))
+    x = np.array([1, 2, 3, 4], dtype=np.float32)
+    own.run_async(hang, x, y)  # a value that does not hang: runs normally after the abort
+    assert own.sync() == ACL_SUCCESS
+    np.testing.assert_array_equal(y, 2 * x + 1)
+    y[:] = 0
+    own.run_async(hang, np.full(FLOATS, 99, dtype=np.float32), y)
+    forcing, codes = in_thread(lambda: lib.aclrtDestroyStreamForce(own.stream))
+    forcing.join(30)
+    assert codes == [ACL_SUCCESS]  # CANN: destroyed without waiting for the hung task
+    np.testing.assert_array_equal(y, 0)
 
 
 def test_a_failure_of_queued_work_surfaces_at_the_sync_once(device: Device, tmp_path: Path) -> None:

@@ -224,6 +224,9 @@ def test_an_execution_longer_than_execute_timeout_ms_fails_and_the_instance_reco
         np.testing.assert_array_equal(try_infer(server, "stuck", rows_of(v)), 2 * rows_of(v) + 1)
     assert recoveries(server, "stuck") == 1
     assert "rebuilt context, stream, model and buffers after a failed execution" in server.log()
+    # the double's aclrtDestroyStream waits for queued work as CANN's does: the hung execution
+    # is stopped first, or the rebuild (and every later request) would wait for ever
+    assert "stopped the timed-out execution with aclrtStreamAbort" in server.log()
     assert settled_live_resources(server.state_file) == held  # the abandoned stream and buffers are gone
     stats = model_stats(server.url, "stuck")["inference_stats"]
     assert stats["fail"]["count"] == 1 and stats["success"]["count"] == 5
@@ -246,6 +249,46 @@ def test_a_device_error_under_load_rebuilds_the_instance_and_only_its_requests_f
             np.testing.assert_array_equal(y, 2 * rows_of(v) + 1)
     wait_for(lambda: recoveries(server, "faulty") == 2, 10, "two rebuilds")
     assert model_ready(server.url, "faulty")
+
+
+def test_without_stream_abort_a_timed_out_stream_is_destroyed_by_force(
+    npu_triton: StartServer, npu_repo: Path, npu_build: BackendBuild
+) -> None:
+    affine_model(npu_repo, "stuck", batching="", extra=[f"hang_on_value {HANG}"],
+                 config_extra=params(execute_timeout_ms="300"))
+    build = dataclasses.replace(npu_build, double_dir=npu_build.build_dir / "acl_double_no_stream_abort")
+    server = npu_triton(npu_repo, build=build)
+    held = settled_live_resources(server.state_file)
+    assert "aclrtStreamAbort (stopping a timed-out execution with aclrtStreamAbort off)" in server.log()
+    assert "execute_timeout_ms=300" in str(try_infer(server, "stuck", rows_of(HANG)))
+    np.testing.assert_array_equal(try_infer(server, "stuck", rows_of(1)), 2 * rows_of(1) + 1)
+    assert recoveries(server, "stuck") == 1
+    assert "destroyed the stream of the timed-out execution with aclrtDestroyStreamForce" in server.log()
+    assert settled_live_resources(server.state_file) == held
+
+
+def test_when_nothing_can_stop_a_hung_stream_the_instance_leaves_it_and_fails_fast(
+    npu_triton: StartServer, npu_repo: Path, npu_build: BackendBuild
+) -> None:
+    # A CANN without aclrtStreamAbort and aclrtDestroyStreamForce: aclrtDestroyStream would
+    # wait for the hung execution for ever, so npu_ge never calls it on that stream.
+    affine_model(npu_repo, "stuck", batching="", extra=[f"hang_on_value {HANG}"],
+                 config_extra=params(execute_timeout_ms="300"))
+    affine_model(npu_repo, "other", batching="")
+    build = dataclasses.replace(npu_build, double_dir=npu_build.build_dir / "acl_double_no_stream_stop")
+    server = npu_triton(npu_repo, build=build)
+    assert "has neither aclrtStreamAbort nor aclrtDestroyStreamForce" in server.log()
+    assert "execute_timeout_ms=300" in str(try_infer(server, "stuck", rows_of(HANG)))
+    for _ in range(2):  # answered (the client's bound is 30 s), never served again
+        error = try_infer(server, "stuck", rows_of(1))
+        assert isinstance(error, str), error
+        assert "exports neither aclrtStreamAbort nor aclrtDestroyStreamForce" in error
+        assert "serves no more requests" in error
+    assert double_state(server.state_file)["streams"] >= 1  # left allocated, never destroyed
+    np.testing.assert_array_equal(try_infer(server, "other", rows_of(2)), 2 * rows_of(2) + 1)
+    unload(server.url, "stuck")  # returns: the unload does not wait for the hung stream either
+    wait_for(lambda: not model_ready(server.url, "stuck"), 30, "the stuck model unloaded")
+    np.testing.assert_array_equal(try_infer(server, "other", rows_of(3)), 2 * rows_of(3) + 1)
 
 
 # -- older CANN, resources ---------------------------------------------------------------

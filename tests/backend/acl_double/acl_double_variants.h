@@ -20,6 +20,14 @@
 //                  aclmdlSetDynamicHWSize,             image size gears but cannot
 //                  aclmdlGetCurOutputDims              set them (such models fail to
 //                                                      load naming the call)
+//   no_stream_abort aclrtStreamAbort                   a CANN or product without it
+//                                                      (Atlas inference/training before
+//                                                      CANN 9.0): a timed-out stream is
+//                                                      destroyed with
+//                                                      aclrtDestroyStreamForce
+//   no_stream_stop aclrtStreamAbort,                   a CANN before 7.0: nothing stops
+//                  aclrtDestroyStreamForce             a hung stream (aclrtDestroyStream
+//                                                      would wait forever)
 //
 // This header is documentation and data only: nothing includes it.
 #pragma once
@@ -29,5 +37,7 @@
   X(no_telemetry, "aclrtGetDeviceUtilizationRate aclrtGetMemInfo")          \
   X(no_get_desc, "aclmdlGetDesc")                                          \
   X(no_host_path, "aclrtMallocHost aclrtFreeHost aclrtSynchronizeStreamWithTimeout") \
-  X(no_shape_gears, "aclmdlSetInputDynamicDims aclmdlSetDynamicHWSize aclmdlGetCurOutputDims")
+  X(no_shape_gears, "aclmdlSetInputDynamicDims aclmdlSetDynamicHWSize aclmdlGetCurOutputDims") \
+  X(no_stream_abort, "aclrtStreamAbort")                                    \
+  X(no_stream_stop, "aclrtStreamAbort aclrtDestroyStreamForce")
 // clang-format on

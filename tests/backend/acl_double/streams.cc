@@ -20,7 +20,8 @@ Stream::~Stream()
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
-    queue_.clear();  // abandoned, as when a real stream is destroyed by force
+    queue_.clear();  // abandoned: aclrtDestroyStreamForce (aclrtDestroyStream drained
+                     // first)
   }
   work_cv_.notify_all();
   done_cv_.notify_all();
@@ -33,7 +34,8 @@ Stream::Enqueue(Task task, bool instant)
 {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (error_.code != ACL_SUCCESS) return;  // a stream in error runs nothing
+    // A stream in error runs nothing; during an abort new tasks take no effect.
+    if (error_.code != ACL_SUCCESS || aborting_) return;
     queue_.push_back({std::move(task), std::chrono::steady_clock::now(), instant});
   }
   if (!instant) work_cv_.notify_one();
@@ -51,7 +53,8 @@ Stream::RunFront(std::unique_lock<std::mutex>& lock)
   lock.lock();
   last_end_ = std::chrono::steady_clock::now();
   busy_ = false;
-  if (result.code != ACL_SUCCESS && error_.code == ACL_SUCCESS) {
+  // An aborted task's result is discarded with the rest of the stream's work.
+  if (result.code != ACL_SUCCESS && error_.code == ACL_SUCCESS && !aborting_) {
     error_ = std::move(result);
     queue_.clear();
   }
@@ -76,12 +79,15 @@ TaskResult
 Stream::Synchronize(int32_t timeout_ms)
 {
   std::unique_lock<std::mutex> lock(mu_);
+  const uint64_t aborts = aborts_;
   // Instant work at the front runs here, in order (never beside a running task).
   while (!stopping_ && !busy_ && !queue_.empty() && queue_.front().instant) {
     RunFront(lock);
   }
   if (!queue_.empty()) work_cv_.notify_one();  // timed work, or the worker is on a task
-  auto drained = [this] { return stopping_ || (queue_.empty() && !busy_); };
+  auto drained = [this, aborts] {
+    return stopping_ || aborts_ != aborts || (queue_.empty() && !busy_);
+  };
   if (timeout_ms < 0) {
     done_cv_.wait(lock, drained);
   } else if (!done_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), drained)) {
@@ -89,20 +95,46 @@ Stream::Synchronize(int32_t timeout_ms)
         ACL_ERROR_RT_STREAM_SYNC_TIMEOUT,
         "stream work did not finish within " + std::to_string(timeout_ms) + " ms"};
   }
+  if (aborts_ != aborts) {
+    return TaskResult{
+        ACL_ERROR_RT_STREAM_ABORT, "the stream was aborted (aclrtStreamAbort) meanwhile"};
+  }
   TaskResult result = std::move(error_);
   error_ = TaskResult{};
   return result;
+}
+
+void
+Stream::Drain()
+{
+  Synchronize(-1);  // its result is the destroyed stream's: dropped
+}
+
+void
+Stream::Abort()
+{
+  std::unique_lock<std::mutex> lock(mu_);
+  aborting_ = true;
+  ++aborts_;
+  queue_.clear();
+  stop_cv_.notify_all();  // a sleeping (delayed or hung) task returns
+  done_cv_.notify_all();  // waiting synchronizers return ACL_ERROR_RT_STREAM_ABORT
+  done_cv_.wait(lock, [this] { return !busy_; });
+  queue_.clear();  // nothing queued meanwhile survives either
+  error_ = TaskResult{};
+  aborting_ = false;
 }
 
 bool
 Stream::SleepUntil(std::chrono::steady_clock::time_point deadline)
 {
   std::unique_lock<std::mutex> lock(mu_);
+  auto interrupted = [this] { return stopping_ || aborting_; };
   if (deadline == std::chrono::steady_clock::time_point::max()) {
-    stop_cv_.wait(lock, [this] { return stopping_; });
+    stop_cv_.wait(lock, interrupted);
     return false;
   }
-  return !stop_cv_.wait_until(lock, deadline, [this] { return stopping_; });
+  return !stop_cv_.wait_until(lock, deadline, interrupted);
 }
 
 // ---- device busy time -------------------------------------------------------
@@ -182,6 +214,27 @@ Synchronize(const char* call, aclrtStream stream, int32_t timeout_ms)
   return ACL_SUCCESS;
 }
 
+// Forgets the stream and destroys it without waiting: queued work is
+// abandoned, a running task interrupted.
+aclError
+DestroyNow(const char* call, Stream* s)
+{
+  std::unique_lock<std::mutex> lock(acl_double::g_mu);
+  if (acl_double::ShouldFail(call)) {
+    return Fail(ACL_ERROR_RT_PARAM_INVALID, std::string(call) + " failure injected");
+  }
+  if (!acl_double::g_initialized) {
+    return Fail(ACL_ERROR_UNINITIALIZE, std::string(call) + " before aclInit");
+  }
+  if (acl_double::g_streams.erase(s) == 0) {
+    return Fail(ACL_ERROR_RT_PARAM_INVALID, "unknown stream");
+  }
+  acl_double::WriteStateLocked();
+  lock.unlock();  // a task that is finishing takes g_mu: join without it
+  delete s;
+  return ACL_SUCCESS;
+}
+
 }  // namespace
 
 extern "C" {
@@ -198,17 +251,46 @@ aclrtCreateStream(aclrtStream* stream)
   return ACL_SUCCESS;
 }
 
+// CANN: "if the stream has unfinished tasks, waits for them to finish before
+// destroying it" (aclrtDestroyStream, CANN 8.0 API reference): a hung
+// execution blocks this call forever, as it would on a device.
 aclError
 aclrtDestroyStream(aclrtStream stream)
 {
-  DOUBLE_ENTER("aclrtDestroyStream");
   Stream* s = static_cast<Stream*>(stream);
-  if (acl_double::g_streams.erase(s) == 0) {
-    return Fail(ACL_ERROR_RT_PARAM_INVALID, "unknown stream");
+  {
+    DOUBLE_ENTER("aclrtDestroyStream");
+    if (acl_double::g_streams.count(s) == 0) {
+      return Fail(ACL_ERROR_RT_PARAM_INVALID, "unknown stream");
+    }
   }
-  acl_double::WriteStateLocked();
-  lock.unlock();  // a task that is finishing takes g_mu: join without it
-  delete s;
+  s->Drain();  // without g_mu: the queued work takes it
+  return DestroyNow("aclrtDestroyStream", s);
+}
+
+// CANN: "if the stream has unfinished tasks, destroys it by force without
+// waiting for them" (aclrtDestroyStreamForce, CANN 7.0 / 8.0 / 9.0 references).
+aclError
+aclrtDestroyStreamForce(aclrtStream stream)
+{
+  return DestroyNow("aclrtDestroyStreamForce", static_cast<Stream*>(stream));
+}
+
+// CANN: stops the stream's running task and discards the queued ones; a
+// synchronize waiting meanwhile returns ACL_ERROR_RT_STREAM_ABORT; NULL is
+// refused (aclrtStreamAbort, CANN 8.0 / 8.5 / 9.0 references).
+aclError
+aclrtStreamAbort(aclrtStream stream)
+{
+  Stream* s = static_cast<Stream*>(stream);
+  {
+    DOUBLE_ENTER("aclrtStreamAbort");
+    if (s == nullptr) return Fail(ACL_ERROR_INVALID_PARAM, "aclrtStreamAbort of NULL");
+    if (acl_double::g_streams.count(s) == 0) {
+      return Fail(ACL_ERROR_RT_PARAM_INVALID, "unknown stream");
+    }
+  }
+  s->Abort();  // without g_mu: the interrupted task takes it as it returns
   return ACL_SUCCESS;
 }
 

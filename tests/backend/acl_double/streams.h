@@ -4,8 +4,13 @@
 // that reads a result before aclrtSynchronizeStream[WithTimeout] sees stale
 // memory. The first failure of queued work is kept and returned by the next
 // synchronize; work queued after a failure is discarded until then (a stream
-// in error runs nothing). Destroying a stream abandons its queued work and
-// interrupts a running delay or hang.
+// in error runs nothing). As CANN documents (CANN 8.0 API reference, "Stream
+// management"): aclrtDestroyStream waits for the stream's unfinished work (so
+// a hung execution blocks it forever); aclrtDestroyStreamForce destroys it
+// without waiting (the double abandons queued work and interrupts a running
+// delay or hang); aclrtStreamAbort stops the running task, discards the
+// queued ones, and a synchronize waiting meanwhile returns
+// ACL_ERROR_RT_STREAM_ABORT; the stream stays usable.
 #pragma once
 
 #include <chrono>
@@ -32,7 +37,7 @@ class Stream {
   using Task = std::function<TaskResult(Stream&)>;
 
   explicit Stream(int32_t device);
-  ~Stream();  // abandons queued work, interrupts a running task, joins
+  ~Stream();  // abandons queued work, interrupts a running task, joins (force)
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;
 
@@ -45,11 +50,18 @@ class Stream {
   // Waits until the queue drained; timeout_ms -1 waits forever, 0 only checks.
   // Returns the first failure since the last synchronize (and clears it), or
   // ACL_ERROR_RT_STREAM_SYNC_TIMEOUT when the work did not finish in time.
+  // ACL_ERROR_RT_STREAM_ABORT when aclrtStreamAbort ran while it waited.
   TaskResult Synchronize(int32_t timeout_ms);
+  // aclrtDestroyStream's wait: until every queued task ran (forever for a hang).
+  void Drain();
+  // aclrtStreamAbort: interrupts the running task, discards the queued ones
+  // and any failure, wakes waiting synchronizers; returns once the running
+  // task stopped. Tasks queued meanwhile do not take effect.
+  void Abort();
 
   // For tasks: sleeps until `deadline`, or less when the stream is destroyed
-  // meanwhile; false when it was. SleepUntil(time_point::max()) is a hang until
-  // destruction.
+  // (by force) or aborted meanwhile; false when it was. SleepUntil(
+  // time_point::max()) is a hang until one of them.
   bool SleepUntil(std::chrono::steady_clock::time_point deadline);
   // For tasks: when the running task began on the device's clock: when it was
   // queued, or when the task before it finished, whichever is later (the
@@ -77,6 +89,8 @@ class Stream {
   std::chrono::steady_clock::time_point last_end_{};    // of the task before
   bool busy_ = false;                                   // a task is running
   bool stopping_ = false;                               // being destroyed
+  bool aborting_ = false;                               // in aclrtStreamAbort
+  uint64_t aborts_ = 0;                                 // aclrtStreamAbort calls
   TaskResult error_;
   std::thread worker_;
 };
