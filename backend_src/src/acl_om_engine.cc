@@ -231,6 +231,12 @@ class AclOmInstance : public EngineInstance {
       size_t set, size_t exec_rows, uint64_t* compute_start_ns) override;
   TRITONSERVER_Error* Wait(size_t set, uint64_t* compute_end_ns) override;
   bool NeedsRecovery() const override { return broken_.load(); }
+  int32_t TakeSyncStatus(size_t set) override
+  {
+    const int32_t code = sync_status_[set];
+    sync_status_[set] = 0;
+    return code;
+  }
   TRITONSERVER_Error* Recover() override;
   void SelectShapeGear(size_t set, size_t gear) override { gear_[set] = gear; }
   bool OutputDims(size_t set, size_t o, std::vector<int64_t>* dims) const override;
@@ -246,7 +252,8 @@ class AclOmInstance : public EngineInstance {
   TRITONSERVER_Error* AllocateStaging(BufferSet* set);
   TRITONSERVER_Error* CopyInputs(size_t set, size_t exec_rows);
   TRITONSERVER_Error* CopyOutputs(size_t set, bool queue);
-  TRITONSERVER_Error* Synchronize();
+  // `status`: an overflow-type code the wait returned (not a failure), else 0.
+  TRITONSERVER_Error* Synchronize(int32_t* status);
   // The bound of the last wait for a timed-out stream nothing can stop.
   int32_t LastWaitMs() const
   {
@@ -279,8 +286,9 @@ class AclOmInstance : public EngineInstance {
   ModelDesc desc_;               // of model_, for aclmdlGetCurOutputDims (gear models)
   size_t dynamic_index_ = 0;     // of ACL_DYNAMIC_TENSOR_NAME (aclmdlGetInputIndexByName)
   std::vector<BufferSet> sets_;  // 2 with copy_overlap, else 1
-  std::vector<size_t> exec_rows_;  // per set, of its launched execution
-  std::vector<size_t> gear_;       // per set: shape gear of its next/last execution
+  std::vector<size_t> exec_rows_;     // per set, of its launched execution
+  std::vector<int32_t> sync_status_;  // per set: status code of its last wait
+  std::vector<size_t> gear_;          // per set: shape gear of its next/last execution
   // Per set, per model output: dims of its launched execution (gear models).
   std::vector<std::vector<std::vector<int64_t>>> out_dims_;
   size_t device_bytes_ = 0;
@@ -320,6 +328,7 @@ AclOmInstance::Init()
   }
   sets_.resize(spec_.copy_overlap ? 2 : 1);
   exec_rows_.assign(sets_.size(), 0);
+  sync_status_.assign(sets_.size(), 0);
   gear_.assign(sets_.size(), 0);
   out_dims_.assign(sets_.size(), {});
   if (has_shape_gears()) NPU_GE_RETURN_IF_ERROR(InitShapeGears());
@@ -644,11 +653,17 @@ AclOmInstance::Launch(size_t s, size_t exec_rows, uint64_t* compute_start_ns)
 // Waits for everything queued on the stream. Errors of queued work surface
 // here, not at the call that queued it.
 TRITONSERVER_Error*
-AclOmInstance::Synchronize()
+AclOmInstance::Synchronize(int32_t* status)
 {
+  *status = 0;
   if (rt_->aclrtSynchronizeStreamWithTimeout == nullptr) {  // older CANN: unbounded
     const aclError rc = rt_->aclrtSynchronizeStream(stream_.get());
     if (rc == ACL_SUCCESS) return nullptr;
+    if (IsStatusSyncCode(rc)) {
+      *status = rc;
+      rt_->RecentErrorMessage();  // consumed with its status
+      return nullptr;
+    }
     return WrapError(
         AclError(*rt_, "aclrtSynchronizeStream", rc),
         "queued work (input copies, aclmdlExecuteAsync, output copies) failed");
@@ -657,6 +672,11 @@ AclOmInstance::Synchronize()
       std::min<int64_t>(spec_.execute_timeout_ms, std::numeric_limits<int32_t>::max()));
   const aclError rc = rt_->aclrtSynchronizeStreamWithTimeout(stream_.get(), timeout_ms);
   if (rc == ACL_SUCCESS) return nullptr;
+  if (IsStatusSyncCode(rc)) {
+    *status = rc;
+    rt_->RecentErrorMessage();  // consumed with its status
+    return nullptr;
+  }
   TRITONSERVER_Error* err = AclError(*rt_, "aclrtSynchronizeStreamWithTimeout", rc);
   if (rc == ACL_ERROR_RT_STREAM_SYNC_TIMEOUT) {
     stream_busy_ = true;  // teardown must not wait for it
@@ -678,8 +698,10 @@ TRITONSERVER_Error*
 AclOmInstance::Wait(size_t s, uint64_t* compute_end_ns)
 {
   NPU_GE_RETURN_IF_ERROR(ctx_.MakeCurrent());  // Wait may run on another thread
-  NPU_GE_RETURN_IF_ERROR(Broken(Synchronize()));
+  int32_t status = 0;
+  NPU_GE_RETURN_IF_ERROR(Broken(Synchronize(&status)));
   *compute_end_ns = NowNs();
+  sync_status_[s] = status;
   if (!pinned_) NPU_GE_RETURN_IF_ERROR(Broken(CopyOutputs(s, false)));
   return nullptr;
 }

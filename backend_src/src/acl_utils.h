@@ -38,6 +38,20 @@ AclCall(const AclRuntime& rt, const char* call, aclError rc)
   return rc == ACL_SUCCESS ? nullptr : AclError(rt, call, rc);
 }
 
+// Codes a stream synchronize returns that are a status, not a failure: CANN's
+// runtime (hicann/runtime src/acl/aclrt_impl/stream.cpp) logs them as a
+// successful synchronize. Of that list npu_ge takes only the overflow-type
+// ones (AI Core, vector core, common overflow: the execution completed and
+// wrote its outputs; overflow detection flagged a saturated or inf/nan
+// value); end of sequence, normal model abort and a closed socket mean no
+// outputs were produced and stay failures.
+inline bool
+IsStatusSyncCode(aclError rc)
+{
+  return rc == ACL_ERROR_RT_AICORE_OVER_FLOW || rc == ACL_ERROR_RT_AIVEC_OVER_FLOW ||
+         rc == ACL_ERROR_RT_OVER_FLOW;
+}
+
 // Logs (never throws) a failure while releasing a resource.
 void LogAclReleaseError(const AclRuntime& rt, const char* call, aclError rc);
 

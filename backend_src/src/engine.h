@@ -75,6 +75,14 @@ class EngineInstance {
     return false;
   }
 
+  // The status code (IsStatusSyncCode) the last successful Wait of `set`
+  // returned with, 0 when none; reading clears it.
+  virtual int32_t TakeSyncStatus(size_t set)
+  {
+    (void)set;
+    return 0;
+  }
+
   // ---- Recovery ---------------------------------------------------------------
   // True after a device error or timeout left the instance's device state
   // unusable. Recover rebuilds it (context, stream, model, buffers); it is

@@ -338,6 +338,16 @@ ModelInstanceState::Complete(Job& job) noexcept
     err = WrapError(err, log_prefix_);
     NPU_GE_LOG(ERROR, TRITONSERVER_ErrorMessage(err));
     job.FailAll(err);
+  } else if (const int32_t status = engine_->TakeSyncStatus(job.set)) {
+    telemetry_->CountOverflow();
+    if (!overflow_logged_.exchange(true)) {
+      NPU_GE_LOG(
+          WARN, log_prefix_ << ": the stream synchronize returned ACL code " << status
+                            << ", an overflow status (CANN logs it as a successful "
+                               "synchronize): the requests are answered; counted in "
+                               "npu_ge_execution_overflows_total (logged once per "
+                               "instance)");
+    }
   }
   size_t answered_rows = 0;  // a failed execution is not counted by Triton
   for (size_t k = 0; k < job.slots.size() && ran; ++k) {

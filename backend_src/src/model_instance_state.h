@@ -12,6 +12,7 @@
 // copies and compute stay in order on the one stream.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <memory>
@@ -90,6 +91,7 @@ class ModelInstanceState {
   bool device_busy_ = false;    // a launched execution was not waited for yet
   std::deque<std::unique_ptr<Job>> launched_;  // for the completion thread
   bool stopping_ = false;
+  std::atomic<bool> overflow_logged_{false};
   std::thread completer_;  // only with more than one buffer set
 };
 

@@ -23,6 +23,16 @@ TelemetryRegistration::CountRecovery()
   }
 }
 
+void
+TelemetryRegistration::CountOverflow()
+{
+  if (overflows_ != nullptr) {
+    LogAndDelete(
+        TRITONSERVER_MetricIncrement(overflows_, 1),
+        "cannot count npu_ge_execution_overflows_total");
+  }
+}
+
 Telemetry::Telemetry(int64_t interval_ms) : interval_ms_(interval_ms)
 {
   struct FamilySpec {
@@ -45,6 +55,11 @@ Telemetry::Telemetry(int64_t interval_ms) : interval_ms_(interval_ms)
        "npu_ge_instance_recoveries_total",
        "Times an npu_ge instance rebuilt its context, stream and buffers after a "
        "device error or an execution longer than execute_timeout_ms"},
+      {&overflows_family_, TRITONSERVER_METRIC_KIND_COUNTER,
+       "npu_ge_execution_overflows_total",
+       "Executions of an npu_ge instance whose stream synchronize returned an "
+       "overflow-type status code (CANN logs these as a successful synchronize); "
+       "their requests were answered"},
   };
   enabled_ = true;
   for (const FamilySpec& s : specs) {
@@ -76,7 +91,7 @@ Telemetry::~Telemetry()
   }
   for (TRITONSERVER_MetricFamily* f :
        {utilization_family_, hbm_used_family_, hbm_total_family_, placement_family_,
-        recoveries_family_}) {
+        recoveries_family_, overflows_family_}) {
     if (f != nullptr) {
       LogAndDelete(TRITONSERVER_MetricFamilyDelete(f), "cannot delete metric family");
     }
@@ -141,6 +156,9 @@ Telemetry::Register(
     reg->recoveries_ = NewMetric(
         recoveries_family_,
         {{"model", model}, {"version", std::to_string(version)}, {"instance", instance}});
+    reg->overflows_ = NewMetric(
+        overflows_family_,
+        {{"model", model}, {"version", std::to_string(version)}, {"instance", instance}});
     poll_now_ = true;
     if (!thread_.joinable()) thread_ = std::thread(&Telemetry::Loop, this);
   }
@@ -154,6 +172,7 @@ Telemetry::Unregister(TelemetryRegistration* reg)
   std::lock_guard<std::mutex> lock(mu_);
   DeleteMetric(reg->placement_);
   DeleteMetric(reg->recoveries_);
+  DeleteMetric(reg->overflows_);
   auto it = devices_.find(reg->device_);
   if (it != devices_.end() && --it->second.refs == 0) {
     DeleteMetric(it->second.utilization);

@@ -9,6 +9,9 @@
 //   npu_ge_instance_recoveries_total{model,version,instance} (counter) times
 //       the instance rebuilt its device state after a device error or an
 //       execution that outlived execute_timeout_ms
+//   npu_ge_execution_overflows_total{model,version,instance} (counter)
+//       executions whose stream synchronize returned an overflow-type status
+//       code (answered, not failed: IsStatusSyncCode in acl_utils.h)
 #pragma once
 
 #include <condition_variable>
@@ -32,6 +35,7 @@ class TelemetryRegistration {
  public:
   ~TelemetryRegistration();
   void CountRecovery();  // npu_ge_instance_recoveries_total += 1
+  void CountOverflow();  // npu_ge_execution_overflows_total += 1
   TelemetryRegistration(const TelemetryRegistration&) = delete;
   TelemetryRegistration& operator=(const TelemetryRegistration&) = delete;
 
@@ -42,6 +46,7 @@ class TelemetryRegistration {
   int32_t device_ = -1;
   TRITONSERVER_Metric* placement_ = nullptr;
   TRITONSERVER_Metric* recoveries_ = nullptr;
+  TRITONSERVER_Metric* overflows_ = nullptr;
 };
 
 class Telemetry {
@@ -84,6 +89,7 @@ class Telemetry {
   TRITONSERVER_MetricFamily* hbm_total_family_ = nullptr;
   TRITONSERVER_MetricFamily* placement_family_ = nullptr;
   TRITONSERVER_MetricFamily* recoveries_family_ = nullptr;
+  TRITONSERVER_MetricFamily* overflows_family_ = nullptr;
 
   std::mutex mu_;
   std::condition_variable cv_;

@@ -26,6 +26,7 @@ pytestmark = pytest.mark.integration
 ACL_SUCCESS = 0
 ACL_ERROR_RT_STREAM_SYNC_TIMEOUT = 507046  # rt_error_codes.h in the CANN headers
 ACL_ERROR_RT_STREAM_ABORT = 107023
+ACL_ERROR_RT_AICORE_OVER_FLOW = 207003
 ACL_ERROR_RT_MODEL_EXECUTE = 507011
 H2D, D2H = 1, 2  # aclrtMemcpyKind
 FLOATS = 4
@@ -231,6 +232,20 @@ def test_an_aborted_stream_stays_usable_and_force_destroy_abandons_a_hang(
     forcing.join(30)
     assert codes == [ACL_SUCCESS]  # CANN: destroyed without waiting for the hung task
     np.testing.assert_array_equal(y, 0)
+
+
+def test_an_overflow_status_surfaces_at_the_sync_once_and_the_work_completes(
+    device: Device, tmp_path: Path
+) -> None:
+    model = device.load(model_file(tmp_path, "overflow_on_value 5"))
+    x, y = np.array([5, 1, 2, 3], dtype=np.float32), np.zeros(FLOATS, dtype=np.float32)
+    device.run_async(model, x, y)
+    device.run_async(model, x + 1, y2 := np.zeros(FLOATS, dtype=np.float32))  # queued after it: still runs
+    assert device.sync() == ACL_ERROR_RT_AICORE_OVER_FLOW  # CANN's runtime logs this as success
+    assert "overflow" in device.recent_error()
+    np.testing.assert_array_equal(y, 2 * x + 1)  # the execution and its copy-out ran
+    np.testing.assert_array_equal(y2, 2 * (x + 1) + 1)
+    assert device.sync() == ACL_SUCCESS  # reported once
 
 
 def test_a_failure_of_queued_work_surfaces_at_the_sync_once(device: Device, tmp_path: Path) -> None:

@@ -68,6 +68,11 @@ def recoveries(server: NpuServer, model: str) -> float:
     return sum(value for labels, value in samples if labels["model"] == model)
 
 
+def overflows(server: NpuServer, model: str) -> float:
+    samples = metric_samples(server.metrics_url, "npu_ge_execution_overflows")
+    return sum(value for labels, value in samples if labels["model"] == model)
+
+
 # -- the double's cost model, as Triton's statistics see it ---------------------------
 def test_execution_time_is_the_fixed_plus_per_row_cost(npu_shared: SharedNpuServer) -> None:
     fixed_us, per_row_us = 20_000, 3_000
@@ -291,11 +296,38 @@ def test_when_nothing_can_stop_a_hung_stream_the_instance_leaves_it_and_fails_fa
     np.testing.assert_array_equal(try_infer(server, "other", rows_of(3)), 2 * rows_of(3) + 1)
 
 
+# -- sync codes that are a status, not a failure ----------------------------------------
+OVERFLOW = 555.0  # overflow_on_value: the execution completes and the sync returns an overflow code
+
+
+@pytest.mark.parametrize(("on", "code"), [(True, 207003), (False, 207017)], ids=["overlap", "no_overlap"])
+def test_an_overflow_status_from_the_sync_answers_the_requests_and_is_counted(
+    npu_shared: SharedNpuServer, on: bool, code: int
+) -> None:
+    # CANN's runtime logs ACL_ERROR_RT_AICORE_OVER_FLOW (207003), ..._AIVEC_OVER_FLOW (207016) and
+    # ..._OVER_FLOW (207017) as a successful synchronize: the outputs exist, nothing is broken
+    affine_model(npu_shared.repo, "flows", batching="",
+                 extra=[f"overflow_on_value {OVERFLOW} {code}", f"fail_execute_on_value {POISON}"],
+                 config_extra=overlap(on))
+    server = npu_shared.load_all()
+    for v in (OVERFLOW, 1.0, OVERFLOW):
+        np.testing.assert_array_equal(try_infer(server, "flows", rows_of(v)), 2 * rows_of(v) + 1)
+    assert overflows(server, "flows") == 2
+    assert recoveries(server, "flows") == 0
+    assert server.log().count(f"the stream synchronize returned ACL code {code}, an overflow status") == 1
+    assert "ACL error 507011" in str(try_infer(server, "flows", rows_of(POISON)))  # a real error still fails
+    np.testing.assert_array_equal(try_infer(server, "flows", rows_of(2)), 2 * rows_of(2) + 1)
+    assert recoveries(server, "flows") == 1 and overflows(server, "flows") == 2
+    stats = model_stats(server.url, "flows")["inference_stats"]
+    assert stats["success"]["count"] == 4 and stats["fail"]["count"] == 1
+
+
 # -- older CANN, resources ---------------------------------------------------------------
 def test_without_pinned_memory_or_bounded_sync_the_host_path_still_serves(
     npu_triton: StartServer, npu_repo: Path, npu_build: BackendBuild
 ) -> None:
-    affine_model(npu_repo, "plain", extra=["delay_us 1000", f"fail_execute_on_value {POISON}"],
+    affine_model(npu_repo, "plain", extra=["delay_us 1000", f"fail_execute_on_value {POISON}",
+                                           f"overflow_on_value {OVERFLOW}"],
                  batching="dynamic_batching { max_queue_delay_microseconds: 1000 }")
     build = dataclasses.replace(npu_build, double_dir=npu_build.build_dir / "acl_double_no_host_path")
     server = npu_triton(npu_repo, build=build)
@@ -309,7 +341,8 @@ def test_without_pinned_memory_or_bounded_sync_the_host_path_still_serves(
         np.testing.assert_array_equal(y, 2 * rows_of(v, 2) + 1)
     assert "ACL error 507011" in str(try_infer(server, "plain", rows_of(POISON)))
     np.testing.assert_array_equal(try_infer(server, "plain", rows_of(3)), 2 * rows_of(3) + 1)
-    assert recoveries(server, "plain") == 1
+    np.testing.assert_array_equal(try_infer(server, "plain", rows_of(OVERFLOW)), 2 * rows_of(OVERFLOW) + 1)
+    assert recoveries(server, "plain") == 1 and overflows(server, "plain") == 1
 
 
 def threads_of(server: NpuServer) -> int:

@@ -351,6 +351,12 @@ ParseLine(const std::vector<std::string>& w, ModelSpec* spec, std::string* error
     spec->hang_value = std::stod(w[1]);
     return true;
   }
+  if (key == "overflow_on_value" && (w.size() == 2 || w.size() == 3)) {
+    spec->has_overflow_value = true;
+    spec->overflow_value = std::stod(w[1]);
+    if (w.size() == 3) spec->overflow_code = static_cast<aclError>(std::stoi(w[2]));
+    return true;
+  }
   if (key == "outputs_at_largest_gear" && w.size() == 1) {
     spec->outputs_at_largest_gear = true;
     return true;

@@ -15,7 +15,13 @@
 //   delay_per_row_us 50                      plus this per executed row (gear rows)
 //   fail_execute_on_value -7                 execute fails if input 0 has -7
 //   hang_on_value 99                         execute never finishes if input 0 has
-//                                            99 (until its stream is destroyed)
+//                                            99 (until its stream is aborted or
+//                                            destroyed by force)
+//   overflow_on_value 5 [207003]             execute completes (outputs written)
+//                                            but reports an overflow-type code
+//                                            (default ACL_ERROR_RT_AICORE_OVER_FLOW)
+//                                            at the next synchronize, as CANN's
+//                                            runtime does; the stream goes on
 //   fail_load                                aclmdlLoadFromFile fails
 //   weight_bytes 1048576                     device memory the weights take
 //   outputs_at_largest_gear                  aclmdlGetOutputDims reports the
@@ -63,6 +69,9 @@ struct ModelSpec {
   double fail_value = 0;
   bool has_hang_value = false;
   double hang_value = 0;
+  bool has_overflow_value = false;
+  double overflow_value = 0;
+  aclError overflow_code = ACL_ERROR_RT_AICORE_OVER_FLOW;
   bool fail_load = false;
   bool outputs_at_largest_gear = false;
   uint64_t weight_bytes = 1 << 20;

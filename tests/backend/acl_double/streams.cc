@@ -54,7 +54,9 @@ Stream::RunFront(std::unique_lock<std::mutex>& lock)
   last_end_ = std::chrono::steady_clock::now();
   busy_ = false;
   // An aborted task's result is discarded with the rest of the stream's work.
-  if (result.code != ACL_SUCCESS && error_.code == ACL_SUCCESS && !aborting_) {
+  if (result.status_only) {
+    if (status_.code == ACL_SUCCESS && !aborting_) status_ = std::move(result);
+  } else if (result.code != ACL_SUCCESS && error_.code == ACL_SUCCESS && !aborting_) {
     error_ = std::move(result);
     queue_.clear();
   }
@@ -99,8 +101,9 @@ Stream::Synchronize(int32_t timeout_ms)
     return TaskResult{
         ACL_ERROR_RT_STREAM_ABORT, "the stream was aborted (aclrtStreamAbort) meanwhile"};
   }
-  TaskResult result = std::move(error_);
+  TaskResult result = std::move(error_.code != ACL_SUCCESS ? error_ : status_);
   error_ = TaskResult{};
+  status_ = TaskResult{};
   return result;
 }
 
@@ -122,6 +125,7 @@ Stream::Abort()
   done_cv_.wait(lock, [this] { return !busy_; });
   queue_.clear();  // nothing queued meanwhile survives either
   error_ = TaskResult{};
+  status_ = TaskResult{};
   aborting_ = false;
 }
 

@@ -30,6 +30,10 @@ namespace acl_double {
 struct TaskResult {
   aclError code = ACL_SUCCESS;
   std::string message;  // becomes aclGetRecentErrMsg() of the synchronizing thread
+  // A status, not a failure (CANN's overflow-type codes): the task completed,
+  // the stream goes on, the next synchronize returns the code unless a
+  // failure came too.
+  bool status_only = false;
 };
 
 class Stream {
@@ -48,8 +52,9 @@ class Stream {
   // return at once; anything timed is run by the stream's worker thread.
   void Enqueue(Task task, bool instant);
   // Waits until the queue drained; timeout_ms -1 waits forever, 0 only checks.
-  // Returns the first failure since the last synchronize (and clears it), or
-  // ACL_ERROR_RT_STREAM_SYNC_TIMEOUT when the work did not finish in time.
+  // Returns the first failure since the last synchronize (and clears it), else
+  // the first status-only code (an overflow), or ACL_ERROR_RT_STREAM_SYNC_TIMEOUT
+  // when the work did not finish in time.
   // ACL_ERROR_RT_STREAM_ABORT when aclrtStreamAbort ran while it waited.
   TaskResult Synchronize(int32_t timeout_ms);
   // aclrtDestroyStream's wait: until every queued task ran (forever for a hang).
@@ -92,6 +97,7 @@ class Stream {
   bool aborting_ = false;                               // in aclrtStreamAbort
   uint64_t aborts_ = 0;                                 // aclrtStreamAbort calls
   TaskResult error_;
+  TaskResult status_;  // the first status-only result since the last synchronize
   std::thread worker_;
 };
 
