@@ -382,8 +382,10 @@ ModelInstanceState::Gather(const Slot& slot, size_t row_offset, size_t set)
     uint32_t buffers = 0;
     NPU_GE_RETURN_IF_ERROR(TRITONBACKEND_InputProperties(
         input, nullptr, nullptr, nullptr, nullptr, nullptr, &buffers));
-    uint8_t* dst = engine_->SetInputStaging(set, i) + row_offset * cfg.RowBytes();
     const size_t expected = InputBytes(slot, i);
+    // The request's own bytes per row, not cfg.RowBytes() (0 for -1 dims): an
+    // execution's requests share one shape (one gear), so this is every row's.
+    uint8_t* dst = engine_->SetInputStaging(set, i) + row_offset * (expected / slot.rows);
     size_t copied = 0;
     for (uint32_t b = 0; b < buffers; ++b) {  // Triton may split one tensor
       const void* src = nullptr;
@@ -452,9 +454,10 @@ ModelInstanceState::Scatter(const Slot& slot, size_t row_offset, size_t set)
           UNSUPPORTED, "output '" << cfg.name << "': Triton offered GPU memory; "
                                   << "npu_ge writes host memory");
     }
-    if (bytes > 0) {
+    if (bytes > 0) {  // at the request's own bytes per row, as in Gather
       std::memcpy(
-          dst, engine_->SetOutputStaging(set, o) + row_offset * cfg.RowBytes(), bytes);
+          dst, engine_->SetOutputStaging(set, o) + row_offset * (bytes / slot.rows),
+          bytes);
     }
   }
   return nullptr;

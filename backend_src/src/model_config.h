@@ -20,7 +20,9 @@ struct TensorConfig {
   std::string name;
   TRITONSERVER_DataType dtype = TRITONSERVER_TYPE_INVALID;
   std::vector<int64_t> dims;  // per request, without the batch dimension
-  size_t RowBytes() const;    // bytes of one batch row
+  // Bytes of one batch row; 0 when dims hold a -1 (a dims / image size gear
+  // tensor): its rows are sized from each request's shape instead.
+  size_t RowBytes() const;
 };
 
 struct ModelConfigSpec {

@@ -182,6 +182,12 @@ GEAR_CONFIG_ERRORS = {
         dims_gear_om(), gear_config("[-1]", max_batch=4),
         "model.om was " + DIMS_GEARS + ", which fix every dim (dim 0 included); expected "
         "max_batch_size 0, got 4"),
+    # a -1 outside the batch dimension and no gears: a row's size is unknown, refused at load
+    "dynamic_without_gears": (
+        double_model([("x", "FP32", "-1,-1,4")], [("y", "FP32", "-1,-1,4", "from x scale 2 offset 1")],
+                     gears="1,2"),
+        gear_config("[-1, 4]", max_batch=2),
+        "input 'x': model.om has dynamic dims [-1,-1,4]; only a dynamic batch dimension is supported"),
 }
 
 
