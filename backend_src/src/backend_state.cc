@@ -28,7 +28,16 @@ BackendState::Create(TRITONBACKEND_Backend* backend, std::unique_ptr<BackendStat
 BackendState::~BackendState()
 {
   telemetry_.reset();  // joins the polling thread before ACL goes away
+  ge_.reset();         // GEFinalize (every model is gone: this was the last holder)
   runtime_.reset();    // aclFinalize once the last model released it
+}
+
+std::shared_ptr<GeGlobal>
+BackendState::Ge(std::unique_ptr<GePort> (*make_port)())
+{
+  std::lock_guard<std::mutex> lock(mu_);
+  if (ge_ == nullptr) ge_ = std::make_shared<GeGlobal>(make_port(), config_.ge_options);
+  return ge_;
 }
 
 TRITONSERVER_Error*

@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "acl_runtime.h"
+#include "ge_graph_engine.h"
 #include "model_config.h"
 #include "telemetry.h"
 
@@ -24,12 +25,16 @@ class BackendState {
   // The ACL runtime, opened on first use. Failure is returned to the model
   // being loaded (and retried by the next load), never fatal to the server.
   TRITONSERVER_Error* Runtime(std::shared_ptr<AclRuntime>* runtime);
+  // GE's process-wide state (engine ge_graph), made with `make_port` by the
+  // first caller; finalized (GEFinalize) before the ACL runtime.
+  std::shared_ptr<GeGlobal> Ge(std::unique_ptr<GePort> (*make_port)());
 
  private:
   BackendState() = default;
   BackendConfigSpec config_;
   std::mutex mu_;
   std::shared_ptr<AclRuntime> runtime_;
+  std::shared_ptr<GeGlobal> ge_;
   std::unique_ptr<Telemetry> telemetry_;
 };
 

@@ -40,6 +40,22 @@ BuildGeOptions(const ModelConfigSpec& spec, GeOptionSets* sets)
     std::string d = DimsToString(dims);
     shapes += (shapes.empty() ? "" : ";") + t.name + ":" + d.substr(1, d.size() - 2);
   }
+  auto given = s.graph.find("ge.inputShape");
+  if (given != s.graph.end()) {
+    std::string compact;  // "x: 8, 4" and "x:8,4" say the same
+    for (char c : given->second) {
+      if (c != ' ') compact += c;
+    }
+    if (compact != shapes) {
+      return NPU_GE_ERROR(
+          INVALID_ARG,
+          "parameter 'graph.ge.inputShape' is '"
+              << given->second << "', but npu_ge compiles the graph for '" << shapes
+              << "' (max_batch_size rows of each config input's dims) and sizes its "
+                 "buffers for it: remove the parameter, or change max_batch_size or the "
+                 "input dims so that they give the shapes you want");
+    }
+  }
   s.graph["ge.inputShape"] = shapes;
   *sets = std::move(s);
   return nullptr;
@@ -48,6 +64,11 @@ BuildGeOptions(const ModelConfigSpec& spec, GeOptionSets* sets)
 GeGlobal::GeGlobal(std::shared_ptr<GePort> port, GeOptions backend_options)
     : port_(std::move(port)), backend_options_(std::move(backend_options))
 {
+}
+
+GeGlobal::~GeGlobal()
+{
+  if (initialized_) port_->Finalize();
 }
 
 TRITONSERVER_Error*

@@ -21,7 +21,10 @@ struct GeOptionSets {
   GeOptions graph;
 };
 
-// Splits model parameters into GE option scopes; unknown keys are errors.
+// Splits model parameters into GE option scopes; unknown keys are errors. The
+// graph option ge.inputShape is npu_ge's (the shapes it compiles for and sizes
+// its buffers by): a 'graph.ge.inputShape' parameter must say the same, or
+// the load fails naming both.
 TRITONSERVER_Error* BuildGeOptions(const ModelConfigSpec& spec, GeOptionSets* sets);
 
 // GE's process-wide state. The first ge_graph model initializes GE with the
@@ -31,9 +34,15 @@ TRITONSERVER_Error* BuildGeOptions(const ModelConfigSpec& spec, GeOptionSets* se
 // with: the same value is fine; a key GE was initialized without is merged
 // into that model's session options (GE session options take ge.* keys);
 // a different value is refused, naming both values and where each came from.
+//
+// GE is finalized (GEFinalize) when the last holder lets go: BackendState
+// holds it and releases it before the ACL runtime (aclFinalize).
 class GeGlobal {
  public:
   GeGlobal(std::shared_ptr<GePort> port, GeOptions backend_options);
+  ~GeGlobal();  // GEFinalize, when GEInitialize succeeded
+  GeGlobal(const GeGlobal&) = delete;
+  GeGlobal& operator=(const GeGlobal&) = delete;
   GePort& port() { return *port_; }
   const std::shared_ptr<GePort>& shared_port() const { return port_; }
 

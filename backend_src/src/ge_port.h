@@ -51,6 +51,9 @@ class GePort {
       uint64_t session_id, const std::vector<const void*>& inputs,
       const std::vector<void*>& outputs) = 0;
   virtual void CloseSession(uint64_t session_id) = 0;
+  // ge::GEFinalize, after every session closed and before ACL is finalized.
+  // GeGlobal calls it once, only after a successful Initialize.
+  virtual void Finalize() = 0;
 };
 
 // The real port (ge_port_cann.cc); only in toolkit builds.

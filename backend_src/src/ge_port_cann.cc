@@ -114,8 +114,8 @@ class CannGePort : public GePort {
       NPU_GE_RETURN_IF_ERROR(MakeTensor(io.inputs[i], nullptr, &shapes[i]));
     }
     size_t free_before = 0, free_after = 0;
-    const bool measured =
-        aclrtSetDevice(device) == ACL_SUCCESS && FreeDeviceBytes(&free_before);
+    g->device_set = aclrtSetDevice(device) == ACL_SUCCESS;  // returned by ~OpenGraph
+    const bool measured = g->device_set && FreeDeviceBytes(&free_before);
     st = g->session->BuildGraph(kGraphId, shapes);
     if (st != ge::SUCCESS) return GeError("ge::Session::BuildGraph", st);
     *device_bytes = measured && FreeDeviceBytes(&free_after) && free_before > free_after
@@ -158,6 +158,12 @@ class CannGePort : public GePort {
       std::memcpy(outputs[i], out[i].GetData(), want);
     }
     return nullptr;
+  }
+
+  void Finalize() override
+  {
+    const uint32_t st = ge::GEFinalize();
+    if (st != ge::SUCCESS) LogAndDelete(GeError("ge::GEFinalize", st), "GE shutdown");
   }
 
   void CloseSession(uint64_t session_id) override

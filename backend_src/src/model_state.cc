@@ -165,10 +165,9 @@ ModelState::CreateEngine(const std::string& path)
   }
 #ifdef NPU_GE_WITH_GE_GRAPH
   // GE is process-wide: one GeGlobal for every ge_graph model, initialized
-  // with --backend-config's ge.* options (fixed for the process).
-  static std::shared_ptr<GeGlobal> ge(
-      new GeGlobal(NewCannGePort(), backend_->config().ge_options));
-  return CreateGeGraphEngine(ge, spec_, path, &engine_);
+  // with --backend-config's ge.* options (fixed for the process), held by the
+  // backend so GEFinalize runs before aclFinalize.
+  return CreateGeGraphEngine(backend_->Ge(&NewCannGePort), spec_, path, &engine_);
 #else
   return NPU_GE_ERROR(
       UNSUPPORTED, "engine 'ge_graph' (" << spec_.model_filename

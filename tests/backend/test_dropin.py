@@ -25,6 +25,7 @@ from tests.support.npu_ge import (
     StartServer,
     affine_model,
     double_model,
+    double_state,
     infer,
     load,
     model_ready,
@@ -267,6 +268,30 @@ def test_onnx_repository_loads_with_ge_graph_and_backend_config_ge_options_reach
     assert status == 400
     assert ("input 'x': model.onnx has dynamic dims [-1,4]; only a dynamic batch dimension is supported "
             "(set max_batch_size > 0 to serve dim 0 as the batch)" in error), error
+
+
+def test_ge_is_finalized_before_acl_and_a_users_input_shape_is_checked_not_overwritten(
+    npu_triton: StartServer, npu_repo: Path, tmp_path: Path, ge_double_build: BackendBuild
+) -> None:
+    real_onnx_model(npu_repo, "onnx")
+    affine_model(npu_repo, "om")  # an .om model too: the backend's ACL runtime is open
+    real_onnx_model(npu_repo, "shape_same", param("graph.ge.inputShape", "x: 8, 4"))
+    real_onnx_model(npu_repo, "shape_other", param("graph.ge.inputShape", "x:1,4"))
+    ge_file = tmp_path / "ge" / "ge_double_state.json"
+    server = npu_triton(npu_repo, models=[], build=ge_double_build, name="ge",
+                        env={"NPU_GE_GE_DOUBLE_STATE_FILE": str(ge_file)})
+    for name in ("onnx", "om", "shape_same"):
+        assert load(server.url, name) == (200, ""), name
+    status, error = load(server.url, "shape_other")
+    assert status == 400
+    assert ("parameter 'graph.ge.inputShape' is 'x:1,4', but npu_ge compiles the graph for 'x:8,4' "
+            "(max_batch_size rows of each config input's dims) and sizes its buffers for it") in error
+    assert ge_state(tmp_path / "ge")["finalized"] == 0
+    server.process.stop(timeout_s=60)  # models unload, then TRITONBACKEND_Finalize
+    ge = ge_state(tmp_path / "ge")
+    assert ge["finalized"] == 1  # GEFinalize, once
+    assert ge["acl_initialized_at_finalize"] == "true"  # before aclFinalize
+    assert double_state(server.state_file)["finalize_calls"] == 1
 
 
 def test_ge_graph_paths_are_clean_under_address_sanitizer(

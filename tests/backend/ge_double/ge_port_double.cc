@@ -4,11 +4,15 @@
 // of a product build. It "compiles" nothing; Run computes y = 2x + 1 for every
 // FP32 output shaped like the first (FP32) input, zeros otherwise. What the
 // engine asked for is written as JSON to $NPU_GE_GE_DOUBLE_STATE_FILE:
-// {"initialize": [{options}...], "sessions": [{options}...], "compiled": N}.
+// {"initialize": [{options}...], "sessions": [{options}...], "compiled": N,
+//  "finalized": F, "acl_initialized_at_finalize": "true"|"false"|"unknown"}: F
+// counts GEFinalize calls; the last field is what the ACL double's state file
+// ($NPU_GE_DOUBLE_STATE_FILE) said at that moment (GE must go before ACL).
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <mutex>
 #include <vector>
 
@@ -88,6 +92,24 @@ class DoubleGePort : public GePort {
     return nullptr;
   }
   void CloseSession(uint64_t) override {}
+  void Finalize() override
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++finalized_;
+    acl_at_finalize_ = "unknown";
+    const char* acl_state = std::getenv("NPU_GE_DOUBLE_STATE_FILE");
+    if (acl_state != nullptr && *acl_state != '\0') {
+      std::ifstream in(acl_state);
+      const std::string text(
+          (std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      if (text.find("\"initialized\": true") != std::string::npos) {
+        acl_at_finalize_ = "true";
+      } else if (text.find("\"initialized\": false") != std::string::npos) {
+        acl_at_finalize_ = "false";
+      }
+    }
+    Save();
+  }
 
  private:
   void Save()
@@ -100,12 +122,16 @@ class DoubleGePort : public GePort {
     for (size_t i = 0; i < sessions_.size(); ++i) {
       s += (i ? ", " : "") + ToJson(sessions_[i]);
     }
-    s += "], \"compiled\": " + std::to_string(ios_.size()) + "}\n";
+    s += "], \"compiled\": " + std::to_string(ios_.size()) +
+         ", \"finalized\": " + std::to_string(finalized_) +
+         ", \"acl_initialized_at_finalize\": " + Quote(acl_at_finalize_) + "}\n";
     std::ofstream(path) << s;
   }
   std::mutex mu_;
   std::vector<GeOptions> inits_, sessions_;
   std::vector<GeGraphIo> ios_;
+  int finalized_ = 0;
+  std::string acl_at_finalize_ = "unknown";
 };
 
 }  // namespace

@@ -107,6 +107,8 @@ class FakeGePort : public GePort {
     return nullptr;
   }
   void CloseSession(uint64_t) override { --open_sessions; }
+  void Finalize() override { ++finalized; }
+  int finalized = 0;
 };
 
 // The config lists the outputs in another order than the ONNX graph.
@@ -312,4 +314,39 @@ TEST(GeGlobal, GraphRunModeDefaultsToInferenceUnlessTheBackendConfigSetsIt)
       Message(CreateGeGraphEngine(f.ge, clash, f.path, &engine))
           .find("(from --backend-config)"),
       std::string::npos);
+}
+
+TEST(GeGlobal, FinalizesGeOnceWhenTheLastHolderGoesAndOnlyAfterAnInitialize)
+{
+  Fixture never;  // no ge_graph model ever loaded: GEInitialize never ran
+  std::shared_ptr<FakeGePort> idle = never.port;
+  never.ge.reset();
+  EXPECT_EQ(idle->finalized, 0);
+
+  Fixture f;
+  std::unique_ptr<Engine> engine;
+  ASSERT_EQ(Message(CreateGeGraphEngine(f.ge, Spec(), f.path, &engine)), "");
+  std::shared_ptr<FakeGePort> port = f.port;
+  f.ge.reset();  // the engine still holds GE
+  EXPECT_EQ(port->finalized, 0);
+  engine.reset();
+  EXPECT_EQ(port->finalized, 1);
+}
+
+TEST(GeGraphEngine, AUsersInputShapeMustBeTheOneNpuGeCompilesFor)
+{
+  ModelConfigSpec same = Spec();
+  same.options["graph.ge.inputShape"] = "x: 4, 2";  // spaces aside, what npu_ge compiles
+  GeOptionSets sets;
+  ASSERT_EQ(Message(BuildGeOptions(same, &sets)), "");
+  EXPECT_EQ(sets.graph.at("ge.inputShape"), "x:4,2");
+
+  ModelConfigSpec other = Spec();
+  other.options["graph.ge.inputShape"] = "x:1,2";
+  EXPECT_EQ(
+      Message(BuildGeOptions(other, &sets)),
+      "parameter 'graph.ge.inputShape' is 'x:1,2', but npu_ge compiles the graph for "
+      "'x:4,2' (max_batch_size rows of each config input's dims) and sizes its buffers "
+      "for it: remove the parameter, or change max_batch_size or the input dims so that "
+      "they give the shapes you want");
 }
