@@ -130,9 +130,7 @@ class ConfigParseError(RepositoryError):
     def __init__(self, message: str, *, line: int | None = None, column: int | None = None,
                  detail: str = "") -> None:
         super().__init__(message)
-        self.line = line
-        self.column = column
-        self.detail = detail or message
+        self.line, self.column, self.detail = line, column, detail or message
 
 
 class TritonError(GeAdminError):
@@ -140,8 +138,7 @@ class TritonError(GeAdminError):
 
     def __init__(self, message: str, *, url: str = "", status: int | None = None) -> None:
         super().__init__(message)
-        self.url = url
-        self.status = status
+        self.url, self.status = url, status
 
 
 class TritonUnreachableError(TritonError):
@@ -210,9 +207,7 @@ class ConfigConflictError(RepositoryError):
     def __init__(self, message: str, *, path: Path, expected_sha256: str, found_sha256: str,
                  base_text: str, disk_text: str, diff_text: str = "") -> None:
         super().__init__(message)
-        self.path = path
-        self.expected_sha256 = expected_sha256
-        self.found_sha256 = found_sha256
+        self.path, self.expected_sha256, self.found_sha256 = path, expected_sha256, found_sha256
         self.base_text = base_text  # what the editor started from ("" when unknown)
         self.disk_text = disk_text  # what is on disk now
         self.diff_text = diff_text  # base -> disk as a unified diff (geadmin.repository.store)
@@ -236,8 +231,7 @@ class TemplateError(RepositoryError):
 
 
 class CreateRefusedError(RepositoryError):
-    """Nothing was created: the name, the files or the validation refused it; `findings` are the
-    validator's (`geadmin.repository.validate.Finding`s) when it was the validation."""
+    """Nothing was created (name, files or validation); `findings`: the validator's, if it refused."""
 
     def __init__(self, message: str, findings: tuple[Any, ...] = ()) -> None:
         super().__init__(message)
@@ -357,8 +351,7 @@ class UnstableMeasurementError(PerfAnalyzerError):
 
 
 class SharedMemoryUnreachableError(PerfAnalyzerError):
-    """Triton cannot open the load test's system shared memory: the two do not share /dev/shm
-    (another host, or a container with a /dev/shm of its own)."""
+    """Triton cannot open the load test's shared memory: another host, or another /dev/shm."""
 
 
 class BenchInputError(PerfAnalyzerError):
@@ -394,8 +387,7 @@ class SignInBusyError(SignInError):
 
 
 class SessionExpiredError(AccessError):
-    """The session was idle longer than GEADMIN_SESSION_IDLE_MIN, outlived
-    GEADMIN_SESSION_MAX_H, or its user was removed or given a new password."""
+    """Idle past GEADMIN_SESSION_IDLE_MIN, past GEADMIN_SESSION_MAX_H, or its user removed or re-keyed."""
 
 
 class AccessDeniedError(AccessError):
@@ -403,6 +395,5 @@ class AccessDeniedError(AccessError):
 
 
 class NotAuthorizedError(AccessError):
-    """A core function that changes a server, the repository, the stack or the users was
-    called without an authorization from the access layer (`geadmin.access.guard`), or with
-    one that does not cover the action."""
+    """A core change (server, repository, stack, users) called without an authorization from
+    the access layer (`geadmin.access.guard`), or with one that does not cover the action."""

@@ -83,6 +83,17 @@ parse_hours = bounded_number("hours", 0, 24 * 366, "more than 0 and at most a ye
 parse_minutes = bounded_number("minutes", 1, 7 * 24 * 60, "between 1 minute and a week")
 
 
+def parse_port_range(raw: str) -> tuple[int, int]:
+    low, sep, high = raw.partition("-")
+    try:
+        bounds = (int(low), int(high)) if sep else None
+    except ValueError:
+        bounds = None
+    if bounds is None or not (1024 <= bounds[0] < bounds[1] <= 65535):
+        raise ConfigError(f"expected a port range LOW-HIGH within 1024-65535, got {raw!r}")
+    return bounds
+
+
 def parse_proxy_hops(raw: str) -> int:
     value = bounded_number("proxies", 0, 10, "a whole number from 0 to 10")(raw)
     if value != int(value):
@@ -127,7 +138,10 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     Setting("TRITON_URLS", str, None, "several servers: name=url,name2=url2"),
     Setting("SERVERS_FILE", parse_path, None, "several servers, from a TOML file"),
     Setting("FLEET", str, None, "the default fleet's discovery sources, comma-separated: servers, "
-            "dns:HOST:PORT, prometheus:URL?job=JOB, kubernetes:NAMESPACE?selector=LABELS (geadmin fleet)"),
+            "dns:HOST:PORT, prometheus:URL?job=JOB, kubernetes:NAMESPACE?selector=LABELS (geadmin fleet); "
+            "its shared repository is GEADMIN_REPOSITORY"),
+    Setting("FLEET_ADMIN_KEY", str, None, "the admin key of the servers GEADMIN_FLEET's sources discover "
+            "(one key for every replica, e.g. from one Kubernetes Secret)", secret=True),
     Setting("ADMIN_KEY", str, None, "key for Triton's restricted APIs", secret=True),
     Setting("TRITON_LOG", parse_path, None, "Triton's log file, read to explain failures"),
     Setting("BACKEND_DIRS", str, None, "extra Triton backends: name=DIR,name2=DIR2 "
@@ -169,6 +183,8 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
             "the bundle and geadmin alerts link there; default http://127.0.0.1:<GEADMIN_DASHBOARD_PORT>)"),
     Setting("HISTORY_RETENTION_H", parse_hours, "24", "hours of telemetry history kept in the "
             "workspace database (downsampled to 1-minute buckets beyond 1 h)"),
+    Setting("FREE_PORT_RANGE", parse_port_range, None, "LOW-HIGH: where servers started on free ports "
+            "(tests, benchmarks) pick them (default 20000-32767, below the kernel's ephemeral ports)"),
     Setting("FAULT_POINT", str, None, "test hook, never set in production: the name of a step of "
             "an apply or a create (e.g. apply.written) at which geadmin kills itself with SIGKILL, so "
             "fault tests can check that nothing is lost when a change is cut short"),

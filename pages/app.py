@@ -13,6 +13,7 @@ from geadmin.errors import GeAdminError
 from pages import (
     audit,
     editor,
+    fleet,
     load_test,
     metrics,
     models,
@@ -49,6 +50,7 @@ navigation = st.navigation(
                     url_path="new_model"),
             st.Page(editor.render, title="Config editor", icon=":material/edit_note:", url_path="editor"),
             st.Page(stack.render, title="Stack", icon=":material/dns:", url_path="stack"),
+            st.Page(fleet.render, title="Fleet", icon=":material/lan:", url_path="fleet"),
             st.Page(audit.render, title="Audit", icon=":material/history:", url_path="audit"),
             st.Page(settings.render, title="Settings", icon=":material/settings:", url_path="settings"),
         ],

@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,7 @@ from geadmin import settings
 from geadmin.domain import Endpoint
 from geadmin.errors import ConfigError, DiscoverySourceError
 from geadmin.fleet import dns, prometheus_targets
-from geadmin.fleet.members import Found, Member
+from geadmin.fleet.members import NODE, Found, Member
 from geadmin.triton.servers import load_servers
 
 if sys.version_info >= (3, 11):
@@ -61,6 +61,7 @@ class Fleet:
     name: str
     sources: tuple[str, ...]
     repository: Path | None = None  # one model repository every member reads (a shared volume)
+    admin_key: str | None = field(default=None, repr=False)  # for the members discovery finds
 
 
 @dataclass(frozen=True)
@@ -84,7 +85,8 @@ def fleets(fallback_url: str | None = None) -> dict[str, Fleet]:
         named.update(_file_fleets(file))
     env = settings.get("FLEET")
     if env:
-        named[DEFAULT_FLEET] = Fleet(DEFAULT_FLEET, tuple(_split(env)))
+        named[DEFAULT_FLEET] = Fleet(DEFAULT_FLEET, tuple(_split(env)), settings.repository(),
+                                     settings.get("FLEET_ADMIN_KEY"))
     named.setdefault(DEFAULT_FLEET, Fleet(DEFAULT_FLEET, (CONFIGURED,)))
     for fleet in named.values():
         for source in fleet.sources:
@@ -130,15 +132,23 @@ def discover(fleet: Fleet, *, timeout_s: float = DISCOVERY_TIMEOUT_S) -> Discove
                 found.append(Found(source, error=f"no answer within {timeout_s:g} s"))
     finally:
         pool.shutdown(wait=False, cancel_futures=True)  # a hung lookup never holds the caller
-    members = [m if m.repository else replace(m, repository=m.spec.repository or fleet.repository)
-               for m in _merged(found)]
-    return Discovery(fleet, tuple(members), tuple(found))
+    return Discovery(fleet, tuple(_with_fleet_settings(m, fleet) for m in _merged(found)), tuple(found))
+
+
+def _with_fleet_settings(member: Member, fleet: Fleet) -> Member:
+    """The fleet's shared repository, and its admin key for a discovered member (a configured
+    server keeps its own key, or none)."""
+    member = replace(member, repository=member.repository or member.spec.repository or fleet.repository)
+    if member.source != CONFIGURED and member.spec.admin_key is None and fleet.admin_key:
+        member = replace(member, spec=replace(member.spec, admin_key=fleet.admin_key))
+    return member
 
 
 def _one(source: str, timeout_s: float) -> Found:
     try:
         if source == CONFIGURED:
-            return Found(source, tuple(Member(spec, source) for spec in load_servers()))
+            return Found(source, tuple(Member(spec, source, {NODE: Endpoint.parse(spec.url).host})
+                                       for spec in load_servers()))
         prefix, _, target = source.partition(":")
         return SOURCES[prefix](target, timeout_s=timeout_s)
     except DiscoverySourceError as exc:
@@ -175,7 +185,27 @@ def _server_key(url: str) -> str:
 
 
 def _split(raw: str) -> list[str]:
-    return [part.strip() for part in raw.split(",") if part.strip()]
+    """Sources are comma-separated, and a label selector has commas of its own (`a=b,c=d`,
+    `in (x,y)`): a comma starts a new source only where a source's prefix follows it."""
+    sources: list[str] = []
+    for part in (p.strip() for p in raw.split(",")):
+        starts = part == CONFIGURED or part.partition(":")[0] in SOURCES
+        if sources and not starts:
+            sources[-1] += "," + part
+        elif part:
+            sources.append(part)
+    return sources
+
+
+def _key(path: Path, number: int, key_file: str) -> str:
+    try:
+        key = Path(key_file).expanduser().read_text().strip()
+    except OSError as exc:
+        raise ConfigError(f"{path}: fleet #{number}: cannot read admin_key_file {key_file}: "
+                          f"{exc.strerror or exc}") from None
+    if not key:
+        raise ConfigError(f"{path}: fleet #{number}: admin_key_file {key_file} is empty")
+    return key
 
 
 def _file_fleets(path: Any) -> dict[str, Fleet]:
@@ -193,8 +223,10 @@ def _file_fleets(path: Any) -> dict[str, Fleet]:
                 or not all(isinstance(s, str) for s in sources):
             raise ConfigError(f'{path}: fleet #{number} needs name = "prod" and '
                               'sources = ["dns:triton:8000"]')
-        repository = entry.get("repository")
-        if repository is not None and (not isinstance(repository, str) or not repository):
-            raise ConfigError(f"{path}: fleet #{number}: repository must be a directory path")
-        named[name] = Fleet(name, tuple(sources), Path(repository).expanduser() if repository else None)
+        repository, key_file = entry.get("repository"), entry.get("admin_key_file")
+        for key, value in (("repository", repository), ("admin_key_file", key_file)):
+            if value is not None and (not isinstance(value, str) or not value):
+                raise ConfigError(f"{path}: fleet #{number}: {key} must be a path")
+        named[name] = Fleet(name, tuple(sources), Path(repository).expanduser() if repository else None,
+                            _key(path, number, key_file) if key_file else None)
     return named

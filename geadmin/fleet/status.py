@@ -32,6 +32,7 @@ MAX_PARALLEL = 32
 OUTLIER_FACTOR = 2.0
 OUTLIER_MIN_MS = 5.0
 OUTLIER_MIN_ERROR_RATE = 0.05
+OUTLIER_MIN_REQUESTS = 20  # fewer requests (a fresh reload, a few probes) say nothing yet
 
 
 @dataclass(frozen=True)
@@ -151,7 +152,8 @@ class FleetStatus:
                     f"{len(skew)} model(s) skewed — first: {first}")
         if odd or problems:
             return f"FLEET OK, with warnings: {(odd or problems)[0]}"
-        return f"FLEET OK: {total} servers, {len(self.models)} models, the same everywhere"
+        counts = f"{_count(total, 'server')}, {_count(len(self.models), 'model')}"
+        return f"FLEET OK: {counts}, the same everywhere"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -170,13 +172,19 @@ class FleetStatus:
         }
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
 def _cell_json(cell: tuple[str, str] | None) -> dict[str, str] | None:
     return {"state": cell[0], "version": cell[1]} if cell else None
 
 
 def _stand_out(model: str, figures: dict[str, Figures]) -> list[str]:
-    """Each replica whose latency or error rate is far from the median of its siblings."""
+    """Each replica whose latency or error rate is far from the median of its siblings (each
+    with at least OUTLIER_MIN_REQUESTS requests counted)."""
     lines = []
+    figures = {name: f for name, f in figures.items() if f.requests >= OUTLIER_MIN_REQUESTS}
     for name, mine in figures.items():
         siblings = [f for other, f in figures.items() if other != name]
         latencies = [f.latency_ms for f in siblings if f.latency_ms is not None]

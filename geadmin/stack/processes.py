@@ -6,11 +6,13 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import random
 import socket
 import urllib.error
 import urllib.request
 from pathlib import Path
 
+from geadmin import settings
 from geadmin.domain import Ports
 from geadmin.errors import PortInUseError
 from geadmin.settings import is_port
@@ -20,13 +22,39 @@ def free_port(host: str = "127.0.0.1") -> int:
     return free_ports(1, host)[0]
 
 
+# Free ports are picked below Linux's ephemeral range (32768-60999 by default): a port the
+# kernel handed out for bind(0) can be taken as the source port of any outgoing connection
+# between our pick and the server's bind. GEADMIN_FREE_PORT_RANGE narrows it (make test gives
+# each of its two workers half, so they never pick the same port).
+DEFAULT_PICK_RANGE = (20000, 32767)
+PICK_ATTEMPTS = 500
+
+
+def pick_range() -> tuple[int, int]:
+    raw = settings.get("FREE_PORT_RANGE")
+    return raw if raw else DEFAULT_PICK_RANGE
+
+
 def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
-    """`count` distinct free ports: all held open while picking, so none is handed out twice."""
+    """`count` distinct free ports: all held open while picking, so none is handed out twice;
+    random in `pick_range()`, else (that range full) any the kernel gives."""
+    low, high = pick_range()
+    chooser = random.SystemRandom()
     with contextlib.ExitStack() as stack:
-        ports = []
+        ports: list[int] = []
         for _ in range(count):
             sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
-            sock.bind((host, 0))
+            for _attempt in range(PICK_ATTEMPTS):
+                port = chooser.randint(low, high)
+                if port in ports:
+                    continue
+                try:
+                    sock.bind((host, port))
+                    break
+                except OSError:
+                    continue
+            else:
+                sock.bind((host, 0))
             ports.append(int(sock.getsockname()[1]))
         return ports
 

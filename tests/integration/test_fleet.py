@@ -11,23 +11,27 @@ from __future__ import annotations
 import json
 import os
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from streamlit.testing.v1 import AppTest
 
 from geadmin import audit
 from geadmin.access import guard
-from geadmin.errors import ConfigError
+from geadmin.errors import ConfigError, RolloutBusyError
+from geadmin.fleet import runs
 from geadmin.fleet.discovery import Fleet, discover, fleet_named
 from geadmin.fleet.gate import GateSettings
 from geadmin.fleet.members import Member
-from geadmin.fleet.rollout import Change, rollout
+from geadmin.fleet.rollout import Change, Control, RolloutResult, rollout
 from geadmin.fleet.status import poll
 from geadmin.stack.processes import free_triton_ports
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.triton.client import TritonClient
+from tests.support.apptest import APP, button, isolate, run
+from tests.support.processes import wait_for
 from tests.support.prometheus import PrometheusServer
 from tests.support.stack import geadmin
 
@@ -277,3 +281,58 @@ def test_prometheus_targets_and_dns_find_the_same_servers(fresh: Lab, tmp_path: 
     assert all(m.labels["ready"] == "true" for m in found.members if m.source.startswith("prometheus"))
     status = poll(found)
     assert status.down() == [] and status.skew() == []
+
+
+def test_the_fleet_page_shows_the_matrix_and_runs_a_rollout_to_the_end(
+    fresh: Lab, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    isolate(monkeypatch, fresh.home)
+    monkeypatch.setenv("GEADMIN_SERVERS_FILE", str(fresh.servers_file))
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.switch_page("fleet.py")
+    run(at)
+    next(s for s in at.selectbox if s.label == "Fleet").set_value("lab")
+    run(at)
+    assert at.success and at.success[0].value.startswith("FLEET OK: 3 servers, 2 models"), \
+        [e.value for e in [*at.error, *at.warning]]
+    matrix = at.dataframe[0].value
+    assert list(matrix.columns) == ["a", "b", "c"] and matrix.loc[MODEL, "c"] == "READY v1"
+    next(s for s in at.selectbox if s.label == "Change").set_value("reload")
+    next(s for s in at.selectbox if s.label == "Model").set_value(MODEL)
+    button(at, "Start rollout").click()
+    run(at)
+    assert wait_for(lambda: (r := runs.latest("lab")) is not None and not r.running, 120)
+    run(at)
+    assert any(s.value.startswith("ROLLOUT DONE: reload echo on 3 server(s)") for s in at.success), \
+        [e.value for e in at.error]
+
+
+def test_a_paused_rollout_waits_and_the_page_aborts_it_before_anything_changes(
+    fresh: Lab, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    isolate(monkeypatch, fresh.home)
+    monkeypatch.setenv("GEADMIN_SERVERS_FILE", str(fresh.servers_file))
+    members = fresh.members()
+
+    def paused_from_the_start(control: Control, say: Callable[[str], None]) -> RolloutResult:
+        control.paused.set()
+        return rollout(members, Change.RELOAD, MODEL, auth=guard.os_user(), fleet="lab", home=fresh.home,
+                       progress=say, control=control)
+
+    run_ = runs.start("lab", "reload echo on 3 server(s)", "test", paused_from_the_start)
+    with pytest.raises(RolloutBusyError, match="a rollout of fleet 'lab' is running"):
+        runs.start("lab", "another", "test", paused_from_the_start)
+    assert wait_for(lambda: run_.state == "paused" and len(run_.lines) > 0, 30)
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.switch_page("fleet.py")
+    run(at)
+    next(s for s in at.selectbox if s.label == "Fleet").set_value("lab")
+    run(at)
+    assert any("(paused)" in h.value for h in at.subheader), [h.value for h in at.subheader]
+    button(at, "Abort").click()
+    run(at)
+    assert wait_for(lambda: not run_.running, 30)
+    assert run_.result is not None and not run_.result.ok
+    assert run_.result.headline == ("ROLLOUT STOPPED at wave 1 of 3: aborted by the operator; "
+                                    "nothing had changed")
+    assert {r.outcome for r in run_.result.rows} == {"not reached"}

@@ -15,17 +15,24 @@ is put in a group, and xdist runs a group on one worker:
 
 A test's nodeid then ends in `@<group>` (that is how xdist shows the group).
 tests/unit/test_parallel_groups.py runs real workers over planted modules to prove it.
+
+Each worker also picks free ports from its own half of geadmin's pick range
+(GEADMIN_FREE_PORT_RANGE, geadmin.stack.processes): a port one worker picked and has not
+bound yet is never the other's pick.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
+from geadmin.stack.processes import DEFAULT_PICK_RANGE
 from tests.support.tiers import markers_for
 
 DOCKER_GROUP = "docker_and_browser"
+WORKERS = 2
 SERIAL_MARKERS = ("docker", "e2e")
 
 
@@ -43,3 +50,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if not item.get_closest_marker("xdist_group"):
             item.add_marker(pytest.mark.xdist_group(group_of(item)))
+
+
+def worker_port_range(worker: str, workers: int = WORKERS) -> str:
+    """`gw0` -> the first of `workers` equal slices of the pick range, `gw1` the second, ..."""
+    low, high = DEFAULT_PICK_RANGE
+    index = int(worker.removeprefix("gw")) % workers
+    size = (high - low + 1) // workers
+    return f"{low + index * size}-{low + (index + 1) * size - 1}"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker and "GEADMIN_FREE_PORT_RANGE" not in os.environ:
+        os.environ["GEADMIN_FREE_PORT_RANGE"] = worker_port_range(worker)

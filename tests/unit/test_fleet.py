@@ -13,7 +13,16 @@ from geadmin.diagnose.health import ServerSnapshot
 from geadmin.domain import ModelEntry, ModelState
 from geadmin.errors import ConfigError, DiscoverySourceError
 from geadmin.fleet import dns, prometheus_targets
-from geadmin.fleet.discovery import Discovery, Fleet, Found, _merged, check_source, fleet_named, fleets
+from geadmin.fleet.discovery import (
+    Discovery,
+    Fleet,
+    Found,
+    _merged,
+    _with_fleet_settings,
+    check_source,
+    fleet_named,
+    fleets,
+)
 from geadmin.fleet.gate import GateSettings
 from geadmin.fleet.members import Member
 from geadmin.fleet.status import Figures, FleetStatus, ServerView, _stand_out
@@ -132,6 +141,8 @@ def test_an_outlier_stands_out_from_the_median_of_its_siblings_by_factor_and_mar
     tiny = Figures(requests=100, failures=0, avg_request_ms=0.3, p99_ms=None)
     little = Figures(requests=100, failures=0, avg_request_ms=1.0, p99_ms=None)
     assert _stand_out("m", {"a": tiny, "b": tiny, "c": little}) == []  # 3x, but under 5 ms apart
+    few = Figures(requests=5, failures=0, avg_request_ms=300.0, p99_ms=None)
+    assert _stand_out("m", {"a": quick, "b": quick, "c": few}) == []  # a fresh reload's few requests
     p99 = Figures(requests=100, failures=0, avg_request_ms=10.0, p99_ms=90.0)
     assert _stand_out("m", {"a": quick, "b": quick, "c": p99})[0].startswith("m on c: p99 90.0 ms")
 
@@ -141,3 +152,29 @@ def test_an_outlier_stands_out_from_the_median_of_its_siblings_by_factor_and_mar
 def test_gate_settings_out_of_bounds_are_refused(kwargs: dict[str, float]) -> None:
     with pytest.raises(ConfigError):
         GateSettings(**kwargs)  # type: ignore[arg-type]
+
+
+def test_a_comma_starts_a_new_source_only_before_a_source_prefix(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GEADMIN_SERVERS_FILE", raising=False)
+    monkeypatch.setenv("GEADMIN_FLEET", "servers, kubernetes:ns?selector=app=t,tier in (a,b),dns:triton:8000")
+    assert fleets()["default"].sources == ("servers", "kubernetes:ns?selector=app=t,tier in (a,b)",
+                                           "dns:triton:8000")
+
+
+def test_discovered_members_get_the_fleets_key_configured_servers_keep_their_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    key = tmp_path / "fleet.key"
+    key.write_text("s3cret\n")
+    file = tmp_path / "servers.toml"
+    file.write_text('[[server]]\nname = "a"\nurl = "http://10.0.0.1:8000"\n\n[[fleet]]\nname = "prod"\n'
+                    f'sources = ["servers"]\nadmin_key_file = "{key}"\n')
+    monkeypatch.setenv("GEADMIN_SERVERS_FILE", str(file))
+    fleet = fleets()["prod"]
+    assert fleet.admin_key == "s3cret" and "s3cret" not in repr(fleet)
+    assert _with_fleet_settings(member("a", "http://10.0.0.1:8000"), fleet).spec.admin_key is None
+    found = _with_fleet_settings(member("pod-1", "http://10.0.0.9:8000", "kubernetes:ns?selector=a"), fleet)
+    assert found.spec.admin_key == "s3cret"
+    key.write_text("")
+    with pytest.raises(ConfigError, match=r"admin_key_file .* is empty"):
+        fleets()

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from geadmin.domain import Ports
-from geadmin.errors import PortInUseError, PythonStubMissingError, TritonBinaryNotFoundError
+from geadmin.errors import ConfigError, PortInUseError, PythonStubMissingError, TritonBinaryNotFoundError
 from geadmin.stack.processes import free_ports, free_triton_ports
 from geadmin.stack.tritonserver import (
     TritonProcess,
@@ -88,6 +88,23 @@ def test_free_ports_are_distinct() -> None:
         assert len(set(ports)) == 4
         triple = free_triton_ports()
         assert len({triple.http, triple.grpc, triple.metrics}) == 3
+
+
+def test_free_ports_come_from_the_pick_range_never_the_kernels_ephemeral_ones(
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    low, high = (int(n) for n in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    monkeypatch.delenv("GEADMIN_FREE_PORT_RANGE", raising=False)
+    picked = [p for _ in range(20) for p in free_ports(3)]
+    assert all(20000 <= p <= 32767 and not low <= p <= high for p in picked), picked
+    monkeypatch.setenv("GEADMIN_FREE_PORT_RANGE", "24000-24009")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 24000))  # in use: never picked
+        picked = [p for _ in range(20) for p in free_ports(3)]
+    assert all(24001 <= p <= 24009 for p in picked), picked
+    monkeypatch.setenv("GEADMIN_FREE_PORT_RANGE", "9-5")
+    with pytest.raises(ConfigError, match="LOW-HIGH"):
+        free_ports(1)
 
 
 def test_a_failed_construction_leaves_no_scratch_directory(
