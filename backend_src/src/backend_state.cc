@@ -36,7 +36,12 @@ std::shared_ptr<GeGlobal>
 BackendState::Ge(std::unique_ptr<GePort> (*make_port)())
 {
   std::lock_guard<std::mutex> lock(mu_);
-  if (ge_ == nullptr) ge_ = std::make_shared<GeGlobal>(make_port(), config_.ge_options);
+  if (ge_ == nullptr) {
+    GeOptionSets scoped;
+    scoped.session = config_.ge_session_options;
+    scoped.graph = config_.ge_graph_options;
+    ge_ = std::make_shared<GeGlobal>(make_port(), config_.ge_options, std::move(scoped));
+  }
   return ge_;
 }
 

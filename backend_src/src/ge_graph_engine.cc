@@ -15,9 +15,12 @@ GeTensorSpec::ByteSize() const
 }
 
 TRITONSERVER_Error*
-BuildGeOptions(const ModelConfigSpec& spec, GeOptionSets* sets)
+BuildGeOptions(
+    const ModelConfigSpec& spec, GeOptionSets* sets, const GeOptionSets& backend)
 {
   GeOptionSets s;
+  s.session = backend.session;  // the model's own session.* / graph.* win
+  s.graph = backend.graph;
   for (const auto& kv : spec.options) {
     const std::string& key = kv.first;
     if (key.rfind("ge.", 0) == 0) {
@@ -47,10 +50,13 @@ BuildGeOptions(const ModelConfigSpec& spec, GeOptionSets* sets)
       if (c != ' ') compact += c;
     }
     if (compact != shapes) {
+      const bool own = spec.options.count("graph.ge.inputShape") != 0;
       return NPU_GE_ERROR(
           INVALID_ARG,
-          "parameter 'graph.ge.inputShape' is '"
-              << given->second << "', but npu_ge compiles the graph for '" << shapes
+          (own ? "parameter 'graph.ge.inputShape'"
+               : "--backend-config=npu_ge,graph.ge.inputShape")
+              << " is '" << given->second << "', but npu_ge compiles the graph for '"
+              << shapes
               << "' (max_batch_size rows of each config input's dims) and sizes its "
                  "buffers for it: remove the parameter, or change max_batch_size or the "
                  "input dims so that they give the shapes you want");
@@ -61,8 +67,11 @@ BuildGeOptions(const ModelConfigSpec& spec, GeOptionSets* sets)
   return nullptr;
 }
 
-GeGlobal::GeGlobal(std::shared_ptr<GePort> port, GeOptions backend_options)
-    : port_(std::move(port)), backend_options_(std::move(backend_options))
+GeGlobal::GeGlobal(
+    std::shared_ptr<GePort> port, GeOptions backend_options, GeOptionSets backend_scoped)
+    : port_(std::move(port)),
+      backend_options_(std::move(backend_options)),
+      backend_scoped_(std::move(backend_scoped))
 {
 }
 
@@ -207,7 +216,7 @@ class GeGraphEngine : public Engine {
   }
   TRITONSERVER_Error* Init()
   {
-    NPU_GE_RETURN_IF_ERROR(BuildGeOptions(spec_, &options_));
+    NPU_GE_RETURN_IF_ERROR(BuildGeOptions(spec_, &options_, ge_->backend_scoped()));
     ModelIoDesc io;
     NPU_GE_RETURN_IF_ERROR(ReadOnnxIoFile(path_, spec_.model_filename, &io));
     if (spec_.max_batch_size > 0) {  // compiled with a fixed batch of max_batch_size

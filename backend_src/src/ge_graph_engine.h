@@ -25,7 +25,9 @@ struct GeOptionSets {
 // graph option ge.inputShape is npu_ge's (the shapes it compiles for and sizes
 // its buffers by): a 'graph.ge.inputShape' parameter must say the same, or
 // the load fails naming both.
-TRITONSERVER_Error* BuildGeOptions(const ModelConfigSpec& spec, GeOptionSets* sets);
+// `backend`: --backend-config's session.* / graph.* options, under the model's.
+TRITONSERVER_Error* BuildGeOptions(
+    const ModelConfigSpec& spec, GeOptionSets* sets, const GeOptionSets& backend = {});
 
 // GE's process-wide state. The first ge_graph model initializes GE with the
 // backend's --backend-config ge.* options merged with its own ge.* options
@@ -39,7 +41,12 @@ TRITONSERVER_Error* BuildGeOptions(const ModelConfigSpec& spec, GeOptionSets* se
 // holds it and releases it before the ACL runtime (aclFinalize).
 class GeGlobal {
  public:
-  GeGlobal(std::shared_ptr<GePort> port, GeOptions backend_options);
+  // backend_scoped: --backend-config's session.* / graph.* options (its
+  // `global` part is unused: backend_options are the global ones).
+  GeGlobal(
+      std::shared_ptr<GePort> port, GeOptions backend_options,
+      GeOptionSets backend_scoped = {});
+  const GeOptionSets& backend_scoped() const { return backend_scoped_; }
   ~GeGlobal();  // GEFinalize, when GEInitialize succeeded
   GeGlobal(const GeGlobal&) = delete;
   GeGlobal& operator=(const GeGlobal&) = delete;
@@ -52,6 +59,7 @@ class GeGlobal {
  private:
   std::shared_ptr<GePort> port_;
   const GeOptions backend_options_;
+  const GeOptionSets backend_scoped_;
   std::mutex mu_;
   bool initialized_ = false;
   GeOptions options_;                          // what GEInitialize was given

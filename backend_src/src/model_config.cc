@@ -211,6 +211,54 @@ IsTritonCmdlineKey(const std::string& key)
   return kTriton.count(key) != 0;
 }
 
+// A GE global option from --backend-config (`key` as written); the same
+// option given twice (ge.X and global.ge.X) must agree.
+TRITONSERVER_Error*
+AddGlobalGeOption(
+    const std::string& written, const std::string& value, const std::string& option,
+    BackendConfigSpec* spec)
+{
+  auto it = spec->ge_options.find(option);
+  if (it != spec->ge_options.end() && it->second != value) {
+    return NPU_GE_ERROR(
+        INVALID_ARG, "--backend-config=npu_ge,"
+                         << written << "=" << value << ": GE global "
+                         << "option " << option << " is also set to '" << it->second
+                         << "'; give it once");
+  }
+  spec->ge_options[option] = value;
+  return nullptr;
+}
+
+// --backend-config keys in the public GE backend's scopes: global.<option>
+// (GEInitialize), session.<option> and graph.<option> (every ge_graph model's
+// session and graph). Not one of them: nothing done.
+TRITONSERVER_Error*
+ScopedGeOption(
+    const std::string& key, const std::string& value, BackendConfigSpec* spec,
+    bool have_ge_graph)
+{
+  std::string scope, option;
+  for (const char* s : {"global", "session", "graph"}) {
+    const std::string prefix = std::string(s) + ".";
+    if (key.rfind(prefix, 0) == 0 && key.size() > prefix.size()) {
+      scope = s;
+      option = key.substr(prefix.size());
+    }
+  }
+  if (scope.empty()) return nullptr;
+  if (!have_ge_graph) {
+    spec->warnings.push_back(
+        "--backend-config=npu_ge," + key + "=" + value + ": GE " + scope +
+        " options apply to engine 'ge_graph', which this build lacks (ignored; .om "
+        "models take compile options from atc when converted)");
+  }
+  if (scope == "global") return AddGlobalGeOption(key, value, option, spec);
+  (scope == "session" ? spec->ge_session_options : spec->ge_graph_options)[option] =
+      value;
+  return nullptr;
+}
+
 // The --backend-config keys besides device_ids / telemetry_interval_ms.
 TRITONSERVER_Error*
 ParseBackendOptions(const JsonValue& cmdline, BackendConfigSpec* spec, bool have_ge_graph)
@@ -222,8 +270,13 @@ ParseBackendOptions(const JsonValue& cmdline, BackendConfigSpec* spec, bool have
       continue;
     }
     const std::string value = kv.second.AsString();
+    NPU_GE_RETURN_IF_ERROR(ScopedGeOption(key, value, spec, have_ge_graph));
+    if (key.rfind("global.", 0) == 0 || key.rfind("session.", 0) == 0 ||
+        key.rfind("graph.", 0) == 0) {
+      continue;
+    }
     if (key.rfind("ge.", 0) == 0 && key.size() > 3) {
-      spec->ge_options[key] = value;
+      NPU_GE_RETURN_IF_ERROR(AddGlobalGeOption(key, value, key, spec));
       if (!have_ge_graph) {
         spec->warnings.push_back(
             "--backend-config=npu_ge," + key + "=" + value +
@@ -243,8 +296,10 @@ ParseBackendOptions(const JsonValue& cmdline, BackendConfigSpec* spec, bool have
     return NPU_GE_ERROR(
         INVALID_ARG, "--backend-config=npu_ge," << key << "=" << value
                                                 << ": unknown key; npu_ge reads "
-                                                   "device_ids, telemetry_interval_ms "
-                                                   "and ge.<option> (GE global options)");
+                                                   "device_ids, telemetry_interval_ms, "
+                                                   "ge.<option> or global.<option> (GE "
+                                                   "global options), session.<option> "
+                                                   "and graph.<option>");
   }
   return nullptr;
 }

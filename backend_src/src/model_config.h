@@ -49,9 +49,15 @@ struct ModelConfigSpec {
 struct BackendConfigSpec {
   std::vector<int32_t> default_device_ids{0};
   int64_t telemetry_interval_ms = 1000;
-  // --backend-config=npu_ge,ge.<key>=<value>: GE global options (GEInitialize)
+  // --backend-config=npu_ge,ge.<key>=<value> and global.<key>=<value> (the
+  // public GE backend's scope for the same): GE global options (GEInitialize)
   // for engine ge_graph.
   std::map<std::string, std::string> ge_options;
+  // --backend-config=npu_ge,session.<key> / graph.<key>: session and graph
+  // options of every ge_graph model (a model's own session.* / graph.*
+  // parameter wins for that model).
+  std::map<std::string, std::string> ge_session_options;
+  std::map<std::string, std::string> ge_graph_options;
   std::vector<std::string> warnings;  // to be logged at backend init
 };
 

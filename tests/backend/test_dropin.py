@@ -139,6 +139,25 @@ def test_backend_config_ge_options_warn_in_a_build_without_ge_graph(
             "does not read (ignored): npu_ge takes the batch shape from the model itself") in log
 
 
+def test_public_ge_backend_config_scopes_warn_and_load_in_a_build_without_ge_graph(
+    npu_triton: StartServer, npu_repo: Path
+) -> None:
+    # the public GE backend documents --backend-config=npu_ge,session.ge.* / graph.ge.* / global.ge.*
+    affine_model(npu_repo, "om")
+    server = npu_triton(npu_repo, models=[], extra_args=[
+        "--backend-config=npu_ge,session.ge.exec.precision_mode_v2=fp16",
+        "--backend-config=npu_ge,graph.ge.exec.enableFusion=0",
+        "--backend-config=npu_ge,global.ge.exec.precision_mode=force_fp16"])
+    assert load(server.url, "om") == (200, "")
+    assert_serves(server.process.grpc_url, "om")
+    log = server.log()
+    for key, scope in (("session.ge.exec.precision_mode_v2=fp16", "session"),
+                       ("graph.ge.exec.enableFusion=0", "graph"),
+                       ("global.ge.exec.precision_mode=force_fp16", "global")):
+        assert (f"--backend-config=npu_ge,{key}: GE {scope} options apply to engine 'ge_graph', which this "
+                "build lacks (ignored; .om models take compile options from atc when converted)") in log
+
+
 def test_unknown_backend_config_key_fails_every_load_naming_it(
     npu_triton: StartServer, npu_repo: Path
 ) -> None:
@@ -147,7 +166,8 @@ def test_unknown_backend_config_key_fails_every_load_naming_it(
     status, error = load(server.url, "om")
     assert status == 400, error
     assert ("--backend-config=npu_ge,telemetry_interval=100: unknown key; npu_ge reads device_ids, "
-            "telemetry_interval_ms and ge.<option> (GE global options)") in error
+            "telemetry_interval_ms, ge.<option> or global.<option> (GE global options), session.<option> "
+            "and graph.<option>") in error
     assert not model_ready(server.url, "om")
 
 
@@ -270,7 +290,7 @@ def test_onnx_repository_loads_with_ge_graph_and_backend_config_ge_options_reach
             "(set max_batch_size > 0 to serve dim 0 as the batch)" in error), error
 
 
-def test_ge_is_finalized_before_acl_and_a_users_input_shape_is_checked_not_overwritten(
+def test_ge_backend_config_scopes_reach_ge_and_ge_is_finalized_before_acl_and_input_shape_is_checked(
     npu_triton: StartServer, npu_repo: Path, tmp_path: Path, ge_double_build: BackendBuild
 ) -> None:
     real_onnx_model(npu_repo, "onnx")
@@ -279,14 +299,19 @@ def test_ge_is_finalized_before_acl_and_a_users_input_shape_is_checked_not_overw
     real_onnx_model(npu_repo, "shape_other", param("graph.ge.inputShape", "x:1,4"))
     ge_file = tmp_path / "ge" / "ge_double_state.json"
     server = npu_triton(npu_repo, models=[], build=ge_double_build, name="ge",
-                        env={"NPU_GE_GE_DOUBLE_STATE_FILE": str(ge_file)})
+                        env={"NPU_GE_GE_DOUBLE_STATE_FILE": str(ge_file)}, extra_args=[
+                            "--backend-config=npu_ge,global.ge.exec.precision_mode=force_fp16",
+                            "--backend-config=npu_ge,session.ge.exec.precision_mode_v2=fp16"])
     for name in ("onnx", "om", "shape_same"):
         assert load(server.url, name) == (200, ""), name
     status, error = load(server.url, "shape_other")
     assert status == 400
     assert ("parameter 'graph.ge.inputShape' is 'x:1,4', but npu_ge compiles the graph for 'x:8,4' "
             "(max_batch_size rows of each config input's dims) and sizes its buffers for it") in error
-    assert ge_state(tmp_path / "ge")["finalized"] == 0
+    ge = ge_state(tmp_path / "ge")
+    assert ge["initialize"] == [{"ge.exec.precision_mode": "force_fp16", "ge.graphRunMode": "0"}]
+    assert all(s["ge.exec.precision_mode_v2"] == "fp16" for s in ge["sessions"]) and len(ge["sessions"]) == 2
+    assert ge["finalized"] == 0
     server.process.stop(timeout_s=60)  # models unload, then TRITONBACKEND_Finalize
     ge = ge_state(tmp_path / "ge")
     assert ge["finalized"] == 1  # GEFinalize, once

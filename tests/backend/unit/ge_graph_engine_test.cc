@@ -350,3 +350,23 @@ TEST(GeGraphEngine, AUsersInputShapeMustBeTheOneNpuGeCompilesFor)
       "for it: remove the parameter, or change max_batch_size or the input dims so that "
       "they give the shapes you want");
 }
+
+TEST(GeGraphEngine, BackendConfigSessionAndGraphOptionsReachEveryModelUnderItsOwn)
+{
+  GeOptionSets backend;
+  backend.session = {{"ge.exec.precision_mode_v2", "fp16"}, {"ge.exec.x", "backend"}};
+  backend.graph = {{"ge.exec.enableFusion", "0"}};
+  ModelConfigSpec spec = Spec();  // its own graph.ge.exec.enableFusion is "1"
+  spec.options["session.ge.exec.x"] = "model";
+  GeOptionSets sets;
+  ASSERT_EQ(Message(BuildGeOptions(spec, &sets, backend)), "");
+  EXPECT_EQ(sets.session.at("ge.exec.precision_mode_v2"), "fp16");
+  EXPECT_EQ(sets.session.at("ge.exec.x"), "model");
+  EXPECT_EQ(sets.graph.at("ge.exec.enableFusion"), "1");
+
+  backend.graph["ge.inputShape"] = "x:1,2";
+  EXPECT_EQ(
+      Message(BuildGeOptions(Spec(), &sets, backend)).substr(0, 89),
+      "--backend-config=npu_ge,graph.ge.inputShape is 'x:1,2', but npu_ge compiles the "
+      "graph for");
+}

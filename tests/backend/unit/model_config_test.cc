@@ -227,7 +227,8 @@ TEST(BackendConfig, KeepsGeOptionsWarnsLegacyKeysRejectsUnknownOnes)
       Message(ParseBackendConfig(
           Json(R"({"cmdline": {"telemetry_interval": "100"}})"), &typo, true)),
       "--backend-config=npu_ge,telemetry_interval=100: unknown key; npu_ge reads "
-      "device_ids, telemetry_interval_ms and ge.<option> (GE global options)");
+      "device_ids, telemetry_interval_ms, ge.<option> or global.<option> (GE global "
+      "options), session.<option> and graph.<option>");
 }
 
 namespace {
@@ -364,4 +365,37 @@ TEST(ModelConfig, OlderBackendParametersAreWarnedAboutNotPassedToGe)
       spec.warnings[1],
       "parameter 'static_model' is a setting of the older Ascend GE backend that npu_ge "
       "does not read (ignored): npu_ge takes the batch shape from the model itself");
+}
+
+// The public GE backend's scopes: global.<option> (GEInitialize), session.<option>
+// and graph.<option> (every ge_graph model's session and graph).
+TEST(BackendConfig, TakesThePublicGeBackendsGlobalSessionAndGraphScopes)
+{
+  const char* cmdline = R"({"cmdline": {
+    "global.ge.exec.precision_mode": "force_fp16",
+    "session.ge.exec.precision_mode_v2": "fp16", "graph.ge.exec.enableFusion": "1"}})";
+  BackendConfigSpec with_ge;
+  ASSERT_EQ(Message(ParseBackendConfig(Json(cmdline), &with_ge, true)), "");
+  EXPECT_EQ(with_ge.ge_options.at("ge.exec.precision_mode"), "force_fp16");
+  EXPECT_EQ(with_ge.ge_session_options.at("ge.exec.precision_mode_v2"), "fp16");
+  EXPECT_EQ(with_ge.ge_graph_options.at("ge.exec.enableFusion"), "1");
+  EXPECT_TRUE(with_ge.warnings.empty());
+
+  BackendConfigSpec without_ge;
+  ASSERT_EQ(Message(ParseBackendConfig(Json(cmdline), &without_ge, false)), "");
+  ASSERT_EQ(without_ge.warnings.size(), 3u);
+  EXPECT_EQ(  // in key order: global, graph, session
+      without_ge.warnings[2],
+      "--backend-config=npu_ge,session.ge.exec.precision_mode_v2=fp16: GE session "
+      "options apply to engine 'ge_graph', which this build lacks (ignored; .om models "
+      "take compile options from atc when converted)");
+
+  BackendConfigSpec twice;
+  EXPECT_EQ(
+      Message(ParseBackendConfig(
+          Json(R"({"cmdline": {"ge.exec.precision_mode": "force_fp16",
+                               "global.ge.exec.precision_mode": "allow_fp32_to_fp16"}})"),
+          &twice, true)),
+      "--backend-config=npu_ge,global.ge.exec.precision_mode=allow_fp32_to_fp16: GE "
+      "global option ge.exec.precision_mode is also set to 'force_fp16'; give it once");
 }
