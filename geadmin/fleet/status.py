@@ -10,6 +10,7 @@ loaded, `geadmin.telemetry.derive.since_start`): enough to see one replica out o
 from __future__ import annotations
 
 import statistics
+import threading
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -23,10 +24,12 @@ from geadmin.fleet.discovery import Discovery
 from geadmin.fleet.members import ASCEND, NODE, READY, Member
 from geadmin.stack.target import server_urls
 from geadmin.telemetry.derive import since_start
-from geadmin.telemetry.scrape import scrape
+from geadmin.telemetry.scrape import families_only, fetch_text, parse
 from geadmin.triton.client import TritonClient
 
 POLL_TIMEOUT_S = 5.0
+FAMILIES = ("nv_inference_request_success", "nv_inference_request_failure",  # what Figures reads
+            "nv_inference_request_duration_us", "nv_inference_request_summary_us")
 MAX_PARALLEL = 32
 # A replica stands out when its figure is this many times its siblings' median, and by at least:
 OUTLIER_FACTOR = 2.0
@@ -223,17 +226,28 @@ def poll(discovery: Discovery, *, timeout_s: float = POLL_TIMEOUT_S) -> FleetSta
     return FleetStatus(discovery, tuple(views), time.monotonic() - started)
 
 
+_clients: dict[tuple[str, str | None, float], TritonClient] = {}
+_clients_lock = threading.Lock()
+
+
+def _client(member: Member, timeout_s: float) -> TritonClient:
+    """One client per server for the life of the process: a TritonClient's HTTP worker threads
+    (each with its own event loop, never freed) are made once, not at every poll of a page."""
+    key = (member.url, member.spec.admin_key, timeout_s)
+    with _clients_lock:
+        if key not in _clients:
+            _clients[key] = TritonClient(member.url, admin_key=member.spec.admin_key, timeout_s=timeout_s)
+        return _clients[key]
+
+
 def _poll_one(member: Member, timeout_s: float) -> ServerView:
     started = time.monotonic()
-    client = TritonClient(member.url, admin_key=member.spec.admin_key, timeout_s=timeout_s)
-    try:
-        snapshot = take_snapshot(member.name, client)
-    finally:
-        client.close()
+    snapshot = take_snapshot(member.name, _client(member, timeout_s))
     figures, error = {}, ""
     if snapshot.reachable:
         try:
-            page = scrape(server_urls(member.spec, None).metrics, timeout_s=timeout_s)
+            url = server_urls(member.spec, None).metrics
+            page = parse(families_only(fetch_text(url, timeout_s=timeout_s), FAMILIES), url=url)
             figures = {w.model: _figures(w) for w in since_start(page)}
         except TelemetryError as exc:
             error = str(exc)
