@@ -80,6 +80,13 @@ PY
   echo "$cache/include"
 }
 
+# One build at a time: the test fixtures of two pytest-xdist workers call this script at
+# the same moment, and two cmake/ninja runs in one build directory break each other
+# ("ninja: error: failed recompaction"). flock (util-linux) waits for the other run.
+mkdir -p "$ROOT/build"
+exec 9>"$ROOT/build/.build.lock"
+flock 9
+
 CANN_INCLUDE="$(cann_include_dir)"
 GENERATOR=()
 if command -v ninja >/dev/null 2>&1; then GENERATOR=(-G Ninja); fi
