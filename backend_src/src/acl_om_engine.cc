@@ -130,7 +130,7 @@ ReadShapeGears(const AclRuntime& rt, const aclmdlDesc* desc, ModelIoDesc* io)
     NPU_GE_RETURN_IF_ERROR(DimsGears(rt, desc, &values));
   }
   if (values.empty()) return NoGearsRead(rt);
-  ApplyShapeGears(kind, values, io);
+  NPU_GE_RETURN_IF_ERROR(ApplyShapeGears(kind, values, io));
   return RequireServingCalls(rt, io->shape_gears);
 }
 

@@ -104,20 +104,33 @@ struct ShapeGears {
   ShapeGearKind kind = ShapeGearKind::kNone;
   // Per gear, the full dims of every model input (ModelIoDesc.inputs order).
   std::vector<std::vector<std::vector<int64_t>>> input_dims;
-  // Per gear, what CANN is told: the dims of all inputs concatenated
-  // (aclmdlSetInputDynamicDims), or {H, W} (aclmdlSetDynamicHWSize).
+  // Per gear, what CANN is told: the dims of the inputs named in atc
+  // --input_shape concatenated in that order, as aclmdlGetInputDynamicDims
+  // lists them (aclmdlSetInputDynamicDims), or {H, W} (aclmdlSetDynamicHWSize).
   std::vector<std::vector<int64_t>> values;
   bool empty() const { return values.empty(); }
   // "dynamic dims gears [1,8], [1,16] (atc --dynamic_dims)" for messages.
   std::string Describe() const;
 };
 
-// Full dims of every input in each gear. Dims gears: `values` are all inputs'
-// full dims concatenated (as aclmdlGetInputDynamicDims lists them); image
-// size gears: {H, W}, which fill the two -1 dims of each input.
+// Full dims of every input in each gear. Dims gears: `values` are the full
+// dims of the inputs `listed` (model input indexes, in the gear list's order)
+// concatenated; inputs not listed keep their (static) dims. Image size gears:
+// {H, W}, which fill the two -1 dims of each input (`listed` unused).
 ShapeGears MakeShapeGears(
     ShapeGearKind kind, const std::vector<std::vector<int64_t>>& model_input_dims,
-    const std::vector<std::vector<int64_t>>& values);
+    const std::vector<std::vector<int64_t>>& values, const std::vector<size_t>& listed);
+
+// Which inputs a dims gear list names, in its order. CANN lists the inputs of
+// atc --input_shape in that order (aclmdlGetInputDynamicDims), without their
+// names (aclmdlIODims.name is reserved): the order is the one whose ranks add
+// up to the list and whose fixed dims agree with every gear, and which takes
+// every input with a -1. When several fit with different results, the model's
+// input order is taken if it is one of them; otherwise, or when none fits,
+// the error names the model's inputs in model order and the gear list.
+TRITONSERVER_Error* BindDimsGearList(
+    const std::vector<ModelTensorDesc>& inputs,
+    const std::vector<std::vector<int64_t>>& values, std::vector<size_t>* listed);
 
 // The dims a config may declare for model input dims `dims` (index `input`):
 // a -1 the gears fill with one value everywhere becomes that value; a -1
@@ -156,7 +169,7 @@ struct IoBinding {
 
 // Gives `io` its dims or image size gears, built from its inputs' dims, and
 // writes into those dims what a config may declare (DimsAcrossGears).
-void ApplyShapeGears(
+TRITONSERVER_Error* ApplyShapeGears(
     ShapeGearKind kind, const std::vector<std::vector<int64_t>>& values, ModelIoDesc* io);
 
 // Checks the config against the model description; 'model_label' names the

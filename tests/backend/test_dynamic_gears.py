@@ -144,6 +144,32 @@ def test_two_inputs_sharing_a_length_must_match_one_gear_together(
             "dims gears [1,8,1,8], [1,16,1,16] (atc --dynamic_dims)") in str(failed.value)
 
 
+def test_a_gear_list_in_atc_input_shape_order_binds_to_the_inputs_it_names(
+    npu_shared: SharedNpuServer
+) -> None:
+    """CANN's aclmdlGetInputDynamicDims lists the inputs of atc --input_shape in that order, not
+    the model's: here "mask:2,-1;x:1,-1" for inputs (x, mask). The double lists them so
+    (dynamic_dims_order) and expects aclmdlSetInputDynamicDims in that order too."""
+    om = double_model([("x", "FP32", "1,-1"), ("mask", "FP32", "2,-1")],
+                      [("y", "FP32", "1,-1", "from x scale 2 offset 1")],
+                      extra=["dynamic_dims 4,8;6,16", "dynamic_dims_order mask,x"])
+    write_model(npu_shared.repo, "reordered", "max_batch_size: 0\n"
+                'input [{ name: "x", data_type: TYPE_FP32, dims: [1, -1] },\n'
+                '       { name: "mask", data_type: TYPE_FP32, dims: [2, -1] }]\n'
+                'output [{ name: "y", data_type: TYPE_FP32, dims: [1, -1] }]\n', om)
+    server = npu_shared.load(*["reordered"])
+    grpc = server.grpc_url
+    for x_len, mask_len in ((8, 4), (16, 6), (8, 4)):
+        x = values((1, x_len))
+        y = infer(grpc, "reordered", {"x": x, "mask": values((2, mask_len))})["y"]
+        assert y.shape == (1, x_len)
+        np.testing.assert_array_equal(y, 2 * x + 1)
+    with pytest.raises(InferenceServerException) as failed:
+        infer(grpc, "reordered", {"x": values((1, 8)), "mask": values((2, 6))})
+    assert ("input shapes [1,8] and [2,6] match no gear: the model was compiled with dynamic dims "
+            "gears [2,4,1,8], [2,6,1,16] (atc --dynamic_dims)") in str(failed.value)
+
+
 def test_concurrent_requests_of_different_lengths_each_get_their_own_gear(
     npu_shared: SharedNpuServer
 ) -> None:

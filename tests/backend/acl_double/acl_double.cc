@@ -611,7 +611,9 @@ aclmdlGetDynamicBatch(const aclmdlDesc* desc, aclmdlBatch* batch)
   return ACL_SUCCESS;
 }
 
-// Dims gears: every gear is the dims of all inputs, concatenated.
+// Dims gears: every gear is the dims of the inputs named in atc --input_shape
+// (dynamic_dims_order), concatenated in that order; aclmdlIODims.name is
+// reserved (CANN 6.0.1 / 8.0.0 references) and left empty.
 aclError
 aclmdlGetInputDynamicGearCount(const aclmdlDesc* desc, size_t index, size_t* count)
 {
@@ -632,9 +634,7 @@ aclmdlGetInputDynamicDims(
   }
   for (size_t g = 0; g < count; ++g) {
     std::memset(&dims[g], 0, sizeof(dims[g]));
-    for (size_t i = 0; i < s.inputs.size(); ++i) {
-      for (int64_t d : s.DimsInGear(i, g)) dims[g].dims[dims[g].dimCount++] = d;
-    }
+    for (int64_t d : s.DimsGearList(g)) dims[g].dims[dims[g].dimCount++] = d;
   }
   return ACL_SUCCESS;
 }
@@ -792,11 +792,7 @@ aclmdlSetInputDynamicDims(
   std::vector<int64_t> given(dims->dims, dims->dims + dims->dimCount);
   int64_t found = -1;
   for (size_t g = 0; g < s.dims_gears.size() && found < 0; ++g) {
-    std::vector<int64_t> all;  // every input's dims in gear g, concatenated
-    for (size_t i = 0; i < s.inputs.size(); ++i) {
-      for (int64_t d : s.DimsInGear(i, g)) all.push_back(d);
-    }
-    if (all == given) found = static_cast<int64_t>(g);
+    if (s.DimsGearList(g) == given) found = static_cast<int64_t>(g);  // CANN's order
   }
   std::string text;
   for (int64_t d : given) text += (text.empty() ? "" : ",") + std::to_string(d);

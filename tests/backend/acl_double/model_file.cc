@@ -209,6 +209,25 @@ ModelSpec::MaxRows() const
   return m;
 }
 
+std::vector<size_t>
+ModelSpec::DimsGearInputs() const
+{
+  if (!dims_order.empty()) return dims_order;
+  std::vector<size_t> all;
+  for (size_t i = 0; i < inputs.size(); ++i) all.push_back(i);
+  return all;
+}
+
+std::vector<int64_t>
+ModelSpec::DimsGearList(size_t g) const
+{
+  std::vector<int64_t> list;
+  for (size_t i : DimsGearInputs()) {
+    for (int64_t d : DimsInGear(i, g)) list.push_back(d);
+  }
+  return list;
+}
+
 std::vector<int64_t>
 ModelSpec::DimsInGear(size_t input, size_t g) const
 {
@@ -219,9 +238,14 @@ ModelSpec::DimsInGear(size_t input, size_t g) const
         static_cast<int64_t>(hw_gears[g].first),
         static_cast<int64_t>(hw_gears[g].second)};
   }
-  size_t next = 0;  // -1 dims of the inputs before `input` take the first values
-  for (size_t i = 0; i < input; ++i) {
-    for (int64_t d : inputs[i].dims) next += d < 0 ? 1 : 0;
+  size_t next = 0;  // -1 dims of the inputs listed before `input` take the first values
+  const std::vector<size_t> order =
+      hw_gears.empty() ? DimsGearInputs() : std::vector<size_t>();
+  for (size_t k = 0; k < input && order.empty(); ++k) {
+    for (int64_t d : inputs[k].dims) next += d < 0 ? 1 : 0;
+  }
+  for (size_t k = 0; k < order.size() && order[k] != input; ++k) {
+    for (int64_t d : inputs[order[k]].dims) next += d < 0 ? 1 : 0;
   }
   std::vector<int64_t> dims = inputs[input].dims;
   for (int64_t& d : dims) {
@@ -319,6 +343,18 @@ ParseLine(const std::vector<std::string>& w, ModelSpec* spec, std::string* error
         return false;
       }
       spec->dims_gears.push_back(values);
+    }
+    return true;
+  }
+  if (key == "dynamic_dims_order" && w.size() == 2) {
+    for (const std::string& name : Split(w[1], ',')) {
+      size_t i = 0;
+      while (i < spec->inputs.size() && spec->inputs[i].name != name) ++i;
+      if (i == spec->inputs.size()) {
+        *error = "dynamic_dims_order names '" + name + "', not an input declared above";
+        return false;
+      }
+      spec->dims_order.push_back(i);
     }
     return true;
   }

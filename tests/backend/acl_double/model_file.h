@@ -8,6 +8,12 @@
 //   dynamic_dims 8;16;32                     dims gears (atc --dynamic_dims): the
 //                                            values of the inputs' -1 dims, in
 //                                            order, per gear
+//   dynamic_dims_order m,x                   the inputs named in atc --input_shape,
+//                                            in its order (default: every input,
+//                                            model order): dynamic_dims values and
+//                                            the gear lists of aclmdlGet/Set-
+//                                            InputDynamicDims follow it, as CANN's
+//                                            do; unnamed inputs must be static
 //   dynamic_image_size 224,224;448,448       image size gears (atc
 //                                            --dynamic_image_size): H,W per gear
 //                                            for the inputs' two -1 dims
@@ -54,6 +60,11 @@ struct ModelSpec {
   std::vector<OutputSpec> outputs;
   std::vector<uint64_t> gears;
   std::vector<std::vector<int64_t>> dims_gears;  // values of the -1 dims, per gear
+  std::vector<size_t> dims_order;  // input indexes in --input_shape order (empty: all)
+  // The inputs a dims gear lists, in its order.
+  std::vector<size_t> DimsGearInputs() const;
+  // Every listed input's dims in dims gear `g`, concatenated (CANN's gear list).
+  std::vector<int64_t> DimsGearList(size_t g) const;
   std::vector<std::pair<uint64_t, uint64_t>> hw_gears;
 
   // Any kind of gears: the model then has the extra ACL_DYNAMIC_TENSOR_NAME input.

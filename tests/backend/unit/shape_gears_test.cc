@@ -27,8 +27,10 @@ SequenceModel()
   io.inputs = {Fp32("ids", {1, -1}), Fp32("mask", {1, -1}), Fp32("type", {1, 2})};
   io.outputs = {Fp32("out", {1, -1})};
   io.has_dynamic_batch_input = true;
-  ApplyShapeGears(
-      ShapeGearKind::kDims, {{1, 64, 1, 64, 1, 2}, {1, 128, 1, 128, 1, 2}}, &io);
+  EXPECT_EQ(
+      Message(ApplyShapeGears(
+          ShapeGearKind::kDims, {{1, 64, 1, 64, 1, 2}, {1, 128, 1, 128, 1, 2}}, &io)),
+      "");
   return io;
 }
 
@@ -63,7 +65,9 @@ TEST(ShapeGears, ImageSizeGearsFillHeightAndWidth)
 {
   ModelIoDesc io;
   io.inputs = {Fp32("image", {1, 3, -1, -1})};
-  ApplyShapeGears(ShapeGearKind::kImageSize, {{224, 224}, {448, 320}}, &io);
+  ASSERT_EQ(
+      Message(ApplyShapeGears(ShapeGearKind::kImageSize, {{224, 224}, {448, 320}}, &io)),
+      "");
   EXPECT_EQ(io.shape_gears.input_dims[1][0], (std::vector<int64_t>{1, 3, 448, 320}));
   EXPECT_EQ(io.inputs[0].dims, (std::vector<int64_t>{1, 3, -1, -1}));
   EXPECT_EQ(
@@ -75,7 +79,7 @@ TEST(ShapeGears, ADimEveryGearFixesAlikeIsDeclaredFixed)
 {
   ModelIoDesc io;
   io.inputs = {Fp32("x", {-1, -1})};  // gears [2,8] and [2,16]: dim 0 is always 2
-  ApplyShapeGears(ShapeGearKind::kDims, {{2, 8}, {2, 16}}, &io);
+  ASSERT_EQ(Message(ApplyShapeGears(ShapeGearKind::kDims, {{2, 8}, {2, 16}}, &io)), "");
   EXPECT_EQ(io.inputs[0].dims, (std::vector<int64_t>{2, -1}));
 }
 
@@ -140,4 +144,54 @@ TEST(ShapeGearsBinding, BatchingIsRefused)
       m.find("which fix every dim (dim 0 included); expected max_batch_size 0, got 4"),
       std::string::npos)
       << m;
+}
+
+// CANN lists the inputs of atc --input_shape in its order, which need not be the
+// model's: here --input_shape "mask:2,-1;ids:1,-1" for inputs (ids, mask).
+TEST(ShapeGears, AGearListInAnotherOrderThanTheInputsIsBoundByTheirFixedDims)
+{
+  ModelIoDesc io;
+  io.inputs = {Fp32("ids", {1, -1}), Fp32("mask", {2, -1}), Fp32("type", {1, 2})};
+  ASSERT_EQ(
+      Message(ApplyShapeGears(ShapeGearKind::kDims, {{2, 4, 1, 8}, {2, 6, 1, 16}}, &io)),
+      "");
+  EXPECT_EQ(io.shape_gears.input_dims[0][0], (std::vector<int64_t>{1, 8}));  // ids
+  EXPECT_EQ(io.shape_gears.input_dims[0][1], (std::vector<int64_t>{2, 4}));  // mask
+  EXPECT_EQ(
+      io.shape_gears.input_dims[1][2], (std::vector<int64_t>{1, 2}));  // type, unlisted
+  EXPECT_EQ(
+      io.shape_gears.values[1], (std::vector<int64_t>{2, 6, 1, 16}));  // CANN's order
+}
+
+TEST(ShapeGears, AGearListThatFitsNoOrderOrSeveralButNotTheModelsIsRefused)
+{
+  ModelIoDesc none;
+  none.inputs = {Fp32("x", {1, -1}), Fp32("y", {3, -1})};
+  EXPECT_EQ(
+      Message(ApplyShapeGears(ShapeGearKind::kDims, {{1, 8, 2, 8}}, &none)),
+      "its dynamic dims gears [1,8,2,8] (atc --dynamic_dims) cannot be bound to its "
+      "inputs "
+      "x [1,-1], y [3,-1] (model order) in any order; CANN lists, per gear, the full "
+      "dims "
+      "of the inputs named in atc --input_shape in that order, without their names: "
+      "compile it with --input_shape naming every input that has a -1");
+
+  ModelIoDesc same_shape;  // (x, y) and (y, x) both fit: the model order is taken
+  same_shape.inputs = {Fp32("x", {1, -1}), Fp32("y", {1, -1})};
+  ASSERT_EQ(
+      Message(ApplyShapeGears(ShapeGearKind::kDims, {{1, 8, 1, 16}}, &same_shape)), "");
+  EXPECT_EQ(same_shape.shape_gears.input_dims[0][0], (std::vector<int64_t>{1, 8}));
+
+  ModelIoDesc ambiguous;  // a static z must come first; x and y fit either way after it
+  ambiguous.inputs = {Fp32("x", {1, -1}), Fp32("y", {1, -1}), Fp32("z", {5})};
+  EXPECT_EQ(
+      Message(ApplyShapeGears(ShapeGearKind::kDims, {{5, 1, 8, 1, 16}}, &ambiguous)),
+      "its dynamic dims gears [5,1,8,1,16] (atc --dynamic_dims) can be bound to its "
+      "inputs "
+      "in more than one order with different shapes (z [5], x [1,-1], y [1,-1]; or z "
+      "[5], "
+      "y [1,-1], x [1,-1]), none of them the model order x [1,-1], y [1,-1], z [5]; CANN "
+      "lists, per gear, the full dims of the inputs named in atc --input_shape in that "
+      "order, without their names: compile it with --input_shape listing the inputs in "
+      "model order");
 }
