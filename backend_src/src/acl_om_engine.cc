@@ -29,6 +29,43 @@ MakeTensorDesc(const char* name, const aclmdlIODims& dims, aclDataType dtype, si
   return t;
 }
 
+// Input `i`'s description. Its dims come from aclmdlGetInputDimsV2 where the
+// runtime has it: CANN documents that for a static-AIPP input (YUV420SP n,
+// h*1.5,w,1; YUV422SP n,h*2,w,1; ...) only V2's dims multiply out to
+// aclmdlGetInputSizeByIndex, while aclmdlGetInputDims gives the image's. With
+// aclmdlGetInputDims only, dims larger than the size fail the load naming the
+// missing call (a larger size is left to the staging check, as before).
+TRITONSERVER_Error*
+ReadInputDesc(
+    const AclRuntime& rt, aclmdlDesc* desc, size_t i, const char* name,
+    ModelTensorDesc* t)
+{
+  aclmdlIODims dims{};
+  const bool v2 = rt.aclmdlGetInputDimsV2 != nullptr;
+  if (v2) {
+    NPU_GE_RETURN_IF_ACL_ERROR(rt, aclmdlGetInputDimsV2(desc, i, &dims));
+  } else {
+    NPU_GE_RETURN_IF_ACL_ERROR(rt, aclmdlGetInputDims(desc, i, &dims));
+  }
+  *t = MakeTensorDesc(
+      name, dims, rt.aclmdlGetInputDataType(desc, i),
+      rt.aclmdlGetInputSizeByIndex(desc, i));
+  const int64_t n = ElementCount(t->dims);
+  if (v2 || n < 0 || !t->dtype_known) return nullptr;  // -1: sized by the largest gear
+  const size_t bytes = static_cast<size_t>(n) * DataTypeByteSize(t->dtype);
+  if (bytes <= t->byte_size) return nullptr;
+  return NPU_GE_ERROR(
+      UNSUPPORTED,
+      "input '" << t->name << "': aclmdlGetInputDims describes it as "
+                << DimsToString(t->dims) << " " << DataTypeName(t->dtype) << " (" << bytes
+                << " bytes), but aclmdlGetInputSizeByIndex "
+                << "says " << t->byte_size
+                << " bytes: a static-AIPP input (YUV420SP, YUV422SP, ...) is "
+                   "described by its real layout only through "
+                   "aclmdlGetInputDimsV2 (documented in CANN 6.0.1 and later), "
+                   "which this libascendcl.so does not export");
+}
+
 // A gear model cannot be served (nor its gears listed) without these; their
 // absence fails the load naming the call instead of failing every request.
 TRITONSERVER_Error*
@@ -149,11 +186,9 @@ ReadOmDescription(const AclRuntime& rt, aclmdlDesc* desc, ModelIoDesc* io)
       out.dynamic_batch_input_size = rt.aclmdlGetInputSizeByIndex(desc, i);
       continue;
     }
-    aclmdlIODims dims{};
-    NPU_GE_RETURN_IF_ACL_ERROR(rt, aclmdlGetInputDims(desc, i, &dims));
-    out.inputs.push_back(MakeTensorDesc(
-        name, dims, rt.aclmdlGetInputDataType(desc, i),
-        rt.aclmdlGetInputSizeByIndex(desc, i)));
+    ModelTensorDesc t;
+    NPU_GE_RETURN_IF_ERROR(ReadInputDesc(rt, desc, i, name, &t));
+    out.inputs.push_back(std::move(t));
     out.input_model_index.push_back(i);
   }
   const size_t n_out = rt.aclmdlGetNumOutputs(desc);

@@ -17,6 +17,7 @@ from tests.support.npu_ge import (
     BackendBuild,
     StartServer,
     affine_model,
+    double_model,
     double_state,
     infer,
     live_resources,
@@ -25,6 +26,7 @@ from tests.support.npu_ge import (
     model_ready,
     server_live,
     wait_for,
+    write_model,
 )
 
 pytestmark = pytest.mark.integration
@@ -151,3 +153,38 @@ def test_models_are_described_from_the_loaded_model_not_the_file(
     state = double_state(server.state_file)
     assert state["models"] == 2 and state["descs"] == 0 and state["contexts"] == 2
     assert "aclmdlGetDescFromFile" not in server.log()
+
+
+def aipp_model(repo: Path) -> None:
+    """A static-AIPP YUV420SP input of a 4x4 image: CANN's aclmdlGetInputDims gives the image
+    (1,4,4,3), aclmdlGetInputDimsV2 the real layout n,h*1.5,w,1 = (1,6,4,1), 24 bytes."""
+    om = double_model([("x", "UINT8", "1,6,4,1")], [("y", "UINT8", "1,6,4,1", "from x scale 1 offset 1")],
+                      extra=["aipp_image_dims x 1,4,4,3"])
+    write_model(repo, "aipp", "max_batch_size: 0\n"
+                'input [{ name: "x", data_type: TYPE_UINT8, dims: [1, 6, 4, 1] }]\n'
+                'output [{ name: "y", data_type: TYPE_UINT8, dims: [1, 6, 4, 1] }]\n', om)
+
+
+def test_a_static_aipp_input_is_described_by_aclmdlGetInputDimsV2(
+    npu_triton: StartServer, npu_repo: Path
+) -> None:
+    aipp_model(npu_repo)
+    server = npu_triton(npu_repo, models=[])
+    assert load(server.url, "aipp") == (200, "")
+    x = np.arange(24, dtype=np.uint8).reshape(1, 6, 4, 1)
+    np.testing.assert_array_equal(infer(server.process.grpc_url, "aipp", {"x": x})["y"], x + 1)
+
+
+def test_without_aclmdlGetInputDimsV2_a_static_aipp_input_fails_the_load_naming_it(
+    npu_triton: StartServer, npu_repo: Path, npu_build: BackendBuild
+) -> None:
+    aipp_model(npu_repo)
+    affine_model(npu_repo, "plain")
+    server = npu_triton(npu_repo, models=[], build=variant(npu_build, "no_dims_v2"))
+    status, error = load(server.url, "aipp")
+    assert "aclmdlGetInputDimsV2 (models with static-AIPP inputs off)" in server.log()  # said at open
+    assert status == 400, error
+    assert ("input 'x': aclmdlGetInputDims describes it as [1,4,4,3] UINT8 (48 bytes), but "
+            "aclmdlGetInputSizeByIndex says 24 bytes: a static-AIPP input (YUV420SP, YUV422SP, ...) is "
+            "described by its real layout only through aclmdlGetInputDimsV2") in error
+    assert load(server.url, "plain") == (200, "")  # other models are not affected

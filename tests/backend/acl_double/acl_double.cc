@@ -550,10 +550,23 @@ aclmdlGetInputDims(const aclmdlDesc* desc, size_t i, aclmdlIODims* dims)
   if (i >= desc->spec.inputs.size()) {
     if (IoView{desc->spec}.IsDynamicInput(i)) {
       return FillDims(
-          acl_double::TensorSpec{ACL_DYNAMIC_TENSOR_NAME, ACL_INT64, {1}}, dims);
+          acl_double::TensorSpec{ACL_DYNAMIC_TENSOR_NAME, ACL_INT64, {1}, {}}, dims);
     }
     return Fail(ACL_ERROR_INVALID_PARAM, "input index out of range");
   }
+  const acl_double::TensorSpec& t = desc->spec.inputs[i];
+  if (t.image_dims.empty()) return FillDims(t, dims);
+  // CANN: for a static-AIPP input, the dims of the input image (for YUV420SP
+  // n,h,w,c), which need not multiply out to aclmdlGetInputSizeByIndex.
+  return FillDims(acl_double::TensorSpec{t.name, t.dtype, t.image_dims, {}}, dims);
+}
+
+// CANN: dims whose product is aclmdlGetInputSizeByIndex's (for YUV420SP
+// n,h*1.5,w,1): here the input's declared (real) layout.
+aclError
+aclmdlGetInputDimsV2(const aclmdlDesc* desc, size_t i, aclmdlIODims* dims)
+{
+  if (i >= desc->spec.inputs.size()) return aclmdlGetInputDims(desc, i, dims);
   return FillDims(desc->spec.inputs[i], dims);
 }
 

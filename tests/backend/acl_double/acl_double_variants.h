@@ -25,6 +25,9 @@
 //                                                      CANN 9.0): a timed-out stream is
 //                                                      destroyed with
 //                                                      aclrtDestroyStreamForce
+//   no_dims_v2     aclmdlGetInputDimsV2                a runtime without it: a
+//   static-AIPP
+//                                                      input fails the load naming it
 //   no_stream_stop aclrtStreamAbort,                   a CANN before 7.0: nothing stops
 //                  aclrtDestroyStreamForce             a hung stream (aclrtDestroyStream
 //                                                      would wait forever)
@@ -39,5 +42,6 @@
   X(no_host_path, "aclrtMallocHost aclrtFreeHost aclrtSynchronizeStreamWithTimeout") \
   X(no_shape_gears, "aclmdlSetInputDynamicDims aclmdlSetDynamicHWSize aclmdlGetCurOutputDims") \
   X(no_stream_abort, "aclrtStreamAbort")                                    \
+  X(no_dims_v2, "aclmdlGetInputDimsV2")                                      \
   X(no_stream_stop, "aclrtStreamAbort aclrtDestroyStreamForce")
 // clang-format on

@@ -397,6 +397,13 @@ ParseLine(const std::vector<std::string>& w, ModelSpec* spec, std::string* error
     spec->outputs_at_largest_gear = true;
     return true;
   }
+  if (key == "aipp_image_dims" && w.size() == 3) {
+    for (TensorSpec& t : spec->inputs) {
+      if (t.name == w[1]) return ParseDims(w[2], &t.image_dims);
+    }
+    *error = "aipp_image_dims names '" + w[1] + "', not an input declared above";
+    return false;
+  }
   if (key == "fail_load" && w.size() == 1) {
     spec->fail_load = true;
     return true;

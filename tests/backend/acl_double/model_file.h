@@ -28,6 +28,12 @@
 //                                            (default ACL_ERROR_RT_AICORE_OVER_FLOW)
 //                                            at the next synchronize, as CANN's
 //                                            runtime does; the stream goes on
+//   aipp_image_dims x 1,4,4,3                x is a static-AIPP input (e.g. YUV420SP,
+//                                            declared with its real layout 1,6,4,1):
+//                                            aclmdlGetInputDims reports these image
+//                                            dims, which do not multiply out to its
+//                                            size; aclmdlGetInputDimsV2 reports the
+//                                            real layout (CANN's table for static AIPP)
 //   fail_load                                aclmdlLoadFromFile fails
 //   weight_bytes 1048576                     device memory the weights take
 //   outputs_at_largest_gear                  aclmdlGetOutputDims reports the
@@ -47,6 +53,9 @@ struct TensorSpec {
   std::string name;
   aclDataType dtype = ACL_FLOAT;
   std::vector<int64_t> dims;
+  // Static AIPP (aipp_image_dims): what aclmdlGetInputDims reports, the image's
+  // dims; `dims` are the real layout (aclmdlGetInputDimsV2, sizes).
+  std::vector<int64_t> image_dims;
 };
 
 struct OutputSpec : TensorSpec {
