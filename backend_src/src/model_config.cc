@@ -407,6 +407,23 @@ ParseModelConfig(const JsonValue& config, ModelConfigSpec* spec, bool require_io
   return require_io ? CheckTensorsDeclared(*spec) : nullptr;
 }
 
+// A TensorFlow frozen graph: the public GE backend parses it with GE's
+// TensorFlow parser; npu_ge's ge_graph engine parses ONNX only.
+static TRITONSERVER_Error*
+TensorFlowModelError(bool have_ge_graph)
+{
+  return NPU_GE_ERROR(
+      UNSUPPORTED,
+      "the version directory holds the TensorFlow model model.pb and no model.om or "
+      "*.onnx; npu_ge serves .om models"
+          << (have_ge_graph
+                  ? " and ONNX models (engine ge_graph parses ONNX only)"
+                  : " (and ONNX models in the image built with the CANN toolkit)")
+          << ": convert it with ATC (atc --framework=3 --model=model.pb ...) to "
+             "model.om, "
+             "or export it to ONNX");
+}
+
 TRITONSERVER_Error*
 ResolveModelFile(
     const std::vector<std::string>& files, bool have_ge_graph, ModelConfigSpec* spec,
@@ -440,6 +457,11 @@ ResolveModelFile(
               " and no model.om, and neither 'engine' nor default_model_filename "
               "is set: using engine 'ge_graph'";
     }
+    // The public GE backend falls back from ONNX to a TensorFlow model.pb.
+    if (onnx.empty() && holds("model.pb")) return TensorFlowModelError(have_ge_graph);
+  }
+  if (spec->model_filename_set && EndsWith(spec->model_filename, ".pb")) {
+    return TensorFlowModelError(have_ge_graph);
   }
   if (spec->engine != EngineKind::kGeGraph || have_ge_graph) return nullptr;
   static const char* kWhatToDo =

@@ -78,6 +78,12 @@ FAILS = {
     "device_id_bad": (lambda repo, n: write_model(repo, n, TENSORS + param("DEVICE_ID", "npu0"), OM),
                       "parameter 'DEVICE_ID': expected a comma-separated list of device ids like '0,1', "
                       "got 'npu0'"),
+    # the public backend falls back from ONNX to a TensorFlow model.pb; npu_ge names the conversion
+    "tensorflow_pb": (lambda repo, n: onnx_model(repo, n, filename="model.pb"),
+                      "model 'tensorflow_pb' version 1: the version directory holds the TensorFlow model "
+                      "model.pb and no model.om or *.onnx; npu_ge serves .om models (and ONNX models in the "
+                      "image built with the CANN toolkit): convert it with ATC (atc --framework=3 "
+                      "--model=model.pb ...) to model.om, or export it to ONNX"),
     "two_onnx": (lambda repo, n: [onnx_model(repo, n, filename=f) for f in ("a.onnx", "b.onnx")],
                  "the version directory holds no model.om or model.onnx but 2 ONNX files (a.onnx, b.onnx): "
                  "set default_model_filename to the one to serve"),

@@ -399,3 +399,23 @@ TEST(BackendConfig, TakesThePublicGeBackendsGlobalSessionAndGraphScopes)
       "--backend-config=npu_ge,global.ge.exec.precision_mode=allow_fp32_to_fp16: GE "
       "global option ge.exec.precision_mode is also set to 'force_fp16'; give it once");
 }
+
+TEST(ResolveModelFile, ATensorFlowModelIsRefusedNamingTheConversion)
+{
+  for (bool have_ge_graph : {false, true}) {
+    ModelConfigSpec spec;
+    std::string note;
+    const std::string error =
+        Message(ResolveModelFile(Holds({"model.pb"}), have_ge_graph, &spec, &note));
+    EXPECT_NE(
+        error.find("the version directory holds the TensorFlow model model.pb"),
+        std::string::npos)
+        << error;
+    EXPECT_NE(error.find("atc --framework=3"), std::string::npos) << error;
+  }
+  ModelConfigSpec with_om;  // a model.om beside it is served as before
+  std::string note;
+  EXPECT_EQ(
+      Message(ResolveModelFile(Holds({"model.om", "model.pb"}), false, &with_om, &note)),
+      "");
+}
