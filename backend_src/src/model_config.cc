@@ -407,6 +407,19 @@ ParseModelConfig(const JsonValue& config, ModelConfigSpec* spec, bool require_io
   return require_io ? CheckTensorsDeclared(*spec) : nullptr;
 }
 
+bool
+HoldsModelFile(const std::vector<std::string>& files, const ModelConfigSpec& spec)
+{
+  for (const std::string& f : files) {
+    if (f == spec.model_filename) return true;
+    if (!spec.engine_set && !spec.model_filename_set &&
+        (EndsWith(f, ".onnx") || f == "model.pb")) {
+      return true;
+    }
+  }
+  return false;
+}
+
 // A TensorFlow frozen graph: the public GE backend parses it with GE's
 // TensorFlow parser; npu_ge's ge_graph engine parses ONNX only.
 static TRITONSERVER_Error*

@@ -76,6 +76,11 @@ TRITONSERVER_Error* CheckTensorsDeclared(const ModelConfigSpec& spec);
 // older GE backend's repositories expect: model.om -> acl_om; else model.onnx,
 // or the only *.onnx file -> ge_graph (said in 'note'). Refuses ge_graph in a
 // build without it ('have_ge_graph'), naming what the user wrote and what to do.
+// Whether `files` (one directory's) hold something ResolveModelFile would
+// serve: the configured model file, or (with neither 'engine' nor
+// default_model_filename set) any *.onnx or model.pb.
+bool HoldsModelFile(const std::vector<std::string>& files, const ModelConfigSpec& spec);
+
 TRITONSERVER_Error* ResolveModelFile(
     const std::vector<std::string>& files, bool have_ge_graph, ModelConfigSpec* spec,
     std::string* note);

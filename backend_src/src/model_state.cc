@@ -68,11 +68,25 @@ ModelState::Create(TRITONBACKEND_Model* model, std::unique_ptr<ModelState>* stat
   TRITONBACKEND_ArtifactType artifact;
   const char* location = nullptr;
   NPU_GE_RETURN_IF_ERROR(TRITONBACKEND_ModelRepository(model, &artifact, &location));
-  const std::string version_dir =
-      std::string(location) + "/" + std::to_string(s->version_) + "/";
+  const std::string model_dir = std::string(location) + "/";
+  std::string version_dir = model_dir + std::to_string(s->version_) + "/";
+  std::vector<std::string> files = RegularFiles(version_dir);
+  if (!HoldsModelFile(files, s->spec_)) {
+    // The public GE backend searches the whole model directory for its file;
+    // npu_ge looks one level up, beside config.pbtxt, and says so.
+    std::vector<std::string> outer = RegularFiles(model_dir);
+    if (HoldsModelFile(outer, s->spec_)) {
+      NPU_GE_LOG(
+          WARN, "model '" << s->name_ << "': the version directory " << version_dir
+                          << " holds no model file; using the model directory "
+                          << model_dir << " (as the public GE backend does)");
+      version_dir = model_dir;
+      files = std::move(outer);
+    }
+  }
   std::string note;
   NPU_GE_RETURN_IF_ERROR(WrapError(
-      ResolveModelFile(RegularFiles(version_dir), kHaveGeGraph, &s->spec_, &note),
+      ResolveModelFile(files, kHaveGeGraph, &s->spec_, &note),
       "model '" + s->name_ + "' version " + std::to_string(s->version_)));
   if (!note.empty()) NPU_GE_LOG(INFO, "model '" << s->name_ << "': " << note);
   const bool complete = auto_complete && ConfigNeedsAutoComplete(config);

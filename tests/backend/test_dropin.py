@@ -145,6 +145,18 @@ def test_backend_config_ge_options_warn_in_a_build_without_ge_graph(
             "does not read (ignored): npu_ge takes the batch shape from the model itself") in log
 
 
+def test_a_model_file_beside_config_pbtxt_is_found_as_the_public_backend_finds_it(
+    npu_shared: SharedNpuServer
+) -> None:
+    # the public GE backend searches the whole model directory; npu_ge looks beside config.pbtxt
+    model_dir = write_model(npu_shared.repo, "outside", TENSORS, OM)
+    (model_dir / "1" / "model.om").rename(model_dir / "model.om")  # 1/ stays, empty
+    assert load(npu_shared.url, "outside") == (200, "")
+    assert_serves(npu_shared.grpc_url, "outside")
+    assert (f"model 'outside': the version directory {model_dir}/1/ holds no model file; using the model "
+            f"directory {model_dir}/ (as the public GE backend does)") in npu_shared.log()
+
+
 def test_public_ge_backend_config_scopes_warn_and_load_in_a_build_without_ge_graph(
     npu_triton: StartServer, npu_repo: Path
 ) -> None:

@@ -419,3 +419,17 @@ TEST(ResolveModelFile, ATensorFlowModelIsRefusedNamingTheConversion)
       Message(ResolveModelFile(Holds({"model.om", "model.pb"}), false, &with_om, &note)),
       "");
 }
+
+TEST(ResolveModelFile, HoldsModelFileSaysWhetherADirectoryHasSomethingToServe)
+{
+  ModelConfigSpec plain;  // default_model_filename model.om, engine unset
+  EXPECT_TRUE(HoldsModelFile({"model.om"}, plain));
+  EXPECT_TRUE(HoldsModelFile({"net.onnx"}, plain));
+  EXPECT_TRUE(HoldsModelFile({"model.pb"}, plain));  // refused later, naming the fix
+  EXPECT_FALSE(HoldsModelFile({"config.pbtxt", "labels.txt"}, plain));
+  ModelConfigSpec named;
+  named.model_filename = "resnet.om";
+  named.model_filename_set = true;
+  EXPECT_FALSE(HoldsModelFile({"net.onnx", "model.om"}, named));
+  EXPECT_TRUE(HoldsModelFile({"resnet.om"}, named));
+}
