@@ -422,7 +422,8 @@ TEST(ResolveModelFile, ATensorFlowModelIsRefusedNamingTheConversion)
 
 TEST(ResolveModelFile, HoldsModelFileSaysWhetherADirectoryHasSomethingToServe)
 {
-  ModelConfigSpec plain;  // default_model_filename model.om, engine unset
+  ModelConfigSpec plain;  // as ParseModelConfig leaves a config without either key
+  plain.model_filename = "model.om";
   EXPECT_TRUE(HoldsModelFile({"model.om"}, plain));
   EXPECT_TRUE(HoldsModelFile({"net.onnx"}, plain));
   EXPECT_TRUE(HoldsModelFile({"model.pb"}, plain));  // refused later, naming the fix
