@@ -2,10 +2,9 @@
 safely (validated, reloaded, rolled back if Triton rejects it) and roll back to any revision.
 
 The text area holds the one edited text; the knobs are a view of it and write back into it
-(geadmin.repository.knobs); apply and rollback are geadmin.ops.apply. Before either, the
-loaded ensembles that run the model are named (geadmin.diagnose.impact); a change that takes
-one down, and every rollback, asks for confirmation; afterwards what else changed state is
-listed."""
+(geadmin.repository.knobs); apply and rollback are geadmin.ops.apply. Before either, the ensembles
+that run the model are named (geadmin.diagnose.impact); a change that takes one down, and every
+rollback, asks for confirmation; afterwards what else changed state is listed."""
 
 from __future__ import annotations
 
@@ -156,8 +155,7 @@ def knobs_form(text: str) -> None:
     except ConfigParseError:
         st.caption("Fix the parse error to use the knobs.")
         return
-    error = st.session_state.pop(keys.EDITOR_KNOB_ERROR, None)
-    if error:
+    if error := st.session_state.pop(keys.EDITOR_KNOB_ERROR, None):
         st.error(error, icon=":material/error:")
     prefix = f"{keys.EDITOR_KNOB_PREFIX}{revisions.sha256_of(text.encode())[:12]}."  # new widgets per text
     with st.form(keys.EDITOR_KNOB_FORM, border=True):
@@ -173,6 +171,8 @@ def knobs_form(text: str) -> None:
         if knobs.device_ids is not None:
             st.text_input("device_ids (npu_ge)", value=knobs.device_ids, key=prefix + "devices",
                           help="NPUs for the instances, e.g. 0,1; instance i runs on device_ids[i % n]")
+        st.text_input("versions served", value=knobs.versions or "", key=prefix + "versions",
+                      help="version_policy: all, latest N, or versions such as 1, 2; empty: the latest")
         st.form_submit_button("Write knobs into the text", on_click=_write_knobs, args=(prefix, knobs))
 
 
@@ -184,7 +184,8 @@ def _write_knobs(prefix: str, shown: Knobs) -> None:
                       int(state[prefix + "delay"]),
                       parse_sizes(state[prefix + "sizes"]),
                       int(state[prefix + "count"]) if shown.instance_count is not None else None,
-                      state.get(prefix + "devices") if shown.device_ids is not None else None)
+                      state.get(prefix + "devices") if shown.device_ids is not None else None,
+                      state.get(prefix + "versions", shown.versions))
         result = with_knobs(state[keys.EDITOR_TEXT], knobs)
     except GeAdminError as exc:
         state[keys.EDITOR_KNOB_ERROR] = f"The knobs were not written: {exc}"
@@ -274,8 +275,7 @@ def apply_now(target: Target, opened: Opened, text: str, load: bool, smoke: bool
 
 
 def predicted(target: Target, model: str, action: str, text: str) -> impact.Impact | None:
-    """What applying `text` as `model`'s config does to the ensembles that run it (None: it
-    does not parse, the findings say why)."""
+    """What applying `text` does to the ensembles that run `model` (None: it does not parse)."""
     try:
         new = parse_pbtxt(text)
     except ConfigParseError:

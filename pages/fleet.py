@@ -52,7 +52,8 @@ def show_status(status: FleetStatus) -> None:
     else:
         st.error(headline, icon=":material/error:")
     for title, lines in (("Sources", status.discovery.problems), ("Down", status.down()),
-                         ("Skew", status.skew()), ("Outliers", status.outliers())):
+                         ("Failed", status.failed()), ("Skew", status.skew()),
+                         ("Outliers", status.outliers())):
         if lines:
             st.markdown(f"**{title}**\n" + "\n".join(f"- {line}" for line in lines))
     if status.models:
@@ -76,12 +77,14 @@ def rollout_form(found: Discovery, status: FleetStatus) -> None:
         return
     st.subheader("Roll out a change")
     with st.form(keys.FLEET_FORM):
-        action_col, model_col, wave_col, gate_col = st.columns([1, 2, 1, 1])
+        action_col, model_col, wave_col, gate_col, slack_col = st.columns([1, 2, 1, 1, 1])
         change = Change(action_col.selectbox("Change", [c.value for c in Change], key=keys.FLEET_CHANGE))
         model = model_col.selectbox("Model", status.models, key=keys.FLEET_MODEL)
         wave = wave_col.number_input("Wave size", min_value=1, max_value=max(1, len(found.members)), value=1)
         requests = gate_col.number_input("Gate requests", min_value=0, max_value=100, value=3,
                                          help="smoke requests per server before and after its wave")
+        slack = slack_col.number_input("Latency slack (ms)", min_value=0, max_value=600_000, value=200,
+                                       help="the gate requests' median may take twice its time before + this")
         repository = st.text_input("Shared repository (apply)", key=keys.FLEET_REPOSITORY,
                                    help="the model repository every server reads, as mounted here; empty: "
                                    "each server's own (repository = ... in its [[server]])")
@@ -98,10 +101,11 @@ def rollout_form(found: Discovery, status: FleetStatus) -> None:
     try:
         auth = access.auth_for(Action(change.value), model=model, server=found.fleet.name)
 
+        gate = GateSettings(requests=int(requests), latency_slack_ms=float(slack))
+
         def work(control: Control, say: Callable[[str], None]) -> RolloutResult:
             new = text.encode() if change is Change.APPLY else None
-            return rollout(members, change, model, new_config=new,
-                           wave_size=int(wave), gate=GateSettings(requests=int(requests)), auth=auth,
+            return rollout(members, change, model, new_config=new, wave_size=int(wave), gate=gate, auth=auth,
                            fleet=found.fleet.name, progress=say, control=control)
 
         what = f"{change.value} {model} on {len(members)} server(s)"

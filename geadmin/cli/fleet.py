@@ -3,6 +3,7 @@
     geadmin fleet status [--fleet NAME | --source SRC ...] [--json]
     geadmin fleet load|unload|reload MODEL [--wave-size N] [gate flags]
     geadmin fleet apply MODEL FILE [--repository DIR] [--wave-size N] [gate flags]
+    geadmin fleet version MODEL VERSION [--repository DIR] [--wave-size N] [gate flags]
 
 Sources: servers (the configured servers), dns:HOST:PORT, prometheus:URL?job=JOB,
 kubernetes:NAMESPACE?selector=LABELS. Fleets are named in the servers file ([[fleet]]
@@ -24,6 +25,7 @@ from geadmin.fleet.gate import GateSettings
 from geadmin.fleet.members import ASCEND, NODE
 from geadmin.fleet.rollout import Change, rollout
 from geadmin.fleet.status import POLL_TIMEOUT_S, FleetStatus, poll
+from geadmin.fleet.versions import roll_version
 
 EXIT_OK = 0
 EXIT_FAILED = 1  # a rollout stopped at a gate (and put the servers back)
@@ -45,7 +47,7 @@ def run_status(args: argparse.Namespace) -> int:
     print(json.dumps(status.to_json(), indent=2) if args.json else render(status))
     if not status.servers or not status.answering:
         return EXIT_NONE
-    return EXIT_DEGRADED if status.down() or status.skew() else EXIT_OK
+    return EXIT_DEGRADED if status.down() or status.failed() or status.skew() else EXIT_OK
 
 
 def render(status: FleetStatus) -> str:
@@ -58,6 +60,9 @@ def render(status: FleetStatus) -> str:
     if status.down():
         lines.append(f"DOWN ({len(status.down())}):")
         lines += [f"  {line}" for line in status.down()]
+    if status.failed():
+        lines.append(f"FAILED ({len(status.failed())}):")
+        lines += [f"  {line}" for line in status.failed()]
     if status.skew():
         lines.append(f"SKEW ({len(status.skew())}):")
         lines += [f"  {line}" for line in status.skew()]
@@ -80,10 +85,11 @@ def _cell(cell: tuple[str, str] | None) -> str:
 
 
 def run_change(args: argparse.Namespace) -> int:
-    change = Change(args.fleet_command)
+    version = args.fleet_command == "version"
+    change = Change.APPLY if version else Change(args.fleet_command)
     try:
         data = None
-        if change is Change.APPLY:
+        if change is Change.APPLY and not version:
             try:
                 data = sys.stdin.buffer.read() if args.file == "-" else Path(args.file).read_bytes()
             except OSError as exc:
@@ -94,9 +100,13 @@ def run_change(args: argparse.Namespace) -> int:
         gate = GateSettings(requests=args.gate_requests, latency_margin=args.latency_margin,
                             latency_slack_ms=args.latency_slack_ms, error_margin=args.error_margin)
         say = (lambda _: None) if args.json else (lambda line: print(line, file=sys.stderr, flush=True))
-        result = rollout(found.members, change, args.model, new_config=data, wave_size=args.wave_size,
-                         gate=gate, auth=guard.os_user(), fleet=found.fleet.name, progress=say,
-                         timeout_s=args.timeout, validate=getattr(args, "validate", True))
+        common = {"wave_size": args.wave_size, "gate": gate, "auth": guard.os_user(),
+                  "fleet": found.fleet.name, "progress": say, "timeout_s": args.timeout,
+                  "validate": getattr(args, "validate", True)}
+        if version:
+            result = roll_version(found.members, args.model, args.version, **common)
+        else:
+            result = rollout(found.members, change, args.model, new_config=data, **common)
     except ConfigInvalidError as exc:
         print(f"error: {exc}", file=sys.stderr)
         print("\n".join(f"  {f}" for f in exc.findings), file=sys.stderr)
@@ -127,10 +137,11 @@ def _add_rollout_args(parser: argparse.ArgumentParser) -> None:
     _add_target_args(parser)
     parser.add_argument("--wave-size", type=int, default=1, metavar="N", help="servers changed at once (1)")
     parser.add_argument("--gate-requests", type=int, default=3, metavar="N",
-                        help="smoke requests per server before and after its wave (3; 0: READY only)")
+                        help="smoke requests per server before and after its wave, after one warm-up "
+                        "(3; 0: READY only)")
     parser.add_argument("--latency-margin", type=float, default=1.0, metavar="F",
-                        help="the slowest gate request may take (1+F) x before ... (1.0)")
-    parser.add_argument("--latency-slack-ms", type=float, default=100.0, metavar="MS", help="... + MS (100)")
+                        help="the gate requests' median may take (1+F) x before ... (1.0)")
+    parser.add_argument("--latency-slack-ms", type=float, default=200.0, metavar="MS", help="... + MS (200)")
     parser.add_argument("--error-margin", type=float, default=0.0, metavar="F",
                         help="failed share of the gate requests allowed over before's (0)")
     parser.add_argument("--timeout", type=float, default=60.0, metavar="S",
@@ -142,8 +153,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     actions = parser.add_subparsers(dest="fleet_command", required=True, metavar="ACTION")
     status = actions.add_parser("status", help="the model x server matrix, skew, servers down, outliers",
-                                description="Exit codes: 0 the same everywhere; 4 a server down or a model "
-                                "skewed; 3 no server found or none answers; 2 bad usage.")
+                                description="Exit codes: 0 the same everywhere; 4 a server down, a model "
+                                "failed or skewed; 3 no server found or none answers; 2 bad usage.")
     _add_target_args(status)
     status.add_argument("--timeout", type=float, default=POLL_TIMEOUT_S, metavar="S",
                         help=f"per server ({POLL_TIMEOUT_S:g}): a slower one is reported, never waited for")
@@ -166,3 +177,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                        help="apply even when `geadmin config validate` finds errors (Triton still checks it)")
     _add_rollout_args(apply)
     apply.set_defaults(func=run_change)
+    version = actions.add_parser("version", help="serve a new model version everywhere without a gap: load "
+                                 "it beside the old in waves (gated), then retire the old in waves")
+    version.add_argument("model", metavar="MODEL")
+    version.add_argument("version", metavar="VERSION", type=int,
+                         help="its directory MODEL/VERSION/ must be in every repository")
+    version.add_argument("--repository", default=None, metavar="DIR",
+                         help="the model repository every server reads (a shared volume), as mounted here")
+    _add_rollout_args(version)
+    version.set_defaults(func=run_change)

@@ -1,15 +1,17 @@
 """The health gate a rollout passes after each wave (geadmin.fleet.rollout).
 
-Before the rollout, each server that serves the model answers `requests` smoke requests (the
-model's saved probe input, else zeros: geadmin.ops.probe); after its wave, the same requests
-again. A server passes when the model is READY there, its failed share of the requests is no
-worse than before (+ `error_margin`), and the slowest request is no slower than before by more
+Before the rollout, each server that serves the model answers one warm-up request and then
+`requests` smoke requests (the model's saved probe input, else zeros: geadmin.ops.probe);
+after its wave, the same again (a reloaded model's first request pays for its warm-up). A
+server passes when the model is READY there, its failed share of the requests is no worse
+than before (+ `error_margin`), and their median latency is no slower than before by more
 than `latency_margin` (a fraction) + `latency_slack_ms`. For an unload: the model is gone, and
 every other model READY before is READY still (an ensemble that ran it is not taken down).
 """
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,9 +26,9 @@ READY = "READY"
 
 @dataclass(frozen=True)
 class GateSettings:
-    requests: int = 3  # smoke requests per server and check; 0: READY only
-    latency_margin: float = 1.0  # the slowest may take (1 + margin) x before ...
-    latency_slack_ms: float = 100.0  # ... + this much: one reload warms caches, a busy host jitters
+    requests: int = 3  # smoke requests per server and check (after one warm-up); 0: READY only
+    latency_margin: float = 1.0  # the median may take (1 + margin) x before ...
+    latency_slack_ms: float = 200.0  # ... + this much: a busy host jitters
     error_margin: float = 0.0  # failed share of the gate's requests over before's
 
     def __post_init__(self) -> None:
@@ -40,12 +42,27 @@ class GateSettings:
 class Measured:
     failed: int
     sent: int
-    slowest_ms: float | None
+    median_ms: float | None
     first_error: str = ""
 
     @property
     def failed_share(self) -> float:
         return self.failed / self.sent if self.sent else 0.0
+
+
+def compare(before: Measured | None, after: Measured, settings: GateSettings) -> str:
+    """Why `after` fails the gate against `before` (None: the model served nowhere before), or ""."""
+    allowed = (before.failed_share if before else 0.0) + settings.error_margin
+    if after.failed_share > allowed:
+        return (f"{after.failed} of {after.sent} smoke requests failed "
+                f"(before: {before.failed if before else 0} of {before.sent if before else 0}): "
+                f"{after.first_error}")
+    if before and before.median_ms is not None and after.median_ms is not None:
+        limit = before.median_ms * (1 + settings.latency_margin) + settings.latency_slack_ms
+        if after.median_ms > limit:
+            return (f"smoke requests take {after.median_ms:.0f} ms (median), before "
+                    f"{before.median_ms:.0f} ms (allowed {limit:.0f} ms)")
+    return ""
 
 
 class Gate:
@@ -76,19 +93,7 @@ class Gate:
             return f"{self.model} is not READY after the change"
         if self.settings.requests == 0:
             return ""
-        after = self._measure(client)
-        before = self.before.get(name)
-        allowed = (before.failed_share if before else 0.0) + self.settings.error_margin
-        if after.failed_share > allowed:
-            return (f"{after.failed} of {after.sent} smoke requests failed "
-                    f"(before: {before.failed if before else 0} of {before.sent if before else 0}): "
-                    f"{after.first_error}")
-        if before and before.slowest_ms is not None and after.slowest_ms is not None:
-            limit = before.slowest_ms * (1 + self.settings.latency_margin) + self.settings.latency_slack_ms
-            if after.slowest_ms > limit:
-                return (f"the slowest smoke request took {after.slowest_ms:.0f} ms, before "
-                        f"{before.slowest_ms:.0f} ms (allowed {limit:.0f} ms)")
-        return ""
+        return compare(self.before.get(name), self._measure(client), self.settings)
 
     def lost(self, name: str) -> list[str]:
         """The other models READY on `name` before the rollout that are not READY now."""
@@ -107,15 +112,17 @@ class Gate:
         return ""
 
     def _measure(self, client: TritonClient) -> Measured:
-        failed, slowest, first_error = 0, None, ""
+        smoke_request(client, self.model, sources=self.sources)  # warm-up: not counted
+        failed, latencies, first_error = 0, [], ""
         for _ in range(self.settings.requests):
             result = smoke_request(client, self.model, sources=self.sources)
             if not result.ok:
                 failed += 1
                 first_error = first_error or result.reason.splitlines()[0]
             elif result.latency_ms is not None:
-                slowest = max(slowest or 0.0, result.latency_ms)
-        return Measured(failed, self.settings.requests, slowest, first_error)
+                latencies.append(result.latency_ms)
+        median = statistics.median(latencies) if latencies else None
+        return Measured(failed, self.settings.requests, median, first_error)
 
     @staticmethod
     def _ready(client: TritonClient) -> set[str]:

@@ -18,7 +18,8 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
-from geadmin.diagnose.health import ServerSnapshot, take_snapshot
+from geadmin.diagnose.health import ServerSnapshot, is_idle, take_snapshot
+from geadmin.domain import ModelEntry, ModelState
 from geadmin.errors import TelemetryError
 from geadmin.fleet.discovery import Discovery
 from geadmin.fleet.members import ASCEND, NODE, READY, Member
@@ -80,17 +81,21 @@ class ServerView:
             return f"{self.snapshot.status} (Triton says it is not ready)"
         return ""
 
-    def cell(self, model: str) -> tuple[str, str] | None:
-        """(state, version) of `model` here: the serving version when one is READY."""
+    def entry(self, model: str) -> ModelEntry | None:
+        """`model`'s row here: the serving version when one is READY, else the newest."""
         if self.snapshot is None:
             return None
         entries = [m for m in self.snapshot.models if m.name == model]
         if not entries:
             return None
-        ready = [m for m in entries if m.state.value == "READY"]
-        chosen = max(ready or entries, key=lambda m: (m.version.isdigit(), int(m.version or 0)
-                                                       if m.version.isdigit() else 0))
-        return chosen.state.value, chosen.version
+        ready = [m for m in entries if m.state is ModelState.READY]
+        return max(ready or entries, key=lambda m: (m.version.isdigit(), int(m.version or 0)
+                                                    if m.version.isdigit() else 0))
+
+    def cell(self, model: str) -> tuple[str, str] | None:
+        """(state, version) of `model` here."""
+        entry = self.entry(model)
+        return (entry.state.value, entry.version) if entry else None
 
 
 @dataclass(frozen=True)
@@ -130,6 +135,20 @@ class FleetStatus:
             lines.append(line)
         return lines
 
+    def failed(self) -> list[str]:
+        """One line per model that failed (not unloaded on purpose) on some server, even where
+        it fails the same everywhere: "npu_resnet: failed on 3 of 3: <Triton's reason>"."""
+        lines = []
+        servers = self.answering
+        for model in self.models:
+            failures = [(s.name, e) for s in servers if (e := s.entry(model)) is not None
+                        and e.state is ModelState.UNAVAILABLE and not is_idle(e)]
+            if failures:
+                reason = failures[0][1].reason.splitlines()[0] if failures[0][1].reason else "no reason given"
+                where = "" if len(failures) == len(servers) else f" ({', '.join(n for n, _ in failures)})"
+                lines.append(f"{model}: failed on {len(failures)} of {len(servers)}{where}: {reason}")
+        return lines
+
     def outliers(self) -> list[str]:
         lines = []
         for model in self.models:
@@ -146,13 +165,13 @@ class FleetStatus:
 
     def headline(self) -> str:
         total, down, skew, odd = len(self.servers), self.down(), self.skew(), self.outliers()
-        problems = self.discovery.problems
+        failed, problems = self.failed(), self.discovery.problems
         if not total:
             return "FLEET EMPTY: no server found" + (f" ({problems[0]})" if problems else "")
-        if down or skew:
-            first = (down or skew)[0]
+        if down or failed or skew:
+            first = (down or failed or skew)[0]
             return (f"FLEET DEGRADED: {len(self.answering)} of {total} servers serving; "
-                    f"{len(skew)} model(s) skewed — first: {first}")
+                    f"{len(failed)} model(s) failed, {len(skew)} skewed — first: {first}")
         if odd or problems:
             return f"FLEET OK, with warnings: {(odd or problems)[0]}"
         counts = f"{_count(total, 'server')}, {_count(len(self.models), 'model')}"
@@ -170,7 +189,7 @@ class FleetStatus:
                         for s in self.servers],
             "matrix": {model: {s.name: _cell_json(s.cell(model)) for s in self.servers}
                        for model in self.models},
-            "skew": self.skew(), "down": self.down(), "outliers": self.outliers(),
+            "skew": self.skew(), "failed": self.failed(), "down": self.down(), "outliers": self.outliers(),
             "by_node": self.groups(NODE), "by_ascend": self.groups(ASCEND),
         }
 

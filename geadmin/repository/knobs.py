@@ -28,6 +28,7 @@ class Knobs:
     preferred_batch_sizes: tuple[int, ...]
     instance_count: int | None  # None: several instance groups, edit the text
     device_ids: str | None  # None: not an npu_ge model; "" : the parameter is not set
+    versions: str | None = None  # version_policy as policy_text writes it; None: leave it as it is
 
 
 def read_knobs(config: model_config_pb2.ModelConfig) -> Knobs:
@@ -44,7 +45,37 @@ def read_knobs(config: model_config_pb2.ModelConfig) -> Knobs:
         preferred_batch_sizes=tuple(batching.preferred_batch_size),
         instance_count=groups[0].count if len(groups) == 1 else (1 if not groups else None),
         device_ids=device_ids,
+        versions=policy_text(config),
     )
+
+
+def policy_text(config: model_config_pb2.ModelConfig) -> str:
+    """The version policy in one line: "" (Triton's default: the latest version), "all",
+    "latest N", or the specific versions "1, 2"."""
+    policy = config.version_policy
+    which = policy.WhichOneof("policy_choice")
+    if which == "all":
+        return "all"
+    if which == "latest":
+        return f"latest {policy.latest.num_versions}"
+    return ", ".join(str(v) for v in policy.specific.versions) if which == "specific" else ""
+
+
+def set_policy(config: model_config_pb2.ModelConfig, text: str) -> None:
+    """The inverse of policy_text; RepositoryError naming the forms for anything else."""
+    words = text.replace(",", " ").lower().split()
+    config.ClearField("version_policy")
+    if not words:
+        return
+    if words == ["all"]:
+        config.version_policy.all.SetInParent()
+    elif words[0] == "latest" and len(words) == 2 and words[1].isdigit() and int(words[1]) > 0:
+        config.version_policy.latest.num_versions = int(words[1])
+    elif all(w.isdigit() and int(w) > 0 for w in words):
+        config.version_policy.specific.versions.extend(sorted({int(w) for w in words}))
+    else:
+        raise RepositoryError(f"version policy {text!r}: use all, latest N, or versions such as 1, 2 "
+                              "(empty: Triton's default, the latest version)")
 
 
 def with_knobs(text: str, knobs: Knobs, source: str = CONFIG_FILE) -> Rewrite:
@@ -65,6 +96,8 @@ def with_knobs(text: str, knobs: Knobs, source: str = CONFIG_FILE) -> Rewrite:
         group.count = knobs.instance_count
     if knobs.device_ids is not None:
         _set_device_ids(config, knobs.device_ids.strip())
+    if knobs.versions is not None:
+        set_policy(config, knobs.versions)
     return rewrite(text, config)
 
 

@@ -13,6 +13,7 @@ the classic builder takes about 8 minutes where BuildKit takes 2).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -32,6 +33,7 @@ from typing import Any, TypeVar
 import pytest
 
 from geadmin.stack.compose import ComposeDriver
+from geadmin.stack.processes import free_ports
 from geadmin.stack.workspace import SAMPLE_REPOSITORY
 from tests.support.deploy import ROOT, TEST_BASE_IMAGE
 
@@ -44,6 +46,7 @@ SAMPLES = {"digits_classifier", "digits_pipeline", "digits_postprocess", "digits
            "text_normalize"}
 NPU_MODEL = "npu_resnet"
 HEALTHY_TIMEOUT_S = 240
+REPLICAS = 3  # `--scale triton=3`: each triton port is published as a range of this many
 HEALTHY = {"triton": "healthy", "dashboard": "healthy", "sampler": "healthy"}
 T = TypeVar("T")
 
@@ -69,10 +72,19 @@ def wait_for(what: str, probe: Callable[[], T | None], timeout_s: float,
     raise AssertionError(f"timed out after {timeout_s:.0f}s waiting for {what}\n{diagnose()}")
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+def free_run(count: int) -> int:
+    """The first of `count` consecutive free ports (triton publishes a range per container port,
+    so `--scale triton=3` gives each replica its own host port)."""
+    for _ in range(200):
+        first = free_ports(1)[0]
+        with contextlib.ExitStack() as held:
+            try:
+                for port in range(first, first + count):
+                    held.enter_context(socket.socket()).bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return first
+    raise AssertionError(f"no {count} consecutive free ports")
 
 
 def build_command() -> tuple[list[str], dict[str, str]]:
@@ -141,9 +153,14 @@ class Stack:
         return run(["docker-compose", "-p", self.project, "--env-file", str(self.env_file),
                     "-f", str(COMPOSE_FILE), *args], timeout_s=timeout_s, check=check)
 
+    def triton_port(self, container_port: int) -> int:
+        """The host port Docker gave the (one) triton container's `container_port`, from the range."""
+        published = run(["docker", "port", self.container("triton"), f"{container_port}/tcp"]).stdout
+        return int(published.split()[0].rsplit(":", 1)[1])
+
     @property
     def triton(self) -> str:
-        return f"http://127.0.0.1:{self.ports['TRITON_HTTP_PORT']}"
+        return f"http://127.0.0.1:{self.triton_port(8000)}"
 
     @property
     def dashboard(self) -> str:
@@ -166,6 +183,14 @@ class Stack:
             service = item["Config"]["Labels"]["com.docker.compose.service"]
             found[service] = state.get("Health", {}).get("Status") or state["Status"]
         return found
+
+    def healthy_replicas(self, service: str) -> int:
+        ids = run(["docker", "ps", "-q", "--filter", f"label=com.docker.compose.project={self.project}",
+                   "--filter", f"label=com.docker.compose.service={service}"]).stdout.split()
+        if not ids:
+            return 0
+        states = [item["State"] for item in json.loads(run(["docker", "inspect", *ids]).stdout)]
+        return sum(1 for state in states if state.get("Health", {}).get("Status") == "healthy")
 
     def all_healthy(self) -> bool:
         return self.health() == HEALTHY
@@ -220,14 +245,16 @@ def stack(docker_engine: None) -> Iterator[Stack]:
     for path in [repository, *repository.rglob("*")]:
         os.chown(path, 1000, 1000)  # the dashboard edits the repository as uid 1000
     project = f"geadmintest{uuid.uuid4().hex[:10]}"
-    ports = {name: free_port() for name in ("TRITON_HTTP_PORT", "TRITON_GRPC_PORT",
-                                            "TRITON_METRICS_PORT", "DASHBOARD_PORT")}
+    ranges = {name: free_run(REPLICAS) for name in ("TRITON_HTTP_PORT", "TRITON_GRPC_PORT",
+                                                     "TRITON_METRICS_PORT")}
+    ports = {**ranges, "DASHBOARD_PORT": free_ports(1)[0]}
     key = secrets.token_urlsafe(24)
     env_file = workdir / "env"
     settings = {"TRITON_ADMIN_KEY": key, "COMPOSE_PROJECT_NAME": project, "MODEL_REPOSITORY": str(repository),
                 "GEADMIN_IMAGE_REPO": IMAGE_REPO, "GEADMIN_IMAGE_TAG": IMAGE_TAG,
                 "BASE_IMAGE": TEST_BASE_IMAGE, "PUBLISH_ADDRESS": "127.0.0.1", "TRITON_SHM_SIZE": "256m",
-                **{name: str(port) for name, port in ports.items()}}
+                **{name: f"{port}-{port + REPLICAS - 1}" for name, port in ranges.items()},
+                "DASHBOARD_PORT": str(ports["DASHBOARD_PORT"])}
     env_file.write_text("".join(f"{name}={value}\n" for name, value in settings.items()))
     result = Stack(project, key, ports, repository, env_file, timings)
     try:
@@ -366,7 +393,7 @@ def test_triton_log_is_on_the_shared_volume_and_in_docker_logs(stack: Stack) -> 
 
 
 def test_metrics_have_summary_latencies(stack: Stack) -> None:
-    with urllib.request.urlopen(f"http://127.0.0.1:{stack.ports['TRITON_METRICS_PORT']}/metrics",
+    with urllib.request.urlopen(f"http://127.0.0.1:{stack.triton_port(8002)}/metrics",
                                 timeout=10) as response:
         text = response.read().decode()
     summaries = [line for line in text.splitlines() if line.startswith("nv_inference_request_summary_us{")]
@@ -391,6 +418,44 @@ def test_compose_driver_lists_restarts_and_tails_the_real_containers(stack: Stac
     lines = driver.logs("triton", tail=200)
     assert any("load-models: 5 of 6 loaded" in line for line in lines), lines[-20:]
     assert len(driver.logs("triton", tail=5)) <= 5
+
+
+def fleet_cli(stack: Stack, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    """`geadmin fleet ...` in the dashboard container: its fleet is GEADMIN_FLEET=dns:triton:8000."""
+    return subprocess.run(["docker", "exec", "-i", stack.container("dashboard"), "geadmin", "fleet", *args,
+                           *([] if args[0] == "status" else ["--latency-slack-ms", "10000"])],
+                          input=stdin, capture_output=True, text=True, timeout=300, check=False)
+
+
+def test_scaled_to_three_the_dashboard_finds_each_replica_by_dns_and_rolls_out_across_them(
+    stack: Stack
+) -> None:
+    stack.compose("up", "-d", "--no-build", "--scale", f"triton={REPLICAS}", timeout_s=600)
+    wait_for("three healthy triton replicas", lambda: stack.healthy_replicas("triton") == REPLICAS,
+             HEALTHY_TIMEOUT_S, stack.diagnose)
+
+    def fleet_settled() -> dict[str, Any] | None:
+        done = fleet_cli(stack, "status", "--json")
+        document = json.loads(done.stdout) if done.stdout.startswith("{") else None
+        if document is None or len(document["servers"]) != REPLICAS or document["skew"]:
+            return None
+        return document
+
+    document = wait_for("every replica serving the samples", fleet_settled, HEALTHY_TIMEOUT_S, stack.diagnose)
+    assert all(s["source"] == "dns:triton:8000" and not s["problem"] for s in document["servers"]), document
+    assert {c["state"] for c in document["matrix"]["text_normalize"].values()} == {"READY"}
+    # npu_ge cannot load on this CPU-only image: failed on every replica, so never "OK"
+    assert document["failed"] and document["failed"][0].startswith(f"{NPU_MODEL}: failed on 3 of 3: ")
+    reload = fleet_cli(stack, "reload", "text_normalize", "--wave-size", "2")
+    assert reload.returncode == 0, reload.stdout + reload.stderr
+    assert reload.stdout.startswith("ROLLOUT DONE: reload text_normalize on 3 server(s) in 2 wave(s)")
+    path = stack.repository / "digits_classifier" / "config.pbtxt"
+    new = path.read_text().replace("max_queue_delay_microseconds: 1000", "max_queue_delay_microseconds: 2000")
+    assert new != path.read_text()
+    apply = fleet_cli(stack, "apply", "digits_classifier", "-", stdin=new)
+    assert apply.returncode == 0, apply.stdout + apply.stderr
+    assert apply.stdout.startswith("ROLLOUT DONE: apply digits_classifier on 3 server(s) in 3 wave(s)")
+    assert path.read_text() == new  # the shared repository, written once
 
 
 def test_down_leaves_no_container_network_or_volume(stack: Stack) -> None:

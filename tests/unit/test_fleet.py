@@ -23,7 +23,7 @@ from geadmin.fleet.discovery import (
     fleet_named,
     fleets,
 )
-from geadmin.fleet.gate import GateSettings
+from geadmin.fleet.gate import GateSettings, Measured, compare
 from geadmin.fleet.members import Member
 from geadmin.fleet.status import Figures, FleetStatus, ServerView, _stand_out
 from geadmin.triton.servers import ServerSpec
@@ -120,7 +120,19 @@ def test_skew_says_how_many_serve_which_version_and_where_it_is_not_ready() -> N
     views.append(ServerView(member("t4", "http://t4:8000"), down))
     status = fleet_of(*views)
     assert status.skew() == ["m: READY on 4 of 5; v3 on 3, v2 on 1; not READY on t4"]
-    assert status.headline().startswith("FLEET DEGRADED: 5 of 5 servers serving; 1 model(s) skewed")
+    assert status.headline().startswith("FLEET DEGRADED: 5 of 5 servers serving; 1 model(s) failed, 1 skewed")
+
+
+def test_a_model_that_failed_everywhere_is_no_skew_but_never_ok() -> None:
+    failed = ModelEntry("npu", "1", ModelState.UNAVAILABLE, "cannot load libascendcl.so\nmore")
+    unloaded = ModelEntry("old", "1", ModelState.UNAVAILABLE, "unloaded")
+    views = [ServerView(member(n, f"http://{n}:8000"),
+                        ServerSnapshot(n, f"http://{n}:8000", "http", datetime.now(timezone.utc), live=True,
+                                       ready=True, models=(failed, unloaded))) for n in ("a", "b")]
+    status = fleet_of(*views)
+    assert status.skew() == [] and status.failed() == ["npu: failed on 2 of 2: cannot load libascendcl.so"]
+    assert status.headline() == ("FLEET DEGRADED: 2 of 2 servers serving; 1 model(s) failed, 0 skewed — "
+                                 "first: npu: failed on 2 of 2: cannot load libascendcl.so")
 
 
 def test_a_server_that_did_not_answer_by_the_deadline_is_down_not_skew() -> None:
@@ -178,3 +190,15 @@ def test_discovered_members_get_the_fleets_key_configured_servers_keep_their_own
     key.write_text("")
     with pytest.raises(ConfigError, match=r"admin_key_file .* is empty"):
         fleets()
+
+
+def test_the_gate_compares_failures_and_median_latency_with_before() -> None:
+    settings = GateSettings(latency_margin=1.0, latency_slack_ms=50.0)
+    before = Measured(0, 3, 20.0)
+    assert compare(before, Measured(0, 3, 89.0), settings) == ""  # 20 x 2 + 50 = 90 allowed
+    assert compare(before, Measured(0, 3, 91.0), settings) == (
+        "smoke requests take 91 ms (median), before 20 ms (allowed 90 ms)")
+    assert compare(before, Measured(1, 3, 20.0, "boom"), settings) == (
+        "1 of 3 smoke requests failed (before: 0 of 3): boom")
+    assert compare(Measured(1, 3, 20.0), Measured(1, 3, 20.0, "boom"), settings) == ""  # no worse
+    assert compare(None, Measured(0, 3, 500.0), settings) == ""  # nothing to compare with

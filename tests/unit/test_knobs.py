@@ -5,7 +5,15 @@ from __future__ import annotations
 import pytest
 
 from geadmin.errors import ConfigParseError, RepositoryError
-from geadmin.repository.knobs import Knobs, compare_with_live, parse_sizes, read_knobs, with_knobs
+from geadmin.repository.knobs import (
+    Knobs,
+    compare_with_live,
+    parse_sizes,
+    policy_text,
+    read_knobs,
+    set_policy,
+    with_knobs,
+)
 from geadmin.repository.modelconfig import parse_pbtxt
 
 PYTHON = """# digits: keep this comment
@@ -27,11 +35,11 @@ parameters { key: "DEVICE_ID" value: { string_value: "0" } }  # old spelling, ke
 
 def test_reads_the_knobs_of_a_python_model() -> None:
     knobs = read_knobs(parse_pbtxt(PYTHON))
-    assert knobs == Knobs(32, True, 1000, (8, 16), 1, None)
+    assert knobs == Knobs(32, True, 1000, (8, 16), 1, None, "")
 
 
 def test_changing_knobs_edits_the_text_in_place_and_keeps_every_comment() -> None:
-    knobs = Knobs(16, True, 500, (4, 8), 2, None)
+    knobs = Knobs(16, True, 500, (4, 8), 2, None, "")
     result = with_knobs(PYTHON, knobs)
     assert result.in_place and result.lost_comments == ()
     assert "# digits: keep this comment" in result.text and "# the model's largest batch" in result.text
@@ -87,3 +95,24 @@ def test_live_comparison_ignores_triton_defaults_and_names_real_differences() ->
     assert compare_with_live(PYTHON, live).same
     live.max_batch_size = 4
     assert compare_with_live(PYTHON, live).differing == ("max_batch_size",)
+
+
+@pytest.mark.parametrize("text, shown", [("", ""), ("all", "all"), ("latest 2", "latest 2"),
+                                         ("2, 1", "1, 2"), ("3", "3"), ("1 1 2", "1, 2")])
+def test_the_version_policy_reads_and_writes_as_one_line(text: str, shown: str) -> None:
+    config = parse_pbtxt(PYTHON)
+    set_policy(config, text)
+    assert policy_text(config) == shown
+    written = with_knobs(PYTHON, Knobs(32, True, 1000, (8, 16), 1, None, text))
+    assert policy_text(parse_pbtxt(written.text)) == shown and "# digits: keep this comment" in written.text
+
+
+@pytest.mark.parametrize("text", ["latest", "latest 0", "newest", "1, x", "0"])
+def test_a_version_policy_that_is_none_of_the_forms_is_refused_with_them(text: str) -> None:
+    with pytest.raises(RepositoryError, match="use all, latest N, or versions such as 1, 2"):
+        set_policy(parse_pbtxt(PYTHON), text)
+
+
+def test_knobs_without_versions_leave_the_policy_as_it_is() -> None:
+    text = PYTHON + "version_policy { specific { versions: [ 1, 3 ] } }\n"
+    assert policy_text(parse_pbtxt(with_knobs(text, Knobs(8, False, 0, (), 1, None)).text)) == "1, 3"
