@@ -198,6 +198,28 @@ class GeGraphInstance : public EngineInstance {
   std::vector<std::vector<uint8_t>> in_, out_;
 };
 
+// GE compiles the graph for the shapes npu_ge gives it (ge.inputShape), so a
+// symbolic ONNX dim the config gives a value is compiled with that value:
+// ONNX x [bs, seq] with max_batch_size 0 and config [1, 128], or with
+// max_batch_size 8 and config [128] (the batch is set apart). Dims the config
+// leaves -1 stay -1 and the binding refuses them.
+void
+FixDimsFromConfig(
+    const std::vector<TensorConfig>& cfgs, bool batched,
+    std::vector<ModelTensorDesc>* list)
+{
+  for (ModelTensorDesc& t : *list) {
+    for (const TensorConfig& cfg : cfgs) {
+      if (cfg.name != t.name) continue;
+      const size_t skip = batched ? 1 : 0;  // the batch dim is not in the config
+      if (t.dims.size() != cfg.dims.size() + skip) continue;  // the binding says why
+      for (size_t d = 0; d < cfg.dims.size(); ++d) {
+        if (t.dims[d + skip] < 0 && cfg.dims[d] >= 0) t.dims[d + skip] = cfg.dims[d];
+      }
+    }
+  }
+}
+
 // The compiled shapes: ONNX dims with a dynamic batch set to the rows the
 // graph is compiled for.
 std::vector<GeTensorSpec>
@@ -226,6 +248,8 @@ class GeGraphEngine : public Engine {
         }
       }
     }
+    FixDimsFromConfig(spec_.inputs, spec_.max_batch_size > 0, &io.inputs);
+    FixDimsFromConfig(spec_.outputs, spec_.max_batch_size > 0, &io.outputs);
     NPU_GE_RETURN_IF_ERROR(BindConfigToModel(spec_, io, spec_.model_filename, &binding_));
     io_.inputs = CompiledSpecs(io.inputs);
     io_.outputs = CompiledSpecs(io.outputs);

@@ -315,6 +315,11 @@ def test_ge_backend_config_scopes_reach_ge_and_ge_is_finalized_before_acl_and_in
     affine_model(npu_repo, "om")  # an .om model too: the backend's ACL runtime is open
     real_onnx_model(npu_repo, "shape_same", param("graph.ge.inputShape", "x: 8, 4"))
     real_onnx_model(npu_repo, "shape_other", param("graph.ge.inputShape", "x:1,4"))
+    # ONNX x [batch, 4] with max_batch_size 0 and the config [1, 4]: compiled for [1, 4]
+    fixed = write_model(npu_repo, "fixed_batch", 'max_batch_size: 0\n'
+                        'input [{ name: "x", data_type: TYPE_FP32, dims: [1, 4] }]\n'
+                        'output [{ name: "y", data_type: TYPE_FP32, dims: [1, 4] }]\n', None)
+    (fixed / "1" / "model.onnx").write_bytes(onnx_bytes(["x"], ["y"]))
     ge_file = tmp_path / "ge" / "ge_double_state.json"
     server = npu_triton(npu_repo, models=[], build=ge_double_build, name="ge",
                         env={"NPU_GE_GE_DOUBLE_STATE_FILE": str(ge_file)}, extra_args=[
@@ -326,9 +331,12 @@ def test_ge_backend_config_scopes_reach_ge_and_ge_is_finalized_before_acl_and_in
     assert status == 400
     assert ("parameter 'graph.ge.inputShape' is 'x:1,4', but npu_ge compiles the graph for 'x:8,4' "
             "(max_batch_size rows of each config input's dims) and sizes its buffers for it") in error
+    assert load(server.url, "fixed_batch") == (200, "")
+    x = np.arange(4, dtype=np.float32).reshape(1, 4)
+    np.testing.assert_array_equal(infer(server.process.grpc_url, "fixed_batch", {"x": x})["y"], 2 * x + 1)
     ge = ge_state(tmp_path / "ge")
     assert ge["initialize"] == [{"ge.exec.precision_mode": "force_fp16", "ge.graphRunMode": "0"}]
-    assert all(s["ge.exec.precision_mode_v2"] == "fp16" for s in ge["sessions"]) and len(ge["sessions"]) == 2
+    assert all(s["ge.exec.precision_mode_v2"] == "fp16" for s in ge["sessions"]) and len(ge["sessions"]) == 3
     assert ge["finalized"] == 0
     server.process.stop(timeout_s=60)  # models unload, then TRITONBACKEND_Finalize
     ge = ge_state(tmp_path / "ge")

@@ -370,3 +370,29 @@ TEST(GeGraphEngine, BackendConfigSessionAndGraphOptionsReachEveryModelUnderItsOw
       "--backend-config=npu_ge,graph.ge.inputShape is 'x:1,2', but npu_ge compiles the "
       "graph for");
 }
+
+// The public backend's repositories: ONNX x [bs, 2] with max_batch_size 0 and the
+// config [3, 2]; GE compiles what npu_ge gives it, so the config's value is used.
+TEST(GeGraphEngine, AConfigGivesSymbolicOnnxDimsTheirCompiledValue)
+{
+  Fixture f;
+  ModelConfigSpec spec = Spec();
+  spec.max_batch_size = 0;
+  spec.inputs = {{"x", TRITONSERVER_TYPE_FP32, {3, 2}}};
+  spec.outputs = {
+      {"b", TRITONSERVER_TYPE_INT64, {3, 1}}, {"a", TRITONSERVER_TYPE_FP32, {3, 2}}};
+  std::unique_ptr<Engine> engine;
+  ASSERT_EQ(Message(CreateGeGraphEngine(f.ge, spec, f.path, &engine)), "");
+  std::unique_ptr<EngineInstance> inst;
+  ASSERT_EQ(Message(engine->CreateInstance(0, &inst)), "");
+  EXPECT_EQ(f.port->io.inputs[0].dims, (std::vector<int64_t>{3, 2}));
+  EXPECT_EQ(f.port->io.outputs[1].dims, (std::vector<int64_t>{3, 1}));
+  EXPECT_EQ(f.port->graph.at("ge.inputShape"), "x:3,2");
+
+  ModelConfigSpec open = spec;  // a -1 the config leaves open is still refused
+  open.inputs = {{"x", TRITONSERVER_TYPE_FP32, {-1, 2}}};
+  EXPECT_NE(
+      Message(CreateGeGraphEngine(f.ge, open, f.path, &engine))
+          .find("only a dynamic batch dimension is supported"),
+      std::string::npos);
+}
