@@ -469,6 +469,15 @@ ModelInstanceState::Finish(std::vector<Slot>& slots, uint64_t exec_start_ns) noe
   const uint64_t exec_end_ns = NowNs();
   for (Slot& slot : slots) {
     if (slot.request == nullptr) continue;  // taken by an execution (Job)
+    // Statistics first: a client that reads /stats right after its response
+    // then sees its request counted (Triton updates them synchronously).
+    const bool ok = slot.error == nullptr;
+    const uint64_t cs = ok ? slot.compute_start_ns : exec_start_ns;
+    const uint64_t ce = ok ? slot.compute_end_ns : exec_start_ns;
+    LogAndDelete(
+        TRITONBACKEND_ModelInstanceReportStatistics(
+            instance_, slot.request, ok, exec_start_ns, cs, ce, exec_end_ns),
+        "cannot report request statistics");
     if (slot.response != nullptr) {
       LogAndDelete(
           TRITONBACKEND_ResponseSend(
@@ -480,13 +489,6 @@ ModelInstanceState::Finish(std::vector<Slot>& slots, uint64_t exec_start_ns) noe
           ERROR, log_prefix_ << ": cannot answer a request: "
                              << TRITONSERVER_ErrorMessage(slot.error));
     }
-    const bool ok = slot.error == nullptr;
-    const uint64_t cs = ok ? slot.compute_start_ns : exec_start_ns;
-    const uint64_t ce = ok ? slot.compute_end_ns : exec_start_ns;
-    LogAndDelete(
-        TRITONBACKEND_ModelInstanceReportStatistics(
-            instance_, slot.request, ok, exec_start_ns, cs, ce, exec_end_ns),
-        "cannot report request statistics");
     if (slot.error != nullptr) {
       TRITONSERVER_ErrorDelete(slot.error);
       slot.error = nullptr;
