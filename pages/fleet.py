@@ -124,9 +124,12 @@ def watch(fleet: str) -> None:
     if run.running:
         pause_col, abort_col = st.columns(2)
         paused = run.control.paused.is_set()
-        if pause_col.button("Resume" if paused else "Pause", key=keys.FLEET_PAUSE):
+        permitted, why_not = access.allowed(Action.RELOAD)  # an operator's, like the rollout
+        if pause_col.button("Resume" if paused else "Pause", key=keys.FLEET_PAUSE, disabled=not permitted,
+                            help=why_not or None):
             (run.control.paused.clear if paused else run.control.paused.set)()
-        if abort_col.button("Abort", key=keys.FLEET_ABORT, type="primary"):
+        if abort_col.button("Abort", key=keys.FLEET_ABORT, type="primary", disabled=not permitted,
+                            help=why_not or None):
             run.control.aborted.set()
     if run.error:
         st.error(f"Refused: {run.error}", icon=":material/error:")

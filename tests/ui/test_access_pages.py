@@ -184,6 +184,7 @@ PAGES: dict[str, Callable[[AppTest], None] | None] = {
     "playground.py": None,
     "load_test.py": None,
     "tune.py": None,
+    "fleet.py": None,
     "settings.py": None,
 }
 
