@@ -77,9 +77,18 @@ class ServerView:
         if not self.snapshot.reachable:
             error = self.snapshot.error.splitlines()[0] if self.snapshot.error else "no answer"
             return f"unreachable: {error}"
-        if not self.snapshot.ready:
-            return f"{self.snapshot.status} (Triton says it is not ready)"
+        serving = any(m.state is ModelState.READY for m in self.snapshot.models)
+        if not self.snapshot.ready and not serving:
+            return f"{self.snapshot.status} (Triton says it is not ready, and no model is READY)"
         return ""
+
+    @property
+    def not_ready_but_serving(self) -> bool:
+        """Live, models READY, yet /v2/health/ready false: strict readiness (a model that failed
+        to load makes the whole server not ready, FACTS.md). A load balancer that probes
+        readiness sends it nothing; its failed models are in FleetStatus.failed."""
+        snap = self.snapshot
+        return snap is not None and snap.live and not snap.ready and not self.problem
 
     def entry(self, model: str) -> ModelEntry | None:
         """`model`'s row here: the serving version when one is READY, else the newest."""
@@ -147,6 +156,9 @@ class FleetStatus:
                 reason = failures[0][1].reason.splitlines()[0] if failures[0][1].reason else "no reason given"
                 where = "" if len(failures) == len(servers) else f" ({', '.join(n for n, _ in failures)})"
                 lines.append(f"{model}: failed on {len(failures)} of {len(servers)}{where}: {reason}")
+        unready = [s.name for s in servers if s.not_ready_but_serving]
+        if unready and lines:  # strict readiness: a readiness probe sends these servers nothing
+            lines[-1] += f" (Triton's readiness is false on {', '.join(unready)})"
         return lines
 
     def outliers(self) -> list[str]:
@@ -185,6 +197,7 @@ class FleetStatus:
                          "notes": list(f.notes)} for f in self.discovery.found],
             "servers": [{"name": s.name, "url": s.member.url, "source": s.member.source,
                          "labels": dict(s.member.labels), "problem": s.problem,
+                         "ready": bool(s.snapshot and s.snapshot.ready),
                          "metrics_error": s.metrics_error, "took_s": round(s.took_s, 3)}
                         for s in self.servers],
             "matrix": {model: {s.name: _cell_json(s.cell(model)) for s in self.servers}

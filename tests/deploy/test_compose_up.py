@@ -437,7 +437,7 @@ def test_scaled_to_three_the_dashboard_finds_each_replica_by_dns_and_rolls_out_a
     def fleet_settled() -> dict[str, Any] | None:
         done = fleet_cli(stack, "status", "--json")
         document = json.loads(done.stdout) if done.stdout.startswith("{") else None
-        if document is None or len(document["servers"]) != REPLICAS or document["skew"]:
+        if document is None or len(document["servers"]) != REPLICAS or document["skew"] or document["down"]:
             return None
         return document
 

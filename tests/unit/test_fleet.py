@@ -202,3 +202,17 @@ def test_the_gate_compares_failures_and_median_latency_with_before() -> None:
         "1 of 3 smoke requests failed (before: 0 of 3): boom")
     assert compare(Measured(1, 3, 20.0), Measured(1, 3, 20.0, "boom"), settings) == ""  # no worse
     assert compare(None, Measured(0, 3, 500.0), settings) == ""  # nothing to compare with
+
+
+def test_a_server_not_ready_only_by_strict_readiness_serves_and_is_not_down() -> None:
+    failed = ModelEntry("npu", "1", ModelState.UNAVAILABLE, "cannot load libascendcl.so")
+    serving = ModelEntry("m", "1", ModelState.READY, "")
+    strict = ServerSnapshot("a", "http://a:8000", "http", datetime.now(timezone.utc), live=True, ready=False,
+                            models=(failed, serving))
+    idle = ServerSnapshot("b", "http://b:8000", "http", datetime.now(timezone.utc), live=True, ready=False)
+    status = fleet_of(ServerView(member("a", "http://a:8000"), strict),
+                      ServerView(member("b", "http://b:8000"), idle))
+    assert status.down() == [
+        "b (http://b:8000): LIVE, NOT READY (Triton says it is not ready, and no model is READY)"]
+    assert status.failed() == [
+        "npu: failed on 1 of 1: cannot load libascendcl.so (Triton's readiness is false on a)"]
