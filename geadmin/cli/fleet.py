@@ -24,7 +24,7 @@ from geadmin.fleet.discovery import Discovery, discover, fleet_named
 from geadmin.fleet.gate import GateSettings
 from geadmin.fleet.members import ASCEND, NODE
 from geadmin.fleet.rollout import Change, rollout
-from geadmin.fleet.status import POLL_TIMEOUT_S, FleetStatus, poll
+from geadmin.fleet.status import POLL_TIMEOUT_S, FleetStatus, close_clients, poll
 from geadmin.fleet.versions import roll_version
 
 EXIT_OK = 0
@@ -44,6 +44,8 @@ def run_status(args: argparse.Namespace) -> int:
     except GeAdminError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    finally:
+        close_clients()
     print(json.dumps(status.to_json(), indent=2) if args.json else render(status))
     if not status.servers or not status.answering:
         return EXIT_NONE
@@ -55,7 +57,7 @@ def render(status: FleetStatus) -> str:
     lines += [f"  source {p}" for p in status.discovery.problems]
     for label, title in ((NODE, "node"), (ASCEND, "Ascend")):
         groups = status.groups(label)
-        if len(groups) > 1 or "-" not in groups:
+        if groups and set(groups) != {"-"}:  # some source knows it
             lines.append(f"by {title}: " + "; ".join(f"{k}: {', '.join(v)}" for k, v in groups.items()))
     if status.down():
         lines.append(f"DOWN ({len(status.down())}):")

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from geadmin.errors import ConfigError, TritonError
+from geadmin.errors import ConfigError, FleetError, TritonError
 from geadmin.ops.infer import smoke_request
 from geadmin.ops.probe import probe_sources
 from geadmin.triton.client import TritonClient
@@ -74,8 +74,14 @@ class Gate:
         self.ready_before: dict[str, set[str]] = {}
 
     def measure_before(self) -> None:
+        """FleetError naming the server when one does not answer: nothing has changed yet."""
         for name, client in self.clients.items():
-            ready = self._ready(client)
+            try:
+                ready = self._ready(client)
+            except TritonError as exc:
+                raise FleetError(f"{name} does not answer, so the rollout did not start (nothing changed): "
+                                 f"{str(exc).splitlines()[0]}; bring it back, or leave it out of the "
+                                 "fleet") from None
             self.ready_before[name] = ready
             if self.model in ready and not self.unload:
                 self.before[name] = self._measure(client)

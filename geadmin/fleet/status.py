@@ -262,6 +262,17 @@ _clients: dict[tuple[str, str | None, float], TritonClient] = {}
 _clients_lock = threading.Lock()
 
 
+def close_clients() -> None:
+    """For a command about to exit (the dashboard keeps its clients): a client left to the
+    interpreter's shutdown prints gevent's "greenlet is being finalized" traceback, because
+    its worker threads are gone before atexit runs."""
+    with _clients_lock:
+        clients = list(_clients.values())
+        _clients.clear()
+    for client in clients:
+        client.close()
+
+
 def _client(member: Member, timeout_s: float) -> TritonClient:
     """One client per server for the life of the process: a TritonClient's HTTP worker threads
     (each with its own event loop, never freed) are made once, not at every poll of a page."""
