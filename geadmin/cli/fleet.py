@@ -59,18 +59,10 @@ def render(status: FleetStatus) -> str:
         groups = status.groups(label)
         if groups and set(groups) != {"-"}:  # some source knows it
             lines.append(f"by {title}: " + "; ".join(f"{k}: {', '.join(v)}" for k, v in groups.items()))
-    if status.down():
-        lines.append(f"DOWN ({len(status.down())}):")
-        lines += [f"  {line}" for line in status.down()]
-    if status.failed():
-        lines.append(f"FAILED ({len(status.failed())}):")
-        lines += [f"  {line}" for line in status.failed()]
-    if status.skew():
-        lines.append(f"SKEW ({len(status.skew())}):")
-        lines += [f"  {line}" for line in status.skew()]
-    if status.outliers():
-        lines.append(f"OUTLIERS ({len(status.outliers())}):")
-        lines += [f"  {line}" for line in status.outliers()]
+    for title, found in (("DOWN", status.down()), ("FAILED", status.failed()), ("SKEW", status.skew()),
+                         ("OUTLIERS", status.outliers())):
+        if found:
+            lines += [f"{title} ({len(found)}):", *(f"  {line}" for line in found)]
     if status.models:
         header = ["MODEL", *(s.name for s in status.servers)]
         rows = [[model, *(_cell(s.cell(model)) if not s.problem else "?" for s in status.servers)]

@@ -28,7 +28,7 @@ from geadmin.domain import Endpoint
 from geadmin.errors import ConfigError, DiscoverySourceError
 from geadmin.fleet import dns, prometheus_targets
 from geadmin.fleet.members import NODE, Found, Member
-from geadmin.triton.servers import load_servers
+from geadmin.triton.servers import load_servers, read_key_file
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -197,17 +197,6 @@ def _split(raw: str) -> list[str]:
     return sources
 
 
-def _key(path: Path, number: int, key_file: str) -> str:
-    try:
-        key = Path(key_file).expanduser().read_text().strip()
-    except OSError as exc:
-        raise ConfigError(f"{path}: fleet #{number}: cannot read admin_key_file {key_file}: "
-                          f"{exc.strerror or exc}") from None
-    if not key:
-        raise ConfigError(f"{path}: fleet #{number}: admin_key_file {key_file} is empty")
-    return key
-
-
 def _file_fleets(path: Any) -> dict[str, Fleet]:
     try:
         data = tomllib.loads(path.read_text())
@@ -228,5 +217,5 @@ def _file_fleets(path: Any) -> dict[str, Fleet]:
             if value is not None and (not isinstance(value, str) or not value):
                 raise ConfigError(f"{path}: fleet #{number}: {key} must be a path")
         named[name] = Fleet(name, tuple(sources), Path(repository).expanduser() if repository else None,
-                            _key(path, number, key_file) if key_file else None)
+                            read_key_file(f"{path}: fleet #{number}", key_file) if key_file else None)
     return named

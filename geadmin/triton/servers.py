@@ -150,15 +150,20 @@ def _entry_key(path: Path, number: int, entry: dict[str, Any]) -> str | None:
     if key and key_file:
         raise ConfigError(f"{path}: server #{number} has both admin_key and admin_key_file; keep one")
     if key_file:
-        try:
-            text = Path(str(key_file)).expanduser().read_text().strip()
-        except OSError as exc:
-            raise ConfigError(f"{path}: server #{number}: cannot read admin_key_file {key_file}: "
-                              f"{exc.strerror or exc}") from None
-        if not text:
-            raise ConfigError(f"{path}: server #{number}: admin_key_file {key_file} is empty")
-        return text
+        return read_key_file(f"{path}: server #{number}", str(key_file))
     return str(key) if key else None
+
+
+def read_key_file(where: str, key_file: str) -> str:
+    """The admin key in `key_file` (stripped); ConfigError starting with `where` when it
+    cannot be read or is empty (servers file entries, fleet tables)."""
+    try:
+        key = Path(key_file).expanduser().read_text().strip()
+    except OSError as exc:
+        raise ConfigError(f"{where}: cannot read admin_key_file {key_file}: {exc.strerror or exc}") from None
+    if not key:
+        raise ConfigError(f"{where}: admin_key_file {key_file} is empty")
+    return key
 
 
 def _entry_url(path: Path, number: int, entry: dict[str, Any], key: str, transport: Transport) -> str | None:
