@@ -161,10 +161,18 @@ def own_stream(device: Device) -> Device:
 
 
 def in_thread(call: Callable[[], int]) -> tuple[threading.Thread, list[int]]:
-    """Runs an ACL call on a daemon thread (ctypes releases the GIL); its code lands in the list."""
+    """Runs an ACL call on a daemon thread (ctypes releases the GIL); its code lands in the list.
+    Returns once the thread is about to make the call."""
     codes: list[int] = []
-    thread = threading.Thread(target=lambda: codes.append(int(call())), daemon=True)
+    about_to_call = threading.Event()
+
+    def run() -> None:
+        about_to_call.set()
+        codes.append(int(call()))
+
+    thread = threading.Thread(target=run, daemon=True)
     thread.start()
+    assert about_to_call.wait(30)
     return thread, codes
 
 
@@ -192,24 +200,30 @@ def test_destroying_a_stream_waits_for_its_queued_work_as_cann_documents(
     np.testing.assert_array_equal(y, 2 * x + 1)
 
 
-def test_a_hung_stream_blocks_destroy_until_aborted_and_abort_wakes_a_waiting_sync(
-    device: Device, tmp_path: Path
-) -> None:
+def test_a_hung_stream_blocks_sync_and_destroy_until_aborted(device: Device, tmp_path: Path) -> None:
     lib = device.lib
     model = device.load(model_file(tmp_path, "hang_on_value 99"))
-    own = own_stream(device)
-    x, y = np.full(FLOATS, 99, dtype=np.float32), np.zeros(FLOATS, dtype=np.float32)
-    own.run_async(model, x, y)
-    syncing, sync_codes = in_thread(lambda: own.sync())  # waits without a bound
-    destroying, destroy_codes = in_thread(lambda: lib.aclrtDestroyStream(own.stream))
-    time.sleep(1.0)
-    assert syncing.is_alive() and destroying.is_alive()  # a hang holds both for ever...
-    device.ok(lib.aclrtStreamAbort(own.stream))  # ...until the stream is aborted
+    x = np.full(FLOATS, 99, dtype=np.float32)
+    # an unbounded sync waits for ever; aclrtStreamAbort makes it return CANN's abort code
+    waited, y = own_stream(device), np.zeros(FLOATS, dtype=np.float32)
+    waited.run_async(model, x, y)
+    syncing, sync_codes = in_thread(lambda: waited.sync())
+    time.sleep(1.5)  # the thread only had to enter the call
+    assert syncing.is_alive()  # a hang holds it for ever...
+    device.ok(lib.aclrtStreamAbort(waited.stream))  # ...until the stream is aborted
     syncing.join(30)
-    destroying.join(30)
-    assert sync_codes == [ACL_ERROR_RT_STREAM_ABORT]  # CANN: the waiting sync returns this code
-    assert destroy_codes == [ACL_SUCCESS]
+    assert sync_codes == [ACL_ERROR_RT_STREAM_ABORT]
     np.testing.assert_array_equal(y, 0)  # the aborted execution and its copy-out never ran
+    device.ok(lib.aclrtDestroyStream(waited.stream))  # nothing left on it to wait for
+    # CANN: aclrtDestroyStream waits for unfinished tasks, so a hang holds it too
+    destroyed = own_stream(device)
+    destroyed.run_async(model, x, y)
+    destroying, destroy_codes = in_thread(lambda: lib.aclrtDestroyStream(destroyed.stream))
+    time.sleep(1.5)
+    assert destroying.is_alive()
+    device.ok(lib.aclrtStreamAbort(destroyed.stream))
+    destroying.join(30)
+    assert destroy_codes == [ACL_SUCCESS]
     assert lib.aclrtStreamAbort(None) != ACL_SUCCESS  # CANN: NULL is refused
 
 
