@@ -21,6 +21,7 @@ from geadmin.fleet.rollout import Change, Control, RolloutResult, rollout
 from geadmin.fleet.status import FleetStatus, poll
 from pages.ui import access, keys
 from pages.ui.errors import failure_of, show_failure
+from pages.ui.fleet_history_view import fleet_triage
 
 REFRESH_S = 2
 
@@ -39,6 +40,7 @@ def render() -> None:
         show_failure(failure_of(exc), title="Cannot read the fleet")
         return
     show_status(status)
+    fleet_triage()  # with GEADMIN_PROMETHEUS_URL: the fleet's bottlenecks
     rollout_form(found, status)
     watch(found.fleet.name)
 

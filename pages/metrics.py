@@ -21,6 +21,7 @@ from geadmin.telemetry.prometheus import UNSET_HINT
 from geadmin.telemetry.reader import HistoryReader, open_history
 from pages.ui import keys
 from pages.ui.charts import style
+from pages.ui.fleet_history_view import by_server, source_label
 from pages.ui.links import preselect
 from pages.ui.objectives_view import current_objectives, objective_form, objective_lines
 from pages.ui.telemetry import DEFAULT_RANGE, RANGES_MIN, triton_metrics_url
@@ -79,7 +80,7 @@ def pick_source(known: list[Overview]) -> Overview:
             wanted = ""
         st.session_state[keys.METRICS_SOURCE] = wanted if wanted in urls else urls[0]
     if len(urls) > 1:
-        st.selectbox("Sampled server", urls, key=keys.METRICS_SOURCE)
+        st.selectbox("Sampled server", urls, key=keys.METRICS_SOURCE, format_func=source_label)
     return next(o for o in known if o.source == st.session_state[keys.METRICS_SOURCE])
 
 
@@ -127,6 +128,7 @@ def live_charts(source: str, known: Sequence[str], reader: HistoryReader) -> Non
     for i, (name, figure) in enumerate(figures.items()):
         figure.update_layout(uirevision=label)  # a new range resets a zoomed view
         columns[i % 2].plotly_chart(figure, key=f"metrics_chart_{name}_{minutes}")
+    by_server(source, models, since, x_range)  # a fleet source: each server apart
 
 
 def local(moment: datetime) -> datetime:

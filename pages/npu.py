@@ -25,6 +25,7 @@ from geadmin.triton.client import TritonClient
 from pages.ui import keys
 from pages.ui.charts import style
 from pages.ui.context import client_for, selected_target
+from pages.ui.fleet_history_view import node_table
 from pages.ui.telemetry import DEFAULT_RANGE, RANGES_MIN, triton_metrics_url
 
 REFRESH_S = 5
@@ -49,6 +50,7 @@ def render() -> None:
     st.title("NPUs")
     live_npus()
     npu_history()
+    node_table()  # with GEADMIN_PROMETHEUS_URL: which servers and models sit on each node's NPUs
 
 
 @st.fragment(run_every=REFRESH_S)
@@ -91,8 +93,12 @@ def npu_history() -> None:
         if last is not None and last[0].devices:  # charts come once the sampler has samples
             st.caption(NO_HISTORY)
         return  # no NPU source: the line above says how to add one; no chart can come
-    source = url if url in known else known[0]
     st.subheader("Over time")
+    if st.session_state.get(keys.NPU_SOURCE) not in known:
+        st.session_state[keys.NPU_SOURCE] = url if url in known else known[0]
+    if len(known) > 1:  # several nodes (a fleet's Prometheus) or hosts
+        st.selectbox("NPU source", known, key=keys.NPU_SOURCE)
+    source = st.session_state[keys.NPU_SOURCE]
     st.session_state.setdefault(keys.NPU_RANGE, DEFAULT_RANGE)
     label = st.selectbox("Time range", list(RANGES_MIN), key=keys.NPU_RANGE)
     since = history.window_since(RANGES_MIN[label])

@@ -7,22 +7,23 @@ names), and `up`/`down` as the member's readiness."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from urllib.parse import parse_qs, urlsplit
 
 from geadmin.domain import DEFAULT_PORTS
 from geadmin.errors import ConfigError, DiscoverySourceError, PrometheusError
 from geadmin.fleet.members import NAMESPACE, NODE, POD, READY, Found, Member
 from geadmin.telemetry.prometheus import PrometheusHistory
+from geadmin.telemetry.prometheus_fleet import (
+    NAMESPACE_LABELS,
+    NODE_LABELS,
+    POD_LABELS,
+    first_label,
+    server_name,
+)
 from geadmin.triton.servers import ServerSpec
 
 FORM = "prometheus:http://HOST:9090?job=JOB[&http_port=N&grpc_port=N]"
-# Our label -> the target labels that carry it, first found wins.
-LABELS = {
-    NAMESPACE: ("namespace", "kubernetes_namespace"),
-    POD: ("pod", "kubernetes_pod_name", "pod_name"),
-    NODE: ("node", "kubernetes_node", "nodename", "node_name", "host"),
-}
+LABELS = {NAMESPACE: NAMESPACE_LABELS, POD: POD_LABELS, NODE: NODE_LABELS}  # ours -> the target's
 
 
 def discover(target: str, *, timeout_s: float) -> Found:
@@ -44,21 +45,13 @@ def discover(target: str, *, timeout_s: float) -> Found:
     for t in chosen:
         host = urlsplit(t.scrape_url).hostname or ""
         shown = f"[{host}]" if ":" in host else host
-        spec = ServerSpec(name=_name(t.labels, t.instance), url=f"http://{shown}:{ports['http_port']}",
+        spec = ServerSpec(name=server_name(t), url=f"http://{shown}:{ports['http_port']}",
                           grpc_url=f"grpc://{shown}:{ports['grpc_port']}", metrics_url=t.scrape_url)
-        labels = {key: value for key, names in LABELS.items() if (value := _first(t.labels, names))}
+        labels = {key: value for key, names in LABELS.items() if (value := first_label(t.labels, names))}
         labels.setdefault(NODE, host)
         labels[READY] = "true" if t.health == "up" else "false"
         members.append(Member(spec, source, labels))
     return Found(source, tuple(members))
-
-
-def _name(labels: Mapping[str, str], instance: str) -> str:
-    return _first(labels, LABELS[POD]) or instance
-
-
-def _first(labels: Mapping[str, str], names: tuple[str, ...]) -> str:
-    return next((labels[n] for n in names if labels.get(n)), "")
 
 
 def _parse(target: str) -> tuple[str, str, dict[str, int]]:

@@ -99,10 +99,13 @@ class Target:
     last_scrape: datetime | None
     interval_s: float
     labels: Mapping[str, str] = field(default_factory=dict)  # every target label (pod, node, ...)
+    match: str = ""  # more label matchers, e.g. 'model="resnet50"'
 
     @property
     def selector(self) -> str:
-        return f'job="{_escape(self.job)}", instance="{_escape(self.instance)}"'
+        """Its series; a fleet's target (no instance) selects every server of its job."""
+        instance = f', instance="{escape(self.instance)}"' if self.instance else ""
+        return f'job="{escape(self.job)}"{instance}' + (f", {self.match}" if self.match else "")
 
 
 @dataclass(frozen=True)
@@ -135,7 +138,7 @@ class PrometheusHistory:
         """Every target that publishes Triton's model counters, the most recently scraped first."""
         targets = {(t.job, t.instance): t for t in self.targets()}
         models: dict[tuple[str, str], set[str]] = {}
-        for labels, _ in self._instant(f"group by (job, instance, model) "
+        for labels, _ in self.instant(f"group by (job, instance, model) "
                                        f"(last_over_time(nv_inference_count[{MODELS_LOOKBACK}]))"):
             models.setdefault((labels.get("job", ""), labels.get("instance", "")), set()).add(labels["model"])
         found = []
@@ -147,14 +150,15 @@ class PrometheusHistory:
                 if target.health == "down" else ""
             found.append(Overview(target.scrape_url, None, target.last_scrape, tuple(sorted(names)), down))
         epoch = datetime.fromtimestamp(0, timezone.utc)
-        return sorted(found, key=lambda o: o.last_at or epoch, reverse=True)
+        servers = sorted(found, key=lambda o: o.last_at or epoch, reverse=True)
+        return fleet_overviews(list(targets.values()), models) + servers
 
     def model_series(self, source: str, since: datetime, until: datetime | None = None,
                      models: Sequence[str] | None = None) -> list[Series]:
-        target = self._target(source)
-        grid = self._grid(since, until, target.interval_s)
-        values = self._range(_tagged(MODEL_QUERIES, target, grid), grid)
-        reasons = self._range(_fill(FAILURES_BY_REASON, target, grid), grid)
+        target = self.target(source)
+        grid = self.grid(since, until, target.interval_s)
+        values = self.range_query(tagged(MODEL_QUERIES, target, grid), grid)
+        reasons = self.range_query(_fill(FAILURES_BY_REASON, target, grid), grid)
         by_key: dict[tuple[str, str], dict[str, dict[float, float]]] = {}
         for labels, points in values:
             key = (labels.get("model", ""), labels.get("version", ""))
@@ -174,14 +178,14 @@ class PrometheusHistory:
                 for (model, version), columns in sorted(by_key.items())]
 
     def npu_sources(self) -> list[str]:
-        present = {(m.get("job", ""), m.get("instance", "")) for m, _ in self._instant(NPU_PRESENCE)}
+        present = {(m.get("job", ""), m.get("instance", "")) for m, _ in self.instant(NPU_PRESENCE)}
         return [t.scrape_url for t in self.targets() if (t.job, t.instance) in present]
 
     def npu_series(self, source: str, since: datetime, until: datetime | None = None) -> list[Series]:
-        target = self._target(source)
-        grid = self._grid(since, until, target.interval_s)
+        target = self.target(source)
+        grid = self.grid(since, until, target.interval_s)
         by_device: dict[str, dict[str, dict[float, float]]] = {}
-        for labels, points in self._range(_tagged(NPU_QUERIES, target, grid), grid):
+        for labels, points in self.range_query(tagged(NPU_QUERIES, target, grid), grid):
             by_device.setdefault(labels.get("device", ""), {})[labels[VALUE_LABEL]] = points
         return [series_on_grid(f"NPU {device}", columns, NPU_VALUES, grid)
                 for device, columns in sorted(by_device.items(), key=lambda kv: _device_order(kv[0]))]
@@ -199,9 +203,13 @@ class PrometheusHistory:
                                 {str(k): str(v) for k, v in labels.items()}))
         return found
 
-    def _target(self, source: str) -> Target:
+    def target(self, source: str) -> Target:
         """The scrape target named `source`; one Prometheus no longer scrapes but whose series
-        it still holds (sources() lists those too) is found by its instance label."""
+        it still holds (sources() lists those too) is found by its instance label; `fleet:JOB`
+        is every server of the job at once."""
+        job = fleet_job(source)
+        if job is not None:
+            return fleet_target(job, self.targets(), self.label)
         for target in self.targets():
             if target.scrape_url == source:
                 return target
@@ -214,21 +222,21 @@ class PrometheusHistory:
     def _retired(self) -> list[Target]:
         return [Target(f"http://{m.get('instance', '')}/metrics", m.get("job", ""), m.get("instance", ""),
                        "gone", "", None, DEFAULT_SCRAPE_S)
-                for m, _ in self._instant(f"group by (job, instance) "
+                for m, _ in self.instant(f"group by (job, instance) "
                                           f"(last_over_time(nv_inference_count[{MODELS_LOOKBACK}]))")]
 
-    def _grid(self, since: datetime, until: datetime | None, scrape_s: float) -> Grid:
+    def grid(self, since: datetime, until: datetime | None, scrape_s: float) -> Grid:
         end = (until or datetime.now(timezone.utc)).timestamp()
         start = since.timestamp()
         step = max(scrape_s, math.ceil((end - start) / MAX_POINTS))
         start = math.floor(start / step) * step  # aligned: the same steps on every refresh
         return Grid(start, end, step, f"{int(max(step + scrape_s, 4 * scrape_s))}s")
 
-    def _instant(self, query: str) -> list[tuple[dict[str, str], float]]:
+    def instant(self, query: str) -> list[tuple[dict[str, str], float]]:
         data = self._get("/api/v1/query", {"query": query})
         return [(r["metric"], float(r["value"][1])) for r in data.get("result", [])]
 
-    def _range(self, query: str, grid: Grid) -> list[tuple[dict[str, str], dict[float, float]]]:
+    def range_query(self, query: str, grid: Grid) -> list[tuple[dict[str, str], dict[float, float]]]:
         data = self._get("/api/v1/query_range",
                          {"query": query, "start": grid.start, "end": grid.end, "step": grid.step})
         return [(r["metric"], {float(at): float(v) for at, v in r.get("values", [])})
@@ -258,6 +266,42 @@ class PrometheusHistory:
         return data
 
 
+FLEET_PREFIX = "fleet:"  # `fleet:JOB`: every Triton target of a scrape job, read as one source
+
+
+def fleet_job(source: str) -> str | None:
+    return source.removeprefix(FLEET_PREFIX) if source.startswith(FLEET_PREFIX) else None
+
+
+def fleet_overviews(targets: Sequence[Target], models: Mapping[tuple[str, str], set[str]]) -> list[Overview]:
+    """One source per job with two or more servers publishing model counters: rates summed over
+    the servers, averages weighted by their requests, quantiles the worst server's."""
+    by_job: dict[str, list[tuple[str, str]]] = {}
+    for key in models:
+        by_job.setdefault(key[0], []).append(key)
+    found = []
+    for job, keys in sorted(by_job.items()):
+        servers = [t for t in targets if t.job == job]
+        if len(keys) < 2:
+            continue
+        scraped = [t.last_scrape for t in servers if t.last_scrape is not None]
+        down = "" if any(t.health == "up" for t in servers) else \
+            f"Prometheus reports every server of job {job!r} down"
+        found.append(Overview(FLEET_PREFIX + job, None, max(scraped, default=None),
+                              tuple(sorted(set().union(*(models[k] for k in keys)))), down))
+    return found
+
+
+def fleet_target(job: str, targets: Sequence[Target], label: str) -> Target:
+    servers = [t for t in targets if t.job == job]
+    if not servers:
+        raise PrometheusError(f"{label} scrapes no target in job {job!r}: the fleet's servers are gone "
+                              f"from its scrape configuration, or {UNSET_HINT}")
+    return Target(FLEET_PREFIX + job, job, "", "up" if any(t.health == "up" for t in servers) else "down",
+                  "", max((t.last_scrape for t in servers if t.last_scrape), default=None),
+                  max(t.interval_s for t in servers))
+
+
 def _fill(template: str, target: Target, grid: Grid) -> str:
     """The target's selector for `{S` (as in `{S}` and `{S, quantile="0.5"}`), the windows for
     `[W]` and `[STEP]`."""
@@ -265,7 +309,7 @@ def _fill(template: str, target: Target, grid: Grid) -> str:
         .replace("[STEP]", f"[{int(grid.step)}s]")
 
 
-def _tagged(queries: Mapping[str, str], target: Target, grid: Grid) -> str:
+def tagged(queries: Mapping[str, str], target: Target, grid: Grid) -> str:
     """One expression for all `queries`: each result tagged with its name in `geadmin_value`."""
     return " or ".join(f'label_replace({_fill(q, target, grid)}, "{VALUE_LABEL}", "{name}", "", "")'
                        for name, q in queries.items())
@@ -309,7 +353,7 @@ def _finite(value: float | None) -> float | None:
     return value if value is not None and math.isfinite(value) else None
 
 
-def _escape(value: str) -> str:
+def escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"')
 
 

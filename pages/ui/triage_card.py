@@ -73,7 +73,8 @@ def _ensembles(metrics_url: str, models: tuple[str, ...]) -> dict[str, tuple[str
 
 def verdict_line(b: Bottleneck, objective: str = "") -> None:
     via = f" via {b.slow_member}" if b.slow_member else ""
-    st.markdown(f"**{b.model}** v{b.version} :{BADGE[b.verdict]}-badge[{b.verdict.value}{via}] {b.why}")
+    version = f" v{b.version}" if b.version else ""  # a fleet's verdict spans its versions
+    st.markdown(f"**{b.model}**{version} :{BADGE[b.verdict]}-badge[{b.verdict.value}{via}] {b.why}")
     details = [objective] if objective else []
     details += [f"fix: {b.fix}"] if b.fix else []
     if b.note:

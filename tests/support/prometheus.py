@@ -35,7 +35,9 @@ class _Daemon:
 class PrometheusServer(_Daemon):
     def __init__(self, root: Path, metrics_urls: Iterable[str], *, job: str = "triton",
                  more_jobs: Mapping[str, Iterable[str]] | None = None, rules: Path | None = None,
-                 alertmanager: str | None = None) -> None:
+                 alertmanager: str | None = None,
+                 labels: Mapping[str, Mapping[str, str]] | None = None) -> None:
+        """`labels`: static target labels by /metrics URL (a node, a pod), as service discovery gives."""
         binary = shutil.which("prometheus")
         assert binary, "no prometheus binary: `make test` installs Debian's prometheus package " \
                        "(apt-get install prometheus)"
@@ -49,8 +51,12 @@ class PrometheusServer(_Daemon):
         config = (f"global:\n  scrape_interval: {SCRAPE_S}s\n  scrape_timeout: {SCRAPE_S}s\n"
                   f"  evaluation_interval: {SCRAPE_S}s\nscrape_configs:\n")
         for name, urls in jobs.items():
-            targets = ", ".join(repr(urlsplit(u).netloc) for u in urls)
-            config += f"  - job_name: {name}\n    static_configs:\n      - targets: [{targets}]\n"
+            config += f"  - job_name: {name}\n    static_configs:\n"
+            for url in urls:  # one entry per target: each its own labels
+                config += f"      - targets: [{urlsplit(url).netloc!r}]\n"
+                if (labels or {}).get(url):
+                    pairs = ", ".join(f"{k}: {v!r}" for k, v in (labels or {})[url].items())
+                    config += f"        labels: {{{pairs}}}\n"
         if rules is not None:
             config += f"rule_files:\n  - {rules}\n"
         if alertmanager is not None:

@@ -1,0 +1,150 @@
+"""A fleet in Prometheus: the servers of one scrape job side by side, joined to their nodes'
+NPUs, and triaged as one.
+
+A history source `fleet:JOB` (geadmin.telemetry.prometheus lists one per job with two or more
+Triton servers) charts the whole job as one server: rates summed, averages weighted by each
+server's requests, quantiles the worst server's. What this module adds over it:
+
+- `server_series`: one model on each server of a fleet, named by pod (else instance), so the
+  replica that stands out is a line of its own;
+- `node_map`: each node's NPU sources (npu-exporter, or npu_ge's families on a Triton's own
+  page) with the Triton servers on that node and the models they serve, joined on the targets'
+  node label (Kubernetes service discovery's `node` / `kubernetes_node`, or a static label);
+- `fleet_bottlenecks`: the triage card's verdicts over the fleet's last minute.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta, timezone
+from urllib.parse import urlsplit
+
+from geadmin.errors import PrometheusError
+from geadmin.telemetry.bottleneck import Bottleneck, assess, with_traffic
+from geadmin.telemetry.derive import ModelWindow, Quantiles
+from geadmin.telemetry.history import MODEL_VALUES, Series
+from geadmin.telemetry.prometheus import (
+    MODEL_QUERIES,
+    NPU_PRESENCE,
+    VALUE_LABEL,
+    PrometheusHistory,
+    Target,
+    escape,
+    fleet_job,
+    series_on_grid,
+    tagged,
+)
+
+# Our label -> the target labels that carry it, first found wins (Kubernetes SD relabelled
+# the usual ways, or static labels).
+NAMESPACE_LABELS = ("namespace", "kubernetes_namespace")
+POD_LABELS = ("pod", "kubernetes_pod_name", "pod_name")
+NODE_LABELS = ("node", "kubernetes_node", "nodename", "node_name", "host")
+PER_SERVER_QUERIES = {name: q.replace("by (model, version)", "by (model, version, instance)")
+                      for name, q in MODEL_QUERIES.items()}
+MAP_LOOKBACK = "5m"  # a server serves a model when Triton published its counters this recently
+TRIAGE_MINUTES = 1.0
+
+
+@dataclass(frozen=True)
+class NodeRow:
+    """One node: the NPU sources scraped there, the Triton servers on it and what they serve."""
+
+    node: str
+    npu_sources: tuple[str, ...]
+    servers: tuple[str, ...]
+    models: tuple[str, ...]
+
+
+def first_label(labels: Mapping[str, str], names: Sequence[str]) -> str:
+    return next((labels[n] for n in names if labels.get(n)), "")
+
+
+def server_name(target: Target) -> str:
+    return first_label(target.labels, POD_LABELS) or target.instance
+
+
+def node_of(target: Target) -> str:
+    return first_label(target.labels, NODE_LABELS) or urlsplit(target.scrape_url).hostname or target.instance
+
+
+def server_series(history: PrometheusHistory, source: str, model: str, since: datetime,
+                  until: datetime | None = None) -> list[Series]:
+    """`model` on each server of the fleet source, one Series per server (and version, where the
+    servers serve more than one), named by pod, else instance."""
+    job = fleet_job(source)
+    if job is None:
+        raise PrometheusError(f"{source} is one server, not a fleet: per-server lines need a "
+                              "fleet:JOB source")
+    fleet = replace(history.target(source), match=f'model="{escape(model)}"')
+    names = {t.instance: server_name(t) for t in history.targets() if t.job == job}
+    grid = history.grid(since, until, fleet.interval_s)
+    by_key: dict[tuple[str, str], dict[str, dict[float, float]]] = {}
+    for labels, points in history.range_query(tagged(PER_SERVER_QUERIES, fleet, grid), grid):
+        key = (labels.get("instance", ""), labels.get("version", ""))
+        by_key.setdefault(key, {})[labels[VALUE_LABEL]] = points
+    versions = {version for _, version in by_key}
+
+    def name(instance: str, version: str) -> str:
+        return names.get(instance, instance) + (f" v{version}" if len(versions) > 1 else "")
+
+    lines = (series_on_grid(name(*key), columns, MODEL_VALUES, grid) for key, columns in by_key.items())
+    return sorted(lines, key=lambda s: s.name)
+
+
+def node_map(history: PrometheusHistory) -> list[NodeRow]:
+    """Every node with an NPU source or a Triton server, by node name. A node whose NPUs no
+    target reports has no NPU sources; Triton's own page with npu_ge's families counts as one."""
+    targets = {(t.job, t.instance): t for t in history.targets()}
+    npu = {(m.get("job", ""), m.get("instance", "")) for m, _ in history.instant(NPU_PRESENCE)}
+    served: dict[tuple[str, str], set[str]] = {}
+    for labels, _ in history.instant(f"group by (job, instance, model) "
+                                     f"(last_over_time(nv_inference_count[{MAP_LOOKBACK}]))"):
+        served.setdefault((labels.get("job", ""), labels.get("instance", "")), set()).add(labels["model"])
+    rows: dict[str, tuple[set[str], set[str], set[str]]] = {}
+    for key, target in targets.items():
+        if key not in npu and key not in served:
+            continue
+        sources, servers, models = rows.setdefault(node_of(target), (set(), set(), set()))
+        if key in npu:
+            sources.add(target.scrape_url)
+        if key in served:
+            servers.add(server_name(target))
+            models.update(served[key])
+    return [NodeRow(node, tuple(sorted(s)), tuple(sorted(v)), tuple(sorted(m)))
+            for node, (s, v, m) in sorted(rows.items())]
+
+
+def fleet_bottlenecks(history: PrometheusHistory, source: str,
+                      now: datetime | None = None) -> tuple[Bottleneck, ...]:
+    """Each busy model's verdict from the source's latest point (rates over Prometheus's rate
+    window, about the last minute). Without NPU figures per model, infer-dominated is
+    compute-bound; ensembles are triaged as their own stages (the fleet view has no members)."""
+    until = now or datetime.now(timezone.utc)
+    series = history.model_series(source, until - timedelta(minutes=TRIAGE_MINUTES + 1), until)
+    return with_traffic(assess(window) for s in series if (window := latest_window(s)) is not None)
+
+
+def latest_window(s: Series, window_s: float = 60 * TRIAGE_MINUTES) -> ModelWindow | None:
+    """The last point with figures, as the window the bottleneck rules read."""
+    for i in range(len(s.times) - 1, -1, -1):
+        point = {name: s.column(name)[i] for name in MODEL_VALUES}
+        if point["requests_per_s"] is None:
+            continue
+        model, sep, version = s.name.rpartition(" v")  # history names a second version "model v2"
+        if not sep or not version.isdigit():
+            model, version = s.name, ""
+        return ModelWindow(
+            model=model, version=version, window_s=window_s,
+            inferences_per_s=point["inferences_per_s"], requests_per_s=point["requests_per_s"],
+            successes_per_s=None, failures_per_s=point["failures_per_s"],
+            executions_per_s=point["executions_per_s"], avg_batch_size=point["avg_batch_size"],
+            avg_request_ms=point["avg_request_ms"], avg_queue_ms=point["avg_queue_ms"],
+            avg_compute_input_ms=point["avg_compute_input_ms"],
+            avg_compute_infer_ms=point["avg_compute_infer_ms"],
+            avg_compute_output_ms=point["avg_compute_output_ms"],
+            quantiles=(("request", Quantiles(point["p50_ms"], point["p90_ms"], point["p99_ms"])),),
+            failures_by_reason=(), pending_requests=point["pending_requests"],
+            counters_reset=False, first_seen=False)
+    return None

@@ -1,0 +1,61 @@
+"""The pure parts of a fleet read from Prometheus: which jobs are fleets, the selectors, the
+per-server queries, and the triage window taken from a history line."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from geadmin.telemetry.history import MODEL_VALUES, Series
+from geadmin.telemetry.prometheus import MODEL_QUERIES, Target, fleet_job, fleet_overviews, fleet_target
+from geadmin.telemetry.prometheus_fleet import PER_SERVER_QUERIES, latest_window, node_of, server_name
+
+AT = datetime(2026, 12, 5, tzinfo=timezone.utc)
+
+
+def target(job: str, instance: str, health: str = "up", **labels: str) -> Target:
+    return Target(f"http://{instance}/metrics", job, instance, health, "", AT, 15.0, labels)
+
+
+def test_a_job_is_a_fleet_from_two_servers_and_down_only_when_every_server_is() -> None:
+    targets = [target("triton", "a:8002"), target("triton", "b:8002", "down"), target("solo", "c:8002")]
+    models = {("triton", "a:8002"): {"m1"}, ("triton", "b:8002"): {"m2"}, ("solo", "c:8002"): {"m1"}}
+    [fleet] = fleet_overviews(targets, models)
+    assert fleet.source == "fleet:triton" and fleet.models == ("m1", "m2") and fleet.down == ""
+    [down] = fleet_overviews([target("triton", "a:8002", "down"), target("triton", "b:8002", "down")],
+                             {("triton", "a:8002"): {"m1"}, ("triton", "b:8002"): {"m1"}})
+    assert "every server of job 'triton' down" in down.down
+    assert fleet_job("fleet:triton") == "triton" and fleet_job("http://a:8002/metrics") is None
+
+
+def test_a_fleet_selects_its_job_without_an_instance_and_a_model_when_asked() -> None:
+    fleet = fleet_target("tri\"ton", [target("tri\"ton", "a:8002"), target("tri\"ton", "b:8002")], "P")
+    assert fleet.selector == 'job="tri\\"ton"'
+    assert target("triton", "a:8002").selector == 'job="triton", instance="a:8002"'
+    assert Target("s", "j", "", "up", "", None, 1.0, {}, 'model="m"').selector == 'job="j", model="m"'
+
+
+def test_every_per_server_query_keeps_the_instance() -> None:
+    assert PER_SERVER_QUERIES.keys() == MODEL_QUERIES.keys()
+    for query in PER_SERVER_QUERIES.values():
+        assert "by (model, version)" not in query and "by (model, version, instance)" in query
+
+
+def test_servers_are_named_by_pod_and_placed_by_node_label_else_host() -> None:
+    assert server_name(target("t", "10.0.0.5:8002", pod="triton-0")) == "triton-0"
+    assert server_name(target("t", "10.0.0.5:8002")) == "10.0.0.5:8002"
+    assert node_of(target("t", "10.0.0.5:8002", kubernetes_node="ascend-7")) == "ascend-7"
+    assert node_of(target("t", "10.0.0.5:8002")) == "10.0.0.5"
+
+
+def series(name: str, requests: list[float | None]) -> Series:
+    values = {n: tuple(requests) for n in MODEL_VALUES}
+    return Series(name, tuple(AT for _ in requests), values)
+
+
+def test_the_triage_window_is_the_last_point_with_requests_and_the_version_is_split_off() -> None:
+    window = latest_window(series("resnet v2", [3.0, 4.0, None]))
+    assert window is not None and (window.model, window.version) == ("resnet", "2")
+    assert window.requests_per_s == 4.0 and window.quantiles_for("request") is not None
+    named = latest_window(series("my vision", [1.0]))
+    assert named is not None and (named.model, named.version) == ("my vision", "")
+    assert latest_window(series("idle", [None, None])) is None
