@@ -16,7 +16,7 @@ import subprocess
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,12 +24,14 @@ import numpy as np
 import tritonclient.http as httpclient
 
 from geadmin.access import guard
+from geadmin.errors import UnstableMeasurementError
 from geadmin.ops.bench import BenchSettings, find_perf_analyzer, library_dir, run_perf_analyzer
 from geadmin.ops.bench_results import BenchPoint, parse_csv
 from geadmin.stack.tritonserver import TritonProcess, prepare_backend_directory, wheel_layout
 from tests.support.npu_ge import build_backend, load, model_stats
 
 LOAD_TIMEOUT_S = 120.0
+UNSTABLE = "failed to obtain stable measurement"  # perf_analyzer's words, lower case
 PHASES = ("queue", "compute_input", "compute_infer", "compute_output")
 
 PYTHON_AFFINE = """import numpy as np
@@ -107,6 +109,7 @@ class Stats:
     requests: int
     phase_ns: Mapping[str, int]  # per request, summed: queue, compute_input, ...
     execute_ns: int  # per execution, summed (batch_stats): compute_input + infer + output
+    infer_ns: int  # per execution, summed (batch_stats): compute_infer only
 
     @classmethod
     def read(cls, url: str, model: str) -> Stats:
@@ -114,8 +117,10 @@ class Stats:
         stats = raw["inference_stats"]
         execute = sum(int(b[p]["ns"]) for b in raw.get("batch_stats", [])
                       for p in ("compute_input", "compute_infer", "compute_output"))
+        infer = sum(int(b["compute_infer"]["ns"]) for b in raw.get("batch_stats", []))
         return cls(int(raw["inference_count"]), int(raw["execution_count"]),
-                   int(stats["success"]["count"]), {p: int(stats[p]["ns"]) for p in PHASES}, execute)
+                   int(stats["success"]["count"]), {p: int(stats[p]["ns"]) for p in PHASES}, execute,
+                   infer)
 
 
 @dataclass(frozen=True)
@@ -129,6 +134,7 @@ class Window:
     executions: int
     phase_ns: Mapping[str, int]
     execute_ns: int
+    infer_ns: int
     client_latency_ms: float = 0.0  # perf_analyzer's mean request latency (its windows)
     cpu: Cpu | None = None  # during the whole invocation
 
@@ -146,8 +152,11 @@ class Window:
 
     @property
     def busy_fraction(self) -> float:
-        """Share of the time the (one) instance spent executing, at the measured rate."""
-        return self.throughput_per_s / max(self.mean_batch, 1e-9) * self.execute_ms / 1000.0
+        """Share of the time the (one) instance's stream spent executing (compute infer: from
+        launch to the end of the wait; with copy_overlap the wait for the previous batch is in
+        compute input, so execute_ms would count it twice), at the measured rate."""
+        infer_ms = self.infer_ns / max(self.executions, 1) / 1e6
+        return self.throughput_per_s / max(self.mean_batch, 1e-9) * infer_ms / 1000.0
 
 
 @dataclass(frozen=True)
@@ -216,7 +225,21 @@ class InProcess:
 
     def measure(self, repo: Path, model: str, concurrency: int, load: Load) -> BenchPoint:
         """One perf_analyzer invocation on `model` alone (the in-process server loads every
-        model of its repository, so it gets a repository of its own)."""
+        model of its repository, so it gets a repository of its own); unstable: once more with
+        windows twice as long, as `measure` does."""
+        point = self._measure(repo, model, concurrency, load)
+        if point is not None:
+            return point
+        longer = replace(load, window_ms=2 * load.window_ms)
+        print(f"  {model} in-process at concurrency {concurrency}: no 3 windows within "
+              f"{load.stability_percent:g}%; once more with {longer.window_ms} ms windows", flush=True)
+        point = self._measure(repo, model, concurrency, longer)
+        if point is None:
+            raise SystemExit(f"in-process perf_analyzer on {model}: no stable measurement "
+                             f"with {longer.window_ms} ms windows either")
+        return point
+
+    def _measure(self, repo: Path, model: str, concurrency: int, load: Load) -> BenchPoint | None:
         own = self.scratch / "in_process_repos" / model
         if not own.exists():
             shutil.copytree(repo / model, own / model)
@@ -232,6 +255,8 @@ class InProcess:
         except subprocess.TimeoutExpired as exc:
             raise SystemExit(f"in-process perf_analyzer on {model} did not finish in "
                              f"{exc.timeout:.0f} s") from None
+        if done.returncode != 0 and UNSTABLE in (done.stdout + done.stderr).lower():
+            return None
         if done.returncode != 0 or not report.exists():
             tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-12:])
             raise SystemExit(f"in-process perf_analyzer on {model} failed (exit {done.returncode}):\n{tail}")
@@ -243,14 +268,31 @@ class Load:
     """How perf_analyzer drives the server (system shared memory: no tensor on the wire)."""
 
     window_ms: int = 1000
-    stability_percent: float = 50.0
-    max_trials: int = 10
+    stability_percent: float = 15.0
+    max_trials: int = 20
 
 
 def measure(server: TritonProcess, model: str, concurrency: int, load_settings: Load,
             output_bytes: int) -> Window:
     """perf_analyzer at `concurrency` (gRPC, system shared memory, batch 1, random data),
-    Triton's statistics read just before it starts and just after it ends."""
+    Triton's statistics read just before it starts and just after it ends. When perf_analyzer
+    finds no 3 windows within the stability band, once more with windows twice as long (its
+    own advice), said in a line; a second failure stops the benchmark."""
+    try:
+        return _measure(server, model, concurrency, load_settings, output_bytes)
+    except UnstableMeasurementError:
+        longer = replace(load_settings, window_ms=2 * load_settings.window_ms)
+        print(f"  {model} at concurrency {concurrency}: no 3 windows within "
+              f"{load_settings.stability_percent:g}% in {load_settings.max_trials} trials; once more "
+              f"with {longer.window_ms} ms windows", flush=True)
+        try:
+            return _measure(server, model, concurrency, longer, output_bytes)
+        except UnstableMeasurementError as exc:
+            raise SystemExit(f"{model}: {exc}") from None
+
+
+def _measure(server: TritonProcess, model: str, concurrency: int, load_settings: Load,
+             output_bytes: int) -> Window:
     settings = BenchSettings(model, f"grpc://{server.grpc_url}", loads=(float(concurrency),),
                              measurement_interval_ms=load_settings.window_ms,
                              stability_percentage=load_settings.stability_percent,
@@ -267,7 +309,8 @@ def measure(server: TritonProcess, model: str, concurrency: int, load_settings: 
     return Window(model, concurrency, point.throughput_per_s,
                   after.inferences - before.inferences, after.executions - before.executions,
                   {p: after.phase_ns[p] - before.phase_ns[p] for p in PHASES},
-                  after.execute_ns - before.execute_ns, point.avg_ms, cpu)
+                  after.execute_ns - before.execute_ns, after.infer_ns - before.infer_ns,
+                  point.avg_ms, cpu)
 
 
 class Memcpy:

@@ -81,7 +81,7 @@ def main() -> int:
             flags = [f"--trace-config=triton,file={trace}", "--trace-config=level=TIMESTAMPS",
                      "--trace-config=rate=1", "--trace-config=log_frequency=0"]
             with npu_server(repo, tmp / f"server{c}", ["batch_on"], flags) as server:
-                window = measure(server, "batch_on", c, Load(args.window_ms, 50.0, 10), 1024)
+                window = measure(server, "batch_on", c, Load(args.window_ms), 1024)
             parts = decompose(batches(trace))  # the trace is written when the server stops
             print(f"concurrency {c}: {window.throughput_per_s:.0f} infer/s (traced), median batch "
                   f"{parts['batch']:.0f}; execute {parts['execute']:.0f} us, then responses sent by "
