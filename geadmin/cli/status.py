@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from geadmin.cli.common import add_connection_args, client_for, target_from_args
 from geadmin.diagnose.health import take_snapshots
 from geadmin.diagnose.verdict import Level, Rule, Sources, Verdict, assess
+from geadmin.errors import FleetError
+from geadmin.fleet.discovery import discover, fleet_named
 from geadmin.stack.server_history import outage_for
 from geadmin.stack.target import Target, configured_targets, live_stack
 
@@ -85,19 +88,35 @@ def _verdicts(targets: list[Target], args: argparse.Namespace) -> list[Verdict]:
             client.close()
 
 
+def fleet_targets(name: str) -> list[Target]:
+    """Every member of a named fleet (geadmin.fleet.discovery), each with its repository; a
+    source that does not answer is said on stderr and its servers are left out."""
+    found = discover(fleet_named(name))
+    for problem in found.problems:
+        print(f"fleet {name}: {problem}", file=sys.stderr)
+    if not found.members:
+        raise FleetError(f"fleet {name!r} has no server: " + ("; ".join(found.problems) or
+                         "its sources found none"))
+    return [Target(m.spec, repository=m.repository, source=f"fleet {name}") for m in found.members]
+
+
 def run(args: argparse.Namespace) -> int:
     stack = live_stack()
-    targets = [target_from_args(args)] if not args.all else configured_targets(stack)
+    many = args.all or args.fleet is not None
+    if args.fleet is not None:
+        targets = fleet_targets(args.fleet)
+    else:
+        targets = configured_targets(stack) if args.all else [target_from_args(args)]
     verdicts = _verdicts(targets, args)
     outages = [outage_for(v.snapshot.url, stack) if not v.snapshot.reachable else "" for v in verdicts]
     if args.json:
         documents = [{**v.to_json(), "outage": outage} for v, outage in zip(verdicts, outages, strict=True)]
-        if args.all:
+        if many:
             print(json.dumps([{"server": v.snapshot.name, **doc}
                               for v, doc in zip(verdicts, documents, strict=True)], indent=2))
         else:
             print(json.dumps(documents[0], indent=2))
-    elif args.all:
+    elif many:
         print("\n\n".join(f"[{v.snapshot.name}]\n{render_text(v, outage)}"
                           for v, outage in zip(verdicts, outages, strict=True)))
     else:
@@ -116,9 +135,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         + EXIT_CODES_HELP,
     )
     add_connection_args(parser)
-    parser.add_argument("--all", action="store_true",
-                        help="every configured server (GEADMIN_SERVERS_FILE / GEADMIN_TRITON_URLS); "
-                        "the exit code is the worst one")
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--all", action="store_true",
+                       help="every configured server (GEADMIN_SERVERS_FILE / GEADMIN_TRITON_URLS); "
+                       "the exit code is the worst one")
+    group.add_argument("--fleet", default=None, metavar="NAME",
+                       help="every server of a fleet ([[fleet]] in the servers file, 'default' for "
+                       "GEADMIN_FLEET), each with its own verdict; the exit code is the worst one")
     parser.add_argument("--expect", nargs="+", metavar="NAME",
                         help="models that must be READY: one that is not makes the verdict DOWN (exit 1)")
     parser.add_argument("--strict", action="store_true",

@@ -172,6 +172,21 @@ def test_status_is_the_model_by_server_matrix_and_says_skew_plainly(fresh: Lab) 
     assert document["skew"] == [f"{PIPE}: READY on 2 of 3; not READY on c"]
 
 
+def test_geadmin_status_takes_a_fleet_and_exits_with_its_worst_server(fresh: Lab) -> None:
+    result = geadmin("status", "--fleet", "lab", "--json", home=fresh.home)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert [(d["server"], d["verdict"]) for d in json.loads(result.stdout)] == [(n, "OK") for n in HOSTS]
+    # c's file changed by hand, not applied: drift on c alone, and the exit code is DEGRADED's
+    (fresh.own / MODEL / "config.pbtxt").write_text(config(mode="v1", answer="error"))
+    result = geadmin("status", "--fleet", "lab", home=fresh.home)
+    assert result.returncode == 4 and "Traceback" not in result.stderr, result.stdout + result.stderr
+    sections = result.stdout.split("\n\n")
+    assert [s.splitlines()[0] for s in sections] == ["[a]", "[b]", "[c]"]
+    assert "DRIFT: echo" in sections[2] and "DRIFT" not in sections[0] + sections[1]
+    refused = geadmin("status", "--fleet", "nope", home=fresh.home)
+    assert refused.returncode == 2 and "nope" in refused.stderr and "Traceback" not in refused.stderr
+
+
 def test_a_server_down_and_one_that_hangs_are_reported_without_holding_up_the_view(
     fresh: Lab, tmp_path: Path
 ) -> None:
