@@ -342,3 +342,36 @@ class Memcpy:
         if not all(dst[-1] == src[-1] for src, dst in self._pairs):
             raise SystemExit("memcpy baseline: the destination does not hold the source")
         return elapsed / repeats * 1e6
+
+
+class StagedCopies:
+    """The server's host path as libc memcpy through ctypes, with its working set: six buffers
+    of `nbytes` (request, staging in, device in, device out, staging out, response) and the
+    four copies between them in the order npu_ge runs them (request -> staging -> device,
+    device -> staging -> response). Half a round is one copy per direction."""
+
+    ORDER = ((0, 1), (1, 2), (3, 4), (4, 5))
+
+    def __init__(self, nbytes: int) -> None:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        self._memcpy = libc.memcpy
+        self._memcpy.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
+        self._memcpy.restype = ctypes.c_void_p
+        self.nbytes = nbytes
+        self._buffers = [np.full(nbytes, i + 1, dtype=np.uint8) for i in range(6)]
+        self._ptrs = [b.ctypes.data for b in self._buffers]
+        self.once()  # touch every page before timing
+
+    def once(self) -> None:
+        for src, dst in self.ORDER:
+            self._memcpy(self._ptrs[dst], self._ptrs[src], self.nbytes)
+
+    def round_us(self, repeats: int) -> float:
+        """Mean wall time of the four copies over `repeats` rounds."""
+        start = time.perf_counter()
+        for _ in range(repeats):
+            self.once()
+        elapsed = time.perf_counter() - start
+        if self._buffers[2][-1] != self._buffers[0][-1] or self._buffers[5][-1] != self._buffers[3][-1]:
+            raise SystemExit("memcpy baseline: the destination does not hold the source")
+        return elapsed / repeats * 1e6

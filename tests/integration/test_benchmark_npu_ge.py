@@ -19,7 +19,8 @@ SCRIPT = REPO_ROOT / "benchmarks" / "backend_npu_ge.py"
 # A reduced run: a batching sweep of one concurrency with the headline's queue delay (20 ms,
 # the headline's model) and none at all (0, a model of its own); two overhead rounds.
 SWEEP = ("--concurrencies", "32", "--queue-delays-us", "0,20000", "--overhead-rounds", "2")
-SWEEP_CELLS = [f"npu_ge_batching_c32_q{q}ms_{kind}" for q in (0, 20) for kind in ("vs_ceiling", "gain")]
+SWEEP_CELLS = [*(f"npu_ge_batching_c32_q{q}ms_{kind}" for q in (0, 20) for kind in ("vs_ceiling", "gain")),
+               "npu_ge_batching_c32_q0ms_no_overlap_vs_ceiling"]
 FIGURES = (
     "npu_ge_overhead_us", "python_overhead_us", "npu_ge_overhead_ratio", "python_overhead_spread",
     "npu_ge_overhead_ratio_baseline_noise",
