@@ -25,7 +25,8 @@ checked (y = 2x + 1) before it is measured.
    round of the staged path's four copies through six 4 MB buffers (request, staging,
    device, each way), which is also printed as the staged floor (two copies per direction);
    beside it the memcpy of 4 MB + 4 MB between two warm pairs (the figure the goal was first
-   set against), and each staging copy on its own.
+   set against) and with no cache hits at all (the floor's upper bound), and each staging
+   copy on its own.
 3. Dynamic batching: the double at `delay_us` 5000 + `delay_per_row_us` 50, max_batch_size
    16 (gears 1..16, so an execute costs exactly its rows). Headline, perf_analyzer
    in-process (--service-kind triton_c_api: the same libtritonserver and backends, no wire)
@@ -90,6 +91,7 @@ OVERLAP_WIDTH = LARGE_BYTES // 8
 BATCH = 16
 PREVIOUS_OVERHEAD_RATIO = 0.047
 SECTIONS = ("overhead", "host_path", "batching", "overlap")
+COLD_COPIES = 16  # 16 x (4 MB source + 4 MB destination): far beyond the last-level cache
 SERIAL = "batch_on_serial"  # the shortest queue delay of the sweep, copy_overlap off
 
 
@@ -227,8 +229,10 @@ def host_path(rig: Rig, args: argparse.Namespace) -> None:
     (a DMA on an NPU, a memcpy in the double, beside the double's element-wise compute)."""
     warm = Memcpy(LARGE_BYTES, copies=2)  # 4 MB in + 4 MB out, buffers that stay in the cache
     staged = StagedCopies(LARGE_BYTES)  # the server's 24 MB working set and copy order
+    cold = Memcpy(LARGE_BYTES, copies=COLD_COPIES)  # 16 x 4 MB through 2 x 64 MB: no cache hits
     warm_us: list[float] = []
     round_us: list[float] = []  # the four copies of a staged path
+    cold_copy_us: list[float] = []  # one 4 MB copy
 
     def host_us(w: Window) -> float:
         return w.per_inference_us("compute_input", "compute_output")
@@ -237,6 +241,7 @@ def host_path(rig: Rig, args: argparse.Namespace) -> None:
         window = measure(rig.server, model, 1, rig.load, LARGE_BYTES)
         warm_us.append(warm.mean_us(args.memcpy_repeats))  # right after, on the idle server
         round_us.append(staged.round_us(max(args.memcpy_repeats // 2, 1)))
+        cold_copy_us.append(cold.mean_us(max(args.memcpy_repeats // 8, 1)) / COLD_COPIES)
         return window
 
     (npu,) = best_rounds(args.rounds, ["host_npu"], npu_then_memcpy, host_us)
@@ -253,6 +258,9 @@ def host_path(rig: Rig, args: argparse.Namespace) -> None:
           "pairs (an 8 MB working set: a floor the server's 24 MB does not reach)")
     bench("npu_ge_host_path_ratio", host_us(npu) / min(warm_us), "x", "host path / warm memcpy; "
           "goal <= 1.5: " + ("met" if host_us(npu) <= 1.5 * min(warm_us) else "missed"))
+    bench("memcpy_cold_us", 2 * min(cold_copy_us), "us", "the same 4 MB + 4 MB with no cache hits "
+          "(buffers cycling through 128 MB): the floor's upper bound; the server's copies land between "
+          "the two, as much else runs between them")
     bench("memcpy_staged_floor_us", min(round_us), "us", "two copies per direction (request -> staging "
           "-> device and back), the floor of a staged path where every copy is a CPU memcpy")
     bench("npu_ge_staging_copy_in_us", npu.per_inference_us("compute_input"), "us",

@@ -25,7 +25,7 @@ FIGURES = (
     "npu_ge_overhead_us", "python_overhead_us", "npu_ge_overhead_ratio", "python_overhead_spread",
     "npu_ge_overhead_ratio_baseline_noise",
     "npu_ge_host_path_us", "memcpy_floor_us", "npu_ge_host_path_vs_floor", "memcpy_8mb_us",
-    "npu_ge_host_path_ratio", "memcpy_staged_floor_us", "npu_ge_staging_copy_in_us",
+    "npu_ge_host_path_ratio", "memcpy_cold_us", "memcpy_staged_floor_us", "npu_ge_staging_copy_in_us",
     "npu_ge_staging_copy_out_us",
     "npu_ge_batching_on_per_s", "npu_ge_batching_off_per_s", "batching_vs_ceiling", "npu_ge_batching_gain",
     "npu_ge_batching_efficiency", *SWEEP_CELLS,
