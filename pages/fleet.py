@@ -127,12 +127,18 @@ def watch(fleet: str) -> None:
         pause_col, abort_col = st.columns(2)
         paused = run.control.paused.is_set()
         permitted, why_not = access.allowed(Action.RELOAD)  # an operator's, like the rollout
+        command = None
         if pause_col.button("Resume" if paused else "Pause", key=keys.FLEET_PAUSE, disabled=not permitted,
                             help=why_not or None):
-            (run.control.paused.clear if paused else run.control.paused.set)()
+            command = "resume" if paused else "pause"
         if abort_col.button("Abort", key=keys.FLEET_ABORT, type="primary", disabled=not permitted,
                             help=why_not or None):
-            run.control.aborted.set()
+            command = "abort"
+        if command is not None:
+            try:  # audited, as the signed-in user
+                runs.steer(run, command, access.auth_for(Action.RELOAD, server=fleet))
+            except GeAdminError as exc:
+                show_failure(failure_of(exc), title=f"{command.capitalize()} refused")
     if run.error:
         st.error(f"Refused: {run.error}", icon=":material/error:")
     if run.result is not None:

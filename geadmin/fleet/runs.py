@@ -8,7 +8,11 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
+from geadmin import audit
+from geadmin.access.guard import Authorization, require
+from geadmin.access.roles import Action
 from geadmin.errors import GeAdminError, RolloutBusyError
 from geadmin.fleet.rollout import Control, RolloutResult
 
@@ -70,3 +74,23 @@ def start(fleet: str, what: str, who: str, work: Work) -> RolloutRun:
 def latest(fleet: str) -> RolloutRun | None:
     with _lock:
         return _runs.get(fleet)
+
+
+STEERS = ("pause", "resume", "abort")
+
+
+def steer(run: RolloutRun, command: str, auth: Authorization, *, home: Path | None = None) -> None:
+    """Pause, resume or abort a running rollout, as `auth`'s holder (an operator's right, like
+    the rollout's): said in its progress and audited as `fleet <command>`."""
+    if command not in STEERS:
+        raise ValueError(f"unknown rollout command {command!r}")
+    who = require(auth, Action.RELOAD)
+    if command == "pause":
+        run.control.paused.set()
+    elif command == "resume":
+        run.control.paused.clear()
+    else:
+        run.control.aborted.set()
+    run.lines.append(f"{command} by {who.name}")
+    audit.record(f"fleet {command}", "", audit.Result.OK, actor=who, server=run.fleet, message=run.what,
+                 home=home)

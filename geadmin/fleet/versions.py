@@ -16,6 +16,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from geadmin.access.guard import require
+from geadmin.access.roles import Action
 from geadmin.errors import ConfigError, TritonError
 from geadmin.fleet.members import Member
 from geadmin.fleet.rollout import Change, RolloutResult, rollout
@@ -30,6 +32,7 @@ def roll_version(members: Sequence[Member], model: str, version: int, **kwargs: 
     docstring). `kwargs` are `rollout`'s (wave_size, gate, auth, fleet, home, progress, ...).
     Refused before anything changes (ConfigError): a server without a repository, a repository
     without the version's directory, or the version already the only one served."""
+    require(kwargs.get("auth"), Action.APPLY)  # before anything is read from a server
     if not members or any(m.repository is None for m in members):
         raise ConfigError("a version rollout writes the config: every server needs its repository "
                           "(--repository for a shared volume, or repository = ... per [[server]])")

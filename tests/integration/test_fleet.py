@@ -365,6 +365,9 @@ def test_a_paused_rollout_waits_and_the_page_aborts_it_before_anything_changes(
     assert run_.result.headline == ("ROLLOUT STOPPED at wave 1 of 3: aborted by the operator; "
                                     "nothing had changed")
     assert {r.outcome for r in run_.result.rows} == {"not reached"}
+    [pressed] = audit.query(action="fleet abort", home=fresh.home)  # who pressed it, audited
+    assert pressed.server == "lab" and pressed.message == "reload echo on 3 server(s)"
+    assert any(line.startswith(f"abort by {pressed.who}") for line in run_.lines), run_.lines
 
 
 def test_a_new_version_rolls_out_beside_the_old_then_retires_it_without_a_gap(fresh: Lab) -> None:

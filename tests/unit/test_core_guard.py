@@ -28,6 +28,8 @@ from geadmin.access.users import UsersFile
 from geadmin.audit import Actor
 from geadmin.diagnose import drift, explain
 from geadmin.errors import GeAdminError, NotAuthorizedError, PerfAnalyzerMissingError
+from geadmin.fleet import rollout, runs, versions
+from geadmin.fleet.members import Member
 from geadmin.ops import actions, apply, bench, create, monitoring, tune
 from geadmin.ops.bench_settings import BenchSettings
 from geadmin.ops.infer_inputs import InputSource, SourceKind
@@ -35,6 +37,7 @@ from geadmin.ops.tune import TuneSettings
 from geadmin.stack import drivers
 from geadmin.stack.drivers import ExitRecord, ServiceStatus
 from geadmin.triton.client import TritonClient
+from geadmin.triton.servers import ServerSpec
 from tests.support.auth import admin_auth, auth_as
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -121,6 +124,11 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
         listener.close()
 
 
+def member(w: World) -> Member:
+    """The listener as a fleet member, reading the world's repository."""
+    return Member(ServerSpec("s", w.client.url), "test", repository=w.repository)
+
+
 # Every guarded core function: (qualified name, the action it needs, a call with `auth`).
 Call = Callable[[World, object], object]
 GUARDED: dict[str, tuple[Action, Call]] = {
@@ -169,6 +177,20 @@ GUARDED: dict[str, tuple[Action, Call]] = {
         Action.MONITORING, lambda w, a: monitoring.set_objective("m", 50.0, 0.001, auth=a, home=w.home)),
     "geadmin.ops.tune.tune": (
         Action.TUNE, lambda w, a: tune.tune(w.client, w.repository, TuneSettings("m"), auth=a, home=w.home)),
+    "geadmin.fleet.rollout.rollout[reload]": (
+        Action.RELOAD,
+        lambda w, a: rollout.rollout([member(w)], rollout.Change.RELOAD, "m", auth=a, home=w.home,
+                                     timeout_s=1)),
+    "geadmin.fleet.rollout.rollout[apply]": (
+        Action.APPLY, lambda w, a: rollout.rollout([member(w)], rollout.Change.APPLY, "m",
+                                                   new_config=CONFIG.replace("4", "8").encode(), auth=a,
+                                                   validate=False, home=w.home, timeout_s=1)),
+    "geadmin.fleet.versions.roll_version": (
+        Action.APPLY,
+        lambda w, a: versions.roll_version([member(w)], "m", 1, auth=a, home=w.home, timeout_s=1)),
+    "geadmin.fleet.runs.steer": (
+        Action.RELOAD,
+        lambda w, a: runs.steer(runs.RolloutRun("lab", "reload m", "t"), "abort", a, home=w.home)),
     "geadmin.ops.monitoring.save_probe_input": (
         Action.MONITORING, lambda w, a: monitoring.save_probe_input(
             "m", {"x": InputSource(SourceKind.ZEROS)}, auth=a, home=w.home)),
@@ -197,11 +219,14 @@ EXEMPT: dict[str, str] = {
     "geadmin.ops.tune.tune_lock": "the lock one tuning run holds (a file in the workspace)",
     "geadmin.ops.tune_results.save_document": "stores a finished tuning run in the workspace DB",
     "geadmin.ops.tune_results.load_run": "reads a saved tuning run",
+    "geadmin.fleet.runs.start": "runs a rollout (guarded, under the caller's authorization) on a thread",
+    "geadmin.fleet.status.close_clients": "closes fleet status's cached HTTP clients; changes no server",
 }
 
 CHANGE_NAME = re.compile(r"^(load|unload|reload|apply|rollback|create|restart|stop|start|set_|perform|"
-                         r"put_back|add|remove|delete|write|update|run|save|close|reconcile|upload|tune)")
-SCANNED = ("geadmin/ops", "geadmin/stack", "geadmin/diagnose")
+                         r"put_back|add|remove|delete|write|update|run|save|close|reconcile|upload|tune|"
+                         r"roll|steer)")
+SCANNED = ("geadmin/ops", "geadmin/stack", "geadmin/diagnose", "geadmin/fleet")
 
 
 def change_functions(root: Path, folders: tuple[str, ...] = SCANNED, package: str = "geadmin") -> set[str]:
