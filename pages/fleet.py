@@ -19,11 +19,13 @@ from geadmin.fleet.gate import GateSettings
 from geadmin.fleet.members import ASCEND, NODE
 from geadmin.fleet.rollout import Change, Control, RolloutResult, rollout
 from geadmin.fleet.status import FleetStatus, poll
+from geadmin.fleet.versions import roll_version
 from pages.ui import access, keys
 from pages.ui.errors import failure_of, show_failure
 from pages.ui.fleet_history_view import fleet_triage
 
 REFRESH_S = 2
+NEW_VERSION = "new version"  # an apply of version_policy in two gated rollouts (geadmin.fleet.versions)
 
 
 def render() -> None:
@@ -80,7 +82,9 @@ def rollout_form(found: Discovery, status: FleetStatus) -> None:
     st.subheader("Roll out a change")
     with st.form(keys.FLEET_FORM):
         action_col, model_col, wave_col, gate_col, slack_col = st.columns([1, 2, 1, 1, 1])
-        change = Change(action_col.selectbox("Change", [c.value for c in Change], key=keys.FLEET_CHANGE))
+        chosen = action_col.selectbox("Change", [*(c.value for c in Change), NEW_VERSION],
+                                      key=keys.FLEET_CHANGE)
+        change = Change.APPLY if chosen == NEW_VERSION else Change(chosen)
         model = model_col.selectbox("Model", status.models, key=keys.FLEET_MODEL)
         wave = wave_col.number_input("Wave size", min_value=1, max_value=max(1, len(found.members)), value=1)
         requests = gate_col.number_input("Gate requests", min_value=0, max_value=100, value=3,
@@ -91,6 +95,9 @@ def rollout_form(found: Discovery, status: FleetStatus) -> None:
                                    help="the model repository every server reads, as mounted here; empty: "
                                    "each server's own (repository = ... in its [[server]])")
         text = st.text_area("New config.pbtxt (apply)", key=keys.FLEET_CONFIG, height=200)
+        version = st.number_input("Version (new version)", min_value=1, value=2, key=keys.FLEET_VERSION,
+                                  help="its directory must be in every repository; it is loaded beside the "
+                                  "served version, warmed by the gate, then the old one is retired")
         permitted, why_not = access.allowed(Action(change.value))
         start = st.form_submit_button("Start rollout", type="primary", disabled=not permitted,
                                       help=why_not or None)
@@ -106,11 +113,15 @@ def rollout_form(found: Discovery, status: FleetStatus) -> None:
         gate = GateSettings(requests=int(requests), latency_slack_ms=float(slack))
 
         def work(control: Control, say: Callable[[str], None]) -> RolloutResult:
+            common = {"wave_size": int(wave), "gate": gate, "auth": auth, "fleet": found.fleet.name,
+                      "progress": say, "control": control}
+            if chosen == NEW_VERSION:
+                return roll_version(members, model, int(version), **common)
             new = text.encode() if change is Change.APPLY else None
-            return rollout(members, change, model, new_config=new, wave_size=int(wave), gate=gate, auth=auth,
-                           fleet=found.fleet.name, progress=say, control=control)
+            return rollout(members, change, model, new_config=new, **common)
 
-        what = f"{change.value} {model} on {len(members)} server(s)"
+        subject = f"version {int(version)} of {model}" if chosen == NEW_VERSION else f"{change.value} {model}"
+        what = f"{subject} on {len(members)} server(s)"
         runs.start(found.fleet.name, what, auth.who.name, work)
     except GeAdminError as exc:
         show_failure(failure_of(exc), title="Rollout not started")

@@ -136,5 +136,6 @@ FLEET_CHANGE = "fleet.change"  # load / unload / reload / apply
 FLEET_MODEL = "fleet.model"
 FLEET_REPOSITORY = "fleet.repository"  # the shared repository of an apply
 FLEET_CONFIG = "fleet.config"  # the new config.pbtxt of an apply
+FLEET_VERSION = "fleet.version"  # the version a new-version rollout serves
 FLEET_PAUSE = "fleet.pause"  # Pause / Resume the running rollout
 FLEET_ABORT = "fleet.abort"

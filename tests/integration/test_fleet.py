@@ -412,6 +412,35 @@ def test_a_new_version_rolls_out_beside_the_old_then_retires_it_without_a_gap(fr
             shutil.rmtree(repo / MODEL / "2")
 
 
+def test_the_fleet_page_rolls_out_a_new_version(fresh: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
+    isolate(monkeypatch, fresh.home)
+    monkeypatch.setenv("GEADMIN_SERVERS_FILE", str(fresh.servers_file))
+    for repo in (fresh.shared, fresh.own):
+        shutil.copytree(repo / MODEL / "1", repo / MODEL / "2")
+    try:
+        at = AppTest.from_file(APP, default_timeout=120)
+        at.switch_page("fleet.py")
+        run(at)
+        next(s for s in at.selectbox if s.label == "Fleet").set_value("lab")
+        run(at)
+        next(s for s in at.selectbox if s.label == "Change").set_value("new version")
+        next(s for s in at.selectbox if s.label == "Model").set_value(MODEL)
+        next(n for n in at.number_input if n.label == "Version (new version)").set_value(2)
+        next(n for n in at.number_input if n.label == "Latency slack (ms)").set_value(10_000)
+        button(at, "Start rollout").click()
+        run(at)
+        assert wait_for(lambda: (r := runs.latest("lab")) is not None and not r.running, 180)
+        run(at)
+        assert any(s.value.startswith(f"VERSION ROLLOUT DONE: v2 of {MODEL} serves on 3 server(s)")
+                   for s in at.success), [e.value for e in at.error]
+        with fresh.client("c") as client:
+            states = {e.version: e.state.value for e in client.repository_index() if e.name == MODEL}
+        assert states.get("2") == "READY" and states.get("1") != "READY", states
+    finally:
+        for repo in (fresh.shared, fresh.own):
+            shutil.rmtree(repo / MODEL / "2")
+
+
 def test_a_version_missing_from_a_repository_is_refused_before_anything_changes(fresh: Lab) -> None:
     (fresh.shared / MODEL / "3").mkdir()
     try:
