@@ -258,9 +258,9 @@ def host_path(rig: Rig, args: argparse.Namespace) -> None:
           "pairs (an 8 MB working set: a floor the server's 24 MB does not reach)")
     bench("npu_ge_host_path_ratio", host_us(npu) / min(warm_us), "x", "host path / warm memcpy; "
           "goal <= 1.5: " + ("met" if host_us(npu) <= 1.5 * min(warm_us) else "missed"))
-    bench("memcpy_cold_us", 2 * min(cold_copy_us), "us", "the same 4 MB + 4 MB with no cache hits "
-          "(buffers cycling through 128 MB): the floor's upper bound; the server's copies land between "
-          "the two, as much else runs between them")
+    bench("memcpy_cold_us", 2 * min(cold_copy_us), "us", "the same 4 MB + 4 MB finding nothing in the "
+          "cache (buffers cycling through 128 MB): what a copy costs once other work has evicted its "
+          "buffers, as it runs between the server's copies")
     bench("memcpy_staged_floor_us", min(round_us), "us", "two copies per direction (request -> staging "
           "-> device and back), the floor of a staged path where every copy is a CPU memcpy")
     bench("npu_ge_staging_copy_in_us", npu.per_inference_us("compute_input"), "us",
