@@ -16,7 +16,7 @@ from geadmin.diagnose.health import take_snapshots
 from geadmin.diagnose.verdict import Level, Rule, Sources, Verdict, assess
 from geadmin.errors import FleetError
 from geadmin.fleet.discovery import discover, fleet_named
-from geadmin.stack.server_history import outage_for
+from geadmin.stack.server_history import history_for, outage_for, recent_crash
 from geadmin.stack.target import Target, configured_targets, live_stack
 
 EXIT_OK = 0
@@ -40,12 +40,14 @@ def exit_code(verdict: Verdict, strict: bool = False) -> int:
     return EXIT_DOWN
 
 
-def render_text(verdict: Verdict, outage: str = "") -> str:
+def render_text(verdict: Verdict, outage: str = "", crash: str = "") -> str:
     snap, found = verdict.snapshot, verdict.found
     yes = {True: "yes", False: "no"}
     lines = [verdict.headline]
     if outage:
         lines.append(f"  {outage}")
+    if crash:
+        lines.append(f"CRASHED: {crash}")
     lines.append(f"Triton {snap.url}  version {snap.info.version if snap.info else '?'}  "
                  f"live: {yes[snap.live]}  ready: {yes[snap.ready]}  ({snap.status})  "
                  f"rules: {', '.join(r.value for r in verdict.rules) or 'none broken'}")
@@ -109,18 +111,21 @@ def run(args: argparse.Namespace) -> int:
         targets = configured_targets(stack) if args.all else [target_from_args(args)]
     verdicts = _verdicts(targets, args)
     outages = [outage_for(v.snapshot.url, stack) if not v.snapshot.reachable else "" for v in verdicts]
+    crashes = [recent_crash(history_for(v.snapshot.url, stack)) if v.snapshot.reachable else ""
+               for v in verdicts]
     if args.json:
-        documents = [{**v.to_json(), "outage": outage} for v, outage in zip(verdicts, outages, strict=True)]
+        documents = [{**v.to_json(), "outage": outage, "recent_crash": crash}
+                     for v, outage, crash in zip(verdicts, outages, crashes, strict=True)]
         if many:
             print(json.dumps([{"server": v.snapshot.name, **doc}
                               for v, doc in zip(verdicts, documents, strict=True)], indent=2))
         else:
             print(json.dumps(documents[0], indent=2))
     elif many:
-        print("\n\n".join(f"[{v.snapshot.name}]\n{render_text(v, outage)}"
-                          for v, outage in zip(verdicts, outages, strict=True)))
+        print("\n\n".join(f"[{v.snapshot.name}]\n{render_text(v, outage, crash)}"
+                          for v, outage, crash in zip(verdicts, outages, crashes, strict=True)))
     else:
-        print(render_text(verdicts[0], outages[0]))
+        print(render_text(verdicts[0], outages[0], crashes[0]))
     return max((exit_code(v, args.strict) for v in verdicts), key=WORSE.index)
 
 

@@ -24,6 +24,7 @@ from geadmin.stack.workspace import StackInfo
 SHOWN_EXITS = 5
 STACK_PAGE = "Stack page"
 STOP_MATCH_S = 60.0  # the Stack page's audit row and the supervisor's exit record of one stop
+RECENT_CRASH_S = 3600.0  # a crash this recent is said above everything else, not only in the history
 
 
 def clock(epoch_s: float) -> str:
@@ -134,3 +135,16 @@ def outage_for(url: str, stack: StackInfo | None) -> str:
     """Why the stack's Triton does not answer (restarting, stopped by whom, exited), or ""."""
     history = history_for(url, stack)
     return history.down if history is not None else ""
+
+
+def recent_crash(history: ServerHistory | None, *, now_s: float | None = None) -> str:
+    """One line when Triton crashed in the last hour and came back (the Overview's warning and
+    `geadmin status`'s line), else "": serving now does not mean nothing happened."""
+    if history is None or history.down or not history.crashed:
+        return ""
+    last = history.triton_exits[0]
+    if (time.time() if now_s is None else now_s) - last.at >= RECENT_CRASH_S:
+        return ""
+    return (f"Triton crashed and was restarted: {exit_line(last)}. Up again for "
+            f"{format_duration(history.triton_up_s or 0)}; restarts since `geadmin up`: "
+            f"{history.triton_restarts}.")

@@ -6,8 +6,6 @@ Views only: the verdict is `geadmin.diagnose.verdict.assess`, the history is
 
 from __future__ import annotations
 
-import time
-
 import pandas as pd
 import streamlit as st
 
@@ -17,7 +15,7 @@ from geadmin.diagnose.health import ServerSnapshot, take_snapshot
 from geadmin.diagnose.verdict import Level, Rule, Sources, Verdict, assess
 from geadmin.domain import format_duration
 from geadmin.errors import GeAdminError
-from geadmin.stack.server_history import ServerHistory, exit_line, outage_for
+from geadmin.stack.server_history import ServerHistory, exit_line, outage_for, recent_crash
 from geadmin.stack.target import Target, live_stack
 from pages.ui import access, keys
 from pages.ui.context import client_for, log_for, selected_target, targets
@@ -25,7 +23,6 @@ from pages.ui.context import client_for, log_for, selected_target, targets
 ICONS = {Level.OK: ":material/check_circle:", Level.DEGRADED: ":material/warning:",
          Level.DOWN: ":material/error:"}
 SIDEBAR_TTL_S = 5
-RECENT_CRASH_S = 3600.0  # a crash this recent is shown above the history, not only inside it
 
 
 def verdict_for(target: Target, snapshot: ServerSnapshot | None = None) -> Verdict:
@@ -134,11 +131,8 @@ def history_panel(history: ServerHistory | None) -> None:
         return
     if history.down:
         stack_link()  # the banner says why it is down
-    elif history.crashed and time.time() - history.triton_exits[0].at < RECENT_CRASH_S:
-        last = history.triton_exits[0]
-        st.warning(f"Triton crashed and was restarted: {exit_line(last)}. Up again for "
-                   f"{format_duration(history.triton_up_s or 0)}; restarts since `geadmin up`: "
-                   f"{history.triton_restarts}.", icon=":material/restart_alt:")
+    elif crash := recent_crash(history):
+        st.warning(crash, icon=":material/restart_alt:")
     with st.expander("Server history", expanded=bool(history.down)):
         up = f"up {format_duration(history.triton_up_s)}" if history.triton_up_s is not None else ""
         st.caption(f"Triton: {history.triton_state} {up} · {history.triton_restarts} restart(s) · "

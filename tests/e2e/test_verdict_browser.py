@@ -81,3 +81,6 @@ def test_degraded_banner_drift_flag_and_the_crash_on_the_overview(page: Page, tm
         expect(crashed).to_contain_text("killed by SIGKILL")
         expect(crashed).to_contain_text("restarts since geadmin up: 1")  # `geadmin up` renders as code
         page.screenshot(path=str(tmp_path / "crash_on_overview.png"), full_page=True)
+        said = geadmin("status", home=home).stdout.splitlines()  # the CLI too, right under its verdict
+        assert said[1].startswith("CRASHED: Triton crashed and was restarted: "), said
+        assert "killed by SIGKILL" in said[1]

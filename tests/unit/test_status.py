@@ -17,6 +17,8 @@ from geadmin.cli.status import (
 from geadmin.diagnose.health import ServerSnapshot
 from geadmin.diagnose.verdict import Level, Sources, Verdict, assess
 from geadmin.domain import ModelEntry, ModelState, ServerInfo
+from geadmin.stack.drivers import ExitRecord
+from geadmin.stack.server_history import ServerHistory, recent_crash
 from geadmin.triton.logs import LocalLogFile
 
 NOW = datetime(2026, 12, 2, tzinfo=timezone.utc)
@@ -123,3 +125,23 @@ def test_never_loaded_and_operator_unloaded_models_are_not_failures(tmp_path: Pa
     assert result.found.counts == {"ready": 1, "failed": 0, "loading / unloading": 0, "not loaded": 2}
     assert "NOT LOADED (2): parked, spare" in render_text(result)
     assert exit_code(result) == EXIT_OK
+
+
+def crash_history(ago_s: float, *, requested: bool = False, down: str = "") -> ServerHistory:
+    exit_ = ExitRecord(at=NOW.timestamp() - ago_s, exit_code=None, signal="SIGKILL", uptime_s=2100,
+                       restarted=True, requested=requested)
+    return ServerHistory("running", (exit_,), (), 1, 0, ago_s - 5, down)
+
+
+def test_a_crash_in_the_last_hour_is_said_under_the_verdict_even_when_triton_serves_again() -> None:
+    now_s = NOW.timestamp()
+    crash = recent_crash(crash_history(600), now_s=now_s)
+    assert crash.startswith("Triton crashed and was restarted: ")
+    assert "killed by SIGKILL after 35 min" in crash
+    assert "restarts since `geadmin up`: 1" in crash
+    lines = render_text(report(READY), crash=crash).splitlines()
+    assert lines[0].startswith("OK") and lines[1] == f"CRASHED: {crash}"  # right under the verdict
+    assert recent_crash(crash_history(3700), now_s=now_s) == ""  # over an hour ago: the history has it
+    assert recent_crash(crash_history(600, requested=True), now_s=now_s) == ""  # a restart asked for
+    assert recent_crash(crash_history(600, down="restarting"), now_s=now_s) == ""  # the outage line says it
+    assert recent_crash(None) == ""  # not the stack's server
