@@ -20,6 +20,7 @@ from pages.ui import access, keys
 from pages.ui.alerts_view import active_alerts_panel
 from pages.ui.context import client_for, log_for, selected_client, selected_target, targets
 from pages.ui.errors import show_failure
+from pages.ui.impact_view import show_side_effects
 from pages.ui.triage_card import triage_card
 from pages.ui.verdict_view import banner, drift_panel, history_panel, verdict_for
 
@@ -165,6 +166,7 @@ def show_retry_result() -> None:
         return
     if result.ok:
         st.success(result.message, icon=":material/check_circle:")
+        show_side_effects(result.side_effects)  # e.g. an ensemble's members loaded with it
     else:
         next_step = actions.next_step(result.error) if result.error else actions.FIX_AND_RETRY
         failure = (from_explanation(result.explanation, fix=next_step) if result.explanation

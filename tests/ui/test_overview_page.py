@@ -187,6 +187,37 @@ def test_retry_load_of_a_failed_model_after_fixing_it(
     assert "ready=6" in page_text(at)
 
 
+def test_a_retried_ensemble_lists_the_member_that_loaded_with_it(
+    triton_factory: Callable[..., TritonProcess], sample_repository: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    add_python_model(sample_repository, "needs_weights",
+                     "if not Path(__file__).with_name('weights.bin').exists():\n"
+                     "    raise RuntimeError('weights.bin is missing')")
+    pipe = sample_repository / "weights_pipe"
+    (pipe / "1").mkdir(parents=True)
+    (pipe / "config.pbtxt").write_text(
+        'name: "weights_pipe"\nplatform: "ensemble"\nmax_batch_size: 0\n'
+        'input [{ name: "x" data_type: TYPE_FP32 dims: [1] }]\n'
+        'output [{ name: "y" data_type: TYPE_FP32 dims: [1] }]\n'
+        'ensemble_scheduling { step [{ model_name: "needs_weights" model_version: -1 '
+        'input_map { key: "x" value: "x" } output_map { key: "y" value: "y" } }] }\n')
+    server = triton_factory(repository=sample_repository)
+    client = TritonClient(server.http_url)
+    monkeypatch.setenv("GEADMIN_TRITON_URL", server.http_url)
+    monkeypatch.setenv("GEADMIN_HOME", str(sample_repository.parent / "home"))
+    monkeypatch.setenv("GEADMIN_TRITON_LOG", str(server.log_path))  # tells a failure from never loaded
+    at = run_app()
+    assert states(client)["weights_pipe"] is not ModelState.READY
+    (sample_repository / "needs_weights" / "1" / "weights.bin").write_bytes(b"\0")  # the cause, fixed
+    at.button(key="overview.retry.weights_pipe.").click()  # never loaded: no version in the index
+    at = run_app(at)
+    now = states(client)
+    assert now["weights_pipe"] is ModelState.READY and now["needs_weights"] is ModelState.READY
+    assert any("loaded 'weights_pipe'" in s.value for s in at.success), [e.value for e in at.error]
+    [also] = [w.value for w in at.warning if w.value.startswith("**Also changed state**")]
+    assert "needs_weights" in also and "READY" in also
+
+
 @pytest.mark.parametrize("url", ["ftp://triton:8000", "http://[triton:8000", "http://triton:port"])
 def test_a_bad_triton_url_is_a_clear_error_on_every_page(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GEADMIN_TRITON_URL", url)
