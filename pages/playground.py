@@ -90,6 +90,8 @@ def render() -> None:
     except GeAdminError as exc:
         show_error(exc, server_url)
         return
+    if spec.note:
+        st.warning(spec.note[0].upper() + spec.note[1:], icon=":material/key:")
 
     st.subheader("Inputs")
     batch_col, seed_col = st.columns(2)

@@ -49,6 +49,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         with client_for(target, args) as client:
             spec = prepare(client, args.model)
+            if spec.note:
+                print(f"note: {spec.note}", file=sys.stderr)
             plan = top_k_plan(spec, args.top_k, args.output or (), target.repository)
             request = build_request(
                 spec, _sources(args, spec), shapes=_shapes(args.shape), batch_size=args.batch_size,

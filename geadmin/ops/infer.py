@@ -15,13 +15,21 @@ from __future__ import annotations
 import base64
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from tritonclient.grpc.model_config_pb2 import ModelConfig
 
-from geadmin.errors import GeAdminError, InferInputError, InputTooLargeError, RepositoryError, TritonError
+from geadmin.errors import (
+    ForbiddenError,
+    GeAdminError,
+    InferInputError,
+    InputTooLargeError,
+    RepositoryError,
+    TritonError,
+)
 from geadmin.ops.infer_inputs import DEFAULT_SEED, RANDOM, ZEROS, InputSource, build_inputs
 from geadmin.ops.infer_spec import MAX_UPLOAD_BYTES, ModelSpec, OutputSpec, check_size, model_spec
 from geadmin.repository.layout import model_dir
@@ -110,10 +118,23 @@ class SmokeResult:
     latency_ms: float | None = None
 
 
+CONFIG_FORBIDDEN_NOTE = ("this server's model-config API needs an admin key that geadmin is not given, so "
+                         "the request is built from the model's metadata alone: one row, no labels, no "
+                         "image format (give the server's key: admin_key in the servers file, or "
+                         "--admin-key)")
+
+
 # -- building ------------------------------------------------------------------------------
 def prepare(client: TritonClient, model: str, version: str = "") -> ModelSpec:
-    """What `model` accepts, from Triton's metadata and normalized config."""
-    return model_spec(model, client.model_metadata(model, version), client.model_config(model, version))
+    """What `model` accepts, from Triton's metadata and normalized config. A server whose
+    model-config API needs a key geadmin does not hold (metadata and inference are open) still
+    gets a request: from the metadata alone, one row, every dynamic dim 1, and a note saying so."""
+    metadata = client.model_metadata(model, version)
+    try:
+        config = client.model_config(model, version)
+    except ForbiddenError:
+        return replace(model_spec(model, metadata, ModelConfig()), note=CONFIG_FORBIDDEN_NOTE)
+    return model_spec(model, metadata, config)
 
 
 def build_request(

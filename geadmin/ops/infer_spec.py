@@ -76,6 +76,7 @@ class ModelSpec:
     max_batch_size: int
     inputs: tuple[InputSpec, ...]
     outputs: tuple[OutputSpec, ...]
+    note: str = ""  # what is not known about the model, and why (said beside the request)
 
     def input(self, name: str) -> InputSpec:
         for spec in self.inputs:

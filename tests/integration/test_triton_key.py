@@ -149,6 +149,21 @@ def test_an_unload_without_the_key_is_refused_and_the_model_still_serves(public_
     assert normalized.ravel()[0] == b"still serving"
 
 
+def test_a_test_request_without_the_key_is_built_from_the_metadata_and_says_so(
+        public_stack: PublicStack, tmp_path: Path) -> None:
+    """The model-config API needs the key; metadata and inference do not: `geadmin infer` from
+    another workspace, without the key, still sends a request and says what it could not know."""
+    env = {**public_stack.env, "GEADMIN_HOME": str(tmp_path / "elsewhere")}
+    env.pop("GEADMIN_ADMIN_KEY")
+    url = f"http://127.0.0.1:{public_stack.http}"
+    keyless = subprocess.run([*GEADMIN, "infer", "digits_classifier", "--url", url],
+                             capture_output=True, text=True, env=env, timeout=120)
+    assert keyless.returncode == 0, keyless.stdout + keyless.stderr
+    assert "note: this server's model-config API needs an admin key" in keyless.stderr, keyless.stderr
+    assert keyless.stdout.startswith("digits_classifier (version 1) over http")  # answered
+    assert "probabilities  FP32 [1, 10]" in keyless.stdout  # one row: the metadata's -1 sent as 1
+
+
 def test_geadmin_finds_the_key_in_the_workspace_over_both_protocols(public_stack: PublicStack) -> None:
     base = f"http://127.0.0.1:{public_stack.http}"
     try:
