@@ -12,15 +12,19 @@ import argparse
 import json
 import signal
 import threading
+from collections.abc import Callable
 from types import FrameType
 
 from geadmin import settings
 from geadmin.cli.common import add_connection_args, client_for, format_table, target_from_args
-from geadmin.ops.probe import Prober, ProbeRound
+from geadmin.fleet.discovery import fleet_named
+from geadmin.fleet.probes import FleetProber
+from geadmin.ops.probe import MIN_INTERVAL_S, Prober, ProbeRound
 
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_UNREACHABLE = 3
+WORSE = (EXIT_OK, EXIT_FAILED, EXIT_UNREACHABLE)  # a fleet exits with its worst server's code
 
 
 def headline(round_: ProbeRound) -> str:
@@ -54,35 +58,54 @@ def exit_code(round_: ProbeRound) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    target = target_from_args(args)
     interval_s = float(settings.get("PROBE_INTERVAL_S", args.interval))
-    with client_for(target, args) as client:
-        prober = Prober(client, home=settings.home(), interval_s=interval_s)
-        if args.once:
-            return _report(prober.run(force=True), args.json)
-        stop = threading.Event()
-
-        def on_signal(signum: int, frame: FrameType | None) -> None:
-            stop.set()
-
-        previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    if args.fleet is not None:
+        fleet = FleetProber(fleet_named(args.fleet), home=settings.home(), interval_s=interval_s)
         try:
-            print(f"probing the READY models of {client.url} every {prober.interval_s:g}s; Ctrl-C stops",
-                  flush=True)
-            while not stop.is_set():
-                round_ = prober.run()
-                if round_.probes or round_.error:
-                    _report(round_, args.json)
-                stop.wait(min(prober.interval_s, 5.0))
+            return _probe(lambda force: fleet.run(force=force), f"the {args.fleet} fleet", interval_s, args)
         finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
+            fleet.close()
+    with client_for(target_from_args(args), args) as client:
+        prober = Prober(client, home=settings.home(), interval_s=interval_s)
+        return _probe(lambda force: [prober.run(force=force)], client.url, interval_s, args)
+
+
+def _probe(rounds: Callable[[bool], list[ProbeRound]], what: str, interval_s: float,
+           args: argparse.Namespace) -> int:
+    """`--once`: one forced round, its exit code; else a round every interval until a signal."""
+    many = args.fleet is not None
+    if args.once:
+        return _report(rounds(True), args.json, many)
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        print(f"probing the READY models of {what} every {max(MIN_INTERVAL_S, interval_s):g}s; Ctrl-C stops",
+              flush=True)
+        while not stop.is_set():
+            done = [r for r in rounds(False) if r.probes or r.error]
+            if done:
+                _report(done, args.json, many)
+            stop.wait(min(interval_s, 5.0))
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     return EXIT_OK
 
 
-def _report(round_: ProbeRound, as_json: bool) -> int:
-    print(json.dumps(round_.to_json(), indent=2) if as_json else render(round_), flush=True)
-    return exit_code(round_)
+def _report(rounds: list[ProbeRound], as_json: bool, many: bool) -> int:
+    """One server's round as before; a fleet's one section per server, the worst exit code."""
+    if as_json:
+        documents = [r.to_json() for r in rounds]
+        print(json.dumps(documents if many else documents[0], indent=2), flush=True)
+    elif many:
+        print("\n\n".join(f"[{r.server}]\n{render(r)}" for r in rounds), flush=True)
+    else:
+        print(render(rounds[0]), flush=True)
+    return max((exit_code(r) for r in rounds), key=WORSE.index, default=EXIT_OK)
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -95,6 +118,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "not answer; 3 Triton does not answer; 2 bad usage.")
     add_connection_args(parser, log_and_repository=False)
     parser.add_argument("--once", action="store_true", help="one round, then exit (1 when a probe fails)")
+    parser.add_argument("--fleet", default=None, metavar="NAME",
+                        help="every server of a fleet ('default' for GEADMIN_FLEET), in parallel; one "
+                        "section per server, the worst exit code")
     parser.add_argument("--interval", type=float, default=None, metavar="SECONDS",
                         help="seconds between two probes of one model (env GEADMIN_PROBE_INTERVAL_S, "
                         "default 30, at least 5)")

@@ -19,11 +19,13 @@ from geadmin import settings
 from geadmin.cli.common import port_number, positive_seconds
 from geadmin.cli.npu import triton_metrics
 from geadmin.domain import format_duration
+from geadmin.fleet.discovery import fleet_named
+from geadmin.fleet.probes import FleetProber
 from geadmin.ops.probe import PROBE_TIMEOUT_S, Prober
 from geadmin.stack.target import live_stack, resolve
 from geadmin.telemetry.exporter import MetricsEndpoint
 from geadmin.telemetry.history import sources
-from geadmin.telemetry.sampler import Sampler, SamplerOptions, default_npu_smi, lock
+from geadmin.telemetry.sampler import Sampler, SamplerOptions, Watcher, default_npu_smi, lock
 from geadmin.triton.client import TritonClient
 
 
@@ -50,17 +52,25 @@ def run(args: argparse.Namespace) -> int:
     stack = live_stack()
     target = resolve(url=args.url, admin_key=args.admin_key, stack=stack)
     client = TritonClient(target.spec.url, admin_key=target.spec.admin_key, timeout_s=PROBE_TIMEOUT_S)
+    probe_interval_s = float(settings.get("PROBE_INTERVAL_S", args.probe_interval))
+    fleet = FleetProber(fleet_named(args.fleet), home=options.home, interval_s=probe_interval_s) \
+        if args.fleet is not None and not args.no_probes else None
     # Probe only a Triton that was named (or the running stack's), never a guessed default.
     known = bool(args.url or settings.is_set("TRITON_URL") or stack)
-    watchers = [] if args.no_probes or not known else [Prober(client, home=options.home, interval_s=float(
-        settings.get("PROBE_INTERVAL_S", args.probe_interval))).run]
+    watchers: list[Watcher] = []
+    if fleet is not None:
+        watchers.append(fleet.run)
+    elif known and not args.no_probes:
+        watchers.append(Prober(client, home=options.home, interval_s=probe_interval_s).run)
     port = settings.get("SAMPLER_METRICS_PORT", args.metrics_port)
     endpoint = MetricsEndpoint(options.home, port, args.metrics_host,
                                dashboard_url=settings.dashboard_url()).start() if port else None
     try:
         print(f"sampling {options.metrics_url} every {options.interval_s:g}s into "
               f"{options.home / 'geadmin.db'} (kept {options.retention_h:g} h); Ctrl-C stops", flush=True)
-        if watchers:
+        if fleet is not None:
+            print(f"probing the READY models of every server of the {args.fleet} fleet", flush=True)
+        elif watchers:
             print(f"probing the READY models of {client.url}", flush=True)
         elif not args.no_probes:
             print("not probing: name the Triton with --url or GEADMIN_TRITON_URL", flush=True)
@@ -73,6 +83,8 @@ def run(args: argparse.Namespace) -> int:
         if endpoint:
             endpoint.stop()
         client.close()
+        if fleet is not None:
+            fleet.close()
         held.close()
     print("sampler stopped", flush=True)
     return 0
@@ -111,6 +123,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         "else GEADMIN_TRITON_URL)")
     parser.add_argument("--admin-key", default=None,
                         help="key for Triton's restricted APIs (the repository index the probes read)")
+    parser.add_argument("--fleet", default=None, metavar="NAME",
+                        help="probe every server of this fleet instead ('default' for GEADMIN_FLEET; "
+                        "members found again every minute, so scaled-in replicas are probed too)")
     parser.add_argument("--no-probes", action="store_true",
                         help="record metrics only: no model states, no synthetic requests")
     parser.add_argument("--probe-interval", type=positive_seconds, default=None, metavar="SECONDS",

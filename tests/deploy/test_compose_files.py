@@ -222,13 +222,17 @@ def test_profiles_hold_the_optional_services() -> None:
 
 def test_prometheus_scrapes_triton_geadmin_and_the_exporter_and_alerts_through_alertmanager() -> None:
     config = load(ROOT / "deploy" / "prometheus.yml")
-    targets = {job["job_name"]: job["static_configs"][0]["targets"] for job in config["scrape_configs"]}
-    assert targets == {"triton": ["triton:8002"], "npu-exporter": ["npu-exporter:8082"],
-                       "geadmin": ["sampler:9309"]}
+    jobs = {job["job_name"]: job for job in config["scrape_configs"]}
+    targets = {name: job["static_configs"][0]["targets"] for name, job in jobs.items()
+               if "static_configs" in job}
+    assert targets == {"npu-exporter": ["npu-exporter:8082"], "geadmin": ["sampler:9309"]}
+    # every replica of the triton service, by DNS (compose answers the name with each)
+    assert jobs["triton"]["dns_sd_configs"] == [{"names": ["triton"], "type": "A", "port": 8002}]
     assert config["alerting"]["alertmanagers"][0]["static_configs"][0]["targets"] == ["alertmanager:9093"]
     sampler = COMPOSE["ascend"]["services"]["sampler"]
     assert sampler["environment"]["GEADMIN_SAMPLER_METRICS_PORT"] == "9309"
-    assert sampler["command"] == ["geadmin", "sampler", "--metrics-host", "0.0.0.0"]
+    assert sampler["command"] == ["geadmin", "sampler", "--metrics-host", "0.0.0.0", "--fleet", "default"]
+    assert sampler["environment"]["GEADMIN_FLEET"] == "${GEADMIN_FLEET:-dns:triton:8000}"
     prometheus = COMPOSE["ascend"]["services"]["prometheus"]
     rules = [m for m in prometheus["volumes"] if "geadmin-alerts.yml" in m]
     assert rules and config["rule_files"] == [rules[0].split(":")[1]]
@@ -263,7 +267,8 @@ def test_dashboard_runs_geadmin_dashboard_with_sign_in(kind: str) -> None:
 def test_the_sampler_records_compose_triton_into_the_dashboards_workspace(kind: str) -> None:
     sampler, dashboard = service(kind, "sampler"), service(kind, "dashboard")
     assert sampler["image"] == dashboard["image"]
-    assert sampler["command"] == ["geadmin", "sampler", "--metrics-host", "0.0.0.0"]  # for Prometheus
+    assert sampler["command"] == ["geadmin", "sampler", "--metrics-host", "0.0.0.0", "--fleet", "default"]
+    assert sampler["environment"]["GEADMIN_FLEET"] == "${GEADMIN_FLEET:-dns:triton:8000}"  # for Prometheus
     assert sampler["environment"]["GEADMIN_TRITON_URL"] == "http://triton:8000"  # the probes' Triton
     assert sampler["environment"]["GEADMIN_ADMIN_KEY"] == dashboard["environment"]["GEADMIN_ADMIN_KEY"]
     assert sampler["environment"]["GEADMIN_TRITON_METRICS_URL"] == "http://triton:8002/metrics"

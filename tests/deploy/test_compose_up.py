@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -254,7 +255,7 @@ def stack(docker_engine: None) -> Iterator[Stack]:
                 "GEADMIN_IMAGE_REPO": IMAGE_REPO, "GEADMIN_IMAGE_TAG": IMAGE_TAG,
                 "BASE_IMAGE": TEST_BASE_IMAGE, "PUBLISH_ADDRESS": "127.0.0.1", "TRITON_SHM_SIZE": "256m",
                 **{name: f"{port}-{port + REPLICAS - 1}" for name, port in ranges.items()},
-                "DASHBOARD_PORT": str(ports["DASHBOARD_PORT"])}
+                "DASHBOARD_PORT": str(ports["DASHBOARD_PORT"]), "GEADMIN_PROBE_INTERVAL_S": "5"}
     env_file.write_text("".join(f"{name}={value}\n" for name, value in settings.items()))
     result = Stack(project, key, ports, repository, env_file, timings)
     try:
@@ -456,6 +457,14 @@ def test_scaled_to_three_the_dashboard_finds_each_replica_by_dns_and_rolls_out_a
     assert apply.returncode == 0, apply.stdout + apply.stderr
     assert apply.stdout.startswith("ROLLOUT DONE: apply digits_classifier on 3 server(s) in 3 wave(s)")
     assert path.read_text() == new  # the shared repository, written once
+
+    def probed_replicas() -> set[str] | None:  # the sampler finds the replicas again each minute
+        read = "from geadmin.telemetry import watch; print(' '.join(watch.probed_servers()))"
+        found = set(run(["docker", "exec", stack.container("sampler"), "python", "-c", read]).stdout.split())
+        return found if len(found) == REPLICAS else None
+
+    probed = wait_for("the sampler probing every replica", probed_replicas, 150, stack.diagnose)
+    assert {urlsplit(u).port for u in probed} == {8000} and "http://triton:8000" not in probed  # each pod
 
 
 def test_down_leaves_no_container_network_or_volume(stack: Stack) -> None:

@@ -12,7 +12,9 @@ import json
 import os
 import shutil
 import socket
+import subprocess
 import threading
+import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,7 +40,7 @@ from geadmin.triton.servers import ServerSpec
 from tests.support.apptest import APP, button, isolate, run
 from tests.support.processes import wait_for
 from tests.support.prometheus import PrometheusServer
-from tests.support.stack import geadmin
+from tests.support.stack import GEADMIN, geadmin
 
 pytestmark = pytest.mark.integration
 
@@ -185,6 +187,47 @@ def test_geadmin_status_takes_a_fleet_and_exits_with_its_worst_server(fresh: Lab
     assert "DRIFT: echo" in sections[2] and "DRIFT" not in sections[0] + sections[1]
     refused = geadmin("status", "--fleet", "nope", home=fresh.home)
     assert refused.returncode == 2 and "nope" in refused.stderr and "Traceback" not in refused.stderr
+
+
+def test_probes_reach_every_server_of_the_fleet_and_name_the_one_that_does_not_answer(fresh: Lab) -> None:
+    urls = {name: server.http_url for name, server in fresh.servers.items()}
+    result = geadmin("probe", "--fleet", "lab", "--once", "--json", home=fresh.home)
+    assert result.returncode == 0, result.stdout + result.stderr
+    rounds = json.loads(result.stdout)
+    assert sorted(r["server"] for r in rounds) == sorted(urls.values())
+    assert all(p["ok"] for r in rounds for p in r["probes"]) and all(len(r["probes"]) == 2 for r in rounds)
+    # c reloads a config whose model answers every request with an error: READY all the same
+    (fresh.own / MODEL / "config.pbtxt").write_text(config(mode="v1", answer="error"))
+    with fresh.client("c") as client:
+        client.load(MODEL)
+    result = geadmin("probe", "--fleet", "lab", "--once", home=fresh.home)
+    assert result.returncode == 1, result.stdout + result.stderr
+    sections = {section.splitlines()[0]: section.splitlines()[1] for section in result.stdout.split("\n\n")}
+    assert sections[f"[{urls['c']}]"].startswith(f"FAILED: {MODEL} is READY but does not answer: ")
+    assert sections[f"[{urls['a']}]"].startswith("OK") and sections[f"[{urls['b']}]"].startswith("OK")
+
+
+def test_a_sampler_with_a_fleet_probes_every_server_and_exports_each(fresh: Lab, tmp_path: Path) -> None:
+    port = free_ports(1)[0]
+    env = {**os.environ, "GEADMIN_HOME": str(tmp_path / "home")}  # no probe recorded before it
+    sampler = subprocess.Popen([*GEADMIN, "sampler", "--fleet", "lab", "--metrics-port", str(port),
+                                "--metrics-url", fresh.servers["a"].metrics_url,  # its history: one server's
+                                "--probe-interval", "5"], env=env, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        def probed_servers() -> set[str]:
+            try:
+                page = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+            except OSError:
+                return set()
+            return {line.split('server="')[1].split('"')[0] for line in page.splitlines()
+                    if line.startswith("geadmin_probe_success{") and line.endswith(" 1.0")}
+        assert wait_for(lambda: len(probed_servers()) == 3, 60), probed_servers()
+        assert probed_servers() == {s.http_url for s in fresh.servers.values()}
+    finally:
+        sampler.terminate()
+        output = sampler.communicate(timeout=30)[0]
+    assert "probing the READY models of every server of the lab fleet" in output, output
 
 
 def test_a_server_down_and_one_that_hangs_are_reported_without_holding_up_the_view(
