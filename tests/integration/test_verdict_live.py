@@ -63,6 +63,9 @@ def test_a_failed_model_and_the_ensemble_it_took_down_make_status_degraded(
     assert wait_for(lambda: states(client)[PIPELINE] is not ModelState.READY, 30)
     with pytest.raises(Exception, match="failed to poll from model repository"):
         client.load(CLASSIFIER)
+    # Triton's unload returns before the model is gone: judge once it is (a clean run on a busy
+    # machine saw it still UNLOADING, which is a change in progress, not yet a reason)
+    assert wait_for(lambda: states(client)[CLASSIFIER] is ModelState.UNAVAILABLE, 30), states(client)
 
     code, text, document = status(server, home)
     assert code == 4, text
