@@ -64,3 +64,24 @@ def pytest_configure(config: pytest.Config) -> None:
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     if worker and "GEADMIN_FREE_PORT_RANGE" not in os.environ:
         os.environ["GEADMIN_FREE_PORT_RANGE"] = worker_port_range(worker)
+
+
+_busy: dict[str, list[float]] = {}  # worker -> [seconds in its tests, tests finished]
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """On the controller: each worker's time in setup, call and teardown, summed."""
+    node = getattr(report, "node", None)  # xdist's worker that ran it (absent without xdist)
+    worker = getattr(getattr(node, "gateway", None), "id", None)
+    if worker is not None:
+        busy = _busy.setdefault(worker, [0.0, 0])
+        busy[0] += report.duration
+        busy[1] += report.when == "teardown"
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """How evenly the workers were loaded: where to look when `make test` grows."""
+    if _busy:
+        shares = [f"{worker} {seconds:.0f} s over {int(tests)} tests"
+                  for worker, (seconds, tests) in sorted(_busy.items())]
+        terminalreporter.write_line("worker busy time: " + ", ".join(shares))
