@@ -10,7 +10,7 @@ server's requests, quantiles the worst server's. What this module adds over it:
 - `node_map`: each node's NPU sources (npu-exporter, or npu_ge's families on a Triton's own
   page) with the Triton servers on that node and the models they serve, joined on the targets'
   node label (Kubernetes service discovery's `node` / `kubernetes_node`, or a static label);
-- `fleet_bottlenecks`: the triage card's verdicts over the fleet's last minute.
+- `fleet_bottlenecks`: the triage card's verdicts over the fleet's last minute (`minute_window`).
 """
 
 from __future__ import annotations
@@ -118,33 +118,53 @@ def node_map(history: PrometheusHistory) -> list[NodeRow]:
 
 def fleet_bottlenecks(history: PrometheusHistory, source: str,
                       now: datetime | None = None) -> tuple[Bottleneck, ...]:
-    """Each busy model's verdict from the source's latest point (rates over Prometheus's rate
-    window, about the last minute). Without NPU figures per model, infer-dominated is
-    compute-bound; ensembles are triaged as their own stages (the fleet view has no members)."""
+    """Each busy model's verdict over the source's last minute. Without NPU figures per model,
+    infer-dominated is compute-bound; ensembles are triaged as their own stages (the fleet view
+    has no members)."""
     until = now or datetime.now(timezone.utc)
-    series = history.model_series(source, until - timedelta(minutes=TRIAGE_MINUTES + 1), until)
-    return with_traffic(assess(window) for s in series if (window := latest_window(s)) is not None)
+    since = until - timedelta(minutes=TRIAGE_MINUTES)
+    series = history.model_series(source, since - timedelta(minutes=1), until)
+    return with_traffic(assess(window) for s in series if (window := minute_window(s, since)) is not None)
 
 
-def latest_window(s: Series, window_s: float = 60 * TRIAGE_MINUTES) -> ModelWindow | None:
-    """The last point with figures, as the window the bottleneck rules read."""
-    for i in range(len(s.times) - 1, -1, -1):
-        point = {name: s.column(name)[i] for name in MODEL_VALUES}
-        if point["requests_per_s"] is None:
-            continue
-        model, sep, version = s.name.rpartition(" v")  # history names a second version "model v2"
-        if not sep or not version.isdigit():
-            model, version = s.name, ""
-        return ModelWindow(
-            model=model, version=version, window_s=window_s,
-            inferences_per_s=point["inferences_per_s"], requests_per_s=point["requests_per_s"],
-            successes_per_s=None, failures_per_s=point["failures_per_s"],
-            executions_per_s=point["executions_per_s"], avg_batch_size=point["avg_batch_size"],
-            avg_request_ms=point["avg_request_ms"], avg_queue_ms=point["avg_queue_ms"],
-            avg_compute_input_ms=point["avg_compute_input_ms"],
-            avg_compute_infer_ms=point["avg_compute_infer_ms"],
-            avg_compute_output_ms=point["avg_compute_output_ms"],
-            quantiles=(("request", Quantiles(point["p50_ms"], point["p90_ms"], point["p99_ms"])),),
-            failures_by_reason=(), pending_requests=point["pending_requests"],
-            counters_reset=False, first_seen=False)
-    return None
+RATE_VALUES = ("inferences_per_s", "requests_per_s", "failures_per_s", "executions_per_s")
+QUANTILE_VALUES = ("p50_ms", "p90_ms", "p99_ms")
+
+
+def minute_window(s: Series, since: datetime, window_s: float = 60 * TRIAGE_MINUTES) -> ModelWindow | None:
+    """The points from `since` on as one window the bottleneck rules read: rates averaged,
+    per-request averages weighted by each point's requests, quantiles the worst; None when no
+    point has figures (a gap, or nothing scraped)."""
+    rows = [{name: s.column(name)[i] for name in MODEL_VALUES} for i, at in enumerate(s.times)
+            if at >= since and s.column("requests_per_s")[i] is not None]
+    if not rows:
+        return None
+
+    def known(name: str) -> list[float]:
+        return [v for r in rows if (v := r[name]) is not None]
+
+    def mean(name: str) -> float | None:
+        values = known(name)
+        return sum(values) / len(values) if values else None
+
+    def weighted(name: str) -> float | None:
+        pairs = [(v, r["requests_per_s"] or 0.0) for r in rows if (v := r[name]) is not None]
+        total = sum(w for _, w in pairs)
+        return sum(v * w for v, w in pairs) / total if total > 0 else None
+
+    def worst(name: str) -> float | None:
+        return max(known(name), default=None)
+
+    rates = {name: mean(name) for name in RATE_VALUES}
+    model, sep, version = s.name.rpartition(" v")  # history names a second version "model v2"
+    if not sep or not version.isdigit():
+        model, version = s.name, ""
+    return ModelWindow(
+        model=model, version=version, window_s=window_s, successes_per_s=None, **rates,
+        avg_batch_size=weighted("avg_batch_size"), avg_request_ms=weighted("avg_request_ms"),
+        avg_queue_ms=weighted("avg_queue_ms"), avg_compute_input_ms=weighted("avg_compute_input_ms"),
+        avg_compute_infer_ms=weighted("avg_compute_infer_ms"),
+        avg_compute_output_ms=weighted("avg_compute_output_ms"),
+        quantiles=(("request", Quantiles(*(worst(name) for name in QUANTILE_VALUES))),),
+        failures_by_reason=(), pending_requests=next(reversed(known("pending_requests")), None),
+        counters_reset=False, first_seen=False)

@@ -84,6 +84,15 @@ def busy(lab: Lab, points: int) -> list[Series]:
         assert time.monotonic() < deadline, f"no {points} busy points per server after 90 s: {lines}"
 
 
+def traffic_in_the_last_minute(lab: Lab) -> None:
+    """Requests to both servers until the fleet's last minute has a verdict (bounded)."""
+    deadline = time.monotonic() + 90
+    while not fleet_bottlenecks(lab.history, FLEET):
+        assert time.monotonic() < deadline, "no verdict for the fleet's last minute after 90 s"
+        send_digits(lab.a.grpc_url, 20)
+        send_digits(lab.b.grpc_url, 20)
+
+
 def at_common_steps(*series: Series) -> list[int]:
     """Indexes into series[0] at the times every series has a rate."""
     rates = [dict(zip(s.times, s.column("inferences_per_s"), strict=True)) for s in series]
@@ -126,6 +135,7 @@ def test_servers_are_joined_to_their_nodes_npus_and_the_fleet_is_triaged(lab: La
     assert rows["node-a"].npu_sources == (lab.npu_exporter,)
     assert rows["node-a"].servers == ("triton-0",) and rows["node-a"].models == (MODEL,)
     assert rows["node-b"].npu_sources == () and rows["node-b"].servers == ("triton-1",)
+    traffic_in_the_last_minute(lab)
     [verdict] = fleet_bottlenecks(lab.history, FLEET)
     assert verdict.model == MODEL and verdict.version == ""
     assert verdict.verdict not in (Verdict.IDLE, Verdict.NO_DATA), verdict
@@ -171,6 +181,7 @@ def test_the_pages_show_the_fleet_by_server_by_node_and_its_bottlenecks(
     assert table.set_index("node").loc["node-a", "Triton servers"] == "triton-0"
     assert table.set_index("node").loc["node-b", "NPU sources"] == "none scraped"
 
+    traffic_in_the_last_minute(lab)  # the card covers the last minute, and the pages above took time
     fleet = page("fleet.py", lab, monkeypatch, tmp_path)
     assert any(m.value.startswith("**Bottlenecks across the fleet**") for m in fleet.markdown)
     shown = [m.value for m in fleet.markdown]

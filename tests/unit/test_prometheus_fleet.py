@@ -3,11 +3,11 @@ per-server queries, and the triage window taken from a history line."""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 from geadmin.telemetry.history import MODEL_VALUES, Series
 from geadmin.telemetry.prometheus import MODEL_QUERIES, Target, fleet_job, fleet_overviews, fleet_target
-from geadmin.telemetry.prometheus_fleet import PER_SERVER_QUERIES, latest_window, node_of, server_name
+from geadmin.telemetry.prometheus_fleet import PER_SERVER_QUERIES, minute_window, node_of, server_name
 
 AT = datetime(2026, 12, 5, tzinfo=timezone.utc)
 
@@ -47,15 +47,27 @@ def test_servers_are_named_by_pod_and_placed_by_node_label_else_host() -> None:
     assert node_of(target("t", "10.0.0.5:8002")) == "10.0.0.5"
 
 
-def series(name: str, requests: list[float | None]) -> Series:
-    values = {n: tuple(requests) for n in MODEL_VALUES}
-    return Series(name, tuple(AT for _ in requests), values)
+def series(name: str, requests: list[float | None], p99: list[float | None] | None = None) -> Series:
+    """One point every 10 s up to AT; every value column is `requests` unless given."""
+    values: dict[str, tuple[float | None, ...]] = {n: tuple(requests) for n in MODEL_VALUES}
+    if p99 is not None:
+        values["p99_ms"] = tuple(p99)
+    values["avg_queue_ms"] = tuple(None if r is None else 10.0 * r for r in requests)
+    times = tuple(AT - timedelta(seconds=10 * (len(requests) - 1 - i)) for i in range(len(requests)))
+    return Series(name, times, values)
 
 
-def test_the_triage_window_is_the_last_point_with_requests_and_the_version_is_split_off() -> None:
-    window = latest_window(series("resnet v2", [3.0, 4.0, None]))
+def test_the_triage_window_is_the_last_minute_averaged_and_the_version_is_split_off() -> None:
+    minute_ago = AT - timedelta(minutes=1)
+    s = series("resnet v2", [50.0, 2.0, 4.0, None, 6.0], p99=[500.0, 7.0, 9.0, None, 8.0])
+    s = Series(s.name, (AT - timedelta(minutes=5), *s.times[1:]), s.values)  # the first point: too old
+    window = minute_window(s, minute_ago)
     assert window is not None and (window.model, window.version) == ("resnet", "2")
-    assert window.requests_per_s == 4.0 and window.quantiles_for("request") is not None
-    named = latest_window(series("my vision", [1.0]))
+    assert window.requests_per_s == 4.0  # (2 + 4 + 6) / 3: the gap and the old point left out
+    request = window.quantiles_for("request")
+    assert request is not None and request.p99_ms == 9.0  # the worst in the minute
+    # queue ms 20, 40, 60 weighted by 2, 4, 6 requests/s
+    assert window.avg_queue_ms == (20 * 2 + 40 * 4 + 60 * 6) / 12
+    named = minute_window(series("my vision", [1.0]), minute_ago)
     assert named is not None and (named.model, named.version) == ("my vision", "")
-    assert latest_window(series("idle", [None, None])) is None
+    assert minute_window(series("idle", [None, None]), minute_ago) is None
