@@ -28,6 +28,7 @@ from geadmin.domain import Endpoint
 from geadmin.errors import ConfigError, DiscoverySourceError
 from geadmin.fleet import dns, prometheus_targets
 from geadmin.fleet.members import NODE, Found, Member
+from geadmin.stack.target import Target, explained_by, live_stack
 from geadmin.triton.servers import load_servers, read_key_file
 
 if sys.version_info >= (3, 11):
@@ -147,12 +148,23 @@ def _with_fleet_settings(member: Member, fleet: Fleet) -> Member:
 def _one(source: str, timeout_s: float) -> Found:
     try:
         if source == CONFIGURED:
-            return Found(source, tuple(Member(spec, source, {NODE: Endpoint.parse(spec.url).host})
-                                       for spec in load_servers()))
+            return Found(source, tuple(_configured()))
         prefix, _, target = source.partition(":")
         return SOURCES[prefix](target, timeout_s=timeout_s)
     except DiscoverySourceError as exc:
         return Found(source, error=str(exc))
+
+
+def _configured() -> list[Member]:
+    """The configured servers as the CLI and the pages see them: the running stack's Triton with
+    the stack's own admin key and repository (the key it was started with, found in its workspace)."""
+    stack = live_stack()
+    members = []
+    for spec in load_servers(stack.http_url if stack else None):
+        target = explained_by(Target(spec), stack)
+        labels = {NODE: Endpoint.parse(spec.url).host}
+        members.append(Member(target.spec, CONFIGURED, labels, target.repository))
+    return members
 
 
 def _merged(found: Sequence[Found]) -> list[Member]:

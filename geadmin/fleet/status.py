@@ -77,6 +77,8 @@ class ServerView:
         if not self.snapshot.reachable:
             error = self.snapshot.error.splitlines()[0] if self.snapshot.error else "no answer"
             return f"unreachable: {error}"
+        if self.snapshot.error:  # it answers, but its models cannot be read (a key): never "0 models, OK"
+            return f"its models cannot be read: {self.snapshot.error.splitlines()[0]}"
         serving = any(m.state is ModelState.READY for m in self.snapshot.models)
         if not self.snapshot.ready and not serving:
             return f"{self.snapshot.status} (Triton says it is not ready, and no model is READY)"
@@ -180,6 +182,8 @@ class FleetStatus:
         failed, problems = self.failed(), self.discovery.problems
         if not total:
             return "FLEET EMPTY: no server found" + (f" ({problems[0]})" if problems else "")
+        if not self.answering:  # `geadmin fleet status` exits 3, as for no server at all
+            return f"FLEET DOWN: none of {total} servers serving — first: {down[0]}"
         if down or failed or skew:
             first = (down or failed or skew)[0]
             return (f"FLEET DEGRADED: {len(self.answering)} of {total} servers serving; "

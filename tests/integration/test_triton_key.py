@@ -164,6 +164,17 @@ def test_a_test_request_without_the_key_is_built_from_the_metadata_and_says_so(
     assert "probabilities  FP32 [1, 10]" in keyless.stdout  # one row: the metadata's -1 sent as 1
 
 
+def test_the_default_fleet_reads_the_stack_with_the_stacks_own_key(public_stack: PublicStack) -> None:
+    """The configured servers as a fleet: the running stack's Triton gets the key it was started
+    with (GEADMIN_ADMIN_KEY here is another server's), so its models are read, never '0 models, OK'."""
+    fleet = public_stack.geadmin("fleet", "status", "--json")
+    assert fleet.returncode == 0, fleet.stdout + fleet.stderr
+    document = json.loads(fleet.stdout)
+    assert document["matrix"][MODEL] == {"local": {"state": "READY", "version": "1"}}, document
+    each = public_stack.geadmin("status", "--fleet", "default")
+    assert each.returncode == 0 and each.stdout.startswith("[local]\nOK: Triton serves"), each.stdout
+
+
 def test_geadmin_finds_the_key_in_the_workspace_over_both_protocols(public_stack: PublicStack) -> None:
     base = f"http://127.0.0.1:{public_stack.http}"
     try:

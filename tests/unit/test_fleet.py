@@ -216,3 +216,18 @@ def test_a_server_not_ready_only_by_strict_readiness_serves_and_is_not_down() ->
         "b (http://b:8000): LIVE, NOT READY (Triton says it is not ready, and no model is READY)"]
     assert status.failed() == [
         "npu: failed on 1 of 1: cannot load libascendcl.so (Triton's readiness is false on a)"]
+
+
+def test_a_server_whose_models_cannot_be_read_is_never_counted_as_serving_nothing() -> None:
+    """A restricted index without the key: 'FLEET OK: 1 server, 0 models' would be green
+    while nothing is known; the server is down in the view, and with none readable the fleet is."""
+    refused = ServerSnapshot("a", "http://a:8000", "http", datetime.now(timezone.utc), live=True, ready=True,
+                             error="list the model repository: This API is restricted, expecting header "
+                                   "'admin-key'\nmore")
+    status = fleet_of(ServerView(member("a", "http://a:8000"), refused))
+    assert status.down() == ["a (http://a:8000): its models cannot be read: list the model repository: "
+                             "This API is restricted, expecting header 'admin-key'"]
+    assert status.headline().startswith("FLEET DOWN: none of 1 servers serving — first: a (http://a:8000)")
+    ok = ServerView(member("b", "http://b:8000"), snapshot("b", ("m", "1", ModelState.READY)))
+    assert fleet_of(ok, ServerView(member("a", "http://a:8000"), refused)).headline().startswith(
+        "FLEET DEGRADED: 1 of 2 servers serving")
