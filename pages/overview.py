@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import pandas as pd
 import streamlit as st
 
@@ -85,7 +87,7 @@ def server_detail(target: Target, current: ServerSnapshot, last_good: ServerSnap
     silent = [r for r in verdict.reasons if r.rule is Rule.NOT_ANSWERING] if shown is current else []
     identity(current, shown, found, len(silent))
     not_answering(silent)
-    not_ready_models(found, can_act=shown is current)
+    not_ready_models(found, verdict.unloaded if shown is current else {}, can_act=shown is current)
     drift_panel(verdict, target, can_act=shown is current)
     model_table(shown, found.failed_reasons, verdict if shown is current else None)
     st.caption(f"Refreshed {current.taken_at:%H:%M:%S} UTC · every {REFRESH_S}s")
@@ -119,7 +121,7 @@ def not_answering(reasons: list[Reason]) -> None:
         st.error(f"**{reason.model}** — {reason.text.split(': ', 1)[-1]}\n\n**Next step:** {reason.fix}.")
 
 
-def not_ready_models(found: Triage, can_act: bool) -> None:
+def not_ready_models(found: Triage, unloaded: Mapping[str, str], can_act: bool) -> None:
     show_retry_result()
     if found.failed:
         st.subheader(f"Failed ({len(found.failed)})")
@@ -136,7 +138,8 @@ def not_ready_models(found: Triage, can_act: bool) -> None:
     for model in found.changing:
         st.info(f"**{model.name}** is {model.state.value.lower()}…")
     if found.idle:
-        st.caption("Not loaded: " + ", ".join(m.name for m in found.idle))
+        shown = [m.name + (f" ({unloaded[m.name]})" if unloaded.get(m.name) else "") for m in found.idle]
+        st.caption("Not loaded: " + ", ".join(shown))
 
 
 def retry_load(name: str) -> None:

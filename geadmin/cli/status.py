@@ -73,7 +73,9 @@ def render_text(verdict: Verdict, outage: str = "", crash: str = "") -> str:
         stuck = " (stuck)" if model.name in verdict.stuck else ""
         lines.append(f"{model.state.value}{stuck}: {model.name}")
     if found.idle:
-        lines.append(f"NOT LOADED ({len(found.idle)}): " + ", ".join(m.name for m in found.idle))
+        shown = [m.name + (f" ({verdict.unloaded[m.name]})" if verdict.unloaded.get(m.name) else "")
+                 for m in found.idle]
+        lines.append(f"NOT LOADED ({len(found.idle)}): " + ", ".join(shown))
     if not snap.models and snap.reachable and not snap.error:
         lines.append("(the model repository is empty)")
     return "\n".join(lines)

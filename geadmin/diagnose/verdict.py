@@ -27,21 +27,17 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from geadmin import audit, db
 from geadmin.diagnose import interrupted
 from geadmin.diagnose.drift import Drift, find_drift
 from geadmin.diagnose.health import ServerSnapshot, Triage, is_idle, triage
-from geadmin.domain import LogCursor, ModelEntry, ModelState, format_duration
+from geadmin.diagnose.unloads import DROPPED_MARK, with_dropped
+from geadmin.domain import ModelState, format_duration
 from geadmin.telemetry import watch
 from geadmin.telemetry.watch import ProbeRecord
 from geadmin.triton.client import TritonClient
-from geadmin.triton.logs import LogSource, is_failure, model_log_lines
+from geadmin.triton.logs import LogSource
 
 STUCK_AFTER_S = 300.0  # LOADING / UNLOADING longer than this is stuck (geadmin up's load timeout)
-DROP_LOG_BYTES = 4 << 20  # how far back the log is searched for why a model was dropped
-# The audit actions that change whether a model serves; the latest one decides "operator unload".
-STATE_ACTIONS = ("load", "unload", "reload", "apply", "rollback", "create", "side_effect")
-OPERATOR_UNLOAD = "unload"
 
 
 class Level(str, enum.Enum):
@@ -95,6 +91,8 @@ class Verdict:
     stuck: tuple[str, ...] = ()
     drift_checked: bool = True  # False: no repository (or no client) to compare with
     probes: Mapping[str, ProbeRecord] = field(default_factory=dict)  # model -> its fresh probe
+    unloaded: Mapping[str, str] = field(default_factory=dict)  # model -> "unloaded by NAME at TIME"
+    notes: tuple[str, ...] = ()  # true and worth knowing, but no reason to page
 
     @property
     def level(self) -> Level:
@@ -123,7 +121,8 @@ class Verdict:
             scope = f"every expected model READY ({', '.join(self.expected)}); " if self.expected else ""
             drift = "none drifted from its file" if self.drift_checked else \
                 "drift not checked (the model repository is not known here)"
-            return f"OK: Triton serves; {scope}{ready} model(s) READY, none failed, {drift}"
+            notes = "".join(f"; note: {note}" for note in self.notes)
+            return f"OK: Triton serves; {scope}{ready} model(s) READY, none failed, {drift}{notes}"
         worst = [r for r in self.reasons if r.level is self.level]
         more = len(self.reasons) - 1
         return f"{self.level.value}: {worst[0].text}" + (f" (and {more} more)" if more else "")
@@ -144,12 +143,14 @@ class Verdict:
             "error": snap.error,
             "models": [{"name": m.name, "version": m.version, "state": m.state.value, "reason": m.reason,
                         "failure": failures.get(m.name, ""),
+                        "unloaded_by_operator": self.unloaded.get(m.name, ""),
                         "probe": self.probes[m.name].to_json() if m.name in self.probes else None}
                        for m in snap.models],
             "expected_not_ready": self.missing,
             "failed": sorted(failures),
             "drift": [d.to_json() for d in self.drift],
             "drift_checked": self.drift_checked,
+            "notes": list(self.notes),
         }
 
 
@@ -157,9 +158,12 @@ class Verdict:
 def judge(snapshot: ServerSnapshot, found: Triage, *, drift: Sequence[Drift] = (),
           stuck: Mapping[str, float] | None = None, expected: Sequence[str] = (),
           cut_short: Sequence[interrupted.Interrupted] = (),
-          probes: Mapping[str, ProbeRecord] | None = None) -> Verdict:
+          probes: Mapping[str, ProbeRecord] | None = None,
+          unloaded: Mapping[str, str] | None = None) -> Verdict:
     """Apply the rules to what was found. `stuck`: model -> seconds it has been moving;
-    `found.failed` already holds the dropped models (see `with_dropped`)."""
+    `found.failed` already holds the dropped models and `unloaded` the operator's unloads (see
+    `with_dropped`)."""
+    unloaded = dict(unloaded or {})
     if not snapshot.reachable:
         down = Reason(Rule.UNREACHABLE, snapshot.error or f"Triton at {snapshot.url} does not answer")
         return Verdict(snapshot, found, (down,), expected=tuple(expected))
@@ -175,10 +179,25 @@ def judge(snapshot: ServerSnapshot, found: Triage, *, drift: Sequence[Drift] = (
                        f"{one_line(p.error)}", p.model, "send it a request from the Playground to see the "
                        f"whole error; reload it (geadmin models reload {p.model}) or roll back its last "
                        "config change") for p in silent]
+    notes: list[str] = []
     if not reasons and snapshot.live and not snapshot.ready:
-        reasons.append(not_ready_reason(found))
+        # Such a model keeps its failure as its index reason; a plain unload says "unloaded".
+        held = [m.name for m in found.idle
+                if m.state is ModelState.UNAVAILABLE and m.name in unloaded and not is_idle(m)]
+        if held and not found.changing:
+            notes.append(held_readiness_note(held))  # an operator's choice is not a failure
+        else:
+            reasons.append(not_ready_reason(found))
     return Verdict(snapshot, found, tuple(reasons), tuple(drift), tuple(expected), tuple(sorted(stuck or {})),
-                   probes=dict(probes or {}))
+                   probes=dict(probes or {}), unloaded=unloaded, notes=tuple(notes))
+
+
+def held_readiness_note(names: Sequence[str]) -> str:
+    """Triton's strict readiness keeps counting a model that failed and was then unloaded by an
+    operator (FACTS.md): not a failure of the server, but a load balancer probing it sees one."""
+    return (f"Triton's /v2/health/ready still says not ready because its strict readiness counts "
+            f"{', '.join(names)}, unloaded by an operator after a failed load; a load balancer probing "
+            "readiness keeps this server out until that model loads again or Triton restarts")
 
 
 def not_ready_reason(found: Triage) -> Reason:
@@ -186,9 +205,12 @@ def not_ready_reason(found: Triage) -> Reason:
     probes of /v2/health/ready fail (a load balancer takes the server out) while it serves."""
     unavailable = [m.name for m in found.idle if m.state is ModelState.UNAVAILABLE]
     moving = [f"{m.name} is {m.state.value}" for m in found.changing]
-    if moving:
-        why = f" while {', '.join(moving)}"
-    elif unavailable:
+    if moving:  # e.g. geadmin up loading every model again after an automatic restart
+        return Reason(Rule.SERVER_NOT_READY, f"Triton says it is not ready while {', '.join(moving)} — "
+                      "probes of /v2/health/ready fail until the loads end",
+                      fix="wait: Triton answers ready once the loads end (a load still moving after "
+                          f"{format_duration(STUCK_AFTER_S)} is stuck)")
+    if unavailable:
         why = f"; its strict readiness counts {', '.join(unavailable)}, which is not READY"
     else:
         why = ", and no model explains why (read its log)"
@@ -239,84 +261,6 @@ def model_reasons(found: Triage, stuck: Mapping[str, float], expected: Sequence[
 def one_line(text: str) -> str:
     """A reason as one line (a Python traceback's "At: ..." stays in the model's own row)."""
     return text.strip().split("\n")[0].strip()
-
-
-# -- a model that lost READY without an operator's unload ---------------------------------
-DROPPED_MARK = "unloaded (not by an operator)"  # the index reason of a dropped model, as shown
-
-
-def unloaded_by_operator(names: Sequence[str], home: Path | None = None) -> set[str]:
-    """The models whose latest state-changing audit row is an operator's successful unload."""
-    found: set[str] = set()
-    for name in names:
-        try:
-            rows = audit.query(model=name, limit=50, home=home)
-        except db.WorkspaceDatabaseError:
-            found.add(name)  # no audit log to ask: do not call it a failure on a guess
-            continue
-        latest = next((row for row in rows if row.action in STATE_ACTIONS), None)
-        if latest is not None and latest.action == OPERATOR_UNLOAD and latest.result == audit.Result.OK.value:
-            found.add(name)
-    return found
-
-
-def _member_changes(name: str, home: Path | None) -> str:
-    """The latest audited action on any model, for a dropped model's reason ("after ...")."""
-    try:
-        rows = audit.query(limit=20, home=home)
-    except db.WorkspaceDatabaseError:
-        return ""
-    latest = next((r for r in rows if r.action in STATE_ACTIONS and r.model != name), None)
-    if latest is None:
-        return ""
-    return f"; the last change before it: {latest.action} of {latest.model!r} by {latest.who} at " \
-           f"{latest.at:%H:%M:%S} UTC ({latest.result})"
-
-
-def drop_reasons(log: LogSource | None, names: Sequence[str]) -> dict[str, str]:
-    """For each dropped model: the last failure line about it in the end of Triton's log."""
-    if log is None or not names:
-        return {}
-    end = log.cursor()
-    lines, _ = log.read(LogCursor(max(0, end.offset - DROP_LOG_BYTES), end.at, end.inode))
-    reasons = {}
-    for name in names:
-        failure = None
-        for line in model_log_lines(lines, name):
-            if "successfully loaded" in line.message:
-                failure = None  # a failure before its last good load is history
-            elif is_failure(line):
-                failure = line
-        if failure is not None:
-            reasons[name] = failure.message.split("\n\n")[0].strip()
-    return reasons
-
-
-def with_dropped(found: Triage, log: LogSource | None, home: Path | None) -> Triage:
-    """The audit log decides between "not loaded" and a failure: a model an operator unloaded
-    (its latest state-changing row) is idle, even after a failure; one that lost READY without
-    an operator's unload is a failure, with its reason (Triton's log line, else what changed
-    just before)."""
-    listed = (*found.idle, *(m for m, _ in found.failed))
-    unavailable = [m for m in listed if m.state is ModelState.UNAVAILABLE]
-    if not unavailable:
-        return found
-    by_operator = unloaded_by_operator([m.name for m in unavailable], home)
-    # Unloaded by an operator after its failure: idle now, whatever the log or the index said before.
-    found = Triage(found.ready, [(m, r) for m, r in found.failed if m.name not in by_operator],
-                   found.changing, [*found.idle, *(m for m, _ in found.failed if m.name in by_operator)])
-    dropped = [m for m in found.idle if m.state is ModelState.UNAVAILABLE and is_idle(m)
-               and m.name not in by_operator]
-    if not dropped:
-        return found
-    logged = drop_reasons(log, [m.name for m in dropped])
-    failed = list(found.failed)
-    for model in dropped:
-        why = logged.get(model.name) or ("Triton unloaded it, and no operator's unload of it is in "
-                                         "geadmin's audit log" + _member_changes(model.name, home))
-        failed.append((ModelEntry(model.name, model.version, model.state, DROPPED_MARK), why))
-    idle = [m for m in found.idle if m not in dropped]
-    return Triage(found.ready, failed, found.changing, idle)
 
 
 # -- a model stuck LOADING / UNLOADING ----------------------------------------------------
@@ -374,7 +318,7 @@ def assess(snapshot: ServerSnapshot, sources: Sources | None = None, *,
            expected: Sequence[str] = ()) -> Verdict:
     """The verdict every view shows. Never raises for Triton trouble (it is in the verdict)."""
     src = sources or Sources()
-    found = with_dropped(triage(snapshot, src.log, src.repository), src.log, src.home)
+    found, unloads = with_dropped(triage(snapshot, src.log, src.repository), src.log, src.home)
     drift: list[Drift] = []
     checked = src.client is not None and src.repository is not None
     if src.client is not None and snapshot.reachable and not snapshot.error:
@@ -384,4 +328,4 @@ def assess(snapshot: ServerSnapshot, sources: Sources | None = None, *,
     probes = watch.fresh_probes(snapshot.url, now_s=src.now.timestamp(), home=src.home) \
         if snapshot.reachable else {}
     return replace(judge(snapshot, found, drift=drift, stuck=stuck, expected=expected, cut_short=cut_short,
-                         probes=probes), drift_checked=checked)
+                         probes=probes, unloaded=unloads), drift_checked=checked)

@@ -164,10 +164,14 @@ def with_side_effects(message: str, side_effects: Sequence[StateChange]) -> str:
 def audit_side_effects(server: str, action: str, model: str, side_effects: Sequence[StateChange],
                        actor: Actor | None, home: Path | None = None) -> str:
     """One audit row per other model that changed state (failed when it lost READY); "" or why
-    a row could not be written."""
+    a row could not be written. A model an operator's unload took down with it (an ensemble
+    that runs the model: both faces name it and ask before they unload) is the operator's
+    unload too, recorded as one: never a failure, on every face."""
     for change in side_effects:
+        taken_down = action == Action.UNLOAD.value and change.lost_ready
+        row = Action.UNLOAD.value if taken_down else SIDE_EFFECT
         problem = audit.try_record_action(
-            SIDE_EFFECT, change.model, not change.lost_ready,
+            row, change.model, taken_down or not change.lost_ready,
             f"{change.text()} (after the {action} of {model!r})", server=server, actor=actor, home=home)
         if problem:
             return problem

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from geadmin.diagnose.verdict import unloaded_by_operator
+from geadmin.diagnose.unloads import unloaded_by_operator
 from geadmin.domain import ModelEntry, ModelState
 from geadmin.errors import GeAdminError, InferInputError
 from geadmin.ops.bench_settings import load_test_running

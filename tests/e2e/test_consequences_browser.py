@@ -64,7 +64,7 @@ def test_the_pipeline_is_named_before_an_apply_and_an_unload_and_listed_after(
         expect(page.get_by_text("digits_pipeline: READY → UNAVAILABLE")).to_be_visible(timeout=60_000)
         page.screenshot(path=str(tmp_path / "models_lists_what_else_changed.png"), full_page=True)
         assert pipeline_state(triton) is ModelState.UNAVAILABLE
-        audited = lambda: [r.model for r in audit.query(action="side_effect", home=home)]  # noqa: E731
+        audited = lambda: [r.model for r in audit.query(action="unload", result="ok", home=home)]  # noqa: E731
         assert wait_for(lambda: PIPELINE in audited(), 30)
     finally:
         dashboard.stop()

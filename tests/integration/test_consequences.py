@@ -18,7 +18,9 @@ import pytest
 from geadmin import audit
 from geadmin.cli.main import main
 from geadmin.diagnose import impact
+from geadmin.diagnose.health import take_snapshot
 from geadmin.diagnose.impact import Effect
+from geadmin.diagnose.verdict import Sources, assess
 from geadmin.domain import ModelState
 from geadmin.errors import ConfigInvalidError
 from geadmin.ops.actions import SIDE_EFFECT, Action, run_action
@@ -101,9 +103,16 @@ def test_unload_without_dependents_names_the_pipeline_before_and_reports_it_afte
     assert (change.model, change.after) == (PIPELINE, ModelState.UNAVAILABLE)
     assert "ensemble digits_pipeline contains models that are not available or ambiguous: digits_classifier" \
         in change.reason
-    [row] = audit.query(action=SIDE_EFFECT, home=home)
-    assert row.model == PIPELINE and row.result == "failed" and "after the unload of 'digits_classifier'" \
-        in row.message
+    # The operator's unload took the pipeline down, as both faces said before it ran: an unload
+    # of the pipeline too, never a failure (issue 32: `status` stayed DEGRADED "failed: unloaded").
+    assert audit.query(action=SIDE_EFFECT, home=home) == []
+    [row] = audit.query(action="unload", model=PIPELINE, home=home)
+    assert row.result == "ok" and "after the unload of 'digits_classifier'" in row.message
+    sources = Sources(client, LocalLogFile(server.log_path), server.repository, home)
+    verdict = assess(take_snapshot("local", client), sources)
+    assert verdict.ok and verdict.rules == [], verdict.headline
+    assert verdict.unloaded[PIPELINE].startswith("unloaded by ")
+    assert {m.name for m in verdict.found.idle} == {MEMBER, PIPELINE}
 
 
 def test_a_plain_reload_reloads_the_pipeline_and_changes_no_other_state(

@@ -67,8 +67,8 @@ def test_models_page_names_the_pipeline_before_an_unload_and_lists_it_after(
     assert "Also changed state" in after and "digits_pipeline: READY → UNAVAILABLE" in after
     assert "not available or ambiguous: digits_classifier" in after  # Triton's reason, from its log
     assert state_of(server, PIPELINE) is ModelState.UNAVAILABLE
-    [row] = audit.query(action="side_effect", home=tmp_path / "home")
-    assert row.model == PIPELINE
+    [row] = audit.query(action="unload", model=PIPELINE, home=tmp_path / "home")  # the operator's, confirmed
+    assert row.result == "ok" and audit.query(action="side_effect", home=tmp_path / "home") == []
 
 
 def test_editor_shows_the_ensemble_refusal_as_an_error_and_apply_stays_off(server: TritonProcess) -> None:

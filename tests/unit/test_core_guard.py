@@ -213,7 +213,7 @@ EXEMPT: dict[str, str] = {
     "geadmin.stack.docker_cli.run_docker": "the docker CLI boundary under the compose driver (perform "
                                            "guards its changes)",
     "geadmin.stack.embedded.load_outcome": "turns a load result into a line for `geadmin up`",
-    "geadmin.diagnose.verdict.unloaded_by_operator": "reads the audit log",
+    "geadmin.diagnose.unloads.unloaded_by_operator": "reads the audit log",
     "geadmin.ops.bench_settings.load_test_running": "reads which load test holds a server's lock",
     "geadmin.ops.tune.remove_trial": "part of tune (guarded): removes the trial copy it made",
     "geadmin.ops.tune.tune_lock": "the lock one tuning run holds (a file in the workspace)",

@@ -13,7 +13,7 @@ import pytest
 
 from geadmin import audit
 from geadmin.diagnose.drift import Drift
-from geadmin.diagnose.health import ServerSnapshot, triage
+from geadmin.diagnose.health import ServerSnapshot, Triage, triage
 from geadmin.diagnose.verdict import (
     DROPPED_MARK,
     Level,
@@ -22,6 +22,7 @@ from geadmin.diagnose.verdict import (
     assess,
     judge,
     logged_at,
+    with_dropped,
 )
 from geadmin.domain import ModelEntry, ModelState, Ports, ServerInfo, format_duration
 from geadmin.stack.drivers import ExitRecord
@@ -206,7 +207,7 @@ def test_no_restart_says_so(tmp_path: Path) -> None:
     assert "exit code 134 after 3 s" in history.down
 
 
-def test_a_failed_model_an_operator_unloaded_is_idle_but_tritons_readiness_still_counts_it(
+def test_a_failed_model_an_operator_unloaded_is_idle_and_tritons_held_readiness_is_a_note_not_a_page(
     tmp_path: Path
 ) -> None:
     audit.record("load", "broken_init", audit.Result.FAILED, home=tmp_path)
@@ -214,7 +215,36 @@ def test_a_failed_model_an_operator_unloaded_is_idle_but_tritons_readiness_still
     failed = ModelEntry("broken_init", "1", ModelState.UNAVAILABLE, "RuntimeError: weights.bin is missing")
     verdict = assess(snapshot(READY, failed, ready=False), Sources(home=tmp_path, now=NOW))
     assert [m.name for m in verdict.found.idle] == ["broken_init"] and not verdict.found.failed
-    assert verdict.rules == [Rule.SERVER_NOT_READY]
-    assert verdict.headline == ("DEGRADED: Triton says it is not ready; its strict readiness counts "
-                                "broken_init, which is not READY — probes of /v2/health/ready fail while "
-                                "it serves")
+    assert verdict.ok and verdict.rules == []
+    assert verdict.unloaded["broken_init"].startswith("unloaded by ")
+    assert "note: Triton's /v2/health/ready still says not ready because its strict readiness counts " \
+           "broken_init, unloaded by an operator after a failed load" in verdict.headline
+    assert verdict.to_json()["notes"] == list(verdict.notes)
+
+
+def test_a_not_ready_server_that_no_operator_unload_explains_still_degrades() -> None:
+    verdict = judge(snapshot(READY, ready=False), triage(snapshot(READY)))
+    assert verdict.rules == [Rule.SERVER_NOT_READY] and not verdict.notes
+
+
+def test_a_config_that_never_parsed_then_unloaded_by_an_operator_is_not_a_failure(tmp_path: Path) -> None:
+    """Triton lists a model whose config does not parse with no state (NOT_LOADED); the log's
+    failure made it FAILED. The operator's unload after it is a choice: idle, with who and when."""
+    audit.record("load", "broken_parse", audit.Result.FAILED, home=tmp_path)
+    audit.record("unload", "broken_parse", audit.Result.OK, actor=audit.Actor("alice", audit.Origin.CLI),
+                 home=tmp_path)
+    entry = ModelEntry("broken_parse", "", ModelState.NOT_LOADED, "")
+    found = Triage([], [(entry, "config.pbtxt does not parse")], [], [])
+    kept, unloads = with_dropped(found, None, tmp_path)
+    assert not kept.failed and [m.name for m in kept.idle] == ["broken_parse"]
+    assert unloads["broken_parse"].startswith("unloaded by alice at ")
+
+
+def test_not_ready_while_models_load_again_says_wait_never_restart() -> None:
+    """After an automatic restart geadmin up loads every model again: Triton is not ready until the
+    loads end, and the fix an on-call operator reads must be to wait, not to restart it again."""
+    loading = ModelEntry("text_normalize", "1", ModelState.LOADING, "")
+    verdict = judge(snapshot(READY, loading, ready=False), triage(snapshot(READY, loading)))
+    [reason] = verdict.reasons
+    assert reason.rule is Rule.SERVER_NOT_READY and "text_normalize is LOADING" in reason.text
+    assert reason.fix.startswith("wait:") and "restart" not in reason.fix
