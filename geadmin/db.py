@@ -189,6 +189,17 @@ MIGRATIONS: tuple[Migration, ...] = (
         )""",
         "CREATE INDEX tune_runs_by_model ON tune_runs (model, at)",
     )),
+    Migration("model batching", (
+        # geadmin.telemetry.watch: each READY model's dynamic batcher wait, as the prober read its
+        # served config (the alert rules subtract it from the queue time: waiting is by design).
+        """CREATE TABLE model_batching (
+            server TEXT NOT NULL,
+            model TEXT NOT NULL,
+            max_queue_delay_s REAL NOT NULL,  -- dynamic_batching.max_queue_delay_microseconds / 1e6
+            seen REAL NOT NULL,            -- epoch seconds: when the prober last read it
+            PRIMARY KEY (server, model)
+        )""",
+    )),
 )
 
 # -- error translation ----------------------------------------------------------------

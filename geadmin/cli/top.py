@@ -25,7 +25,8 @@ from geadmin.cli.common import format_table, positive_seconds
 from geadmin.cli.npu import triton_metrics
 from geadmin.errors import GeAdminError, TelemetryError
 from geadmin.stack.target import live_stack, resolve
-from geadmin.telemetry.bottleneck import Bottleneck, ensemble_members, triage
+from geadmin.telemetry import watch
+from geadmin.telemetry.bottleneck import Bottleneck, served_facts, triage
 from geadmin.telemetry.derive import ModelWindow, Window, derive
 from geadmin.telemetry.npu import devices_from_triton
 from geadmin.telemetry.scrape import Scrape, scrape
@@ -46,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     # Python keeps an inherited "ignore", and the loop would then never end.
     signal.signal(signal.SIGINT, signal.default_int_handler)
     url, _ = triton_metrics(args)
-    ensembles: dict[str, tuple[str, ...]] | None = None
+    facts: Facts | None = None
     try:
         before = scrape(url, timeout_s=args.timeout)
         while True:
@@ -62,9 +63,9 @@ def run(args: argparse.Namespace) -> int:
                 before = after
                 continue
             window = derive(before, after)
-            if ensembles is None:  # asked once: which models are ensembles changes only with a load
-                ensembles = ensembles_for(url, window, args.timeout)
-            _show(args, url, after, window, ensembles)
+            if facts is None:  # asked once: which models are ensembles changes only with a load
+                facts = facts_for(url, window, args.timeout)
+            _show(args, url, after, window, facts)
             if args.once:
                 return EXIT_OK
             before = after
@@ -75,22 +76,29 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_OK
 
 
-def ensembles_for(url: str, window: Window, timeout_s: float) -> dict[str, tuple[str, ...]]:
-    """The ensembles among the window's models (so each points at its slowest member), asked of
-    the configured server whose metrics `url` is; {} when no configured server has them."""
+Facts = tuple[dict[str, tuple[str, ...]], dict[str, float], str]  # ensembles, queue delays (ms), server
+
+
+def facts_for(url: str, window: Window, timeout_s: float) -> Facts:
+    """The ensembles among the window's models (so each points at its slowest member) and their
+    batchers' max_queue_delay, asked of the configured server whose metrics `url` is; nothing
+    when no configured server has them."""
     try:
         target = resolve(stack=live_stack())
         if target.urls().metrics != url:
-            return {}
+            return {}, {}, ""
         with TritonClient(target.spec.url, admin_key=target.spec.admin_key, timeout_s=timeout_s) as client:
-            return ensemble_members(client, {m.model for m in window.models})
+            return (*served_facts(client, {m.model for m in window.models}), target.spec.url)
     except GeAdminError:
-        return {}
+        return {}, {}, ""
 
 
 def _show(args: argparse.Namespace, url: str, after: Scrape, window: Window,
-          ensembles: dict[str, tuple[str, ...]] | None = None) -> None:
-    verdicts = triage(window, devices_from_triton(after), ensembles)
+          facts: Facts | None = None) -> None:
+    ensembles, delays, server = facts or ({}, {}, "")
+    probes = watch.probe_rates(server, now_s=after.timestamp_s) if server else {}
+    verdicts = triage(window, devices_from_triton(after), ensembles, queue_delay_ms=delays,
+                      probe_rates=probes)
     if args.json:
         print(json.dumps(as_json(url, window, verdicts), indent=2 if args.once else None), flush=True)
         return

@@ -26,12 +26,14 @@ from geadmin.ops.bench_settings import load_test_running
 from geadmin.ops.infer import smoke_request
 from geadmin.ops.infer_inputs import InputSource, SourceKind
 from geadmin.telemetry import watch
+from geadmin.telemetry.bottleneck import served_facts
 from geadmin.telemetry.watch import ProbeRecord
 from geadmin.triton.client import TritonClient
 
 DEFAULT_INTERVAL_S = 30.0
 PROBE_TIMEOUT_S = 10.0  # a probe waits this long for an answer (the sampler's client timeout)
 MIN_INTERVAL_S = 5.0  # the bound on the probe rate: never more than one probe per model per 5 s
+BATCHING_REREAD_S = 300.0  # a READY model's served config is read again this often (max_queue_delay)
 SAVED_KINDS = frozenset({SourceKind.ZEROS, SourceKind.ONES, SourceKind.RANDOM, SourceKind.JSON,
                          SourceKind.TEXT, SourceKind.NPY, SourceKind.IMAGE})
 
@@ -113,6 +115,8 @@ class Prober:
         self.interval_s = max(MIN_INTERVAL_S, interval_s)
         self.clock = clock
         self._last: dict[str, float] = {}
+        self._delays: dict[str, float | None] = {}  # model -> max_queue_delay (s), None: no batcher
+        self._read_at: dict[str, float] = {}  # model -> when its served config was last read
 
     def run(self, *, force: bool = False) -> ProbeRound:
         """A round: read the index, record states, probe the READY models that are due (all of
@@ -124,6 +128,7 @@ class Prober:
         except GeAdminError as exc:
             return ProbeRound(self.server, now, error=str(exc).splitlines()[0])
         self._record_states(index, now)
+        self._record_batching(index, now)
         busy = load_test_running(self.home, self.server)
         probes, skipped = [], {}
         for entry in index:
@@ -145,3 +150,17 @@ class Prober:
         states = {m.name: (m.state.value, m.reason.splitlines()[0] if m.reason else "", m.name in by_operator)
                   for m in index}
         watch.record_states(self.server, states, now, home=self.home)
+
+    def _record_batching(self, index: list[ModelEntry], now: float) -> None:
+        """Each READY model's batcher wait, from its served config (re-read every
+        `BATCHING_REREAD_S`: a reload can change it), for the alert rules' queue floor."""
+        ready = [m.name for m in index if m.state is ModelState.READY]
+        due = [name for name in ready if now - self._read_at.get(name, float("-inf")) >= BATCHING_REREAD_S]
+        if due:
+            _, delays_ms = served_facts(self.client, due)
+            for name in due:
+                self._read_at[name] = now
+                self._delays[name] = delays_ms[name] / 1000.0 if name in delays_ms else None
+        watch.record_queue_delays(self.server, {name: delay for name in ready
+                                                if (delay := self._delays.get(name)) is not None},
+                                  now, home=self.home)

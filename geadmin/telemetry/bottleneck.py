@@ -12,8 +12,15 @@ the largest share of that time names the bottleneck:
   execution; batch more or look at the model;
 - **host-bound** — compute input + output (copies, (de)serialization on the host) dominate;
 - **balanced** — no stage takes the dominant share;
-- **idle** — no request in the window; **no-data** — requests, but no latency figures
-  (every request failed, or Triton publishes no duration counters).
+- **idle** — no request in the window; **light** — requests, but fewer than `MIN_RATE_PER_S`
+  besides geadmin's own probes: too little traffic to name a bottleneck (a lone request waits
+  in the dynamic batcher's queue by design, so an idle model looks "queue-bound");
+  **no-data** — requests, but no latency figures (every request failed, or Triton publishes
+  no duration counters).
+
+Queue time up to the model's configured `max_queue_delay_microseconds` is the dynamic
+batcher waiting for company on purpose: only the queue time beyond it counts toward
+queue-bound (`queue_delay_ms`, from the served configs: `served_facts`).
 
 An ensemble runs nothing itself: Triton sums its members' stages into the ensemble's, so its
 own verdict would give a fix for a model that does not exist. Given the ensembles and their
@@ -53,6 +60,10 @@ MIN_REQUESTS = 1.0
 RECENT_SPAN_S = 60.0
 # Below a second, counter deltas are a handful of requests: too noisy to judge.
 MIN_WINDOW_S = 1.0
+# Below one request per second besides geadmin's own probes (one per model every 30 s by
+# default) a model is too lightly used to name a bottleneck; the shipped alert rules use the
+# same floor (deploy/prometheus/geadmin-alerts.yml, QueueTimeDominating).
+MIN_RATE_PER_S = 1.0
 
 
 class Verdict(str, Enum):
@@ -62,6 +73,7 @@ class Verdict(str, Enum):
     HOST_BOUND = "host-bound"
     BALANCED = "balanced"
     IDLE = "idle"
+    LIGHT = "light"
     NO_DATA = "no-data"
 
 
@@ -75,6 +87,7 @@ FIXES = {
                         "use shared memory, or cut host-side pre/post-processing",
     Verdict.BALANCED: "no single stage dominates: scale out (more instances or servers)",
     Verdict.IDLE: "",
+    Verdict.LIGHT: "",
     Verdict.NO_DATA: "check the failures: requests arrived but none reported latency",
 }
 
@@ -104,7 +117,8 @@ class Bottleneck:
 
     @property
     def has_traffic(self) -> bool:
-        return self.verdict is not Verdict.IDLE
+        """Enough requests to judge (not idle, not under the rate floor)."""
+        return self.verdict not in (Verdict.IDLE, Verdict.LIGHT)
 
     @property
     def server_ms(self) -> float | None:
@@ -113,10 +127,15 @@ class Bottleneck:
 
 
 def triage(window: Window, devices: Sequence[NpuDevice] | None = None,
-           ensembles: Mapping[str, Sequence[str]] | None = None) -> tuple[Bottleneck, ...]:
+           ensembles: Mapping[str, Sequence[str]] | None = None, *,
+           queue_delay_ms: Mapping[str, float] | None = None,
+           probe_rates: Mapping[str, float] | None = None) -> tuple[Bottleneck, ...]:
     """One `Bottleneck` per model version of the window, in the window's order; `ensembles`
-    maps each ensemble to its members (see `for_ensemble`)."""
-    found = tuple(assess(m, devices_of(m.model, m.version, devices or ())) for m in window.models)
+    maps each ensemble to its members (see `for_ensemble`), `queue_delay_ms` each model to its
+    batcher's configured wait, `probe_rates` each model to geadmin's own probe requests/s."""
+    delays, probes = queue_delay_ms or {}, probe_rates or {}
+    found = tuple(assess(m, devices_of(m.model, m.version, devices or ()), queue_delay_ms=delays.get(m.model),
+                         probe_rate_per_s=probes.get(m.model, 0.0)) for m in window.models)
     members = ensembles or {}
     return tuple(for_ensemble(b, members[b.model], found) if b.model in members and b.has_traffic else b
                  for b in found)
@@ -141,17 +160,26 @@ def for_ensemble(ensemble: Bottleneck, members: Sequence[str], found: Sequence[B
 
 
 def ensemble_members(client: TritonClient, models: Iterable[str]) -> dict[str, tuple[str, ...]]:
-    """The ensembles among `models` as Triton serves them, each with its members; a model whose
-    config cannot be read (unloaded since, Triton gone) counts as no ensemble."""
-    found = {}
+    """The ensembles among `models` as Triton serves them, each with its members."""
+    return served_facts(client, models)[0]
+
+
+def served_facts(client: TritonClient, models: Iterable[str]) -> tuple[dict[str, tuple[str, ...]],
+                                                                        dict[str, float]]:
+    """From the configs Triton serves (one read each): the ensembles among `models` with their
+    members, and each dynamically batched model's `max_queue_delay` in ms. A model whose config
+    cannot be read (unloaded since, Triton gone, no key for the model-config API) is in neither."""
+    ensembles, delays = {}, {}
     for name in sorted(set(models)):
         try:
             config = client.model_config(name)
         except GeAdminError:
             continue
         if config.platform == ENSEMBLE:
-            found[name] = tuple(sorted({step.model_name for step in config.ensemble_scheduling.step}))
-    return found
+            ensembles[name] = tuple(sorted({step.model_name for step in config.ensemble_scheduling.step}))
+        if config.HasField("dynamic_batching"):
+            delays[name] = config.dynamic_batching.max_queue_delay_microseconds / 1000.0
+    return ensembles, delays
 
 
 def window_label(window_s: float) -> str:
@@ -182,8 +210,10 @@ def devices_of(model: str, version: str, devices: Iterable[NpuDevice]) -> tuple[
                  if any(p.model == model and (not p.version or p.version == version) for p in d.models or ()))
 
 
-def assess(m: ModelWindow, devices: Sequence[NpuDevice] = ()) -> Bottleneck:
-    """The verdict for one model version; `devices` are the NPUs its instances run on."""
+def assess(m: ModelWindow, devices: Sequence[NpuDevice] = (), *, queue_delay_ms: float | None = None,
+           probe_rate_per_s: float = 0.0) -> Bottleneck:
+    """The verdict for one model version; `devices` are the NPUs its instances run on,
+    `queue_delay_ms` its batcher's configured wait, `probe_rate_per_s` geadmin's own probes."""
     utils = [d.aicore_util_pct for d in devices if d.aicore_util_pct is not None]
     busiest = max(utils) if utils else None
     ids = tuple(sorted(d.id for d in devices))
@@ -202,13 +232,25 @@ def assess(m: ModelWindow, devices: Sequence[NpuDevice] = ()) -> Bottleneck:
 
     if (m.requests_per_s or 0.0) * m.window_s < MIN_REQUESTS:
         return verdict(Verdict.IDLE, "no requests in the window")
+    users = max(0.0, (m.requests_per_s or 0.0) - probe_rate_per_s)
+    if users < MIN_RATE_PER_S:
+        probes = f" besides geadmin's probes ({probe_rate_per_s:.2f}/s)" if probe_rate_per_s else ""
+        return verdict(Verdict.LIGHT, f"{users:.2f} req/s{probes}: under the {MIN_RATE_PER_S:g} req/s floor, "
+                       "too little traffic to name a bottleneck")
     known = [s for s in stages if s is not None]
     total = sum(known)
     if not known or total <= 0:
         return verdict(Verdict.NO_DATA, f"{_rate(m.requests_per_s)} req/s, {_rate(m.failures_per_s)} "
                        "failed/s, no latency figures")
-    shares = ((queue or 0.0) / total, ((c_in or 0.0) + (c_out or 0.0)) / total, (infer or 0.0) / total)
-    why = (f"queue {_ms(queue)} ({shares[0]:.0%}) · compute input+output {_ms(_sum(c_in, c_out))} "
+    # The batcher's configured wait is by design: only the queue time beyond it is a bottleneck.
+    waited = min(queue or 0.0, queue_delay_ms or 0.0)
+    judged = total - waited
+    if judged <= 0:
+        judged = total
+    shares = (((queue or 0.0) - waited) / judged, ((c_in or 0.0) + (c_out or 0.0)) / judged,
+              (infer or 0.0) / judged)
+    batcher = f", up to {_ms(queue_delay_ms)} of it the batcher's max_queue_delay" if waited else ""
+    why = (f"queue {_ms(queue)}{batcher} ({shares[0]:.0%}) · compute input+output {_ms(_sum(c_in, c_out))} "
            f"({shares[1]:.0%}) · compute infer {_ms(infer)} ({shares[2]:.0%}) per request · "
            f"{_rate(m.requests_per_s)} req/s")
     if ids:

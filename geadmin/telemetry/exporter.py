@@ -68,6 +68,7 @@ class GeadminCollector(Collector):
         yield last
         yield down
         yield from self._objective_families()
+        yield from self._own_traffic_families(now)
 
     def _probe_families(self, now: float) -> Iterator[Metric]:
         success = GaugeMetricFamily("geadmin_probe_success",
@@ -114,6 +115,22 @@ class GeadminCollector(Collector):
             if objective.error_budget is not None:
                 budget.add_metric([objective.model], objective.error_budget)
         yield from (p99, budget)
+
+
+    def _own_traffic_families(self, now: float) -> Iterator[Metric]:
+        """What the alert rules subtract so that geadmin's own work never fires them: its probe
+        requests, and the queue time each model's batcher is configured to wait."""
+        probes = GaugeMetricFamily("geadmin_probe_requests_per_second", "Synthetic requests per second "
+                                   "geadmin's probes sent to the model over the last 5 minutes",
+                                   labels=["server", "model"])
+        for (server, model), rate in watch.all_probe_rates(now_s=now, home=self.home).items():
+            probes.add_metric([server, model], rate)
+        delay = GaugeMetricFamily("geadmin_model_max_queue_delay_seconds", "The model's dynamic batching "
+                                  "max_queue_delay as served: queue time up to it is by design",
+                                  labels=["server", "model"])
+        for (server, model), seconds in watch.queue_delays(home=self.home).items():
+            delay.add_metric([server, model], seconds)
+        yield from (probes, delay)
 
 
 class MetricsEndpoint:

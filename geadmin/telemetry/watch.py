@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from geadmin import db
+from geadmin.domain import same_server
 
 KEEP_PROBES_S = 24 * 3600.0  # probe history kept this long
 FRESH_S = 300.0  # a probe older than this says nothing about now (the sampler stopped)
@@ -161,3 +162,48 @@ def save_input(model: str, sources: Mapping[str, Mapping[str, str]], who: str, *
         conn.row_factory = sqlite3.Row
         conn.execute("INSERT OR REPLACE INTO probe_inputs VALUES (?, ?, ?, ?)",
                      (model, json.dumps(sources, sort_keys=True), db.format_time(db.utc_now()), who))
+
+
+# -- geadmin's own traffic: what its probes add to a model's request rate --------------------
+PROBE_RATE_WINDOW_S = 300.0
+
+
+def probe_rates(server: str, *, now_s: float, window_s: float = PROBE_RATE_WINDOW_S,
+                home: Path | None = None) -> dict[str, float]:
+    """model -> synthetic requests per second geadmin sent to `server` (any URL of it) over the
+    last `window_s`: the traffic a bottleneck verdict must not count as users'."""
+    rates: dict[str, float] = {}
+    for (probed, model), rate in all_probe_rates(now_s=now_s, window_s=window_s, home=home).items():
+        if same_server(probed, server):
+            rates[model] = rates.get(model, 0.0) + rate
+    return rates
+
+
+def all_probe_rates(*, now_s: float, window_s: float = PROBE_RATE_WINDOW_S,
+                    home: Path | None = None) -> dict[tuple[str, str], float]:
+    """(server, model) -> geadmin's probe requests per second over the last `window_s` (for
+    geadmin's metrics: the alert rules subtract them). {} when the workspace cannot be read."""
+    try:
+        with db.connect(home) as conn:
+            rows = conn.execute("SELECT server, model, COUNT(*) FROM probes WHERE at > ? AND at <= ? "
+                                "GROUP BY server, model", (now_s - window_s, now_s)).fetchall()
+    except db.WorkspaceDatabaseError:
+        return {}
+    return {(str(server), str(model)): int(count) / window_s for server, model, count in rows}
+
+
+def record_queue_delays(server: str, delays: Mapping[str, float], now_s: float, *,
+                        home: Path | None = None) -> None:
+    """`delays`: model -> its batcher's max_queue_delay in seconds, for the READY dynamically
+    batched models of `server` as read now; the server's other rows are forgotten."""
+    with db.connect(home) as conn, db.transaction(conn):
+        conn.execute("DELETE FROM model_batching WHERE server = ?", (server,))
+        conn.executemany("INSERT INTO model_batching VALUES (?, ?, ?, ?)",
+                         [(server, model, delay, now_s) for model, delay in delays.items()])
+
+
+def queue_delays(*, home: Path | None = None) -> dict[tuple[str, str], float]:
+    """(server, model) -> max_queue_delay in seconds, as the prober last read it."""
+    with db.connect(home) as conn:
+        rows = conn.execute("SELECT server, model, max_queue_delay_s FROM model_batching").fetchall()
+    return {(str(server), str(model)): float(delay) for server, model, delay in rows}

@@ -13,11 +13,13 @@ import streamlit as st
 from geadmin.errors import GeAdminError
 from geadmin.stack.server_history import outage_for
 from geadmin.stack.target import live_stack
+from geadmin.telemetry import watch
 from geadmin.telemetry.bottleneck import (
+    MIN_RATE_PER_S,
     Bottleneck,
     Verdict,
-    ensemble_members,
     recent_window,
+    served_facts,
     triage,
     window_label,
     with_traffic,
@@ -31,7 +33,7 @@ from pages.ui.objectives_view import current_objectives
 from pages.ui.telemetry import triton_metrics_url
 
 SCRAPE_TIMEOUT_S = 3.0
-ENSEMBLES_TTL_S = 30  # which models are ensembles changes only with a load
+ENSEMBLES_TTL_S = 30  # which models are ensembles, and their batching, change only with a load
 BADGE = {Verdict.QUEUE_BOUND: "orange", Verdict.DEVICE_BOUND: "violet", Verdict.COMPUTE_BOUND: "blue",
          Verdict.HOST_BOUND: "orange", Verdict.BALANCED: "gray", Verdict.NO_DATA: "gray"}
 
@@ -55,9 +57,13 @@ def triage_card() -> None:
             return
         st.markdown(f"**Bottlenecks** · {window_label(window.window_s)}")
         names = tuple(sorted({m.model for m in window.models}))
-        busy = with_traffic(triage(window, devices_from_triton(now), _ensembles(url, names)))
+        ensembles, delays = _facts(url, names)
+        probes = watch.probe_rates(selected_target().spec.url, now_s=now.timestamp_s)
+        busy = with_traffic(triage(window, devices_from_triton(now), ensembles, queue_delay_ms=delays,
+                                   probe_rates=probes))
         if not busy:
-            st.caption("No traffic in this window: nothing to triage.")
+            st.caption(f"No traffic in this window (under {MIN_RATE_PER_S:g} request/s per model besides "
+                       "geadmin's probes): nothing to triage.")
             return
         found = current_objectives()
         for b in busy:
@@ -66,9 +72,10 @@ def triage_card() -> None:
 
 
 @st.cache_data(ttl=ENSEMBLES_TTL_S, show_spinner=False)
-def _ensembles(metrics_url: str, models: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
-    """The selected server's ensembles among `models` (keyed by its metrics URL)."""
-    return ensemble_members(selected_client(), models)
+def _facts(metrics_url: str, models: tuple[str, ...]) -> tuple[dict[str, tuple[str, ...]], dict[str, float]]:
+    """The selected server's ensembles among `models` and their batchers' max_queue_delay (ms),
+    keyed by its metrics URL."""
+    return served_facts(selected_client(), models)
 
 
 def verdict_line(b: Bottleneck, objective: str = "") -> None:

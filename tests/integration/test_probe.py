@@ -169,6 +169,11 @@ def test_the_sampler_probes_and_geadmin_metrics_say_so(server: TritonProcess, tm
     assert found[("geadmin_sampler_source_up", (("source", server.metrics_url),))] == 1.0
     assert found[("geadmin_info", (("dashboard_url", "http://127.0.0.1:8501"), ("version", "0.1.0")))] == 1.0
     assert found[("geadmin_exporter_database_up", ())] == 1.0
+    # what the alert rules subtract: the batcher's configured wait, geadmin's own probe traffic
+    delay = "geadmin_model_max_queue_delay_seconds"
+    assert found[(delay, (("model", "digits_classifier"), server_label))] == pytest.approx(0.001)  # 1000 us
+    assert (delay, (("model", "digits_pipeline"), server_label)) not in found  # no batcher of its own
+    assert found[("geadmin_probe_requests_per_second", (("model", "digits_classifier"), server_label))] > 0
 
 
 

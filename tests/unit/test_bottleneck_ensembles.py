@@ -8,6 +8,7 @@ from geadmin.telemetry.bottleneck import (
     FIXES,
     Verdict,
     ensemble_members,
+    served_facts,
     triage,
     window_label,
     with_traffic,
@@ -79,3 +80,6 @@ def test_ensemble_members_reads_the_served_configs(triton_server) -> None:
     found = ensemble_members(client, ["digits_pipeline", "digits_classifier", "no_such_model"])
     assert list(found) == ["digits_pipeline"]
     assert set(found["digits_pipeline"]) >= {"digits_classifier"}
+    ensembles, delays = served_facts(client, ["digits_pipeline", "digits_classifier", "no_such_model"])
+    assert ensembles == found
+    assert delays == {"digits_classifier": 1.0}  # max_queue_delay_microseconds: 1000; the ensemble has none

@@ -184,3 +184,29 @@ def test_the_live_window_forgets_the_scrapes_of_another_server() -> None:
     kept, _ = recent_window((), scrape_at(0.0, 0, url="http://a:8002/metrics"))
     kept, window = recent_window(kept, scrape_at(5.0, 10, url="http://b:8002/metrics"))
     assert window is None and [s.url for s in kept] == ["http://b:8002/metrics"]
+
+
+# -- floors: geadmin's own probes and the batcher's configured wait never name a bottleneck ---
+def test_a_model_whose_only_traffic_is_geadmins_probes_is_light_not_queue_bound() -> None:
+    """Issue 32: three idle models were 'queue-bound … add instances' at 0.3 requests/s, all of it
+    geadmin's probes (a lone request waits in the batcher's queue by design)."""
+    probes_only = window_of(queue_us=2_400_000, input_us=10_000, infer_us=50_000, output_us=10_000,
+                            requests=3)
+    (b,) = triage(probes_only, probe_rates={"m": 0.3})
+    assert b.verdict is Verdict.LIGHT and not b.has_traffic and b.fix == ""
+    assert "0.00 req/s besides geadmin's probes (0.30/s): under the 1 req/s floor" in b.why
+    assert with_traffic([b]) == ()
+    # the same figures under load are still judged: the floor is a floor, not a mute
+    (busy,) = triage(window_of(queue_us=80_000_000, input_us=10_000, infer_us=50_000, output_us=10_000,
+                               requests=100), probe_rates={"m": 0.3})
+    assert busy.verdict is Verdict.QUEUE_BOUND
+
+
+def test_queue_time_within_the_batchers_max_queue_delay_is_by_design_beyond_it_is_queue_bound() -> None:
+    # 10 req/s, each queued 8 ms and computed 2 ms: queue-bound by the shares alone
+    window = window_of(queue_us=800_000, input_us=10_000, infer_us=180_000, output_us=10_000)
+    (waiting,) = triage(window, queue_delay_ms={"m": 10.0})  # the batcher may hold each for 10 ms
+    assert waiting.verdict is not Verdict.QUEUE_BOUND and waiting.queue_share == pytest.approx(0.0)
+    assert "of it the batcher's max_queue_delay" in waiting.why
+    (beyond,) = triage(window, queue_delay_ms={"m": 1.0})  # 7 of the 8 ms are waiting for an instance
+    assert beyond.verdict is Verdict.QUEUE_BOUND and beyond.queue_share == pytest.approx(7 / 9)
