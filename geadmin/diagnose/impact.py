@@ -334,7 +334,10 @@ def changes(
 def _logged_reasons(log: LogSource | None, cursor: LogCursor | None,
                     names: Sequence[str]) -> dict[str, tuple[str, str]]:
     """{name: (message, raw line)} of the latest failure Triton logged about it since `cursor`
-    (the one right before "successfully unloaded"), else its latest line."""
+    and after its last successful load (the one right before "successfully unloaded"), else its
+    latest "successfully ..." line; nothing else. A failure followed by a successful load is
+    history: Triton logs "unable to create stream ...: CUDA driver ..." on every ensemble load
+    on a CPU-only server, and a rollback that loads the ensemble again must not quote it."""
     if log is None or cursor is None or not names:
         return {}
     try:
@@ -344,9 +347,15 @@ def _logged_reasons(log: LogSource | None, cursor: LogCursor | None,
     found: dict[str, tuple[str, str]] = {}
     for name in names:
         pattern = mentions_pattern([name])
-        lines = [parse_log_line(raw) for raw in raw_lines if pattern.search(raw)]
-        failures = [line for line in lines if is_failure(line)]
-        chosen = failures[-1] if failures else (lines[-1] if lines else None)
+        failure = success = None
+        for line in (parse_log_line(raw) for raw in raw_lines if pattern.search(raw)):
+            if "successfully loaded" in line.message:
+                failure, success = None, line
+            elif is_failure(line):
+                failure = line
+            elif "successfully" in line.message:
+                success = line
+        chosen = failure or success
         if chosen is not None:
             found[name] = (chosen.message.split("\n\n")[0].strip(), chosen.raw)
     return found

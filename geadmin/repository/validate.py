@@ -140,13 +140,19 @@ def validate_config(config: ModelConfig, directory: Path | None = None, *, locat
     return sorted(findings, key=lambda f: (order.index(f.severity), f.line or 0))
 
 
+MEMBER_CHANGE_RULE = "ensemble.member_change"  # geadmin.repository.cross_model
+
+
 def invalid_config(model: str, findings: Sequence[Finding]) -> ConfigInvalidError:
     """The error for `model`'s new config when `findings` hold one or more errors."""
     errors = [f for f in findings if f.severity is Severity.ERROR]
     first = errors[0]
     where = f" (line {first.line})" if first.line else ""
     more = f"; and {_plural(len(errors) - 1, 'more error')}" if len(errors) > 1 else ""
-    return ConfigInvalidError(f"the new config of {model!r} would not load: {first.message}{where} — "
+    # The member-change rule: the model itself would load, an ensemble that runs it would not.
+    effect = ("would take down an ensemble that runs it" if first.rule == MEMBER_CHANGE_RULE
+              else "would not load")
+    return ConfigInvalidError(f"the new config of {model!r} {effect}: {first.message}{where} — "
                               f"{first.fix}{more}. Nothing was written", findings)
 
 

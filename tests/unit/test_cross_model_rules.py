@@ -135,3 +135,20 @@ def test_check_ensemble_reports_every_mismatch_with_both_paths(repo: Path) -> No
                                                                 cross_model.Kind.DATA_TYPE)
     assert mismatch.path_in("digits_postprocess") == "input[0].data_type"
     assert mismatch.path_in("digits_classifier") == "output[0].data_type"
+
+
+def test_the_refusal_of_a_member_change_says_the_ensemble_would_go_down_not_the_member(repo: Path) -> None:
+    """Issue 32: 'the new config of digits_classifier would not load' — it would; its ensemble would not."""
+    from geadmin.errors import ConfigInvalidError
+    from geadmin.repository.validate import refuse_invalid
+
+    member = repo / "digits_classifier"
+    text = edited(repo, "digits_classifier", "max_batch_size: 32", "max_batch_size: 16")
+    text = text.replace("[ 8, 16 ]", "[ 8 ]")
+    with pytest.raises(ConfigInvalidError) as refused:
+        refuse_invalid("digits_classifier", text, member)
+    assert str(refused.value).startswith("the new config of 'digits_classifier' would take down an "
+                                         "ensemble that runs it: ensemble digits_pipeline allows maximum")
+    with pytest.raises(ConfigInvalidError) as broken:
+        refuse_invalid("digits_classifier", text.replace("TYPE_FP32", "TYPE_FOO", 1), member)
+    assert str(broken.value).startswith("the new config of 'digits_classifier' would not load: ")

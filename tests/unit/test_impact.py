@@ -80,3 +80,15 @@ def test_a_state_change_says_before_after_and_why() -> None:
     assert change.text() == "digits_pipeline: READY → UNAVAILABLE — Invalid argument: ..."
     back = StateChange("digits_pipeline", ModelState.UNAVAILABLE, ModelState.READY, "successfully loaded")
     assert not back.lost_ready
+
+
+def test_a_model_loaded_again_is_never_explained_by_the_failure_noise_before_its_load(tmp_path: Path) -> None:
+    """Issue 32: a rollback's side effect quoted Triton's CUDA line: the ensemble was loaded again,
+    and the only failure logged about it was the stream noise before its successful load."""
+    path = tmp_path / "tritonserver.log"
+    path.write_text("")
+    log = LocalLogFile(path)
+    cursor = log.cursor()
+    path.write_text("\n".join(RELOAD_LOG.splitlines()[:3]) + "\n")  # the CUDA line, then loaded
+    message, raw = _logged_reasons(log, cursor, ["digits_pipeline"])["digits_pipeline"]
+    assert message == "successfully loaded 'digits_pipeline'" and "CUDA" not in raw
