@@ -17,13 +17,15 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 # npu_ge joins the embedded stack when this machine can build it; else one line says how.
+# `geadmin up`'s flags pass through ARGS: make run ARGS="--home /srv/geadmin --http-port 18000".
+ARGS ?=
 run: install
 	@if command -v cmake >/dev/null 2>&1 && command -v c++ >/dev/null 2>&1; then \
 	  bash backend_src/build.sh --lib-only || echo "npu_ge did not build (output above): the stack starts without it"; \
 	else \
 	  echo "npu_ge not built: install cmake and a C++17 compiler (apt-get install cmake g++), then make run again"; \
 	fi
-	$(VENV)/bin/geadmin up
+	$(VENV)/bin/geadmin up $(ARGS)
 
 test-deps: install
 	@APT_TEST_PACKAGES="$(APT_TEST_PACKAGES)" bash scripts/install-test-deps.sh

@@ -139,3 +139,13 @@ def test_messages_point_at_docs_pages_that_exist() -> None:
         assert not re.search(r"\bthe README\b|README's|\(README\b", text), f"{where} points at the README"
         for page in pointer.findall(text):
             assert (ROOT / page).exists(), f"{where} points at {page}, which does not exist"
+
+
+def test_make_run_passes_geadmin_ups_flags_through_args() -> None:
+    """The README tells how to give `make run` a workspace and ports; the Makefile must do it."""
+    import subprocess
+
+    shown = subprocess.run(["make", "-n", "run", "ARGS=--home /tmp/ws --http-port 18000"], cwd=ROOT,
+                           capture_output=True, text=True, timeout=60, check=True).stdout
+    assert "geadmin up --home /tmp/ws --http-port 18000" in shown
+    assert 'make run ARGS="' in README.read_text()
