@@ -127,6 +127,7 @@ FAILURE_CASES = {
     Failure.UNSTABLE: "errors/unstable.txt",
     Failure.SHARED_MEMORY: "errors/shared_memory.*.txt",
     Failure.RESTRICTED: "errors/restricted.*.txt",
+    Failure.SHM_RESTRICTED: "errors/shm_restricted.*.txt",
     Failure.TIMEOUT: "test_a_hung_perf_analyzer_is_killed_at_the_deadline",
     Failure.CANCELLED: "test_a_cancelled_run_kills_perf_analyzer",
     Failure.OTHER: "test_an_unknown_output_is_other_and_quotes_it",
