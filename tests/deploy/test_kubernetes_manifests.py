@@ -270,17 +270,19 @@ def network_problems(objects: list[Object]) -> Iterator[str]:
     home = triton["metadata"]["namespace"]
     dashboard = one(objects, "Deployment", "geadmin-dashboard")["spec"]["template"]["metadata"]["labels"]
     for policy in by_kind(objects, "NetworkPolicy"):
+        name = policy["metadata"]["name"]
+        rules = policy["spec"].get("ingress") or []
+        peers = [peer for rule in rules for peer in rule.get("from") or []]
         selectors = [policy["spec"]["podSelector"]] + [
-            selector for rule in policy["spec"].get("ingress") or [] for peer in rule.get("from") or []
+            selector for peer in peers
             for selector in (peer.get("podSelector"), peer.get("namespaceSelector")) if selector]
         if any("matchExpressions" in selector for selector in selectors):
-            yield f"NetworkPolicy {policy['metadata']['name']}: matchExpressions are not checked here"
-        if any("ipBlock" in peer for rule in policy["spec"].get("ingress") or [] for peer in rule.get("from") or []):
-            yield f"NetworkPolicy {policy['metadata']['name']}: an ipBlock admits addresses, not workloads"
-        for rule in policy["spec"].get("ingress") or []:
-            for entry in rule.get("ports") or []:
-                if isinstance(entry.get("port"), str) and entry["port"] not in ports:
-                    yield f"NetworkPolicy {policy['metadata']['name']}: port {entry['port']!r} is no named port of Triton"
+            yield f"NetworkPolicy {name}: matchExpressions are not checked here"
+        if any("ipBlock" in peer for peer in peers):
+            yield f"NetworkPolicy {name}: an ipBlock admits addresses, not workloads"
+        for entry in (entry for rule in rules for entry in rule.get("ports") or []):
+            if isinstance(entry.get("port"), str) and entry["port"] not in ports:
+                yield f"NetworkPolicy {name}: port {entry['port']!r} is no named port of Triton"
     expected = {
         "the dashboard": (home, dashboard, set(ports.values())),
         "Prometheus": (PROMETHEUS_NAMESPACE, PROMETHEUS_LABELS, {ports["metrics"]}),
@@ -540,7 +542,12 @@ def test_planted_broken_custom_resources_fail_their_minimal_schemas() -> None:
             "name=triton,app.kubernetes.io/part-of=geadmin\n",
             "holds a comma",
         ),
-        ("base/kustomization.yaml", "  - triton-networkpolicy.yaml\n", "", "a pod of another namespace reaches"),
+        (
+            "base/kustomization.yaml",
+            "  - triton-networkpolicy.yaml\n",
+            "",
+            "a pod of another namespace reaches",
+        ),
         (
             "base/triton-networkpolicy.yaml",
             "- podSelector: {}",
@@ -549,8 +556,8 @@ def test_planted_broken_custom_resources_fail_their_minimal_schemas() -> None:
         ),
         (
             "base/triton-networkpolicy.yaml",
-            "- namespaceSelector:\n            matchLabels:\n              kubernetes.io/metadata.name: monitoring\n"
-            "          podSelector:",
+            "- namespaceSelector:\n            matchLabels:\n"
+            "              kubernetes.io/metadata.name: monitoring\n          podSelector:",
             "- podSelector:",
             "Prometheus reaches Triton's ports [], expected [8002]",
         ),
@@ -572,8 +579,12 @@ def test_planted_broken_custom_resources_fail_their_minimal_schemas() -> None:
             "- ipBlock:\n            cidr: 10.0.0.0/8",
             "ipBlock",
         ),
-        ("base/triton-networkpolicy.yaml", "ports:\n        - port: metrics", "ports:\n        - port: metricz",
-         "port 'metricz' is no named port of Triton"),
+        (
+            "base/triton-networkpolicy.yaml",
+            "ports:\n        - port: metrics",
+            "ports:\n        - port: metricz",
+            "port 'metricz' is no named port of Triton",
+        ),
         ("base/triton-podmonitor.yaml", "port: metrics", "port: http", "metrics port 8002"),
         ("base/kustomization.yaml", "resources:", "namePrefix: x-\nresources:", "not supported"),
         (

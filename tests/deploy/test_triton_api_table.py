@@ -101,7 +101,8 @@ def drift(text: str, found: dict[str, dict[str, list[str]]]) -> list[str]:
                 said = table.get(group, {}).get(column)
                 really = "keyed" if group in keyed else "open"
                 if said != really:
-                    problems.append(f"{group}: docs/security.md says {said!r} for {column}, {where} makes it {really}")
+                    problems.append(f"{group}: docs/security.md says {said!r} for {column}, "
+                                    f"{where} makes it {really}")
     return problems
 
 
@@ -132,7 +133,8 @@ def test_the_key_header_is_the_one_geadmin_sends() -> None:
      "and through a model's output read it back | keyed",
      "| `shared-memory` | `/v2/systemsharedmemory/…`, `/v2/cudasharedmemory/…`: register a region by name, "
      "and through a model's output read it back | open",
-     "shared-memory: docs/security.md says 'open' for embedded, geadmin/stack/tritonserver.py makes it keyed"),
+     "shared-memory: docs/security.md says 'open' for embedded, "
+     "geadmin/stack/tritonserver.py makes it keyed"),
     ("| `statistics` |", "| `stats` |", "the table lists"),
 ])
 def test_planted_docs_drift_is_found(old: str, new: str, expected: str) -> None:
@@ -151,8 +153,9 @@ def test_planted_flag_drift_is_found() -> None:
                                             for a in found["compose"]["compose.cpu.yaml"]]
     assert "shared-memory: docs/security.md says 'keyed' for compose, compose.cpu.yaml makes it open" \
         in drift(text, found)
-    one_sided = [a.replace("shared-memory,", "") if a.startswith("--grpc") else a for a in embedded_arguments()]
-    with pytest.raises(AssertionError, match="HTTP restricts .* gRPC"):
+    one_sided = [a.replace("shared-memory,", "") if a.startswith("--grpc") else a
+                 for a in embedded_arguments()]
+    with pytest.raises(AssertionError, match=r"HTTP restricts .* gRPC"):
         restricted(one_sided, "embedded")
     with pytest.raises(AssertionError, match="runs without"):
         restricted([a for a in embedded_arguments() if not a.startswith("--grpc")], "embedded")

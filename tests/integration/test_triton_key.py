@@ -121,15 +121,17 @@ def http_json(method: str, url: str, body: Mapping[str, object] | None = None,
 
 
 @pytest.fixture
-def shm_region() -> Iterator[str]:
-    """A POSIX shared-memory region of ours (64 bytes), as a client would create one to register."""
-    name = f"geadmin_test_{uuid.uuid4().hex[:12]}"
-    path = Path("/dev/shm") / name
-    path.write_bytes(bytes(64))
+def shm_regions() -> Iterator[tuple[str, str]]:
+    """Two POSIX shared-memory regions of ours (64 bytes each), as a client creates them to register
+    (Triton refuses a second registration of one region)."""
+    paths = [Path("/dev/shm") / f"geadmin_test_{uuid.uuid4().hex[:12]}" for _ in range(2)]
+    for path in paths:
+        path.write_bytes(bytes(64))
     try:
-        yield f"/{name}"
+        yield f"/{paths[0].name}", f"/{paths[1].name}"
     finally:
-        path.unlink(missing_ok=True)
+        for path in paths:
+            path.unlink(missing_ok=True)
 
 
 def triton_pid(stack: PublicStack) -> int:
@@ -235,26 +237,28 @@ def test_a_load_test_of_the_stack_sends_its_key_over_http_and_says_why_not_over_
 
 
 def test_registering_shared_memory_needs_the_key_over_both_protocols(
-        public_stack: PublicStack, shm_region: str) -> None:
+        public_stack: PublicStack, shm_regions: tuple[str, str]) -> None:
     """Open, a region registered by name can be read back through any model's output: the
     shared-memory API is one of the groups the embedded stack restricts."""
     key = (public_stack.home / "triton-admin-key").read_text().strip()
     base = f"http://127.0.0.1:{public_stack.http}/v2/systemsharedmemory"
-    region = {"key": shm_region, "offset": 0, "byte_size": 64}
+    shm_http, shm_grpc = shm_regions
+    region = {"key": shm_http, "offset": 0, "byte_size": 64}
     for headers in ({}, {"admin-key": PLANTED_SECRET}):
         status, body = http_json("POST", f"{base}/region/probe/register", region, headers)
-        assert (status, json.loads(body)) == (403, {"error": "This API is restricted, expecting header 'admin-key'"})
+        assert status == 403
+        assert json.loads(body) == {"error": "This API is restricted, expecting header 'admin-key'"}
         assert http_json("GET", f"{base}/status", headers=headers)[0] == 403
     grpc = grpcclient.InferenceServerClient(f"127.0.0.1:{public_stack.grpc}")
     try:
         with pytest.raises(InferenceServerException, match="restricted"):
-            grpc.register_system_shared_memory("probe_grpc", shm_region, 64)
+            grpc.register_system_shared_memory("probe_grpc", shm_grpc, 64)
         try:
             assert http_json("POST", f"{base}/region/probe/register", region, {"admin-key": key}) == (200, "")
             status, body = http_json("GET", f"{base}/status", headers={"admin-key": key})
             assert status == 200 and [r["name"] for r in json.loads(body)] == ["probe"]
             keyed = {"triton-grpc-protocol-admin-key": key}
-            grpc.register_system_shared_memory("probe_grpc", shm_region, 64, headers=keyed)
+            grpc.register_system_shared_memory("probe_grpc", shm_grpc, 64, headers=keyed)
             regions = grpc.get_system_shared_memory_status(headers=keyed, as_json=True)["regions"]
             assert set(regions) == {"probe", "probe_grpc"}
         finally:
