@@ -303,6 +303,19 @@ def test_system_shared_memory_is_passed_with_the_output_region_size(tmp_path: Pa
     assert "--shared-memory" not in plain
 
 
+def test_shared_memory_over_http_carries_the_key_for_the_restricted_registration(tmp_path: Path) -> None:
+    """Every stack geadmin starts keys the shared-memory API: perf_analyzer registers its regions
+    with the server's key over HTTP (-H); over gRPC 2.51 cannot send it, so it is not given."""
+    def argv(url: str) -> list[str]:
+        settings = BenchSettings("m", url, loads=(1,), shared_memory="system")
+        return perf_argv(settings, Path("pa"), (1,), input_path=None, csv_path=tmp_path / "r.csv",
+                         batch_size=1, admin_key="k3y")
+    over_http = argv("http://127.0.0.1:8000")
+    assert over_http[over_http.index("-H") + 1] == "admin-key:k3y"
+    assert "--shared-memory" in over_http
+    assert not [a for a in argv("grpc://127.0.0.1:8001") if "k3y" in a]
+
+
 @pytest.mark.parametrize(("kwargs", "match"), [
     ({"loads": ()}, "one or more loads"),
     ({"loads": (0,)}, "above 0"),
