@@ -155,9 +155,11 @@ def plan_invocations(loads: Sequence[float]) -> list[tuple[float, ...]]:
 def perf_argv(settings: BenchSettings, binary: Path, loads: Sequence[float], *,
               input_path: Path | None, csv_path: Path, batch_size: int,
               admin_key: str | None = None) -> list[str]:
-    """`admin_key`: the configured server's key, for its model config (a restricted API). It
-    rides every request (perf_analyzer cannot scope a header), and over HTTP only (2.51 ignores
-    -H on gRPC): only ever the server `settings` names, which is where the key belongs."""
+    """`admin_key`: the configured server's key, for its model config and, with shared memory,
+    the registration of its regions (restricted APIs in every stack geadmin starts). It rides
+    every request (perf_analyzer cannot scope a header), and over HTTP only (2.51 ignores -H on
+    gRPC): only ever the server `settings` names, which is where the key belongs. It is on
+    perf_analyzer's command line while it runs (docs/security.md, the key on a command line)."""
     endpoint = settings.endpoint
     if endpoint.ssl:
         raise PerfAnalyzerError(f"load test of {settings.model}: geadmin does not pass TLS settings to "

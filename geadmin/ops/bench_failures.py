@@ -49,6 +49,7 @@ class Failure(enum.Enum):
     UNSTABLE = "no stable measurement"
     SHARED_MEMORY = "Triton cannot open the shared memory"
     RESTRICTED = "the model-config API needs the admin key"
+    SHM_RESTRICTED = "the shared-memory API needs the admin key"
     TIMEOUT = "over the deadline"
     CANCELLED = "cancelled"
     OTHER = "any other failure"
@@ -60,6 +61,9 @@ OUTPUT_FAILURES: tuple[tuple[str, Failure], ...] = (
     ("error while loading shared libraries", Failure.LIBRARIES_MISSING),
     ("failed to obtain stable measurement", Failure.UNSTABLE),
     ("unable to open shared memory region", Failure.SHARED_MEMORY),
+    # registering (or first clearing) the regions of --shared-memory: HTTP "API", gRPC "protocol"
+    ("unable to init infer data manager: this api is restricted", Failure.SHM_RESTRICTED),
+    ("unable to init infer data manager: this protocol is restricted", Failure.SHM_RESTRICTED),
     ("is restricted, expecting header", Failure.RESTRICTED),  # HTTP "API", gRPC "protocol"
     ("request for unknown model", Failure.MODEL_NOT_FOUND),
     ("failed to init manager inputs", Failure.BAD_INPUT_DATA),
@@ -114,8 +118,15 @@ FAILURES: dict[Failure, tuple[type[GeAdminError], str]] = {
                             "Load test page, Tensors: on the wire)"),
     Failure.RESTRICTED: (ForbiddenError, "load test of {model}: Triton at {address} gives its model "
                          "config only with the admin key ({detail}) — give this server's key "
-                         "(--admin-key, or admin_key in the servers file) and use --protocol http: "
-                         "perf_analyzer 2.51 sends headers over HTTP only"),
+                         "(--admin-key, or admin_key in the servers file) and use --protocol http "
+                         "(on the Load test page, Protocol: HTTP): perf_analyzer 2.51 sends headers "
+                         "over HTTP only"),
+    Failure.SHM_RESTRICTED: (ForbiddenError, "load test of {model}: Triton at {address} lets only "
+                             "holders of the admin key register shared memory ({detail}) — give this "
+                             "server's key (--admin-key, or admin_key in the servers file) and use "
+                             "--protocol http (on the Load test page, Protocol: HTTP): perf_analyzer "
+                             "2.51 sends headers over HTTP only; or send the tensors on the wire "
+                             "(`--shared-memory none`; Tensors: on the wire)"),
     Failure.TIMEOUT: (PerfAnalyzerTimeoutError, "load test of {model}: perf_analyzer ran over "
                       "{timeout_s:g}s and was stopped — test fewer points, a shorter measurement "
                       "interval, or give a longer timeout"),

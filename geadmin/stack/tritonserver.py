@@ -6,10 +6,11 @@ the running Python, the venv's `bin` first on PATH (the stub runs isolated and i
 PYTHONPATH), and `nvidia_pytriton.libs` on LD_LIBRARY_PATH (else the stub dies and the
 load hangs).
 
-With an `admin_key`, the server's repository, model-config, logging and trace APIs answer
-only requests that carry it (`--http-restricted-api` / `--grpc-restricted-protocol`, the
-flags compose.yaml passes): whoever reaches Triton's ports without the key can infer, not
-load, unload, reconfigure or read the log settings. The key travels only as those flags:
+With an `admin_key`, the server's repository, model-config, shared-memory, logging and trace
+APIs answer only requests that carry it (`--http-restricted-api` / `--grpc-restricted-protocol`,
+the flags compose.yaml passes): whoever reaches Triton's ports without the key can infer, not
+load, unload, reconfigure, register a shared-memory region (and read it back through a model)
+or read the log settings. The key travels only as those flags:
 the server's environment carries none of geadmin's settings (GEADMIN_*), secrets included.
 """
 
@@ -42,8 +43,9 @@ from geadmin.stack.processes import (
 )
 
 SHM_DIR = Path("/dev/shm")
-# Triton's API categories that change the server or reveal its files (FACTS.md "Restricted API").
-RESTRICTED_APIS = ("model-repository", "model-config", "logging", "trace")
+# Triton's API groups that change the server, reveal its files, or map a caller's memory into it
+# (FACTS.md "Trust, faults and devices"); docs/security.md's table says who may call each group.
+RESTRICTED_APIS = ("model-repository", "model-config", "shared-memory", "logging", "trace")
 _INSTALL_HINT = "install it with `pip install nvidia-pytriton`, or name a binary with " \
     "--tritonserver PATH / GEADMIN_TRITONSERVER"
 

@@ -355,6 +355,12 @@ def test_repository_api_needs_the_admin_key(stack: Stack) -> None:
     assert status == 403
     status, _ = http("POST", f"{stack.triton}/v2/repository/models/text_normalize/unload", {}, key="wrong")
     assert status == 403
+    # shared memory too: open, a region registered by name could be read back through a model
+    region = {"key": "/geadmin_probe", "offset": 0, "byte_size": 64}
+    status, _ = http("POST", f"{stack.triton}/v2/systemsharedmemory/region/probe/register", region)
+    assert status == 403
+    assert http("GET", f"{stack.triton}/v2/systemsharedmemory/status")[0] == 403
+    assert http("GET", f"{stack.triton}/v2/systemsharedmemory/status", key=stack.key) == (200, [])
     assert SAMPLES | {NPU_MODEL} <= set(stack.model_states())
 
 

@@ -204,6 +204,99 @@ def monitor_problems(objects: list[Object]) -> Iterator[str]:
         yield "no PodMonitor for Triton's metrics"
 
 
+# Who the NetworkPolicy must let in, and to which of Triton's ports; and who it must keep out.
+# A source: (its namespace, its pod's labels); every namespace carries kubernetes.io/metadata.name.
+PROMETHEUS_NAMESPACE = "monitoring"
+PROMETHEUS_LABELS = {"app.kubernetes.io/name": "prometheus"}  # the Prometheus Operator's pods
+NAMESPACE_LABEL = "kubernetes.io/metadata.name"
+
+
+def policy_ports(rule: Object, triton: Object) -> set[int]:
+    """The ports of Triton a rule opens (no `ports`: every one); a name resolves to the pod's port."""
+    named = port_names(triton)
+    if not rule.get("ports"):
+        return set(named.values())
+    opened = set()
+    for entry in rule["ports"]:
+        port = entry.get("port")
+        number = named.get(port) if isinstance(port, str) else port
+        if number is None:
+            continue
+        opened.update(range(number, int(entry.get("endPort", number)) + 1))
+    return opened & set(named.values())
+
+
+def peer_admits(peer: Object, policy_namespace: str, namespace: str, labels: dict[str, str]) -> bool:
+    """Kubernetes' rule for one `from` entry and a pod source (matchLabels only: see selector_problems)."""
+    if "ipBlock" in peer:
+        return True  # an address range admits whatever pod holds those addresses
+    if "namespaceSelector" in peer:
+        wanted = peer["namespaceSelector"].get("matchLabels", {})
+        if not all({NAMESPACE_LABEL: namespace}.get(k) == v for k, v in wanted.items()):
+            return False
+    elif namespace != policy_namespace:
+        return False
+    wanted_pods = peer.get("podSelector", {}).get("matchLabels", {})
+    return all(labels.get(k) == v for k, v in wanted_pods.items())
+
+
+def admitted(objects: list[Object], namespace: str, labels: dict[str, str]) -> set[int]:
+    """The Triton ports a pod with `labels` in `namespace` may open under these manifests' policies
+    (every port when no policy selects the Triton pods: Kubernetes isolates only selected pods)."""
+    triton = one(objects, "StatefulSet", "triton")
+    pod_labels = triton["spec"]["template"]["metadata"]["labels"]
+    policies = [
+        p for p in by_kind(objects, "NetworkPolicy")
+        if p["metadata"]["namespace"] == triton["metadata"]["namespace"]
+        and all(pod_labels.get(k) == v for k, v in p["spec"]["podSelector"].get("matchLabels", {}).items())
+        and "Ingress" in p["spec"].get("policyTypes", ["Ingress"])
+    ]
+    if not policies:
+        return set(port_names(triton).values())
+    opened: set[int] = set()
+    for policy in policies:
+        for rule in policy["spec"].get("ingress") or []:
+            peers = rule.get("from") or [{"namespaceSelector": {}}]  # no `from`: every source
+            if any(peer_admits(peer, policy["metadata"]["namespace"], namespace, labels) for peer in peers):
+                opened |= policy_ports(rule, triton)
+    return opened
+
+
+def network_problems(objects: list[Object]) -> Iterator[str]:
+    """The dashboard reaches all of Triton's ports, Prometheus its metrics, the namespace's pods
+    inference (HTTP, gRPC); nobody else anything: not a pod of another namespace, whatever its labels."""
+    triton = one(objects, "StatefulSet", "triton")
+    ports = port_names(triton)
+    home = triton["metadata"]["namespace"]
+    dashboard = one(objects, "Deployment", "geadmin-dashboard")["spec"]["template"]["metadata"]["labels"]
+    for policy in by_kind(objects, "NetworkPolicy"):
+        name = policy["metadata"]["name"]
+        rules = policy["spec"].get("ingress") or []
+        peers = [peer for rule in rules for peer in rule.get("from") or []]
+        selectors = [policy["spec"]["podSelector"]] + [
+            selector for peer in peers
+            for selector in (peer.get("podSelector"), peer.get("namespaceSelector")) if selector]
+        if any("matchExpressions" in selector for selector in selectors):
+            yield f"NetworkPolicy {name}: matchExpressions are not checked here"
+        if any("ipBlock" in peer for peer in peers):
+            yield f"NetworkPolicy {name}: an ipBlock admits addresses, not workloads"
+        for entry in (entry for rule in rules for entry in rule.get("ports") or []):
+            if isinstance(entry.get("port"), str) and entry["port"] not in ports:
+                yield f"NetworkPolicy {name}: port {entry['port']!r} is no named port of Triton"
+    expected = {
+        "the dashboard": (home, dashboard, set(ports.values())),
+        "Prometheus": (PROMETHEUS_NAMESPACE, PROMETHEUS_LABELS, {ports["metrics"]}),
+        "a client pod of the namespace": (home, {"app": "client"}, {ports["http"], ports["grpc"]}),
+        "a pod of another namespace": ("elsewhere", {"app": "client"}, set()),
+        "a pod of another namespace labelled as the dashboard": ("elsewhere", dashboard, set()),
+        "a pod of another namespace labelled as Prometheus": ("elsewhere", PROMETHEUS_LABELS, set()),
+    }
+    for who, (namespace, labels, wanted) in expected.items():
+        got = admitted(objects, namespace, labels)
+        if got != wanted:
+            yield f"NetworkPolicy: {who} reaches Triton's ports {sorted(got)}, expected {sorted(wanted)}"
+
+
 def rbac_problems(objects: list[Object]) -> Iterator[str]:
     for kind in ("ClusterRole", "ClusterRoleBinding"):
         for obj in by_kind(objects, kind):
@@ -295,6 +388,7 @@ def problems(directory: Path) -> list[str]:
         monitor_problems,
         rbac_problems,
         fleet_problems,
+        network_problems,
     ):
         found.extend(check(objects))
     if directory.parent.name == "overlays":
@@ -447,6 +541,49 @@ def test_planted_broken_custom_resources_fail_their_minimal_schemas() -> None:
             "name=triton\n",
             "name=triton,app.kubernetes.io/part-of=geadmin\n",
             "holds a comma",
+        ),
+        (
+            "base/kustomization.yaml",
+            "  - triton-networkpolicy.yaml\n",
+            "",
+            "a pod of another namespace reaches",
+        ),
+        (
+            "base/triton-networkpolicy.yaml",
+            "- podSelector: {}",
+            "- namespaceSelector: {}",
+            "a pod of another namespace reaches Triton's ports [8000, 8001]",
+        ),
+        (
+            "base/triton-networkpolicy.yaml",
+            "- namespaceSelector:\n            matchLabels:\n"
+            "              kubernetes.io/metadata.name: monitoring\n          podSelector:",
+            "- podSelector:",
+            "Prometheus reaches Triton's ports [], expected [8002]",
+        ),
+        (
+            "base/triton-networkpolicy.yaml",
+            "name: geadmin-dashboard\n      ports",
+            "name: dashboard\n      ports",
+            "the dashboard reaches",
+        ),
+        (
+            "base/triton-networkpolicy.yaml",
+            "- podSelector: {}\n      ports:\n",
+            "- podSelector: {}\n      ports:\n        - port: 8002\n",
+            "a client pod of the namespace reaches",
+        ),
+        (
+            "base/triton-networkpolicy.yaml",
+            "- podSelector: {}",
+            "- ipBlock:\n            cidr: 10.0.0.0/8",
+            "ipBlock",
+        ),
+        (
+            "base/triton-networkpolicy.yaml",
+            "ports:\n        - port: metrics",
+            "ports:\n        - port: metricz",
+            "port 'metricz' is no named port of Triton",
         ),
         ("base/triton-podmonitor.yaml", "port: metrics", "port: http", "metrics port 8002"),
         ("base/kustomization.yaml", "resources:", "namePrefix: x-\nresources:", "not supported"),

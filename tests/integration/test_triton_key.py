@@ -1,5 +1,6 @@
 """`geadmin up --host 0.0.0.0`: Triton's ports listen beyond loopback, and its repository,
-model-config, logging and trace APIs still refuse whoever lacks the workspace's admin key.
+model-config, shared-memory, logging and trace APIs still refuse whoever lacks the workspace's
+admin key.
 
 Every request goes to 127.0.0.1 only: that Triton also listens on other addresses is read
 from the kernel's socket table (/proc/net/tcp), never tried over the network.
@@ -15,12 +16,15 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+import uuid
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pytest
+import tritonclient.grpc as grpcclient
+from tritonclient.utils import InferenceServerException
 
 from geadmin.errors import ForbiddenError
 from geadmin.stack.processes import free_ports
@@ -103,6 +107,31 @@ def http_status(method: str, url: str, headers: dict[str, str] | None = None) ->
             return int(response.status)
     except urllib.error.HTTPError as exc:
         return int(exc.code)
+
+
+def http_json(method: str, url: str, body: Mapping[str, object] | None = None,
+              headers: dict[str, str] | None = None) -> tuple[int, str]:
+    request = urllib.request.Request(url, method=method, headers=headers or {},
+                                     data=json.dumps(body).encode() if body is not None else None)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return int(response.status), response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return int(exc.code), exc.read().decode()
+
+
+@pytest.fixture
+def shm_regions() -> Iterator[tuple[str, str]]:
+    """Two POSIX shared-memory regions of ours (64 bytes each), as a client creates them to register
+    (Triton refuses a second registration of one region)."""
+    paths = [Path("/dev/shm") / f"geadmin_test_{uuid.uuid4().hex[:12]}" for _ in range(2)]
+    for path in paths:
+        path.write_bytes(bytes(64))
+    try:
+        yield f"/{paths[0].name}", f"/{paths[1].name}"
+    finally:
+        for path in paths:
+            path.unlink(missing_ok=True)
 
 
 def triton_pid(stack: PublicStack) -> int:
@@ -205,3 +234,49 @@ def test_a_load_test_of_the_stack_sends_its_key_over_http_and_says_why_not_over_
     assert over_grpc.returncode == 1, over_grpc.stdout + over_grpc.stderr
     assert "gives its model config only with the admin key" in over_grpc.stderr
     assert "use --protocol http" in over_grpc.stderr
+
+
+def test_registering_shared_memory_needs_the_key_over_both_protocols(
+        public_stack: PublicStack, shm_regions: tuple[str, str]) -> None:
+    """Open, a region registered by name can be read back through any model's output: the
+    shared-memory API is one of the groups the embedded stack restricts."""
+    key = (public_stack.home / "triton-admin-key").read_text().strip()
+    base = f"http://127.0.0.1:{public_stack.http}/v2/systemsharedmemory"
+    shm_http, shm_grpc = shm_regions
+    region = {"key": shm_http, "offset": 0, "byte_size": 64}
+    for headers in ({}, {"admin-key": PLANTED_SECRET}):
+        status, body = http_json("POST", f"{base}/region/probe/register", region, headers)
+        assert status == 403
+        assert json.loads(body) == {"error": "This API is restricted, expecting header 'admin-key'"}
+        assert http_json("GET", f"{base}/status", headers=headers)[0] == 403
+    grpc = grpcclient.InferenceServerClient(f"127.0.0.1:{public_stack.grpc}")
+    try:
+        with pytest.raises(InferenceServerException, match="restricted"):
+            grpc.register_system_shared_memory("probe_grpc", shm_grpc, 64)
+        try:
+            assert http_json("POST", f"{base}/region/probe/register", region, {"admin-key": key}) == (200, "")
+            status, body = http_json("GET", f"{base}/status", headers={"admin-key": key})
+            assert status == 200 and [r["name"] for r in json.loads(body)] == ["probe"]
+            keyed = {"triton-grpc-protocol-admin-key": key}
+            grpc.register_system_shared_memory("probe_grpc", shm_grpc, 64, headers=keyed)
+            regions = grpc.get_system_shared_memory_status(headers=keyed, as_json=True)["regions"]
+            assert set(regions) == {"probe", "probe_grpc"}
+        finally:
+            grpc.unregister_system_shared_memory(headers={"triton-grpc-protocol-admin-key": key})
+        assert http_json("GET", f"{base}/status", headers={"admin-key": key}) == (200, "[]")
+    finally:
+        grpc.close()
+
+
+def test_a_shared_memory_load_test_of_the_stack_sends_its_key_over_http(public_stack: PublicStack) -> None:
+    """perf_analyzer registers its regions through the restricted shared-memory API: over HTTP it
+    carries the stack's key (-H) and measures; over gRPC it cannot (2.51 sends -H over HTTP only)."""
+    common = ("bench", MODEL, "--concurrency", "1", "--measurement-interval", "500",
+              "--stability-percentage", "100", "--max-trials", "10", "--shared-memory", "system", "--json")
+    over_http = public_stack.geadmin(*common)
+    assert over_http.returncode == 0, over_http.stdout + over_http.stderr
+    record = json.loads(over_http.stdout)
+    assert record["settings"]["shared_memory"] == "system" and record["points"][0]["throughput_per_s"] > 0
+    over_grpc = public_stack.geadmin(*common, "--protocol", "grpc")
+    assert over_grpc.returncode == 1, over_grpc.stdout + over_grpc.stderr
+    assert "only with the admin key" in over_grpc.stderr and "use --protocol http" in over_grpc.stderr

@@ -127,6 +127,7 @@ FAILURE_CASES = {
     Failure.UNSTABLE: "errors/unstable.txt",
     Failure.SHARED_MEMORY: "errors/shared_memory.*.txt",
     Failure.RESTRICTED: "errors/restricted.*.txt",
+    Failure.SHM_RESTRICTED: "errors/shm_restricted.*.txt",
     Failure.TIMEOUT: "test_a_hung_perf_analyzer_is_killed_at_the_deadline",
     Failure.CANCELLED: "test_a_cancelled_run_kills_perf_analyzer",
     Failure.OTHER: "test_an_unknown_output_is_other_and_quotes_it",
@@ -300,6 +301,19 @@ def test_system_shared_memory_is_passed_with_the_output_region_size(tmp_path: Pa
     plain = perf_argv(BenchSettings("m", "grpc://127.0.0.1:8001"), Path("pa"), (1,), input_path=None,
                       csv_path=tmp_path / "r.csv", batch_size=1)
     assert "--shared-memory" not in plain
+
+
+def test_shared_memory_over_http_carries_the_key_for_the_restricted_registration(tmp_path: Path) -> None:
+    """Every stack geadmin starts keys the shared-memory API: perf_analyzer registers its regions
+    with the server's key over HTTP (-H); over gRPC 2.51 cannot send it, so it is not given."""
+    def argv(url: str) -> list[str]:
+        settings = BenchSettings("m", url, loads=(1,), shared_memory="system")
+        return perf_argv(settings, Path("pa"), (1,), input_path=None, csv_path=tmp_path / "r.csv",
+                         batch_size=1, admin_key="k3y")
+    over_http = argv("http://127.0.0.1:8000")
+    assert over_http[over_http.index("-H") + 1] == "admin-key:k3y"
+    assert "--shared-memory" in over_http
+    assert not [a for a in argv("grpc://127.0.0.1:8001") if "k3y" in a]
 
 
 @pytest.mark.parametrize(("kwargs", "match"), [
