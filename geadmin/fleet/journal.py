@@ -19,9 +19,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from geadmin import audit
-from geadmin.access.guard import Authorization
+from geadmin.access.guard import Authorization, require
+from geadmin.access.roles import Action as Guarded
 from geadmin.audit import Actor, AuditEntry, Result
-from geadmin.diagnose import rollouts
+from geadmin.diagnose import interrupted, rollouts, verdict
 from geadmin.diagnose.rollouts import (
     JOURNAL,
     LEFT,
@@ -33,6 +34,7 @@ from geadmin.diagnose.rollouts import (
     PlannedServer,
     Previous,
 )
+from geadmin.diagnose.verdict import Reason
 from geadmin.errors import GeAdminError, RepositoryError, RolloutBusyError, TritonError
 from geadmin.fleet.members import Member
 from geadmin.ops.actions import Action, run_action
@@ -44,6 +46,9 @@ from geadmin.repository.validate import refuse_invalid
 from geadmin.triton.client import TritonClient
 
 UNDO = {"load": Action.UNLOAD, "unload": Action.LOAD, "reload": Action.RELOAD}
+# What putting a change back needs the caller to be authorized for.
+RESTORE_NEEDS = {"apply": Guarded.ROLLBACK, "load": Guarded.UNLOAD, "unload": Guarded.LOAD,
+                 "reload": Guarded.RELOAD}
 
 
 def real(path: Path | None) -> Path:
@@ -128,7 +133,9 @@ def put_back(plan: Plan, touched: Sequence[str], clients: Mapping[str, TritonCli
     """Each server of `touched` put back, newest first: server -> "" or why not. An apply's
     previous config is written back byte-identical (once per repository, read back to check)
     and reloaded where the model is loaded; a load is unloaded, an unload loaded (with the
-    models `lost` with it), a reload reloaded. Never raises for one server: it goes on."""
+    models `lost` with it), a reload reloaded. Refused (NotAuthorizedError) before anything when
+    `auth` does not cover putting the change back; then never raises for one server: it goes on."""
+    require(auth, RESTORE_NEEDS[plan.change])
     problems: dict[str, str] = {}
     files: dict[str, str] = {}  # repository -> "" (back) or why not
     for name in reversed(list(dict.fromkeys(touched))):
@@ -182,13 +189,13 @@ def _file_back(plan: Plan, server: PlannedServer, client: TritonClient, auth: Au
 
 
 def reload_if_loaded(client: TritonClient, model: str, auth: Authorization | None, timeout_s: float) -> str:
-    if not loaded(client, model):
+    if not is_loaded(client, model):
         return ""
     result = run_action(client, Action.RELOAD, [model], auth=auth, settle_timeout_s=timeout_s)[0]
     return "" if result.ok else result.message.splitlines()[0]
 
 
-def loaded(client: TritonClient, model: str) -> bool:
+def is_loaded(client: TritonClient, model: str) -> bool:
     try:
         index = client.repository_index()
     except TritonError:
@@ -212,11 +219,12 @@ def clients_for(plan: Plan, members: Sequence[Member], timeout_s: float) -> dict
     return found
 
 
-def restore(journal_id: int, members: Sequence[Member], *, auth: Authorization | None, actor: Actor,
+def restore(journal_id: int, members: Sequence[Member], *, auth: Authorization | None,
             home: Path | None = None, timeout_s: float = 60.0) -> tuple[Journal, dict[str, str], AuditEntry]:
     """Put back every server an unresolved rollout touched (see `put_back`) and end its journal:
     `rolled_back` when every one is back, else `failed` naming those left changed. RolloutBusyError
     when it is not unresolved (running, done, restored or resumed)."""
+    actor = require(auth, Guarded.ROLLBACK)  # before anything is read: putting back is a rollback
     journal = rollouts.read(journal_id, home=home)
     with rollout_lock(journal.plan.fleet, home=home):
         journal = rollouts.read(journal_id, home=home)
@@ -276,3 +284,18 @@ def fleet_members(plan: Plan, members: Sequence[Member]) -> list[Member]:
                               "fleet at the same address now: restore the rollout instead of resuming it")
     return [Member(by_name[s.name].spec, by_name[s.name].source, by_name[s.name].labels,
                    Path(s.repository) if s.repository else by_name[s.name].repository) for s in plan.servers]
+
+
+def fleet_reasons(fleet: str, *, home: Path | None = None) -> list[Reason]:
+    """The verdict's interrupted-change rule for a fleet: one DEGRADED reason per unresolved
+    rollout of `fleet`, naming what changed where and the restore command."""
+    found = rollouts.unresolved(home=home, fleet=fleet)
+    return verdict.interrupted_reasons([interrupted.from_journal(j) for j in found])
+
+
+def fleet_headline(headline: str, reasons: Sequence[Reason]) -> str:
+    """The fleet's headline with its interrupted rollouts: "FLEET OK" becomes DEGRADED."""
+    if not reasons or not headline.startswith("FLEET OK"):
+        return headline
+    more = f" (and {len(reasons) - 1} more)" if len(reasons) > 1 else ""
+    return f"FLEET DEGRADED: {reasons[0].text}{more}"
