@@ -180,6 +180,7 @@ class _Rollout:
         self.touched: list[str] = []  # journaled `changing`, in order
         self.written: set[str] = set()  # repositories this rollout wrote
         self.errored = False  # a step raised (not a rejected config, not a gate)
+        self.refused: set[str] = set()  # servers whose apply was refused: apply_config wrote nothing
         self.gate: Gate | None = None
 
     def run(self) -> RolloutResult:
@@ -266,29 +267,34 @@ class _Rollout:
         self.written.add(repository)
         previous = self.plan.previous_of(repository)
         expected = None if self.plan.resume_of or previous is None else previous.sha256
-        applied = apply_config(client, Path(repository), self.model, self.plan.new_config.encode(),
-                               expected_sha256=expected, auth=self.auth, home=self.home,
-                               smoke=self.gate_settings.requests > 0, validate=self.validate,
-                               note=f"fleet apply on {member.name} (rollout #{self.recorder.id})")
+        try:
+            applied = apply_config(client, Path(repository), self.model, self.plan.new_config.encode(),
+                                   expected_sha256=expected, auth=self.auth, home=self.home,
+                                   smoke=self.gate_settings.requests > 0, validate=self.validate,
+                                   note=f"fleet apply on {member.name} (rollout #{self.recorder.id})")
+        except GeAdminError:
+            self.refused.add(member.name)  # a refusal comes before apply_config writes anything
+            raise
         if applied.outcome is Outcome.UNCHANGED:  # written by the rollout this one resumes: load it
             return journal.reload_if_loaded(client, self.model, self.auth, self.timeout_s)
         return "" if applied.ok else applied.message.splitlines()[0]
 
     def _restore(self) -> list[str]:
         """Every touched server put back; the names of those that could not be."""
-        lost = {n: self.gate.lost(n) for n in self.touched} \
+        touched = [name for name in self.touched if name not in self.refused]
+        lost = {n: self.gate.lost(n) for n in touched} \
             if self.gate is not None and self.change is Change.UNLOAD else {}
-        problems = journal.put_back(self.plan, self.touched, self.clients, auth=self.auth, home=self.home,
+        problems = journal.put_back(self.plan, touched, self.clients, auth=self.auth, home=self.home,
                                     timeout_s=self.timeout_s, lost=lost,
                                     note=f"fleet rollout #{self.recorder.id} stopped: put back")
-        for name in reversed(self.touched):
+        for name in reversed(touched):
             row, problem = self.rows[name], problems.get(name, "")
             note = f"{row.message}; " if row.message else ""
             self.rows[name] = Row(name, row.wave, NOT_RESTORED if problem else RESTORED,
                                   note + (problem or "put back"))
             with contextlib.suppress(GeAdminError):  # the end row says it too
                 self.recorder.step(name, row.wave, NOT_RESTORED if problem else RESTORED, problem)
-        return [name for name in self.touched if problems.get(name)]
+        return [name for name in touched if problems.get(name)]
 
     def _stop(self, number: int, waves: int, reason: str) -> RolloutResult:
         self.say(f"wave {number} failed: {reason}; putting back {len(self.touched)} server(s)")
@@ -313,7 +319,8 @@ class _Rollout:
         if left:
             return f"NOT put back on {', '.join(left)}: see each server's row (`geadmin fleet restore " \
                    f"{self.recorder.id}` retries)"
-        return f"{len(self.touched)} changed server(s) put back" if self.touched else "nothing had changed"
+        changed = [name for name in self.touched if name not in self.refused]
+        return f"{len(changed)} changed server(s) put back" if changed else "nothing had changed"
 
     def _end(self, result: Result, headline: str, waves: int, left: Sequence[str] = ()) -> RolloutResult:
         rows = "\n".join(f"  {r.server}: wave {r.wave or '-'}, {r.outcome}"
