@@ -11,15 +11,20 @@ from pathlib import Path
 import pytest
 
 from geadmin import audit
+from geadmin.access import guard
 from geadmin.audit import Result
 from geadmin.diagnose import interrupted, rollouts
 from geadmin.diagnose.health import ServerSnapshot, triage
 from geadmin.diagnose.rollouts import Plan, PlannedServer, Previous
 from geadmin.diagnose.verdict import Rule, judge
-from geadmin.errors import ConfigError
+from geadmin.errors import ConfigError, RepositoryError, TritonError
 from geadmin.fleet import journal
+from geadmin.fleet.members import Member
 from geadmin.fleet.rollout import Control
+from geadmin.fleet.versions import roll_version
 from geadmin.ops import reconcile
+from geadmin.stack.processes import free_ports
+from geadmin.triton.servers import ServerSpec
 
 PLAN = Plan("lab", "apply", "echo", (PlannedServer("a", "http://127.0.0.1:1", 1, "/r/shared"),
                                      PlannedServer("b", "http://127.0.0.2:1", 2, "/r/shared"),
@@ -109,3 +114,22 @@ def test_a_pause_expires_after_its_bound_and_a_resume_before_it_does_not() -> No
     assert 1 <= time.monotonic() - started < 5
     control = Control(max_pause_s=60)
     assert control.wait_while_paused() == ""  # not paused: no wait
+
+
+def test_a_version_rollout_refusal_keeps_its_cause(home: Path, tmp_path: Path) -> None:
+    """Unreadable config: a RepositoryError, never a bare OSError; a server that does not answer:
+    a ConfigError whose cause is Triton's error (not dropped)."""
+    repository = tmp_path / "repo"
+    (repository / "echo" / "2").mkdir(parents=True)
+    (repository / "echo" / "config.pbtxt").mkdir()  # a directory where the file should be: unreadable
+    port = free_ports(1)[0]
+    member = Member(ServerSpec("a", f"http://127.0.0.1:{port}"), "test", repository=repository)
+    with pytest.raises(RepositoryError, match="cannot read the config of 'echo'") as raised:
+        roll_version([member], "echo", 2, auth=guard.os_user(), home=home, timeout_s=1)
+    assert isinstance(raised.value.__cause__, OSError)
+    (repository / "echo" / "config.pbtxt").rmdir()
+    (repository / "echo" / "config.pbtxt").write_text('name: "echo"\nbackend: "python"\n')
+    with pytest.raises(ConfigError, match="cannot read what a serves") as raised:
+        roll_version([member], "echo", 2, auth=guard.os_user(), home=home, timeout_s=1)
+    assert isinstance(raised.value.__cause__, TritonError)
+    assert rollouts.journals(home=home) == []  # refused before anything: nothing journaled
