@@ -213,11 +213,15 @@ def journals(*, home: Path | None = None, fleet: str | None = None, limit: int =
     starts = [row for row in audit.query(result=Result.STARTED, limit=limit, home=home)
               if row.action.startswith(PREFIX)]
     found: list[Journal] = []
+    later: dict[tuple[str, str], list[AuditEntry]] = {}  # (model, action) -> its rows, oldest first
     for row in starts:
         plan = _plan_of(row)
         if plan is None or (fleet is not None and plan.fleet != fleet):
             continue
-        found.append(_read(row, plan, home))
+        key = (row.model, row.action)
+        if key not in later:  # one query per model and change, however many rollouts
+            later[key] = list(reversed(audit.query(model=row.model, action=row.action, home=home)))
+        found.append(_read(row, plan, later[key]))
     resumed = {j.plan.resume_of: j.id for j in found if j.plan.resume_of}
     return [Journal(j.started, j.plan, j.steps, j.ends, resumed.get(j.id, 0)) for j in found]
 
@@ -255,9 +259,9 @@ def _plan_of(row: AuditEntry) -> Plan | None:
         return None
 
 
-def _read(started: AuditEntry, plan: Plan, home: Path | None) -> Journal:
-    rows = [r for r in reversed(audit.query(model=started.model, action=started.action, home=home))
-            if r.id > started.id and facts(r.message).get(JOURNAL) == str(started.id)]
+def _read(started: AuditEntry, plan: Plan, rows_of_action: list[AuditEntry]) -> Journal:
+    mine = str(started.id)
+    rows = [r for r in rows_of_action if r.id > started.id and facts(r.message).get(JOURNAL) == mine]
     steps = tuple(r for r in rows if r.result == Result.STEP.value)
     ends = tuple(r for r in rows if r.result not in (Result.STEP.value, Result.STARTED.value))
     return Journal(started, plan, steps, ends)
