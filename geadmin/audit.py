@@ -38,6 +38,8 @@ class Result(str, enum.Enum):
     STARTED = "started"  # a change began (an apply about to write, a create about to stage); its
     # outcome follows in a later row of the same action and model (geadmin.ops.reconcile)
     INTERRUPTED = "interrupted"  # a started change whose process died before its outcome row
+    STEP = "step"  # one server's step of a journaled fleet rollout (geadmin.diagnose.rollouts); the
+    # rollout's outcome is a later row of the same action and model
 
 
 class Origin(str, enum.Enum):

@@ -185,8 +185,12 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
             "workspace database (downsampled to 1-minute buckets beyond 1 h)"),
     Setting("FREE_PORT_RANGE", parse_port_range, None, "LOW-HIGH: where servers started on free ports "
             "(tests, benchmarks) pick them (default 20000-32767, below the kernel's ephemeral ports)"),
+    Setting("ROLLOUT_PAUSE_MAX_S", bounded_number("seconds", 1, 7 * 24 * 3600, "between 1 second and a week"),
+            "1800", "seconds a fleet rollout may stay paused: longer, it stops and puts back every server "
+            "it changed (audited), so a forgotten pause never blocks the fleet"),
     Setting("FAULT_POINT", str, None, "test hook, never set in production: the name of a step of "
-            "an apply or a create (e.g. apply.written) at which geadmin kills itself with SIGKILL, so "
+            "an apply, a create or a fleet rollout (e.g. apply.written, rollout.changed.1) at which "
+            "geadmin kills itself with SIGKILL, so "
             "fault tests can check that nothing is lost when a change is cut short"),
 )}
 

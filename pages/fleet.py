@@ -1,7 +1,8 @@
 """Fleet: every server of a fleet as one — the model x server matrix, skew, servers down,
 outliers, grouped by node and Ascend type — and rollouts in waves that stop and put every
 changed server back at the first failed health gate, watched live, paused and aborted here.
-The same functions as `geadmin fleet` (geadmin.fleet)."""
+A rollout cut short (the dashboard killed mid-wave, an error) is shown with what changed where,
+and Restore / Resume buttons. The same functions as `geadmin fleet` (geadmin.fleet)."""
 
 from __future__ import annotations
 
@@ -13,14 +14,14 @@ import streamlit as st
 
 from geadmin.access.roles import Action
 from geadmin.errors import GeAdminError
-from geadmin.fleet import runs
+from geadmin.fleet import journal, runs
 from geadmin.fleet.discovery import Discovery, discover, fleet_named, fleets
 from geadmin.fleet.gate import GateSettings
 from geadmin.fleet.members import ASCEND, NODE
 from geadmin.fleet.rollout import Change, Control, RolloutResult, rollout
 from geadmin.fleet.status import FleetStatus, poll
 from geadmin.fleet.versions import roll_version
-from pages.ui import access, keys
+from pages.ui import access, interrupted_view, keys
 from pages.ui.errors import failure_of, show_failure
 from pages.ui.fleet_history_view import fleet_triage
 
@@ -42,13 +43,14 @@ def render() -> None:
         show_failure(failure_of(exc), title="Cannot read the fleet")
         return
     show_status(status)
+    interrupted_view.fleet_rollouts(found)  # cut short: what changed where, Restore, Resume
     fleet_triage()  # with GEADMIN_PROMETHEUS_URL: the fleet's bottlenecks
     rollout_form(found, status)
     watch(found.fleet.name)
 
 
 def show_status(status: FleetStatus) -> None:
-    headline = status.headline()
+    headline = journal.fleet_headline(status.headline(), journal.fleet_reasons(status.discovery.fleet.name))
     if headline.startswith("FLEET OK:"):
         st.success(headline, icon=":material/check_circle:")
     elif headline.startswith("FLEET OK"):

@@ -4,6 +4,13 @@
     geadmin fleet load|unload|reload MODEL [--wave-size N] [gate flags]
     geadmin fleet apply MODEL FILE [--repository DIR] [--wave-size N] [gate flags]
     geadmin fleet version MODEL VERSION [--repository DIR] [--wave-size N] [gate flags]
+    geadmin fleet restore ID          put back every server an interrupted rollout changed
+    geadmin fleet resume ID [gate flags]   run an interrupted rollout again, as planned
+
+Every rollout is journaled in the audit log (its number: `journal_id`, and `rollout #ID` in
+its progress). One cut short — the process killed, an error — is reported by the next
+`geadmin fleet status` (DEGRADED, exit 4) with what changed where, until it is restored or
+resumed.
 
 Sources: servers (the configured servers), dns:HOST:PORT, prometheus:URL?job=JOB,
 kubernetes:NAMESPACE?selector=LABELS. Fleets are named in the servers file ([[fleet]]
@@ -18,14 +25,17 @@ import sys
 from pathlib import Path
 
 from geadmin.access import guard
+from geadmin.audit import Actor, Origin
 from geadmin.cli.common import format_table
 from geadmin.errors import ConfigInvalidError, GeAdminError, RepositoryError
+from geadmin.fleet import journal
 from geadmin.fleet.discovery import Discovery, discover, fleet_named
 from geadmin.fleet.gate import GateSettings
 from geadmin.fleet.members import ASCEND, NODE
-from geadmin.fleet.rollout import Change, rollout
+from geadmin.fleet.rollout import Change, RolloutResult, resume, rollout
 from geadmin.fleet.status import POLL_TIMEOUT_S, FleetStatus, close_clients, poll
 from geadmin.fleet.versions import roll_version
+from geadmin.ops import reconcile
 
 EXIT_OK = 0
 EXIT_FAILED = 1  # a rollout stopped at a gate (and put the servers back)
@@ -38,7 +48,14 @@ def _discovery(args: argparse.Namespace) -> Discovery:
     return discover(fleet_named(args.fleet, args.source or (), repository))
 
 
+def _closed_at_start() -> None:
+    """A rollout an earlier geadmin left cut short is closed and said (geadmin.ops.reconcile)."""
+    for note in reconcile.close_rollouts(actor=Actor.os_user(Origin.CLI)):
+        print(f"geadmin: note: {note}", file=sys.stderr)
+
+
 def run_status(args: argparse.Namespace) -> int:
+    _closed_at_start()
     try:
         status = poll(_discovery(args), timeout_s=args.timeout)
     except GeAdminError as exc:
@@ -46,14 +63,24 @@ def run_status(args: argparse.Namespace) -> int:
         return 2
     finally:
         close_clients()
-    print(json.dumps(status.to_json(), indent=2) if args.json else render(status))
+    cut_short = journal.fleet_reasons(status.discovery.fleet.name)
+    if args.json:
+        document = status.to_json()
+        document["headline"] = journal.fleet_headline(document["headline"], cut_short)
+        document["interrupted"] = [reason.to_json() for reason in cut_short]
+        print(json.dumps(document, indent=2))
+    else:
+        print(render(status, cut_short))
     if not status.servers or not status.answering:
         return EXIT_NONE
-    return EXIT_DEGRADED if status.down() or status.failed() or status.skew() else EXIT_OK
+    degraded = status.down() or status.failed() or status.skew() or cut_short
+    return EXIT_DEGRADED if degraded else EXIT_OK
 
 
-def render(status: FleetStatus) -> str:
-    lines = [status.headline()]
+def render(status: FleetStatus, cut_short: list[journal.Reason] | None = None) -> str:
+    lines = [journal.fleet_headline(status.headline(), cut_short or [])]
+    for reason in cut_short or []:
+        lines += [f"INTERRUPTED: {reason.text}", f"  restore: {reason.fix}"]
     lines += [f"  source {p}" for p in status.discovery.problems]
     for label, title in ((NODE, "node"), (ASCEND, "Ascend")):
         groups = status.groups(label)
@@ -108,13 +135,46 @@ def run_change(args: argparse.Namespace) -> int:
     except GeAdminError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if args.json:
+    return _print_result(result, args.json)
+
+
+def _print_result(result: RolloutResult, as_json: bool) -> int:
+    if as_json:
         print(json.dumps(result.to_json(), indent=2))
     else:
         print(result.headline)
         print(format_table([["SERVER", "WAVE", "OUTCOME", "DETAIL"],
                             *([r.server, r.wave or "-", r.outcome, r.message] for r in result.rows)]))
     return EXIT_OK if result.ok else EXIT_FAILED
+
+
+def run_restore(args: argparse.Namespace) -> int:
+    """`geadmin fleet restore ID` and `geadmin fleet resume ID`: one interrupted rollout."""
+    _closed_at_start()
+    try:
+        plan = journal.rollouts.read(args.id).plan
+        named = args.fleet or (None if args.source else plan.fleet)
+        members = discover(fleet_named(named, args.source or ())).members
+        auth = guard.os_user()
+        if args.fleet_command == "resume":
+            gate = GateSettings(requests=args.gate_requests, latency_margin=args.latency_margin,
+                                latency_slack_ms=args.latency_slack_ms, error_margin=args.error_margin)
+            say = (lambda _: None) if args.json else (lambda line: print(line, file=sys.stderr, flush=True))
+            result = resume(args.id, members, gate=gate, auth=auth, progress=say, timeout_s=args.timeout)
+            return _print_result(result, args.json)
+        found, problems, end = journal.restore(args.id, members, auth=auth, timeout_s=args.timeout)
+    except GeAdminError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    rows = [[s.name, s.wave, found.outcome(s.name), problems.get(s.name, "")] for s in found.plan.servers]
+    if args.json:
+        print(json.dumps({"journal_id": found.id, "ok": end.result == "rolled_back", "headline": end.headline,
+                          "servers": [dict(zip(("server", "wave", "outcome", "message"), r, strict=True))
+                                      for r in rows]}, indent=2))
+    else:
+        print(end.headline)
+        print(format_table([["SERVER", "WAVE", "OUTCOME", "DETAIL"], *rows]))
+    return EXIT_OK if end.result == "rolled_back" else EXIT_FAILED
 
 
 def _add_target_args(parser: argparse.ArgumentParser) -> None:
@@ -180,3 +240,17 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                          help="the model repository every server reads (a shared volume), as mounted here")
     _add_rollout_args(version)
     version.set_defaults(func=run_change)
+    restore = actions.add_parser("restore", help="put back every server an interrupted rollout changed "
+                                 "(configs byte-identical, reloaded), and end its journal",
+                                 description="Exit codes: 0 every server put back; 1 some could not be "
+                                 "(named); 2 bad usage, or nothing to restore.")
+    restore.add_argument("id", metavar="ID", type=int, help="the rollout's number (`geadmin fleet status`)")
+    _add_target_args(restore)
+    restore.add_argument("--timeout", type=float, default=60.0, metavar="S",
+                         help="per server: a request, a load or an unload (60)")
+    restore.set_defaults(func=run_restore)
+    again = actions.add_parser("resume", help="run an interrupted rollout again as planned, in waves with "
+                               "the health gate (an apply: while its config still validates)")
+    again.add_argument("id", metavar="ID", type=int, help="the rollout's number (`geadmin fleet status`)")
+    _add_rollout_args(again)
+    again.set_defaults(func=run_restore)

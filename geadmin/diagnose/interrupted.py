@@ -6,6 +6,9 @@ lines after the headline: `on disk`, `previous revision`, `repository`). An inte
 that left a config other than the previous one stays *unresolved* until someone applies or
 rolls back that model: the verdict (`geadmin status`, the Overview) and the Models page show
 each with the command that puts the previous revision back.
+
+Fleet rollouts cut short (or failed with servers left changed) are listed the same way, from
+their journal (`geadmin.diagnose.rollouts`), with `geadmin fleet restore ID` as the fix.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from pathlib import Path
 
 from geadmin import audit
 from geadmin.audit import AuditEntry, Result
+from geadmin.diagnose import rollouts
 from geadmin.errors import GeAdminError
 
 APPLY_ACTIONS = ("apply", "rollback")  # actions whose `started` row an apply writes
@@ -38,6 +42,12 @@ class Interrupted:
     repository: str = ""
     previous_revision: int | None = None  # the revision to roll back to (apply)
     audit_id: int = 0
+    restore_command: str = ""  # a fleet rollout: the command that puts its servers back
+
+    @property
+    def fix(self) -> str:
+        """The command that puts things back: a config rollback, or a fleet restore."""
+        return self.rollback_command or self.restore_command
 
     @property
     def headline(self) -> str:
@@ -51,6 +61,8 @@ class Interrupted:
 
     def reason(self) -> str:
         """One line for a verdict, a notice or `geadmin status`."""
+        if self.restore_command:
+            return f"{self.headline}; restore: `{self.restore_command}` (or on the Fleet page)"
         step = f"; roll back: `{self.rollback_command}`" if self.rollback_command else ""
         return f"an interrupted {self.action} of {self.model!r}: {self.headline}{step}"
 
@@ -73,10 +85,23 @@ def from_row(row: AuditEntry) -> Interrupted:
                        int(revision) if revision.isdigit() else None, row.id)
 
 
+def from_journal(journal: rollouts.Journal) -> Interrupted:
+    end = journal.end
+    return Interrupted(journal.plan.model, journal.plan.action,
+                       (end or journal.started).at.isoformat(timespec="seconds"), journal.plan.fleet,
+                       "", journal.reason(), audit_id=journal.id, restore_command=journal.restore_command)
+
+
 def unresolved(repository: Path | None = None, *, home: Path | None = None,
-               limit: int = 200) -> list[Interrupted]:
+               limit: int = 200, url: str | None = None) -> list[Interrupted]:
     """Interrupted applies (of `repository`, when given) that left a config nobody applied or
-    rolled back since, newest first. Never raises: an unreadable audit log lists nothing."""
+    rolled back since, newest first; then the unresolved fleet rollouts (that touched `url` or
+    `repository`, when either is given). Never raises: an unreadable audit log lists nothing."""
+    fleet = [from_journal(j) for j in rollouts.unresolved(home=home, url=url, repository=repository)]
+    return [*_applies(repository, home, limit), *fleet]
+
+
+def _applies(repository: Path | None, home: Path | None, limit: int) -> list[Interrupted]:
     wanted = str(Path(repository).expanduser().resolve()) if repository is not None else None
     try:
         found = []

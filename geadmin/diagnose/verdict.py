@@ -10,7 +10,9 @@
   unload: an ensemble dropped when a member changed, a model unloaded behind geadmin's
   back); a model is stuck LOADING / UNLOADING; a model serves a config that differs from
   its file on disk (`diagnose.drift`); a config apply was cut short and nobody has applied
-  or rolled back that model since (`diagnose.interrupted`); a READY model's latest synthetic
+  or rolled back that model since, or a fleet rollout that touched this server was cut short
+  (or failed leaving servers changed) and nobody restored or resumed it
+  (`diagnose.interrupted`, `diagnose.rollouts`); a READY model's latest synthetic
   probe (`geadmin.ops.probe`, fresh: taken in the last `watch.FRESH_S`) got no answer; or
   Triton says it is not ready
   and none of the above explains why. Triton's own readiness is not enough: in explicit model-control mode
@@ -171,8 +173,7 @@ def judge(snapshot: ServerSnapshot, found: Triage, *, drift: Sequence[Drift] = (
                *model_reasons(found, stuck or {}, expected)]
     reasons += [Reason(Rule.DRIFT, f"model {item.model!r} serves a config that differs from its file: "
                        f"{item.headline}", item.model, item.fix) for item in drift]
-    reasons += [Reason(Rule.INTERRUPTED_CHANGE, one_line(item.reason()), item.model, item.rollback_command)
-                for item in cut_short]
+    reasons += interrupted_reasons(cut_short)
     ready = {m.name for m in found.ready}
     silent = watch.causes_first([p for name, p in (probes or {}).items() if name in ready and not p.ok])
     reasons += [Reason(Rule.NOT_ANSWERING, f"model {p.model!r} is READY but does not answer: "
@@ -198,6 +199,14 @@ def held_readiness_note(names: Sequence[str]) -> str:
     return (f"Triton's /v2/health/ready still says not ready because its strict readiness counts "
             f"{', '.join(names)}, unloaded by an operator after a failed load; a load balancer probing "
             "readiness keeps this server out until that model loads again or Triton restarts")
+
+
+def interrupted_reasons(cut_short: Sequence[interrupted.Interrupted]) -> list[Reason]:
+    """The interrupted-change rule: one DEGRADED reason per change cut short and not put right
+    (a config apply, a fleet rollout), with the command that puts it back. The fleet view
+    (`geadmin fleet status`, the Fleet page) calls it too."""
+    return [Reason(Rule.INTERRUPTED_CHANGE, one_line(item.reason()), item.model, item.fix)
+            for item in cut_short]
 
 
 def not_ready_reason(found: Triage) -> Reason:
@@ -324,7 +333,7 @@ def assess(snapshot: ServerSnapshot, sources: Sources | None = None, *,
     if src.client is not None and snapshot.reachable and not snapshot.error:
         drift = find_drift(src.client, src.repository, [m.name for m in found.ready])
     stuck = stuck_models(found, src.log, src.now)
-    cut_short = interrupted.unresolved(src.repository, home=src.home)
+    cut_short = interrupted.unresolved(src.repository, home=src.home, url=snapshot.url)
     probes = watch.fresh_probes(snapshot.url, now_s=src.now.timestamp(), home=src.home) \
         if snapshot.reachable else {}
     return replace(judge(snapshot, found, drift=drift, stuck=stuck, expected=expected, cut_short=cut_short,

@@ -14,29 +14,50 @@ gate: the model gone, and no other model lost READY with it (an ensemble that ra
 
 On a failed gate: every changed server is put back (the previous file restored byte-identical
 and reloaded; a load unloaded; an unload loaded), and the reason is the first line of the
-result. The whole rollout is one audit entry with a row per server.
+result. The audit end row says `rolled_back`; a server step that raised (a config that
+vanished, a bug) ends it `failed`, everything put back all the same.
+
+Journaled (geadmin.fleet.journal, the rows in geadmin.diagnose.rollouts): the fleet's rollout
+lock is taken, the plan written as a `started` row before the first server is touched (for an
+apply each repository's config kept as a revision first), a `step` row before and after each
+server, the end row last. ANY exception — not only geadmin's: a Streamlit rerun, a bug, Ctrl-C
+— puts back the servers touched so far and ends the journal `failed` before it propagates; a
+SIGKILL leaves the journal open, and the next start reports it (geadmin.ops.reconcile). A new
+rollout of a fleet with an unresolved one is refused until it is restored or resumed. A pause
+longer than GEADMIN_ROLLOUT_PAUSE_MAX_S stops the rollout and puts back what changed.
+
+Test hook (`settings.fault_point`): `rollout.started` (the plan is journaled, nothing touched),
+`rollout.changing.N` (the Nth server's step is journaled, it is not touched yet),
+`rollout.changed.N` (the Nth server changed and journaled), `rollout.ending` (every wave passed,
+no end row yet); tests/integration/test_fleet_journal.py kills the process at each.
 """
 
 from __future__ import annotations
 
+import contextlib
 import enum
-import hashlib
 import threading
+import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from geadmin import audit
+from geadmin import settings
 from geadmin.access.guard import Authorization, require
 from geadmin.access.roles import Action as Guarded
 from geadmin.audit import Result
-from geadmin.errors import ConfigError, GeAdminError, TritonError
+from geadmin.diagnose import rollouts
+from geadmin.diagnose.rollouts import CHANGED, CHANGING, FAILED, NOT_RESTORED, RESTORED
+from geadmin.domain import format_duration
+from geadmin.errors import ConfigError, GeAdminError, RolloutBusyError
+from geadmin.fleet import journal
 from geadmin.fleet.gate import Gate, GateSettings
 from geadmin.fleet.members import Member
 from geadmin.ops.actions import Action, run_action
-from geadmin.ops.apply import apply_config
-from geadmin.repository.modelconfig import CONFIG_FILE
+from geadmin.ops.apply import Outcome, apply_config
+from geadmin.ops.reconcile import rollout_lock
+from geadmin.repository import revisions
 from geadmin.repository.validate import refuse_invalid
 from geadmin.triton.client import TritonClient
 
@@ -48,7 +69,7 @@ class Change(str, enum.Enum):
     APPLY = "apply"
 
 
-UNDO = {Change.LOAD: Action.UNLOAD, Change.UNLOAD: Action.LOAD, Change.RELOAD: Action.RELOAD}
+PAUSE_SETTING = "ROLLOUT_PAUSE_MAX_S"
 
 
 @dataclass
@@ -57,10 +78,17 @@ class Control:
 
     paused: threading.Event = field(default_factory=threading.Event)
     aborted: threading.Event = field(default_factory=threading.Event)
+    max_pause_s: float | None = None  # None: GEADMIN_ROLLOUT_PAUSE_MAX_S, read when the rollout starts
 
-    def wait_while_paused(self) -> None:
+    def wait_while_paused(self) -> str:
+        """"" once resumed (or aborted); why not, once paused longer than `max_pause_s`."""
+        since = time.monotonic()
         while self.paused.is_set() and not self.aborted.is_set():
+            if self.max_pause_s is not None and time.monotonic() - since >= self.max_pause_s:
+                return (f"paused for longer than {format_duration(self.max_pause_s)} "
+                        f"(GEADMIN_{PAUSE_SETTING}): the pause expired")
             self.aborted.wait(0.2)
+        return ""
 
 
 @dataclass(frozen=True)
@@ -79,11 +107,12 @@ class RolloutResult:
     headline: str  # the reason first when it stopped
     rows: tuple[Row, ...]
     waves: int
-    audit_id: int | None = None
+    audit_id: int | None = None  # the end row
+    journal_id: int | None = None  # the started row: `geadmin fleet restore ID` names it
 
     def to_json(self) -> dict[str, Any]:
         return {"change": self.change.value, "model": self.model, "ok": self.ok, "headline": self.headline,
-                "waves": self.waves, "audit_id": self.audit_id,
+                "waves": self.waves, "audit_id": self.audit_id, "journal_id": self.journal_id,
                 "servers": [{"server": r.server, "wave": r.wave, "outcome": r.outcome, "message": r.message}
                             for r in self.rows]}
 
@@ -94,10 +123,15 @@ Progress = Callable[[str], None]
 def rollout(members: Sequence[Member], change: Change, model: str, *, new_config: bytes | None = None,
             wave_size: int = 1, gate: GateSettings | None = None, auth: Authorization | None = None,
             fleet: str = "", home: Path | None = None, progress: Progress | None = None,
-            control: Control | None = None, timeout_s: float = 60.0, validate: bool = True) -> RolloutResult:
+            control: Control | None = None, timeout_s: float = 60.0, validate: bool = True,
+            resume_of: int = 0) -> RolloutResult:
     """See the module docstring. Refusals raise before anything changes: ConfigError (no
-    servers, a wave size below 1, an apply without a repository for a server), and for an
-    apply the validator's ConfigInvalidError / ConfigParseError (`validate=False` skips it)."""
+    servers, a wave size below 1, an apply without a repository for a server), RepositoryError
+    (a repository without the model's config; ConfigLockedError: a rollout of the fleet runs in
+    another process), RolloutBusyError (an unresolved rollout of the fleet), and for an apply
+    the validator's ConfigInvalidError / ConfigParseError (`validate=False` skips it).
+    `resume_of`: the number of an unresolved rollout this one resumes (its previous configs
+    are kept as the ones to put back)."""
     actor = require(auth, Guarded(change.value))
     if not members:
         raise ConfigError("the fleet has no server to change")
@@ -111,63 +145,94 @@ def rollout(members: Sequence[Member], change: Change, model: str, *, new_config
             raise ConfigError(f"no model repository known for {', '.join(missing)}: give --repository "
                               "(a volume every server reads) or repository = ... in each [[server]]")
         if validate:
-            first = _real(members[0].repository)
+            first = journal.real(members[0].repository)
             refuse_invalid(model, new_config.decode("utf-8", errors="replace"), first / model)
-    job = _Rollout(list(members), change, model, new_config, gate or GateSettings(), auth,
-                   home, progress or (lambda _: None), control or Control(), timeout_s, validate)
-    result = job.run(wave_size)
-    rows = "\n".join(f"  {r.server}: wave {r.wave or '-'}, {r.outcome}"
-                     + (f": {r.message}" if r.message else "") for r in result.rows)
-    entry = audit.record(f"fleet {change.value}", model, Result.OK if result.ok else Result.ROLLED_BACK,
-                         actor=actor, server=fleet or "fleet", message=f"{result.headline}\n{rows}",
-                         home=home)
-    return replace(result, audit_id=entry.id)
+    name = fleet or "fleet"
+    control = control or Control()
+    if control.max_pause_s is None:
+        control.max_pause_s = float(settings.get(PAUSE_SETTING))
+    with rollout_lock(name, home=home):
+        resumed = None
+        if resume_of:
+            resumed = rollouts.read(resume_of, home=home)
+            if not resumed.unresolved:
+                raise RolloutBusyError(f"rollout #{resume_of} is not waiting to be resumed")
+        else:
+            journal.refuse_unresolved(name, home)
+        plan = journal.make_plan(members, change.value, model, new_config, wave_size, name, who=actor.name,
+                                 home=home, resume=resumed)
+        job = _Rollout(list(members), plan, gate or GateSettings(), auth, journal.Recorder(plan, actor, home),
+                       progress or (lambda _: None), control, timeout_s, validate)
+        return job.run()
 
 
 class _Rollout:
-    def __init__(self, members: list[Member], change: Change, model: str, new: bytes | None,
-                 gate: GateSettings, auth: Authorization | None, home: Path | None, say: Progress,
-                 control: Control, timeout_s: float, validate: bool) -> None:
-        self.members, self.change, self.model, self.new = members, change, model, new
-        self.gate_settings, self.auth, self.home, self.say = gate, auth, home, say
+    def __init__(self, members: list[Member], plan: rollouts.Plan, gate: GateSettings,
+                 auth: Authorization | None, recorder: journal.Recorder, say: Progress, control: Control,
+                 timeout_s: float, validate: bool) -> None:
+        self.members, self.plan, self.change, self.model = members, plan, Change(plan.change), plan.model
+        self.gate_settings, self.auth, self.recorder, self.say = gate, auth, recorder, say
+        self.home = recorder.home
         self.control, self.timeout_s, self.validate = control, timeout_s, validate
         self.clients = {m.name: TritonClient(m.url, admin_key=m.spec.admin_key, timeout_s=timeout_s,
                                              load_timeout_s=timeout_s) for m in members}
         self.rows: dict[str, Row] = {m.name: Row(m.name, 0, "not reached") for m in members}
-        self.changed: list[Member] = []
-        self.previous: dict[Path, bytes] = {}  # repository -> the config file before the rollout
+        self.touched: list[str] = []  # journaled `changing`, in order
+        self.written: set[str] = set()  # repositories this rollout wrote
+        self.errored = False  # a step raised (not a rejected config, not a gate)
+        self.refused: set[str] = set()  # servers whose apply was refused: apply_config wrote nothing
         self.gate: Gate | None = None
 
-    def run(self, wave_size: int) -> RolloutResult:
+    def run(self) -> RolloutResult:
+        waves = [self.members[i:i + self.plan.wave_size]
+                 for i in range(0, len(self.members), self.plan.wave_size)]
         try:
             unload = self.change is Change.UNLOAD
             gate = self.gate = Gate(self.clients, self.model, unload, self.gate_settings, self.home)
             self.say(f"measuring {self.model} on {len(self.members)} server(s) before the change")
             gate.measure_before()
-            waves = [self.members[i:i + wave_size] for i in range(0, len(self.members), wave_size)]
+            journal_id = self.recorder.start(self._diff())
+            self.say(f"journaled as rollout #{journal_id}")
+            settings.fault_point("rollout.started")
             for number, wave in enumerate(waves, start=1):
                 reason = self._wave(number, wave) or self._gate(gate, number, wave)
                 if reason:
-                    self.say(f"wave {number} failed: {reason}; putting back {len(self.changed)} server(s)")
-                    self._restore()
-                    return self._result(False, f"ROLLOUT STOPPED at wave {number} of {len(waves)}: {reason}; "
-                                        f"{self._restored_text()}", len(waves))
+                    return self._stop(number, len(waves), reason)
+            settings.fault_point("rollout.ending")
             done = (f"{self.change.value} {self.model} on {len(self.members)} server(s) "
                     f"in {len(waves)} wave(s)")
-            return self._result(True, f"ROLLOUT DONE: {done}, every gate passed", len(waves))
+            return self._end(Result.OK, f"ROLLOUT DONE: {done}, every gate passed", len(waves))
+        except BaseException as exc:
+            if self.recorder.id and not self.recorder.ended:
+                self._crashed(exc, len(waves))
+            raise
         finally:
             for client in self.clients.values():
                 client.close()
 
+    def _diff(self) -> str:
+        if self.change is not Change.APPLY or not self.plan.previous:
+            return ""
+        first = self.plan.previous[0]
+        before = revisions.read_revision(Path(first.repository), self.model, first.revision, home=self.home)
+        return revisions.config_diff(before.data, self.plan.new_config.encode(), self.model)
+
     def _wave(self, number: int, wave: list[Member]) -> str:
         for member in wave:
-            self.control.wait_while_paused()
+            expired = self.control.wait_while_paused()
+            if expired:
+                self.say(expired)
+                return expired
             if self.control.aborted.is_set():
                 return "aborted by the operator"
             self.say(f"wave {number}: {self.change.value} {self.model} on {member.name}")
+            self.recorder.step(member.name, number, CHANGING)
+            self.touched.append(member.name)
+            settings.fault_point(f"rollout.changing.{len(self.touched)}")
             problem = self._change_one(member)
-            self.changed.append(member)
-            self.rows[member.name] = Row(member.name, number, "failed" if problem else "changed", problem)
+            self.rows[member.name] = Row(member.name, number, FAILED if problem else CHANGED, problem)
+            self.recorder.step(member.name, number, FAILED if problem else CHANGED, problem)
+            settings.fault_point(f"rollout.changed.{len(self.touched)}")
             if problem:
                 return f"{member.name}: {problem}"
         return ""
@@ -177,7 +242,8 @@ class _Rollout:
         for member in wave:
             problem = gate.check(member.name)
             if problem:
-                self.rows[member.name] = Row(member.name, number, "failed", problem)
+                self.rows[member.name] = Row(member.name, number, FAILED, problem)
+                self.recorder.step(member.name, number, FAILED, f"health gate: {problem}")
                 return f"{member.name}: {problem}"
         return ""
 
@@ -189,84 +255,94 @@ class _Rollout:
             result = run_action(client, Action(self.change.value), [self.model], auth=self.auth,
                                 settle_timeout_s=self.timeout_s)[0]
             return "" if result.ok else result.message.splitlines()[0]
-        except GeAdminError as exc:
-            return str(exc).splitlines()[0]
+        except Exception as exc:  # any error stops the rollout and puts back (a failure)
+            self.errored = True
+            text = str(exc).splitlines()[0] if str(exc) else ""
+            return text if isinstance(exc, GeAdminError) else f"{type(exc).__name__}: {text}"
 
     def _apply_one(self, member: Member, client: TritonClient) -> str:
-        repository = _real(member.repository)
-        if repository in self.previous:  # a shared repository already written: reload only
-            if not _loaded(client, self.model):
-                return ""
-            result = run_action(client, Action.RELOAD, [self.model], auth=self.auth,
-                                settle_timeout_s=self.timeout_s)[0]
-            return "" if result.ok else result.message.splitlines()[0]
-        self.previous[repository] = (repository / self.model / CONFIG_FILE).read_bytes()
-        assert self.new is not None
-        applied = apply_config(client, repository, self.model, self.new, auth=self.auth, home=self.home,
-                               smoke=self.gate_settings.requests > 0, validate=self.validate,
-                               note=f"fleet apply on {member.name}")
+        repository = str(journal.real(member.repository))
+        if repository in self.written:  # a shared repository already written: reload only
+            return journal.reload_if_loaded(client, self.model, self.auth, self.timeout_s)
+        self.written.add(repository)
+        previous = self.plan.previous_of(repository)
+        expected = None if self.plan.resume_of or previous is None else previous.sha256
+        try:
+            applied = apply_config(client, Path(repository), self.model, self.plan.new_config.encode(),
+                                   expected_sha256=expected, auth=self.auth, home=self.home,
+                                   smoke=self.gate_settings.requests > 0, validate=self.validate,
+                                   note=f"fleet apply on {member.name} (rollout #{self.recorder.id})")
+        except GeAdminError:
+            self.refused.add(member.name)  # a refusal comes before apply_config writes anything
+            raise
+        if applied.outcome is Outcome.UNCHANGED:  # written by the rollout this one resumes: load it
+            return journal.reload_if_loaded(client, self.model, self.auth, self.timeout_s)
         return "" if applied.ok else applied.message.splitlines()[0]
 
-    def _restore(self) -> None:
-        written: set[Path] = set()
-        for member in reversed(self.changed):
-            row = self.rows[member.name]
-            try:
-                problem = self._restore_one(member, written)
-            except GeAdminError as exc:
-                problem = str(exc).splitlines()[0]
-            outcome = "not restored" if problem else "restored"
+    def _restore(self) -> list[str]:
+        """Every touched server put back; the names of those that could not be."""
+        touched = [name for name in self.touched if name not in self.refused]
+        lost = {n: self.gate.lost(n) for n in touched} \
+            if self.gate is not None and self.change is Change.UNLOAD else {}
+        problems = journal.put_back(self.plan, touched, self.clients, auth=self.auth, home=self.home,
+                                    timeout_s=self.timeout_s, lost=lost,
+                                    note=f"fleet rollout #{self.recorder.id} stopped: put back")
+        for name in reversed(touched):
+            row, problem = self.rows[name], problems.get(name, "")
             note = f"{row.message}; " if row.message else ""
-            self.rows[member.name] = Row(member.name, row.wave, outcome, note + (problem or "put back"))
+            self.rows[name] = Row(name, row.wave, NOT_RESTORED if problem else RESTORED,
+                                  note + (problem or "put back"))
+            with contextlib.suppress(GeAdminError):  # the end row says it too
+                self.recorder.step(name, row.wave, NOT_RESTORED if problem else RESTORED, problem)
+        return [name for name in touched if problems.get(name)]
 
-    def _restore_one(self, member: Member, written: set[Path]) -> str:
-        client = self.clients[member.name]
-        if self.change is not Change.APPLY:
-            # An unload that took an ensemble down with it: the ensemble is loaded back too.
-            lost = self.gate.lost(member.name) if self.gate and self.change is Change.UNLOAD else []
-            results = run_action(client, UNDO[self.change], [self.model, *lost], auth=self.auth,
-                                 settle_timeout_s=self.timeout_s)
-            return "; ".join(r.message.splitlines()[0] for r in results if not r.ok)
-        repository = _real(member.repository)
-        old = self.previous.get(repository)
-        if old is None:
-            return ""
-        path = repository / self.model / CONFIG_FILE
-        if repository not in written:
-            written.add(repository)
-            if path.read_bytes() != old:
-                apply_config(client, repository, self.model, old, auth=self.auth, home=self.home,
-                             action="rollback", validate=False, note="fleet rollout stopped: put back")
-            if path.read_bytes() != old:
-                return f"{path} is not the file it was (sha256 {_sha(path.read_bytes())}, was {_sha(old)})"
-        if _loaded(client, self.model):
-            result = run_action(client, Action.RELOAD, [self.model], auth=self.auth,
-                                settle_timeout_s=self.timeout_s)[0]
-            return "" if result.ok else result.message.splitlines()[0]
-        return ""
+    def _stop(self, number: int, waves: int, reason: str) -> RolloutResult:
+        self.say(f"wave {number} failed: {reason}; putting back {len(self.touched)} server(s)")
+        left = self._restore()
+        word = "FAILED" if self.errored else "STOPPED"
+        headline = f"ROLLOUT {word} at wave {number} of {waves}: {reason}; {self._restored_text(left)}"
+        result = Result.FAILED if self.errored or left else Result.ROLLED_BACK
+        return self._end(result, headline, waves, left)
 
-    def _restored_text(self) -> str:
-        bad = [r.server for r in self.rows.values() if r.outcome == "not restored"]
-        if bad:
-            return f"NOT put back on {', '.join(bad)}: see each server's row"
-        return f"{len(self.changed)} changed server(s) put back" if self.changed else "nothing had changed"
+    def _crashed(self, exc: BaseException, waves: int) -> None:
+        """Cut short in this process by an exception: put back, end the journal `failed`."""
+        with contextlib.suppress(Exception):
+            self.say(f"cut short by {type(exc).__name__}: putting back {len(self.touched)} server(s)")
+        left = self._restore()
+        text = str(exc).splitlines()[0] if str(exc) else ""
+        headline = (f"ROLLOUT FAILED: cut short by {type(exc).__name__}{': ' + text if text else ''}; "
+                    f"{self._restored_text(left)}")
+        with contextlib.suppress(GeAdminError):  # else the next start finds it open and reports it
+            self._end(Result.FAILED, headline, waves, left)
 
-    def _result(self, ok: bool, headline: str, waves: int) -> RolloutResult:
-        return RolloutResult(self.change, self.model, ok, headline, tuple(self.rows.values()), waves)
+    def _restored_text(self, left: list[str]) -> str:
+        if left:
+            return f"NOT put back on {', '.join(left)}: see each server's row (`geadmin fleet restore " \
+                   f"{self.recorder.id}` retries)"
+        changed = [name for name in self.touched if name not in self.refused]
+        return f"{len(changed)} changed server(s) put back" if changed else "nothing had changed"
 
-
-def _real(path: Path | None) -> Path:
-    assert path is not None
-    return Path(path).resolve()
+    def _end(self, result: Result, headline: str, waves: int, left: Sequence[str] = ()) -> RolloutResult:
+        rows = "\n".join(f"  {r.server}: wave {r.wave or '-'}, {r.outcome}"
+                         + (f": {r.message}" if r.message else "") for r in self.rows.values())
+        entry = self.recorder.end(result, f"{headline}\n{rows}", left)
+        return RolloutResult(self.change, self.model, result is Result.OK, headline,
+                             tuple(self.rows.values()), waves, entry.id, self.recorder.id)
 
 
-def _sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()[:12]
+def resume(journal_id: int, members: Sequence[Member], *, home: Path | None = None,
+           **kwargs: Any) -> RolloutResult:
+    """Run an unresolved rollout again, as planned, on the servers of its plan (found among
+    `members` at the same address), keeping its previous configs as the ones to put back.
+    ConfigError when it cannot be resumed (see `journal.resumable`); `kwargs` are `rollout`'s."""
+    require(kwargs.get("auth"), Guarded.RELOAD)  # before anything is read; `rollout` checks the change's
+    found = rollouts.read(journal_id, home=home)
+    why = journal.resumable(found)
+    if why:
+        raise ConfigError(f"rollout #{journal_id} cannot be resumed: {why}; restore it instead "
+                          f"(`{found.restore_command}`)")
+    plan = found.plan
+    new = plan.new_config.encode() if plan.change == Change.APPLY.value else None
+    return rollout(journal.fleet_members(plan, members), Change(plan.change), plan.model, new_config=new,
+                   wave_size=plan.wave_size, fleet=plan.fleet, home=home, resume_of=journal_id, **kwargs)
 
-
-def _loaded(client: TritonClient, model: str) -> bool:
-    try:
-        index = client.repository_index()
-    except TritonError:
-        return False
-    return any(m.name == model and m.state.value in ("READY", "LOADING") for m in index)

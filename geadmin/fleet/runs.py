@@ -1,6 +1,12 @@
 """A rollout running in the background, so a page can watch it, pause it and abort it while
 it runs (the CLI runs `rollout` in the foreground). One rollout per fleet at a time, in this
-process: a second is refused with RolloutBusyError naming who started the first."""
+process: a second is refused with RolloutBusyError naming who started the first (across
+processes, the fleet's rollout lock refuses it: geadmin.fleet.rollout).
+
+The rollout journals itself as it goes (geadmin.fleet.journal), so this thread holds nothing
+the audit log lacks: if the dashboard dies mid-wave, the next start finds the journal open and
+reports it. A pause expires after GEADMIN_ROLLOUT_PAUSE_MAX_S (the rollout stops and puts back
+what it changed), so a forgotten pause never blocks the fleet."""
 
 from __future__ import annotations
 
@@ -64,6 +70,8 @@ def start(fleet: str, what: str, who: str, work: Work) -> RolloutRun:
                 run.result = work(run.control, run.lines.append)
             except GeAdminError as exc:
                 run.error = str(exc)
+            except Exception as exc:  # not ours: the rollout put back and ended its journal
+                run.error = f"{type(exc).__name__}: {exc}"
 
         run.thread = threading.Thread(target=body, name=f"rollout-{fleet}", daemon=True)
         _runs[fleet] = run

@@ -7,7 +7,10 @@
 2. Retire the old: version_policy `specific { versions: [new] }`, applied the same way.
 
 A failed gate in step 1 puts every server back to the old config (only the old version
-serves); in step 2 back to the step-1 config (both serve). Each step is one audit entry.
+serves); in step 2 back to the step-1 config (both serve). Each step is one journaled rollout
+(geadmin.fleet.rollout): any exception in either puts back what that step changed, and a
+process killed in either leaves a journal the next start reports (`geadmin fleet restore ID`
+puts that step's servers back).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from typing import Any
 
 from geadmin.access.guard import require
 from geadmin.access.roles import Action
-from geadmin.errors import ConfigError, TritonError
+from geadmin.errors import ConfigError, RepositoryError, TritonError
 from geadmin.fleet.members import Member
 from geadmin.fleet.rollout import Change, RolloutResult, rollout
 from geadmin.repository.knobs import set_policy
@@ -43,7 +46,11 @@ def roll_version(members: Sequence[Member], model: str, version: int, **kwargs: 
                           f"{model}/{version}/ into every repository first")
     first = members[0]
     assert first.repository is not None
-    text = (first.repository / model / CONFIG_FILE).read_text()
+    try:
+        text = (first.repository / model / CONFIG_FILE).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:  # before anything changed: a refusal, with its cause
+        raise RepositoryError(f"cannot read the config of {model!r} in {first.repository}: "
+                              f"{getattr(exc, 'strerror', None) or exc}") from exc
     old = _serving(first, model, kwargs.get("timeout_s", 30.0))
     if old == [version]:
         raise ConfigError(f"{first.name} already serves only version {version} of {model}")
@@ -77,6 +84,6 @@ def _serving(member: Member, model: str, timeout_s: float) -> list[int]:
         with TritonClient(member.url, admin_key=member.spec.admin_key, timeout_s=timeout_s) as client:
             index = client.repository_index()
     except TritonError as exc:
-        raise ConfigError(f"cannot read what {member.name} serves: {exc}") from None
+        raise ConfigError(f"cannot read what {member.name} serves: {exc}") from exc
     return sorted(int(e.version) for e in index
                   if e.name == model and e.state.value == "READY" and e.version.isdigit())

@@ -1,22 +1,34 @@
 """Changes cut short: reconciled once per dashboard process and repository (at start), then
 shown on the Models page while unresolved, with the way back — the Config editor opened on the
-model and the revision to roll back to (its guarded, confirmed rollback).
+model and the revision to roll back to (its guarded, confirmed rollback). Fleet rollouts cut
+short are shown on the Fleet page with what changed where, Restore and Resume.
 
-Views only: `geadmin.ops.reconcile.reconcile` closes what a killed apply or create left,
-`geadmin.diagnose.interrupted.unresolved` lists what still waits for an operator.
+Views only: `geadmin.ops.reconcile.reconcile` closes what a killed apply or create left (and
+`close_rollouts` what a killed rollout left), `geadmin.diagnose.interrupted.unresolved` lists
+what still waits for an operator; `geadmin.fleet.journal.restore` and
+`geadmin.fleet.rollout.resume` put a rollout right.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import streamlit as st
 
+from geadmin.access.guard import Authorization
+from geadmin.access.roles import Action
 from geadmin.audit import Actor
-from geadmin.diagnose import interrupted
+from geadmin.diagnose import interrupted, rollouts
+from geadmin.errors import GeAdminError
+from geadmin.fleet import journal, runs
+from geadmin.fleet.discovery import Discovery
+from geadmin.fleet.members import Member
+from geadmin.fleet.rollout import Control, RolloutResult, resume
 from geadmin.ops import reconcile
-from pages.ui import keys
+from pages.ui import access, keys
 from pages.ui.context import selected_target
+from pages.ui.errors import failure_of, show_failure
 
 
 @st.cache_resource(show_spinner=False)
@@ -25,8 +37,15 @@ def _reconciled(repository: str) -> reconcile.Report:
     return reconcile.reconcile(Path(repository), actor=Actor.dashboard(None))
 
 
+@st.cache_resource(show_spinner=False)
+def _rollouts_closed() -> list[str]:
+    """Once per dashboard process: the rollouts an earlier process left cut short are closed."""
+    return reconcile.close_rollouts(actor=Actor.dashboard(None))
+
+
 def reconcile_at_start() -> None:
     """Called by the router on every run; does the work once (cached per repository)."""
+    _rollouts_closed()
     repository = selected_target().repository
     if repository is not None:
         _reconciled(str(repository))
@@ -47,3 +66,41 @@ def notice() -> None:
             from pages import editor  # the page to open: imported here, as the router does
 
             st.switch_page(st.Page(editor.render, title="Config editor", url_path="editor"))
+
+
+def fleet_rollouts(found: Discovery) -> None:
+    """Each unresolved rollout of the fleet: what changed where, Restore, and Resume while it can."""
+    reconcile.close_rollouts(actor=Actor.dashboard(None))  # one killed since this process started
+    fleet = found.fleet.name
+    for item in rollouts.unresolved(fleet=fleet):
+        st.error(f"Interrupted rollout #{item.id} — {item.reason()}", icon=":material/report:")
+        restore_col, resume_col = st.columns(2)
+        permitted, why_not = access.allowed(Action.ROLLBACK)
+        if restore_col.button(f"Restore rollout #{item.id}", key=f"{keys.FLEET_RESTORE_PREFIX}{item.id}",
+                              disabled=not permitted, help=why_not or "put back every server it changed: "
+                              "configs byte-identical, reloaded"):
+            try:
+                with st.spinner(f"putting back {', '.join(item.left_changed)}…"):
+                    _, _, end = journal.restore(item.id, found.members, auth=access.auth_for(
+                        Action.ROLLBACK, model=item.plan.model, server=fleet))
+                (st.success if end.result == "rolled_back" else st.error)(end.headline)
+            except GeAdminError as exc:
+                show_failure(failure_of(exc), title="Restore refused")
+        cannot = journal.resumable(item)
+        if resume_col.button(f"Resume rollout #{item.id}", key=f"{keys.FLEET_RESUME_PREFIX}{item.id}",
+                             disabled=bool(cannot) or not permitted,
+                             help=cannot or why_not or "run it again as planned, in waves with the "
+                             "health gate"):
+            try:
+                auth = access.auth_for(Action(item.plan.change), model=item.plan.model, server=fleet)
+                runs.start(fleet, f"resume of rollout #{item.id} ({item.what})", auth.who.name,
+                           _resumed(item.id, found.members, auth))
+            except GeAdminError as exc:
+                show_failure(failure_of(exc), title="Resume refused")
+
+
+def _resumed(number: int, members: tuple[Member, ...],
+             auth: Authorization) -> Callable[[Control, Callable[[str], None]], RolloutResult]:
+    def work(control: Control, say: Callable[[str], None]) -> RolloutResult:
+        return resume(number, members, auth=auth, progress=say, control=control)
+    return work

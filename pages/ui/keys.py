@@ -139,3 +139,5 @@ FLEET_CONFIG = "fleet.config"  # the new config.pbtxt of an apply
 FLEET_VERSION = "fleet.version"  # the version a new-version rollout serves
 FLEET_PAUSE = "fleet.pause"  # Pause / Resume the running rollout
 FLEET_ABORT = "fleet.abort"
+FLEET_RESTORE_PREFIX = "fleet.restore."  # + rollout number: Restore an interrupted rollout
+FLEET_RESUME_PREFIX = "fleet.resume."  # + rollout number: Resume it

@@ -26,9 +26,9 @@ from geadmin.access.identity import Identity, Mode
 from geadmin.access.roles import REQUIRED_ROLE, Action, Role
 from geadmin.access.users import UsersFile
 from geadmin.audit import Actor
-from geadmin.diagnose import drift, explain
+from geadmin.diagnose import drift, explain, rollouts
 from geadmin.errors import GeAdminError, NotAuthorizedError, PerfAnalyzerMissingError
-from geadmin.fleet import rollout, runs, versions
+from geadmin.fleet import journal, rollout, runs, versions
 from geadmin.fleet.members import Member
 from geadmin.ops import actions, apply, bench, create, monitoring, tune
 from geadmin.ops.bench_settings import BenchSettings
@@ -129,6 +129,35 @@ def member(w: World) -> Member:
     return Member(ServerSpec("s", w.client.url), "test", repository=w.repository)
 
 
+def reload_plan(w: World) -> rollouts.Plan:
+    return rollouts.Plan("lab", "reload", "m", (rollouts.PlannedServer("s", w.client.url, 1),), 1)
+
+
+def interrupted_rollout(w: World) -> tuple[int, Path]:
+    """A reload rollout of the listener, journaled and ended `interrupted` (as the next start
+    ends one whose process was killed), in a workspace beside the world's (so planting it is
+    not a write the refusal tests would see): what restore and resume take."""
+    plan, home = reload_plan(w), w.home.parent / "journal_home"
+    started = audit.record(plan.action, "m", audit.Result.STARTED, server="lab",
+                           message=f"planted\n{rollouts.PLAN}: {plan.to_json()}", home=home)
+    audit.record(plan.action, "m", audit.Result.STEP, server="s", home=home,
+                 message=f"planted\n{rollouts.JOURNAL}: {started.id}\n"
+                         f"{rollouts.OUTCOME}: {rollouts.CHANGING}")
+    audit.record(plan.action, "m", audit.Result.INTERRUPTED, server="lab", home=home,
+                 message=f"planted\n{rollouts.JOURNAL}: {started.id}")
+    return started.id, home
+
+
+def restore_planted(w: World, auth: object) -> object:
+    number, home = interrupted_rollout(w)
+    return journal.restore(number, [member(w)], auth=auth, home=home, timeout_s=1)  # type: ignore[arg-type]
+
+
+def resume_planted(w: World, auth: object) -> object:
+    number, home = interrupted_rollout(w)
+    return rollout.resume(number, [member(w)], auth=auth, home=home, timeout_s=1)
+
+
 # Every guarded core function: (qualified name, the action it needs, a call with `auth`).
 Call = Callable[[World, object], object]
 GUARDED: dict[str, tuple[Action, Call]] = {
@@ -188,6 +217,11 @@ GUARDED: dict[str, tuple[Action, Call]] = {
     "geadmin.fleet.versions.roll_version": (
         Action.APPLY,
         lambda w, a: versions.roll_version([member(w)], "m", 1, auth=a, home=w.home, timeout_s=1)),
+    "geadmin.fleet.journal.put_back": (
+        Action.RELOAD, lambda w, a: journal.put_back(reload_plan(w), ["s"], {"s": w.client}, auth=a,
+                                                     home=w.home, note="t", timeout_s=1)),
+    "geadmin.fleet.journal.restore": (Action.ROLLBACK, lambda w, a: restore_planted(w, a)),
+    "geadmin.fleet.rollout.resume": (Action.RELOAD, lambda w, a: resume_planted(w, a)),
     "geadmin.fleet.runs.steer": (
         Action.RELOAD,
         lambda w, a: runs.steer(runs.RolloutRun("lab", "reload m", "t"), "abort", a, home=w.home)),
@@ -221,11 +255,17 @@ EXEMPT: dict[str, str] = {
     "geadmin.ops.tune_results.load_run": "reads a saved tuning run",
     "geadmin.fleet.runs.start": "runs a rollout (guarded, under the caller's authorization) on a thread",
     "geadmin.fleet.status.close_clients": "closes fleet status's cached HTTP clients; changes no server",
+    "geadmin.fleet.journal.reload_if_loaded": "part of a rollout or a restore (guarded): reloads through "
+                                              "run_action, under the caller's authorization",
+    "geadmin.ops.reconcile.close_rollouts": "start-up recovery: ends the journals of rollouts whose process "
+                                            "died with an interrupted row; changes no server",
+    "geadmin.ops.reconcile.close_rollout": "part of close_rollouts (writes the interrupted row)",
+    "geadmin.ops.reconcile.rollout_lock": "the lock one rollout of a fleet holds (a file in the workspace)",
 }
 
 CHANGE_NAME = re.compile(r"^(load|unload|reload|apply|rollback|create|restart|stop|start|set_|perform|"
                          r"put_back|add|remove|delete|write|update|run|save|close|reconcile|upload|tune|"
-                         r"roll|steer)")
+                         r"roll|steer|restore|resume)")
 SCANNED = ("geadmin/ops", "geadmin/stack", "geadmin/diagnose", "geadmin/fleet")
 
 

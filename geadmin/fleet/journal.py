@@ -1,0 +1,301 @@
+"""A rollout's journal, written as it goes, and the way back from one cut short.
+
+The rows and what they mean: `geadmin.diagnose.rollouts`. Here: the plan, made before the
+first server is touched (for an apply, each repository's config is kept as a revision first,
+so putting it back is byte-identical); the `Recorder` that writes the started, step and end
+rows; `put_back`, which the rollout itself uses when it stops and `restore` uses after a
+restart; and `restore` / `resume` of an unresolved rollout by its number (`geadmin fleet
+restore|resume ID`, the Fleet page's buttons).
+
+A restore never overwrites a config changed since the rollout (neither the previous nor the
+new file on disk): that repository is reported as not put back, with the revision to roll
+back to by hand (`geadmin config rollback MODEL N`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from geadmin import audit
+from geadmin.access.guard import Authorization, require
+from geadmin.access.roles import Action as Guarded
+from geadmin.audit import Actor, AuditEntry, Result
+from geadmin.diagnose import interrupted, rollouts, verdict
+from geadmin.diagnose.rollouts import (
+    JOURNAL,
+    LEFT,
+    OUTCOME,
+    PLAN,
+    WAVE,
+    Journal,
+    Plan,
+    PlannedServer,
+    Previous,
+)
+from geadmin.diagnose.verdict import Reason
+from geadmin.errors import GeAdminError, RepositoryError, RolloutBusyError, TritonError
+from geadmin.fleet.members import Member
+from geadmin.ops.actions import Action, run_action
+from geadmin.ops.apply import apply_config
+from geadmin.ops.reconcile import close_rollout, rollout_lock
+from geadmin.repository import revisions, store
+from geadmin.repository.modelconfig import CONFIG_FILE
+from geadmin.repository.validate import refuse_invalid
+from geadmin.triton.client import TritonClient
+
+UNDO = {"load": Action.UNLOAD, "unload": Action.LOAD, "reload": Action.RELOAD}
+# What putting a change back needs the caller to be authorized for.
+RESTORE_NEEDS = {"apply": Guarded.ROLLBACK, "load": Guarded.UNLOAD, "unload": Guarded.LOAD,
+                 "reload": Guarded.RELOAD}
+
+
+def real(path: Path | None) -> Path:
+    assert path is not None
+    return Path(path).expanduser().resolve()
+
+
+def make_plan(members: Sequence[Member], change: str, model: str, new_config: bytes | None, wave_size: int,
+              fleet: str, *, who: str, home: Path | None, resume: Journal | None = None) -> Plan:
+    """The plan; for an apply, each repository's config kept as a revision (that of the
+    rollout `resume` resumes, when given). Raises before anything changes: RepositoryError
+    when a repository lacks the model's config or cannot be read."""
+    servers = tuple(PlannedServer(m.name, m.url, i // wave_size + 1,
+                                  str(real(m.repository)) if change == "apply" else "")
+                    for i, m in enumerate(members))
+    waves = (len(members) + wave_size - 1) // wave_size
+    previous: list[Previous] = []
+    if change == "apply":
+        for repository in dict.fromkeys(s.repository for s in servers):
+            kept = resume.plan.previous_of(repository) if resume is not None else None
+            if kept is None:
+                current = store.read_config(Path(repository), model)  # RepositoryError: missing, unreadable
+                revision = revisions.record_revision(Path(repository), model, current.data, who=who,
+                                                     note="before a fleet apply", home=home)
+                kept = Previous(repository, revision.sha256, revision.number)
+            previous.append(kept)
+    data = new_config or b""
+    return Plan(fleet, change, model, servers, waves, wave_size, tuple(previous),
+                data.decode("utf-8", errors="replace"), revisions.sha256_of(data) if data else "",
+                resume.id if resume is not None else 0)
+
+
+class Recorder:
+    """Writes one rollout's journal rows. Every write raises when the row cannot be kept
+    (WorkspaceDatabaseError): a rollout never touches a server it has not journaled."""
+
+    def __init__(self, plan: Plan, actor: Actor, home: Path | None) -> None:
+        self.plan, self.actor, self.home = plan, actor, home
+        self.id = 0
+        self.ended = False
+
+    def start(self, diff: str = "") -> int:
+        plan = self.plan
+        resumed = f", resuming rollout #{plan.resume_of}" if plan.resume_of else ""
+        headline = (f"{plan.action} of {plan.model!r} on {len(plan.servers)} server(s) in {plan.waves} "
+                    f"wave(s){resumed}: started")
+        where = [f"  {s.name}: wave {s.wave}, {s.url}" + (f", {s.repository}" if s.repository else "")
+                 for s in plan.servers]
+        lines = [headline, *where, f"{PLAN}: {plan.to_json()}"]
+        entry = audit.record(plan.action, plan.model, Result.STARTED, actor=self.actor, server=plan.fleet,
+                             message="\n".join(lines), diff=diff, home=self.home)
+        self.id = entry.id
+        return entry.id
+
+    def step(self, server: str, wave: int, outcome: str, message: str = "") -> None:
+        headline = f"wave {wave or '-'}: {server} {outcome}" + (f": {message}" if message else "")
+        lines = [headline.splitlines()[0], f"{JOURNAL}: {self.id}", f"{OUTCOME}: {outcome}",
+                 f"{WAVE}: {wave}"]
+        audit.record(self.plan.action, self.plan.model, Result.STEP, actor=self.actor, server=server,
+                     message="\n".join(lines), home=self.home)
+
+    def end(self, result: Result, text: str, left: Sequence[str] = ()) -> AuditEntry:
+        lines = [text, f"{JOURNAL}: {self.id}", f"{LEFT}: {', '.join(left)}"]
+        entry = audit.record(self.plan.action, self.plan.model, result, actor=self.actor,
+                             server=self.plan.fleet, message="\n".join(lines), home=self.home)
+        self.ended = True
+        return entry
+
+
+def refuse_unresolved(fleet: str, home: Path | None) -> None:
+    """RolloutBusyError when a rollout of `fleet` was cut short and not yet restored or resumed:
+    a new one would take the mixed fleet for its "before"."""
+    for journal in rollouts.unresolved(home=home, fleet=fleet):
+        raise RolloutBusyError(f"rollout #{journal.id} of fleet {fleet!r} ({journal.what}) was cut short and "
+                               f"left servers changed ({journal.where()}): restore it first "
+                               f"(`{journal.restore_command}`, or Restore on the Fleet page)")
+
+
+def put_back(plan: Plan, touched: Sequence[str], clients: Mapping[str, TritonClient], *,
+             auth: Authorization | None, home: Path | None, note: str, timeout_s: float = 60.0,
+             lost: Mapping[str, Sequence[str]] | None = None) -> dict[str, str]:
+    """Each server of `touched` put back, newest first: server -> "" or why not. An apply's
+    previous config is written back byte-identical (once per repository, read back to check)
+    and reloaded where the model is loaded; a load is unloaded, an unload loaded (with the
+    models `lost` with it), a reload reloaded. Refused (NotAuthorizedError) before anything when
+    `auth` does not cover putting the change back; then never raises for one server: it goes on."""
+    require(auth, RESTORE_NEEDS[plan.change])
+    problems: dict[str, str] = {}
+    files: dict[str, str] = {}  # repository -> "" (back) or why not
+    for name in reversed(list(dict.fromkeys(touched))):
+        server, client = plan.server(name), clients.get(name)
+        if server is None or client is None:
+            problems[name] = f"{name} is not a member of fleet {plan.fleet!r} now: put it back by hand"
+            continue
+        try:
+            if plan.change != "apply":
+                results = run_action(client, UNDO[plan.change], [plan.model, *(lost or {}).get(name, [])],
+                                     auth=auth, settle_timeout_s=timeout_s)
+                problems[name] = "; ".join(r.message.splitlines()[0] for r in results if not r.ok)
+                continue
+            reloaded = False
+            if server.repository not in files:
+                files[server.repository], reloaded = _file_back(plan, server, client, auth, home, note)
+            again = "" if reloaded or files[server.repository] else \
+                reload_if_loaded(client, plan.model, auth, timeout_s)
+            problems[name] = files[server.repository] or again
+        except Exception as exc:  # any failure of one server: say it, put back the others
+            problems[name] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    return problems
+
+
+def _file_back(plan: Plan, server: PlannedServer, client: TritonClient, auth: Authorization | None,
+               home: Path | None, note: str) -> tuple[str, bool]:
+    """(why the repository's previous config is not back, or ""; whether `client` reloaded it)."""
+    previous = plan.previous_of(server.repository)
+    if previous is None:
+        return f"the plan keeps no previous config for {server.repository}", False
+    repository = Path(server.repository)
+    kept = revisions.read_revision(repository, plan.model, previous.revision, home=home)
+    if kept.sha256 != previous.sha256:
+        return f"revision {previous.revision} of {plan.model!r} is not the config the rollout kept", False
+    path = repository / plan.model / CONFIG_FILE
+    on_disk = store.read_config(repository, plan.model).data
+    found = revisions.sha256_of(on_disk)
+    if on_disk == kept.data:
+        return "", False
+    if found != plan.new_sha256:
+        return (f"{path} changed since the rollout (sha256 {found[:12]}, neither the previous nor the new "
+                f"config): not overwritten; roll back by hand: `geadmin config rollback {plan.model} "
+                f"{previous.revision}`"), False
+    result = apply_config(client, repository, plan.model, kept.data, expected_sha256=found, auth=auth,
+                          home=home, action="rollback", validate=False, note=note)
+    if store.read_config(repository, plan.model).data != kept.data:
+        back = store.read_config(repository, plan.model).data
+        return (f"{path} is not the file it was (sha256 {_short(back)}, was {_short(kept.data)}): "
+                f"{result.message.splitlines()[0]}"), False
+    return "", result.outcome.value == "applied"
+
+
+def reload_if_loaded(client: TritonClient, model: str, auth: Authorization | None, timeout_s: float) -> str:
+    if not is_loaded(client, model):
+        return ""
+    result = run_action(client, Action.RELOAD, [model], auth=auth, settle_timeout_s=timeout_s)[0]
+    return "" if result.ok else result.message.splitlines()[0]
+
+
+def is_loaded(client: TritonClient, model: str) -> bool:
+    try:
+        index = client.repository_index()
+    except TritonError:
+        return False
+    return any(m.name == model and m.state.value in ("READY", "LOADING") for m in index)
+
+
+def _short(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()[:12]
+
+
+def clients_for(plan: Plan, members: Sequence[Member], timeout_s: float) -> dict[str, TritonClient]:
+    """A client per planned server that is a member now at the same URL (its key is the member's)."""
+    by_name = {m.name: m for m in members}
+    found = {}
+    for server in plan.servers:
+        member = by_name.get(server.name)
+        if member is not None and member.url.rstrip("/") == server.url.rstrip("/"):
+            found[server.name] = TritonClient(member.url, admin_key=member.spec.admin_key,
+                                              timeout_s=timeout_s, load_timeout_s=timeout_s)
+    return found
+
+
+def restore(journal_id: int, members: Sequence[Member], *, auth: Authorization | None,
+            home: Path | None = None, timeout_s: float = 60.0) -> tuple[Journal, dict[str, str], AuditEntry]:
+    """Put back every server an unresolved rollout touched (see `put_back`) and end its journal:
+    `rolled_back` when every one is back, else `failed` naming those left changed. RolloutBusyError
+    when it is not unresolved (running, done, restored or resumed)."""
+    actor = require(auth, Guarded.ROLLBACK)  # before anything is read: putting back is a rollback
+    journal = rollouts.read(journal_id, home=home)
+    with rollout_lock(journal.plan.fleet, home=home):
+        journal = rollouts.read(journal_id, home=home)
+        if journal.open:  # its process died, and no start closed it yet
+            close_rollout(journal, actor=actor, home=home)
+            journal = rollouts.read(journal_id, home=home)
+        if not journal.unresolved:
+            state = journal.end.result if journal.end is not None else "resumed"
+            by = f", resumed by #{journal.resumed_by}" if journal.resumed_by else ""
+            raise RolloutBusyError(f"rollout #{journal_id} has nothing to restore (it ended {state}{by})")
+        recorder = Recorder(journal.plan, actor, home)
+        recorder.id = journal.id
+        clients = clients_for(journal.plan, members, timeout_s)
+        try:
+            left = journal.left_changed
+            problems = put_back(journal.plan, left, clients, auth=auth, home=home, timeout_s=timeout_s,
+                                note=f"restore of fleet rollout #{journal.id}")
+        finally:
+            for client in clients.values():
+                client.close()
+        for name in left:
+            server = journal.plan.server(name)
+            recorder.step(name, server.wave if server else 0, rollouts.NOT_RESTORED if problems.get(name)
+                          else rollouts.RESTORED, problems.get(name, ""))
+        bad = [name for name in left if problems.get(name)]
+        text = (f"RESTORED rollout #{journal.id}: {len(left)} server(s) put back ({rollouts.names(left)})"
+                if not bad else f"RESTORE INCOMPLETE for rollout #{journal.id}: NOT put back on "
+                f"{', '.join(bad)}: " + "; ".join(f"{n}: {problems[n]}" for n in bad))
+        end = recorder.end(Result.FAILED if bad else Result.ROLLED_BACK, text, bad)
+    return rollouts.read(journal_id, home=home), problems, end
+
+
+def resumable(journal: Journal) -> str:
+    """"" when `journal` can be resumed, else why not: only an unresolved rollout, and for an
+    apply only while its config still validates against the first repository."""
+    if not journal.unresolved:
+        return f"rollout #{journal.id} is not waiting to be resumed"
+    plan = journal.plan
+    if plan.change != "apply":
+        return ""
+    first = plan.servers[0].repository
+    try:
+        refuse_invalid(plan.model, plan.new_config, Path(first) / plan.model)
+    except GeAdminError as exc:
+        return f"its config no longer validates: {str(exc).splitlines()[0]}"
+    return ""
+
+
+def fleet_members(plan: Plan, members: Sequence[Member]) -> list[Member]:
+    """The plan's servers, in its order, as the members found now (RepositoryError when one is gone),
+    each with the repository the plan wrote."""
+    by_name = {m.name: m for m in members}
+    missing = [s.name for s in plan.servers if s.name not in by_name
+               or by_name[s.name].url.rstrip("/") != s.url.rstrip("/")]
+    if missing:
+        raise RepositoryError(f"{', '.join(missing)} of rollout plan {plan.fleet!r} are not members of the "
+                              "fleet at the same address now: restore the rollout instead of resuming it")
+    return [Member(by_name[s.name].spec, by_name[s.name].source, by_name[s.name].labels,
+                   Path(s.repository) if s.repository else by_name[s.name].repository) for s in plan.servers]
+
+
+def fleet_reasons(fleet: str, *, home: Path | None = None) -> list[Reason]:
+    """The verdict's interrupted-change rule for a fleet: one DEGRADED reason per unresolved
+    rollout of `fleet`, naming what changed where and the restore command."""
+    found = rollouts.unresolved(home=home, fleet=fleet)
+    return verdict.interrupted_reasons([interrupted.from_journal(j) for j in found])
+
+
+def fleet_headline(headline: str, reasons: Sequence[Reason]) -> str:
+    """The fleet's headline with its interrupted rollouts: "FLEET OK" becomes DEGRADED."""
+    if not reasons or not headline.startswith("FLEET OK"):
+        return headline
+    more = f" (and {len(reasons) - 1} more)" if len(reasons) > 1 else ""
+    return f"FLEET DEGRADED: {reasons[0].text}{more}"

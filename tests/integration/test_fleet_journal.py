@@ -1,0 +1,259 @@
+"""Rollouts are journaled, against three real tritonservers (tests/support/fleet_lab.py: a and
+b read one repository, c its own).
+
+`geadmin fleet apply` runs in a child process that SIGKILLs itself at each step of the
+rollout (GEADMIN_FAULT_POINT): before the first server, inside the first server's apply (the
+file written, Triton not asked), after server 1 changed, mid-wave 2 (b's step journaled, b not
+touched), before the end row. The next start (`geadmin fleet status`, `geadmin status`, the
+Fleet page) reports it DEGRADED with what changed where; `geadmin fleet restore ID` (or the
+page's button) puts every config back byte-identical and reloads; `geadmin fleet resume ID`
+finishes it instead. In one process: any exception, not only geadmin's, puts back the servers
+already changed and ends the journal `failed`; a pause longer than the bound expires by
+restoring."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from geadmin import audit
+from geadmin.access import guard
+from geadmin.diagnose import rollouts
+from geadmin.errors import RepositoryError
+from geadmin.fleet.gate import GateSettings
+from geadmin.fleet.rollout import Change, Control, rollout
+from tests.support.apptest import APP, button, isolate, run
+from tests.support.fleet_lab import BASE, HOSTS, MODEL, FleetLab, config, fleet_lab
+from tests.support.stack import GEADMIN, geadmin
+
+pytestmark = pytest.mark.integration
+
+NEW = config("v1.1")
+LOOSE = GateSettings(requests=0, latency_slack_ms=10_000)  # READY only: the cores are shared in CI
+APPLY_FLAGS = ("--fleet", "lab", "--wave-size", "1", "--gate-requests", "0", "--latency-slack-ms", "10000")
+
+
+class ScriptRerun(BaseException):
+    """What Streamlit raises inside a page's `st.*` call when a click asks for a rerun."""
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FleetLab]:
+    root = tmp_path_factory.mktemp("journal")
+    saved = os.environ.get("GEADMIN_SERVERS_FILE")
+    with fleet_lab(root) as started:
+        os.environ["GEADMIN_SERVERS_FILE"] = str(started.servers_file)
+        try:
+            yield started
+        finally:
+            os.environ.pop("GEADMIN_SERVERS_FILE", None) if saved is None else \
+                os.environ.__setitem__("GEADMIN_SERVERS_FILE", saved)
+
+
+@pytest.fixture
+def fresh(lab: FleetLab, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FleetLab]:
+    monkeypatch.setenv("GEADMIN_HOME", str(tmp_path / "home"))  # a journal of its own
+    monkeypatch.delenv("GEADMIN_FAULT_POINT", raising=False)
+    yield lab
+    lab.put_back()
+
+
+def killed_apply(home: Path, new_file: Path, fault: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "GEADMIN_HOME": str(home), "GEADMIN_FAULT_POINT": fault}
+    return subprocess.run([*GEADMIN, "fleet", "apply", MODEL, str(new_file), *APPLY_FLAGS], env=env,
+                          text=True, capture_output=True, timeout=300, check=False)
+
+
+# fault point -> (what the journal says each server went through, the shared and the own file new?)
+STEPS = {
+    "rollout.started": ({"a": "not reached", "b": "not reached", "c": "not reached"}, False, False),
+    "apply.written": ({"a": "changing", "b": "not reached", "c": "not reached"}, True, False),
+    "rollout.changed.1": ({"a": "changed", "b": "not reached", "c": "not reached"}, True, False),
+    "rollout.changing.2": ({"a": "changed", "b": "changing", "c": "not reached"}, True, False),
+    "rollout.ending": ({"a": "changed", "b": "changed", "c": "changed"}, True, True),
+}
+
+
+@pytest.mark.parametrize("fault", list(STEPS))
+def test_a_rollout_killed_at_each_step_is_reported_at_the_next_start_and_restored_byte_identical(
+    fresh: FleetLab, tmp_path: Path, fault: str
+) -> None:
+    home = tmp_path / "home"
+    before = fresh.files()
+    (tmp_path / "new.pbtxt").write_text(NEW)
+    steps, shared_new, own_new = STEPS[fault]
+
+    killed = killed_apply(home, tmp_path / "new.pbtxt", fault)
+    assert killed.returncode == -signal.SIGKILL, (killed.stdout, killed.stderr)
+    assert fresh.files() == ((NEW.encode() if shared_new else before[0]),
+                             (NEW.encode() if own_new else before[1]))
+    (journal,) = rollouts.journals(home=home)  # the plan was journaled before any server was touched
+    assert journal.open and [s.name for s in journal.plan.servers] == list(HOSTS)
+    assert {s.name: journal.outcome(s.name) for s in journal.plan.servers} == steps
+    repositories = {str(fresh.shared.resolve()), str(fresh.own.resolve())}
+    assert {p.repository for p in journal.plan.previous} == repositories
+
+    # The next start: DEGRADED, naming what changed where, with the command that restores it.
+    status = geadmin("fleet", "status", "--fleet", "lab", home=home)
+    assert status.returncode == 4, status.stdout + status.stderr
+    headline = status.stdout.splitlines()[0]
+    assert headline.startswith(f"FLEET DEGRADED: an interrupted fleet apply of {MODEL!r}"), status.stdout
+    assert f"rollout #{journal.id}" in headline and "was cut short" in headline
+    for name, state in steps.items():
+        shown = "cut short while being changed" if state == "changing" else state
+        assert f"{name} {shown}" in headline, (name, headline)
+    assert f"restore: geadmin fleet restore {journal.id}" in status.stdout
+    assert f"restore it with `geadmin fleet restore {journal.id}`" in status.stderr  # said once, when closed
+    document = json.loads(geadmin("fleet", "status", "--fleet", "lab", "--json", home=home).stdout)
+    assert [r["rule"] for r in document["interrupted"]] == ["interrupted-change"]
+    assert document["headline"].startswith("FLEET DEGRADED")
+    verdicts = geadmin("status", "--fleet", "lab", "--json", home=home)  # each server's verdict: that rule
+    assert verdicts.returncode == 4
+    levels = {d["server"]: d["verdict"] for d in json.loads(verdicts.stdout)}
+    assert levels == dict.fromkeys(HOSTS, "DEGRADED")
+    assert all("interrupted-change" in d["rules"] for d in json.loads(verdicts.stdout))
+    refused = geadmin("fleet", "reload", MODEL, "--fleet", "lab", home=home)  # not over a mixed fleet
+    assert refused.returncode == 2
+    assert f"restore it first (`geadmin fleet restore {journal.id}`" in refused.stderr
+
+    restored = geadmin("fleet", "restore", str(journal.id), home=home, timeout_s=300)
+    assert restored.returncode == 0, restored.stdout + restored.stderr
+    assert restored.stdout.startswith(f"RESTORED rollout #{journal.id}"), restored.stdout
+    assert fresh.files() == before  # byte-identical
+    assert {fresh.mode_served(n) for n in HOSTS} == {"v1"}  # and reloaded
+    after = rollouts.read(journal.id, home=home)
+    assert not after.unresolved and after.end is not None and after.end.result == "rolled_back"
+    assert geadmin("fleet", "status", "--fleet", "lab", home=home).returncode == 0
+    again = geadmin("fleet", "restore", str(journal.id), home=home)
+    assert again.returncode == 2 and "nothing to restore" in again.stderr
+
+
+def test_an_interrupted_rollout_resumed_finishes_as_planned(fresh: FleetLab, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    (tmp_path / "new.pbtxt").write_text(NEW)
+    assert killed_apply(home, tmp_path / "new.pbtxt", "rollout.changing.2").returncode == -signal.SIGKILL
+    (journal,) = rollouts.journals(home=home)
+    resumed = geadmin("fleet", "resume", str(journal.id), "--gate-requests", "0", "--latency-slack-ms",
+                      "10000", home=home, timeout_s=300)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert resumed.stdout.startswith(f"ROLLOUT DONE: apply {MODEL} on 3 server(s)"), resumed.stdout
+    assert fresh.files() == (NEW.encode(), NEW.encode())
+    assert {fresh.mode_served(n) for n in HOSTS} == {"v1.1"}  # b too, whose file was already new
+    old = rollouts.read(journal.id, home=home)
+    assert not old.unresolved and old.resumed_by > journal.id
+    newer = rollouts.read(old.resumed_by, home=home)  # its restore would put back the original configs
+    assert newer.plan.previous == journal.plan.previous and newer.plan.resume_of == journal.id
+    assert geadmin("fleet", "status", "--fleet", "lab", home=home).returncode == 0
+
+
+def test_a_repository_without_the_model_is_refused_before_any_server_changes(fresh: FleetLab,
+                                                                             tmp_path: Path) -> None:
+    members = fresh.members()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    lacking = [members[0], members[2].__class__(members[2].spec, members[2].source, members[2].labels, empty)]
+    with pytest.raises(RepositoryError, match=f"no config.pbtxt in {empty / MODEL}"):
+        rollout(lacking, Change.APPLY, MODEL, new_config=NEW.encode(), gate=LOOSE, auth=guard.os_user(),
+                fleet="lab")
+    assert fresh.files() == (BASE.encode(), BASE.encode()) and fresh.mode_served("a") == "v1"
+
+
+def test_a_config_that_vanishes_from_the_second_server_restores_the_first_and_ends_failed(
+    fresh: FleetLab
+) -> None:
+    members = [m for m in fresh.members() if m.name in ("a", "c")]  # c, with its own repository, second
+    own = fresh.own / MODEL / "config.pbtxt"
+
+    def progress(line: str) -> None:
+        if line.startswith("wave 2: apply"):  # a changed; c's config taken away before c is touched
+            own.rename(own.with_name("moved.pbtxt"))
+
+    try:
+        result = rollout(members, Change.APPLY, MODEL, new_config=NEW.encode(), gate=LOOSE,
+                         auth=guard.os_user(), fleet="lab", progress=progress)
+    finally:
+        own.with_name("moved.pbtxt").rename(own)
+    assert not result.ok and result.headline.startswith("ROLLOUT FAILED at wave 2 of 2: c: "), result.headline
+    assert "no config.pbtxt" in result.headline and "1 changed server(s) put back" in result.headline
+    assert {r.server: r.outcome for r in result.rows} == {"a": "restored", "c": "failed"}
+    assert fresh.files() == (BASE.encode(), BASE.encode()) and fresh.mode_served("a") == "v1"
+    end = audit.query(action="fleet apply")[0]
+    assert (end.id, end.result) == (result.audit_id, "failed")
+    journal = rollouts.read(result.journal_id or 0)
+    assert [(r.server, rollouts.facts(r.message)["outcome"]) for r in journal.steps] == [
+        ("a", "changing"), ("a", "changed"), ("c", "changing"), ("c", "failed"), ("a", "restored")]
+    assert not journal.unresolved  # everything it changed is back: nothing left to restore
+
+
+def test_any_exception_puts_back_the_servers_changed_and_ends_the_journal_failed(fresh: FleetLab) -> None:
+    def progress(line: str) -> None:
+        if line.startswith("wave 2: apply"):  # a changed: a Streamlit rerun raised from the page's callback
+            raise ScriptRerun
+
+    with pytest.raises(ScriptRerun):
+        rollout(fresh.members(), Change.APPLY, MODEL, new_config=NEW.encode(), gate=LOOSE,
+                auth=guard.os_user(), fleet="lab", progress=progress)
+    assert fresh.files() == (BASE.encode(), BASE.encode())
+    assert fresh.mode_served("a") == "v1"
+    (journal,) = rollouts.journals()
+    assert journal.end is not None and journal.end.result == "failed" and not journal.unresolved
+    assert journal.end.headline.startswith("ROLLOUT FAILED: cut short by ScriptRerun; "
+                                           "1 changed server(s) put back")
+    assert journal.outcome("a") == "restored" and journal.outcome("b") == "not reached"
+
+
+def test_a_pause_longer_than_the_bound_expires_by_restoring(fresh: FleetLab,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GEADMIN_ROLLOUT_PAUSE_MAX_S", "2")
+    control = Control()
+
+    def progress(line: str) -> None:
+        if line.startswith("wave 1: health gate"):  # a changed; paused before wave 2, and forgotten
+            control.paused.set()
+
+    result = rollout(fresh.members(), Change.APPLY, MODEL, new_config=NEW.encode(), gate=LOOSE,
+                     auth=guard.os_user(), fleet="lab", progress=progress, control=control)
+    assert not result.ok
+    assert result.headline.startswith("ROLLOUT STOPPED at wave 2 of 3: paused for longer than 2 s "
+                                      "(GEADMIN_ROLLOUT_PAUSE_MAX_S): the pause expired; 1 changed server(s) "
+                                      "put back"), result.headline
+    assert fresh.files() == (BASE.encode(), BASE.encode()) and fresh.mode_served("a") == "v1"
+    end = audit.query(action="fleet apply")[0]
+    assert end.result == "rolled_back" and "the pause expired" in end.message
+    again = rollout(fresh.members(), Change.RELOAD, MODEL, gate=LOOSE, auth=guard.os_user(), fleet="lab")
+    assert again.ok, again.headline
+
+
+def test_the_fleet_page_shows_an_interrupted_rollout_and_restores_it(
+    fresh: FleetLab, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "home"
+    before = fresh.files()
+    (tmp_path / "new.pbtxt").write_text(NEW)
+    assert killed_apply(home, tmp_path / "new.pbtxt", "rollout.changed.1").returncode == -signal.SIGKILL
+    isolate(monkeypatch, home)
+    monkeypatch.setenv("GEADMIN_SERVERS_FILE", str(fresh.servers_file))
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.switch_page("fleet.py")
+    run(at)
+    next(s for s in at.selectbox if s.label == "Fleet").set_value("lab")
+    run(at)
+    (journal,) = rollouts.journals(home=home)
+    errors = [e.value for e in at.error]
+    assert any(e.startswith("FLEET DEGRADED: an interrupted fleet apply") for e in errors), errors
+    assert any(e.startswith(f"Interrupted rollout #{journal.id}") and "a changed (wave 1); b not reached" in e
+               for e in errors), errors
+    button(at, f"Restore rollout #{journal.id}").click()
+    run(at)
+    assert any(s.value.startswith(f"RESTORED rollout #{journal.id}") for s in at.success), \
+        [e.value for e in at.error]
+    assert fresh.files() == before and fresh.mode_served("a") == "v1"
+    restored = rollouts.read(journal.id, home=home)
+    assert restored.end is not None and restored.end.result == "rolled_back" and restored.end.who != ""

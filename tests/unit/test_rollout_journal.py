@@ -1,0 +1,135 @@
+"""The rollout journal without a server: the plan's round trip, rows read back, the next
+start closing an open journal only when no process holds the fleet's lock, the verdict's
+interrupted-change rule for a fleet, and a pause that expires."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from geadmin import audit
+from geadmin.access import guard
+from geadmin.audit import Result
+from geadmin.diagnose import interrupted, rollouts
+from geadmin.diagnose.health import ServerSnapshot, triage
+from geadmin.diagnose.rollouts import Plan, PlannedServer, Previous
+from geadmin.diagnose.verdict import Rule, judge
+from geadmin.errors import ConfigError, RepositoryError, TritonError
+from geadmin.fleet import journal
+from geadmin.fleet.members import Member
+from geadmin.fleet.rollout import Control
+from geadmin.fleet.versions import roll_version
+from geadmin.ops import reconcile
+from geadmin.stack.processes import free_ports
+from geadmin.triton.servers import ServerSpec
+
+PLAN = Plan("lab", "apply", "echo", (PlannedServer("a", "http://127.0.0.1:1", 1, "/r/shared"),
+                                     PlannedServer("b", "http://127.0.0.2:1", 2, "/r/shared"),
+                                     PlannedServer("c", "http://127.0.0.3:1", 3, "/r/own")),
+            3, 1, (Previous("/r/shared", "ab" * 32, 1), Previous("/r/own", "cd" * 32, 1)),
+            'name: "echo"\nparameters { key: "x" value { string_value: "a: b" } }\n', "ef" * 32)
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("GEADMIN_HOME", str(tmp_path / "home"))
+    return tmp_path / "home"
+
+
+def cut_short_at_b(home: Path) -> journal.Recorder:
+    """A journal as a process killed while changing b leaves it: started, a done, b begun."""
+    recorder = journal.Recorder(PLAN, audit.Actor("ann"), home)
+    recorder.start()
+    recorder.step("a", 1, rollouts.CHANGING)
+    recorder.step("a", 1, rollouts.CHANGED)
+    recorder.step("b", 2, rollouts.CHANGING)
+    return recorder
+
+
+def test_the_plan_survives_its_row_and_a_row_that_is_no_plan_is_refused() -> None:
+    assert Plan.from_json(PLAN.to_json()) == PLAN
+    for junk in ("{", "[]", '{"fleet": "x"}', '{"fleet": "l", "change": "rm -rf", "model": "m", '
+                 '"servers": [], "waves": 0}', "[" * 5000):
+        with pytest.raises(ConfigError, match="rollout plan"):
+            Plan.from_json(junk)
+
+
+def test_an_open_journal_is_closed_at_the_next_start_only_when_no_process_holds_its_lock(home: Path) -> None:
+    recorder = cut_short_at_b(home)
+    (found,) = rollouts.journals(home=home)
+    assert found.open and not found.unresolved and found.touched == ["a", "b"]
+    assert found.where() == "a changed (wave 1); b cut short while being changed (wave 2); c not reached"
+    with reconcile.rollout_lock("lab", home=home):  # the rollout still runs (in this process, say)
+        assert reconcile.close_rollouts(home=home) == []
+    assert rollouts.journals(home=home)[0].open
+    (line,) = reconcile.close_rollouts(home=home)
+    assert f"rollout #{recorder.id}" in line and f"geadmin fleet restore {recorder.id}" in line
+    (closed,) = rollouts.journals(home=home)
+    assert closed.end is not None and closed.end.result == Result.INTERRUPTED.value
+    assert closed.unresolved and closed.left_changed == ["a", "b"]
+    assert "on disk /r/shared: /r/shared/echo/config.pbtxt cannot be read" in closed.end.message
+    assert reconcile.close_rollouts(home=home) == []  # once
+
+
+def test_an_interrupted_rollout_is_the_verdict_s_interrupted_change_for_the_servers_it_planned(
+    home: Path
+) -> None:
+    recorder = cut_short_at_b(home)
+    reconcile.close_rollouts(home=home)
+    snapshot = ServerSnapshot("b", "http://127.0.0.2:1", "http", datetime.now(timezone.utc), live=True,
+                              ready=True)
+    flagged = interrupted.unresolved(home=home, url="http://127.0.0.2:1/")
+    assert [item.restore_command for item in flagged] == [f"geadmin fleet restore {recorder.id}"]
+    verdict = judge(snapshot, triage(snapshot), cut_short=flagged)
+    assert verdict.rules == [Rule.INTERRUPTED_CHANGE] and verdict.level.value == "DEGRADED"
+    assert verdict.reasons[0].fix == f"geadmin fleet restore {recorder.id}"
+    assert "b cut short while being changed (wave 2)" in verdict.headline
+    assert interrupted.unresolved(home=home, url="http://127.0.0.9:1") == []  # not one of its servers
+    reasons = journal.fleet_reasons("lab", home=home)
+    assert journal.fleet_headline("FLEET OK: 3 servers, 1 model", reasons).startswith(
+        "FLEET DEGRADED: an interrupted fleet apply of 'echo' on fleet 'lab'")
+    assert journal.fleet_reasons("other", home=home) == []
+
+
+def test_a_journal_ended_with_every_server_put_back_is_resolved(home: Path) -> None:
+    recorder = cut_short_at_b(home)
+    recorder.end(Result.FAILED, "ROLLOUT FAILED: cut short by ScriptRerun; 2 changed server(s) put back")
+    assert rollouts.unresolved(home=home) == []
+    other = journal.Recorder(PLAN, audit.Actor("bob"), home)
+    other.start()
+    other.step("a", 1, rollouts.CHANGING)
+    other.end(Result.FAILED, "ROLLOUT FAILED: ...; NOT put back on a", ["a"])
+    (left,) = rollouts.unresolved(home=home)
+    assert left.id == other.id and left.left_changed == ["a"]
+
+
+def test_a_pause_expires_after_its_bound_and_a_resume_before_it_does_not() -> None:
+    control = Control(max_pause_s=1)
+    control.paused.set()
+    started = time.monotonic()
+    assert "the pause expired" in control.wait_while_paused()
+    assert 1 <= time.monotonic() - started < 5
+    control = Control(max_pause_s=60)
+    assert control.wait_while_paused() == ""  # not paused: no wait
+
+
+def test_a_version_rollout_refusal_keeps_its_cause(home: Path, tmp_path: Path) -> None:
+    """Unreadable config: a RepositoryError, never a bare OSError; a server that does not answer:
+    a ConfigError whose cause is Triton's error (not dropped)."""
+    repository = tmp_path / "repo"
+    (repository / "echo" / "2").mkdir(parents=True)
+    (repository / "echo" / "config.pbtxt").mkdir()  # a directory where the file should be: unreadable
+    port = free_ports(1)[0]
+    member = Member(ServerSpec("a", f"http://127.0.0.1:{port}"), "test", repository=repository)
+    with pytest.raises(RepositoryError, match="cannot read the config of 'echo'") as raised:
+        roll_version([member], "echo", 2, auth=guard.os_user(), home=home, timeout_s=1)
+    assert isinstance(raised.value.__cause__, OSError)
+    (repository / "echo" / "config.pbtxt").rmdir()
+    (repository / "echo" / "config.pbtxt").write_text('name: "echo"\nbackend: "python"\n')
+    with pytest.raises(ConfigError, match="cannot read what a serves") as raised:
+        roll_version([member], "echo", 2, auth=guard.os_user(), home=home, timeout_s=1)
+    assert isinstance(raised.value.__cause__, TritonError)
+    assert rollouts.journals(home=home) == []  # refused before anything: nothing journaled
