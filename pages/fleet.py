@@ -6,6 +6,7 @@ The same functions as `geadmin fleet` (geadmin.fleet)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -60,6 +61,8 @@ def show_status(status: FleetStatus) -> None:
                          ("Outliers", status.outliers())):
         if lines:
             st.markdown(f"**{title}**\n" + "\n".join(f"- {line}" for line in lines))
+    st.dataframe(pd.DataFrame([{"server": s.name, "trust": s.member.trust.word, "why": s.member.trust.why}
+                               for s in status.servers]), hide_index=True, width="stretch")
     if status.models:
         matrix = pd.DataFrame({s.name: [_cell(s.cell(m)) if not s.problem else "?" for m in status.models]
                                for s in status.servers}, index=status.models)
@@ -105,8 +108,7 @@ def rollout_form(found: Discovery, status: FleetStatus) -> None:
         return
     members = found.members
     if repository.strip():
-        members = tuple(m.__class__(m.spec, m.source, m.labels, Path(repository.strip()).expanduser())
-                        for m in members)
+        members = tuple(replace(m, repository=Path(repository.strip()).expanduser()) for m in members)
     try:
         auth = access.auth_for(Action(change.value), model=model, server=found.fleet.name)
 

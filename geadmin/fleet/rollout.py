@@ -34,6 +34,7 @@ from geadmin.audit import Result
 from geadmin.errors import ConfigError, GeAdminError, TritonError
 from geadmin.fleet.gate import Gate, GateSettings
 from geadmin.fleet.members import Member
+from geadmin.fleet.membership import refuse_unproven
 from geadmin.ops.actions import Action, run_action
 from geadmin.ops.apply import apply_config
 from geadmin.repository.modelconfig import CONFIG_FILE
@@ -99,6 +100,7 @@ def rollout(members: Sequence[Member], change: Change, model: str, *, new_config
     servers, a wave size below 1, an apply without a repository for a server), and for an
     apply the validator's ConfigInvalidError / ConfigParseError (`validate=False` skips it)."""
     actor = require(auth, Guarded(change.value))
+    refuse_unproven(members, f"fleet {change.value} {model}")  # a discovered member nobody vouched for
     if not members:
         raise ConfigError("the fleet has no server to change")
     if wave_size < 1:

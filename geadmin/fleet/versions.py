@@ -20,6 +20,7 @@ from geadmin.access.guard import require
 from geadmin.access.roles import Action
 from geadmin.errors import ConfigError, TritonError
 from geadmin.fleet.members import Member
+from geadmin.fleet.membership import refuse_unproven
 from geadmin.fleet.rollout import Change, RolloutResult, rollout
 from geadmin.repository.knobs import set_policy
 from geadmin.repository.modelconfig import CONFIG_FILE, parse_pbtxt
@@ -33,6 +34,7 @@ def roll_version(members: Sequence[Member], model: str, version: int, **kwargs: 
     Refused before anything changes (ConfigError): a server without a repository, a repository
     without the version's directory, or the version already the only one served."""
     require(kwargs.get("auth"), Action.APPLY)  # before anything is read from a server
+    refuse_unproven(members, f"fleet version {model} v{version}")  # and before a key goes anywhere
     if not members or any(m.repository is None for m in members):
         raise ConfigError("a version rollout writes the config: every server needs its repository "
                           "(--repository for a shared volume, or repository = ... per [[server]])")
