@@ -30,6 +30,7 @@ pytestmark = pytest.mark.integration
 
 KEY = "fleet-s3cret-key"
 MODEL = LOAD_MODEL
+LOOPBACK_1 = 'trusted_networks = ["127.0.0.1/32"]\n'  # the real Triton's address, not the impostor's
 
 
 @dataclass
@@ -84,8 +85,8 @@ def servers_file(lab: Lab) -> Iterator[Path]:
     file = lab.root / "servers.toml"
     file.write_text(
         f'[[fleet]]\nname = "lab"\nsources = ["{source}"]\n{common}\n'
-        f'[[fleet]]\nname = "lab-net"\nsources = ["{source}"]\n{common}trusted_networks = ["127.0.0.1/32"]\n\n'
-        f'[[fleet]]\nname = "solo"\nsources = ["{solo}"]\n{common}trusted_networks = ["127.0.0.1/32"]\n')
+        f'[[fleet]]\nname = "lab-net"\nsources = ["{source}"]\n{common}{LOOPBACK_1}\n'
+        f'[[fleet]]\nname = "solo"\nsources = ["{solo}"]\n{common}{LOOPBACK_1}')
     saved = {k: os.environ.get(k) for k in ("GEADMIN_SERVERS_FILE", "GEADMIN_HOME")}
     os.environ.update(GEADMIN_SERVERS_FILE=str(file), GEADMIN_HOME=str(lab.home))
     try:
@@ -105,7 +106,9 @@ def by_host(document: dict) -> dict[str, dict]:
     return {s["url"].split("//")[1].split(":")[0]: s for s in document["servers"]}
 
 
-def test_without_a_proof_no_member_gets_the_key_and_the_restricted_triton_still_shows_its_models(lab: Lab) -> None:
+def test_without_a_proof_no_member_gets_the_key_and_the_restricted_triton_still_shows_its_models(
+    lab: Lab,
+) -> None:
     before = len(lab.impostor.requests)
     document = status(lab, "lab")
     lab.no_key_reached_the_impostor()
@@ -113,7 +116,8 @@ def test_without_a_proof_no_member_gets_the_key_and_the_restricted_triton_still_
     assert set(servers) == {"127.0.0.1", "127.0.0.2"}, document
     for server in servers.values():
         assert (server["trust"], server["trusted"]) == ("read-only", False)
-        assert server["why"].startswith("no proof configured: set trusted_networks or workload in [[fleet]] 'lab'")
+        assert server["why"].startswith(
+            "no proof configured: set trusted_networks or workload in [[fleet]] 'lab'")
     triton = servers["127.0.0.1"]
     assert triton["problem"] == "", triton  # read from the open endpoints, with no key
     assert document["matrix"] == {MODEL: {triton["name"]: {"state": "READY", "version": "1"},
@@ -148,7 +152,8 @@ def test_every_write_that_includes_the_impostor_is_refused_naming_it_before_anyt
     result = geadmin("fleet", command, *args, "--fleet", "lab-net", "--gate-requests", "0", home=lab.home)
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stdout + result.stderr
     assert "refused before anything changed: 1 member(s) not proven to belong" in result.stderr
-    assert "(http://127.0.0.2:" in result.stderr and "127.0.0.2 is outside the trusted networks" in result.stderr
+    assert "(http://127.0.0.2:" in result.stderr
+    assert "127.0.0.2 is outside the trusted networks" in result.stderr
     assert "trusted_networks, workload or tls_ca_file in fleet #2 (lab-net)" in result.stderr
     assert config.read_bytes() == text and lab.index() == index
     assert [s for s in lab.impostor.requests if s.method == "POST"] == writes_before

@@ -76,7 +76,8 @@ def test_fleets_come_from_the_servers_file_and_geadmin_fleet(tmp_path: Path,
     monkeypatch.setenv("GEADMIN_FLEET", "dns:triton:8000, prometheus:http://p:9090?job=triton")
     named = fleets()
     prod = named["prod"]
-    assert (prod.name, prod.sources, prod.repository) == ("prod", ("servers", "dns:triton:8000"), Path("/srv/models"))
+    assert (prod.name, prod.sources) == ("prod", ("servers", "dns:triton:8000"))
+    assert prod.repository == Path("/srv/models")
     assert not prod.proof.configured  # nothing proves a discovered member belongs: all read-only
     assert named["default"].sources == ("dns:triton:8000", "prometheus:http://p:9090?job=triton")
     assert fleet_named(None, ["dns:x:1"]).sources == ("dns:x:1",)
