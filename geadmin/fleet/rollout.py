@@ -134,7 +134,7 @@ class _Rollout:
         self.gate_settings, self.auth, self.home, self.say = gate, auth, home, say
         self.control, self.timeout_s, self.validate = control, timeout_s, validate
         self.clients = {m.name: TritonClient(m.url, admin_key=m.spec.admin_key, timeout_s=timeout_s,
-                                             load_timeout_s=timeout_s) for m in members}
+                                             load_timeout_s=timeout_s, tls_ca=_ca(m)) for m in members}
         self.rows: dict[str, Row] = {m.name: Row(m.name, 0, "not reached") for m in members}
         self.changed: list[Member] = []
         self.previous: dict[Path, bytes] = {}  # repository -> the config file before the rollout
@@ -255,6 +255,11 @@ class _Rollout:
 
     def _result(self, ok: bool, headline: str, waves: int) -> RolloutResult:
         return RolloutResult(self.change, self.model, ok, headline, tuple(self.rows.values()), waves)
+
+
+def _ca(member: Member) -> str | None:
+    """The CA a member reached over grpcs:// was proven with (geadmin.fleet.membership), pinned."""
+    return str(member.tls_ca) if member.tls_ca is not None else None
 
 
 def _real(path: Path | None) -> Path:

@@ -76,7 +76,9 @@ def _with_versions(text: str, versions: list[int]) -> str:
 def _serving(member: Member, model: str, timeout_s: float) -> list[int]:
     """The versions of `model` READY on `member` now."""
     try:
-        with TritonClient(member.url, admin_key=member.spec.admin_key, timeout_s=timeout_s) as client:
+        ca = str(member.tls_ca) if member.tls_ca is not None else None
+        with TritonClient(member.url, admin_key=member.spec.admin_key, timeout_s=timeout_s,
+                          tls_ca=ca) as client:
             index = client.repository_index()
     except TritonError as exc:
         raise ConfigError(f"cannot read what {member.name} serves: {exc}") from None
