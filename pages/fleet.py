@@ -61,12 +61,13 @@ def show_status(status: FleetStatus) -> None:
                          ("Outliers", status.outliers())):
         if lines:
             st.markdown(f"**{title}**\n" + "\n".join(f"- {line}" for line in lines))
-    st.dataframe(pd.DataFrame([{"server": s.name, "trust": s.member.trust.word, "why": s.member.trust.why}
-                               for s in status.servers]), hide_index=True, width="stretch")
     if status.models:
         matrix = pd.DataFrame({s.name: [_cell(s.cell(m)) if not s.problem else "?" for m in status.models]
                                for s in status.servers}, index=status.models)
         st.dataframe(matrix, width="stretch")
+    # Trusted (keyed) or read-only, and why (geadmin.fleet.membership).
+    st.dataframe(pd.DataFrame([{"server": s.name, "trust": s.member.trust.word, "why": s.member.trust.why}
+                               for s in status.servers]), hide_index=True, width="stretch")
     for title, label in (("node", NODE), ("Ascend type", ASCEND)):
         grouped = status.groups(label)
         if set(grouped) != {"-"}:  # some source knows it

@@ -15,12 +15,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from streamlit.testing.v1 import AppTest
 
 from geadmin.fleet.discovery import discover, fleet_named
 from geadmin.fleet.probes import FleetProber
 from geadmin.stack.processes import free_triton_ports
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.triton.client import TritonClient
+from tests.support.apptest import APP, isolate, run
 from tests.support.prometheus import PrometheusServer
 from tests.support.replica_impostor import ReplicaImpostor, impostor
 from tests.support.samples import LOAD_MODEL, copy_samples
@@ -84,6 +86,7 @@ def servers_file(lab: Lab) -> Iterator[Path]:
     common = f'admin_key_file = "{key_file}"\nrepository = "{lab.triton.repository}"\n'
     file = lab.root / "servers.toml"
     file.write_text(
+        f'[[server]]\nname = "configured"\nurl = "{lab.triton.http_url}"\nadmin_key_file = "{key_file}"\n\n'
         f'[[fleet]]\nname = "lab"\nsources = ["{source}"]\n{common}\n'
         f'[[fleet]]\nname = "lab-net"\nsources = ["{source}"]\n{common}{LOOPBACK_1}\n'
         f'[[fleet]]\nname = "solo"\nsources = ["{solo}"]\n{common}{LOOPBACK_1}')
@@ -179,4 +182,26 @@ def test_a_fleet_of_trusted_members_only_is_changed_with_the_key(lab: Lab) -> No
     result = geadmin("fleet", "reload", MODEL, "--fleet", "solo", "--gate-requests", "0", home=lab.home)
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.startswith(f"ROLLOUT DONE: reload {MODEL} on 1 server(s)")
+    lab.no_key_reached_the_impostor()
+
+
+def test_the_fleet_page_says_who_is_trusted_and_why(lab: Lab, servers_file: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    isolate(monkeypatch, lab.home)
+    monkeypatch.setenv("GEADMIN_SERVERS_FILE", str(servers_file))
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.switch_page("fleet.py")
+    run(at)
+    next(s for s in at.selectbox if s.label == "Fleet").set_value("lab-net")
+    run(at)
+    tables = [d.value for d in at.dataframe]
+    trust = next((t for t in tables if "trust" in t.columns), None)
+    assert trust is not None, ([list(t.columns) for t in tables], [e.value for e in at.error], at.exception)
+    rows = {r["server"]: (r["trust"], r["why"]) for r in trust.to_dict("records")}
+    by_url = {m.name: m.url for m in discover(fleet_named("lab-net")).members}
+    real = next(n for n, u in by_url.items() if u == lab.triton.http_url)
+    fake = next(n for n, u in by_url.items() if u == lab.impostor.http_url)
+    assert rows[real] == ("trusted", "127.0.0.1 in trusted network 127.0.0.1/32")
+    assert rows[fake][0] == "read-only"
+    assert rows[fake][1].startswith("127.0.0.2 is outside the trusted networks")
     lab.no_key_reached_the_impostor()
