@@ -52,8 +52,7 @@
     │   └── BenchBusyError              another load test runs against this server now
     ├── FleetError                  many servers as one (geadmin.fleet)
     │   ├── DiscoverySourceError        a discovery source (DNS, Prometheus, Kubernetes) did not answer
-    │   ├── RolloutBusyError            another rollout of this fleet runs now
-    │   └── UntrustedMemberError        a write to a member not proven to belong (geadmin.fleet.membership)
+    │   └── RolloutBusyError            another rollout of this fleet runs now
     └── TelemetryError              metrics pages and NPU sources (geadmin.telemetry)
         ├── MetricsUnavailableError     a Prometheus /metrics page cannot be read
         │   ├── MetricsUnreachableError     nothing answers (connection refused, DNS, reset)
@@ -269,11 +268,6 @@ class DiscoverySourceError(FleetError):
 
 class RolloutBusyError(FleetError):
     """Another rollout of the same fleet is running."""
-
-
-class UntrustedMemberError(FleetError):
-    """A write (load, unload, reload, apply, version) that includes a discovered member not
-    proven to belong; refused before anything changes, naming the member and the proof."""
 
 
 class TelemetryError(GeAdminError):

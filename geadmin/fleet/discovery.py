@@ -258,7 +258,10 @@ def _file_proof(entry: dict[str, Any], where: str) -> Proof:
 def _env_proof() -> Proof:
     networks, workload, ca = (settings.get("FLEET_TRUSTED_NETWORKS"), settings.get("FLEET_WORKLOAD"),
                               settings.get("FLEET_TLS_CA_FILE"))
-    return Proof(parse_networks([n for n in (networks or "").split(",") if n.strip()],
-                                "GEADMIN_FLEET_TRUSTED_NETWORKS"),
-                 parse_workload(workload, "GEADMIN_FLEET_WORKLOAD") if workload else None,
-                 parse_tls_ca(str(ca), "GEADMIN_FLEET_TLS_CA_FILE") if ca else None)
+    def env(name: str) -> str:
+        return settings.SETTINGS[name].env_name
+
+    listed = [n for n in (networks or "").split(",") if n.strip()]
+    return Proof(parse_networks(listed, env("FLEET_TRUSTED_NETWORKS")),
+                 parse_workload(workload, env("FLEET_WORKLOAD")) if workload else None,
+                 parse_tls_ca(str(ca), env("FLEET_TLS_CA_FILE")) if ca else None)

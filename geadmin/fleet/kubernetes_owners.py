@@ -26,8 +26,7 @@ _READERS = {"Deployment": "read_namespaced_deployment", "ReplicaSet": "read_name
             "StatefulSet": "read_namespaced_stateful_set", "DaemonSet": "read_namespaced_daemon_set"}
 
 
-class ReadFailed(Exception):
-    """A `get` of the apps API that did not give the object (the message says why)."""
+Read = tuple[dict[str, Any] | None, str]  # the object, or None and why not
 
 
 class Reader:
@@ -35,26 +34,21 @@ class Reader:
 
     def __init__(self, configuration: Any, namespace: str, deadline: float) -> None:
         self.configuration, self.namespace, self.deadline = configuration, namespace, deadline
-        self._seen: dict[tuple[str, str], dict[str, Any] | ReadFailed] = {}
+        self._seen: dict[tuple[str, str], Read] = {}
 
-    def get(self, kind: str, name: str) -> dict[str, Any]:
+    def get(self, kind: str, name: str) -> Read:
+        """(the object, "") or (None, why it could not be read)."""
         key = (kind, name)
         if key not in self._seen:
-            try:
-                self._seen[key] = self._read(kind, name)
-            except ReadFailed as exc:
-                self._seen[key] = exc
-        found = self._seen[key]
-        if isinstance(found, ReadFailed):
-            raise found
-        return found
+            self._seen[key] = self._read(kind, name)
+        return self._seen[key]
 
-    def _read(self, kind: str, name: str) -> dict[str, Any]:
+    def _read(self, kind: str, name: str) -> Read:
         from kubernetes import client  # slow to import: only when a Kubernetes source is used
 
         left = self.deadline - time.monotonic()
         if left <= 0:
-            raise ReadFailed(f"no time left to read {kind}/{name} (the discovery timeout)")
+            return None, f"no time left to read {kind}/{name} (the discovery timeout)"
         self.configuration.retries = False
         try:
             with client.ApiClient(self.configuration) as api_client:
@@ -65,18 +59,18 @@ class Reader:
             why = f"the API answered {exc.status} to get {kind}/{name} in ns {self.namespace}"
             if exc.status == 403:
                 why += "; " + RBAC_FIX.format(namespace=self.namespace)
-            raise ReadFailed(why) from None
+            return None, why
         except Exception as exc:  # urllib3 and socket errors: this read proves nothing
-            raise ReadFailed(f"cannot read {kind}/{name} ({type(exc).__name__}: {exc})") from None
+            return None, f"cannot read {kind}/{name} ({type(exc).__name__}: {exc})"
         if len(body) > MAX_BODY_BYTES:
-            raise ReadFailed(f"{kind}/{name}: the answer is over {MAX_BODY_BYTES} bytes")
+            return None, f"{kind}/{name}: the answer is over {MAX_BODY_BYTES} bytes"
         try:
             found = json.loads(body)
         except (ValueError, RecursionError):
             found = None
         if not isinstance(found, dict) or found.get("kind") != kind:
-            raise ReadFailed(f"the API did not answer get {kind}/{name} with a {kind}")
-        return found
+            return None, f"the API did not answer get {kind}/{name} with a {kind}"
+        return found, ""
 
 
 def controller(obj: dict[str, Any]) -> dict[str, Any] | None:
@@ -99,23 +93,23 @@ def ownership(pod: dict[str, Any], workload: str, reader: Reader) -> Ownership:
     ref = controller(pod)
     if ref is None:
         return no("the pod has no controller (a bare pod; labels prove nothing)")
-    try:
-        top = reader.get(kind, name)
-        if kind == "Deployment":
-            if ref.get("kind") != "ReplicaSet":
-                return no(f"its controller is {ref.get('kind')}/{ref.get('name')}, "
-                          f"not a ReplicaSet of {workload}")
-            replica_set = reader.get("ReplicaSet", str(ref.get("name")))
-            if _uid(replica_set) != ref.get("uid"):
-                return no(f"it names ReplicaSet {ref.get('name')} with uid {ref.get('uid')}, but that "
-                          f"ReplicaSet's uid is {_uid(replica_set)} (an ownerReference not written by "
-                          "the controller)")
-            ref = controller(replica_set) or {}
-            via = f" through ReplicaSet {replica_set['metadata'].get('name')}"
-        else:
-            via = ""
-    except ReadFailed as exc:
-        return no(str(exc))
+    top, why = reader.get(kind, name)
+    if top is None:
+        return no(why)
+    via = ""
+    if kind == "Deployment":
+        if ref.get("kind") != "ReplicaSet":
+            return no(f"its controller is {ref.get('kind')}/{ref.get('name')}, "
+                      f"not a ReplicaSet of {workload}")
+        replica_set, why = reader.get("ReplicaSet", str(ref.get("name")))
+        if replica_set is None:
+            return no(why)
+        if _uid(replica_set) != ref.get("uid"):
+            return no(f"it names ReplicaSet {ref.get('name')} with uid {ref.get('uid')}, but that "
+                      f"ReplicaSet's uid is {_uid(replica_set)} (an ownerReference not written by "
+                      "the controller)")
+        via = f" through ReplicaSet {ref.get('name')}"
+        ref = controller(replica_set) or {}
     if (ref.get("kind"), ref.get("name")) != (kind, name):
         return no(f"its controller is {ref.get('kind')}/{ref.get('name')}{via}")
     if ref.get("uid") != _uid(top):

@@ -37,7 +37,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from geadmin.domain import Endpoint
-from geadmin.errors import ConfigError, UntrustedMemberError
+from geadmin.errors import ConfigError, FleetError
 from geadmin.fleet.members import Member, Trust
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -174,10 +174,10 @@ def check_tls(host: str, port: int, ca: Path, timeout_s: float = TLS_CHECK_TIMEO
 
 
 def refuse_unproven(members: Sequence[Member], action: str) -> None:
-    """UntrustedMemberError before anything changes when `members` include one not proven to
+    """FleetError before anything changes when `members` include one not proven to
     belong: the write would go to a server nobody vouched for (and without a key)."""
     unproven = [m for m in members if not m.trust.trusted]
     if unproven:
         named = "; ".join(f"{m.name} ({m.url}): {m.trust.why}" for m in unproven)
-        raise UntrustedMemberError(f"{action} refused before anything changed: {len(unproven)} member(s) "
+        raise FleetError(f"{action} refused before anything changed: {len(unproven)} member(s) "
                                    f"not proven to belong to the fleet: {named}")

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from geadmin.access import guard
-from geadmin.errors import UntrustedMemberError
+from geadmin.errors import FleetError
 from geadmin.fleet.discovery import Fleet, discover
 from geadmin.fleet.gate import GateSettings
 from geadmin.fleet.membership import Proof
@@ -78,6 +78,6 @@ def test_a_certificate_from_another_ca_proves_nothing_and_the_member_stays_read_
     assert "its certificate does not chain to" in member.trust.why
     status = poll(found, timeout_s=20)
     assert status.servers[0].problem == "" and status.models == [LOAD_MODEL]  # the open statistics API
-    with pytest.raises(UntrustedMemberError, match="not proven to belong"):
+    with pytest.raises(FleetError, match="not proven to belong"):
         rollout(found.members, Change.RELOAD, LOAD_MODEL, gate=GateSettings(requests=0), auth=guard.os_user(),
                 home=lab.triton.repository.parent / "home")

@@ -19,7 +19,7 @@ from pathlib import Path
 import kubernetes_validate
 import pytest
 
-from geadmin.errors import UntrustedMemberError
+from geadmin.errors import FleetError
 from geadmin.fleet.discovery import Fleet, discover
 from geadmin.fleet.members import Member
 from geadmin.fleet.membership import Proof, refuse_unproven
@@ -77,7 +77,7 @@ def test_only_the_pod_the_named_deployment_owns_gets_the_key_labels_prove_nothin
     assert reads == ["/apis/apps/v1/namespaces/serving/deployments/triton",
                      "/apis/apps/v1/namespaces/serving/replicasets/triton-7d4b9c8f6",
                      "/apis/apps/v1/namespaces/serving/replicasets/triton-debug-5c6d7e8f9"]
-    with pytest.raises(UntrustedMemberError, match="fleet reload m refused before anything changed: 3 "):
+    with pytest.raises(FleetError, match="fleet reload m refused before anything changed: 3 "):
         refuse_unproven(list(found.values()), "fleet reload m")
 
 

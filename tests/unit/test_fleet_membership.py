@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from geadmin.errors import ConfigError, UntrustedMemberError
+from geadmin.errors import ConfigError, FleetError
 from geadmin.fleet.discovery import fleets
 from geadmin.fleet.members import Member, Ownership, Trust
 from geadmin.fleet.membership import Proof, check_tls, decide, parse_networks, parse_workload, refuse_unproven
@@ -143,7 +143,7 @@ def test_a_write_with_an_unproven_member_is_refused_naming_it_and_why() -> None:
     stranger = replace(decide(found("http://11.0.0.1:8000"), Proof(NETS), KEY, "prod"),
                        spec=replace(found().spec, name="stranger", url="http://11.0.0.1:8000"))
     refuse_unproven([trusted], "fleet reload m")  # nothing to refuse
-    with pytest.raises(UntrustedMemberError) as refused:
+    with pytest.raises(FleetError) as refused:
         refuse_unproven([trusted, stranger], "fleet reload m")
     assert str(refused.value).startswith("fleet reload m refused before anything changed: 1 member(s) not "
                                          "proven to belong to the fleet: stranger (http://11.0.0.1:8000): ")
