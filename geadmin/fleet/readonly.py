@@ -16,6 +16,7 @@ from geadmin.fleet.members import Member
 from geadmin.triton.client import TritonClient
 
 OPEN_REASON = "read from Triton's open statistics API (read-only member: no key)"
+MAX_MODELS = 500  # model versions a read-only member may list: each costs a readiness call
 
 
 class OpenClient(TritonClient):
@@ -26,7 +27,7 @@ class OpenClient(TritonClient):
 
     def repository_index(self) -> list[ModelEntry]:
         entries = []
-        for stats in self.model_statistics():
+        for stats in self.model_statistics()[:MAX_MODELS]:  # a member nobody vouched for may lie
             ready = self.model_ready(stats.name, stats.version)
             state = ModelState.READY if ready else ModelState.UNAVAILABLE
             entries.append(ModelEntry(stats.name, stats.version, state, "" if ready else OPEN_REASON))

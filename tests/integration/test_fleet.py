@@ -8,6 +8,7 @@ put every server back. `answer: "error"` loads everywhere but fails every reques
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -319,7 +320,7 @@ def test_a_rollout_refuses_before_changing_anything(fresh: Lab) -> None:
     members = fresh.members()
     with pytest.raises(ConfigError, match="wave-size"):
         rollout(members, Change.RELOAD, MODEL, wave_size=0, auth=guard.os_user(), home=fresh.home)
-    without = [m.__class__(m.spec, m.source, m.labels, None) for m in members]
+    without = [dataclasses.replace(m, repository=None) for m in members]
     with pytest.raises(ConfigError, match="no model repository known for a, b, c"):
         rollout(without, Change.APPLY, MODEL, new_config=BASE.encode(), auth=guard.os_user(), home=fresh.home)
     gone = Member(ServerSpec("gone", f"http://127.0.0.1:{free_ports(1)[0]}"), "test",

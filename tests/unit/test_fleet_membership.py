@@ -17,8 +17,10 @@ from geadmin.errors import ConfigError, FleetError
 from geadmin.fleet.discovery import fleets
 from geadmin.fleet.members import Member, Ownership, Trust
 from geadmin.fleet.membership import Proof, check_tls, decide, parse_networks, parse_workload, refuse_unproven
-from geadmin.fleet.readonly import OpenClient, client_for
+from geadmin.fleet.readonly import MAX_MODELS, OpenClient, client_for
+from geadmin.stack.processes import free_ports
 from geadmin.triton.servers import ServerSpec
+from tests.support.replica_impostor import ANSWERS, impostor
 from tests.support.tls_certs import Issued, issue
 
 KEY = "fleet-key"
@@ -209,3 +211,20 @@ def test_tls_to_a_port_without_tls_proves_nothing() -> None:
         threading.Thread(target=lambda: plain.accept()[0].close(), daemon=True).start()
         problem = check_tls("127.0.0.1", port, Path("/etc/ssl/certs/ca-certificates.crt"), timeout_s=5)
         assert problem.startswith("no TLS handshake"), problem
+
+
+def test_a_read_only_member_that_lists_too_many_models_costs_a_bounded_number_of_calls(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    stats = {"model_stats": [{"name": f"m{i:04d}", "version": "1"} for i in range(MAX_MODELS + 100)]}
+    monkeypatch.setitem(ANSWERS, "/v2/models/stats", stats)
+    http, grpc, metrics = free_ports(3, "127.0.0.2")
+    with impostor("127.0.0.2", http, grpc, metrics) as fake:
+        client = OpenClient(fake.http_url, timeout_s=5)
+        try:
+            entries = client.repository_index()
+        finally:
+            client.close()
+    assert len(entries) == MAX_MODELS and entries[0].name == "m0000"
+    assert len([s for s in fake.requests if s.path.endswith("/ready")]) == MAX_MODELS
+    assert not [s for s in fake.requests if "admin-key" in s.headers]
