@@ -36,7 +36,7 @@ sys.path.insert(0, str(REPO_ROOT))
 from harness.delay_proxy import DelayProxy  # noqa: E402
 
 from geadmin.fleet.discovery import Discovery, Fleet  # noqa: E402
-from geadmin.fleet.members import Member  # noqa: E402
+from geadmin.fleet.members import Member, Trust  # noqa: E402
 from geadmin.fleet.status import MAX_PARALLEL, poll  # noqa: E402
 from geadmin.stack.tritonserver import TritonProcess  # noqa: E402
 from geadmin.triton.servers import ServerSpec  # noqa: E402
@@ -51,7 +51,8 @@ def bench(name: str, value: float, unit: str, note: str = "") -> None:
 
 def fleet_of(urls: Sequence[tuple[str, str]]) -> Discovery:
     """(HTTP URL, metrics URL) per server."""
-    members = tuple(Member(ServerSpec(f"t{i}", http, metrics_url=metrics), "bench")
+    trust = Trust(True, "the benchmark's own servers")  # polled as trusted members are: the index
+    members = tuple(Member(ServerSpec(f"t{i}", http, metrics_url=metrics), "bench", trust=trust)
                     for i, (http, metrics) in enumerate(urls))
     return Discovery(Fleet("bench", ("servers",)), members, ())
 

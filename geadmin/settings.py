@@ -142,6 +142,13 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
             "its shared repository is GEADMIN_REPOSITORY"),
     Setting("FLEET_ADMIN_KEY", str, None, "the admin key of the servers GEADMIN_FLEET's sources discover "
             "(one key for every replica, e.g. from one Kubernetes Secret)", secret=True),
+    Setting("FLEET_TRUSTED_NETWORKS", str, None, "the default fleet's trusted networks, comma-separated "
+            "CIDRs (10.0.0.0/8,fd00::/64): a discovered member whose address lies in one gets "
+            "GEADMIN_FLEET_ADMIN_KEY; without a proof, discovered members are read-only"),
+    Setting("FLEET_WORKLOAD", str, None, "the default fleet's Kubernetes workload, KIND/NAME "
+            "(Deployment/triton): a pod its controller chain proves it owns gets GEADMIN_FLEET_ADMIN_KEY"),
+    Setting("FLEET_TLS_CA_FILE", parse_path, None, "the default fleet's CA (PEM): a discovered member whose "
+            "gRPC port presents a certificate chaining to it is trusted, over grpcs:// only"),
     Setting("ADMIN_KEY", str, None, "key for Triton's restricted APIs", secret=True),
     Setting("TRITON_LOG", parse_path, None, "Triton's log file, read to explain failures"),
     Setting("BACKEND_DIRS", str, None, "extra Triton backends: name=DIR,name2=DIR2 "

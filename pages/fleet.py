@@ -7,6 +7,7 @@ and Restore / Resume buttons. The same functions as `geadmin fleet` (geadmin.fle
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -66,6 +67,9 @@ def show_status(status: FleetStatus) -> None:
         matrix = pd.DataFrame({s.name: [_cell(s.cell(m)) if not s.problem else "?" for m in status.models]
                                for s in status.servers}, index=status.models)
         st.dataframe(matrix, width="stretch")
+    # Trusted (keyed) or read-only, and why (geadmin.fleet.membership).
+    st.dataframe(pd.DataFrame([{"server": s.name, "trust": s.member.trust.word, "why": s.member.trust.why}
+                               for s in status.servers]), hide_index=True, width="stretch")
     for title, label in (("node", NODE), ("Ascend type", ASCEND)):
         grouped = status.groups(label)
         if set(grouped) != {"-"}:  # some source knows it
@@ -107,8 +111,7 @@ def rollout_form(found: Discovery, status: FleetStatus) -> None:
         return
     members = found.members
     if repository.strip():
-        members = tuple(m.__class__(m.spec, m.source, m.labels, Path(repository.strip()).expanduser())
-                        for m in members)
+        members = tuple(replace(m, repository=Path(repository.strip()).expanduser()) for m in members)
     try:
         auth = access.auth_for(Action(change.value), model=model, server=found.fleet.name)
 

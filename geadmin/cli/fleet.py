@@ -15,6 +15,10 @@ resumed.
 Sources: servers (the configured servers), dns:HOST:PORT, prometheus:URL?job=JOB,
 kubernetes:NAMESPACE?selector=LABELS. Fleets are named in the servers file ([[fleet]]
 tables) or by GEADMIN_FLEET (the "default" fleet).
+
+A discovered member is read-only (no key; a write that includes it is refused) until proven
+to belong: workload, trusted_networks or tls_ca_file in its [[fleet]] (GEADMIN_FLEET_WORKLOAD,
+GEADMIN_FLEET_TRUSTED_NETWORKS, GEADMIN_FLEET_TLS_CA_FILE). `status` says which and why.
 """
 
 from __future__ import annotations
@@ -82,6 +86,8 @@ def render(status: FleetStatus, cut_short: list[journal.Reason] | None = None) -
     for reason in cut_short or []:
         lines += [f"INTERRUPTED: {reason.text}", f"  restore: {reason.fix}"]
     lines += [f"  source {p}" for p in status.discovery.problems]
+    lines += ["TRUST (trusted: keyed; read-only: no key, no writes):",
+              *(f"  {line}" for line in status.trust())]
     for label, title in ((NODE, "node"), (ASCEND, "Ascend")):
         groups = status.groups(label)
         if groups and set(groups) != {"-"}:  # some source knows it

@@ -11,6 +11,10 @@ A fleet is a named list of sources: `[[fleet]]` tables in the servers file, and
 GEADMIN_FLEET (comma-separated sources) for the fleet named "default". Without either, the
 default fleet is the configured servers. Sources are asked at once; one that does not answer
 is reported beside what the others found, never in their way.
+
+Every member found gets its trust from geadmin.fleet.membership: the fleet's admin key only
+for a member proven to belong (`workload`, `trusted_networks`, `tls_ca_file` in [[fleet]];
+GEADMIN_FLEET_WORKLOAD / _TRUSTED_NETWORKS / _TLS_CA_FILE for the default fleet).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from geadmin.domain import Endpoint
 from geadmin.errors import ConfigError, DiscoverySourceError
 from geadmin.fleet import dns, prometheus_targets
 from geadmin.fleet.members import NODE, Found, Member
+from geadmin.fleet.membership import Proof, decide, parse_networks, parse_tls_ca, parse_workload
 from geadmin.stack.target import Target, explained_by, live_stack
 from geadmin.triton.servers import load_servers, read_key_file
 
@@ -43,10 +48,10 @@ DISCOVERY_TIMEOUT_S = 5.0
 Discover = Callable[..., Found]
 
 
-def _kubernetes(target: str, *, timeout_s: float) -> Found:
+def _kubernetes(target: str, *, timeout_s: float, workload: str | None = None) -> Found:
     from geadmin.fleet import kubernetes  # the client takes a second to import: only when asked
 
-    return kubernetes.discover(target, timeout_s=timeout_s)
+    return kubernetes.discover(target, timeout_s=timeout_s, workload=workload)
 
 
 SOURCES: dict[str, Discover] = {
@@ -62,7 +67,8 @@ class Fleet:
     name: str
     sources: tuple[str, ...]
     repository: Path | None = None  # one model repository every member reads (a shared volume)
-    admin_key: str | None = field(default=None, repr=False)  # for the members discovery finds
+    admin_key: str | None = field(default=None, repr=False)  # for the members proven to belong
+    proof: Proof = field(default_factory=Proof)  # what proves a discovered member belongs
 
 
 @dataclass(frozen=True)
@@ -87,7 +93,7 @@ def fleets(fallback_url: str | None = None) -> dict[str, Fleet]:
     env = settings.get("FLEET")
     if env:
         named[DEFAULT_FLEET] = Fleet(DEFAULT_FLEET, tuple(_split(env)), settings.repository(),
-                                     settings.get("FLEET_ADMIN_KEY"))
+                                     settings.get("FLEET_ADMIN_KEY"), _env_proof())
     named.setdefault(DEFAULT_FLEET, Fleet(DEFAULT_FLEET, (CONFIGURED,)))
     for fleet in named.values():
         for source in fleet.sources:
@@ -101,7 +107,8 @@ def fleet_named(name: str | None, sources: Sequence[str] = (), repository: Path 
     if sources:
         for source in sources:
             check_source(source)
-        return Fleet("ad hoc", tuple(sources), repository)
+        return Fleet("ad hoc", tuple(sources), repository,
+                     proof=Proof(where="none for ad-hoc --source fleets: name the fleet in [[fleet]]"))
     known = fleets()
     wanted = name or DEFAULT_FLEET
     if wanted not in known:
@@ -121,10 +128,11 @@ def check_source(source: str) -> None:
 
 
 def discover(fleet: Fleet, *, timeout_s: float = DISCOVERY_TIMEOUT_S) -> Discovery:
-    """Every source at once, each bounded by `timeout_s`; members found twice (same URL) once."""
+    """Every source at once, each bounded by `timeout_s`; members found twice (same URL) once,
+    each with its trust (geadmin.fleet.membership)."""
     pool = ThreadPoolExecutor(max_workers=max(1, len(fleet.sources)), thread_name_prefix="discover")
     try:
-        futures = [pool.submit(_one, source, timeout_s) for source in fleet.sources]
+        futures = [pool.submit(_one, source, timeout_s, fleet.proof.workload) for source in fleet.sources]
         found = []
         for source, future in zip(fleet.sources, futures, strict=True):
             try:
@@ -137,19 +145,19 @@ def discover(fleet: Fleet, *, timeout_s: float = DISCOVERY_TIMEOUT_S) -> Discove
 
 
 def _with_fleet_settings(member: Member, fleet: Fleet) -> Member:
-    """The fleet's shared repository, and its admin key for a discovered member (a configured
-    server keeps its own key, or none)."""
+    """The fleet's shared repository, and its trust: a configured server keeps its own key (or
+    none); a discovered member gets the fleet's key only when proven to belong."""
     member = replace(member, repository=member.repository or member.spec.repository or fleet.repository)
-    if member.source != CONFIGURED and member.spec.admin_key is None and fleet.admin_key:
-        member = replace(member, spec=replace(member.spec, admin_key=fleet.admin_key))
-    return member
+    return decide(member, fleet.proof, fleet.admin_key, fleet.name)
 
 
-def _one(source: str, timeout_s: float) -> Found:
+def _one(source: str, timeout_s: float, workload: str | None = None) -> Found:
     try:
         if source == CONFIGURED:
             return Found(source, tuple(_configured()))
         prefix, _, target = source.partition(":")
+        if prefix in ("kubernetes", "k8s"):
+            return _kubernetes(target, timeout_s=timeout_s, workload=workload)
         return SOURCES[prefix](target, timeout_s=timeout_s)
     except DiscoverySourceError as exc:
         return Found(source, error=str(exc))
@@ -176,7 +184,9 @@ def _merged(found: Sequence[Found]) -> list[Member]:
             key = _server_key(member.url)
             if key in by_url:
                 first = by_url[key]
-                by_url[key] = replace(first, labels={**member.labels, **first.labels})
+                # The API's ownership check travels with the address, whichever source came first.
+                by_url[key] = replace(first, labels={**member.labels, **first.labels},
+                                      ownership=first.ownership or member.ownership)
             else:
                 by_url[key] = member
     members: list[Member] = []
@@ -225,9 +235,33 @@ def _file_fleets(path: Any) -> dict[str, Fleet]:
             raise ConfigError(f'{path}: fleet #{number} needs name = "prod" and '
                               'sources = ["dns:triton:8000"]')
         repository, key_file = entry.get("repository"), entry.get("admin_key_file")
-        for key, value in (("repository", repository), ("admin_key_file", key_file)):
+        for key, value in (("repository", repository), ("admin_key_file", key_file),
+                           ("tls_ca_file", entry.get("tls_ca_file")), ("workload", entry.get("workload"))):
             if value is not None and (not isinstance(value, str) or not value):
-                raise ConfigError(f"{path}: fleet #{number}: {key} must be a path")
+                raise ConfigError(f"{path}: fleet #{number}: {key} must be a non-empty string")
         named[name] = Fleet(name, tuple(sources), Path(repository).expanduser() if repository else None,
-                            read_key_file(f"{path}: fleet #{number}", key_file) if key_file else None)
+                            read_key_file(f"{path}: fleet #{number}", key_file) if key_file else None,
+                            _file_proof(entry, f"{path}: fleet #{number} ({name})"))
     return named
+
+
+def _file_proof(entry: dict[str, Any], where: str) -> Proof:
+    networks, workload, ca = entry.get("trusted_networks"), entry.get("workload"), entry.get("tls_ca_file")
+    listed = isinstance(networks, list) and all(isinstance(n, str) for n in networks)
+    if networks is not None and not listed:
+        raise ConfigError(f'{where}: trusted_networks must be a list of CIDRs, e.g. ["10.0.0.0/8"]')
+    return Proof(parse_networks(networks or [], where), parse_workload(workload, where) if workload else None,
+                 parse_tls_ca(ca, where) if ca else None,
+                 where=f"trusted_networks, workload or tls_ca_file in {where.split(': ', 1)[-1]}")
+
+
+def _env_proof() -> Proof:
+    networks, workload, ca = (settings.get("FLEET_TRUSTED_NETWORKS"), settings.get("FLEET_WORKLOAD"),
+                              settings.get("FLEET_TLS_CA_FILE"))
+    def env(name: str) -> str:
+        return settings.SETTINGS[name].env_name
+
+    listed = [n for n in (networks or "").split(",") if n.strip()]
+    return Proof(parse_networks(listed, env("FLEET_TRUSTED_NETWORKS")),
+                 parse_workload(workload, env("FLEET_WORKLOAD")) if workload else None,
+                 parse_tls_ca(str(ca), env("FLEET_TLS_CA_FILE")) if ca else None)

@@ -214,8 +214,9 @@ def clients_for(plan: Plan, members: Sequence[Member], timeout_s: float) -> dict
     for server in plan.servers:
         member = by_name.get(server.name)
         if member is not None and member.url.rstrip("/") == server.url.rstrip("/"):
+            ca = str(member.tls_ca) if member.tls_ca is not None else None  # pinned, as the rollout's
             found[server.name] = TritonClient(member.url, admin_key=member.spec.admin_key,
-                                              timeout_s=timeout_s, load_timeout_s=timeout_s)
+                                              timeout_s=timeout_s, load_timeout_s=timeout_s, tls_ca=ca)
     return found
 
 

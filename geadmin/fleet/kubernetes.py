@@ -19,6 +19,16 @@ Labels of each member (geadmin.fleet.members): node (spec.nodeName), pod, namesp
 ascend_count, ready ("true"/"false", the pod's Ready condition). A pod that is not Running or
 has no IP yet is left out with a line in Found.notes. One request, bounded by `timeout_s`,
 never retried; its failures are translated by one table (`explain_status`, `explain_transport`).
+
+Ownership (when the fleet names a `workload`, geadmin.fleet.membership): each pod's controller
+chain is read from the API, never from labels (anyone who can create a pod can copy them):
+the pod's `ownerReferences` entry with `controller: true` must name the workload itself
+(StatefulSet, DaemonSet) or a ReplicaSet whose own controller is the Deployment, and every uid
+on the way must be the uid of the object the API returns (an ownerReference written by hand
+into a pod names a uid it cannot know without reading it). The reads: `get` on the workload
+and on each ReplicaSet the pods name, bounded together by `timeout_s`
+(deploy/kubernetes/base/dashboard-rbac.yaml grants them). A read that fails leaves the pods
+read-only, with the reason in their Ownership, never an error of the source.
 """
 
 from __future__ import annotations
@@ -26,11 +36,13 @@ from __future__ import annotations
 import ipaddress
 import json
 import re
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import parse_qsl
 
 from geadmin.errors import ConfigError, DiscoverySourceError
+from geadmin.fleet import kubernetes_owners
 from geadmin.fleet.members import ASCEND, ASCEND_COUNT, NAMESPACE, NODE, POD, READY, Found, Member
 from geadmin.triton.servers import ServerSpec
 
@@ -91,12 +103,14 @@ def parse_target(target: str) -> Target:
                   params.get("context") or None)
 
 
-def discover(target: str, *, timeout_s: float) -> Found:
-    """The Running pods of the target's namespace that its selector matches, as fleet members."""
+def discover(target: str, *, timeout_s: float, workload: str | None = None) -> Found:
+    """The Running pods of the target's namespace that its selector matches, as fleet members;
+    with `workload` ("Deployment/triton"), each with its Ownership checked against it."""
     parsed = parse_target(target)
     if not timeout_s > 0:
         raise ConfigError(f"kubernetes discovery: the timeout must be above 0 s, got {timeout_s}")
     source = PREFIX + target
+    deadline = time.monotonic() + timeout_s
     pod_list = _list_pods(parsed, source, timeout_s)
     members: list[Member] = []
     notes: list[str] = []
@@ -108,6 +122,12 @@ def discover(target: str, *, timeout_s: float) -> Found:
             notes.append(note)
     if not pod_list.get("items"):
         notes.append(f"no pods in namespace {parsed.namespace} match the selector {parsed.selector!r}")
+    if workload and members:
+        pods = {str((p.get("metadata") or {}).get("name")): p for p in pod_list.get("items") or []
+                if isinstance(p, dict)}
+        reader = kubernetes_owners.Reader(_configuration(parsed, source), parsed.namespace, deadline)
+        members = [replace(m, ownership=kubernetes_owners.ownership(pods[m.name], workload, reader))
+                   for m in members]
     return Found(source, tuple(sorted(members, key=lambda m: m.name)), tuple(notes))
 
 

@@ -9,6 +9,10 @@ Every discovery source is a module with one function, registered in geadmin.flee
 malformed target raises ConfigError naming the form expected; a source that does not answer
 raises DiscoverySourceError naming the source and the fix. One member the source cannot
 address (a pod without an IP yet) is left out with a line in `Found.notes`, never an error.
+
+A source never decides who gets a key: every member it returns is read-only until
+geadmin.fleet.membership proves it belongs (`Member.trust`). A Kubernetes source may add
+`Member.ownership`, the pod's controller chain as the API reports it.
 """
 
 from __future__ import annotations
@@ -29,11 +33,42 @@ READY = "ready"  # the source's own readiness ("true" / "false"), where it has o
 
 
 @dataclass(frozen=True)
+class Trust:
+    """Whether geadmin sends this member the admin key and changes it (`trusted`), and why,
+    in one sentence an operator can act on."""
+
+    trusted: bool
+    why: str
+
+    @property
+    def word(self) -> str:
+        return "trusted" if self.trusted else "read-only"
+
+
+UNCHECKED = Trust(False, "not checked for membership: read-only")
+
+
+@dataclass(frozen=True)
+class Ownership:
+    """What the Kubernetes API says controls a pod, checked against the workload a fleet names:
+    `proven` only when the pod's controller chain (Pod -> ReplicaSet -> Deployment, or Pod ->
+    StatefulSet/DaemonSet) reaches `workload` with matching uids."""
+
+    workload: str  # the fleet's, "Deployment/triton"
+    namespace: str
+    proven: bool
+    detail: str  # "owned by Deployment/triton in ns geadmin", or why not
+
+
+@dataclass(frozen=True)
 class Member:
     spec: ServerSpec  # name (unique in its fleet) and endpoints
     source: str  # the source text that found it, e.g. "dns:triton:8000"
     labels: Mapping[str, str] = field(default_factory=dict)
     repository: Path | None = None  # its model repository, where this machine can write it
+    trust: Trust = UNCHECKED  # set by geadmin.fleet.membership, never by a source
+    ownership: Ownership | None = None  # Kubernetes sources asked to check a workload
+    tls_ca: Path | None = None  # reached over grpcs://, its certificate checked against this CA
 
     @property
     def name(self) -> str:

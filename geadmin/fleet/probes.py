@@ -7,6 +7,10 @@ bounded (a hung replica costs its own probe timeout, never the others'); the mem
 again every `rediscover_s`, so replicas scaled in later are probed too. A round returns one
 `ProbeRound` per member, recorded in the workspace like a single server's (the Overview,
 `geadmin status` and geadmin's metrics, labelled by server, read them).
+
+A member's prober holds the key only when the member is trusted (geadmin.fleet.membership);
+a read-only member is probed with no key, its models read from the open statistics API
+(geadmin.fleet.readonly). A member whose trust changes gets a new prober and client.
 """
 
 from __future__ import annotations
@@ -18,8 +22,9 @@ from pathlib import Path
 
 from geadmin.errors import FleetError, GeAdminError
 from geadmin.fleet.discovery import Discovery, Fleet, discover
+from geadmin.fleet.members import Member
+from geadmin.fleet.readonly import client_for
 from geadmin.ops.probe import DEFAULT_INTERVAL_S, PROBE_TIMEOUT_S, Prober, ProbeRound
-from geadmin.triton.client import TritonClient
 
 REDISCOVER_S = 60.0
 WORKERS = 8  # members probed at once
@@ -36,12 +41,12 @@ class FleetProber:
         self.clock = clock
         self.find = find
         self.problems: list[str] = []  # the sources that did not answer at the last discovery
-        self._probers: dict[str, Prober] = {}  # member URL -> its prober (and client)
+        self._probers: dict[tuple[str, ...], Prober] = {}  # _identity(member) -> its prober (and client)
         self._found_at = float("-inf")
 
     @property
     def servers(self) -> list[str]:
-        return sorted(self._probers)
+        return sorted(key[0] for key in self._probers)
 
     def run(self, *, force: bool = False) -> list[ProbeRound]:
         """One round on every member, in parallel. Raises the first GeAdminError a member's
@@ -73,11 +78,16 @@ class FleetProber:
         found = self.find(self.fleet)
         self.problems = found.problems
         self._found_at = self.clock()
-        wanted = {m.url: m for m in found.members}
-        for url in [u for u in self._probers if u not in wanted]:  # scaled in, or gone
-            self._probers.pop(url).client.close()
-        for url, member in wanted.items():
-            if url not in self._probers:
-                client = TritonClient(url, admin_key=member.spec.admin_key, timeout_s=PROBE_TIMEOUT_S)
-                self._probers[url] = Prober(client, home=self.home, interval_s=self.interval_s,
+        wanted = {_identity(m): m for m in found.members}
+        for key in [k for k in self._probers if k not in wanted]:  # scaled in, gone, or its trust changed
+            self._probers.pop(key).client.close()
+        for key, member in wanted.items():
+            if key not in self._probers:
+                client = client_for(member, PROBE_TIMEOUT_S)
+                self._probers[key] = Prober(client, home=self.home, interval_s=self.interval_s,
                                             clock=self.clock)
+
+
+def _identity(member: Member) -> tuple[str, ...]:
+    """What a prober's client was made for: the address, the trust, the key and the CA."""
+    return (member.url, member.trust.word, member.spec.admin_key or "", str(member.tls_ca or ""))

@@ -54,6 +54,7 @@ from geadmin.errors import ConfigError, GeAdminError, RolloutBusyError
 from geadmin.fleet import journal
 from geadmin.fleet.gate import Gate, GateSettings
 from geadmin.fleet.members import Member
+from geadmin.fleet.membership import refuse_unproven
 from geadmin.ops.actions import Action, run_action
 from geadmin.ops.apply import Outcome, apply_config
 from geadmin.ops.reconcile import rollout_lock
@@ -133,6 +134,7 @@ def rollout(members: Sequence[Member], change: Change, model: str, *, new_config
     `resume_of`: the number of an unresolved rollout this one resumes (its previous configs
     are kept as the ones to put back)."""
     actor = require(auth, Guarded(change.value))
+    refuse_unproven(members, f"fleet {change.value} {model}")  # a discovered member nobody vouched for
     if not members:
         raise ConfigError("the fleet has no server to change")
     if wave_size < 1:
@@ -175,7 +177,7 @@ class _Rollout:
         self.home = recorder.home
         self.control, self.timeout_s, self.validate = control, timeout_s, validate
         self.clients = {m.name: TritonClient(m.url, admin_key=m.spec.admin_key, timeout_s=timeout_s,
-                                             load_timeout_s=timeout_s) for m in members}
+                                             load_timeout_s=timeout_s, tls_ca=_ca(m)) for m in members}
         self.rows: dict[str, Row] = {m.name: Row(m.name, 0, "not reached") for m in members}
         self.touched: list[str] = []  # journaled `changing`, in order
         self.written: set[str] = set()  # repositories this rollout wrote
@@ -345,4 +347,9 @@ def resume(journal_id: int, members: Sequence[Member], *, home: Path | None = No
     new = plan.new_config.encode() if plan.change == Change.APPLY.value else None
     return rollout(journal.fleet_members(plan, members), Change(plan.change), plan.model, new_config=new,
                    wave_size=plan.wave_size, fleet=plan.fleet, home=home, resume_of=journal_id, **kwargs)
+
+
+def _ca(member: Member) -> str | None:
+    """The CA a member reached over grpcs:// was proven with (geadmin.fleet.membership), pinned."""
+    return str(member.tls_ca) if member.tls_ca is not None else None
 

@@ -5,6 +5,10 @@ Every server is polled at once, each bounded by `timeout_s`: one slow server is 
 such at the deadline and never delays the view (its thread is left to finish on its own).
 Latency and errors per server come from one scrape of its /metrics (totals since the model
 loaded, `geadmin.telemetry.derive.since_start`): enough to see one replica out of line.
+
+Each member is polled as its trust allows (geadmin.fleet.membership): a trusted one with its
+key on the restricted calls only (the repository index); a read-only one with no key at all,
+through the open endpoints (geadmin.fleet.readonly).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from geadmin.domain import ModelEntry, ModelState
 from geadmin.errors import TelemetryError
 from geadmin.fleet.discovery import Discovery
 from geadmin.fleet.members import ASCEND, NODE, READY, Member
+from geadmin.fleet.readonly import client_for
 from geadmin.stack.target import server_urls
 from geadmin.telemetry.derive import since_start
 from geadmin.telemetry.scrape import families_only, fetch_text, parse
@@ -170,6 +175,11 @@ class FleetStatus:
             lines += _stand_out(model, figures)
         return lines
 
+    def trust(self) -> list[str]:
+        """One line per member: trusted (keyed) or read-only, and why."""
+        return [f"{s.name} ({s.member.url}): {s.member.trust.word} — {s.member.trust.why}"
+                for s in self.servers]
+
     def groups(self, label: str) -> dict[str, list[str]]:
         """Server names by a label (NODE, ASCEND, ...); servers without it under "-"."""
         grouped: dict[str, list[str]] = {}
@@ -200,6 +210,8 @@ class FleetStatus:
             "sources": [{"source": f.source, "found": len(f.members), "error": f.error,
                          "notes": list(f.notes)} for f in self.discovery.found],
             "servers": [{"name": s.name, "url": s.member.url, "source": s.member.source,
+                         "trust": s.member.trust.word, "trusted": s.member.trust.trusted,
+                         "why": s.member.trust.why,
                          "labels": dict(s.member.labels), "problem": s.problem,
                          "ready": bool(s.snapshot and s.snapshot.ready),
                          "metrics_error": s.metrics_error, "took_s": round(s.took_s, 3)}
@@ -262,7 +274,7 @@ def poll(discovery: Discovery, *, timeout_s: float = POLL_TIMEOUT_S) -> FleetSta
     return FleetStatus(discovery, tuple(views), time.monotonic() - started)
 
 
-_clients: dict[tuple[str, str | None, float], TritonClient] = {}
+_clients: dict[tuple[str, bool, str | None, str, float], TritonClient] = {}
 _clients_lock = threading.Lock()
 
 
@@ -280,10 +292,10 @@ def close_clients() -> None:
 def _client(member: Member, timeout_s: float) -> TritonClient:
     """One client per server for the life of the process: a TritonClient's HTTP worker threads
     (each with its own event loop, never freed) are made once, not at every poll of a page."""
-    key = (member.url, member.spec.admin_key, timeout_s)
+    key = (member.url, member.trust.trusted, member.spec.admin_key, str(member.tls_ca or ""), timeout_s)
     with _clients_lock:
         if key not in _clients:
-            _clients[key] = TritonClient(member.url, admin_key=member.spec.admin_key, timeout_s=timeout_s)
+            _clients[key] = client_for(member, timeout_s)
         return _clients[key]
 
 

@@ -23,6 +23,7 @@ from geadmin.access.guard import require
 from geadmin.access.roles import Action
 from geadmin.errors import ConfigError, RepositoryError, TritonError
 from geadmin.fleet.members import Member
+from geadmin.fleet.membership import refuse_unproven
 from geadmin.fleet.rollout import Change, RolloutResult, rollout
 from geadmin.repository.knobs import set_policy
 from geadmin.repository.modelconfig import CONFIG_FILE, parse_pbtxt
@@ -36,6 +37,7 @@ def roll_version(members: Sequence[Member], model: str, version: int, **kwargs: 
     Refused before anything changes (ConfigError): a server without a repository, a repository
     without the version's directory, or the version already the only one served."""
     require(kwargs.get("auth"), Action.APPLY)  # before anything is read from a server
+    refuse_unproven(members, f"fleet version {model} v{version}")  # and before a key goes anywhere
     if not members or any(m.repository is None for m in members):
         raise ConfigError("a version rollout writes the config: every server needs its repository "
                           "(--repository for a shared volume, or repository = ... per [[server]])")
@@ -81,7 +83,9 @@ def _with_versions(text: str, versions: list[int]) -> str:
 def _serving(member: Member, model: str, timeout_s: float) -> list[int]:
     """The versions of `model` READY on `member` now."""
     try:
-        with TritonClient(member.url, admin_key=member.spec.admin_key, timeout_s=timeout_s) as client:
+        ca = str(member.tls_ca) if member.tls_ca is not None else None
+        with TritonClient(member.url, admin_key=member.spec.admin_key, timeout_s=timeout_s,
+                          tls_ca=ca) as client:
             index = client.repository_index()
     except TritonError as exc:
         raise ConfigError(f"cannot read what {member.name} serves: {exc}") from exc

@@ -62,9 +62,11 @@ class TritonClient:
         admin_key: str | None = None,
         timeout_s: float = DEFAULT_TIMEOUT_S,
         load_timeout_s: float = DEFAULT_LOAD_TIMEOUT_S,
+        tls_ca: str | None = None,
     ) -> None:
         self.endpoint = Endpoint.parse(url)
         self.admin_key = admin_key
+        self.tls_ca = tls_ca  # grpcs:// only: the one CA the server's certificate must chain to
         self.timeout_s = timeout_s
         self.load_timeout_s = load_timeout_s
         self._local = threading.local()  # per HTTP worker thread: {timeout_s: client}
@@ -316,7 +318,8 @@ class TritonClient:
     def _grpc_client(self) -> grpcclient.InferenceServerClient:
         with self._grpc_lock:
             if self._grpc is None:
-                self._grpc = grpcclient.InferenceServerClient(self.endpoint.address, ssl=self.endpoint.ssl)
+                self._grpc = grpcclient.InferenceServerClient(self.endpoint.address, ssl=self.endpoint.ssl,
+                                                              root_certificates=self.tls_ca)
             return self._grpc
 
     def close(self) -> None:

@@ -427,9 +427,15 @@ def test_compose_driver_lists_restarts_and_tails_the_real_containers(stack: Stac
     assert len(driver.logs("triton", tail=5)) <= 5
 
 
-def fleet_cli(stack: Stack, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    """`geadmin fleet ...` in the dashboard container: its fleet is GEADMIN_FLEET=dns:triton:8000."""
-    return subprocess.run(["docker", "exec", "-i", stack.container("dashboard"), "geadmin", "fleet", *args,
+def fleet_cli(stack: Stack, *args: str, stdin: str | None = None,
+              trusted: bool = True) -> subprocess.CompletedProcess[str]:
+    """`geadmin fleet ...` in the dashboard container: its fleet is GEADMIN_FLEET=dns:triton:8000;
+    `trusted`: with GEADMIN_FLEET_TRUSTED_NETWORKS the project network's subnet, as the docs say
+    (else every replica is read-only: membership before keys)."""
+    subnet = run(["docker", "network", "inspect", f"{stack.project}_default", "--format",
+                  "{{(index .IPAM.Config 0).Subnet}}"]).stdout.strip() if trusted else ""
+    return subprocess.run(["docker", "exec", "-i", "-e", f"GEADMIN_FLEET_TRUSTED_NETWORKS={subnet}",
+                           stack.container("dashboard"), "geadmin", "fleet", *args,
                            *([] if args[0] == "status" else ["--latency-slack-ms", "10000"])],
                           input=stdin, capture_output=True, text=True, timeout=300, check=False)
 
@@ -450,6 +456,10 @@ def test_scaled_to_three_the_dashboard_finds_each_replica_by_dns_and_rolls_out_a
 
     document = wait_for("every replica serving the samples", fleet_settled, HEALTHY_TIMEOUT_S, stack.diagnose)
     assert all(s["source"] == "dns:triton:8000" and not s["problem"] for s in document["servers"]), document
+    assert {s["trust"] for s in document["servers"]} == {"trusted"}, document  # in the project's subnet
+    unproven = fleet_cli(stack, "reload", "text_normalize", trusted=False)  # no proof: read-only replicas
+    assert unproven.returncode == 2 and "refused before anything changed: 3 member(s)" in unproven.stderr, \
+        unproven.stdout + unproven.stderr
     assert {c["state"] for c in document["matrix"]["text_normalize"].values()} == {"READY"}
     # npu_ge cannot load on this CPU-only image: failed on every replica, so never "OK"
     assert document["failed"] and document["failed"][0].startswith(f"{NPU_MODEL}: failed on 3 of 3: ")

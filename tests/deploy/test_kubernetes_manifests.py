@@ -47,6 +47,7 @@ OVERLAYS = {
     "volcano": "huawei.com/Ascend910",
 }
 READ_VERBS = {"get", "list", "watch"}
+OWNER_RESOURCES = {"deployments", "replicasets", "statefulsets", "daemonsets"}
 Object = dict[str, Any]
 
 
@@ -304,12 +305,14 @@ def rbac_problems(objects: list[Object]) -> Iterator[str]:
     roles = {role["metadata"]["name"]: role for role in by_kind(objects, "Role")}
     for role in roles.values():
         for rule in role["rules"]:
-            if (
-                rule.get("apiGroups") != [""]
-                or rule.get("resources") != ["pods"]
-                or not set(rule.get("verbs", [])) <= READ_VERBS
-            ):
-                yield f"Role {role['metadata']['name']}: rule {rule} is more than reading pods"
+            pods = rule.get("apiGroups") == [""] and rule.get("resources") == ["pods"] \
+                and set(rule.get("verbs", [])) <= READ_VERBS
+            # geadmin/fleet/kubernetes_owners.py: get the workload owning a pod, nothing more
+            owners = rule.get("apiGroups") == ["apps"] and set(rule.get("verbs", [])) == {"get"} \
+                and set(rule.get("resources", [])) <= OWNER_RESOURCES
+            if not (pods or owners):
+                name = role["metadata"]["name"]
+                yield f"Role {name}: rule {rule} is more than reading pods and their owners"
     accounts = {sa["metadata"]["name"] for sa in by_kind(objects, "ServiceAccount")}
     for binding in by_kind(objects, "RoleBinding"):
         if binding["roleRef"]["kind"] != "Role" or binding["roleRef"]["name"] not in roles:
@@ -522,6 +525,12 @@ def test_planted_broken_custom_resources_fail_their_minimal_schemas() -> None:
             '["get", "list", "watch"]',
             '["get", "list", "delete"]',
             "more than reading pods",
+        ),
+        (
+            "base/dashboard-rbac.yaml",
+            'verbs: ["get"]',
+            'verbs: ["get", "list"]',
+            "more than reading pods and their owners",
         ),
         (
             "base/dashboard-rbac.yaml",

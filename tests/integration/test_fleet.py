@@ -8,6 +8,7 @@ put every server back. `answer: "error"` loads everywhere but fails every reques
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -28,7 +29,7 @@ from geadmin.errors import ConfigError, FleetError, RolloutBusyError
 from geadmin.fleet import runs
 from geadmin.fleet.discovery import Fleet, discover, fleet_named
 from geadmin.fleet.gate import GateSettings
-from geadmin.fleet.members import Member
+from geadmin.fleet.members import Member, Trust
 from geadmin.fleet.rollout import Change, Control, RolloutResult, rollout
 from geadmin.fleet.status import poll
 from geadmin.fleet.versions import roll_version
@@ -319,10 +320,11 @@ def test_a_rollout_refuses_before_changing_anything(fresh: Lab) -> None:
     members = fresh.members()
     with pytest.raises(ConfigError, match="wave-size"):
         rollout(members, Change.RELOAD, MODEL, wave_size=0, auth=guard.os_user(), home=fresh.home)
-    without = [m.__class__(m.spec, m.source, m.labels, None) for m in members]
+    without = [dataclasses.replace(m, repository=None) for m in members]
     with pytest.raises(ConfigError, match="no model repository known for a, b, c"):
         rollout(without, Change.APPLY, MODEL, new_config=BASE.encode(), auth=guard.os_user(), home=fresh.home)
-    gone = Member(ServerSpec("gone", f"http://127.0.0.1:{free_ports(1)[0]}"), "test")
+    gone = Member(ServerSpec("gone", f"http://127.0.0.1:{free_ports(1)[0]}"), "test",
+                  trust=Trust(True, "a closed port the test trusts"))
     with pytest.raises(FleetError, match="gone does not answer, so the rollout did not start"):
         rollout([*members, gone], Change.RELOAD, MODEL, auth=guard.os_user(), home=fresh.home)
     result = geadmin("fleet", "apply", MODEL, "-", "--fleet", "lab", home=fresh.home)  # empty stdin

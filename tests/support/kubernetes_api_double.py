@@ -12,8 +12,14 @@ It is as strict as the API server for what discovery touches, and refuses the re
 - authorization: a user may list pods only in the namespaces granted to it (what the RBAC Role
   in deploy/kubernetes grants), else 403 and the Status `Forbidden` naming the user, the verb,
   the resource and the namespace, worded as the API server's RBAC authorizer words it;
-- `GET /api/v1/namespaces/NS/pods` only; any other path answers 404 `NotFound` ("the server
-  could not find the requested resource"), any other method 405;
+- `GET /api/v1/namespaces/NS/pods`, and `GET /apis/apps/v1/namespaces/NS/RESOURCE/NAME` for
+  deployments, replicasets, statefulsets and daemonsets (the objects stored in
+  `apps-NAMESPACE.json`; one not stored answers 404 `NotFound` naming it, as the API does);
+  any other path answers 404 `NotFound` ("the server could not find the requested
+  resource"), any other method 405;
+- apps objects are authorized apart from pods (`app_grants`: user -> namespaces where it may
+  get them), as the RBAC rules are per resource: without the grant, 403 naming the resource
+  and the API group `apps`;
 - `labelSelector` is parsed with the grammar of apimachinery's labels.Parse (`k=v`, `k==v`,
   `k!=v`, `k in (a,b)`, `k notin (a,b)`, `k`, `!k`, joined by commas) and applied to the
   stored pods, so a selector that matches nothing finds nothing and one that does not parse
@@ -41,6 +47,10 @@ from urllib.parse import parse_qs, urlsplit
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "kubernetes"
 PODS_PATH = re.compile(r"^/api/v1/namespaces/(?P<namespace>[a-z0-9]([-a-z0-9]*[a-z0-9])?)/pods$")
+APPS_PATH = re.compile(r"^/apis/apps/v1/namespaces/(?P<namespace>[a-z0-9]([-a-z0-9]*[a-z0-9])?)/"
+                       r"(?P<resource>deployments|replicasets|statefulsets|daemonsets)/(?P<name>[a-z0-9][-a-z0-9.]*)$")
+KINDS = {"deployments": "Deployment", "replicasets": "ReplicaSet", "statefulsets": "StatefulSet",
+         "daemonsets": "DaemonSet"}
 # Label keys and values as apimachinery validates them (qualified name; value of <= 63 chars).
 _NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
 _KEY = rf"([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?{_NAME}"
@@ -110,12 +120,15 @@ class Request:
 
 @dataclass
 class KubernetesApiDouble:
-    """The double: `tokens` token -> user name; `grants` user -> namespaces it may list pods in."""
+    """The double: `tokens` token -> user name; `grants` user -> namespaces it may list pods in;
+    `app_grants` user -> namespaces it may get deployments/replicasets/statefulsets/daemonsets in."""
 
     tokens: dict[str, str] = field(default_factory=dict)
     grants: dict[str, set[str]] = field(default_factory=dict)
+    app_grants: dict[str, set[str]] = field(default_factory=dict)
     requests: list[Request] = field(default_factory=list)
     pods: dict[str, dict[str, Any]] = field(default_factory=dict)  # namespace -> its stored PodList
+    apps: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # namespace -> its apps objects
 
     def __post_init__(self) -> None:
         for path in sorted(FIXTURES.glob("podlist-*.json")):
@@ -123,6 +136,10 @@ class KubernetesApiDouble:
             namespace = path.stem.removeprefix("podlist-")
             assert all(p["metadata"]["namespace"] == namespace for p in pod_list["items"]), path
             self.pods[namespace] = pod_list
+        for path in sorted(FIXTURES.glob("apps-*.json")):
+            namespace = path.stem.removeprefix("apps-")
+            self.apps[namespace] = list(_fixture(path.name)["items"])
+            assert all(o["metadata"]["namespace"] == namespace for o in self.apps[namespace]), path
         self._server: ThreadingHTTPServer | None = None
 
     # -- what a test changes -------------------------------------------------------------
@@ -162,6 +179,8 @@ class KubernetesApiDouble:
         self.requests.append(Request(method, parts.path, query, user))
         if user is None:
             return 401, _fixture("status-401-unauthorized.json")
+        if (apps := APPS_PATH.match(parts.path)) is not None and method == "GET":
+            return self._get_app(user, apps["namespace"], apps["resource"], apps["name"], query)
         match = PODS_PATH.match(parts.path)
         if match is None:
             return 404, _fixture("status-404-notfound.json")
@@ -187,6 +206,26 @@ class KubernetesApiDouble:
         except SelectorError as err:
             return 400, {**_fixture("status-400-badrequest.json"), "message": str(err)}
         return 200, {**stored, "items": items}
+
+    def _get_app(self, user: str, namespace: str, resource: str, name: str,
+                 query: dict[str, list[str]]) -> tuple[int, dict[str, Any]]:
+        if namespace not in self.app_grants.get(user, set()):
+            status = _fixture("status-403-forbidden.json")
+            status["message"] = (f'{resource}.apps "{name}" is forbidden: User "{user}" cannot get resource '
+                                 f'"{resource}" in API group "apps" in the namespace "{namespace}"')
+            status["details"] = {"name": name, "group": "apps", "kind": resource}
+            return 403, status
+        if query:
+            unknown = sorted(query)
+            return 400, {**_fixture("status-400-badrequest.json"),
+                         "message": f"the Kubernetes API double does not implement the parameters {unknown}"}
+        for obj in self.apps.get(namespace, []):
+            if obj["kind"] == KINDS[resource] and obj["metadata"]["name"] == name:
+                return 200, copy.deepcopy(obj)
+        status = _fixture("status-404-notfound.json")
+        status["message"] = f'{resource}.apps "{name}" not found'
+        status["details"] = {"name": name, "group": "apps", "kind": resource}
+        return 404, status
 
     def start(self) -> KubernetesApiDouble:
         double = self

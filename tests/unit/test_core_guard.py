@@ -29,7 +29,7 @@ from geadmin.audit import Actor
 from geadmin.diagnose import drift, explain, rollouts
 from geadmin.errors import GeAdminError, NotAuthorizedError, PerfAnalyzerMissingError
 from geadmin.fleet import journal, rollout, runs, versions
-from geadmin.fleet.members import Member
+from geadmin.fleet.members import Member, Trust
 from geadmin.ops import actions, apply, bench, create, monitoring, tune
 from geadmin.ops.bench_settings import BenchSettings
 from geadmin.ops.infer_inputs import InputSource, SourceKind
@@ -126,7 +126,8 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
 
 def member(w: World) -> Member:
     """The listener as a fleet member, reading the world's repository."""
-    return Member(ServerSpec("s", w.client.url), "test", repository=w.repository)
+    return Member(ServerSpec("s", w.client.url), "test", repository=w.repository,
+                  trust=Trust(True, "the test's own listener"))
 
 
 def reload_plan(w: World) -> rollouts.Plan:

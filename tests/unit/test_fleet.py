@@ -75,7 +75,10 @@ def test_fleets_come_from_the_servers_file_and_geadmin_fleet(tmp_path: Path,
     monkeypatch.setenv("GEADMIN_SERVERS_FILE", str(file))
     monkeypatch.setenv("GEADMIN_FLEET", "dns:triton:8000, prometheus:http://p:9090?job=triton")
     named = fleets()
-    assert named["prod"] == Fleet("prod", ("servers", "dns:triton:8000"), Path("/srv/models"))
+    prod = named["prod"]
+    assert (prod.name, prod.sources) == ("prod", ("servers", "dns:triton:8000"))
+    assert prod.repository == Path("/srv/models")
+    assert not prod.proof.configured  # nothing proves a discovered member belongs: all read-only
     assert named["default"].sources == ("dns:triton:8000", "prometheus:http://p:9090?job=triton")
     assert fleet_named(None, ["dns:x:1"]).sources == ("dns:x:1",)
     with pytest.raises(ConfigError, match="no fleet named 'staging'; known: default, prod"):
@@ -173,20 +176,28 @@ def test_a_comma_starts_a_new_source_only_before_a_source_prefix(monkeypatch: py
                                            "dns:triton:8000")
 
 
-def test_discovered_members_get_the_fleets_key_configured_servers_keep_their_own(
+def test_discovered_members_get_the_fleets_key_only_when_proven_configured_servers_keep_their_own(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     key = tmp_path / "fleet.key"
     key.write_text("s3cret\n")
     file = tmp_path / "servers.toml"
-    file.write_text('[[server]]\nname = "a"\nurl = "http://10.0.0.1:8000"\n\n[[fleet]]\nname = "prod"\n'
-                    f'sources = ["servers"]\nadmin_key_file = "{key}"\n')
+    table = f'[[fleet]]\nname = "prod"\nsources = ["servers"]\nadmin_key_file = "{key}"\n'
+    file.write_text('[[server]]\nname = "a"\nurl = "http://10.0.0.1:8000"\n\n' + table)
     monkeypatch.setenv("GEADMIN_SERVERS_FILE", str(file))
     fleet = fleets()["prod"]
     assert fleet.admin_key == "s3cret" and "s3cret" not in repr(fleet)
-    assert _with_fleet_settings(member("a", "http://10.0.0.1:8000"), fleet).spec.admin_key is None
+    configured = _with_fleet_settings(member("a", "http://10.0.0.1:8000"), fleet)
+    assert configured.spec.admin_key is None and configured.trust.trusted
     found = _with_fleet_settings(member("pod-1", "http://10.0.0.9:8000", "kubernetes:ns?selector=a"), fleet)
-    assert found.spec.admin_key == "s3cret"
+    assert found.spec.admin_key is None and not found.trust.trusted  # no proof configured
+    assert found.trust.why == ("no proof configured: set trusted_networks or workload in [[fleet]] 'prod' "
+                               "(trusted_networks, workload or tls_ca_file in fleet #1 (prod))")
+    file.write_text('[[server]]\nname = "a"\nurl = "http://10.0.0.1:8000"\n\n' + table
+                    + 'trusted_networks = ["10.0.0.0/24"]\n')
+    fleet = fleets()["prod"]
+    found = _with_fleet_settings(member("pod-1", "http://10.0.0.9:8000", "kubernetes:ns?selector=a"), fleet)
+    assert found.spec.admin_key == "s3cret" and found.trust.why == "10.0.0.9 in trusted network 10.0.0.0/24"
     key.write_text("")
     with pytest.raises(ConfigError, match=r"admin_key_file .* is empty"):
         fleets()
