@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from geadmin import audit
@@ -283,8 +284,10 @@ def fleet_members(plan: Plan, members: Sequence[Member]) -> list[Member]:
     if missing:
         raise RepositoryError(f"{', '.join(missing)} of rollout plan {plan.fleet!r} are not members of the "
                               "fleet at the same address now: restore the rollout instead of resuming it")
-    return [Member(by_name[s.name].spec, by_name[s.name].source, by_name[s.name].labels,
-                   Path(s.repository) if s.repository else by_name[s.name].repository) for s in plan.servers]
+    # Each keeps its trust as found now (a member no longer proven is refused by the rollout).
+    found = [by_name[s.name] for s in plan.servers]
+    return [replace(m, repository=Path(s.repository) if s.repository else m.repository)
+            for m, s in zip(found, plan.servers, strict=True)]
 
 
 def fleet_reasons(fleet: str, *, home: Path | None = None) -> list[Reason]:

@@ -18,6 +18,7 @@ import os
 import signal
 import subprocess
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -158,7 +159,7 @@ def test_a_repository_without_the_model_is_refused_before_any_server_changes(fre
     members = fresh.members()
     empty = tmp_path / "empty"
     empty.mkdir()
-    lacking = [members[0], members[2].__class__(members[2].spec, members[2].source, members[2].labels, empty)]
+    lacking = [members[0], replace(members[2], repository=empty)]
     with pytest.raises(RepositoryError, match=f"no config.pbtxt in {empty / MODEL}"):
         rollout(lacking, Change.APPLY, MODEL, new_config=NEW.encode(), gate=LOOSE, auth=guard.os_user(),
                 fleet="lab")
