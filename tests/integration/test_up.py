@@ -74,6 +74,11 @@ def test_status_exit_codes_and_json(up: Up) -> None:
     document = json.loads(over_grpc.stdout)
     assert over_grpc.returncode == 0 and document["ok"] is True
     assert {m["name"]: m["state"] for m in document["models"]} == dict.fromkeys(SAMPLE_MODELS, "READY")
+    stack = json.loads((up.home / "stack.json").read_text())
+    triton = document["triton"]  # the stack's Triton: its process, for scripts that watch it
+    assert triton["pid"] == stack["triton"]["pid"] and triton["pid"] is not None
+    assert triton["state"] == "running" and triton["stack_pid"] == up.process.pid
+    os.kill(triton["pid"], 0)  # a live process
 
     by_flag = geadmin("status", "--url", f"127.0.0.1:{up.grpc}", "--protocol", "grpc", "--json",
                       home=up.home)
