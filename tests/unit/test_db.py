@@ -251,7 +251,9 @@ def test_a_workspace_the_cli_creates_is_private_with_its_database(
     assert _mode(home / db.DB_FILE) == 0o600
 
 
-def test_an_existing_workspace_and_database_readable_by_others_are_made_private_on_open(tmp_path: Path) -> None:
+def test_an_existing_workspace_and_database_readable_by_others_are_made_private_on_open(
+    tmp_path: Path,
+) -> None:
     home = tmp_path / "old-home"
     with db.connect(home):
         pass
