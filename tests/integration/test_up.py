@@ -17,6 +17,7 @@ import pytest
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
+from geadmin import audit
 from geadmin.stack.processes import free_port, free_ports
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.stack.workspace import SAMPLES_DIR
@@ -154,6 +155,9 @@ def test_sigterm_stops_everything_within_15s(tmp_path: Path) -> None:
         assert stack.process.returncode == 0
     assert wait_for(lambda: not any(alive(pid) for pid in children), 2)
     assert not list(Path("/dev/shm").glob(f"{prefix}*"))
+    (stop,) = audit.query(action="stop", home=tmp_path)  # the signal is the stop's origin
+    assert stop.message.startswith("stopped by signal SIGTERM: `geadmin up` ended; tritonserver stopped "
+                                   "as asked after "), stop.message
 
 
 def test_sigterm_while_a_model_load_hangs_stops_everything_within_15s(tmp_path: Path) -> None:
