@@ -56,12 +56,13 @@ class StackAudit:
     """Writes the rows; `say` reports a row that could not be written (the stop still happened)."""
 
     def __init__(self, home: Path, server: str, say: Callable[[str], None],
-                 stopping: threading.Event | None = None) -> None:
+                 stopping: threading.Event | None = None, origin_wait_s: float = ORIGIN_WAIT_S) -> None:
         self.home = home
         self.server = server
         self.say = say
         self._stopping = stopping or threading.Event()
         self._stack_stop_written = False
+        self.origin_wait_s = origin_wait_s
 
     def write(self, action: str, ok: bool, message: str, origin: Origin = Origin.LOCAL) -> None:
         problem = audit.try_record_action(action, MODEL, ok, message, server=self.server,
@@ -102,7 +103,7 @@ class StackAudit:
         actions = ("stop",) if action == "stop" else ("restart", "start")
         verb = "stopped" if action == "stop" else "restart asked"
         since = datetime.fromtimestamp(at - 2.0, timezone.utc)
-        deadline = time.monotonic() + ORIGIN_WAIT_S
+        deadline = time.monotonic() + self.origin_wait_s
         while True:
             try:
                 rows = audit.query(since=since, model="triton", home=self.home)
