@@ -220,16 +220,16 @@ def validate_file(path: Path, repository: Path | None = None) -> ModelReport:
     if not is_model_name(name):
         return _text_only(path, text, name, f"validated {path} without a model directory: its name {name!r} "
                           "is not one directory name")
+    without = f"validated {path} as model {name!r} without its model directory"
     if repository is None:
-        return _text_only(path, text, name, f"validated {path} as model {name!r} without its model directory: "
+        return _text_only(path, text, name, f"{without}: "
                           "no repository known (give --repository, set GEADMIN_REPOSITORY, or run it "
                           "beside `geadmin up`); version directories, model files and ensembles were not "
                           "checked")
     directory = repository / name
     if not directory.is_dir():
-        return _text_only(path, text, name, f"validated {path} as model {name!r} without its model directory: "
-                          f"{repository} has no model {name!r}; version directories, model files and "
-                          "ensembles were not checked")
+        return _text_only(path, text, name, f"{without}: {repository} has no model {name!r}; version "
+                          "directories, model files and ensembles were not checked")
     return ModelReport(name, directory, validate_text(text, directory, file=str(path)), file=path,
                        note=f"validated {path} as model {name!r} of {repository} (as if it stood in "
                        f"{directory}: its version directories, model files and the ensembles that run it)")

@@ -123,8 +123,10 @@ def test_apply_of_an_invalid_config_says_why_first_lists_findings_and_writes_not
 CLASSIFIER = "digits_classifier"
 
 
-def edited_copy(repo: Path, where: Path, edit: tuple[str, str] = ("max_queue_delay_microseconds: 1000",
-                                                                "max_queue_delay_microseconds: 2000")) -> Path:
+QUEUE_EDIT = ("max_queue_delay_microseconds: 1000", "max_queue_delay_microseconds: 2000")
+
+
+def edited_copy(repo: Path, where: Path, edit: tuple[str, str] = QUEUE_EDIT) -> Path:
     """The served config copied out of the repository and edited, as the incident guide says."""
     where.parent.mkdir(parents=True, exist_ok=True)
     text = (repo / CLASSIFIER / "config.pbtxt").read_text()
