@@ -147,7 +147,8 @@ def test_an_edited_copy_outside_the_repository_is_validated_as_the_model_it_name
     assert code == EXIT_OK, (lines, err)
     assert lines == ["OK: 1 model, no errors or warnings",
                      f"validated {copy} as model '{CLASSIFIER}' of {repo} (as if it stood in "
-                     f"{repo / CLASSIFIER}: its version directories, model files and the ensembles that run it)"]
+                     f"{repo / CLASSIFIER}: its version directories, model files and the ensembles that "
+                     "run it)"]
 
 
 def test_a_broken_copy_fails_naming_the_field_and_the_line_of_the_copy(
