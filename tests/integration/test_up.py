@@ -317,6 +317,33 @@ def test_cli_picks_servers_by_name_and_checks_them_all(up: Up) -> None:
     assert "no server named 'nope'; configured: main, spare" in unknown.stderr
 
 
+def test_the_incident_guides_edit_workflow_copy_edit_validate_apply(up: Up, tmp_path: Path) -> None:
+    """docs/guide/incident.md, step 4, as written: copy the served config out of the stack's
+    repository, edit the copy, validate it (no flags: the stack's repository), apply it."""
+    served = up.home / "model_repository" / "digits_classifier" / "config.pbtxt"
+    original = served.read_text()
+    copy = tmp_path / "edited.pbtxt"
+    copy.write_text(original.replace("max_queue_delay_microseconds: 1000",
+                                     "max_queue_delay_microseconds: 2000"))
+    try:
+        validated = geadmin("config", "validate", str(copy), home=up.home)
+        assert validated.returncode == 0, validated.stdout + validated.stderr
+        first, how = validated.stdout.splitlines()[:2]
+        assert first == "OK: 1 model, no errors or warnings"
+        repository = up.home / "model_repository"
+        assert how.startswith(f"validated {copy} as model 'digits_classifier' of {repository}"), how
+        applied = geadmin("config", "apply", "digits_classifier", str(copy), home=up.home)
+        assert applied.returncode == 0, applied.stdout + applied.stderr
+        assert "max_queue_delay_microseconds: 2000" in served.read_text()
+        broken = tmp_path / "broken.pbtxt"
+        broken.write_text(original.replace("max_batch_size: 32", "max_batch_sise: 32"))
+        refused = geadmin("config", "validate", str(broken), home=up.home)
+        assert refused.returncode == 1 and "max_batch_sise" in refused.stdout, refused.stdout
+    finally:
+        copy.write_text(original)
+        assert geadmin("config", "apply", "digits_classifier", str(copy), home=up.home).returncode == 0
+
+
 @pytest.mark.parametrize("attach", [False, True])
 def test_an_unusable_workspace_is_named(attach: bool) -> None:
     extra = ["--triton-url", "http://127.0.0.1:1"] if attach else []
