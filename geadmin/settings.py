@@ -230,7 +230,7 @@ def get(name: str, flag: T | None = None) -> Any:
 def home(flag: str | os.PathLike[str] | None = None) -> Path:
     """The workspace directory (model repository copy, logs, stack file)."""
     if flag:
-        return Path(flag).expanduser()
+        return Path(flag).expanduser().absolute()  # one path, whatever the cwd of a child
     return get("HOME") or Path(_default_home())
 
 
