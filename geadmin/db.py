@@ -306,7 +306,8 @@ def _private(path: Path, mode: int) -> None:
     except FileNotFoundError:
         return
     if info.st_uid == os.geteuid() and stat.S_IMODE(info.st_mode) != mode:
-        os.chmod(path, mode)
+        with contextlib.suppress(OSError):  # best effort: a mode we cannot change never stops the work
+            os.chmod(path, mode)
 
 
 def _enable_wal(conn: sqlite3.Connection, timeout_s: float) -> None:

@@ -33,7 +33,7 @@ from geadmin.ops.probe import MIN_INTERVAL_S, PROBE_TIMEOUT_S, Prober
 from geadmin.stack.dashboard import DashboardProcess
 from geadmin.stack.drivers import ExitRecord
 from geadmin.stack.processes import client_host, ensure_port_free, ensure_ports_free
-from geadmin.stack.stack_audit import StackAudit, stop_origin
+from geadmin.stack.stack_audit import StackAudit, origin_of_signal
 from geadmin.stack.supervisor import Backoff, TritonSupervisor, exit_record
 from geadmin.stack.tritonserver import TritonProcess, prepare_backend_directory
 from geadmin.stack.workspace import LoadOutcome, StackInfo, Workspace
@@ -345,7 +345,7 @@ class EmbeddedStack:
 
     def request_stop(self, signum: int | None = None) -> None:
         """Stop the stack; `signum`: the signal that asked (SIGINT: Ctrl-C), for its audit row."""
-        self._stop_origin = self._stop_origin or stop_origin(signum)
+        self._stop_origin = self._stop_origin or origin_of_signal(signum)
         self._stop.set()
 
     def request_triton_restart(self) -> None:

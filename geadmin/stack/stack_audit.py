@@ -40,7 +40,7 @@ STACK_PAGE_SERVER = "stack:local"  # the `server` of the Stack page's rows (driv
 MODEL = "tritonserver"
 
 
-def stop_origin(signum: int | None) -> str:
+def origin_of_signal(signum: int | None) -> str:
     """Why the whole stack stops, from the signal `geadmin up` received."""
     if signum == signal.SIGINT:
         return "stopped by Ctrl-C (SIGINT)"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from geadmin import audit
 from geadmin.audit import Actor, Origin
-from geadmin.stack.stack_audit import STACK_PAGE_SERVER, StackAudit, stop_origin
+from geadmin.stack.stack_audit import STACK_PAGE_SERVER, StackAudit, origin_of_signal
 from geadmin.stack.supervisor import START_FAILED, exit_record
 
 
@@ -54,12 +54,12 @@ def test_a_requested_stop_is_stopped_as_asked_not_its_exit_code(tmp_path: Path) 
 
 
 def test_the_whole_stack_stopping_is_one_row_with_its_signal(tmp_path: Path) -> None:
-    assert stop_origin(signal.SIGINT) == "stopped by Ctrl-C (SIGINT)"
-    assert stop_origin(signal.SIGTERM) == "stopped by signal SIGTERM"
+    assert origin_of_signal(signal.SIGINT) == "stopped by Ctrl-C (SIGINT)"
+    assert origin_of_signal(signal.SIGTERM) == "stopped by signal SIGTERM"
     log = stack_audit(tmp_path)
-    record = exit_record(1, 10.0, False, stop_origin(signal.SIGTERM), requested=True)
-    log.stack_stopped(stop_origin(signal.SIGTERM), record, "running")
-    log.stack_stopped(stop_origin(signal.SIGTERM), None, "stopped")  # a second stop() writes nothing
+    record = exit_record(1, 10.0, False, origin_of_signal(signal.SIGTERM), requested=True)
+    log.stack_stopped(origin_of_signal(signal.SIGTERM), record, "running")
+    log.stack_stopped(origin_of_signal(signal.SIGTERM), None, "stopped")  # a second stop() writes nothing
     (row,) = audit.query(model="tritonserver", home=tmp_path)
     assert (row.action, row.result, row.origin) == ("stop", "ok", "cli")
     assert row.message == ("stopped by signal SIGTERM: `geadmin up` ended; tritonserver stopped as asked "
