@@ -20,7 +20,9 @@ the file, the cause and the fix.
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
+import stat
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -31,6 +33,8 @@ from geadmin import settings
 from geadmin.errors import DatabaseBusyError, WorkspaceDatabaseError
 
 DB_FILE = "geadmin.db"
+PRIVATE_DIR_MODE = 0o700  # the workspace: secrets, logs and the audit log are its owner's only
+PRIVATE_FILE_MODE = 0o600  # the database and its -wal / -shm files (SQLite gives them the db's mode)
 BUSY_TIMEOUT_S = 10.0  # how long a writer waits for another process's transaction
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"  # UTC, fixed width: text order is time order
 
@@ -281,7 +285,11 @@ def connect(home: Path | None = None, *, migrations: Sequence[Migration] = MIGRA
     `transaction`."""
     path = db_path(home)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        _private(path.parent, PRIVATE_DIR_MODE)
+        with contextlib.suppress(FileExistsError):  # created 0600 by us, never 0644 by SQLite
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE_MODE))
+        for private in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+            _private(private, PRIVATE_FILE_MODE)
         conn = sqlite3.connect(str(path), timeout=busy_timeout_s, isolation_level=None)
     except (sqlite3.Error, OSError) as exc:
         raise translate_error(exc, path, "open") from exc
@@ -295,6 +303,22 @@ def connect(home: Path | None = None, *, migrations: Sequence[Migration] = MIGRA
         raise translate_error(exc, path, "read or write") from exc
     finally:
         conn.close()
+
+
+def _private(path: Path, mode: int) -> None:
+    """A directory `path` is created with `mode` (parents as usual); an existing directory or
+    file that is ours is brought to `mode` (a workspace made 0755 / a database made 0644 by an
+    older geadmin); someone else's is left alone, and a file that does not exist is skipped.
+    The same rule as geadmin.repository.atomic.private_directory, one floor lower."""
+    if mode == PRIVATE_DIR_MODE:
+        path.mkdir(parents=True, exist_ok=True, mode=mode)
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        return
+    if info.st_uid == os.geteuid() and stat.S_IMODE(info.st_mode) != mode:
+        with contextlib.suppress(OSError):  # best effort: a mode we cannot change never stops the work
+            os.chmod(path, mode)
 
 
 def _enable_wal(conn: sqlite3.Connection, timeout_s: float) -> None:

@@ -9,9 +9,10 @@ scripts/gen_docs.py (tests/unit/test_docs.py fails when it is stale).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -240,8 +241,30 @@ def get(name: str, flag: T | None = None) -> Any:
 def home(flag: str | os.PathLike[str] | None = None) -> Path:
     """The workspace directory (model repository copy, logs, stack file)."""
     if flag:
-        return Path(flag).expanduser()
+        return Path(flag).expanduser().absolute()  # one path, whatever the cwd of a child
     return get("HOME") or Path(_default_home())
+
+
+@contextlib.contextmanager
+def workspace_for_process(flag: str | os.PathLike[str] | None) -> Iterator[Path]:
+    """One workspace for everything a command does: a `--home DIR` flag becomes GEADMIN_HOME
+    (absolute) for the command's whole run, so every row, file and child process that does not
+    name a workspace itself (audit rows written deep in the core, the sampler, the dashboard)
+    lands in DIR, never in the default workspace. The variable is put back afterwards."""
+    if not flag:
+        yield home()
+        return
+    resolved = Path(flag).expanduser().absolute()
+    key = SETTINGS["HOME"].env_name
+    before = os.environ.get(key)
+    os.environ[key] = str(resolved)
+    try:
+        yield resolved
+    finally:
+        if before is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = before
 
 
 def port(kind: str, flag: int | None = None) -> int:

@@ -15,6 +15,10 @@ one itself and says so with `pytestmark`) is `integration`; one that drives Chro
 `e2e`; one that needs the Docker engine is `docker`. A test that starts a real server
 without its marker fails, so `make test-fast` never starts one.
 
+The session never writes to the user's workspace: GEADMIN_HOME and XDG_DATA_HOME point at a
+throwaway directory for this process and every child it starts (tests/support/workspace.py);
+a test that needs its own workspace sets GEADMIN_HOME itself.
+
 HYPOTHESIS_PROFILE=fast (set by `make test-fast`) runs fewer property examples
 (tests/support/hypothesis_profiles.py); the default profile keeps the full counts.
 """
@@ -30,7 +34,7 @@ from streamlit import config as streamlit_config
 
 from geadmin.stack.dashboard import DashboardProcess
 from geadmin.stack.tritonserver import TritonProcess
-from tests.support import hypothesis_profiles
+from tests.support import hypothesis_profiles, workspace
 from tests.support.samples import SAMPLE_MODELS as SAMPLE_MODELS
 from tests.support.samples import copy_samples
 
@@ -41,6 +45,7 @@ from tests.support.tiers import pytest_runtest_call as pytest_runtest_call
 from tests.support.tiers import pytest_runtest_setup as pytest_runtest_setup
 
 hypothesis_profiles.load()
+workspace.isolate()  # before any test runs: no row, file or stack in the user's workspace
 
 # `make test`'s two workers: which tests share one (tests/support/parallel.py).
 pytest_plugins = ["tests.support.parallel"]

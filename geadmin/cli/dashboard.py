@@ -16,7 +16,7 @@ from geadmin.access import bootstrap
 from geadmin.access.startup import dashboard_sign_in
 from geadmin.access.users import UsersFile, default_users_file
 from geadmin.stack.dashboard import DashboardProcess
-from geadmin.triton.servers import DEFAULT_TRITON_URL
+from geadmin.stack.target import default_server, live_stack
 
 
 def run(args: argparse.Namespace) -> int:
@@ -27,7 +27,11 @@ def run(args: argparse.Namespace) -> int:
         first = bootstrap.create_first_admin(UsersFile(default_users_file(home)), home)
         if first is not None:
             print(first.announcement(), flush=True)
-    process = DashboardProcess(triton_url=settings.triton_url() or DEFAULT_TRITON_URL, home=home, host=host,
+    # The same Triton every command picks: GEADMIN_TRITON_URL, else the running stack of this
+    # workspace (its ports, not 8000), else the default address.
+    triton_url, chosen_by = default_server(live_stack(home))
+    print(f"dashboard for Triton {triton_url} ({chosen_by})", flush=True)
+    process = DashboardProcess(triton_url=triton_url, home=home, host=host,
                                port=settings.port("dashboard", args.port))
     argv = process.command()
     os.execvpe(argv[0], argv, process.environment())  # Streamlit becomes this process (signals, pid 1)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -34,6 +35,7 @@ COMMANDS = (up, status, models, config, config_history, bundle, infer_command,  
             dashboard_command, probe, alerts, objectives, tune, fleet)
 EXIT_USAGE = 2
 EXIT_INTERNAL = 70  # a bug in geadmin (sysexits' EX_SOFTWARE): never a usage error
+EXIT_PIPE_CLOSED = 141  # 128 + SIGPIPE: what a shell reports for a writer whose reader left
 REPORT_HINT = ("this is a bug in geadmin: please report it, with the file `geadmin bundle` writes "
                "(and the traceback: run again with GEADMIN_DEBUG=1)")
 
@@ -51,9 +53,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command. `--home DIR` (where a command has it) is the workspace of everything the
+    command does (`settings.workspace_for_process`). A reader that leaves early
+    (`geadmin audit | head -1`) ends the command quietly with 141, as `cat` would."""
     try:
         args = build_parser().parse_args(argv)
-        return int(args.func(args))
+        with settings.workspace_for_process(getattr(args, "home", None)):
+            code = int(args.func(args))
+        sys.stdout.flush()  # here, not at interpreter exit, so a closed pipe is caught below
+        return code
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_PIPE_CLOSED
     except GeAdminError as exc:
         print(f"geadmin: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -66,6 +77,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"geadmin: {REPORT_HINT}", file=sys.stderr)
         return EXIT_INTERNAL
 
+
+def _silence_stdout() -> None:
+    """The reader of stdout is gone: point stdout at /dev/null, so what is still buffered (and
+    the interpreter's flush at exit) goes nowhere instead of raising BrokenPipeError again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # no real file descriptor (a test's captured stdout)
+        pass
 
 if __name__ == "__main__":
     sys.exit(main())

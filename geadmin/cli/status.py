@@ -17,7 +17,8 @@ from geadmin.diagnose.verdict import Level, Rule, Sources, Verdict, assess
 from geadmin.errors import FleetError
 from geadmin.fleet.discovery import discover, fleet_named
 from geadmin.stack.server_history import history_for, outage_for, recent_crash
-from geadmin.stack.target import Target, configured_targets, live_stack
+from geadmin.stack.target import Target, configured_targets, is_stack_server, live_stack
+from geadmin.stack.workspace import StackInfo
 
 EXIT_OK = 0
 EXIT_DOWN = 1  # Triton answers but is not live, or a model named with --expect is not READY
@@ -54,10 +55,11 @@ def render_text(verdict: Verdict, outage: str = "", crash: str = "") -> str:
     if len(verdict.reasons) > 1:
         lines.append(f"{verdict.level.value} because ({len(verdict.reasons)}):")
         lines += [f"  [{r.rule.value}] {r.text}" for r in verdict.reasons]
-    if found.ready:
-        lines.append(f"READY ({len(found.ready)}): " + ", ".join(m.name for m in found.ready))
     silent = [(m.name, verdict.probes[m.name]) for m in found.ready
               if m.name in verdict.probes and not verdict.probes[m.name].ok]
+    answering = [m.name for m in found.ready if m.name not in dict(silent)]  # each model counted once
+    if answering:
+        lines.append(f"READY ({len(answering)}): " + ", ".join(answering))
     if silent:
         lines.append(f"READY, NOT ANSWERING ({len(silent)}):")
         lines += [f"  {name}: " + (probe.error.splitlines()[0] if probe.error else "no answer")
@@ -79,6 +81,16 @@ def render_text(verdict: Verdict, outage: str = "", crash: str = "") -> str:
     if not snap.models and snap.reachable and not snap.error:
         lines.append("(the model repository is empty)")
     return "\n".join(lines)
+
+
+def stack_process(url: str, stack: StackInfo | None) -> dict[str, object] | None:
+    """Triton's process when `url` is the running `geadmin up`'s Triton (pid, state, restarts),
+    else None: geadmin knows no process of a server it did not start."""
+    if not is_stack_server(url, stack):
+        return None
+    assert stack is not None
+    return {"pid": stack.triton_pid, "state": stack.triton_state, "started_at": stack.triton_started_at,
+            "restarts": sum(1 for record in stack.exits if record.restarted), "stack_pid": stack.pid}
 
 
 def _verdicts(targets: list[Target], args: argparse.Namespace) -> list[Verdict]:
@@ -116,7 +128,8 @@ def run(args: argparse.Namespace) -> int:
     crashes = [recent_crash(history_for(v.snapshot.url, stack)) if v.snapshot.reachable else ""
                for v in verdicts]
     if args.json:
-        documents = [{**v.to_json(), "outage": outage, "recent_crash": crash}
+        documents = [{**v.to_json(), "outage": outage, "recent_crash": crash,
+                      "triton": stack_process(v.snapshot.url, stack)}
                      for v, outage, crash in zip(verdicts, outages, crashes, strict=True)]
         if many:
             print(json.dumps([{"server": v.snapshot.name, **doc}

@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
         # nobody to stop it. Start-up checks the flag between its steps and unwinds itself.
         if not stack.started:
             interrupted_by.append(signum)
-        stack.request_stop()
+        stack.request_stop(signum)  # which signal: the stop's audit row names it (Ctrl-C, SIGTERM)
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     # The Stack page's local driver asks for these (geadmin.stack.local).

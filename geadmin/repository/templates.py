@@ -236,8 +236,9 @@ def check_model_name(name: str) -> None:
     directory can have — letters, digits, '_', '-', '.', not starting with '.' or '-'."""
     if not MODEL_NAME.fullmatch(name):
         raise TemplateError(
-            f"refused model name {name!r}: use 1 to {MAX_NAME} letters, digits, '_', '-' and '.', starting "
-            "with a letter, digit or '_' (no '/', no '..', no leading dot)")
+            f"refused model name {name!r}: use 1 to {MAX_NAME} letters, digits, underscores, hyphens and "
+            "dots, starting with a letter, a digit or an underscore (no slash, no '..', no leading dot)")
+    # In words, not quoted symbols: pages show this as Markdown, where '_' ... '_' turns italic.
 
 
 def render_config(template_id: str, name: str, params: Params | None = None) -> str:

@@ -28,6 +28,7 @@ from geadmin.repository import (
     triton_rules,  # noqa: F401  (registers Triton's rules, first)
 )
 from geadmin.repository import npu_ge_params as npu_ge
+from geadmin.repository.layout import is_model_name
 from geadmin.repository.modelconfig import CONFIG_FILE, read_config_text
 from geadmin.repository.npu_ge_checks import CHECKS as NPU_GE_CHECKS
 from geadmin.repository.positions import Located, locate
@@ -43,8 +44,8 @@ from geadmin.repository.rules import (
 )
 
 __all__ = ["RULES", "ConfigInvalidError", "Finding", "ModelReport", "Severity", "refuse_invalid",
-           "rule_catalogue", "summarize", "validate_config", "validate_model", "validate_path",
-           "validate_text"]
+           "rule_catalogue", "summarize", "validate_config", "validate_file", "validate_model",
+           "validate_path", "validate_text"]
 
 # -- schema ------------------------------------------------------------------------------
 SCHEMA_RULES = {
@@ -176,15 +177,19 @@ def _issues(checker: Rule, context: Context) -> list[Issue]:
 @dataclass(frozen=True)
 class ModelReport:
     name: str
-    directory: Path
+    directory: Path | None  # the model directory the disk rules ran in; None: none (text rules only)
     findings: list[Finding] = field(default_factory=list)
+    file: Path | None = None  # the file validated, when it is not `directory`'s config.pbtxt
+    note: str = ""  # how a file outside its model directory was validated (shown after the verdict)
 
     def count(self, severity: Severity) -> int:
         return sum(f.severity is severity for f in self.findings)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "directory": str(self.directory),
-                "config": str(self.directory / CONFIG_FILE), "findings": [f.to_dict() for f in self.findings]}
+        config = self.file or (self.directory / CONFIG_FILE if self.directory else None)
+        return {"name": self.name, "directory": str(self.directory) if self.directory else None,
+                "config": str(config) if config else None, "note": self.note,
+                "findings": [f.to_dict() for f in self.findings]}
 
 
 def validate_model(directory: Path) -> ModelReport:
@@ -198,10 +203,60 @@ def validate_model(directory: Path) -> ModelReport:
     return ModelReport(directory.name, directory, validate_text(text, directory, file=str(file)))
 
 
-def validate_path(path: Path) -> list[ModelReport]:
-    """A config.pbtxt, a model directory (holds config.pbtxt) or a whole repository."""
+def validate_file(path: Path, repository: Path | None = None) -> ModelReport:
+    """A config file wherever it is. A config.pbtxt beside version directories is its model's
+    (validated in place). Any other file — a copy being edited, `edited.pbtxt`, a config.pbtxt
+    in a scratch directory — is the model its `name` names in `repository`, validated as if it
+    stood in that model's directory: version directories, model files and the ensembles on
+    disk that run it. With no such model known, only the rules that need no directory run, and
+    `note` says why."""
+    try:
+        text = read_config_text(path)
+    except RepositoryError as exc:
+        finding = Finding("schema.unreadable", Severity.ERROR, "", str(exc), f"check {path}", file=str(path))
+        return ModelReport(path.name, None, [finding], file=path)
+    if path.name == CONFIG_FILE and _holds_versions(path.parent):
+        return ModelReport(path.parent.name, path.parent, validate_text(text, path.parent, file=str(path)))
+    located = locate(text, str(path))
+    name = located.config.name if located.error is None else ""
+    if not name:
+        why = ("it has no `name` (a copy outside its model directory needs one to say which model it is)"
+               if located.error is None else "it does not parse, so its `name` is unknown")
+        return _text_only(path, text, name or path.stem, f"validated {path} without a model directory: {why}")
+    if not is_model_name(name):
+        return _text_only(path, text, name, f"validated {path} without a model directory: its name {name!r} "
+                          "is not one directory name")
+    without = f"validated {path} as model {name!r} without its model directory"
+    if repository is None:
+        return _text_only(path, text, name, f"{without}: "
+                          "no repository known (give --repository, set GEADMIN_REPOSITORY, or run it "
+                          "beside `geadmin up`); version directories, model files and ensembles were not "
+                          "checked")
+    directory = repository / name
+    if not directory.is_dir():
+        return _text_only(path, text, name, f"{without}: {repository} has no model {name!r}; version "
+                          "directories, model files and ensembles were not checked")
+    return ModelReport(name, directory, validate_text(text, directory, file=str(path)), file=path,
+                       note=f"validated {path} as model {name!r} of {repository} (as if it stood in "
+                       f"{directory}: its version directories, model files and the ensembles that run it)")
+
+
+def _text_only(path: Path, text: str, name: str, note: str) -> ModelReport:
+    return ModelReport(name, None, validate_text(text, None, file=str(path)), file=path, note=note)
+
+
+def _holds_versions(directory: Path) -> bool:
+    try:
+        return any(is_version(p.name) and p.is_dir() for p in directory.iterdir())
+    except OSError:
+        return False
+
+
+def validate_path(path: Path, repository: Path | None = None) -> list[ModelReport]:
+    """A config file (`validate_file`), a model directory (holds config.pbtxt) or a whole
+    repository; `repository` is where a file outside its model directory finds its model."""
     if path.is_file():
-        return [validate_model(path.parent)]
+        return [validate_file(path, repository)]
     if not path.is_dir():
         raise RepositoryError(f"{path} does not exist" if not path.exists() else f"{path} is not a directory")
     if (path / CONFIG_FILE).exists() or any(is_version(p.name) for p in path.iterdir() if p.is_dir()):

@@ -32,6 +32,10 @@ class ExitRecord:
 
     @property
     def how(self) -> str:
+        if self.requested and self.signal != "SIGKILL":  # it exited when asked: its code is no failure
+            return "stopped as asked"
+        if self.requested:
+            return "killed by SIGKILL (it did not stop in time when asked)"
         return f"killed by {self.signal}" if self.signal else f"exit code {self.exit_code}"
 
     def describe(self) -> str:

@@ -33,6 +33,7 @@ from geadmin.ops.probe import MIN_INTERVAL_S, PROBE_TIMEOUT_S, Prober
 from geadmin.stack.dashboard import DashboardProcess
 from geadmin.stack.drivers import ExitRecord
 from geadmin.stack.processes import client_host, ensure_port_free, ensure_ports_free
+from geadmin.stack.stack_audit import StackAudit, origin_of_signal
 from geadmin.stack.supervisor import Backoff, TritonSupervisor, exit_record
 from geadmin.stack.tritonserver import TritonProcess, prepare_backend_directory
 from geadmin.stack.workspace import LoadOutcome, StackInfo, Workspace
@@ -96,6 +97,9 @@ class EmbeddedStack:
         self._round = 0
         self.dashboard_exits: list[ExitRecord] = []  # published in stack.json for the Overview
         self._admin_key: str | None = None  # the workspace's, once Triton is ours to start
+        self._stop_origin = ""  # why the stack stops (Ctrl-C, a signal, the dashboard died)
+        self.audit = StackAudit(options.workspace.home, f"http://127.0.0.1:{options.ports.http}",
+                                say=self.say, stopping=self._stop)
 
     @property
     def triton(self) -> TritonProcess | None:
@@ -157,7 +161,8 @@ class EmbeddedStack:
             self.say(f"backend {name}: {directory}")
         self.supervisor = TritonSupervisor(
             lambda cancelled: self._run_triton(backends, cancelled), self._load_models,
-            restart=opts.restart, say=self.say, on_change=self.publish, on_exit=self._audit_exit)
+            restart=opts.restart, say=self.say, on_change=self.publish, on_exit=self.audit.exit,
+            on_restart=self.audit.restart, origin_of=self.audit.origin_of)
         return self.supervisor.start().http_url
 
     def _start_sampler(self) -> None:
@@ -193,17 +198,6 @@ class EmbeddedStack:
                          f"{exc.strerror or exc}")
                 return
             self.say(f"geadmin metrics {self.exporter.url} (probes, model states, objectives)")
-
-    def _audit_exit(self, record: ExitRecord) -> None:
-        """A crash is a failed "exit" (or "restart", when restarted); a stop or restart someone
-        asked for is an "ok" "stop" / "restart" (who asked is in the Stack page's own row)."""
-        action = "restart" if record.restarted else ("stop" if record.requested else "exit")
-        problem = audit.try_record_action(
-            action, "tritonserver", record.requested, record.describe(),
-            server=f"http://127.0.0.1:{self.options.ports.http}", actor=Actor.os_user(Origin.LOCAL),
-            home=self.options.workspace.home)
-        if problem:
-            self.say(f"the exit is not in the audit log: {problem}")
 
     def _run_triton(self, backends: Path, cancelled: Callable[[], bool]) -> TritonProcess:
         opts = self.options
@@ -324,6 +318,7 @@ class EmbeddedStack:
                 if not self.options.restart:
                     self.say("the dashboard exited unexpectedly; stopping Triton "
                              f"(dashboard log: {self.dashboard.log_path})")
+                    self._stop_origin = self._stop_origin or "stopped: the dashboard exited (--no-restart)"
                     return 1
                 self._restart_dashboard(self.dashboard)
         return 0
@@ -348,7 +343,9 @@ class EmbeddedStack:
         self.say(f"Dashboard {dashboard.url} (restarted)")
         self.publish()
 
-    def request_stop(self) -> None:
+    def request_stop(self, signum: int | None = None) -> None:
+        """Stop the stack; `signum`: the signal that asked (SIGINT: Ctrl-C), for its audit row."""
+        self._stop_origin = self._stop_origin or origin_of_signal(signum)
         self._stop.set()
 
     def request_triton_restart(self) -> None:
@@ -367,7 +364,9 @@ class EmbeddedStack:
         if self.dashboard is not None:
             self.dashboard.begin_stop()
         if self.supervisor is not None:
-            self.supervisor.shutdown(timeout_s=9)
+            state = self.supervisor.state
+            origin = self._stop_origin or ("stopped" if self.started else "start-up did not finish")
+            self.audit.stack_stopped(origin, self.supervisor.shutdown(timeout_s=9, note=origin), state)
         if self.dashboard is not None:
             self.dashboard.stop(timeout_s=3)
             self.dashboard = None

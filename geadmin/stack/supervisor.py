@@ -5,7 +5,13 @@ up, and Triton is started again after a backoff delay (1 s, doubling to 30 s, ba
 after a run that lasted a healthy minute); then the models that were READY before are
 loaded again. `restart=False` (`geadmin up --no-restart`) records the exit and leaves
 Triton down. The Stack page asks for a restart or a stop through `geadmin up`'s signals
-(SIGHUP, SIGUSR1), which land in `request_restart` / `request_stop`.
+(SIGHUP, SIGUSR1), which land in `request_restart` / `request_stop`; a signal carries no
+sender, so `origin_of` (the embedded stack's audit lookup) says who asked: the Stack page's
+user, or a signal from elsewhere.
+
+What it reports (`on_exit` with each ExitRecord, `on_restart` when a restart ends): a crash is
+an exit, and the restart that follows is its own outcome, "live again" or "did not start";
+a stop someone asked for is a stop with its origin, and Triton exiting when asked is no failure.
 
 Everything here runs on the one thread that calls `tick()` (the stack's wait loop), so
 there are no races on the state; only model loading runs on a thread of its own.
@@ -29,6 +35,7 @@ Printer = Callable[[str], None]
 READY_POLL_S = 5.0  # how often the set of READY models is noted, to reload it after a crash
 MAX_EXITS_KEPT = 50
 STOPPED_NOTE = "stopped from the Stack page"
+START_FAILED = "failed to start"  # the note of the record of a restart that did not start
 
 
 @dataclass
@@ -68,6 +75,9 @@ def exit_record(code: int | None, uptime_s: float, restarted: bool, note: str = 
 StartTriton = Callable[[Callable[[], bool]], TritonProcess]
 # Loads models into a started server: None means every model of its repository.
 LoadModels = Callable[[TritonProcess, Sequence[str] | None], None]
+# Who asked for a "stop" or a "restart" whose signal arrived at `at` (epoch s): a note such as
+# "stopped from the Stack page by alice"; "" when nobody can tell.
+OriginOf = Callable[[str, float], str]
 
 
 class TritonSupervisor:
@@ -78,7 +88,9 @@ class TritonSupervisor:
     def __init__(self, start_triton: StartTriton, load_models: LoadModels, *, restart: bool = True,
                  say: Printer = print, on_change: Callable[[], None] = lambda: None,
                  backoff: Backoff | None = None,
-                 on_exit: Callable[[ExitRecord], None] = lambda record: None) -> None:
+                 on_exit: Callable[[ExitRecord], None] = lambda record: None,
+                 on_restart: Callable[[bool, str], None] = lambda ok, message: None,
+                 origin_of: OriginOf = lambda action, at: "") -> None:
         self._start_triton = start_triton
         self._load_models = load_models
         self.restart_enabled = restart
@@ -86,6 +98,8 @@ class TritonSupervisor:
         self.on_change = on_change
         self.backoff = backoff or Backoff()
         self.on_exit = on_exit  # e.g. the audit log
+        self.on_restart = on_restart  # (ok, what happened) when a restart ends: the audit log
+        self.origin_of = origin_of
         self.triton: TritonProcess | None = None
         self.state = "starting"
         self.exits: list[ExitRecord] = []
@@ -97,6 +111,8 @@ class TritonSupervisor:
         self._stop_requested = threading.Event()
         self._loading = threading.Event()  # set while a round of model loads runs
         self._restart_reason = ""
+        self._requested_at = 0.0  # when the last stop / restart request arrived (epoch s)
+        self._restart_origin = ""  # why the restart under way happens ("" after a crash)
 
     @property
     def restarts(self) -> int:
@@ -113,11 +129,14 @@ class TritonSupervisor:
         return self.triton
 
     # -- requests (safe from signal handlers: they only set flags) -----------------------
-    def request_restart(self, reason: str = "restart requested from the Stack page") -> None:
+    def request_restart(self, reason: str = "") -> None:
+        """`reason` "": asked by a signal (the Stack page's, or another's: `origin_of` tells)."""
         self._restart_reason = reason
+        self._requested_at = time.time()
         self._restart_requested.set()
 
     def request_stop(self) -> None:
+        self._requested_at = time.time()
         self._stop_requested.set()
 
     # -- the loop ---------------------------------------------------------------------
@@ -137,13 +156,20 @@ class TritonSupervisor:
         if self.state == "running":
             self._note_ready_models()
 
-    def shutdown(self, timeout_s: float = 9.0) -> None:
-        """Stop for good (the stack is exiting): no restart after this."""
+    def shutdown(self, timeout_s: float = 9.0, note: str = "") -> ExitRecord | None:
+        """Stop for good (the stack is exiting): no restart after this. Returns the record of
+        Triton's stop (`note`: why, e.g. "stopped by Ctrl-C"), None when it was not running."""
         self._stopping.set()
         triton, self.triton = self.triton, None
+        record = None
         if triton is not None:
-            triton.stop(timeout_s=timeout_s)
+            started = triton.started_at
+            code = triton.stop(timeout_s=timeout_s)
+            record = exit_record(code, time.time() - started if started else 0.0, False, note,
+                                 requested=True)
+            self.exits = [*self.exits, record][-MAX_EXITS_KEPT:]
         self.state = "stopped"
+        return record
 
     # -- internals --------------------------------------------------------------------
     def _uptime(self) -> float:
@@ -180,17 +206,25 @@ class TritonSupervisor:
             return
         uptime, code = self._uptime(), self.triton.stop(timeout_s=9)
         self.triton = None
-        self._remember(exit_record(code, uptime, False, STOPPED_NOTE, requested=True))
+        note = self.origin_of("stop", self._requested_at) or STOPPED_NOTE
+        record = exit_record(code, uptime, False, note, requested=True)
+        self._remember(record)
         self.state = "stopped"
-        self.say("tritonserver stopped on request (Stack page); it stays down until restarted")
+        self.say(f"tritonserver {record.describe()}; it stays down until restarted")
         self.on_change()
 
     def _restart_on_request(self) -> None:
+        stopped = None
         if self.triton is not None:
-            uptime, code = self._uptime(), self.triton.stop(timeout_s=9)
+            stopped = self._uptime(), self.triton.stop(timeout_s=9)
             self.triton = None
-            self._remember(exit_record(code, uptime, True, self._restart_reason, requested=True))
-        self.say(f"restarting tritonserver ({self._restart_reason})")
+        # Asked after the stop: the Stack page writes its row right after its signal.
+        reason = self._restart_reason or self.origin_of("restart", self._requested_at) \
+            or "restart requested"
+        if stopped is not None:
+            self._remember(exit_record(stopped[1], stopped[0], True, reason, requested=True))
+        self.say(f"restarting tritonserver ({reason})")
+        self._restart_origin = reason
         self._restart()
 
     def _restart(self) -> None:
@@ -203,7 +237,8 @@ class TritonSupervisor:
             if self._stopping.is_set():
                 return
             delay = self.backoff.after_exit(0.0)
-            self._remember(exit_record(None, 0.0, True, f"failed to start: {str(exc).splitlines()[0]}"))
+            self._remember(exit_record(None, 0.0, True, f"{START_FAILED}: {str(exc).splitlines()[0]}"
+                                       + (f"; {self._restart_origin}" if self._restart_origin else "")))
             self._restart_at = time.monotonic() + delay
             self.state = "restarting"
             self.say(f"tritonserver did not start: {str(exc).splitlines()[0]}; retrying in "
@@ -211,6 +246,9 @@ class TritonSupervisor:
             self.on_change()
             return
         self.state = "running"
+        self.on_restart(True, f"tritonserver is live again (restart {self.restarts}"
+                        + (f"; {self._restart_origin})" if self._restart_origin else ")"))
+        self._restart_origin = ""
         self.say(f"tritonserver is live again (restart {self.restarts}); reloading "
                  + (f"{len(self._ready_models)} models" if self._ready_models is not None
                     else "the repository's models"))

@@ -102,7 +102,9 @@ def test_stack_page_restarts_the_embedded_triton(page: Page, tmp_path: Path) -> 
         page.get_by_role("button", name="Yes, restart triton").click()
         expect(page.get_by_text("Asked to restart triton")).to_be_visible(timeout=15_000)
         assert wait_for(lambda: len(driver.history("triton")) == 1, 15)
-        assert driver.history("triton")[0].note == "restart requested from the Stack page"
+        note = driver.history("triton")[0].note  # the page's user: the OS user, without sign-in here
+        assert note.startswith("restart asked from the Stack page by "), note
+        assert note.endswith(" (dashboard)"), note
         # The page shows the restart by itself (the services table refreshes in place).
         expect(page.get_by_text("triton: 1 exits recorded")).to_be_visible(timeout=30_000)
         assert wait_for(lambda: driver.services()[0].health == "healthy", 30), up.collector.text

@@ -82,6 +82,9 @@ def test_status_is_degraded_while_the_probe_fails_and_ok_when_it_answers_again(
     assert broken["state"] == "READY" and not broken["probe"]["ok"] and ERROR in broken["probe"]["error"]
     text = geadmin("status", "--url", server.http_url, home=tmp_path).stdout
     assert f"READY, NOT ANSWERING (1):\n  {BROKEN}: " in text
+    ready_line = next(line for line in text.splitlines() if line.startswith("READY ("))
+    assert BROKEN not in ready_line  # counted once: under its own heading, not under READY too
+    assert ready_line.startswith(f"READY ({len(MODELS) - 1}): ")
     listing = geadmin("models", "list", "--url", server.http_url, home=tmp_path).stdout
     row = next(line for line in listing.splitlines() if line.startswith(BROKEN))
     assert "READY, NOT ANSWERING" in row and "fails: " in row

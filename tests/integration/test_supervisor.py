@@ -14,8 +14,10 @@ import pytest
 import tritonclient.http as httpclient
 
 from geadmin import audit
-from geadmin.stack.local import LocalDriver
+from geadmin.stack.drivers import perform
+from geadmin.stack.local import STOP_TRITON, LocalDriver
 from geadmin.stack.workspace import Workspace
+from tests.support.auth import auth_as
 from tests.support.processes import cmdline, descendants, wait_for
 from tests.support.samples import SAMPLE_MODELS, add_python_model, copy_samples
 from tests.support.stack import Up, running_up
@@ -94,6 +96,7 @@ def test_kill_9_of_triton_keeps_the_dashboard_up_and_triton_comes_back_with_its_
     assert samples_ready(supervised)
     before = triton_pid(supervised)
     killed_at = time.monotonic()
+    crashed_at = audit.db.utc_now()
     os.kill(before, signal.SIGKILL)
     assert wait_for(lambda: "killed by SIGKILL" in supervised.collector.text, 10)
     assert dashboard_healthy(supervised)
@@ -105,8 +108,15 @@ def test_kill_9_of_triton_keeps_the_dashboard_up_and_triton_comes_back_with_its_
     assert NPU_MODEL not in {k for k, v in index(supervised).items() if v == "READY"}
     exits = stack_json(supervised)["triton"]["exits"]
     assert exits[-1]["signal"] == "SIGKILL" and exits[-1]["restarted"] is True
-    rows = audit.query(model="tritonserver", home=supervised.home)
-    assert rows and rows[0].action == "restart" and "killed by SIGKILL" in rows[0].message
+    # The crash is a failed exit; the restart after it is its own row, and it worked.
+    assert wait_for(lambda: any(r.action == "restart" for r in audit.query(
+        model="tritonserver", since=crashed_at, home=supervised.home)), 10)
+    rows = audit.query(model="tritonserver", since=crashed_at, home=supervised.home)
+    (crash,) = [r for r in rows if r.action == "exit"]
+    assert crash.result == "failed" and crash.message.startswith("tritonserver killed by SIGKILL after ")
+    assert "restart failed" not in crash.message and "restarts it" in crash.message
+    (restart,) = [r for r in rows if r.action == "restart"]
+    assert restart.result == "ok" and "is live again" in restart.message and restart.at >= crash.at
     status = next(s for s in LocalDriver(Workspace(supervised.home)).services() if s.name == "triton")
     assert status.restarts >= 1 and status.state == "running"
 
@@ -126,24 +136,42 @@ def test_kill_9_of_the_dashboard_restarts_it_and_triton_keeps_serving(supervised
     assert rows and rows[0].action == "restart" and "killed by SIGKILL" in rows[0].message
 
 
-def test_the_local_driver_restarts_triton_and_records_why(supervised: Up) -> None:
+def test_the_local_driver_restarts_triton_and_records_why(
+    supervised: Up, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GEADMIN_HOME", str(supervised.home))  # the Stack page's process writes its row there
     driver = LocalDriver(Workspace(supervised.home))
     before = triton_pid(supervised)
     count = len(driver.history("triton"))
-    driver.restart("triton")
+    since = audit.db.utc_now()
+    perform(driver, "triton", "restart", auth=auth_as("alice"))  # the Stack page's Restart
     assert wait_for(lambda: len(driver.history("triton")) > count, 15)
-    assert driver.history("triton")[-1].note == "restart requested from the Stack page"
+    assert driver.history("triton")[-1].note == "restart asked from the Stack page by alice (dashboard)"
+    assert driver.history("triton")[-1].how == "stopped as asked"
     assert wait_for(lambda: samples_ready(supervised), 20), supervised.collector.text
     assert triton_pid(supervised) != before
+    (restart,) = [r for r in audit.query(model="tritonserver", since=since, home=supervised.home)]
+    assert (restart.action, restart.result) == ("restart", "ok"), restart
+    assert restart.message.startswith("tritonserver is live again (restart ")
+    assert restart.message.endswith("; restart asked from the Stack page by alice (dashboard))"), restart
     assert any("Started HTTPService" in line for line in driver.logs("triton", 400))
     with pytest.raises(Exception, match="cannot restart itself"):
         driver.restart("dashboard")
 
 
-def test_stop_from_the_driver_keeps_triton_down_until_started(supervised: Up) -> None:
+def test_a_stop_signal_from_a_shell_is_not_called_the_stack_pages_and_triton_stays_down(
+    supervised: Up,
+) -> None:
     driver = LocalDriver(Workspace(supervised.home))
-    driver.stop("triton")
+    since = audit.db.utc_now()
+    os.kill(supervised.process.pid, STOP_TRITON)  # `kill -USR1 <geadmin up>` from a shell
     assert wait_for(lambda: driver.services()[0].state == "stopped", 15)
+    (stop,) = audit.query(model="tritonserver", since=since, home=supervised.home)
+    assert (stop.action, stop.result) == ("stop", "ok")
+    pid = supervised.process.pid
+    assert stop.message.startswith(f"stopped by signal SIGUSR1 to `geadmin up` (pid {pid}), not from the "
+                                   "Stack page: tritonserver stopped as asked after "), stop.message
+    assert "Stack page by" not in stop.message and "exit code" not in stop.message
     time.sleep(2)  # no backoff restart after a requested stop
     assert driver.services()[0].state == "stopped"
     assert dashboard_healthy(supervised)

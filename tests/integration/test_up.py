@@ -17,6 +17,7 @@ import pytest
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
+from geadmin import audit
 from geadmin.stack.processes import free_port, free_ports
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.stack.workspace import SAMPLES_DIR
@@ -74,6 +75,11 @@ def test_status_exit_codes_and_json(up: Up) -> None:
     document = json.loads(over_grpc.stdout)
     assert over_grpc.returncode == 0 and document["ok"] is True
     assert {m["name"]: m["state"] for m in document["models"]} == dict.fromkeys(SAMPLE_MODELS, "READY")
+    stack = json.loads((up.home / "stack.json").read_text())
+    triton = document["triton"]  # the stack's Triton: its process, for scripts that watch it
+    assert triton["pid"] == stack["triton"]["pid"] and triton["pid"] is not None
+    assert triton["state"] == "running" and triton["stack_pid"] == up.process.pid
+    os.kill(triton["pid"], 0)  # a live process
 
     by_flag = geadmin("status", "--url", f"127.0.0.1:{up.grpc}", "--protocol", "grpc", "--json",
                       home=up.home)
@@ -149,6 +155,9 @@ def test_sigterm_stops_everything_within_15s(tmp_path: Path) -> None:
         assert stack.process.returncode == 0
     assert wait_for(lambda: not any(alive(pid) for pid in children), 2)
     assert not list(Path("/dev/shm").glob(f"{prefix}*"))
+    (stop,) = audit.query(action="stop", home=tmp_path)  # the signal is the stop's origin
+    assert stop.message.startswith("stopped by signal SIGTERM: `geadmin up` ended; tritonserver stopped "
+                                   "as asked after "), stop.message
 
 
 def test_sigterm_while_a_model_load_hangs_stops_everything_within_15s(tmp_path: Path) -> None:
@@ -306,6 +315,33 @@ def test_cli_picks_servers_by_name_and_checks_them_all(up: Up) -> None:
     unknown = cli("status", "--server", "nope")
     assert unknown.returncode == 2
     assert "no server named 'nope'; configured: main, spare" in unknown.stderr
+
+
+def test_the_incident_guides_edit_workflow_copy_edit_validate_apply(up: Up, tmp_path: Path) -> None:
+    """docs/guide/incident.md, step 4, as written: copy the served config out of the stack's
+    repository, edit the copy, validate it (no flags: the stack's repository), apply it."""
+    served = up.home / "model_repository" / "digits_classifier" / "config.pbtxt"
+    original = served.read_text()
+    copy = tmp_path / "edited.pbtxt"
+    copy.write_text(original.replace("max_queue_delay_microseconds: 1000",
+                                     "max_queue_delay_microseconds: 2000"))
+    try:
+        validated = geadmin("config", "validate", str(copy), home=up.home)
+        assert validated.returncode == 0, validated.stdout + validated.stderr
+        first, how = validated.stdout.splitlines()[:2]
+        assert first == "OK: 1 model, no errors or warnings"
+        repository = up.home / "model_repository"
+        assert how.startswith(f"validated {copy} as model 'digits_classifier' of {repository}"), how
+        applied = geadmin("config", "apply", "digits_classifier", str(copy), home=up.home)
+        assert applied.returncode == 0, applied.stdout + applied.stderr
+        assert "max_queue_delay_microseconds: 2000" in served.read_text()
+        broken = tmp_path / "broken.pbtxt"
+        broken.write_text(original.replace("max_batch_size: 32", "max_batch_sise: 32"))
+        refused = geadmin("config", "validate", str(broken), home=up.home)
+        assert refused.returncode == 1 and "max_batch_sise" in refused.stdout, refused.stdout
+    finally:
+        copy.write_text(original)
+        assert geadmin("config", "apply", "digits_classifier", str(copy), home=up.home).returncode == 0
 
 
 @pytest.mark.parametrize("attach", [False, True])

@@ -165,7 +165,9 @@ def test_a_deliberate_stop_is_audited_as_a_stop_and_status_says_who_stopped_trit
         assert wait_for(lambda: driver.services()[0].state == "stopped", 20)
         rows = {(r.model, r.action): r for r in audit.query(home=home)}
         stopped = rows[("tritonserver", "stop")]  # the supervisor's row: a stop, not a failed exit
-        assert stopped.result == "ok" and "stopped from the Stack page" in stopped.message
+        assert stopped.result == "ok" and stopped.message.startswith(
+            "stopped from the Stack page by alice (dashboard): tritonserver stopped as asked after "), stopped
+        assert "exit code" not in stopped.message
         assert ("tritonserver", "exit") not in rows
         assert rows[("triton", "stop")].who == "alice"
 

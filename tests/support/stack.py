@@ -7,7 +7,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,13 +46,18 @@ def geadmin(*args: str, home: Path, timeout_s: float = 60) -> subprocess.Complet
 
 
 @contextlib.contextmanager
-def running_up(home: Path, *extra: str, wait_for: str = READY_LINE) -> Iterator[Up]:
+def running_up(home: Path, *extra: str, wait_for: str = READY_LINE,
+               env: Mapping[str, str] | None = None) -> Iterator[Up]:
     """`geadmin up` on free ports, handed over once it printed `wait_for` (`models: ` waits
     until the start-up loads ended); stopped as an operator would (SIGTERM) when the block
-    ends, and killed with everything below it if that fails."""
+    ends, and killed with everything below it if that fails. The workspace is given as
+    GEADMIN_HOME=home, or, with `env` (the whole environment), as `--home home`."""
     ports = free_ports(4)
-    env = {**os.environ, "GEADMIN_HOME": str(home)}
-    process = subprocess.Popen([*GEADMIN, "up", *port_args(*ports), *extra], stdout=subprocess.PIPE,
+    if env is None:
+        env, where = {**os.environ, "GEADMIN_HOME": str(home)}, []
+    else:
+        env, where = dict(env), ["--home", str(home)]
+    process = subprocess.Popen([*GEADMIN, "up", *where, *port_args(*ports), *extra], stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True, env=env)
     try:
         collector = OutputCollector(process)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -80,7 +81,7 @@ def test_json_shape(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert (document["verdict"], document["errors"], document["models_checked"]) == ("fail", 1, 1)
     (report,) = document["models"]
     assert report == {"name": "m", "directory": str(directory), "config": str(directory / "config.pbtxt"),
-                      "findings": [report["findings"][0]]}
+                      "note": "", "findings": [report["findings"][0]]}
     assert report["findings"][0] == {
         "rule": "schema.bad_enum", "severity": "error", "path": "input[0].data_type", "line": 4, "column": 32,
         "message": 'does not parse: Enum type "inference.DataType" has no value named TYPE_FOO.',
@@ -116,3 +117,100 @@ def test_apply_of_an_invalid_config_says_why_first_lists_findings_and_writes_not
     assert document["kind"] == "ConfigInvalidError"
     assert [f["rule"] for f in document["findings"]] == ["triton.preferred_batch_size"]
     assert config.read_bytes() == before
+
+
+# -- a config being edited outside the repository (the incident guide's workflow) ------------
+CLASSIFIER = "digits_classifier"
+
+
+QUEUE_EDIT = ("max_queue_delay_microseconds: 1000", "max_queue_delay_microseconds: 2000")
+
+
+def edited_copy(repo: Path, where: Path, edit: tuple[str, str] = QUEUE_EDIT) -> Path:
+    """The served config copied out of the repository and edited, as the incident guide says."""
+    where.parent.mkdir(parents=True, exist_ok=True)
+    text = (repo / CLASSIFIER / "config.pbtxt").read_text()
+    assert edit[0] in text
+    where.write_text(text.replace(*edit))
+    return where
+
+
+@pytest.mark.parametrize("name", ["edited.pbtxt", "scratch/config.pbtxt"])
+def test_an_edited_copy_outside_the_repository_is_validated_as_the_model_it_names(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    """It failed with "no config.pbtxt in ..." (edited.pbtxt) and "no version directory"
+    (a config.pbtxt in a scratch directory)."""
+    repo = copy_samples(tmp_path / "repo")
+    copy = edited_copy(repo, tmp_path / "work" / name)
+    code, lines, err = run(capsys, str(copy), "--repository", str(repo))
+    assert code == EXIT_OK, (lines, err)
+    assert lines == ["OK: 1 model, no errors or warnings",
+                     f"validated {copy} as model '{CLASSIFIER}' of {repo} (as if it stood in "
+                     f"{repo / CLASSIFIER}: its version directories, model files and the ensembles that "
+                     "run it)"]
+
+
+def test_a_broken_copy_fails_naming_the_field_and_the_line_of_the_copy(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo = copy_samples(tmp_path / "repo")
+    copy = edited_copy(repo, tmp_path / "edited.pbtxt", ("preferred_batch_size: [ 8, 16 ]",
+                                                         "preferred_batch_size: [ 8, 64 ]"))
+    code, lines, _ = run(capsys, str(copy), "--repository", str(repo))
+    assert code == EXIT_ERRORS
+    assert lines[0] == "FAIL: 1 error and 0 warnings; 1 of 1 model would not load"
+    assert lines[2].startswith(f"{copy}:12:") and "[triton.preferred_batch_size] dynamic_batching" in lines[2]
+
+
+def test_the_copy_is_held_to_its_models_directory_and_ensembles_on_disk(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The rules that need the model directory run against the one in the repository: a version
+    it does not have, an output the ensemble on disk still reads."""
+    repo = copy_samples(tmp_path / "repo")
+    version = edited_copy(repo, tmp_path / "v.pbtxt", ("max_batch_size: 32",
+                                                       "max_batch_size: 32\nversion_policy { specific "
+                                                       "{ versions: [ 2 ] } }"))
+    code, lines, _ = run(capsys, str(version), "--repository", str(repo))
+    assert code == EXIT_ERRORS and any("version_policy" in line for line in lines), lines
+    renamed = edited_copy(repo, tmp_path / "o.pbtxt", ('name: "probabilities"', 'name: "probs"'))
+    code, lines, _ = run(capsys, str(renamed), "--repository", str(repo))
+    assert code == EXIT_ERRORS and any("digits_pipeline" in line for line in lines), lines
+
+
+def test_the_copy_finds_the_running_stacks_repository_without_a_flag(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from geadmin.domain import Ports
+    from geadmin.stack.workspace import StackInfo, Workspace
+
+    repo = copy_samples(tmp_path / "repo")
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("GEADMIN_HOME", str(home))
+    for name in ("GEADMIN_REPOSITORY", "GEADMIN_TRITON_URL"):
+        monkeypatch.delenv(name, raising=False)
+    Workspace(home).write_stack(StackInfo(  # a live `geadmin up` (this process stands in for its pid)
+        pid=os.getpid(), http_url="http://127.0.0.1:28100", grpc_url="grpc://127.0.0.1:28101",
+        metrics_url="http://127.0.0.1:28102/metrics", ports=Ports(28100, 28101, 28102),
+        dashboard_url="", triton_log=home / "t.log", repository=repo, home=home))
+    copy = edited_copy(repo, tmp_path / "edited.pbtxt")
+    code, lines, _ = run(capsys, str(copy))
+    assert code == EXIT_OK and lines[1].startswith(f"validated {copy} as model '{CLASSIFIER}' of {repo} ")
+
+
+def test_without_a_repository_the_copy_gets_the_text_rules_and_says_what_was_not_checked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GEADMIN_HOME", str(tmp_path / "no-stack"))
+    for name in ("GEADMIN_REPOSITORY", "GEADMIN_TRITON_URL"):
+        monkeypatch.delenv(name, raising=False)
+    copy = edited_copy(copy_samples(tmp_path / "repo"), tmp_path / "edited.pbtxt")
+    code, lines, _ = run(capsys, str(copy))
+    assert code == EXIT_OK and lines[0] == "OK: 1 model, no errors or warnings"
+    assert "no repository known (give --repository" in lines[1] and "were not checked" in lines[1]
+    other = copy_samples(tmp_path / "other")
+    (copy.parent / "unknown.pbtxt").write_text(copy.read_text().replace(CLASSIFIER, "not_here"))
+    code, lines, _ = run(capsys, str(copy.parent / "unknown.pbtxt"), "--repository", str(other))
+    assert code == EXIT_OK and f"{other} has no model 'not_here'" in lines[1]

@@ -4,8 +4,10 @@ refusals, the sqlite3 translation table, and two processes writing at once."""
 from __future__ import annotations
 
 import inspect
+import os
 import re
 import sqlite3
+import stat
 import subprocess
 import sys
 import textwrap
@@ -224,3 +226,42 @@ def test_two_processes_migrate_and_write_at_once_without_losing_a_row(tmp_path: 
     assert len(rows) == 2 * count and len(set(ids)) == 2 * count
     for name in ("dashboard", "cli"):
         assert sorted(int(m) for who, m in rows if who == name) == list(range(count))
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_a_workspace_the_cli_creates_is_private_with_its_database(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from geadmin.cli.main import main
+
+    monkeypatch.setenv("GEADMIN_HOME", str(tmp_path / "new-home"))
+    old = os.umask(0o022)  # a shell's usual umask: without care, 0755 and 0644
+    try:
+        assert main(["audit"]) == 0
+    finally:
+        os.umask(old)
+    home = tmp_path / "new-home"
+    assert _mode(home) == 0o700
+    for name in (db.DB_FILE, db.DB_FILE + "-wal", db.DB_FILE + "-shm"):
+        if (home / name).exists():
+            assert _mode(home / name) == 0o600, name
+    assert _mode(home / db.DB_FILE) == 0o600
+
+
+def test_an_existing_workspace_and_database_readable_by_others_are_made_private_on_open(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "old-home"
+    with db.connect(home):
+        pass
+    os.chmod(home, 0o755)
+    for path in home.iterdir():
+        os.chmod(path, 0o644)
+    with db.connect(home) as conn:
+        conn.execute("SELECT COUNT(*) FROM audit").fetchone()
+    assert _mode(home) == 0o700
+    assert {path.name: _mode(path) for path in home.iterdir()} == dict.fromkeys(
+        (p.name for p in home.iterdir()), 0o600)

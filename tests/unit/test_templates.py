@@ -138,3 +138,15 @@ def test_device_ids_are_read_as_the_backend_reads_them() -> None:
     assert templates.parse_device_ids("0, 1,3") == (0, 1, 3)
     with pytest.raises(TemplateError, match="expected NPU ids"):
         templates.parse_device_ids("0;1")
+
+
+def test_the_model_name_refusal_keeps_every_character_when_a_page_renders_it_as_markdown() -> None:
+    """The New model page shows the refusal as Markdown: quoted '_' ... '_' became italics there
+    ("letters, digits, '', '-'"), so the rule is written in words."""
+    import markdown  # Python-Markdown: mkdocs' renderer, in the dev extra
+
+    with pytest.raises(TemplateError) as refused:
+        templates.check_model_name("a b")
+    rendered = markdown.markdown(str(refused.value))
+    assert "<em>" not in rendered and "<strong>" not in rendered, rendered
+    assert "underscores" in str(refused.value) and "hyphens" in str(refused.value)
