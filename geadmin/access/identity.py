@@ -163,7 +163,7 @@ def client_address(remote_ip: str | None, headers: Mapping[str, str], proxy_hops
     """The address sign-in limits count against: the connection's peer, or with `proxy_hops`
     reverse proxies in front (GEADMIN_PROXY_HOPS), the address the outermost of them saw,
     read from the right of X-Forwarded-For (the left part is whatever the client sent)."""
-    peer = remote_ip or "loopback"
+    peer = remote_ip if isinstance(remote_ip, str) and remote_ip else "loopback"  # none: AppTest
     if proxy_hops <= 0:
         return peer
     lowered = {key.lower(): value for key, value in headers.items()}
