@@ -82,7 +82,7 @@ def test_wrong_tokens_are_rate_limited_per_client(tmp_path: Path) -> None:
     attempts = FailedSignIns(limit=3, client_limit=10)
     check_token(tmp_path, attempts, right, client="10.0.0.1")
     for _ in range(3):
-        with pytest.raises(SignInError, match="wrong token.*geadmin dashboard --print-url"):
+        with pytest.raises(SignInError, match=r"wrong token.*geadmin dashboard --print-url"):
             check_token(tmp_path, attempts, "0" * 48, client="10.0.0.1")
     with pytest.raises(SignInRateLimitedError, match="too many failed sign-ins"):
         check_token(tmp_path, attempts, right, client="10.0.0.1")  # even the right one, while locked out
@@ -90,7 +90,7 @@ def test_wrong_tokens_are_rate_limited_per_client(tmp_path: Path) -> None:
 
 
 def test_without_a_token_file_nobody_gets_in(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="has no sign-in token.*start it again"):
+    with pytest.raises(ConfigError, match=r"has no sign-in token.*start it again"):
         check_token(tmp_path, FailedSignIns(), "ab" * 24, client="127.0.0.1")
 
 
