@@ -279,14 +279,14 @@ def _new_password_form(identity: Identity) -> None:
 def _token_identity() -> Identity:
     """The token holder: a session of this browser, or the token from the link `geadmin up`
     printed (taken out of the address bar whatever it held), or from the form."""
+    given = st.query_params.get(TOKEN_PARAM)
+    if given is not None:  # never left in the address bar, the history or a bookmark, signed in or not
+        del st.query_params[TOKEN_PARAM]
     identity = _verified(touch=True)
     if identity is not None:
         return identity
-    given = st.query_params.get(TOKEN_PARAM)
-    if given is not None:
-        del st.query_params[TOKEN_PARAM]  # never left in the address bar, the history or a bookmark
-        if _token_accepted(given):
-            return Identity.token_holder()
+    if given is not None and _token_accepted(given):
+        return Identity.token_holder()
     _token_form()
     st.stop()
 

@@ -73,6 +73,9 @@ def test_the_token_from_the_link_signs_in_once_and_leaves_the_address(home: Path
     assert any("· admin" in c.value for c in at.sidebar.caption)
     run(at)  # the next click: still signed in, without the token
     assert not asks_for_the_token(at)
+    at.query_params["token"] = value  # the link opened again while signed in
+    run(at)
+    assert "token" not in at.query_params and not asks_for_the_token(at)
     button(at, "Sign out").click()  # type: ignore[attr-defined]
     run(at)
     assert asks_for_the_token(at)
