@@ -5,7 +5,7 @@
 sign-in (and says on every page that there is none), draws the sign-in, token or
 new-password form when needed (and stops the run), and keeps the session alive until it has
 been idle too long or reaches its age limit. A local or token session survives a reload:
-the browser keeps a session cookie naming it (geadmin.access.sessions.BrowserSessions). Pages ask
+the browser keeps a session cookie naming it (pages/ui/access_browser.py). Pages ask
 `allowed(action)` to disable a control (with the reason as its help) and `auth_for(action)`
 for the authorization to hand to the core function as `auth=` — the server-side check,
 audited when refused; the core refuses to change anything without one.
@@ -35,18 +35,11 @@ from geadmin.access.identity import (
     resolve_mode,
 )
 from geadmin.access.roles import Action, Role
-from geadmin.access.sessions import (
-    BrowserSessions,
-    OidcLogins,
-    Session,
-    local_session,
-    password_tag,
-    refreshed,
-    session_cookie_name,
-)
+from geadmin.access.sessions import OidcLogins, Session, local_session, password_tag, refreshed
 from geadmin.access.startup import OIDC_KEYS
 from geadmin.access.users import FailedSignIns, UsersFile, VerifySlots, sign_in
 from geadmin.errors import AccessError, ConfigError, GeAdminError, SessionExpiredError
+from pages.ui import access_browser as browser
 from pages.ui import keys
 
 TOKEN_PARAM = "token"  # the query parameter of the link `geadmin up` prints (Jupyter's name)
@@ -101,21 +94,6 @@ def _oidc_logins() -> OidcLogins:
     return OidcLogins()  # one per process: every tab of one login shares its limits
 
 
-@st.cache_resource(show_spinner=False)
-def _browser_sessions() -> BrowserSessions:
-    return BrowserSessions()  # one per process: a reload finds its session here
-
-
-def _cookie_name() -> str:
-    return session_cookie_name(st.get_option("server.port"))
-
-
-def _browser_cookie() -> str | None:
-    """The session cookie this browser sent when the page was (re)loaded."""
-    value = st.context.cookies.get(_cookie_name())
-    return value if isinstance(value, str) else None  # AppTest has no browser, so no cookies
-
-
 def _headers() -> dict[str, str]:
     return {str(k): str(v) for k, v in (st.context.headers or {}).items()}
 
@@ -145,7 +123,7 @@ def require_identity() -> Identity:
     else:
         identity = _local_identity()
     st.session_state[keys.ACCESS_IDENTITY] = identity
-    _remember_in_browser()
+    browser.remember()
     return identity
 
 
@@ -164,13 +142,13 @@ def _verified(*, touch: bool) -> Identity | None:
     session: Session | None = st.session_state.get(keys.ACCESS_SESSION)
     cookie_id: str | None = st.session_state.get(keys.ACCESS_COOKIE)
     if session is None:  # a new browser session, or a reload: the cookie may name a session
-        cookie_id = _browser_cookie()
-        session = _browser_sessions().get(cookie_id)
+        cookie_id = browser.cookie()
+        session = browser.sessions().get(cookie_id)
         if session is None or session.identity.mode not in (Mode.LOCAL, Mode.TOKEN):
             return None
         st.session_state[keys.ACCESS_COOKIE] = cookie_id
     elif cookie_id is not None:  # the browser's tabs share it: their activity counts, their sign-out too
-        stored = _browser_sessions().get(cookie_id)
+        stored = browser.sessions().get(cookie_id)
         if stored is None:
             _end_session("signed out (in another tab of this browser, or the session ended)")
             return None
@@ -185,35 +163,14 @@ def _verified(*, touch: bool) -> Identity | None:
         why = str(exc) if isinstance(exc, AccessError) else f"signed out: cannot check your account ({exc})"
         _end_session(why)
         return None
-    _keep(session)
+    browser.keep(session)
     return session.identity
-
-
-def _keep(session: Session) -> None:
-    """This tab's session, and the browser's (a reload or another tab finds it there)."""
-    st.session_state[keys.ACCESS_SESSION] = session
-    if session.identity.mode in (Mode.LOCAL, Mode.TOKEN):
-        cookie_id = st.session_state.get(keys.ACCESS_COOKIE) or BrowserSessions.new_id()
-        st.session_state[keys.ACCESS_COOKIE] = cookie_id
-        _browser_sessions().save(cookie_id, session)
-
-
-def _remember_in_browser() -> None:
-    """Give the browser the session cookie when it does not have it yet: a cookie for this
-    browser session only (no expiry), for this dashboard's port, never sent to other sites.
-    It names a session this process keeps; the session's limits end it whatever the cookie."""
-    cookie_id: str | None = st.session_state.get(keys.ACCESS_COOKIE)
-    if not cookie_id or _browser_cookie() == cookie_id:
-        return
-    st.html(f"""<script>document.cookie = "{_cookie_name()}={cookie_id}; Path=/; SameSite=Strict" +
-            (window.location.protocol === "https:" ? "; Secure" : "");</script>""", width=1,
-            unsafe_allow_javascript=True)
 
 
 def _end_session(notice: str) -> None:
     session: Session | None = st.session_state.pop(keys.ACCESS_SESSION, None)
     st.session_state.pop(keys.ACCESS_IDENTITY, None)
-    _browser_sessions().drop(st.session_state.pop(keys.ACCESS_COOKIE, None))
+    browser.sessions().drop(st.session_state.pop(keys.ACCESS_COOKIE, None))
     st.session_state[keys.ACCESS_NOTICE] = notice
     if session is not None and session.identity.mode is Mode.OIDC and st.user.is_logged_in:
         _oidc_logins().end(st.user.to_dict(), notice)
@@ -248,7 +205,7 @@ def _sign_in_form() -> None:
     except GeAdminError as exc:
         st.error(f"Not signed in: {exc}", icon=":material/lock:")
         return
-    _keep(local_session(user, time.monotonic()))
+    browser.keep(local_session(user, time.monotonic()))
     st.rerun()
 
 
@@ -271,7 +228,7 @@ def _new_password_form(identity: Identity) -> None:
         return
     bootstrap.forget_first_password(settings.home())
     session: Session = st.session_state[keys.ACCESS_SESSION]
-    _keep(replace(  # the same session (its age counts on)
+    browser.keep(replace(  # the same session (its age counts on)
         session, identity=replace(identity, must_change=False), password_tag=password_tag(user)))
     st.rerun()
 
@@ -299,7 +256,7 @@ def _token_accepted(given: str) -> bool:
         st.error(f"Not signed in: {exc}", icon=":material/lock:")
         return False
     now_s = time.monotonic()
-    _keep(Session(Identity.token_holder(), now_s, now_s))
+    browser.keep(Session(Identity.token_holder(), now_s, now_s))
     return True
 
 
@@ -346,7 +303,7 @@ def _oidc_identity() -> Identity:
         st.button("Sign out", on_click=st.logout)
         st.stop()
     now_s = time.monotonic()
-    _keep(Session(identity, now_s, now_s))
+    browser.keep(Session(identity, now_s, now_s))
     return identity
 
 

@@ -41,12 +41,12 @@ def run(at: AppTest) -> AppTest:
 def change_session(at: AppTest, **changes: Any) -> None:
     """Change `at`'s signed-in session (age it) as time would: in the tab, and in the browser's
     session table that a reload or another tab reads (pages.ui.access: the table is the truth)."""
-    from pages.ui import access, keys
+    from pages.ui import access_browser, keys
 
     session = replace(at.session_state[keys.ACCESS_SESSION], **changes)
     at.session_state[keys.ACCESS_SESSION] = session
     if keys.ACCESS_COOKIE in at.session_state:  # AppTest's state has no .get
-        access._browser_sessions().save(at.session_state[keys.ACCESS_COOKIE], session)
+        access_browser.sessions().save(at.session_state[keys.ACCESS_COOKIE], session)
 
 
 def button(at: AppTest, label: str) -> object:
