@@ -4,7 +4,7 @@ no forwarded headers (what nginx's default `proxy_pass http://127.0.0.1:8501` se
 visitor); the link with the token gets in, leaves the address bar clean, and the sign-in
 survives a reload and a deep link in the same browser, not in another. `geadmin up` prints
 the link, and `geadmin dashboard --print-url` prints it again; the explicit GEADMIN_AUTH=open
-says on every page that there is no sign-in."""
+says on every page that there is no sign-in. A local user's sign-in survives a reload too."""
 
 from __future__ import annotations
 
@@ -15,9 +15,12 @@ from pathlib import Path
 
 from playwright.sync_api import Browser, Page, expect
 
+from geadmin.access.roles import Role
 from geadmin.access.token import new_token, token_file
+from geadmin.access.users import UsersFile
 from geadmin.stack.dashboard import DashboardProcess
 from geadmin.stack.processes import free_port
+from tests.support.auth import admin_auth
 from tests.support.stack import GEADMIN, running_up
 
 TIMEOUT_MS = 30_000
@@ -113,3 +116,31 @@ def test_up_prints_the_link_and_print_url_finds_it_again(page: Page, tmp_path: P
         shows_the_overview(page)
     log = (home / "logs" / "dashboard.log").read_text()
     assert value not in log  # the dashboard's own log never holds the token
+
+
+def test_a_local_sign_in_survives_a_reload_and_a_deep_link(browser: Browser, tmp_path: Path) -> None:
+    users = UsersFile(tmp_path / "users.toml")
+    users.add("olga", Role.OPERATOR, "operator password 1", auth=admin_auth())
+    dashboard = DashboardProcess(triton_url=f"http://127.0.0.1:{free_port()}", home=tmp_path / "home",
+                                 extra_env={"GEADMIN_AUTH": "local", "GEADMIN_USERS_FILE": str(users.path)})
+    dashboard.start()
+    try:
+        context = browser.new_context()
+        page = context.new_page()
+        page.goto(dashboard.url, wait_until="domcontentloaded")
+        expect(page.get_by_role("heading", name="Sign in")).to_be_visible(timeout=TIMEOUT_MS)
+        page.get_by_role("textbox", name="User").fill("olga")
+        page.get_by_role("textbox", name="Password").fill("operator password 1")
+        page.get_by_role("button", name="Sign in").click()
+        expect(page.get_by_text("olga · operator")).to_be_visible(timeout=TIMEOUT_MS)
+        page.reload(wait_until="domcontentloaded")
+        expect(page.get_by_text("olga · operator")).to_be_visible(timeout=TIMEOUT_MS)
+        page.goto(f"{dashboard.url}/audit", wait_until="domcontentloaded")
+        expect(page.get_by_role("heading", name="Audit", exact=True)).to_be_visible(timeout=TIMEOUT_MS)
+        expect(page.get_by_text("olga · operator")).to_be_visible(timeout=TIMEOUT_MS)
+        users.remove("olga", auth=admin_auth())  # the kept session still follows the users file
+        page.reload(wait_until="domcontentloaded")
+        expect(page.get_by_role("heading", name="Sign in")).to_be_visible(timeout=TIMEOUT_MS)
+        context.close()
+    finally:
+        dashboard.stop()
