@@ -158,8 +158,9 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     Setting("COMPOSE_PROJECT", str, None, "compose project whose containers the Stack page manages"),
     Setting("DOCKER", str, "docker", "docker CLI binary the compose driver runs"),
     Setting("DEBUG", parse_flag, "0", "1: print the traceback of an internal error"),
-    Setting("AUTH", str, "auto", "dashboard sign-in: auto, local (users file), oidc (st.login) or open "
-            "(no sign-in, loopback only)"),
+    Setting("AUTH", str, "auto", "dashboard sign-in: auto (OIDC, else the users file, else a token on "
+            "loopback), local (users file), oidc (st.login), token (the link `geadmin up` prints) or open "
+            "(no sign-in, loopback only, said on every page)"),
     Setting("USERS_FILE", parse_path, None, "the local users file (default $GEADMIN_HOME/users.toml)"),
     Setting("SESSION_IDLE_MIN", parse_minutes, "30", "minutes without activity before a dashboard "
             "session signs out"),

@@ -25,6 +25,7 @@ HYPOTHESIS_PROFILE=fast (set by `make test-fast`) runs fewer property examples
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,13 @@ pytest_plugins = ["tests.support.parallel"]
 # binds (Streamlit reads STREAMLIT_* variables only under `streamlit run`). Access tests that
 # need another address set it themselves (tests/ui/test_access_pages.py).
 streamlit_config.set_option("server.address", "127.0.0.1")
+
+# With no users, a loopback dashboard asks for a token (geadmin/access/token.py). Page and
+# browser tests that are not about sign-in say so, here, once: no sign-in, by name (the
+# dashboards they start, in process or as children, inherit it). Sign-in tests choose their
+# mode themselves (GEADMIN_AUTH=auto, token, local or oidc), and `running_up` runs `geadmin
+# up` with its real default: the token (tests/support/stack.py).
+os.environ["GEADMIN_AUTH"] = "open"
 
 @pytest.fixture
 def sample_repository(tmp_path: Path) -> Path:

@@ -3,6 +3,8 @@
 roles.py    the roles and the one table of actions and the role each needs
 users.py    the local users file (TOML, argon2 hashes) and password checks, rate-limited and bounded
 identity.py the signed-in identity, the sign-in mode, OIDC roles, which requests may skip sign-in
-sessions.py how long a session lasts (idle, age), roles read again, OIDC logins across tabs
+token.py    sign-in with the token `geadmin up` prints when no users are configured (Jupyter's way)
+sessions.py how long a session lasts (idle, age), roles read again, OIDC logins across tabs, a
+            sign-in kept across reloads (BrowserSessions)
 guard.py    the one guarded path every mutation takes: check the role, audit a refusal
 """

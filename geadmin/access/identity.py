@@ -2,16 +2,19 @@
 
 Sign-in modes (GEADMIN_AUTH):
 - `auto` (default): OIDC when Streamlit's `[auth]` secrets are configured, else the local
-  users file when it exists, else no sign-in when the dashboard listens on a loopback address
-  only (and GEADMIN_REQUIRE_SIGN_IN is not set, as the dashboard image sets it), else refuse
-  to start (`resolve_mode` says why and what to do);
+  users file when it exists, else a token (Jupyter's convention, `token.py`) when the
+  dashboard listens on a loopback address only (and GEADMIN_REQUIRE_SIGN_IN is not set, as
+  the dashboard image sets it), else refuse to start (`resolve_mode` says why and what to do).
+  Loopback alone never makes anyone admin: behind a reverse proxy on the same host
+  (`proxy_pass http://127.0.0.1:8501`) every visitor's request comes from loopback;
 - `local`: the users file; when it does not exist yet, an `admin` with a random password is
   created on first start (the compose stack's secure default, `bootstrap.py`);
 - `oidc`: Streamlit's `st.login` with an identity provider; roles from a claim;
-- `open`: no sign-in, allowed on loopback only (the single local user is an admin), never
-  when GEADMIN_REQUIRE_SIGN_IN is set, and never for a request that came through a reverse
-  proxy or names another host (`open_request_problem`: each request is checked).
-
+- `token`: the token `geadmin up` prints, asked once per browser session (`token.py`);
+- `open`: no sign-in, chosen explicitly, allowed on loopback only (the single local user is
+  an admin, and every page says so), never when GEADMIN_REQUIRE_SIGN_IN is set, and never
+  for a request that came through a reverse proxy or names another host
+  (`open_request_problem`: each request is checked).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ class Mode(str, enum.Enum):
     OPEN = "open"
     LOCAL = "local"
     OIDC = "oidc"
+    TOKEN = "token"
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,11 @@ class Identity:
     def local_admin(cls) -> Identity:
         """The one user of a dashboard without sign-in (loopback only)."""
         return cls(os_user_name(), Role.ADMIN, Mode.OPEN)
+
+    @classmethod
+    def token_holder(cls) -> Identity:
+        """Whoever brought the dashboard's token: the account that started it holds the file."""
+        return cls(os_user_name(), Role.ADMIN, Mode.TOKEN)
 
 
 def is_loopback(address: str | None) -> bool:
@@ -73,8 +82,9 @@ REFUSAL = ("the dashboard would listen on {address} with no sign-in configured, 
            "reaches the port could unload models and rewrite configs. Choose one: (1) local users — "
            "`geadmin users add NAME --role admin` (creates {users_file}), or set GEADMIN_AUTH=local to "
            "have an admin with a random password created at start; (2) OpenID Connect — configure "
-           "[auth] in .streamlit/secrets.toml and set GEADMIN_AUTH=oidc. Or bind 127.0.0.1 "
-           "(--host 127.0.0.1) to run without sign-in on this machine only.")
+           "[auth] in .streamlit/secrets.toml and set GEADMIN_AUTH=oidc; (3) a token — set "
+           "GEADMIN_AUTH=token and open the link `geadmin up` prints. Or bind 127.0.0.1 "
+           "(--host 127.0.0.1): with no users the dashboard then asks for that token by itself.")
 
 
 REQUIRED = ("GEADMIN_REQUIRE_SIGN_IN is set (the dashboard image sets it: a container's port is "
@@ -88,6 +98,25 @@ def resolve_mode(setting: str, *, address: str | None, users_file_exists: bool, 
     dashboard would be reachable from other hosts without any sign-in, or when sign-in is
     required (GEADMIN_REQUIRE_SIGN_IN) and none is configured."""
     choice = setting.strip().lower()
+    refusal = REFUSAL.format(address=address or "every interface", users_file=users_file)
+    if choice != "auto":
+        return _chosen_mode(choice, address=address, users_file_exists=users_file_exists,
+                            oidc_configured=oidc_configured, sign_in_required=sign_in_required,
+                            refusal=refusal)
+    if oidc_configured:
+        return ModeDecision(Mode.OIDC)
+    if users_file_exists:
+        return ModeDecision(Mode.LOCAL)
+    if sign_in_required:
+        raise ConfigError(REQUIRED + refusal.partition(". ")[2])
+    if is_loopback(address):
+        return ModeDecision(Mode.TOKEN)  # never OPEN: a proxy on this host makes every visitor loopback
+    raise ConfigError(refusal)
+
+
+def _chosen_mode(choice: str, *, address: str | None, users_file_exists: bool, oidc_configured: bool,
+                 sign_in_required: bool, refusal: str) -> ModeDecision:
+    """GEADMIN_AUTH set to a mode by name."""
     if choice == "oidc":
         if not oidc_configured:
             raise ConfigError("GEADMIN_AUTH=oidc but .streamlit/secrets.toml has no [auth] section with "
@@ -96,24 +125,15 @@ def resolve_mode(setting: str, *, address: str | None, users_file_exists: bool, 
         return ModeDecision(Mode.OIDC)
     if choice == "local":
         return ModeDecision(Mode.LOCAL, bootstrap=not users_file_exists)
-    refusal = REFUSAL.format(address=address or "every interface", users_file=users_file)
+    if choice == "token":
+        return ModeDecision(Mode.TOKEN)
     if choice == "open":
         if sign_in_required:
             raise ConfigError("GEADMIN_AUTH=open is refused: " + REQUIRED + refusal.partition(". ")[2])
         if not is_loopback(address):
             raise ConfigError("GEADMIN_AUTH=open is allowed on a loopback address only: " + refusal)
         return ModeDecision(Mode.OPEN)
-    if choice != "auto":
-        raise ConfigError(f"GEADMIN_AUTH must be auto, local, oidc or open, got {setting!r}")
-    if oidc_configured:
-        return ModeDecision(Mode.OIDC)
-    if users_file_exists:
-        return ModeDecision(Mode.LOCAL)
-    if sign_in_required:
-        raise ConfigError(REQUIRED + refusal.partition(". ")[2])
-    if is_loopback(address):
-        return ModeDecision(Mode.OPEN)
-    raise ConfigError(refusal)
+    raise ConfigError(f"GEADMIN_AUTH must be auto, local, oidc, token or open, got {choice!r}")
 
 
 FORWARDED_HEADERS = ("Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "X-Real-IP")
@@ -143,7 +163,7 @@ def client_address(remote_ip: str | None, headers: Mapping[str, str], proxy_hops
     """The address sign-in limits count against: the connection's peer, or with `proxy_hops`
     reverse proxies in front (GEADMIN_PROXY_HOPS), the address the outermost of them saw,
     read from the right of X-Forwarded-For (the left part is whatever the client sent)."""
-    peer = remote_ip or "loopback"
+    peer = remote_ip if isinstance(remote_ip, str) and remote_ip else "loopback"  # none: AppTest
     if proxy_hops <= 0:
         return peer
     lowered = {key.lower(): value for key, value in headers.items()}

@@ -5,13 +5,16 @@ after sign-in, whatever the activity. A local session also ends when its user is
 from the users file or given a new password by someone else, and takes a changed role at the
 next click (`refreshed`). An OIDC login is tracked across the browser's tabs by `OidcLogins`
 (Streamlit keeps `st.user` in a cookie that outlives a tab), so an idle or old login stays
-signed out until the user signs in at the provider again.
+signed out until the user signs in at the provider again. A local or token sign-in
+survives a reload of the page through `BrowserSessions` (a session cookie naming a session
+this process keeps), within the same idle and age limits.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import secrets
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -118,3 +121,58 @@ class OidcLogins:
         self._ended[key] = why
         while len(self._ended) > self.max_entries:
             self._ended.popitem(last=False)
+
+
+SESSION_COOKIE = "geadmin_session"
+COOKIE_ID_BYTES = 32
+
+
+def session_cookie_name(port: int | str) -> str:
+    """Cookies are shared by every port of a host: one name per dashboard port, so two
+    dashboards on one machine never read each other's."""
+    return f"{SESSION_COOKIE}_{port}"
+
+
+class BrowserSessions:
+    """Signed-in sessions by browser, so a reload or a deep link opened in the same browser
+    keeps its sign-in: the browser holds a random id in a session cookie (gone when the
+    browser closes), this dashboard process holds the session (the idle and age limits go on
+    counting, a restart of the dashboard signs everyone out). Only a digest of the id is kept,
+    so this table reveals no cookie. Thread-safe, at most `max_entries` sessions (the least
+    recently active go first)."""
+
+    def __init__(self, max_entries: int = 10_000) -> None:
+        self.max_entries = max_entries
+        self._table: OrderedDict[str, Session] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._table)
+
+    @staticmethod
+    def new_id() -> str:
+        return secrets.token_urlsafe(COOKIE_ID_BYTES)
+
+    @staticmethod
+    def _key(cookie_id: str) -> str:
+        return hashlib.sha256(cookie_id.encode("utf-8", "replace")).hexdigest()
+
+    def save(self, cookie_id: str, session: Session) -> None:
+        key = self._key(cookie_id)
+        with self._lock:
+            self._table.pop(key, None)
+            self._table[key] = session
+            while len(self._table) > self.max_entries:
+                self._table.popitem(last=False)
+
+    def get(self, cookie_id: str | None) -> Session | None:
+        """The session this cookie names; None for no cookie, an unknown or an ended one."""
+        if not cookie_id or len(cookie_id) > 128:
+            return None
+        with self._lock:
+            return self._table.get(self._key(cookie_id))
+
+    def drop(self, cookie_id: str | None) -> None:
+        if cookie_id:
+            with self._lock:
+                self._table.pop(self._key(cookie_id), None)

@@ -5,10 +5,12 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+from dataclasses import replace
 from pathlib import Path
 from types import FrameType
 
 from geadmin import settings
+from geadmin.access.identity import Mode
 from geadmin.access.startup import dashboard_sign_in
 from geadmin.cli.common import port_number, positive_seconds
 from geadmin.domain import DEFAULT_PORTS, Ports
@@ -48,7 +50,9 @@ def options_from_args(args: argparse.Namespace) -> StackOptions:
 
 def run(args: argparse.Namespace) -> int:
     options = options_from_args(args)
-    dashboard_sign_in(options.host, Path.cwd(), options.workspace.home)  # public bind, no sign-in: refuse
+    # a public bind with no sign-in is refused here; with no users the dashboard asks for a token
+    decision = dashboard_sign_in(options.host, Path.cwd(), options.workspace.home)
+    options = replace(options, sign_in_token=decision.mode is Mode.TOKEN)  # printed with its address
     stack = EmbeddedStack(options, printer=lambda message: print(message, flush=True))
     interrupted_by: list[int] = []  # a signal that came before the stack was up
 

@@ -25,6 +25,7 @@ from typing import IO
 
 from geadmin import audit
 from geadmin.access import guard
+from geadmin.access.token import new_token, sign_in_url
 from geadmin.audit import Actor, Origin
 from geadmin.domain import DEFAULT_PORTS, Ports, format_duration
 from geadmin.errors import SamplerLockedError, StackError, TritonError
@@ -64,6 +65,7 @@ class StackOptions:
     npu_exporter_url: str | None = None  # for the sampler's NPU figures
     probe_interval_s: float | None = None  # synthetic probes of READY models; None: none
     sampler_metrics_port: int | None = None  # geadmin's own /metrics (telemetry.exporter); None: not served
+    sign_in_token: bool = False  # the dashboard signs in with a token: write a new one (access/token.py)
 
 
 def load_outcome(result: ActionResult) -> LoadOutcome:
@@ -121,6 +123,8 @@ class EmbeddedStack:
         ensure_port_free(opts.host, opts.dashboard_port, "dashboard", "--dashboard-port")
         try:
             triton_url = opts.triton_url or self._start_supervised_triton()
+            # after the workspace lock: a second `up` refused on it never replaces this one's token
+            sign_in = new_token(opts.workspace.home) if opts.sign_in_token else None
             self.dashboard = DashboardProcess(
                 triton_url=triton_url, home=opts.workspace.home, port=opts.dashboard_port,
                 host=opts.host, log_path=opts.workspace.dashboard_log,
@@ -139,7 +143,9 @@ class EmbeddedStack:
             self.say(f"Triton log {self.triton.log_path}")
             self.say(f"Admin key {opts.workspace.admin_key_file} (Triton's repository, config, logging "
                      "and trace APIs need it)")
-        self.say(f"Dashboard {self.dashboard.url}")
+        self.say(f"Dashboard {self.dashboard.url}" if sign_in is None else
+                 f"Dashboard {sign_in_url(self.dashboard.url, sign_in)}  (the token signs you in; later: "
+                 "`geadmin dashboard --print-url`)")
         if self.supervisor is not None:
             self._start_sampler()
             self.publish()

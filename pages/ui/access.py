@@ -2,8 +2,10 @@
 
 `require_identity()` runs before any page: it decides the sign-in mode once per process
 (geadmin.access.identity.resolve_mode), refuses a request through a proxy when there is no
-sign-in, draws the sign-in or new-password form when needed (and stops the run), and keeps
-the session alive until it has been idle too long or reaches its age limit. Pages ask
+sign-in (and says on every page that there is none), draws the sign-in, token or
+new-password form when needed (and stops the run), and keeps the session alive until it has
+been idle too long or reaches its age limit. A local or token session survives a reload:
+the browser keeps a session cookie naming it (pages/ui/access_browser.py). Pages ask
 `allowed(action)` to disable a control (with the reason as its help) and `auth_for(action)`
 for the authorization to hand to the core function as `auth=` — the server-side check,
 audited when refused; the core refuses to change anything without one.
@@ -20,7 +22,7 @@ import streamlit as st
 from streamlit.errors import StreamlitSecretNotFoundError
 
 from geadmin import settings
-from geadmin.access import bootstrap
+from geadmin.access import bootstrap, token
 from geadmin.access.guard import Authorization, authorize, permission
 from geadmin.access.identity import (
     Identity,
@@ -37,7 +39,10 @@ from geadmin.access.sessions import OidcLogins, Session, local_session, password
 from geadmin.access.startup import OIDC_KEYS
 from geadmin.access.users import FailedSignIns, UsersFile, VerifySlots, sign_in
 from geadmin.errors import AccessError, ConfigError, GeAdminError, SessionExpiredError
+from pages.ui import access_browser as browser
 from pages.ui import keys
+
+TOKEN_PARAM = "token"  # the query parameter of the link `geadmin up` prints (Jupyter's name)
 
 
 def oidc_settings() -> Mapping[str, object] | None:
@@ -65,6 +70,12 @@ def _decision() -> ModeDecision:
         first = bootstrap.create_first_admin(users, settings.home())
         if first is not None:
             print(first.announcement(), flush=True)  # the file's path, never the password
+    if decision.mode is Mode.TOKEN:
+        _, created = token.ensure_token(settings.home())  # started without `geadmin up`
+        if created:
+            print(f"geadmin: the dashboard asks for a sign-in token, written to "
+                  f"{token.token_file(settings.home())}; `geadmin dashboard --print-url` prints the link",
+                  flush=True)  # never the token itself: logs are copied around
     return decision
 
 
@@ -102,11 +113,17 @@ def require_identity() -> Identity:
                      "'Sign-in').", icon=":material/lock:")
             st.stop()
         identity = Identity.local_admin()
+        st.caption(f":material/lock_open: No sign-in (GEADMIN_AUTH=open): whoever opens this page on this "
+                   f"machine acts as the admin ({identity.name}). Unset GEADMIN_AUTH to sign in with a "
+                   "token.")
     elif decision.mode is Mode.OIDC:
         identity = _oidc_identity()
+    elif decision.mode is Mode.TOKEN:
+        identity = _token_identity()
     else:
         identity = _local_identity()
     st.session_state[keys.ACCESS_IDENTITY] = identity
+    browser.remember()
     return identity
 
 
@@ -123,8 +140,19 @@ def _verified(*, touch: bool) -> Identity | None:
     users); None, with the reason kept for the sign-in form, when the session has ended.
     `touch=False`: a check that is not activity (a fragment refreshing itself)."""
     session: Session | None = st.session_state.get(keys.ACCESS_SESSION)
-    if session is None:
-        return None
+    cookie_id: str | None = st.session_state.get(keys.ACCESS_COOKIE)
+    if session is None:  # a new browser session, or a reload: the cookie may name a session
+        cookie_id = browser.cookie()
+        session = browser.sessions().get(cookie_id)
+        if session is None or session.identity.mode not in (Mode.LOCAL, Mode.TOKEN):
+            return None
+        st.session_state[keys.ACCESS_COOKIE] = cookie_id
+    elif cookie_id is not None:  # the browser's tabs share it: their activity counts, their sign-out too
+        stored = browser.sessions().get(cookie_id)
+        if stored is None:
+            _end_session("signed out (in another tab of this browser, or the session ended)")
+            return None
+        session = stored
     try:
         session = session.touched(time.monotonic(), _idle_s(), _max_s(), touch=touch)
         if session.identity.mode is Mode.LOCAL:
@@ -135,13 +163,14 @@ def _verified(*, touch: bool) -> Identity | None:
         why = str(exc) if isinstance(exc, AccessError) else f"signed out: cannot check your account ({exc})"
         _end_session(why)
         return None
-    st.session_state[keys.ACCESS_SESSION] = session
+    browser.keep(session)
     return session.identity
 
 
 def _end_session(notice: str) -> None:
     session: Session | None = st.session_state.pop(keys.ACCESS_SESSION, None)
     st.session_state.pop(keys.ACCESS_IDENTITY, None)
+    browser.sessions().drop(st.session_state.pop(keys.ACCESS_COOKIE, None))
     st.session_state[keys.ACCESS_NOTICE] = notice
     if session is not None and session.identity.mode is Mode.OIDC and st.user.is_logged_in:
         _oidc_logins().end(st.user.to_dict(), notice)
@@ -176,7 +205,7 @@ def _sign_in_form() -> None:
     except GeAdminError as exc:
         st.error(f"Not signed in: {exc}", icon=":material/lock:")
         return
-    st.session_state[keys.ACCESS_SESSION] = local_session(user, time.monotonic())
+    browser.keep(local_session(user, time.monotonic()))
     st.rerun()
 
 
@@ -199,9 +228,50 @@ def _new_password_form(identity: Identity) -> None:
         return
     bootstrap.forget_first_password(settings.home())
     session: Session = st.session_state[keys.ACCESS_SESSION]
-    st.session_state[keys.ACCESS_SESSION] = replace(  # the same session (its age counts on)
-        session, identity=replace(identity, must_change=False), password_tag=password_tag(user))
+    browser.keep(replace(  # the same session (its age counts on)
+        session, identity=replace(identity, must_change=False), password_tag=password_tag(user)))
     st.rerun()
+
+
+def _token_identity() -> Identity:
+    """The token holder: a session of this browser, or the token from the link `geadmin up`
+    printed (taken out of the address bar whatever it held), or from the form."""
+    given = st.query_params.get(TOKEN_PARAM)
+    if given is not None:  # never left in the address bar, the history or a bookmark, signed in or not
+        del st.query_params[TOKEN_PARAM]
+    identity = _verified(touch=True)
+    if identity is not None:
+        return identity
+    if given is not None and _token_accepted(given):
+        return Identity.token_holder()
+    _token_form()
+    st.stop()
+
+
+def _token_accepted(given: str) -> bool:
+    client = client_address(st.context.ip_address, _headers(), settings.get("PROXY_HOPS"))
+    try:
+        token.check_token(settings.home(), _failed_sign_ins(), given, client=client)
+    except GeAdminError as exc:
+        st.error(f"Not signed in: {exc}", icon=":material/lock:")
+        return False
+    now_s = time.monotonic()
+    browser.keep(Session(Identity.token_holder(), now_s, now_s))
+    return True
+
+
+def _token_form() -> None:
+    st.title("Sign in")
+    notice = st.session_state.pop(keys.ACCESS_NOTICE, None)
+    if notice:
+        st.info(notice, icon=":material/logout:")
+    st.markdown("This dashboard has no users, so it asks for the token it was started with: open the link "
+                "`geadmin up` printed (`…/?token=…`), or run `geadmin dashboard --print-url` on its host.")
+    with st.form(keys.ACCESS_TOKEN_FORM):
+        given = st.text_input("Token", type="password", key=keys.ACCESS_TOKEN)
+        submitted = st.form_submit_button("Sign in", type="primary")
+    if submitted and _token_accepted(given.strip()):
+        st.rerun()
 
 
 def _oidc_identity() -> Identity:
@@ -233,7 +303,7 @@ def _oidc_identity() -> Identity:
         st.button("Sign out", on_click=st.logout)
         st.stop()
     now_s = time.monotonic()
-    st.session_state[keys.ACCESS_SESSION] = Session(identity, now_s, now_s)
+    browser.keep(Session(identity, now_s, now_s))
     return identity
 
 

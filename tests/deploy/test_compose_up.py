@@ -54,6 +54,8 @@ T = TypeVar("T")
 
 def run(argv: list[str], *, timeout_s: float = 120, env: dict[str, str] | None = None,
         check: bool = True) -> subprocess.CompletedProcess[str]:
+    # compose reads GEADMIN_AUTH from this environment: never the test run's (tests/conftest.py)
+    env = {k: v for k, v in (os.environ if env is None else env).items() if k != "GEADMIN_AUTH"}
     done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False,
                           cwd=ROOT, env=env)
     if check:

@@ -37,7 +37,7 @@ def triton(triton_factory: Callable[..., TritonProcess]) -> TritonProcess:
 
 
 def unload_from_the_models_page(page: Page) -> None:
-    # Through the sidebar: a page load would be a new Streamlit session (local sign-in is per session).
+    # Through the sidebar, as a user would (a page load keeps the sign-in too: test_signin_token_browser.py).
     page.get_by_role("link", name="Models").click()
     expect(page.get_by_role("heading", name="Models", exact=True)).to_be_visible(timeout=30_000)
     choose(page, page.get_by_role("combobox", name="Models"), MODEL)

@@ -93,7 +93,7 @@ def test_models_page_shows_a_state_change_by_itself(
 def test_stack_page_restarts_the_embedded_triton(page: Page, tmp_path: Path) -> None:
     with running_up(tmp_path / "home", wait_for="models: ") as up:
         driver = LocalDriver(Workspace(up.home))
-        page.goto(f"http://127.0.0.1:{up.dashboard}/stack", wait_until="domcontentloaded")
+        page.goto(up.dashboard_link("/stack"), wait_until="domcontentloaded")
         expect(page.get_by_role("heading", name="Stack", exact=True)).to_be_visible(timeout=30_000)
         expect(page.get_by_text("Driver: local")).to_be_visible(timeout=30_000)
         page.get_by_role("button", name="Apply…").click()  # defaults: triton, restart

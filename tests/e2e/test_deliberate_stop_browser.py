@@ -42,11 +42,12 @@ def test_a_stop_from_the_stack_page_is_explained_everywhere_and_a_start_recovers
         page: Page, tmp_path: Path) -> None:
     home = tmp_path / "home"
     with running_up(home, wait_for="models: ") as up:
-        page.goto(f"http://127.0.0.1:{up.dashboard}/overview", wait_until="domcontentloaded")
+        page.goto(up.dashboard_link("/overview"), wait_until="domcontentloaded")  # the link `up` printed
         expect(page.get_by_text(OK, exact=False)).to_be_visible(timeout=TIMEOUT_MS)
-        # A loopback stack without sign-in: whoever opens it is the admin, under the OS user's name.
+        # A loopback stack without users: the token's holder is the admin, under the OS user's name;
+        # the later page loads keep the sign-in (the browser's session cookie).
         user = audit.os_user_name()
-        expect(page.get_by_text(f"you ({user}) are the admin")).to_be_visible(timeout=TIMEOUT_MS)
+        expect(page.get_by_text(f"{user} · admin")).to_be_visible(timeout=TIMEOUT_MS)
 
         page.goto(f"http://127.0.0.1:{up.dashboard}/stack", wait_until="domcontentloaded")
         stack_action(page, "stop")

@@ -25,6 +25,7 @@ from PIL import Image
 from playwright.sync_api import Browser, Page, expect
 
 from geadmin import settings
+from geadmin.access.token import new_token, read_token
 from geadmin.stack.dashboard import DashboardProcess
 from geadmin.stack.tritonserver import TritonProcess
 
@@ -58,8 +59,10 @@ def docs_dashboard(triton_server: TritonProcess, tmp_path_factory: pytest.TempPa
     process = DashboardProcess(
         triton_url=triton_server.http_url, home=home,
         triton_log=triton_server.log_path, repository=triton_server.repository,
-        extra_env={settings.SETTINGS["TRITON_METRICS_URL"].env_name: triton_server.metrics_url},
+        extra_env={settings.SETTINGS["TRITON_METRICS_URL"].env_name: triton_server.metrics_url,
+                   "GEADMIN_AUTH": "auto"},  # as operators see it: signed in with the token
     )
+    new_token(home)
     try:
         process.start()
         send_traffic(triton_server.http_url, seconds=4.0)
@@ -100,7 +103,8 @@ def shrink(path: Path) -> None:
 @pytest.mark.parametrize("url_path", list(PAGES))
 def test_docs_screenshot_of_each_page(docs_dashboard: DashboardProcess, screen: Page, url_path: str) -> None:
     title = PAGES[url_path]
-    screen.goto(f"{docs_dashboard.url}/{url_path}", wait_until="domcontentloaded")
+    token = read_token(docs_dashboard.home)
+    screen.goto(f"{docs_dashboard.url}/{url_path}?token={token}", wait_until="domcontentloaded")
     expect(screen.locator("h1").filter(has_text=title).first).to_be_visible(timeout=30_000)
     # Let the first run finish (Streamlit's status widget says "Running" while it works).
     expect(screen.get_by_test_id("stStatusWidget").get_by_text("Running")).to_have_count(0, timeout=30_000)

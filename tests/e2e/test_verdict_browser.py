@@ -29,7 +29,7 @@ def triton_state(home: Path) -> dict[str, object]:
 def test_degraded_banner_drift_flag_and_the_crash_on_the_overview(page: Page, tmp_path: Path) -> None:
     home = tmp_path / "home"
     with running_up(home, wait_for="models: ") as up:
-        page.goto(f"http://127.0.0.1:{up.dashboard}/overview", wait_until="domcontentloaded")
+        page.goto(up.dashboard_link("/overview"), wait_until="domcontentloaded")  # the link `up` printed
         expect(page.get_by_text("OK: Triton serves; 5 model(s) READY", exact=False)).to_be_visible(
             timeout=TIMEOUT_MS)
 

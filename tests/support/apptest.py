@@ -3,7 +3,9 @@ label, and an environment that points the app at one test server and nothing els
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -34,6 +36,17 @@ def run(at: AppTest) -> AppTest:
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     return at
+
+
+def change_session(at: AppTest, **changes: Any) -> None:
+    """Change `at`'s signed-in session (age it) as time would: in the tab, and in the browser's
+    session table that a reload or another tab reads (pages.ui.access: the table is the truth)."""
+    from pages.ui import access_browser, keys
+
+    session = replace(at.session_state[keys.ACCESS_SESSION], **changes)
+    at.session_state[keys.ACCESS_SESSION] = session
+    if keys.ACCESS_COOKIE in at.session_state:  # AppTest's state has no .get
+        access_browser.sessions().save(at.session_state[keys.ACCESS_COOKIE], session)
 
 
 def button(at: AppTest, label: str) -> object:

@@ -11,6 +11,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from geadmin.access.token import read_token, sign_in_url
 from geadmin.stack.processes import free_ports
 from tests.support.processes import OutputCollector, descendants
 
@@ -32,6 +33,13 @@ class Up:
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.http}"
+
+    def dashboard_link(self, path: str = "/") -> str:
+        """The dashboard's `path` with the sign-in token this `geadmin up` wrote (its default:
+        no users, so a token), as the link it printed would open it."""
+        value = read_token(self.home)
+        assert value is not None, f"`geadmin up` wrote no sign-in token to {self.home}"
+        return sign_in_url(f"http://127.0.0.1:{self.dashboard}{path}", value)
 
 
 def port_args(http: int, grpc: int, metrics: int, dashboard: int) -> list[str]:
@@ -57,6 +65,7 @@ def running_up(home: Path, *extra: str, wait_for: str = READY_LINE,
         env, where = {**os.environ, "GEADMIN_HOME": str(home)}, []
     else:
         env, where = dict(env), ["--home", str(home)]
+    env.pop("GEADMIN_AUTH", None)  # `geadmin up`'s real default, not the tests' open dashboards
     process = subprocess.Popen([*GEADMIN, "up", *where, *port_args(*ports), *extra], stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True, env=env)
     try:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -21,7 +20,7 @@ from geadmin.access.roles import Role
 from geadmin.access.sessions import local_session
 from geadmin.access.users import UsersFile
 from geadmin.stack.processes import free_port
-from tests.support.apptest import APP, button, isolate, run
+from tests.support.apptest import APP, button, change_session, isolate, run
 from tests.support.auth import admin_auth
 
 PASSWORDS = {"vic": "viewer password 1", "olga": "operator password 1", "ada": "admin password 12"}
@@ -94,9 +93,8 @@ def test_an_active_session_ends_at_its_absolute_lifetime(users: UsersFile,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GEADMIN_SESSION_MAX_H", "1")
     at = sign_in("olga")
-    session = at.session_state["access.session"]
     now = time.monotonic()
-    at.session_state["access.session"] = replace(session, started_s=now - 3601, last_seen_s=now)  # active
+    change_session(at, started_s=now - 3601, last_seen_s=now)  # active
     run(at)
     assert titles(at) == ["Sign in"]
     assert any("sessions last at most 1 hours (GEADMIN_SESSION_MAX_H)" in i.value for i in at.info)
@@ -134,8 +132,7 @@ def test_controls_inside_fragments_see_a_new_role_and_an_ended_session(
     run(at)
     load = button(at, "Load")
     assert load.disabled and "load needs the operator role; olga is viewer" in load.help  # type: ignore[attr-defined]
-    at.session_state["access.session"] = replace(at.session_state["access.session"],
-                                                 last_seen_s=time.monotonic() - 120)
+    change_session(at, last_seen_s=time.monotonic() - 120)
     run(at)
     assert titles(at) == ["Signed out"] and not any(b.label == "Load" for b in at.button)
     assert any("signed out after 1 minutes without activity" in i.value for i in at.info)

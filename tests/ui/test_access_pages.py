@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -23,7 +22,7 @@ from geadmin.access.users import UsersFile
 from geadmin.domain import ModelState
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.triton.client import TritonClient
-from tests.support.apptest import APP, button, isolate, point_at, run
+from tests.support.apptest import APP, button, change_session, isolate, point_at, run
 from tests.support.auth import admin_auth
 from tests.support.processes import wait_for
 
@@ -115,8 +114,7 @@ def test_an_idle_session_signs_out(shared_server: TritonProcess, users: UsersFil
                                    monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GEADMIN_SESSION_IDLE_MIN", "1")
     at = sign_in("olga")
-    session = at.session_state["access.session"]
-    at.session_state["access.session"] = replace(session, last_seen_s=time.monotonic() - 120)
+    change_session(at, last_seen_s=time.monotonic() - 120)
     run(at)
     assert [t.value for t in at.title] == ["Sign in"]
     assert any("signed out after 1 minutes without activity" in i.value for i in at.info)

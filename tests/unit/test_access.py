@@ -146,7 +146,11 @@ def test_is_loopback(address: str | None, loopback: bool) -> None:
 
 
 @pytest.mark.parametrize(("setting", "address", "users_file", "oidc", "decision"), [
-    ("auto", "127.0.0.1", False, False, ModeDecision(Mode.OPEN)),
+    ("auto", "127.0.0.1", False, False, ModeDecision(Mode.TOKEN)),  # loopback alone: a token, never open
+    ("auto", "::1", False, False, ModeDecision(Mode.TOKEN)),
+    ("auto", "localhost", False, False, ModeDecision(Mode.TOKEN)),
+    ("token", "0.0.0.0", False, False, ModeDecision(Mode.TOKEN)),
+    ("TOKEN ", "127.0.0.1", True, False, ModeDecision(Mode.TOKEN)),  # chosen by name: even with users
     ("auto", "0.0.0.0", True, False, ModeDecision(Mode.LOCAL)),
     ("auto", "0.0.0.0", True, True, ModeDecision(Mode.OIDC)),
     ("auto", "127.0.0.1", True, False, ModeDecision(Mode.LOCAL)),
@@ -154,6 +158,7 @@ def test_is_loopback(address: str | None, loopback: bool) -> None:
     ("local", "0.0.0.0", True, False, ModeDecision(Mode.LOCAL)),
     ("oidc", "0.0.0.0", False, True, ModeDecision(Mode.OIDC)),
     ("open", "::1", False, False, ModeDecision(Mode.OPEN)),
+    ("open", "127.0.0.1", False, False, ModeDecision(Mode.OPEN)),
 ])
 def test_sign_in_mode(setting: str, address: str, users_file: bool, oidc: bool,
                       decision: ModeDecision) -> None:
@@ -162,11 +167,12 @@ def test_sign_in_mode(setting: str, address: str, users_file: bool, oidc: bool,
 
 
 @pytest.mark.parametrize(("setting", "address", "oidc", "message"), [
-    ("auto", "0.0.0.0", False, "with no sign-in configured.*Choose one: \\(1\\) local users.*\\(2\\) OpenID"),
+    ("auto", "0.0.0.0", False, "with no sign-in configured.*Choose one: \\(1\\) local users.*\\(2\\) OpenID"
+     ".*\\(3\\) a token.*GEADMIN_AUTH=token"),
     ("auto", None, False, "listen on every interface"),
     ("open", "0.0.0.0", False, "loopback address only"),
     ("oidc", "127.0.0.1", False, "no \\[auth\\] section"),
-    ("ldap", "127.0.0.1", False, "must be auto, local, oidc or open"),
+    ("ldap", "127.0.0.1", False, "must be auto, local, oidc, token or open"),
 ])
 def test_sign_in_mode_refusals(setting: str, address: str | None, oidc: bool, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
