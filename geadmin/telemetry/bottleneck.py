@@ -33,6 +33,7 @@ from dataclasses import dataclass, replace
 from enum import Enum
 
 from geadmin.errors import GeAdminError
+from geadmin.repository.trials import parse_name
 from geadmin.telemetry.derive import ModelWindow, Window, derive
 from geadmin.telemetry.npu import NpuDevice
 from geadmin.telemetry.scrape import Scrape
@@ -115,8 +116,10 @@ class Bottleneck:
 def triage(window: Window, devices: Sequence[NpuDevice] | None = None,
            ensembles: Mapping[str, Sequence[str]] | None = None) -> tuple[Bottleneck, ...]:
     """One `Bottleneck` per model version of the window, in the window's order; `ensembles`
-    maps each ensemble to its members (see `for_ensemble`)."""
-    found = tuple(assess(m, devices_of(m.model, m.version, devices or ())) for m in window.models)
+    maps each ensemble to its members (see `for_ensemble`). geadmin's tuning trials, loaded
+    under perf_analyzer's load on purpose, get none."""
+    found = tuple(assess(m, devices_of(m.model, m.version, devices or ())) for m in window.models
+                  if parse_name(m.model) is None)
     members = ensembles or {}
     return tuple(for_ensemble(b, members[b.model], found) if b.model in members and b.has_traffic else b
                  for b in found)
