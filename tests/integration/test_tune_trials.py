@@ -114,7 +114,8 @@ def tuned(server: TritonProcess, tmp_path_factory: pytest.TempPathFactory) -> Tu
     env = {**os.environ, "GEADMIN_HOME": str(home)}
     run = subprocess.Popen([*GEADMIN, "tune", MODEL, "--url", server.http_url, "--repository",
                             str(server.repository), "--budget-s", "40", "--concurrency", "4", "--window-ms",
-                            "1000", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+                            "1000", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           env=env)
     try:
         while run.poll() is None:
             statuses.append(status(server, home))
@@ -189,7 +190,8 @@ def test_a_killed_tunes_trial_is_removed_and_audited_by_the_next_sampler_start(
     env = {**os.environ, "GEADMIN_HOME": str(tmp_path), "GEADMIN_REPOSITORY": str(server.repository)}
     tune = subprocess.Popen([*GEADMIN, "tune", MODEL, "--url", server.http_url, "--repository",
                              str(server.repository), "--budget-s", "120", "--concurrency", "2"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+                            start_new_session=True)
     trial = ""
     try:
         deadline = time.monotonic() + 90
@@ -236,7 +238,8 @@ def test_the_compose_loader_loads_every_model_but_a_trial(triton_factory: object
     assert f"load-models: {copy.name}: skipped: a geadmin tuning trial" in done.stdout
     assert "load-models: 2 of 2 loaded" in done.stdout, done.stdout
     listed = states(triton)
-    assert listed[MODEL] is listed[OLD_TRIAL] is ModelState.READY and listed[copy.name] is not ModelState.READY
+    assert listed[MODEL] is listed[OLD_TRIAL] is ModelState.READY
+    assert listed[copy.name] is not ModelState.READY
 
 
 def test_a_refused_trial_is_listed_not_judged_and_leaves_triton_ready_once_removed(

@@ -51,7 +51,8 @@ def stranger(repository: Path, name: str) -> Path:
 
 
 def files(directory: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
+    return {str(p.relative_to(directory)): p.read_bytes()
+            for p in sorted(directory.rglob("*")) if p.is_file()}
 
 
 def trial_in_child(repository: Path, home: Path, *, linger: bool) -> tuple[subprocess.Popen[str], str]:
@@ -81,7 +82,8 @@ def test_a_trial_is_named_for_its_run_and_carries_its_marker(repository: Path, t
     run = trials.new_run_id()
     copy = make_trial(repository, MODEL, run, server=SERVER, home=tmp_path)
     try:
-        assert copy.path == repository / f"{MODEL}__tune_{run}" and trials.parse_name(copy.name) == (MODEL, run)
+        assert copy.path == repository / f"{MODEL}__tune_{run}"
+        assert trials.parse_name(copy.name) == (MODEL, run)
         marker = json.loads((copy.path / trials.MARKER).read_text())
         assert {k: marker[k] for k in ("run", "model", "trial", "server")} == \
             {"run": run, "model": MODEL, "trial": copy.name, "server": SERVER}
@@ -174,7 +176,8 @@ def test_a_journaled_run_is_closed_even_before_its_trial_was_made(repository: Pa
 
 
 def load_models_script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("triton_load_models", ROOT / "deploy" / "triton-load-models.py")
+    path = ROOT / "deploy" / "triton-load-models.py"
+    spec = importlib.util.spec_from_file_location("triton_load_models", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -208,6 +211,7 @@ def test_a_winner_goes_only_to_the_server_and_file_the_run_measured(repository: 
 
 
 def test_the_words_for_no_limit_and_an_unstable_trial() -> None:
-    assert limits({"max_p99_ms": None, "min_throughput": None}) == "max p99: no limit; min throughput: no minimum"
+    nothing = {"max_p99_ms": None, "min_throughput": None}
+    assert limits(nothing) == "max p99: no limit; min throughput: no minimum"
     assert limits({"max_p99_ms": 50.0, "min_throughput": 800.0}) == "max p99: 50 ms; min throughput: 800/s"
     assert "--window-ms 2000" in unstable(1000)
