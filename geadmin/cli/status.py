@@ -74,6 +74,9 @@ def render_text(verdict: Verdict, outage: str = "", crash: str = "") -> str:
         lines.append(f"{model.state.value}{stuck}: {model.name}")
     if found.idle:
         lines.append(f"NOT LOADED ({len(found.idle)}): " + ", ".join(m.name for m in found.idle))
+    if verdict.trials:
+        lines.append("TUNING TRIALS (geadmin tune's own copies, not judged): "
+                     + ", ".join(f"{m.name} ({m.state.value})" for m in verdict.trials))
     if not snap.models and snap.reachable and not snap.error:
         lines.append("(the model repository is empty)")
     return "\n".join(lines)
