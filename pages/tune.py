@@ -145,7 +145,8 @@ def winner(target: Target, run: dict[str, Any]) -> None:
             live_text, live_sha = live.text, live.sha256
         except GeAdminError as exc:
             st.warning(f"The live config file was not read: {exc}")
-    if live_sha and run.get("live_sha256") and live_sha != run["live_sha256"]:
+    changed = bool(live_sha and run.get("live_sha256") and live_sha != run["live_sha256"])
+    if changed:
         st.warning("The config file changed since this run started: applying its winner is refused (it "
                    "would undo that change). Tune again.", icon=":material/warning:")
     diff = "".join(difflib.unified_diff(live_text.splitlines(keepends=True),
@@ -155,7 +156,8 @@ def winner(target: Target, run: dict[str, Any]) -> None:
     permitted, why_not = access.allowed(Action.APPLY)
     if not diff or target.repository is None:
         return
-    refusal = winner_refusal(run, target.spec.url)
+    refusal = winner_refusal(run, target.spec.url) or ("the config file changed since this run started"
+                                                       if changed else "")
     if refusal:
         st.info(f"Not applicable here: {refusal}.", icon=":material/block:")
     st.caption(f"Applies to {run['server']}, the server this run measured, and only to the config file "
