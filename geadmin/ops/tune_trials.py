@@ -227,6 +227,7 @@ def remove_left(repository: Path | None, *, client: TritonClient | None = None, 
 def _remove_dead(path: Path, marker: Marker, client: TritonClient | None) -> str:
     where = ""
     if client is not None:
+        _clear_refusal(client, marker.trial)
         unloaded = unload_and_wait(client, marker.trial)
         where = f"; unloaded it from {client.url}" if unloaded else ""
         if not same_server(client.url, marker.server):
@@ -238,6 +239,15 @@ def _remove_dead(path: Path, marker: Marker, client: TritonClient | None) -> str
     return (f"removed the trial copy {marker.trial} that tuning run {marker.run} of {marker.model!r} "
             f"left (started {marker.created_at} by pid {marker.pid} on {marker.host}, which ended before "
             f"removing it){where}")
+
+
+def _clear_refusal(client: TritonClient, name: str) -> None:
+    """A trial whose last load Triton refused keeps Triton "not ready" until that name loads
+    again: load its own file (the live config, renamed) once before it is unloaded."""
+    with contextlib.suppress(GeAdminError):
+        entry = next((m for m in client.repository_index() if m.name == name), None)
+        if entry is not None and entry.state is ModelState.UNAVAILABLE and entry.reason != "unloaded":
+            client.load(name)
 
 
 def _open_runs(home: Path | None, problems: list[str]) -> dict[str, tuple[AuditEntry, Path]]:
