@@ -226,7 +226,7 @@ def remove_left(repository: Path | None, *, client: TritonClient | None = None, 
 
 def _remove_dead(path: Path, marker: Marker, client: TritonClient | None) -> str:
     where = ""
-    if client is not None:
+    if client is not None and path.name == marker.trial:  # a staged copy was never loaded
         _clear_refusal(client, marker.trial)
         unloaded = unload_and_wait(client, marker.trial)
         where = f"; unloaded it from {client.url}" if unloaded else ""

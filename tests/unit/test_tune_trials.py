@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -215,3 +216,12 @@ def test_the_words_for_no_limit_and_an_unstable_trial() -> None:
     assert limits(nothing) == "max p99: no limit; min throughput: no minimum"
     assert limits({"max_p99_ms": 50.0, "min_throughput": 800.0}) == "max p99: 50 ms; min throughput: 800/s"
     assert "--window-ms 2000" in unstable(1000)
+
+
+def test_a_copy_cut_short_while_staged_is_removed_too(repository: Path, tmp_path: Path) -> None:
+    run = trials.new_run_id()
+    staged = repository / f"{trials.STAGING_PREFIX}{run}-x1y2z3"
+    staged.mkdir()
+    os.close(trials.write_marker(staged, trials.new_marker(MODEL, run, SERVER, tmp_path)))
+    found = remove_left(repository, home=tmp_path)
+    assert not staged.exists() and len(found.removed) == 1 and not found.problems
