@@ -18,9 +18,7 @@
     │   │                               it carries the findings)
     │   ├── ConfigLockedError           another geadmin is writing this model's config right now
     │   ├── TemplateError               knobs that cannot make a config (geadmin.repository.templates)
-    │   ├── CreateRefusedError          a new model refused: name, files or validation (geadmin.ops.create)
-    │   └── TrialNotOursError           a directory in a tuning trial's place that the run did not make
-    │                                   (no marker, or another run's): never loaded, unloaded or deleted
+    │   └── CreateRefusedError          a new model refused: name, files or validation (geadmin.ops.create)
     ├── InferInputError             a test-inference input that does not fit the model
     │   └── InputTooLargeError          an upload or tensor over the size limit
     ├── AccessError                 sign-in and roles (geadmin.access)
@@ -238,10 +236,6 @@ class CreateRefusedError(RepositoryError):
     def __init__(self, message: str, findings: tuple[Any, ...] = ()) -> None:
         super().__init__(message)
         self.findings = findings
-
-
-class TrialNotOursError(RepositoryError):
-    """A tuning trial's place holds a directory the run did not make: left alone (geadmin.ops.tune_trials)."""
 
 
 class WorkspaceDatabaseError(GeAdminError):

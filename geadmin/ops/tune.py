@@ -185,7 +185,7 @@ class _Runner:
         if refusal:
             return refusal
         assert self.copy is not None
-        self.copy.check()  # TrialNotOursError: never load what this run did not make
+        self.copy.check()  # RepositoryError: never load what this run did not make
         config = parse_pbtxt(candidate_text(self.live_text, candidate))
         config.name = self.copy.name
         try:

@@ -8,9 +8,9 @@ Protocol (`geadmin.repository.trials` has the name and marker):
 2. Make: the copy is staged in a hidden directory (`.geadmin-trial-<run>-*`) with the marker
    written first and locked (flock, held by the run's process), the live config renamed and
    links to the live model's version directories; then renamed to `<model>__tune_<run>`. A
-   directory already under that name is never touched (`TrialNotOursError`).
+   directory already under that name is never touched (`RepositoryError`).
 3. Every load, and the removal, first read the marker back: a directory whose marker is gone
-   or names another run is not ours, and is left alone (`TrialNotOursError`).
+   or names another run is not ours, and is left alone (`RepositoryError`).
 4. Remove: unload, wait until Triton no longer lists it as loaded, delete the directory,
    release the lock. The run's outcome row closes the journal.
 5. Left over (SIGKILL, OOM, power cut): the marker's lock is free. `remove_left` — at the
@@ -35,7 +35,7 @@ from geadmin import audit, settings
 from geadmin.audit import Actor, AuditEntry, Result
 from geadmin.diagnose.interrupted import facts
 from geadmin.domain import ModelState, same_server
-from geadmin.errors import ConfigError, GeAdminError, TrialNotOursError, TritonError
+from geadmin.errors import ConfigError, GeAdminError, RepositoryError, TritonError
 from geadmin.repository import trials
 from geadmin.repository.layout import model_dir
 from geadmin.repository.modelconfig import CONFIG_FILE, parse_pbtxt, read_config_text, to_file_text
@@ -61,10 +61,10 @@ class TrialCopy:
         return self.marker.trial
 
     def check(self) -> None:
-        """Raise `TrialNotOursError` unless the directory still carries this run's marker."""
+        """Raise `RepositoryError` unless the directory still carries this run's marker."""
         found = trials.read_marker(self.path)
         if found is None or found.run != self.marker.run or self.path.is_symlink():
-            raise TrialNotOursError(
+            raise RepositoryError(
                 f"{self.path} no longer carries tuning run {self.marker.run}'s marker "
                 f"({trials.MARKER}): it is not this run's trial any more, so it is neither loaded, "
                 "unloaded nor deleted; look at what replaced it")
@@ -91,7 +91,7 @@ def make_trial(repository: Path, model: str, run: str, *, server: str, home: Pat
     marker = trials.new_marker(model, run, server, home)
     target = Path(repository) / marker.trial
     if target.exists() or target.is_symlink():
-        raise TrialNotOursError(f"{target} already exists and this run did not make it: it is left alone")
+        raise RepositoryError(f"{target} already exists and this run did not make it: it is left alone")
     staging = Path(tempfile.mkdtemp(prefix=f"{trials.STAGING_PREFIX}{run}-", dir=repository))
     handle: int | None = None
     try:
@@ -103,7 +103,7 @@ def make_trial(repository: Path, model: str, run: str, *, server: str, home: Pat
         config.name = marker.trial
         (staging / CONFIG_FILE).write_text(to_file_text(config))
         if target.exists() or target.is_symlink():
-            raise TrialNotOursError(f"{target} appeared while the trial was made: it is left alone")
+            raise RepositoryError(f"{target} appeared while the trial was made: it is left alone")
         os.rename(staging, target)
     except BaseException:
         if handle is not None:
@@ -114,7 +114,7 @@ def make_trial(repository: Path, model: str, run: str, *, server: str, home: Pat
 
 
 def remove_trial(client: TritonClient | None, copy: TrialCopy) -> None:
-    """Unload and delete this run's trial (step 4); raises `TrialNotOursError`, touching
+    """Unload and delete this run's trial (step 4); raises `RepositoryError`, touching
     nothing, when the directory is not this run's any more."""
     try:
         copy.check()
@@ -234,7 +234,7 @@ def _remove_dead(path: Path, marker: Marker, client: TritonClient | None) -> str
             where += (f"; it was measured on {marker.server}, which may still hold it until it restarts "
                       f"(unload {marker.trial} there)")
     if trials.read_marker(path) != marker:  # replaced while we looked: not ours to delete
-        raise TrialNotOursError(f"{path} changed while it was being removed: left alone")
+        raise RepositoryError(f"{path} changed while it was being removed: left alone")
     shutil.rmtree(path)
     return (f"removed the trial copy {marker.trial} that tuning run {marker.run} of {marker.model!r} "
             f"left (started {marker.created_at} by pid {marker.pid} on {marker.host}, which ended before "

@@ -21,7 +21,7 @@ from geadmin import audit
 from geadmin.access import guard
 from geadmin.audit import Result
 from geadmin.cli.tune import limits
-from geadmin.errors import ConfigError, TrialNotOursError
+from geadmin.errors import ConfigError, RepositoryError
 from geadmin.ops import tune_trials
 from geadmin.ops.tune import unstable
 from geadmin.ops.tune_apply import apply_winner, winner_refusal
@@ -115,7 +115,7 @@ def test_a_name_alone_is_no_trial(repository: Path) -> None:
 def test_a_trial_never_replaces_a_directory_it_did_not_make(repository: Path, tmp_path: Path) -> None:
     taken = stranger(repository, f"{MODEL}__tune_0123abcd")
     before = files(taken)
-    with pytest.raises(TrialNotOursError, match="did not make it"):
+    with pytest.raises(RepositoryError, match="did not make it"):
         make_trial(repository, MODEL, "0123abcd", server=SERVER, home=tmp_path)
     assert files(taken) == before
     assert not any(p.name.startswith(trials.STAGING_PREFIX) for p in repository.iterdir())
@@ -125,7 +125,7 @@ def test_a_trial_whose_marker_was_replaced_is_not_removed(repository: Path, tmp_
     copy = make_trial(repository, MODEL, trials.new_run_id(), server=SERVER, home=tmp_path)
     (copy.path / trials.MARKER).unlink()
     (copy.path / trials.MARKER).write_text("{}")
-    with pytest.raises(TrialNotOursError, match="no longer carries"):
+    with pytest.raises(RepositoryError, match="no longer carries"):
         remove_trial(None, copy)
     assert copy.path.is_dir()
 
