@@ -11,10 +11,12 @@
 set -eu
 log_file=""
 http_port=8000
+repositories=""  # Triton's --model-repository paths, ':'-separated, for the loader to skip trials
 for arg in "$@"; do
   case "$arg" in
     --log-file=*) log_file=${arg#--log-file=} ;;
     --http-port=*) http_port=${arg#--http-port=} ;;
+    --model-repository=*) repositories="$repositories${repositories:+:}${arg#--model-repository=}" ;;
   esac
 done
 
@@ -27,6 +29,7 @@ if [ -n "$log_file" ]; then
   tail -n 0 -F "$log_file" 2>/dev/null &
 fi
 if [ -n "${TRITON_LOAD_MODELS:-}" ]; then
-  python3 /usr/local/lib/geadmin/triton-load-models.py --url "http://127.0.0.1:$http_port" &
+  TRITON_MODEL_REPOSITORIES="$repositories" \
+    python3 /usr/local/lib/geadmin/triton-load-models.py --url "http://127.0.0.1:$http_port" &
 fi
 exec tritonserver "$@"

@@ -12,6 +12,12 @@ Standard library only: the triton image has no geadmin. When geadmin's own start
 loader can run against a remote Triton, the dashboard container may take this job over;
 this script then goes (it must not grow into a second implementation).
 
+geadmin's tuning trials are never loaded: a directory holding the marker `.geadmin-trial.json`
+(a trial copy `geadmin tune` made, or one a killed run left) is skipped, whatever its name, in
+every repository named (`--repository`, or TRITON_MODEL_REPOSITORIES: ':'-separated, which the
+entry point fills from Triton's `--model-repository` flags). A replica sharing the volume would
+otherwise load the trial into its NPU memory.
+
 Environment: TRITON_LOAD_MODELS, TRITON_ADMIN_KEY (the restricted API's key, sent as the
 `admin-key` header), TRITON_LOAD_TIMEOUT (seconds per model, default 300),
 TRITON_LIVE_TIMEOUT (seconds to wait for the server, default 600).
@@ -29,6 +35,7 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor, as_completed
 
 PREFIX = "load-models:"
+TRIAL_MARKER = ".geadmin-trial.json"  # geadmin.repository.trials.MARKER
 
 
 def say(text: str) -> None:
@@ -86,10 +93,19 @@ def hidden(name: str) -> bool:
     return name.startswith(".")
 
 
-def main() -> int:
+def trial(name: str, repositories: list[str]) -> bool:
+    """A geadmin tuning trial: its directory holds the trial marker in one of the repositories."""
+    return any(os.path.lexists(os.path.join(repository, name, TRIAL_MARKER)) for repository in repositories)
+
+
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--url", default="http://127.0.0.1:8000")
-    args = parser.parse_args()
+    parser.add_argument("--repository", action="append", default=[],
+                        help="a model repository Triton serves (repeatable): its trial copies are skipped")
+    args = parser.parse_args(argv)
+    named = os.environ.get("TRITON_MODEL_REPOSITORIES", "")
+    repositories = args.repository + [path for path in named.split(":") if path]
     wanted = os.environ.get("TRITON_LOAD_MODELS", "").strip()
     key = os.environ.get("TRITON_ADMIN_KEY") or None
     load_timeout_s = float(os.environ.get("TRITON_LOAD_TIMEOUT", "300"))
@@ -108,6 +124,10 @@ def main() -> int:
     # `.geadmin-staging-*` of a create in progress or cut short): never load those.
     present = {entry["name"]: entry.get("state", "") for entry in index if not hidden(entry["name"])}
     names = sorted(present) if wanted == "*" else [n.strip() for n in wanted.split(",") if n.strip()]
+    skipped = [name for name in names if trial(name, repositories)]
+    for name in skipped:
+        say(f"{name}: skipped: a geadmin tuning trial ({TRIAL_MARKER}), never loaded at start")
+    names = [name for name in names if name not in skipped]
     for name in names:
         if name not in present:
             say(f"{name}: FAILED: no such model in the repository")

@@ -15,11 +15,10 @@ import streamlit as st
 from geadmin.access.roles import Action
 from geadmin.domain import ModelState
 from geadmin.errors import GeAdminError
-from geadmin.ops.apply import apply_config
-from geadmin.ops.tune import TRIAL_SUFFIX, TuneSettings, tune
+from geadmin.ops.tune import TuneSettings, tune
+from geadmin.ops.tune_apply import apply_winner, winner_refusal
 from geadmin.ops.tune_results import list_runs
-from geadmin.repository.layout import model_dir
-from geadmin.repository.modelconfig import read_config_text
+from geadmin.repository import store, trials
 from geadmin.stack.target import Target
 from pages.ui import access, keys
 from pages.ui.charts import style
@@ -36,7 +35,7 @@ def render() -> None:
     target = selected_target()
     try:
         ready = sorted({e.name for e in client_for(target).repository_index()
-                        if e.state is ModelState.READY and not e.name.endswith(TRIAL_SUFFIX)})
+                        if e.state is ModelState.READY and not trials.is_trial(target.repository, e.name)})
     except GeAdminError as exc:
         show_failure(failure_of(exc), title="Cannot list the models")
         ready = []
@@ -51,8 +50,10 @@ def tune_form(target: Target, ready: list[str]) -> None:
     with st.form(keys.TUNE_FORM):
         model_col, p99_col, thr_col, budget_col, conc_col = st.columns([3, 1, 1, 1, 1])
         model = model_col.selectbox("Model", ready, key=keys.TUNE_MODEL)
-        p99 = p99_col.number_input("Max p99 (ms)", min_value=0.0, value=0.0, help="0: no latency limit")
-        throughput = thr_col.number_input("Min inferences/s", min_value=0.0, value=0.0, help="0: no minimum")
+        p99 = p99_col.number_input("Max p99 (ms)", min_value=0.0, value=None, placeholder="no limit",
+                                   help="empty: no latency limit")
+        throughput = thr_col.number_input("Min inferences/s", min_value=0.0, value=None,
+                                          placeholder="no minimum", help="empty: no minimum")
         budget = budget_col.number_input("Budget (s)", min_value=10, max_value=3600, value=120)
         concurrency = conc_col.number_input("Concurrency", min_value=1, max_value=256, value=16)
         run = st.form_submit_button("Tune", type="primary", disabled=not permitted, help=why_not or None)
@@ -90,13 +91,16 @@ def past_runs(target: Target) -> None:
     if st.session_state.get(keys.TUNE_RUN) not in ids:
         st.session_state[keys.TUNE_RUN] = ids[0]
     chosen = st.selectbox("Run", ids, key=keys.TUNE_RUN,
-                          format_func=lambda i: next(f"#{r['id']} {r['at']} {r['model']}: {r['headline']}"
-                                                     for r in runs if r["id"] == i))
+                          format_func=lambda i: next(f"#{r['id']} {r['at']} {r['model']} on {r['server']}: "
+                                                     f"{r['headline']}" for r in runs if r["id"] == i))
     show_run(target, next(r for r in runs if r["id"] == chosen))
 
 
 def show_run(target: Target, run: dict[str, Any]) -> None:
     st.markdown(f"**{run['model']}** — {run['headline']} ({run['seconds']:.0f} s, by {run['who']})")
+    p99, throughput = run["settings"].get("max_p99_ms"), run["settings"].get("min_throughput")
+    st.caption(f"Measured on {run['server']} · max p99: {f'{p99:g} ms' if p99 else 'no limit'} · "
+               f"min throughput: {f'{throughput:g}/s' if throughput else 'no minimum'}")
     for note in run["notes"]:
         st.caption(note)
     frame = pd.DataFrame([{**t, "queue delay (ms)": t["queue_delay_us"] / 1000} for t in run["trials"]])
@@ -134,12 +138,17 @@ def pareto(run: dict[str, Any]) -> go.Figure:
 
 def winner(target: Target, run: dict[str, Any]) -> None:
     st.subheader("The winner against the live config")
-    live_text = ""
+    live_text, live_sha = "", ""
     if target.repository is not None:
         try:
-            live_text = read_config_text(model_dir(target.repository, run["model"]) / "config.pbtxt")
+            live = store.read_config(target.repository, run["model"])
+            live_text, live_sha = live.text, live.sha256
         except GeAdminError as exc:
             st.warning(f"The live config file was not read: {exc}")
+    changed = bool(live_sha and run.get("live_sha256") and live_sha != run["live_sha256"])
+    if changed:
+        st.warning("The config file changed since this run started: applying its winner is refused (it "
+                   "would undo that change). Tune again.", icon=":material/warning:")
     diff = "".join(difflib.unified_diff(live_text.splitlines(keepends=True),
                                         run["best_text"].splitlines(keepends=True),
                                         "config.pbtxt (on disk)", "config.pbtxt (the winner)"))
@@ -147,15 +156,21 @@ def winner(target: Target, run: dict[str, Any]) -> None:
     permitted, why_not = access.allowed(Action.APPLY)
     if not diff or target.repository is None:
         return
-    if st.button("Apply the winner", type="primary", key=keys.TUNE_APPLY, disabled=not permitted,
-                 help=why_not or "through the config editor's apply: validated, written atomically, "
-                 "reloaded, rolled back if it does not load or answer; audited with this run"):
+    refusal = winner_refusal(run, target.spec.url) or ("the config file changed since this run started"
+                                                       if changed else "")
+    if refusal:
+        st.info(f"Not applicable here: {refusal}.", icon=":material/block:")
+    st.caption(f"Applies to {run['server']}, the server this run measured, and only to the config file "
+               "the run started from.")
+    if st.button("Apply the winner", type="primary", key=keys.TUNE_APPLY,
+                 disabled=not permitted or bool(refusal),
+                 help=why_not or refusal or "through the config editor's apply: validated, written "
+                 "atomically, reloaded, rolled back if it does not load or answer; audited with this run"):
         with st.spinner(f"Applying to {run['model']}…"):
             try:
-                result = apply_config(client_for(target), target.repository, run["model"], run["best_text"],
+                result = apply_winner(client_for(target), target.repository, run,
                                       auth=access.auth_for(Action.APPLY, model=run["model"],
-                                                           server=target.spec.url),
-                                      smoke=True, note=f"the winner of tuning run {run['id']}")
+                                                           server=target.spec.url))
             except GeAdminError as exc:
                 show_failure(failure_of(exc), title="Not applied")
                 return

@@ -21,6 +21,7 @@ from geadmin.cli.npu import triton_metrics
 from geadmin.domain import format_duration
 from geadmin.fleet.discovery import fleet_named
 from geadmin.fleet.probes import FleetProber
+from geadmin.ops import tune_trials
 from geadmin.ops.probe import PROBE_TIMEOUT_S, Prober
 from geadmin.stack.target import live_stack, resolve
 from geadmin.telemetry.exporter import MetricsEndpoint
@@ -57,6 +58,8 @@ def run(args: argparse.Namespace) -> int:
         if args.fleet is not None and not args.no_probes else None
     # Probe only a Triton that was named (or the running stack's), never a guessed default.
     known = bool(args.url or settings.is_set("TRITON_URL") or stack)
+    left = tune_trials.at_start(target.repository, client=client if known else None, home=options.home)
+    print("".join(f"{line}\n" for line in left), end="", flush=True)  # killed tuning runs' trial copies
     watchers: list[Watcher] = []
     if fleet is not None:
         watchers.append(fleet.run)

@@ -78,6 +78,9 @@ def render_text(verdict: Verdict, outage: str = "", crash: str = "") -> str:
         shown = [m.name + (f" ({verdict.unloaded[m.name]})" if verdict.unloaded.get(m.name) else "")
                  for m in found.idle]
         lines.append(f"NOT LOADED ({len(found.idle)}): " + ", ".join(shown))
+    if verdict.trials:
+        lines.append("TUNING TRIALS (geadmin tune's own copies, not judged): "
+                     + ", ".join(f"{m.name} ({m.state.value})" for m in verdict.trials))
     if not snap.models and snap.reachable and not snap.error:
         lines.append("(the model repository is empty)")
     return "\n".join(lines)

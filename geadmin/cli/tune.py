@@ -1,6 +1,7 @@
 """`geadmin tune MODEL`: search the model's serving config (max_batch_size, preferred batch
 size, queue delay, instances) on trial copies under constraints, without touching the live
-model; `--apply` hands the winner to the safe apply. `--list` / `--show ID` reopen saved runs."""
+model; `--apply-run ID` hands a run's winner to the safe apply, on the server the run measured and
+only while the config file is the one the run started from. `--list` / `--show ID` reopen saved runs."""
 
 from __future__ import annotations
 
@@ -17,8 +18,8 @@ from geadmin.access import guard
 from geadmin.access.guard import Authorization
 from geadmin.cli.common import add_connection_args, client_for, format_table, target_from_args
 from geadmin.errors import ConfigError
-from geadmin.ops.apply import apply_config
 from geadmin.ops.tune import TuneSettings, tune
+from geadmin.ops.tune_apply import apply_winner
 from geadmin.ops.tune_results import list_runs, load_run
 from geadmin.triton.client import TritonClient
 
@@ -41,9 +42,17 @@ def _num(value: float | None, digits: int) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
+def limits(settings_: dict[str, Any]) -> str:
+    """The run's limits as words: no limit is "no limit", never 0."""
+    p99, throughput = settings_.get("max_p99_ms"), settings_.get("min_throughput")
+    return (f"max p99: {f'{p99:g} ms' if p99 else 'no limit'}; "
+            f"min throughput: {f'{throughput:g}/s' if throughput else 'no minimum'}")
+
+
 def render(document: dict[str, Any]) -> str:
     lines = [f"{document['model']}: {document['headline']}  (run {document['id']}, "
-             f"{document['seconds']:.0f} s)"]
+             f"{document['seconds']:.0f} s)",
+             f"  on {document['server']}; {limits(document['settings'])}"]
     lines += [f"  note: {note}" for note in document["notes"]]
     lines.append(trial_rows(document["trials"]))
     if document["best"]:
@@ -71,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     auth = guard.os_user()
     with client_for(target, args) as client:
         if args.apply_run is not None:
-            return _apply(client, target.repository, args, auth)
+            return _apply(client, target.repository, args, auth, home)
         settings_ = TuneSettings(args.model, args.max_p99_ms, args.min_throughput, args.budget_s,
                                  args.concurrency, args.window_ms)
         previous = signal.signal(signal.SIGTERM, _interrupt)  # ends like Ctrl-C: the trial copy is removed
@@ -90,12 +99,12 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 
-def _apply(client: TritonClient, repository: Path, args: argparse.Namespace, auth: Authorization) -> int:
-    document = load_run(args.apply_run)
-    if document["model"] != args.model or not document["best_text"]:
-        raise ConfigError(f"run {args.apply_run} has no winner for {args.model}")
-    result = apply_config(client, repository, args.model, document["best_text"], auth=auth, smoke=True,
-                          note=f"the winner of tuning run {args.apply_run}")
+def _apply(client: TritonClient, repository: Path, args: argparse.Namespace, auth: Authorization,
+           home: Path) -> int:
+    document = load_run(args.apply_run, home=home)
+    if document["model"] != args.model:
+        raise ConfigError(f"tuning run {args.apply_run} tuned {document['model']}, not {args.model}")
+    result = apply_winner(client, repository, document, auth=auth, home=home)
     print(result.message)
     return EXIT_OK if result.ok else EXIT_NO_WINNER
 
@@ -118,5 +127,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--show", type=int, default=None, metavar="ID", help="one saved run")
     parser.add_argument("--apply-run", type=int, default=None, metavar="ID",
                         help="apply run ID's winner through the safe apply (validated, rolled back if it "
-                        "fails)")
+                        "fails); refused on another server than the run measured, and when the config "
+                        "file changed since the run started")
     parser.set_defaults(func=run)

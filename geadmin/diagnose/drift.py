@@ -28,6 +28,7 @@ from geadmin.repository import revisions, store
 from geadmin.repository.knobs import compare_with_live
 from geadmin.repository.modelconfig import to_file_text
 from geadmin.repository.rules import Severity
+from geadmin.repository.trials import is_trial
 from geadmin.repository.validate import validate_model
 from geadmin.triton.client import TritonClient
 
@@ -107,11 +108,12 @@ def drift_of(repository: Path, name: str, served: model_config_pb2.ModelConfig) 
 
 
 def find_drift(client: TritonClient, repository: Path | None, names: Sequence[str]) -> list[Drift]:
-    """The drifted models among `names` (READY ones: only those serve a config)."""
+    """The drifted models among `names` (READY ones: only those serve a config). geadmin's own
+    tuning trials serve other configs than their file on purpose: never drift."""
     if repository is None:
         return []
     found = []
-    for name in names:
+    for name in (n for n in names if not is_trial(repository, n)):
         try:
             served = client.model_config(name)
         except TritonError:

@@ -18,6 +18,7 @@
   and none of the above explains why. Triton's own readiness is not enough: in explicit model-control mode
   a failed load does not make it "not ready".
 - OK: none of the above. A model an operator unloaded, or never loaded, is not a failure.
+  geadmin's own tuning trials are never judged, only listed (`diagnose.own_work`).
 """
 
 from __future__ import annotations
@@ -29,11 +30,11 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from geadmin.diagnose import interrupted
+from geadmin.diagnose import interrupted, own_work
 from geadmin.diagnose.drift import Drift, find_drift
 from geadmin.diagnose.health import ServerSnapshot, Triage, is_idle, triage
 from geadmin.diagnose.unloads import DROPPED_MARK, with_dropped
-from geadmin.domain import ModelState, format_duration
+from geadmin.domain import ModelEntry, ModelState, format_duration
 from geadmin.telemetry import watch
 from geadmin.telemetry.watch import ProbeRecord
 from geadmin.triton.client import TritonClient
@@ -95,6 +96,7 @@ class Verdict:
     probes: Mapping[str, ProbeRecord] = field(default_factory=dict)  # model -> its fresh probe
     unloaded: Mapping[str, str] = field(default_factory=dict)  # model -> "unloaded by NAME at TIME"
     notes: tuple[str, ...] = ()  # true and worth knowing, but no reason to page
+    trials: tuple[ModelEntry, ...] = ()  # geadmin's tuning trials: listed, never judged
 
     @property
     def level(self) -> Level:
@@ -153,6 +155,7 @@ class Verdict:
             "drift": [d.to_json() for d in self.drift],
             "drift_checked": self.drift_checked,
             "notes": list(self.notes),
+            "trials": [{"name": m.name, "state": m.state.value} for m in self.trials],
         }
 
 
@@ -327,6 +330,7 @@ def assess(snapshot: ServerSnapshot, sources: Sources | None = None, *,
            expected: Sequence[str] = ()) -> Verdict:
     """The verdict every view shows. Never raises for Triton trouble (it is in the verdict)."""
     src = sources or Sources()
+    snapshot, trials = own_work.split_trials(snapshot, src.repository)
     found, unloads = with_dropped(triage(snapshot, src.log, src.repository), src.log, src.home)
     drift: list[Drift] = []
     checked = src.client is not None and src.repository is not None
@@ -336,5 +340,8 @@ def assess(snapshot: ServerSnapshot, sources: Sources | None = None, *,
     cut_short = interrupted.unresolved(src.repository, home=src.home, url=snapshot.url)
     probes = watch.fresh_probes(snapshot.url, now_s=src.now.timestamp(), home=src.home) \
         if snapshot.reachable else {}
-    return replace(judge(snapshot, found, drift=drift, stuck=stuck, expected=expected, cut_short=cut_short,
-                         probes=probes, unloaded=unloads), drift_checked=checked)
+    verdict = judge(snapshot, found, drift=drift, stuck=stuck, expected=expected, cut_short=cut_short,
+                    probes=probes, unloaded=unloads)
+    reasons = tuple(r for r in verdict.reasons if r.rule is not Rule.SERVER_NOT_READY
+                    or not own_work.explain_not_ready(trials))
+    return replace(verdict, reasons=reasons, drift_checked=checked, trials=trials)

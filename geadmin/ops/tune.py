@@ -1,30 +1,33 @@
 """`tune`: find the serving config that gets a model its batching gain, without touching the
 live model.
 
-Every candidate is served as a trial copy under another name (`<model>__tune`, its version
-directories linked, not copied), loaded beside the live model with the candidate's config,
-measured with perf_analyzer at the load's concurrency, and removed at the end whatever
-happens (an error, a timeout, Ctrl-C; a killed run's copy is removed by the next run, which
-finds it under the model's tune lock). The live model keeps serving and its file never
-changes; the winner goes through the config editor's apply (validated, rolled back if it
-does not load or answer, audited) only when an operator asks.
+Every candidate is served as a trial copy under another name, `<model>__tune_<run>` (the
+run's id; its directory carries the marker `.geadmin-trial.json`, its version directories
+are linked, not copied), loaded beside the live model with the candidate's config, measured
+with perf_analyzer at the load's concurrency, and removed at the end whatever happens (an
+error, a timeout, Ctrl-C). The run is journaled (`tune` / `started`) before the copy is
+made; a killed run's copy is removed by the next start of the stack, the sampler or a run of
+that model (`geadmin.ops.tune_trials`). Nothing is loaded, unloaded or deleted that does not
+carry this run's marker: a model named like a trial is an operator's and is never touched.
+The live model keeps serving and its file never changes; the winner goes through the config
+editor's apply (validated, rolled back if it does not load or answer, audited), on the server
+the run measured and only while the file is still the one the run started from
+(`geadmin.ops.tune_apply`).
 
 The search (`geadmin.ops.tune_space`): the batch ceiling is found by loading (largest first:
 an npu_ge .om refuses a max_batch_size above its largest gear); then batch 1 and the largest
 batch are measured, which give the execute's fixed and per-row cost; the model predicts
 every other candidate, prunes what cannot win, and only a shortlist is measured, best
-predicted first, until the time budget ends. Every trial is reported.
+predicted first, until the time budget ends. Every trial is reported. The live config (the
+baseline every gain is measured against) gets a second try with windows twice as long when
+perf_analyzer finds no stable measurement; without it the result says there is no baseline.
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import os
-import shutil
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -32,19 +35,21 @@ from typing import Any
 from geadmin import audit, settings
 from geadmin.access.guard import Authorization, require
 from geadmin.access.roles import Action
-from geadmin.errors import ConfigError, GeAdminError, TritonError
+from geadmin.errors import ConfigError, GeAdminError, UnstableMeasurementError
+from geadmin.ops import tune_trials
 from geadmin.ops.bench import run_perf_analyzer
 from geadmin.ops.bench_settings import BenchSettings
 from geadmin.ops.tune_memory import MemoryGuard
 from geadmin.ops.tune_results import save_document
 from geadmin.ops.tune_space import BATCH_SIZES, Candidate, CostModel, shortlist, space
+from geadmin.ops.tune_trials import TrialCopy, make_trial, remove_trial, tune_lock
+from geadmin.repository import store, trials
 from geadmin.repository.cross_model import direct_users, read_configs
 from geadmin.repository.knobs import Knobs, read_knobs, with_knobs
 from geadmin.repository.layout import model_dir
-from geadmin.repository.modelconfig import parse_pbtxt, read_config_text, to_file_text
+from geadmin.repository.modelconfig import parse_pbtxt
 from geadmin.triton.client import TritonClient
 
-TRIAL_SUFFIX = "__tune"
 COMPUTE_STAGES = ("compute_input", "compute_infer", "compute_output")
 Progress = Callable[[str], None]
 
@@ -111,6 +116,8 @@ class TuneResult:
     seconds: float = 0.0
     id: int | None = None
     who: str = ""
+    run: str = ""  # the trial's run id (its name is `<model>__tune_<run>`)
+    live_sha256: str = ""  # the config file the run started from: applying the winner expects it
 
     @property
     def live_trial(self) -> Trial | None:
@@ -125,7 +132,8 @@ class TuneResult:
             return f"no config met the constraints ({limits or 'none'}) in {len(self.trials)} trials"
         base = self.live_trial
         gain = f", {self.best.throughput / base.throughput:.1f}x the live config" \
-            if base and base.throughput and self.best.throughput else ""
+            if base and base.throughput and self.best.throughput else \
+            "; no baseline: the live config was not measured (see the notes)"
         return (f"best: {self.best.candidate.describe()} — {self.best.throughput:.0f} inferences/s at p99 "
                 f"{self.best.p99_ms:.1f} ms{gain}")
 
@@ -134,52 +142,9 @@ class TuneResult:
                 "settings": self.settings.__dict__, "live": self.live.__dict__,
                 "trials": [t.to_json() for t in self.trials],
                 "best": self.best.to_json() if self.best else None, "best_text": self.best_text,
-                "headline": self.headline(), "notes": list(self.notes), "seconds": self.seconds}
-
-
-def trial_name(model: str) -> str:
-    return f"{model}{TRIAL_SUFFIX}"
-
-
-@contextlib.contextmanager
-def tune_lock(home: Path, model: str) -> Iterator[None]:
-    """One tuning run per model and workspace; ConfigError while another runs."""
-    path = home / "locks" / f"tune-{model}.lock"
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    handle = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise ConfigError(f"another tuning run of {model} is under way; wait for it to end") from None
-        yield
-    finally:
-        os.close(handle)
-
-
-def remove_trial(client: TritonClient, repository: Path, model: str) -> bool:
-    """Unload and delete the trial copy of `model`, if any; True when there was one."""
-    directory = repository / trial_name(model)
-    with contextlib.suppress(TritonError):
-        client.unload(trial_name(model))
-    if directory.exists() or directory.is_symlink():
-        shutil.rmtree(directory, ignore_errors=True)
-        return True
-    return False
-
-
-def make_trial(repository: Path, model: str) -> Path:
-    """The trial copy: the live config (renamed) and links to the live version directories and
-    files — nothing large is copied, nothing of the live model is written."""
-    live, trial = model_dir(repository, model), repository / trial_name(model)
-    trial.mkdir()
-    for entry in live.iterdir():
-        if entry.name != "config.pbtxt":
-            (trial / entry.name).symlink_to(entry.resolve(), target_is_directory=entry.is_dir())
-    config = parse_pbtxt(read_config_text(live / "config.pbtxt"))
-    config.name = trial_name(model)
-    (trial / "config.pbtxt").write_text(to_file_text(config))
-    return trial
+                "headline": self.headline(), "notes": list(self.notes), "seconds": self.seconds,
+                "run": self.run, "trial": trials.trial_name(self.model, self.run) if self.run else "",
+                "live_sha256": self.live_sha256}
 
 
 def candidate_text(live_text: str, candidate: Candidate, instances_editable: bool = True) -> str:
@@ -204,7 +169,10 @@ class _Runner:
         self.client, self.repository, self.tune = client, repository, tune
         self.auth, self.binary, self.progress = auth, binary, progress
         self.cancel, self.admin_key = cancel, admin_key
-        self.live_text = read_config_text(model_dir(repository, tune.model) / "config.pbtxt")
+        model_dir(repository, tune.model)  # a clear error for a model that is not there
+        live = store.read_config(repository, tune.model)
+        self.live_text, self.live_sha256 = live.text, live.sha256
+        self.copy: TrialCopy | None = None
         self.deadline = time.monotonic() + tune.budget_s
         self.trials: list[Trial] = []
         self.memory = MemoryGuard(metrics_url)
@@ -216,28 +184,35 @@ class _Runner:
         refusal = self.memory.refusal(candidate)
         if refusal:
             return refusal
+        assert self.copy is not None
+        self.copy.check()  # RepositoryError: never load what this run did not make
         config = parse_pbtxt(candidate_text(self.live_text, candidate))
-        config.name = trial_name(self.tune.model)
+        config.name = self.copy.name
         try:
-            self.client.load(trial_name(self.tune.model), config=config)
+            self.client.load(self.copy.name, config=config)
         except GeAdminError as exc:
+            self.copy.refused = True
             return str(exc).splitlines()[0]
+        self.copy.refused = False
         self.memory.loaded(candidate)
         return ""
 
-    def measure(self, candidate: Candidate, phase: str) -> Trial:
+    def measure(self, candidate: Candidate, phase: str, window_ms: int | None = None) -> Trial:
         self.progress(f"trial {len(self.trials) + 1}: {candidate.describe()}")
         error = self.load(candidate)
         if error:
             return self._keep(Trial(candidate, phase, False, error=error))
-        name = trial_name(self.tune.model)
+        assert self.copy is not None
+        name, window = self.copy.name, window_ms or self.tune.window_ms
         try:
             before = self.client.model_statistics(name)[0]
             run = run_perf_analyzer(BenchSettings(
                 name, self.client.url, loads=(float(self.tune.concurrency),),
-                measurement_interval_ms=self.tune.window_ms, stability_percentage=15.0, max_trials=8),
+                measurement_interval_ms=window, stability_percentage=15.0, max_trials=8),
                 binary=self.binary, auth=self.auth, admin_key=self.admin_key, cancel=self.cancel)
             after = self.client.model_statistics(name)[0]
+        except UnstableMeasurementError:
+            return self._keep(Trial(candidate, phase, False, error=unstable(window)))
         except GeAdminError as exc:
             return self._keep(Trial(candidate, phase, False, error=str(exc).splitlines()[0]))
         point = run.points[0]
@@ -275,27 +250,46 @@ def tune(client: TritonClient, repository: Path, tune_settings: TuneSettings, *,
     workspace = home or settings.home()
     started = time.monotonic()
     say = progress or (lambda text: None)
-    with tune_lock(workspace, tune_settings.model):
-        if remove_trial(client, repository, tune_settings.model):
-            say("removed the trial copy an interrupted run left")
+    model, run = tune_settings.model, trials.new_run_id()
+    with tune_lock(workspace, model):
         runner = _Runner(client, repository, tune_settings, auth, binary, say, cancel, admin_key, metrics_url)
+        left = tune_trials.remove_left(repository, client=client, home=workspace, model=model, actor=who)
+        for line in (*left.removed, *left.problems):
+            say(line)
         live = read_knobs(parse_pbtxt(runner.live_text))
         delay = live.max_queue_delay_us if live.dynamic_batching else 0
         live_candidate = Candidate(live.max_batch_size, delay, live.instance_count or 1)
-        make_trial(repository, tune_settings.model)
+        marker = trials.new_marker(model, run, client.url, workspace)
+        tune_trials.journal_row(model, marker, repository / marker.trial, client.url, who, workspace)
         try:
-            notes, best = _search(runner, live_candidate, ensemble_floor(repository, tune_settings.model))
-            notes.append(runner.memory.note)
-        finally:
-            remove_trial(client, repository, tune_settings.model)
+            runner.copy = make_trial(repository, model, run, server=client.url, home=workspace)
+            try:
+                notes, best = _search(runner, live_candidate, ensemble_floor(repository, model))
+                notes.append(runner.memory.note)
+            finally:
+                remove_trial(client, runner.copy)
+        except BaseException as exc:
+            why = str(exc).splitlines()[0] if isinstance(exc, GeAdminError) else type(exc).__name__
+            audit.try_record_action(tune_trials.ACTION, model, False, f"tuning run {run} ended without a "
+                                    f"result: {why}\n{tune_trials.RUN}: {run}", server=client.url, actor=who,
+                                    home=workspace)
+            raise
     best_text = candidate_text(runner.live_text, best.candidate) if best else ""
-    result = TuneResult(tune_settings.model, client.url, tune_settings, live_candidate, tuple(runner.trials),
-                        best, best_text, tuple(notes), time.monotonic() - started, who=who.name)
+    result = TuneResult(model, client.url, tune_settings, live_candidate, tuple(runner.trials), best,
+                        best_text, tuple(notes), time.monotonic() - started, who=who.name, run=run,
+                        live_sha256=runner.live_sha256)
     saved = replace(result, id=save_document(result.model, result.server, result.who, result.to_json(),
                                              home=workspace))
-    audit.record_action("tune", tune_settings.model, True, f"run {saved.id}: {saved.headline()}",
+    audit.record_action(tune_trials.ACTION, model, True,
+                        f"run {saved.id}: {saved.headline()}\n{tune_trials.RUN}: {run}",
                         server=client.url, actor=who, home=workspace)
     return saved
+
+
+def unstable(window_ms: int) -> str:
+    """A trial perf_analyzer could not measure steadily, with the flag that helps."""
+    return (f"no stable measurement in windows of {window_ms} ms: give longer windows "
+            f"(geadmin tune --window-ms {window_ms * 2}) or run on a quieter machine")
 
 
 def _search(runner: _Runner, live: Candidate, floor: int) -> tuple[list[str], Trial | None]:
@@ -323,6 +317,8 @@ def _search(runner: _Runner, live: Candidate, floor: int) -> tuple[list[str], Tr
         if runner.out_of_time():
             break
         measured[anchor] = runner.measure(anchor, "cost")
+        if anchor == live:
+            measured[anchor] = _baseline(runner, live, measured[anchor], notes)
     model = _cost_model(measured)
     if model is not None:
         notes.append(f"cost model: {model.fixed_ms:.2f} ms per execute + {model.per_row_ms:.3f} ms per row")
@@ -333,6 +329,21 @@ def _search(runner: _Runner, live: Candidate, floor: int) -> tuple[list[str], Tr
                 break
             measured[candidate] = runner.measure(candidate, "shortlist")
     return notes, _best(measured.values(), tune)
+
+
+def _baseline(runner: _Runner, live: Candidate, first: Trial, notes: list[str]) -> Trial:
+    """The live config's trial is what every gain is measured against: when perf_analyzer found
+    no stable measurement, it gets one more try with windows twice as long; without a baseline
+    the notes say so and why."""
+    if first.ok:
+        return first
+    retry = first
+    if first.error.startswith("no stable measurement") and not runner.out_of_time():
+        retry = runner.measure(live, "cost", window_ms=runner.tune.window_ms * 2)
+    if not retry.ok:
+        notes.append(f"no baseline: the live config ({live.describe()}) was not measured ({retry.error}), "
+                     "so no gain over it is known")
+    return retry
 
 
 def _best(trials: Iterable[Trial], tune: TuneSettings) -> Trial | None:

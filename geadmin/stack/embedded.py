@@ -29,8 +29,10 @@ from geadmin.access.token import new_token, sign_in_url
 from geadmin.audit import Actor, Origin
 from geadmin.domain import DEFAULT_PORTS, Ports, format_duration
 from geadmin.errors import SamplerLockedError, StackError, TritonError
+from geadmin.ops import tune_trials
 from geadmin.ops.actions import ActionResult, load_in_parallel
 from geadmin.ops.probe import MIN_INTERVAL_S, PROBE_TIMEOUT_S, Prober
+from geadmin.repository.trials import is_trial
 from geadmin.stack.dashboard import DashboardProcess
 from geadmin.stack.drivers import ExitRecord
 from geadmin.stack.processes import client_host, ensure_port_free, ensure_ports_free
@@ -162,6 +164,8 @@ class EmbeddedStack:
             self.say(f"copied the sample model repository to {self.repository}")
         opts.workspace.rotate_triton_log()
         self._admin_key = opts.workspace.ensure_admin_key()
+        for line in tune_trials.at_start(self.repository, home=opts.workspace.home):  # a killed tune's trial
+            self.say(line)
         backends = prepare_backend_directory(opts.workspace.backends, opts.backend_dirs)
         for name, directory in opts.backend_dirs.items():
             self.say(f"backend {name}: {directory}")
@@ -233,7 +237,7 @@ class EmbeddedStack:
         with TritonClient(triton.http_url, admin_key=triton.admin_key, load_timeout_s=timeout_s) as client:
             try:
                 wanted = list(names) if names is not None else sorted(
-                    {entry.name for entry in client.repository_index()})
+                    {e.name for e in client.repository_index() if not is_trial(self.repository, e.name)})
             except TritonError as exc:  # Triton died at once: the supervisor reports that
                 self.say(f"cannot list the repository's models: {str(exc).splitlines()[0]}")
                 return

@@ -40,6 +40,7 @@ from dataclasses import dataclass, replace
 from enum import Enum
 
 from geadmin.errors import GeAdminError
+from geadmin.repository.trials import parse_name
 from geadmin.telemetry.derive import ModelWindow, Window, derive
 from geadmin.telemetry.npu import NpuDevice
 from geadmin.telemetry.scrape import Scrape
@@ -132,10 +133,12 @@ def triage(window: Window, devices: Sequence[NpuDevice] | None = None,
            probe_rates: Mapping[str, float] | None = None) -> tuple[Bottleneck, ...]:
     """One `Bottleneck` per model version of the window, in the window's order; `ensembles`
     maps each ensemble to its members (see `for_ensemble`), `queue_delay_ms` each model to its
-    batcher's configured wait, `probe_rates` each model to geadmin's own probe requests/s."""
+    batcher's configured wait, `probe_rates` each model to geadmin's own probe requests/s.
+    geadmin's tuning trials, loaded under perf_analyzer's load on purpose, get none."""
     delays, probes = queue_delay_ms or {}, probe_rates or {}
     found = tuple(assess(m, devices_of(m.model, m.version, devices or ()), queue_delay_ms=delays.get(m.model),
-                         probe_rate_per_s=probes.get(m.model, 0.0)) for m in window.models)
+                         probe_rate_per_s=probes.get(m.model, 0.0)) for m in window.models
+                  if parse_name(m.model) is None)
     members = ensembles or {}
     return tuple(for_ensemble(b, members[b.model], found) if b.model in members and b.has_traffic else b
                  for b in found)

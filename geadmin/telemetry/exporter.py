@@ -6,7 +6,9 @@ sampler last recorded and nothing it did not: probes (`geadmin.ops.probe`), mode
 and since when (`geadmin.telemetry.watch`), the sampler's last sample per source
 (`geadmin.telemetry.history`), the objectives (`geadmin.telemetry.objectives`). Names are
 prefixed `geadmin_`; Triton's own families are never re-exported or renamed. The alert
-rules in deploy/prometheus/geadmin-alerts.yml read these and Triton's metrics.
+rules in deploy/prometheus/geadmin-alerts.yml read these and Triton's metrics. geadmin's own
+tuning trials (`<model>__tune_<run>`) are left out: loading, refusing and unloading them is the
+tuner's work, never an alert.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from prometheus_client.registry import Collector
 
 from geadmin import __version__
 from geadmin.errors import WorkspaceDatabaseError
+from geadmin.repository.trials import parse_name
 from geadmin.telemetry import history, objectives, watch
 
 PROBE_FRESH_S = 600.0  # a probe older than this is not exported (a stopped prober leaves nothing standing)
@@ -81,6 +84,8 @@ class GeadminCollector(Collector):
         for server in watch.probed_servers(home=self.home):
             for model, probe in watch.latest_probes(server, newer_than_s=now - PROBE_FRESH_S,
                                                     home=self.home).items():
+                if parse_name(model) is not None:
+                    continue
                 success.add_metric([server, model], 1.0 if probe.ok else 0.0)
                 at.add_metric([server, model], probe.at_s)
                 if probe.ok and probe.latency_ms is not None:
@@ -96,7 +101,7 @@ class GeadminCollector(Collector):
                                     labels=["server", "model", "state"])
         changed = GaugeMetricFamily("geadmin_model_state_change_timestamp_seconds",
                                     "When the model entered its current state", labels=["server", "model"])
-        for record in watch.model_states(home=self.home):
+        for record in (r for r in watch.model_states(home=self.home) if parse_name(r.model) is None):
             state.add_metric([record.server, record.model, record.state,
                               "true" if record.operator_unload else "false"], 1.0)
             seconds.add_metric([record.server, record.model, record.state], record.for_s(now))

@@ -19,8 +19,10 @@ from streamlit.testing.v1 import AppTest
 
 from geadmin import audit
 from geadmin.access import guard
-from geadmin.ops.tune import TuneSettings, ensemble_floor, make_trial, trial_name, tune
+from geadmin.ops.tune import TuneSettings, ensemble_floor, tune
 from geadmin.ops.tune_results import list_runs
+from geadmin.ops.tune_trials import make_trial
+from geadmin.repository import trials
 from geadmin.repository.modelconfig import parse_pbtxt, to_file_text
 from geadmin.triton.client import TritonClient
 from tests.support.apptest import APP, isolate, run
@@ -82,9 +84,12 @@ class LiveTraffic:
 
 
 def trial_gone(server: NpuServer) -> bool:
+    """No trial of MODEL on disk or loaded."""
     with TritonClient(server.url) as client:
-        listed = {m.name for m in client.repository_index()}
-    return trial_name(MODEL) not in listed and not (server.process.repository / trial_name(MODEL)).exists()
+        loaded = {m.name for m in client.repository_index()
+                  if m.state.value in ("READY", "LOADING", "UNLOADING")}
+    ours = [name for name in loaded if (trials.parse_name(name) or ("",))[0] == MODEL]
+    return not ours and not [m for _, m in trials.marked(server.process.repository) if m.model == MODEL]
 
 
 def test_tune_finds_the_batching_gain_while_the_live_model_serves_unchanged(server: NpuServer,
@@ -103,7 +108,8 @@ def test_tune_finds_the_batching_gain_while_the_live_model_serves_unchanged(serv
     assert "max_batch_size: " in result.best_text and "dynamic_batching" in result.best_text
     assert any(n.startswith("cost model: ") for n in result.notes), result.notes
     assert list_runs(MODEL, home=tmp_path)[0]["id"] == result.id
-    assert [r.action for r in audit.query(model=MODEL, home=tmp_path)] == ["tune"]
+    assert [(r.action, r.result) for r in audit.query(model=MODEL, home=tmp_path)] == \
+        [("tune", "ok"), ("tune", "started")]  # journaled before the trial was made
 
 
 def test_an_interrupted_run_removes_its_trial_copy(server: NpuServer, tmp_path: Path) -> None:
@@ -122,14 +128,15 @@ def test_an_interrupted_run_removes_its_trial_copy(server: NpuServer, tmp_path: 
 
 
 def test_a_copy_left_by_a_killed_run_is_removed_by_the_next(server: NpuServer, tmp_path: Path) -> None:
-    make_trial(server.process.repository, MODEL)  # as a SIGKILLed run leaves it: on disk and loaded
+    left = make_trial(server.process.repository, MODEL, trials.new_run_id(), server=server.url, home=tmp_path)
+    left.release()  # as a SIGKILLed run leaves it: on disk, loaded, its marker's lock free
     with TritonClient(server.url) as client:
-        client.load(trial_name(MODEL))
+        client.load(left.name)
         said: list[str] = []
         quick = TuneSettings(MODEL, budget_s=10.0, concurrency=2, window_ms=500)
         tune(client, server.process.repository, quick, auth=guard.os_user(), home=tmp_path,
              progress=said.append)
-    assert said[0] == "removed the trial copy an interrupted run left"
+    assert said[0].startswith(f"removed the trial copy {left.name} that tuning run {left.marker.run}"), said
     assert trial_gone(server)
 
 
@@ -223,4 +230,5 @@ def test_a_trial_that_would_not_fit_in_the_npus_memory_is_not_loaded(server: Npu
     assert any(t.ok for t in result.trials if t.candidate.instances == 1)
     assert result.best is not None and result.best.candidate.instances == 1
     with TritonClient(server.url) as client:
-        assert trial_name(HEAVY) not in {m.name for m in client.repository_index()}
+        assert not [m for m in client.repository_index() if m.name.startswith(f"{HEAVY}__tune_")
+                    and m.state.value == "READY"]

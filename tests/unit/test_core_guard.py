@@ -30,7 +30,7 @@ from geadmin.diagnose import drift, explain, rollouts
 from geadmin.errors import GeAdminError, NotAuthorizedError, PerfAnalyzerMissingError
 from geadmin.fleet import journal, rollout, runs, versions
 from geadmin.fleet.members import Member, Trust
-from geadmin.ops import actions, apply, bench, create, monitoring, tune
+from geadmin.ops import actions, apply, bench, create, monitoring, tune, tune_apply
 from geadmin.ops.bench_settings import BenchSettings
 from geadmin.ops.infer_inputs import InputSource, SourceKind
 from geadmin.ops.tune import TuneSettings
@@ -205,6 +205,11 @@ GUARDED: dict[str, tuple[Action, Call]] = {
         Action.USERS, lambda w, a: w.users.remove("olga", auth=a)),
     "geadmin.ops.monitoring.set_objective": (
         Action.MONITORING, lambda w, a: monitoring.set_objective("m", 50.0, 0.001, auth=a, home=w.home)),
+    "geadmin.ops.tune_apply.apply_winner": (
+        Action.APPLY, lambda w, a: tune_apply.apply_winner(
+            w.client, w.repository, {"id": 1, "model": "m", "server": w.client.url, "best": {"ok": True},
+                                     "best_text": CONFIG.replace("4", "8"), "live_sha256": "0" * 64},
+            auth=a, home=w.home)),
     "geadmin.ops.tune.tune": (
         Action.TUNE, lambda w, a: tune.tune(w.client, w.repository, TuneSettings("m"), auth=a, home=w.home)),
     "geadmin.fleet.rollout.rollout[reload]": (
@@ -250,8 +255,13 @@ EXEMPT: dict[str, str] = {
     "geadmin.stack.embedded.load_outcome": "turns a load result into a line for `geadmin up`",
     "geadmin.diagnose.unloads.unloaded_by_operator": "reads the audit log",
     "geadmin.ops.bench_settings.load_test_running": "reads which load test holds a server's lock",
-    "geadmin.ops.tune.remove_trial": "part of tune (guarded): removes the trial copy it made",
-    "geadmin.ops.tune.tune_lock": "the lock one tuning run holds (a file in the workspace)",
+    "geadmin.ops.tune_trials.remove_trial": "part of tune (guarded): removes the trial copy it made, "
+                                            "only while it carries the run's marker",
+    "geadmin.ops.tune_trials.unload_and_wait": "part of tune (guarded) and of remove_left: unloads only "
+                                               "a trial whose marker is the run's or a dead run's",
+    "geadmin.ops.tune_trials.remove_left": "start-up recovery (stack, sampler, tune): removes trials of "
+                                           "tuning runs that died (marker present, its lock free)",
+    "geadmin.ops.tune_trials.tune_lock": "the lock one tuning run holds (a file in the workspace)",
     "geadmin.ops.tune_results.save_document": "stores a finished tuning run in the workspace DB",
     "geadmin.ops.tune_results.load_run": "reads a saved tuning run",
     "geadmin.fleet.runs.start": "runs a rollout (guarded, under the caller's authorization) on a thread",
