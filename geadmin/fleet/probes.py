@@ -19,6 +19,7 @@ from pathlib import Path
 from geadmin.errors import FleetError, GeAdminError
 from geadmin.fleet.discovery import Discovery, Fleet, discover
 from geadmin.ops.probe import DEFAULT_INTERVAL_S, PROBE_TIMEOUT_S, Prober, ProbeRound
+from geadmin.telemetry import watch
 from geadmin.triton.client import TritonClient
 
 REDISCOVER_S = 60.0
@@ -74,6 +75,8 @@ class FleetProber:
         self.problems = found.problems
         self._found_at = self.clock()
         wanted = {m.url: m for m in found.members}
+        if not any(f.error for f in found.found):  # every source answered: who is missing left
+            watch.forget_servers([u for u in self._probers if u not in wanted], home=self.home)
         for url in [u for u in self._probers if u not in wanted]:  # scaled in, or gone
             self._probers.pop(url).client.close()
         for url, member in wanted.items():

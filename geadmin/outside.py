@@ -1,0 +1,129 @@
+"""Input from outside geadmin's control, kept data: answers of Prometheus, Alertmanager and the
+Kubernetes API read with a bound on size and nesting, text stripped of terminal control
+characters, and links accepted only under a configured base URL.
+
+Anyone who can answer for such a service (or post an alert to an Alertmanager, which takes
+alerts without authentication by default) chooses these bytes. So:
+
+- `read_limited` reads at most `max_bytes` of an answer (decoded, so a small gzip bomb counts
+  at its real size) and refuses a longer one before it is parsed;
+- `loads` refuses a JSON document nested deeper than `max_depth` before the parser sees it:
+  Python's parser recurses, and 100,000 `[` end in a RecursionError, a traceback;
+- `plain` drops control characters (an ANSI escape or an OSC 8 hyperlink in a summary would
+  act on the operator's terminal) and cuts long text;
+- `under_base` says whether a URL points under one of the configured bases: only those are
+  shown as links, everything else as text.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from collections.abc import Iterable, Sequence
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from geadmin.errors import OutsideAnswerError
+
+MAX_ANSWER_BYTES = 32 * 1024 * 1024  # a week of 1-minute points for a few hundred series fits
+MAX_DEPTH = 64  # Prometheus's answers nest 6 levels, a Kubernetes PodList about 12
+MAX_TEXT_CHARS = 2000
+
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_URL_SAFE = re.compile(r"[A-Za-z0-9\-._~:/?#\[\]@!$&'*+,;=%()]+")
+
+
+def read_limited(chunks: Iterable[bytes], *, what: str, max_bytes: int = MAX_ANSWER_BYTES) -> bytes:
+    """The answer's bytes, refused once more than `max_bytes` have arrived (nothing more is read)."""
+    parts, size = [], 0
+    for chunk in chunks:
+        size += len(chunk)
+        if size > max_bytes:
+            raise OutsideAnswerError(f"{what} is larger than {_size(max_bytes)}: refused unread (a real "
+                                     "answer is far smaller; is the URL the service's?)")
+        parts.append(chunk)
+    return b"".join(parts)
+
+
+def loads(data: bytes | str, *, what: str, max_bytes: int = MAX_ANSWER_BYTES,
+          max_depth: int = MAX_DEPTH) -> Any:
+    """The JSON document in `data`. Raises OutsideAnswerError when it is over `max_bytes` or
+    nested deeper than `max_depth`, and ValueError (json's) when it is not JSON."""
+    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
+    if len(raw) > max_bytes:
+        raise OutsideAnswerError(f"{what} is larger than {_size(max_bytes)}: refused unread")
+    if nesting(raw, stop_at=max_depth) > max_depth:
+        raise OutsideAnswerError(f"{what} is JSON nested deeper than {max_depth} levels: refused unparsed "
+                                 "(no answer of this service nests that deep)")
+    try:
+        return json.loads(raw)
+    except RecursionError:  # the scan above makes this unreachable; a traceback it must never be
+        raise OutsideAnswerError(f"{what} is JSON nested too deep to parse") from None
+
+
+def nesting(raw: bytes, *, stop_at: int) -> int:
+    """How deep the arrays and objects of `raw` nest, counted up to `stop_at + 1`, in C-speed
+    passes: strings removed, every byte but brackets removed, then innermost pairs removed once
+    per level. Unbalanced brackets (not JSON: the parser says so) count as what pairs up."""
+    brackets = _STRING.sub(b"", raw).translate(None, _NOT_BRACKETS)
+    depth = 0
+    while brackets and depth <= stop_at:
+        shorter = brackets.replace(b"[]", b"").replace(b"{}", b"")
+        if len(shorter) == len(brackets):
+            break  # nothing pairs up any more: unbalanced
+        brackets, depth = shorter, depth + 1
+    return depth
+
+
+def plain(text: object, limit: int = MAX_TEXT_CHARS) -> str:
+    """`text` as a str without control characters (newlines and tabs kept as spaces or breaks),
+    bidirectional overrides or zero-width tricks, cut to `limit` characters with an ellipsis."""
+    kept = []
+    for char in str(text):
+        if char == "\n":
+            kept.append(char)
+        elif char == "\t":
+            kept.append(" ")
+        elif unicodedata.category(char) not in ("Cc", "Cf", "Cs", "Co", "Cn"):
+            kept.append(char)
+    cleaned = "".join(kept)
+    return cleaned if len(cleaned) <= limit else cleaned[: max(0, limit - 1)] + "…"
+
+
+def under_base(url: str, bases: Sequence[str]) -> bool:
+    """True when `url` is an http(s) URL under one of `bases` (same scheme, host and port, path
+    inside the base's path): only then is it shown as a link. User info, `.`/`..` segments,
+    spaces and characters a URL never holds refuse it."""
+    if not url or not _URL_SAFE.fullmatch(url):
+        return False
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return False
+    if parts.scheme not in ("http", "https") or not parts.hostname or "@" in parts.netloc:
+        return False
+    if any(segment in (".", "..") for segment in unquote(parts.path).split("/")):
+        return False
+    return any(_inside(parts.scheme, parts.hostname, port, parts.path, base) for base in bases if base)
+
+
+def _inside(scheme: str, host: str, port: int | None, path: str, base: str) -> bool:
+    try:
+        allowed = urlsplit(base)
+        allowed_port = allowed.port
+    except ValueError:
+        return False
+    defaults = {"http": 80, "https": 443}
+    if (allowed.scheme, (allowed.hostname or "")) != (scheme, host.lower()):
+        return False
+    if (allowed_port or defaults.get(scheme)) != (port or defaults.get(scheme)):
+        return False
+    prefix = allowed.path.rstrip("/")
+    return path == prefix or path.startswith(prefix + "/") or (not prefix and not path)
+
+
+def _size(count: int) -> str:
+    return f"{count / 1024 / 1024:g} MiB" if count >= 1024 * 1024 else f"{count} bytes"
