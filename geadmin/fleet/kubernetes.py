@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl
 
-from geadmin.errors import ConfigError, DiscoverySourceError
+from geadmin import outside
+from geadmin.errors import ConfigError, DiscoverySourceError, OutsideAnswerError
 from geadmin.fleet.members import ASCEND, ASCEND_COUNT, NAMESPACE, NODE, POD, READY, Found, Member
 from geadmin.triton.servers import ServerSpec
 
@@ -194,7 +195,7 @@ def _list_pods(target: Target, source: str, timeout_s: float) -> dict[str, Any]:
             response: Any = client.CoreV1Api(api_client).list_namespaced_pod(
                 target.namespace, label_selector=target.selector, _request_timeout=timeout_s,
                 _preload_content=False)
-            body = response.data
+            body = response.read(outside.MAX_ANSWER_BYTES + 1)  # a longer one is refused unparsed
     except client.ApiException as exc:
         raise DiscoverySourceError(f"{source}: {explain_status(exc.status, _api_message(exc), host, target)}",
                                    source=source) from exc
@@ -204,7 +205,9 @@ def _list_pods(target: Target, source: str, timeout_s: float) -> dict[str, Any]:
             raise
         raise DiscoverySourceError(f"{source}: {explained}", source=source) from exc
     try:
-        pod_list = json.loads(body)
+        pod_list = outside.loads(body, what=f"the pod list {host} answered")
+    except OutsideAnswerError as exc:
+        raise DiscoverySourceError(f"{source}: {exc}", source=source) from None
     except ValueError:
         pod_list = None
     if not isinstance(pod_list, dict) or pod_list.get("kind") != "PodList":

@@ -103,14 +103,14 @@ def _read(base: str, session: requests.Session | None) -> Any:
                                                       max_bytes=MAX_ANSWER_BYTES), what=what)
     except OutsideAnswerError as exc:
         raise AlertmanagerError(f"{exc}: is GEADMIN_ALERTMANAGER_URL an Alertmanager?") from None
-    except ValueError:
-        return None  # not JSON: said by the caller
     except requests.Timeout:
         raise AlertmanagerError(f"Alertmanager at {base} did not answer within {TIMEOUT_S:g} s: check "
                                 "that it runs (GEADMIN_ALERTMANAGER_URL)") from None
     except requests.RequestException as exc:
         raise AlertmanagerError(f"Alertmanager at {base} is unreachable ({type(exc).__name__}): check "
                                 "GEADMIN_ALERTMANAGER_URL") from None
+    except ValueError:  # not JSON: said by the caller (requests' own ValueErrors are caught above)
+        return None
 
 
 def _runbooks() -> tuple[str, ...]:
