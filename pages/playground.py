@@ -176,7 +176,8 @@ def checked_request(target: Target, spec: ModelSpec, chosen: dict[str, Chosen], 
         request = build_request(spec, sources, shapes=shapes, batch_size=batch_size, seed=seed,
                                 outputs=outputs, class_count=plan.class_count, version=version)
     except InferInputError as exc:
-        st.error(f"{outside_text.text(exc)}\n\n**Fix:** {input_fix(exc)}. Nothing was sent.", icon=":material/error:")
+        st.error(f"{outside_text.text(exc)}\n\n**Fix:** {input_fix(exc)}. Nothing was sent.",
+                 icon=":material/error:")
         return None
     except GeAdminError as exc:  # e.g. a labels file that cannot be read
         st.error(f"{outside_text.text(exc)}\n\n**Next step:** {next_step(exc)}. Nothing was sent.",
