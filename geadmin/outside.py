@@ -39,8 +39,10 @@ _SCAN_CHUNK = 1 << 20
 _URL_SAFE = re.compile(r"[A-Za-z0-9\-._~:/?#\[\]@!$&'*+,;=%()]+")
 
 
-def read_limited(chunks: Iterable[bytes], *, what: str, max_bytes: int = MAX_ANSWER_BYTES) -> bytes:
-    """The answer's bytes, refused once more than `max_bytes` have arrived (nothing more is read)."""
+def read_limited(chunks: Iterable[bytes], *, what: str, max_bytes: int | None = None) -> bytes:
+    """The answer's bytes, refused once more than `max_bytes` (default MAX_ANSWER_BYTES) have
+    arrived: nothing more is read."""
+    max_bytes = MAX_ANSWER_BYTES if max_bytes is None else max_bytes
     parts, size = [], 0
     for chunk in chunks:
         size += len(chunk)
@@ -51,10 +53,11 @@ def read_limited(chunks: Iterable[bytes], *, what: str, max_bytes: int = MAX_ANS
     return b"".join(parts)
 
 
-def loads(data: bytes | str, *, what: str, max_bytes: int = MAX_ANSWER_BYTES,
-          max_depth: int = MAX_DEPTH) -> Any:
-    """The JSON document in `data`. Raises OutsideAnswerError when it is over `max_bytes` or
-    nested deeper than `max_depth`, and ValueError (json's) when it is not JSON."""
+def loads(data: bytes | str, *, what: str, max_bytes: int | None = None, max_depth: int = MAX_DEPTH) -> Any:
+    """The JSON document in `data`. Raises OutsideAnswerError when it is over `max_bytes`
+    (default MAX_ANSWER_BYTES) or nested deeper than `max_depth`, and ValueError (json's) when
+    it is not JSON."""
+    max_bytes = MAX_ANSWER_BYTES if max_bytes is None else max_bytes
     raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
     if len(raw) > max_bytes:
         raise OutsideAnswerError(f"{what} is larger than {_size(max_bytes)}: refused unread")
