@@ -23,6 +23,7 @@ from geadmin import db
 
 KEEP_PROBES_S = 24 * 3600.0  # probe history kept this long
 FRESH_S = 300.0  # a probe older than this says nothing about now (the sampler stopped)
+KEEP_STATES_S = 24 * 3600.0  # a state nobody read again for this long is removed (its server left)
 
 
 @dataclass(frozen=True)
@@ -122,7 +123,8 @@ def _probe(row: Any) -> ProbeRecord:
 def record_states(server: str, states: Mapping[str, tuple[str, str, bool]], now_s: float, *,
                   home: Path | None = None) -> None:
     """`states`: model -> (state, reason, operator_unload), as read now. A model whose state is
-    unchanged keeps its `since`; one that left the index is forgotten."""
+    unchanged keeps its `since`; one that left the index is forgotten, and so is any state of
+    any server nobody read again for KEEP_STATES_S (a server that left while nothing watched)."""
     with db.connect(home) as conn, db.transaction(conn):
         conn.row_factory = sqlite3.Row
         known = {row["model"]: row["state"] for row in
@@ -137,6 +139,7 @@ def record_states(server: str, states: Mapping[str, tuple[str, str, bool]], now_
         gone = set(known) - set(states)
         conn.executemany("DELETE FROM model_states WHERE server = ? AND model = ?",
                          [(server, model) for model in gone])
+        conn.execute("DELETE FROM model_states WHERE seen < ?", (now_s - KEEP_STATES_S,))
 
 
 def model_states(server: str | None = None, *, seen_after_s: float | None = None,
