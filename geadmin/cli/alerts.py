@@ -37,6 +37,8 @@ def render(alerts: list[Alert]) -> str:
         if alert.description:
             lines.append(f"  {alert.description}")
         lines.append(f"  open:    {alert.link}")
+        if alert.outside_link:  # anyone can post an alert: a link elsewhere is named, not offered
+            lines.append(f"  runbook outside the configured bases (not opened): {alert.outside_link}")
         lines.append(f"  silence: {alert.silence_url}")
     return "\n".join(lines)
 
