@@ -50,8 +50,6 @@
     │   ├── BenchInputError             the input data (--input-data JSON) was rejected
     │   ├── BenchSettingsError          loads, window or trials malformed or out of bounds
     │   └── BenchBusyError              another load test runs against this server now
-    ├── OutsideAnswerError          a Prometheus, Alertmanager or Kubernetes answer over the size or
-    │                               nesting bound (geadmin.outside)
     ├── FleetError                  many servers as one (geadmin.fleet)
     │   ├── DiscoverySourceError        a discovery source (DNS, Prometheus, Kubernetes) did not answer
     │   └── RolloutBusyError            another rollout of this fleet runs now
@@ -322,11 +320,6 @@ class NpuSmiParseError(NpuSmiError):
 
 class PrometheusError(TelemetryError):
     """Prometheus did not answer, or refused a query."""
-
-
-class OutsideAnswerError(GeAdminError):
-    """An answer from a service geadmin does not control (Prometheus, Alertmanager, the
-    Kubernetes API) is larger or nests deeper than any real one: refused before it is parsed."""
 
 
 class AlertmanagerError(TelemetryError):

@@ -20,13 +20,15 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import numpy as np
 
-from geadmin.errors import OutsideAnswerError
+from geadmin.errors import GeAdminError
+
+Refusal = Callable[[str], GeAdminError]  # the caller's own error for "refused": PrometheusError, ...
 
 MAX_ANSWER_BYTES = 32 * 1024 * 1024  # a week of 1-minute points for a few hundred series fits
 MAX_DEPTH = 64  # Prometheus's answers nest 6 levels, a Kubernetes PodList about 12
@@ -39,35 +41,37 @@ _SCAN_CHUNK = 1 << 20
 _URL_SAFE = re.compile(r"[A-Za-z0-9\-._~:/?#\[\]@!$&'*+,;=%()]+")
 
 
-def read_limited(chunks: Iterable[bytes], *, what: str, max_bytes: int | None = None) -> bytes:
-    """The answer's bytes, refused once more than `max_bytes` (default MAX_ANSWER_BYTES) have
-    arrived: nothing more is read."""
+def read_limited(chunks: Iterable[bytes], *, what: str, error: Refusal,
+                 max_bytes: int | None = None) -> bytes:
+    """The answer's bytes; `error(message)` is raised once more than `max_bytes` (default
+    MAX_ANSWER_BYTES) have arrived, and nothing more is read."""
     max_bytes = MAX_ANSWER_BYTES if max_bytes is None else max_bytes
     parts, size = [], 0
     for chunk in chunks:
         size += len(chunk)
         if size > max_bytes:
-            raise OutsideAnswerError(f"{what} is larger than {_size(max_bytes)}: refused unread (a real "
-                                     "answer is far smaller; is the URL the service's?)")
+            raise error(f"{what} is larger than {_size(max_bytes)}: refused unread (a real answer is far "
+                        "smaller; is the URL the service's?)")
         parts.append(chunk)
     return b"".join(parts)
 
 
-def loads(data: bytes | str, *, what: str, max_bytes: int | None = None, max_depth: int = MAX_DEPTH) -> Any:
-    """The JSON document in `data`. Raises OutsideAnswerError when it is over `max_bytes`
+def loads(data: bytes | str, *, what: str, error: Refusal, max_bytes: int | None = None,
+          max_depth: int = MAX_DEPTH) -> Any:
+    """The JSON document in `data`. Raises `error(message)` when it is over `max_bytes`
     (default MAX_ANSWER_BYTES) or nested deeper than `max_depth`, and ValueError (json's) when
     it is not JSON."""
     max_bytes = MAX_ANSWER_BYTES if max_bytes is None else max_bytes
     raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
     if len(raw) > max_bytes:
-        raise OutsideAnswerError(f"{what} is larger than {_size(max_bytes)}: refused unread")
+        raise error(f"{what} is larger than {_size(max_bytes)}: refused unread")
     if nesting(raw) > max_depth:
-        raise OutsideAnswerError(f"{what} is JSON nested deeper than {max_depth} levels: refused unparsed "
-                                 "(no answer of this service nests that deep)")
+        raise error(f"{what} is JSON nested deeper than {max_depth} levels: refused unparsed (no answer "
+                    "of this service nests that deep)")
     try:
         return json.loads(raw)
     except RecursionError:  # the scan above makes this unreachable; a traceback it must never be
-        raise OutsideAnswerError(f"{what} is JSON nested too deep to parse") from None
+        raise error(f"{what} is JSON nested too deep to parse") from None
 
 
 def nesting(raw: bytes) -> int:

@@ -31,7 +31,7 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 from geadmin import outside
-from geadmin.errors import ConfigError, DiscoverySourceError, OutsideAnswerError
+from geadmin.errors import ConfigError, DiscoverySourceError
 from geadmin.fleet.members import ASCEND, ASCEND_COUNT, NAMESPACE, NODE, POD, READY, Found, Member
 from geadmin.triton.servers import ServerSpec
 
@@ -205,9 +205,8 @@ def _list_pods(target: Target, source: str, timeout_s: float) -> dict[str, Any]:
             raise
         raise DiscoverySourceError(f"{source}: {explained}", source=source) from exc
     try:
-        pod_list = outside.loads(body, what=f"the pod list {host} answered")
-    except OutsideAnswerError as exc:
-        raise DiscoverySourceError(f"{source}: {exc}", source=source) from None
+        pod_list = outside.loads(body, what=f"{source}: the pod list {host} answered",
+                                 error=lambda message: DiscoverySourceError(message, source=source))
     except ValueError:
         pod_list = None
     if not isinstance(pod_list, dict) or pod_list.get("kind") != "PodList":

@@ -26,7 +26,7 @@ from urllib.parse import quote, urlencode
 import requests
 
 from geadmin import outside, settings
-from geadmin.errors import AlertmanagerError, OutsideAnswerError
+from geadmin.errors import AlertmanagerError
 
 TIMEOUT_S = 5.0
 SEVERITY_ORDER = ("page", "critical", "ticket", "warning", "info")
@@ -99,10 +99,9 @@ def _read(base: str, session: requests.Session | None) -> Any:
                 raise AlertmanagerError(f"Alertmanager at {base} answered HTTP {answer.status_code} to "
                                         "/api/v2/alerts: is GEADMIN_ALERTMANAGER_URL its base URL?")
             what = f"the answer of {base}/api/v2/alerts"
-            return outside.loads(outside.read_limited(answer.iter_content(65536), what=what,
-                                                      max_bytes=MAX_ANSWER_BYTES), what=what)
-    except OutsideAnswerError as exc:
-        raise AlertmanagerError(f"{exc}: is GEADMIN_ALERTMANAGER_URL an Alertmanager?") from None
+            raw = outside.read_limited(answer.iter_content(65536), what=what, error=AlertmanagerError,
+                                       max_bytes=MAX_ANSWER_BYTES)
+            return outside.loads(raw, what=what, error=AlertmanagerError)
     except requests.Timeout:
         raise AlertmanagerError(f"Alertmanager at {base} did not answer within {TIMEOUT_S:g} s: check "
                                 "that it runs (GEADMIN_ALERTMANAGER_URL)") from None

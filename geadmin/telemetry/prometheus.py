@@ -25,7 +25,7 @@ from typing import Any
 import requests
 
 from geadmin import outside
-from geadmin.errors import OutsideAnswerError, PrometheusError
+from geadmin.errors import PrometheusError
 from geadmin.telemetry.history import MODEL_VALUES, NPU_VALUES, Overview, Series
 
 TIMEOUT_S = 5.0
@@ -35,7 +35,6 @@ MODELS_LOOKBACK = "1d"  # a model is listed when it had a sample in this long
 VALUE_LABEL = "geadmin_value"
 UNSET_HINT = "unset GEADMIN_PROMETHEUS_URL to chart the sampler's history"
 MIB = 1024 * 1024
-CHUNK = 65536
 MAX_ANSWER_BYTES = 64 * MIB  # a range query: MAX_POINTS per line, a few thousand lines
 
 REQUESTS = "(sum by (model, version) (rate(nv_inference_request_success{S}[W])) + " \
@@ -251,12 +250,9 @@ class PrometheusHistory:
         try:
             with self._http.get(self.url + path, params=params, timeout=TIMEOUT_S, stream=True) as response:
                 status = response.status_code
-                raw = outside.read_limited(response.iter_content(CHUNK), what=what,
+                raw = outside.read_limited(response.iter_content(65536), what=what, error=PrometheusError,
                                            max_bytes=MAX_ANSWER_BYTES)
-            body = outside.loads(raw, what=what, max_bytes=MAX_ANSWER_BYTES)
-        except OutsideAnswerError as exc:
-            raise PrometheusError(f"{exc}: is GEADMIN_PROMETHEUS_URL a Prometheus? (a query over a long "
-                                  "range of many series: narrow the range)") from None
+            body = outside.loads(raw, what=what, error=PrometheusError, max_bytes=MAX_ANSWER_BYTES)
         except requests.Timeout:
             raise PrometheusError(f"{self.label} did not answer within {TIMEOUT_S:g} s: check that it "
                                   f"runs, or {UNSET_HINT}") from None
