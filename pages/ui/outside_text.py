@@ -5,8 +5,11 @@ Streamlit renders markdown in st.markdown, st.caption, st.error and st.warning: 
 `[Session expired](https://evil.example)` would be a link, `:red[...]` colour, `$...$` a
 formula, `<b>` raw HTML. `text` escapes every ASCII punctuation character with a backslash —
 CommonMark guarantees a backslash before ASCII punctuation is that character, so nothing in
-the text can start a link, an autolink (`http\\://`, `www\\.` are no longer one), emphasis,
-code, a directive, a formula or HTML — and keeps line breaks as breaks. `link` makes a
+the text can start a link, emphasis, code, a directive, a formula or HTML — and keeps line
+breaks as breaks. GFM's autolinks (`https://...`, `www.x`, `a@b.c`) are found later, in the
+parsed text where the escapes are gone (seen in Chromium): an invisible WORD JOINER (U+2060)
+before every `.`, `:` and `@` breaks each of their patterns (and emoji shortcodes), so a URL
+in outside text is shown, never linked. Copied from the page, it carries those joiners. `link` makes a
 markdown link only of a URL the core has accepted (`geadmin.outside.under_base`).
 """
 
@@ -18,13 +21,19 @@ import string
 from geadmin import outside
 
 _PUNCTUATION = re.compile("([" + re.escape(string.punctuation) + "])")
+JOINER = "\u2060"  # WORD JOINER: invisible, and breaks GFM's autolink patterns
 
 
 def text(value: object, limit: int = outside.MAX_TEXT_CHARS) -> str:
     """`value` as markdown that renders exactly as the text, cut to `limit` characters."""
     lines = outside.plain(value, limit).split("\n")
     # Leading spaces would make an indented code block; a line break needs two trailing spaces.
-    return "  \n".join(_PUNCTUATION.sub(r"\\\1", line.strip()) for line in lines)
+    return "  \n".join(_PUNCTUATION.sub(_escaped, line.strip()) for line in lines)
+
+
+def _escaped(match: re.Match[str]) -> str:
+    mark = match.group(1)
+    return (JOINER if mark in ".:@" else "") + "\\" + mark
 
 
 def quoted(value: object, limit: int = 200) -> str:

@@ -40,6 +40,6 @@ def test_markdown_in_a_links_server_is_text_not_a_link(dashboard: DashboardProce
     page.goto(f"{dashboard.url}/models?{urlencode({'server': bait})}", wait_until="domcontentloaded")
     notice = page.get_by_text("The link names server", exact=False)
     expect(notice).to_be_visible(timeout=60_000)
-    expect(notice).to_contain_text(bait)  # the characters themselves
-    expect(page.locator('a[href*="evil.example"]')).to_have_count(0)
+    assert bait in notice.inner_text().replace("\u2060", "")  # its characters (joiners are invisible)
+    expect(page.locator('a[href*="evil.example"]')).to_have_count(0)  # no link, not even a GFM autolink
     page.screenshot(path=str(tmp_path / "markdown-deep-link.png"), full_page=True)

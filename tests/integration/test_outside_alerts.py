@@ -86,6 +86,7 @@ def test_an_outside_runbook_link_is_text_on_the_overview_and_ours_is_a_link(
     assert triage == f"{DASHBOARD}/models?server=http%3A%2F%2Ft%3A8000&model=m"
     assert silence.startswith(f"{alertmanager.url}/#/silences/new?")
     assert BAIT in phish.words and "http://evil.example/" in phish.words  # shown, as text
+    assert phish.gfm_autolinks == []  # nor would GFM link a URL in its text (the browser's renderer)
     assert [c for c in phish.constructs if c not in ("strong_open", "strong_close", "link_open",
                                                      "link_close")] == []  # only our bold name, our links
     (ours,) = boxes["OurRunbook"]

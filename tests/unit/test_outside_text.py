@@ -35,13 +35,17 @@ def test_markdown_in_outside_text_shows_as_its_characters(attack: str) -> None:
 
 def test_streamlits_own_markup_is_escaped_too() -> None:
     """Colour (`:red[...]`), icons and formulas are Streamlit's extensions, beyond CommonMark."""
-    assert outside_text.text(":red[alarm] :material/warning: $x^2$") == \
+    assert outside_text.text(":red[alarm] :material/warning: $x^2$").replace(outside_text.JOINER, "") == \
         r"\:red\[alarm\] \:material\/warning\: \$x\^2\$"
 
 
 def test_bare_urls_cannot_become_gfm_autolinks() -> None:
-    escaped = outside_text.text("see http://evil.example/x or www.evil.example or a@evil.example")
-    assert "://" not in escaped and "www." not in escaped and "@" not in escaped.replace("\\@", "")
+    """GFM finds `https://...`, `www.` and emails in the parsed text, where escapes are gone
+    (Chromium showed it): the invisible joiners break each pattern."""
+    bait = "see http://evil.example/x, HTTPS://evil.example, www.evil.example or a@evil.example"
+    assert len(render(bait).gfm_autolinks) == 4  # what the patterns find without the joiners
+    shown = render(outside_text.text(bait))
+    assert shown.gfm_autolinks == [] and shown.words == bait
 
 
 def test_a_link_is_made_only_of_a_url_the_caller_checked_and_its_label_is_escaped() -> None:
@@ -55,7 +59,7 @@ def test_a_link_is_made_only_of_a_url_the_caller_checked_and_its_label_is_escape
 def test_any_text_renders_as_itself(text: str) -> None:
     escaped = outside_text.text(text)
     shown = render(escaped)
-    assert shown.links == [] and shown.constructs == [], (escaped, shown.constructs)
+    assert shown.links == [] and shown.constructs == [] and shown.gfm_autolinks == [], (escaped, shown)
     assert shown.words == " ".join(outside.plain(text).split())
     assert not re.search(r"(?<!\\)[" + re.escape(string.punctuation.replace("\\", "")) + "]",
                          escaped.replace("\\\\", ""))  # every punctuation mark escaped
