@@ -24,7 +24,6 @@ never retried; its failures are translated by one table (`explain_status`, `expl
 from __future__ import annotations
 
 import ipaddress
-import json
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -243,10 +242,10 @@ def _configuration(target: Target, source: str) -> Any:
 def _api_message(exc: Any) -> str:
     """The `message` of the Status object the API answered with, else its reason phrase."""
     try:
-        status = json.loads(exc.body or "")
+        status = outside.loads(exc.body or "", what="the API's error", error=DiscoverySourceError)
         if isinstance(status, dict) and status.get("message"):
-            return str(status["message"])
-    except (TypeError, ValueError):
+            return str(status["message"])[:500]
+    except (TypeError, ValueError, DiscoverySourceError):
         pass
     return str(exc.reason or "no reason given")
 

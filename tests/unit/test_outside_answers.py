@@ -109,3 +109,10 @@ def test_an_oversized_kubernetes_answer_is_a_source_error(tmp_path: Path,
         config = kubeconfig(tmp_path / "kubeconfig", url.removesuffix("/metrics"))
         with pytest.raises(DiscoverySourceError, match="larger than 10000 bytes"):
             kube.discover(f"geadmin?selector=app=triton&kubeconfig={config}", timeout_s=10)
+
+
+def test_a_deeply_nested_kubernetes_error_status_still_explains_the_status(tmp_path: Path) -> None:
+    with serve(DEEP, status=403) as url:
+        config = kubeconfig(tmp_path / "kubeconfig", url.removesuffix("/metrics"))
+        with pytest.raises(DiscoverySourceError, match="403"):
+            kube.discover(f"geadmin?selector=app=triton&kubeconfig={config}", timeout_s=10)
