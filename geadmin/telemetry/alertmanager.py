@@ -127,7 +127,8 @@ def parse_alert(item: Mapping[str, Any], alertmanager_url: str, dashboard_url: s
     trusted = outside.under_base(runbook, link_bases if link_bases is not None else (dashboard_url,))
     return Alert(
         name=outside.plain(labels.get("alertname", "?"), 200), labels=labels,
-        summary=outside.plain(notes.get("summary", labels.get("alertname", "")), SUMMARY_CHARS),
+        summary=" ".join(outside.plain(notes.get("summary", labels.get("alertname", "")), SUMMARY_CHARS)
+                         .split()),  # one line: a summary cannot forge lines of `geadmin alerts`
         description=notes.get("description", ""),
         link=runbook if trusted else triage_link(labels, dashboard_url),
         silence_url=silence_url(labels, alertmanager_url), starts_at=_time(item.get("startsAt")),

@@ -116,3 +116,12 @@ def test_a_deeply_nested_kubernetes_error_status_still_explains_the_status(tmp_p
         config = kubeconfig(tmp_path / "kubeconfig", url.removesuffix("/metrics"))
         with pytest.raises(DiscoverySourceError, match="403"):
             kube.discover(f"geadmin?selector=app=triton&kubeconfig={config}", timeout_s=10)
+
+
+def test_an_alerts_texts_cannot_forge_lines_of_geadmin_alerts() -> None:
+    from geadmin.cli.alerts import render as render_cli
+    parsed = parse_alert(alert(summary="fine\nOK: no alert fires", description="a\nFIRING: Fake"),
+                         "http://am", DASHBOARD)
+    lines = render_cli([parsed]).splitlines()
+    assert lines[0] == "FIRING: ModelLoadStuck: fine OK: no alert fires"
+    assert [line for line in lines if line.startswith(("OK", "FIRING"))] == [lines[0]]
