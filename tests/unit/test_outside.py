@@ -4,6 +4,7 @@ only under a configured base."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -110,5 +111,23 @@ def test_plain_never_leaves_a_control_character(text: str) -> None:
 @given(st.recursive(st.none() | st.integers() | st.text(), lambda inner: st.lists(inner) |
                     st.dictionaries(st.text(), inner), max_leaves=30))
 def test_any_json_within_the_bounds_reads_as_json_does(document: object) -> None:
-    text = json.dumps(document)
+    text = json.dumps(document, ensure_ascii=False)
+    assert outside.nesting(text.encode()) == depth(document)
     assert loads(text) == json.loads(text)
+
+
+def depth(document: object) -> int:
+    if isinstance(document, list):
+        return 1 + max((depth(item) for item in document), default=0)
+    if isinstance(document, dict):
+        return 1 + max((depth(item) for item in document.values()), default=0)
+    return 0
+
+
+def test_the_depth_scan_is_linear_even_on_escaped_quotes_without_an_end() -> None:
+    """A regular expression for JSON strings backtracks quadratically on `"\\"\\"...` with no
+    closing quote (10,000 of them took 10 s); the scan must stay linear."""
+    started = time.monotonic()
+    assert outside.nesting(b'"' + b'\\"' * 1_000_000 + b"[[[") == 0  # all inside one string
+    assert outside.nesting(b'"\\\\"' + b"[[[") == 3  # an escaped backslash, then the string ends
+    assert time.monotonic() - started < 30
