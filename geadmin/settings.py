@@ -190,6 +190,10 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
             "http://alertmanager:9093): the Overview and geadmin alerts list its active alerts"),
     Setting("DASHBOARD_URL", parse_http_url, None, "the dashboard's address as operators open it (alerts, "
             "the bundle and geadmin alerts link there; default http://127.0.0.1:<GEADMIN_DASHBOARD_PORT>)"),
+    Setting("RUNBOOK_BASE_URL", parse_http_url, None, "where the team's runbooks live (e.g. "
+            "https://wiki.example/runbooks/): an alert's runbook_url under it, or under "
+            "GEADMIN_DASHBOARD_URL, is shown as a link; any other is shown as text (anyone can post an "
+            "alert to Alertmanager)"),
     Setting("HISTORY_RETENTION_H", parse_hours, "24", "hours of telemetry history kept in the "
             "workspace database (downsampled to 1-minute buckets beyond 1 h)"),
     Setting("FREE_PORT_RANGE", parse_port_range, None, "LOW-HIGH: where servers started on free ports "
@@ -327,3 +331,9 @@ def child_environment(base: Mapping[str, str], values: Mapping[str, str | None])
 def dashboard_url() -> str:
     """Where operators open the dashboard: links in alerts, the bundle and `geadmin alerts`."""
     return get("DASHBOARD_URL") or f"http://127.0.0.1:{port('dashboard')}"
+
+
+def link_bases() -> tuple[str, ...]:
+    """The bases an outside link (an alert's runbook_url) must point under to be shown as a link."""
+    runbooks = get("RUNBOOK_BASE_URL")
+    return (dashboard_url(), runbooks) if runbooks else (dashboard_url(),)

@@ -31,7 +31,7 @@ from geadmin.ops.infer_spec import ModelSpec, picked_shape
 from geadmin.ops.monitoring import save_probe_input
 from geadmin.stack.target import Target
 from geadmin.triton.client import TritonClient
-from pages.ui import access, keys
+from pages.ui import access, keys, outside_text
 from pages.ui.context import client_for, selected_target
 from pages.ui.links import preselect
 from pages.ui.tensors import Chosen, Sent, input_widget, show_sent
@@ -176,10 +176,12 @@ def checked_request(target: Target, spec: ModelSpec, chosen: dict[str, Chosen], 
         request = build_request(spec, sources, shapes=shapes, batch_size=batch_size, seed=seed,
                                 outputs=outputs, class_count=plan.class_count, version=version)
     except InferInputError as exc:
-        st.error(f"{exc}\n\n**Fix:** {input_fix(exc)}. Nothing was sent.", icon=":material/error:")
+        st.error(f"{outside_text.text(exc)}\n\n**Fix:** {input_fix(exc)}. Nothing was sent.",
+                 icon=":material/error:")
         return None
     except GeAdminError as exc:  # e.g. a labels file that cannot be read
-        st.error(f"{exc}\n\n**Next step:** {next_step(exc)}. Nothing was sent.", icon=":material/error:")
+        st.error(f"{outside_text.text(exc)}\n\n**Next step:** {next_step(exc)}. Nothing was sent.",
+                 icon=":material/error:")
         return None
     return request, plan
 

@@ -35,8 +35,10 @@ def render(alerts: list[Alert]) -> str:
         lines.append("")
         lines.append(format_table([(alert.severity or "-", alert.name, alert.subject, since)]))
         if alert.description:
-            lines.append(f"  {alert.description}")
+            lines.append("  " + alert.description.replace("\n", "\n  "))  # never a line of its own
         lines.append(f"  open:    {alert.link}")
+        if alert.outside_link:  # anyone can post an alert: a link elsewhere is named, not offered
+            lines.append(f"  runbook outside the configured bases (not opened): {alert.outside_link}")
         lines.append(f"  silence: {alert.silence_url}")
     return "\n".join(lines)
 

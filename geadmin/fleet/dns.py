@@ -16,6 +16,7 @@ from geadmin.fleet.members import NODE, Found, Member
 from geadmin.triton.servers import ServerSpec
 
 FORM = "dns:HOST:PORT[?grpc_port=N&metrics_port=N]"
+MAX_ADDRESSES = 64  # members from one name: an answer with more is cut, with a note
 Resolver = Callable[[str, int], list[str]]
 
 
@@ -40,8 +41,10 @@ def discover(target: str, *, timeout_s: float, resolver: Resolver = resolve) -> 
         raise ConfigError(f"dns source {target!r}: use {FORM}")
     port = int(port_text)
     ports = _ports(target, query)
-    members = []
-    for ip in resolver(host.strip("[]"), port):
+    members, addresses = [], resolver(host.strip("[]"), port)
+    cut = (f"{host} resolves to {len(addresses)} addresses: only the first {MAX_ADDRESSES} are members "
+           "(geadmin.fleet.dns.MAX_ADDRESSES)",) if len(addresses) > MAX_ADDRESSES else ()
+    for ip in addresses[:MAX_ADDRESSES]:
         shown = f"[{ip}]" if ipaddress.ip_address(ip).version == 6 else ip
         spec = ServerSpec(name=f"{host}@{ip}", url=f"http://{shown}:{port}",
                           grpc_url=f"grpc://{shown}:{ports['grpc_port']}",
@@ -49,7 +52,7 @@ def discover(target: str, *, timeout_s: float, resolver: Resolver = resolve) -> 
         members.append(Member(spec, f"dns:{target}", {NODE: ip}))
     if not members:
         return Found(f"dns:{target}", notes=(f"{host} resolves to no address",))
-    return Found(f"dns:{target}", tuple(members))
+    return Found(f"dns:{target}", tuple(members), notes=cut)
 
 
 def _ports(target: str, query: str) -> dict[str, int]:

@@ -34,13 +34,13 @@ read-only, with the reason in their Ownership, never an error of the source.
 from __future__ import annotations
 
 import ipaddress
-import json
 import re
 import time
 from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import parse_qsl
 
+from geadmin import outside
 from geadmin.errors import ConfigError, DiscoverySourceError
 from geadmin.fleet import kubernetes_owners
 from geadmin.fleet.members import ASCEND, ASCEND_COUNT, NAMESPACE, NODE, POD, READY, Found, Member
@@ -214,7 +214,7 @@ def _list_pods(target: Target, source: str, timeout_s: float) -> dict[str, Any]:
             response: Any = client.CoreV1Api(api_client).list_namespaced_pod(
                 target.namespace, label_selector=target.selector, _request_timeout=timeout_s,
                 _preload_content=False)
-            body = response.data
+            body = response.read(outside.MAX_ANSWER_BYTES + 1)  # a longer one is refused unparsed
     except client.ApiException as exc:
         raise DiscoverySourceError(f"{source}: {explain_status(exc.status, _api_message(exc), host, target)}",
                                    source=source) from exc
@@ -224,7 +224,8 @@ def _list_pods(target: Target, source: str, timeout_s: float) -> dict[str, Any]:
             raise
         raise DiscoverySourceError(f"{source}: {explained}", source=source) from exc
     try:
-        pod_list = json.loads(body)
+        pod_list = outside.loads(body, what=f"{source}: the pod list {host} answered",
+                                 error=lambda message: DiscoverySourceError(message, source=source))
     except ValueError:
         pod_list = None
     if not isinstance(pod_list, dict) or pod_list.get("kind") != "PodList":
@@ -261,10 +262,10 @@ def _configuration(target: Target, source: str) -> Any:
 def _api_message(exc: Any) -> str:
     """The `message` of the Status object the API answered with, else its reason phrase."""
     try:
-        status = json.loads(exc.body or "")
+        status = outside.loads(exc.body or "", what="the API's error", error=DiscoverySourceError)
         if isinstance(status, dict) and status.get("message"):
-            return str(status["message"])
-    except (TypeError, ValueError):
+            return str(status["message"])[:500]
+    except (TypeError, ValueError, DiscoverySourceError):
         pass
     return str(exc.reason or "no reason given")
 

@@ -25,6 +25,7 @@ from geadmin.fleet.discovery import Discovery, Fleet, discover
 from geadmin.fleet.members import Member
 from geadmin.fleet.readonly import client_for
 from geadmin.ops.probe import DEFAULT_INTERVAL_S, PROBE_TIMEOUT_S, Prober, ProbeRound
+from geadmin.telemetry import watch
 
 REDISCOVER_S = 60.0
 WORKERS = 8  # members probed at once
@@ -79,7 +80,12 @@ class FleetProber:
         self.problems = found.problems
         self._found_at = self.clock()
         wanted = {_identity(m): m for m in found.members}
-        for key in [k for k in self._probers if k not in wanted]:  # scaled in, gone, or its trust changed
+        gone = [k for k in self._probers if k not in wanted]  # scaled in, gone, or its trust changed
+        if not any(f.error for f in found.found):  # every source answered: who is missing left
+            left = {self._probers[k].server for k in gone} - {self._probers[k].server for k in self._probers
+                                                             if k in wanted}
+            watch.forget_servers(sorted(left), home=self.home)
+        for key in gone:
             self._probers.pop(key).client.close()
         for key, member in wanted.items():
             if key not in self._probers:

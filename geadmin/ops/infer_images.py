@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import enum
 import io
+import re
 import struct
 import warnings
 from collections.abc import Sequence
@@ -107,6 +108,15 @@ DECODE_ERRORS = (UnidentifiedImageError, OSError, ValueError, Image.Decompressio
                  EOFError, IndexError, KeyError, TypeError, ZeroDivisionError, struct.error)
 
 
+def decode_reason(exc: BaseException) -> str:
+    """Why Pillow could not read it, in words: its "cannot identify image file
+    <_io.BytesIO object at 0x7f...>" names a Python object, not the cause."""
+    if isinstance(exc, UnidentifiedImageError):
+        return "its first bytes match no image format Pillow knows: PNG, JPEG, BMP, GIF, TIFF, WebP, ..."
+    text = re.sub(r"<[\w.]+ object at 0x[0-9a-fA-F]+>", "the upload", str(exc)).strip()
+    return text or type(exc).__name__
+
+
 def image_size(data: bytes, what: str = "the image") -> tuple[int, int]:
     """(width, height) from the header alone: nothing is decoded."""
     try:
@@ -115,7 +125,7 @@ def image_size(data: bytes, what: str = "the image") -> tuple[int, int]:
             with Image.open(io.BytesIO(data)) as header:
                 return int(header.width), int(header.height)
     except DECODE_ERRORS as exc:
-        raise InferInputError(f"{what}: not an image Pillow can read ({exc})") from None
+        raise InferInputError(f"{what}: not an image Pillow can read ({decode_reason(exc)})") from None
 
 
 def open_image(data: bytes, what: str = "the image", *, max_pixels: int = MAX_IMAGE_PIXELS) -> Image.Image:
@@ -131,7 +141,7 @@ def open_image(data: bytes, what: str = "the image", *, max_pixels: int = MAX_IM
         opened = Image.open(io.BytesIO(data))
         opened.load()
     except DECODE_ERRORS as exc:
-        raise InferInputError(f"{what}: not an image Pillow can read ({exc})") from None
+        raise InferInputError(f"{what}: not an image Pillow can read ({decode_reason(exc)})") from None
     return opened
 
 

@@ -3,7 +3,8 @@ with `--metrics-port` / GEADMIN_SAMPLER_METRICS_PORT).
 
 Everything is read from the workspace database at scrape time, so the page says what the
 sampler last recorded and nothing it did not: probes (`geadmin.ops.probe`), model states
-and since when (`geadmin.telemetry.watch`), the sampler's last sample per source
+and since when (`geadmin.telemetry.watch`; a state not read again for STATE_FRESH_S is left
+out, so a server that left stops firing), the sampler's last sample per source
 (`geadmin.telemetry.history`), the objectives (`geadmin.telemetry.objectives`). Names are
 prefixed `geadmin_`; Triton's own families are never re-exported or renamed. The alert
 rules in deploy/prometheus/geadmin-alerts.yml read these and Triton's metrics. geadmin's own
@@ -29,14 +30,18 @@ from geadmin.repository.trials import parse_name
 from geadmin.telemetry import history, objectives, watch
 
 PROBE_FRESH_S = 600.0  # a probe older than this is not exported (a stopped prober leaves nothing standing)
+# A model state the sampler has not read again for this long is not exported: its server left
+# the fleet (a pod killed while LOADING) or nothing watches it any more, so its alerts resolve.
+STATE_FRESH_S = 600.0
 
 
 class GeadminCollector(Collector):
     def __init__(self, home: Path | None, *, dashboard_url: str = "",
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, state_fresh_s: float = STATE_FRESH_S) -> None:
         self.home = home
         self.dashboard_url = dashboard_url
         self.clock = clock
+        self.state_fresh_s = state_fresh_s
 
     def collect(self) -> Iterator[Metric]:
         now = self.clock()
@@ -101,7 +106,8 @@ class GeadminCollector(Collector):
                                     labels=["server", "model", "state"])
         changed = GaugeMetricFamily("geadmin_model_state_change_timestamp_seconds",
                                     "When the model entered its current state", labels=["server", "model"])
-        for record in (r for r in watch.model_states(home=self.home) if parse_name(r.model) is None):
+        for record in (r for r in watch.model_states(home=self.home, seen_after_s=now - self.state_fresh_s)
+                       if parse_name(r.model) is None):
             state.add_metric([record.server, record.model, record.state,
                               "true" if record.operator_unload else "false"], 1.0)
             seconds.add_metric([record.server, record.model, record.state], record.for_s(now))
@@ -142,9 +148,10 @@ class MetricsEndpoint:
     """geadmin's /metrics on `host:port`, in a daemon thread, until `stop`."""
 
     def __init__(self, home: Path | None, port: int, host: str = "127.0.0.1", *,
-                 dashboard_url: str = "") -> None:
+                 dashboard_url: str = "", state_fresh_s: float = STATE_FRESH_S) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(GeadminCollector(home, dashboard_url=dashboard_url))
+        self.registry.register(GeadminCollector(home, dashboard_url=dashboard_url,
+                                                state_fresh_s=state_fresh_s))
         self.host, self.port = host, port
         self._server: Any = None
         self._thread: Thread | None = None

@@ -24,6 +24,7 @@ from typing import Any
 
 import requests
 
+from geadmin import outside
 from geadmin.errors import PrometheusError
 from geadmin.telemetry.history import MODEL_VALUES, NPU_VALUES, Overview, Series
 
@@ -34,6 +35,7 @@ MODELS_LOOKBACK = "1d"  # a model is listed when it had a sample in this long
 VALUE_LABEL = "geadmin_value"
 UNSET_HINT = "unset GEADMIN_PROMETHEUS_URL to chart the sampler's history"
 MIB = 1024 * 1024
+MAX_ANSWER_BYTES = 64 * MIB  # a range query: MAX_POINTS per line, a few thousand lines
 
 REQUESTS = "(sum by (model, version) (rate(nv_inference_request_success{S}[W])) + " \
            "sum by (model, version) (rate(nv_inference_request_failure{S}[W])))"
@@ -243,20 +245,24 @@ class PrometheusHistory:
                 for r in data.get("result", [])]
 
     def _get(self, path: str, params: Mapping[str, Any]) -> dict[str, Any]:
+        """One API call, its answer read with the size and nesting bounds of geadmin.outside."""
+        status, what = 0, f"the answer of {self.label} to {path}"
         try:
-            response = self._http.get(self.url + path, params=params, timeout=TIMEOUT_S)
+            with self._http.get(self.url + path, params=params, timeout=TIMEOUT_S, stream=True) as response:
+                status = response.status_code
+                raw = outside.read_limited(response.iter_content(65536), what=what, error=PrometheusError,
+                                           max_bytes=MAX_ANSWER_BYTES)
+            body = outside.loads(raw, what=what, error=PrometheusError, max_bytes=MAX_ANSWER_BYTES)
         except requests.Timeout:
             raise PrometheusError(f"{self.label} did not answer within {TIMEOUT_S:g} s: check that it "
                                   f"runs, or {UNSET_HINT}") from None
         except requests.RequestException as exc:
             raise PrometheusError(f"{self.label} is unreachable ({type(exc).__name__}): check the URL, "
                                   f"or {UNSET_HINT}") from None
-        try:
-            body = response.json()
-        except ValueError:
+        except ValueError:  # not JSON (requests' own ValueErrors are RequestExceptions, caught above)
             body = None
         if not isinstance(body, dict) or "status" not in body:  # not Prometheus's API answering
-            raise PrometheusError(f"{self.label} answered HTTP {response.status_code} to {path}, not as "
+            raise PrometheusError(f"{self.label} answered HTTP {status} to {path}, not as "
                                   "Prometheus's API does: is GEADMIN_PROMETHEUS_URL its base URL "
                                   "(http://host:9090)?")
         if body["status"] != "success":

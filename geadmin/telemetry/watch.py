@@ -5,14 +5,16 @@ state (and since when) and the synthetic probes' results.
 not answer), the Models page, `geadmin status`, the bundle and geadmin's own Prometheus
 endpoint (`geadmin.telemetry.exporter`) read them. A probe result older than `FRESH_S`
 no longer counts: a stopped sampler never leaves a stale failure,
-or a stale success, standing.
+or a stale success, standing. The states of a server no longer probed (a fleet member that
+left) are removed by `forget_servers` (geadmin.fleet.probes, at each rediscovery), and the
+exporter leaves out any state not read again recently.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +24,7 @@ from geadmin.domain import same_server
 
 KEEP_PROBES_S = 24 * 3600.0  # probe history kept this long
 FRESH_S = 300.0  # a probe older than this says nothing about now (the sampler stopped)
+KEEP_STATES_S = 24 * 3600.0  # a state nobody read again for this long is removed (its server left)
 
 
 @dataclass(frozen=True)
@@ -121,7 +124,8 @@ def _probe(row: Any) -> ProbeRecord:
 def record_states(server: str, states: Mapping[str, tuple[str, str, bool]], now_s: float, *,
                   home: Path | None = None) -> None:
     """`states`: model -> (state, reason, operator_unload), as read now. A model whose state is
-    unchanged keeps its `since`; one that left the index is forgotten."""
+    unchanged keeps its `since`; one that left the index is forgotten, and so is any state of
+    any server nobody read again for KEEP_STATES_S (a server that left while nothing watched)."""
     with db.connect(home) as conn, db.transaction(conn):
         conn.row_factory = sqlite3.Row
         known = {row["model"]: row["state"] for row in
@@ -136,16 +140,39 @@ def record_states(server: str, states: Mapping[str, tuple[str, str, bool]], now_
         gone = set(known) - set(states)
         conn.executemany("DELETE FROM model_states WHERE server = ? AND model = ?",
                          [(server, model) for model in gone])
+        conn.execute("DELETE FROM model_states WHERE seen < ?", (now_s - KEEP_STATES_S,))
 
 
-def model_states(server: str | None = None, *, home: Path | None = None) -> list[StateRecord]:
-    where = "" if server is None else " WHERE server = ?"
+def model_states(server: str | None = None, *, seen_after_s: float | None = None,
+                 home: Path | None = None) -> list[StateRecord]:
+    """The recorded states (of `server`, else of every server); with `seen_after_s`, only those
+    the sampler read again after that time (epoch seconds)."""
+    clauses: list[str] = []
+    params: list[object] = []
+    if server is not None:
+        clauses.append("server = ?")
+        params.append(server)
+    if seen_after_s is not None:
+        clauses.append("seen > ?")
+        params.append(seen_after_s)
+    where = " WHERE " + " AND ".join(clauses) if clauses else ""
     with db.connect(home) as conn:
         conn.row_factory = sqlite3.Row
-        rows = conn.execute(f"SELECT * FROM model_states{where} ORDER BY server, model",
-                            () if server is None else (server,)).fetchall()
+        rows = conn.execute(f"SELECT * FROM model_states{where} ORDER BY server, model", params).fetchall()
     return [StateRecord(r["server"], r["model"], r["state"], r["reason"], r["since"], r["seen"],
                         bool(r["operator_unload"])) for r in rows]
+
+
+def forget_servers(servers: Iterable[str], *, home: Path | None = None) -> int:
+    """Remove the model states of `servers`, which are no longer probed (a member that left
+    the fleet): nothing then says they are LOADING, and their alerts resolve. Their probe
+    history stays (it ages out with KEEP_PROBES_S). Returns how many rows went."""
+    gone = sorted(set(servers))
+    if not gone:
+        return 0
+    with db.connect(home) as conn, db.transaction(conn):
+        return sum(conn.execute("DELETE FROM model_states WHERE server = ?", (server,)).rowcount
+                   for server in gone)
 
 
 # -- a model's saved example request (the Playground's "use as the probe's input") ------------

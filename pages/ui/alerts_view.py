@@ -1,6 +1,9 @@
 """The Overview's active alerts, read from Alertmanager (GEADMIN_ALERTMANAGER_URL): each with
 its summary, what it is about, the link to the page that explains it and a silence link.
-Views only: the reading is `geadmin.telemetry.alertmanager.active_alerts`."""
+Views only: the reading is `geadmin.telemetry.alertmanager.active_alerts`. Every text of an
+alert is outside input, shown through `pages.ui.outside_text` (text, never markdown); the
+links are the ones the core accepted (under the dashboard or the runbook base), and a
+runbook_url under neither is shown as text."""
 
 from __future__ import annotations
 
@@ -9,14 +12,15 @@ import streamlit as st
 from geadmin import settings
 from geadmin.errors import GeAdminError
 from geadmin.telemetry.alertmanager import Alert, active_alerts
+from pages.ui import outside_text
 
 PAGING = ("page", "critical")
 
 
 @st.cache_data(ttl=10, show_spinner=False)
-def _alerts(alertmanager_url: str, dashboard_url: str) -> list[Alert]:
+def _alerts(alertmanager_url: str, dashboard_url: str, link_bases: tuple[str, ...]) -> list[Alert]:
     """Cached briefly: the Overview refreshes every few seconds, Alertmanager need not."""
-    return active_alerts(alertmanager_url, dashboard_url)
+    return active_alerts(alertmanager_url, dashboard_url, link_bases=link_bases)
 
 
 def active_alerts_panel() -> None:
@@ -24,17 +28,28 @@ def active_alerts_panel() -> None:
         url = settings.get("ALERTMANAGER_URL")
         if not url:
             return  # no Alertmanager configured: nothing to say (the docs say how to add one)
-        alerts = _alerts(url, settings.dashboard_url())
+        alerts = _alerts(url, settings.dashboard_url(), settings.link_bases())
     except GeAdminError as exc:
-        st.warning(f"Active alerts not read: {exc}")
+        st.warning(f"Active alerts not read: {outside_text.text(exc)}")
         return
     st.subheader(f"Active alerts ({len(alerts)})" if alerts else "Active alerts")
     if not alerts:
-        st.caption(f"None fires (Alertmanager {url}).")
+        st.caption(f"None fires (Alertmanager {outside_text.text(url)}).")
         return
     for alert in alerts:
-        text = f"**{alert.name}** — {alert.summary}"
-        if alert.subject:
-            text += f"  \n{alert.subject}"
-        text += f"  \n[Open the triage view]({alert.link}) · [Silence]({alert.silence_url})"
-        (st.error if alert.severity in PAGING else st.warning)(text, icon=":material/notifications_active:")
+        (st.error if alert.severity in PAGING else st.warning)(alert_text(alert),
+                                                               icon=":material/notifications_active:")
+
+
+def alert_text(alert: Alert) -> str:
+    """The alert's box: its texts escaped, its two links (both checked by the core), and an
+    outside runbook link as text."""
+    text = f"**{outside_text.text(alert.name, 200)}** — {outside_text.text(alert.summary)}"
+    if alert.subject:
+        text += f"  \n{outside_text.text(alert.subject)}"
+    text += (f"  \n{outside_text.link('Open the triage view', alert.link)} · "
+             f"{outside_text.link('Silence', alert.silence_url)}")
+    if alert.outside_link:
+        text += (f"  \nRunbook link not opened (outside the dashboard and GEADMIN_RUNBOOK_BASE_URL): "
+                 f"{outside_text.text(alert.outside_link, 300)}")
+    return text

@@ -6,6 +6,10 @@ message opens the exact view — `/models?server=prod&model=resnet50`,
 `model` preselects the page's model picker once the page knows its choices (`preselect`),
 and a model the server does not have is said, not ignored. A link is applied once per URL:
 after that, the operator's own choices stand.
+
+A link's parameters are outside input (anyone can send a link): what a notice quotes of them
+goes through `pages.ui.outside_text`, so `?server=[Session expired](https://evil.example)` is
+shown as those characters, never as a link.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import streamlit as st
 
 from geadmin.domain import Endpoint
 from geadmin.errors import ConfigError
-from pages.ui import keys
+from pages.ui import keys, outside_text
 from pages.ui.context import targets
 from pages.ui.telemetry import RANGES_MIN
 
@@ -47,8 +51,9 @@ def _select_server(wanted: str) -> None:
         if wanted in (target.spec.name, target.spec.url) or _same_endpoint(wanted, target.spec.url):
             st.session_state[keys.SERVER] = target.spec.name
             return
-    st.session_state[keys.LINK_PROBLEM] = (f"The link names server {wanted!r}, which is not configured here "
-                                           f"(configured: {', '.join(t.spec.name for t in known)}).")
+    configured = ", ".join(outside_text.text(t.spec.name, 100) for t in known)
+    st.session_state[keys.LINK_PROBLEM] = (f"The link names server {outside_text.quoted(wanted)}, which is "
+                                           f"not configured here (configured: {configured}).")
 
 
 def _same_endpoint(a: str, b: str) -> bool:
@@ -77,7 +82,8 @@ def range_label(range_text: str | None, from_text: str | None, now: datetime | N
 
 
 def link_notice() -> None:
-    """What a link asked for that this dashboard cannot show (an unknown server)."""
+    """What a link asked for that this dashboard cannot show (an unknown server); the notice is
+    markdown whose quoted parts are already escaped (`_select_server`)."""
     problem = st.session_state.get(keys.LINK_PROBLEM)
     if problem:
         st.warning(problem, icon=":material/link_off:")
@@ -91,6 +97,6 @@ def preselect(key: str, options: Sequence[str], *, many: bool = False) -> None:
     if wanted in options:
         st.session_state[key] = [wanted] if many else wanted
     else:
-        shown = ", ".join(list(options)[:10]) or "none"
-        st.warning(f"The link names model {wanted!r}, which this page cannot show on this server "
-                   f"(it has: {shown}).", icon=":material/link_off:")
+        shown = ", ".join(outside_text.text(option, 100) for option in list(options)[:10]) or "none"
+        st.warning(f"The link names model {outside_text.quoted(wanted)}, which this page cannot show on this "
+                   f"server (it has: {shown}).", icon=":material/link_off:")

@@ -90,6 +90,13 @@ def monitored(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Monitored]:
             sampler.wait(timeout=15)
 
 
+@pytest.fixture(autouse=True)
+def _dashboard(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`geadmin alerts` knows where the dashboard is: the rules' runbook links point there, and a
+    link under no configured base would be shown as text (tests/integration/test_outside_alerts.py)."""
+    monkeypatch.setenv("GEADMIN_DASHBOARD_URL", DASHBOARD)
+
+
 def alerts(monitored: Monitored) -> tuple[int, list[dict[str, object]]]:
     answer = geadmin("alerts", "--alertmanager", monitored.alertmanager.url, "--json", home=monitored.home)
     assert answer.returncode in (0, 1), answer.stdout + answer.stderr

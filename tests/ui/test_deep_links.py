@@ -15,6 +15,7 @@ from streamlit.testing.v1 import AppTest
 from geadmin.stack.tritonserver import TritonProcess
 from pages.ui.links import range_label
 from tests.support.apptest import APP, isolate, point_at, run
+from tests.support.markdown_render import render
 
 PICKERS = {  # page file -> the label of its model picker
     "models.py": "Model",
@@ -59,14 +60,27 @@ def test_a_link_opens_the_page_on_its_model(page: str, triton_server: TritonProc
 
 def test_a_model_the_server_does_not_have_is_said(triton_server: TritonProcess) -> None:
     at = open_page("models.py", model="resnet_missing")
-    warnings = [str(w.value) for w in at.warning]
-    assert any("The link names model 'resnet_missing'" in w for w in warnings), warnings
+    warnings = [render(str(w.value)).words for w in at.warning]
+    assert any("The link names model “resnet_missing”" in w for w in warnings), warnings
 
 
 def test_an_unknown_server_is_said(triton_server: TritonProcess) -> None:
     at = open_page("models.py", server="http://10.9.9.9:8000", model="digits_pipeline")
-    warnings = [str(w.value) for w in at.warning]
-    assert any("The link names server 'http://10.9.9.9:8000'" in w for w in warnings), warnings
+    warnings = [render(str(w.value)).words for w in at.warning]
+    assert any("The link names server “http://10.9.9.9:8000”" in w for w in warnings), warnings
+
+
+@pytest.mark.parametrize("param", ["server", "model"])
+def test_markdown_in_a_link_is_shown_as_text_never_as_a_link(param: str) -> None:
+    """Anyone can send a link: `?server=[Session expired](https://evil.example/login)` must not
+    put a sign-in link on the dashboard."""
+    bait = "[Session expired: sign in again](https://evil.example/login) **now** <b>x</b>"
+    at = open_page("models.py", **{param: bait})
+    notices = [str(w.value) for w in at.warning if "The link names" in str(w.value)]
+    assert notices, [str(w.value) for w in at.warning]
+    shown = render(notices[0])
+    assert shown.links == [] and shown.constructs == [], (notices[0], shown)
+    assert bait in shown.words
 
 
 def test_the_link_applies_once_and_the_operators_choice_then_stands(triton_server: TritonProcess) -> None:

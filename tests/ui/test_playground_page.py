@@ -21,6 +21,7 @@ from geadmin.stack.tritonserver import TritonProcess
 from geadmin.telemetry import watch
 from geadmin.triton.client import TritonClient
 from tests.support.apptest import APP, isolate, point_at, run
+from tests.support.markdown_render import render
 from tests.support.samples import copy_samples
 
 DIGIT_NAMES = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]
@@ -133,7 +134,7 @@ def test_a_json_of_the_wrong_shape_is_refused_and_nothing_is_sent(pointed: Trito
     before = success_count(pointed, "digits_classifier")
     at = send(at)
     (error,) = [e.value for e in at.error]
-    assert "input features expects FP32 [-1, 64]; got float32 [1, 3]" in error
+    assert "input features expects FP32 [-1, 64]; got float32 [1, 3]" in render(error).words  # as text
     assert "**Fix:**" in error and "Nothing was sent" in error
     assert not at.metric and "playground.sent" not in at.session_state
     assert success_count(pointed, "digits_classifier") == before
@@ -200,7 +201,7 @@ def test_an_upload_over_the_limit_is_refused_before_sending(pointed: TritonProce
     before = success_count(pointed, "digits_classifier")
     at = send(at)
     (error,) = [e.value for e in at.error]
-    assert ".npy file for input features is 33.6 MB, over the limit of 33.6 MB" in error
+    assert ".npy file for input features is 33.6 MB, over the limit of 33.6 MB" in render(error).words
     assert "use a smaller file" in error and "Nothing was sent" in error
     assert success_count(pointed, "digits_classifier") == before
 
