@@ -14,7 +14,6 @@ through the open endpoints (geadmin.fleet.readonly).
 from __future__ import annotations
 
 import statistics
-import threading
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -32,6 +31,7 @@ from geadmin.stack.target import server_urls
 from geadmin.telemetry.derive import since_start
 from geadmin.telemetry.scrape import families_only, fetch_text, parse
 from geadmin.triton.client import TritonClient
+from geadmin.triton.client_cache import ClientCache
 
 POLL_TIMEOUT_S = 5.0
 FAMILIES = ("nv_inference_request_success", "nv_inference_request_failure",  # what Figures reads
@@ -274,34 +274,41 @@ def poll(discovery: Discovery, *, timeout_s: float = POLL_TIMEOUT_S) -> FleetSta
     return FleetStatus(discovery, tuple(views), time.monotonic() - started)
 
 
-_clients: dict[tuple[str, bool, str | None, str, float], TritonClient] = {}
-_clients_lock = threading.Lock()
+MAX_CLIENTS = 64  # one per member; the least recently polled beyond it is closed (members come and go)
+_Key = tuple[str, bool, "str | None", str, float]
+_members: dict[_Key, Member] = {}  # what each cached client was made for
+
+
+def _make(key: _Key) -> TritonClient:
+    return client_for(_members[key], key[4])
+
+
+_clients: ClientCache[_Key, TritonClient] = ClientCache(_make, capacity=MAX_CLIENTS)
 
 
 def close_clients() -> None:
     """For a command about to exit (the dashboard keeps its clients): a client left to the
     interpreter's shutdown prints gevent's "greenlet is being finalized" traceback, because
     its worker threads are gone before atexit runs."""
-    with _clients_lock:
-        clients = list(_clients.values())
-        _clients.clear()
-    for client in clients:
-        client.close()
+    _clients.close()
 
 
-def _client(member: Member, timeout_s: float) -> TritonClient:
-    """One client per server for the life of the process: a TritonClient's HTTP worker threads
-    (each with its own event loop, never freed) are made once, not at every poll of a page."""
+def _key(member: Member, timeout_s: float) -> _Key:
+    """One client per server, its trust, key and CA (a TritonClient's HTTP worker threads, each
+    with its own event loop, are made once, not at every poll of a page)."""
     key = (member.url, member.trust.trusted, member.spec.admin_key, str(member.tls_ca or ""), timeout_s)
-    with _clients_lock:
-        if key not in _clients:
-            _clients[key] = client_for(member, timeout_s)
-        return _clients[key]
+    _members[key] = member
+    return key
 
 
 def _poll_one(member: Member, timeout_s: float) -> ServerView:
     started = time.monotonic()
-    snapshot = take_snapshot(member.name, _client(member, timeout_s))
+    key = _key(member, timeout_s)
+    try:
+        with _clients.borrow(key) as client:  # never closed under a poll that outlives its deadline
+            snapshot = take_snapshot(member.name, client)
+    finally:
+        _members.pop(key, None)  # only what a client is being made for is kept
     figures, error = {}, ""
     if snapshot.reachable:
         try:

@@ -25,6 +25,7 @@ from geadmin.errors import GeAdminError, InferInputError
 from geadmin.ops.bench_settings import load_test_running
 from geadmin.ops.infer import smoke_request
 from geadmin.ops.infer_inputs import InputSource, SourceKind
+from geadmin.repository.trials import parse_name
 from geadmin.telemetry import watch
 from geadmin.telemetry.bottleneck import served_facts
 from geadmin.telemetry.watch import ProbeRecord
@@ -132,8 +133,8 @@ class Prober:
         busy = load_test_running(self.home, self.server)
         probes, skipped = [], {}
         for entry in index:
-            if entry.state is not ModelState.READY:
-                continue
+            if entry.state is not ModelState.READY or parse_name(entry.name) is not None:
+                continue  # a tuning trial is under perf_analyzer's load on purpose: never probed
             if busy is not None and (busy.model in ("", entry.name)):
                 skipped[entry.name] = f"a load test runs against it ({busy.holder})"
                 continue
