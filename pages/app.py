@@ -59,7 +59,8 @@ navigation = st.navigation(
             st.Page(load_test.render, title="Load test", icon=":material/speed:", url_path="load_test"),
             st.Page(tune.render, title="Tune", icon=":material/tune:", url_path="tune"),
         ],
-    }
+    },
+    expanded=True,  # every page in sight: Streamlit folds all beyond 10 under "View more" by default
 )
 try:
     take_link(navigation.url_path)  # a deep link's server, model and range (pages/ui/links.py)

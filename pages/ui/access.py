@@ -122,6 +122,10 @@ def require_identity() -> Identity:
         identity = _token_identity()
     else:
         identity = _local_identity()
+    if identity.role < Role.OPERATOR:  # said on the page, not only in each disabled control's tooltip
+        st.caption(f":material/visibility: {identity.name} is a viewer: you can look and send test requests; "
+                   "every control that changes a server is off (it needs the operator or admin role: ask "
+                   "an admin).")
     st.session_state[keys.ACCESS_IDENTITY] = identity
     browser.remember()
     return identity

@@ -194,6 +194,8 @@ def test_a_viewer_sees_every_mutating_control_disabled_with_the_reason(
     setup = PAGES[page]
     if setup:
         setup(at)
+    # said once on the page too, not only in each disabled control's tooltip (issue 32)
+    assert any("vic is a viewer" in c.value and "ask an admin" in c.value for c in at.caption), page
     for control in at.button:
         if control.label.startswith(READ_ONLY):
             continue
