@@ -148,6 +148,17 @@ def try_record_action(action: str, model: str, ok: bool, message: str, *, server
     return ""
 
 
+def facts(message: str) -> dict[str, str]:
+    """The "key: value" lines after a row's headline (how a journaled change keeps its facts:
+    a rollout's plan, a tuning run's id, an apply's revision)."""
+    found = {}
+    for line in message.splitlines()[1:]:
+        key, sep, value = line.partition(": ")
+        if sep:
+            found[key.strip()] = value.strip()
+    return found
+
+
 def query(
     *,
     since: datetime | None = None,

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from geadmin import audit
-from geadmin.audit import AuditEntry, Result
+from geadmin.audit import AuditEntry, Result, facts
 from geadmin.diagnose import rollouts
 from geadmin.errors import GeAdminError
 
@@ -65,16 +65,6 @@ class Interrupted:
             return f"{self.headline}; restore: `{self.restore_command}` (or on the Fleet page)"
         step = f"; roll back: `{self.rollback_command}`" if self.rollback_command else ""
         return f"an interrupted {self.action} of {self.model!r}: {self.headline}{step}"
-
-
-def facts(message: str) -> dict[str, str]:
-    """The "key: value" lines after a row's headline."""
-    found = {}
-    for line in message.splitlines()[1:]:
-        key, sep, value = line.partition(": ")
-        if sep:
-            found[key.strip()] = value.strip()
-    return found
 
 
 def from_row(row: AuditEntry) -> Interrupted:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from geadmin import audit
-from geadmin.audit import AuditEntry, Result
+from geadmin.audit import AuditEntry, Result, facts
 from geadmin.errors import ConfigError, GeAdminError
 
 PREFIX = "fleet "  # the action of every journal row: "fleet " + the change
@@ -108,16 +108,6 @@ class Plan:
         if plan.change not in CHANGES:
             raise ConfigError(f"the rollout plan names an unknown change {plan.change!r}")
         return plan
-
-
-def facts(message: str) -> dict[str, str]:
-    """The "key: value" lines after a row's headline."""
-    found = {}
-    for line in message.splitlines()[1:]:
-        key, sep, value = line.partition(": ")
-        if sep:
-            found[key.strip()] = value.strip()
-    return found
 
 
 @dataclass(frozen=True)

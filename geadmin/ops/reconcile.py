@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from geadmin import audit, settings
-from geadmin.audit import Actor, AuditEntry, Result
+from geadmin.audit import Actor, AuditEntry, Result, facts
 from geadmin.diagnose import interrupted as flags
 from geadmin.diagnose import rollouts
 from geadmin.diagnose.interrupted import (
@@ -52,7 +52,6 @@ from geadmin.diagnose.interrupted import (
     REPOSITORY,
     REVISION,
     Interrupted,
-    facts,
 )
 from geadmin.errors import ConfigLockedError, GeAdminError
 from geadmin.repository import locks, revisions

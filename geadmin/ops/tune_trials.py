@@ -32,8 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from geadmin import audit, settings
-from geadmin.audit import Actor, AuditEntry, Result
-from geadmin.diagnose.interrupted import facts
+from geadmin.audit import Actor, AuditEntry, Result, facts
 from geadmin.domain import ModelState, same_server
 from geadmin.errors import ConfigError, GeAdminError, RepositoryError, TritonError
 from geadmin.repository import trials

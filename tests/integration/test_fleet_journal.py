@@ -188,7 +188,7 @@ def test_a_config_that_vanishes_from_the_second_server_restores_the_first_and_en
     end = audit.query(action="fleet apply")[0]
     assert (end.id, end.result) == (result.audit_id, "failed")
     journal = rollouts.read(result.journal_id or 0)
-    assert [(r.server, rollouts.facts(r.message)["outcome"]) for r in journal.steps] == [
+    assert [(r.server, audit.facts(r.message)["outcome"]) for r in journal.steps] == [
         ("a", "changing"), ("a", "changed"), ("c", "changing"), ("c", "failed"), ("a", "restored")]
     assert not journal.unresolved  # everything it changed is back: nothing left to restore
 
