@@ -20,8 +20,16 @@ from pathlib import Path
 
 from geadmin import settings
 
+# The user's workspace as the session's first process saw it, for its children: an xdist
+# worker inherits the throwaway GEADMIN_HOME and would otherwise take that for the user's.
+# (Not a GEADMIN_* name: those are geadmin's settings.)
+ORIGINAL_HOME_VARIABLE = "TESTS_USERS_GEADMIN_HOME"
+
 
 def _user_default_home() -> Path:
+    saved = os.environ.get(ORIGINAL_HOME_VARIABLE)
+    if saved:
+        return Path(saved)
     home = os.environ.get("GEADMIN_HOME")
     return Path(home).expanduser() if home else settings.default_home()
 
@@ -36,6 +44,7 @@ def isolate() -> Path:
     current = os.environ.get("GEADMIN_HOME", "")
     if SESSION_ROOT_PREFIX in current:
         return Path(current)
+    os.environ.setdefault(ORIGINAL_HOME_VARIABLE, str(REAL_DEFAULT_HOME))
     root = Path(tempfile.mkdtemp(prefix=SESSION_ROOT_PREFIX))
     atexit.register(shutil.rmtree, root, ignore_errors=True)
     os.environ["XDG_DATA_HOME"] = str(root / "xdg-data")
