@@ -168,7 +168,8 @@ def test_a_restore_after_a_killed_rollout_is_recorded_in_the_server_s_workspace(
                             capture_output=True, timeout=300, check=False)
     assert killed.returncode != 0 and lab.files()[0] == NEW.encode()
     assert [r["action"] for r in rows(a)] == ["apply"]
-    number = next(r for r in rows(homes.operator) if r["action"] == "fleet apply")["id"]
+    number = next(r["id"] for r in rows(homes.operator)
+                  if (r["action"], r["result"]) == ("fleet apply", "started"))
     restored = run("fleet", "restore", str(number), "--json", home=homes.operator)
     assert restored.returncode == 0, restored.stdout + restored.stderr
     assert lab.files() == (BASE.encode(), BASE.encode())
