@@ -12,7 +12,8 @@ that workspace too, the rows its own `geadmin audit` and `geadmin config history
   back), so `config history` and `config rollback` there see them.
 
 A member without a known workspace, or whose workspace is the operator's, gets nothing more here.
-Recording there never stops a rollout: a workspace that cannot be written (no such directory,
+Only an existing workspace is written (one that holds geadmin's database). Recording there
+never stops a rollout: a workspace that cannot be written (no such directory, no database,
 permissions, a locked or corrupt database) is said in that server's rollout row, and after a
 failure nothing more is tried there for the rest of the rollout (a locked database would make
 each row wait out the busy timeout).
@@ -27,6 +28,7 @@ from pathlib import Path
 
 from geadmin import audit, settings
 from geadmin.audit import Actor, Result
+from geadmin.db import DB_FILE
 from geadmin.diagnose.rollouts import Plan
 from geadmin.errors import GeAdminError
 from geadmin.repository import revisions
@@ -133,11 +135,16 @@ class ServerAudit:
 
 
 def _unusable(home: Path) -> str:
-    """Why `home` is no workspace to write in, or "". Never created here: a mistyped `home`
-    would otherwise start a new, empty workspace nobody reads."""
+    """Why `home` is no workspace to write in, or "". Only a workspace geadmin already keeps
+    (its database is there) is written: a mistyped `home` would otherwise start an empty one
+    nobody reads, and opening the database makes its directory private (0700) — never done
+    to a directory that is not geadmin's, such as /srv or a user's home."""
     if not home.is_dir():
         state = "is not a directory" if home.exists() else "does not exist"
         return f"no such workspace directory ({home} {state})"
+    if not (home / DB_FILE).is_file():
+        return (f"{home} is not a geadmin workspace (it holds no {DB_FILE}): correct the server's home, "
+                "or run geadmin there once (`GEADMIN_HOME=DIR geadmin audit`)")
     return ""
 
 

@@ -84,6 +84,8 @@ def homes(lab: FleetLab, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Ite
             for file in home.iterdir():
                 file.unlink()
         home.mkdir(exist_ok=True)
+    for name in ("a", "b"):  # workspaces their geadmin keeps (`geadmin up` there made the database)
+        assert run("audit", home=servers[name]).returncode == 0
     (servers["c"] / "geadmin.db").write_bytes(NOT_A_DATABASE)
     operator = tmp_path / "operator"
     monkeypatch.setenv("GEADMIN_HOME", str(operator))

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from geadmin import audit
+from geadmin import audit, db
 from geadmin.audit import Actor, Origin, Result
 from geadmin.diagnose.rollouts import Plan, PlannedServer, Previous
 from geadmin.errors import ConfigError
@@ -31,7 +31,8 @@ def plan(repository: Path, previous: int = 1) -> Plan:
 def homes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path, Path]:
     """(the operator's workspace, server a's workspace, the repository both name)."""
     operator, server, repository = tmp_path / "operator", tmp_path / "srv-a", tmp_path / "models"
-    server.mkdir()
+    with db.connect(server):  # a workspace geadmin keeps: its database is there
+        pass
     monkeypatch.setenv("GEADMIN_HOME", str(operator))
     revisions.record_revision(repository, "echo", OLD, who="ann", note="before a fleet apply", home=operator)
     return operator, server, repository
@@ -89,6 +90,19 @@ def test_a_missing_workspace_is_said_and_never_created(homes: tuple[Path, Path, 
     assert note == (f"not recorded in a's workspace {missing}: no such workspace directory ({missing} "
                     "does not exist)")
     assert not missing.parent.exists()
+
+
+def test_a_directory_that_is_no_workspace_is_neither_written_nor_made_private(
+        homes: tuple[Path, Path, Path], tmp_path: Path) -> None:
+    operator, _, repository = homes
+    shared = tmp_path / "srv"  # e.g. home = "/srv" by mistake
+    shared.mkdir(mode=0o755)
+    shared.chmod(0o755)
+    note = ServerAudit(plan(repository), Actor("ann"), operator, 7).record("a", "u", shared, "load",
+                                                                           Result.OK, "loaded")
+    assert note.startswith(f"not recorded in a's workspace {shared}: {shared} is not a geadmin workspace "
+                           "(it holds no geadmin.db)"), note
+    assert list(shared.iterdir()) == [] and shared.stat().st_mode & 0o777 == 0o755
 
 
 def test_a_workspace_whose_database_cannot_be_written_is_said_once_and_not_tried_again(
