@@ -82,7 +82,7 @@ class ServerAudit:
                                               who=self.actor.name, note=config.note, home=target)
         except GeAdminError as exc:  # WorkspaceDatabaseError and its kin: said, never raised
             why = str(exc).splitlines()[0]
-        except (OSError, ValueError) as exc:  # a path the OS refuses before SQLite sees it
+        except Exception as exc:  # a path the OS refuses, a bug: said in the row, the rollout goes on
             why = f"{type(exc).__name__}: {exc}"
         if not why:
             return ""
