@@ -21,11 +21,12 @@ Journaled (geadmin.fleet.journal, the rows in geadmin.diagnose.rollouts): the fl
 lock is taken, the plan written as a `started` row before the first server is touched (for an
 apply each repository's config kept as a revision first), a `step` row before and after each
 server, the end row last; each changed server whose own workspace is known (`Member.home`) gets
-its change and an apply's revisions there too (geadmin.fleet.server_audit). ANY exception — not only geadmin's: a Streamlit rerun, a bug, Ctrl-C
-— puts back the servers touched so far and ends the journal `failed` before it propagates; a
-SIGKILL leaves the journal open, and the next start reports it (geadmin.ops.reconcile). A new
-rollout of a fleet with an unresolved one is refused until it is restored or resumed. A pause
-longer than GEADMIN_ROLLOUT_PAUSE_MAX_S stops the rollout and puts back what changed.
+its change and an apply's revisions there too (geadmin.fleet.server_audit). ANY exception — not
+only geadmin's: a Streamlit rerun, a bug, Ctrl-C — puts back the servers touched so far and
+ends the journal `failed` before it propagates; a SIGKILL leaves the journal open, and the next
+start reports it (geadmin.ops.reconcile). A new rollout of a fleet with an unresolved one is
+refused until it is restored or resumed. A pause longer than GEADMIN_ROLLOUT_PAUSE_MAX_S stops
+the rollout and puts back what changed.
 
 Test hook (`settings.fault_point`): `rollout.started` (the plan is journaled, nothing touched),
 `rollout.changing.N` (the Nth server's step is journaled, it is not touched yet),
