@@ -4,6 +4,7 @@ real tritonservers: tests/integration/test_fleet_server_audit.py."""
 
 from __future__ import annotations
 
+import os
 import socket
 from pathlib import Path
 
@@ -12,10 +13,12 @@ import pytest
 from geadmin import audit, db
 from geadmin.audit import Actor, Origin, Result
 from geadmin.diagnose.rollouts import Plan, PlannedServer, Previous
+from geadmin.domain import Ports
 from geadmin.errors import ConfigError
 from geadmin.fleet import discovery
 from geadmin.fleet.server_audit import Config, ServerAudit
 from geadmin.repository import revisions
+from geadmin.stack.workspace import StackInfo, Workspace
 from geadmin.triton.servers import parse_servers_file
 
 OLD, NEW = b'name: "echo"\nbackend: "python"\n', b'name: "echo"\nbackend: "python"\nmax_batch_size: 4\n'
@@ -153,3 +156,23 @@ def test_a_configured_member_carries_its_home(tmp_path: Path, monkeypatch: pytes
     monkeypatch.setenv("GEADMIN_HOME", str(tmp_path / "operator"))  # no live stack there
     found = discovery.discover(discovery.fleet_named(None))
     assert {m.name: m.home for m in found.members} == {"a": Path("/srv/geadmin-a"), "b": None}
+
+
+def test_the_embedded_stack_s_triton_carries_the_stack_s_workspace_unless_its_entry_names_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    operator = tmp_path / "operator"
+    operator.mkdir()
+    Workspace(operator).write_stack(StackInfo(
+        pid=os.getpid(), http_url="http://127.0.0.1:18000", grpc_url="grpc://127.0.0.1:18001",
+        metrics_url="http://127.0.0.1:18002/metrics", ports=Ports(18000, 18001, 18002),
+        dashboard_url="http://127.0.0.1:18501", triton_log=operator / "logs" / "tritonserver.log",
+        repository=operator / "model_repository", home=operator))
+    file = tmp_path / "servers.toml"
+    file.write_text('[[server]]\nname = "mine"\nurl = "grpc://127.0.0.1:18001"\n'
+                    '[[server]]\nname = "other"\nurl = "http://127.0.0.2:18000"\n')
+    monkeypatch.setenv("GEADMIN_SERVERS_FILE", str(file))
+    monkeypatch.setenv("GEADMIN_HOME", str(operator))
+    found = discovery.discover(discovery.fleet_named(None))
+    assert {m.name: m.home for m in found.members} == {"mine": operator, "other": None}
+    on_server = ServerAudit(plan(tmp_path / "models"), Actor("ann"), None, 7)
+    assert on_server.where(operator) is None  # the operator's own: its rows are there already
