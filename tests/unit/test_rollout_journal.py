@@ -19,7 +19,7 @@ from geadmin.diagnose.rollouts import Plan, PlannedServer, Previous
 from geadmin.diagnose.verdict import Rule, judge
 from geadmin.errors import ConfigError, RepositoryError, TritonError
 from geadmin.fleet import journal
-from geadmin.fleet.members import Member
+from geadmin.fleet.members import Member, Trust
 from geadmin.fleet.rollout import Control
 from geadmin.fleet.versions import roll_version
 from geadmin.ops import reconcile
@@ -123,7 +123,8 @@ def test_a_version_rollout_refusal_keeps_its_cause(home: Path, tmp_path: Path) -
     (repository / "echo" / "2").mkdir(parents=True)
     (repository / "echo" / "config.pbtxt").mkdir()  # a directory where the file should be: unreadable
     port = free_ports(1)[0]
-    member = Member(ServerSpec("a", f"http://127.0.0.1:{port}"), "test", repository=repository)
+    member = Member(ServerSpec("a", f"http://127.0.0.1:{port}"), "test", repository=repository,
+                    trust=Trust(True, "a configured server"))  # else refused as unproven, before the config
     with pytest.raises(RepositoryError, match="cannot read the config of 'echo'") as raised:
         roll_version([member], "echo", 2, auth=guard.os_user(), home=home, timeout_s=1)
     assert isinstance(raised.value.__cause__, OSError)
