@@ -33,7 +33,7 @@ from geadmin.errors import ConfigError, DiscoverySourceError
 from geadmin.fleet import dns, prometheus_targets
 from geadmin.fleet.members import NODE, Found, Member
 from geadmin.fleet.membership import Proof, decide, parse_networks, parse_tls_ca, parse_workload
-from geadmin.stack.target import Target, explained_by, live_stack
+from geadmin.stack.target import Target, explained_by, is_stack_server, live_stack
 from geadmin.triton.servers import load_servers, read_key_file
 
 if sys.version_info >= (3, 11):
@@ -165,13 +165,15 @@ def _one(source: str, timeout_s: float, workload: str | None = None) -> Found:
 
 def _configured() -> list[Member]:
     """The configured servers as the CLI and the pages see them: the running stack's Triton with
-    the stack's own admin key and repository (the key it was started with, found in its workspace)."""
+    the stack's own admin key, repository and workspace (the key it was started with, found in its
+    workspace); a server's `home` in the servers file names the workspace of the geadmin serving it."""
     stack = live_stack()
     members = []
     for spec in load_servers(stack.http_url if stack else None):
         target = explained_by(Target(spec), stack)
         labels = {NODE: Endpoint.parse(spec.url).host}
-        members.append(Member(target.spec, CONFIGURED, labels, target.repository))
+        home = spec.home or (stack.home if stack is not None and is_stack_server(spec.url, stack) else None)
+        members.append(Member(target.spec, CONFIGURED, labels, target.repository, home=home))
     return members
 
 
@@ -186,7 +188,8 @@ def _merged(found: Sequence[Found]) -> list[Member]:
                 first = by_url[key]
                 # The API's ownership check travels with the address, whichever source came first.
                 by_url[key] = replace(first, labels={**member.labels, **first.labels},
-                                      ownership=first.ownership or member.ownership)
+                                      ownership=first.ownership or member.ownership,
+                                      home=first.home or member.home)  # only a configured server has one
             else:
                 by_url[key] = member
     members: list[Member] = []

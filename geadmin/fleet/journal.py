@@ -38,6 +38,7 @@ from geadmin.diagnose.rollouts import (
 from geadmin.diagnose.verdict import Reason
 from geadmin.errors import GeAdminError, RepositoryError, RolloutBusyError, TritonError
 from geadmin.fleet.members import Member
+from geadmin.fleet.server_audit import ServerAudit
 from geadmin.ops.actions import Action, run_action
 from geadmin.ops.apply import apply_config
 from geadmin.ops.reconcile import close_rollout, rollout_lock
@@ -247,10 +248,14 @@ def restore(journal_id: int, members: Sequence[Member], *, auth: Authorization |
         finally:
             for client in clients.values():
                 client.close()
+        on_server, by_name = ServerAudit(journal.plan, actor, home, journal.id), {m.name: m for m in members}
         for name in left:
-            server = journal.plan.server(name)
+            server, member = journal.plan.server(name), by_name.get(name)
+            unrecorded = on_server.put_back(name, member.url, member.home, problems.get(name, ""),
+                                            f"restore of fleet rollout #{journal.id}") if member else ""
+            said = "; ".join(filter(None, (problems.get(name, ""), unrecorded)))
             recorder.step(name, server.wave if server else 0, rollouts.NOT_RESTORED if problems.get(name)
-                          else rollouts.RESTORED, problems.get(name, ""))
+                          else rollouts.RESTORED, said)
         bad = [name for name in left if problems.get(name)]
         text = (f"RESTORED rollout #{journal.id}: {len(left)} server(s) put back ({rollouts.names(left)})"
                 if not bad else f"RESTORE INCOMPLETE for rollout #{journal.id}: NOT put back on "

@@ -69,6 +69,9 @@ class Member:
     trust: Trust = UNCHECKED  # set by geadmin.fleet.membership, never by a source
     ownership: Ownership | None = None  # Kubernetes sources asked to check a workload
     tls_ca: Path | None = None  # reached over grpcs://, its certificate checked against this CA
+    # The workspace (GEADMIN_HOME) of the geadmin that serves it, where this machine can write it:
+    # a fleet change is audited there too (geadmin.fleet.server_audit). Configured servers only.
+    home: Path | None = None
 
     @property
     def name(self) -> str:

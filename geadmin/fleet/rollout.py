@@ -20,11 +20,13 @@ vanished, a bug) ends it `failed`, everything put back all the same.
 Journaled (geadmin.fleet.journal, the rows in geadmin.diagnose.rollouts): the fleet's rollout
 lock is taken, the plan written as a `started` row before the first server is touched (for an
 apply each repository's config kept as a revision first), a `step` row before and after each
-server, the end row last. ANY exception — not only geadmin's: a Streamlit rerun, a bug, Ctrl-C
-— puts back the servers touched so far and ends the journal `failed` before it propagates; a
-SIGKILL leaves the journal open, and the next start reports it (geadmin.ops.reconcile). A new
-rollout of a fleet with an unresolved one is refused until it is restored or resumed. A pause
-longer than GEADMIN_ROLLOUT_PAUSE_MAX_S stops the rollout and puts back what changed.
+server, the end row last; each changed server whose own workspace is known (`Member.home`) gets
+its change and an apply's revisions there too (geadmin.fleet.server_audit). ANY exception — not
+only geadmin's: a Streamlit rerun, a bug, Ctrl-C — puts back the servers touched so far and
+ends the journal `failed` before it propagates; a SIGKILL leaves the journal open, and the next
+start reports it (geadmin.ops.reconcile). A new rollout of a fleet with an unresolved one is
+refused until it is restored or resumed. A pause longer than GEADMIN_ROLLOUT_PAUSE_MAX_S stops
+the rollout and puts back what changed.
 
 Test hook (`settings.fault_point`): `rollout.started` (the plan is journaled, nothing touched),
 `rollout.changing.N` (the Nth server's step is journaled, it is not touched yet),
@@ -55,8 +57,9 @@ from geadmin.fleet import journal
 from geadmin.fleet.gate import Gate, GateSettings
 from geadmin.fleet.members import Member
 from geadmin.fleet.membership import refuse_unproven
+from geadmin.fleet.server_audit import Config, ServerAudit
 from geadmin.ops.actions import Action, run_action
-from geadmin.ops.apply import Outcome, apply_config
+from geadmin.ops.apply import AUDIT_RESULTS, Outcome, apply_config
 from geadmin.ops.reconcile import rollout_lock
 from geadmin.repository import revisions
 from geadmin.repository.validate import refuse_invalid
@@ -184,6 +187,10 @@ class _Rollout:
         self.errored = False  # a step raised (not a rejected config, not a gate)
         self.refused: set[str] = set()  # servers whose apply was refused: apply_config wrote nothing
         self.gate: Gate | None = None
+        self.by_name = {m.name: m for m in members}
+        self.diff = ""
+        self.on_server: ServerAudit | None = None  # each changed server's own workspace, once journaled
+        self.done: dict[str, tuple[Result, str, list[Config]]] = {}  # server -> its own audit row
 
     def run(self) -> RolloutResult:
         waves = [self.members[i:i + self.plan.wave_size]
@@ -193,7 +200,9 @@ class _Rollout:
             gate = self.gate = Gate(self.clients, self.model, unload, self.gate_settings, self.home)
             self.say(f"measuring {self.model} on {len(self.members)} server(s) before the change")
             gate.measure_before()
-            journal_id = self.recorder.start(self._diff())
+            self.diff = self._diff()
+            journal_id = self.recorder.start(self.diff)
+            self.on_server = ServerAudit(self.plan, self.recorder.actor, self.home, journal_id)
             self.say(f"journaled as rollout #{journal_id}")
             settings.fault_point("rollout.started")
             for number, wave in enumerate(waves, start=1):
@@ -232,8 +241,9 @@ class _Rollout:
             self.touched.append(member.name)
             settings.fault_point(f"rollout.changing.{len(self.touched)}")
             problem = self._change_one(member)
-            self.rows[member.name] = Row(member.name, number, FAILED if problem else CHANGED, problem)
-            self.recorder.step(member.name, number, FAILED if problem else CHANGED, problem)
+            message = "; ".join(filter(None, (problem, self._record_on_server(member, problem))))
+            self.rows[member.name] = Row(member.name, number, FAILED if problem else CHANGED, message)
+            self.recorder.step(member.name, number, FAILED if problem else CHANGED, message)
             settings.fault_point(f"rollout.changed.{len(self.touched)}")
             if problem:
                 return f"{member.name}: {problem}"
@@ -249,6 +259,16 @@ class _Rollout:
                 return f"{member.name}: {problem}"
         return ""
 
+    def _record_on_server(self, member: Member, problem: str) -> str:
+        """The change in the server's own workspace (geadmin.fleet.server_audit): "" or why not."""
+        refused = Result.REFUSED if member.name in self.refused else Result.FAILED
+        result, message, configs = self.done.pop(member.name, (refused if problem else Result.OK,
+                                                               problem or "done", []))
+        if self.on_server is None:
+            return ""
+        return self.on_server.record(member.name, member.url, member.home, self.change.value, result, message,
+                                     diff=self.diff, configs=configs)
+
     def _change_one(self, member: Member) -> str:
         client = self.clients[member.name]
         try:
@@ -256,6 +276,7 @@ class _Rollout:
                 return self._apply_one(member, client)
             result = run_action(client, Action(self.change.value), [self.model], auth=self.auth,
                                 settle_timeout_s=self.timeout_s)[0]
+            self.done[member.name] = (Result.OK if result.ok else Result.FAILED, result.message, [])
             return "" if result.ok else result.message.splitlines()[0]
         except Exception as exc:  # any error stops the rollout and puts back (a failure)
             self.errored = True
@@ -265,7 +286,7 @@ class _Rollout:
     def _apply_one(self, member: Member, client: TritonClient) -> str:
         repository = str(journal.real(member.repository))
         if repository in self.written:  # a shared repository already written: reload only
-            return journal.reload_if_loaded(client, self.model, self.auth, self.timeout_s)
+            return self._reloaded(member, repository, client, "written once for the servers that read it")
         self.written.add(repository)
         previous = self.plan.previous_of(repository)
         expected = None if self.plan.resume_of or previous is None else previous.sha256
@@ -278,8 +299,19 @@ class _Rollout:
             self.refused.add(member.name)  # a refusal comes before apply_config writes anything
             raise
         if applied.outcome is Outcome.UNCHANGED:  # written by the rollout this one resumes: load it
-            return journal.reload_if_loaded(client, self.model, self.auth, self.timeout_s)
+            return self._reloaded(member, repository, client, "written by the rollout this one resumes")
+        configs = self.on_server.applied(repository, wrote=applied.ok) if self.on_server else []
+        self.done[member.name] = (AUDIT_RESULTS[applied.outcome], applied.message, configs)
         return "" if applied.ok else applied.message.splitlines()[0]
+
+    def _reloaded(self, member: Member, repository: str, client: TritonClient, why: str) -> str:
+        """The new config already on disk in `repository`: reloaded where loaded."""
+        problem = journal.reload_if_loaded(client, self.model, self.auth, self.timeout_s)
+        said = f"the new config is on disk in {repository} ({why})"
+        configs = self.on_server.applied(repository, wrote=True) if self.on_server else []
+        self.done[member.name] = (Result.FAILED if problem else Result.OK,
+                                  f"{said}; {problem or 'reloaded where loaded'}", configs)
+        return problem
 
     def _restore(self) -> list[str]:
         """Every touched server put back; the names of those that could not be."""
@@ -292,8 +324,13 @@ class _Rollout:
         for name in reversed(touched):
             row, problem = self.rows[name], problems.get(name, "")
             note = f"{row.message}; " if row.message else ""
+            member = self.by_name[name]
+            unrecorded = self.on_server.put_back(name, member.url, member.home, problem,
+                                                 f"fleet rollout #{self.recorder.id} stopped: put back") \
+                if self.on_server is not None else ""
             self.rows[name] = Row(name, row.wave, NOT_RESTORED if problem else RESTORED,
-                                  note + (problem or "put back"))
+                                  note + (problem or "put back")
+                                  + (f"; {unrecorded}" if unrecorded and unrecorded not in note else ""))
             with contextlib.suppress(GeAdminError):  # the end row says it too
                 self.recorder.step(name, row.wave, NOT_RESTORED if problem else RESTORED, problem)
         return [name for name in touched if problems.get(name)]

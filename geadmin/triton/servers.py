@@ -11,6 +11,9 @@ First match wins:
        metrics_url = "http://10.0.0.5:8002/metrics" # not on the GEADMIN_*_PORT ports
        repository = "/srv/models/prod-a"            # optional: its model repository, as this
                                                     # machine mounts it (geadmin fleet apply)
+       home = "/srv/geadmin-a"                      # optional: the workspace (GEADMIN_HOME) of
+                                                    # the geadmin that serves it, as this machine
+                                                    # mounts it: a fleet change is audited there too
 
 2. `GEADMIN_TRITON_URLS`: comma-separated `url` or `name=url` items.
 3. `GEADMIN_TRITON_URL`, else the caller's default (the CLI passes the live embedded
@@ -52,6 +55,7 @@ class ServerSpec:
     grpc_url: str | None = None
     metrics_url: str | None = None
     repository: Path | None = None  # its model repository as this machine sees it (fleet apply)
+    home: Path | None = None  # the workspace of the geadmin that serves it (fleet changes audited there)
 
 
 DEFAULT_TRITON_URL = f"http://127.0.0.1:{DEFAULT_PORTS['http']}"
@@ -141,7 +145,8 @@ def parse_servers_file(path: Path, fallback_url: str | None = None) -> list[Serv
                                 http_url=_entry_url(path, number, entry, "http_url", Transport.HTTP),
                                 grpc_url=_entry_url(path, number, entry, "grpc_url", Transport.GRPC),
                                 metrics_url=_entry_metrics(path, number, entry),
-                                repository=_entry_path(path, number, entry, "repository")))
+                                repository=_entry_path(path, number, entry, "repository"),
+                                home=_entry_path(path, number, entry, "home")))
     return _checked(specs, str(path))
 
 
@@ -180,9 +185,13 @@ def _entry_path(path: Path, number: int, entry: dict[str, Any], key: str) -> Pat
     value = entry.get(key)
     if value is None:
         return None
-    if not isinstance(value, str) or not value:
+    if not isinstance(value, str) or not value or "\x00" in value:
         raise ConfigError(f"{path}: server #{number}: {key} must be a directory path")
-    return Path(value).expanduser()
+    found = Path(value).expanduser()
+    if key == "home" and not found.is_absolute():  # relative to whichever directory a command ran in
+        raise ConfigError(f"{path}: server #{number}: home must be an absolute path (the workspace "
+                          f"directory, e.g. /srv/geadmin-a), got {value!r}")
+    return found
 
 
 def _entry_metrics(path: Path, number: int, entry: dict[str, Any]) -> str | None:
