@@ -36,10 +36,13 @@ def render() -> None:
                "(GEADMIN_SERVERS_FILE) or GEADMIN_FLEET; sources: the configured servers, dns:HOST:PORT, "
                "prometheus:URL?job=JOB, kubernetes:NAMESPACE?selector=LABELS.")
     try:
-        name = st.selectbox("Fleet", sorted(fleets()), key=keys.FLEET_NAME)
-    except GeAdminError as exc:
-        show_failure(failure_of(exc), title="Cannot read the fleet")
-        return
+        names = sorted(fleets())
+    except GeAdminError as exc:  # the servers file broke: the fleets read last stay, marked below
+        names = sorted(st.session_state.get(keys.FLEET_LAST_GOOD, {}))
+        if not names:
+            show_failure(failure_of(exc), title="Cannot read the fleet")
+            return
+    name = st.selectbox("Fleet", names, key=keys.FLEET_NAME)
     st.fragment(live_status, run_every=STATUS_REFRESH_S)(name)
     shown, fresh = _last_shown(name)
     if shown is None:
