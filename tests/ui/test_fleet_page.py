@@ -17,6 +17,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from geadmin import audit
+from geadmin.diagnose import rollouts
 from geadmin.fleet import runs
 from tests.support.apptest import APP, isolate, run
 from tests.support.fleet_lab import BASE, MODEL, FleetLab, config, fleet_lab
@@ -45,13 +46,20 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
 
 
 @pytest.fixture
-def page(lab: Lab, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[AppTest]:
+def fleet_page(lab: Lab, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[AppTest]:
     isolate(monkeypatch, tmp_path / "home")
     monkeypatch.setenv("GEADMIN_SERVERS_FILE", str(lab.servers_file))
     at = AppTest.from_file(APP, default_timeout=120)
     at.switch_page("fleet.py")
     run(at)
     yield at
+
+
+
+def no_rollout(home: Path) -> bool:
+    """No rollout journaled and no fleet change audited in `home`."""
+    return rollouts.journals(home=home) == [] and not any(
+        e.action.startswith("fleet ") for e in audit.query(home=home))
 
 
 def button(at: AppTest, label: str) -> Any:
@@ -65,9 +73,9 @@ def choose(at: AppTest, label: str, value: object) -> None:
 
 
 def test_a_rollout_is_shown_and_asked_for_and_only_confirm_starts_it(
-    lab: Lab, page: AppTest, tmp_path: Path
+    lab: Lab, fleet_page: AppTest, tmp_path: Path
 ) -> None:
-    at, home = page, tmp_path / "home"
+    at, home = fleet_page, tmp_path / "home"
     choose(at, "Fleet", FLEET)
     run(at)
     assert at.success and at.success[0].value.startswith("FLEET OK: 3 servers"), [e.value for e in at.error]
@@ -83,7 +91,7 @@ def test_a_rollout_is_shown_and_asked_for_and_only_confirm_starts_it(
            "(wave 1: a; wave 2: b; wave 3: c)?" in asked, asked
     assert any('+parameters { key: "mode" value { string_value: "v2" } }' in c.value for c in at.code)
     assert any("1 line(s) added, 1 removed" in m.value for m in at.markdown)
-    assert runs.latest(FLEET) is None and audit.query(home=home) == []
+    assert runs.latest(FLEET) is None and no_rollout(home)
     assert lab.lab.files() == (BASE.encode(), BASE.encode())
     try:
         button(at, "Confirm rollout").click()
@@ -98,8 +106,8 @@ def test_a_rollout_is_shown_and_asked_for_and_only_confirm_starts_it(
         lab.lab.put_back()
 
 
-def test_an_edit_after_start_drops_the_question(lab: Lab, page: AppTest) -> None:
-    at = page
+def test_an_edit_after_start_drops_the_question(lab: Lab, fleet_page: AppTest) -> None:
+    at = fleet_page
     choose(at, "Fleet", FLEET)
     choose(at, "Change", "reload")
     run(at)
@@ -112,9 +120,9 @@ def test_an_edit_after_start_drops_the_question(lab: Lab, page: AppTest) -> None
 
 
 def test_a_fleet_with_a_read_only_member_says_the_rollout_will_be_refused_before_start(
-    lab: Lab, page: AppTest
+    lab: Lab, fleet_page: AppTest
 ) -> None:
-    at = page
+    at = fleet_page
     choose(at, "Fleet", WILD)
     run(at)
     assert any(s.value.startswith("FLEET OK: 1 server") for s in at.success), [e.value for e in at.error]
@@ -124,22 +132,25 @@ def test_a_fleet_with_a_read_only_member_says_the_rollout_will_be_refused_before
     assert button(at, "Start rollout…").disabled
 
 
-def test_a_broken_servers_file_keeps_the_last_reading_marked_and_the_page_recovers(
-    lab: Lab, page: AppTest
+def test_a_fleet_that_cannot_be_read_keeps_the_last_reading_marked_and_the_page_recovers(
+    lab: Lab, fleet_page: AppTest
 ) -> None:
-    at, text = page, lab.servers_file.read_text()
+    at, text = fleet_page, lab.servers_file.read_text()
     choose(at, "Fleet", FLEET)
     run(at)
-    try:
-        lab.servers_file.write_text("[[server]\n")  # half-written
+    try:  # a fleet table gone wrong: no fleet can be read (the servers, and so the app, still can)
+        lab.servers_file.write_text(text + '\n[[fleet]]\nname = "typo"\nsources = ["dns-triton:8000"]\n')
         run(at)
         assert any(w.value.startswith("Showing the fleet as of ") for w in at.warning), \
             [w.value for w in at.warning]
-        assert any("cannot read servers file" in e.value for e in at.error), [e.value for e in at.error]
-        assert at.dataframe[0].value.loc[MODEL, "a"].startswith("READY")  # the last matrix, still shown
+        assert any("unknown fleet source 'dns-triton:8000'" in e.value for e in at.error), \
+            [e.value for e in at.error]
+        assert at.success and at.success[0].value.startswith("FLEET OK: 3 servers")  # as last read
+        assert at.dataframe[0].value.loc[MODEL, "a"].startswith("READY")
         assert button(at, "Start rollout…").disabled
     finally:
         lab.servers_file.write_text(text)
     run(at)
     assert not any(w.value.startswith("Showing the fleet as of ") for w in at.warning)
+    assert any(c.value.startswith("As of ") for c in at.caption)
     assert not button(at, "Start rollout…").disabled
