@@ -26,7 +26,7 @@ from tests.support.processes import wait_for
 pytestmark = pytest.mark.integration
 
 FLEET = "pagelab"  # its own name: the rollout registry (geadmin.fleet.runs) is per process
-WILD = "wild"  # b found by DNS, with no proof of membership: read-only
+WILD = "wild"  # b found by DNS first, with no proof of membership: read-only; a and c configured
 
 
 @dataclass
@@ -41,7 +41,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
         port = started.servers["b"].http_url.rsplit(":", 1)[1]
         with started.servers_file.open("a") as file:
             file.write(f'\n[[fleet]]\nname = "{FLEET}"\nsources = ["servers"]\n'
-                       f'\n[[fleet]]\nname = "{WILD}"\nsources = ["dns:127.0.0.2:{port}"]\n')
+                       f'\n[[fleet]]\nname = "{WILD}"\nsources = ["dns:127.0.0.2:{port}", "servers"]\n')
         yield Lab(started, started.servers_file)
 
 
@@ -125,10 +125,12 @@ def test_a_fleet_with_a_read_only_member_says_the_rollout_will_be_refused_before
     at = fleet_page
     choose(at, "Fleet", WILD)
     run(at)
-    assert any(s.value.startswith("FLEET OK: 1 server") for s in at.success), [e.value for e in at.error]
+    trust = next(d.value for d in at.dataframe if "trust" in d.value.columns)
+    assert sorted(trust["trust"]) == ["read-only", "trusted", "trusted"], trust
     [refusal] = [e.value for e in at.error if e.value.startswith("This rollout will be refused")]
     assert "refused before anything changed: 1 member(s) not proven to belong" in refusal, refusal
     assert "127.0.0.2" in refusal and "trusted_networks" in refusal and f"({WILD})" in refusal, refusal
+    assert "127.0.0.1" not in refusal and "127.0.0.3" not in refusal, refusal  # only the read-only one
     assert button(at, "Start rollout…").disabled
 
 
