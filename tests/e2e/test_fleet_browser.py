@@ -59,7 +59,7 @@ def test_ctrl_enter_in_the_config_starts_nothing_only_confirm_rollout_does(
     lab, home = fleet.lab, fleet.dashboard.home
     open_fleet(page, fleet.dashboard)
     choose(page, page.get_by_role("combobox", name="Change"), "apply")
-    slack = page.get_by_label("Latency slack (ms)")
+    slack = page.get_by_role("spinbutton", name="Latency slack (ms)")
     slack.fill("10000")
     slack.press("Enter")
     text = page.get_by_role("textbox", name="New config.pbtxt (apply)")
