@@ -89,8 +89,8 @@ def test_ctrl_enter_in_the_config_starts_nothing_only_confirm_rollout_does(
 
 def test_the_headline_turns_degraded_by_itself_when_a_server_stops(page: Page, fleet: Setup) -> None:
     open_fleet(page, fleet.dashboard)
-    expect(page.get_by_text("As of ")).to_be_visible()
     fleet.lab.servers["b"].stop()  # nobody touches the page from here on
     expect(page.get_by_text("FLEET DEGRADED: 2 of 3 servers serving")).to_be_visible(timeout=20_000)
+    expect(page.get_by_text("As of ")).to_be_visible()  # the time it was read, UTC
     expect(page.get_by_text("FLEET OK: 3 servers")).to_have_count(0)
     expect(page.get_by_role("heading", name="Fleet", exact=True)).to_be_visible()
