@@ -1,14 +1,14 @@
 """Fleet: every server of a fleet as one — the model x server matrix, skew, servers down,
-outliers, grouped by node and Ascend type — and rollouts in waves that stop and put every
-changed server back at the first failed health gate, watched live, paused and aborted here.
-A rollout cut short (the dashboard killed mid-wave, an error) is shown with what changed where,
-and Restore / Resume buttons. The same functions as `geadmin fleet` (geadmin.fleet)."""
+outliers, grouped by node and Ascend type, refreshed in place with the time it was read — and
+rollouts in waves that stop and put every changed server back at the first failed health gate,
+asked for, shown (servers, waves, the change) and confirmed before they start, watched live,
+paused and aborted here. A rollout cut short (the dashboard killed mid-wave, an error) is shown
+with what changed where, and Restore / Resume buttons. The same functions as `geadmin fleet`
+(geadmin.fleet)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import replace
-from pathlib import Path
+from datetime import datetime, timezone
 
 import pandas as pd
 import streamlit as st
@@ -17,17 +17,17 @@ from geadmin.access.roles import Action
 from geadmin.errors import GeAdminError
 from geadmin.fleet import journal, runs
 from geadmin.fleet.discovery import Discovery, discover, fleet_named, fleets
-from geadmin.fleet.gate import GateSettings
 from geadmin.fleet.members import ASCEND, NODE
-from geadmin.fleet.rollout import Change, Control, RolloutResult, rollout
 from geadmin.fleet.status import FleetStatus, poll
-from geadmin.fleet.versions import roll_version
 from pages.ui import access, interrupted_view, keys
 from pages.ui.errors import failure_of, show_failure
 from pages.ui.fleet_history_view import fleet_triage
+from pages.ui.fleet_rollout_view import rollout_form
 
-REFRESH_S = 2
-NEW_VERSION = "new version"  # an apply of version_policy in two gated rollouts (geadmin.fleet.versions)
+REFRESH_S = 2  # the rollout watcher
+STATUS_REFRESH_S = 5  # the headline, matrix and trust table
+
+Shown = tuple[Discovery, FleetStatus, datetime]
 
 
 def render() -> None:
@@ -37,17 +37,64 @@ def render() -> None:
                "prometheus:URL?job=JOB, kubernetes:NAMESPACE?selector=LABELS.")
     try:
         names = sorted(fleets())
-        name = st.selectbox("Fleet", names, key=keys.FLEET_NAME)
-        found = discover(fleet_named(name))
-        status = poll(found)
-    except GeAdminError as exc:
-        show_failure(failure_of(exc), title="Cannot read the fleet")
+    except GeAdminError as exc:  # the servers file broke: the fleets read last stay, marked below
+        names = sorted(st.session_state.get(keys.FLEET_LAST_GOOD, {}))
+        if not names:
+            show_failure(failure_of(exc), title="Cannot read the fleet")
+            return
+    name = st.selectbox("Fleet", names, key=keys.FLEET_NAME)
+    st.fragment(live_status, run_every=STATUS_REFRESH_S)(name)
+    shown, fresh = _last_shown(name)
+    if shown is None:
         return
-    show_status(status)
+    found, status, _ = shown
     interrupted_view.fleet_rollouts(found)  # cut short: what changed where, Restore, Resume
     fleet_triage()  # with GEADMIN_PROMETHEUS_URL: the fleet's bottlenecks
-    rollout_form(found, status)
+    rollout_form(found, status.models, fresh)
     watch(found.fleet.name)
+
+
+def read(name: str) -> Shown:
+    """The fleet `name` now: discovered, every member polled (geadmin.fleet.status.poll)."""
+    found = discover(fleet_named(name))
+    return found, poll(found), datetime.now(timezone.utc)
+
+
+def _last_shown(name: str) -> tuple[Shown | None, bool]:
+    last_good: dict[str, Shown] = st.session_state.get(keys.FLEET_LAST_GOOD, {})
+    shape = st.session_state.get(keys.FLEET_SHAPE)
+    return last_good.get(name), bool(shape and shape[0] == name and shape[1])
+
+
+def live_status(name: str) -> None:
+    """The headline, matrix and trust table, read again every STATUS_REFRESH_S. When discovery
+    fails the last fleet read stays, marked; when the models or servers change (or reading
+    fails or recovers), the whole page reruns so the rollout below matches what is shown."""
+    last_good: dict[str, Shown] = st.session_state.setdefault(keys.FLEET_LAST_GOOD, {})
+    try:
+        last_good[name] = read(name)
+        fresh = True
+    except GeAdminError as exc:
+        fresh = False
+        show_failure(failure_of(exc), title="Cannot read the fleet")
+    shown = last_good.get(name)
+    shape = (name, fresh, tuple(shown[1].models) if shown else (),
+             tuple((m.name, m.trust.trusted, str(m.repository)) for m in shown[0].members) if shown else ())
+    previous = st.session_state.get(keys.FLEET_SHAPE)
+    st.session_state[keys.FLEET_SHAPE] = shape
+    if previous is not None and previous != shape:  # the next run sees the same shape: no loop
+        st.rerun(scope="app")
+    if shown is None:
+        st.caption(f"No fleet read yet; retrying every {STATUS_REFRESH_S}s.")
+        return
+    status, at = shown[1], shown[2]
+    when = at.strftime("%H:%M:%S UTC")
+    if fresh:
+        st.caption(f"As of {when}; read again every {STATUS_REFRESH_S}s.")
+    else:
+        st.warning(f"Showing the fleet as of {when}, the last time it could be read; rollouts are disabled "
+                   "until it answers again. This page recovers by itself.", icon=":material/history:")
+    show_status(status)
 
 
 def show_status(status: FleetStatus) -> None:
@@ -80,56 +127,6 @@ def _cell(cell: tuple[str, str] | None) -> str:
     if cell is None:
         return "-"
     return f"{cell[0]} v{cell[1]}" if cell[1] else cell[0]
-
-
-def rollout_form(found: Discovery, status: FleetStatus) -> None:
-    if not status.models:
-        return
-    st.subheader("Roll out a change")
-    with st.form(keys.FLEET_FORM):
-        action_col, model_col, wave_col, gate_col, slack_col = st.columns([1, 2, 1, 1, 1])
-        chosen = action_col.selectbox("Change", [*(c.value for c in Change), NEW_VERSION],
-                                      key=keys.FLEET_CHANGE)
-        change = Change.APPLY if chosen == NEW_VERSION else Change(chosen)
-        model = model_col.selectbox("Model", status.models, key=keys.FLEET_MODEL)
-        wave = wave_col.number_input("Wave size", min_value=1, max_value=max(1, len(found.members)), value=1)
-        requests = gate_col.number_input("Gate requests", min_value=0, max_value=100, value=3,
-                                         help="smoke requests per server before and after its wave")
-        slack = slack_col.number_input("Latency slack (ms)", min_value=0, max_value=600_000, value=200,
-                                       help="the gate requests' median may take twice its time before + this")
-        repository = st.text_input("Shared repository (apply)", key=keys.FLEET_REPOSITORY,
-                                   help="the model repository every server reads, as mounted here; empty: "
-                                   "each server's own (repository = ... in its [[server]])")
-        text = st.text_area("New config.pbtxt (apply)", key=keys.FLEET_CONFIG, height=200)
-        version = st.number_input("Version (new version)", min_value=1, value=2, key=keys.FLEET_VERSION,
-                                  help="its directory must be in every repository; it is loaded beside the "
-                                  "served version, warmed by the gate, then the old one is retired")
-        permitted, why_not = access.allowed(Action(change.value))
-        start = st.form_submit_button("Start rollout", type="primary", disabled=not permitted,
-                                      help=why_not or None)
-    if not start:
-        return
-    members = found.members
-    if repository.strip():
-        members = tuple(replace(m, repository=Path(repository.strip()).expanduser()) for m in members)
-    try:
-        auth = access.auth_for(Action(change.value), model=model, server=found.fleet.name)
-
-        gate = GateSettings(requests=int(requests), latency_slack_ms=float(slack))
-
-        def work(control: Control, say: Callable[[str], None]) -> RolloutResult:
-            common = {"wave_size": int(wave), "gate": gate, "auth": auth, "fleet": found.fleet.name,
-                      "progress": say, "control": control}
-            if chosen == NEW_VERSION:
-                return roll_version(members, model, int(version), **common)
-            new = text.encode() if change is Change.APPLY else None
-            return rollout(members, change, model, new_config=new, **common)
-
-        subject = f"version {int(version)} of {model}" if chosen == NEW_VERSION else f"{change.value} {model}"
-        what = f"{subject} on {len(members)} server(s)"
-        runs.start(found.fleet.name, what, auth.who.name, work)
-    except GeAdminError as exc:
-        show_failure(failure_of(exc), title="Rollout not started")
 
 
 @st.fragment(run_every=REFRESH_S)

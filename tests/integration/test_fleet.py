@@ -373,7 +373,9 @@ def test_the_fleet_page_shows_the_matrix_and_runs_a_rollout_to_the_end(
     next(s for s in at.selectbox if s.label == "Change").set_value("reload")
     next(s for s in at.selectbox if s.label == "Model").set_value(MODEL)
     next(n for n in at.number_input if n.label == "Latency slack (ms)").set_value(10_000)
-    button(at, "Start rollout").click()
+    button(at, "Start rollout…").click()  # shows what it would do and asks
+    run(at)
+    button(at, "Confirm rollout").click()
     run(at)
     assert wait_for(lambda: (r := runs.latest("lab")) is not None and not r.running, 120)
     run(at)
@@ -472,7 +474,9 @@ def test_the_fleet_page_rolls_out_a_new_version(fresh: Lab, monkeypatch: pytest.
         next(s for s in at.selectbox if s.label == "Model").set_value(MODEL)
         next(n for n in at.number_input if n.label == "Version (new version)").set_value(2)
         next(n for n in at.number_input if n.label == "Latency slack (ms)").set_value(10_000)
-        button(at, "Start rollout").click()
+        button(at, "Start rollout…").click()  # shows what it would do and asks
+        run(at)
+        button(at, "Confirm rollout").click()
         run(at)
         assert wait_for(lambda: (r := runs.latest("lab")) is not None and not r.running, 180)
         run(at)
