@@ -181,7 +181,8 @@ def json_tensor(spec: InputSpec, payload: str | bytes) -> np.ndarray:
             raise InferInputError(f"input {spec.name} expects {spec.describe()}; the JSON says {declared}")
         raw_shape = document.get("shape")
         if raw_shape is not None:
-            if not isinstance(raw_shape, list) or not all(isinstance(d, int) and d >= 0 for d in raw_shape):
+            if not isinstance(raw_shape, list) or not all(
+                    isinstance(d, int) and not isinstance(d, bool) and 0 <= d < 2**31 for d in raw_shape):
                 raise InferInputError(f'input {spec.name}: "shape" must be a list of sizes, '
                                       f'got {raw_shape!r}')
             shape = tuple(raw_shape)
@@ -190,7 +191,10 @@ def json_tensor(spec: InputSpec, payload: str | bytes) -> np.ndarray:
     if shape is not None:
         if math.prod(shape) != values.size:
             raise InferInputError(f"input {spec.name}: {values.size} values do not fill shape {list(shape)}")
-        values = values.reshape(shape)
+        try:
+            values = values.reshape(shape)
+        except (ValueError, TypeError) as exc:  # e.g. more dimensions than numpy allows
+            raise InferInputError(f"input {spec.name}: shape {list(shape)} cannot be used: {exc}") from exc
     return values
 
 

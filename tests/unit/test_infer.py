@@ -733,3 +733,10 @@ def test_tensor_rows_are_one_row_per_batch_item_with_plain_values() -> None:
 def test_input_fix_names_the_limit_for_oversize_input() -> None:
     assert "limit is 33.6 MB" in input_fix(InputTooLargeError("too big"))
     assert "random, zeros, ones" in input_fix(InferInputError("bad shape"))
+
+
+@pytest.mark.parametrize("shape", [[True, 0], [0, 2**70], [0] * 64])
+def test_a_json_shape_numpy_cannot_use_is_an_input_error_not_a_traceback(shape: list[object]) -> None:
+    """Found by the property test: `true` as a size, a size past numpy's limit, too many dims."""
+    with pytest.raises(InferInputError):
+        json_tensor(spec_of("FP32", dims=(-1,)), json.dumps({"shape": shape, "data": []}))
