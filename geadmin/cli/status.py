@@ -10,12 +10,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 
 from geadmin.cli.common import add_connection_args, client_for, target_from_args
 from geadmin.diagnose.health import take_snapshots
 from geadmin.diagnose.verdict import Level, Rule, Sources, Verdict, assess
 from geadmin.errors import FleetError
+from geadmin.fleet import readonly
 from geadmin.fleet.discovery import discover, fleet_named
+from geadmin.fleet.members import Member
 from geadmin.stack.server_history import history_for, outage_for, recent_crash
 from geadmin.stack.target import Target, configured_targets, is_stack_server, live_stack
 from geadmin.stack.workspace import StackInfo
@@ -96,18 +99,29 @@ def stack_process(url: str, stack: StackInfo | None) -> dict[str, object] | None
             "restarts": sum(1 for record in stack.exits if record.restarted), "stack_pid": stack.pid}
 
 
-def _verdicts(targets: list[Target], args: argparse.Namespace) -> list[Verdict]:
-    clients = [(t.spec.name, client_for(t, args)) for t in targets]
+def _verdicts(targets: list[Target], args: argparse.Namespace,
+              members: Sequence[Member] | None = None) -> list[Verdict]:
+    """`members`: the fleet members behind `targets` (`--fleet`): each polled as its trust
+    allows (geadmin.fleet.readonly: a read-only one from Triton's open endpoints, no key, no
+    drift check), never DEGRADED for an index it may not read."""
+    if members is None:
+        clients = [(t.spec.name, client_for(t, args)) for t in targets]
+        trusted = [True] * len(targets)
+    else:
+        clients = [(t.spec.name, readonly.client_for(m, args.timeout)) for t, m in zip(targets, members,
+                                                                                       strict=True)]
+        trusted = [m.trust.trusted for m in members]
     try:
         snapshots = take_snapshots(clients)  # in parallel, as on the Overview
-        return [assess(snap, Sources(client, t.log(), t.repository), expected=args.expect or ())
-                for t, (_, client), snap in zip(targets, clients, snapshots, strict=True)]
+        return [assess(snap, Sources(client if keyed else None, t.log(), t.repository),
+                       expected=args.expect or ())
+                for t, (_, client), snap, keyed in zip(targets, clients, snapshots, trusted, strict=True)]
     finally:
         for _, client in clients:
             client.close()
 
 
-def fleet_targets(name: str) -> list[Target]:
+def fleet_targets(name: str) -> tuple[list[Target], list[Member]]:
     """Every member of a named fleet (geadmin.fleet.discovery), each with its repository; a
     source that does not answer is said on stderr and its servers are left out."""
     found = discover(fleet_named(name))
@@ -116,17 +130,19 @@ def fleet_targets(name: str) -> list[Target]:
     if not found.members:
         raise FleetError(f"fleet {name!r} has no server: " + ("; ".join(found.problems) or
                          "its sources found none"))
-    return [Target(m.spec, repository=m.repository, source=f"fleet {name}") for m in found.members]
+    members = list(found.members)
+    return [Target(m.spec, repository=m.repository, source=f"fleet {name}") for m in members], members
 
 
 def run(args: argparse.Namespace) -> int:
     stack = live_stack()
     many = args.all or args.fleet is not None
+    members: list[Member] | None = None
     if args.fleet is not None:
-        targets = fleet_targets(args.fleet)
+        targets, members = fleet_targets(args.fleet)
     else:
         targets = configured_targets(stack) if args.all else [target_from_args(args)]
-    verdicts = _verdicts(targets, args)
+    verdicts = _verdicts(targets, args, members)
     outages = [outage_for(v.snapshot.url, stack) if not v.snapshot.reachable else "" for v in verdicts]
     crashes = [recent_crash(history_for(v.snapshot.url, stack)) if v.snapshot.reachable else ""
                for v in verdicts]

@@ -131,6 +131,18 @@ def test_without_a_proof_no_member_gets_the_key_and_the_restricted_triton_still_
     assert "read-only — no proof configured" in text and "127.0.0.2" in text
 
 
+def test_status_of_the_fleet_reads_a_read_only_member_from_its_open_endpoints_with_no_key(lab: Lab) -> None:
+    """`geadmin status --fleet`: a member nobody vouched for is judged from what Triton leaves
+    open (its models READY, OK), never DEGRADED for the index it may not read, and never keyed."""
+    result = geadmin("status", "--fleet", "lab", "--json", home=lab.home)
+    assert "Traceback" not in result.stderr, result.stderr
+    verdicts = {v["url"].split("//")[1].split(":")[0]: v for v in json.loads(result.stdout)}
+    triton = verdicts["127.0.0.1"]
+    assert "index-unreadable" not in triton["rules"] and triton["verdict"] == "OK", triton
+    assert [m["name"] for m in triton["models"] if m["state"] == "READY"] == [MODEL]
+    lab.no_key_reached_the_impostor()
+
+
 def test_the_fleet_prober_sends_no_key_to_a_read_only_member(lab: Lab) -> None:
     prober = FleetProber(fleet_named("lab"), home=lab.home)
     try:
