@@ -57,6 +57,7 @@ from geadmin.fleet import journal
 from geadmin.fleet.gate import Gate, GateSettings
 from geadmin.fleet.members import Member
 from geadmin.fleet.membership import refuse_unproven
+from geadmin.fleet.preview import waves as cut_waves
 from geadmin.fleet.server_audit import Config, ServerAudit
 from geadmin.ops.actions import Action, run_action
 from geadmin.ops.apply import AUDIT_RESULTS, Outcome, apply_config
@@ -193,8 +194,7 @@ class _Rollout:
         self.done: dict[str, tuple[Result, str, list[Config]]] = {}  # server -> its own audit row
 
     def run(self) -> RolloutResult:
-        waves = [self.members[i:i + self.plan.wave_size]
-                 for i in range(0, len(self.members), self.plan.wave_size)]
+        waves = cut_waves(self.members, self.plan.wave_size)  # as the Fleet page previewed them
         try:
             unload = self.change is Change.UNLOAD
             gate = self.gate = Gate(self.clients, self.model, unload, self.gate_settings, self.home)
