@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import stat
 import subprocess
+import time
 from pathlib import Path
 
 from playwright.sync_api import Browser, Page, expect
@@ -61,6 +62,12 @@ def test_a_loopback_dashboard_asks_for_the_token_once_per_browser_session(browse
         shows_the_overview(page)
         expect(page).not_to_have_url(f"{dashboard.url}/?token={value}", timeout=TIMEOUT_MS)
         assert "token=" not in page.url
+        # The page sets its session cookie from a script once it has drawn; a reload before that
+        # would test the machine's speed, not the sign-in (a busy CI machine got there first).
+        deadline = time.monotonic() + TIMEOUT_MS / 1000
+        while not any(c["name"].startswith("geadmin_session_") for c in first.cookies()):
+            assert time.monotonic() < deadline, f"no session cookie was set: {first.cookies()}"
+            time.sleep(0.2)
         page.reload(wait_until="domcontentloaded")  # a new Streamlit session: the cookie names the sign-in
         shows_the_overview(page)
         page.goto(f"{dashboard.url}/stack", wait_until="domcontentloaded")  # a deep link

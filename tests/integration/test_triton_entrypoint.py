@@ -31,6 +31,8 @@ def status_of(url: str, key: str | None = None) -> int:
             return int(answer.status)
     except urllib.error.HTTPError as exc:
         return exc.code
+    except urllib.error.URLError:  # not listening yet
+        return 0
 
 
 def test_without_restricted_flags_or_a_key_the_entrypoint_refuses_to_start(tmp_path: Path) -> None:

@@ -22,8 +22,7 @@ from geadmin import settings
 
 # The user's workspace as the session's first process saw it, for its children: an xdist
 # worker inherits the throwaway GEADMIN_HOME and would otherwise take that for the user's.
-# (Not a GEADMIN_* name: those are geadmin's settings.)
-ORIGINAL_HOME_VARIABLE = "TESTS_USERS_GEADMIN_HOME"
+ORIGINAL_HOME_VARIABLE = "TESTS_USERS_WORKSPACE"  # no "GEADMIN_" in it: Triton must inherit none
 
 
 def _user_default_home() -> Path:
