@@ -58,7 +58,7 @@ class Previous:
 
 
 @dataclass(frozen=True)
-class Plan:
+class RolloutPlan:
     fleet: str
     change: str  # load, unload, reload, apply
     model: str
@@ -91,7 +91,7 @@ class Plan:
                          for p in self.previous]}, sort_keys=True)
 
     @classmethod
-    def from_json(cls, text: str) -> Plan:
+    def from_json(cls, text: str) -> RolloutPlan:
         """ConfigError when `text` is no plan (a row written by hand, or cut)."""
         try:
             raw: dict[str, Any] = json.loads(text)
@@ -115,7 +115,7 @@ class Journal:
     """One rollout, read back: its started row, its plan, its steps and its end rows, oldest first."""
 
     started: AuditEntry
-    plan: Plan
+    plan: RolloutPlan
     steps: tuple[AuditEntry, ...] = ()
     ends: tuple[AuditEntry, ...] = ()  # ok / rolled_back / failed / interrupted rows
     resumed_by: int = 0  # the journal that resumed this one
@@ -239,17 +239,17 @@ def open_journals(*, home: Path | None = None) -> list[Journal]:
     return [j for j in journals(home=home) if j.open]
 
 
-def _plan_of(row: AuditEntry) -> Plan | None:
+def _plan_of(row: AuditEntry) -> RolloutPlan | None:
     text = facts(row.message).get(PLAN)
     if not text:
         return None
     try:
-        return Plan.from_json(text)
+        return RolloutPlan.from_json(text)
     except ConfigError:
         return None
 
 
-def _read(started: AuditEntry, plan: Plan, rows_of_action: list[AuditEntry]) -> Journal:
+def _read(started: AuditEntry, plan: RolloutPlan, rows_of_action: list[AuditEntry]) -> Journal:
     mine = str(started.id)
     rows = [r for r in rows_of_action if r.id > started.id and facts(r.message).get(JOURNAL) == mine]
     steps = tuple(r for r in rows if r.result == Result.STEP.value)

@@ -31,9 +31,9 @@ from geadmin.diagnose.rollouts import (
     PLAN,
     WAVE,
     Journal,
-    Plan,
     PlannedServer,
     Previous,
+    RolloutPlan,
 )
 from geadmin.diagnose.verdict import Reason
 from geadmin.errors import GeAdminError, RepositoryError, RolloutBusyError, TritonError
@@ -59,7 +59,7 @@ def real(path: Path | None) -> Path:
 
 
 def make_plan(members: Sequence[Member], change: str, model: str, new_config: bytes | None, wave_size: int,
-              fleet: str, *, who: str, home: Path | None, resume: Journal | None = None) -> Plan:
+              fleet: str, *, who: str, home: Path | None, resume: Journal | None = None) -> RolloutPlan:
     """The plan; for an apply, each repository's config kept as a revision (that of the
     rollout `resume` resumes, when given). Raises before anything changes: RepositoryError
     when a repository lacks the model's config or cannot be read."""
@@ -78,7 +78,7 @@ def make_plan(members: Sequence[Member], change: str, model: str, new_config: by
                 kept = Previous(repository, revision.sha256, revision.number)
             previous.append(kept)
     data = new_config or b""
-    return Plan(fleet, change, model, servers, waves, wave_size, tuple(previous),
+    return RolloutPlan(fleet, change, model, servers, waves, wave_size, tuple(previous),
                 data.decode("utf-8", errors="replace"), revisions.sha256_of(data) if data else "",
                 resume.id if resume is not None else 0)
 
@@ -87,7 +87,7 @@ class Recorder:
     """Writes one rollout's journal rows. Every write raises when the row cannot be kept
     (WorkspaceDatabaseError): a rollout never touches a server it has not journaled."""
 
-    def __init__(self, plan: Plan, actor: Actor, home: Path | None) -> None:
+    def __init__(self, plan: RolloutPlan, actor: Actor, home: Path | None) -> None:
         self.plan, self.actor, self.home = plan, actor, home
         self.id = 0
         self.ended = False
@@ -129,7 +129,7 @@ def refuse_unresolved(fleet: str, home: Path | None) -> None:
                                f"(`{journal.restore_command}`, or Restore on the Fleet page)")
 
 
-def put_back(plan: Plan, touched: Sequence[str], clients: Mapping[str, TritonClient], *,
+def put_back(plan: RolloutPlan, touched: Sequence[str], clients: Mapping[str, TritonClient], *,
              auth: Authorization | None, home: Path | None, note: str, timeout_s: float = 60.0,
              lost: Mapping[str, Sequence[str]] | None = None) -> dict[str, str]:
     """Each server of `touched` put back, newest first: server -> "" or why not. An apply's
@@ -162,7 +162,7 @@ def put_back(plan: Plan, touched: Sequence[str], clients: Mapping[str, TritonCli
     return problems
 
 
-def _file_back(plan: Plan, server: PlannedServer, client: TritonClient, auth: Authorization | None,
+def _file_back(plan: RolloutPlan, server: PlannedServer, client: TritonClient, auth: Authorization | None,
                home: Path | None, note: str) -> tuple[str, bool]:
     """(why the repository's previous config is not back, or ""; whether `client` reloaded it)."""
     previous = plan.previous_of(server.repository)
@@ -209,7 +209,7 @@ def _short(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()[:12]
 
 
-def clients_for(plan: Plan, members: Sequence[Member], timeout_s: float) -> dict[str, TritonClient]:
+def clients_for(plan: RolloutPlan, members: Sequence[Member], timeout_s: float) -> dict[str, TritonClient]:
     """A client per planned server that is a member now at the same URL (its key is the member's)."""
     by_name = {m.name: m for m in members}
     found = {}
@@ -280,7 +280,7 @@ def resumable(journal: Journal) -> str:
     return ""
 
 
-def fleet_members(plan: Plan, members: Sequence[Member]) -> list[Member]:
+def fleet_members(plan: RolloutPlan, members: Sequence[Member]) -> list[Member]:
     """The plan's servers, in its order, as the members found now (RepositoryError when one is gone),
     each with the repository the plan wrote."""
     by_name = {m.name: m for m in members}

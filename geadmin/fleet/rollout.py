@@ -173,7 +173,7 @@ def rollout(members: Sequence[Member], change: Change, model: str, *, new_config
 
 
 class _Rollout:
-    def __init__(self, members: list[Member], plan: rollouts.Plan, gate: GateSettings,
+    def __init__(self, members: list[Member], plan: rollouts.RolloutPlan, gate: GateSettings,
                  auth: Authorization | None, recorder: journal.Recorder, say: Progress, control: Control,
                  timeout_s: float, validate: bool) -> None:
         self.members, self.plan, self.change, self.model = members, plan, Change(plan.change), plan.model

@@ -29,7 +29,7 @@ from pathlib import Path
 from geadmin import audit, settings
 from geadmin.audit import Actor, Result
 from geadmin.db import DB_FILE
-from geadmin.diagnose.rollouts import Plan
+from geadmin.diagnose.rollouts import RolloutPlan
 from geadmin.errors import GeAdminError
 from geadmin.repository import revisions
 
@@ -50,7 +50,7 @@ class Config:
 class ServerAudit:
     """Writes one rollout's rows into its servers' workspaces (see the module docstring)."""
 
-    plan: Plan
+    plan: RolloutPlan
     actor: Actor
     operator_home: Path | None
     journal_id: int

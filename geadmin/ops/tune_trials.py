@@ -38,7 +38,7 @@ from geadmin.errors import ConfigError, GeAdminError, RepositoryError, TritonErr
 from geadmin.repository import trials
 from geadmin.repository.layout import model_dir
 from geadmin.repository.modelconfig import CONFIG_FILE, parse_pbtxt, read_config_text, to_file_text
-from geadmin.repository.trials import Marker
+from geadmin.repository.trials import TrialMarker
 from geadmin.triton.client import TritonClient
 
 ACTION = "tune"
@@ -51,7 +51,7 @@ class TrialCopy:
     """A trial this process made; `handle` holds the marker's lock until `release`."""
 
     path: Path
-    marker: Marker
+    marker: TrialMarker
     handle: int | None = field(default=None, repr=False)
     refused: bool = False  # its last load failed: Triton stays "not ready" until the name loads again
 
@@ -74,7 +74,7 @@ class TrialCopy:
             self.handle = None
 
 
-def journal_row(model: str, marker: Marker, path: Path, server: str, actor: Actor,
+def journal_row(model: str, marker: TrialMarker, path: Path, server: str, actor: Actor,
                 home: Path | None) -> AuditEntry:
     message = "\n".join((f"started: tuning run {marker.run} of {model!r} on the trial copy {marker.trial}",
                          f"{RUN}: {marker.run}", f"{TRIAL}: {marker.trial}", f"{DIRECTORY}: {path}"))
@@ -223,7 +223,7 @@ def remove_left(repository: Path | None, *, client: TritonClient | None = None, 
     return Leftovers(tuple(removed), tuple(running), tuple(problems))
 
 
-def _remove_dead(path: Path, marker: Marker, client: TritonClient | None) -> str:
+def _remove_dead(path: Path, marker: TrialMarker, client: TritonClient | None) -> str:
     where = ""
     if client is not None and path.name == marker.trial:  # a staged copy was never loaded
         _clear_refusal(client, marker.trial)

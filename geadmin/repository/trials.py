@@ -62,7 +62,7 @@ def fits(model: str, run: str = "0" * RUN_CHARS) -> bool:
 
 
 @dataclass(frozen=True)
-class Marker:
+class TrialMarker:
     """What `.geadmin-trial.json` says."""
 
     run: str
@@ -78,13 +78,13 @@ class Marker:
         return {"geadmin_trial": 1, **asdict(self)}
 
 
-def new_marker(model: str, run: str, server: str, workspace: Path) -> Marker:
+def new_marker(model: str, run: str, server: str, workspace: Path) -> TrialMarker:
     created_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    return Marker(run, model, trial_name(model, run), created_at, os.getpid(), socket.gethostname(), server,
-                  str(workspace))
+    return TrialMarker(run, model, trial_name(model, run), created_at, os.getpid(), socket.gethostname(),
+                       server, str(workspace))
 
 
-def read_marker(directory: Path) -> Marker | None:
+def read_marker(directory: Path) -> TrialMarker | None:
     """The marker of `directory` when it is a trial's (marker present, well formed, naming the
     directory itself); None for anything else."""
     path = Path(directory) / MARKER
@@ -95,8 +95,9 @@ def read_marker(directory: Path) -> Marker | None:
     except (OSError, ValueError):
         return None
     try:
-        marker = Marker(str(data["run"]), str(data["model"]), str(data["trial"]), str(data["created_at"]),
-                        int(data["pid"]), str(data["host"]), str(data["server"]), str(data["workspace"]))
+        marker = TrialMarker(str(data["run"]), str(data["model"]), str(data["trial"]),
+                             str(data["created_at"]), int(data["pid"]), str(data["host"]),
+                             str(data["server"]), str(data["workspace"]))
     except (KeyError, TypeError, ValueError):
         return None
     name = Path(directory).name
@@ -120,7 +121,7 @@ def is_trial(repository: Path | None, name: str) -> bool:
     return read_marker(directory) is not None
 
 
-def marked(repository: Path) -> list[tuple[Path, Marker]]:
+def marked(repository: Path) -> list[tuple[Path, TrialMarker]]:
     """Every trial directory of `repository` (staging ones too), with its marker."""
     try:
         entries = sorted(Path(repository).iterdir())
@@ -155,7 +156,7 @@ def held(directory: Path) -> Iterator[bool]:
         os.close(handle)
 
 
-def write_marker(directory: Path, marker: Marker) -> int:
+def write_marker(directory: Path, marker: TrialMarker) -> int:
     """Write the marker (exclusive create) and lock it; returns the open descriptor, which the
     run keeps for its lifetime (closing it, or dying, releases the lock)."""
     handle = os.open(Path(directory) / MARKER, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)

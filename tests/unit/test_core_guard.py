@@ -130,8 +130,8 @@ def member(w: World) -> Member:
                   trust=Trust(True, "the test's own listener"))
 
 
-def reload_plan(w: World) -> rollouts.Plan:
-    return rollouts.Plan("lab", "reload", "m", (rollouts.PlannedServer("s", w.client.url, 1),), 1)
+def reload_plan(w: World) -> rollouts.RolloutPlan:
+    return rollouts.RolloutPlan("lab", "reload", "m", (rollouts.PlannedServer("s", w.client.url, 1),), 1)
 
 
 def interrupted_rollout(w: World) -> tuple[int, Path]:

@@ -15,7 +15,7 @@ from geadmin.access import guard
 from geadmin.audit import Result
 from geadmin.diagnose import interrupted, rollouts
 from geadmin.diagnose.health import ServerSnapshot, triage
-from geadmin.diagnose.rollouts import Plan, PlannedServer, Previous
+from geadmin.diagnose.rollouts import PlannedServer, Previous, RolloutPlan
 from geadmin.diagnose.verdict import Rule, judge
 from geadmin.errors import ConfigError, RepositoryError, TritonError
 from geadmin.fleet import journal
@@ -26,7 +26,7 @@ from geadmin.ops import reconcile
 from geadmin.stack.processes import free_ports
 from geadmin.triton.servers import ServerSpec
 
-PLAN = Plan("lab", "apply", "echo", (PlannedServer("a", "http://127.0.0.1:1", 1, "/r/shared"),
+PLAN = RolloutPlan("lab", "apply", "echo", (PlannedServer("a", "http://127.0.0.1:1", 1, "/r/shared"),
                                      PlannedServer("b", "http://127.0.0.2:1", 2, "/r/shared"),
                                      PlannedServer("c", "http://127.0.0.3:1", 3, "/r/own")),
             3, 1, (Previous("/r/shared", "ab" * 32, 1), Previous("/r/own", "cd" * 32, 1)),
@@ -50,11 +50,11 @@ def cut_short_at_b(home: Path) -> journal.Recorder:
 
 
 def test_the_plan_survives_its_row_and_a_row_that_is_no_plan_is_refused() -> None:
-    assert Plan.from_json(PLAN.to_json()) == PLAN
+    assert RolloutPlan.from_json(PLAN.to_json()) == PLAN
     for junk in ("{", "[]", '{"fleet": "x"}', '{"fleet": "l", "change": "rm -rf", "model": "m", '
                  '"servers": [], "waves": 0}', "[" * 5000):
         with pytest.raises(ConfigError, match="rollout plan"):
-            Plan.from_json(junk)
+            RolloutPlan.from_json(junk)
 
 
 def test_an_open_journal_is_closed_at_the_next_start_only_when_no_process_holds_its_lock(home: Path) -> None:

@@ -12,7 +12,7 @@ import pytest
 
 from geadmin import audit, db
 from geadmin.audit import Actor, Origin, Result
-from geadmin.diagnose.rollouts import Plan, PlannedServer, Previous
+from geadmin.diagnose.rollouts import PlannedServer, Previous, RolloutPlan
 from geadmin.domain import Ports
 from geadmin.errors import ConfigError
 from geadmin.fleet import discovery
@@ -24,10 +24,11 @@ from geadmin.triton.servers import parse_servers_file
 OLD, NEW = b'name: "echo"\nbackend: "python"\n', b'name: "echo"\nbackend: "python"\nmax_batch_size: 4\n'
 
 
-def plan(repository: Path, previous: int = 1) -> Plan:
-    return Plan("lab", "apply", "echo", (PlannedServer("a", "http://127.0.0.1:1", 1, str(repository)),),
-                1, 1, (Previous(str(repository), revisions.sha256_of(OLD), previous),), NEW.decode(),
-                revisions.sha256_of(NEW))
+def plan(repository: Path, previous: int = 1) -> RolloutPlan:
+    server = PlannedServer("a", "http://127.0.0.1:1", 1, str(repository))
+    return RolloutPlan("lab", "apply", "echo", (server,), 1, 1,
+                       (Previous(str(repository), revisions.sha256_of(OLD), previous),), NEW.decode(),
+                       revisions.sha256_of(NEW))
 
 
 @pytest.fixture
