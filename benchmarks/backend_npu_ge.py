@@ -78,7 +78,7 @@ from harness.npu_ge import (  # noqa: E402
     python_affine_model,
 )
 
-from geadmin.ops.bench_results import BenchPoint  # noqa: E402
+from geadmin.ops.bench.results import BenchPoint  # noqa: E402
 from geadmin.stack.tritonserver import TritonProcess  # noqa: E402
 from tests.support.npu_ge import affine_model  # noqa: E402
 

@@ -2,7 +2,7 @@
 
 A real tritonserver serves the sample `digits_classifier` (python backend) on 127.0.0.1.
 
-- playground: what the page runs per Send, through geadmin.ops.infer — `build_request`
+- playground: what the page runs per Send, through geadmin.ops.infer.request — `build_request`
   (the model's spec read once, as the page caches it; random features, seeded), `send`
   through the `TritonClient` facade, the outputs decoded to numpy;
 - raw: tritonclient alone with the same model and payload — `InferInput`,
@@ -40,8 +40,8 @@ import numpy as np  # noqa: E402
 import tritonclient.grpc as grpcclient  # noqa: E402
 import tritonclient.http as httpclient  # noqa: E402
 
-from geadmin.ops.infer import build_request, prepare, send  # noqa: E402
-from geadmin.ops.infer_spec import ModelSpec  # noqa: E402
+from geadmin.ops.infer.request import build_request, prepare, send  # noqa: E402
+from geadmin.ops.infer.spec import ModelSpec  # noqa: E402
 from geadmin.stack.tritonserver import TritonProcess  # noqa: E402
 from geadmin.triton.client import TritonClient  # noqa: E402
 

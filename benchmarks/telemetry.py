@@ -34,9 +34,9 @@ sys.path.insert(0, str(REPO_ROOT))
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
 from geadmin.stack.tritonserver import TritonProcess  # noqa: E402
-from geadmin.telemetry import history  # noqa: E402
 from geadmin.telemetry.derive import derive  # noqa: E402
-from geadmin.telemetry.scrape import parse, scrape  # noqa: E402
+from geadmin.telemetry.history import store as history  # noqa: E402
+from geadmin.telemetry.sources.scrape import parse, scrape  # noqa: E402
 
 PAGE = REPO_ROOT / "tests" / "unit" / "assets" / "telemetry" / "metrics_2.51_summary_latencies.txt"
 SAMPLES = REPO_ROOT / "geadmin" / "samples" / "model_repository"

@@ -2,7 +2,7 @@
 
 npu_ge with the ACL runtime double in the real tritonserver serves `affine`: an .om with
 batch gears 1..16 whose execute costs 5 ms + 0.05 ms per row (the double's cost model), live
-config max_batch_size 1 and no dynamic batching. Both searches run `geadmin.ops.tune.tune`
+config max_batch_size 1 and no dynamic batching. Both searches run `geadmin.ops.tune.search.tune`
 on the same server with the same constraint (p99 <= --max-p99-ms at concurrency 16): the
 tuner (ceiling by loading, cost model from two measurements, a shortlist) and the sweep
 (`exhaustive`: every candidate of the space measured). The order flips with --tuner-first.
@@ -29,7 +29,7 @@ sys.path.insert(0, str(REPO_ROOT))
 from harness.npu_ge import npu_server  # noqa: E402
 
 from geadmin.access import guard  # noqa: E402
-from geadmin.ops.tune import TuneResult, TuneSettings, tune  # noqa: E402
+from geadmin.ops.tune.search import TuneResult, TuneSettings, tune  # noqa: E402
 from geadmin.triton.client import TritonClient  # noqa: E402
 from tests.support.npu_ge import affine_model  # noqa: E402
 

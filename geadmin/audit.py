@@ -36,7 +36,7 @@ class Result(str, enum.Enum):
     ROLLED_BACK = "rolled_back"  # Triton rejected a config; the previous file was restored
     REFUSED = "refused"  # nothing was done: a conflicting edit, a config that does not parse, ...
     STARTED = "started"  # a change began (an apply about to write, a create about to stage); its
-    # outcome follows in a later row of the same action and model (geadmin.ops.reconcile)
+    # outcome follows in a later row of the same action and model (geadmin.ops.models.reconcile)
     INTERRUPTED = "interrupted"  # a started change whose process died before its outcome row
     STEP = "step"  # one server's step of a journaled fleet rollout (geadmin.diagnose.rollouts); the
     # rollout's outcome is a later row of the same action and model
@@ -131,7 +131,7 @@ def record_action(
     actor: Actor | None = None,
     home: Path | None = None,
 ) -> AuditEntry:
-    """One load / unload / reload as `geadmin.ops.actions` reports it (an `ActionResult`:
+    """One load / unload / reload as `geadmin.ops.models.actions` reports it (an `ActionResult`:
     `record_action(r.action.value, r.name, r.ok, r.message, server=client.url, actor=...)`)."""
     return record(action, model, Result.OK if ok else Result.FAILED, actor=actor, server=server,
                   message=message, home=home)

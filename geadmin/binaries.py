@@ -3,7 +3,7 @@ nvidia-pytriton wheel put the server and its libraries, and how a started progra
 group is stopped (TERM, then KILL, then killpg so no child outlives it).
 
 Layer 1: both the stack (`geadmin.stack`, which runs Triton and the dashboard) and the load
-test (`geadmin.ops.bench`, which runs perf_analyzer) use it; neither imports the other for it.
+test (`geadmin.ops.bench.load_test`, which runs perf_analyzer) use it; neither imports the other for it.
 """
 
 from __future__ import annotations

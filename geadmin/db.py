@@ -79,7 +79,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         )""",
     )),
     Migration("telemetry samples", (
-        # geadmin.telemetry.history: one row per sampler interval (resolution_s 0) or per
+        # geadmin.telemetry.history.store: one row per sampler interval (resolution_s 0) or per
         # downsampled bucket (resolution_s 60). `at` is the end of the window, epoch seconds;
         # the window is [at - span_s, at]. gap = 1: no data there (Triton down, restarted).
         """CREATE TABLE telemetry_model (
@@ -124,7 +124,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         "CREATE INDEX telemetry_npu_by_time ON telemetry_npu (source, at)",
     )),
     Migration("perf runs", (
-        # geadmin.ops.bench_results: one perf_analyzer load test and its measured points.
+        # geadmin.ops.bench.results: one perf_analyzer load test and its measured points.
         """CREATE TABLE perf_runs (
             id INTEGER PRIMARY KEY AUTOINCREMENT,
             at TEXT NOT NULL,              -- UTC, TIME_FORMAT: when the run started
@@ -133,19 +133,19 @@ MIGRATIONS: tuple[Migration, ...] = (
             model TEXT NOT NULL,
             mode TEXT NOT NULL,            -- concurrency, request_rate
             label TEXT NOT NULL DEFAULT '',  -- e.g. "dynamic batching on"
-            settings TEXT NOT NULL         -- JSON: geadmin.ops.bench.BenchSettings
+            settings TEXT NOT NULL         -- JSON: geadmin.ops.bench.load_test.BenchSettings
         )""",
         "CREATE INDEX perf_runs_by_model ON perf_runs (model, at)",
         """CREATE TABLE perf_points (
             run_id INTEGER NOT NULL REFERENCES perf_runs (id) ON DELETE CASCADE,
             ordinal INTEGER NOT NULL,      -- 0, 1, ... in the order measured
             load REAL NOT NULL,            -- the concurrency, or the request rate (requests/s)
-            figures TEXT NOT NULL,         -- JSON: geadmin.ops.bench_results.BenchPoint
+            figures TEXT NOT NULL,         -- JSON: geadmin.ops.bench.results.BenchPoint
             PRIMARY KEY (run_id, ordinal)
         )""",
     )),
     Migration("probes, model states, objectives", (
-        # geadmin.telemetry.watch: the sampler's synthetic requests and the states it saw.
+        # geadmin.telemetry.history.watch: the sampler's synthetic requests and the states it saw.
         """CREATE TABLE probes (
             id INTEGER PRIMARY KEY,
             server TEXT NOT NULL,          -- the Triton URL probed
@@ -182,19 +182,19 @@ MIGRATIONS: tuple[Migration, ...] = (
         )""",
     )),
     Migration("tune runs", (
-        # geadmin.ops.tune_results: one tuning run, its trials and its pick.
+        # geadmin.ops.tune.results: one tuning run, its trials and its pick.
         """CREATE TABLE tune_runs (
             id INTEGER PRIMARY KEY AUTOINCREMENT,
             at TEXT NOT NULL,              -- UTC, TIME_FORMAT: when the run started
             who TEXT NOT NULL,
             server TEXT NOT NULL,
             model TEXT NOT NULL,
-            document TEXT NOT NULL         -- JSON: geadmin.ops.tune.TuneResult.to_json()
+            document TEXT NOT NULL         -- JSON: geadmin.ops.tune.search.TuneResult.to_json()
         )""",
         "CREATE INDEX tune_runs_by_model ON tune_runs (model, at)",
     )),
     Migration("model batching", (
-        # geadmin.telemetry.watch: each READY model's dynamic batcher wait, as the prober read its
+        # geadmin.telemetry.history.watch: each READY model's dynamic batcher wait, as the prober read its
         # served config (the alert rules subtract it from the queue time: waiting is by design).
         """CREATE TABLE model_batching (
             server TEXT NOT NULL,

@@ -18,7 +18,7 @@
     │   │                               it carries the findings)
     │   ├── ConfigLockedError           another geadmin is writing this model's config right now
     │   ├── TemplateError               knobs that cannot make a config (geadmin.repository.templates)
-    │   └── CreateRefusedError          a new model refused: name, files or validation (geadmin.ops.create)
+    │   └── CreateRefusedError          a new model refused: name, files or validation (ops.models.create)
     ├── InferInputError             a test-inference input that does not fit the model
     │   └── InputTooLargeError          an upload or tensor over the size limit
     ├── AccessError                 sign-in and roles (geadmin.access)
@@ -41,7 +41,7 @@
     │   ├── LoadFailedError             a load / reload was rejected
     │   │   └── ExplainedLoadError          ... with the real reason (geadmin.diagnose.explain)
     │   └── TritonRequestError          any other request Triton rejected
-    ├── PerfAnalyzerError           a load test (perf_analyzer, geadmin.ops.bench) failed
+    ├── PerfAnalyzerError           a load test (perf_analyzer, geadmin.ops.bench.load_test) failed
     │   ├── PerfAnalyzerMissingError    no perf_analyzer binary, not executable, or its libraries missing
     │   ├── PerfAnalyzerTimeoutError    the run outlasted its deadline and was killed
     │   ├── BenchCancelledError         the run was cancelled and killed

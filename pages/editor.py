@@ -2,7 +2,7 @@
 safely (validated, reloaded, rolled back if Triton rejects it) and roll back to any revision.
 
 The text area holds the one edited text; the knobs are a view of it and write back into it
-(geadmin.repository.knobs); apply and rollback are geadmin.ops.apply. Before either, the ensembles
+(geadmin.repository.knobs); apply and rollback are geadmin.ops.models.apply. Before either, the ensembles
 that run the model are named (geadmin.diagnose.impact); a change that takes one down, and every
 rollback, asks for confirmation; afterwards what else changed state is listed."""
 
@@ -25,8 +25,8 @@ from geadmin.errors import (
     RepositoryError,
     TritonError,
 )
-from geadmin.ops import actions
-from geadmin.ops.apply import ApplyResult, Outcome, apply_config, rollback
+from geadmin.ops.models import actions
+from geadmin.ops.models.apply import ApplyResult, Outcome, apply_config, rollback
 from geadmin.repository import revisions, store
 from geadmin.repository.knobs import Knobs, compare_with_live, parse_sizes, read_knobs, with_knobs
 from geadmin.repository.modelconfig import parse_pbtxt, to_file_text

@@ -5,7 +5,7 @@ saved runs side by side (e.g. dynamic batching on vs off).
 
 A run goes on in a background thread while the page shows its progress and a Cancel button
 (perf_analyzer is killed, nothing is saved); the page refreshes in place until it ends.
-Everything but the widgets and the charts is geadmin.ops.bench (the same as `geadmin bench`).
+Everything but the widgets and the charts is geadmin.ops.bench.load_test (the same as `geadmin bench`).
 Saved runs come from the workspace database: they stay visible while Triton is down."""
 
 from __future__ import annotations
@@ -21,10 +21,9 @@ import streamlit as st
 from geadmin.access.roles import Action as Guarded
 from geadmin.domain import ModelState, Transport
 from geadmin.errors import BenchCancelledError, GeAdminError
-from geadmin.ops.actions import next_step
-from geadmin.ops.bench import BenchSettings, load_test, parse_loads
-from geadmin.ops.bench_compare import Pair, chosen_pair, partners
-from geadmin.ops.bench_results import (
+from geadmin.ops.bench.compare import Pair, chosen_pair, partners
+from geadmin.ops.bench.load_test import BenchSettings, load_test, parse_loads
+from geadmin.ops.bench.results import (
     CONCURRENCY,
     REQUEST_RATE,
     BenchRun,
@@ -33,8 +32,9 @@ from geadmin.ops.bench_results import (
     list_runs,
     load_run,
 )
-from geadmin.ops.infer import InferRequest
-from geadmin.ops.infer_inputs import InputSource, SourceKind
+from geadmin.ops.infer.inputs import InputSource, SourceKind
+from geadmin.ops.infer.request import InferRequest
+from geadmin.ops.models.actions import next_step
 from geadmin.stack.target import Target
 from geadmin.triton.client import TritonClient
 from pages.ui import access, keys
@@ -326,7 +326,7 @@ def saved_runs(runs: list[BenchRun]) -> None:
 
 
 def comparison(runs: list[BenchRun]) -> Pair | None:
-    """Pickers for A and B, defaulting to the two latest comparable runs (geadmin.ops.bench_compare);
+    """Pickers for A and B, defaulting to the two latest comparable runs (geadmin.ops.bench.compare);
     B's choices leave A out, and a choice that no longer fits falls back to the default."""
     state = st.session_state
     if state.get(keys.LOAD_TEST_COMPARE_NEWEST) != runs[0].id:  # a new run: back to the two latest

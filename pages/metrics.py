@@ -1,6 +1,6 @@
 """Metrics: throughput, latency, queue vs compute, pending requests, batch size and failures
-per model over time, from the sampler's history in the workspace (geadmin.telemetry.history) or,
-with GEADMIN_PROMETHEUS_URL set, from Prometheus (geadmin.telemetry.prometheus), with
+per model over time, from the sampler's history in the workspace (geadmin.telemetry.history.store) or,
+with GEADMIN_PROMETHEUS_URL set, from Prometheus (geadmin.telemetry.history.prometheus), with
 the audit log's changes (loads, unloads, applies, rollbacks, Triton restarts) as vertical
 markers on every chart. Gaps (Triton down or restarted) are drawn as gaps."""
 
@@ -15,10 +15,10 @@ from plotly.colors import qualitative
 
 from geadmin import settings
 from geadmin.errors import ConfigError, GeAdminError
-from geadmin.telemetry import history
-from geadmin.telemetry.history import Marker, Overview, Series
-from geadmin.telemetry.prometheus import UNSET_HINT
-from geadmin.telemetry.reader import HistoryReader, open_history
+from geadmin.telemetry.history import store as history
+from geadmin.telemetry.history.prometheus import UNSET_HINT
+from geadmin.telemetry.history.reader import HistoryReader, open_history
+from geadmin.telemetry.history.store import Marker, Overview, Series
 from pages.ui import keys
 from pages.ui.charts import style
 from pages.ui.fleet_history_view import by_server, source_label

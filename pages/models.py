@@ -13,8 +13,8 @@ from geadmin.diagnose.failure_text import from_explanation, from_message
 from geadmin.diagnose.rows import ModelRow, collect_rows, filter_rows
 from geadmin.domain import ModelState
 from geadmin.errors import GeAdminError
-from geadmin.ops import actions
-from geadmin.ops.actions import Action
+from geadmin.ops.models import actions
+from geadmin.ops.models.actions import Action
 from geadmin.repository.modelconfig import to_dict, to_pbtxt
 from geadmin.stack.server_history import outage_for
 from geadmin.stack.target import Target, live_stack

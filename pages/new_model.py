@@ -6,8 +6,8 @@ import streamlit as st
 
 from geadmin.access.roles import Action as Guarded
 from geadmin.errors import CreateRefusedError, GeAdminError
-from geadmin.ops import create
-from geadmin.ops.create import CreateResult
+from geadmin.ops.models import create
+from geadmin.ops.models.create import CreateResult
 from geadmin.repository import paths, templates
 from geadmin.repository.templates import Params
 from geadmin.repository.validate import Severity

@@ -1,6 +1,6 @@
 """NPUs: each device's utilization, HBM, temperature, power and health, refreshed in place,
 the model <-> NPU map — which model fills which NPU — and each device's utilization and HBM
-over time from the sampler's history (geadmin.telemetry.history), gaps drawn as gaps."""
+over time from the sampler's history (geadmin.telemetry.history.store), gaps drawn as gaps."""
 
 from __future__ import annotations
 
@@ -15,12 +15,12 @@ from tritonclient.grpc import model_config_pb2
 
 from geadmin import settings
 from geadmin.errors import GeAdminError, TelemetryError
-from geadmin.telemetry import history
-from geadmin.telemetry.history import Series
-from geadmin.telemetry.npu import NpuDevice, NpuReport
+from geadmin.telemetry.history import store as history
+from geadmin.telemetry.history.reader import open_history
+from geadmin.telemetry.history.store import Series
 from geadmin.telemetry.npu_map import FROM_CONFIG, ModelMap, hbm_by_device, loaded_npu_ge_configs, model_map
-from geadmin.telemetry.npu_sources import Sources, detect
-from geadmin.telemetry.reader import open_history
+from geadmin.telemetry.sources.detect import Sources, detect
+from geadmin.telemetry.sources.npu import NpuDevice, NpuReport
 from geadmin.triton.client import TritonClient
 from pages.ui import keys
 from pages.ui.charts import style
@@ -35,7 +35,7 @@ WIDE_CHART_PX = 1000  # a chart across the page
 # (history column, chart title, unit, scale): one chart each, one line per device
 HISTORY_CHARTS = (("aicore_util_pct", "AI-core utilization over time", "%", 1.0),
                   ("hbm_used_bytes", "HBM used over time", "GiB", 1 / GIB))
-NO_NPU_PREFIX = "no Ascend NPU on this host: "  # geadmin.telemetry.npu_sources' summary
+NO_NPU_PREFIX = "no Ascend NPU on this host: "  # geadmin.telemetry.sources.detect' summary
 NO_SOURCE = "No NPU source was found on this host, so this page has no devices and no charts to show"
 ADD_SOURCE = ("To add one: point `GEADMIN_NPU_EXPORTER_URL` at an npu-exporter's /metrics (the compose "
               "profile `npu` runs one), put the Ascend driver's `npu-smi` on the dashboard "

@@ -13,8 +13,8 @@ from geadmin.diagnose.failure_text import from_explanation, from_message
 from geadmin.diagnose.health import ServerSnapshot, Triage, is_idle, take_snapshots, triage
 from geadmin.diagnose.verdict import Reason, Rule, Verdict
 from geadmin.errors import GeAdminError
-from geadmin.ops import actions
 from geadmin.ops.bundle import build_bundle, default_bundle_name
+from geadmin.ops.models import actions
 from geadmin.stack.server_history import history_for
 from geadmin.stack.target import Target, live_stack
 from geadmin.stack.workspace import Workspace

@@ -1,7 +1,7 @@
 """Playground: one test request to any READY model, built from its metadata; its outputs,
 latency and Triton's breakdown; the same request as curl and Python.
 
-Everything but the widgets is geadmin.ops.infer (the same functions as `geadmin infer`)."""
+Everything but the widgets is geadmin.ops.infer.request (the same functions as `geadmin infer`)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ import streamlit as st
 from geadmin.access.roles import Action
 from geadmin.domain import ModelState, Transport
 from geadmin.errors import GeAdminError, InferInputError
-from geadmin.ops.actions import next_step
-from geadmin.ops.infer import (
+from geadmin.ops.infer.images import sent_image
+from geadmin.ops.infer.inputs import InputSource, SourceKind
+from geadmin.ops.infer.request import (
     InferRequest,
     TopKPlan,
     build_request,
@@ -24,10 +25,9 @@ from geadmin.ops.infer import (
     send,
     top_k_plan,
 )
-from geadmin.ops.infer_images import sent_image
-from geadmin.ops.infer_inputs import InputSource, SourceKind
-from geadmin.ops.infer_snippets import curl_command, python_snippet
-from geadmin.ops.infer_spec import ModelSpec, picked_shape
+from geadmin.ops.infer.snippets import curl_command, python_snippet
+from geadmin.ops.infer.spec import ModelSpec, picked_shape
+from geadmin.ops.models.actions import next_step
 from geadmin.ops.monitoring import save_probe_input
 from geadmin.stack.target import Target
 from geadmin.triton.client import TritonClient

@@ -10,7 +10,7 @@ import streamlit as st
 from geadmin.access.roles import Action as Guarded
 from geadmin.domain import format_duration
 from geadmin.errors import GeAdminError
-from geadmin.ops import actions
+from geadmin.ops.models import actions
 from geadmin.stack.choose import choose_driver
 from geadmin.stack.drivers import ServiceStatus, StackDriver, perform
 from pages.ui import access, keys

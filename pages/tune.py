@@ -1,6 +1,6 @@
 """Tune: search a model's serving config on a trial copy (the live model untouched), see every
 trial as a table and a throughput-vs-p99 chart, and apply the winner through the config
-editor's safe apply. The search is geadmin.ops.tune (the same as `geadmin tune`); runs are
+editor's safe apply. The search is geadmin.ops.tune.search (the same as `geadmin tune`); runs are
 kept in the workspace database and stay visible while Triton is down."""
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import streamlit as st
 from geadmin.access.roles import Action
 from geadmin.domain import ModelState
 from geadmin.errors import GeAdminError
-from geadmin.ops.tune import TuneSettings, tune
-from geadmin.ops.tune_apply import apply_winner, winner_refusal
-from geadmin.ops.tune_results import list_runs
+from geadmin.ops.tune.apply import apply_winner, winner_refusal
+from geadmin.ops.tune.results import list_runs
+from geadmin.ops.tune.search import TuneSettings, tune
 from geadmin.repository import store, trials
 from geadmin.stack.target import Target
 from pages.ui import access, keys

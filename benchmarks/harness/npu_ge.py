@@ -1,6 +1,6 @@
 """The npu_ge benchmarks' harness: one real tritonserver with the built backend and the
 ACL runtime test double, model repositories for it, one load window driven by the
-tritonclient wheel's perf_analyzer (through `geadmin.ops.bench.run_perf_analyzer`, which
+tritonclient wheel's perf_analyzer (through `geadmin.ops.bench.load_test.run_perf_analyzer`, which
 owns the binary's LD_LIBRARY_PATH and its CSV) with Triton's statistics read right before
 and right after it, a values check of one sample response, and a C memcpy timing.
 """
@@ -25,8 +25,8 @@ import tritonclient.http as httpclient
 
 from geadmin.access import guard
 from geadmin.errors import UnstableMeasurementError
-from geadmin.ops.bench import BenchSettings, find_perf_analyzer, library_dir, run_perf_analyzer
-from geadmin.ops.bench_results import BenchPoint, parse_csv
+from geadmin.ops.bench.load_test import BenchSettings, find_perf_analyzer, library_dir, run_perf_analyzer
+from geadmin.ops.bench.results import BenchPoint, parse_csv
 from geadmin.stack.tritonserver import TritonProcess, prepare_backend_directory, wheel_layout
 from tests.support.npu_ge import build_backend, load, model_stats
 

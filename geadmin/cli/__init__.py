@@ -1,1 +1,24 @@
-"""The `geadmin` command line: `main.py` routes to one module per sub-command."""
+"""The `geadmin` command line: `main.py` routes to one module per sub-command.
+
+- main.py            the router
+- __main__.py        `python -m geadmin.cli`
+- common.py          options and helpers shared by the sub-commands (no command imports a sibling)
+- status.py          `geadmin status`: OK, DEGRADED or DOWN for scripts and on-call pages
+- models.py          `geadmin models list|load|unload|reload|create`
+- config.py          `geadmin config`: validate, apply, history, rollback
+- config_history.py  `geadmin config apply|history|rollback` and `geadmin audit`
+- infer.py           `geadmin infer MODEL`: one test request
+- bench.py           `geadmin bench MODEL`: a perf_analyzer load test
+- tune.py            `geadmin tune MODEL`: search a model's serving config
+- top.py             `geadmin top`: what Triton is doing now, per model
+- npu.py             `geadmin npu`: this host's Ascend NPUs
+- sampler.py         `geadmin sampler`: record telemetry into the workspace history
+- probe.py           `geadmin probe`: a small real request to every READY model
+- objectives.py      `geadmin objectives`: per-model p99 target and error budget
+- alerts.py          `geadmin alerts`: Alertmanager's active alerts
+- bundle.py          `geadmin bundle`: the diagnostics bundle
+- fleet.py           `geadmin fleet`: many servers as one
+- up.py              `geadmin up`: the embedded stack
+- dashboard.py       `geadmin dashboard`: the dashboard alone
+- users.py           `geadmin users`: the dashboard's local users
+"""

@@ -13,7 +13,7 @@ import json
 from geadmin import settings
 from geadmin.cli.common import format_table
 from geadmin.errors import AlertmanagerError, ConfigError
-from geadmin.telemetry.alertmanager import Alert, active_alerts
+from geadmin.telemetry.alerting.alertmanager import Alert, active_alerts
 
 EXIT_NONE = 0
 EXIT_FIRING = 1

@@ -2,7 +2,7 @@
 
 The request is the playground's (`geadmin infer`): `--input NAME=SOURCE` per input, a bare
 SOURCE for every input not named, random (seeded by `--seed`) otherwise. Progress goes to
-stderr, the figures to stdout. Loads, window and trials are bounded (geadmin.ops.bench_settings),
+stderr, the figures to stdout. Loads, window and trials are bounded (geadmin.ops.bench.params),
 and one load test runs against a server at a time. Exit 0 when the run is measured and saved,
 1 when perf_analyzer failed (no stable measurement, rejected input, timeout, missing binary) or
 another load test runs against the server, 2 for bad usage or input (loads out of bounds
@@ -37,8 +37,8 @@ from geadmin.errors import (
     TritonError,
     TritonUnreachableError,
 )
-from geadmin.ops.bench import SHARED_MEMORY, BenchSettings, load_test, parse_loads
-from geadmin.ops.bench_results import (
+from geadmin.ops.bench.load_test import SHARED_MEMORY, BenchSettings, load_test, parse_loads
+from geadmin.ops.bench.results import (
     CONCURRENCY,
     REQUEST_RATE,
     BenchRun,
@@ -48,8 +48,8 @@ from geadmin.ops.bench_results import (
     list_runs,
     load_run,
 )
-from geadmin.ops.infer_inputs import RANDOM, InputSource
-from geadmin.ops.infer_spec import read_local_file
+from geadmin.ops.infer.inputs import RANDOM, InputSource
+from geadmin.ops.infer.spec import read_local_file
 
 EXIT_OK = 0
 EXIT_FAILED = 1

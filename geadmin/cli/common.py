@@ -10,7 +10,7 @@ from dataclasses import replace
 from geadmin import settings
 from geadmin.audit import Actor, Origin
 from geadmin.domain import Endpoint, Transport
-from geadmin.ops import reconcile
+from geadmin.ops.models import reconcile
 from geadmin.stack.log_discovery import with_found_log
 from geadmin.stack.target import Target, live_stack, resolve
 from geadmin.triton.client import DEFAULT_LOAD_TIMEOUT_S, DEFAULT_TIMEOUT_S, TritonClient

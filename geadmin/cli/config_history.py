@@ -49,8 +49,8 @@ from geadmin.errors import (
     RepositoryError,
     TritonUnreachableError,
 )
-from geadmin.ops.actions import audit_refusal
-from geadmin.ops.apply import ApplyResult, apply_config, rollback, rollback_target
+from geadmin.ops.models.actions import audit_refusal
+from geadmin.ops.models.apply import ApplyResult, apply_config, rollback, rollback_target
 from geadmin.repository import atomic, revisions, store
 from geadmin.repository.modelconfig import parse_pbtxt
 from geadmin.repository.validate import refuse_invalid

@@ -39,7 +39,7 @@ from geadmin.fleet.members import ASCEND, NODE
 from geadmin.fleet.rollout import Change, RolloutResult, resume, rollout
 from geadmin.fleet.status import POLL_TIMEOUT_S, FleetStatus, close_clients, poll
 from geadmin.fleet.versions import roll_version
-from geadmin.ops import reconcile
+from geadmin.ops.models import reconcile
 
 EXIT_OK = 0
 EXIT_FAILED = 1  # a rollout stopped at a gate (and put the servers back)
@@ -53,7 +53,7 @@ def _discovery(args: argparse.Namespace) -> Discovery:
 
 
 def _closed_at_start() -> None:
-    """A rollout an earlier geadmin left cut short is closed and said (geadmin.ops.reconcile)."""
+    """A rollout an earlier geadmin left cut short is closed and said (geadmin.ops.models.reconcile)."""
     for note in reconcile.close_rollouts(actor=Actor.os_user(Origin.CLI)):
         print(f"geadmin: note: {note}", file=sys.stderr)
 

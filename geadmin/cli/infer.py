@@ -21,7 +21,9 @@ import numpy as np
 from geadmin.cli.common import add_connection_args, client_for, protocol_url, target_from_args
 from geadmin.domain import Transport
 from geadmin.errors import GeAdminError, InferInputError, TritonError, TritonUnreachableError
-from geadmin.ops.infer import (
+from geadmin.ops.infer.images import Normalize
+from geadmin.ops.infer.inputs import InputSource, SourceKind
+from geadmin.ops.infer.request import (
     ClassScore,
     InferRequest,
     InferResult,
@@ -32,10 +34,8 @@ from geadmin.ops.infer import (
     tensor_record,
     top_k_plan,
 )
-from geadmin.ops.infer_images import Normalize
-from geadmin.ops.infer_inputs import InputSource, SourceKind
-from geadmin.ops.infer_snippets import Snippet, curl_command, python_snippet
-from geadmin.ops.infer_spec import ModelSpec, read_local_file
+from geadmin.ops.infer.snippets import Snippet, curl_command, python_snippet
+from geadmin.ops.infer.spec import ModelSpec, read_local_file
 from geadmin.stack.target import Target
 
 EXIT_OK = 0

@@ -30,8 +30,8 @@ from geadmin.cli.common import (
 from geadmin.diagnose import impact
 from geadmin.diagnose.rows import ModelRow, collect_rows
 from geadmin.errors import GeAdminError, RepositoryError, TritonError, TritonUnreachableError
-from geadmin.ops import create
-from geadmin.ops.actions import Action, audit_refusal, run_action
+from geadmin.ops.models import create
+from geadmin.ops.models.actions import Action, audit_refusal, run_action
 from geadmin.repository import paths, templates
 from geadmin.triton.client import DEFAULT_LOAD_TIMEOUT_S
 

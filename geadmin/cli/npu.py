@@ -1,4 +1,4 @@
-"""`geadmin npu`: this host's Ascend NPUs, from whichever source it has (geadmin.telemetry.npu),
+"""`geadmin npu`: this host's Ascend NPUs, from whichever source it has (geadmin.telemetry.sources.npu),
 or from a saved `npu-smi` output (`--npu-smi-file FILE`, `-` for stdin: what support receives
 pasted into tickets).
 
@@ -19,9 +19,9 @@ from geadmin import settings
 from geadmin.cli.common import format_table, positive_seconds
 from geadmin.errors import ConfigError, TelemetryError
 from geadmin.stack.target import live_stack, resolve
-from geadmin.telemetry import npu_smi
-from geadmin.telemetry.npu import NpuDevice, NpuReport
-from geadmin.telemetry.npu_sources import Sources, detect
+from geadmin.telemetry.sources import npu_smi
+from geadmin.telemetry.sources.detect import Sources, detect
+from geadmin.telemetry.sources.npu import NpuDevice, NpuReport
 
 EXIT_OK = 0
 EXIT_SOURCE_ERROR = 1

@@ -13,7 +13,7 @@ from geadmin.cli.common import format_table
 from geadmin.cli.npu import triton_metrics
 from geadmin.errors import ConfigError
 from geadmin.ops.monitoring import parse_budget, set_objective
-from geadmin.telemetry.objectives import burn_rates, objectives
+from geadmin.telemetry.alerting.objectives import burn_rates, objectives
 
 
 def run(args: argparse.Namespace) -> int:

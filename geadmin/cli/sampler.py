@@ -21,12 +21,12 @@ from geadmin.cli.npu import triton_metrics
 from geadmin.domain import format_duration
 from geadmin.fleet.discovery import fleet_named
 from geadmin.fleet.probes import FleetProber
-from geadmin.ops import tune_trials
 from geadmin.ops.probe import PROBE_TIMEOUT_S, Prober
+from geadmin.ops.tune import trials as tune_trials
 from geadmin.stack.target import live_stack, resolve
-from geadmin.telemetry.exporter import MetricsEndpoint
-from geadmin.telemetry.history import sources
-from geadmin.telemetry.sampler import Sampler, SamplerOptions, Watcher, default_npu_smi, lock
+from geadmin.telemetry.alerting.exporter import MetricsEndpoint
+from geadmin.telemetry.history.sampler import Sampler, SamplerOptions, Watcher, default_npu_smi, lock
+from geadmin.telemetry.history.store import sources
 from geadmin.triton.client import TritonClient
 
 

@@ -25,11 +25,11 @@ from geadmin.cli.common import format_table, positive_seconds
 from geadmin.cli.npu import triton_metrics
 from geadmin.errors import GeAdminError, TelemetryError
 from geadmin.stack.target import live_stack, resolve
-from geadmin.telemetry import watch
 from geadmin.telemetry.bottleneck import Bottleneck, served_facts, triage
 from geadmin.telemetry.derive import ModelWindow, Window, derive
-from geadmin.telemetry.npu import devices_from_triton
-from geadmin.telemetry.scrape import Scrape, scrape
+from geadmin.telemetry.history import watch
+from geadmin.telemetry.sources.npu import devices_from_triton
+from geadmin.telemetry.sources.scrape import Scrape, scrape
 from geadmin.triton.client import TritonClient
 
 EXIT_OK = 0

@@ -18,9 +18,9 @@ from geadmin.access import guard
 from geadmin.access.guard import Authorization
 from geadmin.cli.common import add_connection_args, client_for, format_table, target_from_args
 from geadmin.errors import ConfigError
-from geadmin.ops.tune import TuneSettings, tune
-from geadmin.ops.tune_apply import apply_winner
-from geadmin.ops.tune_results import list_runs, load_run
+from geadmin.ops.tune.apply import apply_winner
+from geadmin.ops.tune.results import list_runs, load_run
+from geadmin.ops.tune.search import TuneSettings, tune
 from geadmin.triton.client import TritonClient
 
 EXIT_OK = 0

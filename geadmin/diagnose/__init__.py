@@ -1,1 +1,17 @@
-"""What is down and why: failed loads explained, health and verdict, drift, model rows, ensembles."""
+"""What is down and why (layer 2, reads only: nothing here writes or loads).
+
+- health.py        server snapshots and the models sorted for an on-call operator
+- verdict.py       one verdict per server, OK / DEGRADED / DOWN, with the rules that put it there
+- explain.py       why a load failed: the real reason, not "failed to poll from model repository"
+- failure_text.py  a failure split for a tired reader: cause, fix, what still serves
+- advice.py        which finding leads, and the fix that goes with it
+- rows.py          the Models table: one row per model
+- details.py       one model in detail: inputs, outputs, statistics, config
+- drift.py         a model whose config on disk is not the config Triton serves
+- impact.py        what else a change does: the ensembles that run a model
+- ensemble.py      an ensemble's steps and tensors as a graph
+- unloads.py       who took a model out of service (an unload is a choice, not a failure)
+- interrupted.py   changes cut short that still wait for an operator, from the audit log
+- rollouts.py      fleet rollouts as their journal tells them
+- own_work.py      geadmin's own work on a server (the tuner's trials), kept out of the verdict
+"""

@@ -1,6 +1,6 @@
 """Changes that were cut short and still wait for an operator, read from the audit log.
 
-`geadmin.ops.reconcile` (at the next start) closes every apply or create whose process died
+`geadmin.ops.models.reconcile` (at the next start) closes every apply or create whose process died
 after its `started` row with an `interrupted` row that states what is on disk ("key: value"
 lines after the headline: `on disk`, `previous revision`, `repository`). An interrupted apply
 that left a config other than the previous one stays *unresolved* until someone applies or

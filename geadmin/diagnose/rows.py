@@ -21,8 +21,8 @@ from geadmin.diagnose.health import failure_reasons
 from geadmin.domain import ModelEntry, ModelState
 from geadmin.errors import ModelNotFoundError, RepositoryError, TritonError
 from geadmin.repository.layout import read_model_config
-from geadmin.telemetry import watch
-from geadmin.telemetry.watch import ProbeRecord
+from geadmin.telemetry.history import watch
+from geadmin.telemetry.history.watch import ProbeRecord
 from geadmin.triton.client import TritonClient
 from geadmin.triton.logs import LogSource
 

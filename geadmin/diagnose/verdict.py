@@ -35,8 +35,8 @@ from geadmin.diagnose.drift import Drift, find_drift
 from geadmin.diagnose.health import ServerSnapshot, Triage, is_idle, triage
 from geadmin.diagnose.unloads import DROPPED_MARK, with_dropped
 from geadmin.domain import ModelEntry, ModelState, format_duration
-from geadmin.telemetry import watch
-from geadmin.telemetry.watch import ProbeRecord
+from geadmin.telemetry.history import watch
+from geadmin.telemetry.history.watch import ProbeRecord
 from geadmin.triton.client import TritonClient
 from geadmin.triton.logs import LogSource
 

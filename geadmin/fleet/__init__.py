@@ -1,2 +1,21 @@
-"""Many Triton servers as one: where they are (discovery), what each serves (status), and
-changes made to them a wave at a time (rollout)."""
+"""Many Triton servers as one (layer 3): where they are, who is trusted, what each serves, and
+changes made a wave at a time.
+
+- members.py             a member: one Triton server, where it was found, its labels
+- discovery.py           any mix of sources, each a module with one `discover`
+- dns.py                 `dns:HOST:PORT`: every address a name resolves to
+- prometheus_targets.py  `prometheus:URL?job=JOB`: the active targets of a scrape job
+- kubernetes.py          the Triton pods of a namespace, by label selector
+- kubernetes_owners.py   whether a pod belongs to the workload a fleet names
+- membership.py          who is trusted with the admin key: membership before keys
+- readonly.py            a read-only member seen through Triton's open endpoints
+- status.py              the model x server matrix, skew said
+- probes.py              synthetic probes across the members
+- preview.py             what a rollout would do, said before it starts
+- gate.py                the health gate after each wave
+- rollout.py             a change on every server, a wave at a time
+- journal.py             a rollout's journal and the way back from one cut short
+- server_audit.py        a fleet change audited in each changed server's own workspace
+- runs.py                a rollout running in the background for a page
+- versions.py            a new model version across the fleet without a gap in serving
+"""

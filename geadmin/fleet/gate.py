@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from geadmin.errors import ConfigError, FleetError, TritonError
-from geadmin.ops.infer import smoke_request
+from geadmin.ops.infer.request import smoke_request
 from geadmin.ops.probe import probe_sources
 from geadmin.triton.client import TritonClient
 

@@ -39,9 +39,9 @@ from geadmin.diagnose.verdict import Reason
 from geadmin.errors import GeAdminError, RepositoryError, RolloutBusyError, TritonError
 from geadmin.fleet.members import Member
 from geadmin.fleet.server_audit import ServerAudit
-from geadmin.ops.actions import Action, run_action
-from geadmin.ops.apply import apply_config
-from geadmin.ops.reconcile import close_rollout, rollout_lock
+from geadmin.ops.models.actions import Action, run_action
+from geadmin.ops.models.apply import apply_config
+from geadmin.ops.models.reconcile import close_rollout, rollout_lock
 from geadmin.repository import revisions, store
 from geadmin.repository.modelconfig import CONFIG_FILE
 from geadmin.repository.validate import refuse_invalid

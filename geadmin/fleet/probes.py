@@ -25,7 +25,7 @@ from geadmin.fleet.discovery import Discovery, Fleet, discover
 from geadmin.fleet.members import Member
 from geadmin.fleet.readonly import client_for
 from geadmin.ops.probe import DEFAULT_INTERVAL_S, PROBE_TIMEOUT_S, Prober, ProbeRound
-from geadmin.telemetry import watch
+from geadmin.telemetry.history import watch
 
 REDISCOVER_S = 60.0
 WORKERS = 8  # members probed at once

@@ -12,8 +12,8 @@ from urllib.parse import parse_qs, urlsplit
 from geadmin.domain import DEFAULT_PORTS
 from geadmin.errors import ConfigError, DiscoverySourceError, PrometheusError
 from geadmin.fleet.members import NAMESPACE, NODE, POD, READY, Found, Member
-from geadmin.telemetry.prometheus import PrometheusHistory
-from geadmin.telemetry.prometheus_fleet import (
+from geadmin.telemetry.history.prometheus import PrometheusHistory
+from geadmin.telemetry.history.prometheus_fleet import (
     NAMESPACE_LABELS,
     NODE_LABELS,
     POD_LABELS,

@@ -1,8 +1,8 @@
 """Change a model on every server of a fleet, a wave at a time, and stop at the first wave
 that fails its health gate, putting back every server already changed.
 
-    load | unload | reload MODEL      Triton's repository API, per server (geadmin.ops.actions)
-    apply MODEL FILE                  the config editor's safe apply (geadmin.ops.apply): validated,
+    load | unload | reload MODEL      Triton's repository API, per server (geadmin.ops.models.actions)
+    apply MODEL FILE                  the config editor's safe apply (geadmin.ops.models.apply): validated,
                                       written atomically, reloaded, rolled back on its own failure
 
 Servers that read one repository (a shared volume) get the file written once, in the first
@@ -24,7 +24,7 @@ server, the end row last; each changed server whose own workspace is known (`Mem
 its change and an apply's revisions there too (geadmin.fleet.server_audit). ANY exception — not
 only geadmin's: a Streamlit rerun, a bug, Ctrl-C — puts back the servers touched so far and
 ends the journal `failed` before it propagates; a SIGKILL leaves the journal open, and the next
-start reports it (geadmin.ops.reconcile). A new rollout of a fleet with an unresolved one is
+start reports it (geadmin.ops.models.reconcile). A new rollout of a fleet with an unresolved one is
 refused until it is restored or resumed. A pause longer than GEADMIN_ROLLOUT_PAUSE_MAX_S stops
 the rollout and puts back what changed.
 
@@ -59,9 +59,9 @@ from geadmin.fleet.members import Member
 from geadmin.fleet.membership import refuse_unproven
 from geadmin.fleet.preview import waves as cut_waves
 from geadmin.fleet.server_audit import Config, ServerAudit
-from geadmin.ops.actions import Action, run_action
-from geadmin.ops.apply import AUDIT_RESULTS, Outcome, apply_config
-from geadmin.ops.reconcile import rollout_lock
+from geadmin.ops.models.actions import Action, run_action
+from geadmin.ops.models.apply import AUDIT_RESULTS, Outcome, apply_config
+from geadmin.ops.models.reconcile import rollout_lock
 from geadmin.repository import revisions
 from geadmin.repository.validate import refuse_invalid
 from geadmin.triton.client import TritonClient

@@ -29,7 +29,7 @@ from geadmin.fleet.members import ASCEND, NODE, READY, Member
 from geadmin.fleet.readonly import client_for
 from geadmin.stack.target import server_urls
 from geadmin.telemetry.derive import since_start
-from geadmin.telemetry.scrape import families_only, fetch_text, parse
+from geadmin.telemetry.sources.scrape import families_only, fetch_text, parse
 from geadmin.triton.client import TritonClient
 from geadmin.triton.client_cache import ClientCache
 

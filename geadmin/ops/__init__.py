@@ -1,1 +1,11 @@
-"""Everything that changes or exercises a server: model actions, the diagnostics bundle."""
+"""Everything that changes or exercises a server, audited and guarded (layer 3), by verb family.
+
+- models/       change a model: load/unload/reload checked afterwards, config apply with rollback,
+                new models from templates, changes cut short found at the next start
+- infer/        test inference: one request built from the model's metadata, and what came back
+- bench/        load tests with perf_analyzer: run, parse, keep, compare
+- tune/         the tuner: search space, trial copies, memory check, results, applying a winner
+- bundle.py     the diagnostics bundle an operator attaches to a ticket
+- monitoring.py a model's objectives and probe example, guarded and audited
+- probe.py      synthetic probes: a small real request to every READY model
+"""

@@ -1,6 +1,6 @@
 """The operator's monitoring settings, guarded and audited: a model's objectives (p99 target,
-error budget; stored by `geadmin.telemetry.objectives`) and the example request its
-synthetic probe sends (`geadmin.telemetry.watch`, used by `geadmin.ops.probe`)."""
+error budget; stored by `geadmin.telemetry.alerting.objectives`) and the example request its
+synthetic probe sends (`geadmin.telemetry.history.watch`, used by `geadmin.ops.probe`)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,11 @@ from geadmin import audit
 from geadmin.access.guard import require
 from geadmin.access.roles import Action
 from geadmin.errors import ConfigError
-from geadmin.ops.infer_inputs import InputSource
+from geadmin.ops.infer.inputs import InputSource
 from geadmin.ops.probe import source_record
-from geadmin.telemetry import objectives, watch
-from geadmin.telemetry.objectives import Objective
+from geadmin.telemetry.alerting import objectives
+from geadmin.telemetry.alerting.objectives import Objective
+from geadmin.telemetry.history import watch
 
 MAX_P99_MS = 3_600_000.0
 

@@ -8,7 +8,7 @@ sampler`); `geadmin probe` runs one round by hand. Bounds: a model is probed at 
 `interval_s` (the probe rate per model, GEADMIN_PROBE_INTERVAL_S); a model under a load test
 is skipped (its probe would disturb the measurement and say nothing new); a request waits at
 most `timeout_s`. Each round also records every model's state and since when
-(`geadmin.telemetry.watch`), which the alert rules read through geadmin's own metrics.
+(`geadmin.telemetry.history.watch`), which the alert rules read through geadmin's own metrics.
 """
 
 from __future__ import annotations
@@ -22,13 +22,13 @@ from pathlib import Path
 from geadmin.diagnose.unloads import unloaded_by_operator
 from geadmin.domain import ModelEntry, ModelState
 from geadmin.errors import GeAdminError, InferInputError
-from geadmin.ops.bench_settings import load_test_running
-from geadmin.ops.infer import smoke_request
-from geadmin.ops.infer_inputs import InputSource, SourceKind
+from geadmin.ops.bench.params import load_test_running
+from geadmin.ops.infer.inputs import InputSource, SourceKind
+from geadmin.ops.infer.request import smoke_request
 from geadmin.repository.trials import parse_name
-from geadmin.telemetry import watch
 from geadmin.telemetry.bottleneck import served_facts
-from geadmin.telemetry.watch import ProbeRecord
+from geadmin.telemetry.history import watch
+from geadmin.telemetry.history.watch import ProbeRecord
 from geadmin.triton.client import TritonClient
 
 DEFAULT_INTERVAL_S = 30.0

@@ -1,6 +1,6 @@
 """Tuning trials on disk: which model directories are geadmin's own trial copies, and whose.
 
-A trial copy (`geadmin.ops.tune`) is named `<model>__tune_<run>` — `<run>` is the tuning
+A trial copy (`geadmin.ops.tune.search`) is named `<model>__tune_<run>` — `<run>` is the tuning
 run's id, 8 lowercase hex digits drawn at random when the run starts — and its directory
 holds the marker `.geadmin-trial.json`, written before the directory takes its name (it is
 staged hidden, then renamed). The marker says which run made it, for which model, when,
@@ -14,7 +14,7 @@ repository is known to read the marker from, and then only the exact shape above
 
 The run holds an exclusive flock on its marker for as long as it runs: the kernel drops it
 when the process ends, however it ends (SIGKILL included). A marker nobody holds belongs to a
-run that is over: its trial is left over (`geadmin.ops.tune_trials` removes it at the next
+run that is over: its trial is left over (`geadmin.ops.tune.trials` removes it at the next
 start of the stack, the sampler or a tuning run of that model).
 """
 

@@ -1,11 +1,22 @@
 """Running the stack (layer 3): tritonserver and dashboard processes, the workspace, which
 Triton a command targets.
 
-- tritonserver.py, dashboard.py, supervisor.py, embedded.py   `geadmin up`'s own processes
-- processes.py     ports, pids and health polls (process groups: geadmin.binaries)
-- workspace.py     $GEADMIN_HOME; backends.py backend directories; log_discovery.py Triton's log
-- drivers.py       one interface over the stack's services: local.py (`geadmin up`), and
-                   compose.py (a compose project) with docker_cli.py (the CLI and its failure
-                   table), docker_inspect.py (parsers) and compose_logs.py (Triton's log)
-- target.py, choose.py, server_history.py   which server a command means, and its history
+- tritonserver.py    start and stop a real `tritonserver`
+- dashboard.py       the Streamlit dashboard as a child process
+- supervisor.py      keep the embedded tritonserver running, as a process manager does
+- embedded.py        `geadmin up`: tritonserver, dashboard, sampler in one
+- processes.py       ports, pids and health polls
+- workspace.py       $GEADMIN_HOME, geadmin's own directory
+- backends.py        extra backend directories for the embedded Triton
+- log_discovery.py   which log explains a Triton given by URL alone
+- drivers.py         one interface over a stack's services, whoever runs it
+- local.py           the driver for this workspace's `geadmin up`
+- compose.py         the driver for a compose project, through the docker CLI
+- docker_cli.py      the docker CLI with a deadline, its failures through one table
+- docker_inspect.py  what the docker CLI prints, parsed
+- compose_logs.py    Triton's log read from its compose container
+- choose.py          which driver the Stack page uses
+- target.py          which Triton a command talks to, and its log and repository
+- server_history.py  what happened to the server, told for an on-call operator
+- stack_audit.py     the embedded stack's own audit rows (how Triton ended, who stopped it)
 """

@@ -29,9 +29,9 @@ from geadmin.access.token import new_token, sign_in_url
 from geadmin.audit import Actor, Origin
 from geadmin.domain import DEFAULT_PORTS, Ports, format_duration
 from geadmin.errors import SamplerLockedError, StackError, TritonError
-from geadmin.ops import tune_trials
-from geadmin.ops.actions import ActionResult, load_in_parallel
+from geadmin.ops.models.actions import ActionResult, load_in_parallel
 from geadmin.ops.probe import MIN_INTERVAL_S, PROBE_TIMEOUT_S, Prober
+from geadmin.ops.tune import trials as tune_trials
 from geadmin.repository.trials import is_trial
 from geadmin.stack.dashboard import DashboardProcess
 from geadmin.stack.drivers import ExitRecord
@@ -40,8 +40,8 @@ from geadmin.stack.stack_audit import StackAudit, origin_of_signal
 from geadmin.stack.supervisor import Backoff, TritonSupervisor, exit_record
 from geadmin.stack.tritonserver import TritonProcess, prepare_backend_directory
 from geadmin.stack.workspace import LoadOutcome, StackInfo, Workspace
-from geadmin.telemetry.exporter import MetricsEndpoint
-from geadmin.telemetry.sampler import SamplerOptions, SamplerThread, default_npu_smi
+from geadmin.telemetry.alerting.exporter import MetricsEndpoint
+from geadmin.telemetry.history.sampler import SamplerOptions, SamplerThread, default_npu_smi
 from geadmin.triton.client import TritonClient
 from geadmin.triton.logs import LocalLogFile
 
@@ -66,7 +66,7 @@ class StackOptions:
     history_retention_h: float = 24.0
     npu_exporter_url: str | None = None  # for the sampler's NPU figures
     probe_interval_s: float | None = None  # synthetic probes of READY models; None: none
-    sampler_metrics_port: int | None = None  # geadmin's own /metrics (telemetry.exporter); None: not served
+    sampler_metrics_port: int | None = None  # geadmin's /metrics (alerting.exporter); None: off
     sign_in_token: bool = False  # the dashboard signs in with a token: write a new one (access/token.py)
 
 

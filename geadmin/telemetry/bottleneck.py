@@ -42,8 +42,8 @@ from enum import Enum
 from geadmin.errors import GeAdminError
 from geadmin.repository.trials import parse_name
 from geadmin.telemetry.derive import ModelWindow, Window, derive
-from geadmin.telemetry.npu import NpuDevice
-from geadmin.telemetry.scrape import Scrape
+from geadmin.telemetry.sources.npu import NpuDevice
+from geadmin.telemetry.sources.scrape import Scrape
 from geadmin.triton.client import TritonClient
 
 ENSEMBLE = "ensemble"

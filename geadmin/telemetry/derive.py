@@ -29,7 +29,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from geadmin.errors import TelemetryError
-from geadmin.telemetry.scrape import Labels, Scrape
+from geadmin.telemetry.sources.scrape import Labels, Scrape
 
 STAGES = ("request", "queue", "compute_input", "compute_infer", "compute_output")
 COMPUTE_STAGES = frozenset(("compute_input", "compute_infer", "compute_output"))

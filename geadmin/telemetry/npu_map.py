@@ -3,7 +3,7 @@
 Two ways to know, best first:
 
 1. **placements** — the npu_ge backend publishes `npu_ge_instance_device` for every instance
-   it runs (`NpuDevice.models`, geadmin.telemetry.npu): what really runs where;
+   it runs (`NpuDevice.models`, geadmin.telemetry.sources.npu): what really runs where;
 2. **config** — for an npu_ge model the placements do not cover, its config says where its
    instances go: instance i of the model's instance groups runs on `device_ids[i % n]` (the
    backend's rule, geadmin.repository.npu_ge_params). A config without `device_ids` runs on
@@ -24,7 +24,7 @@ from tritonclient.grpc import model_config_pb2
 
 from geadmin.domain import ModelState
 from geadmin.repository import npu_ge_params as npu_ge
-from geadmin.telemetry.npu import NpuDevice
+from geadmin.telemetry.sources.npu import NpuDevice
 from geadmin.triton.client import TritonClient
 
 FROM_PLACEMENTS = "npu_ge placements"

@@ -1,1 +1,10 @@
-"""Talking to Triton: the client facade, its error translation, the known servers, its log."""
+"""Talking to Triton (layer 1).
+
+- client.py        the one module that talks to Triton (tritonclient), over HTTP or gRPC
+- translate.py     one translation table from tritonclient's exceptions to geadmin's errors
+- client_cache.py  a bounded cache of clients, the least recently used closed on eviction
+- pools.py         closing a thread pool whose workers each own a connection
+- tensors.py       request and response tensors to and from numpy
+- servers.py       which Triton servers the dashboard and CLI know about
+- logs.py          Triton's log: where it is, how its lines parse, what it says per model
+"""

@@ -1,6 +1,6 @@
 """The Overview's active alerts, read from Alertmanager (GEADMIN_ALERTMANAGER_URL): each with
 its summary, what it is about, the link to the page that explains it and a silence link.
-Views only: the reading is `geadmin.telemetry.alertmanager.active_alerts`. Every text of an
+Views only: the reading is `geadmin.telemetry.alerting.alertmanager.active_alerts`. Every text of an
 alert is outside input, shown through `pages.ui.outside_text` (text, never markdown); the
 links are the ones the core accepted (under the dashboard or the runbook base), and a
 runbook_url under neither is shown as text."""
@@ -11,7 +11,7 @@ import streamlit as st
 
 from geadmin import settings
 from geadmin.errors import GeAdminError
-from geadmin.telemetry.alertmanager import Alert, active_alerts
+from geadmin.telemetry.alerting.alertmanager import Alert, active_alerts
 from pages.ui import outside_text
 
 PAGING = ("page", "critical")

@@ -23,8 +23,8 @@ from geadmin.errors import (
     TritonError,
     WorkspaceDatabaseError,
 )
-from geadmin.ops.actions import next_step
-from geadmin.ops.infer import input_fix
+from geadmin.ops.infer.request import input_fix
+from geadmin.ops.models.actions import next_step
 
 # (family, next step), the first that matches wins: narrow classes before their bases.
 FIXES: tuple[tuple[type[GeAdminError], str], ...] = (

@@ -1,6 +1,6 @@
 """The fleet as Prometheus sees it (GEADMIN_PROMETHEUS_URL), drawn on three pages: per-server
 lines under the Metrics page's fleet charts, the Fleet page's triage across servers, and the
-NPU page's servers-by-node map (geadmin.telemetry.prometheus_fleet)."""
+NPU page's servers-by-node map (geadmin.telemetry.history.prometheus_fleet)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import streamlit as st
 
 from geadmin import settings
 from geadmin.errors import GeAdminError
-from geadmin.telemetry.prometheus import FLEET_PREFIX, PrometheusHistory, fleet_job
-from geadmin.telemetry.prometheus_fleet import fleet_bottlenecks, node_map, server_series
+from geadmin.telemetry.history.prometheus import FLEET_PREFIX, PrometheusHistory, fleet_job
+from geadmin.telemetry.history.prometheus_fleet import fleet_bottlenecks, node_map, server_series
 from pages.ui import keys
 from pages.ui.charts import style
 from pages.ui.triage_card import verdict_line

@@ -3,7 +3,7 @@ shown on the Models page while unresolved, with the way back — the Config edit
 model and the revision to roll back to (its guarded, confirmed rollback). Fleet rollouts cut
 short are shown on the Fleet page with what changed where, Restore and Resume.
 
-Views only: `geadmin.ops.reconcile.reconcile` closes what a killed apply or create left (and
+Views only: `geadmin.ops.models.reconcile.reconcile` closes what a killed apply or create left (and
 `close_rollouts` what a killed rollout left), `geadmin.diagnose.interrupted.unresolved` lists
 what still waits for an operator; `geadmin.fleet.journal.restore` and
 `geadmin.fleet.rollout.resume` put a rollout right.
@@ -25,7 +25,7 @@ from geadmin.fleet import journal, runs
 from geadmin.fleet.discovery import Discovery
 from geadmin.fleet.members import Member
 from geadmin.fleet.rollout import Control, RolloutResult, resume
-from geadmin.ops import reconcile
+from geadmin.ops.models import reconcile
 from pages.ui import access, keys
 from pages.ui.context import selected_target
 from pages.ui.errors import failure_of, show_failure

@@ -1,6 +1,6 @@
 """The Metrics page's objectives: each charted model's p99 target and error budget, its burn
 rate over 1 h and 6 h, and a form to set them. Views only: the figures come from
-`geadmin.telemetry.objectives`, the change is `geadmin.ops.monitoring.set_objective`."""
+`geadmin.telemetry.alerting.objectives`, the change is `geadmin.ops.monitoring.set_objective`."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import streamlit as st
 from geadmin.access.roles import Action
 from geadmin.errors import GeAdminError
 from geadmin.ops.monitoring import parse_budget, set_objective
-from geadmin.telemetry.objectives import Objective, burn_rates, objectives
+from geadmin.telemetry.alerting.objectives import Objective, burn_rates, objectives
 from pages.ui import access, keys
 
 

@@ -11,11 +11,11 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from geadmin.ops.infer import ClassScore, InferRequest, InferResult, tensor_rows
-from geadmin.ops.infer_images import Normalize, output_image
-from geadmin.ops.infer_inputs import GENERATED, InputSource, SourceKind, source_kinds
-from geadmin.ops.infer_snippets import Snippet
-from geadmin.ops.infer_spec import InputSpec, dynamic_dims
+from geadmin.ops.infer.images import Normalize, output_image
+from geadmin.ops.infer.inputs import GENERATED, InputSource, SourceKind, source_kinds
+from geadmin.ops.infer.request import ClassScore, InferRequest, InferResult, tensor_rows
+from geadmin.ops.infer.snippets import Snippet
+from geadmin.ops.infer.spec import InputSpec, dynamic_dims
 from geadmin.triton.client import Tensor
 from pages.ui import keys
 

@@ -13,7 +13,7 @@ import streamlit as st
 from geadmin.errors import GeAdminError
 from geadmin.stack.server_history import outage_for
 from geadmin.stack.target import live_stack
-from geadmin.telemetry import watch
+from geadmin.telemetry.alerting.objectives import latency_note
 from geadmin.telemetry.bottleneck import (
     MIN_RATE_PER_S,
     Bottleneck,
@@ -24,9 +24,9 @@ from geadmin.telemetry.bottleneck import (
     window_label,
     with_traffic,
 )
-from geadmin.telemetry.npu import devices_from_triton
-from geadmin.telemetry.objectives import latency_note
-from geadmin.telemetry.scrape import scrape
+from geadmin.telemetry.history import watch
+from geadmin.telemetry.sources.npu import devices_from_triton
+from geadmin.telemetry.sources.scrape import scrape
 from pages.ui import keys
 from pages.ui.context import selected_client, selected_target
 from pages.ui.objectives_view import current_objectives

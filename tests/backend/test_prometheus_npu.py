@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from geadmin.telemetry.history import window_since
-from geadmin.telemetry.prometheus import PrometheusHistory
+from geadmin.telemetry.history.prometheus import PrometheusHistory
+from geadmin.telemetry.history.store import window_since
 from tests.support.npu_ge import StartServer, affine_model
 from tests.support.prometheus import PrometheusServer
 

@@ -19,9 +19,9 @@ from streamlit.testing.v1 import AppTest
 
 from geadmin import audit
 from geadmin.access import guard
-from geadmin.ops.tune import TuneSettings, ensemble_floor, tune
-from geadmin.ops.tune_results import list_runs
-from geadmin.ops.tune_trials import make_trial
+from geadmin.ops.tune.results import list_runs
+from geadmin.ops.tune.search import TuneSettings, ensemble_floor, tune
+from geadmin.ops.tune.trials import make_trial
 from geadmin.repository import trials
 from geadmin.repository.modelconfig import parse_pbtxt, to_file_text
 from geadmin.triton.client import TritonClient

@@ -279,7 +279,7 @@ def test_every_service_becomes_healthy(stack: Stack) -> None:
 def test_the_sampler_records_compose_triton_where_the_dashboard_reads_it(stack: Stack) -> None:
     probe = run(["docker", "exec", stack.container("sampler"), "geadmin", "sampler", "--check"])
     assert probe.stdout.startswith("sampler: last sample"), probe.stdout
-    read = ("from geadmin.telemetry.history import sources; "
+    read = ("from geadmin.telemetry.history.store import sources; "
             "print([(s.source, s.down) for s in sources()])")
     seen = run(["docker", "exec", stack.container("dashboard"), "python", "-c", read]).stdout
     assert "('http://triton:8002/metrics', '')" in seen, seen

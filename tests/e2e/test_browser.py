@@ -234,7 +234,7 @@ def test_npu_page_shows_devices_and_the_model_map_of_npu_ge(page: Page, tmp_path
 def test_metrics_page_draws_the_charts_of_a_model_with_traffic(
     page: Page, tmp_path: Path, triton_factory: Callable[..., TritonProcess]
 ) -> None:
-    from geadmin.telemetry.sampler import SamplerOptions, SamplerThread
+    from geadmin.telemetry.history.sampler import SamplerOptions, SamplerThread
     from tests.support.samples import LOAD_MODEL as MODEL
     from tests.support.samples import load_until
 

@@ -20,8 +20,8 @@ from geadmin import audit
 from geadmin.cli.config_history import register_audit, register_config_subcommands
 from geadmin.domain import ModelState, Serving
 from geadmin.errors import ConfigConflictError, ConfigInvalidError, ConfigParseError, TritonUnreachableError
-from geadmin.ops.actions import wait_settled
-from geadmin.ops.apply import Outcome, apply_config, rollback
+from geadmin.ops.models.actions import wait_settled
+from geadmin.ops.models.apply import Outcome, apply_config, rollback
 from geadmin.repository import revisions, store
 from geadmin.stack.processes import free_port
 from geadmin.stack.tritonserver import TritonProcess

@@ -13,7 +13,7 @@ import pytest
 from geadmin import audit
 from geadmin.access.roles import Role
 from geadmin.errors import AccessDeniedError, ConfigInvalidError
-from geadmin.ops.apply import Outcome, apply_config
+from geadmin.ops.models.apply import Outcome, apply_config
 from geadmin.repository import store
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.triton.client import TritonClient

@@ -16,9 +16,9 @@ import pytest
 from geadmin import audit
 from geadmin.cli.main import main
 from geadmin.errors import ModelNotFoundError, SharedMemoryUnreachableError, TritonUnreachableError
-from geadmin.ops.bench import BenchSettings, load_test, run_perf_analyzer
-from geadmin.ops.bench_results import CONCURRENCY, REQUEST_RATE, compare, list_runs, load_run
-from geadmin.ops.infer_inputs import InputSource, SourceKind
+from geadmin.ops.bench.load_test import BenchSettings, load_test, run_perf_analyzer
+from geadmin.ops.bench.results import CONCURRENCY, REQUEST_RATE, compare, list_runs, load_run
+from geadmin.ops.infer.inputs import InputSource, SourceKind
 from geadmin.stack.processes import free_port
 from geadmin.stack.tritonserver import TritonProcess, find_tritonserver
 from geadmin.stack.workspace import SAMPLE_REPOSITORY

@@ -23,8 +23,8 @@ from geadmin.diagnose.impact import Effect
 from geadmin.diagnose.verdict import Sources, assess
 from geadmin.domain import ModelState
 from geadmin.errors import ConfigInvalidError
-from geadmin.ops.actions import SIDE_EFFECT, Action, run_action
-from geadmin.ops.apply import Outcome, apply_config
+from geadmin.ops.models.actions import SIDE_EFFECT, Action, run_action
+from geadmin.ops.models.apply import Outcome, apply_config
 from geadmin.repository.modelconfig import parse_pbtxt
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.triton.client import TritonClient

@@ -16,7 +16,7 @@ from geadmin import audit
 from geadmin.cli.main import main
 from geadmin.domain import ModelState
 from geadmin.errors import TritonUnreachableError
-from geadmin.ops.create import Outcome, create_model
+from geadmin.ops.models.create import Outcome, create_model
 from geadmin.repository import revisions
 from geadmin.repository.templates import Params, Tensor
 from geadmin.stack.backends import BUILT_NPU_GE, library

@@ -20,8 +20,8 @@ import pytest
 
 from geadmin import audit
 from geadmin.diagnose import interrupted
-from geadmin.ops.actions import Action, run_action
-from geadmin.ops.apply import apply_config
+from geadmin.ops.models.actions import Action, run_action
+from geadmin.ops.models.apply import apply_config
 from geadmin.repository import revisions, store
 from geadmin.repository.revisions import sha256_of
 from geadmin.stack.tritonserver import TritonProcess

@@ -33,7 +33,7 @@ from geadmin.fleet.members import Member, Trust
 from geadmin.fleet.rollout import Change, Control, RolloutResult, rollout
 from geadmin.fleet.status import poll
 from geadmin.fleet.versions import roll_version
-from geadmin.ops.infer import smoke_request
+from geadmin.ops.infer.request import smoke_request
 from geadmin.stack.processes import free_ports, free_triton_ports
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.triton.client import TritonClient

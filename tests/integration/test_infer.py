@@ -18,7 +18,8 @@ import pytest
 
 from geadmin.cli.main import main
 from geadmin.errors import InferInputError, ModelNotFoundError, TritonRequestError
-from geadmin.ops.infer import (
+from geadmin.ops.infer.inputs import InputSource, SourceKind
+from geadmin.ops.infer.request import (
     InferResult,
     build_request,
     infer,
@@ -30,8 +31,7 @@ from geadmin.ops.infer import (
     tensor_record,
     top_k,
 )
-from geadmin.ops.infer_inputs import InputSource, SourceKind
-from geadmin.ops.infer_snippets import Snippet, curl_command, parse_http_response, python_snippet
+from geadmin.ops.infer.snippets import Snippet, curl_command, parse_http_response, python_snippet
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.stack.workspace import SAMPLE_REPOSITORY
 from geadmin.triton.client import TritonClient

@@ -26,9 +26,9 @@ from streamlit.testing.v1 import AppTest
 
 from geadmin.stack.processes import free_port
 from geadmin.stack.tritonserver import TritonProcess
-from geadmin.telemetry import watch
-from geadmin.telemetry.alertmanager import active_alerts, silence_matchers, silence_url
-from geadmin.telemetry.exporter import MetricsEndpoint
+from geadmin.telemetry.alerting.alertmanager import active_alerts, silence_matchers, silence_url
+from geadmin.telemetry.alerting.exporter import MetricsEndpoint
+from geadmin.telemetry.history import watch
 from tests.support.apptest import APP, isolate, point_at, run
 from tests.support.markdown_render import render
 from tests.support.processes import wait_for

@@ -17,14 +17,14 @@ from streamlit.testing.v1 import AppTest
 
 from geadmin import audit
 from geadmin.audit import Actor, Origin
-from geadmin.ops.bench_settings import load_test_running, server_lock
-from geadmin.ops.infer_inputs import InputSource, SourceKind
+from geadmin.ops.bench.params import load_test_running, server_lock
+from geadmin.ops.infer.inputs import InputSource, SourceKind
 from geadmin.ops.probe import Prober, source_record
 from geadmin.stack.processes import free_port
 from geadmin.stack.tritonserver import TritonProcess
-from geadmin.telemetry import watch
-from geadmin.telemetry.exporter import MetricsEndpoint
-from geadmin.telemetry.sampler import Sampler, SamplerOptions
+from geadmin.telemetry.alerting.exporter import MetricsEndpoint
+from geadmin.telemetry.history import watch
+from geadmin.telemetry.history.sampler import Sampler, SamplerOptions
 from geadmin.triton.client import TritonClient
 from tests.support.apptest import APP, isolate, point_at, run
 from tests.support.processes import wait_for

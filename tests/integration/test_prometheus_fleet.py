@@ -18,9 +18,9 @@ from streamlit.testing.v1 import AppTest
 
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.telemetry.bottleneck import Verdict
-from geadmin.telemetry.history import Series
-from geadmin.telemetry.prometheus import PrometheusHistory
-from geadmin.telemetry.prometheus_fleet import fleet_bottlenecks, node_map, server_series
+from geadmin.telemetry.history.prometheus import PrometheusHistory
+from geadmin.telemetry.history.prometheus_fleet import fleet_bottlenecks, node_map, server_series
+from geadmin.telemetry.history.store import Series
 from tests.support.http_doubles import serve
 from tests.support.prometheus import PrometheusServer
 from tests.support.samples import LOAD_MODEL, copy_samples, send_digits

@@ -16,10 +16,10 @@ import pytest
 from geadmin.errors import ConfigError, PrometheusError
 from geadmin.settings import parse_http_url
 from geadmin.stack.tritonserver import TritonProcess
-from geadmin.telemetry.history import Series
-from geadmin.telemetry.prometheus import PrometheusHistory
-from geadmin.telemetry.reader import PrometheusHistory as ChosenPrometheus
-from geadmin.telemetry.reader import WorkspaceHistory, open_history
+from geadmin.telemetry.history.prometheus import PrometheusHistory
+from geadmin.telemetry.history.reader import PrometheusHistory as ChosenPrometheus
+from geadmin.telemetry.history.reader import WorkspaceHistory, open_history
+from geadmin.telemetry.history.store import Series
 from tests.support.processes import wait_for
 from tests.support.prometheus import PrometheusServer
 from tests.support.samples import copy_samples, send_digits

@@ -18,8 +18,8 @@ import pytest
 
 from geadmin.errors import SamplerLockedError
 from geadmin.stack.tritonserver import TritonProcess
-from geadmin.telemetry import history
-from geadmin.telemetry.sampler import Sampler, SamplerOptions, SamplerThread
+from geadmin.telemetry.history import store as history
+from geadmin.telemetry.history.sampler import Sampler, SamplerOptions, SamplerThread
 from tests.support.processes import OutputCollector, wait_for
 from tests.support.samples import copy_samples, send_digits
 

@@ -14,8 +14,8 @@ import pytest
 from geadmin.cli.main import main
 from geadmin.stack.tritonserver import TritonProcess, prepare_backend_directory
 from geadmin.telemetry.derive import derive
-from geadmin.telemetry.npu_sources import Sources, detect
-from geadmin.telemetry.scrape import Scrape, scrape
+from geadmin.telemetry.sources.detect import Sources, detect
+from geadmin.telemetry.sources.scrape import Scrape, scrape
 from tests.support.npu_ge import affine_model, build_backend
 from tests.support.samples import send_digits
 

@@ -26,7 +26,7 @@ import pytest
 from geadmin import audit
 from geadmin.audit import Result
 from geadmin.domain import ModelState
-from geadmin.ops.tune_trials import make_trial, remove_trial
+from geadmin.ops.tune.trials import make_trial, remove_trial
 from geadmin.repository import trials
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.triton.client import TritonClient

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from geadmin.telemetry.scrape import Scrape, parse
+from geadmin.telemetry.sources.scrape import Scrape, parse
 
 REASONS = ("BACKEND", "CANCELED", "OTHER", "REJECTED")
 

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from geadmin.domain import ModelState
-from geadmin.ops.actions import wait_settled
+from geadmin.ops.models.actions import wait_settled
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.triton.client import TritonClient
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from geadmin.stack.workspace import SAMPLE_REPOSITORY
-from geadmin.telemetry import history
+from geadmin.telemetry.history import store as history
 from tests.support.processes import wait_for
 
 if TYPE_CHECKING:

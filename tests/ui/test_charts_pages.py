@@ -21,11 +21,11 @@ import streamlit as st
 import tritonclient.grpc as grpcclient
 from streamlit.testing.v1 import AppTest
 
-from geadmin.ops.bench_results import CONCURRENCY, BenchRun, parse_csv, save_run
-from geadmin.ops.infer_inputs import SourceKind
+from geadmin.ops.bench.results import CONCURRENCY, BenchRun, parse_csv, save_run
+from geadmin.ops.infer.inputs import SourceKind
 from geadmin.stack.processes import free_port
 from geadmin.stack.tritonserver import TritonProcess
-from geadmin.telemetry.sampler import SamplerOptions, SamplerThread
+from geadmin.telemetry.history.sampler import SamplerOptions, SamplerThread
 from pages.ui.charts import LEGEND_MAX_CHARS, PLOT_HEIGHT_PX
 from tests.support.apptest import APP, isolate, point_at, run
 from tests.support.samples import EXAMPLES, digit_png, load_until

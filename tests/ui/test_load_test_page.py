@@ -16,7 +16,7 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from geadmin.ops.bench_results import CONCURRENCY, BenchRun, list_runs, parse_csv, save_run
+from geadmin.ops.bench.results import CONCURRENCY, BenchRun, list_runs, parse_csv, save_run
 from geadmin.stack.processes import free_port
 from geadmin.stack.tritonserver import TritonProcess
 from pages.load_test import PLAYGROUND

@@ -21,8 +21,8 @@ from geadmin.errors import (
     PerfAnalyzerError,
     TritonUnreachableError,
 )
-from geadmin.ops.bench_results import list_runs
-from geadmin.ops.infer_inputs import SourceKind
+from geadmin.ops.bench.results import list_runs
+from geadmin.ops.infer.inputs import SourceKind
 from geadmin.stack.tritonserver import TritonProcess
 from pages.ui.errors import fix_for
 from tests.support.apptest import APP, isolate, point_at

@@ -17,9 +17,9 @@ from streamlit.testing.v1 import AppTest
 from geadmin import audit
 from geadmin.audit import Actor, Origin
 from geadmin.stack.tritonserver import TritonProcess
-from geadmin.telemetry import history
-from geadmin.telemetry.prometheus import PrometheusHistory
-from geadmin.telemetry.sampler import SamplerOptions, SamplerThread
+from geadmin.telemetry.history import store as history
+from geadmin.telemetry.history.prometheus import PrometheusHistory
+from geadmin.telemetry.history.sampler import SamplerOptions, SamplerThread
 from tests.support.prometheus import PrometheusServer
 from tests.support.samples import LOAD_MODEL, busy_points, load_until, send_digits
 

@@ -19,11 +19,11 @@ from streamlit.testing.v1 import AppTest
 
 from geadmin.stack.processes import free_port
 from geadmin.stack.tritonserver import TritonProcess
-from geadmin.telemetry import history
-from geadmin.telemetry.npu import devices_from_triton
+from geadmin.telemetry.history import store as history
+from geadmin.telemetry.history.sampler import SamplerOptions, SamplerThread
 from geadmin.telemetry.npu_map import FROM_CONFIG, loaded_npu_ge_configs, model_map
-from geadmin.telemetry.sampler import SamplerOptions, SamplerThread
-from geadmin.telemetry.scrape import scrape
+from geadmin.telemetry.sources.npu import devices_from_triton
+from geadmin.telemetry.sources.scrape import scrape
 from geadmin.triton.client import TritonClient
 from pages.ui import keys
 from tests.support.npu_ge import npu_ge_triton

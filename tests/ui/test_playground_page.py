@@ -12,13 +12,13 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from geadmin import audit
-from geadmin.ops.infer_inputs import SourceKind
-from geadmin.ops.infer_snippets import curl_command, python_snippet
-from geadmin.ops.infer_spec import MAX_UPLOAD_BYTES
+from geadmin.ops.infer.inputs import SourceKind
+from geadmin.ops.infer.snippets import curl_command, python_snippet
+from geadmin.ops.infer.spec import MAX_UPLOAD_BYTES
 from geadmin.ops.probe import probe_model
 from geadmin.stack.processes import free_triton_ports
 from geadmin.stack.tritonserver import TritonProcess
-from geadmin.telemetry import watch
+from geadmin.telemetry.history import watch
 from geadmin.triton.client import TritonClient
 from tests.support.apptest import APP, isolate, point_at, run
 from tests.support.markdown_render import render

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from geadmin.ops.tune import Trial, TuneResult, TuneSettings
-from geadmin.ops.tune_results import save_document
-from geadmin.ops.tune_space import Candidate
+from geadmin.ops.tune.results import save_document
+from geadmin.ops.tune.search import Trial, TuneResult, TuneSettings
+from geadmin.ops.tune.space import Candidate
 from tests.support.apptest import APP, button, isolate, run
 
 MODEL = "resnet"

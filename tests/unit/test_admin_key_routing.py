@@ -139,7 +139,7 @@ def test_only_restricted_calls_carry_the_key(posing: PosingTriton) -> None:
 
 def test_the_client_and_the_server_flags_name_the_same_restricted_categories() -> None:
     # shared-memory: restricted on every stack, never called through TritonClient (geadmin
-    # registers shared memory only through perf_analyzer, which sends the key itself: ops/bench.py)
+    # registers shared memory only through perf_analyzer, which sends the key itself: ops/bench/load_test.py)
     assert set(RESTRICTED_APIS) - set(RESTRICTED) == {"shared-memory"}
     assert set(RESTRICTED) <= set(RESTRICTED_APIS)
     assert not [name for name in dir(TritonClient) if "shared_memory" in name]

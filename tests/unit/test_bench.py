@@ -33,8 +33,9 @@ from geadmin.errors import (
     PerfAnalyzerMissingError,
     PerfAnalyzerTimeoutError,
 )
-from geadmin.ops import bench_failures
-from geadmin.ops.bench import (
+from geadmin.ops.bench import failures as bench_failures
+from geadmin.ops.bench.failures import EXCEPTION_FAILURES, FAILURES, OUTPUT_FAILURES, Failure, classify
+from geadmin.ops.bench.load_test import (
     STOP_GRACE_S,
     BenchSettings,
     find_perf_analyzer,
@@ -45,8 +46,7 @@ from geadmin.ops.bench import (
     point_started,
     run_perf_analyzer,
 )
-from geadmin.ops.bench_failures import EXCEPTION_FAILURES, FAILURES, OUTPUT_FAILURES, Failure, classify
-from geadmin.ops.bench_results import (
+from geadmin.ops.bench.results import (
     CONCURRENCY,
     REQUEST_RATE,
     BenchPoint,
@@ -57,10 +57,10 @@ from geadmin.ops.bench_results import (
     parse_csv,
     save_run,
 )
-from geadmin.ops.infer import build_request
-from geadmin.ops.infer_inputs import InputSource, SourceKind
-from geadmin.ops.infer_snippets import wire_bytes
-from geadmin.ops.infer_spec import InputSpec, ModelSpec, OutputSpec
+from geadmin.ops.infer.inputs import InputSource, SourceKind
+from geadmin.ops.infer.request import build_request
+from geadmin.ops.infer.snippets import wire_bytes
+from geadmin.ops.infer.spec import InputSpec, ModelSpec, OutputSpec
 from geadmin.triton.client import Tensor
 from tests.support.auth import admin_auth
 

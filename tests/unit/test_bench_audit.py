@@ -1,4 +1,4 @@
-"""Load tests are audited (geadmin.ops.bench_results.audit_run, called by `load_test` in its
+"""Load tests are audited (geadmin.ops.bench.results.audit_run, called by `load_test` in its
 `finally`): who, model, server, loads and the result — a finished run, a run refused because
 another holds the server, a failed one, and one cut short by an exception that is not ours (a
 Streamlit rerun while the page waits)."""
@@ -10,8 +10,8 @@ from pathlib import Path
 
 from geadmin import audit
 from geadmin.errors import BenchBusyError, PerfAnalyzerError
-from geadmin.ops.bench_results import AUDIT_ACTION, BenchRun, audit_run
-from geadmin.ops.bench_settings import BenchSettings
+from geadmin.ops.bench.params import BenchSettings
+from geadmin.ops.bench.results import AUDIT_ACTION, BenchRun, audit_run
 
 SETTINGS = BenchSettings("digits_classifier", "http://127.0.0.1:8000", loads=(1.0, 4.0))
 

@@ -1,4 +1,4 @@
-"""geadmin.ops.bench_compare: the comparison defaults to the two latest runs of one kind and
+"""geadmin.ops.bench.compare: the comparison defaults to the two latest runs of one kind and
 never pairs a run with itself (runs saved to and listed from a real workspace database)."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from geadmin.ops.bench_compare import chosen_pair, default_pair, partners
-from geadmin.ops.bench_results import CONCURRENCY, REQUEST_RATE, BenchPoint, BenchRun, list_runs, save_run
+from geadmin.ops.bench.compare import chosen_pair, default_pair, partners
+from geadmin.ops.bench.results import CONCURRENCY, REQUEST_RATE, BenchPoint, BenchRun, list_runs, save_run
 
 T0 = datetime(2026, 12, 4, 12, 0, tzinfo=timezone.utc)
 

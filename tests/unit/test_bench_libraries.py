@@ -21,8 +21,8 @@ import pytest
 from streamlit.runtime.scriptrunner.exec_code import modified_sys_path
 
 from geadmin.binaries import wheel_layout
-from geadmin.ops.bench import find_perf_analyzer, library_dir
-from geadmin.ops.bench_failures import describe_library_search
+from geadmin.ops.bench.failures import describe_library_search
+from geadmin.ops.bench.load_test import find_perf_analyzer, library_dir
 
 RACE_ENTRY = "/geadmin-test/streamlit-script-run-ends-here"
 

@@ -30,10 +30,14 @@ from geadmin.diagnose import drift, explain, rollouts
 from geadmin.errors import GeAdminError, NotAuthorizedError, PerfAnalyzerMissingError
 from geadmin.fleet import journal, rollout, runs, versions
 from geadmin.fleet.members import Member, Trust
-from geadmin.ops import actions, apply, bench, create, monitoring, tune, tune_apply
-from geadmin.ops.bench_settings import BenchSettings
-from geadmin.ops.infer_inputs import InputSource, SourceKind
-from geadmin.ops.tune import TuneSettings
+from geadmin.ops import monitoring
+from geadmin.ops.bench import load_test as bench
+from geadmin.ops.bench.params import BenchSettings
+from geadmin.ops.infer.inputs import InputSource, SourceKind
+from geadmin.ops.models import actions, apply, create
+from geadmin.ops.tune import apply as tune_apply
+from geadmin.ops.tune import search as tune
+from geadmin.ops.tune.search import TuneSettings
 from geadmin.stack import drivers
 from geadmin.stack.drivers import ExitRecord, ServiceStatus
 from geadmin.triton.client import TritonClient
@@ -162,33 +166,33 @@ def resume_planted(w: World, auth: object) -> object:
 # Every guarded core function: (qualified name, the action it needs, a call with `auth`).
 Call = Callable[[World, object], object]
 GUARDED: dict[str, tuple[Action, Call]] = {
-    "geadmin.ops.actions.run_action[load]": (
+    "geadmin.ops.models.actions.run_action[load]": (
         Action.LOAD, lambda w, a: actions.run_action(w.client, actions.Action.LOAD, ["m"], auth=a)),
-    "geadmin.ops.actions.run_action[unload]": (
+    "geadmin.ops.models.actions.run_action[unload]": (
         Action.UNLOAD, lambda w, a: actions.run_action(w.client, actions.Action.UNLOAD, ["m"], auth=a)),
-    "geadmin.ops.actions.run_action[reload]": (
+    "geadmin.ops.models.actions.run_action[reload]": (
         Action.RELOAD, lambda w, a: actions.run_action(w.client, actions.Action.RELOAD, ["m"], auth=a)),
     "geadmin.diagnose.explain.load_explained": (
         Action.LOAD, lambda w, a: explain.load_explained(w.client, "m", auth=a)),
-    "geadmin.ops.actions.load_in_parallel": (
+    "geadmin.ops.models.actions.load_in_parallel": (
         Action.LOAD, lambda w, a: actions.load_in_parallel(w.client, ["m"], auth=a)),
-    "geadmin.ops.actions.set_log_verbosity": (
+    "geadmin.ops.models.actions.set_log_verbosity": (
         Action.LOG_LEVEL, lambda w, a: actions.set_log_verbosity(w.client, 1, auth=a)),
-    "geadmin.ops.apply.apply_config": (
+    "geadmin.ops.models.apply.apply_config": (
         Action.APPLY, lambda w, a: apply.apply_config(w.client, w.repository, "m", CONFIG.replace("4", "8"),
                                                       auth=a, home=w.home)),
-    "geadmin.ops.apply.rollback": (
+    "geadmin.ops.models.apply.rollback": (
         Action.ROLLBACK, lambda w, a: apply.rollback(w.client, w.repository, "m", auth=a, home=w.home)),
     "geadmin.diagnose.drift.put_back_served": (
         Action.ROLLBACK,
         lambda w, a: drift.put_back_served(w.client, w.repository, "m", auth=a, home=w.home)),
-    "geadmin.ops.create.create_model": (
+    "geadmin.ops.models.create.create_model": (
         Action.CREATE, lambda w, a: create.create_model(w.client, w.repository, "fresh", "python", auth=a,
                                                         home=w.home)),
-    "geadmin.ops.bench.load_test": (
+    "geadmin.ops.bench.load_test.load_test": (
         Action.BENCH, lambda w, a: bench.load_test(w.client, BenchSettings("m", w.client.url), auth=a,
                                                    home=w.home, binary=w.home / "no_perf_analyzer")),
-    "geadmin.ops.bench.run_perf_analyzer": (
+    "geadmin.ops.bench.load_test.run_perf_analyzer": (
         Action.BENCH, lambda w, a: bench.run_perf_analyzer(BenchSettings("m", w.client.url), auth=a,
                                                            binary=w.home / "no_perf_analyzer")),
     "geadmin.stack.drivers.perform[restart]": (
@@ -205,12 +209,12 @@ GUARDED: dict[str, tuple[Action, Call]] = {
         Action.USERS, lambda w, a: w.users.remove("olga", auth=a)),
     "geadmin.ops.monitoring.set_objective": (
         Action.MONITORING, lambda w, a: monitoring.set_objective("m", 50.0, 0.001, auth=a, home=w.home)),
-    "geadmin.ops.tune_apply.apply_winner": (
+    "geadmin.ops.tune.apply.apply_winner": (
         Action.APPLY, lambda w, a: tune_apply.apply_winner(
             w.client, w.repository, {"id": 1, "model": "m", "server": w.client.url, "best": {"ok": True},
                                      "best_text": CONFIG.replace("4", "8"), "live_sha256": "0" * 64},
             auth=a, home=w.home)),
-    "geadmin.ops.tune.tune": (
+    "geadmin.ops.tune.search.tune": (
         Action.TUNE, lambda w, a: tune.tune(w.client, w.repository, TuneSettings("m"), auth=a, home=w.home)),
     "geadmin.fleet.rollout.rollout[reload]": (
         Action.RELOAD,
@@ -239,39 +243,40 @@ GUARDED: dict[str, tuple[Action, Call]] = {
 # Public functions whose names look like a change but that are not one of the guarded entry
 # points, each with the reason. Matched by exact qualified name, never by prefix.
 EXEMPT: dict[str, str] = {
-    "geadmin.ops.apply.rollback_target": "reads the revision a rollback would apply; writes nothing",
-    "geadmin.ops.bench_results.save_run": "stores a finished run's numbers in the workspace DB",
-    "geadmin.ops.bench_results.load_run": "reads a saved run",
-    "geadmin.ops.bench_settings.load_bound": "parses a load",
+    "geadmin.ops.models.apply.rollback_target": "reads the revision a rollback would apply; writes nothing",
+    "geadmin.ops.bench.results.save_run": "stores a finished run's numbers in the workspace DB",
+    "geadmin.ops.bench.results.load_run": "reads a saved run",
+    "geadmin.ops.bench.params.load_bound": "parses a load",
     "geadmin.ops.bundle.write_bundle": "writes a support bundle where the caller said; changes nothing",
-    "geadmin.ops.infer_spec.load_json": "parses JSON input",
-    "geadmin.ops.reconcile.started_message": "formats an audit message",
-    "geadmin.ops.reconcile.reconcile": "start-up recovery: closes interrupted rows, removes staging "
+    "geadmin.ops.infer.spec.load_json": "parses JSON input",
+    "geadmin.ops.models.reconcile.started_message": "formats an audit message",
+    "geadmin.ops.models.reconcile.reconcile": "start-up recovery: closes interrupted rows, removes staging "
                                        "directories no process holds; runs before anyone signs in",
-    "geadmin.ops.reconcile.close": "part of reconcile (writes the interrupted row)",
-    "geadmin.ops.reconcile.remove_staging": "part of reconcile",
+    "geadmin.ops.models.reconcile.close": "part of reconcile (writes the interrupted row)",
+    "geadmin.ops.models.reconcile.remove_staging": "part of reconcile",
     "geadmin.stack.docker_cli.run_docker": "the docker CLI boundary under the compose driver (perform "
                                            "guards its changes)",
     "geadmin.stack.embedded.load_outcome": "turns a load result into a line for `geadmin up`",
     "geadmin.diagnose.unloads.unloaded_by_operator": "reads the audit log",
-    "geadmin.ops.bench_settings.load_test_running": "reads which load test holds a server's lock",
-    "geadmin.ops.tune_trials.remove_trial": "part of tune (guarded): removes the trial copy it made, "
+    "geadmin.ops.bench.params.load_test_running": "reads which load test holds a server's lock",
+    "geadmin.ops.tune.trials.remove_trial": "part of tune (guarded): removes the trial copy it made, "
                                             "only while it carries the run's marker",
-    "geadmin.ops.tune_trials.unload_and_wait": "part of tune (guarded) and of remove_left: unloads only "
+    "geadmin.ops.tune.trials.unload_and_wait": "part of tune (guarded) and of remove_left: unloads only "
                                                "a trial whose marker is the run's or a dead run's",
-    "geadmin.ops.tune_trials.remove_left": "start-up recovery (stack, sampler, tune): removes trials of "
+    "geadmin.ops.tune.trials.remove_left": "start-up recovery (stack, sampler, tune): removes trials of "
                                            "tuning runs that died (marker present, its lock free)",
-    "geadmin.ops.tune_trials.tune_lock": "the lock one tuning run holds (a file in the workspace)",
-    "geadmin.ops.tune_results.save_document": "stores a finished tuning run in the workspace DB",
-    "geadmin.ops.tune_results.load_run": "reads a saved tuning run",
+    "geadmin.ops.tune.trials.tune_lock": "the lock one tuning run holds (a file in the workspace)",
+    "geadmin.ops.tune.results.save_document": "stores a finished tuning run in the workspace DB",
+    "geadmin.ops.tune.results.load_run": "reads a saved tuning run",
     "geadmin.fleet.runs.start": "runs a rollout (guarded, under the caller's authorization) on a thread",
     "geadmin.fleet.status.close_clients": "closes fleet status's cached HTTP clients; changes no server",
     "geadmin.fleet.journal.reload_if_loaded": "part of a rollout or a restore (guarded): reloads through "
                                               "run_action, under the caller's authorization",
-    "geadmin.ops.reconcile.close_rollouts": "start-up recovery: ends the journals of rollouts whose process "
-                                            "died with an interrupted row; changes no server",
-    "geadmin.ops.reconcile.close_rollout": "part of close_rollouts (writes the interrupted row)",
-    "geadmin.ops.reconcile.rollout_lock": "the lock one rollout of a fleet holds (a file in the workspace)",
+    "geadmin.ops.models.reconcile.close_rollouts": "start-up recovery: ends the journals of rollouts whose "
+                                                   "process died with an interrupted row; changes no server",
+    "geadmin.ops.models.reconcile.close_rollout": "part of close_rollouts (writes the interrupted row)",
+    "geadmin.ops.models.reconcile.rollout_lock": "the lock one rollout of a fleet holds (a file in the "
+                                                 "workspace)",
 }
 
 CHANGE_NAME = re.compile(r"^(load|unload|reload|apply|rollback|create|restart|stop|start|set_|perform|"
@@ -284,7 +289,7 @@ def change_functions(root: Path, folders: tuple[str, ...] = SCANNED, package: st
     """Qualified names of the public module-level functions in `folders` named like a change."""
     found = set()
     for folder in folders:
-        for path in sorted((root / folder).glob("*.py")):
+        for path in sorted((root / folder).rglob("*.py")):
             module = ".".join(path.relative_to(root).with_suffix("").parts)
             assert module.startswith(package)
             for node in ast.parse(path.read_text()).body:
@@ -327,7 +332,7 @@ def test_the_guarded_actions_are_the_role_table_s() -> None:
 
 # A call that touches nothing here gets past the guard when it raises this instead.
 PAST_THE_GUARD: dict[str, type[GeAdminError]] = {
-    "geadmin.ops.bench.run_perf_analyzer": PerfAnalyzerMissingError,  # it looked for the binary
+    "geadmin.ops.bench.load_test.run_perf_analyzer": PerfAnalyzerMissingError,  # it looked for the binary
 }
 
 

@@ -13,8 +13,8 @@ import pytest
 
 from geadmin import audit
 from geadmin.errors import CreateRefusedError, RepositoryError, TemplateError
-from geadmin.ops import create
-from geadmin.ops.create import Outcome, create_model
+from geadmin.ops.models import create
+from geadmin.ops.models.create import Outcome, create_model
 from geadmin.repository import revisions, templates
 from geadmin.repository.templates import Params, Tensor
 from geadmin.repository.validate import Severity

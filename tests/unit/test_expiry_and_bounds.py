@@ -15,8 +15,8 @@ from geadmin.fleet import dns
 from geadmin.fleet.discovery import Discovery, Fleet
 from geadmin.fleet.members import Found, Member
 from geadmin.fleet.probes import FleetProber
-from geadmin.telemetry import watch
-from geadmin.telemetry.exporter import STATE_FRESH_S, GeadminCollector
+from geadmin.telemetry.alerting.exporter import STATE_FRESH_S, GeadminCollector
+from geadmin.telemetry.history import watch
 from geadmin.triton.client_cache import ClientCache
 from geadmin.triton.servers import ServerSpec
 

@@ -1,4 +1,4 @@
-"""geadmin.telemetry.history over a real workspace database (SQLite in a temporary home):
+"""geadmin.telemetry.history.store over a real workspace database (SQLite in a temporary home):
 windows derived from Triton-format pages are written and read back as series; gaps (Triton
 down, counters reset by a restart, holes) are None points, never spikes; prune downsamples
 beyond 1 h into 1-minute buckets and deletes beyond the retention; audit rows become change
@@ -15,10 +15,10 @@ import pytest
 
 from geadmin import audit, db
 from geadmin.audit import Actor, Origin, Result
-from geadmin.telemetry import history
 from geadmin.telemetry.derive import derive
-from geadmin.telemetry.npu import NpuDevice
-from geadmin.telemetry.scrape import Scrape, parse
+from geadmin.telemetry.history import store as history
+from geadmin.telemetry.sources.npu import NpuDevice
+from geadmin.telemetry.sources.scrape import Scrape, parse
 
 SOURCE = "http://127.0.0.1:8002/metrics"
 T0 = 1_700_000_000.0  # a fixed epoch second in the past: 2023-11-14

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from geadmin.errors import InferInputError
-from geadmin.ops.infer_images import image_size, open_image
+from geadmin.ops.infer.images import image_size, open_image
 
 
 @pytest.mark.parametrize("read", [image_size, open_image])

@@ -26,7 +26,26 @@ from geadmin.errors import (
     TritonRequestError,
     TritonUnreachableError,
 )
-from geadmin.ops.infer import (
+from geadmin.ops.infer.images import (
+    IMAGENET_MEAN,
+    IMAGENET_STD,
+    Normalize,
+    image_layout,
+    image_tensor,
+    output_image,
+)
+from geadmin.ops.infer.inputs import (
+    FLOAT_RANDOM_RANGE,
+    InputSource,
+    SourceKind,
+    build_inputs,
+    build_tensor,
+    json_tensor,
+    npy_tensor,
+    random_tensor,
+    source_kinds,
+)
+from geadmin.ops.infer.request import (
     InferRequest,
     InferResult,
     TopKPlan,
@@ -41,26 +60,7 @@ from geadmin.ops.infer import (
     top_k,
     top_k_plan,
 )
-from geadmin.ops.infer_images import (
-    IMAGENET_MEAN,
-    IMAGENET_STD,
-    Normalize,
-    image_layout,
-    image_tensor,
-    output_image,
-)
-from geadmin.ops.infer_inputs import (
-    FLOAT_RANDOM_RANGE,
-    InputSource,
-    SourceKind,
-    build_inputs,
-    build_tensor,
-    json_tensor,
-    npy_tensor,
-    random_tensor,
-    source_kinds,
-)
-from geadmin.ops.infer_snippets import (
+from geadmin.ops.infer.snippets import (
     BINARY_BODY_FILE,
     JSON_BODY_FILE,
     PY_INPUTS_FILE,
@@ -69,7 +69,7 @@ from geadmin.ops.infer_snippets import (
     python_snippet,
     wire_bytes,
 )
-from geadmin.ops.infer_spec import (
+from geadmin.ops.infer.spec import (
     MAX_UPLOAD_BYTES,
     NUMPY_DTYPES,
     InputSpec,

@@ -23,13 +23,13 @@ from geadmin.errors import (
     InputTooLargeError,
     RepositoryError,
 )
-from geadmin.ops.bench import BenchSettings, load_test, parse_loads
-from geadmin.ops.bench_results import CONCURRENCY, REQUEST_RATE, list_runs
-from geadmin.ops.bench_settings import MAX_CONCURRENCY, MAX_LOADS, lock_path, server_lock
-from geadmin.ops.infer import read_labels
-from geadmin.ops.infer_images import image_size, image_tensor
-from geadmin.ops.infer_inputs import json_tensor, npy_tensor
-from geadmin.ops.infer_spec import MAX_IMAGE_PIXELS, MAX_JSON_DEPTH, InputSpec, OutputSpec, json_depth
+from geadmin.ops.bench.load_test import BenchSettings, load_test, parse_loads
+from geadmin.ops.bench.params import MAX_CONCURRENCY, MAX_LOADS, lock_path, server_lock
+from geadmin.ops.bench.results import CONCURRENCY, REQUEST_RATE, list_runs
+from geadmin.ops.infer.images import image_size, image_tensor
+from geadmin.ops.infer.inputs import json_tensor, npy_tensor
+from geadmin.ops.infer.request import read_labels
+from geadmin.ops.infer.spec import MAX_IMAGE_PIXELS, MAX_JSON_DEPTH, InputSpec, OutputSpec, json_depth
 from geadmin.repository.triton_rules import label_path
 from geadmin.triton.client import TritonClient
 from tests.support.auth import admin_auth
@@ -56,8 +56,8 @@ def test_an_image_over_the_pixel_limit_is_refused_from_its_header_without_decodi
 import resource, sys
 from pathlib import Path
 from geadmin.errors import InputTooLargeError
-from geadmin.ops.infer_images import image_tensor
-from geadmin.ops.infer_spec import InputSpec
+from geadmin.ops.infer.images import image_tensor
+from geadmin.ops.infer.spec import InputSpec
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 try:
     data = Path({str(tmp_path / "bomb.png")!r}).read_bytes()
@@ -202,7 +202,7 @@ def test_the_lock_holds_across_threads_and_processes(tmp_path: Path) -> None:
         thread.start()
         thread.join()
         script = ("import sys; from pathlib import Path; from geadmin.errors import BenchBusyError\n"
-                  "from geadmin.ops.bench_settings import server_lock\n"
+                  "from geadmin.ops.bench.params import server_lock\n"
                   f"try:\n    server_lock({str(tmp_path)!r}, {url!r}).__enter__()\n"
                   "except BenchBusyError:\n    sys.exit(3)\n")
         script = script.replace(f"server_lock({str(tmp_path)!r}", f"server_lock(Path({str(tmp_path)!r})")

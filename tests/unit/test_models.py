@@ -18,7 +18,7 @@ from geadmin.errors import (
     TritonUnreachableError,
     WrongProtocolError,
 )
-from geadmin.ops.actions import next_step
+from geadmin.ops.models.actions import next_step
 from geadmin.repository.layout import read_model_config
 from geadmin.repository.modelconfig import to_dict, to_pbtxt
 from geadmin.stack.workspace import SAMPLE_REPOSITORY

@@ -17,11 +17,11 @@ from geadmin.access import guard
 from geadmin.cli.alerts import headline, render
 from geadmin.errors import ConfigError
 from geadmin.ops.monitoring import parse_budget, set_objective
-from geadmin.telemetry import watch
-from geadmin.telemetry.alertmanager import parse_alert, silence_url, triage_link
-from geadmin.telemetry.exporter import GeadminCollector
-from geadmin.telemetry.objectives import burn_rates, objectives
-from geadmin.telemetry.watch import ProbeRecord
+from geadmin.telemetry.alerting.alertmanager import parse_alert, silence_url, triage_link
+from geadmin.telemetry.alerting.exporter import GeadminCollector
+from geadmin.telemetry.alerting.objectives import burn_rates, objectives
+from geadmin.telemetry.history import watch
+from geadmin.telemetry.history.watch import ProbeRecord
 
 SOURCE = "http://127.0.0.1:8002/metrics"
 
@@ -143,8 +143,8 @@ def test_an_alert_without_a_runbook_links_to_its_models_page_or_the_overview() -
 
 
 def test_the_triage_card_compares_the_windows_p99_with_the_objective() -> None:
+    from geadmin.telemetry.alerting.objectives import Objective, latency_note
     from geadmin.telemetry.derive import ModelWindow, Quantiles
-    from geadmin.telemetry.objectives import Objective, latency_note
 
     def window(p99: float | None, avg: float | None) -> ModelWindow:
         return ModelWindow("m", "1", 10.0, 1.0, 1.0, 1.0, 0.0, 1.0, 1.0, avg, 0.0, 0.0, 0.0, 0.0,

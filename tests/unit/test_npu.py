@@ -33,16 +33,16 @@ from geadmin.errors import (
     NpuSmiParseError,
     NpuSourceError,
 )
-from geadmin.telemetry import npu_smi
-from geadmin.telemetry.npu import (
+from geadmin.telemetry.sources import npu_smi
+from geadmin.telemetry.sources.detect import Sources, detect
+from geadmin.telemetry.sources.npu import (
     NpuDevice,
     NpuPlacement,
     devices_from_exporter,
     devices_from_triton,
     with_models,
 )
-from geadmin.telemetry.npu_sources import Sources, detect
-from geadmin.telemetry.scrape import parse
+from geadmin.telemetry.sources.scrape import parse
 from tests.support.http_doubles import closed_port, serve
 from tests.support.hypothesis_profiles import examples
 

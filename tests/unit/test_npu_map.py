@@ -6,7 +6,6 @@ from __future__ import annotations
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
-from geadmin.telemetry.npu import NpuDevice, NpuPlacement, NpuProcess
 from geadmin.telemetry.npu_map import (
     FROM_CONFIG,
     FROM_PLACEMENTS,
@@ -17,6 +16,7 @@ from geadmin.telemetry.npu_map import (
     hbm_by_device,
     model_map,
 )
+from geadmin.telemetry.sources.npu import NpuDevice, NpuPlacement, NpuProcess
 
 GIB = 1 << 30
 

@@ -14,8 +14,9 @@ import pytest
 from geadmin import outside
 from geadmin.errors import AlertmanagerError, DiscoverySourceError, PrometheusError
 from geadmin.fleet import kubernetes as kube
-from geadmin.telemetry import alertmanager, prometheus
-from geadmin.telemetry.alertmanager import active_alerts, parse_alert, silence_matchers
+from geadmin.telemetry.alerting import alertmanager
+from geadmin.telemetry.alerting.alertmanager import active_alerts, parse_alert, silence_matchers
+from geadmin.telemetry.history import prometheus
 from tests.support.http_doubles import serve
 
 DEEP = b"[" * 100_000 + b"]" * 100_000

@@ -37,11 +37,11 @@ from geadmin.errors import (
     MetricsParseError,
     NpuSmiParseError,
 )
-from geadmin.ops.infer_images import image_size, image_tensor
-from geadmin.ops.infer_inputs import json_tensor, npy_tensor
-from geadmin.ops.infer_spec import InputSpec
+from geadmin.ops.infer.images import image_size, image_tensor
+from geadmin.ops.infer.inputs import json_tensor, npy_tensor
+from geadmin.ops.infer.spec import InputSpec
 from geadmin.repository.modelconfig import from_json, parse_pbtxt
-from geadmin.telemetry import npu_smi, scrape
+from geadmin.telemetry.sources import npu_smi, scrape
 from geadmin.triton.servers import parse_servers_file
 from tests.support.hypothesis_profiles import examples
 

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from geadmin.ops.infer import build_request, in_model_order, prepare, send
-from geadmin.ops.infer_images import Normalize, image_tensor, sent_image
-from geadmin.ops.infer_inputs import InputSource, SourceKind
-from geadmin.ops.infer_spec import InputSpec
+from geadmin.ops.infer.images import Normalize, image_tensor, sent_image
+from geadmin.ops.infer.inputs import InputSource, SourceKind
+from geadmin.ops.infer.request import build_request, in_model_order, prepare, send
+from geadmin.ops.infer.spec import InputSpec
 from geadmin.triton.client import Tensor, TritonClient
 
 

@@ -5,9 +5,15 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from geadmin.telemetry.history import MODEL_VALUES, Series
-from geadmin.telemetry.prometheus import MODEL_QUERIES, Target, fleet_job, fleet_overviews, fleet_target
-from geadmin.telemetry.prometheus_fleet import PER_SERVER_QUERIES, minute_window, node_of, server_name
+from geadmin.telemetry.history.prometheus import (
+    MODEL_QUERIES,
+    Target,
+    fleet_job,
+    fleet_overviews,
+    fleet_target,
+)
+from geadmin.telemetry.history.prometheus_fleet import PER_SERVER_QUERIES, minute_window, node_of, server_name
+from geadmin.telemetry.history.store import MODEL_VALUES, Series
 
 AT = datetime(2026, 12, 5, tzinfo=timezone.utc)
 

@@ -1,4 +1,4 @@
-"""Changes cut short, reconciled at the next start (geadmin.ops.reconcile), without Triton: the
+"""Changes cut short, reconciled at the next start (geadmin.ops.models.reconcile), without Triton: the
 rows an apply or a create writes before it touches the disk are planted as their process would
 have left them, then `reconcile` runs as a fresh start does. The same in a real subprocess
 killed at each step, with a real tritonserver: tests/integration/test_cut_short.py."""
@@ -14,8 +14,8 @@ from geadmin import audit
 from geadmin.audit import Actor, Result
 from geadmin.diagnose import interrupted
 from geadmin.errors import ConfigLockedError
-from geadmin.ops import reconcile
-from geadmin.ops.create import create_model
+from geadmin.ops.models import reconcile
+from geadmin.ops.models.create import create_model
 from geadmin.repository import locks, revisions, store
 from geadmin.repository.revisions import sha256_of
 from tests.support.auth import admin_auth

@@ -22,7 +22,7 @@ from geadmin.fleet import journal
 from geadmin.fleet.members import Member, Trust
 from geadmin.fleet.rollout import Control
 from geadmin.fleet.versions import roll_version
-from geadmin.ops import reconcile
+from geadmin.ops.models import reconcile
 from geadmin.stack.processes import free_ports
 from geadmin.triton.servers import ServerSpec
 

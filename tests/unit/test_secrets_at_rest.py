@@ -16,8 +16,8 @@ from geadmin.access.bootstrap import PASSWORD_FILE, create_first_admin
 from geadmin.access.roles import REQUIRED_ROLE, Action, Role
 from geadmin.access.users import UsersFile
 from geadmin.errors import AccessDeniedError
-from geadmin.ops import create
-from geadmin.ops.create import create_model
+from geadmin.ops.models import create
+from geadmin.ops.models.create import create_model
 from geadmin.repository import atomic
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.stack.workspace import Workspace

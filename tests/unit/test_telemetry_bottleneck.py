@@ -21,8 +21,8 @@ from geadmin.telemetry.bottleneck import (
     with_traffic,
 )
 from geadmin.telemetry.derive import Window, derive
-from geadmin.telemetry.npu import NpuDevice, NpuPlacement
-from geadmin.telemetry.scrape import Scrape
+from geadmin.telemetry.sources.npu import NpuDevice, NpuPlacement
+from geadmin.telemetry.sources.scrape import Scrape
 from tests.support.metrics_pages import Counters, page
 
 IDLE = Counters(success=10, inferences=10, executions=10, request_us=1000, queue_us=100,

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from geadmin.errors import TelemetryError
 from geadmin.telemetry.derive import ModelWindow, derive, server_stats
-from geadmin.telemetry.scrape import parse
+from geadmin.telemetry.sources.scrape import parse
 from tests.support.hypothesis_profiles import examples
 from tests.support.metrics_pages import FAMILIES, Counters, page
 

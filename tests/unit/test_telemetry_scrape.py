@@ -1,4 +1,4 @@
-"""geadmin.telemetry.scrape: real /metrics pages into samples, every fetch failure into its own
+"""geadmin.telemetry.sources.scrape: real /metrics pages into samples, every fetch failure into its own
 error, garbage into MetricsParseError.
 
 Assets (tests/unit/assets/telemetry/): `metrics_2.51_default.txt` and
@@ -31,8 +31,8 @@ from geadmin.errors import (
     MetricsUnreachableError,
     TelemetryError,
 )
-from geadmin.telemetry import scrape as scrape_module
-from geadmin.telemetry.scrape import fetch_text, parse, scrape, translate_error
+from geadmin.telemetry.sources import scrape as scrape_module
+from geadmin.telemetry.sources.scrape import fetch_text, parse, scrape, translate_error
 from tests.support.http_doubles import closed_port, serve
 from tests.support.hypothesis_profiles import examples
 

@@ -22,10 +22,10 @@ from geadmin.access import guard
 from geadmin.audit import Result
 from geadmin.cli.tune import limits
 from geadmin.errors import ConfigError, RepositoryError
-from geadmin.ops import tune_trials
-from geadmin.ops.tune import unstable
-from geadmin.ops.tune_apply import apply_winner, winner_refusal
-from geadmin.ops.tune_trials import journal_row, make_trial, remove_left, remove_trial
+from geadmin.ops.tune import trials as tune_trials
+from geadmin.ops.tune.apply import apply_winner, winner_refusal
+from geadmin.ops.tune.search import unstable
+from geadmin.ops.tune.trials import journal_row, make_trial, remove_left, remove_trial
 from geadmin.repository import trials
 from geadmin.triton.client import TritonClient
 
@@ -63,7 +63,7 @@ def trial_in_child(repository: Path, home: Path, *, linger: bool) -> tuple[subpr
         import sys
         from pathlib import Path
         from geadmin.audit import Actor
-        from geadmin.ops.tune_trials import journal_row, make_trial
+        from geadmin.ops.tune.trials import journal_row, make_trial
         from geadmin.repository import trials
         repo, home, run = Path({str(repository)!r}), Path({str(home)!r}), trials.new_run_id()
         marker = trials.new_marker({MODEL!r}, run, {SERVER!r}, home)

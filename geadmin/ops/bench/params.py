@@ -1,0 +1,230 @@
+"""What a load test may ask for, and one load test per server at a time.
+
+`parse_loads` is the one reader of the loads a user types (the Load test page's field and
+`geadmin bench --concurrency/--request-rate`); `BenchSettings` checks every bound before
+perf_analyzer starts; `server_lock` holds a per-server lock file in the workspace while a
+run goes on, so two runs (two sessions of the dashboard, or the dashboard and the CLI) never
+measure one server at the same time — each would measure the other's load.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import math
+import os
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from geadmin import settings
+from geadmin.domain import Endpoint
+from geadmin.errors import BenchBusyError, BenchSettingsError, ConfigError
+from geadmin.ops.bench.results import CONCURRENCY, MODES
+from geadmin.ops.infer.inputs import DEFAULT_SEED
+
+SHARED_MEMORY = ("none", "system")  # perf_analyzer's --shared-memory (cuda needs a GPU)
+MAX_LOADS = 32  # points in one run
+MAX_CONCURRENCY = 1024  # requests in flight: perf_analyzer holds a context (and buffers) for each
+MAX_REQUEST_RATE = 100_000.0  # requests/s
+MIN_WINDOW_MS, MAX_WINDOW_MS = 100, 60_000  # perf_analyzer's measurement interval
+MAX_TRIALS = 100
+MAX_REQUEST_COUNT = 100_000  # count_windows: requests per window
+MAX_BATCH_SIZE = 4096
+MAX_PLANNED_S = 3600.0  # loads x trials x window: the longest a run may be planned to take
+MAX_OUTPUT_SHM_BYTES = 1 << 30
+LOCK_DIR = "bench-locks"
+
+
+def load_bound(mode: str) -> float:
+    return float(MAX_CONCURRENCY) if mode == CONCURRENCY else MAX_REQUEST_RATE
+
+
+def describe_mode(mode: str) -> str:
+    return "concurrencies" if mode == CONCURRENCY else "request rates (requests/s)"
+
+
+def parse_loads(text: str, mode: str = CONCURRENCY) -> tuple[float, ...]:
+    """`"1, 4,16"` -> (1.0, 4.0, 16.0), checked for `mode`: whole numbers from 1 to
+    MAX_CONCURRENCY for concurrencies, numbers above 0 up to MAX_REQUEST_RATE for rates."""
+    if mode not in MODES:
+        raise BenchSettingsError(f"load test mode must be one of {', '.join(MODES)}, got {mode!r}")
+    items = [item.strip() for item in str(text).split(",")]
+    if not any(items):
+        raise BenchSettingsError(f"give one or more loads ({describe_mode(mode)}) separated by commas "
+                                 f"(e.g. 1,4,16), not {text!r}")
+    loads = []
+    for item in items:
+        if not item:
+            continue
+        try:
+            value = float(item)
+        except ValueError:
+            raise BenchSettingsError(f"{describe_mode(mode)} are numbers separated by commas (e.g. 1,4,16); "
+                                     f"{item!r} is not a number") from None
+        loads.append(value)
+    check_loads(tuple(loads), mode)
+    return tuple(loads)
+
+
+def check_loads(loads: tuple[float, ...], mode: str) -> None:
+    what = describe_mode(mode)
+    if not loads:
+        raise BenchSettingsError(f"give one or more loads ({what}, e.g. 1,4,16)")
+    if len(loads) > MAX_LOADS:
+        raise BenchSettingsError(f"{len(loads)} {what} in one run: the limit is {MAX_LOADS}")
+    limit = load_bound(mode)
+    for load in loads:
+        if not math.isfinite(load) or not load > 0:
+            raise BenchSettingsError(f"{what} must be above 0, got {load:g} (one or more loads above 0)")
+        if mode == CONCURRENCY and load != int(load):
+            raise BenchSettingsError(f"concurrencies are whole numbers, got {load:g}")
+        if load > limit:
+            raise BenchSettingsError(f"{what} go up to {limit:g}, got {load:g}")
+
+
+def _in_range(name: str, value: float, low: float, high: float) -> None:
+    if not (low <= value <= high):  # also refuses nan
+        raise BenchSettingsError(f"{name} must be from {low:g} to {high:g}, got {value}")
+
+
+@dataclass(frozen=True)
+class BenchSettings:
+    """One load test. `loads` are concurrencies, or request rates (requests/s)."""
+
+    model: str
+    url: str  # geadmin's form: http://host:8000 or grpc://host:8001 (the scheme is the protocol)
+    mode: str = CONCURRENCY
+    loads: tuple[float, ...] = (1.0,)
+    measurement_interval_ms: int = 5000
+    measurement_mode: str = "time_windows"  # or count_windows
+    measurement_request_count: int = 50  # count_windows: requests per window
+    stability_percentage: float = 10.0
+    max_trials: int = 10
+    batch_size: int = 1
+    inputs: Mapping[str, str] = field(default_factory=dict)  # {input: source text}, for the record
+    seed: int = DEFAULT_SEED
+    timeout_s: float | None = None  # None: enough for every point to use all its trials
+    # "system": tensors travel in POSIX shared memory (no payload on the wire, so a large
+    # tensor measures the server rather than the client); outputs need a region this large.
+    shared_memory: str = "none"
+    output_shared_memory_bytes: int = 102400  # perf_analyzer's own default
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise BenchSettingsError(f"load test mode must be one of {', '.join(MODES)}, got {self.mode!r}")
+        check_loads(tuple(self.loads), self.mode)
+        if self.measurement_mode not in ("time_windows", "count_windows"):
+            raise BenchSettingsError("measurement mode is time_windows or count_windows, "
+                                     f"got {self.measurement_mode!r}")
+        if self.max_trials < 1 or self.batch_size < 1:
+            raise BenchSettingsError("measurement interval, trials and batch size must be at least 1")
+        _in_range("the measurement window (ms)", self.measurement_interval_ms, MIN_WINDOW_MS, MAX_WINDOW_MS)
+        _in_range("trials", self.max_trials, 1, MAX_TRIALS)
+        _in_range("requests per window", self.measurement_request_count, 1, MAX_REQUEST_COUNT)
+        _in_range("the stability percentage", self.stability_percentage, 1, 100)
+        _in_range("the batch size", self.batch_size, 1, MAX_BATCH_SIZE)
+        if self.timeout_s is not None:
+            _in_range("the run timeout (s)", self.timeout_s, 1, 4 * MAX_PLANNED_S)
+        planned_s = len(self.loads) * self.max_trials * self.measurement_interval_ms / 1000.0
+        if planned_s > MAX_PLANNED_S:
+            raise BenchSettingsError(
+                f"{len(self.loads)} loads x {self.max_trials} trials x {self.measurement_interval_ms} ms "
+                f"windows could take {planned_s / 60:.0f} min; the limit is {MAX_PLANNED_S / 60:.0f} min: "
+                "use fewer loads, fewer trials or a shorter window")
+        if self.shared_memory not in SHARED_MEMORY:
+            raise BenchSettingsError(f"shared memory is one of {', '.join(SHARED_MEMORY)}, "
+                                     f"got {self.shared_memory!r}")
+        if self.output_shared_memory_bytes < 1:
+            raise BenchSettingsError("the output shared-memory size must be at least 1 byte, "
+                                     f"got {self.output_shared_memory_bytes}")
+        _in_range("the output shared-memory size (bytes)", self.output_shared_memory_bytes, 1,
+                  MAX_OUTPUT_SHM_BYTES)
+
+    @property
+    def endpoint(self) -> Endpoint:
+        return Endpoint.parse(self.url)
+
+    @property
+    def deadline_s(self) -> float:
+        if self.timeout_s is not None:
+            return self.timeout_s
+        window_s = self.measurement_interval_ms / 1000.0
+        return 30.0 + len(self.loads) * (self.max_trials + 2) * max(window_s, 1.0) * 2
+
+    def record(self) -> dict[str, Any]:
+        return asdict(self) | {"inputs": dict(self.inputs), "loads": list(self.loads)}
+
+
+# -- one run per server --------------------------------------------------------------------
+def lock_path(home: Path, server_url: str) -> Path:
+    """The lock file of the server `server_url` names (host and port, whatever the scheme)."""
+    try:
+        endpoint = Endpoint.parse(server_url)
+        key = f"{endpoint.host.lower()}:{endpoint.port}"
+    except (ConfigError, ValueError):
+        key = server_url
+    return home / LOCK_DIR / (hashlib.sha256(key.encode()).hexdigest()[:16] + ".lock")
+
+
+@contextmanager
+def server_lock(home: Path, server_url: str, model: str = "") -> Iterator[None]:
+    """Held while a load test runs against `server_url`; BenchBusyError when another holds it
+    (any process, any thread: the lock belongs to the open file, released when it closes)."""
+    path = lock_path(home, server_url)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        handle = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as exc:
+        raise BenchSettingsError(f"cannot create the load-test lock {path}: {exc.strerror or exc}") from None
+    try:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(handle, 512, 0).decode(errors="replace").strip()
+            raise BenchBusyError(f"another load test runs against {server_url} now"
+                                 + (f" ({holder})" if holder else "")
+                                 + ": two at once would measure each other's load; wait for it to "
+                                 "finish, or cancel it") from None
+        os.ftruncate(handle, 0)
+        os.pwrite(handle, f"{model or 'a model'}, pid {os.getpid()}".encode(), 0)
+        try:
+            yield
+        finally:
+            os.ftruncate(handle, 0)  # empty: no load test runs (`load_test_running` reads this)
+    finally:
+        os.close(handle)  # releases the lock
+
+
+
+@dataclass(frozen=True)
+class RunningLoadTest:
+    model: str  # '' when the holder did not say
+    holder: str  # as the holder wrote it: "resnet50, pid 1234"
+
+
+def load_test_running(home: Path | None, server_url: str) -> RunningLoadTest | None:
+    """The load test `server_lock` holds for `server_url` now, or None (probes skip its model).
+    Read without locking, so asking never makes a starting load test think it is not alone: the
+    holder writes its name while it runs and empties the file when done; a holder that was
+    killed left its name, and its pid is gone."""
+    try:
+        holder = lock_path(home or settings.home(), server_url).read_text(errors="replace").strip()
+    except OSError:
+        return None  # never created: no load test ever ran here
+    model, _, pid = holder.rpartition(", pid ")
+    if not holder or not pid.isdigit() or not _alive(int(pid)):
+        return None
+    return RunningLoadTest("" if model == "a model" else model, holder)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        return True
+    return True

@@ -1,0 +1,8 @@
+"""Test inference: one request to any model, and the same request as curl and Python.
+
+- spec.py       what a model's inputs and outputs accept, and the checks a tensor passes
+- inputs.py     request tensors from one source per input (random, zeros, JSON, .npy, image)
+- images.py     images as tensors: decoded, resized, laid out as the config says, normalised
+- request.py    prepare, build, send and read back one request
+- snippets.py   the same request as a `curl` command and a `tritonclient` script
+"""

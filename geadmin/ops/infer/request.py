@@ -1,0 +1,366 @@
+"""Test inference: one request to any model, built from its metadata, and what came back.
+
+`prepare` reads what the model accepts (`geadmin.ops.infer.spec`), `build_request` makes
+the tensors from the chosen sources (`geadmin.ops.infer.inputs`) and checks them before
+anything is sent, `send` runs it over the client's transport (HTTP or gRPC) and returns a
+frozen `InferResult`: the outputs, the end-to-end latency and Triton's own breakdown for
+the request (queue, compute input / infer / output) from model-statistics deltas taken
+before and after. `top_k` reads class scores with labels, `smoke_request` checks that a
+model answers at all (after a config apply). The same request as curl or Python:
+`geadmin.ops.infer.snippets`.
+"""
+
+from __future__ import annotations
+
+import base64
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tritonclient.grpc.model_config_pb2 import ModelConfig
+
+from geadmin.errors import (
+    ForbiddenError,
+    GeAdminError,
+    InferInputError,
+    InputTooLargeError,
+    RepositoryError,
+    TritonError,
+)
+from geadmin.ops.infer.inputs import DEFAULT_SEED, RANDOM, ZEROS, InputSource, build_inputs
+from geadmin.ops.infer.spec import MAX_UPLOAD_BYTES, ModelSpec, OutputSpec, check_size, model_spec
+from geadmin.repository.layout import model_dir
+from geadmin.repository.triton_rules import label_path
+from geadmin.triton.client import Tensor, TritonClient
+
+STATS_SETTLE_S = 1.0  # Triton counts a request when it is released, just after the response
+STATS_POLL_S = 0.02
+STAGES = ("queue", "compute_input", "compute_infer", "compute_output")
+NOT_SCORES = ("BYTES", "BOOL")  # outputs that cannot be ranked
+
+
+@dataclass(frozen=True)
+class InferRequest:
+    model: str
+    inputs: tuple[Tensor, ...]
+    outputs: tuple[str, ...] = ()  # empty: every output
+    class_count: int = 0  # > 0: Triton's classification extension, top classes per output
+    version: str = ""
+    output_order: tuple[str, ...] = ()  # the model's outputs in its config's order (send keeps it)
+
+    def input(self, name: str) -> Tensor:
+        return next(t for t in self.inputs if t.name == name)
+
+
+@dataclass(frozen=True)
+class ServerBreakdown:
+    """Triton's time for the request, per stage, from statistics deltas (microseconds).
+
+    When other requests ran between the two reads, the delta holds them too: the values
+    are then the average of `requests` requests and `approximate` is set. Under load even
+    `requests == 1` is not proof that the one counted is ours; on a quiet server it is."""
+
+    queue_us: float
+    compute_input_us: float
+    compute_infer_us: float
+    compute_output_us: float
+    requests: int  # successful requests in the delta (1 when only ours ran)
+    approximate: bool
+    note: str = ""
+
+    @property
+    def total_us(self) -> float:
+        return self.queue_us + self.compute_input_us + self.compute_infer_us + self.compute_output_us
+
+
+@dataclass(frozen=True)
+class InferResult:
+    model: str
+    version: str
+    protocol: str  # "http" or "grpc"
+    outputs: tuple[Tensor, ...]
+    latency_ms: float  # end to end, as the client saw it
+    server: ServerBreakdown | None  # None when the statistics could not be read
+    server_note: str = ""  # why `server` is missing or approximate
+
+    def output(self, name: str) -> Tensor:
+        for tensor in self.outputs:
+            if tensor.name == name:
+                return tensor
+        raise InferInputError(f"the response has no output {name!r}")
+
+
+@dataclass(frozen=True)
+class ClassScore:
+    index: int
+    score: float
+    label: str = ""
+
+
+@dataclass(frozen=True)
+class TopKPlan:
+    """How to rank the outputs: `k` best classes, labels read from the repository per output,
+    or (`class_count` > 0) Triton's classification extension, which reads them itself."""
+
+    k: int = 0
+    labels: dict[str, list[str]] = field(default_factory=dict)
+    class_count: int = 0
+
+
+@dataclass(frozen=True)
+class SmokeResult:
+    model: str
+    ok: bool
+    reason: str = ""  # why it failed; empty when ok
+    latency_ms: float | None = None
+
+
+CONFIG_FORBIDDEN_NOTE = ("this server's model-config API needs an admin key that geadmin is not given, so "
+                         "the request is built from the model's metadata alone: one row, no labels, no "
+                         "image format (give the server's key: admin_key in the servers file, or "
+                         "--admin-key)")
+
+
+# -- building ------------------------------------------------------------------------------
+def prepare(client: TritonClient, model: str, version: str = "") -> ModelSpec:
+    """What `model` accepts, from Triton's metadata and normalized config. A server whose
+    model-config API needs a key geadmin does not hold (metadata and inference are open) still
+    gets a request: from the metadata alone, one row, every dynamic dim 1, and a note saying so."""
+    metadata = client.model_metadata(model, version)
+    try:
+        config = client.model_config(model, version)
+    except ForbiddenError:
+        return replace(model_spec(model, metadata, ModelConfig()), note=CONFIG_FORBIDDEN_NOTE)
+    return model_spec(model, metadata, config)
+
+
+def build_request(
+    spec: ModelSpec,
+    sources: Mapping[str, InputSource] | None = None,
+    *,
+    shapes: Mapping[str, Sequence[int]] | None = None,
+    batch_size: int = 1,
+    seed: int = DEFAULT_SEED,
+    outputs: Sequence[str] = (),
+    class_count: int = 0,
+    default: InputSource = RANDOM,
+    version: str = "",
+) -> InferRequest:
+    """Checked tensors for every input (`default` for inputs no source names)."""
+    for name in outputs:
+        spec.output(name)
+    if class_count < 0:
+        raise InferInputError(f"class count must be 0 or more, got {class_count}")
+    tensors = build_inputs(spec, sources or {}, shapes=shapes, batch_size=batch_size, seed=seed,
+                           default=default)
+    by_name = {s.name: s for s in spec.inputs}
+    if class_count and not outputs:  # the classification extension applies to named outputs only
+        outputs = [o.name for o in spec.outputs if o.datatype not in NOT_SCORES]
+    return InferRequest(
+        spec.name,
+        tuple(Tensor(name, by_name[name].datatype, data) for name, data in tensors.items()),
+        tuple(outputs), class_count, version, tuple(o.name for o in spec.outputs),
+    )
+
+
+# -- sending -------------------------------------------------------------------------------
+def send(client: TritonClient, request: InferRequest, *, statistics: bool = True) -> InferResult:
+    """Run `request`; with `statistics`, read the model's statistics before and after."""
+    before = _stage_totals(client, request) if statistics else None
+    started = time.perf_counter()
+    response = client.infer(request.model, request.inputs, outputs=request.outputs,
+                            class_count=request.class_count, version=request.version)
+    latency_ms = (time.perf_counter() - started) * 1000.0
+    server, note = None, "statistics not read"
+    if statistics:
+        server, note = _breakdown(client, request, before)
+    return InferResult(request.model, response.model_version, client.transport.value,
+                       in_model_order(response.outputs, request.output_order), latency_ms, server, note)
+
+
+def in_model_order(outputs: Sequence[Tensor], order: Sequence[str]) -> tuple[Tensor, ...]:
+    """The response's outputs in the model's order (Triton answers in its own); names the order
+    does not know go last, as they came."""
+    rank = {name: i for i, name in enumerate(order)}
+    return tuple(sorted(outputs, key=lambda t: rank.get(t.name, len(rank))))
+
+
+def _stage_totals(client: TritonClient, request: InferRequest) -> dict[str, int] | None:
+    """{"success": count, "queue": ns, ...} summed over the versions Triton reports."""
+    try:
+        stats = client.model_statistics(request.model, request.version)
+    except TritonError:
+        return None
+    totals = dict.fromkeys(("success", *STAGES), 0)
+    for version in stats:
+        inference = version.inference_stats
+        totals["success"] += int(inference.success.count)
+        for stage in STAGES:
+            totals[stage] += int(getattr(inference, stage).ns)
+    return totals
+
+
+def _breakdown(client: TritonClient, request: InferRequest,
+               before: dict[str, int] | None) -> tuple[ServerBreakdown | None, str]:
+    if before is None:
+        return None, "Triton's statistics could not be read"
+    deadline = time.monotonic() + STATS_SETTLE_S
+    after = _stage_totals(client, request)
+    while after is not None and after["success"] <= before["success"] and time.monotonic() < deadline:
+        time.sleep(STATS_POLL_S)
+        after = _stage_totals(client, request)
+    if after is None:
+        return None, "Triton's statistics could not be read"
+    count = after["success"] - before["success"]
+    if count <= 0:
+        return None, "Triton's statistics did not count the request (was the model reloaded?)"
+    per = {stage: (after[stage] - before[stage]) / count / 1000.0 for stage in STAGES}
+    note = "" if count == 1 else (f"{count} requests finished between the two statistics reads: "
+                                  "the stages are their average, not this request's alone")
+    return ServerBreakdown(per["queue"], per["compute_input"], per["compute_infer"], per["compute_output"],
+                           count, count != 1, note), note
+
+
+def infer(client: TritonClient, model: str, sources: Mapping[str, InputSource] | None = None,
+          **options: Any) -> InferResult:
+    """`prepare`, `build_request` (with `options`) and `send` in one call."""
+    return send(client, build_request(prepare(client, model), sources, **options))
+
+
+# -- reading outputs -----------------------------------------------------------------------
+def tensor_record(tensor: Tensor) -> dict[str, Any]:
+    """JSON-ready: BYTES as text when UTF-8, else {"base64": ...} per element."""
+    return {"name": tensor.name, "datatype": tensor.datatype, "shape": list(tensor.shape),
+            "data": plain_values(tensor.data)}
+
+
+def plain_values(data: np.ndarray) -> list[Any]:
+    if data.dtype == np.object_:
+        return [plain_bytes(v) for v in data.flat]
+    return [v.item() for v in data.flat]
+
+
+def plain_bytes(value: Any) -> Any:
+    if not isinstance(value, bytes):
+        return str(value)
+    try:
+        return value.decode()
+    except UnicodeDecodeError:
+        return {"base64": base64.b64encode(value).decode()}
+
+
+def top_k(tensor: Tensor, k: int, labels: Sequence[str] = ()) -> list[list[ClassScore]]:
+    """The k best classes per batch item (one row when unbatched), best first."""
+    if tensor.data.dtype == np.object_ or tensor.datatype in NOT_SCORES:
+        raise InferInputError(f"output {tensor.name} is {tensor.datatype}: top-k needs scores")
+    rows = _rows(tensor)
+    ranked = []
+    for row in rows.astype(np.float64):
+        order = np.argsort(-row, kind="stable")[:max(k, 0)]
+        ranked.append([ClassScore(int(i), float(row[i]), labels[i] if i < len(labels) else "")
+                       for i in order])
+    return ranked
+
+
+def parse_classification(tensor: Tensor) -> list[list[ClassScore]]:
+    """What Triton's classification extension returns: "score:index[:label]" per class."""
+    if tensor.data.dtype != np.object_:
+        raise InferInputError(f"output {tensor.name} is not a classification (BYTES) output")
+    parsed = []
+    for row in _rows(tensor):
+        entries = []
+        for item in row:
+            text = item.decode(errors="replace") if isinstance(item, bytes) else str(item)
+            score, _, rest = text.partition(":")
+            index, _, label = rest.partition(":")
+            try:
+                entries.append(ClassScore(int(index), float(score), label))
+            except ValueError:
+                raise InferInputError(f"output {tensor.name}: {text!r} is not Triton's "
+                                      "\"score:index[:label]\" classification") from None
+        parsed.append(entries)
+    return parsed
+
+
+def _rows(tensor: Tensor) -> np.ndarray:
+    """One row per batch item (one row in all when the output has at most one dimension)."""
+    data = tensor.data
+    if data.ndim <= 1:
+        return data.reshape(1, -1)
+    return data.reshape(data.shape[0], int(np.prod(data.shape[1:])))
+
+
+def read_labels(repository: Path, model: str, output: OutputSpec) -> list[str]:
+    """The labels file an output's `label_filename` names, from the model's directory; []
+    when it names none."""
+    if not output.label_filename:
+        return []
+    try:
+        path = label_path(model_dir(repository, model), output.label_filename)
+    except RepositoryError as exc:
+        raise RepositoryError(f"labels of output {output.name} of {model}: {exc}") from None
+    try:
+        check_size(f"labels file {path}", path.stat().st_size, MAX_UPLOAD_BYTES)
+        return path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RepositoryError(f"cannot read the labels of output {output.name} ({path}): {exc}") from None
+
+
+def top_k_plan(spec: ModelSpec, k: int, outputs: Sequence[str] = (),
+               repository: Path | None = None) -> TopKPlan:
+    """Labels from the repository when it is at hand, else Triton's classification extension
+    when a ranked output has a labels file only Triton can read."""
+    if k < 0:
+        raise InferInputError(f"top-k must be 1 or more, got {k}")
+    if not k:
+        return TopKPlan()
+    wanted = [spec.output(n) for n in outputs] if outputs else list(spec.outputs)
+    labelled = [o for o in wanted if o.label_filename]
+    if labelled and repository is None:
+        return TopKPlan(k, {}, k)
+    return TopKPlan(k, {o.name: read_labels(repository, spec.name, o) for o in labelled if repository})
+
+
+def rank_outputs(result: InferResult, plan: TopKPlan) -> dict[str, list[list[ClassScore]]]:
+    """{output: the best classes per batch item} for every output that can be ranked."""
+    if not plan.k:
+        return {}
+    if plan.class_count:
+        return {t.name: parse_classification(t) for t in result.outputs if t.datatype == "BYTES"}
+    return {t.name: top_k(t, plan.k, plan.labels.get(t.name, ()))
+            for t in result.outputs if t.datatype not in NOT_SCORES}
+
+
+def tensor_rows(tensor: Tensor) -> list[list[Any]]:
+    """One row per batch item (one in all for at most one dimension), plain values: a table."""
+    rows = _rows(tensor) if tensor.data.size else np.empty((0, 0), dtype=tensor.data.dtype)
+    return [plain_values(row) for row in rows]
+
+
+def input_fix(error: InferInputError) -> str:
+    """The next step for an input that was refused before sending."""
+    if isinstance(error, InputTooLargeError):
+        return (f"use a smaller file (the limit is {MAX_UPLOAD_BYTES / 1e6:.1f} MB) or a smaller shape "
+                "or batch size")
+    return ("give data of the dtype and shape the input expects (shown beside it), or pick a generated "
+            "source (random, zeros, ones) that always fits")
+
+
+# -- smoke ---------------------------------------------------------------------------------
+def smoke_request(client: TritonClient, model: str, version: str = "",
+                  sources: Mapping[str, InputSource] | None = None) -> SmokeResult:
+    """One request — `sources` where given (a saved example), else zeros for every input,
+    shaped from the metadata: does `model` answer?"""
+    try:
+        spec = prepare(client, model, version)
+        request = build_request(spec, sources, default=ZEROS, version=version)
+        result = send(client, request, statistics=False)
+    except GeAdminError as exc:
+        return SmokeResult(model, False, str(exc))
+    missing = {o.name for o in spec.outputs} - {t.name for t in result.outputs}
+    if missing:
+        return SmokeResult(model, False, f"the response lacks outputs {sorted(missing)}", result.latency_ms)
+    return SmokeResult(model, True, "", result.latency_ms)

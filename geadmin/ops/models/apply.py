@@ -1,0 +1,393 @@
+"""Apply a new config.pbtxt to a model without ever taking a serving model down.
+
+1. Refuse before writing anything: another apply of the model is running, the file changed
+   since the editor read it (`ConfigConflictError`, with both texts), the text does not
+   parse or names another model, the validator finds an error (`ConfigInvalidError`, unless
+   `validate=False`), or Triton does not answer / does not know the model.
+2. Write an audit row "started" (the file, the previous and the new hash), then write
+   atomically, keeping the old content as a revision (`geadmin.repository.store`). If the
+   process dies after that row and before step 6, the next start finds the row without an
+   outcome, checks and validates what is on disk, and flags it with the revision to roll back
+   to (`geadmin.ops.models.reconcile`). An interruption inside this process (an exception that is no
+   GeAdminError, e.g. a Streamlit rerun raised from `progress`) is closed the same way, at once.
+3. Reload through Triton's repository API, explained (`geadmin.diagnose.explain`). Triton
+   keeps the previous version serving while it tries the new one (blue/green, FACTS.md).
+4. If Triton rejects it (or does not answer), put the previous file back, byte for byte,
+   read it back to check, and return the real reason. After a success, ask Triton what
+   serves and whether its live config carries every field of the file; with `smoke=True`,
+   send one request of zeros (geadmin.ops.infer.request.smoke_request): if the model loaded but does
+   not answer, the previous file is put back and reloaded the same way.
+5. Ask Triton what else changed state (an ensemble that runs the model is reloaded with it,
+   and unloaded when it refuses the new config) and report each with Triton's reason
+   (`geadmin.diagnose.impact`): in the result's `side_effects`, and one audit row each.
+6. Audit every attempt, refusals included, with the unified diff (`geadmin.audit`): one
+   outcome row after the "started" row of step 2.
+
+Test hook: `settings.fault_point` names the steps `apply.started` (the started row is
+written, the file is not), `apply.written` (the new file is on disk, Triton not asked yet) and
+`apply.loaded` (Triton answered, no outcome row yet); tests/integration/test_cut_short.py
+kills the process at each.
+
+`rollback(model, revision)` is an apply of a kept revision, audited as "rollback"; it skips
+the validator (that config served before; Triton still checks it, and a rejection restores).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from geadmin import audit, settings
+from geadmin.access.guard import Authorization, require
+from geadmin.access.roles import Action as Guarded
+from geadmin.audit import Actor, Result
+from geadmin.db import WorkspaceDatabaseError
+from geadmin.diagnose import explain, impact
+from geadmin.diagnose.explain import LoadProgress, LoadWatch, explanation_dict, load_explained
+from geadmin.diagnose.impact import StateChange
+from geadmin.domain import Explanation, Serving
+from geadmin.errors import GeAdminError, RepositoryError, TritonError, TritonRequestError, TritonTimeoutError
+from geadmin.ops.infer.request import smoke_request
+from geadmin.ops.models import reconcile
+from geadmin.ops.models.actions import audit_side_effects, with_side_effects
+from geadmin.repository import locks, revisions, store
+from geadmin.repository.code_fields import refuse_code_change
+from geadmin.repository.knobs import differing_fields
+from geadmin.repository.modelconfig import CONFIG_FILE, parse_pbtxt, to_dict
+from geadmin.repository.revisions import Revision
+from geadmin.repository.store import ConfigFile
+from geadmin.repository.validate import refuse_invalid
+from geadmin.triton.client import TritonClient
+from geadmin.triton.logs import LogSource
+
+
+class Outcome(str, enum.Enum):
+    APPLIED = "applied"  # on disk, and Triton loaded it
+    WRITTEN = "written"  # on disk; the model is not loaded, so Triton has not checked it
+    UNCHANGED = "unchanged"  # the same bytes as on disk: nothing done
+    ROLLED_BACK = "rolled_back"  # Triton rejected it; the previous file is back, byte for byte
+    RESTORE_FAILED = "restore_failed"  # rejected, and the previous file could NOT be put back
+
+
+AUDIT_RESULTS = {Outcome.APPLIED: Result.OK, Outcome.WRITTEN: Result.OK,
+                 Outcome.ROLLED_BACK: Result.ROLLED_BACK, Outcome.RESTORE_FAILED: Result.FAILED}
+
+
+@dataclass(frozen=True)
+class ApplyResult:
+    model: str
+    outcome: Outcome
+    message: str  # cause first, then what serves and what to do
+    diff: str  # unified diff, previous -> new
+    previous_sha256: str
+    new_sha256: str
+    revision: int | None = None  # history number of the config now on disk
+    explanation: Explanation | None = None  # why Triton rejected it
+    serving: Serving = Serving.UNKNOWN  # what Triton said after the apply (or the restore)
+    serving_version: str = ""
+    warnings: tuple[str, ...] = field(default_factory=tuple)
+    side_effects: tuple[StateChange, ...] = ()  # other models whose state changed with it
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome in (Outcome.APPLIED, Outcome.WRITTEN, Outcome.UNCHANGED)
+
+    def record(self) -> dict[str, Any]:
+        """For `--json`."""
+        return {"model": self.model, "outcome": self.outcome.value, "ok": self.ok,
+                "message": self.message, "diff": self.diff, "previous_sha256": self.previous_sha256,
+                "new_sha256": self.new_sha256, "revision": self.revision,
+                "serving": self.serving.name, "serving_version": self.serving_version,
+                "warnings": list(self.warnings),
+                "side_effects": [change.record() for change in self.side_effects],
+                "explanation": explanation_dict(self.explanation) if self.explanation else None}
+
+
+def apply_config(
+    client: TritonClient,
+    repository: Path,
+    model: str,
+    new: str | bytes,
+    *,
+    expected_sha256: str | None = None,
+    base_text: str | None = None,
+    auth: Authorization | None = None,
+    log: LogSource | None = None,
+    load_unloaded: bool = False,
+    progress: LoadProgress | None = None,
+    home: Path | None = None,
+    action: str = "apply",
+    note: str = "",
+    validate: bool = True,
+    smoke: bool = False,
+    backends: frozenset[str] | None = None,
+) -> ApplyResult:
+    """Apply `new` as `model`'s config.pbtxt (see the module docstring). `expected_sha256`
+    is the hash of the file the editor read (None: whatever is on disk now), `base_text` its
+    text (for the conflict diff). A model that is not loaded is only written, unless
+    `load_unloaded`. Refusals raise (`ConfigConflictError`, `ConfigParseError`,
+    `ConfigLockedError`, `ConfigInvalidError`, `TritonError`, ...); everything after the write
+    is a result. Validator warnings are returned in `warnings`. `backends`: the server's, when
+    known (`geadmin.diagnose.impact.process_backends`), so a backend it lacks is refused.
+    `auth` must cover `action` (apply or rollback): NotAuthorizedError before anything is read."""
+    actor = require(auth, Guarded(action))
+    data = new.encode("utf-8") if isinstance(new, str) else new
+    job = _Apply(client, Path(repository), model, data, actor, log, progress,
+                 home, action, note or action, validate, smoke, backends, auth=auth)
+    try:
+        with locks.edit_lock(repository, model, "apply", home=home, wait_s=0):
+            result = job.run(expected_sha256, base_text, load_unloaded)
+    except GeAdminError as exc:
+        job.audit(Result.REFUSED, str(exc))
+        raise
+    except BaseException as exc:  # not ours (a bug, a Streamlit rerun): close the started row now
+        job.interrupted(exc)
+        raise
+    if result.outcome is Outcome.UNCHANGED:
+        return result
+    settings.fault_point("apply.loaded")
+    problem = job.audit(AUDIT_RESULTS[result.outcome], with_side_effects(result.message, result.side_effects))
+    problem = problem or audit_side_effects(client.url, action, model, result.side_effects, job.actor, home)
+    return replace(result, warnings=(*result.warnings, problem)) if problem else result
+
+
+def rollback(
+    client: TritonClient,
+    repository: Path,
+    model: str,
+    revision: int | None = None,
+    *,
+    expected_sha256: str | None = None,
+    auth: Authorization | None = None,
+    log: LogSource | None = None,
+    progress: LoadProgress | None = None,
+    home: Path | None = None,
+) -> ApplyResult:
+    """Apply a kept revision (default: the newest one that differs from the file on disk)."""
+    require(auth, Guarded.ROLLBACK)
+    current = store.read_config(repository, model)
+    target = rollback_target(repository, model, revision, current.sha256, home=home)
+    result = apply_config(client, repository, model, target.data,
+                          expected_sha256=expected_sha256 or current.sha256, auth=auth, log=log,
+                          progress=progress, home=home, action="rollback",
+                          note=f"rollback to revision {target.number}", validate=False)
+    if result.outcome is Outcome.UNCHANGED:
+        return replace(result, message=f"{model!r} already has the config of revision {target.number}: "
+                       "nothing to roll back", revision=target.number)
+    return result
+
+
+def rollback_target(repository: Path, model: str, revision: int | None, current_sha256: str, *,
+                    home: Path | None = None) -> Revision:
+    """The revision a rollback applies: `revision`, else the newest that differs from disk."""
+    if revision is not None:
+        return revisions.read_revision(repository, model, revision, home=home)
+    return previous_revision(repository, model, current_sha256, home=home)
+
+
+def previous_revision(repository: Path, model: str, current_sha256: str, *,
+                      home: Path | None = None) -> Revision:
+    kept = revisions.history(repository, model, home=home)
+    earlier = next((r for r in kept if r.sha256 != current_sha256), None)
+    if earlier is None:
+        raise RepositoryError(
+            f"no earlier revision of {model!r} to roll back to: the config history holds "
+            f"{len(kept)} revision(s), none different from the file on disk (revisions are kept "
+            f"when geadmin applies a change)")
+    return earlier
+
+
+@dataclass
+class _Apply:
+    client: TritonClient
+    repository: Path
+    model: str
+    data: bytes
+    actor: Actor
+    log: LogSource | None
+    progress: LoadProgress | None
+    home: Path | None
+    action: str
+    note: str
+    validate: bool
+    smoke: bool
+    backends: frozenset[str] | None = None
+    diff: str = ""
+    findings: tuple[str, ...] = ()  # validator warnings, for the result
+    started: reconcile.Started | None = None  # the "started" row, once written
+    auth: Authorization | None = None  # the caller's, for the loads this apply makes
+
+    def audit(self, result: Result, message: str) -> str:
+        """Append the audit row; "" or why it could not be written (never raises)."""
+        if self.note != self.action:
+            message = f"{self.note}: {message}"
+        try:
+            audit.record(self.action, self.model, result, actor=self.actor, server=self.client.url,
+                         message=message, diff=self.diff, home=self.home)
+        except WorkspaceDatabaseError as exc:
+            return f"the audit row could not be written: {exc}"
+        return ""
+
+    def start(self, current: ConfigFile, new_sha: str) -> None:
+        """The "started" row (step 2); raises, so nothing is written, when it cannot be kept."""
+        headline = f"{self.note}: started, writing {current.path}"
+        message = reconcile.started_message(headline, self.repository, current.path, current.sha256, new_sha)
+        entry = audit.record(self.action, self.model, Result.STARTED, actor=self.actor,
+                             server=self.client.url, message=message, diff=self.diff, home=self.home)
+        self.started = reconcile.parse_started(entry)
+
+    def interrupted(self, exc: BaseException) -> None:
+        """Close the started row of an apply unwound by an exception that is not ours."""
+        if self.started is None:
+            return
+        cause = f"cut short in this process by {type(exc).__name__}"
+        with contextlib.suppress(GeAdminError):  # else the next start finds the open row and closes it
+            reconcile.close(self.started, actor=self.actor, home=self.home, cause=cause)
+
+    def run(self, expected_sha256: str | None, base_text: str | None, load_unloaded: bool) -> ApplyResult:
+        """The steps of the module docstring, and what else changed state after them."""
+        snapshot = impact.snapshot(self.client, self.log)
+        result = self.steps(expected_sha256, base_text, load_unloaded)
+        if result.outcome in (Outcome.UNCHANGED, Outcome.WRITTEN):
+            return result
+        changed = impact.changes(self.client, snapshot, [self.model], self.log)
+        return replace(result, side_effects=tuple(changed))
+
+    def steps(self, expected_sha256: str | None, base_text: str | None, load_unloaded: bool) -> ApplyResult:
+        current = store.read_config(self.repository, self.model)
+        self.diff = revisions.config_diff(current.data, self.data, self.model)
+        self.refuse_unless_safe(current, expected_sha256, base_text)
+        new_sha = revisions.sha256_of(self.data)
+        if self.data == current.data:
+            return ApplyResult(self.model, Outcome.UNCHANGED, f"the config of {self.model!r} is unchanged: "
+                               "nothing to apply", "", current.sha256, new_sha)
+        before = explain.watch(self.client, self.model, self.log)
+        self.start(current, new_sha)
+        settings.fault_point("apply.started")
+        store.write_config(self.repository, self.model, self.data, expected_sha256=current.sha256,
+                           who=self.actor.name, note=f"before {self.action}", home=self.home)
+        settings.fault_point("apply.written")
+        if before.was_ready is False and not load_unloaded:
+            return self.kept(ApplyResult(
+                self.model, Outcome.WRITTEN, f"wrote the new config of {self.model!r}; the model is not "
+                "loaded, so Triton has not checked it: load it (`geadmin models load "
+                f"{self.model}`) to find out", self.diff, current.sha256, new_sha,
+                serving=Serving.NEVER_LOADED))
+        try:
+            load_explained(self.client, self.model, log=self.log, repository=self.repository,
+                           progress=self.progress, auth=self.auth)
+        except GeAdminError as exc:
+            return self.restore(current, new_sha, before, exc)
+        result = self.verified(current, new_sha, before)
+        if self.smoke:
+            check = smoke_request(self.client, self.model)
+            if not check.ok:
+                failed = TritonRequestError(f"the new config of {self.model!r} loaded, but a test request "
+                                            f"failed: {check.reason}")
+                return self.restore(current, new_sha, before, failed, reload=True)
+            result = replace(result, message=f"{result.message}; a test request answered in "
+                                             f"{check.latency_ms or 0:.1f} ms")
+        return self.kept(result)
+
+    def refuse_unless_safe(self, current: ConfigFile, expected_sha256: str | None,
+                           base_text: str | None) -> None:
+        if expected_sha256 is not None and expected_sha256 != current.sha256:
+            raise store.conflict(self.repository, self.model, current.path, expected_sha256, current.data,
+                                 self.home, base_text)
+        try:
+            text = self.data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise RepositoryError(f"the new {CONFIG_FILE} of {self.model!r} is not UTF-8 text (byte "
+                                  f"{exc.start}): save it as UTF-8 and apply again") from None
+        config = parse_pbtxt(text, f"the new {CONFIG_FILE} of {self.model!r}")
+        refuse_code_change(self.model, current.data, config, who=self.actor.name,  # a data file as code
+                           may_upload_code=self.auth is not None and Guarded.UPLOAD_CODE in self.auth.actions)
+        if config.name and config.name != self.model:
+            raise RepositoryError(f"the new config says name: {config.name!r}, but the model is "
+                                  f"{self.model!r}: Triton would reject it; use name: {self.model!r}")
+        if self.validate:
+            findings = refuse_invalid(self.model, text, current.path.parent, backends=self.backends)
+            self.findings = tuple(f"validator: {f}" for f in findings)
+        if not any(entry.name == self.model for entry in self.client.repository_index()):
+            raise RepositoryError(
+                f"Triton at {self.client.url} does not list {self.model!r}: the repository geadmin "
+                f"writes ({self.repository}) may not be the one this Triton serves; pass the right "
+                "--repository / GEADMIN_REPOSITORY, or --url for the server that serves it")
+
+    def kept(self, result: ApplyResult) -> ApplyResult:
+        """`result` with the new config kept as a revision (a warning if it cannot be)."""
+        result = replace(result, warnings=(*self.findings, *result.warnings))
+        try:
+            revision = revisions.record_revision(self.repository, self.model, self.data, who=self.actor.name,
+                                             note=self.note, home=self.home)
+        except WorkspaceDatabaseError as exc:
+            return replace(result, warnings=(*result.warnings, f"not kept in the config history: {exc}"))
+        return replace(result, revision=revision.number)
+
+    def verified(self, current: ConfigFile, new_sha: str, before: LoadWatch) -> ApplyResult:
+        """Check, don't assume: what serves now, and does Triton's live config carry the file's fields."""
+        serving, version, serving_error = explain.check_serving(self.client, before)
+        warnings = [f"could not check what serves {self.model!r}: {serving_error}"] if serving_error else []
+        if serving is Serving.PREVIOUS:
+            message = (f"applied the new config of {self.model!r}: Triton reloaded it, and version "
+                       f"{version} serves it")
+        else:
+            message = f"applied the new config of {self.model!r}, but Triton now says: {serving.value}"
+        warnings += self.live_differences()
+        return ApplyResult(self.model, Outcome.APPLIED, message, self.diff, current.sha256, new_sha,
+                           serving=serving, serving_version=version, warnings=tuple(warnings))
+
+    def live_differences(self) -> list[str]:
+        try:
+            live = to_dict(self.client.model_config(self.model))
+        except TritonError as exc:
+            return [f"could not read the live config of {self.model!r} back: {exc}"]
+        wanted = to_dict(parse_pbtxt(self.data.decode("utf-8")))
+        differing = differing_fields(wanted, live)
+        if not differing:
+            return []
+        return [f"Triton's live config of {self.model!r} differs from the file in {', '.join(differing)} "
+                f"(Triton may have normalized them; compare with GET /v2/models/{self.model}/config)"]
+
+    def restore(self, current: ConfigFile, new_sha: str, before: LoadWatch,
+                error: GeAdminError, *, reload: bool = False) -> ApplyResult:
+        """Triton did not take the new config (or, `reload`, took it and then failed a request):
+        put the previous file back, byte for byte, and with `reload` load it again."""
+        explanation: Explanation | None = getattr(error, "explanation", None)
+        problem = ""
+        try:
+            store.write_config(self.repository, self.model, current.data, expected_sha256=new_sha,
+                               who=self.actor.name, backup=False, home=self.home)
+            if store.read_config(self.repository, self.model).data != current.data:
+                problem = "the file read back after the restore differs from the previous one"
+        except (RepositoryError, WorkspaceDatabaseError) as exc:  # a conflict too: never overwrite it
+            problem = str(exc)
+        if reload and not problem:
+            try:
+                load_explained(self.client, self.model, log=self.log, repository=self.repository,
+                               progress=self.progress, auth=self.auth)
+            except GeAdminError as exc:
+                problem = f"the previous config is back on disk but did not load again: {exc}"
+
+        serving, version, _ = explain.check_serving(self.client, before)
+        lines = [str(error)]
+        if isinstance(error, TritonTimeoutError):
+            lines.append("  the load had not finished when geadmin gave up: Triton may still finish "
+                         "loading the new config; check `geadmin models list` in a moment")
+        if not problem:
+            again = " and reloaded" if reload else ""
+            lines.append(f"  the previous {CONFIG_FILE} is restored, byte for byte{again}: fix the new "
+                         "config and apply again")
+            outcome = Outcome.ROLLED_BACK
+        else:
+            backup = revisions.revision_with_hash(self.repository, self.model, current.sha256, self.home)
+            again = (f"`geadmin config rollback {self.model} {backup.number}`" if backup
+                     else "the previous file from your own backup")
+            lines.append(f"  and the previous {CONFIG_FILE} could NOT be restored ({problem}): restore "
+                         f"it with {again}")
+            outcome = Outcome.RESTORE_FAILED
+        return ApplyResult(self.model, outcome, "\n".join(lines), self.diff, current.sha256, new_sha,
+                           explanation=explanation, serving=serving, serving_version=version)

@@ -1,0 +1,9 @@
+"""The tuner: the serving config that gets a model its batching gain, found on trial copies.
+
+- space.py      the search space and its cost model, on values only
+- trials.py     trial copies made with a marker, removed only when ours; left-overs removed at start
+- memory.py     the NPU memory check: a trial that would not fit is not loaded
+- search.py     `tune`: measure candidates on trial copies, never touching the live model
+- results.py    tuning runs kept in the workspace database
+- apply.py      apply a run's winner on the server it was measured on
+"""

@@ -1,0 +1,7 @@
+"""What telemetry reads: Prometheus text pages and Ascend NPUs from three sources.
+
+- scrape.py     a Prometheus text page (Triton's /metrics, npu-exporter's) into frozen samples
+- npu.py        NPU value types and the readers of npu-exporter's and npu_ge's metrics
+- npu_smi.py    `npu-smi` text into devices
+- detect.py     which NPU source this host has: npu-exporter, then npu-smi, then npu_ge
+"""
