@@ -477,7 +477,7 @@ def test_scaled_to_three_the_dashboard_finds_each_replica_by_dns_and_rolls_out_a
     assert path.read_text() == new  # the shared repository, written once
 
     def probed_replicas() -> set[str] | None:  # the sampler finds the replicas again each minute
-        read = "from geadmin.telemetry import watch; print(' '.join(watch.probed_servers()))"
+        read = "from geadmin.telemetry.history import watch; print(' '.join(watch.probed_servers()))"
         found = set(run(["docker", "exec", stack.container("sampler"), "python", "-c", read]).stdout.split())
         return found if len(found) == REPLICAS else None
 
