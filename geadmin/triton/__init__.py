@@ -1,6 +1,7 @@
 """Talking to Triton (layer 1).
 
-- client.py        the one module that talks to Triton (tritonclient), over HTTP or gRPC
+- client.py        what geadmin asks of Triton (tritonclient), over HTTP or gRPC: the one facade
+- connection.py    how each call travels: transport, timeout, thread, the admin key on restricted calls
 - translate.py     one translation table from tritonclient's exceptions to geadmin's errors
 - client_cache.py  a bounded cache of clients, the least recently used closed on eviction
 - pools.py         closing a thread pool whose workers each own a connection

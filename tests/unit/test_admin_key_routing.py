@@ -21,7 +21,8 @@ from geadmin.errors import ConfigError
 from geadmin.stack.target import configured_targets, resolve
 from geadmin.stack.tritonserver import RESTRICTED_APIS, TritonProcess
 from geadmin.stack.workspace import StackInfo, Workspace
-from geadmin.triton.client import RESTRICTED, Tensor, TritonClient
+from geadmin.triton.client import Tensor, TritonClient
+from geadmin.triton.connection import RESTRICTED
 from geadmin.triton.servers import ServerSpec, key_warning, load_servers
 
 KEY = "key-of-server-a"

@@ -56,7 +56,8 @@ from geadmin.ops.infer.inputs import DEFAULT_SEED, RANDOM, InputSource
 from geadmin.ops.infer.request import InferRequest, build_request, prepare
 from geadmin.ops.infer.snippets import wire_bytes
 from geadmin.ops.infer.spec import ModelSpec
-from geadmin.triton.client import HTTP_ADMIN_KEY_HEADER, Tensor, TritonClient
+from geadmin.triton.client import Tensor, TritonClient
+from geadmin.triton.connection import HTTP_ADMIN_KEY_HEADER
 
 LIBRARIES = {"libb64.so.0d": "libb64-*.so.0d", "libcudart.so.12": "libcudart-*.so.12*"}
 STOP_GRACE_S = 5.0  # after SIGTERM, before SIGKILL

@@ -1,0 +1,170 @@
+"""How a call reaches one Triton endpoint: the transport's client, its timeout, its thread, and
+the admin key on the calls of Triton's restricted categories only.
+
+`TritonClient` (geadmin.triton.client) says what is asked of Triton; a `Connection` carries each
+question there and brings back the answer or a `TritonError` chosen by the one translation table
+(`geadmin.triton.translate`). The admin key goes only on the calls of RESTRICTED categories
+(repository, model config, logging, trace), never on inference, health, metadata or statistics,
+so a model, a proxy or a mistyped address that sees those requests never sees the key.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
+from google.protobuf import json_format
+from google.protobuf.message import Message
+
+from geadmin.domain import Endpoint, Transport
+from geadmin.triton.pools import close_on_each_thread
+from geadmin.triton.translate import translate_error
+
+T = TypeVar("T")
+M = TypeVar("M", bound=Message)
+
+DEFAULT_TIMEOUT_S = 5.0
+DEFAULT_LOAD_TIMEOUT_S = 120.0
+HTTP_WORKERS = 4  # concurrent HTTP calls per endpoint (a long load must not block the rest)
+QUEUE_GRACE_S = 5.0  # how long an HTTP call may wait for a free worker, beyond its own timeout
+HTTP_ADMIN_KEY_HEADER = "admin-key"
+GRPC_ADMIN_KEY_HEADER = "triton-grpc-protocol-admin-key"
+# Triton's restricted API categories geadmin calls; the admin key is sent on these only.
+RESTRICTED = ("model-repository", "model-config", "logging", "trace")
+
+
+class Connection:
+    """The way to one Triton endpoint. Safe to share between threads.
+
+    The gRPC client is thread-safe and shared. The HTTP client is gevent-based and must stay
+    on the thread that made it (FACTS.md), and each thread that touches gevent gets its own
+    event loop that is never freed — Streamlit runs every rerun on a new thread — so HTTP
+    calls run on a small pool of long-lived worker threads, each with its own clients.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        admin_key: str | None = None,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        load_timeout_s: float = DEFAULT_LOAD_TIMEOUT_S,
+        tls_ca: str | None = None,
+    ) -> None:
+        self.endpoint = Endpoint.parse(url)
+        self.admin_key = admin_key
+        self.tls_ca = tls_ca  # grpcs:// only: the one CA the server's certificate must chain to
+        self.timeout_s = timeout_s
+        self.load_timeout_s = load_timeout_s
+        self._local = threading.local()  # per HTTP worker thread: {timeout_s: client}
+        self._http_pool: ThreadPoolExecutor | None = None
+        self._grpc_lock = threading.Lock()
+        self._grpc: grpcclient.InferenceServerClient | None = None
+
+    @property
+    def url(self) -> str:
+        return self.endpoint.url
+
+    def message(self, action: str, fetch: Callable[[Any, dict[str, Any]], Any], message_type: type[M],
+                 *, restricted: bool = False) -> M:
+        """Run `fetch` and return its answer as `message_type`, whatever the transport."""
+
+        def call(client: Any, kwargs: dict[str, Any]) -> M:
+            if isinstance(client, grpcclient.InferenceServerClient):
+                kwargs = {**kwargs, "as_json": True}
+            # Parsed inside the call so a malformed answer is translated like any failure.
+            return json_format.ParseDict(fetch(client, kwargs), message_type(), ignore_unknown_fields=True)
+
+        return self.call(action, call, restricted=restricted)
+
+    def call(self, action: str, fn: Callable[[Any, dict[str, Any]], T], *, loading: bool = False,
+              restricted: bool = False) -> T:
+        """Run `fn(client, kwargs)`; `restricted`: a call of a RESTRICTED category (the key goes along)."""
+        timeout_s = self.load_timeout_s if loading else self.timeout_s
+        try:
+            if self.endpoint.transport is Transport.GRPC:
+                return self._run(fn, timeout_s, restricted)
+            # The HTTP client's own timeouts bound the wait on the worker.
+            # Bounded even when every worker is busy with a long load.
+            return self._pool().submit(self._run, fn, timeout_s, restricted).result(
+                timeout=timeout_s + QUEUE_GRACE_S)
+        except Exception as exc:
+            raise translate_error(exc, action, self.url, loading=loading) from exc
+
+    def _run(self, fn: Callable[[Any, dict[str, Any]], T], timeout_s: float, restricted: bool) -> T:
+        client, kwargs = self._client(timeout_s, restricted)
+        return fn(client, kwargs)
+
+    def _pool(self) -> ThreadPoolExecutor:
+        with self._grpc_lock:
+            if self._http_pool is None:
+                self._http_pool = ThreadPoolExecutor(
+                    max_workers=HTTP_WORKERS, thread_name_prefix=f"geadmin-http-{self.endpoint.address}"
+                )
+            return self._http_pool
+
+    def _client(self, timeout_s: float, restricted: bool) -> tuple[Any, dict[str, Any]]:
+        if self.endpoint.transport is Transport.GRPC:
+            return self._grpc_client(), {**self._client_kwargs(restricted), "client_timeout": timeout_s}
+        return self._http_client(timeout_s), self._client_kwargs(restricted)
+
+    def _client_kwargs(self, restricted: bool) -> dict[str, Any]:
+        if not (restricted and self.admin_key):
+            return {"headers": None}
+        header = GRPC_ADMIN_KEY_HEADER if self.endpoint.transport is Transport.GRPC else HTTP_ADMIN_KEY_HEADER
+        return {"headers": {header: self.admin_key}}
+
+    def _http_client(self, timeout_s: float) -> httpclient.InferenceServerClient:
+        clients: dict[float, httpclient.InferenceServerClient] = self._local.__dict__.setdefault("http", {})
+        if timeout_s not in clients:
+            clients[timeout_s] = httpclient.InferenceServerClient(
+                self.endpoint.address,
+                ssl=self.endpoint.ssl,
+                connection_timeout=min(timeout_s, self.timeout_s),
+                network_timeout=timeout_s,
+            )
+        return clients[timeout_s]
+
+    def _grpc_client(self) -> grpcclient.InferenceServerClient:
+        with self._grpc_lock:
+            if self._grpc is None:
+                self._grpc = grpcclient.InferenceServerClient(self.endpoint.address, ssl=self.endpoint.ssl,
+                                                              root_certificates=self.tls_ca)
+            return self._grpc
+
+    def close(self) -> None:
+        """Close every connection. HTTP clients are closed on the worker threads that own
+        them (gevent objects must not cross threads); else they die at interpreter exit
+        and gevent prints a traceback."""
+        with self._grpc_lock:
+            pool, self._http_pool = self._http_pool, None
+            grpc_client, self._grpc = self._grpc, None
+        if pool is not None:
+            close_on_each_thread(pool, self._close_thread_clients, self.timeout_s + 5)
+        if grpc_client is not None:
+            grpc_client.close()
+
+    def _close_thread_clients(self, barrier: threading.Barrier) -> None:
+        with contextlib.suppress(threading.BrokenBarrierError):
+            barrier.wait(timeout=self.timeout_s)
+        for client in self._local.__dict__.pop("http", {}).values():
+            with contextlib.suppress(Exception):
+                client.close()
+
+    def one_off_call(self, action: str, fn: Callable[[Any, dict[str, Any]], T]) -> T:
+        """An HTTP call on the calling thread with a client of its own, closed after."""
+        try:
+            client = httpclient.InferenceServerClient(
+                self.endpoint.address, ssl=self.endpoint.ssl,
+                connection_timeout=self.timeout_s, network_timeout=self.load_timeout_s)
+            try:
+                return fn(client, self._client_kwargs(restricted=True))
+            finally:
+                client.close()
+        except Exception as exc:
+            raise translate_error(exc, action, self.url, loading=True) from exc
