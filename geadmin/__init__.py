@@ -7,7 +7,8 @@ Floors, bottom first (imports point down; docs/development.md draws them):
 - outside.py    outside answers read with size and depth bounds
 - settings.py   every GEADMIN_* setting, typed
 - triton/       talking to Triton: client, error translation, known servers, its log
-- db.py         the workspace SQLite database (migrations)
+- db.py         the workspace SQLite database: connections, transactions, errors
+- migrations.py the workspace database's schema, as its ordered migrations
 - audit.py      the audit log
 - repository/   model directories on disk: config <-> protobuf, validation, atomic writes
 - access/       who may do what: roles, users, sign-in, the one guard

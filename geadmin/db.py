@@ -7,10 +7,10 @@ explicit `BEGIN IMMEDIATE` transaction, so two writers never deadlock upgrading 
 Connections are short-lived — one per operation — so none crosses a thread (Streamlit runs
 every rerun on a new thread). WAL needs a local filesystem: keep the workspace off NFS.
 
-The schema is versioned: `MIGRATIONS` is an ordered list, `PRAGMA user_version` counts how
-many are applied, and the pending ones run in one transaction when a connection opens (a
-failure leaves the file as it was). A file written by a newer geadmin is refused, not
-guessed at. Add a table by appending a migration; never edit one that has shipped.
+The schema is versioned: `MIGRATIONS` (geadmin.migrations) is an ordered list, `PRAGMA
+user_version` counts how many are applied, and the pending ones run in one transaction when a
+connection opens (a failure leaves the file as it was). A file written by a newer geadmin is
+refused, not guessed at. Add a table by appending a migration; never edit one that has shipped.
 
 Every `sqlite3` failure leaves as a `WorkspaceDatabaseError` chosen by one table
 (`SQLITE_ERRORS`, a test walks every sqlite3 exception class), with a message that names
@@ -25,12 +25,12 @@ import sqlite3
 import stat
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
 from geadmin import settings
 from geadmin.errors import DatabaseBusyError, WorkspaceDatabaseError
+from geadmin.migrations import MIGRATIONS, Migration
 
 DB_FILE = "geadmin.db"
 PRIVATE_DIR_MODE = 0o700  # the workspace: secrets, logs and the audit log are its owner's only
@@ -38,173 +38,6 @@ PRIVATE_FILE_MODE = 0o600  # the database and its -wal / -shm files (SQLite give
 BUSY_TIMEOUT_S = 10.0  # how long a writer waits for another process's transaction
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"  # UTC, fixed width: text order is time order
 
-
-@dataclass(frozen=True)
-class Migration:
-    """One step of the schema; `statements` run in order inside the migration transaction."""
-
-    name: str
-    statements: tuple[str, ...]
-
-
-MIGRATIONS: tuple[Migration, ...] = (
-    Migration("audit log", (
-        """CREATE TABLE audit (
-            id INTEGER PRIMARY KEY AUTOINCREMENT,
-            at TEXT NOT NULL,              -- UTC, TIME_FORMAT
-            who TEXT NOT NULL,             -- OS user, or the dashboard's signed-in user
-            origin TEXT NOT NULL,          -- cli, dashboard, local
-            server TEXT NOT NULL,          -- the Triton URL ('' when none was involved)
-            model TEXT NOT NULL,
-            action TEXT NOT NULL,          -- apply, rollback, load, unload, reload, ...
-            result TEXT NOT NULL,          -- ok, failed, rolled_back, refused
-            message TEXT NOT NULL DEFAULT '',
-            diff TEXT NOT NULL DEFAULT ''  -- unified diff of the config change, if any
-        )""",
-        "CREATE INDEX audit_by_time ON audit (at)",
-        "CREATE INDEX audit_by_model ON audit (model, at)",
-    )),
-    Migration("config revisions", (
-        """CREATE TABLE config_revisions (
-            id INTEGER PRIMARY KEY AUTOINCREMENT,
-            repository TEXT NOT NULL,      -- the model repository's resolved path
-            model TEXT NOT NULL,
-            number INTEGER NOT NULL,       -- 1, 2, ... per (repository, model)
-            at TEXT NOT NULL,
-            sha256 TEXT NOT NULL,
-            content BLOB NOT NULL,         -- the file's exact bytes
-            who TEXT NOT NULL,
-            note TEXT NOT NULL DEFAULT '',
-            UNIQUE (repository, model, number)
-        )""",
-    )),
-    Migration("telemetry samples", (
-        # geadmin.telemetry.history.store: one row per sampler interval (resolution_s 0) or per
-        # downsampled bucket (resolution_s 60). `at` is the end of the window, epoch seconds;
-        # the window is [at - span_s, at]. gap = 1: no data there (Triton down, restarted).
-        """CREATE TABLE telemetry_model (
-            id INTEGER PRIMARY KEY,
-            source TEXT NOT NULL,          -- the /metrics URL sampled
-            at REAL NOT NULL,
-            span_s REAL NOT NULL,
-            resolution_s INTEGER NOT NULL DEFAULT 0,
-            model TEXT NOT NULL,
-            version TEXT NOT NULL,
-            gap INTEGER NOT NULL DEFAULT 0,
-            inferences_per_s REAL, requests_per_s REAL, failures_per_s REAL,
-            executions_per_s REAL, avg_batch_size REAL,
-            avg_request_ms REAL, avg_queue_ms REAL, avg_compute_input_ms REAL,
-            avg_compute_infer_ms REAL, avg_compute_output_ms REAL,
-            p50_ms REAL, p90_ms REAL, p99_ms REAL, pending_requests REAL,
-            failures_by_reason TEXT NOT NULL DEFAULT '{}'  -- JSON {reason: failed requests}
-        )""",
-        "CREATE INDEX telemetry_model_by_time ON telemetry_model (source, at)",
-        """CREATE TABLE telemetry_server (
-            id INTEGER PRIMARY KEY,
-            source TEXT NOT NULL,
-            at REAL NOT NULL,
-            span_s REAL NOT NULL,
-            resolution_s INTEGER NOT NULL DEFAULT 0,
-            gap INTEGER NOT NULL DEFAULT 0,
-            reason TEXT NOT NULL DEFAULT '',  -- why there is a gap
-            cpu_utilization_pct REAL, cpu_memory_used_bytes REAL, cpu_memory_total_bytes REAL
-        )""",
-        "CREATE INDEX telemetry_server_by_time ON telemetry_server (source, at)",
-        """CREATE TABLE telemetry_npu (
-            id INTEGER PRIMARY KEY,
-            source TEXT NOT NULL,
-            at REAL NOT NULL,
-            span_s REAL NOT NULL,
-            resolution_s INTEGER NOT NULL DEFAULT 0,
-            device INTEGER NOT NULL,
-            npu_source TEXT NOT NULL,      -- npu-exporter, npu-smi, triton
-            aicore_util_pct REAL, hbm_used_bytes REAL, hbm_total_bytes REAL,
-            temperature_c REAL, power_w REAL
-        )""",
-        "CREATE INDEX telemetry_npu_by_time ON telemetry_npu (source, at)",
-    )),
-    Migration("perf runs", (
-        # geadmin.ops.bench.results: one perf_analyzer load test and its measured points.
-        """CREATE TABLE perf_runs (
-            id INTEGER PRIMARY KEY AUTOINCREMENT,
-            at TEXT NOT NULL,              -- UTC, TIME_FORMAT: when the run started
-            who TEXT NOT NULL,
-            server TEXT NOT NULL,          -- the Triton URL perf_analyzer drove
-            model TEXT NOT NULL,
-            mode TEXT NOT NULL,            -- concurrency, request_rate
-            label TEXT NOT NULL DEFAULT '',  -- e.g. "dynamic batching on"
-            settings TEXT NOT NULL         -- JSON: geadmin.ops.bench.load_test.BenchSettings
-        )""",
-        "CREATE INDEX perf_runs_by_model ON perf_runs (model, at)",
-        """CREATE TABLE perf_points (
-            run_id INTEGER NOT NULL REFERENCES perf_runs (id) ON DELETE CASCADE,
-            ordinal INTEGER NOT NULL,      -- 0, 1, ... in the order measured
-            load REAL NOT NULL,            -- the concurrency, or the request rate (requests/s)
-            figures TEXT NOT NULL,         -- JSON: geadmin.ops.bench.results.BenchPoint
-            PRIMARY KEY (run_id, ordinal)
-        )""",
-    )),
-    Migration("probes, model states, objectives", (
-        # geadmin.telemetry.history.watch: the sampler's synthetic requests and the states it saw.
-        """CREATE TABLE probes (
-            id INTEGER PRIMARY KEY,
-            server TEXT NOT NULL,          -- the Triton URL probed
-            model TEXT NOT NULL,
-            at REAL NOT NULL,              -- epoch seconds
-            ok INTEGER NOT NULL,
-            latency_ms REAL,
-            error TEXT NOT NULL DEFAULT '',
-            input TEXT NOT NULL DEFAULT 'zeros'  -- zeros, or saved (the model's saved example)
-        )""",
-        "CREATE INDEX probes_by_model ON probes (server, model, at)",
-        """CREATE TABLE model_states (
-            server TEXT NOT NULL,
-            model TEXT NOT NULL,
-            state TEXT NOT NULL,           -- READY, LOADING, UNAVAILABLE, ...
-            reason TEXT NOT NULL DEFAULT '',
-            since REAL NOT NULL,           -- epoch seconds: when it entered this state
-            seen REAL NOT NULL,            -- the last time the sampler read it
-            operator_unload INTEGER NOT NULL DEFAULT 0,  -- not READY because an operator unloaded it
-            PRIMARY KEY (server, model)
-        )""",
-        """CREATE TABLE probe_inputs (
-            model TEXT PRIMARY KEY,        -- the model's saved example request (the Playground's)
-            sources TEXT NOT NULL,         -- JSON {input: {kind, payload}}
-            saved_at TEXT NOT NULL,
-            who TEXT NOT NULL
-        )""",
-        """CREATE TABLE objectives (
-            model TEXT PRIMARY KEY,
-            p99_ms REAL,                   -- the p99 latency target, NULL: none
-            error_budget REAL,             -- allowed failed fraction of requests, NULL: none
-            set_at TEXT NOT NULL,
-            who TEXT NOT NULL
-        )""",
-    )),
-    Migration("tune runs", (
-        # geadmin.ops.tune.results: one tuning run, its trials and its pick.
-        """CREATE TABLE tune_runs (
-            id INTEGER PRIMARY KEY AUTOINCREMENT,
-            at TEXT NOT NULL,              -- UTC, TIME_FORMAT: when the run started
-            who TEXT NOT NULL,
-            server TEXT NOT NULL,
-            model TEXT NOT NULL,
-            document TEXT NOT NULL         -- JSON: geadmin.ops.tune.search.TuneResult.to_json()
-        )""",
-        "CREATE INDEX tune_runs_by_model ON tune_runs (model, at)",
-    )),
-    Migration("model batching", (
-        # geadmin.telemetry.history.watch: each READY model's dynamic batcher wait, as the prober read its
-        # served config (the alert rules subtract it from the queue time: waiting is by design).
-        """CREATE TABLE model_batching (
-            server TEXT NOT NULL,
-            model TEXT NOT NULL,
-            max_queue_delay_s REAL NOT NULL,  -- dynamic_batching.max_queue_delay_microseconds / 1e6
-            seen REAL NOT NULL,            -- epoch seconds: when the prober last read it
-            PRIMARY KEY (server, model)
-        )""",
-    )),
-)
 
 # -- error translation ----------------------------------------------------------------
 # Every exception class of the sqlite3 module (a test checks none is missing), plus OSError

@@ -21,7 +21,7 @@ CORE = ROOT / "geadmin"
 LAYERS = {
     "__init__": 0, "errors": 0, "binaries": 0,
     "domain": 1, "settings": 1, "outside": 1,
-    "triton": 2, "db": 2,
+    "triton": 2, "db": 2, "migrations": 2,
     "repository": 3, "audit": 3,
     "access": 4, "telemetry": 4,
     "diagnose": 5,
