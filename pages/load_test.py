@@ -112,6 +112,9 @@ def render() -> None:
     error = st.session_state.pop(keys.LOAD_TEST_ERROR, None)
     if error:
         st.error(error, icon=":material/error:")
+    warning = st.session_state.pop(keys.LOAD_TEST_WARNING, None)
+    if warning:
+        st.warning(warning, icon=":material/warning:")
     notice = st.session_state.pop(keys.LOAD_TEST_NOTICE, None)
     if notice:
         st.info(notice, icon=":material/cancel:")
@@ -197,6 +200,8 @@ def progress_panel() -> None:
 def finish(run: Run[BenchRun]) -> None:
     del st.session_state[keys.LOAD_TEST_RUNNING]
     said = outcome(run)
+    if said.warning:
+        st.session_state[keys.LOAD_TEST_WARNING] = said.warning
     if said.notice:
         st.session_state[keys.LOAD_TEST_NOTICE] = said.notice
     elif said.error:

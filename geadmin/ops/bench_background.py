@@ -6,7 +6,7 @@ the worker included). `geadmin bench` runs the same `load_test` in the foregroun
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from geadmin.access.guard import Authorization, require
@@ -22,7 +22,8 @@ from geadmin.ops.infer_inputs import RANDOM, InputSource
 from geadmin.ops.runs import Ending, Kind, Run
 from geadmin.triton.client import TritonClient
 
-LOAD_TEST = Kind("load test", "server", "the Load test page", BenchBusyError, Guarded.BENCH, "load_test")
+LOAD_TEST = Kind("load test", "server", "the Load test page that started it", BenchBusyError, Guarded.BENCH,
+                 "load_test")
 
 
 def start_load_test(client: TritonClient, settings: BenchSettings, *, default: InputSource = RANDOM,
@@ -57,10 +58,16 @@ class Outcome:
     notice: str = ""  # the user's own stop: said calmly, not as an error
     error: str = ""
     next_step: str = ""
+    warning: str = ""  # the run's outcome is not in the audit log, and why
 
 
 def outcome(run: Run[BenchRun]) -> Outcome:
     """The ended `run` told for the page."""
+    said = _told(run)
+    return replace(said, warning=run.audit_problem) if run.audit_problem else said
+
+
+def _told(run: Run[BenchRun]) -> Outcome:
     model = run.subject
     if run.state == "aborted" or isinstance(run.failure, BenchCancelledError):
         return Outcome(notice=f"Load test of {model} cancelled: perf_analyzer was stopped and nothing was "

@@ -87,7 +87,6 @@ class Run(Generic[T]):
     actor: Actor
     subject: str = ""  # the model, for the audit rows
     started_at: float = field(default_factory=time.time)
-    ended_at: float | None = None
     paused: threading.Event = field(default_factory=threading.Event)
     aborted: threading.Event = field(default_factory=threading.Event)
     lines: list[str] = field(default_factory=list)
@@ -140,21 +139,30 @@ def start(kind: Kind, key: str, what: str, actor: Actor, work: Work[T], *,
     """Run `work(run)` on a thread (the module's protocol, steps 1-3). `ending` judges its
     result (default: ok, "finished"). The work is guarded itself, under the caller's
     authorization; `actor` is who the audit rows name."""
-    with _lock:
-        current = _runs.get((kind.name, key))
+    slot = (kind.name, key)
+    with _lock:  # the slot is taken before the row is written: two starts at once get one run
+        current = _runs.get(slot)
         if current is not None and current.running:
             raise kind.busy(f"a {kind.name} of {kind.scope} {key!r} is running ({current.what}, started by "
                             f"{current.who}): wait for it, or abort it on {kind.where}")
         run: Run[T] = Run(kind, key, what, actor, subject)
+        _runs[slot] = run
+    try:
         audit.record(ACTION, subject, Result.STARTED, actor=actor, server=key, message=f"{kind.name}: {what}",
                      home=home)
-        thread = threading.Thread(target=_body, args=(run, work, ending, home), daemon=True,
-                                  name=f"{kind.name.replace(' ', '-')}-{key}")
-        _runs[(kind.name, key)] = run
-        try:
-            thread.start()
-        except RuntimeError as exc:  # no thread to be had: the run failed before it began
-            _end(run, home, error=f"the {kind.name} could not start a thread: {exc}")
+    except BaseException:  # not journaled, not run: the slot goes back to what it held
+        with _lock:
+            if current is None:
+                del _runs[slot]
+            else:
+                _runs[slot] = current
+        raise
+    thread = threading.Thread(target=_body, args=(run, work, ending, home), daemon=True,
+                              name=f"{kind.name.replace(' ', '-')}-{key}")
+    try:
+        thread.start()
+    except RuntimeError as exc:  # no thread to be had: the run failed before it began
+        _end(run, home, error=f"the {kind.name} could not start a thread: {exc}")
     return run
 
 
@@ -178,7 +186,6 @@ def _body(run: Run[T], work: Work[T], ending: Callable[[T], Ending] | None, home
 def _end(run: Run[T], home: Path | None, *, error: str = "", crash: str = "",
          failure: GeAdminError | None = None) -> None:
     run.failure, run.error, run.crash = failure, error, crash
-    run.ended_at = time.time()
     state = _final_state(run)
     if run.error:
         result, message = Result.FAILED, run.error

@@ -128,6 +128,7 @@ LOAD_TEST_CANCEL = "load_test.cancel"  # its Cancel button
 LOAD_TEST_LAST = "load_test.last"  # id of the run measured last, shown until another
 LOAD_TEST_ERROR = "load_test.error"  # why the last run failed, shown once
 LOAD_TEST_NOTICE = "load_test.notice"  # the last run was cancelled, shown once
+LOAD_TEST_WARNING = "load_test.warning"  # the last run's audit row could not be written, shown once
 LOAD_TEST_COMPARE_A = "load_test.compare_a"  # run id
 LOAD_TEST_COMPARE_B = "load_test.compare_b"  # run id
 LOAD_TEST_COMPARE_NEWEST = "load_test.compare_newest"  # newest run id at the choice: a new run resets A/B

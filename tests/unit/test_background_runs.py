@@ -14,7 +14,7 @@ import pytest
 
 from geadmin import audit
 from geadmin.access.roles import Action, Role
-from geadmin.audit import Actor, Origin
+from geadmin.audit import Actor, Origin, Result
 from geadmin.errors import BenchBusyError, GeAdminError, NotAuthorizedError, WorkspaceDatabaseError
 from geadmin.ops import runs
 from geadmin.ops.runs import Ending, Kind, Run
@@ -180,3 +180,18 @@ def test_a_run_whose_started_row_cannot_be_written_does_not_start(tmp_path: Path
     with pytest.raises(WorkspaceDatabaseError):
         runs.start(TESTING, where, "test", ADA, lambda run: ran.set(), home=not_a_dir)
     assert runs.latest(TESTING, where) is None and not ran.is_set()
+
+
+def test_an_outcome_row_that_cannot_be_written_is_said_and_the_run_still_ends(
+        home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    written = audit.record
+
+    def full_disk(action: str, model: str, result: object, **kwargs: object) -> audit.AuditEntry:
+        if result is not Result.STARTED:
+            raise WorkspaceDatabaseError("database or disk is full")
+        return written(action, model, result, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(audit, "record", full_disk)
+    run = runs.start(TESTING, key(), "test", ADA, lambda run: 1, home=home)
+    assert run.wait(WAIT_S) and run.state == "done" and run.result == 1
+    assert run.audit_problem == "the audit row could not be written: database or disk is full"
