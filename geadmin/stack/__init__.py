@@ -6,6 +6,7 @@ Triton a command targets.
 - workspace.py     $GEADMIN_HOME; backends.py backend directories; log_discovery.py Triton's log
 - drivers.py       one interface over the stack's services: local.py (`geadmin up`), and
                    compose.py (a compose project) with docker_cli.py (the CLI and its failure
-                   table), docker_inspect.py (parsers) and compose_logs.py (Triton's log)
+                   table), docker_inspect.py (parsers) and compose_logs.py (Triton's log from its
+                   container, and why a container does not serve: `geadmin status`, the bundle)
 - target.py, choose.py, server_history.py   which server a command means, and its history
 """
