@@ -3,42 +3,31 @@ with the playground's input (random, zeros, ones — or exactly the request the 
 last); throughput, latency percentiles and the client / queue / compute breakdown as charts;
 saved runs side by side (e.g. dynamic batching on vs off).
 
-A run goes on in a background thread while the page shows its progress and a Cancel button
-(perf_analyzer is killed, nothing is saved); the page refreshes in place until it ends.
-Everything but the widgets and the charts is geadmin.ops.bench.load_test (the same as `geadmin bench`).
+A run goes on in the background (geadmin.ops.bench.background, a run of the registry
+geadmin.ops.runs) while the page shows its progress and a Cancel button (perf_analyzer is
+killed, nothing is saved); the page refreshes in place until it ends. Everything but the
+widgets is geadmin.ops.bench.load_test (the same as `geadmin bench`); the charts are pages.ui.bench_view.
 Saved runs come from the workspace database: they stay visible while Triton is down."""
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-
-import pandas as pd
-import plotly.graph_objects as go
 import streamlit as st
 
 from geadmin.access.roles import Action as Guarded
 from geadmin.domain import ModelState, Transport
-from geadmin.errors import BenchCancelledError, GeAdminError
-from geadmin.ops.bench.compare import Pair, chosen_pair, partners
-from geadmin.ops.bench.load_test import BenchSettings, load_test, parse_loads
-from geadmin.ops.bench.results import (
-    CONCURRENCY,
-    REQUEST_RATE,
-    BenchRun,
-    compare,
-    describe_load,
-    list_runs,
-    load_run,
-)
+from geadmin.errors import GeAdminError
+from geadmin.ops import runs
+from geadmin.ops.bench.background import outcome, start_load_test
+from geadmin.ops.bench.load_test import BenchSettings, parse_loads
+from geadmin.ops.bench.results import CONCURRENCY, REQUEST_RATE, BenchRun, list_runs, load_run
 from geadmin.ops.infer.inputs import InputSource, SourceKind
 from geadmin.ops.infer.request import InferRequest
 from geadmin.ops.models.actions import next_step
+from geadmin.ops.runs import Run
 from geadmin.stack.target import Target
 from geadmin.triton.client import TritonClient
 from pages.ui import access, keys
-from pages.ui.charts import style
+from pages.ui.bench_view import saved_runs, show_run
 from pages.ui.context import client_for, selected_target
 from pages.ui.links import preselect
 from pages.ui.tensors import Sent
@@ -50,29 +39,6 @@ TENSORS = {"On the wire": "none", "Shared memory": "system"}  # perf_analyzer --
 SOURCES = (SourceKind.RANDOM, SourceKind.ZEROS, SourceKind.ONES)
 PLAYGROUND = "the Playground's last request"
 PROGRESS_S = 1.0
-WIDE_CHART_PX = 1000  # a chart across the page: its legend fits in fewer rows
-
-
-@dataclass
-class Running:
-    """A load test going on in its thread; the thread writes the progress fields, the page reads them."""
-
-    model: str
-    cancel: threading.Event = field(default_factory=threading.Event)
-    thread: threading.Thread | None = None
-    done: int = 0
-    total: int = 0
-    text: str = "starting perf_analyzer"
-    run_id: int | None = None
-    error: str | None = None
-    cancelled: str | None = None  # the user's own stop: said calmly, not as an error
-
-    @property
-    def finished(self) -> bool:
-        return self.thread is not None and not self.thread.is_alive()
-STAGES = (("client_ms", "client send + recv"), ("network_ms", "network + server send/recv"),
-          ("queue_ms", "server queue"), ("compute_input_ms", "compute input"),
-          ("compute_infer_ms", "compute infer"), ("compute_output_ms", "compute output"))
 
 
 @st.cache_data(ttl=INDEX_TTL_S, show_spinner=False)
@@ -85,7 +51,7 @@ def ready_models(server: str, url: str, _client: TritonClient) -> list[str]:
 def render() -> None:
     st.title("Load test")
     state = running()
-    if state is not None and state.finished:  # ended between two refreshes
+    if state is not None and not state.running:  # ended between two refreshes
         finish(state)
     target = selected_target()
     url = target.spec.url
@@ -137,8 +103,8 @@ def render() -> None:
                      help=why or ("a load test is running" if busy else None), icon=":material/speed:"):
             request = sent.request if source == PLAYGROUND and sent is not None else None
             kind = InputSource(source) if isinstance(source, SourceKind) else InputSource(SourceKind.RANDOM)
-            start_load_test(target, model, mode, loads_text, bench_url, kind, request, seed,
-                            batch, interval, stability, label, shared_memory)
+            start(target, model, mode, loads_text, bench_url, kind, request, seed,
+                  batch, interval, stability, label, shared_memory)
             if running() is not None:
                 st.rerun()  # drawn again as running: Run disabled, progress and Cancel shown
     if running() is not None:
@@ -146,6 +112,9 @@ def render() -> None:
     error = st.session_state.pop(keys.LOAD_TEST_ERROR, None)
     if error:
         st.error(error, icon=":material/error:")
+    warning = st.session_state.pop(keys.LOAD_TEST_WARNING, None)
+    if warning:
+        st.warning(warning, icon=":material/warning:")
     notice = st.session_state.pop(keys.LOAD_TEST_NOTICE, None)
     if notice:
         st.info(notice, icon=":material/cancel:")
@@ -176,15 +145,16 @@ def playground_request(server: str, model: str) -> Sent | None:
     return sent if isinstance(sent, Sent) and sent.server == server and sent.model == model else None
 
 
-def running() -> Running | None:
+def running() -> Run[BenchRun] | None:
+    """This session's load test while it runs (or until the page has said how it ended)."""
     found = st.session_state.get(keys.LOAD_TEST_RUNNING)
-    return found if isinstance(found, Running) else None
+    return found if isinstance(found, Run) else None
 
 
-def start_load_test(target: Target, model: str, mode: str, loads_text: str, bench_url: str,
-                    source: InputSource, request: InferRequest | None, seed: int, batch: int,
-                    interval_ms: int, stability: float, label: str, shared_memory: str = "none") -> None:
-    """Check the loads, then run the test in a thread; `progress_panel` follows it."""
+def start(target: Target, model: str, mode: str, loads_text: str, bench_url: str, source: InputSource,
+          request: InferRequest | None, seed: int, batch: int, interval_ms: int, stability: float,
+          label: str, shared_memory: str = "none") -> None:
+    """Check the loads, then start the test in the background; `progress_panel` follows it."""
     try:
         loads = parse_loads(loads_text, mode)
         settings = BenchSettings(model, bench_url, mode, loads, measurement_interval_ms=interval_ms,
@@ -195,158 +165,46 @@ def start_load_test(target: Target, model: str, mode: str, loads_text: str, benc
         st.session_state[keys.LOAD_TEST_ERROR] = (f"{exc}.\n\n**Fix:** change the loads or the window "
                                                   "(e.g. concurrencies 1,4,16), then Run again.")
         return
-    auth = access.auth_for(Guarded.BENCH, model=model, server=bench_url)
-    client = client_for(target)
-    state = Running(model, total=len(loads))
-
-    def progress(done: int, total: int, text: str) -> None:
-        state.done, state.total, state.text = done, total, text
-
-    def work() -> None:
-        try:
-            run = load_test(client, settings, default=source, request=request, progress=progress,
-                            cancel=state.cancel, auth=auth, label=label)
-        except BenchCancelledError:
-            state.cancelled = (f"Load test of {model} cancelled: perf_analyzer was stopped and nothing was "
-                               "saved.")
-        except GeAdminError as exc:
-            state.error = f"{exc}\n\n**Next step:** {next_step(exc)}."
-        else:
-            state.run_id = run.id
-
-    state.thread = threading.Thread(target=work, name=f"load-test-{model}", daemon=True)
-    st.session_state[keys.LOAD_TEST_RUNNING] = state
-    state.thread.start()
+    try:
+        run = start_load_test(client_for(target), settings, default=source, request=request, label=label,
+                              auth=access.auth_for(Guarded.BENCH, model=model, server=bench_url))
+    except GeAdminError as exc:  # another run on this server, no right to run, no audit row
+        st.session_state[keys.LOAD_TEST_ERROR] = f"{exc}\n\n**Next step:** {next_step(exc)}."
+        return
+    st.session_state[keys.LOAD_TEST_RUNNING] = run
 
 
 @st.fragment(run_every=PROGRESS_S)
 def progress_panel() -> None:
     """The running test's progress and its Cancel button; when it ends, the whole page reruns
     to show the result."""
-    state = running()
-    if state is None:
+    run = running()
+    if run is None:
         return
-    if state.finished:
-        finish(state)
+    if not run.running:
+        finish(run)
         st.rerun()
-    fraction = state.done / state.total if state.total else 0.0
-    st.progress(fraction, text=f"{state.model}: {state.done} of {state.total or '?'} points — {state.text}")
-    if state.cancel.is_set():
+    status = run.status
+    st.progress(status.fraction, text=f"{run.subject}: {status.done} of {status.total or '?'} points — "
+                                      f"{status.text}")
+    if run.aborted.is_set():
         st.caption("Cancelling: stopping perf_analyzer…")
     elif st.button("Cancel", key=keys.LOAD_TEST_CANCEL, icon=":material/cancel:"):
-        state.cancel.set()
-        st.caption("Cancelling: stopping perf_analyzer…")
+        try:  # audited, as the signed-in user
+            runs.steer(run, "abort", access.auth_for(Guarded.BENCH, model=run.subject, server=run.key))
+            st.caption("Cancelling: stopping perf_analyzer…")
+        except GeAdminError as exc:
+            st.error(str(exc), icon=":material/error:")
 
 
-def finish(state: Running) -> None:
+def finish(run: Run[BenchRun]) -> None:
     del st.session_state[keys.LOAD_TEST_RUNNING]
-    if state.cancelled:
-        st.session_state[keys.LOAD_TEST_NOTICE] = state.cancelled
-    elif state.error:
-        st.session_state[keys.LOAD_TEST_ERROR] = state.error
-    elif state.run_id is not None:
-        st.session_state[keys.LOAD_TEST_LAST] = state.run_id
-
-
-# -- charts ----------------------------------------------------------------------------------
-def _axis(mode: str) -> str:
-    return "concurrency" if mode == CONCURRENCY else "request rate (/s)"
-
-
-def throughput_chart(runs: Sequence[BenchRun], names: Sequence[str] = ()) -> go.Figure:
-    """`names`: each run's legend name (e.g. "A #12"); one run needs none."""
-    figure = go.Figure()
-    for run, name in zip(runs, names or [f"#{r.id}" for r in runs], strict=True):
-        figure.add_scatter(x=[p.load for p in run.points], y=[p.throughput_per_s for p in run.points],
-                           mode="lines+markers", name=name)
-    return style(figure, title="Throughput", x_title=_axis(runs[0].mode), y_title="inferences/s")
-
-
-def latency_chart(runs: Sequence[BenchRun], names: Sequence[str] = ()) -> go.Figure:
-    figure = go.Figure()
-    labels = names or [""] * len(runs)
-    for run, name in zip(runs, labels, strict=True):
-        for column, dash in (("p50_ms", "dot"), ("p90_ms", "dash"), ("p99_ms", "solid")):
-            figure.add_scatter(x=[p.load for p in run.points], y=[getattr(p, column) for p in run.points],
-                               mode="lines+markers", line={"dash": dash}, name=f"{column[:3]} {name}".strip())
-    return style(figure, title="Latency p50 / p90 / p99", x_title=_axis(runs[0].mode), y_title="ms")
-
-
-def breakdown_chart(run: BenchRun) -> go.Figure:
-    figure = go.Figure()
-    loads = [describe_load(run.mode, p.load) for p in run.points]
-    for column, name in STAGES:
-        figure.add_bar(x=loads, y=[getattr(p, column) for p in run.points], name=name)
-    figure.update_layout(barmode="stack")
-    return style(figure, title=f"Where the time goes — run #{run.id}", y_title="ms", width_px=WIDE_CHART_PX)
-
-
-def show_run(run: BenchRun) -> None:
-    st.subheader(f"Run {run.title()}")
-    left, right = st.columns(2)
-    left.plotly_chart(throughput_chart([run]), key=f"{keys.LOAD_TEST_CHART_PREFIX}throughput.{run.id}")
-    right.plotly_chart(latency_chart([run]), key=f"{keys.LOAD_TEST_CHART_PREFIX}latency.{run.id}")
-    st.plotly_chart(breakdown_chart(run), key=f"{keys.LOAD_TEST_CHART_PREFIX}breakdown.{run.id}")
-
-
-def saved_runs(runs: list[BenchRun]) -> None:
-    st.subheader("Saved runs")
-    if not runs:
-        st.info("No load test is saved in this workspace yet: run one above, or `geadmin bench MODEL`.")
-        return
-    rows = [{"id": r.id, "at (UTC)": r.at.strftime("%Y-%m-%d %H:%M:%S"), "model": r.model, "label": r.label,
-             "mode": r.mode, "loads": ", ".join(f"{p.load:g}" for p in r.points),
-             "best infer/s": max((p.throughput_per_s for p in r.points), default=0.0), "who": r.who}
-            for r in runs]
-    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
-    if len(runs) < 2:
-        return
-    pair = comparison(runs)
-    if pair is None:
-        st.caption("Nothing to compare: the saved runs are each of another kind (concurrency or request "
-                   "rate) — run a second one of the same kind.")
-        return
-    a, b = pair.a, pair.b
-    try:
-        result = compare(a, b)
-    except GeAdminError as exc:
-        st.warning(str(exc))
-        return
-    name_a, name_b = pair.names
-    st.markdown(f"**A vs B:** A has {result.headline()}.")
-    left, right = st.columns(2)
-    left.plotly_chart(throughput_chart([a, b], pair.names),
-                      key=f"{keys.LOAD_TEST_CHART_PREFIX}compare_throughput")
-    right.plotly_chart(latency_chart([a, b], pair.names), key=f"{keys.LOAD_TEST_CHART_PREFIX}compare_latency")
-    st.caption(f"{name_a}: {a.title()} · {name_b}: {b.title()}")
-    st.dataframe(pd.DataFrame([{"load": describe_load(a.mode, r.load), "A infer/s": r.throughput_a,
-                                "B infer/s": r.throughput_b, "throughput A/B": r.throughput_ratio,
-                                "A p99 ms": r.p99_a_ms, "B p99 ms": r.p99_b_ms, "p99 A/B": r.p99_ratio}
-                               for r in result.rows]), hide_index=True, width="stretch")
-
-
-def comparison(runs: list[BenchRun]) -> Pair | None:
-    """Pickers for A and B, defaulting to the two latest comparable runs (geadmin.ops.bench.compare);
-    B's choices leave A out, and a choice that no longer fits falls back to the default."""
-    state = st.session_state
-    if state.get(keys.LOAD_TEST_COMPARE_NEWEST) != runs[0].id:  # a new run: back to the two latest
-        state.pop(keys.LOAD_TEST_COMPARE_A, None)
-        state.pop(keys.LOAD_TEST_COMPARE_B, None)
-        state[keys.LOAD_TEST_COMPARE_NEWEST] = runs[0].id
-    pair = chosen_pair(runs, state.get(keys.LOAD_TEST_COMPARE_A), state.get(keys.LOAD_TEST_COMPARE_B))
-    if pair is None:
-        return None
-    for key, run_id in ((keys.LOAD_TEST_COMPARE_A, pair.a.id), (keys.LOAD_TEST_COMPARE_B, pair.b.id)):
-        if state.get(key) != run_id:  # the default, or a choice that no longer fits, replaced
-            state[key] = run_id
-    by_id = {r.id: r for r in runs}
-    with_partners = [r.id for r in runs if partners(runs, r)]
-    a_col, b_col = st.columns(2)
-    a = by_id[a_col.selectbox("Compare run A", with_partners, format_func=lambda i: by_id[i].title(),
-                              key=keys.LOAD_TEST_COMPARE_A)]
-    others = [r.id for r in partners(runs, a)]
-    if state.get(keys.LOAD_TEST_COMPARE_B) not in others:
-        state[keys.LOAD_TEST_COMPARE_B] = others[0]
-    b = by_id[b_col.selectbox("with run B", others, format_func=lambda i: by_id[i].title(),
-                              key=keys.LOAD_TEST_COMPARE_B)]
-    return chosen_pair(runs, a.id, b.id)
+    said = outcome(run)
+    if said.warning:
+        st.session_state[keys.LOAD_TEST_WARNING] = said.warning
+    if said.notice:
+        st.session_state[keys.LOAD_TEST_NOTICE] = said.notice
+    elif said.error:
+        st.session_state[keys.LOAD_TEST_ERROR] = f"{said.error}\n\n**Next step:** {said.next_step}."
+    elif said.saved_id is not None:
+        st.session_state[keys.LOAD_TEST_LAST] = said.saved_id

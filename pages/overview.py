@@ -15,6 +15,7 @@ from geadmin.diagnose.verdict import Reason, Rule, Verdict
 from geadmin.errors import GeAdminError
 from geadmin.ops.bundle import build_bundle, default_bundle_name
 from geadmin.ops.models import actions
+from geadmin.stack.compose_logs import compose_for
 from geadmin.stack.server_history import history_for
 from geadmin.stack.target import Target, live_stack
 from geadmin.stack.workspace import Workspace
@@ -198,7 +199,8 @@ def bundle_download() -> None:
         target = selected_target()
         with st.spinner("collecting…"):
             bundle = build_bundle(selected_client(), repository=target.repository,
-                                  log_path=target.log_path,
+                                  log_path=target.log_path, log=target.log(),
+                                  containers=compose_for(target.spec.url),
                                   stack_file=Workspace(settings.home()).stack_file)
         st.session_state[keys.OVERVIEW_BUNDLE] = (default_bundle_name(), bundle.packed(), bundle.problems)
     prepared = st.session_state.get(keys.OVERVIEW_BUNDLE)

@@ -73,11 +73,6 @@ def ensure_token(home: Path) -> tuple[str, bool]:
     return (token, False) if token is not None else (new_token(home), True)
 
 
-def forget_token(home: Path) -> None:
-    """A dashboard started with another sign-in: an old token must not keep working."""
-    token_file(home).unlink(missing_ok=True)
-
-
 def token_matches(given: str, expected: str) -> bool:
     """Constant-time comparison; an over-long or non-ASCII guess is simply wrong."""
     if not given or len(given) > MAX_TOKEN_CHARS or not given.isascii():
@@ -106,13 +101,3 @@ def sign_in_url(base_url: str, token: str) -> str:
     """`http://127.0.0.1:8501` -> `http://127.0.0.1:8501/?token=...` (the path kept)."""
     parts = urlsplit(base_url)
     return urlunsplit((parts.scheme, parts.netloc, parts.path or "/", f"token={token}", ""))
-
-
-def workspace_link(base_url: str, home: Path) -> str:
-    """`base_url` with the workspace's token when the dashboard signs in with one, else as is:
-    what `geadmin up` prints as the dashboard's address."""
-    try:
-        token = read_token(home)
-    except ConfigError:
-        return base_url
-    return base_url if token is None else sign_in_url(base_url, token)

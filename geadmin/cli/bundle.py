@@ -10,6 +10,7 @@ from pathlib import Path
 from geadmin import settings
 from geadmin.cli.common import add_connection_args, client_for, target_from_args
 from geadmin.ops.bundle import DEFAULT_LOG_BYTES, build_bundle, default_bundle_name, write_bundle
+from geadmin.stack.compose_logs import compose_for
 from geadmin.stack.workspace import Workspace
 
 
@@ -19,7 +20,8 @@ def run(args: argparse.Namespace) -> int:
     stack_file = workspace.stack_file if workspace.live_stack() is not None else None  # not a stale one
     with client_for(target, args) as client:
         bundle = build_bundle(client, repository=target.repository, log_path=target.log_path,
-                              stack_file=stack_file, log_bytes=int(args.log_mb * (1 << 20)))
+                              stack_file=stack_file, log_bytes=int(args.log_mb * (1 << 20)),
+                              log=target.log(), containers=compose_for(target.spec.url))
     path = write_bundle(bundle, Path(args.output or default_bundle_name()))
     if args.json:
         print(json.dumps({"path": str(path), "files": sorted(bundle.files),
@@ -45,7 +47,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser = subparsers.add_parser(
         "bundle", help="write a diagnostics .tar.gz to attach to a ticket",
         description="Server metadata, model index, configs (on disk and normalized), statistics, "
-        "the end of Triton's log, geadmin's settings (secrets redacted) and `npu-smi info`. Written "
+        "the end of Triton's log, geadmin's settings (secrets redacted), `npu-smi info` and, for the "
+        "compose project's Triton (GEADMIN_COMPOSE_PROJECT), each container's state and log. Written "
         "even when Triton is down; the manifest says what could not be collected.")
     add_connection_args(parser)
     parser.add_argument("-o", "--output", default=None, metavar="FILE",

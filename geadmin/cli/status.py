@@ -19,6 +19,7 @@ from geadmin.errors import FleetError
 from geadmin.fleet import readonly
 from geadmin.fleet.discovery import discover, fleet_named
 from geadmin.fleet.members import Member
+from geadmin.stack.compose_logs import compose_outage
 from geadmin.stack.server_history import history_for, outage_for, recent_crash
 from geadmin.stack.target import Target, configured_targets, is_stack_server, live_stack
 from geadmin.stack.workspace import StackInfo
@@ -143,7 +144,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         targets = configured_targets(stack) if args.all else [target_from_args(args)]
     verdicts = _verdicts(targets, args, members)
-    outages = [outage_for(v.snapshot.url, stack) if not v.snapshot.reachable else "" for v in verdicts]
+    outages = [outage_for(v.snapshot.url, stack) or compose_outage(v.snapshot.url) if not v.snapshot.reachable
+               else "" for v in verdicts]  # the embedded stack's, else the compose container's
     crashes = [recent_crash(history_for(v.snapshot.url, stack)) if v.snapshot.reachable else ""
                for v in verdicts]
     if args.json:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import statistics
 import time
 from collections import Counter
-from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,7 +24,7 @@ from geadmin.diagnose.health import ServerSnapshot, is_idle, take_snapshot
 from geadmin.domain import ModelEntry, ModelState
 from geadmin.errors import TelemetryError
 from geadmin.fleet.discovery import Discovery
-from geadmin.fleet.members import ASCEND, NODE, READY, Member
+from geadmin.fleet.members import ASCEND, NODE, Member
 from geadmin.fleet.readonly import client_for
 from geadmin.stack.target import server_urls
 from geadmin.telemetry.derive import since_start
@@ -324,8 +323,3 @@ def _figures(window: Any) -> Figures:
     request = window.quantiles_for("request")
     return Figures(requests=int(window.requests_per_s or 0), failures=int(window.failures_per_s or 0),
                    avg_request_ms=window.avg_request_ms, p99_ms=request.p99_ms if request else None)
-
-
-def member_ready_label(members: Sequence[Member]) -> list[str]:
-    """Members their own source says are not ready (Kubernetes, Prometheus `down`)."""
-    return [m.name for m in members if m.labels.get(READY) == "false"]

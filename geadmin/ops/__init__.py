@@ -8,4 +8,5 @@
 - bundle.py     the diagnostics bundle an operator attaches to a ticket
 - monitoring.py a model's objectives and probe example, guarded and audited
 - probe.py      synthetic probes: a small real request to every READY model
+- runs.py       the one registry of background runs a page starts and watches (load tests, rollouts)
 """

@@ -11,6 +11,9 @@ show). Every secret geadmin knows (the admin key) is redacted from every file in
     models/<name>/config.pbtxt        as written on disk
     models/<name>/config.normalized.json   as Triton normalized it (loaded models)
     logs/tritonserver.log             the end of Triton's log: at most `log_bytes`, from a line start
+    containers/services.json          a compose stack's services: state, restarts, last exit (when the
+                                      server is the compose project's: geadmin.stack.compose_logs)
+    containers/<service>.log          the end of each service's container log (`docker logs`)
     geadmin/settings.json             geadmin's version and every GEADMIN_* setting (secrets: set / not set)
     geadmin/stack.json                the running embedded stack, if any
     host/npu-smi-info.txt             `npu-smi info`, when the command exists
@@ -23,17 +26,18 @@ import io
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
 import tarfile
 import tempfile
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field, is_dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from google.protobuf import json_format
 
@@ -44,11 +48,24 @@ from geadmin.errors import GeAdminError, RepositoryError
 from geadmin.repository.layout import is_model_name
 from geadmin.repository.modelconfig import CONFIG_FILE
 from geadmin.triton.client import TritonClient
-from geadmin.triton.logs import LocalLogFile
+from geadmin.triton.logs import LocalLogFile, LogSource
 
 DEFAULT_LOG_BYTES = 5 << 20
+CONTAINER_LOG_LINES = 2000
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 NPU_SMI_TIMEOUT_S = 10.0
 REDACTED = "<redacted>"
+
+
+class Containers(Protocol):
+    """A compose project's services (geadmin.stack.compose.ComposeDriver; ops does not import
+    the stack layer, which runs ops)."""
+
+    project: str
+
+    def services(self) -> Sequence[Any]: ...
+
+    def logs(self, service: str, tail: int = 200) -> list[str]: ...
 
 
 @dataclass
@@ -104,15 +121,22 @@ def build_bundle(
     log_path: Path | None = None,
     stack_file: Path | None = None,
     log_bytes: int = DEFAULT_LOG_BYTES,
+    log: LogSource | None = None,
+    containers: Containers | None = None,
 ) -> Bundle:
+    """`log`: the log that explains failures when there is no `log_path` (a compose container's);
+    `containers`: the compose project that runs this server, whose services and logs go in."""
     secrets = tuple(dict.fromkeys(s for s in (client.admin_key, settings.admin_key()) if s))
     bundle = Bundle(secrets=secrets)
     bundle.collect("server", lambda: _server(bundle, client))
-    bundle.collect("verdict", lambda: _verdict(bundle, client, repository, log_path))
+    source = LocalLogFile(log_path) if log_path is not None else log
+    bundle.collect("verdict", lambda: _verdict(bundle, client, repository, source))
     bundle.collect("statistics", lambda: bundle.add_json(
         "server/statistics.json", [json_format.MessageToDict(s) for s in client.model_statistics()]))
     bundle.collect("models", lambda: _models(bundle, client, repository))
-    bundle.collect("log", lambda: _log(bundle, log_path, log_bytes))
+    bundle.collect("log", lambda: _log(bundle, log_path, log_bytes, containers))
+    if containers is not None:
+        bundle.collect("containers", lambda: _containers(bundle, containers))
     bundle.collect("settings", lambda: _settings(bundle, client, stack_file))
     bundle.collect("npu-smi", lambda: _npu_smi(bundle))
     bundle.add_json("host/platform.json", {"system": platform.platform(), "python": sys.version,
@@ -172,8 +196,7 @@ def _server(bundle: Bundle, client: TritonClient) -> None:
         for e in client.repository_index()])
 
 
-def _verdict(bundle: Bundle, client: TritonClient, repository: Path | None, log_path: Path | None) -> None:
-    log = LocalLogFile(log_path) if log_path is not None else None
+def _verdict(bundle: Bundle, client: TritonClient, repository: Path | None, log: LogSource | None) -> None:
     verdict = assess(take_snapshot("server", client), Sources(client, log, repository))
     bundle.add_json("verdict.json", verdict.to_json())
 
@@ -207,9 +230,10 @@ def _models(bundle: Bundle, client: TritonClient, repository: Path | None) -> No
                             json_format.MessageToDict(config, preserving_proto_field_name=True))
 
 
-def _log(bundle: Bundle, log_path: Path | None, log_bytes: int) -> None:
+def _log(bundle: Bundle, log_path: Path | None, log_bytes: int, containers: Containers | None) -> None:
     if log_path is None:
-        raise RepositoryError("Triton's log file is not known (pass --triton-log)")
+        instead = " — its container's log is in containers/" if containers is not None else ""
+        raise RepositoryError(f"Triton's log file is not known (pass --triton-log){instead}")
     text = _log_tail(log_path, log_bytes).decode("utf-8", errors="replace")
     bundle.add_text("logs/tritonserver.log", text)
 
@@ -230,6 +254,24 @@ def _log_tail(log_path: Path, log_bytes: int) -> bytes:
     if before != b"\n" and cut >= 0:
         data = data[cut + 1:]
     return data
+
+
+def _containers(bundle: Bundle, containers: Containers) -> None:
+    """Each service's state and the end of its container's log; a log docker cannot give is
+    noted, the others still go in."""
+    services = list(containers.services())
+    bundle.add_json("containers/services.json", {
+        "project": containers.project,
+        "services": [asdict(s) if is_dataclass(s) and not isinstance(s, type) else str(s) for s in services]})
+    for service in services:
+        name = str(getattr(service, "name", service))
+        try:
+            lines = containers.logs(name, tail=CONTAINER_LOG_LINES)
+        except GeAdminError as exc:
+            bundle.note(f"containers/{name}", str(exc))
+            continue
+        safe = _UNSAFE.sub("_", name).lstrip(".") or "_"
+        bundle.add_text(f"containers/{safe}.log", "".join(line + "\n" for line in lines))
 
 
 def _settings(bundle: Bundle, client: TritonClient, stack_file: Path | None) -> None:

@@ -14,7 +14,7 @@ Triton a command targets.
 - compose.py         the driver for a compose project, through the docker CLI
 - docker_cli.py      the docker CLI with a deadline, its failures through one table
 - docker_inspect.py  what the docker CLI prints, parsed
-- compose_logs.py    Triton's log read from its compose container
+- compose_logs.py    Triton's log from its compose container, and why a container does not serve
 - choose.py          which driver the Stack page uses
 - target.py          which Triton a command talks to, and its log and repository
 - server_history.py  what happened to the server, told for an on-call operator

@@ -1,4 +1,14 @@
-"""Triton's log, read from its compose container with `docker logs --timestamps`."""
+"""Triton's log, read from its compose container with `docker logs --timestamps`, and why a
+compose service's container does not serve (its state, its last exit, the end of its log).
+
+Which server a compose project runs: GEADMIN_COMPOSE_PROJECT belongs to the server
+GEADMIN_TRITON_URL names (the default one when it is unset), as GEADMIN_TRITON_LOG does — the
+dashboard's own in compose.yaml — and never to another (`compose_for`), unless GEADMIN_STACK
+is `local`. For that server, `geadmin status` says `container_outage` while Triton does not
+answer (the reason its container died is in the container's log, not in Triton's log file),
+the diagnostics bundle holds every service's state and log tail (geadmin.ops.bundle), and a
+target without a log file reads Triton's log from the container (geadmin.stack.target).
+"""
 
 from __future__ import annotations
 
@@ -7,11 +17,16 @@ import time
 from collections.abc import Iterable
 from datetime import datetime, timezone
 
+from geadmin import settings
 from geadmin.domain import LogCursor
 from geadmin.errors import StackError
-from geadmin.stack.compose import ComposeDriver
+from geadmin.stack.compose import ComposeDriver, compose_project_from_settings
 from geadmin.stack.docker_inspect import Container, parse_time_ns
 from geadmin.triton.logs import LogSource, mentions_pattern
+from geadmin.triton.servers import is_env_server
+
+TRITON_SERVICE = "triton"  # compose.yaml's
+OUTAGE_LINES = 20  # of the container's log, under the outage
 
 
 class ComposeLogSource(LogSource):
@@ -80,6 +95,12 @@ class ComposeLogSource(LogSource):
             self._read_to = end
             return {name: line for name, line in self._last.items() if name in wanted}
 
+    def tail(self, lines: int) -> list[str]:
+        """The last `lines` lines of the container's log (stdout and stderr, docker's timestamps
+        removed); raises StackError when docker cannot say."""
+        container = self.driver.main_container(self.service)
+        return [text for _, text in _stamped(self._logs(container, ["--tail", str(max(int(lines), 0))]))]
+
     def _logs(self, container: Container, args: list[str]) -> str:
         self.last_error = ""
         return self.driver._run(["logs", "--timestamps", *args, container.id],
@@ -104,3 +125,38 @@ def _stamped(text: str) -> list[tuple[int, str]]:
         if ns is not None:
             found.append((ns, line))
     return found
+
+
+def compose_for(url: str) -> ComposeDriver | None:
+    """The compose project that runs the Triton at `url` (see the module docstring), or None."""
+    if str(settings.get("STACK") or "auto").strip().lower() == "local" or not is_env_server(url):
+        return None
+    return compose_project_from_settings()
+
+
+def container_outage(driver: ComposeDriver, service: str = TRITON_SERVICE, lines: int = OUTAGE_LINES) -> str:
+    """Why `service`'s container does not serve, for an operator: its state, its last exit and
+    restarts, and the end of its log (indented under the first line); what docker could not
+    say is said too, never dropped."""
+    where = f"compose service '{service}' (project {driver.project})"
+    try:
+        status = next((s for s in driver.services() if s.name == service), None)
+    except StackError as exc:
+        return f"{where}: its container cannot be read: {exc}"
+    if status is None:
+        return f"{where} has no container: start it with `docker compose -p {driver.project} up -d {service}`"
+    restarts = f", restarted {status.restarts} time(s) by its restart policy" if status.restarts else ""
+    headline = f"{where} is {status.state}{restarts} ({status.detail})"
+    try:
+        tail = ComposeLogSource(driver, service).tail(lines)
+    except StackError as exc:
+        return f"{headline}; its log cannot be read: {exc}"
+    if not tail:
+        return f"{headline}; its log is empty"
+    return "\n".join([f"{headline}; the end of its log (docker logs):", *(f"    | {line}" for line in tail)])
+
+
+def compose_outage(url: str) -> str:
+    """`container_outage` of the compose Triton when `url` is the server it runs, else ""."""
+    driver = compose_for(url)
+    return container_outage(driver) if driver is not None else ""

@@ -7,7 +7,8 @@ One rule for the CLI and the pages:
 - its log: `--triton-log`, else `GEADMIN_TRITON_LOG` — only for the server it belongs to
   (GEADMIN_TRITON_URL's, or the one the CLI picks by default); when it is set but belongs
   to another server, a note says so instead of ignoring it silently — else the stack's log
-  when the server is the stack's Triton;
+  when the server is the stack's Triton, else its compose container's log
+  (GEADMIN_COMPOSE_PROJECT, for that same server: geadmin.stack.compose_logs);
 - its repository: the same way (`--repository`, `GEADMIN_REPOSITORY`, the stack's);
 - its admin key: `--admin-key`, else the embedded stack's own key (its workspace's
   `triton-admin-key` file) when the server is the stack's Triton, else the key configured
@@ -23,6 +24,7 @@ from pathlib import Path
 from geadmin import settings
 from geadmin.domain import Endpoint, Transport, same_server
 from geadmin.errors import ConfigError
+from geadmin.stack.compose_logs import ComposeLogSource, compose_for
 from geadmin.stack.workspace import StackInfo, Workspace
 from geadmin.triton.logs import LocalLogFile, LogSource
 from geadmin.triton.servers import DEFAULT_TRITON_URL, ServerSpec, env_key_for, key_warning, load_servers
@@ -38,7 +40,11 @@ class Target:
     stack: StackInfo | None = field(default=None, repr=False, compare=False)  # the live stack, if any
 
     def log(self) -> LogSource | None:
-        return LocalLogFile(self.log_path) if self.log_path else None
+        """Its log file, else the log of its compose container (geadmin.stack.compose_logs)."""
+        if self.log_path:
+            return LocalLogFile(self.log_path)
+        driver = compose_for(self.spec.url)
+        return ComposeLogSource(driver) if driver is not None else None
 
     def urls(self) -> ServerUrls:
         """This server's HTTP, gRPC and metrics URLs (see `server_urls`)."""

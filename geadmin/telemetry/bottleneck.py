@@ -24,7 +24,7 @@ queue-bound (`queue_delay_ms`, from the served configs: `served_facts`).
 
 An ensemble runs nothing itself: Triton sums its members' stages into the ensemble's, so its
 own verdict would give a fix for a model that does not exist. Given the ensembles and their
-members (`ensemble_members` reads them from Triton), the ensemble takes its slowest member's
+members (`served_facts` reads them from Triton), the ensemble takes its slowest member's
 verdict and fix, and names that member (`Bottleneck.slow_member`).
 
 `triage(window, devices, ensembles)` is pure: the window and, optionally, the NPU devices with
@@ -160,11 +160,6 @@ def for_ensemble(ensemble: Bottleneck, members: Sequence[str], found: Sequence[B
         why=f"{ensemble.why} · slowest member {slow.model}: {_ms(slow_ms)} of {_ms(total_ms)} per request",
         fix=f"its time is its members': {slow.model} takes {slow_ms / total_ms:.0%} of it and is "
             f"{slow.verdict.value} — {slow.model}: {slow.fix or 'no fix needed'}")
-
-
-def ensemble_members(client: TritonClient, models: Iterable[str]) -> dict[str, tuple[str, ...]]:
-    """The ensembles among `models` as Triton serves them, each with its members."""
-    return served_facts(client, models)[0]
 
 
 def served_facts(client: TritonClient, models: Iterable[str]) -> tuple[dict[str, tuple[str, ...]],

@@ -21,7 +21,7 @@ import pytest
 
 from geadmin.errors import DockerError, DockerUnavailableError, ServiceNotFoundError
 from geadmin.stack.compose import ComposeDriver
-from geadmin.stack.compose_logs import ComposeLogSource
+from geadmin.stack.compose_logs import ComposeLogSource, container_outage
 from geadmin.stack.docker_cli import run_docker
 from geadmin.stack.docker_inspect import parse_time_ns
 from geadmin.stack.drivers import ServiceStatus
@@ -136,6 +136,11 @@ def test_a_killed_container_shows_the_signal_in_history(driver: ComposeDriver, p
     assert (record.signal, record.exit_code, record.restarted) == ("SIGKILL", None, False)
     assert abs(time.time() - record.at) < 60 and record.uptime_s > 0
     assert "killed by SIGKILL" in status(driver, "ticker").detail
+    outage = container_outage(driver, "ticker", lines=4).splitlines()  # what `geadmin status` says
+    assert outage[0].startswith(f"compose service 'ticker' (project {project}) is exited (")
+    assert "killed by SIGKILL" in outage[0] and len(outage) == 5
+    assert all(line.startswith("    | ") for line in outage[1:])
+    assert {line.split()[1] for line in outage[1:]} == {"tick", "tock"}  # its last words, both streams
     driver.start("ticker")
     wait_for("ticker to be healthy again", lambda: healthy_ticker(driver))
 

@@ -1,5 +1,5 @@
 """`geadmin top` points an ensemble at its slowest member, like the Overview's card (the same
-triage with `ensemble_members`), against the real tritonserver serving the sample pipeline."""
+triage with `served_facts`), against the real tritonserver serving the sample pipeline."""
 
 from __future__ import annotations
 

@@ -16,6 +16,9 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
+from geadmin import audit
+from geadmin.ops import runs
+from geadmin.ops.bench import load_test as bench
 from geadmin.ops.bench.results import CONCURRENCY, BenchRun, list_runs, parse_csv, save_run
 from geadmin.stack.processes import free_port
 from geadmin.stack.tritonserver import TritonProcess
@@ -115,6 +118,30 @@ def test_a_running_load_test_is_cancelled_perf_analyzer_stops_and_nothing_is_sav
     assert not at.error
     assert perf_analyzers() == [] and list_runs(home) == []
     assert not at.button(key="load_test.run").disabled
+
+
+def test_a_crash_in_the_load_tests_worker_is_shown_as_a_failed_run_and_audited(
+        triton_server: TritonProcess, home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bug under the worker (here: the measuring step raising a KeyError, an exception geadmin
+    never raises on purpose) ends the run as failed, said on the page, not a thread that died
+    and left the page with nothing to say."""
+    monkeypatch.setenv("GEADMIN_TRITON_URL", triton_server.http_url)
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise KeyError("p99_ms")
+
+    monkeypatch.setattr(bench, "_load_test", broken)
+    at = load_test_page()
+    at.selectbox(key="load_test.model").set_value("digits_classifier")
+    at.text_input(key="load_test.loads").set_value("1")
+    at.button(key="load_test.run").click()
+    until_finished(at, timeout_s=30)
+    (error,) = at.error
+    assert error.value.startswith("the load test crashed: KeyError: 'p99_ms' (a bug in geadmin")
+    assert "**Next step:** report it with the traceback" in error.value
+    assert not at.button(key="load_test.run").disabled and list_runs(home) == []
+    (ended,) = audit.query(action=runs.ACTION, result=audit.Result.FAILED, home=home)
+    assert "KeyError" in ended.message and ended.model == "digits_classifier"
 
 
 def test_the_playgrounds_last_request_is_the_load_tests_input(

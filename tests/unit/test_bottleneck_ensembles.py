@@ -1,13 +1,12 @@
 """An ensemble's bottleneck is its slowest member's: Triton sums the members' stages into the
 ensemble's, so the card and `triage` point at the member to fix (pages in Triton 2.51's format;
-`ensemble_members` against the real tritonserver serving the sample digits pipeline)."""
+`served_facts` against the real tritonserver serving the sample digits pipeline)."""
 
 from __future__ import annotations
 
 from geadmin.telemetry.bottleneck import (
     FIXES,
     Verdict,
-    ensemble_members,
     served_facts,
     triage,
     window_label,
@@ -75,11 +74,9 @@ def test_window_label_is_one_phrase() -> None:
     assert window_label(300) == "last 5 min"
 
 
-def test_ensemble_members_reads_the_served_configs(triton_server) -> None:
+def test_served_facts_reads_the_ensembles_and_queue_delays_from_the_served_configs(triton_server) -> None:
     client = TritonClient(triton_server.http_url)
-    found = ensemble_members(client, ["digits_pipeline", "digits_classifier", "no_such_model"])
-    assert list(found) == ["digits_pipeline"]
-    assert set(found["digits_pipeline"]) >= {"digits_classifier"}
     ensembles, delays = served_facts(client, ["digits_pipeline", "digits_classifier", "no_such_model"])
-    assert ensembles == found
+    assert list(ensembles) == ["digits_pipeline"]
+    assert set(ensembles["digits_pipeline"]) >= {"digits_classifier"}
     assert delays == {"digits_classifier": 1.0}  # max_queue_delay_microseconds: 1000; the ensemble has none

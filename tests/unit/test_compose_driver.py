@@ -13,7 +13,6 @@ import json
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -32,16 +31,12 @@ from geadmin.stack.docker_inspect import (
     split_exit,
 )
 from geadmin.stack.drivers import StackDriver
+from tests.support.docker_replay import ASSETS, FakeDocker, Handler, asset, log_replay, recorded
 
-ASSETS = Path(__file__).parent / "assets" / "docker"
 ERRORS = sorted((ASSETS / "errors").glob("*.stderr"))
 # The file name's prefix says which failure a recorded stderr is.
 PREFIXES = {"no_engine": Failure.NO_ENGINE, "socket_denied": Failure.SOCKET_DENIED,
             "no_such_container": Failure.NO_SUCH_CONTAINER, "other": Failure.OTHER}
-
-
-def asset(name: str) -> str:
-    return (ASSETS / name).read_text()
 
 
 def containers(name: str) -> list[Container]:
@@ -50,44 +45,6 @@ def containers(name: str) -> list[Container]:
 
 def by_service(name: str, service: str) -> Container:
     return next(c for c in containers(name) if c.service == service)
-
-
-Handler = Callable[[list[str]], "tuple[int, str, str] | str"]
-
-
-class FakeDocker:
-    """Stands in for `subprocess.run` of the docker CLI: answers each argv from `handler`
-    (stdout, or (returncode, stdout, stderr)) and records every call and its arguments."""
-
-    def __init__(self, handler: Handler) -> None:
-        self.handler = handler
-        self.calls: list[tuple[list[str], dict[str, Any]]] = []
-
-    def __call__(self, argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
-        assert isinstance(argv, list) and not kwargs.get("shell"), "argument lists only, never a shell"
-        assert kwargs.get("timeout"), "every docker call has a timeout"
-        self.calls.append((argv, kwargs))
-        answer = self.handler(argv)
-        code, out, err = (0, answer, "") if isinstance(answer, str) else answer
-        if kwargs.get("stderr") is subprocess.STDOUT:
-            out, err = out + err, ""
-        return subprocess.CompletedProcess(argv, code, out, err)
-
-    def verbs(self) -> list[str]:
-        return [" ".join(argv[1:3]) if argv[1] == "container" else argv[1] for argv, _ in self.calls]
-
-
-def recorded(ps: str, inspect_file: str, **more: str | tuple[int, str, str]) -> Handler:
-    """ps -> `ps` file, container inspect -> `inspect_file`, other verbs -> `more[verb]`."""
-
-    def handle(argv: list[str]) -> tuple[int, str, str] | str:
-        if argv[1] == "ps":
-            return asset(ps)
-        if argv[1:3] == ["container", "inspect"]:
-            return asset(inspect_file)
-        return more.get(argv[1], "")
-
-    return handle
 
 
 @pytest.fixture
@@ -413,24 +370,6 @@ def test_settings_choose_the_project_and_the_cli(monkeypatch: pytest.MonkeyPatch
 
 # -- Triton's log through docker logs -----------------------------------------------------
 TICKER_LOG = asset("logs_ticker_tail6.txt")
-
-
-def log_replay(log: str, ps: str = "ps_running.jsonl", inspect_file: str = "inspect_running.json") -> Handler:
-    """`docker logs` of the recorded log: `--tail 1` and an inclusive `--since`, as docker does."""
-
-    def handle(argv: list[str]) -> str:
-        if argv[1] != "logs":
-            return recorded(ps, inspect_file)(argv)  # type: ignore[return-value]
-        lines = log.splitlines()
-        if "--tail" in argv:
-            lines = lines[-int(argv[argv.index("--tail") + 1]):]
-        if "--since" in argv:
-            seconds, nanos = argv[argv.index("--since") + 1].split(".")
-            since = int(seconds) * 10**9 + int(nanos)
-            lines = [line for line in lines if (parse_time_ns(line.split(" ")[0]) or 0) >= since]
-        return "".join(line + "\n" for line in lines)
-
-    return handle
 
 
 def test_cursor_is_the_last_line_and_read_gives_only_what_follows(

@@ -31,10 +31,13 @@ from geadmin.errors import GeAdminError, NotAuthorizedError, PerfAnalyzerMissing
 from geadmin.fleet import journal, rollout, runs, versions
 from geadmin.fleet.members import Member, Trust
 from geadmin.ops import monitoring
+from geadmin.ops import runs as background
 from geadmin.ops.bench import load_test as bench
+from geadmin.ops.bench.background import LOAD_TEST, start_load_test
 from geadmin.ops.bench.params import BenchSettings
 from geadmin.ops.infer.inputs import InputSource, SourceKind
 from geadmin.ops.models import actions, apply, create
+from geadmin.ops.runs import Run
 from geadmin.ops.tune import apply as tune_apply
 from geadmin.ops.tune import search as tune
 from geadmin.ops.tune.search import TuneSettings
@@ -234,7 +237,16 @@ GUARDED: dict[str, tuple[Action, Call]] = {
     "geadmin.fleet.rollout.resume": (Action.RELOAD, lambda w, a: resume_planted(w, a)),
     "geadmin.fleet.runs.steer": (
         Action.RELOAD,
-        lambda w, a: runs.steer(runs.RolloutRun("lab", "reload m", "t"), "abort", a, home=w.home)),
+        lambda w, a: runs.steer(runs.RolloutRun(Run(runs.ROLLOUT, "lab", "reload m", Actor("t"))), "abort", a,
+                                home=w.home)),
+    "geadmin.ops.runs.steer": (
+        Action.BENCH,
+        lambda w, a: background.steer(Run(LOAD_TEST, w.client.url, "load test of m", Actor("t")), "abort", a,
+                                      home=w.home)),
+    "geadmin.ops.bench.background.start_load_test": (
+        Action.BENCH,
+        lambda w, a: start_load_test(w.client, BenchSettings("m", w.client.url), auth=a,
+                                     home=w.home).wait(60)),
     "geadmin.ops.monitoring.save_probe_input": (
         Action.MONITORING, lambda w, a: monitoring.save_probe_input(
             "m", {"x": InputSource(SourceKind.ZEROS)}, auth=a, home=w.home)),
@@ -269,6 +281,7 @@ EXEMPT: dict[str, str] = {
     "geadmin.ops.tune.results.save_document": "stores a finished tuning run in the workspace DB",
     "geadmin.ops.tune.results.load_run": "reads a saved tuning run",
     "geadmin.fleet.runs.start": "runs a rollout (guarded, under the caller's authorization) on a thread",
+    "geadmin.ops.runs.start": "runs a work (guarded itself, under the caller's authorization) on a thread",
     "geadmin.fleet.status.close_clients": "closes fleet status's cached HTTP clients; changes no server",
     "geadmin.fleet.journal.reload_if_loaded": "part of a rollout or a restore (guarded): reloads through "
                                               "run_action, under the caller's authorization",

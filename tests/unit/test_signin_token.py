@@ -22,7 +22,6 @@ from geadmin.access.token import (
     sign_in_url,
     token_file,
     token_matches,
-    workspace_link,
 )
 from geadmin.access.users import FailedSignIns
 from geadmin.cli.main import main
@@ -97,9 +96,6 @@ def test_without_a_token_file_nobody_gets_in(tmp_path: Path) -> None:
 def test_the_link_carries_the_token(tmp_path: Path) -> None:
     assert sign_in_url("http://127.0.0.1:8501", "ab") == "http://127.0.0.1:8501/?token=ab"
     assert sign_in_url("http://127.0.0.1:8501/stack", "ab") == "http://127.0.0.1:8501/stack?token=ab"
-    assert workspace_link("http://127.0.0.1:8501", tmp_path) == "http://127.0.0.1:8501"  # no token: as is
-    value = new_token(tmp_path)
-    assert workspace_link("http://127.0.0.1:8501", tmp_path) == f"http://127.0.0.1:8501/?token={value}"
 
 
 def test_print_url_reads_the_workspace_token(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

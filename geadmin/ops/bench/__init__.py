@@ -5,4 +5,5 @@
 - failures.py   how a load test fails: one table from perf_analyzer's words to a geadmin error
 - results.py    what a load test measured, parsed from perf_analyzer's CSV, kept in the workspace
 - compare.py    which two saved load tests to compare, and their chart labels
+- background.py a load test as a background run (geadmin.ops.runs) for the Load test page
 """

@@ -13,7 +13,7 @@ import csv
 import io
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields, replace
 from datetime import datetime
 from pathlib import Path
@@ -249,8 +249,3 @@ def _load(conn: Any, run_id: int) -> BenchRun:
                                        "ORDER BY ordinal", (run_id,)))
     return BenchRun(model, server, mode, points, db.parse_time(at), who, label,
                     json.loads(settings), run_id)
-
-
-def points_table(points: Sequence[BenchPoint]) -> list[dict[str, float]]:
-    """Rows for a table or a chart: every figure of every point, compute summed too."""
-    return [asdict(p) | {"compute_ms": p.compute_ms, "client_ms": p.client_ms} for p in points]

@@ -102,14 +102,6 @@ def fresh_probes(server: str, *, now_s: float, fresh_s: float = FRESH_S,
         return {}
 
 
-def probe_history(server: str, model: str, *, since_s: float, home: Path | None = None) -> list[ProbeRecord]:
-    with db.connect(home) as conn:
-        conn.row_factory = sqlite3.Row
-        rows = conn.execute("SELECT * FROM probes WHERE server = ? AND model = ? AND at >= ? ORDER BY at",
-                            (server, model, since_s)).fetchall()
-    return [_probe(row) for row in rows]
-
-
 def probed_servers(*, home: Path | None = None) -> list[str]:
     with db.connect(home) as conn:
         conn.row_factory = sqlite3.Row
