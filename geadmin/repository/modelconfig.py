@@ -80,11 +80,6 @@ def to_json(config: model_config_pb2.ModelConfig) -> str:
     return json.dumps(to_dict(config))
 
 
-def to_load_json(config: model_config_pb2.ModelConfig) -> str:
-    """`to_json` with `max_batch_size` always present (0 included: see `to_file_text`)."""
-    return json.dumps({"max_batch_size": config.max_batch_size, **to_dict(config)})
-
-
 def from_json(text: str) -> model_config_pb2.ModelConfig:
     """JSON (ours, or Triton's normalized `GET /v2/models/N/config`) -> proto."""
     try:

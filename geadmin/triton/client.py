@@ -155,7 +155,7 @@ class TritonClient:
     ) -> Callable[[Any, dict[str, Any]], Any]:
         if files and config is None:
             raise ConfigError("file overrides need a config override too (Triton ignores them alone)")
-        config_json = _config_json(config) if config is not None else None
+        config_json = load_json(config) if config is not None else None
         overrides = {f"file:{path}": data for path, data in (files or {}).items()} or None
         return lambda c, kw: c.load_model(name, config=config_json, files=overrides, **kw)
 
@@ -288,9 +288,13 @@ def _as_json(client: Any) -> dict[str, Any]:
     return {"as_json": True} if isinstance(client, grpcclient.InferenceServerClient) else {}
 
 
-def _config_json(config: str | Mapping[str, Any] | model_config_pb2.ModelConfig) -> str:
+def load_json(config: str | Mapping[str, Any] | model_config_pb2.ModelConfig) -> str:
+    """The config override of a load as Triton's JSON. A ModelConfig keeps `max_batch_size`
+    even at 0 (protobuf's writer drops a zero): left out, Triton's auto-complete may give a
+    model that must not batch a max_batch_size of its own."""
     if isinstance(config, model_config_pb2.ModelConfig):
-        return json_format.MessageToJson(config, preserving_proto_field_name=True)
+        return json.dumps({"max_batch_size": config.max_batch_size,
+                           **json_format.MessageToDict(config, preserving_proto_field_name=True)})
     if isinstance(config, str):
         return config
     return json.dumps(dict(config))

@@ -17,11 +17,11 @@ from geadmin.repository.modelconfig import (
     parse_pbtxt,
     to_file_text,
     to_json,
-    to_load_json,
     to_pbtxt,
 )
 from geadmin.repository.positions import comments, locate, lost_comments, parse_located
 from geadmin.repository.rewrite import rewrite
+from geadmin.triton.client import load_json
 from tests.support.hypothesis_profiles import examples
 
 MANY = settings(max_examples=examples(1000), deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -73,7 +73,7 @@ def test_pbtxt_round_trip_is_exact_on_the_proto(config: pb.ModelConfig) -> None:
     assert parse_pbtxt(to_pbtxt(parse_pbtxt(to_pbtxt(config)))) == parse_pbtxt(to_pbtxt(config))
     assert parse_pbtxt(to_file_text(config)) == config
     assert from_json(to_json(config)) == config
-    assert from_json(to_load_json(config)) == config
+    assert from_json(load_json(config)) == config
 
 
 @MANY
@@ -107,7 +107,7 @@ def test_the_writer_drops_max_batch_size_0_but_file_text_and_load_json_keep_it()
     config = parse_pbtxt('name: "m"\nbackend: "onnxruntime"\nmax_batch_size: 0\ninput [{ name: "x" }]\n')
     assert "max_batch_size" not in to_pbtxt(config) and "max_batch_size" not in to_json(config)
     assert to_file_text(config).splitlines()[:3] == ['name: "m"', "max_batch_size: 0", "input {"]
-    assert json.loads(to_load_json(config))["max_batch_size"] == 0
+    assert json.loads(load_json(config))["max_batch_size"] == 0  # a load's config override
     assert parse_pbtxt(to_file_text(config)) == config
 
 
