@@ -34,9 +34,9 @@ def options_from_args(args: argparse.Namespace) -> SamplerOptions:
     url, _ = triton_metrics(args)
     return SamplerOptions(
         metrics_url=url, home=settings.home(args.home),
-        interval_s=float(settings.get("SAMPLE_INTERVAL_S", args.interval)),
-        retention_h=float(settings.get("HISTORY_RETENTION_H", args.retention_h)),
-        exporter_url=settings.get("NPU_EXPORTER_URL"), npu_smi=default_npu_smi())
+        interval_s=settings.SAMPLE_INTERVAL_S.get(args.interval),
+        retention_h=settings.HISTORY_RETENTION_H.get(args.retention_h),
+        exporter_url=settings.NPU_EXPORTER_URL.get(), npu_smi=default_npu_smi())
 
 
 def run(args: argparse.Namespace) -> int:
@@ -53,11 +53,11 @@ def run(args: argparse.Namespace) -> int:
     stack = live_stack()
     target = resolve(url=args.url, admin_key=args.admin_key, stack=stack)
     client = TritonClient(target.spec.url, admin_key=target.spec.admin_key, timeout_s=PROBE_TIMEOUT_S)
-    probe_interval_s = float(settings.get("PROBE_INTERVAL_S", args.probe_interval))
+    probe_interval_s = settings.PROBE_INTERVAL_S.get(args.probe_interval)
     fleet = FleetProber(fleet_named(args.fleet), home=options.home, interval_s=probe_interval_s) \
         if args.fleet is not None and not args.no_probes else None
     # Probe only a Triton that was named (or the running stack's), never a guessed default.
-    known = bool(args.url or settings.is_set("TRITON_URL") or stack)
+    known = bool(args.url or settings.TRITON_URL.is_set() or stack)
     left = tune_trials.at_start(target.repository, client=client if known else None, home=options.home)
     print("".join(f"{line}\n" for line in left), end="", flush=True)  # killed tuning runs' trial copies
     watchers: list[Watcher] = []
@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
         watchers.append(fleet.run)
     elif known and not args.no_probes:
         watchers.append(Prober(client, home=options.home, interval_s=probe_interval_s).run)
-    port = settings.get("SAMPLER_METRICS_PORT", args.metrics_port)
+    port = settings.SAMPLER_METRICS_PORT.get(args.metrics_port)
     endpoint = MetricsEndpoint(options.home, port, args.metrics_host,
                                dashboard_url=settings.dashboard_url()).start() if port else None
     try:

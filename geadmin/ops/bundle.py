@@ -105,7 +105,7 @@ def build_bundle(
     stack_file: Path | None = None,
     log_bytes: int = DEFAULT_LOG_BYTES,
 ) -> Bundle:
-    secrets = tuple(dict.fromkeys(s for s in (client.admin_key, settings.admin_key()) if s))
+    secrets = tuple(dict.fromkeys(s for s in (client.admin_key, settings.ADMIN_KEY.get()) if s))
     bundle = Bundle(secrets=secrets)
     bundle.collect("server", lambda: _server(bundle, client))
     bundle.collect("verdict", lambda: _verdict(bundle, client, repository, log_path))
@@ -234,8 +234,8 @@ def _log_tail(log_path: Path, log_bytes: int) -> bytes:
 
 def _settings(bundle: Bundle, client: TritonClient, stack_file: Path | None) -> None:
     values: dict[str, str | None] = {
-        setting.env_name: settings.shown(name) if setting.secret else settings.raw(name)
-        for name, setting in settings.SETTINGS.items()}
+        setting.env_name: setting.shown() if setting.secret else setting.raw()
+        for setting in settings.SETTINGS.values()}
     bundle.add_json("geadmin/settings.json", {
         "geadmin_version": __version__, "triton_url": client.url,
         "admin_key": "set" if client.admin_key else "not set", "environment": values})

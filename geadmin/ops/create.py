@@ -22,7 +22,7 @@
 4. Load it through the repository API (`ops.actions.run_action`: explained and audited as
    "load" like every load) and report the state Triton gives it — checked, not assumed.
 
-Test hook: `settings.fault_point` names the steps `create.started` (the started row is
+Test hook: `test_hooks.fault_point` names the steps `create.started` (the started row is
 written, nothing staged), `create.staged` (the staging directory is full, not renamed) and
 `create.renamed` (the directory is in place, no outcome row yet); tests/integration/
 test_cut_short.py kills the process at each.
@@ -42,7 +42,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from geadmin import audit, settings
+from geadmin import audit, test_hooks
 from geadmin.access.guard import Authorization, require
 from geadmin.access.roles import Action as Guarded
 from geadmin.audit import Actor, Origin, Result
@@ -153,9 +153,9 @@ def create_model(
             audit.record(ACTION, name, Result.STARTED, actor=actor, server=server, home=home,
                          message=reconcile.started_message(f"started: creating {plan.destination}",
                                                            plan.root, plan.destination))
-            settings.fault_point("create.started")
+            test_hooks.fault_point("create.started")
             findings = _build(plan)
-            settings.fault_point("create.renamed")
+            test_hooks.fault_point("create.renamed")
             result = _created(plan, findings, actor, server, home)  # under the lock: reconcile waits
     except GeAdminError as exc:
         with contextlib.suppress(WorkspaceDatabaseError):  # the refusal itself is what the caller sees
@@ -261,7 +261,7 @@ def _build(plan: Plan) -> tuple[Finding, ...]:
         for relative, data in plan.files.items():
             # sizes were checked in plan_model (the limit is for uploads, not the template's files)
             store.write_model_file(staging, plan.name, relative, data, limit_bytes=len(data))
-        settings.fault_point("create.staged")
+        test_hooks.fault_point("create.staged")
         report = validate_model(staged)
         findings = tuple(_relocated(f, staged, plan.destination) for f in report.findings)
         errors = [f for f in findings if f.severity is Severity.ERROR]
