@@ -60,6 +60,7 @@ from geadmin.errors import (
 from geadmin.ops import actions, reconcile
 from geadmin.ops.actions import Action, run_action
 from geadmin.repository import locks, paths, revisions, store, templates
+from geadmin.repository.atomic import fsync_directory
 from geadmin.repository.modelconfig import CONFIG_FILE
 from geadmin.repository.paths import DEFAULT_UPLOAD_LIMIT_BYTES
 from geadmin.repository.templates import Params
@@ -268,8 +269,6 @@ def _build(plan: Plan) -> tuple[Finding, ...]:
         if errors:
             raise CreateRefusedError(_refusal(plan.name, errors), findings)
         _rename_noreplace(staged, plan.destination)
-        _fsync_directory(plan.root)
-        return findings
     except FileExistsError:
         raise CreateRefusedError(f"refused: {plan.destination} appeared while the model was being "
                                  "prepared; nothing was created — pick another name") from None
@@ -278,6 +277,12 @@ def _build(plan: Plan) -> tuple[Finding, ...]:
                               "created — check free space and permissions") from exc
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+    try:
+        fsync_directory(plan.root)
+    except OSError as exc:
+        raise RepositoryError(f"created {plan.destination}, but the disk did not confirm it "
+                              f"({exc.strerror or exc}) — check the disk before relying on it") from exc
+    return findings
 
 
 def _refusal(name: str, errors: list[Finding]) -> str:
@@ -315,15 +320,6 @@ def _rename_noreplace(source: Path, destination: Path) -> None:
     if os.path.lexists(destination):
         raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(destination))
     os.rename(source, destination)
-
-
-def _fsync_directory(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        with contextlib.suppress(OSError):  # some filesystems cannot fsync a directory
-            os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _created(plan: Plan, findings: tuple[Finding, ...], actor: Actor, server: str,

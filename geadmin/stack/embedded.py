@@ -21,7 +21,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
 
 from geadmin import audit
 from geadmin.access import guard
@@ -32,6 +31,7 @@ from geadmin.errors import SamplerLockedError, StackError, TritonError
 from geadmin.ops import tune_trials
 from geadmin.ops.actions import ActionResult, load_in_parallel
 from geadmin.ops.probe import MIN_INTERVAL_S, PROBE_TIMEOUT_S, Prober
+from geadmin.repository.locks import PidLock
 from geadmin.repository.trials import is_trial
 from geadmin.stack.dashboard import DashboardProcess
 from geadmin.stack.drivers import ExitRecord
@@ -89,7 +89,7 @@ class EmbeddedStack:
         self.exporter: MetricsEndpoint | None = None
         self._probe_client: TritonClient | None = None
         self.loads: tuple[LoadOutcome, ...] = ()
-        self._workspace_lock: IO[str] | None = None
+        self._workspace_lock: PidLock | None = None
         self._stop = threading.Event()
         self._write_lock = threading.Lock()
         self._first_start = True
