@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CORE = ROOT / "geadmin"
 # Top-level module or subpackage of geadmin -> layer. Imports may point to the same or a lower layer.
 LAYERS = {
-    "__init__": 0, "errors": 0, "settings": 0, "test_hooks": 0, "domain": 0, "outside": 0,
+    "__init__": 0, "errors": 0, "settings": 0, "test_hooks": 0, "domain": 0, "outside": 0, "failure_table": 0,
     "triton": 1, "repository": 1, "db": 1, "audit": 1, "binaries": 1,
     "diagnose": 2, "telemetry": 2, "access": 2,
     "ops": 3, "stack": 3, "fleet": 3,
