@@ -199,8 +199,8 @@ FLEET_WORKLOAD = Setting("FLEET_WORKLOAD", str, None,
     "the default fleet's Kubernetes workload, KIND/NAME (Deployment/triton): a pod its controller chain "
     "proves it owns gets GEADMIN_FLEET_ADMIN_KEY")
 FLEET_TLS_CA_FILE = Setting("FLEET_TLS_CA_FILE", parse_path, None,
-    "the default fleet's CA (PEM): a discovered member whose gRPC port presents a certificate chaining to"
-    " it is trusted, over grpcs:// only")
+    "the default fleet's CA (PEM): a discovered member whose gRPC port presents a certificate chaining "
+    "to it is trusted, over grpcs:// only")
 ADMIN_KEY = Setting("ADMIN_KEY", str, None, "key for Triton's restricted APIs", secret=True)
 TRITON_LOG = Setting("TRITON_LOG", parse_path, None, "Triton's log file, read to explain failures")
 BACKEND_DIRS = Setting("BACKEND_DIRS", str, None,
