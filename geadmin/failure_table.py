@@ -11,11 +11,17 @@ boundary (npu-smi, SQLite) is one more table, with a test that walks every row.
 from __future__ import annotations
 
 import enum
+import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from geadmin.errors import GeAdminError
+
+# What a socket raises when nothing (or nothing any more) answers at an address: "unreachable"
+# to every boundary that talks over one (Triton's client, the metrics scrape).
+CONNECTION_FAILURES: tuple[type[OSError], ...] = (
+    ConnectionRefusedError, ConnectionResetError, ConnectionAbortedError, BrokenPipeError, socket.gaierror)
 
 F = TypeVar("F", bound=enum.Enum)
 E = TypeVar("E", bound=GeAdminError)
