@@ -2,6 +2,8 @@
 Triton a command targets.
 
 - tritonserver.py, dashboard.py, supervisor.py, embedded.py   `geadmin up`'s own processes
+- recording.py     the sampler, its probes and geadmin's metrics endpoint (`geadmin up`,
+                   `geadmin sampler`)
 - processes.py     ports, pids and health polls (process groups: geadmin.binaries)
 - workspace.py     $GEADMIN_HOME; backends.py backend directories; log_discovery.py Triton's log
 - drivers.py       one interface over the stack's services: local.py (`geadmin up`), and
