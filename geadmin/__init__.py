@@ -3,6 +3,8 @@
 Floors, bottom first (imports point down; docs/development.md draws them):
 - errors.py     the one exception tree
 - binaries.py   where the native programs are (tritonserver, perf_analyzer, streamlit)
+- failure_table.py  one boundary's failures (output markers, exceptions) -> error class and message
+- test_hooks.py the variables only tests set (GEADMIN_FAULT_POINT), kept out of the settings
 - domain.py     value types every layer shares
 - outside.py    outside answers read with size and depth bounds
 - settings.py   every GEADMIN_* setting, typed

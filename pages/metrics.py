@@ -46,7 +46,7 @@ def render() -> None:
     except GeAdminError as exc:
         st.error(f"Cannot read the telemetry history: {exc}")
         return
-    if not known and settings.is_set("PROMETHEUS_URL"):
+    if not known and settings.PROMETHEUS_URL.is_set():
         st.info(f"{reader.label} has no Triton model metrics from the last day: add a scrape job for "
                 f"Triton's /metrics (port 8002), or {UNSET_HINT}.")
         return
@@ -65,9 +65,9 @@ def render() -> None:
 
 def sample_interval_s() -> float:
     try:
-        return float(settings.get("SAMPLE_INTERVAL_S"))
+        return settings.SAMPLE_INTERVAL_S.get()
     except ConfigError:
-        return float(settings.SETTINGS["SAMPLE_INTERVAL_S"].default or 2)
+        return float(settings.SAMPLE_INTERVAL_S.default or 2)
 
 
 def pick_source(known: list[Overview]) -> Overview:

@@ -57,7 +57,7 @@ def render() -> None:
 def live_npus() -> None:
     url, explicit = triton_metrics_url()
     try:
-        report = detect(Sources(exporter_url=settings.get("NPU_EXPORTER_URL"), triton_metrics_url=url,
+        report = detect(Sources(exporter_url=settings.NPU_EXPORTER_URL.get(), triton_metrics_url=url,
                                 triton_metrics_explicit=explicit))
     except TelemetryError as exc:
         st.error(f"NPU telemetry cannot be read: {exc}", icon=":material/error:")

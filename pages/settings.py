@@ -23,9 +23,9 @@ def render() -> None:
     st.caption("Set by environment variables (or the same-named flags of the CLI); see the settings "
                "reference, docs/reference/settings.md. Secrets are never shown, only whether they are set.")
     st.dataframe(pd.DataFrame([{
-        "variable": s.env_name, "value": settings.shown(name),
+        "variable": s.env_name, "value": s.shown(),
         "default": "" if s.secret else (s.default or ""), "meaning": s.meaning,
-    } for name, s in settings.SETTINGS.items()]), hide_index=True, width="stretch")
+    } for s in settings.SETTINGS.values()]), hide_index=True, width="stretch")
     servers()
     sign_in()
 

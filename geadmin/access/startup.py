@@ -41,6 +41,6 @@ def dashboard_sign_in(address: str, cwd: Path, home: Path | None = None) -> Mode
     """The mode a dashboard bound to `address` will use; ConfigError with the options when it
     would serve other hosts with no sign-in at all."""
     users = UsersFile(default_users_file(home))
-    return resolve_mode(settings.get("AUTH"), address=address, users_file_exists=users.exists(),
+    return resolve_mode(settings.AUTH.get(), address=address, users_file_exists=users.exists(),
                         oidc_configured=oidc_in(secrets_files(cwd)), users_file=str(users.path),
-                        sign_in_required=settings.get("REQUIRE_SIGN_IN"))
+                        sign_in_required=settings.REQUIRE_SIGN_IN.get())

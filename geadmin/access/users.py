@@ -79,7 +79,7 @@ def check_password(password: str) -> str:
 
 
 def default_users_file(home: Path | None = None) -> Path:
-    return settings.get("USERS_FILE") or (home or settings.home()) / "users.toml"
+    return settings.USERS_FILE.get() or (home or settings.home()) / "users.toml"
 
 
 class UsersFile:

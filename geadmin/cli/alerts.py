@@ -44,7 +44,7 @@ def render(alerts: list[Alert]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    url = args.alertmanager or settings.get("ALERTMANAGER_URL")
+    url = args.alertmanager or settings.ALERTMANAGER_URL.get()
     if not url:
         raise ConfigError("no Alertmanager to ask: set GEADMIN_ALERTMANAGER_URL (e.g. "
                           "http://alertmanager:9093) or pass --alertmanager")

@@ -27,7 +27,7 @@ from geadmin.stack.target import default_server, live_stack
 
 def run(args: argparse.Namespace) -> int:
     home = settings.home()
-    host = settings.get("HOST", args.host)
+    host = settings.HOST.get(args.host)
     if args.print_url:
         return print_url(home, f"http://{client_host(host)}:{settings.port('dashboard', args.port)}")
     decision = dashboard_sign_in(host, Path.cwd(), home)

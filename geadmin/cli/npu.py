@@ -45,7 +45,7 @@ def report_for(args: argparse.Namespace) -> NpuReport:
         plural = "NPU" if len(devices) == 1 else "NPUs"
         return NpuReport(tuple(devices), "npu-smi", f"{len(devices)} {plural} (npu-smi output in {where})")
     url, explicit = triton_metrics(args)
-    return detect(Sources(exporter_url=args.exporter_url or settings.get("NPU_EXPORTER_URL"),
+    return detect(Sources(exporter_url=args.exporter_url or settings.NPU_EXPORTER_URL.get(),
                           triton_metrics_url=url, triton_metrics_explicit=explicit, timeout_s=args.timeout))
 
 

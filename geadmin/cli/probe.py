@@ -58,7 +58,7 @@ def exit_code(round_: ProbeRound) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    interval_s = float(settings.get("PROBE_INTERVAL_S", args.interval))
+    interval_s = settings.PROBE_INTERVAL_S.get(args.interval)
     if args.fleet is not None:
         fleet = FleetProber(fleet_named(args.fleet), home=settings.home(), interval_s=interval_s)
         try:

@@ -21,11 +21,11 @@ from geadmin.cli.npu import triton_metrics
 from geadmin.domain import format_duration
 from geadmin.fleet.discovery import fleet_named
 from geadmin.fleet.probes import FleetProber
-from geadmin.ops.probe import PROBE_TIMEOUT_S, Prober
+from geadmin.ops.probe import PROBE_TIMEOUT_S
 from geadmin.ops.tune import trials as tune_trials
+from geadmin.stack.recording import Recording, RecordingOptions
 from geadmin.stack.target import live_stack, resolve
-from geadmin.telemetry.alerting.exporter import MetricsEndpoint
-from geadmin.telemetry.history.sampler import Sampler, SamplerOptions, Watcher, default_npu_smi, lock
+from geadmin.telemetry.history.sampler import SamplerOptions, default_npu_smi
 from geadmin.telemetry.history.store import sources
 from geadmin.triton.client import TritonClient
 
@@ -34,61 +34,61 @@ def options_from_args(args: argparse.Namespace) -> SamplerOptions:
     url, _ = triton_metrics(args)
     return SamplerOptions(
         metrics_url=url, home=settings.home(args.home),
-        interval_s=float(settings.get("SAMPLE_INTERVAL_S", args.interval)),
-        retention_h=float(settings.get("HISTORY_RETENTION_H", args.retention_h)),
-        exporter_url=settings.get("NPU_EXPORTER_URL"), npu_smi=default_npu_smi())
+        interval_s=settings.SAMPLE_INTERVAL_S.get(args.interval),
+        retention_h=settings.HISTORY_RETENTION_H.get(args.retention_h),
+        exporter_url=settings.NPU_EXPORTER_URL.get(), npu_smi=default_npu_smi())
 
 
 def run(args: argparse.Namespace) -> int:
     options = options_from_args(args)
     if args.check:
         return check(options)
-    held = lock(options.home)  # refuses a second sampler before anything else
+    stack = live_stack()
+    target = resolve(url=args.url, admin_key=args.admin_key, stack=stack)
+    # Probe only a Triton that was named (or the running stack's), never a guessed default.
+    known = bool(args.url or settings.TRITON_URL.is_set() or stack)
+    probe_interval_s = settings.PROBE_INTERVAL_S.get(args.probe_interval)
+    fleet = FleetProber(fleet_named(args.fleet), home=options.home, interval_s=probe_interval_s) \
+        if args.fleet is not None and not args.no_probes else None
+    try:
+        recording = Recording(RecordingOptions(
+            options, probe_url=target.spec.url if known and fleet is None and not args.no_probes else None,
+            admin_key=target.spec.admin_key, probe_interval_s=probe_interval_s,
+            watchers=[fleet.run] if fleet else [],
+            watching=f"the READY models of every server of the {args.fleet} fleet" if fleet else "",
+            metrics_port=settings.SAMPLER_METRICS_PORT.get(args.metrics_port), metrics_host=args.metrics_host,
+            dashboard_url=settings.dashboard_url()), say=lambda message: print(message, flush=True))
+    except BaseException:  # refused (another sampler): nothing was started
+        if fleet is not None:
+            fleet.close()
+        raise
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         stop.set()
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-    stack = live_stack()
-    target = resolve(url=args.url, admin_key=args.admin_key, stack=stack)
-    client = TritonClient(target.spec.url, admin_key=target.spec.admin_key, timeout_s=PROBE_TIMEOUT_S)
-    probe_interval_s = float(settings.get("PROBE_INTERVAL_S", args.probe_interval))
-    fleet = FleetProber(fleet_named(args.fleet), home=options.home, interval_s=probe_interval_s) \
-        if args.fleet is not None and not args.no_probes else None
-    # Probe only a Triton that was named (or the running stack's), never a guessed default.
-    known = bool(args.url or settings.is_set("TRITON_URL") or stack)
-    left = tune_trials.at_start(target.repository, client=client if known else None, home=options.home)
-    print("".join(f"{line}\n" for line in left), end="", flush=True)  # killed tuning runs' trial copies
-    watchers: list[Watcher] = []
-    if fleet is not None:
-        watchers.append(fleet.run)
-    elif known and not args.no_probes:
-        watchers.append(Prober(client, home=options.home, interval_s=probe_interval_s).run)
-    port = settings.get("SAMPLER_METRICS_PORT", args.metrics_port)
-    endpoint = MetricsEndpoint(options.home, port, args.metrics_host,
-                               dashboard_url=settings.dashboard_url()).start() if port else None
     try:
-        print(f"sampling {options.metrics_url} every {options.interval_s:g}s into "
-              f"{options.home / 'geadmin.db'} (kept {options.retention_h:g} h); Ctrl-C stops", flush=True)
-        if fleet is not None:
-            print(f"probing the READY models of every server of the {args.fleet} fleet", flush=True)
-        elif watchers:
-            print(f"probing the READY models of {client.url}", flush=True)
-        elif not args.no_probes:
+        spec = target.spec
+        with TritonClient(spec.url, admin_key=spec.admin_key, timeout_s=PROBE_TIMEOUT_S) as client:
+            left = tune_trials.at_start(target.repository, client=client if known else None,
+                                        home=options.home)
+        print("".join(f"{line}\n" for line in left), end="", flush=True)  # killed tuning runs' trial copies
+        recording.serve_metrics()
+        for line in recording.lines():
+            print(line, flush=True)
+        if not known and not args.no_probes and fleet is None:
             print("not probing: name the Triton with --url or GEADMIN_TRITON_URL", flush=True)
-        if endpoint:
-            print(f"geadmin's metrics at {endpoint.url}", flush=True)
-        Sampler(options, say=lambda message: print(message, flush=True), watchers=watchers).run(stop)
+        print("Ctrl-C stops", flush=True)
+        recording.start()
+        while not stop.wait(0.5) and recording.alive():
+            pass
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        if endpoint:
-            endpoint.stop()
-        client.close()
+        recording.stop()
         if fleet is not None:
             fleet.close()
-        held.close()
     print("sampler stopped", flush=True)
     return 0
 

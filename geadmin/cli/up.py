@@ -24,27 +24,27 @@ from geadmin.stack.workspace import Workspace
 
 def options_from_args(args: argparse.Namespace) -> StackOptions:
     """Flags over GEADMIN_* variables over defaults — read when `up` runs, not before."""
-    repository = settings.get("REPOSITORY", args.repository)
+    repository = settings.REPOSITORY.get(args.repository)
     attaching = bool(args.triton_url)
     return StackOptions(
         workspace=Workspace(settings.home(args.home)),
         repository=Path(repository).expanduser().resolve() if repository else None,
         tritonserver=None if attaching else find_tritonserver(
-            settings.get("TRITONSERVER", args.tritonserver)),
+            settings.TRITONSERVER.get(args.tritonserver)),
         triton_url=args.triton_url,
-        host=settings.get("HOST", args.host),
+        host=settings.HOST.get(args.host),
         ports=Ports(settings.port("http", args.http_port), settings.port("grpc", args.grpc_port),
                     settings.port("metrics", args.metrics_port)),
         dashboard_port=settings.port("dashboard", args.dashboard_port),
         restart=not args.no_restart,
         backend_dirs={} if attaching else backend_dirs(args.backend_dir, say=print),
         model_timeout_s=args.model_timeout,
-        sample_interval_s=None if attaching else float(settings.get("SAMPLE_INTERVAL_S")),
-        history_retention_h=float(settings.get("HISTORY_RETENTION_H")),
-        npu_exporter_url=settings.get("NPU_EXPORTER_URL"),
-        probe_interval_s=None if attaching or args.no_probes else float(settings.get("PROBE_INTERVAL_S")),
-        sampler_metrics_port=None if attaching else settings.get("SAMPLER_METRICS_PORT",
-                                                                 args.sampler_metrics_port),
+        sample_interval_s=None if attaching else settings.SAMPLE_INTERVAL_S.get(),
+        history_retention_h=settings.HISTORY_RETENTION_H.get(),
+        npu_exporter_url=settings.NPU_EXPORTER_URL.get(),
+        probe_interval_s=None if attaching or args.no_probes else settings.PROBE_INTERVAL_S.get(),
+        sampler_metrics_port=None if attaching else settings.SAMPLER_METRICS_PORT.get(
+            args.sampler_metrics_port),
     )
 
 

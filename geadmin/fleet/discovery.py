@@ -87,13 +87,13 @@ class Discovery:
 def fleets(fallback_url: str | None = None) -> dict[str, Fleet]:
     """Every named fleet: the servers file's [[fleet]] tables, GEADMIN_FLEET as "default"."""
     named: dict[str, Fleet] = {}
-    file = settings.get("SERVERS_FILE")
+    file = settings.SERVERS_FILE.get()
     if file:
         named.update(_file_fleets(file))
-    env = settings.get("FLEET")
+    env = settings.FLEET.get()
     if env:
-        named[DEFAULT_FLEET] = Fleet(DEFAULT_FLEET, tuple(_split(env)), settings.repository(),
-                                     settings.get("FLEET_ADMIN_KEY"), _env_proof())
+        named[DEFAULT_FLEET] = Fleet(DEFAULT_FLEET, tuple(_split(env)), settings.REPOSITORY.get(),
+                                     settings.FLEET_ADMIN_KEY.get(), _env_proof())
     named.setdefault(DEFAULT_FLEET, Fleet(DEFAULT_FLEET, (CONFIGURED,)))
     for fleet in named.values():
         for source in fleet.sources:
@@ -259,12 +259,9 @@ def _file_proof(entry: dict[str, Any], where: str) -> Proof:
 
 
 def _env_proof() -> Proof:
-    networks, workload, ca = (settings.get("FLEET_TRUSTED_NETWORKS"), settings.get("FLEET_WORKLOAD"),
-                              settings.get("FLEET_TLS_CA_FILE"))
-    def env(name: str) -> str:
-        return settings.SETTINGS[name].env_name
-
+    networks, workload, ca = (settings.FLEET_TRUSTED_NETWORKS.get(), settings.FLEET_WORKLOAD.get(),
+                              settings.FLEET_TLS_CA_FILE.get())
     listed = [n for n in (networks or "").split(",") if n.strip()]
-    return Proof(parse_networks(listed, env("FLEET_TRUSTED_NETWORKS")),
-                 parse_workload(workload, env("FLEET_WORKLOAD")) if workload else None,
-                 parse_tls_ca(str(ca), env("FLEET_TLS_CA_FILE")) if ca else None)
+    return Proof(parse_networks(listed, settings.FLEET_TRUSTED_NETWORKS.env_name),
+                 parse_workload(workload, settings.FLEET_WORKLOAD.env_name) if workload else None,
+                 parse_tls_ca(str(ca), settings.FLEET_TLS_CA_FILE.env_name) if ca else None)

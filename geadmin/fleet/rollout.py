@@ -28,7 +28,7 @@ start reports it (geadmin.ops.models.reconcile). A new rollout of a fleet with a
 refused until it is restored or resumed. A pause longer than GEADMIN_ROLLOUT_PAUSE_MAX_S stops
 the rollout and puts back what changed.
 
-Test hook (`settings.fault_point`): `rollout.started` (the plan is journaled, nothing touched),
+Test hook (`test_hooks.fault_point`): `rollout.started` (the plan is journaled, nothing touched),
 `rollout.changing.N` (the Nth server's step is journaled, it is not touched yet),
 `rollout.changed.N` (the Nth server changed and journaled), `rollout.ending` (every wave passed,
 no end row yet); tests/integration/test_fleet_journal.py kills the process at each.
@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from geadmin import settings
+from geadmin import settings, test_hooks
 from geadmin.access.guard import Authorization, require
 from geadmin.access.roles import Action as Guarded
 from geadmin.audit import Result
@@ -74,9 +74,6 @@ class Change(str, enum.Enum):
     APPLY = "apply"
 
 
-PAUSE_SETTING = "ROLLOUT_PAUSE_MAX_S"
-
-
 @dataclass
 class Control:
     """Set from another thread (the Fleet page's buttons): checked between two servers."""
@@ -91,7 +88,7 @@ class Control:
         while self.paused.is_set() and not self.aborted.is_set():
             if self.max_pause_s is not None and time.monotonic() - since >= self.max_pause_s:
                 return (f"paused for longer than {format_duration(self.max_pause_s)} "
-                        f"(GEADMIN_{PAUSE_SETTING}): the pause expired")
+                        f"({settings.ROLLOUT_PAUSE_MAX_S.env_name}): the pause expired")
             self.aborted.wait(0.2)
         return ""
 
@@ -156,7 +153,7 @@ def rollout(members: Sequence[Member], change: Change, model: str, *, new_config
     name = fleet or "fleet"
     control = control or Control()
     if control.max_pause_s is None:
-        control.max_pause_s = float(settings.get(PAUSE_SETTING))
+        control.max_pause_s = settings.ROLLOUT_PAUSE_MAX_S.get()
     with rollout_lock(name, home=home):
         resumed = None
         if resume_of:
@@ -204,12 +201,12 @@ class _Rollout:
             journal_id = self.recorder.start(self.diff)
             self.on_server = ServerAudit(self.plan, self.recorder.actor, self.home, journal_id)
             self.say(f"journaled as rollout #{journal_id}")
-            settings.fault_point("rollout.started")
+            test_hooks.fault_point("rollout.started")
             for number, wave in enumerate(waves, start=1):
                 reason = self._wave(number, wave) or self._gate(gate, number, wave)
                 if reason:
                     return self._stop(number, len(waves), reason)
-            settings.fault_point("rollout.ending")
+            test_hooks.fault_point("rollout.ending")
             done = (f"{self.change.value} {self.model} on {len(self.members)} server(s) "
                     f"in {len(waves)} wave(s)")
             return self._end(Result.OK, f"ROLLOUT DONE: {done}, every gate passed", len(waves))
@@ -239,12 +236,12 @@ class _Rollout:
             self.say(f"wave {number}: {self.change.value} {self.model} on {member.name}")
             self.recorder.step(member.name, number, CHANGING)
             self.touched.append(member.name)
-            settings.fault_point(f"rollout.changing.{len(self.touched)}")
+            test_hooks.fault_point(f"rollout.changing.{len(self.touched)}")
             problem = self._change_one(member)
             message = "; ".join(filter(None, (problem, self._record_on_server(member, problem))))
             self.rows[member.name] = Row(member.name, number, FAILED if problem else CHANGED, message)
             self.recorder.step(member.name, number, FAILED if problem else CHANGED, message)
-            settings.fault_point(f"rollout.changed.{len(self.touched)}")
+            test_hooks.fault_point(f"rollout.changed.{len(self.touched)}")
             if problem:
                 return f"{member.name}: {problem}"
         return ""

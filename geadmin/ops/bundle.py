@@ -126,7 +126,7 @@ def build_bundle(
 ) -> Bundle:
     """`log`: the log that explains failures when there is no `log_path` (a compose container's);
     `containers`: the compose project that runs this server, whose services and logs go in."""
-    secrets = tuple(dict.fromkeys(s for s in (client.admin_key, settings.admin_key()) if s))
+    secrets = tuple(dict.fromkeys(s for s in (client.admin_key, settings.ADMIN_KEY.get()) if s))
     bundle = Bundle(secrets=secrets)
     bundle.collect("server", lambda: _server(bundle, client))
     source = LocalLogFile(log_path) if log_path is not None else log
@@ -276,8 +276,8 @@ def _containers(bundle: Bundle, containers: Containers) -> None:
 
 def _settings(bundle: Bundle, client: TritonClient, stack_file: Path | None) -> None:
     values: dict[str, str | None] = {
-        setting.env_name: settings.shown(name) if setting.secret else settings.raw(name)
-        for name, setting in settings.SETTINGS.items()}
+        setting.env_name: setting.shown() if setting.secret else setting.raw()
+        for setting in settings.SETTINGS.values()}
     bundle.add_json("geadmin/settings.json", {
         "geadmin_version": __version__, "triton_url": client.url,
         "admin_key": "set" if client.admin_key else "not set", "environment": values})

@@ -41,7 +41,7 @@ def atomic_write(path: Path, data: bytes, *, mode: int | None = None) -> None:
         os.chmod(tmp, mode)
         os.replace(tmp, path)
         tmp = ""
-        _fsync_directory(path.parent)
+        fsync_directory(path.parent)
     except OSError as exc:
         raise RepositoryError(f"cannot write {path}: {exc.strerror or exc}; the previous file is "
                               "untouched — free space or fix permissions, then retry") from exc
@@ -80,8 +80,11 @@ def open_private_log(path: Path) -> BinaryIO:
     return os.fdopen(fd, "ab")
 
 
-def _fsync_directory(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
+def fsync_directory(directory: Path) -> None:
+    """Make a rename (or a new entry) in `directory` durable: fsync the directory itself. A
+    filesystem that cannot fsync a directory (EINVAL, EOPNOTSUPP) is no error: the rename is
+    done; any other failure is raised."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(fd)
     except OSError as exc:  # some filesystems cannot fsync a directory; the rename is done

@@ -1,4 +1,12 @@
-"""Writers of one model's config are serialized by a lock file in the workspace
+"""The one pid-file lock, and the locks built on it.
+
+`PidLock`: an exclusive flock on a file that names its holder (`pid N`, or `WHAT, pid N`). The
+kernel drops the flock when the holder closes the file or dies, however it dies (SIGKILL
+included), so a lock is never left stale; the name is only for the message of the one refused.
+Every lock of geadmin is one: a `geadmin up` per workspace, the sampler per workspace, a load
+test per server, a tuning run per model, the config writers below, the users file.
+
+Writers of one model's config are serialized by a lock file in the workspace
 (`$GEADMIN_HOME/locks`), so a hash check and the rename after it cannot interleave with
 another geadmin process's; `purpose` keeps an apply's lock apart from a plain write's.
 `file_lock` is the same lock for any other file geadmin rewrites whole (the users file)."""
@@ -10,15 +18,94 @@ import fcntl
 import hashlib
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TextIO
+from types import TracebackType
 
 from geadmin import settings
-from geadmin.errors import ConfigLockedError, RepositoryError
+from geadmin.errors import ConfigLockedError, GeAdminError, RepositoryError
 from geadmin.repository.layout import is_model_name
 
 LOCK_WAIT_S = 10.0
+PRIVATE_DIR_MODE = 0o700
+LOCK_FILE_MODE = 0o600
+HOLDER_BYTES = 512
+
+
+class PidLock:
+    """A held pid-file lock: `close()` (or the end of a `with` block) empties the file and
+    releases it; the process's end releases it too."""
+
+    def __init__(self, path: Path, fd: int) -> None:
+        self.path = path
+        self._fd: int | None = fd
+
+    def close(self) -> None:
+        if self._fd is None:
+            return
+        fd, self._fd = self._fd, None
+        try:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, 0)  # empty: nobody holds it (`holder` reads this)
+        finally:
+            os.close(fd)  # releases the flock
+
+    def __enter__(self) -> PidLock:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        self.close()
+
+
+def pid_lock(path: Path, busy: Callable[[str], GeAdminError], *, what: str = "",
+             wait_s: float = 0.0) -> PidLock:
+    """Take the lock file `path` (created 0600, its directory 0700 when new), waiting up to
+    `wait_s` (0: do not wait) for its holder; the file then says `what, pid N` (`pid N`).
+    Raises `busy(holder)` while another holds it (holder: what its file says), and OSError
+    when the file cannot be created: each caller says which workspace is unusable."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR_MODE)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, LOCK_FILE_MODE)
+    try:
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    holder = os.pread(fd, HOLDER_BYTES, 0).decode(errors="replace").strip()
+                    raise busy(holder or "another process") from None
+                time.sleep(0.05)
+        note = f"pid {os.getpid()}"
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, (f"{what}, {note}" if what else note).encode(), 0)
+    except BaseException:
+        os.close(fd)
+        raise
+    return PidLock(path, fd)
+
+
+def holder(path: Path) -> str:
+    """What the live holder of the lock `path` wrote (`what, pid N`), read without locking so
+    asking never disturbs it; "" when nobody holds it (never taken, released, or its holder
+    died: its pid is gone)."""
+    try:
+        text = path.read_text(errors="replace").strip()
+    except OSError:
+        return ""
+    _, _, pid = text.rpartition("pid ")
+    return text if pid.isdigit() and _alive(int(pid)) else ""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        return True
+    return True
 
 
 @contextlib.contextmanager
@@ -40,32 +127,13 @@ def edit_lock(repository: Path, model: str, purpose: str = "write", *, home: Pat
 def file_lock(path: Path, busy: str, *, wait_s: float = LOCK_WAIT_S) -> Iterator[None]:
     """Hold the lock file `path` (created with its directory), waiting up to `wait_s` (0: do
     not wait); else `ConfigLockedError` "another geadmin (pid N) is running `busy`"."""
+    def refused(holder: str) -> GeAdminError:
+        return ConfigLockedError(f"another geadmin ({holder}) is running {busy}")
+
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle = open(path, "a+")  # noqa: SIM115 - closed below; closing releases the lock
+        held = pid_lock(path, refused, wait_s=wait_s)
     except OSError as exc:
         raise RepositoryError(f"cannot create the lock {path}: {exc.strerror or exc}; check that "
                               "its directory (the workspace, GEADMIN_HOME) is writable") from exc
-    try:
-        _acquire(handle, busy, wait_s)
-        handle.seek(0)
-        handle.truncate()
-        handle.write(f"pid {os.getpid()}")
-        handle.flush()
+    with held:
         yield
-    finally:
-        handle.close()
-
-
-def _acquire(handle: TextIO, busy: str, wait_s: float) -> None:
-    deadline = time.monotonic() + wait_s
-    while True:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return
-        except BlockingIOError:
-            if time.monotonic() >= deadline:
-                handle.seek(0)
-                holder = handle.read().strip() or "another process"
-                raise ConfigLockedError(f"another geadmin ({holder}) is running {busy}") from None
-            time.sleep(0.05)

@@ -42,7 +42,7 @@ def parse_backend_dirs(items: Sequence[str]) -> dict[str, Path]:
 
 def backend_dirs(flags: Sequence[str] | None, say: Callable[[str], None]) -> dict[str, Path]:
     """Flags over GEADMIN_BACKEND_DIRS over the built npu_ge; says how to get npu_ge if absent."""
-    raw = settings.get("BACKEND_DIRS")
+    raw = settings.BACKEND_DIRS.get()
     items = list(flags) if flags else [part for part in (raw or "").split(",") if part.strip()]
     found = parse_backend_dirs(items)
     if "npu_ge" not in found:

@@ -12,17 +12,17 @@ from geadmin.stack.workspace import Workspace
 def choose_driver() -> StackDriver | None:
     """compose when GEADMIN_STACK=compose (or auto with GEADMIN_COMPOSE_PROJECT set), local
     when a `geadmin up` runs on the workspace, else None: the dashboard manages no stack."""
-    mode = (settings.get("STACK") or "auto").strip().lower()
+    mode = (settings.STACK.get() or "auto").strip().lower()
     if mode not in ("auto", "local", "compose"):
         raise ConfigError(f"GEADMIN_STACK={mode!r}: expected auto, local or compose")
-    project = settings.get("COMPOSE_PROJECT")
+    project = settings.COMPOSE_PROJECT.get()
     if mode == "compose" or (mode == "auto" and project):
         if not project:
             raise ConfigError("GEADMIN_STACK=compose needs GEADMIN_COMPOSE_PROJECT (the compose "
                               "project name, `docker compose ls` shows it)")
         from geadmin.stack.compose import ComposeDriver
 
-        return ComposeDriver(project, docker=settings.get("DOCKER") or "docker")
+        return ComposeDriver(project, docker=settings.DOCKER.get() or "docker")
     workspace = Workspace(settings.home())
     if mode == "local" or workspace.live_stack() is not None:
         return LocalDriver(workspace)

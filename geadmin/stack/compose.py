@@ -121,7 +121,7 @@ class ComposeDriver:
 
 def compose_project_from_settings() -> ComposeDriver | None:
     """The driver for GEADMIN_COMPOSE_PROJECT (None when unset), running GEADMIN_DOCKER."""
-    project = settings.get("COMPOSE_PROJECT")
+    project = settings.COMPOSE_PROJECT.get()
     if not project:
         return None
-    return ComposeDriver(str(project), str(settings.get("DOCKER") or "docker"))
+    return ComposeDriver(str(project), str(settings.DOCKER.get() or "docker"))

@@ -129,7 +129,7 @@ def _stamped(text: str) -> list[tuple[int, str]]:
 
 def compose_for(url: str) -> ComposeDriver | None:
     """The compose project that runs the Triton at `url` (see the module docstring), or None."""
-    if str(settings.get("STACK") or "auto").strip().lower() == "local" or not is_env_server(url):
+    if settings.STACK.get().strip().lower() == "local" or not is_env_server(url):
         return None
     return compose_project_from_settings()
 

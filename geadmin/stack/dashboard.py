@@ -9,6 +9,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 from geadmin import settings
 from geadmin.binaries import signal_group, terminate_group
@@ -91,13 +92,14 @@ class DashboardProcess:
         ]
 
     def environment(self) -> dict[str, str]:
-        values: dict[str, str | None] = {"TRITON_URL": self.triton_url, "HOME": str(self.home)}
+        values: dict[settings.Setting[Any], str | None] = {
+            settings.TRITON_URL: self.triton_url, settings.HOME: str(self.home)}
         if self.only_this_triton:  # the embedded stack's dashboard shows the Triton it started
-            values.update(TRITON_URLS=None, SERVERS_FILE=None)
+            values.update({settings.TRITON_URLS: None, settings.SERVERS_FILE: None})
         if self.triton_log is not None:
-            values["TRITON_LOG"] = str(self.triton_log)
+            values[settings.TRITON_LOG] = str(self.triton_log)
         if self.repository is not None:
-            values["REPOSITORY"] = str(self.repository)
+            values[settings.REPOSITORY] = str(self.repository)
         return settings.child_environment({**os.environ, **self.extra_env}, values)
 
     def start(self, timeout_s: float = 60.0, cancelled: Callable[[], bool] = lambda: False) -> None:

@@ -2,7 +2,8 @@
 
 Every docker call is an argument list with a timeout; every failure (the CLI missing, no
 engine, a denied socket, a container gone, a timeout) goes through `FAILURES` into a
-`StackError` whose first line says cause and fix. tests/unit/test_compose_driver.py walks
+`StackError` whose first line says cause and fix (`TABLE`, read like every boundary's:
+`geadmin.failure_table`). tests/unit/test_compose_driver.py walks
 every row with recorded docker output (tests/unit/assets/docker/errors/).
 """
 
@@ -14,6 +15,7 @@ import subprocess
 from collections.abc import Sequence
 
 from geadmin.errors import DockerError, DockerUnavailableError, ServiceNotFoundError, StackError
+from geadmin.failure_table import FailureTable
 
 READ_TIMEOUT_S = 30.0
 ACTION_TIMEOUT_S = 120.0  # `docker stop` waits the container's grace period, then kills
@@ -68,19 +70,14 @@ FAILURES: dict[Failure, tuple[type[StackError], str]] = {
 }
 
 
-def classify(exc: BaseException | None = None, stderr: str = "") -> Failure:
-    if exc is not None:
-        return next((failure for kind, failure in EXCEPTION_FAILURES if isinstance(exc, kind)),
-                    Failure.OTHER)
-    lowered = stderr.lower()
-    return next((failure for marker, failure in STDERR_FAILURES if marker in lowered), Failure.OTHER)
+TABLE = FailureTable(STDERR_FAILURES, EXCEPTION_FAILURES, FAILURES, Failure.OTHER)
+classify = TABLE.classify
 
 
 def docker_error(failure: Failure, *, what: str, argv: Sequence[str], detail: str,
                  timeout_s: float) -> StackError:
-    error_type, template = FAILURES[failure]
-    return error_type(template.format(what=what, cli=argv[0], command=shlex.join(argv),
-                                      detail=detail or "no message", timeout_s=timeout_s))
+    return TABLE.error(failure, what=what, cli=argv[0], command=shlex.join(argv),
+                       detail=detail or "no message", timeout_s=timeout_s)
 
 
 def run_docker(argv: Sequence[str], *, what: str, timeout_s: float = READ_TIMEOUT_S,
@@ -98,6 +95,6 @@ def run_docker(argv: Sequence[str], *, what: str, timeout_s: float = READ_TIMEOU
         lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
         # The CLI prints its error first on stderr; merged with a log, it comes last.
         detail = (lines[-1] if merge_stderr else lines[0]) if lines else f"exit code {done.returncode}"
-        raise docker_error(classify(stderr=text or ""), what=what, argv=argv, detail=detail,
+        raise docker_error(classify(output=text or ""), what=what, argv=argv, detail=detail,
                            timeout_s=timeout_s)
     return done.stdout or ""

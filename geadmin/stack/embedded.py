@@ -21,27 +21,27 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
 
 from geadmin import audit
 from geadmin.access import guard
 from geadmin.access.token import new_token, sign_in_url
 from geadmin.audit import Actor, Origin
 from geadmin.domain import DEFAULT_PORTS, Ports, format_duration
-from geadmin.errors import SamplerLockedError, StackError, TritonError
+from geadmin.errors import PortInUseError, SamplerLockedError, StackError, TritonError
 from geadmin.ops.models.actions import ActionResult, load_in_parallel
-from geadmin.ops.probe import MIN_INTERVAL_S, PROBE_TIMEOUT_S, Prober
+from geadmin.ops.probe import DEFAULT_INTERVAL_S
 from geadmin.ops.tune import trials as tune_trials
+from geadmin.repository.locks import PidLock
 from geadmin.repository.trials import is_trial
 from geadmin.stack.dashboard import DashboardProcess
 from geadmin.stack.drivers import ExitRecord
 from geadmin.stack.processes import client_host, ensure_port_free, ensure_ports_free
+from geadmin.stack.recording import Recording, RecordingOptions
 from geadmin.stack.stack_audit import StackAudit, origin_of_signal
 from geadmin.stack.supervisor import Backoff, TritonSupervisor, exit_record
 from geadmin.stack.tritonserver import TritonProcess, prepare_backend_directory
 from geadmin.stack.workspace import LoadOutcome, StackInfo, Workspace
-from geadmin.telemetry.alerting.exporter import MetricsEndpoint
-from geadmin.telemetry.history.sampler import SamplerOptions, SamplerThread, default_npu_smi
+from geadmin.telemetry.history.sampler import SamplerOptions, default_npu_smi
 from geadmin.triton.client import TritonClient
 from geadmin.triton.logs import LocalLogFile
 
@@ -85,11 +85,9 @@ class EmbeddedStack:
         self._print = printer
         self.supervisor: TritonSupervisor | None = None
         self.dashboard: DashboardProcess | None = None
-        self.sampler: SamplerThread | None = None
-        self.exporter: MetricsEndpoint | None = None
-        self._probe_client: TritonClient | None = None
+        self.recording: Recording | None = None  # the sampler, its probes, geadmin's metrics
         self.loads: tuple[LoadOutcome, ...] = ()
-        self._workspace_lock: IO[str] | None = None
+        self._workspace_lock: PidLock | None = None
         self._stop = threading.Event()
         self._write_lock = threading.Lock()
         self._first_start = True
@@ -180,34 +178,26 @@ class EmbeddedStack:
         opts = self.options
         if opts.sample_interval_s is None:
             return
-        metrics_url = f"http://{client_host(opts.host)}:{opts.ports.metrics}/metrics"  # across restarts
-        watchers = []
-        if opts.probe_interval_s is not None:
-            self._probe_client = TritonClient(f"http://{client_host(opts.host)}:{opts.ports.http}",
-                                              admin_key=self._admin_key, timeout_s=PROBE_TIMEOUT_S)
-            watchers.append(Prober(self._probe_client, home=opts.workspace.home,
-                                   interval_s=opts.probe_interval_s).run)
+        host = client_host(opts.host)  # the same URLs across Triton's restarts
         try:
-            self.sampler = SamplerThread(SamplerOptions(
-                metrics_url, opts.workspace.home, opts.sample_interval_s,
-                opts.history_retention_h, opts.npu_exporter_url, default_npu_smi()), say=self.say,
-                watchers=watchers).start()
+            recording = Recording(RecordingOptions(
+                SamplerOptions(f"http://{host}:{opts.ports.metrics}/metrics", opts.workspace.home,
+                               opts.sample_interval_s, opts.history_retention_h, opts.npu_exporter_url,
+                               default_npu_smi()),
+                probe_url=f"http://{host}:{opts.ports.http}" if opts.probe_interval_s is not None else None,
+                admin_key=self._admin_key, probe_interval_s=opts.probe_interval_s or DEFAULT_INTERVAL_S,
+                metrics_port=opts.sampler_metrics_port, metrics_host=opts.host,
+                dashboard_url=self.dashboard.url if self.dashboard else ""), say=self.say)
         except SamplerLockedError as exc:
             self.say(f"not sampling telemetry: {exc}")
             return
-        self.say(f"Sampler   every {opts.sample_interval_s:g}s into {opts.workspace.home / 'geadmin.db'}"
-                 + (f"; probes every READY model every {max(MIN_INTERVAL_S, opts.probe_interval_s):g}s"
-                    if opts.probe_interval_s is not None else ""))
-        if opts.sampler_metrics_port is not None:
-            try:
-                dashboard_url = self.dashboard.url if self.dashboard else ""
-                self.exporter = MetricsEndpoint(opts.workspace.home, opts.sampler_metrics_port, opts.host,
-                                                dashboard_url=dashboard_url).start()
-            except OSError as exc:
-                self.say(f"geadmin's metrics not served on port {opts.sampler_metrics_port}: "
-                         f"{exc.strerror or exc}")
-                return
-            self.say(f"geadmin metrics {self.exporter.url} (probes, model states, objectives)")
+        self.recording = recording.start()
+        try:
+            recording.serve_metrics()
+        except PortInUseError as exc:
+            self.say(str(exc))
+        for line in recording.lines():
+            self.say(line)
 
     def _run_triton(self, backends: Path, cancelled: Callable[[], bool]) -> TritonProcess:
         opts = self.options
@@ -369,8 +359,8 @@ class EmbeddedStack:
     def stop(self) -> None:
         """Both stop together, within the 15 s an init system or operator expects."""
         self._stop.set()
-        if self.sampler is not None:
-            self.sampler.begin_stop()
+        if self.recording is not None:
+            self.recording.begin_stop()
         if self.dashboard is not None:
             self.dashboard.begin_stop()
         if self.supervisor is not None:
@@ -380,15 +370,9 @@ class EmbeddedStack:
         if self.dashboard is not None:
             self.dashboard.stop(timeout_s=3)
             self.dashboard = None
-        if self.sampler is not None:
-            self.sampler.stop(timeout_s=1)  # a daemon thread: the process exit ends it regardless
-            self.sampler = None
-        if self.exporter is not None:
-            self.exporter.stop()
-            self.exporter = None
-        if self._probe_client is not None:
-            self._probe_client.close()
-            self._probe_client = None
+        if self.recording is not None:
+            self.recording.stop(timeout_s=1)  # a daemon thread: the process exit ends it regardless
+            self.recording = None
         if self._workspace_lock is not None:
             self.options.workspace.remove_stack()
             self._workspace_lock.close()

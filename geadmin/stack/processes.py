@@ -31,7 +31,7 @@ PICK_ATTEMPTS = 500
 
 
 def pick_range() -> tuple[int, int]:
-    raw = settings.get("FREE_PORT_RANGE")
+    raw = settings.FREE_PORT_RANGE.get()
     return raw if raw else DEFAULT_PICK_RANGE
 
 

@@ -83,7 +83,7 @@ def server_urls(spec: ServerSpec, stack: StackInfo | None) -> ServerUrls:
     """
     own = Endpoint.parse(spec.url)
     from_stack = stack is not None and is_stack_server(spec.url, stack)
-    env_metrics = settings.get("TRITON_METRICS_URL")
+    env_metrics = settings.TRITON_METRICS_URL.get()
     known: dict[str, str | None] = {"http": spec.http_url, "grpc": spec.grpc_url, "metrics": spec.metrics_url}
     known[own.transport.value] = own.url
     if env_metrics and not known["metrics"] and same_server(spec.url, default_server(stack)[0]):
@@ -106,7 +106,9 @@ def _guess(own: Endpoint, kind: str) -> str:
     if kind == "metrics":
         host = f"[{own.host}]" if ":" in own.host else own.host
         return f"http://{host}:{settings.port('metrics')}/metrics"
-    return replace(own, transport=Transport(kind), port=settings.port(kind)).url
+    transport = Transport(kind)
+    return replace(own, transport=transport,
+                   port=settings.port("grpc" if transport is Transport.GRPC else "http")).url
 
 
 def live_stack(home: Path | None = None) -> StackInfo | None:
@@ -132,9 +134,9 @@ def _address(url: str) -> tuple[str, int]:
 
 def default_server(stack: StackInfo | None) -> tuple[str, str]:
     """(url, how it was chosen) when no flag names a server."""
-    env_url = settings.triton_url()
+    env_url = settings.TRITON_URL.get()
     if env_url:
-        return env_url, settings.SETTINGS["TRITON_URL"].env_name
+        return env_url, settings.TRITON_URL.env_name
     if stack is not None:
         return stack.http_url, f"the embedded stack of {stack.home} (pid {stack.pid})"
     return DEFAULT_TRITON_URL, "the default address"
@@ -161,7 +163,7 @@ def resolve(
     target = explained_by(Target(spec, source=source), stack, triton_log, repository)
     spec = replace(target.spec, admin_key=admin_key) if admin_key else target.spec
     notes = list(target.notes)
-    if settings.admin_key() and spec.admin_key is None:
+    if settings.ADMIN_KEY.get() and spec.admin_key is None:
         notes.append(f"GEADMIN_ADMIN_KEY is not sent to {spec.url}: it belongs to "
                      f"{default_server(stack)[0]}; pass --admin-key for this server")
     warning = key_warning(spec)
@@ -179,23 +181,24 @@ def explained_by(
     """`target` with the log and repository that belong to its server."""
     url = target.spec.url
     default_url, _ = default_server(stack)
-    belongs = same_server(url, default_url) or (not settings.triton_url() and is_stack_server(url, stack))
+    belongs = same_server(url, default_url) or (not settings.TRITON_URL.get() and is_stack_server(url, stack))
     from_stack = is_stack_server(url, stack)
     notes = list(target.notes)
 
-    def pick(flag: str | Path | None, name: str, stack_value: Path | None) -> Path | None:
+    def pick(flag: str | Path | None, setting: settings.Setting[Path],
+             stack_value: Path | None) -> Path | None:
         if flag:
             return Path(flag).expanduser()
-        env_value: Path | None = settings.get(name)
+        env_value = setting.get()
         if env_value is not None:
             if belongs:
                 return env_value
-            notes.append(f"GEADMIN_{name}={env_value} is not used: it belongs to {default_url}, "
-                         f"not {url}; pass --{name.lower().replace('_', '-')} for this server")
+            notes.append(f"{setting.env_name}={env_value} is not used: it belongs to {default_url}, "
+                         f"not {url}; pass --{setting.name.lower().replace('_', '-')} for this server")
         return stack_value if from_stack else None
 
-    log_path = pick(triton_log, "TRITON_LOG", stack.triton_log if stack else None)
-    repo = pick(repository, "REPOSITORY", stack.repository if stack else None)
+    log_path = pick(triton_log, settings.TRITON_LOG, stack.triton_log if stack else None)
+    repo = pick(repository, settings.REPOSITORY, stack.repository if stack else None)
     return replace(target, spec=with_stack_key(target.spec, stack), log_path=log_path, repository=repo,
                    notes=tuple(notes), stack=stack)
 

@@ -17,19 +17,23 @@ copy stays pristine. The workspace and its logs directory are 0700, the logs and
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
-import os
 import secrets
 import shutil
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from geadmin.domain import Ports
-from geadmin.errors import RepositoryError, StackError
-from geadmin.repository.atomic import private_directory
+from geadmin.errors import GeAdminError, RepositoryError, StackError
+from geadmin.repository.atomic import (
+    SECRET_FILE_MODE,
+    atomic_write,
+    private_directory,
+    write_secret_atomically,
+)
+from geadmin.repository.locks import PidLock, pid_lock
 from geadmin.stack.drivers import ExitRecord
 from geadmin.stack.processes import pid_alive
 
@@ -146,9 +150,9 @@ class Workspace:
     def ensure_admin_key(self) -> str:
         """The workspace's admin key, generated on first use.
 
-        Written like every secret: a temporary file created 0600 (mkstemp) in the workspace,
-        fsynced, then renamed into place, so the key is never readable by others, not even
-        for a moment, and a crash never leaves half a key. Kept across runs: a CLI or
+        Written like every secret (`write_secret_atomically`: a temporary file created 0600,
+        fsynced, renamed into place, the directory fsynced), so the key is never readable by
+        others, not even for a moment, and a crash never leaves half a key. Kept across runs: a CLI or
         dashboard that read it earlier stays valid after a restart.
         """
         existing = self.admin_key()
@@ -157,18 +161,8 @@ class Workspace:
         key = secrets.token_urlsafe(ADMIN_KEY_BYTES)
         try:
             private_directory(self.home)
-            fd, temp = tempfile.mkstemp(prefix=".admin-key-", dir=self.home)  # mode 0600
-            try:
-                with os.fdopen(fd, "w") as handle:
-                    handle.write(key + "\n")
-                    handle.flush()
-                    os.fsync(handle.fileno())
-                os.replace(temp, self.admin_key_file)
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.unlink(temp)
-                raise
-        except OSError as exc:
+            write_secret_atomically(self.admin_key_file, (key + "\n").encode())
+        except (OSError, RepositoryError) as exc:
             raise StackError(self._unusable(exc)) from exc
         return key
 
@@ -200,32 +194,22 @@ class Workspace:
     def lock_path(self) -> Path:
         return self.home / ".geadmin-up.lock"
 
-    def lock(self) -> IO[str]:
-        """Claim the workspace for one `geadmin up`; the claim ends when the file is closed.
+    def lock(self) -> PidLock:
+        """Claim the workspace for one `geadmin up`; the claim ends when closed (or at exit).
 
         Two stacks on one workspace would serve the same repository and write (and rotate)
         the same log, so the second is refused, naming the first.
         """
+
+        def refused(holder: str) -> GeAdminError:
+            return StackError(f"another `geadmin up` ({holder}) is using the workspace {self.home}; "
+                              "stop it, or give this one its own workspace with --home / GEADMIN_HOME")
+
         try:
             private_directory(self.home)
-            handle = open(self.lock_path, "a+")  # noqa: SIM115 - held open for the stack's life
+            return pid_lock(self.lock_path, refused)
         except OSError as exc:
             raise StackError(self._unusable(exc)) from exc
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.seek(0)
-            holder = handle.read().strip() or "?"
-            handle.close()
-            raise StackError(
-                f"another `geadmin up` (pid {holder}) is using the workspace {self.home}; "
-                "stop it, or give this one its own workspace with --home / GEADMIN_HOME"
-            ) from None
-        handle.seek(0)
-        handle.truncate()
-        handle.write(str(os.getpid()))
-        handle.flush()
-        return handle
 
     @property
     def stack_file(self) -> Path:
@@ -234,11 +218,9 @@ class Workspace:
     def write_stack(self, info: StackInfo) -> None:
         """Atomically (temp file + rename): a reader never sees half a file."""
         try:
-            fd, temp = tempfile.mkstemp(prefix=".stack-", suffix=".json", dir=self.home)
-            with os.fdopen(fd, "w") as handle:
-                json.dump(info.to_json(), handle, indent=2)
-            os.replace(temp, self.stack_file)
-        except OSError as exc:
+            data = json.dumps(info.to_json(), indent=2).encode()
+            atomic_write(self.stack_file, data, mode=SECRET_FILE_MODE)
+        except RepositoryError as exc:
             raise StackError(self._unusable(exc)) from exc
 
     def remove_stack(self) -> None:
@@ -262,6 +244,8 @@ class Workspace:
         except OSError as exc:
             raise StackError(self._unusable(exc)) from exc
 
-    def _unusable(self, exc: OSError) -> str:
-        return (f"cannot use the workspace {self.home}: {exc.strerror or exc}; set GEADMIN_HOME "
+    def _unusable(self, exc: OSError | RepositoryError) -> str:
+        cause = exc.__cause__ if isinstance(exc, RepositoryError) and exc.__cause__ else exc
+        reason = cause.strerror if isinstance(cause, OSError) and cause.strerror else cause
+        return (f"cannot use the workspace {self.home}: {reason}; set GEADMIN_HOME "
                 "(or --home) to a writable directory")

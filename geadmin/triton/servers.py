@@ -63,23 +63,23 @@ DEFAULT_TRITON_URL = f"http://127.0.0.1:{DEFAULT_PORTS['http']}"
 
 def default_url(fallback: str | None = None) -> str:
     """GEADMIN_TRITON_URL, else `fallback`, else Triton's default address on this machine."""
-    return settings.triton_url() or fallback or DEFAULT_TRITON_URL
+    return settings.TRITON_URL.get() or fallback or DEFAULT_TRITON_URL
 
 
 def load_servers(fallback_url: str | None = None) -> list[ServerSpec]:
-    file = settings.get("SERVERS_FILE")
+    file = settings.SERVERS_FILE.get()
     if file:
         return parse_servers_file(file, fallback_url)
-    urls = settings.get("TRITON_URLS")
+    urls = settings.TRITON_URLS.get()
     if urls:
         return parse_url_list(urls, fallback_url)
     url = Endpoint.parse(default_url(fallback_url)).url  # a bad URL is a ConfigError here, early
-    return [ServerSpec("local", url, settings.admin_key())]
+    return [ServerSpec("local", url, settings.ADMIN_KEY.get())]
 
 
 def env_key_for(url: str, fallback_url: str | None = None) -> str | None:
     """GEADMIN_ADMIN_KEY when `url` is the server it belongs to (the default one), else None."""
-    return settings.admin_key() if same_server(url, default_url(fallback_url)) else None
+    return settings.ADMIN_KEY.get() if same_server(url, default_url(fallback_url)) else None
 
 
 def is_loopback(host: str) -> bool:
@@ -122,7 +122,7 @@ def parse_url_list(raw: str, fallback_url: str | None = None) -> list[ServerSpec
         endpoint = Endpoint.parse(url)  # raises ConfigError naming the bad URL
         specs.append(ServerSpec(name.strip() or endpoint.address or f"server{index}", endpoint.url,
                                 env_key_for(endpoint.url, fallback_url)))
-    return _checked(specs, settings.SETTINGS["TRITON_URLS"].env_name)
+    return _checked(specs, settings.TRITON_URLS.env_name)
 
 
 def parse_servers_file(path: Path, fallback_url: str | None = None) -> list[ServerSpec]:

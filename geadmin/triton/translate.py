@@ -30,6 +30,7 @@ from geadmin.errors import (
     TritonUnreachableError,
     WrongProtocolError,
 )
+from geadmin.failure_table import CONNECTION_FAILURES
 
 # -- error translation ----------------------------------------------------------------
 # Status (HTTP code or gRPC StatusCode name) -> our error. Load calls turn request-level
@@ -73,11 +74,7 @@ _FUTURE_TIMEOUT: tuple[tuple[type[BaseException], type[TritonError]], ...] = (
     else ((concurrent.futures.TimeoutError, TritonTimeoutError),)
 )
 EXCEPTION_ERRORS: tuple[tuple[type[BaseException], type[TritonError]], ...] = (
-    (ConnectionRefusedError, _U),
-    (ConnectionResetError, _U),
-    (ConnectionAbortedError, _U),
-    (BrokenPipeError, _U),
-    (socket.gaierror, _U),
+    *((kind, _U) for kind in CONNECTION_FAILURES),
     (TimeoutError, _T),  # socket.timeout is TimeoutError since 3.10
     *_FUTURE_TIMEOUT,
     (HTTPConnectionClosed, _U),  # the server closed the connection mid-answer

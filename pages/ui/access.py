@@ -63,9 +63,9 @@ def _oidc_configured() -> bool:
 def _decision() -> ModeDecision:
     """Once per dashboard process; a first admin is created here when the mode asks for it."""
     users = UsersFile()
-    decision = resolve_mode(settings.get("AUTH"), address=st.get_option("server.address"),
+    decision = resolve_mode(settings.AUTH.get(), address=st.get_option("server.address"),
                             users_file_exists=users.exists(), oidc_configured=_oidc_configured(),
-                            users_file=str(users.path), sign_in_required=settings.get("REQUIRE_SIGN_IN"))
+                            users_file=str(users.path), sign_in_required=settings.REQUIRE_SIGN_IN.get())
     if decision.bootstrap:
         first = bootstrap.create_first_admin(users, settings.home())
         if first is not None:
@@ -132,11 +132,11 @@ def require_identity() -> Identity:
 
 
 def _idle_s() -> float:
-    return float(settings.get("SESSION_IDLE_MIN")) * 60
+    return settings.SESSION_IDLE_MIN.get() * 60
 
 
 def _max_s() -> float:
-    return float(settings.get("SESSION_MAX_H")) * 3600
+    return settings.SESSION_MAX_H.get() * 3600
 
 
 def _verified(*, touch: bool) -> Identity | None:
@@ -202,7 +202,7 @@ def _sign_in_form() -> None:
         submitted = st.form_submit_button("Sign in", type="primary")
     if not submitted:
         return
-    client = client_address(st.context.ip_address, _headers(), settings.get("PROXY_HOPS"))
+    client = client_address(st.context.ip_address, _headers(), settings.PROXY_HOPS.get())
     try:
         user = sign_in(UsersFile(), _failed_sign_ins(), name.strip(), password, client=client,
                        slots=_verify_slots())
@@ -253,7 +253,7 @@ def _token_identity() -> Identity:
 
 
 def _token_accepted(given: str) -> bool:
-    client = client_address(st.context.ip_address, _headers(), settings.get("PROXY_HOPS"))
+    client = client_address(st.context.ip_address, _headers(), settings.PROXY_HOPS.get())
     try:
         token.check_token(settings.home(), _failed_sign_ins(), given, client=client)
     except GeAdminError as exc:
@@ -295,9 +295,9 @@ def _oidc_identity() -> Identity:
     claims = st.user.to_dict()
     try:  # a new tab or a reload: the login itself may have ended already
         _oidc_logins().touch(claims, time.time(), _idle_s(), _max_s())
-        default = settings.get("OIDC_DEFAULT_ROLE")
-        identity = oidc_identity(claims, settings.get("OIDC_ROLES_CLAIM"),
-                                 parse_role_map(settings.get("OIDC_ROLE_MAP")),
+        default = settings.OIDC_DEFAULT_ROLE.get()
+        identity = oidc_identity(claims, settings.OIDC_ROLES_CLAIM.get(),
+                                 parse_role_map(settings.OIDC_ROLE_MAP.get()),
                                  None if default == "none" else Role.parse(default))
     except SessionExpiredError:
         st.logout()

@@ -25,7 +25,7 @@ def _alerts(alertmanager_url: str, dashboard_url: str, link_bases: tuple[str, ..
 
 def active_alerts_panel() -> None:
     try:
-        url = settings.get("ALERTMANAGER_URL")
+        url = settings.ALERTMANAGER_URL.get()
         if not url:
             return  # no Alertmanager configured: nothing to say (the docs say how to add one)
         alerts = _alerts(url, settings.dashboard_url(), settings.link_bases())

@@ -23,7 +23,7 @@ PER_SERVER = (("p99_ms", "p99 by server", "ms"), ("inferences_per_s", "Throughpu
 
 
 def prometheus() -> PrometheusHistory | None:
-    url = settings.get("PROMETHEUS_URL")
+    url = settings.PROMETHEUS_URL.get()
     return PrometheusHistory(url) if url else None
 
 

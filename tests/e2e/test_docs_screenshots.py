@@ -59,7 +59,7 @@ def docs_dashboard(triton_server: TritonProcess, tmp_path_factory: pytest.TempPa
     process = DashboardProcess(
         triton_url=triton_server.http_url, home=home,
         triton_log=triton_server.log_path, repository=triton_server.repository,
-        extra_env={settings.SETTINGS["TRITON_METRICS_URL"].env_name: triton_server.metrics_url,
+        extra_env={settings.TRITON_METRICS_URL.env_name: triton_server.metrics_url,
                    "GEADMIN_AUTH": "auto"},  # as operators see it: signed in with the token
     )
     new_token(home)

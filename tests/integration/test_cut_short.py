@@ -1,6 +1,6 @@
 """Nothing lost when a change is cut short: `geadmin config apply` and `geadmin models create`
 run in a child process that SIGKILLs itself at each step (GEADMIN_FAULT_POINT, the test hook
-of `geadmin.settings.fault_point`), against a real tritonserver. Then geadmin starts again
+of `geadmin.test_hooks.fault_point`), against a real tritonserver. Then geadmin starts again
 (a CLI command that names the repository) and the test checks the files (the old or the new
 config, never half of one; the previous one kept as a revision; a model directory whole or
 absent, no staging left), what Triton serves, and the audit log (the started row, closed as

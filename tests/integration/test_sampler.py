@@ -177,8 +177,8 @@ def test_geadmin_up_samples_its_triton_and_stops_the_sampler_with_everything(
     home = tmp_path / "home"
     monkeypatch.setenv("GEADMIN_SAMPLE_INTERVAL_S", "0.5")  # read by the `geadmin up` subprocess below
     with running_up(home, wait_for="models: ") as up:
-        assert "Sampler   every 0.5s into" in up.output
         url = f"http://127.0.0.1:{up.metrics}/metrics"
+        assert f"sampling {url} every 0.5s into {home / 'geadmin.db'}" in up.output
         assert wait_for(lambda: any(o.source == url and o.models for o in history.sources(home=home)), 20)
         refused = subprocess.run([*GEADMIN, "sampler", "--metrics-url", url], capture_output=True,
                                  text=True, env={**os.environ, "GEADMIN_HOME": str(home)}, timeout=60)

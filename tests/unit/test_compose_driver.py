@@ -143,7 +143,7 @@ def test_every_failure_kind_has_an_error_and_a_message() -> None:
 
 
 def test_every_failure_kind_is_reached_by_a_recorded_output_or_an_exception() -> None:
-    reached = {classify(stderr=path.read_text()) for path in ERRORS}
+    reached = {classify(output=path.read_text()) for path in ERRORS}
     reached |= {classify(FileNotFoundError()), classify(PermissionError()),
                 classify(subprocess.TimeoutExpired(["docker"], 1))}
     assert reached == set(Failure), f"no sample reaches: {set(Failure) - reached}"
@@ -152,7 +152,7 @@ def test_every_failure_kind_is_reached_by_a_recorded_output_or_an_exception() ->
 @pytest.mark.parametrize("path", ERRORS, ids=lambda p: p.stem)
 def test_each_recorded_stderr_maps_to_the_failure_its_name_says(path: Path) -> None:
     expected = next(failure for prefix, failure in PREFIXES.items() if path.stem.startswith(prefix))
-    assert classify(stderr=path.read_text()) is expected
+    assert classify(output=path.read_text()) is expected
 
 
 # Not recordable here (other clients, other platforms): quoted from public reports.
@@ -166,7 +166,7 @@ QUOTED_NO_ENGINE = [
 
 @pytest.mark.parametrize("stderr", QUOTED_NO_ENGINE)
 def test_other_clients_wording_of_no_engine_is_known(stderr: str) -> None:
-    assert classify(stderr=stderr) is Failure.NO_ENGINE
+    assert classify(output=stderr) is Failure.NO_ENGINE
 
 
 def subprocess_exceptions() -> set[type[BaseException]]:
@@ -213,7 +213,7 @@ def stand_in_cli(tmp_path: Path, body: str, name: str = "docker") -> str:
 @pytest.mark.parametrize("path", ERRORS, ids=lambda p: p.stem)
 def test_recorded_failures_through_a_real_subprocess(tmp_path: Path, path: Path) -> None:
     cli = stand_in_cli(tmp_path, f"cat '{path}' >&2; exit 1")
-    expected_type = FAILURES[classify(stderr=path.read_text())][0]
+    expected_type = FAILURES[classify(output=path.read_text())][0]
     with pytest.raises(StackError) as caught:
         run_docker([cli, "ps"], what="list")
     assert type(caught.value) is expected_type

@@ -219,3 +219,19 @@ def test_refusals_are_audited(repo: Path) -> None:
 def test_next_steps_name_what_to_fix() -> None:
     assert "findings" in create.next_step(CreateRefusedError("x", findings=(object(),)))  # type: ignore[arg-type]
     assert "name" in create.next_step(RepositoryError("x"))
+
+
+def test_the_new_model_is_made_durable_by_the_one_directory_fsync(repo: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    synced: list[Path] = []
+    monkeypatch.setattr(create, "fsync_directory", synced.append)  # geadmin.repository.atomic's
+    make(repo)
+    assert synced == [repo]
+
+    def disk_error(directory: Path) -> None:
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+    monkeypatch.setattr(create, "fsync_directory", disk_error)
+    with pytest.raises(RepositoryError, match=r"created .*other_model, but the disk did not confirm it"):
+        make(repo, name="other_model")
+    assert (repo / "other_model" / "config.pbtxt").is_file()  # renamed: said, not denied

@@ -194,7 +194,7 @@ def test_the_cached_users_file_sees_every_change(users: UsersFile) -> None:
 # -- OIDC -----------------------------------------------------------------------------------
 def test_an_oidc_account_in_no_mapped_group_gets_no_role_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("GEADMIN_OIDC_DEFAULT_ROLE", raising=False)
-    assert settings.get("OIDC_DEFAULT_ROLE") == "none"  # was "viewer": any account at the provider
+    assert settings.OIDC_DEFAULT_ROLE.get() == "none"  # was "viewer": any account at the provider
     mapping = parse_role_map("ml-oncall=operator")
     with pytest.raises(SignInError, match="no group that GEADMIN_OIDC_ROLE_MAP maps to a role"):
         oidc_identity({"sub": "eve", "groups": ["contractors"]}, "groups", mapping, None)

@@ -62,3 +62,22 @@ def test_rotate_keeps_the_previous_log(tmp_path: Path) -> None:
     workspace.rotate_triton_log()
     assert not workspace.triton_log.exists()
     assert (workspace.logs / "tritonserver.log.1").read_text() == "run 1\n"
+
+
+def test_the_admin_key_is_written_through_write_secret_atomically(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from geadmin.repository.atomic import write_secret_atomically
+    from geadmin.stack import workspace as workspace_module
+
+    written: list[Path] = []
+
+    def recorded(path: Path, data: bytes) -> None:
+        written.append(path)
+        write_secret_atomically(path, data)
+
+    monkeypatch.setattr(workspace_module, "write_secret_atomically", recorded)
+    workspace = Workspace(tmp_path / "home")
+    key = workspace.ensure_admin_key()
+    assert written == [workspace.admin_key_file]
+    assert workspace.admin_key_file.read_text() == key + "\n"
+    assert oct(workspace.admin_key_file.stat().st_mode & 0o777) == "0o600"

@@ -4,7 +4,7 @@ geadmin error whose message names the cause and the next step.
 `OUTPUT_FAILURES` matches perf_analyzer 2.51's own words (recorded in
 tests/unit/assets/perf_analyzer/errors/), `EXCEPTION_FAILURES` what `subprocess` raises,
 and `FAILURES` holds, for every `Failure`, the error class and its message (a test fails
-when one is missing).
+when one is missing); `TABLE` reads them like every boundary's (`geadmin.failure_table`).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from geadmin.errors import (
     UnstableMeasurementError,
     WrongProtocolError,
 )
+from geadmin.failure_table import FailureTable
 
 if TYPE_CHECKING:
     from geadmin.ops.bench.params import BenchSettings
@@ -136,11 +137,8 @@ FAILURES: dict[Failure, tuple[type[GeAdminError], str]] = {
 }
 
 
-def classify(exc: BaseException | None = None, output: str = "") -> Failure:
-    if exc is not None:
-        return next((f for kind, f in EXCEPTION_FAILURES if isinstance(exc, kind)), Failure.OTHER)
-    lowered = output.lower()
-    return next((f for marker, f in OUTPUT_FAILURES if marker in lowered), Failure.OTHER)
+TABLE = FailureTable(OUTPUT_FAILURES, EXCEPTION_FAILURES, FAILURES, Failure.OTHER)
+classify = TABLE.classify
 
 
 def describe_library_search(library_path: str, detail: str) -> str:
@@ -168,14 +166,13 @@ def describe_library_search(library_path: str, detail: str) -> str:
 def bench_error(failure: Failure, settings: BenchSettings, *, binary: str | Path = BINARY,
                 detail: str = "", library_path: str = "") -> GeAdminError:
     """`library_path`: the LD_LIBRARY_PATH perf_analyzer ran with (said when libraries fail)."""
-    error_type, template = FAILURES[failure]
     libraries = describe_library_search(library_path, detail) if failure is Failure.LIBRARIES_MISSING else ""
     endpoint = settings.endpoint
     protocol = endpoint.transport.value
-    message = template.format(model=settings.model, binary=binary, address=endpoint.address,
-                              protocol=protocol, other="http" if protocol == "grpc" else "grpc",
-                              detail=detail or "no message", timeout_s=settings.deadline_s,
-                              interval_ms=settings.measurement_interval_ms, libraries=libraries)
+    error_type, message = TABLE.render(
+        failure, model=settings.model, binary=binary, address=endpoint.address, protocol=protocol,
+        other="http" if protocol == "grpc" else "grpc", detail=detail or "no message",
+        timeout_s=settings.deadline_s, interval_ms=settings.measurement_interval_ms, libraries=libraries)
     if issubclass(error_type, (TritonUnreachableError, ModelNotFoundError, ForbiddenError)):
         return error_type(message, url=settings.url)
     return error_type(message)

@@ -9,10 +9,8 @@ measure one server at the same time — each would measure the other's load.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import math
-import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -21,9 +19,10 @@ from typing import Any
 
 from geadmin import settings
 from geadmin.domain import Endpoint
-from geadmin.errors import BenchBusyError, BenchSettingsError, ConfigError
+from geadmin.errors import BenchBusyError, BenchSettingsError, ConfigError, GeAdminError
 from geadmin.ops.bench.results import CONCURRENCY, MODES
 from geadmin.ops.infer.inputs import DEFAULT_SEED
+from geadmin.repository.locks import holder, pid_lock
 
 SHARED_MEMORY = ("none", "system")  # perf_analyzer's --shared-memory (cuda needs a GPU)
 MAX_LOADS = 32  # points in one run
@@ -174,29 +173,17 @@ def server_lock(home: Path, server_url: str, model: str = "") -> Iterator[None]:
     """Held while a load test runs against `server_url`; BenchBusyError when another holds it
     (any process, any thread: the lock belongs to the open file, released when it closes)."""
     path = lock_path(home, server_url)
+
+    def refused(holder: str) -> GeAdminError:
+        return BenchBusyError(f"another load test runs against {server_url} now ({holder}): two at once "
+                              "would measure each other's load; wait for it to finish, or cancel it")
+
     try:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        handle = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        held = pid_lock(path, refused, what=model or "a model")
     except OSError as exc:
         raise BenchSettingsError(f"cannot create the load-test lock {path}: {exc.strerror or exc}") from None
-    try:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(handle, 512, 0).decode(errors="replace").strip()
-            raise BenchBusyError(f"another load test runs against {server_url} now"
-                                 + (f" ({holder})" if holder else "")
-                                 + ": two at once would measure each other's load; wait for it to "
-                                 "finish, or cancel it") from None
-        os.ftruncate(handle, 0)
-        os.pwrite(handle, f"{model or 'a model'}, pid {os.getpid()}".encode(), 0)
-        try:
-            yield
-        finally:
-            os.ftruncate(handle, 0)  # empty: no load test runs (`load_test_running` reads this)
-    finally:
-        os.close(handle)  # releases the lock
-
+    with held:
+        yield
 
 
 @dataclass(frozen=True)
@@ -207,24 +194,9 @@ class RunningLoadTest:
 
 def load_test_running(home: Path | None, server_url: str) -> RunningLoadTest | None:
     """The load test `server_lock` holds for `server_url` now, or None (probes skip its model).
-    Read without locking, so asking never makes a starting load test think it is not alone: the
-    holder writes its name while it runs and empties the file when done; a holder that was
-    killed left its name, and its pid is gone."""
-    try:
-        holder = lock_path(home or settings.home(), server_url).read_text(errors="replace").strip()
-    except OSError:
-        return None  # never created: no load test ever ran here
-    model, _, pid = holder.rpartition(", pid ")
-    if not holder or not pid.isdigit() or not _alive(int(pid)):
+    Read without locking, so asking never makes a starting load test think it is not alone."""
+    held_by = holder(lock_path(home or settings.home(), server_url))
+    if not held_by:
         return None
-    return RunningLoadTest("" if model == "a model" else model, holder)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process: alive
-        return True
-    return True
+    model = held_by.rpartition(", pid ")[0]
+    return RunningLoadTest("" if model == "a model" else model, held_by)

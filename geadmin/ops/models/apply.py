@@ -23,7 +23,7 @@
 6. Audit every attempt, refusals included, with the unified diff (`geadmin.audit`): one
    outcome row after the "started" row of step 2.
 
-Test hook: `settings.fault_point` names the steps `apply.started` (the started row is
+Test hook: `test_hooks.fault_point` names the steps `apply.started` (the started row is
 written, the file is not), `apply.written` (the new file is on disk, Triton not asked yet) and
 `apply.loaded` (Triton answered, no outcome row yet); tests/integration/test_cut_short.py
 kills the process at each.
@@ -40,7 +40,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from geadmin import audit, settings
+from geadmin import audit, test_hooks
 from geadmin.access.guard import Authorization, require
 from geadmin.access.roles import Action as Guarded
 from geadmin.audit import Actor, Result
@@ -148,7 +148,7 @@ def apply_config(
         raise
     if result.outcome is Outcome.UNCHANGED:
         return result
-    settings.fault_point("apply.loaded")
+    test_hooks.fault_point("apply.loaded")
     problem = job.audit(AUDIT_RESULTS[result.outcome], with_side_effects(result.message, result.side_effects))
     problem = problem or audit_side_effects(client.url, action, model, result.side_effects, job.actor, home)
     return replace(result, warnings=(*result.warnings, problem)) if problem else result
@@ -266,10 +266,10 @@ class _Apply:
                                "nothing to apply", "", current.sha256, new_sha)
         before = explain.watch(self.client, self.model, self.log)
         self.start(current, new_sha)
-        settings.fault_point("apply.started")
+        test_hooks.fault_point("apply.started")
         store.write_config(self.repository, self.model, self.data, expected_sha256=current.sha256,
                            who=self.actor.name, note=f"before {self.action}", home=self.home)
-        settings.fault_point("apply.written")
+        test_hooks.fault_point("apply.written")
         if before.was_ready is False and not load_unloaded:
             return self.kept(ApplyResult(
                 self.model, Outcome.WRITTEN, f"wrote the new config of {self.model!r}; the model is not "

@@ -22,7 +22,7 @@
 4. Load it through the repository API (`ops.models.actions.run_action`: explained and audited as
    "load" like every load) and report the state Triton gives it — checked, not assumed.
 
-Test hook: `settings.fault_point` names the steps `create.started` (the started row is
+Test hook: `test_hooks.fault_point` names the steps `create.started` (the started row is
 written, nothing staged), `create.staged` (the staging directory is full, not renamed) and
 `create.renamed` (the directory is in place, no outcome row yet); tests/integration/
 test_cut_short.py kills the process at each.
@@ -42,7 +42,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from geadmin import audit, settings
+from geadmin import audit, test_hooks
 from geadmin.access.guard import Authorization, require
 from geadmin.access.roles import Action as Guarded
 from geadmin.audit import Actor, Origin, Result
@@ -60,6 +60,7 @@ from geadmin.errors import (
 from geadmin.ops.models import actions, reconcile
 from geadmin.ops.models.actions import Action, run_action
 from geadmin.repository import locks, paths, revisions, store, templates
+from geadmin.repository.atomic import fsync_directory
 from geadmin.repository.modelconfig import CONFIG_FILE
 from geadmin.repository.paths import DEFAULT_UPLOAD_LIMIT_BYTES
 from geadmin.repository.templates import Params
@@ -153,9 +154,9 @@ def create_model(
             audit.record(ACTION, name, Result.STARTED, actor=actor, server=server, home=home,
                          message=reconcile.started_message(f"started: creating {plan.destination}",
                                                            plan.root, plan.destination))
-            settings.fault_point("create.started")
+            test_hooks.fault_point("create.started")
             findings = _build(plan)
-            settings.fault_point("create.renamed")
+            test_hooks.fault_point("create.renamed")
             result = _created(plan, findings, actor, server, home)  # under the lock: reconcile waits
     except GeAdminError as exc:
         with contextlib.suppress(WorkspaceDatabaseError):  # the refusal itself is what the caller sees
@@ -261,15 +262,13 @@ def _build(plan: Plan) -> tuple[Finding, ...]:
         for relative, data in plan.files.items():
             # sizes were checked in plan_model (the limit is for uploads, not the template's files)
             store.write_model_file(staging, plan.name, relative, data, limit_bytes=len(data))
-        settings.fault_point("create.staged")
+        test_hooks.fault_point("create.staged")
         report = validate_model(staged)
         findings = tuple(_relocated(f, staged, plan.destination) for f in report.findings)
         errors = [f for f in findings if f.severity is Severity.ERROR]
         if errors:
             raise CreateRefusedError(_refusal(plan.name, errors), findings)
         _rename_noreplace(staged, plan.destination)
-        _fsync_directory(plan.root)
-        return findings
     except FileExistsError:
         raise CreateRefusedError(f"refused: {plan.destination} appeared while the model was being "
                                  "prepared; nothing was created — pick another name") from None
@@ -278,6 +277,12 @@ def _build(plan: Plan) -> tuple[Finding, ...]:
                               "created — check free space and permissions") from exc
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+    try:
+        fsync_directory(plan.root)
+    except OSError as exc:
+        raise RepositoryError(f"created {plan.destination}, but the disk did not confirm it "
+                              f"({exc.strerror or exc}) — check the disk before relying on it") from exc
+    return findings
 
 
 def _refusal(name: str, errors: list[Finding]) -> str:
@@ -315,15 +320,6 @@ def _rename_noreplace(source: Path, destination: Path) -> None:
     if os.path.lexists(destination):
         raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(destination))
     os.rename(source, destination)
-
-
-def _fsync_directory(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        with contextlib.suppress(OSError):  # some filesystems cannot fsync a directory
-            os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _created(plan: Plan, findings: tuple[Finding, ...], actor: Actor, server: str,

@@ -22,7 +22,6 @@ Protocol (`geadmin.repository.trials` has the name and marker):
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import shutil
 import tempfile
@@ -37,6 +36,7 @@ from geadmin.domain import ModelState, same_server
 from geadmin.errors import ConfigError, GeAdminError, RepositoryError, TritonError
 from geadmin.repository import trials
 from geadmin.repository.layout import model_dir
+from geadmin.repository.locks import pid_lock
 from geadmin.repository.modelconfig import CONFIG_FILE, parse_pbtxt, read_config_text, to_file_text
 from geadmin.repository.trials import TrialMarker
 from geadmin.triton.client import TritonClient
@@ -151,17 +151,12 @@ def unload_and_wait(client: TritonClient, name: str, wait_s: float = UNLOAD_WAIT
 @contextlib.contextmanager
 def tune_lock(home: Path, model: str, *, purpose: str = "") -> Iterator[None]:
     """One tuning run per model and workspace; ConfigError while another runs."""
-    path = home / "locks" / f"tune-{model}.lock"
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    handle = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise ConfigError(f"another tuning run of {model} is under way; wait for it to end") from None
+
+    def refused(holder: str) -> GeAdminError:
+        return ConfigError(f"another tuning run of {model} is under way ({holder}); wait for it to end")
+
+    with pid_lock(home / "locks" / f"tune-{model}.lock", refused, what=purpose):
         yield
-    finally:
-        os.close(handle)
 
 
 def _run_going(home: Path | None, model: str) -> bool:

@@ -113,7 +113,7 @@ def _read(base: str, session: requests.Session | None) -> Any:
 
 
 def _runbooks() -> tuple[str, ...]:
-    runbooks = settings.get("RUNBOOK_BASE_URL")
+    runbooks = settings.RUNBOOK_BASE_URL.get()
     return (runbooks,) if runbooks else ()
 
 

@@ -55,5 +55,5 @@ class WorkspaceHistory:
 
 def open_history(home: Path | None = None) -> HistoryReader:
     """Prometheus when GEADMIN_PROMETHEUS_URL is set, else the workspace's sampler history."""
-    url = settings.get("PROMETHEUS_URL")
+    url = settings.PROMETHEUS_URL.get()
     return PrometheusHistory(url) if url else WorkspaceHistory(home)

@@ -20,17 +20,15 @@ or after the scrape in flight (bounded by its timeout).
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import os
 import shutil
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
 
 from geadmin.errors import GeAdminError, SamplerLockedError, TelemetryError, WorkspaceDatabaseError
+from geadmin.repository.locks import PidLock, pid_lock
 from geadmin.telemetry.derive import derive
 from geadmin.telemetry.history import store as history
 from geadmin.telemetry.sources import npu_smi
@@ -69,29 +67,19 @@ class Tick:
     problem: str = ""  # something that went wrong besides Triton (the database, a bug)
 
 
-def lock(home: Path) -> IO[str]:
-    """Claim the workspace's history for this sampler; released when the file is closed."""
-    path = home / LOCK_FILE
+def lock(home: Path) -> PidLock:
+    """Claim the workspace's history for this sampler; released when closed (or at exit)."""
+
+    def refused(holder: str) -> GeAdminError:
+        return SamplerLockedError(
+            f"another sampler ({holder}) already records the telemetry of the workspace {home} "
+            "(`geadmin up` runs one): nothing to do, its history is the one the Metrics page reads")
+
     try:
-        home.mkdir(parents=True, exist_ok=True)
-        handle = open(path, "a+")  # noqa: SIM115 - held open for the sampler's life
+        return pid_lock(home / LOCK_FILE, refused)
     except OSError as exc:
         raise SamplerLockedError(f"cannot use the workspace {home} for the sampler: "
                                  f"{exc.strerror or exc}; set GEADMIN_HOME to a writable directory") from exc
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        handle.seek(0)
-        holder = handle.read().strip() or "?"
-        handle.close()
-        raise SamplerLockedError(
-            f"another sampler (pid {holder}) already records the telemetry of the workspace {home} "
-            "(`geadmin up` runs one): nothing to do, its history is the one the Metrics page reads") from None
-    handle.seek(0)
-    handle.truncate()
-    handle.write(str(os.getpid()))
-    handle.flush()
-    return handle
 
 
 class Sampler:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import http.client
 import math
-import socket
 import time
 import urllib.error
 import urllib.parse
@@ -30,6 +29,7 @@ from geadmin.errors import (
     MetricsUnavailableError,
     MetricsUnreachableError,
 )
+from geadmin.failure_table import CONNECTION_FAILURES
 
 DEFAULT_TIMEOUT_S = 5.0
 MAX_PAGE_BYTES = 64 << 20  # a /metrics page with thousands of models is a few MB
@@ -113,11 +113,7 @@ class Scrape:
 EXCEPTION_ERRORS: tuple[tuple[type[BaseException], type[MetricsUnavailableError]], ...] = (
     (urllib.error.HTTPError, MetricsHTTPError),
     (http.client.RemoteDisconnected, MetricsUnreachableError),  # closed before answering
-    (ConnectionRefusedError, MetricsUnreachableError),
-    (ConnectionResetError, MetricsUnreachableError),
-    (ConnectionAbortedError, MetricsUnreachableError),
-    (BrokenPipeError, MetricsUnreachableError),
-    (socket.gaierror, MetricsUnreachableError),
+    *((kind, MetricsUnreachableError) for kind in CONNECTION_FAILURES),
     (TimeoutError, MetricsTimeoutError),  # socket.timeout is TimeoutError since 3.10
     (http.client.IncompleteRead, MetricsUnreachableError),  # closed mid-answer
     (http.client.HTTPException, MetricsHTTPError),  # an answer that is not HTTP

@@ -1,0 +1,106 @@
+"""One workspace's telemetry recording: the sampler, its probes and geadmin's own metrics.
+
+The sampler (`geadmin.telemetry.history.sampler`, scrape -> history, on a thread holding the
+workspace's sampler lock), the watchers it runs after each tick (the prober of one Triton's
+READY models, `geadmin.ops.probe`, and any other, e.g. a fleet's prober) and the endpoint that
+serves geadmin's own metrics (`geadmin.telemetry.alerting.exporter`) start and stop together here.
+`geadmin sampler` and `geadmin up` both call `Recording`: one wiring, two faces. Each face
+decides what a refusal means for it (the CLI exits, `geadmin up` keeps serving without it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from geadmin.errors import PortInUseError
+from geadmin.ops.probe import DEFAULT_INTERVAL_S, MIN_INTERVAL_S, PROBE_TIMEOUT_S, Prober
+from geadmin.telemetry.alerting.exporter import MetricsEndpoint
+from geadmin.telemetry.history.sampler import SamplerOptions, SamplerThread, Watcher
+from geadmin.triton.client import TritonClient
+
+Printer = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class RecordingOptions:
+    sampler: SamplerOptions
+    probe_url: str | None = None  # the Triton whose READY models are probed each tick; None: none
+    admin_key: str | None = None  # for its repository index
+    probe_interval_s: float = DEFAULT_INTERVAL_S  # between two probes of one model
+    watchers: Sequence[Watcher] = ()  # run after the probes (a fleet's prober)
+    watching: str = ""  # what `watchers` watch, for the start-up lines
+    metrics_port: int | None = None  # geadmin's own /metrics; None: not served
+    metrics_host: str = "127.0.0.1"
+    dashboard_url: str = ""  # where geadmin's alerts link
+
+
+class Recording:
+    """Claims the workspace's sampler lock when made (SamplerLockedError: another sampler
+    records it), before anything starts; `start` runs the sampler on its thread."""
+
+    def __init__(self, options: RecordingOptions, *, say: Printer = print) -> None:
+        self.options = options
+        home = options.sampler.home
+        self.client = (TritonClient(options.probe_url, admin_key=options.admin_key, timeout_s=PROBE_TIMEOUT_S)
+                       if options.probe_url else None)
+        probes = ([Prober(self.client, home=home, interval_s=options.probe_interval_s).run]
+                  if self.client else [])
+        try:
+            self.sampler = SamplerThread(options.sampler, say=say, watchers=[*probes, *options.watchers])
+        except BaseException:
+            self._close_client()
+            raise
+        self.endpoint: MetricsEndpoint | None = None
+
+    def start(self) -> Recording:
+        self.sampler.start()
+        return self
+
+    def serve_metrics(self) -> str | None:
+        """Serve geadmin's metrics when a port is set; its URL (None: not served). PortInUseError
+        when the port cannot be bound."""
+        opts = self.options
+        if opts.metrics_port is None:
+            return None
+        try:
+            self.endpoint = MetricsEndpoint(opts.sampler.home, opts.metrics_port, opts.metrics_host,
+                                            dashboard_url=opts.dashboard_url).start()
+        except OSError as exc:
+            raise PortInUseError(f"geadmin's metrics not served on port {opts.metrics_port}: "
+                                 f"{exc.strerror or exc}", opts.metrics_port) from exc
+        return self.endpoint.url
+
+    def lines(self) -> list[str]:
+        """What runs, for the start-up output of either face."""
+        opts, sampler = self.options, self.options.sampler
+        said = [f"sampling {sampler.metrics_url} every {sampler.interval_s:g}s into "
+                f"{sampler.home / 'geadmin.db'} (kept {sampler.retention_h:g} h)"]
+        if self.client is not None:
+            said.append(f"probing the READY models of {self.client.url} (each every "
+                        f"{max(MIN_INTERVAL_S, opts.probe_interval_s):g}s)")
+        if opts.watching:
+            said.append(f"probing {opts.watching}")
+        if self.endpoint is not None:
+            said.append(f"geadmin's metrics at {self.endpoint.url} (probes, model states, objectives)")
+        return said
+
+    def alive(self) -> bool:
+        return self.sampler.alive()
+
+    def begin_stop(self) -> None:
+        """Ask the sampler to end (after the scrape in flight), without waiting."""
+        self.sampler.begin_stop()
+
+    def stop(self, timeout_s: float = 6.0) -> None:
+        """The sampler (waiting up to `timeout_s`; its lock goes with it), the endpoint, the client."""
+        self.sampler.stop(timeout_s=timeout_s)
+        if self.endpoint is not None:
+            self.endpoint.stop()
+            self.endpoint = None
+        self._close_client()
+
+    def _close_client(self) -> None:
+        if self.client is not None:
+            self.client.close()
+            self.client = None

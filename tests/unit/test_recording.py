@@ -1,0 +1,77 @@
+"""One wiring of the sampler, its watchers and geadmin's metrics endpoint
+(geadmin.stack.recording), which `geadmin sampler` and `geadmin up` both call."""
+
+from __future__ import annotations
+
+import re
+import socket
+import threading
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from geadmin.errors import PortInUseError, SamplerLockedError
+from geadmin.stack.processes import free_port
+from geadmin.stack.recording import Recording, RecordingOptions
+from geadmin.telemetry.history.sampler import SamplerOptions
+from tests.support.http_doubles import serve
+
+ROOT = Path(__file__).resolve().parents[2]
+METRICS = (ROOT / "tests/unit/assets/telemetry/metrics_2.51_default.txt").read_bytes()  # recorded from Triton
+WIRING = {"geadmin/stack/recording.py", "geadmin/telemetry/history/sampler.py",
+          "geadmin/telemetry/alerting/exporter.py"}
+
+
+def test_only_the_recording_wires_a_sampler_or_an_exporter() -> None:
+    copies = [f"{path.relative_to(ROOT)}:{number}"
+              for path in sorted((ROOT / "geadmin").rglob("*.py"))
+              if str(path.relative_to(ROOT)) not in WIRING
+              for number, line in enumerate(path.read_text().splitlines(), 1)
+              if re.search(r"\b(Sampler|SamplerThread|MetricsEndpoint)\(", line)]
+    assert not copies, f"start the sampler through geadmin.stack.recording.Recording: {copies}"
+
+
+def test_a_recording_samples_runs_its_watchers_serves_metrics_and_stops_whole(tmp_path: Path) -> None:
+    ticked = threading.Event()
+    home, port = tmp_path / "home", free_port()
+    with serve(METRICS) as url:
+        recording = Recording(RecordingOptions(
+            SamplerOptions(url, home, 0.2), watchers=[ticked.set], watching="the planted watcher",
+            metrics_port=port), say=lambda message: None)
+        with pytest.raises(SamplerLockedError, match="another sampler"):  # claimed when made
+            Recording(RecordingOptions(SamplerOptions(url, home, 0.2)), say=lambda message: None)
+        served = recording.serve_metrics()
+        assert served == f"http://127.0.0.1:{port}/metrics"
+        assert recording.lines() == [
+            f"sampling {url} every 0.2s into {home / 'geadmin.db'} (kept 24 h)",
+            "probing the planted watcher",
+            f"geadmin's metrics at {served} (probes, model states, objectives)"]
+        recording.start()
+        try:
+            assert ticked.wait(10), "the watcher never ran"
+            with urllib.request.urlopen(served, timeout=10) as answer:
+                assert answer.status == 200
+        finally:
+            recording.stop()
+        assert not recording.alive()
+        with pytest.raises(urllib.error.URLError):
+            urllib.request.urlopen(served, timeout=5)
+        Recording(RecordingOptions(SamplerOptions(url, home, 0.2)), say=lambda message: None).stop()  # free
+
+
+def test_a_taken_metrics_port_is_said_with_the_port(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        recording = Recording(RecordingOptions(SamplerOptions("http://127.0.0.1:9/metrics", tmp_path, 1.0),
+                                               metrics_port=port), say=lambda message: None)
+        try:
+            said = f"geadmin's metrics not served on port {port}"
+            with pytest.raises(PortInUseError, match=said) as caught:
+                recording.serve_metrics()
+            assert caught.value.port == port
+        finally:
+            recording.stop()
