@@ -1,7 +1,7 @@
 """The server's verdict, drift and history as the Overview and the sidebar show them.
 
 Views only: the verdict is `geadmin.diagnose.verdict.assess`, the history is
-`geadmin.stack.server_history`, the fix for drift is `geadmin.diagnose.drift.put_back_served`.
+`geadmin.stack.server_history`, the fix for drift is `geadmin.ops.put_back.put_back_served`.
 """
 
 from __future__ import annotations
@@ -10,11 +10,12 @@ import pandas as pd
 import streamlit as st
 
 from geadmin.access.roles import Action as Guarded
-from geadmin.diagnose.drift import Drift, find_drift, put_back_served
+from geadmin.diagnose.drift import Drift, find_drift
 from geadmin.diagnose.health import ServerSnapshot, take_snapshot
 from geadmin.diagnose.verdict import Level, Rule, Sources, Verdict, assess
 from geadmin.domain import format_duration
 from geadmin.errors import GeAdminError
+from geadmin.ops.put_back import put_back_served
 from geadmin.stack.server_history import ServerHistory, exit_line, outage_for, recent_crash
 from geadmin.stack.target import Target, live_stack
 from pages.ui import access, keys

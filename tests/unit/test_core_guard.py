@@ -26,11 +26,11 @@ from geadmin.access.identity import Identity, Mode
 from geadmin.access.roles import REQUIRED_ROLE, Action, Role
 from geadmin.access.users import UsersFile
 from geadmin.audit import Actor
-from geadmin.diagnose import drift, explain, rollouts
+from geadmin.diagnose import rollouts
 from geadmin.errors import GeAdminError, NotAuthorizedError, PerfAnalyzerMissingError
 from geadmin.fleet import journal, rollout, runs, versions
 from geadmin.fleet.members import Member, Trust
-from geadmin.ops import actions, apply, bench, create, monitoring, tune, tune_apply
+from geadmin.ops import actions, apply, bench, create, explained_load, monitoring, put_back, tune, tune_apply
 from geadmin.ops.bench_settings import BenchSettings
 from geadmin.ops.infer_inputs import InputSource, SourceKind
 from geadmin.ops.tune import TuneSettings
@@ -168,8 +168,8 @@ GUARDED: dict[str, tuple[Action, Call]] = {
         Action.UNLOAD, lambda w, a: actions.run_action(w.client, actions.Action.UNLOAD, ["m"], auth=a)),
     "geadmin.ops.actions.run_action[reload]": (
         Action.RELOAD, lambda w, a: actions.run_action(w.client, actions.Action.RELOAD, ["m"], auth=a)),
-    "geadmin.diagnose.explain.load_explained": (
-        Action.LOAD, lambda w, a: explain.load_explained(w.client, "m", auth=a)),
+    "geadmin.ops.explained_load.load_explained": (
+        Action.LOAD, lambda w, a: explained_load.load_explained(w.client, "m", auth=a)),
     "geadmin.ops.actions.load_in_parallel": (
         Action.LOAD, lambda w, a: actions.load_in_parallel(w.client, ["m"], auth=a)),
     "geadmin.ops.actions.set_log_verbosity": (
@@ -179,9 +179,9 @@ GUARDED: dict[str, tuple[Action, Call]] = {
                                                       auth=a, home=w.home)),
     "geadmin.ops.apply.rollback": (
         Action.ROLLBACK, lambda w, a: apply.rollback(w.client, w.repository, "m", auth=a, home=w.home)),
-    "geadmin.diagnose.drift.put_back_served": (
+    "geadmin.ops.put_back.put_back_served": (
         Action.ROLLBACK,
-        lambda w, a: drift.put_back_served(w.client, w.repository, "m", auth=a, home=w.home)),
+        lambda w, a: put_back.put_back_served(w.client, w.repository, "m", auth=a, home=w.home)),
     "geadmin.ops.create.create_model": (
         Action.CREATE, lambda w, a: create.create_model(w.client, w.repository, "fresh", "python", auth=a,
                                                         home=w.home)),
