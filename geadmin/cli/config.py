@@ -107,7 +107,8 @@ def _run_change(args: argparse.Namespace, *, data: bytes | None) -> int:
         repository = _repository(target)
         auth, backends = guard.os_user(), served_backends(target)
         with client_for(target, args) as client:
-            plan = plan_change(client, repository, args.model, new=data, revision=args.revision,
+            revision = args.revision if data is None else None  # only a rollback names one
+            plan = plan_change(client, repository, args.model, new=data, revision=revision,
                                validate=args.validate, backends=backends)
             refusal = "" if plan.impact is None or plan.errors else consent(
                 plan.impact, args, question=plan.question, declined=plan.declined())
