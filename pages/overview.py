@@ -16,8 +16,7 @@ from geadmin.errors import GeAdminError
 from geadmin.ops.bundle import build_bundle, default_bundle_name
 from geadmin.ops.models import actions
 from geadmin.stack.compose_logs import compose_for
-from geadmin.stack.server_history import history_for
-from geadmin.stack.target import Target, live_stack
+from geadmin.stack.target import Target
 from geadmin.stack.workspace import Workspace
 from pages.ui import access, keys
 from pages.ui.alerts_view import active_alerts_panel
@@ -71,11 +70,10 @@ def servers_table(snapshots: list[ServerSnapshot]) -> None:
 
 
 def server_detail(target: Target, current: ServerSnapshot, last_good: ServerSnapshot | None) -> None:
-    verdict = verdict_for(target, current)
-    history = history_for(target.spec.url, live_stack())
-    outage = history.down if history is not None and Rule.UNREACHABLE in verdict.rules else ""
-    banner(verdict, outage)
-    history_panel(history)
+    found_verdict = verdict_for(target, current)
+    verdict = found_verdict.verdict
+    banner(found_verdict)
+    history_panel(found_verdict)
     shown = current
     if not current.reachable or current.error:
         if last_good is None:

@@ -5,8 +5,8 @@
 - common.py          options and helpers shared by the sub-commands (no command imports a sibling)
 - status.py          `geadmin status`: OK, DEGRADED or DOWN for scripts and on-call pages
 - models.py          `geadmin models list|load|unload|reload|create`
-- config.py          `geadmin config`: validate, apply, history, rollback
-- config_history.py  `geadmin config apply|history|rollback` and `geadmin audit`
+- config.py          `geadmin config`: validate, apply, history, rollback (one plan, as the editor)
+- audit_log.py       `geadmin audit`: who changed what
 - infer.py           `geadmin infer MODEL`: one test request
 - bench.py           `geadmin bench MODEL`: a perf_analyzer load test
 - tune.py            `geadmin tune MODEL`: search a model's serving config

@@ -1,4 +1,7 @@
-"""Options shared by the sub-commands that talk to a Triton, and how they pick it."""
+"""What the commands share: the options of those that talk to a Triton and how they pick it,
+the one table layout, the consent asked before a change that takes an ensemble down, and what
+else changed state after one. A command module imports only this one of its siblings
+(tests/unit/test_architecture.py)."""
 
 from __future__ import annotations
 
@@ -6,9 +9,11 @@ import argparse
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
+from datetime import datetime
 
 from geadmin import settings
 from geadmin.audit import Actor, Origin
+from geadmin.diagnose.impact import Impact, StateChange
 from geadmin.domain import Endpoint, Transport
 from geadmin.ops.models import reconcile
 from geadmin.stack.log_discovery import with_found_log
@@ -95,6 +100,11 @@ def format_table(rows: Sequence[Sequence[object]], *, right: bool = False) -> st
                      for row in cells)
 
 
+def local_time(moment: datetime) -> str:
+    """A moment as the CLI's tables print it: local time, to the second."""
+    return moment.astimezone().strftime("%Y-%m-%d %H:%M:%S")
+
+
 def target_from_args(args: argparse.Namespace) -> Target:
     """The server, log and repository the flags, settings and running stack name; notes
     about settings that do not apply go to stderr, once."""
@@ -126,3 +136,48 @@ def client_for(target: Target, args: argparse.Namespace) -> TritonClient:
     url = protocol_url(target, getattr(args, "protocol", None), getattr(args, "url", None))
     return TritonClient(url, admin_key=target.spec.admin_key, timeout_s=args.timeout,
                         load_timeout_s=getattr(args, "load_timeout", DEFAULT_LOAD_TIMEOUT_S))
+
+
+def triton_metrics(args: argparse.Namespace) -> tuple[str, bool]:
+    """(Triton's /metrics URL, given by the user?): `--metrics-url`, else the default server's
+    metrics URL by the one rule the NPU page uses too (geadmin.stack.target.server_urls)."""
+    if args.metrics_url:
+        return str(args.metrics_url), True
+    urls = resolve(stack=live_stack()).urls()
+    return urls.metrics, "metrics" in urls.given
+
+
+def add_consent_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-y", "--yes", action="store_true",
+                        help="go ahead even when the change takes down an ensemble that runs the model "
+                        "(named first; without a terminal such a change is refused unless --yes)")
+
+
+def consent(found: Impact, args: argparse.Namespace, *, question: str = "", declined: str = "") -> str:
+    """Name the ensembles the change touches (on stderr); "" to go ahead, else why not. A change
+    that takes one down needs `--yes` / `--with-dependents`, or a "y" typed at a terminal to
+    `question` (else declined with `declined`)."""
+    if found.problem:
+        print(f"geadmin: warning: {found.problem}", file=sys.stderr)
+    if not found.consequences:
+        return ""
+    print(f"geadmin: {found.action} {', '.join(found.models)}: {found.headline()}", file=sys.stderr)
+    for line in found.lines():
+        print(f"  {line}", file=sys.stderr)
+    if not found.takes_down or args.yes or getattr(args, "with_dependents", False):
+        return ""
+    down = ", ".join(found.taken_down)
+    if sys.stdin.isatty() and not args.json:
+        answer = input(f"{question or f'Take down {down} too?'} [y/N] ")
+        yes = answer.strip().lower() in ("y", "yes")
+        return "" if yes else declined or f"not confirmed: {down} would go down"
+    return (f"refused: the {found.action} of {', '.join(found.models)} would take down {down}, and standard "
+            "input is not a terminal to ask; pass --yes (or --with-dependents) to go ahead. Nothing was done")
+
+
+def print_side_effects(side_effects: Sequence[StateChange]) -> None:
+    """What else changed state, with Triton's reason (stderr: it is a warning for scripts too)."""
+    if side_effects:
+        print("geadmin: warning: also changed state (audited as side_effect):", file=sys.stderr)
+        for change in side_effects:
+            print(f"  {change.text()}", file=sys.stderr)

@@ -1,6 +1,50 @@
-"""`geadmin config`: check and change model configs safely (validate, apply, history, rollback).
+"""`geadmin config`: check and change model configs safely: validate, apply, history, rollback.
+The Config editor's commands, for scripts and terminals; each is one core function
+(`geadmin.repository.validate`, `geadmin.ops.models.change_plan` + `geadmin.ops.models.apply`,
+`geadmin.repository.revisions`), printed.
+"""
 
-`config validate PATH... [--json]` checks config.pbtxt files without a Triton
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from geadmin.access import guard
+from geadmin.cli.common import (
+    add_connection_args,
+    add_consent_args,
+    client_for,
+    consent,
+    format_table,
+    local_time,
+    positive_seconds,
+    print_side_effects,
+    target_from_args,
+)
+from geadmin.domain import format_duration
+from geadmin.errors import (
+    ConfigConflictError,
+    ConfigInvalidError,
+    GeAdminError,
+    RepositoryError,
+    TritonUnreachableError,
+)
+from geadmin.ops.models.apply import ApplyResult, apply_config, rollback
+from geadmin.ops.models.change_plan import decline, expected_hash, plan_change
+from geadmin.ops.models.explained_load import LoadProgress
+from geadmin.repository import revisions, store
+from geadmin.repository.validate import summarize, validate_path
+from geadmin.stack.backends import served_backends
+from geadmin.stack.target import Target, live_stack, resolve
+from geadmin.triton.client import DEFAULT_LOAD_TIMEOUT_S
+
+Actions = argparse._SubParsersAction  # argparse's own type for add_subparsers()
+EXIT_OK, EXIT_ERRORS = 0, 1  # validate: nothing wrong (warnings allowed) | a config has an error
+EXIT_FAILED, EXIT_UNREACHABLE = 1, 3  # a change refused or rolled back | Triton unreachable
+VALIDATE_HELP = """`config validate PATH... [--json]` checks config.pbtxt files without a Triton
 (geadmin.repository.validate): each PATH is a model directory, its config.pbtxt, or a whole
 repository — or a config file being edited anywhere else (a copy of the served config): that
 one is validated as the model its `name` names in the repository (--repository, else
@@ -9,20 +53,19 @@ and a line after the verdict says which directory. The first line is the verdict
 nothing is wrong (warnings allowed), 1 when any config has an error, 2 on a usage error (a path
 that does not exist).
 """
+CHANGES_HELP = """`config apply MODEL FILE` writes FILE as MODEL's config.pbtxt atomically, keeps the old one
+in the config history, and reloads the model; if Triton rejects it, the old file is put
+back byte for byte and the real reason is printed. `config rollback MODEL [REVISION]`
+applies a kept revision the same way. Exit 0 when the config is in place, 1 when it was
+refused or rolled back (the reason is printed), 3 when Triton is unreachable.
 
-from __future__ import annotations
-
-import argparse
-import json
-from pathlib import Path
-
-from geadmin.cli import config_history
-from geadmin.repository.validate import summarize, validate_path
-from geadmin.stack.target import live_stack, resolve
-
-EXIT_OK, EXIT_ERRORS = 0, 1
+Both name the loaded ensembles that run the model first, and what the new config does to
+them; when it would take one down, a terminal asks and a script is refused without `--yes`.
+Afterwards every other model that changed state is printed with Triton's reason, and audited.
+"""
 
 
+# -- config validate ----------------------------------------------------------------------
 def run_validate(args: argparse.Namespace) -> int:
     paths = [Path(path) for path in args.paths]
     repository = None
@@ -43,10 +86,155 @@ def run_validate(args: argparse.Namespace) -> int:
     return EXIT_ERRORS if summary["errors"] else EXIT_OK
 
 
-def _register_validate(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+
+# -- config apply / rollback ----------------------------------------------------------------
+def run_apply(args: argparse.Namespace) -> int:
+    try:
+        data = sys.stdin.buffer.read() if args.file == "-" else Path(args.file).read_bytes()
+    except OSError as exc:
+        return _fail(RepositoryError(f"cannot read {args.file}: {exc.strerror or exc}"))
+    return _run_change(args, data=data)
+
+
+def run_rollback(args: argparse.Namespace) -> int:
+    return _run_change(args, data=None)
+
+
+def _run_change(args: argparse.Namespace, *, data: bytes | None) -> int:
+    """An apply (`data`) or a rollback (`args.revision`): planned, asked, changed, printed."""
+    target = target_from_args(args)
+    try:
+        repository = _repository(target)
+        auth, backends = guard.os_user(), served_backends(target)
+        with client_for(target, args) as client:
+            revision = args.revision if data is None else None  # only a rollback names one
+            plan = plan_change(client, repository, args.model, new=data, revision=revision,
+                               validate=args.validate, backends=backends)
+            refusal = "" if plan.impact is None or plan.errors else consent(
+                plan.impact, args, question=plan.question, declined=plan.declined())
+            if refusal:
+                return _fail(RepositoryError(decline(plan, auth, refusal)), args)
+            expected, log, progress = (expected_hash(plan, args.expect_hash), target.log(),
+                                       _progress_printer(args))
+            if data is None:
+                result = rollback(client, repository, args.model, plan.revision, expected_sha256=expected,
+                                  auth=auth, log=log, progress=progress)
+            else:
+                result = apply_config(client, repository, args.model, data, expected_sha256=expected,
+                                      auth=auth, log=log, progress=progress, load_unloaded=args.load,
+                                      validate=args.validate, smoke=args.smoke, backends=backends)
+    except ConfigInvalidError as exc:
+        code = _fail(exc, args)  # the cause first, then every finding
+        if not args.json:
+            print("\n".join(f"  {f}" for f in exc.findings), file=sys.stderr)
+        return code
+    except ConfigConflictError as exc:
+        if exc.diff() and not args.json:
+            print(exc.diff(), end="")
+        return _fail(exc, args)
+    except GeAdminError as exc:
+        return _fail(exc, args)
+    return _report(result, args)
+
+
+def _repository(target: Target) -> Path:
+    if target.repository is None:
+        raise RepositoryError(
+            f"which model repository does {target.spec.url} serve? geadmin writes the config there: "
+            "pass --repository PATH or set GEADMIN_REPOSITORY (the embedded stack's is found by itself)")
+    return target.repository
+
+
+def _report(result: ApplyResult, args: argparse.Namespace) -> int:
+    if args.json:
+        print(json.dumps(result.record(), indent=2))
+    else:
+        if result.diff:
+            print(result.diff, end="")
+        stream = sys.stdout if result.ok else sys.stderr
+        print(result.message if result.ok else f"geadmin: error: {result.message}", file=stream)
+        if result.revision is not None and result.ok:
+            print(f"config history: revision {result.revision} (`geadmin config history {result.model}`)")
+    print_side_effects(result.side_effects)
+    for warning in result.warnings:
+        print(f"geadmin: warning: {warning}", file=sys.stderr)
+    return EXIT_OK if result.ok else EXIT_FAILED
+
+
+def _fail(error: GeAdminError, args: argparse.Namespace | None = None) -> int:
+    if args is not None and args.json:
+        document: dict[str, object] = {"ok": False, "error": str(error), "kind": type(error).__name__}
+        if isinstance(error, ConfigInvalidError):
+            document["findings"] = [f.to_dict() for f in error.findings]
+        print(json.dumps(document, indent=2))
+    print(f"geadmin: error: {error}", file=sys.stderr)
+    return EXIT_UNREACHABLE if isinstance(error, TritonUnreachableError) else EXIT_FAILED
+
+
+def _progress_printer(args: argparse.Namespace) -> LoadProgress | None:
+    """On a terminal, one line per ~5 s of a long reload."""
+    if args.json or not sys.stderr.isatty():
+        return None
+    last = [time.monotonic()]
+
+    def show(elapsed_s: float, latest: str) -> None:
+        if time.monotonic() - last[0] >= 5:
+            last[0] = time.monotonic()
+            line = f": {latest.splitlines()[0][:160]}" if latest else ""
+            print(f"  reloading {args.model} ({format_duration(elapsed_s)}){line}", file=sys.stderr,
+                  flush=True)
+    return show
+
+
+
+# -- config history ---------------------------------------------------------------------------
+def run_history(args: argparse.Namespace) -> int:
+    try:
+        repository = _repository(resolve(repository=args.repository, stack=live_stack()))
+        kept = revisions.history(repository, args.model)
+        if args.show is not None:
+            sys.stdout.buffer.write(revisions.read_revision(repository, args.model, args.show).data)
+            return EXIT_OK
+        current = store.read_config(repository, args.model).sha256
+    except GeAdminError as exc:
+        return _fail(exc, args)
+    if args.json:
+        print(json.dumps([{"revision": r.number, "at": r.at.isoformat(), "who": r.who, "note": r.note,
+                           "sha256": r.sha256, "size_bytes": len(r.data), "current": r.sha256 == current}
+                          for r in kept], indent=2))
+        return EXIT_OK
+    if not kept:
+        print(f"no revisions of {args.model!r} kept yet: geadmin keeps one each time it applies a change")
+        return EXIT_OK
+    rows: list[tuple[str, ...]] = [("REV", "WHEN", "WHO", "SHA256", "NOTE")]
+    rows += [(f"{r.number}{'*' if r.sha256 == current else ''}", local_time(r.at), r.who, r.sha256[:12],
+              r.note) for r in kept]
+    print(format_table(rows))
+    print("* = the file on disk now; `--show REV` prints a revision, `geadmin config rollback "
+          f"{args.model} REV` applies it")
+    return EXIT_OK
+
+
+
+# -- registration ---------------------------------------------------------------------------
+def register(subparsers: Actions) -> None:
+    parser = subparsers.add_parser(
+        "config", help="validate, apply, list and roll back model configs (atomic, audited)",
+        description="Change a model's config.pbtxt safely: validate it without a server, apply with "
+        "automatic rollback when Triton rejects it, list its revisions, roll back to one.")
+    add_actions(parser.add_subparsers(dest="config_command", required=True, metavar="ACTION"))
+
+
+def add_actions(actions: Actions) -> None:
+    """`validate`, `apply`, `rollback` and `history`, under the `config` command."""
+    _register_validate(actions)
+    _register_changes(actions)
+
+
+def _register_validate(actions: Actions) -> None:
     validate = actions.add_parser(
         "validate", help="check configs without a Triton: schema, Triton's rules, npu_ge's rules",
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+        description=VALIDATE_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     validate.add_argument("paths", nargs="+", metavar="PATH",
                           help="a model directory, a config.pbtxt, or a model repository")
     validate.add_argument("--repository", default=None, metavar="PATH",
@@ -56,12 +244,49 @@ def _register_validate(actions: argparse._SubParsersAction[argparse.ArgumentPars
     validate.set_defaults(func=run_validate)
 
 
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser(
-        "config", help="validate, apply, list and roll back model configs (atomic, audited)",
-        description="Change a model's config.pbtxt safely: validate it without a server, apply with "
-        "automatic rollback when Triton rejects it, list its revisions, roll back to one.")
-    actions = parser.add_subparsers(dest="config_command", required=True, metavar="ACTION")
-    _register_validate(actions)
-    config_history.register_config_subcommands(actions)
+
+def _register_changes(config_subparsers: Actions) -> None:
+    apply = config_subparsers.add_parser(
+        "apply", help="write a config and reload the model; roll back if Triton rejects it",
+        description=CHANGES_HELP)
+    apply.add_argument("model", metavar="MODEL")
+    apply.add_argument("file", metavar="FILE", help="the new config.pbtxt ('-': standard input)")
+    apply.add_argument("--load", action="store_true",
+                       help="load the model even if it is not loaded (else the file is only written)")
+    apply.add_argument("--smoke", action="store_true",
+                       help="after the reload, send one request of zeros; if it fails, put the previous "
+                            "config back and reload it")
+    apply.add_argument("--no-validate", dest="validate", action="store_false",
+                       help="apply even when `geadmin config validate` finds errors (Triton still "
+                            "checks it, and a rejected config is rolled back)")
+    _add_change_args(apply)
+    apply.set_defaults(func=run_apply)
+
+    back = config_subparsers.add_parser(
+        "rollback", help="apply a kept revision of a config (default: the previous one)")
+    back.add_argument("model", metavar="MODEL")
+    back.add_argument("revision", metavar="REVISION", type=int, nargs="?", default=None,
+                      help="a revision number from `geadmin config history MODEL`")
+    back.set_defaults(validate=False)  # a rollback skips the validator: that config served before
+    _add_change_args(back)
+    back.set_defaults(func=run_rollback)
+
+    listing = config_subparsers.add_parser("history", help="the kept revisions of a model's config")
+    listing.add_argument("model", metavar="MODEL")
+    listing.add_argument("--show", type=int, default=None, metavar="REV", help="print one revision")
+    listing.add_argument("--repository", default=None, metavar="PATH",
+                         help="the model repository (env GEADMIN_REPOSITORY; default: the running stack's)")
+    listing.add_argument("--json", action="store_true", help="print a JSON document")
+    listing.set_defaults(func=run_history)
+
+
+def _add_change_args(parser: argparse.ArgumentParser) -> None:
+    add_connection_args(parser)
+    add_consent_args(parser)
+    parser.add_argument("--expect-hash", default=None, metavar="SHA256",
+                        help="apply only if the file on disk still has this sha256 (or a prefix of "
+                        "at least 8 characters): what you started editing from")
+    parser.add_argument("--load-timeout", type=positive_seconds, default=DEFAULT_LOAD_TIMEOUT_S,
+                        help=f"seconds to wait for the reload (default {DEFAULT_LOAD_TIMEOUT_S:g})")
+
 

@@ -10,9 +10,9 @@ from collections.abc import Sequence
 from geadmin import __version__, settings
 from geadmin.cli import (
     alerts,
+    audit_log,
     bundle,
     config,
-    config_history,
     fleet,
     models,
     objectives,
@@ -30,7 +30,7 @@ from geadmin.cli import top as top_command
 from geadmin.cli import users as users_command
 from geadmin.errors import GeAdminError
 
-COMMANDS = (up, status, models, config, config_history, bundle, infer_command,  # config_history adds `audit`
+COMMANDS = (up, status, models, config, audit_log, bundle, infer_command,
             npu_command, top_command, sampler_command, users_command, bench_command,
             dashboard_command, probe, alerts, objectives, tune, fleet)
 EXIT_USAGE = 2

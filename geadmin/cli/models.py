@@ -22,9 +22,12 @@ from pathlib import Path
 from geadmin.access import guard
 from geadmin.cli.common import (
     add_connection_args,
+    add_consent_args,
     client_for,
+    consent,
     format_table,
     positive_seconds,
+    print_side_effects,
     target_from_args,
 )
 from geadmin.diagnose import impact
@@ -92,46 +95,12 @@ def run_action_command(args: argparse.Namespace) -> int:
     return EXIT_UNREACHABLE if unreachable else EXIT_FAILED
 
 
-def consent(found: impact.Impact, args: argparse.Namespace) -> str:
-    """Name the ensembles the change touches (on stderr); "" to go ahead, else why not. A change
-    that takes one down needs `--yes` / `--with-dependents`, or a "y" typed at a terminal."""
-    if found.problem:
-        print(f"geadmin: warning: {found.problem}", file=sys.stderr)
-    if not found.consequences:
-        return ""
-    print(f"geadmin: {found.action} {', '.join(found.models)}: {found.headline()}", file=sys.stderr)
-    for line in found.lines():
-        print(f"  {line}", file=sys.stderr)
-    if not found.takes_down or args.yes or getattr(args, "with_dependents", False):
-        return ""
-    down = ", ".join(found.taken_down)
-    if sys.stdin.isatty() and not args.json:
-        answer = input(f"Take down {down} too? [y/N] ")
-        return "" if answer.strip().lower() in ("y", "yes") else f"not confirmed: {down} would go down"
-    return (f"refused: the {found.action} of {', '.join(found.models)} would take down {down}, and standard "
-            "input is not a terminal to ask; pass --yes (or --with-dependents) to go ahead. Nothing was done")
-
-
 def _refused(refusal: str, found: impact.Impact, args: argparse.Namespace) -> int:
     if args.json:
         document = {"ok": False, "error": refusal, "kind": "refused", "impact": found.record()}
         print(json.dumps(document, indent=2))
     print(f"geadmin: error: {refusal}", file=sys.stderr)
     return EXIT_FAILED
-
-
-def print_side_effects(side_effects: tuple[impact.StateChange, ...] | list[impact.StateChange]) -> None:
-    """What else changed state, with Triton's reason (stderr: it is a warning for scripts too)."""
-    if side_effects:
-        print("geadmin: warning: also changed state (audited as side_effect):", file=sys.stderr)
-        for change in side_effects:
-            print(f"  {change.text()}", file=sys.stderr)
-
-
-def add_consent_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-y", "--yes", action="store_true",
-                        help="go ahead even when the change takes down an ensemble that runs the model "
-                        "(named first; without a terminal such a change is refused unless --yes)")
 
 
 def _progress_printer(args: argparse.Namespace) -> Callable[[int, int, str], None] | None:

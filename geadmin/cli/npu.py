@@ -16,9 +16,8 @@ from dataclasses import asdict
 from pathlib import Path
 
 from geadmin import settings
-from geadmin.cli.common import format_table, positive_seconds
+from geadmin.cli.common import format_table, positive_seconds, triton_metrics
 from geadmin.errors import ConfigError, TelemetryError
-from geadmin.stack.target import live_stack, resolve
 from geadmin.telemetry.sources import npu_smi
 from geadmin.telemetry.sources.detect import Sources, detect
 from geadmin.telemetry.sources.npu import NpuDevice, NpuReport
@@ -27,15 +26,6 @@ EXIT_OK = 0
 EXIT_SOURCE_ERROR = 1
 DEFAULT_TIMEOUT_S = 5.0
 GIB = 1 << 30
-
-
-def triton_metrics(args: argparse.Namespace) -> tuple[str, bool]:
-    """(Triton's /metrics URL, given by the user?): the flag, else the default server's
-    metrics URL by the one rule the NPU page uses too (geadmin.stack.target.server_urls)."""
-    if args.metrics_url:
-        return str(args.metrics_url), True
-    urls = resolve(stack=live_stack()).urls()
-    return urls.metrics, "metrics" in urls.given
 
 
 def report_for(args: argparse.Namespace) -> NpuReport:

@@ -9,8 +9,7 @@ from datetime import datetime, timezone
 
 from geadmin import settings
 from geadmin.access import guard
-from geadmin.cli.common import format_table
-from geadmin.cli.npu import triton_metrics
+from geadmin.cli.common import format_table, triton_metrics
 from geadmin.errors import ConfigError
 from geadmin.ops.monitoring import parse_budget, set_objective
 from geadmin.telemetry.alerting.objectives import burn_rates, objectives

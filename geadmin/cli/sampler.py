@@ -16,8 +16,7 @@ import time
 from types import FrameType
 
 from geadmin import settings
-from geadmin.cli.common import port_number, positive_seconds
-from geadmin.cli.npu import triton_metrics
+from geadmin.cli.common import port_number, positive_seconds, triton_metrics
 from geadmin.domain import format_duration
 from geadmin.fleet.discovery import fleet_named
 from geadmin.fleet.probes import FleetProber

@@ -1,8 +1,9 @@
 """`geadmin status`: one-shot verdict for scripts and on-call pages — OK, DEGRADED or DOWN.
 
-The verdict is `geadmin.diagnose.verdict.assess`, the same function behind the Overview's
-banner, the sidebar and the diagnostics bundle. The first line is the verdict and what put
-it there; the exit code says which one (documented in `--help`).
+The verdict is `geadmin.stack.server_verdict.server_verdict` (`geadmin.diagnose.verdict.assess`
+with the embedded stack's account of its Triton), the same function behind the Overview's
+banner and the sidebar. The first line is the verdict and what put it there; the exit code
+says which one (documented in `--help`).
 """
 
 from __future__ import annotations
@@ -14,14 +15,13 @@ from collections.abc import Sequence
 
 from geadmin.cli.common import add_connection_args, client_for, target_from_args
 from geadmin.diagnose.health import take_snapshots
-from geadmin.diagnose.verdict import Level, Rule, Sources, Verdict, assess
+from geadmin.diagnose.verdict import Level, Rule, Sources, Verdict
 from geadmin.errors import FleetError
 from geadmin.fleet import readonly
 from geadmin.fleet.discovery import discover, fleet_named
 from geadmin.fleet.members import Member
-from geadmin.stack.compose_logs import compose_outage
-from geadmin.stack.server_history import history_for, outage_for, recent_crash
-from geadmin.stack.target import Target, configured_targets, is_stack_server, live_stack
+from geadmin.stack.server_verdict import ServerVerdict, server_verdict
+from geadmin.stack.target import Target, configured_targets, live_stack
 from geadmin.stack.workspace import StackInfo
 
 EXIT_OK = 0
@@ -90,18 +90,8 @@ def render_text(verdict: Verdict, outage: str = "", crash: str = "") -> str:
     return "\n".join(lines)
 
 
-def stack_process(url: str, stack: StackInfo | None) -> dict[str, object] | None:
-    """Triton's process when `url` is the running `geadmin up`'s Triton (pid, state, restarts),
-    else None: geadmin knows no process of a server it did not start."""
-    if not is_stack_server(url, stack):
-        return None
-    assert stack is not None
-    return {"pid": stack.triton_pid, "state": stack.triton_state, "started_at": stack.triton_started_at,
-            "restarts": sum(1 for record in stack.exits if record.restarted), "stack_pid": stack.pid}
-
-
-def _verdicts(targets: list[Target], args: argparse.Namespace,
-              members: Sequence[Member] | None = None) -> list[Verdict]:
+def _verdicts(targets: list[Target], args: argparse.Namespace, stack: StackInfo | None,
+              members: Sequence[Member] | None = None) -> list[ServerVerdict]:
     """`members`: the fleet members behind `targets` (`--fleet`): each polled as its trust
     allows (geadmin.fleet.readonly: a read-only one from Triton's open endpoints, no key, no
     drift check), never DEGRADED for an index it may not read."""
@@ -114,8 +104,8 @@ def _verdicts(targets: list[Target], args: argparse.Namespace,
         trusted = [m.trust.trusted for m in members]
     try:
         snapshots = take_snapshots(clients)  # in parallel, as on the Overview
-        return [assess(snap, Sources(client if keyed else None, t.log(), t.repository),
-                       expected=args.expect or ())
+        return [server_verdict(snap, Sources(client if keyed else None, t.log(), t.repository), stack,
+                               expected=args.expect or ())
                 for t, (_, client), snap, keyed in zip(targets, clients, snapshots, trusted, strict=True)]
     finally:
         for _, client in clients:
@@ -143,26 +133,20 @@ def run(args: argparse.Namespace) -> int:
         targets, members = fleet_targets(args.fleet)
     else:
         targets = configured_targets(stack) if args.all else [target_from_args(args)]
-    verdicts = _verdicts(targets, args, members)
-    outages = [outage_for(v.snapshot.url, stack) or compose_outage(v.snapshot.url) if not v.snapshot.reachable
-               else "" for v in verdicts]  # the embedded stack's, else the compose container's
-    crashes = [recent_crash(history_for(v.snapshot.url, stack)) if v.snapshot.reachable else ""
-               for v in verdicts]
+    verdicts = _verdicts(targets, args, stack, members)
     if args.json:
-        documents = [{**v.to_json(), "outage": outage, "recent_crash": crash,
-                      "triton": stack_process(v.snapshot.url, stack)}
-                     for v, outage, crash in zip(verdicts, outages, crashes, strict=True)]
+        documents = [v.to_json() for v in verdicts]
         if many:
-            print(json.dumps([{"server": v.snapshot.name, **doc}
+            print(json.dumps([{"server": v.verdict.snapshot.name, **doc}
                               for v, doc in zip(verdicts, documents, strict=True)], indent=2))
         else:
             print(json.dumps(documents[0], indent=2))
     elif many:
-        print("\n\n".join(f"[{v.snapshot.name}]\n{render_text(v, outage, crash)}"
-                          for v, outage, crash in zip(verdicts, outages, crashes, strict=True)))
+        print("\n\n".join(f"[{v.verdict.snapshot.name}]\n{render_text(v.verdict, v.outage, v.crash)}"
+                          for v in verdicts))
     else:
-        print(render_text(verdicts[0], outages[0], crashes[0]))
-    return max((exit_code(v, args.strict) for v in verdicts), key=WORSE.index)
+        print(render_text(verdicts[0].verdict, verdicts[0].outage, verdicts[0].crash))
+    return max((exit_code(v.verdict, args.strict) for v in verdicts), key=WORSE.index)
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -21,8 +21,7 @@ from dataclasses import asdict
 from datetime import datetime, timezone
 from typing import Any
 
-from geadmin.cli.common import format_table, positive_seconds
-from geadmin.cli.npu import triton_metrics
+from geadmin.cli.common import format_table, positive_seconds, triton_metrics
 from geadmin.errors import GeAdminError, TelemetryError
 from geadmin.stack.target import live_stack, resolve
 from geadmin.telemetry.bottleneck import Bottleneck, served_facts, triage

@@ -7,8 +7,9 @@ through protobuf as `repository.knobs.compare_with_live` does (the fields the fi
 Triton's normalized `GET /v2/models/N/config`; fields only Triton has are its defaults).
 
 A drift carries the validator's verdict on the file ("does not parse, line 6: ...") and one fix:
-open it in the Config editor, or put the served config back on disk (`put_back_served`, atomic,
-with a revision kept and an audit row).
+open it in the Config editor, or put the served config back on disk (the file to write is
+`served_file`; `geadmin.ops.models.put_back.put_back_served` writes it, atomic, with a revision kept
+and an audit row: diagnose only reads).
 """
 
 from __future__ import annotations
@@ -20,9 +21,6 @@ from pathlib import Path
 
 from tritonclient.grpc import model_config_pb2
 
-from geadmin import audit
-from geadmin.access.guard import Authorization, require
-from geadmin.access.roles import Action as Guarded
 from geadmin.errors import ConfigParseError, GeAdminError, RepositoryError, TritonError
 from geadmin.repository import revisions, store
 from geadmin.repository.knobs import compare_with_live
@@ -31,8 +29,6 @@ from geadmin.repository.rules import Severity
 from geadmin.repository.trials import is_trial
 from geadmin.repository.validate import validate_model
 from geadmin.triton.client import TritonClient
-
-PUT_BACK_ACTION = "put-back-served"  # the audit action of `put_back_served`
 
 
 @dataclass(frozen=True)
@@ -124,7 +120,7 @@ def find_drift(client: TritonClient, repository: Path | None, names: Sequence[st
     return found
 
 
-# -- the fix: put back what serves ------------------------------------------------------
+# -- the fix: what to put back ------------------------------------------------------------
 def served_file(repository: Path, name: str, served: model_config_pb2.ModelConfig,
                 home: Path | None = None) -> bytes:
     """The file to put back: the newest kept revision that is what Triton serves (its exact
@@ -140,28 +136,3 @@ def served_file(repository: Path, name: str, served: model_config_pb2.ModelConfi
         except ConfigParseError:
             continue
     return to_file_text(served).encode()
-
-
-def put_back_served(client: TritonClient, repository: Path, name: str, *, auth: Authorization | None = None,
-                    home: Path | None = None) -> str:
-    """Write the served config to disk (atomic, the drifted file kept as a revision, audited),
-    then check that nothing drifts any more. Returns what was done; raises GeAdminError.
-    `auth` must cover `rollback` (NotAuthorizedError before anything is read)."""
-    actor = require(auth, Guarded.ROLLBACK)
-    served = client.model_config(name)
-    current = store.read_config(repository, name)
-    data = served_file(repository, name, served, home)
-    diff = revisions.config_diff(current.data, data, name, "on disk", "served")
-    try:
-        store.write_config(repository, name, data, expected_sha256=current.sha256, who=actor.name,
-                           note="drifted from what Triton served", home=home)
-    except GeAdminError as exc:
-        audit.record(PUT_BACK_ACTION, name, audit.Result.FAILED, actor=actor, server=client.url,
-                     message=str(exc), home=home)
-        raise
-    left = drift_of(repository, name, client.model_config(name))
-    message = (f"put the config Triton serves for {name!r} back in {current.path}"
-               + (f"; it still differs: {left.headline}" if left else "; disk and Triton agree again"))
-    audit.record(PUT_BACK_ACTION, name, audit.Result.OK if left is None else audit.Result.FAILED,
-                 actor=actor, server=client.url, message=message, diff=diff, home=home)
-    return message

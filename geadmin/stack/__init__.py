@@ -19,5 +19,6 @@ Triton a command targets.
 - choose.py          which driver the Stack page uses
 - target.py          which Triton a command talks to, and its log and repository
 - server_history.py  what happened to the server, told for an on-call operator
+- server_verdict.py  the verdict with the stack's account of the server, for every face
 - stack_audit.py     the embedded stack's own audit rows (how Triton ended, who stopped it)
 """

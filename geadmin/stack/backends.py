@@ -1,5 +1,6 @@
 """Which extra backends the embedded Triton gets beside python: `--backend-dir NAME=DIR`,
-GEADMIN_BACKEND_DIRS, else npu_ge from a source checkout's build (`make backend`)."""
+GEADMIN_BACKEND_DIRS, else npu_ge from a source checkout's build (`make backend`); and which
+backends a target's server can load when it is this machine's embedded Triton (`served_backends`)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from geadmin import settings
+from geadmin.diagnose.impact import process_backends
 from geadmin.errors import ConfigError
+from geadmin.stack.target import Target, is_stack_server, live_stack
 
 SOURCE_ROOT = Path(__file__).resolve().parents[2]
 BUILT_NPU_GE = SOURCE_ROOT / "build" / "backend" / "npu_ge"
@@ -51,3 +54,11 @@ def backend_dirs(flags: Sequence[str] | None, say: Callable[[str], None]) -> dic
         else:
             say(NPU_GE_HOWTO)
     return found
+
+
+def served_backends(target: Target) -> frozenset[str] | None:
+    """The backends the target's server can load when it is this machine's embedded stack
+    (read from its command line), else None: unknown, and the validator's backend rule stays quiet."""
+    stack = live_stack()
+    pid = stack.triton_pid if stack is not None and is_stack_server(target.spec.url, stack) else None
+    return process_backends(pid)

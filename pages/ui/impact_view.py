@@ -7,8 +7,7 @@ from collections.abc import Sequence
 
 import streamlit as st
 
-from geadmin.diagnose.impact import Impact, StateChange, process_backends
-from geadmin.stack.target import Target, is_stack_server, live_stack
+from geadmin.diagnose.impact import Impact, StateChange
 
 ICON = ":material/account_tree:"
 
@@ -30,11 +29,3 @@ def show_side_effects(side_effects: Sequence[StateChange]) -> None:
     if side_effects:
         st.warning("**Also changed state** (each is in the audit log as `side_effect`):\n\n"
                    + "\n".join(f"- {change.text()}" for change in side_effects), icon=ICON)
-
-
-def server_backends(target: Target) -> frozenset[str] | None:
-    """The backends of the selected server when it is this machine's embedded stack (None:
-    unknown, and the validator's backend rule stays quiet)."""
-    stack = live_stack()
-    pid = stack.triton_pid if stack is not None and is_stack_server(target.spec.url, stack) else None
-    return process_backends(pid)

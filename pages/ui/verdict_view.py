@@ -1,7 +1,8 @@
 """The server's verdict, drift and history as the Overview and the sidebar show them.
 
-Views only: the verdict is `geadmin.diagnose.verdict.assess`, the history is
-`geadmin.stack.server_history`, the fix for drift is `geadmin.diagnose.drift.put_back_served`.
+Views only: the verdict and the stack's account of the server (why it is down, a recent crash)
+are `geadmin.stack.server_verdict.server_verdict`, as for `geadmin status`; the fix for drift is
+`geadmin.ops.models.put_back.put_back_served`.
 """
 
 from __future__ import annotations
@@ -10,12 +11,14 @@ import pandas as pd
 import streamlit as st
 
 from geadmin.access.roles import Action as Guarded
-from geadmin.diagnose.drift import Drift, find_drift, put_back_served
+from geadmin.diagnose.drift import Drift, find_drift
 from geadmin.diagnose.health import ServerSnapshot, take_snapshot
-from geadmin.diagnose.verdict import Level, Rule, Sources, Verdict, assess
+from geadmin.diagnose.verdict import Level, Sources, Verdict
 from geadmin.domain import format_duration
 from geadmin.errors import GeAdminError
-from geadmin.stack.server_history import ServerHistory, exit_line, outage_for, recent_crash
+from geadmin.ops.models.put_back import put_back_served
+from geadmin.stack.server_history import exit_line
+from geadmin.stack.server_verdict import ServerVerdict, server_verdict
 from geadmin.stack.target import Target, live_stack
 from pages.ui import access, keys
 from pages.ui.context import client_for, log_for, selected_target, targets
@@ -25,19 +28,21 @@ ICONS = {Level.OK: ":material/check_circle:", Level.DEGRADED: ":material/warning
 SIDEBAR_TTL_S = 5
 
 
-def verdict_for(target: Target, snapshot: ServerSnapshot | None = None) -> Verdict:
-    """`assess` for the target, with everything it needs (client for drift, log, repository)."""
+def verdict_for(target: Target, snapshot: ServerSnapshot | None = None) -> ServerVerdict:
+    """The target's verdict with everything it needs (client for drift, log, repository) and
+    the embedded stack's account of its Triton."""
     client = client_for(target)
     if snapshot is None:
         snapshot = take_snapshot(target.spec.name, client)
-    return assess(snapshot, Sources(client, log_for(target), target.repository))
+    return server_verdict(snapshot, Sources(client, log_for(target), target.repository), live_stack())
 
 
-def banner(verdict: Verdict, outage: str = "") -> None:
-    """The verdict and every reason, with its fix: the same words as `geadmin status`.
-    `outage`: why the embedded stack's Triton does not answer (instead of "is the URL right?")."""
+def banner(found: ServerVerdict) -> None:
+    """The verdict and every reason, with its fix: the same words as `geadmin status`; while
+    the embedded stack's Triton does not answer, why (instead of "is the URL right?")."""
+    verdict, outage = found.verdict, found.outage
     show = {Level.OK: st.success, Level.DEGRADED: st.warning, Level.DOWN: st.error}[verdict.level]
-    lines = [f"**{verdict.level.value}: {outage}**" if outage else f"**{verdict.headline}**"]
+    lines = [f"**{found.headline}**"]
     if len(verdict.reasons) > 1:
         lines += [f"- {r.text}" + (f" — *{r.fix}*" if r.fix else "") for r in verdict.reasons]
     elif verdict.reasons and verdict.reasons[0].fix and not outage:
@@ -49,10 +54,8 @@ def banner(verdict: Verdict, outage: str = "") -> None:
 def _sidebar_verdict(name: str, url: str, repository: str, log: str) -> tuple[str, str]:
     """Keyed by everything that makes the verdict (a server renamed or repointed is another)."""
     target = next(t for t in targets() if t.spec.name == name)
-    verdict = verdict_for(target)
-    # the embedded stack's Triton stopped or restarting: say so, as the Overview and Models do
-    outage = outage_for(url, live_stack()) if Rule.UNREACHABLE in verdict.rules else ""
-    return verdict.level.value, f"{verdict.level.value}: {outage}" if outage else verdict.headline
+    found = verdict_for(target)  # the embedded stack's Triton stopped or restarting: said, as on the Overview
+    return found.verdict.level.value, found.headline
 
 
 def sidebar_badge() -> None:
@@ -125,14 +128,15 @@ def show_put_back_result() -> None:
 
 
 # -- what happened to the server ---------------------------------------------------------------
-def history_panel(history: ServerHistory | None) -> None:
+def history_panel(found: ServerVerdict) -> None:
     """The last exits of Triton and the dashboard under `geadmin up`, and restart counts."""
+    history = found.history
     if history is None:
         return
     if history.down:
         stack_link()  # the banner says why it is down
-    elif crash := recent_crash(history):
-        st.warning(crash, icon=":material/restart_alt:")
+    elif found.crash:
+        st.warning(found.crash, icon=":material/restart_alt:")
     with st.expander("Server history", expanded=bool(history.down)):
         up = f"up {format_duration(history.triton_up_s)}" if history.triton_up_s is not None else ""
         st.caption(f"Triton: {history.triton_state} {up} · {history.triton_restarts} restart(s) · "

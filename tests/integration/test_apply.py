@@ -17,7 +17,8 @@ import tritonclient.grpc as grpcclient
 from tritonclient.grpc import model_config_pb2
 
 from geadmin import audit
-from geadmin.cli.config_history import register_audit, register_config_subcommands
+from geadmin.cli import audit_log
+from geadmin.cli.config import add_actions
 from geadmin.domain import ModelState, Serving
 from geadmin.errors import ConfigConflictError, ConfigInvalidError, ConfigParseError, TritonUnreachableError
 from geadmin.ops.models.actions import wait_settled
@@ -262,12 +263,12 @@ def test_a_config_that_loads_but_fails_a_test_request_is_restored_and_reloaded(
 
 
 def run_cli(argv: list[str]) -> int:
-    """The hooks the lead adds to geadmin/cli/main.py and cli/config.py, on a parser of our own."""
+    """The `config` actions and the `audit` command, on a parser of our own."""
     parser = argparse.ArgumentParser(prog="geadmin")
     commands = parser.add_subparsers(dest="command", required=True)
     config = commands.add_parser("config").add_subparsers(dest="config_command", required=True)
-    register_config_subcommands(config)
-    register_audit(commands)
+    add_actions(config)
+    audit_log.register(commands)
     args = parser.parse_args(argv)
     return int(args.func(args))
 

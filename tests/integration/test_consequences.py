@@ -196,3 +196,23 @@ def test_at_a_terminal_the_cli_asks_and_no_means_nothing_is_done(
     assert code == 0, output
     assert "digits_pipeline: READY → UNAVAILABLE" in output
     assert states(client)[PIPELINE] is ModelState.UNAVAILABLE
+
+
+def test_at_a_terminal_config_apply_asks_the_editor_s_question_and_a_no_is_audited(
+        server: TritonProcess, client: TritonClient, home: Path, tmp_path: Path) -> None:
+    new = tmp_path / "config.pbtxt"
+    new.write_text(smaller_batch(server))
+    env = {**os.environ, "GEADMIN_HOME": str(home)}
+    argv = ["config", "apply", MEMBER, str(new), "--no-validate", "--url", server.http_url,
+            "--repository", str(server.repository)]
+    code, output = answer_at_a_terminal(argv, "n", env)
+    assert code == 1, output
+    # the question and the refusal are the core's (geadmin.ops.models.change_plan), the Config editor's too
+    assert f"Apply the new config of {MEMBER} although it takes down {PIPELINE}? [y/N]" in output
+    assert f"not confirmed: {PIPELINE} would go down. Nothing was done" in output
+    assert (server.repository / MEMBER / "config.pbtxt").read_text() != new.read_text()
+    assert states(client)[PIPELINE] is ModelState.READY
+    [row] = audit.query(home=home)
+    assert (row.action, row.model, row.result) == ("apply", MEMBER, "refused")
+    assert row.message == f"not confirmed: {PIPELINE} would go down. Nothing was done"
+

@@ -11,10 +11,11 @@ import tritonclient.http as httpclient
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
-from geadmin.diagnose.explain import load_explained, log_reason
+from geadmin.diagnose.explain import log_reason
 from geadmin.domain import ModelState, Serving
 from geadmin.errors import ExplainedLoadError, ExplainedLoadTimeoutError
 from geadmin.ops.models.actions import Action, run_action
+from geadmin.ops.models.explained_load import load_explained
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.triton.client import TritonClient
 from geadmin.triton.logs import LocalLogFile

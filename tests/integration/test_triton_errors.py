@@ -192,8 +192,8 @@ def test_unknown_model_is_not_found(triton_server: TritonProcess, transport: str
 
 
 def test_a_load_on_a_server_that_never_answers_is_not_blamed_on_the_model(silent_listener: int) -> None:
-    from geadmin.diagnose.explain import load_explained
     from geadmin.errors import ExplainedLoadTimeoutError
+    from geadmin.ops.models.explained_load import load_explained
 
     client = TritonClient(f"http://127.0.0.1:{silent_listener}", timeout_s=1.0, load_timeout_s=1.0)
     with pytest.raises(TritonTimeoutError) as raised:

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from geadmin import audit
-from geadmin.diagnose.drift import PUT_BACK_ACTION, put_back_served
 from geadmin.diagnose.health import take_snapshot
 from geadmin.diagnose.verdict import Level, Rule, Sources, assess
 from geadmin.domain import ModelState
 from geadmin.ops.bundle import build_bundle
+from geadmin.ops.models.put_back import PUT_BACK_ACTION, put_back_served
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.triton.client import TritonClient
 from geadmin.triton.logs import LocalLogFile

@@ -1,6 +1,7 @@
 """Consequences on the pages, through AppTest against a real tritonserver with the whole sample
 stack loaded: the Models page and the config editor name digits_pipeline before a change to
-digits_classifier that takes it down, and list it after; a rollback asks first."""
+digits_classifier that takes it down, and list it after; a rollback asks first, and a Cancel
+is audited as a refusal, as the CLI audits a "no"."""
 
 from __future__ import annotations
 
@@ -87,7 +88,8 @@ def test_editor_shows_the_ensemble_refusal_as_an_error_and_apply_stays_off(serve
     assert "This also takes down digits_pipeline" in texts(at.error)
 
 
-def test_editor_names_the_reloaded_pipeline_and_a_rollback_asks_first(server: TritonProcess) -> None:
+def test_editor_names_the_reloaded_pipeline_and_a_rollback_asks_first_and_audits_a_cancel(
+        server: TritonProcess, tmp_path: Path) -> None:
     at = page("editor.py")
     at.selectbox(key="editor.model").set_value(MEMBER)
     run(at)
@@ -108,12 +110,17 @@ def test_editor_names_the_reloaded_pipeline_and_a_rollback_asks_first(server: Tr
     run(at)
     button(at, f"Roll back to revision {first}").click()  # type: ignore[attr-defined]
     run(at)
-    assert any(f"back to revision {first}?" in w.value for w in at.warning)
+    question = f"Roll {MEMBER} back to revision {first}?"  # the core's (ops.change_plan), as the CLI's
+    assert any(w.value.startswith(question) for w in at.warning), texts(at.warning)
     assert "Triton reloads digits_pipeline with it" in texts(at.info)
     button(at, "Cancel").click()  # type: ignore[attr-defined]
     run(at)
     assert "3000" in config.read_text()
     assert not any("back to revision" in w.value for w in at.warning), texts(at.warning)
+    declined = f"not confirmed: the rollback of {MEMBER} to revision {first}. Nothing was done"
+    assert declined in texts(at.info)  # said once, under the history
+    [row] = audit.query(action="rollback", home=tmp_path / "home")  # a cancel is a refusal, as the CLI's "no"
+    assert (row.model, row.result, row.message, row.origin) == (MEMBER, "refused", declined, "dashboard")
 
     button(at, f"Roll back to revision {first}").click()  # type: ignore[attr-defined]
     run(at)

@@ -279,6 +279,111 @@ def test_pages_import_only_the_core_and_their_own_widgets() -> None:
             assert not imported.startswith("geadmin.cli"), f"{path}:{line}: pages call the core, not the CLI"
 
 
+# What changes something: the guard (only a change is guarded), the audit's writers, the
+# repository's and the workspace's writers (by module and name), and the Triton client's
+# methods that change a server (called on whatever is not a module).
+WRITERS = {
+    "geadmin.access.guard": {"require"},
+    "geadmin.audit": {"record", "record_action", "try_record_action"},
+    "geadmin.repository.store": {"write_config", "write_model_file"},
+    "geadmin.repository.revisions": {"record_revision"},
+    "geadmin.repository.atomic": {"atomic_write", "write_secret_atomically"},
+}
+CLIENT_CHANGERS = frozenset({"load", "start_load", "unload", "update_log_settings"})
+
+
+def writes_in(package_dir: Path) -> list[str]:
+    """Every import or call of a writer (WRITERS) and every call of a client method that
+    changes a server (CLIENT_CHANGERS) in the package."""
+    found = []
+    for path in sorted(package_dir.rglob("*.py")):
+        tree = ast.parse(path.read_text(), str(path))
+        modules: dict[str, str] = {}  # local name -> module it stands for
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                modules.update({(a.asname or a.name): a.name for a in node.names})
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                for alias in node.names:
+                    modules[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+                    if alias.name in WRITERS.get(node.module, ()):
+                        found.append(f"{path}:{node.lineno}: imports {node.module}.{alias.name}")
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+                continue
+            owner, name = node.func.value, node.func.attr
+            module = modules.get(owner.id) if isinstance(owner, ast.Name) else None
+            if module is not None and name in WRITERS.get(module, ()):
+                found.append(f"{path}:{node.lineno}: calls {module}.{name}")
+            elif module is None and name in CLIENT_CHANGERS:
+                found.append(f"{path}:{node.lineno}: calls .{name}() on a server")
+    return [f"{line}: diagnose reads; a change belongs in ops/" for line in found]
+
+
+def test_diagnose_reads_only() -> None:
+    """DESIGN: diagnose/ reads (why a load failed, the verdict, drift, impact); ops/ changes."""
+    found = writes_in(CORE / "diagnose")
+    assert not found, "\n".join(found)
+
+
+def test_the_reads_only_check_finds_a_planted_audit_write_guard_and_load(tmp_path: Path) -> None:
+    root = _plant(tmp_path, {
+        "fakepkg/__init__.py": "",
+        "fakepkg/reads.py": ("import json\nfrom geadmin import audit\n\n"
+                             "def verdict(client, path, impact):\n"
+                             "    config = json.load(path.open())  # a module's load: a read\n"
+                             "    impact.record()  # a method named like a writer, not the audit's\n"
+                             "    return client.model_config('m'), audit.query(), config\n"),
+        "fakepkg/sneaky.py": ("from geadmin import audit as journal\n"
+                              "from geadmin.access.guard import require\n\n"
+                              "def fix(client, auth):\n"
+                              "    require(auth, 'load')\n"
+                              "    client.load('m')\n"
+                              "    journal.record('fix', 'm', 'ok')\n"),
+    })
+    found = writes_in(root)
+    assert [line.split(": diagnose")[0].split("sneaky.py:")[1] for line in found] == [
+        "2: imports geadmin.access.guard.require", "6: calls .load() on a server",
+        "7: calls geadmin.audit.record"], found
+
+
+CLI_SHARED = frozenset({"common", "exit_codes"})  # helpers every command may use
+CLI_ROUTERS = frozenset({"main", "__main__"})  # they route to every command
+
+
+def sibling_imports(cli_dir: Path, package: str = "geadmin.cli") -> list[str]:
+    """Each import of one command module by another: what two commands share lives in common.py."""
+    modules = {path.stem for path in cli_dir.glob("*.py")}
+    found = []
+    for path in sorted(cli_dir.glob("*.py")):
+        if path.stem in CLI_ROUTERS:
+            continue
+        for line, imported in imports_of(path, f"{package}.{path.stem}", {f"{package}.{m}" for m in modules}):
+            if not imported.startswith(f"{package}."):
+                continue
+            command = imported.removeprefix(f"{package}.").split(".")[0]
+            if command in modules and command not in CLI_SHARED and command != path.stem:
+                found.append(f"{path}:{line}: imports the command module {imported}; move what both "
+                             "use to cli/common.py (or the core)")
+    return found
+
+
+def test_no_cli_command_imports_another() -> None:
+    found = sibling_imports(CORE / "cli")
+    assert not found, "\n".join(found)
+
+
+def test_the_sibling_check_finds_a_planted_import_of_another_command(tmp_path: Path) -> None:
+    cli = tmp_path / "cli"
+    cli.mkdir()
+    (cli / "common.py").write_text("def shared():\n    pass\n")
+    (cli / "main.py").write_text("from fake.cli import npu, top\n")  # the router may
+    (cli / "npu.py").write_text("from fake.cli.common import shared\n")
+    (cli / "top.py").write_text("def late():\n    from fake.cli.npu import triton_metrics\n")
+    (cli / "status.py").write_text("from fake.cli import npu\n")
+    found = sibling_imports(cli, "fake.cli")
+    assert [line.split(": ", 1)[0].rsplit("/", 1)[1] for line in found] == ["status.py:1", "top.py:2"], found
+
+
 def test_settings_are_read_only_in_settings_py() -> None:
     """No bare GEADMIN_* name outside settings.py (and test_hooks.py, the variables only tests
     set): every variable has one reader."""

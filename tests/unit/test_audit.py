@@ -13,7 +13,8 @@ import pytest
 
 from geadmin import audit
 from geadmin.audit import Actor, Origin, Result
-from geadmin.cli.config_history import register_audit, register_config_subcommands
+from geadmin.cli import audit_log
+from geadmin.cli.config import add_actions
 from geadmin.errors import ConfigError
 
 DIFF = ("--- m/config.pbtxt (before)\n+++ m/config.pbtxt (after)\n@@ -1 +1 @@\n"
@@ -27,12 +28,12 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def run_cli(argv: list[str]) -> int:
-    """The hooks the lead adds to geadmin/cli/main.py and cli/config.py, on a parser of our own."""
+    """The `config` actions and the `audit` command, on a parser of our own."""
     parser = argparse.ArgumentParser(prog="geadmin")
     commands = parser.add_subparsers(dest="command", required=True)
     config = commands.add_parser("config").add_subparsers(dest="config_command", required=True)
-    register_config_subcommands(config)
-    register_audit(commands)
+    add_actions(config)
+    audit_log.register(commands)
     args = parser.parse_args(argv)
     return int(args.func(args))
 

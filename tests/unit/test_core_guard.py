@@ -26,7 +26,7 @@ from geadmin.access.identity import Identity, Mode
 from geadmin.access.roles import REQUIRED_ROLE, Action, Role
 from geadmin.access.users import UsersFile
 from geadmin.audit import Actor
-from geadmin.diagnose import drift, explain, rollouts
+from geadmin.diagnose import rollouts
 from geadmin.errors import GeAdminError, NotAuthorizedError, PerfAnalyzerMissingError
 from geadmin.fleet import journal, rollout, runs, versions
 from geadmin.fleet.members import Member, Trust
@@ -36,7 +36,7 @@ from geadmin.ops.bench import load_test as bench
 from geadmin.ops.bench.background import LOAD_TEST, start_load_test
 from geadmin.ops.bench.params import BenchSettings
 from geadmin.ops.infer.inputs import InputSource, SourceKind
-from geadmin.ops.models import actions, apply, create
+from geadmin.ops.models import actions, apply, create, explained_load, put_back
 from geadmin.ops.runs import Run
 from geadmin.ops.tune import apply as tune_apply
 from geadmin.ops.tune import search as tune
@@ -175,8 +175,8 @@ GUARDED: dict[str, tuple[Action, Call]] = {
         Action.UNLOAD, lambda w, a: actions.run_action(w.client, actions.Action.UNLOAD, ["m"], auth=a)),
     "geadmin.ops.models.actions.run_action[reload]": (
         Action.RELOAD, lambda w, a: actions.run_action(w.client, actions.Action.RELOAD, ["m"], auth=a)),
-    "geadmin.diagnose.explain.load_explained": (
-        Action.LOAD, lambda w, a: explain.load_explained(w.client, "m", auth=a)),
+    "geadmin.ops.models.explained_load.load_explained": (
+        Action.LOAD, lambda w, a: explained_load.load_explained(w.client, "m", auth=a)),
     "geadmin.ops.models.actions.load_in_parallel": (
         Action.LOAD, lambda w, a: actions.load_in_parallel(w.client, ["m"], auth=a)),
     "geadmin.ops.models.actions.set_log_verbosity": (
@@ -186,9 +186,9 @@ GUARDED: dict[str, tuple[Action, Call]] = {
                                                       auth=a, home=w.home)),
     "geadmin.ops.models.apply.rollback": (
         Action.ROLLBACK, lambda w, a: apply.rollback(w.client, w.repository, "m", auth=a, home=w.home)),
-    "geadmin.diagnose.drift.put_back_served": (
+    "geadmin.ops.models.put_back.put_back_served": (
         Action.ROLLBACK,
-        lambda w, a: drift.put_back_served(w.client, w.repository, "m", auth=a, home=w.home)),
+        lambda w, a: put_back.put_back_served(w.client, w.repository, "m", auth=a, home=w.home)),
     "geadmin.ops.models.create.create_model": (
         Action.CREATE, lambda w, a: create.create_model(w.client, w.repository, "fresh", "python", auth=a,
                                                         home=w.home)),

@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from geadmin.cli.common import client_for, protocol_url
-from geadmin.cli.npu import triton_metrics
+from geadmin.cli.common import client_for, protocol_url, triton_metrics
 from geadmin.domain import Ports
 from geadmin.stack.target import configured_targets, resolve, server_urls
 from geadmin.stack.workspace import StackInfo, Workspace

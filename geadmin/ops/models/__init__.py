@@ -4,4 +4,8 @@
 - apply.py      a new config.pbtxt applied without taking a serving model down (rollback on failure)
 - create.py     a new model from a template: directory, files, validation, first load
 - reconcile.py  what an apply, a create or a rollout left behind when its process died
+- change_plan.py  one plan of a config change for the CLI and the editor: findings, rollback
+                target, impact, the question asked, a declined change audited as refused
+- explained_load.py  a load followed through Triton's log, its failure explained
+- put_back.py   the served config written back over a drifted file, audited
 """

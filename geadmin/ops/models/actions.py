@@ -25,7 +25,7 @@ from geadmin.access.roles import Action as Guarded
 from geadmin.audit import Actor
 from geadmin.diagnose import impact
 from geadmin.diagnose.ensemble import composing_models
-from geadmin.diagnose.explain import LoadProgress, explanation_dict, load_explained
+from geadmin.diagnose.explain import explanation_dict
 from geadmin.diagnose.health import log_failures
 from geadmin.diagnose.impact import StateChange
 from geadmin.domain import Explanation, ModelState
@@ -39,6 +39,7 @@ from geadmin.errors import (
     TritonUnreachableError,
     WrongProtocolError,
 )
+from geadmin.ops.models.explained_load import LoadProgress, load_explained
 from geadmin.triton.client import TritonClient
 from geadmin.triton.logs import LogSource
 

@@ -10,7 +10,7 @@
    outcome, checks and validates what is on disk, and flags it with the revision to roll back
    to (`geadmin.ops.models.reconcile`). An interruption inside this process (an exception that is no
    GeAdminError, e.g. a Streamlit rerun raised from `progress`) is closed the same way, at once.
-3. Reload through Triton's repository API, explained (`geadmin.diagnose.explain`). Triton
+3. Reload through Triton's repository API, explained (`geadmin.ops.models.explained_load`). Triton
    keeps the previous version serving while it tries the new one (blue/green, FACTS.md).
 4. If Triton rejects it (or does not answer), put the previous file back, byte for byte,
    read it back to check, and return the real reason. After a success, ask Triton what
@@ -46,13 +46,14 @@ from geadmin.access.roles import Action as Guarded
 from geadmin.audit import Actor, Result
 from geadmin.db import WorkspaceDatabaseError
 from geadmin.diagnose import explain, impact
-from geadmin.diagnose.explain import LoadProgress, LoadWatch, explanation_dict, load_explained
+from geadmin.diagnose.explain import LoadWatch, explanation_dict
 from geadmin.diagnose.impact import StateChange
 from geadmin.domain import Explanation, Serving
 from geadmin.errors import GeAdminError, RepositoryError, TritonError, TritonRequestError, TritonTimeoutError
 from geadmin.ops.infer.request import smoke_request
 from geadmin.ops.models import reconcile
 from geadmin.ops.models.actions import audit_side_effects, with_side_effects
+from geadmin.ops.models.explained_load import LoadProgress, load_explained
 from geadmin.repository import locks, revisions, store
 from geadmin.repository.code_fields import refuse_code_change
 from geadmin.repository.knobs import differing_fields

@@ -1,0 +1,43 @@
+"""Put back what serves: the fix for drift (`geadmin.diagnose.drift`) that writes the config
+Triton serves to disk — atomic, the drifted file kept as a revision, audited — then checks
+that nothing drifts any more. The file to write is `geadmin.diagnose.drift.served_file`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from geadmin import audit
+from geadmin.access.guard import Authorization, require
+from geadmin.access.roles import Action as Guarded
+from geadmin.diagnose.drift import drift_of, served_file
+from geadmin.errors import GeAdminError
+from geadmin.repository import revisions, store
+from geadmin.triton.client import TritonClient
+
+PUT_BACK_ACTION = "put-back-served"  # the audit action of `put_back_served`
+
+
+def put_back_served(client: TritonClient, repository: Path, name: str, *, auth: Authorization | None = None,
+                    home: Path | None = None) -> str:
+    """Write the served config to disk (atomic, the drifted file kept as a revision, audited),
+    then check that nothing drifts any more. Returns what was done; raises GeAdminError.
+    `auth` must cover `rollback` (NotAuthorizedError before anything is read)."""
+    actor = require(auth, Guarded.ROLLBACK)
+    served = client.model_config(name)
+    current = store.read_config(repository, name)
+    data = served_file(repository, name, served, home)
+    diff = revisions.config_diff(current.data, data, name, "on disk", "served")
+    try:
+        store.write_config(repository, name, data, expected_sha256=current.sha256, who=actor.name,
+                           note="drifted from what Triton served", home=home)
+    except GeAdminError as exc:
+        audit.record(PUT_BACK_ACTION, name, audit.Result.FAILED, actor=actor, server=client.url,
+                     message=str(exc), home=home)
+        raise
+    left = drift_of(repository, name, client.model_config(name))
+    message = (f"put the config Triton serves for {name!r} back in {current.path}"
+               + (f"; it still differs: {left.headline}" if left else "; disk and Triton agree again"))
+    audit.record(PUT_BACK_ACTION, name, audit.Result.OK if left is None else audit.Result.FAILED,
+                 actor=actor, server=client.url, message=message, diff=diff, home=home)
+    return message

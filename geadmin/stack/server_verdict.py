@@ -1,0 +1,71 @@
+"""The verdict as every face shows it: `geadmin.diagnose.verdict.assess`, with what the
+embedded stack knows about the server (`geadmin.stack.server_history`), or the compose
+project that runs it (`geadmin.stack.compose_logs`): why its Triton does not answer
+(restarting, stopped by whom, exited, its container's last lines) instead of "is the URL
+right?", a crash in the last hour while it serves again, and its process. `geadmin status`,
+the Overview's banner and the sidebar all call `server_verdict`, so they say the same words."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from geadmin.diagnose.health import ServerSnapshot
+from geadmin.diagnose.verdict import Rule, Sources, Verdict, assess
+from geadmin.stack.compose_logs import compose_outage
+from geadmin.stack.server_history import ServerHistory, history_for, recent_crash
+from geadmin.stack.target import is_stack_server
+from geadmin.stack.workspace import StackInfo
+
+
+@dataclass(frozen=True)
+class ServerVerdict:
+    """A server's verdict with the stack's account of it."""
+
+    verdict: Verdict
+    history: ServerHistory | None  # None: not the embedded stack's Triton
+    process: dict[str, object] | None  # the stack's Triton process (`stack_process`), else None
+    container: str = ""  # while unreachable: why the compose container running it does not serve
+
+    @property
+    def outage(self) -> str:
+        """While Triton does not answer: why, when the embedded stack or the compose project
+        that runs it knows ("" otherwise)."""
+        if Rule.UNREACHABLE not in self.verdict.rules:
+            return ""
+        return (self.history.down if self.history is not None else "") or self.container
+
+    @property
+    def crash(self) -> str:
+        """While Triton answers: a crash in the last hour it came back from ("" otherwise)."""
+        return recent_crash(self.history) if self.verdict.snapshot.reachable else ""
+
+    @property
+    def headline(self) -> str:
+        """The first line everywhere: the level and what put it there (the outage's cause first)."""
+        return f"{self.verdict.level.value}: {self.outage}" if self.outage else self.verdict.headline
+
+    def to_json(self) -> dict[str, object]:
+        return {**self.verdict.to_json(), "outage": self.outage, "recent_crash": self.crash,
+                "triton": self.process}
+
+
+def stack_process(url: str, stack: StackInfo | None) -> dict[str, object] | None:
+    """Triton's process when `url` is the running `geadmin up`'s Triton (pid, state, restarts),
+    else None: geadmin knows no process of a server it did not start."""
+    if not is_stack_server(url, stack):
+        return None
+    assert stack is not None
+    return {"pid": stack.triton_pid, "state": stack.triton_state, "started_at": stack.triton_started_at,
+            "restarts": sum(1 for record in stack.exits if record.restarted), "stack_pid": stack.pid}
+
+
+def server_verdict(snapshot: ServerSnapshot, sources: Sources | None, stack: StackInfo | None, *,
+                   expected: Sequence[str] = ()) -> ServerVerdict:
+    """`assess(snapshot, sources, expected)` with the embedded stack's account of the server
+    (`stack`: the running `geadmin up`'s, None when there is none). Never raises for Triton
+    trouble (it is in the verdict)."""
+    verdict = assess(snapshot, sources, expected=expected)
+    history = history_for(snapshot.url, stack)
+    container = compose_outage(snapshot.url) if not snapshot.reachable and history is None else ""
+    return ServerVerdict(verdict, history, stack_process(snapshot.url, stack), container)
