@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import pandas as pd
 import streamlit as st
 
-from geadmin.access.roles import Action as Guarded
+from geadmin.access.roles import GuardedAction
 from geadmin.diagnose import impact
 from geadmin.diagnose.failure_text import FailureText, from_message
 from geadmin.errors import (
@@ -26,7 +26,7 @@ from geadmin.errors import (
     TritonError,
 )
 from geadmin.ops import actions
-from geadmin.ops.apply import ApplyResult, Outcome, apply_config, rollback
+from geadmin.ops.apply import ApplyResult, ApplyOutcome, apply_config, rollback
 from geadmin.repository import revisions, store
 from geadmin.repository.knobs import Knobs, compare_with_live, parse_sizes, read_knobs, with_knobs
 from geadmin.repository.modelconfig import parse_pbtxt, to_file_text
@@ -240,7 +240,7 @@ def apply_section(target: Target, opened: Opened, text: str, findings: list[Find
     smoke = smoke_col.checkbox("Send a test request after the reload", key=keys.EDITOR_SMOKE, value=True,
                                help="one request of zeros; if it fails, the previous config is put back "
                                     "and reloaded")
-    permitted, why_not = access.allowed(Guarded.APPLY)
+    permitted, why_not = access.allowed(GuardedAction.APPLY)
     reason = (why_not if not permitted else "no changes to apply" if text == opened.text else
               f"fix the {len(errors)} error(s) above first" if errors else "")
     found = predicted(target, opened.model, "apply", text) if text != opened.text else None
@@ -268,7 +268,7 @@ def apply_now(target: Target, opened: Opened, text: str, load: bool, smoke: bool
     with st.spinner(f"Applying to {opened.model}: writing, reloading, checking what serves…"):
         run_change("apply", lambda: apply_config(
             client, repository, opened.model, text, expected_sha256=opened.sha256,
-            base_text=opened.text, auth=access.auth_for(Guarded.APPLY, model=opened.model,
+            base_text=opened.text, auth=access.auth_for(GuardedAction.APPLY, model=opened.model,
                                                           server=target.spec.url),
             log=log_for(target), load_unloaded=load,
             smoke=smoke, backends=server_backends(target)))
@@ -327,7 +327,7 @@ def run_change(origin: str, change: Callable[[], ApplyResult]) -> None:
         notice = Notice(origin, False, str(exc), failure=failure_of(exc, actions.next_step(exc)))
     else:
         notice = Notice(origin, result.ok, result.message, result.warnings, side_effects=result.side_effects)
-        if result.outcome in (Outcome.APPLIED, Outcome.WRITTEN):
+        if result.outcome in (ApplyOutcome.APPLIED, ApplyOutcome.WRITTEN):
             st.session_state.pop(keys.EDITOR_OPENED, None)  # the file changed: start from it
         # rejected: the edit stays in the text area, to fix and apply again
     st.session_state[keys.EDITOR_NOTICE] = notice
@@ -371,7 +371,7 @@ def history_section(target: Target, opened: Opened) -> None:
     chosen = by_number[number]
     st.code(revisions.text_diff(opened.text, chosen.text, f"{opened.model}/config.pbtxt", "on disk",
                             f"revision {number}") or "Same as the file on disk.", language="diff")
-    permitted, why_not = access.allowed(Guarded.ROLLBACK)
+    permitted, why_not = access.allowed(GuardedAction.ROLLBACK)
     asked = ("rollback", target.spec.name, opened.model, number)
     st.button(f"Roll back to revision {number}", key=keys.EDITOR_ROLLBACK,
               disabled=chosen.sha256 == opened.sha256 or not permitted, on_click=_ask, args=(asked,),
@@ -396,5 +396,5 @@ def rollback_now(target: Target, opened: Opened, number: int) -> None:
     with st.spinner(f"Rolling {opened.model} back to revision {number}…"):
         run_change("rollback", lambda: rollback(
             client, repository, opened.model, number, expected_sha256=opened.sha256,
-            auth=access.auth_for(Guarded.ROLLBACK, model=opened.model, server=target.spec.url),
+            auth=access.auth_for(GuardedAction.ROLLBACK, model=opened.model, server=target.spec.url),
             log=log_for(target)))

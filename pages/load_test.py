@@ -18,7 +18,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from geadmin.access.roles import Action as Guarded
+from geadmin.access.roles import GuardedAction
 from geadmin.domain import ModelState, Transport
 from geadmin.errors import BenchCancelledError, GeAdminError
 from geadmin.ops.actions import next_step
@@ -131,7 +131,7 @@ def render() -> None:
             "Tensors", list(TENSORS), horizontal=True, key=keys.LOAD_TEST_TENSORS,
             help="in shared memory no tensor travels on the wire, so a large one measures the server; "
                  "perf_analyzer and Triton must share /dev/shm (one host)")]
-        enabled, why = access.allowed(Guarded.BENCH)
+        enabled, why = access.allowed(GuardedAction.BENCH)
         busy = running() is not None
         if st.button("Run", type="primary", key=keys.LOAD_TEST_RUN, disabled=not enabled or busy,
                      help=why or ("a load test is running" if busy else None), icon=":material/speed:"):
@@ -195,7 +195,7 @@ def start_load_test(target: Target, model: str, mode: str, loads_text: str, benc
         st.session_state[keys.LOAD_TEST_ERROR] = (f"{exc}.\n\n**Fix:** change the loads or the window "
                                                   "(e.g. concurrencies 1,4,16), then Run again.")
         return
-    auth = access.auth_for(Guarded.BENCH, model=model, server=bench_url)
+    auth = access.auth_for(GuardedAction.BENCH, model=model, server=bench_url)
     client = client_for(target)
     state = Running(model, total=len(loads))
 

@@ -32,7 +32,7 @@ from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatc
 
 from geadmin import settings
 from geadmin.access.guard import Authorization, require
-from geadmin.access.roles import Action, Role
+from geadmin.access.roles import GuardedAction, Role
 from geadmin.errors import ConfigError, SignInBusyError, SignInError, SignInRateLimitedError
 from geadmin.repository.atomic import write_secret_atomically
 from geadmin.repository.locks import LOCK_WAIT_S, file_lock
@@ -150,7 +150,7 @@ class UsersFile:
 
     def add(self, name: str, role: Role, password: str, *, must_change: bool = False,
             auth: Authorization | None = None) -> User:
-        require(auth, Action.USERS)  # before the hash and the lock: nothing runs unauthorized
+        require(auth, GuardedAction.USERS)  # before the hash and the lock: nothing runs unauthorized
         hashed = _HASHER.hash(check_password(password))  # before the lock: it takes a while
         with self.changing() as users:
             if check_name(name) in users:
@@ -167,7 +167,7 @@ class UsersFile:
         return users[name]
 
     def set_role(self, name: str, role: Role, *, auth: Authorization | None = None) -> User:
-        require(auth, Action.USERS)
+        require(auth, GuardedAction.USERS)
         with self.changing() as users:
             if name not in users:
                 raise ConfigError(f"no user {name!r} in {self.path}")
@@ -175,7 +175,7 @@ class UsersFile:
         return users[name]
 
     def remove(self, name: str, *, auth: Authorization | None = None) -> None:
-        require(auth, Action.USERS)
+        require(auth, GuardedAction.USERS)
         with self.changing() as users:
             if name not in users:
                 raise ConfigError(f"no user {name!r} in {self.path}")

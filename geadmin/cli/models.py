@@ -31,7 +31,7 @@ from geadmin.diagnose import impact
 from geadmin.diagnose.rows import ModelRow, collect_rows
 from geadmin.errors import GeAdminError, RepositoryError, TritonError, TritonUnreachableError
 from geadmin.ops import create
-from geadmin.ops.actions import Action, audit_refusal, run_action
+from geadmin.ops.actions import ModelAction, audit_refusal, run_action
 from geadmin.repository import paths, templates
 from geadmin.triton.client import DEFAULT_LOAD_TIMEOUT_S
 
@@ -74,7 +74,7 @@ def run_action_command(args: argparse.Namespace) -> int:
         if refusal:
             audit_refusal(client.url, args.action, args.names, refusal, actor)
             return _refused(refusal, found, args)
-        results = run_action(client, Action(args.action), args.names,
+        results = run_action(client, ModelAction(args.action), args.names,
                              dependents=getattr(args, "dependents", False),
                              log=target.log(), repository=target.repository,
                              progress=_progress_printer(args), auth=auth)
@@ -251,15 +251,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     listing = actions.add_parser("list", help="every model in the repository, with its state")
     add_connection_args(listing)
     listing.set_defaults(func=run_list)
-    for action, text in ((Action.LOAD, "load models"), (Action.UNLOAD, "unload models"),
-                         (Action.RELOAD, "reload models (a failed reload keeps the old version)")):
+    for action, text in ((ModelAction.LOAD, "load models"), (ModelAction.UNLOAD, "unload models"),
+                         (ModelAction.RELOAD, "reload models (a failed reload keeps the old version)")):
         sub = actions.add_parser(action.value, help=text)
         add_connection_args(sub)
         sub.add_argument("names", nargs="+", metavar="NAME")
         sub.add_argument("--load-timeout", type=positive_seconds, default=DEFAULT_LOAD_TIMEOUT_S,
                          help="seconds to wait for each load before giving up "
                          f"(default {DEFAULT_LOAD_TIMEOUT_S:g}; a load can hang)")
-        if action is Action.UNLOAD:
+        if action is ModelAction.UNLOAD:
             sub.add_argument("--dependents", action="store_true",
                              help="also unload models that only these ones use (ensemble steps)")
         add_consent_args(sub)

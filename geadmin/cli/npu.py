@@ -21,7 +21,7 @@ from geadmin.errors import ConfigError, TelemetryError
 from geadmin.stack.target import live_stack, resolve
 from geadmin.telemetry import npu_smi
 from geadmin.telemetry.npu import NpuDevice, NpuReport
-from geadmin.telemetry.npu_sources import Sources, detect
+from geadmin.telemetry.npu_sources import NpuSources, detect
 
 EXIT_OK = 0
 EXIT_SOURCE_ERROR = 1
@@ -45,7 +45,7 @@ def report_for(args: argparse.Namespace) -> NpuReport:
         plural = "NPU" if len(devices) == 1 else "NPUs"
         return NpuReport(tuple(devices), "npu-smi", f"{len(devices)} {plural} (npu-smi output in {where})")
     url, explicit = triton_metrics(args)
-    return detect(Sources(exporter_url=args.exporter_url or settings.get("NPU_EXPORTER_URL"),
+    return detect(NpuSources(exporter_url=args.exporter_url or settings.get("NPU_EXPORTER_URL"),
                           triton_metrics_url=url, triton_metrics_explicit=explicit, timeout_s=args.timeout))
 
 

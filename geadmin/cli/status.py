@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from geadmin.cli.common import add_connection_args, client_for, target_from_args
 from geadmin.diagnose.health import take_snapshots
-from geadmin.diagnose.verdict import Level, Rule, Sources, Verdict, assess
+from geadmin.diagnose.verdict import Level, VerdictRule, EvidenceSources, Verdict, assess
 from geadmin.errors import FleetError
 from geadmin.fleet import readonly
 from geadmin.fleet.discovery import discover, fleet_named
@@ -37,7 +37,7 @@ EXIT_CODES_HELP = ("Exit codes: 0 OK; 4 DEGRADED (Triton serves, but a model fai
 def exit_code(verdict: Verdict, strict: bool = False) -> int:
     if verdict.level is Level.OK:
         return EXIT_OK
-    if Rule.UNREACHABLE in verdict.rules:
+    if VerdictRule.UNREACHABLE in verdict.rules:
         return EXIT_UNREACHABLE
     if verdict.level is Level.DEGRADED and not strict:
         return EXIT_DEGRADED
@@ -113,7 +113,7 @@ def _verdicts(targets: list[Target], args: argparse.Namespace,
         trusted = [m.trust.trusted for m in members]
     try:
         snapshots = take_snapshots(clients)  # in parallel, as on the Overview
-        return [assess(snap, Sources(client if keyed else None, t.log(), t.repository),
+        return [assess(snap, EvidenceSources(client if keyed else None, t.log(), t.repository),
                        expected=args.expect or ())
                 for t, (_, client), snap, keyed in zip(targets, clients, snapshots, trusted, strict=True)]
     finally:

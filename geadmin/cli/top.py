@@ -26,7 +26,7 @@ from geadmin.cli.npu import triton_metrics
 from geadmin.errors import GeAdminError, TelemetryError
 from geadmin.stack.target import live_stack, resolve
 from geadmin.telemetry import watch
-from geadmin.telemetry.bottleneck import Bottleneck, served_facts, triage
+from geadmin.telemetry.bottleneck import Bottleneck, served_facts, find_bottlenecks
 from geadmin.telemetry.derive import ModelWindow, Window, derive
 from geadmin.telemetry.npu import devices_from_triton
 from geadmin.telemetry.scrape import Scrape, scrape
@@ -97,7 +97,7 @@ def _show(args: argparse.Namespace, url: str, after: Scrape, window: Window,
           facts: Facts | None = None) -> None:
     ensembles, delays, server = facts or ({}, {}, "")
     probes = watch.probe_rates(server, now_s=after.timestamp_s) if server else {}
-    verdicts = triage(window, devices_from_triton(after), ensembles, queue_delay_ms=delays,
+    verdicts = find_bottlenecks(window, devices_from_triton(after), ensembles, queue_delay_ms=delays,
                       probe_rates=probes)
     if args.json:
         print(json.dumps(as_json(url, window, verdicts), indent=2 if args.once else None), flush=True)

@@ -22,7 +22,7 @@ from tritonclient.grpc import model_config_pb2
 
 from geadmin import audit
 from geadmin.access.guard import Authorization, require
-from geadmin.access.roles import Action as Guarded
+from geadmin.access.roles import GuardedAction
 from geadmin.errors import ConfigParseError, GeAdminError, RepositoryError, TritonError
 from geadmin.repository import revisions, store
 from geadmin.repository.knobs import compare_with_live
@@ -147,7 +147,7 @@ def put_back_served(client: TritonClient, repository: Path, name: str, *, auth: 
     """Write the served config to disk (atomic, the drifted file kept as a revision, audited),
     then check that nothing drifts any more. Returns what was done; raises GeAdminError.
     `auth` must cover `rollback` (NotAuthorizedError before anything is read)."""
-    actor = require(auth, Guarded.ROLLBACK)
+    actor = require(auth, GuardedAction.ROLLBACK)
     served = client.model_config(name)
     current = store.read_config(repository, name)
     data = served_file(repository, name, served, home)

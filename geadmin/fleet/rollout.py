@@ -47,7 +47,7 @@ from typing import Any
 
 from geadmin import settings
 from geadmin.access.guard import Authorization, require
-from geadmin.access.roles import Action as Guarded
+from geadmin.access.roles import GuardedAction
 from geadmin.audit import Result
 from geadmin.diagnose import rollouts
 from geadmin.diagnose.rollouts import CHANGED, CHANGING, FAILED, NOT_RESTORED, RESTORED
@@ -59,8 +59,8 @@ from geadmin.fleet.members import Member
 from geadmin.fleet.membership import refuse_unproven
 from geadmin.fleet.preview import waves as cut_waves
 from geadmin.fleet.server_audit import Config, ServerAudit
-from geadmin.ops.actions import Action, run_action
-from geadmin.ops.apply import AUDIT_RESULTS, Outcome, apply_config
+from geadmin.ops.actions import ModelAction, run_action
+from geadmin.ops.apply import AUDIT_RESULTS, ApplyOutcome, apply_config
 from geadmin.ops.reconcile import rollout_lock
 from geadmin.repository import revisions
 from geadmin.repository.validate import refuse_invalid
@@ -137,7 +137,7 @@ def rollout(members: Sequence[Member], change: Change, model: str, *, new_config
     the validator's ConfigInvalidError / ConfigParseError (`validate=False` skips it).
     `resume_of`: the number of an unresolved rollout this one resumes (its previous configs
     are kept as the ones to put back)."""
-    actor = require(auth, Guarded(change.value))
+    actor = require(auth, GuardedAction(change.value))
     refuse_unproven(members, f"fleet {change.value} {model}")  # a discovered member nobody vouched for
     if not members:
         raise ConfigError("the fleet has no server to change")
@@ -274,7 +274,7 @@ class _Rollout:
         try:
             if self.change is Change.APPLY:
                 return self._apply_one(member, client)
-            result = run_action(client, Action(self.change.value), [self.model], auth=self.auth,
+            result = run_action(client, ModelAction(self.change.value), [self.model], auth=self.auth,
                                 settle_timeout_s=self.timeout_s)[0]
             self.done[member.name] = (Result.OK if result.ok else Result.FAILED, result.message, [])
             return "" if result.ok else result.message.splitlines()[0]
@@ -298,7 +298,7 @@ class _Rollout:
         except GeAdminError:
             self.refused.add(member.name)  # a refusal comes before apply_config writes anything
             raise
-        if applied.outcome is Outcome.UNCHANGED:  # written by the rollout this one resumes: load it
+        if applied.outcome is ApplyOutcome.UNCHANGED:  # written by the rollout this one resumes: load it
             return self._reloaded(member, repository, client, "written by the rollout this one resumes")
         configs = self.on_server.applied(repository, wrote=applied.ok) if self.on_server else []
         self.done[member.name] = (AUDIT_RESULTS[applied.outcome], applied.message, configs)
@@ -374,7 +374,7 @@ def resume(journal_id: int, members: Sequence[Member], *, home: Path | None = No
     """Run an unresolved rollout again, as planned, on the servers of its plan (found among
     `members` at the same address), keeping its previous configs as the ones to put back.
     ConfigError when it cannot be resumed (see `journal.resumable`); `kwargs` are `rollout`'s."""
-    require(kwargs.get("auth"), Guarded.RELOAD)  # before anything is read; `rollout` checks the change's
+    require(kwargs.get("auth"), GuardedAction.RELOAD)  # before anything is read; `rollout` checks the change's
     found = rollouts.read(journal_id, home=home)
     why = journal.resumable(found)
     if why:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from geadmin import audit
 from geadmin.access.guard import Authorization, require
-from geadmin.access.roles import Action
+from geadmin.access.roles import GuardedAction
 from geadmin.errors import GeAdminError, RolloutBusyError
 from geadmin.fleet.rollout import Control, RolloutResult
 
@@ -92,7 +92,7 @@ def steer(run: RolloutRun, command: str, auth: Authorization, *, home: Path | No
     the rollout's): said in its progress and audited as `fleet <command>`."""
     if command not in STEERS:
         raise ValueError(f"unknown rollout command {command!r}")
-    who = require(auth, Action.RELOAD)
+    who = require(auth, GuardedAction.RELOAD)
     if command == "pause":
         run.control.paused.set()
     elif command == "resume":

@@ -20,7 +20,7 @@ from dataclasses import replace
 from typing import Any
 
 from geadmin.access.guard import require
-from geadmin.access.roles import Action
+from geadmin.access.roles import GuardedAction
 from geadmin.errors import ConfigError, RepositoryError, TritonError
 from geadmin.fleet.members import Member
 from geadmin.fleet.membership import refuse_unproven
@@ -36,7 +36,7 @@ def roll_version(members: Sequence[Member], model: str, version: int, **kwargs: 
     docstring). `kwargs` are `rollout`'s (wave_size, gate, auth, fleet, home, progress, ...).
     Refused before anything changes (ConfigError): a server without a repository, a repository
     without the version's directory, or the version already the only one served."""
-    require(kwargs.get("auth"), Action.APPLY)  # before anything is read from a server
+    require(kwargs.get("auth"), GuardedAction.APPLY)  # before anything is read from a server
     refuse_unproven(members, f"fleet version {model} v{version}")  # and before a key goes anywhere
     if not members or any(m.repository is None for m in members):
         raise ConfigError("a version rollout writes the config: every server needs its repository "

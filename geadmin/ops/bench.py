@@ -42,11 +42,11 @@ import numpy as np
 from geadmin import db
 from geadmin import settings as geadmin_settings
 from geadmin.access.guard import Authorization, require
-from geadmin.access.roles import Action as Guarded
+from geadmin.access.roles import GuardedAction
 from geadmin.binaries import terminate_group, wheel_layout
 from geadmin.domain import Transport
 from geadmin.errors import InferInputError, PerfAnalyzerError
-from geadmin.ops.bench_failures import BINARY, Failure, bench_error, classify, error_line
+from geadmin.ops.bench_failures import BINARY, BenchFailure, bench_error, classify, error_line
 from geadmin.ops.bench_results import CONCURRENCY, BenchPoint, BenchRun, audit_run, parse_csv, save_run
 from geadmin.ops.bench_settings import SHARED_MEMORY as SHARED_MEMORY  # re-exported: callers' one import
 from geadmin.ops.bench_settings import BenchSettings as BenchSettings
@@ -219,14 +219,14 @@ class _Invocation:
                    threading.Thread(target=self._read_stderr, args=(process,), daemon=True)]
         for reader in readers:
             reader.start()
-        stopped: Failure | None = None
+        stopped: BenchFailure | None = None
         try:
             while process.poll() is None:
                 self._deliver()
                 if self.cancel is not None and self.cancel.is_set():
-                    stopped = Failure.CANCELLED
+                    stopped = BenchFailure.CANCELLED
                 elif time.monotonic() > self.deadline:
-                    stopped = Failure.TIMEOUT
+                    stopped = BenchFailure.TIMEOUT
                 if stopped is not None:
                     break
                 time.sleep(POLL_S)
@@ -278,7 +278,7 @@ def run_perf_analyzer(
     """Run every load of `settings`; the measured run (not saved). `input_data` is the
     `--input-data` document (None: perf_analyzer's own random data); `admin_key`: see perf_argv.
     `auth` must cover `bench` (NotAuthorizedError before perf_analyzer is looked for)."""
-    who = require(auth, Guarded.BENCH).name
+    who = require(auth, GuardedAction.BENCH).name
     executable = find_perf_analyzer(binary)
     total = len(settings.loads)
     report = progress or (lambda done, total, text: None)
@@ -317,7 +317,7 @@ def _read_report(settings: BenchSettings, csv_path: Path) -> tuple[BenchPoint, .
     try:
         text = csv_path.read_text()
     except OSError as exc:
-        raise bench_error(Failure.OTHER, settings, detail=f"it wrote no report ({exc.strerror})") from None
+        raise bench_error(BenchFailure.OTHER, settings, detail=f"it wrote no report ({exc.strerror})") from None
     return parse_csv(text)[1]
 
 
@@ -347,7 +347,7 @@ def load_test(
     (`geadmin.ops.bench_settings.server_lock`): BenchBusyError while another runs. `auth`
     must cover `bench` (NotAuthorizedError before anything starts); the run is saved and
     audited under its name."""
-    who = require(auth, Guarded.BENCH).name
+    who = require(auth, GuardedAction.BENCH).name
     lock_home = home or geadmin_settings.home()
     # The server's address the client talks to and the one perf_analyzer measures (its HTTP
     # and gRPC ports, when they differ): a run over either blocks a run over the other.

@@ -39,7 +39,7 @@ from google.protobuf import json_format
 
 from geadmin import __version__, settings
 from geadmin.diagnose.health import take_snapshot
-from geadmin.diagnose.verdict import Sources, assess
+from geadmin.diagnose.verdict import EvidenceSources, assess
 from geadmin.errors import GeAdminError, RepositoryError
 from geadmin.repository.layout import is_model_name
 from geadmin.repository.modelconfig import CONFIG_FILE
@@ -174,7 +174,7 @@ def _server(bundle: Bundle, client: TritonClient) -> None:
 
 def _verdict(bundle: Bundle, client: TritonClient, repository: Path | None, log_path: Path | None) -> None:
     log = LocalLogFile(log_path) if log_path is not None else None
-    verdict = assess(take_snapshot("server", client), Sources(client, log, repository))
+    verdict = assess(take_snapshot("server", client), EvidenceSources(client, log, repository))
     bundle.add_json("verdict.json", verdict.to_json())
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from geadmin import audit
 from geadmin.access.guard import require
-from geadmin.access.roles import Action
+from geadmin.access.roles import GuardedAction
 from geadmin.errors import ConfigError
 from geadmin.ops.infer_inputs import InputSource
 from geadmin.ops.probe import source_record
@@ -36,7 +36,7 @@ def parse_budget(text: str) -> float:
 def set_objective(model: str, p99_ms: float | None, error_budget: float | None, *, auth: object,
                   server: str = "", home: Path | None = None) -> Objective:
     """Set (or, with neither figure, clear) `model`'s objectives; audited as `objective`."""
-    who = require(auth, Action.MONITORING)
+    who = require(auth, GuardedAction.MONITORING)
     if not model.strip():
         raise ConfigError("name the model the objective is for")
     if p99_ms is not None and (not math.isfinite(p99_ms) or not 0 < p99_ms <= MAX_P99_MS):
@@ -53,7 +53,7 @@ def set_objective(model: str, p99_ms: float | None, error_budget: float | None, 
 def save_probe_input(model: str, sources: Mapping[str, InputSource], *, auth: object, server: str = "",
                      home: Path | None = None) -> None:
     """Keep `sources` as the request `model`'s probe sends (the Playground's current request)."""
-    who = require(auth, Action.MONITORING)
+    who = require(auth, GuardedAction.MONITORING)
     watch.save_input(model, source_record(sources), who.name, home=home)
     audit.record_action("probe_input", model, True, "the probe sends the saved request: "
                         + ", ".join(f"{name}={s.kind.value}" for name, s in sorted(sources.items())),

@@ -34,7 +34,7 @@ from typing import Any
 
 from geadmin import audit, settings
 from geadmin.access.guard import Authorization, require
-from geadmin.access.roles import Action
+from geadmin.access.roles import GuardedAction
 from geadmin.errors import ConfigError, GeAdminError, UnstableMeasurementError
 from geadmin.ops import tune_trials
 from geadmin.ops.bench import run_perf_analyzer
@@ -245,7 +245,7 @@ def tune(client: TritonClient, repository: Path, tune_settings: TuneSettings, *,
          metrics_url: str | None = None) -> TuneResult:
     """Search `tune_settings.model`'s serving config on trial copies; the live model is never
     changed. Saved and audited (`tune`)."""
-    who = require(auth, Action.TUNE)
+    who = require(auth, GuardedAction.TUNE)
     assert isinstance(auth, Authorization)
     workspace = home or settings.home()
     started = time.monotonic()

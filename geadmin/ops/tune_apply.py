@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from geadmin.access.guard import Authorization, require
-from geadmin.access.roles import Action
+from geadmin.access.roles import GuardedAction
 from geadmin.domain import same_server
 from geadmin.errors import ConfigConflictError, ConfigError
 from geadmin.ops.apply import ApplyResult, apply_config
@@ -45,7 +45,7 @@ def apply_winner(client: TritonClient, repository: Path, run: dict[str, Any], *,
                  home: Path | None = None) -> ApplyResult:
     """The config editor's apply of `run`'s winner (see the module docstring); refusals raise
     `ConfigError` / `ConfigConflictError` before anything is written."""
-    require(auth, Action.APPLY)
+    require(auth, GuardedAction.APPLY)
     assert isinstance(auth, Authorization)
     refusal = winner_refusal(run, client.url)
     if refusal:

@@ -34,7 +34,7 @@ from geadmin.access.identity import (
     parse_role_map,
     resolve_mode,
 )
-from geadmin.access.roles import Action, Role
+from geadmin.access.roles import GuardedAction, Role
 from geadmin.access.sessions import OidcLogins, Session, local_session, password_tag, refreshed
 from geadmin.access.startup import OIDC_KEYS
 from geadmin.access.users import FailedSignIns, UsersFile, VerifySlots, sign_in
@@ -340,13 +340,13 @@ def current(*, touch: bool = False) -> Identity:
     return checked
 
 
-def allowed(action: Action) -> tuple[bool, str]:
+def allowed(action: GuardedAction) -> tuple[bool, str]:
     """(enabled, help) for a control that performs `action`."""
     ok, reason = permission(current(), action)
     return ok, reason
 
 
-def auth_for(action: Action, *, model: str = "", server: str = "") -> Authorization:
+def auth_for(action: GuardedAction, *, model: str = "", server: str = "") -> Authorization:
     """The authorization for `action` (its actor is audited); AccessDeniedError (audited) when
     the role may not.
     Counts as activity; an ended session goes back to the sign-in form instead."""

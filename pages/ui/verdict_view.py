@@ -9,10 +9,10 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from geadmin.access.roles import Action as Guarded
+from geadmin.access.roles import GuardedAction
 from geadmin.diagnose.drift import Drift, find_drift, put_back_served
 from geadmin.diagnose.health import ServerSnapshot, take_snapshot
-from geadmin.diagnose.verdict import Level, Rule, Sources, Verdict, assess
+from geadmin.diagnose.verdict import Level, VerdictRule, EvidenceSources, Verdict, assess
 from geadmin.domain import format_duration
 from geadmin.errors import GeAdminError
 from geadmin.stack.server_history import ServerHistory, exit_line, outage_for, recent_crash
@@ -30,7 +30,7 @@ def verdict_for(target: Target, snapshot: ServerSnapshot | None = None) -> Verdi
     client = client_for(target)
     if snapshot is None:
         snapshot = take_snapshot(target.spec.name, client)
-    return assess(snapshot, Sources(client, log_for(target), target.repository))
+    return assess(snapshot, EvidenceSources(client, log_for(target), target.repository))
 
 
 def banner(verdict: Verdict, outage: str = "") -> None:
@@ -51,7 +51,7 @@ def _sidebar_verdict(name: str, url: str, repository: str, log: str) -> tuple[st
     target = next(t for t in targets() if t.spec.name == name)
     verdict = verdict_for(target)
     # the embedded stack's Triton stopped or restarting: say so, as the Overview and Models do
-    outage = outage_for(url, live_stack()) if Rule.UNREACHABLE in verdict.rules else ""
+    outage = outage_for(url, live_stack()) if VerdictRule.UNREACHABLE in verdict.rules else ""
     return verdict.level.value, f"{verdict.level.value}: {outage}" if outage else verdict.headline
 
 
@@ -93,13 +93,13 @@ def drift_row(drift: Drift, target: Target, can_act: bool) -> None:
         from pages import editor  # the page to open: imported here, as the router does
 
         st.switch_page(st.Page(editor.render, title="Config editor", url_path="editor"))
-    permitted, why_not = access.allowed(Guarded.ROLLBACK)
+    permitted, why_not = access.allowed(GuardedAction.ROLLBACK)
     if put_back.button("Put back served", key=f"{keys.OVERVIEW_DRIFT_PUT_BACK_PREFIX}{drift.model}",
                        disabled=not can_act or not permitted or target.repository is None,
                        help=why_not or "write the config Triton serves to the file (the file is kept "
                        "in the config history)"):
         try:
-            auth = access.auth_for(Guarded.ROLLBACK, model=drift.model, server=target.spec.url)
+            auth = access.auth_for(GuardedAction.ROLLBACK, model=drift.model, server=target.spec.url)
             message = put_back_served(client_for(target),
                                       target.repository, drift.model, auth=auth)
         except GeAdminError as exc:

@@ -16,7 +16,7 @@ from geadmin.audit import Result
 from geadmin.diagnose import interrupted, rollouts
 from geadmin.diagnose.health import ServerSnapshot, triage
 from geadmin.diagnose.rollouts import PlannedServer, Previous, RolloutPlan
-from geadmin.diagnose.verdict import Rule, judge
+from geadmin.diagnose.verdict import VerdictRule, judge
 from geadmin.errors import ConfigError, RepositoryError, TritonError
 from geadmin.fleet import journal
 from geadmin.fleet.members import Member, Trust
@@ -84,7 +84,7 @@ def test_an_interrupted_rollout_is_the_verdict_s_interrupted_change_for_the_serv
     flagged = interrupted.unresolved(home=home, url="http://127.0.0.2:1/")
     assert [item.restore_command for item in flagged] == [f"geadmin fleet restore {recorder.id}"]
     verdict = judge(snapshot, triage(snapshot), cut_short=flagged)
-    assert verdict.rules == [Rule.INTERRUPTED_CHANGE] and verdict.level.value == "DEGRADED"
+    assert verdict.rules == [VerdictRule.INTERRUPTED_CHANGE] and verdict.level.value == "DEGRADED"
     assert verdict.reasons[0].fix == f"geadmin fleet restore {recorder.id}"
     assert "b cut short while being changed (wave 2)" in verdict.headline
     assert interrupted.unresolved(home=home, url="http://127.0.0.9:1") == []  # not one of its servers

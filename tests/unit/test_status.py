@@ -16,7 +16,7 @@ from geadmin.cli.status import (
     render_text,
 )
 from geadmin.diagnose.health import ServerSnapshot
-from geadmin.diagnose.verdict import Level, Sources, Verdict, assess
+from geadmin.diagnose.verdict import Level, EvidenceSources, Verdict, assess
 from geadmin.domain import ModelEntry, ModelState, ServerInfo
 from geadmin.stack.drivers import ExitRecord
 from geadmin.stack.server_history import ServerHistory, recent_crash
@@ -37,7 +37,7 @@ BROKEN = ModelEntry("broken", "1", ModelState.UNAVAILABLE, "unexpected platform 
 
 def report(*models: ModelEntry, ready: bool = True, expected: tuple[str, ...] = (),
            log: LocalLogFile | None = None, home: Path | None = None) -> Verdict:
-    return assess(snapshot(*models, ready=ready), Sources(log=log, home=home, now=NOW), expected=expected)
+    return assess(snapshot(*models, ready=ready), EvidenceSources(log=log, home=home, now=NOW), expected=expected)
 
 
 def test_expected_models_ready_but_an_unrelated_model_failed_is_degraded_not_ok() -> None:
