@@ -26,7 +26,7 @@ from geadmin.errors import (
     TritonError,
 )
 from geadmin.ops import actions
-from geadmin.ops.apply import ApplyResult, ApplyOutcome, apply_config, rollback
+from geadmin.ops.apply import ApplyOutcome, ApplyResult, apply_config, rollback
 from geadmin.repository import revisions, store
 from geadmin.repository.knobs import Knobs, compare_with_live, parse_sizes, read_knobs, with_knobs
 from geadmin.repository.modelconfig import parse_pbtxt, to_file_text

@@ -20,7 +20,7 @@ from geadmin.stack.server_history import outage_for
 from geadmin.stack.target import Target, live_stack
 from pages.ui import access, interrupted_view, keys
 from pages.ui.context import client_for, log_for, selected_client, selected_target
-from pages.ui.errors import failure_of, show_error, show_failure
+from pages.ui.errors import show_error, show_failure
 from pages.ui.impact_view import show_impact, show_side_effects
 from pages.ui.links import preselect
 from pages.ui.verdict_view import drift_notes
@@ -113,7 +113,8 @@ def actions_form(names: list[str]) -> None:
     names_col, action_col, dep_col = st.columns([3, 1, 1])
     chosen = names_col.multiselect("Models", names, key=keys.MODELS_SELECTED,
                                    help="one model, or several for a bulk action")
-    action = ModelAction(action_col.selectbox("ModelAction", [a.value for a in ModelAction], key=keys.MODELS_ACTION))
+    action = ModelAction(action_col.selectbox("ModelAction", [a.value for a in ModelAction],
+                                              key=keys.MODELS_ACTION))
     dependents = dep_col.checkbox("with dependents", key=keys.MODELS_DEPENDENTS,
                                   disabled=action is not ModelAction.UNLOAD,
                                   help="also unload the models Triton loaded for an ensemble")
@@ -151,7 +152,8 @@ def confirm(action_value: str, names: tuple[str, ...], dependents: bool) -> None
 
         target = selected_target()
         try:
-            auth = access.auth_for(GuardedAction(action.value), model=", ".join(names), server=target.spec.url)
+            auth = access.auth_for(GuardedAction(action.value), model=", ".join(names),
+                                   server=target.spec.url)
         except GeAdminError as exc:
             show_model_error(exc)
             return

@@ -11,7 +11,7 @@ from geadmin import settings
 from geadmin.access.roles import GuardedAction
 from geadmin.diagnose.failure_text import from_explanation, from_message
 from geadmin.diagnose.health import ServerSnapshot, Triage, is_idle, take_snapshots, triage
-from geadmin.diagnose.verdict import Reason, VerdictRule, Verdict
+from geadmin.diagnose.verdict import Reason, Verdict, VerdictRule
 from geadmin.errors import GeAdminError
 from geadmin.ops import actions
 from geadmin.ops.bundle import build_bundle, default_bundle_name

@@ -17,10 +17,9 @@ import json
 from pathlib import Path
 
 from geadmin.cli import config_history
+from geadmin.cli.exit_codes import ExitCode
 from geadmin.repository.validate import summarize, validate_path
 from geadmin.stack.target import live_stack, resolve
-
-EXIT_OK, EXIT_ERRORS = 0, 1
 
 
 def run_validate(args: argparse.Namespace) -> int:
@@ -40,7 +39,7 @@ def run_validate(args: argparse.Namespace) -> int:
         for report in reports:
             for finding in report.findings:
                 print(f"{finding}\n    fix: {finding.fix}" if finding.fix else str(finding))
-    return EXIT_ERRORS if summary["errors"] else EXIT_OK
+    return ExitCode.FAILED if summary["errors"] else ExitCode.OK
 
 
 def _register_validate(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -31,10 +31,8 @@ from geadmin.cli.common import (
     positive_seconds,
     target_from_args,
 )
+from geadmin.cli.exit_codes import ExitCode
 from geadmin.cli.models import (
-    EXIT_FAILED,
-    EXIT_OK,
-    EXIT_UNREACHABLE,
     add_consent_args,
     consent,
     print_side_effects,
@@ -164,7 +162,7 @@ def _report(result: ApplyResult, args: argparse.Namespace) -> int:
     print_side_effects(result.side_effects)
     for warning in result.warnings:
         print(f"geadmin: warning: {warning}", file=sys.stderr)
-    return EXIT_OK if result.ok else EXIT_FAILED
+    return ExitCode.OK if result.ok else ExitCode.FAILED
 
 
 def _fail(error: GeAdminError, args: argparse.Namespace | None = None) -> int:
@@ -174,7 +172,7 @@ def _fail(error: GeAdminError, args: argparse.Namespace | None = None) -> int:
             document["findings"] = [f.to_dict() for f in error.findings]
         print(json.dumps(document, indent=2))
     print(f"geadmin: error: {error}", file=sys.stderr)
-    return EXIT_UNREACHABLE if isinstance(error, TritonUnreachableError) else EXIT_FAILED
+    return ExitCode.UNREACHABLE if isinstance(error, TritonUnreachableError) else ExitCode.FAILED
 
 
 def _progress_printer(args: argparse.Namespace) -> LoadProgress | None:
@@ -199,7 +197,7 @@ def run_history(args: argparse.Namespace) -> int:
         kept = revisions.history(repository, args.model)
         if args.show is not None:
             sys.stdout.buffer.write(revisions.read_revision(repository, args.model, args.show).data)
-            return EXIT_OK
+            return ExitCode.OK
         current = store.read_config(repository, args.model).sha256
     except GeAdminError as exc:
         return _fail(exc, args)
@@ -207,17 +205,17 @@ def run_history(args: argparse.Namespace) -> int:
         print(json.dumps([{"revision": r.number, "at": r.at.isoformat(), "who": r.who, "note": r.note,
                            "sha256": r.sha256, "size_bytes": len(r.data), "current": r.sha256 == current}
                           for r in kept], indent=2))
-        return EXIT_OK
+        return ExitCode.OK
     if not kept:
         print(f"no revisions of {args.model!r} kept yet: geadmin keeps one each time it applies a change")
-        return EXIT_OK
+        return ExitCode.OK
     rows: list[tuple[str, ...]] = [("REV", "WHEN", "WHO", "SHA256", "NOTE")]
     rows += [(f"{r.number}{'*' if r.sha256 == current else ''}", _local(r.at), r.who, r.sha256[:12], r.note)
              for r in kept]
     print(format_table(rows))
     print("* = the file on disk now; `--show REV` prints a revision, `geadmin config rollback "
           f"{args.model} REV` applies it")
-    return EXIT_OK
+    return ExitCode.OK
 
 
 # -- audit ------------------------------------------------------------------------------
@@ -227,11 +225,11 @@ def run_audit(args: argparse.Namespace) -> int:
         entries = audit.query(since=since, model=args.model, action=args.action, limit=args.limit)
         if args.csv == "-":
             audit.write_csv(entries, sys.stdout)
-            return EXIT_OK
+            return ExitCode.OK
         if args.csv:
             atomic.atomic_write(Path(args.csv).expanduser(), audit.csv_text(entries).encode("utf-8"))
             print(f"wrote {len(entries)} audit rows to {args.csv}", file=sys.stderr)
-            return EXIT_OK
+            return ExitCode.OK
     except GeAdminError as exc:
         return _fail(exc, args)
     if args.json:
@@ -241,7 +239,7 @@ def run_audit(args: argparse.Namespace) -> int:
         print("no audit rows match" if filtered else "the audit log is empty")
     else:
         print(render_audit(entries, diffs=args.diff))
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def render_audit(entries: list[AuditEntry], *, diffs: bool = False) -> str:

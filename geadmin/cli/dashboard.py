@@ -19,6 +19,7 @@ from geadmin.access import bootstrap, token
 from geadmin.access.identity import Mode
 from geadmin.access.startup import dashboard_sign_in
 from geadmin.access.users import UsersFile, default_users_file
+from geadmin.cli.exit_codes import ExitCode
 from geadmin.errors import ConfigError
 from geadmin.stack.dashboard import DashboardProcess
 from geadmin.stack.processes import client_host
@@ -46,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
               flush=True)
     argv = process.command()
     os.execvpe(argv[0], argv, process.environment())  # Streamlit becomes this process (signals, pid 1)
-    return 0  # not reached
+    return ExitCode.OK  # not reached
 
 
 def print_url(home: Path, default_url: str) -> int:
@@ -59,7 +60,7 @@ def print_url(home: Path, default_url: str) -> int:
                           "`geadmin dashboard` (give the workspace with GEADMIN_HOME)")
     stack = live_stack(home)
     print(token.sign_in_url(stack.dashboard_url if stack and stack.dashboard_url else default_url, value))
-    return 0
+    return ExitCode.OK
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -27,6 +27,7 @@ from geadmin.cli.common import (
     positive_seconds,
     target_from_args,
 )
+from geadmin.cli.exit_codes import ExitCode
 from geadmin.diagnose import impact
 from geadmin.diagnose.rows import ModelRow, collect_rows
 from geadmin.errors import GeAdminError, RepositoryError, TritonError, TritonUnreachableError
@@ -34,10 +35,6 @@ from geadmin.ops import create
 from geadmin.ops.actions import ModelAction, audit_refusal, run_action
 from geadmin.repository import paths, templates
 from geadmin.triton.client import DEFAULT_LOAD_TIMEOUT_S
-
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_UNREACHABLE = 3
 
 
 def run_list(args: argparse.Namespace) -> int:
@@ -47,12 +44,12 @@ def run_list(args: argparse.Namespace) -> int:
             rows = collect_rows(client, target.repository, target.log())
     except TritonError as exc:
         print(f"geadmin: error: {exc}", file=sys.stderr)
-        return EXIT_UNREACHABLE if isinstance(exc, TritonUnreachableError) else EXIT_FAILED
+        return ExitCode.UNREACHABLE if isinstance(exc, TritonUnreachableError) else ExitCode.FAILED
     if args.json:
         print(json.dumps([row.record() for row in rows], indent=2))
     else:
         print(render_table(rows))
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def render_table(rows: list[ModelRow]) -> str:
@@ -87,9 +84,9 @@ def run_action_command(args: argparse.Namespace) -> int:
             print(f"geadmin: error: {result.message}", file=sys.stderr)
         print_side_effects(result.side_effects)
     if all(r.ok for r in results):
-        return EXIT_OK
+        return ExitCode.OK
     unreachable = all(isinstance(r.error, TritonUnreachableError) for r in results if not r.ok)
-    return EXIT_UNREACHABLE if unreachable else EXIT_FAILED
+    return ExitCode.UNREACHABLE if unreachable else ExitCode.FAILED
 
 
 def consent(found: impact.Impact, args: argparse.Namespace) -> str:
@@ -117,7 +114,7 @@ def _refused(refusal: str, found: impact.Impact, args: argparse.Namespace) -> in
         document = {"ok": False, "error": refusal, "kind": "refused", "impact": found.record()}
         print(json.dumps(document, indent=2))
     print(f"geadmin: error: {refusal}", file=sys.stderr)
-    return EXIT_FAILED
+    return ExitCode.FAILED
 
 
 def print_side_effects(side_effects: tuple[impact.StateChange, ...] | list[impact.StateChange]) -> None:
@@ -170,7 +167,7 @@ def run_create(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps({"ok": False, "error": str(exc), "kind": type(exc).__name__}, indent=2))
         print(f"geadmin: error: {exc}", file=sys.stderr)
-        return EXIT_UNREACHABLE if isinstance(exc, TritonUnreachableError) else EXIT_FAILED
+        return ExitCode.UNREACHABLE if isinstance(exc, TritonUnreachableError) else ExitCode.FAILED
     if args.json:
         print(json.dumps(result.record(), indent=2))
     elif result.ok:
@@ -182,8 +179,8 @@ def run_create(args: argparse.Namespace) -> int:
     if not result.ok:
         print(f"geadmin: error: {result.message}", file=sys.stderr)
         unreachable = isinstance(result.error, TritonUnreachableError)
-        return EXIT_UNREACHABLE if unreachable else EXIT_FAILED
-    return EXIT_OK
+        return ExitCode.UNREACHABLE if unreachable else ExitCode.FAILED
+    return ExitCode.OK
 
 
 def read_local_files(items: list[str], template: str, limit_bytes: int) -> dict[str, bytes]:

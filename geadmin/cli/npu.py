@@ -17,14 +17,13 @@ from pathlib import Path
 
 from geadmin import settings
 from geadmin.cli.common import format_table, positive_seconds
+from geadmin.cli.exit_codes import ExitCode
 from geadmin.errors import ConfigError, TelemetryError
 from geadmin.stack.target import live_stack, resolve
 from geadmin.telemetry import npu_smi
 from geadmin.telemetry.npu import NpuDevice, NpuReport
 from geadmin.telemetry.npu_sources import NpuSources, detect
 
-EXIT_OK = 0
-EXIT_SOURCE_ERROR = 1
 DEFAULT_TIMEOUT_S = 5.0
 GIB = 1 << 30
 
@@ -54,17 +53,17 @@ def run(args: argparse.Namespace) -> int:
         report = report_for(args)
     except TelemetryError as exc:
         print(f"geadmin npu: {exc}", file=sys.stderr)
-        return EXIT_SOURCE_ERROR
+        return ExitCode.FAILED
     if args.json:
         print(json.dumps({"source": report.source, "summary": report.summary, "notes": list(report.notes),
                           "devices": [asdict(d) for d in report.devices]}, indent=2))
-        return EXIT_OK
+        return ExitCode.OK
     print(report.summary)
     for note in report.notes:
         print(f"note: {note}")
     if report.devices:
         print(render_table(report.devices))
-    return EXIT_OK
+    return ExitCode.OK
 
 
 COLUMNS = ("ID", "NPU/CHIP", "NAME", "HEALTH", "AICORE%", "VECTOR%", "CUBE%", "MEMORY GiB", "TEMP C",

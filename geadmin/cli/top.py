@@ -22,18 +22,17 @@ from datetime import datetime, timezone
 from typing import Any
 
 from geadmin.cli.common import format_table, positive_seconds
+from geadmin.cli.exit_codes import ExitCode
 from geadmin.cli.npu import triton_metrics
 from geadmin.errors import GeAdminError, TelemetryError
 from geadmin.stack.target import live_stack, resolve
 from geadmin.telemetry import watch
-from geadmin.telemetry.bottleneck import Bottleneck, served_facts, find_bottlenecks
+from geadmin.telemetry.bottleneck import Bottleneck, find_bottlenecks, served_facts
 from geadmin.telemetry.derive import ModelWindow, Window, derive
 from geadmin.telemetry.npu import devices_from_triton
 from geadmin.telemetry.scrape import Scrape, scrape
 from geadmin.triton.client import TritonClient
 
-EXIT_OK = 0
-EXIT_METRICS = 1
 DEFAULT_INTERVAL_S = 2.0
 DEFAULT_TIMEOUT_S = 5.0
 CLEAR = "\x1b[H\x1b[2J"  # cursor home, clear screen
@@ -67,13 +66,13 @@ def run(args: argparse.Namespace) -> int:
                 facts = facts_for(url, window, args.timeout)
             _show(args, url, after, window, facts)
             if args.once:
-                return EXIT_OK
+                return ExitCode.OK
             before = after
     except TelemetryError as exc:
         print(f"geadmin top: {exc}", file=sys.stderr)
-        return EXIT_METRICS
+        return ExitCode.FAILED
     except KeyboardInterrupt:
-        return EXIT_OK
+        return ExitCode.OK
 
 
 Facts = tuple[dict[str, tuple[str, ...]], dict[str, float], str]  # ensembles, queue delays (ms), server

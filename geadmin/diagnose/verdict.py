@@ -65,7 +65,8 @@ class VerdictRule(str, enum.Enum):
     NOT_ANSWERING = "model-not-answering"
 
 
-LEVEL_OF = {VerdictRule.UNREACHABLE: Level.DOWN, VerdictRule.NOT_LIVE: Level.DOWN, VerdictRule.EXPECTED_NOT_READY: Level.DOWN}
+LEVEL_OF = {VerdictRule.UNREACHABLE: Level.DOWN, VerdictRule.NOT_LIVE: Level.DOWN,
+            VerdictRule.EXPECTED_NOT_READY: Level.DOWN}
 
 
 @dataclass(frozen=True)
@@ -218,7 +219,8 @@ def not_ready_reason(found: Triage) -> Reason:
     unavailable = [m.name for m in found.idle if m.state is ModelState.UNAVAILABLE]
     moving = [f"{m.name} is {m.state.value}" for m in found.changing]
     if moving:  # e.g. geadmin up loading every model again after an automatic restart
-        return Reason(VerdictRule.SERVER_NOT_READY, f"Triton says it is not ready while {', '.join(moving)} — "
+        return Reason(VerdictRule.SERVER_NOT_READY,
+                      f"Triton says it is not ready while {', '.join(moving)} — "
                       "probes of /v2/health/ready fail until the loads end",
                       fix="wait: Triton answers ready once the loads end (a load still moving after "
                           f"{format_duration(STUCK_AFTER_S)} is stuck)")
@@ -226,7 +228,8 @@ def not_ready_reason(found: Triage) -> Reason:
         why = f"; its strict readiness counts {', '.join(unavailable)}, which is not READY"
     else:
         why = ", and no model explains why (read its log)"
-    return Reason(VerdictRule.SERVER_NOT_READY, f"Triton says it is not ready{why} — probes of /v2/health/ready "
+    return Reason(VerdictRule.SERVER_NOT_READY,
+                  f"Triton says it is not ready{why} — probes of /v2/health/ready "
                   "fail while it serves", fix="load the model once its cause is fixed, or restart Triton")
 
 
@@ -246,7 +249,8 @@ def expected_reasons(snapshot: ServerSnapshot, found: Triage, expected: Sequence
     for name in (n for n in expected if n not in ready):
         state = states.get(name, "not in the repository")
         cause = f": {one_line(failed[name])}" if name in failed else ""
-        reasons.append(Reason(VerdictRule.EXPECTED_NOT_READY, f"expected model {name!r} is {state}{cause}", name))
+        reasons.append(Reason(VerdictRule.EXPECTED_NOT_READY, f"expected model {name!r} is {state}{cause}",
+                              name))
     return reasons
 
 
@@ -264,7 +268,8 @@ def model_reasons(found: Triage, stuck: Mapping[str, float], expected: Sequence[
             reasons.append(Reason(VerdictRule.MODEL_FAILED, f"model {model.name!r} failed: {why}", model.name,
                                   "fix the cause, then load it again"))
     for model in (m for m in found.changing if m.name in stuck):
-        reasons.append(Reason(VerdictRule.MODEL_STUCK, f"model {model.name!r} has been {model.state.value} for "
+        reasons.append(Reason(VerdictRule.MODEL_STUCK,
+                              f"model {model.name!r} has been {model.state.value} for "
                               f"{format_duration(stuck[model.name])}", model.name,
                               "read Triton's log; a hung load is freed only by restarting Triton"))
     return reasons

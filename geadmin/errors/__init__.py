@@ -85,100 +85,100 @@ cause and, where there is one, the next step.
 
 from __future__ import annotations
 
+from geadmin.errors.access import (
+    AccessDeniedError,
+    AccessError,
+    NotAuthorizedError,
+    SessionExpiredError,
+    SignInBusyError,
+    SignInError,
+    SignInRateLimitedError,
+    SignInTokenError,
+    UserAccountError,
+)
 from geadmin.errors.base import (
-    GeAdminError,
     ConfigError,
+    GeAdminError,
     InvalidArgumentError,
 )
-from geadmin.errors.stack import (
-    StackError,
-    TritonBinaryNotFoundError,
-    PythonStubMissingError,
-    PortInUseError,
-    TritonStartError,
-    ServiceNotFoundError,
-    DockerError,
-    DockerUnavailableError,
+from geadmin.errors.bench import (
+    BenchBusyError,
+    BenchCancelledError,
+    BenchInputError,
+    BenchSettingsError,
+    PerfAnalyzerError,
+    PerfAnalyzerMissingError,
+    PerfAnalyzerTimeoutError,
+    SharedMemoryUnreachableError,
+    UnstableMeasurementError,
 )
-from geadmin.errors.repository import (
-    RepositoryError,
-    ConfigParseError,
-    ConfigConflictError,
-    ConfigInvalidError,
-    ConfigLockedError,
-    TemplateError,
-    CreateRefusedError,
+from geadmin.errors.fleet import (
+    DiscoverySourceError,
+    FleetError,
+    RolloutBusyError,
+    RolloutJournalError,
+    RolloutRefusedError,
 )
 from geadmin.errors.infer import (
     InferInputError,
     InputTooLargeError,
 )
-from geadmin.errors.access import (
-    AccessError,
-    SignInError,
-    SignInRateLimitedError,
-    SignInBusyError,
-    SignInTokenError,
-    SessionExpiredError,
-    AccessDeniedError,
-    NotAuthorizedError,
-    UserAccountError,
+from geadmin.errors.repository import (
+    ConfigConflictError,
+    ConfigInvalidError,
+    ConfigLockedError,
+    ConfigParseError,
+    CreateRefusedError,
+    RepositoryError,
+    TemplateError,
 )
-from geadmin.errors.workspace import (
-    WorkspaceDatabaseError,
-    DatabaseBusyError,
+from geadmin.errors.stack import (
+    DockerError,
+    DockerUnavailableError,
+    PortInUseError,
+    PythonStubMissingError,
+    ServiceNotFoundError,
+    StackError,
+    TritonBinaryNotFoundError,
+    TritonStartError,
+)
+from geadmin.errors.telemetry import (
+    AlertmanagerError,
+    MetricsHTTPError,
+    MetricsParseError,
+    MetricsTimeoutError,
+    MetricsUnavailableError,
+    MetricsUnreachableError,
+    NpuSmiError,
+    NpuSmiParseError,
+    NpuSourceError,
+    PrometheusError,
+    SamplerLockedError,
+    TelemetryError,
 )
 from geadmin.errors.triton import (
     Explained,
+    ExplainedLoadError,
+    ExplainedLoadTimeoutError,
     ExplanationT,
+    ForbiddenError,
+    LoadFailedError,
+    ModelNotFoundError,
     TritonError,
+    TritonRequestError,
+    TritonTimeoutError,
     TritonUnreachableError,
     WrongProtocolError,
-    TritonTimeoutError,
-    ExplainedLoadTimeoutError,
-    ForbiddenError,
-    ModelNotFoundError,
-    LoadFailedError,
-    ExplainedLoadError,
-    TritonRequestError,
-)
-from geadmin.errors.bench import (
-    PerfAnalyzerError,
-    PerfAnalyzerMissingError,
-    PerfAnalyzerTimeoutError,
-    BenchCancelledError,
-    UnstableMeasurementError,
-    SharedMemoryUnreachableError,
-    BenchInputError,
-    BenchSettingsError,
-    BenchBusyError,
 )
 from geadmin.errors.tune import (
-    TuneError,
     TuneBusyError,
+    TuneError,
     TuneRefusedError,
     TuneRunNotFoundError,
 )
-from geadmin.errors.fleet import (
-    FleetError,
-    DiscoverySourceError,
-    RolloutBusyError,
-    RolloutRefusedError,
-    RolloutJournalError,
-)
-from geadmin.errors.telemetry import (
-    TelemetryError,
-    MetricsUnavailableError,
-    MetricsUnreachableError,
-    MetricsTimeoutError,
-    MetricsHTTPError,
-    MetricsParseError,
-    NpuSourceError,
-    NpuSmiError,
-    NpuSmiParseError,
-    PrometheusError,
-    AlertmanagerError,
-    SamplerLockedError,
+from geadmin.errors.workspace import (
+    DatabaseBusyError,
+    WorkspaceDatabaseError,
 )
 
 __all__ = [

@@ -374,7 +374,8 @@ def resume(journal_id: int, members: Sequence[Member], *, home: Path | None = No
     """Run an unresolved rollout again, as planned, on the servers of its plan (found among
     `members` at the same address), keeping its previous configs as the ones to put back.
     ConfigError when it cannot be resumed (see `journal.resumable`); `kwargs` are `rollout`'s."""
-    require(kwargs.get("auth"), GuardedAction.RELOAD)  # before anything is read; `rollout` checks the change's
+    # before anything is read; `rollout` checks the change's
+    require(kwargs.get("auth"), GuardedAction.RELOAD)
     found = rollouts.read(journal_id, home=home)
     why = journal.resumable(found)
     if why:

@@ -262,7 +262,8 @@ class _Apply:
         self.refuse_unless_safe(current, expected_sha256, base_text)
         new_sha = revisions.sha256_of(self.data)
         if self.data == current.data:
-            return ApplyResult(self.model, ApplyOutcome.UNCHANGED, f"the config of {self.model!r} is unchanged: "
+            return ApplyResult(self.model, ApplyOutcome.UNCHANGED,
+                               f"the config of {self.model!r} is unchanged: "
                                "nothing to apply", "", current.sha256, new_sha)
         before = explain.watch(self.client, self.model, self.log)
         self.start(current, new_sha)
@@ -303,8 +304,9 @@ class _Apply:
             raise RepositoryError(f"the new {CONFIG_FILE} of {self.model!r} is not UTF-8 text (byte "
                                   f"{exc.start}): save it as UTF-8 and apply again") from None
         config = parse_pbtxt(text, f"the new {CONFIG_FILE} of {self.model!r}")
+        may_upload_code = self.auth is not None and GuardedAction.UPLOAD_CODE in self.auth.actions
         refuse_code_change(self.model, current.data, config, who=self.actor.name,  # a data file as code
-                           may_upload_code=self.auth is not None and GuardedAction.UPLOAD_CODE in self.auth.actions)
+                           may_upload_code=may_upload_code)
         if config.name and config.name != self.model:
             raise RepositoryError(f"the new config says name: {config.name!r}, but the model is "
                                   f"{self.model!r}: Triton would reject it; use name: {self.model!r}")

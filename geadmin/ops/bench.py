@@ -317,7 +317,8 @@ def _read_report(settings: BenchSettings, csv_path: Path) -> tuple[BenchPoint, .
     try:
         text = csv_path.read_text()
     except OSError as exc:
-        raise bench_error(BenchFailure.OTHER, settings, detail=f"it wrote no report ({exc.strerror})") from None
+        raise bench_error(BenchFailure.OTHER, settings,
+                          detail=f"it wrote no report ({exc.strerror})") from None
     return parse_csv(text)[1]
 
 

@@ -37,8 +37,8 @@ from geadmin.repository.rules import (
     Context,
     Finding,
     Issue,
-    ValidationRule,
     Severity,
+    ValidationRule,
     did_you_mean,
     is_version,
 )
@@ -300,4 +300,5 @@ def _npu_ge_rule(check: npu_ge.Check) -> Callable[[Context], Iterable[Issue]]:
 
 
 for _name_, (_severity, _summary, _check) in NPU_GE_CHECKS.items():
-    RULES[f"npu_ge.{_name_}"] = ValidationRule(f"npu_ge.{_name_}", Severity(_severity), _summary, _npu_ge_rule(_check))
+    RULES[f"npu_ge.{_name_}"] = ValidationRule(f"npu_ge.{_name_}", Severity(_severity), _summary,
+                                               _npu_ge_rule(_check))

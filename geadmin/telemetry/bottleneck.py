@@ -223,7 +223,8 @@ def assess(m: ModelWindow, devices: Sequence[NpuDevice] = (), *, queue_delay_ms:
     queue, c_in, infer, c_out = stages = (m.avg_queue_ms, m.avg_compute_input_ms, m.avg_compute_infer_ms,
                                           m.avg_compute_output_ms)
 
-    def verdict(kind: BottleneckKind, why: str, shares: tuple[float | None, ...] = (None, None, None)) -> Bottleneck:
+    def verdict(kind: BottleneckKind, why: str, shares: tuple[float | None, ...] = (None, None,
+                                                                                    None)) -> Bottleneck:
         return Bottleneck(
             model=m.model, version=m.version, verdict=kind, why=why, fix=FIXES[kind],
             requests_per_s=m.requests_per_s, inferences_per_s=m.inferences_per_s,
@@ -238,7 +239,8 @@ def assess(m: ModelWindow, devices: Sequence[NpuDevice] = (), *, queue_delay_ms:
     users = max(0.0, (m.requests_per_s or 0.0) - probe_rate_per_s)
     if users < MIN_RATE_PER_S:
         probes = f" besides geadmin's probes ({probe_rate_per_s:.2f}/s)" if probe_rate_per_s else ""
-        return verdict(BottleneckKind.LIGHT, f"{users:.2f} req/s{probes}: under the {MIN_RATE_PER_S:g} req/s floor, "
+        return verdict(BottleneckKind.LIGHT,
+                       f"{users:.2f} req/s{probes}: under the {MIN_RATE_PER_S:g} req/s floor, "
                        "too little traffic to name a bottleneck")
     known = [s for s in stages if s is not None]
     total = sum(known)

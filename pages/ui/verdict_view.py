@@ -12,7 +12,7 @@ import streamlit as st
 from geadmin.access.roles import GuardedAction
 from geadmin.diagnose.drift import Drift, find_drift, put_back_served
 from geadmin.diagnose.health import ServerSnapshot, take_snapshot
-from geadmin.diagnose.verdict import Level, VerdictRule, EvidenceSources, Verdict, assess
+from geadmin.diagnose.verdict import EvidenceSources, Level, Verdict, VerdictRule, assess
 from geadmin.domain import format_duration
 from geadmin.errors import GeAdminError
 from geadmin.stack.server_history import ServerHistory, exit_line, outage_for, recent_crash

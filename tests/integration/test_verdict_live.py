@@ -15,7 +15,7 @@ import pytest
 from geadmin import audit
 from geadmin.diagnose.drift import PUT_BACK_ACTION, put_back_served
 from geadmin.diagnose.health import take_snapshot
-from geadmin.diagnose.verdict import Level, VerdictRule, EvidenceSources, assess
+from geadmin.diagnose.verdict import EvidenceSources, Level, VerdictRule, assess
 from geadmin.domain import ModelState
 from geadmin.ops.bundle import build_bundle
 from geadmin.stack.tritonserver import TritonProcess

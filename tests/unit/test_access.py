@@ -46,7 +46,8 @@ def users(tmp_path: Path) -> UsersFile:
 def test_roles_are_ordered_and_every_action_has_one() -> None:
     assert Role.VIEWER < Role.OPERATOR < Role.ADMIN
     assert set(REQUIRED_ROLE) == set(GuardedAction)
-    assert REQUIRED_ROLE[GuardedAction.INFER] is Role.VIEWER and REQUIRED_ROLE[GuardedAction.RESTART] is Role.ADMIN
+    assert REQUIRED_ROLE[GuardedAction.INFER] is Role.VIEWER
+    assert REQUIRED_ROLE[GuardedAction.RESTART] is Role.ADMIN
     with pytest.raises(ValueError, match="use viewer, operator or admin"):
         Role.parse("root")
 

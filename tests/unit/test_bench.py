@@ -136,7 +136,8 @@ FAILURE_CASES = {
 
 def test_every_failure_has_an_error_a_message_and_a_test_case() -> None:
     assert set(FAILURES) == set(BenchFailure), f"add to FAILURES: {set(BenchFailure) - set(FAILURES)}"
-    assert set(FAILURE_CASES) == set(BenchFailure), f"add a case for: {set(BenchFailure) - set(FAILURE_CASES)}"
+    missing = set(BenchFailure) - set(FAILURE_CASES)
+    assert set(FAILURE_CASES) == set(BenchFailure), f"add a case for: {missing}"
     for case in FAILURE_CASES.values():
         if case.startswith("errors/"):
             assert list(ASSETS.glob(case)), f"no recorded output {case}"
@@ -171,7 +172,8 @@ def test_every_message_is_one_line_with_the_cause_then_the_next_step() -> None:
         text = str(err)
         assert isinstance(err, GeAdminError)
         assert "\n" not in text and text.startswith("load test of digits_classifier")
-        assert failure in (BenchFailure.OTHER, BenchFailure.CANCELLED) or " — " in text, f"{failure}: no next step"
+        assert failure in (BenchFailure.OTHER,
+                           BenchFailure.CANCELLED) or " — " in text, f"{failure}: no next step"
 
 
 def test_every_exception_of_starting_the_binary_is_mapped() -> None:

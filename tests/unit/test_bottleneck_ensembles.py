@@ -8,8 +8,8 @@ from geadmin.telemetry.bottleneck import (
     FIXES,
     BottleneckKind,
     ensemble_members,
-    served_facts,
     find_bottlenecks,
+    served_facts,
     window_label,
     with_traffic,
 )

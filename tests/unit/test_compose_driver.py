@@ -21,7 +21,14 @@ from geadmin.domain import LogCursor
 from geadmin.errors import DockerError, DockerUnavailableError, ServiceNotFoundError, StackError
 from geadmin.stack.compose import ComposeDriver, compose_project_from_settings
 from geadmin.stack.compose_logs import ComposeLogSource
-from geadmin.stack.docker_cli import EXCEPTION_FAILURES, FAILURES, DockerFailure, classify, docker_error, run_docker
+from geadmin.stack.docker_cli import (
+    EXCEPTION_FAILURES,
+    FAILURES,
+    DockerFailure,
+    classify,
+    docker_error,
+    run_docker,
+)
 from geadmin.stack.docker_inspect import (
     Container,
     last_exit,

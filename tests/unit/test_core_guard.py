@@ -163,11 +163,14 @@ def resume_planted(w: World, auth: object) -> object:
 Call = Callable[[World, object], object]
 GUARDED: dict[str, tuple[GuardedAction, Call]] = {
     "geadmin.ops.actions.run_action[load]": (
-        GuardedAction.LOAD, lambda w, a: actions.run_action(w.client, actions.ModelAction.LOAD, ["m"], auth=a)),
+        GuardedAction.LOAD, lambda w, a: actions.run_action(w.client, actions.ModelAction.LOAD, ["m"],
+                                                            auth=a)),
     "geadmin.ops.actions.run_action[unload]": (
-        GuardedAction.UNLOAD, lambda w, a: actions.run_action(w.client, actions.ModelAction.UNLOAD, ["m"], auth=a)),
+        GuardedAction.UNLOAD, lambda w, a: actions.run_action(w.client, actions.ModelAction.UNLOAD, ["m"],
+                                                              auth=a)),
     "geadmin.ops.actions.run_action[reload]": (
-        GuardedAction.RELOAD, lambda w, a: actions.run_action(w.client, actions.ModelAction.RELOAD, ["m"], auth=a)),
+        GuardedAction.RELOAD, lambda w, a: actions.run_action(w.client, actions.ModelAction.RELOAD, ["m"],
+                                                              auth=a)),
     "geadmin.diagnose.explain.load_explained": (
         GuardedAction.LOAD, lambda w, a: explain.load_explained(w.client, "m", auth=a)),
     "geadmin.ops.actions.load_in_parallel": (
@@ -175,15 +178,18 @@ GUARDED: dict[str, tuple[GuardedAction, Call]] = {
     "geadmin.ops.actions.set_log_verbosity": (
         GuardedAction.LOG_LEVEL, lambda w, a: actions.set_log_verbosity(w.client, 1, auth=a)),
     "geadmin.ops.apply.apply_config": (
-        GuardedAction.APPLY, lambda w, a: apply.apply_config(w.client, w.repository, "m", CONFIG.replace("4", "8"),
+        GuardedAction.APPLY, lambda w, a: apply.apply_config(w.client, w.repository, "m",
+                                                             CONFIG.replace("4", "8"),
                                                       auth=a, home=w.home)),
     "geadmin.ops.apply.rollback": (
-        GuardedAction.ROLLBACK, lambda w, a: apply.rollback(w.client, w.repository, "m", auth=a, home=w.home)),
+        GuardedAction.ROLLBACK, lambda w, a: apply.rollback(w.client, w.repository, "m", auth=a,
+                                                            home=w.home)),
     "geadmin.diagnose.drift.put_back_served": (
         GuardedAction.ROLLBACK,
         lambda w, a: drift.put_back_served(w.client, w.repository, "m", auth=a, home=w.home)),
     "geadmin.ops.create.create_model": (
-        GuardedAction.CREATE, lambda w, a: create.create_model(w.client, w.repository, "fresh", "python", auth=a,
+        GuardedAction.CREATE, lambda w, a: create.create_model(w.client, w.repository, "fresh", "python",
+                                                               auth=a,
                                                         home=w.home)),
     "geadmin.ops.bench.load_test": (
         GuardedAction.BENCH, lambda w, a: bench.load_test(w.client, BenchSettings("m", w.client.url), auth=a,
@@ -204,14 +210,16 @@ GUARDED: dict[str, tuple[GuardedAction, Call]] = {
     "geadmin.access.users.UsersFile.remove": (
         GuardedAction.USERS, lambda w, a: w.users.remove("olga", auth=a)),
     "geadmin.ops.monitoring.set_objective": (
-        GuardedAction.MONITORING, lambda w, a: monitoring.set_objective("m", 50.0, 0.001, auth=a, home=w.home)),
+        GuardedAction.MONITORING, lambda w, a: monitoring.set_objective("m", 50.0, 0.001, auth=a,
+                                                                        home=w.home)),
     "geadmin.ops.tune_apply.apply_winner": (
         GuardedAction.APPLY, lambda w, a: tune_apply.apply_winner(
             w.client, w.repository, {"id": 1, "model": "m", "server": w.client.url, "best": {"ok": True},
                                      "best_text": CONFIG.replace("4", "8"), "live_sha256": "0" * 64},
             auth=a, home=w.home)),
     "geadmin.ops.tune.tune": (
-        GuardedAction.TUNE, lambda w, a: tune.tune(w.client, w.repository, TuneSettings("m"), auth=a, home=w.home)),
+        GuardedAction.TUNE, lambda w, a: tune.tune(w.client, w.repository, TuneSettings("m"), auth=a,
+                                                   home=w.home)),
     "geadmin.fleet.rollout.rollout[reload]": (
         GuardedAction.RELOAD,
         lambda w, a: rollout.rollout([member(w)], rollout.Change.RELOAD, "m", auth=a, home=w.home,
@@ -322,7 +330,8 @@ def test_the_completeness_check_finds_a_planted_unguarded_change(tmp_path: Path)
 
 def test_the_guarded_actions_are_the_role_table_s() -> None:
     guarded = {action for action, _ in GUARDED.values()}
-    assert guarded == set(REQUIRED_ROLE) - {GuardedAction.INFER, GuardedAction.UPLOAD_CODE}  # read-only; part of create
+    assert guarded == set(REQUIRED_ROLE) - {GuardedAction.INFER,
+                                            GuardedAction.UPLOAD_CODE}  # read-only; part of create
 
 
 # A call that touches nothing here gets past the guard when it raises this instead.

@@ -65,7 +65,7 @@ def test_the_package_exports_every_class_of_its_families() -> None:
     missing = sorted(name for name in defined_tree() if getattr(errors, name, None) is None)
     assert missing == [], "defined in geadmin/errors/ but not exported by geadmin.errors"
     assert sorted(errors.__all__) == sorted(n for n, v in vars(errors).items()
-                                            if inspect.isclass(v) and in_errors_package(v.__module__)
+                                            if (inspect.isclass(v) and in_errors_package(v.__module__))
                                             or n == "ExplanationT")
 
 

@@ -58,6 +58,8 @@ def test_the_check_finds_a_planted_duplicate_across_packages_and_nested(tmp_path
         "Action": ["core/access/roles.py:5", "core/ops/actions.py:3"],
         "Role": ["core/access/roles.py:1", "core/diagnose/verdict.py:2"],
     }
-    (tmp_path / "core/access/roles.py").write_text("class Role:\n    pass\n\n\nclass GuardedAction:\n    pass\n")
-    (tmp_path / "core/diagnose/verdict.py").write_text("class Holder:\n    class VerdictRule:\n        pass\n")
+    (tmp_path / "core/access/roles.py").write_text("class Role:\n    pass\n\n\nclass GuardedAction:\n"
+                                                   "    pass\n")
+    (tmp_path / "core/diagnose/verdict.py").write_text("class Holder:\n    class VerdictRule:\n"
+                                                       "        pass\n")
     assert defined_twice([tmp_path / "core", tmp_path / "faces"]) == {}

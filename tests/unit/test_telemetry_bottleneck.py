@@ -16,8 +16,8 @@ from geadmin.telemetry.bottleneck import (
     Bottleneck,
     BottleneckKind,
     devices_of,
-    recent_window,
     find_bottlenecks,
+    recent_window,
     with_traffic,
 )
 from geadmin.telemetry.derive import Window, derive
@@ -197,7 +197,8 @@ def test_a_model_whose_only_traffic_is_geadmins_probes_is_light_not_queue_bound(
     assert "0.00 req/s besides geadmin's probes (0.30/s): under the 1 req/s floor" in b.why
     assert with_traffic([b]) == ()
     # the same figures under load are still judged: the floor is a floor, not a mute
-    (busy,) = find_bottlenecks(window_of(queue_us=80_000_000, input_us=10_000, infer_us=50_000, output_us=10_000,
+    (busy,) = find_bottlenecks(window_of(queue_us=80_000_000, input_us=10_000, infer_us=50_000,
+                                         output_us=10_000,
                                requests=100), probe_rates={"m": 0.3})
     assert busy.verdict is BottleneckKind.QUEUE_BOUND
 
@@ -208,5 +209,6 @@ def test_queue_time_within_the_batchers_max_queue_delay_is_by_design_beyond_it_i
     (waiting,) = find_bottlenecks(window, queue_delay_ms={"m": 10.0})  # the batcher may hold each for 10 ms
     assert waiting.verdict is not BottleneckKind.QUEUE_BOUND and waiting.queue_share == pytest.approx(0.0)
     assert "of it the batcher's max_queue_delay" in waiting.why
-    (beyond,) = find_bottlenecks(window, queue_delay_ms={"m": 1.0})  # 7 of the 8 ms are waiting for an instance
+    # 7 of the 8 ms are waiting for an instance
+    (beyond,) = find_bottlenecks(window, queue_delay_ms={"m": 1.0})
     assert beyond.verdict is BottleneckKind.QUEUE_BOUND and beyond.queue_share == pytest.approx(7 / 9)

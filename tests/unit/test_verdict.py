@@ -16,9 +16,9 @@ from geadmin.diagnose.drift import Drift
 from geadmin.diagnose.health import ServerSnapshot, Triage, triage
 from geadmin.diagnose.verdict import (
     DROPPED_MARK,
+    EvidenceSources,
     Level,
     VerdictRule,
-    EvidenceSources,
     assess,
     judge,
     logged_at,
