@@ -198,12 +198,11 @@ class PrometheusHistory:
         found = []
         for t in data.get("activeTargets", []):
             labels = t.get("labels", {})
-            found.append(ScrapeTarget(t.get("scrapeUrl", ""), labels.get("job", ""), labels.get("instance",
-                                                                                                ""),
-                                t.get("health", "unknown"), t.get("lastError", ""),
-                                _parse_time(t.get("lastScrape")),
-                                parse_duration(t.get("scrapeInterval")) or DEFAULT_SCRAPE_S,
-                                {str(k): str(v) for k, v in labels.items()}))
+            found.append(ScrapeTarget(t.get("scrapeUrl", ""), labels.get("job", ""),
+                                      labels.get("instance", ""), t.get("health", "unknown"),
+                                      t.get("lastError", ""), _parse_time(t.get("lastScrape")),
+                                      parse_duration(t.get("scrapeInterval")) or DEFAULT_SCRAPE_S,
+                                      {str(k): str(v) for k, v in labels.items()}))
         return found
 
     def target(self, source: str) -> ScrapeTarget:
@@ -223,9 +222,8 @@ class PrometheusHistory:
                               f"or {UNSET_HINT}")
 
     def _retired(self) -> list[ScrapeTarget]:
-        return [ScrapeTarget(f"http://{m.get('instance', '')}/metrics", m.get("job", ""), m.get("instance",
-                                                                                                ""),
-                       "gone", "", None, DEFAULT_SCRAPE_S)
+        return [ScrapeTarget(f"http://{m.get('instance', '')}/metrics", m.get("job", ""),
+                             m.get("instance", ""), "gone", "", None, DEFAULT_SCRAPE_S)
                 for m, _ in self.instant(f"group by (job, instance) "
                                           f"(last_over_time(nv_inference_count[{MODELS_LOOKBACK}]))")]
 
@@ -281,8 +279,8 @@ def fleet_job(source: str) -> str | None:
     return source.removeprefix(FLEET_PREFIX) if source.startswith(FLEET_PREFIX) else None
 
 
-def fleet_overviews(targets: Sequence[ScrapeTarget], models: Mapping[tuple[str, str],
-                                                                     set[str]]) -> list[Overview]:
+def fleet_overviews(targets: Sequence[ScrapeTarget],
+                    models: Mapping[tuple[str, str], set[str]]) -> list[Overview]:
     """One source per job with two or more servers publishing model counters: rates summed over
     the servers, averages weighted by their requests, quantiles the worst server's."""
     by_job: dict[str, list[tuple[str, str]]] = {}
@@ -306,10 +304,10 @@ def fleet_target(job: str, targets: Sequence[ScrapeTarget], label: str) -> Scrap
     if not servers:
         raise PrometheusError(f"{label} scrapes no target in job {job!r}: the fleet's servers are gone "
                               f"from its scrape configuration, or {UNSET_HINT}")
-    return ScrapeTarget(FLEET_PREFIX + job, job, "",
-                        "up" if any(t.health == "up" for t in servers) else "down",
-                  "", max((t.last_scrape for t in servers if t.last_scrape), default=None),
-                  max(t.interval_s for t in servers))
+    health = "up" if any(t.health == "up" for t in servers) else "down"
+    return ScrapeTarget(FLEET_PREFIX + job, job, "", health, "",
+                        max((t.last_scrape for t in servers if t.last_scrape), default=None),
+                        max(t.interval_s for t in servers))
 
 
 def _fill(template: str, target: ScrapeTarget, grid: Grid) -> str:
