@@ -113,7 +113,7 @@ def actions_form(names: list[str]) -> None:
     names_col, action_col, dep_col = st.columns([3, 1, 1])
     chosen = names_col.multiselect("Models", names, key=keys.MODELS_SELECTED,
                                    help="one model, or several for a bulk action")
-    action = ModelAction(action_col.selectbox("ModelAction", [a.value for a in ModelAction],
+    action = ModelAction(action_col.selectbox("Action", [a.value for a in ModelAction],
                                               key=keys.MODELS_ACTION))
     dependents = dep_col.checkbox("with dependents", key=keys.MODELS_DEPENDENTS,
                                   disabled=action is not ModelAction.UNLOAD,

@@ -204,9 +204,8 @@ def load_in_parallel(
             (result,) = audited(client, [done_one], actor)
         finally:
             if result is None:
-                audit.try_record_action(ModelAction.LOAD.value, name, False, cut_short(ModelAction.LOAD,
-                                                                                       name),
-                                        server=client.url, actor=actor)
+                audit.try_record_action(ModelAction.LOAD.value, name, False,
+                                        cut_short(ModelAction.LOAD, name), server=client.url, actor=actor)
         return result
 
     finished: dict[str, ActionResult] = {}

@@ -169,8 +169,8 @@ def bench_error(failure: BenchFailure, settings: BenchSettings, *, binary: str |
                 detail: str = "", library_path: str = "") -> GeAdminError:
     """`library_path`: the LD_LIBRARY_PATH perf_analyzer ran with (said when libraries fail)."""
     error_type, template = FAILURES[failure]
-    libraries = describe_library_search(library_path,
-                                        detail) if failure is BenchFailure.LIBRARIES_MISSING else ""
+    missing = failure is BenchFailure.LIBRARIES_MISSING
+    libraries = describe_library_search(library_path, detail) if missing else ""
     endpoint = settings.endpoint
     protocol = endpoint.transport.value
     message = template.format(model=settings.model, binary=binary, address=endpoint.address,

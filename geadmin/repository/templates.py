@@ -122,8 +122,8 @@ TEMPLATES: dict[str, Template] = {t.id: t for t in (
         TemplateId.NPU_GE_ONNX.value, "npu_ge — ONNX compiled by GE at load",
         "An ONNX graph compiled online by GE (npu_ge engine ge_graph; needs npu_ge built with CANN).",
         npu_ge.BACKEND, f"{VERSION}/model.onnx", "the ONNX file",
-        (TensorSpec("x", "FP32", (3, 224, 224)),), (TensorSpec("y", "FP32",
-                                                               (1000,)),), engine=npu_ge.GE_GRAPH),
+        (TensorSpec("x", "FP32", (3, 224, 224)),), (TensorSpec("y", "FP32", (1000,)),),
+        engine=npu_ge.GE_GRAPH),
     Template(
         TemplateId.PYTHON.value, "python — identity model (CPU)",
         "A Python-backend model; the template's model.py returns each input as the output at the same "

@@ -223,8 +223,8 @@ def assess(m: ModelWindow, devices: Sequence[NpuDevice] = (), *, queue_delay_ms:
     queue, c_in, infer, c_out = stages = (m.avg_queue_ms, m.avg_compute_input_ms, m.avg_compute_infer_ms,
                                           m.avg_compute_output_ms)
 
-    def verdict(kind: BottleneckKind, why: str, shares: tuple[float | None, ...] = (None, None,
-                                                                                    None)) -> Bottleneck:
+    def verdict(kind: BottleneckKind, why: str,
+                shares: tuple[float | None, ...] = (None, None, None)) -> Bottleneck:
         return Bottleneck(
             model=m.model, version=m.version, verdict=kind, why=why, fix=FIXES[kind],
             requests_per_s=m.requests_per_s, inferences_per_s=m.inferences_per_s,
