@@ -18,7 +18,7 @@ from pathlib import Path
 from geadmin import settings
 from geadmin.cli.common import format_table, positive_seconds
 from geadmin.cli.exit_codes import ExitCode
-from geadmin.errors import ConfigError, TelemetryError
+from geadmin.errors import InvalidArgumentError, TelemetryError
 from geadmin.stack.target import live_stack, resolve
 from geadmin.telemetry import npu_smi
 from geadmin.telemetry.npu import NpuDevice, NpuReport
@@ -106,7 +106,7 @@ def _read(path: str) -> str:
     try:
         return Path(path).read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
-        raise ConfigError(f"cannot read --npu-smi-file {path}: {exc.strerror or exc}") from None
+        raise InvalidArgumentError(f"cannot read --npu-smi-file {path}: {exc.strerror or exc}") from None
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -12,7 +12,7 @@ from geadmin.access import guard
 from geadmin.cli.common import format_table
 from geadmin.cli.exit_codes import ExitCode
 from geadmin.cli.npu import triton_metrics
-from geadmin.errors import ConfigError
+from geadmin.errors import InvalidArgumentError
 from geadmin.ops.monitoring import parse_budget, set_objective
 from geadmin.telemetry.objectives import burn_rates, objectives
 
@@ -21,7 +21,8 @@ def run(args: argparse.Namespace) -> int:
     home = settings.home()
     if args.action in ("set", "clear"):
         if args.action == "set" and args.p99_ms is None and args.error_budget is None:
-            raise ConfigError("give --p99-ms and/or --error-budget (or use `geadmin objectives clear MODEL`)")
+            raise InvalidArgumentError("give --p99-ms and/or --error-budget (or use `geadmin objectives "
+                                       "clear MODEL`)")
         budget = parse_budget(args.error_budget) if args.action == "set" and args.error_budget else None
         stored = set_objective(args.model, args.p99_ms if args.action == "set" else None, budget,
                                auth=guard.os_user(), home=home)

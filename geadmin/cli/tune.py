@@ -18,7 +18,7 @@ from geadmin.access import guard
 from geadmin.access.guard import Authorization
 from geadmin.cli.common import add_connection_args, client_for, format_table, target_from_args
 from geadmin.cli.exit_codes import ExitCode
-from geadmin.errors import ConfigError
+from geadmin.errors import ConfigError, InvalidArgumentError, TuneRefusedError
 from geadmin.ops.tune import TuneSettings, tune
 from geadmin.ops.tune_apply import apply_winner
 from geadmin.ops.tune_results import list_runs, load_run
@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(document, indent=2) if args.json else render(document))
         return ExitCode.OK
     if not args.model:
-        raise ConfigError("name the model to tune: geadmin tune MODEL [--max-p99-ms X]")
+        raise InvalidArgumentError("name the model to tune: geadmin tune MODEL [--max-p99-ms X]")
     target = target_from_args(args)
     if target.repository is None:
         raise ConfigError("the model repository is not known here: pass --repository (the tuner writes its "
@@ -101,7 +101,7 @@ def _apply(client: TritonClient, repository: Path, args: argparse.Namespace, aut
            home: Path) -> int:
     document = load_run(args.apply_run, home=home)
     if document["model"] != args.model:
-        raise ConfigError(f"tuning run {args.apply_run} tuned {document['model']}, not {args.model}")
+        raise TuneRefusedError(f"tuning run {args.apply_run} tuned {document['model']}, not {args.model}")
     result = apply_winner(client, repository, document, auth=auth, home=home)
     print(result.message)
     return ExitCode.OK if result.ok else ExitCode.FAILED

@@ -14,17 +14,17 @@ from geadmin.access import guard
 from geadmin.access.roles import Role
 from geadmin.access.users import UsersFile
 from geadmin.cli.exit_codes import ExitCode
-from geadmin.errors import ConfigError
+from geadmin.errors import UserAccountError
 
 
 def _password(args: argparse.Namespace) -> str:
     if args.password_stdin:
         return sys.stdin.readline().rstrip("\n")
     if not sys.stdin.isatty():
-        raise ConfigError("no terminal to ask for the password: pass --password-stdin and pipe it in")
+        raise UserAccountError("no terminal to ask for the password: pass --password-stdin and pipe it in")
     first = getpass.getpass("New password: ")
     if getpass.getpass("Again: ") != first:
-        raise ConfigError("the two passwords differ: nothing changed")
+        raise UserAccountError("the two passwords differ: nothing changed")
     return first
 
 

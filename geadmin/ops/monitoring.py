@@ -11,7 +11,7 @@ from pathlib import Path
 from geadmin import audit
 from geadmin.access.guard import require
 from geadmin.access.roles import GuardedAction
-from geadmin.errors import ConfigError
+from geadmin.errors import InvalidArgumentError
 from geadmin.ops.infer_inputs import InputSource
 from geadmin.ops.probe import source_record
 from geadmin.telemetry import objectives, watch
@@ -26,10 +26,10 @@ def parse_budget(text: str) -> float:
     try:
         value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
     except ValueError:
-        raise ConfigError(f"an error budget is a percentage like 0.1% or a fraction like 0.001, got "
+        raise InvalidArgumentError(f"an error budget is a percentage like 0.1% or a fraction like 0.001, got "
                           f"{text!r}") from None
     if not math.isfinite(value) or not 0 < value <= 0.5:
-        raise ConfigError(f"an error budget is above 0 and at most 50 %, got {text!r}")
+        raise InvalidArgumentError(f"an error budget is above 0 and at most 50 %, got {text!r}")
     return value
 
 
@@ -38,11 +38,12 @@ def set_objective(model: str, p99_ms: float | None, error_budget: float | None, 
     """Set (or, with neither figure, clear) `model`'s objectives; audited as `objective`."""
     who = require(auth, GuardedAction.MONITORING)
     if not model.strip():
-        raise ConfigError("name the model the objective is for")
+        raise InvalidArgumentError("name the model the objective is for")
     if p99_ms is not None and (not math.isfinite(p99_ms) or not 0 < p99_ms <= MAX_P99_MS):
-        raise ConfigError(f"a p99 objective is above 0 and at most {MAX_P99_MS:g} ms, got {p99_ms:g}")
+        raise InvalidArgumentError(f"a p99 objective is above 0 and at most {MAX_P99_MS:g} ms, got "
+                                   f"{p99_ms:g}")
     if error_budget is not None and not 0 < error_budget <= 0.5:
-        raise ConfigError(f"an error budget is above 0 and at most 50 %, got {error_budget:g}")
+        raise InvalidArgumentError(f"an error budget is above 0 and at most 50 %, got {error_budget:g}")
     before = objectives.objectives(home=home).get(model)
     stored = objectives.store(Objective(model, p99_ms, error_budget), who.name, home=home)
     audit.record_action("objective", model, True, f"{before.describe() if before else 'no objective'} -> "

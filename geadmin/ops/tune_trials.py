@@ -34,7 +34,13 @@ from pathlib import Path
 from geadmin import audit, settings
 from geadmin.audit import Actor, AuditEntry, Result, facts
 from geadmin.domain import ModelState, same_server
-from geadmin.errors import ConfigError, GeAdminError, RepositoryError, TritonError
+from geadmin.errors import (
+    GeAdminError,
+    RepositoryError,
+    TritonError,
+    TuneBusyError,
+    TuneRefusedError,
+)
 from geadmin.repository import trials
 from geadmin.repository.layout import model_dir
 from geadmin.repository.modelconfig import CONFIG_FILE, parse_pbtxt, read_config_text, to_file_text
@@ -84,7 +90,8 @@ def journal_row(model: str, marker: TrialMarker, path: Path, server: str, actor:
 def make_trial(repository: Path, model: str, run: str, *, server: str, home: Path) -> TrialCopy:
     """The trial copy of `model` for run `run` (see the module docstring, step 2)."""
     if not trials.fits(model, run):
-        raise ConfigError(f"the trial copy's name {trials.trial_name(model, run)!r} would be longer than "
+        raise TuneRefusedError(f"the trial copy's name {trials.trial_name(model, run)!r} would be longer "
+                               f"than "
                           f"{trials.MAX_NAME_BYTES} bytes: {model!r} cannot be tuned under this name")
     live = model_dir(repository, model)
     marker = trials.new_marker(model, run, server, home)
@@ -150,7 +157,7 @@ def unload_and_wait(client: TritonClient, name: str, wait_s: float = UNLOAD_WAIT
 
 @contextlib.contextmanager
 def tune_lock(home: Path, model: str, *, purpose: str = "") -> Iterator[None]:
-    """One tuning run per model and workspace; ConfigError while another runs."""
+    """One tuning run per model and workspace; TuneBusyError while another runs."""
     path = home / "locks" / f"tune-{model}.lock"
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     handle = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
@@ -158,7 +165,7 @@ def tune_lock(home: Path, model: str, *, purpose: str = "") -> Iterator[None]:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise ConfigError(f"another tuning run of {model} is under way; wait for it to end") from None
+            raise TuneBusyError(f"another tuning run of {model} is under way; wait for it to end") from None
         yield
     finally:
         os.close(handle)
@@ -171,7 +178,7 @@ def _run_going(home: Path | None, model: str) -> bool:
     try:
         with tune_lock(home, model):
             return False
-    except ConfigError:
+    except TuneBusyError:
         return True
     except OSError:
         return False

@@ -38,7 +38,7 @@ from geadmin.access.roles import GuardedAction, Role
 from geadmin.access.sessions import OidcLogins, Session, local_session, password_tag, refreshed
 from geadmin.access.startup import OIDC_KEYS
 from geadmin.access.users import FailedSignIns, UsersFile, VerifySlots, sign_in
-from geadmin.errors import AccessError, ConfigError, GeAdminError, SessionExpiredError
+from geadmin.errors import AccessError, ConfigError, GeAdminError, SessionExpiredError, UserAccountError
 from pages.ui import access_browser as browser
 from pages.ui import keys
 
@@ -227,7 +227,7 @@ def _new_password_form(identity: Identity) -> None:
         return
     try:
         user = UsersFile().set_password(identity.name, first)
-    except ConfigError as exc:
+    except (ConfigError, UserAccountError) as exc:
         st.error(str(exc))
         return
     bootstrap.forget_first_password(settings.home())

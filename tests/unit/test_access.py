@@ -32,6 +32,7 @@ from geadmin.errors import (
     SessionExpiredError,
     SignInError,
     SignInRateLimitedError,
+    UserAccountError,
 )
 from tests.support.auth import admin_auth
 
@@ -70,12 +71,12 @@ def test_a_wrong_password_and_an_unknown_user_get_the_same_message(users: UsersF
 
 
 def test_passwords_names_and_duplicates_are_checked(users: UsersFile) -> None:
-    with pytest.raises(ConfigError, match="at least 12 characters"):
+    with pytest.raises(UserAccountError, match="at least 12 characters"):
         users.add("alice", Role.VIEWER, "short", auth=admin_auth())
-    with pytest.raises(ConfigError, match="is not a user name"):
+    with pytest.raises(UserAccountError, match="is not a user name"):
         users.add("../alice", Role.VIEWER, PASSWORD, auth=admin_auth())
     users.add("alice", Role.VIEWER, PASSWORD, auth=admin_auth())
-    with pytest.raises(ConfigError, match="exists already"):
+    with pytest.raises(UserAccountError, match="exists already"):
         users.add("alice", Role.ADMIN, PASSWORD, auth=admin_auth())
 
 
@@ -87,7 +88,7 @@ def test_passwd_role_and_remove(users: UsersFile) -> None:
     assert users.set_role("bob", Role.ADMIN, auth=admin_auth()).role is Role.ADMIN
     users.remove("bob", auth=admin_auth())
     assert users.load() == {}
-    with pytest.raises(ConfigError, match="no user 'bob'"):
+    with pytest.raises(UserAccountError, match="no user 'bob'"):
         users.remove("bob", auth=admin_auth())
 
 

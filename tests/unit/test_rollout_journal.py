@@ -17,7 +17,7 @@ from geadmin.diagnose import interrupted, rollouts
 from geadmin.diagnose.health import ServerSnapshot, triage
 from geadmin.diagnose.rollouts import PlannedServer, Previous, RolloutPlan
 from geadmin.diagnose.verdict import VerdictRule, judge
-from geadmin.errors import ConfigError, RepositoryError, TritonError
+from geadmin.errors import RepositoryError, RolloutJournalError, RolloutRefusedError, TritonError
 from geadmin.fleet import journal
 from geadmin.fleet.members import Member, Trust
 from geadmin.fleet.rollout import Control
@@ -53,7 +53,7 @@ def test_the_plan_survives_its_row_and_a_row_that_is_no_plan_is_refused() -> Non
     assert RolloutPlan.from_json(PLAN.to_json()) == PLAN
     for junk in ("{", "[]", '{"fleet": "x"}', '{"fleet": "l", "change": "rm -rf", "model": "m", '
                  '"servers": [], "waves": 0}', "[" * 5000):
-        with pytest.raises(ConfigError, match="rollout plan"):
+        with pytest.raises(RolloutJournalError, match="rollout plan"):
             RolloutPlan.from_json(junk)
 
 
@@ -118,7 +118,7 @@ def test_a_pause_expires_after_its_bound_and_a_resume_before_it_does_not() -> No
 
 def test_a_version_rollout_refusal_keeps_its_cause(home: Path, tmp_path: Path) -> None:
     """Unreadable config: a RepositoryError, never a bare OSError; a server that does not answer:
-    a ConfigError whose cause is Triton's error (not dropped)."""
+    a RolloutRefusedError whose cause is Triton's error (not dropped)."""
     repository = tmp_path / "repo"
     (repository / "echo" / "2").mkdir(parents=True)
     (repository / "echo" / "config.pbtxt").mkdir()  # a directory where the file should be: unreadable
@@ -130,7 +130,7 @@ def test_a_version_rollout_refusal_keeps_its_cause(home: Path, tmp_path: Path) -
     assert isinstance(raised.value.__cause__, OSError)
     (repository / "echo" / "config.pbtxt").rmdir()
     (repository / "echo" / "config.pbtxt").write_text('name: "echo"\nbackend: "python"\n')
-    with pytest.raises(ConfigError, match="cannot read what a serves") as raised:
+    with pytest.raises(RolloutRefusedError, match="cannot read what a serves") as raised:
         roll_version([member], "echo", 2, auth=guard.os_user(), home=home, timeout_s=1)
     assert isinstance(raised.value.__cause__, TritonError)
     assert rollouts.journals(home=home) == []  # refused before anything: nothing journaled
