@@ -223,9 +223,9 @@ def parse_since(text: str, now: datetime | None = None, *, name: str = "--since"
         return now - timedelta(seconds=float(match.group(1)) * _UNITS_S[match.group(2)])
     try:
         moment = datetime.fromisoformat(text.strip())
-    except ValueError:
+    except ValueError as exc:
         raise InvalidArgumentError(f"{name} {text!r} is neither a duration nor a date: use e.g. 30m, 2h, 7d, "
-                          "2025-01-31 or 2025-01-31T14:00") from None
+                          "2025-01-31 or 2025-01-31T14:00") from exc
     return moment if moment.tzinfo else moment.astimezone()  # naive: local time
 
 

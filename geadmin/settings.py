@@ -32,8 +32,8 @@ def is_port(value: int) -> bool:
 def parse_port(raw: str) -> int:
     try:
         value = int(raw)
-    except ValueError:
-        raise ConfigError(f"must be a port number, got {raw!r}") from None
+    except ValueError as exc:
+        raise ConfigError(f"must be a port number, got {raw!r}") from exc
     if not is_port(value):
         raise ConfigError(f"must be a port between 1 and 65535, got {value}")
     return value
@@ -68,8 +68,8 @@ def bounded_number(unit: str, low: float, high: float, bounds: str,
     def parse(raw: str) -> float:
         try:
             value = float(raw)
-        except ValueError:
-            raise ConfigError(f"must be a number of {unit}, got {raw!r}") from None
+        except ValueError as exc:
+            raise ConfigError(f"must be a number of {unit}, got {raw!r}") from exc
         above_low = value >= low if low_inclusive else value > low
         if not (above_low and value <= high):  # nan compares false: refused too
             raise ConfigError(f"must be {bounds}, got {raw}")
@@ -240,7 +240,7 @@ def get(name: str, flag: T | None = None) -> Any:
     try:
         return setting.parse(text)
     except ConfigError as exc:
-        raise ConfigError(f"{setting.env_name} {exc}") from None
+        raise ConfigError(f"{setting.env_name} {exc}") from exc
 
 
 def home(flag: str | os.PathLike[str] | None = None) -> Path:

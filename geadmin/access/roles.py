@@ -18,8 +18,8 @@ class Role(enum.IntEnum):
     def parse(cls, text: str) -> Role:
         try:
             return cls[text.strip().upper()]
-        except KeyError:
-            raise ValueError(f"{text!r} is not a role: use viewer, operator or admin") from None
+        except KeyError as exc:
+            raise ValueError(f"{text!r} is not a role: use viewer, operator or admin") from exc
 
     @property
     def label(self) -> str:

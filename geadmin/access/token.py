@@ -61,7 +61,7 @@ def read_token(home: Path) -> str | None:
     except (OSError, UnicodeDecodeError) as exc:
         raise SignInTokenError(f"cannot read the dashboard's sign-in token {path}: {exc}: start the "
                                f"dashboard "
-                          "again (`geadmin up` or `geadmin dashboard` writes a new one)") from None
+                          "again (`geadmin up` or `geadmin dashboard` writes a new one)") from exc
     if len(text) != 2 * TOKEN_BYTES or any(c not in "0123456789abcdef" for c in text):
         raise SignInTokenError(f"{path} holds no sign-in token geadmin wrote: start the dashboard again "
                           "(`geadmin up` or `geadmin dashboard` writes a new one)")

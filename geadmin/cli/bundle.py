@@ -35,8 +35,8 @@ def run(args: argparse.Namespace) -> int:
 def megabytes(text: str) -> float:
     try:
         value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of megabytes: {text!r}") from None
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not a number of megabytes: {text!r}") from exc
     if not (math.isfinite(value) and value >= 0):
         raise argparse.ArgumentTypeError(f"megabytes must be 0 or more, got {text}")
     return value

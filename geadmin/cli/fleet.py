@@ -116,7 +116,7 @@ def run_change(args: argparse.Namespace) -> int:
             try:
                 data = sys.stdin.buffer.read() if args.file == "-" else Path(args.file).read_bytes()
             except OSError as exc:
-                raise RepositoryError(f"cannot read {args.file}: {exc.strerror or exc}") from None
+                raise RepositoryError(f"cannot read {args.file}: {exc.strerror or exc}") from exc
         found = _discovery(args)
         for problem in found.problems:
             print(f"note: {problem}", file=sys.stderr)

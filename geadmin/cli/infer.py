@@ -100,9 +100,9 @@ def _shapes(items: list[str] | None) -> dict[str, list[int]]:
             if not sep:
                 raise ValueError
             shapes[name] = [int(d) for d in dims.split(",")]
-        except ValueError:
+        except ValueError as exc:
             raise InferInputError(f"--shape {text!r}: give NAME=D1,D2,... "
-                                  "(e.g. INPUT0=1,3,224,224)") from None
+                                  "(e.g. INPUT0=1,3,224,224)") from exc
     return shapes
 
 

@@ -195,15 +195,15 @@ def read_local_files(items: list[str], template: str, limit_bytes: int) -> dict[
             paths.check_upload_size(relative, Path(local).stat().st_size, limit_bytes)
             files[relative] = Path(local).read_bytes()
         except OSError as exc:
-            raise RepositoryError(f"--file {item!r}: cannot read {local}: {exc.strerror or exc}") from None
+            raise RepositoryError(f"--file {item!r}: cannot read {local}: {exc.strerror or exc}") from exc
     return files
 
 
 def _byte_count(text: str) -> int:
     try:
         value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of bytes: {text!r}") from None
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not a number of bytes: {text!r}") from exc
     if value < 1:
         raise argparse.ArgumentTypeError(f"the upload limit must be at least 1 byte, got {text}")
     return value

@@ -106,7 +106,7 @@ def _read(path: str) -> str:
     try:
         return Path(path).read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
-        raise InvalidArgumentError(f"cannot read --npu-smi-file {path}: {exc.strerror or exc}") from None
+        raise InvalidArgumentError(f"cannot read --npu-smi-file {path}: {exc.strerror or exc}") from exc
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -32,7 +32,7 @@ def _role(text: str) -> Role:
     try:
         return Role.parse(text)
     except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+        raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
 def run_add(args: argparse.Namespace) -> int:

@@ -81,7 +81,7 @@ class Gate:
             except TritonError as exc:
                 raise FleetError(f"{name} does not answer, so the rollout did not start (nothing changed): "
                                  f"{str(exc).splitlines()[0]}; bring it back, or leave it out of the "
-                                 "fleet") from None
+                                 "fleet") from exc
             self.ready_before[name] = ready
             if self.model in ready and not self.unload:
                 self.before[name] = self._measure(client)

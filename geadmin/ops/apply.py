@@ -302,7 +302,7 @@ class _Apply:
             text = self.data.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise RepositoryError(f"the new {CONFIG_FILE} of {self.model!r} is not UTF-8 text (byte "
-                                  f"{exc.start}): save it as UTF-8 and apply again") from None
+                                  f"{exc.start}): save it as UTF-8 and apply again") from exc
         config = parse_pbtxt(text, f"the new {CONFIG_FILE} of {self.model!r}")
         may_upload_code = self.auth is not None and GuardedAction.UPLOAD_CODE in self.auth.actions
         refuse_code_change(self.model, current.data, config, who=self.actor.name,  # a data file as code

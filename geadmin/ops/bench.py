@@ -118,9 +118,9 @@ def _tensor_entry(name: str, datatype: str, data: np.ndarray) -> dict[str, Any]:
     if datatype == "BYTES":
         try:
             return {"content": [v.decode() for v in data.flat], "shape": shape}
-        except UnicodeDecodeError:
+        except UnicodeDecodeError as exc:
             raise InferInputError(f"input {name}: perf_analyzer's JSON input data holds BYTES only "
-                                  "as UTF-8 text; this tensor is not") from None
+                                  "as UTF-8 text; this tensor is not") from exc
     if datatype in RAW_DTYPES or (data.dtype.kind == "f" and not np.all(np.isfinite(data))):
         raw = wire_bytes(Tensor(name, datatype, np.ascontiguousarray(data)))
         return {"b64": base64.b64encode(raw).decode(), "shape": shape}
@@ -318,7 +318,7 @@ def _read_report(settings: BenchSettings, csv_path: Path) -> tuple[BenchPoint, .
         text = csv_path.read_text()
     except OSError as exc:
         raise bench_error(BenchFailure.OTHER, settings,
-                          detail=f"it wrote no report ({exc.strerror})") from None
+                          detail=f"it wrote no report ({exc.strerror})") from exc
     return parse_csv(text)[1]
 
 

@@ -61,9 +61,9 @@ def parse_loads(text: str, mode: str = CONCURRENCY) -> tuple[float, ...]:
             continue
         try:
             value = float(item)
-        except ValueError:
+        except ValueError as exc:
             raise BenchSettingsError(f"{describe_mode(mode)} are numbers separated by commas (e.g. 1,4,16); "
-                                     f"{item!r} is not a number") from None
+                                     f"{item!r} is not a number") from exc
         loads.append(value)
     check_loads(tuple(loads), mode)
     return tuple(loads)
@@ -178,16 +178,16 @@ def server_lock(home: Path, server_url: str, model: str = "") -> Iterator[None]:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         handle = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     except OSError as exc:
-        raise BenchSettingsError(f"cannot create the load-test lock {path}: {exc.strerror or exc}") from None
+        raise BenchSettingsError(f"cannot create the load-test lock {path}: {exc.strerror or exc}") from exc
     try:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        except BlockingIOError as exc:
             holder = os.pread(handle, 512, 0).decode(errors="replace").strip()
             raise BenchBusyError(f"another load test runs against {server_url} now"
                                  + (f" ({holder})" if holder else "")
                                  + ": two at once would measure each other's load; wait for it to "
-                                 "finish, or cancel it") from None
+                                 "finish, or cancel it") from exc
         os.ftruncate(handle, 0)
         os.pwrite(handle, f"{model or 'a model'}, pid {os.getpid()}".encode(), 0)
         try:

@@ -270,9 +270,9 @@ def _build(plan: Plan) -> tuple[Finding, ...]:
         _rename_noreplace(staged, plan.destination)
         _fsync_directory(plan.root)
         return findings
-    except FileExistsError:
+    except FileExistsError as exc:
         raise CreateRefusedError(f"refused: {plan.destination} appeared while the model was being "
-                                 "prepared; nothing was created — pick another name") from None
+                                 "prepared; nothing was created — pick another name") from exc
     except OSError as exc:
         raise RepositoryError(f"cannot create {plan.destination}: {exc.strerror or exc}; nothing was "
                               "created — check free space and permissions") from exc

@@ -25,9 +25,9 @@ def parse_budget(text: str) -> float:
     raw = text.strip()
     try:
         value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
-    except ValueError:
+    except ValueError as exc:
         raise InvalidArgumentError(f"an error budget is a percentage like 0.1% or a fraction like 0.001, got "
-                          f"{text!r}") from None
+                          f"{text!r}") from exc
     if not math.isfinite(value) or not 0 < value <= 0.5:
         raise InvalidArgumentError(f"an error budget is above 0 and at most 50 %, got {text!r}")
     return value

@@ -164,8 +164,8 @@ def tune_lock(home: Path, model: str, *, purpose: str = "") -> Iterator[None]:
     try:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise TuneBusyError(f"another tuning run of {model} is under way; wait for it to end") from None
+        except BlockingIOError as exc:
+            raise TuneBusyError(f"another tuning run of {model} is under way; wait for it to end") from exc
         yield
     finally:
         os.close(handle)

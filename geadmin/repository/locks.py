@@ -63,9 +63,9 @@ def _acquire(handle: TextIO, busy: str, wait_s: float) -> None:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             return
-        except BlockingIOError:
+        except BlockingIOError as exc:
             if time.monotonic() >= deadline:
                 handle.seek(0)
                 holder = handle.read().strip() or "another process"
-                raise ConfigLockedError(f"another geadmin ({holder}) is running {busy}") from None
+                raise ConfigLockedError(f"another geadmin ({holder}) is running {busy}") from exc
             time.sleep(0.05)

@@ -137,8 +137,8 @@ TEMPLATES: dict[str, Template] = {t.id: t for t in (
 def template(template_id: str) -> Template:
     try:
         return TEMPLATES[template_id]
-    except KeyError:
-        raise TemplateError(f"no template {template_id!r}: use one of {', '.join(TEMPLATES)}") from None
+    except KeyError as exc:
+        raise TemplateError(f"no template {template_id!r}: use one of {', '.join(TEMPLATES)}") from exc
 
 
 # -- parsing the knobs (CLI flags and form fields) -----------------------------------------
@@ -172,9 +172,9 @@ def _dtype(text: str, where: str) -> str:
 def parse_dims(text: str, where: str = "") -> tuple[int, ...]:
     try:
         dims = tuple(int(d) for d in text.replace("[", "").replace("]", "").split(",") if d.strip())
-    except ValueError:
+    except ValueError as exc:
         raise TemplateError(f"tensor {where or text!r}: dims {text!r} are not integers separated by "
-                            "commas, e.g. 3,224,224") from None
+                            "commas, e.g. 3,224,224") from exc
     if not dims:
         raise TemplateError(f"tensor {where or text!r}: no dims; give at least one, e.g. 4")
     return dims

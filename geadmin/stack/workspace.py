@@ -213,14 +213,14 @@ class Workspace:
             raise StackError(self._unusable(exc)) from exc
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        except BlockingIOError as exc:
             handle.seek(0)
             holder = handle.read().strip() or "?"
             handle.close()
             raise StackError(
                 f"another `geadmin up` (pid {holder}) is using the workspace {self.home}; "
                 "stop it, or give this one its own workspace with --home / GEADMIN_HOME"
-            ) from None
+            ) from exc
         handle.seek(0)
         handle.truncate()
         handle.write(str(os.getpid()))

@@ -253,12 +253,12 @@ class PrometheusHistory:
                 raw = outside.read_limited(response.iter_content(65536), what=what, error=PrometheusError,
                                            max_bytes=MAX_ANSWER_BYTES)
             body = outside.loads(raw, what=what, error=PrometheusError, max_bytes=MAX_ANSWER_BYTES)
-        except requests.Timeout:
+        except requests.Timeout as exc:
             raise PrometheusError(f"{self.label} did not answer within {TIMEOUT_S:g} s: check that it "
-                                  f"runs, or {UNSET_HINT}") from None
+                                  f"runs, or {UNSET_HINT}") from exc
         except requests.RequestException as exc:
             raise PrometheusError(f"{self.label} is unreachable ({type(exc).__name__}): check the URL, "
-                                  f"or {UNSET_HINT}") from None
+                                  f"or {UNSET_HINT}") from exc
         except ValueError:  # not JSON (requests' own ValueErrors are RequestExceptions, caught above)
             body = None
         if not isinstance(body, dict) or "status" not in body:  # not Prometheus's API answering

@@ -79,13 +79,13 @@ def lock(home: Path) -> IO[str]:
                                  f"{exc.strerror or exc}; set GEADMIN_HOME to a writable directory") from exc
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
+    except BlockingIOError as exc:
         handle.seek(0)
         holder = handle.read().strip() or "?"
         handle.close()
         raise SamplerLockedError(
             f"another sampler (pid {holder}) already records the telemetry of the workspace {home} "
-            "(`geadmin up` runs one): nothing to do, its history is the one the Metrics page reads") from None
+            "(`geadmin up` runs one): nothing to do, its history is the one the Metrics page reads") from exc
     handle.seek(0)
     handle.truncate()
     handle.write(str(os.getpid()))
