@@ -75,7 +75,8 @@ BY_COMMAND: dict[str, tuple[str, dict[ExitCode, str]]] = {
     }),
     "bench": ("bench", {
         ExitCode.OK: "the load test measured, or the list was printed",
-        ExitCode.FAILED: "the load test failed (perf_analyzer missing, no stable measurement, ...)",
+        ExitCode.FAILED: "the load test failed (perf_analyzer missing, no stable measurement, ...), or "
+                         "another load test holds the server",
         ExitCode.UNREACHABLE: "Triton does not answer",
     }),
     "tune": ("tune", {
