@@ -8,8 +8,8 @@ from geadmin.errors.base import GeAdminError
 
 
 class Explained(Protocol):
-    """What an explained load error carries: a `geadmin.domain.Explanation`. errors.py imports
-    nothing of geadmin (it is the bottom of the layers), so the payload is typed by what it does."""
+    """What an explained load error carries: a `geadmin.domain.Explanation`. geadmin.errors imports
+    nothing else of geadmin (it is the bottom of the layers), so the payload is typed by what it does."""
 
     def summary(self) -> str: ...
 
