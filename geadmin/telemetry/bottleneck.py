@@ -27,7 +27,7 @@ own verdict would give a fix for a model that does not exist. Given the ensemble
 members (`ensemble_members` reads them from Triton), the ensemble takes its slowest member's
 verdict and fix, and names that member (`Bottleneck.slow_member`).
 
-`triage(window, devices, ensembles)` is pure: the window and, optionally, the NPU devices with
+`find_bottlenecks(window, devices, ensembles)` is pure: the window and, optionally, the NPU devices with
 the npu_ge placements (`NpuDevice.models`) that say which devices a model's instances use.
 `recent_window` gives a live view (the Overview's card) its window over the last minute
 from the scrapes it keeps between refreshes.
