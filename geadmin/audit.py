@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from geadmin import db
-from geadmin.errors import ConfigError
+from geadmin.errors import InvalidArgumentError
 
 CSV_COLUMNS = ("id", "at", "who", "origin", "server", "model", "action", "result", "message", "diff")
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # a spreadsheet would run such a cell
@@ -223,9 +223,9 @@ def parse_since(text: str, now: datetime | None = None, *, name: str = "--since"
         return now - timedelta(seconds=float(match.group(1)) * _UNITS_S[match.group(2)])
     try:
         moment = datetime.fromisoformat(text.strip())
-    except ValueError:
-        raise ConfigError(f"{name} {text!r} is neither a duration nor a date: use e.g. 30m, 2h, 7d, "
-                          "2025-01-31 or 2025-01-31T14:00") from None
+    except ValueError as exc:
+        raise InvalidArgumentError(f"{name} {text!r} is neither a duration nor a date: use e.g. 30m, 2h, 7d, "
+                          "2025-01-31 or 2025-01-31T14:00") from exc
     return moment if moment.tzinfo else moment.astimezone()  # naive: local time
 
 

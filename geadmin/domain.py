@@ -58,15 +58,15 @@ class Endpoint:
         try:
             parts = urlsplit(raw)
         except ValueError as exc:  # e.g. an unbalanced "[" (IPv6 brackets)
-            raise ConfigError(f"invalid Triton URL {url!r}: {exc}; use {URL_FORMS}") from None
+            raise ConfigError(f"invalid Triton URL {url!r}: {exc}; use {URL_FORMS}") from exc
         scheme = parts.scheme.lower()
         if scheme not in ("http", "https", "grpc", "grpcs"):
             raise ConfigError(f"unsupported Triton URL scheme {parts.scheme!r} in {url!r}: use {URL_FORMS}")
         transport = Transport.GRPC if scheme.startswith("grpc") else Transport.HTTP
         try:
             port = parts.port
-        except ValueError:
-            raise ConfigError(f"invalid port in Triton URL {url!r}: use {URL_FORMS}") from None
+        except ValueError as exc:
+            raise ConfigError(f"invalid port in Triton URL {url!r}: use {URL_FORMS}") from exc
         if not parts.hostname:
             raise ConfigError(f"no host in Triton URL {url!r}: use {URL_FORMS}")
         if parts.path.strip("/"):

@@ -68,8 +68,8 @@ def loads(data: bytes | str, *, what: str, error: Refusal, max_bytes: int | None
                     "of this service nests that deep)")
     try:
         return json.loads(raw)
-    except RecursionError:  # the scan above makes this unreachable; a traceback it must never be
-        raise error(f"{what} is JSON nested too deep to parse") from None
+    except RecursionError as exc:  # the scan above makes this unreachable; a traceback it must never be
+        raise error(f"{what} is JSON nested too deep to parse") from exc
 
 
 def nesting(raw: bytes) -> int:

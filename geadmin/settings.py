@@ -36,8 +36,8 @@ def is_port(value: int) -> bool:
 def parse_port(raw: str) -> int:
     try:
         value = int(raw)
-    except ValueError:
-        raise ConfigError(f"must be a port number, got {raw!r}") from None
+    except ValueError as exc:
+        raise ConfigError(f"must be a port number, got {raw!r}") from exc
     if not is_port(value):
         raise ConfigError(f"must be a port between 1 and 65535, got {value}")
     return value
@@ -72,8 +72,8 @@ def bounded_number(unit: str, low: float, high: float, bounds: str,
     def parse(raw: str) -> float:
         try:
             value = float(raw)
-        except ValueError:
-            raise ConfigError(f"must be a number of {unit}, got {raw!r}") from None
+        except ValueError as exc:
+            raise ConfigError(f"must be a number of {unit}, got {raw!r}") from exc
         above_low = value >= low if low_inclusive else value > low
         if not (above_low and value <= high):  # nan compares false: refused too
             raise ConfigError(f"must be {bounds}, got {raw}")

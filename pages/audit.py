@@ -11,7 +11,7 @@ import streamlit as st
 
 from geadmin import audit, settings
 from geadmin.audit import AuditEntry, LogSummary
-from geadmin.errors import ConfigError, DatabaseBusyError, GeAdminError
+from geadmin.errors import DatabaseBusyError, GeAdminError, InvalidArgumentError
 from pages.ui import keys
 from pages.ui.links import preselect
 
@@ -73,7 +73,7 @@ def filter_bar(summary: LogSummary) -> dict[str, Any] | None:
     if since_text.strip():
         try:
             since = audit.parse_since(since_text, name="Since")
-        except ConfigError as exc:
+        except InvalidArgumentError as exc:
             st.error(str(exc))
             return None
     return {"since": since, "model": _chosen(model), "action": _chosen(action),

@@ -13,7 +13,12 @@ from collections.abc import Sequence
 
 import streamlit as st
 
-from geadmin.errors import ConfigParseError, GeAdminError, RepositoryError, TritonError
+from geadmin.errors import (
+    ConfigParseError,
+    GeAdminError,
+    RepositoryError,
+    TritonError,
+)
 from geadmin.repository import revisions, store
 from geadmin.repository.knobs import Knobs, compare_with_live, parse_sizes, read_knobs, with_knobs
 from geadmin.repository.modelconfig import parse_pbtxt, to_file_text

@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 import pandas as pd
 import streamlit as st
 
-from geadmin.access.roles import Action
+from geadmin.access.roles import GuardedAction
 from geadmin.errors import GeAdminError
 from geadmin.fleet import journal, runs
 from geadmin.fleet.discovery import Discovery, discover, fleet_named, fleets
@@ -139,7 +139,7 @@ def watch(fleet: str) -> None:
     if run.running:
         pause_col, abort_col = st.columns(2)
         paused = run.control.paused.is_set()
-        permitted, why_not = access.allowed(Action.RELOAD)  # an operator's, like the rollout
+        permitted, why_not = access.allowed(GuardedAction.RELOAD)  # an operator's, like the rollout
         command = None
         if pause_col.button("Resume" if paused else "Pause", key=keys.FLEET_PAUSE, disabled=not permitted,
                             help=why_not or None):
@@ -149,7 +149,7 @@ def watch(fleet: str) -> None:
             command = "abort"
         if command is not None:
             try:  # audited, as the signed-in user
-                runs.steer(run, command, access.auth_for(Action.RELOAD, server=fleet))
+                runs.steer(run, command, access.auth_for(GuardedAction.RELOAD, server=fleet))
             except GeAdminError as exc:
                 show_failure(failure_of(exc), title=f"{command.capitalize()} refused")
     if run.error:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from geadmin.access.roles import Action as Guarded
+from geadmin.access.roles import GuardedAction
 from geadmin.domain import ModelState, Transport
 from geadmin.errors import GeAdminError
 from geadmin.ops import runs
@@ -97,7 +97,7 @@ def render() -> None:
             "Tensors", list(TENSORS), horizontal=True, key=keys.LOAD_TEST_TENSORS,
             help="in shared memory no tensor travels on the wire, so a large one measures the server; "
                  "perf_analyzer and Triton must share /dev/shm (one host)")]
-        enabled, why = access.allowed(Guarded.BENCH)
+        enabled, why = access.allowed(GuardedAction.BENCH)
         busy = running() is not None
         if st.button("Run", type="primary", key=keys.LOAD_TEST_RUN, disabled=not enabled or busy,
                      help=why or ("a load test is running" if busy else None), icon=":material/speed:"):
@@ -167,7 +167,7 @@ def start(target: Target, model: str, mode: str, loads_text: str, bench_url: str
         return
     try:
         run = start_load_test(client_for(target), settings, default=source, request=request, label=label,
-                              auth=access.auth_for(Guarded.BENCH, model=model, server=bench_url))
+                              auth=access.auth_for(GuardedAction.BENCH, model=model, server=bench_url))
     except GeAdminError as exc:  # another run on this server, no right to run, no audit row
         st.session_state[keys.LOAD_TEST_ERROR] = f"{exc}\n\n**Next step:** {next_step(exc)}."
         return
@@ -191,7 +191,7 @@ def progress_panel() -> None:
         st.caption("Cancelling: stopping perf_analyzer…")
     elif st.button("Cancel", key=keys.LOAD_TEST_CANCEL, icon=":material/cancel:"):
         try:  # audited, as the signed-in user
-            runs.steer(run, "abort", access.auth_for(Guarded.BENCH, model=run.subject, server=run.key))
+            runs.steer(run, "abort", access.auth_for(GuardedAction.BENCH, model=run.subject, server=run.key))
             st.caption("Cancelling: stopping perf_analyzer…")
         except GeAdminError as exc:
             st.error(str(exc), icon=":material/error:")

@@ -7,20 +7,20 @@ from collections import Counter
 import pandas as pd
 import streamlit as st
 
-from geadmin.access.roles import Action as Guarded
+from geadmin.access.roles import GuardedAction
 from geadmin.diagnose import details, ensemble, impact
 from geadmin.diagnose.failure_text import from_explanation, from_message
 from geadmin.diagnose.rows import ModelRow, collect_rows, filter_rows
 from geadmin.domain import ModelState
 from geadmin.errors import GeAdminError
 from geadmin.ops.models import actions
-from geadmin.ops.models.actions import Action
+from geadmin.ops.models.actions import ModelAction
 from geadmin.repository.modelconfig import to_dict, to_pbtxt
 from geadmin.stack.server_history import outage_for
 from geadmin.stack.target import Target, live_stack
 from pages.ui import access, interrupted_view, keys
 from pages.ui.context import client_for, log_for, selected_client, selected_target
-from pages.ui.errors import failure_of, show_failure
+from pages.ui.errors import show_error, show_failure
 from pages.ui.impact_view import show_impact, show_side_effects
 from pages.ui.links import preselect
 from pages.ui.verdict_view import drift_notes
@@ -34,12 +34,9 @@ def read_rows(target: Target) -> list[ModelRow]:
     return collect_rows(client, target.repository, log_for(target))
 
 
-def show_error(error: GeAdminError) -> None:
-    outage = outage_for(selected_target().spec.url, live_stack())  # the stack's Triton stopped or restarting
-    if outage:
-        show_failure(from_message(outage, fix="see the Stack page"))
-    else:
-        show_failure(failure_of(error, actions.next_step(error)))
+def show_model_error(error: GeAdminError) -> None:
+    """`show_error`, or the stack's outage when its Triton is stopped or restarting."""
+    show_error(error, outage=outage_for(selected_target().spec.url, live_stack()))
 
 
 def render() -> None:
@@ -73,7 +70,7 @@ def live_table(target: Target) -> None:
         fresh = True
     except GeAdminError as exc:
         fresh = False
-        show_error(exc)
+        show_model_error(exc)
     shape = (target.spec.name, fresh, tuple(r.name for r in last_good.get(target.spec.name, [])))
     previous = st.session_state.get(keys.MODELS_SHAPE)
     st.session_state[keys.MODELS_SHAPE] = shape
@@ -116,16 +113,17 @@ def actions_form(names: list[str]) -> None:
     names_col, action_col, dep_col = st.columns([3, 1, 1])
     chosen = names_col.multiselect("Models", names, key=keys.MODELS_SELECTED,
                                    help="one model, or several for a bulk action")
-    action = Action(action_col.selectbox("Action", [a.value for a in Action], key=keys.MODELS_ACTION))
+    action = ModelAction(action_col.selectbox("Action", [a.value for a in ModelAction],
+                                              key=keys.MODELS_ACTION))
     dependents = dep_col.checkbox("with dependents", key=keys.MODELS_DEPENDENTS,
-                                  disabled=action is not Action.UNLOAD,
+                                  disabled=action is not ModelAction.UNLOAD,
                                   help="also unload the models Triton loaded for an ensemble")
     server = selected_target().spec.name
     pending = st.session_state.get(keys.MODELS_PENDING)
     if pending is not None and pending[0] != server:  # asked on another server: never apply here
         del st.session_state[keys.MODELS_PENDING]
         pending = None
-    permitted, why_not = access.allowed(Guarded(action.value))
+    permitted, why_not = access.allowed(GuardedAction(action.value))
     if st.button(f"{action.value.capitalize()}…", disabled=not chosen or pending is not None or not permitted,
                  help=why_not or None):
         st.session_state[keys.MODELS_PENDING] = (server, action.value, tuple(chosen), dependents)
@@ -135,8 +133,8 @@ def actions_form(names: list[str]) -> None:
 
 
 def confirm(action_value: str, names: tuple[str, ...], dependents: bool) -> None:
-    action = Action(action_value)
-    extra = " and their dependents" if action is Action.UNLOAD and dependents else ""
+    action = ModelAction(action_value)
+    extra = " and their dependents" if action is ModelAction.UNLOAD and dependents else ""
     st.warning(f"{action.value.capitalize()} {len(names)} model(s){extra}: {', '.join(names)}?")
     show_impact(impact.predict(selected_client(), action.value, names,
                                repository=selected_target().repository))
@@ -154,9 +152,10 @@ def confirm(action_value: str, names: tuple[str, ...], dependents: bool) -> None
 
         target = selected_target()
         try:
-            auth = access.auth_for(Guarded(action.value), model=", ".join(names), server=target.spec.url)
+            auth = access.auth_for(GuardedAction(action.value), model=", ".join(names),
+                                   server=target.spec.url)
         except GeAdminError as exc:
-            show_error(exc)
+            show_model_error(exc)
             return
         results = actions.run_action(selected_client(), action, names, dependents=dependents,
                                      log=log_for(target), repository=target.repository,
@@ -190,7 +189,7 @@ def detail(rows: list[ModelRow]) -> None:
         shown = details.shown_config(client, name, target.repository, row.state)
         stats = client.model_statistics(name) if row.state is ModelState.READY else []
     except GeAdminError as exc:
-        show_error(exc)
+        show_model_error(exc)
         return
     config = shown.config
     if config is None:

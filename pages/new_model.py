@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from geadmin.access.roles import Action as Guarded
+from geadmin.access.roles import GuardedAction
 from geadmin.errors import CreateRefusedError, GeAdminError
 from geadmin.ops.models import create
 from geadmin.ops.models.create import CreateResult
@@ -45,7 +45,7 @@ def render() -> None:
     name = st.text_input("Model name", key=keys.NEW_MODEL_NAME, placeholder=PREVIEW_NAME,
                          help="letters, digits, '_', '-' and '.'; it names the directory").strip()
     params, problem = knobs(tpl)
-    may_upload_code, code_why_not = access.allowed(Guarded.UPLOAD_CODE)
+    may_upload_code, code_why_not = access.allowed(GuardedAction.UPLOAD_CODE)
     files = uploads(tpl, may_upload_code, code_why_not)
     code = create.code_files(files)
     if code and not may_upload_code:
@@ -66,12 +66,12 @@ def render() -> None:
             st.code(text, language="protobuf")
     load = st.checkbox("Load after creating", value=True, key=keys.NEW_MODEL_LOAD,
                        help="through Triton's repository API; unchecked, only the directory is created")
-    permitted, why_not = access.allowed(Guarded.CREATE)
+    permitted, why_not = access.allowed(GuardedAction.CREATE)
     if st.button("Create", type="primary", key=keys.NEW_MODEL_CREATE, help=why_not or None,
                  disabled=not name or params is None or bool(problem) or not permitted):
         with st.spinner(f"Creating {name}" + (" and loading it…" if load else "…")):
             try:
-                auth = access.auth_for(Guarded.CREATE, model=name, server=target.spec.url)
+                auth = access.auth_for(GuardedAction.CREATE, model=name, server=target.spec.url)
                 outcome: CreateResult | GeAdminError = create.create_model(
                     selected_client(), target.repository, name, template_id, params, files,
                     auth=auth, may_upload_code=may_upload_code, load=load, limit_bytes=upload_limit_bytes(),

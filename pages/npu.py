@@ -19,7 +19,7 @@ from geadmin.telemetry.history import store as history
 from geadmin.telemetry.history.reader import open_history
 from geadmin.telemetry.history.store import Series
 from geadmin.telemetry.npu_map import FROM_CONFIG, ModelMap, hbm_by_device, loaded_npu_ge_configs, model_map
-from geadmin.telemetry.sources.detect import Sources, detect
+from geadmin.telemetry.sources.detect import NpuSources, detect
 from geadmin.telemetry.sources.npu import NpuDevice, NpuReport
 from geadmin.triton.client import TritonClient
 from pages.ui import keys
@@ -57,7 +57,7 @@ def render() -> None:
 def live_npus() -> None:
     url, explicit = triton_metrics_url()
     try:
-        report = detect(Sources(exporter_url=settings.NPU_EXPORTER_URL.get(), triton_metrics_url=url,
+        report = detect(NpuSources(exporter_url=settings.NPU_EXPORTER_URL.get(), triton_metrics_url=url,
                                 triton_metrics_explicit=explicit))
     except TelemetryError as exc:
         st.error(f"NPU telemetry cannot be read: {exc}", icon=":material/error:")

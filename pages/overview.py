@@ -8,10 +8,10 @@ import pandas as pd
 import streamlit as st
 
 from geadmin import settings
-from geadmin.access.roles import Action as Guarded
+from geadmin.access.roles import GuardedAction
 from geadmin.diagnose.failure_text import from_explanation, from_message
 from geadmin.diagnose.health import ServerSnapshot, Triage, is_idle, take_snapshots, triage
-from geadmin.diagnose.verdict import Reason, Rule, Verdict
+from geadmin.diagnose.verdict import Reason, Verdict, VerdictRule
 from geadmin.errors import GeAdminError
 from geadmin.ops.bundle import build_bundle, default_bundle_name
 from geadmin.ops.models import actions
@@ -83,7 +83,7 @@ def server_detail(target: Target, current: ServerSnapshot, last_good: ServerSnap
         st.warning(f"The models below are the last data received, from {last_good.taken_at:%H:%M:%S} "
                    "UTC. This page recovers by itself when Triton answers again.")
     found = verdict.found if shown is current else triage(shown, log_for(target), target.repository)
-    silent = [r for r in verdict.reasons if r.rule is Rule.NOT_ANSWERING] if shown is current else []
+    silent = [r for r in verdict.reasons if r.rule is VerdictRule.NOT_ANSWERING] if shown is current else []
     identity(current, shown, found, len(silent))
     not_answering(silent)
     not_ready_models(found, verdict.unloaded if shown is current else {}, can_act=shown is current)
@@ -129,7 +129,7 @@ def not_ready_models(found: Triage, unloaded: Mapping[str, str], can_act: bool) 
         version = f" v{model.version}" if model.version else ""
         text_col, button_col = st.columns([6, 1], vertical_alignment="center")
         text_col.error(f"**{model.name}**{version} — {state}: {reason}")
-        permitted, why_not = access.allowed(Guarded.LOAD)
+        permitted, why_not = access.allowed(GuardedAction.LOAD)
         if button_col.button("Retry load", key=f"{keys.OVERVIEW_RETRY_PREFIX}{model.name}.{model.version}",
                              disabled=not can_act or not permitted,
                              help=why_not or "load it again, e.g. after fixing the cause"):
@@ -151,12 +151,12 @@ def retry_load(name: str) -> None:
 
     with status:
         try:
-            auth = access.auth_for(Guarded.LOAD, model=name, server=target.spec.url)
+            auth = access.auth_for(GuardedAction.LOAD, model=name, server=target.spec.url)
         except GeAdminError as exc:
             st.error(str(exc))
             return
         (result,) = actions.run_action(client_for(target),
-                                       actions.Action.LOAD, [name], log=log_for(target),
+                                       actions.ModelAction.LOAD, [name], log=log_for(target),
                                        repository=target.repository, progress=progress, auth=auth)
     st.session_state[keys.OVERVIEW_RETRY_RESULT] = result
     st.rerun()

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import numpy as np
 import streamlit as st
 
-from geadmin.access.roles import Action
+from geadmin.access.roles import GuardedAction
 from geadmin.domain import ModelState, Transport
 from geadmin.errors import GeAdminError, InferInputError
 from geadmin.ops.infer.images import sent_image
@@ -33,6 +33,7 @@ from geadmin.stack.target import Target
 from geadmin.triton.client import TritonClient
 from pages.ui import access, keys, outside_text
 from pages.ui.context import client_for, selected_target
+from pages.ui.errors import show_error
 from pages.ui.links import preselect
 from pages.ui.tensors import Chosen, Sent, input_widget, show_sent
 
@@ -58,11 +59,6 @@ def model_spec(server: str, url: str, model: str, version: str, _client: TritonC
     return prepare(_client, model, version)
 
 
-def show_error(error: GeAdminError, url: str) -> None:
-    st.error(f"{error}\n\n**Next step:** {next_step(error)}. This page tries {url} again on your next "
-             "click.", icon=":material/error:")
-
-
 def render() -> None:
     st.title("Playground")
     target = selected_target()
@@ -70,7 +66,7 @@ def render() -> None:
     try:
         ready = ready_versions(target.spec.name, server_url, client_for(target))
     except GeAdminError as exc:
-        show_error(exc, server_url)
+        show_error(exc, retry_url=server_url)
         return
     if not ready:
         st.info(f"No model is READY on {server_url}: load one on the Models page.")
@@ -88,7 +84,7 @@ def render() -> None:
     try:
         spec = model_spec(target.spec.name, server_url, model, version, client_for(target))
     except GeAdminError as exc:
-        show_error(exc, server_url)
+        show_error(exc, retry_url=server_url)
         return
     if spec.note:
         st.warning(spec.note[0].upper() + spec.note[1:], icon=":material/key:")
@@ -110,7 +106,7 @@ def render() -> None:
                                help="the k best classes of each output, with labels when the model has them"))
     breakdown = stats_col.toggle("Server breakdown", value=True, key=keys.PLAYGROUND_BREAKDOWN,
                                  help="read Triton's statistics before and after the request")
-    may_send, why_not = access.allowed(Action.INFER)
+    may_send, why_not = access.allowed(GuardedAction.INFER)
     if st.button("Send", type="primary", key=keys.PLAYGROUND_SEND, disabled=not may_send,
                  help=why_not or None):
         missing = [name for name, c in chosen.items() if c.source is None]
@@ -135,14 +131,14 @@ def render() -> None:
 def save_as_probe_input(target: Target, model: str, chosen: dict[str, Chosen]) -> None:
     """The sampler's probe of `model` sends these inputs instead of zeros (shapes as the probe
     picks them: batch 1, dynamic dims from the data)."""
-    may_save, why_not = access.allowed(Action.MONITORING)
+    may_save, why_not = access.allowed(GuardedAction.MONITORING)
     if not st.button("Use as the probe's input", key=keys.PLAYGROUND_PROBE_INPUT, disabled=not may_save,
                      help=why_not or "geadmin's synthetic probe of this model sends these inputs instead of "
                      "zeros (a model that rejects zeros still gets a meaningful probe)"):
         return
     sources = {name: c.source for name, c in chosen.items() if c.source is not None}
     try:
-        save_probe_input(model, sources, auth=access.auth_for(Action.MONITORING, model=model,
+        save_probe_input(model, sources, auth=access.auth_for(GuardedAction.MONITORING, model=model,
                                                               server=target.spec.url))
     except GeAdminError as exc:
         st.error(f"Not saved: {exc}", icon=":material/error:")
@@ -209,7 +205,7 @@ def send_request(target: Target, transport: Transport, spec: ModelSpec, request:
         curl = curl_command(http_url, request, output_types={o.name: o.datatype for o in spec.outputs})
         python = python_snippet(url, request)
     except GeAdminError as exc:
-        show_error(exc, url)
+        show_error(exc, retry_url=url)
         return
     st.session_state[keys.PLAYGROUND_SENT] = Sent(target.spec.name, request.model, request, result, ranked,
                                                   python, curl, curl_note, images)

@@ -7,7 +7,7 @@ import time
 import pandas as pd
 import streamlit as st
 
-from geadmin.access.roles import Action as Guarded
+from geadmin.access.roles import GuardedAction
 from geadmin.domain import format_duration
 from geadmin.errors import GeAdminError
 from geadmin.ops.models import actions
@@ -73,7 +73,7 @@ def service_action(driver: StackDriver) -> None:
     left, right, go = st.columns([2, 2, 1], vertical_alignment="bottom")
     service = left.selectbox("Service", names, key=keys.STACK_SERVICE)
     action = right.selectbox("Action", list(ACTIONS), format_func=ACTIONS.get, key=keys.STACK_ACTION)
-    permitted, why_not = access.allowed(Guarded(action))
+    permitted, why_not = access.allowed(GuardedAction(action))
     if go.button("Apply…", key=keys.STACK_APPLY, disabled=not permitted, help=why_not or None):
         st.session_state[keys.STACK_PENDING] = (service, action)
     pending = st.session_state.get(keys.STACK_PENDING)
@@ -84,7 +84,7 @@ def service_action(driver: StackDriver) -> None:
         if yes.button(f"Yes, {action} {service}", key=keys.STACK_CONFIRM, type="primary"):
             st.session_state.pop(keys.STACK_PENDING, None)
             try:
-                perform(driver, service, action, auth=access.auth_for(Guarded(action), model=service))
+                perform(driver, service, action, auth=access.auth_for(GuardedAction(action), model=service))
             except GeAdminError as exc:
                 st.error(f"Cannot {action} {service}: {exc}")
             else:
@@ -135,11 +135,11 @@ def log_level() -> None:
         level = st.number_input("Verbose level (0 = off)", min_value=0, max_value=10, step=1,
                                 value=int(current.get("log_verbose_level", 0)),
                                 key=keys.STACK_LOG_VERBOSE)
-        permitted, why_not = access.allowed(Guarded.LOG_LEVEL)
+        permitted, why_not = access.allowed(GuardedAction.LOG_LEVEL)
         if st.button("Apply log level", key=keys.STACK_LOG_APPLY, disabled=not permitted,
                      help=why_not or None):
             try:
-                auth = access.auth_for(Guarded.LOG_LEVEL, server=client.url)
+                auth = access.auth_for(GuardedAction.LOG_LEVEL, server=client.url)
                 updated = actions.set_log_verbosity(client, int(level), auth=auth)
             except GeAdminError as exc:
                 st.error(f"Triton refused the change: {exc}")

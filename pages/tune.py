@@ -12,7 +12,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from geadmin.access.roles import Action
+from geadmin.access.roles import GuardedAction
 from geadmin.domain import ModelState
 from geadmin.errors import GeAdminError
 from geadmin.ops.tune.apply import apply_winner, winner_refusal
@@ -45,7 +45,7 @@ def render() -> None:
 
 
 def tune_form(target: Target, ready: list[str]) -> None:
-    permitted, why_not = access.allowed(Action.TUNE)
+    permitted, why_not = access.allowed(GuardedAction.TUNE)
     preselect(keys.TUNE_MODEL, ready)
     with st.form(keys.TUNE_FORM):
         model_col, p99_col, thr_col, budget_col, conc_col = st.columns([3, 1, 1, 1, 1])
@@ -65,7 +65,7 @@ def tune_form(target: Target, ready: list[str]) -> None:
         return
     try:
         settings = TuneSettings(model, p99 or None, throughput or None, float(budget), int(concurrency))
-        auth = access.auth_for(Action.TUNE, model=model, server=target.spec.url)
+        auth = access.auth_for(GuardedAction.TUNE, model=model, server=target.spec.url)
         with st.status(f"Tuning {model}…", expanded=True) as status:
             result = tune(client_for(target), target.repository, settings, auth=auth,
                           admin_key=target.spec.admin_key, metrics_url=target.urls().metrics,
@@ -153,7 +153,7 @@ def winner(target: Target, run: dict[str, Any]) -> None:
                                         run["best_text"].splitlines(keepends=True),
                                         "config.pbtxt (on disk)", "config.pbtxt (the winner)"))
     st.code(diff or "(the winner is the config on disk)", language="diff")
-    permitted, why_not = access.allowed(Action.APPLY)
+    permitted, why_not = access.allowed(GuardedAction.APPLY)
     if not diff or target.repository is None:
         return
     refusal = winner_refusal(run, target.spec.url) or ("the config file changed since this run started"
@@ -169,7 +169,7 @@ def winner(target: Target, run: dict[str, Any]) -> None:
         with st.spinner(f"Applying to {run['model']}…"):
             try:
                 result = apply_winner(client_for(target), target.repository, run,
-                                      auth=access.auth_for(Action.APPLY, model=run["model"],
+                                      auth=access.auth_for(GuardedAction.APPLY, model=run["model"],
                                                            server=target.spec.url))
             except GeAdminError as exc:
                 show_failure(failure_of(exc), title="Not applied")

@@ -12,7 +12,7 @@ from geadmin.access import guard
 from geadmin.access.roles import Role
 from geadmin.access.users import UsersFile, random_password
 from geadmin.audit import Origin
-from geadmin.errors import ConfigError
+from geadmin.errors import ConfigError, UserAccountError
 from geadmin.repository.atomic import private_directory, write_secret_atomically
 
 FIRST_ADMIN = "admin"
@@ -43,7 +43,7 @@ def create_first_admin(users: UsersFile, home: Path) -> FirstAdmin | None:
     write_secret_atomically(path, (password + "\n").encode())  # first: an unusable admin is worse
     try:
         users.add(FIRST_ADMIN, Role.ADMIN, password, must_change=True, auth=guard.os_user(Origin.LOCAL))
-    except ConfigError:
+    except (ConfigError, UserAccountError):
         path.unlink(missing_ok=True)
         if users.exists():  # another process won the race: its admin stands
             return None

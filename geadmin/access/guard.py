@@ -2,7 +2,7 @@
 is checked and a refusal is audited with the person's name before anything happens.
 
 The core holds the guard too: every function that changes a server, the repository, the
-stack or the users takes `auth=` and calls `require(auth, Action.X)` first; without an
+stack or the users takes `auth=` and calls `require(auth, GuardedAction.X)` first; without an
 authorization covering X it raises `NotAuthorizedError` before touching anything, and the
 audited "who" is the authorization's. Only this module issues authorizations (one built or
 `dataclasses.replace`d anywhere else raises): `authorize` for a signed-in identity (the
@@ -19,7 +19,7 @@ from pathlib import Path
 
 from geadmin import audit
 from geadmin.access.identity import Identity
-from geadmin.access.roles import REQUIRED_ROLE, Action, Role
+from geadmin.access.roles import REQUIRED_ROLE, GuardedAction, Role
 from geadmin.audit import Actor, Origin, Result
 from geadmin.errors import AccessDeniedError, NotAuthorizedError, WorkspaceDatabaseError
 
@@ -34,7 +34,7 @@ class Authorization:
 
     who: Actor
     role: Role
-    actions: frozenset[Action]
+    actions: frozenset[GuardedAction]
     issued_at: float
 
     def __post_init__(self) -> None:
@@ -43,7 +43,7 @@ class Authorization:
                                      "(authorize, for_identity, os_user)")
 
 
-def _issue(who: Actor, role: Role, actions: frozenset[Action]) -> Authorization:
+def _issue(who: Actor, role: Role, actions: frozenset[GuardedAction]) -> Authorization:
     _issuing.active = True
     try:
         return Authorization(who, role, actions, time.time())
@@ -51,7 +51,7 @@ def _issue(who: Actor, role: Role, actions: frozenset[Action]) -> Authorization:
         _issuing.active = False
 
 
-def require(auth: object, action: Action) -> Actor:
+def require(auth: object, action: GuardedAction) -> Actor:
     """The audited actor of `auth` when it covers `action`; NotAuthorizedError otherwise
     (no authorization, something else passed as one, or one without `action`)."""
     if not isinstance(auth, Authorization):
@@ -67,16 +67,16 @@ def require(auth: object, action: Action) -> Actor:
 def for_identity(identity: Identity) -> Authorization:
     """Every action `identity`'s role allows now (none while it must change its password)."""
     return _issue(identity.actor(), identity.role,
-                  frozenset(a for a in Action if permission(identity, a)[0]))
+                  frozenset(a for a in GuardedAction if permission(identity, a)[0]))
 
 
 def os_user(origin: Origin = Origin.CLI) -> Authorization:
     """The CLI's and `geadmin up`'s: the OS user running geadmin owns the workspace, the
     repository and the users file, so it may do every action (audited under its name)."""
-    return _issue(Actor.os_user(origin), Role.ADMIN, frozenset(Action))
+    return _issue(Actor.os_user(origin), Role.ADMIN, frozenset(GuardedAction))
 
 
-def permission(identity: Identity, action: Action) -> tuple[bool, str]:
+def permission(identity: Identity, action: GuardedAction) -> tuple[bool, str]:
     """(allowed, why not) — pages disable a control with the reason as its help."""
     if identity.must_change:
         return False, "set a new password first (sidebar)"
@@ -87,7 +87,7 @@ def permission(identity: Identity, action: Action) -> tuple[bool, str]:
     return True, ""
 
 
-def authorize(identity: Identity, action: Action, *, model: str = "", server: str = "",
+def authorize(identity: Identity, action: GuardedAction, *, model: str = "", server: str = "",
               home: Path | None = None) -> Authorization:
     """The authorization to pass to the core function as `auth=` (every action the role allows
     now: a create also loads); AccessDeniedError (audited) when `action` is not allowed."""

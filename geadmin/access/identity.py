@@ -186,7 +186,7 @@ def parse_role_map(text: str) -> dict[str, Role]:
         try:
             mapping[group.strip()] = Role.parse(role)
         except ValueError as exc:
-            raise ConfigError(f"GEADMIN_OIDC_ROLE_MAP: {exc}") from None
+            raise ConfigError(f"GEADMIN_OIDC_ROLE_MAP: {exc}") from exc
     return mapping
 
 

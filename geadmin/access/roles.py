@@ -18,15 +18,15 @@ class Role(enum.IntEnum):
     def parse(cls, text: str) -> Role:
         try:
             return cls[text.strip().upper()]
-        except KeyError:
-            raise ValueError(f"{text!r} is not a role: use viewer, operator or admin") from None
+        except KeyError as exc:
+            raise ValueError(f"{text!r} is not a role: use viewer, operator or admin") from exc
 
     @property
     def label(self) -> str:
         return self.name.lower()
 
 
-class Action(str, enum.Enum):
+class GuardedAction(str, enum.Enum):
     INFER = "infer"
     LOAD = "load"
     UNLOAD = "unload"
@@ -45,21 +45,21 @@ class Action(str, enum.Enum):
     MONITORING = "monitoring"  # a model's objectives and its probe's saved request: what alerts judge by
 
 
-REQUIRED_ROLE: dict[Action, Role] = {
-    Action.INFER: Role.VIEWER,
-    Action.LOAD: Role.OPERATOR,
-    Action.UNLOAD: Role.OPERATOR,
-    Action.RELOAD: Role.OPERATOR,
-    Action.APPLY: Role.OPERATOR,
-    Action.ROLLBACK: Role.OPERATOR,
-    Action.CREATE: Role.OPERATOR,
-    Action.UPLOAD_CODE: Role.ADMIN,
-    Action.BENCH: Role.OPERATOR,
-    Action.RESTART: Role.ADMIN,
-    Action.STOP: Role.ADMIN,
-    Action.START: Role.ADMIN,
-    Action.LOG_LEVEL: Role.ADMIN,
-    Action.USERS: Role.ADMIN,
-    Action.MONITORING: Role.OPERATOR,
-    Action.TUNE: Role.OPERATOR,
+REQUIRED_ROLE: dict[GuardedAction, Role] = {
+    GuardedAction.INFER: Role.VIEWER,
+    GuardedAction.LOAD: Role.OPERATOR,
+    GuardedAction.UNLOAD: Role.OPERATOR,
+    GuardedAction.RELOAD: Role.OPERATOR,
+    GuardedAction.APPLY: Role.OPERATOR,
+    GuardedAction.ROLLBACK: Role.OPERATOR,
+    GuardedAction.CREATE: Role.OPERATOR,
+    GuardedAction.UPLOAD_CODE: Role.ADMIN,
+    GuardedAction.BENCH: Role.OPERATOR,
+    GuardedAction.RESTART: Role.ADMIN,
+    GuardedAction.STOP: Role.ADMIN,
+    GuardedAction.START: Role.ADMIN,
+    GuardedAction.LOG_LEVEL: Role.ADMIN,
+    GuardedAction.USERS: Role.ADMIN,
+    GuardedAction.MONITORING: Role.OPERATOR,
+    GuardedAction.TUNE: Role.OPERATOR,
 }

@@ -26,7 +26,7 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from geadmin.access.users import FailedSignIns
-from geadmin.errors import ConfigError, SignInError
+from geadmin.errors import ConfigError, SignInError, SignInTokenError
 from geadmin.repository.atomic import private_directory, write_secret_atomically
 
 TOKEN_FILE = "dashboard-token"
@@ -51,7 +51,7 @@ def new_token(home: Path) -> str:
 
 
 def read_token(home: Path) -> str | None:
-    """The workspace's token; None when there is none. ConfigError when the file cannot be read
+    """The workspace's token; None when there is none. SignInTokenError when the file cannot be read
     or holds no token of ours (then nobody gets in with one until the dashboard starts again)."""
     path = token_file(home)
     try:
@@ -59,10 +59,11 @@ def read_token(home: Path) -> str | None:
     except FileNotFoundError:
         return None
     except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read the dashboard's sign-in token {path}: {exc}: start the dashboard "
-                          "again (`geadmin up` or `geadmin dashboard` writes a new one)") from None
+        raise SignInTokenError(f"cannot read the dashboard's sign-in token {path}: {exc}: start the "
+                               f"dashboard "
+                          "again (`geadmin up` or `geadmin dashboard` writes a new one)") from exc
     if len(text) != 2 * TOKEN_BYTES or any(c not in "0123456789abcdef" for c in text):
-        raise ConfigError(f"{path} holds no sign-in token geadmin wrote: start the dashboard again "
+        raise SignInTokenError(f"{path} holds no sign-in token geadmin wrote: start the dashboard again "
                           "(`geadmin up` or `geadmin dashboard` writes a new one)")
     return text
 
@@ -82,13 +83,14 @@ def token_matches(given: str, expected: str) -> bool:
 
 def check_token(home: Path, attempts: FailedSignIns, given: str, *, client: str) -> None:
     """Nothing when `given` is the workspace's token now; SignInError (rate-limited per
-    client, SignInRateLimitedError while locked out) otherwise. ConfigError when the
+    client, SignInRateLimitedError while locked out) otherwise. SignInTokenError when the
     workspace has no usable token."""
     name = f"{TOKEN_NAME}@{client}"  # per client: a stranger's guesses never lock the owner out
     attempts.check(name, client)
     expected = read_token(home)
     if expected is None:
-        raise ConfigError(f"the dashboard has no sign-in token ({token_file(home)} is missing): start it "
+        raise SignInTokenError(f"the dashboard has no sign-in token ({token_file(home)} is missing): "
+                               f"start it "
                           "again with `geadmin up` or `geadmin dashboard`")
     if not token_matches(given, expected):
         attempts.failed(name, client)

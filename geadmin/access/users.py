@@ -32,8 +32,8 @@ from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatc
 
 from geadmin import settings
 from geadmin.access.guard import Authorization, require
-from geadmin.access.roles import Action, Role
-from geadmin.errors import ConfigError, SignInBusyError, SignInError, SignInRateLimitedError
+from geadmin.access.roles import GuardedAction, Role
+from geadmin.errors import ConfigError, SignInBusyError, SignInError, SignInRateLimitedError, UserAccountError
 from geadmin.repository.atomic import write_secret_atomically
 from geadmin.repository.locks import LOCK_WAIT_S, file_lock
 
@@ -66,15 +66,15 @@ class User:
 
 def check_name(name: str) -> str:
     if not name or len(name) > MAX_NAME_CHARS or not set(name) <= NAME_CHARS:
-        raise ConfigError(f"{name!r} is not a user name: use 1-64 letters, digits, '.', '_', '-' or '@'")
+        raise UserAccountError(f"{name!r} is not a user name: use 1-64 letters, digits, '.', '_', '-' or '@'")
     return name
 
 
 def check_password(password: str) -> str:
     if len(password) < MIN_PASSWORD_CHARS:
-        raise ConfigError(f"the password is too short: use at least {MIN_PASSWORD_CHARS} characters")
+        raise UserAccountError(f"the password is too short: use at least {MIN_PASSWORD_CHARS} characters")
     if len(password) > MAX_PASSWORD_CHARS:
-        raise ConfigError(f"the password is too long: use at most {MAX_PASSWORD_CHARS} characters")
+        raise UserAccountError(f"the password is too long: use at most {MAX_PASSWORD_CHARS} characters")
     return password
 
 
@@ -150,11 +150,11 @@ class UsersFile:
 
     def add(self, name: str, role: Role, password: str, *, must_change: bool = False,
             auth: Authorization | None = None) -> User:
-        require(auth, Action.USERS)  # before the hash and the lock: nothing runs unauthorized
+        require(auth, GuardedAction.USERS)  # before the hash and the lock: nothing runs unauthorized
         hashed = _HASHER.hash(check_password(password))  # before the lock: it takes a while
         with self.changing() as users:
             if check_name(name) in users:
-                raise ConfigError(f"user {name!r} exists already: use `geadmin users passwd {name}`")
+                raise UserAccountError(f"user {name!r} exists already: use `geadmin users passwd {name}`")
             users[name] = User(name, role, hashed, must_change)
         return users[name]
 
@@ -162,23 +162,23 @@ class UsersFile:
         hashed = _HASHER.hash(check_password(password))
         with self.changing() as users:
             if name not in users:
-                raise ConfigError(f"no user {name!r} in {self.path}")
+                raise UserAccountError(f"no user {name!r} in {self.path}")
             users[name] = replace(users[name], password_hash=hashed, must_change=False)
         return users[name]
 
     def set_role(self, name: str, role: Role, *, auth: Authorization | None = None) -> User:
-        require(auth, Action.USERS)
+        require(auth, GuardedAction.USERS)
         with self.changing() as users:
             if name not in users:
-                raise ConfigError(f"no user {name!r} in {self.path}")
+                raise UserAccountError(f"no user {name!r} in {self.path}")
             users[name] = replace(users[name], role=role)
         return users[name]
 
     def remove(self, name: str, *, auth: Authorization | None = None) -> None:
-        require(auth, Action.USERS)
+        require(auth, GuardedAction.USERS)
         with self.changing() as users:
             if name not in users:
-                raise ConfigError(f"no user {name!r} in {self.path}")
+                raise UserAccountError(f"no user {name!r} in {self.path}")
             del users[name]
 
     def verify(self, name: str, password: str) -> User:

@@ -12,12 +12,9 @@ import json
 
 from geadmin import settings
 from geadmin.cli.common import format_table
+from geadmin.cli.exit_codes import ExitCode
 from geadmin.errors import AlertmanagerError, ConfigError
 from geadmin.telemetry.alerting.alertmanager import Alert, active_alerts
-
-EXIT_NONE = 0
-EXIT_FIRING = 1
-EXIT_UNREACHABLE = 3
 
 
 def headline(alerts: list[Alert]) -> str:
@@ -52,9 +49,9 @@ def run(args: argparse.Namespace) -> int:
         alerts = active_alerts(settings.parse_http_url(url), settings.dashboard_url())
     except AlertmanagerError as exc:
         print(f"DOWN: {exc}")
-        return EXIT_UNREACHABLE
+        return ExitCode.UNREACHABLE
     print(json.dumps([a.to_json() for a in alerts], indent=2) if args.json else render(alerts))
-    return EXIT_FIRING if alerts else EXIT_NONE
+    return ExitCode.FAILED if alerts else ExitCode.OK
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

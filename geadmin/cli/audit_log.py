@@ -11,11 +11,10 @@ from pathlib import Path
 from geadmin import audit
 from geadmin.audit import AuditEntry
 from geadmin.cli.common import format_table, local_time
+from geadmin.cli.exit_codes import ExitCode
 from geadmin.errors import GeAdminError
 from geadmin.repository import atomic
 
-EXIT_OK = 0
-EXIT_FAILED = 1
 MESSAGE_WIDTH = 100
 
 
@@ -25,16 +24,16 @@ def run_audit(args: argparse.Namespace) -> int:
         entries = audit.query(since=since, model=args.model, action=args.action, limit=args.limit)
         if args.csv == "-":
             audit.write_csv(entries, sys.stdout)
-            return EXIT_OK
+            return ExitCode.OK
         if args.csv:
             atomic.atomic_write(Path(args.csv).expanduser(), audit.csv_text(entries).encode("utf-8"))
             print(f"wrote {len(entries)} audit rows to {args.csv}", file=sys.stderr)
-            return EXIT_OK
+            return ExitCode.OK
     except GeAdminError as exc:
         if args.json:
             print(json.dumps({"ok": False, "error": str(exc), "kind": type(exc).__name__}, indent=2))
         print(f"geadmin: error: {exc}", file=sys.stderr)
-        return EXIT_FAILED
+        return ExitCode.FAILED
     if args.json:
         print(json.dumps([entry.record() for entry in entries], indent=2))
     elif not entries:
@@ -42,7 +41,7 @@ def run_audit(args: argparse.Namespace) -> int:
         print("no audit rows match" if filtered else "the audit log is empty")
     else:
         print(render_audit(entries, diffs=args.diff))
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def render_audit(entries: list[AuditEntry], *, diffs: bool = False) -> str:

@@ -29,6 +29,7 @@ from geadmin.cli.common import (
     protocol_url,
     target_from_args,
 )
+from geadmin.cli.exit_codes import ExitCode
 from geadmin.errors import (
     BenchSettingsError,
     GeAdminError,
@@ -51,10 +52,6 @@ from geadmin.ops.bench.results import (
 from geadmin.ops.infer.inputs import RANDOM, InputSource
 from geadmin.ops.infer.spec import read_local_file
 
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_USAGE = 2
-EXIT_UNREACHABLE = 3
 DEFAULT_CONCURRENCY = "1,4,16"
 
 
@@ -113,13 +110,14 @@ def run(args: argparse.Namespace) -> int:
             raise InferInputError("name the MODEL to load-test (or give --list / --compare A B)")
         return _bench(args, home)
     except TritonError as exc:
-        return _fail(exc, EXIT_UNREACHABLE if isinstance(exc, TritonUnreachableError) else EXIT_FAILED)
+        return _fail(exc, ExitCode.UNREACHABLE if isinstance(exc,
+                                                             TritonUnreachableError) else ExitCode.FAILED)
     except BenchSettingsError as exc:  # loads, window, trials: the user's to fix
-        return _fail(exc, EXIT_USAGE)
+        return _fail(exc, ExitCode.USAGE)
     except PerfAnalyzerError as exc:
-        return _fail(exc, EXIT_FAILED)
+        return _fail(exc, ExitCode.FAILED)
     except GeAdminError as exc:
-        return _fail(exc, EXIT_USAGE)
+        return _fail(exc, ExitCode.USAGE)
 
 
 def _fail(exc: BaseException, code: int) -> int:
@@ -148,7 +146,7 @@ def _bench(args: argparse.Namespace, home: Path | None) -> int:
         print(json.dumps(result.record(), indent=2))
     else:
         print(render_run(result))
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def _progress(done: int, total: int, text: str) -> None:
@@ -197,16 +195,16 @@ def _list(args: argparse.Namespace, home: Path | None) -> int:
     runs = list_runs(home, model=args.model)
     if args.json:
         print(json.dumps([r.record() for r in runs], indent=2))
-        return EXIT_OK
+        return ExitCode.OK
     if not runs:
         print("no saved load tests" + (f" of {args.model}" if args.model else ""))
-        return EXIT_OK
+        return ExitCode.OK
     rows = [(str(r.id), r.at.strftime("%Y-%m-%d %H:%M:%S"), r.model, r.label, r.mode,
              ",".join(f"{p.load:g}" for p in r.points),
              f"{max((p.throughput_per_s for p in r.points), default=0):.1f}", r.who) for r in runs]
     print(format_table([("id", "at (UTC)", "model", "label", "mode", "loads", "best infer/s", "who"), *rows],
                        right=True))
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def render_comparison(result: Comparison) -> str:
@@ -226,7 +224,7 @@ def _compare(args: argparse.Namespace, home: Path | None) -> int:
                           "rows": [_finite(asdict(r)) for r in result.rows]}, indent=2))
     else:
         print(render_comparison(result))
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def _finite(row: dict[str, Any]) -> dict[str, Any]:

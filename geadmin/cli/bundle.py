@@ -9,6 +9,7 @@ from pathlib import Path
 
 from geadmin import settings
 from geadmin.cli.common import add_connection_args, client_for, target_from_args
+from geadmin.cli.exit_codes import ExitCode
 from geadmin.ops.bundle import DEFAULT_LOG_BYTES, build_bundle, default_bundle_name, write_bundle
 from geadmin.stack.compose_logs import compose_for
 from geadmin.stack.workspace import Workspace
@@ -26,18 +27,18 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"path": str(path), "files": sorted(bundle.files),
                           "not_collected": bundle.problems}, indent=2))
-        return 0
+        return ExitCode.OK
     print(f"wrote {path} ({len(bundle.files)} files)")  # manifest.json is one of them
     for section, why in sorted(bundle.problems.items()):
         print(f"  not collected: {section}: {why}")
-    return 0
+    return ExitCode.OK
 
 
 def megabytes(text: str) -> float:
     try:
         value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of megabytes: {text!r}") from None
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not a number of megabytes: {text!r}") from exc
     if not (math.isfinite(value) and value >= 0):
         raise argparse.ArgumentTypeError(f"megabytes must be 0 or more, got {text}")
     return value

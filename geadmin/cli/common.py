@@ -70,8 +70,8 @@ def add_connection_args(parser: argparse.ArgumentParser, *, log_and_repository: 
 def positive_seconds(text: str) -> float:
     try:
         value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from exc
     if not 0 < value < 1e6:  # also rejects nan and inf
         raise argparse.ArgumentTypeError(f"seconds must be more than 0, got {text}")
     return value
@@ -80,8 +80,8 @@ def positive_seconds(text: str) -> float:
 def port_number(text: str) -> int:
     try:
         value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from exc
     if not settings.is_port(value):
         raise argparse.ArgumentTypeError(f"a port is between 1 and 65535, got {value}")
     return value

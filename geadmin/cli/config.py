@@ -24,6 +24,7 @@ from geadmin.cli.common import (
     print_side_effects,
     target_from_args,
 )
+from geadmin.cli.exit_codes import ExitCode
 from geadmin.domain import format_duration
 from geadmin.errors import (
     ConfigConflictError,
@@ -42,8 +43,6 @@ from geadmin.stack.target import Target, live_stack, resolve
 from geadmin.triton.client import DEFAULT_LOAD_TIMEOUT_S
 
 Actions = argparse._SubParsersAction  # argparse's own type for add_subparsers()
-EXIT_OK, EXIT_ERRORS = 0, 1  # validate: nothing wrong (warnings allowed) | a config has an error
-EXIT_FAILED, EXIT_UNREACHABLE = 1, 3  # a change refused or rolled back | Triton unreachable
 VALIDATE_HELP = """`config validate PATH... [--json]` checks config.pbtxt files without a Triton
 (geadmin.repository.validate): each PATH is a model directory, its config.pbtxt, or a whole
 repository — or a config file being edited anywhere else (a copy of the served config): that
@@ -83,7 +82,7 @@ def run_validate(args: argparse.Namespace) -> int:
         for report in reports:
             for finding in report.findings:
                 print(f"{finding}\n    fix: {finding.fix}" if finding.fix else str(finding))
-    return EXIT_ERRORS if summary["errors"] else EXIT_OK
+    return ExitCode.FAILED if summary["errors"] else ExitCode.OK
 
 
 
@@ -158,7 +157,7 @@ def _report(result: ApplyResult, args: argparse.Namespace) -> int:
     print_side_effects(result.side_effects)
     for warning in result.warnings:
         print(f"geadmin: warning: {warning}", file=sys.stderr)
-    return EXIT_OK if result.ok else EXIT_FAILED
+    return ExitCode.OK if result.ok else ExitCode.FAILED
 
 
 def _fail(error: GeAdminError, args: argparse.Namespace | None = None) -> int:
@@ -168,7 +167,7 @@ def _fail(error: GeAdminError, args: argparse.Namespace | None = None) -> int:
             document["findings"] = [f.to_dict() for f in error.findings]
         print(json.dumps(document, indent=2))
     print(f"geadmin: error: {error}", file=sys.stderr)
-    return EXIT_UNREACHABLE if isinstance(error, TritonUnreachableError) else EXIT_FAILED
+    return ExitCode.UNREACHABLE if isinstance(error, TritonUnreachableError) else ExitCode.FAILED
 
 
 def _progress_printer(args: argparse.Namespace) -> LoadProgress | None:
@@ -194,7 +193,7 @@ def run_history(args: argparse.Namespace) -> int:
         kept = revisions.history(repository, args.model)
         if args.show is not None:
             sys.stdout.buffer.write(revisions.read_revision(repository, args.model, args.show).data)
-            return EXIT_OK
+            return ExitCode.OK
         current = store.read_config(repository, args.model).sha256
     except GeAdminError as exc:
         return _fail(exc, args)
@@ -202,17 +201,17 @@ def run_history(args: argparse.Namespace) -> int:
         print(json.dumps([{"revision": r.number, "at": r.at.isoformat(), "who": r.who, "note": r.note,
                            "sha256": r.sha256, "size_bytes": len(r.data), "current": r.sha256 == current}
                           for r in kept], indent=2))
-        return EXIT_OK
+        return ExitCode.OK
     if not kept:
         print(f"no revisions of {args.model!r} kept yet: geadmin keeps one each time it applies a change")
-        return EXIT_OK
+        return ExitCode.OK
     rows: list[tuple[str, ...]] = [("REV", "WHEN", "WHO", "SHA256", "NOTE")]
     rows += [(f"{r.number}{'*' if r.sha256 == current else ''}", local_time(r.at), r.who, r.sha256[:12],
               r.note) for r in kept]
     print(format_table(rows))
     print("* = the file on disk now; `--show REV` prints a revision, `geadmin config rollback "
           f"{args.model} REV` applies it")
-    return EXIT_OK
+    return ExitCode.OK
 
 
 

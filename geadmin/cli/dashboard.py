@@ -19,7 +19,8 @@ from geadmin.access import bootstrap, token
 from geadmin.access.identity import Mode
 from geadmin.access.startup import dashboard_sign_in
 from geadmin.access.users import UsersFile, default_users_file
-from geadmin.errors import ConfigError
+from geadmin.cli.exit_codes import ExitCode
+from geadmin.errors import SignInTokenError
 from geadmin.stack.dashboard import DashboardProcess
 from geadmin.stack.processes import client_host
 from geadmin.stack.target import default_server, live_stack
@@ -46,20 +47,21 @@ def run(args: argparse.Namespace) -> int:
               flush=True)
     argv = process.command()
     os.execvpe(argv[0], argv, process.environment())  # Streamlit becomes this process (signals, pid 1)
-    return 0  # not reached
+    return ExitCode.OK  # not reached
 
 
 def print_url(home: Path, default_url: str) -> int:
     """The link with the workspace's sign-in token, for the running stack's dashboard when
-    there is one (else `default_url`); ConfigError when the workspace has no token."""
+    there is one (else `default_url`); SignInTokenError when the workspace has no token."""
     value = token.read_token(home)
     if value is None:
-        raise ConfigError(f"no dashboard sign-in token in {home}: the dashboard there signs in with users or "
+        raise SignInTokenError(f"no dashboard sign-in token in {home}: the dashboard there signs in with "
+                               f"users or "
                           "OIDC, runs with GEADMIN_AUTH=open, or was never started with `geadmin up` or "
                           "`geadmin dashboard` (give the workspace with GEADMIN_HOME)")
     stack = live_stack(home)
     print(token.sign_in_url(stack.dashboard_url if stack and stack.dashboard_url else default_url, value))
-    return 0
+    return ExitCode.OK
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

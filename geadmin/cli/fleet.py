@@ -31,6 +31,7 @@ from pathlib import Path
 from geadmin.access import guard
 from geadmin.audit import Actor, Origin
 from geadmin.cli.common import format_table
+from geadmin.cli.exit_codes import ExitCode
 from geadmin.errors import ConfigInvalidError, GeAdminError, RepositoryError
 from geadmin.fleet import journal
 from geadmin.fleet.discovery import Discovery, discover, fleet_named
@@ -40,11 +41,6 @@ from geadmin.fleet.rollout import Change, RolloutResult, resume, rollout
 from geadmin.fleet.status import POLL_TIMEOUT_S, FleetStatus, close_clients, poll
 from geadmin.fleet.versions import roll_version
 from geadmin.ops.models import reconcile
-
-EXIT_OK = 0
-EXIT_FAILED = 1  # a rollout stopped at a gate (and put the servers back)
-EXIT_DEGRADED = 4  # a server down, a model skewed
-EXIT_NONE = 3  # no server found, or none answers
 
 
 def _discovery(args: argparse.Namespace) -> Discovery:
@@ -64,7 +60,7 @@ def run_status(args: argparse.Namespace) -> int:
         status = poll(_discovery(args), timeout_s=args.timeout)
     except GeAdminError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return ExitCode.USAGE
     finally:
         close_clients()
     cut_short = journal.fleet_reasons(status.discovery.fleet.name)
@@ -76,9 +72,9 @@ def run_status(args: argparse.Namespace) -> int:
     else:
         print(render(status, cut_short))
     if not status.servers or not status.answering:
-        return EXIT_NONE
+        return ExitCode.UNREACHABLE
     degraded = status.down() or status.failed() or status.skew() or cut_short
-    return EXIT_DEGRADED if degraded else EXIT_OK
+    return ExitCode.DEGRADED if degraded else ExitCode.OK
 
 
 def render(status: FleetStatus, cut_short: list[journal.Reason] | None = None) -> str:
@@ -120,7 +116,7 @@ def run_change(args: argparse.Namespace) -> int:
             try:
                 data = sys.stdin.buffer.read() if args.file == "-" else Path(args.file).read_bytes()
             except OSError as exc:
-                raise RepositoryError(f"cannot read {args.file}: {exc.strerror or exc}") from None
+                raise RepositoryError(f"cannot read {args.file}: {exc.strerror or exc}") from exc
         found = _discovery(args)
         for problem in found.problems:
             print(f"note: {problem}", file=sys.stderr)
@@ -137,10 +133,10 @@ def run_change(args: argparse.Namespace) -> int:
     except ConfigInvalidError as exc:
         print(f"error: {exc}", file=sys.stderr)
         print("\n".join(f"  {f}" for f in exc.findings), file=sys.stderr)
-        return 2
+        return ExitCode.USAGE
     except GeAdminError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return ExitCode.USAGE
     return _print_result(result, args.json)
 
 
@@ -151,7 +147,7 @@ def _print_result(result: RolloutResult, as_json: bool) -> int:
         print(result.headline)
         print(format_table([["SERVER", "WAVE", "OUTCOME", "DETAIL"],
                             *([r.server, r.wave or "-", r.outcome, r.message] for r in result.rows)]))
-    return EXIT_OK if result.ok else EXIT_FAILED
+    return ExitCode.OK if result.ok else ExitCode.FAILED
 
 
 def run_restore(args: argparse.Namespace) -> int:
@@ -171,7 +167,7 @@ def run_restore(args: argparse.Namespace) -> int:
         found, problems, end = journal.restore(args.id, members, auth=auth, timeout_s=args.timeout)
     except GeAdminError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return ExitCode.USAGE
     rows = [[s.name, s.wave, found.outcome(s.name), problems.get(s.name, "")] for s in found.plan.servers]
     if args.json:
         print(json.dumps({"journal_id": found.id, "ok": end.result == "rolled_back", "headline": end.headline,
@@ -180,7 +176,7 @@ def run_restore(args: argparse.Namespace) -> int:
     else:
         print(end.headline)
         print(format_table([["SERVER", "WAVE", "OUTCOME", "DETAIL"], *rows]))
-    return EXIT_OK if end.result == "rolled_back" else EXIT_FAILED
+    return ExitCode.OK if end.result == "rolled_back" else ExitCode.FAILED
 
 
 def _add_target_args(parser: argparse.ArgumentParser) -> None:

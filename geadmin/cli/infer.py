@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from geadmin.cli.common import add_connection_args, client_for, protocol_url, target_from_args
+from geadmin.cli.exit_codes import ExitCode
 from geadmin.domain import Transport
 from geadmin.errors import GeAdminError, InferInputError, TritonError, TritonUnreachableError
 from geadmin.ops.infer.images import Normalize
@@ -38,11 +39,6 @@ from geadmin.ops.infer.snippets import Snippet, curl_command, python_snippet
 from geadmin.ops.infer.spec import ModelSpec, read_local_file
 from geadmin.stack.target import Target
 
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_USAGE = 2
-EXIT_UNREACHABLE = 3
-
 
 def run(args: argparse.Namespace) -> int:
     target = target_from_args(args)
@@ -57,20 +53,21 @@ def run(args: argparse.Namespace) -> int:
                 seed=args.seed, outputs=args.output or (), class_count=plan.class_count)
             if args.print_curl or args.print_python:
                 _print_snippet(args, target, request, spec)
-                return EXIT_OK
+                return ExitCode.OK
             result = send(client, request)
         ranked = rank_outputs(result, plan)
     except InferInputError as exc:
-        return _fail(exc, EXIT_USAGE)
+        return _fail(exc, ExitCode.USAGE)
     except TritonError as exc:
-        return _fail(exc, EXIT_UNREACHABLE if isinstance(exc, TritonUnreachableError) else EXIT_FAILED)
+        return _fail(exc, ExitCode.UNREACHABLE if isinstance(exc,
+                                                             TritonUnreachableError) else ExitCode.FAILED)
     except GeAdminError as exc:
-        return _fail(exc, EXIT_USAGE)
+        return _fail(exc, ExitCode.USAGE)
     if args.json:
         print(json.dumps(result_record(result, ranked), indent=2))
     else:
         print(render(result, ranked))
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def _fail(exc: BaseException, code: int) -> int:
@@ -103,9 +100,9 @@ def _shapes(items: list[str] | None) -> dict[str, list[int]]:
             if not sep:
                 raise ValueError
             shapes[name] = [int(d) for d in dims.split(",")]
-        except ValueError:
+        except ValueError as exc:
             raise InferInputError(f"--shape {text!r}: give NAME=D1,D2,... "
-                                  "(e.g. INPUT0=1,3,224,224)") from None
+                                  "(e.g. INPUT0=1,3,224,224)") from exc
     return shapes
 
 

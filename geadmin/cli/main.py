@@ -28,14 +28,12 @@ from geadmin.cli import npu as npu_command
 from geadmin.cli import sampler as sampler_command
 from geadmin.cli import top as top_command
 from geadmin.cli import users as users_command
+from geadmin.cli.exit_codes import ExitCode
 from geadmin.errors import GeAdminError
 
 COMMANDS = (up, status, models, config, audit_log, bundle, infer_command,
             npu_command, top_command, sampler_command, users_command, bench_command,
             dashboard_command, probe, alerts, objectives, tune, fleet)
-EXIT_USAGE = 2
-EXIT_INTERNAL = 70  # a bug in geadmin (sysexits' EX_SOFTWARE): never a usage error
-EXIT_PIPE_CLOSED = 141  # 128 + SIGPIPE: what a shell reports for a writer whose reader left
 REPORT_HINT = ("this is a bug in geadmin: please report it, with the file `geadmin bundle` writes "
                "(and the traceback: run again with GEADMIN_DEBUG=1)")
 
@@ -64,18 +62,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return code
     except BrokenPipeError:
         _silence_stdout()
-        return EXIT_PIPE_CLOSED
+        return ExitCode.PIPE_CLOSED
     except GeAdminError as exc:
         print(f"geadmin: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return ExitCode.USAGE
     except KeyboardInterrupt:
-        return 130
+        return ExitCode.INTERRUPTED
     except Exception as exc:  # a bug: one line for the operator, the traceback on request
         if settings.debug():
             raise
         print(f"geadmin: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
         print(f"geadmin: {REPORT_HINT}", file=sys.stderr)
-        return EXIT_INTERNAL
+        return ExitCode.INTERNAL
 
 
 def _silence_stdout() -> None:

@@ -30,17 +30,14 @@ from geadmin.cli.common import (
     print_side_effects,
     target_from_args,
 )
+from geadmin.cli.exit_codes import ExitCode
 from geadmin.diagnose import impact
 from geadmin.diagnose.rows import ModelRow, collect_rows
 from geadmin.errors import GeAdminError, RepositoryError, TritonError, TritonUnreachableError
 from geadmin.ops.models import create
-from geadmin.ops.models.actions import Action, audit_refusal, run_action
+from geadmin.ops.models.actions import ModelAction, audit_refusal, run_action
 from geadmin.repository import paths, templates
 from geadmin.triton.client import DEFAULT_LOAD_TIMEOUT_S
-
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_UNREACHABLE = 3
 
 
 def run_list(args: argparse.Namespace) -> int:
@@ -50,12 +47,12 @@ def run_list(args: argparse.Namespace) -> int:
             rows = collect_rows(client, target.repository, target.log())
     except TritonError as exc:
         print(f"geadmin: error: {exc}", file=sys.stderr)
-        return EXIT_UNREACHABLE if isinstance(exc, TritonUnreachableError) else EXIT_FAILED
+        return ExitCode.UNREACHABLE if isinstance(exc, TritonUnreachableError) else ExitCode.FAILED
     if args.json:
         print(json.dumps([row.record() for row in rows], indent=2))
     else:
         print(render_table(rows))
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def render_table(rows: list[ModelRow]) -> str:
@@ -77,7 +74,7 @@ def run_action_command(args: argparse.Namespace) -> int:
         if refusal:
             audit_refusal(client.url, args.action, args.names, refusal, actor)
             return _refused(refusal, found, args)
-        results = run_action(client, Action(args.action), args.names,
+        results = run_action(client, ModelAction(args.action), args.names,
                              dependents=getattr(args, "dependents", False),
                              log=target.log(), repository=target.repository,
                              progress=_progress_printer(args), auth=auth)
@@ -90,9 +87,9 @@ def run_action_command(args: argparse.Namespace) -> int:
             print(f"geadmin: error: {result.message}", file=sys.stderr)
         print_side_effects(result.side_effects)
     if all(r.ok for r in results):
-        return EXIT_OK
+        return ExitCode.OK
     unreachable = all(isinstance(r.error, TritonUnreachableError) for r in results if not r.ok)
-    return EXIT_UNREACHABLE if unreachable else EXIT_FAILED
+    return ExitCode.UNREACHABLE if unreachable else ExitCode.FAILED
 
 
 def _refused(refusal: str, found: impact.Impact, args: argparse.Namespace) -> int:
@@ -100,7 +97,7 @@ def _refused(refusal: str, found: impact.Impact, args: argparse.Namespace) -> in
         document = {"ok": False, "error": refusal, "kind": "refused", "impact": found.record()}
         print(json.dumps(document, indent=2))
     print(f"geadmin: error: {refusal}", file=sys.stderr)
-    return EXIT_FAILED
+    return ExitCode.FAILED
 
 
 def _progress_printer(args: argparse.Namespace) -> Callable[[int, int, str], None] | None:
@@ -139,7 +136,7 @@ def run_create(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps({"ok": False, "error": str(exc), "kind": type(exc).__name__}, indent=2))
         print(f"geadmin: error: {exc}", file=sys.stderr)
-        return EXIT_UNREACHABLE if isinstance(exc, TritonUnreachableError) else EXIT_FAILED
+        return ExitCode.UNREACHABLE if isinstance(exc, TritonUnreachableError) else ExitCode.FAILED
     if args.json:
         print(json.dumps(result.record(), indent=2))
     elif result.ok:
@@ -151,8 +148,8 @@ def run_create(args: argparse.Namespace) -> int:
     if not result.ok:
         print(f"geadmin: error: {result.message}", file=sys.stderr)
         unreachable = isinstance(result.error, TritonUnreachableError)
-        return EXIT_UNREACHABLE if unreachable else EXIT_FAILED
-    return EXIT_OK
+        return ExitCode.UNREACHABLE if unreachable else ExitCode.FAILED
+    return ExitCode.OK
 
 
 def read_local_files(items: list[str], template: str, limit_bytes: int) -> dict[str, bytes]:
@@ -167,15 +164,15 @@ def read_local_files(items: list[str], template: str, limit_bytes: int) -> dict[
             paths.check_upload_size(relative, Path(local).stat().st_size, limit_bytes)
             files[relative] = Path(local).read_bytes()
         except OSError as exc:
-            raise RepositoryError(f"--file {item!r}: cannot read {local}: {exc.strerror or exc}") from None
+            raise RepositoryError(f"--file {item!r}: cannot read {local}: {exc.strerror or exc}") from exc
     return files
 
 
 def _byte_count(text: str) -> int:
     try:
         value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of bytes: {text!r}") from None
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not a number of bytes: {text!r}") from exc
     if value < 1:
         raise argparse.ArgumentTypeError(f"the upload limit must be at least 1 byte, got {text}")
     return value
@@ -220,15 +217,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     listing = actions.add_parser("list", help="every model in the repository, with its state")
     add_connection_args(listing)
     listing.set_defaults(func=run_list)
-    for action, text in ((Action.LOAD, "load models"), (Action.UNLOAD, "unload models"),
-                         (Action.RELOAD, "reload models (a failed reload keeps the old version)")):
+    for action, text in ((ModelAction.LOAD, "load models"), (ModelAction.UNLOAD, "unload models"),
+                         (ModelAction.RELOAD, "reload models (a failed reload keeps the old version)")):
         sub = actions.add_parser(action.value, help=text)
         add_connection_args(sub)
         sub.add_argument("names", nargs="+", metavar="NAME")
         sub.add_argument("--load-timeout", type=positive_seconds, default=DEFAULT_LOAD_TIMEOUT_S,
                          help="seconds to wait for each load before giving up "
                          f"(default {DEFAULT_LOAD_TIMEOUT_S:g}; a load can hang)")
-        if action is Action.UNLOAD:
+        if action is ModelAction.UNLOAD:
             sub.add_argument("--dependents", action="store_true",
                              help="also unload models that only these ones use (ensemble steps)")
         add_consent_args(sub)

@@ -17,13 +17,12 @@ from pathlib import Path
 
 from geadmin import settings
 from geadmin.cli.common import format_table, positive_seconds, triton_metrics
-from geadmin.errors import ConfigError, TelemetryError
+from geadmin.cli.exit_codes import ExitCode
+from geadmin.errors import InvalidArgumentError, TelemetryError
 from geadmin.telemetry.sources import npu_smi
-from geadmin.telemetry.sources.detect import Sources, detect
+from geadmin.telemetry.sources.detect import NpuSources, detect
 from geadmin.telemetry.sources.npu import NpuDevice, NpuReport
 
-EXIT_OK = 0
-EXIT_SOURCE_ERROR = 1
 DEFAULT_TIMEOUT_S = 5.0
 GIB = 1 << 30
 
@@ -35,7 +34,7 @@ def report_for(args: argparse.Namespace) -> NpuReport:
         plural = "NPU" if len(devices) == 1 else "NPUs"
         return NpuReport(tuple(devices), "npu-smi", f"{len(devices)} {plural} (npu-smi output in {where})")
     url, explicit = triton_metrics(args)
-    return detect(Sources(exporter_url=args.exporter_url or settings.NPU_EXPORTER_URL.get(),
+    return detect(NpuSources(exporter_url=args.exporter_url or settings.NPU_EXPORTER_URL.get(),
                           triton_metrics_url=url, triton_metrics_explicit=explicit, timeout_s=args.timeout))
 
 
@@ -44,17 +43,17 @@ def run(args: argparse.Namespace) -> int:
         report = report_for(args)
     except TelemetryError as exc:
         print(f"geadmin npu: {exc}", file=sys.stderr)
-        return EXIT_SOURCE_ERROR
+        return ExitCode.FAILED
     if args.json:
         print(json.dumps({"source": report.source, "summary": report.summary, "notes": list(report.notes),
                           "devices": [asdict(d) for d in report.devices]}, indent=2))
-        return EXIT_OK
+        return ExitCode.OK
     print(report.summary)
     for note in report.notes:
         print(f"note: {note}")
     if report.devices:
         print(render_table(report.devices))
-    return EXIT_OK
+    return ExitCode.OK
 
 
 COLUMNS = ("ID", "NPU/CHIP", "NAME", "HEALTH", "AICORE%", "VECTOR%", "CUBE%", "MEMORY GiB", "TEMP C",
@@ -97,7 +96,7 @@ def _read(path: str) -> str:
     try:
         return Path(path).read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
-        raise ConfigError(f"cannot read --npu-smi-file {path}: {exc.strerror or exc}") from None
+        raise InvalidArgumentError(f"cannot read --npu-smi-file {path}: {exc.strerror or exc}") from exc
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -10,7 +10,8 @@ from datetime import datetime, timezone
 from geadmin import settings
 from geadmin.access import guard
 from geadmin.cli.common import format_table, triton_metrics
-from geadmin.errors import ConfigError
+from geadmin.cli.exit_codes import ExitCode
+from geadmin.errors import InvalidArgumentError
 from geadmin.ops.monitoring import parse_budget, set_objective
 from geadmin.telemetry.alerting.objectives import burn_rates, objectives
 
@@ -19,12 +20,13 @@ def run(args: argparse.Namespace) -> int:
     home = settings.home()
     if args.action in ("set", "clear"):
         if args.action == "set" and args.p99_ms is None and args.error_budget is None:
-            raise ConfigError("give --p99-ms and/or --error-budget (or use `geadmin objectives clear MODEL`)")
+            raise InvalidArgumentError("give --p99-ms and/or --error-budget (or use `geadmin objectives "
+                                       "clear MODEL`)")
         budget = parse_budget(args.error_budget) if args.action == "set" and args.error_budget else None
         stored = set_objective(args.model, args.p99_ms if args.action == "set" else None, budget,
                                auth=guard.os_user(), home=home)
         print(f"{args.model}: {stored.describe()}")
-        return 0
+        return ExitCode.OK
     source = triton_metrics(args)[0]
     now = datetime.now(timezone.utc)
     found = [(o, burn_rates(source, o.model, o.error_budget, home=home, now=now))
@@ -34,10 +36,10 @@ def run(args: argparse.Namespace) -> int:
                            "set_at": o.set_at, "who": o.who,
                            "burn": {f"{b.window_h:g}h": b.rate for b in burns}} for o, burns in found],
                          indent=2))
-        return 0
+        return ExitCode.OK
     if not found:
         print("no objectives set: geadmin objectives set MODEL --p99-ms 50 --error-budget 0.1%")
-        return 0
+        return ExitCode.OK
     windows = [f"burn {b.window_h:g}h" for b in found[0][1]]
     table: list[tuple[str, ...]] = [("model", "p99 target", "error budget", *windows, "set by")]
     for o, burns in found:
@@ -45,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
                       f"{o.error_budget * 100:g} %" if o.error_budget else "-",
                       *(_burn(b.rate) for b in burns), f"{o.who} {o.set_at}"))
     print(format_table(table))
-    return 0
+    return ExitCode.OK
 
 
 def _burn(rate: float | None) -> str:

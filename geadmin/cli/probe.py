@@ -17,14 +17,12 @@ from types import FrameType
 
 from geadmin import settings
 from geadmin.cli.common import add_connection_args, client_for, format_table, target_from_args
+from geadmin.cli.exit_codes import ExitCode
 from geadmin.fleet.discovery import fleet_named
 from geadmin.fleet.probes import FleetProber
 from geadmin.ops.probe import MIN_INTERVAL_S, Prober, ProbeRound
 
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_UNREACHABLE = 3
-WORSE = (EXIT_OK, EXIT_FAILED, EXIT_UNREACHABLE)  # a fleet exits with its worst server's code
+WORSE = (ExitCode.OK, ExitCode.FAILED, ExitCode.UNREACHABLE)  # a fleet exits with its worst server's code
 
 
 def headline(round_: ProbeRound) -> str:
@@ -54,7 +52,7 @@ def render(round_: ProbeRound) -> str:
 
 
 def exit_code(round_: ProbeRound) -> int:
-    return EXIT_UNREACHABLE if round_.error else (EXIT_FAILED if round_.failed else EXIT_OK)
+    return ExitCode.UNREACHABLE if round_.error else (ExitCode.FAILED if round_.failed else ExitCode.OK)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -93,7 +91,7 @@ def _probe(rounds: Callable[[bool], list[ProbeRound]], what: str, interval_s: fl
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def _report(rounds: list[ProbeRound], as_json: bool, many: bool) -> int:
@@ -105,7 +103,7 @@ def _report(rounds: list[ProbeRound], as_json: bool, many: bool) -> int:
         print("\n\n".join(f"[{r.server}]\n{render(r)}" for r in rounds), flush=True)
     else:
         print(render(rounds[0]), flush=True)
-    return max((exit_code(r) for r in rounds), key=WORSE.index, default=EXIT_OK)
+    return max((exit_code(r) for r in rounds), key=WORSE.index, default=ExitCode.OK)
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

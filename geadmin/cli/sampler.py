@@ -17,6 +17,7 @@ from types import FrameType
 
 from geadmin import settings
 from geadmin.cli.common import port_number, positive_seconds, triton_metrics
+from geadmin.cli.exit_codes import ExitCode
 from geadmin.domain import format_duration
 from geadmin.fleet.discovery import fleet_named
 from geadmin.fleet.probes import FleetProber
@@ -89,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
         if fleet is not None:
             fleet.close()
     print("sampler stopped", flush=True)
-    return 0
+    return ExitCode.OK
 
 
 def check(options: SamplerOptions) -> int:
@@ -99,10 +100,10 @@ def check(options: SamplerOptions) -> int:
     age_s = None if latest is None else time.time() - latest.timestamp()
     if age_s is not None and age_s <= 3 * options.interval_s + 5:
         print(f"sampler: last sample {format_duration(age_s)} ago")
-        return 0
+        return ExitCode.OK
     print("sampler: no sample recorded yet" if age_s is None
           else f"sampler: last sample {format_duration(age_s)} ago")
-    return 1
+    return ExitCode.FAILED
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -14,8 +14,9 @@ import sys
 from collections.abc import Sequence
 
 from geadmin.cli.common import add_connection_args, client_for, target_from_args
+from geadmin.cli.exit_codes import ExitCode, help_text
 from geadmin.diagnose.health import take_snapshots
-from geadmin.diagnose.verdict import Level, Rule, Sources, Verdict
+from geadmin.diagnose.verdict import EvidenceSources, Level, Verdict, VerdictRule
 from geadmin.errors import FleetError
 from geadmin.fleet import readonly
 from geadmin.fleet.discovery import discover, fleet_named
@@ -24,25 +25,17 @@ from geadmin.stack.server_verdict import ServerVerdict, server_verdict
 from geadmin.stack.target import Target, configured_targets, live_stack
 from geadmin.stack.workspace import StackInfo
 
-EXIT_OK = 0
-EXIT_DOWN = 1  # Triton answers but is not live, or a model named with --expect is not READY
-EXIT_UNREACHABLE = 3  # DOWN: Triton does not answer
-EXIT_DEGRADED = 4  # Triton serves, but a model failed, was dropped, is stuck, or drifted from its file
-WORSE = (EXIT_OK, EXIT_DEGRADED, EXIT_DOWN, EXIT_UNREACHABLE)  # --all exits with the worst
-EXIT_CODES_HELP = ("Exit codes: 0 OK; 4 DEGRADED (Triton serves, but a model failed to load, lost READY "
-                   "without an operator's unload, is stuck LOADING/UNLOADING, or serves a config that "
-                   "differs from its file on disk; --strict makes it 1); 1 DOWN (Triton answers but is not "
-                   "live, or an --expect model is not READY); 3 DOWN: Triton unreachable; 2 bad usage.")
+WORSE = (ExitCode.OK, ExitCode.DEGRADED, ExitCode.FAILED, ExitCode.UNREACHABLE)  # --all exits with the worst
 
 
 def exit_code(verdict: Verdict, strict: bool = False) -> int:
     if verdict.level is Level.OK:
-        return EXIT_OK
-    if Rule.UNREACHABLE in verdict.rules:
-        return EXIT_UNREACHABLE
+        return ExitCode.OK
+    if VerdictRule.UNREACHABLE in verdict.rules:
+        return ExitCode.UNREACHABLE
     if verdict.level is Level.DEGRADED and not strict:
-        return EXIT_DEGRADED
-    return EXIT_DOWN
+        return ExitCode.DEGRADED
+    return ExitCode.FAILED
 
 
 def render_text(verdict: Verdict, outage: str = "", crash: str = "") -> str:
@@ -104,7 +97,7 @@ def _verdicts(targets: list[Target], args: argparse.Namespace, stack: StackInfo 
         trusted = [m.trust.trusted for m in members]
     try:
         snapshots = take_snapshots(clients)  # in parallel, as on the Overview
-        return [server_verdict(snap, Sources(client if keyed else None, t.log(), t.repository), stack,
+        return [server_verdict(snap, EvidenceSources(client if keyed else None, t.log(), t.repository), stack,
                                expected=args.expect or ())
                 for t, (_, client), snap, keyed in zip(targets, clients, snapshots, trusted, strict=True)]
     finally:
@@ -157,7 +150,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "OK: Triton serves, no model failed, none lost READY without an operator's unload, none is "
         "stuck, none serves a config that differs from its file. Triton's own readiness is not "
         "trusted for this: in explicit model-control mode a failed load does not make it not ready. "
-        + EXIT_CODES_HELP,
+        + help_text("status"),
     )
     add_connection_args(parser)
     group = parser.add_mutually_exclusive_group()

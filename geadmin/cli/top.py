@@ -22,17 +22,16 @@ from datetime import datetime, timezone
 from typing import Any
 
 from geadmin.cli.common import format_table, positive_seconds, triton_metrics
+from geadmin.cli.exit_codes import ExitCode
 from geadmin.errors import GeAdminError, TelemetryError
 from geadmin.stack.target import live_stack, resolve
-from geadmin.telemetry.bottleneck import Bottleneck, served_facts, triage
+from geadmin.telemetry.bottleneck import Bottleneck, find_bottlenecks, served_facts
 from geadmin.telemetry.derive import ModelWindow, Window, derive
 from geadmin.telemetry.history import watch
 from geadmin.telemetry.sources.npu import devices_from_triton
 from geadmin.telemetry.sources.scrape import Scrape, scrape
 from geadmin.triton.client import TritonClient
 
-EXIT_OK = 0
-EXIT_METRICS = 1
 DEFAULT_INTERVAL_S = 2.0
 DEFAULT_TIMEOUT_S = 5.0
 CLEAR = "\x1b[H\x1b[2J"  # cursor home, clear screen
@@ -66,13 +65,13 @@ def run(args: argparse.Namespace) -> int:
                 facts = facts_for(url, window, args.timeout)
             _show(args, url, after, window, facts)
             if args.once:
-                return EXIT_OK
+                return ExitCode.OK
             before = after
     except TelemetryError as exc:
         print(f"geadmin top: {exc}", file=sys.stderr)
-        return EXIT_METRICS
+        return ExitCode.FAILED
     except KeyboardInterrupt:
-        return EXIT_OK
+        return ExitCode.OK
 
 
 Facts = tuple[dict[str, tuple[str, ...]], dict[str, float], str]  # ensembles, queue delays (ms), server
@@ -96,7 +95,7 @@ def _show(args: argparse.Namespace, url: str, after: Scrape, window: Window,
           facts: Facts | None = None) -> None:
     ensembles, delays, server = facts or ({}, {}, "")
     probes = watch.probe_rates(server, now_s=after.timestamp_s) if server else {}
-    verdicts = triage(window, devices_from_triton(after), ensembles, queue_delay_ms=delays,
+    verdicts = find_bottlenecks(window, devices_from_triton(after), ensembles, queue_delay_ms=delays,
                       probe_rates=probes)
     if args.json:
         print(json.dumps(as_json(url, window, verdicts), indent=2 if args.once else None), flush=True)

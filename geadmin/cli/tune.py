@@ -17,14 +17,12 @@ from geadmin import settings
 from geadmin.access import guard
 from geadmin.access.guard import Authorization
 from geadmin.cli.common import add_connection_args, client_for, format_table, target_from_args
-from geadmin.errors import ConfigError
+from geadmin.cli.exit_codes import ExitCode
+from geadmin.errors import ConfigError, InvalidArgumentError, TuneRefusedError
 from geadmin.ops.tune.apply import apply_winner
 from geadmin.ops.tune.results import list_runs, load_run
 from geadmin.ops.tune.search import TuneSettings, tune
 from geadmin.triton.client import TritonClient
-
-EXIT_OK = 0
-EXIT_NO_WINNER = 1
 
 
 def trial_rows(trials: list[dict[str, Any]]) -> str:
@@ -66,13 +64,13 @@ def run(args: argparse.Namespace) -> int:
         runs = list_runs(args.model or None, home=home)
         rows = [(str(r["id"]), r["at"], r["model"], r["headline"]) for r in runs]
         print(format_table([("id", "at (UTC)", "model", "result"), *rows]) if rows else "no tuning runs yet")
-        return EXIT_OK
+        return ExitCode.OK
     if args.show is not None:
         document = load_run(args.show, home=home)
         print(json.dumps(document, indent=2) if args.json else render(document))
-        return EXIT_OK
+        return ExitCode.OK
     if not args.model:
-        raise ConfigError("name the model to tune: geadmin tune MODEL [--max-p99-ms X]")
+        raise InvalidArgumentError("name the model to tune: geadmin tune MODEL [--max-p99-ms X]")
     target = target_from_args(args)
     if target.repository is None:
         raise ConfigError("the model repository is not known here: pass --repository (the tuner writes its "
@@ -92,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
             signal.signal(signal.SIGTERM, previous)
     document = result.to_json()
     print(json.dumps(document, indent=2) if args.json else render(document))
-    return EXIT_OK if result.best else EXIT_NO_WINNER
+    return ExitCode.OK if result.best else ExitCode.FAILED
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
@@ -103,10 +101,10 @@ def _apply(client: TritonClient, repository: Path, args: argparse.Namespace, aut
            home: Path) -> int:
     document = load_run(args.apply_run, home=home)
     if document["model"] != args.model:
-        raise ConfigError(f"tuning run {args.apply_run} tuned {document['model']}, not {args.model}")
+        raise TuneRefusedError(f"tuning run {args.apply_run} tuned {document['model']}, not {args.model}")
     result = apply_winner(client, repository, document, auth=auth, home=home)
     print(result.message)
-    return EXIT_OK if result.ok else EXIT_NO_WINNER
+    return ExitCode.OK if result.ok else ExitCode.FAILED
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

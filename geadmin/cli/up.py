@@ -13,6 +13,7 @@ from geadmin import settings
 from geadmin.access.identity import Mode
 from geadmin.access.startup import dashboard_sign_in
 from geadmin.cli.common import port_number, positive_seconds
+from geadmin.cli.exit_codes import ExitCode
 from geadmin.domain import DEFAULT_PORTS, Ports
 from geadmin.errors import GeAdminError
 from geadmin.stack.backends import backend_dirs
@@ -74,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     except GeAdminError:
         if not interrupted_by:
             raise
-        code = 0  # the start gave up because it was asked to stop: that is not an error
+        code = ExitCode.OK  # the start gave up because it was asked to stop: that is not an error
     finally:
         print("stopping ...", file=sys.stderr, flush=True)
         stack.stop()

@@ -13,17 +13,18 @@ import sys
 from geadmin.access import guard
 from geadmin.access.roles import Role
 from geadmin.access.users import UsersFile
-from geadmin.errors import ConfigError
+from geadmin.cli.exit_codes import ExitCode
+from geadmin.errors import UserAccountError
 
 
 def _password(args: argparse.Namespace) -> str:
     if args.password_stdin:
         return sys.stdin.readline().rstrip("\n")
     if not sys.stdin.isatty():
-        raise ConfigError("no terminal to ask for the password: pass --password-stdin and pipe it in")
+        raise UserAccountError("no terminal to ask for the password: pass --password-stdin and pipe it in")
     first = getpass.getpass("New password: ")
     if getpass.getpass("Again: ") != first:
-        raise ConfigError("the two passwords differ: nothing changed")
+        raise UserAccountError("the two passwords differ: nothing changed")
     return first
 
 
@@ -31,7 +32,7 @@ def _role(text: str) -> Role:
     try:
         return Role.parse(text)
     except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+        raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
 def run_add(args: argparse.Namespace) -> int:
@@ -39,7 +40,7 @@ def run_add(args: argparse.Namespace) -> int:
     user = users.add(args.name, args.role, _password(args), must_change=args.must_change,
                      auth=guard.os_user())
     print(f"added {user.name} ({user.role.label}) to {users.path}")
-    return 0
+    return ExitCode.OK
 
 
 def run_passwd(args: argparse.Namespace) -> int:
@@ -47,7 +48,7 @@ def run_passwd(args: argparse.Namespace) -> int:
     user = users.set_password(args.name, _password(args))
     print(f"changed the password of {user.name} in {users.path}; their dashboard sessions end at "
           "their next click")
-    return 0
+    return ExitCode.OK
 
 
 def run_role(args: argparse.Namespace) -> int:
@@ -55,14 +56,14 @@ def run_role(args: argparse.Namespace) -> int:
     user = users.set_role(args.name, args.role, auth=guard.os_user())
     print(f"{user.name} is now {user.role.label} ({users.path}); a signed-in dashboard session has "
           "the new role at its next click")
-    return 0
+    return ExitCode.OK
 
 
 def run_remove(args: argparse.Namespace) -> int:
     users = UsersFile()
     users.remove(args.name, auth=guard.os_user())
     print(f"removed {args.name} from {users.path}; their dashboard sessions end at their next click")
-    return 0
+    return ExitCode.OK
 
 
 def run_list(args: argparse.Namespace) -> int:
@@ -71,12 +72,12 @@ def run_list(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([{"name": u.name, "role": u.role.label, "must_change": u.must_change}
                           for u in found], indent=2))
-        return 0
+        return ExitCode.OK
     if not found:
         print(f"no users in {users.path}: add one with `geadmin users add NAME --role admin`")
     for user in found:
         print(f"{user.name:<24} {user.role.label:<9}{'  (must change password)' if user.must_change else ''}")
-    return 0
+    return ExitCode.OK
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

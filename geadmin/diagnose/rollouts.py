@@ -29,7 +29,7 @@ from typing import Any
 
 from geadmin import audit
 from geadmin.audit import AuditEntry, Result, facts
-from geadmin.errors import ConfigError, GeAdminError
+from geadmin.errors import GeAdminError, RolloutJournalError
 
 PREFIX = "fleet "  # the action of every journal row: "fleet " + the change
 CHANGES = ("load", "unload", "reload", "apply")
@@ -92,7 +92,7 @@ class RolloutPlan:
 
     @classmethod
     def from_json(cls, text: str) -> RolloutPlan:
-        """ConfigError when `text` is no plan (a row written by hand, or cut)."""
+        """RolloutJournalError when `text` is no plan (a row written by hand, or cut)."""
         try:
             raw: dict[str, Any] = json.loads(text)
             plan = cls(str(raw["fleet"]), str(raw["change"]), str(raw["model"]),
@@ -104,9 +104,9 @@ class RolloutPlan:
                        str(raw.get("new_config", "")), str(raw.get("new_sha256", "")),
                        int(raw.get("resume_of", 0)))
         except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
-            raise ConfigError(f"the rollout plan in the audit log cannot be read: {exc}") from exc
+            raise RolloutJournalError(f"the rollout plan in the audit log cannot be read: {exc}") from exc
         if plan.change not in CHANGES:
-            raise ConfigError(f"the rollout plan names an unknown change {plan.change!r}")
+            raise RolloutJournalError(f"the rollout plan names an unknown change {plan.change!r}")
         return plan
 
 
@@ -217,11 +217,12 @@ def journals(*, home: Path | None = None, fleet: str | None = None, limit: int =
 
 
 def read(journal_id: int, *, home: Path | None = None) -> Journal:
-    """ConfigError when no rollout has that number."""
+    """RolloutJournalError when no rollout has that number."""
     for journal in journals(home=home, limit=10_000):
         if journal.id == journal_id:
             return journal
-    raise ConfigError(f"no fleet rollout #{journal_id} in the audit log: `geadmin fleet status` lists the "
+    raise RolloutJournalError(f"no fleet rollout #{journal_id} in the audit log: `geadmin fleet status` "
+                              f"lists the "
                       "interrupted ones with their number")
 
 
@@ -245,7 +246,7 @@ def _plan_of(row: AuditEntry) -> RolloutPlan | None:
         return None
     try:
         return RolloutPlan.from_json(text)
-    except ConfigError:
+    except RolloutJournalError:
         return None
 
 

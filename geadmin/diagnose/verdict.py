@@ -49,7 +49,7 @@ class Level(str, enum.Enum):
     DOWN = "DOWN"
 
 
-class Rule(str, enum.Enum):
+class VerdictRule(str, enum.Enum):
     """Which rule put the server where it is (in the JSON, so a script knows what it paged on)."""
 
     UNREACHABLE = "unreachable"
@@ -65,12 +65,13 @@ class Rule(str, enum.Enum):
     NOT_ANSWERING = "model-not-answering"
 
 
-LEVEL_OF = {Rule.UNREACHABLE: Level.DOWN, Rule.NOT_LIVE: Level.DOWN, Rule.EXPECTED_NOT_READY: Level.DOWN}
+LEVEL_OF = {VerdictRule.UNREACHABLE: Level.DOWN, VerdictRule.NOT_LIVE: Level.DOWN,
+            VerdictRule.EXPECTED_NOT_READY: Level.DOWN}
 
 
 @dataclass(frozen=True)
 class Reason:
-    rule: Rule
+    rule: VerdictRule
     text: str  # one line: what is wrong, with the cause
     model: str = ""
     fix: str = ""
@@ -108,7 +109,7 @@ class Verdict:
         return self.level is Level.OK
 
     @property
-    def rules(self) -> list[Rule]:
+    def rules(self) -> list[VerdictRule]:
         return list(dict.fromkeys(reason.rule for reason in self.reasons))
 
     @property
@@ -170,16 +171,16 @@ def judge(snapshot: ServerSnapshot, found: Triage, *, drift: Sequence[Drift] = (
     `with_dropped`)."""
     unloaded = dict(unloaded or {})
     if not snapshot.reachable:
-        down = Reason(Rule.UNREACHABLE, snapshot.error or f"Triton at {snapshot.url} does not answer")
+        down = Reason(VerdictRule.UNREACHABLE, snapshot.error or f"Triton at {snapshot.url} does not answer")
         return Verdict(snapshot, found, (down,), expected=tuple(expected))
     reasons = [*server_reasons(snapshot), *expected_reasons(snapshot, found, expected),
                *model_reasons(found, stuck or {}, expected)]
-    reasons += [Reason(Rule.DRIFT, f"model {item.model!r} serves a config that differs from its file: "
+    reasons += [Reason(VerdictRule.DRIFT, f"model {item.model!r} serves a config that differs from its file: "
                        f"{item.headline}", item.model, item.fix) for item in drift]
     reasons += interrupted_reasons(cut_short)
     ready = {m.name for m in found.ready}
     silent = watch.causes_first([p for name, p in (probes or {}).items() if name in ready and not p.ok])
-    reasons += [Reason(Rule.NOT_ANSWERING, f"model {p.model!r} is READY but does not answer: "
+    reasons += [Reason(VerdictRule.NOT_ANSWERING, f"model {p.model!r} is READY but does not answer: "
                        f"{one_line(p.error)}", p.model, "send it a request from the Playground to see the "
                        f"whole error; reload it (geadmin models reload {p.model}) or roll back its last "
                        "config change") for p in silent]
@@ -208,7 +209,7 @@ def interrupted_reasons(cut_short: Sequence[interrupted.Interrupted]) -> list[Re
     """The interrupted-change rule: one DEGRADED reason per change cut short and not put right
     (a config apply, a fleet rollout), with the command that puts it back. The fleet view
     (`geadmin fleet status`, the Fleet page) calls it too."""
-    return [Reason(Rule.INTERRUPTED_CHANGE, one_line(item.reason()), item.model, item.fix)
+    return [Reason(VerdictRule.INTERRUPTED_CHANGE, one_line(item.reason()), item.model, item.fix)
             for item in cut_short]
 
 
@@ -218,7 +219,8 @@ def not_ready_reason(found: Triage) -> Reason:
     unavailable = [m.name for m in found.idle if m.state is ModelState.UNAVAILABLE]
     moving = [f"{m.name} is {m.state.value}" for m in found.changing]
     if moving:  # e.g. geadmin up loading every model again after an automatic restart
-        return Reason(Rule.SERVER_NOT_READY, f"Triton says it is not ready while {', '.join(moving)} — "
+        return Reason(VerdictRule.SERVER_NOT_READY,
+                      f"Triton says it is not ready while {', '.join(moving)} — "
                       "probes of /v2/health/ready fail until the loads end",
                       fix="wait: Triton answers ready once the loads end (a load still moving after "
                           f"{format_duration(STUCK_AFTER_S)} is stuck)")
@@ -226,16 +228,17 @@ def not_ready_reason(found: Triage) -> Reason:
         why = f"; its strict readiness counts {', '.join(unavailable)}, which is not READY"
     else:
         why = ", and no model explains why (read its log)"
-    return Reason(Rule.SERVER_NOT_READY, f"Triton says it is not ready{why} — probes of /v2/health/ready "
+    return Reason(VerdictRule.SERVER_NOT_READY,
+                  f"Triton says it is not ready{why} — probes of /v2/health/ready "
                   "fail while it serves", fix="load the model once its cause is fixed, or restart Triton")
 
 
 def server_reasons(snapshot: ServerSnapshot) -> list[Reason]:
     reasons = []
     if not snapshot.live:
-        reasons.append(Reason(Rule.NOT_LIVE, "Triton answers but is not live"))
+        reasons.append(Reason(VerdictRule.NOT_LIVE, "Triton answers but is not live"))
     if snapshot.error:
-        reasons.append(Reason(Rule.INDEX_UNREADABLE, f"cannot list the models: {snapshot.error}"))
+        reasons.append(Reason(VerdictRule.INDEX_UNREADABLE, f"cannot list the models: {snapshot.error}"))
     return reasons
 
 
@@ -246,7 +249,8 @@ def expected_reasons(snapshot: ServerSnapshot, found: Triage, expected: Sequence
     for name in (n for n in expected if n not in ready):
         state = states.get(name, "not in the repository")
         cause = f": {one_line(failed[name])}" if name in failed else ""
-        reasons.append(Reason(Rule.EXPECTED_NOT_READY, f"expected model {name!r} is {state}{cause}", name))
+        reasons.append(Reason(VerdictRule.EXPECTED_NOT_READY, f"expected model {name!r} is {state}{cause}",
+                              name))
     return reasons
 
 
@@ -257,14 +261,15 @@ def model_reasons(found: Triage, stuck: Mapping[str, float], expected: Sequence[
             continue  # already DOWN for it
         why = one_line(full)
         if model.reason == DROPPED_MARK:
-            reasons.append(Reason(Rule.MODEL_DROPPED, f"model {model.name!r} lost READY: {why}",
+            reasons.append(Reason(VerdictRule.MODEL_DROPPED, f"model {model.name!r} lost READY: {why}",
                                   model.name, "load it again once the cause is fixed (Models page or "
                                   f"`geadmin models load {model.name}`)"))
         else:
-            reasons.append(Reason(Rule.MODEL_FAILED, f"model {model.name!r} failed: {why}", model.name,
+            reasons.append(Reason(VerdictRule.MODEL_FAILED, f"model {model.name!r} failed: {why}", model.name,
                                   "fix the cause, then load it again"))
     for model in (m for m in found.changing if m.name in stuck):
-        reasons.append(Reason(Rule.MODEL_STUCK, f"model {model.name!r} has been {model.state.value} for "
+        reasons.append(Reason(VerdictRule.MODEL_STUCK,
+                              f"model {model.name!r} has been {model.state.value} for "
                               f"{format_duration(stuck[model.name])}", model.name,
                               "read Triton's log; a hung load is freed only by restarting Triton"))
     return reasons
@@ -316,7 +321,7 @@ def stuck_models(found: Triage, log: LogSource | None, now: datetime,
 
 # -- the one entry point -------------------------------------------------------------------
 @dataclass(frozen=True)
-class Sources:
+class EvidenceSources:
     """Where the evidence comes from, besides the snapshot."""
 
     client: TritonClient | None = None  # for drift (GET config); None: no drift check
@@ -326,10 +331,10 @@ class Sources:
     now: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
 
 
-def assess(snapshot: ServerSnapshot, sources: Sources | None = None, *,
+def assess(snapshot: ServerSnapshot, sources: EvidenceSources | None = None, *,
            expected: Sequence[str] = ()) -> Verdict:
     """The verdict every view shows. Never raises for Triton trouble (it is in the verdict)."""
-    src = sources or Sources()
+    src = sources or EvidenceSources()
     snapshot, trials = own_work.split_trials(snapshot, src.repository)
     found, unloads = with_dropped(triage(snapshot, src.log, src.repository), src.log, src.home)
     drift: list[Drift] = []
@@ -342,6 +347,6 @@ def assess(snapshot: ServerSnapshot, sources: Sources | None = None, *,
         if snapshot.reachable else {}
     verdict = judge(snapshot, found, drift=drift, stuck=stuck, expected=expected, cut_short=cut_short,
                     probes=probes, unloaded=unloads)
-    reasons = tuple(r for r in verdict.reasons if r.rule is not Rule.SERVER_NOT_READY
+    reasons = tuple(r for r in verdict.reasons if r.rule is not VerdictRule.SERVER_NOT_READY
                     or not own_work.explain_not_ready(trials))
     return replace(verdict, reasons=reasons, drift_checked=checked, trials=trials)

@@ -226,7 +226,7 @@ def _file_fleets(path: Any) -> dict[str, Fleet]:
     try:
         data = tomllib.loads(path.read_text())
     except (OSError, tomllib.TOMLDecodeError, RecursionError) as exc:
-        raise ConfigError(f"cannot read servers file {path}: {exc}") from None
+        raise ConfigError(f"cannot read servers file {path}: {exc}") from exc
     entries = data.get("fleet", [])
     if not isinstance(entries, list):
         raise ConfigError(f"{path}: fleet must be [[fleet]] tables")

@@ -27,7 +27,7 @@ def resolve(host: str, port: int) -> list[str]:
     except socket.gaierror as exc:
         raise DiscoverySourceError(f"DNS: {host!r} does not resolve ({exc.strerror}); check the name "
                                    "(a compose service name resolves only on its project's network)",
-                                   source=f"dns:{host}:{port}") from None
+                                   source=f"dns:{host}:{port}") from exc
     return list(dict.fromkeys(str(info[4][0]) for info in infos))
 
 

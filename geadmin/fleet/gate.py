@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from geadmin.errors import ConfigError, FleetError, TritonError
+from geadmin.errors import FleetError, InvalidArgumentError, TritonError
 from geadmin.ops.infer.request import smoke_request
 from geadmin.ops.probe import probe_sources
 from geadmin.triton.client import TritonClient
@@ -33,9 +33,9 @@ class GateSettings:
 
     def __post_init__(self) -> None:
         if not 0 <= self.requests <= 100:
-            raise ConfigError(f"gate requests must be 0..100, got {self.requests}")
+            raise InvalidArgumentError(f"gate requests must be 0..100, got {self.requests}")
         if self.latency_margin < 0 or self.latency_slack_ms < 0 or not 0 <= self.error_margin <= 1:
-            raise ConfigError("gate margins must be >= 0 (error margin a fraction 0..1)")
+            raise InvalidArgumentError("gate margins must be >= 0 (error margin a fraction 0..1)")
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,7 @@ class Gate:
             except TritonError as exc:
                 raise FleetError(f"{name} does not answer, so the rollout did not start (nothing changed): "
                                  f"{str(exc).splitlines()[0]}; bring it back, or leave it out of the "
-                                 "fleet") from None
+                                 "fleet") from exc
             self.ready_before[name] = ready
             if self.model in ready and not self.unload:
                 self.before[name] = self._measure(client)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from geadmin import audit
 from geadmin.access.guard import Authorization, require
-from geadmin.access.roles import Action as Guarded
+from geadmin.access.roles import GuardedAction
 from geadmin.audit import Actor, AuditEntry, Result
 from geadmin.diagnose import interrupted, rollouts, verdict
 from geadmin.diagnose.rollouts import (
@@ -39,7 +39,7 @@ from geadmin.diagnose.verdict import Reason
 from geadmin.errors import GeAdminError, RepositoryError, RolloutBusyError, TritonError
 from geadmin.fleet.members import Member
 from geadmin.fleet.server_audit import ServerAudit
-from geadmin.ops.models.actions import Action, run_action
+from geadmin.ops.models.actions import ModelAction, run_action
 from geadmin.ops.models.apply import apply_config
 from geadmin.ops.models.reconcile import close_rollout, rollout_lock
 from geadmin.repository import revisions, store
@@ -47,10 +47,10 @@ from geadmin.repository.modelconfig import CONFIG_FILE
 from geadmin.repository.validate import refuse_invalid
 from geadmin.triton.client import TritonClient
 
-UNDO = {"load": Action.UNLOAD, "unload": Action.LOAD, "reload": Action.RELOAD}
+UNDO = {"load": ModelAction.UNLOAD, "unload": ModelAction.LOAD, "reload": ModelAction.RELOAD}
 # What putting a change back needs the caller to be authorized for.
-RESTORE_NEEDS = {"apply": Guarded.ROLLBACK, "load": Guarded.UNLOAD, "unload": Guarded.LOAD,
-                 "reload": Guarded.RELOAD}
+RESTORE_NEEDS = {"apply": GuardedAction.ROLLBACK, "load": GuardedAction.UNLOAD, "unload": GuardedAction.LOAD,
+                 "reload": GuardedAction.RELOAD}
 
 
 def real(path: Path | None) -> Path:
@@ -193,7 +193,7 @@ def _file_back(plan: RolloutPlan, server: PlannedServer, client: TritonClient, a
 def reload_if_loaded(client: TritonClient, model: str, auth: Authorization | None, timeout_s: float) -> str:
     if not is_loaded(client, model):
         return ""
-    result = run_action(client, Action.RELOAD, [model], auth=auth, settle_timeout_s=timeout_s)[0]
+    result = run_action(client, ModelAction.RELOAD, [model], auth=auth, settle_timeout_s=timeout_s)[0]
     return "" if result.ok else result.message.splitlines()[0]
 
 
@@ -227,7 +227,7 @@ def restore(journal_id: int, members: Sequence[Member], *, auth: Authorization |
     """Put back every server an unresolved rollout touched (see `put_back`) and end its journal:
     `rolled_back` when every one is back, else `failed` naming those left changed. RolloutBusyError
     when it is not unresolved (running, done, restored or resumed)."""
-    actor = require(auth, Guarded.ROLLBACK)  # before anything is read: putting back is a rollback
+    actor = require(auth, GuardedAction.ROLLBACK)  # before anything is read: putting back is a rollback
     journal = rollouts.read(journal_id, home=home)
     with rollout_lock(journal.plan.fleet, home=home):
         journal = rollouts.read(journal_id, home=home)

@@ -60,7 +60,7 @@ _PORT_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
 @dataclass(frozen=True)
-class Target:
+class KubernetesTarget:
     namespace: str
     selector: str
     ports: dict[str, str]  # parameter -> what the target gave (a name or a number); absent: default
@@ -68,7 +68,7 @@ class Target:
     context: str | None = None
 
 
-def parse_target(target: str) -> Target:
+def parse_target(target: str) -> KubernetesTarget:
     """The parts of a `kubernetes:` target (the text after the prefix); ConfigError if malformed."""
     namespace, sep, query = target.strip().partition("?")
 
@@ -99,7 +99,7 @@ def parse_target(target: str) -> Target:
         name = _PORT_NAME.match(value) and re.search("[a-z]", value) and len(value) <= 15
         if not (value.isdigit() or name):
             raise bad(f"{key}={value!r} is neither a port number nor a container port name")
-    return Target(namespace, params["selector"], ports, params.get("kubeconfig") or None,
+    return KubernetesTarget(namespace, params["selector"], ports, params.get("kubeconfig") or None,
                   params.get("context") or None)
 
 
@@ -132,7 +132,7 @@ def discover(target: str, *, timeout_s: float, workload: str | None = None) -> F
 
 
 # -- one pod -> one member ----------------------------------------------------------------
-def _member(pod: dict[str, Any], target: Target, source: str) -> tuple[Member | None, str]:
+def _member(pod: dict[str, Any], target: KubernetesTarget, source: str) -> tuple[Member | None, str]:
     metadata, spec, status = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
     name, node = str(metadata.get("name") or "?"), str(spec.get("nodeName") or "")
     phase, pod_ip = str(status.get("phase") or "Unknown"), str(status.get("podIP") or "")
@@ -202,7 +202,7 @@ def _ascend(containers: list[dict[str, Any]]) -> dict[str, str]:
 
 
 # -- the one request, and its failures ----------------------------------------------------
-def _list_pods(target: Target, source: str, timeout_s: float) -> dict[str, Any]:
+def _list_pods(target: KubernetesTarget, source: str, timeout_s: float) -> dict[str, Any]:
     from kubernetes import client  # slow to import: only when a Kubernetes source is used
 
     configuration = _configuration(target, source)
@@ -235,7 +235,7 @@ def _list_pods(target: Target, source: str, timeout_s: float) -> dict[str, Any]:
     return pod_list
 
 
-def _configuration(target: Target, source: str) -> Any:
+def _configuration(target: KubernetesTarget, source: str) -> Any:
     """The client's configuration: the target's kubeconfig/context, else the pod's service
     account, else the default kubeconfig. A private object: nothing global is changed."""
     from kubernetes import client, config
@@ -270,7 +270,7 @@ def _api_message(exc: Any) -> str:
     return str(exc.reason or "no reason given")
 
 
-def explain_status(status: int | None, message: str, host: str, target: Target) -> str:
+def explain_status(status: int | None, message: str, host: str, target: KubernetesTarget) -> str:
     """What an HTTP status of the API means for discovery, and what to do (one table)."""
     fixes = {
         0: f"the TLS connection to {host} failed ({message}): check the kubeconfig's certificate-authority "

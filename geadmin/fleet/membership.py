@@ -70,7 +70,7 @@ def parse_networks(values: Sequence[str], where: str) -> tuple[Network, ...]:
             network = ipaddress.ip_network(str(text).strip(), strict=True)
         except ValueError as exc:
             raise ConfigError(f"{where}: trusted network {text!r} is not a network in CIDR form such as "
-                              f"10.0.0.0/8 or fd00::/64 ({exc})") from None
+                              f"10.0.0.0/8 or fd00::/64 ({exc})") from exc
         if network.prefixlen == 0:
             raise ConfigError(f"{where}: trusted network {text!r} holds every address: that trusts whatever "
                               "answers; name the networks your Triton replicas run in")
@@ -93,7 +93,7 @@ def parse_tls_ca(text: str, where: str) -> Path:
         ssl.create_default_context(cafile=str(path))
     except (OSError, ssl.SSLError) as exc:
         raise ConfigError(f"{where}: tls_ca_file {str(path)!r} is not a readable PEM CA certificate "
-                          f"({exc})") from None
+                          f"({exc})") from exc
     return path
 
 

@@ -36,7 +36,7 @@ def discover(target: str, *, timeout_s: float) -> Found:
     except PrometheusError as exc:
         raise DiscoverySourceError(f"Prometheus at {url}: {str(exc).split(': check')[0]}; check the "
                                    "source's URL (the Prometheus base URL, e.g. http://prometheus:9090)",
-                                   source=source) from None
+                                   source=source) from exc
     chosen = [t for t in targets if t.job == job]
     if not chosen:
         jobs = sorted({t.job for t in targets})

@@ -47,20 +47,26 @@ from typing import Any
 
 from geadmin import settings, test_hooks
 from geadmin.access.guard import Authorization, require
-from geadmin.access.roles import Action as Guarded
+from geadmin.access.roles import GuardedAction
 from geadmin.audit import Result
 from geadmin.diagnose import rollouts
 from geadmin.diagnose.rollouts import CHANGED, CHANGING, FAILED, NOT_RESTORED, RESTORED
 from geadmin.domain import format_duration
-from geadmin.errors import ConfigError, GeAdminError, RolloutBusyError
+from geadmin.errors import (
+    ConfigError,
+    GeAdminError,
+    InvalidArgumentError,
+    RolloutBusyError,
+    RolloutRefusedError,
+)
 from geadmin.fleet import journal
 from geadmin.fleet.gate import Gate, GateSettings
 from geadmin.fleet.members import Member
 from geadmin.fleet.membership import refuse_unproven
 from geadmin.fleet.preview import waves as cut_waves
 from geadmin.fleet.server_audit import Config, ServerAudit
-from geadmin.ops.models.actions import Action, run_action
-from geadmin.ops.models.apply import AUDIT_RESULTS, Outcome, apply_config
+from geadmin.ops.models.actions import ModelAction, run_action
+from geadmin.ops.models.apply import AUDIT_RESULTS, ApplyOutcome, apply_config
 from geadmin.ops.models.reconcile import rollout_lock
 from geadmin.repository import revisions
 from geadmin.repository.validate import refuse_invalid
@@ -127,22 +133,23 @@ def rollout(members: Sequence[Member], change: Change, model: str, *, new_config
             fleet: str = "", home: Path | None = None, progress: Progress | None = None,
             control: Control | None = None, timeout_s: float = 60.0, validate: bool = True,
             resume_of: int = 0) -> RolloutResult:
-    """See the module docstring. Refusals raise before anything changes: ConfigError (no
-    servers, a wave size below 1, an apply without a repository for a server), RepositoryError
+    """See the module docstring. Refusals raise before anything changes: RolloutRefusedError
+    (no servers), InvalidArgumentError (a wave size below 1), ConfigError (an apply without a
+    repository for a server), RepositoryError
     (a repository without the model's config; ConfigLockedError: a rollout of the fleet runs in
     another process), RolloutBusyError (an unresolved rollout of the fleet), and for an apply
     the validator's ConfigInvalidError / ConfigParseError (`validate=False` skips it).
     `resume_of`: the number of an unresolved rollout this one resumes (its previous configs
     are kept as the ones to put back)."""
-    actor = require(auth, Guarded(change.value))
+    actor = require(auth, GuardedAction(change.value))
     refuse_unproven(members, f"fleet {change.value} {model}")  # a discovered member nobody vouched for
     if not members:
-        raise ConfigError("the fleet has no server to change")
+        raise RolloutRefusedError("the fleet has no server to change")
     if wave_size < 1:
-        raise ConfigError(f"--wave-size must be at least 1, got {wave_size}")
+        raise InvalidArgumentError(f"--wave-size must be at least 1, got {wave_size}")
     if change is Change.APPLY:
         if new_config is None:
-            raise ConfigError("an apply needs the new config's text")
+            raise InvalidArgumentError("an apply needs the new config's text")
         missing = [m.name for m in members if m.repository is None]
         if missing:
             raise ConfigError(f"no model repository known for {', '.join(missing)}: give --repository "
@@ -271,7 +278,7 @@ class _Rollout:
         try:
             if self.change is Change.APPLY:
                 return self._apply_one(member, client)
-            result = run_action(client, Action(self.change.value), [self.model], auth=self.auth,
+            result = run_action(client, ModelAction(self.change.value), [self.model], auth=self.auth,
                                 settle_timeout_s=self.timeout_s)[0]
             self.done[member.name] = (Result.OK if result.ok else Result.FAILED, result.message, [])
             return "" if result.ok else result.message.splitlines()[0]
@@ -295,7 +302,7 @@ class _Rollout:
         except GeAdminError:
             self.refused.add(member.name)  # a refusal comes before apply_config writes anything
             raise
-        if applied.outcome is Outcome.UNCHANGED:  # written by the rollout this one resumes: load it
+        if applied.outcome is ApplyOutcome.UNCHANGED:  # written by the rollout this one resumes: load it
             return self._reloaded(member, repository, client, "written by the rollout this one resumes")
         configs = self.on_server.applied(repository, wrote=applied.ok) if self.on_server else []
         self.done[member.name] = (AUDIT_RESULTS[applied.outcome], applied.message, configs)
@@ -370,12 +377,13 @@ def resume(journal_id: int, members: Sequence[Member], *, home: Path | None = No
            **kwargs: Any) -> RolloutResult:
     """Run an unresolved rollout again, as planned, on the servers of its plan (found among
     `members` at the same address), keeping its previous configs as the ones to put back.
-    ConfigError when it cannot be resumed (see `journal.resumable`); `kwargs` are `rollout`'s."""
-    require(kwargs.get("auth"), Guarded.RELOAD)  # before anything is read; `rollout` checks the change's
+    RolloutRefusedError when it cannot be resumed (see `journal.resumable`); `kwargs` are `rollout`'s."""
+    # before anything is read; `rollout` checks the change's
+    require(kwargs.get("auth"), GuardedAction.RELOAD)
     found = rollouts.read(journal_id, home=home)
     why = journal.resumable(found)
     if why:
-        raise ConfigError(f"rollout #{journal_id} cannot be resumed: {why}; restore it instead "
+        raise RolloutRefusedError(f"rollout #{journal_id} cannot be resumed: {why}; restore it instead "
                           f"(`{found.restore_command}`)")
     plan = found.plan
     new = plan.new_config.encode() if plan.change == Change.APPLY.value else None

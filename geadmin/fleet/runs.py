@@ -16,14 +16,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from geadmin.access.guard import Authorization
-from geadmin.access.roles import Action
+from geadmin.access.roles import GuardedAction
 from geadmin.audit import Actor, Origin
 from geadmin.errors import RolloutBusyError
 from geadmin.fleet.rollout import Control, RolloutResult
 from geadmin.ops import runs
 from geadmin.ops.runs import Ending, Kind, Run
 
-ROLLOUT = Kind("rollout", "fleet", "the Fleet page", RolloutBusyError, Action.RELOAD, "fleet", pausable=True)
+ROLLOUT = Kind("rollout", "fleet", "the Fleet page", RolloutBusyError, GuardedAction.RELOAD, "fleet",
+               pausable=True)
 STEERS = runs.STEERS
 
 

@@ -20,8 +20,8 @@ from dataclasses import replace
 from typing import Any
 
 from geadmin.access.guard import require
-from geadmin.access.roles import Action
-from geadmin.errors import ConfigError, RepositoryError, TritonError
+from geadmin.access.roles import GuardedAction
+from geadmin.errors import ConfigError, RepositoryError, RolloutRefusedError, TritonError
 from geadmin.fleet.members import Member
 from geadmin.fleet.membership import refuse_unproven
 from geadmin.fleet.rollout import Change, RolloutResult, rollout
@@ -34,9 +34,10 @@ from geadmin.triton.client import TritonClient
 def roll_version(members: Sequence[Member], model: str, version: int, **kwargs: Any) -> RolloutResult:
     """Serve `version` of `model` everywhere, the old versions retired (see the module
     docstring). `kwargs` are `rollout`'s (wave_size, gate, auth, fleet, home, progress, ...).
-    Refused before anything changes (ConfigError): a server without a repository, a repository
-    without the version's directory, or the version already the only one served."""
-    require(kwargs.get("auth"), Action.APPLY)  # before anything is read from a server
+    Refused before anything changes: ConfigError for a server without a repository (a setting);
+    RolloutRefusedError for a repository without the version's directory, the version already the
+    only one served, or a server that cannot say what it serves (Triton's error as the cause)."""
+    require(kwargs.get("auth"), GuardedAction.APPLY)  # before anything is read from a server
     refuse_unproven(members, f"fleet version {model} v{version}")  # and before a key goes anywhere
     if not members or any(m.repository is None for m in members):
         raise ConfigError("a version rollout writes the config: every server needs its repository "
@@ -44,7 +45,7 @@ def roll_version(members: Sequence[Member], model: str, version: int, **kwargs: 
     missing = sorted({str(m.repository) for m in members if m.repository is not None
                       and not (m.repository / model / str(version)).is_dir()})
     if missing:
-        raise ConfigError(f"version {version} of {model} is not in {', '.join(missing)}: copy "
+        raise RolloutRefusedError(f"version {version} of {model} is not in {', '.join(missing)}: copy "
                           f"{model}/{version}/ into every repository first")
     first = members[0]
     assert first.repository is not None
@@ -55,7 +56,7 @@ def roll_version(members: Sequence[Member], model: str, version: int, **kwargs: 
                               f"{getattr(exc, 'strerror', None) or exc}") from exc
     old = _serving(first, model, kwargs.get("timeout_s", 30.0))
     if old == [version]:
-        raise ConfigError(f"{first.name} already serves only version {version} of {model}")
+        raise RolloutRefusedError(f"{first.name} already serves only version {version} of {model}")
     both = _with_versions(text, sorted({*old, version}))
     say = kwargs.pop("progress", None) or (lambda _: None)
     shown_old = ", ".join(f"v{v}" for v in old) or "no version"
@@ -88,6 +89,6 @@ def _serving(member: Member, model: str, timeout_s: float) -> list[int]:
                           tls_ca=ca) as client:
             index = client.repository_index()
     except TritonError as exc:
-        raise ConfigError(f"cannot read what {member.name} serves: {exc}") from exc
+        raise RolloutRefusedError(f"cannot read what {member.name} serves: {exc}") from exc
     return sorted(int(e.version) for e in index
                   if e.name == model and e.state.value == "READY" and e.version.isdigit())

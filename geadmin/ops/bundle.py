@@ -43,7 +43,7 @@ from google.protobuf import json_format
 
 from geadmin import __version__, settings
 from geadmin.diagnose.health import take_snapshot
-from geadmin.diagnose.verdict import Sources, assess
+from geadmin.diagnose.verdict import EvidenceSources, assess
 from geadmin.errors import GeAdminError, RepositoryError
 from geadmin.repository.layout import is_model_name
 from geadmin.repository.modelconfig import CONFIG_FILE
@@ -197,7 +197,7 @@ def _server(bundle: Bundle, client: TritonClient) -> None:
 
 
 def _verdict(bundle: Bundle, client: TritonClient, repository: Path | None, log: LogSource | None) -> None:
-    verdict = assess(take_snapshot("server", client), Sources(client, log, repository))
+    verdict = assess(take_snapshot("server", client), EvidenceSources(client, log, repository))
     bundle.add_json("verdict.json", verdict.to_json())
 
 

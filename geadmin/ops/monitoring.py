@@ -10,8 +10,8 @@ from pathlib import Path
 
 from geadmin import audit
 from geadmin.access.guard import require
-from geadmin.access.roles import Action
-from geadmin.errors import ConfigError
+from geadmin.access.roles import GuardedAction
+from geadmin.errors import InvalidArgumentError
 from geadmin.ops.infer.inputs import InputSource
 from geadmin.ops.probe import source_record
 from geadmin.telemetry.alerting import objectives
@@ -26,24 +26,25 @@ def parse_budget(text: str) -> float:
     raw = text.strip()
     try:
         value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
-    except ValueError:
-        raise ConfigError(f"an error budget is a percentage like 0.1% or a fraction like 0.001, got "
-                          f"{text!r}") from None
+    except ValueError as exc:
+        raise InvalidArgumentError(f"an error budget is a percentage like 0.1% or a fraction like 0.001, got "
+                          f"{text!r}") from exc
     if not math.isfinite(value) or not 0 < value <= 0.5:
-        raise ConfigError(f"an error budget is above 0 and at most 50 %, got {text!r}")
+        raise InvalidArgumentError(f"an error budget is above 0 and at most 50 %, got {text!r}")
     return value
 
 
 def set_objective(model: str, p99_ms: float | None, error_budget: float | None, *, auth: object,
                   server: str = "", home: Path | None = None) -> Objective:
     """Set (or, with neither figure, clear) `model`'s objectives; audited as `objective`."""
-    who = require(auth, Action.MONITORING)
+    who = require(auth, GuardedAction.MONITORING)
     if not model.strip():
-        raise ConfigError("name the model the objective is for")
+        raise InvalidArgumentError("name the model the objective is for")
     if p99_ms is not None and (not math.isfinite(p99_ms) or not 0 < p99_ms <= MAX_P99_MS):
-        raise ConfigError(f"a p99 objective is above 0 and at most {MAX_P99_MS:g} ms, got {p99_ms:g}")
+        raise InvalidArgumentError(f"a p99 objective is above 0 and at most {MAX_P99_MS:g} ms, got "
+                                   f"{p99_ms:g}")
     if error_budget is not None and not 0 < error_budget <= 0.5:
-        raise ConfigError(f"an error budget is above 0 and at most 50 %, got {error_budget:g}")
+        raise InvalidArgumentError(f"an error budget is above 0 and at most 50 %, got {error_budget:g}")
     before = objectives.objectives(home=home).get(model)
     stored = objectives.store(Objective(model, p99_ms, error_budget), who.name, home=home)
     audit.record_action("objective", model, True, f"{before.describe() if before else 'no objective'} -> "
@@ -54,7 +55,7 @@ def set_objective(model: str, p99_ms: float | None, error_budget: float | None, 
 def save_probe_input(model: str, sources: Mapping[str, InputSource], *, auth: object, server: str = "",
                      home: Path | None = None) -> None:
     """Keep `sources` as the request `model`'s probe sends (the Playground's current request)."""
-    who = require(auth, Action.MONITORING)
+    who = require(auth, GuardedAction.MONITORING)
     watch.save_input(model, source_record(sources), who.name, home=home)
     audit.record_action("probe_input", model, True, "the probe sends the saved request: "
                         + ", ".join(f"{name}={s.kind.value}" for name, s in sorted(sources.items())),

@@ -34,7 +34,7 @@ from typing import Any, Generic, TypeVar
 
 from geadmin import audit
 from geadmin.access.guard import Authorization, require
-from geadmin.access.roles import Action as Guarded
+from geadmin.access.roles import GuardedAction
 from geadmin.audit import Actor, Result
 from geadmin.errors import GeAdminError
 
@@ -51,7 +51,7 @@ class Kind:
     scope: str  # what the key names: "server", "fleet"
     where: str  # where it is watched and aborted: "the Load test page"
     busy: type[GeAdminError]  # raised when one of this kind and key runs already
-    steer_right: Guarded  # who may pause, resume or abort it
+    steer_right: GuardedAction  # who may pause, resume or abort it
     audit_prefix: str  # steering is audited as "<prefix> abort"
     pausable: bool = False
 

@@ -38,7 +38,7 @@ def parse_pbtxt(text: str, source: str = CONFIG_FILE) -> model_config_pb2.ModelC
     try:
         return text_format.Parse(text, model_config_pb2.ModelConfig())
     except text_format.ParseError as exc:
-        raise parse_error(exc, source) from None
+        raise parse_error(exc, source) from exc
 
 
 def parse_error(exc: text_format.ParseError, source: str) -> ConfigParseError:
@@ -59,12 +59,12 @@ def read_config_file(path: Path) -> model_config_pb2.ModelConfig:
 def read_config_text(path: Path) -> str:
     try:
         return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise RepositoryError(f"no {CONFIG_FILE} in {path.parent}") from None
+    except FileNotFoundError as exc:
+        raise RepositoryError(f"no {CONFIG_FILE} in {path.parent}") from exc
     except UnicodeDecodeError as exc:
-        raise RepositoryError(f"{path} is not UTF-8 text (byte {exc.start})") from None
+        raise RepositoryError(f"{path} is not UTF-8 text (byte {exc.start})") from exc
     except OSError as exc:
-        raise RepositoryError(f"cannot read {path}: {exc.strerror or exc}") from None
+        raise RepositoryError(f"cannot read {path}: {exc.strerror or exc}") from exc
 
 
 def to_pbtxt(config: model_config_pb2.ModelConfig) -> str:
@@ -87,7 +87,7 @@ def from_json(text: str) -> model_config_pb2.ModelConfig:
     # json_format lets a document that is not an object (`null`, `[]`) out as TypeError /
     # AttributeError, and deep nesting as RecursionError (tests/unit/test_parser_properties.py)
     except (json_format.ParseError, TypeError, AttributeError, RecursionError) as exc:
-        raise ConfigParseError(f"the JSON config does not parse: {exc}", detail=str(exc)) from None
+        raise ConfigParseError(f"the JSON config does not parse: {exc}", detail=str(exc)) from exc
 
 
 def dtype_name(data_type: int) -> str:

@@ -78,20 +78,20 @@ def is_version(name: str) -> bool:
 
 
 @dataclass(frozen=True)
-class Rule:
+class ValidationRule:
     id: str
     severity: Severity
     summary: str
     check: Callable[[Context], Iterable[Issue]]
 
 
-RULES: dict[str, Rule] = {}
+RULES: dict[str, ValidationRule] = {}
 
 
 def rule(rule_id: str, severity: Severity, summary: str) -> Callable[[Callable[[Context], Iterable[Issue]]],
                                                                         Callable[[Context], Iterable[Issue]]]:
     def register(check: Callable[[Context], Iterable[Issue]]) -> Callable[[Context], Iterable[Issue]]:
-        RULES[rule_id] = Rule(rule_id, severity, summary, check)
+        RULES[rule_id] = ValidationRule(rule_id, severity, summary, check)
         return check
     return register
 

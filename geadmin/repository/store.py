@@ -64,9 +64,9 @@ def read_config(repository: Path, model: str) -> ConfigFile:
     path = config_path(repository, model)
     try:
         return ConfigFile(model, path, path.read_bytes())
-    except FileNotFoundError:
+    except FileNotFoundError as exc:
         raise RepositoryError(f"no {CONFIG_FILE} in {path.parent}: check the model name, or create "
-                              "the model first") from None
+                              "the model first") from exc
     except OSError as exc:
         raise RepositoryError(f"cannot read {path}: {exc.strerror or exc}") from exc
 

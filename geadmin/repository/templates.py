@@ -34,7 +34,7 @@ MAX_TENSORS = 64
 MAX_BATCH_SIZE = 1 << 20
 
 @dataclass(frozen=True)
-class Tensor:
+class TensorSpec:
     name: str
     dtype: str  # Triton's name without TYPE_: FP32, INT64, UINT8, STRING, ...
     dims: tuple[int, ...]
@@ -53,8 +53,8 @@ class Params:
     """The knobs of a template; `None` means the template's default."""
 
     max_batch_size: int = 8
-    inputs: tuple[Tensor, ...] | None = None
-    outputs: tuple[Tensor, ...] | None = None
+    inputs: tuple[TensorSpec, ...] | None = None
+    outputs: tuple[TensorSpec, ...] | None = None
     device_ids: tuple[int, ...] = (0,)
 
 
@@ -66,8 +66,8 @@ class Template:
     backend: str
     model_file: str  # relative to the model directory, e.g. "1/model.om"
     model_file_help: str  # what to upload there
-    inputs: tuple[Tensor, ...]  # defaults
-    outputs: tuple[Tensor, ...]
+    inputs: tuple[TensorSpec, ...]  # defaults
+    outputs: tuple[TensorSpec, ...]
     engine: str = ""  # npu_ge engine ("" for other backends)
     provided: dict[str, bytes] = field(default_factory=dict)  # files the template writes itself
 
@@ -117,18 +117,19 @@ TEMPLATES: dict[str, Template] = {t.id: t for t in (
         "An ATC-compiled .om run on Ascend NPUs through ACL (npu_ge engine acl_om).",
         npu_ge.BACKEND, f"{VERSION}/model.om",
         "the .om file ATC wrote (atc --framework=5 --output=model ...)",
-        (Tensor("x", "FP32", (3, 224, 224)),), (Tensor("y", "FP32", (1000,)),), engine=npu_ge.ACL_OM),
+        (TensorSpec("x", "FP32", (3, 224, 224)),), (TensorSpec("y", "FP32", (1000,)),), engine=npu_ge.ACL_OM),
     Template(
         TemplateId.NPU_GE_ONNX.value, "npu_ge — ONNX compiled by GE at load",
         "An ONNX graph compiled online by GE (npu_ge engine ge_graph; needs npu_ge built with CANN).",
         npu_ge.BACKEND, f"{VERSION}/model.onnx", "the ONNX file",
-        (Tensor("x", "FP32", (3, 224, 224)),), (Tensor("y", "FP32", (1000,)),), engine=npu_ge.GE_GRAPH),
+        (TensorSpec("x", "FP32", (3, 224, 224)),), (TensorSpec("y", "FP32", (1000,)),),
+        engine=npu_ge.GE_GRAPH),
     Template(
         TemplateId.PYTHON.value, "python — identity model (CPU)",
         "A Python-backend model; the template's model.py returns each input as the output at the same "
         "position, so it loads and answers on any Triton.",
         "python", f"{VERSION}/model.py", "optional, the template writes an identity model.py",
-        (Tensor("INPUT0", "FP32", (4,)),), (Tensor("OUTPUT0", "FP32", (4,)),),
+        (TensorSpec("INPUT0", "FP32", (4,)),), (TensorSpec("OUTPUT0", "FP32", (4,)),),
         provided={f"{VERSION}/model.py": IDENTITY_MODEL_PY}),
 )}
 
@@ -136,8 +137,8 @@ TEMPLATES: dict[str, Template] = {t.id: t for t in (
 def template(template_id: str) -> Template:
     try:
         return TEMPLATES[template_id]
-    except KeyError:
-        raise TemplateError(f"no template {template_id!r}: use one of {', '.join(TEMPLATES)}") from None
+    except KeyError as exc:
+        raise TemplateError(f"no template {template_id!r}: use one of {', '.join(TEMPLATES)}") from exc
 
 
 # -- parsing the knobs (CLI flags and form fields) -----------------------------------------
@@ -145,17 +146,17 @@ DTYPES = tuple(model_config_pb2.DataType.Name(value).removeprefix("TYPE_")
                for value in model_config_pb2.DataType.values() if value != model_config_pb2.TYPE_INVALID)
 
 
-def parse_tensor(text: str) -> Tensor:
+def parse_tensor(text: str) -> TensorSpec:
     """`NAME:DTYPE:DIMS`, e.g. `x:FP32:3,224,224` (dims without the batch dimension)."""
     name, sep, rest = text.strip().rpartition(":")
     name, sep2, dtype = name.rpartition(":")
     dims_text = rest
     if not (sep and sep2):
         raise TemplateError(f"tensor {text!r}: expected NAME:DTYPE:DIMS, e.g. x:FP32:3,224,224")
-    return Tensor(name.strip(), _dtype(dtype, text), parse_dims(dims_text, text))
+    return TensorSpec(name.strip(), _dtype(dtype, text), parse_dims(dims_text, text))
 
 
-def parse_tensors(lines: str | Sequence[str]) -> tuple[Tensor, ...]:
+def parse_tensors(lines: str | Sequence[str]) -> tuple[TensorSpec, ...]:
     """One tensor per line (or per item); blank lines are skipped."""
     items = lines.splitlines() if isinstance(lines, str) else list(lines)
     return tuple(parse_tensor(item) for item in items if item.strip())
@@ -171,9 +172,9 @@ def _dtype(text: str, where: str) -> str:
 def parse_dims(text: str, where: str = "") -> tuple[int, ...]:
     try:
         dims = tuple(int(d) for d in text.replace("[", "").replace("]", "").split(",") if d.strip())
-    except ValueError:
+    except ValueError as exc:
         raise TemplateError(f"tensor {where or text!r}: dims {text!r} are not integers separated by "
-                            "commas, e.g. 3,224,224") from None
+                            "commas, e.g. 3,224,224") from exc
     if not dims:
         raise TemplateError(f"tensor {where or text!r}: no dims; give at least one, e.g. 4")
     return dims
@@ -192,12 +193,12 @@ def _quote(text: str) -> str:
     return '"' + text_encoding.CEscape(text, as_utf8=True) + '"'
 
 
-def _tensor_lines(tensors: Sequence[Tensor]) -> str:
+def _tensor_lines(tensors: Sequence[TensorSpec]) -> str:
     return ",\n".join(f"  {{ name: {_quote(t.name)}, data_type: {t.data_type}, "
                       f"dims: [ {', '.join(map(str, t.dims))} ] }}" for t in tensors)
 
 
-def _check(tpl: Template, name: str, params: Params) -> tuple[tuple[Tensor, ...], tuple[Tensor, ...]]:
+def _check(tpl: Template, name: str, params: Params) -> tuple[tuple[TensorSpec, ...], tuple[TensorSpec, ...]]:
     inputs = tpl.inputs if params.inputs is None else params.inputs
     outputs = tpl.outputs if params.outputs is None else params.outputs
     if not 0 <= params.max_batch_size <= MAX_BATCH_SIZE:

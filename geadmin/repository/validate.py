@@ -37,8 +37,8 @@ from geadmin.repository.rules import (
     Context,
     Finding,
     Issue,
-    Rule,
     Severity,
+    ValidationRule,
     did_you_mean,
     is_version,
 )
@@ -166,7 +166,7 @@ def refuse_invalid(model: str, text: str, directory: Path | None, *,
     return findings
 
 
-def _issues(checker: Rule, context: Context) -> list[Issue]:
+def _issues(checker: ValidationRule, context: Context) -> list[Issue]:
     try:
         return list(checker.check(context))
     except OSError as exc:
@@ -300,4 +300,5 @@ def _npu_ge_rule(check: npu_ge.Check) -> Callable[[Context], Iterable[Issue]]:
 
 
 for _name_, (_severity, _summary, _check) in NPU_GE_CHECKS.items():
-    RULES[f"npu_ge.{_name_}"] = Rule(f"npu_ge.{_name_}", Severity(_severity), _summary, _npu_ge_rule(_check))
+    RULES[f"npu_ge.{_name_}"] = ValidationRule(f"npu_ge.{_name_}", Severity(_severity), _summary,
+                                               _npu_ge_rule(_check))

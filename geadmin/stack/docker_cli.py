@@ -21,7 +21,7 @@ READ_TIMEOUT_S = 30.0
 ACTION_TIMEOUT_S = 120.0  # `docker stop` waits the container's grace period, then kills
 
 
-class Failure(enum.Enum):
+class DockerFailure(enum.Enum):
     NO_CLI = "no docker CLI"
     CLI_NOT_RUNNABLE = "the docker CLI cannot be run"
     NO_ENGINE = "no engine answers"
@@ -33,48 +33,48 @@ class Failure(enum.Enum):
 
 # Lower-cased stderr substrings, first match wins; recorded in tests/unit/assets/docker/errors/
 # (Docker 20.10 and 28 clients) except the two marked, quoted from public reports.
-STDERR_FAILURES: tuple[tuple[str, Failure], ...] = (
-    ("permission denied while trying to connect to the docker daemon", Failure.SOCKET_DENIED),
-    ("cannot connect to the docker daemon", Failure.NO_ENGINE),
-    ("failed to connect to the docker api", Failure.NO_ENGINE),  # quoted: Docker 29 clients
-    ("error during connect", Failure.NO_ENGINE),  # quoted: Docker Desktop's named pipe, tcp://
-    ("no such container", Failure.NO_SUCH_CONTAINER),
-    ("no such object", Failure.NO_SUCH_CONTAINER),  # `docker inspect`'s wording
+STDERR_FAILURES: tuple[tuple[str, DockerFailure], ...] = (
+    ("permission denied while trying to connect to the docker daemon", DockerFailure.SOCKET_DENIED),
+    ("cannot connect to the docker daemon", DockerFailure.NO_ENGINE),
+    ("failed to connect to the docker api", DockerFailure.NO_ENGINE),  # quoted: Docker 29 clients
+    ("error during connect", DockerFailure.NO_ENGINE),  # quoted: Docker Desktop's named pipe, tcp://
+    ("no such container", DockerFailure.NO_SUCH_CONTAINER),
+    ("no such object", DockerFailure.NO_SUCH_CONTAINER),  # `docker inspect`'s wording
 )
 # What running the CLI can raise; first isinstance match wins, so subclasses come first.
-EXCEPTION_FAILURES: tuple[tuple[type[BaseException], Failure], ...] = (
-    (FileNotFoundError, Failure.NO_CLI),
-    (PermissionError, Failure.CLI_NOT_RUNNABLE),
-    (subprocess.TimeoutExpired, Failure.TIMEOUT),
-    (subprocess.SubprocessError, Failure.OTHER),
-    (OSError, Failure.CLI_NOT_RUNNABLE),  # e.g. ENOEXEC: GEADMIN_DOCKER is not a program
+EXCEPTION_FAILURES: tuple[tuple[type[BaseException], DockerFailure], ...] = (
+    (FileNotFoundError, DockerFailure.NO_CLI),
+    (PermissionError, DockerFailure.CLI_NOT_RUNNABLE),
+    (subprocess.TimeoutExpired, DockerFailure.TIMEOUT),
+    (subprocess.SubprocessError, DockerFailure.OTHER),
+    (OSError, DockerFailure.CLI_NOT_RUNNABLE),  # e.g. ENOEXEC: GEADMIN_DOCKER is not a program
 )
 # {what}: the action; {cli}: the binary; {command}: the command line; {detail}: the CLI's
 # error line or the exception; {timeout_s}: the deadline.
-FAILURES: dict[Failure, tuple[type[StackError], str]] = {
-    Failure.NO_CLI: (DockerUnavailableError, "{what}: no docker CLI '{cli}' on this machine — "
+FAILURES: dict[DockerFailure, tuple[type[StackError], str]] = {
+    DockerFailure.NO_CLI: (DockerUnavailableError, "{what}: no docker CLI '{cli}' on this machine — "
                      "install docker, or set GEADMIN_DOCKER to the docker binary's path"),
-    Failure.CLI_NOT_RUNNABLE: (DockerUnavailableError, "{what}: cannot run the docker CLI '{cli}' "
+    DockerFailure.CLI_NOT_RUNNABLE: (DockerUnavailableError, "{what}: cannot run the docker CLI '{cli}' "
                                "({detail}) — set GEADMIN_DOCKER to the docker binary's path"),
-    Failure.NO_ENGINE: (DockerUnavailableError, "{what}: no Docker engine answers ({detail}) — start "
+    DockerFailure.NO_ENGINE: (DockerUnavailableError, "{what}: no Docker engine answers ({detail}) — start "
                         "it (`sudo systemctl start docker`), check DOCKER_HOST, or mount "
                         "/var/run/docker.sock into the dashboard's container"),
-    Failure.SOCKET_DENIED: (DockerUnavailableError, "{what}: no permission on the Docker socket "
+    DockerFailure.SOCKET_DENIED: (DockerUnavailableError, "{what}: no permission on the Docker socket "
                             "({detail}) — add the user to the docker group (`sudo usermod -aG docker "
                             "USER`, log in again); in a container, add the socket's group (group_add)"),
-    Failure.NO_SUCH_CONTAINER: (ServiceNotFoundError, "{what}: the container is gone ({detail}) — it "
+    DockerFailure.NO_SUCH_CONTAINER: (ServiceNotFoundError, "{what}: the container is gone ({detail}) — it "
                                 "was removed or recreated since it was listed: refresh and retry"),
-    Failure.TIMEOUT: (DockerError, "{what}: `{command}` did not finish within {timeout_s:g}s — the "
+    DockerFailure.TIMEOUT: (DockerError, "{what}: `{command}` did not finish within {timeout_s:g}s — the "
                       "Docker engine may be overloaded or hung: check `docker info` and its log"),
-    Failure.OTHER: (DockerError, "{what}: `{command}` failed: {detail}"),
+    DockerFailure.OTHER: (DockerError, "{what}: `{command}` failed: {detail}"),
 }
 
 
-TABLE = FailureTable(STDERR_FAILURES, EXCEPTION_FAILURES, FAILURES, Failure.OTHER)
+TABLE = FailureTable(STDERR_FAILURES, EXCEPTION_FAILURES, FAILURES, DockerFailure.OTHER)
 classify = TABLE.classify
 
 
-def docker_error(failure: Failure, *, what: str, argv: Sequence[str], detail: str,
+def docker_error(failure: DockerFailure, *, what: str, argv: Sequence[str], detail: str,
                  timeout_s: float) -> StackError:
     return TABLE.error(failure, what=what, cli=argv[0], command=shlex.join(argv),
                        detail=detail or "no message", timeout_s=timeout_s)

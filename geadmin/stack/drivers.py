@@ -13,7 +13,7 @@ from typing import Protocol
 
 from geadmin import audit
 from geadmin.access.guard import Authorization, require
-from geadmin.access.roles import Action as Guarded
+from geadmin.access.roles import GuardedAction
 from geadmin.domain import format_duration
 from geadmin.errors import GeAdminError
 
@@ -85,7 +85,7 @@ def perform(driver: StackDriver, service: str, action: str, *, auth: Authorizati
     `auth` must cover `action` (NotAuthorizedError before the driver is asked)."""
     if action not in STACK_ACTIONS:
         raise ValueError(f"unknown stack action {action!r}")
-    actor = require(auth, Guarded(action))
+    actor = require(auth, GuardedAction(action))
     try:
         getattr(driver, action)(service)
     except GeAdminError as exc:

@@ -76,11 +76,11 @@ class LocalDriver:
         info = self._info()
         try:
             os.kill(info.pid, signum)
-        except ProcessLookupError:
-            raise StackError(f"`geadmin up` (pid {info.pid}) is gone: start it again") from None
-        except PermissionError:
+        except ProcessLookupError as exc:
+            raise StackError(f"`geadmin up` (pid {info.pid}) is gone: start it again") from exc
+        except PermissionError as exc:
             raise StackError(f"`geadmin up` (pid {info.pid}) belongs to another user: run the "
-                             "dashboard as that user") from None
+                             "dashboard as that user") from exc
 
     def _only_triton(self, service: str, verb: str) -> None:
         self._check(service)

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from geadmin.diagnose.health import ServerSnapshot
-from geadmin.diagnose.verdict import Rule, Sources, Verdict, assess
+from geadmin.diagnose.verdict import EvidenceSources, Verdict, VerdictRule, assess
 from geadmin.stack.compose_logs import compose_outage
 from geadmin.stack.server_history import ServerHistory, history_for, recent_crash
 from geadmin.stack.target import is_stack_server
@@ -31,7 +31,7 @@ class ServerVerdict:
     def outage(self) -> str:
         """While Triton does not answer: why, when the embedded stack or the compose project
         that runs it knows ("" otherwise)."""
-        if Rule.UNREACHABLE not in self.verdict.rules:
+        if VerdictRule.UNREACHABLE not in self.verdict.rules:
             return ""
         return (self.history.down if self.history is not None else "") or self.container
 
@@ -60,7 +60,7 @@ def stack_process(url: str, stack: StackInfo | None) -> dict[str, object] | None
             "restarts": sum(1 for record in stack.exits if record.restarted), "stack_pid": stack.pid}
 
 
-def server_verdict(snapshot: ServerSnapshot, sources: Sources | None, stack: StackInfo | None, *,
+def server_verdict(snapshot: ServerSnapshot, sources: EvidenceSources | None, stack: StackInfo | None, *,
                    expected: Sequence[str] = ()) -> ServerVerdict:
     """`assess(snapshot, sources, expected)` with the embedded stack's account of the server
     (`stack`: the running `geadmin up`'s, None when there is none). Never raises for Triton

@@ -27,7 +27,7 @@ own verdict would give a fix for a model that does not exist. Given the ensemble
 members (`served_facts` reads them from Triton), the ensemble takes its slowest member's
 verdict and fix, and names that member (`Bottleneck.slow_member`).
 
-`triage(window, devices, ensembles)` is pure: the window and, optionally, the NPU devices with
+`find_bottlenecks(window, devices, ensembles)` is pure: the window and, optionally, the NPU devices with
 the npu_ge placements (`NpuDevice.models`) that say which devices a model's instances use.
 `recent_window` gives a live view (the Overview's card) its window over the last minute
 from the scrapes it keeps between refreshes.
@@ -67,7 +67,7 @@ MIN_WINDOW_S = 1.0
 MIN_RATE_PER_S = 1.0
 
 
-class Verdict(str, Enum):
+class BottleneckKind(str, Enum):
     QUEUE_BOUND = "queue-bound"
     DEVICE_BOUND = "device-bound"
     COMPUTE_BOUND = "compute-bound"
@@ -79,17 +79,17 @@ class Verdict(str, Enum):
 
 
 FIXES = {
-    Verdict.QUEUE_BOUND: "add instances (instance_group count) or enable / raise dynamic batching",
-    Verdict.DEVICE_BOUND: "the NPU is saturated: spread instances over more NPUs (device_ids) or "
+    BottleneckKind.QUEUE_BOUND: "add instances (instance_group count) or enable / raise dynamic batching",
+    BottleneckKind.DEVICE_BOUND: "the NPU is saturated: spread instances over more NPUs (device_ids) or "
                           "lighten the model",
-    Verdict.COMPUTE_BOUND: "the model itself is slow per execution: batch more (preferred_batch_size) "
+    BottleneckKind.COMPUTE_BOUND: "the model itself is slow per execution: batch more (preferred_batch_size) "
                            "or optimise the model",
-    Verdict.HOST_BOUND: "input/output handling on the host dominates: send smaller or fewer tensors, "
+    BottleneckKind.HOST_BOUND: "input/output handling on the host dominates: send smaller or fewer tensors, "
                         "use shared memory, or cut host-side pre/post-processing",
-    Verdict.BALANCED: "no single stage dominates: scale out (more instances or servers)",
-    Verdict.IDLE: "",
-    Verdict.LIGHT: "",
-    Verdict.NO_DATA: "check the failures: requests arrived but none reported latency",
+    BottleneckKind.BALANCED: "no single stage dominates: scale out (more instances or servers)",
+    BottleneckKind.IDLE: "",
+    BottleneckKind.LIGHT: "",
+    BottleneckKind.NO_DATA: "check the failures: requests arrived but none reported latency",
 }
 
 
@@ -99,7 +99,7 @@ class Bottleneck:
 
     model: str
     version: str
-    verdict: Verdict
+    verdict: BottleneckKind
     why: str  # the numbers, in one line
     fix: str  # what to do, in one line ("" when idle)
     requests_per_s: float | None
@@ -119,7 +119,7 @@ class Bottleneck:
     @property
     def has_traffic(self) -> bool:
         """Enough requests to judge (not idle, not under the rate floor)."""
-        return self.verdict not in (Verdict.IDLE, Verdict.LIGHT)
+        return self.verdict not in (BottleneckKind.IDLE, BottleneckKind.LIGHT)
 
     @property
     def server_ms(self) -> float | None:
@@ -127,10 +127,10 @@ class Bottleneck:
         return _sum(self.queue_ms, self.compute_input_ms, self.compute_infer_ms, self.compute_output_ms)
 
 
-def triage(window: Window, devices: Sequence[NpuDevice] | None = None,
-           ensembles: Mapping[str, Sequence[str]] | None = None, *,
-           queue_delay_ms: Mapping[str, float] | None = None,
-           probe_rates: Mapping[str, float] | None = None) -> tuple[Bottleneck, ...]:
+def find_bottlenecks(window: Window, devices: Sequence[NpuDevice] | None = None,
+                     ensembles: Mapping[str, Sequence[str]] | None = None, *,
+                     queue_delay_ms: Mapping[str, float] | None = None,
+                     probe_rates: Mapping[str, float] | None = None) -> tuple[Bottleneck, ...]:
     """One `Bottleneck` per model version of the window, in the window's order; `ensembles`
     maps each ensemble to its members (see `for_ensemble`), `queue_delay_ms` each model to its
     batcher's configured wait, `probe_rates` each model to geadmin's own probe requests/s.
@@ -218,7 +218,8 @@ def assess(m: ModelWindow, devices: Sequence[NpuDevice] = (), *, queue_delay_ms:
     queue, c_in, infer, c_out = stages = (m.avg_queue_ms, m.avg_compute_input_ms, m.avg_compute_infer_ms,
                                           m.avg_compute_output_ms)
 
-    def verdict(kind: Verdict, why: str, shares: tuple[float | None, ...] = (None, None, None)) -> Bottleneck:
+    def verdict(kind: BottleneckKind, why: str,
+                shares: tuple[float | None, ...] = (None, None, None)) -> Bottleneck:
         return Bottleneck(
             model=m.model, version=m.version, verdict=kind, why=why, fix=FIXES[kind],
             requests_per_s=m.requests_per_s, inferences_per_s=m.inferences_per_s,
@@ -229,16 +230,17 @@ def assess(m: ModelWindow, devices: Sequence[NpuDevice] = (), *, queue_delay_ms:
             if m.counters_reset else "")
 
     if (m.requests_per_s or 0.0) * m.window_s < MIN_REQUESTS:
-        return verdict(Verdict.IDLE, "no requests in the window")
+        return verdict(BottleneckKind.IDLE, "no requests in the window")
     users = max(0.0, (m.requests_per_s or 0.0) - probe_rate_per_s)
     if users < MIN_RATE_PER_S:
         probes = f" besides geadmin's probes ({probe_rate_per_s:.2f}/s)" if probe_rate_per_s else ""
-        return verdict(Verdict.LIGHT, f"{users:.2f} req/s{probes}: under the {MIN_RATE_PER_S:g} req/s floor, "
+        return verdict(BottleneckKind.LIGHT,
+                       f"{users:.2f} req/s{probes}: under the {MIN_RATE_PER_S:g} req/s floor, "
                        "too little traffic to name a bottleneck")
     known = [s for s in stages if s is not None]
     total = sum(known)
     if not known or total <= 0:
-        return verdict(Verdict.NO_DATA, f"{_rate(m.requests_per_s)} req/s, {_rate(m.failures_per_s)} "
+        return verdict(BottleneckKind.NO_DATA, f"{_rate(m.requests_per_s)} req/s, {_rate(m.failures_per_s)} "
                        "failed/s, no latency figures")
     # The batcher's configured wait is by design: only the queue time beyond it is a bottleneck.
     waited = min(queue or 0.0, queue_delay_ms or 0.0)
@@ -257,16 +259,16 @@ def assess(m: ModelWindow, devices: Sequence[NpuDevice] = (), *, queue_delay_ms:
     return verdict(_verdict(*shares, busiest), why, shares)
 
 
-def _verdict(queue: float, host: float, infer: float, npu_util_pct: float | None) -> Verdict:
+def _verdict(queue: float, host: float, infer: float, npu_util_pct: float | None) -> BottleneckKind:
     largest = max(queue, host, infer)
     if largest < DOMINANT_SHARE:
-        return Verdict.BALANCED
+        return BottleneckKind.BALANCED
     if largest == queue:
-        return Verdict.QUEUE_BOUND
+        return BottleneckKind.QUEUE_BOUND
     if largest == infer:
         busy = npu_util_pct is not None and npu_util_pct >= NPU_BUSY_PCT
-        return Verdict.DEVICE_BOUND if busy else Verdict.COMPUTE_BOUND
-    return Verdict.HOST_BOUND
+        return BottleneckKind.DEVICE_BOUND if busy else BottleneckKind.COMPUTE_BOUND
+    return BottleneckKind.HOST_BOUND
 
 
 def _sum(*values: float | None) -> float | None:

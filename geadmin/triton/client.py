@@ -22,7 +22,7 @@ from google.protobuf.message import Message
 from tritonclient.grpc import model_config_pb2, service_pb2
 
 from geadmin.domain import Endpoint, Health, ModelEntry, ModelState, ServerInfo, Transport
-from geadmin.errors import ConfigError
+from geadmin.errors import InvalidArgumentError
 from geadmin.triton.connection import DEFAULT_LOAD_TIMEOUT_S, DEFAULT_TIMEOUT_S, Connection
 from geadmin.triton.tensors import InferResponse, Tensor, _infer_inputs, _requested_outputs, _response
 
@@ -154,7 +154,8 @@ class TritonClient:
         files: Mapping[str, bytes] | None,
     ) -> Callable[[Any, dict[str, Any]], Any]:
         if files and config is None:
-            raise ConfigError("file overrides need a config override too (Triton ignores them alone)")
+            raise InvalidArgumentError("file overrides need a config override too (Triton ignores them "
+                                       "alone)")
         config_json = load_json(config) if config is not None else None
         overrides = {f"file:{path}": data for path, data in (files or {}).items()} or None
         return lambda c, kw: c.load_model(name, config=config_json, files=overrides, **kw)

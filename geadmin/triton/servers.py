@@ -128,10 +128,10 @@ def parse_url_list(raw: str, fallback_url: str | None = None) -> list[ServerSpec
 def parse_servers_file(path: Path, fallback_url: str | None = None) -> list[ServerSpec]:
     try:
         data = tomllib.loads(path.read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"servers file {path} does not exist (GEADMIN_SERVERS_FILE)") from None
+    except FileNotFoundError as exc:
+        raise ConfigError(f"servers file {path} does not exist (GEADMIN_SERVERS_FILE)") from exc
     except (OSError, tomllib.TOMLDecodeError, RecursionError) as exc:  # tomllib recurses per nesting level
-        raise ConfigError(f"cannot read servers file {path}: {exc}") from None
+        raise ConfigError(f"cannot read servers file {path}: {exc}") from exc
     entries: Any = data.get("server")
     if not isinstance(entries, list) or not entries:
         raise ConfigError(f"{path} has no [[server]] tables; see docs/guide/servers.md for the format")
@@ -165,7 +165,7 @@ def read_key_file(where: str, key_file: str) -> str:
     try:
         key = Path(key_file).expanduser().read_text().strip()
     except OSError as exc:
-        raise ConfigError(f"{where}: cannot read admin_key_file {key_file}: {exc.strerror or exc}") from None
+        raise ConfigError(f"{where}: cannot read admin_key_file {key_file}: {exc.strerror or exc}") from exc
     if not key:
         raise ConfigError(f"{where}: admin_key_file {key_file} is empty")
     return key
@@ -201,7 +201,7 @@ def _entry_metrics(path: Path, number: int, entry: dict[str, Any]) -> str | None
     try:
         return settings.parse_http_url(str(value))
     except ConfigError as exc:
-        raise ConfigError(f"{path}: server #{number}: metrics_url {exc}") from None
+        raise ConfigError(f"{path}: server #{number}: metrics_url {exc}") from exc
 
 
 def _checked(specs: list[ServerSpec], source: str) -> list[ServerSpec]:

@@ -34,11 +34,11 @@ from geadmin.access.identity import (
     parse_role_map,
     resolve_mode,
 )
-from geadmin.access.roles import Action, Role
+from geadmin.access.roles import GuardedAction, Role
 from geadmin.access.sessions import OidcLogins, Session, local_session, password_tag, refreshed
 from geadmin.access.startup import OIDC_KEYS
 from geadmin.access.users import FailedSignIns, UsersFile, VerifySlots, sign_in
-from geadmin.errors import AccessError, ConfigError, GeAdminError, SessionExpiredError
+from geadmin.errors import AccessError, ConfigError, GeAdminError, SessionExpiredError, UserAccountError
 from pages.ui import access_browser as browser
 from pages.ui import keys
 
@@ -227,7 +227,7 @@ def _new_password_form(identity: Identity) -> None:
         return
     try:
         user = UsersFile().set_password(identity.name, first)
-    except ConfigError as exc:
+    except (ConfigError, UserAccountError) as exc:
         st.error(str(exc))
         return
     bootstrap.forget_first_password(settings.home())
@@ -340,13 +340,13 @@ def current(*, touch: bool = False) -> Identity:
     return checked
 
 
-def allowed(action: Action) -> tuple[bool, str]:
+def allowed(action: GuardedAction) -> tuple[bool, str]:
     """(enabled, help) for a control that performs `action`."""
     ok, reason = permission(current(), action)
     return ok, reason
 
 
-def auth_for(action: Action, *, model: str = "", server: str = "") -> Authorization:
+def auth_for(action: GuardedAction, *, model: str = "", server: str = "") -> Authorization:
     """The authorization for `action` (its actor is audited); AccessDeniedError (audited) when
     the role may not.
     Counts as activity; an ended session goes back to the sign-in form instead."""

@@ -11,12 +11,12 @@ from dataclasses import dataclass
 import pandas as pd
 import streamlit as st
 
-from geadmin.access.roles import Action as Guarded
+from geadmin.access.roles import GuardedAction
 from geadmin.diagnose.failure_text import FailureText, from_message
 from geadmin.diagnose.impact import StateChange
 from geadmin.errors import ConfigConflictError, ConfigInvalidError, GeAdminError
 from geadmin.ops.models import actions
-from geadmin.ops.models.apply import ApplyResult, Outcome, apply_config, rollback
+from geadmin.ops.models.apply import ApplyOutcome, ApplyResult, apply_config, rollback
 from geadmin.ops.models.change_plan import ChangePlan, decline, plan_change
 from geadmin.repository import revisions
 from geadmin.repository.positions import lost_comments
@@ -62,7 +62,7 @@ def apply_section(target: Target, opened: Opened, text: str, plan: ChangePlan | 
     smoke = smoke_col.checkbox("Send a test request after the reload", key=keys.EDITOR_SMOKE, value=True,
                                help="one request of zeros; if it fails, the previous config is put back "
                                     "and reloaded")
-    permitted, why_not = access.allowed(Guarded.APPLY)
+    permitted, why_not = access.allowed(GuardedAction.APPLY)
     errors = plan.errors if plan is not None else []
     reason = (why_not if not permitted else "no changes to apply" if text == opened.text else
               "the file on disk cannot be read" if plan is None else
@@ -90,7 +90,7 @@ def apply_now(target: Target, opened: Opened, text: str, load: bool, smoke: bool
     with st.spinner(f"Applying to {opened.model}: writing, reloading, checking what serves…"):
         run_change("apply", lambda: apply_config(
             client, repository, opened.model, text, expected_sha256=opened.sha256,
-            base_text=opened.text, auth=access.auth_for(Guarded.APPLY, model=opened.model,
+            base_text=opened.text, auth=access.auth_for(GuardedAction.APPLY, model=opened.model,
                                                           server=target.spec.url),
             log=log_for(target), load_unloaded=load,
             smoke=smoke, backends=served_backends(target)))
@@ -116,7 +116,7 @@ def _decline(target: Target, plan: ChangePlan) -> None:
     """Cancel's callback: drop the question, audit the refusal, say it once."""
     st.session_state.pop(keys.EDITOR_CONFIRM, None)
     try:
-        auth = access.auth_for(Guarded(plan.action), model=plan.model, server=target.spec.url)
+        auth = access.auth_for(GuardedAction(plan.action), model=plan.model, server=target.spec.url)
         refusal = decline(plan, auth)
     except GeAdminError as exc:
         refusal = f"{plan.declined()} (not audited: {exc})"
@@ -149,7 +149,7 @@ def run_change(origin: str, change: Callable[[], ApplyResult]) -> None:
         notice = Notice(origin, False, str(exc), failure=failure_of(exc, actions.next_step(exc)))
     else:
         notice = Notice(origin, result.ok, result.message, result.warnings, side_effects=result.side_effects)
-        if result.outcome in (Outcome.APPLIED, Outcome.WRITTEN):
+        if result.outcome in (ApplyOutcome.APPLIED, ApplyOutcome.WRITTEN):
             st.session_state.pop(keys.EDITOR_OPENED, None)  # the file changed: start from it
         # rejected: the edit stays in the text area, to fix and apply again
     st.session_state[keys.EDITOR_NOTICE] = notice
@@ -195,7 +195,7 @@ def history_section(target: Target, opened: Opened) -> None:
     chosen = by_number[number]
     st.code(revisions.text_diff(opened.text, chosen.text, f"{opened.model}/config.pbtxt", "on disk",
                                 f"revision {number}") or "Same as the file on disk.", language="diff")
-    permitted, why_not = access.allowed(Guarded.ROLLBACK)
+    permitted, why_not = access.allowed(GuardedAction.ROLLBACK)
     asked = ("rollback", target.spec.name, opened.model, number)
     st.button(f"Roll back to revision {number}", key=keys.EDITOR_ROLLBACK,
               disabled=chosen.sha256 == opened.sha256 or not permitted, on_click=_ask, args=(asked,),
@@ -229,5 +229,5 @@ def rollback_now(target: Target, opened: Opened, number: int) -> None:
     with st.spinner(f"Rolling {opened.model} back to revision {number}…"):
         run_change("rollback", lambda: rollback(
             client, repository, opened.model, number, expected_sha256=opened.sha256,
-            auth=access.auth_for(Guarded.ROLLBACK, model=opened.model, server=target.spec.url),
+            auth=access.auth_for(GuardedAction.ROLLBACK, model=opened.model, server=target.spec.url),
             log=log_for(target)))

@@ -81,5 +81,14 @@ def show_failure(failure: FailureText, *, title: str = "") -> None:
             st.code("\n".join(failure.log_lines), language="text")
 
 
-def show_error(error: GeAdminError) -> None:
-    show_failure(failure_of(error))
+def show_error(error: GeAdminError, *, outage: str = "", retry_url: str = "") -> None:
+    """The one way a page shows a geadmin error: the cause and its next step. `outage`: the
+    stack's Triton is stopped or restarting (`pages.ui.stack_status.outage_for`), said instead;
+    `retry_url`: the page asks that server again on the next click, and says so."""
+    if outage:
+        show_failure(from_message(outage, fix="see the Stack page"))
+        return
+    fix = fix_for(error)
+    if retry_url:
+        fix += f". This page tries {retry_url} again on your next click"
+    show_failure(failure_of(error, fix))

@@ -12,7 +12,7 @@ from typing import Any
 
 import streamlit as st
 
-from geadmin.access.roles import Action
+from geadmin.access.roles import GuardedAction
 from geadmin.errors import GeAdminError
 from geadmin.fleet import runs
 from geadmin.fleet.discovery import Discovery
@@ -79,7 +79,7 @@ def rollout_form(found: Discovery, models: list[str], fresh: bool) -> None:
     early = preview(members, found.fleet.name, change.value, model, wave_size=wave)
     if early.refused:  # said before Start, in the rollout's own words
         st.error(f"This rollout will be refused: {early.refused}", icon=":material/block:")
-    permitted, why_not = access.allowed(Action(change.value))
+    permitted, why_not = access.allowed(GuardedAction(change.value))
     asked = (found.fleet.name, chosen, model, wave, requests, slack, text, version,
              tuple((m.name, str(m.repository)) for m in members))
     pending: Pending | None = st.session_state.get(keys.FLEET_PENDING)
@@ -129,7 +129,7 @@ def confirm(pending: Pending) -> None:
 def start(pending: Pending) -> None:
     change, model = pending.change, pending.model
     try:
-        auth = access.auth_for(Action(change.value), model=model, server=pending.fleet)
+        auth = access.auth_for(GuardedAction(change.value), model=model, server=pending.fleet)
 
         def work(control: Control, say: Callable[[str], None]) -> RolloutResult:
             common: dict[str, Any] = {"wave_size": pending.wave, "gate": pending.gate, "auth": auth,

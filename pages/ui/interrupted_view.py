@@ -17,7 +17,7 @@ from pathlib import Path
 import streamlit as st
 
 from geadmin.access.guard import Authorization
-from geadmin.access.roles import Action
+from geadmin.access.roles import GuardedAction
 from geadmin.audit import Actor
 from geadmin.diagnose import interrupted, rollouts
 from geadmin.errors import GeAdminError
@@ -75,14 +75,14 @@ def fleet_rollouts(found: Discovery) -> None:
     for item in rollouts.unresolved(fleet=fleet):
         st.error(f"Interrupted rollout #{item.id} — {item.reason()}", icon=":material/report:")
         restore_col, resume_col = st.columns(2)
-        permitted, why_not = access.allowed(Action.ROLLBACK)
+        permitted, why_not = access.allowed(GuardedAction.ROLLBACK)
         if restore_col.button(f"Restore rollout #{item.id}", key=f"{keys.FLEET_RESTORE_PREFIX}{item.id}",
                               disabled=not permitted, help=why_not or "put back every server it changed: "
                               "configs byte-identical, reloaded"):
             try:
                 with st.spinner(f"putting back {', '.join(item.left_changed)}…"):
                     _, _, end = journal.restore(item.id, found.members, auth=access.auth_for(
-                        Action.ROLLBACK, model=item.plan.model, server=fleet))
+                        GuardedAction.ROLLBACK, model=item.plan.model, server=fleet))
                 (st.success if end.result == "rolled_back" else st.error)(end.headline)
             except GeAdminError as exc:
                 show_failure(failure_of(exc), title="Restore refused")
@@ -92,7 +92,7 @@ def fleet_rollouts(found: Discovery) -> None:
                              help=cannot or why_not or "run it again as planned, in waves with the "
                              "health gate"):
             try:
-                auth = access.auth_for(Action(item.plan.change), model=item.plan.model, server=fleet)
+                auth = access.auth_for(GuardedAction(item.plan.change), model=item.plan.model, server=fleet)
                 runs.start(fleet, f"resume of rollout #{item.id} ({item.what})", auth.who.name,
                            _resumed(item.id, found.members, auth))
             except GeAdminError as exc:

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 
 import streamlit as st
 
-from geadmin.access.roles import Action
+from geadmin.access.roles import GuardedAction
 from geadmin.errors import GeAdminError
 from geadmin.ops.monitoring import parse_budget, set_objective
 from geadmin.telemetry.alerting.objectives import Objective, burn_rates, objectives
@@ -41,7 +41,7 @@ def objective_lines(source: str, models: Sequence[str], found: Mapping[str, Obje
 
 
 def objective_form(models: Sequence[str]) -> None:
-    permitted, why_not = access.allowed(Action.MONITORING)
+    permitted, why_not = access.allowed(GuardedAction.MONITORING)
     with st.form(keys.METRICS_OBJECTIVE_FORM):
         model_col, p99_col, budget_col = st.columns([2, 1, 1])
         model = model_col.selectbox("Model", list(models), key=keys.METRICS_OBJECTIVE_MODEL)
@@ -53,7 +53,7 @@ def objective_form(models: Sequence[str]) -> None:
         return
     try:
         stored = set_objective(model, p99 or None, parse_budget(budget) if budget.strip() else None,
-                               auth=access.auth_for(Action.MONITORING, model=model))
+                               auth=access.auth_for(GuardedAction.MONITORING, model=model))
     except GeAdminError as exc:
         st.error(f"Objectives not set: {exc}")
         return

@@ -17,10 +17,10 @@ from geadmin.telemetry.alerting.objectives import latency_note
 from geadmin.telemetry.bottleneck import (
     MIN_RATE_PER_S,
     Bottleneck,
-    Verdict,
+    BottleneckKind,
+    find_bottlenecks,
     recent_window,
     served_facts,
-    triage,
     window_label,
     with_traffic,
 )
@@ -34,8 +34,9 @@ from pages.ui.telemetry import triton_metrics_url
 
 SCRAPE_TIMEOUT_S = 3.0
 ENSEMBLES_TTL_S = 30  # which models are ensembles, and their batching, change only with a load
-BADGE = {Verdict.QUEUE_BOUND: "orange", Verdict.DEVICE_BOUND: "violet", Verdict.COMPUTE_BOUND: "blue",
-         Verdict.HOST_BOUND: "orange", Verdict.BALANCED: "gray", Verdict.NO_DATA: "gray"}
+BADGE = {BottleneckKind.QUEUE_BOUND: "orange", BottleneckKind.DEVICE_BOUND: "violet",
+         BottleneckKind.COMPUTE_BOUND: "blue",
+         BottleneckKind.HOST_BOUND: "orange", BottleneckKind.BALANCED: "gray", BottleneckKind.NO_DATA: "gray"}
 
 
 def triage_card() -> None:
@@ -59,7 +60,8 @@ def triage_card() -> None:
         names = tuple(sorted({m.model for m in window.models}))
         ensembles, delays = _facts(url, names)
         probes = watch.probe_rates(selected_target().spec.url, now_s=now.timestamp_s)
-        busy = with_traffic(triage(window, devices_from_triton(now), ensembles, queue_delay_ms=delays,
+        busy = with_traffic(find_bottlenecks(window, devices_from_triton(now), ensembles,
+                                             queue_delay_ms=delays,
                                    probe_rates=probes))
         if not busy:
             st.caption(f"No traffic in this window (under {MIN_RATE_PER_S:g} request/s per model besides "

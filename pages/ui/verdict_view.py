@@ -10,10 +10,10 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from geadmin.access.roles import Action as Guarded
+from geadmin.access.roles import GuardedAction
 from geadmin.diagnose.drift import Drift, find_drift
 from geadmin.diagnose.health import ServerSnapshot, take_snapshot
-from geadmin.diagnose.verdict import Level, Sources, Verdict
+from geadmin.diagnose.verdict import EvidenceSources, Level, Verdict
 from geadmin.domain import format_duration
 from geadmin.errors import GeAdminError
 from geadmin.ops.models.put_back import put_back_served
@@ -34,7 +34,7 @@ def verdict_for(target: Target, snapshot: ServerSnapshot | None = None) -> Serve
     client = client_for(target)
     if snapshot is None:
         snapshot = take_snapshot(target.spec.name, client)
-    return server_verdict(snapshot, Sources(client, log_for(target), target.repository), live_stack())
+    return server_verdict(snapshot, EvidenceSources(client, log_for(target), target.repository), live_stack())
 
 
 def banner(found: ServerVerdict) -> None:
@@ -96,13 +96,13 @@ def drift_row(drift: Drift, target: Target, can_act: bool) -> None:
         from pages import editor  # the page to open: imported here, as the router does
 
         st.switch_page(st.Page(editor.render, title="Config editor", url_path="editor"))
-    permitted, why_not = access.allowed(Guarded.ROLLBACK)
+    permitted, why_not = access.allowed(GuardedAction.ROLLBACK)
     if put_back.button("Put back served", key=f"{keys.OVERVIEW_DRIFT_PUT_BACK_PREFIX}{drift.model}",
                        disabled=not can_act or not permitted or target.repository is None,
                        help=why_not or "write the config Triton serves to the file (the file is kept "
                        "in the config history)"):
         try:
-            auth = access.auth_for(Guarded.ROLLBACK, model=drift.model, server=target.spec.url)
+            auth = access.auth_for(GuardedAction.ROLLBACK, model=drift.model, server=target.spec.url)
             message = put_back_served(client_for(target),
                                       target.repository, drift.model, auth=auth)
         except GeAdminError as exc:

@@ -22,7 +22,7 @@ from geadmin.cli.config import add_actions
 from geadmin.domain import ModelState, Serving
 from geadmin.errors import ConfigConflictError, ConfigInvalidError, ConfigParseError, TritonUnreachableError
 from geadmin.ops.models.actions import wait_settled
-from geadmin.ops.models.apply import Outcome, apply_config, rollback
+from geadmin.ops.models.apply import ApplyOutcome, apply_config, rollback
 from geadmin.repository import revisions, store
 from geadmin.stack.processes import free_port
 from geadmin.stack.tritonserver import TritonProcess
@@ -124,7 +124,7 @@ def test_apply_rolls_back_when_triton_rejects_config_while_inference_keeps_answe
                               expected_sha256=opened.sha256, log=LocalLogFile(server.log_path),
                               auth=auth_as("ann"))
         answered_during_apply = loop.ok - before_apply
-    assert result.outcome is Outcome.ROLLED_BACK and not result.ok
+    assert result.outcome is ApplyOutcome.ROLLED_BACK and not result.ok
     assert "KIND_GPU" in result.message and "no GPUs are available" in result.message  # the real reason
     assert "restored, byte for byte" in result.message
     assert result.explanation is not None and result.serving is Serving.PREVIOUS
@@ -150,7 +150,7 @@ def test_a_good_change_is_live_and_a_rollback_puts_the_old_one_back(
     result = apply_config(client, server.repository, MODEL, changed,
                           expected_sha256=revisions.sha256_of(original), log=LocalLogFile(server.log_path),
                           auth=admin_auth())
-    assert result.outcome is Outcome.APPLIED, result.message
+    assert result.outcome is ApplyOutcome.APPLIED, result.message
     assert result.serving is Serving.PREVIOUS and result.serving_version == "1"
     assert result.warnings == ()  # Triton's live config carries every field of the file
     assert path.read_bytes() == changed and result.revision == 2
@@ -159,11 +159,11 @@ def test_a_good_change_is_live_and_a_rollback_puts_the_old_one_back(
     assert [(r.number, r.data) for r in kept] == [(2, changed), (1, original)]
 
     back = rollback(client, server.repository, MODEL, log=LocalLogFile(server.log_path), auth=admin_auth())
-    assert back.outcome is Outcome.APPLIED, back.message
+    assert back.outcome is ApplyOutcome.APPLIED, back.message
     assert path.read_bytes() == original
     assert client.model_config(MODEL).dynamic_batching.max_queue_delay_microseconds == 1000
     again = rollback(client, server.repository, MODEL, 1, auth=admin_auth())
-    assert again.outcome is Outcome.UNCHANGED and "already has the config of revision 1" in again.message
+    assert again.outcome is ApplyOutcome.UNCHANGED and "already has the config of revision 1" in again.message
     rows = audit.query(model=MODEL)
     assert [(r.action, r.result) for r in rows] == [("rollback", "ok"), ("rollback", "started"),
                                                     ("apply", "ok"), ("apply", "started")]
@@ -225,7 +225,7 @@ def test_a_config_the_validator_rejects_is_refused_unless_told_and_then_triton_r
     assert row.result == "refused" and "preferred" in row.message
     result = apply_config(client, server.repository, MODEL, too_big, validate=False,
                           log=LocalLogFile(server.log_path), auth=admin_auth())
-    assert result.outcome is Outcome.ROLLED_BACK, result.message  # the validator agreed with Triton
+    assert result.outcome is ApplyOutcome.ROLLED_BACK, result.message  # the validator agreed with Triton
     assert path.read_bytes() == original and client.model_ready(MODEL)
 
 
@@ -236,7 +236,7 @@ def test_validator_warnings_come_back_with_a_successful_apply(
     changed = config_path(server).read_text().replace("max_queue_delay_microseconds: 1000",
                                                       "max_queue_delay_microseconds: 2000")
     result = apply_config(client, server.repository, MODEL, changed, auth=admin_auth())
-    assert result.outcome is Outcome.APPLIED, result.message
+    assert result.outcome is ApplyOutcome.APPLIED, result.message
     assert [w for w in result.warnings if w.startswith("validator:")] != [], result.warnings
     assert any("triton.version_dir_ignored" in w for w in result.warnings)
 
@@ -250,7 +250,7 @@ def test_a_config_that_loads_but_fails_a_test_request_is_restored_and_reloaded(
     # validate=False: the validator refuses 65 already (digits_pipeline on disk feeds it 64)
     result = apply_config(client, server.repository, MODEL, wrong_dims, smoke=True,
                           log=LocalLogFile(server.log_path), validate=False, auth=admin_auth())
-    assert result.outcome is Outcome.ROLLED_BACK, result.message
+    assert result.outcome is ApplyOutcome.ROLLED_BACK, result.message
     assert result.message.startswith(f"the new config of {MODEL!r} loaded, but a test request failed: ")
     assert "restored, byte for byte and reloaded" in result.message
     assert path.read_bytes() == original
@@ -259,7 +259,7 @@ def test_a_config_that_loads_but_fails_a_test_request_is_restored_and_reloaded(
     good = original.decode().replace("max_queue_delay_microseconds: 1000",
                                      "max_queue_delay_microseconds: 1500")
     result = apply_config(client, server.repository, MODEL, good, smoke=True, auth=admin_auth())
-    assert result.outcome is Outcome.APPLIED and "a test request answered in" in result.message
+    assert result.outcome is ApplyOutcome.APPLIED and "a test request answered in" in result.message
 
 
 def run_cli(argv: list[str]) -> int:

@@ -13,7 +13,7 @@ import pytest
 from geadmin import audit
 from geadmin.access.roles import Role
 from geadmin.errors import AccessDeniedError, ConfigInvalidError
-from geadmin.ops.models.apply import Outcome, apply_config
+from geadmin.ops.models.apply import ApplyOutcome, apply_config
 from geadmin.repository import store
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.triton.client import TritonClient
@@ -48,7 +48,7 @@ def test_an_operator_cannot_point_the_model_at_other_code_and_nothing_is_written
         # the serving fields stay the operator's to change
         batching = text.replace("max_batch_size: 32", "max_batch_size: 32\n# reviewed")
         assert apply_config(client, server.repository, MODEL, batching,
-                            auth=auth_as("olga", Role.OPERATOR)).outcome is Outcome.APPLIED
+                            auth=auth_as("olga", Role.OPERATOR)).outcome is ApplyOutcome.APPLIED
         # an admin (and the CLI's OS user) may: past the guard, the validator has its say
         with pytest.raises(ConfigInvalidError, match=r"no labels\.py"):
             apply_config(client, server.repository, MODEL, changes["default_model_filename"],

@@ -20,11 +20,11 @@ from geadmin.cli.main import main
 from geadmin.diagnose import impact
 from geadmin.diagnose.health import take_snapshot
 from geadmin.diagnose.impact import Effect
-from geadmin.diagnose.verdict import Sources, assess
+from geadmin.diagnose.verdict import EvidenceSources, assess
 from geadmin.domain import ModelState
 from geadmin.errors import ConfigInvalidError
-from geadmin.ops.models.actions import SIDE_EFFECT, Action, run_action
-from geadmin.ops.models.apply import Outcome, apply_config
+from geadmin.ops.models.actions import SIDE_EFFECT, ModelAction, run_action
+from geadmin.ops.models.apply import ApplyOutcome, apply_config
 from geadmin.repository.modelconfig import parse_pbtxt
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.triton.client import TritonClient
@@ -79,7 +79,7 @@ def test_apply_of_a_smaller_batch_is_predicted_refused_and_reported_with_tritons
 
     result = apply_config(client, server.repository, MEMBER, new, log=LocalLogFile(server.log_path),
                           validate=False, auth=admin_auth())
-    assert result.outcome is Outcome.APPLIED
+    assert result.outcome is ApplyOutcome.APPLIED
     [change] = result.side_effects
     assert (change.model, change.before, change.after) == (PIPELINE, ModelState.READY, ModelState.UNAVAILABLE)
     assert change.reason == f"Invalid argument: {TRITON_SAYS}" and TRITON_SAYS in change.log_line
@@ -96,7 +96,7 @@ def test_unload_without_dependents_names_the_pipeline_before_and_reports_it_afte
     assert [(c.model, c.effect) for c in before.consequences] == [(PIPELINE, Effect.UNLOADED)]
     assert "this also takes down digits_pipeline" in before.headline()
 
-    [result] = run_action(client, Action.UNLOAD, [MEMBER], log=LocalLogFile(server.log_path),
+    [result] = run_action(client, ModelAction.UNLOAD, [MEMBER], log=LocalLogFile(server.log_path),
                           repository=server.repository, auth=admin_auth())
     assert result.ok
     [change] = result.side_effects
@@ -108,7 +108,7 @@ def test_unload_without_dependents_names_the_pipeline_before_and_reports_it_afte
     assert audit.query(action=SIDE_EFFECT, home=home) == []
     [row] = audit.query(action="unload", model=PIPELINE, home=home)
     assert row.result == "ok" and "after the unload of 'digits_classifier'" in row.message
-    sources = Sources(client, LocalLogFile(server.log_path), server.repository, home)
+    sources = EvidenceSources(client, LocalLogFile(server.log_path), server.repository, home)
     verdict = assess(take_snapshot("local", client), sources)
     assert verdict.ok and verdict.rules == [], verdict.headline
     assert verdict.unloaded[PIPELINE].startswith("unloaded by ")
@@ -120,7 +120,7 @@ def test_a_plain_reload_reloads_the_pipeline_and_changes_no_other_state(
     before = impact.predict(client, "reload", [MEMBER], repository=server.repository)
     assert [(c.model, c.effect) for c in before.consequences] == [(PIPELINE, Effect.RELOADED)]
     assert not before.takes_down
-    [result] = run_action(client, Action.RELOAD, [MEMBER], log=LocalLogFile(server.log_path),
+    [result] = run_action(client, ModelAction.RELOAD, [MEMBER], log=LocalLogFile(server.log_path),
                           auth=admin_auth())
     assert result.ok and result.side_effects == ()
     assert states(client)[PIPELINE] is ModelState.READY

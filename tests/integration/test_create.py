@@ -16,9 +16,9 @@ from geadmin import audit
 from geadmin.cli.main import main
 from geadmin.domain import ModelState
 from geadmin.errors import TritonUnreachableError
-from geadmin.ops.models.create import Outcome, create_model
+from geadmin.ops.models.create import CreateOutcome, create_model
 from geadmin.repository import revisions
-from geadmin.repository.templates import Params, Tensor
+from geadmin.repository.templates import Params, TensorSpec
 from geadmin.stack.backends import BUILT_NPU_GE, library
 from geadmin.stack.processes import free_port
 from geadmin.stack.tritonserver import TritonProcess, prepare_backend_directory
@@ -28,8 +28,8 @@ from tests.support.auth import admin_auth, auth_as
 from tests.support.samples import SAMPLE_MODELS
 
 TWO_TENSORS = Params(max_batch_size=8,
-                     inputs=(Tensor("INPUT0", "FP32", (4,)), Tensor("IDS", "INT64", (2,))),
-                     outputs=(Tensor("OUTPUT0", "FP32", (4,)), Tensor("IDS_OUT", "INT64", (2,))))
+                     inputs=(TensorSpec("INPUT0", "FP32", (4,)), TensorSpec("IDS", "INT64", (2,))),
+                     outputs=(TensorSpec("OUTPUT0", "FP32", (4,)), TensorSpec("IDS_OUT", "INT64", (2,))))
 
 
 @pytest.fixture(autouse=True)
@@ -65,7 +65,7 @@ def test_the_python_template_is_created_ready_and_answers_an_inference(
 ) -> None:
     result = create_model(client, server.repository, "echo", "python", TWO_TENSORS,
                           auth=auth_as("ann"), log=LocalLogFile(server.log_path))
-    assert result.outcome is Outcome.LOADED and result.ok, result.message
+    assert result.outcome is CreateOutcome.LOADED and result.ok, result.message
     assert result.load_state is ModelState.READY and client.model_ready("echo")
     assert result.files == ("config.pbtxt", "1/model.py") and result.revision == 1
     infer = grpcclient.InferenceServerClient(server.grpc_url)
@@ -103,7 +103,7 @@ def test_an_npu_ge_om_without_cann_is_created_and_its_load_fails_with_the_backen
                               {"1/model.om": b"an .om compiled by ATC"}, log=LocalLogFile(server.log_path),
                               auth=admin_auth())
         assert client.is_live()  # the failed load crashed nothing
-    assert result.outcome is Outcome.LOAD_FAILED and not result.ok
+    assert result.outcome is CreateOutcome.LOAD_FAILED and not result.ok
     assert "cannot load the ACL runtime libascendcl.so" in result.reason  # the backend's own words
     assert "set_env.sh" in result.reason
     assert result.load_state is ModelState.UNAVAILABLE and result.explanation is not None
@@ -120,7 +120,7 @@ def test_an_npu_ge_om_on_a_triton_without_npu_ge_reports_the_missing_backend(
 ) -> None:
     result = create_model(client, server.repository, "resnet", "npu_ge_om", None,
                           {"1/model.om": b"om"}, log=LocalLogFile(server.log_path), auth=admin_auth())
-    assert result.outcome is Outcome.LOAD_FAILED
+    assert result.outcome is CreateOutcome.LOAD_FAILED
     assert "unable to find backend library for backend 'npu_ge'" in result.reason, result.reason
     assert "make backend" in result.reason  # with the fix
     assert (server.repository / "resnet" / "config.pbtxt").is_file()

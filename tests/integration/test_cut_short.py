@@ -20,7 +20,7 @@ import pytest
 
 from geadmin import audit
 from geadmin.diagnose import interrupted
-from geadmin.ops.models.actions import Action, run_action
+from geadmin.ops.models.actions import ModelAction, run_action
 from geadmin.ops.models.apply import apply_config
 from geadmin.repository import revisions, store
 from geadmin.repository.revisions import sha256_of
@@ -191,7 +191,7 @@ def test_a_progress_callback_that_raises_leaves_each_action_audited(
     with TritonClient(server.http_url, load_timeout_s=60) as client:
         client.load("text_normalize")
         with pytest.raises(ScriptRerun):
-            run_action(client, Action.UNLOAD, [MODEL, "text_normalize"], progress=progress,
+            run_action(client, ModelAction.UNLOAD, [MODEL, "text_normalize"], progress=progress,
                        auth=auth_as("ann"))
         rows = audit.query(action="unload")
         assert [(r.model, r.result, r.who) for r in rows] == [(MODEL, "ok", "ann")]
@@ -205,7 +205,7 @@ def test_a_progress_callback_that_raises_leaves_each_action_audited(
                 raise ScriptRerun
 
         with pytest.raises(ScriptRerun):
-            run_action(client, Action.LOAD, [MODEL], progress=mid_load, auth=auth_as("bob"))
+            run_action(client, ModelAction.LOAD, [MODEL], progress=mid_load, auth=auth_as("bob"))
         (row,) = audit.query(action="load")
         assert (row.model, row.result, row.who) == (MODEL, "failed", "bob")
         assert "cut short before its outcome was known" in row.message

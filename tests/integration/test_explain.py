@@ -14,7 +14,7 @@ from tritonclient.grpc import model_config_pb2
 from geadmin.diagnose.explain import log_reason
 from geadmin.domain import ModelState, Serving
 from geadmin.errors import ExplainedLoadError, ExplainedLoadTimeoutError
-from geadmin.ops.models.actions import Action, run_action
+from geadmin.ops.models.actions import ModelAction, run_action
 from geadmin.ops.models.explained_load import load_explained
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.triton.client import TritonClient
@@ -107,7 +107,7 @@ def test_missing_model_file_hangs_the_load_and_is_reported_as_soon_as_triton_log
     assert all("text_normalize" in line.raw for line in explanation.log_lines)
     assert seen and seen[-1][1].startswith("Failed to preinitialize Python stub")  # shown while waiting
     # Unloading it cannot work while Triton keeps it loading: say so, and what clears it.
-    (result,) = run_action(client, Action.UNLOAD, ["text_normalize"], log=LocalLogFile(server.log_path),
+    (result,) = run_action(client, ModelAction.UNLOAD, ["text_normalize"], log=LocalLogFile(server.log_path),
                            settle_timeout_s=1, auth=admin_auth())
     assert not result.ok
     assert result.message.startswith("cannot unload 'text_normalize': it is stuck LOADING after Triton "

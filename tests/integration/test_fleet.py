@@ -25,7 +25,13 @@ from streamlit.testing.v1 import AppTest
 
 from geadmin import audit
 from geadmin.access import guard
-from geadmin.errors import ConfigError, FleetError, RolloutBusyError
+from geadmin.errors import (
+    ConfigError,
+    FleetError,
+    InvalidArgumentError,
+    RolloutBusyError,
+    RolloutRefusedError,
+)
 from geadmin.fleet import runs
 from geadmin.fleet.discovery import Fleet, discover, fleet_named
 from geadmin.fleet.gate import GateSettings
@@ -318,7 +324,7 @@ def test_an_unload_that_takes_an_ensemble_down_fails_its_gate_and_both_come_back
 
 def test_a_rollout_refuses_before_changing_anything(fresh: Lab) -> None:
     members = fresh.members()
-    with pytest.raises(ConfigError, match="wave-size"):
+    with pytest.raises(InvalidArgumentError, match="wave-size"):
         rollout(members, Change.RELOAD, MODEL, wave_size=0, auth=guard.os_user(), home=fresh.home)
     without = [dataclasses.replace(m, repository=None) for m in members]
     with pytest.raises(ConfigError, match="no model repository known for a, b, c"):
@@ -493,7 +499,7 @@ def test_the_fleet_page_rolls_out_a_new_version(fresh: Lab, monkeypatch: pytest.
 def test_a_version_missing_from_a_repository_is_refused_before_anything_changes(fresh: Lab) -> None:
     (fresh.shared / MODEL / "3").mkdir()
     try:
-        with pytest.raises(ConfigError, match=f"version 3 of {MODEL} is not in {fresh.own}"):
+        with pytest.raises(RolloutRefusedError, match=f"version 3 of {MODEL} is not in {fresh.own}"):
             roll_version(fresh.members(), MODEL, 3, auth=guard.os_user(), home=fresh.home)
     finally:
         (fresh.shared / MODEL / "3").rmdir()

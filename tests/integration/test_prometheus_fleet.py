@@ -17,7 +17,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from geadmin.stack.tritonserver import TritonProcess
-from geadmin.telemetry.bottleneck import Verdict
+from geadmin.telemetry.bottleneck import BottleneckKind
 from geadmin.telemetry.history.prometheus import PrometheusHistory
 from geadmin.telemetry.history.prometheus_fleet import fleet_bottlenecks, node_map, server_series
 from geadmin.telemetry.history.store import Series
@@ -138,7 +138,7 @@ def test_servers_are_joined_to_their_nodes_npus_and_the_fleet_is_triaged(lab: La
     traffic_in_the_last_minute(lab)
     [verdict] = fleet_bottlenecks(lab.history, FLEET)
     assert verdict.model == MODEL and verdict.version == ""
-    assert verdict.verdict not in (Verdict.IDLE, Verdict.NO_DATA), verdict
+    assert verdict.verdict not in (BottleneckKind.IDLE, BottleneckKind.NO_DATA), verdict
     assert verdict.requests_per_s and verdict.requests_per_s > 0
     with pytest.raises(Exception, match="one server, not a fleet"):
         server_series(lab.history, lab.a.metrics_url, MODEL, since())

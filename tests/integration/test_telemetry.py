@@ -14,7 +14,7 @@ import pytest
 from geadmin.cli.main import main
 from geadmin.stack.tritonserver import TritonProcess, prepare_backend_directory
 from geadmin.telemetry.derive import derive
-from geadmin.telemetry.sources.detect import Sources, detect
+from geadmin.telemetry.sources.detect import NpuSources, detect
 from geadmin.telemetry.sources.scrape import Scrape, scrape
 from tests.support.npu_ge import affine_model, build_backend
 from tests.support.samples import send_digits
@@ -70,7 +70,7 @@ def test_inferences_appear_as_positive_rates_latencies_and_quantiles(triton_serv
 
 
 def test_npu_detection_on_a_triton_without_npu_ge_says_so_calmly(triton_server: TritonProcess) -> None:
-    report = detect(Sources(triton_metrics_url=triton_server.metrics_url, triton_metrics_explicit=True),
+    report = detect(NpuSources(triton_metrics_url=triton_server.metrics_url, triton_metrics_explicit=True),
                     which=lambda name: None)
     assert report.devices == ()
     assert report.summary == ("no Ascend NPU on this host: npu-smi not found, no npu-exporter configured, "
@@ -94,7 +94,7 @@ def test_npu_ge_devices_and_the_model_map_come_from_the_real_server(
                            extra_args=["--backend-config=npu_ge,telemetry_interval_ms=100"])
     server.start(timeout_s=120)
     try:
-        report = detect(Sources(triton_metrics_url=server.metrics_url, triton_metrics_explicit=True),
+        report = detect(NpuSources(triton_metrics_url=server.metrics_url, triton_metrics_explicit=True),
                         which=lambda name: None)
         assert report.source == "triton" and [d.id for d in report.devices] == [0, 1]
         device0, device1 = report.devices

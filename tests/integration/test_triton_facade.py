@@ -12,7 +12,7 @@ from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
 from geadmin.domain import ModelState, Transport
-from geadmin.errors import ConfigError, ModelNotFoundError
+from geadmin.errors import InvalidArgumentError, ModelNotFoundError
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.triton.client import TritonClient
 from tests.support.transports import TRANSPORTS, url_for
@@ -136,7 +136,7 @@ def test_reload_with_config_override_and_files_then_back(
 
 def test_file_overrides_need_a_config(triton_server: TritonProcess) -> None:
     client = TritonClient(triton_server.http_url)
-    with pytest.raises(ConfigError, match="config override"):
+    with pytest.raises(InvalidArgumentError, match="config override"):
         client.load("text_normalize", files={"1/model.py": b""})
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from geadmin import audit
 from geadmin.diagnose.health import take_snapshot
-from geadmin.diagnose.verdict import Level, Rule, Sources, assess
+from geadmin.diagnose.verdict import EvidenceSources, Level, VerdictRule, assess
 from geadmin.domain import ModelState
 from geadmin.ops.bundle import build_bundle
 from geadmin.ops.models.put_back import PUT_BACK_ACTION, put_back_served
@@ -94,11 +94,11 @@ def test_an_ensemble_dropped_by_a_members_reload_names_tritons_reason(
     edit(server, CLASSIFIER, "max_batch_size: 32", "max_batch_size: 16")
     client.load(CLASSIFIER)  # Triton takes it, and unloads the ensemble that allows 32
     assert wait_for(lambda: states(client)[PIPELINE] is ModelState.UNAVAILABLE, 30)
-    verdict = assess(take_snapshot("s", client), Sources(client, LocalLogFile(server.log_path),
+    verdict = assess(take_snapshot("s", client), EvidenceSources(client, LocalLogFile(server.log_path),
                                                          server.repository, tmp_path / "home"))
     assert verdict.level is Level.DEGRADED
     (reason,) = [r for r in verdict.reasons if r.model == PIPELINE]
-    assert reason.rule in (Rule.MODEL_DROPPED, Rule.MODEL_FAILED)
+    assert reason.rule in (VerdictRule.MODEL_DROPPED, VerdictRule.MODEL_FAILED)
     assert "allows maximum batch size 32, but it contains model digits_classifier" in reason.text
     assert PIPELINE not in [m.name for m in verdict.found.idle]
     client.close()

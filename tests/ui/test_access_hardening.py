@@ -104,12 +104,12 @@ def fragment_app() -> None:
     """A control inside a fragment, as the Overview and Stack pages have them."""
     import streamlit as st
 
-    from geadmin.access.roles import Action
+    from geadmin.access.roles import GuardedAction
     from pages.ui import access, keys
 
     @st.fragment
     def controls() -> None:
-        ok, why = access.allowed(Action.LOAD)
+        ok, why = access.allowed(GuardedAction.LOAD)
         st.button("Load", disabled=not ok, help=why or None)
 
     if keys.ACCESS_IDENTITY in st.session_state:

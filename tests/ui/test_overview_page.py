@@ -141,7 +141,7 @@ def test_config_triton_cannot_parse_is_explained_from_the_log(
     client = TritonClient(server.http_url)
     monkeypatch.setenv("GEADMIN_HOME", str(sample_repository.parent / "home"))
     # deliberately idle (an operator's unload, in the audit log): not an error
-    unloaded = actions.run_action(client, actions.Action.UNLOAD, ["text_normalize"], auth=admin_auth())
+    unloaded = actions.run_action(client, actions.ModelAction.UNLOAD, ["text_normalize"], auth=admin_auth())
     assert unloaded[0].ok and states(client)["text_normalize"] == ModelState.UNAVAILABLE
     monkeypatch.setenv("GEADMIN_TRITON_URL", server.http_url)
     monkeypatch.setenv("GEADMIN_TRITON_LOG", str(server.log_path))

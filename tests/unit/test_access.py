@@ -22,7 +22,7 @@ from geadmin.access.identity import (
     resolve_mode,
     role_from_claims,
 )
-from geadmin.access.roles import REQUIRED_ROLE, Action, Role
+from geadmin.access.roles import REQUIRED_ROLE, GuardedAction, Role
 from geadmin.access.sessions import Session
 from geadmin.access.users import FailedSignIns, UsersFile, sign_in
 from geadmin.cli.main import main
@@ -32,6 +32,7 @@ from geadmin.errors import (
     SessionExpiredError,
     SignInError,
     SignInRateLimitedError,
+    UserAccountError,
 )
 from tests.support.auth import admin_auth
 
@@ -45,8 +46,9 @@ def users(tmp_path: Path) -> UsersFile:
 
 def test_roles_are_ordered_and_every_action_has_one() -> None:
     assert Role.VIEWER < Role.OPERATOR < Role.ADMIN
-    assert set(REQUIRED_ROLE) == set(Action)
-    assert REQUIRED_ROLE[Action.INFER] is Role.VIEWER and REQUIRED_ROLE[Action.RESTART] is Role.ADMIN
+    assert set(REQUIRED_ROLE) == set(GuardedAction)
+    assert REQUIRED_ROLE[GuardedAction.INFER] is Role.VIEWER
+    assert REQUIRED_ROLE[GuardedAction.RESTART] is Role.ADMIN
     with pytest.raises(ValueError, match="use viewer, operator or admin"):
         Role.parse("root")
 
@@ -69,12 +71,12 @@ def test_a_wrong_password_and_an_unknown_user_get_the_same_message(users: UsersF
 
 
 def test_passwords_names_and_duplicates_are_checked(users: UsersFile) -> None:
-    with pytest.raises(ConfigError, match="at least 12 characters"):
+    with pytest.raises(UserAccountError, match="at least 12 characters"):
         users.add("alice", Role.VIEWER, "short", auth=admin_auth())
-    with pytest.raises(ConfigError, match="is not a user name"):
+    with pytest.raises(UserAccountError, match="is not a user name"):
         users.add("../alice", Role.VIEWER, PASSWORD, auth=admin_auth())
     users.add("alice", Role.VIEWER, PASSWORD, auth=admin_auth())
-    with pytest.raises(ConfigError, match="exists already"):
+    with pytest.raises(UserAccountError, match="exists already"):
         users.add("alice", Role.ADMIN, PASSWORD, auth=admin_auth())
 
 
@@ -86,7 +88,7 @@ def test_passwd_role_and_remove(users: UsersFile) -> None:
     assert users.set_role("bob", Role.ADMIN, auth=admin_auth()).role is Role.ADMIN
     users.remove("bob", auth=admin_auth())
     assert users.load() == {}
-    with pytest.raises(ConfigError, match="no user 'bob'"):
+    with pytest.raises(UserAccountError, match="no user 'bob'"):
         users.remove("bob", auth=admin_auth())
 
 
@@ -197,20 +199,20 @@ def test_oidc_roles_come_from_the_highest_mapped_group() -> None:
 
 def test_the_guard_refuses_a_viewer_and_audits_it_with_the_name(tmp_path: Path) -> None:
     viewer = Identity("vic", Role.VIEWER, Mode.LOCAL)
-    assert permission(viewer, Action.INFER) == (True, "")
-    allowed, reason = permission(viewer, Action.UNLOAD)
+    assert permission(viewer, GuardedAction.INFER) == (True, "")
+    allowed, reason = permission(viewer, GuardedAction.UNLOAD)
     assert not allowed and "needs the operator role; vic is viewer" in reason
     with pytest.raises(AccessDeniedError, match="needs the operator role"):
-        authorize(viewer, Action.UNLOAD, model="digits", server="http://t:8000", home=tmp_path)
+        authorize(viewer, GuardedAction.UNLOAD, model="digits", server="http://t:8000", home=tmp_path)
     (row,) = audit.query(home=tmp_path)
     assert (row.who, row.origin, row.action, row.model) == ("vic", "dashboard", "unload", "digits")
     assert row.result == "refused"
     operator = Identity("olga", Role.OPERATOR, Mode.LOCAL)
-    assert authorize(operator, Action.UNLOAD, home=tmp_path).who.name == "olga"
+    assert authorize(operator, GuardedAction.UNLOAD, home=tmp_path).who.name == "olga"
     with pytest.raises(AccessDeniedError, match="needs the admin role"):
-        authorize(operator, Action.RESTART, home=tmp_path)
+        authorize(operator, GuardedAction.RESTART, home=tmp_path)
     must_change = Identity("admin", Role.ADMIN, Mode.LOCAL, must_change=True)
-    assert permission(must_change, Action.INFER) == (False, "set a new password first (sidebar)")
+    assert permission(must_change, GuardedAction.INFER) == (False, "set a new password first (sidebar)")
 
 
 def test_first_start_creates_one_admin_who_must_change_the_password(tmp_path: Path, users: UsersFile) -> None:

@@ -15,7 +15,7 @@ from geadmin import audit
 from geadmin.audit import Actor, Origin, Result
 from geadmin.cli import audit_log
 from geadmin.cli.config import add_actions
-from geadmin.errors import ConfigError
+from geadmin.errors import InvalidArgumentError
 
 DIFF = ("--- m/config.pbtxt (before)\n+++ m/config.pbtxt (after)\n@@ -1 +1 @@\n"
         "-max_batch_size: 8\n+max_batch_size: 16\n")
@@ -99,7 +99,7 @@ def test_since_takes_dates_in_local_time_unless_they_say_otherwise() -> None:
 
 @pytest.mark.parametrize("text", ["yesterday", "5 parsecs", "2025-13-01", ""])
 def test_a_bad_since_says_what_it_takes(text: str) -> None:
-    with pytest.raises(ConfigError, match=r"use e\.g\. 30m, 2h, 7d"):
+    with pytest.raises(InvalidArgumentError, match=r"use e\.g\. 30m, 2h, 7d"):
         audit.parse_since(text)
 
 
@@ -182,7 +182,7 @@ def test_summary_counts_rows_and_lists_each_filterable_columns_values(home: Path
 
 
 def test_a_bad_since_is_named_as_the_caller_calls_it() -> None:
-    with pytest.raises(ConfigError, match=r"^Since 'soon' is neither a duration nor a date"):
+    with pytest.raises(InvalidArgumentError, match=r"^Since 'soon' is neither a duration nor a date"):
         audit.parse_since("soon", name="Since")
-    with pytest.raises(ConfigError, match=r"^--since 'soon'"):
+    with pytest.raises(InvalidArgumentError, match=r"^--since 'soon'"):
         audit.parse_since("soon")

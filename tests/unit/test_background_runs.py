@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from geadmin import audit
-from geadmin.access.roles import Action, Role
+from geadmin.access.roles import GuardedAction, Role
 from geadmin.audit import Actor, Origin, Result
 from geadmin.errors import BenchBusyError, GeAdminError, NotAuthorizedError, WorkspaceDatabaseError
 from geadmin.ops import runs
@@ -21,8 +21,8 @@ from geadmin.ops.runs import Ending, Kind, Run
 from tests.support.auth import auth_as
 
 WAIT_S = 30
-TESTING = Kind("test run", "server", "the test page", BenchBusyError, Action.BENCH, "test_run")
-PAUSING = Kind("pausing run", "fleet", "the test page", BenchBusyError, Action.RELOAD, "pausing",
+TESTING = Kind("test run", "server", "the test page", BenchBusyError, GuardedAction.BENCH, "test_run")
+PAUSING = Kind("pausing run", "fleet", "the test page", BenchBusyError, GuardedAction.RELOAD, "pausing",
                pausable=True)
 ADA = Actor("ada", Origin.DASHBOARD)
 

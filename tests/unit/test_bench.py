@@ -34,7 +34,13 @@ from geadmin.errors import (
     PerfAnalyzerTimeoutError,
 )
 from geadmin.ops.bench import failures as bench_failures
-from geadmin.ops.bench.failures import EXCEPTION_FAILURES, FAILURES, OUTPUT_FAILURES, Failure, classify
+from geadmin.ops.bench.failures import (
+    EXCEPTION_FAILURES,
+    FAILURES,
+    OUTPUT_FAILURES,
+    BenchFailure,
+    classify,
+)
 from geadmin.ops.bench.load_test import (
     STOP_GRACE_S,
     BenchSettings,
@@ -115,28 +121,29 @@ def test_progress_reads_the_points_perf_analyzer_announces(name: str, loads: lis
 
 
 # -- the failure table ---------------------------------------------------------------------
-# Every Failure and the test that reaches it through the real code path.
+# Every BenchFailure and the test that reaches it through the real code path.
 FAILURE_CASES = {
-    Failure.BINARY_MISSING: "test_a_missing_binary_says_install_tritonclient",
-    Failure.NOT_EXECUTABLE: "test_a_binary_that_is_not_executable_cannot_be_run",
-    Failure.LIBRARIES_MISSING: "errors/libraries_missing.txt",
-    Failure.UNREACHABLE: "errors/unreachable.*.txt",
-    Failure.WRONG_PROTOCOL: "errors/wrong_protocol.*.txt",
-    Failure.MODEL_NOT_FOUND: "errors/model_not_found.*.txt",
-    Failure.BAD_INPUT_DATA: "errors/bad_input_data.*.txt",
-    Failure.UNSTABLE: "errors/unstable.txt",
-    Failure.SHARED_MEMORY: "errors/shared_memory.*.txt",
-    Failure.RESTRICTED: "errors/restricted.*.txt",
-    Failure.SHM_RESTRICTED: "errors/shm_restricted.*.txt",
-    Failure.TIMEOUT: "test_a_hung_perf_analyzer_is_killed_at_the_deadline",
-    Failure.CANCELLED: "test_a_cancelled_run_kills_perf_analyzer",
-    Failure.OTHER: "test_an_unknown_output_is_other_and_quotes_it",
+    BenchFailure.BINARY_MISSING: "test_a_missing_binary_says_install_tritonclient",
+    BenchFailure.NOT_EXECUTABLE: "test_a_binary_that_is_not_executable_cannot_be_run",
+    BenchFailure.LIBRARIES_MISSING: "errors/libraries_missing.txt",
+    BenchFailure.UNREACHABLE: "errors/unreachable.*.txt",
+    BenchFailure.WRONG_PROTOCOL: "errors/wrong_protocol.*.txt",
+    BenchFailure.MODEL_NOT_FOUND: "errors/model_not_found.*.txt",
+    BenchFailure.BAD_INPUT_DATA: "errors/bad_input_data.*.txt",
+    BenchFailure.UNSTABLE: "errors/unstable.txt",
+    BenchFailure.SHARED_MEMORY: "errors/shared_memory.*.txt",
+    BenchFailure.RESTRICTED: "errors/restricted.*.txt",
+    BenchFailure.SHM_RESTRICTED: "errors/shm_restricted.*.txt",
+    BenchFailure.TIMEOUT: "test_a_hung_perf_analyzer_is_killed_at_the_deadline",
+    BenchFailure.CANCELLED: "test_a_cancelled_run_kills_perf_analyzer",
+    BenchFailure.OTHER: "test_an_unknown_output_is_other_and_quotes_it",
 }
 
 
 def test_every_failure_has_an_error_a_message_and_a_test_case() -> None:
-    assert set(FAILURES) == set(Failure), f"add to FAILURES: {set(Failure) - set(FAILURES)}"
-    assert set(FAILURE_CASES) == set(Failure), f"add a case for: {set(Failure) - set(FAILURE_CASES)}"
+    assert set(FAILURES) == set(BenchFailure), f"add to FAILURES: {set(BenchFailure) - set(FAILURES)}"
+    missing = set(BenchFailure) - set(FAILURE_CASES)
+    assert set(FAILURE_CASES) == set(BenchFailure), f"add a case for: {missing}"
     for case in FAILURE_CASES.values():
         if case.startswith("errors/"):
             assert list(ASSETS.glob(case)), f"no recorded output {case}"
@@ -146,7 +153,7 @@ def test_every_failure_has_an_error_a_message_and_a_test_case() -> None:
 
 @pytest.mark.parametrize("path", ERRORS, ids=lambda p: p.stem)
 def test_each_recorded_output_maps_to_the_failure_its_name_says(path: Path) -> None:
-    expected = Failure[path.name.split(".")[0].upper()]
+    expected = BenchFailure[path.name.split(".")[0].upper()]
     assert classify(output=path.read_text()) is expected
     err = bench_failures.bench_error(expected, SETTINGS, detail=bench_failures.error_line(path.read_text()))
     assert type(err) is FAILURES[expected][0]
@@ -160,18 +167,19 @@ def test_every_output_marker_is_reached_by_a_recording() -> None:
 
 
 def test_an_unknown_output_is_other_and_quotes_it() -> None:
-    assert classify(output="error: something new went wrong") is Failure.OTHER
-    err = bench_failures.bench_error(Failure.OTHER, SETTINGS, detail="error: something new went wrong")
+    assert classify(output="error: something new went wrong") is BenchFailure.OTHER
+    err = bench_failures.bench_error(BenchFailure.OTHER, SETTINGS, detail="error: something new went wrong")
     assert type(err) is PerfAnalyzerError and "something new went wrong" in str(err)
 
 
 def test_every_message_is_one_line_with_the_cause_then_the_next_step() -> None:
-    for failure in Failure:
+    for failure in BenchFailure:
         err = bench_failures.bench_error(failure, SETTINGS, binary="/x/perf_analyzer", detail="boom")
         text = str(err)
         assert isinstance(err, GeAdminError)
         assert "\n" not in text and text.startswith("load test of digits_classifier")
-        assert failure in (Failure.OTHER, Failure.CANCELLED) or " — " in text, f"{failure}: no next step"
+        assert failure in (BenchFailure.OTHER,
+                           BenchFailure.CANCELLED) or " — " in text, f"{failure}: no next step"
 
 
 def test_every_exception_of_starting_the_binary_is_mapped() -> None:

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from geadmin.telemetry.bottleneck import (
     FIXES,
-    Verdict,
+    BottleneckKind,
+    find_bottlenecks,
     served_facts,
-    triage,
     window_label,
     with_traffic,
 )
@@ -36,24 +36,24 @@ def pipeline_window(*, cls_queue_us: float, pre_infer_us: float, cls_idle: bool 
 
 
 def verdicts(window: Window, ensembles=None):
-    return {b.model: b for b in with_traffic(triage(window, None, ensembles))}
+    return {b.model: b for b in with_traffic(find_bottlenecks(window, None, ensembles))}
 
 
 def test_an_ensemble_takes_its_slowest_members_verdict_and_names_it() -> None:
     window = pipeline_window(cls_queue_us=900_000, pre_infer_us=20_000)  # cls waits 9 ms per request
     found = verdicts(window, {"pipe": PIPELINE})
     pipe, cls = found["pipe"], found["cls"]
-    assert cls.verdict is Verdict.QUEUE_BOUND
-    assert pipe.slow_member == "cls" and pipe.verdict is Verdict.QUEUE_BOUND
+    assert cls.verdict is BottleneckKind.QUEUE_BOUND
+    assert pipe.slow_member == "cls" and pipe.verdict is BottleneckKind.QUEUE_BOUND
     assert pipe.fix.startswith("its time is its members': cls takes")
-    assert FIXES[Verdict.QUEUE_BOUND] in pipe.fix and "cls:" in pipe.fix
+    assert FIXES[BottleneckKind.QUEUE_BOUND] in pipe.fix and "cls:" in pipe.fix
     assert "slowest member cls: 9.50 ms" in pipe.why
 
 
 def test_the_slow_member_follows_the_numbers_not_the_order() -> None:
     window = pipeline_window(cls_queue_us=0, pre_infer_us=3_000_000)  # pre computes 30 ms per request
     pipe = verdicts(window, {"pipe": PIPELINE})["pipe"]
-    assert pipe.slow_member == "pre" and pipe.verdict is Verdict.COMPUTE_BOUND
+    assert pipe.slow_member == "pre" and pipe.verdict is BottleneckKind.COMPUTE_BOUND
     assert "pre takes 98%" in pipe.fix  # 30.01 ms of 30.01 + 0.50 ms per request
 
 

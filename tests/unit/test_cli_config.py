@@ -8,12 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from geadmin.cli.exit_codes import ExitCode
 from geadmin.cli.main import main
 from geadmin.stack.processes import free_port
 from tests.support.configs import BASE, STEP
 from tests.support.samples import copy_samples
-
-EXIT_OK, EXIT_ERRORS, EXIT_USAGE = 0, 1, 2
 
 
 def model(repo: Path, name: str, config: str, files: tuple[str, ...] = ("1/model.om",)) -> Path:
@@ -35,7 +34,7 @@ def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, list[str],
 def test_a_clean_repository_exits_0_with_the_verdict_first(tmp_path: Path,
                                                            capsys: pytest.CaptureFixture[str]) -> None:
     code, lines, _ = run(capsys, str(copy_samples(tmp_path / "repo")))
-    assert code == EXIT_OK and lines == ["OK: 5 models, no errors or warnings"]
+    assert code == ExitCode.OK and lines == ["OK: 5 models, no errors or warnings"]
 
 
 def test_warnings_only_exit_0_and_are_listed_with_their_fix(tmp_path: Path,
@@ -43,7 +42,7 @@ def test_warnings_only_exit_0_and_are_listed_with_their_fix(tmp_path: Path,
     directory = model(tmp_path, "m", BASE.replace('name: "m"\n', "")
                       + 'parameters { key: "DEVICE_ID" value { string_value: "0" } }\n')
     code, lines, _ = run(capsys, str(directory))
-    assert code == EXIT_OK
+    assert code == ExitCode.OK
     assert lines[0] == "OK with warnings: 1 warning in 1 model, no errors"
     assert lines[1] == (f"{directory / 'config.pbtxt'}:7:1: warning [npu_ge.deprecated_key] "
                         "parameters[\"DEVICE_ID\"]: parameter 'DEVICE_ID' is deprecated, npu_ge reads it as "
@@ -58,7 +57,7 @@ def test_errors_exit_1_and_the_verdict_counts_models_that_would_not_load(
     model(tmp_path, "bad", BASE.replace('name: "m"', 'name: "bad"').replace("KIND_CPU", "KIND_GPU")
           .replace('backend: "npu_ge"', 'platform: "graph_executor"'))
     code, lines, _ = run(capsys, str(tmp_path))
-    assert code == EXIT_ERRORS
+    assert code == ExitCode.FAILED
     assert lines[0] == "FAIL: 2 errors and 0 warnings; 1 of 2 models would not load"
     assert any("error [npu_ge.platform] platform:" in line for line in lines)
     assert '    fix: replace `platform: "graph_executor"` with `backend: "npu_ge"`' in lines
@@ -68,14 +67,14 @@ def test_several_paths_and_a_config_file_path(tmp_path: Path, capsys: pytest.Cap
     one = model(tmp_path, "m", BASE)
     two = model(tmp_path, "step", STEP)
     code, lines, _ = run(capsys, str(one / "config.pbtxt"), str(two))
-    assert code == EXIT_OK and lines == ["OK: 2 models, no errors or warnings"]
+    assert code == ExitCode.OK and lines == ["OK: 2 models, no errors or warnings"]
 
 
 def test_json_shape(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     directory = model(tmp_path, "m", BASE.replace("TYPE_FP32", "TYPE_FOO", 1))
     code, lines, _ = run(capsys, str(directory), "--json")
     document = json.loads("\n".join(lines))
-    assert code == EXIT_ERRORS
+    assert code == ExitCode.FAILED
     assert set(document) == {"verdict", "headline", "errors", "warnings", "infos", "models_checked",
                              "models_failing", "models"}
     assert (document["verdict"], document["errors"], document["models_checked"]) == ("fail", 1, 1)
@@ -90,10 +89,10 @@ def test_json_shape(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_usage_errors_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, lines, err = run(capsys, str(tmp_path / "nowhere"))
-    assert code == EXIT_USAGE and lines == [] and "does not exist" in err
+    assert code == ExitCode.USAGE and lines == [] and "does not exist" in err
     with pytest.raises(SystemExit) as exc:
         main(["config", "validate"])
-    assert exc.value.code == EXIT_USAGE
+    assert exc.value.code == ExitCode.USAGE
 
 
 def test_apply_of_an_invalid_config_says_why_first_lists_findings_and_writes_nothing(
@@ -107,12 +106,12 @@ def test_apply_of_an_invalid_config_says_why_first_lists_findings_and_writes_not
                                            "preferred_batch_size: [ 8, 64 ]"))
     url = f"http://127.0.0.1:{free_port()}"  # never reached: the validator refuses first
     argv = ["config", "apply", "digits_classifier", str(bad), "--repository", str(repo), "--url", url]
-    assert main(argv) == EXIT_ERRORS
+    assert main(argv) == ExitCode.FAILED
     _, err = capsys.readouterr()
     first, *rest = err.splitlines()
     assert first.startswith("geadmin: error: the new config of 'digits_classifier' would not load: ")
     assert "Nothing was written" in first and any("[triton.preferred_batch_size]" in line for line in rest)
-    assert main([*argv, "--json"]) == EXIT_ERRORS
+    assert main([*argv, "--json"]) == ExitCode.FAILED
     document = json.loads(capsys.readouterr().out)
     assert document["kind"] == "ConfigInvalidError"
     assert [f["rule"] for f in document["findings"]] == ["triton.preferred_batch_size"]
@@ -144,7 +143,7 @@ def test_an_edited_copy_outside_the_repository_is_validated_as_the_model_it_name
     repo = copy_samples(tmp_path / "repo")
     copy = edited_copy(repo, tmp_path / "work" / name)
     code, lines, err = run(capsys, str(copy), "--repository", str(repo))
-    assert code == EXIT_OK, (lines, err)
+    assert code == ExitCode.OK, (lines, err)
     assert lines == ["OK: 1 model, no errors or warnings",
                      f"validated {copy} as model '{CLASSIFIER}' of {repo} (as if it stood in "
                      f"{repo / CLASSIFIER}: its version directories, model files and the ensembles that "
@@ -158,7 +157,7 @@ def test_a_broken_copy_fails_naming_the_field_and_the_line_of_the_copy(
     copy = edited_copy(repo, tmp_path / "edited.pbtxt", ("preferred_batch_size: [ 8, 16 ]",
                                                          "preferred_batch_size: [ 8, 64 ]"))
     code, lines, _ = run(capsys, str(copy), "--repository", str(repo))
-    assert code == EXIT_ERRORS
+    assert code == ExitCode.FAILED
     assert lines[0] == "FAIL: 1 error and 0 warnings; 1 of 1 model would not load"
     assert lines[2].startswith(f"{copy}:12:") and "[triton.preferred_batch_size] dynamic_batching" in lines[2]
 
@@ -173,10 +172,10 @@ def test_the_copy_is_held_to_its_models_directory_and_ensembles_on_disk(
                                                        "max_batch_size: 32\nversion_policy { specific "
                                                        "{ versions: [ 2 ] } }"))
     code, lines, _ = run(capsys, str(version), "--repository", str(repo))
-    assert code == EXIT_ERRORS and any("version_policy" in line for line in lines), lines
+    assert code == ExitCode.FAILED and any("version_policy" in line for line in lines), lines
     renamed = edited_copy(repo, tmp_path / "o.pbtxt", ('name: "probabilities"', 'name: "probs"'))
     code, lines, _ = run(capsys, str(renamed), "--repository", str(repo))
-    assert code == EXIT_ERRORS and any("digits_pipeline" in line for line in lines), lines
+    assert code == ExitCode.FAILED and any("digits_pipeline" in line for line in lines), lines
 
 
 def test_the_copy_finds_the_running_stacks_repository_without_a_flag(
@@ -197,7 +196,7 @@ def test_the_copy_finds_the_running_stacks_repository_without_a_flag(
         dashboard_url="", triton_log=home / "t.log", repository=repo, home=home))
     copy = edited_copy(repo, tmp_path / "edited.pbtxt")
     code, lines, _ = run(capsys, str(copy))
-    assert code == EXIT_OK and lines[1].startswith(f"validated {copy} as model '{CLASSIFIER}' of {repo} ")
+    assert code == ExitCode.OK and lines[1].startswith(f"validated {copy} as model '{CLASSIFIER}' of {repo} ")
 
 
 def test_without_a_repository_the_copy_gets_the_text_rules_and_says_what_was_not_checked(
@@ -208,9 +207,9 @@ def test_without_a_repository_the_copy_gets_the_text_rules_and_says_what_was_not
         monkeypatch.delenv(name, raising=False)
     copy = edited_copy(copy_samples(tmp_path / "repo"), tmp_path / "edited.pbtxt")
     code, lines, _ = run(capsys, str(copy))
-    assert code == EXIT_OK and lines[0] == "OK: 1 model, no errors or warnings"
+    assert code == ExitCode.OK and lines[0] == "OK: 1 model, no errors or warnings"
     assert "no repository known (give --repository" in lines[1] and "were not checked" in lines[1]
     other = copy_samples(tmp_path / "other")
     (copy.parent / "unknown.pbtxt").write_text(copy.read_text().replace(CLASSIFIER, "not_here"))
     code, lines, _ = run(capsys, str(copy.parent / "unknown.pbtxt"), "--repository", str(other))
-    assert code == EXIT_OK and f"{other} has no model 'not_here'" in lines[1]
+    assert code == ExitCode.OK and f"{other} has no model 'not_here'" in lines[1]

@@ -8,6 +8,7 @@ import argparse
 import pytest
 
 from geadmin.cli import main as cli_main
+from geadmin.cli.exit_codes import ExitCode
 from geadmin.errors import ConfigError
 
 
@@ -29,7 +30,7 @@ def test_a_bug_gets_its_own_exit_code_and_a_report_line(monkeypatch: pytest.Monk
     monkeypatch.delenv("GEADMIN_DEBUG", raising=False)
     code = _run_with(monkeypatch, KeyError("servers"))
     err = capsys.readouterr().err
-    assert code == cli_main.EXIT_INTERNAL and code not in (0, 1, 2, 3)
+    assert code == ExitCode.INTERNAL and code not in (0, 1, 2, 3)
     assert "internal error: KeyError" in err
     assert "please report it" in err and "geadmin bundle" in err
     assert "Traceback" not in err
@@ -39,14 +40,14 @@ def test_a_geadmin_error_stays_a_usage_error_without_a_report_line(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     code = _run_with(monkeypatch, ConfigError("GEADMIN_SERVERS_FILE: no such file"))
     err = capsys.readouterr().err
-    assert code == cli_main.EXIT_USAGE
+    assert code == ExitCode.USAGE
     assert "no such file" in err and "report" not in err
 
 
 def test_a_bad_flag_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exited:
         cli_main.main(["infer"])  # MODEL missing
-    assert exited.value.code == cli_main.EXIT_USAGE
+    assert exited.value.code == ExitCode.USAGE
     assert "internal error" not in capsys.readouterr().err
 
 

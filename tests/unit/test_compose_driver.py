@@ -20,7 +20,14 @@ from geadmin.domain import LogCursor
 from geadmin.errors import DockerError, DockerUnavailableError, ServiceNotFoundError, StackError
 from geadmin.stack.compose import ComposeDriver, compose_project_from_settings
 from geadmin.stack.compose_logs import ComposeLogSource
-from geadmin.stack.docker_cli import EXCEPTION_FAILURES, FAILURES, Failure, classify, docker_error, run_docker
+from geadmin.stack.docker_cli import (
+    EXCEPTION_FAILURES,
+    FAILURES,
+    DockerFailure,
+    classify,
+    docker_error,
+    run_docker,
+)
 from geadmin.stack.docker_inspect import (
     Container,
     last_exit,
@@ -35,8 +42,8 @@ from tests.support.docker_replay import ASSETS, FakeDocker, Handler, asset, log_
 
 ERRORS = sorted((ASSETS / "errors").glob("*.stderr"))
 # The file name's prefix says which failure a recorded stderr is.
-PREFIXES = {"no_engine": Failure.NO_ENGINE, "socket_denied": Failure.SOCKET_DENIED,
-            "no_such_container": Failure.NO_SUCH_CONTAINER, "other": Failure.OTHER}
+PREFIXES = {"no_engine": DockerFailure.NO_ENGINE, "socket_denied": DockerFailure.SOCKET_DENIED,
+            "no_such_container": DockerFailure.NO_SUCH_CONTAINER, "other": DockerFailure.OTHER}
 
 
 def containers(name: str) -> list[Container]:
@@ -138,7 +145,7 @@ def test_a_scaled_service_shows_its_first_container_and_says_how_many() -> None:
 
 # -- the failure table --------------------------------------------------------------------
 def test_every_failure_kind_has_an_error_and_a_message() -> None:
-    missing = [failure for failure in Failure if failure not in FAILURES]
+    missing = [failure for failure in DockerFailure if failure not in FAILURES]
     assert not missing, f"add these to FAILURES: {missing}"
 
 
@@ -146,7 +153,7 @@ def test_every_failure_kind_is_reached_by_a_recorded_output_or_an_exception() ->
     reached = {classify(output=path.read_text()) for path in ERRORS}
     reached |= {classify(FileNotFoundError()), classify(PermissionError()),
                 classify(subprocess.TimeoutExpired(["docker"], 1))}
-    assert reached == set(Failure), f"no sample reaches: {set(Failure) - reached}"
+    assert reached == set(DockerFailure), f"no sample reaches: {set(DockerFailure) - reached}"
 
 
 @pytest.mark.parametrize("path", ERRORS, ids=lambda p: p.stem)
@@ -166,7 +173,7 @@ QUOTED_NO_ENGINE = [
 
 @pytest.mark.parametrize("stderr", QUOTED_NO_ENGINE)
 def test_other_clients_wording_of_no_engine_is_known(stderr: str) -> None:
-    assert classify(output=stderr) is Failure.NO_ENGINE
+    assert classify(output=stderr) is DockerFailure.NO_ENGINE
 
 
 def subprocess_exceptions() -> set[type[BaseException]]:
@@ -199,7 +206,7 @@ def test_every_message_is_one_line_with_cause_then_fix() -> None:
         assert isinstance(err, error_type) and isinstance(err, StackError)
         text = str(err)
         assert "\n" not in text and text.startswith("restart x: ")
-        assert failure is Failure.OTHER or " — " in text, f"{failure}: no fix in {text!r}"
+        assert failure is DockerFailure.OTHER or " — " in text, f"{failure}: no fix in {text!r}"
 
 
 def stand_in_cli(tmp_path: Path, body: str, name: str = "docker") -> str:
@@ -239,11 +246,11 @@ def test_a_hung_cli_is_killed_at_the_timeout(tmp_path: Path) -> None:
 
 
 def test_engine_down_names_the_three_fixes() -> None:
-    err = docker_error(Failure.NO_ENGINE, what="list", argv=["docker", "ps"],
+    err = docker_error(DockerFailure.NO_ENGINE, what="list", argv=["docker", "ps"],
                                detail=asset("errors/no_engine_unix.stderr").strip(), timeout_s=30)
     assert isinstance(err, DockerUnavailableError)
     assert all(fix in str(err) for fix in ("systemctl start docker", "DOCKER_HOST", "/var/run/docker.sock"))
-    denied = docker_error(Failure.SOCKET_DENIED, what="list", argv=["docker", "ps"], detail="",
+    denied = docker_error(DockerFailure.SOCKET_DENIED, what="list", argv=["docker", "ps"], detail="",
                                   timeout_s=30)
     assert "docker group" in str(denied) and "group_add" in str(denied)
 

@@ -23,7 +23,7 @@ from geadmin import audit
 from geadmin.access import guard
 from geadmin.access.guard import Authorization
 from geadmin.access.identity import Identity, Mode
-from geadmin.access.roles import REQUIRED_ROLE, Action, Role
+from geadmin.access.roles import REQUIRED_ROLE, GuardedAction, Role
 from geadmin.access.users import UsersFile
 from geadmin.audit import Actor
 from geadmin.diagnose import rollouts
@@ -168,87 +168,95 @@ def resume_planted(w: World, auth: object) -> object:
 
 # Every guarded core function: (qualified name, the action it needs, a call with `auth`).
 Call = Callable[[World, object], object]
-GUARDED: dict[str, tuple[Action, Call]] = {
+GUARDED: dict[str, tuple[GuardedAction, Call]] = {
     "geadmin.ops.models.actions.run_action[load]": (
-        Action.LOAD, lambda w, a: actions.run_action(w.client, actions.Action.LOAD, ["m"], auth=a)),
+        GuardedAction.LOAD,
+        lambda w, a: actions.run_action(w.client, actions.ModelAction.LOAD, ["m"], auth=a)),
     "geadmin.ops.models.actions.run_action[unload]": (
-        Action.UNLOAD, lambda w, a: actions.run_action(w.client, actions.Action.UNLOAD, ["m"], auth=a)),
+        GuardedAction.UNLOAD,
+        lambda w, a: actions.run_action(w.client, actions.ModelAction.UNLOAD, ["m"], auth=a)),
     "geadmin.ops.models.actions.run_action[reload]": (
-        Action.RELOAD, lambda w, a: actions.run_action(w.client, actions.Action.RELOAD, ["m"], auth=a)),
+        GuardedAction.RELOAD,
+        lambda w, a: actions.run_action(w.client, actions.ModelAction.RELOAD, ["m"], auth=a)),
     "geadmin.ops.models.explained_load.load_explained": (
-        Action.LOAD, lambda w, a: explained_load.load_explained(w.client, "m", auth=a)),
+        GuardedAction.LOAD, lambda w, a: explained_load.load_explained(w.client, "m", auth=a)),
     "geadmin.ops.models.actions.load_in_parallel": (
-        Action.LOAD, lambda w, a: actions.load_in_parallel(w.client, ["m"], auth=a)),
+        GuardedAction.LOAD, lambda w, a: actions.load_in_parallel(w.client, ["m"], auth=a)),
     "geadmin.ops.models.actions.set_log_verbosity": (
-        Action.LOG_LEVEL, lambda w, a: actions.set_log_verbosity(w.client, 1, auth=a)),
+        GuardedAction.LOG_LEVEL, lambda w, a: actions.set_log_verbosity(w.client, 1, auth=a)),
     "geadmin.ops.models.apply.apply_config": (
-        Action.APPLY, lambda w, a: apply.apply_config(w.client, w.repository, "m", CONFIG.replace("4", "8"),
+        GuardedAction.APPLY,
+        lambda w, a: apply.apply_config(w.client, w.repository, "m", CONFIG.replace("4", "8"),
                                                       auth=a, home=w.home)),
     "geadmin.ops.models.apply.rollback": (
-        Action.ROLLBACK, lambda w, a: apply.rollback(w.client, w.repository, "m", auth=a, home=w.home)),
+        GuardedAction.ROLLBACK,
+        lambda w, a: apply.rollback(w.client, w.repository, "m", auth=a, home=w.home)),
     "geadmin.ops.models.put_back.put_back_served": (
-        Action.ROLLBACK,
+        GuardedAction.ROLLBACK,
         lambda w, a: put_back.put_back_served(w.client, w.repository, "m", auth=a, home=w.home)),
     "geadmin.ops.models.create.create_model": (
-        Action.CREATE, lambda w, a: create.create_model(w.client, w.repository, "fresh", "python", auth=a,
+        GuardedAction.CREATE,
+        lambda w, a: create.create_model(w.client, w.repository, "fresh", "python", auth=a,
                                                         home=w.home)),
     "geadmin.ops.bench.load_test.load_test": (
-        Action.BENCH, lambda w, a: bench.load_test(w.client, BenchSettings("m", w.client.url), auth=a,
+        GuardedAction.BENCH, lambda w, a: bench.load_test(w.client, BenchSettings("m", w.client.url), auth=a,
                                                    home=w.home, binary=w.home / "no_perf_analyzer")),
     "geadmin.ops.bench.load_test.run_perf_analyzer": (
-        Action.BENCH, lambda w, a: bench.run_perf_analyzer(BenchSettings("m", w.client.url), auth=a,
+        GuardedAction.BENCH, lambda w, a: bench.run_perf_analyzer(BenchSettings("m", w.client.url), auth=a,
                                                            binary=w.home / "no_perf_analyzer")),
     "geadmin.stack.drivers.perform[restart]": (
-        Action.RESTART, lambda w, a: drivers.perform(w.driver, "triton", "restart", auth=a)),
+        GuardedAction.RESTART, lambda w, a: drivers.perform(w.driver, "triton", "restart", auth=a)),
     "geadmin.stack.drivers.perform[stop]": (
-        Action.STOP, lambda w, a: drivers.perform(w.driver, "triton", "stop", auth=a)),
+        GuardedAction.STOP, lambda w, a: drivers.perform(w.driver, "triton", "stop", auth=a)),
     "geadmin.stack.drivers.perform[start]": (
-        Action.START, lambda w, a: drivers.perform(w.driver, "triton", "start", auth=a)),
+        GuardedAction.START, lambda w, a: drivers.perform(w.driver, "triton", "start", auth=a)),
     "geadmin.access.users.UsersFile.add": (
-        Action.USERS, lambda w, a: w.users.add("mallory", Role.ADMIN, NEW_USER_PASSWORD, auth=a)),
+        GuardedAction.USERS, lambda w, a: w.users.add("mallory", Role.ADMIN, NEW_USER_PASSWORD, auth=a)),
     "geadmin.access.users.UsersFile.set_role": (
-        Action.USERS, lambda w, a: w.users.set_role("olga", Role.ADMIN, auth=a)),
+        GuardedAction.USERS, lambda w, a: w.users.set_role("olga", Role.ADMIN, auth=a)),
     "geadmin.access.users.UsersFile.remove": (
-        Action.USERS, lambda w, a: w.users.remove("olga", auth=a)),
+        GuardedAction.USERS, lambda w, a: w.users.remove("olga", auth=a)),
     "geadmin.ops.monitoring.set_objective": (
-        Action.MONITORING, lambda w, a: monitoring.set_objective("m", 50.0, 0.001, auth=a, home=w.home)),
+        GuardedAction.MONITORING,
+        lambda w, a: monitoring.set_objective("m", 50.0, 0.001, auth=a, home=w.home)),
     "geadmin.ops.tune.apply.apply_winner": (
-        Action.APPLY, lambda w, a: tune_apply.apply_winner(
+        GuardedAction.APPLY, lambda w, a: tune_apply.apply_winner(
             w.client, w.repository, {"id": 1, "model": "m", "server": w.client.url, "best": {"ok": True},
                                      "best_text": CONFIG.replace("4", "8"), "live_sha256": "0" * 64},
             auth=a, home=w.home)),
     "geadmin.ops.tune.search.tune": (
-        Action.TUNE, lambda w, a: tune.tune(w.client, w.repository, TuneSettings("m"), auth=a, home=w.home)),
+        GuardedAction.TUNE,
+        lambda w, a: tune.tune(w.client, w.repository, TuneSettings("m"), auth=a, home=w.home)),
     "geadmin.fleet.rollout.rollout[reload]": (
-        Action.RELOAD,
+        GuardedAction.RELOAD,
         lambda w, a: rollout.rollout([member(w)], rollout.Change.RELOAD, "m", auth=a, home=w.home,
                                      timeout_s=1)),
     "geadmin.fleet.rollout.rollout[apply]": (
-        Action.APPLY, lambda w, a: rollout.rollout([member(w)], rollout.Change.APPLY, "m",
+        GuardedAction.APPLY, lambda w, a: rollout.rollout([member(w)], rollout.Change.APPLY, "m",
                                                    new_config=CONFIG.replace("4", "8").encode(), auth=a,
                                                    validate=False, home=w.home, timeout_s=1)),
     "geadmin.fleet.versions.roll_version": (
-        Action.APPLY,
+        GuardedAction.APPLY,
         lambda w, a: versions.roll_version([member(w)], "m", 1, auth=a, home=w.home, timeout_s=1)),
     "geadmin.fleet.journal.put_back": (
-        Action.RELOAD, lambda w, a: journal.put_back(reload_plan(w), ["s"], {"s": w.client}, auth=a,
+        GuardedAction.RELOAD, lambda w, a: journal.put_back(reload_plan(w), ["s"], {"s": w.client}, auth=a,
                                                      home=w.home, note="t", timeout_s=1)),
-    "geadmin.fleet.journal.restore": (Action.ROLLBACK, lambda w, a: restore_planted(w, a)),
-    "geadmin.fleet.rollout.resume": (Action.RELOAD, lambda w, a: resume_planted(w, a)),
+    "geadmin.fleet.journal.restore": (GuardedAction.ROLLBACK, lambda w, a: restore_planted(w, a)),
+    "geadmin.fleet.rollout.resume": (GuardedAction.RELOAD, lambda w, a: resume_planted(w, a)),
     "geadmin.fleet.runs.steer": (
-        Action.RELOAD,
+        GuardedAction.RELOAD,
         lambda w, a: runs.steer(runs.RolloutRun(Run(runs.ROLLOUT, "lab", "reload m", Actor("t"))), "abort", a,
                                 home=w.home)),
     "geadmin.ops.runs.steer": (
-        Action.BENCH,
+        GuardedAction.BENCH,
         lambda w, a: background.steer(Run(LOAD_TEST, w.client.url, "load test of m", Actor("t")), "abort", a,
                                       home=w.home)),
     "geadmin.ops.bench.background.start_load_test": (
-        Action.BENCH,
+        GuardedAction.BENCH,
         lambda w, a: start_load_test(w.client, BenchSettings("m", w.client.url), auth=a,
                                      home=w.home).wait(60)),
     "geadmin.ops.monitoring.save_probe_input": (
-        Action.MONITORING, lambda w, a: monitoring.save_probe_input(
+        GuardedAction.MONITORING, lambda w, a: monitoring.save_probe_input(
             "m", {"x": InputSource(SourceKind.ZEROS)}, auth=a, home=w.home)),
 }
 
@@ -340,7 +348,8 @@ def test_the_completeness_check_finds_a_planted_unguarded_change(tmp_path: Path)
 
 def test_the_guarded_actions_are_the_role_table_s() -> None:
     guarded = {action for action, _ in GUARDED.values()}
-    assert guarded == set(REQUIRED_ROLE) - {Action.INFER, Action.UPLOAD_CODE}  # read-only; part of create
+    assert guarded == set(REQUIRED_ROLE) - {GuardedAction.INFER,
+                                            GuardedAction.UPLOAD_CODE}  # read-only; part of create
 
 
 # A call that touches nothing here gets past the guard when it raises this instead.
@@ -349,7 +358,7 @@ PAST_THE_GUARD: dict[str, type[GeAdminError]] = {
 }
 
 
-def _below(action: Action) -> Authorization:
+def _below(action: GuardedAction) -> Authorization:
     """A real authorization from the guard whose role is one below what `action` needs."""
     return auth_as("lesser", Role(REQUIRED_ROLE[action] - 1))
 
@@ -400,12 +409,12 @@ def test_the_same_call_with_an_authorization_goes_past_the_guard(world: World, n
 def test_an_authorization_is_made_by_the_guard_only() -> None:
     issued = admin_auth()
     with pytest.raises(NotAuthorizedError, match=r"issued by geadmin\.access\.guard only"):
-        Authorization(Actor("mallory"), Role.ADMIN, frozenset(Action), 0.0)
+        Authorization(Actor("mallory"), Role.ADMIN, frozenset(GuardedAction), 0.0)
     with pytest.raises(NotAuthorizedError, match=r"issued by geadmin\.access\.guard only"):
         dataclasses.replace(issued, who=Actor("mallory"))
     with pytest.raises(dataclasses.FrozenInstanceError):
         issued.actions = frozenset()  # type: ignore[misc]
-    assert guard.require(issued, Action.USERS) == issued.who
+    assert guard.require(issued, GuardedAction.USERS) == issued.who
 
 
 def test_the_audited_who_comes_from_the_authorization(world: World) -> None:

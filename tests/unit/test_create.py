@@ -14,9 +14,9 @@ import pytest
 from geadmin import audit
 from geadmin.errors import CreateRefusedError, RepositoryError, TemplateError
 from geadmin.ops.models import create
-from geadmin.ops.models.create import Outcome, create_model
+from geadmin.ops.models.create import CreateOutcome, create_model
 from geadmin.repository import revisions, templates
-from geadmin.repository.templates import Params, Tensor
+from geadmin.repository.templates import Params, TensorSpec
 from geadmin.repository.validate import Severity
 from tests.support.auth import auth_as
 
@@ -145,14 +145,14 @@ def test_a_config_with_validation_errors_is_refused_with_its_findings(repo: Path
     assert create.STAGING_PREFIX not in str(caught.value)  # paths as they would be, not the staging ones
     assert snapshot(repo, outside) == before
     with pytest.raises(CreateRefusedError, match=r"npu_ge\.dims_dynamic"):
-        make(repo, params=Params(inputs=(Tensor("x", "FP32", (-1, 4)),)))
+        make(repo, params=Params(inputs=(TensorSpec("x", "FP32", (-1, 4)),)))
     assert snapshot(repo, outside) == before
 
 
 def test_the_identity_template_refuses_outputs_unlike_its_inputs_unless_model_py_is_uploaded(
     repo: Path, outside: Path
 ) -> None:
-    params = Params(outputs=(Tensor("OUTPUT0", "INT32", (2,)),))
+    params = Params(outputs=(TensorSpec("OUTPUT0", "INT32", (2,)),))
     refused(repo, outside, TemplateError, "identity", template="python", files={}, params=params)
     result = make(repo, template="python", files={"1/model.py": b"# my own\n"}, params=params)
     assert (repo / "new_model" / "1" / "model.py").read_bytes() == b"# my own\n" and result.ok
@@ -189,7 +189,7 @@ def test_the_final_rename_never_replaces_what_appeared_meanwhile(tmp_path: Path)
 def test_a_created_model_is_whole_in_the_history_and_audited(repo: Path, home: Path) -> None:
     result = make(repo, params=Params(max_batch_size=4, device_ids=(0, 1)))
     directory = repo / "new_model"
-    assert result.outcome is Outcome.CREATED and result.ok and result.directory == directory
+    assert result.outcome is CreateOutcome.CREATED and result.ok and result.directory == directory
     assert sorted(str(p.relative_to(directory)) for p in directory.rglob("*")) == [
         "1", "1/model.om", "config.pbtxt"]
     assert (directory / "1" / "model.om").read_bytes() == OM

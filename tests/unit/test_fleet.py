@@ -11,7 +11,7 @@ import pytest
 
 from geadmin.diagnose.health import ServerSnapshot
 from geadmin.domain import ModelEntry, ModelState
-from geadmin.errors import ConfigError, DiscoverySourceError
+from geadmin.errors import ConfigError, DiscoverySourceError, InvalidArgumentError
 from geadmin.fleet import dns, prometheus_targets
 from geadmin.fleet.discovery import (
     Discovery,
@@ -165,7 +165,7 @@ def test_an_outlier_stands_out_from_the_median_of_its_siblings_by_factor_and_mar
 @pytest.mark.parametrize("kwargs", [{"requests": -1}, {"requests": 101}, {"latency_margin": -0.1},
                                     {"error_margin": 1.5}])
 def test_gate_settings_out_of_bounds_are_refused(kwargs: dict[str, float]) -> None:
-    with pytest.raises(ConfigError):
+    with pytest.raises(InvalidArgumentError):
         GateSettings(**kwargs)  # type: ignore[arg-type]
 
 

@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from geadmin import audit, db
 from geadmin.access import guard
 from geadmin.cli.alerts import headline, render
-from geadmin.errors import ConfigError
+from geadmin.errors import InvalidArgumentError
 from geadmin.ops.monitoring import parse_budget, set_objective
 from geadmin.telemetry.alerting.alertmanager import parse_alert, silence_url, triage_link
 from geadmin.telemetry.alerting.exporter import GeadminCollector
@@ -34,7 +34,7 @@ def test_error_budgets_parse_as_percentages_or_fractions(text: str, value: float
 
 @pytest.mark.parametrize("text", ["", "abc", "0", "-1%", "51%", "nan", "inf"])
 def test_bad_error_budgets_are_refused_with_the_forms_that_work(text: str) -> None:
-    with pytest.raises(ConfigError, match="error budget"):
+    with pytest.raises(InvalidArgumentError, match="error budget"):
         parse_budget(text)
 
 
@@ -48,7 +48,7 @@ def test_set_objective_stores_audits_and_clears(tmp_path: Path) -> None:
     rows = audit.query(model="resnet50", home=tmp_path)
     assert [r.action for r in rows] == ["objective", "objective"]
     assert rows[0].message == "p99 at most 50 ms, error budget 0.1 % -> no objective"
-    with pytest.raises(ConfigError, match="p99 objective"):
+    with pytest.raises(InvalidArgumentError, match="p99 objective"):
         set_objective("resnet50", -1.0, None, auth=auth, home=tmp_path)
 
 

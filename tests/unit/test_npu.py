@@ -34,7 +34,7 @@ from geadmin.errors import (
     NpuSourceError,
 )
 from geadmin.telemetry.sources import npu_smi
-from geadmin.telemetry.sources.detect import Sources, detect
+from geadmin.telemetry.sources.detect import NpuSources, detect
 from geadmin.telemetry.sources.npu import (
     NpuDevice,
     NpuPlacement,
@@ -333,14 +333,14 @@ def no_npu_smi(name: str) -> None:
 
 def test_a_host_without_any_source_gets_one_calm_line() -> None:
     with serve((ASSETS / "telemetry" / "metrics_2.51_default.txt").read_bytes()) as url:
-        report = detect(Sources(triton_metrics_url=url), which=no_npu_smi)
+        report = detect(NpuSources(triton_metrics_url=url), which=no_npu_smi)
     assert report.devices == () and report.source == ""
     assert report.summary == CALM
 
 
 def test_a_triton_that_does_not_answer_at_a_default_address_is_only_a_note() -> None:
     url = f"http://127.0.0.1:{closed_port()}/metrics"
-    report = detect(Sources(triton_metrics_url=url, triton_metrics_explicit=False), which=no_npu_smi)
+    report = detect(NpuSources(triton_metrics_url=url, triton_metrics_explicit=False), which=no_npu_smi)
     assert report.devices == ()
     assert report.summary.endswith(f"Triton's metrics at {url} did not answer")
 
@@ -348,25 +348,25 @@ def test_a_triton_that_does_not_answer_at_a_default_address_is_only_a_note() -> 
 def test_a_triton_url_given_explicitly_that_does_not_answer_is_an_error() -> None:
     url = f"http://127.0.0.1:{closed_port()}/metrics"
     with pytest.raises(MetricsUnreachableError):
-        detect(Sources(triton_metrics_url=url, triton_metrics_explicit=True), which=no_npu_smi)
+        detect(NpuSources(triton_metrics_url=url, triton_metrics_explicit=True), which=no_npu_smi)
 
 
 def test_a_triton_url_that_answers_garbage_is_an_error_not_a_crash() -> None:
     with serve(b"<html>sign in</html>") as url, pytest.raises(MetricsParseError, match="sign in"):
-        detect(Sources(triton_metrics_url=url), which=no_npu_smi)
+        detect(NpuSources(triton_metrics_url=url), which=no_npu_smi)
 
 
 def test_several_failing_sources_are_all_named_in_one_error(tmp_path: Path) -> None:
     script = fake_npu_smi(tmp_path, 'echo "dcmi module initialize failed. ret is -8005"\nexit 1\n')
     down = f"http://127.0.0.1:{closed_port()}/metrics"
     with pytest.raises(MetricsUnreachableError) as caught:
-        detect(Sources(exporter_url=down), which=lambda name: str(script))
+        detect(NpuSources(exporter_url=down), which=lambda name: str(script))
     assert down in str(caught.value) and "dcmi module initialize failed" in str(caught.value)
 
 
 def test_the_exporter_comes_first_and_gets_the_npu_ge_model_map() -> None:
     with serve(exporter_page().encode()) as exporter, serve(npu_ge_page().encode()) as triton:
-        report = detect(Sources(exporter_url=exporter, triton_metrics_url=triton),
+        report = detect(NpuSources(exporter_url=exporter, triton_metrics_url=triton),
                         which=lambda name: "/should/not/run")
     assert report.source == "npu-exporter" and report.summary == "2 NPUs (npu-exporter)"
     assert [p.instance for p in by_id(list(report.devices))[0].models or ()] == ["pair_0_0"]
@@ -374,14 +374,14 @@ def test_the_exporter_comes_first_and_gets_the_npu_ge_model_map() -> None:
 
 def test_npu_smi_answers_when_no_exporter_is_configured(tmp_path: Path) -> None:
     script = table_double(tmp_path)
-    report = detect(Sources(), which=lambda name: str(script))
+    report = detect(NpuSources(), which=lambda name: str(script))
     assert report.source == "npu-smi" and len(report.devices) == 8 and report.notes == ()
 
 
 def test_a_configured_exporter_that_is_down_is_noted_when_npu_smi_answers(tmp_path: Path) -> None:
     script = table_double(tmp_path)
     down = f"http://127.0.0.1:{closed_port()}/metrics"
-    report = detect(Sources(exporter_url=down), which=lambda name: str(script))
+    report = detect(NpuSources(exporter_url=down), which=lambda name: str(script))
     assert report.source == "npu-smi"
     (note,) = report.notes
     assert down in note
@@ -390,19 +390,19 @@ def test_a_configured_exporter_that_is_down_is_noted_when_npu_smi_answers(tmp_pa
 def test_a_configured_exporter_that_is_down_with_nothing_else_is_an_error() -> None:
     down = f"http://127.0.0.1:{closed_port()}/metrics"
     with pytest.raises(MetricsUnreachableError, match="refused"):
-        detect(Sources(exporter_url=down), which=no_npu_smi)
+        detect(NpuSources(exporter_url=down), which=no_npu_smi)
 
 
 def test_triton_npu_ge_metrics_are_the_last_source() -> None:
     with serve(npu_ge_page().encode()) as triton:
-        report = detect(Sources(triton_metrics_url=triton), which=no_npu_smi)
+        report = detect(NpuSources(triton_metrics_url=triton), which=no_npu_smi)
     assert report.source == "triton" and [d.id for d in report.devices] == [0, 1]
 
 
 def test_failing_npu_smi_with_nothing_else_is_its_error(tmp_path: Path) -> None:
     script = fake_npu_smi(tmp_path, 'echo "dcmi module initialize failed. ret is -8005"\nexit 1\n')
     with pytest.raises(NpuSmiError, match="dcmi"):
-        detect(Sources(), which=lambda name: str(script))
+        detect(NpuSources(), which=lambda name: str(script))
 
 
 # -- `geadmin npu` ---------------------------------------------------------------------------

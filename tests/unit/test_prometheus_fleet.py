@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 
 from geadmin.telemetry.history.prometheus import (
     MODEL_QUERIES,
-    Target,
+    ScrapeTarget,
     fleet_job,
     fleet_overviews,
     fleet_target,
@@ -18,8 +18,8 @@ from geadmin.telemetry.history.store import MODEL_VALUES, Series
 AT = datetime(2026, 12, 5, tzinfo=timezone.utc)
 
 
-def target(job: str, instance: str, health: str = "up", **labels: str) -> Target:
-    return Target(f"http://{instance}/metrics", job, instance, health, "", AT, 15.0, labels)
+def target(job: str, instance: str, health: str = "up", **labels: str) -> ScrapeTarget:
+    return ScrapeTarget(f"http://{instance}/metrics", job, instance, health, "", AT, 15.0, labels)
 
 
 def test_a_job_is_a_fleet_from_two_servers_and_down_only_when_every_server_is() -> None:
@@ -37,7 +37,7 @@ def test_a_fleet_selects_its_job_without_an_instance_and_a_model_when_asked() ->
     fleet = fleet_target("tri\"ton", [target("tri\"ton", "a:8002"), target("tri\"ton", "b:8002")], "P")
     assert fleet.selector == 'job="tri\\"ton"'
     assert target("triton", "a:8002").selector == 'job="triton", instance="a:8002"'
-    assert Target("s", "j", "", "up", "", None, 1.0, {}, 'model="m"').selector == 'job="j", model="m"'
+    assert ScrapeTarget("s", "j", "", "up", "", None, 1.0, {}, 'model="m"').selector == 'job="j", model="m"'
 
 
 def test_every_per_server_query_keeps_the_instance() -> None:

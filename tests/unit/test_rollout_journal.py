@@ -16,8 +16,8 @@ from geadmin.audit import Result
 from geadmin.diagnose import interrupted, rollouts
 from geadmin.diagnose.health import ServerSnapshot, triage
 from geadmin.diagnose.rollouts import PlannedServer, Previous, RolloutPlan
-from geadmin.diagnose.verdict import Rule, judge
-from geadmin.errors import ConfigError, RepositoryError, TritonError
+from geadmin.diagnose.verdict import VerdictRule, judge
+from geadmin.errors import RepositoryError, RolloutJournalError, RolloutRefusedError, TritonError
 from geadmin.fleet import journal
 from geadmin.fleet.members import Member, Trust
 from geadmin.fleet.rollout import Control
@@ -53,7 +53,7 @@ def test_the_plan_survives_its_row_and_a_row_that_is_no_plan_is_refused() -> Non
     assert RolloutPlan.from_json(PLAN.to_json()) == PLAN
     for junk in ("{", "[]", '{"fleet": "x"}', '{"fleet": "l", "change": "rm -rf", "model": "m", '
                  '"servers": [], "waves": 0}', "[" * 5000):
-        with pytest.raises(ConfigError, match="rollout plan"):
+        with pytest.raises(RolloutJournalError, match="rollout plan"):
             RolloutPlan.from_json(junk)
 
 
@@ -84,7 +84,7 @@ def test_an_interrupted_rollout_is_the_verdict_s_interrupted_change_for_the_serv
     flagged = interrupted.unresolved(home=home, url="http://127.0.0.2:1/")
     assert [item.restore_command for item in flagged] == [f"geadmin fleet restore {recorder.id}"]
     verdict = judge(snapshot, triage(snapshot), cut_short=flagged)
-    assert verdict.rules == [Rule.INTERRUPTED_CHANGE] and verdict.level.value == "DEGRADED"
+    assert verdict.rules == [VerdictRule.INTERRUPTED_CHANGE] and verdict.level.value == "DEGRADED"
     assert verdict.reasons[0].fix == f"geadmin fleet restore {recorder.id}"
     assert "b cut short while being changed (wave 2)" in verdict.headline
     assert interrupted.unresolved(home=home, url="http://127.0.0.9:1") == []  # not one of its servers
@@ -118,7 +118,7 @@ def test_a_pause_expires_after_its_bound_and_a_resume_before_it_does_not() -> No
 
 def test_a_version_rollout_refusal_keeps_its_cause(home: Path, tmp_path: Path) -> None:
     """Unreadable config: a RepositoryError, never a bare OSError; a server that does not answer:
-    a ConfigError whose cause is Triton's error (not dropped)."""
+    a RolloutRefusedError whose cause is Triton's error (not dropped)."""
     repository = tmp_path / "repo"
     (repository / "echo" / "2").mkdir(parents=True)
     (repository / "echo" / "config.pbtxt").mkdir()  # a directory where the file should be: unreadable
@@ -130,7 +130,7 @@ def test_a_version_rollout_refusal_keeps_its_cause(home: Path, tmp_path: Path) -
     assert isinstance(raised.value.__cause__, OSError)
     (repository / "echo" / "config.pbtxt").rmdir()
     (repository / "echo" / "config.pbtxt").write_text('name: "echo"\nbackend: "python"\n')
-    with pytest.raises(ConfigError, match="cannot read what a serves") as raised:
+    with pytest.raises(RolloutRefusedError, match="cannot read what a serves") as raised:
         roll_version([member], "echo", 2, auth=guard.os_user(), home=home, timeout_s=1)
     assert isinstance(raised.value.__cause__, TritonError)
     assert rollouts.journals(home=home) == []  # refused before anything: nothing journaled

@@ -13,7 +13,7 @@ import pytest
 
 from geadmin import audit
 from geadmin.access.bootstrap import PASSWORD_FILE, create_first_admin
-from geadmin.access.roles import REQUIRED_ROLE, Action, Role
+from geadmin.access.roles import REQUIRED_ROLE, GuardedAction, Role
 from geadmin.access.users import UsersFile
 from geadmin.errors import AccessDeniedError
 from geadmin.ops.models import create
@@ -132,7 +132,7 @@ def test_uploading_model_py_needs_the_admin_role(tmp_path: Path, monkeypatch: py
     monkeypatch.setenv("GEADMIN_HOME", str(home))
     repo = tmp_path / "repo"
     repo.mkdir()
-    assert REQUIRED_ROLE[Action.UPLOAD_CODE] is Role.ADMIN
+    assert REQUIRED_ROLE[GuardedAction.UPLOAD_CODE] is Role.ADMIN
     own_code = {"1/model.py": b"import os\nos.system('id')\n"}
     operator = auth_as("olga", Role.OPERATOR)
     for allowed in (None, False):  # not said: a dashboard actor may not; said no: may not

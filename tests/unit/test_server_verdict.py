@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from geadmin.diagnose.health import ServerSnapshot
-from geadmin.diagnose.verdict import Level, Sources
+from geadmin.diagnose.verdict import EvidenceSources, Level
 from geadmin.domain import ModelEntry, ModelState, Ports, ServerInfo
 from geadmin.stack.drivers import ExitRecord
 from geadmin.stack.server_verdict import server_verdict
@@ -41,7 +41,8 @@ def killed(ago_s: float) -> ExitRecord:
 
 
 def test_a_stack_triton_that_is_restarting_is_down_with_why_not_is_the_url_right(tmp_path: Path) -> None:
-    found = server_verdict(snapshot(reachable=False), Sources(), stack(tmp_path, "restarting", (killed(5),)))
+    found = server_verdict(snapshot(reachable=False), EvidenceSources(),
+                           stack(tmp_path, "restarting", (killed(5),)))
     assert found.verdict.level is Level.DOWN
     assert found.outage.startswith("Triton is restarting (attempt 1)")
     assert found.headline == f"DOWN: {found.outage}"
@@ -53,7 +54,8 @@ def test_a_stack_triton_that_is_restarting_is_down_with_why_not_is_the_url_right
 
 
 def test_a_stack_triton_back_from_a_crash_is_ok_and_says_the_crash(tmp_path: Path) -> None:
-    found = server_verdict(snapshot(), Sources(), stack(tmp_path, "running", (killed(600),), pid=4321))
+    found = server_verdict(snapshot(), EvidenceSources(),
+                           stack(tmp_path, "running", (killed(600),), pid=4321))
     assert found.verdict.level is Level.OK and found.outage == ""
     assert found.crash.startswith("Triton crashed and was restarted: ")
     assert found.headline == found.verdict.headline
@@ -62,7 +64,7 @@ def test_a_stack_triton_back_from_a_crash_is_ok_and_says_the_crash(tmp_path: Pat
 
 def test_a_server_the_stack_did_not_start_has_no_account(tmp_path: Path) -> None:
     elsewhere = "http://127.0.0.2:8000"
-    found = server_verdict(snapshot(elsewhere, reachable=False), Sources(),
+    found = server_verdict(snapshot(elsewhere, reachable=False), EvidenceSources(),
                            stack(tmp_path, "restarting", (killed(5),)))
     assert found.history is None and found.process is None and found.outage == ""
     assert found.headline == found.verdict.headline and "does not answer" in found.headline

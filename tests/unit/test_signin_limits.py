@@ -31,6 +31,7 @@ from geadmin.errors import (
     SignInBusyError,
     SignInError,
     SignInRateLimitedError,
+    UserAccountError,
 )
 from tests.support.auth import admin_auth
 
@@ -299,5 +300,5 @@ def test_a_huge_name_or_password_is_refused_unhashed_and_counted_small(users: Us
     with pytest.raises(SignInError):
         sign_in(users, attempts, "m" * 1_000_000, PASSWORD)
     assert all(len(key) <= 65 for _, key in attempts._table)
-    with pytest.raises(ConfigError, match="at most 1024 characters"):
+    with pytest.raises(UserAccountError, match="at most 1024 characters"):
         users.set_password("alice", "y" * 1025)

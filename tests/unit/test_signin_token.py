@@ -25,7 +25,7 @@ from geadmin.access.token import (
 )
 from geadmin.access.users import FailedSignIns
 from geadmin.cli.main import main
-from geadmin.errors import ConfigError, SignInError, SignInRateLimitedError
+from geadmin.errors import SignInError, SignInRateLimitedError, SignInTokenError
 
 
 def mode_of(path: Path) -> int:
@@ -55,10 +55,10 @@ def test_reading_the_token(tmp_path: Path) -> None:
     assert created and read_token(tmp_path) == value
     assert ensure_token(tmp_path) == (value, False)  # a dashboard started later keeps `up`'s token
     token_file(tmp_path).write_text("not-a-token\n")
-    with pytest.raises(ConfigError, match="holds no sign-in token geadmin wrote"):
+    with pytest.raises(SignInTokenError, match="holds no sign-in token geadmin wrote"):
         read_token(tmp_path)
     token_file(tmp_path).write_bytes(b"\xff" * 48)
-    with pytest.raises(ConfigError, match="cannot read the dashboard's sign-in token"):
+    with pytest.raises(SignInTokenError, match="cannot read the dashboard's sign-in token"):
         read_token(tmp_path)
 
 
@@ -89,7 +89,7 @@ def test_wrong_tokens_are_rate_limited_per_client(tmp_path: Path) -> None:
 
 
 def test_without_a_token_file_nobody_gets_in(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match=r"has no sign-in token.*start it again"):
+    with pytest.raises(SignInTokenError, match=r"has no sign-in token.*start it again"):
         check_token(tmp_path, FailedSignIns(), "ab" * 24, client="127.0.0.1")
 
 

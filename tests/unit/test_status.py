@@ -7,16 +7,13 @@ import re
 from datetime import datetime, timezone
 from pathlib import Path
 
+from geadmin.cli.exit_codes import ExitCode
 from geadmin.cli.status import (
-    EXIT_DEGRADED,
-    EXIT_DOWN,
-    EXIT_OK,
-    EXIT_UNREACHABLE,
     exit_code,
     render_text,
 )
 from geadmin.diagnose.health import ServerSnapshot
-from geadmin.diagnose.verdict import Level, Sources, Verdict, assess
+from geadmin.diagnose.verdict import EvidenceSources, Level, Verdict, assess
 from geadmin.domain import ModelEntry, ModelState, ServerInfo
 from geadmin.stack.drivers import ExitRecord
 from geadmin.stack.server_history import ServerHistory, recent_crash
@@ -37,13 +34,14 @@ BROKEN = ModelEntry("broken", "1", ModelState.UNAVAILABLE, "unexpected platform 
 
 def report(*models: ModelEntry, ready: bool = True, expected: tuple[str, ...] = (),
            log: LocalLogFile | None = None, home: Path | None = None) -> Verdict:
-    return assess(snapshot(*models, ready=ready), Sources(log=log, home=home, now=NOW), expected=expected)
+    return assess(snapshot(*models, ready=ready), EvidenceSources(log=log, home=home, now=NOW),
+                  expected=expected)
 
 
 def test_expected_models_ready_but_an_unrelated_model_failed_is_degraded_not_ok() -> None:
     # Triton's strict readiness makes the server "not ready" because of `broken`.
     result = report(READY, BROKEN, ready=False, expected=("good",))
-    assert result.level is Level.DEGRADED and exit_code(result) == EXIT_DEGRADED
+    assert result.level is Level.DEGRADED and exit_code(result) == ExitCode.DEGRADED
     assert result.to_json()["rules"] == ["model-failed"]
     text = render_text(result)
     assert text.splitlines()[0] == ("DEGRADED: model 'broken' failed: unexpected platform type "
@@ -54,19 +52,19 @@ def test_expected_models_ready_but_an_unrelated_model_failed_is_degraded_not_ok(
 
 def test_strict_turns_degraded_into_down() -> None:
     result = report(READY, BROKEN, ready=False, expected=("good",))
-    assert exit_code(result, strict=True) == EXIT_DOWN
+    assert exit_code(result, strict=True) == ExitCode.FAILED
 
 
 def test_a_failed_model_is_degraded_even_when_triton_says_ready() -> None:
     # Explicit model-control mode: a failed load does not make Triton "not ready".
     result = report(READY, BROKEN, ready=True)
-    assert exit_code(result) == EXIT_DEGRADED
+    assert exit_code(result) == ExitCode.DEGRADED
     assert result.headline.startswith("DEGRADED: model 'broken' failed: unexpected platform type")
 
 
 def test_expected_model_not_ready_is_down_and_leads_with_its_reason() -> None:
     result = report(READY, BROKEN, expected=("broken", "good", "absent"))
-    assert exit_code(result) == EXIT_DOWN and result.level is Level.DOWN
+    assert exit_code(result) == ExitCode.FAILED and result.level is Level.DOWN
     assert result.missing == ["broken", "absent"]
     assert result.headline == ("DOWN: expected model 'broken' is UNAVAILABLE: unexpected platform type "
                                "'graph_executor' — fix: replace platform: \"graph_executor\" with backend: "
@@ -81,25 +79,25 @@ def test_an_expected_model_absent_from_the_repository_is_named() -> None:
 
 def test_ok_only_when_nothing_is_wrong() -> None:
     result = report(READY)
-    assert exit_code(result) == EXIT_OK
+    assert exit_code(result) == ExitCode.OK
     assert result.headline == ("OK: Triton serves; 1 model(s) READY, none failed, drift not checked (the "
                                "model repository is not known here)")
 
 
 def test_not_ready_with_nothing_to_explain_it_is_degraded() -> None:
     result = report(READY, ready=False)
-    assert exit_code(result) == EXIT_DEGRADED and result.rules[0].value == "server-not-ready"
+    assert exit_code(result) == ExitCode.DEGRADED and result.rules[0].value == "server-not-ready"
 
 
 def test_not_live_is_down() -> None:
     dead = assess(snapshot(READY, live=False, ready=False), expected=("good",))
-    assert exit_code(dead) == EXIT_DOWN and dead.headline == "DOWN: Triton answers but is not live"
+    assert exit_code(dead) == ExitCode.FAILED and dead.headline == "DOWN: Triton answers but is not live"
 
 
 def test_unreachable_exits_three_and_says_why_first() -> None:
     down = ServerSnapshot("s", "http://h:8000", "http", NOW, error="Triton at http://h:8000 is unreachable")
     result = assess(down, expected=("good",))
-    assert exit_code(result) == EXIT_UNREACHABLE
+    assert exit_code(result) == ExitCode.UNREACHABLE
     assert render_text(result).splitlines()[0] == "DOWN: Triton at http://h:8000 is unreachable"
     assert json.loads(json.dumps(result.to_json()))["verdict"] == "DOWN"
 
@@ -113,7 +111,7 @@ def test_log_reason_is_shown_for_a_model_the_index_calls_not_loaded(tmp_path: Pa
     assert "expected model 'legacy_ge' is NOT_LOADED: Poll failed" in result.headline
     (entry,) = [m for m in result.to_json()["models"] if m["name"] == "legacy_ge"]  # type: ignore[attr-defined]
     assert "unexpected platform type" in entry["failure"]
-    assert exit_code(result) == EXIT_DOWN
+    assert exit_code(result) == ExitCode.FAILED
 
 
 def test_never_loaded_and_operator_unloaded_models_are_not_failures(tmp_path: Path) -> None:
@@ -127,7 +125,7 @@ def test_never_loaded_and_operator_unloaded_models_are_not_failures(tmp_path: Pa
     text = render_text(result)
     shown = r"NOT LOADED \(2\): parked \(unloaded by \S+ at [-\d]+ [:\d]+ UTC\), spare$"
     assert re.search(shown, text, re.M), text
-    assert exit_code(result) == EXIT_OK
+    assert exit_code(result) == ExitCode.OK
 
 
 def crash_history(ago_s: float, *, requested: bool = False, down: str = "") -> ServerHistory:

@@ -14,10 +14,10 @@ from geadmin.telemetry.bottleneck import (
     NPU_BUSY_PCT,
     RECENT_SPAN_S,
     Bottleneck,
-    Verdict,
+    BottleneckKind,
     devices_of,
+    find_bottlenecks,
     recent_window,
-    triage,
     with_traffic,
 )
 from geadmin.telemetry.derive import Window, derive
@@ -46,24 +46,24 @@ def npu(device: int, util: float | None, *models: str) -> NpuDevice:
 
 
 def only(window: Window, devices: list[NpuDevice] | None = None) -> Bottleneck:
-    (found,) = [b for b in triage(window, devices) if b.model == "m"]
+    (found,) = [b for b in find_bottlenecks(window, devices) if b.model == "m"]
     return found
 
 
 def test_queue_time_dominating_is_queue_bound_with_its_numbers() -> None:
     b = only(window_of(queue_us=800_000, input_us=10_000, infer_us=180_000, output_us=10_000))
-    assert b.verdict is Verdict.QUEUE_BOUND
+    assert b.verdict is BottleneckKind.QUEUE_BOUND
     assert b.queue_ms == 8.0 and b.compute_infer_ms == 1.8  # per request: 800 ms / 100
     assert b.queue_share == pytest.approx(0.8)
     assert b.requests_per_s == 10.0
     assert "queue 8.00 ms (80%)" in b.why and "10.0 req/s" in b.why
-    assert b.fix == FIXES[Verdict.QUEUE_BOUND] and "instances" in b.fix and "batching" in b.fix
+    assert b.fix == FIXES[BottleneckKind.QUEUE_BOUND] and "instances" in b.fix and "batching" in b.fix
 
 
 def test_compute_infer_dominating_on_a_busy_npu_is_device_bound() -> None:
     window = window_of(queue_us=50_000, input_us=10_000, infer_us=900_000, output_us=40_000)
     b = only(window, [npu(0, 95.0, "m"), npu(1, 10.0, "other")])
-    assert b.verdict is Verdict.DEVICE_BOUND
+    assert b.verdict is BottleneckKind.DEVICE_BOUND
     assert b.devices == (0,) and b.npu_util_pct == 95.0  # device 1 holds another model
     assert "compute infer 9.00 ms (90%)" in b.why and "NPU 0 95% busy" in b.why
     assert "device_ids" in b.fix
@@ -72,13 +72,13 @@ def test_compute_infer_dominating_on_a_busy_npu_is_device_bound() -> None:
 def test_the_busiest_of_the_models_devices_decides() -> None:
     window = window_of(queue_us=0, input_us=0, infer_us=900_000, output_us=100_000)
     b = only(window, [npu(0, 20.0, "m"), npu(1, NPU_BUSY_PCT, "m")])
-    assert b.verdict is Verdict.DEVICE_BOUND and b.devices == (0, 1) and b.npu_util_pct == NPU_BUSY_PCT
+    assert b.verdict is BottleneckKind.DEVICE_BOUND and b.devices == (0, 1) and b.npu_util_pct == NPU_BUSY_PCT
 
 
 def test_compute_infer_dominating_with_an_npu_that_has_headroom_is_compute_bound() -> None:
     window = window_of(queue_us=50_000, input_us=10_000, infer_us=900_000, output_us=40_000)
     b = only(window, [npu(0, NPU_BUSY_PCT - 1, "m")])
-    assert b.verdict is Verdict.COMPUTE_BOUND
+    assert b.verdict is BottleneckKind.COMPUTE_BOUND
     assert "NPU 0 69% busy" in b.why
 
 
@@ -86,14 +86,14 @@ def test_compute_infer_dominating_without_npu_data_is_compute_bound_not_device_b
     window = window_of(queue_us=50_000, input_us=10_000, infer_us=900_000, output_us=40_000)
     for devices in (None, [], [npu(0, 99.0, "someone_else")], [npu(0, None, "m")]):
         b = only(window, devices)
-        assert b.verdict is Verdict.COMPUTE_BOUND, devices
+        assert b.verdict is BottleneckKind.COMPUTE_BOUND, devices
         assert b.npu_util_pct is None
     assert "utilization unknown" in only(window, [npu(0, None, "m")]).why
 
 
 def test_compute_input_and_output_dominating_is_host_bound() -> None:
     b = only(window_of(queue_us=100_000, input_us=450_000, infer_us=150_000, output_us=300_000))
-    assert b.verdict is Verdict.HOST_BOUND
+    assert b.verdict is BottleneckKind.HOST_BOUND
     assert b.host_share == pytest.approx(0.75)
     assert "compute input+output 7.50 ms (75%)" in b.why
 
@@ -101,18 +101,18 @@ def test_compute_input_and_output_dominating_is_host_bound() -> None:
 def test_no_stage_at_the_dominant_share_is_balanced() -> None:
     b = only(window_of(queue_us=400_000, input_us=150_000, infer_us=300_000, output_us=150_000))
     assert max(b.queue_share or 0, b.host_share or 0, b.infer_share or 0) < DOMINANT_SHARE
-    assert b.verdict is Verdict.BALANCED
+    assert b.verdict is BottleneckKind.BALANCED
 
 
 def test_exactly_the_dominant_share_dominates() -> None:
     b = only(window_of(queue_us=500_000, input_us=100_000, infer_us=300_000, output_us=100_000))
-    assert b.queue_share == DOMINANT_SHARE and b.verdict is Verdict.QUEUE_BOUND
+    assert b.queue_share == DOMINANT_SHARE and b.verdict is BottleneckKind.QUEUE_BOUND
 
 
 def test_a_model_without_requests_in_the_window_is_idle_and_left_out_of_traffic() -> None:
     window = window_of(queue_us=800_000, input_us=0, infer_us=200_000, output_us=0, others={"quiet": IDLE})
-    found = {b.model: b for b in triage(window)}
-    assert found["quiet"].verdict is Verdict.IDLE and found["quiet"].fix == ""
+    found = {b.model: b for b in find_bottlenecks(window)}
+    assert found["quiet"].verdict is BottleneckKind.IDLE and found["quiet"].fix == ""
     assert found["quiet"].queue_share is None
     assert [b.model for b in with_traffic(found.values())] == ["m"]
 
@@ -120,20 +120,20 @@ def test_a_model_without_requests_in_the_window_is_idle_and_left_out_of_traffic(
 def test_no_traffic_anywhere_gives_only_idle_verdicts() -> None:
     quiet = {"a": IDLE, "b": IDLE}
     window = derive(page(quiet, timestamp_s=0.0), page(quiet, timestamp_s=5.0))
-    found = triage(window)
-    assert [b.verdict for b in found] == [Verdict.IDLE, Verdict.IDLE]
+    found = find_bottlenecks(window)
+    assert [b.verdict for b in found] == [BottleneckKind.IDLE, BottleneckKind.IDLE]
     assert with_traffic(found) == ()
 
 
 def test_an_empty_window_has_no_verdicts() -> None:
-    assert triage(derive(page({}, timestamp_s=0.0), page({}, timestamp_s=1.0))) == ()
+    assert find_bottlenecks(derive(page({}, timestamp_s=0.0), page({}, timestamp_s=1.0))) == ()
 
 
 def test_requests_that_all_failed_give_no_data_not_a_verdict_on_zeros() -> None:
     before = page({"m": Counters()}, timestamp_s=0.0)
     after = page({"m": Counters(failures={"BACKEND": 20})}, timestamp_s=10.0)
     b = only(derive(before, after))
-    assert b.verdict is Verdict.NO_DATA
+    assert b.verdict is BottleneckKind.NO_DATA
     assert "2.0 failed/s" in b.why and "failures" in b.fix
 
 
@@ -144,7 +144,7 @@ def test_a_reset_window_is_judged_on_the_new_counts_and_says_so() -> None:
     after = page({"m": Counters(success=50, inferences=50, executions=50, queue_us=5_000,
                                 compute_infer_us=95_000)}, timestamp_s=10.0)
     b = only(derive(before, after), [npu(0, 90.0, "m")])
-    assert b.verdict is Verdict.DEVICE_BOUND
+    assert b.verdict is BottleneckKind.DEVICE_BOUND
     assert b.queue_ms == 0.1 and b.compute_infer_ms == 1.9
     assert "counters reset" in b.note
 
@@ -174,7 +174,7 @@ def test_the_live_window_reaches_back_to_the_oldest_scrape_of_the_last_minute() 
     for t, n in ((105.0, 50), (110.0, 100)):
         kept, window = recent_window(kept, scrape_at(t, n))
     assert window is not None and window.start_s == 100.0 and window.end_s == 110.0
-    assert only(window).verdict is Verdict.QUEUE_BOUND and only(window).requests_per_s == 10.0
+    assert only(window).verdict is BottleneckKind.QUEUE_BOUND and only(window).requests_per_s == 10.0
     kept, window = recent_window(kept, scrape_at(100.0 + RECENT_SPAN_S + 5, 200))
     assert window is not None and window.start_s == 105.0  # older than a minute: dropped
     assert [s.timestamp_s for s in kept] == [105.0, 110.0, 165.0]
@@ -192,21 +192,23 @@ def test_a_model_whose_only_traffic_is_geadmins_probes_is_light_not_queue_bound(
     geadmin's probes (a lone request waits in the batcher's queue by design)."""
     probes_only = window_of(queue_us=2_400_000, input_us=10_000, infer_us=50_000, output_us=10_000,
                             requests=3)
-    (b,) = triage(probes_only, probe_rates={"m": 0.3})
-    assert b.verdict is Verdict.LIGHT and not b.has_traffic and b.fix == ""
+    (b,) = find_bottlenecks(probes_only, probe_rates={"m": 0.3})
+    assert b.verdict is BottleneckKind.LIGHT and not b.has_traffic and b.fix == ""
     assert "0.00 req/s besides geadmin's probes (0.30/s): under the 1 req/s floor" in b.why
     assert with_traffic([b]) == ()
     # the same figures under load are still judged: the floor is a floor, not a mute
-    (busy,) = triage(window_of(queue_us=80_000_000, input_us=10_000, infer_us=50_000, output_us=10_000,
+    (busy,) = find_bottlenecks(window_of(queue_us=80_000_000, input_us=10_000, infer_us=50_000,
+                                         output_us=10_000,
                                requests=100), probe_rates={"m": 0.3})
-    assert busy.verdict is Verdict.QUEUE_BOUND
+    assert busy.verdict is BottleneckKind.QUEUE_BOUND
 
 
 def test_queue_time_within_the_batchers_max_queue_delay_is_by_design_beyond_it_is_queue_bound() -> None:
     # 10 req/s, each queued 8 ms and computed 2 ms: queue-bound by the shares alone
     window = window_of(queue_us=800_000, input_us=10_000, infer_us=180_000, output_us=10_000)
-    (waiting,) = triage(window, queue_delay_ms={"m": 10.0})  # the batcher may hold each for 10 ms
-    assert waiting.verdict is not Verdict.QUEUE_BOUND and waiting.queue_share == pytest.approx(0.0)
+    (waiting,) = find_bottlenecks(window, queue_delay_ms={"m": 10.0})  # the batcher may hold each for 10 ms
+    assert waiting.verdict is not BottleneckKind.QUEUE_BOUND and waiting.queue_share == pytest.approx(0.0)
     assert "of it the batcher's max_queue_delay" in waiting.why
-    (beyond,) = triage(window, queue_delay_ms={"m": 1.0})  # 7 of the 8 ms are waiting for an instance
-    assert beyond.verdict is Verdict.QUEUE_BOUND and beyond.queue_share == pytest.approx(7 / 9)
+    # 7 of the 8 ms are waiting for an instance
+    (beyond,) = find_bottlenecks(window, queue_delay_ms={"m": 1.0})
+    assert beyond.verdict is BottleneckKind.QUEUE_BOUND and beyond.queue_share == pytest.approx(7 / 9)

@@ -10,7 +10,7 @@ import pytest
 from geadmin.errors import TemplateError
 from geadmin.repository import templates
 from geadmin.repository.modelconfig import parse_pbtxt
-from geadmin.repository.templates import Params, Tensor
+from geadmin.repository.templates import Params, TensorSpec
 from geadmin.repository.validate import Severity, validate_model
 
 EXPECTED_FILE = {"npu_ge_om": "1/model.om", "npu_ge_onnx": "1/model.onnx", "python": "1/model.py"}
@@ -18,8 +18,8 @@ KNOBS = [
     Params(),
     Params(max_batch_size=0),
     Params(max_batch_size=4, device_ids=(0, 1, 2),
-           inputs=(Tensor("a", "FP16", (3, 8)), Tensor("b", "INT64", (1,))),
-           outputs=(Tensor("c", "FP16", (3, 8)), Tensor("d", "INT64", (1,)))),
+           inputs=(TensorSpec("a", "FP16", (3, 8)), TensorSpec("b", "INT64", (1,))),
+           outputs=(TensorSpec("c", "FP16", (3, 8)), TensorSpec("d", "INT64", (1,)))),
 ]
 
 
@@ -66,7 +66,7 @@ def test_the_python_template_provides_its_model_py_and_it_is_the_identity(tmp_pa
 
 def test_rendered_configs_carry_the_knobs_and_comments() -> None:
     text = templates.render_config("npu_ge_om", "resnet", Params(
-        max_batch_size=16, device_ids=(2, 3), inputs=(Tensor("in:0", "UINT8", (224, 224, 3)),)))
+        max_batch_size=16, device_ids=(2, 3), inputs=(TensorSpec("in:0", "UINT8", (224, 224, 3)),)))
     config = parse_pbtxt(text)
     assert (config.name, config.backend, config.max_batch_size) == ("resnet", "npu_ge", 16)
     assert config.parameters["device_ids"].string_value == "2,3"
@@ -83,17 +83,17 @@ def test_rendered_configs_carry_the_knobs_and_comments() -> None:
 
 def test_names_with_quotes_are_escaped_not_injected() -> None:
     text = templates.render_config("python", "p", Params(
-        inputs=(Tensor('x" } ] output [ {', "FP32", (1,)),), outputs=(Tensor("y", "FP32", (1,)),)))
+        inputs=(TensorSpec('x" } ] output [ {', "FP32", (1,)),), outputs=(TensorSpec("y", "FP32", (1,)),)))
     config = parse_pbtxt(text)
     assert [t.name for t in config.input] == ['x" } ] output [ {'] and len(config.output) == 1
 
 
 @pytest.mark.parametrize("text, tensor", [
-    ("x:FP32:3,224,224", Tensor("x", "FP32", (3, 224, 224))),
-    ("input:0:type_fp16:[1, 4]", Tensor("input:0", "FP16", (1, 4))),
-    (" ids : INT64 : 1 ", Tensor("ids", "INT64", (1,))),
+    ("x:FP32:3,224,224", TensorSpec("x", "FP32", (3, 224, 224))),
+    ("input:0:type_fp16:[1, 4]", TensorSpec("input:0", "FP16", (1, 4))),
+    (" ids : INT64 : 1 ", TensorSpec("ids", "INT64", (1,))),
 ])
-def test_tensor_specs_parse(text: str, tensor: Tensor) -> None:
+def test_tensor_specs_parse(text: str, tensor: TensorSpec) -> None:
     assert templates.parse_tensor(text) == tensor
     assert templates.parse_tensor(tensor.spec()) == tensor
 
@@ -128,7 +128,7 @@ def test_bad_knobs_are_refused(template_id: str, params: Params, says: str) -> N
 
 
 def test_the_identity_model_needs_outputs_like_its_inputs() -> None:
-    mismatch = Params(outputs=(Tensor("OUTPUT0", "INT32", (4,)),))
+    mismatch = Params(outputs=(TensorSpec("OUTPUT0", "INT32", (4,)),))
     assert "identity" in templates.identity_problem("python", mismatch)
     assert templates.identity_problem("python", Params()) == ""
     assert templates.identity_problem("npu_ge_om", mismatch) == ""

@@ -21,7 +21,7 @@ from geadmin import audit
 from geadmin.access import guard
 from geadmin.audit import Result
 from geadmin.cli.tune import limits
-from geadmin.errors import ConfigError, RepositoryError
+from geadmin.errors import RepositoryError, TuneRefusedError
 from geadmin.ops.tune import trials as tune_trials
 from geadmin.ops.tune.apply import apply_winner, winner_refusal
 from geadmin.ops.tune.search import unstable
@@ -206,7 +206,7 @@ def test_a_winner_goes_only_to_the_server_and_file_the_run_measured(repository: 
     assert "tune again" in winner_refusal({**run, "live_sha256": ""}, SERVER)
     assert "no winner" in winner_refusal({**run, "best": None}, SERVER)
     with TritonClient("http://127.0.0.2:8000") as client, \
-            pytest.raises(ConfigError, match=r"measured http://127.0.0.1:8000, not http://127.0.0.2:8000"):
+            pytest.raises(TuneRefusedError, match=r"measured http://127.0.0.1:8000, not http://127.0.0.2:8000"):
         apply_winner(client, repository, run, auth=guard.os_user(), home=tmp_path)
     assert (repository / MODEL / "config.pbtxt").read_text() == CONFIG
 

@@ -16,9 +16,9 @@ from geadmin.diagnose.drift import Drift
 from geadmin.diagnose.health import ServerSnapshot, Triage, triage
 from geadmin.diagnose.verdict import (
     DROPPED_MARK,
+    EvidenceSources,
     Level,
-    Rule,
-    Sources,
+    VerdictRule,
     assess,
     judge,
     logged_at,
@@ -48,7 +48,7 @@ def snapshot(*models: ModelEntry, ready: bool = True, live: bool = True) -> Serv
 def test_a_failed_load_is_degraded_although_triton_says_ready() -> None:
     failed = ModelEntry("digits_classifier", "1", ModelState.UNAVAILABLE, "bad enum TYPE_FOO")
     verdict = judge(snapshot(failed, ready=True), triage(snapshot(failed)))
-    assert verdict.level is Level.DEGRADED and verdict.rules == [Rule.MODEL_FAILED]
+    assert verdict.level is Level.DEGRADED and verdict.rules == [VerdictRule.MODEL_FAILED]
     assert verdict.headline == "DEGRADED: model 'digits_classifier' failed: bad enum TYPE_FOO"
     assert not verdict.ok
 
@@ -64,14 +64,14 @@ def test_down_outranks_degraded_and_every_reason_is_kept() -> None:
     snap = snapshot(READY, failed)
     verdict = judge(snap, triage(snap), expected=("absent",))
     assert verdict.level is Level.DOWN
-    assert verdict.rules == [Rule.EXPECTED_NOT_READY, Rule.MODEL_FAILED]
+    assert verdict.rules == [VerdictRule.EXPECTED_NOT_READY, VerdictRule.MODEL_FAILED]
     assert verdict.headline == "DOWN: expected model 'absent' is not in the repository (and 1 more)"
     assert [r["level"] for r in verdict.to_json()["reasons"]] == ["DOWN", "DEGRADED"]  # type: ignore[index]
 
 
 def test_unreachable_and_not_live_are_down() -> None:
     gone = ServerSnapshot("s", "http://h:8000", "http", NOW, error="Triton at http://h:8000 is unreachable")
-    assert judge(gone, triage(gone)).rules == [Rule.UNREACHABLE]
+    assert judge(gone, triage(gone)).rules == [VerdictRule.UNREACHABLE]
     dead = snapshot(READY, live=False, ready=False)
     assert judge(dead, triage(dead)).level is Level.DOWN
 
@@ -80,7 +80,7 @@ def test_drift_alone_makes_it_degraded_with_the_fix() -> None:
     drift = Drift("digits_classifier", (), "does not parse, line 6: bad enum", False,
                   datetime(2026, 12, 4, 11, 57, tzinfo=timezone.utc))
     verdict = judge(snapshot(READY), triage(snapshot(READY)), drift=[drift])
-    assert verdict.level is Level.DEGRADED and verdict.rules == [Rule.DRIFT]
+    assert verdict.level is Level.DEGRADED and verdict.rules == [VerdictRule.DRIFT]
     assert ("on disk: does not parse, line 6: bad enum — serving the previous config since 11:57 UTC"
             in verdict.headline)
     assert "open it in the Config editor" in verdict.reasons[0].fix
@@ -90,8 +90,8 @@ def test_a_model_dropped_without_an_operators_unload_is_a_failure_with_tritons_r
     log = tmp_path / "t.log"
     log.write_text(ENSEMBLE_LINE + UNLOADED_LINE)
     snap = snapshot(READY, PIPELINE_UNLOADED)
-    verdict = assess(snap, Sources(log=LocalLogFile(log), home=tmp_path, now=NOW))
-    assert verdict.level is Level.DEGRADED and verdict.rules == [Rule.MODEL_DROPPED]
+    verdict = assess(snap, EvidenceSources(log=LocalLogFile(log), home=tmp_path, now=NOW))
+    assert verdict.level is Level.DEGRADED and verdict.rules == [VerdictRule.MODEL_DROPPED]
     ((model, reason),) = verdict.found.failed
     assert model.name == "digits_pipeline" and model.reason == DROPPED_MARK
     assert "allows maximum batch size 32, but it contains model digits_classifier" in reason
@@ -102,9 +102,9 @@ def test_without_a_log_line_the_dropped_reason_names_the_last_change(tmp_path: P
     audit.record("load", "digits_pipeline", audit.Result.OK, home=tmp_path)
     audit.record("apply", "digits_classifier", audit.Result.OK, actor=audit.Actor("alice"), home=tmp_path)
     snap = snapshot(READY, PIPELINE_UNLOADED)
-    verdict = assess(snap, Sources(home=tmp_path, now=NOW))
+    verdict = assess(snap, EvidenceSources(home=tmp_path, now=NOW))
     (reason,) = verdict.reasons
-    assert reason.rule is Rule.MODEL_DROPPED
+    assert reason.rule is VerdictRule.MODEL_DROPPED
     assert "no operator's unload of it is in geadmin's audit log" in reason.text
     assert "apply of 'digits_classifier' by alice" in reason.text
 
@@ -112,12 +112,12 @@ def test_without_a_log_line_the_dropped_reason_names_the_last_change(tmp_path: P
 def test_an_operators_unload_is_idle_until_a_later_side_effect(tmp_path: Path) -> None:
     audit.record("unload", "digits_pipeline", audit.Result.OK, home=tmp_path)
     snap = snapshot(READY, PIPELINE_UNLOADED)
-    verdict = assess(snap, Sources(home=tmp_path, now=NOW))
+    verdict = assess(snap, EvidenceSources(home=tmp_path, now=NOW))
     assert verdict.ok and [m.name for m in verdict.found.idle] == ["digits_pipeline"]
 
     audit.record("load", "digits_pipeline", audit.Result.OK, home=tmp_path)
     audit.record("side_effect", "digits_pipeline", audit.Result.OK, home=tmp_path)
-    assert assess(snap, Sources(home=tmp_path, now=NOW)).rules == [Rule.MODEL_DROPPED]
+    assert assess(snap, EvidenceSources(home=tmp_path, now=NOW)).rules == [VerdictRule.MODEL_DROPPED]
 
 
 def test_a_model_loading_for_longer_than_the_limit_is_stuck(tmp_path: Path) -> None:
@@ -125,11 +125,11 @@ def test_a_model_loading_for_longer_than_the_limit_is_stuck(tmp_path: Path) -> N
     log = tmp_path / "t.log"
     started = NOW - timedelta(minutes=10)
     log.write_text(f"I{started:%m%d %H:%M:%S}.000000 77 model_lifecycle.cc:1] \"loading: slow:1\"\n")
-    verdict = assess(snapshot(READY, loading), Sources(log=LocalLogFile(log), home=tmp_path, now=NOW))
-    assert verdict.rules == [Rule.MODEL_STUCK] and verdict.stuck == ("slow",)
+    verdict = assess(snapshot(READY, loading), EvidenceSources(log=LocalLogFile(log), home=tmp_path, now=NOW))
+    assert verdict.rules == [VerdictRule.MODEL_STUCK] and verdict.stuck == ("slow",)
     assert verdict.headline == "DEGRADED: model 'slow' has been LOADING for 10 min"
     # A load that began a few seconds ago is only moving.
-    fresh = assess(snapshot(READY, loading), Sources(log=LocalLogFile(log), home=tmp_path,
+    fresh = assess(snapshot(READY, loading), EvidenceSources(log=LocalLogFile(log), home=tmp_path,
                                                      now=started + timedelta(seconds=5)))
     assert fresh.ok
 
@@ -146,7 +146,7 @@ def test_log_times_are_read_in_both_triton_formats() -> None:
 
 def test_not_ready_with_nothing_to_explain_it_is_degraded() -> None:
     verdict = judge(snapshot(READY, ready=False), triage(snapshot(READY)))
-    assert verdict.rules == [Rule.SERVER_NOT_READY]
+    assert verdict.rules == [VerdictRule.SERVER_NOT_READY]
 
 
 @pytest.mark.parametrize(("seconds", "text"), [
@@ -213,7 +213,7 @@ def test_a_failed_model_an_operator_unloaded_is_idle_and_tritons_held_readiness_
     audit.record("load", "broken_init", audit.Result.FAILED, home=tmp_path)
     audit.record("unload", "broken_init", audit.Result.OK, home=tmp_path)
     failed = ModelEntry("broken_init", "1", ModelState.UNAVAILABLE, "RuntimeError: weights.bin is missing")
-    verdict = assess(snapshot(READY, failed, ready=False), Sources(home=tmp_path, now=NOW))
+    verdict = assess(snapshot(READY, failed, ready=False), EvidenceSources(home=tmp_path, now=NOW))
     assert [m.name for m in verdict.found.idle] == ["broken_init"] and not verdict.found.failed
     assert verdict.ok and verdict.rules == []
     assert verdict.unloaded["broken_init"].startswith("unloaded by ")
@@ -224,7 +224,7 @@ def test_a_failed_model_an_operator_unloaded_is_idle_and_tritons_held_readiness_
 
 def test_a_not_ready_server_that_no_operator_unload_explains_still_degrades() -> None:
     verdict = judge(snapshot(READY, ready=False), triage(snapshot(READY)))
-    assert verdict.rules == [Rule.SERVER_NOT_READY] and not verdict.notes
+    assert verdict.rules == [VerdictRule.SERVER_NOT_READY] and not verdict.notes
 
 
 def test_a_config_that_never_parsed_then_unloaded_by_an_operator_is_not_a_failure(tmp_path: Path) -> None:
@@ -246,5 +246,5 @@ def test_not_ready_while_models_load_again_says_wait_never_restart() -> None:
     loading = ModelEntry("text_normalize", "1", ModelState.LOADING, "")
     verdict = judge(snapshot(READY, loading, ready=False), triage(snapshot(READY, loading)))
     [reason] = verdict.reasons
-    assert reason.rule is Rule.SERVER_NOT_READY and "text_normalize is LOADING" in reason.text
+    assert reason.rule is VerdictRule.SERVER_NOT_READY and "text_normalize is LOADING" in reason.text
     assert reason.fix.startswith("wait:") and "restart" not in reason.fix

@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from geadmin.access.guard import Authorization, require
-from geadmin.access.roles import Action as Guarded
+from geadmin.access.roles import GuardedAction
 from geadmin.errors import BenchBusyError, BenchCancelledError
 from geadmin.ops import runs
 from geadmin.ops.bench.load_test import load_test
@@ -22,7 +22,8 @@ from geadmin.ops.models.actions import next_step
 from geadmin.ops.runs import Ending, Kind, Run
 from geadmin.triton.client import TritonClient
 
-LOAD_TEST = Kind("load test", "server", "the Load test page that started it", BenchBusyError, Guarded.BENCH,
+LOAD_TEST = Kind("load test", "server", "the Load test page that started it", BenchBusyError,
+                 GuardedAction.BENCH,
                  "load_test")
 
 
@@ -31,7 +32,7 @@ def start_load_test(client: TritonClient, settings: BenchSettings, *, default: I
                     home: Path | None = None) -> Run[BenchRun]:
     """`load_test` on a thread, one per server (`settings.url`) in this process; `auth` must
     cover `bench` (NotAuthorizedError before anything starts, no row written)."""
-    actor = require(auth, Guarded.BENCH)
+    actor = require(auth, GuardedAction.BENCH)
 
     def work(run: Run[BenchRun]) -> BenchRun:
         run.progress(0, len(settings.loads), "starting perf_analyzer")

@@ -3,7 +3,7 @@ geadmin error whose message names the cause and the next step.
 
 `OUTPUT_FAILURES` matches perf_analyzer 2.51's own words (recorded in
 tests/unit/assets/perf_analyzer/errors/), `EXCEPTION_FAILURES` what `subprocess` raises,
-and `FAILURES` holds, for every `Failure`, the error class and its message (a test fails
+and `FAILURES` holds, for every `BenchFailure`, the error class and its message (a test fails
 when one is missing); `TABLE` reads them like every boundary's (`geadmin.failure_table`).
 """
 
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 BINARY = "perf_analyzer"
 
 
-class Failure(enum.Enum):
+class BenchFailure(enum.Enum):
     BINARY_MISSING = "no perf_analyzer binary"
     NOT_EXECUTABLE = "perf_analyzer cannot be run"
     LIBRARIES_MISSING = "perf_analyzer's shared libraries are missing"
@@ -58,86 +58,86 @@ class Failure(enum.Enum):
 
 # Lower-cased output substrings (stderr, then stdout), first match wins; recorded from
 # perf_analyzer 2.51 in tests/unit/assets/perf_analyzer/errors/<failure>.<case>.txt.
-OUTPUT_FAILURES: tuple[tuple[str, Failure], ...] = (
-    ("error while loading shared libraries", Failure.LIBRARIES_MISSING),
-    ("failed to obtain stable measurement", Failure.UNSTABLE),
-    ("unable to open shared memory region", Failure.SHARED_MEMORY),
+OUTPUT_FAILURES: tuple[tuple[str, BenchFailure], ...] = (
+    ("error while loading shared libraries", BenchFailure.LIBRARIES_MISSING),
+    ("failed to obtain stable measurement", BenchFailure.UNSTABLE),
+    ("unable to open shared memory region", BenchFailure.SHARED_MEMORY),
     # registering (or first clearing) the regions of --shared-memory: HTTP "API", gRPC "protocol"
-    ("unable to init infer data manager: this api is restricted", Failure.SHM_RESTRICTED),
-    ("unable to init infer data manager: this protocol is restricted", Failure.SHM_RESTRICTED),
-    ("is restricted, expecting header", Failure.RESTRICTED),  # HTTP "API", gRPC "protocol"
-    ("request for unknown model", Failure.MODEL_NOT_FOUND),
-    ("failed to init manager inputs", Failure.BAD_INPUT_DATA),
-    ("failed to parse --input-data", Failure.BAD_INPUT_DATA),
-    ("unsupported protocol", Failure.WRONG_PROTOCOL),  # HTTP to a gRPC port
-    ("socket closed", Failure.WRONG_PROTOCOL),  # gRPC to an HTTP port
-    ("couldn't connect to server", Failure.UNREACHABLE),
-    ("couldn't resolve host", Failure.UNREACHABLE),
-    ("failed to connect to all addresses", Failure.UNREACHABLE),
-    ("connection refused", Failure.UNREACHABLE),
+    ("unable to init infer data manager: this api is restricted", BenchFailure.SHM_RESTRICTED),
+    ("unable to init infer data manager: this protocol is restricted", BenchFailure.SHM_RESTRICTED),
+    ("is restricted, expecting header", BenchFailure.RESTRICTED),  # HTTP "API", gRPC "protocol"
+    ("request for unknown model", BenchFailure.MODEL_NOT_FOUND),
+    ("failed to init manager inputs", BenchFailure.BAD_INPUT_DATA),
+    ("failed to parse --input-data", BenchFailure.BAD_INPUT_DATA),
+    ("unsupported protocol", BenchFailure.WRONG_PROTOCOL),  # HTTP to a gRPC port
+    ("socket closed", BenchFailure.WRONG_PROTOCOL),  # gRPC to an HTTP port
+    ("couldn't connect to server", BenchFailure.UNREACHABLE),
+    ("couldn't resolve host", BenchFailure.UNREACHABLE),
+    ("failed to connect to all addresses", BenchFailure.UNREACHABLE),
+    ("connection refused", BenchFailure.UNREACHABLE),
 )
 # What starting the binary can raise; first isinstance match wins, so subclasses come first.
-EXCEPTION_FAILURES: tuple[tuple[type[BaseException], Failure], ...] = (
-    (FileNotFoundError, Failure.BINARY_MISSING),
-    (PermissionError, Failure.NOT_EXECUTABLE),
-    (subprocess.SubprocessError, Failure.OTHER),
-    (OSError, Failure.NOT_EXECUTABLE),  # e.g. ENOEXEC: not a program for this machine
+EXCEPTION_FAILURES: tuple[tuple[type[BaseException], BenchFailure], ...] = (
+    (FileNotFoundError, BenchFailure.BINARY_MISSING),
+    (PermissionError, BenchFailure.NOT_EXECUTABLE),
+    (subprocess.SubprocessError, BenchFailure.OTHER),
+    (OSError, BenchFailure.NOT_EXECUTABLE),  # e.g. ENOEXEC: not a program for this machine
 )
 # {model} {binary} {address} {protocol} {other} (the other protocol) {detail} {timeout_s} {interval_ms}
 # {libraries} (describe_library_search)
-FAILURES: dict[Failure, tuple[type[GeAdminError], str]] = {
-    Failure.BINARY_MISSING: (PerfAnalyzerMissingError, "load test of {model}: no perf_analyzer at "
+FAILURES: dict[BenchFailure, tuple[type[GeAdminError], str]] = {
+    BenchFailure.BINARY_MISSING: (PerfAnalyzerMissingError, "load test of {model}: no perf_analyzer at "
                              "{binary} — install `tritonclient[all]==2.51.0` (its wheel ships the "
                              "binary), or name one with --perf-analyzer PATH"),
-    Failure.NOT_EXECUTABLE: (PerfAnalyzerMissingError, "load test of {model}: cannot run {binary} "
+    BenchFailure.NOT_EXECUTABLE: (PerfAnalyzerMissingError, "load test of {model}: cannot run {binary} "
                              "({detail}) — make it executable (`chmod +x`) or name another with "
                              "--perf-analyzer PATH"),
-    Failure.LIBRARIES_MISSING: (PerfAnalyzerMissingError, "load test of {model}: perf_analyzer cannot "
+    BenchFailure.LIBRARIES_MISSING: (PerfAnalyzerMissingError, "load test of {model}: perf_analyzer cannot "
                                 "start ({detail}); {libraries} — if the wheel's directory holds the "
                                 "library, run the test again and report this message; else reinstall "
                                 "nvidia-pytriton==0.7.0, or add a directory holding it to "
                                 "LD_LIBRARY_PATH"),
-    Failure.UNREACHABLE: (TritonUnreachableError, "load test of {model}: no Triton answers at "
+    BenchFailure.UNREACHABLE: (TritonUnreachableError, "load test of {model}: no Triton answers at "
                           "{address} over {protocol} ({detail}) — start it (`geadmin up`) or "
                           "check the URL"),
-    Failure.WRONG_PROTOCOL: (WrongProtocolError, "load test of {model}: {address} does not speak "
+    BenchFailure.WRONG_PROTOCOL: (WrongProtocolError, "load test of {model}: {address} does not speak "
                              "{protocol} ({detail}) — give the {protocol} port, or use --protocol "
                              "{other} with this one"),
-    Failure.MODEL_NOT_FOUND: (ModelNotFoundError, "load test of {model}: Triton at {address} has no "
+    BenchFailure.MODEL_NOT_FOUND: (ModelNotFoundError, "load test of {model}: Triton at {address} has no "
                               "model {model} loaded ({detail}) — load it first (`geadmin models "
                               "load {model}`)"),
-    Failure.BAD_INPUT_DATA: (BenchInputError, "load test of {model}: perf_analyzer rejected the input "
+    BenchFailure.BAD_INPUT_DATA: (BenchInputError, "load test of {model}: perf_analyzer rejected the input "
                              "data ({detail}) — check the inputs against the model's metadata "
                              "(`geadmin infer {model}` sends the same request)"),
-    Failure.UNSTABLE: (UnstableMeasurementError, "load test of {model}: no stable measurement "
+    BenchFailure.UNSTABLE: (UnstableMeasurementError, "load test of {model}: no stable measurement "
                        "({detail}) — raise the measurement interval (now {interval_ms} ms) or the "
                        "trials, or run on a quieter machine"),
-    Failure.SHARED_MEMORY: (SharedMemoryUnreachableError, "load test of {model}: Triton at {address} "
+    BenchFailure.SHARED_MEMORY: (SharedMemoryUnreachableError, "load test of {model}: Triton at {address} "
                             "cannot open perf_analyzer's shared memory ({detail}) — system shared "
                             "memory needs both on one host sharing /dev/shm (not in containers of "
                             "their own): turn shared memory off (`--shared-memory none`; on the "
                             "Load test page, Tensors: on the wire)"),
-    Failure.RESTRICTED: (ForbiddenError, "load test of {model}: Triton at {address} gives its model "
+    BenchFailure.RESTRICTED: (ForbiddenError, "load test of {model}: Triton at {address} gives its model "
                          "config only with the admin key ({detail}) — give this server's key "
                          "(--admin-key, or admin_key in the servers file) and use --protocol http "
                          "(on the Load test page, Protocol: HTTP): perf_analyzer 2.51 sends headers "
                          "over HTTP only"),
-    Failure.SHM_RESTRICTED: (ForbiddenError, "load test of {model}: Triton at {address} lets only "
+    BenchFailure.SHM_RESTRICTED: (ForbiddenError, "load test of {model}: Triton at {address} lets only "
                              "holders of the admin key register shared memory ({detail}) — give this "
                              "server's key (--admin-key, or admin_key in the servers file) and use "
                              "--protocol http (on the Load test page, Protocol: HTTP): perf_analyzer "
                              "2.51 sends headers over HTTP only; or send the tensors on the wire "
                              "(`--shared-memory none`; Tensors: on the wire)"),
-    Failure.TIMEOUT: (PerfAnalyzerTimeoutError, "load test of {model}: perf_analyzer ran over "
+    BenchFailure.TIMEOUT: (PerfAnalyzerTimeoutError, "load test of {model}: perf_analyzer ran over "
                       "{timeout_s:g}s and was stopped — test fewer points, a shorter measurement "
                       "interval, or give a longer timeout"),
-    Failure.CANCELLED: (BenchCancelledError, "load test of {model}: cancelled; perf_analyzer was "
+    BenchFailure.CANCELLED: (BenchCancelledError, "load test of {model}: cancelled; perf_analyzer was "
                         "stopped and nothing was saved"),
-    Failure.OTHER: (PerfAnalyzerError, "load test of {model}: perf_analyzer failed: {detail}"),
+    BenchFailure.OTHER: (PerfAnalyzerError, "load test of {model}: perf_analyzer failed: {detail}"),
 }
 
 
-TABLE = FailureTable(OUTPUT_FAILURES, EXCEPTION_FAILURES, FAILURES, Failure.OTHER)
+TABLE = FailureTable(OUTPUT_FAILURES, EXCEPTION_FAILURES, FAILURES, BenchFailure.OTHER)
 classify = TABLE.classify
 
 
@@ -163,10 +163,11 @@ def describe_library_search(library_path: str, detail: str) -> str:
     return f"{searched}; the wheel's {layout.libs_dir} holds {', '.join(copies) or 'no copy of it'}"
 
 
-def bench_error(failure: Failure, settings: BenchSettings, *, binary: str | Path = BINARY,
+def bench_error(failure: BenchFailure, settings: BenchSettings, *, binary: str | Path = BINARY,
                 detail: str = "", library_path: str = "") -> GeAdminError:
     """`library_path`: the LD_LIBRARY_PATH perf_analyzer ran with (said when libraries fail)."""
-    libraries = describe_library_search(library_path, detail) if failure is Failure.LIBRARIES_MISSING else ""
+    missing = failure is BenchFailure.LIBRARIES_MISSING
+    libraries = describe_library_search(library_path, detail) if missing else ""
     endpoint = settings.endpoint
     protocol = endpoint.transport.value
     error_type, message = TABLE.render(

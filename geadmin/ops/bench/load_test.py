@@ -42,11 +42,11 @@ import numpy as np
 from geadmin import db
 from geadmin import settings as geadmin_settings
 from geadmin.access.guard import Authorization, require
-from geadmin.access.roles import Action as Guarded
+from geadmin.access.roles import GuardedAction
 from geadmin.binaries import terminate_group, wheel_layout
 from geadmin.domain import Transport
 from geadmin.errors import InferInputError, PerfAnalyzerError
-from geadmin.ops.bench.failures import BINARY, Failure, bench_error, classify, error_line
+from geadmin.ops.bench.failures import BINARY, BenchFailure, bench_error, classify, error_line
 from geadmin.ops.bench.params import SHARED_MEMORY as SHARED_MEMORY  # re-exported: callers' one import
 from geadmin.ops.bench.params import BenchSettings as BenchSettings
 from geadmin.ops.bench.params import parse_loads as parse_loads
@@ -119,9 +119,9 @@ def _tensor_entry(name: str, datatype: str, data: np.ndarray) -> dict[str, Any]:
     if datatype == "BYTES":
         try:
             return {"content": [v.decode() for v in data.flat], "shape": shape}
-        except UnicodeDecodeError:
+        except UnicodeDecodeError as exc:
             raise InferInputError(f"input {name}: perf_analyzer's JSON input data holds BYTES only "
-                                  "as UTF-8 text; this tensor is not") from None
+                                  "as UTF-8 text; this tensor is not") from exc
     if datatype in RAW_DTYPES or (data.dtype.kind == "f" and not np.all(np.isfinite(data))):
         raw = wire_bytes(Tensor(name, datatype, np.ascontiguousarray(data)))
         return {"b64": base64.b64encode(raw).decode(), "shape": shape}
@@ -220,14 +220,14 @@ class _Invocation:
                    threading.Thread(target=self._read_stderr, args=(process,), daemon=True)]
         for reader in readers:
             reader.start()
-        stopped: Failure | None = None
+        stopped: BenchFailure | None = None
         try:
             while process.poll() is None:
                 self._deliver()
                 if self.cancel is not None and self.cancel.is_set():
-                    stopped = Failure.CANCELLED
+                    stopped = BenchFailure.CANCELLED
                 elif time.monotonic() > self.deadline:
-                    stopped = Failure.TIMEOUT
+                    stopped = BenchFailure.TIMEOUT
                 if stopped is not None:
                     break
                 time.sleep(POLL_S)
@@ -279,7 +279,7 @@ def run_perf_analyzer(
     """Run every load of `settings`; the measured run (not saved). `input_data` is the
     `--input-data` document (None: perf_analyzer's own random data); `admin_key`: see perf_argv.
     `auth` must cover `bench` (NotAuthorizedError before perf_analyzer is looked for)."""
-    who = require(auth, Guarded.BENCH).name
+    who = require(auth, GuardedAction.BENCH).name
     executable = find_perf_analyzer(binary)
     total = len(settings.loads)
     report = progress or (lambda done, total, text: None)
@@ -318,7 +318,8 @@ def _read_report(settings: BenchSettings, csv_path: Path) -> tuple[BenchPoint, .
     try:
         text = csv_path.read_text()
     except OSError as exc:
-        raise bench_error(Failure.OTHER, settings, detail=f"it wrote no report ({exc.strerror})") from None
+        raise bench_error(BenchFailure.OTHER, settings,
+                          detail=f"it wrote no report ({exc.strerror})") from exc
     return parse_csv(text)[1]
 
 
@@ -348,7 +349,7 @@ def load_test(
     (`geadmin.ops.bench.params.server_lock`): BenchBusyError while another runs. `auth`
     must cover `bench` (NotAuthorizedError before anything starts); the run is saved and
     audited under its name."""
-    who = require(auth, Guarded.BENCH).name
+    who = require(auth, GuardedAction.BENCH).name
     lock_home = home or geadmin_settings.home()
     # The server's address the client talks to and the one perf_analyzer measures (its HTTP
     # and gRPC ports, when they differ): a run over either blocks a run over the other.

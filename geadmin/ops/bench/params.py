@@ -60,9 +60,9 @@ def parse_loads(text: str, mode: str = CONCURRENCY) -> tuple[float, ...]:
             continue
         try:
             value = float(item)
-        except ValueError:
+        except ValueError as exc:
             raise BenchSettingsError(f"{describe_mode(mode)} are numbers separated by commas (e.g. 1,4,16); "
-                                     f"{item!r} is not a number") from None
+                                     f"{item!r} is not a number") from exc
         loads.append(value)
     check_loads(tuple(loads), mode)
     return tuple(loads)
@@ -181,7 +181,7 @@ def server_lock(home: Path, server_url: str, model: str = "") -> Iterator[None]:
     try:
         held = pid_lock(path, refused, what=model or "a model")
     except OSError as exc:
-        raise BenchSettingsError(f"cannot create the load-test lock {path}: {exc.strerror or exc}") from None
+        raise BenchSettingsError(f"cannot create the load-test lock {path}: {exc.strerror or exc}") from exc
     with held:
         yield
 

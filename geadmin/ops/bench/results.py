@@ -146,9 +146,9 @@ def parse_csv(text: str) -> tuple[str, tuple[BenchPoint, ...]]:
         try:
             values = {name: float(row[column]) for column, name in COLUMNS.items()}
             load = float(row[load_column])
-        except (TypeError, ValueError):
+        except (TypeError, ValueError) as exc:
             raise PerfAnalyzerError(f"perf_analyzer's CSV report, line {number}: not a number in "
-                                    f"{dict(row)}") from None
+                                    f"{dict(row)}") from exc
         scaled = {k: (v if k == "throughput_per_s" else v / US_PER_MS) for k, v in values.items()}
         points.append(BenchPoint(load=load, **scaled))
     return LOAD_COLUMNS[load_column], tuple(points)

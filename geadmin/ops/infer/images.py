@@ -125,7 +125,7 @@ def image_size(data: bytes, what: str = "the image") -> tuple[int, int]:
             with Image.open(io.BytesIO(data)) as header:
                 return int(header.width), int(header.height)
     except DECODE_ERRORS as exc:
-        raise InferInputError(f"{what}: not an image Pillow can read ({decode_reason(exc)})") from None
+        raise InferInputError(f"{what}: not an image Pillow can read ({decode_reason(exc)})") from exc
 
 
 def open_image(data: bytes, what: str = "the image", *, max_pixels: int = MAX_IMAGE_PIXELS) -> Image.Image:
@@ -141,7 +141,7 @@ def open_image(data: bytes, what: str = "the image", *, max_pixels: int = MAX_IM
         opened = Image.open(io.BytesIO(data))
         opened.load()
     except DECODE_ERRORS as exc:
-        raise InferInputError(f"{what}: not an image Pillow can read ({decode_reason(exc)})") from None
+        raise InferInputError(f"{what}: not an image Pillow can read ({decode_reason(exc)})") from exc
     return opened
 
 
@@ -157,7 +157,7 @@ def _pixels(spec: InputSpec, opened: Image.Image, mode: str, width: int, height:
         return np.asarray(image, dtype=np.float64)
     except (OSError, ValueError) as exc:
         raise InferInputError(f"input {spec.name}: cannot convert the image to {mode} {width}x{height} "
-                              f"({exc})") from None
+                              f"({exc})") from exc
 
 
 def _normalized(spec: InputSpec, pixels: np.ndarray, normalize: Normalize, channels: int) -> np.ndarray:

@@ -203,7 +203,7 @@ def _typed_values(spec: InputSpec, document: Any) -> np.ndarray:
     try:
         raw = np.array(document, dtype=np.object_)
     except ValueError as exc:  # ragged lists
-        raise InferInputError(f"input {spec.name}: the JSON lists are ragged ({exc})") from None
+        raise InferInputError(f"input {spec.name}: the JSON lists are ragged ({exc})") from exc
     if raw.dtype != np.object_ or any(isinstance(v, list) for v in raw.flat):
         raise InferInputError(f"input {spec.name}: the JSON lists are ragged")
     flat: list[Any] = list(raw.flat)
@@ -241,7 +241,7 @@ def npy_tensor(spec: InputSpec, data: bytes) -> np.ndarray:
     try:
         array = np.load(io.BytesIO(data), allow_pickle=False)
     except NPY_ERRORS as exc:
-        raise InferInputError(f"input {spec.name}: not a readable .npy file ({exc})") from None
+        raise InferInputError(f"input {spec.name}: not a readable .npy file ({exc})") from exc
     if not isinstance(array, np.ndarray):
         raise InferInputError(f"input {spec.name}: a .npz archive, not one .npy array")
     if spec.datatype == "BYTES" and array.dtype.kind in "SU":
@@ -271,7 +271,7 @@ def _check_npy_header(spec: InputSpec, data: bytes) -> None:
             shape, _, dtype = np.lib.format.read_array_header_2_0(stream)
         declared = math.prod(int(d) for d in shape) * dtype.itemsize
     except NPY_ERRORS as exc:
-        raise InferInputError(f"input {spec.name}: not a readable .npy file ({exc})") from None
+        raise InferInputError(f"input {spec.name}: not a readable .npy file ({exc})") from exc
     check_size(f".npy file for input {spec.name} (shape {list(shape)})", declared, MAX_TENSOR_BYTES)
     if not dtype.hasobject and declared > len(data):
         raise InferInputError(f"input {spec.name}: the .npy header declares {list(shape)} {dtype} "

@@ -278,9 +278,9 @@ def parse_classification(tensor: Tensor) -> list[list[ClassScore]]:
             index, _, label = rest.partition(":")
             try:
                 entries.append(ClassScore(int(index), float(score), label))
-            except ValueError:
+            except ValueError as exc:
                 raise InferInputError(f"output {tensor.name}: {text!r} is not Triton's "
-                                      "\"score:index[:label]\" classification") from None
+                                      "\"score:index[:label]\" classification") from exc
         parsed.append(entries)
     return parsed
 
@@ -301,12 +301,12 @@ def read_labels(repository: Path, model: str, output: OutputSpec) -> list[str]:
     try:
         path = label_path(model_dir(repository, model), output.label_filename)
     except RepositoryError as exc:
-        raise RepositoryError(f"labels of output {output.name} of {model}: {exc}") from None
+        raise RepositoryError(f"labels of output {output.name} of {model}: {exc}") from exc
     try:
         check_size(f"labels file {path}", path.stat().st_size, MAX_UPLOAD_BYTES)
         return path.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as exc:
-        raise RepositoryError(f"cannot read the labels of output {output.name} ({path}): {exc}") from None
+        raise RepositoryError(f"cannot read the labels of output {output.name} ({path}): {exc}") from exc
 
 
 def top_k_plan(spec: ModelSpec, k: int, outputs: Sequence[str] = (),

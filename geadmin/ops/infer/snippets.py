@@ -129,7 +129,7 @@ def parse_http_response(body: bytes) -> list[dict[str, Any]]:
         # Triton writes BYTES outputs into JSON as they are, even when they are not UTF-8.
         header = json.loads(body[:end].decode("utf-8", "surrogateescape"))
     except ValueError as exc:
-        raise InferInputError(f"not a Triton inference response: {exc}") from None
+        raise InferInputError(f"not a Triton inference response: {exc}") from exc
     if "error" in header:
         raise InferInputError(f"Triton answered with an error: {header['error']}")
     offset = end

@@ -214,15 +214,15 @@ def load_json(text: str | bytes, what: str, *, max_depth: int = MAX_JSON_DEPTH,
     try:
         return json.loads(raw)
     except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
-        raise InferInputError(f"{what}: not JSON ({exc})") from None
+        raise InferInputError(f"{what}: not JSON ({exc})") from exc
 
 
 def dtype_of(spec: InputSpec) -> np.dtype[Any]:
     try:
         return NUMPY_DTYPES[spec.datatype]
-    except KeyError:
+    except KeyError as exc:
         raise InferInputError(f"input {spec.name} has datatype {spec.datatype}, which geadmin "
-                              f"cannot build ({', '.join(NUMPY_DTYPES)})") from None
+                              f"cannot build ({', '.join(NUMPY_DTYPES)})") from exc
 
 
 def to_bf16(values: np.ndarray) -> np.ndarray:
@@ -245,4 +245,4 @@ def read_local_file(path: str) -> bytes:
         check_size(f"file {file}", file.stat().st_size, MAX_UPLOAD_BYTES)
         return file.read_bytes()
     except OSError as exc:
-        raise InferInputError(f"cannot read {file}: {exc.strerror or exc}") from None
+        raise InferInputError(f"cannot read {file}: {exc.strerror or exc}") from exc

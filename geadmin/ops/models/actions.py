@@ -21,7 +21,7 @@ from typing import Any
 
 from geadmin import audit
 from geadmin.access.guard import Authorization, require
-from geadmin.access.roles import Action as Guarded
+from geadmin.access.roles import GuardedAction
 from geadmin.audit import Actor
 from geadmin.diagnose import impact
 from geadmin.diagnose.ensemble import composing_models
@@ -46,7 +46,7 @@ from geadmin.triton.logs import LogSource
 SETTLE_TIMEOUT_S = 30.0  # how long an action waits for LOADING / UNLOADING to finish
 
 
-class Action(str, enum.Enum):
+class ModelAction(str, enum.Enum):
     LOAD = "load"
     UNLOAD = "unload"
     RELOAD = "reload"
@@ -55,7 +55,7 @@ class Action(str, enum.Enum):
 @dataclass(frozen=True)
 class ActionResult:
     name: str
-    action: Action
+    action: ModelAction
     ok: bool
     message: str
     explanation: Explanation | None = None
@@ -71,7 +71,7 @@ class ActionResult:
 
 def run_action(
     client: TritonClient,
-    action: Action,
+    action: ModelAction,
     names: Sequence[str],
     *,
     dependents: bool = False,
@@ -84,7 +84,7 @@ def run_action(
     """Apply `action` to each model in turn (a failure does not stop the others), then wait
     (bounded) until the models touched, dependents included, stop LOADING / UNLOADING.
     `auth` must cover `action` (NotAuthorizedError before anything is asked of Triton)."""
-    require(auth, Guarded(action.value))
+    require(auth, GuardedAction(action.value))
     results = []
     for done, name in enumerate(names):
         report = _load_reporter(progress, done, len(names), name)
@@ -97,15 +97,15 @@ def run_action(
     return results
 
 
-def _one_audited(client: TritonClient, action: Action, name: str, names: Sequence[str], *,
+def _one_audited(client: TritonClient, action: ModelAction, name: str, names: Sequence[str], *,
                  dependents: bool, log: LogSource | None, repository: Path | None, report: LoadProgress,
                  settle_timeout_s: float, auth: Authorization | None) -> ActionResult:
     """One model's action, settled (bounded) and audited before this returns; audited as cut
     short if anything unwinds it (the `report` callback raising included)."""
-    actor = require(auth, Guarded(action.value))
+    actor = require(auth, GuardedAction(action.value))
     result: ActionResult | None = None
     try:
-        asked = [*names, *(_composing(client, name) if action is Action.UNLOAD and dependents else [])]
+        asked = [*names, *(_composing(client, name) if action is ModelAction.UNLOAD and dependents else [])]
         before = impact.snapshot(client, log)
         done = _run_one(client, action, name, dependents, log, repository, report, auth)
         side_effects = impact.changes(client, before, asked, log, settle_timeout_s=settle_timeout_s)
@@ -121,7 +121,7 @@ def _one_audited(client: TritonClient, action: Action, name: str, names: Sequenc
     return result
 
 
-def cut_short(action: Action, name: str) -> str:
+def cut_short(action: ModelAction, name: str) -> str:
     """The audit message of an action unwound before its outcome was known."""
     return (f"{action.value} of {name!r} was cut short before its outcome was known (the caller "
             "stopped, e.g. the dashboard reran): check its state with `geadmin models list`")
@@ -169,8 +169,8 @@ def audit_side_effects(server: str, action: str, model: str, side_effects: Seque
     that runs the model: both faces name it and ask before they unload) is the operator's
     unload too, recorded as one: never a failure, on every face."""
     for change in side_effects:
-        taken_down = action == Action.UNLOAD.value and change.lost_ready
-        row = Action.UNLOAD.value if taken_down else SIDE_EFFECT
+        taken_down = action == ModelAction.UNLOAD.value and change.lost_ready
+        row = ModelAction.UNLOAD.value if taken_down else SIDE_EFFECT
         problem = audit.try_record_action(
             row, change.model, taken_down or not change.lost_ready,
             f"{change.text()} (after the {action} of {model!r})", server=server, actor=actor, home=home)
@@ -193,7 +193,7 @@ def load_in_parallel(
     (bounded by the client's load timeout, or sooner when the log shows it stuck) is reported
     by name with its reason and never holds up the others. `done(n, total, result)` is called
     as each one ends; results come back in the order of `names`. `auth` must cover `load`."""
-    actor = require(auth, Guarded.LOAD)
+    actor = require(auth, GuardedAction.LOAD)
     if not names:
         return []
     quiet: LoadProgress = lambda elapsed_s, latest: None  # noqa: E731
@@ -201,12 +201,12 @@ def load_in_parallel(
     def load_audited(name: str) -> ActionResult:  # in the worker: audited whatever `done` does
         result: ActionResult | None = None
         try:
-            done_one = _run_one(client, Action.LOAD, name, False, log, repository, quiet, auth)
+            done_one = _run_one(client, ModelAction.LOAD, name, False, log, repository, quiet, auth)
             (result,) = audited(client, [done_one], actor)
         finally:
             if result is None:
-                audit.try_record_action(Action.LOAD.value, name, False, cut_short(Action.LOAD, name),
-                                        server=client.url, actor=actor)
+                audit.try_record_action(ModelAction.LOAD.value, name, False,
+                                        cut_short(ModelAction.LOAD, name), server=client.url, actor=actor)
         return result
 
     finished: dict[str, ActionResult] = {}
@@ -245,11 +245,11 @@ def _load_reporter(progress: Callable[[int, int, str], None] | None, done: int, 
     return report
 
 
-def _run_one(client: TritonClient, action: Action, name: str, dependents: bool,
+def _run_one(client: TritonClient, action: ModelAction, name: str, dependents: bool,
              log: LogSource | None, repository: Path | None, report: LoadProgress,
              auth: Authorization | None) -> ActionResult:
     try:
-        if action is Action.UNLOAD:
+        if action is ModelAction.UNLOAD:
             stuck = _stuck_loading(client, name, log)
             if stuck:
                 return ActionResult(name, action, False, stuck, error=TritonTimeoutError(stuck))
@@ -321,7 +321,7 @@ def next_step(error: GeAdminError) -> str:
 def set_log_verbosity(client: TritonClient, level: int, *,
                       auth: Authorization | None = None) -> dict[str, Any]:
     """Triton's verbose log level, changed live and audited; Triton's settings after it."""
-    actor = require(auth, Guarded.LOG_LEVEL)
+    actor = require(auth, GuardedAction.LOG_LEVEL)
     try:
         updated = client.update_log_settings(log_verbose_level=int(level))
     except GeAdminError as exc:

@@ -42,7 +42,7 @@ from typing import Any
 
 from geadmin import audit, test_hooks
 from geadmin.access.guard import Authorization, require
-from geadmin.access.roles import Action as Guarded
+from geadmin.access.roles import GuardedAction
 from geadmin.audit import Actor, Result
 from geadmin.db import WorkspaceDatabaseError
 from geadmin.diagnose import explain, impact
@@ -65,7 +65,7 @@ from geadmin.triton.client import TritonClient
 from geadmin.triton.logs import LogSource
 
 
-class Outcome(str, enum.Enum):
+class ApplyOutcome(str, enum.Enum):
     APPLIED = "applied"  # on disk, and Triton loaded it
     WRITTEN = "written"  # on disk; the model is not loaded, so Triton has not checked it
     UNCHANGED = "unchanged"  # the same bytes as on disk: nothing done
@@ -73,14 +73,14 @@ class Outcome(str, enum.Enum):
     RESTORE_FAILED = "restore_failed"  # rejected, and the previous file could NOT be put back
 
 
-AUDIT_RESULTS = {Outcome.APPLIED: Result.OK, Outcome.WRITTEN: Result.OK,
-                 Outcome.ROLLED_BACK: Result.ROLLED_BACK, Outcome.RESTORE_FAILED: Result.FAILED}
+AUDIT_RESULTS = {ApplyOutcome.APPLIED: Result.OK, ApplyOutcome.WRITTEN: Result.OK,
+                 ApplyOutcome.ROLLED_BACK: Result.ROLLED_BACK, ApplyOutcome.RESTORE_FAILED: Result.FAILED}
 
 
 @dataclass(frozen=True)
 class ApplyResult:
     model: str
-    outcome: Outcome
+    outcome: ApplyOutcome
     message: str  # cause first, then what serves and what to do
     diff: str  # unified diff, previous -> new
     previous_sha256: str
@@ -94,7 +94,7 @@ class ApplyResult:
 
     @property
     def ok(self) -> bool:
-        return self.outcome in (Outcome.APPLIED, Outcome.WRITTEN, Outcome.UNCHANGED)
+        return self.outcome in (ApplyOutcome.APPLIED, ApplyOutcome.WRITTEN, ApplyOutcome.UNCHANGED)
 
     def record(self) -> dict[str, Any]:
         """For `--json`."""
@@ -134,7 +134,7 @@ def apply_config(
     is a result. Validator warnings are returned in `warnings`. `backends`: the server's, when
     known (`geadmin.diagnose.impact.process_backends`), so a backend it lacks is refused.
     `auth` must cover `action` (apply or rollback): NotAuthorizedError before anything is read."""
-    actor = require(auth, Guarded(action))
+    actor = require(auth, GuardedAction(action))
     data = new.encode("utf-8") if isinstance(new, str) else new
     job = _Apply(client, Path(repository), model, data, actor, log, progress,
                  home, action, note or action, validate, smoke, backends, auth=auth)
@@ -147,7 +147,7 @@ def apply_config(
     except BaseException as exc:  # not ours (a bug, a Streamlit rerun): close the started row now
         job.interrupted(exc)
         raise
-    if result.outcome is Outcome.UNCHANGED:
+    if result.outcome is ApplyOutcome.UNCHANGED:
         return result
     test_hooks.fault_point("apply.loaded")
     problem = job.audit(AUDIT_RESULTS[result.outcome], with_side_effects(result.message, result.side_effects))
@@ -168,14 +168,14 @@ def rollback(
     home: Path | None = None,
 ) -> ApplyResult:
     """Apply a kept revision (default: the newest one that differs from the file on disk)."""
-    require(auth, Guarded.ROLLBACK)
+    require(auth, GuardedAction.ROLLBACK)
     current = store.read_config(repository, model)
     target = rollback_target(repository, model, revision, current.sha256, home=home)
     result = apply_config(client, repository, model, target.data,
                           expected_sha256=expected_sha256 or current.sha256, auth=auth, log=log,
                           progress=progress, home=home, action="rollback",
                           note=f"rollback to revision {target.number}", validate=False)
-    if result.outcome is Outcome.UNCHANGED:
+    if result.outcome is ApplyOutcome.UNCHANGED:
         return replace(result, message=f"{model!r} already has the config of revision {target.number}: "
                        "nothing to roll back", revision=target.number)
     return result
@@ -252,7 +252,7 @@ class _Apply:
         """The steps of the module docstring, and what else changed state after them."""
         snapshot = impact.snapshot(self.client, self.log)
         result = self.steps(expected_sha256, base_text, load_unloaded)
-        if result.outcome in (Outcome.UNCHANGED, Outcome.WRITTEN):
+        if result.outcome in (ApplyOutcome.UNCHANGED, ApplyOutcome.WRITTEN):
             return result
         changed = impact.changes(self.client, snapshot, [self.model], self.log)
         return replace(result, side_effects=tuple(changed))
@@ -263,7 +263,8 @@ class _Apply:
         self.refuse_unless_safe(current, expected_sha256, base_text)
         new_sha = revisions.sha256_of(self.data)
         if self.data == current.data:
-            return ApplyResult(self.model, Outcome.UNCHANGED, f"the config of {self.model!r} is unchanged: "
+            return ApplyResult(self.model, ApplyOutcome.UNCHANGED,
+                               f"the config of {self.model!r} is unchanged: "
                                "nothing to apply", "", current.sha256, new_sha)
         before = explain.watch(self.client, self.model, self.log)
         self.start(current, new_sha)
@@ -273,7 +274,7 @@ class _Apply:
         test_hooks.fault_point("apply.written")
         if before.was_ready is False and not load_unloaded:
             return self.kept(ApplyResult(
-                self.model, Outcome.WRITTEN, f"wrote the new config of {self.model!r}; the model is not "
+                self.model, ApplyOutcome.WRITTEN, f"wrote the new config of {self.model!r}; the model is not "
                 "loaded, so Triton has not checked it: load it (`geadmin models load "
                 f"{self.model}`) to find out", self.diff, current.sha256, new_sha,
                 serving=Serving.NEVER_LOADED))
@@ -302,10 +303,11 @@ class _Apply:
             text = self.data.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise RepositoryError(f"the new {CONFIG_FILE} of {self.model!r} is not UTF-8 text (byte "
-                                  f"{exc.start}): save it as UTF-8 and apply again") from None
+                                  f"{exc.start}): save it as UTF-8 and apply again") from exc
         config = parse_pbtxt(text, f"the new {CONFIG_FILE} of {self.model!r}")
+        may_upload_code = self.auth is not None and GuardedAction.UPLOAD_CODE in self.auth.actions
         refuse_code_change(self.model, current.data, config, who=self.actor.name,  # a data file as code
-                           may_upload_code=self.auth is not None and Guarded.UPLOAD_CODE in self.auth.actions)
+                           may_upload_code=may_upload_code)
         if config.name and config.name != self.model:
             raise RepositoryError(f"the new config says name: {config.name!r}, but the model is "
                                   f"{self.model!r}: Triton would reject it; use name: {self.model!r}")
@@ -338,7 +340,7 @@ class _Apply:
         else:
             message = f"applied the new config of {self.model!r}, but Triton now says: {serving.value}"
         warnings += self.live_differences()
-        return ApplyResult(self.model, Outcome.APPLIED, message, self.diff, current.sha256, new_sha,
+        return ApplyResult(self.model, ApplyOutcome.APPLIED, message, self.diff, current.sha256, new_sha,
                            serving=serving, serving_version=version, warnings=tuple(warnings))
 
     def live_differences(self) -> list[str]:
@@ -382,13 +384,13 @@ class _Apply:
             again = " and reloaded" if reload else ""
             lines.append(f"  the previous {CONFIG_FILE} is restored, byte for byte{again}: fix the new "
                          "config and apply again")
-            outcome = Outcome.ROLLED_BACK
+            outcome = ApplyOutcome.ROLLED_BACK
         else:
             backup = revisions.revision_with_hash(self.repository, self.model, current.sha256, self.home)
             again = (f"`geadmin config rollback {self.model} {backup.number}`" if backup
                      else "the previous file from your own backup")
             lines.append(f"  and the previous {CONFIG_FILE} could NOT be restored ({problem}): restore "
                          f"it with {again}")
-            outcome = Outcome.RESTORE_FAILED
+            outcome = ApplyOutcome.RESTORE_FAILED
         return ApplyResult(self.model, outcome, "\n".join(lines), self.diff, current.sha256, new_sha,
                            explanation=explanation, serving=serving, serving_version=version)

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from geadmin.access.guard import Authorization, require
-from geadmin.access.roles import Action as Guarded
+from geadmin.access.roles import GuardedAction
 from geadmin.diagnose import impact
 from geadmin.diagnose.impact import Impact
 from geadmin.errors import ConfigParseError
@@ -134,7 +134,7 @@ def decline(plan: ChangePlan, auth: Authorization | None, reason: str = "") -> s
     """Record that `plan` was not carried out because nobody confirmed it (`reason`, else
     `plan.declined()`): one `refused` audit row. Returns the refusal, with a note when the row
     could not be written. `auth` must cover the plan's action."""
-    actor = require(auth, Guarded(plan.action))
+    actor = require(auth, GuardedAction(plan.action))
     refusal = reason or plan.declined()
     problem = audit_refusal(plan.server, plan.action, [plan.model], refusal, actor)
     return f"{refusal} (the audit row was not written: {problem})" if problem else refusal

@@ -44,7 +44,7 @@ from typing import Any
 
 from geadmin import audit, test_hooks
 from geadmin.access.guard import Authorization, require
-from geadmin.access.roles import Action as Guarded
+from geadmin.access.roles import GuardedAction
 from geadmin.audit import Actor, Origin, Result
 from geadmin.db import WorkspaceDatabaseError
 from geadmin.diagnose.explain import explanation_dict
@@ -58,7 +58,7 @@ from geadmin.errors import (
     TritonError,
 )
 from geadmin.ops.models import actions, reconcile
-from geadmin.ops.models.actions import Action, run_action
+from geadmin.ops.models.actions import ModelAction, run_action
 from geadmin.repository import locks, paths, revisions, store, templates
 from geadmin.repository.atomic import fsync_directory
 from geadmin.repository.modelconfig import CONFIG_FILE
@@ -72,7 +72,7 @@ STAGING_PREFIX = reconcile.STAGING_PREFIX  # `.geadmin-staging-`: hidden, so no 
 ACTION = "create"
 
 
-class Outcome(str, enum.Enum):
+class CreateOutcome(str, enum.Enum):
     LOADED = "loaded"  # created, and Triton reports it READY
     CREATED = "created"  # created; not loaded (asked not to)
     LOAD_FAILED = "load_failed"  # created, but Triton did not load it: `reason` says why
@@ -81,7 +81,7 @@ class Outcome(str, enum.Enum):
 class CreateResult:
     model: str
     template: str
-    outcome: Outcome
+    outcome: CreateOutcome
     message: str  # what happened, then what to do
     directory: Path
     files: tuple[str, ...]  # every file written, relative to the model directory
@@ -95,7 +95,7 @@ class CreateResult:
 
     @property
     def ok(self) -> bool:
-        return self.outcome is not Outcome.LOAD_FAILED
+        return self.outcome is not CreateOutcome.LOAD_FAILED
 
     def record(self) -> dict[str, Any]:
         """For `--json`."""
@@ -141,9 +141,9 @@ def create_model(
     that, a result. `may_upload_code`: whether the actor holds the `upload_code` permission
     (the dashboard asks the guard); None: whether `auth` holds it. `auth` must cover `create`
     (and `load` to load it): NotAuthorizedError before anything is read or written."""
-    actor = require(auth, Guarded.CREATE)
+    actor = require(auth, GuardedAction.CREATE)
     if may_upload_code is None:
-        may_upload_code = isinstance(auth, Authorization) and Guarded.UPLOAD_CODE in auth.actions
+        may_upload_code = isinstance(auth, Authorization) and GuardedAction.UPLOAD_CODE in auth.actions
     server = client.url if client is not None else ""
     try:
         check_code_upload(files or {}, actor, may_upload_code)
@@ -269,9 +269,9 @@ def _build(plan: Plan) -> tuple[Finding, ...]:
         if errors:
             raise CreateRefusedError(_refusal(plan.name, errors), findings)
         _rename_noreplace(staged, plan.destination)
-    except FileExistsError:
+    except FileExistsError as exc:
         raise CreateRefusedError(f"refused: {plan.destination} appeared while the model was being "
-                                 "prepared; nothing was created — pick another name") from None
+                                 "prepared; nothing was created — pick another name") from exc
     except OSError as exc:
         raise RepositoryError(f"cannot create {plan.destination}: {exc.strerror or exc}; nothing was "
                               "created — check free space and permissions") from exc
@@ -340,7 +340,7 @@ def _created(plan: Plan, findings: tuple[Finding, ...], actor: Actor, server: st
                      diff=revisions.config_diff(b"", config, plan.name, "absent", "created"), home=home)
     except WorkspaceDatabaseError as exc:
         warnings.append(f"the audit row could not be written: {exc}")
-    return CreateResult(plan.name, plan.template, Outcome.CREATED,
+    return CreateResult(plan.name, plan.template, CreateOutcome.CREATED,
                         f"{message}; not loaded: `geadmin models load {plan.name}` loads it",
                         plan.destination, files, findings, revision, warnings=tuple(warnings))
 
@@ -353,19 +353,19 @@ def _loaded(client: TritonClient, created: CreateResult, log: LogSource | None,
             progress: Callable[[int, int, str], None] | None, auth: Authorization | None) -> CreateResult:
     """Load the new model, explained; then ask Triton what state it is in."""
     base = _created_text(created.model, created.template, created.directory, created.files)
-    (result,) = run_action(client, Action.LOAD, [created.model], log=log,
+    (result,) = run_action(client, ModelAction.LOAD, [created.model], log=log,
                            repository=created.directory.parent, progress=progress, auth=auth)
     state, problem = _state(client, created.model)
     warnings = (*created.warnings, *((problem,) if problem else ()))
     if result.ok and state is ModelState.READY:
-        return replace(created, outcome=Outcome.LOADED, message=f"{base}; loaded: READY",
+        return replace(created, outcome=CreateOutcome.LOADED, message=f"{base}; loaded: READY",
                        load_state=state, warnings=warnings)
     reason = result.explanation.reason if result.explanation else result.message
     if result.ok:  # Triton accepted the load, but the index does not say READY
         seen = state.value if state else "unknown"
         reason = f"Triton accepted the load, but reports {created.model!r} as {seen}"
     error = result.error or RepositoryError(reason)
-    return replace(created, outcome=Outcome.LOAD_FAILED, load_state=state, reason=reason,
+    return replace(created, outcome=CreateOutcome.LOAD_FAILED, load_state=state, reason=reason,
                    explanation=result.explanation, error=error, warnings=warnings,
                    message=f"{base}; the load failed: {result.message if not result.ok else reason}\n"
                    f"  next step: {actions.next_step(error)}")

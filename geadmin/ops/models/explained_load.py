@@ -14,7 +14,7 @@ from pathlib import Path
 from tritonclient.grpc import model_config_pb2
 
 from geadmin.access.guard import Authorization, require
-from geadmin.access.roles import Action
+from geadmin.access.roles import GuardedAction
 from geadmin.diagnose.explain import explain, watch
 from geadmin.domain import Explanation, LogCursor, LogLine, ModelState
 from geadmin.errors import (
@@ -69,7 +69,7 @@ def load_explained(
     it, and `ExplainedLoadTimeoutError` when it does not finish within the client's load
     timeout — or as soon as the log shows a failure while Triton keeps the model LOADING.
     `auth` must cover `load` (NotAuthorizedError before Triton is asked anything)."""
-    require(auth, Action.LOAD)
+    require(auth, GuardedAction.LOAD)
     before = watch(client, name, log)
     follower = _LogFollower(log, before.cursor, name)
     pending = client.start_load(name, config=config, files=files)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from geadmin import audit
 from geadmin.access.guard import Authorization, require
-from geadmin.access.roles import Action as Guarded
+from geadmin.access.roles import GuardedAction
 from geadmin.diagnose.drift import drift_of, served_file
 from geadmin.errors import GeAdminError
 from geadmin.repository import revisions, store
@@ -23,7 +23,7 @@ def put_back_served(client: TritonClient, repository: Path, name: str, *, auth: 
     """Write the served config to disk (atomic, the drifted file kept as a revision, audited),
     then check that nothing drifts any more. Returns what was done; raises GeAdminError.
     `auth` must cover `rollback` (NotAuthorizedError before anything is read)."""
-    actor = require(auth, Guarded.ROLLBACK)
+    actor = require(auth, GuardedAction.ROLLBACK)
     served = client.model_config(name)
     current = store.read_config(repository, name)
     data = served_file(repository, name, served, home)

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from geadmin.access.guard import Authorization, require
-from geadmin.access.roles import Action
+from geadmin.access.roles import GuardedAction
 from geadmin.domain import same_server
-from geadmin.errors import ConfigConflictError, ConfigError
+from geadmin.errors import ConfigConflictError, TuneRefusedError
 from geadmin.ops.models.apply import ApplyResult, apply_config
 from geadmin.triton.client import TritonClient
 
@@ -44,12 +44,12 @@ def winner_refusal(run: dict[str, Any], server: str) -> str:
 def apply_winner(client: TritonClient, repository: Path, run: dict[str, Any], *, auth: object,
                  home: Path | None = None) -> ApplyResult:
     """The config editor's apply of `run`'s winner (see the module docstring); refusals raise
-    `ConfigError` / `ConfigConflictError` before anything is written."""
-    require(auth, Action.APPLY)
+    `TuneRefusedError` / `ConfigConflictError` before anything is written."""
+    require(auth, GuardedAction.APPLY)
     assert isinstance(auth, Authorization)
     refusal = winner_refusal(run, client.url)
     if refusal:
-        raise ConfigError(refusal)
+        raise TuneRefusedError(refusal)
     try:
         return apply_config(client, repository, str(run["model"]), str(run["best_text"]),
                             expected_sha256=str(run["live_sha256"]), auth=auth, smoke=True, home=home,

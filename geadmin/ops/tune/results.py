@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from geadmin import db
-from geadmin.errors import ConfigError
+from geadmin.errors import TuneRunNotFoundError
 
 
 def save_document(model: str, server: str, who: str, document: dict[str, Any], *,
@@ -34,5 +34,6 @@ def load_run(run_id: int, *, home: Path | None = None) -> dict[str, Any]:
     with db.connect(home) as conn:
         row = conn.execute("SELECT at, document FROM tune_runs WHERE id = ?", (run_id,)).fetchone()
     if row is None:
-        raise ConfigError(f"no tuning run {run_id} in this workspace (geadmin tune --list shows them)")
+        raise TuneRunNotFoundError(f"no tuning run {run_id} in this workspace (geadmin tune --list shows "
+                                   f"them)")
     return {**json.loads(row[1]), "id": run_id, "at": row[0]}

@@ -34,8 +34,8 @@ from typing import Any
 
 from geadmin import audit, settings
 from geadmin.access.guard import Authorization, require
-from geadmin.access.roles import Action
-from geadmin.errors import ConfigError, GeAdminError, UnstableMeasurementError
+from geadmin.access.roles import GuardedAction
+from geadmin.errors import GeAdminError, InvalidArgumentError, UnstableMeasurementError
 from geadmin.ops.bench.load_test import run_perf_analyzer
 from geadmin.ops.bench.params import BenchSettings
 from geadmin.ops.tune import trials as tune_trials
@@ -68,13 +68,14 @@ class TuneSettings:
 
     def __post_init__(self) -> None:
         if not 1 <= self.concurrency <= 256:
-            raise ConfigError(f"the tuning load is 1 to 256 concurrent requests, got {self.concurrency}")
+            raise InvalidArgumentError(f"the tuning load is 1 to 256 concurrent requests, got "
+                                       f"{self.concurrency}")
         if not 10 <= self.budget_s <= 3600:
-            raise ConfigError(f"the time budget is 10 s to 1 h, got {self.budget_s:g} s")
+            raise InvalidArgumentError(f"the time budget is 10 s to 1 h, got {self.budget_s:g} s")
         if self.max_p99_ms is not None and self.max_p99_ms <= 0:
-            raise ConfigError("--max-p99-ms must be above 0")
+            raise InvalidArgumentError("--max-p99-ms must be above 0")
         if self.min_throughput is not None and self.min_throughput <= 0:
-            raise ConfigError("--min-throughput must be above 0")
+            raise InvalidArgumentError("--min-throughput must be above 0")
 
 
 @dataclass(frozen=True)
@@ -245,7 +246,7 @@ def tune(client: TritonClient, repository: Path, tune_settings: TuneSettings, *,
          metrics_url: str | None = None) -> TuneResult:
     """Search `tune_settings.model`'s serving config on trial copies; the live model is never
     changed. Saved and audited (`tune`)."""
-    who = require(auth, Action.TUNE)
+    who = require(auth, GuardedAction.TUNE)
     assert isinstance(auth, Authorization)
     workspace = home or settings.home()
     started = time.monotonic()

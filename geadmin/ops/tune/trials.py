@@ -33,7 +33,13 @@ from pathlib import Path
 from geadmin import audit, settings
 from geadmin.audit import Actor, AuditEntry, Result, facts
 from geadmin.domain import ModelState, same_server
-from geadmin.errors import ConfigError, GeAdminError, RepositoryError, TritonError
+from geadmin.errors import (
+    GeAdminError,
+    RepositoryError,
+    TritonError,
+    TuneBusyError,
+    TuneRefusedError,
+)
 from geadmin.repository import trials
 from geadmin.repository.layout import model_dir
 from geadmin.repository.locks import pid_lock
@@ -84,7 +90,8 @@ def journal_row(model: str, marker: TrialMarker, path: Path, server: str, actor:
 def make_trial(repository: Path, model: str, run: str, *, server: str, home: Path) -> TrialCopy:
     """The trial copy of `model` for run `run` (see the module docstring, step 2)."""
     if not trials.fits(model, run):
-        raise ConfigError(f"the trial copy's name {trials.trial_name(model, run)!r} would be longer than "
+        raise TuneRefusedError(f"the trial copy's name {trials.trial_name(model, run)!r} would be longer "
+                               f"than "
                           f"{trials.MAX_NAME_BYTES} bytes: {model!r} cannot be tuned under this name")
     live = model_dir(repository, model)
     marker = trials.new_marker(model, run, server, home)
@@ -150,10 +157,10 @@ def unload_and_wait(client: TritonClient, name: str, wait_s: float = UNLOAD_WAIT
 
 @contextlib.contextmanager
 def tune_lock(home: Path, model: str, *, purpose: str = "") -> Iterator[None]:
-    """One tuning run per model and workspace; ConfigError while another runs."""
+    """One tuning run per model and workspace; TuneBusyError while another runs."""
 
     def refused(holder: str) -> GeAdminError:
-        return ConfigError(f"another tuning run of {model} is under way ({holder}); wait for it to end")
+        return TuneBusyError(f"another tuning run of {model} is under way ({holder}); wait for it to end")
 
     with pid_lock(home / "locks" / f"tune-{model}.lock", refused, what=purpose):
         yield
@@ -166,7 +173,7 @@ def _run_going(home: Path | None, model: str) -> bool:
     try:
         with tune_lock(home, model):
             return False
-    except ConfigError:
+    except TuneBusyError:
         return True
     except OSError:
         return False

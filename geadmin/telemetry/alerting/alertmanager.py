@@ -102,12 +102,12 @@ def _read(base: str, session: requests.Session | None) -> Any:
             raw = outside.read_limited(answer.iter_content(65536), what=what, error=AlertmanagerError,
                                        max_bytes=MAX_ANSWER_BYTES)
             return outside.loads(raw, what=what, error=AlertmanagerError)
-    except requests.Timeout:
+    except requests.Timeout as exc:
         raise AlertmanagerError(f"Alertmanager at {base} did not answer within {TIMEOUT_S:g} s: check "
-                                "that it runs (GEADMIN_ALERTMANAGER_URL)") from None
+                                "that it runs (GEADMIN_ALERTMANAGER_URL)") from exc
     except requests.RequestException as exc:
         raise AlertmanagerError(f"Alertmanager at {base} is unreachable ({type(exc).__name__}): check "
-                                "GEADMIN_ALERTMANAGER_URL") from None
+                                "GEADMIN_ALERTMANAGER_URL") from exc
     except ValueError:  # not JSON: said by the caller (requests' own ValueErrors are caught above)
         return None
 

@@ -90,7 +90,7 @@ NPU_PRESENCE = "group by (job, instance) (last_over_time(npu_ge_device_utilizati
                "last_over_time(npu_chip_info_utilization[5m]))"
 
 @dataclass(frozen=True)
-class Target:
+class ScrapeTarget:
     """One active scrape target: what geadmin calls a source."""
 
     scrape_url: str
@@ -147,7 +147,7 @@ class PrometheusHistory:
         for key, names in models.items():
             target = targets.get(key)
             if target is None:  # no longer scraped: its history stays, named by its instance
-                target = Target(f"http://{key[1]}/metrics", *key, "gone", "", None, DEFAULT_SCRAPE_S)
+                target = ScrapeTarget(f"http://{key[1]}/metrics", *key, "gone", "", None, DEFAULT_SCRAPE_S)
             down = f"Prometheus reports the target down: {target.last_error or 'no reason given'}" \
                 if target.health == "down" else ""
             found.append(Overview(target.scrape_url, None, target.last_scrape, tuple(sorted(names)), down))
@@ -193,19 +193,19 @@ class PrometheusHistory:
                 for device, columns in sorted(by_device.items(), key=lambda kv: _device_order(kv[0]))]
 
     # -- Prometheus's HTTP API ---------------------------------------------------------------
-    def targets(self) -> list[Target]:
+    def targets(self) -> list[ScrapeTarget]:
         data = self._get("/api/v1/targets", {"state": "active"})
         found = []
         for t in data.get("activeTargets", []):
             labels = t.get("labels", {})
-            found.append(Target(t.get("scrapeUrl", ""), labels.get("job", ""), labels.get("instance", ""),
-                                t.get("health", "unknown"), t.get("lastError", ""),
-                                _parse_time(t.get("lastScrape")),
-                                parse_duration(t.get("scrapeInterval")) or DEFAULT_SCRAPE_S,
-                                {str(k): str(v) for k, v in labels.items()}))
+            found.append(ScrapeTarget(t.get("scrapeUrl", ""), labels.get("job", ""),
+                                      labels.get("instance", ""), t.get("health", "unknown"),
+                                      t.get("lastError", ""), _parse_time(t.get("lastScrape")),
+                                      parse_duration(t.get("scrapeInterval")) or DEFAULT_SCRAPE_S,
+                                      {str(k): str(v) for k, v in labels.items()}))
         return found
 
-    def target(self, source: str) -> Target:
+    def target(self, source: str) -> ScrapeTarget:
         """The scrape target named `source`; one Prometheus no longer scrapes but whose series
         it still holds (sources() lists those too) is found by its instance label; `fleet:JOB`
         is every server of the job at once."""
@@ -221,9 +221,9 @@ class PrometheusHistory:
         raise PrometheusError(f"{self.label} does not scrape {source}: add it to a scrape job, "
                               f"or {UNSET_HINT}")
 
-    def _retired(self) -> list[Target]:
-        return [Target(f"http://{m.get('instance', '')}/metrics", m.get("job", ""), m.get("instance", ""),
-                       "gone", "", None, DEFAULT_SCRAPE_S)
+    def _retired(self) -> list[ScrapeTarget]:
+        return [ScrapeTarget(f"http://{m.get('instance', '')}/metrics", m.get("job", ""),
+                             m.get("instance", ""), "gone", "", None, DEFAULT_SCRAPE_S)
                 for m, _ in self.instant(f"group by (job, instance) "
                                           f"(last_over_time(nv_inference_count[{MODELS_LOOKBACK}]))")]
 
@@ -253,12 +253,12 @@ class PrometheusHistory:
                 raw = outside.read_limited(response.iter_content(65536), what=what, error=PrometheusError,
                                            max_bytes=MAX_ANSWER_BYTES)
             body = outside.loads(raw, what=what, error=PrometheusError, max_bytes=MAX_ANSWER_BYTES)
-        except requests.Timeout:
+        except requests.Timeout as exc:
             raise PrometheusError(f"{self.label} did not answer within {TIMEOUT_S:g} s: check that it "
-                                  f"runs, or {UNSET_HINT}") from None
+                                  f"runs, or {UNSET_HINT}") from exc
         except requests.RequestException as exc:
             raise PrometheusError(f"{self.label} is unreachable ({type(exc).__name__}): check the URL, "
-                                  f"or {UNSET_HINT}") from None
+                                  f"or {UNSET_HINT}") from exc
         except ValueError:  # not JSON (requests' own ValueErrors are RequestExceptions, caught above)
             body = None
         if not isinstance(body, dict) or "status" not in body:  # not Prometheus's API answering
@@ -279,7 +279,8 @@ def fleet_job(source: str) -> str | None:
     return source.removeprefix(FLEET_PREFIX) if source.startswith(FLEET_PREFIX) else None
 
 
-def fleet_overviews(targets: Sequence[Target], models: Mapping[tuple[str, str], set[str]]) -> list[Overview]:
+def fleet_overviews(targets: Sequence[ScrapeTarget],
+                    models: Mapping[tuple[str, str], set[str]]) -> list[Overview]:
     """One source per job with two or more servers publishing model counters: rates summed over
     the servers, averages weighted by their requests, quantiles the worst server's."""
     by_job: dict[str, list[tuple[str, str]]] = {}
@@ -298,24 +299,25 @@ def fleet_overviews(targets: Sequence[Target], models: Mapping[tuple[str, str], 
     return found
 
 
-def fleet_target(job: str, targets: Sequence[Target], label: str) -> Target:
+def fleet_target(job: str, targets: Sequence[ScrapeTarget], label: str) -> ScrapeTarget:
     servers = [t for t in targets if t.job == job]
     if not servers:
         raise PrometheusError(f"{label} scrapes no target in job {job!r}: the fleet's servers are gone "
                               f"from its scrape configuration, or {UNSET_HINT}")
-    return Target(FLEET_PREFIX + job, job, "", "up" if any(t.health == "up" for t in servers) else "down",
-                  "", max((t.last_scrape for t in servers if t.last_scrape), default=None),
-                  max(t.interval_s for t in servers))
+    health = "up" if any(t.health == "up" for t in servers) else "down"
+    return ScrapeTarget(FLEET_PREFIX + job, job, "", health, "",
+                        max((t.last_scrape for t in servers if t.last_scrape), default=None),
+                        max(t.interval_s for t in servers))
 
 
-def _fill(template: str, target: Target, grid: Grid) -> str:
+def _fill(template: str, target: ScrapeTarget, grid: Grid) -> str:
     """The target's selector for `{S` (as in `{S}` and `{S, quantile="0.5"}`), the windows for
     `[W]` and `[STEP]`."""
     return template.replace("{S", "{" + target.selector).replace("[W]", f"[{grid.window}]") \
         .replace("[STEP]", f"[{int(grid.step)}s]")
 
 
-def tagged(queries: Mapping[str, str], target: Target, grid: Grid) -> str:
+def tagged(queries: Mapping[str, str], target: ScrapeTarget, grid: Grid) -> str:
     """One expression for all `queries`: each result tagged with its name in `geadmin_value`."""
     return " or ".join(f'label_replace({_fill(q, target, grid)}, "{VALUE_LABEL}", "{name}", "", "")'
                        for name, q in queries.items())

@@ -28,7 +28,7 @@ from geadmin.telemetry.history.prometheus import (
     NPU_PRESENCE,
     VALUE_LABEL,
     PrometheusHistory,
-    Target,
+    ScrapeTarget,
     escape,
     fleet_job,
     series_on_grid,
@@ -61,11 +61,11 @@ def first_label(labels: Mapping[str, str], names: Sequence[str]) -> str:
     return next((labels[n] for n in names if labels.get(n)), "")
 
 
-def server_name(target: Target) -> str:
+def server_name(target: ScrapeTarget) -> str:
     return first_label(target.labels, POD_LABELS) or target.instance
 
 
-def node_of(target: Target) -> str:
+def node_of(target: ScrapeTarget) -> str:
     return first_label(target.labels, NODE_LABELS) or urlsplit(target.scrape_url).hostname or target.instance
 
 

@@ -29,7 +29,7 @@ from geadmin.telemetry.sources.scrape import DEFAULT_TIMEOUT_S, Scrape, scrape
 
 
 @dataclass(frozen=True)
-class Sources:
+class NpuSources:
     """Where to look. `triton_metrics_explicit`: the URL was given, so a Triton that does not
     answer is an error; otherwise (a default address) it only makes a note."""
 
@@ -40,7 +40,7 @@ class Sources:
     timeout_s: float = DEFAULT_TIMEOUT_S
 
 
-def detect(sources: Sources, *, which: Callable[[str], str | None] = shutil.which) -> NpuReport:
+def detect(sources: NpuSources, *, which: Callable[[str], str | None] = shutil.which) -> NpuReport:
     """Try npu-exporter, then npu-smi, then Triton's npu_ge metrics; the first with devices wins."""
     triton_page, triton_why, errors = _triton_page(sources)
     binary = which(sources.npu_smi)
@@ -79,7 +79,7 @@ def detect(sources: Sources, *, which: Callable[[str], str | None] = shutil.whic
     return NpuReport((), "", "no Ascend NPU on this host: " + ", ".join(why_not))
 
 
-def _triton_page(sources: Sources) -> tuple[Scrape | None, str, list[TelemetryError]]:
+def _triton_page(sources: NpuSources) -> tuple[Scrape | None, str, list[TelemetryError]]:
     """Triton's /metrics (for its npu_ge devices and placements), why not, and its error when
     the URL was given explicitly."""
     if not sources.triton_metrics_url:

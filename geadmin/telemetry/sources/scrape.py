@@ -156,7 +156,7 @@ def fetch_text(url: str, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> str:
         parts = urllib.parse.urlsplit(url)
         parts.port  # noqa: B018 - raises ValueError when out of range
     except ValueError as exc:
-        raise ConfigError(f"not a usable metrics URL {url!r}: {exc}") from None
+        raise ConfigError(f"not a usable metrics URL {url!r}: {exc}") from exc
     if not parts.hostname:
         raise ConfigError(f"a metrics URL needs a host, got {url!r}")
     request = urllib.request.Request(url, headers={"Accept": "text/plain"})
@@ -164,7 +164,7 @@ def fetch_text(url: str, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> str:
         with urllib.request.urlopen(request, timeout=timeout_s) as response:
             body = response.read(MAX_PAGE_BYTES + 1)
     except ValueError as exc:  # urllib rejects the URL itself (bad port, no host)
-        raise ConfigError(f"not a usable metrics URL {url!r}: {exc}") from None
+        raise ConfigError(f"not a usable metrics URL {url!r}: {exc}") from exc
     except (OSError, http.client.HTTPException) as exc:
         raise translate_error(exc, url) from exc
     if len(body) > MAX_PAGE_BYTES:
@@ -207,7 +207,7 @@ def parse(text: str, *, timestamp_s: float | None = None, url: str = "") -> Scra
             samples.extend(_samples(family.samples))
     except _PARSER_ERRORS as exc:
         raise MetricsParseError(f"{_where(url)}not Prometheus text format: {_short(exc)}", url=url,
-                                line=_line_of(text, exc)) from None
+                                line=_line_of(text, exc)) from exc
     return Scrape(time.time() if timestamp_s is None else timestamp_s, tuple(samples), tuple(types), url)
 
 

@@ -1,0 +1,65 @@
+"""Metrics pages, NPU sources, Prometheus and Alertmanager (geadmin.telemetry)."""
+
+from __future__ import annotations
+
+from geadmin.errors.base import GeAdminError
+
+
+class TelemetryError(GeAdminError):
+    """Metrics and NPU telemetry could not be read (geadmin.telemetry)."""
+
+    def __init__(self, message: str, *, url: str = "") -> None:
+        super().__init__(message)
+        self.url = url
+
+
+class MetricsUnavailableError(TelemetryError):
+    """A Prometheus text endpoint (Triton's /metrics, npu-exporter) cannot be read."""
+
+
+class MetricsUnreachableError(MetricsUnavailableError):
+    """Nothing answers at the metrics URL: connection refused, unknown host, reset."""
+
+
+class MetricsTimeoutError(MetricsUnavailableError):
+    """The metrics endpoint accepted the connection but did not answer in time."""
+
+
+class MetricsHTTPError(MetricsUnavailableError):
+    """The metrics endpoint answered with an HTTP error status, or not in HTTP at all."""
+
+    def __init__(self, message: str, *, url: str = "", status: int | None = None) -> None:
+        super().__init__(message, url=url)
+        self.status = status
+
+
+class MetricsParseError(TelemetryError):
+    """The text is not in Prometheus exposition format; `line` is 1-based when known."""
+
+    def __init__(self, message: str, *, url: str = "", line: int | None = None) -> None:
+        super().__init__(message, url=url)
+        self.line = line
+
+
+class NpuSourceError(TelemetryError):
+    """An NPU source that was asked for (npu-exporter, Triton's npu_ge metrics) has no devices."""
+
+
+class NpuSmiError(TelemetryError):
+    """`npu-smi` cannot be run, exits with an error (e.g. the driver is not loaded), or hangs."""
+
+
+class NpuSmiParseError(NpuSmiError):
+    """`npu-smi` printed something geadmin cannot read; the message quotes the first lines."""
+
+
+class PrometheusError(TelemetryError):
+    """Prometheus did not answer, or refused a query."""
+
+
+class AlertmanagerError(TelemetryError):
+    """Alertmanager did not answer, or its answer is not a list of alerts."""
+
+
+class SamplerLockedError(TelemetryError):
+    """Another telemetry sampler (`geadmin sampler`, `geadmin up`) holds the workspace's lock."""
