@@ -147,6 +147,10 @@ bool
 IoBinding::ExecRows(size_t rows, size_t* exec_rows) const
 {
   if (rows == 0) return false;
+  if (exact_rows) {
+    *exec_rows = rows;
+    return rows <= max_exec_rows;
+  }
   if (!gears.empty()) return SelectGear(gears, rows, exec_rows);
   if (static_batch > 0) {
     *exec_rows = static_batch;
