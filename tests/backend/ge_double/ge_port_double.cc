@@ -213,7 +213,10 @@ class DoubleGePort : public GePort {
     s += ", \"compiled\": " + std::to_string(ios_.size()) +
          ", \"finalized\": " + std::to_string(finalized_) +
          ", \"acl_initialized_at_finalize\": " + Quote(acl_at_finalize_) + "}\n";
-    std::ofstream(path) << s;
+    // Whole or not at all: a reader never sees a half-written file.
+    const std::string tmp = std::string(path) + ".tmp";
+    { std::ofstream(tmp) << s; }
+    std::rename(tmp.c_str(), path);
   }
   std::mutex mu_;
   std::vector<GeOptions> inits_, sessions_;
