@@ -47,9 +47,8 @@ BuildGeOptions(
     std::string d = DimsToString(t.dims);
     d = d.substr(1, d.size() - 2);
     if (spec.max_batch_size > 0) {
-      const std::string batch = dynamic_batch
-                                    ? "1~" + std::to_string(spec.max_batch_size)
-                                    : std::to_string(spec.max_batch_size);
+      const std::string batch = dynamic_batch ? "1~" + std::to_string(spec.max_batch_size)
+                                              : std::to_string(spec.max_batch_size);
       d = batch + (d.empty() ? "" : "," + d);
     }
     shapes += (shapes.empty() ? "" : ";") + t.name + ":" + d;
@@ -67,8 +66,8 @@ BuildGeOptions(
           (own ? "parameter 'graph.ge.inputShape'"
                : "--backend-config=npu_ge,graph.ge.inputShape")
               << " is '" << given->second << "', but npu_ge compiles the graph for '"
-              << shapes
-              << "' (" << (dynamic_batch ? "1~max_batch_size" : "max_batch_size")
+              << shapes << "' ("
+              << (dynamic_batch ? "1~max_batch_size" : "max_batch_size")
               << " rows of each config input's dims) and sizes its "
                  "buffers for it: remove the parameter, or change max_batch_size or the "
                  "input dims so that they give the shapes you want");
@@ -159,7 +158,7 @@ struct PendingRun {
   bool abandoned = false;  // the instance stopped waiting (execute_timeout_ms)
   bool finished = false;   // GE called back, awaited or not
   TRITONSERVER_Error* error = nullptr;
-  std::vector<uint8_t*> dest;          // staging of model output j
+  std::vector<uint8_t*> dest;              // staging of model output j
   std::vector<std::vector<int64_t>> want;  // expected dims of model output j
   std::vector<size_t> want_bytes;
   std::vector<std::string> names;

@@ -51,8 +51,8 @@ struct GeRunOutput {
 // Called once per accepted run, on any thread, at any time after RunAsync
 // returned (also long after its caller stopped waiting): `error` (owned by the
 // callee) or the outputs in the order of GeGraphIo.outputs.
-using GeRunDone =
-    std::function<void(TRITONSERVER_Error* error, const std::vector<GeRunOutput>& outputs)>;
+using GeRunDone = std::function<void(
+    TRITONSERVER_Error* error, const std::vector<GeRunOutput>& outputs)>;
 
 class GePort {
  public:

@@ -131,8 +131,7 @@ class CannGePort : public GePort {
   // reference): GE copies the host inputs into its queue and calls back with
   // the outputs, which carry the shapes this run produced.
   TRITONSERVER_Error* RunAsync(
-      uint64_t session_id, const std::vector<GeRunInput>& inputs,
-      GeRunDone done) override
+      uint64_t session_id, const std::vector<GeRunInput>& inputs, GeRunDone done) override
   {
     OpenGraph* g = nullptr;
     {

@@ -218,7 +218,8 @@ Write(const JsonValue& v, JsonWriter* w)
       w->RawValue(v.AsString().data(), v.AsString().size(), rapidjson::kNumberType);
       break;
     case JsonValue::Kind::kString:
-      w->String(v.AsString().data(), static_cast<rapidjson::SizeType>(v.AsString().size()));
+      w->String(
+          v.AsString().data(), static_cast<rapidjson::SizeType>(v.AsString().size()));
       break;
     case JsonValue::Kind::kArray:
       w->StartArray();

@@ -159,8 +159,9 @@ class DoubleGePort : public GePort {
       std::memcpy(&first, in[0].data(), sizeof(float));
       if (first == std::strtof(hang, nullptr)) {
         const char* ms = std::getenv("NPU_GE_GE_DOUBLE_HANG_MS");
-        std::this_thread::sleep_for(std::chrono::milliseconds(
-            ms != nullptr && *ms != '\0' ? std::atoll(ms) : 4000));
+        std::this_thread::sleep_for(
+            std::chrono::milliseconds(
+                ms != nullptr && *ms != '\0' ? std::atoll(ms) : 4000));
         late = true;
       }
     }
@@ -215,7 +216,9 @@ class DoubleGePort : public GePort {
          ", \"acl_initialized_at_finalize\": " + Quote(acl_at_finalize_) + "}\n";
     // Whole or not at all: a reader never sees a half-written file.
     const std::string tmp = std::string(path) + ".tmp";
-    { std::ofstream(tmp) << s; }
+    {
+      std::ofstream(tmp) << s;
+    }
     std::rename(tmp.c_str(), path);
   }
   std::mutex mu_;

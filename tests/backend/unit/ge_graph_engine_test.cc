@@ -4,6 +4,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "batching.h"
 #include "ge_graph_engine.h"
 #include "onnx_info.h"
 #include "test_util.h"
@@ -533,4 +534,31 @@ TEST(GeGraphEngine, ASessionWhoseRunNeverReturnsIsLeftOpenAndGeNotFinalized)
   EXPECT_EQ(port->open_sessions, 1);  // never closed under the running graph
   EXPECT_EQ(port->finalized, 0);      // nor GE finalized under it
   port->Release(0, 1, 1);             // writes nowhere: the run was abandoned
+}
+
+// Found by reasoning about the fuzzer's reach (tests/backend/test_onnx_fuzz.py):
+// fixed dims whose product overflows int64 wrapped (undefined behaviour) into
+// a small staging size; a negative dim_value read as a negative dim.
+TEST(OnnxInfo, DimsWhoseElementCountOverflowsAreRefusedAndNegativeDimsAreUnknown)
+{
+  ModelIoDesc io;
+  const int64_t huge = int64_t{1} << 40;
+  EXPECT_EQ(
+      Message(ReadOnnxIo(
+          Bytes(
+              7, Bytes(11, ValueInfo("x", 1, {huge, huge})) +
+                     Bytes(12, ValueInfo("y", 1, {1}))),
+          "net.onnx", &io)),
+      "net.onnx: tensor 'x' has dims [1099511627776,1099511627776], more elements than a "
+      "64-bit count holds");
+  EXPECT_EQ(ElementCount({huge, huge}), -1);
+  EXPECT_EQ(ElementCount({huge, 4}), huge * 4);
+  const std::string minus_five = Bytes(1, Bytes(1, Varint(static_cast<uint64_t>(-5))));
+  const std::string x =
+      Bytes(1, "x") + Bytes(2, Bytes(1, Int(1, 1) + Bytes(2, minus_five)));
+  ASSERT_EQ(
+      Message(ReadOnnxIo(
+          Bytes(7, Bytes(11, x) + Bytes(12, ValueInfo("y", 1, {1}))), "n", &io)),
+      "");
+  EXPECT_EQ(io.inputs[0].dims, (std::vector<int64_t>{-1}));
 }

@@ -87,11 +87,11 @@ TEST(Json, RefusesWhatJsonDoesNotAllow)
   JsonValue v;
   std::string error;
   for (const std::string& bad :
-       {std::string(R"([012])"),          // leading zero
-        std::string("[\"a\x01b\"]"),     // raw control character in a string
+       {std::string(R"([012])"),        // leading zero
+        std::string("[\"a\x01b\"]"),    // raw control character in a string
         std::string("[\"\xff\xfe\"]"),  // not UTF-8
-        std::string(R"(["\ud83d"])"),     // lone surrogate
-        std::string("[1]\0[2]", 7),       // a NUL, then more
+        std::string(R"(["\ud83d"])"),   // lone surrogate
+        std::string("[1]\0[2]", 7),     // a NUL, then more
         std::string(R"([1.])")}) {
     EXPECT_FALSE(JsonValue::Parse(bad, &v, &error)) << bad;
     EXPECT_NE(error.find("offset"), std::string::npos) << error;
