@@ -17,8 +17,8 @@ OUT = Path(__file__).parent / "corpus"
 
 
 def save(name: str, graph: onnx.GraphProto, **kwargs: object) -> None:
-    model = helper.make_model(graph, producer_name="npu_ge-seeds", opset_imports=[helper.make_opsetid("", 13)],
-                              **kwargs)
+    model = helper.make_model(graph, producer_name="npu_ge-seeds",
+                              opset_imports=[helper.make_opsetid("", 13)], **kwargs)
     model.doc_string = f"seed {name}"
     (OUT / f"{name}.onnx").write_bytes(model.SerializeToString())
 
