@@ -7,9 +7,9 @@
 // the run's own batch rows in a dynamic batch dim, then calls back. A run
 // whose first input element equals $NPU_GE_GE_DOUBLE_HANG_ON_VALUE does not
 // call back for $NPU_GE_GE_DOUBLE_HANG_MS ms (default 4000; a hung device).
-// Closing a session with a run still going is refused loudly (it aborts the
-// process), as GE would be left running into freed memory. What the engine
-// asked for is written as JSON to $NPU_GE_GE_DOUBLE_STATE_FILE:
+// Closing a session with a run still going (2 s after the call) is refused
+// loudly: it aborts the process, as GE would be left running into freed memory. What the
+// engine asked for is written as JSON to $NPU_GE_GE_DOUBLE_STATE_FILE:
 // {"initialize": [{options}...], "sessions": [{options}...], "compiled": N,
 //  "closed": [ids], "run_dims": [[dims of input 0]...] (the last 64 runs),
 //  "late": L, "finalized": F, "acl_initialized_at_finalize": "true"|"false"|"unknown"}:
@@ -111,7 +111,9 @@ class DoubleGePort : public GePort {
   }
   void CloseSession(uint64_t id) override
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
+    // A run that has just called back may still be leaving its thread.
+    idle_.wait_for(lock, std::chrono::seconds(2), [&] { return running_[id] == 0; });
     if (running_[id] != 0) {
       std::fprintf(
           stderr, "GE double: CloseSession(%llu) while a run of it is going\n",
@@ -186,7 +188,8 @@ class DoubleGePort : public GePort {
     --running_[id];
     late_ += late ? 1 : 0;
     Save();
-    if (--total_running_ == 0) idle_.notify_all();
+    --total_running_;
+    idle_.notify_all();
   }
   void Save()
   {
