@@ -271,20 +271,7 @@ class GeGraphInstance : public EngineInstance {
       const size_t m = binding_.input_index[i];
       ins[m] = {in_[i].data(), RunDims(io_.inputs[m].dims, exec_rows)};
     }
-    auto run = std::make_shared<PendingRun>();
-    run->dest.resize(out_.size());
-    run->want.resize(out_.size());
-    run->want_bytes.resize(out_.size());
-    run->names.resize(out_.size());
-    for (size_t k = 0; k < out_.size(); ++k) {
-      const size_t j = binding_.output_index[k];
-      run->dest[j] = out_[k].data();
-      run->want[j] = RunDims(io_.outputs[j].dims, exec_rows);
-      const int64_t n = ElementCount(run->want[j]);
-      run->want_bytes[j] =
-          n < 0 ? 0 : static_cast<size_t>(n) * DataTypeByteSize(io_.outputs[j].dtype);
-      run->names[j] = io_.outputs[j].name;
-    }
+    std::shared_ptr<PendingRun> run = NewRun(exec_rows);
     *start = NowNs();
     NPU_GE_RETURN_IF_ERROR(port_->RunAsync(
         session_, ins,
@@ -327,6 +314,25 @@ class GeGraphInstance : public EngineInstance {
     uint64_t session;
     std::shared_ptr<PendingRun> run;
   };
+  // Where and how large each model output of a run of exec_rows rows lands.
+  std::shared_ptr<PendingRun> NewRun(size_t exec_rows)
+  {
+    auto run = std::make_shared<PendingRun>();
+    run->dest.resize(out_.size());
+    run->want.resize(out_.size());
+    run->want_bytes.resize(out_.size());
+    run->names.resize(out_.size());
+    for (size_t k = 0; k < out_.size(); ++k) {
+      const size_t j = binding_.output_index[k];
+      run->dest[j] = out_[k].data();
+      run->want[j] = RunDims(io_.outputs[j].dims, exec_rows);
+      const int64_t n = ElementCount(run->want[j]);
+      run->want_bytes[j] =
+          n < 0 ? 0 : static_cast<size_t>(n) * DataTypeByteSize(io_.outputs[j].dtype);
+      run->names[j] = io_.outputs[j].name;
+    }
+    return run;
+  }
   std::vector<int64_t> RunDims(std::vector<int64_t> dims, size_t exec_rows) const
   {
     if (dynamic_batch_ && !dims.empty() && dims[0] < 0) {
