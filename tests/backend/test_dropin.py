@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -363,6 +364,7 @@ def test_ge_graph_paths_are_clean_under_address_sanitizer(
     bare = write_model(npu_repo, "bare_onnx", "max_batch_size: 8\n", None)
     (bare / "1" / "model.onnx").write_bytes(onnx_bytes(["x"], ["y"]))
     real_onnx_model(npu_repo, "clashing", param("ge.exec.precision_mode", "allow_mix_precision"))
+    real_onnx_model(npu_repo, "bounded", param("execute_timeout_ms", "200"))
     (npu_repo / "garbage" / "1").mkdir(parents=True)
     (npu_repo / "garbage" / "config.pbtxt").write_text(
         'name: "garbage"\nbackend: "npu_ge"\n' + TENSORS)
@@ -372,9 +374,22 @@ def test_ge_graph_paths_are_clean_under_address_sanitizer(
     server = npu_triton(npu_repo, models=[], build=build, name="asan_ge", env={
         "LD_PRELOAD": libasan_path(),
         "ASAN_OPTIONS": f"detect_leaks=1:log_path={log_dir}/asan:verify_asan_link_order=0:halt_on_error=1",
-        "NPU_GE_DOUBLE_LEAK_CHECK_AT_FINALIZE": "1"},
+        "NPU_GE_DOUBLE_LEAK_CHECK_AT_FINALIZE": "1",
+        "NPU_GE_GE_DOUBLE_HANG_ON_VALUE": "-7", "NPU_GE_GE_DOUBLE_HANG_MS": "1000"},
         extra_args=["--backend-config=npu_ge,ge.exec.precision_mode=force_fp16"])
     assert "libasan" in Path(f"/proc/{server.process.pid}/maps").read_text()
+    # A run past execute_timeout_ms: abandoned, its session parked, a new one compiled, the late
+    # return dropped, the parked session closed at unload.
+    from tritonclient.utils import InferenceServerException
+
+    assert load(server.url, "bounded") == (200, "")
+    with pytest.raises(InferenceServerException, match="did not finish within execute_timeout_ms=200"):
+        infer(server.process.grpc_url, "bounded", {"x": np.full((1, 4), -7, dtype=np.float32)})
+    x = np.ones((3, 4), dtype=np.float32)
+    np.testing.assert_array_equal(infer(server.process.grpc_url, "bounded", {"x": x})["y"], 2 * x + 1)
+    time.sleep(1.5)  # the hung run returns (late) before the unload
+    unload(server.url, "bounded")
+    wait_for(lambda: not model_ready(server.url, "bounded"), 60, "unload of bounded")
     for _ in range(10):
         for name in ("onnx", "bare_onnx"):
             assert load(server.url, name) == (200, ""), name
