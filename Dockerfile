@@ -91,7 +91,7 @@ ARG TORCH_NPU_VERSION
 ARG CMAKE_VERSION
 ARG NINJA_VERSION
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends g++=4:12.2.0-3 \
+    && apt-get install -y --no-install-recommends g++=4:12.2.0-3 rapidjson-dev=1.1.0+dfsg2-7.1 \
     && rm -rf /var/lib/apt/lists/* \
     && pip install --no-cache-dir "cmake==${CMAKE_VERSION}" "ninja==${NINJA_VERSION}" \
     && pip download --no-cache-dir --no-deps --dest /tmp/wheel "torch-npu==${TORCH_NPU_VERSION}" \
@@ -156,11 +156,13 @@ FROM cann-env AS backend-build
 ARG CMAKE_VERSION
 ARG NINJA_VERSION
 # The CANN images ship a compiler; install Ubuntu 22.04's only where one is missing.
-RUN if ! command -v g++ >/dev/null; then \
-        apt-get update \
-        && apt-get install -y --no-install-recommends g++=4:11.2.0-1ubuntu1 \
-        && rm -rf /var/lib/apt/lists/*; \
+# RapidJSON (header-only) reads the model configuration: Ubuntu 22.04's package.
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends rapidjson-dev=1.1.0+dfsg2-7 \
+    && if ! command -v g++ >/dev/null; then \
+        apt-get install -y --no-install-recommends g++=4:11.2.0-1ubuntu1; \
     fi \
+    && rm -rf /var/lib/apt/lists/* \
     && python3 -m venv /opt/build-tools \
     && /opt/build-tools/bin/pip install --no-cache-dir "cmake==${CMAKE_VERSION}" "ninja==${NINJA_VERSION}"
 ENV PATH=/opt/build-tools/bin:${PATH}

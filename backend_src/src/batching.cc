@@ -58,7 +58,7 @@ ElementCount(const std::vector<int64_t>& dims)
   int64_t count = 1;
   for (int64_t d : dims) {
     if (d < 0) return -1;
-    count *= d;
+    if (__builtin_mul_overflow(count, d, &count)) return -1;  // never wraps
   }
   return count;
 }

@@ -21,7 +21,8 @@ std::vector<size_t> RowOffsets(const std::vector<size_t>& request_rows);
 std::vector<std::pair<size_t, size_t>> ChunkByRows(
     const std::vector<size_t>& request_rows, size_t max_rows);
 
-// Product of dims; -1 when any dim is negative, 1 for a scalar.
+// Product of dims; -1 when any dim is negative or the product overflows
+// int64 (a file cannot make it wrap), 1 for a scalar.
 int64_t ElementCount(const std::vector<int64_t>& dims);
 
 }  // namespace npu_ge

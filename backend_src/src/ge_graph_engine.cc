@@ -1,5 +1,9 @@
 #include "ge_graph_engine.h"
 
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+
 #include "batching.h"
 #include "dtype.h"
 #include "onnx_info.h"
@@ -16,7 +20,8 @@ GeTensorSpec::ByteSize() const
 
 TRITONSERVER_Error*
 BuildGeOptions(
-    const ModelConfigSpec& spec, GeOptionSets* sets, const GeOptionSets& backend)
+    const ModelConfigSpec& spec, GeOptionSets* sets, const GeOptionSets& backend,
+    bool dynamic_batch)
 {
   GeOptionSets s;
   s.session = backend.session;  // the model's own session.* / graph.* win
@@ -35,13 +40,18 @@ BuildGeOptions(
                                      << "'graph.*' option for engine 'ge_graph'");
     }
   }
-  // Compile for a fixed batch: every input gets max_batch_size rows.
+  // Every input gets max_batch_size rows (a fixed batch), or with a dynamic
+  // batch the shape range 1~max_batch_size in its batch dimension.
   std::string shapes;
   for (const TensorConfig& t : spec.inputs) {
-    std::vector<int64_t> dims = t.dims;
-    if (spec.max_batch_size > 0) dims.insert(dims.begin(), spec.max_batch_size);
-    std::string d = DimsToString(dims);
-    shapes += (shapes.empty() ? "" : ";") + t.name + ":" + d.substr(1, d.size() - 2);
+    std::string d = DimsToString(t.dims);
+    d = d.substr(1, d.size() - 2);
+    if (spec.max_batch_size > 0) {
+      const std::string batch = dynamic_batch ? "1~" + std::to_string(spec.max_batch_size)
+                                              : std::to_string(spec.max_batch_size);
+      d = batch + (d.empty() ? "" : "," + d);
+    }
+    shapes += (shapes.empty() ? "" : ";") + t.name + ":" + d;
   }
   auto given = s.graph.find("ge.inputShape");
   if (given != s.graph.end()) {
@@ -56,8 +66,9 @@ BuildGeOptions(
           (own ? "parameter 'graph.ge.inputShape'"
                : "--backend-config=npu_ge,graph.ge.inputShape")
               << " is '" << given->second << "', but npu_ge compiles the graph for '"
-              << shapes
-              << "' (max_batch_size rows of each config input's dims) and sizes its "
+              << shapes << "' ("
+              << (dynamic_batch ? "1~max_batch_size" : "max_batch_size")
+              << " rows of each config input's dims) and sizes its "
                  "buffers for it: remove the parameter, or change max_batch_size or the "
                  "input dims so that they give the shapes you want");
     }
@@ -136,29 +147,102 @@ GeGlobal::Join(
 
 namespace {
 
+// One run handed to GE. Its completion (any thread, any time) writes the
+// outputs into the staging only while the instance still waits for it; once
+// the instance gave up (timeout) the late outputs are dropped, so they never
+// land in memory the instance uses again.
+struct PendingRun {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;       // completed while awaited: outputs copied or error set
+  bool abandoned = false;  // the instance stopped waiting (execute_timeout_ms)
+  bool finished = false;   // GE called back, awaited or not
+  TRITONSERVER_Error* error = nullptr;
+  std::vector<uint8_t*> dest;              // staging of model output j
+  std::vector<std::vector<int64_t>> want;  // expected dims of model output j
+  std::vector<size_t> want_bytes;
+  std::vector<std::string> names;
+  ~PendingRun()
+  {
+    if (error != nullptr) TRITONSERVER_ErrorDelete(error);
+  }
+  TRITONSERVER_Error* CopyOut(const std::vector<GeRunOutput>& outs)
+  {
+    if (outs.size() != dest.size()) {
+      return NPU_GE_ERROR(
+          INTERNAL,
+          "GE returned " << outs.size() << " outputs, expected " << dest.size());
+    }
+    for (size_t j = 0; j < outs.size(); ++j) {  // graph order: the ONNX outputs' order
+      if (outs[j].bytes != want_bytes[j]) {
+        return NPU_GE_ERROR(
+            INTERNAL, "GE output " << j << " ('" << names[j] << "'): expected "
+                                   << want_bytes[j] << " bytes (dims "
+                                   << DimsToString(want[j]) << "), got " << outs[j].bytes
+                                   << " (dims " << DimsToString(outs[j].dims) << ")");
+      }
+      if (want_bytes[j] > 0) std::memcpy(dest[j], outs[j].data, want_bytes[j]);
+    }
+    return nullptr;
+  }
+};
+
+// GE kept alive for sessions whose run never returned (GEFinalize must not
+// run under them). Reachable for ever, deliberately.
+void
+KeepGeForLeakedSession(std::shared_ptr<GeGlobal> ge)
+{
+  static std::mutex mu;
+  static auto* kept = new std::vector<std::shared_ptr<GeGlobal>>();
+  std::lock_guard<std::mutex> lock(mu);
+  kept->push_back(std::move(ge));
+}
+
 class GeGraphInstance : public EngineInstance {
  public:
   GeGraphInstance(
-      std::shared_ptr<GePort> port, const ModelConfigSpec& spec, const IoBinding& binding,
-      const GeGraphIo& io)
-      : port_(std::move(port)), spec_(spec), binding_(binding), io_(io)
+      std::shared_ptr<GeGlobal> ge, const ModelConfigSpec& spec, const IoBinding& binding,
+      const GeGraphIo& io, bool dynamic_batch)
+      : ge_(std::move(ge)),
+        port_(ge_->shared_port()),
+        spec_(spec),
+        binding_(binding),
+        io_(io),
+        dynamic_batch_(dynamic_batch)
   {
   }
   ~GeGraphInstance() override
   {
     if (open_) port_->CloseSession(session_);
+    for (Parked& p : parked_) {
+      bool finished = false;
+      {
+        std::lock_guard<std::mutex> lock(p.run->mu);
+        finished = p.run->finished;
+      }
+      if (finished) {  // the abandoned run came back meanwhile: safe to close
+        port_->CloseSession(p.session);
+        continue;
+      }
+      NPU_GE_LOG(
+          ERROR, "model '" << spec_.name << "': GE session " << p.session
+                           << " still runs the graph abandoned after execute_timeout_ms="
+                           << spec_.execute_timeout_ms
+                           << " ms; left open (leaked, with GE kept initialized) rather "
+                              "than closed under a running graph; restart the server "
+                              "to release it");
+      KeepGeForLeakedSession(ge_);
+    }
   }
   TRITONSERVER_Error* Open(
       const std::string& path, const GeOptionSets& opts, const GeOptions& session_extra,
       int32_t device)
   {
-    GeOptions session = opts.session;
-    for (const auto& kv : session_extra) session.insert(kv);
-    session["ge.exec.deviceId"] = std::to_string(device);
-    session["ge.session_device_id"] = std::to_string(device);
-    NPU_GE_RETURN_IF_ERROR(port_->OpenSession(
-        path, session, opts.graph, io_, device, &session_, &device_bytes_));
-    open_ = true;
+    path_ = path;
+    opts_ = &opts;
+    session_extra_ = session_extra;
+    device_ = device;
+    NPU_GE_RETURN_IF_ERROR(OpenSession());
     for (const TensorConfig& t : spec_.inputs) {
       in_.emplace_back(t.RowBytes() * binding_.max_exec_rows, 0);
     }
@@ -170,31 +254,118 @@ class GeGraphInstance : public EngineInstance {
   uint8_t* InputStaging(size_t i) override { return in_[i].data(); }
   const uint8_t* OutputStaging(size_t i) const override { return out_[i].data(); }
   size_t DeviceBytes() const override { return device_bytes_; }
+  bool NeedsRecovery() const override { return !open_; }
+  // A new session (compiled again) in place of the one parked after a timeout.
+  TRITONSERVER_Error* Recover() override { return OpenSession(); }
 
-  TRITONSERVER_Error* Run(size_t, uint64_t* start, uint64_t* end) override
+  TRITONSERVER_Error* Run(size_t exec_rows, uint64_t* start, uint64_t* end) override
   {
-    // The graph is compiled for max_exec_rows: run all of them (padded).
-    // Config tensor i is model tensor binding_.*_index[i] (its ONNX name).
-    std::vector<const void*> ins(in_.size());
-    for (size_t i = 0; i < in_.size(); ++i) ins[binding_.input_index[i]] = in_[i].data();
-    std::vector<void*> outs(out_.size());
-    for (size_t i = 0; i < out_.size(); ++i) {
-      outs[binding_.output_index[i]] = out_[i].data();
+    if (!open_) {
+      return NPU_GE_ERROR(UNAVAILABLE, "no GE session (its rebuild failed)");
     }
+    // Config tensor i is model tensor binding_.*_index[i] (its ONNX name). A
+    // fixed batch runs all max_exec_rows rows (padded); a dynamic one exactly
+    // the rows of the requests.
+    std::vector<GeRunInput> ins(in_.size());
+    for (size_t i = 0; i < in_.size(); ++i) {
+      const size_t m = binding_.input_index[i];
+      ins[m] = {in_[i].data(), RunDims(io_.inputs[m].dims, exec_rows)};
+    }
+    std::shared_ptr<PendingRun> run = NewRun(exec_rows);
     *start = NowNs();
-    NPU_GE_RETURN_IF_ERROR(port_->Run(session_, ins, outs));
+    NPU_GE_RETURN_IF_ERROR(port_->RunAsync(
+        session_, ins,
+        [run](TRITONSERVER_Error* error, const std::vector<GeRunOutput>& outs) {
+          std::lock_guard<std::mutex> lock(run->mu);
+          run->finished = true;
+          if (run->abandoned) {  // nobody reads these outputs: drop them
+            if (error != nullptr) TRITONSERVER_ErrorDelete(error);
+            return;
+          }
+          run->error = error != nullptr ? error : run->CopyOut(outs);
+          run->done = true;
+          run->cv.notify_all();
+        }));
+    std::unique_lock<std::mutex> lock(run->mu);
+    const bool done = run->cv.wait_for(
+        lock, std::chrono::milliseconds(spec_.execute_timeout_ms),
+        [&run] { return run->done; });
     *end = NowNs();
-    return nullptr;
+    if (!done) {
+      run->abandoned = true;  // from now on the callback writes nothing
+      lock.unlock();
+      parked_.push_back({session_, run});
+      open_ = false;
+      return NPU_GE_ERROR(
+          UNAVAILABLE,
+          "the GE graph run did not finish within execute_timeout_ms="
+              << spec_.execute_timeout_ms << " ms; it is abandoned (its late outputs are "
+              << "discarded) and its GE session " << session_
+              << " parked until the model unloads; the instance compiles a new session "
+                 "before its next request");
+    }
+    TRITONSERVER_Error* error = run->error;
+    run->error = nullptr;
+    return error;
   }
 
  private:
+  struct Parked {
+    uint64_t session;
+    std::shared_ptr<PendingRun> run;
+  };
+  // Where and how large each model output of a run of exec_rows rows lands.
+  std::shared_ptr<PendingRun> NewRun(size_t exec_rows)
+  {
+    auto run = std::make_shared<PendingRun>();
+    run->dest.resize(out_.size());
+    run->want.resize(out_.size());
+    run->want_bytes.resize(out_.size());
+    run->names.resize(out_.size());
+    for (size_t k = 0; k < out_.size(); ++k) {
+      const size_t j = binding_.output_index[k];
+      run->dest[j] = out_[k].data();
+      run->want[j] = RunDims(io_.outputs[j].dims, exec_rows);
+      const int64_t n = ElementCount(run->want[j]);
+      run->want_bytes[j] =
+          n < 0 ? 0 : static_cast<size_t>(n) * DataTypeByteSize(io_.outputs[j].dtype);
+      run->names[j] = io_.outputs[j].name;
+    }
+    return run;
+  }
+  std::vector<int64_t> RunDims(std::vector<int64_t> dims, size_t exec_rows) const
+  {
+    if (dynamic_batch_ && !dims.empty() && dims[0] < 0) {
+      dims[0] = static_cast<int64_t>(exec_rows);
+    }
+    return dims;
+  }
+  TRITONSERVER_Error* OpenSession()
+  {
+    GeOptions session = opts_->session;
+    for (const auto& kv : session_extra_) session.insert(kv);
+    session["ge.exec.deviceId"] = std::to_string(device_);
+    session["ge.session_device_id"] = std::to_string(device_);
+    NPU_GE_RETURN_IF_ERROR(port_->OpenSession(
+        path_, session, opts_->graph, io_, device_, &session_, &device_bytes_));
+    open_ = true;
+    return nullptr;
+  }
+
+  std::shared_ptr<GeGlobal> ge_;
   std::shared_ptr<GePort> port_;
   const ModelConfigSpec& spec_;
   const IoBinding& binding_;
   const GeGraphIo& io_;
+  const bool dynamic_batch_;
+  std::string path_;
+  const GeOptionSets* opts_ = nullptr;  // the engine's, which outlives instances
+  GeOptions session_extra_;
+  int32_t device_ = 0;
   uint64_t session_ = 0;
   size_t device_bytes_ = 0;
   bool open_ = false;
+  std::vector<Parked> parked_;  // sessions of abandoned runs
   std::vector<std::vector<uint8_t>> in_, out_;
 };
 
@@ -238,21 +409,35 @@ class GeGraphEngine : public Engine {
   }
   TRITONSERVER_Error* Init()
   {
-    NPU_GE_RETURN_IF_ERROR(BuildGeOptions(spec_, &options_, ge_->backend_scoped()));
     ModelIoDesc io;
     NPU_GE_RETURN_IF_ERROR(ReadOnnxIoFile(path_, spec_.model_filename, &io));
-    if (spec_.max_batch_size > 0) {  // compiled with a fixed batch of max_batch_size
-      for (auto* list : {&io.inputs, &io.outputs}) {
+    // A symbolic batch in every input, and batching: run each batch with its
+    // own rows (GE dynamic shape, the public backend's default with
+    // static_model off) instead of padding to max_batch_size.
+    dynamic_batch_ = spec_.max_batch_size > 0 && !io.inputs.empty();
+    for (const ModelTensorDesc& t : io.inputs) {
+      dynamic_batch_ = dynamic_batch_ && !t.dims.empty() && t.dims[0] < 0;
+    }
+    NPU_GE_RETURN_IF_ERROR(
+        BuildGeOptions(spec_, &options_, ge_->backend_scoped(), dynamic_batch_));
+    ModelIoDesc bound = io;  // bound as if compiled with max_batch_size rows
+    if (spec_.max_batch_size > 0) {
+      for (auto* list : {&bound.inputs, &bound.outputs}) {
         for (ModelTensorDesc& t : *list) {
           if (!t.dims.empty() && t.dims[0] < 0) t.dims[0] = spec_.max_batch_size;
         }
       }
     }
-    FixDimsFromConfig(spec_.inputs, spec_.max_batch_size > 0, &io.inputs);
-    FixDimsFromConfig(spec_.outputs, spec_.max_batch_size > 0, &io.outputs);
-    NPU_GE_RETURN_IF_ERROR(BindConfigToModel(spec_, io, spec_.model_filename, &binding_));
-    io_.inputs = CompiledSpecs(io.inputs);
-    io_.outputs = CompiledSpecs(io.outputs);
+    for (ModelIoDesc* d : {&io, &bound}) {
+      FixDimsFromConfig(spec_.inputs, spec_.max_batch_size > 0, &d->inputs);
+      FixDimsFromConfig(spec_.outputs, spec_.max_batch_size > 0, &d->outputs);
+    }
+    NPU_GE_RETURN_IF_ERROR(
+        BindConfigToModel(spec_, bound, spec_.model_filename, &binding_));
+    binding_.exact_rows = dynamic_batch_;
+    const ModelIoDesc& compiled = dynamic_batch_ ? io : bound;
+    io_.inputs = CompiledSpecs(compiled.inputs);
+    io_.outputs = CompiledSpecs(compiled.outputs);
     return ge_->Join(spec_.name, options_.global, &session_extra_);
   }
   const IoBinding& binding() const override { return binding_; }
@@ -260,7 +445,7 @@ class GeGraphEngine : public Engine {
       int32_t device, std::unique_ptr<EngineInstance>* instance) override
   {
     std::unique_ptr<GeGraphInstance> inst(
-        new GeGraphInstance(ge_->shared_port(), spec_, binding_, io_));
+        new GeGraphInstance(ge_, spec_, binding_, io_, dynamic_batch_));
     NPU_GE_RETURN_IF_ERROR(inst->Open(path_, options_, session_extra_, device));
     instance->reset(inst.release());
     return nullptr;
@@ -272,6 +457,7 @@ class GeGraphEngine : public Engine {
   std::string path_;
   GeOptionSets options_;
   GeOptions session_extra_;  // ge.* keys GE was initialized without
+  bool dynamic_batch_ = false;
   IoBinding binding_;
   GeGraphIo io_;
 };

@@ -1,6 +1,11 @@
 // The GE graph engine: ONNX models compiled online by GE when the model loads.
-// Graphs are compiled for a static batch of max_batch_size rows (smaller
-// batches are padded, padding never returned). The config binds to the ONNX
+// An ONNX graph whose inputs all have a symbolic batch dimension, served with
+// max_batch_size > 0, is compiled for the shape range 1~max_batch_size and
+// each batch runs with its own rows; otherwise graphs are compiled for a
+// static batch of max_batch_size rows (smaller batches padded, padding never
+// returned). Runs are asynchronous (GePort::RunAsync) and waited for at most
+// execute_timeout_ms; a run that does not finish is abandoned, its session
+// parked, and the instance compiles a new one. The config binds to the ONNX
 // graph's own input/output names, data types and dims (read from the file).
 // Options: "ge.*" parameters and --backend-config=npu_ge,ge.* are global GE
 // options (GEInitialize, once per process), "session.<k>" session options and
@@ -26,8 +31,11 @@ struct GeOptionSets {
 // its buffers by): a 'graph.ge.inputShape' parameter must say the same, or
 // the load fails naming both.
 // `backend`: --backend-config's session.* / graph.* options, under the model's.
+// `dynamic_batch`: the batch dimension is compiled as the range
+// 1~max_batch_size ("x:1~8,4") instead of max_batch_size ("x:8,4").
 TRITONSERVER_Error* BuildGeOptions(
-    const ModelConfigSpec& spec, GeOptionSets* sets, const GeOptionSets& backend = {});
+    const ModelConfigSpec& spec, GeOptionSets* sets, const GeOptionSets& backend = {},
+    bool dynamic_batch = false);
 
 // GE's process-wide state. The first ge_graph model initializes GE with the
 // backend's --backend-config ge.* options merged with its own ge.* options

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -25,11 +26,33 @@ struct GeTensorSpec {
   size_t ByteSize() const;
 };
 
-// The graph's inputs and outputs in the model's (ONNX graph) order.
+// The graph's inputs and outputs in the model's (ONNX graph) order. A dims
+// entry of -1 is a dynamic batch dimension (compiled for a shape range).
 struct GeGraphIo {
   std::vector<GeTensorSpec> inputs;
   std::vector<GeTensorSpec> outputs;
 };
+
+// One input of a run: host bytes with the shape they have (the compiled shape,
+// the batch dimension set to the rows of this run).
+struct GeRunInput {
+  const void* data = nullptr;
+  std::vector<int64_t> dims;
+};
+
+// One output of a finished run as GE returned it; `data` is valid only during
+// the completion callback.
+struct GeRunOutput {
+  const void* data = nullptr;
+  size_t bytes = 0;
+  std::vector<int64_t> dims;
+};
+
+// Called once per accepted run, on any thread, at any time after RunAsync
+// returned (also long after its caller stopped waiting): `error` (owned by the
+// callee) or the outputs in the order of GeGraphIo.outputs.
+using GeRunDone = std::function<void(
+    TRITONSERVER_Error* error, const std::vector<GeRunOutput>& outputs)>;
 
 class GePort {
  public:
@@ -44,12 +67,14 @@ class GePort {
       const std::string& path, const GeOptions& session, const GeOptions& graph,
       const GeGraphIo& io, int32_t device, uint64_t* session_id,
       size_t* device_bytes) = 0;
-  // Runs the compiled graph on host buffers, in the order of 'io' given to
-  // OpenSession, each io.inputs[i].ByteSize() / io.outputs[i].ByteSize() long.
-  // Input tensors carry the compiled shape and data type.
-  virtual TRITONSERVER_Error* Run(
-      uint64_t session_id, const std::vector<const void*>& inputs,
-      const std::vector<void*>& outputs) = 0;
+  // Queues one run of the compiled graph (ge::Session::RunGraphAsync) with the
+  // inputs in the order of 'io' given to OpenSession, and returns without
+  // waiting for it. The input bytes are copied before it returns. An error
+  // returned here means the run was not queued and `done` is never called;
+  // otherwise `done` is called exactly once. A session is closed only once
+  // its runs called `done`.
+  virtual TRITONSERVER_Error* RunAsync(
+      uint64_t session_id, const std::vector<GeRunInput>& inputs, GeRunDone done) = 0;
   virtual void CloseSession(uint64_t session_id) = 0;
   // ge::GEFinalize, after every session closed and before ACL is finalized.
   // GeGlobal calls it once, only after a successful Initialize.

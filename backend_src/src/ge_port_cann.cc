@@ -127,37 +127,38 @@ class CannGePort : public GePort {
     return nullptr;
   }
 
-  TRITONSERVER_Error* Run(
-      uint64_t session_id, const std::vector<const void*>& inputs,
-      const std::vector<void*>& outputs) override
+  // ge::Session::RunGraphAsync (CANN 8.0.RC2 … 9.1 Ascend Graph API
+  // reference): GE copies the host inputs into its queue and calls back with
+  // the outputs, which carry the shapes this run produced.
+  TRITONSERVER_Error* RunAsync(
+      uint64_t session_id, const std::vector<GeRunInput>& inputs, GeRunDone done) override
   {
     OpenGraph* g = nullptr;
     {
       std::lock_guard<std::mutex> lock(mu_);
       g = graphs_.at(session_id).get();
     }
-    std::vector<ge::Tensor> in(inputs.size()), out;
+    std::vector<ge::Tensor> in(inputs.size());
     for (size_t i = 0; i < inputs.size(); ++i) {
-      NPU_GE_RETURN_IF_ERROR(MakeTensor(g->io.inputs[i], inputs[i], &in[i]));
+      GeTensorSpec spec = g->io.inputs[i];
+      spec.dims = inputs[i].dims;  // the rows of this run for a dynamic batch
+      NPU_GE_RETURN_IF_ERROR(MakeTensor(spec, inputs[i].data, &in[i]));
     }
-    const uint32_t st = g->session->RunGraph(kGraphId, in, out);
-    if (st != ge::SUCCESS) return GeError("ge::Session::RunGraph", st);
-    if (out.size() != outputs.size()) {
-      return NPU_GE_ERROR(
-          INTERNAL,
-          "GE returned " << out.size() << " outputs, expected " << outputs.size());
-    }
-    for (size_t i = 0; i < out.size(); ++i) {  // graph order: the ONNX outputs' order
-      const size_t want = g->io.outputs[i].ByteSize();
-      if (out[i].GetSize() != want) {
-        return NPU_GE_ERROR(
-            INTERNAL, "GE output " << i << " ('" << g->io.outputs[i].name
-                                   << "'): expected " << want << " bytes, got "
-                                   << out[i].GetSize());
-      }
-      std::memcpy(outputs[i], out[i].GetData(), want);
-    }
-    return nullptr;
+    const uint32_t st = g->session->RunGraphAsync(
+        kGraphId, in, [done](ge::Status status, std::vector<ge::Tensor>& out) {
+          if (status != ge::SUCCESS) {
+            done(GeError("ge::Session::RunGraphAsync (completion)", status), {});
+            return;
+          }
+          std::vector<GeRunOutput> outputs(out.size());
+          for (size_t i = 0; i < out.size(); ++i) {
+            outputs[i].data = out[i].GetData();
+            outputs[i].bytes = out[i].GetSize();
+            outputs[i].dims = out[i].GetTensorDesc().GetShape().GetDims();
+          }
+          done(nullptr, outputs);
+        });
+    return st == ge::SUCCESS ? nullptr : GeError("ge::Session::RunGraphAsync", st);
   }
 
   void Finalize() override

@@ -1,7 +1,8 @@
 // A small JSON document model: enough to read the model and backend
 // configuration JSON that Triton hands to the backend, and to write a
-// completed model configuration back (auto-complete). Parse errors carry the
-// byte offset. Pure C++ (no Triton dependency) so it is unit-tested alone.
+// completed model configuration back (auto-complete). Parsed and written by
+// RapidJSON (json.cc); parse errors carry RapidJSON's message and the byte
+// offset. No Triton dependency, so it is unit-tested alone.
 #pragma once
 
 #include <cstdint>
@@ -54,8 +55,7 @@ class JsonValue {
   std::string Serialize() const;
 
  private:
-  friend class JsonParser;
-  void SerializeTo(std::string* out) const;
+  friend class JsonParser;  // json.cc: builds values from RapidJSON's events
   Kind kind_ = Kind::kNull;
   bool bool_ = false;
   double number_ = 0;

@@ -147,6 +147,10 @@ bool
 IoBinding::ExecRows(size_t rows, size_t* exec_rows) const
 {
   if (rows == 0) return false;
+  if (exact_rows) {
+    *exec_rows = rows;
+    return rows <= max_exec_rows;
+  }
   if (!gears.empty()) return SelectGear(gears, rows, exec_rows);
   if (static_batch > 0) {
     *exec_rows = static_batch;
@@ -175,6 +179,19 @@ BindConfigToModel(
         INVALID_ARG, label << " was compiled with dynamic batch gears "
                            << DimsToString(desc.gears)
                            << "; expected max_batch_size > 0, got 0");
+  }
+  // ACL_DYNAMIC_AIPP_NAME (acl_mdl.h): the input ATC adds for dynamic AIPP,
+  // whose parameters must be set per execution with aclmdlSetInputAIPP.
+  for (const ModelTensorDesc& t : desc.inputs) {
+    if (t.name != "ascend_dynamic_aipp_data") continue;
+    return NPU_GE_ERROR(
+        UNSUPPORTED,
+        label << " was compiled with dynamic AIPP (its input " << t.name
+              << "; atc --insert_op_conf with aipp_mode: dynamic), whose parameters must "
+                 "be "
+                 "set for each execution with aclmdlSetInputAIPP; npu_ge does not set "
+                 "them: "
+                 "compile it with static AIPP (aipp_mode: static) or without AIPP");
   }
   NPU_GE_RETURN_IF_ERROR(
       BindList(spec, spec.inputs, desc.inputs, "input", label, &b.input_index, &facts));

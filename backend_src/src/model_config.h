@@ -168,6 +168,7 @@ struct IoBinding {
   ShapeGears shape_gears;            // dims/image size gears; input_dims in config order
   size_t static_batch = 0;           // batch dim of a static model (0: none)
   size_t max_exec_rows = 1;          // largest rows one execution handles
+  bool exact_rows = false;  // runs exactly the rows given (ge_graph dynamic batch)
   // Rows the model runs for 'rows' real rows (gear or static batch).
   bool ExecRows(size_t rows, size_t* exec_rows) const;
 };

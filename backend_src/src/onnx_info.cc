@@ -1,9 +1,11 @@
 #include "onnx_info.h"
 
+#include <cstdint>
 #include <fstream>
 #include <set>
 #include <sstream>
 
+#include "batching.h"
 #include "triton_utils.h"
 
 namespace npu_ge {
@@ -122,7 +124,11 @@ ReadShape(const std::string& bytes, std::vector<int64_t>* dims)
     Field g;
     while (!d.Done()) {
       if (!d.Next(&g)) return false;
-      if (g.number == kDimValue && g.wire == 0) dim = static_cast<int64_t>(g.varint);
+      if (g.number == kDimValue && g.wire == 0) {  // int64 in onnx.proto; < 0 is unknown
+        dim = g.varint > static_cast<uint64_t>(INT64_MAX)
+                  ? -1
+                  : static_cast<int64_t>(g.varint);
+      }
     }
     dims->push_back(dim);
   }
@@ -198,6 +204,18 @@ ReadOnnxIo(const std::string& bytes, const std::string& label, ModelIoDesc* io)
       ModelTensorDesc t;
       if (!ReadValueInfo(f.bytes, &t)) return malformed();
       (f.number == kGraphInput ? inputs : outputs).push_back(std::move(t));
+    }
+  }
+  for (const auto* list : {&inputs, &outputs}) {
+    for (const ModelTensorDesc& t : *list) {
+      bool fixed = true;
+      for (int64_t d : t.dims) fixed = fixed && d >= 0;
+      if (fixed && ElementCount(t.dims) < 0) {  // overflowed
+        return NPU_GE_ERROR(
+            INVALID_ARG, label << ": tensor '" << t.name << "' has dims "
+                               << DimsToString(t.dims)
+                               << ", more elements than a 64-bit count holds");
+      }
     }
   }
   ModelIoDesc out;

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ from tests.support.npu_ge import (
     load,
     model_ready,
     model_stats,
+    server_live,
     unload,
     wait_for,
     write_model,
@@ -313,7 +315,8 @@ def test_ge_backend_config_scopes_reach_ge_and_ge_is_finalized_before_acl_and_in
 ) -> None:
     real_onnx_model(npu_repo, "onnx")
     affine_model(npu_repo, "om")  # an .om model too: the backend's ACL runtime is open
-    real_onnx_model(npu_repo, "shape_same", param("graph.ge.inputShape", "x: 8, 4"))
+    # ONNX x [batch, 4] with max_batch_size 8 is compiled for the batch range 1~8
+    real_onnx_model(npu_repo, "shape_same", param("graph.ge.inputShape", "x: 1~8, 4"))
     real_onnx_model(npu_repo, "shape_other", param("graph.ge.inputShape", "x:1,4"))
     # ONNX x [batch, 4] with max_batch_size 0 and the config [1, 4]: compiled for [1, 4]
     fixed = write_model(npu_repo, "fixed_batch", 'max_batch_size: 0\n'
@@ -329,8 +332,8 @@ def test_ge_backend_config_scopes_reach_ge_and_ge_is_finalized_before_acl_and_in
         assert load(server.url, name) == (200, ""), name
     status, error = load(server.url, "shape_other")
     assert status == 400
-    assert ("parameter 'graph.ge.inputShape' is 'x:1,4', but npu_ge compiles the graph for 'x:8,4' "
-            "(max_batch_size rows of each config input's dims) and sizes its buffers for it") in error
+    assert ("parameter 'graph.ge.inputShape' is 'x:1,4', but npu_ge compiles the graph for 'x:1~8,4' "
+            "(1~max_batch_size rows of each config input's dims) and sizes its buffers for it") in error
     assert load(server.url, "fixed_batch") == (200, "")
     x = np.arange(4, dtype=np.float32).reshape(1, 4)
     np.testing.assert_array_equal(infer(server.process.grpc_url, "fixed_batch", {"x": x})["y"], 2 * x + 1)
@@ -361,6 +364,7 @@ def test_ge_graph_paths_are_clean_under_address_sanitizer(
     bare = write_model(npu_repo, "bare_onnx", "max_batch_size: 8\n", None)
     (bare / "1" / "model.onnx").write_bytes(onnx_bytes(["x"], ["y"]))
     real_onnx_model(npu_repo, "clashing", param("ge.exec.precision_mode", "allow_mix_precision"))
+    real_onnx_model(npu_repo, "bounded", param("execute_timeout_ms", "200"))
     (npu_repo / "garbage" / "1").mkdir(parents=True)
     (npu_repo / "garbage" / "config.pbtxt").write_text(
         'name: "garbage"\nbackend: "npu_ge"\n' + TENSORS)
@@ -370,9 +374,22 @@ def test_ge_graph_paths_are_clean_under_address_sanitizer(
     server = npu_triton(npu_repo, models=[], build=build, name="asan_ge", env={
         "LD_PRELOAD": libasan_path(),
         "ASAN_OPTIONS": f"detect_leaks=1:log_path={log_dir}/asan:verify_asan_link_order=0:halt_on_error=1",
-        "NPU_GE_DOUBLE_LEAK_CHECK_AT_FINALIZE": "1"},
+        "NPU_GE_DOUBLE_LEAK_CHECK_AT_FINALIZE": "1",
+        "NPU_GE_GE_DOUBLE_HANG_ON_VALUE": "-7", "NPU_GE_GE_DOUBLE_HANG_MS": "1000"},
         extra_args=["--backend-config=npu_ge,ge.exec.precision_mode=force_fp16"])
     assert "libasan" in Path(f"/proc/{server.process.pid}/maps").read_text()
+    # A run past execute_timeout_ms: abandoned, its session parked, a new one compiled, the late
+    # return dropped, the parked session closed at unload.
+    from tritonclient.utils import InferenceServerException
+
+    assert load(server.url, "bounded") == (200, "")
+    with pytest.raises(InferenceServerException, match="did not finish within execute_timeout_ms=200"):
+        infer(server.process.grpc_url, "bounded", {"x": np.full((1, 4), -7, dtype=np.float32)})
+    x = np.ones((3, 4), dtype=np.float32)
+    np.testing.assert_array_equal(infer(server.process.grpc_url, "bounded", {"x": x})["y"], 2 * x + 1)
+    time.sleep(1.5)  # the hung run returns (late) before the unload
+    unload(server.url, "bounded")
+    wait_for(lambda: not model_ready(server.url, "bounded"), 60, "unload of bounded")
     for _ in range(10):
         for name in ("onnx", "bare_onnx"):
             assert load(server.url, name) == (200, ""), name
@@ -389,3 +406,52 @@ def test_ge_graph_paths_are_clean_under_address_sanitizer(
     assert errors == [], "\n\n".join(errors)
     assert our_leaks == [], "\n\n".join(our_leaks)
     assert leaks == 0, list(log_dir.iterdir())
+
+
+def test_public_backend_configuration_runs_every_batch_unpadded_and_a_hung_graph_run_is_bounded(
+    npu_triton: StartServer, npu_repo: Path, tmp_path: Path, ge_double_build: BackendBuild
+) -> None:
+    # The public backend's configuration (static_model off, its default): ONNX x [batch, 4],
+    # max_batch_size 8, dynamic batching. Each batch runs with its own rows; before, npu_ge
+    # compiled x:8,4 and padded every batch to 8 rows.
+    real_onnx_model(npu_repo, "dynamic")
+    real_onnx_model(npu_repo, "bounded", param("execute_timeout_ms", "300"))
+    ge_file = tmp_path / "ge" / "ge_double_state.json"
+    server = npu_triton(npu_repo, models=[], build=ge_double_build, name="ge", env={
+        "NPU_GE_GE_DOUBLE_STATE_FILE": str(ge_file),
+        "NPU_GE_GE_DOUBLE_HANG_ON_VALUE": "-7", "NPU_GE_GE_DOUBLE_HANG_MS": "2500"})
+    assert load(server.url, "dynamic") == (200, "")
+    assert ge_state(tmp_path / "ge")["sessions"] and json.loads(ge_file.read_text())
+    grpc = server.process.grpc_url
+    for rows in (3, 5, 1):
+        x = np.arange(rows * 4, dtype=np.float32).reshape(rows, 4)
+        np.testing.assert_array_equal(infer(grpc, "dynamic", {"x": x})["y"], 2 * x + 1)
+    ge = ge_state(tmp_path / "ge")
+    assert ge["run_dims"] == [[3, 4], [5, 4], [1, 4]]  # not [8, 4]: nothing padded
+
+    # execute_timeout_ms bounds a GE run: the hung one fails its request in time, its session
+    # is parked, a new one is compiled, and the late result reaches no later response.
+    assert load(server.url, "bounded") == (200, "")
+    compiled = ge_state(tmp_path / "ge")["compiled"]
+    hung = np.full((1, 4), -7, dtype=np.float32)
+    from tritonclient.utils import InferenceServerException
+
+    with pytest.raises(InferenceServerException) as failed:
+        infer(grpc, "bounded", {"x": hung}, timeout_s=10)
+    assert ("the GE graph run did not finish within execute_timeout_ms=300 ms; it is abandoned (its "
+            "late outputs are discarded)") in str(failed.value)
+    x = np.ones((2, 4), dtype=np.float32)
+    np.testing.assert_array_equal(infer(grpc, "bounded", {"x": x})["y"], 2 * x + 1)
+    assert ge_state(tmp_path / "ge")["compiled"] == compiled + 1  # a new session for the instance
+    assert ge_state(tmp_path / "ge")["late"] == 0  # answered while the hung run still goes on
+    wait_for(lambda: ge_state(tmp_path / "ge")["late"] == 1, 10, "the hung run's late return")
+    for rows in (1, 4):
+        x = np.full((rows, 4), 3, dtype=np.float32)
+        np.testing.assert_array_equal(infer(grpc, "bounded", {"x": x})["y"], 2 * x + 1)
+    closed_before = len(ge_state(tmp_path / "ge")["closed"])
+    unload(server.url, "bounded")
+    wait_for(lambda: not model_ready(server.url, "bounded"), 30, "unload of bounded")
+    # both sessions closed at unload (the parked one after its run came back; the double
+    # aborts the server if a session is closed under a running graph)
+    wait_for(lambda: len(ge_state(tmp_path / "ge")["closed"]) == closed_before + 2, 10, "sessions closed")
+    assert server_live(server.url)

@@ -170,3 +170,24 @@ TEST(Binding, UnmappableAclTypeIsNamed)
       Message(BindConfigToModel(Spec(8), io, "model.om", &b)),
       "input 'x': model.om uses ACL dtype 29, which npu_ge cannot serve");
 }
+
+// Dynamic AIPP: refused at load naming it, not with the generic count error
+// ("expected 2 input(s) (x, ascend_dynamic_aipp_data in model.om), got 1").
+TEST(Binding, ADynamicAippModelIsRefusedNamingAclmdlSetInputAipp)
+{
+  ModelConfigSpec spec = Spec(0);
+  spec.inputs = {{"x", TRITONSERVER_TYPE_UINT8, {1, 224, 224, 3}}};
+  ModelIoDesc io;
+  io.inputs = {
+      Tensor("x", TRITONSERVER_TYPE_UINT8, {1, 224, 224, 3}),
+      Tensor("ascend_dynamic_aipp_data", TRITONSERVER_TYPE_UINT8, {1, 256})};
+  io.outputs = {Tensor("z", TRITONSERVER_TYPE_FP32, {4})};
+  IoBinding b;
+  EXPECT_EQ(
+      Message(BindConfigToModel(spec, io, "model.om", &b)),
+      "model.om was compiled with dynamic AIPP (its input ascend_dynamic_aipp_data; atc "
+      "--insert_op_conf with aipp_mode: dynamic), whose parameters must be set for each "
+      "execution with aclmdlSetInputAIPP; npu_ge does not set them: compile it with "
+      "static "
+      "AIPP (aipp_mode: static) or without AIPP");
+}

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "batching.h"
 #include "ge_graph_engine.h"
 #include "onnx_info.h"
 #include "test_util.h"
@@ -94,17 +95,39 @@ class FakeGePort : public GePort {
     *id = static_cast<uint64_t>(++open_sessions);
     return nullptr;
   }
-  TRITONSERVER_Error* Run(
-      uint64_t, const std::vector<const void*>& in,
-      const std::vector<void*>& out) override
+  // a = x + 1, b = row index, over the rows of the run; answers at once unless
+  // `hold` is set (then the test calls back with Release, or never).
+  bool hold = false;
+  std::vector<GeRunDone> held;
+  std::vector<std::vector<int64_t>> run_dims;
+  TRITONSERVER_Error* RunAsync(
+      uint64_t, const std::vector<GeRunInput>& in, GeRunDone done) override
   {
     ++runs;
-    const float* x = static_cast<const float*>(in[0]);
-    float* a = static_cast<float*>(out[0]);
-    for (size_t i = 0; i < io.outputs[0].ByteSize() / sizeof(float); ++i) a[i] = x[i] + 1;
-    int64_t* b = static_cast<int64_t*>(out[1]);
-    for (int64_t r = 0; r < io.outputs[1].dims[0]; ++r) b[r] = r;
+    run_dims.push_back(in[0].dims);
+    const int64_t rows = in[0].dims[0];
+    std::vector<float> a(static_cast<size_t>(rows) * 2);
+    const float* x = static_cast<const float*>(in[0].data);
+    for (size_t i = 0; i < a.size(); ++i) a[i] = x[i] + 1;
+    if (hold) {
+      held.push_back(std::move(done));
+      return nullptr;
+    }
+    std::vector<int64_t> b(static_cast<size_t>(rows));
+    for (int64_t r = 0; r < rows; ++r) b[static_cast<size_t>(r)] = r;
+    done(
+        nullptr, {{a.data(), a.size() * sizeof(float), {rows, 2}},
+                  {b.data(), b.size() * sizeof(int64_t), {rows, 1}}});
     return nullptr;
+  }
+  // Calls back the i-th held run, late, with outputs full of `value`.
+  void Release(size_t i, float value, int64_t rows)
+  {
+    std::vector<float> a(static_cast<size_t>(rows) * 2, value);
+    std::vector<int64_t> b(static_cast<size_t>(rows), static_cast<int64_t>(value));
+    held.at(i)(
+        nullptr, {{a.data(), a.size() * sizeof(float), {rows, 2}},
+                  {b.data(), b.size() * sizeof(int64_t), {rows, 1}}});
   }
   void CloseSession(uint64_t) override { --open_sessions; }
   void Finalize() override { ++finalized; }
@@ -188,13 +211,14 @@ TEST(GeGraphEngine, CompilesAtLoadWithShapesAndDtypesAndReportsDeviceMemory)
   ASSERT_EQ(f.port->io.inputs.size(), 1u);
   EXPECT_EQ(f.port->io.inputs[0].name, "x");
   EXPECT_EQ(f.port->io.inputs[0].dtype, TRITONSERVER_TYPE_FP32);
-  EXPECT_EQ(f.port->io.inputs[0].dims, (std::vector<int64_t>{4, 2}));  // batch compiled
-  EXPECT_EQ(f.port->io.outputs[1].dims, (std::vector<int64_t>{4, 1}));
+  // ONNX x [batch, 2] with max_batch_size 4: compiled for the batch range 1~4
+  EXPECT_EQ(f.port->io.inputs[0].dims, (std::vector<int64_t>{-1, 2}));
+  EXPECT_EQ(f.port->io.outputs[1].dims, (std::vector<int64_t>{-1, 1}));
   EXPECT_EQ(inst->DeviceBytes(), 4096u);
   EXPECT_EQ(f.port->session.at("ge.exec.deviceId"), "3");
   EXPECT_EQ(f.port->session.at("ge.exec.dynamicGraphExecuteMode"), "dynamic_execute");
   EXPECT_EQ(f.port->graph.at("ge.exec.enableFusion"), "1");
-  EXPECT_EQ(f.port->graph.at("ge.inputShape"), "x:4,2");
+  EXPECT_EQ(f.port->graph.at("ge.inputShape"), "x:1~4,2");
   ASSERT_EQ(f.port->inits.size(), 1u);
   EXPECT_EQ(f.port->inits[0].at("ge.graphRunMode"), "0");
   EXPECT_EQ(f.port->inits[0].at("ge.exec.precision_mode"), "must_keep_origin_dtype");
@@ -217,7 +241,7 @@ TEST(GeGraphEngine, OutputsMapToTheOnnxNamesWhateverTheConfigOrder)
   EXPECT_LE(start, end);
   // config output 0 is ONNX output 'b', config output 1 is 'a'
   const int64_t* b = reinterpret_cast<const int64_t*>(inst->OutputStaging(0));
-  EXPECT_EQ(std::vector<int64_t>(b, b + 4), (std::vector<int64_t>{0, 1, 2, 3}));
+  EXPECT_EQ(std::vector<int64_t>(b, b + 2), (std::vector<int64_t>{0, 1}));
   const float* a = reinterpret_cast<const float*>(inst->OutputStaging(1));
   EXPECT_EQ(std::vector<float>(a, a + 4), (std::vector<float>{2, 3, 4, 5}));
 }
@@ -395,4 +419,146 @@ TEST(GeGraphEngine, AConfigGivesSymbolicOnnxDimsTheirCompiledValue)
       Message(CreateGeGraphEngine(f.ge, open, f.path, &engine))
           .find("only a dynamic batch dimension is supported"),
       std::string::npos);
+}
+
+// ONNX x [batch, 2] served with max_batch_size 4 (the public backend's default,
+// static_model off): each batch runs with its own rows, never padded to 4.
+TEST(GeGraphEngine, ASymbolicBatchRunsEachBatchWithItsOwnRows)
+{
+  Fixture f;
+  std::unique_ptr<Engine> engine;
+  ASSERT_EQ(Message(CreateGeGraphEngine(f.ge, Spec(), f.path, &engine)), "");
+  size_t exec_rows = 0;
+  ASSERT_TRUE(engine->binding().ExecRows(3, &exec_rows));
+  EXPECT_EQ(exec_rows, 3u);  // before: 4 (padded to max_batch_size)
+  EXPECT_FALSE(engine->binding().ExecRows(5, &exec_rows));
+  std::unique_ptr<EngineInstance> inst;
+  ASSERT_EQ(Message(engine->CreateInstance(0, &inst)), "");
+  const float x[6] = {1, 2, 3, 4, 5, 6};
+  std::memcpy(inst->InputStaging(0), x, sizeof(x));
+  uint64_t start = 0, end = 0;
+  ASSERT_EQ(Message(inst->Run(3, &start, &end)), "");
+  ASSERT_EQ(Message(inst->Run(1, &start, &end)), "");
+  EXPECT_EQ(f.port->run_dims, (std::vector<std::vector<int64_t>>{{3, 2}, {1, 2}}));
+  const float* a = reinterpret_cast<const float*>(inst->OutputStaging(1));
+  EXPECT_EQ(std::vector<float>(a, a + 2), (std::vector<float>{2, 3}));
+
+  // A fixed ONNX batch is compiled and run as it is (padded).
+  Fixture fixed;
+  const std::string graph = Bytes(11, ValueInfo("x", 1, {4, 2})) +
+                            Bytes(12, ValueInfo("a", 1, {4, 2})) +
+                            Bytes(12, ValueInfo("b", 7, {4, 1}));
+  fixed.path = WriteTemp(Int(1, 7) + Bytes(7, graph));
+  ASSERT_EQ(Message(CreateGeGraphEngine(fixed.ge, Spec(), fixed.path, &engine)), "");
+  ASSERT_TRUE(engine->binding().ExecRows(3, &exec_rows));
+  EXPECT_EQ(exec_rows, 4u);
+  ASSERT_EQ(Message(engine->CreateInstance(0, &inst)), "");
+  EXPECT_EQ(fixed.port->graph.at("ge.inputShape"), "x:4,2");
+  ASSERT_EQ(Message(inst->Run(4, &start, &end)), "");
+  EXPECT_EQ(fixed.port->run_dims, (std::vector<std::vector<int64_t>>{{4, 2}}));
+}
+
+TEST(GeGraphEngine, ADynamicBatchsInputShapeIsTheRangeAUsersMustMatch)
+{
+  GeOptionSets sets;
+  ASSERT_EQ(Message(BuildGeOptions(Spec(), &sets, {}, true)), "");
+  EXPECT_EQ(sets.graph.at("ge.inputShape"), "x:1~4,2");
+  ModelConfigSpec other = Spec();
+  other.options["graph.ge.inputShape"] = "x:4,2";
+  EXPECT_EQ(
+      Message(BuildGeOptions(other, &sets, {}, true)),
+      "parameter 'graph.ge.inputShape' is 'x:4,2', but npu_ge compiles the graph for "
+      "'x:1~4,2' (1~max_batch_size rows of each config input's dims) and sizes its "
+      "buffers for it: remove the parameter, or change max_batch_size or the input dims "
+      "so that they give the shapes you want");
+}
+
+// execute_timeout_ms bounds a GE run: past it the run is abandoned, its late
+// outputs never reach the staging, its session is parked (closed only once
+// the run came back) and the instance compiles a new session.
+TEST(GeGraphEngine, ARunPastExecuteTimeoutIsAbandonedItsSessionParkedAndRebuilt)
+{
+  Fixture f;
+  ModelConfigSpec spec = Spec();
+  spec.execute_timeout_ms = 50;
+  std::unique_ptr<Engine> engine;
+  ASSERT_EQ(Message(CreateGeGraphEngine(f.ge, spec, f.path, &engine)), "");
+  std::unique_ptr<EngineInstance> inst;
+  ASSERT_EQ(Message(engine->CreateInstance(0, &inst)), "");
+  const float x[2] = {1, 2};
+  std::memcpy(inst->InputStaging(0), x, sizeof(x));
+  uint64_t start = 0, end = 0;
+  ASSERT_EQ(Message(inst->Run(1, &start, &end)), "");  // answered: a = 2, 3
+  f.port->hold = true;
+  const std::string error = Message(inst->Run(1, &start, &end));
+  EXPECT_EQ(
+      error,
+      "the GE graph run did not finish within execute_timeout_ms=50 ms; it is abandoned "
+      "(its late outputs are discarded) and its GE session 1 parked until the model "
+      "unloads; the instance compiles a new session before its next request");
+  EXPECT_GE(end - start, 50u * 1000 * 1000);
+  EXPECT_TRUE(inst->NeedsRecovery());
+  EXPECT_EQ(f.port->open_sessions, 1);  // parked, not closed under the running graph
+  ASSERT_EQ(Message(inst->Recover()), "");
+  EXPECT_FALSE(inst->NeedsRecovery());
+  EXPECT_EQ(f.port->compiled, 2);
+  EXPECT_EQ(f.port->open_sessions, 2);
+  f.port->Release(0, 99, 1);  // the abandoned run returns late
+  const float* a = reinterpret_cast<const float*>(inst->OutputStaging(1));
+  EXPECT_EQ(std::vector<float>(a, a + 2), (std::vector<float>{2, 3}));  // not 99
+  f.port->hold = false;
+  const float y[2] = {5, 6};
+  std::memcpy(inst->InputStaging(0), y, sizeof(y));
+  ASSERT_EQ(Message(inst->Run(1, &start, &end)), "");  // the new session serves
+  EXPECT_EQ(std::vector<float>(a, a + 2), (std::vector<float>{6, 7}));
+  inst.reset();
+  EXPECT_EQ(f.port->open_sessions, 0);  // the parked one too: its run came back
+}
+
+TEST(GeGraphEngine, ASessionWhoseRunNeverReturnsIsLeftOpenAndGeNotFinalized)
+{
+  Fixture f;
+  ModelConfigSpec spec = Spec();
+  spec.execute_timeout_ms = 10;
+  std::unique_ptr<Engine> engine;
+  ASSERT_EQ(Message(CreateGeGraphEngine(f.ge, spec, f.path, &engine)), "");
+  std::unique_ptr<EngineInstance> inst;
+  ASSERT_EQ(Message(engine->CreateInstance(0, &inst)), "");
+  f.port->hold = true;
+  uint64_t start = 0, end = 0;
+  EXPECT_NE(Message(inst->Run(1, &start, &end)), "");
+  std::shared_ptr<FakeGePort> port = f.port;
+  inst.reset();
+  engine.reset();
+  f.ge.reset();
+  EXPECT_EQ(port->open_sessions, 1);  // never closed under the running graph
+  EXPECT_EQ(port->finalized, 0);      // nor GE finalized under it
+  port->Release(0, 1, 1);             // writes nowhere: the run was abandoned
+}
+
+// Found by reasoning about the fuzzer's reach (tests/backend/test_onnx_fuzz.py):
+// fixed dims whose product overflows int64 wrapped (undefined behaviour) into
+// a small staging size; a negative dim_value read as a negative dim.
+TEST(OnnxInfo, DimsWhoseElementCountOverflowsAreRefusedAndNegativeDimsAreUnknown)
+{
+  ModelIoDesc io;
+  const int64_t huge = int64_t{1} << 40;
+  EXPECT_EQ(
+      Message(ReadOnnxIo(
+          Bytes(
+              7, Bytes(11, ValueInfo("x", 1, {huge, huge})) +
+                     Bytes(12, ValueInfo("y", 1, {1}))),
+          "net.onnx", &io)),
+      "net.onnx: tensor 'x' has dims [1099511627776,1099511627776], more elements than a "
+      "64-bit count holds");
+  EXPECT_EQ(ElementCount({huge, huge}), -1);
+  EXPECT_EQ(ElementCount({huge, 4}), huge * 4);
+  const std::string minus_five = Bytes(1, Bytes(1, Varint(static_cast<uint64_t>(-5))));
+  const std::string x =
+      Bytes(1, "x") + Bytes(2, Bytes(1, Int(1, 1) + Bytes(2, minus_five)));
+  ASSERT_EQ(
+      Message(ReadOnnxIo(
+          Bytes(7, Bytes(11, x) + Bytes(12, ValueInfo("y", 1, {1}))), "n", &io)),
+      "");
+  EXPECT_EQ(io.inputs[0].dims, (std::vector<int64_t>{-1}));
 }

@@ -50,13 +50,13 @@ TEST(Json, ReportsErrorsWithOffset)
 TEST(Json, SerializesWhatItParsedKeepingNumberLiterals)
 {
   const std::string text =
-      R"({"a":[1,-2.5,"x\"y\\z\u000a"],"b":{"c":true,"d":null},"n":9007199254740993})";
+      R"({"a":[1,-2.5,"x\"y\\z\n"],"b":{"c":true,"d":null},"n":9007199254740993})";
   JsonValue v = npu_ge_test::Json(text);
   EXPECT_EQ(v["a"].At(2).AsString(), "x\"y\\z\n");
   EXPECT_EQ(v.Serialize(), text);  // keys were already sorted
   EXPECT_EQ(npu_ge_test::Json(v.Serialize()).Serialize(), text);
   EXPECT_EQ(
-      npu_ge_test::Json(R"({"b": 1, "a": "\n"})").Serialize(), R"({"a":"\u000a","b":1})");
+      npu_ge_test::Json(R"({"b": 1, "a": "\n"})").Serialize(), R"({"a":"\n","b":1})");
 }
 
 TEST(Json, BuildersMakeObjectsAndArrays)
@@ -72,4 +72,29 @@ TEST(Json, BuildersMakeObjectsAndArrays)
   scalar.Set("ignored", JsonValue::Number(1));  // not an object: no effect
   scalar.Append(JsonValue::Number(1));          // not an array: no effect
   EXPECT_EQ(scalar.Serialize(), "3");
+}
+
+// RapidJSON (json.cc) decodes and validates what the hand-written parser it
+// replaced got wrong: each case below passed or decoded wrongly before.
+TEST(Json, DecodesSurrogatePairsToOneCodePoint)
+{
+  JsonValue v = npu_ge_test::Json(R"(["\ud83d\ude00"])");
+  EXPECT_EQ(v.At(0).AsString(), "\xf0\x9f\x98\x80");  // U+1F600, 4 bytes of UTF-8
+}
+
+TEST(Json, RefusesWhatJsonDoesNotAllow)
+{
+  JsonValue v;
+  std::string error;
+  for (const std::string& bad :
+       {std::string(R"([012])"),        // leading zero
+        std::string("[\"a\x01b\"]"),    // raw control character in a string
+        std::string("[\"\xff\xfe\"]"),  // not UTF-8
+        std::string(R"(["\ud83d"])"),   // lone surrogate
+        std::string("[1]\0[2]", 7),     // a NUL, then more
+        std::string(R"([1.])")}) {
+    EXPECT_FALSE(JsonValue::Parse(bad, &v, &error)) << bad;
+    EXPECT_NE(error.find("offset"), std::string::npos) << error;
+    EXPECT_TRUE(v.IsNull()) << bad;  // nothing half-built is handed out
+  }
 }
