@@ -1,7 +1,7 @@
 """geadmin: control panel for Triton Inference Server on Ascend NPUs.
 
 Floors, bottom first (imports point down; docs/development.md draws them):
-- errors.py     the one exception tree
+- errors/       the one exception tree, a module per family
 - binaries.py   where the native programs are (tritonserver, perf_analyzer, streamlit)
 - failure_table.py  one boundary's failures (output markers, exceptions) -> error class and message
 - test_hooks.py the variables only tests set (GEADMIN_FAULT_POINT), kept out of the settings

@@ -149,7 +149,7 @@ class Setting(Generic[T]):
         try:
             return self.parse(text)
         except ConfigError as exc:
-            raise ConfigError(f"{self.env_name} {exc}") from None
+            raise ConfigError(f"{self.env_name} {exc}") from exc
 
 
 class Defaulted(Setting[T]):

@@ -3,6 +3,7 @@
 - main.py            the router
 - __main__.py        `python -m geadmin.cli`
 - common.py          options and helpers shared by the sub-commands (no command imports a sibling)
+- exit_codes.py      the one exit-code table every command returns from
 - status.py          `geadmin status`: OK, DEGRADED or DOWN for scripts and on-call pages
 - models.py          `geadmin models list|load|unload|reload|create`
 - config.py          `geadmin config`: validate, apply, history, rollback (one plan, as the editor)

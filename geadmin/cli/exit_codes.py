@@ -59,14 +59,16 @@ BY_COMMAND: dict[str, tuple[str, dict[ExitCode, str]]] = {
         ExitCode.FAILED: "a model did not (the cause and the next step are printed)",
         ExitCode.UNREACHABLE: "Triton does not answer",
     }),
-    "config_history": ("config apply, config rollback, config history, audit", {
-        ExitCode.OK: "applied, rolled back, listed, or nothing to do",
-        ExitCode.FAILED: "refused, or rejected by Triton (and the previous config put back)",
+    "config": ("config validate, config apply, config rollback, config history", {
+        ExitCode.OK: "validate: no errors (warnings may be printed); applied, rolled back, listed, "
+                     "or nothing to do",
+        ExitCode.FAILED: "validate: the validator found errors; a change refused, or rejected by Triton "
+                         "(and the previous config put back)",
         ExitCode.UNREACHABLE: "Triton does not answer",
     }),
-    "config": ("config validate", {
-        ExitCode.OK: "no errors (warnings may be printed)",
-        ExitCode.FAILED: "the validator found errors",
+    "audit_log": ("audit", {
+        ExitCode.OK: "the entries were printed or written",
+        ExitCode.FAILED: "the audit log cannot be read or the file written",
     }),
     "infer": ("infer", {
         ExitCode.OK: "the request answered",

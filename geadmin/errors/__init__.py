@@ -1,6 +1,19 @@
-"""Every error geadmin raises on purpose derives from one base. One module per family
-(base, stack, repository, infer, access, workspace, triton, bench, tune, fleet, telemetry);
-import them from here: `from geadmin.errors import X`.
+"""Every error geadmin raises on purpose derives from one base; import them from here:
+`from geadmin.errors import X`. One module per family:
+
+- base.py        the root, geadmin's own settings, one request's arguments
+- stack.py       the embedded stack and its drivers (`geadmin up`, compose)
+- repository.py  the model repository on disk: parsing, conflicts, validation, new models
+- infer.py       test-inference inputs
+- access.py      sign-in, roles, user accounts, authorizations
+- workspace.py   the workspace SQLite
+- triton.py      talking to a running Triton (every client error maps to one of these)
+- bench.py       load tests
+- tune.py        the tuner
+- fleet.py       many servers as one: discovery and rollouts
+- telemetry.py   metrics pages, NPU sources, Prometheus and Alertmanager
+
+The tree:
 
     GeAdminError
     ├── ConfigError                 geadmin's own settings: GEADMIN_* variables, the flags that set them,

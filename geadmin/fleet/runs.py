@@ -21,9 +21,9 @@ from geadmin.audit import Actor, Origin
 from geadmin.errors import RolloutBusyError
 from geadmin.fleet.rollout import Control, RolloutResult
 from geadmin.ops import runs
-from geadmin.ops.runs import Ending, Kind, Run
+from geadmin.ops.runs import Ending, Run, RunKind
 
-ROLLOUT = Kind("rollout", "fleet", "the Fleet page", RolloutBusyError, GuardedAction.RELOAD, "fleet",
+ROLLOUT = RunKind("rollout", "fleet", "the Fleet page", RolloutBusyError, GuardedAction.RELOAD, "fleet",
                pausable=True)
 STEERS = runs.STEERS
 

@@ -44,7 +44,7 @@ T = TypeVar("T")
 
 
 @dataclass(frozen=True)
-class Kind:
+class RunKind:
     """What runs in the background, and how it is refused, steered and audited."""
 
     name: str  # "load test", "rollout": in messages and in the audit rows
@@ -81,7 +81,7 @@ class Run(Generic[T]):
     """One background run. The worker writes through `progress`/`say` and its outcome fields;
     a page reads them (each field is replaced whole, so a reader never sees half of one)."""
 
-    kind: Kind
+    kind: RunKind
     key: str  # one run per kind and key at a time: the server's URL, the fleet's name
     what: str  # e.g. "load test of digits on http://127.0.0.1:8000", for the page
     actor: Actor
@@ -133,7 +133,7 @@ _lock = threading.Lock()
 _runs: dict[tuple[str, str], Run[Any]] = {}  # (kind, key) -> its latest run, running or ended
 
 
-def start(kind: Kind, key: str, what: str, actor: Actor, work: Work[T], *,
+def start(kind: RunKind, key: str, what: str, actor: Actor, work: Work[T], *,
           ending: Callable[[T], Ending] | None = None, subject: str = "",
           home: Path | None = None) -> Run[T]:
     """Run `work(run)` on a thread (the module's protocol, steps 1-3). `ending` judges its
@@ -210,7 +210,7 @@ def _final_state(run: Run[T]) -> str:
     return "done" if run.ending is not None and run.ending.ok else "stopped"
 
 
-def latest(kind: Kind, key: str) -> Run[Any] | None:
+def latest(kind: RunKind, key: str) -> Run[Any] | None:
     """The latest run of `kind` on `key`, running or ended; None when none ran in this process."""
     with _lock:
         return _runs.get((kind.name, key))

@@ -72,10 +72,10 @@ def pid_lock(path: Path, busy: Callable[[str], GeAdminError], *, what: str = "",
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
-            except BlockingIOError:
+            except BlockingIOError as exc:
                 if time.monotonic() >= deadline:
                     holder = os.pread(fd, HOLDER_BYTES, 0).decode(errors="replace").strip()
-                    raise busy(holder or "another process") from None
+                    raise busy(holder or "another process") from exc
                 time.sleep(0.05)
         note = f"pid {os.getpid()}"
         os.ftruncate(fd, 0)

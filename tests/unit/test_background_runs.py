@@ -17,12 +17,12 @@ from geadmin.access.roles import GuardedAction, Role
 from geadmin.audit import Actor, Origin, Result
 from geadmin.errors import BenchBusyError, GeAdminError, NotAuthorizedError, WorkspaceDatabaseError
 from geadmin.ops import runs
-from geadmin.ops.runs import Ending, Kind, Run
+from geadmin.ops.runs import Ending, Run, RunKind
 from tests.support.auth import auth_as
 
 WAIT_S = 30
-TESTING = Kind("test run", "server", "the test page", BenchBusyError, GuardedAction.BENCH, "test_run")
-PAUSING = Kind("pausing run", "fleet", "the test page", BenchBusyError, GuardedAction.RELOAD, "pausing",
+TESTING = RunKind("test run", "server", "the test page", BenchBusyError, GuardedAction.BENCH, "test_run")
+PAUSING = RunKind("pausing run", "fleet", "the test page", BenchBusyError, GuardedAction.RELOAD, "pausing",
                pausable=True)
 ADA = Actor("ada", Origin.DASHBOARD)
 

@@ -15,7 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from geadmin.errors import BenchBusyError, ConfigError, GeAdminError, SamplerLockedError, StackError
+from geadmin.errors import (
+    BenchBusyError,
+    GeAdminError,
+    SamplerLockedError,
+    StackError,
+    TuneBusyError,
+)
 from geadmin.ops.bench.params import load_test_running, server_lock
 from geadmin.ops.tune.trials import tune_lock
 from geadmin.repository.locks import holder, pid_lock
@@ -96,7 +102,7 @@ def test_every_lock_is_the_one_lock_with_its_own_refusal(tmp_path: Path) -> None
                                                         match=rf"another sampler \(pid {pid}\)"):
         sampler_lock(tmp_path / "home")
     busy = rf"another tuning run of m is under way \(tune, pid {pid}\)"
-    with tune_lock(tmp_path, "m", purpose="tune"), pytest.raises(ConfigError, match=busy), \
+    with tune_lock(tmp_path, "m", purpose="tune"), pytest.raises(TuneBusyError, match=busy), \
             tune_lock(tmp_path, "m"):
         pass
     url = "http://127.0.0.1:8000"

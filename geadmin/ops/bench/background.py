@@ -19,10 +19,10 @@ from geadmin.ops.bench.results import BenchRun
 from geadmin.ops.infer.inputs import RANDOM, InputSource
 from geadmin.ops.infer.request import InferRequest
 from geadmin.ops.models.actions import next_step
-from geadmin.ops.runs import Ending, Kind, Run
+from geadmin.ops.runs import Ending, Run, RunKind
 from geadmin.triton.client import TritonClient
 
-LOAD_TEST = Kind("load test", "server", "the Load test page that started it", BenchBusyError,
+LOAD_TEST = RunKind("load test", "server", "the Load test page that started it", BenchBusyError,
                  GuardedAction.BENCH,
                  "load_test")
 
