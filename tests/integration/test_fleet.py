@@ -39,6 +39,7 @@ from geadmin.stack.tritonserver import TritonProcess
 from geadmin.triton.client import TritonClient
 from geadmin.triton.servers import ServerSpec
 from tests.support.apptest import APP, button, isolate, run
+from tests.support.index_reads import BEFORE, counting
 from tests.support.processes import wait_for
 from tests.support.prometheus import PrometheusServer
 from tests.support.stack import GEADMIN, geadmin
@@ -417,7 +418,9 @@ def test_a_paused_rollout_waits_and_the_page_aborts_it_before_anything_changes(
     assert any(line.startswith(f"abort by {pressed.who}") for line in run_.lines), run_.lines
 
 
-def test_a_new_version_rolls_out_beside_the_old_then_retires_it_without_a_gap(fresh: Lab) -> None:
+def test_a_new_version_rolls_out_beside_the_old_then_retires_it_without_a_gap(
+    fresh: Lab, monkeypatch: pytest.MonkeyPatch
+) -> None:
     for repo in (fresh.shared, fresh.own):
         shutil.copytree(repo / MODEL / "1", repo / MODEL / "2")
     failures: list[str] = []
@@ -437,13 +440,22 @@ def test_a_new_version_rolls_out_beside_the_old_then_retires_it_without_a_gap(fr
     thread = threading.Thread(target=traffic, daemon=True)
     thread.start()
     try:
-        result = roll_version(fresh.members(), MODEL, 2, wave_size=2, gate=LOOSE, auth=guard.os_user(),
-                              fleet="lab", home=fresh.home)
+        with counting(monkeypatch) as reads:  # every repository-index read geadmin makes, per server
+            result = roll_version(fresh.members(), MODEL, 2, wave_size=2, gate=LOOSE, auth=guard.os_user(),
+                                  fleet="lab", home=fresh.home, progress=reads.progress)
     finally:
         stop.set()
         thread.join(30)
     try:
         assert result.ok, result.headline
+        # Each step reads each server's index at most twice: the gate's before, one after its change
+        # (the old versions: one read of the first server before the steps).
+        steps = ["load v2 beside v1", "retire v1"]
+        assert sorted(reads.counts) == sorted([*steps, BEFORE]), dict(reads.counts)
+        assert sum(reads.counts[BEFORE].values()) == 1, reads.callers
+        for step in steps:
+            assert len(reads.counts[step]) == len(HOSTS) and reads.most(step) <= 2, \
+                (step, dict(reads.counts[step]), {k: v for k, v in reads.callers.items() if k[0] == step})
         assert result.headline == (f"VERSION ROLLOUT DONE: v2 of {MODEL} serves on 3 server(s), v1 retired, "
                                    "no gap")
         assert failures == [] and answered > 0, failures[:3]
