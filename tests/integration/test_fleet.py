@@ -418,9 +418,7 @@ def test_a_paused_rollout_waits_and_the_page_aborts_it_before_anything_changes(
     assert any(line.startswith(f"abort by {pressed.who}") for line in run_.lines), run_.lines
 
 
-def test_a_new_version_rolls_out_beside_the_old_then_retires_it_without_a_gap(
-    fresh: Lab, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_new_version_rolls_out_beside_the_old_then_retires_it_without_a_gap(fresh: Lab) -> None:
     for repo in (fresh.shared, fresh.own):
         shutil.copytree(repo / MODEL / "1", repo / MODEL / "2")
     failures: list[str] = []
@@ -440,7 +438,7 @@ def test_a_new_version_rolls_out_beside_the_old_then_retires_it_without_a_gap(
     thread = threading.Thread(target=traffic, daemon=True)
     thread.start()
     try:
-        with counting(monkeypatch) as reads:  # every repository-index read geadmin makes, per server
+        with counting() as reads:  # every repository-index read geadmin makes, per server
             result = roll_version(fresh.members(), MODEL, 2, wave_size=2, gate=LOOSE, auth=guard.os_user(),
                                   fleet="lab", home=fresh.home, progress=reads.progress)
     finally:

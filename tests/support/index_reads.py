@@ -15,10 +15,8 @@ import re
 import threading
 import traceback
 from collections.abc import Iterator
-from typing import Any
 
-import pytest
-
+from geadmin.domain import ModelEntry
 from geadmin.triton.client import TritonClient
 
 BEFORE = "before any progress line"
@@ -49,13 +47,17 @@ class IndexReads:
 
 
 @contextlib.contextmanager
-def counting(monkeypatch: pytest.MonkeyPatch) -> Iterator[IndexReads]:
+def counting() -> Iterator[IndexReads]:
+    """Every `TritonClient.repository_index` call while open, counted (and made); put back after."""
     reads = IndexReads()
     real = TritonClient.repository_index
 
-    def counted(self: TritonClient, *args: Any, **kwargs: Any) -> Any:
+    def counted(self: TritonClient) -> list[ModelEntry]:
         reads.count(self.url)
-        return real(self, *args, **kwargs)
+        return real(self)
 
-    monkeypatch.setattr(TritonClient, "repository_index", counted)
-    yield reads
+    TritonClient.repository_index = counted  # type: ignore[method-assign]
+    try:
+        yield reads
+    finally:
+        TritonClient.repository_index = real  # type: ignore[method-assign]
