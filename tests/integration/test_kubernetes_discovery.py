@@ -249,7 +249,7 @@ def test_every_transport_failure_is_named_for_what_it_is(error: BaseException, e
     text = kube.explain_transport(error, "H", 2)
     assert text is not None and expected in text, text
     # Never relabelled: only a connection the API refused is called "connection refused".
-    refused = type(error) in (ConnectionRefusedError, u3.NewConnectionError)  # not its subclass NameResolutionError
+    refused = type(error) in (ConnectionRefusedError, u3.NewConnectionError)  # not NameResolutionError
     assert ("connection refused" in text) is refused, text
 
 
