@@ -47,15 +47,8 @@ class ScriptRerun(BaseException):
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FleetLab]:
-    root = tmp_path_factory.mktemp("journal")
-    saved = os.environ.get("GEADMIN_SERVERS_FILE")
-    with fleet_lab(root) as started:
-        os.environ["GEADMIN_SERVERS_FILE"] = str(started.servers_file)
-        try:
-            yield started
-        finally:
-            os.environ.pop("GEADMIN_SERVERS_FILE", None) if saved is None else \
-                os.environ.__setitem__("GEADMIN_SERVERS_FILE", saved)
+    with fleet_lab(tmp_path_factory.mktemp("journal"), export=True) as started:
+        yield started
 
 
 @pytest.fixture

@@ -60,20 +60,9 @@ def history(home: Path, repository: Path) -> list[dict[str, object]]:
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FleetLab]:
-    root = tmp_path_factory.mktemp("server_audit")
-    saved = os.environ.get("GEADMIN_SERVERS_FILE")
-    with fleet_lab(root) as started:
-        text = started.servers_file.read_text()
-        for name in started.servers:  # each server's workspace, as the lab's servers file names it
-            home = root / f"home-{name}"
-            text = text.replace(f'name = "{name}"\n', f'name = "{name}"\nhome = "{home}"\n')
-        started.servers_file.write_text(text)
-        os.environ["GEADMIN_SERVERS_FILE"] = str(started.servers_file)
-        try:
-            yield started
-        finally:
-            os.environ.pop("GEADMIN_SERVERS_FILE", None) if saved is None else \
-                os.environ.__setitem__("GEADMIN_SERVERS_FILE", saved)
+    # Each server's workspace, as the lab's servers file names it: home-<name> beside it.
+    with fleet_lab(tmp_path_factory.mktemp("server_audit"), export=True, homes=True) as started:
+        yield started
 
 
 @pytest.fixture

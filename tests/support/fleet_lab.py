@@ -6,6 +6,7 @@ three hosts), `a` and `b` reading one repository (a shared volume), `c` its own,
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,9 +77,25 @@ class FleetLab:
 
 
 @contextlib.contextmanager
-def fleet_lab(root: Path) -> Iterator[FleetLab]:
-    """The lab, started; stopped when the block ends. Set GEADMIN_SERVERS_FILE to its
-    `servers_file` for `fleet_named("lab")` to find it."""
+def exported(name: str, value: str) -> Iterator[None]:
+    """`os.environ[name] = value` for the block, the previous value (or none) put back after:
+    a module-scoped lab's environment, where pytest's monkeypatch (function-scoped) cannot go."""
+    saved = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = saved
+
+
+@contextlib.contextmanager
+def fleet_lab(root: Path, *, export: bool = False, homes: bool = False) -> Iterator[FleetLab]:
+    """The lab, started; stopped when the block ends. `export`: GEADMIN_SERVERS_FILE is its
+    `servers_file` for the block, for `fleet_named("lab")` to find it (else set it yourself).
+    `homes`: each [[server]] names its workspace, `root / "home-<name>"`."""
     shared, own = make_repository(root / "shared"), make_repository(root / "own")
     ports = free_triton_ports("127.0.0.2")
     servers: dict[str, TritonProcess] = {}
@@ -89,10 +106,13 @@ def fleet_lab(root: Path) -> Iterator[FleetLab]:
             servers[name].start()
         servers_file = root / "servers.toml"
         servers_file.write_text("".join(
-            f'[[server]]\nname = "{n}"\nurl = "{s.http_url}"\nmetrics_url = "{s.metrics_url}"\n'
+            f'[[server]]\nname = "{n}"\n' + (f'home = "{root / f"home-{n}"}"\n' if homes else "")
+            + f'url = "{s.http_url}"\nmetrics_url = "{s.metrics_url}"\n'
             f'repository = "{own if n == "c" else shared}"\n\n' for n, s in servers.items())
             + '[[fleet]]\nname = "lab"\nsources = ["servers"]\n')
-        yield FleetLab(servers, shared, own, servers_file)
+        lab = FleetLab(servers, shared, own, servers_file)
+        with exported("GEADMIN_SERVERS_FILE", str(servers_file)) if export else contextlib.nullcontext():
+            yield lab
     finally:
         for server in servers.values():
             server.stop()
