@@ -26,6 +26,7 @@ from streamlit.testing.v1 import AppTest
 
 from geadmin import audit
 from geadmin.access import guard
+from geadmin.cli.main import main
 from geadmin.diagnose import rollouts
 from geadmin.errors import RepositoryError
 from geadmin.fleet.gate import GateSettings
@@ -75,9 +76,18 @@ STEPS = {
 }
 
 
+def in_process(capsys: pytest.CaptureFixture[str], *args: str) -> subprocess.CompletedProcess[str]:
+    """A command after the next start, in this process (its GEADMIN_HOME: `fresh` set it): the
+    same `main` as the child's, without a Python start-up per command."""
+    capsys.readouterr()
+    code = main(list(args))
+    out = capsys.readouterr()
+    return subprocess.CompletedProcess(list(args), code, out.out, out.err)
+
+
 @pytest.mark.parametrize("fault", list(STEPS))
 def test_a_rollout_killed_at_each_step_is_reported_at_the_next_start_and_restored_byte_identical(
-    fresh: FleetLab, tmp_path: Path, fault: str
+    fresh: FleetLab, tmp_path: Path, fault: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     home = tmp_path / "home"
     before = fresh.files()
@@ -105,27 +115,27 @@ def test_a_rollout_killed_at_each_step_is_reported_at_the_next_start_and_restore
         assert f"{name} {shown}" in headline, (name, headline)
     assert f"restore: geadmin fleet restore {journal.id}" in status.stdout
     assert f"restore it with `geadmin fleet restore {journal.id}`" in status.stderr  # said once, when closed
-    document = json.loads(geadmin("fleet", "status", "--fleet", "lab", "--json", home=home).stdout)
+    document = json.loads(in_process(capsys, "fleet", "status", "--fleet", "lab", "--json").stdout)
     assert [r["rule"] for r in document["interrupted"]] == ["interrupted-change"]
     assert document["headline"].startswith("FLEET DEGRADED")
-    verdicts = geadmin("status", "--fleet", "lab", "--json", home=home)  # each server's verdict: that rule
+    verdicts = in_process(capsys, "status", "--fleet", "lab", "--json")  # each server's verdict: that rule
     assert verdicts.returncode == 4
     levels = {d["server"]: d["verdict"] for d in json.loads(verdicts.stdout)}
     assert levels == dict.fromkeys(HOSTS, "DEGRADED")
     assert all("interrupted-change" in d["rules"] for d in json.loads(verdicts.stdout))
-    refused = geadmin("fleet", "reload", MODEL, "--fleet", "lab", home=home)  # not over a mixed fleet
+    refused = in_process(capsys, "fleet", "reload", MODEL, "--fleet", "lab")  # not over a mixed fleet
     assert refused.returncode == 2
     assert f"restore it first (`geadmin fleet restore {journal.id}`" in refused.stderr
 
-    restored = geadmin("fleet", "restore", str(journal.id), home=home, timeout_s=300)
+    restored = in_process(capsys, "fleet", "restore", str(journal.id))
     assert restored.returncode == 0, restored.stdout + restored.stderr
     assert restored.stdout.startswith(f"RESTORED rollout #{journal.id}"), restored.stdout
     assert fresh.files() == before  # byte-identical
     assert {fresh.mode_served(n) for n in HOSTS} == {"v1"}  # and reloaded
     after = rollouts.read(journal.id, home=home)
     assert not after.unresolved and after.end is not None and after.end.result == "rolled_back"
-    assert geadmin("fleet", "status", "--fleet", "lab", home=home).returncode == 0
-    again = geadmin("fleet", "restore", str(journal.id), home=home)
+    assert in_process(capsys, "fleet", "status", "--fleet", "lab").returncode == 0
+    again = in_process(capsys, "fleet", "restore", str(journal.id))
     assert again.returncode == 2 and "nothing to restore" in again.stderr
 
 
