@@ -139,13 +139,14 @@ def test_a_rollout_killed_at_each_step_is_reported_at_the_next_start_and_restore
     assert again.returncode == 2 and "nothing to restore" in again.stderr
 
 
-def test_an_interrupted_rollout_resumed_finishes_as_planned(fresh: FleetLab, tmp_path: Path) -> None:
+def test_an_interrupted_rollout_resumed_finishes_as_planned(fresh: FleetLab, tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
     home = tmp_path / "home"
     (tmp_path / "new.pbtxt").write_text(NEW)
     assert killed_apply(home, tmp_path / "new.pbtxt", "rollout.changing.2").returncode == -signal.SIGKILL
     (journal,) = rollouts.journals(home=home)
-    resumed = geadmin("fleet", "resume", str(journal.id), "--gate-requests", "0", "--latency-slack-ms",
-                      "10000", home=home, timeout_s=300)
+    resumed = in_process(capsys, "fleet", "resume", str(journal.id), "--gate-requests", "0",
+                         "--latency-slack-ms", "10000")
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert resumed.stdout.startswith(f"ROLLOUT DONE: apply {MODEL} on 3 server(s)"), resumed.stdout
     assert fresh.files() == (NEW.encode(), NEW.encode())
@@ -154,7 +155,7 @@ def test_an_interrupted_rollout_resumed_finishes_as_planned(fresh: FleetLab, tmp
     assert not old.unresolved and old.resumed_by > journal.id
     newer = rollouts.read(old.resumed_by, home=home)  # its restore would put back the original configs
     assert newer.plan.previous == journal.plan.previous and newer.plan.resume_of == journal.id
-    assert geadmin("fleet", "status", "--fleet", "lab", home=home).returncode == 0
+    assert in_process(capsys, "fleet", "status", "--fleet", "lab").returncode == 0
 
 
 def test_a_repository_without_the_model_is_refused_before_any_server_changes(fresh: FleetLab,
