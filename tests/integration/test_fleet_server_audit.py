@@ -6,8 +6,6 @@ be written (its database is not a database), which its rollout row says while th
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import subprocess
@@ -19,12 +17,11 @@ import pytest
 
 from geadmin import audit
 from geadmin.access import guard
-from geadmin.cli.main import main
 from geadmin.fleet.discovery import discover, fleet_named
 from geadmin.fleet.gate import GateSettings
 from geadmin.fleet.rollout import Change, Control, rollout
-from tests.support.fleet_lab import BASE, MODEL, FleetLab, config, exported, fleet_lab
-from tests.support.stack import GEADMIN
+from tests.support.fleet_lab import BASE, MODEL, FleetLab, config, fleet_lab
+from tests.support.stack import GEADMIN, in_process
 
 pytestmark = pytest.mark.integration
 
@@ -42,16 +39,8 @@ class Homes:
 
 
 def run(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
-    """The CLI with GEADMIN_HOME=home, in this process: the same `main` a child runs, without a
-    Python start-up per command (the killed rollout below is a child: it must die alone)."""
-    # A text stream over bytes, as a child's stdout is: `config history --show` writes the file's bytes.
-    out = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", write_through=True)
-    err = io.StringIO()
-    with exported("GEADMIN_HOME", str(home)), contextlib.redirect_stdout(out), \
-            contextlib.redirect_stderr(err):
-        code = main(list(args))
-    printed = out.buffer.getvalue().decode("utf-8")  # type: ignore[attr-defined]
-    return subprocess.CompletedProcess(list(args), code, printed, err.getvalue())
+    """The CLI in this process (the killed rollout below is a child: it must die alone)."""
+    return in_process(*args, home=home)
 
 
 def rows(home: Path) -> list[dict[str, str]]:

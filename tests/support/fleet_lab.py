@@ -6,7 +6,6 @@ three hosts), `a` and `b` reading one repository (a shared volume), `c` its own,
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +15,7 @@ from geadmin.fleet.members import Member
 from geadmin.stack.processes import free_triton_ports
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.triton.client import TritonClient
+from tests.support.stack import exported
 
 MODEL = "echo"
 HOSTS = {"a": "127.0.0.1", "b": "127.0.0.2", "c": "127.0.0.3"}
@@ -74,21 +74,6 @@ class FleetLab:
         for name in self.servers:
             with self.client(name) as client:
                 client.load(MODEL)
-
-
-@contextlib.contextmanager
-def exported(name: str, value: str) -> Iterator[None]:
-    """`os.environ[name] = value` for the block, the previous value (or none) put back after:
-    a module-scoped lab's environment, where pytest's monkeypatch (function-scoped) cannot go."""
-    saved = os.environ.get(name)
-    os.environ[name] = value
-    try:
-        yield
-    finally:
-        if saved is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = saved
 
 
 @contextlib.contextmanager
