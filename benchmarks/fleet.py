@@ -15,6 +15,14 @@ so machine noise falls on every size alike, and the median of each is taken.
   `BENCH fleet_status_ms_<n>_rtt` and `BENCH fleet_status_ratio_4_rtt`. On this machine the
   servers answer in well under a millisecond, so the local figures are mostly geadmin's own
   CPU (Python, under one interpreter lock); the network case is what parallel polling is for.
+- `BENCH fleet_status_ms_200`: the median fleet status of 200 servers, each a loopback listener
+  answering Triton's readiness, metadata, index and /metrics
+  (benchmarks/harness/triton_listener_double.py says why 200 real tritonservers cannot run
+  here); `BENCH fleet_status_index_reads_200`: the index reads per server and status (goal 1).
+- `BENCH fleet_index_reads_per_step`: a version rollout (`text_normalize` v2 beside v1, then v1
+  retired) across the 4 real servers, each in its own repository, one wave each: the most
+  repository-index reads any server took in one step (goal <= 2; the count is
+  tests/support/index_reads.py's, every read going to Triton).
 Run: python benchmarks/fleet.py [--rounds 15] [--rtt-ms 5]
 """
 
@@ -22,7 +30,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import math
+import shutil
 import statistics
 import sys
 import tempfile
@@ -34,27 +42,65 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
 from harness.delay_proxy import DelayProxy  # noqa: E402
+from harness.triton_listener_double import TritonListenerDouble  # noqa: E402
 
+from geadmin.access import guard  # noqa: E402
 from geadmin.fleet.discovery import Discovery, Fleet  # noqa: E402
+from geadmin.fleet.gate import GateSettings  # noqa: E402
 from geadmin.fleet.members import Member, Trust  # noqa: E402
-from geadmin.fleet.status import MAX_PARALLEL, poll  # noqa: E402
+from geadmin.fleet.status import close_clients, poll  # noqa: E402
+from geadmin.fleet.versions import roll_version  # noqa: E402
 from geadmin.stack.tritonserver import TritonProcess  # noqa: E402
 from geadmin.triton.servers import ServerSpec  # noqa: E402
+from tests.support.index_reads import counting  # noqa: E402
 from tests.support.samples import copy_samples  # noqa: E402
 
 SIZES = (1, 2, 4)
+MANY = 200
+VERSIONED = "text_normalize"
 
 
 def bench(name: str, value: float, unit: str, note: str = "") -> None:
     print(f"BENCH {name} {value:.4g} {unit}" + (f"  # {note}" if note else ""), flush=True)
 
 
-def fleet_of(urls: Sequence[tuple[str, str]]) -> Discovery:
-    """(HTTP URL, metrics URL) per server."""
+def fleet_of(urls: Sequence[tuple[str, str]], repositories: Sequence[Path] = ()) -> Discovery:
+    """(HTTP URL, metrics URL) per server; their repositories, when a rollout writes them."""
     trust = Trust(True, "the benchmark's own servers")  # polled as trusted members are: the index
-    members = tuple(Member(ServerSpec(f"t{i}", http, metrics_url=metrics), "bench", trust=trust)
+    members = tuple(Member(ServerSpec(f"t{i}", http, metrics_url=metrics), "bench", trust=trust,
+                           repository=repositories[i] if repositories else None)
                     for i, (http, metrics) in enumerate(urls))
     return Discovery(Fleet("bench", ("servers",)), members, ())
+
+
+def reads_per_step(fleet: Discovery, home: Path) -> int:
+    """The most index reads one server took in one step of a version rollout (see the docstring)."""
+    for member in fleet.members:
+        assert member.repository is not None
+        shutil.copytree(member.repository / VERSIONED / "1", member.repository / VERSIONED / "2")
+    with counting() as reads:
+        done = roll_version(fleet.members, VERSIONED, 2, gate=GateSettings(requests=0), auth=guard.os_user(),
+                            fleet="bench", home=home, progress=reads.progress)
+    assert done.ok, done.headline
+    steps = [step for step in reads.counts if step.startswith(("load", "retire"))]
+    assert len(steps) == 2, dict(reads.counts)
+    return max(reads.most(step) for step in steps)
+
+
+def many(rounds: int) -> tuple[float, float]:
+    """(median ms of a fleet status of MANY listener doubles, index reads per server and status)."""
+    with TritonListenerDouble(MANY) as double:
+        fleet = fleet_of(double.urls())
+        poll(fleet)  # warm: a client per server
+        times = []
+        for _ in range(rounds):
+            started = time.perf_counter()
+            status = poll(fleet)
+            times.append(time.perf_counter() - started)
+            assert not status.down(), status.down()[:5]
+        close_clients()
+        reads = sum(double.index_reads.values()) / (MANY * (rounds + 1))
+    return statistics.median(times) * 1000, reads
 
 
 def measure(fleets: dict[int, Discovery], rounds: int) -> tuple[dict[int, float], list[float]]:
@@ -94,6 +140,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 metrics = stack.enter_context(DelayProxy(s.ports.metrics, args.rtt_ms))
                 proxied.append((f"http://127.0.0.1:{http.port}", f"http://127.0.0.1:{metrics.port}/metrics"))
             far, _ = measure({n: fleet_of(proxied[:n]) for n in SIZES}, args.rounds)
+            close_clients()
+            steps = reads_per_step(fleet_of(local, [s.repository for s in servers]), root / "home")
         finally:
             for server in servers:
                 server.stop()
@@ -106,13 +154,12 @@ def main(argv: Sequence[str] | None = None) -> int:
           "4 servers / 1 server across the network (goal < 4)")
     one = statistics.median(per_server) * 1000
     bench("fleet_per_server_ms", one, "ms", "one server's poll inside a fleet of 4, on this machine")
-    waves = math.ceil(200 / MAX_PARALLEL)
-    # geadmin's own work per server is serialized (one interpreter lock): 200 x one server's
-    # status here; the network waits overlap, MAX_PARALLEL at a time: `waves` x one across it.
-    estimate_s = (200 * medians[1] + waves * far[1]) / 1000
-    bench("fleet_status_200_estimate_s", estimate_s, "s",
-          f"on paper: 200 servers {args.rtt_ms:g} ms away = 200 x {medians[1]:.1f} ms here + {waves} rounds "
-          f"of {far[1]:.0f} ms across the network")
+    bench("fleet_index_reads_per_step", steps, "reads",
+          "the most repository-index reads one server took in one step of a version rollout (goal <= 2)")
+    many_ms, many_reads = many(max(3, min(args.rounds, 5)))
+    bench(f"fleet_status_ms_{MANY}", many_ms, "ms",
+          f"{MANY} loopback listener doubles of Triton (benchmarks/harness/triton_listener_double.py)")
+    bench(f"fleet_status_index_reads_{MANY}", many_reads, "reads", "per server and fleet status (goal 1)")
     return 0
 
 

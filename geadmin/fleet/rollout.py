@@ -61,6 +61,7 @@ from geadmin.errors import (
 )
 from geadmin.fleet import journal
 from geadmin.fleet.gate import Gate, GateSettings
+from geadmin.fleet.index_once import IndexOnceClient
 from geadmin.fleet.members import Member
 from geadmin.fleet.membership import refuse_unproven
 from geadmin.fleet.preview import waves as cut_waves
@@ -184,8 +185,11 @@ class _Rollout:
         self.gate_settings, self.auth, self.recorder, self.say = gate, auth, recorder, say
         self.home = recorder.home
         self.control, self.timeout_s, self.validate = control, timeout_s, validate
-        self.clients = {m.name: TritonClient(m.url, admin_key=m.spec.admin_key, timeout_s=timeout_s,
-                                             load_timeout_s=timeout_s, tls_ca=_ca(m)) for m in members}
+        # Each server's index read once per change (geadmin.fleet.index_once): the gate's read
+        # before, the apply's and the action's questions answered from it, one read after.
+        self.clients: dict[str, TritonClient] = {
+            m.name: IndexOnceClient(m.url, admin_key=m.spec.admin_key, timeout_s=timeout_s,
+                                    load_timeout_s=timeout_s, tls_ca=_ca(m)) for m in members}
         self.rows: dict[str, Row] = {m.name: Row(m.name, 0, "not reached") for m in members}
         self.touched: list[str] = []  # journaled `changing`, in order
         self.written: set[str] = set()  # repositories this rollout wrote

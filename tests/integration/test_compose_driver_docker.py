@@ -149,12 +149,11 @@ def test_log_source_follows_the_container_log(driver: ComposeDriver) -> None:
     source = ComposeLogSource(driver, service="ticker")
     cursor = source.cursor()
     assert cursor.offset > 0 and cursor.inode
-    time.sleep(2.5)
-    lines, end = source.read(cursor)
+    lines, end = wait_for("two new lines in the container log",
+                          lambda: read if len((read := source.read(cursor))[0]) >= 2 else None)
     assert len(lines) >= 2 and all(line.split(" ")[0] in ("tick", "tock") for line in lines)
     assert end.offset > cursor.offset
-    time.sleep(1.5)
-    more, _ = source.read(end)
+    more, _ = wait_for("a line after those", lambda: read if (read := source.read(end))[0] else None)
     assert more and not set(more) & set(lines)  # nothing read twice
     latest = source.last_lines(["tick", "tock"])
     assert set(latest) == {"tick", "tock"} and source.last_error == ""

@@ -45,9 +45,10 @@ from geadmin.stack.tritonserver import TritonProcess
 from geadmin.triton.client import TritonClient
 from geadmin.triton.servers import ServerSpec
 from tests.support.apptest import APP, button, isolate, run
+from tests.support.index_reads import BEFORE, counting
 from tests.support.processes import wait_for
 from tests.support.prometheus import PrometheusServer
-from tests.support.stack import GEADMIN, geadmin
+from tests.support.stack import GEADMIN, geadmin, in_process
 
 pytestmark = pytest.mark.integration
 
@@ -174,7 +175,7 @@ def test_status_is_the_model_by_server_matrix_and_says_skew_plainly(fresh: Lab) 
     status = poll(discover(fleet_named("lab")))
     assert status.skew() == [f"{PIPE}: READY on 2 of 3; not READY on c"]
     assert status.headline().startswith("FLEET DEGRADED: 3 of 3 servers serving; 0 model(s) failed, 1 skewed")
-    result = geadmin("fleet", "status", "--fleet", "lab", "--json", home=fresh.home)
+    result = in_process("fleet", "status", "--fleet", "lab", "--json", home=fresh.home)
     assert result.returncode == 4 and "Traceback" not in result.stderr, result.stderr
     document = json.loads(result.stdout)
     assert document["matrix"][PIPE]["c"] == {"state": "UNAVAILABLE", "version": "1"}
@@ -182,23 +183,23 @@ def test_status_is_the_model_by_server_matrix_and_says_skew_plainly(fresh: Lab) 
 
 
 def test_geadmin_status_takes_a_fleet_and_exits_with_its_worst_server(fresh: Lab) -> None:
-    result = geadmin("status", "--fleet", "lab", "--json", home=fresh.home)
+    result = in_process("status", "--fleet", "lab", "--json", home=fresh.home)
     assert result.returncode == 0, result.stdout + result.stderr
     assert [(d["server"], d["verdict"]) for d in json.loads(result.stdout)] == [(n, "OK") for n in HOSTS]
     # c's file changed by hand, not applied: drift on c alone, and the exit code is DEGRADED's
     (fresh.own / MODEL / "config.pbtxt").write_text(config(mode="v1", answer="error"))
-    result = geadmin("status", "--fleet", "lab", home=fresh.home)
+    result = in_process("status", "--fleet", "lab", home=fresh.home)
     assert result.returncode == 4 and "Traceback" not in result.stderr, result.stdout + result.stderr
     sections = result.stdout.split("\n\n")
     assert [s.splitlines()[0] for s in sections] == ["[a]", "[b]", "[c]"]
     assert "DRIFT: echo" in sections[2] and "DRIFT" not in sections[0] + sections[1]
-    refused = geadmin("status", "--fleet", "nope", home=fresh.home)
+    refused = in_process("status", "--fleet", "nope", home=fresh.home)
     assert refused.returncode == 2 and "nope" in refused.stderr and "Traceback" not in refused.stderr
 
 
 def test_probes_reach_every_server_of_the_fleet_and_name_the_one_that_does_not_answer(fresh: Lab) -> None:
     urls = {name: server.http_url for name, server in fresh.servers.items()}
-    result = geadmin("probe", "--fleet", "lab", "--once", "--json", home=fresh.home)
+    result = in_process("probe", "--fleet", "lab", "--once", "--json", home=fresh.home)
     assert result.returncode == 0, result.stdout + result.stderr
     rounds = json.loads(result.stdout)
     assert sorted(r["server"] for r in rounds) == sorted(urls.values())
@@ -207,7 +208,7 @@ def test_probes_reach_every_server_of_the_fleet_and_name_the_one_that_does_not_a
     (fresh.own / MODEL / "config.pbtxt").write_text(config(mode="v1", answer="error"))
     with fresh.client("c") as client:
         client.load(MODEL)
-    result = geadmin("probe", "--fleet", "lab", "--once", home=fresh.home)
+    result = in_process("probe", "--fleet", "lab", "--once", home=fresh.home)
     assert result.returncode == 1, result.stdout + result.stderr
     sections = {section.splitlines()[0]: section.splitlines()[1] for section in result.stdout.split("\n\n")}
     assert sections[f"[{urls['c']}]"].startswith(f"FAILED: {MODEL} is READY but does not answer: ")
@@ -339,7 +340,7 @@ def test_a_rollout_refuses_before_changing_anything(fresh: Lab) -> None:
 
 
 def test_the_cli_reloads_across_the_fleet(fresh: Lab) -> None:
-    result = geadmin("fleet", "reload", MODEL, "--fleet", "lab", "--wave-size", "2", "--latency-slack-ms",
+    result = in_process("fleet", "reload", MODEL, "--fleet", "lab", "--wave-size", "2", "--latency-slack-ms",
                      "10000", home=fresh.home)
     assert result.returncode == 0 and "Traceback" not in result.stderr, result.stdout + result.stderr
     assert result.stdout.startswith("ROLLOUT DONE: reload echo on 3 server(s) in 2 wave(s)")
@@ -443,13 +444,22 @@ def test_a_new_version_rolls_out_beside_the_old_then_retires_it_without_a_gap(fr
     thread = threading.Thread(target=traffic, daemon=True)
     thread.start()
     try:
-        result = roll_version(fresh.members(), MODEL, 2, wave_size=2, gate=LOOSE, auth=guard.os_user(),
-                              fleet="lab", home=fresh.home)
+        with counting() as reads:  # every repository-index read geadmin makes, per server
+            result = roll_version(fresh.members(), MODEL, 2, wave_size=2, gate=LOOSE, auth=guard.os_user(),
+                                  fleet="lab", home=fresh.home, progress=reads.progress)
     finally:
         stop.set()
         thread.join(30)
     try:
         assert result.ok, result.headline
+        # Each step reads each server's index at most twice: the gate's before, one after its change
+        # (the old versions: one read of the first server before the steps).
+        steps = ["load v2 beside v1", "retire v1"]
+        assert sorted(reads.counts) == sorted([*steps, BEFORE]), dict(reads.counts)
+        assert sum(reads.counts[BEFORE].values()) == 1, reads.callers
+        for step in steps:
+            assert len(reads.counts[step]) == len(HOSTS) and reads.most(step) <= 2, \
+                (step, dict(reads.counts[step]), {k: v for k, v in reads.callers.items() if k[0] == step})
         assert result.headline == (f"VERSION ROLLOUT DONE: v2 of {MODEL} serves on 3 server(s), v1 retired, "
                                    "no gap")
         assert failures == [] and answered > 0, failures[:3]

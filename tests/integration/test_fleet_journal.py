@@ -32,7 +32,7 @@ from geadmin.fleet.gate import GateSettings
 from geadmin.fleet.rollout import Change, Control, rollout
 from tests.support.apptest import APP, button, isolate, run
 from tests.support.fleet_lab import BASE, HOSTS, MODEL, FleetLab, config, fleet_lab
-from tests.support.stack import GEADMIN, geadmin
+from tests.support.stack import GEADMIN, geadmin, in_process
 
 pytestmark = pytest.mark.integration
 
@@ -47,15 +47,8 @@ class ScriptRerun(BaseException):
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FleetLab]:
-    root = tmp_path_factory.mktemp("journal")
-    saved = os.environ.get("GEADMIN_SERVERS_FILE")
-    with fleet_lab(root) as started:
-        os.environ["GEADMIN_SERVERS_FILE"] = str(started.servers_file)
-        try:
-            yield started
-        finally:
-            os.environ.pop("GEADMIN_SERVERS_FILE", None) if saved is None else \
-                os.environ.__setitem__("GEADMIN_SERVERS_FILE", saved)
+    with fleet_lab(tmp_path_factory.mktemp("journal"), export=True) as started:
+        yield started
 
 
 @pytest.fixture
@@ -112,27 +105,27 @@ def test_a_rollout_killed_at_each_step_is_reported_at_the_next_start_and_restore
         assert f"{name} {shown}" in headline, (name, headline)
     assert f"restore: geadmin fleet restore {journal.id}" in status.stdout
     assert f"restore it with `geadmin fleet restore {journal.id}`" in status.stderr  # said once, when closed
-    document = json.loads(geadmin("fleet", "status", "--fleet", "lab", "--json", home=home).stdout)
+    document = json.loads(in_process("fleet", "status", "--fleet", "lab", "--json", home=home).stdout)
     assert [r["rule"] for r in document["interrupted"]] == ["interrupted-change"]
     assert document["headline"].startswith("FLEET DEGRADED")
-    verdicts = geadmin("status", "--fleet", "lab", "--json", home=home)  # each server's verdict: that rule
+    verdicts = in_process("status", "--fleet", "lab", "--json", home=home)  # each server's verdict: that rule
     assert verdicts.returncode == 4
     levels = {d["server"]: d["verdict"] for d in json.loads(verdicts.stdout)}
     assert levels == dict.fromkeys(HOSTS, "DEGRADED")
     assert all("interrupted-change" in d["rules"] for d in json.loads(verdicts.stdout))
-    refused = geadmin("fleet", "reload", MODEL, "--fleet", "lab", home=home)  # not over a mixed fleet
+    refused = in_process("fleet", "reload", MODEL, "--fleet", "lab", home=home)  # not over a mixed fleet
     assert refused.returncode == 2
     assert f"restore it first (`geadmin fleet restore {journal.id}`" in refused.stderr
 
-    restored = geadmin("fleet", "restore", str(journal.id), home=home, timeout_s=300)
+    restored = in_process("fleet", "restore", str(journal.id), home=home)
     assert restored.returncode == 0, restored.stdout + restored.stderr
     assert restored.stdout.startswith(f"RESTORED rollout #{journal.id}"), restored.stdout
     assert fresh.files() == before  # byte-identical
     assert {fresh.mode_served(n) for n in HOSTS} == {"v1"}  # and reloaded
     after = rollouts.read(journal.id, home=home)
     assert not after.unresolved and after.end is not None and after.end.result == "rolled_back"
-    assert geadmin("fleet", "status", "--fleet", "lab", home=home).returncode == 0
-    again = geadmin("fleet", "restore", str(journal.id), home=home)
+    assert in_process("fleet", "status", "--fleet", "lab", home=home).returncode == 0
+    again = in_process("fleet", "restore", str(journal.id), home=home)
     assert again.returncode == 2 and "nothing to restore" in again.stderr
 
 
@@ -141,8 +134,8 @@ def test_an_interrupted_rollout_resumed_finishes_as_planned(fresh: FleetLab, tmp
     (tmp_path / "new.pbtxt").write_text(NEW)
     assert killed_apply(home, tmp_path / "new.pbtxt", "rollout.changing.2").returncode == -signal.SIGKILL
     (journal,) = rollouts.journals(home=home)
-    resumed = geadmin("fleet", "resume", str(journal.id), "--gate-requests", "0", "--latency-slack-ms",
-                      "10000", home=home, timeout_s=300)
+    resumed = in_process("fleet", "resume", str(journal.id), "--gate-requests", "0",
+                         "--latency-slack-ms", "10000", home=home)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert resumed.stdout.startswith(f"ROLLOUT DONE: apply {MODEL} on 3 server(s)"), resumed.stdout
     assert fresh.files() == (NEW.encode(), NEW.encode())
@@ -151,7 +144,7 @@ def test_an_interrupted_rollout_resumed_finishes_as_planned(fresh: FleetLab, tmp
     assert not old.unresolved and old.resumed_by > journal.id
     newer = rollouts.read(old.resumed_by, home=home)  # its restore would put back the original configs
     assert newer.plan.previous == journal.plan.previous and newer.plan.resume_of == journal.id
-    assert geadmin("fleet", "status", "--fleet", "lab", home=home).returncode == 0
+    assert in_process("fleet", "status", "--fleet", "lab", home=home).returncode == 0
 
 
 def test_a_repository_without_the_model_is_refused_before_any_server_changes(fresh: FleetLab,

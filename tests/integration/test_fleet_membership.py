@@ -26,7 +26,7 @@ from tests.support.apptest import APP, isolate, run
 from tests.support.prometheus import PrometheusServer
 from tests.support.replica_impostor import ReplicaImpostor, impostor
 from tests.support.samples import LOAD_MODEL, copy_samples
-from tests.support.stack import geadmin
+from tests.support.stack import in_process
 
 pytestmark = pytest.mark.integration
 
@@ -100,7 +100,7 @@ def servers_file(lab: Lab) -> Iterator[Path]:
 
 
 def status(lab: Lab, fleet: str) -> dict:
-    result = geadmin("fleet", "status", "--fleet", fleet, "--json", home=lab.home)
+    result = in_process("fleet", "status", "--fleet", fleet, "--json", home=lab.home)
     assert "Traceback" not in result.stderr, result.stderr
     return dict(json.loads(result.stdout))
 
@@ -127,14 +127,14 @@ def test_without_a_proof_no_member_gets_the_key_and_the_restricted_triton_still_
                                           servers["127.0.0.2"]["name"]: None}}
     assert len(lab.impostor.requests) > before, "the impostor was never polled: the test proves nothing"
     lab.no_key_reached_the_impostor()
-    text = geadmin("fleet", "status", "--fleet", "lab", home=lab.home).stdout
+    text = in_process("fleet", "status", "--fleet", "lab", home=lab.home).stdout
     assert "read-only — no proof configured" in text and "127.0.0.2" in text
 
 
 def test_status_of_the_fleet_reads_a_read_only_member_from_its_open_endpoints_with_no_key(lab: Lab) -> None:
     """`geadmin status --fleet`: a member nobody vouched for is judged from what Triton leaves
     open (its models READY, OK), never DEGRADED for the index it may not read, and never keyed."""
-    result = geadmin("status", "--fleet", "lab", "--json", home=lab.home)
+    result = in_process("status", "--fleet", "lab", "--json", home=lab.home)
     assert "Traceback" not in result.stderr, result.stderr
     verdicts = {v["url"].split("//")[1].split(":")[0]: v for v in json.loads(result.stdout)}
     triton = verdicts["127.0.0.1"]
@@ -164,7 +164,7 @@ def test_every_write_that_includes_the_impostor_is_refused_naming_it_before_anyt
     args = {"load": [MODEL], "unload": [MODEL], "reload": [MODEL], "version": [MODEL, "2"],
             "apply": [MODEL, str(config)]}[command]
     writes_before = [s for s in lab.impostor.requests if s.method == "POST"]
-    result = geadmin("fleet", command, *args, "--fleet", "lab-net", "--gate-requests", "0", home=lab.home)
+    result = in_process("fleet", command, *args, "--fleet", "lab-net", "--gate-requests", "0", home=lab.home)
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stdout + result.stderr
     assert "refused before anything changed: 1 member(s) not proven to belong" in result.stderr
     assert "(http://127.0.0.2:" in result.stderr
@@ -191,7 +191,7 @@ def test_a_trusted_network_gives_the_key_to_the_real_triton_and_never_to_the_imp
 
 
 def test_a_fleet_of_trusted_members_only_is_changed_with_the_key(lab: Lab) -> None:
-    result = geadmin("fleet", "reload", MODEL, "--fleet", "solo", "--gate-requests", "0", home=lab.home)
+    result = in_process("fleet", "reload", MODEL, "--fleet", "solo", "--gate-requests", "0", home=lab.home)
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.startswith(f"ROLLOUT DONE: reload {MODEL} on 1 server(s)")
     lab.no_key_reached_the_impostor()

@@ -21,7 +21,7 @@ from geadmin.fleet.discovery import discover, fleet_named
 from geadmin.fleet.gate import GateSettings
 from geadmin.fleet.rollout import Change, Control, rollout
 from tests.support.fleet_lab import BASE, MODEL, FleetLab, config, fleet_lab
-from tests.support.stack import GEADMIN
+from tests.support.stack import GEADMIN, in_process
 
 pytestmark = pytest.mark.integration
 
@@ -39,9 +39,8 @@ class Homes:
 
 
 def run(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "GEADMIN_HOME": str(home)}
-    return subprocess.run([*GEADMIN, *args], env=env, text=True, capture_output=True, timeout=300,
-                          check=False)
+    """The CLI in this process (the killed rollout below is a child: it must die alone)."""
+    return in_process(*args, home=home)
 
 
 def rows(home: Path) -> list[dict[str, str]]:
@@ -60,20 +59,9 @@ def history(home: Path, repository: Path) -> list[dict[str, object]]:
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FleetLab]:
-    root = tmp_path_factory.mktemp("server_audit")
-    saved = os.environ.get("GEADMIN_SERVERS_FILE")
-    with fleet_lab(root) as started:
-        text = started.servers_file.read_text()
-        for name in started.servers:  # each server's workspace, as the lab's servers file names it
-            home = root / f"home-{name}"
-            text = text.replace(f'name = "{name}"\n', f'name = "{name}"\nhome = "{home}"\n')
-        started.servers_file.write_text(text)
-        os.environ["GEADMIN_SERVERS_FILE"] = str(started.servers_file)
-        try:
-            yield started
-        finally:
-            os.environ.pop("GEADMIN_SERVERS_FILE", None) if saved is None else \
-                os.environ.__setitem__("GEADMIN_SERVERS_FILE", saved)
+    # Each server's workspace, as the lab's servers file names it: home-<name> beside it.
+    with fleet_lab(tmp_path_factory.mktemp("server_audit"), export=True, homes=True) as started:
+        yield started
 
 
 @pytest.fixture

@@ -29,7 +29,7 @@ from geadmin.triton.client import TritonClient
 from tests.support.apptest import APP, isolate, point_at, run
 from tests.support.processes import wait_for
 from tests.support.samples import add_answering_model, copy_samples, set_answers
-from tests.support.stack import geadmin
+from tests.support.stack import in_process
 
 pytestmark = pytest.mark.integration
 
@@ -56,12 +56,12 @@ def metrics(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 
 def test_probe_once_names_the_ready_model_that_does_not_answer_first(server: TritonProcess,
                                                                        tmp_path: Path) -> None:
-    result = geadmin("probe", "--once", "--url", server.http_url, home=tmp_path)
+    result = in_process("probe", "--once", "--url", server.http_url, home=tmp_path)
     assert result.returncode == 1, result.stdout + result.stderr
     first = result.stdout.splitlines()[0]
     assert first.startswith(f"FAILED: {BROKEN} is READY but does not answer: ") and ERROR in first
     assert "digits_pipeline" in result.stdout and "Traceback" not in result.stderr
-    answer = geadmin("probe", "--once", "--json", "--url", server.http_url, home=tmp_path)
+    answer = in_process("probe", "--once", "--json", "--url", server.http_url, home=tmp_path)
     assert answer.stdout, answer.stderr
     document = json.loads(answer.stdout)
     by_model = {p["model"]: p for p in document["probes"]}
@@ -73,19 +73,19 @@ def test_probe_once_names_the_ready_model_that_does_not_answer_first(server: Tri
 
 def test_status_is_degraded_while_the_probe_fails_and_ok_when_it_answers_again(
         server: TritonProcess, tmp_path: Path) -> None:
-    assert geadmin("probe", "--once", "--url", server.http_url, home=tmp_path).returncode == 1
-    status = geadmin("status", "--url", server.http_url, "--json", home=tmp_path)
+    assert in_process("probe", "--once", "--url", server.http_url, home=tmp_path).returncode == 1
+    status = in_process("status", "--url", server.http_url, "--json", home=tmp_path)
     verdict = json.loads(status.stdout)
     assert status.returncode == 4 and verdict["verdict"] == "DEGRADED", status.stdout
     assert verdict["rules"] == ["model-not-answering"]
     broken = next(m for m in verdict["models"] if m["name"] == BROKEN)
     assert broken["state"] == "READY" and not broken["probe"]["ok"] and ERROR in broken["probe"]["error"]
-    text = geadmin("status", "--url", server.http_url, home=tmp_path).stdout
+    text = in_process("status", "--url", server.http_url, home=tmp_path).stdout
     assert f"READY, NOT ANSWERING (1):\n  {BROKEN}: " in text
     ready_line = next(line for line in text.splitlines() if line.startswith("READY ("))
     assert BROKEN not in ready_line  # counted once: under its own heading, not under READY too
     assert ready_line.startswith(f"READY ({len(MODELS) - 1}): ")
-    listing = geadmin("models", "list", "--url", server.http_url, home=tmp_path).stdout
+    listing = in_process("models", "list", "--url", server.http_url, home=tmp_path).stdout
     row = next(line for line in listing.splitlines() if line.startswith(BROKEN))
     assert "READY, NOT ANSWERING" in row and "fails: " in row
     assert verdict["headline"].startswith(f"DEGRADED: model '{BROKEN}' is READY but does not answer")
@@ -93,8 +93,8 @@ def test_status_is_degraded_while_the_probe_fails_and_ok_when_it_answers_again(
     try:
         with TritonClient(server.http_url) as client:
             client.load(BROKEN)
-        assert geadmin("probe", "--once", "--url", server.http_url, home=tmp_path).returncode == 0
-        status = geadmin("status", "--url", server.http_url, home=tmp_path)
+        assert in_process("probe", "--once", "--url", server.http_url, home=tmp_path).returncode == 0
+        status = in_process("status", "--url", server.http_url, home=tmp_path)
         assert status.returncode == 0, status.stdout
     finally:
         set_answers(server.repository / BROKEN, fails_with=ERROR)
@@ -185,7 +185,7 @@ def test_the_models_page_and_the_overview_show_ready_but_not_answering(
         server: TritonProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     isolate(monkeypatch, tmp_path)
     point_at(monkeypatch, server)
-    assert geadmin("probe", "--once", "--url", server.http_url, home=tmp_path).returncode == 1
+    assert in_process("probe", "--once", "--url", server.http_url, home=tmp_path).returncode == 1
     at = AppTest.from_file(APP, default_timeout=90)
     at.switch_page("models.py")
     run(at)

@@ -15,6 +15,7 @@ from geadmin.fleet.members import Member
 from geadmin.stack.processes import free_triton_ports
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.triton.client import TritonClient
+from tests.support.stack import exported
 
 MODEL = "echo"
 HOSTS = {"a": "127.0.0.1", "b": "127.0.0.2", "c": "127.0.0.3"}
@@ -76,9 +77,10 @@ class FleetLab:
 
 
 @contextlib.contextmanager
-def fleet_lab(root: Path) -> Iterator[FleetLab]:
-    """The lab, started; stopped when the block ends. Set GEADMIN_SERVERS_FILE to its
-    `servers_file` for `fleet_named("lab")` to find it."""
+def fleet_lab(root: Path, *, export: bool = False, homes: bool = False) -> Iterator[FleetLab]:
+    """The lab, started; stopped when the block ends. `export`: GEADMIN_SERVERS_FILE is its
+    `servers_file` for the block, for `fleet_named("lab")` to find it (else set it yourself).
+    `homes`: each [[server]] names its workspace, `root / "home-<name>"`."""
     shared, own = make_repository(root / "shared"), make_repository(root / "own")
     ports = free_triton_ports("127.0.0.2")
     servers: dict[str, TritonProcess] = {}
@@ -89,10 +91,13 @@ def fleet_lab(root: Path) -> Iterator[FleetLab]:
             servers[name].start()
         servers_file = root / "servers.toml"
         servers_file.write_text("".join(
-            f'[[server]]\nname = "{n}"\nurl = "{s.http_url}"\nmetrics_url = "{s.metrics_url}"\n'
+            f'[[server]]\nname = "{n}"\n' + (f'home = "{root / f"home-{n}"}"\n' if homes else "")
+            + f'url = "{s.http_url}"\nmetrics_url = "{s.metrics_url}"\n'
             f'repository = "{own if n == "c" else shared}"\n\n' for n, s in servers.items())
             + '[[fleet]]\nname = "lab"\nsources = ["servers"]\n')
-        yield FleetLab(servers, shared, own, servers_file)
+        lab = FleetLab(servers, shared, own, servers_file)
+        with exported("GEADMIN_SERVERS_FILE", str(servers_file)) if export else contextlib.nullcontext():
+            yield lab
     finally:
         for server in servers.values():
             server.stop()

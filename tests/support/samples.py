@@ -120,8 +120,10 @@ def send_digits(grpc_url: str, count: int) -> int:
 
 
 @contextmanager
-def small_load(server: TritonProcess, workers: int = 2) -> Iterator[list[int]]:
-    """Requests to LOAD_MODEL from `workers` threads until the block ends; yields the sent counts."""
+def small_load(server: TritonProcess, workers: int = 2, *, model: str = LOAD_MODEL,
+               input_name: str = "features", shape: tuple[int, ...] = (1, 64)) -> Iterator[list[int]]:
+    """Requests to `model` (an FP32 input of `shape`) from `workers` threads until the block
+    ends; yields the sent counts."""
     import tritonclient.grpc as grpcclient
 
     stop = threading.Event()
@@ -129,10 +131,10 @@ def small_load(server: TritonProcess, workers: int = 2) -> Iterator[list[int]]:
 
     def work(i: int) -> None:
         client = grpcclient.InferenceServerClient(server.grpc_url)  # one per thread
-        x = grpcclient.InferInput("features", [1, 64], "FP32")
-        x.set_data_from_numpy(np.ones((1, 64), dtype=np.float32))
+        x = grpcclient.InferInput(input_name, list(shape), "FP32")
+        x.set_data_from_numpy(np.ones(shape, dtype=np.float32))
         while not stop.is_set():
-            client.infer(LOAD_MODEL, [x], client_timeout=30)
+            client.infer(model, [x], client_timeout=30)
             sent[i] += 1
 
     threads = [threading.Thread(target=work, args=(i,), daemon=True) for i in range(workers)]

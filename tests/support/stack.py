@@ -1,8 +1,12 @@
-"""`geadmin up` as a subprocess on free ports, and the CLI run against its workspace."""
+"""`geadmin up` as a subprocess on free ports, and the CLI run against its workspace: as a child
+(`geadmin`: the entry point, a fresh process) or in this process (`in_process`: the same `main`
+without a Python start-up, about a second of CPU each, for commands that need no process of
+their own)."""
 
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import signal
 import subprocess
@@ -40,6 +44,35 @@ class Up:
         value = read_token(self.home)
         assert value is not None, f"`geadmin up` wrote no sign-in token to {self.home}"
         return sign_in_url(f"http://127.0.0.1:{self.dashboard}{path}", value)
+
+
+@contextlib.contextmanager
+def exported(name: str, value: str) -> Iterator[None]:
+    """`os.environ[name] = value` for the block, the previous value (or none) put back after:
+    for module-scoped fixtures, where pytest's monkeypatch (function-scoped) cannot go."""
+    saved = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = saved
+
+
+def in_process(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
+    """`geadmin(*args, home=home)` in this process: GEADMIN_HOME=home, stdout and stderr caught
+    (stdout a text stream over bytes, as a child's: `config history --show` writes bytes)."""
+    from geadmin.cli.main import main  # here: a module that only starts stacks needs no CLI
+
+    out = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", write_through=True)
+    err = io.StringIO()
+    with exported("GEADMIN_HOME", str(home)), contextlib.redirect_stdout(out), \
+            contextlib.redirect_stderr(err):
+        code = main(list(args))
+    printed = out.buffer.getvalue().decode("utf-8")  # type: ignore[attr-defined]
+    return subprocess.CompletedProcess(list(args), code, printed, err.getvalue())
 
 
 def port_args(http: int, grpc: int, metrics: int, dashboard: int) -> list[str]:

@@ -14,8 +14,10 @@ from geadmin.domain import ModelState
 from geadmin.ops.models import actions
 from geadmin.stack.processes import free_port
 from geadmin.stack.tritonserver import TritonProcess
+from geadmin.telemetry.bottleneck import MIN_WINDOW_S
 from geadmin.triton.client import TritonClient
 from tests.support.auth import admin_auth
+from tests.support.processes import wait_for
 from tests.support.samples import SAMPLE_MODELS, add_python_model, small_load
 
 APP = str(Path(__file__).resolve().parents[2] / "pages" / "app.py")
@@ -231,24 +233,41 @@ def test_a_bad_triton_url_is_a_clear_error_on_every_page(url: str, monkeypatch: 
 
 
 # -- the triage card ------------------------------------------------------------------------------
+SLOW_EXECUTE = """
+    def execute(self, requests):
+        import triton_python_backend_utils as pb_utils
+        time.sleep(0.02)
+        return [pb_utils.InferenceResponse([pb_utils.Tensor(
+            "y", pb_utils.get_input_tensor_by_name(r, "x").as_numpy() * 2)]) for r in requests]
+"""
+
+
 def card_lines(at: AppTest) -> list[str]:
     return [m.value for m in at.markdown if "-badge[" in m.value]
 
 
 def test_triage_card_gives_the_model_with_traffic_a_verdict_with_its_numbers(
-    triton_server: TritonProcess, monkeypatch: pytest.MonkeyPatch
+    triton_factory: Callable[..., TritonProcess], sample_repository: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # A python model that takes 20 ms per request, asked one request at a time: no queue (no
+    # batcher, nothing behind it), a few bytes copied: its time is compute infer, and no NPU is
+    # known behind it, so its one right verdict is compute-bound.
+    slow = add_python_model(sample_repository, "slow_answer")
+    (slow / "1" / "model.py").write_text((slow / "1" / "model.py").read_text() + SLOW_EXECUTE)
+    triton_server = triton_factory(repository=sample_repository)
     monkeypatch.setenv("GEADMIN_TRITON_URL", triton_server.http_url)
     monkeypatch.setenv("GEADMIN_TRITON_METRICS_URL", triton_server.metrics_url)
     at = run_app()
+    first_scrape = time.monotonic()
     assert any(c.value.startswith("Measuring") for c in at.caption)  # one scrape: no window yet
-    with small_load(triton_server):
-        time.sleep(2)
+    with small_load(triton_server, workers=1, model="slow_answer", input_name="x", shape=(1,)) as sent:
+        # The window the next refresh triages: at least MIN_WINDOW_S long, with requests in it.
+        assert wait_for(lambda: sum(sent) >= 20 and time.monotonic() - first_scrape >= MIN_WINDOW_S, 30)
     at = run_app(at)  # the next refresh: the window spans the load
     (line,) = card_lines(at)  # the idle sample models get no line
-    assert line.startswith("**digits_classifier** v1 :")
+    assert line.startswith("**slow_answer** v1 :")
     verdict = re.search(r"-badge\[([a-z-]+)\]", line)
-    assert verdict and verdict.group(1) in {"queue-bound", "compute-bound", "host-bound", "balanced"}
+    assert verdict and verdict.group(1) == "compute-bound", line
     rate = re.search(r"([\d.]+) req/s", line)
     assert rate and float(rate.group(1)) > 0
     queue = r"queue [\d.]+ ms(, up to [\d.]+ ms of it the batcher's max_queue_delay)? \(\d+%\)"

@@ -1,15 +1,13 @@
 """The admin key goes only where it must: on Triton's restricted calls, to the server it is
-configured for. Proved with a listener posing as Triton (a tiny http.server on 127.0.0.1 that
-records every request's headers and answers like Triton would), not by reading our own code."""
+configured for. Proved with a listener posing as Triton (tests/support/
+triton_header_recorder_double.py: records every request's headers and answers like Triton
+would; why a real Triton cannot serve here is said there), not by reading our own code."""
 
 from __future__ import annotations
 
-import json
 import os
 import stat
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import numpy as np
@@ -24,80 +22,21 @@ from geadmin.stack.workspace import StackInfo, Workspace
 from geadmin.triton.client import Tensor, TritonClient
 from geadmin.triton.connection import RESTRICTED
 from geadmin.triton.servers import ServerSpec, key_warning, load_servers
+from tests.support.triton_header_recorder_double import TritonHeaderRecorderDouble
 
 KEY = "key-of-server-a"
 OTHER_KEY = "key-of-the-environment"
 ROOT = Path(__file__).resolve().parents[2]
-INFER_RESPONSE = {"model_name": "m", "model_version": "1",
-                  "outputs": [{"name": "y", "datatype": "FP32", "shape": [1], "data": [1.0]}]}
-ANSWERS = {  # path -> the JSON Triton would answer
-    "/v2/health/live": {}, "/v2/health/ready": {},
-    "/v2": {"name": "triton", "version": "2.51.0", "extensions": []},
-    "/v2/models/m": {"name": "m", "versions": ["1"], "platform": "python",
-                     "inputs": [{"name": "x", "datatype": "FP32", "shape": [1]}],
-                     "outputs": [{"name": "y", "datatype": "FP32", "shape": [1]}]},
-    "/v2/models/m/ready": {}, "/v2/models/m/stats": {"model_stats": []},
-    "/v2/models/m/config": {"name": "m", "backend": "python"},
-    "/v2/models/m/infer": INFER_RESPONSE,
-    "/v2/repository/index": [{"name": "m", "version": "1", "state": "READY"}],
-    "/v2/repository/models/m/load": {}, "/v2/repository/models/m/unload": {},
-    "/v2/logging": {"log_verbose_level": 0},
-}
-
-
-class PosingTriton:
-    """Answers like Triton over HTTP and records (method, path, headers) of each request."""
-
-    def __init__(self) -> None:
-        self.requests: list[tuple[str, str, dict[str, str]]] = []
-        recorded = self.requests
-
-        class Handler(BaseHTTPRequestHandler):
-            def _answer(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                if length:
-                    self.rfile.read(length)
-                path = self.path.split("?")[0]
-                recorded.append((self.command, path, {k.lower(): v for k, v in self.headers.items()}))
-                body = json.dumps(ANSWERS.get(path, {"error": "unknown"})).encode()
-                self.send_response(200 if path in ANSWERS else 404)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            do_GET = do_POST = _answer
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def keyed(self) -> list[str]:
-        """The paths of the requests that carried an admin key."""
-        return [path for _, path, headers in self.requests if "admin-key" in headers]
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
 @pytest.fixture
-def posing() -> Iterator[PosingTriton]:
-    server = PosingTriton()
+def posing() -> Iterator[TritonHeaderRecorderDouble]:
+    server = TritonHeaderRecorderDouble()
     yield server
     server.close()
 
 
 @pytest.fixture
-def posing_b() -> Iterator[PosingTriton]:
-    server = PosingTriton()
+def posing_b() -> Iterator[TritonHeaderRecorderDouble]:
+    server = TritonHeaderRecorderDouble()
     yield server
     server.close()
 
@@ -126,7 +65,7 @@ def every_call(client: TritonClient) -> None:
     client.log_settings()
 
 
-def test_only_restricted_calls_carry_the_key(posing: PosingTriton) -> None:
+def test_only_restricted_calls_carry_the_key(posing: TritonHeaderRecorderDouble) -> None:
     with TritonClient(posing.url, admin_key=KEY) as client:
         every_call(client)
     restricted = {"/v2/repository/index", "/v2/models/m/config", "/v2/repository/models/m/load",
@@ -152,7 +91,7 @@ def test_the_client_and_the_server_flags_name_the_same_restricted_categories() -
 
 
 def test_a_server_with_no_key_configured_gets_none_even_when_another_has_one(
-        posing: PosingTriton, posing_b: PosingTriton, tmp_path: Path,
+        posing: TritonHeaderRecorderDouble, posing_b: TritonHeaderRecorderDouble, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
     servers = tmp_path / "servers.toml"
     servers.write_text(f'[[server]]\nname = "a"\nurl = "{posing.url}"\nadmin_key = "{KEY}"\n'
@@ -173,7 +112,8 @@ def test_a_server_with_no_key_configured_gets_none_even_when_another_has_one(
 
 
 def test_the_environment_key_goes_to_the_default_server_only(
-        posing: PosingTriton, posing_b: PosingTriton, monkeypatch: pytest.MonkeyPatch) -> None:
+        posing: TritonHeaderRecorderDouble, posing_b: TritonHeaderRecorderDouble,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GEADMIN_TRITON_URLS", f"a={posing.url},b={posing_b.url}")
     monkeypatch.setenv("GEADMIN_TRITON_URL", posing.url)
     monkeypatch.setenv("GEADMIN_ADMIN_KEY", OTHER_KEY)
@@ -187,8 +127,8 @@ def test_the_environment_key_goes_to_the_default_server_only(
     assert resolve(url=posing_b.url, admin_key="flag").spec.admin_key == "flag"  # --admin-key: explicit
 
 
-def test_the_stack_key_goes_to_the_stacks_triton_only(posing: PosingTriton, posing_b: PosingTriton,
-                                                      tmp_path: Path) -> None:
+def test_the_stack_key_goes_to_the_stacks_triton_only(
+        posing: TritonHeaderRecorderDouble, posing_b: TritonHeaderRecorderDouble, tmp_path: Path) -> None:
     workspace = Workspace(tmp_path / "home")
     key = workspace.ensure_admin_key()
     stack = stack_info(workspace, posing.url)

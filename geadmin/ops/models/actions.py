@@ -81,8 +81,8 @@ def run_action(
     settle_timeout_s: float = SETTLE_TIMEOUT_S,
     auth: Authorization | None = None,
 ) -> list[ActionResult]:
-    """Apply `action` to each model in turn (a failure does not stop the others), then wait
-    (bounded) until the models touched, dependents included, stop LOADING / UNLOADING.
+    """Apply `action` to each model in turn (a failure does not stop the others); after an
+    unload, wait (bounded) until the models touched, dependents included, stop UNLOADING.
     `auth` must cover `action` (NotAuthorizedError before anything is asked of Triton)."""
     require(auth, GuardedAction(action.value))
     results = []
@@ -111,7 +111,9 @@ def _one_audited(client: TritonClient, action: ModelAction, name: str, names: Se
         side_effects = impact.changes(client, before, asked, log, settle_timeout_s=settle_timeout_s)
         done = replace(done, side_effects=tuple(side_effects))
         touched = [*asked[len(names):], *([name] if done.ok else [])]  # a failed model has nothing to settle
-        if done.ok and not wait_settled(client, touched, settle_timeout_s):
+        # Triton's unload answers before the model is gone: wait for it (bounded). A load or a
+        # reload answers once the new config serves; the versions it retires unload on Triton's time.
+        if done.ok and action is Action.UNLOAD and not wait_settled(client, touched, settle_timeout_s):
             done = _still_moving(done, settle_timeout_s)
         (result,) = audited(client, [done], actor)
     finally:
