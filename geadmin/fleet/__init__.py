@@ -10,6 +10,7 @@ changes made a wave at a time.
 - membership.py          who is trusted with the admin key: membership before keys
 - readonly.py            a read-only member seen through Triton's open endpoints
 - status.py              the model x server matrix, skew said
+- index_once.py          a rollout's client: one repository index per server per step
 - probes.py              synthetic probes across the members
 - preview.py             what a rollout would do, said before it starts
 - gate.py                the health gate after each wave

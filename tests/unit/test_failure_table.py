@@ -51,7 +51,8 @@ def test_first_match_wins_and_the_rest_is_other() -> None:
 def test_both_boundaries_read_their_tables_through_the_one_table() -> None:
     assert isinstance(bench_failures.TABLE, FailureTable) and isinstance(docker_cli.TABLE, FailureTable)
     assert bench_failures.classify(subprocess.SubprocessError()) is bench_failures.BenchFailure.OTHER
-    assert docker_cli.classify(output="Cannot connect to the Docker daemon") is docker_cli.DockerFailure.NO_ENGINE
+    no_engine = docker_cli.classify(output="Cannot connect to the Docker daemon")
+    assert no_engine is docker_cli.DockerFailure.NO_ENGINE
     assert isinstance(bench_failures.TABLE.error(bench_failures.BenchFailure.OTHER, model="m", detail="boom"),
                       PerfAnalyzerError)
     copies = [f"{path.relative_to(ROOT)}:{number}"

@@ -113,7 +113,7 @@ def _one_audited(client: TritonClient, action: ModelAction, name: str, names: Se
         touched = [*asked[len(names):], *([name] if done.ok else [])]  # a failed model has nothing to settle
         # Triton's unload answers before the model is gone: wait for it (bounded). A load or a
         # reload answers once the new config serves; the versions it retires unload on Triton's time.
-        if done.ok and action is Action.UNLOAD and not wait_settled(client, touched, settle_timeout_s):
+        if done.ok and action is ModelAction.UNLOAD and not wait_settled(client, touched, settle_timeout_s):
             done = _still_moving(done, settle_timeout_s)
         (result,) = audited(client, [done], actor)
     finally:
