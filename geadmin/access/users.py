@@ -17,6 +17,7 @@ message, and an unknown user costs a hash like a known one.
 from __future__ import annotations
 
 import contextlib
+import functools
 import secrets
 import sys
 import threading
@@ -49,11 +50,18 @@ MAX_PASSWORD_CHARS = 1024  # longer is no password anyone types: refused before 
 MAX_NAME_CHARS = 64
 NAME_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-@")
 _HASHER = PasswordHasher()  # argon2id with the library's current recommended parameters
-_DUMMY_HASH = _HASHER.hash(secrets.token_urlsafe(16))  # unknown users cost a verify too
 
 
 _CACHE: dict[Path, tuple[tuple[int, int, int], dict[str, User]]] = {}
 _CACHE_LOCK = threading.Lock()
+
+
+@functools.cache
+def _dummy_hash() -> str:
+    """What an unknown user's password is checked against, so a sign-in as nobody costs a verify
+    too (made at the first sign-in, not at import: argon2 is slow by design, and every geadmin
+    process imports this module)."""
+    return _HASHER.hash(secrets.token_urlsafe(16))
 
 
 @dataclass(frozen=True)
@@ -185,7 +193,7 @@ class UsersFile:
         """The user, if `password` is theirs; SignInError otherwise (same message either way)."""
         user = self.load().get(name)
         try:
-            _HASHER.verify(user.password_hash if user else _DUMMY_HASH, password)
+            _HASHER.verify(user.password_hash if user else _dummy_hash(), password)
         except (VerifyMismatchError, VerificationError, InvalidHashError):
             user = None
         if user is None:
