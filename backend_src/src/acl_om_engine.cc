@@ -363,7 +363,8 @@ AclOmInstance::Init(PreloadedOm* adopt)
   }
   NPU_GE_RETURN_IF_ERROR(ctx_.MakeCurrent());
   NPU_GE_RETURN_IF_ERROR(StreamOwner::Create(rt_.get(), &stream_));
-  if (!model_.held()) NPU_GE_RETURN_IF_ERROR(LoadedModel::Load(rt_.get(), path_, &model_));
+  if (!model_.held())
+    NPU_GE_RETURN_IF_ERROR(LoadedModel::Load(rt_.get(), path_, &model_));
   size_t bytes = 0, work = 0, weight = 0;
   if (rt_->aclmdlQuerySize != nullptr &&
       rt_->aclmdlQuerySize(path_.c_str(), &work, &weight) == ACL_SUCCESS) {

@@ -26,7 +26,7 @@ SearchDirectories()
     if (home != nullptr && home[0] != '\0') dirs.push_back(std::string(home) + "/lib64");
   }
   dirs.emplace_back("");
-  dirs.emplace_back("/usr/local/Ascend/cann/lib64");                  // CANN 9 default
+  dirs.emplace_back("/usr/local/Ascend/cann/lib64");                   // CANN 9 default
   dirs.emplace_back("/usr/local/Ascend/ascend-toolkit/latest/lib64");  // CANN 8 default
   return dirs;
 }
@@ -135,8 +135,8 @@ AclRuntime::Symbol(const char* name) const
 TRITONSERVER_Error*
 AclRuntime::ResolveRequired()
 {
-#define NPU_GE_RESOLVE_REQUIRED(name)                                 \
-  name = reinterpret_cast<decltype(&::name)>(Symbol(#name));          \
+#define NPU_GE_RESOLVE_REQUIRED(name)                        \
+  name = reinterpret_cast<decltype(&::name)>(Symbol(#name)); \
   if (name == nullptr) return MissingRequired(#name);
   NPU_GE_ACL_REQUIRED_FUNCTIONS(NPU_GE_RESOLVE_REQUIRED)
 #undef NPU_GE_RESOLVE_REQUIRED
@@ -162,14 +162,13 @@ AclRuntime::MissingRequired(const char* name) const
     where = "neither " + model_path_ + " nor " + path_ + " exports it";
   }
   return NPU_GE_ERROR(
-      UNAVAILABLE,
-      "the ACL model function " << name << ", which npu_ge requires, was not found: "
-                                << where
-                                << ". CANN 9 keeps the model API in libacl_mdl.so "
-                                   "(libascendcl.so only for compatibility), CANN 8 in "
-                                   "libascendcl.so: ASCEND_HOME_PATH or LD_LIBRARY_PATH "
-                                   "must name one complete CANN installation (see the "
-                                   "per-call table in backend_src/README.md)");
+      UNAVAILABLE, "the ACL model function "
+                       << name << ", which npu_ge requires, was not found: " << where
+                       << ". CANN 9 keeps the model API in libacl_mdl.so "
+                          "(libascendcl.so only for compatibility), CANN 8 in "
+                          "libascendcl.so: ASCEND_HOME_PATH or LD_LIBRARY_PATH "
+                          "must name one complete CANN installation (see the "
+                          "per-call table in backend_src/README.md)");
 }
 
 void

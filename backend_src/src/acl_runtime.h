@@ -113,8 +113,8 @@ class AclRuntime {
   void* handle_ = nullptr;        // libascendcl.so
   void* model_handle_ = nullptr;  // libacl_mdl.so, when found
   std::string model_path_;
-  std::string model_not_found_;   // where libacl_mdl.so was looked for in vain
-  bool initialized_ = false;  // aclInit succeeded: aclFinalize is owed
+  std::string model_not_found_;  // where libacl_mdl.so was looked for in vain
+  bool initialized_ = false;     // aclInit succeeded: aclFinalize is owed
   std::string path_;
 };
 

@@ -46,8 +46,8 @@ class ModelState {
   uint64_t version_ = 0;
   ModelConfigSpec spec_;
   std::vector<int32_t> device_ids_;
-  ModelIoDesc io_;          // the .om description (engine acl_om)
-  bool described_ = false;  // io_ read already (by AutoComplete)
+  ModelIoDesc io_;                       // the .om description (engine acl_om)
+  bool described_ = false;               // io_ read already (by AutoComplete)
   std::unique_ptr<PreloadedOm> loaded_;  // from Describe, until CreateEngine
   std::unique_ptr<Engine> engine_;
   std::atomic<uint32_t> next_instance_{0};

@@ -15,12 +15,12 @@
 #include "runtime_state.h"
 
 using acl_double::Fail;
-using acl_double::g_datasets;
 using acl_double::g_data_buffers;
+using acl_double::g_datasets;
 using acl_double::g_descs;
+using acl_double::g_model_loads;
 using acl_double::g_models;
 using acl_double::g_mu;
-using acl_double::g_model_loads;
 using acl_double::g_next_model_id;
 using acl_double::IoView;
 using acl_double::LoadedModel;
