@@ -305,6 +305,16 @@ def batching(rig: Rig, args: argparse.Namespace) -> None:
     print(f"  in-process, batching on: execute {on.compute_infer_ms:.2f} ms per request's batch "
           f"(cost model {cost.execute_ms(BATCH):.2f}), queue {on.queue_ms:.2f} ms; batching off: "
           f"execute {off.compute_infer_ms:.2f} ms (cost model {cost.execute_ms(1):.2f})", flush=True)
+    # Concurrency 16 = one batch: a closed loop with nothing queued behind the running batch, so
+    # each batch's cycle is its execution plus the clients' turnaround (responses out, the next
+    # 16 requests in, the batch formed) in series. Whatever that turnaround costs, the headline
+    # cannot pass execute / cycle; the sweep's concurrency 32 keeps a second batch waiting.
+    cycle_ms = BATCH / on.throughput_per_s * 1000.0
+    turnaround_ms = max(0.0, cycle_ms - cost.execute_ms(BATCH))
+    bench("npu_ge_batching_turnaround_ms", turnaround_ms, "ms",
+          f"a batch every {cycle_ms:.2f} ms at concurrency {BATCH} minus the cost model's execute "
+          f"{cost.execute_ms(BATCH):.2f} ms: the closed loop's turnaround between two batches; it "
+          f"bounds batching_vs_ceiling at {cost.execute_ms(BATCH) / cycle_ms:.2f}")
     batching_sweep(rig, args, cost)
 
 
@@ -334,6 +344,11 @@ def batching_sweep(rig: Rig, args: argparse.Namespace, cost: CostModel) -> None:
                   f"{cost.ceiling_per_s(rows) / cost.ceiling_per_s(1):.2f}x")
             if c == BATCH and d == args.queue_delay_us:
                 print(explain_batching(on, off, cost.execute_ms(BATCH), cost.execute_ms(1)), flush=True)
+            if c >= 2 * BATCH and d == args.queue_delay_us:  # a batch always waiting: no turnaround
+                ideal = cost.ceiling_per_s(rows) / cost.ceiling_per_s(1)
+                bench(f"npu_ge_batching_efficiency_c{c}", on.throughput_per_s / off.throughput_per_s / ideal,
+                      "ratio", f"gRPC, concurrency {c}: the headline's efficiency (gain / ideal gain) "
+                      "with a second batch queued behind the running one")
         serial = median_window(seen[SERIAL])
         bench(f"npu_ge_batching_c{c}_q{delays[0] / 1000:g}ms_no_overlap_vs_ceiling",
               serial.throughput_per_s / cost.ceiling_per_s(rows), "ratio",
