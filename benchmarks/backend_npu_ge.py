@@ -44,6 +44,10 @@ checked (y = 2x + 1) before it is measured.
    flight), a 1 ms execute delay. The double's element-wise compute (host CPU, inside execute)
    outweighs the copies even at FP64, so a diagnostic line prints the ceiling full overlap
    could reach from the measured copy and execute times.
+5. Load memory (section "load"): a fresh server loads one .om whose weights the double counts
+   as 256 MiB, then reloads it blue/green; the double's peak device memory over the weight
+   size is `npu_ge_load_peak_ratio` (goal <= 1.1: the model read to describe the .om is the
+   one its first instance serves with) and `npu_ge_reload_peak_ratio` (goal <= 2.1).
 
 perf_analyzer must find 3 windows within --stability-percent (15 by default; its own default
 is 10); when it cannot, that measurement runs once more with windows twice as long, said in a
@@ -77,6 +81,7 @@ from harness.npu_ge import (  # noqa: E402
     parameter,
     python_affine_model,
 )
+from harness.npu_ge_load import measure_load_peaks  # noqa: E402
 
 from geadmin.ops.bench.results import BenchPoint  # noqa: E402
 from geadmin.stack.tritonserver import TritonProcess  # noqa: E402
@@ -90,7 +95,7 @@ LARGE_BYTES = LARGE_WIDTH * 4
 OVERLAP_WIDTH = LARGE_BYTES // 8
 BATCH = 16
 PREVIOUS_OVERHEAD_RATIO = 0.047
-SECTIONS = ("overhead", "host_path", "batching", "overlap")
+SECTIONS = ("overhead", "host_path", "batching", "overlap", "load")
 COLD_COPIES = 16  # 16 x (4 MB source + 4 MB destination): far beyond the last-level cache
 SERIAL = "batch_on_serial"  # the shortest queue delay of the sweep, copy_overlap off
 
@@ -128,7 +133,8 @@ def repository(repo: Path, args: argparse.Namespace) -> dict[str, list[str]]:
                      config_extra=parameter("copy_overlap", overlap))
     batched = sorted({batch_model(args, d) for d in (args.queue_delay_us, *args.queue_delays)})
     return {"overhead": ["ovh_npu", "ovh_python"], "host_path": ["host_npu"],
-            "batching": [*batched, SERIAL, "batch_off"], "overlap": ["overlap_on", "overlap_off"]}
+            "batching": [*batched, SERIAL, "batch_off"], "overlap": ["overlap_on", "overlap_off"],
+            "load": []}
 
 
 def batch_model(args: argparse.Namespace, queue_delay_us: int) -> str:
@@ -299,6 +305,16 @@ def batching(rig: Rig, args: argparse.Namespace) -> None:
     print(f"  in-process, batching on: execute {on.compute_infer_ms:.2f} ms per request's batch "
           f"(cost model {cost.execute_ms(BATCH):.2f}), queue {on.queue_ms:.2f} ms; batching off: "
           f"execute {off.compute_infer_ms:.2f} ms (cost model {cost.execute_ms(1):.2f})", flush=True)
+    # Concurrency 16 = one batch: a closed loop with nothing queued behind the running batch, so
+    # each batch's cycle is its execution plus the clients' turnaround (responses out, the next
+    # 16 requests in, the batch formed) in series. Whatever that turnaround costs, the headline
+    # cannot pass execute / cycle; the sweep's concurrency 32 keeps a second batch waiting.
+    cycle_ms = BATCH / on.throughput_per_s * 1000.0
+    turnaround_ms = max(0.0, cycle_ms - cost.execute_ms(BATCH))
+    bench("npu_ge_batching_turnaround_ms", turnaround_ms, "ms",
+          f"a batch every {cycle_ms:.2f} ms at concurrency {BATCH} minus the cost model's execute "
+          f"{cost.execute_ms(BATCH):.2f} ms: the closed loop's turnaround between two batches; it "
+          f"bounds batching_vs_ceiling at {cost.execute_ms(BATCH) / cycle_ms:.2f}")
     batching_sweep(rig, args, cost)
 
 
@@ -328,6 +344,11 @@ def batching_sweep(rig: Rig, args: argparse.Namespace, cost: CostModel) -> None:
                   f"{cost.ceiling_per_s(rows) / cost.ceiling_per_s(1):.2f}x")
             if c == BATCH and d == args.queue_delay_us:
                 print(explain_batching(on, off, cost.execute_ms(BATCH), cost.execute_ms(1)), flush=True)
+            if c >= 2 * BATCH and d == args.queue_delay_us:  # a batch always waiting: no turnaround
+                ideal = cost.ceiling_per_s(rows) / cost.ceiling_per_s(1)
+                bench(f"npu_ge_batching_efficiency_c{c}", on.throughput_per_s / off.throughput_per_s / ideal,
+                      "ratio", f"gRPC, concurrency {c}: the headline's efficiency (gain / ideal gain) "
+                      "with a second batch queued behind the running one")
         serial = median_window(seen[SERIAL])
         bench(f"npu_ge_batching_c{c}_q{delays[0] / 1000:g}ms_no_overlap_vs_ceiling",
               serial.throughput_per_s / cost.ceiling_per_s(rows), "ratio",
@@ -374,7 +395,21 @@ def overlap(rig: Rig, args: argparse.Namespace) -> None:
           flush=True)
 
 
-RUNNERS = {"overhead": overhead, "host_path": host_path, "batching": batching, "overlap": overlap}
+def load_memory(rig: Rig, args: argparse.Namespace) -> None:
+    del args  # a server of its own: the peak must see this one model only
+    with tempfile.TemporaryDirectory(prefix="npu_ge_load_") as scratch:
+        peaks = measure_load_peaks(Path(scratch))
+    bench("npu_ge_load_peak_ratio", peaks.load_ratio, "x",
+          "peak device memory while an .om loads / its weight size; goal <= 1.1: "
+          + ("met" if peaks.load_ratio <= 1.1 else "missed"))
+    bench("npu_ge_reload_peak_ratio", peaks.reload_ratio, "x",
+          "the same through a blue/green reload (old version serving while the new one loads); "
+          "goal <= 2.1: " + ("met" if peaks.reload_ratio <= 2.1 else "missed")
+          + f"; {peaks.model_loads} aclmdlLoadFromFile calls for the two versions")
+
+
+RUNNERS = {"overhead": overhead, "host_path": host_path, "batching": batching, "overlap": overlap,
+           "load": load_memory}
 SHAPES = {"ovh_npu": (SMALL_WIDTH, "FP32"), "ovh_python": (SMALL_WIDTH, "FP32"),
           "host_npu": (LARGE_WIDTH, "FP32"), "overlap_on": (OVERLAP_WIDTH, "FP64"),
           "overlap_off": (OVERLAP_WIDTH, "FP64")}  # batch_*: SMALL_WIDTH FP32

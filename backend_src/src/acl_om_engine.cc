@@ -245,7 +245,9 @@ class AclOmInstance : public EngineInstance {
   }
   ~AclOmInstance() override { Teardown(); }
 
-  TRITONSERVER_Error* Init();
+  // Builds the instance's device state; with `adopt`, on the device reference,
+  // context and model DescribeOmModel loaded (no second copy of the weights).
+  TRITONSERVER_Error* Init(PreloadedOm* adopt = nullptr);
 
   uint8_t* InputStaging(size_t i) override { return SetInputStaging(0, i); }
   const uint8_t* OutputStaging(size_t i) const override { return SetOutputStaging(0, i); }
@@ -348,14 +350,21 @@ std::vector<std::unique_ptr<AbandonedInstance>>* g_abandoned =
     new std::vector<std::unique_ptr<AbandonedInstance>>();
 
 TRITONSERVER_Error*
-AclOmInstance::Init()
+AclOmInstance::Init(PreloadedOm* adopt)
 {
   pinned_ = rt_->has_pinned_host_memory();
-  NPU_GE_RETURN_IF_ERROR(DeviceRef::Acquire(rt_.get(), device_id_, &device_));
-  NPU_GE_RETURN_IF_ERROR(ContextOwner::Create(rt_.get(), device_id_, &ctx_));
+  if (adopt != nullptr) {  // all three at once: Teardown releases them together
+    device_ = std::move(adopt->device_ref);
+    ctx_ = std::move(adopt->ctx);
+    model_ = std::move(adopt->model);
+  } else {
+    NPU_GE_RETURN_IF_ERROR(DeviceRef::Acquire(rt_.get(), device_id_, &device_));
+    NPU_GE_RETURN_IF_ERROR(ContextOwner::Create(rt_.get(), device_id_, &ctx_));
+  }
   NPU_GE_RETURN_IF_ERROR(ctx_.MakeCurrent());
   NPU_GE_RETURN_IF_ERROR(StreamOwner::Create(rt_.get(), &stream_));
-  NPU_GE_RETURN_IF_ERROR(LoadedModel::Load(rt_.get(), path_, &model_));
+  if (!model_.held())
+    NPU_GE_RETURN_IF_ERROR(LoadedModel::Load(rt_.get(), path_, &model_));
   size_t bytes = 0, work = 0, weight = 0;
   if (rt_->aclmdlQuerySize != nullptr &&
       rt_->aclmdlQuerySize(path_.c_str(), &work, &weight) == ACL_SUCCESS) {
@@ -750,34 +759,46 @@ AclOmInstance::Run(size_t exec_rows, uint64_t* compute_start_ns, uint64_t* compu
 
 }  // namespace
 
-// Load, describe and unload share one context, as CANN requires.
+PreloadedOm::~PreloadedOm()
+{
+  if (!model.held()) return;
+  // Unload in the context the model was loaded in, as CANN requires.
+  LogAndDelete(ctx.MakeCurrent(), "cannot select the context of a described model");
+  model.Reset();
+}
+
+// Load and describe share one context, as CANN requires; the loaded model
+// stays, with its context, for the first instance on `device`.
 TRITONSERVER_Error*
 DescribeOmModel(
-    const AclRuntime* rt, int32_t device, const std::string& path, ModelIoDesc* io)
+    const AclRuntime* rt, int32_t device, const std::string& path, ModelIoDesc* io,
+    std::unique_ptr<PreloadedOm>* loaded)
 {
-  DeviceRef device_ref;
-  NPU_GE_RETURN_IF_ERROR(DeviceRef::Acquire(rt, device, &device_ref));
-  ContextOwner ctx;
-  NPU_GE_RETURN_IF_ERROR(ContextOwner::Create(rt, device, &ctx));
-  NPU_GE_RETURN_IF_ERROR(ctx.MakeCurrent());
-  TRITONSERVER_Error* err = nullptr;
-  {
-    LoadedModel model;
-    ModelDesc desc;
-    err = LoadedModel::Load(rt, path, &model);
-    if (err == nullptr) err = ModelDesc::FromModel(rt, model, &desc);
+  std::unique_ptr<PreloadedOm> om(new PreloadedOm());
+  om->device = device;
+  NPU_GE_RETURN_IF_ERROR(DeviceRef::Acquire(rt, device, &om->device_ref));
+  NPU_GE_RETURN_IF_ERROR(ContextOwner::Create(rt, device, &om->ctx));
+  NPU_GE_RETURN_IF_ERROR(om->ctx.MakeCurrent());
+  TRITONSERVER_Error* err = LoadedModel::Load(rt, path, &om->model);
+  if (err == nullptr) {
+    ModelDesc desc;  // host memory only: released here, in the same context
+    err = ModelDesc::FromModel(rt, om->model, &desc);
     if (err == nullptr) err = ReadOmDescription(*rt, desc.get(), io);
-  }  // desc and model released while the context is still current
-  return WrapError(err, "cannot read " + path);
+  }
+  if (err != nullptr) return WrapError(err, "cannot read " + path);
+  *loaded = std::move(om);
+  return nullptr;
 }
 
 TRITONSERVER_Error*
 AclOmEngine::Create(
     std::shared_ptr<AclRuntime> runtime, const ModelConfigSpec& spec,
-    const std::string& model_path, const ModelIoDesc& io, std::unique_ptr<Engine>* engine)
+    const std::string& model_path, const ModelIoDesc& io,
+    std::unique_ptr<PreloadedOm> loaded, std::unique_ptr<Engine>* engine)
 {
   std::unique_ptr<AclOmEngine> e(new AclOmEngine());
   e->runtime_ = std::move(runtime);
+  e->loaded_ = std::move(loaded);
   e->spec_ = spec;
   e->model_path_ = model_path;
   e->io_ = io;
@@ -790,9 +811,14 @@ AclOmEngine::Create(
 TRITONSERVER_Error*
 AclOmEngine::CreateInstance(int32_t device, std::unique_ptr<EngineInstance>* instance)
 {
+  std::unique_ptr<PreloadedOm> adopt;
+  {
+    std::lock_guard<std::mutex> lock(loaded_mu_);
+    if (loaded_ != nullptr && loaded_->device == device) adopt = std::move(loaded_);
+  }
   std::unique_ptr<AclOmInstance> inst(
       new AclOmInstance(runtime_, spec_, io_, binding_, device, model_path_));
-  NPU_GE_RETURN_IF_ERROR(inst->Init());
+  NPU_GE_RETURN_IF_ERROR(inst->Init(adopt.get()));
   instance->reset(inst.release());
   return nullptr;
 }

@@ -1,8 +1,10 @@
-// The ACL runtime (libascendcl.so), opened with dlopen when the first model
-// that needs it loads. A host without CANN gets a model-load error naming the
-// missing library and the environment to set; the server and every other
-// model keep running. Function pointer types come from the real CANN headers,
-// so a signature mismatch is a compile error.
+// The ACL runtime, opened with dlopen when the first model that needs it
+// loads: libascendcl.so for the runtime (acl*, aclrt*) and, where CANN 9's
+// split layout ships it beside libascendcl.so, libacl_mdl.so for the model
+// API (aclmdl*; libascendcl.so otherwise, as CANN 8 keeps it there). A host
+// without CANN gets a model-load error naming what was looked for and where;
+// the server and every other model keep running. Function pointer types come
+// from the real CANN headers, so a signature mismatch is a compile error.
 #pragma once
 
 #include <memory>
@@ -66,10 +68,15 @@ class AclRuntime {
   NPU_GE_ACL_OPTIONAL_FUNCTIONS(NPU_GE_DECLARE_FN)
 #undef NPU_GE_DECLARE_FN
 
-  // Opens libascendcl.so (ASCEND_HOME_PATH/lib64 first, then the loader's
-  // search path), resolves the required and optional functions and calls
-  // aclInit once. A missing required function is an UNAVAILABLE error naming
-  // it; missing optional ones are logged in one line.
+  // Opens libascendcl.so from the first of: $ASCEND_HOME_PATH/lib64,
+  // $ASCEND_TOOLKIT_HOME/lib64, the loader's search path (LD_LIBRARY_PATH,
+  // ld.so.cache), /usr/local/Ascend/cann/lib64 (CANN 9's default root),
+  // /usr/local/Ascend/ascend-toolkit/latest/lib64 (CANN 8's); then
+  // libacl_mdl.so from the same directory when it is there. Resolves the
+  // required and optional functions (aclmdl* from libacl_mdl.so first) and
+  // calls aclInit once. A missing required function is an UNAVAILABLE error
+  // naming it and the libraries it was looked for in; missing optional ones
+  // are logged in one line.
   static TRITONSERVER_Error* Open(std::shared_ptr<AclRuntime>* runtime);
 
   ~AclRuntime();  // aclFinalize, only after a successful aclInit
@@ -77,6 +84,8 @@ class AclRuntime {
   AclRuntime& operator=(const AclRuntime&) = delete;
 
   const std::string& library_path() const { return path_; }
+  // libacl_mdl.so's path when the model API comes from it, else "".
+  const std::string& model_library_path() const { return model_path_; }
   // Both aclrtMallocHost and aclrtFreeHost are there.
   bool has_pinned_host_memory() const
   {
@@ -93,10 +102,19 @@ class AclRuntime {
 
  private:
   AclRuntime() = default;
+  TRITONSERVER_Error* OpenLibraries();
+  // `name` from the library that provides it (aclmdl*: libacl_mdl.so first).
+  void* Symbol(const char* name) const;
   TRITONSERVER_Error* ResolveRequired();
+  // The error for a required function no library exports, naming where it
+  // was looked for.
+  TRITONSERVER_Error* MissingRequired(const char* name) const;
   void ResolveOptional();
-  void* handle_ = nullptr;
-  bool initialized_ = false;  // aclInit succeeded: aclFinalize is owed
+  void* handle_ = nullptr;        // libascendcl.so
+  void* model_handle_ = nullptr;  // libacl_mdl.so, when found
+  std::string model_path_;
+  std::string model_not_found_;  // where libacl_mdl.so was looked for in vain
+  bool initialized_ = false;     // aclInit succeeded: aclFinalize is owed
   std::string path_;
 };
 

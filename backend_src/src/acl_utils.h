@@ -1,9 +1,11 @@
 // ACL error macros and RAII owners for every device resource the backend
-// creates. Each owner releases its resource exactly once, in its destructor;
-// the caller makes the owning context current before destruction.
+// creates: one template (AclHandle) releases each exactly once; the owners
+// add only how the resource is created and read.
 #pragma once
 
+#include <cstdint>
 #include <cstring>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -55,154 +57,175 @@ IsStatusSyncCode(aclError rc)
 // Logs (never throws) a failure while releasing a resource.
 void LogAclReleaseError(const AclRuntime& rt, const char* call, aclError rc);
 
-// A device reference taken with aclrtSetDevice, returned with aclrtResetDevice.
-class DeviceRef {
+// The one RAII owner of an ACL resource. `Traits` names the handle
+// (`Traits::Handle`, empty when value-initialized) and its release
+// (`Traits::Release(rt, handle)`, which logs a failure and never throws). The
+// owner releases what it holds exactly once: in Reset, on move-assignment and
+// in its destructor; a moved-from owner is empty. The caller makes the owning
+// context current before a release, as CANN requires.
+template <typename Traits>
+class AclHandle {
  public:
-  DeviceRef() = default;
-  static TRITONSERVER_Error* Acquire(
-      const AclRuntime* rt, int32_t device, DeviceRef* out);
-  ~DeviceRef() { Reset(); }
-  DeviceRef(DeviceRef&& o) noexcept { *this = std::move(o); }
-  DeviceRef& operator=(DeviceRef&& o) noexcept;
-  void Reset();
+  using Handle = typename Traits::Handle;
+  AclHandle() = default;
+  ~AclHandle() { Reset(); }
+  AclHandle(AclHandle&& o) noexcept { *this = std::move(o); }
+  AclHandle& operator=(AclHandle&& o) noexcept
+  {
+    if (this != &o) {
+      Reset();
+      rt_ = std::exchange(o.rt_, nullptr);
+      handle_ = std::exchange(o.handle_, Handle{});
+    }
+    return *this;
+  }
+  AclHandle(const AclHandle&) = delete;
+  AclHandle& operator=(const AclHandle&) = delete;
 
- private:
-  const AclRuntime* rt_ = nullptr;
-  int32_t device_ = -1;
-};
-
-class ContextOwner {
- public:
-  ContextOwner() = default;
-  static TRITONSERVER_Error* Create(
-      const AclRuntime* rt, int32_t device, ContextOwner* out);
-  ~ContextOwner() { Reset(); }
-  ContextOwner(ContextOwner&& o) noexcept { *this = std::move(o); }
-  ContextOwner& operator=(ContextOwner&& o) noexcept;
-  void Reset();
-  aclrtContext get() const { return ctx_; }
-  TRITONSERVER_Error* MakeCurrent() const;
-
- private:
-  const AclRuntime* rt_ = nullptr;
-  aclrtContext ctx_ = nullptr;
-};
-
-class StreamOwner {
- public:
-  StreamOwner() = default;
-  static TRITONSERVER_Error* Create(const AclRuntime* rt, StreamOwner* out);
-  ~StreamOwner() { Reset(); }
-  StreamOwner(StreamOwner&& o) noexcept { *this = std::move(o); }
-  StreamOwner& operator=(StreamOwner&& o) noexcept;
-  void Reset();  // aclrtDestroyStream: waits for the stream's unfinished work
-  // Forgets the stream without destroying it (it was destroyed by force).
+  void Reset()
+  {
+    if (rt_ != nullptr) Traits::Release(*rt_, handle_);
+    Release();
+  }
+  // Forgets the resource without releasing it (a stream destroyed by force,
+  // or resources left to a device that may still write into them).
   void Release()
   {
     rt_ = nullptr;
-    stream_ = nullptr;
+    handle_ = Handle{};
   }
-  aclrtStream get() const { return stream_; }
+  bool held() const { return rt_ != nullptr; }
+
+ protected:
+  // Takes `handle` (releasing what was held before).
+  void Own(const AclRuntime* rt, Handle handle)
+  {
+    Reset();
+    rt_ = rt;
+    handle_ = std::move(handle);
+  }
+  const Handle& handle() const { return handle_; }
+  Handle& mutable_handle() { return handle_; }
+  const AclRuntime* runtime() const { return rt_; }
 
  private:
-  const AclRuntime* rt_ = nullptr;
-  aclrtStream stream_ = nullptr;
+  const AclRuntime* rt_ = nullptr;  // set: a resource is held
+  Handle handle_{};
 };
 
-class DeviceBuffer {
+// Traits of the owners below: the handle and the ACL call releasing it.
+struct DeviceRefTraits {
+  using Handle = int32_t;  // the device
+  static void Release(const AclRuntime& rt, int32_t device);
+};
+struct ContextTraits {
+  using Handle = aclrtContext;
+  static void Release(const AclRuntime& rt, aclrtContext ctx);
+};
+struct StreamTraits {
+  using Handle = aclrtStream;
+  static void Release(const AclRuntime& rt, aclrtStream stream);
+};
+struct DeviceMemory {
+  void* ptr = nullptr;
+  size_t size = 0;
+};
+struct DeviceMemoryTraits {
+  using Handle = DeviceMemory;
+  static void Release(const AclRuntime& rt, const DeviceMemory& mem);
+};
+struct HostMemory {
+  uint8_t* ptr = nullptr;
+  size_t size = 0;
+  bool pinned = false;  // aclrtMallocHost, else calloc
+};
+struct HostMemoryTraits {
+  using Handle = HostMemory;
+  static void Release(const AclRuntime& rt, const HostMemory& mem);
+};
+struct ModelTraits {
+  using Handle = uint32_t;  // the model id
+  static void Release(const AclRuntime& rt, uint32_t id);
+};
+struct ModelDescTraits {
+  using Handle = aclmdlDesc*;
+  static void Release(const AclRuntime& rt, aclmdlDesc* desc);
+};
+struct DatasetHandle {
+  aclmdlDataset* dataset = nullptr;
+  std::vector<aclDataBuffer*> buffers;  // ACL does not free them with the dataset
+};
+struct DatasetTraits {
+  using Handle = DatasetHandle;
+  static void Release(const AclRuntime& rt, const DatasetHandle& ds);
+};
+
+// A device reference taken with aclrtSetDevice, returned with aclrtResetDevice.
+class DeviceRef : public AclHandle<DeviceRefTraits> {
  public:
-  DeviceBuffer() = default;
+  static TRITONSERVER_Error* Acquire(
+      const AclRuntime* rt, int32_t device, DeviceRef* out);
+};
+
+class ContextOwner : public AclHandle<ContextTraits> {
+ public:
+  static TRITONSERVER_Error* Create(
+      const AclRuntime* rt, int32_t device, ContextOwner* out);
+  aclrtContext get() const { return handle(); }
+  TRITONSERVER_Error* MakeCurrent() const;
+};
+
+// Reset is aclrtDestroyStream: it waits for the stream's unfinished work.
+class StreamOwner : public AclHandle<StreamTraits> {
+ public:
+  static TRITONSERVER_Error* Create(const AclRuntime* rt, StreamOwner* out);
+  aclrtStream get() const { return handle(); }
+};
+
+class DeviceBuffer : public AclHandle<DeviceMemoryTraits> {
+ public:
   static TRITONSERVER_Error* Allocate(
       const AclRuntime* rt, size_t size, DeviceBuffer* out);
-  ~DeviceBuffer() { Reset(); }
-  DeviceBuffer(DeviceBuffer&& o) noexcept { *this = std::move(o); }
-  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
-  void Reset();
-  void* get() const { return ptr_; }
-  size_t size() const { return size_; }
-
- private:
-  const AclRuntime* rt_ = nullptr;
-  void* ptr_ = nullptr;
-  size_t size_ = 0;
+  void* get() const { return handle().ptr; }
+  size_t size() const { return handle().size; }
 };
 
 // Host staging memory: pinned (aclrtMallocHost / aclrtFreeHost) when asked
 // for, else pageable (zeroed malloc). Pinned memory is what asynchronous
 // copies need; pageable memory is only copied with the synchronous
 // aclrtMemcpy.
-class HostBuffer {
+class HostBuffer : public AclHandle<HostMemoryTraits> {
  public:
-  HostBuffer() = default;
   static TRITONSERVER_Error* Allocate(
       const AclRuntime* rt, size_t size, bool pinned, HostBuffer* out);
-  ~HostBuffer() { Reset(); }
-  HostBuffer(HostBuffer&& o) noexcept { *this = std::move(o); }
-  HostBuffer& operator=(HostBuffer&& o) noexcept;
-  void Reset();
-  uint8_t* data() const { return ptr_; }
-  size_t size() const { return size_; }
-
- private:
-  const AclRuntime* rt_ = nullptr;  // set: pinned
-  uint8_t* ptr_ = nullptr;
-  size_t size_ = 0;
+  uint8_t* data() const { return handle().ptr; }
+  size_t size() const { return handle().size; }
 };
 
 // A model loaded on the current context (aclmdlLoadFromFile / aclmdlUnload).
-class LoadedModel {
+class LoadedModel : public AclHandle<ModelTraits> {
  public:
-  LoadedModel() = default;
   static TRITONSERVER_Error* Load(
       const AclRuntime* rt, const std::string& path, LoadedModel* out);
-  ~LoadedModel() { Reset(); }
-  LoadedModel(LoadedModel&& o) noexcept { *this = std::move(o); }
-  LoadedModel& operator=(LoadedModel&& o) noexcept;
-  void Reset();
-  uint32_t id() const { return id_; }
-
- private:
-  const AclRuntime* rt_ = nullptr;
-  uint32_t id_ = 0;
-  bool loaded_ = false;
+  uint32_t id() const { return handle(); }
 };
 
 // aclmdlDesc owner, filled from a loaded model with aclmdlGetDesc (the path
 // CANN documents for every product; aclmdlGetDescFromFile is not supported on
 // Atlas products before CANN 8.5).
-class ModelDesc {
+class ModelDesc : public AclHandle<ModelDescTraits> {
  public:
-  ModelDesc() = default;
   static TRITONSERVER_Error* FromModel(
       const AclRuntime* rt, const LoadedModel& model, ModelDesc* out);
-  ~ModelDesc() { Reset(); }
-  ModelDesc(ModelDesc&& o) noexcept { *this = std::move(o); }
-  ModelDesc& operator=(ModelDesc&& o) noexcept;
-  void Reset();
-  aclmdlDesc* get() const { return desc_; }
-
- private:
-  const AclRuntime* rt_ = nullptr;
-  aclmdlDesc* desc_ = nullptr;
+  aclmdlDesc* get() const { return handle(); }
 };
 
-// An aclmdlDataset together with the aclDataBuffers it references (ACL does
-// not free data buffers when the dataset is destroyed).
-class Dataset {
+// An aclmdlDataset together with the aclDataBuffers it references.
+class Dataset : public AclHandle<DatasetTraits> {
  public:
-  Dataset() = default;
   static TRITONSERVER_Error* Create(const AclRuntime* rt, Dataset* out);
-  ~Dataset() { Reset(); }
-  Dataset(Dataset&& o) noexcept { *this = std::move(o); }
-  Dataset& operator=(Dataset&& o) noexcept;
-  void Reset();
   TRITONSERVER_Error* AddBuffer(void* device_ptr, size_t size);
-  aclmdlDataset* get() const { return dataset_; }
-
- private:
-  const AclRuntime* rt_ = nullptr;
-  aclmdlDataset* dataset_ = nullptr;
-  std::vector<aclDataBuffer*> buffers_;
+  aclmdlDataset* get() const { return handle().dataset; }
 };
 
 }  // namespace npu_ge

@@ -126,7 +126,7 @@ ModelState::Describe(const AclRuntime& runtime, const std::string& path)
 {
   const int32_t device = device_ids_.front();
   NPU_GE_RETURN_IF_ERROR(WrapError(
-      DescribeOmModel(&runtime, device, path, &io_),
+      DescribeOmModel(&runtime, device, path, &io_, &loaded_),
       "model '" + name_ + "' version " + std::to_string(version_) + " device " +
           std::to_string(device)));
   described_ = true;
@@ -175,7 +175,7 @@ ModelState::CreateEngine(const std::string& path)
   if (spec_.engine == EngineKind::kAclOm) {
     NPU_GE_RETURN_IF_ERROR(backend_->Runtime(&runtime));
     if (!described_) NPU_GE_RETURN_IF_ERROR(Describe(*runtime, path));
-    return AclOmEngine::Create(runtime, spec_, path, io_, &engine_);
+    return AclOmEngine::Create(runtime, spec_, path, io_, std::move(loaded_), &engine_);
   }
 #ifdef NPU_GE_WITH_GE_GRAPH
   // GE is process-wide: one GeGlobal for every ge_graph model, initialized

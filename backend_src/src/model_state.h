@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "acl_om_engine.h"
 #include "backend_state.h"
 #include "engine.h"
 #include "model_config.h"
@@ -30,7 +31,8 @@ class ModelState {
 
  private:
   ModelState() = default;
-  // Reads the .om description into io_ on the first device (DescribeOmModel).
+  // Reads the .om description into io_ on the first device (DescribeOmModel),
+  // keeping the loaded model for the engine's first instance there.
   TRITONSERVER_Error* Describe(const AclRuntime& runtime, const std::string& model_path);
   // Completes a config without inputs/outputs from the .om description (or,
   // for ge_graph, the ONNX graph's inputs/outputs) and hands it to Triton
@@ -44,8 +46,9 @@ class ModelState {
   uint64_t version_ = 0;
   ModelConfigSpec spec_;
   std::vector<int32_t> device_ids_;
-  ModelIoDesc io_;          // the .om description (engine acl_om)
-  bool described_ = false;  // io_ read already (by AutoComplete)
+  ModelIoDesc io_;                       // the .om description (engine acl_om)
+  bool described_ = false;               // io_ read already (by AutoComplete)
+  std::unique_ptr<PreloadedOm> loaded_;  // from Describe, until CreateEngine
   std::unique_ptr<Engine> engine_;
   std::atomic<uint32_t> next_instance_{0};
 };

@@ -7,6 +7,8 @@ tests/backend/acl_double/acl_double_variants.h."""
 from __future__ import annotations
 
 import dataclasses
+import shutil
+import subprocess
 import time
 from pathlib import Path
 
@@ -111,16 +113,20 @@ def test_a_metric_that_cannot_be_read_is_absent_never_zero(
     assert log.count("NPU telemetry poll failed") == 1 and f"{failing_call} failed" in log
 
 
-def test_missing_required_symbol_fails_the_load_naming_it(
+def test_missing_model_function_fails_the_load_naming_where_it_was_looked_for(
     npu_triton: StartServer, npu_repo: Path, npu_build: BackendBuild
 ) -> None:
     affine_model(npu_repo, "needs_desc")
-    server = npu_triton(npu_repo, models=[], build=variant(npu_build, "no_get_desc"))
+    build = variant(npu_build, "no_get_desc")
+    server = npu_triton(npu_repo, models=[], build=build)
     for _ in range(2):  # the next load retries the runtime and fails the same way
         status, error = load(server.url, "needs_desc")
         assert status == 400, error
-        assert "libascendcl.so does not export aclmdlGetDesc, which npu_ge requires" in error
-        assert "CANN 8.0 or later" in error
+        assert ("the ACL model function aclmdlGetDesc, which npu_ge requires, was not found: "
+                f"{build.double_dir}/libascendcl.so does not export it, and there is no "
+                f"libacl_mdl.so beside it ({build.double_dir}/libacl_mdl.so: ") in error
+        assert "CANN 9 keeps the model API in libacl_mdl.so" in error
+        assert "CANN 8.0 or later" not in error  # a model function says nothing of the version
     assert server_live(server.url) and not model_ready(server.url, "needs_desc")
     state = double_state(server.state_file)  # written when the double was loaded
     assert state["init_calls"] == 0 and state["finalize_without_init"] == 0
@@ -128,6 +134,66 @@ def test_missing_required_symbol_fails_the_load_naming_it(
     state = double_state(server.state_file)
     assert state["init_calls"] == 0 and state["finalize_calls"] == 0
     assert state["finalize_without_init"] == 0
+
+
+def exported(library: Path) -> set[str]:
+    out = subprocess.run(["nm", "-D", "--defined-only", str(library)], capture_output=True,
+                         text=True, check=True).stdout
+    return {line.split()[-1] for line in out.splitlines() if line.strip()}
+
+
+@pytest.mark.parametrize(
+    ("layout", "model_library"),
+    [("acl_double", "libascendcl.so"),         # CANN 8: one library with everything
+     ("acl_double_split", "libacl_mdl.so")],   # CANN 9: the model API in libacl_mdl.so
+)
+def test_both_cann_library_layouts_serve(
+    npu_triton: StartServer, npu_repo: Path, npu_build: BackendBuild, layout: str,
+    model_library: str,
+) -> None:
+    build = dataclasses.replace(npu_build, double_dir=npu_build.build_dir / layout)
+    runtime_symbols = exported(build.double_dir / "libascendcl.so")
+    if layout == "acl_double_split":
+        assert "aclrtMalloc" in runtime_symbols and "aclmdlLoadFromFile" not in runtime_symbols
+        assert "aclmdlLoadFromFile" in exported(build.double_dir / "libacl_mdl.so")
+    else:
+        assert not (build.double_dir / "libacl_mdl.so").exists()
+    affine_model(npu_repo, "layered")
+    server = npu_triton(npu_repo, models=["layered"], build=build)
+    x = np.arange(4, dtype=np.float32).reshape(1, 4)
+    np.testing.assert_array_equal(infer(server.process.grpc_url, "layered", {"x": x})["y"], 2 * x + 1)
+    assert (f"loaded ACL runtime from {build.double_dir}/libascendcl.so; model API (aclmdl*) "
+            f"from {build.double_dir}/{model_library}") in server.log()
+    assert OPTIONAL_MISSING_LINE not in server.log()  # optional aclmdl* found in libacl_mdl.so
+
+
+def test_a_split_layout_without_its_model_library_names_both_places(
+    npu_triton: StartServer, npu_repo: Path, npu_build: BackendBuild, tmp_path: Path
+) -> None:
+    # CANN 9's libascendcl.so alone (libacl_mdl.so not installed beside it)
+    incomplete = tmp_path / "cann9_lib64"
+    incomplete.mkdir()
+    shutil.copy(npu_build.build_dir / "acl_double_split" / "libascendcl.so", incomplete)
+    affine_model(npu_repo, "half_installed")
+    server = npu_triton(npu_repo, models=[],
+                        build=dataclasses.replace(npu_build, double_dir=incomplete))
+    status, error = load(server.url, "half_installed")
+    assert status == 400, error
+    assert (f"{incomplete}/libascendcl.so does not export it, and there is no libacl_mdl.so "
+            f"beside it ({incomplete}/libacl_mdl.so: ") in error
+    assert "the ACL model function aclmdl" in error
+
+
+def test_no_runtime_names_both_cann_install_roots(npu_triton: StartServer, npu_repo: Path) -> None:
+    affine_model(npu_repo, "nowhere")
+    server = npu_triton(npu_repo, models=[], with_double=False,
+                        env={"ASCEND_HOME_PATH": "", "ASCEND_TOOLKIT_HOME": ""})
+    status, error = load(server.url, "nowhere")
+    assert status == 400 and "cannot load the ACL runtime libascendcl.so" in error
+    for tried in ("/usr/local/Ascend/cann/lib64/libascendcl.so",  # CANN 9's default root
+                  "/usr/local/Ascend/ascend-toolkit/latest/lib64/libascendcl.so"):  # CANN 8's
+        assert f"\n  {tried}: " in error, error
+    assert "/usr/local/Ascend/cann/set_env.sh" in error
 
 
 def test_failed_acl_init_is_never_finalized(npu_triton: StartServer, npu_repo: Path) -> None:
@@ -147,7 +213,7 @@ def test_models_are_described_from_the_loaded_model_not_the_file(
 ) -> None:
     # The double fails aclmdlGetDescFromFile as CANN 8.0 does on Atlas products: a load
     # that succeeds went through aclmdlLoadFromFile + aclmdlGetDesc. The describing copy
-    # is unloaded again: one loaded model per instance remains.
+    # is the first instance's (test_load_memory.py): one loaded model per instance.
     affine_model(npu_repo, "described", instances=2)
     server = npu_triton(npu_repo, models=["described"])
     state = double_state(server.state_file)

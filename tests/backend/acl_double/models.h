@@ -38,7 +38,11 @@ struct LoadedModel {
 };
 
 extern std::map<uint32_t, LoadedModel> g_models;  // by model id (g_mu)
+extern uint32_t g_next_model_id;                  // (g_mu)
+extern uint64_t g_model_loads;                    // successful loads (g_mu)
+extern std::set<aclmdlDesc*> g_descs;             // live descriptions (g_mu)
 extern std::set<aclmdlDataset*> g_datasets;       // live datasets (g_mu)
+extern std::set<aclDataBuffer*> g_data_buffers;   // live data buffers (g_mu)
 
 // Tensors as the model reports them: user inputs, then the dynamic-shape input
 // (ACL_DYNAMIC_TENSOR_NAME) of a model with gears of any kind.
