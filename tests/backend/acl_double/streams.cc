@@ -103,8 +103,10 @@ Stream::Synchronize(int32_t timeout_ms)
     RunFront(lock);
   }
   if (!queue_.empty()) work_cv_.notify_one();  // timed work, or the worker is on a task
+  // An abort wakes it only once it finished: the caller may destroy the
+  // stream as soon as this returns.
   auto drained = [this, aborts] {
-    return stopping_ || aborts_ != aborts || (queue_.empty() && !busy_);
+    return stopping_ || (!aborting_ && (aborts_ != aborts || (queue_.empty() && !busy_)));
   };
   if (timeout_ms < 0) {
     done_cv_.wait(lock, drained);
@@ -143,6 +145,7 @@ Stream::Abort()
   error_ = TaskResult{};
   status_ = TaskResult{};
   aborting_ = false;
+  done_cv_.notify_all();  // synchronizers waiting for the abort to finish
 }
 
 void
