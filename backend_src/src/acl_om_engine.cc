@@ -399,7 +399,8 @@ AclOmInstance::Teardown()
         << spec_.execute_timeout_ms << " ms nor " << LastWaitMs()
         << " ms later, and this libascendcl.so exports neither aclrtStreamAbort nor "
            "aclrtDestroyStreamForce to stop it (aclrtDestroyStream would wait for it for "
-           "ever): the instance leaves its stream, buffers and model allocated and serves "
+           "ever): the instance leaves its stream, buffers and model allocated and "
+           "serves "
            "no more requests; reload the model, and reset the device or restart the "
            "server once it recovers (CANN 7.0 and later have aclrtDestroyStreamForce)");
   } else if (parked_.size() > kMaxParkedExecutions) {

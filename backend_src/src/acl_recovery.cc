@@ -24,8 +24,9 @@ bool
 DeviceIdle(const AclRuntime& rt, ParkedExecution& p, int32_t bound_ms, std::string* why)
 {
   if (rt.aclrtSynchronizeDeviceWithTimeout == nullptr) {
-    *why = "this libascendcl.so has no aclrtSynchronizeDeviceWithTimeout, and the "
-           "unbounded aclrtSynchronizeDevice could block the unload for ever";
+    *why =
+        "this libascendcl.so has no aclrtSynchronizeDeviceWithTimeout, and the "
+        "unbounded aclrtSynchronizeDevice could block the unload for ever";
     return false;
   }
   TRITONSERVER_Error* err = p.ctx.MakeCurrent();

@@ -51,7 +51,8 @@ struct ParkedExecution {
   std::vector<BufferSet> sets;
   ModelDesc desc;
   LoadedModel model;
-  StreamOwner stream;  // empty after aclrtDestroyStreamForce; live when nothing stopped it
+  StreamOwner
+      stream;  // empty after aclrtDestroyStreamForce; live when nothing stopped it
   ContextOwner ctx;
   DeviceRef device;
 };

@@ -51,7 +51,8 @@ Set(TRITONSERVER_Metric* metric, double value, const char* name)
 {
   if (metric != nullptr) {
     LogAndDelete(
-        TRITONSERVER_MetricSet(metric, value), (std::string("cannot set ") + name).c_str());
+        TRITONSERVER_MetricSet(metric, value),
+        (std::string("cannot set ") + name).c_str());
   }
 }
 

@@ -45,11 +45,11 @@ class Telemetry;
 class TelemetryRegistration {
  public:
   ~TelemetryRegistration();
-  void CountRecovery();  // npu_ge_instance_recoveries_total += 1
-  void CountOverflow();  // npu_ge_execution_overflows_total += 1
-  void SetBroken();      // npu_ge_instance_broken = 1
-  void CountDeviceLost();  // npu_ge_device_lost_total += 1
-  void SetParked(size_t n);  // npu_ge_parked_executions = n
+  void CountRecovery();              // npu_ge_instance_recoveries_total += 1
+  void CountOverflow();              // npu_ge_execution_overflows_total += 1
+  void SetBroken();                  // npu_ge_instance_broken = 1
+  void CountDeviceLost();            // npu_ge_device_lost_total += 1
+  void SetParked(size_t n);          // npu_ge_parked_executions = n
   void CountParkedLeaked(size_t n);  // npu_ge_parked_leaked_total{device} += n
   TelemetryRegistration(const TelemetryRegistration&) = delete;
   TelemetryRegistration& operator=(const TelemetryRegistration&) = delete;

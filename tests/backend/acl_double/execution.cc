@@ -175,7 +175,8 @@ RunExecution(const Execution& x, Stream& stream)
       owned = StillOwnedLocked(x.in[i], x.in_bytes[i], x.in_serial[i], false) && owned;
     }
     if (!owned) {
-      return {ACL_ERROR_RT_MODEL_EXECUTE, "execution started after its inputs were freed"};
+      return {
+          ACL_ERROR_RT_MODEL_EXECUTE, "execution started after its inputs were freed"};
     }
   }
   if (LosesDevice(x)) {

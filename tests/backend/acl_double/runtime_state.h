@@ -27,8 +27,8 @@ struct Allocation {
 extern std::mutex g_mu;
 extern bool g_initialized;
 extern std::set<Stream*> g_streams;
-extern uint64_t g_executions;          // model executions started
-extern std::set<void*> g_host_blocks;  // live aclrtMallocHost blocks
+extern uint64_t g_executions;               // model executions started
+extern std::set<void*> g_host_blocks;       // live aclrtMallocHost blocks
 extern std::set<Stream*> g_orphan_streams;  // destroyed by force, work goes on
 
 // Late work (streams.cc): tasks of force-destroyed streams that ran after the

@@ -465,9 +465,9 @@ aclrtSynchronizeDeviceWithTimeout(int32_t timeout)
   }
   // Without g_mu: the work waited for takes it. (A stream destroyed meanwhile
   // by another thread is the caller's bug, as with aclrtSynchronizeStream.)
-  const auto deadline = timeout < 0 ? std::chrono::steady_clock::time_point::max()
-                                    : std::chrono::steady_clock::now() +
-                                          std::chrono::milliseconds(timeout);
+  const auto deadline =
+      timeout < 0 ? std::chrono::steady_clock::time_point::max()
+                  : std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout);
   for (Stream* s : streams) {
     if (!s->WaitIdle(deadline)) {
       return Fail(
@@ -536,8 +536,7 @@ aclrtMemcpyAsync(
         if (!acl_double::StillOwnedLocked(src, count, src_serial, false) ||
             !acl_double::StillOwnedLocked(dst, count, dst_serial, late)) {
           return acl_double::TaskResult{
-              ACL_ERROR_INVALID_PARAM,
-              "a copy ran after its memory was freed"};
+              ACL_ERROR_INVALID_PARAM, "a copy ran after its memory was freed"};
         }
         std::memcpy(dst, src, count);
         return acl_double::TaskResult{};
