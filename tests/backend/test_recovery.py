@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 from tritonclient.utils import InferenceServerException
 
+from tests.support.asan import sanitizer_reports, shut_down_after_leak_check, start_asan_server
 from tests.support.npu_ge import (
     BackendBuild,
     NpuServer,
@@ -188,3 +189,27 @@ def test_without_a_bounded_device_synchronize_parked_resources_are_leaked_not_wa
     unload(server.url, "fragile")
     wait_for(lambda: metric(server, "npu_ge_parked_leaked") == 1, 30, "the leak counted")
     assert "has no aclrtSynchronizeDeviceWithTimeout" in server.log()
+
+
+def test_parking_and_freeing_at_unload_are_clean_under_address_sanitizer(
+    npu_triton: StartServer, npu_repo: Path, tmp_path: Path
+) -> None:
+    # The 310P path under ASan: a late write into parked buffers and pinned staging, parked
+    # executions freed at unload and at shutdown, a rebuild after an execution error.
+    affine_model(npu_repo, "slow", batching="", extra=[f"delay_per_row_us {ROW_US}"],
+                 config_extra=params(execute_timeout_ms="1000"))
+    affine_model(npu_repo, "fragile", batching="", extra=[f"fail_execute_on_value {POISON}"])
+    server, log_dir = start_asan_server(npu_triton, npu_repo, tmp_path, ["slow", "fragile"], ON_310P)
+    assert "execute_timeout_ms=1000" in str(try_infer(server, "slow", rows_of(1, rows=8)))
+    assert "ACL error 507011" in str(try_infer(server, "fragile", rows_of(POISON)))
+    for model in ("slow", "fragile"):
+        np.testing.assert_array_equal(try_infer(server, model, rows_of(2)), 2 * rows_of(2) + 1)
+    wait_for(lambda: int(late_work(server).get("late_writes", 0)) >= 2, 20, "the late writes")
+    unload(server.url, "slow")  # "fragile" keeps its parked execution until shutdown
+    leaks = shut_down_after_leak_check(server)
+    assert live_resources(server.state_file) == {}
+    assert late_work(server)["touched_freed_memory"] == 0
+    errors, our_leaks = sanitizer_reports(log_dir)
+    assert errors == [], "\n\n".join(errors)
+    assert our_leaks == [], "\n\n".join(our_leaks)
+    assert leaks == 0, list(log_dir.iterdir())
