@@ -291,18 +291,10 @@ class AclOmInstance : public EngineInstance {
   {
     return static_cast<int32_t>(std::min<int64_t>(spec_.execute_timeout_ms, 1000));
   }
-  // How Teardown found the stream.
-  enum class StreamStop {
-    kIdle,     // nothing on it, or aclrtStreamAbort stopped it: free at once
-    kForced,   // destroyed by aclrtDestroyStreamForce: its work may go on
-    kRunning,  // nothing could stop it; the stream is left alive
-  };
   // Releases every device resource, or parks them when work may still use
   // them (acl_recovery.h).
   void Teardown();
-  // Stops the stream without waiting for ever when a failed wait left work
-  // on it: aclrtStreamAbort, else aclrtDestroyStreamForce, else one more
-  // bounded wait.
+  // StopFailedStream when a failed wait or launch left work on the stream.
   StreamStop StopStream();
   void FreeAll();  // the stream first (idle), then buffers, model, context
   void Park();     // moves every resource into parked_
@@ -448,47 +440,13 @@ AclOmInstance::Park()
                   << parked_.size() << " parked); rebuilding with fresh ones");
 }
 
-AclOmInstance::StreamStop
+StreamStop
 AclOmInstance::StopStream()
 {
   if (stream_.get() == nullptr || !stream_busy_.load()) return StreamStop::kIdle;
   stream_busy_ = false;
-  if (rt_->aclrtStreamAbort != nullptr) {
-    const aclError rc = rt_->aclrtStreamAbort(stream_.get());
-    if (rc == ACL_SUCCESS) {
-      NPU_GE_LOG(
-          WARN, path_ << " device " << device_id_
-                      << ": stopped the failed execution with aclrtStreamAbort");
-      return StreamStop::kIdle;
-    }
-    // ACL_ERROR_RT_FEATURE_NOT_SUPPORT on Atlas inference (310P), Atlas
-    // training and Atlas 200I/500 A2 products, as CANN's tables say.
-    LogAclReleaseError(*rt_, "aclrtStreamAbort", rc);
-  }
-  if (rt_->aclrtDestroyStreamForce != nullptr) {
-    const aclError rc = rt_->aclrtDestroyStreamForce(stream_.get());
-    if (rc == ACL_SUCCESS) {
-      NPU_GE_LOG(
-          WARN, path_ << " device " << device_id_
-                      << ": destroyed the stream of the failed execution with "
-                         "aclrtDestroyStreamForce; its task may still run");
-      stream_.Release();
-      return StreamStop::kForced;
-    }
-    LogAclReleaseError(*rt_, "aclrtDestroyStreamForce", rc);
-  }
-  // Only a bounded wait can have timed out, so this call exists when the
-  // wait was a timeout; after any other failure the wait below returns.
-  if (rt_->aclrtSynchronizeStreamWithTimeout != nullptr &&
-      rt_->aclrtSynchronizeStreamWithTimeout(stream_.get(), LastWaitMs()) !=
-          ACL_ERROR_RT_STREAM_SYNC_TIMEOUT) {
-    rt_->RecentErrorMessage();  // the failure was reported already
-    return StreamStop::kIdle;   // it finished (or failed) meanwhile
-  }
-  if (rt_->aclrtSynchronizeStreamWithTimeout == nullptr) {
-    return StreamStop::kIdle;  // an unbounded wait returned: its work ended
-  }
-  return StreamStop::kRunning;
+  return StopFailedStream(
+      *rt_, &stream_, LastWaitMs(), NPU_GE_MSG(path_ << " device " << device_id_));
 }
 
 std::string

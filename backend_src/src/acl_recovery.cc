@@ -43,6 +43,44 @@ DeviceIdle(const AclRuntime& rt, ParkedExecution& p, int32_t bound_ms, std::stri
 
 }  // namespace
 
+StreamStop
+StopFailedStream(
+    const AclRuntime& rt, StreamOwner* stream, int32_t last_wait_ms,
+    const std::string& who)
+{
+  if (rt.aclrtStreamAbort != nullptr) {
+    const aclError rc = rt.aclrtStreamAbort(stream->get());
+    if (rc == ACL_SUCCESS) {
+      NPU_GE_LOG(WARN, who << ": stopped the failed execution with aclrtStreamAbort");
+      return StreamStop::kIdle;
+    }
+    // ACL_ERROR_RT_FEATURE_NOT_SUPPORT on Atlas inference (310P), Atlas
+    // training and Atlas 200I/500 A2 products, as CANN's tables say.
+    LogAclReleaseError(rt, "aclrtStreamAbort", rc);
+  }
+  if (rt.aclrtDestroyStreamForce != nullptr) {
+    const aclError rc = rt.aclrtDestroyStreamForce(stream->get());
+    if (rc == ACL_SUCCESS) {
+      NPU_GE_LOG(
+          WARN, who << ": destroyed the stream of the failed execution with "
+                       "aclrtDestroyStreamForce; its task may still run");
+      stream->Release();
+      return StreamStop::kForced;
+    }
+    LogAclReleaseError(rt, "aclrtDestroyStreamForce", rc);
+  }
+  if (rt.aclrtSynchronizeStreamWithTimeout == nullptr) {
+    return StreamStop::kIdle;  // only an unbounded wait can have failed: it returned
+  }
+  // After a timeout, one more bounded wait; after any other failure it returns.
+  if (rt.aclrtSynchronizeStreamWithTimeout(stream->get(), last_wait_ms) !=
+      ACL_ERROR_RT_STREAM_SYNC_TIMEOUT) {
+    rt.RecentErrorMessage();  // the failure was reported already
+    return StreamStop::kIdle;
+  }
+  return StreamStop::kRunning;
+}
+
 bool
 IsDeviceLostCode(aclError rc)
 {

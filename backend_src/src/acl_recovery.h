@@ -62,6 +62,20 @@ struct ParkedExecution {
 // request must not fill the device).
 constexpr size_t kMaxParkedExecutions = 4;
 
+// How a stream a failed wait left work on was stopped.
+enum class StreamStop {
+  kIdle,     // nothing left on it (aclrtStreamAbort, or it ended): free at once
+  kForced,   // destroyed by aclrtDestroyStreamForce: its work may go on (park)
+  kRunning,  // nothing could stop it; the stream is left alive (park, out of service)
+};
+
+// Stops `stream` without waiting for ever: aclrtStreamAbort, else
+// aclrtDestroyStreamForce (then `stream` no longer owns the handle), else one
+// more wait bounded by `last_wait_ms`. Logged with `who`.
+StreamStop StopFailedStream(
+    const AclRuntime& rt, StreamOwner* stream, int32_t last_wait_ms,
+    const std::string& who);
+
 // CANN's error codes after which the device cannot be trusted to run
 // anything again (heartbeat lost, device or HBM memory errors, link errors,
 // driver internal errors): the instance is marked broken instead of rebuilt.
