@@ -385,16 +385,21 @@ AclOmInstance::Teardown()
   Park();
   std::string why;
   if (stop == StreamStop::kRunning) {
+    const std::string calls =
+        rt_->can_stop_streams()
+            ? "aclrtStreamAbort and aclrtDestroyStreamForce both failed to stop it "
+              "(logged)"
+            : "this libascendcl.so exports neither aclrtStreamAbort nor "
+              "aclrtDestroyStreamForce to stop it";
     why = NPU_GE_MSG(
         "an execution on device "
-        << device_id_ << " did not finish within execute_timeout_ms="
-        << spec_.execute_timeout_ms << " ms nor " << LastWaitMs()
-        << " ms later, and this libascendcl.so exports neither aclrtStreamAbort nor "
-           "aclrtDestroyStreamForce to stop it (aclrtDestroyStream would wait for it for "
-           "ever): the instance leaves its stream, buffers and model allocated and "
-           "serves "
-           "no more requests; reload the model, and reset the device or restart the "
-           "server once it recovers (CANN 7.0 and later have aclrtDestroyStreamForce)");
+        << device_id_
+        << " did not finish within execute_timeout_ms=" << spec_.execute_timeout_ms
+        << " ms nor " << LastWaitMs() << " ms later, and " << calls
+        << " (aclrtDestroyStream would wait for it for ever): the instance leaves its "
+           "stream, buffers and model allocated and serves no more requests; reload the "
+           "model, and reset the device or restart the server once it recovers (CANN 7.0 "
+           "and later have aclrtDestroyStreamForce)");
   } else if (parked_.size() > kMaxParkedExecutions) {
     why = NPU_GE_MSG(
         parked_.size() << " executions on device " << device_id_
@@ -463,10 +468,11 @@ AclOmInstance::Recover()
   if (device_lost_.load() && OutOfService().empty()) {
     const std::string why = NPU_GE_MSG(
         "device " << device_id_ << " reported ACL error " << lost_code_
-                  << ", a device-lost class of error: the instance is broken, serves no "
-                     "more requests and its model reports not ready; its resources stay "
-                     "parked until the model is unloaded; check the NPU (npu-smi), then "
-                     "reload the model or restart the server");
+                  << ", a device-lost class of error: the instance is broken and serves "
+                     "no more requests (Triton releases that ask backends report its "
+                     "model not ready); its resources stay parked until the model is "
+                     "unloaded; check the NPU (npu-smi), then reload the model or "
+                     "restart the server");
     NPU_GE_LOG(ERROR, path_ << ": " << why);
     std::lock_guard<std::mutex> lock(out_of_service_mu_);
     out_of_service_ = why;
