@@ -64,11 +64,11 @@ def metric(server: NpuServer, family: str, model: str | None = None) -> float:
     return sum(v for labels, v in samples if model is None or labels.get("model") == model)
 
 
-def late_work(server: NpuServer) -> dict[str, object]:
-    """The double's count of work done by force-destroyed streams after the call."""
+def late_work(server: NpuServer) -> dict[str, int]:
+    """The double's counts of work done by force-destroyed streams after the call."""
     path = Path(f"{server.state_file}.streams")
-    state: dict[str, object] = json.loads(path.read_text()) if path.exists() else {}
-    return state
+    state = json.loads(path.read_text()) if path.exists() else {}
+    return {k: int(state.get(k, 0)) for k in ("orphan_streams", "late_writes", "touched_freed_memory")}
 
 
 def test_on_a_310p_the_forced_stream_is_parked_and_its_late_writes_never_reach_the_rebuilt_instance(
@@ -92,7 +92,7 @@ def test_on_a_310p_the_forced_stream_is_parked_and_its_late_writes_never_reach_t
     # The abandoned execution finishes late: its writes land in the parked buffers and pinned
     # staging (still allocated, the same allocations); none lands in memory freed since it was
     # queued, which is where a write into the rebuilt instance's buffers would have to go.
-    wait_for(lambda: int(late_work(server).get("late_writes", 0)) >= 2, 10, "the late writes")
+    wait_for(lambda: late_work(server)["late_writes"] >= 2, 10, "the late writes")
     assert late_work(server)["touched_freed_memory"] == 0
     for v in (4, 5):  # the rebuilt instance's answers are its own
         np.testing.assert_array_equal(try_infer(server, "slow", rows_of(v)), 2 * rows_of(v) + 1)
@@ -204,7 +204,7 @@ def test_parking_and_freeing_at_unload_are_clean_under_address_sanitizer(
     assert "ACL error 507011" in str(try_infer(server, "fragile", rows_of(POISON)))
     for model in ("slow", "fragile"):
         np.testing.assert_array_equal(try_infer(server, model, rows_of(2)), 2 * rows_of(2) + 1)
-    wait_for(lambda: int(late_work(server).get("late_writes", 0)) >= 2, 20, "the late writes")
+    wait_for(lambda: late_work(server)["late_writes"] >= 2, 20, "the late writes")
     unload(server.url, "slow")  # "fragile" keeps its parked execution until shutdown
     leaks = shut_down_after_leak_check(server)
     assert live_resources(server.state_file) == {}
