@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 
+#include "acl_recovery.h"
 #include "batching.h"
 #include "dtype.h"
 
@@ -213,23 +214,14 @@ ReadOmDescription(const AclRuntime& rt, aclmdlDesc* desc, ModelIoDesc* io)
 
 namespace {
 
-// One set of buffers for one execution: device inputs/outputs, their
-// datasets, and the host staging the instance gathers into / scatters from.
-struct BufferSet {
-  std::vector<DeviceBuffer> in_dev;   // model input order
-  std::vector<DeviceBuffer> out_dev;  // model output order
-  Dataset in_ds;
-  Dataset out_ds;
-  std::vector<HostBuffer> in_host;   // config input order
-  std::vector<HostBuffer> out_host;  // config output order
-};
-
 // The host path: staging is pinned when the runtime has aclrtMallocHost (then
 // copies are aclrtMemcpyAsync on the instance's stream, queued with the
 // execution), else pageable (synchronous aclrtMemcpy around the execution).
 // The stream is waited for with aclrtSynchronizeStreamWithTimeout and the
-// model's execute_timeout_ms where the runtime has it. Any failure of queued
-// work marks the instance broken; Recover rebuilds all of its device state.
+// model's execute_timeout_ms where the runtime has it. Any failure marks the
+// instance broken; Recover stops the stream and rebuilds all of its device
+// state, parking what an unstoppable execution may still touch
+// (acl_recovery.h).
 class AclOmInstance : public EngineInstance {
  public:
   AclOmInstance(
@@ -243,7 +235,7 @@ class AclOmInstance : public EngineInstance {
         path_(path)
   {
   }
-  ~AclOmInstance() override { Teardown(); }
+  ~AclOmInstance() override { ReleaseParked(); }
 
   // Builds the instance's device state; with `adopt`, on the device reference,
   // context and model DescribeOmModel loaded (no second copy of the weights).
@@ -275,6 +267,10 @@ class AclOmInstance : public EngineInstance {
     return code;
   }
   TRITONSERVER_Error* Recover() override;
+  std::string OutOfService() const override;
+  bool DeviceLost() const override { return device_lost_.load(); }
+  size_t ParkedExecutions() const override { return parked_.size(); }
+  size_t ReleaseParked() override;
   void SelectShapeGear(size_t set, size_t gear) override { gear_[set] = gear; }
   bool OutputDims(size_t set, size_t o, std::vector<int64_t>* dims) const override;
 
@@ -291,20 +287,27 @@ class AclOmInstance : public EngineInstance {
   TRITONSERVER_Error* CopyOutputs(size_t set, bool queue);
   // `status`: an overflow-type code the wait returned (not a failure), else 0.
   TRITONSERVER_Error* Synchronize(int32_t* status);
+  TRITONSERVER_Error* SyncFailed(aclError rc, TRITONSERVER_Error* err);
   // The bound of the last wait for a timed-out stream nothing can stop.
   int32_t LastWaitMs() const
   {
     return static_cast<int32_t>(std::min<int64_t>(spec_.execute_timeout_ms, 1000));
   }
-  void Teardown();  // releases every device resource, the stream first
-  // Destroys the stream without waiting for ever; false when a timed-out
-  // execution may still run on it and nothing could stop it.
-  bool ReleaseStream();
-  void Abandon();  // leaves every resource the stuck execution may touch
-  // Marks the instance broken when `err` is an error; returns `err`.
+  // Releases every device resource, or parks them when work may still use
+  // them (acl_recovery.h).
+  void Teardown();
+  // StopFailedStream when a failed wait or launch left work on the stream.
+  StreamStop StopStream();
+  void FreeAll();  // the stream first (idle), then buffers, model, context
+  void Park();     // moves every resource into parked_
+  // Marks the instance broken when `err` is an error; returns `err`. Work may
+  // have been queued before the failing call: the stream is stopped first.
   TRITONSERVER_Error* Broken(TRITONSERVER_Error* err)
   {
-    if (err != nullptr) broken_ = true;
+    if (err != nullptr) {
+      stream_busy_ = true;
+      broken_ = true;
+    }
     return err;
   }
 
@@ -330,24 +333,17 @@ class AclOmInstance : public EngineInstance {
   std::vector<std::vector<std::vector<int64_t>>> out_dims_;
   size_t device_bytes_ = 0;
   std::atomic<bool> broken_{false};
-  // A wait timed out: the stream may still hold unfinished work.
+  // A wait or a launch failed: the stream may still hold unfinished work.
   std::atomic<bool> stream_busy_{false};
-  std::string out_of_service_;  // set by Abandon: every Recover fails with it
+  // A wait failed with a device-lost code (IsDeviceLostCode): never rebuilt.
+  std::atomic<bool> device_lost_{false};
+  aclError lost_code_ = ACL_SUCCESS;
+  mutable std::mutex out_of_service_mu_;
+  std::string out_of_service_;  // not empty: every Recover fails with it
+  // Executions abandoned to a force-destroyed (or unstoppable) stream, with
+  // everything they may touch; released by ReleaseParked at finalize.
+  std::vector<std::unique_ptr<ParkedExecution>> parked_;
 };
-
-// Resources of instances whose stuck execution nothing could stop: never
-// released (the device may still write into them), kept reachable.
-struct AbandonedInstance {
-  StreamOwner stream;
-  std::vector<BufferSet> sets;
-  ModelDesc desc;
-  LoadedModel model;
-  ContextOwner ctx;
-  DeviceRef device;
-};
-std::mutex g_abandoned_mu;
-std::vector<std::unique_ptr<AbandonedInstance>>* g_abandoned =
-    new std::vector<std::unique_ptr<AbandonedInstance>>();
 
 TRITONSERVER_Error*
 AclOmInstance::Init(PreloadedOm* adopt)
@@ -387,10 +383,51 @@ AclOmInstance::Teardown()
   if (ctx_.get() != nullptr) {
     LogAndDelete(ctx_.MakeCurrent(), "cannot select the instance context");
   }
-  if (!ReleaseStream()) {
-    Abandon();
+  const StreamStop stop = StopStream();
+  // After a lost device nothing is freed: the device cannot confirm that
+  // nothing touches the memory any more (ReleaseParked asks it at unload).
+  if (stop == StreamStop::kIdle && !device_lost_.load()) {
+    FreeAll();
     return;
   }
+  if (ctx_.get() == nullptr && sets_.empty()) return;  // nothing was allocated
+  Park();
+  std::string why;
+  if (stop == StreamStop::kRunning) {
+    const std::string calls =
+        rt_->can_stop_streams()
+            ? "aclrtStreamAbort and aclrtDestroyStreamForce both failed to stop it "
+              "(logged)"
+            : "this libascendcl.so exports neither aclrtStreamAbort nor "
+              "aclrtDestroyStreamForce to stop it";
+    why = NPU_GE_MSG(
+        "an execution on device "
+        << device_id_
+        << " did not finish within execute_timeout_ms=" << spec_.execute_timeout_ms
+        << " ms nor " << LastWaitMs() << " ms later, and " << calls
+        << " (aclrtDestroyStream would wait for it for ever): the instance leaves its "
+           "stream, buffers and model allocated and serves no more requests; reload the "
+           "model, and reset the device or restart the server once it recovers (CANN 7.0 "
+           "and later have aclrtDestroyStreamForce)");
+  } else if (parked_.size() > kMaxParkedExecutions) {
+    why = NPU_GE_MSG(
+        parked_.size() << " executions on device " << device_id_
+                       << " were abandoned to streams destroyed by force, each holding "
+                          "a copy of the model and its buffers until the model is "
+                          "unloaded: the instance serves no more requests; reload the "
+                          "model");
+  }
+  if (!why.empty()) {
+    NPU_GE_LOG(ERROR, path_ << ": " << why);
+    std::lock_guard<std::mutex> lock(out_of_service_mu_);
+    out_of_service_ = why;
+  }
+}
+
+void
+AclOmInstance::FreeAll()
+{
+  stream_.Reset();  // idle (or aborted): nothing left on it to wait for
   sets_.clear();
   desc_.Reset();
   model_.Reset();
@@ -398,87 +435,71 @@ AclOmInstance::Teardown()
   device_.Reset();
 }
 
-// CANN documents aclrtDestroyStream as waiting for the stream's unfinished
-// tasks, so a stream whose execution timed out is stopped first
-// (aclrtStreamAbort: stops the running task, discards queued ones) or
-// destroyed by force (aclrtDestroyStreamForce); with neither, it is waited
-// for once more, bounded, and destroyed only if that wait succeeded.
-bool
-AclOmInstance::ReleaseStream()
+void
+AclOmInstance::Park()
 {
-  if (stream_.get() == nullptr || !stream_busy_.load()) {
-    stream_.Reset();  // idle: nothing to wait for
-    return true;
-  }
-  if (rt_->aclrtStreamAbort != nullptr) {
-    const aclError rc = rt_->aclrtStreamAbort(stream_.get());
-    if (rc == ACL_SUCCESS) {
-      NPU_GE_LOG(
-          WARN, path_ << " device " << device_id_
-                      << ": stopped the timed-out execution with aclrtStreamAbort");
-      stream_.Reset();  // nothing left on it to wait for
-      stream_busy_ = false;
-      return true;
-    }
-    LogAclReleaseError(*rt_, "aclrtStreamAbort", rc);
-  }
-  if (rt_->aclrtDestroyStreamForce != nullptr) {
-    const aclError rc = rt_->aclrtDestroyStreamForce(stream_.get());
-    if (rc == ACL_SUCCESS) {
-      NPU_GE_LOG(
-          WARN, path_ << " device " << device_id_
-                      << ": destroyed the stream of the timed-out execution with "
-                         "aclrtDestroyStreamForce");
-      stream_.Release();
-      stream_busy_ = false;
-      return true;
-    }
-    LogAclReleaseError(*rt_, "aclrtDestroyStreamForce", rc);
-  }
-  // Only a bounded wait can have timed out, so this call exists.
-  if (rt_->aclrtSynchronizeStreamWithTimeout != nullptr &&
-      rt_->aclrtSynchronizeStreamWithTimeout(stream_.get(), LastWaitMs()) !=
-          ACL_ERROR_RT_STREAM_SYNC_TIMEOUT) {
-    stream_.Reset();  // it finished (or failed) meanwhile
-    stream_busy_ = false;
-    return true;
-  }
-  return false;
+  std::unique_ptr<ParkedExecution> p(new ParkedExecution());
+  p->sets = std::move(sets_);
+  p->desc = std::move(desc_);
+  p->model = std::move(model_);
+  p->stream = std::move(stream_);
+  p->ctx = std::move(ctx_);
+  p->device = std::move(device_);
+  sets_.clear();
+  parked_.push_back(std::move(p));
+  NPU_GE_LOG(
+      WARN, path_ << " device " << device_id_
+                  << ": parked the abandoned execution's buffers, staging, model and "
+                     "context until the model is unloaded ("
+                  << parked_.size() << " parked); rebuilding with fresh ones");
 }
 
-void
-AclOmInstance::Abandon()
+StreamStop
+AclOmInstance::StopStream()
 {
-  out_of_service_ = NPU_GE_MSG(
-      "an execution on device "
-      << device_id_ << " did not finish within execute_timeout_ms="
-      << spec_.execute_timeout_ms << " ms nor " << LastWaitMs()
-      << " ms later, and this libascendcl.so exports neither aclrtStreamAbort nor "
-         "aclrtDestroyStreamForce to stop it (aclrtDestroyStream would wait for it for "
-         "ever): the instance leaves its stream, buffers and model allocated and serves "
-         "no more requests; reload the model, and reset the device or restart the "
-         "server once it recovers (CANN 7.0 and later have aclrtDestroyStreamForce)");
-  NPU_GE_LOG(ERROR, path_ << ": " << out_of_service_);
-  std::unique_ptr<AbandonedInstance> a(new AbandonedInstance());
-  a->stream = std::move(stream_);
-  a->sets = std::move(sets_);
-  a->desc = std::move(desc_);
-  a->model = std::move(model_);
-  a->ctx = std::move(ctx_);
-  a->device = std::move(device_);
-  sets_.clear();
-  std::lock_guard<std::mutex> lock(g_abandoned_mu);
-  g_abandoned->push_back(std::move(a));
+  if (stream_.get() == nullptr || !stream_busy_.load()) return StreamStop::kIdle;
+  stream_busy_ = false;
+  return StopFailedStream(
+      *rt_, &stream_, LastWaitMs(), NPU_GE_MSG(path_ << " device " << device_id_));
+}
+
+std::string
+AclOmInstance::OutOfService() const
+{
+  std::lock_guard<std::mutex> lock(out_of_service_mu_);
+  return out_of_service_;
 }
 
 TRITONSERVER_Error*
 AclOmInstance::Recover()
 {
-  if (out_of_service_.empty()) Teardown();
-  if (!out_of_service_.empty()) return NPU_GE_ERROR(UNAVAILABLE, out_of_service_);
+  if (OutOfService().empty()) Teardown();
+  if (device_lost_.load() && OutOfService().empty()) {
+    const std::string why = NPU_GE_MSG(
+        "device " << device_id_ << " reported ACL error " << lost_code_
+                  << ", a device-lost class of error: the instance is broken and serves "
+                     "no more requests (Triton releases that ask backends report its "
+                     "model not ready); its resources stay parked until the model is "
+                     "unloaded; check the NPU (npu-smi), then reload the model or "
+                     "restart the server");
+    NPU_GE_LOG(ERROR, path_ << ": " << why);
+    std::lock_guard<std::mutex> lock(out_of_service_mu_);
+    out_of_service_ = why;
+  }
+  const std::string why = OutOfService();
+  if (!why.empty()) return NPU_GE_ERROR(UNAVAILABLE, why);
   NPU_GE_RETURN_IF_ERROR(Init());
   broken_ = false;
   return nullptr;
+}
+
+size_t
+AclOmInstance::ReleaseParked()
+{
+  if (OutOfService().empty() || ctx_.get() != nullptr || !sets_.empty()) Teardown();
+  if (parked_.empty()) return 0;
+  return npu_ge::ReleaseParked(
+      *rt_, &parked_, LastWaitMs(), NPU_GE_MSG(path_ << " device " << device_id_));
 }
 
 TRITONSERVER_Error*
@@ -708,9 +729,7 @@ AclOmInstance::Synchronize(int32_t* status)
       rt_->RecentErrorMessage();  // consumed with its status
       return nullptr;
     }
-    return WrapError(
-        AclError(*rt_, "aclrtSynchronizeStream", rc),
-        "queued work (input copies, aclmdlExecuteAsync, output copies) failed");
+    return SyncFailed(rc, AclError(*rt_, "aclrtSynchronizeStream", rc));
   }
   const int32_t timeout_ms = static_cast<int32_t>(
       std::min<int64_t>(spec_.execute_timeout_ms, std::numeric_limits<int32_t>::max()));
@@ -722,8 +741,25 @@ AclOmInstance::Synchronize(int32_t* status)
     return nullptr;
   }
   TRITONSERVER_Error* err = AclError(*rt_, "aclrtSynchronizeStreamWithTimeout", rc);
+  return SyncFailed(rc, err);
+}
+
+// Every failed wait leaves the stream to Teardown's abort / force / park; a
+// device-lost code also marks the instance broken for good.
+TRITONSERVER_Error*
+AclOmInstance::SyncFailed(aclError rc, TRITONSERVER_Error* err)
+{
+  stream_busy_ = true;  // teardown must not wait for it
+  if (IsDeviceLostCode(rc)) {
+    lost_code_ = rc;
+    device_lost_ = true;
+    return WrapError(
+        err, NPU_GE_MSG(
+                 "device " << device_id_ << " is lost (ACL error " << rc
+                           << " is of the device-lost class): the instance is broken and "
+                              "serves no more requests"));
+  }
   if (rc == ACL_ERROR_RT_STREAM_SYNC_TIMEOUT) {
-    stream_busy_ = true;  // teardown must not wait for it
     return WrapError(
         err,
         NPU_GE_MSG(

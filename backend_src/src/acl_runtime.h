@@ -51,6 +51,7 @@ namespace npu_ge {
   X(aclrtSynchronizeStreamWithTimeout, "execute_timeout_ms")                \
   X(aclrtStreamAbort, "stopping a timed-out execution with aclrtStreamAbort") \
   X(aclrtDestroyStreamForce, "destroying a timed-out stream without waiting") \
+  X(aclrtSynchronizeDeviceWithTimeout, "freeing parked executions at unload") \
   X(aclmdlGetInputDimsV2, "models with static-AIPP inputs")               \
   X(aclmdlGetInputDynamicGearCount, "models with dims gears")             \
   X(aclmdlGetInputDynamicDims, "models with dims gears")                   \

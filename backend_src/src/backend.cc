@@ -137,6 +137,23 @@ TRITONBACKEND_ModelInstanceFinalize(TRITONBACKEND_ModelInstance* instance)
   });
 }
 
+// Triton calls this when its model-ready endpoint asks (Triton releases
+// after 2.51 that have it; 2.51 never calls it): an instance whose device was
+// lost, or that nothing could stop, is not ready. Declared here: the header
+// holds Triton 2.51's API.
+NPU_GE_EXPORT TRITONSERVER_Error* TRITONBACKEND_ModelInstanceReady(
+    TRITONBACKEND_ModelInstance* instance);
+TRITONSERVER_Error*
+TRITONBACKEND_ModelInstanceReady(TRITONBACKEND_ModelInstance* instance)
+{
+  return Guarded("TRITONBACKEND_ModelInstanceReady", [&]() -> TRITONSERVER_Error* {
+    void* state = nullptr;
+    NPU_GE_RETURN_IF_ERROR(TRITONBACKEND_ModelInstanceState(instance, &state));
+    if (state == nullptr) return nullptr;
+    return static_cast<ModelInstanceState*>(state)->Ready();
+  });
+}
+
 // Triton calls this with a batch of requests for one instance.
 TRITONSERVER_Error*
 TRITONBACKEND_ModelInstanceExecute(

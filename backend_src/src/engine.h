@@ -90,6 +90,19 @@ class EngineInstance {
   // every staging pointer handed out before.
   virtual bool NeedsRecovery() const { return false; }
   virtual TRITONSERVER_Error* Recover() { return nullptr; }
+  // Not empty once the instance can never execute again (a lost device, an
+  // execution nothing could stop, too many parked ones): why. Any thread.
+  virtual std::string OutOfService() const { return std::string(); }
+  // A wait failed with a device-lost class of error (the next Recover puts
+  // the instance out of service). Any thread.
+  virtual bool DeviceLost() const { return false; }
+  // Executions abandoned to a stream destroyed by force, whose resources
+  // stay allocated until ReleaseParked.
+  virtual size_t ParkedExecutions() const { return 0; }
+  // Called once at finalize, before the instance is deleted: frees what was
+  // parked after a bounded device synchronize, or leaves it allocated for
+  // the rest of the process; returns how many executions were left so.
+  virtual size_t ReleaseParked() { return 0; }
 
  private:
   uint64_t run_end_ns_ = 0;  // of the default Launch's Run

@@ -338,6 +338,7 @@ ModelInstanceState::Complete(Job& job) noexcept
     err = WrapError(err, log_prefix_);
     NPU_GE_LOG(ERROR, TRITONSERVER_ErrorMessage(err));
     job.FailAll(err);
+    NoteHealth();  // a lost device shows at once, not at the next request
   } else if (const int32_t status = engine_->TakeSyncStatus(job.set)) {
     telemetry_->CountOverflow();
     if (!overflow_logged_.exchange(true)) {

@@ -67,6 +67,36 @@ ModelInstanceState::~ModelInstanceState()
   }
   cv_.notify_all();
   if (completer_.joinable()) completer_.join();  // after it answered every job
+  if (engine_ == nullptr) return;
+  // Parked executions are freed now, after a bounded device synchronize, or
+  // left allocated for good and counted (acl_recovery.h).
+  const size_t leaked = engine_->ReleaseParked();
+  if (telemetry_ != nullptr) telemetry_->CountParkedLeaked(leaked);
+  engine_.reset();  // before telemetry_, which outlives it
+}
+
+TRITONSERVER_Error*
+ModelInstanceState::Ready() const
+{
+  if (engine_ == nullptr) return nullptr;
+  std::string why = engine_->OutOfService();
+  if (why.empty() && engine_->DeviceLost()) {
+    why = "its device reported a device-lost class of error; the instance is broken";
+  }
+  if (why.empty()) return nullptr;
+  return NPU_GE_ERROR(UNAVAILABLE, log_prefix_ << ": not ready: " << why);
+}
+
+void
+ModelInstanceState::NoteHealth() noexcept
+{
+  if (telemetry_ == nullptr) return;
+  telemetry_->SetParked(engine_->ParkedExecutions());
+  if (engine_->DeviceLost() && !device_lost_counted_.exchange(true)) {
+    telemetry_->CountDeviceLost();
+    telemetry_->SetBroken();
+  }
+  if (!engine_->OutOfService().empty()) telemetry_->SetBroken();
 }
 
 // ---- pipeline bookkeeping ------------------------------------------------------
@@ -126,7 +156,9 @@ ModelInstanceState::RecoverWhenIdle()
     });
   }
   const uint64_t start_ns = NowNs();
-  NPU_GE_RETURN_IF_ERROR(engine_->Recover());
+  TRITONSERVER_Error* err = engine_->Recover();
+  NoteHealth();
+  if (err != nullptr) return err;
   telemetry_->CountRecovery();
   NPU_GE_LOG(
       WARN, log_prefix_ << ": rebuilt context, stream, model and buffers after a "

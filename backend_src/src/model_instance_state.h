@@ -43,6 +43,9 @@ class ModelInstanceState {
   TRITONSERVER_Error* Execute(TRITONBACKEND_Request** requests, uint32_t count);
 
   const std::string& log_prefix() const { return log_prefix_; }
+  // nullptr while the instance can execute; else why not (a lost device,
+  // executions nothing could stop): TRITONBACKEND_ModelInstanceReady.
+  TRITONSERVER_Error* Ready() const;
 
  private:
   struct Slot;  // per-request bookkeeping
@@ -76,6 +79,9 @@ class ModelInstanceState {
   // Rebuilds the engine's device state once nothing else is in flight.
   TRITONSERVER_Error* RecoverWhenIdle();
   void CompletionLoop();
+  // Publishes the engine's recovery state: parked executions, a lost device
+  // (counted once), out of service.
+  void NoteHealth() noexcept;
 
   ModelState* model_ = nullptr;
   TRITONBACKEND_ModelInstance* instance_ = nullptr;
@@ -92,6 +98,7 @@ class ModelInstanceState {
   std::deque<std::unique_ptr<Job>> launched_;  // for the completion thread
   bool stopping_ = false;
   std::atomic<bool> overflow_logged_{false};
+  std::atomic<bool> device_lost_counted_{false};
   std::thread completer_;  // only with more than one buffer set
 };
 

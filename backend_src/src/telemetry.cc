@@ -1,6 +1,7 @@
 #include "telemetry.h"
 
 #include <chrono>
+#include <string>
 #include <vector>
 
 #include "acl_utils.h"
@@ -33,6 +34,65 @@ TelemetryRegistration::CountOverflow()
   }
 }
 
+namespace {
+
+void
+Add(TRITONSERVER_Metric* metric, double value, const char* name)
+{
+  if (metric != nullptr) {
+    LogAndDelete(
+        TRITONSERVER_MetricIncrement(metric, value),
+        (std::string("cannot count ") + name).c_str());
+  }
+}
+
+void
+Set(TRITONSERVER_Metric* metric, double value, const char* name)
+{
+  if (metric != nullptr) {
+    LogAndDelete(
+        TRITONSERVER_MetricSet(metric, value),
+        (std::string("cannot set ") + name).c_str());
+  }
+}
+
+}  // namespace
+
+void
+TelemetryRegistration::SetBroken()
+{
+  Set(broken_, 1, "npu_ge_instance_broken");
+}
+
+void
+TelemetryRegistration::CountDeviceLost()
+{
+  Add(device_lost_, 1, "npu_ge_device_lost_total");
+}
+
+void
+TelemetryRegistration::SetParked(size_t n)
+{
+  Set(parked_, static_cast<double>(n), "npu_ge_parked_executions");
+}
+
+void
+TelemetryRegistration::CountParkedLeaked(size_t n)
+{
+  if (owner_ != nullptr && n > 0) owner_->CountParkedLeaked(device_, n);
+}
+
+void
+Telemetry::CountParkedLeaked(int32_t device, size_t n)
+{
+  std::lock_guard<std::mutex> lock(mu_);
+  TRITONSERVER_Metric*& metric = leaked_[device];
+  if (metric == nullptr) {
+    metric = NewMetric(leaked_family_, {{"device", std::to_string(device)}});
+  }
+  Add(metric, static_cast<double>(n), "npu_ge_parked_leaked_total");
+}
+
 Telemetry::Telemetry(int64_t interval_ms) : interval_ms_(interval_ms)
 {
   struct FamilySpec {
@@ -60,6 +120,17 @@ Telemetry::Telemetry(int64_t interval_ms) : interval_ms_(interval_ms)
        "Executions of an npu_ge instance whose stream synchronize returned an "
        "overflow-type status code (CANN logs these as a successful synchronize); "
        "their requests were answered"},
+      {&broken_family_, kGauge, "npu_ge_instance_broken",
+       "1 once an npu_ge instance can never execute again (lost device, or "
+       "executions nothing could stop): it fails every request with the reason"},
+      {&device_lost_family_, TRITONSERVER_METRIC_KIND_COUNTER, "npu_ge_device_lost_total",
+       "Waits of an npu_ge instance that failed with a device-lost class of ACL error"},
+      {&parked_family_, kGauge, "npu_ge_parked_executions",
+       "Executions abandoned to a stream destroyed by force whose buffers, model and "
+       "context an npu_ge instance keeps allocated until the model is unloaded"},
+      {&leaked_family_, TRITONSERVER_METRIC_KIND_COUNTER, "npu_ge_parked_leaked_total",
+       "Parked executions left allocated for the rest of the process at unload: no "
+       "bounded device synchronize confirmed that they ended"},
   };
   enabled_ = true;
   for (const FamilySpec& s : specs) {
@@ -89,9 +160,11 @@ Telemetry::~Telemetry()
     DeleteMetric(kv.second.hbm_used);
     DeleteMetric(kv.second.hbm_total);
   }
+  for (auto& kv : leaked_) DeleteMetric(kv.second);
   for (TRITONSERVER_MetricFamily* f :
        {utilization_family_, hbm_used_family_, hbm_total_family_, placement_family_,
-        recoveries_family_, overflows_family_}) {
+        recoveries_family_, overflows_family_, broken_family_, device_lost_family_,
+        parked_family_, leaked_family_}) {
     if (f != nullptr) {
       LogAndDelete(TRITONSERVER_MetricFamilyDelete(f), "cannot delete metric family");
     }
@@ -156,9 +229,14 @@ Telemetry::Register(
     reg->recoveries_ = NewMetric(
         recoveries_family_,
         {{"model", model}, {"version", std::to_string(version)}, {"instance", instance}});
-    reg->overflows_ = NewMetric(
-        overflows_family_,
-        {{"model", model}, {"version", std::to_string(version)}, {"instance", instance}});
+    const std::vector<std::pair<std::string, std::string>> labels = {
+        {"model", model}, {"version", std::to_string(version)}, {"instance", instance}};
+    reg->overflows_ = NewMetric(overflows_family_, labels);
+    reg->broken_ = NewMetric(broken_family_, labels);
+    reg->device_lost_ = NewMetric(device_lost_family_, labels);
+    reg->parked_ = NewMetric(parked_family_, labels);
+    Set(reg->broken_, 0, "npu_ge_instance_broken");
+    Set(reg->parked_, 0, "npu_ge_parked_executions");
     poll_now_ = true;
     if (!thread_.joinable()) thread_ = std::thread(&Telemetry::Loop, this);
   }
@@ -173,6 +251,9 @@ Telemetry::Unregister(TelemetryRegistration* reg)
   DeleteMetric(reg->placement_);
   DeleteMetric(reg->recoveries_);
   DeleteMetric(reg->overflows_);
+  DeleteMetric(reg->broken_);
+  DeleteMetric(reg->device_lost_);
+  DeleteMetric(reg->parked_);
   auto it = devices_.find(reg->device_);
   if (it != devices_.end() && --it->second.refs == 0) {
     DeleteMetric(it->second.utilization);

@@ -12,6 +12,17 @@
 //   npu_ge_execution_overflows_total{model,version,instance} (counter)
 //       executions whose stream synchronize returned an overflow-type status
 //       code (answered, not failed: IsStatusSyncCode in acl_utils.h)
+//   npu_ge_instance_broken{model,version,instance} 1 once the instance can
+//       never execute again (lost device, unstoppable or too many abandoned
+//       executions; it answers every request with the reason), else 0
+//   npu_ge_device_lost_total{model,version,instance} (counter) waits that
+//       failed with a device-lost class of error (acl_recovery.h)
+//   npu_ge_parked_executions{model,version,instance} executions abandoned to
+//       a stream destroyed by force whose buffers, staging, model and context
+//       stay allocated until the model is unloaded
+//   npu_ge_parked_leaked_total{device} (counter) parked executions left
+//       allocated for the rest of the process at unload because no bounded
+//       device synchronize confirmed they ended; kept until the server exits
 #pragma once
 
 #include <condition_variable>
@@ -34,8 +45,12 @@ class Telemetry;
 class TelemetryRegistration {
  public:
   ~TelemetryRegistration();
-  void CountRecovery();  // npu_ge_instance_recoveries_total += 1
-  void CountOverflow();  // npu_ge_execution_overflows_total += 1
+  void CountRecovery();              // npu_ge_instance_recoveries_total += 1
+  void CountOverflow();              // npu_ge_execution_overflows_total += 1
+  void SetBroken();                  // npu_ge_instance_broken = 1
+  void CountDeviceLost();            // npu_ge_device_lost_total += 1
+  void SetParked(size_t n);          // npu_ge_parked_executions = n
+  void CountParkedLeaked(size_t n);  // npu_ge_parked_leaked_total{device} += n
   TelemetryRegistration(const TelemetryRegistration&) = delete;
   TelemetryRegistration& operator=(const TelemetryRegistration&) = delete;
 
@@ -47,6 +62,9 @@ class TelemetryRegistration {
   TRITONSERVER_Metric* placement_ = nullptr;
   TRITONSERVER_Metric* recoveries_ = nullptr;
   TRITONSERVER_Metric* overflows_ = nullptr;
+  TRITONSERVER_Metric* broken_ = nullptr;
+  TRITONSERVER_Metric* device_lost_ = nullptr;
+  TRITONSERVER_Metric* parked_ = nullptr;
 };
 
 class Telemetry {
@@ -72,6 +90,7 @@ class Telemetry {
     TRITONSERVER_Metric* hbm_total = nullptr;
   };
   void Unregister(TelemetryRegistration* reg);
+  void CountParkedLeaked(int32_t device, size_t n);
   void Loop();
   void PollLocked(int32_t device, DeviceGauges* gauges);
   void Publish(
@@ -90,6 +109,10 @@ class Telemetry {
   TRITONSERVER_MetricFamily* placement_family_ = nullptr;
   TRITONSERVER_MetricFamily* recoveries_family_ = nullptr;
   TRITONSERVER_MetricFamily* overflows_family_ = nullptr;
+  TRITONSERVER_MetricFamily* broken_family_ = nullptr;
+  TRITONSERVER_MetricFamily* device_lost_family_ = nullptr;
+  TRITONSERVER_MetricFamily* parked_family_ = nullptr;
+  TRITONSERVER_MetricFamily* leaked_family_ = nullptr;
 
   std::mutex mu_;
   std::condition_variable cv_;
@@ -97,6 +120,7 @@ class Telemetry {
   bool poll_now_ = false;
   std::shared_ptr<AclRuntime> runtime_;
   std::map<int32_t, DeviceGauges> devices_;
+  std::map<int32_t, TRITONSERVER_Metric*> leaked_;  // per device, until exit
   std::thread thread_;
 };
 

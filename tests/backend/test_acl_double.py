@@ -1,14 +1,18 @@
 """The ACL runtime test double itself, called through ctypes as a backend would: streams
 are asynchronous and ordered, a bounded synchronize times out with CANN's code, destroying
 a stream waits for its work while aclrtStreamAbort / aclrtDestroyStreamForce do not (as
-CANN documents them), failures of queued work surface at the synchronize, and utilization
-follows the device's busy time.
+CANN documents them), aclrtDestroyStreamForce promises no more than that (the running task
+goes on and writes late, into memory that may have been freed meanwhile: counted), the
+products whose CANN tables mark aclrtStreamAbort unsupported refuse it, a bounded device
+synchronize waits for work of force-destroyed streams too, failures of queued work surface
+at the synchronize, and utilization follows the device's busy time.
 The backend tests rely on these behaviours (a backend that skipped a sync would read
 stale outputs), so they are checked here directly."""
 
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import threading
 import time
@@ -28,6 +32,7 @@ ACL_ERROR_RT_STREAM_SYNC_TIMEOUT = 507046  # rt_error_codes.h in the CANN header
 ACL_ERROR_RT_STREAM_ABORT = 107023
 ACL_ERROR_RT_AICORE_OVER_FLOW = 207003
 ACL_ERROR_RT_MODEL_EXECUTE = 507011
+ACL_ERROR_RT_FEATURE_NOT_SUPPORT = 207000
 H2D, D2H = 1, 2  # aclrtMemcpyKind
 FLOATS = 4
 NBYTES = 4 * FLOATS
@@ -95,6 +100,8 @@ def device(npu_build: BackendBuild, tmp_path_factory: pytest.TempPathFactory) ->
     lib.aclrtDestroyStream.argtypes = [ctypes.c_void_p]
     lib.aclrtDestroyStreamForce.argtypes = [ctypes.c_void_p]
     lib.aclrtStreamAbort.argtypes = [ctypes.c_void_p]
+    lib.aclrtSynchronizeDeviceWithTimeout.argtypes = [ctypes.c_int32]
+    lib.aclrtFree.argtypes = [ctypes.c_void_p]
     assert lib.aclInit(None) == ACL_SUCCESS
     assert lib.aclrtSetDevice(0) == ACL_SUCCESS
     ctx, stream, x_dev, y_dev = (ctypes.c_void_p() for _ in range(4))
@@ -184,8 +191,9 @@ def test_a_bounded_sync_times_out_with_canns_code(device: Device, tmp_path: Path
     assert own.sync(timeout_ms=150) == ACL_ERROR_RT_STREAM_SYNC_TIMEOUT
     assert time.monotonic() - started >= 0.15  # bounded below by the timeout; the work never ends
     assert "did not finish within 150 ms" in own.recent_error()
-    device.ok(device.lib.aclrtDestroyStreamForce(own.stream))
-    np.testing.assert_array_equal(y, 0)  # abandoned work wrote nothing
+    device.ok(device.lib.aclrtStreamAbort(own.stream))  # stopped: no hang outlives the test
+    device.ok(device.lib.aclrtDestroyStream(own.stream))
+    np.testing.assert_array_equal(y, 0)  # aborted work wrote nothing
 
 
 def test_destroying_a_stream_waits_for_its_queued_work_as_cann_documents(
@@ -240,12 +248,115 @@ def test_an_aborted_stream_stays_usable_and_force_destroy_abandons_a_hang(
     own.run_async(hang, x, y)  # a value that does not hang: runs normally after the abort
     assert own.sync() == ACL_SUCCESS
     np.testing.assert_array_equal(y, 2 * x + 1)
-    y[:] = 0
-    own.run_async(hang, np.full(FLOATS, 99, dtype=np.float32), y)
-    forcing, codes = in_thread(lambda: lib.aclrtDestroyStreamForce(own.stream))
-    forcing.join(30)
-    assert codes == [ACL_SUCCESS]  # CANN: destroyed without waiting for the hung task
+    device.ok(lib.aclrtDestroyStream(own.stream))
+
+
+@pytest.fixture
+def stream_state(tmp_path: Path) -> Iterator[Path]:
+    """The double's late-work counts (streams.h), written next to a state file of the test's."""
+    state = tmp_path / "state.json"
+    os.environ["NPU_GE_DOUBLE_STATE_FILE"] = str(state)  # read by the double at every write
+    yield Path(f"{state}.streams")
+    os.environ.pop("NPU_GE_DOUBLE_STATE_FILE")
+
+
+def late_work(path: Path) -> dict[str, int]:
+    state = json.loads(path.read_text()) if path.exists() else {}
+    return {k: int(state.get(k, 0)) for k in ("late_writes", "touched_freed_memory")}
+
+
+def pinned(lib: ctypes.CDLL) -> tuple[ctypes.c_void_p, np.ndarray]:
+    """A host block from aclrtMallocHost (tracked by the double) and a numpy view of it."""
+    block = ctypes.c_void_p()
+    assert lib.aclrtMallocHost(ctypes.byref(block), NBYTES) == ACL_SUCCESS
+    view = np.ctypeslib.as_array(ctypes.cast(block, ctypes.POINTER(ctypes.c_float)), shape=(FLOATS,))
+    view[:] = 0
+    return block, view
+
+
+def test_force_destroy_does_not_stop_the_running_task_it_writes_after_the_call(
+    device: Device, tmp_path: Path, stream_state: Path
+) -> None:
+    # CANN promises only that aclrtDestroyStreamForce does not wait: the running execution
+    # and the copy-out queued behind it still run, into the buffers they were given.
+    lib = device.lib
+    lib.aclrtFreeHost.argtypes = [ctypes.c_void_p]
+    own = own_stream(device)
+    block, y = pinned(lib)
+    x = np.array([1, 2, 3, 4], dtype=np.float32)
+    own.run_async(device.load(model_file(tmp_path, "delay_us 400000")), x, y)
+    time.sleep(0.1)  # the execution is running
+    started = time.monotonic()
+    device.ok(lib.aclrtDestroyStreamForce(own.stream))
+    assert time.monotonic() - started < 0.2  # it did not wait
     np.testing.assert_array_equal(y, 0)
+    before = late_work(stream_state)["late_writes"]
+    device.ok(lib.aclrtSynchronizeDeviceWithTimeout(5000))  # the device waits for it, bounded
+    np.testing.assert_array_equal(y, 2 * x + 1)  # written after the stream was destroyed
+    assert late_work(stream_state) == {"late_writes": before + 2, "touched_freed_memory": 0}
+    device.ok(lib.aclrtFreeHost(block))
+
+
+def test_a_late_write_into_memory_freed_meanwhile_is_counted_and_not_done(
+    device: Device, tmp_path: Path, stream_state: Path
+) -> None:
+    lib = device.lib
+    own = own_stream(device)
+    out = ctypes.c_void_p()
+    device.ok(lib.aclrtMalloc(ctypes.byref(out), NBYTES, 0))
+    outputs = ctypes.c_void_p(lib.aclmdlCreateDataset())
+    device.ok(lib.aclmdlAddDatasetBuffer(outputs, lib.aclCreateDataBuffer(out, NBYTES)))
+    x = np.array([1, 2, 3, 4], dtype=np.float32)
+    device.ok(lib.aclrtMemcpyAsync(device.x_dev, NBYTES, x.ctypes.data_as(ctypes.c_void_p), NBYTES, H2D,
+                                   own.stream))
+    model = device.load(model_file(tmp_path, "delay_us 300000"))
+    device.ok(lib.aclmdlExecuteAsync(model, device.inputs, outputs, own.stream))
+    time.sleep(0.05)
+    device.ok(lib.aclrtDestroyStreamForce(own.stream))
+    device.ok(lib.aclrtFree(out))  # what npu_ge did before it parked: the task still runs
+    again = ctypes.c_void_p()
+    device.ok(lib.aclrtMalloc(ctypes.byref(again), NBYTES, 0))  # may well reuse the address
+    device.ok(lib.aclrtSynchronizeDeviceWithTimeout(5000))
+    assert late_work(stream_state)["touched_freed_memory"] >= 1  # on a device: someone else's memory
+    device.ok(lib.aclrtFree(again))
+
+
+def test_stream_abort_is_refused_on_the_products_canns_tables_mark_unsupported(
+    device: Device, tmp_path: Path
+) -> None:
+    lib = device.lib
+    hang = device.load(model_file(tmp_path, "hang_on_value 99"))
+    own = own_stream(device)
+    y = np.zeros(FLOATS, dtype=np.float32)
+    own.run_async(hang, np.full(FLOATS, 99, dtype=np.float32), y)
+    try:
+        for product in ("atlas_inference", "atlas_training", "atlas_200i_500_a2"):
+            os.environ["NPU_GE_DOUBLE_PRODUCT"] = product
+            assert lib.aclrtStreamAbort(own.stream) == ACL_ERROR_RT_FEATURE_NOT_SUPPORT, product
+            assert "not supported on this product" in own.recent_error()
+            assert own.sync(timeout_ms=50) == ACL_ERROR_RT_STREAM_SYNC_TIMEOUT  # still hung
+        os.environ["NPU_GE_DOUBLE_PRODUCT"] = "no_such_product"
+        assert lib.aclrtStreamAbort(own.stream) not in (ACL_SUCCESS, ACL_ERROR_RT_FEATURE_NOT_SUPPORT)
+        assert "unknown NPU_GE_DOUBLE_PRODUCT 'no_such_product'" in own.recent_error()
+    finally:
+        os.environ.pop("NPU_GE_DOUBLE_PRODUCT")
+    device.ok(lib.aclrtStreamAbort(own.stream))  # the default product (Atlas A2) has it
+    device.ok(lib.aclrtDestroyStream(own.stream))
+
+
+def test_a_bounded_device_synchronize_times_out_on_work_of_a_force_destroyed_stream(
+    device: Device, tmp_path: Path
+) -> None:
+    lib = device.lib
+    own = own_stream(device)
+    y = np.zeros(FLOATS, dtype=np.float32)
+    own.run_async(device.load(model_file(tmp_path, "delay_us 600000")), np.ones(FLOATS, dtype=np.float32), y)
+    device.ok(lib.aclrtDestroyStreamForce(own.stream))
+    assert lib.aclrtSynchronizeDeviceWithTimeout(100) == ACL_ERROR_RT_STREAM_SYNC_TIMEOUT
+    assert "did not finish within 100 ms" in own.recent_error()
+    assert lib.aclrtSynchronizeDeviceWithTimeout(0) != ACL_SUCCESS  # CANN: -1 or > 0
+    device.ok(lib.aclrtSynchronizeDeviceWithTimeout(5000))
+    np.testing.assert_array_equal(y, 3)
 
 
 def test_an_overflow_status_surfaces_at_the_sync_once_and_the_work_completes(

@@ -231,7 +231,7 @@ def test_an_execution_longer_than_execute_timeout_ms_fails_and_the_instance_reco
     assert "rebuilt context, stream, model and buffers after a failed execution" in server.log()
     # the double's aclrtDestroyStream waits for queued work as CANN's does: the hung execution
     # is stopped first, or the rebuild (and every later request) would wait for ever
-    assert "stopped the timed-out execution with aclrtStreamAbort" in server.log()
+    assert "stopped the failed execution with aclrtStreamAbort" in server.log()
     assert settled_live_resources(server.state_file) == held  # the abandoned stream and buffers are gone
     stats = model_stats(server.url, "stuck")["inference_stats"]
     assert stats["fail"]["count"] == 1 and stats["success"]["count"] == 5
@@ -268,8 +268,11 @@ def test_without_stream_abort_a_timed_out_stream_is_destroyed_by_force(
     assert "execute_timeout_ms=300" in str(try_infer(server, "stuck", rows_of(HANG)))
     np.testing.assert_array_equal(try_infer(server, "stuck", rows_of(1)), 2 * rows_of(1) + 1)
     assert recoveries(server, "stuck") == 1
-    assert "destroyed the stream of the timed-out execution with aclrtDestroyStreamForce" in server.log()
-    assert settled_live_resources(server.state_file) == held
+    assert "destroyed the stream of the failed execution with aclrtDestroyStreamForce" in server.log()
+    # CANN does not say the hung task stopped: everything it may touch stays parked until
+    # unload (tests/backend/test_recovery.py), beside the rebuilt instance's own resources
+    parked = settled_live_resources(server.state_file)
+    assert parked["models"] == held["models"] + 1 and parked["contexts"] == held["contexts"] + 1
 
 
 def test_when_nothing_can_stop_a_hung_stream_the_instance_leaves_it_and_fails_fast(

@@ -31,6 +31,16 @@
 //   no_stream_stop aclrtStreamAbort,                   a CANN before 7.0: nothing stops
 //                  aclrtDestroyStreamForce             a hung stream (aclrtDestroyStream
 //                                                      would wait forever)
+//   no_device_sync aclrtSynchronizeDeviceWithTimeout   a runtime without the bounded
+//                                                      device synchronize: parked
+//                                                      executions are leaked at unload
+//                                                      (aclrtSynchronizeDevice could
+//                                                      block it for ever)
+//
+// Products (not symbols) are chosen at run time with $NPU_GE_DOUBLE_PRODUCT
+// (streams.cc): on atlas_inference (310P), atlas_training and
+// atlas_200i_500_a2 aclrtStreamAbort exists and returns
+// ACL_ERROR_RT_FEATURE_NOT_SUPPORT, as CANN's product tables say.
 //
 // This header is documentation and data only: nothing includes it.
 #pragma once
@@ -43,5 +53,6 @@
   X(no_shape_gears, "aclmdlSetInputDynamicDims aclmdlSetDynamicHWSize aclmdlGetCurOutputDims") \
   X(no_stream_abort, "aclrtStreamAbort")                                    \
   X(no_dims_v2, "aclmdlGetInputDimsV2")                                      \
-  X(no_stream_stop, "aclrtStreamAbort aclrtDestroyStreamForce")
+  X(no_stream_stop, "aclrtStreamAbort aclrtDestroyStreamForce")            \
+  X(no_device_sync, "aclrtSynchronizeDeviceWithTimeout")
 // clang-format on

@@ -2,7 +2,16 @@
 // runtime checks when the task is queued and queues it on the stream
 // (streams.h); the stream's thread later applies the model file's
 // directives, its cost (delay_us + delay_per_row_us x rows) and its formula.
+// An execution writes its outputs only while its buffers are still the
+// allocations they were when it was queued (runtime_state.h: a late write of
+// a stream destroyed by force is counted, a write into freed memory is
+// counted and not done).
+// $NPU_GE_DOUBLE_LOSE_DEVICE_ON_VALUE=<v>: an execution whose first input
+// holds v fails with ACL_ERROR_RT_LOST_HEARTBEAT and the device is lost: every
+// later execution, copy, stream creation and device synchronize on it fails
+// with that code (CANN's device-lost class: acl_utils.h IsDeviceLostCode).
 #include <chrono>
+#include <cstdlib>
 #include <mutex>
 #include <string>
 
@@ -89,6 +98,8 @@ struct Execution {
   const ModelSpec& spec() const { return *model; }
   std::vector<const void*> in;
   std::vector<void*> out;
+  std::vector<size_t> in_bytes, out_bytes;      // as checked when queued
+  std::vector<uint64_t> in_serial, out_serial;  // SerialOfLocked when queued
   uint64_t rows = 0;
   int64_t gear = -1;  // dims/image size gear, -1: none
   int32_t device = -1;
@@ -124,11 +135,59 @@ Compute(const Execution& x)
   }
 }
 
+bool
+LosesDevice(const Execution& x)
+{
+  const char* v = std::getenv("NPU_GE_DOUBLE_LOSE_DEVICE_ON_VALUE");
+  return v != nullptr && *v != '\0' && InputZeroHolds(x, std::atof(v));
+}
+
+// Computes the outputs if every buffer is still the memory it was when the
+// execution was queued; false (counted) when one was freed meanwhile.
+bool
+ComputeIfOwned(const Execution& x, const Stream& stream)
+{
+  std::lock_guard<std::mutex> lock(g_mu);
+  bool owned = true;
+  for (size_t i = 0; i < x.in.size(); ++i) {
+    owned = StillOwnedLocked(x.in[i], x.in_bytes[i], x.in_serial[i], false) && owned;
+  }
+  const bool late = stream.orphaned();
+  for (size_t o = 0; o < x.out.size(); ++o) {
+    owned = StillOwnedLocked(x.out[o], x.out_bytes[o], x.out_serial[o], late) && owned;
+  }
+  if (owned) Compute(x);  // under g_mu: nothing is freed while it writes
+  return owned;
+}
+
 // Runs on the stream's thread: the model's directives, its cost, its formula.
 acl_double::TaskResult
 RunExecution(const Execution& x, Stream& stream)
 {
   const auto start = stream.task_start();
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    if (g_lost_devices.count(x.device) > 0) {
+      return {ACL_ERROR_RT_LOST_HEARTBEAT, "the device was lost"};
+    }
+    bool owned = true;  // the directives below read the first input
+    for (size_t i = 0; i < x.in.size(); ++i) {
+      owned = StillOwnedLocked(x.in[i], x.in_bytes[i], x.in_serial[i], false) && owned;
+    }
+    if (!owned) {
+      return {
+          ACL_ERROR_RT_MODEL_EXECUTE, "execution started after its inputs were freed"};
+    }
+  }
+  if (LosesDevice(x)) {
+    std::lock_guard<std::mutex> lock(g_mu);
+    g_lost_devices.insert(x.device);
+    WriteStreamStateLocked();
+    return {
+        ACL_ERROR_RT_LOST_HEARTBEAT,
+        "device " + std::to_string(x.device) +
+            " lost its heartbeat (NPU_GE_DOUBLE_LOSE_DEVICE_ON_VALUE)"};
+  }
   if (x.spec().has_hang_value && InputZeroHolds(x, x.spec().hang_value)) {
     stream.SleepUntil(std::chrono::steady_clock::time_point::max());  // until destroyed
     return {ACL_ERROR_RT_MODEL_EXECUTE, "execution abandoned (hang_on_value)"};
@@ -150,7 +209,9 @@ RunExecution(const Execution& x, Stream& stream)
   if (cost.count() > 0 && !stream.SleepUntil(start + cost)) {
     return {ACL_ERROR_RT_MODEL_EXECUTE, "execution abandoned: stream destroyed"};
   }
-  Compute(x);
+  if (!ComputeIfOwned(x, stream)) {
+    return {ACL_ERROR_RT_MODEL_EXECUTE, "execution ran after its buffers were freed"};
+  }
   RecordBusy(x.device, start, std::chrono::steady_clock::now());
   if (x.spec().has_overflow_value && InputZeroHolds(x, x.spec().overflow_value)) {
     // CANN's runtime returns overflow-type codes from the stream synchronize
@@ -182,10 +243,21 @@ aclmdlExecuteAsync(
   Execution x;
   aclError rc = CheckDatasetsLocked(it->second, input, output, device, &x.rows, &x.gear);
   if (rc != ACL_SUCCESS) return rc;
+  if (g_lost_devices.count(device) > 0) {
+    return Fail(ACL_ERROR_RT_LOST_HEARTBEAT, "the device was lost");
+  }
   x.model = it->second.spec;
   x.device = device;
-  for (const aclDataBuffer* b : input->buffers) x.in.push_back(b->data);
-  for (const aclDataBuffer* b : output->buffers) x.out.push_back(b->data);
+  for (const aclDataBuffer* b : input->buffers) {
+    x.in.push_back(b->data);
+    x.in_bytes.push_back(b->size);
+    x.in_serial.push_back(SerialOfLocked(b->data, b->size));
+  }
+  for (const aclDataBuffer* b : output->buffers) {
+    x.out.push_back(b->data);
+    x.out_bytes.push_back(b->size);
+    x.out_serial.push_back(SerialOfLocked(b->data, b->size));
+  }
   const bool instant = x.spec().delay_us == 0 && x.spec().delay_per_row_us == 0 &&
                        !x.spec().has_hang_value;
   s->Enqueue([x](Stream& on) { return RunExecution(x, on); }, instant);

@@ -1,13 +1,30 @@
 // TEST DOUBLE: asynchronous streams (streams.h), the stream calls of the ACL
-// API and the host side of copies (aclrtMallocHost / aclrtFreeHost).
+// API, the device synchronize, and the host side of copies (aclrtMallocHost /
+// aclrtFreeHost).
+//
+// $NPU_GE_DOUBLE_PRODUCT names the Ascend product the double stands for, as
+// CANN's "product support" tables name them (aclrtStreamAbort in the 8.3.RC1,
+// 8.5.0, 9.0.0 and 9.1.0 references):
+//   atlas_a2 (default), atlas_a3, atlas_350   aclrtStreamAbort supported
+//   atlas_inference (310P), atlas_training,   aclrtStreamAbort marked
+//   atlas_200i_500_a2                         unsupported: the symbol exists,
+//                                             the call returns
+//                                             ACL_ERROR_RT_FEATURE_NOT_SUPPORT
+// aclrtSynchronizeDeviceWithTimeout is supported on all of them (8.5.0, 9.0.0
+// tables).
 #include "streams.h"
 
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <set>
+#include <string>
 
 #include <sys/prctl.h>
+#include <unistd.h>
+
+#include <cstdio>
 
 #include "runtime_state.h"
 
@@ -20,8 +37,7 @@ Stream::~Stream()
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
-    queue_.clear();  // abandoned: aclrtDestroyStreamForce (aclrtDestroyStream drained
-                     // first)
+    queue_.clear();  // empty: aclrtDestroyStream drained it first
   }
   work_cv_.notify_all();
   done_cv_.notify_all();
@@ -87,8 +103,10 @@ Stream::Synchronize(int32_t timeout_ms)
     RunFront(lock);
   }
   if (!queue_.empty()) work_cv_.notify_one();  // timed work, or the worker is on a task
+  // An abort wakes it only once it finished: the caller may destroy the
+  // stream as soon as this returns.
   auto drained = [this, aborts] {
-    return stopping_ || aborts_ != aborts || (queue_.empty() && !busy_);
+    return stopping_ || (!aborting_ && (aborts_ != aborts || (queue_.empty() && !busy_)));
   };
   if (timeout_ms < 0) {
     done_cv_.wait(lock, drained);
@@ -127,6 +145,25 @@ Stream::Abort()
   error_ = TaskResult{};
   status_ = TaskResult{};
   aborting_ = false;
+  done_cv_.notify_all();  // synchronizers waiting for the abort to finish
+}
+
+void
+Stream::Orphan()
+{
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    orphaned_ = true;
+  }
+  work_cv_.notify_all();  // the worker runs the instant work nobody will sync for
+}
+
+bool
+Stream::WaitIdle(std::chrono::steady_clock::time_point deadline)
+{
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!queue_.empty()) work_cv_.notify_one();  // instant work: the worker runs it
+  return done_cv_.wait_until(lock, deadline, [this] { return queue_.empty() && !busy_; });
 }
 
 bool
@@ -139,6 +176,71 @@ Stream::SleepUntil(std::chrono::steady_clock::time_point deadline)
     return false;
   }
   return !stop_cv_.wait_until(lock, deadline, interrupted);
+}
+
+// ---- late work of force-destroyed streams -------------------------------------
+std::set<Stream*> g_orphan_streams;
+uint64_t g_late_writes = 0;
+uint64_t g_touched_freed_memory = 0;
+std::set<int32_t> g_lost_devices;
+
+namespace {
+uint64_t g_allocation_serial = 0;
+constexpr uint64_t kHostBlock = ~0ull;  // SerialOfLocked: an aclrtMallocHost block
+}  // namespace
+
+uint64_t
+NextAllocationSerial()
+{
+  return ++g_allocation_serial;
+}
+
+uint64_t
+SerialOfLocked(const void* p, size_t n)
+{
+  if (g_host_blocks.count(const_cast<void*>(p)) > 0) return kHostBlock;
+  const Allocation* a = FindAllocationLocked(p, n);
+  return a == nullptr ? 0 : a->serial;
+}
+
+bool
+StillOwnedLocked(const void* p, size_t n, uint64_t serial, bool late)
+{
+  bool owned = true;  // serial 0: memory the double does not track
+  if (serial == kHostBlock) {
+    owned = g_host_blocks.count(const_cast<void*>(p)) > 0;
+  } else if (serial != 0) {
+    const Allocation* a = FindAllocationLocked(p, n);
+    owned = a != nullptr && a->serial == serial;
+  }
+  if (!owned) {
+    ++g_touched_freed_memory;
+  } else if (late) {
+    ++g_late_writes;
+  }
+  if (!owned || late) WriteStreamStateLocked();
+  return owned;
+}
+
+void
+WriteStreamStateLocked()
+{
+  const char* state = std::getenv("NPU_GE_DOUBLE_STATE_FILE");
+  if (state == nullptr) return;
+  const std::string path = std::string(state) + ".streams";
+  const std::string tmp = path + ".tmp." + std::to_string(getpid());
+  FILE* f = std::fopen(tmp.c_str(), "w");
+  if (f == nullptr) return;
+  std::string lost;
+  for (int32_t d : g_lost_devices) lost += (lost.empty() ? "" : ", ") + std::to_string(d);
+  std::fprintf(
+      f,
+      "{\"orphan_streams\": %zu, \"late_writes\": %llu, "
+      "\"touched_freed_memory\": %llu, \"lost_devices\": [%s]}\n",
+      g_orphan_streams.size(), static_cast<unsigned long long>(g_late_writes),
+      static_cast<unsigned long long>(g_touched_freed_memory), lost.c_str());
+  std::fclose(f);
+  std::rename(tmp.c_str(), path.c_str());
 }
 
 // ---- device busy time -------------------------------------------------------
@@ -218,10 +320,10 @@ Synchronize(const char* call, aclrtStream stream, int32_t timeout_ms)
   return ACL_SUCCESS;
 }
 
-// Forgets the stream and destroys it without waiting: queued work is
-// abandoned, a running task interrupted.
+// Forgets the stream. aclrtDestroyStream (drained before): deletes it.
+// aclrtDestroyStreamForce (`orphan`): its work goes on (Stream::Orphan).
 aclError
-DestroyNow(const char* call, Stream* s)
+DestroyNow(const char* call, Stream* s, bool orphan)
 {
   std::unique_lock<std::mutex> lock(acl_double::g_mu);
   if (acl_double::ShouldFail(call)) {
@@ -234,9 +336,31 @@ DestroyNow(const char* call, Stream* s)
     return Fail(ACL_ERROR_RT_PARAM_INVALID, "unknown stream");
   }
   acl_double::WriteStateLocked();
+  if (orphan) {
+    acl_double::g_orphan_streams.insert(s);
+    acl_double::WriteStreamStateLocked();
+    lock.unlock();
+    s->Orphan();
+    return ACL_SUCCESS;
+  }
   lock.unlock();  // a task that is finishing takes g_mu: join without it
   delete s;
   return ACL_SUCCESS;
+}
+
+// The product the double stands for; false (message set) when unknown.
+bool
+StreamAbortSupported(bool* supported)
+{
+  const char* v = std::getenv("NPU_GE_DOUBLE_PRODUCT");
+  const std::string product = v == nullptr || *v == '\0' ? "atlas_a2" : v;
+  static const std::set<std::string> with_abort = {"atlas_a2", "atlas_a3", "atlas_350"};
+  static const std::set<std::string> without_abort = {
+      "atlas_inference", "atlas_training", "atlas_200i_500_a2"};
+  *supported = with_abort.count(product) > 0;
+  if (*supported || without_abort.count(product) > 0) return true;
+  Fail(ACL_ERROR_INVALID_PARAM, "unknown NPU_GE_DOUBLE_PRODUCT '" + product + "'");
+  return false;
 }
 
 }  // namespace
@@ -248,6 +372,9 @@ aclrtCreateStream(aclrtStream* stream)
 {
   DOUBLE_ENTER("aclrtCreateStream");
   DOUBLE_NEED_DEVICE("aclrtCreateStream");
+  if (acl_double::g_lost_devices.count(device) > 0) {
+    return Fail(ACL_ERROR_RT_LOST_HEARTBEAT, "the device was lost");
+  }
   Stream* s = new Stream(device);
   acl_double::g_streams.insert(s);
   *stream = s;
@@ -269,26 +396,38 @@ aclrtDestroyStream(aclrtStream stream)
     }
   }
   s->Drain();  // without g_mu: the queued work takes it
-  return DestroyNow("aclrtDestroyStream", s);
+  return DestroyNow("aclrtDestroyStream", s, false);
 }
 
-// CANN: "if the stream has unfinished tasks, destroys it by force without
-// waiting for them" (aclrtDestroyStreamForce, CANN 7.0 / 8.0 / 9.0 references).
+// CANN: destroys the stream without waiting for its unfinished tasks
+// (aclrtDestroyStreamForce, CANN 7.0 / 8.0 / 9.0 references). Nothing more is
+// promised, so nothing more is done: the running task and the queued ones go
+// on and write into their buffers after this returns (Stream::Orphan).
 aclError
 aclrtDestroyStreamForce(aclrtStream stream)
 {
-  return DestroyNow("aclrtDestroyStreamForce", static_cast<Stream*>(stream));
+  return DestroyNow("aclrtDestroyStreamForce", static_cast<Stream*>(stream), true);
 }
 
 // CANN: stops the stream's running task and discards the queued ones; a
 // synchronize waiting meanwhile returns ACL_ERROR_RT_STREAM_ABORT; NULL is
-// refused (aclrtStreamAbort, CANN 8.0 / 8.5 / 9.0 references).
+// refused (aclrtStreamAbort, CANN 8.0 / 8.5 / 9.0 references). Unsupported on
+// Atlas inference (310P), Atlas training and Atlas 200I/500 A2 products
+// (8.3.RC1, 8.5.0, 9.0.0, 9.1.0 product tables): $NPU_GE_DOUBLE_PRODUCT.
 aclError
 aclrtStreamAbort(aclrtStream stream)
 {
   Stream* s = static_cast<Stream*>(stream);
   {
     DOUBLE_ENTER("aclrtStreamAbort");
+    bool supported = false;
+    if (!StreamAbortSupported(&supported)) return ACL_ERROR_INVALID_PARAM;
+    if (!supported) {
+      return Fail(
+          ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
+          "aclrtStreamAbort is not supported on this product (NPU_GE_DOUBLE_PRODUCT=" +
+              std::string(std::getenv("NPU_GE_DOUBLE_PRODUCT")) + ")");
+    }
     if (s == nullptr) return Fail(ACL_ERROR_INVALID_PARAM, "aclrtStreamAbort of NULL");
     if (acl_double::g_streams.count(s) == 0) {
       return Fail(ACL_ERROR_RT_PARAM_INVALID, "unknown stream");
@@ -296,6 +435,53 @@ aclrtStreamAbort(aclrtStream stream)
   }
   s->Abort();  // without g_mu: the interrupted task takes it as it returns
   return ACL_SUCCESS;
+}
+
+// CANN: blocks until the device of the current context finished its work;
+// -1 waits for ever, > 0 is a bound in ms, and a timed-out wait returns
+// ACL_ERROR_RT_STREAM_SYNC_TIMEOUT (aclrtSynchronizeDeviceWithTimeout, CANN
+// 8.0 / 8.5 / 9.0 references; every product). The double waits for every
+// stream of the device, those destroyed by force included: their work is the
+// device's until it ends. A lost device answers with its loss.
+aclError
+aclrtSynchronizeDeviceWithTimeout(int32_t timeout)
+{
+  std::vector<Stream*> streams;
+  {
+    DOUBLE_ENTER("aclrtSynchronizeDeviceWithTimeout");
+    DOUBLE_NEED_DEVICE("aclrtSynchronizeDeviceWithTimeout");
+    if (timeout < -1 || timeout == 0) {
+      return Fail(ACL_ERROR_INVALID_PARAM, "timeout must be -1 or a positive ms count");
+    }
+    if (acl_double::g_lost_devices.count(device) > 0) {
+      return Fail(ACL_ERROR_RT_LOST_HEARTBEAT, "the device was lost");
+    }
+    for (Stream* s : acl_double::g_streams) {
+      if (s->device() == device) streams.push_back(s);
+    }
+    for (Stream* s : acl_double::g_orphan_streams) {
+      if (s->device() == device) streams.push_back(s);
+    }
+  }
+  // Without g_mu: the work waited for takes it. (A stream destroyed meanwhile
+  // by another thread is the caller's bug, as with aclrtSynchronizeStream.)
+  const auto deadline =
+      timeout < 0 ? std::chrono::steady_clock::time_point::max()
+                  : std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout);
+  for (Stream* s : streams) {
+    if (!s->WaitIdle(deadline)) {
+      return Fail(
+          ACL_ERROR_RT_STREAM_SYNC_TIMEOUT,
+          "device work did not finish within " + std::to_string(timeout) + " ms");
+    }
+  }
+  return ACL_SUCCESS;
+}
+
+aclError
+aclrtSynchronizeDevice()
+{
+  return aclrtSynchronizeDeviceWithTimeout(-1);
 }
 
 aclError
@@ -335,9 +521,23 @@ aclrtMemcpyAsync(
   if (s == nullptr) {
     return Fail(ACL_ERROR_RT_STREAM_CONTEXT, "stream not on the current device");
   }
-  // The bytes move when the stream reaches the copy, not now.
+  if (acl_double::g_lost_devices.count(device) > 0) {
+    return Fail(ACL_ERROR_RT_LOST_HEARTBEAT, "the device was lost");
+  }
+  // The bytes move when the stream reaches the copy, not now, and only while
+  // both ends are still the memory they were (a late copy of a stream destroyed
+  // by force is counted: streams.h).
+  const uint64_t dst_serial = acl_double::SerialOfLocked(dst, count);
+  const uint64_t src_serial = acl_double::SerialOfLocked(src, count);
   s->Enqueue(
-      [dst, src, count](Stream&) {
+      [dst, src, count, dst_serial, src_serial](Stream& on) {
+        std::lock_guard<std::mutex> lock(acl_double::g_mu);
+        const bool late = on.orphaned();
+        if (!acl_double::StillOwnedLocked(src, count, src_serial, false) ||
+            !acl_double::StillOwnedLocked(dst, count, dst_serial, late)) {
+          return acl_double::TaskResult{
+              ACL_ERROR_INVALID_PARAM, "a copy ran after its memory was freed"};
+        }
         std::memcpy(dst, src, count);
         return acl_double::TaskResult{};
       },

@@ -7,12 +7,18 @@
 // in error runs nothing). As CANN documents (CANN 8.0 API reference, "Stream
 // management"): aclrtDestroyStream waits for the stream's unfinished work (so
 // a hung execution blocks it forever); aclrtDestroyStreamForce destroys it
-// without waiting (the double abandons queued work and interrupts a running
-// delay or hang); aclrtStreamAbort stops the running task, discards the
-// queued ones, and a synchronize waiting meanwhile returns
-// ACL_ERROR_RT_STREAM_ABORT; the stream stays usable.
+// without waiting, and that is all it promises (CANN 7.0 / 8.0 / 9.0
+// references): the double ORPHANS the stream (Orphan below): its handle is
+// gone, but the running task goes on and the queued ones still run, writing
+// into their buffers after the call, and a hung task hangs for ever.
+// aclrtStreamAbort stops the running task, discards the queued ones, and a
+// synchronize waiting meanwhile returns ACL_ERROR_RT_STREAM_ABORT; the stream
+// stays usable; on the products whose CANN tables mark it unsupported
+// ($NPU_GE_DOUBLE_PRODUCT, streams.cc) it returns
+// ACL_ERROR_RT_FEATURE_NOT_SUPPORT and stops nothing.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -41,7 +47,7 @@ class Stream {
   using Task = std::function<TaskResult(Stream&)>;
 
   explicit Stream(int32_t device);
-  ~Stream();  // abandons queued work, interrupts a running task, joins (force)
+  ~Stream();  // after Drain only (aclrtDestroyStream): stops the idle worker, joins
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;
 
@@ -63,6 +69,15 @@ class Stream {
   // and any failure, wakes waiting synchronizers; returns once the running
   // task stopped. Tasks queued meanwhile do not take effect.
   void Abort();
+  // aclrtDestroyStreamForce: the handle is gone, the work is not. The worker
+  // runs what is queued (instant tasks too) to the end; a hang stays hung.
+  // The stream is never deleted (kept reachable by g_orphan_streams).
+  void Orphan();
+  bool orphaned() const { return orphaned_; }
+  // aclrtSynchronizeDevice's wait for this stream: until nothing is queued or
+  // running, or `deadline`; consumes no error or status (they stay for the
+  // stream's own synchronize). False on the deadline.
+  bool WaitIdle(std::chrono::steady_clock::time_point deadline);
 
   // For tasks: sleeps until `deadline`, or less when the stream is destroyed
   // (by force) or aborted meanwhile; false when it was. SleepUntil(
@@ -95,6 +110,7 @@ class Stream {
   bool busy_ = false;                                   // a task is running
   bool stopping_ = false;                               // being destroyed
   bool aborting_ = false;                               // in aclrtStreamAbort
+  std::atomic<bool> orphaned_{false};                   // aclrtDestroyStreamForce ran
   uint64_t aborts_ = 0;                                 // aclrtStreamAbort calls
   TaskResult error_;
   TaskResult status_;  // the first status-only result since the last synchronize
