@@ -37,7 +37,8 @@ from geadmin.fleet import journal
 from geadmin.fleet.discovery import Discovery, discover, fleet_named
 from geadmin.fleet.gate import GateSettings
 from geadmin.fleet.members import ASCEND, NODE
-from geadmin.fleet.rollout import Change, RolloutResult, resume, rollout
+from geadmin.fleet.resume import resume
+from geadmin.fleet.rollout import Change, RolloutResult, rollout
 from geadmin.fleet.status import POLL_TIMEOUT_S, FleetStatus, close_clients, poll
 from geadmin.fleet.versions import roll_version
 from geadmin.ops.models import reconcile

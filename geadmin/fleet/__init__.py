@@ -16,6 +16,7 @@ changes made a wave at a time.
 - gate.py                the health gate after each wave
 - rollout.py             a change on every server, a wave at a time
 - journal.py             a rollout's journal and the way back from one cut short
+- resume.py              the way forward: a rollout cut short run again as planned
 - server_audit.py        a fleet change audited in each changed server's own workspace
 - runs.py                a rollout running in the background for a page
 - versions.py            a new model version across the fleet without a gap in serving

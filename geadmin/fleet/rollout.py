@@ -377,24 +377,6 @@ class _Rollout:
                              tuple(self.rows.values()), waves, entry.id, self.recorder.id)
 
 
-def resume(journal_id: int, members: Sequence[Member], *, home: Path | None = None,
-           **kwargs: Any) -> RolloutResult:
-    """Run an unresolved rollout again, as planned, on the servers of its plan (found among
-    `members` at the same address), keeping its previous configs as the ones to put back.
-    RolloutRefusedError when it cannot be resumed (see `journal.resumable`); `kwargs` are `rollout`'s."""
-    # before anything is read; `rollout` checks the change's
-    require(kwargs.get("auth"), GuardedAction.RELOAD)
-    found = rollouts.read(journal_id, home=home)
-    why = journal.resumable(found)
-    if why:
-        raise RolloutRefusedError(f"rollout #{journal_id} cannot be resumed: {why}; restore it instead "
-                          f"(`{found.restore_command}`)")
-    plan = found.plan
-    new = plan.new_config.encode() if plan.change == Change.APPLY.value else None
-    return rollout(journal.fleet_members(plan, members), Change(plan.change), plan.model, new_config=new,
-                   wave_size=plan.wave_size, fleet=plan.fleet, home=home, resume_of=journal_id, **kwargs)
-
-
 def _ca(member: Member) -> str | None:
     """The CA a member reached over grpcs:// was proven with (geadmin.fleet.membership), pinned."""
     return str(member.tls_ca) if member.tls_ca is not None else None

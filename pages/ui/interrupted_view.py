@@ -6,7 +6,7 @@ short are shown on the Fleet page with what changed where, Restore and Resume.
 Views only: `geadmin.ops.models.reconcile.reconcile` closes what a killed apply or create left (and
 `close_rollouts` what a killed rollout left), `geadmin.diagnose.interrupted.unresolved` lists
 what still waits for an operator; `geadmin.fleet.journal.restore` and
-`geadmin.fleet.rollout.resume` put a rollout right.
+`geadmin.fleet.resume.resume` put a rollout right.
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ from geadmin.errors import GeAdminError
 from geadmin.fleet import journal, runs
 from geadmin.fleet.discovery import Discovery
 from geadmin.fleet.members import Member
-from geadmin.fleet.rollout import Control, RolloutResult, resume
+from geadmin.fleet.resume import resume
+from geadmin.fleet.rollout import Control, RolloutResult
 from geadmin.ops.models import reconcile
 from pages.ui import access, keys
 from pages.ui.context import selected_target

@@ -28,7 +28,7 @@ from geadmin.access.users import UsersFile
 from geadmin.audit import Actor
 from geadmin.diagnose import rollouts
 from geadmin.errors import GeAdminError, NotAuthorizedError, PerfAnalyzerMissingError
-from geadmin.fleet import journal, rollout, runs, versions
+from geadmin.fleet import journal, resume, rollout, runs, versions
 from geadmin.fleet.members import Member, Trust
 from geadmin.ops import monitoring
 from geadmin.ops import runs as background
@@ -163,7 +163,7 @@ def restore_planted(w: World, auth: object) -> object:
 
 def resume_planted(w: World, auth: object) -> object:
     number, home = interrupted_rollout(w)
-    return rollout.resume(number, [member(w)], auth=auth, home=home, timeout_s=1)
+    return resume.resume(number, [member(w)], auth=auth, home=home, timeout_s=1)
 
 
 # Every guarded core function: (qualified name, the action it needs, a call with `auth`).
@@ -242,7 +242,7 @@ GUARDED: dict[str, tuple[GuardedAction, Call]] = {
         GuardedAction.RELOAD, lambda w, a: journal.put_back(reload_plan(w), ["s"], {"s": w.client}, auth=a,
                                                      home=w.home, note="t", timeout_s=1)),
     "geadmin.fleet.journal.restore": (GuardedAction.ROLLBACK, lambda w, a: restore_planted(w, a)),
-    "geadmin.fleet.rollout.resume": (GuardedAction.RELOAD, lambda w, a: resume_planted(w, a)),
+    "geadmin.fleet.resume.resume": (GuardedAction.RELOAD, lambda w, a: resume_planted(w, a)),
     "geadmin.fleet.runs.steer": (
         GuardedAction.RELOAD,
         lambda w, a: runs.steer(runs.RolloutRun(Run(runs.ROLLOUT, "lab", "reload m", Actor("t"))), "abort", a,
