@@ -97,7 +97,8 @@ def _verdicts(targets: list[Target], args: argparse.Namespace, stack: StackInfo 
         trusted = [m.trust.trusted for m in members]
     try:
         snapshots = take_snapshots(clients)  # in parallel, as on the Overview
-        return [server_verdict(snap, EvidenceSources(client if keyed else None, t.log(), t.repository), stack,
+        return [server_verdict(snap, EvidenceSources(client if keyed else None, t.log(), t.repository,
+                                                     metrics_url=t.urls().metrics), stack,
                                expected=args.expect or ())
                 for t, (_, client), snap, keyed in zip(targets, clients, snapshots, trusted, strict=True)]
     finally:

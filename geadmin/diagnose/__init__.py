@@ -14,4 +14,5 @@
 - interrupted.py   changes cut short that still wait for an operator, from the audit log
 - rollouts.py      fleet rollouts as their journal tells them
 - own_work.py      geadmin's own work on a server (the tuner's trials), kept out of the verdict
+- npu_ge_instances.py  npu_ge instances that can never execute again, from Triton's /metrics
 """

@@ -13,7 +13,9 @@
   or rolled back that model since, or a fleet rollout that touched this server was cut short
   (or failed leaving servers changed) and nobody restored or resumed it
   (`diagnose.interrupted`, `diagnose.rollouts`); a READY model's latest synthetic
-  probe (`geadmin.ops.probe`, fresh: taken in the last `watch.FRESH_S`) got no answer; or
+  probe (`geadmin.ops.probe`, fresh: taken in the last `watch.FRESH_S`) got no answer; an npu_ge
+  instance can never execute again (`diagnose.npu_ge_instances`, from Triton's /metrics when its
+  URL is known: Triton 2.51 keeps such a model READY); or
   Triton says it is not ready
   and none of the above explains why. Triton's own readiness is not enough: in explicit model-control mode
   a failed load does not make it "not ready".
@@ -33,6 +35,7 @@ from pathlib import Path
 from geadmin.diagnose import interrupted, own_work
 from geadmin.diagnose.drift import Drift, find_drift
 from geadmin.diagnose.health import ServerSnapshot, Triage, is_idle, triage
+from geadmin.diagnose.npu_ge_instances import BrokenInstances, read_broken
 from geadmin.diagnose.unloads import DROPPED_MARK, with_dropped
 from geadmin.domain import ModelEntry, ModelState, format_duration
 from geadmin.telemetry.history import watch
@@ -63,6 +66,7 @@ class VerdictRule(str, enum.Enum):
     SERVER_NOT_READY = "server-not-ready"
     INTERRUPTED_CHANGE = "interrupted-change"
     NOT_ANSWERING = "model-not-answering"
+    INSTANCE_BROKEN = "instance-broken"
 
 
 LEVEL_OF = {VerdictRule.UNREACHABLE: Level.DOWN, VerdictRule.NOT_LIVE: Level.DOWN,
@@ -233,6 +237,13 @@ def not_ready_reason(found: Triage) -> Reason:
                   "fail while it serves", fix="load the model once its cause is fixed, or restart Triton")
 
 
+def broken_reason(found: BrokenInstances) -> Reason:
+    fix = ("reset the NPU (npu-smi's reset, an operator's step) or move the model to a healthy "
+           f"one, then `geadmin models reload {found.model}`" if found.none_left else
+           f"`geadmin models reload {found.model}` rebuilds its instances once the device is healthy")
+    return Reason(VerdictRule.INSTANCE_BROKEN, found.text, found.model, fix)
+
+
 def server_reasons(snapshot: ServerSnapshot) -> list[Reason]:
     reasons = []
     if not snapshot.live:
@@ -328,6 +339,7 @@ class EvidenceSources:
     log: LogSource | None = None
     repository: Path | None = None
     home: Path | None = None  # the workspace (audit log)
+    metrics_url: str | None = None  # Triton's /metrics: npu_ge instances that cannot execute
     now: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
 
 
@@ -347,6 +359,7 @@ def assess(snapshot: ServerSnapshot, sources: EvidenceSources | None = None, *,
         if snapshot.reachable else {}
     verdict = judge(snapshot, found, drift=drift, stuck=stuck, expected=expected, cut_short=cut_short,
                     probes=probes, unloaded=unloads)
+    broken = read_broken(src.metrics_url) if src.metrics_url and snapshot.reachable else []
     reasons = tuple(r for r in verdict.reasons if r.rule is not VerdictRule.SERVER_NOT_READY
-                    or not own_work.explain_not_ready(trials))
+                    or not own_work.explain_not_ready(trials)) + tuple(map(broken_reason, broken))
     return replace(verdict, reasons=reasons, drift_checked=checked, trials=trials)

@@ -34,7 +34,8 @@ def verdict_for(target: Target, snapshot: ServerSnapshot | None = None) -> Serve
     client = client_for(target)
     if snapshot is None:
         snapshot = take_snapshot(target.spec.name, client)
-    return server_verdict(snapshot, EvidenceSources(client, log_for(target), target.repository), live_stack())
+    sources = EvidenceSources(client, log_for(target), target.repository, metrics_url=target.urls().metrics)
+    return server_verdict(snapshot, sources, live_stack())
 
 
 def banner(found: ServerVerdict) -> None:

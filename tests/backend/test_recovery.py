@@ -20,6 +20,9 @@ import numpy as np
 import pytest
 from tritonclient.utils import InferenceServerException
 
+from geadmin.diagnose.health import take_snapshot
+from geadmin.diagnose.verdict import EvidenceSources, Level, VerdictRule, assess
+from geadmin.triton.client import TritonClient
 from tests.support.asan import sanitizer_reports, shut_down_after_leak_check, start_asan_server
 from tests.support.npu_ge import (
     BackendBuild,
@@ -163,6 +166,14 @@ def test_a_lost_device_breaks_the_instance_for_good_and_other_devices_serve(
     assert "ACL error 507010" in error and "device 0 is lost" in error, error
     wait_for(lambda: metric(server, "npu_ge_device_lost", "on_lost") == 1, 10, "the loss counted")
     assert metric(server, "npu_ge_instance_broken", "on_lost") == 1
+    # Triton 2.51 keeps the model READY (it never asks TRITONBACKEND_ModelInstanceReady): geadmin's
+    # verdict reads the broken instance from the metrics and says it, with the next step.
+    with TritonClient(server.url) as client:
+        verdict = assess(take_snapshot("npu", client), EvidenceSources(metrics_url=server.metrics_url))
+    assert verdict.level is Level.DEGRADED and verdict.rules == [VerdictRule.INSTANCE_BROKEN], verdict.reasons
+    (reason,) = verdict.reasons
+    assert reason.model == "on_lost" and "no instance left that can execute" in reason.text, reason
+    assert "geadmin models reload on_lost" in reason.fix
     for _ in range(2):  # answered at once with the reason, never rebuilt on the lost device
         error = try_infer(server, "on_lost", rows_of(1))
         assert isinstance(error, str) and "a device-lost class of error: the instance is broken" in error
