@@ -18,7 +18,8 @@ from geadmin.domain import Endpoint, Transport
 from geadmin.ops.models import reconcile
 from geadmin.stack.log_discovery import with_found_log
 from geadmin.stack.target import Target, live_stack, resolve
-from geadmin.triton.client import DEFAULT_LOAD_TIMEOUT_S, DEFAULT_TIMEOUT_S, TritonClient
+from geadmin.triton.client import TritonClient
+from geadmin.triton.connection import DEFAULT_LOAD_TIMEOUT_S, DEFAULT_TIMEOUT_S
 from geadmin.triton.servers import DEFAULT_TRITON_URL
 
 

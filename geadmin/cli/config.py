@@ -40,7 +40,7 @@ from geadmin.repository import revisions, store
 from geadmin.repository.validate import summarize, validate_path
 from geadmin.stack.backends import served_backends
 from geadmin.stack.target import Target, live_stack, resolve
-from geadmin.triton.client import DEFAULT_LOAD_TIMEOUT_S
+from geadmin.triton.connection import DEFAULT_LOAD_TIMEOUT_S
 
 Actions = argparse._SubParsersAction  # argparse's own type for add_subparsers()
 VALIDATE_HELP = """`config validate PATH... [--json]` checks config.pbtxt files without a Triton

@@ -37,7 +37,7 @@ from geadmin.errors import GeAdminError, RepositoryError, TritonError, TritonUnr
 from geadmin.ops.models import create
 from geadmin.ops.models.actions import ModelAction, audit_refusal, run_action
 from geadmin.repository import paths, templates
-from geadmin.triton.client import DEFAULT_LOAD_TIMEOUT_S
+from geadmin.triton.connection import DEFAULT_LOAD_TIMEOUT_S
 
 
 def run_list(args: argparse.Namespace) -> int:

@@ -21,9 +21,9 @@ from google.protobuf import json_format
 from google.protobuf.message import Message
 from tritonclient.grpc import model_config_pb2, service_pb2
 
-from geadmin.domain import Endpoint, Health, ModelEntry, ModelState, ServerInfo, Transport
+from geadmin.domain import Health, ModelEntry, ModelState, ServerInfo, Transport
 from geadmin.errors import InvalidArgumentError
-from geadmin.triton.connection import DEFAULT_LOAD_TIMEOUT_S, DEFAULT_TIMEOUT_S, Connection
+from geadmin.triton.connection import Connection
 from geadmin.triton.tensors import InferResponse, Tensor, _infer_inputs, _requested_outputs, _response
 
 T = TypeVar("T")
@@ -31,46 +31,10 @@ M = TypeVar("M", bound=Message)
 
 
 # -- the client -----------------------------------------------------------------------
-class TritonClient:
-    """What geadmin asks of one Triton endpoint; each call goes through its `Connection`
+class TritonClient(Connection):
+    """What geadmin asks of one Triton endpoint: Triton's API over a `Connection`
     (geadmin.triton.connection: the transport, timeouts, threads and the admin key). Safe to
     share between threads."""
-
-    def __init__(
-        self,
-        url: str,
-        *,
-        admin_key: str | None = None,
-        timeout_s: float = DEFAULT_TIMEOUT_S,
-        load_timeout_s: float = DEFAULT_LOAD_TIMEOUT_S,
-        tls_ca: str | None = None,
-    ) -> None:
-        self.connection = Connection(url, admin_key=admin_key, timeout_s=timeout_s,
-                                     load_timeout_s=load_timeout_s, tls_ca=tls_ca)
-
-    @property
-    def endpoint(self) -> Endpoint:
-        return self.connection.endpoint
-
-    @property
-    def admin_key(self) -> str | None:
-        return self.connection.admin_key
-
-    @property
-    def tls_ca(self) -> str | None:
-        return self.connection.tls_ca
-
-    @property
-    def timeout_s(self) -> float:
-        return self.connection.timeout_s
-
-    @property
-    def load_timeout_s(self) -> float:
-        return self.connection.load_timeout_s
-
-    @property
-    def url(self) -> str:
-        return self.endpoint.url
 
     @property
     def transport(self) -> Transport:
@@ -78,17 +42,17 @@ class TritonClient:
 
     # -- server ---------------------------------------------------------------------
     def is_live(self) -> bool:
-        return bool(self._call("check liveness", lambda c, kw: c.is_server_live(**kw)))
+        return bool(self.call("check liveness", lambda c, kw: c.is_server_live(**kw)))
 
     def is_ready(self) -> bool:
-        return bool(self._call("check readiness", lambda c, kw: c.is_server_ready(**kw)))
+        return bool(self.call("check readiness", lambda c, kw: c.is_server_ready(**kw)))
 
     def health(self) -> Health:
         live = self.is_live()
         return Health(live=live, ready=live and self.is_ready())
 
     def server_info(self) -> ServerInfo:
-        meta = self._message(
+        meta = self.message(
             "read server metadata",
             lambda c, kw: c.get_server_metadata(**kw),
             service_pb2.ServerMetadataResponse,
@@ -97,7 +61,7 @@ class TritonClient:
 
     def model_ready(self, name: str, version: str = "") -> bool:
         """Whether Triton would serve `name` (a version, or the latest) right now."""
-        return bool(self._call(
+        return bool(self.call(
             f"check readiness of {name!r}", lambda c, kw: c.is_model_ready(name, version, **kw)
         ))
 
@@ -107,7 +71,7 @@ class TritonClient:
             raw = client.get_model_repository_index(**kwargs)
             return {"models": raw} if isinstance(raw, list) else raw
 
-        index = self._message("list the model repository", fetch, service_pb2.RepositoryIndexResponse,
+        index = self.message("list the model repository", fetch, service_pb2.RepositoryIndexResponse,
                               restricted=True)
         # Triton lists every directory, hidden ones too; those are never models (geadmin's own
         # staging directories of a model being created, editors' and rsync's temporaries).
@@ -129,7 +93,7 @@ class TritonClient:
         `files` maps paths inside the model directory (e.g. "1/model.py") to contents;
         Triton accepts them only together with `config` (FACTS.md).
         """
-        self._call(f"load model {name!r}", self._load_fn(name, config, files), loading=True, restricted=True)
+        self.call(f"load model {name!r}", self._load_fn(name, config, files), loading=True, restricted=True)
 
     def start_load(
         self,
@@ -144,8 +108,8 @@ class TritonClient:
         fn = self._load_fn(name, config, files)
         action = f"load model {name!r}"
         if self.endpoint.transport is Transport.GRPC:
-            return PendingLoad(lambda: self._call(action, fn, loading=True, restricted=True), name)
-        return PendingLoad(lambda: self.connection.one_off_call(action, fn), name)
+            return PendingLoad(lambda: self.call(action, fn, loading=True, restricted=True), name)
+        return PendingLoad(lambda: self.one_off_call(action, fn), name)
 
     def _load_fn(
         self,
@@ -166,7 +130,7 @@ class TritonClient:
         self.load(name)
 
     def unload(self, name: str, *, dependents: bool = False) -> None:
-        self._call(
+        self.call(
             f"unload model {name!r}",
             lambda c, kw: c.unload_model(name, unload_dependents=dependents, **kw),
             restricted=True,
@@ -178,20 +142,20 @@ class TritonClient:
             raw = client.get_model_config(name, version, **kwargs)
             return raw if "config" in raw else {"config": raw}
 
-        response = self._message(
+        response = self.message(
             f"read the config of {name!r}", fetch, service_pb2.ModelConfigResponse, restricted=True
         )
         return response.config
 
     def model_metadata(self, name: str, version: str = "") -> service_pb2.ModelMetadataResponse:
-        return self._message(
+        return self.message(
             f"read the metadata of {name!r}",
             lambda c, kw: c.get_model_metadata(name, version, **kw),
             service_pb2.ModelMetadataResponse,
         )
 
     def model_statistics(self, name: str = "", version: str = "") -> list[service_pb2.ModelStatistics]:
-        response = self._message(
+        response = self.message(
             f"read statistics of {name or 'all models'!r}",
             lambda c, kw: c.get_inference_statistics(name, version, **kw),
             service_pb2.ModelStatisticsResponse,
@@ -220,34 +184,22 @@ class TritonClient:
                                   outputs=_requested_outputs(module, outputs, class_count), **kwargs)
             return _response(result)
 
-        return self._call(f"infer with {name!r}", call)
+        return self.call(f"infer with {name!r}", call)
 
     # -- logging --------------------------------------------------------------------
     def log_settings(self) -> dict[str, Any]:
         # Flattened inside the call, so an unexpected answer is translated like any failure.
-        return self._call("read log settings",
+        return self.call("read log settings",
                           lambda c, kw: _plain_log_settings(c.get_log_settings(**kw, **_as_json(c))),
                           restricted=True)
 
     def update_log_settings(self, **settings: Any) -> dict[str, Any]:
         """E.g. `update_log_settings(log_verbose_level=1)`; returns the new settings."""
-        return self._call(
+        return self.call(
             "change log settings",
             lambda c, kw: _plain_log_settings(c.update_log_settings(settings, **kw, **_as_json(c))),
             restricted=True,
         )
-
-    def _message(self, action: str, fetch: Callable[[Any, dict[str, Any]], Any], message_type: type[M],
-                 *, restricted: bool = False) -> M:
-        return self.connection.message(action, fetch, message_type, restricted=restricted)
-
-    def _call(self, action: str, fn: Callable[[Any, dict[str, Any]], T], *, loading: bool = False,
-              restricted: bool = False) -> T:
-        return self.connection.call(action, fn, loading=loading, restricted=restricted)
-
-    def close(self) -> None:
-        """Close every connection (geadmin.triton.connection.Connection.close)."""
-        self.connection.close()
 
     def __enter__(self) -> TritonClient:
         return self

@@ -178,7 +178,7 @@ def test_a_malformed_answer_is_a_request_error_not_a_traceback(triton_server: Tr
 
     client = TritonClient(triton_server.http_url)
     with pytest.raises(TritonRequestError, match="Failed to parse models field"):
-        client._message("read something", lambda c, kw: {"models": "not a list"},
+        client.message("read something", lambda c, kw: {"models": "not a list"},
                         service_pb2.RepositoryIndexResponse)
 
 
