@@ -28,8 +28,10 @@ FIGURES = (
     "npu_ge_host_path_ratio", "memcpy_cold_us", "memcpy_staged_floor_us", "npu_ge_staging_copy_in_us",
     "npu_ge_staging_copy_out_us",
     "npu_ge_batching_on_per_s", "npu_ge_batching_off_per_s", "batching_vs_ceiling", "npu_ge_batching_gain",
-    "npu_ge_batching_efficiency", *SWEEP_CELLS,
+    "npu_ge_batching_efficiency", "npu_ge_batching_turnaround_ms", "npu_ge_batching_efficiency_c32",
+    *SWEEP_CELLS,
     "npu_ge_overlap_on_per_s", "npu_ge_overlap_off_per_s", "npu_ge_overlap_gain",
+    "npu_ge_load_peak_ratio", "npu_ge_reload_peak_ratio",
 )
 BENCH_LINE = re.compile(r"^BENCH (\S+) (\S+) (\S+)")
 
