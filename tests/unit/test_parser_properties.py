@@ -263,3 +263,13 @@ def test_nesting_of_any_depth_is_an_infer_input_error_or_a_tensor(depth: int) ->
         json_tensor(SPECS[0], payload)
     except InferInputError as exc:
         assert "nested" in str(exc) or "ragged" in str(exc) or "expects" in str(exc)
+
+
+def test_a_npy_of_text_with_code_points_past_unicode_is_an_input_error() -> None:
+    # found by the property above: numpy raises SystemError reading such a `<U` element
+    spec = InputSpec(name="t", datatype="BYTES", dims=(-1,), batched=True, format="FORMAT_NONE",
+                     optional=False)
+    data = (b"\x93NUMPY\x01\x00v\x00{'descr' : '2<U','fortran_order' :False ,'shape' :(2\n"
+            + b" " * 61 + b",),}\x00\x00\x00\x00\x00\x00\x00\x00\x11abc\x00\x00\x00\x00")
+    with pytest.raises(InferInputError):
+        npy_tensor(spec, data)

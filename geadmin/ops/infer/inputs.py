@@ -245,8 +245,12 @@ def npy_tensor(spec: InputSpec, data: bytes) -> np.ndarray:
     if not isinstance(array, np.ndarray):
         raise InferInputError(f"input {spec.name}: a .npz archive, not one .npy array")
     if spec.datatype == "BYTES" and array.dtype.kind in "SU":
-        return object_array([v.encode() if isinstance(v, str) else bytes(v) for v in array.flat],
-                             array.shape)
+        try:
+            return object_array([v.encode() if isinstance(v, str) else bytes(v) for v in array.flat],
+                                 array.shape)
+        # a `<U` array holding code points past U+10FFFF: numpy raises SystemError reading one
+        except (SystemError, UnicodeError, ValueError) as exc:
+            raise InferInputError(f"input {spec.name}: the .npy strings are not valid text ({exc})") from exc
     if spec.datatype == "BF16" and array.dtype == np.float32:
         return to_bf16(array)
     return array
