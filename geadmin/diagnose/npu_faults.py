@@ -8,10 +8,12 @@ and `geadmin.diagnose.fault_plan` (a plan per level). Other helpers code against
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from geadmin.telemetry.history.faults import FaultRecord
-from geadmin.telemetry.sources.fault_table import FaultClass
+from geadmin.telemetry.npu_map import ModelMap
+from geadmin.telemetry.sources.fault_table import FaultClass, FaultTable
 
 
 @dataclass(frozen=True)
@@ -74,3 +76,11 @@ class FaultReport:
     @property
     def models_down(self) -> tuple[str, ...]:
         return tuple(sorted({h.model for i in self.impacts if i.record.present for h in i.hits if h.down}))
+
+
+def assess_faults(records: Sequence[FaultRecord], table: FaultTable, maps: Mapping[str, ModelMap], *,
+                  ensembles: Mapping[str, Sequence[str]] | None = None,
+                  notes: Sequence[str] = ()) -> FaultReport:
+    """Classify each record and join it with the model <-> NPU map of its node (`maps` keyed by
+    ChipFault.node; "" for this host); `ensembles`: member -> the ensembles that use it. Pure."""
+    raise NotImplementedError  # faults-impact

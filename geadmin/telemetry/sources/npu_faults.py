@@ -37,7 +37,10 @@ class ChipFault:
 
     @property
     def code_hex(self) -> str:
-        return "none" if self.code is None else f"0x{self.code:08X}"
+        """The driver's code as `0x%08X`; npu_ge's ACL error codes are shown as `ACL <n>`."""
+        if self.code is None:
+            return "none"
+        return f"ACL {self.code}" if self.source == SOURCE_NPU_GE else f"0x{self.code:08X}"
 
     @property
     def key(self) -> tuple[str, int, int | None]:
