@@ -15,4 +15,5 @@
 - rollouts.py      fleet rollouts as their journal tells them
 - own_work.py      geadmin's own work on a server (the tuner's trials), kept out of the verdict
 - npu_ge_instances.py  npu_ge instances that can never execute again, from Triton's /metrics
+- npu_faults.py    which models an NPU fault hits, the capacity it took, and the plan
 """

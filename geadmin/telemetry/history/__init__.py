@@ -6,4 +6,6 @@
 - prometheus.py        the same series from a Prometheus server through PromQL
 - prometheus_fleet.py  a scrape job's servers side by side, joined to their nodes' NPUs
 - reader.py            which history the charts read: the workspace database or Prometheus
+- faults.py            NPU fault records over time: first and last seen, present or cleared
+- traffic.py           the load a model really gets: recorded rate, peak and batch mix
 """

@@ -4,4 +4,6 @@
 - npu.py        NPU value types and the readers of npu-exporter's and npu_ge's metrics
 - npu_smi.py    `npu-smi` text into devices
 - detect.py     which NPU source this host has: npu-exporter, then npu-smi, then npu_ge
+- npu_faults.py  the driver's fault codes per chip, as each source reports them now
+- fault_table.py  fault code -> level -> meaning for inference -> action (Huawei's tables as data)
 """
