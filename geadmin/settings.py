@@ -231,6 +231,8 @@ OIDC_DEFAULT_ROLE = Defaulted("OIDC_DEFAULT_ROLE", str, "none",
     "role of an OIDC user in no mapped group: none (refuse sign-in) or viewer, operator, admin")
 NPU_EXPORTER_URL = Setting("NPU_EXPORTER_URL", str, None,
     "npu-exporter's /metrics, the first NPU source tried")
+NPU_FAULT_TABLE = Setting("NPU_FAULT_TABLE", parse_path, None,
+    "NPU fault levels merged over the built-in table (MindCluster's faultCode.json shape)")
 TRITON_METRICS_URL = Setting("TRITON_METRICS_URL", str, None,
     "Triton's /metrics page (default: the running stack's, else "
     "http://127.0.0.1:<GEADMIN_METRICS_PORT>/metrics)")

@@ -90,6 +90,7 @@ The tree:
         ├── AlertmanagerError           an Alertmanager did not answer, or not with alerts (active alerts)
         ├── NpuSmiError                 npu-smi cannot be run, fails, or times out
         │   └── NpuSmiParseError            npu-smi output geadmin cannot read
+        ├── FaultTableError             the NPU fault table's override file is unreadable or malformed
         └── SamplerLockedError          another telemetry sampler already writes this workspace
 
 Pages and the CLI catch only these, and show `str(err)`: each message names the
@@ -157,6 +158,7 @@ from geadmin.errors.stack import (
 )
 from geadmin.errors.telemetry import (
     AlertmanagerError,
+    FaultTableError,
     MetricsHTTPError,
     MetricsParseError,
     MetricsTimeoutError,
@@ -216,6 +218,7 @@ __all__ = [
     "ExplainedLoadError",
     "ExplainedLoadTimeoutError",
     "ExplanationT",
+    "FaultTableError",
     "FleetError",
     "ForbiddenError",
     "GeAdminError",

@@ -53,6 +53,16 @@ class NpuSmiParseError(NpuSmiError):
     """`npu-smi` printed something geadmin cannot read; the message quotes the first lines."""
 
 
+class FaultTableError(TelemetryError):
+    """The NPU fault table's override file (GEADMIN_NPU_FAULT_TABLE) cannot be used: unreadable,
+    too big, not JSON, an unknown level key or a code that is not 8 hex digits. `path` names
+    the file and the message the bad entry."""
+
+    def __init__(self, message: str, *, path: str = "") -> None:
+        super().__init__(message)
+        self.path = path
+
+
 class PrometheusError(TelemetryError):
     """Prometheus did not answer, or refused a query."""
 
