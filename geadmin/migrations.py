@@ -174,4 +174,24 @@ MIGRATIONS: tuple[Migration, ...] = (
             PRIMARY KEY (server, model)
         )""",
     )),
+    Migration("npu faults", (
+        # geadmin.telemetry.history.faults: each fault code a source reported on a chip, from when
+        # it was first seen to when it was last seen; present = 0: a later read of that source no
+        # longer reported it (cleared). One row per (node, chip, code, source); code NULL: a chip
+        # reported unhealthy without a code.
+        """CREATE TABLE npu_faults (
+            id INTEGER PRIMARY KEY,
+            node TEXT NOT NULL,            -- '' for this host; a fleet member's node label
+            chip INTEGER NOT NULL,         -- the device id ACL and npu_ge use
+            code INTEGER,                  -- the driver's 32-bit code (npu_ge: the ACL error); NULL: none
+            source TEXT NOT NULL,          -- npu-exporter, npu-smi, npu_ge
+            healthy INTEGER,               -- the chip's health as the source said it; NULL: not said
+            detail TEXT NOT NULL DEFAULT '',
+            first_seen REAL NOT NULL,      -- epoch seconds
+            last_seen REAL NOT NULL,
+            present INTEGER NOT NULL DEFAULT 1
+        )""",
+        "CREATE UNIQUE INDEX npu_faults_key ON npu_faults (node, chip, IFNULL(code, -1), source)",
+        "CREATE INDEX npu_faults_by_time ON npu_faults (last_seen)",
+    )),
 )
