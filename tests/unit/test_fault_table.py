@@ -142,8 +142,8 @@ def test_pre_separate_codes_take_the_separate_level(tmp_path: Path) -> None:
     assert table.classify(0x80E21007).level is FaultLevel.SEPARATE_NPU
 
 
-def test_the_setting_names_the_override_and_an_empty_path_means_none(tmp_path: Path,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_setting_names_the_override_and_an_empty_path_means_none(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = write(tmp_path, {"SubHealthFaultCodes": ["80E21007"]})
     monkeypatch.setenv("GEADMIN_NPU_FAULT_TABLE", str(path))
     assert load_table().classify(0x80E21007).level is FaultLevel.SUBHEALTH
@@ -153,7 +153,8 @@ def test_the_setting_names_the_override_and_an_empty_path_means_none(tmp_path: P
 
 
 def test_every_mindcluster_level_key_is_accepted(tmp_path: Path) -> None:
-    table = load_table(write(tmp_path, {key: [f"8F00{index:04X}"] for index, key in enumerate(OVERRIDE_KEYS)}))
+    document = {key: [f"8F00{index:04X}"] for index, key in enumerate(OVERRIDE_KEYS)}
+    table = load_table(write(tmp_path, document))
     assert {table.classify(0x8F000000 + i).level for i in range(len(OVERRIDE_KEYS))} == \
         set(FaultLevel) - {FaultLevel.UNKNOWN}
 

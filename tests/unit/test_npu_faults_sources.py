@@ -220,7 +220,8 @@ def test_a_default_triton_that_does_not_answer_is_only_a_note() -> None:
 
 def test_an_npu_smi_file_replaces_the_binary_and_a_bad_one_raises(tmp_path: Path) -> None:
     saved = FAULTS / "npu-smi_health_session_synth.txt"
-    reading = read_faults(NpuSources(), npu_smi_file=str(saved), which=lambda name: pytest.fail("ran npu-smi"))
+    reading = read_faults(NpuSources(), npu_smi_file=str(saved),
+                          which=lambda name: pytest.fail("ran npu-smi"))
     assert reading.read == (SOURCE_NPU_SMI,) and len(reading.faults) == 3
     with pytest.raises(NpuSmiError, match="cannot read the npu-smi file"):
         read_faults(NpuSources(), npu_smi_file=str(tmp_path / "missing.txt"), which=lambda name: None)
