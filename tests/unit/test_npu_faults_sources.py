@@ -141,6 +141,16 @@ def test_the_table_and_health_blocks_together_map_codes_to_the_tables_chips() ->
                                                 (5, "0x8F00ABCD", False), (6, "none", True)]
 
 
+def test_numbers_of_thousands_of_digits_are_not_chip_ids_and_crash_nothing() -> None:
+    huge = "3" * 6000  # int() refuses strings this long with a ValueError
+    table = smi("npu-smi_info_910b_alarm_synth.txt").replace("| 3     910B3 ", f"| {huge} 910B3 ")
+    assert shown(faults_from_npu_smi(table)) == [(5, "none", False), (6, "none", True)]
+    with pytest.raises(NpuSmiParseError, match="does not say which chip"):
+        faults_from_npu_smi(f"# npu-smi info -t health -i {huge} -c 0\nHealth Status : Alarm\n")
+    with pytest.raises(NpuSmiParseError, match="does not say which chip"):
+        faults_from_npu_smi(f"NPU ID : {huge}\nHealth Status : Alarm\n")
+
+
 def test_health_output_that_does_not_name_its_chip_is_a_parse_error() -> None:
     with pytest.raises(NpuSmiParseError, match="does not say which chip"):
         faults_from_npu_smi(smi("npu-smi_health_i0_c0_ok_synth.txt"))

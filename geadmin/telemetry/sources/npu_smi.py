@@ -357,7 +357,8 @@ def _int(value: object) -> int | None:
     if isinstance(value, int):
         return value
     text = value.strip() if isinstance(value, str) else ""
-    return int(text) if text.isascii() and text.isdigit() else None
+    # no id or count has 19 digits; int() refuses thousands of digits with a ValueError
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 18 else None
 
 
 def _text(value: object) -> str | None:

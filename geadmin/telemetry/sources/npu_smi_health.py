@@ -115,9 +115,8 @@ def _health_blocks(lines: Iterable[str]) -> Iterable[dict[str, object]]:
             continue
         name = "".join(key.lower().split())
         if name in ("npuid", "chipid"):
-            number = value.strip()
-            if number.isascii() and number.isdigit():
-                block[name.replace("id", "_id")] = int(number)
+            if (number := _small_number(value)) is not None:
+                block[name.replace("id", "_id")] = number
         elif name in ("healthstatus", "errorcode", "errorinformation"):
             block[name] = value.strip()
 
@@ -132,8 +131,8 @@ def _command_ids(line: str) -> dict[str, object] | None:
         return None
     found: dict[str, object] = {}
     for flag, key in (("-i", "npu_id"), ("-c", "chip_id")):
-        if flag in words[:-1] and (value := words[words.index(flag) + 1]).isascii() and value.isdigit():
-            found[key] = int(value)
+        if flag in words[:-1] and (number := _small_number(words[words.index(flag) + 1])) is not None:
+            found[key] = number
     return found if "npu_id" in found else None
 
 
@@ -161,6 +160,13 @@ def _device_ids(chips: list[tuple[int, int]]) -> dict[tuple[int, int], int]:
     if len({npu for npu, _ in ordered}) == len(ordered):
         return {chip: chip[0] for chip in ordered}
     return {chip: index for index, chip in enumerate(ordered)}
+
+
+def _small_number(text: str) -> int | None:
+    """An NPU or chip number (up to 6 digits): a longer run of digits is not one (and int()
+    refuses strings of thousands of digits)."""
+    text = text.strip()
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 6 else None
 
 
 def _text(value: object) -> str | None:
