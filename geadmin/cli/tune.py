@@ -60,7 +60,6 @@ def render(document: dict[str, Any]) -> str:
     if document.get("kind") == "objective":
         lines.append(f"  on {document['server']}; objective: {document['objective']['text']}; "
                      f"measured at {document['rate_rps']:.3g} req/s")
-        lines.append(f"  load replayed: {document['load']['text']}")
         curve = ", ".join(f"{p['rate_rps']:.3g} req/s: p99 {_num(p['p99_ms'], 1)} ms"
                           f"{'' if p['meets'] else ' (misses)'}" for p in document["curve"])
         if curve:
