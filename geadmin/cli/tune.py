@@ -28,7 +28,7 @@ from geadmin.ops.tune.results import list_runs, load_run
 from geadmin.ops.tune.search import TuneSettings, tune
 from geadmin.stack.target import Target
 from geadmin.telemetry.history.prometheus import PrometheusHistory
-from geadmin.telemetry.history.reader import HistoryReader, WorkspaceHistory
+from geadmin.telemetry.history.reader import HistoryReader, open_history
 from geadmin.triton.client import TritonClient
 
 
@@ -124,13 +124,12 @@ def _progress(text: str) -> None:
 
 def history_for(prometheus_url: str | None, home: Path) -> HistoryReader:
     """--prometheus-url (or GEADMIN_PROMETHEUS_URL): that Prometheus; else the sampler's history."""
-    if prometheus_url is not None:
-        try:
-            prometheus_url = settings.parse_http_url(prometheus_url)
-        except ConfigError as exc:
-            raise ConfigError(f"--prometheus-url {exc}") from exc
-    url = settings.PROMETHEUS_URL.get(prometheus_url)
-    return PrometheusHistory(url) if url else WorkspaceHistory(home)
+    if prometheus_url is None:
+        return open_history(home)
+    try:
+        return PrometheusHistory(settings.parse_http_url(prometheus_url))
+    except ConfigError as exc:
+        raise ConfigError(f"--prometheus-url {exc}") from exc
 
 
 def _objective_plan(args: argparse.Namespace, target: Target, home: Path) -> ObjectivePlan:

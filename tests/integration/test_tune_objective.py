@@ -71,8 +71,9 @@ def test_the_objective_winner_is_the_fewest_instances_that_hold_the_p99_at_the_r
     assert document["best"]["p99_ms"] <= 300.0 and document["best"]["failed"] == 0
     assert document["best_text"].count("count: 2") == 1
     assert not any(t["instances"] == 3 for t in document["trials"])  # two instances met it: the search ended
-    assert document["headline"].startswith("meets p99 at most 300 ms, error budget 1 % at the recorded peak "
-                                           "of 30 req/s: max_batch_size 0, no dynamic batching, 2 instance(s)")
+    assert document["headline"].startswith(
+        "meets p99 at most 300 ms, error budget 1 % at the recorded peak of 30 req/s: max_batch_size 0, "
+        "no dynamic batching, 2 instance(s)")
     assert (repository / MODEL / "config.pbtxt").read_text() == config_before  # the live model untouched
 
     saturation = saturation_from_tune(MODEL, home=home)
