@@ -13,7 +13,9 @@ from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import numpy as np
 import pytest
+import tritonclient.http as httpclient
 
 from geadmin.ops.tune.results import saturation_from_tune
 from geadmin.stack.tritonserver import TritonProcess
@@ -56,6 +58,11 @@ def test_the_objective_winner_is_the_fewest_instances_that_hold_the_p99_at_the_r
     store(Objective(MODEL, p99_ms=300.0, error_budget=0.01), "test", home=home)
     record_rates(home, triton.metrics_url, MODEL, [20.0, 30.0, 24.0], start_s=time.time() - 600)
     config_before = (repository / MODEL / "config.pbtxt").read_text()
+    with httpclient.InferenceServerClient(triton.http_url.removeprefix("http://")) as client:
+        for _ in range(3):  # the live model's executions: Triton's batch statistics give the mix
+            x = httpclient.InferInput("x", [1], "FP32")
+            x.set_data_from_numpy(np.ones(1, dtype=np.float32))
+            client.infer(MODEL, [x])
 
     done = geadmin("tune", MODEL, "--objective", "--since", "1h", "--url", triton.http_url, "--repository",
                    str(repository), "--budget-s", "150", "--json", home=home, timeout_s=240)
@@ -65,6 +72,8 @@ def test_the_objective_winner_is_the_fewest_instances_that_hold_the_p99_at_the_r
     assert document["load"]["peak_rate_rps"] == pytest.approx(30.0)
     assert triton.metrics_url in document["load"]["source"] and "geadmin.db" in document["load"]["source"]
     assert "load replayed: sleeper: mean 24.7 req/s, peak 30 req/s over " in document["notes"][0]
+    assert f"batch-size mix 1: 100% (Triton's statistics on {triton.http_url}, since the model loaded)" \
+        in document["notes"][0]
     one = [t for t in document["trials"] if t["instances"] == 1 and t["rate_rps"] == pytest.approx(30.0)]
     assert one and all(not t["ok"] or t["p99_ms"] > 300.0 or t["throughput"] < 27.0 for t in one), one
     assert document["best"]["instances"] == 2, document["headline"]

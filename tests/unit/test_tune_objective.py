@@ -16,6 +16,7 @@ from geadmin import db
 from geadmin.cli.exit_codes import ExitCode
 from geadmin.cli.main import main
 from geadmin.errors import NoRecordedLoadError, TuneRefusedError
+from geadmin.ops.tune.memory import MemoryGuard
 from geadmin.ops.tune.objective import (
     MIN_RATE_RPS,
     ObjectivePlan,
@@ -177,3 +178,16 @@ def test_the_cli_names_the_fix_before_connecting(tmp_path: Path, monkeypatch: py
     assert "drop --max-p99-ms" in capsys.readouterr().err
     assert main([*argv, "--prometheus-url", "ftp://x"]) == ExitCode.USAGE
     assert "--prometheus-url must be an http(s) URL" in capsys.readouterr().err
+
+
+def test_the_memory_check_refuses_a_winner_that_would_not_fit_beside_the_other_models() -> None:
+    guard = MemoryGuard(None)
+    mib = 1 << 20
+    guard.before = {0: (28_000 * mib, 32_000 * mib)}  # 4000 MiB free before the run
+    guard.per_instance, guard.devices = 3000 * mib, (0,)
+    assert guard.bytes_for(Candidate(0, 0, 2)) == 6000 * mib
+    assert guard.replacing_refusal(Candidate(0, 0, 2), live_instances=1) == ""  # 4000 + 3000 freed
+    assert guard.replacing_refusal(Candidate(0, 0, 3), live_instances=1) == (
+        "does not fit beside the other models on device(s) 0: it needs about 9000 MiB, and 7000 MiB would be "
+        "free (4000 MiB free now + 3000 MiB the live model's 1 instance(s) hold)")
+    assert MemoryGuard(None).replacing_refusal(Candidate(0, 0, 3), 1) == ""  # nothing measured: not checked

@@ -36,18 +36,20 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from geadmin.errors import InvalidArgumentError, TuneRefusedError
+from google.protobuf import json_format
+
+from geadmin.errors import GeAdminError, InvalidArgumentError, TuneRefusedError
 from geadmin.ops.tune.outcome import Trial, TuneResult, TuneSettings
 from geadmin.ops.tune.search import Progress, SearchOutcome, TrialRunner, tune
 from geadmin.ops.tune.space import Candidate
 from geadmin.telemetry.alerting.objectives import Objective, objectives
 from geadmin.telemetry.history.reader import HistoryReader
-from geadmin.telemetry.history.traffic import RecordedLoad, pick_source, recorded_load
+from geadmin.telemetry.history.traffic import RecordedLoad, pick_source, recorded_load, with_live_batch_mix
 from geadmin.triton.client import TritonClient
 
 KIND = "objective"  # the document's "kind"
@@ -155,6 +157,19 @@ def nearest(trials: list[Trial], objective: Objective, rate_rps: float) -> tuple
     return (best, shortfall(best, objective, rate_rps)) if best else None
 
 
+def live_batch_mix(client: TritonClient, load: RecordedLoad) -> RecordedLoad:
+    """`load` with the live model's batch-size mix from Triton's statistics (since it loaded);
+    unchanged when Triton has none or does not answer (the description then says not recorded)."""
+    try:
+        stats = client.model_statistics(load.model)
+    except GeAdminError:
+        return load
+    for entry in stats:
+        return with_live_batch_mix(load, json_format.MessageToDict(entry, preserving_proto_field_name=True),
+                                   client.url)
+    return load
+
+
 def candidates_for(live: Candidate, ceiling: int, floor: int, instances: int) -> list[Candidate]:
     """The batching variants tried at one instance count: the live one, none, the largest."""
     if live.max_batch_size == 0:
@@ -176,6 +191,7 @@ class ObjectiveSearch:
     curve: list[Trial] = field(default_factory=list)
 
     def __call__(self, runner: TrialRunner, live: Candidate, floor: int) -> SearchOutcome:
+        self.plan = replace(self.plan, load=live_batch_mix(runner.client, self.plan.load))
         plan, rate = self.plan, self.plan.rate_rps
         notes = [f"load replayed: {plan.load.describe()}"]
         if (plan.load.peak_rate_rps or 0.0) < MIN_RATE_RPS:
