@@ -1,7 +1,9 @@
 """Tune: search a model's serving config on a trial copy (the live model untouched), see every
 trial as a table and a throughput-vs-p99 chart, and apply the winner through the config
 editor's safe apply. The search is geadmin.ops.tune.search (the same as `geadmin tune`); runs are
-kept in the workspace database and stay visible while Triton is down."""
+kept in the workspace database and stay visible while Triton is down. "Meet the objective" is
+geadmin.ops.tune.objective (the same as `geadmin tune --objective`): the fewest instances that hold
+the model's p99 objective at its recorded peak request rate."""
 
 from __future__ import annotations
 
@@ -13,13 +15,16 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from geadmin.access.roles import GuardedAction
+from geadmin.audit import parse_since
 from geadmin.domain import ModelState
 from geadmin.errors import GeAdminError
 from geadmin.ops.tune.apply import apply_winner, winner_refusal
+from geadmin.ops.tune.objective import objective_plan, tune_to_objective
 from geadmin.ops.tune.results import list_runs
 from geadmin.ops.tune.search import TuneSettings, tune
 from geadmin.repository import store, trials
 from geadmin.stack.target import Target
+from geadmin.telemetry.history.reader import open_history
 from pages.ui import access, keys
 from pages.ui.charts import style
 from pages.ui.context import client_for, selected_target
@@ -40,8 +45,47 @@ def render() -> None:
         show_failure(failure_of(exc), title="Cannot list the models")
         ready = []
     if ready:
-        tune_form(target, ready)
+        goal = st.radio("Goal", GOALS, horizontal=True, key=keys.TUNE_GOAL)
+        (objective_form if goal == GOALS[1] else tune_form)(target, ready)
     past_runs(target)
+
+
+GOALS = ("Most throughput under limits", "Meet the objective at the recorded load")
+
+
+def objective_form(target: Target, ready: list[str]) -> None:
+    permitted, why_not = access.allowed(GuardedAction.TUNE)
+    preselect(keys.TUNE_MODEL, ready)
+    with st.form(keys.TUNE_FORM):
+        model_col, since_col, inst_col, budget_col = st.columns([3, 1, 1, 1])
+        model = model_col.selectbox("Model", ready, key=keys.TUNE_MODEL)
+        since = since_col.text_input("History window", value="24h", help="the recorded load is read over "
+                                     "this long (30m, 2h, 7d) from the sampler's history or Prometheus")
+        instances = inst_col.number_input("Max instances", min_value=1, max_value=16, value=3)
+        budget = budget_col.number_input("Budget (s)", min_value=10, max_value=3600, value=180)
+        run = st.form_submit_button("Tune to the objective", type="primary", disabled=not permitted,
+                                    help=why_not or "candidates measured at the recorded peak request rate")
+    if not run:
+        return
+    if target.repository is None:
+        st.error("The model repository is not known for this server (GEADMIN_REPOSITORY): the trial copy "
+                 "is written there.", icon=":material/error:")
+        return
+    try:
+        plan = objective_plan(model, history=open_history(), since=parse_since(since),
+                              source=target.urls().metrics, max_instances=int(instances))
+        st.caption(f"Objective: {plan.objective.describe()}. Load replayed: {plan.load.describe()}")
+        auth = access.auth_for(GuardedAction.TUNE, model=model, server=target.spec.url)
+        with st.status(f"Tuning {model} to its objective…", expanded=True) as status:
+            result = tune_to_objective(client_for(target), target.repository, plan, auth=auth,
+                                       budget_s=float(budget), admin_key=target.spec.admin_key,
+                                       metrics_url=target.urls().metrics,
+                                       progress=lambda text: status.write(text))
+            status.update(label=f"Tuned {model}: {result.headline()}", state="complete", expanded=False)
+    except GeAdminError as exc:
+        show_failure(failure_of(exc), title="Not tuned")
+        return
+    st.session_state[keys.TUNE_RUN] = result.id
 
 
 def tune_form(target: Target, ready: list[str]) -> None:
@@ -99,15 +143,22 @@ def past_runs(target: Target) -> None:
 def show_run(target: Target, run: dict[str, Any]) -> None:
     st.markdown(f"**{run['model']}** — {run['headline']} ({run['seconds']:.0f} s, by {run['who']})")
     p99, throughput = run["settings"].get("max_p99_ms"), run["settings"].get("min_throughput")
-    st.caption(f"Measured on {run['server']} · max p99: {f'{p99:g} ms' if p99 else 'no limit'} · "
-               f"min throughput: {f'{throughput:g}/s' if throughput else 'no minimum'}")
+    if run.get("kind") == "objective":
+        st.caption(f"Measured on {run['server']} at {run['rate_rps']:.3g} req/s · objective: "
+                   f"{run['objective']['text']}")
+    else:
+        st.caption(f"Measured on {run['server']} · max p99: {f'{p99:g} ms' if p99 else 'no limit'} · "
+                   f"min throughput: {f'{throughput:g}/s' if throughput else 'no minimum'}")
     for note in run["notes"]:
         st.caption(note)
     frame = pd.DataFrame([{**t, "queue delay (ms)": t["queue_delay_us"] / 1000} for t in run["trials"]])
     columns = ["phase", "max_batch_size", "queue delay (ms)", "instances", "throughput", "p50_ms", "p99_ms",
                "avg_batch", "ok", "error"]
     st.dataframe(frame[columns], hide_index=True, width="stretch")
-    st.plotly_chart(pareto(run), key=f"tune_pareto_{run['id']}")
+    if run.get("kind") == "objective":
+        st.plotly_chart(curve(run), key=f"tune_curve_{run['id']}")
+    else:
+        st.plotly_chart(pareto(run), key=f"tune_pareto_{run['id']}")
     if run["best"] and run["best_text"]:
         winner(target, run)
 
@@ -134,6 +185,19 @@ def pareto(run: dict[str, Any]) -> go.Figure:
     if run["settings"].get("max_p99_ms"):
         fig.add_vline(x=run["settings"]["max_p99_ms"], line={"dash": "dash"}, annotation_text="p99 limit")
     return style(fig, title="Throughput vs p99 per trial", y_title="inferences/s", x_title="p99 (ms)")
+
+
+def curve(run: dict[str, Any]) -> go.Figure:
+    """The winner's p99 against the request rate, with the objective and the recorded peak."""
+    points = run["curve"]
+    fig = go.Figure()
+    fig.add_scatter(x=[p["rate_rps"] for p in points], y=[p["p99_ms"] for p in points], mode="lines+markers",
+                    name="the winner's p99")
+    if run["objective"]["p99_ms"]:
+        fig.add_hline(y=run["objective"]["p99_ms"], line={"dash": "dash"}, annotation_text="p99 objective")
+    fig.add_vline(x=run["rate_rps"], line={"dash": "dot"}, annotation_text="recorded peak")
+    return style(fig, title="p99 vs request rate (the winner, measured)", y_title="p99 (ms)",
+                 x_title="requests/s")
 
 
 def winner(target: Target, run: dict[str, Any]) -> None:

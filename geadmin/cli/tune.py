@@ -1,7 +1,9 @@
 """`geadmin tune MODEL`: search the model's serving config (max_batch_size, preferred batch
 size, queue delay, instances) on trial copies under constraints, without touching the live
 model; `--apply-run ID` hands a run's winner to the safe apply, on the server the run measured and
-only while the config file is the one the run started from. `--list` / `--show ID` reopen saved runs."""
+only while the config file is the one the run started from. `--list` / `--show ID` reopen saved runs.
+`--objective`: the config that meets the model's objective (p99, error budget) at its recorded peak
+request rate with the fewest instances (geadmin.ops.tune.objective)."""
 
 from __future__ import annotations
 
@@ -13,15 +15,20 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from geadmin import settings
+from geadmin import audit, settings
 from geadmin.access import guard
 from geadmin.access.guard import Authorization
 from geadmin.cli.common import add_connection_args, client_for, format_table, target_from_args
 from geadmin.cli.exit_codes import ExitCode
 from geadmin.errors import ConfigError, InvalidArgumentError, TuneRefusedError
 from geadmin.ops.tune.apply import apply_winner
+from geadmin.ops.tune.objective import ObjectivePlan, objective_plan, tune_to_objective
+from geadmin.ops.tune.outcome import TuneResult
 from geadmin.ops.tune.results import list_runs, load_run
 from geadmin.ops.tune.search import TuneSettings, tune
+from geadmin.stack.target import Target
+from geadmin.telemetry.history.prometheus import PrometheusHistory
+from geadmin.telemetry.history.reader import HistoryReader, open_history
 from geadmin.triton.client import TritonClient
 
 
@@ -49,8 +56,16 @@ def limits(settings_: dict[str, Any]) -> str:
 
 def render(document: dict[str, Any]) -> str:
     lines = [f"{document['model']}: {document['headline']}  (run {document['id']}, "
-             f"{document['seconds']:.0f} s)",
-             f"  on {document['server']}; {limits(document['settings'])}"]
+             f"{document['seconds']:.0f} s)"]
+    if document.get("kind") == "objective":
+        lines.append(f"  on {document['server']}; objective: {document['objective']['text']}; "
+                     f"measured at {document['rate_rps']:.3g} req/s")
+        curve = ", ".join(f"{p['rate_rps']:.3g} req/s: p99 {_num(p['p99_ms'], 1)} ms"
+                          f"{'' if p['meets'] else ' (misses)'}" for p in document["curve"])
+        if curve:
+            lines.append(f"  the winner's curve: {curve}")
+    else:
+        lines.append(f"  on {document['server']}; {limits(document['settings'])}")
     lines += [f"  note: {note}" for note in document["notes"]]
     lines.append(trial_rows(document["trials"]))
     if document["best"]:
@@ -76,21 +91,55 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("the model repository is not known here: pass --repository (the tuner writes its "
                           "trial copy there)")
     auth = guard.os_user()
+    plan = _objective_plan(args, target, home) if args.objective and args.apply_run is None else None
     with client_for(target, args) as client:
         if args.apply_run is not None:
             return _apply(client, target.repository, args, auth, home)
-        settings_ = TuneSettings(args.model, args.max_p99_ms, args.min_throughput, args.budget_s,
-                                 args.concurrency, args.window_ms)
         previous = signal.signal(signal.SIGTERM, _interrupt)  # ends like Ctrl-C: the trial copy is removed
         try:
-            result = tune(client, target.repository, settings_, auth=auth, home=home,
-                          admin_key=target.spec.admin_key, metrics_url=target.urls().metrics,
-                          progress=lambda text: print(text, file=sys.stderr, flush=True))
+            result = _tune(client, target, args, auth, home, plan)
         finally:
             signal.signal(signal.SIGTERM, previous)
     document = result.to_json()
     print(json.dumps(document, indent=2) if args.json else render(document))
     return ExitCode.OK if result.best else ExitCode.FAILED
+
+
+def _tune(client: TritonClient, target: Target, args: argparse.Namespace, auth: Authorization, home: Path,
+          plan: ObjectivePlan | None) -> TuneResult:
+    assert target.repository is not None
+    if plan is not None:
+        return tune_to_objective(client, target.repository, plan, auth=auth, home=home,
+                                 budget_s=args.budget_s, admin_key=target.spec.admin_key,
+                                 metrics_url=target.urls().metrics, progress=_progress)
+    settings_ = TuneSettings(args.model, args.max_p99_ms, args.min_throughput, args.budget_s,
+                             args.concurrency, args.window_ms)
+    return tune(client, target.repository, settings_, auth=auth, home=home, admin_key=target.spec.admin_key,
+                metrics_url=target.urls().metrics, progress=_progress)
+
+
+def _progress(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def history_for(prometheus_url: str | None, home: Path) -> HistoryReader:
+    """--prometheus-url (or GEADMIN_PROMETHEUS_URL): that Prometheus; else the sampler's history."""
+    if prometheus_url is None:
+        return open_history(home)
+    try:
+        return PrometheusHistory(settings.parse_http_url(prometheus_url))
+    except ConfigError as exc:
+        raise ConfigError(f"--prometheus-url {exc}") from exc
+
+
+def _objective_plan(args: argparse.Namespace, target: Target, home: Path) -> ObjectivePlan:
+    if args.max_p99_ms is not None or args.min_throughput is not None:
+        raise InvalidArgumentError("--objective tunes to the model's own objective (geadmin objectives): "
+                                   "drop --max-p99-ms / --min-throughput, or drop --objective")
+    since = audit.parse_since(args.since)
+    return objective_plan(args.model, history=history_for(args.prometheus_url, home), since=since,
+                          source=target.urls().metrics, home=home, max_instances=args.max_instances,
+                          window_ms=args.window_ms)
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
@@ -121,6 +170,18 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--budget-s", type=float, default=180.0, help="time budget in seconds (default 180)")
     parser.add_argument("--concurrency", type=int, default=16, help="concurrent requests (default 16)")
     parser.add_argument("--window-ms", type=int, default=1000, help="perf_analyzer's window (default 1000)")
+    parser.add_argument("--objective", action="store_true",
+                        help="tune to the model's objective (geadmin objectives: p99, error budget) at its "
+                        "recorded peak request rate: the fewest instances, then the least NPU memory, that "
+                        "meet it")
+    parser.add_argument("--since", default="24h", metavar="WHEN",
+                        help="--objective: the history window the recorded load is read from, a duration "
+                        "(30m, 2h, 7d) or a date / time (default 24h)")
+    parser.add_argument("--prometheus-url", default=None, metavar="URL",
+                        help="--objective: read the recorded load from this Prometheus (env "
+                        "GEADMIN_PROMETHEUS_URL; default: the sampler's history in the workspace)")
+    parser.add_argument("--max-instances", type=int, default=3, metavar="N",
+                        help="--objective: the most instances tried (default 3)")
     parser.add_argument("--list", action="store_true", help="the saved runs")
     parser.add_argument("--show", type=int, default=None, metavar="ID", help="one saved run")
     parser.add_argument("--apply-run", type=int, default=None, metavar="ID",

@@ -111,6 +111,7 @@ TUNE_MODEL = "tune.model"
 TUNE_FORM = "tune.form"
 TUNE_RUN = "tune.run"  # the saved run shown
 TUNE_APPLY = "tune.apply"  # "Apply the winner"
+TUNE_GOAL = "tune.goal"  # most throughput under limits / the model's objective at its recorded load
 LOAD_TEST_MODEL = "load_test.model"
 LOAD_TEST_MODE = "load_test.mode"  # Concurrency / Request rate
 LOAD_TEST_LOADS = "load_test.loads"  # "1,4,16"

@@ -5,14 +5,18 @@ another server than the run measured and after the config file changed since the
 from __future__ import annotations
 
 import hashlib
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from geadmin.ops.tune.objective import ObjectivePlan, ObjectiveSearch
 from geadmin.ops.tune.results import save_document
 from geadmin.ops.tune.search import Trial, TuneResult, TuneSettings
 from geadmin.ops.tune.space import Candidate
+from geadmin.telemetry.alerting.objectives import Objective
+from geadmin.telemetry.history.traffic import RecordedLoad
 from tests.support.apptest import APP, button, isolate, run
 
 MODEL = "resnet"
@@ -67,3 +71,27 @@ def test_a_run_whose_file_changed_since_is_not_applied(monkeypatch: pytest.Monke
     assert button(at, "Apply the winner").disabled  # type: ignore[attr-defined]
     assert any("the config file changed since this run started" in i.value for i in at.info)
     assert (repository / MODEL / "config.pbtxt").read_text() == CONFIG + "# edited since the run\n"
+
+
+def test_an_objective_run_shows_its_objective_the_load_replayed_and_the_winner_s_curve(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    page(monkeypatch, tmp_path)
+    until = datetime(2026, 12, 6, 12, 0, tzinfo=timezone.utc)
+    load = RecordedLoad(MODEL, until - timedelta(hours=1), until, 22.0, 30.0, source="Prometheus at http://p:9090",
+                        samples=12)
+    search = ObjectiveSearch(ObjectivePlan(Objective(MODEL, p99_ms=50.0, error_budget=0.01), load))
+    best = Trial(Candidate(0, 0, 2), "objective", True, 29.5, 20.0, 41.0, rate_rps=30.0, requests=120)
+    search.curve = [Trial(Candidate(0, 0, 2), "curve", True, 44.0, 30.0, 48.0, rate_rps=45.0, requests=180)]
+    result = TuneResult(MODEL, HERE, TuneSettings(MODEL, max_p99_ms=50.0), Candidate(0),
+                        (best, *search.curve), best, CONFIG, notes=(f"load replayed: {load.describe()}",),
+                        run="0123abcd",
+                        summary=search.summary(best, [best]), extra=search.document(best, [best]))
+    save_document(MODEL, HERE, "alice", result.to_json(), home=tmp_path / "home")
+    at = open_tune(tmp_path)
+    captions = [c.value for c in at.caption]
+    assert any(f"Measured on {HERE} at 30 req/s · objective: p99 at most 50 ms, error budget 1 %" in c
+               for c in captions), captions
+    assert any("load replayed: resnet: mean 22 req/s, peak 30 req/s over 2026-12-06 11:00–12:00 UTC "
+               "(60 min) in Prometheus at http://p:9090" in c for c in captions), captions
+    assert "meets it up to at least 45 req/s" in at.markdown[0].value
+    assert len(at.get("plotly_chart")) == 1

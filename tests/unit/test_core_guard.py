@@ -15,6 +15,7 @@ import re
 import socket
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -39,15 +40,24 @@ from geadmin.ops.infer.inputs import InputSource, SourceKind
 from geadmin.ops.models import actions, apply, create, explained_load, put_back
 from geadmin.ops.runs import Run
 from geadmin.ops.tune import apply as tune_apply
+from geadmin.ops.tune import objective as tune_objective
 from geadmin.ops.tune import search as tune
 from geadmin.ops.tune.search import TuneSettings
 from geadmin.stack import drivers
 from geadmin.stack.drivers import ExitRecord, ServiceStatus
+from geadmin.telemetry.alerting.objectives import Objective
+from geadmin.telemetry.history.traffic import RecordedLoad
 from geadmin.triton.client import TritonClient
 from geadmin.triton.servers import ServerSpec
 from tests.support.auth import admin_auth, auth_as
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def objective_plan() -> tune_objective.ObjectivePlan:
+    now = datetime.now(timezone.utc)
+    return tune_objective.ObjectivePlan(Objective("m", p99_ms=50.0),
+                                        RecordedLoad("m", now - timedelta(hours=1), now, 5.0, 8.0, samples=3))
 CONFIG = 'name: "m"\nbackend: "python"\nmax_batch_size: 4\n'
 NEW_USER_PASSWORD = "a long enough password 1"
 
@@ -227,6 +237,10 @@ GUARDED: dict[str, tuple[GuardedAction, Call]] = {
     "geadmin.ops.tune.search.tune": (
         GuardedAction.TUNE,
         lambda w, a: tune.tune(w.client, w.repository, TuneSettings("m"), auth=a, home=w.home)),
+    "geadmin.ops.tune.objective.tune_to_objective": (
+        GuardedAction.TUNE,
+        lambda w, a: tune_objective.tune_to_objective(w.client, w.repository, objective_plan(), auth=a,
+                                                      home=w.home)),
     "geadmin.fleet.rollout.rollout[reload]": (
         GuardedAction.RELOAD,
         lambda w, a: rollout.rollout([member(w)], rollout.Change.RELOAD, "m", auth=a, home=w.home,

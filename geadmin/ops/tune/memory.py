@@ -59,6 +59,31 @@ class MemoryGuard:
                 return
             time.sleep(0.1)
 
+    def bytes_for(self, candidate: Candidate) -> int | None:
+        """The NPU memory `candidate` would hold (None until one instance was measured)."""
+        return self.per_instance * max(candidate.instances, 1) if self.per_instance else None
+
+    def replacing_refusal(self, candidate: Candidate, live_instances: int) -> str:
+        """Why `candidate` would not fit on its devices in place of the live model, beside the
+        other models there ("" when it fits, or when nothing was measured): the free HBM read
+        before the first trial loaded, plus what the live model's instances hold (the same
+        per instance), must hold the candidate's instances."""
+        if not self.per_instance or not self.before:
+            return ""
+        free = min((self.before[d][1] - self.before[d][0] for d in self.devices if d in self.before),
+                   default=None)
+        if free is None:
+            return ""
+        freed = self.per_instance * max(live_instances, 0)
+        needed = self.per_instance * max(candidate.instances, 1)
+        if needed > free + freed:
+            devices = ", ".join(map(str, self.devices))
+            return (f"does not fit beside the other models on device(s) {devices}: it needs about "
+                    f"{needed / MIB:.0f} MiB, and {(free + freed) / MIB:.0f} MiB would be free "
+                    f"({free / MIB:.0f} MiB free now + {freed / MIB:.0f} MiB the live model's "
+                    f"{live_instances} instance(s) hold)")
+        return ""
+
     def refusal(self, candidate: Candidate) -> str:
         if not self.per_instance:
             return ""

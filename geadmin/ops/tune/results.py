@@ -1,9 +1,11 @@
 """Tuning runs kept in the workspace database (like load tests): saved by `geadmin.ops.tune.search`,
-listed and reopened by `geadmin tune --list` / `--show ID` and the Tune page."""
+listed and reopened by `geadmin tune --list` / `--show ID` and the Tune page; `saturation_from_tune`
+reads the measured saturation rate at the objective from the latest objective run (capacity)."""
 
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -37,3 +39,18 @@ def load_run(run_id: int, *, home: Path | None = None) -> dict[str, Any]:
         raise TuneRunNotFoundError(f"no tuning run {run_id} in this workspace (geadmin tune --list shows "
                                    f"them)")
     return {**json.loads(row[1]), "id": run_id, "at": row[0]}
+
+
+def saturation_from_tune(model: str, *, home: Path | None = None) -> tuple[float, datetime] | None:
+    """The measured saturation rate at the model's objective, from its latest objective tuning
+    run with a winner (`geadmin tune MODEL --objective`): (requests/s, when that run was saved),
+    or None when no such run is kept. It is the highest request rate the winning config met the
+    objective at (p99 within it, failures within the budget, at least 90 % of the rate served),
+    measured on a trial copy; when every rate measured met it (the document's
+    `saturation_lower_bound`), the real saturation is above it. The run's whole curve is its
+    document's `curve` (`load_run(id)`), and its config `best`."""
+    for run in list_runs(model, home=home):
+        rate = run.get("saturation_rps")
+        if run.get("kind") == "objective" and isinstance(rate, (int, float)) and rate > 0:
+            return float(rate), db.parse_time(run["at"])
+    return None

@@ -28,18 +28,20 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from geadmin import audit, settings
 from geadmin.access.guard import Authorization, require
 from geadmin.access.roles import GuardedAction
-from geadmin.errors import GeAdminError, InvalidArgumentError, UnstableMeasurementError
+from geadmin.errors import GeAdminError, UnstableMeasurementError
 from geadmin.ops.bench.load_test import run_perf_analyzer
 from geadmin.ops.bench.params import BenchSettings
+from geadmin.ops.bench.results import CONCURRENCY, REQUEST_RATE
 from geadmin.ops.tune import trials as tune_trials
 from geadmin.ops.tune.memory import MemoryGuard
+from geadmin.ops.tune.outcome import Trial, TuneResult, TuneSettings
 from geadmin.ops.tune.results import save_document
 from geadmin.ops.tune.space import BATCH_SIZES, Candidate, CostModel, shortlist, space
 from geadmin.ops.tune.trials import TrialCopy, make_trial, remove_trial, tune_lock
@@ -55,97 +57,17 @@ Progress = Callable[[str], None]
 
 
 @dataclass(frozen=True)
-class TuneSettings:
-    model: str
-    max_p99_ms: float | None = None
-    min_throughput: float | None = None
-    budget_s: float = 180.0
-    concurrency: int = 16
-    window_ms: int = 1000
-    max_batch_size: int = 64  # the largest max_batch_size tried
-    shortlist: int = 3  # candidates measured after the two that fit the cost model
-    exhaustive: bool = False  # measure every candidate (a sweep: slow, for certainty and the benchmark)
+class SearchOutcome:
+    """What a search gives `tune`: its notes and winner, and (the objective search) its own
+    headline and more of the saved document."""
 
-    def __post_init__(self) -> None:
-        if not 1 <= self.concurrency <= 256:
-            raise InvalidArgumentError(f"the tuning load is 1 to 256 concurrent requests, got "
-                                       f"{self.concurrency}")
-        if not 10 <= self.budget_s <= 3600:
-            raise InvalidArgumentError(f"the time budget is 10 s to 1 h, got {self.budget_s:g} s")
-        if self.max_p99_ms is not None and self.max_p99_ms <= 0:
-            raise InvalidArgumentError("--max-p99-ms must be above 0")
-        if self.min_throughput is not None and self.min_throughput <= 0:
-            raise InvalidArgumentError("--min-throughput must be above 0")
-
-
-@dataclass(frozen=True)
-class Trial:
-    candidate: Candidate
-    phase: str  # ceiling, cost, shortlist
-    ok: bool
-    throughput: float | None = None  # inferences/s
-    p50_ms: float | None = None
-    p99_ms: float | None = None
-    avg_batch: float | None = None
-    exec_ms: float | None = None  # compute time per execute (Triton's statistics)
-    error: str = ""
-    costs: tuple[tuple[int, int, float], ...] = ()  # (batch size, executions, mean execute ms)
-
-    def meets(self, tune: TuneSettings) -> bool:
-        return (self.ok and self.throughput is not None and self.p99_ms is not None
-                and (tune.max_p99_ms is None or self.p99_ms <= tune.max_p99_ms)
-                and (tune.min_throughput is None or self.throughput >= tune.min_throughput))
-
-    def to_json(self) -> dict[str, Any]:
-        c = self.candidate
-        return {"max_batch_size": c.max_batch_size, "queue_delay_us": c.queue_delay_us,
-                "instances": c.instances, "phase": self.phase, "ok": self.ok, "throughput": self.throughput,
-                "p50_ms": self.p50_ms, "p99_ms": self.p99_ms, "avg_batch": self.avg_batch,
-                "exec_ms": self.exec_ms, "error": self.error, "costs": [list(c) for c in self.costs]}
-
-
-@dataclass(frozen=True)
-class TuneResult:
-    model: str
-    server: str
-    settings: TuneSettings
-    live: Candidate
-    trials: tuple[Trial, ...]
+    notes: list[str]
     best: Trial | None
-    best_text: str  # the live config file with the winner's knobs (comments kept); "" without a winner
-    notes: tuple[str, ...] = ()
-    seconds: float = 0.0
-    id: int | None = None
-    who: str = ""
-    run: str = ""  # the trial's run id (its name is `<model>__tune_<run>`)
-    live_sha256: str = ""  # the config file the run started from: applying the winner expects it
+    summary: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
 
-    @property
-    def live_trial(self) -> Trial | None:
-        return next((t for t in self.trials if t.ok and t.candidate == self.live), None)
 
-    def headline(self) -> str:
-        if self.best is None:
-            wanted = self.settings
-            limits = ", ".join(x for x in (
-                f"p99 <= {wanted.max_p99_ms:g} ms" if wanted.max_p99_ms else "",
-                f"throughput >= {wanted.min_throughput:g}/s" if wanted.min_throughput else "") if x)
-            return f"no config met the constraints ({limits or 'none'}) in {len(self.trials)} trials"
-        base = self.live_trial
-        gain = f", {self.best.throughput / base.throughput:.1f}x the live config" \
-            if base and base.throughput and self.best.throughput else \
-            "; no baseline: the live config was not measured (see the notes)"
-        return (f"best: {self.best.candidate.describe()} — {self.best.throughput:.0f} inferences/s at p99 "
-                f"{self.best.p99_ms:.1f} ms{gain}")
-
-    def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "model": self.model, "server": self.server, "who": self.who,
-                "settings": self.settings.__dict__, "live": self.live.__dict__,
-                "trials": [t.to_json() for t in self.trials],
-                "best": self.best.to_json() if self.best else None, "best_text": self.best_text,
-                "headline": self.headline(), "notes": list(self.notes), "seconds": self.seconds,
-                "run": self.run, "trial": trials.trial_name(self.model, self.run) if self.run else "",
-                "live_sha256": self.live_sha256}
+Search = Callable[["TrialRunner", Candidate, int], SearchOutcome]
 
 
 def candidate_text(live_text: str, candidate: Candidate, instances_editable: bool = True) -> str:
@@ -163,7 +85,7 @@ def ensemble_floor(repository: Path, model: str) -> int:
                default=0)
 
 
-class _Runner:
+class TrialRunner:
     def __init__(self, client: TritonClient, repository: Path, tune: TuneSettings, auth: Authorization,
                  binary: str | None, progress: Progress, cancel: threading.Event | None,
                  admin_key: str | None, metrics_url: str | None = None) -> None:
@@ -198,31 +120,39 @@ class _Runner:
         self.memory.loaded(candidate)
         return ""
 
-    def measure(self, candidate: Candidate, phase: str, window_ms: int | None = None) -> Trial:
-        self.progress(f"trial {len(self.trials) + 1}: {candidate.describe()}")
+    def measure(self, candidate: Candidate, phase: str, window_ms: int | None = None,
+                rate_rps: float | None = None) -> Trial:
+        """One trial at the settings' concurrency, or at `rate_rps` requests/s."""
+        self.progress(f"trial {len(self.trials) + 1}: {candidate.describe()}"
+                      + (f" at {rate_rps:.3g} req/s" if rate_rps else ""))
         error = self.load(candidate)
         if error:
-            return self._keep(Trial(candidate, phase, False, error=error))
+            return self._keep(Trial(candidate, phase, False, error=error, rate_rps=rate_rps))
         assert self.copy is not None
         name, window = self.copy.name, window_ms or self.tune.window_ms
+        mode, load = (REQUEST_RATE, rate_rps) if rate_rps else (CONCURRENCY, float(self.tune.concurrency))
         try:
             before = self.client.model_statistics(name)[0]
             run = run_perf_analyzer(BenchSettings(
-                name, self.client.url, loads=(float(self.tune.concurrency),),
+                name, self.client.url, mode=mode, loads=(load,),
                 measurement_interval_ms=window, stability_percentage=15.0, max_trials=8),
                 binary=self.binary, auth=self.auth, admin_key=self.admin_key, cancel=self.cancel)
             after = self.client.model_statistics(name)[0]
         except UnstableMeasurementError:
-            return self._keep(Trial(candidate, phase, False, error=unstable(window)))
+            return self._keep(Trial(candidate, phase, False, error=unstable(window), rate_rps=rate_rps))
         except GeAdminError as exc:
-            return self._keep(Trial(candidate, phase, False, error=str(exc).splitlines()[0]))
+            return self._keep(Trial(candidate, phase, False, error=str(exc).splitlines()[0],
+                                    rate_rps=rate_rps))
         point = run.points[0]
         costs = batch_costs(before, after)
         executions = sum(n for _, n, _ in costs)
+        failed = after.inference_stats.fail.count - before.inference_stats.fail.count
+        succeeded = after.inference_stats.success.count - before.inference_stats.success.count
         return self._keep(Trial(candidate, phase, True, point.throughput_per_s, point.p50_ms, point.p99_ms,
                                 sum(b * n for b, n, _ in costs) / executions if executions else None,
                                 sum(n * ms for _, n, ms in costs) / executions if executions else None,
-                                costs=costs))
+                                costs=costs, rate_rps=rate_rps, requests=int(failed + succeeded),
+                                failed=int(failed), memory_bytes=self.memory.bytes_for(candidate)))
 
     def _keep(self, trial: Trial) -> Trial:
         self.trials.append(trial)
@@ -243,9 +173,10 @@ class _Runner:
 def tune(client: TritonClient, repository: Path, tune_settings: TuneSettings, *, auth: object,
          home: Path | None = None, binary: str | None = None, progress: Progress | None = None,
          cancel: threading.Event | None = None, admin_key: str | None = None,
-         metrics_url: str | None = None) -> TuneResult:
+         metrics_url: str | None = None, search: Search | None = None) -> TuneResult:
     """Search `tune_settings.model`'s serving config on trial copies; the live model is never
-    changed. Saved and audited (`tune`)."""
+    changed. Saved and audited (`tune`). `search`: the strategy (default: the throughput search
+    below; `geadmin.ops.tune.objective` gives the objective search)."""
     who = require(auth, GuardedAction.TUNE)
     assert isinstance(auth, Authorization)
     workspace = home or settings.home()
@@ -253,7 +184,8 @@ def tune(client: TritonClient, repository: Path, tune_settings: TuneSettings, *,
     say = progress or (lambda text: None)
     model, run = tune_settings.model, trials.new_run_id()
     with tune_lock(workspace, model):
-        runner = _Runner(client, repository, tune_settings, auth, binary, say, cancel, admin_key, metrics_url)
+        runner = TrialRunner(client, repository, tune_settings, auth, binary, say, cancel, admin_key,
+                             metrics_url)
         left = tune_trials.remove_left(repository, client=client, home=workspace, model=model, actor=who)
         for line in (*left.removed, *left.problems):
             say(line)
@@ -265,8 +197,8 @@ def tune(client: TritonClient, repository: Path, tune_settings: TuneSettings, *,
         try:
             runner.copy = make_trial(repository, model, run, server=client.url, home=workspace)
             try:
-                notes, best = _search(runner, live_candidate, ensemble_floor(repository, model))
-                notes.append(runner.memory.note)
+                found = (search or _search)(runner, live_candidate, ensemble_floor(repository, model))
+                found.notes.append(runner.memory.note)
             finally:
                 remove_trial(client, runner.copy)
         except BaseException as exc:
@@ -275,10 +207,11 @@ def tune(client: TritonClient, repository: Path, tune_settings: TuneSettings, *,
                                     f"result: {why}\n{tune_trials.RUN}: {run}", server=client.url, actor=who,
                                     home=workspace)
             raise
+    best = found.best
     best_text = candidate_text(runner.live_text, best.candidate) if best else ""
     result = TuneResult(model, client.url, tune_settings, live_candidate, tuple(runner.trials), best,
-                        best_text, tuple(notes), time.monotonic() - started, who=who.name, run=run,
-                        live_sha256=runner.live_sha256)
+                        best_text, tuple(found.notes), time.monotonic() - started, who=who.name, run=run,
+                        live_sha256=runner.live_sha256, summary=found.summary, extra=found.extra)
     saved = replace(result, id=save_document(result.model, result.server, result.who, result.to_json(),
                                              home=workspace))
     audit.record_action(tune_trials.ACTION, model, True,
@@ -293,7 +226,7 @@ def unstable(window_ms: int) -> str:
             f"(geadmin tune --window-ms {window_ms * 2}) or run on a quieter machine")
 
 
-def _search(runner: _Runner, live: Candidate, floor: int) -> tuple[list[str], Trial | None]:
+def _search(runner: TrialRunner, live: Candidate, floor: int) -> SearchOutcome:
     tune, notes = runner.tune, []
     if floor:
         notes.append(f"max_batch_size stays at {floor} or more: an ensemble that runs the model batches "
@@ -313,7 +246,7 @@ def _search(runner: _Runner, live: Candidate, floor: int) -> tuple[list[str], Tr
                 notes.append("the time budget ended before every candidate was measured")
                 break
             measured[candidate] = runner.measure(candidate, "sweep")
-        return notes, _best(measured.values(), tune)
+        return SearchOutcome(notes, _best(measured.values(), tune))
     for anchor in _anchors(live, candidates, ceiling):  # the live config and the two cost points
         if runner.out_of_time():
             break
@@ -329,10 +262,10 @@ def _search(runner: _Runner, live: Candidate, floor: int) -> tuple[list[str], Tr
                 notes.append("the time budget ended before the whole shortlist was measured")
                 break
             measured[candidate] = runner.measure(candidate, "shortlist")
-    return notes, _best(measured.values(), tune)
+    return SearchOutcome(notes, _best(measured.values(), tune))
 
 
-def _baseline(runner: _Runner, live: Candidate, first: Trial, notes: list[str]) -> Trial:
+def _baseline(runner: TrialRunner, live: Candidate, first: Trial, notes: list[str]) -> Trial:
     """The live config's trial is what every gain is measured against: when perf_analyzer found
     no stable measurement, it gets one more try with windows twice as long; without a baseline
     the notes say so and why."""
