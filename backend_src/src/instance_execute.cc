@@ -276,6 +276,7 @@ ModelInstanceState::Prepare(Job& job)
       err = WrapError(err, log_prefix_);
       NPU_GE_LOG(ERROR, TRITONSERVER_ErrorMessage(err));
       job.FailAll(err);
+      NoteHealth();  // a device error of the launch is counted at once
       return false;
     }
     SetDeviceBusy(true);

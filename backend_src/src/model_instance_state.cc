@@ -91,6 +91,9 @@ void
 ModelInstanceState::NoteHealth() noexcept
 {
   if (telemetry_ == nullptr) return;
+  for (const int32_t code : engine_->TakeDeviceErrors()) {
+    telemetry_->CountDeviceError(code);
+  }
   telemetry_->SetParked(engine_->ParkedExecutions());
   if (engine_->DeviceLost() && !device_lost_counted_.exchange(true)) {
     telemetry_->CountDeviceLost();

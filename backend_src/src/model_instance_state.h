@@ -79,8 +79,9 @@ class ModelInstanceState {
   // Rebuilds the engine's device state once nothing else is in flight.
   TRITONSERVER_Error* RecoverWhenIdle();
   void CompletionLoop();
-  // Publishes the engine's recovery state: parked executions, a lost device
-  // (counted once), out of service.
+  // Publishes the engine's recovery state: device-class errors (counted per
+  // device and code), parked executions, a lost device (counted once), out
+  // of service.
   void NoteHealth() noexcept;
 
   ModelState* model_ = nullptr;

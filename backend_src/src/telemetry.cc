@@ -93,6 +93,25 @@ Telemetry::CountParkedLeaked(int32_t device, size_t n)
   Add(metric, static_cast<double>(n), "npu_ge_parked_leaked_total");
 }
 
+void
+TelemetryRegistration::CountDeviceError(int32_t code)
+{
+  if (owner_ != nullptr) owner_->CountDeviceError(device_, code);
+}
+
+void
+Telemetry::CountDeviceError(int32_t device, int32_t code)
+{
+  std::lock_guard<std::mutex> lock(mu_);
+  TRITONSERVER_Metric*& metric = device_errors_[{device, code}];
+  if (metric == nullptr) {
+    metric = NewMetric(
+        device_errors_family_,
+        {{"device", std::to_string(device)}, {"code", std::to_string(code)}});
+  }
+  Add(metric, 1, "npu_ge_device_errors_total");
+}
+
 Telemetry::Telemetry(int64_t interval_ms) : interval_ms_(interval_ms)
 {
   struct FamilySpec {
@@ -131,6 +150,11 @@ Telemetry::Telemetry(int64_t interval_ms) : interval_ms_(interval_ms)
       {&leaked_family_, TRITONSERVER_METRIC_KIND_COUNTER, "npu_ge_parked_leaked_total",
        "Parked executions left allocated for the rest of the process at unload: no "
        "bounded device synchronize confirmed that they ended"},
+      {&device_errors_family_, TRITONSERVER_METRIC_KIND_COUNTER,
+       "npu_ge_device_errors_total",
+       "Failed npu_ge executions whose ACL error (code, decimal) means the NPU or its "
+       "memory is bad: lost device, memory or HBM ECC, AI Core or vector core "
+       "exception, link error"},
   };
   enabled_ = true;
   for (const FamilySpec& s : specs) {
@@ -161,10 +185,11 @@ Telemetry::~Telemetry()
     DeleteMetric(kv.second.hbm_total);
   }
   for (auto& kv : leaked_) DeleteMetric(kv.second);
+  for (auto& kv : device_errors_) DeleteMetric(kv.second);
   for (TRITONSERVER_MetricFamily* f :
        {utilization_family_, hbm_used_family_, hbm_total_family_, placement_family_,
         recoveries_family_, overflows_family_, broken_family_, device_lost_family_,
-        parked_family_, leaked_family_}) {
+        parked_family_, leaked_family_, device_errors_family_}) {
     if (f != nullptr) {
       LogAndDelete(TRITONSERVER_MetricFamilyDelete(f), "cannot delete metric family");
     }
