@@ -43,7 +43,7 @@ constexpr DeviceErrorCode kCodes[] = {
     {507899, "ACL_ERROR_RT_DRV_INTERNAL_ERROR", DeviceErrorClass::kLost,
      "drv internal error"},
     // CANN's runtime maps its "device ub mem error" to this code
-    // (hicann/runtime, src/runtime/.../device_error_proc.cc error map).
+    // (hicann/runtime src/runtime/core/src/common/errcode_manage.cc).
     {507914, "ACL_ERROR_RT_L3_PORT_ERROR", DeviceErrorClass::kLost, "l3 port error"},
 };
 

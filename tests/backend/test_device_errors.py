@@ -134,5 +134,5 @@ def test_the_readme_lists_every_code_of_the_table_with_its_header_name() -> None
     table = dict(re.findall(r"\{(\d{6}), \"(ACL_ERROR_RT_\w+)\"", TABLE.read_text()))
     assert len(table) == 11, table
     section = README.read_text().split("**Device errors.**")[1].split("\n\n")[0]
-    listed = dict(re.findall(r"(\d{6}) `(ACL_ERROR_RT_\w+)`", section))
+    listed = dict(re.findall(r"(\d{6})\s+`(ACL_ERROR_RT_\w+)`", section))
     assert listed == table

@@ -19,8 +19,9 @@
 // returns an asynchronous task's failure: from the stream synchronize that
 // waits for it (hicann/runtime src/acl/aclrt_impl/stream.cpp:
 // aclrtSynchronizeStream[WithTimeout] return the runtime's synchronize error
-// as its ACL code, ACL_GET_ERRCODE_RTS; the runtime's error map turns e.g. its
-// RT_ERROR_MEM_RAS_ERROR into ACL_ERROR_RT_HBM_MULTI_BIT_ECC_ERROR). Other
+// as its ACL code, ACL_GET_ERRCODE_RTS; src/runtime/core/src/common/
+// errcode_manage.cc turns e.g. RT_ERROR_MEM_RAS_ERROR into
+// ACL_ERROR_RT_HBM_MULTI_BIT_ECC_ERROR). Other
 // devices are untouched. A malformed value fails every execution with
 // ACL_ERROR_INVALID_PARAM naming the variable.
 #include <chrono>
