@@ -264,7 +264,9 @@ ModelInstanceState::Prepare(Job& job)
       }
     }
     if (!GatherAll(job)) return false;  // nothing worth running
-    WaitDeviceIdle();
+    size_t held = 0;
+    for (const Slot& slot : job.slots) held += slot.error == nullptr ? 1 : 0;
+    WaitDeviceIdle(held);
     // The previous execution failed meanwhile: recovery replaces the staging
     // just filled, so gather again afterwards.
     if (engine_->NeedsRecovery()) continue;

@@ -74,7 +74,9 @@ class ModelInstanceState {
   // Pipeline bookkeeping (mu_).
   size_t AcquireSet();
   void ReleaseSet(size_t set);
-  void WaitDeviceIdle();
+  // Until no launched execution is in flight; `held` requests (published in
+  // npu_ge_instance_held_requests) wait meanwhile.
+  void WaitDeviceIdle(size_t held);
   void SetDeviceBusy(bool busy);
   // Rebuilds the engine's device state once nothing else is in flight.
   TRITONSERVER_Error* RecoverWhenIdle();

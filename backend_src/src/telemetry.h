@@ -23,6 +23,13 @@
 //   npu_ge_parked_leaked_total{device} (counter) parked executions left
 //       allocated for the rest of the process at unload because no bounded
 //       device synchronize confirmed they ended; kept until the server exits
+//   npu_ge_instance_held_requests{model,version,instance} requests an
+//       instance took from Triton and holds until its device finished the
+//       execution before (copy_overlap); Triton counts them in compute_input,
+//       not in its queue
+//   npu_ge_telemetry_polls_total (counter) polls of the thread, each over
+//       every device with an instance (a runtime without the optional
+//       telemetry calls reads nothing, and the gauges above stay absent)
 //   npu_ge_device_errors_total{device,code} (counter) failed executions
 //       whose ACL error (decimal `code`) is a device-class error of the
 //       table in device_errors.h (lost device, memory / HBM ECC, AI Core and
@@ -57,6 +64,7 @@ class TelemetryRegistration {
   void SetParked(size_t n);             // npu_ge_parked_executions = n
   void CountParkedLeaked(size_t n);     // npu_ge_parked_leaked_total{device} += n
   void CountDeviceError(int32_t code);  // npu_ge_device_errors_total{device,code} += 1
+  void SetHeld(size_t n);               // npu_ge_instance_held_requests = n
   TelemetryRegistration(const TelemetryRegistration&) = delete;
   TelemetryRegistration& operator=(const TelemetryRegistration&) = delete;
 
@@ -71,6 +79,7 @@ class TelemetryRegistration {
   TRITONSERVER_Metric* broken_ = nullptr;
   TRITONSERVER_Metric* device_lost_ = nullptr;
   TRITONSERVER_Metric* parked_ = nullptr;
+  TRITONSERVER_Metric* held_ = nullptr;
 };
 
 class Telemetry {
@@ -121,6 +130,9 @@ class Telemetry {
   TRITONSERVER_MetricFamily* parked_family_ = nullptr;
   TRITONSERVER_MetricFamily* leaked_family_ = nullptr;
   TRITONSERVER_MetricFamily* device_errors_family_ = nullptr;
+  TRITONSERVER_MetricFamily* held_family_ = nullptr;
+  TRITONSERVER_MetricFamily* polls_family_ = nullptr;
+  TRITONSERVER_Metric* polls_ = nullptr;  // no labels: one for the process
 
   std::mutex mu_;
   std::condition_variable cv_;
