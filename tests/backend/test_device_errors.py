@@ -68,7 +68,9 @@ def ran_on(server: NpuServer) -> dict[str, int]:
     return {k: int(v) for k, v in double_state(server.state_file).get("executions_by_device", {}).items()}
 
 
-def serve_until(server: NpuServer, model: str, *, errors: int, answers: int, limit: int = 60) -> tuple[list[str], int]:
+def serve_until(
+    server: NpuServer, model: str, *, errors: int, answers: int, limit: int = 60
+) -> tuple[list[str], int]:
     """Sends requests one at a time (Triton hands each to whichever instance is free) until
     `errors` failed and `answers` were answered after the first failure; every answer is
     checked. Returns the error texts and the number of answers."""
@@ -124,7 +126,8 @@ def test_an_ai_core_exception_is_counted_and_the_instance_tries_to_rebuild_inste
     # not of the lost class: the instance rebuilds; the double's device stays in error, so the
     # rebuild fails with the same code (and is not counted as another failed execution)
     assert "cannot rebuild the instance" in second and f"ACL error {AICORE_EXCEPTION}" in second, second
-    wait_for(lambda: device_errors(server) == {("1", str(AICORE_EXCEPTION)): 1}, 10, "the device error counted")
+    counted = {("1", str(AICORE_EXCEPTION)): 1}
+    wait_for(lambda: device_errors(server) == counted, 10, "the device error counted")
     assert sum(by_instance(server, "npu_ge_device_lost", "core").values()) == 0
     assert sum(by_instance(server, "npu_ge_instance_broken", "core").values()) == 0
     assert sorted(placements(server, "core").values()) == ["0", "1"]
