@@ -18,12 +18,14 @@ import numpy as np
 import pytest
 from tritonclient.utils import InferenceServerException
 
+from tests.support.asan import sanitizer_reports, shut_down_after_leak_check, start_asan_server
 from tests.support.npu_ge import (
     NpuServer,
     StartServer,
     affine_model,
     double_state,
     infer,
+    live_resources,
     metric_samples,
     wait_for,
 )
@@ -131,6 +133,26 @@ def test_an_ai_core_exception_is_counted_and_the_instance_tries_to_rebuild_inste
     assert sum(by_instance(server, "npu_ge_device_lost", "core").values()) == 0
     assert sum(by_instance(server, "npu_ge_instance_broken", "core").values()) == 0
     assert sorted(placements(server, "core").values()) == ["0", "1"]
+
+
+def test_device_errors_and_failed_rebuilds_are_clean_under_address_sanitizer(
+    npu_triton: StartServer, npu_repo: Path, tmp_path: Path
+) -> None:
+    # counting (a metric created at the first error), the rebuild that fails half way on the
+    # device in error, again and again, and the unload of both instances
+    affine_model(npu_repo, "core", instances=2, device_ids="0,1", batching="")
+    server, log_dir = start_asan_server(npu_triton, npu_repo, tmp_path, ["core"],
+                                        {"NPU_GE_DOUBLE_DEVICE_ERROR": f"1:{AICORE_EXCEPTION}"})
+    failed, _ = serve_until(server, "core", errors=4, answers=4)
+    assert f"ACL error {AICORE_EXCEPTION}" in failed[0] and "cannot rebuild the instance" in failed[-1]
+    counted = {("1", str(AICORE_EXCEPTION)): 1}
+    wait_for(lambda: device_errors(server) == counted, 10, "the device error counted")
+    leaks = shut_down_after_leak_check(server)
+    assert live_resources(server.state_file) == {}
+    errors, our_leaks = sanitizer_reports(log_dir)
+    assert errors == [], "\n\n".join(errors)
+    assert our_leaks == [], "\n\n".join(our_leaks)
+    assert leaks == 0, list(log_dir.iterdir())
 
 
 def test_the_readme_lists_every_code_of_the_table_with_its_header_name() -> None:
