@@ -7,9 +7,12 @@
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <utility>
+#include <vector>
 
 #include "acl_recovery.h"
 #include "batching.h"
+#include "device_errors.h"
 #include "dtype.h"
 
 namespace npu_ge {
@@ -269,6 +272,11 @@ class AclOmInstance : public EngineInstance {
   TRITONSERVER_Error* Recover() override;
   std::string OutOfService() const override;
   bool DeviceLost() const override { return device_lost_.load(); }
+  std::vector<int32_t> TakeDeviceErrors() override
+  {
+    std::lock_guard<std::mutex> lock(device_errors_mu_);
+    return std::exchange(device_errors_, {});
+  }
   size_t ParkedExecutions() const override { return parked_.size(); }
   size_t ReleaseParked() override;
   void SelectShapeGear(size_t set, size_t gear) override { gear_[set] = gear; }
@@ -288,6 +296,9 @@ class AclOmInstance : public EngineInstance {
   // `status`: an overflow-type code the wait returned (not a failure), else 0.
   TRITONSERVER_Error* Synchronize(int32_t* status);
   TRITONSERVER_Error* SyncFailed(aclError rc, TRITONSERVER_Error* err);
+  // Records a failed launch's or wait's code when it is a device-class error
+  // (device_errors.h), and a lost device.
+  void NoteFailure(aclError rc);
   // The bound of the last wait for a timed-out stream nothing can stop.
   int32_t LastWaitMs() const
   {
@@ -338,6 +349,8 @@ class AclOmInstance : public EngineInstance {
   // A wait failed with a device-lost code (IsDeviceLostCode): never rebuilt.
   std::atomic<bool> device_lost_{false};
   aclError lost_code_ = ACL_SUCCESS;
+  std::mutex device_errors_mu_;
+  std::vector<int32_t> device_errors_;  // not yet taken (TakeDeviceErrors)
   mutable std::mutex out_of_service_mu_;
   std::string out_of_service_;  // not empty: every Recover fails with it
   // Executions abandoned to a force-destroyed (or unstoppable) stream, with
@@ -704,10 +717,10 @@ AclOmInstance::Launch(size_t s, size_t exec_rows, uint64_t* compute_start_ns)
         rt_->aclmdlSetDynamicBatchSize(
             model_.id(), set.in_ds.get(), io_.dynamic_batch_input_index, exec_rows))));
   }
-  NPU_GE_RETURN_IF_ERROR(Broken(AclCall(
-      *rt_, "aclmdlExecuteAsync",
-      rt_->aclmdlExecuteAsync(
-          model_.id(), set.in_ds.get(), set.out_ds.get(), stream_.get()))));
+  const aclError exec_rc = rt_->aclmdlExecuteAsync(
+      model_.id(), set.in_ds.get(), set.out_ds.get(), stream_.get());
+  if (exec_rc != ACL_SUCCESS) NoteFailure(exec_rc);
+  NPU_GE_RETURN_IF_ERROR(Broken(AclCall(*rt_, "aclmdlExecuteAsync", exec_rc)));
   // Read now, not after the wait: the dynamic info is the model's, and the
   // other set's Launch may set another gear before this execution is waited for.
   if (has_shape_gears()) NPU_GE_RETURN_IF_ERROR(Broken(ReadOutputDims(s)));
@@ -750,14 +763,24 @@ TRITONSERVER_Error*
 AclOmInstance::SyncFailed(aclError rc, TRITONSERVER_Error* err)
 {
   stream_busy_ = true;  // teardown must not wait for it
-  if (IsDeviceLostCode(rc)) {
-    lost_code_ = rc;
-    device_lost_ = true;
+  NoteFailure(rc);
+  const DeviceErrorCode* device_error = FindDeviceErrorCode(rc);
+  if (device_error != nullptr && device_error->cls == DeviceErrorClass::kLost) {
     return WrapError(
         err, NPU_GE_MSG(
-                 "device " << device_id_ << " is lost (ACL error " << rc
-                           << " is of the device-lost class): the instance is broken and "
-                              "serves no more requests"));
+                 "device " << device_id_ << " is lost (ACL error " << rc << ", "
+                           << device_error->name
+                           << ", is of the device-lost class): the instance is broken "
+                              "and serves no more requests"));
+  }
+  if (device_error != nullptr) {
+    return WrapError(
+        err, NPU_GE_MSG(
+                 "device " << device_id_ << " reported a device fault (ACL error " << rc
+                           << ", " << device_error->name
+                           << ", counted in npu_ge_device_errors_total); the instance "
+                              "rebuilds its context, stream and buffers before its next "
+                              "execution"));
   }
   if (rc == ACL_ERROR_RT_STREAM_SYNC_TIMEOUT) {
     return WrapError(
@@ -772,6 +795,19 @@ AclOmInstance::SyncFailed(aclError rc, TRITONSERVER_Error* err)
       "queued work (input copies, aclmdlExecuteAsync, output copies) failed; "
       "the instance rebuilds its context, stream and buffers before its next "
       "execution");
+}
+
+void
+AclOmInstance::NoteFailure(aclError rc)
+{
+  const DeviceErrorClass cls = ClassifyDeviceError(rc);
+  if (cls == DeviceErrorClass::kNone) return;
+  if (cls == DeviceErrorClass::kLost) {
+    lost_code_ = rc;
+    device_lost_ = true;
+  }
+  std::lock_guard<std::mutex> lock(device_errors_mu_);
+  device_errors_.push_back(rc);
 }
 
 TRITONSERVER_Error*

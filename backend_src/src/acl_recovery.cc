@@ -81,24 +81,6 @@ StopFailedStream(
   return StreamStop::kRunning;
 }
 
-bool
-IsDeviceLostCode(aclError rc)
-{
-  switch (rc) {
-    case ACL_ERROR_RT_LOST_HEARTBEAT:
-    case ACL_ERROR_RT_DEVICE_MEM_ERROR:
-    case ACL_ERROR_RT_HBM_MULTI_BIT_ECC_ERROR:
-    case ACL_ERROR_RT_SUSPECT_DEVICE_MEM_ERROR:
-    case ACL_ERROR_RT_LINK_ERROR:
-    case ACL_ERROR_RT_SUSPECT_REMOTE_ERROR:
-    case ACL_ERROR_RT_DRV_INTERNAL_ERROR:
-    case ACL_ERROR_RT_DEVICE_TASK_ABORT:
-      return true;
-    default:
-      return false;
-  }
-}
-
 size_t
 ReleaseParked(
     const AclRuntime& rt, std::vector<std::unique_ptr<ParkedExecution>>* parked,

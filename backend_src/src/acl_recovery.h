@@ -30,6 +30,7 @@
 
 #include "acl_runtime.h"
 #include "acl_utils.h"
+#include "device_errors.h"  // IsDeviceLostCode: the device-lost codes
 
 namespace npu_ge {
 
@@ -75,11 +76,6 @@ enum class StreamStop {
 StreamStop StopFailedStream(
     const AclRuntime& rt, StreamOwner* stream, int32_t last_wait_ms,
     const std::string& who);
-
-// CANN's error codes after which the device cannot be trusted to run
-// anything again (heartbeat lost, device or HBM memory errors, link errors,
-// driver internal errors): the instance is marked broken instead of rebuilt.
-bool IsDeviceLostCode(aclError rc);
 
 // Frees `parked` once aclrtSynchronizeDeviceWithTimeout(bound_ms) returned
 // ACL_SUCCESS on its device; otherwise keeps it allocated for the rest of the

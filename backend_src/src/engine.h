@@ -96,6 +96,10 @@ class EngineInstance {
   // A wait failed with a device-lost class of error (the next Recover puts
   // the instance out of service). Any thread.
   virtual bool DeviceLost() const { return false; }
+  // The ACL codes of the device-class errors (device_errors.h) that failed
+  // Launches and Waits returned since the last call, in order; reading
+  // clears them. Empty for engines without ACL codes (ge_graph). Any thread.
+  virtual std::vector<int32_t> TakeDeviceErrors() { return {}; }
   // Executions abandoned to a stream destroyed by force, whose resources
   // stay allocated until ReleaseParked.
   virtual size_t ParkedExecutions() const { return 0; }

@@ -264,7 +264,9 @@ ModelInstanceState::Prepare(Job& job)
       }
     }
     if (!GatherAll(job)) return false;  // nothing worth running
-    WaitDeviceIdle();
+    size_t held = 0;
+    for (const Slot& slot : job.slots) held += slot.error == nullptr ? 1 : 0;
+    WaitDeviceIdle(held);
     // The previous execution failed meanwhile: recovery replaces the staging
     // just filled, so gather again afterwards.
     if (engine_->NeedsRecovery()) continue;
@@ -276,6 +278,7 @@ ModelInstanceState::Prepare(Job& job)
       err = WrapError(err, log_prefix_);
       NPU_GE_LOG(ERROR, TRITONSERVER_ErrorMessage(err));
       job.FailAll(err);
+      NoteHealth();  // a device error of the launch is counted at once
       return false;
     }
     SetDeviceBusy(true);

@@ -91,6 +91,9 @@ void
 ModelInstanceState::NoteHealth() noexcept
 {
   if (telemetry_ == nullptr) return;
+  for (const int32_t code : engine_->TakeDeviceErrors()) {
+    telemetry_->CountDeviceError(code);
+  }
   telemetry_->SetParked(engine_->ParkedExecutions());
   if (engine_->DeviceLost() && !device_lost_counted_.exchange(true)) {
     telemetry_->CountDeviceLost();
@@ -126,10 +129,13 @@ ModelInstanceState::ReleaseSet(size_t set)
 }
 
 void
-ModelInstanceState::WaitDeviceIdle()
+ModelInstanceState::WaitDeviceIdle(size_t held)
 {
   std::unique_lock<std::mutex> lock(mu_);
+  if (!device_busy_) return;
+  if (telemetry_ != nullptr) telemetry_->SetHeld(held);
   cv_.wait(lock, [this] { return !device_busy_; });
+  if (telemetry_ != nullptr) telemetry_->SetHeld(0);
 }
 
 void

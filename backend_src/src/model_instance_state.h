@@ -74,13 +74,16 @@ class ModelInstanceState {
   // Pipeline bookkeeping (mu_).
   size_t AcquireSet();
   void ReleaseSet(size_t set);
-  void WaitDeviceIdle();
+  // Until no launched execution is in flight; `held` requests (published in
+  // npu_ge_instance_held_requests) wait meanwhile.
+  void WaitDeviceIdle(size_t held);
   void SetDeviceBusy(bool busy);
   // Rebuilds the engine's device state once nothing else is in flight.
   TRITONSERVER_Error* RecoverWhenIdle();
   void CompletionLoop();
-  // Publishes the engine's recovery state: parked executions, a lost device
-  // (counted once), out of service.
+  // Publishes the engine's recovery state: device-class errors (counted per
+  // device and code), parked executions, a lost device (counted once), out
+  // of service.
   void NoteHealth() noexcept;
 
   ModelState* model_ = nullptr;

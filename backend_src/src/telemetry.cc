@@ -71,6 +71,12 @@ TelemetryRegistration::CountDeviceLost()
 }
 
 void
+TelemetryRegistration::SetHeld(size_t n)
+{
+  Set(held_, static_cast<double>(n), "npu_ge_instance_held_requests");
+}
+
+void
 TelemetryRegistration::SetParked(size_t n)
 {
   Set(parked_, static_cast<double>(n), "npu_ge_parked_executions");
@@ -91,6 +97,25 @@ Telemetry::CountParkedLeaked(int32_t device, size_t n)
     metric = NewMetric(leaked_family_, {{"device", std::to_string(device)}});
   }
   Add(metric, static_cast<double>(n), "npu_ge_parked_leaked_total");
+}
+
+void
+TelemetryRegistration::CountDeviceError(int32_t code)
+{
+  if (owner_ != nullptr) owner_->CountDeviceError(device_, code);
+}
+
+void
+Telemetry::CountDeviceError(int32_t device, int32_t code)
+{
+  std::lock_guard<std::mutex> lock(mu_);
+  TRITONSERVER_Metric*& metric = device_errors_[{device, code}];
+  if (metric == nullptr) {
+    metric = NewMetric(
+        device_errors_family_,
+        {{"device", std::to_string(device)}, {"code", std::to_string(code)}});
+  }
+  Add(metric, 1, "npu_ge_device_errors_total");
 }
 
 Telemetry::Telemetry(int64_t interval_ms) : interval_ms_(interval_ms)
@@ -131,6 +156,18 @@ Telemetry::Telemetry(int64_t interval_ms) : interval_ms_(interval_ms)
       {&leaked_family_, TRITONSERVER_METRIC_KIND_COUNTER, "npu_ge_parked_leaked_total",
        "Parked executions left allocated for the rest of the process at unload: no "
        "bounded device synchronize confirmed that they ended"},
+      {&held_family_, kGauge, "npu_ge_instance_held_requests",
+       "Requests an npu_ge instance took from Triton and holds until its device "
+       "finished the execution before (copy_overlap); Triton counts their wait in "
+       "compute_input, not in its queue"},
+      {&polls_family_, TRITONSERVER_METRIC_KIND_COUNTER, "npu_ge_telemetry_polls_total",
+       "Polls of npu_ge's NPU telemetry thread, each over every device with an "
+       "instance"},
+      {&device_errors_family_, TRITONSERVER_METRIC_KIND_COUNTER,
+       "npu_ge_device_errors_total",
+       "Failed npu_ge executions whose ACL error (code, decimal) means the NPU or its "
+       "memory is bad: lost device, memory or HBM ECC, AI Core or vector core "
+       "exception, link error"},
   };
   enabled_ = true;
   for (const FamilySpec& s : specs) {
@@ -145,6 +182,7 @@ Telemetry::Telemetry(int64_t interval_ms) : interval_ms_(interval_ms)
       break;
     }
   }
+  if (enabled_) polls_ = NewMetric(polls_family_, {});
 }
 
 Telemetry::~Telemetry()
@@ -161,10 +199,13 @@ Telemetry::~Telemetry()
     DeleteMetric(kv.second.hbm_total);
   }
   for (auto& kv : leaked_) DeleteMetric(kv.second);
+  for (auto& kv : device_errors_) DeleteMetric(kv.second);
+  DeleteMetric(polls_);
   for (TRITONSERVER_MetricFamily* f :
        {utilization_family_, hbm_used_family_, hbm_total_family_, placement_family_,
         recoveries_family_, overflows_family_, broken_family_, device_lost_family_,
-        parked_family_, leaked_family_}) {
+        parked_family_, leaked_family_, device_errors_family_, held_family_,
+        polls_family_}) {
     if (f != nullptr) {
       LogAndDelete(TRITONSERVER_MetricFamilyDelete(f), "cannot delete metric family");
     }
@@ -235,8 +276,10 @@ Telemetry::Register(
     reg->broken_ = NewMetric(broken_family_, labels);
     reg->device_lost_ = NewMetric(device_lost_family_, labels);
     reg->parked_ = NewMetric(parked_family_, labels);
+    reg->held_ = NewMetric(held_family_, labels);
     Set(reg->broken_, 0, "npu_ge_instance_broken");
     Set(reg->parked_, 0, "npu_ge_parked_executions");
+    Set(reg->held_, 0, "npu_ge_instance_held_requests");
     poll_now_ = true;
     if (!thread_.joinable()) thread_ = std::thread(&Telemetry::Loop, this);
   }
@@ -254,6 +297,7 @@ Telemetry::Unregister(TelemetryRegistration* reg)
   DeleteMetric(reg->broken_);
   DeleteMetric(reg->device_lost_);
   DeleteMetric(reg->parked_);
+  DeleteMetric(reg->held_);
   auto it = devices_.find(reg->device_);
   if (it != devices_.end() && --it->second.refs == 0) {
     DeleteMetric(it->second.utilization);
@@ -274,6 +318,7 @@ Telemetry::Loop()
     if (stop_) break;
     poll_now_ = false;
     for (auto& kv : devices_) PollLocked(kv.first, &kv.second);
+    Add(polls_, 1, "npu_ge_telemetry_polls_total");
   }
 }
 

@@ -23,6 +23,18 @@
 //   npu_ge_parked_leaked_total{device} (counter) parked executions left
 //       allocated for the rest of the process at unload because no bounded
 //       device synchronize confirmed they ended; kept until the server exits
+//   npu_ge_instance_held_requests{model,version,instance} requests an
+//       instance took from Triton and holds until its device finished the
+//       execution before (copy_overlap); Triton counts them in compute_input,
+//       not in its queue
+//   npu_ge_telemetry_polls_total (counter) polls of the thread, each over
+//       every device with an instance (a runtime without the optional
+//       telemetry calls reads nothing, and the gauges above stay absent)
+//   npu_ge_device_errors_total{device,code} (counter) failed executions
+//       whose ACL error (decimal `code`) is a device-class error of the
+//       table in device_errors.h (lost device, memory / HBM ECC, AI Core and
+//       vector core exceptions, link); created at the first such error, kept
+//       until the server exits (the device's history, not the instance's)
 #pragma once
 
 #include <condition_variable>
@@ -45,12 +57,14 @@ class Telemetry;
 class TelemetryRegistration {
  public:
   ~TelemetryRegistration();
-  void CountRecovery();              // npu_ge_instance_recoveries_total += 1
-  void CountOverflow();              // npu_ge_execution_overflows_total += 1
-  void SetBroken();                  // npu_ge_instance_broken = 1
-  void CountDeviceLost();            // npu_ge_device_lost_total += 1
-  void SetParked(size_t n);          // npu_ge_parked_executions = n
-  void CountParkedLeaked(size_t n);  // npu_ge_parked_leaked_total{device} += n
+  void CountRecovery();                 // npu_ge_instance_recoveries_total += 1
+  void CountOverflow();                 // npu_ge_execution_overflows_total += 1
+  void SetBroken();                     // npu_ge_instance_broken = 1
+  void CountDeviceLost();               // npu_ge_device_lost_total += 1
+  void SetParked(size_t n);             // npu_ge_parked_executions = n
+  void CountParkedLeaked(size_t n);     // npu_ge_parked_leaked_total{device} += n
+  void CountDeviceError(int32_t code);  // npu_ge_device_errors_total{device,code} += 1
+  void SetHeld(size_t n);               // npu_ge_instance_held_requests = n
   TelemetryRegistration(const TelemetryRegistration&) = delete;
   TelemetryRegistration& operator=(const TelemetryRegistration&) = delete;
 
@@ -65,6 +79,7 @@ class TelemetryRegistration {
   TRITONSERVER_Metric* broken_ = nullptr;
   TRITONSERVER_Metric* device_lost_ = nullptr;
   TRITONSERVER_Metric* parked_ = nullptr;
+  TRITONSERVER_Metric* held_ = nullptr;
 };
 
 class Telemetry {
@@ -91,6 +106,7 @@ class Telemetry {
   };
   void Unregister(TelemetryRegistration* reg);
   void CountParkedLeaked(int32_t device, size_t n);
+  void CountDeviceError(int32_t device, int32_t code);
   void Loop();
   void PollLocked(int32_t device, DeviceGauges* gauges);
   void Publish(
@@ -113,6 +129,10 @@ class Telemetry {
   TRITONSERVER_MetricFamily* device_lost_family_ = nullptr;
   TRITONSERVER_MetricFamily* parked_family_ = nullptr;
   TRITONSERVER_MetricFamily* leaked_family_ = nullptr;
+  TRITONSERVER_MetricFamily* device_errors_family_ = nullptr;
+  TRITONSERVER_MetricFamily* held_family_ = nullptr;
+  TRITONSERVER_MetricFamily* polls_family_ = nullptr;
+  TRITONSERVER_Metric* polls_ = nullptr;  // no labels: one for the process
 
   std::mutex mu_;
   std::condition_variable cv_;
@@ -121,6 +141,8 @@ class Telemetry {
   std::shared_ptr<AclRuntime> runtime_;
   std::map<int32_t, DeviceGauges> devices_;
   std::map<int32_t, TRITONSERVER_Metric*> leaked_;  // per device, until exit
+  // per (device, code), until exit
+  std::map<std::pair<int32_t, int32_t>, TRITONSERVER_Metric*> device_errors_;
   std::thread thread_;
 };
 

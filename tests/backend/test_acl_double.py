@@ -5,7 +5,9 @@ CANN documents them), aclrtDestroyStreamForce promises no more than that (the ru
 goes on and writes late, into memory that may have been freed meanwhile: counted), the
 products whose CANN tables mark aclrtStreamAbort unsupported refuse it, a bounded device
 synchronize waits for work of force-destroyed streams too, failures of queued work surface
-at the synchronize, and utilization follows the device's busy time.
+at the synchronize, a device put in error ($NPU_GE_DOUBLE_DEVICE_ERROR) returns its code
+from the synchronize and from every later call on it, and utilization follows the device's
+busy time.
 The backend tests rely on these behaviours (a backend that skipped a sync would read
 stale outputs), so they are checked here directly."""
 
@@ -33,6 +35,8 @@ ACL_ERROR_RT_STREAM_ABORT = 107023
 ACL_ERROR_RT_AICORE_OVER_FLOW = 207003
 ACL_ERROR_RT_MODEL_EXECUTE = 507011
 ACL_ERROR_RT_FEATURE_NOT_SUPPORT = 207000
+ACL_ERROR_RT_HBM_MULTI_BIT_ECC_ERROR = 507054
+ACL_ERROR_INVALID_PARAM = 100000  # acl_base.h
 H2D, D2H = 1, 2  # aclrtMemcpyKind
 FLOATS = 4
 NBYTES = 4 * FLOATS
@@ -51,6 +55,7 @@ class Device:
     y_dev: ctypes.c_void_p
     inputs: ctypes.c_void_p  # aclmdlDataset*
     outputs: ctypes.c_void_p
+    context: ctypes.c_void_p | None = None  # of the module's device 0
 
     def ok(self, rc: int) -> None:
         assert rc == ACL_SUCCESS, (rc, self.recent_error())
@@ -83,6 +88,20 @@ class Device:
         return int(info.cube)
 
 
+def open_device(lib: ctypes.CDLL, device_id: int) -> tuple[Device, ctypes.c_void_p]:
+    """A context (made current), a stream, an input and an output buffer on `device_id`."""
+    assert lib.aclrtSetDevice(device_id) == ACL_SUCCESS
+    ctx, stream, x_dev, y_dev = (ctypes.c_void_p() for _ in range(4))
+    assert lib.aclrtCreateContext(ctypes.byref(ctx), device_id) == ACL_SUCCESS
+    assert lib.aclrtCreateStream(ctypes.byref(stream)) == ACL_SUCCESS
+    for buf in (x_dev, y_dev):
+        assert lib.aclrtMalloc(ctypes.byref(buf), NBYTES, 0) == ACL_SUCCESS
+    inputs, outputs = ctypes.c_void_p(lib.aclmdlCreateDataset()), ctypes.c_void_p(lib.aclmdlCreateDataset())
+    for dataset, buf in ((inputs, x_dev), (outputs, y_dev)):
+        assert lib.aclmdlAddDatasetBuffer(dataset, lib.aclCreateDataBuffer(buf, NBYTES)) == ACL_SUCCESS
+    return Device(lib, stream, x_dev, y_dev, inputs, outputs), ctx
+
+
 @pytest.fixture(scope="module")
 def device(npu_build: BackendBuild, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Device]:
     os.environ["NPU_GE_DOUBLE_OTHER_LOAD"] = "0"  # read by the double at every call
@@ -102,17 +121,11 @@ def device(npu_build: BackendBuild, tmp_path_factory: pytest.TempPathFactory) ->
     lib.aclrtStreamAbort.argtypes = [ctypes.c_void_p]
     lib.aclrtSynchronizeDeviceWithTimeout.argtypes = [ctypes.c_int32]
     lib.aclrtFree.argtypes = [ctypes.c_void_p]
+    lib.aclrtSetCurrentContext.argtypes = [ctypes.c_void_p]
     assert lib.aclInit(None) == ACL_SUCCESS
-    assert lib.aclrtSetDevice(0) == ACL_SUCCESS
-    ctx, stream, x_dev, y_dev = (ctypes.c_void_p() for _ in range(4))
-    assert lib.aclrtCreateContext(ctypes.byref(ctx), 0) == ACL_SUCCESS
-    assert lib.aclrtCreateStream(ctypes.byref(stream)) == ACL_SUCCESS
-    for buf in (x_dev, y_dev):
-        assert lib.aclrtMalloc(ctypes.byref(buf), NBYTES, 0) == ACL_SUCCESS
-    inputs, outputs = ctypes.c_void_p(lib.aclmdlCreateDataset()), ctypes.c_void_p(lib.aclmdlCreateDataset())
-    for dataset, buf in ((inputs, x_dev), (outputs, y_dev)):
-        assert lib.aclmdlAddDatasetBuffer(dataset, lib.aclCreateDataBuffer(buf, NBYTES)) == ACL_SUCCESS
-    yield Device(lib, stream, x_dev, y_dev, inputs, outputs)
+    dev, ctx = open_device(lib, 0)
+    dev.context = ctx
+    yield dev
     os.environ.pop("NPU_GE_DOUBLE_OTHER_LOAD")
 
 
@@ -484,3 +497,36 @@ def test_dims_gears_are_set_per_dataset_and_execution_follows_the_gear(
     device.ok(lib.aclmdlDestroyDataset(inputs))
     device.ok(lib.aclrtFree(shape_dev))
     device.ok(lib.aclmdlDestroyDesc(desc))
+
+
+def test_a_device_error_surfaces_at_the_sync_and_the_device_stays_in_error_alone(
+    device: Device, tmp_path: Path
+) -> None:
+    # device 3, which no other test here uses: the error lasts as long as the process
+    lib, x = device.lib, np.ones(FLOATS, dtype=np.float32)
+    os.environ["NPU_GE_DOUBLE_DEVICE_ERROR"] = "3:bad"
+    try:
+        y = np.zeros(FLOATS, dtype=np.float32)
+        device.run_async(device.load(model_file(tmp_path)), x, y)
+        assert device.sync() == ACL_ERROR_INVALID_PARAM  # malformed: refused, naming it
+        assert "NPU_GE_DOUBLE_DEVICE_ERROR is not <device>:<aclError>" in device.recent_error()
+        os.environ["NPU_GE_DOUBLE_DEVICE_ERROR"] = f"3:{ACL_ERROR_RT_HBM_MULTI_BIT_ECC_ERROR}:1"
+        faulty, _ = open_device(lib, 3)
+        model = faulty.load(model_file(tmp_path))
+        faulty.run_async(model, x, y)  # its first execution runs
+        faulty.ok(faulty.sync())
+        np.testing.assert_array_equal(y, 3)
+        faulty.run_async(model, x + 1, y)  # the calls succeed: the error is the task's
+        assert faulty.sync() == ACL_ERROR_RT_HBM_MULTI_BIT_ECC_ERROR
+        assert "device 3 reported ACL error 507054" in faulty.recent_error()
+        np.testing.assert_array_equal(y, 3)  # nothing after it ran
+        stream = ctypes.c_void_p()
+        assert lib.aclrtCreateStream(ctypes.byref(stream)) == ACL_ERROR_RT_HBM_MULTI_BIT_ECC_ERROR
+        assert lib.aclmdlExecuteAsync(model, faulty.inputs, faulty.outputs, faulty.stream) == 507054
+        assert lib.aclrtSynchronizeDeviceWithTimeout(1000) == ACL_ERROR_RT_HBM_MULTI_BIT_ECC_ERROR
+    finally:
+        os.environ.pop("NPU_GE_DOUBLE_DEVICE_ERROR")
+        device.ok(lib.aclrtSetCurrentContext(device.context))
+    device.run_async(device.load(model_file(tmp_path)), x, y := np.zeros(FLOATS, dtype=np.float32))
+    device.ok(device.sync())  # device 0 never noticed
+    np.testing.assert_array_equal(y, 3)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import shutil
 import subprocess
-import time
 from pathlib import Path
 
 import numpy as np
@@ -52,6 +51,11 @@ def device_gauges(metrics_url: str, device: str = "0") -> dict[str, float]:
     return out
 
 
+def telemetry_polls(metrics_url: str) -> float:
+    (sample,) = metric_samples(metrics_url, "npu_ge_telemetry_polls")
+    return sample[1]
+
+
 def placement_published(metrics_url: str, model: str) -> bool:
     samples = metric_samples(metrics_url, "npu_ge_instance_device")
     return any(labels["model"] == model for labels, _ in samples)
@@ -68,7 +72,9 @@ def test_missing_optional_symbols_keep_serving_with_telemetry_off_and_one_log_li
     for name in ("first", "second"):
         np.testing.assert_array_equal(infer(server.process.grpc_url, name, {"x": x})["y"], 2 * x + 1)
     assert placement_published(server.metrics_url, "second")
-    time.sleep(0.5)  # five polls at telemetry_interval_ms=100
+    # five polls of both devices since "second" was placed (telemetry_interval_ms=100)
+    polled = telemetry_polls(server.metrics_url)
+    wait_for(lambda: telemetry_polls(server.metrics_url) >= polled + 5, 10, "five telemetry polls")
     assert device_gauges(server.metrics_url, "0") == {}  # unknown values are absent
     assert device_gauges(server.metrics_url, "1") == {}
     lines = [line for line in server.log().splitlines() if OPTIONAL_MISSING_LINE in line]
@@ -104,7 +110,8 @@ def test_a_metric_that_cannot_be_read_is_absent_never_zero(
     affine_model(npu_repo, "half")
     server = npu_triton(npu_repo, models=["half"], env={"NPU_GE_DOUBLE_FAIL_CALLS": failing_call})
     wait_for(lambda: set(device_gauges(server.metrics_url)) == present, 10, f"gauges {present}")
-    time.sleep(0.3)  # further polls do not bring the unreadable ones back as 0
+    polled = telemetry_polls(server.metrics_url)  # further polls do not bring them back as 0
+    wait_for(lambda: telemetry_polls(server.metrics_url) >= polled + 3, 10, "three more telemetry polls")
     gauges = device_gauges(server.metrics_url)
     assert set(gauges) == present and not absent & set(gauges)
     if "npu_ge_hbm_total_bytes" in present:

@@ -68,6 +68,11 @@ def recoveries(server: NpuServer, model: str) -> float:
     return sum(value for labels, value in samples if labels["model"] == model)
 
 
+def held_requests(server: NpuServer, model: str) -> float:
+    samples = metric_samples(server.metrics_url, "npu_ge_instance_held_requests")
+    return sum(v for labels, v in samples if labels.get("model") == model)
+
+
 def overflows(server: NpuServer, model: str) -> float:
     samples = metric_samples(server.metrics_url, "npu_ge_execution_overflows")
     return sum(value for labels, value in samples if labels["model"] == model)
@@ -197,7 +202,8 @@ def test_a_request_cancelled_while_held_for_the_device_is_not_run(
     send("first", 1.0)
     wait_for(lambda: double_state(server.state_file)["executions"] == ran + 1, 10, "the first execution")
     second = send("second", 2.0)
-    time.sleep(0.3)  # npu_ge takes it from Triton at once and holds it until the device is free
+    # npu_ge takes it from Triton at once and holds it until the device is free
+    wait_for(lambda: held_requests(server, "held") == 1, 10, "the second request held for the device")
     second.cancel()
     assert done.wait(30)
     assert answers["first"][1] is None, answers["first"]

@@ -8,6 +8,9 @@
 //  - models are text descriptions (model_file.h) executed by a checkable
 //    formula y = scale * (sum of inputs) + offset per element;
 //  - $NPU_GE_DOUBLE_FAIL_CALLS=aclrtCreateStream,... makes those calls fail;
+//  - $NPU_GE_DOUBLE_DEVICE_ERROR=<device>:<aclError>[:<after_n_executions>]
+//    puts one device in error with that code (execution.cc); executions run
+//    per device are counted ("executions_by_device" in the state file);
 //  - variants without some symbols (older CANN): acl_double_variants.h;
 //  - aclmdlGetDescFromFile fails as CANN 8.0 documents for Atlas products;
 //  - $NPU_GE_DOUBLE_LEAK_CHECK_AT_FINALIZE=1: when built with AddressSanitizer,
@@ -72,6 +75,7 @@ std::set<aclmdlDesc*> g_descs;
 std::set<aclmdlDataset*> g_datasets;
 std::set<aclDataBuffer*> g_data_buffers;
 uint64_t g_executions = 0;
+std::map<int32_t, uint64_t> g_executions_by_device;
 int g_lsan_leaks = -1;  // -1: no leak check ran
 // Device memory in use (allocations + weights of loaded models, every device)
 // and its highest value so far: what a load or a reload costs at its peak.
@@ -122,6 +126,11 @@ WriteStateLocked()
   if (path == nullptr) return;
   int refs = 0;
   for (const auto& kv : g_device_refs) refs += kv.second;
+  std::string by_device;
+  for (const auto& kv : g_executions_by_device) {
+    by_device += std::string(by_device.empty() ? "" : ", ") + "\"" +
+                 std::to_string(kv.first) + "\": " + std::to_string(kv.second);
+  }
   std::string tmp = std::string(path) + ".tmp." + std::to_string(getpid());
   FILE* f = std::fopen(tmp.c_str(), "w");
   if (f == nullptr) return;
@@ -133,7 +142,8 @@ WriteStateLocked()
       "\"contexts\": %zu, \"streams\": %zu, \"models\": %zu, \"descs\": %zu, "
       "\"datasets\": %zu, \"data_buffers\": %zu, \"device_refs\": %d, "
       "\"host_allocations\": %zu, \"executions\": %llu, \"lsan_leaks\": %d, "
-      "\"device_bytes\": %llu, \"peak_device_bytes\": %llu, \"model_loads\": %llu}\n",
+      "\"device_bytes\": %llu, \"peak_device_bytes\": %llu, \"model_loads\": %llu, "
+      "\"executions_by_device\": {%s}}\n",
       static_cast<int>(getpid()), g_initialized ? "true" : "false", g_init_calls,
       g_finalize_calls, g_finalize_without_init, g_allocations.size(), bytes,
       g_contexts.size(), g_streams.size(), g_models.size(), g_descs.size(),
@@ -141,7 +151,7 @@ WriteStateLocked()
       static_cast<unsigned long long>(g_executions), g_lsan_leaks,
       static_cast<unsigned long long>(g_device_bytes),
       static_cast<unsigned long long>(g_peak_device_bytes),
-      static_cast<unsigned long long>(g_model_loads));
+      static_cast<unsigned long long>(g_model_loads), by_device.c_str());
   std::fclose(f);
   std::rename(tmp.c_str(), path);
 }

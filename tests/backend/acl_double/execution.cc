@@ -9,8 +9,23 @@
 // $NPU_GE_DOUBLE_LOSE_DEVICE_ON_VALUE=<v>: an execution whose first input
 // holds v fails with ACL_ERROR_RT_LOST_HEARTBEAT and the device is lost: every
 // later execution, copy, stream creation and device synchronize on it fails
-// with that code (CANN's device-lost class: acl_utils.h IsDeviceLostCode).
+// with that code (CANN's device-lost class: device_errors.h).
+// $NPU_GE_DOUBLE_DEVICE_ERROR=<device>:<aclError>[:<after_n_executions>]: the
+// execution on <device> that follows its first n (default 0) fails with
+// <aclError> (e.g. 507054, ACL_ERROR_RT_HBM_MULTI_BIT_ECC_ERROR), and the
+// device stays in error: every later execution, copy, stream creation and
+// device synchronize on it returns that code, as a lost device does (the
+// double never repairs or resets a device). The code surfaces where CANN
+// returns an asynchronous task's failure: from the stream synchronize that
+// waits for it (hicann/runtime src/acl/aclrt_impl/stream.cpp:
+// aclrtSynchronizeStream[WithTimeout] return the runtime's synchronize error
+// as its ACL code, ACL_GET_ERRCODE_RTS; src/runtime/core/src/common/
+// errcode_manage.cc turns e.g. RT_ERROR_MEM_RAS_ERROR into
+// ACL_ERROR_RT_HBM_MULTI_BIT_ECC_ERROR). Other
+// devices are untouched. A malformed value fails every execution with
+// ACL_ERROR_INVALID_PARAM naming the variable.
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <mutex>
 #include <string>
@@ -135,6 +150,33 @@ Compute(const Execution& x)
   }
 }
 
+// $NPU_GE_DOUBLE_DEVICE_ERROR, parsed; `set` false when unset or empty.
+struct DeviceErrorKnob {
+  bool set = false;
+  bool valid = true;
+  int32_t device = -1;
+  aclError code = ACL_SUCCESS;
+  uint64_t after = 0;
+};
+
+DeviceErrorKnob
+ReadDeviceErrorKnob()
+{
+  DeviceErrorKnob k;
+  const char* v = std::getenv("NPU_GE_DOUBLE_DEVICE_ERROR");
+  if (v == nullptr || *v == '\0') return k;
+  k.set = true;
+  long device = -1, code = 0;
+  unsigned long long after = 0;
+  int used = 0;
+  const int n = std::sscanf(v, "%ld:%ld%n:%llu%n", &device, &code, &used, &after, &used);
+  k.valid = (n == 2 || n == 3) && v[used] == '\0' && device >= 0 && code > 0;
+  k.device = static_cast<int32_t>(device);
+  k.code = static_cast<aclError>(code);
+  k.after = after;
+  return k;
+}
+
 bool
 LosesDevice(const Execution& x)
 {
@@ -167,8 +209,22 @@ RunExecution(const Execution& x, Stream& stream)
   const auto start = stream.task_start();
   {
     std::lock_guard<std::mutex> lock(g_mu);
-    if (g_lost_devices.count(x.device) > 0) {
-      return {ACL_ERROR_RT_LOST_HEARTBEAT, "the device was lost"};
+    if (const aclError lost = LostCodeLocked(x.device)) {
+      return {lost, "the device is in error (ACL error " + std::to_string(lost) + ")"};
+    }
+    const DeviceErrorKnob knob = ReadDeviceErrorKnob();
+    if (knob.set && !knob.valid) {
+      return {
+          ACL_ERROR_INVALID_PARAM,
+          "NPU_GE_DOUBLE_DEVICE_ERROR is not <device>:<aclError>[:<after_n_executions>]"};
+    }
+    if (knob.set && knob.device == x.device &&
+        g_executions_by_device[x.device] >= knob.after) {
+      g_lost_devices[x.device] = knob.code;
+      WriteStreamStateLocked();
+      return {
+          knob.code, "device " + std::to_string(x.device) + " reported ACL error " +
+                         std::to_string(knob.code) + " (NPU_GE_DOUBLE_DEVICE_ERROR)"};
     }
     bool owned = true;  // the directives below read the first input
     for (size_t i = 0; i < x.in.size(); ++i) {
@@ -181,7 +237,7 @@ RunExecution(const Execution& x, Stream& stream)
   }
   if (LosesDevice(x)) {
     std::lock_guard<std::mutex> lock(g_mu);
-    g_lost_devices.insert(x.device);
+    g_lost_devices[x.device] = ACL_ERROR_RT_LOST_HEARTBEAT;
     WriteStreamStateLocked();
     return {
         ACL_ERROR_RT_LOST_HEARTBEAT,
@@ -213,6 +269,11 @@ RunExecution(const Execution& x, Stream& stream)
     return {ACL_ERROR_RT_MODEL_EXECUTE, "execution ran after its buffers were freed"};
   }
   RecordBusy(x.device, start, std::chrono::steady_clock::now());
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    ++g_executions_by_device[x.device];
+    WriteStateLocked();
+  }
   if (x.spec().has_overflow_value && InputZeroHolds(x, x.spec().overflow_value)) {
     // CANN's runtime returns overflow-type codes from the stream synchronize
     // and logs them as a successful synchronize: the outputs exist.
@@ -243,8 +304,8 @@ aclmdlExecuteAsync(
   Execution x;
   aclError rc = CheckDatasetsLocked(it->second, input, output, device, &x.rows, &x.gear);
   if (rc != ACL_SUCCESS) return rc;
-  if (g_lost_devices.count(device) > 0) {
-    return Fail(ACL_ERROR_RT_LOST_HEARTBEAT, "the device was lost");
+  if (const aclError lost = LostCodeLocked(device)) {
+    return Fail(lost, "the device is in error (ACL error " + std::to_string(lost) + ")");
   }
   x.model = it->second.spec;
   x.device = device;

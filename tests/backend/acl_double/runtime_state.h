@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <mutex>
 #include <set>
 #include <string>
@@ -39,7 +40,16 @@ extern std::set<Stream*> g_orphan_streams;  // destroyed by force, work goes on
 // $NPU_GE_DOUBLE_STATE_FILE.streams (JSON) whenever they change.
 extern uint64_t g_late_writes;
 extern uint64_t g_touched_freed_memory;
-extern std::set<int32_t> g_lost_devices;  // $NPU_GE_DOUBLE_LOSE_DEVICE_ON_VALUE hit
+// Devices in error and the code each answers with from then on
+// ($NPU_GE_DOUBLE_LOSE_DEVICE_ON_VALUE hit: 507010; $NPU_GE_DOUBLE_DEVICE_ERROR
+// fired: its code); listed in $NPU_GE_DOUBLE_STATE_FILE.streams.
+extern std::map<int32_t, aclError> g_lost_devices;
+// The code `device` answers with since it went into error, ACL_SUCCESS when
+// it did not (g_mu held).
+aclError LostCodeLocked(int32_t device);
+// Model executions run to their end per device ("executions_by_device" in the
+// state file), to tell which device served a request.
+extern std::map<int32_t, uint64_t> g_executions_by_device;
 void WriteStreamStateLocked();
 // Checks that [p, p+n) is still the allocation (device memory, `serial`) or
 // the aclrtMallocHost block (`serial` 0) it was when the task was queued,

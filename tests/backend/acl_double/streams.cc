@@ -182,7 +182,14 @@ Stream::SleepUntil(std::chrono::steady_clock::time_point deadline)
 std::set<Stream*> g_orphan_streams;
 uint64_t g_late_writes = 0;
 uint64_t g_touched_freed_memory = 0;
-std::set<int32_t> g_lost_devices;
+std::map<int32_t, aclError> g_lost_devices;
+
+aclError
+LostCodeLocked(int32_t device)
+{
+  auto it = g_lost_devices.find(device);
+  return it == g_lost_devices.end() ? ACL_SUCCESS : it->second;
+}
 
 namespace {
 uint64_t g_allocation_serial = 0;
@@ -231,14 +238,20 @@ WriteStreamStateLocked()
   const std::string tmp = path + ".tmp." + std::to_string(getpid());
   FILE* f = std::fopen(tmp.c_str(), "w");
   if (f == nullptr) return;
-  std::string lost;
-  for (int32_t d : g_lost_devices) lost += (lost.empty() ? "" : ", ") + std::to_string(d);
+  std::string lost, codes;
+  for (const auto& kv : g_lost_devices) {
+    lost += (lost.empty() ? "" : ", ") + std::to_string(kv.first);
+    codes += std::string(codes.empty() ? "" : ", ") + "\"" + std::to_string(kv.first) +
+             "\": " + std::to_string(kv.second);
+  }
   std::fprintf(
       f,
       "{\"orphan_streams\": %zu, \"late_writes\": %llu, "
-      "\"touched_freed_memory\": %llu, \"lost_devices\": [%s]}\n",
+      "\"touched_freed_memory\": %llu, \"lost_devices\": [%s], "
+      "\"device_error_codes\": {%s}}\n",
       g_orphan_streams.size(), static_cast<unsigned long long>(g_late_writes),
-      static_cast<unsigned long long>(g_touched_freed_memory), lost.c_str());
+      static_cast<unsigned long long>(g_touched_freed_memory), lost.c_str(),
+      codes.c_str());
   std::fclose(f);
   std::rename(tmp.c_str(), path.c_str());
 }
@@ -372,8 +385,8 @@ aclrtCreateStream(aclrtStream* stream)
 {
   DOUBLE_ENTER("aclrtCreateStream");
   DOUBLE_NEED_DEVICE("aclrtCreateStream");
-  if (acl_double::g_lost_devices.count(device) > 0) {
-    return Fail(ACL_ERROR_RT_LOST_HEARTBEAT, "the device was lost");
+  if (const aclError lost = acl_double::LostCodeLocked(device)) {
+    return Fail(lost, "the device is in error (ACL error " + std::to_string(lost) + ")");
   }
   Stream* s = new Stream(device);
   acl_double::g_streams.insert(s);
@@ -453,8 +466,9 @@ aclrtSynchronizeDeviceWithTimeout(int32_t timeout)
     if (timeout < -1 || timeout == 0) {
       return Fail(ACL_ERROR_INVALID_PARAM, "timeout must be -1 or a positive ms count");
     }
-    if (acl_double::g_lost_devices.count(device) > 0) {
-      return Fail(ACL_ERROR_RT_LOST_HEARTBEAT, "the device was lost");
+    if (const aclError lost = acl_double::LostCodeLocked(device)) {
+      return Fail(
+          lost, "the device is in error (ACL error " + std::to_string(lost) + ")");
     }
     for (Stream* s : acl_double::g_streams) {
       if (s->device() == device) streams.push_back(s);
@@ -521,8 +535,8 @@ aclrtMemcpyAsync(
   if (s == nullptr) {
     return Fail(ACL_ERROR_RT_STREAM_CONTEXT, "stream not on the current device");
   }
-  if (acl_double::g_lost_devices.count(device) > 0) {
-    return Fail(ACL_ERROR_RT_LOST_HEARTBEAT, "the device was lost");
+  if (const aclError lost = acl_double::LostCodeLocked(device)) {
+    return Fail(lost, "the device is in error (ACL error " + std::to_string(lost) + ")");
   }
   // The bytes move when the stream reaches the copy, not now, and only while
   // both ends are still the memory they were (a late copy of a stream destroyed
