@@ -191,7 +191,8 @@ def test_a_preview_cut_short_in_process_removes_its_trial_and_says_so(
 
 def test_no_recorded_traffic_is_a_clear_error_naming_rate(
         server: TritonProcess, client: TritonClient, home: Path) -> None:
-    with pytest.raises(NoRecordedLoadError, match="no requests recorded for paced"):
+    with pytest.raises(NoRecordedLoadError, match="nothing to replay: paced: no requests recorded over "
+                       r".* give the rate to replay with --rate"):
         preview_change(client, server.repository, MODEL, paced_config("3"), auth=admin_auth(),
                        load=PreviewLoad(window_ms=1000), home=home, metrics_url=server.metrics_url)
     assert_no_trial(server, client)

@@ -43,7 +43,7 @@ from geadmin import audit, settings
 from geadmin.access.guard import Authorization, require
 from geadmin.access.roles import GuardedAction
 from geadmin.audit import Actor, Result
-from geadmin.errors import GeAdminError, InvalidArgumentError, TritonUnreachableError
+from geadmin.errors import GeAdminError, InvalidArgumentError, NoRecordedLoadError, TritonUnreachableError
 from geadmin.ops.bench.load_test import bench_input, run_perf_analyzer
 from geadmin.ops.bench.params import BenchSettings, server_lock
 from geadmin.ops.bench.results import REQUEST_RATE
@@ -137,9 +137,13 @@ def replayed_rate(model: str, load: PreviewLoad, metrics_url: str | None, histor
                                    "is not known here: pass --metrics-url, or give the rate with --rate")
     now = datetime.now(timezone.utc)
     recorded = traffic.recorded_load(model, history=history or open_history(home), source=metrics_url,
-                                     since=now - timedelta(hours=load.window_h), until=now).require_traffic()
+                                     since=now - timedelta(hours=load.window_h), until=now)
     rate = recorded.peak_rate_rps if load.peak else recorded.mean_rate_rps
-    assert rate is not None
+    if rate is None or rate <= 0:
+        raise NoRecordedLoadError(
+            f"nothing to replay: {recorded.describe()}. The history keeps a server under its metrics URL "
+            f"({metrics_url}: --metrics-url if that is not this server's); run the sampler while the model "
+            "serves, look further back (--history-h), or give the rate to replay with --rate")
     return rate, f"the recorded {'peak' if load.peak else 'mean'}; {recorded.describe()}"
 
 

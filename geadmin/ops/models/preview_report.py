@@ -161,11 +161,11 @@ class ImpactPreview:
                          "trial / the budget; 1 spends it exactly)")
         elif self.objective is not None and self.objective.error_budget is not None:
             lines.append("error budget: projected burn not known (the trial was not measured)")
-        if self.impact is not None:
+        if self.impact is not None and self.impact.consequences:
             lines.append(f"ensembles (validator and Triton's live configs): {self.impact.headline()}")
             lines += [f"  {line}" for line in self.impact.lines()]
         else:
-            lines.append("ensembles: none loaded runs it, or the config does not differ from the file")
+            lines.append("ensembles: none loaded runs it, or the new config is the file on disk")
         lines += [f"validator: {f}" for f in self.findings]
         lines += [f"note: {note}" for note in self.notes]
         lines.append(f"trial: {self.removed}; nothing was applied")
