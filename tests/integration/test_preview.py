@@ -23,7 +23,7 @@ import pytest
 from geadmin import audit
 from geadmin.audit import Result
 from geadmin.domain import ModelState
-from geadmin.errors import NoRecordedLoadError, NotAuthorizedError
+from geadmin.errors import NoRecordedLoadError, NotAuthorizedError, TritonUnreachableError
 from geadmin.ops.models.apply import apply_config
 from geadmin.ops.models.preview import PreviewLoad, preview_change
 from geadmin.ops.models.preview_report import PreviewVerdict
@@ -187,6 +187,27 @@ def test_a_preview_cut_short_in_process_removes_its_trial_and_says_so(
     started, finished = preview_rows(home)
     assert started.result == "started" and finished.result == "failed"
     assert "cut short by KeyboardInterrupt" in finished.message
+
+
+def test_triton_dying_midway_still_removes_the_trial_directory(
+        triton_factory: Callable[..., TritonProcess], home: Path, tmp_path: Path) -> None:
+    repository = tmp_path / "dying"
+    (repository / MODEL / "1").mkdir(parents=True)
+    (repository / MODEL / "config.pbtxt").write_text(paced_config("2"))
+    (repository / MODEL / "1" / "model.py").write_text(PACED_PY)
+    dying = triton_factory(repository)
+
+    def stop_triton(text: str) -> None:
+        if text.startswith("replaying") and "trial copy" in text:
+            dying.stop()
+
+    with TritonClient(dying.http_url, load_timeout_s=60) as client, pytest.raises(TritonUnreachableError):
+        preview_change(client, repository, MODEL, paced_config("3"), auth=admin_auth(), load=QUICK,
+                       home=home, progress=stop_triton)
+    assert trials.marked(repository) == []
+    assert sorted(p.name for p in repository.iterdir()) == [MODEL]
+    started, finished = preview_rows(home)
+    assert (started.result, finished.result) == ("started", "failed")
 
 
 def test_no_recorded_traffic_is_a_clear_error_naming_rate(

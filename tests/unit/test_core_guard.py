@@ -306,7 +306,7 @@ EXEMPT: dict[str, str] = {
 
 CHANGE_NAME = re.compile(r"^(load|unload|reload|apply|rollback|create|restart|stop|start|set_|perform|"
                          r"put_back|add|remove|delete|write|update|run|save|close|reconcile|upload|tune|"
-                         r"roll|steer|restore|resume)")
+                         r"roll|steer|restore|resume|preview_)")
 SCANNED = ("geadmin/ops", "geadmin/stack", "geadmin/diagnose", "geadmin/fleet")
 
 
