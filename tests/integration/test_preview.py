@@ -23,10 +23,18 @@ import pytest
 from geadmin import audit
 from geadmin.audit import Result
 from geadmin.domain import ModelState
-from geadmin.errors import NoRecordedLoadError, NotAuthorizedError, TritonUnreachableError
+from geadmin.errors import (
+    BenchBusyError,
+    NoRecordedLoadError,
+    NotAuthorizedError,
+    TritonUnreachableError,
+    TuneBusyError,
+)
+from geadmin.ops.bench.params import server_lock
 from geadmin.ops.models.apply import apply_config
 from geadmin.ops.models.preview import PreviewLoad, preview_change
 from geadmin.ops.models.preview_report import PreviewVerdict
+from geadmin.ops.tune.trials import tune_lock
 from geadmin.repository import trials
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.telemetry.alerting.objectives import Objective
@@ -216,6 +224,18 @@ def test_no_recorded_traffic_is_a_clear_error_naming_rate(
                        r".* give the rate to replay with --rate"):
         preview_change(client, server.repository, MODEL, paced_config("3"), auth=admin_auth(),
                        load=PreviewLoad(window_ms=1000), home=home, metrics_url=server.metrics_url)
+    assert_no_trial(server, client)
+    assert preview_rows(home) == []
+
+
+def test_a_tune_of_the_model_or_a_load_test_on_the_server_holds_a_preview_off(
+        server: TritonProcess, client: TritonClient, home: Path) -> None:
+    with tune_lock(home, MODEL, purpose="tune"), pytest.raises(TuneBusyError, match="another tuning run"):
+        preview_change(client, server.repository, MODEL, paced_config("3"), auth=admin_auth(), load=QUICK,
+                       home=home)
+    with server_lock(home, client.url, "other"), pytest.raises(BenchBusyError, match="another load test"):
+        preview_change(client, server.repository, MODEL, paced_config("3"), auth=admin_auth(), load=QUICK,
+                       home=home)
     assert_no_trial(server, client)
     assert preview_rows(home) == []
 
