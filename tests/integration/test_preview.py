@@ -22,6 +22,8 @@ import pytest
 
 from geadmin import audit
 from geadmin.audit import Result
+from geadmin.diagnose.health import take_snapshot
+from geadmin.diagnose.verdict import EvidenceSources, assess
 from geadmin.domain import ModelState
 from geadmin.errors import (
     BenchBusyError,
@@ -163,11 +165,20 @@ def test_the_same_config_is_a_go(server: TritonProcess, client: TritonClient, ho
 
 def test_a_config_triton_refuses_is_a_no_go_and_leaves_no_trial(
         server: TritonProcess, client: TritonClient, home: Path) -> None:
+    sources = EvidenceSources(client, LocalLogFile(server.log_path), server.repository, home)
+    verdicts: list[tuple[bool, str]] = []
+
+    def judge(text: str) -> None:  # the refused trial still on disk: geadmin's own work, not a failure
+        if text.startswith("removing the trial copy"):
+            verdict = assess(take_snapshot("local", client), sources)
+            verdicts.append((verdict.ok and verdict.rules == [], verdict.headline))
+
     found = preview_change(client, server.repository, MODEL, paced_config("not a number"),
-                           auth=admin_auth(), load=QUICK, home=home)
+                           auth=admin_auth(), load=QUICK, home=home, progress=judge)
     assert found.verdict is PreviewVerdict.NO_GO and found.refused
     assert found.headline().startswith("NO-GO: paced: Triton refused to load it: ")
     assert found.live is None and found.candidate is None
+    assert verdicts and all(ok for ok, _ in verdicts), verdicts
     assert_no_trial(server, client)
     assert states(client)[MODEL] is ModelState.READY
 
