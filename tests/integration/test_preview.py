@@ -273,6 +273,38 @@ def _kill_strays(trial: str) -> None:
             os.kill(int(entry.name), signal.SIGKILL)
 
 
+def _ready_trial(server: TritonProcess, client: TritonClient) -> str:
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        listed = [marker.trial for _, marker in trials.marked(server.repository)]
+        if listed and states(client).get(listed[0]) is ModelState.READY:
+            return listed[0]
+        time.sleep(0.1)
+    return ""
+
+
+def test_sigterm_ends_a_preview_like_ctrl_c_and_removes_its_trial(
+        server: TritonProcess, client: TritonClient, home: Path, tmp_path: Path) -> None:
+    candidate = tmp_path / "config.pbtxt"
+    candidate.write_text(paced_config("3"))
+    preview = subprocess.Popen([*GEADMIN, "config", "apply", MODEL, str(candidate), "--preview", "--rate",
+                                f"{RATE:g}", "--window-ms", "1000", "--url", server.http_url, "--repository",
+                                str(server.repository)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               env={**os.environ, "GEADMIN_HOME": str(home)})
+    try:
+        trial = _ready_trial(server, client)
+        assert trial, "the preview never had a READY trial"
+        preview.send_signal(signal.SIGTERM)
+        assert preview.wait(60) == 130
+    finally:
+        preview.kill()
+        preview.wait(30)
+    assert_no_trial(server, client)
+    started, finished = preview_rows(home)
+    assert (started.result, finished.result) == ("started", "failed")
+    assert "cut short by KeyboardInterrupt" in finished.message
+
+
 def test_a_killed_previews_trial_is_removed_by_the_next_preview(
         server: TritonProcess, client: TritonClient, home: Path, tmp_path: Path) -> None:
     candidate = tmp_path / "config.pbtxt"
@@ -283,12 +315,7 @@ def test_a_killed_previews_trial_is_removed_by_the_next_preview(
     preview = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     trial = ""
     try:
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline and not trial:
-            listed = [marker.trial for _, marker in trials.marked(server.repository)]
-            if listed and states(client).get(listed[0]) is ModelState.READY:
-                trial = listed[0]
-            time.sleep(0.1)
+        trial = _ready_trial(server, client)
         assert trial, "the preview never had a READY trial"
     finally:
         preview.kill()  # SIGKILL, midway: the trial is loaded, the measurement under way or next
