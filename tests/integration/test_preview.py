@@ -10,6 +10,7 @@ candidate config makes it slower without touching its code."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -41,6 +42,9 @@ from geadmin.repository import trials
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.telemetry.alerting.objectives import Objective
 from geadmin.telemetry.alerting.objectives import store as store_objective
+from geadmin.telemetry.derive import derive
+from geadmin.telemetry.history import store as history
+from geadmin.telemetry.sources.scrape import Scrape, parse
 from geadmin.triton.client import TritonClient
 from geadmin.triton.logs import LocalLogFile
 from tests.support.auth import admin_auth, viewer_auth
@@ -227,6 +231,36 @@ def test_triton_dying_midway_still_removes_the_trial_directory(
     assert sorted(p.name for p in repository.iterdir()) == [MODEL]
     started, finished = preview_rows(home)
     assert (started.result, finished.result) == ("started", "failed")
+
+
+def recorded_page(ts: float, served: int) -> Scrape:
+    """A Triton page with `served` requests of `paced` so far (what the sampler scrapes)."""
+    lines = []
+    for family in ("nv_inference_request_success", "nv_inference_count", "nv_inference_exec_count"):
+        lines += [f"# TYPE {family} counter", f'{family}{{model="{MODEL}",version="1"}} {served}']
+    lines += ["# TYPE nv_inference_request_duration_us counter",
+              f'nv_inference_request_duration_us{{model="{MODEL}",version="1"}} {served * 2000}',
+              "# TYPE nv_inference_request_failure counter",
+              f'nv_inference_request_failure{{model="{MODEL}",reason="BACKEND",version="1"}} 0']
+    return parse("\n".join(lines) + "\n", timestamp_s=ts)
+
+
+def test_the_recorded_peak_is_replayed_and_named_with_its_window_and_source(
+        server: TritonProcess, client: TritonClient, home: Path) -> None:
+    now = time.time()
+    pages = [recorded_page(now - 30, 0), recorded_page(now - 20, 40), recorded_page(now - 10, 140)]
+    for before, after in itertools.pairwise(pages):  # 4 req/s, then 10 req/s: as the sampler records
+        history.record_window(derive(before, after), server.metrics_url, home=home)
+    found = preview_change(client, server.repository, MODEL, paced_config("2") + "# same\n",
+                           auth=admin_auth(), load=PreviewLoad(window_ms=1000), home=home,
+                           metrics_url=server.metrics_url)
+    assert found.rate_rps == pytest.approx(10.0)
+    assert found.rate_source.startswith("the recorded peak; paced: mean 7 req/s, peak 10 req/s over "), \
+        found.rate_source
+    assert f"in the sampler's history in {home / 'geadmin.db'}" in found.rate_source
+    assert found.candidate is not None and found.candidate.ok, found.evidence()
+    assert found.evidence()[0].startswith("load: 10 requests/s (the recorded peak; ")
+    assert_no_trial(server, client)
 
 
 def test_no_recorded_traffic_is_a_clear_error_naming_rate(
