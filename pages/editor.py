@@ -4,7 +4,9 @@ safely (validated, reloaded, rolled back if Triton rejects it) and roll back to 
 The text area holds the one edited text; the knobs are a view of it and write back into it
 (geadmin.repository.knobs); its findings and what it does to the ensembles that run the model
 come from the plan of the change (geadmin.ops.models.change_plan, as for `geadmin config apply`).
-Apply and the history's rollback are pages/ui/config_change.py: asked about when a change takes
+"Preview impact" (pages/ui/preview_view.py) measures the edited text on a trial copy
+beside the live model first, as `geadmin config apply --preview` does. Apply and the history's
+rollback are pages/ui/config_change.py: asked about when a change takes
 an ensemble down (and before every rollback), audited as refused when cancelled."""
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from pages.ui import keys
 from pages.ui.config_change import Opened, apply_section, history_section, plan_apply
 from pages.ui.context import client_for, selected_target
 from pages.ui.links import preselect
+from pages.ui.preview_view import preview_section
 
 MONOSPACE = ('<style>textarea[aria-label="config.pbtxt"] {font-family: "Source Code Pro", ui-monospace, '
              "monospace; font-size: 0.85rem; white-space: pre; overflow-wrap: normal;}</style>")
@@ -66,6 +69,7 @@ def render() -> None:
         show_findings(plan.findings if plan is not None else ())
         knobs_form(text)
     comparisons(target, opened, text)
+    preview_section(target, opened.model, opened.text, text)
     apply_section(target, opened, text, plan)
     history_section(target, opened)
 

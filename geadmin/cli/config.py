@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 import time
 from pathlib import Path
+from types import FrameType
 
 from geadmin.access import guard
 from geadmin.cli.common import (
@@ -36,6 +38,8 @@ from geadmin.errors import (
 from geadmin.ops.models.apply import ApplyResult, apply_config, rollback
 from geadmin.ops.models.change_plan import decline, expected_hash, plan_change
 from geadmin.ops.models.explained_load import LoadProgress
+from geadmin.ops.models.preview import DEFAULT_WINDOW_MS, PreviewLoad, preview_change
+from geadmin.ops.models.preview_report import PreviewVerdict
 from geadmin.repository import revisions, store
 from geadmin.repository.validate import summarize, validate_path
 from geadmin.stack.backends import served_backends
@@ -57,6 +61,12 @@ in the config history, and reloads the model; if Triton rejects it, the old file
 back byte for byte and the real reason is printed. `config rollback MODEL [REVISION]`
 applies a kept revision the same way. Exit 0 when the config is in place, 1 when it was
 refused or rolled back (the reason is printed), 3 when Triton is unreachable.
+
+`config apply MODEL FILE --preview` applies nothing: it serves FILE as a trial copy beside the
+live model, replays the model's recorded request rate (its peak over --history-h; --mean, or
+--rate to give one) against both with perf_analyzer, and prints GO or NO-GO first, then the
+evidence: p99, throughput and memory change, the projected error-budget burn against the
+model's objective, and the ensembles the change would break. Exit 0 for GO, 1 for NO-GO.
 
 Both name the loaded ensembles that run the model first, and what the new config does to
 them; when it would take one down, a terminal asks and a script is refused without `--yes`.
@@ -92,7 +102,38 @@ def run_apply(args: argparse.Namespace) -> int:
         data = sys.stdin.buffer.read() if args.file == "-" else Path(args.file).read_bytes()
     except OSError as exc:
         return _fail(RepositoryError(f"cannot read {args.file}: {exc.strerror or exc}"))
+    if args.preview:
+        return _run_preview(args, data)
     return _run_change(args, data=data)
+
+
+def _run_preview(args: argparse.Namespace, data: bytes) -> int:
+    """`config apply --preview`: the candidate served as a trial beside the live model and
+    measured at the recorded (or `--rate`) load; nothing applied (geadmin.ops.models.preview)."""
+    target = target_from_args(args)
+    previous = signal.signal(signal.SIGTERM, _interrupt)  # ends like Ctrl-C: the trial is removed
+    try:
+        load = PreviewLoad(args.rate, not args.mean, args.history_h, args.window_ms)
+        repository = _repository(target)
+        with client_for(target, args) as client:
+            found = preview_change(client, repository, args.model, data, auth=guard.os_user(), load=load,
+                                   metrics_url=args.metrics_url or target.urls().metrics,
+                                   backends=served_backends(target), admin_key=target.spec.admin_key,
+                                   progress=lambda text: print(f"  {text}", file=sys.stderr, flush=True))
+    except GeAdminError as exc:
+        return _fail(exc, args)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    if args.json:
+        print(json.dumps(found.record(), indent=2))
+    else:
+        print(found.headline())
+        print("\n".join(found.evidence()))
+    return ExitCode.OK if found.verdict is PreviewVerdict.GO else ExitCode.FAILED
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
 
 
 def run_rollback(args: argparse.Namespace) -> int:
@@ -259,6 +300,7 @@ def _register_changes(config_subparsers: Actions) -> None:
                        help="apply even when `geadmin config validate` finds errors (Triton still "
                             "checks it, and a rejected config is rolled back)")
     _add_change_args(apply)
+    _add_preview_args(apply)
     apply.set_defaults(func=run_apply)
 
     back = config_subparsers.add_parser(
@@ -289,3 +331,19 @@ def _add_change_args(parser: argparse.ArgumentParser) -> None:
                         help=f"seconds to wait for the reload (default {DEFAULT_LOAD_TIMEOUT_S:g})")
 
 
+def _add_preview_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--preview", action="store_true",
+                        help="apply nothing: serve FILE as a trial copy beside the live model, replay the "
+                        "recorded load against both and print GO or NO-GO with the evidence (p99, "
+                        "throughput, memory, error budget, ensembles it breaks); the trial is removed")
+    parser.add_argument("--rate", type=float, default=None, metavar="REQ_PER_S",
+                        help="--preview: replay this request rate instead of the recorded one")
+    parser.add_argument("--mean", action="store_true",
+                        help="--preview: replay the recorded mean rate (default: the recorded peak)")
+    parser.add_argument("--history-h", type=float, default=1.0, metavar="HOURS",
+                        help="--preview: the recorded load's window, in hours back from now (default 1)")
+    parser.add_argument("--window-ms", type=int, default=DEFAULT_WINDOW_MS, metavar="MS",
+                        help=f"--preview: perf_analyzer's measurement window (default {DEFAULT_WINDOW_MS})")
+    parser.add_argument("--metrics-url", default=None, metavar="URL",
+                        help="--preview: Triton's /metrics, the key of its recorded history (default: the "
+                        "server's own)")

@@ -37,7 +37,7 @@ from geadmin.ops.bench import load_test as bench
 from geadmin.ops.bench.background import LOAD_TEST, start_load_test
 from geadmin.ops.bench.params import BenchSettings
 from geadmin.ops.infer.inputs import InputSource, SourceKind
-from geadmin.ops.models import actions, apply, create, explained_load, put_back
+from geadmin.ops.models import actions, apply, create, explained_load, preview, put_back
 from geadmin.ops.runs import Run
 from geadmin.ops.tune import apply as tune_apply
 from geadmin.ops.tune import objective as tune_objective
@@ -234,6 +234,10 @@ GUARDED: dict[str, tuple[GuardedAction, Call]] = {
             w.client, w.repository, {"id": 1, "model": "m", "server": w.client.url, "best": {"ok": True},
                                      "best_text": CONFIG.replace("4", "8"), "live_sha256": "0" * 64},
             auth=a, home=w.home)),
+    "geadmin.ops.models.preview.preview_change": (
+        GuardedAction.TUNE,
+        lambda w, a: preview.preview_change(w.client, w.repository, "m", CONFIG.replace("4", "8"), auth=a,
+                                            home=w.home, load=preview.PreviewLoad(rate_rps=5.0))),
     "geadmin.ops.tune.search.tune": (
         GuardedAction.TUNE,
         lambda w, a: tune.tune(w.client, w.repository, TuneSettings("m"), auth=a, home=w.home)),
@@ -316,7 +320,7 @@ EXEMPT: dict[str, str] = {
 
 CHANGE_NAME = re.compile(r"^(load|unload|reload|apply|rollback|create|restart|stop|start|set_|perform|"
                          r"put_back|add|remove|delete|write|update|run|save|close|reconcile|upload|tune|"
-                         r"roll|steer|restore|resume)")
+                         r"roll|steer|restore|resume|preview_)")
 SCANNED = ("geadmin/ops", "geadmin/stack", "geadmin/diagnose", "geadmin/fleet")
 
 

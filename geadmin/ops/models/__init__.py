@@ -7,5 +7,8 @@
 - change_plan.py  one plan of a config change for the CLI and the editor: findings, rollback
                 target, impact, the question asked, a declined change audited as refused
 - explained_load.py  a load followed through Triton's log, its failure explained
+- preview.py    a config change served as a trial copy beside the live model, measured at the
+                recorded rate: go / no-go with the evidence, nothing applied
+- preview_report.py  what a preview found: both sides measured, the ensembles, the objective, the verdict
 - put_back.py   the served config written back over a drifted file, audited
 """

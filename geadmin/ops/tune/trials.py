@@ -14,7 +14,8 @@ Protocol (`geadmin.repository.trials` has the name and marker):
 4. Remove: unload, wait until Triton no longer lists it as loaded, delete the directory,
    release the lock. The run's outcome row closes the journal.
 5. Left over (SIGKILL, OOM, power cut): the marker's lock is free. `remove_left` — at the
-   start of `geadmin up`'s Triton, of `geadmin sampler` and of a tuning run — unloads the
+   start of `geadmin up`'s Triton, of `geadmin sampler`, of a tuning run and of a preview
+   (`geadmin.ops.models.preview`, journaled as `preview` rows the same way) — unloads the
    trial where it can, deletes the directory and closes the journal with an `interrupted`
    row. A trial whose lock is held belongs to a run still going and is left alone.
 """
@@ -48,6 +49,7 @@ from geadmin.repository.trials import TrialMarker
 from geadmin.triton.client import TritonClient
 
 ACTION = "tune"
+JOURNALED = (ACTION, "preview")  # runs that journal a trial this way (geadmin.ops.models.preview too)
 RUN, TRIAL, DIRECTORY = "run", "trial", "trial directory"  # the facts of a `started` row
 UNLOAD_WAIT_S = 30.0
 
@@ -254,7 +256,8 @@ def _clear_refusal(client: TritonClient, name: str) -> None:
 def _open_runs(home: Path | None, problems: list[str]) -> dict[str, tuple[AuditEntry, Path]]:
     """run -> (its `started` row, the trial directory) for tuning runs with no outcome row."""
     try:
-        rows = audit.query(action=ACTION, home=home, limit=500)
+        rows = sorted((r for action in JOURNALED for r in audit.query(action=action, home=home, limit=500)),
+                      key=lambda r: r.id, reverse=True)
     except GeAdminError as exc:
         problems.append(f"cannot read the audit log for tuning runs cut short: {exc}")
         return {}
@@ -272,7 +275,8 @@ def _close(entry: AuditEntry | None, model: str, run: str, line: str, server: st
            home: Path | None, problems: list[str]) -> None:
     message = f"{line}\n{RUN}: {run}"
     try:
-        audit.record(ACTION, model, Result.INTERRUPTED, actor=actor, server=entry.server if entry else server,
+        audit.record(entry.action if entry else ACTION, model, Result.INTERRUPTED, actor=actor,
+                     server=entry.server if entry else server,
                      message=message, home=home)
     except GeAdminError as exc:
         problems.append(f"the removal is not in the audit log: {exc}")
