@@ -47,8 +47,8 @@ class FaultTableDouble(FaultTable):
 
 
 def table() -> FaultTableDouble:
-    return FaultTableDouble({code: fault_class(code, level, meaning) for code, (level, meaning) in _LEVELS.items()},
-                            source="test table")
+    entries = {code: fault_class(code, level, meaning) for code, (level, meaning) in _LEVELS.items()}
+    return FaultTableDouble(entries, source="test table")
 
 
 def record(chip: int, code: int | None, *, node: str = "", healthy: bool | None = None, present: bool = True,
@@ -58,7 +58,8 @@ def record(chip: int, code: int | None, *, node: str = "", healthy: bool | None 
 
 def model_map(**placed: dict[int, int]) -> ModelMap:
     """model=dict(device -> instances)."""
-    rows = [MapRow(device, model, "", n, FROM_CONFIG) for model, where in placed.items() for device, n in where.items()]
+    rows = [MapRow(device, model, "", n, FROM_CONFIG)
+            for model, where in placed.items() for device, n in where.items()]
     return ModelMap(tuple(sorted(rows, key=lambda r: (r.device, r.model))))
 
 

@@ -27,8 +27,10 @@ def test_one_code_names_the_models_on_the_chip_and_the_share_lost_and_plans_drai
     assert [(h.model, h.instances_lost, h.instances_total, h.ensembles) for h in impact.hits] == [
         ("resnet", 1, 2, ("pipeline",))]
     drain, reset = impact.plan
-    assert (drain.kind, drain.model, drain.device_ids, drain.changes) == (StepKind.DRAIN, "resnet", (1,), True)
-    assert (reset.kind, reset.command, reset.changes) == (StepKind.RESET, "npu-smi set -t reset -i 5 -c 1", False)
+    assert (drain.kind, drain.model, drain.device_ids, drain.changes) == (
+        StepKind.DRAIN, "resnet", (1,), True)
+    assert (reset.kind, reset.command, reset.changes) == (
+        StepKind.RESET, "npu-smi set -t reset -i 5 -c 1", False)
 
 
 def test_the_reset_command_leaves_the_npu_and_chip_ids_to_fill_in_when_no_source_gave_them() -> None:
@@ -39,7 +41,8 @@ def test_the_reset_command_leaves_the_npu_and_chip_ids_to_fill_in_when_no_source
 
 def test_several_codes_on_one_chip_count_each_instance_once_and_the_worst_comes_first() -> None:
     maps = {"": model_map(resnet={0: 2, 1: 2})}
-    report = assess_faults([record(0, SENSOR_NOTE), record(0, AICORE_RETRY), record(0, HBM_ECC)], table(), maps)
+    records = [record(0, SENSOR_NOTE), record(0, AICORE_RETRY), record(0, HBM_ECC)]
+    report = assess_faults(records, table(), maps)
     levels = [i.cls.level.value for i in report.impacts]
     assert levels == ["RestartNPU", "RestartBusiness", "NotHandleFault"]
     assert [i.counts for i in report.impacts] == [True, True, False]
@@ -105,8 +108,10 @@ def test_two_nodes_keep_their_own_chips_and_maps() -> None:
 
 
 def test_a_drain_on_a_fleet_node_goes_through_a_rollout_limited_to_that_node() -> None:
-    report = assess_faults([record(0, HBM_ECC, node="node-a")], table(), {"node-a": model_map(resnet={0: 1, 1: 1})})
-    assert "device_ids 1 (without 0) through a rollout limited to node node-a" in report.impacts[0].plan[0].text
+    maps = {"node-a": model_map(resnet={0: 1, 1: 1})}
+    report = assess_faults([record(0, HBM_ECC, node="node-a")], table(), maps)
+    assert "device_ids 1 (without 0) through a rollout limited to node node-a" in \
+        report.impacts[0].plan[0].text
 
 
 def test_a_fault_on_a_node_without_a_map_hits_no_model_and_says_so() -> None:
