@@ -7,8 +7,9 @@ store (a migration appended in geadmin/migrations.py) and its functions.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
-from geadmin.telemetry.sources.npu_faults import ChipFault
+from geadmin.telemetry.sources.npu_faults import ChipFault, FaultReading
 
 
 @dataclass(frozen=True)
@@ -19,3 +20,15 @@ class FaultRecord:
     first_seen_s: float  # unix time
     last_seen_s: float
     present: bool  # False: the last read of its source no longer reported it (cleared)
+
+
+def record_reading(reading: FaultReading, *, home: Path | None = None,
+                   now_s: float | None = None) -> list[FaultRecord]:
+    """Store one reading (SEAM for faults-impact, which codes against it)."""
+    raise NotImplementedError  # faults-core
+
+
+def fault_records(*, home: Path | None = None, since_s: float | None = None, node: str | None = None,
+                  present_only: bool = False) -> list[FaultRecord]:
+    """The stored records (SEAM for faults-impact, which codes against it)."""
+    raise NotImplementedError  # faults-core

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from geadmin.telemetry.sources.detect import NpuSources
+
 SOURCE_EXPORTER = "npu-exporter"
 SOURCE_NPU_SMI = "npu-smi"
 SOURCE_NPU_GE = "npu_ge"
@@ -45,3 +47,17 @@ class ChipFault:
     @property
     def key(self) -> tuple[str, int, int | None]:
         return (self.node, self.chip, self.code)
+
+
+@dataclass(frozen=True)
+class FaultReading:
+    """One read of every fault source: what they report now, which answered, what failed."""
+
+    faults: tuple[ChipFault, ...] = ()
+    read: tuple[str, ...] = ()  # the sources that answered (a source not read clears nothing)
+    notes: tuple[str, ...] = ()  # sources that could not be read, and why
+
+
+def read_faults(sources: NpuSources, *, npu_smi_file: str | None = None, node: str = "") -> FaultReading:
+    """Every fault source this host has (SEAM for faults-impact, which codes against it)."""
+    raise NotImplementedError  # faults-core
