@@ -106,6 +106,14 @@ BY_COMMAND: dict[str, tuple[str, dict[ExitCode, str]]] = {
         ExitCode.OK: "the NPUs were listed",
         ExitCode.FAILED: "an NPU source that was asked for gave no devices",
     }),
+    "npu_faults": ("npu faults", {
+        ExitCode.OK: "nothing needs action (a NotHandleFault or a subhealth code alone is shown, not "
+                     "alarmed; a cleared fault never counts)",
+        ExitCode.DEGRADED: "a fault needs action (a level above watching), or a chip is reported unhealthy "
+                           "whatever its code",
+        ExitCode.FAILED: "a model has no healthy instance left",
+        ExitCode.UNREACHABLE: "a fault source asked for does not answer, or the fleet has no server",
+    }),
     "top": ("top", {
         ExitCode.OK: "stopped with Ctrl-C, or the rounds asked for were shown",
         ExitCode.FAILED: "Triton's metrics cannot be read",

@@ -25,6 +25,7 @@ from geadmin.cli import bench as bench_command
 from geadmin.cli import dashboard as dashboard_command
 from geadmin.cli import infer as infer_command
 from geadmin.cli import npu as npu_command
+from geadmin.cli import npu_faults as npu_faults_command
 from geadmin.cli import sampler as sampler_command
 from geadmin.cli import top as top_command
 from geadmin.cli import users as users_command
@@ -47,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in COMMANDS:
         command.register(subparsers)
+    npu_faults_command.register(subparsers.choices["npu"])  # `geadmin npu faults`
     return parser
 
 

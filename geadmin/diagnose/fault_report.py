@@ -27,6 +27,7 @@ from geadmin.telemetry.sources import npu_smi
 from geadmin.telemetry.sources.detect import NpuSources, detect
 from geadmin.telemetry.sources.fault_table import load_table
 from geadmin.telemetry.sources.npu import NpuDevice, with_models
+from geadmin.telemetry.sources.npu_faults import FaultReading
 from geadmin.telemetry.sources.scrape import scrape
 from geadmin.triton.client import TritonClient
 
@@ -65,6 +66,12 @@ def fault_report(sources: FaultSources, records: Sequence[FaultRecord] | None = 
             said.append(f"the ensembles above the models are not known: {exc}")
     return assess_faults(records, table, {sources.node: found}, ensembles=ensembles,
                          notes=[*notes, *said], devices={sources.node: devices})
+
+
+def as_read(reading: FaultReading, now_s: float) -> list[FaultRecord]:
+    """A reading as records seen once, now, without the history: what a saved npu-smi output
+    says (a file from a ticket is not this host's present, so it is not recorded)."""
+    return [FaultRecord(fault, now_s, now_s, True) for fault in reading.faults]
 
 
 def node_view(sources: FaultSources) -> tuple[ModelMap, tuple[NpuDevice, ...], list[str]]:
