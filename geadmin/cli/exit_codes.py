@@ -49,9 +49,10 @@ BY_COMMAND: dict[str, tuple[str, dict[ExitCode, str]]] = {
         ExitCode.OK: "OK",
         ExitCode.DEGRADED: "DEGRADED: Triton serves, but a model failed to load, lost READY without an "
                            "operator's unload, is stuck LOADING/UNLOADING, or serves a config that differs "
-                           "from its file on disk (`--strict` makes it 1)",
+                           "from its file on disk, or an NPU fault needs action (a model it left with no "
+                           "healthy instance is named DOWN) (`--strict` makes it 1)",
         ExitCode.FAILED: "DOWN: Triton answers but is not live, or a model named with `--expect` is not "
-                         "READY",
+                         "READY or has no healthy instance left after an NPU fault",
         ExitCode.UNREACHABLE: "DOWN: Triton does not answer; `--all` exits with the worst (0, 4, 1, 3)",
     }),
     "models": ("models list, models load, models unload, models reload, models create", {
