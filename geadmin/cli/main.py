@@ -15,6 +15,7 @@ from geadmin.cli import (
     config,
     fleet,
     models,
+    npu_faults,
     objectives,
     probe,
     status,
@@ -25,15 +26,15 @@ from geadmin.cli import bench as bench_command
 from geadmin.cli import dashboard as dashboard_command
 from geadmin.cli import infer as infer_command
 from geadmin.cli import npu as npu_command
-from geadmin.cli import npu_faults as npu_faults_command
 from geadmin.cli import sampler as sampler_command
 from geadmin.cli import top as top_command
 from geadmin.cli import users as users_command
 from geadmin.cli.exit_codes import ExitCode
 from geadmin.errors import GeAdminError
 
+# A module that adds a sub-command under another's command (`npu faults`) comes after that command.
 COMMANDS = (up, status, models, config, audit_log, bundle, infer_command,
-            npu_command, top_command, sampler_command, users_command, bench_command,
+            npu_command, npu_faults, top_command, sampler_command, users_command, bench_command,
             dashboard_command, probe, alerts, objectives, tune, fleet)
 REPORT_HINT = ("this is a bug in geadmin: please report it, with the file `geadmin bundle` writes "
                "(and the traceback: run again with GEADMIN_DEBUG=1)")
@@ -48,7 +49,6 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in COMMANDS:
         command.register(subparsers)
-    npu_faults_command.register(subparsers.choices["npu"])  # `geadmin npu faults`
     return parser
 
 

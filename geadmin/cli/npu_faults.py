@@ -17,7 +17,7 @@ import sys
 import time
 
 from geadmin import settings
-from geadmin.cli.common import add_connection_args, client_for, target_from_args
+from geadmin.cli.common import add_connection_args, client_for, sub_commands, target_from_args
 from geadmin.cli.exit_codes import ExitCode, help_text
 from geadmin.diagnose.fault_report import FaultSources, as_read, fault_report
 from geadmin.diagnose.fault_text import report_json, report_lines
@@ -79,10 +79,9 @@ def run(args: argparse.Namespace) -> int:
     return exit_code(report)
 
 
-def register(npu_parser: argparse.ArgumentParser) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Adds `faults` under `geadmin npu` (which keeps working on its own)."""
-    actions = npu_parser.add_subparsers(dest="npu_command", metavar="ACTION")
-    parser = actions.add_parser(
+    parser = sub_commands(subparsers, "npu").add_parser(
         "faults", help="NPU faults: which models each hits, the share of capacity lost, the next safe step",
         description="Reads the NPU fault codes (npu-exporter, npu-smi or --npu-smi-file, npu_ge's device "
         "errors on Triton's /metrics), grades each with the fault table, and joins it with the model <-> "
