@@ -22,7 +22,7 @@ from geadmin.cli.exit_codes import ExitCode, help_text
 from geadmin.diagnose.fault_report import FaultSources, as_read, fault_report
 from geadmin.diagnose.fault_text import report_json, report_lines
 from geadmin.diagnose.npu_faults import FaultReport
-from geadmin.errors import FleetError, TelemetryError
+from geadmin.errors import FleetError, NpuSmiError, TelemetryError
 from geadmin.fleet.discovery import discover, fleet_named
 from geadmin.fleet.npu_faults import fleet_fault_report, read_fleet_faults
 from geadmin.telemetry.history.faults import record_reading
@@ -43,7 +43,11 @@ def server_report(args: argparse.Namespace) -> FaultReport:
                          triton_metrics_url=args.metrics_url or target.urls().metrics,
                          triton_metrics_explicit=bool(args.metrics_url), timeout_s=args.timeout)
     reading = read_faults(sources, npu_smi_file=args.npu_smi_file)
-    records = as_read(reading, time.time()) if args.npu_smi_file else record_reading(reading, home=home)
+    now_s = time.time()
+    if args.npu_smi_file:
+        records = as_read(reading, now_s)
+    else:
+        records = record_reading(reading, home=home, now_s=now_s)
     client = client_for(target, args)
     try:
         return fault_report(FaultSources(npu=sources, npu_smi_file=args.npu_smi_file, client=client,
@@ -61,7 +65,7 @@ def fleet_report(args: argparse.Namespace) -> FaultReport:
         raise FleetError(f"fleet {args.fleet!r} has no server: " + ("; ".join(found.problems) or
                          "its sources found none"))
     reading = read_fleet_faults(found.members, timeout_s=args.timeout)
-    records = record_reading(reading, home=settings.home(args.home))
+    records = record_reading(reading, home=settings.home(args.home), now_s=time.time())
     return fleet_fault_report(found.members, records, timeout_s=args.timeout, table_override=args.fault_table,
                               notes=reading.notes)
 
@@ -69,6 +73,9 @@ def fleet_report(args: argparse.Namespace) -> FaultReport:
 def run(args: argparse.Namespace) -> int:
     try:
         report = fleet_report(args) if args.fleet else server_report(args)
+    except NpuSmiError as exc:  # the saved file is not npu-smi output, or cannot be read: the input
+        print(f"geadmin npu faults: {exc}", file=sys.stderr)
+        return ExitCode.USAGE
     except (TelemetryError, FleetError) as exc:
         print(f"geadmin npu faults: {exc}", file=sys.stderr)
         return ExitCode.UNREACHABLE
@@ -102,8 +109,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         help="every server of a fleet ([[fleet]] in the servers file, 'default' for "
                         "GEADMIN_FLEET), each fault on its server's node label")
     parser.add_argument("--fault-table", default=None, metavar="FILE",
-                        help="the operator's fault table override (MindCluster's customization shape), "
-                        "merged on top of the shipped table")
+                        help="the operator's fault levels (MindCluster's faultCode.json shape), merged "
+                        "over the built-in table (env GEADMIN_NPU_FAULT_TABLE)")
     parser.add_argument("--plan", action="store_true",
                         help="print every step of each fault's plan (a dry run: nothing is changed)")
     parser.add_argument("--home", default=None,

@@ -73,7 +73,7 @@ def assess_faults(records: Sequence[FaultRecord], table: FaultTable, maps: Mappi
     ChipFault.node; "" for this host); `ensembles`: member -> the ensembles that use it;
     `devices`: node -> its NPUs (the reset command's NPU/Chip IDs, the move's HBM check). Pure.
     A fault on a node with no map hits no model, and a note says so."""
-    classes = [table.classify(r.fault.code) for r in records]
+    classes = [table.classify(r.fault.code, r.fault.source) for r in records]
     counting = [counts_as_fault(r, c) for r, c in zip(records, classes, strict=True)]
     faulted: dict[str, set[int]] = {}
     for record, counts in zip(records, counting, strict=True):

@@ -77,7 +77,7 @@ def faults_command(served: TritonProcess, tmp_path: Path, chips: dict[int, ChipS
     override.write_text(json.dumps(OVERRIDE))
     monkeypatch.setenv("PATH", str(tmp_path))  # no npu-smi here
     with npu_exporter_double(chips) as exporter:
-        return main(["npu", "faults", "--url", served.url, "--metrics-url", served.metrics_url,
+        return main(["npu", "faults", "--url", served.http_url, "--metrics-url", served.metrics_url,
                      "--exporter-url", exporter, "--fault-table", str(override),
                      "--home", str(tmp_path / "home"), *extra])
 
@@ -98,11 +98,11 @@ def test_a_reset_level_fault_names_the_models_share_lost_and_next_step_and_statu
 
     monkeypatch.setenv("GEADMIN_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("GEADMIN_TRITON_METRICS_URL", served.metrics_url)
-    assert main(["status", "--url", served.url]) == ExitCode.DEGRADED
+    assert main(["status", "--url", served.http_url]) == ExitCode.DEGRADED
     status = capsys.readouterr().out
     assert status.startswith("DEGRADED: NPU 1: 0x80E18402 (RestartNPU"), status
     assert "[npu-fault] model 'single' is DOWN whatever Triton says" in status
-    assert main(["status", "--url", served.url, "--expect", "single"]) == ExitCode.FAILED
+    assert main(["status", "--url", served.http_url, "--expect", "single"]) == ExitCode.FAILED
     assert capsys.readouterr().out.startswith("DOWN: model 'single' is DOWN whatever Triton says")
 
 
@@ -124,9 +124,9 @@ def test_a_fleet_of_two_nodes_keeps_each_nodes_chips_to_its_servers(
         served: TritonProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     other = start(tmp_path, "two", single_on="0")
     try:
-        members = [Member(ServerSpec("a", served.url, metrics_url=served.metrics_url), "test",
+        members = [Member(ServerSpec("a", served.http_url, metrics_url=served.metrics_url), "test",
                           {NODE: "node-a"}, trust=Trust(True, "test")),
-                   Member(ServerSpec("b", other.url, metrics_url=other.metrics_url), "test",
+                   Member(ServerSpec("b", other.http_url, metrics_url=other.metrics_url), "test",
                           {NODE: "node-b"}, trust=Trust(True, "test"))]
         monkeypatch.setattr(fleet_faults, "load_table", lambda override=None: table())
         report = fleet_faults.fleet_fault_report(members, [record(1, HBM_ECC, node="node-a")], timeout_s=5.0)

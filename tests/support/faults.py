@@ -40,7 +40,7 @@ def fault_class(code: int | None, level: FaultLevel, meaning: str) -> FaultClass
 class FaultTableDouble(FaultTable):
     """Classifies from `entries`; an unlisted code (or None) is UNKNOWN."""
 
-    def classify(self, code: int | None) -> FaultClass:
+    def classify(self, code: int | None, source: str | None = None) -> FaultClass:
         if code is not None and code in self.entries:
             return self.entries[code]
         return fault_class(code, FaultLevel.UNKNOWN, "unknown code")

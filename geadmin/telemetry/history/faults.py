@@ -22,13 +22,12 @@ class FaultRecord:
     present: bool  # False: the last read of its source no longer reported it (cleared)
 
 
-def record_reading(reading: FaultReading, *, home: Path | None = None,
-                   now_s: float | None = None) -> list[FaultRecord]:
+def record_reading(reading: FaultReading, *, home: Path | None, now_s: float) -> list[FaultRecord]:
     """Store one reading (SEAM for faults-impact, which codes against it)."""
     raise NotImplementedError  # faults-core
 
 
-def fault_records(*, home: Path | None = None, since_s: float | None = None, node: str | None = None,
+def fault_records(*, home: Path | None, since_s: float | None = None, node: str | None = None,
                   present_only: bool = False) -> list[FaultRecord]:
     """The stored records (SEAM for faults-impact, which codes against it; faults-core's store
     replaces this body: until then nothing is stored, so nothing is returned and the verdict's

@@ -43,8 +43,10 @@ class FaultTable:
     source: str = ""  # where the built-in table comes from, and its date
     override: str = ""  # the override file merged on top ("" when none)
 
-    def classify(self, code: int | None) -> FaultClass:
-        """The code's class; a code no table lists is FaultLevel.UNKNOWN, never dropped."""
+    def classify(self, code: int | None, source: str | None = None) -> FaultClass:
+        """The code's class; a code no table lists is FaultLevel.UNKNOWN, never dropped.
+        `source` (a ChipFault's): npu_ge's codes are ACL errors, looked up in their own section;
+        every other source's are the driver's."""
         raise NotImplementedError  # faults-core
 
 
