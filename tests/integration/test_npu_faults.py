@@ -98,6 +98,7 @@ def test_a_reset_level_fault_names_the_models_share_lost_and_next_step_and_statu
 
     monkeypatch.setenv("GEADMIN_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("GEADMIN_TRITON_METRICS_URL", served.metrics_url)
+    monkeypatch.setenv("GEADMIN_NPU_FAULT_TABLE", str(tmp_path / "faultCode.json"))  # the verdict's table
     assert main(["status", "--url", served.http_url]) == ExitCode.DEGRADED
     status = capsys.readouterr().out
     assert status.startswith("DEGRADED: NPU 1: 0x80E18402 (RestartNPU"), status
