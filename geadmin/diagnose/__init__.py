@@ -19,4 +19,5 @@
 - fault_plan.py    the next safe steps for one NPU fault, per level (a dry run)
 - fault_report.py  gathers one server's fault records, NPUs, model map and ensembles for the report
 - fault_text.py    an NPU fault report in words and as JSON, alike everywhere
+- fault_rule.py    the verdict's npu-fault rule: recorded faults that need action, models left DOWN
 """

@@ -8,6 +8,7 @@ from datetime import datetime, timezone
 
 from geadmin.diagnose.npu_faults import ChipImpact, FaultReport, ModelHit, PlanStep, StepKind
 
+MEANING_CHARS = 60
 NEXT_WORDS = {StepKind.NONE: "no action", StepKind.WATCH: "watch the chip", StepKind.RELOAD: "reload",
               StepKind.DRAIN: "drain and reset", StepKind.RESET: "reset",
               StepKind.MOVE: "move the instances off"}
@@ -43,13 +44,20 @@ def impact_line(impact: ChipImpact) -> str:
     and reset"."""
     fault, cls = impact.record.fault, impact.cls
     level = cls.level.value
-    what = f"{level}, {cls.meaning}" if cls.meaning else level
+    meaning = short(cls.meaning)
+    what = f"{level}, {meaning}" if meaning else level
     if fault.healthy is False:
         what += ", chip unhealthy"
     if not impact.record.present:
         what += ", cleared"
     hits = "; ".join(hit_text(h) for h in impact.hits) if impact.hits else "no model"
     return f"{chip_name(impact)}: {fault.code_hex} ({what}) hits {hits} — {next_words(impact)}"
+
+
+def short(meaning: str, limit: int = MEANING_CHARS) -> str:
+    """A table's meaning as the first lines show it: its first clause, clipped."""
+    first = meaning.split(": ", 1)[0].split("; ", 1)[0].strip()
+    return first if len(first) <= limit else first[:limit - 1].rstrip() + "…"
 
 
 def headline(report: FaultReport) -> str:

@@ -18,7 +18,7 @@ import pytest
 from geadmin.cli.exit_codes import ExitCode
 from geadmin.cli.main import main
 from geadmin.cli.npu_faults import exit_code
-from geadmin.diagnose.fault_text import report_json, report_lines
+from geadmin.diagnose.fault_text import report_json, report_lines, short
 from geadmin.diagnose.npu_faults import assess_faults
 from tests.support.faults import AICORE_RETRY, HBM_ECC, SENSOR_NOTE, UNLISTED, model_map, npu, record, table
 from tests.support.http_doubles import closed_port
@@ -60,6 +60,13 @@ def test_the_plan_prints_every_step_with_the_reset_command_for_the_operator() ->
     document = report_json(report)
     assert document["models_down"] == ["bert"] and document["needs_action"] is True
     assert document["faults"][0]["code_hex"] == "0x80E18402"  # type: ignore[index]
+
+
+def test_a_long_meaning_is_cut_to_its_first_clause_in_the_first_lines() -> None:
+    assert short("a fault a reset does not repair: the chip is taken out of service") == \
+        "a fault a reset does not repair"
+    assert short("x" * 80) == "x" * 59 + "…"
+    assert short("HBM multi-bit ECC error") == "HBM multi-bit ECC error"
 
 
 # -- NEEDS_FAULTS_CORE: the whole command, real readers / store / table ---------------------------
