@@ -64,10 +64,11 @@ def fleet_report(args: argparse.Namespace) -> FaultReport:
     if not found.members:
         raise FleetError(f"fleet {args.fleet!r} has no server: " + ("; ".join(found.problems) or
                          "its sources found none"))
-    reading = read_fleet_faults(found.members, timeout_s=args.timeout)
-    records = record_reading(reading, home=settings.home(args.home), now_s=time.time())
+    readings = read_fleet_faults(found.members, timeout_s=args.timeout)
+    home, now_s = settings.home(args.home), time.time()
+    records = [r for reading in readings for r in record_reading(reading, home=home, now_s=now_s)]
     return fleet_fault_report(found.members, records, timeout_s=args.timeout, table_override=args.fault_table,
-                              notes=reading.notes)
+                              notes=[note for reading in readings for note in reading.notes])
 
 
 def run(args: argparse.Namespace) -> int:

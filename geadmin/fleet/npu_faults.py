@@ -7,8 +7,11 @@ Kubernetes node, the Prometheus target's node), else the member's own name (a se
 node no source told is a machine of its own). Two steps, as on one server:
 
 1. `read_fleet_faults`: each member's fault sources (npu_ge's device errors on its /metrics),
-   every fault carrying the member's node (`ChipFault.node`); the face stores the reading
-   (geadmin.telemetry.history.faults.record_reading) — recording is not a read.
+   every fault carrying the member's node (`ChipFault.node`), as one reading per node; the face
+   stores each (geadmin.telemetry.history.faults.record_reading) — recording is not a read. A
+   reading clears the faults of its node's sources it read and no longer reports, so a node's
+   members are read together, and a source counts as read only when every member on the node
+   was read (a member that did not answer clears nothing on its node).
 2. `fleet_fault_report`: per node, the map of every member on it (chips are the node's, so the
    rows of its servers add up) and the ensembles above the models; then `assess_faults` over
    every record with those maps.
@@ -31,7 +34,7 @@ from geadmin.telemetry.npu_map import MapRow, ModelMap
 from geadmin.telemetry.sources.detect import NpuSources
 from geadmin.telemetry.sources.fault_table import load_table
 from geadmin.telemetry.sources.npu import NpuDevice
-from geadmin.telemetry.sources.npu_faults import FaultReading, read_faults
+from geadmin.telemetry.sources.npu_faults import ChipFault, FaultReading, read_faults
 from geadmin.triton.client import TritonClient
 
 ClientFor = Callable[[Member, float], TritonClient]
@@ -49,20 +52,29 @@ def member_sources(member: Member, *, timeout_s: float) -> NpuSources:
                       timeout_s=timeout_s, npu_smi="")
 
 
-def read_fleet_faults(members: Sequence[Member], *, timeout_s: float) -> FaultReading:
-    """Every member's faults with its node; a member that cannot be read is a note."""
-    faults, read, notes = [], [], []
+def read_fleet_faults(members: Sequence[Member], *, timeout_s: float) -> list[FaultReading]:
+    """One reading per node: its members' faults, the sources every one of them had read, and
+    notes (a member that cannot be read is one)."""
+    by_node: dict[str, list[Member]] = {}
     for member in members:
-        node = node_of(member)
-        try:
-            found = read_faults(member_sources(member, timeout_s=timeout_s), node=node)
-        except GeAdminError as exc:
-            notes.append(f"{member.name} (node {node}): faults not read: {exc}")
-            continue
-        faults += [replace(f, node=node) for f in found.faults]
-        read += [f"{member.name}:{source}" for source in found.read]
-        notes += [f"{member.name} (node {node}): {note}" for note in found.notes]
-    return FaultReading(tuple(faults), tuple(read), tuple(notes))
+        by_node.setdefault(node_of(member), []).append(member)
+    readings = []
+    for node, on_node in by_node.items():
+        faults: list[ChipFault] = []
+        notes: list[str] = []
+        read: set[str] | None = None
+        for member in on_node:
+            try:
+                found = read_faults(member_sources(member, timeout_s=timeout_s), node=node)
+            except GeAdminError as exc:
+                notes.append(f"{member.name} (node {node}): faults not read: {exc}")
+                read = set()
+                continue
+            faults += [replace(f, node=node) for f in found.faults]
+            read = set(found.read) if read is None else read & set(found.read)
+            notes += [f"{member.name} (node {node}): {note}" for note in found.notes]
+        readings.append(FaultReading(tuple(faults), tuple(sorted(read or ())), tuple(notes), node))
+    return readings
 
 
 def fleet_fault_report(members: Sequence[Member], records: Sequence[FaultRecord], *, timeout_s: float,

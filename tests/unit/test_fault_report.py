@@ -67,7 +67,8 @@ def member(name: str, node: str = "") -> Member:
     return Member(ServerSpec(name, f"http://127.0.0.{len(name)}:8000"), "test", {NODE: node} if node else {})
 
 
-def test_each_members_faults_carry_its_node_label_else_its_name(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_one_reading_per_node_with_the_members_node_label_else_its_name(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     asked: list[tuple[str | None, str]] = []
 
     def read_faults_double(sources: NpuSources, *, node: str = "",
@@ -75,14 +76,17 @@ def test_each_members_faults_carry_its_node_label_else_its_name(monkeypatch: pyt
         asked.append((sources.triton_metrics_url, node))
         if "127.0.0.3" in (sources.triton_metrics_url or ""):
             raise MetricsUnavailableError("nothing answers", url=sources.triton_metrics_url)
-        return FaultReading((ChipFault(1, 507899, SOURCE_NPU_GE),), (SOURCE_NPU_GE,), ("npu-smi: not here",))
+        fault = ChipFault(1, 507899, SOURCE_NPU_GE, node)
+        return FaultReading((fault,), (SOURCE_NPU_GE,), ("npu-smi: not here",), node)
 
     monkeypatch.setattr(fleet_faults, "read_faults", read_faults_double)
-    reading = fleet_faults.read_fleet_faults([member("a", "node-a"), member("bb"), member("ccc", "node-c")],
-                                             timeout_s=1.0)
-    assert [f.node for f in reading.faults] == ["node-a", "bb"]
-    assert [node for _, node in asked] == ["node-a", "bb", "node-c"]
+    members = [member("a", "node-a"), member("bb"), member("ccc", "node-a"), member("dddd", "node-d")]
+    readings = {r.node: r for r in fleet_faults.read_fleet_faults(members, timeout_s=1.0)}
+    assert sorted(readings) == ["bb", "node-a", "node-d"]
+    assert [node for _, node in asked] == ["node-a", "node-a", "bb", "node-d"]
     assert asked[0][0] == "http://127.0.0.1:8002/metrics"  # the member's own metrics port
-    assert reading.read == ("a:npu_ge", "bb:npu_ge")
-    assert reading.notes[0] == "a (node node-a): npu-smi: not here"
-    assert reading.notes[-1].startswith("ccc (node node-c): faults not read: ")
+    assert [f.node for f in readings["bb"].faults] == ["bb"] and readings["bb"].read == (SOURCE_NPU_GE,)
+    # node-a: one member did not answer, so its reading clears nothing (no source counts as read)
+    assert len(readings["node-a"].faults) == 1 and readings["node-a"].read == ()
+    assert readings["node-a"].notes[0] == "a (node node-a): npu-smi: not here"
+    assert readings["node-a"].notes[-1].startswith("ccc (node node-a): faults not read: ")

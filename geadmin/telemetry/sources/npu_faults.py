@@ -56,6 +56,7 @@ class FaultReading:
     faults: tuple[ChipFault, ...] = ()
     read: tuple[str, ...] = ()  # the sources that answered (a source not read clears nothing)
     notes: tuple[str, ...] = ()  # sources that could not be read, and why
+    node: str = ""  # the host the reading is of ("" for this one)
 
 
 def read_faults(sources: NpuSources, *, npu_smi_file: str | None = None, node: str = "") -> FaultReading:
