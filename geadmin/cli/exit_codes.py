@@ -49,9 +49,10 @@ BY_COMMAND: dict[str, tuple[str, dict[ExitCode, str]]] = {
         ExitCode.OK: "OK",
         ExitCode.DEGRADED: "DEGRADED: Triton serves, but a model failed to load, lost READY without an "
                            "operator's unload, is stuck LOADING/UNLOADING, or serves a config that differs "
-                           "from its file on disk (`--strict` makes it 1)",
+                           "from its file on disk, or an NPU fault needs action (a model it left with no "
+                           "healthy instance is named DOWN) (`--strict` makes it 1)",
         ExitCode.FAILED: "DOWN: Triton answers but is not live, or a model named with `--expect` is not "
-                         "READY",
+                         "READY or has no healthy instance left after an NPU fault",
         ExitCode.UNREACHABLE: "DOWN: Triton does not answer; `--all` exits with the worst (0, 4, 1, 3)",
     }),
     "models": ("models list, models load, models unload, models reload, models create", {
@@ -106,6 +107,14 @@ BY_COMMAND: dict[str, tuple[str, dict[ExitCode, str]]] = {
     "npu": ("npu", {
         ExitCode.OK: "the NPUs were listed",
         ExitCode.FAILED: "an NPU source that was asked for gave no devices",
+    }),
+    "npu_faults": ("npu faults", {
+        ExitCode.OK: "nothing needs action (a NotHandleFault or a subhealth code alone is shown, not "
+                     "alarmed; a cleared fault never counts)",
+        ExitCode.DEGRADED: "a fault needs action (a level above watching), or a chip is reported unhealthy "
+                           "whatever its code",
+        ExitCode.FAILED: "a model has no healthy instance left",
+        ExitCode.UNREACHABLE: "a fault source asked for does not answer, or the fleet has no server",
     }),
     "top": ("top", {
         ExitCode.OK: "stopped with Ctrl-C, or the rounds asked for were shown",

@@ -16,4 +16,8 @@
 - own_work.py      geadmin's own work on a server (the tuner's trials), kept out of the verdict
 - npu_ge_instances.py  npu_ge instances that can never execute again, from Triton's /metrics
 - npu_faults.py    which models an NPU fault hits, the capacity it took, and the plan
+- fault_plan.py    the next safe steps for one NPU fault, per level (a dry run)
+- fault_report.py  gathers one server's fault records, NPUs, model map and ensembles for the report
+- fault_text.py    an NPU fault report in words and as JSON, alike everywhere
+- fault_rule.py    the verdict's npu-fault rule: recorded faults that need action, models left DOWN
 """

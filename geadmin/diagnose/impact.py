@@ -146,6 +146,16 @@ def predict(
     return Impact(action, tuple(models), tuple(sorted(found.values(), key=lambda c: c.model)))
 
 
+def ensembles_above(client: TritonClient, models: Sequence[str], *,
+                    repository: Path | None = None) -> dict[str, tuple[str, ...]]:
+    """{model: the loaded ensembles that run it, directly or through another ensemble} — what
+    also loses a model when its NPU faults. Raises what the client raises (a GeAdminError)."""
+    states = _states(client.repository_index())
+    configs = _structure(client, repository, states)
+    return {model: tuple(sorted(name for name in users_of(model, configs)
+                                if states.get(name, NEVER)[0] is ModelState.READY)) for model in models}
+
+
 def _rank(consequence: Consequence) -> int:
     return {Effect.REFUSED: 3, Effect.UNLOADED: 2, Effect.RELOADED: 1}[consequence.effect]
 

@@ -1,56 +1,38 @@
 """Which models an NPU fault hits, how much capacity it took, and what to do: READS ONLY.
 
-CONTRACT (lead, start of round): the types below are fixed; helper `faults-impact` implements
-`assess_faults` (the join of fault records with the model <-> NPU map, per node for fleets)
-and `geadmin.diagnose.fault_plan` (a plan per level). Other helpers code against the types.
+`assess_faults` classifies each fault record with the fault table and joins it with the
+model <-> NPU map of its node (geadmin.telemetry.npu_map; for a fleet, one map per node label):
+
+- a fault **counts** (needs action) when it is present and its level asks for more than
+  watching (RestartRequest and above), or the chip is reported unhealthy whatever its code.
+  NotHandleFault is shown, never alarmed; SubHealthFault is watched, not counted (its action
+  is to watch the chip); an unknown code counts only on a chip reported unhealthy. A cleared
+  fault is shown and never counts.
+- each model on a faulted chip is a `ModelHit`: its instances on its server
+  (`instances_total`) and those on the node's chips with a fault that counts
+  (`instances_lost`, each instance once however many faults its chip has); a model with none
+  left is DOWN whatever Triton says; the ensembles above it lose it too.
+- each fault gets its plan (geadmin.diagnose.fault_plan).
+
+ModelHit, StepKind and PlanStep are defined in fault_plan (the plan takes them) and exported
+here with the report's types.
 """
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from geadmin.diagnose.fault_plan import ModelHit, PlanInput, PlanStep, StepKind, plan
 from geadmin.telemetry.history.faults import FaultRecord
 from geadmin.telemetry.npu_map import ModelMap
-from geadmin.telemetry.sources.fault_table import FaultClass, FaultTable
+from geadmin.telemetry.sources.fault_table import FaultClass, FaultLevel, FaultTable
+from geadmin.telemetry.sources.npu import NpuDevice
 
-
-@dataclass(frozen=True)
-class ModelHit:
-    """One model's instances on a faulted chip."""
-
-    model: str
-    instances_total: int  # the model's instances on every chip of its server
-    instances_lost: int  # those on faulted chips that count as faults
-    ensembles: tuple[str, ...] = ()  # ensembles above it, which lose it too
-
-    @property
-    def left(self) -> int:
-        return max(self.instances_total - self.instances_lost, 0)
-
-    @property
-    def down(self) -> bool:
-        """No healthy instance left: the model is DOWN whatever Triton says."""
-        return self.instances_total > 0 and self.left == 0
-
-
-class StepKind(str, enum.Enum):
-    NONE = "none"  # NotHandleFault: shown, no action
-    WATCH = "watch"  # subhealth: watch the chip
-    RELOAD = "reload"  # restart the business: reload the affected instances
-    DRAIN = "drain"  # reset levels, first: a config without the device (safe apply / rollout)
-    RESET = "reset"  # reset levels, then: the npu-smi command, printed for the operator
-    MOVE = "move"  # separate levels: move the instances off the chip (memory checked)
-
-
-@dataclass(frozen=True)
-class PlanStep:
-    kind: StepKind
-    text: str  # one line, what and why
-    model: str = ""  # the model it changes ("" for chip-wide steps)
-    command: str = ""  # a command printed for the operator (never run by geadmin)
-    changes: bool = False  # True: runs through a guarded, audited action when applied
+__all__ = ["ChipImpact", "FaultReport", "ModelHit", "PlanStep", "StepKind", "assess_faults",
+           "counts_as_fault"]
+WATCHED = (FaultLevel.NOT_HANDLE, FaultLevel.SUBHEALTH, FaultLevel.UNKNOWN)  # count only if unhealthy
+SEVERITY = {level: rank for rank, level in enumerate(FaultLevel)} | {FaultLevel.UNKNOWN: 0}
 
 
 @dataclass(frozen=True)
@@ -78,9 +60,58 @@ class FaultReport:
         return tuple(sorted({h.model for i in self.impacts if i.record.present for h in i.hits if h.down}))
 
 
+def counts_as_fault(record: FaultRecord, cls: FaultClass) -> bool:
+    """Present, and a level that needs action or a chip reported unhealthy whatever its code."""
+    return record.present and (cls.level not in WATCHED or record.fault.healthy is False)
+
+
 def assess_faults(records: Sequence[FaultRecord], table: FaultTable, maps: Mapping[str, ModelMap], *,
                   ensembles: Mapping[str, Sequence[str]] | None = None,
-                  notes: Sequence[str] = ()) -> FaultReport:
+                  notes: Sequence[str] = (),
+                  devices: Mapping[str, Sequence[NpuDevice]] | None = None) -> FaultReport:
     """Classify each record and join it with the model <-> NPU map of its node (`maps` keyed by
-    ChipFault.node; "" for this host); `ensembles`: member -> the ensembles that use it. Pure."""
-    raise NotImplementedError  # faults-impact
+    ChipFault.node; "" for this host); `ensembles`: member -> the ensembles that use it;
+    `devices`: node -> its NPUs (the reset command's NPU/Chip IDs, the move's HBM check). Pure.
+    A fault on a node with no map hits no model, and a note says so."""
+    classes = [table.classify(r.fault.code, r.fault.source) for r in records]
+    counting = [counts_as_fault(r, c) for r, c in zip(records, classes, strict=True)]
+    faulted: dict[str, set[int]] = {}
+    for record, counts in zip(records, counting, strict=True):
+        if counts:
+            faulted.setdefault(record.fault.node, set()).add(record.fault.chip)
+    said, unmapped = list(notes), set()
+    impacts = []
+    for record, cls, counts in zip(records, classes, counting, strict=True):
+        node = record.fault.node
+        found = maps.get(node)
+        if found is None and node not in unmapped:
+            unmapped.add(node)
+            said.append(f"no model map for {node or 'this host'}: the models its faults hit are not known")
+        hits = _hits(record.fault.chip, found, frozenset(faulted.get(node, ())), ensembles or {})
+        given = PlanInput(record, cls, counts, hits, frozenset(faulted.get(node, ())),
+                          tuple((devices or {}).get(node, ())), _holders(found))
+        impacts.append(ChipImpact(record, cls, counts, hits, plan(given)))
+    impacts.sort(key=lambda i: (not (i.counts and i.record.present), not i.record.present,
+                                -SEVERITY[i.cls.level], i.record.fault.node, i.record.fault.chip))
+    return FaultReport(tuple(impacts), tuple(said))
+
+
+def _hits(chip: int, found: ModelMap | None, faulted: frozenset[int],
+          ensembles: Mapping[str, Sequence[str]]) -> tuple[ModelHit, ...]:
+    if found is None:
+        return ()
+    hits = []
+    for model in found.models_on(chip):
+        rows = [r for r in found.rows if r.model == model]
+        hits.append(ModelHit(model, sum(r.instances for r in rows),
+                             sum(r.instances for r in rows if r.device in faulted),
+                             tuple(sorted(set(ensembles.get(model, ())))),
+                             tuple(sorted({r.device for r in rows})),
+                             sum(r.instances for r in rows if r.device == chip)))
+    return tuple(hits)
+
+
+def _holders(found: ModelMap | None) -> dict[int, tuple[str, ...]]:
+    if found is None:
+        return {}
+    return {device: found.models_on(device) for device in sorted({r.device for r in found.rows})}

@@ -15,8 +15,10 @@
   (`diagnose.interrupted`, `diagnose.rollouts`); a READY model's latest synthetic
   probe (`geadmin.ops.probe`, fresh: taken in the last `watch.FRESH_S`) got no answer; an npu_ge
   instance can never execute again (`diagnose.npu_ge_instances`, from Triton's /metrics when its
-  URL is known: Triton 2.51 keeps such a model READY); or
-  Triton says it is not ready
+  URL is known: Triton 2.51 keeps such a model READY); an NPU fault recorded in the workspace
+  history needs action (`diagnose.fault_rule`: the chip, code, level, the models and share of
+  instances it took, the next step; a model left with no healthy instance is named DOWN, and an
+  `--expect`ed one makes the server DOWN); or Triton says it is not ready
   and none of the above explains why. Triton's own readiness is not enough: in explicit model-control mode
   a failed load does not make it "not ready".
 - OK: none of the above. A model an operator unloaded, or never loaded, is not a failure.
@@ -32,7 +34,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from geadmin.diagnose import interrupted, own_work
+from geadmin.diagnose import fault_rule, interrupted, own_work
 from geadmin.diagnose.drift import Drift, find_drift
 from geadmin.diagnose.health import ServerSnapshot, Triage, is_idle, triage
 from geadmin.diagnose.npu_ge_instances import BrokenInstances, read_broken
@@ -67,10 +69,12 @@ class VerdictRule(str, enum.Enum):
     INTERRUPTED_CHANGE = "interrupted-change"
     NOT_ANSWERING = "model-not-answering"
     INSTANCE_BROKEN = "instance-broken"
+    NPU_FAULT = "npu-fault"
+    NPU_FAULT_EXPECTED = "npu-fault-expected"  # an --expect'ed model left with no healthy instance
 
 
 LEVEL_OF = {VerdictRule.UNREACHABLE: Level.DOWN, VerdictRule.NOT_LIVE: Level.DOWN,
-            VerdictRule.EXPECTED_NOT_READY: Level.DOWN}
+            VerdictRule.EXPECTED_NOT_READY: Level.DOWN, VerdictRule.NPU_FAULT_EXPECTED: Level.DOWN}
 
 
 @dataclass(frozen=True)
@@ -362,4 +366,22 @@ def assess(snapshot: ServerSnapshot, sources: EvidenceSources | None = None, *,
     broken = read_broken(src.metrics_url) if src.metrics_url and snapshot.reachable else []
     reasons = tuple(r for r in verdict.reasons if r.rule is not VerdictRule.SERVER_NOT_READY
                     or not own_work.explain_not_ready(trials)) + tuple(map(broken_reason, broken))
-    return replace(verdict, reasons=reasons, drift_checked=checked, trials=trials)
+    faults, fault_notes = npu_fault_reasons(src, snapshot.reachable, expected)
+    return replace(verdict, reasons=reasons + faults, drift_checked=checked, trials=trials,
+                   notes=verdict.notes + fault_notes)
+
+
+def npu_fault_reasons(src: EvidenceSources, reachable: bool,
+                      expected: Sequence[str]) -> tuple[tuple[Reason, ...], tuple[str, ...]]:
+    """The npu-fault rule (geadmin.diagnose.fault_rule): its reasons and its notes."""
+    if not reachable:  # DOWN already; the faults wait for a server to judge
+        return (), ()
+    report, why = fault_rule.read_report(home=src.home, metrics_url=src.metrics_url, client=src.client,
+                                         now_s=src.now.timestamp())
+    if report is None:
+        return (), (why,) if why else ()
+    found, notes = fault_rule.findings(report)
+    rules = [VerdictRule.NPU_FAULT_EXPECTED if f.down and f.model in expected else VerdictRule.NPU_FAULT
+             for f in found]
+    return tuple(Reason(rule, f.text, f.model, f.fix) for rule, f in zip(rules, found, strict=True)), \
+        tuple(notes) + tuple(report.notes)

@@ -1,0 +1,123 @@
+"""An NPU fault report in words and as JSON: what `geadmin npu faults`, the verdict's npu-fault
+rule and the pages say, so they say it alike. The first words are what on-call needs: the
+chip, the code, its level, the models and the share of their instances lost, the next step."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from geadmin.diagnose.npu_faults import ChipImpact, FaultReport, ModelHit, PlanStep, StepKind
+
+MEANING_CHARS = 60
+NEXT_WORDS = {StepKind.NONE: "no action", StepKind.WATCH: "watch the chip", StepKind.RELOAD: "reload",
+              StepKind.DRAIN: "drain and reset", StepKind.RESET: "reset",
+              StepKind.MOVE: "move the instances off"}
+
+
+def chip_name(impact: ChipImpact) -> str:
+    fault = impact.record.fault
+    return f"NPU {fault.chip}" + (f" on node {fault.node}" if fault.node else "")
+
+
+def hit_text(hit: ModelHit) -> str:
+    """"resnet (1 of 2 instances)", with DOWN and the ensembles above it."""
+    plural = "s" if hit.instances_total != 1 else ""
+    text = f"{hit.model} ({hit.instances_lost} of {hit.instances_total} instance{plural}"
+    text += ", none left: DOWN)" if hit.down else ")"
+    if hit.ensembles:
+        text += f" and the ensemble(s) {', '.join(hit.ensembles)}"
+    return text
+
+
+def next_words(impact: ChipImpact) -> str:
+    """The plan in a few words: "drain and reset", "reload resnet"."""
+    kinds = [s.kind for s in impact.plan]
+    if not kinds:
+        return NEXT_WORDS[StepKind.NONE]
+    words = NEXT_WORDS[kinds[0]]
+    models = [s.model for s in impact.plan if s.model]
+    return f"{words} {', '.join(models)}" if kinds[0] is StepKind.RELOAD and models else words
+
+
+def impact_line(impact: ChipImpact) -> str:
+    """One line: "NPU 3: 0x80E18402 (RestartNPU, HBM ECC) hits resnet (1 of 2 instances) — drain
+    and reset"."""
+    fault, cls = impact.record.fault, impact.cls
+    level = cls.level.value
+    meaning = short(cls.meaning)
+    what = f"{level}, {meaning}" if meaning else level
+    if fault.healthy is False:
+        what += ", chip unhealthy"
+    if not impact.record.present:
+        what += ", cleared"
+    hits = "; ".join(hit_text(h) for h in impact.hits) if impact.hits else "no model"
+    return f"{chip_name(impact)}: {fault.code_hex} ({what}) hits {hits} — {next_words(impact)}"
+
+
+def short(meaning: str, limit: int = MEANING_CHARS) -> str:
+    """A table's meaning as the first lines show it: its first clause, clipped."""
+    first = meaning.split(": ", 1)[0].split("; ", 1)[0].strip()
+    return first if len(first) <= limit else first[:limit - 1].rstrip() + "…"
+
+
+def headline(report: FaultReport) -> str:
+    counted = [i for i in report.impacts if i.counts and i.record.present]
+    if report.models_down:
+        return (f"DOWN: no healthy instance left of {', '.join(report.models_down)} "
+                f"({len(counted)} NPU fault(s) need action)")
+    if counted:
+        return f"ACTION: {len(counted)} NPU fault(s) need action"
+    if report.impacts:
+        return f"OK: no NPU fault needs action ({len(report.impacts)} shown)"
+    return "OK: no NPU fault reported"
+
+
+def step_lines(step: PlanStep) -> list[str]:
+    lines = [f"[{step.kind.value}] {step.text}" + (" (changes: guarded, audited)" if step.changes else "")]
+    if step.command:
+        lines.append(f"  $ {step.command}   # for you to run; geadmin never runs it")
+    return lines
+
+
+def _when(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def report_lines(report: FaultReport, *, plan: bool = False) -> list[str]:
+    """The headline, one block per fault (counting ones first), then the notes."""
+    lines = [headline(report)]
+    for impact in report.impacts:
+        record = impact.record
+        lines.append(impact_line(impact))
+        lines.append(f"  {impact.cls.for_inference}" if impact.cls.for_inference else "  -")
+        lines.append(f"  source {record.fault.source}, first seen {_when(record.first_seen_s)}, "
+                     f"last seen {_when(record.last_seen_s)}" + ("" if record.present else " (cleared)")
+                     + (f"; {record.fault.detail}" if record.fault.detail else ""))
+        steps = impact.plan if plan else impact.plan[:1]
+        for step in steps:
+            lines += [f"  {'' if plan else 'next: '}{line}" for line in step_lines(step)]
+    lines += [f"note: {note}" for note in report.notes]
+    return lines
+
+
+def report_json(report: FaultReport) -> dict[str, object]:
+    return {
+        "headline": headline(report),
+        "needs_action": report.needs_action,
+        "models_down": list(report.models_down),
+        "notes": list(report.notes),
+        "faults": [{
+            "node": i.record.fault.node, "npu": i.record.fault.chip, "code": i.record.fault.code,
+            "code_hex": i.record.fault.code_hex, "source": i.record.fault.source,
+            "healthy": i.record.fault.healthy, "detail": i.record.fault.detail,
+            "first_seen_s": i.record.first_seen_s, "last_seen_s": i.record.last_seen_s,
+            "present": i.record.present, "level": i.cls.level.value, "meaning": i.cls.meaning,
+            "for_inference": i.cls.for_inference, "action": i.cls.action, "table": i.cls.source,
+            "counts": i.counts, "line": impact_line(i),
+            "hits": [{"model": h.model, "instances_total": h.instances_total,
+                      "instances_lost": h.instances_lost, "left": h.left, "down": h.down,
+                      "ensembles": list(h.ensembles)} for h in i.hits],
+            "plan": [{"kind": s.kind.value, "text": s.text, "model": s.model, "command": s.command,
+                      "changes": s.changes, "device_ids": list(s.device_ids)} for s in i.plan],
+        } for i in report.impacts],
+    }

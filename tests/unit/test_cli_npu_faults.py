@@ -1,0 +1,103 @@
+"""`geadmin npu faults`: the first lines name the chip, the code, its level, the models and the
+share of their instances lost, and the next step; exit 0 when nothing needs action (a
+NotHandleFault alone is shown), 4 for a fault that needs action or an unhealthy chip whatever its
+code, 1 when a model has no healthy instance left.
+
+The tests marked NEEDS_FAULTS_CORE run the whole command with the real readers, store and table
+(geadmin.telemetry.sources.npu_faults, telemetry.history.faults, sources.fault_table) against a
+double of npu-exporter on loopback: they pass once faults-core's branch is merged. The others
+rest on values only."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from geadmin.cli.exit_codes import ExitCode
+from geadmin.cli.main import main
+from geadmin.cli.npu_faults import exit_code
+from geadmin.diagnose.fault_text import report_json, report_lines, short
+from geadmin.diagnose.npu_faults import assess_faults
+from tests.support.faults import AICORE_RETRY, HBM_ECC, SENSOR_NOTE, UNLISTED, model_map, npu, record, table
+from tests.support.http_doubles import closed_port
+from tests.support.npu_exporter_double import ChipState, npu_exporter_double
+
+MAPS = {"": model_map(resnet={3: 1, 1: 1}, bert={3: 1})}
+
+
+def test_exit_codes_follow_the_worst_fault() -> None:
+    assert exit_code(assess_faults([], table(), MAPS)) == ExitCode.OK
+    assert exit_code(assess_faults([record(3, SENSOR_NOTE)], table(), MAPS)) == ExitCode.OK
+    assert exit_code(assess_faults([record(1, AICORE_RETRY)], table(), MAPS)) == ExitCode.DEGRADED
+    assert exit_code(assess_faults([record(2, UNLISTED, healthy=False)], table(), MAPS)) == ExitCode.DEGRADED
+    assert exit_code(assess_faults([record(2, UNLISTED, healthy=True)], table(), MAPS)) == ExitCode.OK
+    assert exit_code(assess_faults([record(3, HBM_ECC)], table(), MAPS)) == ExitCode.FAILED  # bert: none left
+    assert exit_code(assess_faults([record(3, HBM_ECC, present=False)], table(), MAPS)) == ExitCode.OK
+
+
+def test_the_first_lines_name_chip_code_level_models_share_and_next_step() -> None:
+    report = assess_faults([record(1, AICORE_RETRY), record(0, SENSOR_NOTE)], table(), MAPS,
+                           devices={"": [npu(1, 0, 1)]})
+    lines = report_lines(report)
+    assert lines[0] == "ACTION: 1 NPU fault(s) need action"
+    assert lines[1] == ("NPU 1: 0x80C98000 (RestartBusiness, AI Core error) hits resnet (1 of 2 instances) — "
+                        "reload resnet")
+    assert lines[4] == "  next: [reload] reload resnet: RestartBusiness restarts its instance(s) on NPU 1 " \
+        "(changes: guarded, audited)"
+    assert lines[5].startswith("NPU 0: 0x80CB8009 (NotHandleFault, sensor notice) hits no model — no action")
+
+
+def test_the_plan_prints_every_step_with_the_reset_command_for_the_operator() -> None:
+    report = assess_faults([record(3, HBM_ECC)], table(), MAPS, devices={"": [npu(3, 2, 1)]})
+    lines = report_lines(report, plan=True)
+    assert lines[0] == "DOWN: no healthy instance left of bert (1 NPU fault(s) need action)"
+    assert "  [drain] drain NPU 3 of bert: it has no other healthy device" in "\n".join(lines)
+    assert "  [drain] drain NPU 3 of resnet: device_ids 1 (without 3) through the safe apply " \
+        "(changes: guarded, audited)" in lines
+    assert "    $ npu-smi set -t reset -i 2 -c 1   # for you to run; geadmin never runs it" in lines
+    document = report_json(report)
+    assert document["models_down"] == ["bert"] and document["needs_action"] is True
+    assert document["faults"][0]["code_hex"] == "0x80E18402"  # type: ignore[index]
+
+
+def test_a_long_meaning_is_cut_to_its_first_clause_in_the_first_lines() -> None:
+    assert short("a fault a reset does not repair: the chip is taken out of service") == \
+        "a fault a reset does not repair"
+    assert short("x" * 80) == "x" * 59 + "…"
+    assert short("HBM multi-bit ECC error") == "HBM multi-bit ECC error"
+
+
+# -- NEEDS_FAULTS_CORE: the whole command, real readers / store / table ---------------------------
+OVERRIDE = {"RestartNPUCodes": ["80E18402"], "NotHandleFaultCodes": ["80CB8009"]}
+
+
+def _run(tmp_path: Path, chips: dict[int, ChipState], *extra: str,
+         capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    override = tmp_path / "faultCode.json"
+    override.write_text(json.dumps(OVERRIDE))
+    with npu_exporter_double(chips) as url:
+        code = main(["npu", "faults", "--exporter-url", url, "--url", f"http://127.0.0.1:{closed_port()}",
+                     "--metrics-url", f"http://127.0.0.1:{closed_port()}/metrics", "--fault-table",
+                     str(override), "--home", str(tmp_path / "home"), "--timeout", "2", *extra])
+    return code, capsys.readouterr().out
+
+
+def test_cli_a_not_handle_fault_alone_exits_0_and_is_shown(tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = _run(tmp_path, {0: ChipState(), 1: ChipState(codes=(SENSOR_NOTE,))}, capsys=capsys)
+    assert code == ExitCode.OK, out
+    assert out.splitlines()[0] == "OK: no NPU fault needs action (1 shown)"
+    assert out.splitlines()[1].startswith("NPU 1: 0x80CB8009 (NotHandleFault")
+
+
+def test_cli_a_reset_level_code_exits_4_and_an_unknown_code_on_an_unhealthy_chip_too(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = _run(tmp_path, {0: ChipState(codes=(HBM_ECC, SENSOR_NOTE)), 1: ChipState(False, (UNLISTED,))},
+                     "--json", capsys=capsys)
+    assert code == ExitCode.DEGRADED, out
+    faults = {(f["npu"], f["code_hex"]): f for f in json.loads(out)["faults"]}
+    assert faults[(0, "0x80E18402")]["level"] == "RestartNPU" and faults[(0, "0x80E18402")]["counts"]
+    assert faults[(1, "0x8FFFFFFF")]["level"] == "unknown" and faults[(1, "0x8FFFFFFF")]["counts"]
+    assert not faults[(0, "0x80CB8009")]["counts"]
