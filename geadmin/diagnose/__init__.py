@@ -16,4 +16,6 @@
 - own_work.py      geadmin's own work on a server (the tuner's trials), kept out of the verdict
 - npu_ge_instances.py  npu_ge instances that can never execute again, from Triton's /metrics
 - npu_faults.py    which models an NPU fault hits, the capacity it took, and the plan
+- forecast.py      the trend of a recorded rate (least squares) and when it would saturate
+- capacity.py      per model: saturation rate, recorded peak, headroom, forecast, needs; per NPU: HBM
 """

@@ -20,4 +20,5 @@ changes made a wave at a time.
 - server_audit.py        a fleet change audited in each changed server's own workspace
 - runs.py                a rollout running in the background for a page
 - versions.py            a new model version across the fleet without a gap in serving
+- capacity.py            capacity of every member, read only
 """
