@@ -87,6 +87,7 @@ The tree:
         ├── MetricsParseError           the page is not Prometheus text format
         ├── NpuSourceError              an NPU source gave no devices it should have (npu-exporter, Triton)
         ├── PrometheusError             a Prometheus server did not answer, or refused a query (history)
+        ├── NoRecordedLoadError         no requests of the model recorded in the window (capacity, tune)
         ├── AlertmanagerError           an Alertmanager did not answer, or not with alerts (active alerts)
         ├── NpuSmiError                 npu-smi cannot be run, fails, or times out
         │   └── NpuSmiParseError            npu-smi output geadmin cannot read
@@ -162,6 +163,7 @@ from geadmin.errors.telemetry import (
     MetricsTimeoutError,
     MetricsUnavailableError,
     MetricsUnreachableError,
+    NoRecordedLoadError,
     NpuSmiError,
     NpuSmiParseError,
     NpuSourceError,
@@ -229,6 +231,7 @@ __all__ = [
     "MetricsUnavailableError",
     "MetricsUnreachableError",
     "ModelNotFoundError",
+    "NoRecordedLoadError",
     "NotAuthorizedError",
     "NpuSmiError",
     "NpuSmiParseError",

@@ -57,6 +57,10 @@ class PrometheusError(TelemetryError):
     """Prometheus did not answer, or refused a query."""
 
 
+class NoRecordedLoadError(TelemetryError):
+    """The history holds no requests of the model in the window (geadmin.telemetry.history.traffic)."""
+
+
 class AlertmanagerError(TelemetryError):
     """Alertmanager did not answer, or its answer is not a list of alerts."""
 
