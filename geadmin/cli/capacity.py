@@ -34,7 +34,8 @@ def render_model(m: ModelCapacity) -> list[str]:
     if m.saturation.source == "no objective":
         return lines
     rows: list[tuple[str, ...]] = [("figure", "value", "source")]
-    for name, figure in (("saturation rate", m.saturation), ("recorded peak", m.peak), ("recorded mean", m.mean),
+    for name, figure in (("saturation rate", m.saturation), ("recorded peak", m.peak),
+                         ("recorded mean", m.mean),
                          ("headroom", m.headroom), ("trend", m.trend), ("forecast peak", m.forecast_peak)):
         rows.append((name, _value(figure), figure.source))
     if m.needs is not None:
@@ -95,13 +96,13 @@ def run(args: argparse.Namespace) -> int:
     if args.fleet:
         return _run_fleet(args)
     target = target_from_args(args)
-    urls = target.urls()
+    metrics = args.metrics_url or target.urls().metrics
     previous = signal.signal(signal.SIGTERM, _interrupt)  # ends like Ctrl-C: a sweep's trial is removed
     try:
         with client_for(target, args) as client:
             report = capacity_report(
                 client, model=args.model or None, repository=target.repository, options=_options(args),
-                source=urls.metrics, npu_sources=NpuSources(triton_metrics_url=urls.metrics, timeout_s=args.timeout),
+                source=metrics, npu_sources=NpuSources(triton_metrics_url=metrics, timeout_s=args.timeout),
                 auth=guard.os_user() if args.measure else None, admin_key=target.spec.admin_key,
                 progress=lambda text: print(text, file=sys.stderr, flush=True))
     except TritonUnreachableError as exc:
@@ -140,6 +141,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         help="saturation / recorded peak below this needs attention (default 1.2)")
     parser.add_argument("--start-rps", type=float, default=1.0,
                         help="the sweep's first rate when no peak is recorded (default 1 req/s)")
+    parser.add_argument("--metrics-url", default=None, metavar="URL",
+                        help="the Triton metrics page its history is recorded under (env "
+                        "GEADMIN_TRITON_METRICS_URL; default: the server's own, as `geadmin npu` finds it)")
     parser.add_argument("--home", default=None, metavar="DIR",
                         help="workspace: objectives, history, saved sweeps (env GEADMIN_HOME)")
     parser.add_argument("--window-ms", type=int, default=1000, help="perf_analyzer's window per step (ms)")

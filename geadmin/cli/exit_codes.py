@@ -87,7 +87,8 @@ BY_COMMAND: dict[str, tuple[str, dict[ExitCode, str]]] = {
     }),
     "capacity": ("capacity", {
         ExitCode.OK: "every model with an objective has its headroom and is not forecast to saturate "
-                     "within the horizon (a model without an objective or a measured rate is said, not judged)",
+                     "within the horizon (a model without an objective or a measured rate is said, not "
+                     "judged)",
         ExitCode.DEGRADED: "a model's headroom is under --min-headroom, or its recorded peak is forecast to "
                            "reach its saturation rate within --horizon-days (or already does); with --fleet, "
                            "also a member that does not answer",

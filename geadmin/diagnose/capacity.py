@@ -176,19 +176,22 @@ def assess(model: str, objective: Objective | None, load: RecordedLoad | None, s
     if sat.value is not None and peak.value:
         headroom = Figure(sat.value / peak.value, "x", "saturation rate / recorded peak")
     trend_figure = Figure(trend.slope_per_day if trend else None, "req/s per day",
-                          f"{FORECAST}: {trend.describe()}" if trend else "no trend: fewer than 3 recorded points")
+                          f"{FORECAST}: {trend.describe()}" if trend
+                          else "no trend: fewer than 3 recorded points")
     saturates = ""
     forecast: SaturationForecast | None = None
     central, upper = forecast_peak(trend, peak.value or 0.0, horizon_days)
     peak_ahead = Figure(central if peak.value is not None else None, "req/s",
-                        f"{FORECAST}: recorded peak + trend over {horizon_days:g} days (upper {upper:.3g} req/s)")
+                        f"{FORECAST}: recorded peak + trend over {horizon_days:g} days "
+                        f"(upper {upper:.3g} req/s)")
     if sat.value is not None and peak.value is not None:
         forecast = saturation_forecast(trend, peak.value, sat.value, horizon_days)
         saturates = forecast.describe()
     needs = _needs(saturation, central, memory, npus_here) if peak.value is not None else None
     short = _short(headroom.value, forecast, min_headroom, sat, peak)
     return ModelCapacity(model, objective.describe(), sat, peak, mean, headroom, trend_figure,
-                         trend.stderr_per_day if trend else None, saturates, peak_ahead, needs, short, tuple(notes))
+                         trend.stderr_per_day if trend else None, saturates, peak_ahead, needs, short,
+                         tuple(notes))
 
 
 def _saturation_figure(saturation: Saturation | None, notes: list[str]) -> Figure:
@@ -226,7 +229,8 @@ def _needs(saturation: Saturation | None, peak_rps: float, memory: DeviceMemory 
         fit = memory.total_bytes // memory.per_instance_bytes
         if fit >= 1:
             npus = Figure(float(math.ceil(instances / fit)), "NPUs",
-                          f"{FORECAST}: {fit} instances fit one NPU ({memory.per_instance_bytes / 2**30:.2f} GiB "
+                          f"{FORECAST}: {fit} instances fit one NPU "
+                          f"({memory.per_instance_bytes / 2**30:.2f} GiB "
                           f"each, {MEASURED_NOW} on NPU {memory.device})")
         else:
             npus = Figure(None, "", f"one instance needs more HBM than NPU {memory.device} has")
@@ -250,6 +254,8 @@ def _short(headroom: float | None, forecast: SaturationForecast | None, min_head
     return ""
 
 
-def npu_headroom(rows: Sequence[tuple[int, int | None, int | None, str]], source: str) -> tuple[NpuHeadroom, ...]:
+def npu_headroom(rows: Sequence[tuple[int, int | None, int | None, str]],
+                 source: str) -> tuple[NpuHeadroom, ...]:
     """(device, used, total, models) rows -> NpuHeadroom, each with `source`."""
-    return tuple(NpuHeadroom(d, used, total, models, f"{MEASURED_NOW} ({source})") for d, used, total, models in rows)
+    return tuple(NpuHeadroom(d, used, total, models, f"{MEASURED_NOW} ({source})")
+                 for d, used, total, models in rows)

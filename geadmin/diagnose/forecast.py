@@ -97,7 +97,8 @@ class SaturationForecast:
                 return (f"not within {self.horizon_days:g} days at the trend (at its upper bound: in "
                         f"{self.earliest_days:.1f} days)")
             return f"not within {self.horizon_days:g} days at the trend"
-        latest = f"{self.latest_days:.1f}" if self.latest_days is not None else f"beyond {self.horizon_days:g}"
+        latest = f"{self.latest_days:.1f}" if self.latest_days is not None \
+            else f"beyond {self.horizon_days:g}"
         earliest = f"{self.earliest_days:.1f}" if self.earliest_days is not None else f"{self.days:.1f}"
         return f"in {self.days:.1f} days ({earliest} to {latest} days)"
 

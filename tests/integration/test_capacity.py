@@ -59,8 +59,10 @@ def test_a_short_sweep_finds_the_known_saturation_rate_on_a_trial_and_leaves_not
 
     # the CLI reads the saved sweep as "measured at T" and judges it against the recorded peak
     store_objective(goal, "test", home=home)
-    record_ramp(paced.metrics_url, MODEL, [30.0, 33.0, 36.0, 38.0], end_s=time.time(), step_s=60.0, home=home)
-    code = main(["capacity", MODEL, "--url", paced.http_url, "--home", str(home), "--json"])
+    record_ramp(paced.metrics_url, MODEL, [30.0, 33.0, 36.0, 38.0], end_s=time.time(), step_s=60.0,
+                home=home)
+    code = main(["capacity", MODEL, "--url", paced.http_url, "--metrics-url", paced.metrics_url,
+                 "--home", str(home), "--json"])
     document = json.loads(capsys.readouterr().out)
     [row] = document["models"]
     assert row["saturation"]["source"].startswith("measured at ")

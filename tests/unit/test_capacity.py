@@ -27,7 +27,8 @@ def load(peak: float | None, mean: float | None = None, samples: int = 10) -> Re
 
 
 def measured(rate: float | None, instances: int = 2) -> Saturation:
-    return Saturation("m", rate, instances, 100.0, "measured now (capacity sweep abc on the trial copy m__tune_abc)",
+    return Saturation("m", rate, instances, 100.0,
+                      "measured now (capacity sweep abc on the trial copy m__tune_abc)",
                       NOW.isoformat(), (RatePoint(10.0, 10.0, 20.0, 0.0, True),))
 
 
@@ -41,11 +42,13 @@ def test_a_model_without_an_objective_names_the_command_that_sets_one() -> None:
 
 def test_every_figure_says_where_it_came_from() -> None:
     trend = fit_trend([NOW.timestamp() - i * 3600 for i in range(24)], [40.0 - i * 0.05 for i in range(24)])
-    found = assess("m", GOAL, load(50.0, 30.0), measured(100.0), trend=trend, horizon_days=30, min_headroom=1.2)
+    found = assess("m", GOAL, load(50.0, 30.0), measured(100.0), trend=trend, horizon_days=30,
+                   min_headroom=1.2)
     assert found.saturation.source.startswith("measured now (capacity sweep abc")
     assert found.peak.source.startswith("recorded, 2026-12-05 12:00")
     assert "http://h:8002/metrics" in found.peak.source and found.mean.value == 30.0
-    assert found.headroom.value == pytest.approx(2.0) and found.headroom.source == "saturation rate / recorded peak"
+    assert found.headroom.value == pytest.approx(2.0)
+    assert found.headroom.source == "saturation rate / recorded peak"
     assert found.trend.source.startswith("forecast: ") and "least squares" in found.trend.source
     assert found.forecast_peak.source.startswith("forecast: ")
     assert found.needs is not None and found.needs.instances.source.startswith("forecast: ")
@@ -103,7 +106,8 @@ def test_a_rate_that_never_held_is_zero_with_the_reason() -> None:
     assert "p99 900.0 ms over 100 ms" in found.notes[0]
 
 
-def test_a_saved_sweep_reads_back_as_measured_at_its_time_for_its_model_and_server_only(tmp_path: Path) -> None:
+def test_a_saved_sweep_reads_back_as_measured_at_its_time_for_its_model_and_server_only(
+        tmp_path: Path) -> None:
     saved.save(measured(100.0), "http://127.0.0.1:8000", home=tmp_path)
     back = saved.latest("m", "http://127.0.0.1:8000", home=tmp_path, now=NOW + timedelta(hours=1))
     assert back is not None and back.rate_rps == 100.0 and back.curve == measured(100.0).curve

@@ -55,7 +55,8 @@ class CapacityOptions:
 
     def __post_init__(self) -> None:
         if not 0 < self.window_h <= 24 * 90:
-            raise InvalidArgumentError(f"the history window is above 0 and up to 90 days, got {self.window_h:g} h")
+            raise InvalidArgumentError(f"the history window is above 0 and up to 90 days, got "
+                                       f"{self.window_h:g} h")
         if not 0 < self.horizon_days <= 3650:
             raise InvalidArgumentError(f"the forecast horizon is above 0 and up to 3650 days, got "
                                        f"{self.horizon_days:g}")
@@ -64,7 +65,8 @@ class CapacityOptions:
                                        f"{self.min_headroom:g}")
 
 
-def read_load(history: HistoryReader, source: str, model: str, since: datetime, until: datetime) -> RecordedLoad:
+def read_load(history: HistoryReader, source: str, model: str, since: datetime,
+              until: datetime) -> RecordedLoad:
     """The one place capacity reads recorded traffic (tune-objective's `recorded_load`)."""
     return traffic.recorded_load(model, history=history, source=source, since=since, until=until)
 
@@ -77,7 +79,8 @@ def _models(client: TritonClient, wanted: str | None, repository: Path | None) -
             raise ModelNotFoundError(f"{wanted!r} is not in {client.url}'s model repository "
                                      f"(models: {', '.join(names) or 'none'})")
         return [wanted]
-    return sorted({m.name for m in index if m.state is ModelState.READY and not trials.is_trial(repository, m.name)})
+    return sorted({m.name for m in index
+                   if m.state is ModelState.READY and not trials.is_trial(repository, m.name)})
 
 
 def _memory(model: str, devices: Sequence[NpuDevice], found: ModelMap) -> DeviceMemory | None:
@@ -138,9 +141,11 @@ def capacity_report(client: TritonClient, *, model: str | None = None, repositor
             assert repository is not None
             saturation = measure_saturation(client, repository, name, goal, auth=auth, home=workspace,
                                             start_rps=_start(options, load), window_ms=options.window_ms,
-                                            binary=binary, progress=progress, cancel=cancel, admin_key=admin_key)
+                                            binary=binary, progress=progress, cancel=cancel,
+                                            admin_key=admin_key)
         elif goal is not None:
-            saturation = saved.latest(name, client.url, home=workspace, max_age_s=options.max_age_s, now=until)
+            saturation = saved.latest(name, client.url, home=workspace, max_age_s=options.max_age_s,
+                                      now=until)
         trend = fit_trend([p.at.timestamp() for p in load.points], [p.rate_rps for p in load.points]) \
             if load is not None else None
         rows.append(assess(name, goal, load, saturation, trend=trend, horizon_days=options.horizon_days,

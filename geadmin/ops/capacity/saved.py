@@ -52,5 +52,6 @@ def latest(model: str, server: str, *, home: Path | None = None, max_age_s: floa
     if max_age_s is not None and age > max_age_s:
         return None
     when = f"measured at {at:%Y-%m-%d %H:%M} UTC"
-    source = found.source.replace(MEASURED_NOW, when, 1) if found.source.startswith(MEASURED_NOW) else found.source
+    source = found.source.replace(MEASURED_NOW, when, 1) if found.source.startswith(MEASURED_NOW) \
+        else found.source
     return Saturation(**{**found.__dict__, "source": source})

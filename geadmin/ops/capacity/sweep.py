@@ -89,7 +89,8 @@ class _Sweep:
         errors = failed / done if done else 0.0
         why = "; ".join(x for x in (
             f"p99 {point.p99_ms:.1f} ms over {self.p99_ms:g} ms" if point.p99_ms > self.p99_ms else "",
-            f"{point.throughput_per_s:.3g}/s does not keep up" if point.throughput_per_s < KEEP_UP * rate else "",
+            f"{point.throughput_per_s:.3g}/s does not keep up"
+            if point.throughput_per_s < KEEP_UP * rate else "",
             f"{errors:.2%} of requests failed" if errors > self.budget else "") if x)
         return self._keep(RatePoint(rate, point.throughput_per_s, point.p99_ms, errors, not why, why))
 
@@ -169,7 +170,8 @@ def measure_saturation(client: TritonClient, repository: Path, model: str, objec
             try:
                 copy.check()
                 client.load(copy.name)
-                sweep = _Sweep(client, copy.name, p99_ms, budget, window_ms, auth, binary, admin_key, cancel, say)
+                sweep = _Sweep(client, copy.name, p99_ms, budget, window_ms, auth, binary, admin_key, cancel,
+                               say)
                 rate = sweep.every(rates) if rates else sweep.search(start_rps, max_steps, refine)
             finally:
                 tune_trials.remove_trial(client, copy)
