@@ -51,7 +51,7 @@ class Figure:
 
 
 @dataclass(frozen=True)
-class RatePoint:
+class SweepStep:
     """One measured step of a sweep: the offered rate and what the model did under it."""
 
     rate_rps: float
@@ -72,7 +72,7 @@ class Saturation:
     p99_objective_ms: float
     source: str  # "measured now (...)" or "measured at T (...)"
     measured_at: str  # UTC, ISO
-    curve: tuple[RatePoint, ...] = ()
+    curve: tuple[SweepStep, ...] = ()
     seconds: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
@@ -80,7 +80,7 @@ class Saturation:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Saturation:
-        curve = tuple(RatePoint(**p) for p in data.get("curve", ()))
+        curve = tuple(SweepStep(**p) for p in data.get("curve", ()))
         return cls(**{**data, "curve": curve})
 
 

@@ -17,7 +17,7 @@ from geadmin import audit
 from geadmin.access import guard
 from geadmin.cli.main import main
 from geadmin.errors import TuneRefusedError
-from geadmin.ops.capacity.sweep import measure_saturation
+from geadmin.ops.capacity.sweep import run_saturation_sweep
 from geadmin.repository.trials import parse_name
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.telemetry.alerting.objectives import Objective
@@ -43,7 +43,7 @@ def test_a_short_sweep_finds_the_known_saturation_rate_on_a_trial_and_leaves_not
     goal = Objective(MODEL, p99_ms=250.0, error_budget=0.01)
     before = (paced.repository / MODEL / "config.pbtxt").read_text()
     with TritonClient(paced.http_url) as client:
-        result = measure_saturation(client, paced.repository, MODEL, goal, auth=guard.os_user(), home=home,
+        result = run_saturation_sweep(client, paced.repository, MODEL, goal, auth=guard.os_user(), home=home,
                                     start_rps=10.0, refine=2, window_ms=1000)
         names = {m.name for m in client.repository_index()}
     assert result.rate_rps is not None
@@ -74,5 +74,5 @@ def test_a_short_sweep_finds_the_known_saturation_rate_on_a_trial_and_leaves_not
 def test_a_model_without_an_objective_is_refused_before_anything_is_loaded(
         paced: TritonProcess, tmp_path: Path) -> None:
     with TritonClient(paced.http_url) as client, pytest.raises(TuneRefusedError, match="objectives set"):
-        measure_saturation(client, paced.repository, MODEL, None, auth=guard.os_user(), home=tmp_path)
+        run_saturation_sweep(client, paced.repository, MODEL, None, auth=guard.os_user(), home=tmp_path)
     assert [p.name for p in paced.repository.iterdir()] == [MODEL]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from geadmin.diagnose.capacity import DeviceMemory, RatePoint, Saturation, assess
+from geadmin.diagnose.capacity import DeviceMemory, SweepStep, Saturation, assess
 from geadmin.diagnose.forecast import DAY_S, fit_trend
 from geadmin.ops.capacity import saved
 from geadmin.telemetry.alerting.objectives import Objective
@@ -29,7 +29,7 @@ def load(peak: float | None, mean: float | None = None, samples: int = 10) -> Re
 def measured(rate: float | None, instances: int = 2) -> Saturation:
     return Saturation("m", rate, instances, 100.0,
                       "measured now (capacity sweep abc on the trial copy m__tune_abc)",
-                      NOW.isoformat(), (RatePoint(10.0, 10.0, 20.0, 0.0, True),))
+                      NOW.isoformat(), (SweepStep(10.0, 10.0, 20.0, 0.0, True),))
 
 
 
@@ -100,7 +100,7 @@ def test_no_recorded_traffic_is_said_with_its_window_and_source() -> None:
 
 def test_a_rate_that_never_held_is_zero_with_the_reason() -> None:
     never = Saturation("m", None, 1, 100.0, "measured now (capacity sweep x)", NOW.isoformat(),
-                       (RatePoint(1.0, 0.5, 900.0, 0.0, False, "p99 900.0 ms over 100 ms"),))
+                       (SweepStep(1.0, 0.5, 900.0, 0.0, False, "p99 900.0 ms over 100 ms"),))
     found = assess("m", GOAL, load(5.0), never, trend=None, horizon_days=30, min_headroom=1.2)
     assert found.saturation.value == 0.0 and found.short.startswith("saturated")
     assert "p99 900.0 ms over 100 ms" in found.notes[0]

@@ -28,7 +28,7 @@ from geadmin.diagnose.forecast import fit_trend
 from geadmin.domain import ModelState
 from geadmin.errors import GeAdminError, InvalidArgumentError, ModelNotFoundError
 from geadmin.ops.capacity import saved
-from geadmin.ops.capacity.sweep import measure_saturation
+from geadmin.ops.capacity.sweep import run_saturation_sweep
 from geadmin.repository import trials
 from geadmin.telemetry.alerting.objectives import objectives
 from geadmin.telemetry.history import traffic
@@ -139,7 +139,7 @@ def capacity_report(client: TritonClient, *, model: str | None = None, repositor
         saturation: Saturation | None = None
         if options.measure and goal is not None and goal.p99_ms is not None:
             assert repository is not None
-            saturation = measure_saturation(client, repository, name, goal, auth=auth, home=workspace,
+            saturation = run_saturation_sweep(client, repository, name, goal, auth=auth, home=workspace,
                                             start_rps=_start(options, load), window_ms=options.window_ms,
                                             binary=binary, progress=progress, cancel=cancel,
                                             admin_key=admin_key)

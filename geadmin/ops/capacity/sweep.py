@@ -29,7 +29,7 @@ from pathlib import Path
 from geadmin import audit, settings
 from geadmin.access.guard import Authorization, require
 from geadmin.access.roles import GuardedAction
-from geadmin.diagnose.capacity import MEASURED_NOW, SET_OBJECTIVE, RatePoint, Saturation
+from geadmin.diagnose.capacity import MEASURED_NOW, SET_OBJECTIVE, SweepStep, Saturation
 from geadmin.errors import GeAdminError, InvalidArgumentError, TuneRefusedError, UnstableMeasurementError
 from geadmin.ops.bench.load_test import run_perf_analyzer
 from geadmin.ops.bench.params import MAX_REQUEST_RATE, BenchSettings
@@ -69,9 +69,9 @@ class _Sweep:
         self.client, self.name, self.p99_ms, self.budget = client, name, p99_ms, budget
         self.window_ms, self.auth, self.binary, self.admin_key = window_ms, auth, binary, admin_key
         self.cancel, self.say = cancel, say
-        self.curve: list[RatePoint] = []
+        self.curve: list[SweepStep] = []
 
-    def step(self, rate: float) -> RatePoint:
+    def step(self, rate: float) -> SweepStep:
         self.say(f"step {len(self.curve) + 1}: {rate:.4g} req/s")
         try:
             before = self.client.model_statistics(self.name)[0]
@@ -81,7 +81,7 @@ class _Sweep:
                 binary=self.binary, auth=self.auth, admin_key=self.admin_key, cancel=self.cancel)
             after = self.client.model_statistics(self.name)[0]
         except UnstableMeasurementError:
-            return self._keep(RatePoint(rate, None, None, None, False, "no stable measurement: the model "
+            return self._keep(SweepStep(rate, None, None, None, False, "no stable measurement: the model "
                                         "does not keep up at this rate"))
         point = run.points[0]
         failed = after.inference_stats.fail.count - before.inference_stats.fail.count
@@ -92,9 +92,9 @@ class _Sweep:
             f"{point.throughput_per_s:.3g}/s does not keep up"
             if point.throughput_per_s < KEEP_UP * rate else "",
             f"{errors:.2%} of requests failed" if errors > self.budget else "") if x)
-        return self._keep(RatePoint(rate, point.throughput_per_s, point.p99_ms, errors, not why, why))
+        return self._keep(SweepStep(rate, point.throughput_per_s, point.p99_ms, errors, not why, why))
 
-    def _keep(self, point: RatePoint) -> RatePoint:
+    def _keep(self, point: SweepStep) -> SweepStep:
         self.curve.append(point)
         self.say(f"  {'holds' if point.ok else 'does not hold'}" + (f": {point.why}" if point.why else ""))
         return point
@@ -141,7 +141,7 @@ class _Sweep:
         return held
 
 
-def measure_saturation(client: TritonClient, repository: Path, model: str, objective: Objective | None, *,
+def run_saturation_sweep(client: TritonClient, repository: Path, model: str, objective: Objective | None, *,
                        auth: object, home: Path | None = None, start_rps: float = 1.0, max_steps: int = 10,
                        refine: int = 3, window_ms: int = 1000, binary: str | None = None,
                        progress: Progress | None = None, cancel: threading.Event | None = None,
