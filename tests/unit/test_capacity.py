@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from geadmin.diagnose.capacity import DeviceMemory, SweepStep, Saturation, assess
+from geadmin.diagnose.capacity import DeviceMemory, Saturation, SweepStep, assess
 from geadmin.diagnose.forecast import DAY_S, fit_trend
 from geadmin.ops.capacity import saved
 from geadmin.telemetry.alerting.objectives import Objective

@@ -29,7 +29,7 @@ from pathlib import Path
 from geadmin import audit, settings
 from geadmin.access.guard import Authorization, require
 from geadmin.access.roles import GuardedAction
-from geadmin.diagnose.capacity import MEASURED_NOW, SET_OBJECTIVE, SweepStep, Saturation
+from geadmin.diagnose.capacity import MEASURED_NOW, SET_OBJECTIVE, Saturation, SweepStep
 from geadmin.errors import GeAdminError, InvalidArgumentError, TuneRefusedError, UnstableMeasurementError
 from geadmin.ops.bench.load_test import run_perf_analyzer
 from geadmin.ops.bench.params import MAX_REQUEST_RATE, BenchSettings
