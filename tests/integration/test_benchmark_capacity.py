@@ -29,5 +29,5 @@ def test_the_capacity_benchmark_prints_every_figure_and_meets_its_error_goal() -
     assert sorted(printed) == sorted(FIGURES), done.stdout
     assert all(math.isfinite(v) for v in printed.values()), printed
     assert 0 <= printed["capacity_error"] <= 0.15, done.stdout
-    assert 0 < printed["capacity_search_time_ratio"], done.stdout
+    assert printed["capacity_search_time_ratio"] > 0, done.stdout
     assert printed["slo_hold"] in (0.0, 1.0), done.stdout

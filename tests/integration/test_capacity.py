@@ -76,3 +76,25 @@ def test_a_model_without_an_objective_is_refused_before_anything_is_loaded(
     with TritonClient(paced.http_url) as client, pytest.raises(TuneRefusedError, match="objectives set"):
         run_saturation_sweep(client, paced.repository, MODEL, None, auth=guard.os_user(), home=tmp_path)
     assert [p.name for p in paced.repository.iterdir()] == [MODEL]
+
+
+def test_a_fleet_reads_each_member_and_a_silent_one_is_a_row_not_the_end(
+        triton_server: TritonProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    home = tmp_path / "home"
+    servers = tmp_path / "servers.toml"
+    servers.write_text(f'[[server]]\nname = "up"\nurl = "{triton_server.http_url}"\n'
+                       f'metrics_url = "{triton_server.metrics_url}"\n\n'
+                       '[[server]]\nname = "gone"\nurl = "http://127.0.0.1:9"\n\n'
+                       '[[fleet]]\nname = "lab"\nsources = ["servers"]\n')
+    monkeypatch.setenv("GEADMIN_SERVERS_FILE", str(servers))
+    monkeypatch.delenv("GEADMIN_PROMETHEUS_URL", raising=False)
+    store_objective(Objective("digits_classifier", p99_ms=50.0), "test", home=home)
+    code = main(["capacity", "--fleet", "lab", "--home", str(home), "--json", "--timeout", "2"])
+    members = {m["member"]: m for m in json.loads(capsys.readouterr().out)}
+    assert set(members) == {"up", "gone"}
+    assert members["gone"]["report"] is None and members["gone"]["error"]
+    rows = {r["model"]: r for r in members["up"]["report"]["models"]}
+    assert "digits_classifier" in rows and rows["digits_classifier"]["objective"] == "p99 at most 50 ms"
+    assert rows["digits_preprocess"]["objective"].startswith("no p99 objective")
+    assert code == 4  # a member that does not answer needs attention
