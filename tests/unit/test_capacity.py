@@ -13,6 +13,8 @@ import pytest
 from geadmin.diagnose.capacity import DeviceMemory, Saturation, SweepStep, assess
 from geadmin.diagnose.forecast import DAY_S, fit_trend
 from geadmin.ops.capacity import saved
+from geadmin.ops.capacity.tuned import from_tuner
+from geadmin.ops.tune.results import save_document
 from geadmin.telemetry.alerting.objectives import Objective
 from geadmin.telemetry.history.traffic import RecordedLoad
 
@@ -124,3 +126,34 @@ def test_a_damaged_saved_sweep_is_absent_not_an_error(tmp_path: Path) -> None:
     assert saved.latest("m", "http://127.0.0.1:8000", home=tmp_path) is None
     path.write_text('{"server": "http://127.0.0.1:8000", "model": "m"}')
     assert saved.latest("m", "http://127.0.0.1:8000", home=tmp_path) is None
+
+
+def tuner_run(home: Path, server: str, instances: int, *, rate: float = 80.0, lower: bool = False) -> int:
+    document = {"kind": "objective", "model": "m", "server": server, "saturation_rps": rate,
+                "saturation_lower_bound": lower, "objective": {"p99_ms": 100.0, "error_budget": 0.001},
+                "best": {"instances": instances, "ok": True},
+                "curve": [{"rate_rps": 40.0, "p99_ms": 30.0, "throughput": 40.0, "ok": True},
+                          {"rate_rps": rate, "p99_ms": 90.0, "throughput": rate, "ok": True},
+                          {"rate_rps": rate * 1.5, "p99_ms": 400.0, "throughput": rate, "ok": False}]}
+    return save_document("m", server, "alice", document, home=home)
+
+
+def test_the_objective_tuners_curve_is_a_saturation_measured_at_its_run(tmp_path: Path) -> None:
+    run = tuner_run(tmp_path, "http://127.0.0.1:8000", 2)
+    found = from_tuner("m", "http://127.0.0.1:8000", live_instances=2, home=tmp_path)
+    assert found is not None and found.rate_rps == 80.0 and found.instances == 2
+    assert found.source.startswith("measured at ")
+    assert f"(tune run {run}, the objective tuning's curve" in found.source
+    assert [s.ok for s in found.curve] == [True, True, False]
+
+
+def test_the_tuners_curve_is_not_used_for_another_instance_count_server_or_kind(tmp_path: Path) -> None:
+    tuner_run(tmp_path, "http://127.0.0.1:8000", 3)
+    assert from_tuner("m", "http://127.0.0.1:8000", live_instances=2, home=tmp_path) is None
+    assert from_tuner("m", "http://127.0.0.1:9000", live_instances=3, home=tmp_path) is None
+    save_document("m", "http://127.0.0.1:9000", "alice", {"model": "m", "server": "http://127.0.0.1:9000",
+                                                          "best": {"instances": 3}}, home=tmp_path)
+    assert from_tuner("m", "http://127.0.0.1:9000", live_instances=3, home=tmp_path) is None
+    tuner_run(tmp_path, "http://127.0.0.1:8000", 3, lower=True)
+    found = from_tuner("m", "http://127.0.0.1:8000", live_instances=3, home=tmp_path)
+    assert found is not None and "a lower bound" in found.source

@@ -1,10 +1,11 @@
 """`capacity_report`: the one core function behind `geadmin capacity` and the Capacity page.
 
-Per model: the saturation rate (a sweep measured now with `measure`, else the last saved sweep
-younger than `max_age_s`), the recorded load over the window (geadmin.telemetry.history.traffic,
-SQLite or Prometheus), its least-squares trend, and the figures geadmin.diagnose.capacity
-assembles. Per NPU: the HBM used and free, from the first NPU source that answers. Reading is
-unguarded; measuring is the guarded sweep (geadmin.ops.capacity.sweep).
+Per model: the saturation rate (a sweep measured now with `measure`, else the newer of the last
+saved sweep and the objective tuner's curve, younger than `max_age_s`), the recorded load over
+the window (geadmin.telemetry.history.traffic, SQLite or Prometheus), its least-squares trend,
+and the figures geadmin.diagnose.capacity assembles. Per NPU: the HBM used and free, from the
+first NPU source that answers. Reading is unguarded; measuring is the guarded sweep
+(geadmin.ops.capacity.sweep).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from geadmin.domain import ModelState
 from geadmin.errors import GeAdminError, InvalidArgumentError, ModelNotFoundError
 from geadmin.ops.capacity import saved
 from geadmin.ops.capacity.sweep import run_saturation_sweep
+from geadmin.ops.capacity.tuned import from_tuner
 from geadmin.repository import trials
 from geadmin.telemetry.alerting.objectives import objectives
 from geadmin.telemetry.history import traffic
@@ -144,8 +146,7 @@ def capacity_report(client: TritonClient, *, model: str | None = None, repositor
                                             binary=binary, progress=progress, cancel=cancel,
                                             admin_key=admin_key)
         elif goal is not None:
-            saturation = saved.latest(name, client.url, home=workspace, max_age_s=options.max_age_s,
-                                      now=until)
+            saturation = _known(client, name, workspace, options, until)
         trend = fit_trend([p.at.timestamp() for p in load.points], [p.rate_rps for p in load.points]) \
             if load is not None else None
         rows.append(assess(name, goal, load, saturation, trend=trend, horizon_days=options.horizon_days,
@@ -156,6 +157,25 @@ def capacity_report(client: TritonClient, *, model: str | None = None, repositor
     bars = [(d.id, *d.device_memory, ", ".join(found_map.models_on(d.id)) or "-") for d in npus.devices]
     return CapacityReport(client.url, options.horizon_days, options.min_headroom, tuple(rows),
                           npu_headroom(bars, npus.source), npus.summary, tuple(notes))
+
+
+def _live_instances(client: TritonClient, model: str) -> int | None:
+    try:
+        config = client.model_config(model)
+    except GeAdminError:
+        return None
+    return sum(max(group.count, 1) for group in config.instance_group) or 1
+
+
+def _known(client: TritonClient, model: str, home: Path, options: CapacityOptions,
+           now: datetime) -> Saturation | None:
+    """The newer of the last capacity sweep and the objective tuner's curve (both measured on
+    trial copies), within `options.max_age_s`."""
+    found = [s for s in (
+        saved.latest(model, client.url, home=home, max_age_s=options.max_age_s, now=now),
+        from_tuner(model, client.url, live_instances=_live_instances(client, model), home=home,
+                   max_age_s=options.max_age_s, now=now)) if s is not None]
+    return max(found, key=lambda s: datetime.fromisoformat(s.measured_at), default=None)
 
 
 def _start(options: CapacityOptions, load: RecordedLoad | None) -> float:
