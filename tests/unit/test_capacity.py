@@ -13,10 +13,13 @@ import pytest
 from geadmin.diagnose.capacity import DeviceMemory, Saturation, SweepStep, assess
 from geadmin.diagnose.forecast import DAY_S, fit_trend
 from geadmin.ops.capacity import saved
+from geadmin.ops.capacity.report import memory_of
 from geadmin.ops.capacity.tuned import from_tuner
 from geadmin.ops.tune.results import save_document
 from geadmin.telemetry.alerting.objectives import Objective
 from geadmin.telemetry.history.traffic import RecordedLoad
+from geadmin.telemetry.npu_map import FROM_CONFIG, MapRow, ModelMap
+from geadmin.telemetry.sources.npu import NpuDevice
 
 NOW = datetime(2026, 12, 6, 12, 0, tzinfo=timezone.utc)
 GOAL = Objective("m", p99_ms=100.0, error_budget=0.001)
@@ -157,3 +160,12 @@ def test_the_tuners_curve_is_not_used_for_another_instance_count_server_or_kind(
     tuner_run(tmp_path, "http://127.0.0.1:8000", 3, lower=True)
     found = from_tuner("m", "http://127.0.0.1:8000", live_instances=3, home=tmp_path)
     assert found is not None and "a lower bound" in found.source
+
+
+def test_hbm_per_instance_comes_only_from_an_npu_that_holds_the_model_alone() -> None:
+    shared = NpuDevice(0, "npu-smi", hbm_used_bytes=30 << 30, hbm_total_bytes=64 << 30)
+    alone = NpuDevice(1, "npu-smi", hbm_used_bytes=20 << 30, hbm_total_bytes=64 << 30)
+    found = ModelMap((MapRow(0, "m", "", 1, FROM_CONFIG), MapRow(0, "other", "", 1, FROM_CONFIG),
+                      MapRow(1, "m", "", 2, FROM_CONFIG)))
+    assert memory_of("m", [shared, alone], found) == DeviceMemory(1, 10 << 30, 64 << 30)
+    assert memory_of("other", [shared, alone], found) is None  # never split between models

@@ -85,7 +85,7 @@ def _models(client: TritonClient, wanted: str | None, repository: Path | None) -
                    if m.state is ModelState.READY and not trials.is_trial(repository, m.name)})
 
 
-def _memory(model: str, devices: Sequence[NpuDevice], found: ModelMap) -> DeviceMemory | None:
+def memory_of(model: str, devices: Sequence[NpuDevice], found: ModelMap) -> DeviceMemory | None:
     """HBM per instance, from a device that holds this model alone (never split between models)."""
     for device in devices:
         rows = [r for r in found.rows if r.device == device.id]
@@ -150,7 +150,7 @@ def capacity_report(client: TritonClient, *, model: str | None = None, repositor
         trend = fit_trend([p.at.timestamp() for p in load.points], [p.rate_rps for p in load.points]) \
             if load is not None else None
         rows.append(assess(name, goal, load, saturation, trend=trend, horizon_days=options.horizon_days,
-                           min_headroom=options.min_headroom, memory=_memory(name, npus.devices, found_map),
+                           min_headroom=options.min_headroom, memory=memory_of(name, npus.devices, found_map),
                            npus_here=len(npus.devices)))
     if source is None:
         notes.append("no recorded load: the server's metrics URL is not known")
