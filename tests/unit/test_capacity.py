@@ -12,8 +12,9 @@ import pytest
 
 from geadmin.diagnose.capacity import DeviceMemory, Saturation, SweepStep, assess
 from geadmin.diagnose.forecast import DAY_S, fit_trend
+from geadmin.errors import PrometheusError
 from geadmin.ops.capacity import saved
-from geadmin.ops.capacity.report import memory_of
+from geadmin.ops.capacity.report import load_of, memory_of
 from geadmin.ops.capacity.tuned import from_tuner
 from geadmin.ops.tune.results import save_document
 from geadmin.telemetry.alerting.objectives import Objective
@@ -169,3 +170,20 @@ def test_hbm_per_instance_comes_only_from_an_npu_that_holds_the_model_alone() ->
                       MapRow(1, "m", "", 2, FROM_CONFIG)))
     assert memory_of("m", [shared, alone], found) == DeviceMemory(1, 10 << 30, 64 << 30)
     assert memory_of("other", [shared, alone], found) is None  # never split between models
+
+
+class UnreadableHistoryDouble:
+    """A history whose every read fails as a Prometheus that is down does."""
+
+    label = "Prometheus at http://127.0.0.1:9"
+
+    def model_series(self, *args: object, **kwargs: object) -> list[object]:
+        raise PrometheusError("Prometheus at http://127.0.0.1:9 does not answer: connection refused")
+
+
+def test_a_history_that_cannot_be_read_is_a_note_not_the_end_of_the_report() -> None:
+    notes: list[str] = []
+    history = UnreadableHistoryDouble()
+    assert load_of(history, "http://h:8002/metrics", "m", NOW, NOW, notes) is None  # type: ignore[arg-type]
+    assert notes == ["m: the recorded load was not read from Prometheus at http://127.0.0.1:9: Prometheus at "
+                     "http://127.0.0.1:9 does not answer: connection refused"]

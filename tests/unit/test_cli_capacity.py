@@ -66,3 +66,9 @@ def test_the_text_output_puts_each_figure_beside_its_source() -> None:
     assert "recorded peak    50 req/s" in text and "Prometheus at http://p:9090" in text
     assert "headroom         2 x" in text
     assert "n: no p99 objective: set one with `geadmin objectives set n --p99-ms" in text
+
+
+def test_a_window_perf_analyzer_refuses_is_refused_before_anything_runs(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["capacity", "--url", "http://127.0.0.1:9", "--measure", "--window-ms", "10"]) == 2
+    assert "window per step is 100 to 60000 ms" in capsys.readouterr().err

@@ -28,6 +28,7 @@ from geadmin.diagnose.capacity import (
 from geadmin.diagnose.forecast import fit_trend
 from geadmin.domain import ModelState
 from geadmin.errors import GeAdminError, InvalidArgumentError, ModelNotFoundError
+from geadmin.ops.bench.params import MAX_WINDOW_MS, MIN_WINDOW_MS
 from geadmin.ops.capacity import saved
 from geadmin.ops.capacity.sweep import run_saturation_sweep
 from geadmin.ops.capacity.tuned import from_tuner
@@ -62,6 +63,10 @@ class CapacityOptions:
         if not 0 < self.horizon_days <= 3650:
             raise InvalidArgumentError(f"the forecast horizon is above 0 and up to 3650 days, got "
                                        f"{self.horizon_days:g}")
+        if not MIN_WINDOW_MS <= self.window_ms <= MAX_WINDOW_MS:
+            raise InvalidArgumentError(f"the sweep's window per step is {MIN_WINDOW_MS} to {MAX_WINDOW_MS} "
+                                       "ms, "
+                                       f"got {self.window_ms}")
         if not 1.0 <= self.min_headroom <= 100:
             raise InvalidArgumentError(f"the minimum headroom is 1 to 100 (x the recorded peak), got "
                                        f"{self.min_headroom:g}")
@@ -137,7 +142,7 @@ def capacity_report(client: TritonClient, *, model: str | None = None, repositor
     rows: list[ModelCapacity] = []
     for name in _models(client, model, repository):
         goal = goals.get(name)
-        load = read_load(history, source, name, since, until) if source else None
+        load = load_of(history, source, name, since, until, notes)
         saturation: Saturation | None = None
         if options.measure and goal is not None and goal.p99_ms is not None:
             assert repository is not None
@@ -157,6 +162,20 @@ def capacity_report(client: TritonClient, *, model: str | None = None, repositor
     bars = [(d.id, *d.device_memory, ", ".join(found_map.models_on(d.id)) or "-") for d in npus.devices]
     return CapacityReport(client.url, options.horizon_days, options.min_headroom, tuple(rows),
                           npu_headroom(bars, npus.source), npus.summary, tuple(notes))
+
+
+def load_of(history: HistoryReader, source: str | None, model: str, since: datetime, until: datetime,
+          notes: list[str]) -> RecordedLoad | None:
+    """The recorded load, or None with a note: a history that cannot be read (Prometheus down, a
+    source it does not scrape) leaves the measured figures standing."""
+    if not source:
+        return None
+    try:
+        return read_load(history, source, model, since, until)
+    except GeAdminError as exc:
+        notes.append(f"{model}: the recorded load was not read from {history.label}: "
+                     f"{str(exc).splitlines()[0]}")
+        return None
 
 
 def _live_instances(client: TritonClient, model: str) -> int | None:
