@@ -14,7 +14,7 @@ from geadmin.diagnose.capacity import DeviceMemory, Saturation, SweepStep, asses
 from geadmin.diagnose.forecast import DAY_S, fit_trend
 from geadmin.errors import PrometheusError
 from geadmin.ops.capacity import saved
-from geadmin.ops.capacity.report import load_of, memory_of
+from geadmin.ops.capacity.report import memory_of, traffic_of
 from geadmin.ops.capacity.tuned import from_tuner
 from geadmin.ops.tune.results import save_document
 from geadmin.telemetry.alerting.objectives import Objective
@@ -184,6 +184,6 @@ class UnreadableHistoryDouble:
 def test_a_history_that_cannot_be_read_is_a_note_not_the_end_of_the_report() -> None:
     notes: list[str] = []
     history = UnreadableHistoryDouble()
-    assert load_of(history, "http://h:8002/metrics", "m", NOW, NOW, notes) is None  # type: ignore[arg-type]
+    assert traffic_of(history, "http://h:8002/metrics", "m", NOW, NOW, notes) is None  # type: ignore[arg-type]
     assert notes == ["m: the recorded load was not read from Prometheus at http://127.0.0.1:9: Prometheus at "
                      "http://127.0.0.1:9 does not answer: connection refused"]

@@ -142,7 +142,7 @@ def capacity_report(client: TritonClient, *, model: str | None = None, repositor
     rows: list[ModelCapacity] = []
     for name in _models(client, model, repository):
         goal = goals.get(name)
-        load = load_of(history, source, name, since, until, notes)
+        load = traffic_of(history, source, name, since, until, notes)
         saturation: Saturation | None = None
         if options.measure and goal is not None and goal.p99_ms is not None:
             assert repository is not None
@@ -164,7 +164,7 @@ def capacity_report(client: TritonClient, *, model: str | None = None, repositor
                           npu_headroom(bars, npus.source), npus.summary, tuple(notes))
 
 
-def load_of(history: HistoryReader, source: str | None, model: str, since: datetime, until: datetime,
+def traffic_of(history: HistoryReader, source: str | None, model: str, since: datetime, until: datetime,
           notes: list[str]) -> RecordedLoad | None:
     """The recorded load, or None with a note: a history that cannot be read (Prometheus down, a
     source it does not scrape) leaves the measured figures standing."""
