@@ -12,6 +12,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # so `pages.*` imp
 from geadmin.errors import GeAdminError
 from pages import (
     audit,
+    capacity,
     editor,
     fleet,
     load_test,
@@ -58,6 +59,7 @@ navigation = st.navigation(
             st.Page(playground.render, title="Playground", icon=":material/science:", url_path="playground"),
             st.Page(load_test.render, title="Load test", icon=":material/speed:", url_path="load_test"),
             st.Page(tune.render, title="Tune", icon=":material/tune:", url_path="tune"),
+            st.Page(capacity.render, title="Capacity", icon=":material/trending_up:", url_path="capacity"),
         ],
     },
     expanded=True,  # every page in sight: Streamlit folds all beyond 10 under "View more" by default

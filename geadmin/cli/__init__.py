@@ -11,6 +11,7 @@
 - infer.py           `geadmin infer MODEL`: one test request
 - bench.py           `geadmin bench MODEL`: a perf_analyzer load test
 - tune.py            `geadmin tune MODEL`: search a model's serving config
+- capacity.py        `geadmin capacity [MODEL]`: headroom at the objective, trend, forecast, needs
 - top.py             `geadmin top`: what Triton is doing now, per model
 - npu.py             `geadmin npu`: this host's Ascend NPUs
 - npu_faults.py      `geadmin npu faults`: NPU faults, the models they hit, the next safe step

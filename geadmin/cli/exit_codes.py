@@ -87,6 +87,15 @@ BY_COMMAND: dict[str, tuple[str, dict[ExitCode, str]]] = {
         ExitCode.OK: "a winner under the constraints, or the run applied",
         ExitCode.FAILED: "no winner, or the winner not applied",
     }),
+    "capacity": ("capacity", {
+        ExitCode.OK: "every model with an objective has its headroom and is not forecast to saturate "
+                     "within the horizon (a model without an objective or a measured rate is said, not "
+                     "judged)",
+        ExitCode.DEGRADED: "a model's headroom is under --min-headroom, or its recorded peak is forecast to "
+                           "reach its saturation rate within --horizon-days (or already does); with --fleet, "
+                           "also a member that does not answer",
+        ExitCode.UNREACHABLE: "Triton does not answer; with --fleet, no member answers",
+    }),
     "probe": ("probe", {
         ExitCode.OK: "every probe answered",
         ExitCode.FAILED: "a probe failed; a fleet exits with its worst server's code (0, 1, 3)",

@@ -20,4 +20,6 @@
 - fault_report.py  gathers one server's fault records, NPUs, model map and ensembles for the report
 - fault_text.py    an NPU fault report in words and as JSON, alike everywhere
 - fault_rule.py    the verdict's npu-fault rule: recorded faults that need action, models left DOWN
+- forecast.py      the trend of a recorded rate (least squares) and when it would saturate
+- capacity.py      per model: saturation rate, recorded peak, headroom, forecast, needs; per NPU: HBM
 """

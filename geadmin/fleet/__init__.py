@@ -21,4 +21,5 @@ changes made a wave at a time.
 - runs.py                a rollout running in the background for a page
 - versions.py            a new model version across the fleet without a gap in serving
 - npu_faults.py          NPU faults across a fleet: each member's faults on its node, one report
+- capacity.py            capacity of every member, read only
 """

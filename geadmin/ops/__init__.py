@@ -5,6 +5,7 @@
 - infer/        test inference: one request built from the model's metadata, and what came back
 - bench/        load tests with perf_analyzer: run, parse, keep, compare
 - tune/         the tuner: search space, trial copies, memory check, results, applying a winner
+- capacity/     capacity from objectives: the measured saturation sweep, saved sweeps, the report
 - bundle.py     the diagnostics bundle an operator attaches to a ticket
 - monitoring.py a model's objectives and probe example, guarded and audited
 - probe.py      synthetic probes: a small real request to every READY model

@@ -155,3 +155,10 @@ FLEET_START = "fleet.start"  # "Start rollout…": asks, never starts
 FLEET_PENDING = "fleet.pending"  # the rollout asked for (pages.ui.fleet_rollout_view.Pending)
 FLEET_CONFIRM = "fleet.confirm"  # "Confirm rollout": the only button that starts one
 FLEET_CANCEL = "fleet.cancel"
+
+# Capacity page
+CAPACITY_MODEL = "capacity.model"
+CAPACITY_WINDOW_H = "capacity.window_h"
+CAPACITY_HORIZON = "capacity.horizon_days"
+CAPACITY_HEADROOM = "capacity.min_headroom"
+CAPACITY_MEASURE = "capacity.measure"  # "Measure now"

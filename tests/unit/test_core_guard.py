@@ -36,6 +36,7 @@ from geadmin.ops import runs as background
 from geadmin.ops.bench import load_test as bench
 from geadmin.ops.bench.background import LOAD_TEST, start_load_test
 from geadmin.ops.bench.params import BenchSettings
+from geadmin.ops.capacity import sweep as capacity_sweep
 from geadmin.ops.infer.inputs import InputSource, SourceKind
 from geadmin.ops.models import actions, apply, create, explained_load, preview, put_back
 from geadmin.ops.runs import Run
@@ -245,6 +246,10 @@ GUARDED: dict[str, tuple[GuardedAction, Call]] = {
         GuardedAction.TUNE,
         lambda w, a: tune_objective.tune_to_objective(w.client, w.repository, objective_plan(), auth=a,
                                                       home=w.home)),
+    "geadmin.ops.capacity.sweep.run_saturation_sweep": (
+        GuardedAction.TUNE,
+        lambda w, a: capacity_sweep.run_saturation_sweep(w.client, w.repository, "m", Objective("m", 50.0),
+                                                       auth=a, home=w.home)),
     "geadmin.fleet.rollout.rollout[reload]": (
         GuardedAction.RELOAD,
         lambda w, a: rollout.rollout([member(w)], rollout.Change.RELOAD, "m", auth=a, home=w.home,
@@ -306,6 +311,8 @@ EXEMPT: dict[str, str] = {
     "geadmin.ops.tune.trials.tune_lock": "the lock one tuning run holds (a file in the workspace)",
     "geadmin.ops.tune.results.save_document": "stores a finished tuning run in the workspace DB",
     "geadmin.ops.tune.results.load_run": "reads a saved tuning run",
+    "geadmin.ops.capacity.saved.save": "part of run_saturation_sweep (guarded): keeps its result in the "
+                                       "workspace",
     "geadmin.fleet.runs.start": "runs a rollout (guarded, under the caller's authorization) on a thread",
     "geadmin.ops.runs.start": "runs a work (guarded itself, under the caller's authorization) on a thread",
     "geadmin.fleet.status.close_clients": "closes fleet status's cached HTTP clients; changes no server",

@@ -1,0 +1,33 @@
+"""benchmarks/capacity.py runs end to end (a python model with a known service time in the real
+tritonserver, a recorded rate ramp, a searched and an exhaustive sweep with perf_analyzer, the
+objective-tuned config replayed at the recorded peak) and prints every figure; the capacity
+error is the benchmark's goal (<= 0.15), slo_hold a 0 or 1."""
+
+from __future__ import annotations
+
+import math
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+FIGURES = ("capacity_error", "capacity_search_time_ratio", "slo_hold")
+BENCH_LINE = re.compile(r"^BENCH (\S+) (\S+) (\S+)")
+
+
+def test_the_capacity_benchmark_prints_every_figure_and_meets_its_error_goal() -> None:
+    done = subprocess.run([sys.executable, str(REPO_ROOT / "benchmarks" / "capacity.py")],
+                          capture_output=True, text=True, timeout=900, check=False, cwd=REPO_ROOT)
+    assert done.returncode == 0, f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    printed = {m.group(1): float(m.group(2)) for line in done.stdout.splitlines()
+               if (m := BENCH_LINE.match(line))}
+    assert sorted(printed) == sorted(FIGURES), done.stdout
+    assert all(math.isfinite(v) for v in printed.values()), printed
+    assert 0 <= printed["capacity_error"] <= 0.15, done.stdout
+    assert printed["capacity_search_time_ratio"] > 0, done.stdout
+    assert printed["slo_hold"] in (0.0, 1.0), done.stdout
