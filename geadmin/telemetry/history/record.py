@@ -27,14 +27,12 @@ from typing import Any
 
 from geadmin import db
 from geadmin.telemetry.derive import ModelWindow, Window
-from geadmin.telemetry.history.store import MODEL_VALUES, NPU_VALUES, SERVER_VALUES
+from geadmin.telemetry.history.store import MODEL_VALUES, NPU_VALUES, RATE_VALUES, SERVER_VALUES
 from geadmin.telemetry.sources.npu import NpuDevice
 
 DOWNSAMPLE_AFTER_S = 3600.0
 BUCKET_S = 60
 DEFAULT_RETENTION_H = 24.0
-# Averaged over a bucket weighted by each window's length; the other columns plainly averaged.
-RATE_VALUES = frozenset(("inferences_per_s", "requests_per_s", "failures_per_s", "executions_per_s"))
 
 
 # -- writing -------------------------------------------------------------------------
@@ -126,7 +124,8 @@ def _buckets(rows: Iterable[sqlite3.Row], keys: Sequence[str],
 
 def _aggregate(rows: Sequence[sqlite3.Row],
                names: Iterable[str]) -> tuple[float, float, dict[str, float | None]]:
-    """(at, span_s, values) of one bucket: rates weighted by window length, the rest averaged."""
+    """(at, span_s, values) of one bucket: rates (RATE_VALUES) weighted by window length, the
+    rest averaged."""
     at = max(r["at"] for r in rows)
     span = at - min(r["at"] - r["span_s"] for r in rows)
     values: dict[str, float | None] = {}

@@ -34,6 +34,8 @@ MODEL_VALUES = ("inferences_per_s", "requests_per_s", "failures_per_s", "executi
                 "avg_batch_size", "avg_request_ms", "avg_queue_ms", "avg_compute_input_ms",
                 "avg_compute_infer_ms", "avg_compute_output_ms", "p50_ms", "p90_ms", "p99_ms",
                 "pending_requests")
+# The per-second rates among them: a longer window weighs more when windows are averaged.
+RATE_VALUES = ("inferences_per_s", "requests_per_s", "failures_per_s", "executions_per_s")
 SERVER_VALUES = ("cpu_utilization_pct", "cpu_memory_used_bytes", "cpu_memory_total_bytes")
 NPU_VALUES = ("aicore_util_pct", "hbm_used_bytes", "hbm_total_bytes", "temperature_c", "power_w")
 # Audit actions drawn as change markers on the charts.
