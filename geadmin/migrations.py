@@ -49,7 +49,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         )""",
     )),
     Migration("telemetry samples", (
-        # geadmin.telemetry.history.store: one row per sampler interval (resolution_s 0) or per
+        # geadmin.telemetry.history.record: one row per sampler interval (resolution_s 0) or per
         # downsampled bucket (resolution_s 60). `at` is the end of the window, epoch seconds;
         # the window is [at - span_s, at]. gap = 1: no data there (Triton down, restarted).
         """CREATE TABLE telemetry_model (

@@ -36,6 +36,7 @@ from streamlit import config as streamlit_config
 from geadmin.stack.dashboard import DashboardProcess
 from geadmin.stack.tritonserver import TritonProcess
 from tests.support import hypothesis_profiles, workspace
+from tests.support.processes import TEST_EXIT_TIMEOUT_S
 from tests.support.samples import SAMPLE_MODELS as SAMPLE_MODELS
 from tests.support.samples import copy_samples
 
@@ -86,9 +87,9 @@ def triton_factory(tmp_path: Path) -> Iterator[Callable[..., TritonProcess]]:
         repo = repository or copy_samples(tmp_path / f"repo{len(started)}")
         kwargs.setdefault("log_path", tmp_path / f"tritonserver{len(started)}.log")
         # Triton's shutdown waits up to --exit-timeout-secs for open HTTP connections (the
-        # pages' cached clients keep theirs) and live models: 5 s per server at teardown.
-        # A test server is stopped with TERM then KILL and its shm removed either way.
-        kwargs.setdefault("exit_timeout_s", 1)
+        # pages' cached clients keep theirs) and live models: 5 s per server at teardown by
+        # default; a test server need not wait at all (tests/support/processes.py).
+        kwargs.setdefault("exit_timeout_s", TEST_EXIT_TIMEOUT_S)
         server = TritonProcess(repo, **kwargs)
         started.append(server)
         server.start()

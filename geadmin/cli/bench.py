@@ -24,6 +24,7 @@ from geadmin.access import guard
 from geadmin.cli.common import (
     add_connection_args,
     client_for,
+    fail,
     format_table,
     positive_seconds,
     protocol_url,
@@ -110,19 +111,14 @@ def run(args: argparse.Namespace) -> int:
             raise InferInputError("name the MODEL to load-test (or give --list / --compare A B)")
         return _bench(args, home)
     except TritonError as exc:
-        return _fail(exc, ExitCode.UNREACHABLE if isinstance(exc,
+        return fail(exc, ExitCode.UNREACHABLE if isinstance(exc,
                                                              TritonUnreachableError) else ExitCode.FAILED)
     except BenchSettingsError as exc:  # loads, window, trials: the user's to fix
-        return _fail(exc, ExitCode.USAGE)
+        return fail(exc, ExitCode.USAGE)
     except PerfAnalyzerError as exc:
-        return _fail(exc, ExitCode.FAILED)
+        return fail(exc, ExitCode.FAILED)
     except GeAdminError as exc:
-        return _fail(exc, ExitCode.USAGE)
-
-
-def _fail(exc: BaseException, code: int) -> int:
-    print(f"geadmin: error: {' '.join(str(exc).split())}", file=sys.stderr)  # one line
-    return code
+        return fail(exc, ExitCode.USAGE)
 
 
 # -- running -------------------------------------------------------------------------------

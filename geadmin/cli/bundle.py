@@ -8,7 +8,7 @@ import math
 from pathlib import Path
 
 from geadmin import settings
-from geadmin.cli.common import add_connection_args, client_for, target_from_args
+from geadmin.cli.common import add_connection_args, client_for, number_argument, target_from_args
 from geadmin.cli.exit_codes import ExitCode
 from geadmin.ops.bundle import DEFAULT_LOG_BYTES, build_bundle, default_bundle_name, write_bundle
 from geadmin.stack.compose_logs import compose_for
@@ -34,14 +34,8 @@ def run(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
-def megabytes(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"not a number of megabytes: {text!r}") from exc
-    if not (math.isfinite(value) and value >= 0):
-        raise argparse.ArgumentTypeError(f"megabytes must be 0 or more, got {text}")
-    return value
+megabytes = number_argument(float, "number of megabytes", lambda v: math.isfinite(v) and v >= 0,
+                            "megabytes must be 0 or more")
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

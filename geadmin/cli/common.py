@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
+from typing import TypeVar
 
 from geadmin import settings
 from geadmin.audit import Actor, Origin
@@ -22,6 +23,8 @@ from geadmin.stack.target import Target, live_stack, resolve
 from geadmin.triton.client import TritonClient
 from geadmin.triton.connection import DEFAULT_LOAD_TIMEOUT_S, DEFAULT_TIMEOUT_S
 from geadmin.triton.servers import DEFAULT_TRITON_URL
+
+N = TypeVar("N", int, float)
 
 
 def add_connection_args(parser: argparse.ArgumentParser, *, log_and_repository: bool = True) -> None:
@@ -80,24 +83,35 @@ def sub_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]
     return parser.add_subparsers(dest=f"{parent}_command", metavar="SUBCOMMAND", required=False)
 
 
-def positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from exc
-    if not 0 < value < 1e6:  # also rejects nan and inf
-        raise argparse.ArgumentTypeError(f"seconds must be more than 0, got {text}")
-    return value
+def fail(exc: BaseException, code: int) -> int:
+    """Print `exc` as one `geadmin: error:` line on stderr (its own line breaks folded) and
+    return the exit `code` the command chose for it."""
+    print(f"geadmin: error: {' '.join(str(exc).split())}", file=sys.stderr)
+    return code
 
 
-def port_number(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from exc
-    if not settings.is_port(value):
-        raise argparse.ArgumentTypeError(f"a port is between 1 and 65535, got {value}")
-    return value
+def number_argument(convert: Callable[[str], N], noun: str, accepts: Callable[[N], bool],
+                    rule: str) -> Callable[[str], N]:
+    """An argparse `type=` for a number: `convert` the text, else "not a {noun}: 'text'"; a
+    value `accepts` refuses is "{rule}, got text". Every numeric flag reads this way."""
+
+    def parse(text: str) -> N:
+        try:
+            value = convert(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"not a {noun}: {text!r}") from exc
+        if not accepts(value):
+            raise argparse.ArgumentTypeError(f"{rule}, got {text}")
+        return value
+
+    parse.__name__ = noun.replace(" ", "_")  # argparse names the type by it
+    return parse
+
+
+# `0 < v` is also false for nan, and the bound refuses inf
+positive_seconds = number_argument(float, "number of seconds", lambda v: 0 < v < 1e6,
+                                   "seconds must be more than 0")
+port_number = number_argument(int, "port number", settings.is_port, "a port is between 1 and 65535")
 
 
 def format_table(rows: Sequence[Sequence[object]], *, right: bool = False) -> str:

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from geadmin.cli.common import add_connection_args, client_for, protocol_url, target_from_args
+from geadmin.cli.common import add_connection_args, client_for, fail, protocol_url, target_from_args
 from geadmin.cli.exit_codes import ExitCode
 from geadmin.domain import Transport
 from geadmin.errors import GeAdminError, InferInputError, TritonError, TritonUnreachableError
@@ -57,22 +57,17 @@ def run(args: argparse.Namespace) -> int:
             result = send(client, request)
         ranked = rank_outputs(result, plan)
     except InferInputError as exc:
-        return _fail(exc, ExitCode.USAGE)
+        return fail(exc, ExitCode.USAGE)
     except TritonError as exc:
-        return _fail(exc, ExitCode.UNREACHABLE if isinstance(exc,
+        return fail(exc, ExitCode.UNREACHABLE if isinstance(exc,
                                                              TritonUnreachableError) else ExitCode.FAILED)
     except GeAdminError as exc:
-        return _fail(exc, ExitCode.USAGE)
+        return fail(exc, ExitCode.USAGE)
     if args.json:
         print(json.dumps(result_record(result, ranked), indent=2))
     else:
         print(render(result, ranked))
     return ExitCode.OK
-
-
-def _fail(exc: BaseException, code: int) -> int:
-    print(f"geadmin: error: {' '.join(str(exc).split())}", file=sys.stderr)  # one line
-    return code
 
 
 # -- arguments -----------------------------------------------------------------------------

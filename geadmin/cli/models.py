@@ -26,6 +26,7 @@ from geadmin.cli.common import (
     client_for,
     consent,
     format_table,
+    number_argument,
     positive_seconds,
     print_side_effects,
     target_from_args,
@@ -168,14 +169,8 @@ def read_local_files(items: list[str], template: str, limit_bytes: int) -> dict[
     return files
 
 
-def _byte_count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"not a number of bytes: {text!r}") from exc
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"the upload limit must be at least 1 byte, got {text}")
-    return value
+_byte_count = number_argument(int, "number of bytes", lambda v: v >= 1,
+                              "the upload limit must be at least 1 byte")
 
 
 def _register_create(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

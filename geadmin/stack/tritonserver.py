@@ -43,6 +43,9 @@ from geadmin.stack.processes import (
 )
 
 SHM_DIR = Path("/dev/shm")
+# How often start() asks /v2/health/live: a refused connection on loopback costs microseconds,
+# and every poll skipped is time a start (`geadmin up`, a restart, each test server) waits idle.
+LIVE_POLL_S = 0.1
 # Triton's API groups that change the server, reveal its files, or map a caller's memory into it
 # (FACTS.md "Trust, faults and devices"); docs/security.md's table says who may call each group.
 RESTRICTED_APIS = ("model-repository", "model-config", "shared-memory", "logging", "trace")
@@ -282,7 +285,7 @@ class TritonProcess:
                 raise TritonStartError("start of tritonserver cancelled: the stack is stopping")
             if progress is not None:
                 progress(f"waiting for Triton ({time.monotonic() - started:.0f}s)")
-            time.sleep(0.5)
+            time.sleep(LIVE_POLL_S)
         raise TritonStartError(
             f"tritonserver was not live after {timeout_s:.0f}s (full log: {self.log_path})",
             tail(self.log_path),

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import pandas as pd
 import streamlit as st
@@ -22,6 +23,7 @@ from geadmin.repository import revisions
 from geadmin.repository.positions import lost_comments
 from geadmin.stack.backends import served_backends
 from geadmin.stack.target import Target
+from geadmin.triton.client import TritonClient
 from pages.ui import access, keys
 from pages.ui.context import client_for, log_for
 from pages.ui.errors import failure_of, show_failure
@@ -84,16 +86,13 @@ def apply_section(target: Target, opened: Opened, text: str, plan: ChangePlan | 
 
 
 def apply_now(target: Target, opened: Opened, text: str, load: bool, smoke: bool) -> None:
-    repository = target.repository
-    assert repository is not None
-    client = client_for(target)
-    with st.spinner(f"Applying to {opened.model}: writing, reloading, checking what serves…"):
-        run_change("apply", lambda: apply_config(
-            client, repository, opened.model, text, expected_sha256=opened.sha256,
-            base_text=opened.text, auth=access.auth_for(GuardedAction.APPLY, model=opened.model,
-                                                          server=target.spec.url),
-            log=log_for(target), load_unloaded=load,
-            smoke=smoke, backends=served_backends(target)))
+    run_change("apply", target, f"Applying to {opened.model}: writing, reloading, checking what serves…",
+               lambda client, repository: apply_config(
+                   client, repository, opened.model, text, expected_sha256=opened.sha256,
+                   base_text=opened.text, auth=access.auth_for(GuardedAction.APPLY, model=opened.model,
+                                                                 server=target.spec.url),
+                   log=log_for(target), load_unloaded=load,
+                   smoke=smoke, backends=served_backends(target)))
 
 
 def confirmed(target: Target, plan: ChangePlan) -> bool:
@@ -137,21 +136,28 @@ class Notice:
     declined: bool = False  # not confirmed: nothing was done
 
 
-def run_change(origin: str, change: Callable[[], ApplyResult]) -> None:
-    """Run an apply or rollback, keep its notice for the next run, reopen the file it left."""
-    try:
-        result = change()
-    except ConfigInvalidError as exc:
-        notice = Notice(origin, False, str(exc), tuple(str(f) for f in exc.findings))
-    except ConfigConflictError as exc:
-        notice = Notice(origin, False, str(exc), diff=exc.diff())
-    except GeAdminError as exc:
-        notice = Notice(origin, False, str(exc), failure=failure_of(exc, actions.next_step(exc)))
-    else:
-        notice = Notice(origin, result.ok, result.message, result.warnings, side_effects=result.side_effects)
-        if result.outcome in (ApplyOutcome.APPLIED, ApplyOutcome.WRITTEN):
-            st.session_state.pop(keys.EDITOR_OPENED, None)  # the file changed: start from it
-        # rejected: the edit stays in the text area, to fix and apply again
+def run_change(origin: str, target: Target, doing: str,
+               change: Callable[[TritonClient, Path], ApplyResult]) -> None:
+    """Run an apply or rollback on `target`'s repository under a spinner saying what it is
+    `doing`, keep its notice for the next run, reopen the file it left."""
+    repository = target.repository
+    assert repository is not None
+    client = client_for(target)
+    with st.spinner(doing):
+        try:
+            result = change(client, repository)
+        except ConfigInvalidError as exc:
+            notice = Notice(origin, False, str(exc), tuple(str(f) for f in exc.findings))
+        except ConfigConflictError as exc:
+            notice = Notice(origin, False, str(exc), diff=exc.diff())
+        except GeAdminError as exc:
+            notice = Notice(origin, False, str(exc), failure=failure_of(exc, actions.next_step(exc)))
+        else:
+            notice = Notice(origin, result.ok, result.message, result.warnings,
+                            side_effects=result.side_effects)
+            if result.outcome in (ApplyOutcome.APPLIED, ApplyOutcome.WRITTEN):
+                st.session_state.pop(keys.EDITOR_OPENED, None)  # the file changed: start from it
+            # rejected: the edit stays in the text area, to fix and apply again
     st.session_state[keys.EDITOR_NOTICE] = notice
     st.rerun()
 
@@ -223,11 +229,8 @@ def ask_rollback(target: Target, opened: Opened, number: int) -> None:
 
 
 def rollback_now(target: Target, opened: Opened, number: int) -> None:
-    repository = target.repository
-    assert repository is not None
-    client = client_for(target)
-    with st.spinner(f"Rolling {opened.model} back to revision {number}…"):
-        run_change("rollback", lambda: rollback(
-            client, repository, opened.model, number, expected_sha256=opened.sha256,
-            auth=access.auth_for(GuardedAction.ROLLBACK, model=opened.model, server=target.spec.url),
-            log=log_for(target)))
+    run_change("rollback", target, f"Rolling {opened.model} back to revision {number}…",
+               lambda client, repository: rollback(
+                   client, repository, opened.model, number, expected_sha256=opened.sha256,
+                   auth=access.auth_for(GuardedAction.ROLLBACK, model=opened.model, server=target.spec.url),
+                   log=log_for(target)))

@@ -26,7 +26,7 @@ from geadmin.stack.processes import free_port
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.triton.client import TritonClient
 from tests.support.apptest import APP, isolate, point_at, run
-from tests.support.processes import wait_for
+from tests.support.processes import TEST_EXIT_TIMEOUT_S, wait_for
 from tests.support.prometheus import AlertmanagerServer, PrometheusServer
 from tests.support.samples import add_answering_model, add_python_model, copy_samples, set_answers
 from tests.support.stack import GEADMIN, geadmin
@@ -69,7 +69,7 @@ def monitored(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Monitored]:
     home = root / "home"
     exporter_port = free_port()
     with TritonProcess(repository, models=["digits_classifier", BROKEN], log_path=root / "triton.log",
-                       exit_timeout_s=1) as triton:
+                       exit_timeout_s=TEST_EXIT_TIMEOUT_S) as triton:
         env = {**os.environ, "GEADMIN_HOME": str(home), "GEADMIN_DASHBOARD_URL": DASHBOARD}
         log = (root / "sampler.log").open("wb")
         sampler = subprocess.Popen(

@@ -30,7 +30,7 @@ from geadmin.triton.client import TritonClient
 from geadmin.triton.logs import LocalLogFile
 from tests.support import repository
 from tests.support.auth import admin_auth, auth_as
-from tests.support.processes import wait_for
+from tests.support.processes import TEST_EXIT_TIMEOUT_S, wait_for
 from tests.support.samples import copy_samples
 
 MODEL = "digits_classifier"
@@ -51,7 +51,8 @@ def _workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def module_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonProcess]:
     root = tmp_path_factory.mktemp("apply")
     server = TritonProcess(copy_samples(root / "model_repository"), models=[MODEL],
-                           log_path=root / "tritonserver.log", exit_timeout_s=1)  # as triton_factory
+                           log_path=root / "tritonserver.log",
+                           exit_timeout_s=TEST_EXIT_TIMEOUT_S)  # as triton_factory
     server.start()
     yield server
     server.stop()

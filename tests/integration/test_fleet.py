@@ -46,7 +46,7 @@ from geadmin.triton.client import TritonClient
 from geadmin.triton.servers import ServerSpec
 from tests.support.apptest import APP, button, isolate, run
 from tests.support.index_reads import BEFORE, counting
-from tests.support.processes import wait_for
+from tests.support.processes import TEST_EXIT_TIMEOUT_S, wait_for
 from tests.support.prometheus import PrometheusServer
 from tests.support.stack import GEADMIN, geadmin, in_process
 
@@ -139,7 +139,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
         for name, host in HOSTS.items():
             servers[name] = TritonProcess(own if name == "c" else shared, host=host, ports=ports,
                                           models=[MODEL, PIPE], log_path=root / f"{name}.log",
-                                          exit_timeout_s=1)
+                                          exit_timeout_s=TEST_EXIT_TIMEOUT_S)
             servers[name].start()
         servers_file = root / "servers.toml"
         servers_file.write_text("".join(

@@ -23,6 +23,7 @@ from geadmin.stack.processes import free_triton_ports
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.triton.client import TritonClient
 from tests.support.apptest import APP, isolate, run
+from tests.support.processes import TEST_EXIT_TIMEOUT_S
 from tests.support.prometheus import PrometheusServer
 from tests.support.replica_impostor import ReplicaImpostor, impostor
 from tests.support.samples import LOAD_MODEL, copy_samples
@@ -61,7 +62,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     root = tmp_path_factory.mktemp("membership")
     ports = free_triton_ports("127.0.0.2")  # free on .2 for the impostor, and (ephemeral) on .1
     triton = TritonProcess(copy_samples(root / "repo"), ports=ports, models=[MODEL], admin_key=KEY,
-                           log_path=root / "triton.log", exit_timeout_s=1)
+                           log_path=root / "triton.log", exit_timeout_s=TEST_EXIT_TIMEOUT_S)
     triton.start()
     try:
         with impostor("127.0.0.2", ports.http, ports.grpc, ports.metrics) as fake:

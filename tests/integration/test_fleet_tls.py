@@ -20,6 +20,7 @@ from geadmin.fleet.membership import Proof
 from geadmin.fleet.rollout import Change, rollout
 from geadmin.fleet.status import poll
 from geadmin.stack.tritonserver import TritonProcess
+from tests.support.processes import TEST_EXIT_TIMEOUT_S
 from tests.support.samples import LOAD_MODEL, copy_samples
 from tests.support.tls_certs import Issued, issue
 
@@ -45,7 +46,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     root = tmp_path_factory.mktemp("fleet_tls")
     issued = issue(root / "ca")
     triton = TritonProcess(copy_samples(root / "repo"), models=[LOAD_MODEL], admin_key=KEY,
-                           log_path=root / "triton.log", exit_timeout_s=1,
+                           log_path=root / "triton.log", exit_timeout_s=TEST_EXIT_TIMEOUT_S,
                            extra_args=["--grpc-use-ssl=true", f"--grpc-server-cert={issued.cert}",
                                        f"--grpc-server-key={issued.key}"])
     triton.start()

@@ -27,7 +27,7 @@ from geadmin.telemetry.history import watch
 from geadmin.telemetry.history.sampler import Sampler, SamplerOptions
 from geadmin.triton.client import TritonClient
 from tests.support.apptest import APP, isolate, point_at, run
-from tests.support.processes import wait_for
+from tests.support.processes import TEST_EXIT_TIMEOUT_S, wait_for
 from tests.support.samples import add_answering_model, copy_samples, set_answers
 from tests.support.stack import in_process
 
@@ -43,7 +43,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonProcess]:
     root = tmp_path_factory.mktemp("probe")
     repository = copy_samples(root / "repo")
     add_answering_model(repository, BROKEN, fails_with=ERROR)
-    with TritonProcess(repository, models=MODELS, log_path=root / "triton.log", exit_timeout_s=1) as triton:
+    with TritonProcess(repository, models=MODELS, log_path=root / "triton.log",
+                       exit_timeout_s=TEST_EXIT_TIMEOUT_S) as triton:
         yield triton
 
 

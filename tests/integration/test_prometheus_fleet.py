@@ -22,6 +22,7 @@ from geadmin.telemetry.history.prometheus import PrometheusHistory
 from geadmin.telemetry.history.prometheus_fleet import fleet_bottlenecks, node_map, server_series
 from geadmin.telemetry.history.store import Series
 from tests.support.http_doubles import serve
+from tests.support.processes import TEST_EXIT_TIMEOUT_S
 from tests.support.prometheus import PrometheusServer
 from tests.support.samples import LOAD_MODEL, copy_samples, send_digits
 
@@ -45,7 +46,8 @@ class Lab:
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     root = tmp_path_factory.mktemp("prometheus_fleet")
-    servers = [TritonProcess(copy_samples(root / f"repo{i}"), models=[MODEL], exit_timeout_s=1,
+    servers = [TritonProcess(copy_samples(root / f"repo{i}"), models=[MODEL],
+                             exit_timeout_s=TEST_EXIT_TIMEOUT_S,
                              log_path=root / f"triton{i}.log") for i in range(2)]
     try:
         for server in servers:

@@ -18,6 +18,7 @@ import pytest
 
 from geadmin.errors import SamplerLockedError
 from geadmin.stack.tritonserver import TritonProcess
+from geadmin.telemetry.history import record
 from geadmin.telemetry.history import store as history
 from geadmin.telemetry.history.sampler import Sampler, SamplerOptions, SamplerThread
 from tests.support.processes import OutputCollector, wait_for
@@ -195,7 +196,7 @@ def test_a_bug_in_a_tick_is_reported_once_and_the_loop_goes_on(
     def broken(*args: object, **kwargs: object) -> int:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(history, "record_window", broken)
+    monkeypatch.setattr(record, "record_window", broken)
     said: list[str] = []
     sampler = Sampler(SamplerOptions(triton_server.metrics_url, tmp_path, 0.2), say=said.append)
     stop = threading.Event()

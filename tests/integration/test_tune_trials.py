@@ -30,6 +30,7 @@ from geadmin.ops.tune.trials import make_trial, remove_trial
 from geadmin.repository import trials
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.triton.client import TritonClient
+from tests.support.processes import TEST_EXIT_TIMEOUT_S
 from tests.support.samples import add_python_model
 from tests.support.stack import GEADMIN, geadmin
 
@@ -87,7 +88,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonProcess]:
     add_gears_model(repository, MODEL)
     add_gears_model(repository, OLD_TRIAL)  # an operator's model that happens to have that name
     with TritonProcess(repository, models=[MODEL, OLD_TRIAL], log_path=root / "triton.log",
-                       exit_timeout_s=1) as triton:
+                       exit_timeout_s=TEST_EXIT_TIMEOUT_S) as triton:
         yield triton
 
 

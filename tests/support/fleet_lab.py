@@ -15,6 +15,7 @@ from geadmin.fleet.members import Member
 from geadmin.stack.processes import free_triton_ports
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.triton.client import TritonClient
+from tests.support.processes import TEST_EXIT_TIMEOUT_S
 from tests.support.stack import exported
 
 MODEL = "echo"
@@ -87,7 +88,8 @@ def fleet_lab(root: Path, *, export: bool = False, homes: bool = False) -> Itera
     try:
         for name, host in HOSTS.items():
             servers[name] = TritonProcess(own if name == "c" else shared, host=host, ports=ports,
-                                          models=[MODEL], log_path=root / f"{name}.log", exit_timeout_s=1)
+                                          models=[MODEL], log_path=root / f"{name}.log",
+                                          exit_timeout_s=TEST_EXIT_TIMEOUT_S)
             servers[name].start()
         servers_file = root / "servers.toml"
         servers_file.write_text("".join(

@@ -4,6 +4,7 @@ the double's resource counts, metric lookup."""
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 import subprocess
@@ -33,8 +34,12 @@ class BackendBuild:
     build_dir: Path
 
 
+@functools.cache
 def build_backend(asan: bool = False) -> BackendBuild:
-    """Run backend_src/build.sh (incremental; the CANN header download is cached)."""
+    """Run backend_src/build.sh (incremental; the CANN header download is cached), once per
+    variant and test process: the sources do not change during a run, and every later call
+    re-ran cmake's configure step under build.sh's one lock, so it also waited out whatever
+    variant the other xdist worker was compiling (two minutes for the ASan one)."""
     args = ["bash", str(REPO_ROOT / "backend_src" / "build.sh")]
     if asan:
         args.append("--asan-only")

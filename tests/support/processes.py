@@ -10,6 +10,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
+# Test servers' --exit-timeout-secs: how long Triton's shutdown waits for models to unload and
+# requests to end. The sample python models' stubs never finish within a second (stop took
+# 1.8 s at 1 and 0.8 s at 0 on the 2-core VM, exit status 1 either way), and a test server is
+# stopped with TERM, then KILL of its process group, its shm regions removed, whatever Triton
+# did. Tests of shutdown itself (the ASan leak check at finalize, `geadmin up` stopping) run
+# servers with their own settings.
+TEST_EXIT_TIMEOUT_S = 0
+
 
 def descendants(pid: int) -> set[int]:
     """Every live process below `pid` (by parent links in /proc)."""

@@ -17,6 +17,7 @@ from streamlit.testing.v1 import AppTest
 from geadmin import audit
 from geadmin.audit import Actor, Origin
 from geadmin.stack.tritonserver import TritonProcess
+from geadmin.telemetry.history import record
 from geadmin.telemetry.history import store as history
 from geadmin.telemetry.history.prometheus import PrometheusHistory
 from geadmin.telemetry.history.sampler import SamplerOptions, SamplerThread
@@ -79,7 +80,7 @@ def test_without_history_the_page_says_calmly_how_it_gets_some(monkeypatch: pyte
 def test_under_load_the_charts_have_points_gaps_and_change_markers(
         sampled: TritonProcess, home: Path) -> None:
     load_until(sampled, home, 2)
-    history.record_gap(sampled.metrics_url, time.time(), "test: an outage", home=home)  # as the sampler does
+    record.record_gap(sampled.metrics_url, time.time(), "test: an outage", home=home)  # as the sampler does
     audit.record_action("reload", MODEL, True, f"reloaded '{MODEL}'", server=sampled.http_url,
                         actor=Actor("ann", Origin.DASHBOARD), home=home)
     before = busy_points(sampled, home)

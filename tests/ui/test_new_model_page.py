@@ -20,6 +20,7 @@ from geadmin.triton.client import TritonClient
 from pages.ui import keys
 from tests.support import repository
 from tests.support.apptest import APP, isolate, point_at, run
+from tests.support.processes import TEST_EXIT_TIMEOUT_S
 from tests.support.samples import copy_samples
 
 
@@ -38,7 +39,7 @@ pytestmark = pytest.mark.integration  # one tritonserver for the module (module_
 def module_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonProcess]:
     root = tmp_path_factory.mktemp("new_model")
     started = TritonProcess(copy_samples(root / "model_repository"), models=[],
-                            log_path=root / "tritonserver.log", exit_timeout_s=1)
+                            log_path=root / "tritonserver.log", exit_timeout_s=TEST_EXIT_TIMEOUT_S)
     started.start()
     yield started
     started.stop()

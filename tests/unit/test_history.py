@@ -1,5 +1,5 @@
-"""geadmin.telemetry.history.store over a real workspace database (SQLite in a temporary home):
-windows derived from Triton-format pages are written and read back as series; gaps (Triton
+"""geadmin.telemetry.history.record and .store over a real workspace database (SQLite in a
+temporary home): windows derived from Triton-format pages are written and read back as series; gaps (Triton
 down, counters reset by a restart, holes) are None points, never spikes; prune downsamples
 beyond 1 h into 1-minute buckets and deletes beyond the retention; audit rows become change
 markers."""
@@ -16,6 +16,7 @@ import pytest
 from geadmin import audit, db
 from geadmin.audit import Actor, Origin, Result
 from geadmin.telemetry.derive import derive
+from geadmin.telemetry.history import record
 from geadmin.telemetry.history import store as history
 from geadmin.telemetry.sources.npu import NpuDevice
 from geadmin.telemetry.sources.scrape import Scrape, parse
@@ -53,7 +54,7 @@ def page(ts: float, counts: dict[str, int], *, failures: int = 0, cpu: float = 0
 def record_run(home: Path, pages: list[Scrape], devices: tuple[NpuDevice, ...] = ()) -> None:
     """What the sampler does: one window per consecutive pair of pages."""
     for before, after in itertools.pairwise(pages):
-        history.record_window(derive(before, after), SOURCE, devices, home=home)
+        record.record_window(derive(before, after), SOURCE, devices, home=home)
 
 
 def at(epoch_s: float) -> datetime:
@@ -109,7 +110,7 @@ def test_npu_sources_are_the_sources_with_device_rows_the_latest_first(tmp_path:
     older, newer, bare = "http://older/metrics", "http://newer/metrics", "http://no-npu/metrics"
     for source, start, devices in ((older, T0, device), (newer, T0 + 10, device), (bare, T0 + 20, ())):
         first, second = steady(start, 2)
-        history.record_window(derive(first, second), source, devices, home=tmp_path)
+        record.record_window(derive(first, second), source, devices, home=tmp_path)
     assert history.npu_sources(home=tmp_path) == [newer, older]  # `bare` has model rows only
 
 
@@ -127,8 +128,8 @@ def test_a_triton_restart_between_two_samples_is_a_gap_never_a_spike(tmp_path: P
 
 def test_triton_down_is_a_gap_between_the_points_around_it(tmp_path: Path) -> None:
     record_run(tmp_path, steady(T0, 3))
-    history.record_gap(SOURCE, T0 + 5, "nothing answers", home=tmp_path)
-    history.record_gap(SOURCE, T0 + 7, "nothing answers", home=tmp_path)
+    record.record_gap(SOURCE, T0 + 5, "nothing answers", home=tmp_path)
+    record.record_gap(SOURCE, T0 + 7, "nothing answers", home=tmp_path)
     # back: the sampler's first answer is a new baseline, the next one a window
     record_run(tmp_path, [page(T0 + 9, {"m": 0}), page(T0 + 11, {"m": 20})])
 
@@ -153,10 +154,10 @@ def test_prune_deletes_what_is_older_than_the_retention(tmp_path: Path) -> None:
     now = T0 + 30 * 3600
     record_run(tmp_path, steady(T0, 3))  # 30 h old
     record_run(tmp_path, steady(now - 10, 3))  # fresh
-    history.prune(retention_h=24, now_s=now, home=tmp_path)
+    record.prune(retention_h=24, now_s=now, home=tmp_path)
     series = one(history.model_series(SOURCE, at(T0 - 60), home=tmp_path))
     assert [t.timestamp() for t in series.times] == [now - 8, now - 6]
-    history.prune(retention_h=0.001, now_s=now + 10, home=tmp_path)  # 3.6 s
+    record.prune(retention_h=0.001, now_s=now + 10, home=tmp_path)  # 3.6 s
     assert history.model_series(SOURCE, at(T0 - 60), home=tmp_path) == []
     assert history.server_series(SOURCE, at(T0 - 60), home=tmp_path).times == ()
 
@@ -167,8 +168,8 @@ def test_prune_downsamples_beyond_an_hour_into_minute_buckets(tmp_path: Path) ->
     second = steady(T0 + 1800, 2701, rate=30, count0=int(first[-1].value("nv_inference_count") or 0))
     record_run(tmp_path, first)
     record_run(tmp_path, second)
-    history.record_gap(SOURCE, T0 + 3000.5, "nothing answers", home=tmp_path)  # an outage, 50 min in
-    removed = history.prune(retention_h=24, now_s=now, home=tmp_path)
+    record.record_gap(SOURCE, T0 + 3000.5, "nothing answers", home=tmp_path)  # an outage, 50 min in
+    removed = record.prune(retention_h=24, now_s=now, home=tmp_path)
     assert removed > 0
 
     with sqlite3.connect(db.db_path(tmp_path)) as conn:
@@ -183,7 +184,7 @@ def test_prune_downsamples_beyond_an_hour_into_minute_buckets(tmp_path: Path) ->
     assert all(10.0 <= r <= 30.0 for r in rates if r is not None)  # a blend at the change, never a spike
     gap = series.times[rates.index(None)]
     assert T0 + 2940 <= gap.timestamp() <= T0 + 3060  # the outage survives downsampling as a gap
-    again = history.prune(retention_h=24, now_s=now, home=tmp_path)
+    again = record.prune(retention_h=24, now_s=now, home=tmp_path)
     assert again == 0  # idempotent: buckets are not downsampled twice
     assert history.model_series(SOURCE, at(T0 - 60), home=tmp_path) == [series]
 

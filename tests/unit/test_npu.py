@@ -33,7 +33,7 @@ from geadmin.errors import (
     NpuSmiParseError,
     NpuSourceError,
 )
-from geadmin.telemetry.sources import npu_smi
+from geadmin.telemetry.sources import npu_smi, npu_smi_details
 from geadmin.telemetry.sources.detect import NpuSources, detect
 from geadmin.telemetry.sources.npu import (
     NpuDevice,
@@ -160,11 +160,12 @@ def test_watch_capture_gives_the_latest_row_per_chip() -> None:
 
 
 def test_usages_give_vector_and_cube_per_chip() -> None:
-    blocks = npu_smi.parse_details(smi("npu-smi_usages_910b_i0_synth.txt"))
+    blocks = npu_smi_details.parse_details(smi("npu-smi_usages_910b_i0_synth.txt"))
     (chip,) = [b for b in blocks if "chip_id" in b]
     assert chip["vector_util_pct"] == 0.0 and chip["cube_util_pct"] == 0.0
     assert chip["hbm_total_bytes"] == 65536 * MIB
-    chips = [b for b in npu_smi.parse_details(smi("npu-smi_usages_310p_i1_synth.txt")) if "chip_id" in b]
+    blocks_310p = npu_smi_details.parse_details(smi("npu-smi_usages_310p_i1_synth.txt"))
+    chips = [b for b in blocks_310p if "chip_id" in b]
     assert [c["chip_id"] for c in chips] == [0, 1]
     assert all("cube_util_pct" not in c and c["vector_util_pct"] == 0.0 for c in chips)  # 310P: Vectorcore
 
@@ -178,18 +179,18 @@ def test_usages_give_vector_and_cube_per_chip() -> None:
                                           "power_w": 90.1}),
 ])
 def test_key_value_outputs_read_their_fields(name: str, expected: dict[str, object]) -> None:
-    blocks = npu_smi.parse_details(smi(name))
+    blocks = npu_smi_details.parse_details(smi(name))
     assert expected in blocks
 
 
 def test_details_fill_what_the_table_lacks_and_keep_what_it_has() -> None:
     table = by_id(npu_smi.parse(smi("npu-smi_info_310p_duo_synth.txt")))
-    usages = npu_smi.parse_details(smi("npu-smi_usages_310p_i1_synth.txt"))
-    chip1 = npu_smi.with_details(table[1], usages)
+    usages = npu_smi_details.parse_details(smi("npu-smi_usages_310p_i1_synth.txt"))
+    chip1 = npu_smi_details.with_details(table[1], usages)
     assert chip1.vector_util_pct == 0.0 and chip1.cube_util_pct is None
     assert chip1.memory_used_bytes == 1800 * MIB  # from the table, untouched
-    power = npu_smi.parse_details(smi("npu-smi_power_910b_i0_c0_synth.txt"))  # `-c 0`: no chip id
-    assert npu_smi.with_details(NpuDevice(id=0, source="npu-smi", chip_id=0), power).power_w == 90.1
+    power = npu_smi_details.parse_details(smi("npu-smi_power_910b_i0_c0_synth.txt"))  # `-c 0`: no chip id
+    assert npu_smi_details.with_details(NpuDevice(id=0, source="npu-smi", chip_id=0), power).power_w == 90.1
 
 
 def test_usages_output_alone_names_its_devices() -> None:
@@ -473,7 +474,7 @@ NOISE = st.text(alphabet="|+-=/ :0123456789NAOK\tx\n", max_size=4)
 
 
 def _parse_or_typed_error(text: str) -> None:
-    for reader in (npu_smi.parse, npu_smi.parse_details):
+    for reader in (npu_smi.parse, npu_smi_details.parse_details):
         try:
             result = reader(text)
         except NpuSmiParseError as exc:

@@ -1,7 +1,8 @@
 """What telemetry keeps: the sampler's windows and states, read back as series.
 
 - sampler.py           scrape, derive and store every interval (one sampler per workspace)
-- store.py             the sampler's rows in the workspace database, read back as series
+- record.py            the sampler's windows written as rows, downsampled and pruned
+- store.py             those rows read back as chart series (gaps drawn as gaps)
 - watch.py             model states (and since when) and the synthetic probes' results
 - prometheus.py        the same series from a Prometheus server through PromQL
 - prometheus_fleet.py  a scrape job's servers side by side, joined to their nodes' NPUs

@@ -34,7 +34,7 @@ from geadmin.telemetry.history.prometheus import (
     series_on_grid,
     tagged,
 )
-from geadmin.telemetry.history.store import MODEL_VALUES, Series
+from geadmin.telemetry.history.store import MODEL_VALUES, RATE_VALUES, Series
 
 # Our label -> the target labels that carry it, first found wins (Kubernetes SD relabelled
 # the usual ways, or static labels).
@@ -127,7 +127,6 @@ def fleet_bottlenecks(history: PrometheusHistory, source: str,
     return with_traffic(assess(window) for s in series if (window := minute_window(s, since)) is not None)
 
 
-RATE_VALUES = ("inferences_per_s", "requests_per_s", "failures_per_s", "executions_per_s")
 QUANTILE_VALUES = ("p50_ms", "p90_ms", "p99_ms")
 
 

@@ -6,7 +6,7 @@ outside Streamlit — `geadmin sampler`, or a thread of `geadmin up` — so hist
 when nobody has the dashboard open.
 
 Each tick: scrape, derive against the previous scrape, write the window (and the NPU
-devices, when a source has any) to geadmin.telemetry.history.store. When Triton does not answer,
+devices, when a source has any) to geadmin.telemetry.history.record. When Triton does not answer,
 the tick records a gap and forgets the previous scrape, so the first window after Triton is
 back starts from a fresh baseline — a restart is a gap, never a spike. Nothing a tick meets
 stops the loop: a failing database or an unexpected error is reported (once per kind of
@@ -30,7 +30,7 @@ from pathlib import Path
 from geadmin.errors import GeAdminError, SamplerLockedError, TelemetryError, WorkspaceDatabaseError
 from geadmin.repository.locks import PidLock, pid_lock
 from geadmin.telemetry.derive import derive
-from geadmin.telemetry.history import store as history
+from geadmin.telemetry.history import record
 from geadmin.telemetry.sources import npu_smi
 from geadmin.telemetry.sources.npu import NpuDevice, devices_from_exporter, devices_from_triton, with_models
 from geadmin.telemetry.sources.scrape import Scrape, scrape
@@ -47,7 +47,7 @@ class SamplerOptions:
     metrics_url: str
     home: Path
     interval_s: float = 2.0
-    retention_h: float = history.DEFAULT_RETENTION_H
+    retention_h: float = record.DEFAULT_RETENTION_H
     exporter_url: str | None = None  # npu-exporter's /metrics, when configured
     npu_smi: str | None = None  # the npu-smi binary, when on PATH
 
@@ -145,7 +145,7 @@ class Sampler:
         if before is None or page.timestamp_s <= before.timestamp_s:
             return 0  # the baseline: a window needs two scrapes
         window = derive(before, page)
-        return history.record_window(window, opts.metrics_url, self._devices(page), home=opts.home)
+        return record.record_window(window, opts.metrics_url, self._devices(page), home=opts.home)
 
     def _devices(self, page: Scrape) -> list[NpuDevice]:
         """NPU devices, from the first source this host has: npu-exporter when configured, else
@@ -174,7 +174,7 @@ class Sampler:
         at = self.clock()
         problem = ""
         try:
-            history.record_gap(self.options.metrics_url, at, reason, home=self.options.home)
+            record.record_gap(self.options.metrics_url, at, reason, home=self.options.home)
         except WorkspaceDatabaseError as exc:
             problem = str(exc)
         self._report(f"no metrics: {reason}; recording a gap and trying again every "
@@ -198,7 +198,7 @@ class Sampler:
     def _maybe_prune(self, now_s: float) -> None:
         if now_s - self._last_prune >= PRUNE_EVERY_S:
             self._last_prune = now_s
-            history.prune(retention_h=self.options.retention_h, now_s=now_s, home=self.options.home)
+            record.prune(retention_h=self.options.retention_h, now_s=now_s, home=self.options.home)
 
 
 class SamplerThread:

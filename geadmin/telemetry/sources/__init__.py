@@ -2,7 +2,10 @@
 
 - scrape.py     a Prometheus text page (Triton's /metrics, npu-exporter's) into frozen samples
 - npu.py        NPU value types and the readers of npu-exporter's and npu_ge's metrics
-- npu_smi.py    `npu-smi` text into devices
+- npu_smi.py    running `npu-smi`, and any npu-smi text into devices
+- npu_smi_table.py    the `npu-smi info` table and `info watch` output into devices
+- npu_smi_details.py  `npu-smi info -t ...` key/value blocks into device fields
+- npu_smi_values.py   npu-smi words as numbers and text (NA, -- are unknown)
 - detect.py     which NPU source this host has: npu-exporter, then npu-smi, then npu_ge
 - npu_faults.py  the driver's fault codes per chip, as each source reports them now
 - npu_smi_health.py  `npu-smi` chip health: the info table's Health column and `-t health` codes

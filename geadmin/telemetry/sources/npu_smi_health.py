@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from geadmin.errors import NpuSmiError, NpuSmiParseError
 from geadmin.telemetry.sources import npu_smi
 from geadmin.telemetry.sources.npu import NpuDevice
+from geadmin.telemetry.sources.npu_smi_table import is_row, parse_info
+from geadmin.telemetry.sources.npu_smi_values import UNKNOWN, quote, text_value
 
 MAX_CODES_PER_CHIP = 64
 MAX_HEALTH_CALLS = 64  # `-t health` runs per read: one per chip not OK
@@ -42,11 +44,11 @@ class ChipHealthReport:
 def parse(text: str, notes: list[str] | None = None) -> list[ChipHealthReport]:
     """The chips' health in npu-smi text: an `info` table, `info -t health` blocks, or both."""
     lines = text.splitlines()
-    devices = npu_smi.parse_info(text) if any(npu_smi._is_row(line) for line in lines) else []
+    devices = parse_info(text) if any(is_row(line) for line in lines) else []
     blocks = list(_health_blocks(lines))
     if not devices and not blocks:
         raise NpuSmiParseError("no chip health in this npu-smi output (expected `npu-smi info` or "
-                               f"`npu-smi info -t health -i N -c M`): {npu_smi._quote(text)}")
+                               f"`npu-smi info -t health -i N -c M`): {quote(text)}")
     ids = {(d.npu_id, d.chip_id if d.chip_id is not None else 0): d.id for d in devices}
     reports: dict[int, ChipHealthReport] = {d.id: ChipHealthReport(d.id, d.health) for d in devices}
     numbered = _device_ids([(b["npu_id"], b.get("chip_id", 0)) for b in blocks  # type: ignore[misc]
@@ -56,12 +58,12 @@ def parse(text: str, notes: list[str] | None = None) -> list[ChipHealthReport]:
         if not isinstance(npu_id, int) or not isinstance(chip_id, int):
             raise NpuSmiParseError("this npu-smi `info -t health` output does not say which chip it is "
                                    "about: keep the command line (`npu-smi info -t health -i 0 -c 0`) or "
-                                   f"`NPU ID` / `Chip ID` lines above each block: {npu_smi._quote(text)}")
+                                   f"`NPU ID` / `Chip ID` lines above each block: {quote(text)}")
         device = ids.get((npu_id, chip_id), numbered[(npu_id, chip_id)])
         codes = _codes(str(block.get("errorcode", "")), device, notes)
-        reports[device] = ChipHealthReport(device, _text(block.get("healthstatus")) or
+        reports[device] = ChipHealthReport(device, text_value(block.get("healthstatus")) or
                                            (reports[device].health if device in reports else None),
-                                           codes, _text(block.get("errorinformation")) or "")
+                                           codes, text_value(block.get("errorinformation")) or "")
     return [reports[device] for device in sorted(reports)]
 
 
@@ -69,7 +71,7 @@ def read(binary: str, *, timeout_s: float = npu_smi.DEFAULT_TIMEOUT_S,
          notes: list[str] | None = None) -> list[ChipHealthReport]:
     """`npu-smi info`, then `info -t health -i N -c M` for each chip whose Health is not OK
     (its codes). A chip whose health details cannot be read keeps the table's Health."""
-    devices = npu_smi.parse_info(npu_smi.run(binary, ["info"], timeout_s=timeout_s))
+    devices = parse_info(npu_smi.run(binary, ["info"], timeout_s=timeout_s))
     reports = []
     calls = 0
     for device in devices:
@@ -85,9 +87,9 @@ def read(binary: str, *, timeout_s: float = npu_smi.DEFAULT_TIMEOUT_S,
                 blocks = []
             if blocks:
                 block = blocks[0]
-                report = ChipHealthReport(device.id, _text(block.get("healthstatus")) or device.health,
+                report = ChipHealthReport(device.id, text_value(block.get("healthstatus")) or device.health,
                                           _codes(str(block.get("errorcode", "")), device.id, notes),
-                                          _text(block.get("errorinformation")) or "")
+                                          text_value(block.get("errorinformation")) or "")
         reports.append(report)
     return reports
 
@@ -140,7 +142,7 @@ def _codes(text: str, device: int, notes: list[str] | None) -> tuple[int, ...]:
     """Hex codes of an Error Code value ("NA", "80E21007", "0x80E21007 80E18005", "a,b")."""
     found: list[int] = []
     for word in text.replace(",", " ").replace(";", " ").split():
-        if word.lower() in npu_smi.UNKNOWN:
+        if word.lower() in UNKNOWN:
             continue
         digits = word[2:] if word[:2] in ("0x", "0X") else word
         if 0 < len(digits) <= 8 and all(ch in "0123456789abcdefABCDEF" for ch in digits):
@@ -167,7 +169,3 @@ def _small_number(text: str) -> int | None:
     refuses strings of thousands of digits)."""
     text = text.strip()
     return int(text) if text.isascii() and text.isdigit() and len(text) <= 6 else None
-
-
-def _text(value: object) -> str | None:
-    return npu_smi._text(value)
