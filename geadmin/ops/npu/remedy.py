@@ -43,8 +43,9 @@ from geadmin.triton.logs import LogSource
 
 AUDIT_ACTION = "npu-remedy"
 CLEARED = "the fault has cleared since the plan was made: nothing changed (read the faults again)"
-NEEDS: dict[StepKind, GuardedAction] = {
-    StepKind.RELOAD: GuardedAction.RELOAD, StepKind.DRAIN: GuardedAction.APPLY, StepKind.MOVE: GuardedAction.APPLY}
+NEEDS: dict[StepKind, GuardedAction] = {StepKind.RELOAD: GuardedAction.RELOAD,
+                                        StepKind.DRAIN: GuardedAction.APPLY,
+                                        StepKind.MOVE: GuardedAction.APPLY}
 
 
 class RemedyState(str, enum.Enum):
