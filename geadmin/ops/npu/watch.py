@@ -26,7 +26,8 @@ ReportSource = Callable[[float], FaultReport]  # now (epoch s) -> the server's f
 
 def snapshot_rows(report: FaultReport) -> tuple[list[FaultNow], list[ModelLoss]]:
     """The present faults of `report`, and what the ones that count took from each model."""
-    faults, losses = [], []
+    faults: list[FaultNow] = []
+    losses: list[ModelLoss] = []
     for impact in report.impacts:
         if not impact.record.present:
             continue
