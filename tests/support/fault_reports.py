@@ -31,5 +31,6 @@ def report(*impacts: ChipImpact, notes: Sequence[str] = ()) -> FaultReport:
 
 def drain_plan(model: str, chip: int) -> tuple[PlanStep, ...]:
     """What a reset level's plan says: drain the model, then the reset command for the operator."""
-    return (PlanStep(StepKind.DRAIN, f"take chip {chip} out of {model}'s device_ids", model=model, changes=True),
+    return (PlanStep(StepKind.DRAIN, f"take chip {chip} out of {model}'s device_ids", model=model,
+                     changes=True),
             PlanStep(StepKind.RESET, f"reset chip {chip}", command=f"npu-smi set -t reset -i {chip} -c 0"))

@@ -55,7 +55,8 @@ def test_the_exporter_says_each_present_fault_and_what_each_model_lost(tmp_path:
     faulted = report(impact(3, HBM_ECC, FaultLevel.RESTART_NPU, node="node-a", hits=[RESNET_HALF, BERT_ALL]),
                      impact(5, NOT_HANDLE, FaultLevel.NOT_HANDLE, node="node-a",
                             hits=[ModelHit("ocr", 1, 0)]),
-                     impact(6, HBM_ECC, FaultLevel.RESTART_NPU, node="node-a", present=False, hits=[BERT_ALL]))
+                     impact(6, HBM_ECC, FaultLevel.RESTART_NPU, node="node-a", present=False,
+                            hits=[BERT_ALL]))
     FaultWatcher(SERVER, Reports(faulted), home=tmp_path, clock=lambda: 100.0).run()
     found = scrape(tmp_path, 110.0)
     assert found[("geadmin_npu_fault", labels(node="node-a", npu="3", code="0x80E01801",
@@ -67,8 +68,9 @@ def test_the_exporter_says_each_present_fault_and_what_each_model_lost(tmp_path:
                                                               npu="3", code="0x80E01801",
                                                               level="RestartNPU"))] == 1.0
     assert found[("geadmin_model_instances", labels(server=SERVER, model="resnet", node="node-a"))] == 2.0
-    assert found[("geadmin_model_instances_lost", labels(server=SERVER, model="resnet", node="node-a"))] == 1.0
-    assert found[("geadmin_model_instances_lost", labels(server=SERVER, model="bert", node="node-a"))] == 1.0
+    lost = "geadmin_model_instances_lost"
+    assert found[(lost, labels(server=SERVER, model="resnet", node="node-a"))] == 1.0
+    assert found[(lost, labels(server=SERVER, model="bert", node="node-a"))] == 1.0
     assert not [k for k in found if ("model", "ocr") in k[1]], "a NotHandleFault takes nothing"
 
 
