@@ -1,6 +1,7 @@
 """What the commands share: the options of those that talk to a Triton and how they pick it,
-the one table layout, the consent asked before a change that takes an ensemble down, and what
-else changed state after one. A command module imports only this one of its siblings
+a command's sub-commands added by other modules (`geadmin npu remedy`), the one table layout,
+the consent asked before a change that takes an ensemble down, and what else changed state
+after one. A command module imports only this one of its siblings
 (tests/unit/test_architecture.py)."""
 
 from __future__ import annotations
@@ -66,6 +67,17 @@ def add_connection_args(parser: argparse.ArgumentParser, *, log_and_repository: 
                             help="the served model repository, to check layouts and show configs of "
                             "models that are not loaded (env GEADMIN_REPOSITORY; default: the "
                             "running stack's)")
+
+
+def sub_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+                 parent: str) -> argparse._SubParsersAction[argparse.ArgumentParser]:
+    """The sub-commands of command `parent` (registered before), made on first use: a module adds
+    `geadmin npu remedy` without importing the `npu` module, and the command alone still runs."""
+    parser = subparsers.choices[parent]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return action
+    return parser.add_subparsers(dest=f"{parent}_command", metavar="SUBCOMMAND", required=False)
 
 
 def positive_seconds(text: str) -> float:

@@ -106,6 +106,11 @@ BY_COMMAND: dict[str, tuple[str, dict[ExitCode, str]]] = {
         ExitCode.OK: "the NPUs were listed",
         ExitCode.FAILED: "an NPU source that was asked for gave no devices",
     }),
+    "npu_remedy": ("npu remedy", {
+        ExitCode.OK: "the plan of every fault on the chip was shown (dry run) or every step applied",
+        ExitCode.FAILED: "no fault present on the chip, or a step failed or was refused (the reason is "
+                         "printed)",
+    }),
     "top": ("top", {
         ExitCode.OK: "stopped with Ctrl-C, or the rounds asked for were shown",
         ExitCode.FAILED: "Triton's metrics cannot be read",

@@ -15,6 +15,7 @@ from geadmin.cli import (
     config,
     fleet,
     models,
+    npu_remedy,
     objectives,
     probe,
     status,
@@ -31,8 +32,9 @@ from geadmin.cli import users as users_command
 from geadmin.cli.exit_codes import ExitCode
 from geadmin.errors import GeAdminError
 
+# A module that adds a sub-command under another's command (`npu remedy`) comes after that command.
 COMMANDS = (up, status, models, config, audit_log, bundle, infer_command,
-            npu_command, top_command, sampler_command, users_command, bench_command,
+            npu_command, npu_remedy, top_command, sampler_command, users_command, bench_command,
             dashboard_command, probe, alerts, objectives, tune, fleet)
 REPORT_HINT = ("this is a bug in geadmin: please report it, with the file `geadmin bundle` writes "
                "(and the traceback: run again with GEADMIN_DEBUG=1)")

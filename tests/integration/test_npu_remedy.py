@@ -50,9 +50,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TritonPro
     add_device_model(repository, TWO_CHIPS, "0,1")
     add_device_model(repository, ONE_CHIP, "0")
     with TritonProcess(repository, models=[TWO_CHIPS, ONE_CHIP], log_path=root / "triton.log",
-                       exit_timeout_s=1) as triton:
-        with TritonClient(triton.http_url) as client:
-            yield triton, client
+                       exit_timeout_s=1) as triton, TritonClient(triton.http_url) as client:
+        yield triton, client
 
 
 def served_device_ids(client: TritonClient, model: str) -> str:

@@ -49,7 +49,7 @@ from geadmin.telemetry.sources.fault_table import FaultLevel
 from geadmin.triton.client import TritonClient
 from geadmin.triton.servers import ServerSpec
 from tests.support.auth import admin_auth, auth_as
-from tests.support.fault_reports import HBM_ECC, drain_plan, impact
+from tests.support.fault_reports import HBM_ECC, drain_plan, impact, report
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = 'name: "m"\nbackend: "python"\nmax_batch_size: 4\n'
@@ -271,6 +271,10 @@ GUARDED: dict[str, tuple[GuardedAction, Call]] = {
         GuardedAction.APPLY, lambda w, a: remedy_of_m(w, a, "drain")),
     "geadmin.ops.npu.remedy.apply_plan[reload]": (
         GuardedAction.RELOAD, lambda w, a: remedy_of_m(w, a, "reload")),
+    "geadmin.ops.npu.remedy.apply_chip_plan": (
+        GuardedAction.APPLY, lambda w, a: remedy.apply_chip_plan(
+            report(impact(0, HBM_ECC, FaultLevel.RESTART_NPU, plan=drain_plan("m", 0))), 0, a,  # type: ignore[arg-type]
+            dry_run=False, client=w.client, repository=w.repository, home=w.home)),
     "geadmin.ops.monitoring.save_probe_input": (
         GuardedAction.MONITORING, lambda w, a: monitoring.save_probe_input(
             "m", {"x": InputSource(SourceKind.ZEROS)}, auth=a, home=w.home)),

@@ -33,7 +33,7 @@ from geadmin import audit
 from geadmin.access.guard import Authorization, require
 from geadmin.access.roles import GuardedAction
 from geadmin.audit import Actor, Result
-from geadmin.diagnose.npu_faults import ChipImpact, PlanStep, StepKind
+from geadmin.diagnose.npu_faults import ChipImpact, FaultReport, PlanStep, StepKind
 from geadmin.errors import GeAdminError, InvalidArgumentError, WorkspaceDatabaseError
 from geadmin.ops.models.actions import ModelAction, run_action
 from geadmin.ops.models.apply import apply_config
@@ -98,6 +98,38 @@ def apply_plan(impact: ChipImpact, authorization: Authorization | None, *, dry_r
                                        "model repository (--url/--server and --repository)")
     job = _Remedy(impact, dry_run, client, repository, home, log, metrics_url, authorization, actor)
     return [job.step(step) for step in impact.plan]
+
+
+@dataclass(frozen=True)
+class ChipRemedy:
+    """One fault of the chip, and what each step of its plan did (or would do)."""
+
+    impact: ChipImpact
+    outcomes: tuple[RemedyOutcome, ...]
+
+    @property
+    def ok(self) -> bool:
+        return all(o.ok for o in self.outcomes)
+
+
+def apply_chip_plan(report: FaultReport, chip: int, authorization: Authorization | None, *, node: str = "",
+                    dry_run: bool = True, client: TritonClient | None = None, repository: Path | None = None,
+                    home: Path | None = None, log: LogSource | None = None,
+                    metrics_url: str | None = None) -> list[ChipRemedy]:
+    """`apply_plan` for every fault present on `chip` of `node` in `report` ([] when it has none);
+    a step an earlier fault's plan of the same chip already holds (the same kind, the same model)
+    is not run twice: a chip with two codes is drained once."""
+    chosen = [i for i in report.impacts
+              if i.record.present and i.record.fault.chip == chip and i.record.fault.node == node]
+    seen: set[tuple[StepKind, str]] = set()
+    done = []
+    for one in chosen:
+        fresh = tuple(s for s in one.plan if (s.kind, s.model) not in seen or s.kind not in NEEDS)
+        seen.update((s.kind, s.model) for s in fresh)
+        outcomes = apply_plan(replace(one, plan=fresh), authorization, dry_run=dry_run, client=client,
+                              repository=repository, home=home, log=log, metrics_url=metrics_url)
+        done.append(ChipRemedy(one, tuple(outcomes)))
+    return done
 
 
 @dataclass
