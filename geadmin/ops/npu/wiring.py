@@ -3,8 +3,9 @@ the sampler's watcher (`host_fault_report`) and `geadmin npu remedy` (`current_r
 
 MERGE (lead): both bodies are the calls below, made against the other helpers' functions
 (`faults-core`: `read_faults`, `record_reading`, `fault_records`, `load_table`;
-`faults-impact`: `fault_report`, `assess_faults`); until then they raise NotImplementedError,
-so nothing wires the watcher (RecordingOptions.faults is None) and the CLI says so.
+`faults-impact`: `fault_report`, `assess_faults`); until then they raise TelemetryError,
+so nothing wires the watcher (RecordingOptions.fault_watch is False), and the CLI and the NPUs
+page say the faults were not read (a TelemetryError naming this module).
 """
 
 from __future__ import annotations
@@ -13,7 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from geadmin.diagnose.npu_faults import FaultReport
+from geadmin.errors import TelemetryError
 from geadmin.triton.client import TritonClient
+
+NOT_WIRED = "the NPU fault readers are not wired into this build yet (geadmin.ops.npu.wiring)"
 
 
 @dataclass(frozen=True)
@@ -40,10 +44,10 @@ def host_fault_report(sources: HostFaultSources, now_s: float, *, home: Path | N
         return assess_faults(records, load_table(sources.table_override), maps,
                              ensembles=<member -> ensembles>, notes=reading.notes)
     (or faults-impact's `fault_report(FaultSources(...))` when it records the reading too)."""
-    raise NotImplementedError("wired at merge: faults-core's read_faults/record_reading and faults-impact's "
-                              "assess_faults (geadmin.ops.npu.wiring)")
+    raise TelemetryError(f"{NOT_WIRED}: faults-core's read_faults / record_reading and faults-impact's "
+                         "assess_faults")
 
 
 def current_report(sources: HostFaultSources, *, home: Path | None = None) -> FaultReport:
     """What `geadmin npu remedy` plans from: faults-impact's `fault_report(FaultSources(...))`."""
-    raise NotImplementedError("wired at merge: faults-impact's fault_report (geadmin.ops.npu.wiring)")
+    raise TelemetryError(f"{NOT_WIRED}: faults-impact's fault_report")
