@@ -20,8 +20,10 @@ import pandas as pd
 import streamlit as st
 
 from geadmin.diagnose.npu_faults import ChipImpact, FaultReport
-from geadmin.errors import GeAdminError
+from geadmin.errors import GeAdminError, TelemetryError
+from geadmin.fleet.discovery import Discovery
 from geadmin.ops.npu.remedy import NEEDS, RemedyOutcome, RemedyState, apply_plan
+from geadmin.ops.npu.wiring import NOT_WIRED
 from geadmin.telemetry.sources.fault_table import FaultLevel
 from geadmin.triton.client import TritonClient
 from pages.ui import access, keys, outside_text
@@ -114,7 +116,8 @@ def plan_view(impact: ChipImpact, *, client: TritonClient | None, repository: Pa
     st.markdown("**Plan**")
     for number, step in enumerate(impact.plan, 1):
         line = f"{number}. {outside_text.text(step.text)}"
-        st.markdown(line + (f"  \n`{step.command}` (for you to run: geadmin never resets hardware)"
+        command = step.command.replace("`", "'")
+        st.markdown(line + (f"  \n`{command}` (for you to run: geadmin never resets hardware)"
                             if step.command else ""))
     cid = card_id(impact)
     outcomes_key = keys.NPU_FAULT_OUTCOMES_PREFIX + cid
@@ -173,8 +176,25 @@ def _hits_text(impact: ChipImpact) -> str:
     return ", ".join(f"{h.model} ({h.instances_lost}/{h.instances_total})" for h in impact.hits) or "-"
 
 
+def fleet_faults(found: Discovery) -> None:
+    """The Fleet page's section: the fleet's faults grouped by node (one core call)."""
+    try:
+        report = fleet_fault_report(found)
+    except GeAdminError as exc:
+        st.caption(f"NPU faults of the fleet not read: {exc}")
+        return
+    st.subheader("NPU faults by node")
+    faults_by_node(report)
+
+
+def fleet_fault_report(found: Discovery) -> FaultReport:
+    """MERGE (lead): faults-impact's fleet report (geadmin.fleet.npu_faults: ChipFault.node = the
+    member's node label); the fleet floor is above geadmin.ops.npu.wiring, so its seam is here."""
+    raise TelemetryError(f"{NOT_WIRED}: faults-impact's fleet report of {found.fleet.name}")
+
+
 def faults_by_node(report: FaultReport) -> None:
-    """The Fleet page's view: each node with its faulted chips and the models they hit."""
+    """Each node with its faulted chips and the models they hit."""
     nodes = sorted({i.record.fault.node for i in report.impacts if i.record.present})
     for note in report.notes:
         st.caption(f":material/info: {outside_text.text(note)}")

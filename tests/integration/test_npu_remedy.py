@@ -21,25 +21,13 @@ from geadmin.stack.tritonserver import TritonProcess
 from geadmin.telemetry.sources.fault_table import FaultLevel
 from geadmin.triton.client import TritonClient
 from tests.support.auth import auth_as, viewer_auth
-from tests.support.fault_reports import HBM_ECC, drain_plan, impact
-from tests.support.samples import ANSWERING_EXECUTE, add_python_model
+from tests.support.fault_reports import HBM_ECC, add_device_model, drain_plan, impact
 
 pytestmark = pytest.mark.integration
 
 TWO_CHIPS = "two_chips"
 ONE_CHIP = "one_chip"
 FAULT = "NPU fault on chip 0 (code 0x80E01801, level RestartNPU)"
-
-
-def add_device_model(repository: Path, name: str, device_ids: str) -> Path:
-    model = add_python_model(repository, name)
-    (model / "1" / "model.py").write_text((model / "1" / "model.py").read_text() + ANSWERING_EXECUTE)
-    config = model / "config.pbtxt"
-    config.write_text(config.read_text()
-                      + "# the NPUs of this model's instances\n"
-                      + f'parameters {{ key: "device_ids" value {{ string_value: "{device_ids}" }} }}\n'
-                      + "instance_group [{ count: 2 kind: KIND_CPU }]\n")
-    return model
 
 
 @pytest.fixture(scope="module")
