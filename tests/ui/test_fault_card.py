@@ -31,7 +31,8 @@ NOWHERE = "http://127.0.0.1:9"
 DRAINED = "resnet"
 DOWN = report(
     impact(3, HBM_ECC, FaultLevel.RESTART_NPU, node="node-a",
-           hits=[ModelHit(DRAINED, 2, 1, ("pipeline",)), ModelHit("bert", 1, 1)], plan=drain_plan(DRAINED, 3)),
+           hits=[ModelHit(DRAINED, 2, 1, ("pipeline",)), ModelHit("bert", 1, 1)],
+           plan=drain_plan(DRAINED, 3)),
     impact(5, NOT_HANDLE, FaultLevel.NOT_HANDLE, node="node-a"),
     impact(1, HBM_ECC, FaultLevel.RESTART_NPU, node="node-b", hits=[ModelHit("ocr", 2, 1)],
            plan=(PlanStep(StepKind.RELOAD, "reload ocr", model="ocr", changes=True),)))
@@ -67,7 +68,8 @@ def cards(at: AppTest) -> list[str]:
     return [m.value for m in at.markdown if m.value.startswith("**NPU ")]
 
 
-def test_each_faulted_chip_has_a_card_with_code_level_models_and_plan(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_each_faulted_chip_has_a_card_with_code_level_models_and_plan(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     hand(monkeypatch, DOWN)
     at = npu_page()
     assert cards(at) == ["**NPU 3 · node\\-a · `0x80E01801` · RestartNPU**",
@@ -93,7 +95,8 @@ def test_a_link_opens_on_its_chip_s_card_and_a_chip_without_a_fault_is_said(
     at = npu_page(npu="1", node="node-b")
     assert cards(at)[0].startswith("**NPU 1 · node\\-b")
     gone = npu_page(npu="7", node="node-a")
-    assert any("The link names NPU 7" in i.value and "no fault is recorded there now" in i.value for i in gone.info)
+    assert any("The link names NPU 7" in i.value and "no fault is recorded there now" in i.value
+               for i in gone.info)
 
 
 def test_a_link_with_a_chip_that_is_no_number_is_said_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -156,3 +159,25 @@ def test_apply_drains_the_chip_on_the_real_server_and_the_audit_names_the_fault(
     assert row.result == "ok"
     assert row.message.startswith("NPU fault on chip 3 of node node-a (code 0x80E01801, level RestartNPU): "
                                   "drain resnet")
+
+
+def by_node_script(faults: object) -> None:  # run as a script of its own: its names are imported inside
+    from pages.ui.fault_card import faults_by_node
+
+    faults_by_node(faults)  # type: ignore[arg-type]
+
+
+def test_the_fleet_view_groups_the_present_faults_by_node_with_the_models_down() -> None:
+    cleared = impact(2, HBM_ECC, FaultLevel.RESTART_NPU, node="node-c", present=False)
+    at = run(AppTest.from_function(by_node_script, args=(report(*DOWN.impacts, cleared),)))
+    assert [m.value for m in at.markdown] == ["**node\\-a** · 2 faults · DOWN: bert",
+                                              "**node\\-b** · 1 fault"]
+    node_a, node_b = (d.value for d in at.dataframe)
+    assert list(node_a["NPU"]) == [3, 5] and list(node_a["needs action"]) == ["yes", "no"]
+    assert list(node_a["models hit"]) == ["resnet (1/2), bert (1/1)", "-"]
+    assert list(node_b["card"]) == ["/npu?npu=1&node=node-b"]
+
+
+def test_a_fleet_without_faults_says_so() -> None:
+    at = run(AppTest.from_function(by_node_script, args=(report(),)))
+    assert [c.value for c in at.caption] == ["No NPU fault present on the fleet's nodes."]
