@@ -13,6 +13,7 @@
 - tune.py            `geadmin tune MODEL`: search a model's serving config
 - top.py             `geadmin top`: what Triton is doing now, per model
 - npu.py             `geadmin npu`: this host's Ascend NPUs
+- npu_remedy.py      `geadmin npu remedy`: a faulted chip's plan, dry run by default (--apply)
 - sampler.py         `geadmin sampler`: record telemetry into the workspace history
 - probe.py           `geadmin probe`: a small real request to every READY model
 - objectives.py      `geadmin objectives`: per-model p99 target and error budget
