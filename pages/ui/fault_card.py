@@ -130,7 +130,8 @@ def plan_view(impact: ChipImpact, *, client: TritonClient | None, repository: Pa
     if dry_col.button("Dry run", key=keys.NPU_FAULT_DRY_PREFIX + cid, help="what each step would do; "
                       "changes nothing"):
         _run(impact, outcomes_key, None, dry_run=True, **run)
-    dry_done = outcomes_key in st.session_state
+    last = st.session_state.get(outcomes_key)
+    dry_done = last is not None and not last[0]  # an Apply asks for a new dry run before the next
     confirmed = confirm_col.checkbox("I read the dry run: apply this plan",
                                      key=keys.NPU_FAULT_CONFIRM_PREFIX + cid,
                                      disabled=not changing or not permitted or not dry_done,
