@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from geadmin.errors import PortInUseError
-from geadmin.ops.npu.watch import FaultWatcher
+from geadmin.ops.npu.watch import FAULT_EVERY_S, FaultWatcher
 from geadmin.ops.npu.wiring import HostFaultSources, host_fault_report
 from geadmin.ops.probe import DEFAULT_INTERVAL_S, MIN_INTERVAL_S, PROBE_TIMEOUT_S, Prober
 from geadmin.telemetry.alerting.exporter import MetricsEndpoint
@@ -93,6 +93,8 @@ class Recording:
         if self.client is not None:
             said.append(f"probing the READY models of {self.client.url} (each every "
                         f"{max(MIN_INTERVAL_S, opts.probe_interval_s):g}s)")
+        if self.client is not None and opts.fault_watch:
+            said.append(f"recording the NPU faults of {self.client.url}'s host (every {FAULT_EVERY_S:g}s)")
         if opts.watching:
             said.append(f"probing {opts.watching}")
         if self.endpoint is not None:
