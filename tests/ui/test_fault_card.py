@@ -181,3 +181,10 @@ def test_the_fleet_view_groups_the_present_faults_by_node_with_the_models_down()
 def test_a_fleet_without_faults_says_so() -> None:
     at = run(AppTest.from_function(by_node_script, args=(report(),)))
     assert [c.value for c in at.caption] == ["No NPU fault present on the fleet's nodes."]
+
+
+def test_nothing_faulted_draws_no_fault_section(monkeypatch: pytest.MonkeyPatch) -> None:
+    hand(monkeypatch, report(notes=["npu-smi not on PATH"]))
+    at = npu_page()
+    assert "Faults" not in [s.value for s in at.subheader] and not cards(at)
+    assert not [c.value for c in at.caption if "npu-smi not on PATH" in c.value]
