@@ -148,3 +148,28 @@ def test_the_first_read_is_never_skipped(tmp_path: Path, every_s: float) -> None
     reports = Reports(report())
     FaultWatcher(SERVER, reports, home=tmp_path, every_s=every_s, clock=lambda: 3.0).run()
     assert reports.asked == [3.0]
+
+
+def test_the_fault_rules_read_only_families_and_labels_the_exporter_writes(tmp_path: Path) -> None:
+    """Rules vs metrics: every geadmin_ series the two NPU-fault rules read, with every label they
+    match or join on, is on the exporter's page once a fault has been recorded."""
+    import re
+
+    import yaml
+
+    rules_file = Path(__file__).resolve().parents[2] / "deploy" / "prometheus" / "geadmin-alerts.yml"
+    rules = {r["alert"]: r for g in yaml.safe_load(rules_file.read_text())["groups"] for r in g["rules"]}
+    faulted = report(impact(3, HBM_ECC, FaultLevel.RESTART_NPU, node="node-a", hits=[RESNET_HALF]))
+    FaultWatcher(SERVER, Reports(faulted), home=tmp_path, clock=lambda: 100.0).run()
+    exported: dict[str, set[str]] = {}
+    for name, labelled in scrape(tmp_path, 100.0):
+        exported.setdefault(name, set()).update(label for label, _ in labelled)
+    for alert in ("NpuFaultTookInstances", "ModelNoHealthyInstance"):
+        expr = rules[alert]["expr"]
+        for name in re.findall(r"\b(geadmin_\w+)", expr):
+            assert name in exported, f"{alert} reads {name}, which the exporter does not write"
+        joined = {label.strip() for group in re.findall(r"(?:on|by) \(([^)]*)\)", expr)
+                  for label in group.split(",")}
+        matched = set(re.findall(r"(\w+)!?=~?\"", expr))
+        for name in re.findall(r"\b(geadmin_\w+)", expr):
+            assert joined | matched <= exported[name], (alert, name, joined | matched, exported[name])
