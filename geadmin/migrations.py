@@ -194,4 +194,32 @@ MIGRATIONS: tuple[Migration, ...] = (
         "CREATE UNIQUE INDEX npu_faults_key ON npu_faults (node, chip, IFNULL(code, -1), source)",
         "CREATE INDEX npu_faults_by_time ON npu_faults (last_seen)",
     )),
+    Migration("npu fault impact", (
+        # geadmin.telemetry.history.fault_impact: the sampler's fault watcher (geadmin.ops.npu.watch)
+        # rewrites a server's rows at each read, so they say the faults present now and what each
+        # model lost; geadmin's exporter leaves out rows not written again recently.
+        """CREATE TABLE npu_fault_now (
+            server TEXT NOT NULL,          -- the Triton whose watcher read it
+            node TEXT NOT NULL,            -- the host ('' for the server's own)
+            npu INTEGER NOT NULL,          -- the chip (the device id ACL and npu_ge use)
+            code TEXT NOT NULL,            -- 0x%08X, 'ACL n', or 'none' (unhealthy without a code)
+            level TEXT NOT NULL,           -- FaultLevel value
+            counts INTEGER NOT NULL,       -- 1: a level that needs action, or the chip is unhealthy
+            seen REAL NOT NULL,            -- epoch seconds: when the watcher last wrote it
+            PRIMARY KEY (server, node, npu, code)
+        )""",
+        """CREATE TABLE npu_fault_loss (
+            server TEXT NOT NULL,
+            node TEXT NOT NULL,
+            npu INTEGER NOT NULL,          -- the faulted chip
+            code TEXT NOT NULL,
+            level TEXT NOT NULL,
+            model TEXT NOT NULL,
+            instances_total INTEGER NOT NULL,  -- the model's instances on every chip of its server
+            instances_lost INTEGER NOT NULL,   -- those the faults that count took
+            down INTEGER NOT NULL,         -- 1: no healthy instance left
+            seen REAL NOT NULL,
+            PRIMARY KEY (server, node, npu, code, model)
+        )""",
+    )),
 )

@@ -1,5 +1,6 @@
 """Fleet: every server of a fleet as one — the model x server matrix, skew, servers down,
-outliers, grouped by node and Ascend type, refreshed in place with the time it was read — and
+outliers, grouped by node and Ascend type, refreshed in place with the time it was read — the
+NPU faults of its nodes, grouped by node (pages.ui.fault_card) — and
 rollouts in waves that stop and put every changed server back at the first failed health gate,
 asked for, shown (servers, waves, the change) and confirmed before they start, watched live,
 paused and aborted here. A rollout cut short (the dashboard killed mid-wave, an error) is shown
@@ -21,6 +22,7 @@ from geadmin.fleet.members import ASCEND, NODE
 from geadmin.fleet.status import FleetStatus, poll
 from pages.ui import access, interrupted_view, keys
 from pages.ui.errors import failure_of, show_failure
+from pages.ui.fault_card import fleet_faults
 from pages.ui.fleet_history_view import fleet_triage
 from pages.ui.fleet_rollout_view import rollout_form
 
@@ -49,6 +51,7 @@ def render() -> None:
         return
     found, status, _ = shown
     interrupted_view.fleet_rollouts(found)  # cut short: what changed where, Restore, Resume
+    fleet_faults(found)  # NPU faults grouped by node, with the models they hit
     fleet_triage()  # with GEADMIN_PROMETHEUS_URL: the fleet's bottlenecks
     rollout_form(found, status.models, fresh)
     watch(found.fleet.name)

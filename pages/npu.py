@@ -1,9 +1,12 @@
-"""NPUs: each device's utilization, HBM, temperature, power and health, refreshed in place,
+"""NPUs: a fault card per faulted chip first (code, level, the models and share of instances it
+took, the plan with Dry run / Apply: pages.ui.fault_card; `/npu?npu=N&node=NODE` opens on one),
+then each device's utilization, HBM, temperature, power and health, refreshed in place,
 the model <-> NPU map — which model fills which NPU — and each device's utilization and HBM
 over time from the sampler's history (geadmin.telemetry.history.store), gaps drawn as gaps."""
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Sequence
 from datetime import datetime, timezone
 
@@ -15,6 +18,7 @@ from tritonclient.grpc import model_config_pb2
 
 from geadmin import settings
 from geadmin.errors import GeAdminError, TelemetryError
+from geadmin.ops.npu import wiring
 from geadmin.telemetry.history import store as history
 from geadmin.telemetry.history.reader import open_history
 from geadmin.telemetry.history.store import Series
@@ -25,10 +29,12 @@ from geadmin.triton.client import TritonClient
 from pages.ui import keys
 from pages.ui.charts import style
 from pages.ui.context import client_for, selected_target
+from pages.ui.fault_card import fault_cards
 from pages.ui.fleet_history_view import node_table
 from pages.ui.telemetry import DEFAULT_RANGE, RANGES_MIN, triton_metrics_url
 
 REFRESH_S = 5
+FAULT_REFRESH_S = 10  # the faults are read from every source: not on every refresh of the figures
 CONFIG_TTL_S = 30  # configs change only on a reload: read them twice a minute at most
 GIB = 1 << 30
 WIDE_CHART_PX = 1000  # a chart across the page
@@ -48,9 +54,34 @@ NO_HISTORY = ("No NPU history yet: the sampler records each device's utilization
 
 def render() -> None:
     st.title("NPUs")
+    faults()
     live_npus()
     npu_history()
     node_table()  # with GEADMIN_PROMETHEUS_URL: which servers and models sit on each node's NPUs
+
+
+@st.fragment(run_every=FAULT_REFRESH_S)
+def faults() -> None:
+    """The fault cards of the selected server's host, from one core call (geadmin.ops.npu.wiring)."""
+    if keys.LINK_NPU in st.session_state or keys.LINK_MODEL in st.session_state:  # a link: once
+        st.session_state[keys.NPU_FAULT_LINKED] = (st.session_state.pop(keys.LINK_NPU, None),
+                                                   st.session_state.pop(keys.LINK_NODE, ""),
+                                                   st.session_state.pop(keys.LINK_MODEL, ""))
+    npu, node, model = st.session_state.get(keys.NPU_FAULT_LINKED, (None, "", ""))
+    target = selected_target()
+    url, _ = triton_metrics_url()
+    try:
+        client = client_for(target)
+        report = wiring.current_report(wiring.HostFaultSources(
+            client, url, exporter_url=settings.NPU_EXPORTER_URL.get(), npu_smi=shutil.which("npu-smi")))
+    except GeAdminError as exc:
+        st.caption(f"NPU faults not read: {exc}")
+        return
+    if not report.impacts and npu is None:
+        return  # nothing faulted: the devices below say the rest (a host without NPUs, one calm line)
+    st.subheader("Faults")
+    fault_cards(report, client=client, repository=target.repository, metrics_url=url, npu=npu, node=node,
+                model=model)
 
 
 @st.fragment(run_every=REFRESH_S)

@@ -15,6 +15,7 @@
 - top.py             `geadmin top`: what Triton is doing now, per model
 - npu.py             `geadmin npu`: this host's Ascend NPUs
 - npu_faults.py      `geadmin npu faults`: NPU faults, the models they hit, the next safe step
+- npu_remedy.py      `geadmin npu remedy`: a faulted chip's plan, dry run by default (--apply)
 - sampler.py         `geadmin sampler`: record telemetry into the workspace history
 - probe.py           `geadmin probe`: a small real request to every READY model
 - objectives.py      `geadmin objectives`: per-model p99 target and error budget

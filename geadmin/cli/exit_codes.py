@@ -125,6 +125,11 @@ BY_COMMAND: dict[str, tuple[str, dict[ExitCode, str]]] = {
         ExitCode.FAILED: "a model has no healthy instance left",
         ExitCode.UNREACHABLE: "a fault source asked for does not answer, or the fleet has no server",
     }),
+    "npu_remedy": ("npu remedy", {
+        ExitCode.OK: "the plan of every fault on the chip was shown (dry run) or every step applied",
+        ExitCode.FAILED: "no fault present on the chip, or a step failed or was refused (the reason is "
+                         "printed)",
+    }),
     "top": ("top", {
         ExitCode.OK: "stopped with Ctrl-C, or the rounds asked for were shown",
         ExitCode.FAILED: "Triton's metrics cannot be read",

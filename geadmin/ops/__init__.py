@@ -4,6 +4,7 @@
                 new models from templates, changes cut short found at the next start
 - infer/        test inference: one request built from the model's metadata, and what came back
 - bench/        load tests with perf_analyzer: run, parse, keep, compare
+- npu/          NPU faults: the sampler's fault watcher, and a chip's remedy plan applied (dry run first)
 - tune/         the tuner: search space, trial copies, memory check, results, applying a winner
 - capacity/     capacity from objectives: the measured saturation sweep, saved sweeps, the report
 - bundle.py     the diagnostics bundle an operator attaches to a ticket

@@ -2,7 +2,8 @@
 
 The sampler (`geadmin.telemetry.history.sampler`, scrape -> history, on a thread holding the
 workspace's sampler lock), the watchers it runs after each tick (the prober of one Triton's
-READY models, `geadmin.ops.probe`, and any other, e.g. a fleet's prober) and the endpoint that
+READY models, `geadmin.ops.probe`; with `fault_watch`, the NPU fault watcher of the same server,
+`geadmin.ops.npu.watch`; and any other, e.g. a fleet's prober) and the endpoint that
 serves geadmin's own metrics (`geadmin.telemetry.alerting.exporter`) start and stop together here.
 `geadmin sampler` and `geadmin up` both call `Recording`: one wiring, two faces. Each face
 decides what a refusal means for it (the CLI exits, `geadmin up` keeps serving without it).
@@ -14,6 +15,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from geadmin.errors import PortInUseError
+from geadmin.ops.npu.watch import FAULT_EVERY_S, FaultWatcher
+from geadmin.ops.npu.wiring import HostFaultSources, host_fault_report
 from geadmin.ops.probe import DEFAULT_INTERVAL_S, MIN_INTERVAL_S, PROBE_TIMEOUT_S, Prober
 from geadmin.telemetry.alerting.exporter import MetricsEndpoint
 from geadmin.telemetry.history.sampler import SamplerOptions, SamplerThread, Watcher
@@ -33,6 +36,7 @@ class RecordingOptions:
     metrics_port: int | None = None  # geadmin's own /metrics; None: not served
     metrics_host: str = "127.0.0.1"
     dashboard_url: str = ""  # where geadmin's alerts link
+    fault_watch: bool = False  # record the NPU faults of the probed server's host each tick
 
 
 class Recording:
@@ -46,12 +50,22 @@ class Recording:
                        if options.probe_url else None)
         probes = ([Prober(self.client, home=home, interval_s=options.probe_interval_s).run]
                   if self.client else [])
+        faults = [self._fault_watcher().run] if self.client and options.fault_watch else []
         try:
-            self.sampler = SamplerThread(options.sampler, say=say, watchers=[*probes, *options.watchers])
+            self.sampler = SamplerThread(options.sampler, say=say,
+                                         watchers=[*probes, *faults, *options.watchers])
         except BaseException:
             self._close_client()
             raise
         self.endpoint: MetricsEndpoint | None = None
+
+    def _fault_watcher(self) -> FaultWatcher:
+        assert self.client is not None
+        opts = self.options.sampler
+        sources = HostFaultSources(self.client, opts.metrics_url, exporter_url=opts.exporter_url,
+                                   npu_smi=opts.npu_smi, timeout_s=opts.timeout_s)
+        return FaultWatcher(self.client.url, lambda now_s: host_fault_report(sources, now_s, home=opts.home),
+                            home=opts.home)
 
     def start(self) -> Recording:
         self.sampler.start()
@@ -79,6 +93,8 @@ class Recording:
         if self.client is not None:
             said.append(f"probing the READY models of {self.client.url} (each every "
                         f"{max(MIN_INTERVAL_S, opts.probe_interval_s):g}s)")
+        if self.client is not None and opts.fault_watch:
+            said.append(f"recording the NPU faults of {self.client.url}'s host (every {FAULT_EVERY_S:g}s)")
         if opts.watching:
             said.append(f"probing {opts.watching}")
         if self.endpoint is not None:

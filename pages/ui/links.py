@@ -1,6 +1,7 @@
 """Deep links: every page takes its subject from the URL, so an alert, a bundle or a chat
 message opens the exact view — `/models?server=prod&model=resnet50`,
-`/metrics?model=resnet50&range=1%20h` (or `&from=2026-12-04T10:00:00Z`), `/editor?model=...`.
+`/metrics?model=resnet50&range=1%20h` (or `&from=2026-12-04T10:00:00Z`), `/editor?model=...`,
+`/npu?npu=3&node=node-a` (the fault card of chip 3 of that node; `node` empty: this host).
 
 `server` is a configured server's name or URL (the alert rules put Triton's URL there);
 `model` preselects the page's model picker once the page knows its choices (`preselect`),
@@ -19,11 +20,15 @@ from datetime import datetime, timezone
 
 import streamlit as st
 
+from geadmin import outside
 from geadmin.domain import Endpoint
 from geadmin.errors import ConfigError
 from pages.ui import keys, outside_text
 from pages.ui.context import targets
 from pages.ui.telemetry import RANGES_MIN
+
+MAX_CHIP_DIGITS = 4  # device ids are small numbers
+MAX_NODE_CHARS = 253  # a DNS name / Kubernetes node name at most
 
 
 def take_link(page: str) -> None:
@@ -35,10 +40,14 @@ def take_link(page: str) -> None:
     st.session_state[keys.LINK_SEEN] = seen
     st.session_state.pop(keys.LINK_MODEL, None)
     st.session_state.pop(keys.LINK_PROBLEM, None)
+    st.session_state.pop(keys.LINK_NPU, None)
+    st.session_state.pop(keys.LINK_NODE, None)
     if params.get("server"):
         _select_server(params["server"])
     if params.get("model"):
         st.session_state[keys.LINK_MODEL] = params["model"]
+    if params.get("npu"):
+        _take_chip(params["npu"], params.get("node", ""))
     label = range_label(params.get("range"), params.get("from"))
     if label:
         st.session_state[keys.METRICS_RANGE] = label
@@ -54,6 +63,16 @@ def _select_server(wanted: str) -> None:
     configured = ", ".join(outside_text.text(t.spec.name, 100) for t in known)
     st.session_state[keys.LINK_PROBLEM] = (f"The link names server {outside_text.quoted(wanted)}, which is "
                                            f"not configured here (configured: {configured}).")
+
+
+def _take_chip(npu: str, node: str) -> None:
+    """A chip is a device id (a few digits); a node a short label: anything else is said, not used."""
+    if not (npu.isascii() and npu.isdigit() and len(npu) <= MAX_CHIP_DIGITS):
+        st.session_state[keys.LINK_PROBLEM] = (f"The link names NPU {outside_text.quoted(npu)}, which is not "
+                                               "a chip number.")
+        return
+    st.session_state[keys.LINK_NPU] = int(npu)
+    st.session_state[keys.LINK_NODE] = outside.plain(node, MAX_NODE_CHARS).strip()  # compared, drawn escaped
 
 
 def _same_endpoint(a: str, b: str) -> bool:

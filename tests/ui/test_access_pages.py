@@ -33,7 +33,7 @@ pytestmark = pytest.mark.integration
 # Buttons that change nothing on the server or on disk, by label (prefix). Anything else a
 # viewer sees must be disabled.
 READ_ONLY = ("Sign out", "Refresh", "Reopen from disk", "Write knobs into the text", "Send",
-             "Retry", "Prepare bundle", "Cancel")
+             "Retry", "Prepare bundle", "Cancel", "Dry run")
 
 
 @pytest.fixture(autouse=True)

@@ -28,6 +28,7 @@ from geadmin.access.roles import REQUIRED_ROLE, GuardedAction, Role
 from geadmin.access.users import UsersFile
 from geadmin.audit import Actor
 from geadmin.diagnose import rollouts
+from geadmin.diagnose.npu_faults import PlanStep, StepKind
 from geadmin.errors import GeAdminError, NotAuthorizedError, PerfAnalyzerMissingError
 from geadmin.fleet import journal, resume, rollout, runs, versions
 from geadmin.fleet.members import Member, Trust
@@ -39,6 +40,7 @@ from geadmin.ops.bench.params import BenchSettings
 from geadmin.ops.capacity import sweep as capacity_sweep
 from geadmin.ops.infer.inputs import InputSource, SourceKind
 from geadmin.ops.models import actions, apply, create, explained_load, preview, put_back
+from geadmin.ops.npu import remedy
 from geadmin.ops.runs import Run
 from geadmin.ops.tune import apply as tune_apply
 from geadmin.ops.tune import objective as tune_objective
@@ -48,9 +50,11 @@ from geadmin.stack import drivers
 from geadmin.stack.drivers import ExitRecord, ServiceStatus
 from geadmin.telemetry.alerting.objectives import Objective
 from geadmin.telemetry.history.traffic import RecordedLoad
+from geadmin.telemetry.sources.fault_table import FaultLevel
 from geadmin.triton.client import TritonClient
 from geadmin.triton.servers import ServerSpec
 from tests.support.auth import admin_auth, auth_as
+from tests.support.fault_reports import HBM_ECC, drain_plan, impact, report
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -167,6 +171,14 @@ def interrupted_rollout(w: World) -> tuple[int, Path]:
     return started.id, home
 
 
+def remedy_of_m(w: World, auth: object, kind: str) -> object:
+    """A RestartNPU fault on chip 0 whose plan drains (or reloads) the world's model `m`."""
+    plan = drain_plan("m", 0) if kind == "drain" else (PlanStep(StepKind.RELOAD, "reload m", model="m",
+                                                                changes=True),)
+    return remedy.apply_plan(impact(0, HBM_ECC, FaultLevel.RESTART_NPU, plan=plan), auth,  # type: ignore[arg-type]
+                             dry_run=False, client=w.client, repository=w.repository, home=w.home)
+
+
 def restore_planted(w: World, auth: object) -> object:
     number, home = interrupted_rollout(w)
     return journal.restore(number, [member(w)], auth=auth, home=home, timeout_s=1)  # type: ignore[arg-type]
@@ -278,6 +290,14 @@ GUARDED: dict[str, tuple[GuardedAction, Call]] = {
         GuardedAction.BENCH,
         lambda w, a: start_load_test(w.client, BenchSettings("m", w.client.url), auth=a,
                                      home=w.home).wait(60)),
+    "geadmin.ops.npu.remedy.apply_plan[drain]": (
+        GuardedAction.APPLY, lambda w, a: remedy_of_m(w, a, "drain")),
+    "geadmin.ops.npu.remedy.apply_plan[reload]": (
+        GuardedAction.RELOAD, lambda w, a: remedy_of_m(w, a, "reload")),
+    "geadmin.ops.npu.remedy.apply_chip_plan": (
+        GuardedAction.APPLY, lambda w, a: remedy.apply_chip_plan(
+            report(impact(0, HBM_ECC, FaultLevel.RESTART_NPU, plan=drain_plan("m", 0))), 0, a,  # type: ignore[arg-type]
+            dry_run=False, client=w.client, repository=w.repository, home=w.home)),
     "geadmin.ops.monitoring.save_probe_input": (
         GuardedAction.MONITORING, lambda w, a: monitoring.save_probe_input(
             "m", {"x": InputSource(SourceKind.ZEROS)}, auth=a, home=w.home)),

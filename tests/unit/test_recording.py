@@ -75,3 +75,46 @@ def test_a_taken_metrics_port_is_said_with_the_port(tmp_path: Path) -> None:
             assert caught.value.port == port
         finally:
             recording.stop()
+
+
+def test_with_fault_watch_the_recording_records_the_host_s_faults_for_the_exporter(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The watcher is wired to the probed server and the sampler's sources; the report is handed
+    in place of the readers (`report_double`: geadmin.ops.npu.wiring is where they are called)."""
+    from geadmin.diagnose.npu_faults import FaultReport
+    from geadmin.ops.npu.wiring import HostFaultSources
+    from geadmin.stack import recording as wiring_module
+    from geadmin.telemetry.sources.fault_table import FaultLevel
+    from tests.support.fault_reports import HBM_ECC, impact, report
+
+    asked: list[HostFaultSources] = []
+
+    def report_double(sources: HostFaultSources, now_s: float, *, home: Path | None = None) -> FaultReport:
+        asked.append(sources)
+        return report(impact(3, HBM_ECC, FaultLevel.RESTART_NPU))
+
+    monkeypatch.setattr(wiring_module, "host_fault_report", report_double)
+    home, port = tmp_path / "home", free_port()
+    with serve(METRICS) as url:
+        recording = Recording(RecordingOptions(
+            SamplerOptions(url, home, 0.2, exporter_url="http://127.0.0.1:9/exporter"),
+            probe_url="http://127.0.0.1:9", fault_watch=True, metrics_port=port), say=lambda message: None)
+        served = recording.serve_metrics()
+        assert "recording the NPU faults of http://127.0.0.1:9's host (every 10s)" in recording.lines()
+        recording.start()
+        try:
+            def exported() -> bool:
+                with urllib.request.urlopen(str(served), timeout=10) as answer:
+                    return b'geadmin_npu_fault{code="0x80E01801",level="RestartNPU",node="",npu="3"} 1.0' \
+                        in answer.read()
+            deadline = threading.Event()
+            for _ in range(100):
+                if exported():
+                    break
+                deadline.wait(0.1)
+            assert exported()
+        finally:
+            recording.stop()
+    (sources, *_) = asked
+    assert (sources.client.url, sources.triton_metrics_url, sources.exporter_url) == (
+        "http://127.0.0.1:9", url, "http://127.0.0.1:9/exporter")

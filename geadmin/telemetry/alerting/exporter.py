@@ -4,7 +4,8 @@ with `--metrics-port` / GEADMIN_SAMPLER_METRICS_PORT).
 Everything is read from the workspace database at scrape time, so the page says what the
 sampler last recorded and nothing it did not: probes (`geadmin.ops.probe`), model states
 and since when (`geadmin.telemetry.history.watch`; a state not read again for STATE_FRESH_S is left
-out, so a server that left stops firing), the sampler's last sample per source
+out, so a server that left stops firing), the NPU faults present and the instances each model
+lost to them (`geadmin.telemetry.alerting.fault_metrics`), the sampler's last sample per source
 (`geadmin.telemetry.history.store`), the objectives (`geadmin.telemetry.alerting.objectives`). Names are
 prefixed `geadmin_`; Triton's own families are never re-exported or renamed. The alert
 rules in deploy/prometheus/geadmin-alerts.yml read these and Triton's metrics. geadmin's own
@@ -28,6 +29,7 @@ from geadmin import __version__
 from geadmin.errors import WorkspaceDatabaseError
 from geadmin.repository.trials import parse_name
 from geadmin.telemetry.alerting import objectives
+from geadmin.telemetry.alerting.fault_metrics import FAULT_FRESH_S, fault_families
 from geadmin.telemetry.history import store as history
 from geadmin.telemetry.history import watch
 
@@ -39,8 +41,10 @@ STATE_FRESH_S = 600.0
 
 class GeadminCollector(Collector):
     def __init__(self, home: Path | None, *, dashboard_url: str = "",
-                 clock: Callable[[], float] = time.time, state_fresh_s: float = STATE_FRESH_S) -> None:
+                 clock: Callable[[], float] = time.time, state_fresh_s: float = STATE_FRESH_S,
+                 fault_fresh_s: float = FAULT_FRESH_S) -> None:
         self.home = home
+        self.fault_fresh_s = fault_fresh_s
         self.dashboard_url = dashboard_url
         self.clock = clock
         self.state_fresh_s = state_fresh_s
@@ -79,6 +83,7 @@ class GeadminCollector(Collector):
         yield down
         yield from self._objective_families()
         yield from self._own_traffic_families(now)
+        yield from fault_families(self.home, now, self.fault_fresh_s)
 
     def _probe_families(self, now: float) -> Iterator[Metric]:
         success = GaugeMetricFamily("geadmin_probe_success",

@@ -8,5 +8,6 @@
 - prometheus_fleet.py  a scrape job's servers side by side, joined to their nodes' NPUs
 - reader.py            which history the charts read: the workspace database or Prometheus
 - faults.py            NPU fault records over time: first and last seen, present or cleared
+- fault_impact.py      the NPU faults present now and the instances each model lost (the exporter's)
 - traffic.py           the load a model really gets: recorded rate, peak and batch mix
 """
