@@ -73,7 +73,8 @@ def faults() -> None:
     try:
         client = client_for(target)
         report = wiring.current_report(wiring.HostFaultSources(
-            client, url, exporter_url=settings.NPU_EXPORTER_URL.get(), npu_smi=shutil.which("npu-smi")))
+            client, url, exporter_url=settings.NPU_EXPORTER_URL.get(), npu_smi=shutil.which("npu-smi"),
+            repository=target.repository))
     except GeAdminError as exc:
         st.caption(f"NPU faults not read: {exc}")
         return

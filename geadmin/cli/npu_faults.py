@@ -14,20 +14,18 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
+from dataclasses import replace
 
 from geadmin import settings
 from geadmin.cli.common import add_connection_args, client_for, sub_commands, target_from_args
 from geadmin.cli.exit_codes import ExitCode, help_text
-from geadmin.diagnose.fault_report import FaultSources, as_read, fault_report
 from geadmin.diagnose.fault_text import report_json, report_lines
 from geadmin.diagnose.npu_faults import FaultReport
 from geadmin.errors import FleetError, NpuSmiError, TelemetryError
 from geadmin.fleet.discovery import discover, fleet_named
-from geadmin.fleet.npu_faults import fleet_fault_report, read_fleet_faults
-from geadmin.telemetry.history.faults import record_reading
-from geadmin.telemetry.sources.detect import NpuSources
-from geadmin.telemetry.sources.npu_faults import read_faults
+from geadmin.fleet.npu_faults import fleet_faults_now
+from geadmin.ops.npu.wiring import HostFaultSources, current_report
+from geadmin.telemetry.history.sampler import default_npu_smi
 
 
 def exit_code(report: FaultReport) -> int:
@@ -38,23 +36,14 @@ def exit_code(report: FaultReport) -> int:
 
 def server_report(args: argparse.Namespace) -> FaultReport:
     target = target_from_args(args)
-    home = settings.home(args.home)
-    sources = NpuSources(exporter_url=args.exporter_url or settings.NPU_EXPORTER_URL.get(),
-                         triton_metrics_url=args.metrics_url or target.urls().metrics,
-                         triton_metrics_explicit=bool(args.metrics_url), timeout_s=args.timeout)
-    reading = read_faults(sources, npu_smi_file=args.npu_smi_file)
-    now_s = time.time()
-    if args.npu_smi_file:
-        records = as_read(reading, now_s)
-    else:
-        records = record_reading(reading, home=home, now_s=now_s)
-    client = client_for(target, args)
-    try:
-        return fault_report(FaultSources(npu=sources, npu_smi_file=args.npu_smi_file, client=client,
-                                         repository=target.repository, home=home,
-                                         table_override=args.fault_table), records, notes=reading.notes)
-    finally:
-        client.close()
+    sources = HostFaultSources(None, args.metrics_url or target.urls().metrics,
+                               exporter_url=args.exporter_url or settings.NPU_EXPORTER_URL.get(),
+                               npu_smi=None if args.npu_smi_file else default_npu_smi(),
+                               npu_smi_file=args.npu_smi_file, table_override=args.fault_table,
+                               repository=target.repository, metrics_explicit=bool(args.metrics_url),
+                               timeout_s=args.timeout)
+    with client_for(target, args) as client:
+        return current_report(replace(sources, client=client), home=settings.home(args.home))
 
 
 def fleet_report(args: argparse.Namespace) -> FaultReport:
@@ -64,11 +53,8 @@ def fleet_report(args: argparse.Namespace) -> FaultReport:
     if not found.members:
         raise FleetError(f"fleet {args.fleet!r} has no server: " + ("; ".join(found.problems) or
                          "its sources found none"))
-    readings = read_fleet_faults(found.members, timeout_s=args.timeout)
-    home, now_s = settings.home(args.home), time.time()
-    records = [r for reading in readings for r in record_reading(reading, home=home, now_s=now_s)]
-    return fleet_fault_report(found.members, records, timeout_s=args.timeout, table_override=args.fault_table,
-                              notes=[note for reading in readings for note in reading.notes])
+    return fleet_faults_now(found.members, home=settings.home(args.home), timeout_s=args.timeout,
+                            table_override=args.fault_table)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -1,6 +1,7 @@
 """NPU faults across a fleet: each member's faults on its node, joined with the models of the
-servers on that node, as one report. Reads only (a read-only member is fine: its /metrics page
-and Triton's open endpoints are enough).
+servers on that node, as one report. Nothing on a member changes (a read-only member is fine:
+its /metrics page and Triton's open endpoints are enough); `fleet_faults_now` records the
+readings in the workspace history, as `geadmin.ops.npu.wiring` does for one host.
 
 Each member is one Triton server; its node is its `node` label (geadmin.fleet.members: the
 Kubernetes node, the Prometheus target's node), else the member's own name (a server whose
@@ -15,12 +16,17 @@ node no source told is a machine of its own). Two steps, as on one server:
 2. `fleet_fault_report`: per node, the map of every member on it (chips are the node's, so the
    rows of its servers add up) and the ensembles above the models; then `assess_faults` over
    every record with those maps.
+
+`fleet_faults_now` does both, with the recording between: `geadmin npu faults --fleet` and the
+Fleet page call it.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from pathlib import Path
 
 from geadmin.diagnose.fault_report import FaultSources, node_view
 from geadmin.diagnose.impact import ensembles_above
@@ -29,7 +35,7 @@ from geadmin.errors import GeAdminError
 from geadmin.fleet import readonly
 from geadmin.fleet.members import NODE, Member
 from geadmin.stack.target import server_urls
-from geadmin.telemetry.history.faults import FaultRecord
+from geadmin.telemetry.history.faults import FaultRecord, record_reading
 from geadmin.telemetry.npu_map import MapRow, ModelMap
 from geadmin.telemetry.sources.detect import NpuSources
 from geadmin.telemetry.sources.fault_table import load_table
@@ -118,3 +124,13 @@ def _ensembles(client: TritonClient, models: Sequence[str], member: Member,
     except GeAdminError as exc:
         said.append(f"{member.name}: the ensembles above its models are not known: {exc}")
         return {}
+
+
+def fleet_faults_now(members: Sequence[Member], *, home: Path | None, timeout_s: float,
+                     table_override: str | None = None) -> FaultReport:
+    """Read every member's faults, record them per node (first / last seen, cleared), report."""
+    readings = read_fleet_faults(members, timeout_s=timeout_s)
+    now_s = time.time()
+    records = [r for reading in readings for r in record_reading(reading, home=home, now_s=now_s)]
+    return fleet_fault_report(members, records, timeout_s=timeout_s, table_override=table_override,
+                              notes=[note for reading in readings for note in reading.notes])

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from geadmin.errors import PortInUseError
 from geadmin.ops.npu.watch import FAULT_EVERY_S, FaultWatcher
-from geadmin.ops.npu.wiring import HostFaultSources, host_fault_report
+from geadmin.ops.npu.wiring import HostFaultSources, current_report
 from geadmin.ops.probe import DEFAULT_INTERVAL_S, MIN_INTERVAL_S, PROBE_TIMEOUT_S, Prober
 from geadmin.telemetry.alerting.exporter import MetricsEndpoint
 from geadmin.telemetry.history.sampler import SamplerOptions, SamplerThread, Watcher
@@ -64,7 +64,7 @@ class Recording:
         opts = self.options.sampler
         sources = HostFaultSources(self.client, opts.metrics_url, exporter_url=opts.exporter_url,
                                    npu_smi=opts.npu_smi, timeout_s=opts.timeout_s)
-        return FaultWatcher(self.client.url, lambda now_s: host_fault_report(sources, now_s, home=opts.home),
+        return FaultWatcher(self.client.url, lambda now_s: current_report(sources, now_s, home=opts.home),
                             home=opts.home)
 
     def start(self) -> Recording:

@@ -19,15 +19,18 @@ from urllib.parse import urlencode
 import pandas as pd
 import streamlit as st
 
+from geadmin import settings
 from geadmin.diagnose.npu_faults import ChipImpact, FaultReport
-from geadmin.errors import GeAdminError, TelemetryError
+from geadmin.errors import GeAdminError
 from geadmin.fleet.discovery import Discovery
+from geadmin.fleet.npu_faults import fleet_faults_now
 from geadmin.ops.npu.remedy import NEEDS, RemedyOutcome, RemedyState, apply_plan
-from geadmin.ops.npu.wiring import NOT_WIRED
 from geadmin.telemetry.sources.fault_table import FaultLevel
 from geadmin.triton.client import TritonClient
 from pages.ui import access, keys, outside_text
 from pages.ui.errors import failure_of, show_failure
+
+FLEET_READ_TIMEOUT_S = 5.0  # per member: a silent member is a note, not a stalled page
 
 STATE_ICONS = {RemedyState.SAID: ":material/campaign:", RemedyState.WOULD: ":material/visibility:",
                RemedyState.DONE: ":material/check:", RemedyState.FAILED: ":material/error:",
@@ -189,9 +192,8 @@ def fleet_faults(found: Discovery) -> None:
 
 
 def fleet_fault_report(found: Discovery) -> FaultReport:
-    """MERGE (lead): faults-impact's fleet report (geadmin.fleet.npu_faults: ChipFault.node = the
-    member's node label); the fleet floor is above geadmin.ops.npu.wiring, so its seam is here."""
-    raise TelemetryError(f"{NOT_WIRED}: faults-impact's fleet report of {found.fleet.name}")
+    """Every member's faults read, recorded and joined with its node's models (one core call)."""
+    return fleet_faults_now(found.members, home=settings.home(), timeout_s=FLEET_READ_TIMEOUT_S)
 
 
 def faults_by_node(report: FaultReport) -> None:

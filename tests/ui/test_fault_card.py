@@ -18,6 +18,7 @@ from streamlit.testing.v1 import AppTest
 
 from geadmin import audit
 from geadmin.diagnose.npu_faults import FaultReport, ModelHit, PlanStep, StepKind
+from geadmin.errors import TelemetryError
 from geadmin.ops.npu import wiring
 from geadmin.ops.npu.remedy import AUDIT_ACTION
 from geadmin.stack.tritonserver import TritonProcess
@@ -108,7 +109,11 @@ def test_a_link_with_a_chip_that_is_no_number_is_said_not_used(monkeypatch: pyte
 
 
 def test_faults_not_read_are_one_caption_and_nothing_red(monkeypatch: pytest.MonkeyPatch) -> None:
-    at = npu_page()  # on this branch the readers are not wired: a TelemetryError, said calmly
+    def unreadable(sources: wiring.HostFaultSources, *, home: Path | None = None) -> FaultReport:
+        raise TelemetryError("npu-exporter at http://127.0.0.1:9/metrics does not answer")
+
+    monkeypatch.setattr(wiring, "current_report", unreadable)
+    at = npu_page()  # a source given explicitly that does not answer: said calmly
     assert any(c.value.startswith("NPU faults not read:") for c in at.caption)
     assert not at.error and not cards(at)
 

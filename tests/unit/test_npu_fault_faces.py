@@ -139,7 +139,7 @@ def test_a_watcher_that_cannot_read_is_one_reported_problem_and_the_sampler_tick
     watcher = FaultWatcher(SERVER, unreadable, home=tmp_path, every_s=0.0)
     sampler = Sampler(SamplerOptions("http://127.0.0.1:9/metrics", tmp_path), say=said.append,
                       watchers=[watcher.run])
-    assert "npu-exporter" in sampler._watch()
+    assert sampler._watch() == "NPU faults: npu-exporter at http://127.0.0.1:9/metrics does not answer"
     assert scrape(tmp_path, 100.0) == {}
 
 

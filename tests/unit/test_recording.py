@@ -93,7 +93,7 @@ def test_with_fault_watch_the_recording_records_the_host_s_faults_for_the_export
         asked.append(sources)
         return report(impact(3, HBM_ECC, FaultLevel.RESTART_NPU))
 
-    monkeypatch.setattr(wiring_module, "host_fault_report", report_double)
+    monkeypatch.setattr(wiring_module, "current_report", report_double)
     home, port = tmp_path / "home", free_port()
     with serve(METRICS) as url:
         recording = Recording(RecordingOptions(

@@ -3,7 +3,7 @@
 One `FaultWatcher` per server runs in the sampler's loop (`geadmin.stack.recording`: `geadmin
 up`, `geadmin sampler`). At most every `every_s` it asks for the server's fault report (the
 faults read from every source, recorded with first / last seen and cleared, and joined with
-the model <-> NPU map: `geadmin.ops.npu.wiring.host_fault_report`) and replaces the server's
+the model <-> NPU map: `geadmin.ops.npu.wiring.current_report`) and replaces the server's
 rows of `geadmin.telemetry.history.fault_impact` with what is present now and what each model
 lost, so geadmin's exporter and the alert rules see a fault clear at the next read. A report
 that cannot be made raises its GeAdminError: the sampler reports it once and ticks on, and the
@@ -42,6 +42,8 @@ def snapshot_rows(report: FaultReport) -> tuple[list[FaultNow], list[ModelLoss]]
 
 class FaultWatcher:
     """Records one server's fault report every `every_s`; `run` is the sampler's watcher."""
+
+    what = "NPU faults"  # how the sampler names this watcher's trouble
 
     def __init__(self, server: str, report: ReportSource, *, home: Path | None = None,
                  every_s: float = FAULT_EVERY_S, clock: Callable[[], float] = time.time) -> None:

@@ -122,7 +122,9 @@ class Sampler:
             try:
                 watcher()
             except GeAdminError as exc:
-                problems.append(f"probes: {str(exc).splitlines()[0]}")
+                # a watcher's owner may name itself (`what = "NPU faults"`); probes are the default
+                what = getattr(getattr(watcher, "__self__", None), "what", "probes")
+                problems.append(f"{what}: {str(exc).splitlines()[0]}")
         return "; ".join(problems)
 
     def run(self, stop: threading.Event) -> None:
