@@ -43,7 +43,7 @@ from geadmin.stack.tritonserver import TritonProcess
 from geadmin.telemetry.alerting.objectives import Objective
 from geadmin.telemetry.alerting.objectives import store as store_objective
 from geadmin.telemetry.derive import derive
-from geadmin.telemetry.history import store as history
+from geadmin.telemetry.history import record as history_record
 from geadmin.telemetry.sources.scrape import Scrape, parse
 from geadmin.triton.client import TritonClient
 from geadmin.triton.logs import LocalLogFile
@@ -250,7 +250,7 @@ def test_the_recorded_peak_is_replayed_and_named_with_its_window_and_source(
     now = time.time()
     pages = [recorded_page(now - 30, 0), recorded_page(now - 20, 40), recorded_page(now - 10, 140)]
     for before, after in itertools.pairwise(pages):  # 4 req/s, then 10 req/s: as the sampler records
-        history.record_window(derive(before, after), server.metrics_url, home=home)
+        history_record.record_window(derive(before, after), server.metrics_url, home=home)
     found = preview_change(client, server.repository, MODEL, paced_config("2") + "# same\n",
                            auth=admin_auth(), load=PreviewLoad(window_ms=1000), home=home,
                            metrics_url=server.metrics_url)

@@ -1,7 +1,7 @@
 """For capacity tests and the capacity benchmark: a python model with a known service time
 (each instance sleeps `service_s` per request, so k instances saturate at k / service_s
 requests/s), and a recorded request-rate ramp written into the workspace history the way the
-sampler writes it (geadmin.telemetry.history.store.record_window)."""
+sampler writes it (geadmin.telemetry.history.record.record_window)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from geadmin.telemetry.derive import ModelWindow, ServerStats, Window
-from geadmin.telemetry.history import store as history
+from geadmin.telemetry.history import record as history
 
 PACED_EXECUTE = """import time
 

@@ -1,6 +1,6 @@
 """Recorded traffic written into a workspace's history through the real store, as the sampler
 writes it: Triton-format /metrics pages, derived into windows (geadmin.telemetry.derive) and
-stored (geadmin.telemetry.history.store.record_window)."""
+stored (geadmin.telemetry.history.record.record_window)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from geadmin.telemetry.derive import derive
-from geadmin.telemetry.history import store
+from geadmin.telemetry.history import record
 from geadmin.telemetry.sources.scrape import Scrape, parse
 
 
@@ -31,4 +31,4 @@ def record_rates(home: Path, source: str, model: str, rates_rps: Sequence[float]
         served += rate * interval_s
         pages.append(requests_page(start_s + i * interval_s, model, round(served)))
     for before, after in itertools.pairwise(pages):
-        store.record_window(derive(before, after), source, home=home)
+        record.record_window(derive(before, after), source, home=home)

@@ -14,7 +14,7 @@ import pytest
 
 from geadmin.errors import NoRecordedLoadError
 from geadmin.telemetry.derive import derive
-from geadmin.telemetry.history import store
+from geadmin.telemetry.history import record as history_record
 from geadmin.telemetry.history.reader import WorkspaceHistory
 from geadmin.telemetry.history.traffic import (
     RecordedLoad,
@@ -47,7 +47,7 @@ def triton_page(ts: float, requests: dict[tuple[str, str], int], *, batch: int =
 
 def record(home: Path, pages: list[Scrape]) -> None:
     for before, after in itertools.pairwise(pages):
-        store.record_window(derive(before, after), SOURCE, home=home)
+        history_record.record_window(derive(before, after), SOURCE, home=home)
 
 
 def at(epoch_s: float) -> datetime:

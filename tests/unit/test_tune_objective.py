@@ -32,7 +32,7 @@ from geadmin.ops.tune.results import saturation_from_tune, save_document
 from geadmin.ops.tune.space import Candidate
 from geadmin.telemetry.alerting.objectives import Objective, store
 from geadmin.telemetry.derive import derive
-from geadmin.telemetry.history import store as history
+from geadmin.telemetry.history import record as history_record
 from geadmin.telemetry.history.reader import WorkspaceHistory
 from geadmin.telemetry.history.traffic import RecordedLoad
 from geadmin.telemetry.sources.scrape import parse
@@ -143,7 +143,7 @@ def record_traffic(home: Path, model: str, start_s: float) -> None:
                    f'nv_inference_exec_count{{model="{model}",version="1"}} {30 * i}\n',
                    timestamp_s=start_s + 2 * i) for i in range(4)]
     for before, after in itertools.pairwise(pages):
-        history.record_window(derive(before, after), SOURCE, home=home)
+        history_record.record_window(derive(before, after), SOURCE, home=home)
 
 
 def test_the_plan_refuses_without_an_objective_or_recorded_traffic(tmp_path: Path) -> None:
