@@ -208,3 +208,13 @@ def print_side_effects(side_effects: Sequence[StateChange]) -> None:
         print("geadmin: warning: also changed state (audited as side_effect):", file=sys.stderr)
         for change in side_effects:
             print(f"  {change.text()}", file=sys.stderr)
+
+
+def add_npu_source_args(parser: argparse.ArgumentParser, *, npu_smi_file: str, metrics_url: str) -> None:
+    """--exporter-url, --npu-smi-file and --metrics-url: where the NPU commands read (their help
+    says what each command reads there)."""
+    parser.add_argument("--exporter-url", default=None, metavar="URL",
+                        help="npu-exporter's metrics, e.g. http://host:8082/metrics (env "
+                        "GEADMIN_NPU_EXPORTER_URL)")
+    parser.add_argument("--npu-smi-file", default=None, metavar="FILE", help=npu_smi_file)
+    parser.add_argument("--metrics-url", default=None, metavar="URL", help=metrics_url)

@@ -16,7 +16,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from geadmin import settings
-from geadmin.cli.common import format_table, positive_seconds, triton_metrics
+from geadmin.cli.common import add_npu_source_args, format_table, positive_seconds, triton_metrics
 from geadmin.cli.exit_codes import ExitCode
 from geadmin.errors import InvalidArgumentError, TelemetryError
 from geadmin.telemetry.sources import npu_smi
@@ -105,15 +105,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description="Tries npu-exporter (--exporter-url), then npu-smi on PATH, then the npu_ge "
         "backend's metrics on Triton's /metrics, and shows the first that has devices. A host with no "
         "NPU gets one line saying what was looked at (exit 0).")
-    parser.add_argument("--npu-smi-file", default=None, metavar="FILE",
-                        help="parse a saved `npu-smi info` (or `info watch`, `info -t usages -i N`) "
-                        "output instead; - reads stdin")
-    parser.add_argument("--exporter-url", default=None, metavar="URL",
-                        help="npu-exporter's metrics, e.g. http://host:8082/metrics (env "
-                        "GEADMIN_NPU_EXPORTER_URL)")
-    parser.add_argument("--metrics-url", default=None, metavar="URL",
-                        help="Triton's metrics page (env GEADMIN_TRITON_METRICS_URL; default: the "
-                        "running stack's, else http://127.0.0.1:8002/metrics)")
+    add_npu_source_args(
+        parser,
+        npu_smi_file=("parse a saved `npu-smi info` (or `info watch`, `info -t usages -i N`) "
+                      "output instead; - reads stdin"),
+        metrics_url=("Triton's metrics page (env GEADMIN_TRITON_METRICS_URL; default: the "
+                     "running stack's, else http://127.0.0.1:8002/metrics)"))
     parser.add_argument("--timeout", type=positive_seconds, default=DEFAULT_TIMEOUT_S,
                         help=f"seconds to wait for each source (default {DEFAULT_TIMEOUT_S:g})")
     parser.add_argument("--json", action="store_true", help="print a JSON document")

@@ -17,7 +17,13 @@ import sys
 from dataclasses import replace
 
 from geadmin import settings
-from geadmin.cli.common import add_connection_args, client_for, sub_commands, target_from_args
+from geadmin.cli.common import (
+    add_connection_args,
+    add_npu_source_args,
+    client_for,
+    sub_commands,
+    target_from_args,
+)
 from geadmin.cli.exit_codes import ExitCode, help_text
 from geadmin.diagnose.fault_text import report_json, report_lines
 from geadmin.diagnose.npu_faults import FaultReport
@@ -83,15 +89,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "of their instances lost, and the next safe step. A NotHandleFault is shown, not alarmed.",
         epilog=help_text("npu_faults"))
     add_connection_args(parser, log_and_repository=False)
-    parser.add_argument("--exporter-url", default=None, metavar="URL",
-                        help="npu-exporter's metrics, e.g. http://host:8082/metrics (env "
-                        "GEADMIN_NPU_EXPORTER_URL)")
-    parser.add_argument("--npu-smi-file", default=None, metavar="FILE",
-                        help="read a saved `npu-smi info` output instead of the live sources (shown, not "
-                        "recorded in the history)")
-    parser.add_argument("--metrics-url", default=None, metavar="URL",
-                        help="Triton's metrics page: npu_ge's device errors and placements (default: the "
-                        "server's)")
+    add_npu_source_args(
+        parser,
+        npu_smi_file=("read a saved `npu-smi info` output instead of the live sources "
+                      "(shown, not recorded in the history)"),
+        metrics_url=("Triton's metrics page: npu_ge's device errors and placements "
+                     "(default: the server's)"))
     parser.add_argument("--fleet", default=None, metavar="NAME",
                         help="every server of a fleet ([[fleet]] in the servers file, 'default' for "
                         "GEADMIN_FLEET), each fault on its server's node label")

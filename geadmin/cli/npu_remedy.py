@@ -13,7 +13,14 @@ import json
 
 from geadmin import settings
 from geadmin.access import guard
-from geadmin.cli.common import add_connection_args, client_for, sub_commands, target_from_args, triton_metrics
+from geadmin.cli.common import (
+    add_connection_args,
+    add_npu_source_args,
+    client_for,
+    sub_commands,
+    target_from_args,
+    triton_metrics,
+)
 from geadmin.cli.exit_codes import ExitCode, help_text
 from geadmin.errors import InvalidArgumentError
 from geadmin.ops.npu import wiring
@@ -91,12 +98,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--node", default="", metavar="NODE", help="the node of the chip ('' : this host)")
     parser.add_argument("--apply", action="store_true",
                         help="make the changes (guarded, audited with the fault named); default: dry run")
-    parser.add_argument("--exporter-url", default=None, metavar="URL",
-                        help="npu-exporter's metrics (env GEADMIN_NPU_EXPORTER_URL)")
-    parser.add_argument("--npu-smi-file", default=None, metavar="FILE",
-                        help="read the faults from a saved `npu-smi info` output instead of npu-smi")
-    parser.add_argument("--metrics-url", default=None, metavar="URL",
-                        help="Triton's metrics page (npu_ge's placements and device errors; env "
-                        "GEADMIN_TRITON_METRICS_URL)")
+    add_npu_source_args(
+        parser,
+        npu_smi_file=("read the faults from a saved `npu-smi info` output instead of npu-smi"),
+        metrics_url=("Triton's metrics page (npu_ge's placements and device errors; env "
+                     "GEADMIN_TRITON_METRICS_URL)"))
     add_connection_args(parser)
     parser.set_defaults(func=run)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from geadmin.diagnose.impact import ensembles_above
 from geadmin.diagnose.npu_faults import FaultReport, assess_faults
-from geadmin.errors import GeAdminError, InvalidArgumentError, TelemetryError
+from geadmin.errors import GeAdminError, TelemetryError
 from geadmin.telemetry import npu_map
 from geadmin.telemetry.history.faults import FaultRecord, fault_records
 from geadmin.telemetry.npu_map import ModelMap
@@ -27,11 +27,9 @@ from geadmin.telemetry.sources import npu_smi
 from geadmin.telemetry.sources.detect import NpuSources, detect
 from geadmin.telemetry.sources.fault_table import load_table
 from geadmin.telemetry.sources.npu import NpuDevice, with_models
-from geadmin.telemetry.sources.npu_faults import FaultReading
+from geadmin.telemetry.sources.npu_faults import FaultReading, read_npu_smi_file
 from geadmin.telemetry.sources.scrape import scrape
 from geadmin.triton.client import TritonClient
-
-MAX_NPU_SMI_BYTES = 4 << 20  # a saved npu-smi output is a few KiB; more is not one
 
 
 @dataclass(frozen=True)
@@ -104,16 +102,3 @@ def _devices(sources: FaultSources) -> list[NpuDevice]:
         with contextlib.suppress(TelemetryError):
             devices = with_models(devices, scrape(url, timeout_s=sources.npu.timeout_s))
     return devices
-
-
-def read_npu_smi_file(path: str) -> str:
-    """A saved npu-smi output, bounded; a file that cannot be read is the operator's input."""
-    try:
-        with Path(path).open("rb") as handle:
-            data = handle.read(MAX_NPU_SMI_BYTES + 1)
-    except OSError as exc:
-        raise InvalidArgumentError(f"cannot read --npu-smi-file {path}: {exc.strerror or exc}") from exc
-    if len(data) > MAX_NPU_SMI_BYTES:
-        raise InvalidArgumentError(f"--npu-smi-file {path} is over {MAX_NPU_SMI_BYTES >> 20} MiB: not an "
-                                   "npu-smi output")
-    return data.decode("utf-8", errors="replace")

@@ -10,12 +10,18 @@ from pathlib import Path
 import pytest
 
 from geadmin.diagnose import fault_report as report_module
-from geadmin.diagnose.fault_report import MAX_NPU_SMI_BYTES, FaultSources, fault_report, read_npu_smi_file
-from geadmin.errors import InvalidArgumentError, MetricsUnavailableError
+from geadmin.diagnose.fault_report import FaultSources, fault_report
+from geadmin.errors import MetricsUnavailableError, NpuSmiError
 from geadmin.fleet import npu_faults as fleet_faults
 from geadmin.fleet.members import NODE, Member
 from geadmin.telemetry.sources.detect import NpuSources
-from geadmin.telemetry.sources.npu_faults import SOURCE_NPU_GE, ChipFault, FaultReading
+from geadmin.telemetry.sources.npu_faults import (
+    MAX_NPU_SMI_FILE_BYTES,
+    SOURCE_NPU_GE,
+    ChipFault,
+    FaultReading,
+    read_npu_smi_file,
+)
 from geadmin.triton.servers import ServerSpec
 from tests.support.faults import HBM_ECC, record, table
 from tests.support.http_doubles import closed_port, serve
@@ -55,11 +61,11 @@ def test_a_source_that_does_not_answer_is_a_note_and_the_faults_are_still_shown(
 
 def test_a_saved_npu_smi_file_that_cannot_be_read_or_is_too_big_is_the_operators_input(
         tmp_path: Path) -> None:
-    with pytest.raises(InvalidArgumentError, match=r"cannot read --npu-smi-file .*missing"):
+    with pytest.raises(NpuSmiError, match=r"cannot read the npu-smi file .*missing"):
         read_npu_smi_file(str(tmp_path / "missing"))
     big = tmp_path / "big.txt"
-    big.write_bytes(b"x" * (MAX_NPU_SMI_BYTES + 1))
-    with pytest.raises(InvalidArgumentError, match="is over 4 MiB: not an npu-smi output"):
+    big.write_bytes(b"x" * (MAX_NPU_SMI_FILE_BYTES + 1))
+    with pytest.raises(NpuSmiError, match="is over 4 MiB: not npu-smi output"):
         read_npu_smi_file(str(big))
 
 

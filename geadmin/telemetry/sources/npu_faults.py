@@ -307,7 +307,7 @@ def read_faults(sources: NpuSources, *, npu_smi_file: str | None = None, node: s
             notes.append(f"{SOURCE_EXPORTER}: {exc}")
             explicit.append(exc)
     if npu_smi_file is not None:
-        faults += faults_from_npu_smi(_read_file(npu_smi_file), node, notes=notes)
+        faults += faults_from_npu_smi(read_npu_smi_file(npu_smi_file), node, notes=notes)
         read.append(SOURCE_NPU_SMI)
     elif (binary := which(sources.npu_smi)) is not None:
         try:
@@ -333,7 +333,8 @@ def read_faults(sources: NpuSources, *, npu_smi_file: str | None = None, node: s
     return FaultReading(tuple(faults), tuple(read), tuple(notes), node)
 
 
-def _read_file(path: str) -> str:
+def read_npu_smi_file(path: str) -> str:
+    """A saved npu-smi output, bounded; unreadable or too big is an NpuSmiError (the operator's input)."""
     try:
         with Path(path).open("rb") as handle:
             raw = handle.read(MAX_NPU_SMI_FILE_BYTES + 1)
