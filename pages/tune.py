@@ -67,9 +67,7 @@ def objective_form(target: Target, ready: list[str]) -> None:
                                     help=why_not or "candidates measured at the recorded peak request rate")
     if not run:
         return
-    if target.repository is None:
-        st.error("The model repository is not known for this server (GEADMIN_REPOSITORY): the trial copy "
-                 "is written there.", icon=":material/error:")
+    if not repository_known(target):
         return
     try:
         plan = objective_plan(model, history=open_history(), since=parse_since(since),
@@ -103,9 +101,7 @@ def tune_form(target: Target, ready: list[str]) -> None:
         run = st.form_submit_button("Tune", type="primary", disabled=not permitted, help=why_not or None)
     if not run:
         return
-    if target.repository is None:
-        st.error("The model repository is not known for this server (GEADMIN_REPOSITORY): the trial copy "
-                 "is written there.", icon=":material/error:")
+    if not repository_known(target):
         return
     try:
         settings = TuneSettings(model, p99 or None, throughput or None, float(budget), int(concurrency))
@@ -239,3 +235,11 @@ def winner(target: Target, run: dict[str, Any]) -> None:
                 show_failure(failure_of(exc), title="Not applied")
                 return
         (st.success if result.ok else st.error)(result.message)
+
+
+def repository_known(target: Target) -> bool:
+    """The trial copy is written into the model repository: without one, say so and stop."""
+    if target.repository is None:
+        st.error("The model repository is not known for this server (GEADMIN_REPOSITORY): the trial copy "
+                 "is written there.", icon=":material/error:")
+    return target.repository is not None

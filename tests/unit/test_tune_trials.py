@@ -21,7 +21,7 @@ from geadmin import audit
 from geadmin.access import guard
 from geadmin.audit import Result
 from geadmin.cli.tune import limits
-from geadmin.errors import RepositoryError, TuneRefusedError
+from geadmin.errors import RepositoryError, TuneBusyError, TuneRefusedError
 from geadmin.ops.tune import trials as tune_trials
 from geadmin.ops.tune.apply import apply_winner, winner_refusal
 from geadmin.ops.tune.search import unstable
@@ -225,3 +225,17 @@ def test_a_copy_cut_short_while_staged_is_removed_too(repository: Path, tmp_path
     os.close(trials.write_marker(staged, trials.new_marker(MODEL, run, SERVER, tmp_path)))
     found = remove_left(repository, home=tmp_path)
     assert not staged.exists() and len(found.removed) == 1 and not found.problems
+
+
+@pytest.mark.parametrize(("exc", "said"), [
+    (TuneBusyError("another tuning run of m holds its lock\nsecond line"),
+     "another tuning run of m holds its lock"),
+    (KeyboardInterrupt(), "KeyboardInterrupt"),
+])
+def test_a_run_cut_short_is_audited_as_failed_with_its_first_line_and_its_run(
+        tmp_path: Path, exc: BaseException, said: str) -> None:
+    tune_trials.record_cut_short("capacity sweep", "m", "r1", exc, server="http://127.0.0.1:1",
+                                 actor=audit.Actor("ann"), home=tmp_path)
+    (row,) = audit.query(home=tmp_path)
+    assert (row.action, row.model, row.result) == ("tune", "m", "failed")
+    assert row.message == f"capacity sweep r1 ended without a result: {said}\nrun: r1"

@@ -30,7 +30,7 @@ from geadmin import audit, settings
 from geadmin.access.guard import Authorization, require
 from geadmin.access.roles import GuardedAction
 from geadmin.diagnose.capacity import MEASURED_NOW, SET_OBJECTIVE, Saturation, SweepStep
-from geadmin.errors import GeAdminError, InvalidArgumentError, TuneRefusedError, UnstableMeasurementError
+from geadmin.errors import InvalidArgumentError, TuneRefusedError, UnstableMeasurementError
 from geadmin.ops.bench.load_test import run_perf_analyzer
 from geadmin.ops.bench.params import MAX_REQUEST_RATE, BenchSettings
 from geadmin.ops.bench.results import REQUEST_RATE
@@ -176,10 +176,8 @@ def run_saturation_sweep(client: TritonClient, repository: Path, model: str, obj
             finally:
                 tune_trials.remove_trial(client, copy)
         except BaseException as exc:
-            why = str(exc).splitlines()[0] if isinstance(exc, GeAdminError) else type(exc).__name__
-            audit.try_record_action(tune_trials.ACTION, model, False, f"capacity sweep {run} ended without a "
-                                    f"result: {why}\n{tune_trials.RUN}: {run}", server=client.url, actor=who,
-                                    home=workspace)
+            tune_trials.record_cut_short("capacity sweep", model, run, exc, server=client.url, actor=who,
+                                         home=workspace)
             raise
     now = datetime.now(timezone.utc).replace(microsecond=0)
     result = Saturation(model, rate, instances, p99_ms,

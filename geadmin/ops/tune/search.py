@@ -202,10 +202,8 @@ def tune(client: TritonClient, repository: Path, tune_settings: TuneSettings, *,
             finally:
                 remove_trial(client, runner.copy)
         except BaseException as exc:
-            why = str(exc).splitlines()[0] if isinstance(exc, GeAdminError) else type(exc).__name__
-            audit.try_record_action(tune_trials.ACTION, model, False, f"tuning run {run} ended without a "
-                                    f"result: {why}\n{tune_trials.RUN}: {run}", server=client.url, actor=who,
-                                    home=workspace)
+            tune_trials.record_cut_short("tuning run", model, run, exc, server=client.url, actor=who,
+                                         home=workspace)
             raise
     best = found.best
     best_text = candidate_text(runner.live_text, best.candidate) if best else ""

@@ -89,6 +89,15 @@ def journal_row(model: str, marker: TrialMarker, path: Path, server: str, actor:
     return audit.record(ACTION, model, Result.STARTED, actor=actor, server=server, message=message, home=home)
 
 
+def record_cut_short(what: str, model: str, run: str, exc: BaseException, *, server: str, actor: Actor,
+                     home: Path) -> None:
+    """Audit a trial run (`what`: "tuning run", "capacity sweep") that ended without a result,
+    closing its `started` row; a GeAdminError says its first line, anything else its type."""
+    why = str(exc).splitlines()[0] if isinstance(exc, GeAdminError) else type(exc).__name__
+    audit.try_record_action(ACTION, model, False, f"{what} {run} ended without a result: {why}\n{RUN}: {run}",
+                            server=server, actor=actor, home=home)
+
+
 def make_trial(repository: Path, model: str, run: str, *, server: str, home: Path) -> TrialCopy:
     """The trial copy of `model` for run `run` (see the module docstring, step 2)."""
     if not trials.fits(model, run):
