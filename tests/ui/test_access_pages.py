@@ -182,6 +182,7 @@ PAGES: dict[str, Callable[[AppTest], None] | None] = {
     "playground.py": None,
     "load_test.py": None,
     "tune.py": None,
+    "capacity.py": None,
     "fleet.py": None,
     "settings.py": None,
 }
