@@ -253,8 +253,13 @@ def test_metrics_page_draws_the_charts_of_a_model_with_traffic(
         charts = page.locator("[data-testid='stPlotlyChart']")
         titles = ("Throughput", "Request latency (average, p50/p90/p99)", "Pending requests", "Batch size",
                   "Failures", f"Queue vs compute — {MODEL}")
+        # Each chart's box on screen, holding its title. (Not the title's own <tspan>: on a loaded
+        # CI host plotly's redraw every sampler interval left it with an empty box for 30 s while
+        # the chart itself was on screen.)
         for title in titles:
-            expect(charts.get_by_text(title, exact=True)).to_be_visible(timeout=30_000)
+            chart = charts.filter(has=page.get_by_text(title, exact=True))
+            expect(chart).to_have_count(1, timeout=30_000)
+            expect(chart).to_be_visible(timeout=30_000)
         expect(charts).to_have_count(len(titles))
         # one trace (no legend): plotly drew the model's line, a path with a segment ("L") between points
         throughput = charts.filter(has_text="Throughput")
