@@ -136,11 +136,12 @@ def confirm(action_value: str, names: tuple[str, ...], dependents: bool) -> None
     action = ModelAction(action_value)
     extra = " and their dependents" if action is ModelAction.UNLOAD and dependents else ""
     st.warning(f"{action.value.capitalize()} {len(names)} model(s){extra}: {', '.join(names)}?")
-    show_impact(impact.predict(selected_client(), action.value, names,
-                               repository=selected_target().repository))
+    found = impact.predict(selected_client(), action.value, names, repository=selected_target().repository)
+    show_impact(found)
     yes, no = st.columns(2)
     if no.button("Cancel"):
         del st.session_state[keys.MODELS_PENDING]
+        decline(found)
         st.rerun()
     if yes.button(f"Confirm {action.value}", type="primary"):
         del st.session_state[keys.MODELS_PENDING]
@@ -162,6 +163,23 @@ def confirm(action_value: str, names: tuple[str, ...], dependents: bool) -> None
                                      progress=progress, auth=auth)
         st.session_state[keys.MODELS_RESULTS] = results
         st.rerun()
+
+
+def decline(found: impact.Impact) -> None:
+    """Cancel on a change that would take an ensemble down is a refusal, audited as the CLI
+    audits a "no" to the same question (a change with nothing taken down asks nothing there)."""
+    if not found.takes_down:
+        return
+    target = selected_target()
+    refusal = f"not confirmed: {', '.join(found.taken_down)} would go down. Nothing was done"
+    try:
+        auth = access.auth_for(GuardedAction(found.action), model=", ".join(found.models),
+                               server=target.spec.url)
+    except GeAdminError as exc:
+        show_model_error(exc)
+        return
+    problem = actions.audit_refusal(target.spec.url, found.action, found.models, refusal, auth.who)
+    st.toast(refusal if not problem else f"{refusal} (not audited: {problem})", icon=":material/block:")
 
 
 def show_results() -> None:

@@ -1,7 +1,8 @@
 """Consequences on the pages, through AppTest against a real tritonserver with the whole sample
 stack loaded: the Models page and the config editor name digits_pipeline before a change to
 digits_classifier that takes it down, and list it after; a rollback asks first, and a Cancel
-is audited as a refusal, as the CLI audits a "no"."""
+(there, and of an unload that takes the pipeline down) is audited as a refusal, as the CLI
+audits a "no"."""
 
 from __future__ import annotations
 
@@ -70,6 +71,23 @@ def test_models_page_names_the_pipeline_before_an_unload_and_lists_it_after(
     assert state_of(server, PIPELINE) is ModelState.UNAVAILABLE
     [row] = audit.query(action="unload", model=PIPELINE, home=tmp_path / "home")  # the operator's, confirmed
     assert row.result == "ok" and audit.query(action="side_effect", home=tmp_path / "home") == []
+
+
+def test_models_page_audits_a_cancel_of_an_unload_that_takes_the_pipeline_down(
+        server: TritonProcess, tmp_path: Path) -> None:
+    at = page("models.py")
+    at.multiselect(key="models.selected").set_value([MEMBER])
+    at.selectbox(key="models.action").set_value("unload")
+    run(at)
+    button(at, "Unload…").click()  # type: ignore[attr-defined]
+    run(at)
+    button(at, "Cancel").click()  # type: ignore[attr-defined]
+    run(at)
+    [row] = audit.query(action="unload", home=tmp_path / "home")  # a cancel is a refusal, as the CLI's "no"
+    assert (row.model, row.result) == (MEMBER, "refused")
+    assert row.message == "not confirmed: digits_pipeline would go down. Nothing was done"
+    assert state_of(server, MEMBER) is ModelState.READY and state_of(server, PIPELINE) is ModelState.READY
+    assert not [b for b in at.button if b.label.startswith("Confirm")]
 
 
 def test_editor_shows_the_ensemble_refusal_as_an_error_and_apply_stays_off(server: TritonProcess) -> None:
