@@ -199,7 +199,8 @@ def bundle_download() -> None:
             bundle = build_bundle(selected_client(), repository=target.repository,
                                   log_path=target.log_path, log=target.log(),
                                   containers=compose_for(target.spec.url),
-                                  stack_file=Workspace(settings.home()).stack_file)
+                                  stack_file=Workspace(settings.home()).live_stack_file(),
+                                  metrics_url=target.urls().metrics)
         st.session_state[keys.OVERVIEW_BUNDLE] = (default_bundle_name(), bundle.packed(), bundle.problems)
     prepared = st.session_state.get(keys.OVERVIEW_BUNDLE)
     if prepared is None:

@@ -17,12 +17,12 @@ from geadmin.stack.workspace import Workspace
 
 def run(args: argparse.Namespace) -> int:
     target = target_from_args(args)
-    workspace = Workspace(settings.home())
-    stack_file = workspace.stack_file if workspace.live_stack() is not None else None  # not a stale one
+    stack_file = Workspace(settings.home()).live_stack_file()
     with client_for(target, args) as client:
         bundle = build_bundle(client, repository=target.repository, log_path=target.log_path,
                               stack_file=stack_file, log_bytes=int(args.log_mb * (1 << 20)),
-                              log=target.log(), containers=compose_for(target.spec.url))
+                              log=target.log(), containers=compose_for(target.spec.url),
+                              metrics_url=target.urls().metrics)
     path = write_bundle(bundle, Path(args.output or default_bundle_name()))
     if args.json:
         print(json.dumps({"path": str(path), "files": sorted(bundle.files),

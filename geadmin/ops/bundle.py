@@ -123,14 +123,18 @@ def build_bundle(
     log_bytes: int = DEFAULT_LOG_BYTES,
     log: LogSource | None = None,
     containers: Containers | None = None,
+    metrics_url: str | None = None,
 ) -> Bundle:
     """`log`: the log that explains failures when there is no `log_path` (a compose container's);
-    `containers`: the compose project that runs this server, whose services and logs go in."""
+    `containers`: the compose project that runs this server, whose services and logs go in;
+    `metrics_url`: Triton's /metrics, so the verdict weighs what `geadmin status` weighs (npu_ge
+    instances that cannot execute, npu_ge's device errors)."""
     secrets = tuple(dict.fromkeys(s for s in (client.admin_key, settings.ADMIN_KEY.get()) if s))
     bundle = Bundle(secrets=secrets)
     bundle.collect("server", lambda: _server(bundle, client))
     source = LocalLogFile(log_path) if log_path is not None else log
-    bundle.collect("verdict", lambda: _verdict(bundle, client, repository, source))
+    bundle.collect("verdict", lambda: _verdict(bundle, EvidenceSources(client, source, repository,
+                                                                      metrics_url=metrics_url)))
     bundle.collect("statistics", lambda: bundle.add_json(
         "server/statistics.json", [json_format.MessageToDict(s) for s in client.model_statistics()]))
     bundle.collect("models", lambda: _models(bundle, client, repository))
@@ -196,8 +200,9 @@ def _server(bundle: Bundle, client: TritonClient) -> None:
         for e in client.repository_index()])
 
 
-def _verdict(bundle: Bundle, client: TritonClient, repository: Path | None, log: LogSource | None) -> None:
-    verdict = assess(take_snapshot("server", client), EvidenceSources(client, log, repository))
+def _verdict(bundle: Bundle, sources: EvidenceSources) -> None:
+    assert sources.client is not None
+    verdict = assess(take_snapshot("server", sources.client), sources)
     bundle.add_json("verdict.json", verdict.to_json())
 
 

@@ -236,6 +236,10 @@ class Workspace:
             return None
         return info if pid_alive(info.pid) else None
 
+    def live_stack_file(self) -> Path | None:
+        """stack.json while its `geadmin up` runs, else None (a stale file describes nothing)."""
+        return self.stack_file if self.live_stack() is not None else None
+
     def rotate_triton_log(self) -> None:
         """Keep the previous run's log as `.1` so this run's log holds only this run."""
         try:

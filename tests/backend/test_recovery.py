@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import tarfile
 from pathlib import Path
 
 import numpy as np
 import pytest
 from tritonclient.utils import InferenceServerException
 
+from geadmin.cli.exit_codes import ExitCode
+from geadmin.cli.main import main
 from geadmin.diagnose.health import take_snapshot
 from geadmin.diagnose.verdict import EvidenceSources, Level, VerdictRule, assess
 from geadmin.triton.client import TritonClient
@@ -156,7 +159,8 @@ def test_a_hung_execution_forced_off_its_stream_is_leaked_at_unload_with_a_metri
 
 
 def test_a_lost_device_breaks_the_instance_for_good_and_other_devices_serve(
-    npu_triton: StartServer, npu_repo: Path
+    npu_triton: StartServer, npu_repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str]
 ) -> None:
     affine_model(npu_repo, "on_lost", batching="", device_ids="0")
     affine_model(npu_repo, "elsewhere", batching="", device_ids="1")
@@ -174,6 +178,18 @@ def test_a_lost_device_breaks_the_instance_for_good_and_other_devices_serve(
     (reason,) = verdict.reasons
     assert reason.model == "on_lost" and "no instance left that can execute" in reason.text, reason
     assert "geadmin models reload on_lost" in reason.fix
+    # the ticket's bundle weighs what status weighs: its verdict reads the same metrics
+    monkeypatch.setenv("GEADMIN_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("GEADMIN_TRITON_URL", server.url)
+    monkeypatch.setenv("GEADMIN_TRITON_METRICS_URL", server.metrics_url)
+    bundle = tmp_path / "bundle.tar.gz"
+    assert main(["bundle", "--output", str(bundle)]) == ExitCode.OK
+    capsys.readouterr()
+    with tarfile.open(bundle) as archive:
+        member = archive.extractfile("geadmin-bundle/verdict.json")
+        assert member is not None
+        bundled = json.load(member)
+    assert (bundled["verdict"], bundled["rules"]) == ("DEGRADED", ["instance-broken"]), bundled
     for _ in range(2):  # answered at once with the reason, never rebuilt on the lost device
         error = try_infer(server, "on_lost", rows_of(1))
         assert isinstance(error, str) and "a device-lost class of error: the instance is broken" in error
