@@ -163,8 +163,10 @@ def recorded_source(load: RecordedLoad) -> str:
 
 def assess(model: str, objective: Objective | None, load: RecordedLoad | None, saturation: Saturation | None,
            *, trend: Trend | None, horizon_days: float, min_headroom: float,
-           memory: DeviceMemory | None = None, npus_here: int = 0) -> ModelCapacity:
-    """One model's capacity from what was measured and recorded (module docstring)."""
+           memory: DeviceMemory | None = None, npus_here: int = 0,
+           no_trend: str = "fewer than 3 recorded points") -> ModelCapacity:
+    """One model's capacity from what was measured and recorded (module docstring); `no_trend`
+    says why there is no `trend` (`geadmin.diagnose.forecast.why_no_trend`)."""
     if objective is None or objective.p99_ms is None:
         unknown = Figure(None, "", "no objective")
         return ModelCapacity(model, f"no p99 objective: set one with `{SET_OBJECTIVE.format(model=model)}`",
@@ -177,13 +179,14 @@ def assess(model: str, objective: Objective | None, load: RecordedLoad | None, s
         headroom = Figure(sat.value / peak.value, "x", "saturation rate / recorded peak")
     trend_figure = Figure(trend.slope_per_day if trend else None, "req/s per day",
                           f"{FORECAST}: {trend.describe()}" if trend
-                          else "no trend: fewer than 3 recorded points")
+                          else f"no trend: {no_trend}")
     saturates = ""
     forecast: SaturationForecast | None = None
     central, upper = forecast_peak(trend, peak.value or 0.0, horizon_days)
     peak_ahead = Figure(central if peak.value is not None else None, "req/s",
                         f"{FORECAST}: recorded peak + trend over {horizon_days:g} days "
-                        f"(upper {upper:.3g} req/s)")
+                        f"(upper {upper:.3g} req/s)" if trend else
+                        f"{RECORDED}: the recorded peak, no trend to carry over {horizon_days:g} days")
     if sat.value is not None and peak.value is not None:
         forecast = saturation_forecast(trend, peak.value, sat.value, horizon_days)
         saturates = forecast.describe()

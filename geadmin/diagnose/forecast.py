@@ -6,7 +6,9 @@ Method (simple on purpose, so an operator can redo it by hand):
    rate in requests/s). The slope's standard error is `sqrt(SSR / (n - 2) / Sxx)` (the
    textbook formula for a straight-line fit); its range is slope +/- `Z` standard errors
    (`Z` = 2, about 95 % for errors that are roughly normal). Fewer than `MIN_POINTS` points,
-   or all of them at one instant, give no trend.
+   or points spanning less than `MIN_SPAN_DAYS`, give no trend: a line through an hour of
+   traffic reads the hour's ups and downs (a load test, a morning ramp) as growth per day, and
+   carried over a month it forecasts nonsense (`why_no_trend` says which).
 2. Growth: the recorded PEAK is assumed to grow at the slope (the peak and the mean move
    together when the shape of a day does not change). The forecast peak after `d` days is
    `peak + slope x d`.
@@ -23,6 +25,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 MIN_POINTS = 3
+# Half a day: much of a daily cycle is inside the window, so its ups and downs are not read as
+# growth; the sampler keeps 24 h, so a whole day could never be reached there.
+MIN_SPAN_DAYS = 0.5
 Z = 2.0
 DAY_S = 86400.0
 
@@ -54,14 +59,41 @@ class Trend:
                 f"over {self.points} points)")
 
 
+def _finite(times_s: Sequence[float], rates: Sequence[float]) -> list[tuple[float, float]]:
+    """(day, rate) of the points with a finite time and rate."""
+    return [(t / DAY_S, r) for t, r in zip(times_s, rates, strict=True)
+            if t is not None and r is not None and math.isfinite(t) and math.isfinite(r)]
+
+
+def why_no_trend(times_s: Sequence[float], rates: Sequence[float]) -> str:
+    """Why `fit_trend` gives no trend for these points ("" when it gives one)."""
+    pairs = _finite(times_s, rates)
+    if len(pairs) < MIN_POINTS:
+        return f"{len(pairs)} recorded point(s); a trend needs at least {MIN_POINTS}"
+    span_days = max(t for t, _ in pairs) - min(t for t, _ in pairs)
+    if span_days < MIN_SPAN_DAYS:
+        return (f"the recorded points span {_span_text(span_days)}; a trend needs at least "
+                f"{_span_text(MIN_SPAN_DAYS)} of history (a shorter window reads its ups and downs as "
+                "growth)")
+    return ""
+
+
+def _span_text(days: float) -> str:
+    seconds = days * DAY_S
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
 def fit_trend(times_s: Sequence[float], rates: Sequence[float]) -> Trend | None:
     """The least-squares trend of `rates` (requests/s) at `times_s` (epoch seconds); None with
-    fewer than MIN_POINTS finite points or no spread in time."""
-    pairs = [(t / DAY_S, r) for t, r in zip(times_s, rates, strict=True)
-             if t is not None and r is not None and math.isfinite(t) and math.isfinite(r)]
-    n = len(pairs)
-    if n < MIN_POINTS:
+    fewer than MIN_POINTS finite points or less than MIN_SPAN_DAYS between the first and last."""
+    if why_no_trend(times_s, rates):
         return None
+    pairs = _finite(times_s, rates)
+    n = len(pairs)
     mean_t = sum(t for t, _ in pairs) / n
     mean_r = sum(r for _, r in pairs) / n
     sxx = sum((t - mean_t) ** 2 for t, _ in pairs)

@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from geadmin.diagnose.forecast import DAY_S, Z, fit_trend, forecast_peak, saturation_forecast
+from geadmin.diagnose.forecast import DAY_S, Z, fit_trend, forecast_peak, saturation_forecast, why_no_trend
 
 
 def days(n: int, step_days: float = 1.0) -> list[float]:
@@ -87,3 +87,30 @@ def test_the_forecast_peak_grows_with_the_trend_and_never_falls_below_the_record
     assert forecast_peak(up, 20.0, 10.0) == pytest.approx((40.0, 40.0))
     assert forecast_peak(down, 20.0, 10.0) == (20.0, 20.0)
     assert forecast_peak(None, 20.0, 10.0) == (20.0, 20.0)
+
+
+def test_minutes_of_traffic_give_no_trend_and_say_why() -> None:
+    """A load test's ramp over 45 s is not growth per day: no trend, and the reason names the span."""
+    times = [1_000_000.0 + i for i in range(45)]
+    rates = [float(i) for i in range(45)]
+    assert fit_trend(times, rates) is None
+    assert why_no_trend(times, rates) == ("the recorded points span 44 s; a trend needs at least 12.0 h of "
+                                          "history (a shorter window reads its ups and downs as growth)")
+    assert why_no_trend(days(2), [1.0, 2.0]) == "2 recorded point(s); a trend needs at least 3"
+    assert why_no_trend(days(4), [1.0, 2.0, 3.0, 4.0]) == ""
+
+
+def test_a_report_without_a_trend_forecasts_the_recorded_peak_and_says_why() -> None:
+    from datetime import datetime, timezone
+
+    from geadmin.diagnose.capacity import assess
+    from geadmin.telemetry.alerting.objectives import Objective
+    from geadmin.telemetry.history.traffic import RecordedLoad
+
+    now = datetime(2026, 12, 6, tzinfo=timezone.utc)
+    load = RecordedLoad("m", now, now, 5.0, 40.0, {}, "the sampler's history", 45)
+    found = assess("m", Objective("m", p99_ms=50.0, error_budget=0.001), load, None, trend=None,
+                   horizon_days=30, min_headroom=1.2, no_trend="the recorded points span 44 s; …")
+    assert found.trend.source == "no trend: the recorded points span 44 s; …"
+    assert found.forecast_peak.value == 40.0
+    assert found.forecast_peak.source == "recorded: the recorded peak, no trend to carry over 30 days"

@@ -25,7 +25,7 @@ from geadmin.diagnose.capacity import (
     assess,
     npu_headroom,
 )
-from geadmin.diagnose.forecast import fit_trend
+from geadmin.diagnose.forecast import fit_trend, why_no_trend
 from geadmin.domain import ModelState
 from geadmin.errors import GeAdminError, InvalidArgumentError, ModelNotFoundError
 from geadmin.ops.bench.params import MAX_WINDOW_MS, MIN_WINDOW_MS
@@ -152,11 +152,12 @@ def capacity_report(client: TritonClient, *, model: str | None = None, repositor
                                             admin_key=admin_key)
         elif goal is not None:
             saturation = _known(client, name, workspace, options, until)
-        trend = fit_trend([p.at.timestamp() for p in load.points], [p.rate_rps for p in load.points]) \
-            if load is not None else None
-        rows.append(assess(name, goal, load, saturation, trend=trend, horizon_days=options.horizon_days,
-                           min_headroom=options.min_headroom, memory=memory_of(name, npus.devices, found_map),
-                           npus_here=len(npus.devices)))
+        times, rates = ([p.at.timestamp() for p in load.points], [p.rate_rps for p in load.points]) \
+            if load is not None else ([], [])
+        rows.append(assess(name, goal, load, saturation, trend=fit_trend(times, rates),
+                           horizon_days=options.horizon_days, min_headroom=options.min_headroom,
+                           memory=memory_of(name, npus.devices, found_map), npus_here=len(npus.devices),
+                           no_trend=why_no_trend(times, rates)))
     if source is None:
         notes.append("no recorded load: the server's metrics URL is not known")
     bars = [(d.id, *d.device_memory, ", ".join(found_map.models_on(d.id)) or "-") for d in npus.devices]
