@@ -451,3 +451,39 @@ def test_a_version_2_workspace_gets_the_perf_tables_and_keeps_its_rows(tmp_path:
         assert db.schema_version(conn) == len(db.MIGRATIONS)
         assert conn.execute("SELECT who FROM audit").fetchall() == [("ann",)]
     assert load_run(saved.id or 0, tmp_path).label == "after upgrade"
+
+
+def test_a_judged_window_holds_enough_requests_and_stays_bounded() -> None:
+    from geadmin.ops.bench.params import JUDGED_REQUESTS_PER_WINDOW, MAX_WINDOW_MS, judged_window_ms
+
+    assert judged_window_ms(1000.0, 1000) == 1000  # 1,000 requests already
+    assert judged_window_ms(5.0, 1000) == JUDGED_REQUESTS_PER_WINDOW * 200  # 20 requests at 5 req/s: 4 s
+    assert judged_window_ms(0.001, 1000) == MAX_WINDOW_MS
+    assert judged_window_ms(0.0, 1000) == MAX_WINDOW_MS
+
+
+def test_a_sweep_step_is_judged_by_the_objective_not_by_perf_analyzers_stability(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A step at 10 req/s asks perf_analyzer for a 2-s window and no stability gate of its own:
+    on a busy host a 20 % gate called rates that held the objective "unmeasurable"."""
+    from types import SimpleNamespace
+
+    from geadmin.ops.bench.params import JUDGED_STABILITY_PERCENTAGE
+    from geadmin.ops.capacity import sweep
+
+    asked: list[BenchSettings] = []
+
+    def measured(settings: BenchSettings, **_: object) -> object:
+        asked.append(settings)
+        return SimpleNamespace(points=[SimpleNamespace(p99_ms=5.0, throughput_per_s=10.0)])
+
+    stats = SimpleNamespace(inference_stats=SimpleNamespace(fail=SimpleNamespace(count=0),
+                                                            success=SimpleNamespace(count=0)))
+    client = SimpleNamespace(url="http://127.0.0.1:1", model_statistics=lambda name: [stats])
+    monkeypatch.setattr(sweep, "run_perf_analyzer", measured)
+    step = sweep._Sweep(client, "m", 50.0, 0.0, 1000, admin_auth(), None, None, None,  # type: ignore[arg-type]
+                        lambda text: None).step(10.0)
+    assert step.ok, step.why
+    [settings] = asked
+    assert settings.stability_percentage == JUDGED_STABILITY_PERCENTAGE == 100.0
+    assert settings.measurement_interval_ms == 2000

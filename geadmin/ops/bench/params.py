@@ -89,6 +89,21 @@ def _in_range(name: str, value: float, low: float, high: float) -> None:
         raise BenchSettingsError(f"{name} must be from {low:g} to {high:g}, got {value}")
 
 
+# A rate measurement that geadmin judges itself (the objective's p99, keeping up with the offered
+# rate, the failed share: capacity sweeps, objective tuning, previews) asks perf_analyzer for no
+# stability of its own: on a busy host its 10-20 % gate on latency turned rates that held the
+# objective with room to spare into "no stable measurement".
+JUDGED_STABILITY_PERCENTAGE = 100.0
+JUDGED_REQUESTS_PER_WINDOW = 20  # enough requests in a window for a p99 to mean something
+
+
+def judged_window_ms(rate_rps: float, window_ms: int) -> int:
+    """The window for a judged measurement at `rate_rps`: `window_ms`, longer when that would hold
+    fewer than JUDGED_REQUESTS_PER_WINDOW requests, at most MAX_WINDOW_MS."""
+    wanted = math.ceil(JUDGED_REQUESTS_PER_WINDOW / rate_rps * 1000) if rate_rps > 0 else MAX_WINDOW_MS
+    return int(min(max(window_ms, wanted), MAX_WINDOW_MS))
+
+
 @dataclass(frozen=True)
 class BenchSettings:
     """One load test. `loads` are concurrencies, or request rates (requests/s)."""

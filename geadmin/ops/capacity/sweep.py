@@ -9,7 +9,9 @@ Protocol (the tuner's trial machinery, geadmin.ops.tune.trials, unchanged):
    removed at the end whatever happens; a killed sweep's copy is removed by the next start.
 3. perf_analyzer offers constant request rates (`--request-rate-range`, the load-test
    machinery of geadmin.ops.bench): doubling from `start_rps` while a step holds, then
-   `refine` bisections between the last rate that held and the first that did not.
+   `refine` bisections between the last rate that held and the first that did not. Each
+   window holds at least 20 requests, and the step is judged by the rules below, not by
+   perf_analyzer's stability gate (`geadmin.ops.bench.params.JUDGED_STABILITY_PERCENTAGE`).
 4. A step holds when perf_analyzer measured it stably, its p99 is at most the objective's, the
    throughput kept up with the offered rate (>= KEEP_UP of it: below that, requests queue
    without bound) and the failed share (Triton's statistics of the trial, before and after)
@@ -32,7 +34,12 @@ from geadmin.access.roles import GuardedAction
 from geadmin.diagnose.capacity import MEASURED_NOW, SET_OBJECTIVE, Saturation, SweepStep
 from geadmin.errors import InvalidArgumentError, TuneRefusedError, UnstableMeasurementError
 from geadmin.ops.bench.load_test import run_perf_analyzer
-from geadmin.ops.bench.params import MAX_REQUEST_RATE, BenchSettings
+from geadmin.ops.bench.params import (
+    JUDGED_STABILITY_PERCENTAGE,
+    MAX_REQUEST_RATE,
+    BenchSettings,
+    judged_window_ms,
+)
 from geadmin.ops.bench.results import REQUEST_RATE
 from geadmin.ops.capacity import saved
 from geadmin.ops.tune import trials as tune_trials
@@ -77,12 +84,13 @@ class _Sweep:
             before = self.client.model_statistics(self.name)[0]
             run = run_perf_analyzer(BenchSettings(
                 self.name, self.client.url, mode=REQUEST_RATE, loads=(min(rate, MAX_REQUEST_RATE),),
-                measurement_interval_ms=self.window_ms, stability_percentage=20.0, max_trials=5),
+                measurement_interval_ms=judged_window_ms(rate, self.window_ms),
+                stability_percentage=JUDGED_STABILITY_PERCENTAGE, max_trials=5),
                 binary=self.binary, auth=self.auth, admin_key=self.admin_key, cancel=self.cancel)
             after = self.client.model_statistics(self.name)[0]
         except UnstableMeasurementError:
-            return self._keep(SweepStep(rate, None, None, None, False, "no stable measurement: the model "
-                                        "does not keep up at this rate"))
+            return self._keep(SweepStep(rate, None, None, None, False, "no stable measurement: its "
+                                        "throughput swung by more than half between windows"))
         point = run.points[0]
         failed = after.inference_stats.fail.count - before.inference_stats.fail.count
         done = after.inference_stats.success.count - before.inference_stats.success.count + failed
