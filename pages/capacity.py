@@ -14,7 +14,7 @@ import pandas as pd
 import streamlit as st
 
 from geadmin.access.roles import GuardedAction
-from geadmin.diagnose.capacity import CapacityReport, Figure, ModelCapacity
+from geadmin.diagnose.capacity import SET_OBJECTIVE, CapacityReport, Figure, ModelCapacity
 from geadmin.errors import GeAdminError
 from geadmin.ops.capacity.report import CapacityOptions, capacity_report
 from geadmin.stack.target import Target
@@ -51,7 +51,13 @@ def render() -> None:
     chosen = model_col.selectbox("Model", [ALL, *names], key=keys.CAPACITY_MODEL)
     shown = [m for m in report.models if chosen in (ALL, m.model)]
     for m in shown:
-        show_model(m)
+        if chosen != ALL or not m.without_objective:
+            show_model(m)
+    without = [m.model for m in shown if m.without_objective]
+    if chosen == ALL and without:  # one line, after the models with figures
+        st.info(f"No p99 objective, so no capacity figures ({len(without)}): {', '.join(without)}. Set one "
+                "in the Metrics page's Objectives, or with "
+                f"`{SET_OBJECTIVE.format(model=without[0])}`.", icon=":material/flag:")
     if chosen != ALL:
         measure(target, chosen, options)
     show_npus(report)
@@ -76,7 +82,7 @@ def show_model(m: ModelCapacity) -> None:
     st.caption(f"Objective: {m.objective}")
     if m.short:
         st.warning(f"{m.model}: {m.short}", icon=":material/warning:")
-    if m.saturation.source == "no objective":
+    if m.without_objective:
         return
     rows = [("saturation rate", m.saturation), ("recorded peak", m.peak), ("recorded mean", m.mean),
             ("headroom", m.headroom), ("trend", m.trend), ("forecast peak", m.forecast_peak)]

@@ -31,7 +31,7 @@ def _value(figure: Figure, digits: int = 3) -> str:
 
 def render_model(m: ModelCapacity) -> list[str]:
     lines = [f"{m.model}: {m.objective}" + (f"  << {m.short}" if m.short else "")]
-    if m.saturation.source == "no objective":
+    if m.without_objective:
         return lines
     rows: list[tuple[str, ...]] = [("figure", "value", "source")]
     for name, figure in (("saturation rate", m.saturation), ("recorded peak", m.peak),

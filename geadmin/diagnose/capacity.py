@@ -34,6 +34,7 @@ MEASURED_NOW = "measured now"
 RECORDED = "recorded"
 FORECAST = "forecast"
 SET_OBJECTIVE = "geadmin objectives set {model} --p99-ms 50 --error-budget 0.1%"
+NO_OBJECTIVE = "no objective"  # the source of every figure of a model without a p99 objective
 
 
 @dataclass(frozen=True)
@@ -117,6 +118,11 @@ class ModelCapacity:
     short: str = ""  # why this model needs attention ("" when it does not)
     notes: tuple[str, ...] = ()
 
+    @property
+    def without_objective(self) -> bool:
+        """No p99 objective: no figure can be judged, only the way to set one is said."""
+        return self.saturation.source == NO_OBJECTIVE
+
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
@@ -168,7 +174,7 @@ def assess(model: str, objective: Objective | None, load: RecordedLoad | None, s
     """One model's capacity from what was measured and recorded (module docstring); `no_trend`
     says why there is no `trend` (`geadmin.diagnose.forecast.why_no_trend`)."""
     if objective is None or objective.p99_ms is None:
-        unknown = Figure(None, "", "no objective")
+        unknown = Figure(None, "", NO_OBJECTIVE)
         return ModelCapacity(model, f"no p99 objective: set one with `{SET_OBJECTIVE.format(model=model)}`",
                              unknown, unknown, unknown, unknown, unknown, None, "", unknown, None)
     notes: list[str] = []

@@ -56,8 +56,11 @@ def test_figures_say_their_source_and_a_short_model_is_flagged(
     assert "90 req/s" in table and "recorded, " in table and triton_server.metrics_url in table
     assert any(f"{MODEL}: headroom 1.11x is under 1.2x" in w.value for w in at.warning), \
         [w.value for w in at.warning]
-    # a model with no objective names the command that sets one
-    assert any("geadmin objectives set digits_preprocess --p99-ms" in c.value for c in at.caption)
+    # the models with no objective: one line after the figures, naming them and how to set one
+    [info] = [i.value for i in at.info if "No p99 objective" in i.value]
+    assert "digits_preprocess" in info and MODEL not in info.split(":")[1].split(".")[0], info
+    assert "`geadmin objectives set " in info and "--p99-ms 50" in info
+    assert [h.value for h in at.subheader] == [MODEL]
     # one model chosen: "Measure now" is offered, but not without a repository to put the trial in
     at.selectbox[0].select(MODEL)
     run(at)
