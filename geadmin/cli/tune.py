@@ -3,7 +3,8 @@ size, queue delay, instances) on trial copies under constraints, without touchin
 model; `--apply-run ID` hands a run's winner to the safe apply, on the server the run measured and
 only while the config file is the one the run started from. `--list` / `--show ID` reopen saved runs.
 `--objective`: the config that meets the model's objective (p99, error budget) at its recorded peak
-request rate with the fewest instances (geadmin.ops.tune.objective)."""
+request rate with the fewest instances (geadmin.ops.tune.objective); with several models or `--npu N`,
+tuned together under their NPU's memory (geadmin.cli.tune_joint)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from typing import Any
 from geadmin import audit, settings
 from geadmin.access import guard
 from geadmin.access.guard import Authorization
+from geadmin.cli import tune_joint
 from geadmin.cli.common import add_connection_args, client_for, format_table, target_from_args
 from geadmin.cli.exit_codes import ExitCode
 from geadmin.errors import ConfigError, InvalidArgumentError, TuneRefusedError
@@ -75,6 +77,10 @@ def render(document: dict[str, Any]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     home = settings.home()
+    models, args.model = list(args.model), args.model[0] if args.model else ""
+    if len(models) > 1 or args.npu is not None:
+        return tune_joint.run(args, models, home, plan_for=objective_plan_for, metrics_for=metrics_url,
+                              progress=progress)
     if args.list:
         runs = list_runs(args.model or None, home=home)
         rows = [(str(r["id"]), r["at"], r["model"], r["headline"]) for r in runs]
@@ -91,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("the model repository is not known here: pass --repository (the tuner writes its "
                           "trial copy there)")
     auth = guard.os_user()
-    plan = _objective_plan(args, target, home) if args.objective and args.apply_run is None else None
+    plan = objective_plan_for(args, target, home) if args.objective and args.apply_run is None else None
     with client_for(target, args) as client:
         if args.apply_run is not None:
             return _apply(client, target.repository, args, auth, home)
@@ -111,14 +117,24 @@ def _tune(client: TritonClient, target: Target, args: argparse.Namespace, auth: 
     if plan is not None:
         return tune_to_objective(client, target.repository, plan, auth=auth, home=home,
                                  budget_s=args.budget_s, admin_key=target.spec.admin_key,
-                                 metrics_url=target.urls().metrics, progress=_progress)
+                                 metrics_url=metrics_url(args, target), progress=progress)
     settings_ = TuneSettings(args.model, args.max_p99_ms, args.min_throughput, args.budget_s,
                              args.concurrency, args.window_ms)
     return tune(client, target.repository, settings_, auth=auth, home=home, admin_key=target.spec.admin_key,
-                metrics_url=target.urls().metrics, progress=_progress)
+                metrics_url=metrics_url(args, target), progress=progress)
 
 
-def _progress(text: str) -> None:
+def metrics_url(args: argparse.Namespace, target: Target) -> str:
+    """--metrics-url, else the target's Triton metrics address."""
+    if args.metrics_url is None:
+        return target.urls().metrics
+    try:
+        return settings.parse_http_url(args.metrics_url)
+    except ConfigError as exc:
+        raise ConfigError(f"--metrics-url {exc}") from exc
+
+
+def progress(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
@@ -132,7 +148,7 @@ def history_for(prometheus_url: str | None, home: Path) -> HistoryReader:
         raise ConfigError(f"--prometheus-url {exc}") from exc
 
 
-def _objective_plan(args: argparse.Namespace, target: Target, home: Path) -> ObjectivePlan:
+def objective_plan_for(args: argparse.Namespace, target: Target, home: Path) -> ObjectivePlan:
     if args.max_p99_ms is not None or args.min_throughput is not None:
         raise InvalidArgumentError("--objective tunes to the model's own objective (geadmin objectives): "
                                    "drop --max-p99-ms / --min-throughput, or drop --objective")
@@ -163,7 +179,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "runs it), the preferred batch size, the max queue delay and the instance count on a trial copy "
         "loaded beside the live model, measured with perf_analyzer; the copy is removed whatever happens. "
         "Exit 0 with a winner under the constraints, 1 without one.")
-    parser.add_argument("model", nargs="?", default="")
+    parser.add_argument("model", nargs="*", default=[], metavar="MODEL",
+                        help="the model to tune; with --objective, several: tuned together under the memory "
+                        "of the NPUs they share")
     add_connection_args(parser)
     parser.add_argument("--max-p99-ms", type=float, default=None, help="p99 latency limit")
     parser.add_argument("--min-throughput", type=float, default=None, help="inferences per second at least")
@@ -182,6 +200,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         "GEADMIN_PROMETHEUS_URL; default: the sampler's history in the workspace)")
     parser.add_argument("--max-instances", type=int, default=3, metavar="N",
                         help="--objective: the most instances tried (default 3)")
+    parser.add_argument("--npu", type=int, default=None, metavar="N",
+                        help="--objective: tune together every model the model <-> NPU map places on "
+                        "device N")
+    parser.add_argument("--apply", action="store_true",
+                        help="with several models or --npu: apply the joint choice through the safe apply, "
+                        "one model at a time, stopping at the first that fails")
+    parser.add_argument("--metrics-url", default=None, metavar="URL",
+                        help="Triton's metrics page, where npu_ge's device memory is read (default: the "
+                        "target's metrics address)")
     parser.add_argument("--list", action="store_true", help="the saved runs")
     parser.add_argument("--show", type=int, default=None, metavar="ID", help="one saved run")
     parser.add_argument("--apply-run", type=int, default=None, metavar="ID",
