@@ -96,14 +96,14 @@ def run(args: argparse.Namespace) -> int:
     if target.repository is None:
         raise ConfigError("the model repository is not known here: pass --repository (the tuner writes its "
                           "trial copy there)")
-    auth = guard.os_user()
+    auth, metrics = guard.os_user(), metrics_url(args, target)
     plan = objective_plan_for(args, target, home) if args.objective and args.apply_run is None else None
     with client_for(target, args) as client:
         if args.apply_run is not None:
             return _apply(client, target.repository, args, auth, home)
         previous = signal.signal(signal.SIGTERM, _interrupt)  # ends like Ctrl-C: the trial copy is removed
         try:
-            result = _tune(client, target, args, auth, home, plan)
+            result = _tune(client, target, args, auth, home, plan, metrics)
         finally:
             signal.signal(signal.SIGTERM, previous)
     document = result.to_json()
@@ -112,16 +112,16 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _tune(client: TritonClient, target: Target, args: argparse.Namespace, auth: Authorization, home: Path,
-          plan: ObjectivePlan | None) -> TuneResult:
+          plan: ObjectivePlan | None, metrics: str) -> TuneResult:
     assert target.repository is not None
     if plan is not None:
         return tune_to_objective(client, target.repository, plan, auth=auth, home=home,
                                  budget_s=args.budget_s, admin_key=target.spec.admin_key,
-                                 metrics_url=metrics_url(args, target), progress=progress)
+                                 metrics_url=metrics, progress=progress)
     settings_ = TuneSettings(args.model, args.max_p99_ms, args.min_throughput, args.budget_s,
                              args.concurrency, args.window_ms)
     return tune(client, target.repository, settings_, auth=auth, home=home, admin_key=target.spec.admin_key,
-                metrics_url=metrics_url(args, target), progress=progress)
+                metrics_url=metrics, progress=progress)
 
 
 def metrics_url(args: argparse.Namespace, target: Target) -> str:
