@@ -4,7 +4,7 @@ model; `--apply-run ID` hands a run's winner to the safe apply, on the server th
 only while the config file is the one the run started from. `--list` / `--show ID` reopen saved runs.
 `--objective`: the config that meets the model's objective (p99, error budget) at its recorded peak
 request rate with the fewest instances (geadmin.ops.tune.objective); with several models or `--npu N`,
-tuned together under their NPU's memory (geadmin.cli.tune_joint)."""
+tuned together under their NPU's memory (geadmin.ops.tune.joint_run)."""
 
 from __future__ import annotations
 
@@ -19,11 +19,12 @@ from typing import Any
 from geadmin import audit, settings
 from geadmin.access import guard
 from geadmin.access.guard import Authorization
-from geadmin.cli import tune_joint
 from geadmin.cli.common import add_connection_args, client_for, format_table, target_from_args
 from geadmin.cli.exit_codes import ExitCode
 from geadmin.errors import ConfigError, InvalidArgumentError, TuneRefusedError
 from geadmin.ops.tune.apply import apply_winner
+from geadmin.ops.tune.joint_run import JointRun, apply_joint, models_on_npu, placement, tune_jointly
+from geadmin.ops.tune.memory import MIB
 from geadmin.ops.tune.objective import ObjectivePlan, objective_plan, tune_to_objective
 from geadmin.ops.tune.outcome import TuneResult
 from geadmin.ops.tune.results import list_runs, load_run
@@ -79,8 +80,10 @@ def run(args: argparse.Namespace) -> int:
     home = settings.home()
     models, args.model = list(args.model), args.model[0] if args.model else ""
     if len(models) > 1 or args.npu is not None:
-        return tune_joint.run(args, models, home, plan_for=objective_plan_for, metrics_for=metrics_url,
-                              progress=progress)
+        return run_joint(args, models, home)
+    if args.apply:
+        raise InvalidArgumentError("--apply applies a joint choice (several models, or --npu N); one model's "
+                                   "winner: geadmin tune MODEL --apply-run ID")
     if args.list:
         runs = list_runs(args.model or None, home=home)
         rows = [(str(r["id"]), r["at"], r["model"], r["headline"]) for r in runs]
@@ -156,6 +159,61 @@ def objective_plan_for(args: argparse.Namespace, target: Target, home: Path) -> 
     return objective_plan(args.model, history=history_for(args.prometheus_url, home), since=since,
                           source=target.urls().metrics, home=home, max_instances=args.max_instances,
                           window_ms=args.window_ms)
+
+
+def render_joint(joint: JointRun) -> str:
+    lines = [joint.choice.describe()]
+    for result in joint.results:
+        lines.append(f"  {result.model}: run {result.id}: {result.headline()}; on device(s) "
+                     f"{', '.join(map(str, joint.devices[result.model])) or 'unknown'}")
+    lines += [f"  device {d}: {room / MIB:.0f} MiB for the tuned models"
+              for d, room in sorted(joint.room.items())]
+    rows: list[tuple[str, ...]] = [("model", "max batch", "queue delay", "instances", "p99 ms", "memory MiB")]
+    for pick in joint.choice.picks:
+        c, t = pick.trial.candidate, pick.trial
+        rows.append((pick.model, str(c.max_batch_size), f"{c.queue_delay_us / 1000:g} ms", str(c.instances),
+                     f"{t.p99_ms:.1f}" if t.p99_ms is not None else "-", f"{pick.memory_bytes / MIB:.0f}"))
+    if joint.choice.picks:
+        lines.append(format_table(rows))
+    return "\n".join(lines)
+
+
+def run_joint(args: argparse.Namespace, models: list[str], home: Path) -> int:
+    """Several models, or --npu N: tuned together under the memory of the NPUs they share."""
+    if not args.objective or args.list or args.show is not None or args.apply_run is not None:
+        raise InvalidArgumentError("several models, or --npu, are tuned together with --objective (no "
+                                   "--list, --show or --apply-run): geadmin tune --objective MODEL_A MODEL_B "
+                                   "[--apply]")
+    target = target_from_args(args)
+    if target.repository is None:
+        raise ConfigError("the model repository is not known here: pass --repository (the tuner writes its "
+                          "trial copies there)")
+    auth, metrics = guard.os_user(), metrics_url(args, target)
+    with client_for(target, args) as client:
+        if args.npu is not None:
+            models = sorted(set(models) | set(models_on_npu(placement(client, metrics), args.npu)))
+        plans = []
+        for model in models:
+            args.model = model
+            plans.append(objective_plan_for(args, target, home))
+        previous = signal.signal(signal.SIGTERM, _interrupt)  # ends like Ctrl-C: trial copies are removed
+        try:
+            joint = tune_jointly(client, target.repository, plans, auth=auth, home=home,
+                                 budget_s=args.budget_s, metrics_url=metrics, progress=progress,
+                                 admin_key=target.spec.admin_key)
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+        applied = apply_joint(client, target.repository, joint, auth=auth, home=home) if (
+            args.apply and joint.choice.fits) else None
+    document = joint.to_json() | ({"applied": applied.describe()} if applied else {})
+    print(json.dumps(document, indent=2) if args.json else render_joint(joint))
+    if applied is not None and not args.json:
+        print(applied.describe())
+    elif args.apply and not joint.choice.fits:
+        print("nothing applied: no combination meets every objective within the NPU memory")
+    if not joint.choice.fits or (applied is not None and not applied.ok):
+        return ExitCode.FAILED
+    return ExitCode.OK
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:

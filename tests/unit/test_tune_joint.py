@@ -147,6 +147,8 @@ def test_the_cli_refuses_joint_tuning_without_objective(tmp_path: Path, monkeypa
     assert main(["tune", "a", "--objective", "--metrics-url", "ftp://x", "--url", "http://127.0.0.1:9",
                  "--repository", str(tmp_path)]) == ExitCode.USAGE
     assert "--metrics-url" in capsys.readouterr().err
+    assert main(["tune", "a", "--objective", "--apply", "--url", "http://127.0.0.1:9"]) == ExitCode.USAGE
+    assert "geadmin tune MODEL --apply-run ID" in capsys.readouterr().err
 
 
 def test_a_tuning_run_is_refused_while_a_load_test_holds_the_server(tmp_path: Path) -> None:
