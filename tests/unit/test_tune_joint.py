@@ -114,6 +114,8 @@ def test_a_device_whose_memory_is_unknown_is_not_checked_and_said() -> None:
     found = choose({"a": [option(1, 9000)]}, {"a": (5,)}, {})
     assert found.fits and found.unchecked == (5,)
     assert "HBM unknown on device(s) 5: not checked there" in found.describe()
+    unmeasured = choose({"a": [trial(1, 20.0)]}, {"a": (0,)}, {0: mib(10)})
+    assert unmeasured.fits and "NPU memory not measured for a: counted as 0" in unmeasured.describe()
 
 
 def result(model: str, trials: tuple[Trial, ...], live_instances: int = 1) -> TuneResult:

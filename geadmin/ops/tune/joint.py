@@ -87,6 +87,9 @@ class JointChoice:
                      "model first)")
         if self.unchecked:
             text += f" (HBM unknown on device(s) {', '.join(map(str, self.unchecked))}: not checked there)"
+        unmeasured = [p.model for p in self.picks if p.trial.memory_bytes is None]
+        if unmeasured:
+            text += f" (NPU memory not measured for {', '.join(unmeasured)}: counted as 0)"
         return text
 
 

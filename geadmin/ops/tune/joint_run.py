@@ -7,7 +7,8 @@ Steps (`tune_jointly`):
    placements, then the configs' device_ids); `--npu N` names the models it places on N;
 2. each device's HBM is read once, before any trial loads (npu_ge's device metrics on
    Triton's /metrics, `geadmin.ops.tune.memory.device_hbm`);
-3. each model's objective search runs in turn, as `geadmin tune MODEL --objective` does (its
+3. each model's objective search runs in turn (the next starting once the devices hold no more
+   than in step 2: the last trial copy's memory is back), as `geadmin tune MODEL --objective` does (its
    own trial copy, locks, journal, saved run and audit row); nothing is applied;
 4. the room on each device is the free HBM of step 2 plus what the tuned models' live
    instances hold there (measured per instance by each search); every trial meeting its
@@ -23,6 +24,7 @@ and why, and which were not tried.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,7 +36,7 @@ from geadmin.access.roles import GuardedAction
 from geadmin.errors import GeAdminError, InvalidArgumentError, TuneRefusedError
 from geadmin.ops.tune.apply import apply_winner
 from geadmin.ops.tune.joint import MAX_COMBINATIONS, JointChoice, choose
-from geadmin.ops.tune.memory import device_hbm
+from geadmin.ops.tune.memory import MIB, device_hbm
 from geadmin.ops.tune.objective import ObjectivePlan, shortfall, tune_to_objective
 from geadmin.ops.tune.outcome import Trial, TuneResult
 from geadmin.ops.tune.results import load_run
@@ -47,6 +49,7 @@ from geadmin.telemetry.sources.scrape import scrape
 from geadmin.triton.client import TritonClient
 
 MAX_MODELS = 8
+RELEASE_S = 10.0  # the longest wait for a trial copy's NPU memory to show as free again
 
 
 @dataclass(frozen=True)
@@ -104,6 +107,20 @@ def live_hold(result: TuneResult) -> int:
     return per_instance * max(result.live.instances, 0)
 
 
+def released(metrics_url: str, before: dict[int, tuple[int, int]], timeout_s: float = RELEASE_S) -> bool:
+    """Wait until every device holds no more than before the run (the last model's trial copy has
+    given its memory back, and npu_ge's device metrics say so): the next model's search measures
+    one instance's memory against what its devices held before it; False when time ran out."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        now = device_hbm(metrics_url)
+        if all(now.get(d, (0, 0))[0] <= used + MIB for d, (used, _) in before.items()):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.1)
+
+
 def tune_jointly(client: TritonClient, repository: Path, plans: Sequence[ObjectivePlan], *, auth: object,
                  home: Path | None = None, budget_s: float = 180.0, metrics_url: str | None = None,
                  progress: Progress | None = None, cancel: threading.Event | None = None,
@@ -120,6 +137,8 @@ def tune_jointly(client: TritonClient, repository: Path, plans: Sequence[Objecti
     say = progress or (lambda text: None)
     results: list[TuneResult] = []
     for plan in plans:
+        if results and metrics_url:
+            released(metrics_url, before)
         say(f"tuning {plan.load.model} ({len(results) + 1} of {len(plans)})")
         results.append(tune_to_objective(client, repository, plan, auth=auth, home=home, budget_s=budget_s,
                                          progress=say, cancel=cancel, admin_key=admin_key,
