@@ -84,8 +84,10 @@ BY_COMMAND: dict[str, tuple[str, dict[ExitCode, str]]] = {
         ExitCode.UNREACHABLE: "Triton does not answer",
     }),
     "tune": ("tune", {
-        ExitCode.OK: "a winner under the constraints, or the run applied",
-        ExitCode.FAILED: "no winner, or the winner not applied",
+        ExitCode.OK: "a winner under the constraints, or the run applied; several models or --npu: a joint "
+                     "choice that fits (and, --apply, every model applied)",
+        ExitCode.FAILED: "no winner, or the winner not applied; several models or --npu: no combination "
+                         "fits, or --apply stopped at a model (the ones applied are said)",
     }),
     "capacity": ("capacity", {
         ExitCode.OK: "every model with an objective has its headroom and is not forecast to saturate "

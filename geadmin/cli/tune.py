@@ -3,7 +3,8 @@ size, queue delay, instances) on trial copies under constraints, without touchin
 model; `--apply-run ID` hands a run's winner to the safe apply, on the server the run measured and
 only while the config file is the one the run started from. `--list` / `--show ID` reopen saved runs.
 `--objective`: the config that meets the model's objective (p99, error budget) at its recorded peak
-request rate with the fewest instances (geadmin.ops.tune.objective)."""
+request rate with the fewest instances (geadmin.ops.tune.objective); with several models or `--npu N`,
+tuned together under their NPU's memory (geadmin.ops.tune.joint_run)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ from geadmin.cli.common import add_connection_args, client_for, format_table, ta
 from geadmin.cli.exit_codes import ExitCode
 from geadmin.errors import ConfigError, InvalidArgumentError, TuneRefusedError
 from geadmin.ops.tune.apply import apply_winner
+from geadmin.ops.tune.joint_run import JointRun, apply_joint, models_on_npu, placement, tune_jointly
+from geadmin.ops.tune.memory import MIB
 from geadmin.ops.tune.objective import ObjectivePlan, objective_plan, tune_to_objective
 from geadmin.ops.tune.outcome import TuneResult
 from geadmin.ops.tune.results import list_runs, load_run
@@ -75,6 +78,12 @@ def render(document: dict[str, Any]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     home = settings.home()
+    models, args.model = list(args.model), args.model[0] if args.model else ""
+    if len(models) > 1 or args.npu is not None:
+        return run_joint(args, models, home)
+    if args.apply:
+        raise InvalidArgumentError("--apply applies a joint choice (several models, or --npu N); one model's "
+                                   "winner: geadmin tune MODEL --apply-run ID")
     if args.list:
         runs = list_runs(args.model or None, home=home)
         rows = [(str(r["id"]), r["at"], r["model"], r["headline"]) for r in runs]
@@ -90,14 +99,14 @@ def run(args: argparse.Namespace) -> int:
     if target.repository is None:
         raise ConfigError("the model repository is not known here: pass --repository (the tuner writes its "
                           "trial copy there)")
-    auth = guard.os_user()
-    plan = _objective_plan(args, target, home) if args.objective and args.apply_run is None else None
+    auth, metrics = guard.os_user(), metrics_url(args, target)
+    plan = objective_plan_for(args, target, home) if args.objective and args.apply_run is None else None
     with client_for(target, args) as client:
         if args.apply_run is not None:
             return _apply(client, target.repository, args, auth, home)
         previous = signal.signal(signal.SIGTERM, _interrupt)  # ends like Ctrl-C: the trial copy is removed
         try:
-            result = _tune(client, target, args, auth, home, plan)
+            result = _tune(client, target, args, auth, home, plan, metrics)
         finally:
             signal.signal(signal.SIGTERM, previous)
     document = result.to_json()
@@ -106,19 +115,29 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _tune(client: TritonClient, target: Target, args: argparse.Namespace, auth: Authorization, home: Path,
-          plan: ObjectivePlan | None) -> TuneResult:
+          plan: ObjectivePlan | None, metrics: str) -> TuneResult:
     assert target.repository is not None
     if plan is not None:
         return tune_to_objective(client, target.repository, plan, auth=auth, home=home,
                                  budget_s=args.budget_s, admin_key=target.spec.admin_key,
-                                 metrics_url=target.urls().metrics, progress=_progress)
+                                 metrics_url=metrics, progress=progress)
     settings_ = TuneSettings(args.model, args.max_p99_ms, args.min_throughput, args.budget_s,
                              args.concurrency, args.window_ms)
     return tune(client, target.repository, settings_, auth=auth, home=home, admin_key=target.spec.admin_key,
-                metrics_url=target.urls().metrics, progress=_progress)
+                metrics_url=metrics, progress=progress)
 
 
-def _progress(text: str) -> None:
+def metrics_url(args: argparse.Namespace, target: Target) -> str:
+    """--metrics-url, else the target's Triton metrics address."""
+    if args.metrics_url is None:
+        return target.urls().metrics
+    try:
+        return settings.parse_http_url(args.metrics_url)
+    except ConfigError as exc:
+        raise ConfigError(f"--metrics-url {exc}") from exc
+
+
+def progress(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
@@ -132,7 +151,7 @@ def history_for(prometheus_url: str | None, home: Path) -> HistoryReader:
         raise ConfigError(f"--prometheus-url {exc}") from exc
 
 
-def _objective_plan(args: argparse.Namespace, target: Target, home: Path) -> ObjectivePlan:
+def objective_plan_for(args: argparse.Namespace, target: Target, home: Path) -> ObjectivePlan:
     if args.max_p99_ms is not None or args.min_throughput is not None:
         raise InvalidArgumentError("--objective tunes to the model's own objective (geadmin objectives): "
                                    "drop --max-p99-ms / --min-throughput, or drop --objective")
@@ -140,6 +159,61 @@ def _objective_plan(args: argparse.Namespace, target: Target, home: Path) -> Obj
     return objective_plan(args.model, history=history_for(args.prometheus_url, home), since=since,
                           source=target.urls().metrics, home=home, max_instances=args.max_instances,
                           window_ms=args.window_ms)
+
+
+def render_joint(joint: JointRun) -> str:
+    lines = [joint.choice.describe()]
+    for result in joint.results:
+        lines.append(f"  {result.model}: run {result.id}: {result.headline()}; on device(s) "
+                     f"{', '.join(map(str, joint.devices[result.model])) or 'unknown'}")
+    lines += [f"  device {d}: {room / MIB:.0f} MiB for the tuned models"
+              for d, room in sorted(joint.room.items())]
+    rows: list[tuple[str, ...]] = [("model", "max batch", "queue delay", "instances", "p99 ms", "memory MiB")]
+    for pick in joint.choice.picks:
+        c, t = pick.trial.candidate, pick.trial
+        rows.append((pick.model, str(c.max_batch_size), f"{c.queue_delay_us / 1000:g} ms", str(c.instances),
+                     f"{t.p99_ms:.1f}" if t.p99_ms is not None else "-", f"{pick.memory_bytes / MIB:.0f}"))
+    if joint.choice.picks:
+        lines.append(format_table(rows))
+    return "\n".join(lines)
+
+
+def run_joint(args: argparse.Namespace, models: list[str], home: Path) -> int:
+    """Several models, or --npu N: tuned together under the memory of the NPUs they share."""
+    if not args.objective or args.list or args.show is not None or args.apply_run is not None:
+        raise InvalidArgumentError("several models, or --npu, are tuned together with --objective (no "
+                                   "--list, --show or --apply-run): geadmin tune --objective MODEL_A MODEL_B "
+                                   "[--apply]")
+    target = target_from_args(args)
+    if target.repository is None:
+        raise ConfigError("the model repository is not known here: pass --repository (the tuner writes its "
+                          "trial copies there)")
+    auth, metrics = guard.os_user(), metrics_url(args, target)
+    with client_for(target, args) as client:
+        if args.npu is not None:
+            models = sorted(set(models) | set(models_on_npu(placement(client, metrics), args.npu)))
+        plans = []
+        for model in models:
+            args.model = model
+            plans.append(objective_plan_for(args, target, home))
+        previous = signal.signal(signal.SIGTERM, _interrupt)  # ends like Ctrl-C: trial copies are removed
+        try:
+            joint = tune_jointly(client, target.repository, plans, auth=auth, home=home,
+                                 budget_s=args.budget_s, metrics_url=metrics, progress=progress,
+                                 admin_key=target.spec.admin_key)
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+        applied = apply_joint(client, target.repository, joint, auth=auth, home=home) if (
+            args.apply and joint.choice.fits) else None
+    document = joint.to_json() | ({"applied": applied.describe()} if applied else {})
+    print(json.dumps(document, indent=2) if args.json else render_joint(joint))
+    if applied is not None and not args.json:
+        print(applied.describe())
+    elif args.apply and not joint.choice.fits:
+        print("nothing applied: no combination meets every objective within the NPU memory")
+    if not joint.choice.fits or (applied is not None and not applied.ok):
+        return ExitCode.FAILED
+    return ExitCode.OK
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
@@ -163,7 +237,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "runs it), the preferred batch size, the max queue delay and the instance count on a trial copy "
         "loaded beside the live model, measured with perf_analyzer; the copy is removed whatever happens. "
         "Exit 0 with a winner under the constraints, 1 without one.")
-    parser.add_argument("model", nargs="?", default="")
+    parser.add_argument("model", nargs="*", default=[], metavar="MODEL",
+                        help="the model to tune; with --objective, several: tuned together under the memory "
+                        "of the NPUs they share")
     add_connection_args(parser)
     parser.add_argument("--max-p99-ms", type=float, default=None, help="p99 latency limit")
     parser.add_argument("--min-throughput", type=float, default=None, help="inferences per second at least")
@@ -182,6 +258,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         "GEADMIN_PROMETHEUS_URL; default: the sampler's history in the workspace)")
     parser.add_argument("--max-instances", type=int, default=3, metavar="N",
                         help="--objective: the most instances tried (default 3)")
+    parser.add_argument("--npu", type=int, default=None, metavar="N",
+                        help="--objective: tune together every model the model <-> NPU map places on "
+                        "device N")
+    parser.add_argument("--apply", action="store_true",
+                        help="with several models or --npu: apply the joint choice through the safe apply, "
+                        "one model at a time, stopping at the first that fails")
+    parser.add_argument("--metrics-url", default=None, metavar="URL",
+                        help="Triton's metrics page, where npu_ge's device memory is read (default: the "
+                        "target's metrics address)")
     parser.add_argument("--list", action="store_true", help="the saved runs")
     parser.add_argument("--show", type=int, default=None, metavar="ID", help="one saved run")
     parser.add_argument("--apply-run", type=int, default=None, metavar="ID",

@@ -69,9 +69,9 @@ The tree:
     │   ├── SharedMemoryUnreachableError  Triton cannot open the client's system shared memory
     │   ├── BenchInputError             the input data (--input-data JSON) was rejected
     │   ├── BenchSettingsError          loads, window or trials malformed or out of bounds
-    │   └── BenchBusyError              another load test runs against this server now
+    │   └── BenchBusyError              another load test (or a tuning run) runs against this server now
     ├── TuneError                   the tuner (geadmin.ops.tune.search)
-    │   ├── TuneBusyError               another tuning run of this model holds its lock
+    │   ├── TuneBusyError               another tuning run of this model, or a load test, holds its lock
     │   ├── TuneRefusedError            refused before changing anything (model name, run mismatch, apply)
     │   └── TuneRunNotFoundError        no tuning run with that number in this workspace
     ├── FleetError                  many servers as one (geadmin.fleet)

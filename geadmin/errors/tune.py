@@ -10,7 +10,8 @@ class TuneError(GeAdminError):
 
 
 class TuneBusyError(TuneError):
-    """Another tuning run of the same model holds its lock: wait for it to end."""
+    """Another tuning run of the same model holds its lock, or a load test its server's: wait for it
+    to end."""
 
 
 class TuneRefusedError(TuneError):

@@ -43,9 +43,13 @@ from geadmin.ops.models import actions, apply, create, explained_load, preview, 
 from geadmin.ops.npu import remedy
 from geadmin.ops.runs import Run
 from geadmin.ops.tune import apply as tune_apply
+from geadmin.ops.tune import joint_run as tune_joint_run
 from geadmin.ops.tune import objective as tune_objective
 from geadmin.ops.tune import search as tune
+from geadmin.ops.tune.joint import JointChoice, Pick
+from geadmin.ops.tune.outcome import Trial, TuneResult
 from geadmin.ops.tune.search import TuneSettings
+from geadmin.ops.tune.space import Candidate
 from geadmin.stack import drivers
 from geadmin.stack.drivers import ExitRecord, ServiceStatus
 from geadmin.telemetry.alerting.objectives import Objective
@@ -63,6 +67,16 @@ def objective_plan() -> tune_objective.ObjectivePlan:
     now = datetime.now(timezone.utc)
     return tune_objective.ObjectivePlan(Objective("m", p99_ms=50.0),
                                         RecordedLoad("m", now - timedelta(hours=1), now, 5.0, 8.0, samples=3))
+
+
+def joint_run(server: str) -> tune_joint_run.JointRun:
+    """A joint choice that fits, for one model: applying it would change the server."""
+    pick = Pick("m", Trial(Candidate(8), "objective", True, memory_bytes=1 << 20))
+    run = TuneResult("m", server, TuneSettings("m"), Candidate(4), (pick.trial,), pick.trial, CONFIG, id=1)
+    return tune_joint_run.JointRun((run,), (objective_plan(),), {"m": (0,)}, {0: 1 << 30},
+                                   JointChoice((pick,), True))
+
+
 CONFIG = 'name: "m"\nbackend: "python"\nmax_batch_size: 4\n'
 NEW_USER_PASSWORD = "a long enough password 1"
 
@@ -258,6 +272,14 @@ GUARDED: dict[str, tuple[GuardedAction, Call]] = {
         GuardedAction.TUNE,
         lambda w, a: tune_objective.tune_to_objective(w.client, w.repository, objective_plan(), auth=a,
                                                       home=w.home)),
+    "geadmin.ops.tune.joint_run.tune_jointly": (
+        GuardedAction.TUNE,
+        lambda w, a: tune_joint_run.tune_jointly(w.client, w.repository, [objective_plan()], auth=a,
+                                                 home=w.home)),
+    "geadmin.ops.tune.joint_run.apply_joint": (
+        GuardedAction.APPLY,
+        lambda w, a: tune_joint_run.apply_joint(w.client, w.repository, joint_run(w.client.url), auth=a,
+                                                home=w.home)),
     "geadmin.ops.capacity.sweep.run_saturation_sweep": (
         GuardedAction.TUNE,
         lambda w, a: capacity_sweep.run_saturation_sweep(w.client, w.repository, "m", Objective("m", 50.0),

@@ -183,18 +183,23 @@ def lock_path(home: Path, server_url: str) -> Path:
     return home / LOCK_DIR / (hashlib.sha256(key.encode()).hexdigest()[:16] + ".lock")
 
 
+TUNING = " (tuning run)"  # how a tuning run marks the holder it writes after its model's name
+
+
 @contextmanager
-def server_lock(home: Path, server_url: str, model: str = "") -> Iterator[None]:
-    """Held while a load test runs against `server_url`; BenchBusyError when another holds it
-    (any process, any thread: the lock belongs to the open file, released when it closes)."""
+def server_lock(home: Path, server_url: str, model: str = "", *, tuning: bool = False) -> Iterator[None]:
+    """Held while a load test (or, `tuning`, a tuning run: `geadmin.ops.tune.search`) runs
+    against `server_url`; BenchBusyError when another holds it (any process, any thread: the
+    lock belongs to the open file, released when it closes)."""
     path = lock_path(home, server_url)
 
     def refused(holder: str) -> GeAdminError:
-        return BenchBusyError(f"another load test runs against {server_url} now ({holder}): two at once "
+        other = "a tuning run measures" if f"{TUNING}, pid" in holder else "another load test runs against"
+        return BenchBusyError(f"{other} {server_url} now ({holder}): two at once "
                               "would measure each other's load; wait for it to finish, or cancel it")
 
     try:
-        held = pid_lock(path, refused, what=model or "a model")
+        held = pid_lock(path, refused, what=(model or "a model") + (TUNING if tuning else ""))
     except OSError as exc:
         raise BenchSettingsError(f"cannot create the load-test lock {path}: {exc.strerror or exc}") from exc
     with held:
@@ -213,5 +218,5 @@ def load_test_running(home: Path | None, server_url: str) -> RunningLoadTest | N
     held_by = holder(lock_path(home or settings.home(), server_url))
     if not held_by:
         return None
-    model = held_by.rpartition(", pid ")[0]
+    model = held_by.rpartition(", pid ")[0].removesuffix(TUNING)
     return RunningLoadTest("" if model == "a model" else model, held_by)

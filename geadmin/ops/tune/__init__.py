@@ -8,4 +8,6 @@
 - objective.py  the objective search: the fewest instances meeting the p99 at the recorded load
 - results.py    tuning runs kept in the workspace database
 - apply.py      apply a run's winner on the server it was measured on
+- joint.py      the joint choice: one meeting trial per model, fitting the NPU memory they share
+- joint_run.py  models that share an NPU tuned in turn, chosen jointly, applied one at a time
 """

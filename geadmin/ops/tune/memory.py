@@ -12,6 +12,17 @@ from geadmin.telemetry.sources.scrape import scrape
 MIB = 1 << 20
 
 
+def device_hbm(metrics_url: str) -> dict[int, tuple[int, int]]:
+    """device -> (used, total) HBM bytes from npu_ge's device metrics on Triton's /metrics;
+    {} when the page has none or cannot be read."""
+    try:
+        page = scrape(metrics_url, timeout_s=5.0)
+    except GeAdminError:
+        return {}
+    return {d.id: (d.hbm_used_bytes, d.hbm_total_bytes) for d in devices_from_triton(page)
+            if d.hbm_used_bytes is not None and d.hbm_total_bytes}
+
+
 class MemoryGuard:
     """Keeps a trial that would not fit in its NPUs' memory from being loaded. The HBM one
     instance holds is measured, not guessed: npu_ge's device metrics (hbm used/total per
@@ -36,14 +47,8 @@ class MemoryGuard:
         return "NPU memory not checked: no npu_ge device metrics on Triton's /metrics"
 
     def _read(self) -> dict[int, tuple[int, int]]:
-        """device -> (used, total) bytes; {} when the page has none or cannot be read."""
         assert self.metrics_url is not None
-        try:
-            page = scrape(self.metrics_url, timeout_s=5.0)
-        except GeAdminError:
-            return {}
-        return {d.id: (d.hbm_used_bytes, d.hbm_total_bytes) for d in devices_from_triton(page)
-                if d.hbm_used_bytes is not None and d.hbm_total_bytes}
+        return device_hbm(self.metrics_url)
 
     def loaded(self, candidate: Candidate) -> None:
         if self.per_instance or not self.before:

@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -35,9 +36,9 @@ from typing import Any
 from geadmin import audit, settings
 from geadmin.access.guard import Authorization, require
 from geadmin.access.roles import GuardedAction
-from geadmin.errors import GeAdminError, UnstableMeasurementError
+from geadmin.errors import BenchBusyError, GeAdminError, TuneBusyError, UnstableMeasurementError
 from geadmin.ops.bench.load_test import run_perf_analyzer
-from geadmin.ops.bench.params import BenchSettings
+from geadmin.ops.bench.params import BenchSettings, server_lock
 from geadmin.ops.bench.results import CONCURRENCY, REQUEST_RATE
 from geadmin.ops.tune import trials as tune_trials
 from geadmin.ops.tune.memory import MemoryGuard
@@ -183,7 +184,7 @@ def tune(client: TritonClient, repository: Path, tune_settings: TuneSettings, *,
     started = time.monotonic()
     say = progress or (lambda text: None)
     model, run = tune_settings.model, trials.new_run_id()
-    with tune_lock(workspace, model):
+    with tune_lock(workspace, model), measuring_alone(workspace, client.url, model):
         runner = TrialRunner(client, repository, tune_settings, auth, binary, say, cancel, admin_key,
                              metrics_url)
         left = tune_trials.remove_left(repository, client=client, home=workspace, model=model, actor=who)
@@ -216,6 +217,19 @@ def tune(client: TritonClient, repository: Path, tune_settings: TuneSettings, *,
                         f"run {saved.id}: {saved.headline()}\n{tune_trials.RUN}: {run}",
                         server=client.url, actor=who, home=workspace)
     return saved
+
+
+@contextmanager
+def measuring_alone(home: Path, server_url: str, model: str) -> Iterator[None]:
+    """The load-test lock of `server_url` (`geadmin.ops.bench.params.server_lock`), held for the
+    whole run: a load test and a tuning run on one server at once would measure each other's
+    load. TuneBusyError while a load test (or another tuning run) holds it."""
+    with ExitStack() as held:
+        try:
+            held.enter_context(server_lock(home, server_url, model, tuning=True))
+        except BenchBusyError as exc:
+            raise TuneBusyError(f"cannot tune {model} now: {exc}") from exc
+        yield
 
 
 def unstable(window_ms: int) -> str:
