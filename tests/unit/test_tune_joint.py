@@ -162,6 +162,19 @@ def test_a_tuning_run_is_refused_while_a_load_test_holds_the_server(tmp_path: Pa
         pass
 
 
+def test_a_capacity_sweep_is_refused_while_a_load_test_holds_the_server(tmp_path: Path) -> None:
+    """The sweep measures with perf_analyzer too: it takes the same lock, before touching the repository."""
+    from types import SimpleNamespace
+
+    from geadmin.ops.capacity.sweep import run_saturation_sweep
+
+    refused = r"cannot measure the capacity of m now: another load test runs against .*resnet, pid"
+    client = SimpleNamespace(url=SERVER)
+    with server_lock(tmp_path, SERVER, "resnet"), pytest.raises(TuneBusyError, match=refused):
+        run_saturation_sweep(client, tmp_path / "no-repository", "m",  # type: ignore[arg-type]
+                             Objective("m", p99_ms=50.0), auth=admin_auth(), home=tmp_path)
+
+
 def test_a_load_test_is_refused_while_a_tuning_run_holds_the_server(tmp_path: Path) -> None:
     with measuring_alone(tmp_path, SERVER, "m"):
         refused = r"a tuning run measures .* now \(m \(tuning run\), pid"

@@ -3,7 +3,8 @@
 Protocol (the tuner's trial machinery, geadmin.ops.tune.trials, unchanged):
 
 1. One run per model and workspace (the tuner's lock: a sweep and a tuning run of one model
-   never measure at once); trials that killed runs left are removed first.
+   never measure at once), and none while a load test or a tuning run measures the server (the
+   load-test lock); trials that killed runs left are removed first.
 2. The run is journaled as a tuning run (`tune` / `started`), the trial copy
    `<model>__tune_<run>` is made with the live config, loaded beside the live model, and
    removed at the end whatever happens; a killed sweep's copy is removed by the next start.
@@ -43,6 +44,7 @@ from geadmin.ops.bench.params import (
 from geadmin.ops.bench.results import REQUEST_RATE
 from geadmin.ops.capacity import saved
 from geadmin.ops.tune import trials as tune_trials
+from geadmin.ops.tune.search import measuring_alone
 from geadmin.repository import store, trials
 from geadmin.repository.knobs import read_knobs
 from geadmin.repository.modelconfig import parse_pbtxt
@@ -165,7 +167,8 @@ def run_saturation_sweep(client: TritonClient, repository: Path, model: str, obj
     say = progress or (lambda text: None)
     started = time.monotonic()
     run = trials.new_run_id()
-    with tune_trials.tune_lock(workspace, model, purpose="capacity sweep"):
+    with tune_trials.tune_lock(workspace, model, purpose="capacity sweep"), \
+            measuring_alone(workspace, client.url, model, doing="measure the capacity of"):
         live = store.read_config(repository, model)
         instances = read_knobs(parse_pbtxt(live.text)).instance_count or 1
         left = tune_trials.remove_left(repository, client=client, home=workspace, model=model, actor=who)

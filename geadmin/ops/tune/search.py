@@ -220,15 +220,16 @@ def tune(client: TritonClient, repository: Path, tune_settings: TuneSettings, *,
 
 
 @contextmanager
-def measuring_alone(home: Path, server_url: str, model: str) -> Iterator[None]:
+def measuring_alone(home: Path, server_url: str, model: str, doing: str = "tune") -> Iterator[None]:
     """The load-test lock of `server_url` (`geadmin.ops.bench.params.server_lock`), held for the
-    whole run: a load test and a tuning run on one server at once would measure each other's
-    load. TuneBusyError while a load test (or another tuning run) holds it."""
+    whole run: a load test and a tuning run (or a capacity sweep) on one server at once would
+    measure each other's load. TuneBusyError ("cannot `doing` `model` now: ...") while a load
+    test (or another tuning run or sweep) holds it."""
     with ExitStack() as held:
         try:
             held.enter_context(server_lock(home, server_url, model, tuning=True))
         except BenchBusyError as exc:
-            raise TuneBusyError(f"cannot tune {model} now: {exc}") from exc
+            raise TuneBusyError(f"cannot {doing} {model} now: {exc}") from exc
         yield
 
 
