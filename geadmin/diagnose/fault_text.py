@@ -8,10 +8,12 @@ from datetime import datetime, timezone
 
 from geadmin.diagnose.npu_faults import ChipImpact, FaultReport, ModelHit, PlanStep, StepKind
 
-MEANING_CHARS = 60
+MEANING_CHARS = 72
+HEADLINE_FAULTS = 3  # the faults that need action whose next step the headline names
 NEXT_WORDS = {StepKind.NONE: "no action", StepKind.WATCH: "watch the chip", StepKind.RELOAD: "reload",
               StepKind.DRAIN: "drain and reset", StepKind.RESET: "reset",
-              StepKind.MOVE: "move the instances off"}
+              StepKind.MOVE: "move the instances off", StepKind.SEPARATE: "keep it out of service"}
+NO_MODEL = "no model on it"
 
 
 def chip_name(impact: ChipImpact) -> str:
@@ -39,12 +41,27 @@ def next_words(impact: ChipImpact) -> str:
     return f"{words} {', '.join(models)}" if kinds[0] is StepKind.RELOAD and models else words
 
 
+def chip_next(impact: ChipImpact) -> str:
+    """"NPU 3: drain and reset", "NPU 1: watch the chip (no model on it)": a fault's next step as
+    the headline names it."""
+    words = next_words(impact)
+    return f"{chip_name(impact)}: {words}" + ("" if impact.hits else f" ({NO_MODEL})")
+
+
+def next_text(impact: ChipImpact) -> str:
+    """The next safe step in a sentence (the card's "Next:"): the level's action when models run
+    on the chip, else the plan's first step, which says what to do with a chip no model is on."""
+    if impact.hits or not impact.plan:
+        return impact.cls.action
+    return impact.plan[0].text
+
+
 def impact_line(impact: ChipImpact) -> str:
     """One line: "NPU 3: 0x80E18402 (RestartNPU, HBM ECC) hits resnet (1 of 2 instances) — drain
     and reset"."""
     fault, cls = impact.record.fault, impact.cls
     level = cls.level.value
-    meaning = short(cls.meaning)
+    meaning = short(cls.meaning, level=level)
     what = f"{level}, {meaning}" if meaning else level
     if fault.healthy is False:
         what += ", chip unhealthy"
@@ -54,10 +71,18 @@ def impact_line(impact: ChipImpact) -> str:
     return f"{chip_name(impact)}: {fault.code_hex} ({what}) hits {hits} — {next_words(impact)}"
 
 
-def short(meaning: str, limit: int = MEANING_CHARS) -> str:
-    """A table's meaning as the first lines show it: its first clause, clipped."""
+def short(meaning: str, limit: int = MEANING_CHARS, *, level: str = "") -> str:
+    """A table's meaning as the first lines show it: its first clause without the level the line
+    already names ("(NotHandleFault)"), cut at a word boundary with an ellipsis when too long."""
     first = meaning.split(": ", 1)[0].split("; ", 1)[0].strip()
-    return first if len(first) <= limit else first[:limit - 1].rstrip() + "…"
+    if level:
+        first = first.removesuffix(f"({level})").rstrip()
+    if len(first) <= limit:
+        return first
+    cut = first[:limit - 1]
+    if first[limit - 1] != " " and " " in cut:  # the limit falls inside a word: end at the word before it
+        cut = cut[:cut.rfind(" ")]
+    return cut.rstrip(" ,;:-(") + "…"
 
 
 def headline(report: FaultReport) -> str:
@@ -66,7 +91,9 @@ def headline(report: FaultReport) -> str:
         return (f"DOWN: no healthy instance left of {', '.join(report.models_down)} "
                 f"({len(counted)} NPU fault(s) need action)")
     if counted:
-        return f"ACTION: {len(counted)} NPU fault(s) need action"
+        named = "; ".join(chip_next(i) for i in counted[:HEADLINE_FAULTS])
+        more = f"; {len(counted) - HEADLINE_FAULTS} more below" if len(counted) > HEADLINE_FAULTS else ""
+        return f"ACTION: {len(counted)} NPU fault(s) need action — {named}{more}"
     if report.impacts:
         return f"OK: no NPU fault needs action ({len(report.impacts)} shown)"
     return "OK: no NPU fault reported"

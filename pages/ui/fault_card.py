@@ -20,6 +20,7 @@ import pandas as pd
 import streamlit as st
 
 from geadmin import settings
+from geadmin.diagnose.fault_text import next_text
 from geadmin.diagnose.npu_faults import ChipImpact, FaultReport
 from geadmin.errors import GeAdminError
 from geadmin.fleet.discovery import Discovery
@@ -86,7 +87,7 @@ def card(impact: ChipImpact, *, client: TritonClient | None, repository: Path | 
             st.error(f"{meaning}. No healthy instance left: {', '.join(down)} — DOWN whatever Triton says.",
                      icon=":material/dangerous:")
         elif impact.counts:
-            st.warning(f"{meaning}. Next: {outside_text.text(impact.cls.action)}", icon=":material/warning:")
+            st.warning(f"{meaning}. Next: {outside_text.text(next_text(impact))}", icon=":material/warning:")
         else:
             st.info(f"{meaning}. {outside_text.text(impact.cls.action)}", icon=":material/info:")
         if impact.hits:

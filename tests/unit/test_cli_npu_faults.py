@@ -20,7 +20,17 @@ from geadmin.cli.main import main
 from geadmin.cli.npu_faults import exit_code
 from geadmin.diagnose.fault_text import report_json, report_lines, short
 from geadmin.diagnose.npu_faults import assess_faults
-from tests.support.faults import AICORE_RETRY, HBM_ECC, SENSOR_NOTE, UNLISTED, model_map, npu, record, table
+from tests.support.faults import (
+    AICORE_RETRY,
+    CHIP_OUT,
+    HBM_ECC,
+    SENSOR_NOTE,
+    UNLISTED,
+    model_map,
+    npu,
+    record,
+    table,
+)
 from tests.support.http_doubles import closed_port
 from tests.support.npu_exporter_double import ChipState, npu_exporter_double
 
@@ -41,7 +51,7 @@ def test_the_first_lines_name_chip_code_level_models_share_and_next_step() -> No
     report = assess_faults([record(1, AICORE_RETRY), record(0, SENSOR_NOTE)], table(), MAPS,
                            devices={"": [npu(1, 0, 1)]})
     lines = report_lines(report)
-    assert lines[0] == "ACTION: 1 NPU fault(s) need action"
+    assert lines[0] == "ACTION: 1 NPU fault(s) need action — NPU 1: reload resnet"
     assert lines[1] == ("NPU 1: 0x80C98000 (RestartBusiness, AI Core error) hits resnet (1 of 2 instances) — "
                         "reload resnet")
     assert lines[4] == "  next: [reload] reload resnet: RestartBusiness restarts its instance(s) on NPU 1 " \
@@ -65,8 +75,42 @@ def test_the_plan_prints_every_step_with_the_reset_command_for_the_operator() ->
 def test_a_long_meaning_is_cut_to_its_first_clause_in_the_first_lines() -> None:
     assert short("a fault a reset does not repair: the chip is taken out of service") == \
         "a fault a reset does not repair"
-    assert short("x" * 80) == "x" * 59 + "…"
+    assert short("x" * 80) == "x" * 71 + "…"
     assert short("HBM multi-bit ECC error") == "HBM multi-bit ECC error"
+
+
+def test_a_long_meaning_is_cut_at_a_word_boundary_and_loses_the_level_the_line_already_names() -> None:
+    meaning = "a fault the driver records that does not affect running work (NotHandleFault)"
+    assert short(meaning, level="NotHandleFault") == "a fault the driver records that does not affect running work"
+    clipped = short("the chip's memory controller reported an uncorrectable error in a bank that "
+                    "serves the model weights", limit=40)
+    assert clipped == "the chip's memory controller reported…"
+    assert len(clipped) <= 40
+    words = clipped.removesuffix("…").split()
+    assert all(w in "the chip's memory controller reported an uncorrectable".split() for w in words)
+
+
+@pytest.mark.parametrize(("code", "healthy", "words"), [
+    (AICORE_RETRY, None, "watch the chip (no model on it)"),  # RestartBusiness: nothing to reload
+    (HBM_ECC, None, "reset (no model on it)"),  # RestartNPU: nothing to drain, the chip is reset
+    (CHIP_OUT, None, "keep it out of service (no model on it)"),  # SeparateNPU: nothing to move
+    (UNLISTED, False, "reset (no model on it)"),  # unknown code, unhealthy chip
+])
+def test_a_fault_that_needs_action_on_a_chip_with_no_model_says_the_chips_step_in_headline_and_line(
+        code: int, healthy: bool | None, words: str) -> None:
+    report = assess_faults([record(7, code, healthy=healthy)], table(), MAPS)
+    lines = report_lines(report)
+    assert lines[0] == f"ACTION: 1 NPU fault(s) need action — NPU 7: {words}"
+    assert lines[1].endswith(f"hits no model — {words.removesuffix(' (no model on it)')}"), lines[1]
+    assert "no action" not in "\n".join(lines), lines
+    assert exit_code(report) == ExitCode.DEGRADED
+
+
+def test_the_headline_names_the_first_three_faults_that_need_action_and_counts_the_rest() -> None:
+    records = [record(chip, AICORE_RETRY) for chip in (4, 5, 6, 7)]
+    first = report_lines(assess_faults(records, table(), MAPS))[0]
+    assert first == ("ACTION: 4 NPU fault(s) need action — NPU 4: watch the chip (no model on it); NPU 5: watch "
+                     "the chip (no model on it); NPU 6: watch the chip (no model on it); 1 more below")
 
 
 # -- NEEDS_FAULTS_CORE: the whole command, real readers / store / table ---------------------------
