@@ -119,8 +119,8 @@ def plan(given: PlanInput) -> tuple[PlanStep, ...]:
 
 def _reload(given: PlanInput, chip: str) -> tuple[PlanStep, ...]:
     if not given.hits:  # nothing to reload: the fault counts, so the chip is watched
-        return (PlanStep(StepKind.WATCH, f"watch {chip}: {given.cls.level.value} with no model on it, nothing "
-                         "to reload; if it repeats or the chip turns unhealthy, drain it and reset it"),)
+        return (PlanStep(StepKind.WATCH, f"watch {chip}: {given.cls.level.value} with no model on it, "
+                         "nothing to reload; if it repeats or the chip turns unhealthy, drain and reset it"),)
     return tuple(PlanStep(StepKind.RELOAD, f"reload {h.model}: {given.cls.level.value} restarts its "
                           f"instance(s) on {chip}", h.model, changes=True) for h in given.hits)
 

@@ -32,13 +32,19 @@ def hit_text(hit: ModelHit) -> str:
 
 
 def next_words(impact: ChipImpact) -> str:
-    """The plan in a few words: "drain and reset", "reload resnet"."""
+    """The plan in a few words: "drain and reset", "reload resnet"; a drain that would leave a
+    model with no instance says to give it another device first."""
     kinds = [s.kind for s in impact.plan]
     if not kinds:
         return NEXT_WORDS[StepKind.NONE]
     words = NEXT_WORDS[kinds[0]]
     models = [s.model for s in impact.plan if s.model]
-    return f"{words} {', '.join(models)}" if kinds[0] is StepKind.RELOAD and models else words
+    if kinds[0] is StepKind.RELOAD and models:
+        return f"{words} {', '.join(models)}"
+    stranded = [s.model for s in impact.plan if s.kind is StepKind.DRAIN and s.model and not s.device_ids]
+    if stranded:
+        return f"give {', '.join(stranded)} another device first, then {words}"
+    return words
 
 
 def chip_next(impact: ChipImpact) -> str:
@@ -61,14 +67,16 @@ def impact_line(impact: ChipImpact) -> str:
     and reset"."""
     fault, cls = impact.record.fault, impact.cls
     level = cls.level.value
-    meaning = short(cls.meaning, level=level)
+    # a fault without a code: what the source saw (a lost device, the Health column) is its meaning
+    meaning = short(fault.detail or cls.meaning if fault.code is None else cls.meaning, level=level)
     what = f"{level}, {meaning}" if meaning else level
     if fault.healthy is False:
         what += ", chip unhealthy"
     if not impact.record.present:
         what += ", cleared"
     hits = "; ".join(hit_text(h) for h in impact.hits) if impact.hits else "no model"
-    return f"{chip_name(impact)}: {fault.code_hex} ({what}) hits {hits} — {next_words(impact)}"
+    code = fault.code_hex if fault.code is not None else "no code"
+    return f"{chip_name(impact)}: {code} ({what}) hits {hits} — {next_words(impact)}"
 
 
 def short(meaning: str, limit: int = MEANING_CHARS, *, level: str = "") -> str:
@@ -91,8 +99,9 @@ def headline(report: FaultReport) -> str:
         return (f"DOWN: no healthy instance left of {', '.join(report.models_down)} "
                 f"({len(counted)} NPU fault(s) need action)")
     if counted:
-        named = "; ".join(chip_next(i) for i in counted[:HEADLINE_FAULTS])
-        more = f"; {len(counted) - HEADLINE_FAULTS} more below" if len(counted) > HEADLINE_FAULTS else ""
+        steps = list(dict.fromkeys(chip_next(i) for i in counted))  # a chip with two faults: named once
+        named = "; ".join(steps[:HEADLINE_FAULTS])
+        more = f"; {len(steps) - HEADLINE_FAULTS} more below" if len(steps) > HEADLINE_FAULTS else ""
         return f"ACTION: {len(counted)} NPU fault(s) need action — {named}{more}"
     if report.impacts:
         return f"OK: no NPU fault needs action ({len(report.impacts)} shown)"
