@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from geadmin.diagnose.npu_faults import ChipImpact, FaultReport, ModelHit, PlanStep, StepKind
+from geadmin.telemetry.sources.fault_table import FaultLevel
 
 MEANING_CHARS = 72
 HEADLINE_FAULTS = 3  # the faults that need action whose next step the headline names
@@ -35,6 +36,8 @@ def next_words(impact: ChipImpact) -> str:
     """The plan in a few words: "drain and reset", "reload resnet"; a drain that would leave a
     model with no instance says to give it another device first."""
     kinds = [s.kind for s in impact.plan]
+    if not impact.record.present:
+        return "cleared, nothing to do"
     if not kinds:
         return NEXT_WORDS[StepKind.NONE]
     words = NEXT_WORDS[kinds[0]]
@@ -69,6 +72,7 @@ def impact_line(impact: ChipImpact) -> str:
     level = cls.level.value
     # a fault without a code: what the source saw (a lost device, the Health column) is its meaning
     meaning = short(fault.detail or cls.meaning if fault.code is None else cls.meaning, level=level)
+    meaning = meaning.replace(f" ({fault.code_hex})", "")  # the line names the code already
     what = f"{level}, {meaning}" if meaning else level
     if fault.healthy is False:
         what += ", chip unhealthy"
@@ -76,7 +80,8 @@ def impact_line(impact: ChipImpact) -> str:
         what += ", cleared"
     hits = "; ".join(hit_text(h) for h in impact.hits) if impact.hits else "no model"
     code = fault.code_hex if fault.code is not None else "no code"
-    return f"{chip_name(impact)}: {code} ({what}) hits {hits} — {next_words(impact)}"
+    verb = "hits" if impact.record.present else "hit"
+    return f"{chip_name(impact)}: {code} ({what}) {verb} {hits} — {next_words(impact)}"
 
 
 def short(meaning: str, limit: int = MEANING_CHARS, *, level: str = "") -> str:
@@ -104,8 +109,26 @@ def headline(report: FaultReport) -> str:
         more = f"; {len(steps) - HEADLINE_FAULTS} more below" if len(steps) > HEADLINE_FAULTS else ""
         return f"ACTION: {len(counted)} NPU fault(s) need action — {named}{more}"
     if report.impacts:
-        return f"OK: no NPU fault needs action ({len(report.impacts)} shown)"
+        cleared = sum(not i.record.present for i in report.impacts)
+        return f"OK: no NPU fault needs action ({len(report.impacts)} shown" + \
+            (f", {cleared} cleared)" if cleared else ")")
     return "OK: no NPU fault reported"
+
+
+def for_models(impact: ChipImpact) -> str:
+    """What the fault means for the models on the chip, as the second line says it: a cleared
+    fault says so first; an unknown code on an unhealthy chip says why it counts and where to
+    look the code up."""
+    fault, record = impact.record.fault, impact.record
+    said = impact.cls.for_inference or "-"
+    if impact.cls.level is FaultLevel.UNKNOWN and fault.healthy is False:
+        said = "the chip is reported unhealthy without a fault code: its instances may fail or hang"
+        if fault.code is not None:
+            said = ("the chip is reported unhealthy, so this counts as a fault whatever its code; no table "
+                    f"lists {fault.code_hex}: look it up in the driver's fault list")
+    if not record.present:
+        return f"cleared: not reported since {_when(record.last_seen_s)}; while present: {said}"
+    return said
 
 
 def step_lines(step: PlanStep) -> list[str]:
@@ -125,13 +148,18 @@ def report_lines(report: FaultReport, *, plan: bool = False) -> list[str]:
     for impact in report.impacts:
         record = impact.record
         lines.append(impact_line(impact))
-        lines.append(f"  {impact.cls.for_inference}" if impact.cls.for_inference else "  -")
+        lines.append(f"  {for_models(impact)}")
         lines.append(f"  source {record.fault.source}, first seen {_when(record.first_seen_s)}, "
                      f"last seen {_when(record.last_seen_s)}" + ("" if record.present else " (cleared)")
                      + (f"; {record.fault.detail}" if record.fault.detail else ""))
         steps = impact.plan if plan else impact.plan[:1]
         for step in steps:
             lines += [f"  {'' if plan else 'next: '}{line}" for line in step_lines(step)]
+        if len(steps) < len(impact.plan):
+            more = len(impact.plan) - len(steps)
+            lines.append(f"  then {more} more step{'s' if more != 1 else ''}: "
+                         + ", ".join(s.kind.value for s in impact.plan[len(steps):])
+                         + " (--plan prints every step)")
     lines += [f"note: {note}" for note in report.notes]
     return lines
 

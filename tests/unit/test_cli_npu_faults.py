@@ -20,6 +20,8 @@ from geadmin.cli.main import main
 from geadmin.cli.npu_faults import exit_code
 from geadmin.diagnose.fault_text import report_json, report_lines, short
 from geadmin.diagnose.npu_faults import assess_faults
+from geadmin.telemetry.history.faults import FaultRecord
+from geadmin.telemetry.sources.npu_faults import SOURCE_NPU_GE, ChipFault
 from tests.support.faults import (
     AICORE_RETRY,
     CHIP_OUT,
@@ -146,3 +148,41 @@ def test_cli_a_reset_level_code_exits_4_and_an_unknown_code_on_an_unhealthy_chip
     assert faults[(0, "0x80E18402")]["level"] == "RestartNPU" and faults[(0, "0x80E18402")]["counts"]
     assert faults[(1, "0x8FFFFFFF")]["level"] == "unknown" and faults[(1, "0x8FFFFFFF")]["counts"]
     assert not faults[(0, "0x80CB8009")]["counts"]
+
+
+# -- read as on-call would: an ECC fault on a chip with a two-instance model, an unknown code on
+# -- an unhealthy chip, a fault without a code, a cleared fault ------------------------------------
+TWO = {"": model_map(resnet={1: 1, 3: 1})}
+
+
+def test_an_ecc_fault_on_one_of_a_models_two_chips_says_the_share_the_step_and_that_a_reset_follows() -> None:
+    lines = report_lines(assess_faults([record(3, HBM_ECC)], table(), TWO, devices={"": [npu(3, 2, 1)]}))
+    assert lines[0] == "ACTION: 1 NPU fault(s) need action — NPU 3: drain and reset"
+    assert lines[1] == ("NPU 3: 0x80E18402 (RestartNPU, HBM multi-bit ECC error) hits resnet (1 of 2 "
+                        "instances) — drain and reset")
+    assert lines[4].startswith("  next: [drain] drain NPU 3 of resnet: device_ids 1 (without 3)")
+    assert lines[5] == "  then 1 more step: reset (--plan prints every step)"  # the reset is not hidden
+
+
+def test_an_unknown_code_on_an_unhealthy_chip_says_why_it_counts_and_where_to_look_it_up() -> None:
+    lines = report_lines(assess_faults([record(1, UNLISTED, healthy=False)], table(), TWO))
+    assert lines[1].startswith("NPU 1: 0x8FFFFFFF (unknown, unknown code, chip unhealthy) hits resnet")
+    assert lines[2] == ("  the chip is reported unhealthy, so this counts as a fault whatever its code; no "
+                        "table lists 0x8FFFFFFF: look it up in the driver's fault list")
+
+
+def test_a_fault_without_a_code_shows_what_its_source_saw() -> None:
+    saw = "instance r_0_1 of resnet lost its device (1x)"
+    lost = FaultRecord(ChipFault(1, None, SOURCE_NPU_GE, "", False, saw), 1000.0, 2000.0, True)
+    lines = report_lines(assess_faults([lost], table(), TWO))
+    assert lines[1].startswith("NPU 1: no code (unknown, instance r_0_1 of resnet lost its device (1x), chip "
+                               "unhealthy) hits resnet (1 of 2 instances)"), lines[1]
+    assert lines[2] == "  the chip is reported unhealthy without a fault code: its instances may fail or hang"
+
+
+def test_a_cleared_fault_reads_as_past_not_as_a_chip_that_still_cannot_serve() -> None:
+    lines = report_lines(assess_faults([record(3, HBM_ECC, present=False)], table(), TWO))
+    assert lines[0] == "OK: no NPU fault needs action (1 shown, 1 cleared)"
+    assert lines[1].endswith("hit resnet (0 of 2 instances) — cleared, nothing to do"), lines[1]
+    assert lines[2] == ("  cleared: not reported since 1970-01-01 00:33:20Z; while present: models on the "
+                        "chip: RestartNPU")
