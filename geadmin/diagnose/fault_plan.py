@@ -140,9 +140,12 @@ def _drain_and_reset(given: PlanInput, chip: str) -> tuple[PlanStep, ...]:
         steps.append(PlanStep(StepKind.DRAIN, text, hit.model, changes=True, device_ids=kept))
     why = "the chip is reported unhealthy" if given.cls.level not in RESET_LEVELS else given.cls.level.value
     command = reset_command(fault.chip, given.devices)
-    steps.append(PlanStep(StepKind.RESET, f"then reset {chip} ({why}) — run by you, once nothing runs on it; "
-                          "wait 20 s before reading it again, then put the devices back "
-                          "(geadmin config rollback MODEL)", command=command))
+    if steps:
+        text = (f"then reset {chip} ({why}) — run by you, once nothing runs on it; wait 20 s before reading "
+                "it again, then put the devices back (geadmin config rollback MODEL)")
+    else:  # nothing to drain: the reset is the first step
+        text = f"reset {chip} ({why}) — run by you; no model runs on it; wait 20 s before reading it again"
+    steps.append(PlanStep(StepKind.RESET, text, command=command))
     return tuple(steps)
 
 

@@ -59,8 +59,9 @@ def chip_next(impact: ChipImpact) -> str:
 
 def next_text(impact: ChipImpact) -> str:
     """The next safe step in a sentence (the card's "Next:"): the level's action when models run
-    on the chip, else the plan's first step, which says what to do with a chip no model is on."""
-    if impact.hits or not impact.plan:
+    on the chip, else the plan's first step, which says what to do with a chip no model is on
+    (and with an unknown code, whose table action only says what to do in either health)."""
+    if (impact.hits and impact.cls.level is not FaultLevel.UNKNOWN) or not impact.plan:
         return impact.cls.action
     return impact.plan[0].text
 
@@ -124,8 +125,8 @@ def for_models(impact: ChipImpact) -> str:
     if impact.cls.level is FaultLevel.UNKNOWN and fault.healthy is False:
         said = "the chip is reported unhealthy without a fault code: its instances may fail or hang"
         if fault.code is not None:
-            said = ("the chip is reported unhealthy, so this counts as a fault whatever its code; no table "
-                    f"lists {fault.code_hex}: look it up in the driver's fault list")
+            said = ("the chip is reported unhealthy, so this counts as a fault whatever its code: look "
+                    f"{fault.code_hex} up in the driver's fault list")
     if not record.present:
         return f"cleared: not reported since {_when(record.last_seen_s)}; while present: {said}"
     return said

@@ -167,8 +167,8 @@ def test_an_ecc_fault_on_one_of_a_models_two_chips_says_the_share_the_step_and_t
 def test_an_unknown_code_on_an_unhealthy_chip_says_why_it_counts_and_where_to_look_it_up() -> None:
     lines = report_lines(assess_faults([record(1, UNLISTED, healthy=False)], table(), TWO))
     assert lines[1].startswith("NPU 1: 0x8FFFFFFF (unknown, unknown code, chip unhealthy) hits resnet")
-    assert lines[2] == ("  the chip is reported unhealthy, so this counts as a fault whatever its code; no "
-                        "table lists 0x8FFFFFFF: look it up in the driver's fault list")
+    assert lines[2] == ("  the chip is reported unhealthy, so this counts as a fault whatever its code: look "
+                        "0x8FFFFFFF up in the driver's fault list")
 
 
 def test_a_fault_without_a_code_shows_what_its_source_saw() -> None:
