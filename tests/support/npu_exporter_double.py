@@ -9,11 +9,9 @@ HBM figures in MB.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from tests.support.http_doubles import serve
 
@@ -59,44 +57,24 @@ def npu_exporter_double(chips: Mapping[int, ChipState]) -> Iterator[str]:
 
 
 class LiveExporter:
-    """npu-exporter's page on 127.0.0.1 whose chips a test changes while it serves (a fault that
-    appears, then clears); `url` is its /metrics."""
+    """npu-exporter's page for chips a test changes while it serves (a fault that appears, then
+    clears); `url` is its /metrics once `live_npu_exporter` serves it."""
 
     def __init__(self, chips: Mapping[int, ChipState]) -> None:
-        self._page = exporter_page(chips).encode()
-        self._lock = threading.Lock()
-        owner = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                with owner._lock:
-                    body = owner._page
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain; version=0.0.4")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}/metrics"
+        self.url = ""
+        self.set(chips)
 
     def set(self, chips: Mapping[int, ChipState]) -> None:
-        page = exporter_page(chips).encode()
-        with self._lock:
-            self._page = page
+        self._page = exporter_page(chips).encode()  # one reference swapped: a request sees old or new
+
+    def page(self) -> bytes:
+        return self._page
 
 
 @contextmanager
 def live_npu_exporter(chips: Mapping[int, ChipState]) -> Iterator[LiveExporter]:
-    """A LiveExporter serving `chips` until the block ends."""
+    """A LiveExporter serving `chips` on 127.0.0.1 until the block ends."""
     exporter = LiveExporter(chips)
-    thread = threading.Thread(target=exporter._server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serve(exporter.page) as url:
+        exporter.url = url
         yield exporter
-    finally:
-        exporter._server.shutdown()
-        exporter._server.server_close()
