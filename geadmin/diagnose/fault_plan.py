@@ -5,7 +5,8 @@ server, mildest first:
 
 - NotHandleFault: nothing (the fault is shown, never alarmed); a cleared fault: nothing.
 - SubHealthFault, and an unknown code on a chip not reported unhealthy: watch the chip.
-- RestartRequest / RestartBusiness: reload the affected models (their instances restart).
+- RestartRequest / RestartBusiness: reload the affected models (their instances restart); with
+  no model on the chip, watch it (there is nothing to reload).
 - FreeRestartNPU / RestartNPU, and any other level on a chip reported unhealthy: drain first
   (a config without the device, through the safe apply; for a fleet member, a rollout limited
   to its node), then the chip's reset, `npu-smi set -t reset -i <NPU ID> -c <Chip ID>` (Huawei's
@@ -15,7 +16,7 @@ server, mildest first:
   against the free HBM of the devices that take them, the way the tuner's memory check
   (geadmin.ops.tune.memory) refuses a trial that would not fit: one instance's HBM is measured
   (here: the faulted chip's used HBM shared by its instances), never guessed; without figures
-  the step says the memory was not checked.
+  the step says the memory was not checked. With no model on the chip: keep it out of service.
 
 A step that changes something (`PlanStep.changes`) runs only through the guarded, audited
 actions (geadmin.ops.npu); here it is only described.
@@ -70,6 +71,7 @@ class StepKind(str, enum.Enum):
     DRAIN = "drain"  # reset levels, first: a config without the device (safe apply / rollout)
     RESET = "reset"  # reset levels, then: the npu-smi command, printed for the operator
     MOVE = "move"  # separate levels: move the instances off the chip (memory checked)
+    SEPARATE = "separate"  # separate levels, no model on the chip: keep it out of service (said only)
 
 
 @dataclass(frozen=True)
@@ -116,8 +118,9 @@ def plan(given: PlanInput) -> tuple[PlanStep, ...]:
 
 
 def _reload(given: PlanInput, chip: str) -> tuple[PlanStep, ...]:
-    if not given.hits:
-        return (PlanStep(StepKind.NONE, f"{chip}: no model runs on it, nothing to reload"),)
+    if not given.hits:  # nothing to reload: the fault counts, so the chip is watched
+        return (PlanStep(StepKind.WATCH, f"watch {chip}: {given.cls.level.value} with no model on it, "
+                         "nothing to reload; if it repeats or the chip turns unhealthy, drain and reset it"),)
     return tuple(PlanStep(StepKind.RELOAD, f"reload {h.model}: {given.cls.level.value} restarts its "
                           f"instance(s) on {chip}", h.model, changes=True) for h in given.hits)
 
@@ -137,9 +140,12 @@ def _drain_and_reset(given: PlanInput, chip: str) -> tuple[PlanStep, ...]:
         steps.append(PlanStep(StepKind.DRAIN, text, hit.model, changes=True, device_ids=kept))
     why = "the chip is reported unhealthy" if given.cls.level not in RESET_LEVELS else given.cls.level.value
     command = reset_command(fault.chip, given.devices)
-    steps.append(PlanStep(StepKind.RESET, f"then reset {chip} ({why}) — run by you, once nothing runs on it; "
-                          "wait 20 s before reading it again, then put the devices back "
-                          "(geadmin config rollback MODEL)", command=command))
+    if steps:
+        text = (f"then reset {chip} ({why}) — run by you, once nothing runs on it; wait 20 s before reading "
+                "it again, then put the devices back (geadmin config rollback MODEL)")
+    else:  # nothing to drain: the reset is the first step
+        text = f"reset {chip} ({why}) — run by you; no model runs on it; wait 20 s before reading it again"
+    steps.append(PlanStep(StepKind.RESET, text, command=command))
     return tuple(steps)
 
 
@@ -169,7 +175,8 @@ def _move(given: PlanInput, chip: str) -> tuple[PlanStep, ...]:
         fits = not verdict.startswith("does not fit")
         steps.append(PlanStep(StepKind.MOVE, f"move {hit.model} off {chip} for good: device_ids "
                               f"{_ids(targets)}; {verdict}", hit.model, changes=fits, device_ids=targets))
-    return tuple(steps) or (PlanStep(StepKind.NONE, f"{chip}: no model runs on it; take it out of service"),)
+    return tuple(steps) or (PlanStep(StepKind.SEPARATE, f"keep {chip} out of service: no model runs on it; "
+                                     "leave it out of every config's device_ids until it is repaired"),)
 
 
 def _spare(given: PlanInput, by_id: Mapping[int, NpuDevice]) -> tuple[int, ...]:

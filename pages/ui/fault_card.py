@@ -20,6 +20,7 @@ import pandas as pd
 import streamlit as st
 
 from geadmin import settings
+from geadmin.diagnose.fault_text import for_models, next_text
 from geadmin.diagnose.npu_faults import ChipImpact, FaultReport
 from geadmin.errors import GeAdminError
 from geadmin.fleet.discovery import Discovery
@@ -46,7 +47,9 @@ def headline(impact: ChipImpact) -> str:
     """`NPU 3 · node-a · 0x80E01801 · RestartNPU`: what the card and the alert both lead with."""
     fault = impact.record.fault
     where = f"NPU {fault.chip}" + (f" · {outside_text.text(fault.node, 100)}" if fault.node else "")
-    return f"{where} · `{fault.code_hex}` · {impact.cls.level.value}"
+    code = f"`{fault.code_hex}`" if fault.code is not None else "no code"
+    unhealthy = " · chip unhealthy" if fault.healthy is False else ""
+    return f"{where} · {code} · {impact.cls.level.value}{unhealthy}"
 
 
 def ordered(impacts: Sequence[ChipImpact], npu: int | None, node: str, model: str) -> list[ChipImpact]:
@@ -79,14 +82,14 @@ def card(impact: ChipImpact, *, client: TritonClient | None, repository: Path | 
         down = [h.model for h in impact.hits if h.down]
         cleared = "" if impact.record.present else " · cleared"
         st.markdown(f"**{headline(impact)}**{cleared}")
-        meaning = f"{outside_text.text(impact.cls.meaning)} — {outside_text.text(impact.cls.for_inference)}"
+        meaning = f"{outside_text.text(impact.cls.meaning)} — {outside_text.text(for_models(impact))}"
         if not impact.record.present:
-            st.caption(f"{meaning}. No longer reported by {impact.record.fault.source}.")
+            st.caption(f"No longer reported by {impact.record.fault.source}: {meaning}.")
         elif down:
             st.error(f"{meaning}. No healthy instance left: {', '.join(down)} — DOWN whatever Triton says.",
                      icon=":material/dangerous:")
         elif impact.counts:
-            st.warning(f"{meaning}. Next: {outside_text.text(impact.cls.action)}", icon=":material/warning:")
+            st.warning(f"{meaning}. Next: {outside_text.text(next_text(impact))}", icon=":material/warning:")
         else:
             st.info(f"{meaning}. {outside_text.text(impact.cls.action)}", icon=":material/info:")
         if impact.hits:

@@ -24,47 +24,18 @@ from geadmin.cli.exit_codes import ExitCode
 from geadmin.cli.main import main
 from geadmin.fleet import npu_faults as fleet_faults
 from geadmin.fleet.members import NODE, Member, Trust
-from geadmin.stack.tritonserver import TritonProcess, prepare_backend_directory
+from geadmin.stack.tritonserver import TritonProcess
 from geadmin.triton.servers import ServerSpec
 from tests.support.faults import HBM_ECC, SENSOR_NOTE, record, table
 from tests.support.npu_exporter_double import ChipState, npu_exporter_double
-from tests.support.npu_ge import affine_model, build_backend
+from tests.support.npu_fault_servers import start_fault_server
 
 pytestmark = pytest.mark.integration
 
 OVERRIDE = {"RestartNPUCodes": ["80E18402"], "NotHandleFaultCodes": ["80CB8009"]}
-PIPE = """name: "pipe"
-platform: "ensemble"
-max_batch_size: 8
-input [{ name: "x", data_type: TYPE_FP32, dims: [4] }]
-output [{ name: "y", data_type: TYPE_FP32, dims: [4] }]
-ensemble_scheduling { step [{ model_name: "pair", model_version: -1,
-  input_map { key: "x", value: "x" }, output_map { key: "y", value: "y" } }] }
-"""
-
-
-def start(tmp_path: Path, name: str, *, single_on: str = "1") -> TritonProcess:
-    build = build_backend()
-    repo = tmp_path / name / "repo"
-    repo.mkdir(parents=True)
-    affine_model(repo, "pair", instances=2, device_ids="0,1")
-    affine_model(repo, "single", instances=1, device_ids=single_on)
-    (repo / "pipe" / "1").mkdir(parents=True)
-    (repo / "pipe" / "config.pbtxt").write_text(PIPE)
-    server = TritonProcess(repository=repo, models=["pair", "single", "pipe"],
-                           log_path=tmp_path / f"{name}.log",
-                           backend_dir=prepare_backend_directory(tmp_path / name / "backends",
-                                                                 extra={"npu_ge": build.lib_dir}),
-                           ld_library_path=[build.double_dir],
-                           env={"NPU_GE_DOUBLE_STATE_FILE": str(tmp_path / name / "acl_double_state.json")},
-                           extra_args=["--backend-config=npu_ge,telemetry_interval_ms=100"])
-    server.start(timeout_s=120)
-    return server
-
-
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonProcess]:
-    server = start(tmp_path_factory.mktemp("npu_faults"), "one")
+    server = start_fault_server(tmp_path_factory.mktemp("npu_faults"), "one")
     try:
         yield server
     finally:
@@ -93,7 +64,8 @@ def test_a_reset_level_fault_names_the_models_share_lost_and_next_step_and_statu
     assert first == "DOWN: no healthy instance left of single (1 NPU fault(s) need action)"
     assert second.startswith("NPU 1: 0x80E18402 (RestartNPU"), out
     assert ("hits pair (1 of 2 instances) and the ensemble(s) pipe; "
-            "single (1 of 1 instance, none left: DOWN) — drain and reset") in second
+            "single (1 of 1 instance, none left: DOWN) — give single another device first, "
+            "then drain and reset") in second
     assert "next: [drain] drain NPU 1 of pair: device_ids 0 (without 1) through the safe apply" in out
 
     monkeypatch.setenv("GEADMIN_HOME", str(tmp_path / "home"))
@@ -123,7 +95,7 @@ def test_a_not_handle_fault_alone_exits_0_and_the_plan_says_no_action(
 
 def test_a_fleet_of_two_nodes_keeps_each_nodes_chips_to_its_servers(
         served: TritonProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    other = start(tmp_path, "two", single_on="0")
+    other = start_fault_server(tmp_path, "two", single_on="0")
     try:
         members = [Member(ServerSpec("a", served.http_url, metrics_url=served.metrics_url), "test",
                           {NODE: "node-a"}, trust=Trust(True, "test")),

@@ -5,22 +5,24 @@ from __future__ import annotations
 
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 @contextmanager
-def serve(body: bytes, *, status: int = 200) -> Iterator[str]:
-    """A real HTTP server on 127.0.0.1 answering every GET with `body`; yields its /metrics URL."""
+def serve(body: bytes | Callable[[], bytes], *, status: int = 200) -> Iterator[str]:
+    """A real HTTP server on 127.0.0.1 answering every GET with `body` (or what `body()` returns
+    at that request: a page a test changes while it serves); yields its /metrics URL."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
+            page = body() if callable(body) else body
             self.send_response(status)
             self.send_header("Content-Type", "text/plain; version=0.0.4")
-            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Content-Length", str(len(page)))
             self.end_headers()
-            self.wfile.write(body)
+            self.wfile.write(page)
 
         def log_message(self, *args: object) -> None:
             pass

@@ -54,3 +54,27 @@ def npu_exporter_double(chips: Mapping[int, ChipState]) -> Iterator[str]:
     """npu-exporter's page for `chips` on 127.0.0.1; yields its /metrics URL."""
     with serve(exporter_page(chips).encode()) as url:
         yield url
+
+
+class LiveExporter:
+    """npu-exporter's page for chips a test changes while it serves (a fault that appears, then
+    clears); `url` is its /metrics once `live_npu_exporter` serves it."""
+
+    def __init__(self, chips: Mapping[int, ChipState]) -> None:
+        self.url = ""
+        self.set(chips)
+
+    def set(self, chips: Mapping[int, ChipState]) -> None:
+        self._page = exporter_page(chips).encode()  # one reference swapped: a request sees old or new
+
+    def page(self) -> bytes:
+        return self._page
+
+
+@contextmanager
+def live_npu_exporter(chips: Mapping[int, ChipState]) -> Iterator[LiveExporter]:
+    """A LiveExporter serving `chips` on 127.0.0.1 until the block ends."""
+    exporter = LiveExporter(chips)
+    with serve(exporter.page) as url:
+        exporter.url = url
+        yield exporter

@@ -17,7 +17,7 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from geadmin import audit
-from geadmin.diagnose.npu_faults import FaultReport, ModelHit, PlanStep, StepKind
+from geadmin.diagnose.npu_faults import FaultReport, ModelHit, PlanStep, StepKind, assess_faults
 from geadmin.errors import TelemetryError
 from geadmin.ops.npu import wiring
 from geadmin.ops.npu.remedy import AUDIT_ACTION
@@ -27,6 +27,7 @@ from geadmin.triton.client import TritonClient
 from pages.ui import keys
 from tests.support.apptest import APP, button, isolate, point_at, run
 from tests.support.fault_reports import HBM_ECC, NOT_HANDLE, add_device_model, drain_plan, impact, report
+from tests.support.faults import AICORE_RETRY, model_map, record, table
 
 NOWHERE = "http://127.0.0.1:9"
 DRAINED = "resnet"
@@ -193,3 +194,17 @@ def test_nothing_faulted_draws_no_fault_section(monkeypatch: pytest.MonkeyPatch)
     at = npu_page()
     assert "Faults" not in [s.value for s in at.subheader] and not cards(at)
     assert not [c.value for c in at.caption if "npu-smi not on PATH" in c.value]
+
+
+def test_a_fault_that_needs_action_on_a_chip_with_no_model_says_what_to_do_with_the_chip(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # a RestartBusiness code on chip 7, where no model runs: the plan and the card's "Next:" agree
+    # (watch the chip), never the level's "reload the affected instances" with nothing to reload
+    hand(monkeypatch, assess_faults([record(7, AICORE_RETRY)], table(), {"": model_map(resnet={1: 2})}))
+    at = npu_page()
+    assert cards(at) == ["**NPU 7 · `0x80C98000` · RestartBusiness**"]
+    (warning,) = [w.value.replace("\u2060", "").replace("\\", "") for w in at.warning if "Next:" in w.value]
+    assert "Next: watch NPU 7: RestartBusiness with no model on it, nothing to reload" in warning, warning
+    assert "act on RestartBusiness" not in warning  # the level's action, for a chip with models
+    assert any("No model instance is known to run on this chip." in c.value for c in at.caption)
+    assert any(m.value.replace("\u2060", "").startswith("1. watch NPU 7\\:") for m in at.markdown)

@@ -137,6 +137,18 @@ def test_an_override_in_mindclusters_shape_merges_on_top(tmp_path: Path) -> None
     assert load_table("").classify(0x80E21007).level is FaultLevel.NOT_HANDLE  # the built-in unchanged
 
 
+def test_a_moved_code_says_its_new_levels_meaning_and_keeps_a_meaning_of_its_own(tmp_path: Path) -> None:
+    # 0x80E18402 is SeparateNPU built in, with only its level's meaning; 0x80E18005 has its own
+    override = {"RestartNPUCodes": ["80E18402"], "NotHandleFaultCodes": ["80E18005"]}
+    table = load_table(write(tmp_path, override))
+    moved = table.classify(0x80E18402)
+    assert moved.level is FaultLevel.RESTART_NPU
+    assert moved.meaning == f"{table.levels[FaultLevel.RESTART_NPU].meaning} (RestartNPU)"
+    assert "SeparateNPU" not in moved.meaning and "does not repair" not in moved.meaning
+    own = table.classify(0x80E18005)
+    assert own.level is FaultLevel.NOT_HANDLE and own.meaning.startswith("HBM controller CA parity error")
+
+
 def test_pre_separate_codes_take_the_separate_level(tmp_path: Path) -> None:
     table = load_table(write(tmp_path, {"PreSeparateNPUCodes": ["80E21007"]}))
     assert table.classify(0x80E21007).level is FaultLevel.SEPARATE_NPU

@@ -65,7 +65,7 @@ def test_a_fault_that_needs_action_is_degraded_with_the_models_share_and_next_st
     assert len(verdict.reasons) == 2
     assert verdict.headline.startswith(
         "DEGRADED: NPU 3: 0x80E18402 (RestartNPU, HBM multi-bit ECC error) hits bert (1 of 1 instance, "
-        "none left: DOWN); resnet (1 of 2 instances) — drain and reset")
+        "none left: DOWN); resnet (1 of 2 instances) — give bert another device first, then drain and reset")
     fault, down = verdict.reasons
     assert "npu-smi set -t reset -i <NPU ID of device 3>" in fault.fix
     assert "drain NPU 3 of resnet" in fault.fix

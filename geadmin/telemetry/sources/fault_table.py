@@ -177,7 +177,11 @@ def merge_override(table: FaultTable, path: Path) -> FaultTable:
     entries = dict(table.entries)
     for code, level in levels.items():
         known = table.entries.get(code)
-        meaning = known.meaning if known is not None and code not in table.acl_codes else None
+        # a code's own meaning goes with it to its new level; a meaning that only named its old
+        # level ("... (SeparateNPU)") would contradict the new one, so the new level's is used
+        own = known is not None and code not in table.acl_codes and known.meaning != _entry(
+            table.levels[known.level], code, None, "").meaning
+        meaning = known.meaning if own and known is not None else None
         entries[code] = _entry(table.levels[level], code, meaning, f"override {shown}")
     return FaultTable(MappingProxyType(entries), table.source, shown, table.levels,
                       table.acl_codes - set(levels))
