@@ -125,7 +125,8 @@ BY_COMMAND: dict[str, tuple[str, dict[ExitCode, str]]] = {
         ExitCode.DEGRADED: "a fault needs action (a level above watching), or a chip is reported unhealthy "
                            "whatever its code",
         ExitCode.FAILED: "a model has no healthy instance left",
-        ExitCode.UNREACHABLE: "a fault source asked for does not answer, or the fleet has no server",
+        ExitCode.UNREACHABLE: "a fault source asked for does not answer, no fault source answered at all "
+                              "(nothing rules a fault out), or the fleet has no server",
     }),
     "npu_remedy": ("npu remedy", {
         ExitCode.OK: "the plan of every fault on the chip was shown (dry run) or every step applied",

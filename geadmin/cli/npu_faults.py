@@ -37,6 +37,8 @@ from geadmin.telemetry.history.sampler import default_npu_smi
 def exit_code(report: FaultReport) -> int:
     if report.models_down:
         return ExitCode.FAILED
+    if report.unread:
+        return ExitCode.UNREACHABLE
     return ExitCode.DEGRADED if report.needs_action else ExitCode.OK
 
 

@@ -113,6 +113,8 @@ def headline(report: FaultReport) -> str:
         cleared = sum(not i.record.present for i in report.impacts)
         return f"OK: no NPU fault needs action ({len(report.impacts)} shown" + \
             (f", {cleared} cleared)" if cleared else ")")
+    if report.unread:
+        return "UNKNOWN: no NPU fault source answered, so no fault can be ruled out (why: the notes below)"
     return "OK: no NPU fault reported"
 
 
@@ -170,6 +172,7 @@ def report_json(report: FaultReport) -> dict[str, object]:
         "headline": headline(report),
         "needs_action": report.needs_action,
         "models_down": list(report.models_down),
+        "sources_read": None if report.sources_read is None else list(report.sources_read),
         "notes": list(report.notes),
         "faults": [{
             "node": i.record.fault.node, "npu": i.record.fault.chip, "code": i.record.fault.code,

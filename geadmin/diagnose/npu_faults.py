@@ -50,6 +50,14 @@ class ChipImpact:
 class FaultReport:
     impacts: tuple[ChipImpact, ...] = ()
     notes: tuple[str, ...] = ()  # sources that could not be read, unplaced models
+    # The fault sources this report read now (SOURCE_*); None when it rests on recorded faults
+    # (the verdict's). () means none answered: no fault can be ruled out, and nothing says OK.
+    sources_read: tuple[str, ...] | None = None
+
+    @property
+    def unread(self) -> bool:
+        """No source answered and nothing was recorded: the NPUs' state is unknown."""
+        return self.sources_read == () and not self.impacts
 
     @property
     def needs_action(self) -> bool:

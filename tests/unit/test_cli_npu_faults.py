@@ -186,3 +186,23 @@ def test_a_cleared_fault_reads_as_past_not_as_a_chip_that_still_cannot_serve() -
     assert lines[1].endswith("hit resnet (0 of 2 instances) — cleared, nothing to do"), lines[1]
     assert lines[2] == ("  cleared: not reported since 1970-01-01 00:33:20Z; while present: models on the "
                         "chip: RestartNPU")
+
+
+def test_cli_no_source_answering_is_unknown_not_ok(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """No npu-smi, no exporter, Triton's metrics down: nothing rules a fault out, so no green."""
+    monkeypatch.setenv("PATH", str(tmp_path))  # no npu-smi
+    monkeypatch.delenv("GEADMIN_NPU_EXPORTER_URL", raising=False)
+    code = main(["npu", "faults", "--url", f"http://127.0.0.1:{closed_port()}",
+                 "--home", str(tmp_path / "home"), "--timeout", "2"])
+    out = capsys.readouterr().out
+    assert code == ExitCode.UNREACHABLE, out
+    assert out.splitlines()[0] == ("UNKNOWN: no NPU fault source answered, so no fault can be ruled out "
+                                   "(why: the notes below)")
+    assert "note: Triton's metrics (npu_ge)" in out
+
+    with npu_exporter_double({0: ChipState()}) as url:  # one source answering, nothing faulted: OK
+        code = main(["npu", "faults", "--exporter-url", url, "--url", f"http://127.0.0.1:{closed_port()}",
+                     "--home", str(tmp_path / "home"), "--timeout", "2"])
+    assert code == ExitCode.OK
+    assert capsys.readouterr().out.splitlines()[0] == "OK: no NPU fault reported"

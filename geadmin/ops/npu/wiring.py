@@ -11,7 +11,7 @@ this host's present: shown, never recorded), and joins the records with the mode
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from geadmin.diagnose.fault_report import FaultSources, as_read, fault_report
@@ -50,7 +50,8 @@ def current_report(sources: HostFaultSources, now_s: float | None = None, *,
     now = time.time() if now_s is None else now_s
     records = (as_read(reading, now) if sources.npu_smi_file
                else record_reading(reading, home=home, now_s=now))
-    return fault_report(FaultSources(npu=npu, npu_smi_file=sources.npu_smi_file, client=sources.client,
-                                     repository=sources.repository, home=home,
-                                     table_override=sources.table_override),
-                        records, notes=reading.notes)
+    report = fault_report(FaultSources(npu=npu, npu_smi_file=sources.npu_smi_file, client=sources.client,
+                                       repository=sources.repository, home=home,
+                                       table_override=sources.table_override),
+                          records, notes=reading.notes)
+    return replace(report, sources_read=reading.read)
