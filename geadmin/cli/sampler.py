@@ -50,14 +50,15 @@ def run(args: argparse.Namespace) -> int:
     probe_interval_s = settings.PROBE_INTERVAL_S.get(args.probe_interval)
     fleet = FleetProber(fleet_named(args.fleet), home=options.home, interval_s=probe_interval_s) \
         if args.fleet is not None and not args.no_probes else None
+    server = target.spec.url if known and fleet is None else None  # one named server (not a fleet's)
     try:
         recording = Recording(RecordingOptions(
-            options, probe_url=target.spec.url if known and fleet is None and not args.no_probes else None,
+            options, probe_url=None if args.no_probes else server,
             admin_key=target.spec.admin_key, probe_interval_s=probe_interval_s,
             watchers=[fleet.run] if fleet else [],
             watching=f"the READY models of every server of the {args.fleet} fleet" if fleet else "",
             metrics_port=settings.SAMPLER_METRICS_PORT.get(args.metrics_port), metrics_host=args.metrics_host,
-            dashboard_url=settings.dashboard_url(), fault_watch=True),
+            dashboard_url=settings.dashboard_url(), fault_url=server),
             say=lambda message: print(message, flush=True))
     except BaseException:  # refused (another sampler): nothing was started
         if fleet is not None:

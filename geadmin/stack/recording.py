@@ -2,7 +2,7 @@
 
 The sampler (`geadmin.telemetry.history.sampler`, scrape -> history, on a thread holding the
 workspace's sampler lock), the watchers it runs after each tick (the prober of one Triton's
-READY models, `geadmin.ops.probe`; with `fault_watch`, the NPU fault watcher of the same server,
+READY models, `geadmin.ops.probe`; with `fault_url`, the NPU fault watcher of a server's host,
 `geadmin.ops.npu.watch`; and any other, e.g. a fleet's prober) and the endpoint that
 serves geadmin's own metrics (`geadmin.telemetry.alerting.exporter`) start and stop together here.
 `geadmin sampler` and `geadmin up` both call `Recording`: one wiring, two faces. Each face
@@ -36,7 +36,7 @@ class RecordingOptions:
     metrics_port: int | None = None  # geadmin's own /metrics; None: not served
     metrics_host: str = "127.0.0.1"
     dashboard_url: str = ""  # where geadmin's alerts link
-    fault_watch: bool = False  # record the NPU faults of the probed server's host each tick
+    fault_url: str | None = None  # the Triton whose host's NPU faults are recorded each tick; None: none
 
 
 class Recording:
@@ -46,25 +46,31 @@ class Recording:
     def __init__(self, options: RecordingOptions, *, say: Printer = print) -> None:
         self.options = options
         home = options.sampler.home
-        self.client = (TritonClient(options.probe_url, admin_key=options.admin_key, timeout_s=PROBE_TIMEOUT_S)
-                       if options.probe_url else None)
-        probes = ([Prober(self.client, home=home, interval_s=options.probe_interval_s).run]
-                  if self.client else [])
-        faults = [self._fault_watcher().run] if self.client and options.fault_watch else []
+        # One client per Triton: the probes' and the fault watcher's are one when the URLs are
+        # (`geadmin sampler --no-probes` still records the faults).
+        self._clients: dict[str, TritonClient] = {}
+        probes = ([Prober(self._client(options.probe_url), home=home,
+                          interval_s=options.probe_interval_s).run] if options.probe_url else [])
+        faults = [self._fault_watcher(self._client(options.fault_url)).run] if options.fault_url else []
         try:
             self.sampler = SamplerThread(options.sampler, say=say,
                                          watchers=[*probes, *faults, *options.watchers])
         except BaseException:
-            self._close_client()
+            self._close_clients()
             raise
         self.endpoint: MetricsEndpoint | None = None
 
-    def _fault_watcher(self) -> FaultWatcher:
-        assert self.client is not None
+    def _client(self, url: str) -> TritonClient:
+        if url not in self._clients:
+            self._clients[url] = TritonClient(url, admin_key=self.options.admin_key,
+                                              timeout_s=PROBE_TIMEOUT_S)
+        return self._clients[url]
+
+    def _fault_watcher(self, client: TritonClient) -> FaultWatcher:
         opts = self.options.sampler
-        sources = HostFaultSources(self.client, opts.metrics_url, exporter_url=opts.exporter_url,
+        sources = HostFaultSources(client, opts.metrics_url, exporter_url=opts.exporter_url,
                                    npu_smi=opts.npu_smi, timeout_s=opts.timeout_s)
-        return FaultWatcher(self.client.url, lambda now_s: current_report(sources, now_s, home=opts.home),
+        return FaultWatcher(client.url, lambda now_s: current_report(sources, now_s, home=opts.home),
                             home=opts.home)
 
     def start(self) -> Recording:
@@ -90,11 +96,11 @@ class Recording:
         opts, sampler = self.options, self.options.sampler
         said = [f"sampling {sampler.metrics_url} every {sampler.interval_s:g}s into "
                 f"{sampler.home / 'geadmin.db'} (kept {sampler.retention_h:g} h)"]
-        if self.client is not None:
-            said.append(f"probing the READY models of {self.client.url} (each every "
+        if opts.probe_url:
+            said.append(f"probing the READY models of {opts.probe_url} (each every "
                         f"{max(MIN_INTERVAL_S, opts.probe_interval_s):g}s)")
-        if self.client is not None and opts.fault_watch:
-            said.append(f"recording the NPU faults of {self.client.url}'s host (every {FAULT_EVERY_S:g}s)")
+        if opts.fault_url:
+            said.append(f"recording the NPU faults of {opts.fault_url}'s host (every {FAULT_EVERY_S:g}s)")
         if opts.watching:
             said.append(f"probing {opts.watching}")
         if self.endpoint is not None:
@@ -114,9 +120,9 @@ class Recording:
         if self.endpoint is not None:
             self.endpoint.stop()
             self.endpoint = None
-        self._close_client()
+        self._close_clients()
 
-    def _close_client(self) -> None:
-        if self.client is not None:
-            self.client.close()
-            self.client = None
+    def _close_clients(self) -> None:
+        for client in self._clients.values():
+            client.close()
+        self._clients.clear()

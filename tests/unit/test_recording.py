@@ -77,10 +77,11 @@ def test_a_taken_metrics_port_is_said_with_the_port(tmp_path: Path) -> None:
             recording.stop()
 
 
-def test_with_fault_watch_the_recording_records_the_host_s_faults_for_the_exporter(
+def test_with_a_fault_url_the_recording_records_the_host_s_faults_for_the_exporter_without_probes(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The watcher is wired to the probed server and the sampler's sources; the report is handed
-    in place of the readers (`report_double`: geadmin.ops.npu.wiring is where they are called)."""
+    """The watcher is wired to its server and the sampler's sources, with no probes asked
+    (`geadmin sampler --no-probes` had turned it off too); the report is handed in place of the
+    readers (`report_double`: geadmin.ops.npu.wiring is where they are called)."""
     from geadmin.diagnose.npu_faults import FaultReport
     from geadmin.ops.npu.wiring import HostFaultSources
     from geadmin.stack import recording as wiring_module
@@ -98,9 +99,10 @@ def test_with_fault_watch_the_recording_records_the_host_s_faults_for_the_export
     with serve(METRICS) as url:
         recording = Recording(RecordingOptions(
             SamplerOptions(url, home, 0.2, exporter_url="http://127.0.0.1:9/exporter"),
-            probe_url="http://127.0.0.1:9", fault_watch=True, metrics_port=port), say=lambda message: None)
+            fault_url="http://127.0.0.1:9", metrics_port=port), say=lambda message: None)
         served = recording.serve_metrics()
         assert "recording the NPU faults of http://127.0.0.1:9's host (every 10s)" in recording.lines()
+        assert not any(line.startswith("probing") for line in recording.lines())
         recording.start()
         try:
             def exported() -> bool:
