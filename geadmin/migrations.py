@@ -222,4 +222,18 @@ MIGRATIONS: tuple[Migration, ...] = (
             PRIMARY KEY (server, node, npu, code, model)
         )""",
     )),
+    Migration("captured arrivals", (
+        # geadmin.telemetry.history.arrivals: one row per capture of a model's request arrivals
+        # from Triton's trace files; the intervals replayed by `tune --objective`.
+        """CREATE TABLE arrival_captures (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            server TEXT NOT NULL,          -- the Triton captured (its URL)
+            model TEXT NOT NULL,
+            window_start REAL NOT NULL,    -- epoch seconds
+            window_end REAL NOT NULL,
+            count INTEGER NOT NULL,        -- arrivals recorded (intervals + 1)
+            intervals_us TEXT NOT NULL     -- the inter-arrival intervals, microseconds, comma-separated
+        )""",
+        "CREATE INDEX arrival_captures_by_model ON arrival_captures (model, window_end)",
+    )),
 )

@@ -85,6 +85,7 @@ The tree:
         │   ├── MetricsTimeoutError         it answered too slowly
         │   └── MetricsHTTPError            it answered with an HTTP error, or not in HTTP
         ├── MetricsParseError           the page is not Prometheus text format
+        ├── TraceFileError              Triton's trace files: none set, not readable here, too large, not JSON
         ├── NpuSourceError              an NPU source gave no devices it should have (npu-exporter, Triton)
         ├── PrometheusError             a Prometheus server did not answer, or refused a query (history)
         ├── NoRecordedLoadError         no requests of the model recorded in the window (capacity, tune)
@@ -172,6 +173,7 @@ from geadmin.errors.telemetry import (
     PrometheusError,
     SamplerLockedError,
     TelemetryError,
+    TraceFileError,
 )
 from geadmin.errors.triton import (
     Explained,
@@ -260,6 +262,7 @@ __all__ = [
     "StackError",
     "TelemetryError",
     "TemplateError",
+    "TraceFileError",
     "TritonBinaryNotFoundError",
     "TritonError",
     "TritonRequestError",

@@ -77,3 +77,8 @@ class AlertmanagerError(TelemetryError):
 
 class SamplerLockedError(TelemetryError):
     """Another telemetry sampler (`geadmin sampler`, `geadmin up`) holds the workspace's lock."""
+
+
+class TraceFileError(TelemetryError):
+    """Triton's trace files cannot give arrivals: no trace file set at its start, the file's
+    directory not readable here (a remote Triton), a file over the size bound, or not JSON."""

@@ -201,6 +201,22 @@ class TritonClient(Connection):
             restricted=True,
         )
 
+    # -- tracing (TIMESTAMPS only: geadmin never asks for TENSORS) ------------------------
+    def trace_settings(self, model: str = "") -> dict[str, Any]:
+        """The trace settings of `model` (its own, else the global ones), or the global ones."""
+        return self.call("read trace settings",
+                         lambda c, kw: _plain_log_settings(c.get_trace_settings(model_name=model or None,
+                                                                                **kw, **_as_json(c))),
+                         restricted=True)
+
+    def update_trace_settings(self, model: str, settings: Mapping[str, Any]) -> dict[str, Any]:
+        """Change `model`'s trace settings (a None value clears one back to the global
+        setting); returns the effective ones."""
+        return self.call("change trace settings",
+                         lambda c, kw: _plain_log_settings(c.update_trace_settings(
+                             model_name=model, settings=dict(settings), **kw, **_as_json(c))),
+                         restricted=True)
+
     def __enter__(self) -> TritonClient:
         return self
 

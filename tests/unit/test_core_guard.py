@@ -37,6 +37,7 @@ from geadmin.ops import runs as background
 from geadmin.ops.bench import load_test as bench
 from geadmin.ops.bench.background import LOAD_TEST, start_load_test
 from geadmin.ops.bench.params import BenchSettings
+from geadmin.ops.capacity import capture
 from geadmin.ops.capacity import sweep as capacity_sweep
 from geadmin.ops.infer.inputs import InputSource, SourceKind
 from geadmin.ops.models import actions, apply, create, explained_load, preview, put_back
@@ -256,6 +257,8 @@ GUARDED: dict[str, tuple[GuardedAction, Call]] = {
     "geadmin.ops.monitoring.set_objective": (
         GuardedAction.MONITORING,
         lambda w, a: monitoring.set_objective("m", 50.0, 0.001, auth=a, home=w.home)),
+    "geadmin.ops.capacity.capture.capture_arrivals": (
+        GuardedAction.MONITORING, lambda w, a: capture.capture_arrivals(w.client, "m", auth=a, home=w.home)),
     "geadmin.ops.tune.apply.apply_winner": (
         GuardedAction.APPLY, lambda w, a: tune_apply.apply_winner(
             w.client, w.repository, {"id": 1, "model": "m", "server": w.client.url, "best": {"ok": True},
@@ -332,6 +335,8 @@ EXEMPT: dict[str, str] = {
     "geadmin.ops.bench.results.save_run": "stores a finished run's numbers in the workspace DB",
     "geadmin.ops.bench.results.load_run": "reads a saved run",
     "geadmin.ops.bench.params.load_bound": "parses a load",
+    "geadmin.ops.bench.intervals.load_flag": "perf_analyzer's load flag for given settings; changes nothing",
+    "geadmin.ops.bench.intervals.write_request_intervals": "writes perf_analyzer's input file",
     "geadmin.ops.bundle.write_bundle": "writes a support bundle where the caller said; changes nothing",
     "geadmin.ops.infer.spec.load_json": "parses JSON input",
     "geadmin.ops.models.reconcile.started_message": "formats an audit message",
@@ -369,7 +374,7 @@ EXEMPT: dict[str, str] = {
 
 CHANGE_NAME = re.compile(r"^(load|unload|reload|apply|rollback|create|restart|stop|start|set_|perform|"
                          r"put_back|add|remove|delete|write|update|run|save|close|reconcile|upload|tune|"
-                         r"roll|steer|restore|resume|preview_)")
+                         r"roll|steer|restore|resume|preview_|capture)")
 SCANNED = ("geadmin/ops", "geadmin/stack", "geadmin/diagnose", "geadmin/fleet")
 
 

@@ -25,6 +25,7 @@ from geadmin.ops.tune.objective import (
     nearest,
     objective_plan,
     pick_winner,
+    replay_note,
     shortfall,
 )
 from geadmin.ops.tune.outcome import Trial
@@ -33,6 +34,7 @@ from geadmin.ops.tune.space import Candidate
 from geadmin.telemetry.alerting.objectives import Objective, store
 from geadmin.telemetry.derive import derive
 from geadmin.telemetry.history import record as history_record
+from geadmin.telemetry.history.arrivals import record_capture
 from geadmin.telemetry.history.reader import WorkspaceHistory
 from geadmin.telemetry.history.traffic import RecordedLoad
 from geadmin.telemetry.sources.scrape import parse
@@ -191,3 +193,28 @@ def test_the_memory_check_refuses_a_winner_that_would_not_fit_beside_the_other_m
         "does not fit beside the other models on device(s) 0: it needs about 9000 MiB, and 7000 MiB would be "
         "free (4000 MiB free now + 3000 MiB the live model's 1 instance(s) hold)")
     assert MemoryGuard(None).replacing_refusal(Candidate(0, 0, 3), 1) == ""  # nothing measured: not checked
+
+
+def test_a_capture_of_the_model_in_the_window_is_replayed_with_request_intervals(tmp_path: Path) -> None:
+    reader = WorkspaceHistory(tmp_path)
+    since = datetime.now(timezone.utc) - timedelta(hours=1)
+    store(OBJECTIVE, "me", home=tmp_path)
+    record_traffic(tmp_path, "m", since.timestamp() + 60)
+    plain = objective_plan("m", history=reader, since=since, home=tmp_path)
+    assert plain.capture is None and "--request-rate-range: no capture" in replay_note(plain)
+    assert ObjectiveSearch(plain)._replay(1.0) is None
+    start = since.timestamp()
+    record_capture(home=tmp_path, server="http://127.0.0.1:8000", model="m", window_start_s=start - 99,
+                   window_end_s=start - 90, intervals_us=[9, 9])  # before the window: not used
+    record_capture(home=tmp_path, server="http://127.0.0.1:8000", model="m", window_start_s=start + 60,
+                   window_end_s=start + 90, intervals_us=[40_000, 60_000, 50_000])
+    plan = objective_plan("m", history=reader, since=since, home=tmp_path)
+    assert plan.capture is not None and plan.capture.count == 4
+    assert plan.rate_rps == pytest.approx(20.0)  # 3 intervals over 150 ms
+    note = replay_note(plan)
+    assert "load replayed: 4 recorded arrivals" in note and "--request-intervals" in note
+    search = ObjectiveSearch(plan)
+    doubled = search._replay(2.0)
+    assert doubled is not None and doubled.read_text() == "20000\n30000\n25000\n"
+    assert search.scratch is not None
+    search.scratch.cleanup()

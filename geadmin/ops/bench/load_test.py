@@ -47,6 +47,7 @@ from geadmin.binaries import terminate_group, wheel_layout
 from geadmin.domain import Transport
 from geadmin.errors import InferInputError, PerfAnalyzerError
 from geadmin.ops.bench.failures import BINARY, BenchFailure, bench_error, classify, error_line
+from geadmin.ops.bench.intervals import load_flag
 from geadmin.ops.bench.params import SHARED_MEMORY as SHARED_MEMORY  # re-exported: callers' one import
 from geadmin.ops.bench.params import BenchSettings as BenchSettings
 from geadmin.ops.bench.params import parse_loads as parse_loads
@@ -168,7 +169,7 @@ def perf_argv(settings: BenchSettings, binary: Path, loads: Sequence[float], *,
     step = loads[1] - loads[0] if len(loads) > 1 else 1
     span = f"{loads[0]:g}:{loads[-1]:g}:{step:g}"
     argv = [str(binary), "-m", settings.model, "-u", endpoint.address, "-i", endpoint.transport.value,
-            "--concurrency-range" if settings.mode == CONCURRENCY else "--request-rate-range", span,
+            *load_flag(settings, span),
             "--measurement-interval", str(settings.measurement_interval_ms),
             "--measurement-mode", settings.measurement_mode,
             "--stability-percentage", f"{settings.stability_percentage:g}",

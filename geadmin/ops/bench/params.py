@@ -125,6 +125,9 @@ class BenchSettings:
     # tensor measures the server rather than the client); outputs need a region this large.
     shared_memory: str = "none"
     output_shared_memory_bytes: int = 102400  # perf_analyzer's own default
+    # A file of recorded inter-arrival intervals (geadmin.ops.bench.intervals): replayed with
+    # --request-intervals instead of the rate range (mode request_rate, one load: its mean rate).
+    request_intervals: Path | None = None
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -148,6 +151,8 @@ class BenchSettings:
                 f"{len(self.loads)} loads x {self.max_trials} trials x {self.measurement_interval_ms} ms "
                 f"windows could take {planned_s / 60:.0f} min; the limit is {MAX_PLANNED_S / 60:.0f} min: "
                 "use fewer loads, fewer trials or a shorter window")
+        if self.request_intervals is not None and (self.mode == CONCURRENCY or len(self.loads) != 1):
+            raise BenchSettingsError("recorded intervals replay one request-rate load, not a range")
         if self.shared_memory not in SHARED_MEMORY:
             raise BenchSettingsError(f"shared memory is one of {', '.join(SHARED_MEMORY)}, "
                                      f"got {self.shared_memory!r}")

@@ -34,6 +34,7 @@ document for `geadmin.ops.tune.results.saturation_from_tune`.
 from __future__ import annotations
 
 import math
+import tempfile
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -44,10 +45,12 @@ from typing import Any
 from google.protobuf import json_format
 
 from geadmin.errors import GeAdminError, InvalidArgumentError, TuneRefusedError
+from geadmin.ops.bench.intervals import replay_rate_rps, write_request_intervals
 from geadmin.ops.tune.outcome import Trial, TuneResult, TuneSettings
 from geadmin.ops.tune.search import Progress, SearchOutcome, TrialRunner, tune
 from geadmin.ops.tune.space import Candidate
 from geadmin.telemetry.alerting.objectives import Objective, objectives
+from geadmin.telemetry.history.arrivals import ArrivalCapture, latest_capture
 from geadmin.telemetry.history.reader import HistoryReader
 from geadmin.telemetry.history.traffic import RecordedLoad, pick_source, recorded_load, with_live_batch_mix
 from geadmin.triton.client import TritonClient
@@ -70,6 +73,7 @@ class ObjectivePlan:
     max_instances: int = 3
     window_ms: int = 1000
     curve_steps: tuple[float, ...] = CURVE_STEPS
+    capture: ArrivalCapture | None = None  # recorded arrivals to replay (--request-intervals)
 
     def __post_init__(self) -> None:
         if not 1 <= self.max_instances <= 16:
@@ -82,7 +86,9 @@ class ObjectivePlan:
 
     @property
     def rate_rps(self) -> float:
-        """The recorded peak, at least MIN_RATE_RPS."""
+        """The replayed capture's mean rate, else the recorded peak, at least MIN_RATE_RPS."""
+        if self.capture is not None:
+            return replay_rate_rps(self.capture.intervals_us)
         return max(self.load.peak_rate_rps or 0.0, MIN_RATE_RPS)
 
     def window_for(self, rate_rps: float) -> int:
@@ -104,7 +110,18 @@ def objective_plan(model: str, *, history: HistoryReader, since: datetime, until
     held = [o.source for o in history.sources() if model in o.models]
     chosen = source if source in held else pick_source(model, history=history)
     load = recorded_load(model, history=history, source=chosen, since=since, until=until).require_traffic()
-    return ObjectivePlan(objective, load, max_instances, window_ms)
+    capture = latest_capture(model, home=home, since_s=since.timestamp())
+    return ObjectivePlan(objective, load, max_instances, window_ms, capture=capture)
+
+
+def replay_note(plan: ObjectivePlan) -> str:
+    """How every candidate was loaded: the recorded arrivals replayed, or the rate range and why."""
+    if plan.capture is not None:
+        return (f"load replayed: {plan.capture.describe()} with perf_analyzer's --request-intervals "
+                f"(mean {plan.rate_rps:.3g} req/s)")
+    return (f"every candidate measured at {plan.rate_rps:.3g} req/s (the recorded peak) with perf_analyzer's "
+            "--request-rate-range: no capture of the model's arrivals in the window "
+            "(`geadmin traffic capture` records one)")
 
 
 def shortfall(trial: Trial, objective: Objective, rate_rps: float) -> str:
@@ -189,6 +206,7 @@ class ObjectiveSearch:
 
     plan: ObjectivePlan
     curve: list[Trial] = field(default_factory=list)
+    scratch: tempfile.TemporaryDirectory[str] | None = None  # the replayed intervals' files
 
     def __call__(self, runner: TrialRunner, live: Candidate, floor: int) -> SearchOutcome:
         self.plan = replace(self.plan, load=live_batch_mix(runner.client, self.plan.load))
@@ -197,8 +215,7 @@ class ObjectiveSearch:
         if (plan.load.peak_rate_rps or 0.0) < MIN_RATE_RPS:
             notes.append(f"the recorded peak is below {MIN_RATE_RPS:g} req/s: measured at "
                          f"{MIN_RATE_RPS:g} req/s")
-        notes.append(f"every candidate measured at {rate:.3g} req/s (the recorded peak) with perf_analyzer's "
-                     "--request-rate-range")
+        notes.append(replay_note(plan))
         ceiling = runner.ceiling(max(floor, 1)) if live.max_batch_size > 0 else 0
         trials: list[Trial] = []
         for instances in range(1, max(plan.max_instances, 1) + 1):
@@ -206,14 +223,18 @@ class ObjectiveSearch:
                 if runner.out_of_time():
                     notes.append("the time budget ended before every instance count was measured")
                     break
-                trials.append(runner.measure(candidate, KIND, plan.window_for(rate), rate))
+                trials.append(runner.measure(candidate, KIND, plan.window_for(rate), rate, self._replay(1.0)))
             if runner.out_of_time() or any(not shortfall(t, plan.objective, rate) for t in trials):
                 break
         best, refused = pick_winner(trials, plan.objective, rate,
                                     lambda c: runner.memory.replacing_refusal(c, live.instances))
         notes += refused
-        if best is not None:
-            self._measure_curve(runner, best)
+        try:
+            if best is not None:
+                self._measure_curve(runner, best)
+        finally:
+            if self.scratch is not None:
+                self.scratch.cleanup()
         return SearchOutcome(notes, best, self.summary(best, trials), self.document(best, trials))
 
     def _measure_curve(self, runner: TrialRunner, best: Trial) -> None:
@@ -221,10 +242,20 @@ class ObjectiveSearch:
             if runner.out_of_time():
                 break
             rate = self.plan.rate_rps * step
-            point = runner.measure(best.candidate, "curve", self.plan.window_for(rate), rate)
+            point = runner.measure(best.candidate, "curve", self.plan.window_for(rate), rate,
+                                   self._replay(step))
             self.curve.append(point)
             if shortfall(point, self.plan.objective, rate):
                 break
+
+    def _replay(self, speedup: float) -> Path | None:
+        """The capture's intervals, `speedup` times as fast, as perf_analyzer's file (None: no capture)."""
+        if self.plan.capture is None:
+            return None
+        if self.scratch is None:
+            self.scratch = tempfile.TemporaryDirectory(prefix="geadmin-replay-")
+        path = Path(self.scratch.name) / f"intervals-x{speedup:g}.txt"
+        return write_request_intervals(path, self.plan.capture.intervals_us, speedup)
 
     def saturation(self, best: Trial | None) -> tuple[float | None, bool]:
         """(the highest rate the winner met the objective at, whether that is only a lower bound)."""

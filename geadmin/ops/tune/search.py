@@ -122,8 +122,9 @@ class TrialRunner:
         return ""
 
     def measure(self, candidate: Candidate, phase: str, window_ms: int | None = None,
-                rate_rps: float | None = None) -> Trial:
-        """One trial at the settings' concurrency, or at `rate_rps` requests/s."""
+                rate_rps: float | None = None, intervals: Path | None = None) -> Trial:
+        """One trial at the settings' concurrency, or at `rate_rps` requests/s (replaying the
+        recorded `intervals` file when given: geadmin.ops.bench.intervals)."""
         self.progress(f"trial {len(self.trials) + 1}: {candidate.describe()}"
                       + (f" at {rate_rps:.3g} req/s" if rate_rps else ""))
         error = self.load(candidate)
@@ -135,7 +136,7 @@ class TrialRunner:
         try:
             before = self.client.model_statistics(name)[0]
             run = run_perf_analyzer(BenchSettings(
-                name, self.client.url, mode=mode, loads=(load,),
+                name, self.client.url, mode=mode, loads=(load,), request_intervals=intervals,
                 measurement_interval_ms=window, stability_percentage=15.0, max_trials=8),
                 binary=self.binary, auth=self.auth, admin_key=self.admin_key, cancel=self.cancel)
             after = self.client.model_statistics(name)[0]

@@ -10,4 +10,5 @@
 - faults.py            NPU fault records over time: first and last seen, present or cleared
 - fault_impact.py      the NPU faults present now and the instances each model lost (the exporter's)
 - traffic.py           the load a model really gets: recorded rate, peak and batch mix
+- arrivals.py          captured inter-arrival intervals of a model (for perf_analyzer to replay)
 """

@@ -9,6 +9,7 @@
 - detect.py     which NPU source this host has: npu-exporter, then npu-smi, then npu_ge
 - npu_faults.py  the driver's fault codes per chip, as each source reports them now
 - npu_smi_health.py  `npu-smi` chip health: the info table's Health column and `-t health` codes
+- triton_trace.py  a model's request arrivals from Triton's trace files (TIMESTAMPS level)
 - fault_table.py  fault code -> level -> meaning for inference -> action (Huawei's tables as data)
 
 Package data: npu_fault_table.json, the built-in fault table fault_table.py reads.
