@@ -206,7 +206,8 @@ class EmbeddedStack:
         # slowest load ends, and a hung one never does): they load afterwards, in parallel.
         triton = TritonProcess(self.repository, binary=opts.tritonserver, backend_dir=backends,
                                log_path=opts.workspace.triton_log, host=opts.host, ports=opts.ports,
-                               models=[], admin_key=self._admin_key)
+                               models=[], admin_key=self._admin_key, trace_file=opts.workspace.trace_file)
+        opts.workspace.trace_file.parent.mkdir(parents=True, exist_ok=True)
         verb = "starting" if self._first_start else "restarting"
         self._first_start = False
         self.say(f"{verb} tritonserver ({triton.binary}) on {self.repository} ...")

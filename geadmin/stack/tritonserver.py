@@ -41,6 +41,7 @@ from geadmin.stack.processes import (
     pid_alive,
     tail,
 )
+from geadmin.telemetry.sources.triton_trace import trace_flags
 
 SHM_DIR = Path("/dev/shm")
 # How often start() asks /v2/health/live: a refused connection on loopback costs microseconds,
@@ -150,6 +151,7 @@ class TritonProcess:
         env: Mapping[str, str] | None = None,
         exit_timeout_s: int = 5,
         admin_key: str | None = None,
+        trace_file: Path | None = None,
     ) -> None:
         self.repository = Path(repository)
         self.binary = Path(binary) if binary else find_tritonserver()
@@ -161,6 +163,9 @@ class TritonProcess:
         self.extra_env = dict(env or {})
         self.exit_timeout_s = exit_timeout_s
         self.admin_key = admin_key
+        # Where Triton may write request traces (only settable at start); tracing stays OFF
+        # until a capture turns it on for one model (geadmin.ops.capacity.capture).
+        self.trace_file = Path(trace_file) if trace_file else None
         self._owned_dirs: list[Path] = []
         try:
             self.backend_dir = backend_dir or self._default_backend_dir()
@@ -211,6 +216,8 @@ class TritonProcess:
             f"--backend-config=python,shm-region-prefix-name={self.shm_prefix}",
         ]
         cmd += restricted_api_flags(self.admin_key)
+        if self.trace_file is not None:
+            cmd += trace_flags(self.trace_file)
         models = ["*"] if self.models is None else list(self.models)
         cmd += [f"--load-model={name}" for name in models]
         return cmd + self.extra_args

@@ -136,6 +136,11 @@ class Workspace:
         return self.logs / "tritonserver.log"
 
     @property
+    def trace_file(self) -> Path:
+        """Triton's request traces (numbered `trace.json.N`), written only during a capture."""
+        return self.home / "traces" / "trace.json"
+
+    @property
     def admin_key_file(self) -> Path:
         return self.home / ADMIN_KEY_FILE
 

@@ -22,12 +22,12 @@ from geadmin.access.guard import require
 from geadmin.access.roles import GuardedAction
 from geadmin.errors import InvalidArgumentError, TraceFileError
 from geadmin.telemetry.history.arrivals import ArrivalCapture, record_capture
-from geadmin.telemetry.sources.triton_trace import read_arrivals, trace_files
+from geadmin.telemetry.sources.triton_trace import read_arrivals, trace_files, trace_flags
 from geadmin.triton.client import TritonClient
 
 MAX_SECONDS = 600.0
 MAX_REQUESTS = 20_000
-TRIGGER_FLAG = "--trace-config=triton,file=DIR/trace.json --trace-config=level=OFF"
+TRIGGER_FLAG = " ".join(trace_flags(Path("DIR/trace.json")))
 ON = {"trace_level": ["TIMESTAMPS"], "trace_rate": "1", "log_frequency": "1000"}
 CLEARED = {"trace_level": None, "trace_rate": None, "trace_count": None, "log_frequency": None}
 FLUSH_S = 2.0

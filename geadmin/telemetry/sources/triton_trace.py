@@ -43,6 +43,12 @@ class Arrivals:
         return [max(1, round((later - earlier) / 1000)) for earlier, later in pairs]
 
 
+def trace_flags(trace_file: Path) -> list[str]:
+    """tritonserver's flags for a trace file with tracing OFF (Triton 2.51 takes the file only at
+    start: the API answers 501 to a new `trace_file`)."""
+    return [f"--trace-config=triton,file={trace_file}", "--trace-config=level=OFF"]
+
+
 def trace_files(trace_file: Path) -> list[Path]:
     """The numbered files Triton wrote for `trace_file` (trace.json.N), in N order; the bare
     name too when present (a Triton that flushed without numbering)."""
