@@ -48,7 +48,8 @@ MODULES = {
 
 
 def run_planted(tmp_path: Path) -> tuple[subprocess.CompletedProcess[str], list[tuple[str, str]]]:
-    (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    docker: x\n    e2e: x\n    integration: x\n")
+    markers = "".join(f"    {name}: x\n" for name in ("docker", "e2e", "integration"))
+    (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n" + markers)
     for name, body in MODULES.items():
         (tmp_path / name).write_text(RECORD + "\n" + body)
     result = subprocess.run(
