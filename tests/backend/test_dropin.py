@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
@@ -375,6 +374,7 @@ def test_ge_graph_paths_are_clean_under_address_sanitizer(
         "LD_PRELOAD": libasan_path(),
         "ASAN_OPTIONS": f"detect_leaks=1:log_path={log_dir}/asan:verify_asan_link_order=0:halt_on_error=1",
         "NPU_GE_DOUBLE_LEAK_CHECK_AT_FINALIZE": "1",
+        "NPU_GE_GE_DOUBLE_STATE_FILE": str(tmp_path / "asan_ge" / "ge_double_state.json"),
         "NPU_GE_GE_DOUBLE_HANG_ON_VALUE": "-7", "NPU_GE_GE_DOUBLE_HANG_MS": "1000"},
         extra_args=["--backend-config=npu_ge,ge.exec.precision_mode=force_fp16"])
     assert "libasan" in Path(f"/proc/{server.process.pid}/maps").read_text()
@@ -387,7 +387,8 @@ def test_ge_graph_paths_are_clean_under_address_sanitizer(
         infer(server.process.grpc_url, "bounded", {"x": np.full((1, 4), -7, dtype=np.float32)})
     x = np.ones((3, 4), dtype=np.float32)
     np.testing.assert_array_equal(infer(server.process.grpc_url, "bounded", {"x": x})["y"], 2 * x + 1)
-    time.sleep(1.5)  # the hung run returns (late) before the unload
+    # the hung run returns (late) before the unload
+    wait_for(lambda: ge_state(tmp_path / "asan_ge")["late"] == 1, 30, "the hung run's late return")
     unload(server.url, "bounded")
     wait_for(lambda: not model_ready(server.url, "bounded"), 60, "unload of bounded")
     for _ in range(10):

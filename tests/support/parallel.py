@@ -14,6 +14,13 @@ is put in a group, and xdist runs a group on one worker:
   so browser tests run on the Docker worker, between the Docker tests, never beside one.
 
 A test's nodeid then ends in `@<group>` (that is how xdist shows the group).
+
+Groups are handed out slowest first: the `docker` group, then groups with a test that starts
+a real server or browser (`integration`, `e2e`), then the rest, which fill the gaps while the
+other worker is still busy. xdist's own order (most tests first) put a one-test module of
+minutes, such as the capacity benchmark, behind hundreds of sub-second unit tests: at the end
+of the run, on one worker, with the other one idle.
+
 tests/unit/test_parallel_groups.py runs real workers over planted modules to prove it.
 
 Each worker also picks free ports from its own half of geadmin's pick range
@@ -34,13 +41,44 @@ from tests.support.tiers import markers_for
 DOCKER_GROUP = "docker_and_browser"
 WORKERS = 2
 SERIAL_MARKERS = ("docker", "e2e")
+SLOW_MARKERS = ("docker", "e2e", "integration")  # a real server, browser or engine
+
+
+def _has_marker(item: pytest.Item, names: tuple[str, ...]) -> bool:
+    markers = markers_for(Path(str(item.fspath)), getattr(item, "fixturenames", ()))
+    return any(item.get_closest_marker(name) or name in markers for name in names)
 
 
 def group_of(item: pytest.Item) -> str:
-    markers = markers_for(Path(str(item.fspath)), getattr(item, "fixturenames", ()))
-    if any(item.get_closest_marker(name) or name in markers for name in SERIAL_MARKERS):
+    if _has_marker(item, SERIAL_MARKERS):
         return DOCKER_GROUP
     return item.nodeid.split("::", 1)[0]
+
+
+def _group_name(item: pytest.Item) -> str:
+    marker = item.get_closest_marker("xdist_group")
+    assert marker is not None
+    return str(marker.args[0] if marker.args else marker.kwargs.get("name", "default"))
+
+
+def slowest_groups_first(items: list[pytest.Item]) -> None:
+    """Sorts `items` (stably, so a group's tests keep their order) by the rank of their group:
+    the Docker group, then groups with a slow test, then the rest; most tests first within a
+    rank. The controller hands the groups out in this order (pytest_configure)."""
+    size: dict[str, int] = {}
+    slow: set[str] = set()
+    for item in items:
+        group = _group_name(item)
+        size[group] = size.get(group, 0) + 1
+        if _has_marker(item, SLOW_MARKERS):
+            slow.add(group)
+
+    def rank(item: pytest.Item) -> tuple[int, int]:
+        group = _group_name(item)
+        tier = 0 if group == DOCKER_GROUP else 1 if group in slow else 2
+        return tier, -size[group]
+
+    items.sort(key=rank)
 
 
 # tryfirst: xdist's worker turns xdist_group markers into the nodeid suffix in its own
@@ -50,6 +88,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if not item.get_closest_marker("xdist_group"):
             item.add_marker(pytest.mark.xdist_group(group_of(item)))
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # the order workers report is the order handed out
+        slowest_groups_first(items)
 
 
 def worker_port_range(worker: str, workers: int = WORKERS) -> str:
@@ -61,6 +101,10 @@ def worker_port_range(worker: str, workers: int = WORKERS) -> str:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # The controller keeps the workers' collection order (slowest_groups_first) instead of
+    # re-sorting the groups by their number of tests.
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     if worker and "GEADMIN_FREE_PORT_RANGE" not in os.environ:
         os.environ["GEADMIN_FREE_PORT_RANGE"] = worker_port_range(worker)

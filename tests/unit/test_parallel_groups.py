@@ -1,8 +1,8 @@
 """`make test`'s two workers (tests/support/parallel.py), run for real on planted modules.
 
 Two pytest-xdist workers run a planted suite; each planted test writes down which worker ran
-it. A module stays on one worker (its module fixture starts once), and every Docker and
-browser test, from any module, runs on the same worker.
+it. A module stays on one worker (its module fixture starts once), every Docker and
+browser test, from any module, runs on the same worker, and slow groups start first.
 """
 
 from __future__ import annotations
@@ -42,11 +42,14 @@ MODULES = {
                           + "\n".join(f"def test_e{i}():\n    record('serial')\n" for i in range(3)),
     "test_chromium.py": "pytestmark = pytest.mark.e2e\n"
                         + "\n".join(f"def test_c{i}():\n    record('serial')\n" for i in range(3)),
+    # one slow test (a real server): handed out before the plain modules' many quick ones
+    "test_server.py": "pytestmark = pytest.mark.integration\ndef test_s():\n    record('server')\n",
 }
 
 
 def run_planted(tmp_path: Path) -> tuple[subprocess.CompletedProcess[str], list[tuple[str, str]]]:
-    (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    docker: x\n    e2e: x\n")
+    markers = "".join(f"    {name}: x\n" for name in ("docker", "e2e", "integration"))
+    (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n" + markers)
     for name, body in MODULES.items():
         (tmp_path / name).write_text(RECORD + "\n" + body)
     result = subprocess.run(
@@ -61,7 +64,7 @@ def run_planted(tmp_path: Path) -> tuple[subprocess.CompletedProcess[str], list[
 def test_docker_and_browser_tests_share_one_worker_and_a_module_stays_on_one(tmp_path: Path) -> None:
     result, ran = run_planted(tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert len([name for _, name in ran if not name.startswith("fixture-start")]) == 21
+    assert len([name for _, name in ran if not name.startswith("fixture-start")]) == 22
     serial_workers = {worker for worker, name in ran if name == "serial"}
     assert len(serial_workers) == 1 and serial_workers <= {"gw0", "gw1"}, ran
     for module in ("a", "b"):
@@ -72,6 +75,16 @@ def test_docker_and_browser_tests_share_one_worker_and_a_module_stays_on_one(tmp
     assert "test_engine_one.py::test_d0@docker_and_browser" in result.stdout
     assert "test_chromium.py::test_c0@docker_and_browser" in result.stdout
     assert "test_plain_a.py::test_a0@test_plain_a.py" in result.stdout
+
+
+def test_the_slow_groups_are_handed_out_first(tmp_path: Path) -> None:
+    # xdist's own order (most tests first) would start a worker on a plain module of six
+    # quick tests and leave the one slow test for the end of the run
+    result, ran = run_planted(tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    tests = [(worker, name) for worker, name in ran if not name.startswith("fixture-start")]
+    first = {worker: next(name for w, name in tests if w == worker) for worker in ("gw0", "gw1")}
+    assert sorted(first.values()) == ["serial", "server"], ran
 
 
 def test_without_workers_the_plugin_changes_nothing(tmp_path: Path) -> None:
