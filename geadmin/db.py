@@ -182,6 +182,15 @@ def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     conn.execute("COMMIT")
 
 
+def where(filters: Sequence[tuple[bool, str, tuple[object, ...]]]) -> tuple[str, list[object]]:
+    """` WHERE a AND b` (or "" when none applies) and its parameters, from the filters'
+    (applies, clause with ? placeholders, parameters): the clauses are fixed text, the values
+    always parameters."""
+    applied = [(clause, params) for applies, clause, params in filters if applies]
+    text = " WHERE " + " AND ".join(clause for clause, _ in applied) if applied else ""
+    return text, [value for _, params in applied for value in params]
+
+
 def schema_version(conn: sqlite3.Connection) -> int:
     return int(conn.execute("PRAGMA user_version").fetchone()[0])
 

@@ -265,3 +265,11 @@ def test_an_existing_workspace_and_database_readable_by_others_are_made_private_
     assert _mode(home) == 0o700
     assert {path.name: _mode(path) for path in home.iterdir()} == dict.fromkeys(
         (p.name for p in home.iterdir()), 0o600)
+
+
+def test_where_joins_only_the_filters_that_apply_and_keeps_values_as_parameters() -> None:
+    assert db.where([]) == ("", [])
+    assert db.where([(False, "node = ?", ("n",)), (False, "present = 1", ())]) == ("", [])
+    assert db.where([(True, "last_seen >= ?", (5.0,)), (False, "node = ?", (None,)),
+                     (True, "present = 1", ()), (True, "node = ?", ("x'; DROP",))]) == (
+        " WHERE last_seen >= ? AND present = 1 AND node = ?", [5.0, "x'; DROP"])

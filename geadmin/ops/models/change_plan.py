@@ -21,6 +21,7 @@ and `revision` pin it to what was planned, so what was confirmed is what is appl
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,8 +42,24 @@ APPLY, ROLLBACK = "apply", "rollback"
 MIN_HASH_PREFIX = 8  # `--expect-hash` may be a prefix this long (history prints 12 characters)
 
 
+class CheckedChange:
+    """A config change the validator and the impact prediction have read (a plan, a preview):
+    its blocking findings and the ensembles it takes down, for the dataclasses below it."""
+
+    findings: Sequence[Finding]
+    impact: Impact | None
+
+    @property
+    def errors(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity is Severity.ERROR]
+
+    @property
+    def taken_down(self) -> list[str]:
+        return self.impact.taken_down if self.impact is not None else []
+
+
 @dataclass(frozen=True)
-class ChangePlan:
+class ChangePlan(CheckedChange):
     """What an apply or a rollback of `model` would do, before anyone is asked."""
 
     action: str  # APPLY or ROLLBACK
@@ -57,14 +74,6 @@ class ChangePlan:
     @property
     def text(self) -> str:
         return self.data.decode("utf-8", errors="replace")
-
-    @property
-    def errors(self) -> list[Finding]:
-        return [f for f in self.findings if f.severity is Severity.ERROR]
-
-    @property
-    def taken_down(self) -> list[str]:
-        return self.impact.taken_down if self.impact is not None else []
 
     @property
     def needs_consent(self) -> bool:

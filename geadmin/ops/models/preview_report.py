@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from geadmin.diagnose.impact import Impact
-from geadmin.repository.rules import Severity
+from geadmin.ops.models.change_plan import CheckedChange
 from geadmin.repository.validate import Finding
 from geadmin.telemetry.alerting.objectives import Objective
 
@@ -65,7 +65,7 @@ class PreviewSide:
 
 
 @dataclass(frozen=True)
-class ImpactPreview:
+class ImpactPreview(CheckedChange):
     """A config change previewed on a trial copy; nothing was applied."""
 
     model: str
@@ -82,14 +82,6 @@ class ImpactPreview:
     objective: Objective | None = None
     removed: str = ""  # what became of the trial ("removed", or why not)
     notes: tuple[str, ...] = field(default_factory=tuple)
-
-    @property
-    def errors(self) -> list[Finding]:
-        return [f for f in self.findings if f.severity is Severity.ERROR]
-
-    @property
-    def taken_down(self) -> list[str]:
-        return self.impact.taken_down if self.impact is not None else []
 
     @property
     def p99_change(self) -> float | None:

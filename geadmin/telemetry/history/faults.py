@@ -73,17 +73,9 @@ def fault_records(*, home: Path | None, since_s: float | None = None, node: str 
                   present_only: bool = False) -> list[FaultRecord]:
     """The recorded faults, present first, then by node, chip and code: those last seen at or
     after `since_s` (epoch seconds), of `node`, and only the present ones if asked."""
-    clauses: list[str] = []
-    params: list[object] = []
-    if since_s is not None:
-        clauses.append("last_seen >= ?")
-        params.append(since_s)
-    if node is not None:
-        clauses.append("node = ?")
-        params.append(node)
-    if present_only:
-        clauses.append("present = 1")
-    where = " WHERE " + " AND ".join(clauses) if clauses else ""
+    where, params = db.where([(since_s is not None, "last_seen >= ?", (since_s,)),
+                              (node is not None, "node = ?", (node,)),
+                              (present_only, "present = 1", ())])
     with db.connect(home) as conn:
         conn.row_factory = sqlite3.Row
         rows = conn.execute(f"SELECT * FROM npu_faults{where} ORDER BY present DESC, node, chip, "

@@ -139,15 +139,8 @@ def model_states(server: str | None = None, *, seen_after_s: float | None = None
                  home: Path | None = None) -> list[StateRecord]:
     """The recorded states (of `server`, else of every server); with `seen_after_s`, only those
     the sampler read again after that time (epoch seconds)."""
-    clauses: list[str] = []
-    params: list[object] = []
-    if server is not None:
-        clauses.append("server = ?")
-        params.append(server)
-    if seen_after_s is not None:
-        clauses.append("seen > ?")
-        params.append(seen_after_s)
-    where = " WHERE " + " AND ".join(clauses) if clauses else ""
+    where, params = db.where([(server is not None, "server = ?", (server,)),
+                              (seen_after_s is not None, "seen > ?", (seen_after_s,))])
     with db.connect(home) as conn:
         conn.row_factory = sqlite3.Row
         rows = conn.execute(f"SELECT * FROM model_states{where} ORDER BY server, model", params).fetchall()
