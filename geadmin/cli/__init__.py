@@ -12,6 +12,7 @@
 - bench.py           `geadmin bench MODEL`: a perf_analyzer load test
 - tune.py            `geadmin tune MODEL`: search a model's serving config
 - capacity.py        `geadmin capacity [MODEL]`: headroom at the objective, trend, forecast, needs
+- traffic.py         `geadmin traffic capture MODEL`: record real request arrivals for tuning to replay
 - top.py             `geadmin top`: what Triton is doing now, per model
 - npu.py             `geadmin npu`: this host's Ascend NPUs
 - npu_faults.py      `geadmin npu faults`: NPU faults, the models they hit, the next safe step

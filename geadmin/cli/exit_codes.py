@@ -89,6 +89,12 @@ BY_COMMAND: dict[str, tuple[str, dict[ExitCode, str]]] = {
         ExitCode.FAILED: "no winner, or the winner not applied; several models or --npu: no combination "
                          "fits, or --apply stopped at a model (the ones applied are said)",
     }),
+    "traffic": ("traffic capture", {
+        ExitCode.OK: "at least 2 arrivals of the model were recorded (a replay needs intervals)",
+        ExitCode.FAILED: "fewer arrivals, or Triton has no trace file readable here (the flags to add are "
+                         "printed)",
+        ExitCode.UNREACHABLE: "Triton does not answer",
+    }),
     "capacity": ("capacity", {
         ExitCode.OK: "every model with an objective has its headroom and is not forecast to saturate "
                      "within the horizon (a model without an objective or a measured rate is said, not "

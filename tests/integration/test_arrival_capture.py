@@ -98,3 +98,23 @@ def test_a_triton_without_a_trace_file_is_refused_naming_the_flag(
     assert "was started without a trace file" in str(caught.value)
     assert "--trace-config=triton,file=DIR/trace.json --trace-config=level=OFF" in str(caught.value)
     assert level(server) == ["OFF"]
+
+
+def test_the_command_captures_while_traffic_flows_and_tune_finds_the_capture(
+        traced: TritonProcess, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from geadmin.cli.exit_codes import ExitCode
+    from geadmin.cli.main import main
+
+    def traffic() -> None:
+        if wait_for(lambda: level(traced) == ["TIMESTAMPS"], 10):
+            send(traced, 12, 0.05)
+
+    sender = threading.Thread(target=traffic)
+    sender.start()
+    code = main(["traffic", "capture", MODEL, "--url", traced.http_url, "--seconds", "3",
+                 "--home", str(tmp_path / "home")])
+    sender.join(timeout=30)
+    out = capsys.readouterr().out
+    assert code == ExitCode.OK, out
+    assert out.startswith(f"{MODEL}: 12 recorded arrivals from "), out
+    assert level(traced) == ["OFF"]
