@@ -218,3 +218,15 @@ def test_a_capture_of_the_model_in_the_window_is_replayed_with_request_intervals
     assert doubled is not None and doubled.read_text() == "20000\n30000\n25000\n"
     assert search.scratch is not None
     search.scratch.cleanup()
+    # a capture slower than the recorded peak (15 req/s) is replayed faster, to reach it
+    record_capture(home=tmp_path, server="http://127.0.0.1:8000", model="m", window_start_s=start + 100,
+                   window_end_s=start + 120, intervals_us=[100_000, 100_000, 100_000])  # 10 req/s
+    slow = objective_plan("m", history=reader, since=since, home=tmp_path)
+    assert slow.replay_speedup == pytest.approx(1.5) and slow.rate_rps == pytest.approx(15.0)
+    note = replay_note(slow)
+    assert "their pattern at 15 req/s, 1.5x as fast as captured to reach the recorded peak" in note
+    search = ObjectiveSearch(slow)
+    at_peak = search._replay(1.0)
+    assert at_peak is not None and at_peak.read_text() == "66667\n66667\n66667\n"
+    assert search.scratch is not None
+    search.scratch.cleanup()

@@ -45,7 +45,7 @@ from typing import Any
 from google.protobuf import json_format
 
 from geadmin.errors import GeAdminError, InvalidArgumentError, TuneRefusedError
-from geadmin.ops.bench.intervals import replay_rate_rps, write_request_intervals
+from geadmin.ops.bench.intervals import MAX_SPEEDUP, replay_rate_rps, write_request_intervals
 from geadmin.ops.tune.outcome import Trial, TuneResult, TuneSettings
 from geadmin.ops.tune.search import Progress, SearchOutcome, TrialRunner, tune
 from geadmin.ops.tune.space import Candidate
@@ -85,10 +85,22 @@ class ObjectivePlan:
         return self.objective.p99_ms
 
     @property
+    def replay_speedup(self) -> float:
+        """How much faster than captured the arrivals are replayed: their pattern at the recorded
+        peak, never slower than they came (a capture during a burst above the peak stays as is);
+        bounded so the curve's fastest step stays within perf_analyzer's replay bound."""
+        if self.capture is None:
+            return 1.0
+        captured = replay_rate_rps(self.capture.intervals_us)
+        wanted = max(1.0, (self.load.peak_rate_rps or 0.0) / captured)
+        return min(wanted, MAX_SPEEDUP / max(self.curve_steps, default=1.0))
+
+    @property
     def rate_rps(self) -> float:
-        """The replayed capture's mean rate, else the recorded peak, at least MIN_RATE_RPS."""
+        """The offered rate: the replayed capture's (at the recorded peak, see `replay_speedup`), else
+        the recorded peak; at least MIN_RATE_RPS."""
         if self.capture is not None:
-            return replay_rate_rps(self.capture.intervals_us)
+            return replay_rate_rps(self.capture.intervals_us) * self.replay_speedup
         return max(self.load.peak_rate_rps or 0.0, MIN_RATE_RPS)
 
     def window_for(self, rate_rps: float) -> int:
@@ -117,8 +129,11 @@ def objective_plan(model: str, *, history: HistoryReader, since: datetime, until
 def replay_note(plan: ObjectivePlan) -> str:
     """How every candidate was loaded: the recorded arrivals replayed, or the rate range and why."""
     if plan.capture is not None:
-        return (f"load replayed: {plan.capture.describe()} with perf_analyzer's --request-intervals "
-                f"(mean {plan.rate_rps:.3g} req/s)")
+        speed = (f", {plan.replay_speedup:.3g}x as fast as captured to reach the recorded peak"
+                 if plan.replay_speedup > 1.0 else "")
+        return (f"load replayed: {plan.capture.describe()}, their pattern at {plan.rate_rps:.3g} "
+                f"req/s{speed}, with perf_analyzer's --request-intervals (recorded load: "
+                f"{plan.load.describe()})")
     return (f"every candidate measured at {plan.rate_rps:.3g} req/s (the recorded peak) with perf_analyzer's "
             "--request-rate-range: no capture of the model's arrivals in the window "
             "(`geadmin traffic capture` records one)")
@@ -210,12 +225,25 @@ class ObjectiveSearch:
 
     def __call__(self, runner: TrialRunner, live: Candidate, floor: int) -> SearchOutcome:
         self.plan = replace(self.plan, load=live_batch_mix(runner.client, self.plan.load))
-        plan, rate = self.plan, self.plan.rate_rps
-        notes = [f"load replayed: {plan.load.describe()}"]
-        if (plan.load.peak_rate_rps or 0.0) < MIN_RATE_RPS:
+        plan = self.plan
+        notes = [replay_note(plan)] if plan.capture else [f"load replayed: {plan.load.describe()}"]
+        if plan.capture is None and (plan.load.peak_rate_rps or 0.0) < MIN_RATE_RPS:
             notes.append(f"the recorded peak is below {MIN_RATE_RPS:g} req/s: measured at "
                          f"{MIN_RATE_RPS:g} req/s")
-        notes.append(replay_note(plan))
+        if plan.capture is None:
+            notes.append(replay_note(plan))
+        try:  # the replay's files go whatever ends the search
+            best, trials = self._search(runner, live, floor, notes)
+        finally:
+            if self.scratch is not None:
+                self.scratch.cleanup()
+                self.scratch = None
+        return SearchOutcome(notes, best, self.summary(best, trials), self.document(best, trials))
+
+    def _search(self, runner: TrialRunner, live: Candidate, floor: int,
+                notes: list[str]) -> tuple[Trial | None, list[Trial]]:
+        """The candidates by instance count, fewest first; the winner's curve (module docstring)."""
+        plan, rate = self.plan, self.plan.rate_rps
         ceiling = runner.ceiling(max(floor, 1)) if live.max_batch_size > 0 else 0
         trials: list[Trial] = []
         for instances in range(1, max(plan.max_instances, 1) + 1):
@@ -229,13 +257,9 @@ class ObjectiveSearch:
         best, refused = pick_winner(trials, plan.objective, rate,
                                     lambda c: runner.memory.replacing_refusal(c, live.instances))
         notes += refused
-        try:
-            if best is not None:
-                self._measure_curve(runner, best)
-        finally:
-            if self.scratch is not None:
-                self.scratch.cleanup()
-        return SearchOutcome(notes, best, self.summary(best, trials), self.document(best, trials))
+        if best is not None:
+            self._measure_curve(runner, best)
+        return best, trials
 
     def _measure_curve(self, runner: TrialRunner, best: Trial) -> None:
         for step in self.plan.curve_steps:
@@ -254,6 +278,7 @@ class ObjectiveSearch:
             return None
         if self.scratch is None:
             self.scratch = tempfile.TemporaryDirectory(prefix="geadmin-replay-")
+        speedup *= self.plan.replay_speedup
         path = Path(self.scratch.name) / f"intervals-x{speedup:g}.txt"
         return write_request_intervals(path, self.plan.capture.intervals_us, speedup)
 
