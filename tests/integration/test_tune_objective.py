@@ -119,3 +119,37 @@ def test_the_recorded_load_is_read_from_a_real_prometheus(
     # 4 clients at a time: Triton's dynamic batcher runs batches of 1 to 4 rows
     assert load.mean_batch_size is not None and 1.0 <= load.mean_batch_size <= 4.0
     assert f"batch-size mix not recorded (mean batch size {load.mean_batch_size:.2f})" in load.describe()
+
+
+def test_a_captured_arrival_pattern_is_replayed_by_perf_analyzer_at_the_recorded_peak(
+        triton_factory: Callable[..., TritonProcess], tmp_path: Path) -> None:
+    """A bursty capture (pairs 10 ms apart, a pair every 100 ms: 20 req/s) against a recorded peak of
+    30 req/s: perf_analyzer replays the pattern 1.5x as fast, and the trials are measured from it."""
+    from geadmin.telemetry.history.arrivals import record_capture
+
+    repository = tmp_path / "repo"
+    repository.mkdir()
+    model = add_python_model(repository, "echo")
+    source = model / "1" / "model.py"
+    source.write_text(source.read_text() + SERVICE_40_MS.replace("0.040", "0.002"))  # 2 ms a request
+    triton = triton_factory(repository, models=["echo"])
+    home = tmp_path / "home"
+    home.mkdir()
+    store(Objective("echo", p99_ms=500.0, error_budget=0.01), "test", home=home)
+    record_rates(home, triton.metrics_url, "echo", [20.0, 30.0, 24.0], start_s=time.time() - 600)
+    record_capture(home=home, server=triton.http_url, model="echo", window_start_s=time.time() - 300,
+                   window_end_s=time.time() - 290, intervals_us=[10_000, 90_000] * 40)
+    done = geadmin("tune", "echo", "--objective", "--since", "1h", "--url", triton.http_url, "--repository",
+                   str(repository), "--max-instances", "1", "--budget-s", "90", "--json", home=home,
+                   timeout_s=180)
+    assert done.returncode == 0, done.stdout + done.stderr
+    document = json.loads(done.stdout)
+    assert document["rate_rps"] == pytest.approx(30.0)
+    note = document["notes"][0]
+    assert note.startswith("load replayed: 81 recorded arrivals from "), note
+    assert "--request-intervals" in note, note
+    assert "their pattern at 30 req/s, 1.5x as fast as captured to reach the recorded peak" in note, note
+    measured = [t for t in document["trials"] if t["ok"]]
+    assert [t["rate_rps"] for t in measured][:2] == [pytest.approx(30.0), pytest.approx(45.0)], measured
+    # each served what its replay offered: 30 req/s, then the curve's 1.5x (45), 2x, 3x
+    assert all(0.8 * t["rate_rps"] <= t["throughput"] <= 1.2 * t["rate_rps"] for t in measured), measured

@@ -487,3 +487,12 @@ def test_a_sweep_step_is_judged_by_the_objective_not_by_perf_analyzers_stability
     [settings] = asked
     assert settings.stability_percentage == JUDGED_STABILITY_PERCENTAGE == 100.0
     assert settings.measurement_interval_ms == 2000
+
+
+def test_a_worker_s_own_error_leads_not_perf_analyzer_s_generic_line() -> None:
+    """Recorded from perf_analyzer 2.51 against a python model with no execute method."""
+    output = (ASSETS / "errors" / "other.worker_failed.txt").read_text()
+    assert classify(output=output) is BenchFailure.OTHER
+    assert bench_failures.error_line(output) == (
+        "its requests failed: Failed to process the request(s) for model 'echo_0', message: Python model "
+        "/tmp/repo-dir/repo/echo/1/model.py does not implement `execute` method.")

@@ -180,8 +180,14 @@ def bench_error(failure: BenchFailure, settings: BenchSettings, *, binary: str |
 
 
 def error_line(output: str) -> str:
-    """The line that says what went wrong: the first `error:` line, else the first line."""
+    """The line that says what went wrong: a worker's own error (perf_analyzer's "Thread [N] had
+    error: X" under its generic "Failed to maintain requested inference load"), else the first
+    `error:` line, else the first line."""
     lines = [line.strip() for line in output.splitlines() if line.strip()]
+    for line in lines:
+        worker = re.match(r"Thread \[\d+\] had error: (.+)", line)
+        if worker:
+            return f"its requests failed: {worker[1]}"
     for line in lines:
         if line.lower().startswith("error") or "failed" in line.lower():
             return line
