@@ -81,4 +81,5 @@ class SamplerLockedError(TelemetryError):
 
 class TraceFileError(TelemetryError):
     """Triton's trace files cannot give arrivals: no trace file set at its start, the file's
-    directory not readable here (a remote Triton), a file over the size bound, or not JSON."""
+    directory not readable here (a remote Triton), a file over the size bound, not JSON, or
+    another capture of the model under way (it would count the same traces twice)."""

@@ -118,3 +118,29 @@ def test_the_command_captures_while_traffic_flows_and_tune_finds_the_capture(
     assert code == ExitCode.OK, out
     assert out.startswith(f"{MODEL}: 12 recorded arrivals from "), out
     assert level(traced) == ["OFF"]
+
+
+def test_a_model_s_own_trace_settings_are_put_back_and_a_second_capture_is_refused(
+        traced: TritonProcess, tmp_path: Path) -> None:
+    home, done, errors = tmp_path / "home", threading.Event(), []
+    with TritonClient(traced.http_url) as client:
+        client.update_trace_settings(MODEL, {"trace_rate": "7"})  # the operator's own, kept
+
+        def first() -> None:
+            with TritonClient(traced.http_url) as own:
+                capture_arrivals(own, MODEL, auth=admin_auth(), seconds=60, home=home, cancel=done)
+
+        worker = threading.Thread(target=first)
+        worker.start()
+        try:
+            assert wait_for(lambda: level(traced) == ["TIMESTAMPS"], 10), "tracing never turned on"
+            try:
+                capture_arrivals(client, MODEL, auth=admin_auth(), seconds=5, home=home)
+            except TraceFileError as exc:
+                errors.append(str(exc))
+        finally:
+            done.set()
+            worker.join(timeout=30)
+        assert errors and errors[0].startswith(f"another capture of {MODEL} is under way (capture of {MODEL}")
+        after = client.trace_settings(MODEL)
+    assert after["trace_rate"] == "7" and list(after["trace_level"]) == ["OFF"], after
