@@ -65,7 +65,8 @@ def geadmin_triton_command() -> list[str]:
     process = TritonProcess(Path("/models"), binary=Path("/opt/tritonserver/bin/tritonserver"),
                             backend_dir=Path("/opt/tritonserver/backends"),
                             log_path=Path("/var/log/triton/tritonserver.log"),
-                            ports=Ports(http=8000, grpc=8001, metrics=8002), models=[])
+                            ports=Ports(http=8000, grpc=8001, metrics=8002), models=[],
+                            trace_file=Path("/var/log/triton/trace.json"))
     return process.command()[1:]
 
 
@@ -107,12 +108,14 @@ def test_triton_runs_with_the_flags_geadmin_gives_its_own_triton(kind: str) -> N
             continue
         assert name in compose, f"{kind}: triton lacks {name} (geadmin passes {values})"
     for name in ("--model-control-mode", "--metrics-config", "--exit-on-error", "--model-repository",
-                 "--backend-directory", "--http-port", "--grpc-port", "--metrics-port"):
+                 "--backend-directory", "--http-port", "--grpc-port", "--metrics-port", "--trace-config"):
         assert compose[name] == ours[name], f"{kind}: {name} is {compose[name]}, geadmin uses {ours[name]}"
     assert compose["--model-control-mode"] == ["explicit"]
     assert compose["--metrics-config"] == ["summary_latencies=true"]
     assert "--load-model" not in compose, "loading at start can block the server for good"
     assert compose["--log-file"] == ["/var/log/triton/tritonserver.log"]
+    # the traces beside the log, on the volume the dashboard mounts (`geadmin traffic capture`)
+    assert compose["--trace-config"] == ["triton,file=/var/log/triton/trace.json", "level=OFF"]
 
 
 @pytest.mark.parametrize("kind", FILES)
