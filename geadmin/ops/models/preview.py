@@ -45,7 +45,7 @@ from geadmin.access.roles import GuardedAction
 from geadmin.audit import Actor, Result
 from geadmin.errors import GeAdminError, InvalidArgumentError, NoRecordedLoadError, TritonUnreachableError
 from geadmin.ops.bench.load_test import bench_input, run_perf_analyzer
-from geadmin.ops.bench.params import BenchSettings, server_lock
+from geadmin.ops.bench.params import JUDGED_STABILITY_PERCENTAGE, BenchSettings, server_lock
 from geadmin.ops.bench.results import REQUEST_RATE
 from geadmin.ops.models.change_plan import ChangePlan, plan_change
 from geadmin.ops.models.preview_report import ImpactPreview, PreviewSide
@@ -64,7 +64,6 @@ from geadmin.triton.client import TritonClient
 ACTION = "preview"
 DEFAULT_WINDOW_MS = 2000
 MAX_TRIALS = 6  # perf_analyzer windows per side before it gives up on a stable one
-STABILITY_PERCENTAGE = 100.0  # one rate, two sides compared: a busy host must not make it unmeasurable
 Progress = Callable[[str], None]
 
 
@@ -247,7 +246,7 @@ class _Preview:
             data, batch = bench_input(self.client, name)
             bench = BenchSettings(name, self.client.url, mode=REQUEST_RATE, loads=(self.rate,),
                                   measurement_interval_ms=self.load.window_ms,
-                                  stability_percentage=STABILITY_PERCENTAGE, max_trials=MAX_TRIALS)
+                                  stability_percentage=JUDGED_STABILITY_PERCENTAGE, max_trials=MAX_TRIALS)
             run = run_perf_analyzer(bench, input_data=data, batch_size=batch, binary=self.binary,
                                     auth=self.auth, admin_key=self.admin_key, cancel=self.cancel)
             after = self.client.model_statistics(name)[0]

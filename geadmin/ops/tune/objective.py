@@ -11,7 +11,8 @@ The search (`ObjectiveSearch`, run by `geadmin.ops.tune.search.tune` on the same
 lock, journal and clean-up as the throughput search) measures each candidate with
 perf_analyzer in request-rate mode at the recorded PEAK rate (a rate below MIN_RATE_RPS is
 measured at MIN_RATE_RPS, and the notes say so), each window long enough to hold
-REQUESTS_PER_WINDOW requests. Candidates go by instance count, fewest first; within a count,
+20 requests (`geadmin.ops.bench.params.judged_window_ms`), judged by the objective rather than
+perf_analyzer's stability gate. Candidates go by instance count, fewest first; within a count,
 the live batching, no batching and the largest batch the model loads with. The first count
 with a candidate that meets the objective ends the search: more instances cannot win.
 
@@ -33,7 +34,6 @@ document for `geadmin.ops.tune.results.saturation_from_tune`.
 
 from __future__ import annotations
 
-import math
 import tempfile
 import threading
 from collections.abc import Callable
@@ -46,6 +46,7 @@ from google.protobuf import json_format
 
 from geadmin.errors import GeAdminError, InvalidArgumentError, TuneRefusedError
 from geadmin.ops.bench.intervals import MAX_SPEEDUP, replay_rate_rps, write_request_intervals
+from geadmin.ops.bench.params import judged_window_ms
 from geadmin.ops.tune.outcome import Trial, TuneResult, TuneSettings
 from geadmin.ops.tune.search import Progress, SearchOutcome, TrialRunner, tune
 from geadmin.ops.tune.space import Candidate
@@ -58,7 +59,6 @@ from geadmin.triton.client import TritonClient
 KIND = "objective"  # the document's "kind"
 MIN_RATE_RPS = 1.0  # perf_analyzer needs requests in every window to measure a p99
 KEEP_UP = 0.9  # a config that serves less of the offered rate is falling behind it
-REQUESTS_PER_WINDOW = 20
 MAX_WINDOW_MS = 30_000
 CURVE_STEPS = (1.5, 2.0, 3.0)
 BIG_DELAY_US = 2000  # the queue delay the largest batch is tried with
@@ -104,8 +104,7 @@ class ObjectivePlan:
         return max(self.load.peak_rate_rps or 0.0, MIN_RATE_RPS)
 
     def window_for(self, rate_rps: float) -> int:
-        wanted = math.ceil(REQUESTS_PER_WINDOW / rate_rps * 1000)
-        return int(min(max(self.window_ms, wanted), MAX_WINDOW_MS))
+        return min(judged_window_ms(rate_rps, self.window_ms), MAX_WINDOW_MS)
 
 
 def objective_plan(model: str, *, history: HistoryReader, since: datetime, until: datetime | None = None,

@@ -38,7 +38,7 @@ from geadmin.access.guard import Authorization, require
 from geadmin.access.roles import GuardedAction
 from geadmin.errors import BenchBusyError, GeAdminError, TuneBusyError, UnstableMeasurementError
 from geadmin.ops.bench.load_test import run_perf_analyzer
-from geadmin.ops.bench.params import BenchSettings, server_lock
+from geadmin.ops.bench.params import JUDGED_STABILITY_PERCENTAGE, BenchSettings, server_lock
 from geadmin.ops.bench.results import CONCURRENCY, REQUEST_RATE
 from geadmin.ops.tune import trials as tune_trials
 from geadmin.ops.tune.memory import MemoryGuard
@@ -54,6 +54,7 @@ from geadmin.repository.modelconfig import parse_pbtxt
 from geadmin.triton.client import TritonClient
 
 COMPUTE_STAGES = ("compute_input", "compute_infer", "compute_output")
+THROUGHPUT_STABILITY_PERCENTAGE = 15.0  # a concurrency trial's throughput is what the search compares
 Progress = Callable[[str], None]
 
 
@@ -133,11 +134,14 @@ class TrialRunner:
         assert self.copy is not None
         name, window = self.copy.name, window_ms or self.tune.window_ms
         mode, load = (REQUEST_RATE, rate_rps) if rate_rps else (CONCURRENCY, float(self.tune.concurrency))
+        # At a rate the trial is judged by the objective (shortfall), not by perf_analyzer's
+        # stability; the throughput search's own judge is that stability.
+        stability = JUDGED_STABILITY_PERCENTAGE if rate_rps else THROUGHPUT_STABILITY_PERCENTAGE
         try:
             before = self.client.model_statistics(name)[0]
             run = run_perf_analyzer(BenchSettings(
                 name, self.client.url, mode=mode, loads=(load,), request_intervals=intervals,
-                measurement_interval_ms=window, stability_percentage=15.0, max_trials=8),
+                measurement_interval_ms=window, stability_percentage=stability, max_trials=8),
                 binary=self.binary, auth=self.auth, admin_key=self.admin_key, cancel=self.cancel)
             after = self.client.model_statistics(name)[0]
         except UnstableMeasurementError:
