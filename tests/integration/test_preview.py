@@ -158,10 +158,19 @@ def test_a_slower_config_is_measured_beside_the_live_model_and_its_p99_judged(
 
 
 def test_the_same_config_is_a_go(server: TritonProcess, client: TritonClient, home: Path) -> None:
+    """Replayed with a captured pattern (pairs 10 ms apart, a pair every 100 ms) at the given rate."""
+    from geadmin.telemetry.history.arrivals import record_capture
+
     store_objective(Objective(MODEL, p99_ms=500.0), "test", home=home)
+    record_capture(home=home, server=server.http_url, model=MODEL, window_start_s=time.time() - 60,
+                   window_end_s=time.time() - 50, intervals_us=[10_000, 90_000] * 20)
     found = preview_change(client, server.repository, MODEL, paced_config("2") + "# same knobs\n",
                            auth=admin_auth(), load=QUICK, home=home)
     assert found.verdict is PreviewVerdict.GO, (found.headline(), found.evidence())
+    assert found.rate_source.startswith("given with --rate; the pattern of 41 recorded arrivals from "), \
+        found.rate_source
+    assert found.live.ok and found.live.throughput_per_s is not None
+    assert 0.8 * RATE <= found.live.throughput_per_s <= 1.2 * RATE, found.live  # the pattern, at 20 req/s
     assert found.headline() == ("GO: paced: the new config loads, breaks no ensemble and holds the p99 "
                                 "objective of 500 ms at the replayed rate")
     assert_no_trial(server, client)

@@ -10,7 +10,9 @@ its new config.pbtxt. Steps:
    that does not parse is refused (`ConfigParseError`): there is nothing to serve.
 2. The rate to replay: `rate_rps` when given, else the model's recorded load over the last
    `window_h` hours of the history (`geadmin.telemetry.history.traffic.recorded_load`, its
-   peak or mean); no recorded traffic is `NoRecordedLoadError`, naming `--rate`.
+   peak or mean); no recorded traffic is `NoRecordedLoadError`, naming `--rate`. With a
+   capture of the model's arrivals in that window (`geadmin traffic capture`), its pattern is
+   replayed at that rate (perf_analyzer's `--request-intervals`), else even spacing.
 3. Under the tuner's lock of the model and the load-test lock of the server (a tune, a load
    test or another preview there is `TuneBusyError` / `BenchBusyError`), remove the trials
    that killed runs of the model left (`geadmin.ops.tune.trials.remove_left`), write the
@@ -31,7 +33,9 @@ its new config.pbtxt. Steps:
 
 from __future__ import annotations
 
+import tempfile
 import threading
+import time
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -43,7 +47,14 @@ from geadmin import audit, settings
 from geadmin.access.guard import Authorization, require
 from geadmin.access.roles import GuardedAction
 from geadmin.audit import Actor, Result
-from geadmin.errors import GeAdminError, InvalidArgumentError, NoRecordedLoadError, TritonUnreachableError
+from geadmin.errors import (
+    BenchSettingsError,
+    GeAdminError,
+    InvalidArgumentError,
+    NoRecordedLoadError,
+    TritonUnreachableError,
+)
+from geadmin.ops.bench.intervals import replay_rate_rps, scaled_intervals, write_request_intervals
 from geadmin.ops.bench.load_test import bench_input, run_perf_analyzer
 from geadmin.ops.bench.params import JUDGED_STABILITY_PERCENTAGE, BenchSettings, server_lock
 from geadmin.ops.bench.results import REQUEST_RATE
@@ -58,6 +69,7 @@ from geadmin.repository.knobs import read_knobs
 from geadmin.repository.modelconfig import parse_pbtxt
 from geadmin.telemetry.alerting.objectives import objectives
 from geadmin.telemetry.history import traffic
+from geadmin.telemetry.history.arrivals import ArrivalCapture, latest_capture
 from geadmin.telemetry.history.reader import HistoryReader, open_history
 from geadmin.triton.client import TritonClient
 
@@ -116,13 +128,30 @@ def preview_change(
     plan = plan_change(client, repository, model, new=new, backends=backends, home=workspace)
     config = parse_pbtxt(plan.text, f"the new config of {model!r}")
     rate, rate_source = replayed_rate(model, load, metrics_url, history, workspace)
+    pattern = captured_pattern(model, rate, load, workspace)
+    if pattern is not None:
+        rate_source += f"; the pattern of {pattern[1].describe()}, at that rate"
     run = trials.new_run_id()
     job = _Preview(client, repository, model, plan, config, auth, actor, workspace, load, rate, rate_source,
-                   metrics_url, binary, admin_key, say, cancel, run)
+                   metrics_url, binary, admin_key, say, cancel, run,
+                   tuple(pattern[0]) if pattern is not None else ())
     with ExitStack() as held:
         held.enter_context(tune_lock(workspace, model, purpose="preview"))
         held.enter_context(server_lock(workspace, client.url, model))
         return job.run()
+
+
+def captured_pattern(model: str, rate: float, load: PreviewLoad,
+                     home: Path) -> tuple[list[int], ArrivalCapture] | None:
+    """The newest capture of `model` in the window, its intervals scaled to offer `rate`; None
+    without one, or when the scaling is beyond the replay's bound."""
+    capture = latest_capture(model, home=home, since_s=time.time() - load.window_h * 3600)
+    if capture is None:
+        return None
+    try:
+        return scaled_intervals(capture.intervals_us, rate / replay_rate_rps(capture.intervals_us)), capture
+    except BenchSettingsError:
+        return None
 
 
 def replayed_rate(model: str, load: PreviewLoad, metrics_url: str | None, history: HistoryReader | None,
@@ -165,6 +194,7 @@ class _Preview:
     say: Progress
     cancel: threading.Event | None
     run_id: str
+    intervals_us: tuple[int, ...] = ()  # the captured pattern at `rate`; (): even spacing
 
     def run(self) -> ImpactPreview:
         left = tune_trials.remove_left(self.repository, client=self.client, home=self.home, model=self.model,
@@ -244,11 +274,15 @@ class _Preview:
         try:
             before = self.client.model_statistics(name)[0]
             data, batch = bench_input(self.client, name)
-            bench = BenchSettings(name, self.client.url, mode=REQUEST_RATE, loads=(self.rate,),
-                                  measurement_interval_ms=self.load.window_ms,
-                                  stability_percentage=JUDGED_STABILITY_PERCENTAGE, max_trials=MAX_TRIALS)
-            run = run_perf_analyzer(bench, input_data=data, batch_size=batch, binary=self.binary,
-                                    auth=self.auth, admin_key=self.admin_key, cancel=self.cancel)
+            with tempfile.TemporaryDirectory(prefix="geadmin-preview-") as scratch:
+                intervals = (write_request_intervals(Path(scratch) / "intervals.txt", self.intervals_us)
+                             if self.intervals_us else None)
+                bench = BenchSettings(name, self.client.url, mode=REQUEST_RATE, loads=(self.rate,),
+                                      request_intervals=intervals,
+                                      measurement_interval_ms=self.load.window_ms,
+                                      stability_percentage=JUDGED_STABILITY_PERCENTAGE, max_trials=MAX_TRIALS)
+                run = run_perf_analyzer(bench, input_data=data, batch_size=batch, binary=self.binary,
+                                        auth=self.auth, admin_key=self.admin_key, cancel=self.cancel)
             after = self.client.model_statistics(name)[0]
         except TritonUnreachableError:
             raise
