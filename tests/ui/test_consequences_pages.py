@@ -50,14 +50,19 @@ def texts(elements: object) -> str:
     return "\n".join(e.value for e in elements)  # type: ignore[attr-defined]
 
 
-def test_models_page_names_the_pipeline_before_an_unload_and_lists_it_after(
-        server: TritonProcess, tmp_path: Path) -> None:
+def asked_to_unload_the_member() -> AppTest:
+    """The Models page with the unload of MEMBER asked for, not yet confirmed."""
     at = page("models.py")
     at.multiselect(key="models.selected").set_value([MEMBER])
     at.selectbox(key="models.action").set_value("unload")
     run(at)
     button(at, "Unload…").click()  # type: ignore[attr-defined]
-    run(at)
+    return run(at)
+
+
+def test_models_page_names_the_pipeline_before_an_unload_and_lists_it_after(
+        server: TritonProcess, tmp_path: Path) -> None:
+    at = asked_to_unload_the_member()
     before = texts(at.error)
     assert "This also takes down digits_pipeline" in before
     assert "digits_pipeline: unloaded with it — it runs digits_classifier" in before
@@ -75,12 +80,7 @@ def test_models_page_names_the_pipeline_before_an_unload_and_lists_it_after(
 
 def test_models_page_audits_a_cancel_of_an_unload_that_takes_the_pipeline_down(
         server: TritonProcess, tmp_path: Path) -> None:
-    at = page("models.py")
-    at.multiselect(key="models.selected").set_value([MEMBER])
-    at.selectbox(key="models.action").set_value("unload")
-    run(at)
-    button(at, "Unload…").click()  # type: ignore[attr-defined]
-    run(at)
+    at = asked_to_unload_the_member()
     button(at, "Cancel").click()  # type: ignore[attr-defined]
     run(at)
     [row] = audit.query(action="unload", home=tmp_path / "home")  # a cancel is a refusal, as the CLI's "no"
