@@ -26,6 +26,9 @@ from pages.ui.links import preselect
 from pages.ui.objectives_view import current_objectives, objective_form, objective_lines
 from pages.ui.telemetry import DEFAULT_RANGE, RANGES_MIN, triton_metrics_url
 
+# Six plotly charts redrawn every 2 s kept a loaded browser from ever drawing them all (two CI
+# runs: a chart still missing after 30 s); every 5 s, or the sampler's interval if longer.
+LIVE_REFRESH_MIN_S = 5.0
 DEFAULT_MODELS = 6
 STAGES = (("avg_queue_ms", "queue"), ("avg_compute_input_ms", "compute input"),
           ("avg_compute_infer_ms", "compute infer"), ("avg_compute_output_ms", "compute output"))
@@ -57,7 +60,7 @@ def render() -> None:
                 "Charts appear here after its first two samples.")
         return
     overview = pick_source(known)
-    live = st.fragment(live_charts, run_every=max(2.0, interval_s))
+    live = st.fragment(live_charts, run_every=max(LIVE_REFRESH_MIN_S, interval_s))
     live(overview.source, overview.models, reader)
     with st.expander("Objectives (p99 target, error budget)"):
         objective_form(overview.models)
@@ -85,8 +88,9 @@ def pick_source(known: list[Overview]) -> Overview:
 
 
 def live_charts(source: str, known: Sequence[str], reader: HistoryReader) -> None:
-    """Redrawn in place every sampler interval, and at once when the models or the range change
-    (their widgets live in this fragment): the history's series and the audit's markers."""
+    """Redrawn in place every sampler interval (LIVE_REFRESH_MIN_S at the most often), and at once
+    when the models or the range change (their widgets live in this fragment): the history's
+    series and the audit's markers."""
     left, right = st.columns([3, 1])
     preselect(keys.METRICS_MODELS, known, many=True)  # a deep link's model
     chosen = st.session_state.setdefault(keys.METRICS_MODELS, list(known[:DEFAULT_MODELS]))

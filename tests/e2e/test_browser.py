@@ -258,8 +258,8 @@ def test_metrics_page_draws_the_charts_of_a_model_with_traffic(
         # the chart itself was on screen.)
         for title in titles:
             chart = charts.filter(has=page.get_by_text(title, exact=True))
-            expect(chart).to_have_count(1, timeout=30_000)
-            expect(chart).to_be_visible(timeout=30_000)
+            expect(chart).to_have_count(1, timeout=60_000)
+            expect(chart).to_be_visible(timeout=60_000)
         expect(charts).to_have_count(len(titles))
         # one trace (no legend): plotly drew the model's line, a path with a segment ("L") between points
         throughput = charts.filter(has_text="Throughput")

@@ -157,12 +157,19 @@ def metric_samples(metrics_url: str, family: str) -> list[tuple[dict[str, str], 
 
 
 def wait_for(predicate: Callable[[], bool], timeout_s: float, what: str, step_s: float = 0.05) -> None:
+    """Poll `predicate` until it holds. A refused connection counts as "not yet": a loaded host
+    opened Triton's metrics port after its HTTP port answered ready (a CI run)."""
     deadline = time.monotonic() + timeout_s
+    refused: requests.exceptions.ConnectionError | None = None
     while time.monotonic() < deadline:
-        if predicate():
-            return
+        try:
+            if predicate():
+                return
+        except requests.exceptions.ConnectionError as exc:
+            refused = exc
         time.sleep(step_s)
-    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}"
+                         + (f" (last: {refused})" if refused else ""))
 
 
 # -- the test double's resource counts ---------------------------------------------

@@ -128,7 +128,7 @@ def preview_change(
     plan = plan_change(client, repository, model, new=new, backends=backends, home=workspace)
     config = parse_pbtxt(plan.text, f"the new config of {model!r}")
     rate, rate_source = replayed_rate(model, load, metrics_url, history, workspace)
-    pattern = captured_pattern(model, rate, load, workspace)
+    pattern = pattern_to_replay(model, rate, load, workspace)
     if pattern is not None:
         rate_source += f"; the pattern of {pattern[1].describe()}, at that rate"
     run = trials.new_run_id()
@@ -141,7 +141,7 @@ def preview_change(
         return job.run()
 
 
-def captured_pattern(model: str, rate: float, load: PreviewLoad,
+def pattern_to_replay(model: str, rate: float, load: PreviewLoad,
                      home: Path) -> tuple[list[int], ArrivalCapture] | None:
     """The newest capture of `model` in the window, its intervals scaled to offer `rate`; None
     without one, or when the scaling is beyond the replay's bound."""
