@@ -206,3 +206,20 @@ def test_cli_no_source_answering_is_unknown_not_ok(tmp_path: Path, monkeypatch: 
                      "--home", str(tmp_path / "home"), "--timeout", "2"])
     assert code == ExitCode.OK
     assert capsys.readouterr().out.splitlines()[0] == "OK: no NPU fault reported"
+
+
+def test_cli_a_triton_without_npu_ge_is_no_fault_source(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """Triton's metrics answer, but with no npu_ge on them they say nothing of any NPU: UNKNOWN."""
+    from tests.support.http_doubles import serve
+
+    monkeypatch.setenv("PATH", str(tmp_path))  # no npu-smi
+    monkeypatch.delenv("GEADMIN_NPU_EXPORTER_URL", raising=False)
+    page = b"# TYPE nv_inference_count counter\nnv_inference_count{model=\"m\",version=\"1\"} 3\n"
+    with serve(page) as metrics:
+        code = main(["npu", "faults", "--url", f"http://127.0.0.1:{closed_port()}", "--metrics-url", metrics,
+                     "--home", str(tmp_path / "home"), "--timeout", "2"])
+    out = capsys.readouterr().out
+    assert code == ExitCode.UNREACHABLE, out
+    assert out.startswith("UNKNOWN: no NPU fault source answered"), out
+    assert "no npu_ge metrics on " in out

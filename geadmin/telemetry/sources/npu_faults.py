@@ -281,6 +281,16 @@ def capped(faults: list[ChipFault], source: str, notes: list[str] | None) -> lis
     return faults[:MAX_FAULTS]
 
 
+def speaks_of_npus(page: Scrape, url: str, notes: list[str]) -> bool:
+    """Triton's page counts as a fault source read only with npu_ge's metrics on it: a Triton
+    without npu_ge says nothing of any NPU (no "OK" may rest on it)."""
+    if any(name.startswith("npu_ge_") for name in page.names):
+        return True
+    notes.append(f"Triton's metrics ({SOURCE_NPU_GE}): no npu_ge metrics on {url} (no npu_ge model "
+                 "loaded), so they say nothing of the NPUs")
+    return False
+
+
 # -- every source --------------------------------------------------------------------------
 def read_faults(sources: NpuSources, *, npu_smi_file: str | None = None, node: str = "",
                 which: Callable[[str], str | None] = shutil.which) -> FaultReading:
@@ -320,7 +330,7 @@ def read_faults(sources: NpuSources, *, npu_smi_file: str | None = None, node: s
         try:
             page = scrape(sources.triton_metrics_url, timeout_s=sources.timeout_s)
             faults += faults_from_triton(page, node, notes=notes)
-            read.append(SOURCE_NPU_GE)
+            read += [SOURCE_NPU_GE] if speaks_of_npus(page, sources.triton_metrics_url, notes) else []
         except TelemetryError as exc:
             notes.append(f"Triton's metrics ({SOURCE_NPU_GE}): {exc}")
             if sources.triton_metrics_explicit:
