@@ -47,11 +47,13 @@ test-fast: install
 	  && $(VENV)/bin/ruff check . && $(VENV)/bin/mypy; rc=$$?; \
 	echo "make test-fast: $$(( $$(date +%s) - start )) s (exit $$rc)"; exit $$rc
 
+# Three workers on two cores: with two, the cores idled a third of the run (tests/support/parallel.py).
+TEST_WORKERS ?= 3
 test: test-deps lint
 	@start=$$(date +%s); \
 	bash backend_src/build.sh `# incremental: ninja does nothing when no source changed` \
 	  && NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet `# a broken link or page fails` \
-	  && $(PY) -m pytest -q -n 2 --dist loadgroup `# tests/support/parallel.py`; rc=$$?; \
+	  && $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup `# tests/support/parallel.py`; rc=$$?; \
 	echo "make test: $$(( $$(date +%s) - start )) s (exit $$rc)"; exit $$rc
 
 bench: install backend

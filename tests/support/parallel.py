@@ -1,8 +1,9 @@
-"""How `make test` shares its tests between two pytest-xdist workers (`-n 2 --dist loadgroup`).
+"""How `make test` shares its tests between pytest-xdist workers (`-n $(TEST_WORKERS)
+--dist loadgroup`, three by default).
 
-Most of the suite waits on other processes (a tritonserver starting, a model loading,
-Chromium drawing), so two workers on two cores take about half the time of one. Every test
-is put in a group, and xdist runs a group on one worker:
+Much of the suite waits on other processes (a tritonserver starting, a model loading,
+Chromium drawing): with two workers the two cores idled a third of the run, so a third
+worker fills them. Every test is put in a group, and xdist runs a group on one worker:
 
 - a module is one group, so a module-scoped fixture (a shared tritonserver, one `geadmin up`)
   still starts once;
@@ -23,9 +24,9 @@ of the run, on one worker, with the other one idle.
 
 tests/unit/test_parallel_groups.py runs real workers over planted modules to prove it.
 
-Each worker also picks free ports from its own half of geadmin's pick range
-(GEADMIN_FREE_PORT_RANGE, geadmin.stack.processes): a port one worker picked and has not
-bound yet is never the other's pick.
+Each worker also picks free ports from its own slice of geadmin's pick range
+(GEADMIN_FREE_PORT_RANGE, geadmin.stack.processes), one slice per worker of the run: a port
+one worker picked and has not bound yet is never another's pick.
 """
 
 from __future__ import annotations
@@ -39,7 +40,6 @@ from geadmin.stack.processes import DEFAULT_PICK_RANGE
 from tests.support.tiers import markers_for
 
 DOCKER_GROUP = "docker_and_browser"
-WORKERS = 2
 SERIAL_MARKERS = ("docker", "e2e")
 SLOW_MARKERS = ("docker", "e2e", "integration")  # a real server, browser or engine
 
@@ -92,10 +92,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         slowest_groups_first(items)
 
 
-def worker_port_range(worker: str, workers: int = WORKERS) -> str:
+def worker_port_range(worker: str, workers: int) -> str:
     """`gw0` -> the first of `workers` equal slices of the pick range, `gw1` the second, ..."""
     low, high = DEFAULT_PICK_RANGE
-    index = int(worker.removeprefix("gw")) % workers
+    index = int(worker.removeprefix("gw"))
+    if not 0 <= index < workers:
+        raise ValueError(f"worker {worker} is not one of {workers} workers")
     size = (high - low + 1) // workers
     return f"{low + index * size}-{low + (index + 1) * size - 1}"
 
@@ -107,7 +109,9 @@ def pytest_configure(config: pytest.Config) -> None:
         config.option.loadscopereorder = False
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     if worker and "GEADMIN_FREE_PORT_RANGE" not in os.environ:
-        os.environ["GEADMIN_FREE_PORT_RANGE"] = worker_port_range(worker)
+        # xdist tells each worker how many there are: -n 3 gives three slices, never two
+        workers = int(os.environ["PYTEST_XDIST_WORKER_COUNT"])
+        os.environ["GEADMIN_FREE_PORT_RANGE"] = worker_port_range(worker, workers)
 
 
 _busy: dict[str, list[float]] = {}  # worker -> [seconds in its tests, tests finished]

@@ -12,9 +12,12 @@ import ast
 import dataclasses
 import hashlib
 import re
+import select
+import shutil
 import socket
+import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -121,16 +124,10 @@ class World:
     home: Path
     users: UsersFile
     driver: RecordingDriver
+    accepted: list[int] = field(default_factory=lambda: [0])
 
     def connections(self) -> int:
-        count = 0
-        while True:
-            try:
-                conn, _ = self.listener.accept()
-            except BlockingIOError:
-                return count
-            conn.close()
-            count += 1
+        return self.accepted[0]
 
     def snapshot(self) -> dict[str, str]:
         seen = {}
@@ -140,25 +137,49 @@ class World:
         return seen
 
 
+@pytest.fixture(scope="module")
+def users_with_olga(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One users file for the module: the password hash is slow on purpose (0.15 s a world)."""
+    path = tmp_path_factory.mktemp("users") / "users.toml"
+    UsersFile(path).add("olga", Role.OPERATOR, NEW_USER_PASSWORD, auth=admin_auth())
+    return path
+
+
 @pytest.fixture
-def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
+def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, users_with_olga: Path) -> Iterator[World]:
     home = tmp_path / "home"
     home.mkdir()
     monkeypatch.setenv("GEADMIN_HOME", str(home))
     repository = tmp_path / "repo"
     (repository / "m" / "1").mkdir(parents=True)
     (repository / "m" / "config.pbtxt").write_text(CONFIG)
+    shutil.copy2(users_with_olga, home / "users.toml")  # with its 0600 mode
     users = UsersFile(home / "users.toml")
-    users.add("olga", Role.OPERATOR, NEW_USER_PASSWORD, auth=admin_auth())
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.bind(("127.0.0.1", 0))
     listener.listen(16)
-    listener.setblocking(False)
     client = TritonClient(f"http://127.0.0.1:{listener.getsockname()[1]}", timeout_s=1, load_timeout_s=1)
+    world = World(listener, client, repository, home, users, RecordingDriver())
+    stop = threading.Event()
+    hanging_up = threading.Thread(target=hang_up_on_every_caller, args=(listener, world.accepted, stop))
+    hanging_up.start()
     try:
-        yield World(listener, client, repository, home, users, RecordingDriver())
+        yield world
     finally:
+        stop.set()
+        hanging_up.join(timeout=5)
         listener.close()
+
+
+def hang_up_on_every_caller(listener: socket.socket, accepted: list[int], stop: threading.Event) -> None:
+    """Counts each connection and closes it at once: a call past the guard fails in
+    milliseconds (a listener that never answered made each wait out its 1 s timeout)."""
+    while not stop.is_set():
+        ready, _, _ = select.select([listener], [], [], 0.05)
+        if ready:
+            conn, _ = listener.accept()
+            conn.close()
+            accepted[0] += 1
 
 
 def member(w: World) -> Member:

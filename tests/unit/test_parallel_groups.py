@@ -1,15 +1,21 @@
-"""`make test`'s two workers (tests/support/parallel.py), run for real on planted modules.
+"""`make test`'s workers (tests/support/parallel.py), run for real on planted modules.
 
-Two pytest-xdist workers run a planted suite; each planted test writes down which worker ran
+pytest-xdist workers run a planted suite; each planted test writes down which worker ran
 it. A module stays on one worker (its module fixture starts once), every Docker and
 browser test, from any module, runs on the same worker, and slow groups start first.
 """
 
 from __future__ import annotations
 
+import itertools
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
+
+from geadmin.stack.processes import DEFAULT_PICK_RANGE
+from tests.support.parallel import worker_port_range
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -47,14 +53,15 @@ MODULES = {
 }
 
 
-def run_planted(tmp_path: Path) -> tuple[subprocess.CompletedProcess[str], list[tuple[str, str]]]:
+def run_planted(tmp_path: Path, workers: int = 2
+                ) -> tuple[subprocess.CompletedProcess[str], list[tuple[str, str]]]:
     markers = "".join(f"    {name}: x\n" for name in ("docker", "e2e", "integration"))
     (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n" + markers)
     for name, body in MODULES.items():
         (tmp_path / name).write_text(RECORD + "\n" + body)
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", "-p", "tests.support.parallel",
-         "-n", "2", "--dist", "loadgroup", "-c", str(tmp_path / "pytest.ini"),
+         "-n", str(workers), "--dist", "loadgroup", "-c", str(tmp_path / "pytest.ini"),
          "--rootdir", str(tmp_path), str(tmp_path)],
         capture_output=True, text=True, cwd=ROOT, timeout=180, check=False)
     lines = (tmp_path / "ran.log").read_text().splitlines() if (tmp_path / "ran.log").exists() else []
@@ -85,6 +92,27 @@ def test_the_slow_groups_are_handed_out_first(tmp_path: Path) -> None:
     tests = [(worker, name) for worker, name in ran if not name.startswith("fixture-start")]
     first = {worker: next(name for w, name in tests if w == worker) for worker in ("gw0", "gw1")}
     assert sorted(first.values()) == ["serial", "server"], ran
+
+
+def test_each_of_three_workers_picks_ports_from_its_own_third_of_the_range(tmp_path: Path) -> None:
+    # a worker count the slices did not follow gave gw2 the same slice as gw0
+    body = "def test_p():\n    record(os.environ['GEADMIN_FREE_PORT_RANGE'])\n"
+    for i in range(6):
+        (tmp_path / f"test_ports_{i}.py").write_text(RECORD + "\n" + body)
+    result, ran = run_planted(tmp_path, workers=3)
+    assert result.returncode == 0, result.stdout + result.stderr
+    ranges = {(worker, name) for worker, name in ran if name[0].isdigit()}
+    assert len({worker for worker, _ in ranges}) >= 2, ran
+    assert ranges == {(worker, worker_port_range(worker, 3)) for worker, _ in ranges}, ran
+    spans = [tuple(int(n) for n in worker_port_range(f"gw{i}", 3).split("-")) for i in range(3)]
+    low, high = DEFAULT_PICK_RANGE
+    assert spans[0][0] == low and spans[-1][1] <= high
+    assert all(a[1] < b[0] for a, b in itertools.pairwise(spans)), spans  # disjoint
+
+
+def test_a_worker_beyond_the_count_gets_no_slice() -> None:
+    with pytest.raises(ValueError, match="gw3 is not one of 3 workers"):
+        worker_port_range("gw3", 3)
 
 
 def test_without_workers_the_plugin_changes_nothing(tmp_path: Path) -> None:
