@@ -4,7 +4,7 @@ PYTHON ?= python3
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 # System packages the tests need (browser test, backend unit tests).
-APT_TEST_PACKAGES := chromium libgtest-dev rapidjson-dev clang libclang-rt-14-dev prometheus prometheus-alertmanager
+APT_TEST_PACKAGES := chromium libgtest-dev rapidjson-dev clang libclang-rt-14-dev prometheus prometheus-alertmanager ccache
 
 .PHONY: install run test test-fast test-deps lint backend bench clean
 

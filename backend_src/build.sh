@@ -90,6 +90,15 @@ flock 9
 CANN_INCLUDE="$(cann_include_dir)"
 GENERATOR=()
 if command -v ninja >/dev/null 2>&1; then GENERATOR=(-G Ninja); fi
+# ccache, when installed (make test installs it), keeps compiled objects across clones: a
+# fresh clone's five variants compile in seconds instead of minutes (NPU_GE_CCACHE=0: off).
+LAUNCHER=()
+if [[ "${NPU_GE_CCACHE:-1}" != 0 ]] && command -v ccache >/dev/null 2>&1; then
+  LAUNCHER=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+  # hits across clones in other directories: paths under the clone count as relative, and
+  # the build directory (in -g's debug info) is left out of the hash
+  export CCACHE_BASEDIR="$ROOT" CCACHE_NOHASHDIR=1
+fi
 if [[ "$LIB_ONLY" == 1 ]]; then TEST_FLAGS=(-DNPU_GE_BUILD_TESTS=OFF -DNPU_GE_BUILD_TEST_DOUBLE=OFF)
 else TEST_FLAGS=(-DNPU_GE_BUILD_TESTS=ON -DNPU_GE_BUILD_TEST_DOUBLE=ON); fi
 
@@ -99,9 +108,9 @@ build_variant() {  # build_variant <dir> <sanitizer> [extra cmake args...]
   if [[ ! -f "$dir/CMakeCache.txt" ]]; then
     cmake -S "$ROOT/backend_src" -B "$dir" "${GENERATOR[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
       -DNPU_GE_CANN_INCLUDE_DIR="$CANN_INCLUDE" -DNPU_GE_SANITIZE="$sanitize" \
-      -DNPU_GE_WITH_GE_GRAPH="${NPU_GE_WITH_GE_GRAPH:-OFF}" "${TEST_FLAGS[@]}" "$@" >/dev/null
+      -DNPU_GE_WITH_GE_GRAPH="${NPU_GE_WITH_GE_GRAPH:-OFF}" "${LAUNCHER[@]}" "${TEST_FLAGS[@]}" "$@" >/dev/null
   else  # re-run configure so option changes apply
-    cmake "$dir" -DNPU_GE_CANN_INCLUDE_DIR="$CANN_INCLUDE" "${TEST_FLAGS[@]}" "$@" >/dev/null
+    cmake "$dir" -DNPU_GE_CANN_INCLUDE_DIR="$CANN_INCLUDE" "${LAUNCHER[@]}" "${TEST_FLAGS[@]}" "$@" >/dev/null
   fi
   cmake --build "$dir" -j "$JOBS"
   if [[ "$RUN_TESTS" == 1 && "$LIB_ONLY" == 0 ]]; then

@@ -6,14 +6,14 @@ one instance, so it saturates at 1 / S requests/s (25/s). Its objective is p99 <
 written into the workspace history the way the sampler writes it.
 
 - `BENCH capacity_error`: |geadmin's saturation rate (`capacity_report --measure`: doubling,
-  then bisection) - the exhaustive sweep's (every rate from 0.5x to 1.3x of 1 / S, 5 % apart,
-  same windows, same trial machinery)| / the exhaustive sweep's (goal <= 0.15). Beside it, the
+  then bisection) - the exhaustive sweep's (every rate from 0.5x to 1.3x of 1 / S, 5 % apart
+  (--grid-step), same windows, same trial machinery)| / the exhaustive sweep's (goal <= 0.15). Beside it, the
   error against the known 1 / S.
 - `BENCH capacity_search_time_ratio`: the search's wall time / the exhaustive sweep's.
 - `BENCH slo_hold`: 1 when the config `geadmin tune MODEL --objective` picks (at the recorded
   peak), applied with `geadmin tune --apply-run`, holds the p99 objective when the recorded peak
   rate is replayed against the live model with perf_analyzer; else 0.
-Run: python benchmarks/capacity.py [--service-ms 40] [--p99-ms 200] [--skip-tune]
+Run: python benchmarks/capacity.py [--service-ms 40] [--p99-ms 200] [--grid-step 0.05] [--skip-tune]
 """
 
 from __future__ import annotations
@@ -93,6 +93,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--service-ms", type=float, default=40.0)
     parser.add_argument("--p99-ms", type=float, default=200.0)
     parser.add_argument("--window-ms", type=int, default=1500)
+    parser.add_argument("--grid-step", type=float, default=0.05,
+                        help="the exhaustive sweep's step, a fraction of 1 / S (default 0.05)")
     parser.add_argument("--skip-tune", action="store_true", help="leave out slo_hold (no tune --objective)")
     args = parser.parse_args(argv)
     known = 1000.0 / args.service_ms
@@ -116,7 +118,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     options=CapacityOptions(measure=True, window_ms=args.window_ms))
                 search_s = time.monotonic() - started
                 started = time.monotonic()
-                grid = [known * (0.5 + 0.05 * i) for i in range(17)]
+                grid = [known * (0.5 + args.grid_step * i) for i in range(round(0.8 / args.grid_step) + 1)]
                 sweep = run_saturation_sweep(client, repository, MODEL, goal, auth=guard.os_user(), home=home,
                                              rates=grid, window_ms=args.window_ms, progress=say)
                 sweep_s = time.monotonic() - started

@@ -36,7 +36,7 @@ from streamlit import config as streamlit_config
 from geadmin.stack.dashboard import DashboardProcess
 from geadmin.stack.tritonserver import TritonProcess
 from tests.support import hypothesis_profiles, workspace
-from tests.support.processes import TEST_EXIT_TIMEOUT_S
+from tests.support.processes import quick_stopping_triton
 from tests.support.samples import SAMPLE_MODELS as SAMPLE_MODELS
 from tests.support.samples import copy_samples
 
@@ -73,7 +73,8 @@ def sample_repository(tmp_path: Path) -> Path:
 @pytest.fixture(scope="session")
 def triton_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonProcess]:
     root = tmp_path_factory.mktemp("triton_session")
-    server = TritonProcess(copy_samples(root / "model_repository"), log_path=root / "tritonserver.log")
+    server = quick_stopping_triton(copy_samples(root / "model_repository"),
+                                   log_path=root / "tritonserver.log")
     server.start()
     yield server
     server.stop()
@@ -89,8 +90,7 @@ def triton_factory(tmp_path: Path) -> Iterator[Callable[..., TritonProcess]]:
         # Triton's shutdown waits up to --exit-timeout-secs for open HTTP connections (the
         # pages' cached clients keep theirs) and live models: 5 s per server at teardown by
         # default; a test server need not wait at all (tests/support/processes.py).
-        kwargs.setdefault("exit_timeout_s", TEST_EXIT_TIMEOUT_S)
-        server = TritonProcess(repo, **kwargs)
+        server = quick_stopping_triton(repo, **kwargs)
         started.append(server)
         server.start()
         return server

@@ -24,6 +24,7 @@ from geadmin.stack.tritonserver import TritonProcess, find_tritonserver
 from geadmin.stack.workspace import SAMPLE_REPOSITORY
 from geadmin.triton.client import TritonClient
 from tests.support.auth import admin_auth, auth_as
+from tests.support.processes import quick_stopping_triton
 
 WINDOW_MS = 500  # perf_analyzer's measurement window: short, these are behaviour checks
 OWN_DEV_SHM = Path(__file__).parent / "assets" / "tritonserver_own_dev_shm.sh"
@@ -121,7 +122,7 @@ def test_shared_memory_with_a_triton_that_has_its_own_dev_shm_says_so_in_one_lin
                     ignore=shutil.ignore_patterns("__pycache__"))
     monkeypatch.setenv("REAL_TRITONSERVER", str(find_tritonserver()))
     assert os.geteuid() == 0, "this test starts tritonserver with `unshare --mount`, which needs root"
-    with TritonProcess(repo, binary=OWN_DEV_SHM, models=["digits_classifier"],
+    with quick_stopping_triton(repo, binary=OWN_DEV_SHM, models=["digits_classifier"],
                        log_path=tmp_path / "triton.log") as server:
         url = f"grpc://{server.grpc_url}"
         measured = run_perf_analyzer(quick("digits_classifier", url, (1.0,)), auth=admin_auth())

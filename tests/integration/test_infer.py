@@ -35,6 +35,7 @@ from geadmin.ops.infer.snippets import Snippet, curl_command, parse_http_respons
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.stack.workspace import SAMPLE_REPOSITORY
 from geadmin.triton.client import TritonClient
+from tests.support.processes import quick_stopping_triton
 from tests.support.samples import DIGIT_NAMES, EXAMPLES, digit_png
 from tests.support.transports import TRANSPORTS, url_for
 
@@ -125,7 +126,7 @@ def extra_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonPro
     repository = root / "model_repository"
     repository.mkdir()
     write_extra_models(repository)
-    server = TritonProcess(repository, log_path=root / "tritonserver.log")
+    server = quick_stopping_triton(repository, log_path=root / "tritonserver.log")
     server.start()
     yield server
     server.stop()

@@ -22,6 +22,7 @@ from geadmin.telemetry.sources.fault_table import FaultLevel
 from geadmin.triton.client import TritonClient
 from tests.support.auth import auth_as, viewer_auth
 from tests.support.fault_reports import HBM_ECC, add_device_model, drain_plan, impact
+from tests.support.processes import quick_stopping_triton
 
 pytestmark = pytest.mark.integration
 
@@ -37,7 +38,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TritonPro
     repository.mkdir()
     add_device_model(repository, TWO_CHIPS, "0,1")
     add_device_model(repository, ONE_CHIP, "0")
-    with TritonProcess(repository, models=[TWO_CHIPS, ONE_CHIP], log_path=root / "triton.log",
+    with quick_stopping_triton(repository, models=[TWO_CHIPS, ONE_CHIP], log_path=root / "triton.log",
                        exit_timeout_s=1) as triton, TritonClient(triton.http_url) as client:
         yield triton, client
 

@@ -20,7 +20,7 @@ from geadmin.telemetry.history.prometheus import PrometheusHistory
 from geadmin.telemetry.history.reader import PrometheusHistory as ChosenPrometheus
 from geadmin.telemetry.history.reader import WorkspaceHistory, open_history
 from geadmin.telemetry.history.store import Series
-from tests.support.processes import wait_for
+from tests.support.processes import quick_stopping_triton, wait_for
 from tests.support.prometheus import PrometheusServer
 from tests.support.samples import copy_samples, send_digits
 
@@ -104,7 +104,7 @@ def test_rates_latencies_and_quantiles_come_from_promql_and_agree_with_the_load(
 def test_a_triton_restart_is_a_gap_never_a_negative_rate_or_a_spike(
         tmp_path: Path, prometheus: Started) -> None:
     repository = copy_samples(tmp_path / "repo")
-    first = TritonProcess(repository, models=[MODEL], log_path=tmp_path / "triton1.log")
+    first = quick_stopping_triton(repository, models=[MODEL], log_path=tmp_path / "triton1.log")
     first.start()
     second: TritonProcess | None = None
     try:
@@ -118,7 +118,7 @@ def test_a_triton_restart_is_a_gap_never_a_negative_rate_or_a_spike(
         assert down.down.startswith("Prometheus reports the target down: ")
         assert "connection refused" in down.down or "connect" in down.down, down.down
         time.sleep(4)
-        second = TritonProcess(repository, models=[MODEL], ports=first.ports,
+        second = quick_stopping_triton(repository, models=[MODEL], ports=first.ports,
                                log_path=tmp_path / "triton2.log")
         second.start()
         sent += load(second, reader, points=busy_points(reader, first.metrics_url) + 3)

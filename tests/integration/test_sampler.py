@@ -21,7 +21,7 @@ from geadmin.stack.tritonserver import TritonProcess
 from geadmin.telemetry.history import record
 from geadmin.telemetry.history import store as history
 from geadmin.telemetry.history.sampler import Sampler, SamplerOptions, SamplerThread
-from tests.support.processes import OutputCollector, wait_for
+from tests.support.processes import OutputCollector, quick_stopping_triton, wait_for
 from tests.support.samples import copy_samples, send_digits
 
 MODEL = "digits_classifier"
@@ -87,7 +87,7 @@ def test_triton_restarted_under_the_sampler_is_a_gap_not_a_spike(
         tmp_path: Path, sampling: Starter) -> None:
     home = tmp_path / "home"
     repository = copy_samples(tmp_path / "repo")
-    first = TritonProcess(repository, models=[MODEL], log_path=tmp_path / "triton1.log")
+    first = quick_stopping_triton(repository, models=[MODEL], log_path=tmp_path / "triton1.log")
     first.start()
     second: TritonProcess | None = None
     try:
@@ -97,7 +97,7 @@ def test_triton_restarted_under_the_sampler_is_a_gap_not_a_spike(
             sent += send(first, 40)
         first.stop(timeout_s=10)  # down: the sampler scrapes nothing for a while
         assert wait_for(lambda: thread.sampler.previous is None, 5)
-        second = TritonProcess(repository, models=[MODEL], ports=first.ports,
+        second = quick_stopping_triton(repository, models=[MODEL], ports=first.ports,
                                log_path=tmp_path / "triton2.log")
         second.start()
         before = positive_points(home, first.metrics_url)

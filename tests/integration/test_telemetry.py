@@ -17,6 +17,7 @@ from geadmin.telemetry.derive import derive
 from geadmin.telemetry.sources.detect import NpuSources, detect
 from geadmin.telemetry.sources.scrape import Scrape, scrape
 from tests.support.npu_ge import affine_model, build_backend
+from tests.support.processes import quick_stopping_triton
 from tests.support.samples import send_digits
 
 MODEL = "digits_classifier"
@@ -86,7 +87,7 @@ def test_npu_ge_devices_and_the_model_map_come_from_the_real_server(
     repo.mkdir()
     affine_model(repo, "pair", instances=2, device_ids="0,1")
     affine_model(repo, "single", instances=1, device_ids="1")
-    server = TritonProcess(repository=repo, models=["pair", "single"], log_path=tmp_path / "triton.log",
+    server = quick_stopping_triton(repo, models=["pair", "single"], log_path=tmp_path / "triton.log",
                            backend_dir=prepare_backend_directory(tmp_path / "backends",
                                                                  extra={"npu_ge": build.lib_dir}),
                            ld_library_path=[build.double_dir],

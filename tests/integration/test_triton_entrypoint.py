@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from geadmin.stack.tritonserver import TritonProcess
+from tests.support.processes import quick_stopping_triton
 from tests.support.samples import copy_samples
 
 pytestmark = pytest.mark.integration
@@ -45,7 +45,7 @@ def test_without_restricted_flags_or_a_key_the_entrypoint_refuses_to_start(tmp_p
 
 
 def test_with_a_key_the_entrypoint_adds_the_restricted_flags_to_the_images_arguments(tmp_path: Path) -> None:
-    server = TritonProcess(copy_samples(tmp_path / "repo"), models=[])  # no key: no restricted flags
+    server = quick_stopping_triton(copy_samples(tmp_path / "repo"), models=[])  # no key: no restricted flags
     on_path = tmp_path / "bin"
     on_path.mkdir()
     (on_path / "tritonserver").symlink_to(server.binary)

@@ -23,6 +23,7 @@ from geadmin.stack.processes import free_port
 from geadmin.stack.tritonserver import SHM_DIR, TritonProcess
 from geadmin.triton.client import TritonClient
 from tests.support.auth import admin_auth
+from tests.support.processes import quick_stopping_triton
 from tests.support.samples import copy_samples
 from tests.support.transports import TRANSPORTS, url_for
 
@@ -36,7 +37,7 @@ RESTRICTED = [
 @pytest.fixture(scope="module")
 def restricted_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonProcess]:
     root = tmp_path_factory.mktemp("restricted")
-    server = TritonProcess(copy_samples(root / "repo"), models=["text_normalize"],
+    server = quick_stopping_triton(copy_samples(root / "repo"), models=["text_normalize"],
                            extra_args=RESTRICTED, log_path=root / "tritonserver.log")
     server.start()
     yield server

@@ -8,7 +8,9 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
+
+from geadmin.stack.tritonserver import TritonProcess
 
 # Test servers' --exit-timeout-secs: how long Triton's shutdown waits for models to unload and
 # requests to end. The sample python models' stubs never finish within a second (stop took
@@ -17,6 +19,13 @@ from typing import IO
 # did. Tests of shutdown itself (the ASan leak check at finalize, `geadmin up` stopping) run
 # servers with their own settings.
 TEST_EXIT_TIMEOUT_S = 0
+
+
+def quick_stopping_triton(repository: Path, **kwargs: Any) -> TritonProcess:
+    """A test's TritonProcess, stopped without Triton's 5 s shutdown wait (TEST_EXIT_TIMEOUT_S)
+    unless the test names its own `exit_timeout_s`."""
+    kwargs.setdefault("exit_timeout_s", TEST_EXIT_TIMEOUT_S)
+    return TritonProcess(repository, **kwargs)
 
 
 def descendants(pid: int) -> set[int]:

@@ -26,6 +26,7 @@ from geadmin.ops.infer.inputs import SourceKind
 from geadmin.stack.tritonserver import TritonProcess
 from pages.ui.errors import fix_for
 from tests.support.apptest import APP, isolate, point_at
+from tests.support.processes import quick_stopping_triton
 from tests.support.samples import copy_samples
 
 pytestmark = pytest.mark.integration
@@ -40,7 +41,8 @@ MALFORMED_NUMBERS = (-1e18, 1e18, 0, -1)
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonProcess]:
     root = tmp_path_factory.mktemp("malformed")
-    triton = TritonProcess(copy_samples(root / "model_repository"), log_path=root / "tritonserver.log")
+    triton = quick_stopping_triton(copy_samples(root / "model_repository"),
+                                   log_path=root / "tritonserver.log")
     triton.start()
     yield triton
     triton.stop()

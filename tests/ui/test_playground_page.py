@@ -22,6 +22,7 @@ from geadmin.telemetry.history import watch
 from geadmin.triton.client import TritonClient
 from tests.support.apptest import APP, isolate, point_at, run
 from tests.support.markdown_render import render
+from tests.support.processes import quick_stopping_triton
 from tests.support.samples import copy_samples
 
 DIGIT_NAMES = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]
@@ -46,7 +47,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonProcess]:
     root = tmp_path_factory.mktemp("playground")
     repository = copy_samples(root / "model_repository")
     add_labelled_copy(repository)
-    triton = TritonProcess(repository, models=MODELS, log_path=root / "tritonserver.log")
+    triton = quick_stopping_triton(repository, models=MODELS, log_path=root / "tritonserver.log")
     triton.start()
     yield triton
     triton.stop()

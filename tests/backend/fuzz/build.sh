@@ -26,8 +26,21 @@ cd "$ROOT"
 if [[ -x "$OUT" ]] && [[ -z "$(find "${SRC[@]}" backend_src/src backend_src/include -newer "$OUT" -print -quit)" ]]; then
   exit 0  # up to date
 fi
-mkdir -p "$(dirname "$OUT")"
-"$CXX" -std=c++17 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-  -Ibackend_src/include -Ibackend_src/src -isystem "$CANN_INCLUDE" "${SRC[@]}" -o "$OUT.tmp"
+FLAGS=(-std=c++17 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
+       -Ibackend_src/include -Ibackend_src/src -isystem "$CANN_INCLUDE")
+LAUNCHER=()  # ccache, as backend_src/build.sh: one object a source, kept across clones
+if [[ "${NPU_GE_CCACHE:-1}" != 0 ]] && command -v ccache >/dev/null 2>&1; then
+  LAUNCHER=(ccache)
+  export CCACHE_BASEDIR="$ROOT" CCACHE_NOHASHDIR=1
+fi
+OBJ_DIR="$(dirname "$OUT")/obj"
+mkdir -p "$OBJ_DIR"
+OBJS=()
+for src in "${SRC[@]}"; do
+  obj="$OBJ_DIR/$(basename "$src" .cc).o"
+  "${LAUNCHER[@]}" "$CXX" "${FLAGS[@]}" -c "$src" -o "$obj"
+  OBJS+=("$obj")
+done
+"$CXX" "${FLAGS[@]}" "${OBJS[@]}" -o "$OUT.tmp"
 mv "$OUT.tmp" "$OUT"
 echo "fuzz/build.sh: $OUT" >&2
