@@ -54,6 +54,12 @@ MODULES = {
 }
 
 
+# Run from an xdist worker, the planted run must not inherit the worker's identity or its
+# port slice: its controller would take itself for that worker and hand the slice down.
+PLANTED_ENV = {k: v for k, v in os.environ.items()
+               if not k.startswith("PYTEST_XDIST_") and k != "GEADMIN_FREE_PORT_RANGE"}
+
+
 def run_planted(tmp_path: Path, workers: int = 2
                 ) -> tuple[subprocess.CompletedProcess[str], list[tuple[str, str]]]:
     markers = "".join(f"    {name}: x\n" for name in ("docker", "e2e", "integration"))
@@ -65,7 +71,7 @@ def run_planted(tmp_path: Path, workers: int = 2
          "-n", str(workers), "--dist", "loadgroup", "-c", str(tmp_path / "pytest.ini"),
          "--rootdir", str(tmp_path), str(tmp_path)],
         capture_output=True, text=True, cwd=ROOT, timeout=180, check=False,
-        env={k: v for k, v in os.environ.items() if k != "GEADMIN_FREE_PORT_RANGE"})  # ours, as a worker
+        env=PLANTED_ENV)
     lines = (tmp_path / "ran.log").read_text().splitlines() if (tmp_path / "ran.log").exists() else []
     return result, [tuple(line.split(" ", 1)) for line in lines]  # type: ignore[misc]
 
