@@ -59,7 +59,7 @@ def npu_triton(tmp_path: Path, npu_build: BackendBuild) -> Iterator[StartServer]
     ) -> NpuServer:
         server = npu_process(tmp_path / name, repo, build or npu_build, models=models, env=env,
                              extra_args=extra_args, with_double=with_double)
-        server.process.start(timeout_s=120)
+        server.start()
         started.append(server)
         return server
 
@@ -75,7 +75,7 @@ def npu_shared_server(tmp_path_factory: pytest.TempPathFactory,
     repo = root / "repo"
     repo.mkdir()
     server = SharedNpuServer(npu_process(root, repo, npu_build, models=[]), repo)
-    server.server.process.start(timeout_s=120)
+    server.server.start()
     yield server
     server.server.process.stop()
 

@@ -228,6 +228,12 @@ class NpuServer:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
 
+    def start(self, timeout_s: float = 120) -> None:
+        """Start Triton and wait for its metrics page too: on a loaded host the metrics port
+        opened after the HTTP port answered ready, and a test's first read was refused."""
+        self.process.start(timeout_s=timeout_s)
+        wait_for(lambda: requests.get(self.metrics_url, timeout=5).ok, 30, "Triton's metrics page")
+
 
 StartServer = Callable[..., NpuServer]
 

@@ -2,9 +2,9 @@
 --dist loadgroup`, two by default; any count works).
 
 Much of the suite waits on other processes (a tritonserver starting, a model loading,
-Chromium drawing): two workers on two cores take well under half the time of one (the cores
-still idle a third of the run; a third worker fills them, see docs/development.md for why it
-is not the default). Every test is put in a group, and xdist runs a group on one worker:
+Chromium drawing), so two workers share the two cores (which still idle a third of a
+two-worker run; a third worker fills them, and docs/development.md says why it is not the
+default). Every test is put in a group, and xdist runs a group on one worker:
 
 - a module is one group, so a module-scoped fixture (a shared tritonserver, one `geadmin up`)
   still starts once;

@@ -56,7 +56,7 @@ from geadmin.errors import (
 )
 from geadmin.ops.bench.intervals import replay_rate_rps, scaled_intervals, write_request_intervals
 from geadmin.ops.bench.load_test import bench_input, run_perf_analyzer
-from geadmin.ops.bench.params import JUDGED_STABILITY_PERCENTAGE, BenchSettings, server_lock
+from geadmin.ops.bench.params import JUDGED_STABILITY_PERCENTAGE, BenchSettings, judged_window_ms, server_lock
 from geadmin.ops.bench.results import REQUEST_RATE
 from geadmin.ops.models.change_plan import ChangePlan, plan_change
 from geadmin.ops.models.preview_report import ImpactPreview, PreviewSide
@@ -245,7 +245,7 @@ class _Preview:
     def serve_and_measure(self, copy: TrialCopy) -> dict[str, Any]:
         found: dict[str, Any] = {
             "model": self.model, "server": self.client.url, "trial": copy.name, "rate_rps": self.rate,
-            "rate_source": self.rate_source, "window_ms": self.load.window_ms, "findings": self.plan.findings,
+            "rate_source": self.rate_source, "window_ms": self.window_ms(), "findings": self.plan.findings,
             "impact": self.plan.impact, "objective": objectives(home=self.home).get(self.model)}
         copy.check()  # never load what this run did not make
         candidate = type(self.config)()
@@ -269,6 +269,11 @@ class _Preview:
         trial = self.measure(copy.name, "the trial copy", trial_memory)
         return found | {"live": live, "candidate": trial, "notes": (guard.note,)}
 
+    def window_ms(self) -> int:
+        """The asked window, made long enough for a judged p99 at this rate (a window of 10
+        requests at 10 req/s never measured stable on a busy host)."""
+        return judged_window_ms(self.rate, self.load.window_ms)
+
     def measure(self, name: str, what: str, memory: tuple[int | None, str] = (None, "")) -> PreviewSide:
         self.say(f"replaying {self.rate:g} requests/s against {what} ({name})")
         try:
@@ -279,7 +284,7 @@ class _Preview:
                              if self.intervals_us else None)
                 bench = BenchSettings(name, self.client.url, mode=REQUEST_RATE, loads=(self.rate,),
                                       request_intervals=intervals,
-                                      measurement_interval_ms=self.load.window_ms,
+                                      measurement_interval_ms=self.window_ms(),
                                       stability_percentage=JUDGED_STABILITY_PERCENTAGE, max_trials=MAX_TRIALS)
                 run = run_perf_analyzer(bench, input_data=data, batch_size=batch, binary=self.binary,
                                         auth=self.auth, admin_key=self.admin_key, cancel=self.cancel)
