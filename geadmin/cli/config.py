@@ -35,6 +35,7 @@ from geadmin.errors import (
     RepositoryError,
     TritonUnreachableError,
 )
+from geadmin.ops.bench.params import JUDGED_REQUESTS_PER_WINDOW
 from geadmin.ops.models.apply import ApplyResult, apply_config, rollback
 from geadmin.ops.models.change_plan import decline, expected_hash, plan_change
 from geadmin.ops.models.explained_load import LoadProgress
@@ -343,7 +344,9 @@ def _add_preview_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--history-h", type=float, default=1.0, metavar="HOURS",
                         help="--preview: the recorded load's window, in hours back from now (default 1)")
     parser.add_argument("--window-ms", type=int, default=DEFAULT_WINDOW_MS, metavar="MS",
-                        help=f"--preview: perf_analyzer's measurement window (default {DEFAULT_WINDOW_MS})")
+                        help=f"--preview: perf_analyzer's measurement window (default {DEFAULT_WINDOW_MS}), "
+                        f"longer when it would hold fewer than {JUDGED_REQUESTS_PER_WINDOW} requests at the "
+                        "replayed rate")
     parser.add_argument("--metrics-url", default=None, metavar="URL",
                         help="--preview: Triton's /metrics, the key of its recorded history (default: the "
                         "server's own)")
