@@ -88,12 +88,23 @@ def slo_hold(server: TritonProcess, home: Path, p99_ms: float) -> tuple[int, str
                        f"ms, {point.throughput_per_s:.1f}/s (objective p99 <= {p99_ms:g} ms)")
 
 
+def grid_step(text: str) -> float:
+    """A step of the exhaustive sweep: more than 0, at most the grid's 0.8 span."""
+    try:
+        step = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--grid-step takes a number, got {text!r}") from None
+    if not 0 < step <= 0.8:
+        raise argparse.ArgumentTypeError(f"--grid-step is more than 0 and at most 0.8, got {text}")
+    return step
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--service-ms", type=float, default=40.0)
     parser.add_argument("--p99-ms", type=float, default=200.0)
     parser.add_argument("--window-ms", type=int, default=1500)
-    parser.add_argument("--grid-step", type=float, default=0.05,
+    parser.add_argument("--grid-step", type=grid_step, default=0.05,
                         help="the exhaustive sweep's step, a fraction of 1 / S (default 0.05)")
     parser.add_argument("--skip-tune", action="store_true", help="leave out slo_hold (no tune --objective)")
     args = parser.parse_args(argv)
