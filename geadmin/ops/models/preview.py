@@ -245,8 +245,9 @@ class _Preview:
     def serve_and_measure(self, copy: TrialCopy) -> dict[str, Any]:
         found: dict[str, Any] = {
             "model": self.model, "server": self.client.url, "trial": copy.name, "rate_rps": self.rate,
-            "rate_source": self.rate_source, "window_ms": self.window_ms(), "findings": self.plan.findings,
-            "impact": self.plan.impact, "objective": objectives(home=self.home).get(self.model)}
+            "rate_source": self.rate_source, "window_ms": self.measured_window_ms(),
+            "findings": self.plan.findings, "impact": self.plan.impact,
+            "objective": objectives(home=self.home).get(self.model)}
         copy.check()  # never load what this run did not make
         candidate = type(self.config)()
         candidate.CopyFrom(self.config)
@@ -269,7 +270,7 @@ class _Preview:
         trial = self.measure(copy.name, "the trial copy", trial_memory)
         return found | {"live": live, "candidate": trial, "notes": (guard.note,)}
 
-    def window_ms(self) -> int:
+    def measured_window_ms(self) -> int:
         """The asked window, made long enough for a judged p99 at this rate (a window of 10
         requests at 10 req/s never measured stable on a busy host)."""
         return judged_window_ms(self.rate, self.load.window_ms)
@@ -284,7 +285,7 @@ class _Preview:
                              if self.intervals_us else None)
                 bench = BenchSettings(name, self.client.url, mode=REQUEST_RATE, loads=(self.rate,),
                                       request_intervals=intervals,
-                                      measurement_interval_ms=self.window_ms(),
+                                      measurement_interval_ms=self.measured_window_ms(),
                                       stability_percentage=JUDGED_STABILITY_PERCENTAGE, max_trials=MAX_TRIALS)
                 run = run_perf_analyzer(bench, input_data=data, batch_size=batch, binary=self.binary,
                                         auth=self.auth, admin_key=self.admin_key, cancel=self.cancel)
