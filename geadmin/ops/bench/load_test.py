@@ -210,7 +210,8 @@ class _Invocation:
     stderr: list[bytes] = field(default_factory=list)
     announced: queue.SimpleQueue[float] = field(default_factory=queue.SimpleQueue)
 
-    def run(self) -> None:
+    def run(self) -> str:
+        """perf_analyzer's output (stderr, then stdout); a failure or a stop raises."""
         binary = self.argv[0]
         try:
             process = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -240,11 +241,12 @@ class _Invocation:
         self._deliver()
         if stopped is not None:
             raise bench_error(stopped, self.settings, binary=binary)
+        output = b"".join(self.stderr).decode(errors="replace") + "\n" + "".join(self.stdout)
         if process.returncode != 0:
-            output = b"".join(self.stderr).decode(errors="replace") + "\n" + "".join(self.stdout)
             raise bench_error(classify(output=output), self.settings, binary=binary,
                               detail=error_line(output) or f"exit code {process.returncode}",
                               library_path=self.env.get("LD_LIBRARY_PATH", ""))
+        return output
 
     def _read_stdout(self, process: subprocess.Popen[bytes]) -> None:
         assert process.stdout is not None
@@ -308,19 +310,24 @@ def run_perf_analyzer(
 
             argv = perf_argv(settings, executable, loads, input_path=input_path, csv_path=csv_path,
                              batch_size=batch_size or settings.batch_size, admin_key=admin_key)
-            _Invocation(settings, argv, env, deadline, cancel, on_point).run()
-            points.extend(_read_report(settings, csv_path))
+            output = _Invocation(settings, argv, env, deadline, cancel, on_point).run()
+            points.extend(_read_report(settings, csv_path, output))
             report(len(points), total, f"measured {len(points)} of {total} points")
     return BenchRun(settings.model, settings.url, settings.mode, tuple(points), started_at, who, label,
                     settings.record())
 
 
-def _read_report(settings: BenchSettings, csv_path: Path) -> tuple[BenchPoint, ...]:
+def _read_report(settings: BenchSettings, csv_path: Path, output: str) -> tuple[BenchPoint, ...]:
+    """The points of a run that exited 0. perf_analyzer exits 0 without a report when, e.g., no
+    window was stable: its output says which, so the error is that one, not a missing file."""
     try:
         text = csv_path.read_text()
     except OSError as exc:
-        raise bench_error(BenchFailure.OTHER, settings,
-                          detail=f"it wrote no report ({exc.strerror})") from exc
+        failure = classify(output=output)
+        said = error_line(output)
+        detail = said if failure is not BenchFailure.OTHER else \
+            f"it exited 0 but wrote no report ({exc.strerror})" + (f"; it said: {said}" if said else "")
+        raise bench_error(failure, settings, detail=detail) from exc
     return parse_csv(text)[1]
 
 
