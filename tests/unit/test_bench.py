@@ -32,6 +32,7 @@ from geadmin.errors import (
     PerfAnalyzerError,
     PerfAnalyzerMissingError,
     PerfAnalyzerTimeoutError,
+    TritonUnreachableError,
     UnstableMeasurementError,
 )
 from geadmin.ops.bench import failures as bench_failures
@@ -228,6 +229,19 @@ def test_an_exit_without_a_report_keeps_what_perf_analyzer_said(tmp_path: Path) 
     with pytest.raises(PerfAnalyzerError, match=r"perf_analyzer failed: it exited 0 but wrote no report "
                                                 r"\(No such file or directory\); it said: Request concurrency: 1$"):
         run_perf_analyzer(SETTINGS, binary=double, auth=admin_auth())
+
+
+def test_no_stability_gate_is_a_flag_the_real_perf_analyzer_parses(tmp_path: Path) -> None:
+    """The judged measurements' "no gate" reaches perf_analyzer as a number it accepts: the run
+    gets as far as connecting (nothing listens on port 1), not a refused flag."""
+    from geadmin.ops.bench.params import NO_STABILITY_GATE
+    settings = BenchSettings("m", "http://127.0.0.1:1", stability_percentage=NO_STABILITY_GATE)
+    argv = perf_argv(settings, Path("pa"), (1,), input_path=None, csv_path=tmp_path / "r.csv", batch_size=1)
+    assert argv[argv.index("--stability-percentage") + 1] == "1e+06"
+    with pytest.raises(TritonUnreachableError, match=r"no Triton answers at 127.0.0.1:1 over http"):
+        run_perf_analyzer(settings, auth=admin_auth())
+    with pytest.raises(BenchSettingsError, match=r"stability percentage must be from 1 to 1e\+06"):
+        BenchSettings("m", "http://127.0.0.1:1", stability_percentage=2e6)
 
 
 @pytest.fixture
@@ -492,7 +506,7 @@ def test_a_sweep_step_is_judged_by_the_objective_not_by_perf_analyzers_stability
     on a busy host a 20 % gate called rates that held the objective "unmeasurable"."""
     from types import SimpleNamespace
 
-    from geadmin.ops.bench.params import JUDGED_STABILITY_PERCENTAGE
+    from geadmin.ops.bench.params import JUDGED_STABILITY_PERCENTAGE, NO_STABILITY_GATE
     from geadmin.ops.capacity import sweep
 
     asked: list[BenchSettings] = []
@@ -509,7 +523,7 @@ def test_a_sweep_step_is_judged_by_the_objective_not_by_perf_analyzers_stability
                         lambda text: None).step(10.0)
     assert step.ok, step.why
     [settings] = asked
-    assert settings.stability_percentage == JUDGED_STABILITY_PERCENTAGE == 100.0
+    assert settings.stability_percentage == JUDGED_STABILITY_PERCENTAGE == NO_STABILITY_GATE
     assert settings.measurement_interval_ms == 2000
 
 
