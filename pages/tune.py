@@ -8,6 +8,8 @@ the model's p99 objective at its recorded peak request rate."""
 from __future__ import annotations
 
 import difflib
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -20,8 +22,9 @@ from geadmin.domain import ModelState
 from geadmin.errors import GeAdminError
 from geadmin.ops.tune.apply import apply_winner, winner_refusal
 from geadmin.ops.tune.objective import objective_plan, tune_to_objective
+from geadmin.ops.tune.outcome import TuneResult
 from geadmin.ops.tune.results import list_runs
-from geadmin.ops.tune.search import TuneSettings, tune
+from geadmin.ops.tune.search import Progress, TuneSettings, tune
 from geadmin.repository import store, trials
 from geadmin.stack.target import Target
 from geadmin.telemetry.history.reader import open_history
@@ -67,23 +70,20 @@ def objective_form(target: Target, ready: list[str]) -> None:
                                     help=why_not or "candidates measured at the recorded peak request rate")
     if not run:
         return
-    if not repository_known(target):
+    repository = known_repository(target)
+    if repository is None:
         return
     try:
         plan = objective_plan(model, history=open_history(), since=parse_since(since),
                               source=target.urls().metrics, max_instances=int(instances))
-        st.caption(f"Objective: {plan.objective.describe()}. Load replayed: {plan.load.describe()}")
-        auth = access.auth_for(GuardedAction.TUNE, model=model, server=target.spec.url)
-        with st.status(f"Tuning {model} to its objective…", expanded=True) as status:
-            result = tune_to_objective(client_for(target), target.repository, plan, auth=auth,
-                                       budget_s=float(budget), admin_key=target.spec.admin_key,
-                                       metrics_url=target.urls().metrics,
-                                       progress=lambda text: status.write(text))
-            status.update(label=f"Tuned {model}: {result.headline()}", state="complete", expanded=False)
     except GeAdminError as exc:
         show_failure(failure_of(exc), title="Not tuned")
         return
-    st.session_state[keys.TUNE_RUN] = result.id
+    st.caption(f"Objective: {plan.objective.describe()}. Load replayed: {plan.load.describe()}")
+    run_tuning(f"Tuning {model} to its objective…", model, "Not tuned", lambda progress: tune_to_objective(
+        client_for(target), repository, plan, budget_s=float(budget), progress=progress,
+        auth=access.auth_for(GuardedAction.TUNE, model=model, server=target.spec.url),
+        admin_key=target.spec.admin_key, metrics_url=target.urls().metrics))
 
 
 def tune_form(target: Target, ready: list[str]) -> None:
@@ -101,18 +101,24 @@ def tune_form(target: Target, ready: list[str]) -> None:
         run = st.form_submit_button("Tune", type="primary", disabled=not permitted, help=why_not or None)
     if not run:
         return
-    if not repository_known(target):
+    repository = known_repository(target)
+    if repository is None:
         return
+    run_tuning(f"Tuning {model}…", model, "Tuning stopped", lambda progress: tune(
+        client_for(target), repository, progress=progress,
+        tune_settings=TuneSettings(model, p99 or None, throughput or None, float(budget), int(concurrency)),
+        auth=access.auth_for(GuardedAction.TUNE, model=model, server=target.spec.url),
+        admin_key=target.spec.admin_key, metrics_url=target.urls().metrics))
+
+
+def run_tuning(label: str, model: str, stopped_title: str, work: Callable[[Progress], TuneResult]) -> None:
+    """Runs `work` with its progress in a status box; the run it saved becomes the one shown."""
     try:
-        settings = TuneSettings(model, p99 or None, throughput or None, float(budget), int(concurrency))
-        auth = access.auth_for(GuardedAction.TUNE, model=model, server=target.spec.url)
-        with st.status(f"Tuning {model}…", expanded=True) as status:
-            result = tune(client_for(target), target.repository, settings, auth=auth,
-                          admin_key=target.spec.admin_key, metrics_url=target.urls().metrics,
-                          progress=lambda text: status.write(text))
+        with st.status(label, expanded=True) as status:
+            result = work(lambda text: status.write(text))
             status.update(label=f"Tuned {model}: {result.headline()}", state="complete", expanded=False)
     except GeAdminError as exc:
-        show_failure(failure_of(exc), title="Tuning stopped")
+        show_failure(failure_of(exc), title=stopped_title)
         return
     st.session_state[keys.TUNE_RUN] = result.id
 
@@ -237,9 +243,9 @@ def winner(target: Target, run: dict[str, Any]) -> None:
         (st.success if result.ok else st.error)(result.message)
 
 
-def repository_known(target: Target) -> bool:
-    """The trial copy is written into the model repository: without one, say so and stop."""
+def known_repository(target: Target) -> Path | None:
+    """The trial copy is written into the model repository: without one, say so (None)."""
     if target.repository is None:
         st.error("The model repository is not known for this server (GEADMIN_REPOSITORY): the trial copy "
                  "is written there.", icon=":material/error:")
-    return target.repository is not None
+    return target.repository

@@ -14,49 +14,48 @@ TelemetryRegistration::~TelemetryRegistration()
   if (owner_ != nullptr) owner_->Unregister(this);
 }
 
-void
-TelemetryRegistration::CountRecovery()
-{
-  if (recoveries_ != nullptr) {
-    LogAndDelete(
-        TRITONSERVER_MetricIncrement(recoveries_, 1),
-        "cannot count npu_ge_instance_recoveries_total");
-  }
-}
-
-void
-TelemetryRegistration::CountOverflow()
-{
-  if (overflows_ != nullptr) {
-    LogAndDelete(
-        TRITONSERVER_MetricIncrement(overflows_, 1),
-        "cannot count npu_ge_execution_overflows_total");
-  }
-}
-
 namespace {
+
+using MetricUpdate = TRITONSERVER_Error* (*)(TRITONSERVER_Metric*, double);
+
+// A metric Triton would not create (NewMetric logged why) is null: nothing to update.
+void
+Update(
+    MetricUpdate update, const char* verb, TRITONSERVER_Metric* metric,
+    double value, const char* name)
+{
+  if (metric != nullptr) {
+    LogAndDelete(
+        update(metric, value),
+        (std::string("cannot ") + verb + " " + name).c_str());
+  }
+}
 
 void
 Add(TRITONSERVER_Metric* metric, double value, const char* name)
 {
-  if (metric != nullptr) {
-    LogAndDelete(
-        TRITONSERVER_MetricIncrement(metric, value),
-        (std::string("cannot count ") + name).c_str());
-  }
+  Update(TRITONSERVER_MetricIncrement, "count", metric, value, name);
 }
 
 void
 Set(TRITONSERVER_Metric* metric, double value, const char* name)
 {
-  if (metric != nullptr) {
-    LogAndDelete(
-        TRITONSERVER_MetricSet(metric, value),
-        (std::string("cannot set ") + name).c_str());
-  }
+  Update(TRITONSERVER_MetricSet, "set", metric, value, name);
 }
 
 }  // namespace
+
+void
+TelemetryRegistration::CountRecovery()
+{
+  Add(recoveries_, 1, "npu_ge_instance_recoveries_total");
+}
+
+void
+TelemetryRegistration::CountOverflow()
+{
+  Add(overflows_, 1, "npu_ge_execution_overflows_total");
+}
 
 void
 TelemetryRegistration::SetBroken()

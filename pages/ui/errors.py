@@ -21,6 +21,7 @@ from geadmin.errors import (
     StackError,
     TelemetryError,
     TritonError,
+    TuneBusyError,
     WorkspaceDatabaseError,
 )
 from geadmin.ops.infer.request import input_fix
@@ -31,6 +32,8 @@ FIXES: tuple[tuple[type[GeAdminError], str], ...] = (
     (SessionExpiredError, "sign in again"),
     (AccessError, "ask an admin for a role that may do this, or sign in as another user"),
     (BenchBusyError, "wait for the running load test to finish (or cancel it), then run again"),
+    (TuneBusyError, "wait for the load test or tuning run that holds it to finish (or cancel it), then "
+                    "tune again"),
     (PerfAnalyzerError, "change the load test's settings (loads, window, input) and run it again"),
     (ConfigError, "fix the setting the message names (a GEADMIN_* variable, a flag or the servers "
                   "file), then reload the page"),

@@ -1,6 +1,8 @@
 """The Tune page's saved runs, without a server: each names the server it measured and its
 limits in words ("no limit", never 0.00); "Apply the winner" is disabled, with the reason, on
-another server than the run measured and after the config file changed since the run."""
+another server than the run measured and after the config file changed since the run. Its two
+forms against the session's tritonserver: a run that cannot start says why under its own title
+(another measurement holds the server, no objective set, no repository), never a traceback."""
 
 from __future__ import annotations
 
@@ -11,13 +13,16 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from geadmin.ops.bench.params import server_lock
 from geadmin.ops.tune.objective import ObjectivePlan, ObjectiveSearch
 from geadmin.ops.tune.results import save_document
 from geadmin.ops.tune.search import Trial, TuneResult, TuneSettings
 from geadmin.ops.tune.space import Candidate
+from geadmin.stack.tritonserver import TritonProcess
 from geadmin.telemetry.alerting.objectives import Objective
 from geadmin.telemetry.history.traffic import RecordedLoad
-from tests.support.apptest import APP, button, isolate, run
+from pages.ui import keys
+from tests.support.apptest import APP, button, isolate, point_at, run
 
 MODEL = "resnet"
 CONFIG = f'name: "{MODEL}"\nbackend: "python"\nmax_batch_size: 1\n'
@@ -95,3 +100,49 @@ def test_an_objective_run_shows_its_objective_the_load_replayed_and_the_winner_s
                "(60 min) in Prometheus at http://p:9090" in c for c in captions), captions
     assert "meets it up to at least 45 req/s" in at.markdown[0].value
     assert len(at.get("plotly_chart")) == 1
+
+
+SERVED = "digits_classifier"
+
+
+def submit(at: AppTest, goal: str, label: str) -> AppTest:
+    at.radio(key=keys.TUNE_GOAL).set_value(goal)
+    run(at)
+    at.selectbox(key=keys.TUNE_MODEL).set_value(SERVED)
+    button(at, label).click()  # type: ignore[attr-defined]
+    return run(at)
+
+
+def errors(at: AppTest) -> list[str]:
+    return [e.value for e in at.error]
+
+
+def test_a_tune_while_another_measurement_holds_the_server_says_so_under_its_title(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, triton_server: TritonProcess) -> None:
+    isolate(monkeypatch, tmp_path / "home")
+    point_at(monkeypatch, triton_server)
+    at = open_tune(tmp_path)
+    with server_lock(tmp_path / "home", triton_server.http_url, "resnet"):
+        submit(at, "Most throughput under limits", "Tune")
+    busy = (f"**Tuning stopped:** cannot tune {SERVED} now: another load test runs against "
+            f"{triton_server.http_url} now (resnet, pid ")
+    fix = "**Next step:** wait for the load test or tuning run that holds it to finish (or cancel it)"
+    assert any(e.startswith(busy) and fix in e for e in errors(at)), errors(at)
+    assert keys.TUNE_RUN not in at.session_state
+
+
+def test_tuning_to_an_objective_that_is_not_set_names_the_command_that_sets_it(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, triton_server: TritonProcess) -> None:
+    isolate(monkeypatch, tmp_path / "home")
+    point_at(monkeypatch, triton_server)
+    at = submit(open_tune(tmp_path), "Meet the objective at the recorded load", "Tune to the objective")
+    assert any(e.startswith("**Not tuned:** ") and "geadmin objectives" in e for e in errors(at)), errors(at)
+
+
+def test_a_server_without_a_known_repository_cannot_be_tuned_and_says_why(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, triton_server: TritonProcess) -> None:
+    isolate(monkeypatch, tmp_path / "home")
+    monkeypatch.setenv("GEADMIN_TRITON_URL", triton_server.http_url)
+    at = submit(open_tune(tmp_path), "Most throughput under limits", "Tune")
+    assert any(e.startswith("The model repository is not known for this server (GEADMIN_REPOSITORY)")
+               for e in errors(at)), errors(at)
