@@ -36,6 +36,7 @@ from streamlit import config as streamlit_config
 from geadmin.stack.dashboard import DashboardProcess
 from geadmin.stack.tritonserver import TritonProcess
 from tests.support import hypothesis_profiles, workspace
+from tests.support.apptest import scan_components_once
 from tests.support.processes import quick_stopping_triton
 from tests.support.samples import SAMPLE_MODELS as SAMPLE_MODELS
 from tests.support.samples import copy_samples
@@ -57,6 +58,7 @@ pytest_plugins = ["tests.support.parallel"]
 # binds (Streamlit reads STREAMLIT_* variables only under `streamlit run`). Access tests that
 # need another address set it themselves (tests/ui/test_access_pages.py).
 streamlit_config.set_option("server.address", "127.0.0.1")
+scan_components_once()
 
 # With no users, a loopback dashboard asks for a token (geadmin/access/token.py). Page and
 # browser tests that are not about sign-in say so, here, once: no sign-in, by name (the

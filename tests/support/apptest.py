@@ -1,13 +1,16 @@
 """What every AppTest module needs: the app, a run that fails on an exception, buttons by
-label, and an environment that points the app at one test server and nothing else."""
+label, and an environment that points the app at one test server and nothing else; and
+`scan_components_once`, which spares each AppTest Streamlit's scan of every installed package."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+from streamlit.components.v2 import manifest_scanner
 from streamlit.testing.v1 import AppTest
 
 from geadmin.stack.tritonserver import TritonProcess
@@ -15,6 +18,24 @@ from geadmin.stack.tritonserver import TritonProcess
 APP = str(Path(__file__).resolve().parents[2] / "pages" / "app.py")
 TARGET_VARIABLES = ("SERVERS_FILE", "TRITON_URLS", "TRITON_URL", "ADMIN_KEY", "TRITON_LOG", "REPOSITORY",
                     "STACK")
+
+
+def scan_components_once() -> None:
+    """Every AppTest asks Streamlit for the installed packages' v2 components, a scan that
+    parses the metadata of each (about 1 s of CPU here: a fifth of a page test). The packages
+    do not change while the tests run, so this process scans once and hands each later AppTest
+    that result (tests/unit/test_apptest_support.py compares it with a fresh scan)."""
+    scan = manifest_scanner.scan_component_manifests
+    if getattr(scan, "scanned_once", False):
+        return
+    once = functools.cache(lambda: tuple(scan()))
+
+    def scanned(max_workers: int | None = None) -> list[Any]:
+        return list(once())
+
+    scanned.scanned_once = True  # type: ignore[attr-defined]
+    scanned.fresh = scan  # type: ignore[attr-defined]
+    manifest_scanner.scan_component_manifests = scanned
 
 
 def isolate(monkeypatch: pytest.MonkeyPatch, home: Path) -> None:
