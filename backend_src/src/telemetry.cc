@@ -21,13 +21,12 @@ using MetricUpdate = TRITONSERVER_Error* (*)(TRITONSERVER_Metric*, double);
 // A metric Triton would not create (NewMetric logged why) is null: nothing to update.
 void
 Update(
-    MetricUpdate update, const char* verb, TRITONSERVER_Metric* metric,
-    double value, const char* name)
+    MetricUpdate update, const char* verb, TRITONSERVER_Metric* metric, double value,
+    const char* name)
 {
   if (metric != nullptr) {
     LogAndDelete(
-        update(metric, value),
-        (std::string("cannot ") + verb + " " + name).c_str());
+        update(metric, value), (std::string("cannot ") + verb + " " + name).c_str());
   }
 }
 

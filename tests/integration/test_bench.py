@@ -17,6 +17,7 @@ from geadmin import audit
 from geadmin.cli.main import main
 from geadmin.errors import ModelNotFoundError, SharedMemoryUnreachableError, TritonUnreachableError
 from geadmin.ops.bench.load_test import BenchSettings, load_test, run_perf_analyzer
+from geadmin.ops.bench.params import NO_STABILITY_GATE
 from geadmin.ops.bench.results import CONCURRENCY, REQUEST_RATE, compare, list_runs, load_run
 from geadmin.ops.infer.inputs import InputSource, SourceKind
 from geadmin.stack.processes import free_port
@@ -31,8 +32,10 @@ OWN_DEV_SHM = Path(__file__).parent / "assets" / "tritonserver_own_dev_shm.sh"
 
 
 def quick(model: str, url: str, loads: tuple[float, ...], mode: str = CONCURRENCY) -> BenchSettings:
+    """No stability gate: these check what a run measures and keeps, and a 50 % gate still failed
+    beside two other workers (a stall between 500 ms windows)."""
     return BenchSettings(model, url, mode, loads, measurement_interval_ms=WINDOW_MS, max_trials=6,
-                         stability_percentage=50)
+                         stability_percentage=NO_STABILITY_GATE)
 
 
 def test_a_load_test_measures_every_concurrency_reports_progress_and_is_saved(
@@ -85,7 +88,7 @@ def test_an_unknown_model_says_load_it_first(triton_server: TritonProcess) -> No
 def test_the_cli_runs_lists_and_fails_with_one_line(triton_server: TritonProcess, tmp_path: Path,
                                                     capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["bench", "digits_classifier", "--url", triton_server.http_url, "--concurrency", "2",
-                 "--measurement-interval", str(WINDOW_MS), "--stability-percentage", "50",
+                 "--measurement-interval", str(WINDOW_MS), "--stability-percentage", "1000000",
                  "--input", "features=zeros", "--batch-size", "2", "--label", "cli",
                  "--home", str(tmp_path), "--json"])
     out, err = capsys.readouterr()
@@ -105,7 +108,7 @@ def test_the_cli_sends_tensors_in_shared_memory_and_keeps_it_with_the_run(
         triton_server: TritonProcess, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["bench", "digits_classifier", "--url", f"grpc://{triton_server.grpc_url}",
                  "--concurrency", "1", "--measurement-interval", str(WINDOW_MS),
-                 "--stability-percentage", "50", "--shared-memory", "system", "--home", str(tmp_path),
+                 "--stability-percentage", "1000000", "--shared-memory", "system", "--home", str(tmp_path),
                  "--json"])
     out, err = capsys.readouterr()
     assert code == 0, err

@@ -227,7 +227,7 @@ def test_a_load_test_of_the_stack_sends_its_key_over_http_and_says_why_not_over_
         public_stack: PublicStack) -> None:
     # perf_analyzer reads the model config, a restricted API: it needs the stack's key
     common = ("bench", MODEL, "--concurrency", "1", "--measurement-interval", "500",
-              "--stability-percentage", "100", "--max-trials", "10")
+              "--stability-percentage", "1000000", "--max-trials", "10")
     over_http = public_stack.geadmin(*common)
     assert over_http.returncode == 0, over_http.stdout + over_http.stderr
     over_grpc = public_stack.geadmin(*common, "--protocol", "grpc")
@@ -272,7 +272,8 @@ def test_a_shared_memory_load_test_of_the_stack_sends_its_key_over_http(public_s
     """perf_analyzer registers its regions through the restricted shared-memory API: over HTTP it
     carries the stack's key (-H) and measures; over gRPC it cannot (2.51 sends -H over HTTP only)."""
     common = ("bench", MODEL, "--concurrency", "1", "--measurement-interval", "500",
-              "--stability-percentage", "100", "--max-trials", "10", "--shared-memory", "system", "--json")
+              "--stability-percentage", "1000000", "--max-trials", "10", "--shared-memory", "system",
+              "--json")
     over_http = public_stack.geadmin(*common)
     assert over_http.returncode == 0, over_http.stdout + over_http.stderr
     record = json.loads(over_http.stdout)

@@ -43,15 +43,14 @@ from geadmin.ops.bench.failures import (
     BenchFailure,
     classify,
 )
+from geadmin.ops.bench.invocation import STOP_GRACE_S, point_started
 from geadmin.ops.bench.load_test import (
-    STOP_GRACE_S,
     BenchSettings,
     find_perf_analyzer,
     parse_loads,
     perf_argv,
     perf_input_data,
     plan_invocations,
-    point_started,
     run_perf_analyzer,
 )
 from geadmin.ops.bench.results import (
@@ -208,14 +207,33 @@ def test_a_binary_that_is_not_executable_cannot_be_run(tmp_path: Path) -> None:
         run_perf_analyzer(SETTINGS, binary=plain, auth=admin_auth())
 
 
-def perf_analyzer_double(tmp_path: Path, said: str) -> Path:
-    """A double of perf_analyzer that says `said` on stderr, writes no report and exits 0 (what
-    the real one does when no window was stable)."""
+def perf_analyzer_double(tmp_path: Path, said: str, report_rows: int | None = None) -> Path:
+    """A double of perf_analyzer that says `said` on stderr and exits 0, as the real one does when
+    a window is never stable: with no report (`report_rows` None), or with the header and the
+    first `report_rows` points of a recorded report (the loads before the one it gave up on)."""
     (tmp_path / "said.txt").write_text(said)
+    lines = (ASSETS / "concurrency_http.csv").read_text().splitlines(keepends=True)
+    (tmp_path / "report.csv").write_text("".join(lines[:1 + (report_rows or 0)]))
+    copy = "" if report_rows is None else \
+        f'while [ $# -gt 0 ]; do [ "$1" = -f ] && cp {tmp_path / "report.csv"} "$2"; shift; done\n'
     double = tmp_path / "perf_analyzer"
-    double.write_text(f"#!/bin/sh\ncat {tmp_path / 'said.txt'} >&2\nexit 0\n")
+    double.write_text(f"#!/bin/sh\ncat {tmp_path / 'said.txt'} >&2\n{copy}exit 0\n")
     double.chmod(0o755)
     return double
+
+
+def test_a_sweep_that_stops_at_an_unstable_load_fails_and_names_it(tmp_path: Path) -> None:
+    double = perf_analyzer_double(tmp_path, (ASSETS / "errors" / "unstable.txt").read_text(), report_rows=1)
+    with pytest.raises(UnstableMeasurementError, match=r"no stable measurement \(concurrency 2 not measured, "
+                                                       r"1 of 2 loads were: Failed to obtain stable"):
+        run_perf_analyzer(SETTINGS, binary=double, auth=admin_auth())
+
+
+def test_the_double_s_full_report_is_every_point(tmp_path: Path) -> None:
+    """The double above, with both points: the check that caught the short sweep passes it."""
+    double = perf_analyzer_double(tmp_path, "", report_rows=2)
+    run = run_perf_analyzer(SETTINGS, binary=double, auth=admin_auth())
+    assert [p.load for p in run.points] == [1.0, 2.0]
 
 
 def test_an_exit_without_a_report_is_the_failure_its_output_names(tmp_path: Path) -> None:

@@ -6,13 +6,11 @@ playground's request for the model (`geadmin.ops.infer.request`), write it as pe
 its verbose CSV report (`geadmin.ops.bench.results`) and keep the run in the workspace
 database.
 
-perf_analyzer runs as an argument list (never a shell), in its own process group, bounded
-by a deadline, and stopped TERM -> KILL on cancel or timeout. Its stdout says which point it
-measures ("Request concurrency: 4", "Request Rate: 50 ..."): each becomes a progress call
-(n of N points), made on the caller's thread (a Streamlit page draws only from its own).
-Loads that step evenly (1,2,3) are one invocation; others (1,4,16) one each. The wheel's
-binary needs `libb64.so.0d` and `libcudart.so.12`, which `nvidia_pytriton.libs` holds under
-hashed names: a per-run directory of links to them goes first on its LD_LIBRARY_PATH.
+Each perf_analyzer process (its argument list, deadline, cancel, progress and report) is one
+`geadmin.ops.bench.invocation.Invocation`. Loads that step evenly (1,2,3) are one invocation;
+others (1,4,16) one each. The wheel's binary needs `libb64.so.0d` and `libcudart.so.12`,
+which `nvidia_pytriton.libs` holds under hashed names: a per-run directory of links to them
+goes first on its LD_LIBRARY_PATH.
 Every failure leaves through one table (`geadmin.ops.bench.failures.FAILURES`). What a run
 may ask for (loads, window, trials), the one parser of typed loads, and the per-server lock
 that keeps two runs from measuring one server at once: `geadmin.ops.bench.params`.
@@ -23,17 +21,14 @@ from __future__ import annotations
 import base64
 import json
 import os
-import queue
-import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -43,16 +38,17 @@ from geadmin import db
 from geadmin import settings as geadmin_settings
 from geadmin.access.guard import Authorization, require
 from geadmin.access.roles import GuardedAction
-from geadmin.binaries import terminate_group, wheel_layout
+from geadmin.binaries import wheel_layout
 from geadmin.domain import Transport
 from geadmin.errors import InferInputError, PerfAnalyzerError
-from geadmin.ops.bench.failures import BINARY, BenchFailure, bench_error, classify, error_line
+from geadmin.ops.bench.failures import BINARY
 from geadmin.ops.bench.intervals import load_flag
+from geadmin.ops.bench.invocation import Invocation, describe_load
 from geadmin.ops.bench.params import SHARED_MEMORY as SHARED_MEMORY  # re-exported: callers' one import
 from geadmin.ops.bench.params import BenchSettings as BenchSettings
 from geadmin.ops.bench.params import parse_loads as parse_loads
 from geadmin.ops.bench.params import server_lock
-from geadmin.ops.bench.results import CONCURRENCY, BenchPoint, BenchRun, audit_run, parse_csv, save_run
+from geadmin.ops.bench.results import BenchPoint, BenchRun, audit_run, save_run
 from geadmin.ops.infer.inputs import DEFAULT_SEED, RANDOM, InputSource
 from geadmin.ops.infer.request import InferRequest, build_request, prepare
 from geadmin.ops.infer.snippets import wire_bytes
@@ -61,8 +57,6 @@ from geadmin.triton.client import Tensor, TritonClient
 from geadmin.triton.connection import HTTP_ADMIN_KEY_HEADER
 
 LIBRARIES = {"libb64.so.0d": "libb64-*.so.0d", "libcudart.so.12": "libcudart-*.so.12*"}
-STOP_GRACE_S = 5.0  # after SIGTERM, before SIGKILL
-POLL_S = 0.1
 RAW_DTYPES = ("FP16", "BF16")  # sent as raw bytes (b64), not as JSON numbers
 Progress = Callable[[int, int, str], None]  # (points done, points in all, what runs now)
 
@@ -187,86 +181,6 @@ def perf_argv(settings: BenchSettings, binary: Path, loads: Sequence[float], *,
     return argv
 
 
-# "Request Rate: 50 inference requests per seconds" starts a point; the summary at the end
-# ("Request Rate: 50, throughput: ...") does not.
-_POINT = re.compile(r"^\s*Request (?:concurrency|Rate):\s*([0-9.]+)(?:\s|$)")
-
-
-def point_started(line: str) -> float | None:
-    """The load a stdout line announces ("Request concurrency: 4", "Request Rate: 50 ...")."""
-    match = _POINT.match(line)
-    return float(match[1]) if match else None
-
-
-@dataclass
-class _Invocation:
-    settings: BenchSettings
-    argv: list[str]
-    env: dict[str, str]
-    deadline: float
-    cancel: threading.Event | None
-    on_point: Callable[[float], None]
-    stdout: list[str] = field(default_factory=list)
-    stderr: list[bytes] = field(default_factory=list)
-    announced: queue.SimpleQueue[float] = field(default_factory=queue.SimpleQueue)
-
-    def run(self) -> str:
-        """perf_analyzer's output (stderr, then stdout); a failure or a stop raises."""
-        binary = self.argv[0]
-        try:
-            process = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                       stderr=subprocess.PIPE, env=self.env, start_new_session=True)
-        except (OSError, subprocess.SubprocessError) as exc:
-            raise bench_error(classify(exc), self.settings, binary=binary, detail=str(exc)) from exc
-        readers = [threading.Thread(target=self._read_stdout, args=(process,), daemon=True),
-                   threading.Thread(target=self._read_stderr, args=(process,), daemon=True)]
-        for reader in readers:
-            reader.start()
-        stopped: BenchFailure | None = None
-        try:
-            while process.poll() is None:
-                self._deliver()
-                if self.cancel is not None and self.cancel.is_set():
-                    stopped = BenchFailure.CANCELLED
-                elif time.monotonic() > self.deadline:
-                    stopped = BenchFailure.TIMEOUT
-                if stopped is not None:
-                    break
-                time.sleep(POLL_S)
-        finally:  # cancelled, over time, or interrupted (Ctrl-C): the group goes too
-            if stopped is not None or process.poll() is None:
-                terminate_group(process, STOP_GRACE_S)
-        for reader in readers:
-            reader.join(timeout=5)
-        self._deliver()
-        if stopped is not None:
-            raise bench_error(stopped, self.settings, binary=binary)
-        output = b"".join(self.stderr).decode(errors="replace") + "\n" + "".join(self.stdout)
-        if process.returncode != 0:
-            raise bench_error(classify(output=output), self.settings, binary=binary,
-                              detail=error_line(output) or f"exit code {process.returncode}",
-                              library_path=self.env.get("LD_LIBRARY_PATH", ""))
-        return output
-
-    def _read_stdout(self, process: subprocess.Popen[bytes]) -> None:
-        assert process.stdout is not None
-        for raw in process.stdout:
-            line = raw.decode(errors="replace")
-            self.stdout.append(line)
-            load = point_started(line)
-            if load is not None:
-                self.announced.put(load)
-
-    def _deliver(self) -> None:
-        """Progress on the caller's thread (a Streamlit page can draw only from its own)."""
-        while not self.announced.empty():
-            self.on_point(self.announced.get())
-
-    def _read_stderr(self, process: subprocess.Popen[bytes]) -> None:
-        assert process.stderr is not None
-        self.stderr.extend(process.stderr)
-
-
 def run_perf_analyzer(
     settings: BenchSettings,
     *,
@@ -306,33 +220,15 @@ def run_perf_analyzer(
 
             def on_point(load: float, base: int = base, loads: tuple[float, ...] = loads) -> None:
                 done = base + (loads.index(load) if load in loads else 0)
-                report(done, total, f"measuring at {_describe(settings.mode, load)}")
+                report(done, total, f"measuring at {describe_load(settings.mode, load)}")
 
             argv = perf_argv(settings, executable, loads, input_path=input_path, csv_path=csv_path,
                              batch_size=batch_size or settings.batch_size, admin_key=admin_key)
-            output = _Invocation(settings, argv, env, deadline, cancel, on_point).run()
-            points.extend(_read_report(settings, csv_path, output))
+            invocation = Invocation(settings, argv, env, deadline, cancel, on_point)
+            points.extend(invocation.measure(csv_path, loads))
             report(len(points), total, f"measured {len(points)} of {total} points")
     return BenchRun(settings.model, settings.url, settings.mode, tuple(points), started_at, who, label,
                     settings.record())
-
-
-def _read_report(settings: BenchSettings, csv_path: Path, output: str) -> tuple[BenchPoint, ...]:
-    """The points of a run that exited 0. perf_analyzer exits 0 without a report when, e.g., no
-    window was stable: its output says which, so the error is that one, not a missing file."""
-    try:
-        text = csv_path.read_text()
-    except OSError as exc:
-        failure = classify(output=output)
-        said = error_line(output)
-        detail = said if failure is not BenchFailure.OTHER else \
-            f"it exited 0 but wrote no report ({exc.strerror})" + (f"; it said: {said}" if said else "")
-        raise bench_error(failure, settings, detail=detail) from exc
-    return parse_csv(text)[1]
-
-
-def _describe(mode: str, load: float) -> str:
-    return f"concurrency {load:g}" if mode == CONCURRENCY else f"{load:g} requests/s"
 
 
 def load_test(

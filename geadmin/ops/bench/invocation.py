@@ -1,0 +1,141 @@
+"""One perf_analyzer process, from start to the points it measured.
+
+It runs as an argument list (never a shell), in its own process group, bounded by a deadline,
+and is stopped TERM -> KILL on cancel or timeout. Its stdout says which point it measures
+("Request concurrency: 4", "Request Rate: 50 ..."): each becomes a progress call, made on the
+caller's thread (a Streamlit page draws only from its own). Its CSV report holds the points;
+a run that ends without every point it was asked for fails with what its output names
+(`geadmin.ops.bench.failures`), never as a shorter result.
+"""
+
+from __future__ import annotations
+
+import queue
+import re
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from geadmin.binaries import terminate_group
+from geadmin.ops.bench.failures import BenchFailure, bench_error, classify, error_line
+from geadmin.ops.bench.params import BenchSettings
+from geadmin.ops.bench.results import CONCURRENCY, BenchPoint, parse_csv
+
+STOP_GRACE_S = 5.0  # after SIGTERM, before SIGKILL
+POLL_S = 0.1
+
+# "Request Rate: 50 inference requests per seconds" starts a point; the summary at the end
+# ("Request Rate: 50, throughput: ...") does not.
+_POINT = re.compile(r"^\s*Request (?:concurrency|Rate):\s*([0-9.]+)(?:\s|$)")
+
+
+def point_started(line: str) -> float | None:
+    """The load a stdout line announces ("Request concurrency: 4", "Request Rate: 50 ...")."""
+    match = _POINT.match(line)
+    return float(match[1]) if match else None
+
+
+@dataclass
+class Invocation:
+    """One perf_analyzer process over `argv`; `on_point(load)` as each point starts."""
+
+    settings: BenchSettings
+    argv: list[str]
+    env: dict[str, str]
+    deadline: float
+    cancel: threading.Event | None
+    on_point: Callable[[float], None]
+    stdout: list[str] = field(default_factory=list)
+    stderr: list[bytes] = field(default_factory=list)
+    announced: queue.SimpleQueue[float] = field(default_factory=queue.SimpleQueue)
+
+    def measure(self, csv_path: Path, loads: Sequence[float]) -> tuple[BenchPoint, ...]:
+        """The points of `loads` from the report at `csv_path` (the argv's -f)."""
+        return read_report(self.settings, csv_path, loads, self.run())
+
+    def run(self) -> str:
+        """perf_analyzer's output (stderr, then stdout); a failure or a stop raises."""
+        binary = self.argv[0]
+        try:
+            process = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                       stderr=subprocess.PIPE, env=self.env, start_new_session=True)
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise bench_error(classify(exc), self.settings, binary=binary, detail=str(exc)) from exc
+        readers = [threading.Thread(target=self._read_stdout, args=(process,), daemon=True),
+                   threading.Thread(target=self._read_stderr, args=(process,), daemon=True)]
+        for reader in readers:
+            reader.start()
+        stopped: BenchFailure | None = None
+        try:
+            while process.poll() is None:
+                self._deliver()
+                if self.cancel is not None and self.cancel.is_set():
+                    stopped = BenchFailure.CANCELLED
+                elif time.monotonic() > self.deadline:
+                    stopped = BenchFailure.TIMEOUT
+                if stopped is not None:
+                    break
+                time.sleep(POLL_S)
+        finally:  # cancelled, over time, or interrupted (Ctrl-C): the group goes too
+            if stopped is not None or process.poll() is None:
+                terminate_group(process, STOP_GRACE_S)
+        for reader in readers:
+            reader.join(timeout=5)
+        self._deliver()
+        if stopped is not None:
+            raise bench_error(stopped, self.settings, binary=binary)
+        output = b"".join(self.stderr).decode(errors="replace") + "\n" + "".join(self.stdout)
+        if process.returncode != 0:
+            raise bench_error(classify(output=output), self.settings, binary=binary,
+                              detail=error_line(output) or f"exit code {process.returncode}",
+                              library_path=self.env.get("LD_LIBRARY_PATH", ""))
+        return output
+
+    def _read_stdout(self, process: subprocess.Popen[bytes]) -> None:
+        assert process.stdout is not None
+        for raw in process.stdout:
+            line = raw.decode(errors="replace")
+            self.stdout.append(line)
+            load = point_started(line)
+            if load is not None:
+                self.announced.put(load)
+
+    def _deliver(self) -> None:
+        """Progress on the caller's thread (a Streamlit page can draw only from its own)."""
+        while not self.announced.empty():
+            self.on_point(self.announced.get())
+
+    def _read_stderr(self, process: subprocess.Popen[bytes]) -> None:
+        assert process.stderr is not None
+        self.stderr.extend(process.stderr)
+
+
+def read_report(settings: BenchSettings, csv_path: Path, loads: Sequence[float],
+                output: str) -> tuple[BenchPoint, ...]:
+    """The points of a run that exited 0. perf_analyzer exits 0 without a report, or with the
+    points before a load it could not measure (e.g. no window was stable there): its output says
+    why, so the error is that, not a missing file or a shorter sweep."""
+    try:
+        text = csv_path.read_text()
+    except OSError as exc:
+        failure = classify(output=output)
+        said = error_line(output)
+        detail = said if failure is not BenchFailure.OTHER else \
+            f"it exited 0 but wrote no report ({exc.strerror})" + (f"; it said: {said}" if said else "")
+        raise bench_error(failure, settings, detail=detail) from exc
+    points = parse_csv(text)[1]
+    if len(points) < len(loads):  # a sweep stops at its first failed load
+        said = error_line(output)
+        missed = describe_load(settings.mode, loads[len(points)])
+        detail = f"{missed} not measured, {len(points)} of {len(loads)} loads were"
+        detail += f": {said}" if said else ""
+        raise bench_error(classify(output=output), settings, detail=detail)
+    return points
+
+
+def describe_load(mode: str, load: float) -> str:
+    """"concurrency 4", "50 requests/s"."""
+    return f"concurrency {load:g}" if mode == CONCURRENCY else f"{load:g} requests/s"
