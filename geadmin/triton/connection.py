@@ -38,6 +38,30 @@ GRPC_ADMIN_KEY_HEADER = "triton-grpc-protocol-admin-key"
 RESTRICTED = ("model-repository", "model-config", "logging", "trace")
 
 
+class _QuietWhenHalfBuilt:
+    """tritonclient's clients close in `__del__` what `__init__` sets last, so one whose
+    `__init__` raised (a stop signal's handler landing in it during `geadmin up`'s start)
+    printed an AttributeError traceback when collected. These close only once built."""
+
+    _built = False
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._built = True
+
+    def __del__(self) -> None:
+        if self._built:
+            super().__del__()  # type: ignore[misc]
+
+
+class HttpClient(_QuietWhenHalfBuilt, httpclient.InferenceServerClient):
+    """tritonclient's HTTP client (gevent: one per thread, see Connection)."""
+
+
+class GrpcClient(_QuietWhenHalfBuilt, grpcclient.InferenceServerClient):
+    """tritonclient's gRPC client (thread-safe: one per Connection)."""
+
+
 class Connection:
     """The way to one Triton endpoint. Safe to share between threads.
 
@@ -64,7 +88,7 @@ class Connection:
         self._local = threading.local()  # per HTTP worker thread: {timeout_s: client}
         self._http_pool: ThreadPoolExecutor | None = None
         self._grpc_lock = threading.Lock()
-        self._grpc: grpcclient.InferenceServerClient | None = None
+        self._grpc: GrpcClient | None = None
 
     @property
     def url(self) -> str:
@@ -119,10 +143,10 @@ class Connection:
         header = GRPC_ADMIN_KEY_HEADER if self.endpoint.transport is Transport.GRPC else HTTP_ADMIN_KEY_HEADER
         return {"headers": {header: self.admin_key}}
 
-    def _http_client(self, timeout_s: float) -> httpclient.InferenceServerClient:
-        clients: dict[float, httpclient.InferenceServerClient] = self._local.__dict__.setdefault("http", {})
+    def _http_client(self, timeout_s: float) -> HttpClient:
+        clients: dict[float, HttpClient] = self._local.__dict__.setdefault("http", {})
         if timeout_s not in clients:
-            clients[timeout_s] = httpclient.InferenceServerClient(
+            clients[timeout_s] = HttpClient(
                 self.endpoint.address,
                 ssl=self.endpoint.ssl,
                 connection_timeout=min(timeout_s, self.timeout_s),
@@ -130,11 +154,11 @@ class Connection:
             )
         return clients[timeout_s]
 
-    def _grpc_client(self) -> grpcclient.InferenceServerClient:
+    def _grpc_client(self) -> GrpcClient:
         with self._grpc_lock:
             if self._grpc is None:
-                self._grpc = grpcclient.InferenceServerClient(self.endpoint.address, ssl=self.endpoint.ssl,
-                                                              root_certificates=self.tls_ca)
+                self._grpc = GrpcClient(self.endpoint.address, ssl=self.endpoint.ssl,
+                                        root_certificates=self.tls_ca)
             return self._grpc
 
     def close(self) -> None:
@@ -159,7 +183,7 @@ class Connection:
     def one_off_call(self, action: str, fn: Callable[[Any, dict[str, Any]], T]) -> T:
         """An HTTP call on the calling thread with a client of its own, closed after."""
         try:
-            client = httpclient.InferenceServerClient(
+            client = HttpClient(
                 self.endpoint.address, ssl=self.endpoint.ssl,
                 connection_timeout=self.timeout_s, network_timeout=self.load_timeout_s)
             try:

@@ -1,13 +1,27 @@
 """Local HTTP endpoints for tests of fetch failures: a real server on 127.0.0.1 answering
-every GET with a chosen body and status, and a port that nothing listens on."""
+every GET with a chosen body and status, and a port that nothing listens on; and
+`QuietHTTPServer`, the threading server every HTTP double here runs on."""
 
 from __future__ import annotations
 
 import socket
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+class QuietHTTPServer(ThreadingHTTPServer):
+    """A ThreadingHTTPServer that says nothing when a client hangs up mid-request (a closed
+    keep-alive connection): its default prints a traceback to stderr, which a test that runs
+    geadmin in process reads as geadmin's own output."""
+
+    daemon_threads = True
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)  # type: ignore[arg-type]
 
 
 @contextmanager
@@ -27,7 +41,7 @@ def serve(body: bytes | Callable[[], bytes], *, status: int = 200) -> Iterator[s
         def log_message(self, *args: object) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server = QuietHTTPServer(("127.0.0.1", 0), Handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

@@ -40,10 +40,12 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from tests.support.http_doubles import QuietHTTPServer
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "kubernetes"
 PODS_PATH = re.compile(r"^/api/v1/namespaces/(?P<namespace>[a-z0-9]([-a-z0-9]*[a-z0-9])?)/pods$")
@@ -140,7 +142,7 @@ class KubernetesApiDouble:
             namespace = path.stem.removeprefix("apps-")
             self.apps[namespace] = list(_fixture(path.name)["items"])
             assert all(o["metadata"]["namespace"] == namespace for o in self.apps[namespace]), path
-        self._server: ThreadingHTTPServer | None = None
+        self._server: QuietHTTPServer | None = None
 
     # -- what a test changes -------------------------------------------------------------
     def set_pod(self, name: str, *, ip: str | None = None, ports: dict[str, int] | None = None) -> None:
@@ -249,7 +251,7 @@ class KubernetesApiDouble:
             def log_message(self, *args: object) -> None:
                 pass
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = QuietHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
         return self

@@ -17,7 +17,9 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+from tests.support.http_doubles import QuietHTTPServer
 
 METRICS = b"# HELP impostor_up A replica impostor.\n# TYPE impostor_up gauge\nimpostor_up 1\n"
 ANSWERS = {"/v2": {"name": "triton", "version": "2.51.0", "extensions": []},
@@ -43,7 +45,7 @@ class ReplicaImpostor:
     grpc_connections: int = 0
 
     def __post_init__(self) -> None:
-        self._servers: list[ThreadingHTTPServer] = []
+        self._servers: list[QuietHTTPServer] = []
         self._grpc: socket.socket | None = None
         self._lock = threading.Lock()
 
@@ -95,7 +97,7 @@ class ReplicaImpostor:
                 pass
 
         for port in (self.http_port, self.metrics_port):
-            server = ThreadingHTTPServer((self.host, port), Handler)
+            server = QuietHTTPServer((self.host, port), Handler)
             server.daemon_threads = True
             threading.Thread(target=server.serve_forever, daemon=True).start()
             self._servers.append(server)

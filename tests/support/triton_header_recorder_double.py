@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import json
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+from tests.support.http_doubles import QuietHTTPServer
 
 INFER_RESPONSE = {"model_name": "m", "model_version": "1",
                   "outputs": [{"name": "y", "datatype": "FP32", "shape": [1], "data": [1.0]}]}
@@ -61,7 +63,7 @@ class TritonHeaderRecorderDouble:
             def log_message(self, *args: object) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = QuietHTTPServer(("127.0.0.1", 0), Handler)
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 
