@@ -47,8 +47,8 @@ test-fast: install
 	  && $(VENV)/bin/ruff check . && $(VENV)/bin/mypy; rc=$$?; \
 	echo "make test-fast: $$(( $$(date +%s) - start )) s (exit $$rc)"; exit $$rc
 
-# Two workers; three finish ~30 % sooner but fail p99- and rate-judging tests (docs/development.md).
-TEST_WORKERS ?= 2
+# Three workers on two cores: they wait on other processes much of the time (docs/development.md).
+TEST_WORKERS ?= 3
 test: test-deps lint
 	@start=$$(date +%s); \
 	bash backend_src/build.sh `# incremental: ninja does nothing when no source changed` \

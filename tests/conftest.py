@@ -50,7 +50,7 @@ from tests.support.tiers import pytest_runtest_setup as pytest_runtest_setup
 hypothesis_profiles.load()
 workspace.isolate()  # before any test runs: no row, file or stack in the user's workspace
 
-# `make test`'s two workers: which tests share one (tests/support/parallel.py).
+# `make test`'s workers: which tests share one (tests/support/parallel.py).
 pytest_plugins = ["tests.support.parallel"]
 
 # AppTest runs the app in this process, where Streamlit's `server.address` is unset (which

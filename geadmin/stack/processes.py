@@ -25,7 +25,7 @@ def free_port(host: str = "127.0.0.1") -> int:
 # Free ports are picked below Linux's ephemeral range (32768-60999 by default): a port the
 # kernel handed out for bind(0) can be taken as the source port of any outgoing connection
 # between our pick and the server's bind. GEADMIN_FREE_PORT_RANGE narrows it (make test gives
-# each of its two workers half, so they never pick the same port).
+# each of its workers a slice, so they never pick the same port).
 DEFAULT_PICK_RANGE = (20000, 32767)
 PICK_ATTEMPTS = 500
 

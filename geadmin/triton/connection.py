@@ -11,6 +11,7 @@ so a model, a proxy or a mistyped address that sees those requests never sees th
 from __future__ import annotations
 
 import contextlib
+import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -41,7 +42,10 @@ RESTRICTED = ("model-repository", "model-config", "logging", "trace")
 class _QuietWhenHalfBuilt:
     """tritonclient's clients close in `__del__` what `__init__` sets last, so one whose
     `__init__` raised (a stop signal's handler landing in it during `geadmin up`'s start)
-    printed an AttributeError traceback when collected. These close only once built."""
+    printed an AttributeError traceback when collected; and one still alive while the
+    interpreter exits closed its channel through grpc's already torn-down module (an
+    AttributeError on None). These close only once built, and not at exit (the process's
+    end closes the sockets)."""
 
     _built = False
 
@@ -50,7 +54,7 @@ class _QuietWhenHalfBuilt:
         self._built = True
 
     def __del__(self) -> None:
-        if self._built:
+        if self._built and not sys.is_finalizing():
             super().__del__()  # type: ignore[misc]
 
 

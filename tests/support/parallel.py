@@ -1,10 +1,10 @@
 """How `make test` shares its tests between pytest-xdist workers (`-n $(TEST_WORKERS)
---dist loadgroup`, two by default; any count works).
+--dist loadgroup`, three by default; any count works).
 
 Much of the suite waits on other processes (a tritonserver starting, a model loading,
-Chromium drawing), so two workers share the two cores (which still idle a third of a
-two-worker run; a third worker fills them, and docs/development.md says why it is not the
-default). Every test is put in a group, and xdist runs a group on one worker:
+Chromium drawing), so three workers share the two cores (which still idle about a quarter of
+a three-worker run; docs/development.md has the figures). Every test is put in a group, and
+xdist runs a group on one worker:
 
 - a module is one group, so a module-scoped fixture (a shared tritonserver, one `geadmin up`)
   still starts once;

@@ -1,6 +1,7 @@
 """A tritonclient client whose constructor raised (a stop signal's handler landing in it during
 `geadmin up`'s start) is collected without a traceback on stderr: geadmin's clients close only
-once built (geadmin/triton/connection.py). The stock clients are the control."""
+once built, and not while the interpreter exits (geadmin/triton/connection.py). The stock
+clients are the control."""
 
 from __future__ import annotations
 
@@ -66,3 +67,15 @@ def test_a_built_client_still_closes_when_collected(monkeypatch: pytest.MonkeyPa
     HttpClient("127.0.0.1:1")
     gc.collect()
     assert closed == [True]
+
+
+def test_a_client_collected_while_the_interpreter_exits_is_not_closed(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """At exit grpc's module globals may already be None: closing then raised in __del__."""
+    closed: list[bool] = []
+    monkeypatch.setattr(grpcclient.InferenceServerClient, "close", lambda self: closed.append(True))
+    client = GrpcClient("127.0.0.1:1")
+    monkeypatch.setattr(sys, "is_finalizing", lambda: True)
+    del client
+    gc.collect()
+    assert closed == []
