@@ -22,7 +22,7 @@ from pathlib import Path
 from geadmin.binaries import terminate_group
 from geadmin.ops.bench.failures import BenchFailure, bench_error, classify, error_line
 from geadmin.ops.bench.params import BenchSettings
-from geadmin.ops.bench.results import CONCURRENCY, BenchPoint, parse_csv
+from geadmin.ops.bench.results import BenchPoint, describe_load, parse_csv
 
 STOP_GRACE_S = 5.0  # after SIGTERM, before SIGKILL
 POLL_S = 0.1
@@ -135,7 +135,3 @@ def read_report(settings: BenchSettings, csv_path: Path, loads: Sequence[float],
         raise bench_error(classify(output=output), settings, detail=detail)
     return points
 
-
-def describe_load(mode: str, load: float) -> str:
-    """"concurrency 4", "50 requests/s"."""
-    return f"concurrency {load:g}" if mode == CONCURRENCY else f"{load:g} requests/s"

@@ -43,12 +43,12 @@ from geadmin.domain import Transport
 from geadmin.errors import InferInputError, PerfAnalyzerError
 from geadmin.ops.bench.failures import BINARY
 from geadmin.ops.bench.intervals import load_flag
-from geadmin.ops.bench.invocation import Invocation, describe_load
+from geadmin.ops.bench.invocation import Invocation
 from geadmin.ops.bench.params import SHARED_MEMORY as SHARED_MEMORY  # re-exported: callers' one import
 from geadmin.ops.bench.params import BenchSettings as BenchSettings
 from geadmin.ops.bench.params import parse_loads as parse_loads
 from geadmin.ops.bench.params import server_lock
-from geadmin.ops.bench.results import BenchPoint, BenchRun, audit_run, save_run
+from geadmin.ops.bench.results import BenchPoint, BenchRun, audit_run, describe_load, save_run
 from geadmin.ops.infer.inputs import DEFAULT_SEED, RANDOM, InputSource
 from geadmin.ops.infer.request import InferRequest, build_request, prepare
 from geadmin.ops.infer.snippets import wire_bytes
