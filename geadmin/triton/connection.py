@@ -61,6 +61,14 @@ class _QuietWhenHalfBuilt:
 class HttpClient(_QuietWhenHalfBuilt, httpclient.InferenceServerClient):
     """tritonclient's HTTP client (gevent: one per thread, see Connection)."""
 
+    def __del__(self) -> None:
+        # Collected while its worker thread ends (a Connection dropped unclosed): gevent's
+        # per-thread state may be cleared first (gevent issue 1961), and joining the pool
+        # raised "'_Threadlocal' object has no attribute 'loop'". The hub and the client's
+        # sockets go with the thread.
+        with contextlib.suppress(AttributeError):
+            super().__del__()
+
 
 class GrpcClient(_QuietWhenHalfBuilt, grpcclient.InferenceServerClient):
     """tritonclient's gRPC client (thread-safe: one per Connection)."""

@@ -43,7 +43,7 @@ from geadmin.ops.bench.failures import (
     BenchFailure,
     classify,
 )
-from geadmin.ops.bench.invocation import STOP_GRACE_S, point_started
+from geadmin.ops.bench.invocation import STOP_GRACE_S, point_started, read_report
 from geadmin.ops.bench.load_test import (
     BenchSettings,
     find_perf_analyzer,
@@ -53,6 +53,7 @@ from geadmin.ops.bench.load_test import (
     plan_invocations,
     run_perf_analyzer,
 )
+from geadmin.ops.bench.params import judged_sender_threads
 from geadmin.ops.bench.results import (
     CONCURRENCY,
     REQUEST_RATE,
@@ -119,6 +120,50 @@ def test_a_report_with_a_non_number_names_its_line() -> None:
 def test_progress_reads_the_points_perf_analyzer_announces(name: str, loads: list[float]) -> None:
     announced = [point_started(line) for line in asset(name).splitlines()]
     assert [load for load in announced if load is not None] == loads
+
+
+def test_requests_sent_late_are_read_for_the_point_they_were_late_at(tmp_path: Path) -> None:
+    """Recorded from perf_analyzer 2.51 at 100 and 6,000 req/s on four sync threads: it kept up
+    with the first rate and sent 99.97 % of the second's requests late."""
+    report = tmp_path / "r.csv"
+    report.write_text(asset("request_rate_sent_late.csv"))
+    settings = BenchSettings("text_normalize", "http://127.0.0.1:8000", REQUEST_RATE, (100, 6000))
+    points = read_report(settings, report, (100.0, 6000.0), asset("request_rate_sent_late.stdout.txt"))
+    assert [(p.load, p.sent_late_pct) for p in points] == [(100.0, 0.0), (6000.0, pytest.approx(99.97))]
+    on_time = read_report(settings, report, (100.0, 6000.0), asset("request_rate_grpc.stdout.txt"))
+    assert [p.sent_late_pct for p in on_time] == [0.0, 0.0]
+
+
+def test_a_replay_s_one_point_takes_the_late_share_its_output_names(tmp_path: Path) -> None:
+    """A --request-intervals run prints no "Request Rate: N" line before its point."""
+    report = tmp_path / "r.csv"
+    report.write_text(asset("intervals_sent_late.csv"))
+    settings = BenchSettings("text_normalize", "http://127.0.0.1:8000", REQUEST_RATE, (6666,),
+                             request_intervals=tmp_path / "intervals.txt")
+    (point,) = read_report(settings, report, (6666.0,), asset("intervals_sent_late.stdout.txt"))
+    assert point.sent_late_pct == pytest.approx(99.97)
+
+
+@pytest.mark.parametrize(("rate_rps", "p99_ms", "threads"), [
+    (30.0, 300.0, 18),  # 9 requests in flight at the objective, twice that
+    (1.0, 100.0, 4),  # never fewer than perf_analyzer's own default
+    (50.0, None, 100),  # no objective: room for requests of 1 s
+    (10_000.0, 500.0, 256),  # never more than the cap
+])
+def test_a_judged_rate_gets_threads_for_the_requests_its_objective_lets_be_in_flight(
+        rate_rps: float, p99_ms: float | None, threads: int) -> None:
+    assert judged_sender_threads(rate_rps, p99_ms) == threads
+
+
+def test_the_sender_threads_are_passed_and_bounded(tmp_path: Path) -> None:
+    settings = BenchSettings("m", "http://127.0.0.1:8000", REQUEST_RATE, (30,), max_threads=18)
+    argv = perf_argv(settings, Path("pa"), (30,), input_path=None, csv_path=tmp_path / "r.csv", batch_size=1)
+    assert argv[argv.index("--max-threads") + 1] == "18"
+    default = perf_argv(BenchSettings("m", "http://127.0.0.1:8000", REQUEST_RATE, (30,)), Path("pa"), (30,),
+                        input_path=None, csv_path=tmp_path / "r.csv", batch_size=1)
+    assert "--max-threads" not in default
+    with pytest.raises(BenchSettingsError, match="perf_analyzer's threads must be from 1 to 256, got 257"):
+        BenchSettings("m", "http://127.0.0.1:8000", REQUEST_RATE, (30,), max_threads=257)
 
 
 # -- the failure table ---------------------------------------------------------------------
@@ -532,7 +577,7 @@ def test_a_sweep_step_is_judged_by_the_objective_not_by_perf_analyzers_stability
 
     def measured(settings: BenchSettings, **_: object) -> object:
         asked.append(settings)
-        return SimpleNamespace(points=[SimpleNamespace(p99_ms=5.0, throughput_per_s=10.0)])
+        return SimpleNamespace(points=[SimpleNamespace(p99_ms=5.0, throughput_per_s=10.0, sent_late_pct=0.0)])
 
     stats = SimpleNamespace(inference_stats=SimpleNamespace(fail=SimpleNamespace(count=0),
                                                             success=SimpleNamespace(count=0)))
@@ -544,6 +589,27 @@ def test_a_sweep_step_is_judged_by_the_objective_not_by_perf_analyzers_stability
     [settings] = asked
     assert settings.stability_percentage == JUDGED_STABILITY_PERCENTAGE == NO_STABILITY_GATE
     assert settings.measurement_interval_ms == 2000
+    assert settings.max_threads == judged_sender_threads(10.0, 50.0)
+
+
+def test_a_sweep_step_served_short_names_perf_analyzer_s_own_lateness(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace
+
+    from geadmin.ops.capacity import sweep
+
+    def measured(settings: BenchSettings, **_: object) -> object:
+        return SimpleNamespace(points=[SimpleNamespace(p99_ms=5.0, throughput_per_s=6.0, sent_late_pct=40.0)])
+
+    stats = SimpleNamespace(inference_stats=SimpleNamespace(fail=SimpleNamespace(count=0),
+                                                            success=SimpleNamespace(count=0)))
+    client = SimpleNamespace(url="http://127.0.0.1:1", model_statistics=lambda name: [stats])
+    monkeypatch.setattr(sweep, "run_perf_analyzer", measured)
+    step = sweep._Sweep(client, "m", 50.0, 0.0, 1000, admin_auth(), None, None, None,  # type: ignore[arg-type]
+                        lambda text: None).step(10.0)
+    assert not step.ok
+    assert step.why == ("6/s does not keep up — perf_analyzer sent 40 % of the requests late (its host was "
+                        "busy, or every thread it had waited on the server)")
 
 
 def test_a_worker_s_own_error_leads_not_perf_analyzer_s_generic_line() -> None:

@@ -7,6 +7,7 @@ from a saved run."""
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -60,6 +61,9 @@ def test_a_trial_meets_the_objective_only_within_p99_budget_and_rate() -> None:
     no_budget = Objective("m", p99_ms=50.0)
     assert "over the error budget of 0.00%" in shortfall(trial(1, 10.0, failed=1), no_budget, RATE)
     assert shortfall(trial(1, 10.0, served=15.0), OBJECTIVE, RATE) == "it served 15 of the 20 req/s offered"
+    late = replace(trial(1, 10.0, served=15.0), sent_late="perf_analyzer sent 30 % of the requests late")
+    assert shortfall(late, OBJECTIVE, RATE) == \
+        "it served 15 of the 20 req/s offered — perf_analyzer sent 30 % of the requests late"
     assert shortfall(trial(1, 0.0, ok=False, error="no stable measurement"), OBJECTIVE, RATE) == \
         "no stable measurement"
 

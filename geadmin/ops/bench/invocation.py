@@ -16,7 +16,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from geadmin.binaries import terminate_group
@@ -30,6 +30,11 @@ POLL_S = 0.1
 # "Request Rate: 50 inference requests per seconds" starts a point; the summary at the end
 # ("Request Rate: 50, throughput: ...") does not.
 _POINT = re.compile(r"^\s*Request (?:concurrency|Rate):\s*([0-9.]+)(?:\s|$)")
+
+
+# Under a point, at a request rate: "[WARNING] Perf Analyzer was not able to keep up with the
+# desired request rate. 29.59% of the requests were delayed." (only above 1 %)
+_SENT_LATE = re.compile(r"([0-9.]+)% of the requests were delayed")
 
 
 def point_started(line: str) -> float | None:
@@ -126,7 +131,7 @@ def read_report(settings: BenchSettings, csv_path: Path, loads: Sequence[float],
         detail = said if failure is not BenchFailure.OTHER else \
             f"it exited 0 but wrote no report ({exc.strerror})" + (f"; it said: {said}" if said else "")
         raise bench_error(failure, settings, detail=detail) from exc
-    points = parse_csv(text)[1]
+    points = with_sent_late(parse_csv(text)[1], output)
     if len(points) < len(loads):  # a sweep stops at its first failed load
         said = error_line(output)
         missed = describe_load(settings.mode, loads[len(points)])
@@ -135,3 +140,17 @@ def read_report(settings: BenchSettings, csv_path: Path, loads: Sequence[float],
         raise bench_error(classify(output=output), settings, detail=detail)
     return points
 
+
+
+def with_sent_late(points: tuple[BenchPoint, ...], output: str) -> tuple[BenchPoint, ...]:
+    """`points` with the share of requests perf_analyzer's stdout says it sent late at each."""
+    late: dict[float, float] = {}
+    load = points[0].load if len(points) == 1 else None  # a replay's one point has no rate line
+    for line in output.splitlines():
+        started = point_started(line)
+        if started is not None and len(points) > 1:
+            load = started
+        said = _SENT_LATE.search(line)
+        if said and load is not None:
+            late[load] = float(said[1])
+    return tuple(replace(p, sent_late_pct=late.get(p.load, 0.0)) for p in points)

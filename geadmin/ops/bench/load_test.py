@@ -171,6 +171,8 @@ def perf_argv(settings: BenchSettings, binary: Path, loads: Sequence[float], *,
             "-b", str(batch_size), "-f", str(csv_path), "--verbose-csv"]
     if settings.measurement_mode == "count_windows":
         argv += ["--measurement-request-count", str(settings.measurement_request_count)]
+    if settings.max_threads is not None:
+        argv += ["--max-threads", str(settings.max_threads)]
     if admin_key and endpoint.transport is Transport.HTTP:
         argv += ["-H", f"{HTTP_ADMIN_KEY_HEADER}:{admin_key}"]
     if input_path is not None:

@@ -34,6 +34,7 @@ MAX_REQUEST_COUNT = 100_000  # count_windows: requests per window
 MAX_BATCH_SIZE = 4096
 MAX_PLANNED_S = 3600.0  # loads x trials x window: the longest a run may be planned to take
 MAX_OUTPUT_SHM_BYTES = 1 << 30
+MAX_SENDER_THREADS = 256  # perf_analyzer's --max-threads
 LOCK_DIR = "bench-locks"
 
 
@@ -109,6 +110,22 @@ def judged_window_ms(rate_rps: float, window_ms: int) -> int:
     return int(min(max(window_ms, wanted), MAX_WINDOW_MS))
 
 
+UNJUDGED_LATENCY_MS = 1000.0  # a judged rate with no p99 objective: room for requests of up to 1 s
+MIN_SENDER_THREADS = 4  # perf_analyzer's own default in request-rate mode
+
+
+def judged_sender_threads(rate_rps: float, p99_ms: float | None) -> int:
+    """perf_analyzer's --max-threads for a judged rate. At a request rate it sends synchronously
+    from 4 threads by default, so a model answering in 200 ms was offered at most 20 req/s
+    whatever the rate asked, and a candidate holding a 300 ms p99 at 30 req/s (9 requests in
+    flight at the objective, by Little's law) was judged short for the client's cap. Threads for
+    twice what the objective lets be in flight; the cap still bounds what a saturated trial
+    queues on a shared server."""
+    latency_s = (p99_ms or UNJUDGED_LATENCY_MS) / 1000.0
+    wanted = math.ceil(2 * rate_rps * latency_s)
+    return int(min(max(wanted, MIN_SENDER_THREADS), MAX_SENDER_THREADS))
+
+
 @dataclass(frozen=True)
 class BenchSettings:
     """One load test. `loads` are concurrencies, or request rates (requests/s)."""
@@ -133,6 +150,9 @@ class BenchSettings:
     # A file of recorded inter-arrival intervals (geadmin.ops.bench.intervals): replayed with
     # --request-intervals instead of the rate range (mode request_rate, one load: its mean rate).
     request_intervals: Path | None = None
+    # perf_analyzer's --max-threads: the requests it keeps in flight at a request rate (None: its
+    # default, 4; judged rates size it from the objective: judged_sender_threads).
+    max_threads: int | None = None
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -148,6 +168,8 @@ class BenchSettings:
         _in_range("requests per window", self.measurement_request_count, 1, MAX_REQUEST_COUNT)
         _in_range("the stability percentage", self.stability_percentage, 1, NO_STABILITY_GATE)
         _in_range("the batch size", self.batch_size, 1, MAX_BATCH_SIZE)
+        if self.max_threads is not None:
+            _in_range("perf_analyzer's threads", self.max_threads, 1, MAX_SENDER_THREADS)
         if self.timeout_s is not None:
             _in_range("the run timeout (s)", self.timeout_s, 1, 4 * MAX_PLANNED_S)
         planned_s = len(self.loads) * self.max_trials * self.measurement_interval_ms / 1000.0

@@ -63,6 +63,10 @@ class BenchPoint:
     compute_input_ms: float
     compute_infer_ms: float
     compute_output_ms: float
+    # The share of requests perf_analyzer sent over 1 ms behind schedule at a request rate (its
+    # stdout names it above 1 %): its host was busy, or every one of its threads waited on the
+    # server. Then the rate offered was short of the rate asked.
+    sent_late_pct: float = 0.0
 
     @property
     def compute_ms(self) -> float:
@@ -122,6 +126,14 @@ class Comparison:
         best = max(finite, key=lambda r: r.throughput_ratio)
         return (f"{best.throughput_ratio:.1f}x the throughput at {describe_load(self.a.mode, best.load)} "
                 f"(p99 {best.p99_ratio:.2f}x)")
+
+
+def describe_sent_late(point: BenchPoint) -> str:
+    """Why a judged rate may have been offered short ("" when perf_analyzer kept the schedule)."""
+    if not point.sent_late_pct:
+        return ""
+    return (f"perf_analyzer sent {point.sent_late_pct:.3g} % of the requests late (its host was busy, or "
+            "every thread it had waited on the server)")
 
 
 def describe_load(mode: str, load: float) -> str:

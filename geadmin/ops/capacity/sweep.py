@@ -39,9 +39,10 @@ from geadmin.ops.bench.params import (
     JUDGED_STABILITY_PERCENTAGE,
     MAX_REQUEST_RATE,
     BenchSettings,
+    judged_sender_threads,
     judged_window_ms,
 )
-from geadmin.ops.bench.results import REQUEST_RATE
+from geadmin.ops.bench.results import REQUEST_RATE, describe_sent_late
 from geadmin.ops.capacity import saved
 from geadmin.ops.tune import trials as tune_trials
 from geadmin.ops.tune.search import measuring_alone
@@ -87,20 +88,21 @@ class _Sweep:
             run = run_perf_analyzer(BenchSettings(
                 self.name, self.client.url, mode=REQUEST_RATE, loads=(min(rate, MAX_REQUEST_RATE),),
                 measurement_interval_ms=judged_window_ms(rate, self.window_ms),
-                stability_percentage=JUDGED_STABILITY_PERCENTAGE, max_trials=5),
+                stability_percentage=JUDGED_STABILITY_PERCENTAGE, max_trials=5,
+                max_threads=judged_sender_threads(rate, self.p99_ms)),
                 binary=self.binary, auth=self.auth, admin_key=self.admin_key, cancel=self.cancel)
             after = self.client.model_statistics(self.name)[0]
-        except UnstableMeasurementError:
-            return self._keep(SweepStep(rate, None, None, None, False, "no stable measurement: its "
-                                        "throughput swung by more than half between windows"))
+        except UnstableMeasurementError as exc:  # no window with traffic at this rate
+            return self._keep(SweepStep(rate, None, None, None, False, str(exc).splitlines()[0]))
         point = run.points[0]
         failed = after.inference_stats.fail.count - before.inference_stats.fail.count
         done = after.inference_stats.success.count - before.inference_stats.success.count + failed
         errors = failed / done if done else 0.0
+        late = describe_sent_late(point)
+        short = f"{point.throughput_per_s:.3g}/s does not keep up" + (f" — {late}" if late else "")
         why = "; ".join(x for x in (
             f"p99 {point.p99_ms:.1f} ms over {self.p99_ms:g} ms" if point.p99_ms > self.p99_ms else "",
-            f"{point.throughput_per_s:.3g}/s does not keep up"
-            if point.throughput_per_s < KEEP_UP * rate else "",
+            short if point.throughput_per_s < KEEP_UP * rate else "",
             f"{errors:.2%} of requests failed" if errors > self.budget else "") if x)
         return self._keep(SweepStep(rate, point.throughput_per_s, point.p99_ms, errors, not why, why))
 

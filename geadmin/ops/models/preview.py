@@ -56,8 +56,14 @@ from geadmin.errors import (
 )
 from geadmin.ops.bench.intervals import replay_rate_rps, scaled_intervals, write_request_intervals
 from geadmin.ops.bench.load_test import bench_input, run_perf_analyzer
-from geadmin.ops.bench.params import JUDGED_STABILITY_PERCENTAGE, BenchSettings, judged_window_ms, server_lock
-from geadmin.ops.bench.results import REQUEST_RATE
+from geadmin.ops.bench.params import (
+    JUDGED_STABILITY_PERCENTAGE,
+    BenchSettings,
+    judged_sender_threads,
+    judged_window_ms,
+    server_lock,
+)
+from geadmin.ops.bench.results import REQUEST_RATE, describe_sent_late
 from geadmin.ops.models.change_plan import ChangePlan, plan_change
 from geadmin.ops.models.preview_report import ImpactPreview, PreviewSide
 from geadmin.ops.tune import trials as tune_trials
@@ -286,7 +292,8 @@ class _Preview:
                 bench = BenchSettings(name, self.client.url, mode=REQUEST_RATE, loads=(self.rate,),
                                       request_intervals=intervals,
                                       measurement_interval_ms=self.measured_window_ms(),
-                                      stability_percentage=JUDGED_STABILITY_PERCENTAGE, max_trials=MAX_TRIALS)
+                                      stability_percentage=JUDGED_STABILITY_PERCENTAGE, max_trials=MAX_TRIALS,
+                                      max_threads=judged_sender_threads(self.rate, self.objective_p99_ms()))
                 run = run_perf_analyzer(bench, input_data=data, batch_size=batch, binary=self.binary,
                                         auth=self.auth, admin_key=self.admin_key, cancel=self.cancel)
             after = self.client.model_statistics(name)[0]
@@ -302,4 +309,8 @@ class _Preview:
         success = after.inference_stats.success.count - before.inference_stats.success.count
         failed = after.inference_stats.fail.count - before.inference_stats.fail.count
         return PreviewSide(name, True, point.throughput_per_s, point.p50_ms, point.p99_ms, int(success),
-                           int(failed), memory_bytes, memory_source)
+                           int(failed), memory_bytes, memory_source, sent_late=describe_sent_late(point))
+
+    def objective_p99_ms(self) -> float | None:
+        objective = objectives(home=self.home).get(self.model)
+        return objective.p99_ms if objective else None

@@ -51,6 +51,7 @@ class PreviewSide:
     memory_bytes: int | None = None  # what it holds (Triton's memory_usage or NPU HBM), None: not known
     memory_source: str = ""
     error: str = ""  # why it was not measured
+    sent_late: str = ""  # perf_analyzer's own lateness at the replayed rate (results.describe_sent_late)
 
     @property
     def failed_fraction(self) -> float | None:
@@ -61,7 +62,7 @@ class PreviewSide:
         return {"name": self.name, "ok": self.ok, "throughput_per_s": self.throughput_per_s,
                 "p50_ms": self.p50_ms, "p99_ms": self.p99_ms, "requests": self.requests,
                 "failed": self.failed, "memory_bytes": self.memory_bytes,
-                "memory_source": self.memory_source, "error": self.error}
+                "memory_source": self.memory_source, "error": self.error, "sent_late": self.sent_late}
 
 
 @dataclass(frozen=True)
@@ -202,7 +203,8 @@ def _side_text(side: PreviewSide) -> str:
     if not side.ok:
         return f"not measured ({side.error})"
     return (f"p99 {side.p99_ms:.1f} ms, p50 {side.p50_ms:.1f} ms, {side.throughput_per_s:.1f} inferences/s, "
-            f"{side.failed} of {side.requests + side.failed} requests failed")
+            f"{side.failed} of {side.requests + side.failed} requests failed"
+            + (f"; {side.sent_late}" if side.sent_late else ""))
 
 
 def _percent(ratio: float) -> str:

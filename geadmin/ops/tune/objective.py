@@ -150,7 +150,8 @@ def shortfall(trial: Trial, objective: Objective, rate_rps: float) -> str:
         limits.append(f"{trial.failed} of {trial.requests} requests failed ({trial.failed_fraction:.2%}), "
                       f"over the error budget of {budget:.2%}")
     if trial.throughput < KEEP_UP * rate_rps:
-        limits.append(f"it served {trial.throughput:.3g} of the {rate_rps:.3g} req/s offered")
+        late = f" — {trial.sent_late}" if trial.sent_late else ""
+        limits.append(f"it served {trial.throughput:.3g} of the {rate_rps:.3g} req/s offered{late}")
     return "; ".join(limits)
 
 

@@ -54,6 +54,7 @@ class Trial:
     requests: int = 0  # requests Triton counted for the trial while it was measured
     failed: int = 0  # ... of which failed
     memory_bytes: int | None = None  # NPU memory it would hold (measured per instance x instances)
+    sent_late: str = ""  # perf_analyzer's own lateness at the rate (results.describe_sent_late)
 
     @property
     def failed_fraction(self) -> float:
@@ -71,7 +72,7 @@ class Trial:
                 "p50_ms": self.p50_ms, "p99_ms": self.p99_ms, "avg_batch": self.avg_batch,
                 "exec_ms": self.exec_ms, "error": self.error, "costs": [list(c) for c in self.costs],
                 "rate_rps": self.rate_rps, "requests": self.requests, "failed": self.failed,
-                "memory_bytes": self.memory_bytes}
+                "memory_bytes": self.memory_bytes, "sent_late": self.sent_late}
 
 
 @dataclass(frozen=True)

@@ -38,8 +38,13 @@ from geadmin.access.guard import Authorization, require
 from geadmin.access.roles import GuardedAction
 from geadmin.errors import BenchBusyError, GeAdminError, TuneBusyError, UnstableMeasurementError
 from geadmin.ops.bench.load_test import run_perf_analyzer
-from geadmin.ops.bench.params import JUDGED_STABILITY_PERCENTAGE, BenchSettings, server_lock
-from geadmin.ops.bench.results import CONCURRENCY, REQUEST_RATE
+from geadmin.ops.bench.params import (
+    JUDGED_STABILITY_PERCENTAGE,
+    BenchSettings,
+    judged_sender_threads,
+    server_lock,
+)
+from geadmin.ops.bench.results import CONCURRENCY, REQUEST_RATE, describe_sent_late
 from geadmin.ops.tune import trials as tune_trials
 from geadmin.ops.tune.memory import MemoryGuard
 from geadmin.ops.tune.outcome import Trial, TuneResult, TuneSettings
@@ -137,11 +142,13 @@ class TrialRunner:
         # At a rate the trial is judged by the objective (shortfall), not by perf_analyzer's
         # stability; the throughput search's own judge is that stability.
         stability = JUDGED_STABILITY_PERCENTAGE if rate_rps else THROUGHPUT_STABILITY_PERCENTAGE
+        threads = judged_sender_threads(rate_rps, self.tune.max_p99_ms) if rate_rps else None
         try:
             before = self.client.model_statistics(name)[0]
             run = run_perf_analyzer(BenchSettings(
                 name, self.client.url, mode=mode, loads=(load,), request_intervals=intervals,
-                measurement_interval_ms=window, stability_percentage=stability, max_trials=8),
+                measurement_interval_ms=window, stability_percentage=stability, max_trials=8,
+                max_threads=threads),
                 binary=self.binary, auth=self.auth, admin_key=self.admin_key, cancel=self.cancel)
             after = self.client.model_statistics(name)[0]
         except UnstableMeasurementError:
@@ -158,7 +165,8 @@ class TrialRunner:
                                 sum(b * n for b, n, _ in costs) / executions if executions else None,
                                 sum(n * ms for _, n, ms in costs) / executions if executions else None,
                                 costs=costs, rate_rps=rate_rps, requests=int(failed + succeeded),
-                                failed=int(failed), memory_bytes=self.memory.bytes_for(candidate)))
+                                failed=int(failed), memory_bytes=self.memory.bytes_for(candidate),
+                                sent_late=describe_sent_late(point)))
 
     def _keep(self, trial: Trial) -> Trial:
         self.trials.append(trial)
