@@ -7,7 +7,8 @@ import math
 
 import pytest
 
-from geadmin.telemetry.history.prometheus import Grid, parse_duration, series_on_grid
+from geadmin.telemetry.history.prometheus import parse_duration
+from geadmin.telemetry.history.promql import Grid, series_on_grid
 
 
 def test_a_run_of_empty_steps_is_one_gap_and_leading_or_trailing_ones_are_none() -> None:

@@ -23,14 +23,12 @@ from urllib.parse import urlsplit
 from geadmin.errors import PrometheusError
 from geadmin.telemetry.bottleneck import Bottleneck, assess, with_traffic
 from geadmin.telemetry.derive import ModelWindow, Quantiles
-from geadmin.telemetry.history.prometheus import (
+from geadmin.telemetry.history.prometheus import PrometheusHistory, ScrapeTarget, fleet_job
+from geadmin.telemetry.history.promql import (
     MODEL_QUERIES,
     NPU_PRESENCE,
     VALUE_LABEL,
-    PrometheusHistory,
-    ScrapeTarget,
     escape,
-    fleet_job,
     series_on_grid,
     tagged,
 )
@@ -81,7 +79,7 @@ def server_series(history: PrometheusHistory, source: str, model: str, since: da
     names = {t.instance: server_name(t) for t in history.targets() if t.job == job}
     grid = history.grid(since, until, fleet.interval_s)
     by_key: dict[tuple[str, str], dict[str, dict[float, float]]] = {}
-    for labels, points in history.range_query(tagged(PER_SERVER_QUERIES, fleet, grid), grid):
+    for labels, points in history.range_query(tagged(PER_SERVER_QUERIES, fleet.selector, grid), grid):
         key = (labels.get("instance", ""), labels.get("version", ""))
         by_key.setdefault(key, {})[labels[VALUE_LABEL]] = points
     versions = {version for _, version in by_key}
