@@ -2,6 +2,7 @@
 
 - health.py        server snapshots and the models sorted for an on-call operator
 - verdict.py       one verdict per server, OK / DEGRADED / DOWN, with the rules that put it there
+- stuck.py         models stuck LOADING / UNLOADING, and since when (Triton's log)
 - explain.py       why a load failed: the real reason, not "failed to poll from model repository"
 - failure_text.py  a failure split for a tired reader: cause, fix, what still serves
 - advice.py        which finding leads, and the fix that goes with it

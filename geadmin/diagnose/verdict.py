@@ -8,7 +8,7 @@
 - DEGRADED: Triton serves, but a model failed to load; a model lost READY without an
   operator's unload (not READY, and the audit log's latest action on it is no operator
   unload: an ensemble dropped when a member changed, a model unloaded behind geadmin's
-  back); a model is stuck LOADING / UNLOADING; a model serves a config that differs from
+  back); a model is stuck LOADING / UNLOADING (`diagnose.stuck`); a model serves a config that differs from
   its file on disk (`diagnose.drift`); a config apply was cut short and nobody has applied
   or rolled back that model since, or a fleet rollout that touched this server was cut short
   (or failed leaving servers changed) and nobody restored or resumed it
@@ -28,24 +28,22 @@
 from __future__ import annotations
 
 import enum
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from pathlib import Path
 
 from geadmin.diagnose import fault_rule, interrupted, own_work
 from geadmin.diagnose.drift import Drift, find_drift
 from geadmin.diagnose.health import ServerSnapshot, Triage, is_idle, triage
 from geadmin.diagnose.npu_ge_instances import BrokenInstances, read_broken
+from geadmin.diagnose.stuck import STUCK_AFTER_S, stuck_models
 from geadmin.diagnose.unloads import DROPPED_MARK, with_dropped
 from geadmin.domain import ModelEntry, ModelState, format_duration
 from geadmin.telemetry.history import watch
 from geadmin.telemetry.history.watch import ProbeRecord
 from geadmin.triton.client import TritonClient
 from geadmin.triton.logs import LogSource
-
-STUCK_AFTER_S = 300.0  # LOADING / UNLOADING longer than this is stuck (geadmin up's load timeout)
 
 
 class Level(str, enum.Enum):
@@ -293,45 +291,6 @@ def model_reasons(found: Triage, stuck: Mapping[str, float], expected: Sequence[
 def one_line(text: str) -> str:
     """A reason as one line (a Python traceback's "At: ..." stays in the model's own row)."""
     return text.strip().split("\n")[0].strip()
-
-
-# -- a model stuck LOADING / UNLOADING ----------------------------------------------------
-_GLOG_TIME = re.compile(r"^[IWEV](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)")
-_ISO_TIME = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)")
-
-
-def logged_at(raw: str, now: datetime) -> datetime | None:
-    """When Triton wrote a line (its clock is UTC; the default format has no year)."""
-    if iso := _ISO_TIME.match(raw):
-        return datetime.fromisoformat(iso[1]).replace(tzinfo=timezone.utc)
-    glog = _GLOG_TIME.match(raw)
-    if not glog:
-        return None
-    month, day, hour, minute, second = (int(part) for part in glog.groups())
-    try:
-        at = datetime(now.year, month, day, hour, minute, second, tzinfo=timezone.utc)
-    except ValueError:
-        return None
-    return at.replace(year=now.year - 1) if at > now + timedelta(days=1) else at
-
-
-def moving_for(found: Triage, log: LogSource | None, now: datetime) -> dict[str, float]:
-    """Seconds each LOADING / UNLOADING model has been so, from its latest line in the log
-    (None known without a log: a one-shot check cannot tell stuck from slow)."""
-    if log is None or not found.changing:
-        return {}
-    lines = log.last_lines([m.name for m in found.changing])
-    moving = {}
-    for name, raw in lines.items():
-        at = logged_at(raw, now)
-        if at is not None:
-            moving[name] = (now - at).total_seconds()
-    return moving
-
-
-def stuck_models(found: Triage, log: LogSource | None, now: datetime,
-                 stuck_after_s: float = STUCK_AFTER_S) -> dict[str, float]:
-    return {name: s for name, s in moving_for(found, log, now).items() if s >= stuck_after_s}
 
 
 # -- the one entry point -------------------------------------------------------------------

@@ -14,6 +14,7 @@ import pytest
 from geadmin import audit
 from geadmin.diagnose.drift import Drift
 from geadmin.diagnose.health import ServerSnapshot, Triage, triage
+from geadmin.diagnose.stuck import logged_at
 from geadmin.diagnose.verdict import (
     DROPPED_MARK,
     EvidenceSources,
@@ -21,7 +22,6 @@ from geadmin.diagnose.verdict import (
     VerdictRule,
     assess,
     judge,
-    logged_at,
     with_dropped,
 )
 from geadmin.domain import ModelEntry, ModelState, Ports, ServerInfo, format_duration
