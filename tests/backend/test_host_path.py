@@ -80,20 +80,30 @@ def overflows(server: NpuServer, model: str) -> float:
 
 # -- the double's cost model, as Triton's statistics see it ---------------------------
 def test_execution_time_is_the_fixed_plus_per_row_cost(npu_shared: SharedNpuServer) -> None:
+    """Each execution's compute time is read alone (Triton's statistics before and after it) and
+    the fastest of five counts: a stall of a busy host only adds to one, so the minimum is the
+    cost model's, where a mean over three once put 64 ms on a 23 ms execution."""
     fixed_us, per_row_us = 20_000, 3_000
     for name in ("cost_1row", "cost_8rows"):
         affine_model(npu_shared.repo, name, batching="",
                      extra=[f"delay_us {fixed_us}", f"delay_per_row_us {per_row_us}"])
     server = npu_shared.load_all()
-    for _ in range(3):
-        np.testing.assert_array_equal(try_infer(server, "cost_1row", rows_of(1)), 2 * rows_of(1) + 1)
-        np.testing.assert_array_equal(try_infer(server, "cost_8rows", rows_of(2, 8)), 2 * rows_of(2, 8) + 1)
 
-    def infer_us(model: str) -> float:
+    def compute_infer(model: str) -> tuple[float, int]:
         infer_stats = model_stats(server.url, model)["inference_stats"]["compute_infer"]
-        return float(infer_stats["ns"]) / infer_stats["count"] / 1000
+        return float(infer_stats["ns"]), int(infer_stats["count"])
 
-    one, eight = infer_us("cost_1row"), infer_us("cost_8rows")  # gears 1 and 8 ran
+    def fastest_us(model: str, x: np.ndarray) -> float:
+        times = []
+        for _ in range(5):
+            ns_before, count_before = compute_infer(model)
+            np.testing.assert_array_equal(try_infer(server, model, x), 2 * x + 1)
+            ns_after, count_after = compute_infer(model)
+            assert count_after == count_before + 1
+            times.append((ns_after - ns_before) / 1000)
+        return min(times)
+
+    one, eight = fastest_us("cost_1row", rows_of(1)), fastest_us("cost_8rows", rows_of(2, 8))  # gears 1, 8
     assert one >= fixed_us + per_row_us, one
     assert eight >= fixed_us + 8 * per_row_us, eight
     assert eight - one >= 0.7 * 7 * per_row_us, (one, eight)  # the per-row part is there

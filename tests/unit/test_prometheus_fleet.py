@@ -6,8 +6,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 from geadmin.telemetry.history.prometheus import ScrapeTarget, fleet_job, fleet_overviews, fleet_target
-from geadmin.telemetry.history.promql import MODEL_QUERIES
 from geadmin.telemetry.history.prometheus_fleet import PER_SERVER_QUERIES, minute_window, node_of, server_name
+from geadmin.telemetry.history.promql import MODEL_QUERIES
 from geadmin.telemetry.history.store import MODEL_VALUES, Series
 
 AT = datetime(2026, 12, 5, tzinfo=timezone.utc)
