@@ -164,7 +164,8 @@ class CapacityReport:
 
 
 def recorded_source(load: RecordedLoad) -> str:
-    return f"{RECORDED}, {load.window_text()}, {load.source}"
+    coverage = load.coverage_text()
+    return f"{RECORDED}, {load.window_text()}" + (f" ({coverage})" if coverage else "") + f", {load.source}"
 
 
 def assess(model: str, objective: Objective | None, load: RecordedLoad | None, saturation: Saturation | None,

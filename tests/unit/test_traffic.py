@@ -128,3 +128,15 @@ def test_the_batch_mix_comes_only_from_triton_statistics_and_says_so() -> None:
     assert "batch-size mix 1: 75%, 4: 25% (Triton's statistics on http://127.0.0.1:8000, since the model " \
            "loaded)" in mixed.describe()
     assert with_live_batch_mix(load, {}, "x") is load
+
+
+def test_a_mean_over_part_of_the_window_names_the_time_it_was_recorded_over(tmp_path: Path) -> None:
+    """The sampler ran 20 s of an hour: the mean is over those 20 s, and the words say so."""
+    record(tmp_path, [triton_page(T0 + 10 * i, {("m", "1"): 100 * i}) for i in range(3)])
+    history = WorkspaceHistory(tmp_path)
+    hour = recorded_load("m", history=history, source=SOURCE, since=at(T0 - 3580), until=at(T0 + 20))
+    assert hour.mean_rate_rps == pytest.approx(10.0) and hour.recorded_s == pytest.approx(20.0)
+    assert "mean 10 req/s, peak 10 req/s over 2023-11-14 21:13–22:13 UTC (60 min) in " in hour.describe()
+    assert "(the 20 s recorded of it), 2 points" in hour.describe()
+    covered = recorded_load("m", history=history, source=SOURCE, since=at(T0), until=at(T0 + 21))
+    assert covered.coverage_text() == "" and "recorded of it" not in covered.describe()

@@ -1,8 +1,5 @@
 """The load a model really gets, from recorded history (workspace SQLite or Prometheus).
 
-CONTRACT (lead, start of round): the type below is fixed; helper `tune-objective` implements
-`recorded_load`; `capacity` and `preview` use it.
-
 `recorded_load(model, history=..., source=..., since=..., until=...)` reads the model's series
 through the HistoryReader protocol (geadmin.telemetry.history.reader), so the sampler's rows in
 geadmin.db and a Prometheus server give the same figures:
@@ -10,7 +7,9 @@ geadmin.db and a Prometheus server give the same figures:
 - the request rate of a point is `requests_per_s` (successes + failures), summed over the
   model's versions at the same instant; a gap point (None) carries no weight;
 - the mean rate is the window-weighted mean of those points (each weighted by the span it
-  covers), so a long window counts for what it covered, not once;
+  covers), so a long window counts for what it covered, not once; where the points cover
+  less than MOSTLY_COVERED of the window (the sampler ran for part of it), the words say how
+  much was recorded, as the mean is over that;
 - the peak is the highest one point's rate: one sample interval (the sampler's interval, or
   Prometheus's step), never a single request burst inside it;
 - the mean batch size is the recorded inferences divided by the recorded executions.
@@ -31,6 +30,8 @@ from typing import Any
 from geadmin.errors import NoRecordedLoadError
 from geadmin.telemetry.history.reader import HistoryReader
 from geadmin.telemetry.history.store import Series
+
+MOSTLY_COVERED = 0.9  # of the window: below this, a mean names the time it was recorded over
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,18 @@ class RecordedLoad:
     def window_s(self) -> float:
         return max(0.0, (self.until - self.since).total_seconds())
 
+    @property
+    def recorded_s(self) -> float:
+        """How much of the window the rate points cover: the mean is over this, not the window."""
+        return sum(p.span_s for p in self.points)
+
+    def coverage_text(self) -> str:
+        """"" when the points cover most of the window, else "the 50 min recorded of it"."""
+        recorded = self.recorded_s
+        if not self.points or recorded >= MOSTLY_COVERED * self.window_s:
+            return ""
+        return f"the {_duration(recorded)} recorded of it"
+
     def window_text(self) -> str:
         """"2026-12-06 10:00–11:00 UTC (60 min)"."""
         start, end = self.since.astimezone(timezone.utc), self.until.astimezone(timezone.utc)
@@ -86,8 +99,10 @@ class RecordedLoad:
         if not self.has_traffic:
             return f"{self.model}: no requests recorded over {where}"
         assert self.mean_rate_rps is not None and self.peak_rate_rps is not None
+        coverage = self.coverage_text()
+        covered = f" ({coverage})" if coverage else ""
         return (f"{self.model}: mean {self.mean_rate_rps:.3g} req/s, peak {self.peak_rate_rps:.3g} req/s "
-                f"over {where}, {self.samples} points; {self.batch_text()}")
+                f"over {where}{covered}, {self.samples} points; {self.batch_text()}")
 
     def require_traffic(self) -> RecordedLoad:
         """This load, or NoRecordedLoadError naming how to get one."""
