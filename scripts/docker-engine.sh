@@ -10,7 +10,10 @@
 #   3. local/debian:bookworm - a debootstrap minbase root imported as an image;
 #   4. local/debian-test:bookworm - FROM 3. plus this host's CA bundle and PIP_CERT, because
 #      PyPI's TLS is re-signed on this network. For tests only: the product Dockerfile takes
-#      its base image as a build arg and never trusts anything but its own bundle.
+#      its base image as a build arg and never trusts anything but its own bundle;
+#   5. the build cache no build used for GEADMIN_DOCKER_CACHE_HOURS (default 3) is pruned, and
+#      dangling images with it: vfs keeps each layer as a full copy of the tree, and every
+#      clone's sources make new layers, so the cache of earlier runs filled this disk (60 GB).
 #
 # Environment: GEADMIN_DOCKER_DATA_ROOT, GEADMIN_DOCKERD_LOG, GEADMIN_DEBIAN_MIRROR,
 # GEADMIN_BASE_IMAGE, GEADMIN_TEST_BASE_IMAGE, GEADMIN_DOCKER_WAIT (seconds).
@@ -21,6 +24,7 @@ dockerd_log=${GEADMIN_DOCKERD_LOG:-/var/log/geadmin-dockerd.log}
 base_image=${GEADMIN_BASE_IMAGE:-local/debian:bookworm}
 test_base_image=${GEADMIN_TEST_BASE_IMAGE:-local/debian-test:bookworm}
 wait_seconds=${GEADMIN_DOCKER_WAIT:-60}
+cache_hours=${GEADMIN_DOCKER_CACHE_HOURS:-3}
 host_ca_bundle=/etc/ssl/certs/ca-certificates.crt
 packages=(docker.io docker-compose debootstrap)
 
@@ -152,5 +156,12 @@ EOF
   fi
   rm -rf "$context"
   trap - EXIT
+fi
+# 5. disk --------------------------------------------------------------------------------
+if docker builder prune -f --filter "until=${cache_hours}h" >/dev/null 2>&1 \
+  && docker image prune -f >/dev/null 2>&1; then
+  step "build cache unused for ${cache_hours} h and dangling images pruned"
+else
+  step "could not prune the build cache (docker builder prune failed): the disk may fill"
 fi
 step "ready: $base_image, $test_base_image"

@@ -49,6 +49,7 @@ from geadmin.ops.bench.results import (
     describe_load,
     list_runs,
     load_run,
+    sent_late_note,
 )
 from geadmin.ops.infer.inputs import RANDOM, InputSource
 from geadmin.ops.infer.spec import read_local_file
@@ -91,6 +92,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                              "1000000: no gate, the first 3 windows count)")
     parser.add_argument("--max-trials", type=int, default=10, metavar="N",
                         help="windows per point before perf_analyzer gives up on stability (default 10)")
+    parser.add_argument("--max-threads", type=int, default=None, metavar="N",
+                        help="request rate: perf_analyzer's sending threads, the requests it keeps in flight "
+                             "(default its own, 4: a rate times the model's latency above that is sent late)")
     parser.add_argument("--run-timeout", type=positive_seconds, default=None, metavar="S",
                         help="stop perf_analyzer after S seconds (default: enough for every trial)")
     parser.add_argument("--perf-analyzer", default=None, metavar="PATH",
@@ -134,7 +138,7 @@ def _bench(args: argparse.Namespace, home: Path | None) -> int:
         measurement_mode=args.measurement_mode, measurement_request_count=args.measurement_request_count,
         max_trials=args.max_trials, stability_percentage=args.stability_percentage,
         batch_size=args.batch_size, seed=args.seed, timeout_s=args.run_timeout,
-        shared_memory=args.shared_memory,
+        shared_memory=args.shared_memory, max_threads=args.max_threads,
         inputs={name: text for name, text in _source_texts(args.input or ())})
     with client_for(target, args) as client:
         result = load_test(client, settings, sources, default=default, progress=_progress,
@@ -185,7 +189,9 @@ def render_run(run: BenchRun) -> str:
              f"{p.compute_ms:.2f}") for p in run.points]
     kind = "concurrency" if run.mode == CONCURRENCY else "requests/s"
     saved = f"saved as run #{run.id}" if run.id is not None else "not saved"
-    return f"{run.title()} — {kind}, {run.server}\n{format_table([POINT_HEADER, *rows], right=True)}\n{saved}"
+    note = f"\nnote: {late}" if (late := sent_late_note(run)) else ""
+    table = format_table([POINT_HEADER, *rows], right=True)
+    return f"{run.title()} — {kind}, {run.server}\n{table}\n{saved}{note}"
 
 
 def _list(args: argparse.Namespace, home: Path | None) -> int:

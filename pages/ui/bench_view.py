@@ -13,7 +13,7 @@ import streamlit as st
 
 from geadmin.errors import GeAdminError
 from geadmin.ops.bench.compare import Pair, chosen_pair, partners
-from geadmin.ops.bench.results import CONCURRENCY, BenchRun, compare, describe_load
+from geadmin.ops.bench.results import CONCURRENCY, BenchRun, compare, describe_load, sent_late_note
 from pages.ui import keys
 from pages.ui.charts import style
 
@@ -57,6 +57,9 @@ def breakdown_chart(run: BenchRun) -> go.Figure:
 
 def show_run(run: BenchRun) -> None:
     st.subheader(f"Run {run.title()}")
+    late = sent_late_note(run)
+    if late:
+        st.warning(late)
     left, right = st.columns(2)
     left.plotly_chart(throughput_chart([run]), key=f"{keys.LOAD_TEST_CHART_PREFIX}throughput.{run.id}")
     right.plotly_chart(latency_chart([run]), key=f"{keys.LOAD_TEST_CHART_PREFIX}latency.{run.id}")

@@ -1,7 +1,8 @@
 """The Load test page through AppTest: a small real load test (perf_analyzer against the
 session's tritonserver) charted and saved; one cancelled mid-run (perf_analyzer gone, nothing
 saved); one sending exactly the Playground's last request; saved runs compared side by side,
-also while Triton is down; loads that are not numbers refused before anything runs."""
+also while Triton is down; a run perf_analyzer sent late shown with that warning; loads that
+are not numbers refused before anything runs."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from geadmin.ops.bench.results import CONCURRENCY, BenchRun, list_runs, parse_cs
 from geadmin.stack.processes import free_port
 from geadmin.stack.tritonserver import TritonProcess
 from pages.load_test import PLAYGROUND
+from pages.ui.keys import LOAD_TEST_LAST as LAST
 from pages.ui.keys import LOAD_TEST_RUNNING as RUNNING
 from tests.support.apptest import APP, isolate, run
 from tests.support.processes import descendants, wait_for
@@ -204,6 +206,24 @@ def test_two_saved_runs_are_compared_side_by_side_while_triton_is_down(
     assert len(at.get("plotly_chart")) == 2  # throughput and latency, both runs on each
     ratios = at.dataframe[1].value
     assert list(ratios["throughput A/B"].round(2)) == [3.6, 3.6]
+
+
+def test_a_run_perf_analyzer_sent_late_is_shown_with_that_warning(home: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GEADMIN_TRITON_URL", f"http://127.0.0.1:{free_port()}")
+    on_time = saved(home, "on time", 1.0)
+    _, points = parse_csv(CSV.read_text())
+    late = save_run(BenchRun("digits_classifier", "http://127.0.0.1:8000", CONCURRENCY,
+                             (points[0], replace(points[1], sent_late_pct=31.0)), datetime.now(timezone.utc),
+                             "ann", "late"), home)
+    at = load_test_page()
+    at.session_state[LAST] = on_time.id
+    run(at)
+    assert not [w for w in at.warning if "sent requests late" in w.value]
+    at.session_state[LAST] = late.id
+    run(at)
+    [warning] = [w.value for w in at.warning if "sent requests late" in w.value]
+    assert warning.startswith("perf_analyzer sent requests late (31 % at concurrency 2): the rate offered")
 
 
 def test_loads_that_are_not_numbers_are_refused_and_nothing_runs(triton_server: TritonProcess, home: Path,

@@ -16,6 +16,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -512,7 +513,19 @@ def test_a_saved_run_is_listed_and_loaded_back_the_same(tmp_path: Path) -> None:
     assert load_run(first.id, tmp_path) == first
     assert listed[0].settings == SETTINGS.record()
     assert list_runs(tmp_path, model="other") == []
-    assert "saved as run #" in render_run(second)
+    assert "saved as run #" in render_run(second) and "note:" not in render_run(second)
+
+
+def test_a_run_sent_late_says_where_and_is_kept_so(tmp_path: Path) -> None:
+    late = replace(point(6000, 2842, 3.8), sent_late_pct=99.97)
+    run = save_run(replace(a_run("rate", (point(100, 99.9, 1.6), late)), mode=REQUEST_RATE), tmp_path)
+    assert run.id is not None
+    assert load_run(run.id, tmp_path).points[1].sent_late_pct == pytest.approx(99.97)
+    text = render_run(run)
+    assert text.endswith("note: perf_analyzer sent requests late (100 % at 6000 requests/s): the rate "
+                         "offered was short of the rate asked — its host was busy, or every thread it had "
+                         "waited on the server (give it more with --max-threads, or run it from a quieter "
+                         "host)")
 
 
 def test_compare_gives_throughput_and_p99_ratios_per_load_both_measured(tmp_path: Path) -> None:

@@ -136,6 +136,17 @@ def describe_sent_late(point: BenchPoint) -> str:
             "every thread it had waited on the server)")
 
 
+def sent_late_note(run: BenchRun) -> str:
+    """One line naming each load where perf_analyzer sent requests late ("" when none)."""
+    late = [p for p in run.points if p.sent_late_pct]
+    if not late:
+        return ""
+    where = ", ".join(f"{p.sent_late_pct:.3g} % at {describe_load(run.mode, p.load)}" for p in late)
+    return (f"perf_analyzer sent requests late ({where}): the rate offered was short of the rate asked — "
+            "its host was busy, or every thread it had waited on the server (give it more with "
+            "--max-threads, or run it from a quieter host)")
+
+
 def describe_load(mode: str, load: float) -> str:
     value = f"{load:g}"
     return f"concurrency {value}" if mode == CONCURRENCY else f"{value} requests/s"
