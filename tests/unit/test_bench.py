@@ -25,6 +25,7 @@ import pytest
 
 from geadmin import db
 from geadmin.cli.bench import parse_sources, render_comparison, render_run
+from geadmin.diagnose.capacity import SweepStep
 from geadmin.errors import (
     BenchCancelledError,
     BenchSettingsError,
@@ -577,6 +578,29 @@ def test_a_judged_window_holds_enough_requests_and_stays_bounded() -> None:
     assert judged_window_ms(0.0, 1000) == MAX_WINDOW_MS
 
 
+def sweep_step(monkeypatch: pytest.MonkeyPatch, measured_point: object, rate_rps: float = 10.0,
+               p99_objective_ms: float = 50.0) -> tuple[SweepStep, list[BenchSettings]]:
+    """One capacity-sweep step whose perf_analyzer run measures `measured_point`; the step and
+    the settings perf_analyzer was asked for."""
+    from types import SimpleNamespace
+
+    from geadmin.ops.capacity import sweep
+
+    asked: list[BenchSettings] = []
+
+    def measured(settings: BenchSettings, **_: object) -> object:
+        asked.append(settings)
+        return SimpleNamespace(points=[measured_point])
+
+    stats = SimpleNamespace(inference_stats=SimpleNamespace(fail=SimpleNamespace(count=0),
+                                                            success=SimpleNamespace(count=0)))
+    client = SimpleNamespace(url="http://127.0.0.1:1", model_statistics=lambda name: [stats])
+    monkeypatch.setattr(sweep, "run_perf_analyzer", measured)
+    step = sweep._Sweep(client, "m", p99_objective_ms, 0.0, 1000, admin_auth(), None, None,  # type: ignore[arg-type]
+                        None, lambda text: None).step(rate_rps)
+    return step, asked
+
+
 def test_a_sweep_step_is_judged_by_the_objective_not_by_perf_analyzers_stability(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A step at 10 req/s asks perf_analyzer for a 2-s window and no stability gate of its own:
@@ -584,20 +608,9 @@ def test_a_sweep_step_is_judged_by_the_objective_not_by_perf_analyzers_stability
     from types import SimpleNamespace
 
     from geadmin.ops.bench.params import JUDGED_STABILITY_PERCENTAGE, NO_STABILITY_GATE
-    from geadmin.ops.capacity import sweep
 
-    asked: list[BenchSettings] = []
-
-    def measured(settings: BenchSettings, **_: object) -> object:
-        asked.append(settings)
-        return SimpleNamespace(points=[SimpleNamespace(p99_ms=5.0, throughput_per_s=10.0, sent_late_pct=0.0)])
-
-    stats = SimpleNamespace(inference_stats=SimpleNamespace(fail=SimpleNamespace(count=0),
-                                                            success=SimpleNamespace(count=0)))
-    client = SimpleNamespace(url="http://127.0.0.1:1", model_statistics=lambda name: [stats])
-    monkeypatch.setattr(sweep, "run_perf_analyzer", measured)
-    step = sweep._Sweep(client, "m", 50.0, 0.0, 1000, admin_auth(), None, None, None,  # type: ignore[arg-type]
-                        lambda text: None).step(10.0)
+    held = SimpleNamespace(p99_ms=5.0, throughput_per_s=10.0, sent_late_pct=0.0)
+    step, asked = sweep_step(monkeypatch, held)
     assert step.ok, step.why
     [settings] = asked
     assert settings.stability_percentage == JUDGED_STABILITY_PERCENTAGE == NO_STABILITY_GATE
@@ -609,20 +622,10 @@ def test_a_sweep_step_served_short_names_perf_analyzer_s_own_lateness(
         monkeypatch: pytest.MonkeyPatch) -> None:
     from types import SimpleNamespace
 
-    from geadmin.ops.capacity import sweep
-
-    def measured(settings: BenchSettings, **_: object) -> object:
-        return SimpleNamespace(points=[SimpleNamespace(p99_ms=5.0, throughput_per_s=6.0, sent_late_pct=40.0)])
-
-    stats = SimpleNamespace(inference_stats=SimpleNamespace(fail=SimpleNamespace(count=0),
-                                                            success=SimpleNamespace(count=0)))
-    client = SimpleNamespace(url="http://127.0.0.1:1", model_statistics=lambda name: [stats])
-    monkeypatch.setattr(sweep, "run_perf_analyzer", measured)
-    step = sweep._Sweep(client, "m", 50.0, 0.0, 1000, admin_auth(), None, None, None,  # type: ignore[arg-type]
-                        lambda text: None).step(10.0)
+    step, _ = sweep_step(monkeypatch, SimpleNamespace(p99_ms=5.0, throughput_per_s=6.0, sent_late_pct=40.0))
     assert not step.ok
-    assert step.why == ("6/s does not keep up — perf_analyzer sent 40 % of the requests late (its host was "
-                        "busy, or every thread it had waited on the server)")
+    assert step.why == ("6/s does not keep up — perf_analyzer sent 40 % of the requests late (its host "
+                        "was busy, or every thread it had waited on the server)")
 
 
 def test_a_worker_s_own_error_leads_not_perf_analyzer_s_generic_line() -> None:
