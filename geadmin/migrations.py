@@ -236,4 +236,9 @@ MIGRATIONS: tuple[Migration, ...] = (
         )""",
         "CREATE INDEX arrival_captures_by_model ON arrival_captures (model, window_end)",
     )),
+    Migration("load tests cut short", (
+        # geadmin.ops.bench.results: a sweep perf_analyzer stopped before its last load keeps the
+        # points it measured and says why it stopped ('' for a whole run).
+        "ALTER TABLE perf_runs ADD COLUMN cut_short TEXT NOT NULL DEFAULT ''",
+    )),
 )

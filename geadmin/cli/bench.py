@@ -147,6 +147,9 @@ def _bench(args: argparse.Namespace, home: Path | None) -> int:
         print(json.dumps(result.record(), indent=2))
     else:
         print(render_run(result))
+    if result.cut_short:  # the points before it are printed and kept; the run did not finish
+        print(f"geadmin: error: cut short: {' '.join(result.cut_short.split())}", file=sys.stderr)
+        return ExitCode.FAILED
     return ExitCode.OK
 
 
@@ -190,6 +193,8 @@ def render_run(run: BenchRun) -> str:
     kind = "concurrency" if run.mode == CONCURRENCY else "requests/s"
     saved = f"saved as run #{run.id}" if run.id is not None else "not saved"
     note = f"\nnote: {late}" if (late := sent_late_note(run)) else ""
+    if run.cut_short:
+        note += f"\ncut short after {len(run.points)} point(s): {run.cut_short.splitlines()[0]}"
     table = format_table([POINT_HEADER, *rows], right=True)
     return f"{run.title()} — {kind}, {run.server}\n{table}\n{saved}{note}"
 
@@ -203,7 +208,7 @@ def _list(args: argparse.Namespace, home: Path | None) -> int:
         print("no saved load tests" + (f" of {args.model}" if args.model else ""))
         return ExitCode.OK
     rows = [(str(r.id), r.at.strftime("%Y-%m-%d %H:%M:%S"), r.model, r.label, r.mode,
-             ",".join(f"{p.load:g}" for p in r.points),
+             ",".join(f"{p.load:g}" for p in r.points) + (" (cut short)" if r.cut_short else ""),
              f"{max((p.throughput_per_s for p in r.points), default=0):.1f}", r.who) for r in runs]
     print(format_table([("id", "at (UTC)", "model", "label", "mode", "loads", "best infer/s", "who"), *rows],
                        right=True))

@@ -57,6 +57,9 @@ def breakdown_chart(run: BenchRun) -> go.Figure:
 
 def show_run(run: BenchRun) -> None:
     st.subheader(f"Run {run.title()}")
+    if run.cut_short:  # its error names the load it stopped at and the next step
+        st.error(f"Cut short after {len(run.points)} point(s), which are kept below: {run.cut_short}",
+                 icon=":material/error:")
     late = sent_late_note(run)
     if late:
         st.warning(late)
@@ -72,7 +75,8 @@ def saved_runs(runs: list[BenchRun]) -> None:
         st.info("No load test is saved in this workspace yet: run one above, or `geadmin bench MODEL`.")
         return
     rows = [{"id": r.id, "at (UTC)": r.at.strftime("%Y-%m-%d %H:%M:%S"), "model": r.model, "label": r.label,
-             "mode": r.mode, "loads": ", ".join(f"{p.load:g}" for p in r.points),
+             "mode": r.mode, "loads": ", ".join(f"{p.load:g}" for p in r.points)
+             + (" (cut short)" if r.cut_short else ""),
              "best infer/s": max((p.throughput_per_s for p in r.points), default=0.0), "who": r.who}
             for r in runs]
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")

@@ -25,6 +25,7 @@ from geadmin.stack.tritonserver import TritonProcess, find_tritonserver
 from geadmin.stack.workspace import SAMPLE_REPOSITORY
 from geadmin.triton.client import TritonClient
 from tests.support.auth import admin_auth, auth_as
+from tests.support.perf_analyzer_double import UNSTABLE_OUTPUT, perf_analyzer_double
 from tests.support.processes import quick_stopping_triton
 
 WINDOW_MS = 500  # perf_analyzer's measurement window: short, these are behaviour checks
@@ -102,6 +103,31 @@ def test_the_cli_runs_lists_and_fails_with_one_line(triton_server: TritonProcess
     assert main(["bench", "nowhere_model", "--url", triton_server.http_url, "--home", str(tmp_path)]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "nowhere_model" in err
+
+
+def test_a_sweep_cut_short_keeps_its_points_says_why_and_fails(triton_server: TritonProcess, tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """perf_analyzer (a double replaying its recorded words) measured concurrency 1 and gave up
+    on 2: the run keeps the one point, saved and listed as cut short, audited as failed, and
+    the command exits 1 with perf_analyzer's reason and the next step."""
+    (tmp_path / "double").mkdir()
+    double = perf_analyzer_double(tmp_path / "double", UNSTABLE_OUTPUT.read_text(), report_rows=1)
+    code = main(["bench", "digits_classifier", "--url", triton_server.http_url, "--concurrency", "1,2",
+                 "--perf-analyzer", str(double), "--home", str(tmp_path)])
+    out, err = capsys.readouterr()
+    assert code == 1, err
+    assert "cut short after 1 point(s): load test of digits_classifier: no stable measurement " \
+           "(concurrency 2 not measured, 1 of 2 loads were: Failed to obtain stable" in out
+    assert err.splitlines()[-1].startswith("geadmin: error: cut short: load test of digits_classifier: no "
+                                           "stable measurement")  # after the progress lines
+    assert "raise the measurement interval" in err.splitlines()[-1]
+    (run,) = list_runs(tmp_path)
+    assert [p.load for p in run.points] == [1.0]
+    assert run.cut_short.startswith("load test of digits_classifier: no stable measurement")
+    assert main(["bench", "--list", "--home", str(tmp_path)]) == 0
+    assert re.search(rf"^\s*{run.id}\s.*\s1 \(cut short\)\s", capsys.readouterr().out, re.M)
+    (row,) = audit.query(action="load_test", home=tmp_path)
+    assert row.result == "failed" and f"cut short after 1 point(s), kept as run #{run.id}" in row.message
 
 
 def test_the_cli_sends_tensors_in_shared_memory_and_keeps_it_with_the_run(

@@ -226,6 +226,21 @@ def test_a_run_perf_analyzer_sent_late_is_shown_with_that_warning(home: Path,
     assert warning.startswith("perf_analyzer sent requests late (31 % at concurrency 2): the rate offered")
 
 
+def test_a_run_cut_short_shows_its_points_and_why_it_stopped(home: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GEADMIN_TRITON_URL", f"http://127.0.0.1:{free_port()}")
+    _, points = parse_csv(CSV.read_text())
+    why = "load test of digits_classifier: no stable measurement (concurrency 2 not measured, 1 of 2 loads)"
+    cut = save_run(BenchRun("digits_classifier", "http://127.0.0.1:8000", CONCURRENCY, points[:1],
+                            datetime.now(timezone.utc), "ann", "cut", cut_short=why), home)
+    at = load_test_page()
+    at.session_state[LAST] = cut.id
+    run(at)
+    assert f"Cut short after 1 point(s), which are kept below: {why}" in [e.value for e in at.error]
+    assert len(at.get("plotly_chart")) == 3  # its one point still charted
+    assert "1 (cut short)" in list(at.dataframe[0].value["loads"])
+
+
 def test_loads_that_are_not_numbers_are_refused_and_nothing_runs(triton_server: TritonProcess, home: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GEADMIN_TRITON_URL", triton_server.http_url)

@@ -73,6 +73,7 @@ from geadmin.ops.infer.snippets import wire_bytes
 from geadmin.ops.infer.spec import InputSpec, ModelSpec, OutputSpec
 from geadmin.triton.client import Tensor
 from tests.support.auth import admin_auth
+from tests.support.perf_analyzer_double import perf_analyzer_double
 
 ASSETS = Path(__file__).parent / "assets" / "perf_analyzer"
 ERRORS = sorted((ASSETS / "errors").glob("*.txt"))
@@ -130,9 +131,9 @@ def test_requests_sent_late_are_read_for_the_point_they_were_late_at(tmp_path: P
     report = tmp_path / "r.csv"
     report.write_text(asset("request_rate_sent_late.csv"))
     settings = BenchSettings("text_normalize", "http://127.0.0.1:8000", REQUEST_RATE, (100, 6000))
-    points = read_report(settings, report, (100.0, 6000.0), asset("request_rate_sent_late.stdout.txt"))
+    points = read_report(settings, report, (100.0, 6000.0), asset("request_rate_sent_late.stdout.txt")).points
     assert [(p.load, p.sent_late_pct) for p in points] == [(100.0, 0.0), (6000.0, pytest.approx(99.97))]
-    on_time = read_report(settings, report, (100.0, 6000.0), asset("request_rate_grpc.stdout.txt"))
+    on_time = read_report(settings, report, (100.0, 6000.0), asset("request_rate_grpc.stdout.txt")).points
     assert [p.sent_late_pct for p in on_time] == [0.0, 0.0]
 
 
@@ -142,7 +143,7 @@ def test_a_replay_s_one_point_takes_the_late_share_its_output_names(tmp_path: Pa
     report.write_text(asset("intervals_sent_late.csv"))
     settings = BenchSettings("text_normalize", "http://127.0.0.1:8000", REQUEST_RATE, (6666,),
                              request_intervals=tmp_path / "intervals.txt")
-    (point,) = read_report(settings, report, (6666.0,), asset("intervals_sent_late.stdout.txt"))
+    (point,) = read_report(settings, report, (6666.0,), asset("intervals_sent_late.stdout.txt")).points
     assert point.sent_late_pct == pytest.approx(99.97)
 
 
@@ -254,25 +255,19 @@ def test_a_binary_that_is_not_executable_cannot_be_run(tmp_path: Path) -> None:
         run_perf_analyzer(SETTINGS, binary=plain, auth=admin_auth())
 
 
-def perf_analyzer_double(tmp_path: Path, said: str, report_rows: int | None = None) -> Path:
-    """A double of perf_analyzer that says `said` on stderr and exits 0, as the real one does when
-    a window is never stable: with no report (`report_rows` None), or with the header and the
-    first `report_rows` points of a recorded report (the loads before the one it gave up on)."""
-    (tmp_path / "said.txt").write_text(said)
-    lines = (ASSETS / "concurrency_http.csv").read_text().splitlines(keepends=True)
-    (tmp_path / "report.csv").write_text("".join(lines[:1 + (report_rows or 0)]))
-    copy = "" if report_rows is None else \
-        f'while [ $# -gt 0 ]; do [ "$1" = -f ] && cp {tmp_path / "report.csv"} "$2"; shift; done\n'
-    double = tmp_path / "perf_analyzer"
-    double.write_text(f"#!/bin/sh\ncat {tmp_path / 'said.txt'} >&2\n{copy}exit 0\n")
-    double.chmod(0o755)
-    return double
-
-
-def test_a_sweep_that_stops_at_an_unstable_load_fails_and_names_it(tmp_path: Path) -> None:
+def test_a_sweep_that_stops_at_an_unstable_load_keeps_its_points_and_names_the_load(tmp_path: Path) -> None:
     double = perf_analyzer_double(tmp_path, (ASSETS / "errors" / "unstable.txt").read_text(), report_rows=1)
-    with pytest.raises(UnstableMeasurementError, match=r"no stable measurement \(concurrency 2 not measured, "
-                                                       r"1 of 2 loads were: Failed to obtain stable"):
+    run = run_perf_analyzer(SETTINGS, binary=double, auth=admin_auth())
+    assert [p.load for p in run.points] == [1.0]
+    assert run.cut_short.startswith("load test of digits_classifier: no stable measurement (concurrency 2 "
+                                    "not measured, 1 of 2 loads were: Failed to obtain stable")
+    assert "raise the measurement interval" in run.cut_short  # the next step comes along
+
+
+def test_a_sweep_that_stopped_before_its_first_point_fails(tmp_path: Path) -> None:
+    double = perf_analyzer_double(tmp_path, (ASSETS / "errors" / "unstable.txt").read_text(), report_rows=0)
+    with pytest.raises(UnstableMeasurementError, match=r"no stable measurement \(concurrency 1 not measured, "
+                                                       r"0 of 2 loads were: Failed to obtain stable"):
         run_perf_analyzer(SETTINGS, binary=double, auth=admin_auth())
 
 
@@ -280,7 +275,7 @@ def test_the_double_s_full_report_is_every_point(tmp_path: Path) -> None:
     """The double above, with both points: the check that caught the short sweep passes it."""
     double = perf_analyzer_double(tmp_path, "", report_rows=2)
     run = run_perf_analyzer(SETTINGS, binary=double, auth=admin_auth())
-    assert [p.load for p in run.points] == [1.0, 2.0]
+    assert [p.load for p in run.points] == [1.0, 2.0] and run.cut_short == ""
 
 
 def test_an_exit_without_a_report_is_the_failure_its_output_names(tmp_path: Path) -> None:
@@ -522,6 +517,9 @@ def test_a_run_sent_late_says_where_and_is_kept_so(tmp_path: Path) -> None:
     run = save_run(replace(a_run("rate", (point(100, 99.9, 1.6), late)), mode=REQUEST_RATE), tmp_path)
     assert run.id is not None
     assert load_run(run.id, tmp_path).points[1].sent_late_pct == pytest.approx(99.97)
+    cut = save_run(replace(a_run("cut", (point(1, 100, 4.0),)), cut_short="no stable measurement"), tmp_path)
+    assert load_run(cut.id or 0, tmp_path).cut_short == "no stable measurement"
+    assert load_run(run.id, tmp_path).cut_short == ""
     text = render_run(run)
     assert text.endswith("note: perf_analyzer sent requests late (100 % at 6000 requests/s): the rate "
                          "offered was short of the rate asked — its host was busy, or every thread it had "

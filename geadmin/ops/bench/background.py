@@ -1,8 +1,9 @@
 """A load test in the background (the Load test page): `geadmin.ops.bench.load_test.load_test` as a run
 of the background-run registry (geadmin.ops.runs), with its progress (points measured of
 points planned), an abort that kills perf_analyzer and saves nothing, and one outcome the
-page says — the saved run, the cancellation, or the failure with its next step (a crash in
-the worker included). `geadmin bench` runs the same `load_test` in the foreground."""
+page says — the saved run (one perf_analyzer cut short is saved with the points it measured,
+and ends `stopped`), the cancellation, or the failure with its next step (a crash in the
+worker included). `geadmin bench` runs the same `load_test` in the foreground."""
 
 from __future__ import annotations
 
@@ -40,7 +41,10 @@ def start_load_test(client: TritonClient, settings: BenchSettings, *, default: I
                          cancel=run.aborted, auth=auth, label=label, home=home)
 
     def ending(saved: BenchRun) -> Ending:
-        return Ending(True, f"{len(saved.points)} point(s), run #{saved.id or '-'}")
+        kept = f"{len(saved.points)} point(s), run #{saved.id or '-'}"
+        if saved.cut_short:
+            return Ending(False, f"{kept}, cut short: {saved.cut_short}")
+        return Ending(True, kept)
 
     what = f"load test of {settings.model} on {settings.url}"
     return runs.start(LOAD_TEST, settings.url, what, actor, work, ending=ending, subject=settings.model,

@@ -4,8 +4,8 @@ It runs as an argument list (never a shell), in its own process group, bounded b
 and is stopped TERM -> KILL on cancel or timeout. Its stdout says which point it measures
 ("Request concurrency: 4", "Request Rate: 50 ..."): each becomes a progress call, made on the
 caller's thread (a Streamlit page draws only from its own). Its CSV report holds the points;
-a run that ends without every point it was asked for fails with what its output names
-(`geadmin.ops.bench.failures`), never as a shorter result.
+a run that ends without every point it was asked for is a `Report` whose `stopped` is the
+error its output names (`geadmin.ops.bench.failures`), never a silently shorter result.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from geadmin.binaries import terminate_group
+from geadmin.errors import GeAdminError
 from geadmin.ops.bench.failures import BenchFailure, bench_error, classify, error_line
 from geadmin.ops.bench.params import BenchSettings
 from geadmin.ops.bench.results import BenchPoint, describe_load, parse_csv
@@ -43,6 +44,14 @@ def point_started(line: str) -> float | None:
     return float(match[1]) if match else None
 
 
+@dataclass(frozen=True)
+class Report:
+    """The points perf_analyzer measured, and why it stopped before the last load, if it did."""
+
+    points: tuple[BenchPoint, ...]
+    stopped: GeAdminError | None = None
+
+
 @dataclass
 class Invocation:
     """One perf_analyzer process over `argv`; `on_point(load)` as each point starts."""
@@ -57,7 +66,7 @@ class Invocation:
     stderr: list[bytes] = field(default_factory=list)
     announced: queue.SimpleQueue[float] = field(default_factory=queue.SimpleQueue)
 
-    def measure(self, csv_path: Path, loads: Sequence[float]) -> tuple[BenchPoint, ...]:
+    def measure(self, csv_path: Path, loads: Sequence[float]) -> Report:
         """The points of `loads` from the report at `csv_path` (the argv's -f)."""
         return read_report(self.settings, csv_path, loads, self.run())
 
@@ -118,11 +127,10 @@ class Invocation:
         self.stderr.extend(process.stderr)
 
 
-def read_report(settings: BenchSettings, csv_path: Path, loads: Sequence[float],
-                output: str) -> tuple[BenchPoint, ...]:
-    """The points of a run that exited 0. perf_analyzer exits 0 without a report, or with the
-    points before a load it could not measure (e.g. no window was stable there): its output says
-    why, so the error is that, not a missing file or a shorter sweep."""
+def read_report(settings: BenchSettings, csv_path: Path, loads: Sequence[float], output: str) -> Report:
+    """The points of a run that exited 0. perf_analyzer exits 0 without a report (raised), or with
+    the points before a load it could not measure (e.g. no window was stable there): its output
+    says why, so the error is that, not a missing file or a shorter sweep."""
     try:
         text = csv_path.read_text()
     except OSError as exc:
@@ -137,8 +145,8 @@ def read_report(settings: BenchSettings, csv_path: Path, loads: Sequence[float],
         missed = describe_load(settings.mode, loads[len(points)])
         detail = f"{missed} not measured, {len(points)} of {len(loads)} loads were"
         detail += f": {said}" if said else ""
-        raise bench_error(classify(output=output), settings, detail=detail)
-    return points
+        return Report(points, bench_error(classify(output=output), settings, detail=detail))
+    return Report(points)
 
 
 

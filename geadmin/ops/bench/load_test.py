@@ -195,7 +195,9 @@ def run_perf_analyzer(
     label: str = "",
     admin_key: str | None = None,
 ) -> BenchRun:
-    """Run every load of `settings`; the measured run (not saved). `input_data` is the
+    """Run every load of `settings`; the measured run (not saved), with `cut_short` saying why
+    when perf_analyzer stopped before the last load (the points before it are kept; none
+    measured raises that error). `input_data` is the
     `--input-data` document (None: perf_analyzer's own random data); `admin_key`: see perf_argv.
     `auth` must cover `bench` (NotAuthorizedError before perf_analyzer is looked for)."""
     who = require(auth, GuardedAction.BENCH).name
@@ -226,11 +228,18 @@ def run_perf_analyzer(
 
             argv = perf_argv(settings, executable, loads, input_path=input_path, csv_path=csv_path,
                              batch_size=batch_size or settings.batch_size, admin_key=admin_key)
-            invocation = Invocation(settings, argv, env, deadline, cancel, on_point)
-            points.extend(invocation.measure(csv_path, loads))
+            measured = Invocation(settings, argv, env, deadline, cancel, on_point).measure(csv_path, loads)
+            points.extend(measured.points)
             report(len(points), total, f"measured {len(points)} of {total} points")
+            if measured.stopped is not None:  # no later load is tried
+                if not points:
+                    raise measured.stopped
+                cut_short = str(measured.stopped)
+                break
+        else:
+            cut_short = ""
     return BenchRun(settings.model, settings.url, settings.mode, tuple(points), started_at, who, label,
-                    settings.record())
+                    settings.record(), cut_short=cut_short)
 
 
 def load_test(

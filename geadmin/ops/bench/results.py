@@ -88,6 +88,9 @@ class BenchRun:
     label: str = ""
     settings: Mapping[str, Any] | None = None  # BenchSettings.record()
     id: int | None = None  # set once saved
+    # Why perf_analyzer stopped before the last load (its error, with the next step); the
+    # points are those measured before it. "" when every load was measured.
+    cut_short: str = ""
 
     def title(self) -> str:
         label = f" ({self.label})" if self.label else ""
@@ -97,7 +100,7 @@ class BenchRun:
     def record(self) -> dict[str, Any]:
         return {"id": self.id, "model": self.model, "server": self.server, "mode": self.mode,
                 "at": db.format_time(self.at), "who": self.who, "label": self.label,
-                "settings": dict(self.settings or {}),
+                "settings": dict(self.settings or {}), "cut_short": self.cut_short,
                 "points": [asdict(p) | {"compute_ms": p.compute_ms} for p in self.points]}
 
 
@@ -204,10 +207,10 @@ def save_run(run: BenchRun, home: Path | None = None) -> BenchRun:
     """Store `run` and its points in one transaction; the run with its new id."""
     with db.connect(home) as conn, db.transaction(conn):
         cursor = conn.execute(
-            "INSERT INTO perf_runs (at, who, server, model, mode, label, settings) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO perf_runs (at, who, server, model, mode, label, settings, cut_short) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             (db.format_time(run.at), run.who, run.server, run.model, run.mode, run.label,
-             json.dumps(dict(run.settings or {}), sort_keys=True)))
+             json.dumps(dict(run.settings or {}), sort_keys=True), run.cut_short))
         run_id = int(cursor.lastrowid or 0)
         conn.executemany(
             "INSERT INTO perf_points (run_id, ordinal, load, figures) VALUES (?, ?, ?, ?)",
@@ -224,7 +227,10 @@ def audit_run(settings_record: Mapping[str, Any], model: str, server: str, who: 
     be written (never raises: the run's outcome is what the caller reports)."""
     loads = ", ".join(f"{load:g}" for load in settings_record.get("loads", ()))
     what = f"load test of {model!r} on {server} ({settings_record.get('mode', '')} {loads})"
-    if run is not None:
+    if run is not None and run.cut_short:
+        kept = f"cut short after {len(run.points)} point(s), kept as run #{run.id or '-'}"
+        result, message = audit.Result.FAILED, f"{what}: {kept}: {run.cut_short}"
+    elif run is not None:
         result, message = audit.Result.OK, f"{what}: {len(run.points)} point(s), run #{run.id or '-'}"
     elif isinstance(error, BenchBusyError):
         result, message = audit.Result.REFUSED, f"{what}: {error}"
@@ -259,16 +265,16 @@ def load_run(run_id: int, home: Path | None = None) -> BenchRun:
 
 
 def _load(conn: Any, run_id: int) -> BenchRun:
-    row = conn.execute("SELECT at, who, server, model, mode, label, settings FROM perf_runs "
+    row = conn.execute("SELECT at, who, server, model, mode, label, settings, cut_short FROM perf_runs "
                        "WHERE id = ?", (run_id,)).fetchone()
     if row is None:
         raise PerfAnalyzerError(f"no load test #{run_id} in the workspace database: "
                                 "`geadmin bench --list` shows the saved runs")
-    at, who, server, model, mode, label, settings = row
+    at, who, server, model, mode, label, settings, cut_short = row
     names = {f.name for f in fields(BenchPoint)}
     points = tuple(
         BenchPoint(**{k: v for k, v in json.loads(figures).items() if k in names})
         for (figures,) in conn.execute("SELECT figures FROM perf_points WHERE run_id = ? "
                                        "ORDER BY ordinal", (run_id,)))
     return BenchRun(model, server, mode, points, db.parse_time(at), who, label,
-                    json.loads(settings), run_id)
+                    json.loads(settings), run_id, cut_short)
