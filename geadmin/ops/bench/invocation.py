@@ -4,7 +4,7 @@ It runs as an argument list (never a shell), in its own process group, bounded b
 and is stopped TERM -> KILL on cancel or timeout. Its stdout says which point it measures
 ("Request concurrency: 4", "Request Rate: 50 ..."): each becomes a progress call, made on the
 caller's thread (a Streamlit page draws only from its own). Its CSV report holds the points;
-a run that ends without every point it was asked for is a `Report` whose `stopped` is the
+a run that ends without every point it was asked for is an `InvocationResult` whose `stopped` is the
 error its output names (`geadmin.ops.bench.failures`), never a silently shorter result.
 """
 
@@ -45,7 +45,7 @@ def point_started(line: str) -> float | None:
 
 
 @dataclass(frozen=True)
-class Report:
+class InvocationResult:
     """The points perf_analyzer measured, and why it stopped before the last load, if it did."""
 
     points: tuple[BenchPoint, ...]
@@ -66,7 +66,7 @@ class Invocation:
     stderr: list[bytes] = field(default_factory=list)
     announced: queue.SimpleQueue[float] = field(default_factory=queue.SimpleQueue)
 
-    def measure(self, csv_path: Path, loads: Sequence[float]) -> Report:
+    def measure(self, csv_path: Path, loads: Sequence[float]) -> InvocationResult:
         """The points of `loads` from the report at `csv_path` (the argv's -f)."""
         return read_report(self.settings, csv_path, loads, self.run())
 
@@ -127,7 +127,8 @@ class Invocation:
         self.stderr.extend(process.stderr)
 
 
-def read_report(settings: BenchSettings, csv_path: Path, loads: Sequence[float], output: str) -> Report:
+def read_report(settings: BenchSettings, csv_path: Path, loads: Sequence[float],
+                output: str) -> InvocationResult:
     """The points of a run that exited 0. perf_analyzer exits 0 without a report (raised), or with
     the points before a load it could not measure (e.g. no window was stable there): its output
     says why, so the error is that, not a missing file or a shorter sweep."""
@@ -145,8 +146,8 @@ def read_report(settings: BenchSettings, csv_path: Path, loads: Sequence[float],
         missed = describe_load(settings.mode, loads[len(points)])
         detail = f"{missed} not measured, {len(points)} of {len(loads)} loads were"
         detail += f": {said}" if said else ""
-        return Report(points, bench_error(classify(output=output), settings, detail=detail))
-    return Report(points)
+        return InvocationResult(points, bench_error(classify(output=output), settings, detail=detail))
+    return InvocationResult(points)
 
 
 
