@@ -4,8 +4,9 @@ It runs as an argument list (never a shell), in its own process group, bounded b
 and is stopped TERM -> KILL on cancel or timeout. Its stdout says which point it measures
 ("Request concurrency: 4", "Request Rate: 50 ..."): each becomes a progress call, made on the
 caller's thread (a Streamlit page draws only from its own). Its CSV report holds the points;
-a run that ends without every point it was asked for is an `InvocationResult` whose `stopped` is the
-error its output names (`geadmin.ops.bench.failures`), never a silently shorter result.
+a run that ends without every point it was asked for is an `InvocationResult` whose
+`stopped` is the error its output names (`geadmin.ops.bench.failures`), never a silently
+shorter result.
 """
 
 from __future__ import annotations
@@ -150,14 +151,13 @@ def read_report(settings: BenchSettings, csv_path: Path, loads: Sequence[float],
     return InvocationResult(points)
 
 
-
 def with_sent_late(points: tuple[BenchPoint, ...], output: str) -> tuple[BenchPoint, ...]:
     """`points` with the share of requests perf_analyzer's stdout says it sent late at each."""
     late: dict[float, float] = {}
-    load = points[0].load if len(points) == 1 else None  # a replay's one point has no rate line
+    load = points[0].load if points else None  # a replay prints no "Request Rate: N" before its point
     for line in output.splitlines():
         started = point_started(line)
-        if started is not None and len(points) > 1:
+        if started is not None:
             load = started
         said = _SENT_LATE.search(line)
         if said and load is not None:

@@ -131,12 +131,14 @@ class Comparison:
                 f"(p99 {best.p99_ratio:.2f}x)")
 
 
+SENT_LATE_CAUSE = "its host was busy, or every thread it had waited on the server"
+
+
 def describe_sent_late(point: BenchPoint) -> str:
     """Why a judged rate may have been offered short ("" when perf_analyzer kept the schedule)."""
     if not point.sent_late_pct:
         return ""
-    return (f"perf_analyzer sent {point.sent_late_pct:.3g} % of the requests late (its host was busy, or "
-            "every thread it had waited on the server)")
+    return f"perf_analyzer sent {point.sent_late_pct:.3g} % of the requests late ({SENT_LATE_CAUSE})"
 
 
 def sent_late_note(run: BenchRun) -> str:
@@ -146,8 +148,7 @@ def sent_late_note(run: BenchRun) -> str:
         return ""
     where = ", ".join(f"{p.sent_late_pct:.3g} % at {describe_load(run.mode, p.load)}" for p in late)
     return (f"perf_analyzer sent requests late ({where}): the rate offered was short of the rate asked — "
-            "its host was busy, or every thread it had waited on the server (give it more with "
-            "--max-threads, or run it from a quieter host)")
+            f"{SENT_LATE_CAUSE} (give it more with --max-threads, or run it from a quieter host)")
 
 
 def describe_load(mode: str, load: float) -> str:
