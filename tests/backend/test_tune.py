@@ -10,6 +10,7 @@ import hashlib
 import json
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +21,8 @@ from streamlit.testing.v1 import AppTest
 from geadmin import audit
 from geadmin.access import guard
 from geadmin.ops.tune.results import list_runs
-from geadmin.ops.tune.search import TuneSettings, ensemble_floor, tune
+from geadmin.ops.tune.search import SearchOutcome, TrialRunner, TuneSettings, ensemble_floor, tune
+from geadmin.ops.tune.space import Candidate
 from geadmin.ops.tune.trials import make_trial
 from geadmin.repository import trials
 from geadmin.repository.modelconfig import parse_pbtxt, to_file_text
@@ -223,11 +225,21 @@ def test_an_ensemble_that_runs_the_model_sets_the_floor(tmp_path: Path) -> None:
 def test_a_trial_that_would_not_fit_in_the_npus_memory_is_not_loaded(server: NpuServer,
                                                                     tmp_path: Path) -> None:
     """The double's device: 32 GiB, 2 reserved; the live model holds 8 GiB, the trial copy 8
-    more: 14 GiB free, so two instances (16 GiB, loaded before the old config goes) do not fit."""
+    more: 14 GiB free, so two instances (16 GiB, loaded before the old config goes) do not fit.
+    The search here asks for the live config and its two-instance twin, whatever their speed:
+    the throughput search reaches two instances only when its cost model ranks them (once, on a
+    starved host, it did not), and the guard is what this test is about."""
+
+    def live_then_two_instances(runner: TrialRunner, live: Candidate, floor: int) -> SearchOutcome:
+        one = runner.measure(live, "cost")
+        runner.measure(replace(live, instances=2), "shortlist")
+        return SearchOutcome([], one if one.ok else None)
+
     with TritonClient(server.url) as client:
         result = tune(client, server.process.repository,
                       TuneSettings(HEAVY, budget_s=60.0, concurrency=4, window_ms=500, max_batch_size=4),
-                      auth=guard.os_user(), home=tmp_path, metrics_url=server.metrics_url)
+                      auth=guard.os_user(), home=tmp_path, metrics_url=server.metrics_url,
+                      search=live_then_two_instances)
     assert "NPU memory checked: one instance holds 8192 MiB on device(s) 0" in result.notes, result.notes
     two = [t for t in result.trials if t.candidate.instances == 2]
     assert two and all(not t.ok and t.error.startswith("not loaded: it needs about 16384 MiB of NPU memory")

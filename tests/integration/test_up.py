@@ -147,7 +147,10 @@ def test_sigterm_stops_everything_within_15s(tmp_path: Path) -> None:
         children = descendants(stack.process.pid)
         assert len(children) >= 2  # tritonserver (+ python stubs) and streamlit
         prefix = shm_prefix_of_tritonserver(children)
-        assert list(Path("/dev/shm").glob(f"{prefix}*")), "the python stubs should have shm regions"
+        # the stubs make their regions as their models load, after Triton answers ready
+        assert wait_for(lambda: list(Path("/dev/shm").glob(f"{prefix}*")), 60), \
+            "the python stubs should have shm regions"
+        children = descendants(stack.process.pid)  # the stubs started since
         started = time.monotonic()
         stack.process.send_signal(signal.SIGTERM)
         stack.process.wait(timeout=15)
