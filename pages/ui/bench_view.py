@@ -14,7 +14,7 @@ import streamlit as st
 from geadmin.errors import GeAdminError
 from geadmin.ops.bench.compare import Pair, chosen_pair, partners
 from geadmin.ops.bench.results import CONCURRENCY, BenchRun, compare, describe_load, sent_late_note
-from pages.ui import keys
+from pages.ui import keys, outside_text
 from pages.ui.charts import style
 
 WIDE_CHART_PX = 1000  # a chart across the page: its legend fits in fewer rows
@@ -58,8 +58,8 @@ def breakdown_chart(run: BenchRun) -> go.Figure:
 def show_run(run: BenchRun) -> None:
     st.subheader(f"Run {run.title()}")
     if run.cut_short:  # its error names the load it stopped at and the next step
-        st.error(f"Cut short after {len(run.points)} point(s), which are kept below: {run.cut_short}",
-                 icon=":material/error:")
+        st.error(f"Cut short after {len(run.points)} point(s), which are kept below: "  # perf_analyzer's
+                 f"{outside_text.text(run.cut_short)}", icon=":material/error:")  # words quote the server
     late = sent_late_note(run)
     if late:
         st.warning(late)

@@ -24,6 +24,7 @@ from geadmin.ops.bench.results import CONCURRENCY, BenchRun, list_runs, parse_cs
 from geadmin.stack.processes import free_port
 from geadmin.stack.tritonserver import TritonProcess
 from pages.load_test import PLAYGROUND
+from pages.ui import outside_text
 from pages.ui.keys import LOAD_TEST_LAST as LAST
 from pages.ui.keys import LOAD_TEST_RUNNING as RUNNING
 from tests.support.apptest import APP, isolate, run
@@ -236,7 +237,8 @@ def test_a_run_cut_short_shows_its_points_and_why_it_stopped(home: Path,
     at = load_test_page()
     at.session_state[LAST] = cut.id
     run(at)
-    assert f"Cut short after 1 point(s), which are kept below: {why}" in [e.value for e in at.error]
+    shown = f"Cut short after 1 point(s), which are kept below: {outside_text.text(why)}"
+    assert shown in [e.value for e in at.error]  # the server's words quoted, never markdown
     assert len(at.get("plotly_chart")) == 3  # its one point still charted
     assert "1 (cut short)" in list(at.dataframe[0].value["loads"])
 
