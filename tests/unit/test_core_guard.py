@@ -113,6 +113,11 @@ class RecordingDriver:
         return []
 
 
+# The listener hangs up at once, so no call waits this out; it only has to outlast a starved host
+# (at 1 s a call could give up before it had connected).
+CALL_TIMEOUT_S = 10
+
+
 @dataclass
 class World:
     """What a mutating call could touch: a server (a real listener nobody else talks to),
@@ -125,8 +130,12 @@ class World:
     users: UsersFile
     driver: RecordingDriver
     accepted: list[int] = field(default_factory=lambda: [0])
+    accepting: threading.Lock = field(default_factory=threading.Lock)
 
     def connections(self) -> int:
+        """Every connection made so far, also one still in the listen backlog: on a starved
+        host the caller can give up before the hang-up thread gets to accept it."""
+        hang_up_pending(self.listener, self.accepted, self.accepting, wait_s=0)
         return self.accepted[0]
 
     def snapshot(self) -> dict[str, str]:
@@ -158,10 +167,12 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, users_with_olga: Path
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.bind(("127.0.0.1", 0))
     listener.listen(16)
-    client = TritonClient(f"http://127.0.0.1:{listener.getsockname()[1]}", timeout_s=1, load_timeout_s=1)
+    client = TritonClient(f"http://127.0.0.1:{listener.getsockname()[1]}", timeout_s=CALL_TIMEOUT_S,
+                          load_timeout_s=CALL_TIMEOUT_S)
     world = World(listener, client, repository, home, users, RecordingDriver())
     stop = threading.Event()
-    hanging_up = threading.Thread(target=hang_up_on_every_caller, args=(listener, world.accepted, stop))
+    hanging_up = threading.Thread(target=hang_up_on_every_caller,
+                                  args=(listener, world.accepted, world.accepting, stop))
     hanging_up.start()
     try:
         yield world
@@ -171,12 +182,22 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, users_with_olga: Path
         listener.close()
 
 
-def hang_up_on_every_caller(listener: socket.socket, accepted: list[int], stop: threading.Event) -> None:
+def hang_up_on_every_caller(listener: socket.socket, accepted: list[int], accepting: threading.Lock,
+                            stop: threading.Event) -> None:
     """Counts each connection and closes it at once: a call past the guard fails in
-    milliseconds (a listener that never answered made each wait out its 1 s timeout)."""
+    milliseconds (a listener that never answered made each wait out its timeout)."""
     while not stop.is_set():
-        ready, _, _ = select.select([listener], [], [], 0.05)
-        if ready:
+        hang_up_pending(listener, accepted, accepting, wait_s=0.05)
+
+
+def hang_up_pending(listener: socket.socket, accepted: list[int], accepting: threading.Lock,
+                    wait_s: float) -> None:
+    """Accepts, counts and closes what waits in the backlog (after up to `wait_s`); under the
+    lock, so the test's own count and the thread never both wait in `accept`."""
+    if wait_s and not select.select([listener], [], [], wait_s)[0]:
+        return
+    with accepting:
+        while select.select([listener], [], [], 0)[0]:
             conn, _ = listener.accept()
             accepted[0] += 1  # before the close: the caller returns on the close, then the test reads this
             conn.close()
@@ -217,12 +238,12 @@ def remedy_of_m(w: World, auth: object, kind: str) -> object:
 
 def restore_planted(w: World, auth: object) -> object:
     number, home = interrupted_rollout(w)
-    return journal.restore(number, [member(w)], auth=auth, home=home, timeout_s=1)  # type: ignore[arg-type]
+    return journal.restore(number, [member(w)], auth=auth, home=home, timeout_s=CALL_TIMEOUT_S)  # type: ignore[arg-type]
 
 
 def resume_planted(w: World, auth: object) -> object:
     number, home = interrupted_rollout(w)
-    return resume.resume(number, [member(w)], auth=auth, home=home, timeout_s=1)
+    return resume.resume(number, [member(w)], auth=auth, home=home, timeout_s=CALL_TIMEOUT_S)
 
 
 # Every guarded core function: (qualified name, the action it needs, a call with `auth`).
@@ -311,17 +332,18 @@ GUARDED: dict[str, tuple[GuardedAction, Call]] = {
     "geadmin.fleet.rollout.rollout[reload]": (
         GuardedAction.RELOAD,
         lambda w, a: rollout.rollout([member(w)], rollout.Change.RELOAD, "m", auth=a, home=w.home,
-                                     timeout_s=1)),
+                                     timeout_s=CALL_TIMEOUT_S)),
     "geadmin.fleet.rollout.rollout[apply]": (
         GuardedAction.APPLY, lambda w, a: rollout.rollout([member(w)], rollout.Change.APPLY, "m",
                                                    new_config=CONFIG.replace("4", "8").encode(), auth=a,
-                                                   validate=False, home=w.home, timeout_s=1)),
+                                                   validate=False, home=w.home, timeout_s=CALL_TIMEOUT_S)),
     "geadmin.fleet.versions.roll_version": (
         GuardedAction.APPLY,
-        lambda w, a: versions.roll_version([member(w)], "m", 1, auth=a, home=w.home, timeout_s=1)),
+        lambda w, a: versions.roll_version([member(w)], "m", 1, auth=a, home=w.home,
+                                           timeout_s=CALL_TIMEOUT_S)),
     "geadmin.fleet.journal.put_back": (
         GuardedAction.RELOAD, lambda w, a: journal.put_back(reload_plan(w), ["s"], {"s": w.client}, auth=a,
-                                                     home=w.home, note="t", timeout_s=1)),
+                                                     home=w.home, note="t", timeout_s=CALL_TIMEOUT_S)),
     "geadmin.fleet.journal.restore": (GuardedAction.ROLLBACK, lambda w, a: restore_planted(w, a)),
     "geadmin.fleet.resume.resume": (GuardedAction.RELOAD, lambda w, a: resume_planted(w, a)),
     "geadmin.fleet.runs.steer": (
