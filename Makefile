@@ -48,7 +48,7 @@ test-fast: install
 	echo "make test-fast: $$(( $$(date +%s) - start )) s (exit $$rc)"; exit $$rc
 
 # Three workers on two cores: they wait on other processes much of the time (docs/development.md).
-TEST_WORKERS ?= 3
+TEST_WORKERS ?= 4
 test: test-deps lint
 	@start=$$(date +%s); \
 	bash backend_src/build.sh `# incremental: ninja does nothing when no source changed` \
