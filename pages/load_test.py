@@ -26,7 +26,7 @@ from geadmin.ops.models.actions import next_step
 from geadmin.ops.runs import Run
 from geadmin.stack.target import Target
 from geadmin.triton.client import TritonClient
-from pages.ui import access, keys
+from pages.ui import access, keys, outside_text
 from pages.ui.bench_view import saved_runs, show_run
 from pages.ui.context import client_for, selected_target
 from pages.ui.links import preselect
@@ -109,9 +109,10 @@ def render() -> None:
                 st.rerun()  # drawn again as running: Run disabled, progress and Cancel shown
     if running() is not None:
         progress_panel()
-    error = st.session_state.pop(keys.LOAD_TEST_ERROR, None)
-    if error:
-        st.error(error, icon=":material/error:")
+    failed = st.session_state.pop(keys.LOAD_TEST_ERROR, None)
+    if failed:
+        reason, next_text = failed  # the reason quotes perf_analyzer and the server: text, never markdown
+        st.error(f"{outside_text.text(reason)}\n\n**Next step:** {next_text}", icon=":material/error:")
     warning = st.session_state.pop(keys.LOAD_TEST_WARNING, None)
     if warning:
         st.warning(warning, icon=":material/warning:")
@@ -162,14 +163,14 @@ def start(target: Target, model: str, mode: str, loads_text: str, bench_url: str
                                  shared_memory=shared_memory,
                                  inputs={"*": "playground" if request is not None else source.kind.value})
     except GeAdminError as exc:
-        st.session_state[keys.LOAD_TEST_ERROR] = (f"{exc}.\n\n**Fix:** change the loads or the window "
-                                                  "(e.g. concurrencies 1,4,16), then Run again.")
+        st.session_state[keys.LOAD_TEST_ERROR] = (f"{exc}.", "change the loads or the window (e.g. "
+                                                  "concurrencies 1,4,16), then Run again.")
         return
     try:
         run = start_load_test(client_for(target), settings, default=source, request=request, label=label,
                               auth=access.auth_for(GuardedAction.BENCH, model=model, server=bench_url))
     except GeAdminError as exc:  # another run on this server, no right to run, no audit row
-        st.session_state[keys.LOAD_TEST_ERROR] = f"{exc}\n\n**Next step:** {next_step(exc)}."
+        st.session_state[keys.LOAD_TEST_ERROR] = (str(exc), f"{next_step(exc)}.")
         return
     st.session_state[keys.LOAD_TEST_RUNNING] = run
 
@@ -205,6 +206,6 @@ def finish(run: Run[BenchRun]) -> None:
     if said.notice:
         st.session_state[keys.LOAD_TEST_NOTICE] = said.notice
     elif said.error:
-        st.session_state[keys.LOAD_TEST_ERROR] = f"{said.error}\n\n**Next step:** {said.next_step}."
+        st.session_state[keys.LOAD_TEST_ERROR] = (said.error, f"{said.next_step}.")
     elif said.saved_id is not None:
         st.session_state[keys.LOAD_TEST_LAST] = said.saved_id

@@ -130,8 +130,8 @@ def test_a_crash_in_the_load_tests_worker_is_shown_as_a_failed_run_and_audited(
     and left the page with nothing to say."""
     monkeypatch.setenv("GEADMIN_TRITON_URL", triton_server.http_url)
 
-    def broken(*args: object, **kwargs: object) -> None:
-        raise KeyError("p99_ms")
+    def broken(*args: object, **kwargs: object) -> None:  # its words as markdown would be a link
+        raise KeyError("[p99_ms](https://evil.example)")
 
     monkeypatch.setattr(bench, "_load_test", broken)
     at = load_test_page()
@@ -140,8 +140,10 @@ def test_a_crash_in_the_load_tests_worker_is_shown_as_a_failed_run_and_audited(
     at.button(key="load_test.run").click()
     until_finished(at, timeout_s=30)
     (error,) = at.error
-    assert error.value.startswith("the load test crashed: KeyError: 'p99_ms' (a bug in geadmin")
-    assert "**Next step:** report it with the traceback" in error.value
+    reason, _, next_text = error.value.partition("\n\n**Next step:** ")
+    assert reason.startswith(outside_text.text(
+        "the load test crashed: KeyError: '[p99_ms](https://evil.example)' (a bug in geadmin")), reason
+    assert next_text.startswith("report it with the traceback"), error.value
     assert not at.button(key="load_test.run").disabled and list_runs(home) == []
     (ended,) = audit.query(action=runs.ACTION, result=audit.Result.FAILED, home=home)
     assert "KeyError" in ended.message and ended.model == "digits_classifier"
