@@ -51,6 +51,8 @@ The tree:
     │   └── UserAccountError            a user name or password refused, a user that exists or does not
     ├── WorkspaceDatabaseError      the workspace SQLite ($GEADMIN_HOME/geadmin.db)
     │   └── DatabaseBusyError           another process held it past the busy timeout
+    ├── WorkspaceLockError          a lock file in the workspace cannot be created
+    ├── RunLockHeldError            a background run's lock is held: its process still runs it
     ├── TritonError                 talking to a running Triton
     │   ├── TritonUnreachableError      nothing answers (connection refused, DNS, reset)
     │   │   └── WrongProtocolError          the port answers in the other protocol (HTTP vs gRPC)
@@ -197,7 +199,9 @@ from geadmin.errors.tune import (
 )
 from geadmin.errors.workspace import (
     DatabaseBusyError,
+    RunLockHeldError,
     WorkspaceDatabaseError,
+    WorkspaceLockError,
 )
 
 __all__ = [
@@ -251,6 +255,7 @@ __all__ = [
     "RolloutBusyError",
     "RolloutJournalError",
     "RolloutRefusedError",
+    "RunLockHeldError",
     "SamplerLockedError",
     "ServiceNotFoundError",
     "SessionExpiredError",
@@ -276,5 +281,6 @@ __all__ = [
     "UnstableMeasurementError",
     "UserAccountError",
     "WorkspaceDatabaseError",
+    "WorkspaceLockError",
     "WrongProtocolError",
 ]

@@ -1,4 +1,4 @@
-"""The workspace SQLite ($GEADMIN_HOME/geadmin.db)."""
+"""The workspace: its SQLite ($GEADMIN_HOME/geadmin.db) and its lock files."""
 
 from __future__ import annotations
 
@@ -11,3 +11,11 @@ class WorkspaceDatabaseError(GeAdminError):
 
 class DatabaseBusyError(WorkspaceDatabaseError):
     """Another process held the database longer than the busy timeout."""
+
+
+class WorkspaceLockError(GeAdminError):
+    """A lock file in the workspace ($GEADMIN_HOME/locks) cannot be created."""
+
+
+class RunLockHeldError(GeAdminError):
+    """A background run's lock is held: its process still runs it (geadmin.ops.runs)."""

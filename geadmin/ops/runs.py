@@ -19,10 +19,18 @@ the Fleet page). The CLI runs the same work in the foreground. One registry, one
 
 The registry keeps each (kind, key)'s latest run, in this process; across processes the
 work's own lock refuses a second run (a load test's server lock, a fleet's rollout lock).
+
+A run whose process died (a killed dashboard) writes no outcome row. Each run therefore holds
+a pid-file lock named by a token from before its `started` row to after its outcome row, and
+both rows carry the token (`run: TOKEN`); `close_interrupted` (at every `start`, and once per
+dashboard process) ends each open `started` row whose lock nobody holds with an `interrupted`
+row, so the audit never shows a run as started forever.
 """
 
 from __future__ import annotations
 
+import contextlib
+import secrets
 import sys
 import threading
 import time
@@ -32,13 +40,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-from geadmin import audit
+from geadmin import audit, settings
 from geadmin.access.guard import Authorization, require
 from geadmin.access.roles import GuardedAction
-from geadmin.audit import Actor, Result
-from geadmin.errors import GeAdminError
+from geadmin.audit import Actor, AuditEntry, Result, facts
+from geadmin.errors import GeAdminError, RunLockHeldError, WorkspaceLockError
+from geadmin.repository.locks import PidLock, pid_lock
 
 ACTION = "background run"  # the audit action of every run's started and outcome rows
+RUN = "run"  # the fact naming a run's token in its rows: "run: TOKEN"
+CLOSE_SCAN_ROWS = 2000  # the newest rows of ACTION that `close_interrupted` reads
 STEERS = ("pause", "resume", "abort")
 T = TypeVar("T")
 
@@ -97,6 +108,8 @@ class Run(Generic[T]):
     error: str = ""  # why it failed, "" when it did not
     crash: str = ""  # the traceback of an exception geadmin did not raise on purpose
     audit_problem: str = ""  # why an audit row could not be written, "" when it was
+    token: str = ""  # in its audit rows, and the name of the lock it holds while it runs
+    _held: PidLock | None = field(default=None, repr=False)
     _ended: threading.Event = field(default_factory=threading.Event, repr=False)
 
     @property
@@ -140,17 +153,21 @@ def start(kind: RunKind, key: str, what: str, actor: Actor, work: Work[T], *,
     result (default: ok, "finished"). The work is guarded itself, under the caller's
     authorization; `actor` is who the audit rows name."""
     slot = (kind.name, key)
+    with contextlib.suppress(GeAdminError, OSError):  # what a killed process left; never refuses a run
+        close_interrupted(home=home, actor=actor)
     with _lock:  # the slot is taken before the row is written: two starts at once get one run
         current = _runs.get(slot)
         if current is not None and current.running:
             raise kind.busy(f"a {kind.name} of {kind.scope} {key!r} is running ({current.what}, started by "
                             f"{current.who}): wait for it, or abort it on {kind.where}")
-        run: Run[T] = Run(kind, key, what, actor, subject)
+        run: Run[T] = Run(kind, key, what, actor, subject, token=secrets.token_hex(8))
         _runs[slot] = run
-    try:
-        audit.record(ACTION, subject, Result.STARTED, actor=actor, server=key, message=f"{kind.name}: {what}",
-                     home=home)
+    try:  # the lock before the row: a row nobody's lock covers is one whose process died
+        run._held = _take_lock(run, home)
+        audit.record(ACTION, subject, Result.STARTED, actor=actor, server=key,
+                     message=f"{kind.name}: {what}\n{RUN}: {run.token}", home=home)
     except BaseException:  # not journaled, not run: the slot goes back to what it held
+        _release(run, home)
         with _lock:
             if current is None:
                 del _runs[slot]
@@ -194,11 +211,67 @@ def _end(run: Run[T], home: Path | None, *, error: str = "", crash: str = "",
         result, message = (Result.OK if run.ending.ok else Result.FAILED), run.ending.message
     try:
         audit.record(ACTION, run.subject, result, actor=run.actor, server=run.key,
-                     message=f"{run.kind.name} {state}: {run.what}: {message}", home=home)
+                     message=f"{run.kind.name} {state}: {run.what}: {message}\n{RUN}: {run.token}", home=home)
     except Exception as exc:  # the run's outcome is what the page reports, audited or not
         run.audit_problem = f"the audit row could not be written: {exc}"
     finally:
+        _release(run, home)
         run._ended.set()
+
+
+def _take_lock(run: Run[Any], home: Path | None) -> PidLock:
+    path = _lock_path(run.token, home)
+    try:
+        return pid_lock(path, run.kind.busy, what=f"{run.kind.name} {run.what}")
+    except OSError as exc:
+        raise WorkspaceLockError(f"cannot start the {run.kind.name}: its lock file {path} cannot be created "
+                                 f"({exc.strerror or exc}) — check that the workspace is a writable "
+                                 "directory (GEADMIN_HOME)") from exc
+
+
+def _lock_path(token: str, home: Path | None) -> Path:
+    return (home or settings.home()) / "locks" / "runs" / f"{token}.lock"
+
+
+def _release(run: Run[Any], home: Path | None) -> None:
+    """Drops the run's lock and its file (a run that never took it has nothing to drop)."""
+    held, run._held = run._held, None
+    if held is not None:
+        with contextlib.suppress(OSError):
+            _lock_path(run.token, home).unlink()
+        held.close()
+
+
+def close_interrupted(*, home: Path | None = None, actor: Actor | None = None) -> list[AuditEntry]:
+    """Writes an `interrupted` row for each `started` run whose process ended before its outcome
+    row (its lock is free), oldest first, and returns them. Rows from before runs carried a
+    token are left as they are: nothing tells whether their process lives."""
+    rows = audit.query(action=ACTION, limit=CLOSE_SCAN_ROWS, home=home)  # newest first
+    ended = {facts(r.message).get(RUN) for r in rows if r.result != Result.STARTED.value}
+    closed = []
+    for row in reversed(rows):
+        token = facts(row.message).get(RUN, "")
+        if row.result != Result.STARTED.value or not token.isalnum() or token in ended:
+            continue
+        path = _lock_path(token, home)
+        try:
+            with pid_lock(path, RunLockHeldError):
+                if _has_outcome(row, token, home):  # another process closed it since the read above
+                    continue
+                started = f"started at {row.at.isoformat(timespec='seconds')} by {row.who}"
+                closed.append(audit.record(
+                    ACTION, row.model, Result.INTERRUPTED, actor=actor or Actor.os_user(), server=row.server,
+                    message=f"{row.message.splitlines()[0]}: interrupted — the process that ran it ended "
+                            f"before its outcome ({started})\n{RUN}: {token}", home=home))
+                path.unlink(missing_ok=True)
+        except RunLockHeldError:
+            continue  # still running, in another process
+    return closed
+
+
+def _has_outcome(started: AuditEntry, token: str, home: Path | None) -> bool:
+    later = audit.query(action=ACTION, since=started.at, home=home)
+    return any(r.id > started.id and facts(r.message).get(RUN) == token for r in later)
 
 
 def _final_state(run: Run[T]) -> str:

@@ -4,7 +4,8 @@ model and the revision to roll back to (its guarded, confirmed rollback). Fleet 
 short are shown on the Fleet page with what changed where, Restore and Resume.
 
 Views only: `geadmin.ops.models.reconcile.reconcile` closes what a killed apply or create left (and
-`close_rollouts` what a killed rollout left), `geadmin.diagnose.interrupted.unresolved` lists
+`close_rollouts` what a killed rollout left, `geadmin.ops.runs.close_interrupted` the audit rows of
+its background runs), `geadmin.diagnose.interrupted.unresolved` lists
 what still waits for an operator; `geadmin.fleet.journal.restore` and
 `geadmin.fleet.resume.resume` put a rollout right.
 """
@@ -26,6 +27,7 @@ from geadmin.fleet.discovery import Discovery
 from geadmin.fleet.members import Member
 from geadmin.fleet.resume import resume
 from geadmin.fleet.rollout import Control, RolloutResult
+from geadmin.ops import runs as background
 from geadmin.ops.models import reconcile
 from pages.ui import access, keys
 from pages.ui.context import selected_target
@@ -44,9 +46,20 @@ def _rollouts_closed() -> list[str]:
     return reconcile.close_rollouts(actor=Actor.dashboard(None))
 
 
+@st.cache_resource(show_spinner=False)
+def _background_runs_closed() -> int:
+    """Once per dashboard process: the load tests and rollouts an earlier (killed) dashboard
+    ran in the background get their `interrupted` audit row."""
+    try:
+        return len(background.close_interrupted(actor=Actor.dashboard(None)))
+    except (GeAdminError, OSError):  # an unreadable audit log or locks directory: the next start tries again
+        return 0
+
+
 def reconcile_at_start() -> None:
     """Called by the router on every run; does the work once (cached per repository)."""
     _rollouts_closed()
+    _background_runs_closed()
     repository = selected_target().repository
     if repository is not None:
         _reconciled(str(repository))

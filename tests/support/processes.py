@@ -4,6 +4,7 @@ thread, /proc look-ups."""
 from __future__ import annotations
 
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -103,3 +104,32 @@ def cmdline(pid: int) -> bytes:
         return Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return b""
+
+
+KILLED_RUN_WAIT_S = 30
+# A dashboard that runs a background run and is then SIGKILLed (argv: home, key).
+KILLED_DASHBOARD = """
+import sys, threading
+from pathlib import Path
+from geadmin.access.roles import GuardedAction
+from geadmin.audit import Actor
+from geadmin.errors import BenchBusyError
+from geadmin.ops import runs
+kind = runs.RunKind("test run", "server", "the test page", BenchBusyError, GuardedAction.BENCH, "test_run")
+runs.start(kind, sys.argv[2], "test of m", Actor("ada"), lambda run: threading.Event().wait(), subject="m",
+           home=Path(sys.argv[1]))
+print("started", flush=True)
+threading.Event().wait()
+"""
+
+
+def killed_mid_run(home: Path, where: str, *, then: Callable[[], None] = lambda: None) -> None:
+    """Runs KILLED_DASHBOARD until its run has started, calls `then` while it runs, SIGKILLs it."""
+    process = subprocess.Popen([sys.executable, "-c", KILLED_DASHBOARD, str(home), where],
+                               stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None and process.stdout.readline() == "started\n"
+        then()
+    finally:
+        process.kill()
+        process.wait(KILLED_RUN_WAIT_S)

@@ -1,7 +1,8 @@
 """An apply cut short (its CLI process SIGKILLed after writing the file, GEADMIN_FAULT_POINT):
 the dashboard's start closes it, the Models page shows it with the revision to go back to, and
 its button opens the Config editor on that revision — through Streamlit's AppTest, against a
-real tritonserver."""
+real tritonserver. A background run a killed dashboard left gets its `interrupted` row at the
+next start."""
 
 from __future__ import annotations
 
@@ -17,11 +18,13 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from geadmin import audit
+from geadmin.ops import runs as background
 from geadmin.repository import revisions
 from geadmin.repository.revisions import sha256_of
 from geadmin.stack.tritonserver import TritonProcess
 from pages.ui import keys
 from tests.support.apptest import APP, button, isolate, point_at, run
+from tests.support.processes import killed_mid_run
 from tests.support.samples import copy_samples
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -69,3 +72,15 @@ def test_an_interrupted_apply_is_shown_on_the_models_page_with_the_way_back(
     assert at.session_state[keys.EDITOR_MODEL] == MODEL
     assert at.selectbox(key=keys.EDITOR_REVISION).value == kept.number
     assert any(b.label == f"Roll back to revision {kept.number}" for b in at.button)
+
+
+def test_a_background_run_a_killed_dashboard_left_is_closed_at_the_next_start(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home = tmp_path / "home"
+    isolate(monkeypatch, home)
+    killed_mid_run(home, "http://127.0.0.1:8000")
+    at = AppTest.from_file(APP, default_timeout=90)
+    run(at)
+    (closed,) = audit.query(action=background.ACTION, result=audit.Result.INTERRUPTED, home=home)
+    assert (closed.model, closed.origin) == ("m", "dashboard"), closed
+    assert "interrupted — the process that ran it ended before its outcome" in closed.message

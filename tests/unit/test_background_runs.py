@@ -15,10 +15,17 @@ import pytest
 from geadmin import audit
 from geadmin.access.roles import GuardedAction, Role
 from geadmin.audit import Actor, Origin, Result
-from geadmin.errors import BenchBusyError, GeAdminError, NotAuthorizedError, WorkspaceDatabaseError
+from geadmin.errors import (
+    BenchBusyError,
+    GeAdminError,
+    NotAuthorizedError,
+    WorkspaceDatabaseError,
+    WorkspaceLockError,
+)
 from geadmin.ops import runs
 from geadmin.ops.runs import Ending, Run, RunKind
 from tests.support.auth import auth_as
+from tests.support.processes import killed_mid_run
 
 WAIT_S = 30
 TESTING = RunKind("test run", "server", "the test page", BenchBusyError, GuardedAction.BENCH, "test_run")
@@ -62,7 +69,8 @@ def test_a_run_reports_its_progress_finishes_and_is_audited_from_start_to_end(ho
     assert (run.status.done, run.status.total, run.status.text) == (1, 3, "measuring at concurrency 4")
     assert run.lines == ["one point measured"]
     assert [(r.result, r.message) for r in rows(home)] == [
-        ("started", "test run: test of m"), ("ok", "test run done: test of m: answer 42")]
+        ("started", f"test run: test of m\nrun: {run.token}"),
+        ("ok", f"test run done: test of m: answer 42\nrun: {run.token}")]
     assert runs.latest(TESTING, run.key) is run
 
 
@@ -138,7 +146,7 @@ def test_a_judged_ending_that_is_not_ok_stops_the_run(home: Path) -> None:
                      ending=lambda why: Ending(False, f"stopped by the {why}"))
     assert run.wait(WAIT_S)
     assert run.state == "stopped" and run.error == ""
-    assert rows(home)[-1].message == "pausing run stopped: rollout: stopped by the gate"
+    assert rows(home)[-1].message == f"pausing run stopped: rollout: stopped by the gate\nrun: {run.token}"
 
 
 def test_a_pausable_run_is_paused_and_resumed_by_an_operator_only(home: Path) -> None:
@@ -172,14 +180,66 @@ def test_a_run_that_cannot_pause_refuses_pause_and_unknown_commands(home: Path) 
         runs.steer(run, "explode", auth_as("ada"), home=home)
 
 
-def test_a_run_whose_started_row_cannot_be_written_does_not_start(tmp_path: Path) -> None:
+def test_a_run_whose_started_row_cannot_be_written_does_not_start_and_holds_no_lock(
+        home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def full_disk(*args: object, **kwargs: object) -> audit.AuditEntry:
+        raise WorkspaceDatabaseError("database or disk is full")
+
+    monkeypatch.setattr(audit, "record", full_disk)
+    ran = threading.Event()
+    where = key()
+    with pytest.raises(WorkspaceDatabaseError):
+        runs.start(TESTING, where, "test", ADA, lambda run: ran.set(), home=home)
+    assert runs.latest(TESTING, where) is None and not ran.is_set()
+    assert list((home / "locks" / "runs").iterdir()) == []
+
+
+def test_a_run_whose_lock_cannot_be_created_does_not_start(tmp_path: Path) -> None:
     not_a_dir = tmp_path / "file"
     not_a_dir.write_text("a file where the workspace should be")
     ran = threading.Event()
     where = key()
-    with pytest.raises(WorkspaceDatabaseError):
+    with pytest.raises(WorkspaceLockError, match=r"cannot start the test run: its lock file .* cannot be "
+                                                 r"created \(Not a directory\) — check that the workspace"):
         runs.start(TESTING, where, "test", ADA, lambda run: ran.set(), home=not_a_dir)
     assert runs.latest(TESTING, where) is None and not ran.is_set()
+
+
+def test_each_row_of_a_run_names_its_token_and_its_lock_goes_when_it_ends(home: Path) -> None:
+    run = runs.start(TESTING, key(), "test of m", ADA, lambda run: 1, subject="m", home=home)
+    assert run.wait(WAIT_S)
+    started, ended = rows(home)
+    assert audit.facts(started.message) == {runs.RUN: run.token} == audit.facts(ended.message)
+    assert list((home / "locks" / "runs").iterdir()) == []
+    assert runs.close_interrupted(home=home) == []  # ended: nothing to close
+
+
+def test_a_run_whose_process_was_killed_is_closed_as_interrupted_once_and_a_live_one_never(
+        home: Path) -> None:
+    where = key()
+
+    def while_it_runs() -> None:
+        assert runs.close_interrupted(home=home) == []  # its process holds the lock
+        assert [r.result for r in rows(home)] == ["started"]
+
+    killed_mid_run(home, where, then=while_it_runs)
+    (started,) = rows(home)
+    (closed,) = runs.close_interrupted(home=home, actor=Actor("olga"))
+    assert (closed.result, closed.model, closed.server, closed.who) == ("interrupted", "m", where, "olga")
+    when = started.at.isoformat(timespec="seconds")
+    assert closed.message.startswith("test run: test of m: interrupted — the process that ran it ended "
+                                     f"before its outcome (started at {when} by ada)"), closed.message
+    assert audit.facts(closed.message) == audit.facts(started.message)
+    assert runs.close_interrupted(home=home) == []  # closed once
+    assert list((home / "locks" / "runs").iterdir()) == []
+
+
+def test_the_next_start_closes_what_a_killed_process_left(home: Path) -> None:
+    where = key()
+    killed_mid_run(home, where)
+    run = runs.start(TESTING, where, "test of m", ADA, lambda run: 1, subject="m", home=home)
+    assert run.wait(WAIT_S)
+    assert [r.result for r in rows(home)] == ["started", "interrupted", "started", "ok"]
 
 
 def test_an_outcome_row_that_cannot_be_written_is_said_and_the_run_still_ends(

@@ -408,6 +408,8 @@ EXEMPT: dict[str, str] = {
     "geadmin.fleet.status.close_clients": "closes fleet status's cached HTTP clients; changes no server",
     "geadmin.fleet.journal.reload_if_loaded": "part of a rollout or a restore (guarded): reloads through "
                                               "run_action, under the caller's authorization",
+    "geadmin.ops.runs.close_interrupted": "start-up recovery: writes the interrupted row of each background "
+                                          "run whose process died (no change to any server or file)",
     "geadmin.ops.models.reconcile.close_rollouts": "start-up recovery: ends the journals of rollouts whose "
                                                    "process died with an interrupted row; changes no server",
     "geadmin.ops.models.reconcile.close_rollout": "part of close_rollouts (writes the interrupted row)",
