@@ -11,6 +11,8 @@ Saved runs come from the workspace database: they stay visible while Triton is d
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import streamlit as st
 
 from geadmin.access.roles import GuardedAction
@@ -19,6 +21,7 @@ from geadmin.errors import GeAdminError
 from geadmin.ops import runs
 from geadmin.ops.bench.background import outcome, start_load_test
 from geadmin.ops.bench.load_test import BenchSettings, parse_loads
+from geadmin.ops.bench.params import MAX_SENDER_THREADS
 from geadmin.ops.bench.results import CONCURRENCY, REQUEST_RATE, BenchRun, list_runs, load_run
 from geadmin.ops.infer.inputs import InputSource, SourceKind
 from geadmin.ops.infer.request import InferRequest
@@ -90,21 +93,27 @@ def render() -> None:
                                                   key=keys.LOAD_TEST_STABILITY,
                                                   help="how far 3 windows in a row may differ to count "
                                                   "as stable; raise it on a busy machine"))
-        label_col, tensors_col = st.columns([3, 2])
+        label_col, tensors_col, threads_col = st.columns([3, 2, 1])
         label = label_col.text_input("Label", key=keys.LOAD_TEST_LABEL,
                                      placeholder="e.g. dynamic batching on")
         shared_memory = TENSORS[tensors_col.radio(
             "Tensors", list(TENSORS), horizontal=True, key=keys.LOAD_TEST_TENSORS,
             help="in shared memory no tensor travels on the wire, so a large one measures the server; "
                  "perf_analyzer and Triton must share /dev/shm (one host)")]
+        threads = int(threads_col.number_input(
+            "Sending threads", min_value=0, max_value=MAX_SENDER_THREADS, value=0,
+            key=keys.LOAD_TEST_THREADS, disabled=mode != REQUEST_RATE,
+            help="request rate: perf_analyzer's sending threads, the requests it keeps in flight; 0: its "
+                 "own default, 4 — a rate times the model's latency above the threads is sent late"))
         enabled, why = access.allowed(GuardedAction.BENCH)
         busy = running() is not None
         if st.button("Run", type="primary", key=keys.LOAD_TEST_RUN, disabled=not enabled or busy,
                      help=why or ("a load test is running" if busy else None), icon=":material/speed:"):
             request = sent.request if source == PLAYGROUND and sent is not None else None
             kind = InputSource(source) if isinstance(source, SourceKind) else InputSource(SourceKind.RANDOM)
-            start(target, model, mode, loads_text, bench_url, kind, request, seed,
-                  batch, interval, stability, label, shared_memory)
+            start(target, LoadTestForm(model, mode, loads_text, bench_url, kind, request, seed, batch,
+                                       interval, stability, label, shared_memory,
+                                       threads if mode == REQUEST_RATE and threads else None))
             if running() is not None:
                 st.rerun()  # drawn again as running: Run disabled, progress and Cancel shown
     if running() is not None:
@@ -152,23 +161,45 @@ def running() -> Run[BenchRun] | None:
     return found if isinstance(found, Run) else None
 
 
-def start(target: Target, model: str, mode: str, loads_text: str, bench_url: str, source: InputSource,
-          request: InferRequest | None, seed: int, batch: int, interval_ms: int, stability: float,
-          label: str, shared_memory: str = "none") -> None:
+@dataclass(frozen=True)
+class LoadTestForm:
+    """What the form asked for, as the page read it."""
+
+    model: str
+    mode: str
+    loads_text: str
+    bench_url: str
+    source: InputSource
+    request: InferRequest | None  # the Playground's last request, when that is the input
+    seed: int
+    batch: int
+    interval_ms: int
+    stability: float
+    label: str
+    shared_memory: str
+    max_threads: int | None  # request rate only; None: perf_analyzer's own default
+
+    def settings(self) -> BenchSettings:
+        """The load test's settings (InvalidArgumentError / BenchSettingsError for bad loads)."""
+        source = "playground" if self.request is not None else self.source.kind.value
+        return BenchSettings(self.model, self.bench_url, self.mode, parse_loads(self.loads_text, self.mode),
+                             measurement_interval_ms=self.interval_ms, stability_percentage=self.stability,
+                             batch_size=self.batch, seed=self.seed, shared_memory=self.shared_memory,
+                             max_threads=self.max_threads, inputs={"*": source})
+
+
+def start(target: Target, form: LoadTestForm) -> None:
     """Check the loads, then start the test in the background; `progress_panel` follows it."""
     try:
-        loads = parse_loads(loads_text, mode)
-        settings = BenchSettings(model, bench_url, mode, loads, measurement_interval_ms=interval_ms,
-                                 stability_percentage=stability, batch_size=batch, seed=seed,
-                                 shared_memory=shared_memory,
-                                 inputs={"*": "playground" if request is not None else source.kind.value})
+        settings = form.settings()
     except GeAdminError as exc:
         st.session_state[keys.LOAD_TEST_ERROR] = (f"{exc}.", "change the loads or the window (e.g. "
                                                   "concurrencies 1,4,16), then Run again.")
         return
     try:
-        run = start_load_test(client_for(target), settings, default=source, request=request, label=label,
-                              auth=access.auth_for(GuardedAction.BENCH, model=model, server=bench_url))
+        auth = access.auth_for(GuardedAction.BENCH, model=form.model, server=form.bench_url)
+        run = start_load_test(client_for(target), settings, default=form.source, request=form.request,
+                              label=form.label, auth=auth)
     except GeAdminError as exc:  # another run on this server, no right to run, no audit row
         st.session_state[keys.LOAD_TEST_ERROR] = (str(exc), f"{next_step(exc)}.")
         return

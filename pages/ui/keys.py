@@ -134,6 +134,7 @@ LOAD_TEST_INTERVAL = "load_test.measurement_interval_ms"
 LOAD_TEST_STABILITY = "load_test.stability_percentage"
 LOAD_TEST_TENSORS = "load_test.tensors"  # on the wire / in system shared memory
 LOAD_TEST_LABEL = "load_test.label"
+LOAD_TEST_THREADS = "load_test.max_threads"  # request rate: perf_analyzer --max-threads (0: its own)
 LOAD_TEST_RUN = "load_test.run"  # the Run button
 LOAD_TEST_RUNNING = "load_test.running"  # the test going on in its thread (a geadmin.ops.runs.Run)
 LOAD_TEST_CANCEL = "load_test.cancel"  # its Cancel button

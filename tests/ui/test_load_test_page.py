@@ -28,7 +28,7 @@ from pages.ui import outside_text
 from pages.ui.keys import LOAD_TEST_LAST as LAST
 from pages.ui.keys import LOAD_TEST_RUNNING as RUNNING
 from tests.support.apptest import APP, isolate, run
-from tests.support.processes import descendants, wait_for
+from tests.support.processes import cmdline, descendants, wait_for
 
 CSV = Path(__file__).resolve().parents[1] / "unit" / "assets" / "perf_analyzer" / "concurrency_http.csv"
 
@@ -99,6 +99,29 @@ def test_a_small_load_test_runs_is_charted_and_saved(triton_server: TritonProces
     charts = at.get("plotly_chart")
     assert len(charts) == 3  # throughput, latency, breakdown of the run just measured
     assert "Saved runs" in [s.value for s in at.subheader]
+
+
+def test_a_request_rate_test_sends_from_the_threads_the_form_asks_for(
+        triton_server: TritonProcess, home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """perf_analyzer's own command line carries them; the run is then cancelled."""
+    monkeypatch.setenv("GEADMIN_TRITON_URL", triton_server.http_url)
+    at = load_test_page()
+    assert at.number_input(key="load_test.max_threads").disabled  # concurrency: perf_analyzer's own
+    at.selectbox(key="load_test.model").set_value("digits_classifier")
+    at.radio(key="load_test.mode").set_value("Request rate")
+    run(at)
+    assert not at.number_input(key="load_test.max_threads").disabled
+    at.text_input(key="load_test.loads").set_value("5,10")
+    at.number_input(key="load_test.max_threads").set_value(8)
+    at.button(key="load_test.run").click()
+    run(at)
+    assert wait_for(lambda: bool(perf_analyzers()), 30)
+    (pid,) = perf_analyzers()
+    argv = cmdline(pid).split(b"\0")
+    assert argv[argv.index(b"--max-threads") + 1] == b"8", argv
+    at.button(key="load_test.cancel").click()
+    until_finished(at, timeout_s=30)
+    assert perf_analyzers() == [] and list_runs(home) == []
 
 
 def test_a_running_load_test_is_cancelled_perf_analyzer_stops_and_nothing_is_saved(
