@@ -128,6 +128,10 @@ class Lab:
             with self.client(name) as client:
                 client.unload(PIPE)
                 client.unload(MODEL)
+                # Triton answers an unload while the model is still UNLOADING (seen here); the
+                # load waits for it to be gone (one run's c still counted 34 requests after it)
+                assert wait_for(lambda: not [m for m in client.repository_index() if m.name in (MODEL, PIPE)
+                                             and m.state.value in ("READY", "UNLOADING")], 60)
                 client.load(MODEL)
                 client.load(PIPE)
         counted = {s.name: s.figures[MODEL].requests for s in poll(discover(fleet_named("lab"))).servers
