@@ -12,8 +12,8 @@ from geadmin.ops.models.preview_report import ImpactPreview, PreviewSide, Previe
 from geadmin.repository.rules import Finding, Severity
 from geadmin.telemetry.alerting.objectives import Objective
 
-LIVE = PreviewSide("m", True, 20.0, 2.0, 3.0, 40, 0)
-SAME = PreviewSide("m__tune_0a1b2c3d", True, 20.0, 2.1, 3.2, 40, 0)
+LIVE = PreviewSide("m", True, 20.0, 2.0, 3.0, 200, 0)
+SAME = PreviewSide("m__tune_0a1b2c3d", True, 20.0, 2.1, 3.2, 200, 0)
 
 
 def preview(**changes: object) -> ImpactPreview:
@@ -61,25 +61,40 @@ def test_the_p99_objective_judges_the_trials_p99() -> None:
 
 
 def test_without_an_objective_p99_may_not_double_and_grow_past_the_floor() -> None:
-    noisy = PreviewSide("m__tune_0a1b2c3d", True, 20.0, 4.0, 7.0, 40, 0)  # 2.3x, but 4 ms: noise
+    noisy = PreviewSide("m__tune_0a1b2c3d", True, 20.0, 4.0, 7.0, 200, 0)  # 2.3x, but 4 ms: noise
     assert preview(candidate=noisy).verdict is PreviewVerdict.GO
-    slow = PreviewSide("m__tune_0a1b2c3d", True, 20.0, 30.0, 45.0, 40, 0)
+    slow = PreviewSide("m__tune_0a1b2c3d", True, 20.0, 30.0, 45.0, 200, 0)
     assert preview(candidate=slow).reasons() == [
         "p99 grows 15.0x (more than 2x, and no p99 objective to judge it by)"]
 
 
+def test_a_p99_of_too_few_requests_is_not_judged_and_the_go_says_so() -> None:
+    """At 5 req/s in 500 ms windows each side counts a handful: its p99 is the slowest one, and
+    one stall of a busy host made a comment-only change "grow" 15x."""
+    few_live = PreviewSide("m", True, 5.0, 2.0, 3.0, 12, 0)
+    stalled = PreviewSide("m__tune_0a1b2c3d", True, 5.0, 2.0, 45.0, 12, 0)
+    found = preview(live=few_live, candidate=stalled)
+    assert found.verdict is PreviewVerdict.GO and found.reasons() == []
+    assert found.headline() == (
+        "GO: m: the new config loads, breaks no ensemble and its p99 change was not judged: 12 and 12 "
+        "requests measured, and a p99 of fewer than 100 is their slowest one (no p99 objective set: "
+        "`geadmin objectives set m --p99-ms N`, or preview with longer windows)")
+    assert preview(live=few_live, candidate=stalled, objective=Objective("m", p99_ms=40.0)).reasons() == [
+        "p99 45.0 ms is over the objective of 40 ms"]  # an objective judges whatever the count
+
+
 def test_failed_requests_project_the_error_budget_burn() -> None:
-    failing = PreviewSide("m__tune_0a1b2c3d", True, 20.0, 2.0, 3.0, 95, 5)
+    failing = PreviewSide("m__tune_0a1b2c3d", True, 20.0, 2.0, 3.0, 195, 5)
     found = preview(candidate=failing, objective=Objective("m", error_budget=0.01))
-    assert found.projected_burn == pytest.approx(5.0)
-    assert found.reasons() == ["its failed requests would burn the error budget 5.0x as fast as it lasts"]
-    assert any(line.startswith("error budget: projected burn rate 5.00") for line in found.evidence())
+    assert found.projected_burn == pytest.approx(2.5)
+    assert found.reasons() == ["its failed requests would burn the error budget 2.5x as fast as it lasts"]
+    assert any(line.startswith("error budget: projected burn rate 2.50") for line in found.evidence())
     assert preview(objective=Objective("m", error_budget=0.01)).projected_burn == 0.0
 
 
 def test_memory_says_its_source_or_that_it_is_not_known() -> None:
     assert "memory change: not known here" in "\n".join(preview().evidence())
-    held = PreviewSide("m__tune_0a1b2c3d", True, 20.0, 2.0, 3.0, 40, 0, 512 << 20, "npu_ge HBM")
+    held = PreviewSide("m__tune_0a1b2c3d", True, 20.0, 2.0, 3.0, 200, 0, 512 << 20, "npu_ge HBM")
     assert ("memory change: the trial holds 512 MiB (npu_ge HBM); the live model's share is not known here"
             in preview(candidate=held).evidence())
 

@@ -10,7 +10,9 @@ The verdict is NO-GO, with the rule that said so, when any of these holds (in th
 6. the trial's requests that failed would burn the error budget faster than it lasts
    (projected burn rate above 1);
 7. with no p99 objective, the trial's p99 is more than P99_GROWTH_LIMIT times the live one's,
-   and more than P99_GROWTH_FLOOR_MS above it.
+   and more than P99_GROWTH_FLOOR_MS above it — judged only when each side counted at least
+   P99_GROWTH_MIN_REQUESTS requests: the p99 of fewer is their slowest one, and one stall of a
+   busy host doubled it. Below that the GO says the p99 change was not judged, and how to.
 
 Otherwise GO. Every figure says where it came from: measured now on the live model or the
 trial, recorded (the replayed rate), the validator, the stored objective.
@@ -29,6 +31,7 @@ from geadmin.telemetry.alerting.objectives import Objective
 
 P99_GROWTH_LIMIT = 2.0  # without a p99 objective: a change that more than doubles p99 is a no-go,
 P99_GROWTH_FLOOR_MS = 10.0  # when it also adds this much (a 2 ms p99 doubles on a busy host's noise)
+P99_GROWTH_MIN_REQUESTS = 100  # ... and when each side counted this many (a p99 of fewer is their slowest)
 MIB = 1 << 20
 
 
@@ -118,7 +121,8 @@ class ImpactPreview(CheckedChange):
         change = self.p99_change
         judged = objective is not None and objective.p99_ms is not None
         grown_ms = (trial.p99_ms or 0.0) - (self.live.p99_ms or 0.0) if trial and self.live else 0.0
-        if not judged and change is not None and change > P99_GROWTH_LIMIT and grown_ms > P99_GROWTH_FLOOR_MS:
+        if not judged and self._growth_judged() and change is not None and change > P99_GROWTH_LIMIT \
+                and grown_ms > P99_GROWTH_FLOOR_MS:
             found.append(f"p99 grows {change:.1f}x (more than {P99_GROWTH_LIMIT:g}x, and no p99 objective "
                          "to judge it by)")
         return found
@@ -134,10 +138,20 @@ class ImpactPreview(CheckedChange):
                                                            else "")
         return f"GO: {self.model}: the new config loads, breaks no ensemble and {self._holds()}"
 
+    def _growth_judged(self) -> bool:
+        """Rule 7 has enough requests on both sides to go by."""
+        return self.live is not None and self.candidate is not None \
+            and min(self.live.requests, self.candidate.requests) >= P99_GROWTH_MIN_REQUESTS
+
     def _holds(self) -> str:
         objective = self.objective
         if objective is not None and objective.p99_ms is not None:
             return f"holds the p99 objective of {objective.p99_ms:g} ms at the replayed rate"
+        if self.live is not None and self.candidate is not None and not self._growth_judged():
+            return (f"its p99 change was not judged: {self.live.requests} and {self.candidate.requests} "
+                    f"requests measured, and a p99 of fewer than {P99_GROWTH_MIN_REQUESTS} is their slowest "
+                    f"one (no p99 objective set: `geadmin objectives set {self.model} --p99-ms N`, or "
+                    "preview with longer windows)")
         return "keeps p99 within the limit at the replayed rate (no p99 objective set)"
 
     def evidence(self) -> list[str]:
