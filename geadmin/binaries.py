@@ -1,6 +1,7 @@
 """The native programs geadmin starts (tritonserver, perf_analyzer, streamlit): where the
 nvidia-pytriton wheel put the server and its libraries, and how a started program's process
-group is stopped (TERM, then KILL, then killpg so no child outlives it).
+group is stopped (TERM, then KILL, then killpg so no child outlives it), and how a helper
+program is tied to the process that started it (`dies_with_parent`).
 
 Layer 1: both the stack (`geadmin.stack`, which runs Triton and the dashboard) and the load
 test (`geadmin.ops.bench.load_test`, which runs perf_analyzer) use it; neither imports the other for it.
@@ -9,13 +10,18 @@ test (`geadmin.ops.bench.load_test`, which runs perf_analyzer) use it; neither i
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import ctypes.util
 import importlib.machinery
 import os
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 @dataclass(frozen=True)
@@ -70,3 +76,34 @@ def terminate_group(process: subprocess.Popen[bytes], timeout_s: float) -> int:
         return process.wait(timeout=5)
     finally:
         signal_group(process, signal.SIGKILL)  # children in the group must not outlive it
+
+
+def _prctl() -> Callable[..., int] | None:
+    """libc's prctl, looked up before any fork (the child may not load a library)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+_PRCTL = _prctl()
+
+
+def dies_with_parent() -> Callable[[], None] | None:
+    """A `preexec_fn` that has the kernel SIGKILL the child when the thread that started it
+    dies — with its whole process, however it dies (SIGKILL included): a killed dashboard or
+    CLI then leaves no perf_analyzer loading a server behind. The starting thread must wait for
+    the child (Linux ties the signal to it). None off Linux. The function does one system call
+    after fork, and only an exit if the parent is already gone; no lock, no import."""
+    prctl, parent = _PRCTL, os.getpid()
+    if prctl is None:
+        return None
+
+    def tie() -> None:
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before the tie was made
+            os._exit(1)
+
+    return tie

@@ -193,8 +193,8 @@ def start(target: Target, form: LoadTestForm) -> None:
     try:
         settings = form.settings()
     except GeAdminError as exc:
-        st.session_state[keys.LOAD_TEST_ERROR] = (f"{exc}.", "change the loads or the window (e.g. "
-                                                  "concurrencies 1,4,16), then Run again.")
+        st.session_state[keys.LOAD_TEST_ERROR] = (f"{exc}.", "change the loads (e.g. 1,4,16) or the window, "
+                                                  "then Run again.")
         return
     try:
         auth = access.auth_for(GuardedAction.BENCH, model=form.model, server=form.bench_url)

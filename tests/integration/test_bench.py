@@ -3,10 +3,14 @@ with the sample models, short measurement windows so the module stays well under
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shutil
+import signal
+import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -26,7 +30,7 @@ from geadmin.stack.workspace import SAMPLE_REPOSITORY
 from geadmin.triton.client import TritonClient
 from tests.support.auth import admin_auth, auth_as
 from tests.support.perf_analyzer_double import UNSTABLE_OUTPUT, perf_analyzer_double
-from tests.support.processes import quick_stopping_triton
+from tests.support.processes import cmdline, descendants, quick_stopping_triton, wait_for
 
 WINDOW_MS = 500  # perf_analyzer's measurement window: short, these are behaviour checks
 OWN_DEV_SHM = Path(__file__).parent / "assets" / "tritonserver_own_dev_shm.sh"
@@ -195,3 +199,40 @@ def test_dynamic_batching_on_and_off_compare_per_concurrency(
     assert main(["bench", "--compare", str(runs["on"].id), str(runs["off"].id), "--home", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "dynamic batching on" in out and "dynamic batching off" in out and "A has " in out
+
+
+def running(pid: int) -> bool:
+    """`pid` exists and is not a zombie nobody reaped yet."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_a_killed_geadmin_takes_its_perf_analyzer_with_it(triton_server: TritonProcess,
+                                                        tmp_path: Path) -> None:
+    """perf_analyzer runs in a session of its own (so a cancel stops its whole group): without
+    the kernel's parent-death signal a SIGKILLed dashboard or CLI left it loading the server, for
+    up to its run timeout, while the freed load-test lock let the next test measure beside it."""
+    bench = subprocess.Popen(
+        [sys.executable, "-m", "geadmin.cli", "bench", "digits_classifier", "--url", triton_server.http_url,
+         "--concurrency", "1,2,4", "--measurement-interval", "5000", "--home", str(tmp_path)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    analyzers: list[int] = []
+    try:
+        assert wait_for(lambda: bool(perf_analyzers_below(bench.pid)), 60), "perf_analyzer never started"
+        analyzers = perf_analyzers_below(bench.pid)
+        bench.kill()
+        bench.wait(30)
+        assert wait_for(lambda: not any(running(pid) for pid in analyzers), 10), \
+            f"perf_analyzer {analyzers} outlived its geadmin"
+    finally:
+        bench.kill()
+        bench.wait(30)
+        for pid in analyzers:  # when the test fails: not left loading the shared server
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def perf_analyzers_below(pid: int) -> list[int]:
+    return [child for child in descendants(pid) if b"perf_analyzer" in cmdline(child).split(b"\0")[0]]

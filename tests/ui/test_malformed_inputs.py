@@ -102,7 +102,7 @@ def test_load_test_run_with_bad_concurrencies_is_a_message_and_nothing_runs(load
     at.run()
     assert not escaped(at), escaped(at)
     errors = " ".join(e.value for e in at.error)
-    assert "**Next step:** change the loads or the window" in errors, errors
+    assert "**Next step:** change the loads (e.g. 1,4,16) or the window, then Run again." in errors, errors
     assert list_runs(tmp_path / "home") == []
 
 

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from geadmin.binaries import terminate_group
+from geadmin.binaries import dies_with_parent, terminate_group
 from geadmin.errors import GeAdminError
 from geadmin.ops.bench.failures import BenchFailure, bench_error, classify, error_line
 from geadmin.ops.bench.params import BenchSettings
@@ -75,8 +75,10 @@ class Invocation:
         """perf_analyzer's output (stderr, then stdout); a failure or a stop raises."""
         binary = self.argv[0]
         try:
+            # this thread waits for it below: a killed geadmin takes perf_analyzer with it
             process = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                       stderr=subprocess.PIPE, env=self.env, start_new_session=True)
+                                       stderr=subprocess.PIPE, env=self.env, start_new_session=True,
+                                       preexec_fn=dies_with_parent())
         except (OSError, subprocess.SubprocessError) as exc:
             raise bench_error(classify(exc), self.settings, binary=binary, detail=str(exc)) from exc
         readers = [threading.Thread(target=self._read_stdout, args=(process,), daemon=True),
