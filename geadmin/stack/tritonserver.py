@@ -273,7 +273,9 @@ class TritonProcess:
     def _wait_live(self, timeout_s: float, progress: Callable[[str], None] | None,
                    cancelled: Callable[[], bool] | None) -> None:
         # With --load-model the HTTP endpoint opens only after the initial loads finish,
-        # so "live" means "start-up done", whatever state each model ended in.
+        # so "live" means "start-up done", whatever state each model ended in. The metrics
+        # service opens tens of ms after HTTP: started means it answers too (a reader right
+        # after the start was refused once).
         deadline = time.monotonic() + timeout_s
         url = f"{self.http_url}/v2/health/live"
         started = time.monotonic()
@@ -286,7 +288,7 @@ class TritonProcess:
                     f"(full log: {self.log_path})",
                     tail(self.log_path),
                 )
-            if http_ok(url):
+            if http_ok(url) and http_ok(self.metrics_url):
                 return
             if cancelled is not None and cancelled():
                 raise TritonStartError("start of tritonserver cancelled: the stack is stopping")
