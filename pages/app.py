@@ -30,7 +30,7 @@ from pages.ui import access, interrupted_view
 from pages.ui.context import server_picker
 from pages.ui.errors import show_error
 from pages.ui.links import link_notice, take_link
-from pages.ui.verdict_view import sidebar_badge
+from pages.ui.verdict_view import sidebar_badge, start_run
 
 st.set_page_config(page_title="geadmin", page_icon=":material/memory:", layout="wide")
 identity = access.require_identity()  # the sign-in form, when one is needed, and stop
@@ -68,6 +68,7 @@ try:
     take_link(navigation.url_path)  # a deep link's server, model and range (pages/ui/links.py)
     server_picker()
     interrupted_view.reconcile_at_start()  # once per process: close what a killed apply/create left
+    start_run()
     sidebar_badge()  # the selected server's verdict, the same as the Overview's banner
     access.sidebar(identity)
 except GeAdminError as exc:  # e.g. a malformed GEADMIN_SERVERS_FILE

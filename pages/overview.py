@@ -72,7 +72,7 @@ def servers_table(snapshots: list[ServerSnapshot]) -> None:
 def server_detail(target: Target, current: ServerSnapshot, last_good: ServerSnapshot | None) -> None:
     found_verdict = verdict_for(target, current)
     verdict = found_verdict.verdict
-    banner(found_verdict)
+    banner(found_verdict, target)
     history_panel(found_verdict)
     shown = current
     if not current.reachable or current.error:

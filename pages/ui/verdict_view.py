@@ -7,6 +7,8 @@ are `geadmin.stack.server_verdict.server_verdict`, as for `geadmin status`; the 
 
 from __future__ import annotations
 
+import time
+
 import pandas as pd
 import streamlit as st
 
@@ -21,24 +23,42 @@ from geadmin.stack.server_history import exit_line
 from geadmin.stack.server_verdict import ServerVerdict, server_verdict
 from geadmin.stack.target import Target, live_stack
 from pages.ui import access, keys
-from pages.ui.context import client_for, log_for, selected_target, targets
+from pages.ui.context import client_for, log_for, selected_target
 
 ICONS = {Level.OK: ":material/check_circle:", Level.DEGRADED: ":material/warning:",
          Level.DOWN: ":material/error:"}
-SIDEBAR_TTL_S = 5
+SIDEBAR_REFRESH_S = 5
+REUSE_S = 1.0  # a verdict computed this recently (the Overview's, in the same tick) serves the sidebar too
+REDRAW_MIN_S = 1.0  # at most one whole-app redraw a second while two views disagree (a flapping server)
 
 
 def verdict_for(target: Target, snapshot: ServerSnapshot | None = None) -> ServerVerdict:
     """The target's verdict with everything it needs (client for drift, log, repository) and
-    the embedded stack's account of its Triton."""
+    the embedded stack's account of its Triton; published for the sidebar."""
     client = client_for(target)
     if snapshot is None:
         snapshot = take_snapshot(target.spec.name, client)
     sources = EvidenceSources(client, log_for(target), target.repository, metrics_url=target.urls().metrics)
-    return server_verdict(snapshot, sources, live_stack())
+    found = server_verdict(snapshot, sources, live_stack())
+    _published()[server_key(target)] = (time.monotonic(), found)
+    return found
 
 
-def banner(found: ServerVerdict) -> None:
+Published = dict[str, tuple[float, ServerVerdict]]  # server key -> (monotonic s, the verdict)
+
+
+def _published() -> Published:
+    """Each server's newest verdict in this session, and when it was computed."""
+    published: Published = st.session_state.setdefault(keys.VERDICT_PUBLISHED, {})
+    return published
+
+
+def server_key(target: Target) -> str:
+    """Everything that makes a server's verdict: a server renamed or repointed is another."""
+    return "|".join((target.spec.name, target.spec.url, str(target.repository), str(target.log_path)))
+
+
+def banner(found: ServerVerdict, target: Target) -> None:
     """The verdict and every reason, with its fix: the same words as `geadmin status`; while
     the embedded stack's Triton does not answer, why (instead of "is the URL right?")."""
     verdict, outage = found.verdict, found.outage
@@ -49,14 +69,26 @@ def banner(found: ServerVerdict) -> None:
     elif verdict.reasons and verdict.reasons[0].fix and not outage:
         lines.append(f"*Fix:* {verdict.reasons[0].fix}")
     show(lines[0] + "\n\n" + "\n".join(lines[1:]), icon=ICONS[verdict.level])
+    drawn("page", target, verdict.level)
 
 
-@st.cache_data(ttl=SIDEBAR_TTL_S, show_spinner=False)
-def _sidebar_verdict(name: str, url: str, repository: str, log: str) -> tuple[str, str]:
-    """Keyed by everything that makes the verdict (a server renamed or repointed is another)."""
-    target = next(t for t in targets() if t.spec.name == name)
-    found = verdict_for(target)  # the embedded stack's Triton stopped or restarting: said, as on the Overview
-    return found.verdict.level.value, found.headline
+def start_run() -> None:
+    """A whole-app run draws every view again: forget what the last one drew."""
+    st.session_state[keys.VERDICT_DRAWN] = {}
+
+
+def drawn(view: str, target: Target, level: Level) -> None:
+    """Record that `view` shows `level` for the target. The sidebar and the page refresh on
+    timers of their own, so one can find a change first: then the whole app is drawn again,
+    and no view on screen shows an older level than another (never OK beside a DOWN)."""
+    shown: dict[str, tuple[str, Level]] = st.session_state.setdefault(keys.VERDICT_DRAWN, {})
+    key = server_key(target)
+    disagree = any(k == key and other != level for v, (k, other) in shown.items() if v != view)
+    shown[view] = (key, level)
+    now = time.monotonic()
+    if disagree and now - st.session_state.get(keys.VERDICT_REDRAWN_AT, -REDRAW_MIN_S) >= REDRAW_MIN_S:
+        st.session_state[keys.VERDICT_REDRAWN_AT] = now
+        st.rerun(scope="app")
 
 
 def sidebar_badge() -> None:
@@ -65,18 +97,21 @@ def sidebar_badge() -> None:
         _badge()
 
 
-@st.fragment(run_every=SIDEBAR_TTL_S)
+@st.fragment(run_every=SIDEBAR_REFRESH_S)
 def _badge() -> None:
     target = selected_target()
-    try:
-        level, headline = _sidebar_verdict(target.spec.name, target.spec.url, str(target.repository),
-                                           str(target.log_path))
-    except GeAdminError as exc:
-        st.caption(f":material/error: verdict unknown: {exc}")
-        return
-    color = {"OK": "green", "DEGRADED": "orange", "DOWN": "red"}[level]
-    st.markdown(f"**:{color}[:material/circle: {level}]**")
-    st.caption(headline.split(": ", 1)[-1])
+    at_s, found = _published().get(server_key(target), (-REUSE_S, None))
+    if found is None or time.monotonic() - at_s > REUSE_S:
+        try:  # the embedded stack's Triton stopped or restarting: said, as on the Overview
+            found = verdict_for(target)
+        except GeAdminError as exc:
+            st.caption(f":material/error: verdict unknown: {exc}")
+            return
+    level = found.verdict.level
+    color = {Level.OK: "green", Level.DEGRADED: "orange", Level.DOWN: "red"}[level]
+    st.markdown(f"**:{color}[:material/circle: {level.value}]**")
+    st.caption(found.headline.split(": ", 1)[-1])
+    drawn("sidebar", target, level)
 
 
 # -- drift -----------------------------------------------------------------------------------

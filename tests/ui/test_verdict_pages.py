@@ -54,6 +54,41 @@ def test_a_failed_model_turns_the_banner_and_the_sidebar_degraded(
     assert "DEGRADED" in sidebar(at) and "broken_init" in sidebar(at)
 
 
+def test_the_sidebar_turns_down_with_the_overview_when_triton_dies(
+    triton_factory: Callable[..., TritonProcess], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sidebar draws before the page, from the verdict the page computed last; when the
+    page then finds Triton gone, the whole app is drawn again: never OK beside a DOWN."""
+    from pages.ui import verdict_view
+
+    monkeypatch.setattr(verdict_view, "REUSE_S", 3600.0)  # the sidebar always reuses the page's last verdict
+    server = point_at(monkeypatch, triton_factory())
+    at = run(page("overview"))
+    assert [s.value for s in at.success if s.value.startswith("**OK")] and "OK" in sidebar(at)
+
+    server.stop()
+    run(at)
+    assert [e.value for e in at.error if e.value.startswith("**DOWN")]
+    assert "DOWN" in sidebar(at) and "OK" not in sidebar(at)
+
+
+def test_the_sidebar_on_another_page_reads_the_verdict_afresh(
+    triton_factory: Callable[..., TritonProcess], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No cache older than the page: the Models page says Triton is gone, so does the sidebar."""
+    from pages.ui import verdict_view
+
+    monkeypatch.setattr(verdict_view, "REUSE_S", 0.0)
+    server = point_at(monkeypatch, triton_factory())
+    at = run(page("models"))
+    assert "OK" in sidebar(at)
+
+    server.stop()
+    run(at)
+    assert at.error, "the Models page did not say Triton is gone"
+    assert "DOWN" in sidebar(at) and "OK" not in sidebar(at)
+
+
 def test_a_hand_edited_config_is_flagged_on_overview_and_models_and_put_back(
     triton_factory: Callable[..., TritonProcess], monkeypatch: pytest.MonkeyPatch
 ) -> None:
