@@ -170,8 +170,8 @@ class Explanation:
             head = (f"load of {self.model!r} is stuck: Triton keeps it LOADING after this error "
                     f"({format_duration(self.elapsed_s)}): {self.reason}")
         elif self.timed_out:
-            head = (f"load of {self.model!r} did not finish in {format_duration(self.elapsed_s)} (Triton may "
-                    f"still be loading it; a stuck backend stub is a common cause): {self.reason}")
+            waited = format_duration(self.elapsed_s)
+            head = f"load of {self.model!r} did not finish in {waited}: {self.reason}"
         else:
             head = f"load of {self.model!r} failed: {self.reason}"
         lines = [head]

@@ -37,6 +37,11 @@ KNOWN_FIXES: tuple[tuple[re.Pattern[str], str], ...] = (
      "with the device_ids parameter)"),
     (re.compile(r"unexpected platform type '?graph_executor'?", re.I),
      'replace platform: "graph_executor" with backend: "npu_ge" in config.pbtxt'),
+    (re.compile(r"^load model '[^']+': .*did not answer in time", re.I),
+     "Triton keeps the model LOADING until its initialize returns — a large model can take minutes: "
+     "watch it with `geadmin models list`; one that never ends waits on something (a Python "
+     "model's initialize(), a device or a file that does not answer): fix that, then restart "
+     "Triton (the Stack page, or SIGHUP to `geadmin up`), as a stuck load holds until then"),
     (re.compile(r"cannot load the ACL runtime libascendcl", re.I),
      "this host has no CANN runtime: run on an Ascend host with the CANN toolkit "
      "(source /usr/local/Ascend/ascend-toolkit/set_env.sh before starting Triton)"),

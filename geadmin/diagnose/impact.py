@@ -318,13 +318,15 @@ def changes(
     if before.problem:
         return []
     deadline = time.monotonic() + settle_timeout_s
-    already = {name for name, (state, _) in before.states.items() if state in MOVING}  # e.g. a stuck load
+    # Not waited for: a load stuck before the action, and the acted models themselves (a load
+    # that timed out stays LOADING: its own state is the action's result, not a side effect).
+    settled = {*acted, *(name for name, (state, _) in before.states.items() if state in MOVING)}
     while True:
         try:
             now = _states(client.repository_index())
         except GeAdminError:
             return []
-        moving = any(state in MOVING for name, (state, _) in now.items() if name not in already)
+        moving = any(state in MOVING for name, (state, _) in now.items() if name not in settled)
         if not moving or time.monotonic() >= deadline:
             break
         time.sleep(0.1)

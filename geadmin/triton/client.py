@@ -42,10 +42,10 @@ class TritonClient(Connection):
 
     # -- server ---------------------------------------------------------------------
     def is_live(self) -> bool:
-        return bool(self.call("check liveness", lambda c, kw: c.is_server_live(**kw)))
+        return bool(self.call("check liveness", lambda c, kw: c.is_server_live(**kw), read=True))
 
     def is_ready(self) -> bool:
-        return bool(self.call("check readiness", lambda c, kw: c.is_server_ready(**kw)))
+        return bool(self.call("check readiness", lambda c, kw: c.is_server_ready(**kw), read=True))
 
     def health(self) -> Health:
         live = self.is_live()
@@ -56,13 +56,14 @@ class TritonClient(Connection):
             "read server metadata",
             lambda c, kw: c.get_server_metadata(**kw),
             service_pb2.ServerMetadataResponse,
+            read=True,
         )
         return ServerInfo(meta.name, meta.version, tuple(meta.extensions))
 
     def model_ready(self, name: str, version: str = "") -> bool:
         """Whether Triton would serve `name` (a version, or the latest) right now."""
         return bool(self.call(
-            f"check readiness of {name!r}", lambda c, kw: c.is_model_ready(name, version, **kw)
+            f"check readiness of {name!r}", lambda c, kw: c.is_model_ready(name, version, **kw), read=True
         ))
 
     # -- repository -----------------------------------------------------------------
@@ -72,7 +73,7 @@ class TritonClient(Connection):
             return {"models": raw} if isinstance(raw, list) else raw
 
         index = self.message("list the model repository", fetch, service_pb2.RepositoryIndexResponse,
-                              restricted=True)
+                              restricted=True, read=True)
         # Triton lists every directory, hidden ones too; those are never models (geadmin's own
         # staging directories of a model being created, editors' and rsync's temporaries).
         return sorted(
@@ -143,7 +144,8 @@ class TritonClient(Connection):
             return raw if "config" in raw else {"config": raw}
 
         response = self.message(
-            f"read the config of {name!r}", fetch, service_pb2.ModelConfigResponse, restricted=True
+            f"read the config of {name!r}", fetch, service_pb2.ModelConfigResponse, restricted=True,
+            read=True,
         )
         return response.config
 
@@ -152,6 +154,7 @@ class TritonClient(Connection):
             f"read the metadata of {name!r}",
             lambda c, kw: c.get_model_metadata(name, version, **kw),
             service_pb2.ModelMetadataResponse,
+            read=True,
         )
 
     def model_statistics(self, name: str = "", version: str = "") -> list[service_pb2.ModelStatistics]:
@@ -159,6 +162,7 @@ class TritonClient(Connection):
             f"read statistics of {name or 'all models'!r}",
             lambda c, kw: c.get_inference_statistics(name, version, **kw),
             service_pb2.ModelStatisticsResponse,
+            read=True,
         )
         return list(response.model_stats)
 
@@ -191,7 +195,7 @@ class TritonClient(Connection):
         # Flattened inside the call, so an unexpected answer is translated like any failure.
         return self.call("read log settings",
                           lambda c, kw: _plain_log_settings(c.get_log_settings(**kw, **_as_json(c))),
-                          restricted=True)
+                          restricted=True, read=True)
 
     def update_log_settings(self, **settings: Any) -> dict[str, Any]:
         """E.g. `update_log_settings(log_verbose_level=1)`; returns the new settings."""
@@ -207,7 +211,7 @@ class TritonClient(Connection):
         return self.call("read trace settings",
                          lambda c, kw: _plain_log_settings(c.get_trace_settings(model_name=model or None,
                                                                                 **kw, **_as_json(c))),
-                         restricted=True)
+                         restricted=True, read=True)
 
     def update_trace_settings(self, model: str, settings: Mapping[str, Any]) -> dict[str, Any]:
         """Change `model`'s trace settings (a None value clears one back to the global

@@ -23,6 +23,7 @@ from google.protobuf import json_format
 from google.protobuf.message import Message
 
 from geadmin.domain import Endpoint, Transport
+from geadmin.errors import TritonError, TritonTimeoutError
 from geadmin.triton.pools import close_on_each_thread
 from geadmin.triton.translate import translate_error
 
@@ -99,6 +100,7 @@ class Connection:
         self.load_timeout_s = load_timeout_s
         self._local = threading.local()  # per HTTP worker thread: {timeout_s: client}
         self._http_pool: ThreadPoolExecutor | None = None
+        self._http_generation = 0  # bumped when a read timed out on a kept connection: all reopen
         self._grpc_lock = threading.Lock()
         self._grpc: GrpcClient | None = None
 
@@ -107,7 +109,7 @@ class Connection:
         return self.endpoint.url
 
     def message(self, action: str, fetch: Callable[[Any, dict[str, Any]], Any], message_type: type[M],
-                 *, restricted: bool = False) -> M:
+                 *, restricted: bool = False, read: bool = False) -> M:
         """Run `fetch` and return its answer as `message_type`, whatever the transport."""
 
         def call(client: Any, kwargs: dict[str, Any]) -> M:
@@ -116,24 +118,52 @@ class Connection:
             # Parsed inside the call so a malformed answer is translated like any failure.
             return json_format.ParseDict(fetch(client, kwargs), message_type(), ignore_unknown_fields=True)
 
-        return self.call(action, call, restricted=restricted)
+        return self.call(action, call, restricted=restricted, read=read)
 
     def call(self, action: str, fn: Callable[[Any, dict[str, Any]], T], *, loading: bool = False,
-              restricted: bool = False) -> T:
-        """Run `fn(client, kwargs)`; `restricted`: a call of a RESTRICTED category (the key goes along)."""
+              restricted: bool = False, read: bool = False) -> T:
+        """Run `fn(client, kwargs)`; `restricted`: a call of a RESTRICTED category (the key goes along);
+        `read`: it changes nothing, so over HTTP a timeout on a kept-alive connection is asked
+        again once on a new one (see `_run`)."""
         timeout_s = self.load_timeout_s if loading else self.timeout_s
         try:
             if self.endpoint.transport is Transport.GRPC:
                 return self._run(fn, timeout_s, restricted)
             # The HTTP client's own timeouts bound the wait on the worker.
             # Bounded even when every worker is busy with a long load.
-            return self._pool().submit(self._run, fn, timeout_s, restricted).result(
-                timeout=timeout_s + QUEUE_GRACE_S)
+            tries = 2 if read else 1
+            return self._pool().submit(self._run, fn, timeout_s, restricted, read, action).result(
+                timeout=tries * timeout_s + QUEUE_GRACE_S)
         except Exception as exc:
-            raise translate_error(exc, action, self.url, loading=loading) from exc
+            raise self._translated(exc, action, loading) from exc
 
-    def _run(self, fn: Callable[[Any, dict[str, Any]], T], timeout_s: float, restricted: bool) -> T:
-        client, kwargs = self._client(timeout_s, restricted)
+    def _translated(self, exc: BaseException, action: str, loading: bool) -> TritonError:
+        """The one translation, and after an HTTP timeout the kept connections dropped: a load
+        that hangs may hold the Triton thread they sit on (see `_run`)."""
+        error = translate_error(exc, action, self.url, loading=loading)
+        if isinstance(error, TritonTimeoutError) and self.endpoint.transport is Transport.HTTP:
+            self._drop_kept_connections()
+        return error
+
+    def _drop_kept_connections(self) -> None:
+        """Every worker opens its HTTP connections afresh at its next call."""
+        with self._grpc_lock:
+            self._http_generation += 1
+
+    def _run(self, fn: Callable[[Any, dict[str, Any]], T], timeout_s: float, restricted: bool,
+             read: bool = False, action: str = "") -> T:
+        client, kwargs, kept = self._client(timeout_s, restricted)
+        try:
+            return fn(client, kwargs)
+        except Exception as exc:
+            # Triton's HTTP server serves each connection on one of its threads, and a load
+            # holds its thread until the model loads: every connection kept alive on that
+            # thread waits with it, while a new connection goes to a free thread (docs/development.md).
+            # So a read that times out on a kept connection is asked once more on a new one,
+            # and every worker drops its kept connections; a timeout on a new one is final.
+            if not (read and kept and isinstance(self._translated(exc, action, False), TritonTimeoutError)):
+                raise
+        client, kwargs, _ = self._client(timeout_s, restricted)
         return fn(client, kwargs)
 
     def _pool(self) -> ThreadPoolExecutor:
@@ -144,10 +174,14 @@ class Connection:
                 )
             return self._http_pool
 
-    def _client(self, timeout_s: float, restricted: bool) -> tuple[Any, dict[str, Any]]:
+    def _client(self, timeout_s: float, restricted: bool) -> tuple[Any, dict[str, Any], bool]:
+        """The transport's client, the call's keyword arguments, and whether the client's
+        HTTP connection was kept from an earlier call (gRPC: False, its channel reconnects itself)."""
         if self.endpoint.transport is Transport.GRPC:
-            return self._grpc_client(), {**self._client_kwargs(restricted), "client_timeout": timeout_s}
-        return self._http_client(timeout_s), self._client_kwargs(restricted)
+            kwargs = {**self._client_kwargs(restricted), "client_timeout": timeout_s}
+            return self._grpc_client(), kwargs, False
+        client, kept = self._http_client(timeout_s)
+        return client, self._client_kwargs(restricted), kept
 
     def _client_kwargs(self, restricted: bool) -> dict[str, Any]:
         if not (restricted and self.admin_key):
@@ -155,16 +189,23 @@ class Connection:
         header = GRPC_ADMIN_KEY_HEADER if self.endpoint.transport is Transport.GRPC else HTTP_ADMIN_KEY_HEADER
         return {"headers": {header: self.admin_key}}
 
-    def _http_client(self, timeout_s: float) -> HttpClient:
-        clients: dict[float, HttpClient] = self._local.__dict__.setdefault("http", {})
-        if timeout_s not in clients:
+    def _http_client(self, timeout_s: float) -> tuple[HttpClient, bool]:
+        """This worker thread's client for `timeout_s`, and whether it was used before; opened
+        afresh when a timeout since its last call dropped every kept connection."""
+        local = self._local.__dict__
+        if local.get("generation") != self._http_generation:
+            self._close_thread_clients(None)
+            local["generation"] = self._http_generation
+        clients: dict[float, HttpClient] = local.setdefault("http", {})
+        kept = timeout_s in clients
+        if not kept:
             clients[timeout_s] = HttpClient(
                 self.endpoint.address,
                 ssl=self.endpoint.ssl,
                 connection_timeout=min(timeout_s, self.timeout_s),
                 network_timeout=timeout_s,
             )
-        return clients[timeout_s]
+        return clients[timeout_s], kept
 
     def _grpc_client(self) -> GrpcClient:
         with self._grpc_lock:
@@ -185,9 +226,10 @@ class Connection:
         if grpc_client is not None:
             grpc_client.close()
 
-    def _close_thread_clients(self, barrier: threading.Barrier) -> None:
-        with contextlib.suppress(threading.BrokenBarrierError):
-            barrier.wait(timeout=self.timeout_s)
+    def _close_thread_clients(self, barrier: threading.Barrier | None) -> None:
+        if barrier is not None:
+            with contextlib.suppress(threading.BrokenBarrierError):
+                barrier.wait(timeout=self.timeout_s)
         for client in self._local.__dict__.pop("http", {}).values():
             with contextlib.suppress(Exception):
                 client.close()
@@ -203,4 +245,4 @@ class Connection:
             finally:
                 client.close()
         except Exception as exc:
-            raise translate_error(exc, action, self.url, loading=True) from exc
+            raise self._translated(exc, action, loading=True) from exc

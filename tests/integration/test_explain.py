@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 
@@ -14,12 +15,13 @@ from tritonclient.grpc import model_config_pb2
 from geadmin.diagnose.explain import log_reason
 from geadmin.domain import ModelState, Serving
 from geadmin.errors import ExplainedLoadError, ExplainedLoadTimeoutError
-from geadmin.ops.models.actions import ModelAction, run_action
+from geadmin.ops.models.actions import ActionResult, ModelAction, run_action
 from geadmin.ops.models.explained_load import load_explained
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.triton.client import TritonClient
 from geadmin.triton.logs import LocalLogFile
 from tests.support.auth import admin_auth
+from tests.support.samples import add_python_model
 from tests.support.transports import TRANSPORTS, url_for
 
 
@@ -115,6 +117,35 @@ def test_missing_model_file_hangs_the_load_and_is_reported_as_soon_as_triton_log
     assert "restart Triton" in result.message
     client.close()
     server.stop(timeout_s=2)  # the hung load keeps Triton from exiting: SIGKILL after 2 s, not 12
+
+
+def test_a_load_hung_in_initialize_stalls_no_other_call_and_is_not_waited_for(
+    triton_factory: Callable[..., TritonProcess],
+) -> None:
+    """Triton serves an HTTP load on one of its threads, and every connection kept alive on
+    that thread waits while the load hangs (docs/development.md): geadmin's reads after it go around on a
+    new connection, so it can still say the model is not serving; and the action does not
+    wait out its settle time for the model it loaded itself (LOADING is its result)."""
+    server = triton_factory(models=[])
+    add_python_model(server.repository, "hangs", "time.sleep(120)")
+    client = TritonClient(server.http_url, timeout_s=3, load_timeout_s=3)
+    assert "hangs" in {e.name for e in client.repository_index()}  # kept alive, as the CLI's and the pages'
+    outcome: list[ActionResult] = []
+    acting = threading.Thread(target=lambda: outcome.extend(run_action(
+        client, ModelAction.LOAD, ["hangs"], log=LocalLogFile(server.log_path), repository=server.repository,
+        settle_timeout_s=600, auth=admin_auth())), daemon=True)
+    acting.start()
+    acting.join(timeout=90)
+    assert not acting.is_alive(), "the load waited for the model it loaded itself to settle"
+    (result,) = outcome
+    assert not result.ok and result.message.startswith("load of 'hangs' did not finish in ")
+    first = result.message.splitlines()[0]
+    assert "— fix: Triton keeps the model LOADING until its initialize returns" in first
+    assert "restart Triton" in first
+    assert "the model was not loaded before, and is not serving" in result.message
+    assert {e.name: e.state for e in client.repository_index()}["hangs"] is ModelState.LOADING
+    client.close()
+    server.stop(timeout_s=2)  # the hung load keeps Triton from exiting: SIGKILL after 2 s
 
 
 def test_initialize_error_reason_comes_from_the_log(
