@@ -12,7 +12,7 @@ from geadmin.diagnose import details, ensemble, impact
 from geadmin.diagnose.failure_text import from_explanation, from_message
 from geadmin.diagnose.rows import ModelRow, collect_rows, filter_rows
 from geadmin.domain import ModelState
-from geadmin.errors import GeAdminError
+from geadmin.errors import GeAdminError, TritonTimeoutError, TritonUnreachableError
 from geadmin.ops.models import actions
 from geadmin.ops.models.actions import ModelAction
 from geadmin.repository.modelconfig import to_dict, to_pbtxt
@@ -35,8 +35,9 @@ def read_rows(target: Target) -> list[ModelRow]:
 
 
 def show_model_error(error: GeAdminError) -> None:
-    """`show_error`, or the stack's outage when its Triton is stopped or restarting."""
-    show_error(error, outage=outage_for(selected_target().spec.url, live_stack()))
+    """`show_error`, or the stack's outage when its Triton is stopped, restarting or not answering."""
+    unanswered = isinstance(error, (TritonUnreachableError, TritonTimeoutError))
+    show_error(error, outage=outage_for(selected_target().spec.url, live_stack(), unanswered=unanswered))
 
 
 def render() -> None:

@@ -41,9 +41,9 @@ def exit_code(verdict: Verdict, strict: bool = False) -> int:
 def render_text(verdict: Verdict, outage: str = "", crash: str = "") -> str:
     snap, found = verdict.snapshot, verdict.found
     yes = {True: "yes", False: "no"}
-    lines = [verdict.headline]
-    if outage:
-        lines.append(f"  {outage}")
+    # The cause first, as the Overview's banner says it (ServerVerdict.headline); then the call that failed.
+    lines = [f"{verdict.level.value}: {outage}", f"  {verdict.headline.split(': ', 1)[-1]}"] if outage \
+        else [verdict.headline]
     if crash:
         lines.append(f"CRASHED: {crash}")
     lines.append(f"Triton {snap.url}  version {snap.info.version if snap.info else '?'}  "

@@ -25,6 +25,8 @@ SHOWN_EXITS = 5
 STACK_PAGE = "Stack page"
 STOP_MATCH_S = 60.0  # the Stack page's audit row and the supervisor's exit record of one stop
 RECENT_CRASH_S = 3600.0  # a crash this recent is said above everything else, not only in the history
+STOPPED = frozenset("Tt")  # the kernel's process states: stopped by a signal, stopped by a debugger
+GONE = frozenset("ZX")  # exited (the supervisor is about to see it)
 
 
 def clock(epoch_s: float) -> str:
@@ -60,6 +62,7 @@ class ServerHistory:
     dashboard_restarts: int
     triton_up_s: float | None  # how long the current run has lasted
     down: str = ""  # while Triton is not running: what is going on, in one sentence
+    silent: str = ""  # while it runs: what its process is doing, should it not answer
 
     @property
     def crashed(self) -> bool:
@@ -106,6 +109,33 @@ def _down(info: StackInfo, state: str, exits: tuple[ExitRecord, ...], home: Path
     return ""
 
 
+def process_state(pid: int) -> str:
+    """The kernel's state letter of process `pid` when it is a tritonserver ("" when it is gone,
+    or the pid now belongs to another program)."""
+    try:
+        if b"tritonserver" not in Path(f"/proc/{pid}/cmdline").read_bytes():
+            return ""
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    after_name = stat.rpartition(")")[2].split()  # the name in "(...)" may hold spaces
+    return after_name[0] if after_name else ""
+
+
+def _silent(info: StackInfo) -> str:
+    """Why a Triton the supervisor says runs would not answer, from its process, or ""."""
+    pid = info.triton_pid
+    state = process_state(pid) if pid is not None else ""
+    if not state or state in GONE:
+        return ""
+    if state in STOPPED:
+        return (f"Triton (pid {pid}) is stopped by a signal (SIGSTOP, or a debugger holds it) and answers "
+                f"nothing: `kill -CONT {pid}` lets it go on, or restart it from the {STACK_PAGE}.")
+    return (f"Triton (pid {pid}) runs but does not answer: it is hung or overloaded — the end of its log "
+            f"({info.triton_log}) says what it was doing; restart it from the {STACK_PAGE} (or "
+            f"`kill -HUP {info.pid}`, to `geadmin up`).")
+
+
 def server_history(info: StackInfo, *, now_s: float | None = None) -> ServerHistory:
     now_s = time.time() if now_s is None else now_s
     state = info.triton_state
@@ -121,6 +151,7 @@ def server_history(info: StackInfo, *, now_s: float | None = None) -> ServerHist
         sum(1 for r in info.dashboard_exits if r.restarted),
         now_s - info.triton_started_at if running and info.triton_started_at else None,
         "" if running else _down(info, state, exits, info.home),
+        _silent(info) if running else "",
     )
 
 
@@ -131,10 +162,13 @@ def history_for(url: str, stack: StackInfo | None) -> ServerHistory | None:
     return server_history(stack)
 
 
-def outage_for(url: str, stack: StackInfo | None) -> str:
-    """Why the stack's Triton does not answer (restarting, stopped by whom, exited), or ""."""
+def outage_for(url: str, stack: StackInfo | None, *, unanswered: bool = False) -> str:
+    """Why the stack's Triton does not answer (restarting, stopped by whom, exited) or, when it
+    runs but a call went unanswered (`unanswered`), what its process is doing; else ""."""
     history = history_for(url, stack)
-    return history.down if history is not None else ""
+    if history is None:
+        return ""
+    return history.down or (history.silent if unanswered else "")
 
 
 def recent_crash(history: ServerHistory | None, *, now_s: float | None = None) -> str:

@@ -33,7 +33,8 @@ class ServerVerdict:
         that runs it knows ("" otherwise)."""
         if VerdictRule.UNREACHABLE not in self.verdict.rules:
             return ""
-        return (self.history.down if self.history is not None else "") or self.container
+        told = (self.history.down or self.history.silent) if self.history is not None else ""
+        return told or self.container
 
     @property
     def crash(self) -> str:

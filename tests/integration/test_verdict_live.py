@@ -173,10 +173,10 @@ def test_a_deliberate_stop_is_audited_as_a_stop_and_status_says_who_stopped_trit
 
         result = geadmin("status", home=home)
         assert result.returncode == 3, result.stdout + result.stderr
-        first, outage = result.stdout.splitlines()[:2]
-        assert first.startswith("DOWN: ")
-        assert outage.strip().startswith("Triton was stopped by alice (dashboard) at ")
-        assert "is it running" not in outage
+        first, call = result.stdout.splitlines()[:2]
+        assert first.startswith("DOWN: Triton was stopped by alice (dashboard) at ")  # the cause leads
+        assert "is it running" not in first
+        assert call.startswith("  check liveness: Triton at ")  # then the call that failed
 
 
 def test_a_killed_dashboard_is_in_the_server_history(tmp_path: Path) -> None:

@@ -4,6 +4,8 @@ sidebar, through Streamlit's AppTest against real tritonservers."""
 from __future__ import annotations
 
 import os
+import signal
+import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -19,6 +21,7 @@ from geadmin.stack.tritonserver import TritonProcess
 from geadmin.stack.workspace import StackInfo, Workspace
 from tests.support.apptest import APP, isolate, point_at, run
 from tests.support.samples import add_python_model
+from tests.support.stack import geadmin
 
 CLASSIFIER = "digits_classifier"
 
@@ -171,3 +174,50 @@ def test_a_stopped_stack_triton_says_who_stopped_it_instead_of_is_the_url_right(
     (error,) = [e.value for e in models.error]
     assert error.startswith("Triton was stopped by alice (dashboard)")
     assert "**Next step:** see the Stack page" in error and "geadmin up`)" not in error
+
+
+def test_a_stack_triton_stopped_by_a_signal_is_named_with_the_way_out(
+    triton_factory: Callable[..., TritonProcess], tmp_path: Path
+) -> None:
+    """SIGSTOP (or a debugger) leaves Triton's sockets open and its calls unanswered: the
+    verdict says what its process is doing and how it goes on, not only "did not answer"."""
+    server = triton_factory()
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    Workspace(home).write_stack(stack_info(home, server.http_url, "running", (), server.pid))
+    assert server.pid is not None
+    os.kill(server.pid, signal.SIGSTOP)
+    try:
+        at = run(page("overview"))
+        (banner,) = [e.value for e in at.error if e.value.startswith("**DOWN")]
+        assert banner.startswith(f"**DOWN: Triton (pid {server.pid}) is stopped by a signal (SIGSTOP, or a "
+                                 "debugger holds it)")
+        assert f"`kill -CONT {server.pid}` lets it go on" in banner
+        status = geadmin("status", home=home)
+        assert status.returncode == 3, status.stderr
+        first = status.stdout.splitlines()[0]
+        assert first.startswith(f"DOWN: Triton (pid {server.pid}) is stopped by a signal"), status.stdout
+        models = run(page("models"))
+        assert [e.value for e in models.error if e.value.startswith(f"Triton (pid {server.pid}) is stopped")]
+    finally:
+        os.kill(server.pid, signal.SIGCONT)
+
+
+def test_a_stack_triton_that_runs_but_does_not_answer_is_called_hung_with_its_log(
+    triton_factory: Callable[..., TritonProcess], tmp_path: Path
+) -> None:
+    """The stack's Triton process runs, and its port takes connections but answers nothing
+    (a listener that never accepts stands for the hung server: the process is the real one)."""
+    server = triton_factory()
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    with socket.socket() as hung:
+        hung.bind(("127.0.0.1", 0))
+        hung.listen(8)  # connections complete in the kernel's backlog; nothing ever reads them
+        url = f"http://127.0.0.1:{hung.getsockname()[1]}"
+        Workspace(home).write_stack(stack_info(home, url, "running", (), server.pid))
+        status = geadmin("status", home=home)
+    first = status.stdout.splitlines()[0]
+    assert first.startswith(f"DOWN: Triton (pid {server.pid}) runs but does not answer: it is hung or "
+                            "overloaded — the end of its log"), status.stdout
+    assert f"restart it from the Stack page (or `kill -HUP {os.getpid()}`" in first

@@ -99,6 +99,9 @@ def test_unreachable_exits_three_and_says_why_first() -> None:
     result = assess(down, expected=("good",))
     assert exit_code(result) == ExitCode.UNREACHABLE
     assert render_text(result).splitlines()[0] == "DOWN: Triton at http://h:8000 is unreachable"
+    first, call = render_text(result, outage="Triton was stopped by alice (dashboard)").splitlines()[:2]
+    assert first == "DOWN: Triton was stopped by alice (dashboard)"  # the cause leads, as on the Overview
+    assert call == "  Triton at http://h:8000 is unreachable"
     assert json.loads(json.dumps(result.to_json()))["verdict"] == "DOWN"
 
 
