@@ -19,6 +19,7 @@ GENERIC_MARKERS = (
     "unexpected platform type",
     "failed to load all models",
     "no version is available",
+    "model not found in any model repository",
 )
 
 # (pattern on the reason, fix). First match wins; `{0}` in a fix is the pattern's group.
@@ -37,6 +38,9 @@ KNOWN_FIXES: tuple[tuple[re.Pattern[str], str], ...] = (
      "with the device_ids parameter)"),
     (re.compile(r"unexpected platform type '?graph_executor'?", re.I),
      'replace platform: "graph_executor" with backend: "npu_ge" in config.pbtxt'),
+    (re.compile(r"^no model directory (\S+)", re.I),
+     "check the name (`geadmin models list` lists the repository's models), or create the model "
+     "(`geadmin models create`, or the New model page)"),
     (re.compile(r"^load model '[^']+': .*did not answer in time", re.I),
      "Triton keeps the model LOADING until its initialize returns — a large model can take minutes: "
      "watch it with `geadmin models list`; one that never ends waits on something (a Python "

@@ -84,7 +84,10 @@ def test_failed_load_json_carries_the_explanation(
     (result,) = json.loads(capsys.readouterr().out)
     assert result["ok"] is False
     explanation = result["explanation"]
-    assert "model not found in any model repository" in explanation["reason"]
+    # The layout's finding leads (where, and what to do); Triton's generic line stays in the log lines.
+    reason = explanation["reason"]
+    assert reason.startswith("no model directory ") and "— fix: check the name" in reason
+    assert any("model not found in any model repository" in line for line in explanation["log_lines"])
     assert explanation["serving"] == "NEVER_LOADED"
     assert any("no model directory" in p for p in explanation["layout_problems"])
 

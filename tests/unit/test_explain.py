@@ -68,6 +68,7 @@ def test_every_known_fix_matches_its_own_example() -> None:
         "graph_executor": "unexpected platform type 'graph_executor' for m",
         "libascendcl": "cannot load the ACL runtime libascendcl.so (CANN toolkit)",
         "did not answer in time": "load model 'm': Triton at http://h:8000 did not answer in time",
+        "no model directory": "no model directory /r/m",
     }
     for pattern, fix in advice.KNOWN_FIXES:
         example = next(text for key, text in examples.items() if key in pattern.pattern)
