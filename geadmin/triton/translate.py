@@ -145,6 +145,9 @@ def _translate_server_exception(
                    "--admin-key or GEADMIN_ADMIN_KEY")
     elif ours is TritonUnreachableError:
         message = f"{_describe(ours, url)} ({message})"
+    elif ours is ModelNotFoundError:
+        message = (f"{message} — Triton at {url} does not serve it: check the name and its state "
+                   "(`geadmin models list`), and load it (`geadmin models load NAME`)")
     return ours(f"{action}: {message}", url=url, status=code)
 
 

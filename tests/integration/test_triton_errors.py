@@ -186,7 +186,8 @@ def test_load_that_hangs_raises_timeout_and_server_is_cleaned_up(
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_unknown_model_is_not_found(triton_server: TritonProcess, transport: str) -> None:
     client = TritonClient(url_for(triton_server, transport))
-    with pytest.raises(ModelNotFoundError):
+    with pytest.raises(ModelNotFoundError, match=r"does not serve it: check the name and its state "
+                       r"\(`geadmin models list`\), and load it"):
         client.model_metadata("no_such_model")
     with pytest.raises(ModelNotFoundError):
         client.model_statistics("no_such_model")
