@@ -97,3 +97,14 @@ def test_a_hung_load_says_it_is_stuck_in_its_first_line() -> None:
     text = Explanation("h", "still LOADING", "Failed to preinitialize Python stub", hung=True,
                        elapsed_s=0.7).summary()
     assert text.splitlines()[0].startswith("load of 'h' is stuck: Triton keeps it LOADING")
+
+
+def test_the_next_step_of_a_load_still_running_is_to_watch_it_not_to_fix_a_cause() -> None:
+    from geadmin.errors import ExplainedLoadTimeoutError
+    from geadmin.ops.models.actions import next_step
+
+    running = Explanation("m", "load model 'm': Triton at http://h:8000 did not answer in time",
+                          reason="r", timed_out=True)
+    assert next_step(ExplainedLoadTimeoutError(running)).startswith("watch its state (it stays LOADING until")
+    stuck = Explanation("m", "still LOADING after: boom", reason="boom", timed_out=True, hung=True)
+    assert next_step(ExplainedLoadTimeoutError(stuck)).startswith("fix the cause above")
