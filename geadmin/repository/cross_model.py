@@ -62,6 +62,7 @@ class Mismatch:
     fix: str
     other: str = ""  # the model the tensor was first inferred from (a type or shape clash)
     other_path: str = ""  # in that model's config
+    member_fix: str = ""  # the fix seen from the member's config, where it differs from `fix`
 
     def involves(self, model: str) -> bool:
         return model in (self.member, self.other)
@@ -147,7 +148,9 @@ def _step_tensors(ensemble: str, path: str, step: model_config_pb2.ModelEnsembli
                                f"{'to' if what == 'input' else 'from'} non-existing {what} {key} in model "
                                f"{step.model_name} (its {what}s: {', '.join(names) or 'none'})", where, what,
                                did_you_mean(key, names, f"{what}s of {step.model_name}") if names
-                               else f"give {step.model_name} the {what} {key!r}")
+                               else f"give {step.model_name} the {what} {key!r}",
+                               member_fix=f"keep the {what} {key!r} that ensemble {ensemble} maps, or change "
+                               f"its {what}_map in {ensemble} to the new name as well")
                 continue
             tensor = declared[index[key]]
             node = _Tensor(step.model_name, batching, tensor.data_type, _dims(tensor),
@@ -248,7 +251,8 @@ def _member_change(ctx: Context) -> Iterable[Issue]:
                 if above else "")
         for m in check_ensemble(configs[ensemble], members):
             if m.involves(model):
-                yield (m.path_in(model), f"{m.message}: Triton would unload ensemble {ensemble}{also}", m.fix)
+                fix = m.member_fix if model == m.member and m.member_fix else m.fix
+                yield (m.path_in(model), f"{m.message}: Triton would unload ensemble {ensemble}{also}", fix)
 
 
 BACKEND_RULE = "server.backend_unavailable"  # not in RULES: it needs the server's backends

@@ -63,6 +63,10 @@ def test_renamed_output_type_and_shape_are_each_named(repo: Path) -> None:
         "in ensemble digits_pipeline, ensemble tensor probabilities is mapped from non-existing output "
         "probabilities in model digits_classifier (its outputs: probs): Triton would unload ensemble "
         "digits_pipeline"]
+    (fix,) = [f.fix for f in validate_text(renamed, repo / "digits_classifier")
+              if f.rule == "ensemble.member_change"]
+    assert fix == ("keep the output 'probabilities' that ensemble digits_pipeline maps, or change its "
+                   "output_map in digits_pipeline to the new name as well")  # the member's side
     retyped = edited(repo, "digits_classifier", "TYPE_FP32 dims: [ 10 ]", "TYPE_FP16 dims: [ 10 ]")
     [typed] = member_errors(repo, "digits_classifier", retyped)
     assert ("inconsistent data type: TYPE_FP16 is inferred from model digits_classifier while TYPE_FP32"
