@@ -121,8 +121,10 @@ def test_status_says_why_the_compose_triton_is_down(monkeypatch: pytest.MonkeyPa
     fake(as_triton(log_replay(TICKER_LOG, inspect_file="inspect_killed.json")))
     assert main(["status", "--timeout", "2"]) == 3
     out = capsys.readouterr().out
-    assert "  compose service 'triton' (project gearec) is exited (" in out and "killed by SIGKILL" in out
-    assert "    | tock 87" in out
+    first = out.splitlines()[0]  # the cause leads, as on the Overview; its log lines, then the failed call
+    assert first.startswith("DOWN: compose service 'triton' (project gearec) is exited (")
+    assert "SIGKILL" in first
+    assert "    | tock 87" in out and "  check liveness: Triton at " in out
     assert main(["status", "--timeout", "2", "--json"]) == 3
     document = json.loads(capsys.readouterr().out)
     assert document["outage"].startswith("compose service 'triton' (project gearec) is exited")
