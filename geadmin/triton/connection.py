@@ -100,7 +100,7 @@ class Connection:
         self.load_timeout_s = load_timeout_s
         self._local = threading.local()  # per HTTP worker thread: {timeout_s: client}
         self._http_pool: ThreadPoolExecutor | None = None
-        self._http_generation = 0  # bumped when a read timed out on a kept connection: all reopen
+        self._http_generation = 0  # bumped after an HTTP timeout: every worker reopens its connections
         self._grpc_lock = threading.Lock()
         self._grpc: GrpcClient | None = None
 
