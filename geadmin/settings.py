@@ -236,6 +236,9 @@ NPU_FAULT_TABLE = Setting("NPU_FAULT_TABLE", parse_path, None,
 TRITON_METRICS_URL = Setting("TRITON_METRICS_URL", str, None,
     "Triton's /metrics page (default: the running stack's, else "
     "http://127.0.0.1:<GEADMIN_METRICS_PORT>/metrics)")
+LOAD_TIMEOUT_S = Defaulted("LOAD_TIMEOUT_S", parse_seconds, "120",
+    "seconds the dashboard and the CLI wait for one model's load before saying it has not finished (the "
+    "load goes on in Triton; a large npu_ge model can compile for minutes); --load-timeout overrides it")
 SAMPLE_INTERVAL_S = Defaulted("SAMPLE_INTERVAL_S", parse_seconds, "2",
     "seconds between two samples of the telemetry sampler (geadmin sampler, geadmin up)")
 PROMETHEUS_URL = Setting("PROMETHEUS_URL", parse_http_url, None,

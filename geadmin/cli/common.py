@@ -21,10 +21,16 @@ from geadmin.ops.models import reconcile
 from geadmin.stack.log_discovery import with_found_log
 from geadmin.stack.target import Target, live_stack, resolve
 from geadmin.triton.client import TritonClient
-from geadmin.triton.connection import DEFAULT_LOAD_TIMEOUT_S, DEFAULT_TIMEOUT_S
+from geadmin.triton.connection import DEFAULT_TIMEOUT_S
 from geadmin.triton.servers import DEFAULT_TRITON_URL
 
 N = TypeVar("N", int, float)
+
+
+def add_load_timeout_arg(parser: argparse.ArgumentParser, what: str = "each load") -> None:
+    parser.add_argument("--load-timeout", type=positive_seconds, default=None, metavar="S",
+                        help=f"seconds to wait for {what} before saying it has not finished (env "
+                        "GEADMIN_LOAD_TIMEOUT_S, default 120; the load goes on in Triton)")
 
 
 def add_connection_args(parser: argparse.ArgumentParser, *, log_and_repository: bool = True) -> None:
@@ -162,7 +168,7 @@ def protocol_url(target: Target, protocol: str | None, url_flag: str | None) -> 
 def client_for(target: Target, args: argparse.Namespace) -> TritonClient:
     url = protocol_url(target, getattr(args, "protocol", None), getattr(args, "url", None))
     return TritonClient(url, admin_key=target.spec.admin_key, timeout_s=args.timeout,
-                        load_timeout_s=getattr(args, "load_timeout", DEFAULT_LOAD_TIMEOUT_S))
+                        load_timeout_s=settings.LOAD_TIMEOUT_S.get(getattr(args, "load_timeout", None)))
 
 
 def triton_metrics(args: argparse.Namespace) -> tuple[str, bool]:

@@ -18,11 +18,11 @@ from geadmin.access import guard
 from geadmin.cli.common import (
     add_connection_args,
     add_consent_args,
+    add_load_timeout_arg,
     client_for,
     consent,
     format_table,
     local_time,
-    positive_seconds,
     print_side_effects,
     target_from_args,
 )
@@ -45,7 +45,6 @@ from geadmin.repository import revisions, store
 from geadmin.repository.validate import summarize, validate_path
 from geadmin.stack.backends import served_backends
 from geadmin.stack.target import Target, live_stack, resolve
-from geadmin.triton.connection import DEFAULT_LOAD_TIMEOUT_S
 
 Actions = argparse._SubParsersAction  # argparse's own type for add_subparsers()
 VALIDATE_HELP = """`config validate PATH... [--json]` checks config.pbtxt files without a Triton
@@ -328,8 +327,7 @@ def _add_change_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--expect-hash", default=None, metavar="SHA256",
                         help="apply only if the file on disk still has this sha256 (or a prefix of "
                         "at least 8 characters): what you started editing from")
-    parser.add_argument("--load-timeout", type=positive_seconds, default=DEFAULT_LOAD_TIMEOUT_S,
-                        help=f"seconds to wait for the reload (default {DEFAULT_LOAD_TIMEOUT_S:g})")
+    add_load_timeout_arg(parser, "the reload")
 
 
 def _add_preview_args(parser: argparse.ArgumentParser) -> None:

@@ -23,11 +23,11 @@ from geadmin.access import guard
 from geadmin.cli.common import (
     add_connection_args,
     add_consent_args,
+    add_load_timeout_arg,
     client_for,
     consent,
     format_table,
     number_argument,
-    positive_seconds,
     print_side_effects,
     target_from_args,
 )
@@ -38,7 +38,6 @@ from geadmin.errors import GeAdminError, RepositoryError, TritonError, TritonUnr
 from geadmin.ops.models import create
 from geadmin.ops.models.actions import ModelAction, audit_refusal, run_action
 from geadmin.repository import paths, templates
-from geadmin.triton.connection import DEFAULT_LOAD_TIMEOUT_S
 
 
 def run_list(args: argparse.Namespace) -> int:
@@ -200,8 +199,7 @@ def _register_create(actions: argparse._SubParsersAction[argparse.ArgumentParser
     sub.add_argument("--upload-limit", type=_byte_count, default=paths.DEFAULT_UPLOAD_LIMIT_BYTES,
                      metavar="BYTES",
                      help=f"largest file accepted (default {paths.DEFAULT_UPLOAD_LIMIT_BYTES}, 1 GiB)")
-    sub.add_argument("--load-timeout", type=positive_seconds, default=DEFAULT_LOAD_TIMEOUT_S,
-                     help=f"seconds to wait for the load (default {DEFAULT_LOAD_TIMEOUT_S:g})")
+    add_load_timeout_arg(sub, "the load")
     sub.set_defaults(func=run_create)
 
 
@@ -217,9 +215,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         sub = actions.add_parser(action.value, help=text)
         add_connection_args(sub)
         sub.add_argument("names", nargs="+", metavar="NAME")
-        sub.add_argument("--load-timeout", type=positive_seconds, default=DEFAULT_LOAD_TIMEOUT_S,
-                         help="seconds to wait for each load before giving up "
-                         f"(default {DEFAULT_LOAD_TIMEOUT_S:g}; a load can hang)")
+        add_load_timeout_arg(sub)
         if action is ModelAction.UNLOAD:
             sub.add_argument("--dependents", action="store_true",
                              help="also unload models that only these ones use (ensemble steps)")

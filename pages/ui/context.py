@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from geadmin import settings
 from geadmin.domain import Transport
 from geadmin.stack.target import Target, configured_targets, live_stack
 from geadmin.triton.client import TritonClient
@@ -16,9 +17,9 @@ from pages.ui import keys
 
 
 @st.cache_resource(show_spinner=False)
-def _server_client(name: str, url: str, admin_key: str | None) -> TritonClient:
+def _server_client(name: str, url: str, admin_key: str | None, load_timeout_s: float) -> TritonClient:
     """One facade per configured server and endpoint; thread-safe, so sessions share it."""
-    return TritonClient(url, admin_key=admin_key)
+    return TritonClient(url, admin_key=admin_key, load_timeout_s=load_timeout_s)
 
 
 def client_for(target: Target, transport: Transport | None = None) -> TritonClient:
@@ -26,7 +27,7 @@ def client_for(target: Target, transport: Transport | None = None) -> TritonClie
     endpoint geadmin.stack.target.server_urls knows for it."""
     spec = target.spec
     url = spec.url if transport is None else target.urls().url(transport)
-    return _server_client(spec.name, url, spec.admin_key)
+    return _server_client(spec.name, url, spec.admin_key, settings.LOAD_TIMEOUT_S.get())
 
 
 @st.cache_resource(show_spinner=False)

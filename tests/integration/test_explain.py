@@ -148,6 +148,33 @@ def test_a_load_hung_in_initialize_stalls_no_other_call_and_is_not_waited_for(
     server.stop(timeout_s=2)  # the hung load keeps Triton from exiting: SIGKILL after 2 s
 
 
+def test_the_load_timeout_setting_bounds_the_cli_wait_and_the_flag_wins(
+    triton_factory: Callable[..., TritonProcess], monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """GEADMIN_LOAD_TIMEOUT_S is how long the CLI and the dashboard wait for a load (120 s
+    unset); --load-timeout overrides it."""
+    from geadmin.cli.main import main
+
+    server = triton_factory(models=[])
+    add_python_model(server.repository, "hangs", "time.sleep(120)")
+    add_python_model(server.repository, "hangs_too", "time.sleep(120)")
+    load = ["models", "load", "--url", server.http_url]
+    codes: list[int] = []
+    # Unset, each would wait 120 s; with the env at 100 s, only the flag can end the second by then.
+    for env_s, argv in (("2", [*load, "hangs"]), ("100", [*load, "hangs_too", "--load-timeout", "2"])):
+        monkeypatch.setenv("GEADMIN_LOAD_TIMEOUT_S", env_s)
+        acting = threading.Thread(target=lambda args=argv: codes.append(main(args)), daemon=True)
+        acting.start()
+        acting.join(timeout=60)
+        assert not acting.is_alive(), f"{argv} with GEADMIN_LOAD_TIMEOUT_S={env_s} waited past 60 s"
+    assert codes == [1, 1]
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("geadmin: error:")]
+    assert errors[0].startswith("geadmin: error: load of 'hangs' did not finish in ")
+    assert errors[1].startswith("geadmin: error: load of 'hangs_too' did not finish in ")
+    server.stop(timeout_s=2)  # the hung loads keep Triton from exiting: SIGKILL after 2 s
+
+
 def test_initialize_error_reason_comes_from_the_log(
     triton_factory: Callable[..., TritonProcess],
 ) -> None:
