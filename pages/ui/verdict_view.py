@@ -100,8 +100,11 @@ def sidebar_badge() -> None:
 @st.fragment(run_every=SIDEBAR_REFRESH_S)
 def _badge() -> None:
     target = selected_target()
-    at_s, found = _published().get(server_key(target), (-REUSE_S, None))
-    if found is None or time.monotonic() - at_s > REUSE_S:
+    at_s, found = _published().get(server_key(target), (-SIDEBAR_REFRESH_S, None))
+    # An OK is never older than REUSE_S. A DEGRADED or DOWN serves a whole refresh: while
+    # Triton hangs each verdict costs a timeout, and no page should wait for one on every click.
+    if found is None or time.monotonic() - at_s > (REUSE_S if found.verdict.level is Level.OK
+                                                    else SIDEBAR_REFRESH_S):
         try:  # the embedded stack's Triton stopped or restarting: said, as on the Overview
             found = verdict_for(target)
         except GeAdminError as exc:

@@ -92,6 +92,31 @@ def test_the_sidebar_on_another_page_reads_the_verdict_afresh(
     assert "DOWN" in sidebar(at) and "OK" not in sidebar(at)
 
 
+def test_a_down_verdict_serves_the_sidebar_for_a_refresh_an_ok_one_for_a_second(
+    triton_factory: Callable[..., TritonProcess], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While Triton hangs each verdict costs a timeout: a page that does not need Triton must
+    not wait for one on every click, so a DOWN is reused for the badge's refresh period; an
+    OK never for longer than REUSE_S (never green after Triton went away)."""
+    from pages.ui import keys, verdict_view
+
+    monkeypatch.setattr(verdict_view, "REUSE_S", 0.0)
+    monkeypatch.setattr(verdict_view, "SIDEBAR_REFRESH_S", 3600.0)
+    server = point_at(monkeypatch, triton_factory())
+    at = run(page("audit"))
+    (ok_at, _), = at.session_state[keys.VERDICT_PUBLISHED].values()
+    run(at)
+    (again_at, _), = at.session_state[keys.VERDICT_PUBLISHED].values()
+    assert again_at > ok_at, "an OK verdict was reused past REUSE_S"
+    server.stop()
+    run(at)
+    (down_at, found), = at.session_state[keys.VERDICT_PUBLISHED].values()
+    assert found.verdict.level.value == "DOWN" and "DOWN" in sidebar(at)
+    run(at)
+    (reused_at, _), = at.session_state[keys.VERDICT_PUBLISHED].values()
+    assert reused_at == down_at, "a DOWN verdict was computed again within the refresh period"
+
+
 def test_a_hand_edited_config_is_flagged_on_overview_and_models_and_put_back(
     triton_factory: Callable[..., TritonProcess], monkeypatch: pytest.MonkeyPatch
 ) -> None:
