@@ -165,6 +165,11 @@ class Explanation:
     hung: bool = False  # Triton logged a fatal error but keeps the model LOADING
     elapsed_s: float = 0.0
 
+    @property
+    def unfinished(self) -> bool:
+        """Still running when geadmin stopped waiting, with no failure logged: not failed (yet)."""
+        return self.timed_out and not self.hung
+
     def summary(self) -> str:
         if self.hung:
             head = (f"load of {self.model!r} is stuck: Triton keeps it LOADING after this error "
@@ -175,7 +180,7 @@ class Explanation:
         else:
             head = f"load of {self.model!r} failed: {self.reason}"
         lines = [head]
-        if self.error and self.error not in self.reason:
+        if self.error and self.error not in self.reason and not self.unfinished:  # no answer to quote
             lines.append(f"  Triton answered: {self.error}")
         lines += [f"  repository: {problem}" for problem in self.layout_problems
                   if problem not in self.reason]

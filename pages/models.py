@@ -192,7 +192,9 @@ def show_results() -> None:
         next_step = actions.next_step(result.error) if result.error else actions.FIX_AND_RETRY
         failure = (from_explanation(result.explanation, fix=next_step) if result.explanation
                    else from_message(result.message, fix=next_step))
-        show_failure(failure, title=f"{result.action.value} {result.name} failed")
+        unfinished = result.explanation is not None and result.explanation.unfinished
+        show_failure(failure, title=f"{result.action.value} {result.name} "
+                     + ("did not finish" if unfinished else "failed"))
 
 
 def detail(rows: list[ModelRow]) -> None:

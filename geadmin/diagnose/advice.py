@@ -41,7 +41,7 @@ KNOWN_FIXES: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"^no model directory (\S+)", re.I),
      "check the name (`geadmin models list` lists the repository's models), or create the model "
      "(`geadmin models create`, or the New model page)"),
-    (re.compile(r"^load model '[^']+': .*did not answer in time", re.I),
+    (re.compile(r"had not answered the load after the load timeout", re.I),
      "Triton keeps the model LOADING until its initialize returns — a large model can take minutes: "
      "watch it with `geadmin models list`; one that never ends waits on something (a Python "
      "model's initialize(), a device or a file that does not answer): fix that, then restart "

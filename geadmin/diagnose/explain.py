@@ -20,6 +20,7 @@ Reads only: the load itself, watched and explained with these, is
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ from typing import Any
 from tritonclient.grpc import model_config_pb2
 
 from geadmin.diagnose import advice
-from geadmin.domain import Explanation, LogCursor, LogLine, ModelState, Serving
+from geadmin.domain import Explanation, LogCursor, LogLine, ModelState, Serving, format_duration
 from geadmin.errors import TritonError, TritonTimeoutError
 from geadmin.repository.layout import layout_problems
 from geadmin.triton.client import TritonClient
@@ -91,20 +92,30 @@ def explain(
     if repository is not None and not files_sent:
         problems = tuple(layout_problems(repository, name, config))
     serving, version, serving_error = check_serving(client, before)
+    timed_out = isinstance(error, TritonTimeoutError)
+    answer = still_running(client.load_timeout_s, lines) if timed_out and not hung else str(error)
     return Explanation(
         model=name,
         error=str(error),
-        reason=headline(lines, problems, str(error)),
+        reason=headline(lines, problems, answer),
         log_lines=lines,
         layout_problems=problems,
         serving=serving,
         serving_version=version,
         serving_error=serving_error,
         log_description=log.description if log else "",
-        timed_out=isinstance(error, TritonTimeoutError),
+        timed_out=timed_out,
         hung=hung,
         elapsed_s=time.monotonic() - before.started,
     )
+
+
+def still_running(load_timeout_s: float, lines: Sequence[LogLine]) -> str:
+    """A load Triton had not answered at the client's load timeout, in words: it has not
+    failed, it has not finished (Triton did not time out: geadmin stopped waiting)."""
+    last = f"; its last line about the model: \"{lines[-1].message}\"" if lines else ""
+    waited = format_duration(load_timeout_s)
+    return f"Triton had not answered the load after the load timeout ({waited}){last}"
 
 
 def _read_model_lines(log: LogSource | None, cursor: LogCursor | None, name: str) -> list[LogLine]:

@@ -124,7 +124,7 @@ def from_explanation(explanation: Explanation, *, fix: str = "", prefix: str = "
     API's answer and the repository's problems as details, the log lines verbatim."""
     split = from_message(explanation.reason, fix=fix, prefix=prefix)
     details = list(split.details)
-    if explanation.error and explanation.error not in explanation.reason:
+    if explanation.error and explanation.error not in explanation.reason and not explanation.unfinished:
         details.append(f"Triton answered: {' '.join(explanation.error.split())}")
     details += [f"repository: {p}" for p in explanation.layout_problems if p not in explanation.reason]
     if not explanation.log_lines and explanation.log_description:

@@ -140,7 +140,9 @@ def test_a_load_hung_in_initialize_stalls_no_other_call_and_is_not_waited_for(
     (result,) = outcome
     assert not result.ok and result.message.startswith("load of 'hangs' did not finish in ")
     first = result.message.splitlines()[0]
+    assert "had not answered the load after the load timeout (3 s); its last line about the model" in first
     assert "— fix: Triton keeps the model LOADING until its initialize returns" in first
+    assert "Triton answered:" not in result.message  # it did not: nothing to quote
     assert "restart Triton" in first
     assert "the model was not loaded before, and is not serving" in result.message
     assert {e.name: e.state for e in client.repository_index()}["hangs"] is ModelState.LOADING

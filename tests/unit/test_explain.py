@@ -67,7 +67,7 @@ def test_every_known_fix_matches_its_own_example() -> None:
         "KIND_GPU": "instance group m_0 of model m has kind KIND_GPU but no GPUs are available",
         "graph_executor": "unexpected platform type 'graph_executor' for m",
         "libascendcl": "cannot load the ACL runtime libascendcl.so (CANN toolkit)",
-        "did not answer in time": "load model 'm': Triton at http://h:8000 did not answer in time",
+        "load timeout": "Triton had not answered the load after the load timeout (2 min)",
         "no model directory": "no model directory /r/m",
     }
     for pattern, fix in advice.KNOWN_FIXES:

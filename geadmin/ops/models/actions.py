@@ -307,7 +307,7 @@ FIX_AND_RETRY = "fix the cause in the model repository or Triton, then retry."
 
 def next_step(error: GeAdminError) -> str:
     """What an operator should do about `error` (pages put it under the message)."""
-    if isinstance(error, ExplainedLoadTimeoutError) and not error.explanation.hung:
+    if isinstance(error, ExplainedLoadTimeoutError) and error.explanation.unfinished:
         return ("watch its state (it stays LOADING until its initialize returns); if it never ends, "
                 "fix what the model waits on, then restart Triton from the Stack page")
     if isinstance(error, (ExplainedLoadError, ExplainedLoadTimeoutError)):
