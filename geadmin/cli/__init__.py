@@ -24,6 +24,7 @@
 - bundle.py          `geadmin bundle`: the diagnostics bundle
 - fleet.py           `geadmin fleet`: many servers as one
 - up.py              `geadmin up`: the embedded stack
+- stack.py           `geadmin stack`: the stack's services; restart, stop or start one
 - dashboard.py       `geadmin dashboard`: the dashboard alone
 - users.py           `geadmin users`: the dashboard's local users
 """

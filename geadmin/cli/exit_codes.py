@@ -152,6 +152,10 @@ BY_COMMAND: dict[str, tuple[str, dict[ExitCode, str]]] = {
               {ExitCode.OK: "the user added, changed, removed or listed"}),
     "bundle": ("bundle", {ExitCode.OK: "the bundle written"}),
     "dashboard": ("dashboard", {ExitCode.OK: "the sign-in link printed, or the dashboard stopped"}),
+    "stack": ("stack", {
+        ExitCode.OK: "the services listed, or the driver asked to restart, stop or start the service",
+        ExitCode.FAILED: "the change was refused: declined at the terminal, or no terminal and no --yes",
+    }),
     "up": ("up", {
         ExitCode.OK: "stopped as asked, also a start given up because a stop was asked; otherwise the "
                      "stack's own end is passed through (128 + the signal that interrupted the start-up)",

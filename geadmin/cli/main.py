@@ -20,6 +20,7 @@ from geadmin.cli import (
     npu_remedy,
     objectives,
     probe,
+    stack,
     status,
     traffic,
     tune,
@@ -38,7 +39,7 @@ from geadmin.errors import GeAdminError
 # A module that adds a sub-command under another's command (`npu faults`) comes after that command.
 COMMANDS = (up, status, models, config, audit_log, bundle, infer_command,
             npu_command, npu_faults, npu_remedy, top_command, sampler_command, users_command, bench_command,
-            dashboard_command, probe, alerts, objectives, tune, capacity, traffic, fleet)
+            dashboard_command, stack, probe, alerts, objectives, tune, capacity, traffic, fleet)
 REPORT_HINT = ("this is a bug in geadmin: please report it, with the file `geadmin bundle` writes "
                "(and the traceback: run again with GEADMIN_DEBUG=1)")
 

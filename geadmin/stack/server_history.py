@@ -17,12 +17,15 @@ from pathlib import Path
 from geadmin import audit, db
 from geadmin.domain import format_duration
 from geadmin.stack.drivers import ExitRecord
+from geadmin.stack.stack_audit import through
 from geadmin.stack.supervisor import Backoff
 from geadmin.stack.target import is_stack_server
 from geadmin.stack.workspace import StackInfo
 
 SHOWN_EXITS = 5
 STACK_PAGE = "Stack page"
+START_TRITON = "`geadmin stack start triton`, or the Stack page"
+RESTART_TRITON = "`geadmin stack restart triton`, or the Stack page"
 STOP_MATCH_S = 60.0  # the Stack page's audit row and the supervisor's exit record of one stop
 RECENT_CRASH_S = 3600.0  # a crash this recent is said above everything else, not only in the history
 STOPPED = frozenset("Tt")  # the kernel's process states: stopped by a signal, stopped by a debugger
@@ -97,13 +100,13 @@ def _down(info: StackInfo, state: str, exits: tuple[ExitRecord, ...], home: Path
         stop = _last_stop(home)
         when = clock(last.at) if last is not None and last.requested else "?"
         if stop is not None and (last is None or abs(stop.at.timestamp() - last.at) <= STOP_MATCH_S):
-            return (f"Triton was stopped by {stop.who} ({stop.origin}) at {stop.at:%H:%M:%S} UTC from the "
-                    f"{STACK_PAGE}; it stays down until someone starts it there.")
+            return (f"Triton was stopped by {stop.who} ({stop.origin}) at {stop.at:%H:%M:%S} UTC "
+                    f"{through(stop.origin)}; it stays down until someone starts it ({START_TRITON}).")
         return (f"Triton was stopped on request at {when} (a stop signal to `geadmin up`, pid {info.pid}); "
-                f"it stays down until someone starts it from the {STACK_PAGE}.")
+                f"it stays down until someone starts it ({START_TRITON}).")
     if state == "exited" and last is not None:
         return (f"Triton exited at {clock(last.at)} ({last.how} after {format_duration(last.uptime_s)}) and "
-                f"is not restarted (`geadmin up --no-restart`): start it from the {STACK_PAGE}.")
+                f"is not restarted (`geadmin up --no-restart`): start it ({START_TRITON}).")
     if state == "starting":
         return "Triton is starting (`geadmin up`)."
     return ""
@@ -130,10 +133,9 @@ def _silent(info: StackInfo) -> str:
         return ""
     if state in STOPPED:
         return (f"Triton (pid {pid}) is stopped by a signal (SIGSTOP, or a debugger holds it) and answers "
-                f"nothing: `kill -CONT {pid}` lets it go on, or restart it from the {STACK_PAGE}.")
+                f"nothing: `kill -CONT {pid}` lets it go on, or restart it ({RESTART_TRITON}).")
     return (f"Triton (pid {pid}) runs but does not answer: it is hung or overloaded — the end of its log "
-            f"({info.triton_log}) says what it was doing; restart it from the {STACK_PAGE} (or "
-            f"`kill -HUP {info.pid}`, to `geadmin up`).")
+            f"({info.triton_log}) says what it was doing; restart it ({RESTART_TRITON}).")
 
 
 def server_history(info: StackInfo, *, now_s: float | None = None) -> ServerHistory:

@@ -52,6 +52,11 @@ def origin_of_signal(signum: int | None) -> str:
         return f"stopped by signal {signum}"
 
 
+
+def through(origin: str) -> str:
+    """Where a stack action came from, as the history says it: the Stack page, or the CLI."""
+    return "with `geadmin stack`" if origin == audit.Origin.CLI.value else "from the Stack page"
+
 class StackAudit:
     """Writes the rows; `say` reports a row that could not be written (the stop still happened)."""
 
@@ -112,8 +117,9 @@ class StackAudit:
             row = next((r for r in rows if r.action in actions and r.server == STACK_PAGE_SERVER
                         and r.result == audit.Result.OK.value), None)
             if row is not None:
-                return f"{verb} from the Stack page by {row.who} ({row.origin})"
+                return f"{verb} {through(row.origin)} by {row.who} ({row.origin})"
             if time.monotonic() >= deadline or self._stopping.wait(0.1):
                 break
         name = (STOP_TRITON if action == "stop" else RESTART_TRITON).name
-        return f"{verb} by signal {name} to `geadmin up` (pid {os.getpid()}), not from the Stack page"
+        return (f"{verb} by signal {name} to `geadmin up` (pid {os.getpid()}), not from the Stack page or "
+                "`geadmin stack`")

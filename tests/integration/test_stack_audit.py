@@ -37,3 +37,47 @@ def test_up_with_home_puts_every_row_in_that_workspace_and_ctrl_c_is_recorded(tm
                                    "as asked after "), stop.message
     assert list(user_home.rglob("geadmin.db*")) == [], "a row went to the default workspace"
     assert not (user_home / ".local" / "share" / "geadmin").exists()
+
+
+def test_geadmin_stack_lists_the_services_and_restarts_triton_asked_and_audited(tmp_path: Path) -> None:
+    """The Stack page's list and restart from a terminal: refused without a terminal and
+    --yes (audited, nothing done), done with --yes, and `geadmin up` says who asked."""
+    import json
+
+    from tests.support.processes import wait_for
+    from tests.support.stack import geadmin
+
+    home = tmp_path / "home"
+
+    def triton() -> dict[str, object]:
+        listed = geadmin("stack", "--json", home=home)
+        assert listed.returncode == 0, listed.stderr
+        document = json.loads(listed.stdout)
+        assert document["stack"] == "local" and {s["name"] for s in document["services"]} == {"triton",
+                                                                                             "dashboard"}
+        return next(s for s in document["services"] if s["name"] == "triton")
+
+    with running_up(home, "--no-probes", wait_for="models: "):
+        before = triton()
+        assert before["state"] == "running"
+        text = geadmin("stack", home=home).stdout
+        assert text.startswith("local stack\nSERVICE") and "triton" in text and "dashboard" in text
+
+        refused = geadmin("stack", "restart", "triton", home=home)  # stdin is no terminal here
+        assert refused.returncode == 1 and "pass --yes to go ahead. Nothing was done" in refused.stderr
+        assert triton()["detail"] == before["detail"]  # the same pid: nothing was done
+
+        done = geadmin("stack", "restart", "triton", "--yes", home=home)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.startswith("asked the local stack to restart triton")
+        def restarted() -> bool:
+            now = triton()
+            return now["state"] == "running" and now["detail"] != before["detail"]
+
+        assert wait_for(restarted, 60), "triton was not restarted"
+        rows = audit.query(action="restart", model="triton", home=home)
+        assert [(r.result, r.origin) for r in rows] == [("ok", "cli"), ("failed", "cli")]
+        assert rows[1].message.startswith("refused: standard input is not a terminal")
+        said = lambda: [r.message for r in audit.query(action="restart", model="tritonserver", home=home)]  # noqa: E731
+        asked = "restart asked with `geadmin stack` by "
+        assert wait_for(lambda: any(asked in m for m in said()), 30), said()

@@ -72,7 +72,8 @@ def test_a_stop_signal_names_the_stack_pages_user_only_when_the_page_sent_it(tmp
     started = time.monotonic()
     shell = log.origin_of("stop", asked_at)
     assert 0.3 <= time.monotonic() - started < 3  # it waits a moment for the page's row, no longer
-    assert shell == f"stopped by signal SIGUSR1 to `geadmin up` (pid {os.getpid()}), not from the Stack page"
+    assert shell == (f"stopped by signal SIGUSR1 to `geadmin up` (pid {os.getpid()}), not from the "
+                     "Stack page or `geadmin stack`")
     actor = Actor("alice", Origin.DASHBOARD)  # what the Stack page's perform() records
     audit.record_action("stop", "triton", True, "asked the local stack to stop triton",
                         server=STACK_PAGE_SERVER, actor=actor, home=tmp_path)

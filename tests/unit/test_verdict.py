@@ -196,7 +196,8 @@ def test_a_deliberate_stop_names_who_stopped_it_when_and_from_where(tmp_path: Pa
     stopped = ExitRecord(time.time(), 1, None, 60.0, False, "stopped from the Stack page", requested=True)
     history = server_history(info(tmp_path, "stopped", (stopped,)))
     assert history.down.startswith("Triton was stopped by alice (dashboard) at ")
-    assert history.down.endswith("from the Stack page; it stays down until someone starts it there.")
+    assert history.down.endswith("from the Stack page; it stays down until someone starts it (`geadmin stack "
+                                 "start triton`, or the Stack page).")
     assert not history.crashed
     assert exit_line(stopped).endswith("(stopped from the Stack page) — stopped on request")
 
