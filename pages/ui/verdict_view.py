@@ -101,10 +101,10 @@ def sidebar_badge() -> None:
 def _badge() -> None:
     target = selected_target()
     at_s, found = _published().get(server_key(target), (-SIDEBAR_REFRESH_S, None))
-    # An OK is never older than REUSE_S. A DEGRADED or DOWN serves a whole refresh: while
+    # An OK is never older than REUSE_S. A DEGRADED or DOWN serves until the next refresh: while
     # Triton hangs each verdict costs a timeout, and no page should wait for one on every click.
-    if found is None or time.monotonic() - at_s > (REUSE_S if found.verdict.level is Level.OK
-                                                    else SIDEBAR_REFRESH_S):
+    not_ok_s = SIDEBAR_REFRESH_S - REUSE_S  # below the refresh period: each tick reads afresh
+    if found is None or time.monotonic() - at_s > (REUSE_S if found.verdict.level is Level.OK else not_ok_s):
         try:  # the embedded stack's Triton stopped or restarting: said, as on the Overview
             found = verdict_for(target)
         except GeAdminError as exc:
