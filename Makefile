@@ -47,7 +47,7 @@ test-fast: install
 	  && $(VENV)/bin/ruff check . && $(VENV)/bin/mypy; rc=$$?; \
 	echo "make test-fast: $$(( $$(date +%s) - start )) s (exit $$rc)"; exit $$rc
 
-# Three workers on two cores: they wait on other processes much of the time (docs/development.md).
+# Four workers on two cores: they wait on other processes much of the time (docs/development.md).
 TEST_WORKERS ?= 4
 test: test-deps lint
 	@start=$$(date +%s); \
