@@ -36,6 +36,19 @@ def _escaped(match: re.Match[str]) -> str:
     return (JOINER if mark in ".:@" else "") + "\\" + mark
 
 
+_CONSTRUCTS = re.compile(r"([\\\[\]<>!$&])")  # starts a link, image, HTML, entity, formula, :x[..]
+
+
+def defused(value: str) -> str:
+    """Text that mixes geadmin's own markdown with words from outside (the verdict: Triton's
+    error lines in geadmin's sentences): every character that starts a link, an image, raw
+    HTML, an entity, a formula or a Streamlit directive (`:green[...]`) is escaped, so no
+    outside word can become one; geadmin's code spans stay, and addresses and times keep no
+    invisible joiners, as operators copy them. A bare URL may still show as a link to itself
+    (GFM's autolink): never a label over another target."""
+    return _CONSTRUCTS.sub(r"\\\1", value)
+
+
 def quoted(value: object, limit: int = 200) -> str:
     """`value` in quotes, as the notices say what a link or an answer named."""
     return f"“{text(value, limit)}”"

@@ -24,6 +24,7 @@ from geadmin.stack.server_verdict import ServerVerdict, server_verdict
 from geadmin.stack.target import Target, live_stack
 from pages.ui import access, keys
 from pages.ui.context import client_for, log_for, selected_target
+from pages.ui.outside_text import defused
 
 ICONS = {Level.OK: ":material/check_circle:", Level.DEGRADED: ":material/warning:",
          Level.DOWN: ":material/error:"}
@@ -63,9 +64,9 @@ def banner(found: ServerVerdict, target: Target) -> None:
     the embedded stack's Triton does not answer, why (instead of "is the URL right?")."""
     verdict, outage = found.verdict, found.outage
     show = {Level.OK: st.success, Level.DEGRADED: st.warning, Level.DOWN: st.error}[verdict.level]
-    lines = [f"**{found.headline}**"]
+    lines = [f"**{defused(found.headline)}**"]  # Triton's words in geadmin's sentences
     if len(verdict.reasons) > 1:
-        lines += [f"- {r.text}" + (f" — *{r.fix}*" if r.fix else "") for r in verdict.reasons]
+        lines += [f"- {defused(r.text)}" + (f" — *{r.fix}*" if r.fix else "") for r in verdict.reasons]
     elif verdict.reasons and verdict.reasons[0].fix and not outage:
         lines.append(f"*Fix:* {verdict.reasons[0].fix}")
     show(lines[0] + "\n\n" + "\n".join(lines[1:]), icon=ICONS[verdict.level])
@@ -113,7 +114,7 @@ def _badge() -> None:
     level = found.verdict.level
     color = {Level.OK: "green", Level.DEGRADED: "orange", Level.DOWN: "red"}[level]
     st.markdown(f"**:{color}[:material/circle: {level.value}]**")
-    st.caption(found.headline.split(": ", 1)[-1])
+    st.caption(defused(found.headline.split(": ", 1)[-1]))
     drawn("sidebar", target, level)
 
 
@@ -129,7 +130,8 @@ def drift_panel(verdict: Verdict, target: Target, can_act: bool) -> None:
 
 def drift_row(drift: Drift, target: Target, can_act: bool) -> None:
     text, edit, put_back = st.columns([6, 1, 1], vertical_alignment="center")
-    text.warning(f"**{drift.model}** — {drift.headline}\n\n*Fix:* {drift.fix}", icon=":material/difference:")
+    text.warning(f"**{drift.model}** — {defused(drift.headline)}\n\n*Fix:* {drift.fix}",
+                 icon=":material/difference:")
     if edit.button("Open in editor", key=f"{keys.OVERVIEW_DRIFT_EDIT_PREFIX}{drift.model}"):
         st.session_state[keys.EDITOR_MODEL] = drift.model
         from pages import editor  # the page to open: imported here, as the router does
@@ -154,8 +156,8 @@ def drift_row(drift: Drift, target: Target, can_act: bool) -> None:
 def drift_notes(target: Target, ready: list[str]) -> None:
     """The Models page's flag: each READY model whose file differs from what serves, and the fix."""
     for drift in find_drift(client_for(target), target.repository, ready):
-        st.warning(f"**{drift.model}** — {drift.headline}\n\n*Fix:* {drift.fix} (Overview or Config editor)",
-                   icon=":material/difference:")
+        st.warning(f"**{drift.model}** — {defused(drift.headline)}\n\n*Fix:* {drift.fix} (Overview or "
+                   "Config editor)", icon=":material/difference:")
 
 
 def show_put_back_result() -> None:

@@ -20,6 +20,7 @@ from geadmin.stack.processes import free_port
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.stack.workspace import StackInfo, Workspace
 from tests.support.apptest import APP, isolate, point_at, run
+from tests.support.markdown_render import render
 from tests.support.samples import add_python_model
 from tests.support.stack import geadmin
 
@@ -55,6 +56,22 @@ def test_a_failed_model_turns_the_banner_and_the_sidebar_degraded(
     assert "fix the cause, then load it again" in banner
     assert not [s.value for s in at.success if s.value.startswith("**OK")]
     assert "DEGRADED" in sidebar(at) and "broken_init" in sidebar(at)
+
+
+def test_a_models_own_words_in_the_verdict_never_render_as_a_link_an_image_or_a_fake_badge(
+    triton_factory: Callable[..., TritonProcess], sample_repository: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A failed model's reason is the model's exception text: anyone who ships a model writes
+    it. On the banner and the sidebar it stays text, shown as written."""
+    planted = "[Fixed, click](https://evil.example) ![x](https://evil.example/p.png) <b>x</b> :green[OK]"
+    add_python_model(sample_repository, "loud", f"raise RuntimeError({planted!r})")
+    point_at(monkeypatch, triton_factory(repository=sample_repository))
+    at = run(page("overview"))
+    (banner,) = [w.value for w in at.warning if w.value.startswith("**DEGRADED")]
+    for shown in (render(banner), render(sidebar(at))):
+        assert shown.links == [] and not {"image", "html_inline", "link_open"} & set(shown.constructs)
+        assert "[Fixed, click](https://evil.example)" in shown.text  # as written
+    assert ":green\\[OK\\]" in sidebar(at)  # no colour directive: the badge's own OK is the only one
 
 
 def test_the_sidebar_turns_down_with_the_overview_when_triton_dies(
