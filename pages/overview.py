@@ -23,6 +23,7 @@ from pages.ui.alerts_view import active_alerts_panel
 from pages.ui.context import client_for, log_for, selected_client, selected_target, targets
 from pages.ui.errors import show_failure
 from pages.ui.impact_view import show_side_effects
+from pages.ui.outside_text import defused
 from pages.ui.triage_card import triage_card
 from pages.ui.verdict_view import banner, drift_panel, history_panel, verdict_for
 
@@ -128,7 +129,7 @@ def not_ready_models(found: Triage, unloaded: Mapping[str, str], can_act: bool) 
         state = "not loaded" if is_idle(model) else model.state.value
         version = f" v{model.version}" if model.version else ""
         text_col, button_col = st.columns([6, 1], vertical_alignment="center")
-        text_col.error(f"**{model.name}**{version} — {state}: {reason}")
+        text_col.error(f"**{model.name}**{version} — {state}: {defused(reason)}")  # the model's own words
         permitted, why_not = access.allowed(GuardedAction.LOAD)
         if button_col.button("Retry load", key=f"{keys.OVERVIEW_RETRY_PREFIX}{model.name}.{model.version}",
                              disabled=not can_act or not permitted,

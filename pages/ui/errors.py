@@ -26,6 +26,7 @@ from geadmin.errors import (
 )
 from geadmin.ops.infer.request import input_fix
 from geadmin.ops.models.actions import next_step
+from pages.ui.outside_text import defused
 
 # (family, next step), the first that matches wins: narrow classes before their bases.
 FIXES: tuple[tuple[type[GeAdminError], str], ...] = (
@@ -70,13 +71,14 @@ def failure_of(error: GeAdminError, fix: str = "") -> FailureText:
 def show_failure(failure: FailureText, *, title: str = "") -> None:
     """The cause (after `title`, bold, when given), the next step, what serves and the other
     details as one short box; Triton's log lines in an expander under it."""
-    parts = [f"**{title}:** {failure.headline}" if title else failure.headline]
+    headline = defused(failure.headline)  # Triton's and the model's words in geadmin's sentence
+    parts = [f"**{title}:** {headline}" if title else headline]
     if failure.fix:
         parts.append(f"**Next step:** {failure.fix}.")
     if failure.serving:
-        parts.append(f"**Serving:** {failure.serving}.")
+        parts.append(f"**Serving:** {defused(failure.serving)}.")
     if failure.details:
-        parts.append("\n".join(f"- {line}" for line in failure.details))
+        parts.append("\n".join(f"- {defused(line)}" for line in failure.details))
     st.error("\n\n".join(parts), icon=":material/error:")
     if failure.log_lines:
         count = len(failure.log_lines)

@@ -68,7 +68,9 @@ def test_a_models_own_words_in_the_verdict_never_render_as_a_link_an_image_or_a_
     point_at(monkeypatch, triton_factory(repository=sample_repository))
     at = run(page("overview"))
     (banner,) = [w.value for w in at.warning if w.value.startswith("**DEGRADED")]
-    for shown in (render(banner), render(sidebar(at))):
+    failed = [e.value for e in at.error if "loud" in e.value]  # the Failed list names it with its reason
+    assert failed
+    for shown in (render(banner), render(sidebar(at)), *map(render, failed)):
         assert shown.links == [] and not {"image", "html_inline", "link_open"} & set(shown.constructs)
         assert "[Fixed, click](https://evil.example)" in shown.text  # as written
     assert ":green\\[OK\\]" in sidebar(at)  # no colour directive: the badge's own OK is the only one
