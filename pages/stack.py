@@ -59,10 +59,8 @@ def live_services(driver: StackDriver) -> None:
 
 
 def service_row(service: ServiceStatus) -> dict[str, object]:
-    running_for = time.time() - service.started_at if service.started_at and service.running else None
-    uptime = format_duration(running_for) if running_for is not None else ""
     return {"service": service.name, "state": service.state, "health": service.health or "",
-            "uptime": uptime, "restarts": service.restarts, "detail": service.detail}
+            "uptime": service.uptime(), "restarts": service.restarts, "detail": service.detail}
 
 
 def service_action(driver: StackDriver) -> None:

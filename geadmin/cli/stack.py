@@ -9,13 +9,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 
 from geadmin import audit
 from geadmin.access import guard
 from geadmin.cli.common import format_table
 from geadmin.cli.exit_codes import ExitCode
-from geadmin.domain import format_duration
 from geadmin.errors import StackError
 from geadmin.stack.choose import choose_driver
 from geadmin.stack.drivers import STACK_ACTIONS, ServiceStatus, StackDriver, perform
@@ -58,15 +56,9 @@ def show(driver: StackDriver, *, as_json: bool) -> int:
         print(json.dumps({"stack": driver.kind, "services": [_record(s) for s in services]}, indent=2))
         return ExitCode.OK
     rows = [["SERVICE", "STATE", "HEALTH", "UPTIME", "RESTARTS", "DETAIL"]]
-    rows += [[s.name, s.state, s.health or "", _uptime(s), str(s.restarts), s.detail] for s in services]
+    rows += [[s.name, s.state, s.health or "", s.uptime(), str(s.restarts), s.detail] for s in services]
     print(f"{driver.kind} stack\n{format_table(rows)}")
     return ExitCode.OK
-
-
-def _uptime(service: ServiceStatus) -> str:
-    if not (service.running and service.started_at):
-        return ""
-    return format_duration(time.time() - service.started_at)
 
 
 def _record(service: ServiceStatus) -> dict[str, object]:

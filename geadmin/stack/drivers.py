@@ -8,6 +8,7 @@ stack of `geadmin up`: its own processes) and `geadmin.stack.compose.ComposeDriv
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -56,6 +57,12 @@ class ServiceStatus:
     @property
     def running(self) -> bool:
         return self.state == "running"
+
+    def uptime(self) -> str:
+        """How long the current run has lasted, as every view prints it ("" when not running)."""
+        if not (self.running and self.started_at):
+            return ""
+        return format_duration(time.time() - self.started_at)
 
 
 class StackDriver(Protocol):
