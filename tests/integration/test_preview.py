@@ -336,8 +336,10 @@ def test_sigterm_ends_a_preview_like_ctrl_c_and_removes_its_trial(
         server: TritonProcess, client: TritonClient, home: Path, tmp_path: Path) -> None:
     candidate = tmp_path / "config.pbtxt"
     candidate.write_text(paced_config("3"))
+    # 5 s windows: the measurement outlasts the test's sight of the READY trial on a starved host
+    # (with 1 s windows one clean-clone run's preview had finished, exit 0, before the signal).
     preview = subprocess.Popen([*GEADMIN, "config", "apply", MODEL, str(candidate), "--preview", "--rate",
-                                f"{RATE:g}", "--window-ms", "1000", "--url", server.http_url, "--repository",
+                                f"{RATE:g}", "--window-ms", "5000", "--url", server.http_url, "--repository",
                                 str(server.repository)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                env={**os.environ, "GEADMIN_HOME": str(home)})
     try:
