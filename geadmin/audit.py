@@ -34,6 +34,8 @@ class Result(str, enum.Enum):
     OK = "ok"
     FAILED = "failed"
     ROLLED_BACK = "rolled_back"  # Triton rejected a config; the previous file was restored
+    UNFINISHED = "unfinished"  # a config on disk whose load Triton had not finished when geadmin
+    # stopped waiting: the model's state says how it ended
     REFUSED = "refused"  # nothing was done: a conflicting edit, a config that does not parse, ...
     STARTED = "started"  # a change began (an apply about to write, a create about to stage); its
     # outcome follows in a later row of the same action and model (geadmin.ops.models.reconcile)

@@ -36,7 +36,8 @@ from geadmin.errors import (
     TritonUnreachableError,
 )
 from geadmin.ops.bench.params import JUDGED_REQUESTS_PER_WINDOW
-from geadmin.ops.models.apply import ApplyResult, apply_config, rollback
+from geadmin.ops.models.apply import apply_config, rollback
+from geadmin.ops.models.apply_result import ApplyResult
 from geadmin.ops.models.change_plan import decline, expected_hash, plan_change
 from geadmin.ops.models.explained_load import LoadProgress
 from geadmin.ops.models.preview import DEFAULT_WINDOW_MS, PreviewLoad, preview_change
@@ -58,9 +59,11 @@ that does not exist).
 """
 CHANGES_HELP = """`config apply MODEL FILE` writes FILE as MODEL's config.pbtxt atomically, keeps the old one
 in the config history, and reloads the model; if Triton rejects it, the old file is put
-back byte for byte and the real reason is printed. `config rollback MODEL [REVISION]`
-applies a kept revision the same way. Exit 0 when the config is in place, 1 when it was
-refused or rolled back (the reason is printed), 3 when Triton is unreachable.
+back byte for byte and the real reason is printed; a load still running at the load timeout
+keeps the new file, which Triton is loading, and names the revision to roll back to.
+`config rollback MODEL [REVISION]` applies a kept revision the same way. Exit 0 when the
+config is in place, 1 when it was refused, rolled back or its load had not finished (the
+reason is printed), 3 when Triton is unreachable.
 
 `config apply MODEL FILE --preview` applies nothing: it serves FILE as a trial copy beside the
 live model, replays the model's recorded request rate (its peak over --history-h; --mean, or

@@ -41,6 +41,12 @@ KNOWN_FIXES: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"^no model directory (\S+)", re.I),
      "check the name (`geadmin models list` lists the repository's models), or create the model "
      "(`geadmin models create`, or the New model page)"),
+    (re.compile(r"had not answered the reload after the load timeout", re.I),
+     "Triton loads the new config beside the previous version, which serves meanwhile (the index says "
+     "READY throughout) — a large model can take minutes: `geadmin status` names the model until the "
+     "load ends; one that never ends waits on something (a Python model's initialize(), a device or a "
+     "file that does not answer): fix that, then restart Triton (the Stack page, or SIGHUP to "
+     "`geadmin up`)"),
     (re.compile(r"had not answered the load after the load timeout", re.I),
      "Triton keeps the model LOADING until its initialize returns — a large model can take minutes: "
      "watch it with `geadmin models list`; one that never ends waits on something (a Python "

@@ -6,6 +6,10 @@ automatic one after a crash — loads the file and trips over it. Both sides are
 through protobuf as `repository.knobs.compare_with_live` does (the fields the file sets, against
 Triton's normalized `GET /v2/models/N/config`; fields only Triton has are its defaults).
 
+A reload still running looks the same from outside (Triton's index says READY while the previous
+version serves, FACTS.md): when geadmin's own apply of this file stopped waiting for Triton's load
+(its audit row is `unfinished`), the drift names that apply and says to wait, not to reload again.
+
 A drift carries the validator's verdict on the file ("does not parse, line 6: ...") and one fix:
 open it in the Config editor, or put the served config back on disk (the file to write is
 `served_file`; `geadmin.ops.models.put_back.put_back_served` writes it, atomic, with a revision kept
@@ -15,12 +19,14 @@ and an audit row: diagnose only reads).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
 from tritonclient.grpc import model_config_pb2
 
+from geadmin import audit
+from geadmin.db import WorkspaceDatabaseError
 from geadmin.errors import ConfigParseError, GeAdminError, RepositoryError, TritonError
 from geadmin.repository import revisions, store
 from geadmin.repository.knobs import compare_with_live
@@ -30,6 +36,8 @@ from geadmin.repository.trials import is_trial
 from geadmin.repository.validate import validate_model
 from geadmin.triton.client import TritonClient
 
+CHANGES = ("apply", "rollback")  # the audit actions that write a config and load it
+
 
 @dataclass(frozen=True)
 class Drift:
@@ -38,6 +46,7 @@ class Drift:
     on_disk: str  # the validator's verdict on the file
     loads: bool  # False: the validator finds errors, so a reload or restart would fail
     changed_at: datetime | None  # when the file changed (its modification time, UTC)
+    unfinished: audit.AuditEntry | None = None  # geadmin's change of this file whose load it stopped awaiting
 
     @property
     def since(self) -> str:
@@ -48,10 +57,17 @@ class Drift:
         """`on disk: does not parse, line 6: ... — serving the previous config since 11:57 UTC`."""
         fields = f" ({', '.join(self.differing[:4])}{', ...' if len(self.differing) > 4 else ''} differ)" \
             if self.differing else ""
+        if self.unfinished is not None:
+            entry = self.unfinished
+            return (f"the {entry.action} by {entry.who} at {entry.at:%H:%M} UTC stopped waiting for Triton's "
+                    f"load of this file{fields}: still loading, or it failed — serving the previous config")
         return f"on disk: {self.on_disk}{fields} — serving the previous config{self.since}"
 
     @property
     def fix(self) -> str:
+        if self.unfinished is not None:
+            return (f"wait: this clears when the load ends; if it stays, the load failed (Triton's log says "
+                    f"why): fix the config and apply again, or `geadmin config rollback {self.model}`")
         if not self.loads:
             return ("open it in the Config editor and fix it (or put back the served config): the next "
                     "reload or restart of Triton loads this file and fails")
@@ -85,6 +101,22 @@ def _changed_at(path: Path) -> datetime | None:
         return None
 
 
+def unfinished_change(url: str, name: str, changed_at: datetime | None,
+                      home: Path | None) -> audit.AuditEntry | None:
+    """geadmin's newest change of `name` on `url`, when it wrote the file on disk (nothing
+    changed it after) and stopped waiting for its load; None otherwise or without an audit."""
+    try:
+        rows = audit.query(model=name, limit=20, home=home)
+    except WorkspaceDatabaseError:
+        return None
+    newest = next((r for r in rows if r.action in CHANGES and r.server == url
+                   and r.result != audit.Result.STARTED.value), None)
+    if newest is None or newest.result != audit.Result.UNFINISHED.value:
+        return None
+    written_after = changed_at is not None and changed_at > newest.at  # edited by hand since
+    return None if written_after else newest
+
+
 def drift_of(repository: Path, name: str, served: model_config_pb2.ModelConfig) -> Drift | None:
     """None when the file on disk is what Triton serves (or there is no file to compare)."""
     try:
@@ -103,9 +135,11 @@ def drift_of(repository: Path, name: str, served: model_config_pb2.ModelConfig) 
     return Drift(name, differing, on_disk, loads, _changed_at(current.path))
 
 
-def find_drift(client: TritonClient, repository: Path | None, names: Sequence[str]) -> list[Drift]:
+def find_drift(client: TritonClient, repository: Path | None, names: Sequence[str], *,
+               home: Path | None = None) -> list[Drift]:
     """The drifted models among `names` (READY ones: only those serve a config). geadmin's own
-    tuning trials serve other configs than their file on purpose: never drift."""
+    tuning trials serve other configs than their file on purpose: never drift. `home`: the
+    workspace whose audit names an apply still loading."""
     if repository is None:
         return []
     found = []
@@ -116,7 +150,8 @@ def find_drift(client: TritonClient, repository: Path | None, names: Sequence[st
             continue  # unloaded meanwhile: its state says so
         drift = drift_of(repository, name, served)
         if drift is not None:
-            found.append(drift)
+            pending = unfinished_change(client.url, name, drift.changed_at, home)
+            found.append(replace(drift, unfinished=pending))
     return found
 
 

@@ -93,7 +93,8 @@ def explain(
         problems = tuple(layout_problems(repository, name, config))
     serving, version, serving_error = check_serving(client, before)
     timed_out = isinstance(error, TritonTimeoutError)
-    answer = still_running(client.load_timeout_s, lines) if timed_out and not hung else str(error)
+    answer = still_running(client.load_timeout_s, lines, reload=before.was_ready is True) \
+        if timed_out and not hung else str(error)
     return Explanation(
         model=name,
         error=str(error),
@@ -110,12 +111,13 @@ def explain(
     )
 
 
-def still_running(load_timeout_s: float, lines: Sequence[LogLine]) -> str:
+def still_running(load_timeout_s: float, lines: Sequence[LogLine], *, reload: bool = False) -> str:
     """A load Triton had not answered at the client's load timeout, in words: it has not
-    failed, it has not finished (Triton did not time out: geadmin stopped waiting)."""
+    failed, it has not finished (Triton did not time out: geadmin stopped waiting). A `reload`
+    (the model was READY) goes on beside the previous version, which the index still shows."""
     last = f"; its last line about the model: \"{lines[-1].message}\"" if lines else ""
     waited = format_duration(load_timeout_s)
-    return f"Triton had not answered the load after the load timeout ({waited}){last}"
+    return f"Triton had not answered the {'re' if reload else ''}load after the load timeout ({waited}){last}"
 
 
 def _read_model_lines(log: LogSource | None, cursor: LogCursor | None, name: str) -> list[LogLine]:

@@ -315,7 +315,7 @@ def assess(snapshot: ServerSnapshot, sources: EvidenceSources | None = None, *,
     drift: list[Drift] = []
     checked = src.client is not None and src.repository is not None
     if src.client is not None and snapshot.reachable and not snapshot.error:
-        drift = find_drift(src.client, src.repository, [m.name for m in found.ready])
+        drift = find_drift(src.client, src.repository, [m.name for m in found.ready], home=src.home)
     stuck = stuck_models(found, src.log, src.now)
     cut_short = interrupted.unresolved(src.repository, home=src.home, url=snapshot.url)
     probes = watch.fresh_probes(snapshot.url, now_s=src.now.timestamp(), home=src.home) \

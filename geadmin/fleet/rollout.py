@@ -67,7 +67,8 @@ from geadmin.fleet.membership import refuse_unproven
 from geadmin.fleet.preview import waves as cut_waves
 from geadmin.fleet.server_audit import Config, ServerAudit
 from geadmin.ops.models.actions import ModelAction, run_action
-from geadmin.ops.models.apply import AUDIT_RESULTS, ApplyOutcome, apply_config
+from geadmin.ops.models.apply import apply_config
+from geadmin.ops.models.apply_result import AUDIT_RESULTS, ApplyOutcome
 from geadmin.ops.models.reconcile import rollout_lock
 from geadmin.repository import revisions
 from geadmin.repository.validate import refuse_invalid

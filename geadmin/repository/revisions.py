@@ -101,6 +101,26 @@ def revision_with_hash(repository: Path, model: str, sha256: str,
     return _revision(row) if row else None
 
 
+def rollback_target(repository: Path, model: str, revision: int | None, current_sha256: str, *,
+                    home: Path | None = None) -> Revision:
+    """The revision a rollback applies: `revision`, else the newest that differs from disk."""
+    if revision is not None:
+        return read_revision(repository, model, revision, home=home)
+    return previous_revision(repository, model, current_sha256, home=home)
+
+
+def previous_revision(repository: Path, model: str, current_sha256: str, *,
+                      home: Path | None = None) -> Revision:
+    kept = history(repository, model, home=home)
+    earlier = next((r for r in kept if r.sha256 != current_sha256), None)
+    if earlier is None:
+        raise RepositoryError(
+            f"no earlier revision of {model!r} to roll back to: the config history holds "
+            f"{len(kept)} revision(s), none different from the file on disk (revisions are kept "
+            f"when geadmin applies a change)")
+    return earlier
+
+
 def last_good_config(repository: Path, model: str, *, home: Path | None = None) -> ModelConfig | None:
     """The model's last config that parses: the file on disk, else the newest kept revision
     that does; None when there is none (or the history cannot be read)."""

@@ -17,7 +17,8 @@ from geadmin.diagnose.failure_text import FailureText, from_message
 from geadmin.diagnose.impact import StateChange
 from geadmin.errors import ConfigConflictError, ConfigInvalidError, GeAdminError
 from geadmin.ops.models import actions
-from geadmin.ops.models.apply import ApplyOutcome, ApplyResult, apply_config, rollback
+from geadmin.ops.models.apply import apply_config, rollback
+from geadmin.ops.models.apply_result import ApplyOutcome, ApplyResult
 from geadmin.ops.models.change_plan import ChangePlan, decline, plan_change
 from geadmin.repository import revisions
 from geadmin.repository.positions import lost_comments
@@ -28,6 +29,7 @@ from pages.ui import access, keys
 from pages.ui.context import client_for, log_for
 from pages.ui.errors import failure_of, show_failure
 from pages.ui.impact_view import show_impact, show_side_effects
+from pages.ui.outside_text import defused
 
 
 @dataclass(frozen=True)
@@ -134,6 +136,7 @@ class Notice:
     side_effects: tuple[StateChange, ...] = ()
     failure: FailureText | None = None  # a failed apply or rollback, split for show_failure
     declined: bool = False  # not confirmed: nothing was done
+    unfinished: bool = False  # on disk; Triton was still loading it when the apply stopped waiting
 
 
 def run_change(origin: str, target: Target, doing: str,
@@ -154,8 +157,9 @@ def run_change(origin: str, target: Target, doing: str,
             notice = Notice(origin, False, str(exc), failure=failure_of(exc, actions.next_step(exc)))
         else:
             notice = Notice(origin, result.ok, result.message, result.warnings,
-                            side_effects=result.side_effects)
-            if result.outcome in (ApplyOutcome.APPLIED, ApplyOutcome.WRITTEN):
+                            side_effects=result.side_effects,
+                            unfinished=result.outcome is ApplyOutcome.UNFINISHED)
+            if result.outcome in (ApplyOutcome.APPLIED, ApplyOutcome.WRITTEN, ApplyOutcome.UNFINISHED):
                 st.session_state.pop(keys.EDITOR_OPENED, None)  # the file changed: start from it
             # rejected: the edit stays in the text area, to fix and apply again
     st.session_state[keys.EDITOR_NOTICE] = notice
@@ -172,6 +176,9 @@ def show_notice(origin: str) -> None:
         st.info(notice.message, icon=":material/block:")
     elif notice.ok:
         st.success(notice.message, icon=":material/check_circle:")
+    elif notice.unfinished:  # neither failed nor applied yet: Triton's words, kept as written
+        st.warning(f"**{notice.origin.capitalize()} did not finish:** {defused(notice.message)}",
+                   icon=":material/hourglass_top:")
     else:
         show_failure(notice.failure or from_message(notice.message))
     for line in notice.details:

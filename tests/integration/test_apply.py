@@ -19,10 +19,13 @@ from tritonclient.grpc import model_config_pb2
 from geadmin import audit
 from geadmin.cli import audit_log
 from geadmin.cli.config import add_actions
+from geadmin.cli.exit_codes import ExitCode
+from geadmin.cli.main import main
 from geadmin.domain import ModelState, Serving
 from geadmin.errors import ConfigConflictError, ConfigInvalidError, ConfigParseError, TritonUnreachableError
 from geadmin.ops.models.actions import wait_settled
-from geadmin.ops.models.apply import ApplyOutcome, apply_config, rollback
+from geadmin.ops.models.apply import apply_config, rollback
+from geadmin.ops.models.apply_result import ApplyOutcome
 from geadmin.repository import revisions, store
 from geadmin.stack.processes import free_port
 from geadmin.stack.tritonserver import TritonProcess
@@ -31,7 +34,7 @@ from geadmin.triton.logs import LocalLogFile
 from tests.support import repository
 from tests.support.auth import admin_auth, auth_as
 from tests.support.processes import TEST_EXIT_TIMEOUT_S, wait_for
-from tests.support.samples import copy_samples
+from tests.support.samples import add_slow_start_model, copy_samples, slow_start_parameter
 
 MODEL = "digits_classifier"
 CPU = "instance_group [ { count: 1 kind: KIND_CPU } ]"
@@ -261,6 +264,51 @@ def test_a_config_that_loads_but_fails_a_test_request_is_restored_and_reloaded(
                                      "max_queue_delay_microseconds: 1500")
     result = apply_config(client, server.repository, MODEL, good, smoke=True, auth=admin_auth())
     assert result.outcome is ApplyOutcome.APPLIED and "a test request answered in" in result.message
+
+
+SLOW_START = "slow_start"
+
+
+def test_a_load_still_running_at_the_deadline_keeps_the_new_file_that_triton_is_loading(
+    server: TritonProcess, _workspace: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Triton read the new file when the load began; putting the old one back at geadmin's
+    deadline would leave Triton serving a config no file holds once the load ends. The new
+    file stays, the outcome says the load had not finished and how to roll back, and the
+    status names that apply (not "reload it") until the load ends."""
+    add_slow_start_model(server.repository, SLOW_START)
+    path = server.repository / SLOW_START / "config.pbtxt"
+    original = path.read_bytes()
+    slow = original + slow_start_parameter(12)
+    with TritonClient(server.http_url, load_timeout_s=60) as patient:
+        patient.load(SLOW_START)
+    with TritonClient(server.http_url, load_timeout_s=2) as impatient:
+        result = apply_config(impatient, server.repository, SLOW_START, slow,
+                              log=LocalLogFile(server.log_path), auth=auth_as("ann"))
+    assert result.outcome is ApplyOutcome.UNFINISHED and not result.ok, result.message
+    first, *rest = result.message.splitlines()
+    assert first.startswith(f"load of {SLOW_START!r} did not finish in "), first
+    assert "Triton had not answered the reload after the load timeout (2 s)" in first
+    assert "— fix: Triton loads the new config beside the previous version, which serves meanwhile" in first
+    said = "\n".join(rest)
+    assert "the new config.pbtxt stays on disk: Triton is loading it" in said
+    assert f"`geadmin config rollback {SLOW_START} 1`" in said  # the previous config, kept as revision 1
+    assert "restored" not in result.message
+    assert path.read_bytes() == slow  # what Triton is loading
+    assert result.serving is Serving.PREVIOUS  # the previous version answers meanwhile
+    (row, _started) = audit.query(model=SLOW_START)
+    assert (row.action, row.result, row.who) == ("apply", "unfinished", "ann")
+    status = ["status", "--url", server.http_url, "--repository", str(server.repository)]
+    assert main(status) == ExitCode.DEGRADED  # still loading: the previous config serves
+    said = capsys.readouterr().out
+    assert f"the apply by ann at {row.at:%H:%M} UTC stopped waiting for Triton's load of this file" in said
+    assert "fix: wait: this clears when the load ends" in said and "apply it (reload" not in said
+    with TritonClient(server.http_url, load_timeout_s=60) as triton:
+        # the index says READY all along (the previous version serves): the live config tells
+        assert wait_for(lambda: triton.model_config(SLOW_START).parameters["init_s"].string_value == "12", 30)
+        assert triton.model_ready(SLOW_START)
+    assert path.read_bytes() == slow  # the file holds what serves
+    assert main(status) == ExitCode.OK, capsys.readouterr().out
 
 
 def run_cli(argv: list[str]) -> int:

@@ -13,7 +13,8 @@ import pytest
 from geadmin import audit
 from geadmin.access.roles import Role
 from geadmin.errors import AccessDeniedError, ConfigInvalidError
-from geadmin.ops.models.apply import ApplyOutcome, apply_config
+from geadmin.ops.models.apply import apply_config
+from geadmin.ops.models.apply_result import ApplyOutcome
 from geadmin.repository import store
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.triton.client import TritonClient

@@ -24,7 +24,8 @@ from geadmin.diagnose.verdict import EvidenceSources, assess
 from geadmin.domain import ModelState
 from geadmin.errors import ConfigInvalidError
 from geadmin.ops.models.actions import SIDE_EFFECT, ModelAction, run_action
-from geadmin.ops.models.apply import ApplyOutcome, apply_config
+from geadmin.ops.models.apply import apply_config
+from geadmin.ops.models.apply_result import ApplyOutcome
 from geadmin.repository.modelconfig import parse_pbtxt
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.triton.client import TritonClient

@@ -67,6 +67,21 @@ def add_python_model(repository: Path, name: str, initialize: str = "pass", *,
     return model
 
 
+# initialize sleeps as long as the config's parameter init_s says (0 without it)
+SLOW_INITIALIZE = ("import json\nparameters = json.loads(args['model_config']).get('parameters', {})\n"
+                   "time.sleep(float(parameters.get('init_s', {}).get('string_value', '0')))")
+
+
+def add_slow_start_model(repository: Path, name: str) -> Path:
+    """A python model whose load takes as long as its config's parameter init_s says: a
+    change that adds `slow_start_parameter(S)` loads for S seconds beside the version serving."""
+    return add_python_model(repository, name, SLOW_INITIALIZE)
+
+
+def slow_start_parameter(seconds: float) -> bytes:
+    return f'parameters [{{ key: "init_s" value: {{ string_value: "{seconds:g}" }} }}]\n'.encode()
+
+
 ANSWERING_EXECUTE = """
     def execute(self, requests):
         import triton_python_backend_utils as pb_utils

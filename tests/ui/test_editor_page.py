@@ -16,6 +16,7 @@ from geadmin import audit
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.triton.client import TritonClient
 from tests.support.apptest import APP, button, isolate, point_at, run
+from tests.support.samples import add_slow_start_model, slow_start_parameter
 
 MODEL = "digits_classifier"
 pytestmark = pytest.mark.integration
@@ -174,3 +175,24 @@ def test_a_config_that_loads_but_cannot_answer_is_put_back_by_the_test_request(s
     assert config_file(server).read_text() == original
     with TritonClient(server.http_url) as client:
         assert list(client.model_config(MODEL).input[0].dims) == [64]
+
+
+def test_an_apply_whose_load_outlasts_the_load_timeout_keeps_the_file_and_says_it_did_not_finish(
+    server: TritonProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The load goes on in Triton with the new file: the page says so as a warning (not a
+    rollback, not a success), the file stays what Triton loads, and the editor reopens it."""
+    add_slow_start_model(server.repository, "slow_start")
+    with TritonClient(server.http_url, load_timeout_s=60) as client:
+        client.load("slow_start")
+    monkeypatch.setenv("GEADMIN_LOAD_TIMEOUT_S", "2")
+    path = server.repository / "slow_start" / "config.pbtxt"
+    slow = path.read_text() + slow_start_parameter(12).decode()
+    at = edit(editor("slow_start"), slow)
+    button(at, "Apply").click()  # type: ignore[attr-defined]
+    run(at)
+    (warning,) = [w.value for w in at.warning if "did not finish" in w.value]
+    assert warning.startswith("**Apply did not finish:** load of 'slow_start' did not finish in "), warning
+    assert "the new config.pbtxt stays on disk: Triton is loading it" in warning
+    assert not at.error and not at.success
+    assert path.read_text() == slow and at.text_area(key="editor.text").value == slow

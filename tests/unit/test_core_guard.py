@@ -374,7 +374,6 @@ GUARDED: dict[str, tuple[GuardedAction, Call]] = {
 # Public functions whose names look like a change but that are not one of the guarded entry
 # points, each with the reason. Matched by exact qualified name, never by prefix.
 EXEMPT: dict[str, str] = {
-    "geadmin.ops.models.apply.rollback_target": "reads the revision a rollback would apply; writes nothing",
     "geadmin.ops.bench.results.save_run": "stores a finished run's numbers in the workspace DB",
     "geadmin.ops.bench.results.load_run": "reads a saved run",
     "geadmin.ops.bench.params.load_bound": "parses a load",

@@ -4,12 +4,14 @@ values: the served side is the file as Triton normalizes it (name, defaults fill
 from __future__ import annotations
 
 import shutil
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from tritonclient.grpc import model_config_pb2
 
-from geadmin.diagnose.drift import drift_of, file_verdict, served_file
+from geadmin import audit
+from geadmin.diagnose.drift import Drift, drift_of, file_verdict, served_file, unfinished_change
 from geadmin.repository import revisions
 from geadmin.repository.modelconfig import parse_pbtxt
 from geadmin.stack.workspace import SAMPLE_REPOSITORY
@@ -84,3 +86,28 @@ def test_put_back_prefers_the_kept_revision_that_serves(repository: Path, tmp_pa
     other_home = tmp_path / "empty"
     written = served_file(repository, MODEL, live, home=other_home).decode()
     assert parse_pbtxt(written).max_batch_size == 32
+
+
+URL = "http://127.0.0.1:8000"
+
+
+def test_an_apply_that_stopped_waiting_names_the_drift_until_someone_writes_the_file_again(
+    tmp_path: Path,
+) -> None:
+    """A reload still running looks like drift; geadmin's own unfinished apply of the file on
+    disk says so, for this server only, and not once another change or a hand edit followed."""
+    home = tmp_path / "home"
+    row = audit.record("apply", MODEL, audit.Result.UNFINISHED, server=URL, message="load ...", home=home)
+    before, after = row.at - timedelta(seconds=1), row.at + timedelta(seconds=1)
+    assert unfinished_change(URL, MODEL, before, home) == row
+    assert unfinished_change("http://127.0.0.2:8000", MODEL, before, home) is None  # another server
+    assert unfinished_change(URL, "other", before, home) is None
+    assert unfinished_change(URL, MODEL, after, home) is None  # the file was written after it: by hand
+    drift = Drift(MODEL, ("parameters",), "valid, but not what Triton serves", True, before, unfinished=row)
+    assert drift.headline.startswith(f"the apply by {row.who} at {row.at:%H:%M} UTC stopped waiting for "
+                                     "Triton's load of this file (parameters differ)")
+    assert drift.fix.startswith("wait: this clears when the load ends")
+    audit.record("apply", MODEL, audit.Result.STARTED, server=URL, home=home)  # a newer apply, running
+    assert unfinished_change(URL, MODEL, before, home) == row  # its started row is not an outcome
+    audit.record("apply", MODEL, audit.Result.OK, server=URL, home=home)
+    assert unfinished_change(URL, MODEL, before, home) is None  # that one loaded: a drift now is new

@@ -67,14 +67,16 @@ def test_every_known_fix_matches_its_own_example() -> None:
         "KIND_GPU": "instance group m_0 of model m has kind KIND_GPU but no GPUs are available",
         "graph_executor": "unexpected platform type 'graph_executor' for m",
         "libascendcl": "cannot load the ACL runtime libascendcl.so (CANN toolkit)",
-        "load timeout": "Triton had not answered the load after the load timeout (2 min)",
+        "the reload after": "Triton had not answered the reload after the load timeout (2 min)",
+        "the load after": "Triton had not answered the load after the load timeout (2 min)",
         "no model directory": "no model directory /r/m",
     }
     for pattern, fix in advice.KNOWN_FIXES:
         example = next(text for key, text in examples.items() if key in pattern.pattern)
         assert re.search(pattern, example), pattern.pattern
-        assert advice.fix_for(example), pattern.pattern
-        assert fix
+        assert advice.fix_for(example) and fix, pattern.pattern
+        first = next(p for p, _ in advice.KNOWN_FIXES if p.search(example))
+        assert first is pattern, f"{pattern.pattern}: {first.pattern} comes first and takes its example"
 
 
 def test_summary_leads_with_the_reason_says_what_serves_and_where_the_log_is() -> None:

@@ -2,6 +2,7 @@
 
 - actions.py    load, unload and reload, audited by their outcome (and what else they took down)
 - apply.py      a new config.pbtxt applied without taking a serving model down (rollback on failure)
+- apply_result.py  what an apply returns: its outcome, the audit result of each, what serves
 - create.py     a new model from a template: directory, files, validation, first load
 - reconcile.py  what an apply, a create or a rollout left behind when its process died
 - change_plan.py  one plan of a config change for the CLI and the editor: findings, rollback

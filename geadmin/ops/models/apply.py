@@ -12,8 +12,11 @@
    GeAdminError, e.g. a Streamlit rerun raised from `progress`) is closed the same way, at once.
 3. Reload through Triton's repository API, explained (`geadmin.ops.models.explained_load`). Triton
    keeps the previous version serving while it tries the new one (blue/green, FACTS.md).
-4. If Triton rejects it (or does not answer), put the previous file back, byte for byte,
-   read it back to check, and return the real reason. After a success, ask Triton what
+4. If Triton rejects it (or does not answer, or the load hangs), put the previous file back,
+   byte for byte, read it back to check, and return the real reason. A load still running at
+   the load timeout keeps the new file: Triton read it when the load began, so the old one put
+   back would leave Triton serving, once the load ends, a config no file holds; the outcome is
+   `unfinished`, with the revision to roll back to. After a success, ask Triton what
    serves and whether its live config carries every field of the file; with `smoke=True`,
    send one request of zeros (geadmin.ops.infer.request.smoke_request): if the model loaded but does
    not answer, the previous file is put back and reloaded the same way.
@@ -35,10 +38,8 @@ the validator (that config served before; Triton still checks it, and a rejectio
 from __future__ import annotations
 
 import contextlib
-import enum
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from geadmin import audit, test_hooks
 from geadmin.access.guard import Authorization, require
@@ -46,65 +47,29 @@ from geadmin.access.roles import GuardedAction
 from geadmin.audit import Actor, Result
 from geadmin.db import WorkspaceDatabaseError
 from geadmin.diagnose import explain, impact
-from geadmin.diagnose.explain import LoadWatch, explanation_dict
-from geadmin.diagnose.impact import StateChange
+from geadmin.diagnose.explain import LoadWatch
 from geadmin.domain import Explanation, Serving
-from geadmin.errors import GeAdminError, RepositoryError, TritonError, TritonRequestError, TritonTimeoutError
+from geadmin.errors import (
+    ExplainedLoadTimeoutError,
+    GeAdminError,
+    RepositoryError,
+    TritonError,
+    TritonRequestError,
+    TritonTimeoutError,
+)
 from geadmin.ops.infer.request import smoke_request
 from geadmin.ops.models import reconcile
 from geadmin.ops.models.actions import audit_side_effects, with_side_effects
+from geadmin.ops.models.apply_result import AUDIT_RESULTS, ApplyOutcome, ApplyResult
 from geadmin.ops.models.explained_load import LoadProgress, load_explained
 from geadmin.repository import locks, revisions, store
 from geadmin.repository.code_fields import refuse_code_change
-from geadmin.repository.knobs import differing_fields
-from geadmin.repository.modelconfig import CONFIG_FILE, parse_pbtxt, to_dict
-from geadmin.repository.revisions import Revision
+from geadmin.repository.knobs import compare_with_live
+from geadmin.repository.modelconfig import CONFIG_FILE, parse_pbtxt
 from geadmin.repository.store import ConfigFile
 from geadmin.repository.validate import refuse_invalid
 from geadmin.triton.client import TritonClient
 from geadmin.triton.logs import LogSource
-
-
-class ApplyOutcome(str, enum.Enum):
-    APPLIED = "applied"  # on disk, and Triton loaded it
-    WRITTEN = "written"  # on disk; the model is not loaded, so Triton has not checked it
-    UNCHANGED = "unchanged"  # the same bytes as on disk: nothing done
-    ROLLED_BACK = "rolled_back"  # Triton rejected it; the previous file is back, byte for byte
-    RESTORE_FAILED = "restore_failed"  # rejected, and the previous file could NOT be put back
-
-
-AUDIT_RESULTS = {ApplyOutcome.APPLIED: Result.OK, ApplyOutcome.WRITTEN: Result.OK,
-                 ApplyOutcome.ROLLED_BACK: Result.ROLLED_BACK, ApplyOutcome.RESTORE_FAILED: Result.FAILED}
-
-
-@dataclass(frozen=True)
-class ApplyResult:
-    model: str
-    outcome: ApplyOutcome
-    message: str  # cause first, then what serves and what to do
-    diff: str  # unified diff, previous -> new
-    previous_sha256: str
-    new_sha256: str
-    revision: int | None = None  # history number of the config now on disk
-    explanation: Explanation | None = None  # why Triton rejected it
-    serving: Serving = Serving.UNKNOWN  # what Triton said after the apply (or the restore)
-    serving_version: str = ""
-    warnings: tuple[str, ...] = field(default_factory=tuple)
-    side_effects: tuple[StateChange, ...] = ()  # other models whose state changed with it
-
-    @property
-    def ok(self) -> bool:
-        return self.outcome in (ApplyOutcome.APPLIED, ApplyOutcome.WRITTEN, ApplyOutcome.UNCHANGED)
-
-    def record(self) -> dict[str, Any]:
-        """For `--json`."""
-        return {"model": self.model, "outcome": self.outcome.value, "ok": self.ok,
-                "message": self.message, "diff": self.diff, "previous_sha256": self.previous_sha256,
-                "new_sha256": self.new_sha256, "revision": self.revision,
-                "serving": self.serving.name, "serving_version": self.serving_version,
-                "warnings": list(self.warnings),
-                "side_effects": [change.record() for change in self.side_effects],
-                "explanation": explanation_dict(self.explanation) if self.explanation else None}
 
 
 def apply_config(
@@ -170,7 +135,7 @@ def rollback(
     """Apply a kept revision (default: the newest one that differs from the file on disk)."""
     require(auth, GuardedAction.ROLLBACK)
     current = store.read_config(repository, model)
-    target = rollback_target(repository, model, revision, current.sha256, home=home)
+    target = revisions.rollback_target(repository, model, revision, current.sha256, home=home)
     result = apply_config(client, repository, model, target.data,
                           expected_sha256=expected_sha256 or current.sha256, auth=auth, log=log,
                           progress=progress, home=home, action="rollback",
@@ -179,26 +144,6 @@ def rollback(
         return replace(result, message=f"{model!r} already has the config of revision {target.number}: "
                        "nothing to roll back", revision=target.number)
     return result
-
-
-def rollback_target(repository: Path, model: str, revision: int | None, current_sha256: str, *,
-                    home: Path | None = None) -> Revision:
-    """The revision a rollback applies: `revision`, else the newest that differs from disk."""
-    if revision is not None:
-        return revisions.read_revision(repository, model, revision, home=home)
-    return previous_revision(repository, model, current_sha256, home=home)
-
-
-def previous_revision(repository: Path, model: str, current_sha256: str, *,
-                      home: Path | None = None) -> Revision:
-    kept = revisions.history(repository, model, home=home)
-    earlier = next((r for r in kept if r.sha256 != current_sha256), None)
-    if earlier is None:
-        raise RepositoryError(
-            f"no earlier revision of {model!r} to roll back to: the config history holds "
-            f"{len(kept)} revision(s), none different from the file on disk (revisions are kept "
-            f"when geadmin applies a change)")
-    return earlier
 
 
 @dataclass
@@ -281,6 +226,10 @@ class _Apply:
         try:
             load_explained(self.client, self.model, log=self.log, repository=self.repository,
                            progress=self.progress, auth=self.auth)
+        except ExplainedLoadTimeoutError as exc:
+            if exc.explanation.unfinished:
+                return self.kept(self.still_loading(current, new_sha, before, exc))
+            return self.restore(current, new_sha, before, exc)
         except GeAdminError as exc:
             return self.restore(current, new_sha, before, exc)
         result = self.verified(current, new_sha, before)
@@ -345,15 +294,27 @@ class _Apply:
 
     def live_differences(self) -> list[str]:
         try:
-            live = to_dict(self.client.model_config(self.model))
+            differing = compare_with_live(self.data.decode("utf-8"), self.client.model_config(self.model))
         except TritonError as exc:
             return [f"could not read the live config of {self.model!r} back: {exc}"]
-        wanted = to_dict(parse_pbtxt(self.data.decode("utf-8")))
-        differing = differing_fields(wanted, live)
-        if not differing:
+        if differing.same:
             return []
-        return [f"Triton's live config of {self.model!r} differs from the file in {', '.join(differing)} "
-                f"(Triton may have normalized them; compare with GET /v2/models/{self.model}/config)"]
+        return [f"Triton's live config of {self.model!r} differs from the file in "
+                f"{', '.join(differing.differing)} (Triton may have normalized them; compare with GET "
+                f"/v2/models/{self.model}/config)"]
+
+    def still_loading(self, current: ConfigFile, new_sha: str, before: LoadWatch,
+                      error: ExplainedLoadTimeoutError) -> ApplyResult:
+        """The load goes on in Triton past the load timeout: the new file, which Triton is
+        loading, stays; the previous config is the revision the store kept before the write."""
+        serving, version, _ = explain.check_serving(self.client, before)
+        kept = revisions.revision_with_hash(self.repository, self.model, current.sha256, self.home)
+        back = f"`geadmin config rollback {self.model}{f' {kept.number}' if kept else ''}`"
+        line = (f"  the new {CONFIG_FILE} stays on disk: Triton is loading it, and {serving.value}; "
+                f"`geadmin status` names the model until the load ends, and says OK when the change took; "
+                f"if the load fails, put the previous config back with {back}")
+        return ApplyResult(self.model, ApplyOutcome.UNFINISHED, f"{error}\n{line}", self.diff, current.sha256,
+                           new_sha, explanation=error.explanation, serving=serving, serving_version=version)
 
     def restore(self, current: ConfigFile, new_sha: str, before: LoadWatch,
                 error: GeAdminError, *, reload: bool = False) -> ApplyResult:
@@ -377,7 +338,7 @@ class _Apply:
 
         serving, version, _ = explain.check_serving(self.client, before)
         lines = [str(error)]
-        if isinstance(error, TritonTimeoutError):
+        if isinstance(error, TritonTimeoutError) and not (explanation and explanation.hung):
             lines.append("  the load had not finished when geadmin gave up: Triton may still finish "
                          "loading the new config; check `geadmin models list` in a moment")
         if not problem:

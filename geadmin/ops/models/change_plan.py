@@ -3,7 +3,7 @@
 One function for both faces, `geadmin config apply|rollback` and the Config editor:
 
 1. the new file: the text given (apply), or the kept revision a rollback applies (the one
-   named, else the newest that differs from the file on disk: `geadmin.ops.models.apply.rollback_target`);
+   named, else the newest that differs from the file on disk: `geadmin.repository.revisions.rollback_target`);
 2. the validator's findings on it, with the server's backends when known and the model's last
    good config for suggestions (`validate=False` skips them, as `--no-validate` and every
    rollback do: that config served before);
@@ -31,7 +31,6 @@ from geadmin.diagnose import impact
 from geadmin.diagnose.impact import Impact
 from geadmin.errors import ConfigParseError
 from geadmin.ops.models.actions import audit_refusal
-from geadmin.ops.models.apply import rollback_target
 from geadmin.repository import revisions, store
 from geadmin.repository.modelconfig import parse_pbtxt
 from geadmin.repository.rules import Severity
@@ -116,7 +115,7 @@ def plan_change(
     model has no config or no revision to roll back to."""
     current = store.read_config(repository, model)
     if new is None:
-        target = rollback_target(repository, model, revision, current.sha256, home=home)
+        target = revisions.rollback_target(repository, model, revision, current.sha256, home=home)
         action, data, revision, validate = ROLLBACK, target.data, target.number, False
     else:
         action, data = APPLY, new.encode("utf-8") if isinstance(new, str) else new

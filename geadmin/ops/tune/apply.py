@@ -22,7 +22,8 @@ from geadmin.access.guard import Authorization, require
 from geadmin.access.roles import GuardedAction
 from geadmin.domain import same_server
 from geadmin.errors import ConfigConflictError, TuneRefusedError
-from geadmin.ops.models.apply import ApplyResult, apply_config
+from geadmin.ops.models.apply import apply_config
+from geadmin.ops.models.apply_result import ApplyResult
 from geadmin.triton.client import TritonClient
 
 
