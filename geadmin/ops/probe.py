@@ -7,7 +7,11 @@ any model. One `Prober` per server runs in the sampler's loop (`geadmin up`, `ge
 sampler`); `geadmin probe` runs one round by hand. Bounds: a model is probed at most once per
 `interval_s` (the probe rate per model, GEADMIN_PROBE_INTERVAL_S); a model under a load test
 is skipped (its probe would disturb the measurement and say nothing new); a request waits at
-most `timeout_s`. Each round also records every model's state and since when
+most `timeout_s`. A probe that got no answer in time still waits in Triton's queue (a client
+timeout does not cancel it): while the model finishes no request, no other probe is sent (it
+would only queue behind the first, and a hung model would collect one per interval for ever);
+the round says so instead, until the model finishes a request, geadmin loads or reloads it, or
+`HOLD_MAX_INTERVALS` intervals have passed. Each round also records every model's state and since when
 (`geadmin.telemetry.history.watch`), which the alert rules read through geadmin's own metrics.
 """
 
@@ -17,10 +21,13 @@ import base64
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 
+from geadmin import audit
+from geadmin.db import WorkspaceDatabaseError
 from geadmin.diagnose.unloads import unloaded_by_operator
-from geadmin.domain import ModelEntry, ModelState
+from geadmin.domain import ModelEntry, ModelState, format_duration
 from geadmin.errors import GeAdminError, InferInputError
 from geadmin.ops.bench.params import load_test_running
 from geadmin.ops.infer.inputs import InputSource, SourceKind
@@ -34,6 +41,8 @@ from geadmin.triton.client import TritonClient
 DEFAULT_INTERVAL_S = 30.0
 PROBE_TIMEOUT_S = 10.0  # a probe waits this long for an answer (the sampler's client timeout)
 MIN_INTERVAL_S = 5.0  # the bound on the probe rate: never more than one probe per model per 5 s
+HOLD_MAX_INTERVALS = 10  # an unanswered probe holds the next ones back at most this many intervals
+RELEASING_ACTIONS = ("load", "reload", "apply", "rollback")  # geadmin's audited (re)loads of a model
 BATCHING_REREAD_S = 300.0  # a READY model's served config is read again this often (max_queue_delay)
 SAVED_KINDS = frozenset({SourceKind.ZEROS, SourceKind.ONES, SourceKind.RANDOM, SourceKind.JSON,
                          SourceKind.TEXT, SourceKind.NPY, SourceKind.IMAGE})
@@ -93,6 +102,12 @@ def source_record(sources: Mapping[str, InputSource]) -> dict[str, dict[str, str
 def probe_model(client: TritonClient, server: str, model: str, home: Path | None,
                 clock: Callable[[], float] = time.time) -> ProbeRecord:
     """One probe of `model` (its saved request, else zeros), never raising for the model's fault."""
+    return _probe(client, server, model, home, clock)[0]
+
+
+def _probe(client: TritonClient, server: str, model: str, home: Path | None,
+           clock: Callable[[], float]) -> tuple[ProbeRecord, bool]:
+    """The probe's record, and whether its request got no answer in time."""
     try:
         sources = probe_sources(model, home)
     except (GeAdminError, ValueError, KeyError) as exc:  # an unreadable saved request: say so, send zeros
@@ -102,7 +117,30 @@ def probe_model(client: TritonClient, server: str, model: str, home: Path | None
     started = clock()
     result = smoke_request(client, model, sources=sources)
     return ProbeRecord(server, model, started, result.ok, result.latency_ms,
-                       (problem + result.reason).strip(), "saved" if sources else "zeros")
+                       (problem + result.reason).strip(), "saved" if sources else "zeros"), result.timed_out
+
+
+def finished_requests(client: TritonClient) -> dict[str, int]:
+    """Each model's requests Triton has finished, answered or failed, over its versions (its
+    statistics, which restart at a reload); {} when they cannot be read."""
+    try:
+        stats = client.model_statistics()
+    except GeAdminError:
+        return {}
+    finished: dict[str, int] = {}
+    for item in stats:
+        counts = item.inference_stats
+        finished[item.name] = finished.get(item.name, 0) + counts.success.count + counts.fail.count
+    return finished
+
+
+@dataclass(frozen=True)
+class Unanswered:
+    """A probe that got no answer in time, and the model's finished requests just before it
+    was sent: while they stay the same, it has not finished either."""
+
+    sent_s: float
+    finished: int
 
 
 class Prober:
@@ -118,6 +156,7 @@ class Prober:
         self._last: dict[str, float] = {}
         self._delays: dict[str, float | None] = {}  # model -> max_queue_delay (s), None: no batcher
         self._read_at: dict[str, float] = {}  # model -> when its served config was last read
+        self._unanswered: dict[str, Unanswered] = {}  # model -> its probe still waiting in Triton
 
     def run(self, *, force: bool = False) -> ProbeRound:
         """A round: read the index, record states, probe the READY models that are due (all of
@@ -131,7 +170,7 @@ class Prober:
         self._record_states(index, now)
         self._record_batching(index, now)
         busy = load_test_running(self.home, self.server)
-        probes, skipped = [], {}
+        due, skipped = [], {}
         for entry in index:
             if entry.state is not ModelState.READY or parse_name(entry.name) is not None:
                 continue  # a tuning trial is under perf_analyzer's load on purpose: never probed
@@ -141,9 +180,47 @@ class Prober:
             if not force and now - self._last.get(entry.name, float("-inf")) < self.interval_s:
                 continue
             self._last[entry.name] = now
-            probes.append(probe_model(self.client, self.server, entry.name, self.home, self.clock))
+            due.append(entry.name)
+        finished = finished_requests(self.client) if due else {}  # before any probe of this round
+        probes = [self._held(name, now, finished.get(name)) or self._sent(name, finished.get(name))
+                  for name in due]
         watch.record_probes(probes, home=self.home)
         return ProbeRound(self.server, now, tuple(probes), skipped, tuple(index))
+
+    def _sent(self, model: str, finished: int | None) -> ProbeRecord:
+        """A probe sent; `finished`: the model's finished requests just before it."""
+        record, timed_out = _probe(self.client, self.server, model, self.home, self.clock)
+        self._unanswered.pop(model, None)
+        if timed_out and finished is not None:
+            self._unanswered[model] = Unanswered(record.at_s, finished)
+        return record
+
+    def _held(self, model: str, now: float, finished: int | None) -> ProbeRecord | None:
+        """The round's word on a model whose last probe still waits in Triton, instead of
+        another probe behind it; None when a probe is to be sent."""
+        waiting = self._unanswered.get(model)
+        if waiting is None or now - waiting.sent_s >= HOLD_MAX_INTERVALS * self.interval_s:
+            return None
+        if finished != waiting.finished or self._reloaded(model, waiting.sent_s):
+            return None  # it finished something since (that probe, perhaps), or it was reloaded
+        sent = datetime.fromtimestamp(waiting.sent_s, timezone.utc)
+        age, timeout = format_duration(now - waiting.sent_s), format_duration(self.client.timeout_s)
+        return ProbeRecord(self.server, model, now, False, None, (
+            f"no answer to the probe sent at {sent:%H:%M:%S} UTC ({age} ago), and {model!r} has finished "
+            f"no request since, so that probe still waits in Triton: its execute is hung, or slower than "
+            f"the probe's timeout ({timeout}); no other probe is sent until it finishes a request or is "
+            "reloaded"), "held")
+
+    def _reloaded(self, model: str, since_s: float) -> bool:
+        """geadmin loaded or reloaded `model` since `since_s` (its statistics may restart at the
+        same count)."""
+        since = datetime.fromtimestamp(since_s, timezone.utc)
+        try:
+            rows = audit.query(model=model, since=since, home=self.home)
+        except WorkspaceDatabaseError:
+            return True  # cannot tell: probe
+        return any(r.action in RELEASING_ACTIONS and r.result == audit.Result.OK.value
+                   and r.server == self.server for r in rows)
 
     def _record_states(self, index: list[ModelEntry], now: float) -> None:
         not_ready = [m.name for m in index if m.state is not ModelState.READY]

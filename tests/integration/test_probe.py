@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -28,13 +29,14 @@ from geadmin.telemetry.history.sampler import Sampler, SamplerOptions
 from geadmin.triton.client import TritonClient
 from tests.support.apptest import APP, isolate, point_at, run
 from tests.support.processes import TEST_EXIT_TIMEOUT_S, wait_for
-from tests.support.samples import add_answering_model, copy_samples, set_answers
+from tests.support.samples import add_answering_model, add_hung_model, copy_samples, set_answers
 from tests.support.stack import in_process
 
 pytestmark = pytest.mark.integration
 
 BROKEN = "broken_answers"
 ERROR = "the weights file is gone (probe test)"
+HUNG = "hangs_in_execute"
 MODELS = ["digits_classifier", "digits_preprocess", "digits_postprocess", "digits_pipeline", BROKEN]
 
 
@@ -204,3 +206,46 @@ def test_the_models_page_and_the_overview_show_ready_but_not_answering(
     assert counters["not answering"] == "1" and counters["ready"] == str(len(MODELS) - 1), counters
     assert [h.value for h in overview.subheader if h.value.startswith("READY but not answering")] == \
         ["READY but not answering (1)"]
+
+
+def pending_requests(server: TritonProcess, model: str) -> float:
+    return metrics(server.metrics_url)[("nv_inference_pending_request_count",
+                                        (("model", model), ("version", "1")))]
+
+
+def test_a_hung_model_holds_one_probe_in_triton_not_one_per_interval(
+        triton_factory: Callable[..., TritonProcess], tmp_path: Path) -> None:
+    """A client timeout does not cancel a request in Triton: a probe every interval would pile
+    up behind a hung execute for ever. While the model finishes nothing, the round says the
+    first probe still waits instead; a reload by geadmin, or ten intervals, send one again."""
+    server = triton_factory(models=[])
+    add_hung_model(server.repository, HUNG)
+    now = [time.time()]
+    with TritonClient(server.http_url, timeout_s=2) as client:
+        client.load(HUNG)
+        prober = Prober(client, home=tmp_path, interval_s=5.0, clock=lambda: now[0])
+        (first,) = prober.run().probes
+        assert not first.ok and first.input == "zeros"
+        said = f"infer with {HUNG!r}: no answer from Triton at {client.url} within 2 s — "
+        assert first.error.startswith(said), first.error
+        assert "or hung in its execute, where every request waits" in first.error
+        sent = time.strftime("%H:%M:%S", time.gmtime(first.at_s))
+        for _ in range(3):
+            now[0] += 5.0
+            (held,) = prober.run().probes
+            assert not held.ok and held.input == "held", held
+            assert held.error.startswith(f"no answer to the probe sent at {sent} UTC"), held.error
+            assert "its execute is hung, or slower than the probe's timeout (2 s)" in held.error
+        assert watch.fresh_probes(client.url, now_s=now[0], home=tmp_path)[HUNG].input == "held"
+        audit.record("reload", HUNG, audit.Result.OK, server=client.url, home=tmp_path)
+        now[0] += 5.0
+        (after_reload,) = prober.run().probes
+        assert after_reload.input == "zeros" and "no answer from Triton" in after_reload.error
+        # Queued behind the first, which executes: 1, not the 4 a probe per round would leave
+        # (the gauge counts requests awaiting execution; Triton refreshes it every 2 s).
+        assert wait_for(lambda: pending_requests(server, HUNG) == 1, 10)
+        now[0] += 5.0 * 10
+        (capped,) = prober.run().probes  # ten intervals on: sent again, whatever the statistics say
+        assert capped.input == "zeros"
+        assert wait_for(lambda: pending_requests(server, HUNG) == 2, 10)
+    server.stop(timeout_s=2)  # the hung requests keep Triton from exiting: SIGKILL after 2 s

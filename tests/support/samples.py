@@ -109,6 +109,15 @@ def add_answering_model(repository: Path, name: str, *, fails_with: str = "") ->
     return model
 
 
+def add_hung_model(repository: Path, name: str) -> Path:
+    """A python model that loads READY and whose execute never returns (an hour's sleep): every
+    request to it waits in Triton, whatever the client's timeout."""
+    model = add_python_model(repository, name)
+    source = model / "1" / "model.py"
+    source.write_text(source.read_text() + "\n    def execute(self, requests):\n        time.sleep(3600)\n")
+    return model
+
+
 def set_answers(model: Path, *, fails_with: str = "") -> None:
     """Rewrite the model's execute: answering, or failing with `fails_with` (reload to apply)."""
     source = model / "1" / "model.py"

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
+from geadmin.domain import format_duration
 from geadmin.errors import (
     ForbiddenError,
     GeAdminError,
@@ -29,6 +30,7 @@ from geadmin.errors import (
     InputTooLargeError,
     RepositoryError,
     TritonError,
+    TritonTimeoutError,
 )
 from geadmin.ops.infer.inputs import DEFAULT_SEED, RANDOM, ZEROS, InputSource, build_inputs
 from geadmin.ops.infer.spec import MAX_UPLOAD_BYTES, ModelSpec, OutputSpec, check_size, model_spec
@@ -116,6 +118,7 @@ class SmokeResult:
     ok: bool
     reason: str = ""  # why it failed; empty when ok
     latency_ms: float | None = None
+    timed_out: bool = False  # no answer within the client's timeout: the request may still run in Triton
 
 
 CONFIG_FORBIDDEN_NOTE = ("this server's model-config API needs an admin key that geadmin is not given, so "
@@ -171,8 +174,15 @@ def send(client: TritonClient, request: InferRequest, *, statistics: bool = True
     """Run `request`; with `statistics`, read the model's statistics before and after."""
     before = _stage_totals(client, request) if statistics else None
     started = time.perf_counter()
-    response = client.infer(request.model, request.inputs, outputs=request.outputs,
-                            class_count=request.class_count, version=request.version)
+    try:
+        response = client.infer(request.model, request.inputs, outputs=request.outputs,
+                                class_count=request.class_count, version=request.version)
+    except TritonTimeoutError as exc:  # the request goes on in Triton: say what that means
+        raise TritonTimeoutError(
+            f"infer with {request.model!r}: no answer from Triton at {exc.url or client.url} within "
+            f"{format_duration(client.timeout_s)} — the model is slower than that (a longer timeout: "
+            "`geadmin infer --timeout S`) or hung in its execute, where every request waits (reload it: "
+            f"`geadmin models reload {request.model}`)", url=exc.url) from exc
     latency_ms = (time.perf_counter() - started) * 1000.0
     server, note = None, "statistics not read"
     if statistics:
@@ -359,7 +369,7 @@ def smoke_request(client: TritonClient, model: str, version: str = "",
         request = build_request(spec, sources, default=ZEROS, version=version)
         result = send(client, request, statistics=False)
     except GeAdminError as exc:
-        return SmokeResult(model, False, str(exc))
+        return SmokeResult(model, False, str(exc), timed_out=isinstance(exc, TritonTimeoutError))
     missing = {o.name for o in spec.outputs} - {t.name for t in result.outputs}
     if missing:
         return SmokeResult(model, False, f"the response lacks outputs {sorted(missing)}", result.latency_ms)

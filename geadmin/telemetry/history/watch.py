@@ -37,7 +37,8 @@ class ProbeRecord:
     ok: bool
     latency_ms: float | None = None
     error: str = ""
-    input: str = "zeros"  # zeros, or saved: the model's saved example request
+    input: str = "zeros"  # zeros; saved: the model's saved example request; held: none sent, the
+    # previous probe still waits in Triton (geadmin.ops.probe)
 
     def to_json(self) -> dict[str, Any]:
         return {"server": self.server, "model": self.model, "at": self.at_s, "ok": self.ok,
