@@ -9,9 +9,32 @@ import re
 from datetime import datetime, timedelta, timezone
 
 from geadmin.diagnose.health import Triage
+from geadmin.domain import ModelState, format_duration
+from geadmin.telemetry.history.watch import ProbeRecord
 from geadmin.triton.logs import LogSource
 
 STUCK_AFTER_S = 300.0  # LOADING / UNLOADING longer than this is stuck (geadmin up's load timeout)
+# Triton unloads a model only once the requests it runs end (seen with a hung execute: UNLOADING
+# for as long as the request runs); its statistics are no longer readable by then.
+UNLOAD_HELD_FIX = ("Triton unloads a model only once the requests it runs end: one hung in its execute "
+                   "holds the unload until Triton restarts (`geadmin stack restart triton`, or the Stack "
+                   "page); a slow one ends on its own")
+LOAD_HELD_FIX = "read Triton's log; a hung load is freed only by restarting Triton"
+
+
+def stuck_fix(state: ModelState) -> str:
+    return UNLOAD_HELD_FIX if state is ModelState.UNLOADING else LOAD_HELD_FIX
+
+
+def unload_not_ended(model: str, waited_s: float, last_probe: ProbeRecord | None) -> str:
+    """An accepted unload of `model` still UNLOADING after `waited_s`, in words; the model's
+    latest probe, when it got no answer, is the evidence of a request hung in its execute."""
+    evidence = ""
+    if last_probe is not None and not last_probe.ok:
+        sent = datetime.fromtimestamp(last_probe.at_s, timezone.utc)
+        evidence = f" (its probe at {sent:%H:%M:%S} UTC got no answer)"
+    return (f"unload of {model!r} was accepted, but it is still UNLOADING after {format_duration(waited_s)}"
+            f"{evidence} — {UNLOAD_HELD_FIX}")
 _GLOG_TIME = re.compile(r"^[IWEV](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)")
 _ISO_TIME = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)")
 

@@ -37,7 +37,7 @@ from geadmin.diagnose import fault_rule, interrupted, own_work
 from geadmin.diagnose.drift import Drift, find_drift
 from geadmin.diagnose.health import ServerSnapshot, Triage, is_idle, triage
 from geadmin.diagnose.npu_ge_instances import BrokenInstances, read_broken
-from geadmin.diagnose.stuck import STUCK_AFTER_S, stuck_models
+from geadmin.diagnose.stuck import STUCK_AFTER_S, stuck_fix, stuck_models
 from geadmin.diagnose.unloads import DROPPED_MARK, with_dropped
 from geadmin.domain import ModelEntry, ModelState, format_duration
 from geadmin.telemetry.history import watch
@@ -227,9 +227,9 @@ def not_ready_reason(found: Triage) -> Reason:
     if moving:  # e.g. geadmin up loading every model again after an automatic restart
         return Reason(VerdictRule.SERVER_NOT_READY,
                       f"Triton says it is not ready while {', '.join(moving)} — "
-                      "probes of /v2/health/ready fail until the loads end",
-                      fix="wait: Triton answers ready once the loads end (a load still moving after "
-                          f"{format_duration(STUCK_AFTER_S)} is stuck)")
+                      "probes of /v2/health/ready fail until they end",
+                      fix="wait: Triton answers ready once they end (a model still LOADING or UNLOADING "
+                          f"after {format_duration(STUCK_AFTER_S)} is stuck)")
     if unavailable:
         why = f"; its strict readiness counts {', '.join(unavailable)}, which is not READY"
     else:
@@ -283,8 +283,7 @@ def model_reasons(found: Triage, stuck: Mapping[str, float], expected: Sequence[
     for model in (m for m in found.changing if m.name in stuck):
         reasons.append(Reason(VerdictRule.MODEL_STUCK,
                               f"model {model.name!r} has been {model.state.value} for "
-                              f"{format_duration(stuck[model.name])}", model.name,
-                              "read Triton's log; a hung load is freed only by restarting Triton"))
+                              f"{format_duration(stuck[model.name])}", model.name, stuck_fix(model.state)))
     return reasons
 
 

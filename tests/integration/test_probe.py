@@ -20,6 +20,7 @@ from geadmin import audit
 from geadmin.audit import Actor, Origin
 from geadmin.ops.bench.params import load_test_running, server_lock
 from geadmin.ops.infer.inputs import InputSource, SourceKind
+from geadmin.ops.models.actions import ModelAction, run_action
 from geadmin.ops.probe import Prober, source_record
 from geadmin.stack.processes import free_port
 from geadmin.stack.tritonserver import TritonProcess
@@ -28,6 +29,7 @@ from geadmin.telemetry.history import watch
 from geadmin.telemetry.history.sampler import Sampler, SamplerOptions
 from geadmin.triton.client import TritonClient
 from tests.support.apptest import APP, isolate, point_at, run
+from tests.support.auth import admin_auth
 from tests.support.processes import TEST_EXIT_TIMEOUT_S, wait_for
 from tests.support.samples import add_answering_model, add_hung_model, copy_samples, set_answers
 from tests.support.stack import in_process
@@ -214,10 +216,13 @@ def pending_requests(server: TritonProcess, model: str) -> float:
 
 
 def test_a_hung_model_holds_one_probe_in_triton_not_one_per_interval(
-        triton_factory: Callable[..., TritonProcess], tmp_path: Path) -> None:
+        triton_factory: Callable[..., TritonProcess], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """A client timeout does not cancel a request in Triton: a probe every interval would pile
     up behind a hung execute for ever. While the model finishes nothing, the round says the
-    first probe still waits instead; a reload by geadmin, or ten intervals, send one again."""
+    first probe still waits instead; a reload by geadmin, or ten intervals, send one again.
+    An unload then never ends (Triton waits for the request): it says why, with the probe."""
+    monkeypatch.setenv("GEADMIN_HOME", str(tmp_path))
     server = triton_factory(models=[])
     add_hung_model(server.repository, HUNG)
     now = [time.time()]
@@ -248,4 +253,11 @@ def test_a_hung_model_holds_one_probe_in_triton_not_one_per_interval(
         (capped,) = prober.run().probes  # ten intervals on: sent again, whatever the statistics say
         assert capped.input == "zeros"
         assert wait_for(lambda: pending_requests(server, HUNG) == 2, 10)
+        (unload,) = run_action(client, ModelAction.UNLOAD, [HUNG], settle_timeout_s=3, auth=admin_auth())
+        assert not unload.ok
+        probed = time.strftime("%H:%M:%S", time.gmtime(capped.at_s))
+        assert unload.message.startswith(
+            f"unload of {HUNG!r} was accepted, but it is still UNLOADING after 3 s (its probe at {probed} "
+            "UTC got no answer) — Triton unloads a model only once the requests it runs end: one hung in its "
+            "execute holds the unload until Triton restarts (`geadmin stack restart triton`"), unload.message
     server.stop(timeout_s=2)  # the hung requests keep Triton from exiting: SIGKILL after 2 s

@@ -128,10 +128,24 @@ def test_a_model_loading_for_longer_than_the_limit_is_stuck(tmp_path: Path) -> N
     verdict = assess(snapshot(READY, loading), EvidenceSources(log=LocalLogFile(log), home=tmp_path, now=NOW))
     assert verdict.rules == [VerdictRule.MODEL_STUCK] and verdict.stuck == ("slow",)
     assert verdict.headline == "DEGRADED: model 'slow' has been LOADING for 10 min"
+    assert verdict.reasons[0].fix == "read Triton's log; a hung load is freed only by restarting Triton"
     # A load that began a few seconds ago is only moving.
     fresh = assess(snapshot(READY, loading), EvidenceSources(log=LocalLogFile(log), home=tmp_path,
                                                      now=started + timedelta(seconds=5)))
     assert fresh.ok
+
+
+def test_a_model_unloading_for_longer_than_the_limit_names_the_request_that_holds_it(tmp_path: Path) -> None:
+    """Triton unloads a model once the requests it runs end: a hung execute holds the unload."""
+    unloading = ModelEntry("hung", "1", ModelState.UNLOADING, "")
+    log = tmp_path / "t.log"
+    log.write_text(f"I{NOW - timedelta(minutes=7):%m%d %H:%M:%S}.000000 77 model_lifecycle.cc:1] "
+                   "\"unloading: hung:1\"\n")
+    sources = EvidenceSources(log=LocalLogFile(log), home=tmp_path, now=NOW)
+    verdict = assess(snapshot(READY, unloading), sources)
+    assert verdict.headline == "DEGRADED: model 'hung' has been UNLOADING for 7 min"
+    assert verdict.reasons[0].fix.startswith("Triton unloads a model only once the requests it runs end: one "
+                                             "hung in its execute holds the unload until Triton restarts")
 
 
 def test_log_times_are_read_in_both_triton_formats() -> None:

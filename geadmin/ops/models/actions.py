@@ -11,6 +11,7 @@ Callbacks get plain values; the core never calls Streamlit."""
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import time
 from collections.abc import Callable, Sequence
@@ -28,6 +29,7 @@ from geadmin.diagnose.ensemble import composing_models
 from geadmin.diagnose.explain import explanation_dict
 from geadmin.diagnose.health import log_failures
 from geadmin.diagnose.impact import StateChange
+from geadmin.diagnose.stuck import unload_not_ended
 from geadmin.domain import Explanation, ModelState
 from geadmin.errors import (
     ExplainedLoadError,
@@ -40,6 +42,7 @@ from geadmin.errors import (
     WrongProtocolError,
 )
 from geadmin.ops.models.explained_load import LoadProgress, load_explained
+from geadmin.telemetry.history import watch
 from geadmin.triton.client import TritonClient
 from geadmin.triton.logs import LogSource
 
@@ -114,7 +117,7 @@ def _one_audited(client: TritonClient, action: ModelAction, name: str, names: Se
         # Triton's unload answers before the model is gone: wait for it (bounded). A load or a
         # reload answers once the new config serves; the versions it retires unload on Triton's time.
         if done.ok and action is ModelAction.UNLOAD and not wait_settled(client, touched, settle_timeout_s):
-            done = _still_moving(done, settle_timeout_s)
+            done = _still_moving(client, done, settle_timeout_s)
         (result,) = audited(client, [done], actor)
     finally:
         if result is None:
@@ -222,11 +225,15 @@ def load_in_parallel(
     return [finished[name] for name in names]
 
 
-def _still_moving(result: ActionResult, timeout_s: float) -> ActionResult:
+def _still_moving(client: TritonClient, result: ActionResult, timeout_s: float) -> ActionResult:
     """Triton accepted the action but the model had not settled: not "ended as asked"."""
     message = (f"{result.action.value} of {result.name!r} was accepted, but the model was still "
                f"loading or unloading after {timeout_s:.0f}s (or its state could not be read); "
                "check it again in a moment")
+    with contextlib.suppress(TritonError):
+        if ModelState.UNLOADING in {e.state for e in client.repository_index() if e.name == result.name}:
+            probe = watch.fresh_probes(client.url, now_s=time.time()).get(result.name)
+            message = unload_not_ended(result.name, timeout_s, probe)
     return replace(result, ok=False, message=message, error=TritonTimeoutError(message))
 
 
