@@ -41,7 +41,7 @@ from geadmin.diagnose.stuck import STUCK_AFTER_S, stuck_fix, stuck_models
 from geadmin.diagnose.unloads import DROPPED_MARK, with_dropped
 from geadmin.domain import ModelEntry, ModelState, format_duration
 from geadmin.telemetry.history import watch
-from geadmin.telemetry.history.watch import ProbeRecord
+from geadmin.telemetry.history.watch import HELD, ProbeRecord
 from geadmin.triton.client import TritonClient
 from geadmin.triton.logs import LogSource
 
@@ -187,9 +187,7 @@ def judge(snapshot: ServerSnapshot, found: Triage, *, drift: Sequence[Drift] = (
     ready = {m.name for m in found.ready}
     silent = watch.causes_first([p for name, p in (probes or {}).items() if name in ready and not p.ok])
     reasons += [Reason(VerdictRule.NOT_ANSWERING, f"model {p.model!r} is READY but does not answer: "
-                       f"{one_line(p.error)}", p.model, "send it a request from the Playground to see the "
-                       f"whole error; reload it (geadmin models reload {p.model}) or roll back its last "
-                       "config change") for p in silent]
+                       f"{one_line(p.error)}", p.model, silent_fix(p)) for p in silent]
     notes: list[str] = []
     if not reasons and snapshot.live and not snapshot.ready:
         # Such a model keeps its failure as its index reason; a plain unload says "unloaded".
@@ -285,6 +283,15 @@ def model_reasons(found: Triage, stuck: Mapping[str, float], expected: Sequence[
                               f"model {model.name!r} has been {model.state.value} for "
                               f"{format_duration(stuck[model.name])}", model.name, stuck_fix(model.state)))
     return reasons
+
+
+def silent_fix(probe: ProbeRecord) -> str:
+    if probe.input == HELD:  # its probe still waits in Triton: a request would wait behind it
+        return (f"reload it (geadmin models reload {probe.model}): a new instance serves beside the hung "
+                "one; if it hangs again, fix what its execute waits on; the hung request ends only with "
+                "Triton (geadmin stack restart triton)")
+    return (f"send it a request from the Playground to see the whole error; reload it (geadmin models "
+            f"reload {probe.model}) or roll back its last config change")
 
 
 def one_line(text: str) -> str:

@@ -204,12 +204,11 @@ class Prober:
         if finished != waiting.finished or self._reloaded(model, waiting.sent_s):
             return None  # it finished something since (that probe, perhaps), or it was reloaded
         sent = datetime.fromtimestamp(waiting.sent_s, timezone.utc)
-        age, timeout = format_duration(now - waiting.sent_s), format_duration(self.client.timeout_s)
         return ProbeRecord(self.server, model, now, False, None, (
-            f"no answer to the probe sent at {sent:%H:%M:%S} UTC ({age} ago), and {model!r} has finished "
-            f"no request since, so that probe still waits in Triton: its execute is hung, or slower than "
-            f"the probe's timeout ({timeout}); no other probe is sent until it finishes a request or is "
-            "reloaded"), "held")
+            f"no answer to the probe sent at {sent:%H:%M:%S} UTC, and {model!r} has finished no request "
+            f"since, so that probe still waits in Triton: its execute is hung, or slower than the probe's "
+            f"timeout ({format_duration(self.client.timeout_s)}); no other probe is sent until it finishes a "
+            "request or is reloaded"), watch.HELD)
 
     def _reloaded(self, model: str, since_s: float) -> bool:
         """geadmin loaded or reloaded `model` since `since_s` (its statistics may restart at the

@@ -10,6 +10,7 @@ import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,8 @@ from streamlit.testing.v1 import AppTest
 
 from geadmin import audit
 from geadmin.audit import Actor, Origin
+from geadmin.diagnose.health import take_snapshot
+from geadmin.diagnose.verdict import EvidenceSources, assess
 from geadmin.ops.bench.params import load_test_running, server_lock
 from geadmin.ops.infer.inputs import InputSource, SourceKind
 from geadmin.ops.models.actions import ModelAction, run_action
@@ -242,6 +245,9 @@ def test_a_hung_model_holds_one_probe_in_triton_not_one_per_interval(
             assert held.error.startswith(f"no answer to the probe sent at {sent} UTC"), held.error
             assert "its execute is hung, or slower than the probe's timeout (2 s)" in held.error
         assert watch.fresh_probes(client.url, now_s=now[0], home=tmp_path)[HUNG].input == "held"
+        at = datetime.fromtimestamp(now[0], timezone.utc)
+        (reason,) = assess(take_snapshot("hung", client), EvidenceSources(home=tmp_path, now=at)).reasons
+        assert reason.fix.startswith(f"reload it (geadmin models reload {HUNG}): a new instance serves")
         audit.record("reload", HUNG, audit.Result.OK, server=client.url, home=tmp_path)
         now[0] += 5.0
         (after_reload,) = prober.run().probes

@@ -390,6 +390,7 @@ EXEMPT: dict[str, str] = {
                                            "guards its changes)",
     "geadmin.stack.embedded.load_outcome": "turns a load result into a line for `geadmin up`",
     "geadmin.diagnose.unloads.unloaded_by_operator": "reads the audit log",
+    "geadmin.diagnose.stuck.unload_not_ended": "words an unload that has not ended; changes nothing",
     "geadmin.ops.bench.params.load_test_running": "reads which load test holds a server's lock",
     "geadmin.ops.tune.trials.remove_trial": "part of tune (guarded): removes the trial copy it made, "
                                             "only while it carries the run's marker",

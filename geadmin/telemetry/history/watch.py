@@ -27,6 +27,9 @@ FRESH_S = 300.0  # a probe older than this says nothing about now (the sampler s
 KEEP_STATES_S = 24 * 3600.0  # a state nobody read again for this long is removed (its server left)
 
 
+HELD = "held"  # a ProbeRecord's input when none was sent: the previous probe still waits in Triton
+
+
 @dataclass(frozen=True)
 class ProbeRecord:
     """One synthetic request to one model: did it answer, how fast, and what it said if not."""
