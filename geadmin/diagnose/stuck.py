@@ -1,7 +1,12 @@
 """Models stuck LOADING or UNLOADING: since when each has been so, from its latest line in
 Triton's log (Triton's API says a model is LOADING, never since when). A model moving longer
 than STUCK_AFTER_S is stuck; without a log a one-shot check cannot tell stuck from slow, so
-nothing is called stuck."""
+nothing is called stuck.
+
+And requests stuck in a model: Triton's statistics count the requests each model has finished
+(`finished_requests`); one that finishes none while requests wait is hung in its execute. A
+client's timeout does not cancel a request in Triton, and Triton unloads a model only once the
+requests it runs end, so probes, load tests and unloads all wait on such a model."""
 
 from __future__ import annotations
 
@@ -10,7 +15,9 @@ from datetime import datetime, timedelta, timezone
 
 from geadmin.diagnose.health import Triage
 from geadmin.domain import ModelState, format_duration
+from geadmin.errors import GeAdminError
 from geadmin.telemetry.history.watch import ProbeRecord
+from geadmin.triton.client import TritonClient
 from geadmin.triton.logs import LogSource
 
 STUCK_AFTER_S = 300.0  # LOADING / UNLOADING longer than this is stuck (geadmin up's load timeout)
@@ -71,3 +78,17 @@ def moving_for(found: Triage, log: LogSource | None, now: datetime) -> dict[str,
 def stuck_models(found: Triage, log: LogSource | None, now: datetime,
                  stuck_after_s: float = STUCK_AFTER_S) -> dict[str, float]:
     return {name: s for name, s in moving_for(found, log, now).items() if s >= stuck_after_s}
+
+
+def finished_requests(client: TritonClient) -> dict[str, int]:
+    """Each model's requests Triton has finished, answered or failed, over its versions (its
+    statistics, which restart at a reload); {} when they cannot be read."""
+    try:
+        stats = client.model_statistics()
+    except GeAdminError:
+        return {}
+    finished: dict[str, int] = {}
+    for item in stats:
+        counts = item.inference_stats
+        finished[item.name] = finished.get(item.name, 0) + counts.success.count + counts.fail.count
+    return finished

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from geadmin import audit
 from geadmin.db import WorkspaceDatabaseError
+from geadmin.diagnose.stuck import finished_requests
 from geadmin.diagnose.unloads import unloaded_by_operator
 from geadmin.domain import ModelEntry, ModelState, format_duration
 from geadmin.errors import GeAdminError, InferInputError
@@ -118,20 +119,6 @@ def _probe(client: TritonClient, server: str, model: str, home: Path | None,
     result = smoke_request(client, model, sources=sources)
     return ProbeRecord(server, model, started, result.ok, result.latency_ms,
                        (problem + result.reason).strip(), "saved" if sources else "zeros"), result.timed_out
-
-
-def finished_requests(client: TritonClient) -> dict[str, int]:
-    """Each model's requests Triton has finished, answered or failed, over its versions (its
-    statistics, which restart at a reload); {} when they cannot be read."""
-    try:
-        stats = client.model_statistics()
-    except GeAdminError:
-        return {}
-    finished: dict[str, int] = {}
-    for item in stats:
-        counts = item.inference_stats
-        finished[item.name] = finished.get(item.name, 0) + counts.success.count + counts.fail.count
-    return finished
 
 
 @dataclass(frozen=True)

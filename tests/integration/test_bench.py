@@ -19,7 +19,13 @@ import pytest
 
 from geadmin import audit
 from geadmin.cli.main import main
-from geadmin.errors import ModelNotFoundError, SharedMemoryUnreachableError, TritonUnreachableError
+from geadmin.errors import (
+    ModelNotFoundError,
+    PerfAnalyzerTimeoutError,
+    SharedMemoryUnreachableError,
+    TritonUnreachableError,
+)
+from geadmin.ops.bench import invocation
 from geadmin.ops.bench.load_test import BenchSettings, load_test, run_perf_analyzer
 from geadmin.ops.bench.params import NO_STABILITY_GATE
 from geadmin.ops.bench.results import CONCURRENCY, REQUEST_RATE, compare, list_runs, load_run
@@ -31,6 +37,7 @@ from geadmin.triton.client import TritonClient
 from tests.support.auth import admin_auth, auth_as
 from tests.support.perf_analyzer_double import UNSTABLE_OUTPUT, perf_analyzer_double
 from tests.support.processes import cmdline, descendants, quick_stopping_triton, wait_for
+from tests.support.samples import add_hung_model
 
 WINDOW_MS = 500  # perf_analyzer's measurement window: short, these are behaviour checks
 OWN_DEV_SHM = Path(__file__).parent / "assets" / "tritonserver_own_dev_shm.sh"
@@ -236,3 +243,25 @@ def test_a_killed_geadmin_takes_its_perf_analyzer_with_it(triton_server: TritonP
 
 def perf_analyzers_below(pid: int) -> list[int]:
     return [child for child in descendants(pid) if b"perf_analyzer" in cmdline(child).split(b"\0")[0]]
+
+
+def test_a_load_test_of_a_hung_model_stops_when_it_finishes_no_request(
+    triton_factory: Callable[..., TritonProcess], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The model answers its metadata but its execute never returns: perf_analyzer would wait
+    until the run's deadline (minutes). Triton's statistics stand still, so the run stops at
+    the stall time and says why; the audit has the failed run."""
+    monkeypatch.setattr(invocation, "STALL_MIN_S", 4.0)
+    server = triton_factory(models=[])
+    add_hung_model(server.repository, "hangs_in_execute")
+    with TritonClient(server.http_url) as client:
+        client.load("hangs_in_execute")
+        settings = quick("hangs_in_execute", server.http_url, (1,))
+        assert settings.deadline_s > 40  # what it would have waited
+        with pytest.raises(PerfAnalyzerTimeoutError, match=r"^load test of hangs_in_execute: the model "
+                           r"finished none of perf_analyzer's requests in 4s, so perf_analyzer was stopped"):
+            load_test(client, settings, auth=admin_auth(), home=tmp_path)
+    assert not [pid for pid in descendants(os.getpid()) if b"perf_analyzer" in cmdline(pid)]
+    (row,) = audit.query(model="hangs_in_execute", action="load_test", home=tmp_path)
+    assert row.result == "failed" and "finished none of perf_analyzer's requests" in row.message
+    server.stop(timeout_s=2)  # the hung requests keep Triton from exiting: SIGKILL after 2 s

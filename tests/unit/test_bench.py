@@ -38,6 +38,7 @@ from geadmin.errors import (
     UnstableMeasurementError,
 )
 from geadmin.ops.bench import failures as bench_failures
+from geadmin.ops.bench import invocation
 from geadmin.ops.bench.failures import (
     EXCEPTION_FAILURES,
     FAILURES,
@@ -184,6 +185,7 @@ FAILURE_CASES = {
     BenchFailure.RESTRICTED: "errors/restricted.*.txt",
     BenchFailure.SHM_RESTRICTED: "errors/shm_restricted.*.txt",
     BenchFailure.TIMEOUT: "test_a_hung_perf_analyzer_is_killed_at_the_deadline",
+    BenchFailure.STALLED: "test_a_model_that_finishes_no_request_stops_the_run_before_the_deadline",
     BenchFailure.CANCELLED: "test_a_cancelled_run_kills_perf_analyzer",
     BenchFailure.OTHER: "test_an_unknown_output_is_other_and_quotes_it",
 }
@@ -334,6 +336,31 @@ def test_a_hung_perf_analyzer_is_killed_at_the_deadline(black_hole: str) -> None
         run_perf_analyzer(settings, auth=admin_auth())
     assert time.monotonic() - started < 1.0 + STOP_GRACE_S + 2.0
     assert perf_analyzer_pids("deadline_case") == []
+
+
+def test_a_model_that_finishes_no_request_stops_the_run_before_the_deadline(
+        black_hole: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A hung model keeps perf_analyzer waiting until the deadline: when the model's finished
+    requests stand still for the stall time, the run stops and says so. One whose count moves
+    runs on (here until its deadline: the black hole answers nothing)."""
+    monkeypatch.setattr(invocation, "STALL_MIN_S", 2.0)
+    monkeypatch.setattr(invocation, "STALL_POLL_S", 0.2)
+    settings = BenchSettings("stall_case", black_hole, loads=(1,), timeout_s=60.0,
+                             measurement_interval_ms=500)
+    started = time.monotonic()
+    said = (r"^load test of stall_case: the model finished none of perf_analyzer's requests in 2s, so "
+            r"perf_analyzer was stopped — it is hung")
+    with pytest.raises(PerfAnalyzerTimeoutError, match=said):
+        run_perf_analyzer(settings, auth=admin_auth(), finished=lambda: 7)
+    assert time.monotonic() - started < 2.0 + STOP_GRACE_S + 3.0
+    assert perf_analyzer_pids("stall_case") == []
+    counts = iter(range(10_000))
+    moving = replace(settings, timeout_s=4.0)
+    with pytest.raises(PerfAnalyzerTimeoutError, match="ran over 4s"):
+        run_perf_analyzer(moving, auth=admin_auth(), finished=lambda: next(counts))
+    unread = replace(settings, timeout_s=4.0)  # statistics that cannot be read never stop a run
+    with pytest.raises(PerfAnalyzerTimeoutError, match="ran over 4s"):
+        run_perf_analyzer(unread, auth=admin_auth(), finished=lambda: None)
 
 
 def test_a_cancelled_run_kills_perf_analyzer(black_hole: str) -> None:

@@ -52,6 +52,7 @@ class BenchFailure(enum.Enum):
     RESTRICTED = "the model-config API needs the admin key"
     SHM_RESTRICTED = "the shared-memory API needs the admin key"
     TIMEOUT = "over the deadline"
+    STALLED = "the model finished no request"
     CANCELLED = "cancelled"
     OTHER = "any other failure"
 
@@ -131,6 +132,10 @@ FAILURES: dict[BenchFailure, tuple[type[GeAdminError], str]] = {
     BenchFailure.TIMEOUT: (PerfAnalyzerTimeoutError, "load test of {model}: perf_analyzer ran over "
                       "{timeout_s:g}s and was stopped — test fewer points, a shorter measurement "
                       "interval, or give a longer timeout"),
+    BenchFailure.STALLED: (PerfAnalyzerTimeoutError, "load test of {model}: the model finished none of "
+                      "perf_analyzer's requests in {stalled_s:g}s, so perf_analyzer was stopped — it is "
+                      "hung in its execute, or slower than that per request: reload it (`geadmin models "
+                      "reload {model}`) and test again; `geadmin status` says what its probe found"),
     BenchFailure.CANCELLED: (BenchCancelledError, "load test of {model}: cancelled; perf_analyzer was "
                         "stopped and nothing was saved"),
     BenchFailure.OTHER: (PerfAnalyzerError, "load test of {model}: perf_analyzer failed: {detail}"),
@@ -164,8 +169,9 @@ def describe_library_search(library_path: str, detail: str) -> str:
 
 
 def bench_error(failure: BenchFailure, settings: BenchSettings, *, binary: str | Path = BINARY,
-                detail: str = "", library_path: str = "") -> GeAdminError:
-    """`library_path`: the LD_LIBRARY_PATH perf_analyzer ran with (said when libraries fail)."""
+                detail: str = "", library_path: str = "", stalled_s: float = 0.0) -> GeAdminError:
+    """`library_path`: the LD_LIBRARY_PATH perf_analyzer ran with (said when libraries fail);
+    `stalled_s`: how long the model finished no request (said when it stalled)."""
     missing = failure is BenchFailure.LIBRARIES_MISSING
     libraries = describe_library_search(library_path, detail) if missing else ""
     endpoint = settings.endpoint
@@ -173,7 +179,8 @@ def bench_error(failure: BenchFailure, settings: BenchSettings, *, binary: str |
     error_type, message = TABLE.render(
         failure, model=settings.model, binary=binary, address=endpoint.address, protocol=protocol,
         other="http" if protocol == "grpc" else "grpc", detail=detail or "no message",
-        timeout_s=settings.deadline_s, interval_ms=settings.measurement_interval_ms, libraries=libraries)
+        timeout_s=settings.deadline_s, interval_ms=settings.measurement_interval_ms, libraries=libraries,
+        stalled_s=stalled_s)
     if issubclass(error_type, (TritonUnreachableError, ModelNotFoundError, ForbiddenError)):
         return error_type(message, url=settings.url)
     return error_type(message)

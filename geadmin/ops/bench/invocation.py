@@ -1,7 +1,9 @@
 """One perf_analyzer process, from start to the points it measured.
 
 It runs as an argument list (never a shell), in its own process group, bounded by a deadline,
-and is stopped TERM -> KILL on cancel or timeout. Its stdout says which point it measures
+and is stopped TERM -> KILL on cancel or timeout, or when the model finishes no request for
+`stall_s` (Triton's statistics, when a reader is given): a hung model would keep perf_analyzer
+waiting until the deadline, minutes later, with nothing to show. Its stdout says which point it measures
 ("Request concurrency: 4", "Request Rate: 50 ..."): each becomes a progress call, made on the
 caller's thread (a Streamlit page draws only from its own). Its CSV report holds the points;
 a run that ends without every point it was asked for is an `InvocationResult` whose
@@ -28,6 +30,8 @@ from geadmin.ops.bench.results import BenchPoint, describe_load, parse_csv
 
 STOP_GRACE_S = 5.0  # after SIGTERM, before SIGKILL
 POLL_S = 0.1
+STALL_POLL_S = 2.0  # how often the model's finished requests are read
+STALL_MIN_S = 30.0  # no finished request for this long (at least 3 windows) stops the run
 
 # "Request Rate: 50 inference requests per seconds" starts a point; the summary at the end
 # ("Request Rate: 50, throughput: ...") does not.
@@ -66,6 +70,11 @@ class Invocation:
     stdout: list[str] = field(default_factory=list)
     stderr: list[bytes] = field(default_factory=list)
     announced: queue.SimpleQueue[float] = field(default_factory=queue.SimpleQueue)
+    finished: Callable[[], int | None] | None = None  # the model's finished requests; None: unknown
+
+    @property
+    def stall_s(self) -> float:
+        return max(STALL_MIN_S, 3 * self.settings.measurement_interval_ms / 1000.0)
 
     def measure(self, csv_path: Path, loads: Sequence[float]) -> InvocationResult:
         """The points of `loads` from the report at `csv_path` (the argv's -f)."""
@@ -86,6 +95,7 @@ class Invocation:
         for reader in readers:
             reader.start()
         stopped: BenchFailure | None = None
+        stall = _StallWatch(self.finished, self.stall_s)
         try:
             while process.poll() is None:
                 self._deliver()
@@ -93,6 +103,8 @@ class Invocation:
                     stopped = BenchFailure.CANCELLED
                 elif time.monotonic() > self.deadline:
                     stopped = BenchFailure.TIMEOUT
+                elif stall.stalled():
+                    stopped = BenchFailure.STALLED
                 if stopped is not None:
                     break
                 time.sleep(POLL_S)
@@ -103,7 +115,7 @@ class Invocation:
             reader.join(timeout=5)
         self._deliver()
         if stopped is not None:
-            raise bench_error(stopped, self.settings, binary=binary)
+            raise bench_error(stopped, self.settings, binary=binary, stalled_s=self.stall_s)
         output = b"".join(self.stderr).decode(errors="replace") + "\n" + "".join(self.stdout)
         if process.returncode != 0:
             raise bench_error(classify(output=output), self.settings, binary=binary,
@@ -128,6 +140,27 @@ class Invocation:
     def _read_stderr(self, process: subprocess.Popen[bytes]) -> None:
         assert process.stderr is not None
         self.stderr.extend(process.stderr)
+
+
+class _StallWatch:
+    """Has the model finished no request for `stall_s`? Read every STALL_POLL_S; a reading
+    that fails (None) counts as movement: only a model seen standing still is stalled."""
+
+    def __init__(self, finished: Callable[[], int | None] | None, stall_s: float) -> None:
+        self.finished, self.stall_s = finished, stall_s
+        self.last: int | None = None
+        self.moved_at = self.read_at = time.monotonic()
+
+    def stalled(self) -> bool:
+        now = time.monotonic()
+        if self.finished is None or now - self.read_at < STALL_POLL_S:
+            return False
+        self.read_at = now
+        count = self.finished()
+        if count is None or count != self.last:
+            self.last, self.moved_at = count, now
+            return False
+        return now - self.moved_at >= self.stall_s
 
 
 def read_report(settings: BenchSettings, csv_path: Path, loads: Sequence[float],

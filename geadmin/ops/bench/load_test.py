@@ -39,6 +39,7 @@ from geadmin import settings as geadmin_settings
 from geadmin.access.guard import Authorization, require
 from geadmin.access.roles import GuardedAction
 from geadmin.binaries import wheel_layout
+from geadmin.diagnose.stuck import finished_requests
 from geadmin.domain import Transport
 from geadmin.errors import InferInputError, PerfAnalyzerError
 from geadmin.ops.bench.failures import BINARY
@@ -194,11 +195,13 @@ def run_perf_analyzer(
     auth: Authorization | None = None,
     label: str = "",
     admin_key: str | None = None,
+    finished: Callable[[], int | None] | None = None,
 ) -> BenchRun:
     """Run every load of `settings`; the measured run (not saved), with `cut_short` saying why
     when perf_analyzer stopped before the last load (the points before it are kept; none
     measured raises that error). `input_data` is the
-    `--input-data` document (None: perf_analyzer's own random data); `admin_key`: see perf_argv.
+    `--input-data` document (None: perf_analyzer's own random data); `admin_key`: see perf_argv;
+    `finished`: reads the model's finished requests, to stop a run the model does not answer.
     `auth` must cover `bench` (NotAuthorizedError before perf_analyzer is looked for)."""
     who = require(auth, GuardedAction.BENCH).name
     executable = find_perf_analyzer(binary)
@@ -228,7 +231,8 @@ def run_perf_analyzer(
 
             argv = perf_argv(settings, executable, loads, input_path=input_path, csv_path=csv_path,
                              batch_size=batch_size or settings.batch_size, admin_key=admin_key)
-            measured = Invocation(settings, argv, env, deadline, cancel, on_point).measure(csv_path, loads)
+            measured = Invocation(settings, argv, env, deadline, cancel, on_point,
+                                  finished=finished).measure(csv_path, loads)
             points.extend(measured.points)
             report(len(points), total, f"measured {len(points)} of {total} points")
             if measured.stopped is not None:  # no later load is tried
@@ -306,6 +310,7 @@ def _load_test(
         data, batch = bench_input(client, settings.model, sources, batch_size=settings.batch_size,
                                   seed=settings.seed, default=default)
     run = run_perf_analyzer(settings, input_data=data, batch_size=batch, progress=progress,
-                            cancel=cancel, binary=binary, auth=auth, label=label, admin_key=client.admin_key)
+                            cancel=cancel, binary=binary, auth=auth, label=label, admin_key=client.admin_key,
+                            finished=lambda: finished_requests(client).get(settings.model))
     return save_run(run, home) if save else run
 
