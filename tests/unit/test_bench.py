@@ -358,6 +358,8 @@ def test_a_model_that_finishes_no_request_stops_the_run_before_the_deadline(
     moving = replace(settings, timeout_s=4.0)
     with pytest.raises(PerfAnalyzerTimeoutError, match="ran over 4s"):
         run_perf_analyzer(moving, auth=admin_auth(), finished=lambda: next(counts))
+    slow_rate = BenchSettings("m", black_hole, REQUEST_RATE, (0.05, 1.0), measurement_interval_ms=500)
+    assert invocation.Invocation(slow_rate, [], {}, 0.0, None, print).stall_s == 60.0  # 3 gaps of 20 s
     unread = replace(settings, timeout_s=4.0)  # statistics that cannot be read never stop a run
     with pytest.raises(PerfAnalyzerTimeoutError, match="ran over 4s"):
         run_perf_analyzer(unread, auth=admin_auth(), finished=lambda: None)

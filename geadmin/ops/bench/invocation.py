@@ -26,7 +26,7 @@ from geadmin.binaries import dies_with_parent, terminate_group
 from geadmin.errors import GeAdminError
 from geadmin.ops.bench.failures import BenchFailure, bench_error, classify, error_line
 from geadmin.ops.bench.params import BenchSettings
-from geadmin.ops.bench.results import BenchPoint, describe_load, parse_csv
+from geadmin.ops.bench.results import REQUEST_RATE, BenchPoint, describe_load, parse_csv
 
 STOP_GRACE_S = 5.0  # after SIGTERM, before SIGKILL
 POLL_S = 0.1
@@ -74,7 +74,10 @@ class Invocation:
 
     @property
     def stall_s(self) -> float:
-        return max(STALL_MIN_S, 3 * self.settings.measurement_interval_ms / 1000.0)
+        """At least 3 windows, and at a request rate 3 requests' gaps: a model sent nothing
+        finishes nothing."""
+        gaps_s = 3.0 / min(self.settings.loads) if self.settings.mode == REQUEST_RATE else 0.0
+        return max(STALL_MIN_S, 3 * self.settings.measurement_interval_ms / 1000.0, gaps_s)
 
     def measure(self, csv_path: Path, loads: Sequence[float]) -> InvocationResult:
         """The points of `loads` from the report at `csv_path` (the argv's -f)."""
