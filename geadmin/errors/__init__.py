@@ -55,7 +55,7 @@ The tree:
     ├── RunLockHeldError            a background run's lock is held: its process still runs it
     ├── TritonError                 talking to a running Triton
     │   ├── TritonUnreachableError      nothing answers (connection refused, DNS, reset)
-    │   │   └── WrongProtocolError          the port answers in the other protocol (HTTP vs gRPC)
+    │   │   └── WrongProtocolError          the other protocol (HTTP vs gRPC) answers, or not Triton
     │   ├── TritonTimeoutError          it answered too slowly
     │   │   └── ExplainedLoadTimeoutError   a load still running at our deadline, or stuck, with clues
     │   ├── ForbiddenError              restricted API without / with a wrong key

@@ -30,7 +30,8 @@ class TritonUnreachableError(TritonError):
 
 
 class WrongProtocolError(TritonUnreachableError):
-    """HTTP sent to a gRPC port, or the reverse: the URL's scheme or port is wrong."""
+    """HTTP sent to a gRPC port, or the reverse, or another service answers there: the URL's
+    scheme or port is wrong."""
 
 
 class TritonTimeoutError(TritonError):

@@ -95,6 +95,11 @@ _RESTRICTED_MARKERS = ("this api is restricted", "admin-key", "protocol-admin-ke
 _REFUSED_MARKERS = ("connection refused", "failed to connect", "connect failed")
 # Triton answers 400 / INVALID_ARGUMENT for e.g. statistics of an unknown or unloaded model.
 _NOT_FOUND_MARKERS = ("is not found", "is not available", "unknown model")
+# tritonclient's words for a non-200 answer whose body is not Triton's JSON error: another
+# service (or a proxy's error page) answers at the address.
+_NOT_TRITON_MARKER = "while decoding the response"
+# grpcio's words when the port answers HTTP/1 ("...got frame type 79": the 'H' of "HTTP/1.x").
+_HTTP1_MARKERS = ("socket closed", "failed parsing http/2")
 
 
 def _status_name(exc: InferenceServerException) -> str:
@@ -126,6 +131,12 @@ def _translate_server_exception(
     message = exc.message() or str(exc)
     lowered = message.lower()
     ours = STATUS_ERRORS.get(status, TritonRequestError)
+    if _NOT_TRITON_MARKER in lowered and ours in (TritonRequestError, ModelNotFoundError):
+        return WrongProtocolError(
+            f"{action}: {url} answered HTTP {status}, but not as Triton does (its answer is not Triton's "
+            f"JSON: {message.split(': ', 1)[-1]}) — another service, or a proxy's error page, answers "
+            f"there: give Triton's HTTP port (default {DEFAULT_PORTS['http']})", url=url,
+            status=int(status) if status.isdigit() else None)
     if any(marker in lowered for marker in _RESTRICTED_MARKERS):
         ours = ForbiddenError  # gRPC reports a missing admin key as UNAVAILABLE
     elif ours is TritonUnreachableError and not any(m in lowered for m in _REFUSED_MARKERS):
@@ -138,7 +149,7 @@ def _translate_server_exception(
     elif ours is TritonRequestError and any(m in lowered for m in _NOT_FOUND_MARKERS):
         ours = ModelNotFoundError
     code = int(status) if status.isdigit() else None
-    if ours is TritonUnreachableError and "socket closed" in lowered and _speaks_http(url):
+    if ours is TritonUnreachableError and any(m in lowered for m in _HTTP1_MARKERS) and _speaks_http(url):
         return WrongProtocolError(f"{action}: {_wrong_protocol(url, Transport.GRPC)} ({message})", url=url)
     if ours is ForbiddenError:
         message = (f"{message} — this Triton restricts the API; set the admin key with "

@@ -4,6 +4,7 @@ that never answers, and a load that hangs."""
 from __future__ import annotations
 
 import glob
+import http.server
 import socket
 import threading
 import time
@@ -18,6 +19,7 @@ from geadmin.errors import (
     ModelNotFoundError,
     TritonTimeoutError,
     TritonUnreachableError,
+    WrongProtocolError,
 )
 from geadmin.stack.processes import free_port
 from geadmin.stack.tritonserver import SHM_DIR, TritonProcess
@@ -202,3 +204,29 @@ def test_a_load_on_a_server_that_never_answers_is_not_blamed_on_the_model(silent
         load_explained(client, "digits_classifier", auth=admin_auth())
     assert not isinstance(raised.value, ExplainedLoadTimeoutError)
     assert "did not answer in time" in str(raised.value)
+
+
+@pytest.fixture
+def other_http_service() -> Iterator[int]:
+    """A real HTTP server that is not Triton (the standard library's): 404 and HTML to Triton's paths."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
+    serving = threading.Thread(target=server.serve_forever, daemon=True)
+    serving.start()
+    yield server.server_address[1]
+    server.shutdown()
+    serving.join(timeout=5)
+
+
+def test_another_http_service_on_the_port_is_named_for_both_protocols(other_http_service: int) -> None:
+    """Not "does not serve it: load it" (a 404 read as an unknown model), not "unreachable": the
+    port answers, in HTTP/1, and not as Triton does."""
+    with (TritonClient(f"http://127.0.0.1:{other_http_service}", timeout_s=3) as client,
+          pytest.raises(WrongProtocolError) as over_http):
+        client.server_info()
+    said = str(over_http.value)
+    assert "answered HTTP 404, but not as Triton does (its answer is not Triton's JSON" in said
+    assert said.endswith("answers there: give Triton's HTTP port (default 8000)") and "load it" not in said
+    with (TritonClient(f"grpc://127.0.0.1:{other_http_service}", timeout_s=3) as client,
+          pytest.raises(WrongProtocolError) as over_grpc):
+        client.server_info()
+    assert "does not answer gRPC — this port speaks HTTP: use http://HOST:PORT for it" in str(over_grpc.value)

@@ -22,10 +22,12 @@ from geadmin.errors import (
     TritonRequestError,
     TritonTimeoutError,
     TritonUnreachableError,
+    WrongProtocolError,
 )
 from geadmin.triton.translate import EXCEPTION_ERRORS, STATUS_ERRORS, translate_error
 
 URL = "http://127.0.0.1:8000"
+NOT_JSON = "an exception occurred in the client while decoding the response"  # tritonclient's words
 
 
 def exception_classes(*package_names: str) -> set[type[BaseException]]:
@@ -112,6 +114,14 @@ def test_connection_refused_is_unreachable_never_timeout() -> None:
          ModelNotFoundError),
         (InferenceServerException("bad request", status="400"), TritonRequestError),
         (InferenceServerException("bad gateway", status="502"), TritonRequestError),
+        # Not Triton's JSON: another service answers (its 404 page); a proxy's 502 page is not
+        # that: the proxy is there, Triton behind it is not.
+        (InferenceServerException(f"{NOT_JSON}: Parse error at offset 0: Invalid value.", status="404"),
+         WrongProtocolError),
+        (InferenceServerException(f"{NOT_JSON}: Parse error at offset 0: Invalid value.", status="400"),
+         WrongProtocolError),
+        (InferenceServerException(f"{NOT_JSON}: Parse error at offset 0: Invalid value.", status="502"),
+         TritonRequestError),
         (ValueError("surprise"), TritonRequestError),
     ],
 )
