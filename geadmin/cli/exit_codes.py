@@ -63,9 +63,10 @@ BY_COMMAND: dict[str, tuple[str, dict[ExitCode, str]]] = {
     "config": ("config validate, config apply, config rollback, config history", {
         ExitCode.OK: "validate: no errors (warnings may be printed); applied, rolled back, listed, "
                      "or nothing to do; apply --preview: GO",
-        ExitCode.FAILED: "validate: the validator found errors; a change refused, or rejected by Triton "
-                         "(and the previous config put back); apply --preview: NO-GO, or the preview "
-                         "could not run (the cause is printed)",
+        ExitCode.FAILED: "validate: the validator found errors; a change refused, rejected by Triton "
+                         "(and the previous config put back), or whose load had not finished at the load "
+                         "timeout (the new config stays: Triton is loading it); apply --preview: NO-GO, or "
+                         "the preview could not run (the cause is printed)",
         ExitCode.UNREACHABLE: "Triton does not answer",
     }),
     "audit_log": ("audit", {
