@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 from geadmin.diagnose import advice
 from geadmin.diagnose.explain import explanation_dict, headline, log_reason
@@ -108,5 +109,8 @@ def test_the_next_step_of_a_load_still_running_is_to_watch_it_not_to_fix_a_cause
     running = Explanation("m", "load model 'm': Triton at http://h:8000 did not answer in time",
                           reason="r", timed_out=True)
     assert next_step(ExplainedLoadTimeoutError(running)).startswith("watch its state (it stays LOADING until")
+    reload = replace(running, serving=Serving.PREVIOUS)  # the index says READY all along
+    said = next_step(ExplainedLoadTimeoutError(reload))
+    assert said.startswith("the previous version serves meanwhile and the Overview names the model")
     stuck = Explanation("m", "still LOADING after: boom", reason="boom", timed_out=True, hung=True)
     assert next_step(ExplainedLoadTimeoutError(stuck)).startswith("fix the cause above")

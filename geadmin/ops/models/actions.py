@@ -30,7 +30,7 @@ from geadmin.diagnose.explain import explanation_dict
 from geadmin.diagnose.health import log_failures
 from geadmin.diagnose.impact import StateChange
 from geadmin.diagnose.stuck import unload_not_ended
-from geadmin.domain import Explanation, ModelState
+from geadmin.domain import Explanation, ModelState, Serving
 from geadmin.errors import (
     ExplainedLoadError,
     ExplainedLoadTimeoutError,
@@ -315,12 +315,16 @@ FIX_AND_RETRY = "fix the cause in the model repository or Triton, then retry."
 def next_step(error: GeAdminError) -> str:
     """What an operator should do about `error` (pages put it under the message)."""
     if isinstance(error, ExplainedLoadTimeoutError) and error.explanation.unfinished:
-        return ("watch its state (it stays LOADING until its initialize returns); if it never ends, "
-                "fix what the model waits on, then restart Triton from the Stack page")
+        watch = ("the previous version serves meanwhile and the Overview names the model until the load "
+                 "ends" if error.explanation.serving is Serving.PREVIOUS
+                 else "watch its state (it stays LOADING until its initialize returns)")
+        return (f"{watch}; if it never ends, fix what the model waits on, then restart Triton from the "
+                "Stack page")
     if isinstance(error, (ExplainedLoadError, ExplainedLoadTimeoutError)):
         return "fix the cause above in the model repository, then load the model again"
     if isinstance(error, WrongProtocolError):
-        return "use the URL the message names: http:// for Triton's HTTP port, grpc:// for its gRPC port"
+        return ("point geadmin at Triton's own ports: http:// with its HTTP port (8000 by default), grpc:// "
+                "with its gRPC port (8001)")
     if isinstance(error, TritonUnreachableError):
         return "start Triton (`geadmin up`) or check the server URL (GEADMIN_TRITON_URL)"
     if isinstance(error, ForbiddenError):
