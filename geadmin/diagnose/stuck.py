@@ -39,7 +39,7 @@ def unload_not_ended(model: str, waited_s: float, last_probe: ProbeRecord | None
     evidence = ""
     if last_probe is not None and not last_probe.ok:
         sent = datetime.fromtimestamp(last_probe.at_s, timezone.utc)
-        evidence = f" (its probe at {sent:%H:%M:%S} UTC got no answer)"
+        evidence = f" (geadmin's probe of it had no answer at {sent:%H:%M:%S} UTC)"
     return (f"unload of {model!r} was accepted, but it is still UNLOADING after {format_duration(waited_s)}"
             f"{evidence} — {UNLOAD_HELD_FIX}")
 _GLOG_TIME = re.compile(r"^[IWEV](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)")

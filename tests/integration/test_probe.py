@@ -263,7 +263,8 @@ def test_a_hung_model_holds_one_probe_in_triton_not_one_per_interval(
         assert not unload.ok
         probed = time.strftime("%H:%M:%S", time.gmtime(capped.at_s))
         assert unload.message.startswith(
-            f"unload of {HUNG!r} was accepted, but it is still UNLOADING after 3 s (its probe at {probed} "
-            "UTC got no answer) — Triton unloads a model only once the requests it runs end: one hung in its "
-            "execute holds the unload until Triton restarts (`geadmin stack restart triton`"), unload.message
+            f"unload of {HUNG!r} was accepted, but it is still UNLOADING after 3 s (geadmin's probe of it "
+            f"had no answer at {probed} UTC) — Triton unloads a model only once the requests it runs end: "
+            "one hung in its execute holds the unload until Triton restarts (`geadmin stack restart "
+            "triton`"), unload.message
     server.stop(timeout_s=2)  # the hung requests keep Triton from exiting: SIGKILL after 2 s
