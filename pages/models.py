@@ -85,7 +85,8 @@ def live_table(target: Target) -> None:
                    "This page recovers by itself.")
     model_table(last_good[target.spec.name])
     if fresh:
-        drift_notes(target, [r.name for r in last_good[target.spec.name] if r.state is ModelState.READY])
+        rows = last_good[target.spec.name]
+        drift_notes(target, [r.name for r in rows if r.state is ModelState.READY], [r.name for r in rows])
 
 
 def model_table(rows: list[ModelRow]) -> None:

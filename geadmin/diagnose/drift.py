@@ -6,6 +6,11 @@ automatic one after a crash — loads the file and trips over it. Both sides are
 through protobuf as `repository.knobs.compare_with_live` does (the fields the file sets, against
 Triton's normalized `GET /v2/models/N/config`; fields only Triton has are its defaults).
 
+The extreme case: a model whose directory is gone from the repository while it serves (deleted,
+moved, a repository sync). Triton's index lists only what is on disk, so every view loses the
+model, while it answers until the next restart or reload, which lose it for good. Its
+statistics list every loaded model: one they list and the index does not is `gone`.
+
 A reload still running looks the same from outside (Triton's index says READY while the previous
 version serves, FACTS.md): when geadmin's own apply of this file stopped waiting for Triton's load
 (its audit row is `unfinished`), the drift names that apply and says to wait, not to reload again.
@@ -18,7 +23,7 @@ and an audit row: diagnose only reads).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -37,6 +42,7 @@ from geadmin.repository.validate import validate_model
 from geadmin.triton.client import TritonClient
 
 CHANGES = ("apply", "rollback")  # the audit actions that write a config and load it
+GONE = "its directory is gone from the repository, so Triton's index no longer lists it"
 
 
 @dataclass(frozen=True)
@@ -47,6 +53,14 @@ class Drift:
     loads: bool  # False: the validator finds errors, so a reload or restart would fail
     changed_at: datetime | None  # when the file changed (its modification time, UTC)
     unfinished: audit.AuditEntry | None = None  # geadmin's change of this file whose load it stopped awaiting
+    gone: bool = False  # no directory in any repository Triton serves: it answers until a restart
+
+    @property
+    def reason(self) -> str:
+        """The verdict's line."""
+        if self.gone:
+            return f"model {self.model!r} still serves, but {self.headline}"
+        return f"model {self.model!r} serves a config that differs from its file: {self.headline}"
 
     @property
     def since(self) -> str:
@@ -57,6 +71,8 @@ class Drift:
         """`on disk: does not parse, line 6: ... — serving the previous config since 11:57 UTC`."""
         fields = f" ({', '.join(self.differing[:4])}{', ...' if len(self.differing) > 4 else ''} differ)" \
             if self.differing else ""
+        if self.gone:
+            return f"{GONE} — the next restart of Triton, or a reload, loses it"
         if self.unfinished is not None:
             entry = self.unfinished
             return (f"the {entry.action} by {entry.who} at {entry.at:%H:%M} UTC stopped waiting for Triton's "
@@ -65,6 +81,9 @@ class Drift:
 
     @property
     def fix(self) -> str:
+        if self.gone:
+            return (f"put its directory back (`geadmin config history {self.model}` has the configs geadmin "
+                    f"applied), or unload it if it was meant to go (`geadmin models unload {self.model}`)")
         if self.unfinished is not None:
             return (f"wait: this clears when the load ends; if it stays, the load failed (Triton's log says "
                     f"why): fix the config and apply again, or `geadmin config rollback {self.model}`")
@@ -77,6 +96,7 @@ class Drift:
     def to_json(self) -> dict[str, object]:
         return {"model": self.model, "differing": list(self.differing), "on_disk": self.on_disk,
                 "loads": self.loads, "changed_at": self.changed_at.isoformat() if self.changed_at else None,
+                "gone": self.gone,
                 "headline": self.headline, "fix": self.fix}
 
 
@@ -136,13 +156,14 @@ def drift_of(repository: Path, name: str, served: model_config_pb2.ModelConfig) 
 
 
 def find_drift(client: TritonClient, repository: Path | None, names: Sequence[str], *,
-               home: Path | None = None) -> list[Drift]:
-    """The drifted models among `names` (READY ones: only those serve a config). geadmin's own
-    tuning trials serve other configs than their file on purpose: never drift. `home`: the
-    workspace whose audit names an apply still loading."""
+               listed: Collection[str] | None = None, home: Path | None = None) -> list[Drift]:
+    """The drifted models among `names` (READY ones: only those serve a config), and with
+    `listed` (every name Triton's index lists) the loaded models it does not list: `gone`.
+    geadmin's own tuning trials serve other configs than their file on purpose: never drift.
+    `home`: the workspace whose audit names an apply still loading."""
+    found = gone_from_repository(client, listed) if listed is not None else []
     if repository is None:
-        return []
-    found = []
+        return found
     for name in (n for n in names if not is_trial(repository, n)):
         try:
             served = client.model_config(name)
@@ -153,6 +174,15 @@ def find_drift(client: TritonClient, repository: Path | None, names: Sequence[st
             pending = unfinished_change(client.url, name, drift.changed_at, home)
             found.append(replace(drift, unfinished=pending))
     return found
+
+
+def gone_from_repository(client: TritonClient, listed: Collection[str]) -> list[Drift]:
+    """The models Triton has loaded (its statistics) that its index does not list (`listed`)."""
+    try:
+        loaded = {item.name for item in client.model_statistics()}
+    except TritonError:
+        return []
+    return [Drift(name, (), GONE, False, None, gone=True) for name in sorted(loaded - set(listed))]
 
 
 # -- the fix: what to put back ------------------------------------------------------------

@@ -68,10 +68,12 @@ def watch(client: TritonClient, name: str, log: LogSource | None) -> LoadWatch:
     started = time.monotonic()
     try:
         entries = [e for e in client.repository_index() if e.name == name]
+        # Not listed, yet loaded: its directory went away while it serves (geadmin.diagnose.drift)
+        unlisted_ready = not entries and client.model_ready(name)
     except TritonError:
         return LoadWatch(name, cursor, None, "", started)
     ready = [e for e in entries if e.state is ModelState.READY]
-    return LoadWatch(name, cursor, bool(ready), ready[-1].version if ready else "", started)
+    return LoadWatch(name, cursor, bool(ready) or unlisted_ready, ready[-1].version if ready else "", started)
 
 
 def explain(
@@ -137,11 +139,12 @@ def check_serving(client: TritonClient, before: LoadWatch) -> tuple[Serving, str
     try:
         entries = [e for e in client.repository_index() if e.name == before.name]
         ready = [e for e in entries if e.state is ModelState.READY]
-        answering = bool(ready) and client.model_ready(before.name)
+        # a model the index does not list may still serve: its directory is gone
+        answering = (bool(ready) or not entries) and client.model_ready(before.name)
     except TritonError as exc:
         return Serving.UNKNOWN, "", str(exc)
     if answering:
-        return Serving.PREVIOUS, ready[-1].version, ""
+        return Serving.PREVIOUS, ready[-1].version if ready else "", ""
     return (Serving.NEVER_LOADED if before.was_ready is False else Serving.NOTHING), "", ""
 
 

@@ -181,8 +181,7 @@ def judge(snapshot: ServerSnapshot, found: Triage, *, drift: Sequence[Drift] = (
         return Verdict(snapshot, found, (down,), expected=tuple(expected))
     reasons = [*server_reasons(snapshot), *expected_reasons(snapshot, found, expected),
                *model_reasons(found, stuck or {}, expected)]
-    reasons += [Reason(VerdictRule.DRIFT, f"model {item.model!r} serves a config that differs from its file: "
-                       f"{item.headline}", item.model, item.fix) for item in drift]
+    reasons += [Reason(VerdictRule.DRIFT, item.reason, item.model, item.fix) for item in drift]
     reasons += interrupted_reasons(cut_short)
     ready = {m.name for m in found.ready}
     silent = watch.causes_first([p for name, p in (probes or {}).items() if name in ready and not p.ok])
@@ -316,12 +315,14 @@ def assess(snapshot: ServerSnapshot, sources: EvidenceSources | None = None, *,
            expected: Sequence[str] = ()) -> Verdict:
     """The verdict every view shows. Never raises for Triton trouble (it is in the verdict)."""
     src = sources or EvidenceSources()
+    listed = [m.name for m in snapshot.models]  # geadmin's trials too: loaded, and listed
     snapshot, trials = own_work.split_trials(snapshot, src.repository)
     found, unloads = with_dropped(triage(snapshot, src.log, src.repository), src.log, src.home)
     drift: list[Drift] = []
     checked = src.client is not None and src.repository is not None
     if src.client is not None and snapshot.reachable and not snapshot.error:
-        drift = find_drift(src.client, src.repository, [m.name for m in found.ready], home=src.home)
+        drift = find_drift(src.client, src.repository, [m.name for m in found.ready],
+                           listed=listed, home=src.home)
     stuck = stuck_models(found, src.log, src.now)
     cut_short = interrupted.unresolved(src.repository, home=src.home, url=snapshot.url)
     probes = watch.fresh_probes(snapshot.url, now_s=src.now.timestamp(), home=src.home) \

@@ -153,9 +153,10 @@ def drift_row(drift: Drift, target: Target, can_act: bool) -> None:
         st.rerun()
 
 
-def drift_notes(target: Target, ready: list[str]) -> None:
-    """The Models page's flag: each READY model whose file differs from what serves, and the fix."""
-    for drift in find_drift(client_for(target), target.repository, ready):
+def drift_notes(target: Target, ready: list[str], listed: list[str]) -> None:
+    """The Models page's flag: each READY model whose file differs from what serves (or whose
+    directory is gone: not in `listed`, the index's names), and the fix."""
+    for drift in find_drift(client_for(target), target.repository, ready, listed=listed):
         st.warning(f"**{drift.model}** — {defused(drift.headline)}\n\n*Fix:* {drift.fix} (Overview or "
                    "Config editor)", icon=":material/difference:")
 

@@ -203,3 +203,33 @@ def test_a_killed_dashboard_is_in_the_server_history(tmp_path: Path) -> None:
         assert history.dashboard_restarts == 1 and history.triton_restarts == 0
         (record,) = history.dashboard_exits
         assert record.signal == "SIGKILL" and record.restarted and not record.requested
+
+
+def test_a_model_whose_directory_is_deleted_while_it_serves_is_degraded_until_it_is_back(
+    triton_factory: Callable[..., TritonProcess], tmp_path: Path
+) -> None:
+    """Triton's index lists only what is on disk: a model whose directory is deleted vanishes
+    from every view while it answers, until the next restart loses it. Its statistics still
+    list it: status says DEGRADED and names it; a reload of it says the previous one serves."""
+    server = triton_factory(models=["text_normalize", CLASSIFIER])
+    home = tmp_path / "home"
+    moved = tmp_path / "text_normalize"
+    (server.repository / "text_normalize").rename(moved)
+    with TritonClient(server.http_url, load_timeout_s=60) as client:
+        assert "text_normalize" not in states(client) and client.model_ready("text_normalize")
+    code, text, document = status(server, home)
+    assert code == 4 and document["rules"] == ["drift"], text
+    assert text.splitlines()[0] == (
+        "DEGRADED: model 'text_normalize' still serves, but its directory is gone from the repository, so "
+        "Triton's index no longer lists it — the next restart of Triton, or a reload, loses it")
+    (drift,) = document["drift"]  # type: ignore[misc]
+    assert drift["gone"] and drift["fix"].startswith("put its directory back")
+    reload = geadmin("models", "reload", "text_normalize", "--yes", "--url", server.http_url,
+                     "--repository", str(server.repository), "--triton-log", str(server.log_path), home=home)
+    said = f"geadmin: error: load of 'text_normalize' failed: no model directory {server.repository}"
+    assert reload.returncode == 1 and reload.stderr.startswith(said), reload.stderr
+    assert "the previously loaded version is still serving" in reload.stderr
+    assert "not loaded before" not in reload.stderr
+    moved.rename(server.repository / "text_normalize")
+    code, text, _ = status(server, home)
+    assert code == 0, text
