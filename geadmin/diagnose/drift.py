@@ -35,7 +35,7 @@ from geadmin.db import WorkspaceDatabaseError
 from geadmin.errors import ConfigParseError, GeAdminError, RepositoryError, TritonError
 from geadmin.repository import revisions, store
 from geadmin.repository.knobs import compare_with_live
-from geadmin.repository.modelconfig import to_file_text
+from geadmin.repository.modelconfig import CONFIG_FILE, to_file_text
 from geadmin.repository.rules import Severity
 from geadmin.repository.trials import is_trial
 from geadmin.repository.validate import validate_model
@@ -142,6 +142,10 @@ def drift_of(repository: Path, name: str, served: model_config_pb2.ModelConfig) 
     try:
         current = store.read_config(repository, name)
     except RepositoryError:
+        directory = repository / name
+        if directory.is_dir() and not (directory / CONFIG_FILE).exists():  # deleted while it serves
+            on_disk, loads = file_verdict(directory)
+            return Drift(name, (), on_disk, loads, _changed_at(directory))
         return None  # no model directory here (another repository), or unreadable: not drift
     try:
         comparison = compare_with_live(current.text, served)

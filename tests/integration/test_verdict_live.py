@@ -233,3 +233,25 @@ def test_a_model_whose_directory_is_deleted_while_it_serves_is_degraded_until_it
     moved.rename(server.repository / "text_normalize")
     code, text, _ = status(server, home)
     assert code == 0, text
+
+
+def test_a_deleted_config_is_drift_and_putting_back_what_serves_writes_it_again(
+    triton_factory: Callable[..., TritonProcess], tmp_path: Path
+) -> None:
+    """The directory stays, its config.pbtxt is gone: the model serves, and the next restart
+    fails to load it. Not "none drifted from its file": there is no file."""
+    server = triton_factory(models=[CLASSIFIER])
+    home = tmp_path / "home"
+    path = server.repository / CLASSIFIER / "config.pbtxt"
+    path.unlink()
+    code, text, document = status(server, home)
+    assert code == 4 and document["rules"] == ["drift"], text
+    said = f"DRIFT: {CLASSIFIER}: on disk: no config.pbtxt in {path.parent} — serving the previous config"
+    assert said in text
+    with TritonClient(server.http_url) as client:
+        message = put_back_served(client, server.repository, CLASSIFIER, auth=auth_as("alice"), home=home)
+    assert message.endswith("disk and Triton agree again"), message
+    # No revision was kept (geadmin never applied one): Triton's normalized form, which loads
+    assert path.read_text().startswith(f'name: "{CLASSIFIER}"')
+    code, text, _ = status(server, home)
+    assert code == 0, text

@@ -11,7 +11,7 @@ from geadmin import audit
 from geadmin.access.guard import Authorization, require
 from geadmin.access.roles import GuardedAction
 from geadmin.diagnose.drift import drift_of, served_file
-from geadmin.errors import GeAdminError
+from geadmin.errors import GeAdminError, RepositoryError
 from geadmin.repository import revisions, store
 from geadmin.triton.client import TritonClient
 
@@ -25,18 +25,25 @@ def put_back_served(client: TritonClient, repository: Path, name: str, *, auth: 
     `auth` must cover `rollback` (NotAuthorizedError before anything is read)."""
     actor = require(auth, GuardedAction.ROLLBACK)
     served = client.model_config(name)
-    current = store.read_config(repository, name)
-    data = served_file(repository, name, served, home)
-    diff = revisions.config_diff(current.data, data, name, "on disk", "served")
+    path = store.config_path(repository, name)
     try:
-        store.write_config(repository, name, data, expected_sha256=current.sha256, who=actor.name,
+        current = store.read_config(repository, name)
+        on_disk, expected = current.data, current.sha256
+    except RepositoryError:
+        if not path.parent.is_dir():
+            raise
+        on_disk, expected = b"", store.ABSENT  # the file was deleted while the model serves
+    data = served_file(repository, name, served, home)
+    diff = revisions.config_diff(on_disk, data, name, "on disk", "served")
+    try:
+        store.write_config(repository, name, data, expected_sha256=expected, who=actor.name,
                            note="drifted from what Triton served", home=home)
     except GeAdminError as exc:
         audit.record(PUT_BACK_ACTION, name, audit.Result.FAILED, actor=actor, server=client.url,
                      message=str(exc), home=home)
         raise
     left = drift_of(repository, name, client.model_config(name))
-    message = (f"put the config Triton serves for {name!r} back in {current.path}"
+    message = (f"put the config Triton serves for {name!r} back in {path}"
                + (f"; it still differs: {left.headline}" if left else "; disk and Triton agree again"))
     audit.record(PUT_BACK_ACTION, name, audit.Result.OK if left is None else audit.Result.FAILED,
                  actor=actor, server=client.url, message=message, diff=diff, home=home)
