@@ -255,3 +255,20 @@ def test_a_deleted_config_is_drift_and_putting_back_what_serves_writes_it_again(
     assert path.read_text().startswith(f'name: "{CLASSIFIER}"')
     code, text, _ = status(server, home)
     assert code == 0, text
+
+
+def test_a_repository_that_went_away_says_to_put_it_back(
+    triton_factory: Callable[..., TritonProcess], tmp_path: Path
+) -> None:
+    server = triton_factory(models=[CLASSIFIER])
+    away = tmp_path / "away"
+    server.repository.rename(away)
+    code, text, document = status(server, tmp_path / "home")
+    assert code == 4 and document["rules"] == ["index-unreadable"], text
+    assert text.startswith(f"DEGRADED: cannot list the models: list the model repository: failed to open "
+                           f"directory {server.repository}"), text
+    (reason,) = document["reasons"]  # type: ignore[misc]
+    assert reason["fix"].startswith("put back the model repository Triton was started with")
+    assert text.splitlines()[1] == f"  fix: {reason['fix']}"  # right under the cause, as on the Overview
+    away.rename(server.repository)
+    assert status(server, tmp_path / "home")[0] == 0
