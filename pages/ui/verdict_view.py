@@ -129,9 +129,12 @@ def drift_panel(verdict: Verdict, target: Target, can_act: bool) -> None:
 
 
 def drift_row(drift: Drift, target: Target, can_act: bool) -> None:
+    card = f"**{drift.model}** — {defused(drift.headline)}\n\n*Fix:* {drift.fix}"
+    if drift.gone:  # no file to open or write: the directory itself is gone
+        st.warning(card, icon=":material/folder_off:")
+        return
     text, edit, put_back = st.columns([6, 1, 1], vertical_alignment="center")
-    text.warning(f"**{drift.model}** — {defused(drift.headline)}\n\n*Fix:* {drift.fix}",
-                 icon=":material/difference:")
+    text.warning(card, icon=":material/difference:")
     if edit.button("Open in editor", key=f"{keys.OVERVIEW_DRIFT_EDIT_PREFIX}{drift.model}"):
         st.session_state[keys.EDITOR_MODEL] = drift.model
         from pages import editor  # the page to open: imported here, as the router does
@@ -157,8 +160,9 @@ def drift_notes(target: Target, ready: list[str], listed: list[str]) -> None:
     """The Models page's flag: each READY model whose file differs from what serves (or whose
     directory is gone: not in `listed`, the index's names), and the fix."""
     for drift in find_drift(client_for(target), target.repository, ready, listed=listed):
-        st.warning(f"**{drift.model}** — {defused(drift.headline)}\n\n*Fix:* {drift.fix} (Overview or "
-                   "Config editor)", icon=":material/difference:")
+        where = "" if drift.gone else " (Overview or Config editor)"
+        st.warning(f"**{drift.model}** — {defused(drift.headline)}\n\n*Fix:* {drift.fix}{where}",
+                   icon=":material/folder_off:" if drift.gone else ":material/difference:")
 
 
 def show_put_back_result() -> None:

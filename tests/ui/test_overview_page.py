@@ -304,3 +304,22 @@ def test_triage_card_with_unreadable_metrics_says_why_without_red(
     assert not at.error  # the server itself is fine: only the card lacks its figures
     assert any(c.value.startswith("No bottleneck figures: ") and "Connection refused" in c.value
                for c in at.caption)
+
+
+def test_a_model_whose_directory_is_gone_is_drift_without_buttons_that_cannot_work(
+    triton_factory: Callable[..., TritonProcess], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """It still serves, the index no longer lists it: DEGRADED with the fix, and no Open in
+    editor / Put back served (no file to open or write)."""
+    server = triton_factory(models=["digits_classifier", "text_normalize"])
+    (server.repository / "text_normalize").rename(tmp_path / "text_normalize")
+    monkeypatch.setenv("GEADMIN_TRITON_URL", server.http_url)
+    monkeypatch.setenv("GEADMIN_REPOSITORY", str(server.repository))
+    at = run_app()
+    text = page_text(at)
+    assert ("DEGRADED: model 'text_normalize' still serves, but its directory is gone from the repository"
+            in text), text
+    (card,) = [w.value for w in at.warning if w.value.startswith("**text_normalize** — ")]
+    assert "*Fix:* put its directory back" in card
+    labels = [b.label for b in at.button]
+    assert "Put back served" not in labels and "Open in editor" not in labels, labels
