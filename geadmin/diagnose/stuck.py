@@ -28,20 +28,6 @@ UNLOAD_HELD_FIX = ("Triton unloads a model only once the requests it runs end: o
                    "page); a slow one ends on its own")
 LOAD_HELD_FIX = "read Triton's log; a hung load is freed only by restarting Triton"
 
-
-def stuck_fix(state: ModelState) -> str:
-    return UNLOAD_HELD_FIX if state is ModelState.UNLOADING else LOAD_HELD_FIX
-
-
-def unload_not_ended(model: str, waited_s: float, last_probe: ProbeRecord | None) -> str:
-    """An accepted unload of `model` still UNLOADING after `waited_s`, in words; the model's
-    latest probe, when it got no answer, is the evidence of a request hung in its execute."""
-    evidence = ""
-    if last_probe is not None and not last_probe.ok:
-        sent = datetime.fromtimestamp(last_probe.at_s, timezone.utc)
-        evidence = f" (geadmin's probe of it had no answer at {sent:%H:%M:%S} UTC)"
-    return (f"unload of {model!r} was accepted, but it is still UNLOADING after {format_duration(waited_s)}"
-            f"{evidence} — {UNLOAD_HELD_FIX}")
 _GLOG_TIME = re.compile(r"^[IWEV](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)")
 _ISO_TIME = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)")
 
@@ -92,3 +78,18 @@ def finished_requests(client: TritonClient) -> dict[str, int]:
         counts = item.inference_stats
         finished[item.name] = finished.get(item.name, 0) + counts.success.count + counts.fail.count
     return finished
+
+
+def stuck_fix(state: ModelState) -> str:
+    return UNLOAD_HELD_FIX if state is ModelState.UNLOADING else LOAD_HELD_FIX
+
+
+def unload_not_ended(model: str, waited_s: float, last_probe: ProbeRecord | None) -> str:
+    """An accepted unload of `model` still UNLOADING after `waited_s`, in words; the model's
+    latest probe, when it got no answer, is the evidence of a request hung in its execute."""
+    evidence = ""
+    if last_probe is not None and not last_probe.ok:
+        sent = datetime.fromtimestamp(last_probe.at_s, timezone.utc)
+        evidence = f" (geadmin's probe of it had no answer at {sent:%H:%M:%S} UTC)"
+    return (f"unload of {model!r} was accepted, but it is still UNLOADING after {format_duration(waited_s)}"
+            f"{evidence} — {UNLOAD_HELD_FIX}")
