@@ -138,7 +138,8 @@ def unfinished_change(url: str, name: str, changed_at: datetime | None,
 
 
 def drift_of(repository: Path, name: str, served: model_config_pb2.ModelConfig) -> Drift | None:
-    """None when the file on disk is what Triton serves (or there is no file to compare)."""
+    """None when the file on disk is what Triton serves, or there is no model directory here
+    (another repository); a directory whose config.pbtxt is gone is drift."""
     try:
         current = store.read_config(repository, name)
     except RepositoryError:
