@@ -194,13 +194,22 @@ def hang_up_pending(listener: socket.socket, accepted: list[int], accepting: thr
                     wait_s: float) -> None:
     """Accepts, counts and closes what waits in the backlog (after up to `wait_s`); under the
     lock, so the test's own count and the thread never both wait in `accept`."""
-    if wait_s and not select.select([listener], [], [], wait_s)[0]:
+    if wait_s and not _waiting(listener, wait_s):
         return
     with accepting:
-        while select.select([listener], [], [], 0)[0]:
+        while _waiting(listener, 0):
             conn, _ = listener.accept()
             accepted[0] += 1  # before the close: the caller returns on the close, then the test reads this
             conn.close()
+
+
+def _waiting(listener: socket.socket, wait_s: float) -> bool:
+    """Does a caller wait in the backlog (after up to `wait_s`)? poll, not select: select fails
+    on a descriptor numbered over 1024, and a worker that ran many modules before this one
+    holds that many (the run's other modules' clients and servers)."""
+    poller = select.poll()
+    poller.register(listener, select.POLLIN)
+    return bool(poller.poll(wait_s * 1000))
 
 
 def member(w: World) -> Member:
