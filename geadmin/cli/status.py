@@ -44,11 +44,11 @@ def render_text(verdict: Verdict, outage: str = "", crash: str = "") -> str:
     # The cause first, as the Overview's banner says it (ServerVerdict.headline); then the call that failed.
     lines = [f"{verdict.level.value}: {outage}", f"  {verdict.headline.split(': ', 1)[-1]}"] if outage \
         else [verdict.headline]
+    if crash:
+        lines.append(f"CRASHED: {crash}")  # right under the verdict: what happened to the server
     first = verdict.reasons[0] if verdict.reasons else None
     if first is not None and first.fix and not outage and first.rule is not VerdictRule.DRIFT:
         lines.append(f"  fix: {first.fix}")  # as the Overview's banner; a drift's fix is in its own lines
-    if crash:
-        lines.append(f"CRASHED: {crash}")
     lines.append(f"Triton {snap.url}  version {snap.info.version if snap.info else '?'}  "
                  f"live: {yes[snap.live]}  ready: {yes[snap.ready]}  ({snap.status})  "
                  f"rules: {', '.join(r.value for r in verdict.rules) or 'none broken'}")

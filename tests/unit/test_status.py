@@ -145,6 +145,8 @@ def test_a_crash_in_the_last_hour_is_said_under_the_verdict_even_when_triton_ser
     assert "restarts since `geadmin up`: 1" in crash
     lines = render_text(report(READY), crash=crash).splitlines()
     assert lines[0].startswith("OK") and lines[1] == f"CRASHED: {crash}"  # right under the verdict
+    degraded = render_text(report(READY, BROKEN), crash=crash).splitlines()
+    assert degraded[1] == f"CRASHED: {crash}" and degraded[2] == "  fix: fix the cause, then load it again"
     assert recent_crash(crash_history(3700), now_s=now_s) == ""  # over an hour ago: the history has it
     assert recent_crash(crash_history(600, requested=True), now_s=now_s) == ""  # a restart asked for
     assert recent_crash(crash_history(600, down="restarting"), now_s=now_s) == ""  # the outage line says it
