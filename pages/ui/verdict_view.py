@@ -66,9 +66,10 @@ def banner(found: ServerVerdict, target: Target) -> None:
     show = {Level.OK: st.success, Level.DEGRADED: st.warning, Level.DOWN: st.error}[verdict.level]
     lines = [f"**{defused(found.headline)}**"]  # Triton's words in geadmin's sentences
     if len(verdict.reasons) > 1:
-        lines += [f"- {defused(r.text)}" + (f" — *{r.fix}*" if r.fix else "") for r in verdict.reasons]
+        lines += [f"- {defused(r.text)}" + (f" — *{defused(r.fix)}*" if r.fix else "")
+                  for r in verdict.reasons]
     elif verdict.reasons and verdict.reasons[0].fix and not outage:
-        lines.append(f"*Fix:* {verdict.reasons[0].fix}")
+        lines.append(f"*Fix:* {defused(verdict.reasons[0].fix)}")  # fixes name models: outside words
     show(lines[0] + "\n\n" + "\n".join(lines[1:]), icon=ICONS[verdict.level])
     drawn("page", target, verdict.level)
 
@@ -129,7 +130,7 @@ def drift_panel(verdict: Verdict, target: Target, can_act: bool) -> None:
 
 
 def drift_row(drift: Drift, target: Target, can_act: bool) -> None:
-    card = f"**{drift.model}** — {defused(drift.headline)}\n\n*Fix:* {drift.fix}"
+    card = f"**{defused(drift.model)}** — {defused(drift.headline)}\n\n*Fix:* {defused(drift.fix)}"
     if drift.gone:  # no file to open or write: the directory itself is gone
         st.warning(card, icon=":material/folder_off:")
         return
@@ -161,7 +162,8 @@ def drift_notes(target: Target, ready: list[str], listed: list[str]) -> None:
     directory is gone: not in `listed`, the index's names), and the fix."""
     for drift in find_drift(client_for(target), target.repository, ready, listed=listed):
         where = "" if drift.gone else " (Overview or Config editor)"
-        st.warning(f"**{drift.model}** — {defused(drift.headline)}\n\n*Fix:* {drift.fix}{where}",
+        st.warning(f"**{defused(drift.model)}** — {defused(drift.headline)}\n\n*Fix:* "
+                   f"{defused(drift.fix)}{where}",
                    icon=":material/folder_off:" if drift.gone else ":material/difference:")
 
 

@@ -265,3 +265,23 @@ def test_a_stack_triton_that_runs_but_does_not_answer_is_called_hung_with_its_lo
     assert first.startswith(f"DOWN: Triton (pid {server.pid}) runs but does not answer: it is hung or "
                             "overloaded — the end of its log"), status.stdout
     assert "restart it (`geadmin stack restart triton`, or the Stack page)" in first
+
+
+def test_a_gone_model_whose_name_is_markup_shows_the_name_as_written(
+    triton_factory: Callable[..., TritonProcess], sample_repository: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model's name is a directory name anyone who ships a model picks, and a gone model's
+    name comes from Triton's statistics alone: on the drift cards of the Overview and the
+    Models page it stays text, never a colour directive. (Parentheses, as in a link, are not
+    tried: the python backend's stub launcher cannot start such a model.)"""
+    planted = ":red[FAKE]"
+    add_python_model(sample_repository, planted)
+    server = point_at(monkeypatch, triton_factory(repository=sample_repository, models=[planted]))
+    (server.repository / planted).rename(server.repository.parent / "away")  # gone while it serves
+    for name in ("overview", "models"):
+        at = run(page(name))
+        shown = [w.value for w in at.warning if "FAKE" in w.value]
+        cards = [w for w in shown if w.startswith("**:red\\[FAKE\\]** — ")]
+        assert cards, (name, shown)
+        for text in shown:  # the drift card, and on the Overview the banner with its fix
+            assert ":red[" not in text, (name, text)
