@@ -33,7 +33,6 @@ from geadmin import audit, settings
 from geadmin.access.guard import Authorization, require
 from geadmin.access.roles import GuardedAction
 from geadmin.diagnose.capacity import MEASURED_NOW, SET_OBJECTIVE, Saturation, SweepStep
-from geadmin.diagnose.stuck import finished_requests
 from geadmin.errors import InvalidArgumentError, TuneRefusedError, UnstableMeasurementError
 from geadmin.ops.bench.load_test import run_perf_analyzer
 from geadmin.ops.bench.params import (
@@ -91,8 +90,7 @@ class _Sweep:
                 measurement_interval_ms=judged_window_ms(rate, self.window_ms),
                 stability_percentage=JUDGED_STABILITY_PERCENTAGE, max_trials=5,
                 max_threads=judged_sender_threads(rate, self.p99_ms)),
-                binary=self.binary, auth=self.auth, admin_key=self.admin_key, cancel=self.cancel,
-                finished=lambda: finished_requests(self.client).get(self.name))
+                binary=self.binary, auth=self.auth, admin_key=self.admin_key, cancel=self.cancel)
             after = self.client.model_statistics(self.name)[0]
         except UnstableMeasurementError as exc:  # no window with traffic at this rate
             return self._keep(SweepStep(rate, None, None, None, False, str(exc).splitlines()[0]))

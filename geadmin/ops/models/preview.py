@@ -47,7 +47,6 @@ from geadmin import audit, settings
 from geadmin.access.guard import Authorization, require
 from geadmin.access.roles import GuardedAction
 from geadmin.audit import Actor, Result
-from geadmin.diagnose.stuck import finished_requests
 from geadmin.errors import (
     BenchSettingsError,
     GeAdminError,
@@ -296,8 +295,7 @@ class _Preview:
                                       stability_percentage=JUDGED_STABILITY_PERCENTAGE, max_trials=MAX_TRIALS,
                                       max_threads=judged_sender_threads(self.rate, self.objective_p99_ms()))
                 run = run_perf_analyzer(bench, input_data=data, batch_size=batch, binary=self.binary,
-                                        auth=self.auth, admin_key=self.admin_key, cancel=self.cancel,
-                                        finished=lambda: finished_requests(self.client).get(name))
+                                        auth=self.auth, admin_key=self.admin_key, cancel=self.cancel)
             after = self.client.model_statistics(name)[0]
         except TritonUnreachableError:
             raise

@@ -36,7 +36,6 @@ from typing import Any
 from geadmin import audit, settings
 from geadmin.access.guard import Authorization, require
 from geadmin.access.roles import GuardedAction
-from geadmin.diagnose.stuck import finished_requests
 from geadmin.errors import BenchBusyError, GeAdminError, TuneBusyError, UnstableMeasurementError
 from geadmin.ops.bench.load_test import run_perf_analyzer
 from geadmin.ops.bench.params import (
@@ -150,8 +149,7 @@ class TrialRunner:
                 name, self.client.url, mode=mode, loads=(load,), request_intervals=intervals,
                 measurement_interval_ms=window, stability_percentage=stability, max_trials=8,
                 max_threads=threads),
-                binary=self.binary, auth=self.auth, admin_key=self.admin_key, cancel=self.cancel,
-                finished=lambda: finished_requests(self.client).get(name))
+                binary=self.binary, auth=self.auth, admin_key=self.admin_key, cancel=self.cancel)
             after = self.client.model_statistics(name)[0]
         except UnstableMeasurementError:
             return self._keep(Trial(candidate, phase, False, error=unstable(window), rate_rps=rate_rps))
