@@ -138,6 +138,17 @@ def connect(home: Path | None = None, *, migrations: Sequence[Migration] = MIGRA
         conn.close()
 
 
+def unreadable(home: Path | None = None) -> str:
+    """Why the workspace database cannot be read ("" when it can): one cheap read, for the
+    views that would otherwise pass over the same failure once per rule that reads it."""
+    try:
+        with connect(home) as conn:
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except WorkspaceDatabaseError as exc:
+        return str(exc)
+    return ""
+
+
 def _private(path: Path, mode: int) -> None:
     """A directory `path` is created with `mode` (parents as usual); an existing directory or
     file that is ours is brought to `mode` (a workspace made 0755 / a database made 0644 by an

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
+from geadmin import db
 from geadmin.diagnose import fault_rule, interrupted, own_work
 from geadmin.diagnose.drift import Drift, find_drift
 from geadmin.diagnose.health import ServerSnapshot, Triage, is_idle, triage
@@ -340,8 +341,16 @@ def assess(snapshot: ServerSnapshot, sources: EvidenceSources | None = None, *,
     reasons = tuple(r for r in verdict.reasons if r.rule is not VerdictRule.SERVER_NOT_READY
                     or not own_work.explain_not_ready(trials)) + tuple(map(broken_reason, broken))
     faults, fault_notes = npu_fault_reasons(src, snapshot.reachable, expected)
+    blind = db.unreadable(src.home)
+    if blind:  # every rule above that reads the audit or the history saw nothing: say so once
+        fault_notes = (f"{BLIND_RULES} are not judged: {blind}",)
     return replace(verdict, reasons=reasons + faults, drift_checked=checked, trials=trials,
                    notes=verdict.notes + fault_notes)
+
+
+# What the verdict reads from the workspace database (the audit log, the sampler's history).
+BLIND_RULES = ("interrupted changes, operators' unloads (a model that lost READY counts as unloaded), "
+               "probes and NPU faults")
 
 
 def npu_fault_reasons(src: EvidenceSources, reachable: bool,

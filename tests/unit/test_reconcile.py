@@ -164,3 +164,13 @@ def test_the_users_file_is_changed_under_its_lock(tmp_path: Path) -> None:
         holder.join()
     users.set_role("ann", Role.parse("viewer"), auth=admin_auth())  # free again
     assert users.load()["ann"].role is Role.parse("viewer")
+
+
+def test_an_unreadable_workspace_database_is_one_start_note(home: Path, repo: Path) -> None:
+    home.mkdir()
+    (home / "geadmin.db").write_bytes(b"\x8f" * 5000)
+    notes = reconcile.at_start(repo, home=home)
+    assert len(notes) == 1
+    assert notes[0].startswith("interrupted changes and rollouts not checked: cannot read or write in "
+                               "the workspace database")
+    assert "not a SQLite database: move it aside" in notes[0]

@@ -263,3 +263,20 @@ def test_not_ready_while_models_load_again_says_wait_never_restart() -> None:
     [reason] = verdict.reasons
     assert reason.rule is VerdictRule.SERVER_NOT_READY and "text_normalize is LOADING" in reason.text
     assert reason.fix.startswith("wait:") and "restart" not in reason.fix
+
+
+def test_an_unreadable_workspace_database_is_said_once_with_what_the_verdict_could_not_judge(
+        tmp_path: Path) -> None:
+    (tmp_path / "geadmin.db").write_bytes(b"\x8f" * 5000)  # garbage, as a disk fault leaves it
+    verdict = assess(snapshot(READY), EvidenceSources(home=tmp_path, now=NOW))
+    assert verdict.level is Level.OK  # serving is judged from Triton; the note says what is not
+    blind = [note for note in verdict.notes if "workspace database" in note]
+    assert len(blind) == 1 and "not a SQLite database" in blind[0]
+    assert blind[0].startswith("interrupted changes, operators' unloads")
+    assert "probes and NPU faults are not judged" in blind[0]
+    assert "note: interrupted changes" in verdict.headline
+
+
+def test_a_readable_workspace_database_adds_no_note(tmp_path: Path) -> None:
+    verdict = assess(snapshot(READY), EvidenceSources(home=tmp_path, now=NOW))
+    assert verdict.level is Level.OK and verdict.notes == ()

@@ -38,7 +38,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from geadmin import audit, settings
+from geadmin import audit, db, settings
 from geadmin.audit import Actor, AuditEntry, Result, facts
 from geadmin.diagnose import interrupted as flags
 from geadmin.diagnose import rollouts
@@ -245,6 +245,9 @@ def at_start(repository: Path | None, *, home: Path | None = None, actor: Actor 
     """`reconcile` as a start-up step (the CLI's commands that name a repository, the
     dashboard): one line per change closed or directory removed, for the operator; and
     `close_rollouts`, whatever the repository."""
+    blind = db.unreadable(home)
+    if blind:  # one line, not one per reader of the same file
+        return [f"interrupted changes and rollouts not checked: {blind}"]
     rollout_lines = close_rollouts(home=home, actor=actor)
     if repository is None or not Path(repository).is_dir():
         return rollout_lines
