@@ -28,7 +28,7 @@ from collections.abc import Iterator, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
-from geadmin import settings
+from geadmin import disk, settings
 from geadmin.errors import DatabaseBusyError, WorkspaceDatabaseError
 from geadmin.migrations import MIGRATIONS, Migration
 
@@ -74,6 +74,9 @@ MESSAGE_HINTS: tuple[tuple[str, type[WorkspaceDatabaseError], str], ...] = (
      "without proper locking (NFS): keep GEADMIN_HOME on a local disk"),
 )
 
+# What SQLite (or the OS) says when the disk is full: not always "full" (geadmin.disk).
+FULL_DISK_SAYS = ("full", "disk i/o", "unable to open", "no space")
+
 
 def translate_error(exc: BaseException, path: Path, action: str) -> WorkspaceDatabaseError:
     """The one translation of a sqlite3 (or OS) failure; `action` says what we were doing."""
@@ -83,6 +86,9 @@ def translate_error(exc: BaseException, path: Path, action: str) -> WorkspaceDat
     if error_class is None:
         raise TypeError(f"not a database failure: {exc!r}") from exc
     text = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    if any(needle in text.lower() for needle in FULL_DISK_SAYS) and disk.is_full(path.parent):
+        return WorkspaceDatabaseError(f"cannot {action} in the workspace database {path} ({text}): "
+                                      f"{disk.full_fix(path.parent)}")
     for needle, hinted_class, hint in MESSAGE_HINTS:
         if needle in text.lower():
             return hinted_class(f"cannot {action} in the workspace database {path} ({text}): {hint}")

@@ -25,6 +25,7 @@ import secrets
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
+from geadmin import disk
 from geadmin.access.users import FailedSignIns
 from geadmin.errors import ConfigError, SignInError, SignInTokenError
 from geadmin.repository.atomic import private_directory, write_secret_atomically
@@ -45,7 +46,8 @@ def new_token(home: Path) -> str:
     try:
         private_directory(home)
     except OSError as exc:
-        raise ConfigError(f"cannot create the workspace {home}: {exc.strerror or exc}") from exc
+        fix = disk.next_step(exc, home, "set GEADMIN_HOME to a writable directory")
+        raise ConfigError(f"cannot create the workspace {home}: {exc.strerror or exc}; {fix}") from exc
     write_secret_atomically(token_file(home), (token + "\n").encode())
     return token
 

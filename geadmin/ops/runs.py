@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-from geadmin import audit, settings
+from geadmin import audit, disk, settings
 from geadmin.access.guard import Authorization, require
 from geadmin.access.roles import GuardedAction
 from geadmin.audit import Actor, AuditEntry, Result, facts
@@ -224,9 +224,10 @@ def _take_lock(run: Run[Any], home: Path | None) -> PidLock:
     try:
         return pid_lock(path, run.kind.busy, what=f"{run.kind.name} {run.what}")
     except OSError as exc:
+        fix = disk.next_step(exc, path.parent, "check that the workspace is a writable directory "
+                             "(GEADMIN_HOME)")
         raise WorkspaceLockError(f"cannot start the {run.kind.name}: its lock file {path} cannot be created "
-                                 f"({exc.strerror or exc}) — check that the workspace is a writable "
-                                 "directory (GEADMIN_HOME)") from exc
+                                 f"({exc.strerror or exc}) — {fix}") from exc
 
 
 def _lock_path(token: str, home: Path | None) -> Path:

@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import BinaryIO
 
+from geadmin import disk
 from geadmin.errors import RepositoryError
 
 NEW_FILE_MODE = 0o644  # readable by a Triton running as another user
@@ -43,8 +44,9 @@ def atomic_write(path: Path, data: bytes, *, mode: int | None = None) -> None:
         tmp = ""
         fsync_directory(path.parent)
     except OSError as exc:
+        fix = disk.next_step(exc, path.parent, "check the disk, then retry")
         raise RepositoryError(f"cannot write {path}: {exc.strerror or exc}; the previous file is "
-                              "untouched — free space or fix permissions, then retry") from exc
+                              f"untouched — {fix}") from exc
     finally:
         if tmp:
             with contextlib.suppress(OSError):

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import TracebackType
 
-from geadmin import settings
+from geadmin import disk, settings
 from geadmin.errors import ConfigLockedError, GeAdminError, RepositoryError
 from geadmin.repository.layout import is_model_name
 
@@ -133,7 +133,8 @@ def file_lock(path: Path, busy: str, *, wait_s: float = LOCK_WAIT_S) -> Iterator
     try:
         held = pid_lock(path, refused, wait_s=wait_s)
     except OSError as exc:
-        raise RepositoryError(f"cannot create the lock {path}: {exc.strerror or exc}; check that "
-                              "its directory (the workspace, GEADMIN_HOME) is writable") from exc
+        fix = disk.next_step(exc, path.parent, "check that its directory (the workspace, GEADMIN_HOME) "
+                             "is writable")
+        raise RepositoryError(f"cannot create the lock {path}: {exc.strerror or exc}; {fix}") from exc
     with held:
         yield

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from geadmin import disk
 from geadmin.errors import ConfigConflictError, RepositoryError
 from geadmin.repository.atomic import atomic_write
 from geadmin.repository.layout import is_model_name
@@ -125,7 +126,8 @@ def write_model_file(repository: Path, model: str, relative: str, data: bytes, *
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise RepositoryError(f"cannot create {path.parent}: {exc.strerror or exc}") from exc
+        fix = disk.next_step(exc, path.parent, "check the repository's disk")
+        raise RepositoryError(f"cannot create {path.parent}: {exc.strerror or exc}; {fix}") from exc
     safe_model_path(repository, model, relative)  # check again: nothing raced a symlink in
     atomic_write(path, data)
     return path

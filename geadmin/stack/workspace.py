@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from geadmin import disk
 from geadmin.domain import Ports
 from geadmin.errors import GeAdminError, RepositoryError, StackError
 from geadmin.repository.atomic import (
@@ -256,5 +257,7 @@ class Workspace:
     def _unusable(self, exc: OSError | RepositoryError) -> str:
         cause = exc.__cause__ if isinstance(exc, RepositoryError) and exc.__cause__ else exc
         reason = cause.strerror if isinstance(cause, OSError) and cause.strerror else cause
-        return (f"cannot use the workspace {self.home}: {reason}; set GEADMIN_HOME "
-                "(or --home) to a writable directory")
+        fix = "set GEADMIN_HOME (or --home) to a writable directory"
+        if isinstance(cause, OSError):
+            fix = disk.next_step(cause, self.home, fix)
+        return f"cannot use the workspace {self.home}: {reason}; {fix}"

@@ -19,7 +19,7 @@ CORE = ROOT / "geadmin"
 # Top-level module or subpackage of geadmin -> floor, as DESIGN.md and docs/development.md draw
 # them. Imports may point to the same or a lower floor: fleet above stack above ops above diagnose.
 LAYERS = {
-    "__init__": 0, "errors": 0, "binaries": 0, "test_hooks": 0, "failure_table": 0,
+    "__init__": 0, "errors": 0, "binaries": 0, "test_hooks": 0, "failure_table": 0, "disk": 0,
     "domain": 1, "settings": 1, "outside": 1,
     "triton": 2, "db": 2, "migrations": 2,
     "repository": 3, "audit": 3,

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from geadmin import settings
+from geadmin import disk, settings
 from geadmin.domain import Endpoint
 from geadmin.errors import BenchBusyError, BenchSettingsError, ConfigError, GeAdminError
 from geadmin.ops.bench.results import CONCURRENCY, MODES
@@ -233,7 +233,9 @@ def server_lock(home: Path, server_url: str, model: str = "", *, tuning: bool = 
     try:
         held = pid_lock(path, refused, what=(model or "a model") + (TUNING if tuning else ""))
     except OSError as exc:
-        raise BenchSettingsError(f"cannot create the load-test lock {path}: {exc.strerror or exc}") from exc
+        fix = disk.next_step(exc, path.parent, "check that the workspace is writable (GEADMIN_HOME)")
+        raise BenchSettingsError(f"cannot create the load-test lock {path}: {exc.strerror or exc}; "
+                                 f"{fix}") from exc
     with held:
         yield
 

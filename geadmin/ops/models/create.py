@@ -42,7 +42,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from geadmin import audit, test_hooks
+from geadmin import audit, disk, test_hooks
 from geadmin.access.guard import Authorization, require
 from geadmin.access.roles import GuardedAction
 from geadmin.audit import Actor, Origin, Result
@@ -253,8 +253,9 @@ def _build(plan: Plan) -> tuple[Finding, ...]:
     try:
         staging = Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{plan.name}-", dir=plan.root))
     except OSError as exc:
+        fix = disk.next_step(exc, plan.root, "check the disk")
         raise RepositoryError(f"cannot create a staging directory in {plan.root}: {exc.strerror or exc}; "
-                              "nothing was created — check free space and permissions") from exc
+                              f"nothing was created — {fix}") from exc
     staged = staging / plan.name
     try:
         staged.mkdir()
@@ -273,8 +274,9 @@ def _build(plan: Plan) -> tuple[Finding, ...]:
         raise CreateRefusedError(f"refused: {plan.destination} appeared while the model was being "
                                  "prepared; nothing was created — pick another name") from exc
     except OSError as exc:
+        fix = disk.next_step(exc, plan.root, "check the disk")
         raise RepositoryError(f"cannot create {plan.destination}: {exc.strerror or exc}; nothing was "
-                              "created — check free space and permissions") from exc
+                              f"created — {fix}") from exc
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     try:

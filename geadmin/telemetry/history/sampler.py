@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from geadmin import disk
 from geadmin.errors import GeAdminError, SamplerLockedError, TelemetryError, WorkspaceDatabaseError
 from geadmin.repository.locks import PidLock, pid_lock
 from geadmin.telemetry.derive import derive
@@ -78,8 +79,9 @@ def lock(home: Path) -> PidLock:
     try:
         return pid_lock(home / LOCK_FILE, refused)
     except OSError as exc:
+        fix = disk.next_step(exc, home, "set GEADMIN_HOME to a writable directory")
         raise SamplerLockedError(f"cannot use the workspace {home} for the sampler: "
-                                 f"{exc.strerror or exc}; set GEADMIN_HOME to a writable directory") from exc
+                                 f"{exc.strerror or exc}; {fix}") from exc
 
 
 class Sampler:
