@@ -24,6 +24,9 @@ from pathlib import Path
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
+TRITON_BINARY = "tritonserver"  # the server's executable, in the wheel and in Triton's images
+
+
 @dataclass(frozen=True)
 class WheelLayout:
     """Where the nvidia-pytriton wheel put the server, its backends and its libraries."""
@@ -33,7 +36,7 @@ class WheelLayout:
 
     @property
     def binary(self) -> Path:
-        return self.server_dir / "bin" / "tritonserver"
+        return self.server_dir / "bin" / TRITON_BINARY
 
     @property
     def python_backend(self) -> Path:

@@ -41,7 +41,14 @@ from geadmin.repository.cross_model import (
     users_of,
 )
 from geadmin.triton.client import TritonClient
-from geadmin.triton.logs import LogSource, is_failure, mentions_pattern, parse_log_line
+from geadmin.triton.logs import (
+    LogSource,
+    is_failure,
+    is_tritonserver,
+    mentions_pattern,
+    parse_log_line,
+    process_arguments,
+)
 
 SETTLE_TIMEOUT_S = 15.0  # how long `changes` waits for dependents to stop LOADING / UNLOADING
 MOVING = frozenset({ModelState.LOADING, ModelState.UNLOADING})
@@ -244,14 +251,9 @@ def _states(entries: Sequence[ModelEntry]) -> dict[str, tuple[ModelState, str]]:
 def process_backends(pid: int | None) -> frozenset[str] | None:
     """The backends a tritonserver running here as `pid` can load: those in the
     `--backend-directory` of its command line (None: not a local Triton, or no such flag)."""
-    if pid is None:
+    if pid is None or not is_tritonserver(pid):
         return None
-    try:
-        argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode("utf-8", "replace").split("\0")
-    except OSError:
-        return None
-    if not argv or not Path(argv[0]).name.startswith("tritonserver"):
-        return None
+    argv = process_arguments(pid)
     for i, arg in enumerate(argv):
         if arg.startswith("--backend-directory="):
             return installed_backends(Path(arg.split("=", 1)[1]))

@@ -244,10 +244,12 @@ def broken_reason(found: BrokenInstances) -> Reason:
     return Reason(VerdictRule.INSTANCE_BROKEN, found.text, found.model, fix)
 
 
-# Triton 2.51 says "failed to open directory DIR" when its repository is gone (seen here).
-INDEX_UNREADABLE_FIX = ("put back the model repository Triton was started with (moved, deleted, or an "
-                        "unmounted volume?) and make it readable: the models loaded now serve until Triton "
-                        "restarts, which then loads none of them")
+# Triton 2.51 says "failed to open directory DIR" when its repository is gone (seen here). Any
+# other failure to list (a timeout, a key, an answer that is not Triton's) carries its own fix.
+REPOSITORY_GONE_SAYS = "failed to open directory"
+REPOSITORY_GONE_FIX = ("put back the model repository Triton was started with (moved, deleted, or an "
+                       "unmounted volume?) and make it readable: the models loaded now serve until Triton "
+                       "restarts, which then loads none of them")
 
 
 def server_reasons(snapshot: ServerSnapshot) -> list[Reason]:
@@ -255,8 +257,9 @@ def server_reasons(snapshot: ServerSnapshot) -> list[Reason]:
     if not snapshot.live:
         reasons.append(Reason(VerdictRule.NOT_LIVE, "Triton answers but is not live"))
     if snapshot.error:
+        gone = REPOSITORY_GONE_SAYS in snapshot.error.lower()
         reasons.append(Reason(VerdictRule.INDEX_UNREADABLE, f"cannot list the models: {snapshot.error}",
-                              fix=INDEX_UNREADABLE_FIX))
+                              fix=REPOSITORY_GONE_FIX if gone else ""))
     return reasons
 
 

@@ -63,6 +63,7 @@ The tree:
     │   ├── LoadFailedError             a load / reload was rejected
     │   │   └── ExplainedLoadError          ... with the real reason (geadmin.diagnose.explain)
     │   └── TritonRequestError          any other request Triton rejected
+    │       └── AnswerTooLargeError         an answer over the size geadmin reads from one
     ├── PerfAnalyzerError           a load test (perf_analyzer, geadmin.ops.bench.load_test) failed
     │   ├── PerfAnalyzerMissingError    no perf_analyzer binary, not executable, or its libraries missing
     │   ├── PerfAnalyzerTimeoutError    the run outlasted its deadline and was killed
@@ -178,6 +179,7 @@ from geadmin.errors.telemetry import (
     TraceFileError,
 )
 from geadmin.errors.triton import (
+    AnswerTooLargeError,
     Explained,
     ExplainedLoadError,
     ExplainedLoadTimeoutError,
@@ -208,6 +210,7 @@ __all__ = [
     "AccessDeniedError",
     "AccessError",
     "AlertmanagerError",
+    "AnswerTooLargeError",
     "BenchBusyError",
     "BenchCancelledError",
     "BenchInputError",

@@ -68,3 +68,8 @@ class ExplainedLoadError(LoadFailedError, Generic[ExplanationT]):
 
 class TritonRequestError(TritonError):
     pass
+
+
+class AnswerTooLargeError(TritonRequestError):
+    """An answer larger than geadmin reads from one (geadmin.triton.connection): not a Triton,
+    or one that would fill the dashboard's memory."""

@@ -9,8 +9,9 @@ from model repository". `find_log` looks, first match wins:
 2. when the server runs on this host: Triton's logging API (`GET /v2/logging` answers
    `log_file` when Triton was started with `--log-file`; a restricted API, so it needs the
    key where one is set);
-3. when the server runs on this host: the process listening on its port (of this user) —
-   its `--log-file`, else the file its stdout goes to, which is how `geadmin up` starts
+3. when the server runs on this host: the tritonserver process listening on its port (of
+   this user; another program there is not Triton, and its output is not Triton's log) — its
+   `--log-file`, else the file its stdout goes to, which is how `geadmin up` starts
    Triton; when that file is a workspace's log (`<home>/logs/tritonserver.log` beside a
    stack.json naming the URL), that workspace's repository comes with it.
 """
@@ -30,6 +31,7 @@ from geadmin.stack.workspace import Workspace
 from geadmin.triton.client import TritonClient
 from geadmin.triton.logs import (
     flag_value,
+    is_tritonserver,
     listening_pids,
     log_file_setting,
     process_arguments,
@@ -91,7 +93,7 @@ def find_log(url: str, admin_key: str | None = None, homes: Iterable[Path] | Non
         named = None
     if named is not None:
         return FoundLog(named, "Triton's logging API (log_file)")
-    for pid in listening_pids(endpoint.port):
+    for pid in filter(is_tritonserver, listening_pids(endpoint.port)):
         path = process_log_file(pid)
         if path is not None:
             return _from_process(url, pid, endpoint.port, path)

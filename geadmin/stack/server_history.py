@@ -21,6 +21,7 @@ from geadmin.stack.stack_audit import through
 from geadmin.stack.supervisor import Backoff
 from geadmin.stack.target import is_stack_server
 from geadmin.stack.workspace import StackInfo
+from geadmin.triton.logs import is_tritonserver
 
 SHOWN_EXITS = 5
 STACK_PAGE = "Stack page"
@@ -115,9 +116,9 @@ def _down(info: StackInfo, state: str, exits: tuple[ExitRecord, ...], home: Path
 def process_state(pid: int) -> str:
     """The kernel's state letter of process `pid` when it is a tritonserver ("" when it is gone,
     or the pid now belongs to another program)."""
+    if not is_tritonserver(pid):
+        return ""
     try:
-        if b"tritonserver" not in Path(f"/proc/{pid}/cmdline").read_bytes():
-            return ""
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return ""

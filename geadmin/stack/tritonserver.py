@@ -29,7 +29,7 @@ from pathlib import Path
 from types import TracebackType
 
 from geadmin import settings
-from geadmin.binaries import WheelLayout, terminate_group, wheel_layout
+from geadmin.binaries import TRITON_BINARY, WheelLayout, terminate_group, wheel_layout
 from geadmin.domain import Ports
 from geadmin.errors import PythonStubMissingError, TritonBinaryNotFoundError, TritonStartError
 from geadmin.repository.atomic import open_private_log
@@ -66,7 +66,7 @@ def find_tritonserver(explicit: str | os.PathLike[str] | None = None) -> Path:
     layout = wheel_layout()
     if layout is not None:
         return layout.binary
-    on_path = shutil.which("tritonserver")
+    on_path = shutil.which(TRITON_BINARY)
     if on_path:
         return Path(on_path)
     raise TritonBinaryNotFoundError(f"no tritonserver binary found: {_INSTALL_HINT}")

@@ -6,6 +6,12 @@ question there and brings back the answer or a `TritonError` chosen by the one t
 (`geadmin.triton.translate`). The admin key goes only on the calls of RESTRICTED categories
 (repository, model config, logging, trace), never on inference, health, metadata or statistics,
 so a model, a proxy or a mistyped address that sees those requests never sees the key.
+
+Every answer is read with a bound (`ANSWER_LIMIT_BYTES`, `INFER_ANSWER_LIMIT_BYTES`): a fleet
+member that discovery found, or anything else at a configured address, answers whatever it
+likes, and tritonclient reads all of it — a 96 MB model index took the CLI to 1 GB of memory
+(measured) and a larger one would take the dashboard with it. Over HTTP the body is read here,
+block by block, before tritonclient parses it; over gRPC the channel refuses a larger message.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from google.protobuf import json_format
 from google.protobuf.message import Message
 
 from geadmin.domain import Endpoint, Transport
-from geadmin.errors import TritonError, TritonTimeoutError
+from geadmin.errors import AnswerTooLargeError, TritonError, TritonTimeoutError
 from geadmin.triton.pools import close_on_each_thread
 from geadmin.triton.translate import translate_error
 
@@ -38,6 +44,12 @@ HTTP_ADMIN_KEY_HEADER = "admin-key"
 GRPC_ADMIN_KEY_HEADER = "triton-grpc-protocol-admin-key"
 # Triton's restricted API categories geadmin calls; the admin key is sent on these only.
 RESTRICTED = ("model-repository", "model-config", "logging", "trace")
+# The most geadmin reads of one answer. Control answers (index, config, statistics, metadata) of
+# a real server are kilobytes to a few MB: 10,000 models make a 0.6 MB index. An inference
+# answer carries the model's tensors (the Playground's images). gRPC has one channel for both.
+ANSWER_LIMIT_BYTES = 64 << 20
+INFER_ANSWER_LIMIT_BYTES = 256 << 20
+_READ_BLOCK = 1 << 16
 
 
 class _QuietWhenHalfBuilt:
@@ -71,8 +83,80 @@ class HttpClient(_QuietWhenHalfBuilt, httpclient.InferenceServerClient):
             super().__del__()
 
 
+    def _get(self, request_uri: str, headers: Any, query_params: Any) -> BufferedAnswer:
+        return read_bounded(super()._get(request_uri, headers, query_params), request_uri)
+
+    def _post(self, request_uri: str, request_body: Any, headers: Any, query_params: Any) -> BufferedAnswer:
+        answer = super()._post(request_uri, request_body, headers, query_params)
+        return read_bounded(answer, request_uri)
+
+
+class BufferedAnswer:
+    """An HTTP answer read whole (at most its limit), as tritonclient reads one: `status_code`,
+    `get(header)` and `read()`."""
+
+    def __init__(self, response: Any, body: bytes) -> None:
+        self._response, self._body = response, body
+
+    @property
+    def status_code(self) -> int:
+        return int(self._response.status_code)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._response.get(key, default)
+
+    def read(self, length: int | None = None) -> bytes:
+        cut = len(self._body) if length is None else length
+        part, self._body = self._body[:cut], self._body[cut:]
+        return part
+
+
+def read_bounded(response: Any, request_uri: str) -> BufferedAnswer:
+    """The body of `response`, refused (its socket closed, never kept) once over the limit."""
+    limit = INFER_ANSWER_LIMIT_BYTES if request_uri.rstrip("/").endswith("/infer") else ANSWER_LIMIT_BYTES
+    try:
+        declared = response.content_length
+    except ValueError:  # a Content-Length that is not a number: read and count
+        declared = None
+    if declared is not None and declared > limit:
+        _drop(response)
+        raise AnswerTooLargeError(f"{declared:,} bytes announced; geadmin reads at most {limit >> 20} MiB")
+    parts: list[bytes] = []
+    received = 0
+    while part := response.read(_READ_BLOCK):
+        received += len(part)
+        if received > limit:
+            _drop(response)
+            raise AnswerTooLargeError(f"still sending past {limit >> 20} MiB, the most geadmin reads")
+        parts.append(bytes(part))
+    return BufferedAnswer(response, b"".join(parts))
+
+
+def _drop(response: Any) -> None:
+    """Close the answer's socket: returned to the pool half read, it would serve the rest of
+    this body as the next answer."""
+    sock = getattr(response, "_sock", None)
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.close()
+    response._sock = None
+
+
 class GrpcClient(_QuietWhenHalfBuilt, grpcclient.InferenceServerClient):
-    """tritonclient's gRPC client (thread-safe: one per Connection)."""
+    """tritonclient's gRPC client (thread-safe: one per Connection), refusing a message over
+    INFER_ANSWER_LIMIT_BYTES; tritonclient's own keepalive settings otherwise."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        keepalive = grpcclient.KeepAliveOptions()
+        kwargs["channel_args"] = [
+            ("grpc.max_send_message_length", 2**31 - 1),  # tritonclient's: what we send is ours
+            ("grpc.max_receive_message_length", INFER_ANSWER_LIMIT_BYTES),
+            ("grpc.keepalive_time_ms", keepalive.keepalive_time_ms),
+            ("grpc.keepalive_timeout_ms", keepalive.keepalive_timeout_ms),
+            ("grpc.keepalive_permit_without_calls", keepalive.keepalive_permit_without_calls),
+            ("grpc.http2.max_pings_without_data", keepalive.http2_max_pings_without_data),
+        ]
+        super().__init__(*args, **kwargs)
 
 
 class Connection:
@@ -141,7 +225,8 @@ class Connection:
         """The one translation, and after an HTTP timeout the kept connections dropped: a load
         that hangs may hold the Triton thread they sit on (see `_run`)."""
         error = translate_error(exc, action, self.url, loading=loading)
-        if isinstance(error, TritonTimeoutError) and self.endpoint.transport is Transport.HTTP:
+        if isinstance(error, (TritonTimeoutError, AnswerTooLargeError)) \
+                and self.endpoint.transport is Transport.HTTP:
             self._drop_kept_connections()
         return error
 

@@ -30,6 +30,7 @@ from collections.abc import Iterable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 
+from geadmin.binaries import TRITON_BINARY
 from geadmin.domain import LogCursor, LogLine
 
 CHUNK_BYTES = 1 << 20  # read this much at a time: memory stays flat for any log size
@@ -259,6 +260,17 @@ def flag_value(arguments: list[str], flag: str) -> str | None:
         if argument == flag and index + 1 < len(arguments):
             return arguments[index + 1]
     return None
+
+
+def is_tritonserver(pid: int) -> bool:
+    """Whether process `pid` runs Triton's binary (its executable, else its argv[0]): another
+    program on Triton's port is not Triton, and what it prints is not Triton's log."""
+    try:
+        executable = Path(os.readlink(PROC / str(pid) / "exe")).name.removesuffix(" (deleted)")
+    except OSError:  # another user's process: its argv[0] is still readable
+        executable = ""
+    arguments = process_arguments(pid)
+    return TRITON_BINARY in (executable, Path(arguments[0]).name if arguments and arguments[0] else "")
 
 
 def process_log_file(pid: int) -> Path | None:

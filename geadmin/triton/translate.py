@@ -20,6 +20,7 @@ from tritonclient.utils.shared_memory import SharedMemoryException
 
 from geadmin.domain import DEFAULT_PORTS, Endpoint, Transport
 from geadmin.errors import (
+    AnswerTooLargeError,
     ForbiddenError,
     GeAdminError,
     LoadFailedError,
@@ -98,6 +99,8 @@ _NOT_FOUND_MARKERS = ("is not found", "is not available", "unknown model")
 # tritonclient's words for a non-200 answer whose body is not Triton's JSON error: another
 # service (or a proxy's error page) answers at the address.
 _NOT_TRITON_MARKER = "while decoding the response"
+# grpcio's words for a message over the channel's max_receive_message_length.
+_GRPC_TOO_LARGE_MARKER = "received message larger than max"
 # grpcio's words when the port answers HTTP/1 ("...got frame type 79": the 'H' of "HTTP/1.x").
 _HTTP1_MARKERS = ("socket closed", "failed parsing http/2")
 
@@ -109,6 +112,8 @@ def _status_name(exc: InferenceServerException) -> str:
 
 def translate_error(exc: BaseException, action: str, url: str, *, loading: bool = False) -> TritonError:
     """Turn any exception raised by tritonclient into our error, with a useful message."""
+    if isinstance(exc, AnswerTooLargeError) and not exc.url:  # raised by the bounded read
+        return _too_large(action, url, str(exc))
     if isinstance(exc, TritonError):
         return exc
     if isinstance(exc, InferenceServerException):
@@ -120,7 +125,8 @@ def translate_error(exc: BaseException, action: str, url: str, *, loading: bool 
         return WrongProtocolError(f"{action}: {_wrong_protocol(url, Transport.HTTP)} ({exc})", url=url)
     for exc_type, ours in EXCEPTION_ERRORS:
         if isinstance(exc, exc_type):
-            return ours(f"{action}: {_describe(ours, url)} ({exc})", url=url)
+            said = f" ({exc})" if str(exc) else ""  # a bare TimeoutError says nothing
+            return ours(f"{action}: {_describe(ours, url)}{said}", url=url)
     return TritonRequestError(f"{action}: unexpected {type(exc).__name__}: {exc}", url=url)
 
 
@@ -130,6 +136,8 @@ def _translate_server_exception(
     status = _status_name(exc)
     message = exc.message() or str(exc)
     lowered = message.lower()
+    if status == "RESOURCE_EXHAUSTED" and _GRPC_TOO_LARGE_MARKER in lowered:
+        return _too_large(action, url, message)
     ours = STATUS_ERRORS.get(status, TritonRequestError)
     if _NOT_TRITON_MARKER in lowered and ours in (TritonRequestError, ModelNotFoundError):
         return WrongProtocolError(
@@ -160,6 +168,12 @@ def _translate_server_exception(
         message = (f"{message} — Triton at {url} does not serve it: check the name and its state "
                    "(`geadmin models list`), and load it (`geadmin models load NAME`)")
     return ours(f"{action}: {message}", url=url, status=code)
+
+
+def _too_large(action: str, url: str, said: str) -> AnswerTooLargeError:
+    return AnswerTooLargeError(
+        f"{action}: {url} sent an answer too large to read ({said}) — not a Triton, or not one to "
+        "trust: check the address (and, in a fleet, who answers there)", url=url)
 
 
 def _describe(ours: type[TritonError], url: str) -> str:

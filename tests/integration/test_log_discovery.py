@@ -6,6 +6,8 @@ not "failed to poll from model repository". Real tritonservers throughout."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,9 +16,11 @@ import pytest
 from geadmin.cli.main import main
 from geadmin.domain import Ports
 from geadmin.stack.log_discovery import find_log
+from geadmin.stack.processes import free_port
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.stack.workspace import StackInfo, Workspace
-from geadmin.triton.logs import listening_pids, process_log_file
+from geadmin.triton.logs import is_tritonserver, listening_pids, process_log_file
+from tests.support.processes import wait_for
 
 GRAPH_EXECUTOR = "unexpected platform type 'graph_executor'"
 
@@ -50,7 +54,7 @@ def publish_stack(home: Path, server: TritonProcess) -> None:
 def test_load_by_url_alone_explains_a_rejected_config_from_the_log_of_the_process_on_the_port(
         triton_factory: Callable[..., TritonProcess], capsys: pytest.CaptureFixture[str]) -> None:
     server = triton_factory(models=["digits_classifier"])
-    assert listening_pids(server.ports.http) == [server.pid]
+    assert listening_pids(server.ports.http) == [server.pid] and is_tritonserver(server.pid)
     assert process_log_file(server.pid) == server.log_path  # its stdout, as `geadmin up` starts it
     break_config(server)
     assert main(["models", "load", "digits_classifier", "--url", server.http_url]) == 1
@@ -106,3 +110,20 @@ def test_an_explicit_log_wins_and_nothing_is_searched(
     empty.write_text("")
     assert main(["models", "list", "--url", server.http_url, "--triton-log", str(empty)]) == 0
     assert "reading Triton's log" not in capsys.readouterr().err
+
+
+def test_another_program_on_the_port_is_not_taken_for_triton_nor_its_output_for_a_log(
+        tmp_path: Path) -> None:
+    port = free_port()
+    output = tmp_path / "web.log"
+    with output.open("w") as stdout:
+        web = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"],
+                               stdout=stdout, stderr=subprocess.STDOUT)
+    try:
+        assert wait_for(lambda: listening_pids(port) == [web.pid], timeout_s=20), "it never listened"
+        assert process_log_file(web.pid) == output  # what an unchecked discovery would have read
+        assert not is_tritonserver(web.pid)
+        assert find_log(f"http://127.0.0.1:{port}") is None
+    finally:
+        web.terminate()
+        web.wait(timeout=10)

@@ -15,6 +15,7 @@ import pytest
 
 from geadmin.domain import ModelState
 from geadmin.errors import (
+    AnswerTooLargeError,
     ForbiddenError,
     ModelNotFoundError,
     TritonTimeoutError,
@@ -23,6 +24,7 @@ from geadmin.errors import (
 )
 from geadmin.stack.processes import free_port
 from geadmin.stack.tritonserver import SHM_DIR, TritonProcess
+from geadmin.triton import connection
 from geadmin.triton.client import TritonClient
 from tests.support.auth import admin_auth
 from tests.support.processes import quick_stopping_triton
@@ -193,6 +195,23 @@ def test_unknown_model_is_not_found(triton_server: TritonProcess, transport: str
         client.model_metadata("no_such_model")
     with pytest.raises(ModelNotFoundError):
         client.model_statistics("no_such_model")
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_real_answer_over_the_limit_is_refused_on_both_transports(
+    triton_server: TritonProcess, transport: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The limits are wired into both of tritonclient's clients (HTTP: read here; gRPC: the
+    channel's max_receive_message_length), shown with Triton's own answers and a 100-byte
+    limit (the config is 134 bytes over gRPC)."""
+    monkeypatch.setattr(connection, "ANSWER_LIMIT_BYTES", 100)
+    monkeypatch.setattr(connection, "INFER_ANSWER_LIMIT_BYTES", 100)
+    with TritonClient(url_for(triton_server, transport)) as client:
+        assert client.is_live()
+        with pytest.raises(AnswerTooLargeError, match=r"read the config of 'digits_classifier': .* sent an "
+                           r"answer too large to read \("):
+            client.model_config("digits_classifier")
+        assert client.is_live()
 
 
 def test_a_load_on_a_server_that_never_answers_is_not_blamed_on_the_model(silent_listener: int) -> None:

@@ -280,3 +280,16 @@ def test_an_unreadable_workspace_database_is_said_once_with_what_the_verdict_cou
 def test_a_readable_workspace_database_adds_no_note(tmp_path: Path) -> None:
     verdict = assess(snapshot(READY), EvidenceSources(home=tmp_path, now=NOW))
     assert verdict.level is Level.OK and verdict.notes == ()
+
+
+@pytest.mark.parametrize(("error", "fix"), [
+    ("list the model repository: failed to open directory /srv/models", "put back the model repository"),
+    ("list the model repository: http://h:8000 sent an answer too large to read (…) — not a Triton", ""),
+    ("list the model repository: Triton at http://h:8000 did not answer in time", ""),
+])
+def test_only_a_repository_gone_is_told_to_put_it_back(error: str, fix: str) -> None:
+    broken = ServerSnapshot("s", "http://h:8000", "http", NOW, live=True, ready=True, info=INFO, error=error)
+    verdict = judge(broken, triage(broken))
+    (reason,) = verdict.reasons
+    assert reason.rule is VerdictRule.INDEX_UNREADABLE and reason.fix.startswith(fix)
+    assert bool(reason.fix) == bool(fix)
