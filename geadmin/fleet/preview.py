@@ -13,10 +13,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from geadmin.errors import FleetError
+from geadmin.errors import FleetError, GeAdminError
 from geadmin.fleet.members import Member
 from geadmin.fleet.membership import refuse_unproven
-from geadmin.repository.modelconfig import CONFIG_FILE
+from geadmin.repository.modelconfig import CONFIG_FILE, read_config_bytes
 from geadmin.repository.revisions import config_diff
 
 READ_LIMIT = 1 << 20  # a config file bigger than this is not a config: not read for the diff
@@ -81,7 +81,6 @@ def preview(members: Sequence[Member], fleet: str, action: str, model: str, *, w
 
 def _read(path: Path) -> bytes:
     try:
-        with path.open("rb") as file:
-            return file.read(READ_LIMIT)
-    except OSError:
+        return read_config_bytes(path)[:READ_LIMIT]
+    except (OSError, GeAdminError):
         return b""

@@ -26,7 +26,7 @@ from geadmin.fleet.members import Member
 from geadmin.fleet.membership import refuse_unproven
 from geadmin.fleet.rollout import Change, RolloutResult, rollout
 from geadmin.repository.knobs import set_policy
-from geadmin.repository.modelconfig import CONFIG_FILE, parse_pbtxt
+from geadmin.repository.modelconfig import CONFIG_FILE, parse_pbtxt, read_config_text
 from geadmin.repository.rewrite import rewrite
 from geadmin.triton.client import TritonClient
 
@@ -50,10 +50,9 @@ def roll_version(members: Sequence[Member], model: str, version: int, **kwargs: 
     first = members[0]
     assert first.repository is not None
     try:
-        text = (first.repository / model / CONFIG_FILE).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:  # before anything changed: a refusal, with its cause
-        raise RepositoryError(f"cannot read the config of {model!r} in {first.repository}: "
-                              f"{getattr(exc, 'strerror', None) or exc}") from exc
+        text = read_config_text(first.repository / model / CONFIG_FILE)
+    except RepositoryError as exc:  # before anything changed: a refusal, with its cause
+        raise RepositoryError(f"cannot read the config of {model!r} in {first.repository}: {exc}") from exc
     old = _serving(first, model, kwargs.get("timeout_s", 30.0))
     if old == [version]:
         raise RolloutRefusedError(f"{first.name} already serves only version {version} of {model}")

@@ -46,7 +46,7 @@ from geadmin.diagnose.health import take_snapshot
 from geadmin.diagnose.verdict import EvidenceSources, assess
 from geadmin.errors import GeAdminError, RepositoryError
 from geadmin.repository.layout import is_model_name
-from geadmin.repository.modelconfig import CONFIG_FILE
+from geadmin.repository.modelconfig import CONFIG_FILE, read_config_bytes
 from geadmin.triton.client import TritonClient
 from geadmin.triton.logs import LocalLogFile, LogSource
 
@@ -222,9 +222,12 @@ def _models(bundle: Bundle, client: TritonClient, repository: Path | None) -> No
     names |= {e.name for e in index}
     loaded = {e.name for e in index if e.state.value == "READY"}
     for name in sorted(names):
-        if repository is not None and (repository / name / CONFIG_FILE).is_file():
-            bundle.add_text(f"models/{name}/{CONFIG_FILE}",
-                            (repository / name / CONFIG_FILE).read_text(errors="replace"))
+        if repository is not None and (repository / name / CONFIG_FILE).exists():
+            try:  # the one reader: a link out of the model directory never ends in a ticket
+                data = read_config_bytes(repository / name / CONFIG_FILE)
+                bundle.add_text(f"models/{name}/{CONFIG_FILE}", data.decode(errors="replace"))
+            except (OSError, GeAdminError) as exc:
+                bundle.note(f"models/{name}/{CONFIG_FILE}", str(exc))
         if name in loaded:
             try:
                 config = client.model_config(name)

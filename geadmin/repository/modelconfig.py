@@ -21,6 +21,8 @@ user's text, keeping its comments.
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +32,7 @@ from tritonclient.grpc import model_config_pb2
 from geadmin.errors import ConfigParseError, RepositoryError
 
 CONFIG_FILE = "config.pbtxt"
+MAX_CONFIG_BYTES = 4 << 20  # a large ensemble's config is tens of KiB; more is not a config
 ModelConfig = model_config_pb2.ModelConfig
 
 
@@ -58,13 +61,43 @@ def read_config_file(path: Path) -> model_config_pb2.ModelConfig:
 
 def read_config_text(path: Path) -> str:
     try:
-        return path.read_text(encoding="utf-8")
+        return read_config_bytes(path).decode("utf-8")
     except FileNotFoundError as exc:
         raise RepositoryError(f"no {CONFIG_FILE} in {path.parent}") from exc
     except UnicodeDecodeError as exc:
         raise RepositoryError(f"{path} is not UTF-8 text (byte {exc.start})") from exc
+
+
+def read_config_bytes(path: Path) -> bytes:
+    """The bytes of the config.pbtxt at `path`, read only when it is a regular file of at most
+    MAX_CONFIG_BYTES that is, or links to, a file inside its own model directory. Whoever can
+    write the repository could otherwise make geadmin show, bundle or apply what they cannot
+    read: a config.pbtxt linked to /etc/shadow, a FIFO that hangs the reader, /dev/zero. A link
+    inside the directory is fine (a Kubernetes ConfigMap mounts its files as `..data/` links).
+    `FileNotFoundError` when there is none; every other failure a `RepositoryError`."""
+    directory = path.parent.resolve()
+    target = path.resolve()
+    if not target.is_relative_to(directory):
+        raise RepositoryError(f"{path} links out of its model directory (to {target}): geadmin reads "
+                              f"only a {CONFIG_FILE} kept in {path.parent} — replace the link with the "
+                              "file itself")
+    try:
+        fd = os.open(target, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise
     except OSError as exc:
         raise RepositoryError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise RepositoryError(f"{path} is not a regular file: replace it with the config text")
+        if info.st_size > MAX_CONFIG_BYTES:
+            raise RepositoryError(f"{path} is {info.st_size:,} bytes, more than a config can be "
+                                  f"({MAX_CONFIG_BYTES >> 20} MiB): is it the right file?")
+        data = handle.read(MAX_CONFIG_BYTES + 1)
+    if len(data) > MAX_CONFIG_BYTES:  # grew while it was read
+        raise RepositoryError(f"{path} is larger than a config can be ({MAX_CONFIG_BYTES >> 20} MiB)")
+    return data
 
 
 def to_pbtxt(config: model_config_pb2.ModelConfig) -> str:

@@ -20,7 +20,7 @@ from geadmin.errors import ConfigConflictError, RepositoryError
 from geadmin.repository.atomic import atomic_write
 from geadmin.repository.layout import is_model_name
 from geadmin.repository.locks import edit_lock
-from geadmin.repository.modelconfig import CONFIG_FILE
+from geadmin.repository.modelconfig import CONFIG_FILE, read_config_bytes
 from geadmin.repository.paths import (
     DEFAULT_UPLOAD_LIMIT_BYTES,
     check_upload_size,
@@ -64,21 +64,17 @@ def model_names(repository: Path) -> list[str]:
 def read_config(repository: Path, model: str) -> ConfigFile:
     path = config_path(repository, model)
     try:
-        return ConfigFile(model, path, path.read_bytes())
+        return ConfigFile(model, path, read_config_bytes(path))
     except FileNotFoundError as exc:
         raise RepositoryError(f"no {CONFIG_FILE} in {path.parent}: check the model name, or create "
                               "the model first") from exc
-    except OSError as exc:
-        raise RepositoryError(f"cannot read {path}: {exc.strerror or exc}") from exc
 
 
 def _on_disk(path: Path) -> bytes | None:
     try:
-        return path.read_bytes()
+        return read_config_bytes(path)
     except FileNotFoundError:
         return None
-    except OSError as exc:
-        raise RepositoryError(f"cannot read {path}: {exc.strerror or exc}") from exc
 
 
 def write_config(repository: Path, model: str, data: bytes, *, expected_sha256: str, who: str,

@@ -197,8 +197,9 @@ def validate_model(directory: Path) -> ModelReport:
     try:
         text = read_config_text(file)
     except RepositoryError as exc:
-        finding = Finding("schema.unreadable", Severity.ERROR, "", str(exc),
-                          f"write {file} (every model directory needs one for npu_ge)", file=str(file))
+        fix = (f"write {file} (every model directory needs one for npu_ge)" if not file.is_symlink()
+               and not file.exists() else "make it a readable config file, as the message says")
+        finding = Finding("schema.unreadable", Severity.ERROR, "", str(exc), fix, file=str(file))
         return ModelReport(directory.name, directory, [finding])
     return ModelReport(directory.name, directory, validate_text(text, directory, file=str(file)))
 

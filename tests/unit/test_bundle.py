@@ -126,6 +126,20 @@ def test_configs_on_disk_are_included_as_written(
     assert "configs on disk" not in manifest(files)["not_collected"]  # type: ignore[operator]
 
 
+def test_a_config_linked_out_of_its_model_directory_never_reaches_the_archive(
+    client: TritonClient, repository: Path, tmp_path: Path
+) -> None:
+    secret = tmp_path / "id_rsa"
+    secret.write_text(f"PRIVATE KEY {SECRET}\n")  # what a repository writer must not fetch
+    (repository / "gamma" / "config.pbtxt").symlink_to(secret)
+    files = bundled(client, tmp_path, repository=repository)
+    assert not any(SECRET.encode() in data for data in files.values())
+    assert "models/gamma/config.pbtxt" not in files
+    said = manifest(files)["not_collected"]["models/gamma/config.pbtxt"]  # type: ignore[index]
+    assert f"links out of its model directory (to {secret})" in said
+    assert files["models/alpha/config.pbtxt"].decode() == ALPHA_CONFIG  # the others as before
+
+
 def test_an_unknown_or_missing_repository_is_reported(client: TritonClient, tmp_path: Path) -> None:
     missing = manifest(bundled(client, tmp_path))["not_collected"]
     assert isinstance(missing, dict)

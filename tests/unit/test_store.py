@@ -12,8 +12,10 @@ import pytest
 
 from geadmin.errors import ConfigConflictError, ConfigLockedError, RepositoryError
 from geadmin.repository import atomic, locks, paths, revisions, store
+from geadmin.repository.modelconfig import MAX_CONFIG_BYTES, read_config_bytes
 from geadmin.repository.paths import safe_model_path
 from geadmin.repository.store import ABSENT
+from geadmin.repository.validate import Severity, validate_model
 
 CONFIG = b'# keep this comment\nname: "m"\nbackend: "python"\nmax_batch_size: 8\n'
 EDITED = CONFIG.replace(b"max_batch_size: 8", b"max_batch_size: 16")
@@ -231,3 +233,50 @@ def test_an_upload_is_written_atomically_at_a_checked_path(repo: Path) -> None:
     with pytest.raises(RepositoryError, match="would leave"):
         store.write_model_file(repo, "m", "../../escape", b"x")
     assert listing(repo.parent) == ["repo"]
+
+
+# -- the one reader of config.pbtxt: what a repository writer may not make geadmin read ------
+def _model(tmp_path: Path) -> Path:
+    directory = tmp_path / "repo" / "m"
+    (directory / "1").mkdir(parents=True)
+    return directory
+
+
+def test_a_config_linked_out_of_its_model_directory_is_refused(tmp_path: Path) -> None:
+    secret = tmp_path / "shadow"
+    secret.write_text("zeus:$6$hash:19000:0:99999:7:::\n")
+    directory = _model(tmp_path)
+    (directory / "config.pbtxt").symlink_to(secret)
+    with pytest.raises(RepositoryError, match=r"links out of its model directory \(to .*shadow\)"):
+        read_config_bytes(directory / "config.pbtxt")
+    with pytest.raises(RepositoryError, match="is a symbolic link, and geadmin never writes through one"):
+        store.read_config(tmp_path / "repo", "m")  # opened for a change: never a link
+    report = validate_model(directory)
+    assert "zeus" not in report.findings[0].message  # the parser never saw the file's first word
+
+
+def test_a_config_linked_inside_its_directory_is_read_as_a_configmap_mounts_it(tmp_path: Path) -> None:
+    """Read (validated, bundled); opened for a change it is refused, as every link is."""
+    directory = _model(tmp_path)
+    (directory / "1" / "model.py").write_text("# the model\n")
+    (directory / "..2026_12_07").mkdir()
+    (directory / "..2026_12_07" / "config.pbtxt").write_text('name: "m"\nbackend: "python"\n')
+    (directory / "..data").symlink_to("..2026_12_07")
+    (directory / "config.pbtxt").symlink_to("..data/config.pbtxt")
+    assert read_config_bytes(directory / "config.pbtxt") == b'name: "m"\nbackend: "python"\n'
+    assert validate_model(directory).count(Severity.ERROR) == 0
+
+
+def test_a_fifo_a_device_and_a_huge_file_are_refused_without_waiting(tmp_path: Path) -> None:
+    directory = _model(tmp_path)
+    os.mkfifo(directory / "config.pbtxt")  # no writer: a plain open would wait for ever
+    with pytest.raises(RepositoryError, match="is not a regular file"):
+        read_config_bytes(directory / "config.pbtxt")
+    (directory / "config.pbtxt").unlink()
+    with (directory / "config.pbtxt").open("wb") as handle:
+        handle.truncate(MAX_CONFIG_BYTES + 1)
+    with pytest.raises(RepositoryError, match=r"more than a config can be \(4 MiB\)"):
+        read_config_bytes(directory / "config.pbtxt")
+    (directory / "config.pbtxt").unlink()
+    with pytest.raises(FileNotFoundError):
+        read_config_bytes(directory / "config.pbtxt")

@@ -56,7 +56,7 @@ from geadmin.diagnose.interrupted import (
 from geadmin.errors import ConfigLockedError, GeAdminError
 from geadmin.repository import locks, revisions
 from geadmin.repository.layout import is_model_name
-from geadmin.repository.modelconfig import CONFIG_FILE
+from geadmin.repository.modelconfig import CONFIG_FILE, read_config_bytes
 from geadmin.repository.validate import Severity, validate_text
 
 # geadmin.ops.models.create stages in `<repository>/<prefix><name>-<random>`
@@ -209,11 +209,11 @@ def _config_state(start: Started, home: Path | None) -> tuple[str, str, int | No
     """What an apply cut short left: which config is on disk, is it valid, what to roll back to."""
     model = start.entry.model
     try:
-        data = start.path.read_bytes()
+        data = read_config_bytes(start.path)
     except FileNotFoundError:
         return "missing", f"{start.path} is missing", None
-    except OSError as exc:
-        return "other", f"{start.path} cannot be read ({exc.strerror or exc})", None
+    except (OSError, GeAdminError) as exc:
+        return "other", f"{start.path} cannot be read ({getattr(exc, 'strerror', None) or exc})", None
     sha = revisions.sha256_of(data)
     if sha == start.previous_sha256:
         return "previous", (f"the previous {CONFIG_FILE} of {model!r} is on disk, unchanged: nothing "
@@ -307,9 +307,9 @@ def close_rollout(journal: rollouts.Journal, *, actor: Actor, home: Path | None,
 def _rollout_disk(journal: rollouts.Journal, previous: rollouts.Previous) -> str:
     path = Path(previous.repository) / journal.plan.model / CONFIG_FILE
     try:
-        sha = revisions.sha256_of(path.read_bytes())
-    except OSError as exc:
-        return f"{path} cannot be read ({exc.strerror or exc})"
+        sha = revisions.sha256_of(read_config_bytes(path))
+    except (OSError, GeAdminError) as exc:
+        return f"{path} cannot be read ({getattr(exc, 'strerror', None) or exc})"
     if sha == previous.sha256:
         return "the previous config"
     return "the new config" if sha == journal.plan.new_sha256 else f"another config (sha256 {sha[:12]})"
