@@ -4,6 +4,7 @@
 - __main__.py        `python -m geadmin.cli`
 - common.py          options and helpers shared by the sub-commands (no command imports a sibling)
 - exit_codes.py      the one exit-code table every command returns from
+- terminal.py        what the CLI prints is shown, never obeyed: others' control characters escaped
 - status.py          `geadmin status`: OK, DEGRADED or DOWN for scripts and on-call pages
 - models.py          `geadmin models list|load|unload|reload|create`
 - config.py          `geadmin config`: validate, apply, history, rollback (one plan, as the editor)

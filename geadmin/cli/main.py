@@ -22,6 +22,7 @@ from geadmin.cli import (
     probe,
     stack,
     status,
+    terminal,
     traffic,
     tune,
     up,
@@ -60,6 +61,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run one command. `--home DIR` (where a command has it) is the workspace of everything the
     command does (`settings.workspace_for_process`). A reader that leaves early
     (`geadmin audit | head -1`) ends the command quietly with 141, as `cat` would."""
+    with terminal.shown_not_obeyed():  # the error lines below too: they carry others' words
+        return _run(argv)
+
+
+def _run(argv: Sequence[str] | None) -> int:
     try:
         args = build_parser().parse_args(argv)
         with settings.workspace_for_process(getattr(args, "home", None)):

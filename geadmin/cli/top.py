@@ -21,6 +21,7 @@ from dataclasses import asdict
 from datetime import datetime, timezone
 from typing import Any
 
+from geadmin.cli import terminal
 from geadmin.cli.common import format_table, positive_seconds, triton_metrics
 from geadmin.cli.exit_codes import ExitCode
 from geadmin.errors import GeAdminError, TelemetryError
@@ -101,15 +102,17 @@ def _show(args: argparse.Namespace, url: str, after: Scrape, window: Window,
         print(json.dumps(as_json(url, window, verdicts), indent=2 if args.once else None), flush=True)
         return
     frame = render(url, window, verdicts)
-    print(frame if args.once else CLEAR + frame, flush=True)
+    if not args.once:
+        terminal.control(CLEAR)
+    print(frame, flush=True)
 
 
 def _show_outage(args: argparse.Namespace, url: str, exc: TelemetryError) -> None:
     if args.json:
         print(json.dumps({"metrics_url": url, "error": str(exc)}), flush=True)
     else:
-        print(f"{CLEAR}geadmin top — {url} — {_now()}\n{exc}\n(retrying every {args.interval:g}s)",
-              flush=True)
+        terminal.control(CLEAR)
+        print(f"geadmin top — {url} — {_now()}\n{exc}\n(retrying every {args.interval:g}s)", flush=True)
 
 
 # -- the table ----------------------------------------------------------------------------

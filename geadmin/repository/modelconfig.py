@@ -87,14 +87,18 @@ def read_config_bytes(path: Path) -> bytes:
         raise
     except OSError as exc:
         raise RepositoryError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        raise RepositoryError(f"{path} is not a regular file: replace it with the config text")
     with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise RepositoryError(f"{path} is not a regular file: replace it with the config text")
         if info.st_size > MAX_CONFIG_BYTES:
             raise RepositoryError(f"{path} is {info.st_size:,} bytes, more than a config can be "
                                   f"({MAX_CONFIG_BYTES >> 20} MiB): is it the right file?")
-        data = handle.read(MAX_CONFIG_BYTES + 1)
+        try:
+            data = handle.read(MAX_CONFIG_BYTES + 1)
+        except OSError as exc:
+            raise RepositoryError(f"cannot read {path}: {exc.strerror or exc}") from exc
     if len(data) > MAX_CONFIG_BYTES:  # grew while it was read
         raise RepositoryError(f"{path} is larger than a config can be ({MAX_CONFIG_BYTES >> 20} MiB)")
     return data

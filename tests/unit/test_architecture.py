@@ -346,7 +346,7 @@ def test_the_reads_only_check_finds_a_planted_audit_write_guard_and_load(tmp_pat
         "7: calls geadmin.audit.record"], found
 
 
-CLI_SHARED = frozenset({"common", "exit_codes"})  # helpers every command may use
+CLI_SHARED = frozenset({"common", "exit_codes", "terminal"})  # helpers every command may use
 CLI_ROUTERS = frozenset({"main", "__main__"})  # they route to every command
 
 
