@@ -30,6 +30,7 @@ from pages.ui import access, interrupted_view
 from pages.ui.context import server_picker
 from pages.ui.errors import show_error
 from pages.ui.links import link_notice, take_link
+from pages.ui.outside_text import defused
 from pages.ui.verdict_view import sidebar_badge, start_run
 
 st.set_page_config(page_title="geadmin", page_icon=":material/memory:", layout="wide")
@@ -72,7 +73,7 @@ try:
     sidebar_badge()  # the selected server's verdict, the same as the Overview's banner
     access.sidebar(identity)
 except GeAdminError as exc:  # e.g. a malformed GEADMIN_SERVERS_FILE
-    st.error(f"geadmin is misconfigured: {exc}")
+    st.error(f"geadmin is misconfigured: {defused(str(exc))}")
     st.stop()
 link_notice()
 try:

@@ -14,6 +14,7 @@ from geadmin.audit import AuditEntry, LogSummary
 from geadmin.errors import DatabaseBusyError, GeAdminError, InvalidArgumentError
 from pages.ui import keys
 from pages.ui.links import preselect
+from pages.ui.outside_text import defused
 
 ANY = "(any)"
 DEFAULT_LIMIT = 200
@@ -74,7 +75,7 @@ def filter_bar(summary: LogSummary) -> dict[str, Any] | None:
         try:
             since = audit.parse_since(since_text, name="Since")
         except InvalidArgumentError as exc:
-            st.error(str(exc))
+            st.error(defused(str(exc)))
             return None
     return {"since": since, "model": _chosen(model), "action": _chosen(action),
             "result": _chosen(result), "who": _chosen(who)}
@@ -105,7 +106,7 @@ def database_error(exc: GeAdminError) -> None:
     next_step = ("retry in a moment (Refresh)" if isinstance(exc, DatabaseBusyError)
                  else f"fix the workspace database in {settings.home()} (GEADMIN_HOME) as said above, "
                  "then Refresh")
-    st.error(f"Cannot read the audit log: {exc}\n\nNext: {next_step}.")
+    st.error(f"Cannot read the audit log: {defused(str(exc))}\n\nNext: {next_step}.")
 
 
 def _chosen(value: str) -> str | None:

@@ -30,6 +30,7 @@ from pages.ui import keys
 from pages.ui.config_change import Opened, apply_section, history_section, plan_apply
 from pages.ui.context import client_for, selected_target
 from pages.ui.links import preselect
+from pages.ui.outside_text import defused
 from pages.ui.preview_view import preview_section
 
 MONOSPACE = ('<style>textarea[aria-label="config.pbtxt"] {font-family: "Source Code Pro", ui-monospace, '
@@ -48,7 +49,7 @@ def render() -> None:
     try:
         names = store.model_names(target.repository)
     except RepositoryError as exc:
-        st.error(str(exc), icon=":material/error:")
+        st.error(defused(str(exc)), icon=":material/error:")
         return
     if not names:
         st.info(f"{target.repository} holds no model with a config.pbtxt yet.")
@@ -83,7 +84,7 @@ def open_model(target: Target, model: str, *, reread: bool = False) -> Opened | 
     try:
         current = store.read_config(target.repository, model)
     except RepositoryError as exc:
-        st.error(str(exc), icon=":material/error:")
+        st.error(defused(str(exc)), icon=":material/error:")
         return None
     opened = Opened(target.spec.name, model, current.sha256, current.text)
     st.session_state[keys.EDITOR_OPENED] = opened
@@ -96,7 +97,7 @@ def conflict_banner(target: Target, opened: Opened) -> None:
     try:
         current = store.read_config(target.repository, opened.model)
     except RepositoryError as exc:
-        st.error(str(exc), icon=":material/error:")
+        st.error(defused(str(exc)), icon=":material/error:")
         return
     if current.sha256 == opened.sha256:
         return
@@ -137,7 +138,7 @@ def knobs_form(text: str) -> None:
         st.caption("Fix the parse error to use the knobs.")
         return
     if error := st.session_state.pop(keys.EDITOR_KNOB_ERROR, None):
-        st.error(error, icon=":material/error:")
+        st.error(defused(error), icon=":material/error:")
     prefix = f"{keys.EDITOR_KNOB_PREFIX}{revisions.sha256_of(text.encode())[:12]}."  # new widgets per text
     with st.form(keys.EDITOR_KNOB_FORM, border=True):
         st.number_input("max_batch_size", min_value=0, value=knobs.max_batch_size, key=prefix + "mbs")
@@ -191,13 +192,13 @@ def live_comparison(target: Target, opened: Opened, text: str) -> None:
     try:
         live = client.model_config(opened.model)
     except TritonError as exc:
-        st.info(f"No live config to compare with: {exc}")
+        st.info(f"No live config to compare with: {defused(str(exc))}")
         return
     for label, source in (("on disk", opened.text), ("edited", text)):
         try:
             comparison = compare_with_live(source, live)
         except ConfigParseError as exc:
-            st.caption(f"The {label} text does not parse: {exc}")
+            st.caption(f"The {label} text does not parse: {defused(str(exc))}")
             continue
         if comparison.same:
             st.markdown(f":material/check_circle: every field set **{label}** is live in Triton")

@@ -33,6 +33,7 @@ from pages.ui import access, keys, outside_text
 from pages.ui.bench_view import saved_runs, show_run
 from pages.ui.context import client_for, selected_target
 from pages.ui.links import preselect
+from pages.ui.outside_text import defused
 from pages.ui.tensors import Sent
 
 INDEX_TTL_S = 5
@@ -62,7 +63,8 @@ def render() -> None:
         ready = ready_models(target.spec.name, url, client_for(target))
     except GeAdminError as exc:
         ready = []
-        st.error(f"{exc}\n\n**Next step:** {next_step(exc)}. Saved runs are below.", icon=":material/error:")
+        st.error(f"{defused(str(exc))}\n\n**Next step:** {next_step(exc)}. Saved runs are below.",
+                 icon=":material/error:")
     if ready:
         model_col, mode_col, loads_col = st.columns([3, 2, 2])
         preselect(keys.LOAD_TEST_MODEL, ready)  # a deep link's model
@@ -134,7 +136,7 @@ def render() -> None:
         if last is not None:
             show_run(load_run(int(last)))
     except GeAdminError as exc:
-        st.error(str(exc), icon=":material/error:")
+        st.error(defused(str(exc)), icon=":material/error:")
         return
     saved_runs(runs)
 
@@ -226,7 +228,7 @@ def progress_panel() -> None:
             runs.steer(run, "abort", access.auth_for(GuardedAction.BENCH, model=run.subject, server=run.key))
             st.caption("Cancelling: stopping perf_analyzer…")
         except GeAdminError as exc:
-            st.error(str(exc), icon=":material/error:")
+            st.error(defused(str(exc)), icon=":material/error:")
 
 
 def finish(run: Run[BenchRun]) -> None:

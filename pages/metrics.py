@@ -24,6 +24,7 @@ from pages.ui.charts import style
 from pages.ui.fleet_history_view import by_server, source_label
 from pages.ui.links import preselect
 from pages.ui.objectives_view import current_objectives, objective_form, objective_lines
+from pages.ui.outside_text import defused
 from pages.ui.telemetry import DEFAULT_RANGE, RANGES_MIN, triton_metrics_url
 
 # Six plotly charts redrawn every 2 s kept a loaded browser from ever drawing them all (two CI
@@ -47,7 +48,7 @@ def render() -> None:
         reader = open_history()
         known = reader.sources()
     except GeAdminError as exc:
-        st.error(f"Cannot read the telemetry history: {exc}")
+        st.error(f"Cannot read the telemetry history: {defused(str(exc))}")
         return
     if not known and settings.PROMETHEUS_URL.is_set():
         st.info(f"{reader.label} has no Triton model metrics from the last day: add a scrape job for "
@@ -106,7 +107,7 @@ def live_charts(source: str, known: Sequence[str], reader: HistoryReader) -> Non
         markers = history.change_markers(since)
         latest = next((o for o in reader.sources() if o.source == source), None)
     except GeAdminError as exc:
-        st.error(f"Cannot read the telemetry history: {exc}")
+        st.error(f"Cannot read the telemetry history: {defused(str(exc))}")
         return
     if latest is not None and latest.down:
         st.warning(f"The latest sample failed — {latest.down}. The charts show a gap until Triton answers "

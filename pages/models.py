@@ -23,6 +23,7 @@ from pages.ui.context import client_for, log_for, selected_client, selected_targ
 from pages.ui.errors import show_error, show_failure
 from pages.ui.impact_view import show_impact, show_side_effects
 from pages.ui.links import preselect
+from pages.ui.outside_text import defused
 from pages.ui.verdict_view import drift_notes
 
 REFRESH_S = 5
@@ -181,7 +182,8 @@ def decline(found: impact.Impact) -> None:
         show_model_error(exc)
         return
     problem = actions.audit_refusal(target.spec.url, found.action, found.models, refusal, auth.who)
-    st.toast(refusal if not problem else f"{refusal} (not audited: {problem})", icon=":material/block:")
+    said = refusal if not problem else f"{refusal} (not audited: {problem})"
+    st.toast(defused(said), icon=":material/block:")
 
 
 def show_results() -> None:

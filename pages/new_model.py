@@ -13,6 +13,7 @@ from geadmin.repository.templates import Params
 from geadmin.repository.validate import Severity
 from pages.ui import access, keys
 from pages.ui.context import log_for, selected_client, selected_target
+from pages.ui.outside_text import defused
 
 MIB = 1024 * 1024
 PREVIEW_NAME = "my_model"  # shown in the preview until a name is typed
@@ -60,7 +61,7 @@ def render() -> None:
         if not problem and f"{tpl.version_dir}/model.py" not in files:
             problem = templates.identity_problem(template_id, params)
     if problem:
-        st.warning(problem, icon=":material/warning:")
+        st.warning(defused(problem), icon=":material/warning:")
     if text:
         with st.expander("config.pbtxt preview", expanded=True):
             st.code(text, language="protobuf")

@@ -31,6 +31,7 @@ from pages.ui.charts import style
 from pages.ui.context import client_for, selected_target
 from pages.ui.fault_card import fault_cards
 from pages.ui.fleet_history_view import node_table
+from pages.ui.outside_text import defused
 from pages.ui.telemetry import DEFAULT_RANGE, RANGES_MIN, triton_metrics_url
 
 REFRESH_S = 5
@@ -76,7 +77,7 @@ def faults() -> None:
             client, url, exporter_url=settings.NPU_EXPORTER_URL.get(), npu_smi=shutil.which("npu-smi"),
             repository=target.repository))
     except GeAdminError as exc:
-        st.caption(f"NPU faults not read: {exc}")
+        st.caption(f"NPU faults not read: {defused(str(exc))}")
         return
     if not report.impacts and npu is None:
         return  # nothing faulted: the devices below say the rest (a host without NPUs, one calm line)
@@ -92,7 +93,7 @@ def live_npus() -> None:
         report = detect(NpuSources(exporter_url=settings.NPU_EXPORTER_URL.get(), triton_metrics_url=url,
                                 triton_metrics_explicit=explicit))
     except TelemetryError as exc:
-        st.error(f"NPU telemetry cannot be read: {exc}", icon=":material/error:")
+        st.error(f"NPU telemetry cannot be read: {defused(str(exc))}", icon=":material/error:")
         report = st.session_state.get(keys.NPU_LAST_GOOD)
         if report is None:
             return
@@ -118,7 +119,7 @@ def npu_history() -> None:
         known = reader.npu_sources()
         url = triton_metrics_url()[0] if known else ""
     except GeAdminError as exc:
-        st.caption(f"NPU history not read: {exc}")
+        st.caption(f"NPU history not read: {defused(str(exc))}")
         return
     if not known:
         last = st.session_state.get(keys.NPU_LAST_GOOD)
@@ -137,7 +138,7 @@ def npu_history() -> None:
     try:
         series = reader.npu_series(source, since)
     except GeAdminError as exc:
-        st.caption(f"NPU history not read: {exc}")
+        st.caption(f"NPU history not read: {defused(str(exc))}")
         return
     if not series:
         st.caption(f"No NPU samples from `{source}` in the last {label}.")
@@ -180,7 +181,7 @@ def configs(placed: tuple[str, ...]) -> dict[str, model_config_pb2.ModelConfig]:
     try:
         return _configs(target.spec.name, target.spec.url, placed, client_for(target))
     except GeAdminError as exc:
-        st.caption(f"Model configs not read ({exc}): the map shows the npu_ge placements only.")
+        st.caption(f"Model configs not read ({defused(str(exc))}): the map shows the npu_ge placements only.")
         return {}
 
 

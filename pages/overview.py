@@ -43,7 +43,7 @@ def live_overview() -> None:
     try:
         known = targets()
     except GeAdminError as exc:  # the servers file changed under us
-        st.error(f"geadmin is misconfigured: {exc}")
+        st.error(f"geadmin is misconfigured: {defused(str(exc))}")
         return
     snapshots = take_snapshots([(t.spec.name, client_for(t)) for t in known])
     if len(snapshots) > 1:
@@ -154,7 +154,7 @@ def retry_load(name: str) -> None:
         try:
             auth = access.auth_for(GuardedAction.LOAD, model=name, server=target.spec.url)
         except GeAdminError as exc:
-            st.error(str(exc))
+            st.error(defused(str(exc)))
             return
         (result,) = actions.run_action(client_for(target),
                                        actions.ModelAction.LOAD, [name], log=log_for(target),

@@ -35,6 +35,7 @@ from pages.ui import access, keys, outside_text
 from pages.ui.context import client_for, selected_target
 from pages.ui.errors import show_error
 from pages.ui.links import preselect
+from pages.ui.outside_text import defused
 from pages.ui.tensors import Chosen, Sent, input_widget, show_sent
 
 INDEX_TTL_S = 5
@@ -141,7 +142,7 @@ def save_as_probe_input(target: Target, model: str, chosen: dict[str, Chosen]) -
         save_probe_input(model, sources, auth=access.auth_for(GuardedAction.MONITORING, model=model,
                                                               server=target.spec.url))
     except GeAdminError as exc:
-        st.error(f"Not saved: {exc}", icon=":material/error:")
+        st.error(f"Not saved: {defused(str(exc))}", icon=":material/error:")
         return
     st.success(f"Saved: the probe of {model} now sends this request (audited).")
 

@@ -14,6 +14,7 @@ from geadmin.errors import GeAdminError
 from geadmin.stack.target import is_stack_server, key_warnings
 from pages.ui import access
 from pages.ui.context import targets
+from pages.ui.outside_text import defused
 
 OIDC_SECRETS = ("client_secret", "cookie_secret")
 
@@ -40,7 +41,8 @@ def servers() -> None:
                                                                        is_stack_server(t.spec.url, t.stack))}
                 for t in known]
     except GeAdminError as exc:
-        st.error(f"{exc}\n\n**Fix:** correct the servers settings above.", icon=":material/error:")
+        st.error(f"{defused(str(exc))}\n\n**Fix:** correct the servers settings above.",
+                 icon=":material/error:")
         return
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
     st.caption("The admin key goes only to the server it is configured for, and only on Triton's "
@@ -64,7 +66,7 @@ def sign_in() -> None:
     try:
         count = len(users.load())
     except GeAdminError as exc:
-        st.error(str(exc), icon=":material/error:")
+        st.error(defused(str(exc)), icon=":material/error:")
         count = None
     if count is not None:
         st.caption(f"Local users file: `{users.path}` — {count} user(s)" if users.exists()

@@ -15,6 +15,7 @@ from geadmin.stack.choose import choose_driver
 from geadmin.stack.drivers import ServiceStatus, StackDriver, perform
 from pages.ui import access, keys
 from pages.ui.context import selected_client
+from pages.ui.outside_text import defused
 
 REFRESH_S = 3
 ACTIONS = {"restart": "Restart", "stop": "Stop", "start": "Start"}
@@ -25,7 +26,7 @@ def render() -> None:
     try:
         driver = choose_driver()
     except GeAdminError as exc:
-        st.error(f"Cannot manage the stack: {exc}")
+        st.error(f"Cannot manage the stack: {defused(str(exc))}")
         driver = None
     if driver is None:
         st.info("This dashboard manages no stack: it was started against an existing Triton. "
@@ -43,7 +44,7 @@ def live_services(driver: StackDriver) -> None:
     try:
         services = driver.services()
     except GeAdminError as exc:
-        st.error(f"Cannot read the stack: {exc}")
+        st.error(f"Cannot read the stack: {defused(str(exc))}")
         return
     st.dataframe(pd.DataFrame([service_row(s) for s in services]), hide_index=True, width="stretch")
     for service in services:
@@ -84,7 +85,7 @@ def service_action(driver: StackDriver) -> None:
             try:
                 perform(driver, service, action, auth=access.auth_for(GuardedAction(action), model=service))
             except GeAdminError as exc:
-                st.error(f"Cannot {action} {service}: {exc}")
+                st.error(f"Cannot {action} {service}: {defused(str(exc))}")
             else:
                 st.success(f"Asked to {action} {service}; the table above shows when it is done.")
         if no.button("Cancel", key=keys.STACK_CANCEL):
@@ -112,7 +113,7 @@ def service_logs(driver: StackDriver) -> None:
         try:
             lines = driver.logs(service, int(tail))
         except GeAdminError as exc:
-            st.error(f"Cannot read the logs of {service}: {exc}")
+            st.error(f"Cannot read the logs of {service}: {defused(str(exc))}")
             return
         if wanted:
             lines = [line for line in lines if wanted.lower() in line.lower()]
@@ -127,7 +128,7 @@ def log_level() -> None:
         try:
             current = client.log_settings()
         except GeAdminError as exc:
-            st.error(f"Cannot read Triton's log settings: {exc}")
+            st.error(f"Cannot read Triton's log settings: {defused(str(exc))}")
             return
         st.caption(", ".join(f"{key}: {value}" for key, value in sorted(current.items())))
         level = st.number_input("Verbose level (0 = off)", min_value=0, max_value=10, step=1,
@@ -140,6 +141,6 @@ def log_level() -> None:
                 auth = access.auth_for(GuardedAction.LOG_LEVEL, server=client.url)
                 updated = actions.set_log_verbosity(client, int(level), auth=auth)
             except GeAdminError as exc:
-                st.error(f"Triton refused the change: {exc}")
+                st.error(f"Triton refused the change: {defused(str(exc))}")
                 return
             st.success(f"Triton's verbose level is now {updated.get('log_verbose_level')}.")

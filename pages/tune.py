@@ -33,6 +33,7 @@ from pages.ui.charts import style
 from pages.ui.context import client_for, selected_target
 from pages.ui.errors import failure_of, show_failure
 from pages.ui.links import preselect
+from pages.ui.outside_text import defused
 
 
 def render() -> None:
@@ -127,7 +128,7 @@ def past_runs(target: Target) -> None:
     try:
         runs = list_runs()
     except GeAdminError as exc:
-        st.warning(f"Saved runs not read: {exc}")
+        st.warning(f"Saved runs not read: {defused(str(exc))}")
         return
     if not runs:
         st.info("No tuning run yet.")
@@ -210,7 +211,7 @@ def winner(target: Target, run: dict[str, Any]) -> None:
             live = store.read_config(target.repository, run["model"])
             live_text, live_sha = live.text, live.sha256
         except GeAdminError as exc:
-            st.warning(f"The live config file was not read: {exc}")
+            st.warning(f"The live config file was not read: {defused(str(exc))}")
     changed = bool(live_sha and run.get("live_sha256") and live_sha != run["live_sha256"])
     if changed:
         st.warning("The config file changed since this run started: applying its winner is refused (it "

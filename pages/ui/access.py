@@ -41,6 +41,7 @@ from geadmin.access.users import FailedSignIns, UsersFile, VerifySlots, sign_in
 from geadmin.errors import AccessError, ConfigError, GeAdminError, SessionExpiredError, UserAccountError
 from pages.ui import access_browser as browser
 from pages.ui import keys
+from pages.ui.outside_text import defused
 
 TOKEN_PARAM = "token"  # the query parameter of the link `geadmin up` prints (Jupyter's name)
 
@@ -103,14 +104,14 @@ def require_identity() -> Identity:
     try:
         decision = _decision()
     except GeAdminError as exc:
-        st.error(f"The dashboard refuses to run: {exc}", icon=":material/lock:")
+        st.error(f"The dashboard refuses to run: {defused(str(exc))}", icon=":material/lock:")
         st.stop()
     if decision.mode is Mode.OPEN:
         problem = open_request_problem(_headers())
         if problem:
-            st.error(f"The dashboard refuses this request: {problem}. To serve it through a proxy or under "
-                     "another name, configure sign-in (GEADMIN_AUTH=local or oidc, see docs/security.md, "
-                     "'Sign-in').", icon=":material/lock:")
+            st.error(f"The dashboard refuses this request: {defused(str(problem))}. To serve it through a "
+                     "proxy or under another name, configure sign-in (GEADMIN_AUTH=local or oidc, see "
+                     "docs/security.md, 'Sign-in').", icon=":material/lock:")
             st.stop()
         identity = Identity.local_admin()
         st.caption(f":material/lock_open: No sign-in (GEADMIN_AUTH=open): whoever opens this page on this "
@@ -207,7 +208,7 @@ def _sign_in_form() -> None:
         user = sign_in(UsersFile(), _failed_sign_ins(), name.strip(), password, client=client,
                        slots=_verify_slots())
     except GeAdminError as exc:
-        st.error(f"Not signed in: {exc}", icon=":material/lock:")
+        st.error(f"Not signed in: {defused(str(exc))}", icon=":material/lock:")
         return
     browser.keep(local_session(user, time.monotonic()))
     st.rerun()
@@ -228,7 +229,7 @@ def _new_password_form(identity: Identity) -> None:
     try:
         user = UsersFile().set_password(identity.name, first)
     except (ConfigError, UserAccountError) as exc:
-        st.error(str(exc))
+        st.error(defused(str(exc)))
         return
     bootstrap.forget_first_password(settings.home())
     session: Session = st.session_state[keys.ACCESS_SESSION]
@@ -257,7 +258,7 @@ def _token_accepted(given: str) -> bool:
     try:
         token.check_token(settings.home(), _failed_sign_ins(), given, client=client)
     except GeAdminError as exc:
-        st.error(f"Not signed in: {exc}", icon=":material/lock:")
+        st.error(f"Not signed in: {defused(str(exc))}", icon=":material/lock:")
         return False
     now_s = time.monotonic()
     browser.keep(Session(Identity.token_holder(), now_s, now_s))
@@ -303,7 +304,7 @@ def _oidc_identity() -> Identity:
         st.logout()
         st.stop()
     except (GeAdminError, ValueError) as exc:
-        st.error(f"Not signed in: {exc}", icon=":material/lock:")
+        st.error(f"Not signed in: {defused(str(exc))}", icon=":material/lock:")
         st.button("Sign out", on_click=st.logout)
         st.stop()
     now_s = time.monotonic()

@@ -16,6 +16,7 @@ from geadmin.ops.bench.compare import Pair, chosen_pair, partners
 from geadmin.ops.bench.results import CONCURRENCY, BenchRun, compare, describe_load, sent_late_note
 from pages.ui import keys, outside_text
 from pages.ui.charts import style
+from pages.ui.outside_text import defused
 
 WIDE_CHART_PX = 1000  # a chart across the page: its legend fits in fewer rows
 STAGES = (("client_ms", "client send + recv"), ("network_ms", "network + server send/recv"),
@@ -91,7 +92,7 @@ def saved_runs(runs: list[BenchRun]) -> None:
     try:
         result = compare(a, b)
     except GeAdminError as exc:
-        st.warning(str(exc))
+        st.warning(defused(str(exc)))
         return
     name_a, name_b = pair.names
     st.markdown(f"**A vs B:** A has {result.headline()}.")

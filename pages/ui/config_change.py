@@ -50,7 +50,7 @@ def plan_apply(target: Target, opened: Opened, text: str) -> ChangePlan | None:
         return plan_change(client_for(target), target.repository, opened.model, new=text,
                            backends=served_backends(target))
     except GeAdminError as exc:
-        st.error(str(exc), icon=":material/error:")
+        st.error(defused(str(exc)), icon=":material/error:")
         return None
 
 
@@ -193,7 +193,7 @@ def history_section(target: Target, opened: Opened) -> None:
     try:
         kept = revisions.history(target.repository, opened.model)
     except GeAdminError as exc:
-        st.error(f"Cannot read the config history: {exc}", icon=":material/error:")
+        st.error(f"Cannot read the config history: {defused(str(exc))}", icon=":material/error:")
         return
     if not kept:
         st.caption("No revision kept yet: geadmin keeps one each time it applies a change.")
@@ -225,7 +225,7 @@ def ask_rollback(target: Target, opened: Opened, number: int) -> None:
     try:
         plan = plan_change(client_for(target), target.repository, opened.model, revision=number)
     except GeAdminError as exc:
-        st.error(f"Cannot roll back to revision {number}: {exc}", icon=":material/error:")
+        st.error(f"Cannot roll back to revision {number}: {defused(str(exc))}", icon=":material/error:")
         return
     st.warning(f"{plan.question} Its config is written and reloaded in Triton like any change (restored "
                "if Triton rejects it); unapplied edits in the editor are discarded.", icon=":material/help:")

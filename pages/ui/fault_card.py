@@ -30,6 +30,7 @@ from geadmin.telemetry.sources.fault_table import FaultLevel
 from geadmin.triton.client import TritonClient
 from pages.ui import access, keys, outside_text
 from pages.ui.errors import failure_of, show_failure
+from pages.ui.outside_text import defused
 
 FLEET_READ_TIMEOUT_S = 5.0  # per member: a silent member is a note, not a stalled page
 
@@ -188,7 +189,7 @@ def fleet_faults(found: Discovery) -> None:
     try:
         report = fleet_fault_report(found)
     except GeAdminError as exc:
-        st.caption(f"NPU faults of the fleet not read: {exc}")
+        st.caption(f"NPU faults of the fleet not read: {defused(str(exc))}")
         return
     st.subheader("NPU faults by node")
     faults_by_node(report)

@@ -17,6 +17,7 @@ from geadmin.telemetry.history.prometheus import FLEET_PREFIX, PrometheusHistory
 from geadmin.telemetry.history.prometheus_fleet import fleet_bottlenecks, node_map, server_series
 from pages.ui import keys
 from pages.ui.charts import style
+from pages.ui.outside_text import defused
 from pages.ui.triage_card import verdict_line
 
 PER_SERVER = (("p99_ms", "p99 by server", "ms"), ("inferences_per_s", "Throughput by server", "inferences/s"))
@@ -43,7 +44,7 @@ def by_server(source: str, models: Sequence[str], since: datetime,
     try:
         series = server_series(history, source, model, since)
     except GeAdminError as exc:
-        st.error(f"Cannot read the per-server history: {exc}")
+        st.error(f"Cannot read the per-server history: {defused(str(exc))}")
         return
     st.caption(f"{model} on each of {len(series)} servers; the fleet charts above sum the servers' rates, "
                "weight their averages by requests and show the worst server's quantiles.")
@@ -64,7 +65,7 @@ def fleet_triage() -> None:
         sources = [o.source for o in history.sources() if o.source.startswith(FLEET_PREFIX)]
         found = [(source, fleet_bottlenecks(history, source)) for source in sources]
     except GeAdminError as exc:
-        st.caption(f"No bottlenecks across the fleet: {exc}")
+        st.caption(f"No bottlenecks across the fleet: {defused(str(exc))}")
         return
     with st.container(border=True):
         st.markdown("**Bottlenecks across the fleet** · last minute, from Prometheus")
@@ -87,7 +88,7 @@ def node_table() -> None:
     try:
         rows = node_map(history)
     except GeAdminError as exc:
-        st.caption(f"No servers-by-node map: {exc}")
+        st.caption(f"No servers-by-node map: {defused(str(exc))}")
         return
     if not rows:
         return

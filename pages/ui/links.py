@@ -103,9 +103,9 @@ def range_label(range_text: str | None, from_text: str | None, now: datetime | N
 def link_notice() -> None:
     """What a link asked for that this dashboard cannot show (an unknown server); the notice is
     markdown whose quoted parts are already escaped (`_select_server`)."""
-    problem = st.session_state.get(keys.LINK_PROBLEM)
-    if problem:
-        st.warning(problem, icon=":material/link_off:")
+    notice = st.session_state.get(keys.LINK_PROBLEM)
+    if notice:
+        st.warning(notice, icon=":material/link_off:")
 
 
 def preselect(key: str, options: Sequence[str], *, many: bool = False) -> None:

@@ -13,6 +13,7 @@ from geadmin.errors import GeAdminError
 from geadmin.ops.monitoring import parse_budget, set_objective
 from geadmin.telemetry.alerting.objectives import Objective, burn_rates, objectives
 from pages.ui import access, keys
+from pages.ui.outside_text import defused
 
 
 def current_objectives() -> Mapping[str, Objective]:
@@ -55,6 +56,6 @@ def objective_form(models: Sequence[str]) -> None:
         stored = set_objective(model, p99 or None, parse_budget(budget) if budget.strip() else None,
                                auth=access.auth_for(GuardedAction.MONITORING, model=model))
     except GeAdminError as exc:
-        st.error(f"Objectives not set: {exc}")
+        st.error(f"Objectives not set: {defused(str(exc))}")
         return
     st.success(f"{model}: {stored.describe()} (audited)")

@@ -30,6 +30,7 @@ from geadmin.telemetry.sources.scrape import scrape
 from pages.ui import keys
 from pages.ui.context import selected_client, selected_target
 from pages.ui.objectives_view import current_objectives
+from pages.ui.outside_text import defused
 from pages.ui.telemetry import triton_metrics_url
 
 SCRAPE_TIMEOUT_S = 3.0
@@ -48,7 +49,7 @@ def triage_card() -> None:
         except GeAdminError as exc:  # Triton down: the page above already says so, calmly here
             st.markdown("**Bottlenecks**")
             outage = outage_for(selected_target().spec.url, live_stack())  # the stack's: stopped, restarting
-            st.caption(f"No bottleneck figures: {outage or exc}")
+            st.caption(f"No bottleneck figures: {outage or defused(str(exc))}")
             return
         kept, window = recent_window(st.session_state.get(keys.OVERVIEW_TRIAGE_SCRAPES, ()), now)
         st.session_state[keys.OVERVIEW_TRIAGE_SCRAPES] = kept

@@ -110,7 +110,7 @@ def _badge() -> None:
         try:  # the embedded stack's Triton stopped or restarting: said, as on the Overview
             found = verdict_for(target)
         except GeAdminError as exc:
-            st.caption(f":material/error: verdict unknown: {exc}")
+            st.caption(f":material/error: verdict unknown: {defused(str(exc))}")
             return
     level = found.verdict.level
     color = {Level.OK: "green", Level.DEGRADED: "orange", Level.DOWN: "red"}[level]

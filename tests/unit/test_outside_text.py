@@ -3,8 +3,10 @@ read back by a real CommonMark parser — never a link, HTML, emphasis or code."
 
 from __future__ import annotations
 
+import ast
 import re
 import string
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -63,3 +65,49 @@ def test_any_text_renders_as_itself(text: str) -> None:
     assert shown.words == " ".join(outside.plain(text).split())
     assert not re.search(r"(?<!\\)[" + re.escape(string.punctuation.replace("\\", "")) + "]",
                          escaped.replace("\\\\", ""))  # every punctuation mark escaped
+
+
+# -- the guard: no page puts an error's words into markdown as they came ----------------------
+MARKDOWN_CALLS = {"error", "warning", "info", "success", "markdown", "caption", "toast", "write"}
+ERROR_NAMES = {"exc", "error", "problem"}  # what pages call a caught error or its words
+ESCAPES = {"defused", "text", "quoted", "show_error", "show_failure",
+           "next_step", "input_fix"}  # the last two: geadmin's own next step, chosen by the error's type
+
+
+def raw_error_words(source: str) -> list[int]:
+    """Lines where an st.<markdown call>'s argument holds a caught error (`exc`, `error`,
+    `problem`) outside one of the escapes: Triton's and a model's words rendered as markdown."""
+    tree = ast.parse(source)
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    found = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and isinstance(node.func.value, ast.Name) and node.func.value.id == "st"
+                and node.func.attr in MARKDOWN_CALLS):
+            continue
+        for name in (n for arg in node.args for n in ast.walk(arg)):
+            if not (isinstance(name, ast.Name) and name.id in ERROR_NAMES):
+                continue
+            up = parents.get(name)
+            while up is not None and up is not node:
+                called = getattr(up, "func", None)
+                if isinstance(up, ast.Call) and getattr(called, "id", getattr(called, "attr", "")) in ESCAPES:
+                    break
+                up = parents.get(up)
+            else:
+                found.append(name.lineno)
+    return found
+
+
+def test_no_page_renders_an_errors_words_as_markdown() -> None:
+    pages = Path(__file__).resolve().parents[2] / "pages"
+    raw = {f"{path.relative_to(pages)}:{line}" for path in pages.rglob("*.py")
+           for line in raw_error_words(path.read_text())}
+    assert not raw, f"wrap the error in outside_text.defused(...): {sorted(raw)}"
+
+
+def test_the_guard_finds_a_planted_raw_error() -> None:
+    assert raw_error_words('st.error(f"failed: {exc}")\n') == [1]
+    assert raw_error_words('st.caption(str(problem))\n') == [1]
+    assert raw_error_words('st.error(f"failed: {defused(str(exc))}")\n') == []
+    assert raw_error_words('st.error(outside_text.defused(str(exc)))\n') == []
