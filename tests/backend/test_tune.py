@@ -20,6 +20,7 @@ from streamlit.testing.v1 import AppTest
 
 from geadmin import audit
 from geadmin.access import guard
+from geadmin.ops.tune import search
 from geadmin.ops.tune.results import list_runs
 from geadmin.ops.tune.search import SearchOutcome, TrialRunner, TuneSettings, ensemble_floor, tune, unstable
 from geadmin.ops.tune.space import Candidate
@@ -152,6 +153,10 @@ def test_the_tune_page_runs_shows_every_trial_and_applies_the_winner(
     isolate(monkeypatch, tmp_path)
     monkeypatch.setenv("GEADMIN_TRITON_URL", server.url)
     monkeypatch.setenv("GEADMIN_REPOSITORY", str(server.process.repository))
+    # What this test checks is the page (trials shown, the winner applied), not how stable a
+    # measurement is: in two clean-clone runs of `make test` (four workers on two cores) every
+    # trial ended "no stable measurement" at perf_analyzer's 15% gate, while alone it passes.
+    monkeypatch.setattr(search, "THROUGHPUT_STABILITY_PERCENTAGE", 50.0)
     at = AppTest.from_file(APP, default_timeout=300)
     at.switch_page("tune.py")
     run(at)
@@ -162,7 +167,7 @@ def test_the_tune_page_runs_shows_every_trial_and_applies_the_winner(
     next(b for b in at.button if b.label == "Tune").click()
     run(at)
     trials = at.dataframe[0].value
-    assert len(trials) >= 3 and trials["ok"].any(), trials
+    assert len(trials) >= 3 and trials["ok"].any(), trials[["phase", "error"]].to_dict("records")
     assert at.get("plotly_chart"), "no Pareto chart"
     diff = next(c.value for c in at.code if "(the winner)" in c.value)
     assert "+max_batch_size: " in diff
