@@ -15,6 +15,7 @@ from typing import TypeVar
 
 from geadmin import settings
 from geadmin.audit import Actor, Origin
+from geadmin.cli import terminal
 from geadmin.diagnose.impact import Impact, StateChange
 from geadmin.domain import Endpoint, Transport
 from geadmin.ops.models import reconcile
@@ -123,8 +124,9 @@ port_number = number_argument(int, "port number", settings.is_port, "a port is b
 def format_table(rows: Sequence[Sequence[object]], *, right: bool = False) -> str:
     """The CLI's one table layout: rows of cells (the header first) in columns two spaces
     apart, each as wide as its widest cell; text left-aligned with no trailing spaces, or
-    figures right-aligned (`right`)."""
-    cells = [[str(cell) for cell in row] for row in rows]
+    figures right-aligned (`right`). A cell is measured as the terminal shows it (escapes of
+    others' control characters included: geadmin.cli.terminal)."""
+    cells = [[terminal.visible(str(cell)) for cell in row] for row in rows]
     if not cells:
         return ""
     widths = [max(len(row[i]) for row in cells) for i in range(len(cells[0]))]

@@ -62,3 +62,9 @@ def test_streams_are_put_back_and_geadmins_own_control_passes() -> None:
     finally:
         sys.stdout = saved
     assert raw.getvalue() == "\x1b[H\x1b[2J\\x1b[31mx\n"
+
+
+def test_a_table_measures_a_cell_as_the_terminal_shows_it() -> None:
+    from geadmin.cli.common import format_table
+    table = format_table([["NAME", "STATE"], [f"m{RED}x", "READY"], ["other", "READY"]]).splitlines()
+    assert table[1] == "m\\x1b[31mx  READY" and table[2].index("READY") == table[1].index("READY")
