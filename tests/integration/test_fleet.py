@@ -40,13 +40,13 @@ from geadmin.fleet.rollout import Change, Control, RolloutResult, rollout
 from geadmin.fleet.status import poll
 from geadmin.fleet.versions import roll_version
 from geadmin.ops.infer.request import smoke_request
-from geadmin.stack.processes import free_ports, free_triton_ports
+from geadmin.stack.processes import free_ports
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.triton.client import TritonClient
 from geadmin.triton.servers import ServerSpec
 from tests.support.apptest import APP, button, isolate, run
 from tests.support.index_reads import BEFORE, counting
-from tests.support.processes import TEST_EXIT_TIMEOUT_S, wait_for
+from tests.support.processes import TEST_EXIT_TIMEOUT_S, triton_ports_free_on, wait_for
 from tests.support.prometheus import PrometheusServer
 from tests.support.stack import GEADMIN, geadmin, in_process
 
@@ -151,7 +151,7 @@ class Lab:
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     root = tmp_path_factory.mktemp("fleet")
     shared, own = make_repository(root / "shared", old=False), make_repository(root / "own", old=True)
-    ports = free_triton_ports("127.0.0.2")
+    ports = triton_ports_free_on(*HOSTS.values())
     servers = {}
     try:
         for name, host in HOSTS.items():

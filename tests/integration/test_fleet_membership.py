@@ -19,11 +19,10 @@ from streamlit.testing.v1 import AppTest
 
 from geadmin.fleet.discovery import discover, fleet_named
 from geadmin.fleet.probes import FleetProber
-from geadmin.stack.processes import free_triton_ports
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.triton.client import TritonClient
 from tests.support.apptest import APP, isolate, run
-from tests.support.processes import TEST_EXIT_TIMEOUT_S
+from tests.support.processes import TEST_EXIT_TIMEOUT_S, triton_ports_free_on
 from tests.support.prometheus import PrometheusServer
 from tests.support.replica_impostor import ReplicaImpostor, impostor
 from tests.support.samples import LOAD_MODEL, copy_samples
@@ -60,7 +59,7 @@ class Lab:
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     root = tmp_path_factory.mktemp("membership")
-    ports = free_triton_ports("127.0.0.2")  # free on .2 for the impostor, and (ephemeral) on .1
+    ports = triton_ports_free_on("127.0.0.2", "127.0.0.1")  # .2 for the impostor, .1 for Triton
     triton = TritonProcess(copy_samples(root / "repo"), ports=ports, models=[MODEL], admin_key=KEY,
                            log_path=root / "triton.log", exit_timeout_s=TEST_EXIT_TIMEOUT_S)
     triton.start()

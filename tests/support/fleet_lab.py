@@ -12,10 +12,9 @@ from pathlib import Path
 
 from geadmin.fleet.discovery import discover, fleet_named
 from geadmin.fleet.members import Member
-from geadmin.stack.processes import free_triton_ports
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.triton.client import TritonClient
-from tests.support.processes import TEST_EXIT_TIMEOUT_S
+from tests.support.processes import TEST_EXIT_TIMEOUT_S, triton_ports_free_on
 from tests.support.stack import exported
 
 MODEL = "echo"
@@ -83,7 +82,7 @@ def fleet_lab(root: Path, *, export: bool = False, homes: bool = False) -> Itera
     `servers_file` for the block, for `fleet_named("lab")` to find it (else set it yourself).
     `homes`: each [[server]] names its workspace, `root / "home-<name>"`."""
     shared, own = make_repository(root / "shared"), make_repository(root / "own")
-    ports = free_triton_ports("127.0.0.2")
+    ports = triton_ports_free_on(*HOSTS.values())
     servers: dict[str, TritonProcess] = {}
     try:
         for name, host in HOSTS.items():

@@ -11,6 +11,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
+from geadmin.domain import Ports
+from geadmin.errors import PortInUseError
+from geadmin.stack.processes import ensure_ports_free, free_triton_ports
 from geadmin.stack.tritonserver import TritonProcess
 
 # Test servers' --exit-timeout-secs: how long Triton's shutdown waits for models to unload and
@@ -133,3 +136,19 @@ def killed_mid_run(home: Path, where: str, *, then: Callable[[], None] = lambda:
     finally:
         process.kill()
         process.wait(KILLED_RUN_WAIT_S)
+
+
+def triton_ports_free_on(*hosts: str, attempts: int = 50) -> Ports:
+    """Triton's three ports, free on every one of `hosts` (replicas on 127.0.0.1, .2 and .3 share
+    their ports): picked on the first, checked on the rest. A pick on .2 alone once gave a port a
+    server of an earlier module held on .1 (a `make test` run: "port 30226 (Triton metrics) on
+    127.0.0.1 is already in use")."""
+    for _ in range(attempts):
+        ports = free_triton_ports(hosts[0])
+        try:
+            for host in hosts[1:]:
+                ensure_ports_free(host, ports)
+        except PortInUseError:
+            continue
+        return ports
+    raise AssertionError(f"no three ports free on all of {hosts} in {attempts} picks")
