@@ -1,5 +1,5 @@
 """What a failed file operation asks of the operator, from its errno and the free space
-measured: "the filesystem of /var/lib/geadmin is full (0 B free): free space there" rather
+measured: "the filesystem of /var/lib/geadmin is full (0 KiB free): free space there" rather
 than "check that the directory is writable" when the disk is full.
 
 A full disk does not always say ENOSPC: SQLite says "disk I/O error" when it cannot grow its
