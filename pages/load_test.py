@@ -91,10 +91,11 @@ def render() -> None:
         interval = int(interval_col.number_input("Window (ms)", min_value=100, value=5000, step=500,
                                                  key=keys.LOAD_TEST_INTERVAL,
                                                  help="perf_analyzer's measurement interval"))
-        stability = float(stable_col.number_input("Stability (%)", min_value=1, max_value=100, value=10,
+        stability = float(stable_col.number_input("Stability (%)", min_value=0, max_value=100, value=10,
                                                   key=keys.LOAD_TEST_STABILITY,
                                                   help="how far 3 windows in a row may differ to count "
-                                                  "as stable; raise it on a busy machine"))
+                                                  "as stable; raise it on a busy machine. 0: no gate, "
+                                                  "the first three windows as measured, noise and all"))
         label_col, tensors_col, threads_col = st.columns([3, 2, 1])
         label = label_col.text_input("Label", key=keys.LOAD_TEST_LABEL,
                                      placeholder="e.g. dynamic batching on")

@@ -89,7 +89,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         help="count_windows: requests per window (default 50)")
     parser.add_argument("--stability-percentage", type=float, default=10.0, metavar="PCT",
                         help="how far 3 windows in a row may differ to count as stable (default 10; "
-                             "1000000: no gate, the first 3 windows count)")
+                             "0: no gate, the first 3 windows count, noise and all)")
     parser.add_argument("--max-trials", type=int, default=10, metavar="N",
                         help="windows per point before perf_analyzer gives up on stability (default 10)")
     parser.add_argument("--max-threads", type=int, default=None, metavar="N",

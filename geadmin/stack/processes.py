@@ -3,11 +3,13 @@ geadmin.binaries)."""
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import errno
 import os
 import random
 import socket
+import threading
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -35,28 +37,43 @@ def pick_range() -> tuple[int, int]:
     return raw if raw else DEFAULT_PICK_RANGE
 
 
+# Ports this process handed out lately, bound or not yet: a pick is free only to bind(), so two
+# servers picked before either starts (a fleet of two) could otherwise get the same port (a
+# `make test` run: "port 27730 (Triton metrics) on 127.0.0.1 is already in use").
+RECENT_PICKS_KEPT = 64
+_recent_picks: collections.deque[int] = collections.deque(maxlen=RECENT_PICKS_KEPT)
+_picks_lock = threading.Lock()
+
+
 def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
     """`count` distinct free ports: all held open while picking, so none is handed out twice;
-    random in `pick_range()`, else (that range full) any the kernel gives."""
+    random in `pick_range()`, none handed out lately while the range has others; else (that
+    range full) any the kernel gives."""
     low, high = pick_range()
-    chooser = random.SystemRandom()
-    with contextlib.ExitStack() as stack:
+    with _picks_lock, contextlib.ExitStack() as stack:
         ports: list[int] = []
         for _ in range(count):
             sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
-            for _attempt in range(PICK_ATTEMPTS):
-                port = chooser.randint(low, high)
-                if port in ports:
-                    continue
-                try:
-                    sock.bind((host, port))
-                    break
-                except OSError:
-                    continue
-            else:
+            if not _bind_in_range(sock, host, low, high, avoid={*ports, *_recent_picks}) and \
+                    not _bind_in_range(sock, host, low, high, avoid=set(ports)):
                 sock.bind((host, 0))
             ports.append(int(sock.getsockname()[1]))
+        _recent_picks.extend(ports)
         return ports
+
+
+def _bind_in_range(sock: socket.socket, host: str, low: int, high: int, avoid: set[int]) -> bool:
+    chooser = random.SystemRandom()
+    for _attempt in range(PICK_ATTEMPTS):
+        port = chooser.randint(low, high)
+        if port in avoid:
+            continue
+        try:
+            sock.bind((host, port))
+            return True
+        except OSError:
+            continue
+    return False
 
 
 def ensure_port_free(host: str, port: int, what: str, flag: str) -> None:

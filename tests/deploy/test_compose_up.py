@@ -34,7 +34,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from geadmin.stack.compose import ComposeDriver
-from geadmin.stack.processes import free_ports
+from geadmin.stack.processes import free_ports, pick_range
 from geadmin.stack.workspace import SAMPLE_REPOSITORY
 from tests.support.deploy import ROOT, TEST_BASE_IMAGE
 
@@ -47,7 +47,11 @@ SAMPLES = {"digits_classifier", "digits_pipeline", "digits_postprocess", "digits
            "text_normalize"}
 NPU_MODEL = "npu_resnet"
 HEALTHY_TIMEOUT_S = 240
-REPLICAS = 3  # `--scale triton=3`: each triton port is published as a range of this many
+REPLICAS = 3  # `--scale triton=3`
+# Each triton port is published as a range with room to spare: Docker hands a range's ports out
+# in turn and the restart test moves the one replica on, so a range of exactly 3 once left the
+# third replica "all ports are allocated" (a `make test` run).
+PUBLISHED_RANGE = 2 * REPLICAS
 HEALTHY = {"triton": "healthy", "dashboard": "healthy", "sampler": "healthy"}
 T = TypeVar("T")
 
@@ -75,19 +79,28 @@ def wait_for(what: str, probe: Callable[[], T | None], timeout_s: float,
     raise AssertionError(f"timed out after {timeout_s:.0f}s waiting for {what}\n{diagnose()}")
 
 
-def free_run(count: int) -> int:
-    """The first of `count` consecutive free ports (triton publishes a range per container port,
-    so `--scale triton=3` gives each replica its own host port)."""
-    for _ in range(200):
-        first = free_ports(1)[0]
-        with contextlib.ExitStack() as held:
-            try:
-                for port in range(first, first + count):
-                    held.enter_context(socket.socket()).bind(("127.0.0.1", port))
-            except OSError:
+def free_runs(runs: int, count: int) -> list[int]:
+    """The first ports of `runs` runs of `count` consecutive free ports, all in this worker's pick
+    range and none overlapping (triton publishes a range per container port, so `--scale
+    triton=3` gives each replica its own): every run is held until all are picked."""
+    high = pick_range()[1]
+    firsts: list[int] = []
+    with contextlib.ExitStack() as held:
+        for _ in range(200):
+            first = free_ports(1)[0]
+            if first + count - 1 > high:
                 continue
-            return first
-    raise AssertionError(f"no {count} consecutive free ports")
+            with contextlib.ExitStack() as run_held:
+                try:
+                    for port in range(first, first + count):
+                        run_held.enter_context(socket.socket()).bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+                held.enter_context(run_held.pop_all())
+            firsts.append(first)
+            if len(firsts) == runs:
+                return firsts
+    raise AssertionError(f"no {runs} runs of {count} consecutive free ports")
 
 
 def build_command() -> tuple[list[str], dict[str, str]]:
@@ -248,15 +261,16 @@ def stack(docker_engine: None) -> Iterator[Stack]:
     for path in [repository, *repository.rglob("*")]:
         os.chown(path, 1000, 1000)  # the dashboard edits the repository as uid 1000
     project = f"geadmintest{uuid.uuid4().hex[:10]}"
-    ranges = {name: free_run(REPLICAS) for name in ("TRITON_HTTP_PORT", "TRITON_GRPC_PORT",
-                                                     "TRITON_METRICS_PORT")}
-    ports = {**ranges, "DASHBOARD_PORT": free_ports(1)[0]}
+    *triton_firsts, dashboard_port = free_runs(4, PUBLISHED_RANGE)  # the dashboard's: apart from them
+    ranges = dict(zip(("TRITON_HTTP_PORT", "TRITON_GRPC_PORT", "TRITON_METRICS_PORT"), triton_firsts,
+                      strict=True))
+    ports = {**ranges, "DASHBOARD_PORT": dashboard_port}
     key = secrets.token_urlsafe(24)
     env_file = workdir / "env"
     settings = {"TRITON_ADMIN_KEY": key, "COMPOSE_PROJECT_NAME": project, "MODEL_REPOSITORY": str(repository),
                 "GEADMIN_IMAGE_REPO": IMAGE_REPO, "GEADMIN_IMAGE_TAG": IMAGE_TAG,
                 "BASE_IMAGE": TEST_BASE_IMAGE, "PUBLISH_ADDRESS": "127.0.0.1", "TRITON_SHM_SIZE": "256m",
-                **{name: f"{port}-{port + REPLICAS - 1}" for name, port in ranges.items()},
+                **{name: f"{port}-{port + PUBLISHED_RANGE - 1}" for name, port in ranges.items()},
                 "DASHBOARD_PORT": str(ports["DASHBOARD_PORT"]), "GEADMIN_PROBE_INTERVAL_S": "5"}
     env_file.write_text("".join(f"{name}={value}\n" for name, value in settings.items()))
     result = Stack(project, key, ports, repository, env_file, timings)

@@ -135,7 +135,9 @@ def test_a_captured_arrival_pattern_is_replayed_by_perf_analyzer_at_the_recorded
     triton = triton_factory(repository, models=["echo"])
     home = tmp_path / "home"
     home.mkdir()
-    store(Objective("echo", p99_ms=500.0, error_budget=0.01), "test", home=home)
+    # An objective a 2 ms model holds with room for the host's stalls (a busy clean-clone run once
+    # measured a 635 ms p99 at 30 req/s): what is checked is the replay, not the latency
+    store(Objective("echo", p99_ms=5000.0, error_budget=0.01), "test", home=home)
     record_rates(home, triton.metrics_url, "echo", [20.0, 30.0, 24.0], start_s=time.time() - 600)
     record_capture(home=home, server=triton.http_url, model="echo", window_start_s=time.time() - 300,
                    window_end_s=time.time() - 290, intervals_us=[10_000, 90_000] * 40)

@@ -84,7 +84,9 @@ def test_a_small_load_test_runs_is_charted_and_saved(triton_server: TritonProces
     at.radio(key="load_test.tensors").set_value(tensors)
     at.text_input(key="load_test.loads").set_value("1,2")
     at.number_input(key="load_test.measurement_interval_ms").set_value(500)
-    at.number_input(key="load_test.stability_percentage").set_value(50)  # short windows on a busy machine
+    # No gate: what is checked is the run, its chart and its record; a 50 % gate on 500 ms windows
+    # found nothing stable on a busy clean-clone run
+    at.number_input(key="load_test.stability_percentage").set_value(0)
     at.text_input(key="load_test.label").set_value("from the page")
     at.button(key="load_test.run").click()
     run(at)
@@ -196,7 +198,7 @@ def test_the_playgrounds_last_request_is_the_load_tests_input(
     assert at.number_input(key="load_test.batch_size").disabled  # the request keeps its batch of 3
     at.text_input(key="load_test.loads").set_value("1")
     at.number_input(key="load_test.measurement_interval_ms").set_value(500)
-    at.number_input(key="load_test.stability_percentage").set_value(50)
+    at.number_input(key="load_test.stability_percentage").set_value(0)
     at.button(key="load_test.run").click()
     until_finished(at)
     assert not at.error, [e.value for e in at.error]

@@ -303,8 +303,11 @@ def test_no_stability_gate_is_a_flag_the_real_perf_analyzer_parses(tmp_path: Pat
     assert argv[argv.index("--stability-percentage") + 1] == "1e+06"
     with pytest.raises(TritonUnreachableError, match=r"no Triton answers at 127.0.0.1:1 over http"):
         run_perf_analyzer(settings, auth=admin_auth())
-    with pytest.raises(BenchSettingsError, match=r"stability percentage must be from 1 to 1e\+06"):
+    with pytest.raises(BenchSettingsError, match=r"stability percentage must be from 0 to 1e\+06"):
         BenchSettings("m", "http://127.0.0.1:1", stability_percentage=2e6)
+    no_gate = BenchSettings("m", "http://127.0.0.1:1", stability_percentage=0)  # the page's and CLI's "off"
+    argv = perf_argv(no_gate, Path("pa"), (1,), input_path=None, csv_path=tmp_path / "r.csv", batch_size=1)
+    assert argv[argv.index("--stability-percentage") + 1] == "1e+06"
 
 
 @pytest.fixture

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import collections
+import dataclasses
 import socket
 from pathlib import Path
 
@@ -7,6 +9,7 @@ import pytest
 
 from geadmin.domain import Ports
 from geadmin.errors import ConfigError, PortInUseError, PythonStubMissingError, TritonBinaryNotFoundError
+from geadmin.stack import processes
 from geadmin.stack.processes import free_ports, free_triton_ports
 from geadmin.stack.tritonserver import (
     TritonProcess,
@@ -88,6 +91,19 @@ def test_free_ports_are_distinct() -> None:
         assert len(set(ports)) == 4
         triple = free_triton_ports()
         assert len({triple.http, triple.grpc, triple.metrics}) == 3
+
+
+def test_servers_picked_before_either_starts_never_share_a_port(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A fleet lab picks two servers' ports, then starts them: the second pick cannot see the
+    # first's unbound ports, so in a range of 8 two unremembered picks of 3 overlap 82 % of the time.
+    low = processes.pick_range()[0]
+    monkeypatch.setenv("GEADMIN_FREE_PORT_RANGE", f"{low}-{low + 7}")
+    for _ in range(20):  # each a fresh process's first two picks
+        monkeypatch.setattr(processes, "_recent_picks", collections.deque(maxlen=processes.RECENT_PICKS_KEPT))
+        first, second = (dataclasses.astuple(free_triton_ports()) for _ in range(2))
+        assert not set(first) & set(second), (first, second)
+    picked = [p for _ in range(10) for p in free_ports(3)]  # the range is never left for recents
+    assert all(low <= p <= low + 7 for p in picked), picked
 
 
 def test_free_ports_come_from_the_pick_range_never_the_kernels_ephemeral_ones(

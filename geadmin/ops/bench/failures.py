@@ -111,8 +111,8 @@ FAILURES: dict[BenchFailure, tuple[type[GeAdminError], str]] = {
                              "data ({detail}) — check the inputs against the model's metadata "
                              "(`geadmin infer {model}` sends the same request)"),
     BenchFailure.UNSTABLE: (UnstableMeasurementError, "load test of {model}: no stable measurement "
-                       "({detail}) — raise the measurement interval (now {interval_ms} ms) or the "
-                       "trials, or run on a quieter machine"),
+                       "({detail}) — raise the measurement interval (now {interval_ms} ms), the "
+                       "trials or the stability percentage (0: no gate), or run on a quieter machine"),
     BenchFailure.SHARED_MEMORY: (SharedMemoryUnreachableError, "load test of {model}: Triton at {address} "
                             "cannot open perf_analyzer's shared memory ({detail}) — system shared "
                             "memory needs both on one host sharing /dev/shm (not in containers of "

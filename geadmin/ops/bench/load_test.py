@@ -45,10 +45,10 @@ from geadmin.errors import InferInputError, PerfAnalyzerError
 from geadmin.ops.bench.failures import BINARY
 from geadmin.ops.bench.intervals import load_flag
 from geadmin.ops.bench.invocation import Invocation
+from geadmin.ops.bench.params import NO_STABILITY_GATE, server_lock
 from geadmin.ops.bench.params import SHARED_MEMORY as SHARED_MEMORY  # re-exported: callers' one import
 from geadmin.ops.bench.params import BenchSettings as BenchSettings
 from geadmin.ops.bench.params import parse_loads as parse_loads
-from geadmin.ops.bench.params import server_lock
 from geadmin.ops.bench.results import BenchPoint, BenchRun, audit_run, describe_load, save_run
 from geadmin.ops.infer.inputs import DEFAULT_SEED, RANDOM, InputSource
 from geadmin.ops.infer.request import InferRequest, build_request, prepare
@@ -167,7 +167,7 @@ def perf_argv(settings: BenchSettings, binary: Path, loads: Sequence[float], *,
             *load_flag(settings, span),
             "--measurement-interval", str(settings.measurement_interval_ms),
             "--measurement-mode", settings.measurement_mode,
-            "--stability-percentage", f"{settings.stability_percentage:g}",
+            "--stability-percentage", f"{settings.stability_percentage or NO_STABILITY_GATE:g}",
             "--max-trials", str(settings.max_trials),
             "-b", str(batch_size), "-f", str(csv_path), "--verbose-csv"]
     if settings.measurement_mode == "count_windows":
