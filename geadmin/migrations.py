@@ -241,4 +241,10 @@ MIGRATIONS: tuple[Migration, ...] = (
         # points it measured and says why it stopped ('' for a whole run).
         "ALTER TABLE perf_runs ADD COLUMN cut_short TEXT NOT NULL DEFAULT ''",
     )),
+    Migration("npu fault counters", (
+        # geadmin.telemetry.history.faults: a counted fault (npu_ge's counters since Triton
+        # started) is present while its count rises: the count last read, and when it last rose.
+        "ALTER TABLE npu_faults ADD COLUMN count REAL",
+        "ALTER TABLE npu_faults ADD COLUMN last_rose REAL",
+    )),
 )

@@ -21,6 +21,7 @@ from geadmin.telemetry.sources.npu_faults import (
     ChipFault,
     FaultReading,
     faults_from_exporter,
+    faults_from_triton,
 )
 from geadmin.telemetry.sources.scrape import parse
 
@@ -134,3 +135,45 @@ def test_details_are_clipped(tmp_path: Path) -> None:
     long = ChipFault(0, 1, SOURCE_EXPORTER, "", None, "x" * 100_000)
     (record,) = record_reading(FaultReading((long,), (SOURCE_EXPORTER,)), home=tmp_path, now_s=1.0)
     assert len(record.fault.detail) == history.MAX_DETAIL
+
+
+def npu_ge_reading(failed_executes: float) -> FaultReading:
+    """Triton's page with npu_ge's counter of failed executes on device 0 (ACL 507015)."""
+    page = parse("# TYPE npu_ge_device_errors_total counter\n"
+                 f'npu_ge_device_errors_total{{device="0",code="507015"}} {failed_executes}\n')
+    return FaultReading(tuple(faults_from_triton(page)), (SOURCE_NPU_GE,), (), "")
+
+
+def test_npu_ge_counts_are_present_while_they_rise_and_cleared_once_quiet(tmp_path: Path) -> None:
+    """npu_ge counts since Triton started: a chip drained or reset after its errors still shows
+    the old count, and used to stay ACTION until Triton restarted."""
+    quiet = history.COUNTER_QUIET_S
+    (first,) = record_reading(npu_ge_reading(1), home=tmp_path, now_s=1000.0)
+    assert first.present
+    assert first.fault.detail == "1 failed executes with ACL error 507015 since Triton started"
+    (same,) = record_reading(npu_ge_reading(1), home=tmp_path, now_s=1000.0 + quiet - 1)
+    assert same.present and same.last_seen_s == 1000.0  # last seen: when the count last changed
+    (cleared,) = record_reading(npu_ge_reading(1), home=tmp_path, now_s=1000.0 + quiet)
+    assert (cleared.present, cleared.first_seen_s, cleared.last_seen_s) == (False, 1000.0, 1000.0)
+    assert fault_records(home=tmp_path, present_only=True) == []
+    (still,) = record_reading(npu_ge_reading(1), home=tmp_path, now_s=1000.0 + 3 * quiet)
+    assert not still.present
+    (again,) = record_reading(npu_ge_reading(4), home=tmp_path, now_s=5000.0)  # it failed again
+    assert (again.present, again.first_seen_s, again.last_seen_s) == (True, 5000.0, 5000.0)
+    assert again.fault.count == 4
+    # Triton restarted and counted anew: a lower count is new failures, not a quiet chip
+    (restarted,) = record_reading(npu_ge_reading(2), home=tmp_path, now_s=5000.0 + quiet)
+    assert restarted.present and restarted.last_seen_s == 5000.0 + quiet
+
+
+def test_a_fault_that_says_it_is_there_now_never_clears_by_quiet(tmp_path: Path) -> None:
+    reading = exporter_reading("exporter_one_code_synth.txt", "n7")
+    record_reading(reading, home=tmp_path, now_s=100.0)
+    (later,) = record_reading(reading, home=tmp_path, now_s=100.0 + 10 * history.COUNTER_QUIET_S)
+    assert later.present and later.last_seen_s == 100.0 + 10 * history.COUNTER_QUIET_S
+
+
+def test_counts_of_one_chip_from_two_servers_of_a_node_add_up(tmp_path: Path) -> None:
+    one, two = npu_ge_reading(3).faults[0], npu_ge_reading(2).faults[0]
+    (record,) = record_reading(FaultReading((one, two), (SOURCE_NPU_GE,), (), ""), home=tmp_path, now_s=1.0)
+    assert record.fault.count == 5

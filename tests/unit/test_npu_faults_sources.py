@@ -36,6 +36,7 @@ from tests.support.http_doubles import closed_port, serve
 
 ASSETS = Path(__file__).parent / "assets"
 FAULTS = ASSETS / "npu-faults"
+REFERENCE = ASSETS / "npu-smi"  # copies of shared/reference/ascend/npu-smi
 
 
 def page(name: str):  # type: ignore[no-untyped-def]
@@ -101,7 +102,9 @@ def test_npu_ge_device_errors_and_lost_devices() -> None:
     notes: list[str] = []
     faults = faults_from_triton(page("triton_npu_ge_device_errors_synth.txt"), node="n1", notes=notes)
     assert shown(faults) == [(1, "ACL 507054", None), (1, "none", False)]
-    assert faults[0].source == SOURCE_NPU_GE and faults[0].detail == "3 failed executes with ACL error 507054"
+    assert faults[0].source == SOURCE_NPU_GE and faults[0].count == 3
+    assert faults[0].detail == "3 failed executes with ACL error 507054 since Triton started"
+    assert faults[1].count is None  # a lost device: there while its broken instance is
     assert "pair_0_1 of pair" in faults[1].detail  # the lost instance, its device from instance_device
     assert any("'not-a-code'" in n for n in notes) and any("'gone_0_0'" in n for n in notes)
 
@@ -122,17 +125,38 @@ def test_the_info_table_health_column_makes_faults_without_codes() -> None:
     assert faults[0].detail == "Health Alarm"
 
 
+TABLE_910B = "npu-smi_info_910b_alarm_synth.txt"
+
+
 def test_health_output_gives_hex_codes_for_the_chips_its_command_lines_name() -> None:
-    faults = faults_from_npu_smi(smi("npu-smi_health_session_synth.txt"), node="node-7")
+    text = smi(TABLE_910B) + "\n" + smi("npu-smi_health_session_synth.txt")
+    faults = [f for f in faults_from_npu_smi(text, node="node-7") if f.code is not None]
     assert shown(faults) == [(3, "0x80E18005", False), (5, "0x80E21007", False), (5, "0x8F00ABCD", False)]
     assert "HBMC Ca Parity Error" in faults[0].detail and faults[0].node == "node-7"
 
 
 def test_health_output_with_npu_id_lines_and_a_bad_code_noted() -> None:
     notes: list[str] = []
-    faults = faults_from_npu_smi(smi("npu-smi_health_ids_synth.txt"), notes=notes)
-    assert shown(faults) == [(1, "0x80E21007", True)]  # Warning: a chip that still serves
+    faults = faults_from_npu_smi(smi(TABLE_910B) + "\n" + smi("npu-smi_health_ids_synth.txt"), notes=notes)
+    assert (1, "0x80E21007", True) in shown(faults)  # Warning: a chip that still serves
     assert any("'zz-not-hex'" in n for n in notes)
+
+
+def test_health_blocks_without_the_table_name_no_device_rather_than_a_guessed_one() -> None:
+    """Only the `npu-smi info` table says which device a chip is: a capture of the second chip of
+    a card (or of chip 0 of a 310P Duo's NPU 1, device 0) was mapped by NPU ID or position, and
+    `npu remedy --apply` would have drained a healthy chip."""
+    second_chip = "# npu-smi info -t health -i 0 -c 1\nHealth Status : Critical\nError Code : 80E18402\n"
+    with pytest.raises(NpuSmiParseError, match=r"NPU 0 chip 1 but no `npu-smi info` table.*save both"):
+        faults_from_npu_smi(second_chip)
+    with pytest.raises(NpuSmiParseError, match="no `npu-smi info` table"):
+        faults_from_npu_smi(smi("npu-smi_health_session_synth.txt"))
+    duo = (REFERENCE / "npu-smi_info_310p_duo_synth.txt").read_text()
+    (fault,) = faults_from_npu_smi(duo + "\n" + "# npu-smi info -t health -i 1 -c 0\n"
+                                   "Health Status : Critical\nError Code : 80E18402\n")
+    assert (fault.chip, fault.code_hex) == (0, "0x80E18402")  # NPU 1 chip 0 is device 0
+    with pytest.raises(NpuSmiParseError, match=r"NPU 4 chip 0 .* not in this capture's `npu-smi info` table"):
+        faults_from_npu_smi(duo + "\n# npu-smi info -t health -i 4 -c 0\nHealth Status : Alarm\n")
 
 
 def test_the_table_and_health_blocks_together_map_codes_to_the_tables_chips() -> None:
@@ -229,10 +253,11 @@ def test_a_default_triton_that_does_not_answer_is_only_a_note() -> None:
 
 
 def test_an_npu_smi_file_replaces_the_binary_and_a_bad_one_raises(tmp_path: Path) -> None:
-    saved = FAULTS / "npu-smi_health_session_synth.txt"
+    saved = tmp_path / "ticket.txt"
+    saved.write_text(smi(TABLE_910B) + "\n" + smi("npu-smi_health_session_synth.txt"))
     reading = read_faults(NpuSources(), npu_smi_file=str(saved),
                           which=lambda name: pytest.fail("ran npu-smi"))
-    assert reading.read == (SOURCE_NPU_SMI,) and len(reading.faults) == 3
+    assert reading.read == (SOURCE_NPU_SMI,) and len([f for f in reading.faults if f.code is not None]) == 3
     with pytest.raises(NpuSmiError, match="cannot read the npu-smi file"):
         read_faults(NpuSources(), npu_smi_file=str(tmp_path / "missing.txt"), which=lambda name: None)
     garbage = tmp_path / "garbage.txt"

@@ -4,7 +4,11 @@
 (geadmin/migrations.py):
 
 1. every fault of the reading is upserted: last seen now, present again; one that had
-   cleared and comes back starts a new occurrence (first seen now);
+   cleared and comes back starts a new occurrence (first seen now). A counted fault (npu_ge's
+   counters, which count since Triton started and never fall back while it runs) is seen only
+   when its count changed since the last read (rose, or fell with a restart that counted anew);
+   one that stayed the same for COUNTER_QUIET_S is cleared: its chip failed nothing lately
+   (drained, reset, or reloaded away from), though Triton still reports the old count;
 2. a fault of a source the reading DID read (`FaultReading.read`) that it no longer reports
    is marked cleared (present = 0, last seen kept: the last time it was reported) — on the
    reading's node only; a source that was not read (down, not configured) leaves its faults
@@ -21,7 +25,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +37,7 @@ MAX_RECORDED = 1024  # faults of one reading
 MAX_ROWS = 20_000  # rows in the table
 KEEP_CLEARED_S = 7 * 24 * 3600.0
 MAX_DETAIL = 2000
+COUNTER_QUIET_S = 600.0  # a counted fault whose count has not changed for this long is cleared
 KEY = "node = ? AND chip = ? AND IFNULL(code, -1) = IFNULL(?, -1) AND source = ?"
 
 
@@ -84,10 +89,15 @@ def fault_records(*, home: Path | None, since_s: float | None = None, node: str 
 
 
 def _unique(faults: Iterable[ChipFault]) -> list[ChipFault]:
-    """One fault per (node, chip, code, source), the last one read winning, in reading order."""
+    """One fault per (node, chip, code, source), the last one read winning, in reading order;
+    counts add up (two servers of a node counting failures on one chip)."""
     found: dict[tuple[str, int, int | None, str], ChipFault] = {}
     for fault in faults:
-        found[(fault.node, fault.chip, fault.code, fault.source)] = fault
+        key = (fault.node, fault.chip, fault.code, fault.source)
+        before = found.get(key)
+        if before is not None and before.count is not None and fault.count is not None:
+            fault = replace(fault, count=before.count + fault.count)
+        found[key] = fault
     return list(found.values())
 
 
@@ -95,15 +105,21 @@ def _upsert(conn: sqlite3.Connection, fault: ChipFault, now_s: float) -> int:
     key = (fault.node, fault.chip, fault.code, fault.source)
     healthy = None if fault.healthy is None else int(fault.healthy)
     detail = fault.detail[:MAX_DETAIL]
-    row = conn.execute(f"SELECT id FROM npu_faults WHERE {KEY}", key).fetchone()
-    if row is None:
+    row = conn.execute(f"SELECT id, count, last_rose FROM npu_faults WHERE {KEY}", key).fetchone()
+    if row is None:  # a count seen for the first time: when it rose is unknown, so it is present
         cursor = conn.execute(
             "INSERT INTO npu_faults (node, chip, code, source, healthy, detail, first_seen, last_seen, "
-            "present) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1)", (*key, healthy, detail, now_s, now_s))
+            "present, count, last_rose) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)",
+            (*key, healthy, detail, now_s, now_s, fault.count, now_s))
         return int(cursor.lastrowid or 0)
-    conn.execute("UPDATE npu_faults SET healthy = ?, detail = ?, last_seen = ?, "
+    if fault.count is not None and row["count"] is not None and fault.count == row["count"]:
+        quiet = now_s - (row["last_rose"] if row["last_rose"] is not None else now_s) >= COUNTER_QUIET_S
+        conn.execute("UPDATE npu_faults SET healthy = ?, detail = ?, present = present AND ? WHERE id = ?",
+                     (healthy, detail, int(not quiet), row["id"]))
+        return int(row["id"])
+    conn.execute("UPDATE npu_faults SET healthy = ?, detail = ?, last_seen = ?, count = ?, last_rose = ?, "
                  "first_seen = CASE WHEN present = 0 THEN ? ELSE first_seen END, present = 1 WHERE id = ?",
-                 (healthy, detail, now_s, now_s, row["id"]))
+                 (healthy, detail, now_s, fault.count, now_s, now_s, row["id"]))
     return int(row["id"])
 
 
@@ -128,5 +144,6 @@ def _records(conn: sqlite3.Connection, ids: list[int]) -> list[FaultRecord]:
 
 def _record(row: Any) -> FaultRecord:
     healthy = None if row["healthy"] is None else bool(row["healthy"])
-    fault = ChipFault(row["chip"], row["code"], row["source"], row["node"], healthy, row["detail"])
+    fault = ChipFault(row["chip"], row["code"], row["source"], row["node"], healthy, row["detail"],
+                      row["count"])
     return FaultRecord(fault, row["first_seen"], row["last_seen"], bool(row["present"]))

@@ -59,6 +59,9 @@ class ChipFault:
     node: str = ""  # the host ("" for this one); a fleet sets the member's node label
     healthy: bool | None = None  # the chip's health as the source says it (None: not said)
     detail: str = ""  # what the source said besides the code (npu_ge: the ACL error and count)
+    # npu_ge's counters count since Triton started, so a fault there is present while its count
+    # rises (geadmin.telemetry.history.faults); None: a source that says the fault is there now
+    count: float | None = None
 
     @property
     def code_hex(self) -> str:
@@ -198,7 +201,7 @@ def faults_from_triton(page: Scrape, node: str = "", *, notes: list[str] | None 
         key = (device, code)
         errors[key] = errors.get(key, 0.0) + sample.value
     faults = [ChipFault(device, code, SOURCE_NPU_GE, node, None,
-                        f"{_count(n)} failed executes with ACL error {code}")
+                        f"{_count(n)} failed executes with ACL error {code} since Triton started", n)
               for (device, code), n in sorted(errors.items())]
     faults += _lost_devices(page, node, said)
     said.close()
@@ -207,6 +210,8 @@ def faults_from_triton(page: Scrape, node: str = "", *, notes: list[str] | None 
 
 def _lost_devices(page: Scrape, node: str, said: FaultNotes) -> list[ChipFault]:
     held = _instance_devices(page)
+    # A lost device breaks its instance until the model is reloaded (npu_ge_instance_broken), and
+    # the instance's counter goes with it: present while the counter is there, not while it rises.
     lost: dict[tuple[int, int | None], list[str]] = {}
     for sample in page.find(DEVICE_LOST):
         if not math.isfinite(sample.value) or sample.value <= 0:

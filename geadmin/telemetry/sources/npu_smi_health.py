@@ -6,6 +6,9 @@
 in hex (one or several, separated by spaces or commas). The block does not say which chip it
 is about: a saved capture names it either with `NPU ID` / `Chip ID` lines or with the command
 line above the block (`npu-smi info -t health -i 0 -c 0`, as a terminal session shows it).
+Which device ACL and npu_ge call that chip only the `info` table says (its Device column, or
+its order), so a capture of health blocks needs the table beside them: without it, or naming a
+chip the table lacks, it is an `NpuSmiParseError`, never a guessed device.
 Health values (npu-smi's): OK, Warning (minor alarm), Alarm (major), Critical, UNKNOWN (the
 device is absent or not started).
 
@@ -51,15 +54,15 @@ def parse(text: str, notes: list[str] | None = None) -> list[ChipHealthReport]:
                                f"`npu-smi info -t health -i N -c M`): {quote(text)}")
     ids = {(d.npu_id, d.chip_id if d.chip_id is not None else 0): d.id for d in devices}
     reports: dict[int, ChipHealthReport] = {d.id: ChipHealthReport(d.id, d.health) for d in devices}
-    numbered = _device_ids([(b["npu_id"], b.get("chip_id", 0)) for b in blocks  # type: ignore[misc]
-                           if isinstance(b.get("npu_id"), int) and isinstance(b.get("chip_id", 0), int)])
     for block in blocks:
         npu_id, chip_id = block.get("npu_id"), block.get("chip_id", 0)
         if not isinstance(npu_id, int) or not isinstance(chip_id, int):
             raise NpuSmiParseError("this npu-smi `info -t health` output does not say which chip it is "
                                    "about: keep the command line (`npu-smi info -t health -i 0 -c 0`) or "
                                    f"`NPU ID` / `Chip ID` lines above each block: {quote(text)}")
-        device = ids.get((npu_id, chip_id), numbered[(npu_id, chip_id)])
+        device = ids.get((npu_id, chip_id))
+        if device is None:
+            raise NpuSmiParseError(_unmapped(npu_id, chip_id, bool(devices)))
         codes = _codes(str(block.get("errorcode", "")), device, notes)
         reports[device] = ChipHealthReport(device, text_value(block.get("healthstatus")) or
                                            (reports[device].health if device in reports else None),
@@ -155,13 +158,16 @@ def _codes(text: str, device: int, notes: list[str] | None) -> tuple[int, ...]:
     return tuple(found)
 
 
-def _device_ids(chips: list[tuple[int, int]]) -> dict[tuple[int, int], int]:
-    """(npu_id, chip_id) -> device id, by npu-smi's rule (geadmin.telemetry.sources.npu_smi):
-    one chip per NPU -> the NPU ID; several -> the chip's position in NPU, chip order."""
-    ordered = sorted(set(chips))
-    if len({npu for npu, _ in ordered}) == len(ordered):
-        return {chip: chip[0] for chip in ordered}
-    return {chip: index for index, chip in enumerate(ordered)}
+def _unmapped(npu_id: int, chip_id: int, has_table: bool) -> str:
+    """Why a health block's chip has no device id. Only the `npu-smi info` table says which device
+    ACL and npu_ge call NPU N chip M: a capture of some chips cannot count them (a 310P Duo's NPU 1
+    chip 0 is device 0), and a guess would drain and reset a healthy chip."""
+    if has_table:
+        return (f"NPU {npu_id} chip {chip_id} of an `npu-smi info -t health` block is not in this capture's "
+                "`npu-smi info` table: save the table and the health output of one host together")
+    return (f"this capture has `npu-smi info -t health` output for NPU {npu_id} chip {chip_id} but no "
+            "`npu-smi info` table, and only the table says which device ACL and npu_ge call it: save both "
+            "in one file (`{ npu-smi info; npu-smi info -t health -i N -c M; } > FILE`)")
 
 
 def _small_number(text: str) -> int | None:
