@@ -241,10 +241,13 @@ MIGRATIONS: tuple[Migration, ...] = (
         # points it measured and says why it stopped ('' for a whole run).
         "ALTER TABLE perf_runs ADD COLUMN cut_short TEXT NOT NULL DEFAULT ''",
     )),
-    Migration("npu fault counters", (
+    Migration("npu fault counters and per-chip losses", (
         # geadmin.telemetry.history.faults: a counted fault (npu_ge's counters since Triton
         # started) is present while its count rises: the count last read, and when it last rose.
         "ALTER TABLE npu_faults ADD COLUMN count REAL",
         "ALTER TABLE npu_faults ADD COLUMN last_rose REAL",
+        # geadmin.telemetry.history.fault_impact: the model's instances on the faulted chip (the
+        # per-chip figure; instances_lost is the model's loss over every faulted chip)
+        "ALTER TABLE npu_fault_loss ADD COLUMN instances_on_chip INTEGER NOT NULL DEFAULT 0",
     )),
 )

@@ -47,8 +47,8 @@ class Reports:
         return self.left.pop(0)
 
 
-RESNET_HALF = ModelHit("resnet", instances_total=2, instances_lost=1, ensembles=("pipeline",))
-BERT_ALL = ModelHit("bert", instances_total=1, instances_lost=1)
+RESNET_HALF = ModelHit("resnet", instances_total=2, instances_lost=1, ensembles=("pipeline",), on_chip=1)
+BERT_ALL = ModelHit("bert", instances_total=1, instances_lost=1, on_chip=1)
 
 
 def test_the_exporter_says_each_present_fault_and_what_each_model_lost(tmp_path: Path) -> None:
@@ -84,6 +84,21 @@ def test_a_model_with_no_healthy_instance_left_is_exported_as_all_lost(tmp_path:
     assert found[("geadmin_model_instances_lost", labels(server=SERVER, model="resnet", node=""))] == 2.0
     assert found[("geadmin_model_instances", labels(server=SERVER, model="resnet", node=""))] == 2.0
     assert found[("geadmin_npu_fault", labels(node="", npu="1", code="none", level="unknown"))] == 1.0
+
+
+def test_each_chip_says_what_it_took_and_the_model_what_it_lost_in_all(tmp_path: Path) -> None:
+    """One instance on chip 0, one on chip 1, two on chip 2; chips 0 and 1 faulted: each hit says
+    the model lost 2. The per-chip figure said 2 on each chip (4 of 4: summed, the model read as
+    DOWN)."""
+    def hit() -> ModelHit:
+        return ModelHit("m", instances_total=4, instances_lost=2, devices=(0, 1, 2), on_chip=1)
+    faulted = report(impact(0, HBM_ECC, FaultLevel.RESTART_NPU, hits=[hit()]),
+                     impact(1, HBM_ECC, FaultLevel.RESTART_NPU, hits=[hit()]))
+    FaultWatcher(SERVER, Reports(faulted), home=tmp_path, clock=lambda: 100.0).run()
+    found = scrape(tmp_path, 100.0)
+    per_chip = {dict(k[1])["npu"]: v for k, v in found.items() if k[0] == "geadmin_npu_fault_instances_lost"}
+    assert per_chip == {"0": 1.0, "1": 1.0}
+    assert found[("geadmin_model_instances_lost", labels(server=SERVER, model="m", node=""))] == 2.0
 
 
 def test_an_unknown_code_on_a_healthy_chip_is_shown_but_takes_no_instance(tmp_path: Path) -> None:

@@ -36,7 +36,7 @@ def snapshot_rows(report: FaultReport) -> tuple[list[FaultNow], list[ModelLoss]]
         if not impact.counts:
             continue
         losses.extend(ModelLoss(fault.node, fault.chip, fault.code_hex, level, hit.model, hit.instances_total,
-                                hit.instances_lost, hit.down) for hit in impact.hits)
+                                hit.instances_lost, hit.down, on_chip=hit.on_chip) for hit in impact.hits)
     return faults, losses
 
 

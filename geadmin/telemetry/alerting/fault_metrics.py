@@ -44,9 +44,8 @@ def fault_families(home: Path | None, now_s: float, fresh_s: float = FAULT_FRESH
         totals[model_key] = max(totals.get(model_key, 0), x.instances_total)
         taken = x.instances_total if x.down else x.instances_lost
         lost[model_key] = min(max(lost.get(model_key, 0), taken), totals[model_key])
-        if x.instances_lost > 0:
-            on_chip.add_metric([x.server, x.model, x.node, str(x.npu), x.code, x.level],
-                               float(x.instances_lost))
+        if x.on_chip > 0:
+            on_chip.add_metric([x.server, x.model, x.node, str(x.npu), x.code, x.level], float(x.on_chip))
     instances = GaugeMetricFamily("geadmin_model_instances", "Instances of a model on a node with a faulted "
                                   "NPU", labels=["server", "model", "node"])
     taken_family = GaugeMetricFamily("geadmin_model_instances_lost", "Instances of the model that NPU faults "

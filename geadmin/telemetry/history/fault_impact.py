@@ -41,10 +41,11 @@ class ModelLoss:
     level: str
     model: str
     instances_total: int
-    instances_lost: int
+    instances_lost: int  # on every faulted chip that counts (the model's loss, the same on each row)
     down: bool  # no healthy instance left
     server: str = ""
     seen_s: float = 0.0
+    on_chip: int = 0  # the model's instances on this chip: what this fault took
 
 
 def replace_server(server: str, faults: Sequence[FaultNow], losses: Sequence[ModelLoss], *, now_s: float,
@@ -59,9 +60,9 @@ def replace_server(server: str, faults: Sequence[FaultNow], losses: Sequence[Mod
             [(server, f.node, f.npu, f.code, f.level, int(f.counts), now_s) for f in faults])
         conn.executemany(
             "INSERT OR REPLACE INTO npu_fault_loss (server, node, npu, code, level, model, instances_total, "
-            "instances_lost, down, seen) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "instances_lost, down, seen, instances_on_chip) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [(server, x.node, x.npu, x.code, x.level, x.model, x.instances_total, x.instances_lost,
-              int(x.down), now_s) for x in losses])
+              int(x.down), now_s, x.on_chip) for x in losses])
 
 
 def faults_now(*, seen_after_s: float, home: Path | None = None) -> list[FaultNow]:
@@ -81,4 +82,5 @@ def losses_now(*, seen_after_s: float, home: Path | None = None) -> list[ModelLo
         rows = conn.execute("SELECT * FROM npu_fault_loss WHERE seen > ? ORDER BY server, node, model, npu",
                             (seen_after_s,)).fetchall()
     return [ModelLoss(r["node"], r["npu"], r["code"], r["level"], r["model"], r["instances_total"],
-                      r["instances_lost"], bool(r["down"]), r["server"], r["seen"]) for r in rows]
+                      r["instances_lost"], bool(r["down"]), r["server"], r["seen"], r["instances_on_chip"])
+            for r in rows]
