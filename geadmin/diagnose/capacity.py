@@ -190,10 +190,13 @@ def assess(model: str, objective: Objective | None, load: RecordedLoad | None, s
     saturates = ""
     forecast: SaturationForecast | None = None
     central, upper = forecast_peak(trend, peak.value or 0.0, horizon_days)
-    peak_ahead = Figure(central if peak.value is not None else None, "req/s",
-                        f"{FORECAST}: recorded peak + trend over {horizon_days:g} days "
-                        f"(upper {upper:.3g} req/s)" if trend else
-                        f"{RECORDED}: the recorded peak, no trend to carry over {horizon_days:g} days")
+    if trend is None:
+        ahead = f"{RECORDED}: the recorded peak, no trend to carry over {horizon_days:g} days"
+    elif trend.flat:  # as saturation_forecast reads it: no growth shown, the upper bound said
+        ahead = f"{RECORDED}: the recorded peak, the trend shows no growth (upper {upper:.3g} req/s)"
+    else:
+        ahead = f"{FORECAST}: recorded peak + trend over {horizon_days:g} days (upper {upper:.3g} req/s)"
+    peak_ahead = Figure(central if peak.value is not None else None, "req/s", ahead)
     if sat.value is not None and peak.value is not None:
         forecast = saturation_forecast(trend, peak.value, sat.value, horizon_days)
         saturates = forecast.describe()
@@ -257,6 +260,8 @@ def _short(headroom: float | None, forecast: SaturationForecast | None, min_head
            peak: Figure) -> str:
     if sat.value is not None and peak.value is not None and sat.value <= peak.value:
         return "saturated: the recorded peak is at or above the rate that holds the objective"
+    if sat.value == 0.0:  # measured, and no rate held: short with no load recorded too
+        return "holds its objective at no rate measured (the notes say why the lowest failed)"
     if headroom is not None and headroom < min_headroom:
         return f"headroom {headroom:.2f}x is under {min_headroom:g}x"
     if forecast is not None and forecast.within_horizon:

@@ -161,6 +161,6 @@ def forecast_peak(trend: Trend | None, peak_rps: float, horizon_days: float) -> 
     recorded peak as the central figure (capacity is never planned below what was seen)."""
     if trend is None:
         return peak_rps, peak_rps
-    central = peak_rps + max(trend.slope_per_day, 0.0) * horizon_days
+    central = peak_rps + (0.0 if trend.flat else trend.slope_per_day) * horizon_days
     upper = peak_rps + max(trend.high_per_day, 0.0) * horizon_days
     return central, upper

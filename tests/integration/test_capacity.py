@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from geadmin import audit
 from geadmin.access import guard
 from geadmin.cli.main import main
 from geadmin.errors import TuneRefusedError
+from geadmin.ops.capacity import saved
 from geadmin.ops.capacity.sweep import run_saturation_sweep
 from geadmin.repository.trials import parse_name
 from geadmin.stack.tritonserver import TritonProcess
@@ -69,6 +71,16 @@ def test_a_short_sweep_finds_the_known_saturation_rate_on_a_trial_and_leaves_not
     assert row["peak"]["value"] == pytest.approx(38.0)
     assert row["peak"]["source"].startswith("recorded, ") and paced.metrics_url in row["peak"]["source"]
     assert code == 4 and row["short"], row  # 38 req/s against ~40: under 1.2x headroom
+
+    # a sweep of another instance count says nothing of the live config's: not used, and said
+    saved.save(replace(result, instances=1), paced.http_url, home=home)
+    main(["capacity", MODEL, "--url", paced.http_url, "--metrics-url", paced.metrics_url,
+          "--home", str(home), "--json"])
+    document = json.loads(capsys.readouterr().out)
+    [row] = document["models"]
+    assert row["saturation"]["value"] is None, row
+    assert any(f"{MODEL}: the saved capacity sweep measured 1 instance(s) and the live config has "
+               f"{INSTANCES}: not used" in note for note in document["notes"]), document["notes"]
 
 
 def test_a_model_without_an_objective_is_refused_before_anything_is_loaded(

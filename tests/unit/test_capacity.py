@@ -5,6 +5,7 @@ read back as "measured at T" and never for another model or server."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -69,6 +70,28 @@ def test_headroom_under_the_minimum_is_flagged() -> None:
 def test_a_peak_over_the_saturation_rate_is_saturated() -> None:
     found = assess("m", GOAL, load(120.0), measured(100.0), trend=None, horizon_days=30, min_headroom=1.2)
     assert found.short.startswith("saturated")
+
+
+def test_a_model_that_holds_no_rate_is_short_with_no_load_recorded() -> None:
+    """A new model (no history) whose lowest step failed: exit 0 and no warning before."""
+    failing = replace(measured(100.0), rate_rps=None)
+    found = assess("m", GOAL, None, failing, trend=None, horizon_days=30, min_headroom=1.2)
+    assert found.saturation.value == 0.0 and found.peak.value is None
+    assert found.short.startswith("holds its objective at no rate measured")
+
+
+def test_a_flat_trend_forecasts_the_recorded_peak_as_the_saturation_forecast_reads_it() -> None:
+    """+3 +/- 2 req/s per day reaches zero: saturation 'not within 30 days', yet the forecast peak
+    carried +3/day to 140 req/s and asked for 2 replicas."""
+    hours = [NOW.timestamp() - (71 - i) * 3600 for i in range(72)]
+    noisy = [20.0 + 3.0 * (t - hours[0]) / DAY_S + (40.0 if i % 2 else -40.0) for i, t in enumerate(hours)]
+    trend = fit_trend(hours, noisy)
+    assert trend is not None and trend.flat and trend.slope_per_day > 0
+    found = assess("m", GOAL, load(50.0), measured(100.0), trend=trend, horizon_days=30, min_headroom=1.2)
+    assert found.saturates.startswith("not within 30 days") and found.short == ""
+    assert found.forecast_peak.value == 50.0
+    assert found.forecast_peak.source.startswith("recorded: the recorded peak, the trend shows no growth")
+    assert found.needs is not None and found.needs.replicas.value == 1.0
 
 
 def test_growth_that_reaches_saturation_within_the_horizon_is_flagged_with_its_day() -> None:

@@ -151,7 +151,7 @@ def capacity_report(client: TritonClient, *, model: str | None = None, repositor
                                             binary=binary, progress=progress, cancel=cancel,
                                             admin_key=admin_key)
         elif goal is not None:
-            saturation = _known(client, name, workspace, options, until)
+            saturation = _known(client, name, workspace, options, until, notes)
         times, rates = ([p.at.timestamp() for p in load.points], [p.rate_rps for p in load.points]) \
             if load is not None else ([], [])
         rows.append(assess(name, goal, load, saturation, trend=fit_trend(times, rates),
@@ -188,13 +188,18 @@ def _live_instances(client: TritonClient, model: str) -> int | None:
 
 
 def _known(client: TritonClient, model: str, home: Path, options: CapacityOptions,
-           now: datetime) -> Saturation | None:
+           now: datetime, notes: list[str]) -> Saturation | None:
     """The newer of the last capacity sweep and the objective tuner's curve (both measured on
-    trial copies), within `options.max_age_s`."""
-    found = [s for s in (
-        saved.latest(model, client.url, home=home, max_age_s=options.max_age_s, now=now),
-        from_tuner(model, client.url, live_instances=_live_instances(client, model), home=home,
-                   max_age_s=options.max_age_s, now=now)) if s is not None]
+    trial copies), within `options.max_age_s`, measured with the live instance count: a rate of
+    1 instance says nothing of 4 (saturation overstated 4x when cut from 4 to 1)."""
+    live = _live_instances(client, model)
+    sweep = saved.latest(model, client.url, home=home, max_age_s=options.max_age_s, now=now)
+    if sweep is not None and live is not None and sweep.instances != live:
+        notes.append(f"{model}: the saved capacity sweep measured {sweep.instances} instance(s) and the live "
+                     f"config has {live}: not used — measure again (`geadmin capacity {model} --measure`)")
+        sweep = None
+    found = [s for s in (sweep, from_tuner(model, client.url, live_instances=live, home=home,
+                                           max_age_s=options.max_age_s, now=now)) if s is not None]
     return max(found, key=lambda s: datetime.fromisoformat(s.measured_at), default=None)
 
 
