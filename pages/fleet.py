@@ -25,6 +25,7 @@ from pages.ui.errors import failure_of, show_failure
 from pages.ui.fault_card import fleet_faults
 from pages.ui.fleet_history_view import fleet_triage
 from pages.ui.fleet_rollout_view import rollout_form
+from pages.ui.outside_text import defused
 
 REFRESH_S = 2  # the rollout watcher
 STATUS_REFRESH_S = 5  # the headline, matrix and trust table
@@ -111,8 +112,8 @@ def show_status(status: FleetStatus) -> None:
     for title, lines in (("Sources", status.discovery.problems), ("Down", status.down()),
                          ("Failed", status.failed()), ("Skew", status.skew()),
                          ("Outliers", status.outliers())):
-        if lines:
-            st.markdown(f"**{title}**\n" + "\n".join(f"- {line}" for line in lines))
+        if lines:  # geadmin's sentences around names and errors that discovery and members chose
+            st.markdown(f"**{title}**\n" + "\n".join(f"- {defused(line)}" for line in lines))
     if status.models:
         matrix = pd.DataFrame({s.name: [_cell(s.cell(m)) if not s.problem else "?" for m in status.models]
                                for s in status.servers}, index=status.models)

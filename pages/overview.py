@@ -18,7 +18,7 @@ from geadmin.ops.models import actions
 from geadmin.stack.compose_logs import compose_for
 from geadmin.stack.target import Target
 from geadmin.stack.workspace import Workspace
-from pages.ui import access, keys
+from pages.ui import access, keys, outside_text
 from pages.ui.alerts_view import active_alerts_panel
 from pages.ui.context import client_for, log_for, selected_client, selected_target, targets
 from pages.ui.errors import show_failure
@@ -118,7 +118,8 @@ def not_answering(reasons: list[Reason]) -> None:
     if reasons:
         st.subheader(f"READY but not answering ({len(reasons)})")
     for reason in reasons:
-        st.error(f"**{reason.model}** — {reason.text.split(': ', 1)[-1]}\n\n**Next step:** {reason.fix}.")
+        st.error(f"**{outside_text.text(reason.model)}** — {defused(reason.text.split(': ', 1)[-1])}\n\n"
+                 f"**Next step:** {defused(reason.fix)}.")  # the probe's error: the model's own words
 
 
 def not_ready_models(found: Triage, unloaded: Mapping[str, str], can_act: bool) -> None:

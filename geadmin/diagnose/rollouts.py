@@ -46,6 +46,9 @@ class PlannedServer:
     url: str
     wave: int
     repository: str = ""  # resolved; "" unless the change writes a config
+    # The model READY there before the change: what putting it back returns to (None: not read,
+    # a plan journaled before geadmin kept it)
+    ready: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -85,8 +88,8 @@ class RolloutPlan:
             "fleet": self.fleet, "change": self.change, "model": self.model, "waves": self.waves,
             "wave_size": self.wave_size, "new_sha256": self.new_sha256, "new_config": self.new_config,
             "resume_of": self.resume_of,
-            "servers": [{"name": s.name, "url": s.url, "wave": s.wave, "repository": s.repository}
-                        for s in self.servers],
+            "servers": [{"name": s.name, "url": s.url, "wave": s.wave, "repository": s.repository,
+                         "ready": s.ready} for s in self.servers],
             "previous": [{"repository": p.repository, "sha256": p.sha256, "revision": p.revision}
                          for p in self.previous]}, sort_keys=True)
 
@@ -97,7 +100,8 @@ class RolloutPlan:
             raw: dict[str, Any] = json.loads(text)
             plan = cls(str(raw["fleet"]), str(raw["change"]), str(raw["model"]),
                        tuple(PlannedServer(str(s["name"]), str(s["url"]), int(s["wave"]),
-                                           str(s["repository"])) for s in raw["servers"]),
+                                           str(s["repository"]), _flag(s.get("ready")))
+                             for s in raw["servers"]),
                        int(raw["waves"]), int(raw.get("wave_size", 1)),
                        tuple(Previous(str(p["repository"]), str(p["sha256"]), int(p["revision"]))
                              for p in raw.get("previous", [])),
@@ -108,6 +112,12 @@ class RolloutPlan:
         if plan.change not in CHANGES:
             raise RolloutJournalError(f"the rollout plan names an unknown change {plan.change!r}")
         return plan
+
+
+def _flag(value: Any) -> bool | None:
+    if value is None or isinstance(value, bool):
+        return value
+    raise TypeError(f"'ready' is {value!r}, not true, false or null")
 
 
 @dataclass(frozen=True)

@@ -63,8 +63,10 @@ def make_plan(members: Sequence[Member], change: str, model: str, new_config: by
     """The plan; for an apply, each repository's config kept as a revision (that of the
     rollout `resume` resumes, when given). Raises before anything changes: RepositoryError
     when a repository lacks the model's config or cannot be read."""
+    # a resumed rollout keeps the state before the first one: what a put back returns to
+    was_ready = {s.name: s.ready for s in resume.plan.servers} if resume is not None else {}
     servers = tuple(PlannedServer(m.name, m.url, i // wave_size + 1,
-                                  str(real(m.repository)) if change == "apply" else "")
+                                  str(real(m.repository)) if change == "apply" else "", was_ready.get(m.name))
                     for i, m in enumerate(members))
     waves = (len(members) + wave_size - 1) // wave_size
     previous: list[Previous] = []
@@ -120,6 +122,32 @@ class Recorder:
         return entry
 
 
+def with_readiness(plan: RolloutPlan, ready_before: Mapping[str, set[str]]) -> RolloutPlan:
+    """`plan` with each server's state of the model before the change (the gate's read), where
+    the plan does not hold one yet (a resumed rollout's come from the one it resumes)."""
+    return replace(plan, servers=tuple(
+        replace(s, ready=plan.model in ready_before[s.name]) if s.ready is None and s.name in ready_before
+        else s for s in plan.servers))
+
+
+def undo_of(change: str, ready_before: bool | None, client: TritonClient, model: str) -> ModelAction | None:
+    """What returns the model on one server to its state before `change`: READY there before,
+    loaded again if it is not READY now; not READY before, unloaded if it is loaded now; None:
+    it is as it was. Not the opposite of the change: a load where the model served already is a
+    reload, and unloading it there took a serving model down. A reload where it served is
+    reloaded again (the files it read are not the change's to undo). A plan without the state
+    (journaled by an older geadmin), or a server whose index does not answer, gets the opposite."""
+    if ready_before is None:
+        return UNDO[change]
+    try:
+        loaded = _loaded_now(client, model)
+    except TritonError:
+        return UNDO[change]  # it fails too, and says why: never "put back" unseen
+    if ready_before:
+        return ModelAction.RELOAD if change == "reload" and loaded else None if loaded else ModelAction.LOAD
+    return ModelAction.UNLOAD if loaded else None
+
+
 def refuse_unresolved(fleet: str, home: Path | None) -> None:
     """RolloutBusyError when a rollout of `fleet` was cut short and not yet restored or resumed:
     a new one would take the mixed fleet for its "before"."""
@@ -134,9 +162,10 @@ def put_back(plan: RolloutPlan, touched: Sequence[str], clients: Mapping[str, Tr
              lost: Mapping[str, Sequence[str]] | None = None) -> dict[str, str]:
     """Each server of `touched` put back, newest first: server -> "" or why not. An apply's
     previous config is written back byte-identical (once per repository, read back to check)
-    and reloaded where the model is loaded; a load is unloaded, an unload loaded (with the
-    models `lost` with it), a reload reloaded. Refused (NotAuthorizedError) before anything when
-    `auth` does not cover putting the change back; then never raises for one server: it goes on."""
+    and reloaded where the model is loaded; a load, unload or reload returns the model to its
+    state before (`undo_of`; an unload's `lost` models loaded again). Refused
+    (NotAuthorizedError) before anything when `auth` does not cover putting the change back;
+    then never raises for one server: it goes on."""
     require(auth, RESTORE_NEEDS[plan.change])
     problems: dict[str, str] = {}
     files: dict[str, str] = {}  # repository -> "" (back) or why not
@@ -147,8 +176,12 @@ def put_back(plan: RolloutPlan, touched: Sequence[str], clients: Mapping[str, Tr
             continue
         try:
             if plan.change != "apply":
-                results = run_action(client, UNDO[plan.change], [plan.model, *(lost or {}).get(name, [])],
-                                     auth=auth, settle_timeout_s=timeout_s)
+                undo = undo_of(plan.change, server.ready, client, plan.model)
+                results = run_action(client, undo, [plan.model], auth=auth, settle_timeout_s=timeout_s) \
+                    if undo is not None else []
+                if (lost or {}).get(name):  # the models the unload took down with it
+                    results += run_action(client, ModelAction.LOAD, list((lost or {})[name]), auth=auth,
+                                          settle_timeout_s=timeout_s)
                 problems[name] = "; ".join(r.message.splitlines()[0] for r in results if not r.ok)
                 continue
             reloaded = False
@@ -199,10 +232,14 @@ def reload_if_loaded(client: TritonClient, model: str, auth: Authorization | Non
 
 def is_loaded(client: TritonClient, model: str) -> bool:
     try:
-        index = client.repository_index()
+        return _loaded_now(client, model)
     except TritonError:
         return False
-    return any(m.name == model and m.state.value in ("READY", "LOADING") for m in index)
+
+
+def _loaded_now(client: TritonClient, model: str) -> bool:
+    """A version of `model` READY or LOADING on `client`'s server; TritonError when not read."""
+    return any(m.name == model and m.state.value in ("READY", "LOADING") for m in client.repository_index())
 
 
 def _short(data: bytes) -> str:

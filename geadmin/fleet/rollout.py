@@ -209,6 +209,9 @@ class _Rollout:
             gate = self.gate = Gate(self.clients, self.model, unload, self.gate_settings, self.home)
             self.say(f"measuring {self.model} on {len(self.members)} server(s) before the change")
             gate.measure_before()
+            # journaled with the plan: a put back (here, or `fleet restore` after a crash) returns
+            # each server to it
+            self.plan = self.recorder.plan = journal.with_readiness(self.plan, gate.ready_before)
             self.diff = self._diff()
             journal_id = self.recorder.start(self.diff)
             self.on_server = ServerAudit(self.plan, self.recorder.actor, self.home, journal_id)

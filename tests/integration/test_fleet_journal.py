@@ -225,6 +225,41 @@ def test_a_pause_longer_than_the_bound_expires_by_restoring(fresh: FleetLab,
     assert again.ok, again.headline
 
 
+def test_a_load_stopped_midway_leaves_serving_what_served_before(fresh: FleetLab,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """A `fleet load` of a model every server serves is a reload: stopped after a, the put back
+    undid it as a load, unloading it from a and taking a serving model down. Each server goes
+    back to its state before, journaled with the plan."""
+    monkeypatch.setenv("GEADMIN_ROLLOUT_PAUSE_MAX_S", "2")
+    control = Control()
+
+    def progress(line: str) -> None:
+        if line.startswith("wave 1: health gate"):  # a reloaded; paused before wave 2, and forgotten
+            control.paused.set()
+
+    result = rollout(fresh.members(), Change.LOAD, MODEL, gate=LOOSE, auth=guard.os_user(), fleet="lab",
+                     progress=progress, control=control)
+    assert not result.ok and "1 changed server(s) put back" in result.headline, result.headline
+    assert {r.server: r.outcome for r in result.rows}["a"] == "restored"
+    for name in fresh.servers:
+        with fresh.client(name) as client:
+            assert client.model_ready(MODEL), f"{name} no longer serves {MODEL}"
+    plan = rollouts.read(result.journal_id or 0).plan
+    assert [(s.name, s.ready) for s in plan.servers] == [("a", True), ("b", True), ("c", True)]
+
+    # a model loaded where it was not loaded before is unloaded again there
+    with fresh.client("a") as client:
+        client.unload(MODEL)
+    control = Control()
+    result = rollout(fresh.members(), Change.LOAD, MODEL, gate=LOOSE, auth=guard.os_user(), fleet="lab",
+                     progress=progress, control=control)
+    assert not result.ok and {r.server: r.outcome for r in result.rows}["a"] == "restored"
+    with fresh.client("a") as client:
+        assert not client.model_ready(MODEL)
+    with fresh.client("b") as client:
+        assert client.model_ready(MODEL)
+
+
 def test_the_fleet_page_shows_an_interrupted_rollout_and_restores_it(
     fresh: FleetLab, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -4,7 +4,9 @@ interrupted-change rule for a fleet, and a pause that expires."""
 
 from __future__ import annotations
 
+import json
 import time
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -51,8 +53,16 @@ def cut_short_at_b(home: Path) -> journal.Recorder:
 
 def test_the_plan_survives_its_row_and_a_row_that_is_no_plan_is_refused() -> None:
     assert RolloutPlan.from_json(PLAN.to_json()) == PLAN
+    known = replace(PLAN, servers=tuple(replace(s, ready=s.name != "b") for s in PLAN.servers))
+    assert [s.ready for s in RolloutPlan.from_json(known.to_json()).servers] == [True, False, True]
+    older = json.loads(PLAN.to_json())  # journaled before the state was kept: None, undone as before
+    for server in older["servers"]:
+        del server["ready"]
+    assert [s.ready for s in RolloutPlan.from_json(json.dumps(older)).servers] == [None, None, None]
     for junk in ("{", "[]", '{"fleet": "x"}', '{"fleet": "l", "change": "rm -rf", "model": "m", '
-                 '"servers": [], "waves": 0}', "[" * 5000):
+                 '"servers": [], "waves": 0}', "[" * 5000,
+                 '{"fleet": "l", "change": "load", "model": "m", "waves": 1, '
+                 '"servers": [{"name": "a", "url": "u", "wave": 1, "repository": "", "ready": "yes"}]}'):
         with pytest.raises(RolloutJournalError, match="rollout plan"):
             RolloutPlan.from_json(junk)
 
