@@ -4,6 +4,7 @@ Floors, bottom first (imports point down; docs/development.md draws them):
 - errors/       the one exception tree, a module per family
 - binaries.py   where the native programs are (tritonserver, perf_analyzer, streamlit)
 - disk.py       a failed file operation's fix from its errno and the free space (a full disk)
+- interrupts.py SIGTERM and Ctrl-C end a long CLI run, never dropped in a fork's hook
 - failure_table.py  one boundary's failures (output markers, exceptions) -> error class and message
 - test_hooks.py the variables only tests set (GEADMIN_FAULT_POINT), kept out of the settings
 - domain.py     value types every layer shares

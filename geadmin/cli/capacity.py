@@ -7,10 +7,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
 import sys
 from pathlib import Path
-from types import FrameType
 
 from geadmin.access import guard
 from geadmin.cli.common import add_connection_args, client_for, format_table, target_from_args
@@ -19,6 +17,7 @@ from geadmin.diagnose.capacity import CapacityReport, Figure, ModelCapacity
 from geadmin.errors import TritonUnreachableError
 from geadmin.fleet.capacity import fleet_capacity
 from geadmin.fleet.discovery import discover, fleet_named
+from geadmin.interrupts import as_interrupts
 from geadmin.ops.capacity.report import CapacityOptions, capacity_report
 from geadmin.telemetry.sources.detect import NpuSources
 
@@ -97,9 +96,8 @@ def run(args: argparse.Namespace) -> int:
         return _run_fleet(args)
     target = target_from_args(args)
     metrics = args.metrics_url or target.urls().metrics
-    previous = signal.signal(signal.SIGTERM, _interrupt)  # ends like Ctrl-C: a sweep's trial is removed
     try:
-        with client_for(target, args) as client:
+        with as_interrupts(), client_for(target, args) as client:  # like Ctrl-C: a sweep's trial is removed
             report = capacity_report(
                 client, model=args.model or None, repository=target.repository, options=_options(args),
                 source=metrics, npu_sources=NpuSources(triton_metrics_url=metrics, timeout_s=args.timeout),
@@ -108,14 +106,9 @@ def run(args: argparse.Namespace) -> int:
     except TritonUnreachableError as exc:
         print(f"geadmin: {exc}", file=sys.stderr)
         return ExitCode.UNREACHABLE
-    finally:
-        signal.signal(signal.SIGTERM, previous)
     print(json.dumps(report.to_json(), indent=2) if args.json else render(report))
     return ExitCode.DEGRADED if report.short else ExitCode.OK
 
-
-def _interrupt(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

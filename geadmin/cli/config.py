@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
 import sys
 import time
 from pathlib import Path
-from types import FrameType
 
 from geadmin.access import guard
 from geadmin.cli.common import (
@@ -35,6 +33,7 @@ from geadmin.errors import (
     RepositoryError,
     TritonUnreachableError,
 )
+from geadmin.interrupts import as_interrupts
 from geadmin.ops.bench.params import JUDGED_REQUESTS_PER_WINDOW
 from geadmin.ops.models.apply import apply_config, rollback
 from geadmin.ops.models.apply_result import ApplyResult
@@ -114,19 +113,16 @@ def _run_preview(args: argparse.Namespace, data: bytes) -> int:
     """`config apply --preview`: the candidate served as a trial beside the live model and
     measured at the recorded (or `--rate`) load; nothing applied (geadmin.ops.models.preview)."""
     target = target_from_args(args)
-    previous = signal.signal(signal.SIGTERM, _interrupt)  # ends like Ctrl-C: the trial is removed
     try:
         load = PreviewLoad(args.rate, not args.mean, args.history_h, args.window_ms)
         repository = _repository(target)
-        with client_for(target, args) as client:
+        with as_interrupts(), client_for(target, args) as client:  # like Ctrl-C: the trial is removed
             found = preview_change(client, repository, args.model, data, auth=guard.os_user(), load=load,
                                    metrics_url=args.metrics_url or target.urls().metrics,
                                    backends=served_backends(target), admin_key=target.spec.admin_key,
                                    progress=lambda text: print(f"  {text}", file=sys.stderr, flush=True))
     except GeAdminError as exc:
         return _fail(exc, args)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
     if args.json:
         print(json.dumps(found.record(), indent=2))
     else:
@@ -134,9 +130,6 @@ def _run_preview(args: argparse.Namespace, data: bytes) -> int:
         print("\n".join(found.evidence()))
     return ExitCode.OK if found.verdict is PreviewVerdict.GO else ExitCode.FAILED
 
-
-def _interrupt(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt
 
 
 def run_rollback(args: argparse.Namespace) -> int:

@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
 import sys
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from geadmin import audit, settings
@@ -22,6 +20,7 @@ from geadmin.access.guard import Authorization
 from geadmin.cli.common import add_connection_args, client_for, format_table, target_from_args
 from geadmin.cli.exit_codes import ExitCode
 from geadmin.errors import ConfigError, InvalidArgumentError, TuneRefusedError
+from geadmin.interrupts import as_interrupts
 from geadmin.ops.tune.apply import apply_winner
 from geadmin.ops.tune.joint_run import JointRun, apply_joint, models_on_npu, placement, tune_jointly
 from geadmin.ops.tune.memory import MIB
@@ -104,11 +103,8 @@ def run(args: argparse.Namespace) -> int:
     with client_for(target, args) as client:
         if args.apply_run is not None:
             return _apply(client, target.repository, args, auth, home)
-        previous = signal.signal(signal.SIGTERM, _interrupt)  # ends like Ctrl-C: the trial copy is removed
-        try:
+        with as_interrupts():  # SIGTERM ends it like Ctrl-C: the trial copy is removed
             result = _tune(client, target, args, auth, home, plan, metrics)
-        finally:
-            signal.signal(signal.SIGTERM, previous)
     document = result.to_json()
     print(json.dumps(document, indent=2) if args.json else render(document))
     return ExitCode.OK if result.best else ExitCode.FAILED
@@ -196,13 +192,10 @@ def run_joint(args: argparse.Namespace, models: list[str], home: Path) -> int:
         for model in models:
             args.model = model
             plans.append(objective_plan_for(args, target, home))
-        previous = signal.signal(signal.SIGTERM, _interrupt)  # ends like Ctrl-C: trial copies are removed
-        try:
+        with as_interrupts():  # SIGTERM ends it like Ctrl-C: trial copies are removed
             joint = tune_jointly(client, target.repository, plans, auth=auth, home=home,
                                  budget_s=args.budget_s, metrics_url=metrics, progress=progress,
                                  admin_key=target.spec.admin_key)
-        finally:
-            signal.signal(signal.SIGTERM, previous)
         applied = apply_joint(client, target.repository, joint, auth=auth, home=home) if (
             args.apply and joint.choice.fits) else None
     document = joint.to_json() | ({"applied": applied.describe()} if applied else {})
@@ -215,9 +208,6 @@ def run_joint(args: argparse.Namespace, models: list[str], home: Path) -> int:
         return ExitCode.FAILED
     return ExitCode.OK
 
-
-def _interrupt(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt
 
 
 def _apply(client: TritonClient, repository: Path, args: argparse.Namespace, auth: Authorization,

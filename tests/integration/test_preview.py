@@ -15,6 +15,7 @@ import json
 import os
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -332,21 +333,43 @@ def _ready_trial(server: TritonProcess, client: TritonClient) -> str:
     return ""
 
 
+def _said_until(process: subprocess.Popen[str], words: str, timeout_s: float = 120) -> list[str]:
+    """The process's stderr lines so far, once one holds `words` (or it ended, or the timeout);
+    a thread goes on reading, so the process never blocks on a full pipe."""
+    lines: list[str] = []
+    seen = threading.Event()
+
+    def read() -> None:
+        assert process.stderr is not None
+        for line in process.stderr:
+            lines.append(line.rstrip("\n"))
+            if words in line:
+                seen.set()
+        seen.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    seen.wait(timeout_s)
+    return lines  # the reader goes on appending
+
+
 def test_sigterm_ends_a_preview_like_ctrl_c_and_removes_its_trial(
         server: TritonProcess, client: TritonClient, home: Path, tmp_path: Path) -> None:
     candidate = tmp_path / "config.pbtxt"
     candidate.write_text(paced_config("3"))
-    # 5 s windows: the measurement outlasts the test's sight of the READY trial on a starved host
-    # (with 1 s windows one clean-clone run's preview had finished, exit 0, before the signal).
+    # The signal goes when the preview says it measures the trial, 5 s windows: polling for a READY
+    # trial raced the preview on a starved host (two clean-clone runs saw it exit 0 first).
     preview = subprocess.Popen([*GEADMIN, "config", "apply", MODEL, str(candidate), "--preview", "--rate",
                                 f"{RATE:g}", "--window-ms", "5000", "--url", server.http_url, "--repository",
-                                str(server.repository)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                               env={**os.environ, "GEADMIN_HOME": str(home)})
+                                str(server.repository)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               text=True, env={**os.environ, "GEADMIN_HOME": str(home)})
     try:
+        said = _said_until(preview, "against the trial copy")
+        assert said and "against the trial copy" in said[-1], said
         trial = _ready_trial(server, client)
         assert trial, "the preview never had a READY trial"
+        assert preview.poll() is None, f"the preview ended before the signal: exit {preview.returncode}"
         preview.send_signal(signal.SIGTERM)
-        assert preview.wait(60) == 130
+        assert preview.wait(60) == 130, "\n".join(said)
     finally:
         preview.kill()
         preview.wait(30)

@@ -20,6 +20,7 @@ CORE = ROOT / "geadmin"
 # them. Imports may point to the same or a lower floor: fleet above stack above ops above diagnose.
 LAYERS = {
     "__init__": 0, "errors": 0, "binaries": 0, "test_hooks": 0, "failure_table": 0, "disk": 0,
+    "interrupts": 0,
     "domain": 1, "settings": 1, "outside": 1,
     "triton": 2, "db": 2, "migrations": 2,
     "repository": 3, "audit": 3,

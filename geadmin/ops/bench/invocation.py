@@ -24,6 +24,7 @@ from pathlib import Path
 
 from geadmin.binaries import dies_with_parent, terminate_group
 from geadmin.errors import GeAdminError
+from geadmin.interrupts import raise_pending
 from geadmin.ops.bench.failures import BenchFailure, bench_error, classify, error_line
 from geadmin.ops.bench.params import BenchSettings
 from geadmin.ops.bench.results import REQUEST_RATE, BenchPoint, describe_load, parse_csv
@@ -101,6 +102,7 @@ class Invocation:
         stall = _StallWatch(self.finished, self.stall_s)
         try:
             while process.poll() is None:
+                raise_pending()  # a SIGTERM or Ctrl-C whose own raise was dropped (geadmin.interrupts)
                 self._deliver()
                 if self.cancel is not None and self.cancel.is_set():
                     stopped = BenchFailure.CANCELLED
