@@ -1,11 +1,19 @@
 """Who took a model out of service: an operator's unload (a choice, never a failure: idle, with
 who and when) or Triton, behind geadmin's back (a model dropped when an ensemble member changed:
 a failure, with the reason from Triton's log or the change just before it). The audit log
-decides: a model's latest state-changing row."""
+decides: a model's latest state-changing row.
+
+Triton's index has a row per version: a model with a READY version serves, and a version of it
+"unloaded" beside that one is its version policy at work (v1 retired once v2 serves), neither
+an unload nor a drop. Without the audit log (an unreadable workspace database) no unload is
+known: a failure Triton reports stays a failure, and a model Triton merely calls "unloaded" is
+neither called dropped nor an operator's unload, but named (`Unloads.unknown`) for the
+verdict's note."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from geadmin import audit, db
@@ -22,17 +30,22 @@ OPERATOR_UNLOAD = "unload"
 DROPPED_MARK = "unloaded (not by an operator)"  # the index reason of a dropped model, as shown
 
 
+@dataclass(frozen=True)
+class Unloads:
+    """Who took the models that are not READY out of service, as the audit log says."""
+
+    by_operator: dict[str, str] = field(default_factory=dict)  # model -> "unloaded by NAME at TIME"
+    unknown: tuple[str, ...] = ()  # Triton says "unloaded", and the audit log cannot be read
+
+
 def operator_unloads(names: Sequence[str], home: Path | None = None) -> dict[str, str]:
     """The models whose latest state-changing audit row is an operator's successful unload,
     each with who did it and when ("unloaded by alice at 04:45:57 UTC"): an operator's choice,
-    never a failure, whatever Triton's index or log said before it."""
+    never a failure, whatever Triton's index or log said before it. Raises
+    db.WorkspaceDatabaseError when the audit log cannot be read."""
     found: dict[str, str] = {}
     for name in names:
-        try:
-            rows = audit.query(model=name, limit=50, home=home)
-        except db.WorkspaceDatabaseError:
-            found[name] = "no audit log to ask"  # do not call it a failure on a guess
-            continue
+        rows = audit.query(model=name, limit=50, home=home)
         latest = next((row for row in rows if row.action in STATE_ACTIONS), None)
         if latest is not None and latest.action == OPERATOR_UNLOAD and latest.result == audit.Result.OK.value:
             found[name] = f"unloaded by {latest.who} at {latest.at:%Y-%m-%d %H:%M:%S} UTC"
@@ -40,8 +53,12 @@ def operator_unloads(names: Sequence[str], home: Path | None = None) -> dict[str
 
 
 def unloaded_by_operator(names: Sequence[str], home: Path | None = None) -> set[str]:
-    """The names among `names` an operator unloaded (see `operator_unloads`)."""
-    return set(operator_unloads(names, home))
+    """The names among `names` an operator unloaded (see `operator_unloads`); none when the
+    audit log cannot be read: a failure must never pass for an operator's choice on a guess."""
+    try:
+        return set(operator_unloads(names, home))
+    except db.WorkspaceDatabaseError:
+        return set()
 
 
 def _member_changes(name: str, home: Path | None) -> str:
@@ -76,28 +93,40 @@ def drop_reasons(log: LogSource | None, names: Sequence[str]) -> dict[str, str]:
     return reasons
 
 
-def with_dropped(found: Triage, log: LogSource | None, home: Path | None) -> tuple[Triage, dict[str, str]]:
+def with_dropped(found: Triage, log: LogSource | None, home: Path | None) -> tuple[Triage, Unloads]:
     """The audit log decides between "not loaded" and a failure: a model an operator unloaded
     (its latest state-changing row) is idle, even after a failure of any kind; one that lost
     READY without an operator's unload is a failure, with its reason (Triton's log line, else
-    what changed just before). Also returns the operator's unloads (model -> who and when)."""
+    what changed just before). A model with a READY version is never asked about (see the
+    module's docstring). Also returns the operator's unloads, or, when the audit log cannot be
+    read, the models nobody can tell."""
+    serving = {m.name for m in found.ready}
     listed = (*found.idle, *(m for m, _ in found.failed))
-    asked = [m.name for m in listed if m.state is ModelState.UNAVAILABLE or m.name in found.failed_reasons]
+    asked = sorted({m.name for m in listed if m.name not in serving
+                    and (m.state is ModelState.UNAVAILABLE or m.name in found.failed_reasons)})
     if not asked:
-        return found, {}
-    by_operator = operator_unloads(asked, home)
+        return found, Unloads()
+    try:
+        by_operator = operator_unloads(asked, home)
+    except db.WorkspaceDatabaseError:
+        # No unload is known: Triton's own failures stay failures, "unloaded" ones stay idle, named.
+        return found, Unloads(unknown=tuple(sorted({m.name for m in _lost(found.idle, serving)})))
     # Unloaded by an operator after its failure: idle now, whatever the log or the index said before.
     found = Triage(found.ready, [(m, r) for m, r in found.failed if m.name not in by_operator],
                    found.changing, [*found.idle, *(m for m, _ in found.failed if m.name in by_operator)])
-    dropped = [m for m in found.idle if m.state is ModelState.UNAVAILABLE and is_idle(m)
-               and m.name not in by_operator]
+    dropped = [m for m in _lost(found.idle, serving) if m.name not in by_operator]
     if not dropped:
-        return found, by_operator
-    logged = drop_reasons(log, [m.name for m in dropped])
+        return found, Unloads(by_operator)
+    logged = drop_reasons(log, sorted({m.name for m in dropped}))
     failed = list(found.failed)
     for model in dropped:
         why = logged.get(model.name) or ("Triton unloaded it, and no operator's unload of it is in "
                                          "geadmin's audit log" + _member_changes(model.name, home))
         failed.append((ModelEntry(model.name, model.version, model.state, DROPPED_MARK), why))
     idle = [m for m in found.idle if m not in dropped]
-    return Triage(found.ready, failed, found.changing, idle), by_operator
+    return Triage(found.ready, failed, found.changing, idle), Unloads(by_operator)
+
+
+def _lost(idle: Sequence[ModelEntry], serving: set[str]) -> list[ModelEntry]:
+    """The idle rows Triton says were unloaded, of models with no READY version."""
+    return [m for m in idle if m.state is ModelState.UNAVAILABLE and is_idle(m) and m.name not in serving]

@@ -21,14 +21,20 @@
   `--expect`ed one makes the server DOWN); or Triton says it is not ready
   and none of the above explains why. Triton's own readiness is not enough: in explicit model-control mode
   a failed load does not make it "not ready".
-- OK: none of the above. A model an operator unloaded, or never loaded, is not a failure.
+- OK: none of the above. A model an operator unloaded, or never loaded, is not a failure;
+  nor is a version its version policy retired while another version of it is READY.
   geadmin's own tuning trials are never judged, only listed (`diagnose.own_work`).
+
+Without the workspace database the rules that read it are not judged, and a note says so
+(`BLIND_RULES`): a failure Triton reports is still a failure, and a model Triton merely calls
+"unloaded" is listed as not loaded, named in a note (an operator's unload or a drop: nobody
+can tell without the audit log).
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -39,7 +45,7 @@ from geadmin.diagnose.drift import Drift, find_drift
 from geadmin.diagnose.health import ServerSnapshot, Triage, is_idle, triage
 from geadmin.diagnose.npu_ge_instances import BrokenInstances, read_broken
 from geadmin.diagnose.stuck import STUCK_AFTER_S, stuck_fix, stuck_models
-from geadmin.diagnose.unloads import DROPPED_MARK, with_dropped
+from geadmin.diagnose.unloads import DROPPED_MARK, Unloads, with_dropped
 from geadmin.domain import ModelEntry, ModelState, format_duration
 from geadmin.telemetry.history import watch
 from geadmin.telemetry.history.watch import HELD, ProbeRecord
@@ -129,7 +135,7 @@ class Verdict:
     def headline(self) -> str:
         """The first line everywhere: the level, and what put it there."""
         if not self.reasons:
-            ready = len(self.found.ready)
+            ready = len({m.name for m in self.found.ready})  # a row per version, counted per model
             scope = f"every expected model READY ({', '.join(self.expected)}); " if self.expected else ""
             drift = "none drifted from its file" if self.drift_checked else \
                 "drift not checked (the model repository is not known here)"
@@ -142,6 +148,7 @@ class Verdict:
     def to_json(self) -> dict[str, object]:
         snap = self.snapshot
         failures = self.found.failed_reasons
+        failed_rows = {(m.name, m.version) for m, _ in self.found.failed}  # a READY version is no failure
         return {
             "url": snap.url,
             "verdict": self.level.value,
@@ -154,7 +161,7 @@ class Verdict:
             "version": snap.info.version if snap.info else "",
             "error": snap.error,
             "models": [{"name": m.name, "version": m.version, "state": m.state.value, "reason": m.reason,
-                        "failure": failures.get(m.name, ""),
+                        "failure": failures.get(m.name, "") if (m.name, m.version) in failed_rows else "",
                         "unloaded_by_operator": self.unloaded.get(m.name, ""),
                         "probe": self.probes[m.name].to_json() if m.name in self.probes else None}
                        for m in snap.models],
@@ -180,8 +187,9 @@ def judge(snapshot: ServerSnapshot, found: Triage, *, drift: Sequence[Drift] = (
     if not snapshot.reachable:
         down = Reason(VerdictRule.UNREACHABLE, snapshot.error or f"Triton at {snapshot.url} does not answer")
         return Verdict(snapshot, found, (down,), expected=tuple(expected))
-    reasons = [*server_reasons(snapshot), *expected_reasons(snapshot, found, expected),
-               *model_reasons(found, stuck or {}, expected)]
+    missing = expected_reasons(snapshot, found, expected)
+    reasons = [*server_reasons(snapshot), *missing,
+               *model_reasons(found, stuck or {}, {r.model for r in missing})]
     reasons += [Reason(VerdictRule.DRIFT, item.reason, item.model, item.fix) for item in drift]
     reasons += interrupted_reasons(cut_short)
     ready = {m.name for m in found.ready}
@@ -220,7 +228,9 @@ def interrupted_reasons(cut_short: Sequence[interrupted.Interrupted]) -> list[Re
 def not_ready_reason(found: Triage) -> Reason:
     """Triton's strict readiness also counts models that failed once and were unloaded since:
     probes of /v2/health/ready fail (a load balancer takes the server out) while it serves."""
-    unavailable = [m.name for m in found.idle if m.state is ModelState.UNAVAILABLE]
+    serving = {m.name for m in found.ready}  # a version retired beside a READY one is not counted
+    unavailable = list(dict.fromkeys(m.name for m in found.idle
+                                     if m.state is ModelState.UNAVAILABLE and m.name not in serving))
     moving = [f"{m.name} is {m.state.value}" for m in found.changing]
     if moving:  # e.g. geadmin up loading every model again after an automatic restart
         return Reason(VerdictRule.SERVER_NOT_READY,
@@ -275,11 +285,15 @@ def expected_reasons(snapshot: ServerSnapshot, found: Triage, expected: Sequence
     return reasons
 
 
-def model_reasons(found: Triage, stuck: Mapping[str, float], expected: Sequence[str]) -> list[Reason]:
-    reasons = []
+def model_reasons(found: Triage, stuck: Mapping[str, float], down: Collection[str] = ()) -> list[Reason]:
+    """`down`: the models already DOWN (an --expect'ed one not READY); a failed version of an
+    expected model that serves from another version is still a failure."""
+    reasons: list[Reason] = []
+    said = set()
     for model, full in found.failed:
-        if model.name in expected:
-            continue  # already DOWN for it
+        if model.name in down or model.name in said:
+            continue  # already DOWN for it; one reason per model, however many versions failed
+        said.add(model.name)
         why = one_line(full)
         if model.reason == DROPPED_MARK:
             reasons.append(Reason(VerdictRule.MODEL_DROPPED, f"model {model.name!r} lost READY: {why}",
@@ -288,7 +302,7 @@ def model_reasons(found: Triage, stuck: Mapping[str, float], expected: Sequence[
         else:
             reasons.append(Reason(VerdictRule.MODEL_FAILED, f"model {model.name!r} failed: {why}", model.name,
                                   "fix the cause, then load it again"))
-    for model in (m for m in found.changing if m.name in stuck):
+    for model in {m.name: m for m in found.changing if m.name in stuck}.values():  # per model
         reasons.append(Reason(VerdictRule.MODEL_STUCK,
                               f"model {model.name!r} has been {model.state.value} for "
                               f"{format_duration(stuck[model.name])}", model.name, stuck_fix(model.state)))
@@ -339,7 +353,7 @@ def assess(snapshot: ServerSnapshot, sources: EvidenceSources | None = None, *,
     probes = watch.fresh_probes(snapshot.url, now_s=src.now.timestamp(), home=src.home) \
         if snapshot.reachable else {}
     verdict = judge(snapshot, found, drift=drift, stuck=stuck, expected=expected, cut_short=cut_short,
-                    probes=probes, unloaded=unloads)
+                    probes=probes, unloaded=unloads.by_operator)
     broken = read_broken(src.metrics_url) if src.metrics_url and snapshot.reachable else []
     reasons = tuple(r for r in verdict.reasons if r.rule is not VerdictRule.SERVER_NOT_READY
                     or not own_work.explain_not_ready(trials)) + tuple(map(broken_reason, broken))
@@ -348,12 +362,24 @@ def assess(snapshot: ServerSnapshot, sources: EvidenceSources | None = None, *,
     if blind:  # every rule above that reads the audit or the history saw nothing: say so once
         fault_notes = (f"{BLIND_RULES} are not judged: {blind}",)
     return replace(verdict, reasons=reasons + faults, drift_checked=checked, trials=trials,
-                   notes=verdict.notes + fault_notes)
+                   notes=unknown_unloads_notes(unloads) + verdict.notes + fault_notes)
 
 
 # What the verdict reads from the workspace database (the audit log, the sampler's history).
-BLIND_RULES = ("interrupted changes, operators' unloads (a model that lost READY counts as unloaded), "
-               "probes and NPU faults")
+BLIND_RULES = ("interrupted changes, operators' unloads (a failed load is still judged from Triton's "
+               "reason), probes and NPU faults")
+
+
+def unknown_unloads_notes(unloads: Unloads) -> tuple[str, ...]:
+    """Models Triton says were unloaded while the audit log cannot be read: named, not judged
+    (calling every operator's unload a failure would page for a disk fault; calling a drop an
+    operator's choice without saying so would hide it)."""
+    if not unloads.unknown:
+        return ()
+    names = ", ".join(repr(name) for name in unloads.unknown)
+    return (f"cannot tell whether an operator unloaded {names} or Triton dropped it behind geadmin's back "
+            "(model-dropped): the audit log that says which cannot be read; listed as not loaded until the "
+            "workspace database is readable again",)
 
 
 def npu_fault_reasons(src: EvidenceSources, reachable: bool,

@@ -11,29 +11,37 @@ most `timeout_s`. A probe that got no answer in time still waits in Triton's que
 timeout does not cancel it): while the model finishes no request, no other probe is sent (it
 would only queue behind the first, and a hung model would collect one per interval for ever);
 the round says so instead, until the model finishes a request, geadmin loads or reloads it, or
-`HOLD_MAX_INTERVALS` intervals have passed. Each round also records every model's state and since when
-(`geadmin.telemetry.history.watch`), which the alert rules read through geadmin's own metrics.
+`HOLD_MAX_INTERVALS` intervals have passed. Intervals are timed on the monotonic clock: a wall
+clock stepped back (NTP) never holds probes back. Each round also records every model's state and
+since when (`geadmin.telemetry.history.watch`), which the alert rules read through geadmin's own
+metrics: one state per model, whatever its versions (Triton's index has a row per version; a
+model with a READY version is READY). geadmin's own tuning trials are neither probed nor
+recorded: a trial is a directory with the run's marker (`geadmin.repository.trials.is_trial`)
+where the repository is known; where it is not, only a model with a trial's name while a
+tuning run of its base model holds the server's load-test lock (a name alone proves nothing,
+and a production model must never go unprobed or unalerted).
 """
 
 from __future__ import annotations
 
 import base64
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
 from geadmin import audit
 from geadmin.db import WorkspaceDatabaseError
+from geadmin.diagnose.health import UNLOADED_REASON
 from geadmin.diagnose.stuck import finished_requests
 from geadmin.diagnose.unloads import unloaded_by_operator
 from geadmin.domain import ModelEntry, ModelState, format_duration
 from geadmin.errors import GeAdminError, InferInputError
-from geadmin.ops.bench.params import load_test_running
+from geadmin.ops.bench.params import TUNING, RunningLoadTest, load_test_running
 from geadmin.ops.infer.inputs import InputSource, SourceKind
 from geadmin.ops.infer.request import smoke_request
-from geadmin.repository.trials import parse_name
+from geadmin.repository.trials import is_trial, parse_name
 from geadmin.telemetry.bottleneck import served_facts
 from geadmin.telemetry.history import watch
 from geadmin.telemetry.history.watch import ProbeRecord
@@ -68,7 +76,34 @@ class ProbeRound:
     def to_json(self) -> dict[str, object]:
         return {"server": self.server, "at": self.at_s, "error": self.error,
                 "probes": [p.to_json() for p in self.probes], "skipped": self.skipped,
-                "states": {m.name: m.state.value for m in self.states}}
+                "states": {name: m.state.value for name, m in per_model(self.states).items()}}
+
+
+# The row that stands for a model: READY serves; then a move under way; then a failure (any
+# reason but "unloaded"); then an unloaded version; then any (NOT_LOADED).
+_RANK = {ModelState.READY: 0, ModelState.LOADING: 1, ModelState.UNLOADING: 1, ModelState.UNAVAILABLE: 2}
+
+
+def per_model(index: Sequence[ModelEntry]) -> dict[str, ModelEntry]:
+    """One row per model of Triton's index (a row per version): a model with any version READY
+    is READY, and a version unloaded beside it is its version policy at work."""
+    def rank(entry: ModelEntry) -> tuple[int, bool]:
+        return _RANK.get(entry.state, 3), entry.reason == UNLOADED_REASON
+    found: dict[str, ModelEntry] = {}
+    for entry in index:
+        if entry.name not in found or rank(entry) < rank(found[entry.name]):
+            found[entry.name] = entry
+    return found
+
+
+def record_index(server: str, index: Sequence[ModelEntry], now_s: float, *, home: Path | None = None) -> None:
+    """Record each model's state as `index` says now (one per model, see `per_model`), and
+    whether an operator's unload explains one that is not READY."""
+    models = per_model(index)
+    not_ready = [name for name, m in models.items() if m.state is not ModelState.READY]
+    by_operator = unloaded_by_operator(not_ready, home) if not_ready else set()
+    watch.record_states(server, {name: (m.state.value, m.reason.splitlines()[0] if m.reason else "",
+                                        name in by_operator) for name, m in models.items()}, now_s, home=home)
 
 
 def probe_sources(model: str, home: Path | None) -> dict[str, InputSource] | None:
@@ -128,19 +163,26 @@ class Unanswered:
 
     sent_s: float
     finished: int
+    sent_tick: float  # when it was sent on the prober's interval clock
 
 
 class Prober:
-    """Probes one server's READY models, each at most once per `interval_s`."""
+    """Probes one server's READY models, each at most once per `interval_s`. `clock`: the wall
+    clock the records are stamped with; `ticks`: the clock intervals are timed on (monotonic;
+    an injected `clock` drives them too when no `ticks` is given, so a test moves both at once);
+    `repository`: the server's model repository, where trials' markers are read (see above)."""
 
     def __init__(self, client: TritonClient, *, home: Path | None = None,
-                 interval_s: float = DEFAULT_INTERVAL_S, clock: Callable[[], float] = time.time) -> None:
+                 interval_s: float = DEFAULT_INTERVAL_S, clock: Callable[[], float] = time.time,
+                 ticks: Callable[[], float] | None = None, repository: Path | None = None) -> None:
         self.client = client
         self.server = client.url
         self.home = home
         self.interval_s = max(MIN_INTERVAL_S, interval_s)
         self.clock = clock
-        self._last: dict[str, float] = {}
+        self.ticks = ticks or (time.monotonic if clock is time.time else clock)
+        self.repository = repository
+        self._last: dict[str, float] = {}  # model -> its last probe, on `ticks`
         self._delays: dict[str, float | None] = {}  # model -> max_queue_delay (s), None: no batcher
         self._read_at: dict[str, float] = {}  # model -> when its served config was last read
         self._unanswered: dict[str, Unanswered] = {}  # model -> its probe still waiting in Triton
@@ -154,39 +196,67 @@ class Prober:
             index = self.client.repository_index()
         except GeAdminError as exc:
             return ProbeRound(self.server, now, error=str(exc).splitlines()[0])
-        self._record_states(index, now)
-        self._record_batching(index, now)
         busy = load_test_running(self.home, self.server)
-        due, skipped = [], {}
-        for entry in index:
-            if entry.state is not ModelState.READY or parse_name(entry.name) is not None:
-                continue  # a tuning trial is under perf_analyzer's load on purpose: never probed
-            if busy is not None and (busy.model in ("", entry.name)):
-                skipped[entry.name] = f"a load test runs against it ({busy.holder})"
-                continue
-            if not force and now - self._last.get(entry.name, float("-inf")) < self.interval_s:
-                continue
-            self._last[entry.name] = now
-            due.append(entry.name)
+        # A trial is under perf_analyzer's load on purpose, and refused or unloaded by the tuner: its
+        # state is no alert. Left out of the record, it is also forgotten there (watch.record_states).
+        watched = [e for e in index if self.own_trial(e.name, busy) is None]
+        record_index(self.server, watched, now, home=self.home)
+        self._record_batching(watched, now)
+        due, skipped = self.due(index, busy, force=force)
         finished = finished_requests(self.client) if due else {}  # before any probe of this round
         probes = [self._held(name, now, finished.get(name)) or self._sent(name, finished.get(name))
                   for name in due]
         watch.record_probes(probes, home=self.home)
         return ProbeRound(self.server, now, tuple(probes), skipped, tuple(index))
 
+    def due(self, index: Sequence[ModelEntry], busy: RunningLoadTest | None, *,
+            force: bool = False) -> tuple[list[str], dict[str, str]]:
+        """The READY models to probe now (each once, whatever its versions), and those skipped
+        with why; marks the due ones as probed now. `busy`: the load test that holds the server."""
+        due, skipped = [], {}
+        tick = self.ticks()
+        for name, entry in per_model(index).items():
+            if entry.state is not ModelState.READY:
+                continue
+            if (trial := self.own_trial(name, busy)) is not None:
+                if trial:
+                    skipped[name] = trial
+                continue
+            if busy is not None and (busy.model in ("", name)):
+                skipped[name] = f"a load test runs against it ({busy.holder})"
+                continue
+            if not force and tick - self._last.get(name, float("-inf")) < self.interval_s:
+                continue
+            self._last[name] = tick
+            due.append(name)
+        return due, skipped
+
+    def own_trial(self, name: str, busy: RunningLoadTest | None) -> str | None:
+        """None when `name` is not one of geadmin's trial copies; else "" (its marker says so)
+        or why it is taken for one (no repository to read a marker in, see the module's docstring)."""
+        shape = parse_name(name)
+        if shape is None:
+            return None
+        if self.repository is not None:
+            return "" if is_trial(self.repository, name) else None
+        if busy is not None and busy.model == shape[0] and TUNING in busy.holder:
+            return f"a tuning run of {shape[0]!r} measures it, its trial copy ({busy.holder})"
+        return None  # probed: a production model that merely looks like a trial must never go unwatched
+
     def _sent(self, model: str, finished: int | None) -> ProbeRecord:
         """A probe sent; `finished`: the model's finished requests just before it."""
+        tick = self.ticks()
         record, timed_out = _probe(self.client, self.server, model, self.home, self.clock)
         self._unanswered.pop(model, None)
         if timed_out and finished is not None:
-            self._unanswered[model] = Unanswered(record.at_s, finished)
+            self._unanswered[model] = Unanswered(record.at_s, finished, tick)
         return record
 
     def _held(self, model: str, now: float, finished: int | None) -> ProbeRecord | None:
         """The round's word on a model whose last probe still waits in Triton, instead of
         another probe behind it; None when a probe is to be sent."""
         waiting = self._unanswered.get(model)
-        if waiting is None or now - waiting.sent_s >= HOLD_MAX_INTERVALS * self.interval_s:
+        if waiting is None or self.ticks() - waiting.sent_tick >= HOLD_MAX_INTERVALS * self.interval_s:
             return None
         if finished != waiting.finished or self._reloaded(model, waiting.sent_s):
             return None  # it finished something since (that probe, perhaps), or it was reloaded
@@ -208,22 +278,16 @@ class Prober:
         return any(r.action in RELEASING_ACTIONS and r.result == audit.Result.OK.value
                    and r.server == self.server for r in rows)
 
-    def _record_states(self, index: list[ModelEntry], now: float) -> None:
-        not_ready = [m.name for m in index if m.state is not ModelState.READY]
-        by_operator = unloaded_by_operator(not_ready, self.home) if not_ready else set()
-        states = {m.name: (m.state.value, m.reason.splitlines()[0] if m.reason else "", m.name in by_operator)
-                  for m in index}
-        watch.record_states(self.server, states, now, home=self.home)
-
     def _record_batching(self, index: list[ModelEntry], now: float) -> None:
         """Each READY model's batcher wait, from its served config (re-read every
         `BATCHING_REREAD_S`: a reload can change it), for the alert rules' queue floor."""
-        ready = [m.name for m in index if m.state is ModelState.READY]
-        due = [name for name in ready if now - self._read_at.get(name, float("-inf")) >= BATCHING_REREAD_S]
+        ready = [name for name, m in per_model(index).items() if m.state is ModelState.READY]
+        tick = self.ticks()
+        due = [name for name in ready if tick - self._read_at.get(name, float("-inf")) >= BATCHING_REREAD_S]
         if due:
             _, delays_ms = served_facts(self.client, due)
             for name in due:
-                self._read_at[name] = now
+                self._read_at[name] = tick
                 self._delays[name] = delays_ms[name] / 1000.0 if name in delays_ms else None
         watch.record_queue_delays(self.server, {name: delay for name in ready
                                                 if (delay := self._delays.get(name)) is not None},

@@ -35,12 +35,11 @@ from the scrapes it keeps between refreshes.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
 
 from geadmin.errors import GeAdminError
-from geadmin.repository.trials import parse_name
 from geadmin.telemetry.derive import ModelWindow, Window, derive
 from geadmin.telemetry.sources.npu import NpuDevice
 from geadmin.telemetry.sources.scrape import Scrape
@@ -130,15 +129,18 @@ class Bottleneck:
 def find_bottlenecks(window: Window, devices: Sequence[NpuDevice] | None = None,
                      ensembles: Mapping[str, Sequence[str]] | None = None, *,
                      queue_delay_ms: Mapping[str, float] | None = None,
-                     probe_rates: Mapping[str, float] | None = None) -> tuple[Bottleneck, ...]:
+                     probe_rates: Mapping[str, float] | None = None,
+                     trials: Collection[str] = ()) -> tuple[Bottleneck, ...]:
     """One `Bottleneck` per model version of the window, in the window's order; `ensembles`
     maps each ensemble to its members (see `for_ensemble`), `queue_delay_ms` each model to its
     batcher's configured wait, `probe_rates` each model to geadmin's own probe requests/s.
-    geadmin's tuning trials, loaded under perf_analyzer's load on purpose, get none."""
+    `trials`, geadmin's tuning trials loaded under perf_analyzer's load on purpose, get none:
+    the caller names them from their markers (`geadmin.repository.trials.is_trial`). A name
+    alone proves nothing: a production model named like a trial is judged like any other."""
     delays, probes = queue_delay_ms or {}, probe_rates or {}
     found = tuple(assess(m, devices_of(m.model, m.version, devices or ()), queue_delay_ms=delays.get(m.model),
                          probe_rate_per_s=probes.get(m.model, 0.0)) for m in window.models
-                  if parse_name(m.model) is None)
+                  if m.model not in trials)
     members = ensembles or {}
     return tuple(for_ensemble(b, members[b.model], found) if b.model in members and b.has_traffic else b
                  for b in found)

@@ -212,3 +212,14 @@ def test_queue_time_within_the_batchers_max_queue_delay_is_by_design_beyond_it_i
     # 7 of the 8 ms are waiting for an instance
     (beyond,) = find_bottlenecks(window, queue_delay_ms={"m": 1.0})
     assert beyond.verdict is BottleneckKind.QUEUE_BOUND and beyond.queue_share == pytest.approx(7 / 9)
+
+
+# -- geadmin's tuning trials: left out by the caller's word (their markers), never by a name --
+def test_a_production_model_named_like_a_trial_gets_a_verdict_and_only_a_named_trial_none() -> None:
+    lookalike = "llama__tune_20240601"  # a date is 8 hex digits: a trial's shape, an operator's model
+    busy = Counters(success=100, inferences=100, executions=100, request_us=1_000_000, queue_us=800_000,
+                    compute_input_us=10_000, compute_infer_us=180_000, compute_output_us=10_000)
+    window = derive(page({"m": Counters(), lookalike: Counters()}, timestamp_s=100.0),
+                    page({"m": busy, lookalike: busy}, timestamp_s=110.0))
+    assert {b.model for b in find_bottlenecks(window)} == {"m", lookalike}
+    assert {b.model for b in find_bottlenecks(window, trials={lookalike})} == {"m"}

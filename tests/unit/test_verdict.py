@@ -252,7 +252,7 @@ def test_a_config_that_never_parsed_then_unloaded_by_an_operator_is_not_a_failur
     found = Triage([], [(entry, "config.pbtxt does not parse")], [], [])
     kept, unloads = with_dropped(found, None, tmp_path)
     assert not kept.failed and [m.name for m in kept.idle] == ["broken_parse"]
-    assert unloads["broken_parse"].startswith("unloaded by alice at ")
+    assert unloads.by_operator["broken_parse"].startswith("unloaded by alice at ")
 
 
 def test_not_ready_while_models_load_again_says_wait_never_restart() -> None:
@@ -275,6 +275,27 @@ def test_an_unreadable_workspace_database_is_said_once_with_what_the_verdict_cou
     assert blind[0].startswith("interrupted changes, operators' unloads")
     assert "probes and NPU faults are not judged" in blind[0]
     assert "note: interrupted changes" in verdict.headline
+
+
+def test_without_the_audit_log_a_failed_load_triton_reports_is_still_degraded(tmp_path: Path) -> None:
+    (tmp_path / "geadmin.db").write_bytes(b"\x8f" * 5000)  # garbage: no audit log to ask
+    failed = ModelEntry("llama", "1", ModelState.UNAVAILABLE,
+                        "failed to load 'llama' version 1: Internal: out of memory")
+    verdict = assess(snapshot(READY, failed), EvidenceSources(home=tmp_path, now=NOW))
+    assert verdict.level is Level.DEGRADED and verdict.rules == [VerdictRule.MODEL_FAILED]
+    assert verdict.headline.startswith("DEGRADED: model 'llama' failed: failed to load 'llama' version 1")
+    assert verdict.unloaded == {}  # an unreadable log names no operator's unload
+
+
+def test_without_the_audit_log_an_unloaded_model_is_named_in_a_note_not_called_dropped(
+        tmp_path: Path) -> None:
+    (tmp_path / "geadmin.db").write_bytes(b"\x8f" * 5000)
+    verdict = assess(snapshot(READY, PIPELINE_UNLOADED), EvidenceSources(home=tmp_path, now=NOW))
+    assert verdict.level is Level.OK and [m.name for m in verdict.found.idle] == ["digits_pipeline"]
+    assert verdict.notes[0].startswith("cannot tell whether an operator unloaded 'digits_pipeline' or Triton "
+                                       "dropped it behind geadmin's back (model-dropped)")
+    assert "note: cannot tell whether an operator unloaded 'digits_pipeline'" in verdict.headline
+    assert verdict.to_json()["models"][1]["unloaded_by_operator"] == ""  # type: ignore[index]
 
 
 def test_a_readable_workspace_database_adds_no_note(tmp_path: Path) -> None:

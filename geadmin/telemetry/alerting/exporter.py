@@ -9,8 +9,10 @@ lost to them (`geadmin.telemetry.alerting.fault_metrics`), the sampler's last sa
 (`geadmin.telemetry.history.store`), the objectives (`geadmin.telemetry.alerting.objectives`). Names are
 prefixed `geadmin_`; Triton's own families are never re-exported or renamed. The alert
 rules in deploy/prometheus/geadmin-alerts.yml read these and Triton's metrics. geadmin's own
-tuning trials (`<model>__tune_<run>`) are left out: loading, refusing and unloading them is the
-tuner's work, never an alert.
+tuning trials are left out: loading, refusing and unloading them is the tuner's work, never an
+alert. The prober neither probes nor records them (`geadmin.ops.probe`, which can read a
+trial's marker or see its tuning run); nothing is left out here by its name, which proves
+nothing (`llama__tune_20240601` may be a production model, and must page like any other).
 """
 
 from __future__ import annotations
@@ -27,7 +29,6 @@ from prometheus_client.registry import Collector
 
 from geadmin import __version__
 from geadmin.errors import WorkspaceDatabaseError
-from geadmin.repository.trials import parse_name
 from geadmin.telemetry.alerting import objectives
 from geadmin.telemetry.alerting.fault_metrics import FAULT_FRESH_S, fault_families
 from geadmin.telemetry.history import store as history
@@ -94,10 +95,9 @@ class GeadminCollector(Collector):
         at = GaugeMetricFamily("geadmin_probe_timestamp_seconds", "When the latest synthetic request "
                                "was sent", labels=["server", "model"])
         for server in watch.probed_servers(home=self.home):
-            for model, probe in watch.latest_probes(server, newer_than_s=now - PROBE_FRESH_S,
-                                                    home=self.home).items():
-                if parse_name(model) is not None:
-                    continue
+            latest = watch.latest_probes(server, newer_than_s=now - PROBE_FRESH_S,
+                                         until_s=now + watch.FUTURE_SLACK_S, home=self.home)
+            for model, probe in latest.items():
                 success.add_metric([server, model], 1.0 if probe.ok else 0.0)
                 at.add_metric([server, model], probe.at_s)
                 if probe.ok and probe.latency_ms is not None:
@@ -113,8 +113,7 @@ class GeadminCollector(Collector):
                                     labels=["server", "model", "state"])
         changed = GaugeMetricFamily("geadmin_model_state_change_timestamp_seconds",
                                     "When the model entered its current state", labels=["server", "model"])
-        for record in (r for r in watch.model_states(home=self.home, seen_after_s=now - self.state_fresh_s)
-                       if parse_name(r.model) is None):
+        for record in watch.model_states(home=self.home, seen_after_s=now - self.state_fresh_s):
             state.add_metric([record.server, record.model, record.state,
                               "true" if record.operator_unload else "false"], 1.0)
             seconds.add_metric([record.server, record.model, record.state], record.for_s(now))

@@ -24,6 +24,10 @@ from geadmin.domain import same_server
 
 KEEP_PROBES_S = 24 * 3600.0  # probe history kept this long
 FRESH_S = 300.0  # a probe older than this says nothing about now (the sampler stopped)
+# A probe stamped later than "now" by more than this was stamped before the wall clock stepped
+# back (NTP): stale, not fresh for as long as the step. Up to it, it is the race between a
+# reader's clock read and the sampler's write (a verdict reads its clock before asking Triton).
+FUTURE_SLACK_S = 60.0
 KEEP_STATES_S = 24 * 3600.0  # a state nobody read again for this long is removed (its server left)
 
 
@@ -77,15 +81,17 @@ def record_probes(records: Sequence[ProbeRecord], *, home: Path | None = None) -
         conn.execute("DELETE FROM probes WHERE at < ?", (oldest,))
 
 
-def latest_probes(server: str, *, newer_than_s: float = 0.0,
+def latest_probes(server: str, *, newer_than_s: float = 0.0, until_s: float | None = None,
                   home: Path | None = None) -> dict[str, ProbeRecord]:
-    """model -> its latest probe of `server`, if taken after `newer_than_s` (epoch seconds)."""
+    """model -> its latest probe of `server` (the last recorded: after the wall clock stepped
+    back, an earlier probe bears a later stamp), if stamped after `newer_than_s` and, with
+    `until_s`, not after it (epoch seconds)."""
     with db.connect(home) as conn:
         conn.row_factory = sqlite3.Row
         rows = conn.execute(
-            "SELECT p.* FROM probes p JOIN (SELECT model, MAX(at) AS at FROM probes WHERE server = ? "
-            "GROUP BY model) last ON p.model = last.model AND p.at = last.at "
-            "WHERE p.server = ? AND p.at > ?", (server, server, newer_than_s)).fetchall()
+            "SELECT p.* FROM probes p JOIN (SELECT MAX(id) AS id FROM probes WHERE server = ? "
+            "GROUP BY model) last ON p.id = last.id WHERE p.at > ? AND p.at <= ?",
+            (server, newer_than_s, float("inf") if until_s is None else until_s)).fetchall()
     return {row["model"]: _probe(row) for row in rows}
 
 
@@ -98,10 +104,11 @@ def causes_first(failed: Sequence[ProbeRecord]) -> list[ProbeRecord]:
 
 def fresh_probes(server: str, *, now_s: float, fresh_s: float = FRESH_S,
                  home: Path | None = None) -> dict[str, ProbeRecord]:
-    """The latest probe of each model of `server` taken in the last `fresh_s`; {} without a
-    workspace database (a probe nobody recorded says nothing)."""
+    """The latest probe of each model of `server` taken in the last `fresh_s` (one stamped in
+    the future is stale: see FUTURE_SLACK_S); {} without a workspace database (a probe nobody
+    recorded says nothing)."""
     try:
-        return latest_probes(server, newer_than_s=now_s - fresh_s, home=home)
+        return latest_probes(server, newer_than_s=now_s - fresh_s, until_s=now_s + FUTURE_SLACK_S, home=home)
     except db.WorkspaceDatabaseError:
         return {}
 
