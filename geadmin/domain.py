@@ -76,7 +76,10 @@ class Endpoint:
 
     @property
     def address(self) -> str:
-        return f"{self.host}:{self.port}"
+        """`host:port`, an IPv6 literal in brackets (`[fd00::5]:8001`): the form a URL, gRPC's
+        target and the HTTP client take; a bare `fd00::5:8001` is ambiguous and refused."""
+        host = f"[{self.host}]" if ":" in self.host else self.host  # only an IPv6 literal has ":"
+        return f"{host}:{self.port}"
 
     @property
     def url(self) -> str:

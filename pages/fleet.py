@@ -110,8 +110,8 @@ def show_status(status: FleetStatus) -> None:
     else:
         st.error(headline, icon=":material/error:")
     for title, lines in (("Sources", status.discovery.problems), ("Down", status.down()),
-                         ("Failed", status.failed()), ("Skew", status.skew()),
-                         ("Outliers", status.outliers())):
+                         ("Failed", status.failed()), ("Not ready", status.unready()),
+                         ("Skew", status.skew()), ("Outliers", status.outliers())):
         if lines:  # geadmin's sentences around names and errors that discovery and members chose
             st.markdown(f"**{title}**\n" + "\n".join(f"- {defused(line)}" for line in lines))
     if status.models:

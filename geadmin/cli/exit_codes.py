@@ -32,7 +32,7 @@ MEANING: dict[ExitCode, str] = {
     ExitCode.UNREACHABLE: "nothing answers: Triton (also a port that speaks the other protocol), "
                           "Alertmanager, or no fleet server at all",
     ExitCode.DEGRADED: "it serves, but not as it should: a model failed, was dropped, is stuck or drifted; "
-                       "a fleet server down or a model skewed",
+                       "a fleet server down or not seen (a discovery source down), or a model skewed",
     ExitCode.INTERNAL: "a bug in geadmin: one line with the error and a request to report it with the "
                        "file `geadmin bundle` writes (GEADMIN_DEBUG=1 prints the traceback instead)",
     ExitCode.INTERRUPTED: "interrupted with Ctrl-C (SIGINT)",
@@ -50,10 +50,12 @@ BY_COMMAND: dict[str, tuple[str, dict[ExitCode, str]]] = {
         ExitCode.DEGRADED: "DEGRADED: Triton serves, but a model failed to load, lost READY without an "
                            "operator's unload, is stuck LOADING/UNLOADING, or serves a config that differs "
                            "from its file on disk, or an NPU fault needs action (a model it left with no "
-                           "healthy instance is named DOWN) (`--strict` makes it 1)",
+                           "healthy instance is named DOWN); `--fleet`: also a source that did not answer or "
+                           "left servers out (`--strict` makes it 1)",
         ExitCode.FAILED: "DOWN: Triton answers but is not live, or a model named with `--expect` is not "
                          "READY or has no healthy instance left after an NPU fault",
-        ExitCode.UNREACHABLE: "DOWN: Triton does not answer; `--all` exits with the worst (0, 4, 1, 3)",
+        ExitCode.UNREACHABLE: "DOWN: Triton does not answer, or `--fleet` found no server; `--all` and "
+                              "`--fleet` exit with the worst (0, 4, 1, 3)",
     }),
     "models": ("models list, models load, models unload, models reload, models create", {
         ExitCode.OK: "every named model ended as asked",
@@ -120,7 +122,8 @@ BY_COMMAND: dict[str, tuple[str, dict[ExitCode, str]]] = {
         ExitCode.OK: "the same everywhere, every gate passed, or restored",
         ExitCode.FAILED: "a rollout stopped at a gate (and put the servers back), or a restore failed",
         ExitCode.UNREACHABLE: "no server found, or none answers",
-        ExitCode.DEGRADED: "a server down, a model failed or skewed",
+        ExitCode.DEGRADED: "a server down or not ready, a model failed or skewed, or a source that did not "
+                           "answer or left servers out (its servers are not seen)",
     }),
     "npu": ("npu", {
         ExitCode.OK: "the NPUs were listed",

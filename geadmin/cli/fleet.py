@@ -72,10 +72,15 @@ def run_status(args: argparse.Namespace) -> int:
         print(json.dumps(document, indent=2))
     else:
         print(render(status, cut_short))
+    return exit_code(status, cut_short)
+
+
+def exit_code(status: FleetStatus, cut_short: list[journal.Reason] | None = None) -> int:
+    """3 when no server is found or none serves; 4 for anything the headline calls DEGRADED
+    (a source down or cut, a server down or not ready, a model failed or skewed, a rollout cut short)."""
     if not status.servers or not status.answering:
         return ExitCode.UNREACHABLE
-    degraded = status.down() or status.failed() or status.skew() or cut_short
-    return ExitCode.DEGRADED if degraded else ExitCode.OK
+    return ExitCode.DEGRADED if status.degraded() or cut_short else ExitCode.OK
 
 
 def render(status: FleetStatus, cut_short: list[journal.Reason] | None = None) -> str:
@@ -89,7 +94,8 @@ def render(status: FleetStatus, cut_short: list[journal.Reason] | None = None) -
         groups = status.groups(label)
         if groups and set(groups) != {"-"}:  # some source knows it
             lines.append(f"by {title}: " + "; ".join(f"{k}: {', '.join(v)}" for k, v in groups.items()))
-    for title, found in (("DOWN", status.down()), ("FAILED", status.failed()), ("SKEW", status.skew()),
+    for title, found in (("DOWN", status.down()), ("FAILED", status.failed()),
+                         ("NOT READY", status.unready()), ("SKEW", status.skew()),
                          ("OUTLIERS", status.outliers())):
         if found:
             lines += [f"{title} ({len(found)}):", *(f"  {line}" for line in found)]
@@ -210,8 +216,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     actions = parser.add_subparsers(dest="fleet_command", required=True, metavar="ACTION")
     status = actions.add_parser("status", help="the model x server matrix, skew, servers down, outliers",
-                                description="Exit codes: 0 the same everywhere; 4 a server down, a model "
-                                "failed or skewed; 3 no server found or none answers; 2 bad usage.")
+                                description="Exit codes: 0 the same everywhere; 4 a source that did not "
+                                "answer or left servers out, a server down or not ready, a model failed or "
+                                "skewed; 3 no server found or none answers; 2 bad usage.")
     _add_target_args(status)
     status.add_argument("--timeout", type=float, default=POLL_TIMEOUT_S, metavar="S",
                         help=f"per server ({POLL_TIMEOUT_S:g}): a slower one is reported, never waited for")

@@ -109,25 +109,41 @@ def _verdicts(targets: list[Target], args: argparse.Namespace, stack: StackInfo 
             client.close()
 
 
-def fleet_targets(name: str) -> tuple[list[Target], list[Member]]:
-    """Every member of a named fleet (geadmin.fleet.discovery), each with its repository; a
-    source that does not answer is said on stderr and its servers are left out."""
+def fleet_targets(name: str) -> tuple[list[Target], list[Member], list[str]]:
+    """Every member of a named fleet (geadmin.fleet.discovery), each with its repository, and
+    the problems of its sources: one that does not answer is said on stderr and its servers are
+    left out (FleetError when no server is found at all)."""
     found = discover(fleet_named(name))
     for problem in found.problems:
         print(f"fleet {name}: {problem}", file=sys.stderr)
     if not found.members:
         raise FleetError(f"fleet {name!r} has no server: " + ("; ".join(found.problems) or
-                         "its sources found none"))
+                         "its sources found none") + "; check the fleet's sources ([[fleet]] in the servers "
+                         "file, or GEADMIN_FLEET)")
     members = list(found.members)
-    return [Target(m.spec, repository=m.repository, source=f"fleet {name}") for m in members], members
+    targets = [Target(m.spec, repository=m.repository, source=f"fleet {name}") for m in members]
+    return targets, members, found.problems
+
+
+def worst(codes: Sequence[int], missing: Sequence[str] = (), strict: bool = False) -> int:
+    """The worst of the servers' exit codes; a fleet source that did not answer or left servers
+    out makes it at least DEGRADED (1 with --strict): servers nobody judged are never OK."""
+    if missing:
+        codes = [*codes, ExitCode.FAILED if strict else ExitCode.DEGRADED]
+    return max(codes, key=WORSE.index)
 
 
 def run(args: argparse.Namespace) -> int:
     stack = live_stack()
     many = args.all or args.fleet is not None
     members: list[Member] | None = None
+    missing: list[str] = []
     if args.fleet is not None:
-        targets, members = fleet_targets(args.fleet)
+        try:
+            targets, members, missing = fleet_targets(args.fleet)
+        except FleetError as exc:  # no fleet server at all: nothing answers (3), not bad usage (2)
+            print(f"geadmin: error: {exc}", file=sys.stderr)
+            return ExitCode.UNREACHABLE
     else:
         targets = configured_targets(stack) if args.all else [target_from_args(args)]
     verdicts = _verdicts(targets, args, stack, members)
@@ -143,7 +159,7 @@ def run(args: argparse.Namespace) -> int:
                           for v in verdicts))
     else:
         print(render_text(verdicts[0].verdict, verdicts[0].outage, verdicts[0].crash))
-    return max((exit_code(v.verdict, args.strict) for v in verdicts), key=WORSE.index)
+    return worst([exit_code(v.verdict, args.strict) for v in verdicts], missing, args.strict)
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -44,6 +44,9 @@ else:  # pragma: no cover
 DEFAULT_FLEET = "default"
 CONFIGURED = "servers"
 DISCOVERY_TIMEOUT_S = 5.0
+# Members one discovered source may add: its answer is outside input (a 32 MB target list holds
+# ~100k). One cap for every source: the DNS source cuts its answer at the same number.
+MAX_MEMBERS = dns.MAX_ADDRESSES
 
 Discover = Callable[..., Found]
 
@@ -136,12 +139,24 @@ def discover(fleet: Fleet, *, timeout_s: float = DISCOVERY_TIMEOUT_S) -> Discove
         found = []
         for source, future in zip(fleet.sources, futures, strict=True):
             try:
-                found.append(future.result(timeout=timeout_s + 1.0))
+                found.append(capped(future.result(timeout=timeout_s + 1.0)))
             except FutureTimeout:
                 found.append(Found(source, error=f"no answer within {timeout_s:g} s"))
     finally:
         pool.shutdown(wait=False, cancel_futures=True)  # a hung lookup never holds the caller
     return Discovery(fleet, tuple(_with_fleet_settings(m, fleet) for m in _merged(found)), tuple(found))
+
+
+def capped(found: Found) -> Found:
+    """At most MAX_MEMBERS of a discovered source's members, with a note of how many were left
+    out (a note makes the fleet DEGRADED: servers left out are not seen). The configured servers
+    are the operator's own list, never cut."""
+    if found.source == CONFIGURED or len(found.members) <= MAX_MEMBERS:
+        return found
+    note = (f"{len(found.members)} members found, {len(found.members) - MAX_MEMBERS} left out: at most "
+            f"{MAX_MEMBERS} per source (geadmin.fleet.discovery.MAX_MEMBERS); narrow the source (its job "
+            "or selector) or split it into several sources")
+    return replace(found, members=found.members[:MAX_MEMBERS], notes=(*found.notes, note))
 
 
 def _with_fleet_settings(member: Member, fleet: Fleet) -> Member:
@@ -194,10 +209,15 @@ def _merged(found: Sequence[Found]) -> list[Member]:
                 by_url[key] = member
     members: list[Member] = []
     taken: set[str] = set()
+    suffix: dict[str, int] = {}  # the next number to try per name: each duplicate costs O(1), not O(n)
     for member in by_url.values():
-        name, n = member.name, 2
-        while name in taken:
-            name, n = f"{member.name}~{n}", n + 1
+        name = member.name
+        if name in taken:
+            n = suffix.get(name, 2)
+            while f"{name}~{n}" in taken:  # a member may already be called "a~2"
+                n += 1
+            suffix[name] = n + 1
+            name = f"{name}~{n}"
         taken.add(name)
         renamed = member if name == member.name else replace(member, spec=replace(member.spec, name=name))
         members.append(renamed)

@@ -153,7 +153,7 @@ def _over_tls(member: Member, proof: Proof) -> tuple[bool, str, Member]:
     problem = check_tls(grpc.host.strip("[]"), grpc.port, proof.tls_ca)
     if problem:
         return False, f"gRPC TLS to {grpc.address} not proven: {problem}", member
-    url = f"grpcs://{grpc.address}"
+    url = replace(grpc, ssl=True).url  # Endpoint brackets an IPv6 host: grpcs://[fd00::5]:8001
     tls = replace(member, spec=replace(member.spec, url=url, grpc_url=url), tls_ca=proof.tls_ca)
     return True, f"gRPC over TLS at {grpc.address}, its certificate chains to {proof.tls_ca}", tls
 

@@ -20,7 +20,8 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
-from geadmin.diagnose.health import ServerSnapshot, is_idle, take_snapshot
+from geadmin.diagnose.health import ServerSnapshot, is_idle, take_snapshot, triage
+from geadmin.diagnose.verdict import not_ready_reason
 from geadmin.domain import ModelEntry, ModelState
 from geadmin.errors import TelemetryError
 from geadmin.fleet.discovery import Discovery
@@ -92,7 +93,8 @@ class ServerView:
     def not_ready_but_serving(self) -> bool:
         """Live, models READY, yet /v2/health/ready false: strict readiness (a model that failed
         to load makes the whole server not ready, FACTS.md). A load balancer that probes
-        readiness sends it nothing; its failed models are in FleetStatus.failed."""
+        readiness sends it nothing: the fleet is DEGRADED, by its failed models (FleetStatus.failed)
+        or, with none, by FleetStatus.unready."""
         snap = self.snapshot
         return snap is not None and snap.live and not snap.ready and not self.problem
 
@@ -129,6 +131,31 @@ class FleetStatus:
 
     def down(self) -> list[str]:
         return [f"{s.name} ({s.member.url}): {s.problem}" for s in self.servers if s.problem]
+
+    def missing(self) -> list[str]:
+        """One line per source that did not answer, and per note of what a source left out: the
+        servers behind them are not in this view, so the fleet cannot be OK."""
+        found = self.discovery.found
+        lines = [f"source {f.source} did not answer, its servers are missing: {f.error}"
+                 for f in found if f.error]
+        return lines + [f"source {f.source} left servers out: {note}" for f in found for note in f.notes]
+
+    def unready(self) -> list[str]:
+        """One line per server that serves but says it is not ready, as `geadmin status` says it
+        (a readiness probe sends it nothing). One with a failed model is in failed() instead."""
+        lines = []
+        for s in self.answering:
+            if s.not_ready_but_serving and s.snapshot is not None:
+                found = triage(s.snapshot)
+                if not found.failed:
+                    reason = not_ready_reason(found)
+                    lines.append(f"{s.name} ({s.member.url}): {reason.text}; fix: {reason.fix}")
+        return lines
+
+    def degraded(self) -> list[str]:
+        """Every reason the fleet is not OK, the one the headline leads with first; [] when OK
+        (outliers only warn). `geadmin fleet status` exits 4 for any."""
+        return [*self.missing(), *self.down(), *self.failed(), *self.unready(), *self.skew()]
 
     def skew(self) -> list[str]:
         """One line per model that is not the same everywhere it is known, e.g.
@@ -187,18 +214,22 @@ class FleetStatus:
         return dict(sorted(grouped.items()))
 
     def headline(self) -> str:
-        total, down, skew, odd = len(self.servers), self.down(), self.skew(), self.outliers()
-        failed, problems = self.failed(), self.discovery.problems
+        total, down, odd, problems = len(self.servers), self.down(), self.outliers(), self.discovery.problems
         if not total:
             return "FLEET EMPTY: no server found" + (f" ({problems[0]})" if problems else "")
         if not self.answering:  # `geadmin fleet status` exits 3, as for no server at all
             return f"FLEET DOWN: none of {total} servers serving — first: {down[0]}"
-        if down or failed or skew:
-            first = (down or failed or skew)[0]
-            return (f"FLEET DEGRADED: {len(self.answering)} of {total} servers serving; "
-                    f"{len(failed)} model(s) failed, {len(skew)} skewed — first: {first}")
-        if odd or problems:
-            return f"FLEET OK, with warnings: {(odd or problems)[0]}"
+        degraded, failed, skew, unready = self.degraded(), self.failed(), self.skew(), self.unready()
+        counts = (f"{len(self.answering)} of {total} servers serving"
+                  + (f", {len(unready)} of them not ready" if unready else "")
+                  + f"; {len(failed)} model(s) failed, {len(skew)} skewed")
+        missing = self.missing()
+        if missing:  # the source first: how many servers it hides is unknown, so no count leads
+            return f"FLEET DEGRADED: {missing[0]} — found: {counts}"
+        if degraded:
+            return f"FLEET DEGRADED: {counts} — first: {degraded[0]}"
+        if odd:
+            return f"FLEET OK, with warnings: {odd[0]}"
         counts = f"{_count(total, 'server')}, {_count(len(self.models), 'model')}"
         return f"FLEET OK: {counts}, the same everywhere"
 
@@ -218,6 +249,7 @@ class FleetStatus:
             "matrix": {model: {s.name: _cell_json(s.cell(model)) for s in self.servers}
                        for model in self.models},
             "skew": self.skew(), "failed": self.failed(), "down": self.down(), "outliers": self.outliers(),
+            "not_ready": self.unready(), "missing": self.missing(),
             "by_node": self.groups(NODE), "by_ascend": self.groups(ASCEND),
         }
 

@@ -14,11 +14,13 @@ from geadmin.domain import ModelEntry, ModelState
 from geadmin.errors import ConfigError, DiscoverySourceError, InvalidArgumentError
 from geadmin.fleet import dns, prometheus_targets
 from geadmin.fleet.discovery import (
+    MAX_MEMBERS,
     Discovery,
     Fleet,
     Found,
     _merged,
     _with_fleet_settings,
+    capped,
     check_source,
     fleet_named,
     fleets,
@@ -242,3 +244,85 @@ def test_a_server_whose_models_cannot_be_read_is_never_counted_as_serving_nothin
     ok = ServerView(member("b", "http://b:8000"), snapshot("b", ("m", "1", ModelState.READY)))
     assert fleet_of(ok, ServerView(member("a", "http://a:8000"), refused)).headline().startswith(
         "FLEET DEGRADED: 1 of 2 servers serving")
+
+
+def fleet_found(views: tuple[ServerView, ...], *found: Found) -> FleetStatus:
+    """`views` found by the configured servers, beside what the other sources in `found` said."""
+    sources = (Found("servers", tuple(v.member for v in views)), *found)
+    fleet = Fleet("f", tuple(f.source for f in sources))
+    return FleetStatus(Discovery(fleet, tuple(v.member for v in views), sources), views, 0.1)
+
+
+def test_a_source_that_did_not_answer_makes_the_fleet_degraded_naming_the_source_first() -> None:
+    """Its servers are silently missing from the matrix: never "FLEET OK, with warnings"."""
+    ok = ServerView(member("a", "http://a:8000"), snapshot("a", ("m", "1", ModelState.READY)))
+    status = fleet_found((ok,), Found("dns:triton-b:8000", error="DNS: 'triton-b' does not resolve"))
+    assert status.headline() == ("FLEET DEGRADED: source dns:triton-b:8000 did not answer, its servers are "
+                                 "missing: DNS: 'triton-b' does not resolve — found: 1 of 1 servers serving; "
+                                 "0 model(s) failed, 0 skewed")
+    assert status.degraded() == status.missing()
+
+
+def test_a_pod_a_source_left_out_makes_the_fleet_degraded_naming_the_source() -> None:
+    ok = ServerView(member("a", "http://a:8000"), snapshot("a", ("m", "1", ModelState.READY)))
+    note = "pod triton-1 is Unknown (on node n1): left out until it runs"
+    status = fleet_found((ok,), Found("kubernetes:ns?selector=app=triton", notes=(note,)))
+    assert status.headline().startswith(
+        f"FLEET DEGRADED: source kubernetes:ns?selector=app=triton left servers out: {note} — found: 1 of 1")
+    assert status.to_json()["missing"] == [
+        f"source kubernetes:ns?selector=app=triton left servers out: {note}"]
+
+
+def test_a_member_not_ready_with_every_model_ready_is_degraded_and_named() -> None:
+    """As `geadmin status` on that server: Triton says it is not ready (a readiness probe sends it
+    nothing), whatever its models say."""
+    ok = ServerView(member("a", "http://a:8000"), snapshot("a", ("m", "1", ModelState.READY)))
+    unready = ServerSnapshot("b", "http://b:8000", "http", datetime.now(timezone.utc), live=True, ready=False,
+                             models=(ModelEntry("m", "1", ModelState.READY, ""),))
+    status = fleet_of(ok, ServerView(member("b", "http://b:8000"), unready))
+    assert status.down() == [] and status.failed() == [] and status.skew() == []
+    assert status.unready() == ["b (http://b:8000): Triton says it is not ready, and no model explains why "
+                                "(read its log) — probes of /v2/health/ready fail while it serves; fix: load "
+                                "the model once its cause is fixed, or restart Triton"]
+    assert status.headline() == ("FLEET DEGRADED: 2 of 2 servers serving, 1 of them not ready; 0 model(s) "
+                                 f"failed, 0 skewed — first: {status.unready()[0]}")
+
+
+def test_a_server_not_ready_because_a_model_failed_is_said_once_by_its_failed_model() -> None:
+    failed = ModelEntry("npu", "1", ModelState.UNAVAILABLE, "cannot load libascendcl.so")
+    strict = ServerSnapshot("a", "http://a:8000", "http", datetime.now(timezone.utc), live=True, ready=False,
+                            models=(failed, ModelEntry("m", "1", ModelState.READY, "")))
+    status = fleet_of(ServerView(member("a", "http://a:8000"), strict))
+    assert status.unready() == [] and status.headline().startswith(
+        "FLEET DEGRADED: 1 of 1 servers serving; 1 model(s) failed, 0 skewed — first: npu: failed on 1 of 1")
+
+
+def test_a_source_with_more_members_than_the_cap_is_cut_with_a_note_naming_it_and_is_degraded() -> None:
+    """5000 targets of one Prometheus job, every one with the same name: at most MAX_MEMBERS
+    (the DNS source's cap) are members, each named once, and the note says how many were left out."""
+    assert MAX_MEMBERS == dns.MAX_ADDRESSES
+    many = tuple(member("triton", f"http://10.0.{i // 250}.{i % 250 + 1}:8000", "prometheus:x")
+                 for i in range(5000))
+    found = capped(Found("prometheus:x", many))
+    assert len(found.members) == MAX_MEMBERS
+    assert found.notes == (f"5000 members found, {5000 - MAX_MEMBERS} left out: at most {MAX_MEMBERS} per "
+                           "source (geadmin.fleet.discovery.MAX_MEMBERS); narrow the source (its job or "
+                           "selector) or split it into several sources",)
+    merged = _merged([found])
+    assert [m.name for m in merged[:3]] == ["triton", "triton~2", "triton~3"]
+    assert len({m.name for m in merged}) == MAX_MEMBERS
+    ok = ServerView(member("a", "http://a:8000"), snapshot("a", ("m", "1", ModelState.READY)))
+    assert fleet_found((ok,), found).headline().startswith(
+        "FLEET DEGRADED: source prometheus:x left servers out: 5000 members found, 4936 left out")
+    configured = Found("servers", many[:MAX_MEMBERS + 1])
+    assert capped(configured) == configured  # the operator's own list is never cut
+
+
+def test_same_named_members_are_numbered_once_each_without_restarting_the_count() -> None:
+    taken = member("triton~2", "http://10.9.0.1:8000", "dns:x")  # already called what a rename would pick
+    many = [member("triton", f"http://10.0.{i // 250}.{i % 250 + 1}:8000", "prometheus:x")
+            for i in range(5000)]
+    merged = _merged([Found("dns:x", (taken,)), Found("prometheus:x", tuple(many))])
+    names = [m.name for m in merged]
+    assert len(set(names)) == len(names) == 5001
+    assert names[:4] == ["triton~2", "triton", "triton~3", "triton~4"] and names[-1] == "triton~5001"

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from geadmin.domain import Endpoint
 from geadmin.errors import ConfigError, FleetError
 from geadmin.fleet.discovery import fleets
 from geadmin.fleet.members import Member, Ownership, Trust
@@ -162,10 +163,21 @@ def test_a_read_only_member_is_polled_by_a_client_that_holds_no_key() -> None:
 # -- TLS ------------------------------------------------------------------------------------
 @pytest.fixture
 def tls_listener(tmp_path: Path) -> Iterator[tuple[int, Issued]]:
-    issued = issue(tmp_path / "ca1")
+    yield from _tls_listener(tmp_path, "127.0.0.1")
+
+
+@pytest.fixture
+def tls_listener_v6(tmp_path: Path) -> Iterator[tuple[int, Issued]]:
+    yield from _tls_listener(tmp_path, "::1")
+
+
+def _tls_listener(tmp_path: Path, host: str) -> Iterator[tuple[int, Issued]]:
+    """A TLS handshake at `host` with a certificate for it (no Triton behind: a proof is the
+    handshake), until the test ends."""
+    issued = issue(tmp_path / "ca1", ip=host)
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(issued.cert, issued.key)
-    server = socket.create_server(("127.0.0.1", 0))
+    server = socket.create_server((host, 0), family=socket.AF_INET6 if ":" in host else socket.AF_INET)
     stop = threading.Event()
 
     def serve() -> None:
@@ -203,6 +215,30 @@ def test_tls_to_the_fleets_ca_makes_a_member_trusted_over_grpcs_only(
     refused = decide(member, Proof(tls_ca=other.ca), KEY, "prod")
     assert not refused.trust.trusted and refused.spec.admin_key is None and refused.url.startswith("http://")
     assert "its certificate does not chain to" in refused.trust.why
+
+
+def test_a_member_proven_over_tls_at_an_ipv6_address_gets_a_url_endpoint_parse_accepts(
+    tls_listener_v6: tuple[int, Issued],
+) -> None:
+    port, issued = tls_listener_v6
+    member = found(f"http://[::1]:{port + 1}", grpc=f"grpc://[::1]:{port}")
+    decided = decide(member, Proof(tls_ca=issued.ca), KEY, "prod")
+    assert decided.trust.trusted, decided.trust.why
+    assert decided.url == decided.spec.grpc_url == f"grpcs://[::1]:{port}"  # not grpcs://::1:PORT
+    parsed = Endpoint.parse(decided.url)
+    assert (parsed.host, parsed.port, parsed.ssl) == ("::1", port, True)
+    client = client_for(decided, 1.0)
+    try:
+        assert client.url == f"grpcs://[::1]:{port}"
+    finally:
+        client.close()
+
+
+def test_an_ipv6_address_is_bracketed_wherever_a_url_is_built_from_it() -> None:
+    endpoint = Endpoint.parse("grpc://[fd00::5]:8001")
+    assert endpoint.address == "[fd00::5]:8001"
+    assert Endpoint.parse(replace(endpoint, ssl=True).url) == replace(endpoint, ssl=True)
+    assert Endpoint.parse("grpc://10.0.0.5:8001").address == "10.0.0.5:8001"
 
 
 def test_tls_to_a_port_without_tls_proves_nothing() -> None:

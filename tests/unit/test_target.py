@@ -114,4 +114,4 @@ def test_malformed_urls_name_the_accepted_forms(url: str) -> None:
 
 def test_bare_host_port_and_ipv6_parse() -> None:
     assert Endpoint.parse("localhost:8000").url == "http://localhost:8000"
-    assert Endpoint.parse("grpc://[::1]:8001").address == "::1:8001"
+    assert Endpoint.parse("grpc://[::1]:8001").address == "[::1]:8001"  # a bare ::1:8001 is no address
