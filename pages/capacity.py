@@ -22,6 +22,7 @@ from geadmin.telemetry.sources.detect import NpuSources
 from pages.ui import access, keys
 from pages.ui.context import client_for, selected_target
 from pages.ui.errors import failure_of, show_failure
+from pages.ui.outside_text import defused
 
 ALL = "every READY model"
 GIB = float(1 << 30)
@@ -81,7 +82,7 @@ def show_model(m: ModelCapacity) -> None:
     st.subheader(m.model)
     st.caption(f"Objective: {m.objective}")
     if m.short:
-        st.warning(f"{m.model}: {m.short}", icon=":material/warning:")
+        st.warning(f"{defused(m.model)}: {m.short}", icon=":material/warning:")
     if m.without_objective:
         return
     rows = [("saturation rate", m.saturation), ("recorded peak", m.peak), ("recorded mean", m.mean),
@@ -115,7 +116,7 @@ def measure(target: Target, model: str, options: CapacityOptions) -> None:
         show_failure(failure_of(exc), title="Not measured")
         return
     for m in report.models:
-        st.success(f"{m.model}: saturation rate {m.saturation.text()}")
+        st.success(f"{defused(m.model)}: saturation rate {m.saturation.text()}")
 
 
 def show_npus(report: CapacityReport) -> None:

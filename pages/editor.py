@@ -101,9 +101,9 @@ def conflict_banner(target: Target, opened: Opened) -> None:
         return
     if current.sha256 == opened.sha256:
         return
-    st.warning(f"`{opened.model}/config.pbtxt` changed on disk since you opened it (someone else applied a "
-               "change, or the file was edited). Applying now is refused; reopen it to start from the "
-               "new file (your edits are discarded), or copy your edits first.",
+    st.warning(f"{defused(opened.model)}/config.pbtxt changed on disk since you opened it "
+               "(someone else applied a change, or the file was edited). Applying now is refused; reopen it "
+               "to start from the new file (your edits are discarded), or copy your edits first.",
                icon=":material/sync_problem:")
     with st.expander("What changed on disk"):
         diff = revisions.text_diff(opened.text, current.text, f"{opened.model}/config.pbtxt",

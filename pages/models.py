@@ -23,7 +23,7 @@ from pages.ui.context import client_for, log_for, selected_client, selected_targ
 from pages.ui.errors import show_error, show_failure
 from pages.ui.impact_view import show_impact, show_side_effects
 from pages.ui.links import preselect
-from pages.ui.outside_text import defused, text
+from pages.ui.outside_text import defused
 from pages.ui.verdict_view import drift_notes
 
 REFRESH_S = 5
@@ -107,7 +107,7 @@ def model_table(rows: list[ModelRow]) -> None:
     if with_reasons:
         with st.expander(f"Reasons in full ({len(with_reasons)})"):
             for row in with_reasons:
-                st.markdown(f"**{text(row.name)}** ({row.state.value})")
+                st.markdown(f"**{defused(row.name)}** ({row.state.value})")
                 st.code(row.reason, language="text", wrap_lines=True)
 
 
@@ -217,7 +217,7 @@ def detail(rows: list[ModelRow]) -> None:
         return
     config = shown.config
     if config is None:
-        st.error(f"No config to show for {name}: {shown.problem}", icon=":material/error:")
+        st.error(f"No config to show for {defused(name)}: {defused(shown.problem)}", icon=":material/error:")
         return
     if not shown.normalized:
         st.caption("Not loaded: showing config.pbtxt as written, not Triton's normalized config.")

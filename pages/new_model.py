@@ -141,7 +141,8 @@ def show_result() -> None:
             st.success(outcome.message, icon=":material/check_circle:")
         else:
             next_step = create.next_step(outcome.error) if outcome.error else "read Triton's log"
-            st.error(f"**{outcome.model} was created, but Triton did not load it:** {outcome.reason}\n\n"
+            st.error(f"**{defused(outcome.model)} was created, but Triton did not load it:** "
+                     f"{defused(outcome.reason)}\n\n"
                      f"**Next step:** {next_step}; the directory stays, fix it and load it from the "
                      "Models page.", icon=":material/error:")
             with st.expander(f"Details for {outcome.model}"):

@@ -18,7 +18,7 @@ from geadmin.ops.models import actions
 from geadmin.stack.compose_logs import compose_for
 from geadmin.stack.target import Target
 from geadmin.stack.workspace import Workspace
-from pages.ui import access, keys, outside_text
+from pages.ui import access, keys
 from pages.ui.alerts_view import active_alerts_panel
 from pages.ui.context import client_for, log_for, selected_client, selected_target, targets
 from pages.ui.errors import show_failure
@@ -118,7 +118,7 @@ def not_answering(reasons: list[Reason]) -> None:
     if reasons:
         st.subheader(f"READY but not answering ({len(reasons)})")
     for reason in reasons:
-        st.error(f"**{outside_text.text(reason.model)}** — {defused(reason.text.split(': ', 1)[-1])}\n\n"
+        st.error(f"**{defused(reason.model)}** — {defused(reason.text.split(': ', 1)[-1])}\n\n"
                  f"**Next step:** {defused(reason.fix)}.")  # the probe's error: the model's own words
 
 
@@ -130,14 +130,15 @@ def not_ready_models(found: Triage, unloaded: Mapping[str, str], can_act: bool) 
         state = "not loaded" if is_idle(model) else model.state.value
         version = f" v{model.version}" if model.version else ""
         text_col, button_col = st.columns([6, 1], vertical_alignment="center")
-        text_col.error(f"**{model.name}**{version} — {state}: {defused(reason)}")  # the model's own words
+        # the name and the reason: the repository's and the model's own words
+        text_col.error(f"**{defused(model.name)}**{version} — {state}: {defused(reason)}")
         permitted, why_not = access.allowed(GuardedAction.LOAD)
         if button_col.button("Retry load", key=f"{keys.OVERVIEW_RETRY_PREFIX}{model.name}.{model.version}",
                              disabled=not can_act or not permitted,
                              help=why_not or "load it again, e.g. after fixing the cause"):
             retry_load(model.name)
     for model in found.changing:
-        st.info(f"**{model.name}** is {model.state.value.lower()}…")
+        st.info(f"**{defused(model.name)}** is {model.state.value.lower()}…")
     if found.idle:
         shown = [m.name + (f" ({unloaded[m.name]})" if unloaded.get(m.name) else "") for m in found.idle]
         st.caption("Not loaded: " + ", ".join(shown))

@@ -144,7 +144,7 @@ def save_as_probe_input(target: Target, model: str, chosen: dict[str, Chosen]) -
     except GeAdminError as exc:
         st.error(f"Not saved: {defused(str(exc))}", icon=":material/error:")
         return
-    st.success(f"Saved: the probe of {model} now sends this request (audited).")
+    st.success(f"Saved: the probe of {defused(model)} now sends this request (audited).")
 
 
 def endpoints(target: Target, transport: Transport) -> tuple[str, str, str]:

@@ -61,7 +61,8 @@ def admin_key_shown(key: str | None, stack: bool) -> str:
 def sign_in() -> None:
     st.subheader("Sign-in")
     identity = access.current()
-    st.markdown(f"Mode: **{identity.mode.value}** · you are **{identity.name}** ({identity.role.label})")
+    st.markdown(f"Mode: **{identity.mode.value}** · you are **{defused(identity.name)}** "
+                f"({identity.role.label})")
     users = UsersFile()
     try:
         count = len(users.load())

@@ -50,7 +50,7 @@ def live_services(driver: StackDriver) -> None:
     for service in services:
         history = driver.history(service.name)
         if history:
-            st.caption(f"{service.name}: {len(history)} exits recorded")
+            st.caption(f"{defused(service.name)}: {len(history)} exits recorded")  # compose's names
             st.dataframe(pd.DataFrame([{
                 "when": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.at)),
                 "how": f"signal {r.signal}" if r.signal else f"exit code {r.exit_code}",

@@ -110,7 +110,6 @@ def run(args: argparse.Namespace) -> int:
     return ExitCode.DEGRADED if report.short else ExitCode.OK
 
 
-
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "capacity", help="headroom at each model's objective: saturation rate, recorded peak, trend, needs",

@@ -97,7 +97,6 @@ def run_validate(args: argparse.Namespace) -> int:
     return ExitCode.FAILED if summary["errors"] else ExitCode.OK
 
 
-
 # -- config apply / rollback ----------------------------------------------------------------
 def run_apply(args: argparse.Namespace) -> int:
     try:
@@ -129,7 +128,6 @@ def _run_preview(args: argparse.Namespace, data: bytes) -> int:
         print(found.headline())
         print("\n".join(found.evidence()))
     return ExitCode.OK if found.verdict is PreviewVerdict.GO else ExitCode.FAILED
-
 
 
 def run_rollback(args: argparse.Namespace) -> int:
@@ -222,7 +220,6 @@ def _progress_printer(args: argparse.Namespace) -> LoadProgress | None:
     return show
 
 
-
 # -- config history ---------------------------------------------------------------------------
 def run_history(args: argparse.Namespace) -> int:
     try:
@@ -251,7 +248,6 @@ def run_history(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
-
 # -- registration ---------------------------------------------------------------------------
 def register(subparsers: Actions) -> None:
     parser = subparsers.add_parser(
@@ -278,7 +274,6 @@ def _register_validate(actions: Actions) -> None:
                           "its `name` (env GEADMIN_REPOSITORY; default: the running `geadmin up`'s)")
     validate.add_argument("--json", action="store_true", help="print a JSON document")
     validate.set_defaults(func=run_validate)
-
 
 
 def _register_changes(config_subparsers: Actions) -> None:

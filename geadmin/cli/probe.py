@@ -63,8 +63,9 @@ def run(args: argparse.Namespace) -> int:
             return _probe(lambda force: fleet.run(force=force), f"the {args.fleet} fleet", interval_s, args)
         finally:
             fleet.close()
-    with client_for(target_from_args(args), args) as client:
-        prober = Prober(client, home=settings.home(), interval_s=interval_s)
+    target = target_from_args(args)
+    with client_for(target, args) as client:
+        prober = Prober(client, home=settings.home(), interval_s=interval_s, repository=target.repository)
         return _probe(lambda force: [prober.run(force=force)], client.url, interval_s, args)
 
 

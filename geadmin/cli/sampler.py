@@ -58,7 +58,8 @@ def run(args: argparse.Namespace) -> int:
             watchers=[fleet.run] if fleet else [],
             watching=f"the READY models of every server of the {args.fleet} fleet" if fleet else "",
             metrics_port=settings.SAMPLER_METRICS_PORT.get(args.metrics_port), metrics_host=args.metrics_host,
-            dashboard_url=settings.dashboard_url(), fault_url=server),
+            dashboard_url=settings.dashboard_url(), fault_url=server,
+            repository=target.repository if server else None),
             say=lambda message: print(message, flush=True))
     except BaseException:  # refused (another sampler): nothing was started
         if fleet is not None:

@@ -19,12 +19,14 @@ import sys
 import time
 from dataclasses import asdict
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 from geadmin.cli import terminal
 from geadmin.cli.common import format_table, positive_seconds, triton_metrics
 from geadmin.cli.exit_codes import ExitCode
 from geadmin.errors import GeAdminError, TelemetryError
+from geadmin.repository.trials import is_trial
 from geadmin.stack.target import live_stack, resolve
 from geadmin.telemetry.bottleneck import Bottleneck, find_bottlenecks, served_facts
 from geadmin.telemetry.derive import ModelWindow, Window, derive
@@ -75,7 +77,8 @@ def run(args: argparse.Namespace) -> int:
         return ExitCode.OK
 
 
-Facts = tuple[dict[str, tuple[str, ...]], dict[str, float], str]  # ensembles, queue delays (ms), server
+# ensembles, queue delays (ms), the server, its repository (where trials' markers are read)
+Facts = tuple[dict[str, tuple[str, ...]], dict[str, float], str, Path | None]
 
 
 def facts_for(url: str, window: Window, timeout_s: float) -> Facts:
@@ -85,19 +88,21 @@ def facts_for(url: str, window: Window, timeout_s: float) -> Facts:
     try:
         target = resolve(stack=live_stack())
         if target.urls().metrics != url:
-            return {}, {}, ""
+            return {}, {}, "", None
         with TritonClient(target.spec.url, admin_key=target.spec.admin_key, timeout_s=timeout_s) as client:
-            return (*served_facts(client, {m.model for m in window.models}), target.spec.url)
+            ensembles, delays = served_facts(client, {m.model for m in window.models})
+            return ensembles, delays, target.spec.url, target.repository
     except GeAdminError:
-        return {}, {}, ""
+        return {}, {}, "", None
 
 
 def _show(args: argparse.Namespace, url: str, after: Scrape, window: Window,
           facts: Facts | None = None) -> None:
-    ensembles, delays, server = facts or ({}, {}, "")
+    ensembles, delays, server, repository = facts or ({}, {}, "", None)
     probes = watch.probe_rates(server, now_s=after.timestamp_s) if server else {}
+    trials = {m.model for m in window.models if is_trial(repository, m.model)}  # no repository: by name
     verdicts = find_bottlenecks(window, devices_from_triton(after), ensembles, queue_delay_ms=delays,
-                      probe_rates=probes)
+                                probe_rates=probes, trials=trials)
     if args.json:
         print(json.dumps(as_json(url, window, verdicts), indent=2 if args.once else None), flush=True)
         return

@@ -209,7 +209,6 @@ def run_joint(args: argparse.Namespace, models: list[str], home: Path) -> int:
     return ExitCode.OK
 
 
-
 def _apply(client: TritonClient, repository: Path, args: argparse.Namespace, auth: Authorization,
            home: Path) -> int:
     document = load_run(args.apply_run, home=home)

@@ -91,7 +91,7 @@ class FleetProber:
             if key not in self._probers:
                 client = client_for(member, PROBE_TIMEOUT_S)
                 self._probers[key] = Prober(client, home=self.home, interval_s=self.interval_s,
-                                            clock=self.clock)
+                                            clock=self.clock, repository=member.repository)
 
 
 def _identity(member: Member) -> tuple[str, ...]:

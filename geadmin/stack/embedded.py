@@ -188,7 +188,7 @@ class EmbeddedStack:
                 admin_key=self._admin_key, probe_interval_s=opts.probe_interval_s or DEFAULT_INTERVAL_S,
                 metrics_port=opts.sampler_metrics_port, metrics_host=opts.host,
                 dashboard_url=self.dashboard.url if self.dashboard else "",
-                fault_url=f"http://{host}:{opts.ports.http}"), say=self.say)
+                fault_url=f"http://{host}:{opts.ports.http}", repository=self.repository), say=self.say)
         except SamplerLockedError as exc:
             self.say(f"not sampling telemetry: {exc}")
             return

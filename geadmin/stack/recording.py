@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from geadmin.errors import PortInUseError
 from geadmin.ops.npu.watch import FAULT_EVERY_S, FaultWatcher
@@ -37,6 +38,7 @@ class RecordingOptions:
     metrics_host: str = "127.0.0.1"
     dashboard_url: str = ""  # where geadmin's alerts link
     fault_url: str | None = None  # the Triton whose host's NPU faults are recorded each tick; None: none
+    repository: Path | None = None  # the probed Triton's, where trial copies' markers are read
 
 
 class Recording:
@@ -49,8 +51,8 @@ class Recording:
         # One client per Triton: the probes' and the fault watcher's are one when the URLs are
         # (`geadmin sampler --no-probes` still records the faults).
         self._clients: dict[str, TritonClient] = {}
-        probes = ([Prober(self._client(options.probe_url), home=home,
-                          interval_s=options.probe_interval_s).run] if options.probe_url else [])
+        probes = ([Prober(self._client(options.probe_url), home=home, interval_s=options.probe_interval_s,
+                          repository=options.repository).run] if options.probe_url else [])
         faults = [self._fault_watcher(self._client(options.fault_url)).run] if options.fault_url else []
         try:
             self.sampler = SamplerThread(options.sampler, say=say,

@@ -115,8 +115,8 @@ def require_identity() -> Identity:
             st.stop()
         identity = Identity.local_admin()
         st.caption(f":material/lock_open: No sign-in (GEADMIN_AUTH=open): whoever opens this page on this "
-                   f"machine acts as the admin ({identity.name}). Unset GEADMIN_AUTH to sign in with a "
-                   "token.")
+                   f"machine acts as the admin ({defused(identity.name)}). Unset GEADMIN_AUTH to "
+                   "sign in with a token.")
     elif decision.mode is Mode.OIDC:
         identity = _oidc_identity()
     elif decision.mode is Mode.TOKEN:
@@ -124,9 +124,9 @@ def require_identity() -> Identity:
     else:
         identity = _local_identity()
     if identity.role < Role.OPERATOR:  # said on the page, not only in each disabled control's tooltip
-        st.caption(f":material/visibility: {identity.name} is a viewer: you can look and send test requests; "
-                   "every control that changes a server is off (it needs the operator or admin role: ask "
-                   "an admin).")
+        st.caption(f":material/visibility: {defused(identity.name)} is a viewer: you can look "
+                   "and send test requests; every control that changes a server is off (it needs the "
+                   "operator or admin role: ask an admin).")
     st.session_state[keys.ACCESS_IDENTITY] = identity
     browser.remember()
     return identity
@@ -216,7 +216,8 @@ def _sign_in_form() -> None:
 
 def _new_password_form(identity: Identity) -> None:
     st.title("Choose a new password")
-    st.info(f"{identity.name}: this password was set for you; choose your own before going on.")
+    st.info(f"{defused(identity.name)}: this password was set for you; choose your own before "
+            "going on.")
     with st.form(keys.ACCESS_NEW_PASSWORD_FORM):
         first = st.text_input("New password", type="password", key=keys.ACCESS_NEW_PASSWORD)
         again = st.text_input("Again", type="password", key=keys.ACCESS_NEW_PASSWORD_AGAIN)
@@ -315,9 +316,9 @@ def _oidc_identity() -> Identity:
 def sidebar(identity: Identity) -> None:
     if identity.mode is Mode.OPEN:
         st.sidebar.caption(":material/lock_open: No sign-in: this dashboard listens on this machine "
-                           f"only; you ({identity.name}) are the admin.")
+                           f"only; you ({defused(identity.name)}) are the admin.")
         return
-    st.sidebar.caption(f":material/person: {identity.name} · {identity.role.label}")
+    st.sidebar.caption(f":material/person: {defused(identity.name)} · {identity.role.label}")
     if st.sidebar.button("Sign out", key=keys.ACCESS_SIGN_OUT):
         _end_session("signed out")
         if identity.mode is Mode.OIDC:

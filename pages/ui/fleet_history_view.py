@@ -46,8 +46,8 @@ def by_server(source: str, models: Sequence[str], since: datetime,
     except GeAdminError as exc:
         st.error(f"Cannot read the per-server history: {defused(str(exc))}")
         return
-    st.caption(f"{model} on each of {len(series)} servers; the fleet charts above sum the servers' rates, "
-               "weight their averages by requests and show the worst server's quantiles.")
+    st.caption(f"{defused(model)} on each of {len(series)} servers; the fleet charts above sum "
+               "the servers' rates, weight their averages by requests and show the worst server's quantiles.")
     for column, (name, title, unit) in zip(st.columns(2), PER_SERVER, strict=True):
         fig = go.Figure([go.Scatter(x=[t.astimezone() for t in s.times], y=list(s.column(name)), name=s.name,
                                     mode="lines", connectgaps=False) for s in series])

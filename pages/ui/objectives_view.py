@@ -29,12 +29,12 @@ def objective_lines(source: str, models: Sequence[str], found: Mapping[str, Obje
         objective = found.get(model)
         if objective is None:
             continue
-        text = f"**{model}** objective: {objective.describe()}"
+        text = f"**{defused(model)}** objective: {objective.describe()}"
         if objective.error_budget is not None:
             try:
                 burns = burn_rates(source, model, objective.error_budget)
             except GeAdminError as exc:
-                burns, text = [], text + f" — burn rate not read: {exc}"
+                burns, text = [], text + f" — burn rate not read: {defused(str(exc))}"
             for burn in burns:
                 rate = "no requests" if burn.rate is None else f"{burn.rate:.2f}x"
                 text += f" · burn {burn.window_h:g} h: {rate}"
@@ -58,4 +58,4 @@ def objective_form(models: Sequence[str]) -> None:
     except GeAdminError as exc:
         st.error(f"Objectives not set: {defused(str(exc))}")
         return
-    st.success(f"{model}: {stored.describe()} (audited)")
+    st.success(f"{defused(model)}: {stored.describe()} (audited)")

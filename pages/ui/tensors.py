@@ -18,6 +18,7 @@ from geadmin.ops.infer.snippets import Snippet
 from geadmin.ops.infer.spec import InputSpec, dynamic_dims
 from geadmin.triton.client import Tensor
 from pages.ui import keys
+from pages.ui.outside_text import defused
 
 TABLE_MAX_CELLS = 2_000  # bigger outputs are shown as an array
 IMAGE_TYPES = ["png", "jpg", "jpeg", "bmp", "gif", "webp", "tif", "tiff"]
@@ -55,7 +56,8 @@ def input_widget(spec: InputSpec, model: str) -> Chosen:
     prefix = f"{keys.PLAYGROUND_INPUT_PREFIX}{model}.{spec.name}."
     kinds = source_kinds(spec)
     with st.container(border=True):
-        st.markdown(f"**{spec.name}** · {spec.describe()}" + (" · optional" if spec.optional else ""))
+        st.markdown(f"**{defused(spec.name)}** · {spec.describe()}"
+                    + (" · optional" if spec.optional else ""))
         kind = st.selectbox("Source", kinds, format_func=lambda k: SOURCE_LABELS[k],
                             key=prefix + "source") or kinds[0]
         if kind in GENERATED:
@@ -107,8 +109,8 @@ def show_timing(result: InferResult) -> None:
     for column, (label, value_ms) in zip(st.columns(len(cells)), cells, strict=True):
         column.metric(label + (" (approximate)" if server and server.approximate and label != "End to end"
                                else ""), f"{value_ms:.3f} ms")
-    st.caption(f"{result.model} version {result.version or '?'} over {result.protocol}; the server "
-               "stages are Triton's statistics deltas around the request")
+    st.caption(f"{defused(result.model)} version {result.version or '?'} over {result.protocol}; "
+               "the server stages are Triton's statistics deltas around the request")
     if server is not None and server.approximate:
         st.warning(f"Approximate breakdown: {server.note}", icon=":material/warning:")
     elif server is None:
@@ -116,7 +118,8 @@ def show_timing(result: InferResult) -> None:
 
 
 def show_output(tensor: Tensor) -> None:
-    st.markdown(f"**{tensor.name}** · {tensor.datatype} [{', '.join(map(str, tensor.shape))}]")
+    shape = ", ".join(map(str, tensor.shape))
+    st.markdown(f"**{defused(tensor.name)}** · {tensor.datatype} [{shape}]")
     pixels = output_image(tensor.data)
     if pixels is not None:
         st.image(pixels, caption=f"{tensor.name} as an image (first item)")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import streamlit as st
 
 from geadmin.errors import GeAdminError
+from geadmin.repository.trials import is_trial
 from geadmin.stack.server_history import outage_for
 from geadmin.stack.target import live_stack
 from geadmin.telemetry.alerting.objectives import latency_note
@@ -61,9 +62,10 @@ def triage_card() -> None:
         names = tuple(sorted({m.model for m in window.models}))
         ensembles, delays = _facts(url, names)
         probes = watch.probe_rates(selected_target().spec.url, now_s=now.timestamp_s)
+        repository = selected_target().repository  # trials by their markers (no repository: by name)
+        trials = {n for n in names if is_trial(repository, n)}
         busy = with_traffic(find_bottlenecks(window, devices_from_triton(now), ensembles,
-                                             queue_delay_ms=delays,
-                                   probe_rates=probes))
+                                             queue_delay_ms=delays, probe_rates=probes, trials=trials))
         if not busy:
             st.caption(f"No traffic in this window (under {MIN_RATE_PER_S:g} request/s per model besides "
                        "geadmin's probes): nothing to triage.")
@@ -84,7 +86,8 @@ def _facts(metrics_url: str, models: tuple[str, ...]) -> tuple[dict[str, tuple[s
 def verdict_line(b: Bottleneck, objective: str = "") -> None:
     via = f" via {b.slow_member}" if b.slow_member else ""
     version = f" v{b.version}" if b.version else ""  # a fleet's verdict spans its versions
-    st.markdown(f"**{b.model}**{version} :{BADGE[b.verdict]}-badge[{b.verdict.value}{via}] {b.why}")
+    badge = f":{BADGE[b.verdict]}-badge[{defused(b.verdict.value + via)}]"  # a member's name is outside words
+    st.markdown(f"**{defused(b.model)}**{version} {badge} {defused(b.why)}")
     details = [objective] if objective else []
     details += [f"fix: {b.fix}"] if b.fix else []
     if b.note:

@@ -111,3 +111,42 @@ def test_the_guard_finds_a_planted_raw_error() -> None:
     assert raw_error_words('st.caption(str(problem))\n') == [1]
     assert raw_error_words('st.error(f"failed: {defused(str(exc))}")\n') == []
     assert raw_error_words('st.error(outside_text.defused(str(exc)))\n') == []
+
+
+# -- and no page puts a name from outside into markdown as it came ---------------------------
+# A model, tensor or version's name is a directory or a config's word, a user's an identity
+# provider's: a directory named `:red[FAKE]` or `[x](https://evil)` rendered as markup.
+NAME_WORDS = {"model", "name"}  # variables and attributes that hold one
+OUR_NAMES = {"transport.name"}  # an enum's own member name
+
+
+def raw_names(source: str) -> list[int]:
+    """Lines where an f-string in an st.<markdown call>'s argument shows a name outside the escapes."""
+    tree = ast.parse(source)
+    found = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr in MARKDOWN_CALLS):
+            continue
+        for value in (n for arg in node.args for n in ast.walk(arg) if isinstance(n, ast.FormattedValue)):
+            shown = value.value
+            is_name = (isinstance(shown, ast.Attribute) and shown.attr in NAME_WORDS) or \
+                (isinstance(shown, ast.Name) and shown.id in NAME_WORDS)
+            if is_name and ast.unparse(shown) not in OUR_NAMES:
+                found.append(value.lineno)
+    return found
+
+
+def test_no_page_renders_a_name_as_markdown() -> None:
+    pages = Path(__file__).resolve().parents[2] / "pages"
+    raw = {f"{path.relative_to(pages)}:{line}" for path in pages.rglob("*.py")
+           for line in raw_names(path.read_text())}
+    assert not raw, f"wrap the name in outside_text.text(...): {sorted(raw)}"
+
+
+def test_the_name_guard_finds_a_planted_raw_name() -> None:
+    assert raw_names('st.info(f"**{model.name}** is loading")\n') == [1]
+    assert raw_names('st.sidebar.caption(f"{identity.name} signed in")\n') == [1]
+    assert raw_names('st.success(f"{model}: saved")\n') == [1]
+    assert raw_names('st.info(f"**{outside_text.text(model.name)}** is loading")\n') == []
+    assert raw_names('st.caption(f"over {transport.name}")\n') == []
