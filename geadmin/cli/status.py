@@ -155,6 +155,9 @@ def run(args: argparse.Namespace) -> int:
         else:
             print(json.dumps(documents[0], indent=2))
     elif many:
+        if missing:  # the first line: servers nobody judged, before the ones that look fine
+            print(f"FLEET DEGRADED: not every server was judged — {missing[0]}; "
+                  f"{len(verdicts)} judged below\n")
         print("\n\n".join(f"[{v.verdict.snapshot.name}]\n{render_text(v.verdict, v.outage, v.crash)}"
                           for v in verdicts))
     else:

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from geadmin.stack.target import live_stack, server_urls
 from geadmin.triton.servers import ServerSpec
 
 # Label keys every source uses for the same thing, so the fleet view groups any mix.
@@ -90,3 +91,10 @@ class Found:
     members: tuple[Member, ...] = ()
     notes: tuple[str, ...] = ()
     error: str = ""  # the source did not answer (DiscoverySourceError's message)
+
+
+def metrics_url(member: Member) -> str:
+    """The member's Triton /metrics: its own (the servers file's), else the live stack's when it
+    is the stack's Triton, else the settings' port on its host. Without the stack, the embedded
+    dashboard's one member was read at the default port 8002 ("faults not read: nothing answers")."""
+    return server_urls(member.spec, live_stack()).metrics

@@ -25,9 +25,8 @@ from geadmin.diagnose.verdict import not_ready_reason
 from geadmin.domain import ModelEntry, ModelState
 from geadmin.errors import TelemetryError
 from geadmin.fleet.discovery import Discovery
-from geadmin.fleet.members import ASCEND, NODE, Member
+from geadmin.fleet.members import ASCEND, NODE, Member, metrics_url
 from geadmin.fleet.readonly import client_for
-from geadmin.stack.target import server_urls
 from geadmin.telemetry.derive import since_start
 from geadmin.telemetry.sources.scrape import families_only, fetch_text, parse
 from geadmin.triton.client import TritonClient
@@ -343,7 +342,7 @@ def _poll_one(member: Member, timeout_s: float) -> ServerView:
     figures, error = {}, ""
     if snapshot.reachable:
         try:
-            url = server_urls(member.spec, None).metrics
+            url = metrics_url(member)
             page = parse(families_only(fetch_text(url, timeout_s=timeout_s), FAMILIES), url=url)
             figures = {w.model: _figures(w) for w in since_start(page)}
         except TelemetryError as exc:

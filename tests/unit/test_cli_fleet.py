@@ -5,6 +5,7 @@ The real servers are in tests/integration/test_fleet.py."""
 from __future__ import annotations
 
 from datetime import datetime, timezone
+from pathlib import Path
 
 import pytest
 
@@ -18,6 +19,7 @@ from geadmin.fleet.discovery import Discovery, Fleet
 from geadmin.fleet.members import Found, Member
 from geadmin.fleet.status import FleetStatus, ServerView
 from geadmin.triton.servers import ServerSpec
+from tests.support.http_doubles import closed_port
 
 UNRESOLVED = "dns:no-such-host.invalid:8000"
 
@@ -60,3 +62,19 @@ def test_a_fleet_with_no_server_found_exits_unreachable_with_the_cause(
     assert main(argv) == ExitCode.UNREACHABLE
     shown = capsys.readouterr()
     assert "'no-such-host.invalid' does not resolve" in shown.err + shown.out
+
+
+def test_status_fleet_says_first_that_a_source_left_servers_unjudged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The servers found were printed first, each with its own verdict, and the source that hid
+    the others only on stderr: piped to a file, the report read as if every server was there."""
+    servers = tmp_path / "servers.toml"
+    servers.write_text(f'[[server]]\nname = "a"\nurl = "http://127.0.0.1:{closed_port()}"\n\n'
+                       f'[[fleet]]\nname = "prod"\nsources = ["servers", "{UNRESOLVED}"]\n')
+    monkeypatch.setenv("GEADMIN_SERVERS_FILE", str(servers))
+    monkeypatch.setenv("GEADMIN_HOME", str(tmp_path / "home"))
+    assert main(["status", "--fleet", "prod", "--timeout", "2"]) == ExitCode.UNREACHABLE  # a: nothing answers
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith(f"FLEET DEGRADED: not every server was judged — {UNRESOLVED}: "), first
+    assert first.endswith("; 1 judged below"), first

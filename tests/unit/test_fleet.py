@@ -326,3 +326,30 @@ def test_same_named_members_are_numbered_once_each_without_restarting_the_count(
     names = [m.name for m in merged]
     assert len(set(names)) == len(names) == 5001
     assert names[:4] == ["triton~2", "triton", "triton~3", "triton~4"] and names[-1] == "triton~5001"
+
+
+def test_a_member_that_is_the_stacks_triton_is_read_at_the_stacks_metrics_port(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The embedded dashboard's fleet is the stack's Triton, named by GEADMIN_TRITON_URL alone:
+    its faults, figures and capacity were read at the default metrics port 8002 ("faults not
+    read: nothing answers") while the stack published another."""
+    import os
+
+    from geadmin.domain import Ports
+    from geadmin.fleet.members import metrics_url
+    from geadmin.stack.workspace import StackInfo, Workspace
+
+    workspace = Workspace(tmp_path / "home")
+    monkeypatch.setenv("GEADMIN_HOME", str(workspace.home))
+    monkeypatch.delenv("GEADMIN_TRITON_METRICS_URL", raising=False)
+    workspace.home.mkdir(parents=True)
+    workspace.write_stack(StackInfo(pid=os.getpid(), http_url="http://127.0.0.1:18000",
+                                    grpc_url="grpc://127.0.0.1:18001", metrics_url="http://127.0.0.1:18002/metrics",
+                                    ports=Ports(18000, 18001, 18002), dashboard_url="",
+                                    triton_log=workspace.triton_log, repository=workspace.repository,
+                                    home=workspace.home))
+    assert metrics_url(member("local", "http://127.0.0.1:18000")) == "http://127.0.0.1:18002/metrics"
+    own = Member(ServerSpec("x", "http://10.0.0.5:8000", metrics_url="http://10.0.0.5:9102/metrics"),
+                 "servers")
+    assert metrics_url(own) == "http://10.0.0.5:9102/metrics"  # its own first
