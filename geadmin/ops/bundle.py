@@ -2,7 +2,8 @@
 
 It holds what a model owner or Triton expert asks for first, collected in one go — and it
 is written even when Triton is down (then it says so, and holds what the disk and the log
-show). Every secret geadmin knows (the admin key) is redacted from every file in it.
+show). Every secret geadmin knows (`known_secrets`: the admin keys, the secret settings, the
+servers file's keys) is redacted from every file in it.
 
     manifest.json                     what is inside, what could not be collected and why
     verdict.json                      OK / DEGRADED / DOWN and its reasons (`diagnose.verdict.assess`,
@@ -22,6 +23,7 @@ show). Every secret geadmin knows (the admin key) is redacted from every file in
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -49,8 +51,12 @@ from geadmin.repository.layout import is_model_name
 from geadmin.repository.modelconfig import CONFIG_FILE, read_config_bytes
 from geadmin.triton.client import TritonClient
 from geadmin.triton.logs import LocalLogFile, LogSource
+from geadmin.triton.servers import load_servers
 
 DEFAULT_LOG_BYTES = 5 << 20
+# The configs on disk, all models together: a repository of thousands of 4 MiB configs would
+# otherwise be held in memory whole; past it each model is named in the manifest, not packed.
+MAX_CONFIGS_BYTES = 64 << 20
 CONTAINER_LOG_LINES = 2000
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 NPU_SMI_TIMEOUT_S = 10.0
@@ -129,8 +135,7 @@ def build_bundle(
     `containers`: the compose project that runs this server, whose services and logs go in;
     `metrics_url`: Triton's /metrics, so the verdict weighs what `geadmin status` weighs (npu_ge
     instances that cannot execute, npu_ge's device errors)."""
-    secrets = tuple(dict.fromkeys(s for s in (client.admin_key, settings.ADMIN_KEY.get()) if s))
-    bundle = Bundle(secrets=secrets)
+    bundle = Bundle(secrets=known_secrets(client))
     bundle.collect("server", lambda: _server(bundle, client))
     source = LocalLogFile(log_path) if log_path is not None else log
     bundle.collect("verdict", lambda: _verdict(bundle, EvidenceSources(client, source, repository,
@@ -221,10 +226,15 @@ def _models(bundle: Bundle, client: TritonClient, repository: Path | None) -> No
         index = []
     names |= {e.name for e in index}
     loaded = {e.name for e in index if e.state.value == "READY"}
+    packed = 0
     for name in sorted(names):
         if repository is not None and (repository / name / CONFIG_FILE).exists():
             try:  # the one reader: a link out of the model directory never ends in a ticket
                 data = read_config_bytes(repository / name / CONFIG_FILE)
+                if packed + len(data) > MAX_CONFIGS_BYTES:
+                    raise RepositoryError(f"left out: the configs packed so far reach the bundle's "
+                                          f"{MAX_CONFIGS_BYTES >> 20} MiB for configs")
+                packed += len(data)
                 bundle.add_text(f"models/{name}/{CONFIG_FILE}", data.decode(errors="replace"))
             except (OSError, GeAdminError) as exc:
                 bundle.note(f"models/{name}/{CONFIG_FILE}", str(exc))
@@ -280,6 +290,16 @@ def _containers(bundle: Bundle, containers: Containers) -> None:
             continue
         safe = _UNSAFE.sub("_", name).lstrip(".") or "_"
         bundle.add_text(f"containers/{safe}.log", "".join(line + "\n" for line in lines))
+
+
+def known_secrets(client: TritonClient) -> tuple[str, ...]:
+    """Every secret this geadmin knows: the server's key, every secret setting's value (the fleet's
+    admin key, OIDC's client secret, ...) and each configured server's key — any of them may be
+    in a log the bundle collects (a command line, a proxy's error)."""
+    found = [client.admin_key, *(setting.raw() for setting in settings.SETTINGS.values() if setting.secret)]
+    with contextlib.suppress(GeAdminError, OSError):  # a broken servers file: said in the bundle's settings
+        found += [spec.admin_key for spec in load_servers()]
+    return tuple(dict.fromkeys(s for s in found if s))
 
 
 def _settings(bundle: Bundle, client: TritonClient, stack_file: Path | None) -> None:

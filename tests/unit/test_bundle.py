@@ -245,6 +245,25 @@ def test_the_admin_key_is_in_no_file_of_the_archive(
     assert shown["environment"]["GEADMIN_REPOSITORY"] is None
 
 
+def test_every_key_geadmin_knows_is_redacted_not_only_the_servers(
+    url: str, repository: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fleet's admin key and a servers file's per-server key were left in a collected log."""
+    fleet_key, other_key = "fleet-k3y-for-every-replica", "server-b-k3y-from-the-file"
+    monkeypatch.setenv("GEADMIN_FLEET_ADMIN_KEY", fleet_key)
+    servers = tmp_path / "servers.toml"
+    servers.write_text(f'[[server]]\nname = "b"\nurl = "http://10.0.0.9:8000"\nadmin_key = "{other_key}"\n')
+    monkeypatch.setenv("GEADMIN_SERVERS_FILE", str(servers))
+    log = tmp_path / "tritonserver.log"
+    log.write_text(f"I0101 a proxy said: key {fleet_key} refused, and {other_key}\n")
+    with TritonClient(url, timeout_s=2.0) as client:
+        files = bundled(client, tmp_path, repository=repository, log_path=log)
+    for name, data in files.items():
+        assert fleet_key.encode() not in data and other_key.encode() not in data, name
+    said = files["logs/tritonserver.log"].decode()
+    assert said == f"I0101 a proxy said: key {REDACTED} refused, and {REDACTED}\n"
+
+
 def test_settings_say_not_set_without_a_key(client: TritonClient, tmp_path: Path) -> None:
     shown = json.loads(bundled(client, tmp_path)["geadmin/settings.json"])
     assert shown["environment"]["GEADMIN_ADMIN_KEY"] == "not set"
@@ -381,3 +400,16 @@ def test_the_command_refuses_a_bad_log_size(
     assert raised.value.code == 2
     assert "--log-mb" in capsys.readouterr().err
     assert not (tmp_path / "b.tar.gz").exists()
+
+
+def test_configs_past_the_bundles_bound_are_named_not_packed(
+    client: TritonClient, repository: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import geadmin.ops.bundle as module
+
+    sizes = {n: len((repository / n / "config.pbtxt").read_bytes()) for n in ("alpha", "beta")}
+    monkeypatch.setattr(module, "MAX_CONFIGS_BYTES", sizes["alpha"])  # room for the first only
+    files = bundled(client, tmp_path, repository=repository)
+    assert "models/alpha/config.pbtxt" in files and "models/beta/config.pbtxt" not in files
+    manifest = json.loads(files["manifest.json"])
+    assert "the bundle's 0 MiB for configs" in json.dumps(manifest), manifest
