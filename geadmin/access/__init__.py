@@ -1,7 +1,8 @@
 """Sign-in and roles (layer 2): who is acting, and what their role lets them do.
 
 - roles.py      the roles and the one table of actions and the role each needs
-- users.py      the local users file (TOML, argon2 hashes) and password checks, rate-limited and bounded
+- users.py      the local users file (TOML, argon2 hashes): who may sign in, and their password checks
+- signin.py     a sign-in around the password check: rate-limited per user and address, bounded
 - identity.py   the signed-in identity, the sign-in mode, OIDC roles, which requests may skip sign-in
 - token.py      sign-in with the token `geadmin up` prints when no users are configured (Jupyter's way)
 - sessions.py   how long a session lasts (idle, age), roles read again, OIDC logins across tabs, a

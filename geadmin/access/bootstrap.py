@@ -51,6 +51,8 @@ def create_first_admin(users: UsersFile, home: Path) -> FirstAdmin | None:
     return FirstAdmin(FIRST_ADMIN, password, path)
 
 
-def forget_first_password(home: Path) -> None:
-    """Once the first password is changed, the file that holds it goes."""
-    (home / PASSWORD_FILE).unlink(missing_ok=True)
+def forget_first_password(home: Path, changed: str) -> None:
+    """Once the first admin changed their password, the file that holds the first one goes
+    (another user's change leaves it: the first admin has not read it yet, perhaps)."""
+    if changed == FIRST_ADMIN:
+        (home / PASSWORD_FILE).unlink(missing_ok=True)

@@ -26,7 +26,7 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from geadmin import disk
-from geadmin.access.users import FailedSignIns
+from geadmin.access.signin import FailedSignIns
 from geadmin.errors import ConfigError, SignInError, SignInTokenError
 from geadmin.repository.atomic import private_directory, write_secret_atomically
 
@@ -88,9 +88,14 @@ def check_token(home: Path, attempts: FailedSignIns, given: str, *, client: str)
     client, SignInRateLimitedError while locked out) otherwise. SignInTokenError when the
     workspace has no usable token."""
     name = f"{TOKEN_NAME}@{client}"  # per client: a stranger's guesses never lock the owner out
-    attempts.check(name, client)
-    expected = read_token(home)
+    attempts.check(name, client)  # reserves the attempt: settled below whatever happens
+    try:
+        expected = read_token(home)
+    except BaseException:
+        attempts.released(name, client)
+        raise
     if expected is None:
+        attempts.released(name, client)  # no guess was judged
         raise SignInTokenError(f"the dashboard has no sign-in token ({token_file(home)} is missing): "
                                f"start it "
                           "again with `geadmin up` or `geadmin dashboard`")

@@ -8,23 +8,25 @@
 Written atomically with mode 0600 from the start (it holds hashes), each change (read, modify,
 write) under a lock file beside it (`.users.toml.lock`, `geadmin.repository.locks.file_lock`),
 so two `geadmin users` commands, or one and the dashboard's first start, never lose a change.
-Failed sign-ins are rate-limited per user and per client address inside the dashboard process
-(`FailedSignIns`, lockouts capped at 15 minutes, the table bounded); at most VERIFY_SLOTS
-password checks run at once (`VerifySlots`); a wrong user and a wrong password get the same
-message, and an unknown user costs a hash like a known one.
+Read only when nobody else can have written it (`UsersFile.read_text`): whoever can write it
+can add an admin. A password is set by its own user, or reset by one holding USERS (then it
+must be changed at the next sign-in).
+A wrong user and a wrong password get the same message, and an unknown user costs a hash like
+a known one; the sign-in around the check (rate limits, bounded password checks) is
+geadmin.access.signin.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import secrets
+import stat
 import sys
 import threading
-import time
-from collections import OrderedDict
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import tomli_w
@@ -34,7 +36,13 @@ from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatc
 from geadmin import settings
 from geadmin.access.guard import Authorization, require
 from geadmin.access.roles import GuardedAction, Role
-from geadmin.errors import ConfigError, SignInBusyError, SignInError, SignInRateLimitedError, UserAccountError
+from geadmin.audit import Origin
+from geadmin.errors import (
+    ConfigError,
+    RepositoryError,
+    SignInError,
+    UserAccountError,
+)
 from geadmin.repository.atomic import write_secret_atomically
 from geadmin.repository.locks import LOCK_WAIT_S, file_lock
 
@@ -44,8 +52,6 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 MIN_PASSWORD_CHARS = 12
-MAX_LOCKOUT_S = 15 * 60.0  # a locked-out user waits at most this long, however many guesses came
-VERIFY_SLOTS = 4  # password checks at once (argon2id, 64 MiB each)
 MAX_PASSWORD_CHARS = 1024  # longer is no password anyone types: refused before it is hashed
 MAX_NAME_CHARS = 64
 NAME_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-@")
@@ -97,9 +103,32 @@ class UsersFile:
     def exists(self) -> bool:
         return self.path.is_file()
 
+    def read_text(self) -> str:
+        """The file's text, read only when nobody but the dashboard's user (or root) can have
+        written it: whoever can write the users file can add an admin. A link is followed only
+        to a file in the same directory (a Kubernetes ConfigMap or Secret mounts its files as
+        `..data/` links, root-owned, 0644). ConfigError with the fix otherwise."""
+        fix = f"`chmod 600 {self.path}`, owned by the dashboard's user (uid {os.geteuid()}), not a link"
+        target = self.path.resolve()
+        if not target.is_relative_to(self.path.parent.resolve()):
+            raise ConfigError(f"the users file {self.path} links out of its directory (to {target}): "
+                              f"replace the link with the file itself ({fix})")
+        fd = os.open(target, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as handle:
+            info = os.fstat(fd)  # of what was opened: a swap after the checks above changes nothing
+            if not stat.S_ISREG(info.st_mode):
+                raise ConfigError(f"the users file {self.path} is not a regular file: {fix}")
+            if info.st_uid not in (os.geteuid(), 0):
+                raise ConfigError(f"the users file {self.path} is owned by uid {info.st_uid}, who could add "
+                                  f"an admin: {fix}")
+            if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+                raise ConfigError(f"the users file {self.path} is writable by others (mode "
+                                  f"{stat.S_IMODE(info.st_mode):o}), who could add an admin: {fix}")
+            return handle.read().decode("utf-8")
+
     def load(self) -> dict[str, User]:
         try:
-            document = tomllib.loads(self.path.read_text(encoding="utf-8"))
+            document = tomllib.loads(self.read_text())
         except FileNotFoundError:
             return {}
         except (OSError, UnicodeDecodeError) as exc:
@@ -166,12 +195,19 @@ class UsersFile:
             users[name] = User(name, role, hashed, must_change)
         return users[name]
 
-    def set_password(self, name: str, password: str) -> User:
+    def set_password(self, name: str, password: str, *, auth: Authorization | None = None) -> User:
+        """A user's own new password (`auth` is their signed-in session's, whatever their role),
+        or a reset by someone holding USERS: then the password is the resetter's knowledge, so
+        the user must choose a new one at the next sign-in."""
+        own = (isinstance(auth, Authorization) and auth.who.origin is Origin.DASHBOARD
+               and auth.who.name == name)
+        if not own:
+            require(auth, GuardedAction.USERS)  # before the hash and the lock
         hashed = _HASHER.hash(check_password(password))
         with self.changing() as users:
             if name not in users:
                 raise UserAccountError(f"no user {name!r} in {self.path}")
-            users[name] = replace(users[name], password_hash=hashed, must_change=False)
+            users[name] = replace(users[name], password_hash=hashed, must_change=not own)
         return users[name]
 
     def set_role(self, name: str, role: Role, *, auth: Authorization | None = None) -> User:
@@ -198,117 +234,22 @@ class UsersFile:
             user = None
         if user is None:
             raise SignInError("unknown user or wrong password")
+        if _HASHER.check_needs_rehash(user.password_hash):
+            user = self._rehash(user, password)
         return user
 
-
-@dataclass
-class _Failures:
-    times_s: list[float] = field(default_factory=list)  # failures in the window, oldest first
-    locked_until_s: float = 0.0
-    lockouts: int = 0  # lockouts in a row: each doubles the next, up to the cap
-
-
-class FailedSignIns:
-    """Failed sign-ins, counted per user name and per client address. After `limit` failures
-    of one user (or `client_limit` from one client) within `window_s`, that user (or client)
-    is refused for `lockout_s`, doubling while the failures go on, never longer than
-    `max_lockout_s`. The table holds at most `max_entries` names and addresses (the least
-    recently failed go first), so a flood of made-up names cannot grow it without bound.
-    Thread-safe; one per dashboard process."""
-
-    def __init__(self, *, limit: int = 5, client_limit: int = 20, window_s: float = 300.0,
-                 lockout_s: float = 30.0, max_lockout_s: float = MAX_LOCKOUT_S,
-                 max_entries: int = 10_000, clock: Callable[[], float] = time.monotonic) -> None:
-        self.limit, self.client_limit, self.window_s = limit, client_limit, window_s
-        self.lockout_s, self.max_lockout_s, self.max_entries = lockout_s, max_lockout_s, max_entries
-        self.clock = clock
-        self._table: OrderedDict[tuple[str, str], _Failures] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def __len__(self) -> int:
-        return len(self._table)
-
-    def check(self, name: str, client: str = "") -> None:
-        """SignInRateLimitedError while the user or the client is locked out."""
-        now = self.clock()
-        with self._lock:
-            user_wait_s = self._wait_s(("user", name), now)
-            client_wait_s = self._wait_s(("client", client), now) if client else 0.0
-        if user_wait_s > 0:
-            raise SignInRateLimitedError(f"too many failed sign-ins for {name!r}: try again in "
-                                         f"{user_wait_s:.0f} s", retry_after_s=user_wait_s)
-        if client_wait_s > 0:
-            raise SignInRateLimitedError(f"too many failed sign-ins from your address ({client}): try "
-                                         f"again in {client_wait_s:.0f} s", retry_after_s=client_wait_s)
-
-    def failed(self, name: str, client: str = "") -> None:
-        now = self.clock()
-        with self._lock:
-            self._count(("user", name), self.limit, now)
-            if client:
-                self._count(("client", client), self.client_limit, now)
-
-    def succeeded(self, name: str, client: str = "") -> None:
-        """The user's record goes; the client's stays (one good password does not excuse
-        guesses at other names from the same address)."""
-        with self._lock:
-            self._table.pop(("user", name), None)
-
-    def _wait_s(self, key: tuple[str, str], now: float) -> float:
-        record = self._table.get(key)
-        return record.locked_until_s - now if record else 0.0
-
-    def _count(self, key: tuple[str, str], limit: int, now: float) -> None:
-        record = self._table.pop(key, None) or _Failures()
-        self._table[key] = record  # most recent last: eviction takes the front
-        record.times_s = [t for t in record.times_s if now - t < self.window_s] + [now]
-        if len(record.times_s) >= limit:
-            lockout_s = self.lockout_s * 2 ** min(record.lockouts, 32)
-            record.locked_until_s = now + min(self.max_lockout_s, lockout_s)
-            record.lockouts += 1
-            record.times_s = []
-        while len(self._table) > self.max_entries:
-            self._table.popitem(last=False)
-
-
-class VerifySlots:
-    """At most `slots` password checks at once: each argon2id check holds 64 MiB and a core
-    for a while, so a burst of sign-ins must not exhaust the dashboard's memory. Over the
-    bound, a sign-in waits up to `wait_s`, then is refused (SignInBusyError), not queued."""
-
-    def __init__(self, slots: int = VERIFY_SLOTS, *, wait_s: float = 2.0) -> None:
-        self.slots, self.wait_s = slots, wait_s
-        self._semaphore = threading.BoundedSemaphore(slots)
-
-    @contextlib.contextmanager
-    def slot(self) -> Iterator[None]:
-        if not self._semaphore.acquire(timeout=self.wait_s):
-            raise SignInBusyError(f"the dashboard is checking {self.slots} other sign-ins right now: "
-                                  "try again in a few seconds")
+    def _rehash(self, user: User, password: str) -> User:
+        """`user` with a hash of today's argon2 parameters, saved unless the user changed
+        meanwhile; a file that cannot be written (a read-only mount) keeps the old hash."""
+        rehashed = replace(user, password_hash=_HASHER.hash(password))
         try:
-            yield
-        finally:
-            self._semaphore.release()
-
-
-def sign_in(users: UsersFile, attempts: FailedSignIns, name: str, password: str, *, client: str = "",
-            slots: VerifySlots | None = None) -> User:
-    """Check the rate limits (user and client), take a password-check slot, then check the
-    password; every wrong password counts against the user and the client. A name or password
-    longer than any real one is refused unhashed (and counted under its first characters)."""
-    name = name[:MAX_NAME_CHARS + 1]  # a made-up name longer than any user's never matches one
-    attempts.check(name, client)
-    if len(password) > MAX_PASSWORD_CHARS:
-        attempts.failed(name, client)
-        raise SignInError("unknown user or wrong password")
-    with slots.slot() if slots is not None else contextlib.nullcontext():
-        try:
-            user = users.verify(name, password)
-        except SignInError:
-            attempts.failed(name, client)
-            raise
-    attempts.succeeded(name, client)
-    return user
+            with self.changing(wait_s=0.0) as users:  # a sign-in does not wait for a writer
+                if users.get(user.name) != user:
+                    return user
+                users[user.name] = rehashed
+        except (ConfigError, RepositoryError):
+            return user
+        return rehashed  # only once saved: sessions compare their tag with the file's hash
 
 
 def random_password() -> str:

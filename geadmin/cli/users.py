@@ -45,9 +45,9 @@ def run_add(args: argparse.Namespace) -> int:
 
 def run_passwd(args: argparse.Namespace) -> int:
     users = UsersFile()
-    user = users.set_password(args.name, _password(args))
+    user = users.set_password(args.name, _password(args), auth=guard.os_user())
     print(f"changed the password of {user.name} in {users.path}; their dashboard sessions end at "
-          "their next click")
+          "their next click, and they choose a new password at their next sign-in")
     return ExitCode.OK
 
 

@@ -23,7 +23,7 @@ from streamlit.errors import StreamlitSecretNotFoundError
 
 from geadmin import settings
 from geadmin.access import bootstrap, token
-from geadmin.access.guard import Authorization, authorize, permission
+from geadmin.access.guard import Authorization, authorize, for_identity, permission
 from geadmin.access.identity import (
     Identity,
     Mode,
@@ -36,8 +36,9 @@ from geadmin.access.identity import (
 )
 from geadmin.access.roles import GuardedAction, Role
 from geadmin.access.sessions import OidcLogins, Session, local_session, password_tag, refreshed
+from geadmin.access.signin import FailedSignIns, VerifySlots, sign_in
 from geadmin.access.startup import OIDC_KEYS
-from geadmin.access.users import FailedSignIns, UsersFile, VerifySlots, sign_in
+from geadmin.access.users import UsersFile
 from geadmin.errors import AccessError, ConfigError, GeAdminError, SessionExpiredError, UserAccountError
 from pages.ui import access_browser as browser
 from pages.ui import keys
@@ -228,11 +229,11 @@ def _new_password_form(identity: Identity) -> None:
         st.error("The two passwords differ.")
         return
     try:
-        user = UsersFile().set_password(identity.name, first)
+        user = UsersFile().set_password(identity.name, first, auth=for_identity(identity))
     except (ConfigError, UserAccountError) as exc:
         st.error(defused(str(exc)))
         return
-    bootstrap.forget_first_password(settings.home())
+    bootstrap.forget_first_password(settings.home(), identity.name)
     session: Session = st.session_state[keys.ACCESS_SESSION]
     browser.keep(replace(  # the same session (its age counts on)
         session, identity=replace(identity, must_change=False), password_tag=password_tag(user)))

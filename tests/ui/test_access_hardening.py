@@ -78,7 +78,8 @@ def test_a_demoted_user_has_the_new_role_at_the_next_click(users: UsersFile) -> 
 
 @pytest.mark.parametrize(("change", "notice"), [
     (lambda users: users.remove("olga", auth=admin_auth()), "the user 'olga' no longer exists"),
-    (lambda users: users.set_password("olga", "reset by an admin!"), "the password of 'olga' was changed"),
+    (lambda users: users.set_password("olga", "reset by an admin!", auth=admin_auth()),
+     "the password of 'olga' was changed"),
 ])
 def test_a_removed_or_re_keyed_user_is_signed_out_at_the_next_click(users: UsersFile, change: object,
                                                                      notice: str) -> None:

@@ -24,7 +24,8 @@ from geadmin.access.identity import (
 )
 from geadmin.access.roles import REQUIRED_ROLE, GuardedAction, Role
 from geadmin.access.sessions import Session
-from geadmin.access.users import FailedSignIns, UsersFile, sign_in
+from geadmin.access.signin import FailedSignIns, sign_in
+from geadmin.access.users import UsersFile
 from geadmin.cli.main import main
 from geadmin.errors import (
     AccessDeniedError,
@@ -82,7 +83,7 @@ def test_passwords_names_and_duplicates_are_checked(users: UsersFile) -> None:
 
 def test_passwd_role_and_remove(users: UsersFile) -> None:
     users.add("bob", Role.VIEWER, PASSWORD, must_change=True, auth=admin_auth())
-    assert users.set_password("bob", "another long password").must_change is False
+    assert users.set_password("bob", "another long password", auth=admin_auth()).must_change is True
     with pytest.raises(SignInError):
         users.verify("bob", PASSWORD)
     assert users.set_role("bob", Role.ADMIN, auth=admin_auth()).role is Role.ADMIN

@@ -5,6 +5,7 @@ mapped and idle/age limits that hold across tabs; no sign-in only for loopback r
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
 from pathlib import Path
@@ -24,7 +25,8 @@ from geadmin.access.identity import (
 )
 from geadmin.access.roles import Role
 from geadmin.access.sessions import OidcLogins, Session, local_session, refreshed
-from geadmin.access.users import MAX_LOCKOUT_S, FailedSignIns, User, UsersFile, VerifySlots, sign_in
+from geadmin.access.signin import MAX_LOCKOUT_S, FailedSignIns, VerifySlots, sign_in
+from geadmin.access.users import User, UsersFile
 from geadmin.errors import (
     ConfigError,
     SessionExpiredError,
@@ -86,15 +88,80 @@ def test_one_client_guessing_many_names_is_locked_out_but_others_are_not(users: 
     assert sign_in(users, attempts, "alice", PASSWORD, client="203.0.113.9").name == "alice"
 
 
-def test_the_failure_table_is_bounded_and_drops_the_oldest_first() -> None:
+def test_the_failure_table_is_bounded_and_drops_the_oldest_unlocked_first() -> None:
     clock = Clock()
     attempts = FailedSignIns(limit=2, window_s=300, lockout_s=30, max_entries=100, clock=clock)
     attempts.failed("first")
     attempts.failed("first")  # locked out
+    attempts.failed("second")  # one failure: nothing to keep
     for number in range(5000):  # a flood of made-up names
         attempts.failed(f"made-up-{number}", client=f"10.0.{number // 250}.{number % 250}")
     assert len(attempts) == 100
-    attempts.check("first")  # the oldest record went first
+    with pytest.raises(SignInRateLimitedError):
+        attempts.check("first")  # the oldest record, but a lock is never forgotten
+    assert ("user", "second") not in attempts._table
+
+
+def test_a_flood_of_over_long_passwords_never_evicts_a_lockout(users: UsersFile) -> None:
+    attempts = FailedSignIns(limit=2)
+    for _ in range(2):
+        with pytest.raises(SignInError):
+            sign_in(users, attempts, "alice", "wrong password!!")
+    for number in range(10_000):  # free attempts (never hashed), forged client addresses
+        with pytest.raises(SignInError):
+            sign_in(users, attempts, f"made-up-{number}", "x" * 1025, client=f"10.{number // 250}.0.{number}")
+    assert len(attempts) <= 10_000
+    with pytest.raises(SignInRateLimitedError):
+        attempts.check("alice")
+
+
+def test_a_table_full_of_lockouts_refuses_new_names_instead_of_forgetting_one() -> None:
+    attempts = FailedSignIns(limit=1, max_entries=3, clock=Clock())
+    for name in ("a", "b", "c"):
+        attempts.failed(name)  # each locked out
+    with pytest.raises(SignInRateLimitedError, match="too many sign-in attempts on this dashboard"):
+        attempts.check("alice")
+    for name in ("a", "b", "c"):
+        with pytest.raises(SignInRateLimitedError, match="failed sign-ins for"):
+            attempts.check(name)
+
+
+def test_parallel_wrong_passwords_run_no_more_checks_than_the_limit(users: UsersFile,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    attempts, verified, lock = FailedSignIns(limit=5, client_limit=1000), [], threading.Lock()
+    real_verify = UsersFile.verify
+
+    def counting_verify(self: UsersFile, name: str, password: str) -> User:
+        with lock:
+            verified.append(name)
+        return real_verify(self, name, password)
+
+    monkeypatch.setattr(UsersFile, "verify", counting_verify)
+    barrier = threading.Barrier(30)
+
+    def guess() -> None:
+        barrier.wait()
+        with contextlib.suppress(SignInError):
+            sign_in(users, attempts, "alice", "wrong password!!", client="203.0.113.9")
+
+    threads = [threading.Thread(target=guess) for _ in range(30)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert 1 <= len(verified) <= 5
+    with pytest.raises(SignInRateLimitedError):
+        attempts.check("alice")
+
+
+def test_an_attempt_that_is_neither_right_nor_wrong_gives_its_reservation_back() -> None:
+    attempts = FailedSignIns(limit=1)
+    for _ in range(3):
+        attempts.check("alice", "203.0.113.9")
+        attempts.released("alice", "203.0.113.9")
+    attempts.check("alice", "203.0.113.9")
+    with pytest.raises(SignInRateLimitedError, match="under way"):
+        attempts.check("alice", "198.51.100.7")  # one attempt under way already: the limit's worth
 
 
 def test_password_checks_beyond_the_bound_are_refused_not_queued(users: UsersFile) -> None:
@@ -175,7 +242,7 @@ def test_roles_are_read_again_and_a_removed_or_re_keyed_user_is_signed_out(users
     users.set_role("alice", Role.VIEWER, auth=admin_auth())
     demoted = refreshed(session, users.load_cached())
     assert demoted.identity.role is Role.VIEWER and demoted.started_s == 0.0
-    users.set_password("alice", "a password set by an admin")
+    users.set_password("alice", "a password set by an admin", auth=admin_auth())
     with pytest.raises(SessionExpiredError, match="password of 'alice' was changed"):
         refreshed(demoted, users.load_cached())
     users.remove("alice", auth=admin_auth())
@@ -301,4 +368,4 @@ def test_a_huge_name_or_password_is_refused_unhashed_and_counted_small(users: Us
         sign_in(users, attempts, "m" * 1_000_000, PASSWORD)
     assert all(len(key) <= 65 for _, key in attempts._table)
     with pytest.raises(UserAccountError, match="at most 1024 characters"):
-        users.set_password("alice", "y" * 1025)
+        users.set_password("alice", "y" * 1025, auth=admin_auth())

@@ -14,6 +14,7 @@ from geadmin.access import token
 from geadmin.access.identity import Identity, Mode
 from geadmin.access.roles import Role
 from geadmin.access.sessions import BrowserSessions, Session, session_cookie_name
+from geadmin.access.signin import FailedSignIns
 from geadmin.access.token import (
     check_token,
     ensure_token,
@@ -23,7 +24,6 @@ from geadmin.access.token import (
     token_file,
     token_matches,
 )
-from geadmin.access.users import FailedSignIns
 from geadmin.cli.main import main
 from geadmin.errors import SignInError, SignInRateLimitedError, SignInTokenError
 
