@@ -1,7 +1,9 @@
 """Atomic file writes: a temp file in the same directory, fsync, rename over the old file,
-fsync of the directory. A failure at any step leaves the old file untouched and no temp file
-behind; the new file keeps the old one's permission bits. Secrets (0600), and the private
-workspace directory and logs, are written the same way.
+fsync of the directory. A failure up to the rename leaves the old file untouched and no temp
+file behind; a failure of the directory fsync after it says that the new file IS written, its
+durability unconfirmed (a caller checks the disk: read the file back). The new file keeps the
+old one's permission bits. Secrets (0600), and the private workspace directory and logs, are
+written the same way.
 """
 
 from __future__ import annotations
@@ -23,8 +25,9 @@ PRIVATE_DIR_MODE = 0o700  # the workspace and its logs directory
 
 def atomic_write(path: Path, data: bytes, *, mode: int | None = None) -> None:
     """Replace `path` with `data` all at once (or not at all): temp file in the same
-    directory, fsync, rename, fsync the directory. Raises `RepositoryError`, leaving the old
-    file untouched and no temp file. The file keeps its mode (a new one gets NEW_FILE_MODE)
+    directory, fsync, rename, fsync the directory. Raises `RepositoryError`: before the rename,
+    the old file untouched and no temp file; after it (the directory fsync), saying the new
+    file is written. The file keeps its mode (a new one gets NEW_FILE_MODE)
     unless `mode` is given; the temp file has its final mode before the rename."""
     try:
         mode = stat.S_IMODE(path.stat().st_mode) if mode is None else mode
@@ -42,7 +45,6 @@ def atomic_write(path: Path, data: bytes, *, mode: int | None = None) -> None:
         os.chmod(tmp, mode)
         os.replace(tmp, path)
         tmp = ""
-        fsync_directory(path.parent)
     except OSError as exc:
         fix = disk.next_step(exc, path.parent, "check the disk, then retry")
         raise RepositoryError(f"cannot write {path}: {exc.strerror or exc}; the previous file is "
@@ -51,6 +53,13 @@ def atomic_write(path: Path, data: bytes, *, mode: int | None = None) -> None:
         if tmp:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
+    try:
+        fsync_directory(path.parent)
+    except OSError as exc:  # after the rename: the new file IS in place, only its durability is unknown
+        fix = disk.next_step(exc, path.parent, "check the disk, then read the file back")
+        raise RepositoryError(f"{path} IS written (the new content replaced the previous file), but the "
+                              f"directory fsync failed ({exc.strerror or exc}), so it may not survive a "
+                              f"power cut — {fix}") from exc
 
 
 def write_secret_atomically(path: Path, data: bytes) -> None:

@@ -20,7 +20,7 @@ from geadmin.errors import ConfigConflictError, RepositoryError
 from geadmin.repository.atomic import atomic_write
 from geadmin.repository.layout import is_model_name
 from geadmin.repository.locks import edit_lock
-from geadmin.repository.modelconfig import CONFIG_FILE, read_config_bytes
+from geadmin.repository.modelconfig import CONFIG_FILE, MAX_CONFIG_BYTES, read_config_bytes
 from geadmin.repository.paths import (
     DEFAULT_UPLOAD_LIMIT_BYTES,
     check_upload_size,
@@ -77,13 +77,24 @@ def _on_disk(path: Path) -> bytes | None:
         return None
 
 
+def refuse_oversized(model: str, data: bytes) -> None:
+    """A config larger than a config can be read back (MAX_CONFIG_BYTES) is refused before
+    anything is written: written, it could never be restored, rolled back or edited again."""
+    if len(data) > MAX_CONFIG_BYTES:
+        raise RepositoryError(f"the new {CONFIG_FILE} of {model!r} is {len(data):,} bytes, more than a "
+                              f"config can be ({MAX_CONFIG_BYTES:,} bytes, {MAX_CONFIG_BYTES >> 20} MiB): "
+                              "nothing was written; shorten it (is it the right file?) and apply again")
+
+
 def write_config(repository: Path, model: str, data: bytes, *, expected_sha256: str, who: str,
                  note: str = "before a change", backup: bool = True,
                  home: Path | None = None) -> ConfigFile | None:
     """Replace the model's config with `data` if the file on disk still hashes to
     `expected_sha256` (`ABSENT`: it must not exist yet); else `ConfigConflictError`.
     With `backup`, the old content is kept as a revision first (unless it already is the
-    latest one). Returns what was on disk before (None: nothing)."""
+    latest one). Returns what was on disk before (None: nothing). A config over
+    MAX_CONFIG_BYTES is refused first (`refuse_oversized`)."""
+    refuse_oversized(model, data)
     path = config_path(repository, model)
     with edit_lock(repository, model, "write", home=home):
         before = _on_disk(path)
@@ -116,8 +127,11 @@ def conflict(repository: Path, model: str, path: Path, expected_sha256: str, on_
 
 def write_model_file(repository: Path, model: str, relative: str, data: bytes, *,
                      limit_bytes: int = DEFAULT_UPLOAD_LIMIT_BYTES) -> Path:
-    """An uploaded file, written atomically at a checked path (directories created)."""
+    """An uploaded file, written atomically at a checked path (directories created); a
+    config.pbtxt is held to MAX_CONFIG_BYTES whatever `limit_bytes` says."""
     check_upload_size(relative, len(data), limit_bytes)
+    if Path(relative) == Path(CONFIG_FILE):
+        refuse_oversized(model, data)
     path = safe_model_path(repository, model, relative)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

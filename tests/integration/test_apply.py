@@ -5,6 +5,7 @@ unparseable configs are refused; every attempt is in the audit log; the CLI does
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import threading
 from collections.abc import Iterator
@@ -22,11 +23,20 @@ from geadmin.cli.config import add_actions
 from geadmin.cli.exit_codes import ExitCode
 from geadmin.cli.main import main
 from geadmin.domain import ModelState, Serving
-from geadmin.errors import ConfigConflictError, ConfigInvalidError, ConfigParseError, TritonUnreachableError
+from geadmin.errors import (
+    ConfigConflictError,
+    ConfigInvalidError,
+    ConfigLockedError,
+    ConfigParseError,
+    RepositoryError,
+    TritonUnreachableError,
+)
 from geadmin.ops.models.actions import wait_settled
 from geadmin.ops.models.apply import apply_config, rollback
 from geadmin.ops.models.apply_result import ApplyOutcome
-from geadmin.repository import revisions, store
+from geadmin.ops.models.put_back import PUT_BACK_ACTION, put_back_served
+from geadmin.repository import atomic, locks, revisions, store
+from geadmin.repository.modelconfig import MAX_CONFIG_BYTES
 from geadmin.stack.processes import free_port
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.triton.client import TritonClient
@@ -371,3 +381,58 @@ def test_cli_apply_history_rollback_and_audit(
     assert "the model is not loaded, so Triton has not checked it" in capsys.readouterr().out
     states = {e.name: e.state for e in TritonClient(server.http_url).repository_index()}
     assert states[MODEL] is not ModelState.READY
+
+
+def test_a_config_larger_than_a_config_can_be_read_is_refused_before_the_started_row(
+    tmp_path: Path, _workspace: Path
+) -> None:
+    repository = tmp_path / "repo"
+    (repository / "m" / "1").mkdir(parents=True)
+    (repository / "m" / "1" / "model.py").write_text("")
+    (repository / "m" / "config.pbtxt").write_text('name: "m"\nbackend: "python"\n')
+    nowhere = TritonClient(f"http://127.0.0.1:{free_port()}")  # never reached: refused first
+    huge = 'name: "m"\nbackend: "python"\n' + "# padding\n" * (MAX_CONFIG_BYTES // 10 + 1)
+    with pytest.raises(RepositoryError, match=r"is 4,194,3\d\d bytes, more than a config can be "
+                       r"\(4,194,304 bytes, 4 MiB\): nothing was written"):
+        apply_config(nowhere, repository, "m", huge, auth=admin_auth())
+    assert (repository / "m" / "config.pbtxt").read_text() == 'name: "m"\nbackend: "python"\n'
+    assert [r.result for r in audit.query()] == ["refused"]  # no started row: nothing to reconcile
+
+
+def test_a_directory_fsync_failure_after_the_write_is_an_apply_of_the_file_on_disk(
+    server: TritonProcess, client: TritonClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(directory: Path) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    path = config_path(server)
+    changed = path.read_bytes().replace(b"max_queue_delay_microseconds: 1000",
+                                        b"max_queue_delay_microseconds: 3000")
+    with monkeypatch.context() as patched:
+        patched.setattr(atomic, "fsync_directory", broken)
+        result = apply_config(client, server.repository, MODEL, changed, auth=admin_auth())
+    assert result.outcome is ApplyOutcome.APPLIED, result.message
+    assert "the new config.pbtxt is on disk (read back), but:" in result.message
+    assert "IS written" in result.message and "Input/output error" in result.message
+    assert path.read_bytes() == changed
+    assert client.model_config(MODEL).dynamic_batching.max_queue_delay_microseconds == 3000
+    (row, started) = audit.query(model=MODEL)
+    assert (started.result, row.result) == ("started", "ok")
+    assert "the new config.pbtxt is on disk" in row.message
+
+
+def test_put_back_served_is_refused_while_an_apply_of_the_model_runs(
+    server: TritonProcess, client: TritonClient, _workspace: Path
+) -> None:
+    path = config_path(server)
+    drifted = path.read_bytes().replace(b"max_queue_delay_microseconds: 1000",
+                                        b"max_queue_delay_microseconds: 4000")
+    path.write_bytes(drifted)  # as an apply writes it before its (long) load
+    refused = pytest.raises(ConfigLockedError, match=f"an apply of '{MODEL}' is under way: wait for it")
+    with locks.edit_lock(server.repository, MODEL, "apply", wait_s=0), refused:  # as that apply holds it
+        put_back_served(client, server.repository, MODEL, auth=admin_auth())
+    assert path.read_bytes() == drifted  # untouched
+    (row,) = audit.query(action=PUT_BACK_ACTION)
+    assert row.result == "refused" and "nothing was written" in row.message
+    put_back_served(client, server.repository, MODEL, auth=admin_auth())  # free again: puts it back
+    assert b"max_queue_delay_microseconds: 1000" in path.read_bytes()

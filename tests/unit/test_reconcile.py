@@ -174,3 +174,25 @@ def test_an_unreadable_workspace_database_is_one_start_note(home: Path, repo: Pa
     assert notes[0].startswith("interrupted changes and rollouts not checked: cannot read or write in "
                                "the workspace database")
     assert "not a SQLite database: move it aside" in notes[0]
+
+
+def test_a_refusal_by_another_process_does_not_hide_an_interrupted_apply(repo: Path) -> None:
+    start_apply(repo)
+    store.write_config(repo, "m", NEW, expected_sha256=sha256_of(OLD), who="ann", note="before apply")
+    # another dashboard's apply of the same model, refused while ann's held the lock; then ann's is killed
+    audit.record("apply", "m", Result.REFUSED, actor=Actor("bob"), server="http://t:8000",
+                 message="another geadmin (pid 1) is running a config apply of 'm' right now")
+    audit.record("apply", "m", Result.OK, actor=Actor("eve"), server="http://other:8000",
+                 message="applied")  # another server's apply of a model of the same name
+    (found,) = reconcile.reconcile(repo).interrupted
+    assert (found.model, found.on_disk) == ("m", "new")
+
+
+def test_an_outcome_linked_to_its_started_row_closes_that_one_only(repo: Path) -> None:
+    first = reconcile.parse_started(start_apply(repo))
+    second = reconcile.parse_started(start_apply(repo, who="bob"))
+    assert first is not None and second is not None
+    audit.record("apply", "m", Result.REFUSED, server="http://t:8000",  # the apply's own refusal
+                 message=reconcile.outcome_message("cannot write: disk full", second))
+    (found,) = reconcile.reconcile(repo).interrupted
+    assert "by ann" in found.message and found.on_disk == "previous"

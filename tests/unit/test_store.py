@@ -90,6 +90,35 @@ def test_a_failure_between_write_and_rename_leaves_the_original_and_no_temp_file
     assert listing(path.parent) == ["1", "config.pbtxt"]
 
 
+def test_a_directory_fsync_failure_after_the_rename_says_the_new_file_is_written(
+    repo: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(directory: Path) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(atomic, "fsync_directory", broken)
+    with pytest.raises(RepositoryError, match=r"config\.pbtxt IS written .* directory fsync failed "
+                       r"\(Input/output error\)") as info:
+        store.write_config(repo, "m", EDITED, expected_sha256=revisions.sha256_of(CONFIG), who="ann",
+                           home=home)
+    assert "untouched" not in str(info.value)
+    assert (repo / "m" / "config.pbtxt").read_bytes() == EDITED
+    assert listing(repo / "m") == ["1", "config.pbtxt"]
+
+
+def test_a_config_larger_than_a_config_can_be_read_is_never_written(repo: Path, home: Path) -> None:
+    huge = CONFIG + b"#" * MAX_CONFIG_BYTES
+    with pytest.raises(RepositoryError, match=r"more than a config can be \(4,194,304 bytes, 4 MiB\): "
+                       "nothing was written"):
+        store.write_config(repo, "m", huge, expected_sha256=revisions.sha256_of(CONFIG), who="ann", home=home)
+    assert (repo / "m" / "config.pbtxt").read_bytes() == CONFIG
+    assert revisions.history(repo, "m", home=home) == []
+    with pytest.raises(RepositoryError, match="more than a config can be"):  # a new model's, staged
+        store.write_model_file(repo, "n", "config.pbtxt", huge, limit_bytes=len(huge))
+    assert not (repo / "n" / "config.pbtxt").exists()
+    store.write_model_file(repo, "n", "1/model.bin", huge, limit_bytes=len(huge))  # other files: their limit
+
+
 def test_a_write_into_a_missing_directory_fails_cleanly(tmp_path: Path) -> None:
     with pytest.raises(RepositoryError, match="cannot write"):
         atomic.atomic_write(tmp_path / "no" / "such" / "file", b"x")

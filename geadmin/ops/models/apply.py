@@ -50,6 +50,7 @@ from geadmin.diagnose import explain, impact
 from geadmin.diagnose.explain import LoadWatch
 from geadmin.domain import Explanation, Serving
 from geadmin.errors import (
+    ConfigConflictError,
     ExplainedLoadTimeoutError,
     GeAdminError,
     RepositoryError,
@@ -165,11 +166,14 @@ class _Apply:
     findings: tuple[str, ...] = ()  # validator warnings, for the result
     started: reconcile.Started | None = None  # the "started" row, once written
     auth: Authorization | None = None  # the caller's, for the loads this apply makes
+    unconfirmed: tuple[str, ...] = ()  # writes that are on disk (read back) but raised after the rename
 
     def audit(self, result: Result, message: str) -> str:
         """Append the audit row; "" or why it could not be written (never raises)."""
         if self.note != self.action:
             message = f"{self.note}: {message}"
+        if self.started is not None:  # the outcome of this apply's started row, and of no other
+            message = reconcile.outcome_message(message, self.started)
         try:
             audit.record(self.action, self.model, result, actor=self.actor, server=self.client.url,
                          message=message, diff=self.diff, home=self.home)
@@ -197,12 +201,16 @@ class _Apply:
         """The steps of the module docstring, and what else changed state after them."""
         snapshot = impact.snapshot(self.client, self.log)
         result = self.steps(expected_sha256, base_text, load_unloaded)
+        if self.unconfirmed:
+            lines = (result.message, *(f"  {u}" for u in self.unconfirmed))
+            result = replace(result, message="\n".join(lines))
         if result.outcome in (ApplyOutcome.UNCHANGED, ApplyOutcome.WRITTEN):
             return result
         changed = impact.changes(self.client, snapshot, [self.model], self.log)
         return replace(result, side_effects=tuple(changed))
 
     def steps(self, expected_sha256: str | None, base_text: str | None, load_unloaded: bool) -> ApplyResult:
+        store.refuse_oversized(self.model, self.data)  # else it could never be restored or rolled back
         current = store.read_config(self.repository, self.model)
         self.diff = revisions.config_diff(current.data, self.data, self.model)
         self.refuse_unless_safe(current, expected_sha256, base_text)
@@ -214,8 +222,7 @@ class _Apply:
         before = explain.watch(self.client, self.model, self.log)
         self.start(current, new_sha)
         test_hooks.fault_point("apply.started")
-        store.write_config(self.repository, self.model, self.data, expected_sha256=current.sha256,
-                           who=self.actor.name, note=f"before {self.action}", home=self.home)
+        self.write(current)
         test_hooks.fault_point("apply.written")
         if before.was_ready is False and not load_unloaded:
             return self.kept(ApplyResult(
@@ -242,6 +249,27 @@ class _Apply:
             result = replace(result, message=f"{result.message}; a test request answered in "
                                              f"{check.latency_ms or 0:.1f} ms")
         return self.kept(result)
+
+    def write(self, current: ConfigFile) -> None:
+        """Write the new file. An error raised once it is in place (the directory fsync after the
+        rename; checked by reading the file back) does not stop the apply: the new file is on disk,
+        so it is loaded (or restored) like any other, and the error is said in the outcome."""
+        try:
+            store.write_config(self.repository, self.model, self.data, expected_sha256=current.sha256,
+                               who=self.actor.name, note=f"before {self.action}", home=self.home)
+        except ConfigConflictError:
+            raise
+        except RepositoryError as exc:
+            if not self.holds(self.data):
+                raise
+            self.unconfirmed += (f"the new {CONFIG_FILE} is on disk (read back), but: {exc}",)
+
+    def holds(self, data: bytes) -> bool:
+        """Check, don't assume: is `data` what the model's config file holds now."""
+        try:
+            return store.read_config(self.repository, self.model).data == data
+        except RepositoryError:
+            return False
 
     def refuse_unless_safe(self, current: ConfigFile, expected_sha256: str | None,
                            base_text: str | None) -> None:
@@ -327,8 +355,13 @@ class _Apply:
                                who=self.actor.name, backup=False, home=self.home)
             if store.read_config(self.repository, self.model).data != current.data:
                 problem = "the file read back after the restore differs from the previous one"
-        except (RepositoryError, WorkspaceDatabaseError) as exc:  # a conflict too: never overwrite it
+        except ConfigConflictError as exc:  # never overwrite it
             problem = str(exc)
+        except (RepositoryError, WorkspaceDatabaseError) as exc:
+            if not self.holds(current.data):
+                problem = str(exc)
+            else:  # in place (read back), its durability unconfirmed
+                self.unconfirmed += (f"the previous {CONFIG_FILE} is back on disk (read back), but: {exc}",)
         if reload and not problem:
             try:
                 load_explained(self.client, self.model, log=self.log, repository=self.repository,

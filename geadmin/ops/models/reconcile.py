@@ -4,9 +4,10 @@ the next start and reported — never guessed, never silently dropped.
 An apply writes an audit row with result `started` before it writes the file, and a create
 one before it stages its directory (`started_message` names the repository, the path and,
 for an apply, the hashes of the previous and the new config). Each then writes its outcome
-row (ok, rolled back, refused, ...). A `started` row with no later outcome row of the same
-action and model, whose lock nobody holds, is a change that was cut short (SIGKILL, OOM,
-power cut, a Streamlit rerun that unwound the script). `reconcile` — run by the dashboard at
+row (ok, rolled back, refused, ...); an apply's names its started row (`STARTED_ROW`). A `started`
+row with no later outcome row of the same change (a refusal by another process, e.g. of a
+locked config, is none), whose lock nobody holds, is a change that was cut short (SIGKILL,
+OOM, power cut, a Streamlit rerun that unwound the script). `reconcile` — run by the dashboard at
 start and by the CLI commands that touch the repository — closes each such row:
 
 1. Look at what is on disk. The write is atomic (temp file + rename), so a config is either
@@ -62,6 +63,7 @@ from geadmin.repository.validate import Severity, validate_text
 # geadmin.ops.models.create stages in `<repository>/<prefix><name>-<random>`
 STAGING_PREFIX = ".geadmin-staging-"
 _MKDTEMP_SUFFIX_CHARS = 8  # tempfile.mkdtemp's random part
+STARTED_ROW = "started row"  # the fact that links an outcome row to the id of its `started` row
 
 
 @dataclass(frozen=True)
@@ -92,6 +94,11 @@ def started_message(headline: str, repository: Path, path: Path, previous_sha256
     if previous_sha256 or new_sha256:
         lines += [f"{PREVIOUS}: {previous_sha256}", f"{NEW}: {new_sha256}"]
     return "\n".join(lines)
+
+
+def outcome_message(message: str, start: Started) -> str:
+    """`message` with the fact that makes it the outcome of `start` (and of no other row)."""
+    return f"{message}\n{STARTED_ROW}: {start.entry.id}"
 
 
 def reconcile(repository: Path, *, home: Path | None = None, actor: Actor | None = None) -> Report:
@@ -131,9 +138,28 @@ def open_starts(repository: Path | None = None, *, home: Path | None = None) -> 
 
 
 def _is_open(entry: AuditEntry, home: Path | None) -> bool:
-    """No outcome row of the same action and model after `entry`."""
+    """No outcome row of the same change after `entry` (`_closes`)."""
     later = audit.query(model=entry.model, action=entry.action, home=home)
-    return not any(row.id > entry.id and row.result != Result.STARTED.value for row in later)
+    return not any(_closes(row, entry) for row in later)
+
+
+def _closes(row: AuditEntry, entry: AuditEntry) -> bool:
+    """Is `row` (same action and model) the outcome of the change `entry` started? A row linked
+    to a started row (`STARTED_ROW`) closes that one only. An unlinked row (written before the
+    link, or by hand) closes it unless it is a start, comes from another server or repository,
+    or, for an apply, is a refusal: another process refused while this apply held the lock (a
+    locked config, a declined confirmation) is not this apply's outcome."""
+    if row.id <= entry.id or row.result == Result.STARTED.value:
+        return False
+    known = facts(row.message)
+    if STARTED_ROW in known:
+        return known[STARTED_ROW] == str(entry.id)
+    if row.server and entry.server and row.server != entry.server:
+        return False
+    repository = facts(entry.message).get(REPOSITORY)
+    if REPOSITORY in known and repository is not None and known[REPOSITORY] != repository:
+        return False
+    return not (entry.action in APPLY_ACTIONS and row.result == Result.REFUSED.value)
 
 
 def parse_started(entry: AuditEntry) -> Started | None:
@@ -153,7 +179,8 @@ def close(start: Started, *, actor: Actor | None = None, home: Path | None = Non
     else:
         on_disk, headline, revision = _config_state(start, home)
     lines = [f"{headline} ({cause}; started at {start.entry.at.isoformat()} by {start.entry.who})",
-             f"{ON_DISK}: {on_disk}", f"{REPOSITORY}: {_key(start.repository)}"]
+             f"{ON_DISK}: {on_disk}", f"{REPOSITORY}: {_key(start.repository)}",
+             f"{STARTED_ROW}: {start.entry.id}"]
     if revision is not None:
         lines.append(f"{REVISION}: {revision}")
     message = "\n".join(lines)
