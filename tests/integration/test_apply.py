@@ -203,14 +203,20 @@ def test_a_concurrent_edit_is_refused_and_the_colleague_s_file_is_kept(
     assert row.result == "refused" and "changed since you opened it" in row.message
 
 
-def test_an_unparseable_config_is_refused_before_anything_is_written(
-    tmp_path: Path, _workspace: Path
-) -> None:
+def python_model_nowhere(tmp_path: Path) -> tuple[Path, TritonClient]:
+    """A repository with one python model `m`, and a client of a server that is not there: a
+    change refused before anything is written never reaches it."""
     repository = tmp_path / "repo"
     (repository / "m" / "1").mkdir(parents=True)
     (repository / "m" / "1" / "model.py").write_text("")
     (repository / "m" / "config.pbtxt").write_text('name: "m"\nbackend: "python"\n')
-    nowhere = TritonClient(f"http://127.0.0.1:{free_port()}")  # never reached: refused first
+    return repository, TritonClient(f"http://127.0.0.1:{free_port()}")
+
+
+def test_an_unparseable_config_is_refused_before_anything_is_written(
+    tmp_path: Path, _workspace: Path
+) -> None:
+    repository, nowhere = python_model_nowhere(tmp_path)
     with pytest.raises(ConfigParseError, match=r"line 2, column 21.*no value named TYPE_FOO"):
         apply_config(nowhere, repository, "m", 'name: "m"\ninput [{ data_type: TYPE_FOO }]\n',
                      auth=admin_auth())
@@ -386,11 +392,7 @@ def test_cli_apply_history_rollback_and_audit(
 def test_a_config_larger_than_a_config_can_be_read_is_refused_before_the_started_row(
     tmp_path: Path, _workspace: Path
 ) -> None:
-    repository = tmp_path / "repo"
-    (repository / "m" / "1").mkdir(parents=True)
-    (repository / "m" / "1" / "model.py").write_text("")
-    (repository / "m" / "config.pbtxt").write_text('name: "m"\nbackend: "python"\n')
-    nowhere = TritonClient(f"http://127.0.0.1:{free_port()}")  # never reached: refused first
+    repository, nowhere = python_model_nowhere(tmp_path)
     huge = 'name: "m"\nbackend: "python"\n' + "# padding\n" * (MAX_CONFIG_BYTES // 10 + 1)
     with pytest.raises(RepositoryError, match=r"is 4,194,3\d\d bytes, more than a config can be "
                        r"\(4,194,304 bytes, 4 MiB\): nothing was written"):
