@@ -14,7 +14,7 @@ from pathlib import Path
 from geadmin.diagnose.capacity import CapacityReport
 from geadmin.errors import GeAdminError, InvalidArgumentError
 from geadmin.fleet.discovery import Discovery
-from geadmin.fleet.members import metrics_url
+from geadmin.fleet.members import member_metrics_url
 from geadmin.fleet.readonly import client_for
 from geadmin.ops.capacity.report import CapacityOptions, capacity_report
 from geadmin.telemetry.history.reader import HistoryReader, open_history
@@ -41,7 +41,7 @@ def fleet_capacity(discovery: Discovery, *, model: str | None = None, options: C
         try:
             with client_for(member, timeout_s) as client:
                 report = capacity_report(client, model=model, options=options, history=history,
-                                         source=metrics_url(member), home=home, now=now)
+                                         source=member_metrics_url(member), home=home, now=now)
             found.append(MemberCapacity(member.name, member.url, report))
         except GeAdminError as exc:
             found.append(MemberCapacity(member.name, member.url, None, str(exc).splitlines()[0]))

@@ -93,7 +93,7 @@ class Found:
     error: str = ""  # the source did not answer (DiscoverySourceError's message)
 
 
-def metrics_url(member: Member) -> str:
+def member_metrics_url(member: Member) -> str:
     """The member's Triton /metrics: its own (the servers file's), else the live stack's when it
     is the stack's Triton, else the settings' port on its host. Without the stack, the embedded
     dashboard's one member was read at the default port 8002 ("faults not read: nothing answers")."""

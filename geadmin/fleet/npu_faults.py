@@ -33,7 +33,7 @@ from geadmin.diagnose.impact import ensembles_above
 from geadmin.diagnose.npu_faults import FaultReport, assess_faults
 from geadmin.errors import GeAdminError
 from geadmin.fleet import readonly
-from geadmin.fleet.members import NODE, Member, metrics_url
+from geadmin.fleet.members import NODE, Member, member_metrics_url
 from geadmin.telemetry.history.faults import FaultRecord, record_reading
 from geadmin.telemetry.npu_map import MapRow, ModelMap
 from geadmin.telemetry.sources.detect import NpuSources
@@ -53,7 +53,7 @@ def node_of(member: Member) -> str:
 def member_sources(member: Member, *, timeout_s: float) -> NpuSources:
     """Where a member's faults and placements are read: its Triton's /metrics (explicit: a
     member whose page does not answer is said)."""
-    return NpuSources(triton_metrics_url=metrics_url(member), triton_metrics_explicit=True,
+    return NpuSources(triton_metrics_url=member_metrics_url(member), triton_metrics_explicit=True,
                       timeout_s=timeout_s, npu_smi="")
 
 

@@ -25,7 +25,7 @@ from geadmin.diagnose.verdict import not_ready_reason
 from geadmin.domain import ModelEntry, ModelState
 from geadmin.errors import TelemetryError
 from geadmin.fleet.discovery import Discovery
-from geadmin.fleet.members import ASCEND, NODE, Member, metrics_url
+from geadmin.fleet.members import ASCEND, NODE, Member, member_metrics_url
 from geadmin.fleet.readonly import client_for
 from geadmin.telemetry.derive import since_start
 from geadmin.telemetry.sources.scrape import families_only, fetch_text, parse
@@ -342,7 +342,7 @@ def _poll_one(member: Member, timeout_s: float) -> ServerView:
     figures, error = {}, ""
     if snapshot.reachable:
         try:
-            url = metrics_url(member)
+            url = member_metrics_url(member)
             page = parse(families_only(fetch_text(url, timeout_s=timeout_s), FAMILIES), url=url)
             figures = {w.model: _figures(w) for w in since_start(page)}
         except TelemetryError as exc:

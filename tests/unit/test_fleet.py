@@ -337,7 +337,7 @@ def test_a_member_that_is_the_stacks_triton_is_read_at_the_stacks_metrics_port(
     import os
 
     from geadmin.domain import Ports
-    from geadmin.fleet.members import metrics_url
+    from geadmin.fleet.members import member_metrics_url
     from geadmin.stack.workspace import StackInfo, Workspace
 
     workspace = Workspace(tmp_path / "home")
@@ -349,7 +349,7 @@ def test_a_member_that_is_the_stacks_triton_is_read_at_the_stacks_metrics_port(
                                     ports=Ports(18000, 18001, 18002), dashboard_url="",
                                     triton_log=workspace.triton_log, repository=workspace.repository,
                                     home=workspace.home))
-    assert metrics_url(member("local", "http://127.0.0.1:18000")) == "http://127.0.0.1:18002/metrics"
+    assert member_metrics_url(member("local", "http://127.0.0.1:18000")) == "http://127.0.0.1:18002/metrics"
     own = Member(ServerSpec("x", "http://10.0.0.5:8000", metrics_url="http://10.0.0.5:9102/metrics"),
                  "servers")
-    assert metrics_url(own) == "http://10.0.0.5:9102/metrics"  # its own first
+    assert member_metrics_url(own) == "http://10.0.0.5:9102/metrics"  # its own first
