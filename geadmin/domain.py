@@ -78,12 +78,16 @@ class Endpoint:
     def address(self) -> str:
         """`host:port`, an IPv6 literal in brackets (`[fd00::5]:8001`): the form a URL, gRPC's
         target and the HTTP client take; a bare `fd00::5:8001` is ambiguous and refused."""
-        host = f"[{self.host}]" if ":" in self.host else self.host  # only an IPv6 literal has ":"
-        return f"{host}:{self.port}"
+        return f"{url_host(self.host)}:{self.port}"
 
     @property
     def url(self) -> str:
         return f"{self.transport.value}{'s' if self.ssl else ''}://{self.address}"
+
+
+def url_host(host: str) -> str:
+    """`host` as a URL takes it: an IPv6 literal (the only host with ":") in brackets."""
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
 
 
 def same_server(url_a: str, url_b: str) -> bool:

@@ -254,7 +254,6 @@ ModelInstanceState::Prepare(Job& job)
   // Gear models run one request per execution (max_exec_rows 1), so the
   // job's gear is its request's and a batch never mixes shapes.
   job.shape_gear = job.slots.front().gear;
-  engine_->SelectShapeGear(job.set, job.shape_gear);
   while (true) {
     if (engine_->NeedsRecovery()) {
       TRITONSERVER_Error* err = RecoverWhenIdle();
@@ -263,6 +262,8 @@ ModelInstanceState::Prepare(Job& job)
         return false;
       }
     }
+    // After any recovery: rebuilding the instance resets every set's gear.
+    engine_->SelectShapeGear(job.set, job.shape_gear);
     if (!GatherAll(job)) return false;  // nothing worth running
     size_t held = 0;
     for (const Slot& slot : job.slots) held += slot.error == nullptr ? 1 : 0;

@@ -204,9 +204,21 @@ def role_from_claims(claims: Mapping[str, object], claim: str, mapping: Mapping[
     return default
 
 
+def oidc_name(claims: Mapping[str, object]) -> str:
+    """The name the audit keeps for an OIDC user: the email only when the provider says it verified
+    it (anyone may type any address into an unverified one), else preferred_username beside the
+    subject `sub`, the one claim OIDC keeps stable and unique."""
+    email = claims.get("email")
+    if isinstance(email, str) and email and claims.get("email_verified") in (True, "true"):
+        return email
+    username, subject = (str(claims.get(key) or "") for key in ("preferred_username", "sub"))
+    if username and subject and username != subject:
+        return f"{username} (sub {subject})"
+    if username or subject:
+        return username or subject
+    raise SignInError("the identity provider sent no verified email, preferred_username or sub claim")
+
+
 def oidc_identity(claims: Mapping[str, object], claim: str, mapping: Mapping[str, Role],
                   default: Role | None) -> Identity:
-    name = str(claims.get("email") or claims.get("preferred_username") or claims.get("sub") or "")
-    if not name:
-        raise SignInError("the identity provider sent no email, preferred_username or sub claim")
-    return Identity(name, role_from_claims(claims, claim, mapping, default), Mode.OIDC)
+    return Identity(oidc_name(claims), role_from_claims(claims, claim, mapping, default), Mode.OIDC)

@@ -22,7 +22,7 @@ from geadmin.access.users import UsersFile, default_users_file
 from geadmin.cli.exit_codes import ExitCode
 from geadmin.errors import SignInTokenError
 from geadmin.stack.dashboard import DashboardProcess
-from geadmin.stack.processes import client_host
+from geadmin.stack.processes import client_url_host
 from geadmin.stack.target import default_server, live_stack
 
 
@@ -30,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
     home = settings.home()
     host = settings.HOST.get(args.host)
     if args.print_url:
-        return print_url(home, f"http://{client_host(host)}:{settings.port('dashboard', args.port)}")
+        return print_url(home, f"http://{client_url_host(host)}:{settings.port('dashboard', args.port)}")
     decision = dashboard_sign_in(host, Path.cwd(), home)
     if decision.bootstrap:
         first = bootstrap.create_first_admin(UsersFile(default_users_file(home)), home)

@@ -39,7 +39,7 @@ def exit_code(report: FaultReport) -> int:
         return ExitCode.FAILED
     if report.unread:
         return ExitCode.UNREACHABLE
-    return ExitCode.DEGRADED if report.needs_action else ExitCode.OK
+    return ExitCode.DEGRADED if report.needs_action or report.unjudged else ExitCode.OK
 
 
 def server_report(args: argparse.Namespace) -> FaultReport:
@@ -62,7 +62,7 @@ def fleet_report(args: argparse.Namespace) -> FaultReport:
         raise FleetError(f"fleet {args.fleet!r} has no server: " + ("; ".join(found.problems) or
                          "its sources found none"))
     return fleet_faults_now(found.members, home=settings.home(args.home), timeout_s=args.timeout,
-                            table_override=args.fault_table)
+                            table_override=args.fault_table, not_found=found.problems)
 
 
 def run(args: argparse.Namespace) -> int:

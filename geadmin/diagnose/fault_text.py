@@ -109,6 +109,10 @@ def headline(report: FaultReport) -> str:
         named = "; ".join(steps[:HEADLINE_FAULTS])
         more = f"; {len(steps) - HEADLINE_FAULTS} more below" if len(steps) > HEADLINE_FAULTS else ""
         return f"ACTION: {len(counted)} NPU fault(s) need action — {named}{more}"
+    if report.unjudged:
+        return (f"DEGRADED: NPU faults not read on {len(report.unjudged)} part(s) of the fleet, so a fault "
+                f"there is not ruled out — {report.unjudged[0]}"
+                + (f"; {len(report.unjudged) - 1} more below" if len(report.unjudged) > 1 else ""))
     if report.impacts:
         cleared = sum(not i.record.present for i in report.impacts)
         return f"OK: no NPU fault needs action ({len(report.impacts)} shown" + \
@@ -163,6 +167,7 @@ def report_lines(report: FaultReport, *, plan: bool = False) -> list[str]:
             lines.append(f"  then {more} more step{'s' if more != 1 else ''}: "
                          + ", ".join(s.kind.value for s in impact.plan[len(steps):])
                          + " (--plan prints every step)")
+    lines += [f"not read: {part}" for part in report.unjudged]
     lines += [f"note: {note}" for note in report.notes]
     return lines
 
@@ -173,6 +178,7 @@ def report_json(report: FaultReport) -> dict[str, object]:
         "needs_action": report.needs_action,
         "models_down": list(report.models_down),
         "sources_read": None if report.sources_read is None else list(report.sources_read),
+        "unjudged": list(report.unjudged),
         "notes": list(report.notes),
         "faults": [{
             "node": i.record.fault.node, "npu": i.record.fault.chip, "code": i.record.fault.code,

@@ -53,11 +53,19 @@ class FaultReport:
     # The fault sources this report read now (SOURCE_*); None when it rests on recorded faults
     # (the verdict's). () means none answered: no fault can be ruled out, and nothing says OK.
     sources_read: tuple[str, ...] | None = None
+    # A fleet's parts whose faults were not read (a discovery source down, a member that did not
+    # answer): no fault there is ruled out, so the report is never OK while one is listed.
+    unjudged: tuple[str, ...] = ()
 
     @property
     def unread(self) -> bool:
         """No source answered and nothing was recorded: the NPUs' state is unknown."""
         return self.sources_read == () and not self.impacts
+
+    @property
+    def partial(self) -> bool:
+        """Some of the fleet was not read, and nothing read needs action or is down."""
+        return bool(self.unjudged) and not self.needs_action and not self.unread
 
     @property
     def needs_action(self) -> bool:

@@ -57,9 +57,10 @@ def member_sources(member: Member, *, timeout_s: float) -> NpuSources:
                       timeout_s=timeout_s, npu_smi="")
 
 
-def read_fleet_faults(members: Sequence[Member], *, timeout_s: float) -> list[FaultReading]:
+def read_fleet_faults(members: Sequence[Member], *, timeout_s: float,
+                      unread: list[str] | None = None) -> list[FaultReading]:
     """One reading per node: its members' faults, the sources every one of them had read, and
-    notes (a member that cannot be read is one)."""
+    notes; a member that cannot be read is a note, and a line in `unread` when given."""
     by_node: dict[str, list[Member]] = {}
     for member in members:
         by_node.setdefault(node_of(member), []).append(member)
@@ -73,6 +74,8 @@ def read_fleet_faults(members: Sequence[Member], *, timeout_s: float) -> list[Fa
                 found = read_faults(member_sources(member, timeout_s=timeout_s), node=node)
             except GeAdminError as exc:
                 notes.append(f"{member.name} (node {node}): faults not read: {exc}")
+                if unread is not None:
+                    unread.append(f"{member.name} (node {node}): {exc}")
                 read = set()
                 continue
             faults += [replace(f, node=node) for f in found.faults]
@@ -126,10 +129,14 @@ def _ensembles(client: TritonClient, models: Sequence[str], member: Member,
 
 
 def fleet_faults_now(members: Sequence[Member], *, home: Path | None, timeout_s: float,
-                     table_override: str | None = None) -> FaultReport:
-    """Read every member's faults, record them per node (first / last seen, cleared), report."""
-    readings = read_fleet_faults(members, timeout_s=timeout_s)
+                     table_override: str | None = None, not_found: Sequence[str] = ()) -> FaultReport:
+    """Read every member's faults, record them per node (first / last seen, cleared), report.
+    `not_found`: discovery's problems (a source down, a member left out), which with the members
+    not read make the report's `unjudged`."""
+    unread = list(not_found)
+    readings = read_fleet_faults(members, timeout_s=timeout_s, unread=unread)
     now_s = time.time()
     records = [r for reading in readings for r in record_reading(reading, home=home, now_s=now_s)]
-    return fleet_fault_report(members, records, timeout_s=timeout_s, table_override=table_override,
-                              notes=[note for reading in readings for note in reading.notes])
+    report = fleet_fault_report(members, records, timeout_s=timeout_s, table_override=table_override,
+                                notes=[note for reading in readings for note in reading.notes])
+    return replace(report, unjudged=tuple(unread))

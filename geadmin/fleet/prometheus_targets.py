@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from urllib.parse import parse_qs, urlsplit
 
-from geadmin.domain import DEFAULT_PORTS
+from geadmin.domain import DEFAULT_PORTS, url_host
 from geadmin.errors import ConfigError, DiscoverySourceError, PrometheusError
 from geadmin.fleet.members import NAMESPACE, NODE, POD, READY, Found, Member
 from geadmin.telemetry.history.prometheus import PrometheusHistory
@@ -44,7 +44,7 @@ def discover(target: str, *, timeout_s: float) -> Found:
     members = []
     for t in chosen:
         host = urlsplit(t.scrape_url).hostname or ""
-        shown = f"[{host}]" if ":" in host else host
+        shown = url_host(host)
         spec = ServerSpec(name=server_name(t), url=f"http://{shown}:{ports['http_port']}",
                           grpc_url=f"grpc://{shown}:{ports['grpc_port']}", metrics_url=t.scrape_url)
         labels = {key: value for key, names in LABELS.items() if (value := first_label(t.labels, names))}

@@ -17,6 +17,7 @@ from geadmin.errors import StackError
 from geadmin.repository.atomic import open_private_log
 from geadmin.stack.processes import (
     client_host,
+    client_url_host,
     ensure_port_free,
     free_port,
     http_ok,
@@ -67,7 +68,7 @@ class DashboardProcess:
 
     @property
     def url(self) -> str:
-        return f"http://{client_host(self.host)}:{self.port}"
+        return f"http://{client_url_host(self.host)}:{self.port}"
 
     @property
     def pid(self) -> int | None:

@@ -35,7 +35,7 @@ from geadmin.repository.locks import PidLock
 from geadmin.repository.trials import is_trial
 from geadmin.stack.dashboard import DashboardProcess
 from geadmin.stack.drivers import ExitRecord
-from geadmin.stack.processes import client_host, ensure_port_free, ensure_ports_free
+from geadmin.stack.processes import client_url_host, ensure_port_free, ensure_ports_free
 from geadmin.stack.recording import Recording, RecordingOptions
 from geadmin.stack.stack_audit import StackAudit, origin_of_signal
 from geadmin.stack.supervisor import Backoff, TritonSupervisor, exit_record
@@ -178,7 +178,7 @@ class EmbeddedStack:
         opts = self.options
         if opts.sample_interval_s is None:
             return
-        host = client_host(opts.host)  # the same URLs across Triton's restarts
+        host = client_url_host(opts.host)  # the same URLs across Triton's restarts
         try:
             recording = Recording(RecordingOptions(
                 SamplerOptions(f"http://{host}:{opts.ports.metrics}/metrics", opts.workspace.home,
@@ -280,7 +280,7 @@ class EmbeddedStack:
     def stack_info(self) -> StackInfo:
         assert self.supervisor is not None
         triton, dashboard, opts = self.triton, self.dashboard, self.options
-        host = "127.0.0.1" if opts.host in ("0.0.0.0", "") else opts.host
+        host = client_url_host(opts.host)
         return StackInfo(
             pid=os.getpid(),
             http_url=f"http://{host}:{opts.ports.http}",

@@ -15,7 +15,7 @@ import urllib.request
 from pathlib import Path
 
 from geadmin import settings
-from geadmin.domain import Ports
+from geadmin.domain import Ports, url_host
 from geadmin.errors import PortInUseError
 from geadmin.settings import is_port
 
@@ -53,7 +53,7 @@ def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
     with _picks_lock, contextlib.ExitStack() as stack:
         ports: list[int] = []
         for _ in range(count):
-            sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            sock = stack.enter_context(socket.socket(family(host), socket.SOCK_STREAM))
             if not _bind_in_range(sock, host, low, high, avoid={*ports, *_recent_picks}) and \
                     not _bind_in_range(sock, host, low, high, avoid=set(ports)):
                 sock.bind((host, 0))
@@ -79,7 +79,7 @@ def _bind_in_range(sock: socket.socket, host: str, low: int, high: int, avoid: s
 def ensure_port_free(host: str, port: int, what: str, flag: str) -> None:
     if not is_port(port):
         raise PortInUseError(f"{what} port must be between 1 and 65535, got {port} ({flag})", port)
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+    with socket.socket(family(host), socket.SOCK_STREAM) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port))
@@ -112,9 +112,21 @@ def tail(path: Path, lines: int = 30) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
+def family(host: str) -> socket.AddressFamily:
+    """The socket family that binds `host`: IPv6 for an IPv6 literal (`::`, `::1`), else IPv4."""
+    return socket.AF_INET6 if ":" in host else socket.AF_INET
+
+
 def client_host(host: str) -> str:
-    """Where a client on this machine reaches a server bound to `host` (0.0.0.0: anywhere)."""
-    return "127.0.0.1" if host in ("0.0.0.0", "") else host
+    """Where a client on this machine reaches a server bound to `host` (0.0.0.0 or ::: anywhere)."""
+    if host in ("0.0.0.0", ""):
+        return "127.0.0.1"
+    return "::1" if host == "::" else host
+
+
+def client_url_host(host: str) -> str:
+    """`client_host` as a URL takes it (an IPv6 literal in brackets)."""
+    return url_host(client_host(host))
 
 
 def pid_alive(pid: int) -> bool:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from geadmin import settings
-from geadmin.domain import Endpoint, Transport, same_server
+from geadmin.domain import Endpoint, Transport, same_server, url_host
 from geadmin.errors import ConfigError
 from geadmin.stack.compose_logs import ComposeLogSource, compose_for
 from geadmin.stack.workspace import StackInfo, Workspace
@@ -104,8 +104,7 @@ def server_urls(spec: ServerSpec, stack: StackInfo | None) -> ServerUrls:
 
 def _guess(own: Endpoint, kind: str) -> str:
     if kind == "metrics":
-        host = f"[{own.host}]" if ":" in own.host else own.host
-        return f"http://{host}:{settings.port('metrics')}/metrics"
+        return f"http://{url_host(own.host)}:{settings.port('metrics')}/metrics"
     transport = Transport(kind)
     return replace(own, transport=transport,
                    port=settings.port("grpc" if transport is Transport.GRPC else "http")).url

@@ -30,11 +30,12 @@ from types import TracebackType
 
 from geadmin import settings
 from geadmin.binaries import TRITON_BINARY, WheelLayout, terminate_group, wheel_layout
-from geadmin.domain import Ports
+from geadmin.domain import Ports, url_host
 from geadmin.errors import PythonStubMissingError, TritonBinaryNotFoundError, TritonStartError
 from geadmin.repository.atomic import open_private_log
 from geadmin.stack.processes import (
     client_host,
+    client_url_host,
     ensure_ports_free,
     free_triton_ports,
     http_ok,
@@ -129,6 +130,13 @@ def _replace_link(link: Path, target: Path) -> None:
     link.symlink_to(target)
 
 
+def http_bind_address(host: str) -> str:
+    """`host` as Triton 2.51's HTTP and metrics servers take it: an IPv6 literal needs libevhtp's
+    `ipv6:` prefix (a bare `::` binds 255.255.255.255), and binds IPv6 only; gRPC takes the
+    literal in brackets and binds both families (docs/development.md)."""
+    return f"ipv6:{host}" if ":" in host else host
+
+
 class TritonProcess:
     """One tritonserver process in explicit model-control mode.
 
@@ -182,15 +190,15 @@ class TritonProcess:
     # -- addresses --------------------------------------------------------------------
     @property
     def http_url(self) -> str:
-        return f"http://{client_host(self.host)}:{self.ports.http}"
+        return f"http://{client_url_host(self.host)}:{self.ports.http}"
 
     @property
     def grpc_url(self) -> str:
-        return f"{client_host(self.host)}:{self.ports.grpc}"
+        return f"{client_url_host(self.host)}:{self.ports.grpc}"
 
     @property
     def metrics_url(self) -> str:
-        return f"http://{client_host(self.host)}:{self.ports.metrics}/metrics"
+        return f"http://{client_url_host(self.host)}:{self.ports.metrics}/metrics"
 
     @property
     def pid(self) -> int | None:
@@ -203,9 +211,9 @@ class TritonProcess:
             f"--model-repository={self.repository}",
             f"--backend-directory={self.backend_dir}",
             "--model-control-mode=explicit",
-            f"--http-address={self.host}",
-            f"--grpc-address={self.host}",
-            f"--metrics-address={self.host}",
+            f"--http-address={http_bind_address(self.host)}",
+            f"--grpc-address={url_host(self.host)}",
+            f"--metrics-address={http_bind_address(self.host)}",
             f"--http-port={self.ports.http}",
             f"--grpc-port={self.ports.grpc}",
             f"--metrics-port={self.ports.metrics}",

@@ -197,14 +197,21 @@ def fleet_faults(found: Discovery) -> None:
 
 def fleet_fault_report(found: Discovery) -> FaultReport:
     """Every member's faults read, recorded and joined with its node's models (one core call)."""
-    return fleet_faults_now(found.members, home=settings.home(), timeout_s=FLEET_READ_TIMEOUT_S)
+    return fleet_faults_now(found.members, home=settings.home(), timeout_s=FLEET_READ_TIMEOUT_S,
+                            not_found=found.problems)
 
 
 def faults_by_node(report: FaultReport) -> None:
     """Each node with its faulted chips and the models they hit."""
     nodes = sorted({i.record.fault.node for i in report.impacts if i.record.present})
+    for part in report.unjudged:
+        st.warning(f"NPU faults not read, so a fault there is not ruled out: {outside_text.text(part)}",
+                   icon=":material/help:")
     for note in report.notes:
         st.caption(f":material/info: {outside_text.text(note)}")
+    if not nodes and report.unjudged:
+        st.caption("No NPU fault present on the nodes that were read.")
+        return
     if not nodes:
         st.caption("No NPU fault present on the fleet's nodes.")
         return

@@ -101,6 +101,26 @@ def test_dims_gears_serve_each_sequence_length_and_refuse_others_per_request(
     np.testing.assert_array_equal(infer(grpc, "seq", {"x": x})["y"], 2 * x + 1)
 
 
+def test_a_gear_request_after_the_instance_was_rebuilt_runs_its_own_gear_not_the_first(
+    npu_shared: SharedNpuServer
+) -> None:
+    # a failed execution makes the next request rebuild the instance, which resets each
+    # set's gear: that request must still run the gear its shape picked (it got gear 0's
+    # shape and half its data back, answered as a success)
+    om = double_model([("x", "FP32", "1,-1")], [("y", "FP32", "1,-1", "from x scale 2 offset 1")],
+                      extra=["dynamic_dims 8;16", "fail_execute_on_value -7"])
+    write_model(npu_shared.repo, "seq_fragile", gear_config("[1, -1]"), om)
+    grpc = npu_shared.load(*["seq_fragile"]).grpc_url
+    x = values((1, 16))
+    np.testing.assert_array_equal(infer(grpc, "seq_fragile", {"x": x})["y"], 2 * x + 1)
+    poisoned = x.copy()
+    poisoned[0, 3] = -7.0
+    infer_error(grpc, "seq_fragile", poisoned)
+    y = infer(grpc, "seq_fragile", {"x": x})["y"]
+    assert y.shape == (1, 16)
+    np.testing.assert_array_equal(y, 2 * x + 1)
+
+
 def test_image_size_gears_serve_each_size_and_refuse_others_per_request(
     npu_shared: SharedNpuServer
 ) -> None:

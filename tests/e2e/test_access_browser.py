@@ -85,7 +85,8 @@ def test_a_local_user_signs_in_and_unloads(page: Page, tmp_path: Path, triton: T
 def oidc_provider(tmp_path: Path) -> Iterator[str]:
     """A real OpenID Connect provider with one user in the `ml-oncall` group."""
     port = free_port()
-    claims = {"sub": "ann", "email": "ann@example.org", "groups": ["staff", "ml-oncall"]}
+    claims = {"sub": "ann", "email": "ann@example.org", "email_verified": True,
+              "groups": ["staff", "ml-oncall"]}
     log = open(tmp_path / "oidc.log", "wb")  # noqa: SIM115 - closed below, after the process
     process = subprocess.Popen([sys.executable, "-m", "oidc_provider_mock", "--port", str(port),
                                 "--user-claims", json.dumps(claims)], stdout=log, stderr=subprocess.STDOUT)

@@ -100,7 +100,7 @@ def test_an_oidc_account_in_no_mapped_group_gets_no_role(
         page: Page, tmp_path: Path, provider: Callable[[dict[str, object]], str],
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("GEADMIN_OIDC_DEFAULT_ROLE", raising=False)  # the default: none
-    issuer = provider({"sub": "ann", "email": "ann@example.org", "groups": ["staff"]})
+    issuer = provider({"sub": "ann", "email": "ann@example.org", "email_verified": True, "groups": ["staff"]})
     dashboard = oidc_dashboard(tmp_path, issuer, {"GEADMIN_OIDC_ROLE_MAP": "ml-oncall=operator"})
     dashboard.start()
     try:
@@ -122,7 +122,8 @@ def end_session_at_the_provider(page: Page) -> None:
 def test_an_oidc_login_past_its_age_is_signed_out_and_stays_out(
         page: Page, tmp_path: Path, provider: Callable[[dict[str, object]], str]) -> None:
     max_s = 18.0
-    issuer = provider({"sub": "ann", "email": "ann@example.org", "groups": ["ml-oncall"]})
+    issuer = provider({"sub": "ann", "email": "ann@example.org", "email_verified": True,
+                       "groups": ["ml-oncall"]})
     dashboard = oidc_dashboard(tmp_path, issuer, {"GEADMIN_OIDC_ROLE_MAP": "ml-oncall=operator",
                                                   "GEADMIN_SESSION_MAX_H": str(max_s / 3600)})
     dashboard.start()

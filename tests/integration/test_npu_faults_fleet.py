@@ -14,7 +14,7 @@ on its own device 0, is untouched)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +24,7 @@ from tritonclient.utils import InferenceServerException
 from geadmin.cli.exit_codes import ExitCode
 from geadmin.cli.main import main
 from geadmin.stack.tritonserver import TritonProcess
+from tests.support.http_doubles import closed_port
 from tests.support.npu_fault_servers import start_fault_server
 from tests.support.npu_ge import infer, metric_samples, wait_for
 
@@ -92,6 +93,16 @@ def test_the_fleet_command_exits_0_then_4_then_1_and_leads_with_the_chip_its_nod
     code, out = faults(fleet, monkeypatch, capsys)
     assert code == ExitCode.OK, out
     assert out.splitlines()[0] == "OK: no NPU fault reported", out
+
+    # a member whose faults cannot be read: never OK, the first line names it
+    with_dead = fleet.servers_file.with_name("servers_with_dead.toml")
+    with_dead.write_text(fleet.servers_file.read_text().replace(
+        "[[fleet]]", f'[[server]]\nname = "c"\nurl = "http://127.0.0.1:{closed_port()}"\n\n[[fleet]]'))
+    code, out = faults(replace(fleet, servers_file=with_dead), monkeypatch, capsys)
+    assert code == ExitCode.DEGRADED, out
+    assert out.splitlines()[0].startswith(
+        "DEGRADED: NPU faults not read on 1 part(s) of the fleet, so a fault there is not ruled out — "
+        "c (node c): "), out
 
     fail_on_device_1(fleet.b, "pair")
     code, out = faults(fleet, monkeypatch, capsys)

@@ -10,6 +10,7 @@ place of the readers (`report_double`): the readers and the impact are tested in
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -187,6 +188,14 @@ def test_the_fleet_view_groups_the_present_faults_by_node_with_the_models_down()
 def test_a_fleet_without_faults_says_so() -> None:
     at = run(AppTest.from_function(by_node_script, args=(report(),)))
     assert [c.value for c in at.caption] == ["No NPU fault present on the fleet's nodes."]
+
+
+def test_a_fleet_part_not_read_is_a_warning_and_never_says_the_fleet_is_clear() -> None:
+    partial = replace(report(), unjudged=("dns:triton.internal: no answer",))
+    at = run(AppTest.from_function(by_node_script, args=(partial,)))
+    assert [w.value.replace("\u2060", "").replace("\\", "") for w in at.warning] == [
+        "NPU faults not read, so a fault there is not ruled out: dns:triton.internal: no answer"]
+    assert [c.value for c in at.caption] == ["No NPU fault present on the nodes that were read."]
 
 
 def test_nothing_faulted_draws_no_fault_section(monkeypatch: pytest.MonkeyPatch) -> None:

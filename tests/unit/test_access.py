@@ -185,7 +185,8 @@ def test_sign_in_mode_refusals(setting: str, address: str | None, oidc: bool, me
 def test_oidc_roles_come_from_the_highest_mapped_group() -> None:
     mapping = parse_role_map("ml-oncall=operator, platform-admins=admin")
     assert mapping == {"ml-oncall": Role.OPERATOR, "platform-admins": Role.ADMIN}
-    claims = {"email": "ann@example.org", "groups": ["staff", "ml-oncall", "platform-admins"]}
+    claims = {"email": "ann@example.org", "email_verified": True,
+              "groups": ["staff", "ml-oncall", "platform-admins"]}
     identity = oidc_identity(claims, "groups", mapping, Role.VIEWER)
     assert (identity.name, identity.role, identity.mode) == ("ann@example.org", Role.ADMIN, Mode.OIDC)
     assert role_from_claims({"groups": "ml-oncall"}, "groups", mapping, None) is Role.OPERATOR
@@ -196,6 +197,26 @@ def test_oidc_roles_come_from_the_highest_mapped_group() -> None:
         parse_role_map("oops")
     with pytest.raises(ConfigError, match="is not a role"):
         parse_role_map("g=root")
+
+
+@pytest.mark.parametrize(("claims", "name"), [
+    ({"email": "ann@example.org", "email_verified": True, "sub": "1"}, "ann@example.org"),
+    ({"email": "ann@example.org", "email_verified": "true", "sub": "1"}, "ann@example.org"),
+    # an address anyone may type into their profile names no one: the stable subject does
+    ({"email": "boss@example.org", "email_verified": False, "sub": "eve-7"}, "eve-7"),
+    ({"email": "boss@example.org", "preferred_username": "boss", "sub": "eve-7"}, "boss (sub eve-7)"),
+    ({"preferred_username": "ann", "sub": "ann"}, "ann"),
+])
+def test_the_audit_names_an_oidc_user_by_a_verified_email_else_by_the_subject(
+        claims: dict[str, object], name: str) -> None:
+    identity = oidc_identity({**claims, "groups": ["ml-oncall"]}, "groups", {"ml-oncall": Role.OPERATOR},
+                             None)
+    assert identity.name == name
+
+
+def test_an_oidc_login_with_no_usable_name_is_refused() -> None:
+    with pytest.raises(SignInError, match="no verified email, preferred_username or sub"):
+        oidc_identity({"email": "x@example.org", "groups": ["g"]}, "groups", {"g": Role.VIEWER}, None)
 
 
 def test_the_guard_refuses_a_viewer_and_audits_it_with_the_name(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ rest on values only."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -47,6 +48,22 @@ def test_exit_codes_follow_the_worst_fault() -> None:
     assert exit_code(assess_faults([record(2, UNLISTED, healthy=True)], table(), MAPS)) == ExitCode.OK
     assert exit_code(assess_faults([record(3, HBM_ECC)], table(), MAPS)) == ExitCode.FAILED  # bert: none left
     assert exit_code(assess_faults([record(3, HBM_ECC, present=False)], table(), MAPS)) == ExitCode.OK
+
+
+def test_a_fleet_part_not_read_is_never_ok_and_leads_when_nothing_else_needs_action() -> None:
+    missing = ("dns:triton.internal: no answer", "c (node c): nothing answers")
+    quiet = replace(assess_faults([], table(), MAPS), unjudged=missing)
+    assert exit_code(quiet) == ExitCode.DEGRADED
+    lines = report_lines(quiet)
+    assert lines[0] == ("DEGRADED: NPU faults not read on 2 part(s) of the fleet, so a fault there is not "
+                        "ruled out — dns:triton.internal: no answer; 1 more below")
+    assert [line for line in lines if line.startswith("not read: ")] == [f"not read: {m}" for m in missing]
+    assert report_json(quiet)["unjudged"] == list(missing)
+    # a fault that needs action still leads; the parts not read are still said
+    acting = replace(assess_faults([record(1, AICORE_RETRY)], table(), MAPS), unjudged=missing[:1])
+    assert exit_code(acting) == ExitCode.DEGRADED
+    assert report_lines(acting)[0].startswith("ACTION: 1 NPU fault(s) need action")
+    assert f"not read: {missing[0]}" in report_lines(acting)
 
 
 def test_the_first_lines_name_chip_code_level_models_share_and_next_step() -> None:

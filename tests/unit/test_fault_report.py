@@ -87,7 +87,9 @@ def test_one_reading_per_node_with_the_members_node_label_else_its_name(
 
     monkeypatch.setattr(fleet_faults, "read_faults", read_faults_double)
     members = [member("a", "node-a"), member("bb"), member("ccc", "node-a"), member("dddd", "node-d")]
-    readings = {r.node: r for r in fleet_faults.read_fleet_faults(members, timeout_s=1.0)}
+    unread: list[str] = []
+    readings = {r.node: r for r in fleet_faults.read_fleet_faults(members, timeout_s=1.0, unread=unread)}
+    assert len(unread) == 1 and unread[0].startswith("ccc (node node-a): nothing answers"), unread
     assert sorted(readings) == ["bb", "node-a", "node-d"]
     assert [node for _, node in asked] == ["node-a", "node-a", "bb", "node-d"]
     assert asked[0][0] == "http://127.0.0.1:8002/metrics"  # the member's own metrics port

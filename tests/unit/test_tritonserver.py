@@ -15,6 +15,7 @@ from geadmin.stack.tritonserver import (
     TritonProcess,
     WheelLayout,
     find_tritonserver,
+    http_bind_address,
     prepare_backend_directory,
     python_stub,
     wheel_layout,
@@ -168,3 +169,24 @@ def test_the_shm_prefix_names_the_launching_process(tmp_path: Path) -> None:
     process = TritonProcess(tmp_path)
     assert process.shm_prefix.startswith(f"geadmin_{os.getpid()}_")
     process.stop()
+
+
+@pytest.mark.parametrize(("bound", "reached", "in_url", "triton_http"), [
+    ("127.0.0.1", "127.0.0.1", "127.0.0.1", "127.0.0.1"),
+    ("0.0.0.0", "127.0.0.1", "127.0.0.1", "0.0.0.0"),
+    ("::", "::1", "[::1]", "ipv6:::"),
+    ("::1", "::1", "[::1]", "ipv6:::1"),
+    ("fd00::5", "fd00::5", "[fd00::5]", "ipv6:fd00::5"),
+])
+def test_an_ipv6_host_is_bound_with_its_family_and_bracketed_in_every_url(
+        bound: str, reached: str, in_url: str, triton_http: str) -> None:
+    assert processes.client_host(bound) == reached
+    assert processes.client_url_host(bound) == in_url
+    assert http_bind_address(bound) == triton_http
+    assert processes.family(bound) == (socket.AF_INET6 if ":" in bound else socket.AF_INET)
+
+
+def test_free_ports_on_an_ipv6_loopback_are_bindable_there() -> None:
+    (port,) = free_ports(1, "::1")
+    with socket.socket(socket.AF_INET6) as sock:
+        sock.bind(("::1", port))
