@@ -24,6 +24,7 @@ from geadmin.triton.logs import LogSource, is_failure, model_log_lines
 DROP_LOG_BYTES = 4 << 20  # how far back the log is searched for why a model was dropped
 # The audit actions that change whether a model serves; the latest one decides "operator unload".
 STATE_ACTIONS = ("load", "unload", "reload", "apply", "rollback", "create", "side_effect")
+
 OPERATOR_UNLOAD = "unload"
 
 
@@ -38,18 +39,51 @@ class Unloads:
     unknown: tuple[str, ...] = ()  # Triton says "unloaded", and the audit log cannot be read
 
 
+# The rows that leave a model not serving when they fail: a load or reload that failed, or the
+# model losing READY with another's change (a side effect), or at a Triton restart.
+SIDE_EFFECT = "side_effect"  # the audit action of a model that changed state with another's change
+FAILING_ACTIONS = ("load", "reload", SIDE_EFFECT)
+
+
+def latest_state_rows(names: Sequence[str], home: Path | None = None) -> dict[str, audit.AuditEntry]:
+    """Each model's latest state-changing audit row (models with none are left out). Raises
+    db.WorkspaceDatabaseError when the audit log cannot be read."""
+    found = {}
+    for name in names:
+        rows = audit.query(model=name, limit=50, home=home)
+        latest = next((row for row in rows if row.action in STATE_ACTIONS), None)
+        if latest is not None:
+            found[name] = latest
+    return found
+
+
+def is_operator_unload(row: audit.AuditEntry) -> bool:
+    return row.action == OPERATOR_UNLOAD and row.result == audit.Result.OK.value
+
+
+def is_failure_left(row: audit.AuditEntry) -> bool:
+    """The row left its model not serving: nobody has loaded it or unloaded it since."""
+    return row.action in FAILING_ACTIONS and row.result == audit.Result.FAILED.value
+
+
 def operator_unloads(names: Sequence[str], home: Path | None = None) -> dict[str, str]:
     """The models whose latest state-changing audit row is an operator's successful unload,
     each with who did it and when ("unloaded by alice at 04:45:57 UTC"): an operator's choice,
     never a failure, whatever Triton's index or log said before it. Raises
     db.WorkspaceDatabaseError when the audit log cannot be read."""
-    found: dict[str, str] = {}
-    for name in names:
-        rows = audit.query(model=name, limit=50, home=home)
-        latest = next((row for row in rows if row.action in STATE_ACTIONS), None)
-        if latest is not None and latest.action == OPERATOR_UNLOAD and latest.result == audit.Result.OK.value:
-            found[name] = f"unloaded by {latest.who} at {latest.at:%Y-%m-%d %H:%M:%S} UTC"
-    return found
+    return {name: unloaded_text(row) for name, row in latest_state_rows(names, home).items()
+            if is_operator_unload(row)}
+
+
+def unloaded_text(row: audit.AuditEntry) -> str:
+    return f"unloaded by {row.who} at {row.at:%Y-%m-%d %H:%M:%S} UTC"
+
+
+def left_failed(row: audit.AuditEntry) -> str:
+    """Why a model Triton has not touched since it started is still a failure."""
+    what = "lost READY" if row.action == SIDE_EFFECT else f"its last {row.action} failed"
+    return (f"{what} at {row.at:%Y-%m-%d %H:%M:%S} UTC ({row.headline or 'no message'}), and Triton has "
+            "not loaded it since it restarted (a restart loads only the models that served)")
 
 
 def unloaded_by_operator(names: Sequence[str], home: Path | None = None) -> set[str]:
@@ -97,23 +131,33 @@ def with_dropped(found: Triage, log: LogSource | None, home: Path | None) -> tup
     """The audit log decides between "not loaded" and a failure: a model an operator unloaded
     (its latest state-changing row) is idle, even after a failure of any kind; one that lost
     READY without an operator's unload is a failure, with its reason (Triton's log line, else
-    what changed just before). A model with a READY version is never asked about (see the
-    module's docstring). Also returns the operator's unloads, or, when the audit log cannot be
-    read, the models nobody can tell."""
+    what changed just before); one Triton has not touched since it (re)started whose latest row
+    is a failure (a load that hung or failed, READY lost) is still one. A model with a READY
+    version is never asked about (see the module's docstring). Also returns the operator's
+    unloads, or, when the audit log cannot be read, the models nobody can tell."""
     serving = {m.name for m in found.ready}
     listed = (*found.idle, *(m for m, _ in found.failed))
+    untouched = [m for m in found.idle if m.state is ModelState.NOT_LOADED and m.name not in serving]
     asked = sorted({m.name for m in listed if m.name not in serving
-                    and (m.state is ModelState.UNAVAILABLE or m.name in found.failed_reasons)})
+                    and (m.state is ModelState.UNAVAILABLE or m.name in found.failed_reasons)}
+                   | {m.name for m in untouched})
     if not asked:
         return found, Unloads()
     try:
-        by_operator = operator_unloads(asked, home)
+        latest = latest_state_rows(asked, home)
     except db.WorkspaceDatabaseError:
         # No unload is known: Triton's own failures stay failures, "unloaded" ones stay idle, named.
         return found, Unloads(unknown=tuple(sorted({m.name for m in _lost(found.idle, serving)})))
+    by_operator = {name: unloaded_text(row) for name, row in latest.items() if is_operator_unload(row)}
     # Unloaded by an operator after its failure: idle now, whatever the log or the index said before.
     found = Triage(found.ready, [(m, r) for m, r in found.failed if m.name not in by_operator],
                    found.changing, [*found.idle, *(m for m, _ in found.failed if m.name in by_operator)])
+    still_failed = [(m, left_failed(latest[m.name])) for m in untouched
+                    if m.name in latest and is_failure_left(latest[m.name])]
+    if still_failed:
+        gone = {m for m, _ in still_failed}
+        found = Triage(found.ready, [*found.failed, *still_failed], found.changing,
+                       [m for m in found.idle if m not in gone])
     dropped = [m for m in _lost(found.idle, serving) if m.name not in by_operator]
     if not dropped:
         return found, Unloads(by_operator)

@@ -170,7 +170,7 @@ class EmbeddedStack:
         self.supervisor = TritonSupervisor(
             lambda cancelled: self._run_triton(backends, cancelled), self._load_models,
             restart=opts.restart, say=self.say, on_change=self.publish, on_exit=self.audit.exit,
-            on_restart=self.audit.restart, origin_of=self.audit.origin_of)
+            on_restart=self.audit.restart, origin_of=self.audit.origin_of, on_left_out=self.audit.left_out)
         return self.supervisor.start().http_url
 
     def _start_sampler(self) -> None:

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from geadmin import audit
 from geadmin.audit import Actor, Origin
+from geadmin.diagnose import unloads
 from geadmin.domain import format_duration
 from geadmin.errors import WorkspaceDatabaseError
 from geadmin.stack.drivers import ExitRecord
@@ -92,6 +93,27 @@ class StackAudit:
     def restart(self, ok: bool, message: str) -> None:
         """A restart ended (the supervisor's `on_restart`)."""
         self.write("restart", ok, message)
+
+    def left_out(self, reasons: dict[str, str]) -> None:
+        """Models not serving when Triton went, which the restart did not load (the supervisor's
+        `on_left_out`): one failed `side_effect` row each, unless the audit log already says why
+        (an operator's unload, or a failure still standing), so the verdict keeps them failed."""
+        try:
+            latest = unloads.latest_state_rows(sorted(reasons), self.home)
+        except WorkspaceDatabaseError as exc:
+            self.say(f"the models a restart left out are not in the audit log: {exc}")
+            return
+        for name, reason in sorted(reasons.items()):
+            row = latest.get(name)
+            if row is not None and (unloads.is_operator_unload(row) or unloads.is_failure_left(row)):
+                continue
+            problem = audit.try_record_action(
+                unloads.SIDE_EFFECT, name, False,
+                f"{name} was not serving when Triton went (its index said: {reason}); the restart loads "
+                "only the models that served, so it stays out until loaded", server=self.server,
+                actor=Actor.os_user(Origin.LOCAL), home=self.home)
+            if problem:
+                self.say(f"{name}, left out by the restart, is not in the audit log: {problem}")
 
     def stack_stopped(self, origin: str, record: ExitRecord | None, state: str) -> None:
         """The whole stack stopped; written once, whatever calls it again."""

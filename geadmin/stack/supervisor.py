@@ -12,6 +12,10 @@ user, or a signal from elsewhere.
 What it reports (`on_exit` with each ExitRecord, `on_restart` when a restart ends): a crash is
 an exit, and the restart that follows is its own outcome, "live again" or "did not start";
 a stop someone asked for is a stop with its origin, and Triton exiting when asked is no failure.
+`on_left_out` gets the models that were in the index but not serving when Triton went (a failed
+load, a model dropped behind geadmin's back, an operator's unload): the restart does not load
+them, and the new Triton lists them like models never loaded, so whoever keeps the record of
+why (the audit log) must hear of them then.
 
 Everything here runs on the one thread that calls `tick()` (the stack's wait loop), so
 there are no races on the state; only model loading runs on a thread of its own.
@@ -90,7 +94,8 @@ class TritonSupervisor:
                  backoff: Backoff | None = None,
                  on_exit: Callable[[ExitRecord], None] = lambda record: None,
                  on_restart: Callable[[bool, str], None] = lambda ok, message: None,
-                 origin_of: OriginOf = lambda action, at: "") -> None:
+                 origin_of: OriginOf = lambda action, at: "",
+                 on_left_out: Callable[[dict[str, str]], None] = lambda reasons: None) -> None:
         self._start_triton = start_triton
         self._load_models = load_models
         self.restart_enabled = restart
@@ -100,11 +105,13 @@ class TritonSupervisor:
         self.on_exit = on_exit  # e.g. the audit log
         self.on_restart = on_restart  # (ok, what happened) when a restart ends: the audit log
         self.origin_of = origin_of
+        self.on_left_out = on_left_out  # {model: Triton's last word on it} at each restart
         self.triton: TritonProcess | None = None
         self.state = "starting"
         self.exits: list[ExitRecord] = []
         self._restart_at: float | None = None
         self._ready_models: list[str] | None = None
+        self._not_serving: dict[str, str] = {}  # model -> its index reason, at the last poll
         self._next_ready_poll = 0.0
         self._stopping = threading.Event()
         self._restart_requested = threading.Event()
@@ -249,6 +256,8 @@ class TritonSupervisor:
         self.on_restart(True, f"tritonserver is live again (restart {self.restarts}"
                         + (f"; {self._restart_origin})" if self._restart_origin else ")"))
         self._restart_origin = ""
+        if self._not_serving:
+            self.on_left_out(dict(self._not_serving))
         self.say(f"tritonserver is live again (restart {self.restarts}); reloading "
                  + (f"{len(self._ready_models)} models" if self._ready_models is not None
                     else "the repository's models"))
@@ -276,7 +285,9 @@ class TritonSupervisor:
         self._next_ready_poll = time.monotonic() + READY_POLL_S
         try:
             with TritonClient(self.triton.http_url, admin_key=self.triton.admin_key, timeout_s=2.0) as client:
-                self._ready_models = sorted({e.name for e in client.repository_index()
-                                             if e.state is ModelState.READY})
+                index = client.repository_index()
         except TritonError:
-            pass  # keep the last known set
+            return  # keep the last known set
+        self._ready_models = sorted({e.name for e in index if e.state is ModelState.READY})
+        self._not_serving = {e.name: e.reason or e.state.value for e in index
+                             if e.state is ModelState.UNAVAILABLE and e.name not in self._ready_models}

@@ -16,11 +16,12 @@ import tritonclient.http as httpclient
 from geadmin import audit
 from geadmin.stack.drivers import perform
 from geadmin.stack.local import STOP_TRITON, LocalDriver
+from geadmin.stack.supervisor import READY_POLL_S
 from geadmin.stack.workspace import Workspace
 from tests.support.auth import auth_as
 from tests.support.processes import cmdline, descendants, wait_for
 from tests.support.samples import SAMPLE_MODELS, add_python_model, copy_samples
-from tests.support.stack import Up, running_up
+from tests.support.stack import Up, geadmin, running_up
 
 pytestmark = pytest.mark.integration
 NPU_MODEL = "npu_resnet"
@@ -199,6 +200,39 @@ def test_a_hung_model_and_a_broken_config_never_hold_up_the_other_models(tmp_pat
         assert "not loading hung_stub" in text
         assert dashboard_healthy(up)
         assert "Traceback" not in text
+        status = geadmin("status", home=up.home)
+        assert status.returncode == 4, status.stdout + status.stderr
+        assert "model 'hung_stub' failed: " in status.stdout, status.stdout
+
+
+def test_a_model_dropped_behind_geadmins_back_or_left_failed_stays_degraded_after_a_crash(
+        tmp_path: Path) -> None:
+    """The restart loads only the models that served, and the new Triton lists the others like
+    models never loaded: the audit log keeps why, so `geadmin status` stays DEGRADED (it said OK)."""
+    repository = copy_samples(tmp_path / "repo")
+    add_npu_ge_model(repository)  # fails at start-up: no CANN here
+    with running_up(tmp_path / "home", "--repository", str(repository), wait_for="models: ") as up:
+        classifier = repository / "digits_classifier" / "config.pbtxt"
+        classifier.write_text(classifier.read_text().replace("max_batch_size: 32", "max_batch_size: 16"))
+        key = (up.home / "triton-admin-key").read_text().strip()
+        raw = httpclient.InferenceServerClient(f"127.0.0.1:{up.http}")
+        try:  # a load with curl: Triton drops the ensemble above it, and geadmin's audit knows nothing
+            raw.load_model("digits_classifier", headers={"admin-key": key})
+        finally:
+            raw.close()
+        assert wait_for(lambda: index(up).get("digits_pipeline") == "UNAVAILABLE", 20)
+        time.sleep(READY_POLL_S + 1)  # the supervisor's poll of what serves
+        os.kill(triton_pid(up), signal.SIGKILL)
+        assert wait_for(lambda: "reloading" in up.collector.text, 20), up.collector.text
+        assert wait_for(lambda: index(up).get("digits_classifier") == "READY", 30)
+        assert index(up).get("digits_pipeline") == ""  # listed like a model never loaded
+        status = geadmin("status", home=up.home)
+        assert status.returncode == 4, status.stdout + status.stderr
+        assert "digits_pipeline" in status.stdout and NPU_MODEL in status.stdout, status.stdout
+        (row,) = audit.query(model="digits_pipeline", action="side_effect", home=up.home)
+        assert row.result == "failed" and "was not serving when Triton went" in row.message
+        # the npu model's failed load says why already: no second row
+        assert not audit.query(model=NPU_MODEL, action="side_effect", home=up.home)
 
 
 def test_no_restart_leaves_triton_down_and_the_dashboard_up(tmp_path: Path) -> None:

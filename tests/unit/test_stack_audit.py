@@ -85,3 +85,15 @@ def test_a_stop_signal_names_the_stack_pages_user_only_when_the_page_sent_it(tmp
     assert log.origin_of("restart", asked_at) == "restart asked from the Stack page by alice (dashboard)"
     later = log.origin_of("stop", time.time() + 60)
     assert later.startswith("stopped by signal")  # an older row is not this stop's
+
+
+def test_models_a_restart_left_out_are_recorded_unless_the_log_already_says_why(tmp_path: Path) -> None:
+    audit.record("unload", "parked", audit.Result.OK, actor=Actor("alice"), home=tmp_path)
+    audit.record("load", "broken", audit.Result.FAILED, message="bad dims", home=tmp_path)
+    audit.record("load", "pipe", audit.Result.OK, home=tmp_path)
+    stack_audit(tmp_path).left_out({"parked": "unloaded", "broken": "bad dims", "pipe": "unloaded",
+                                    "never_audited": "unloaded"})
+    written = {r.model: r for r in audit.query(action="side_effect", home=tmp_path)}
+    assert sorted(written) == ["never_audited", "pipe"]
+    assert written["pipe"].result == "failed" and written["pipe"].message.startswith(
+        "pipe was not serving when Triton went (its index said: unloaded); the restart loads only")

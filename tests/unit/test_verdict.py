@@ -255,6 +255,30 @@ def test_a_config_that_never_parsed_then_unloaded_by_an_operator_is_not_a_failur
     assert unloads.by_operator["broken_parse"].startswith("unloaded by alice at ")
 
 
+def test_a_model_whose_last_load_failed_stays_a_failure_after_triton_restarts_without_it(
+        tmp_path: Path) -> None:
+    """After a restart Triton lists such a model with no state, like one never loaded: the audit
+    log's latest row (a load that hung, READY lost with a member's change) keeps it failed until
+    an operator loads it or unloads it (geadmin up restarted Triton without a hung load: OK)."""
+    audit.record("load", "hang_model", audit.Result.FAILED, message="load of 'hang_model' hung", home=tmp_path)
+    audit.record("side_effect", "digits_pipeline", audit.Result.FAILED,
+                 message="digits_pipeline lost READY (after the load of 'digits_classifier')", home=tmp_path)
+    audit.record("load", "never_failed", audit.Result.OK, home=tmp_path)
+    untouched = [ModelEntry(name, "", ModelState.NOT_LOADED, "")
+                 for name in ("hang_model", "digits_pipeline", "never_failed", "never_audited")]
+    verdict = assess(snapshot(READY, *untouched), EvidenceSources(home=tmp_path, now=NOW))
+    assert verdict.level is Level.DEGRADED
+    assert [(r.rule, r.model) for r in verdict.reasons] == [(VerdictRule.MODEL_FAILED, "digits_pipeline"),
+                                                            (VerdictRule.MODEL_FAILED, "hang_model")]
+    dropped, hung = (r.text for r in verdict.reasons)
+    assert hung.startswith("model 'hang_model' failed: its last load failed at ") and \
+        "(load of 'hang_model' hung), and Triton has not loaded it since it restarted" in hung, hung
+    assert dropped.startswith("model 'digits_pipeline' failed: lost READY at "), dropped
+    audit.record("unload", "hang_model", audit.Result.OK, actor=audit.Actor("alice"), home=tmp_path)
+    audit.record("unload", "digits_pipeline", audit.Result.OK, actor=audit.Actor("alice"), home=tmp_path)
+    assert assess(snapshot(READY, *untouched), EvidenceSources(home=tmp_path, now=NOW)).level is Level.OK
+
+
 def test_not_ready_while_models_load_again_says_wait_never_restart() -> None:
     """After an automatic restart geadmin up loads every model again: Triton is not ready until the
     loads end, and the fix an on-call operator reads must be to wait, not to restart it again."""

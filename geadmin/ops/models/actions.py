@@ -30,6 +30,7 @@ from geadmin.diagnose.explain import explanation_dict
 from geadmin.diagnose.health import log_failures
 from geadmin.diagnose.impact import StateChange
 from geadmin.diagnose.stuck import unload_not_ended
+from geadmin.diagnose.unloads import SIDE_EFFECT
 from geadmin.domain import Explanation, ModelState, Serving
 from geadmin.errors import (
     ExplainedLoadError,
@@ -157,7 +158,6 @@ def audit_refusal(server: str, action: str, models: Sequence[str], message: str,
     return ""
 
 
-SIDE_EFFECT = "side_effect"  # the audit action of a model that changed state with another's change
 
 
 def with_side_effects(message: str, side_effects: Sequence[StateChange]) -> str:
