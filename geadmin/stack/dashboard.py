@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from geadmin import settings
-from geadmin.binaries import signal_group, terminate_group
+from geadmin.binaries import dies_with_parent, signal_group, terminate_group
 from geadmin.errors import StackError
 from geadmin.repository.atomic import open_private_log
 from geadmin.stack.processes import (
@@ -53,8 +53,13 @@ class DashboardProcess:
         only_this_triton: bool = False,
         extra_env: Mapping[str, str] | None = None,
         log_path: Path | None = None,
+        dies_with_us: bool = False,
     ) -> None:
         self.triton_url = triton_url
+        # SIGKILLed by the kernel when the thread that starts it dies with its process (a
+        # `geadmin up` killed with -9 or by the OOM killer): start it from a thread that lives
+        # as long as the process (geadmin up's main thread)
+        self.dies_with_us = dies_with_us
         self.home = Path(home)
         self.host = host
         self.port = port or free_port(client_host(host))
@@ -111,6 +116,7 @@ class DashboardProcess:
                 self._process = subprocess.Popen(
                     self.command(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                     env=self.environment(), start_new_session=True,
+                    preexec_fn=dies_with_parent() if self.dies_with_us else None,
                 )
         except OSError as exc:
             raise StackError(f"cannot start the dashboard (log {self.log_path}): "

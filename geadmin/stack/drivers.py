@@ -37,7 +37,9 @@ class ExitRecord:
             return "stopped as asked"
         if self.requested:
             return "killed by SIGKILL (it did not stop in time when asked)"
-        return f"killed by {self.signal}" if self.signal else f"exit code {self.exit_code}"
+        if self.signal:
+            return f"killed by {self.signal}"
+        return "did not start" if self.exit_code is None else f"exit code {self.exit_code}"
 
     def describe(self) -> str:
         return f"{self.how} after {format_duration(self.uptime_s)}" + (f" ({self.note})" if self.note else "")

@@ -130,7 +130,7 @@ class EmbeddedStack:
                 host=opts.host, log_path=opts.workspace.dashboard_log,
                 triton_log=opts.workspace.triton_log if self.supervisor else None,
                 repository=self.repository if self.supervisor else None,
-                only_this_triton=self.supervisor is not None,
+                only_this_triton=self.supervisor is not None, dies_with_us=True,
             )
             self.say(f"starting the dashboard on port {opts.dashboard_port} ...")
             self.dashboard.start(cancelled=self._stop.is_set)
@@ -206,7 +206,8 @@ class EmbeddedStack:
         # slowest load ends, and a hung one never does): they load afterwards, in parallel.
         triton = TritonProcess(self.repository, binary=opts.tritonserver, backend_dir=backends,
                                log_path=opts.workspace.triton_log, host=opts.host, ports=opts.ports,
-                               models=[], admin_key=self._admin_key, trace_file=opts.workspace.trace_file)
+                               models=[], admin_key=self._admin_key, trace_file=opts.workspace.trace_file,
+                               dies_with_us=True)
         opts.workspace.trace_file.parent.mkdir(parents=True, exist_ok=True)
         verb = "starting" if self._first_start else "restarting"
         self._first_start = False

@@ -18,7 +18,7 @@ from geadmin import audit, db
 from geadmin.domain import format_duration
 from geadmin.stack.drivers import ExitRecord
 from geadmin.stack.stack_audit import through
-from geadmin.stack.supervisor import Backoff
+from geadmin.stack.supervisor import START_FAILED, Backoff
 from geadmin.stack.target import is_stack_server
 from geadmin.stack.workspace import StackInfo
 from geadmin.triton.logs import is_tritonserver
@@ -92,6 +92,11 @@ def _last_stop(home: Path) -> audit.AuditEntry | None:
 
 def _down(info: StackInfo, state: str, exits: tuple[ExitRecord, ...], home: Path) -> str:
     last = exits[-1] if exits else None
+    if state in ("restarting", "starting") and last is not None and last.note.startswith(START_FAILED):
+        cause = last.note[len(START_FAILED):].lstrip(": ")
+        return (f"Triton does not start again (attempt {attempt(exits)}, last at {clock(last.at)}): "
+                f"{cause} — fix that; `geadmin up` keeps trying by itself, with a growing delay "
+                f"(the {STACK_PAGE} shows each attempt).")
     if state in ("restarting", "starting") and last is not None:
         verb = "is restarting" if state == "restarting" else "is starting again"
         return (f"Triton {verb} (attempt {attempt(exits)}): it exited at {clock(last.at)}, "
@@ -110,6 +115,9 @@ def _down(info: StackInfo, state: str, exits: tuple[ExitRecord, ...], home: Path
                 f"is not restarted (`geadmin up --no-restart`): start it ({START_TRITON}).")
     if state == "starting":
         return "Triton is starting (`geadmin up`)."
+    if state in ("stopping", "restarting on request"):
+        verb = "stopping" if state == "stopping" else "restarting"
+        return f"Triton is {verb} on request (a stop or restart asked of `geadmin up`, pid {info.pid})."
     return ""
 
 

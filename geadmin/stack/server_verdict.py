@@ -10,12 +10,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from geadmin import settings
 from geadmin.diagnose.health import ServerSnapshot
 from geadmin.diagnose.verdict import EvidenceSources, Verdict, VerdictRule, assess
+from geadmin.domain import same_server
 from geadmin.stack.compose_logs import compose_outage
 from geadmin.stack.server_history import ServerHistory, history_for, recent_crash
 from geadmin.stack.target import is_stack_server
-from geadmin.stack.workspace import StackInfo
+from geadmin.stack.workspace import StackInfo, Workspace
+from geadmin.triton.servers import DEFAULT_TRITON_URL
 
 
 @dataclass(frozen=True)
@@ -47,8 +50,8 @@ class ServerVerdict:
         return f"{self.verdict.level.value}: {self.outage}" if self.outage else self.verdict.headline
 
     def to_json(self) -> dict[str, object]:
-        return {**self.verdict.to_json(), "outage": self.outage, "recent_crash": self.crash,
-                "triton": self.process}
+        return {**self.verdict.to_json(), "headline": self.headline, "outage": self.outage,
+                "recent_crash": self.crash, "triton": self.process}
 
 
 def stack_process(url: str, stack: StackInfo | None) -> dict[str, object] | None:
@@ -68,5 +71,20 @@ def server_verdict(snapshot: ServerSnapshot, sources: EvidenceSources | None, st
     trouble (it is in the verdict)."""
     verdict = assess(snapshot, sources, expected=expected)
     history = history_for(snapshot.url, stack)
-    container = compose_outage(snapshot.url) if not snapshot.reachable and history is None else ""
+    container = ""
+    if not snapshot.reachable and history is None:
+        container = compose_outage(snapshot.url) or gone_stack_outage(snapshot.url, sources)
     return ServerVerdict(verdict, history, stack_process(snapshot.url, stack), container)
+
+
+def gone_stack_outage(url: str, sources: EvidenceSources | None) -> str:
+    """Why nothing answers when the workspace's `geadmin up` died without stopping (its
+    stack.json left behind): the server was its Triton, or the default address was asked while
+    it ran elsewhere. "" otherwise."""
+    gone = Workspace((sources.home if sources else None) or settings.home()).gone_stack()
+    if gone is None or not (is_stack_server(url, gone) or same_server(url, DEFAULT_TRITON_URL)):
+        return ""
+    where = "" if is_stack_server(url, gone) else f" (its Triton was at {gone.http_url}, not {url})"
+    return (f"`geadmin up` of {gone.home} (pid {gone.pid}) is gone without stopping — killed, or the "
+            f"machine restarted; its Triton and dashboard ended with it{where}: start it again with "
+            "`geadmin up`")

@@ -86,8 +86,9 @@ OriginOf = Callable[[str, float], str]
 
 class TritonSupervisor:
     """Owns the running TritonProcess and its restart history. States: starting, running,
-    restarting (waiting out the backoff), exited (left down: --no-restart), stopped (on
-    request, until a restart request)."""
+    restarting (waiting out the backoff), exited (left down: --no-restart), stopping and
+    restarting on request (while Triton stops when asked), stopped (on request, until a restart
+    request)."""
 
     def __init__(self, start_triton: StartTriton, load_models: LoadModels, *, restart: bool = True,
                  say: Printer = print, on_change: Callable[[], None] = lambda: None,
@@ -211,6 +212,8 @@ class TritonSupervisor:
             self.state = "stopped"
             self.on_change()
             return
+        self.state = "stopping"  # said before the stop's wait: it is not a hung Triton
+        self.on_change()
         uptime, code = self._uptime(), self.triton.stop(timeout_s=9)
         self.triton = None
         note = self.origin_of("stop", self._requested_at) or STOPPED_NOTE
@@ -223,6 +226,8 @@ class TritonSupervisor:
     def _restart_on_request(self) -> None:
         stopped = None
         if self.triton is not None:
+            self.state = "restarting on request"  # said before the stop's wait: not a hung Triton
+            self.on_change()
             stopped = self._uptime(), self.triton.stop(timeout_s=9)
             self.triton = None
         # Asked after the stop: the Stack page writes its row right after its signal.

@@ -29,7 +29,7 @@ from pathlib import Path
 from types import TracebackType
 
 from geadmin import settings
-from geadmin.binaries import TRITON_BINARY, WheelLayout, terminate_group, wheel_layout
+from geadmin.binaries import TRITON_BINARY, WheelLayout, dies_with_parent, terminate_group, wheel_layout
 from geadmin.domain import Ports, url_host
 from geadmin.errors import PythonStubMissingError, TritonBinaryNotFoundError, TritonStartError
 from geadmin.repository.atomic import open_private_log
@@ -160,6 +160,7 @@ class TritonProcess:
         exit_timeout_s: int = 5,
         admin_key: str | None = None,
         trace_file: Path | None = None,
+        dies_with_us: bool = False,
     ) -> None:
         self.repository = Path(repository)
         self.binary = Path(binary) if binary else find_tritonserver()
@@ -174,6 +175,10 @@ class TritonProcess:
         # Where Triton may write request traces (only settable at start); tracing stays OFF
         # until a capture turns it on for one model (geadmin.ops.capacity.capture).
         self.trace_file = Path(trace_file) if trace_file else None
+        # SIGKILLed by the kernel when the thread that starts it dies with its process (a
+        # `geadmin up` killed with -9 or by the OOM killer): start it from a thread that lives
+        # as long as the process (geadmin up's main thread)
+        self.dies_with_us = dies_with_us
         self._owned_dirs: list[Path] = []
         try:
             self.backend_dir = backend_dir or self._default_backend_dir()
@@ -265,6 +270,7 @@ class TritonProcess:
                     stdin=subprocess.DEVNULL,
                     env=self.environment(),
                     start_new_session=True,  # its own process group: stop() reaches the stubs too
+                    preexec_fn=dies_with_parent() if self.dies_with_us else None,
                 )
             except OSError as exc:
                 raise TritonStartError(

@@ -236,11 +236,20 @@ class Workspace:
     def live_stack(self) -> StackInfo | None:
         """The running `geadmin up` of this workspace, or None (no file, or its process is
         gone: a SIGKILLed stack leaves the file behind)."""
+        info = self._stack_file_info()
+        return info if info is not None and pid_alive(info.pid) else None
+
+    def gone_stack(self) -> StackInfo | None:
+        """The `geadmin up` whose stack.json is left behind while its process is gone (killed, or
+        the machine restarted: a stack that stops removes the file), else None."""
+        info = self._stack_file_info()
+        return info if info is not None and not pid_alive(info.pid) else None
+
+    def _stack_file_info(self) -> StackInfo | None:
         try:
-            info = StackInfo.from_json(json.loads(self.stack_file.read_text()))
+            return StackInfo.from_json(json.loads(self.stack_file.read_text()))
         except (OSError, ValueError, KeyError, TypeError):
             return None
-        return info if pid_alive(info.pid) else None
 
     def live_stack_file(self) -> Path | None:
         """stack.json while its `geadmin up` runs, else None (a stale file describes nothing)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -16,6 +17,7 @@ import tritonclient.http as httpclient
 from geadmin import audit
 from geadmin.stack.drivers import perform
 from geadmin.stack.local import STOP_TRITON, LocalDriver
+from geadmin.stack.processes import pid_alive
 from geadmin.stack.supervisor import READY_POLL_S
 from geadmin.stack.workspace import Workspace
 from tests.support.auth import auth_as
@@ -233,6 +235,31 @@ def test_a_model_dropped_behind_geadmins_back_or_left_failed_stays_degraded_afte
         assert row.result == "failed" and "was not serving when Triton went" in row.message
         # the npu model's failed load says why already: no second row
         assert not audit.query(model=NPU_MODEL, action="side_effect", home=up.home)
+
+
+def test_kill_9_of_geadmin_up_takes_its_triton_and_dashboard_with_it_and_status_says_so(
+        tmp_path: Path) -> None:
+    """An OOM kill of `geadmin up` left Triton, its stubs and the dashboard running unsupervised,
+    and `geadmin status` asked "is the URL right?" of the default address."""
+    with running_up(tmp_path / "home") as up:
+        below = descendants(up.process.pid)
+        triton = triton_pid(up)
+        try:
+            os.kill(up.process.pid, signal.SIGKILL)
+            up.process.wait(10)
+            assert wait_for(lambda: not any(pid_alive(pid) for pid in below), 15), \
+                [cmdline(pid) for pid in below if pid_alive(pid)]
+        finally:
+            for pid in below:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+        assert not pid_alive(triton)
+        status = geadmin("status", home=up.home)
+        assert status.returncode == 3, status.stdout + status.stderr
+        first = status.stdout.splitlines()[0]
+        assert first.startswith(f"DOWN: `geadmin up` of {up.home} (pid {up.process.pid}) is gone without "
+                                "stopping — killed, or the machine restarted"), first
+        assert first.endswith("start it again with `geadmin up`"), first
 
 
 def test_no_restart_leaves_triton_down_and_the_dashboard_up(tmp_path: Path) -> None:

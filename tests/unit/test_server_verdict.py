@@ -6,7 +6,9 @@ kind for a server the stack did not start."""
 from __future__ import annotations
 
 import os
+import subprocess
 import time
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -15,7 +17,8 @@ from geadmin.diagnose.verdict import EvidenceSources, Level
 from geadmin.domain import ModelEntry, ModelState, Ports, ServerInfo
 from geadmin.stack.drivers import ExitRecord
 from geadmin.stack.server_verdict import server_verdict
-from geadmin.stack.workspace import StackInfo
+from geadmin.stack.workspace import StackInfo, Workspace
+from geadmin.triton.servers import DEFAULT_TRITON_URL
 
 STACK_URL = "http://127.0.0.1:18000"
 READY = ModelEntry("good", "1", ModelState.READY, "")
@@ -48,6 +51,7 @@ def test_a_stack_triton_that_is_restarting_is_down_with_why_not_is_the_url_right
     assert found.headline == f"DOWN: {found.outage}"
     assert found.crash == ""  # the outage says it
     document = found.to_json()
+    assert document["headline"] == found.headline  # it was the verdict's "check liveness: ..."
     assert document["outage"] == found.outage and document["recent_crash"] == ""
     assert document["verdict"] == "DOWN" and document["triton"] == {
         "pid": None, "state": "restarting", "started_at": None, "restarts": 1, "stack_pid": os.getpid()}
@@ -69,3 +73,17 @@ def test_a_server_the_stack_did_not_start_has_no_account(tmp_path: Path) -> None
     assert found.history is None and found.process is None and found.outage == ""
     assert found.headline == found.verdict.headline and "does not answer" in found.headline
     assert server_verdict(snapshot(), None, None).to_json()["triton"] is None
+
+
+def test_a_geadmin_up_killed_without_stopping_is_named_as_the_outage_not_the_url(tmp_path: Path) -> None:
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    Workspace(tmp_path).write_stack(replace(stack(tmp_path, "running", ()), pid=gone.pid))
+    for url, where in ((STACK_URL, ""), (DEFAULT_TRITON_URL, f" (its Triton was at {STACK_URL}, not ")):
+        found = server_verdict(snapshot(url, reachable=False), EvidenceSources(home=tmp_path), None)
+        assert found.headline.startswith(f"DOWN: `geadmin up` of {tmp_path} (pid {gone.pid}) is gone without "
+                                         "stopping — killed, or the machine restarted; its Triton and "
+                                         f"dashboard ended with it{where}"), found.headline
+    elsewhere = server_verdict(snapshot("http://127.0.0.2:8000", reachable=False),
+                               EvidenceSources(home=tmp_path), None)
+    assert elsewhere.outage == ""

@@ -27,6 +27,7 @@ from geadmin.diagnose.verdict import (
 from geadmin.domain import ModelEntry, ModelState, Ports, ServerInfo, format_duration
 from geadmin.stack.drivers import ExitRecord
 from geadmin.stack.server_history import attempt, exit_line, history_for, server_history
+from geadmin.stack.supervisor import START_FAILED
 from geadmin.stack.workspace import StackInfo
 from geadmin.triton.logs import LocalLogFile
 
@@ -204,6 +205,27 @@ def test_while_restarting_the_attempt_is_counted_from_the_last_healthy_run(tmp_p
     assert "killed by SIGKILL after 0.5 s" in history.down and "Stack page" in history.down
 
 
+def test_a_restart_that_cannot_start_names_the_cause_not_an_exit_code(tmp_path: Path) -> None:
+    """The repository moved away, then Triton crashed: each start fails at once. It said "exit
+    code None after 0 s. `geadmin up` starts it again by itself"."""
+    failed = ExitRecord(400.0, None, None, 0.0, True,
+                        f"{START_FAILED}: model repository /srv/repo does not exist")
+    history = server_history(info(tmp_path, "restarting", (crash(300.0, 50.0), failed)))
+    assert history.down.startswith("Triton does not start again (attempt 2, last at "), history.down
+    assert "): model repository /srv/repo does not exist — fix that; `geadmin up` keeps trying" \
+        in history.down
+    assert failed.how == "did not start" and "exit code None" not in failed.describe()
+
+
+@pytest.mark.parametrize(("state", "said"), [("stopping", "stopping"),
+                                            ("restarting on request", "restarting")])
+def test_while_a_requested_stop_or_restart_waits_for_triton_it_is_never_called_hung(
+        tmp_path: Path, state: str, said: str) -> None:
+    history = server_history(info(tmp_path, state, (), pid=os.getpid()))
+    assert history.down.startswith(f"Triton is {said} on request (a stop or restart asked of `geadmin up`")
+    assert history.silent == ""
+
+
 def test_a_deliberate_stop_names_who_stopped_it_when_and_from_where(tmp_path: Path) -> None:
     audit.record("stop", "triton", audit.Result.OK, actor=audit.Actor("alice", audit.Origin.DASHBOARD),
                  server="stack:local", message="asked the local stack to stop triton", home=tmp_path)
@@ -260,7 +282,8 @@ def test_a_model_whose_last_load_failed_stays_a_failure_after_triton_restarts_wi
     """After a restart Triton lists such a model with no state, like one never loaded: the audit
     log's latest row (a load that hung, READY lost with a member's change) keeps it failed until
     an operator loads it or unloads it (geadmin up restarted Triton without a hung load: OK)."""
-    audit.record("load", "hang_model", audit.Result.FAILED, message="load of 'hang_model' hung", home=tmp_path)
+    audit.record("load", "hang_model", audit.Result.FAILED, message="load of 'hang_model' hung",
+                 home=tmp_path)
     audit.record("side_effect", "digits_pipeline", audit.Result.FAILED,
                  message="digits_pipeline lost READY (after the load of 'digits_classifier')", home=tmp_path)
     audit.record("load", "never_failed", audit.Result.OK, home=tmp_path)
