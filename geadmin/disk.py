@@ -20,24 +20,31 @@ _FULL = (errno.ENOSPC, errno.EDQUOT)
 _DENIED = (errno.EACCES, errno.EPERM)
 
 
+def _statvfs(path: Path) -> os.statvfs_result | None:
+    """The filesystem figures of `path`'s nearest existing parent, None when unreadable."""
+    probe = Path(path)
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    try:
+        return os.statvfs(probe)
+    except OSError:
+        return None
+
+
 def free_bytes(path: Path) -> int | None:
     """Free bytes on the filesystem of `path` (its nearest existing parent) for an ordinary
     user, None when it cannot be measured. Root's share (ext4 keeps blocks for root, and more
     for itself that nobody gets: measured 1.3 MiB "free" to root on a full 64 MiB ext4 that
     refused root's next file) is not counted."""
-    probe = Path(path)
-    while not probe.exists() and probe != probe.parent:
-        probe = probe.parent
-    try:
-        stats = os.statvfs(probe)
-    except OSError:
-        return None
-    return stats.f_bavail * stats.f_frsize
+    stats = _statvfs(path)
+    return None if stats is None else stats.f_bavail * stats.f_frsize
 
 
 def is_full(path: Path) -> bool:
-    free = free_bytes(path)
-    return free is not None and free < FULL_BELOW_BYTES
+    """Almost no space left for an ordinary user, on a filesystem that has space at all (a
+    pseudo filesystem such as /sys or /proc has 0 blocks: never full, its errors are its own)."""
+    stats = _statvfs(path)
+    return stats is not None and stats.f_blocks > 0 and stats.f_bavail * stats.f_frsize < FULL_BELOW_BYTES
 
 
 def full_fix(path: Path) -> str:

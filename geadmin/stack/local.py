@@ -65,12 +65,14 @@ class LocalDriver:
         dashboard = ServiceStatus(
             "dashboard", "running" if info.dashboard_pid and pid_alive(info.dashboard_pid) else "exited",
             "healthy" if http_ok(f"{info.dashboard_url}/_stcore/health") else "unhealthy",
-            info.dashboard_started_at, 0, f"pid {info.dashboard_pid}" if info.dashboard_pid else "")
+            info.dashboard_started_at, sum(1 for record in info.dashboard_exits if record.restarted),
+            f"pid {info.dashboard_pid}" if info.dashboard_pid else "")
         return [triton, dashboard]
 
     def history(self, service: str) -> list[ExitRecord]:
         self._check(service)
-        return list(self._info().exits) if service == "triton" else []
+        info = self._info()
+        return list(info.exits if service == "triton" else info.dashboard_exits)
 
     def _signal(self, signum: signal.Signals) -> None:
         info = self._info()

@@ -23,6 +23,7 @@ def free(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
 
     class Stats:
         f_frsize = 4096
+        f_blocks = PLENTY // 4096
 
         @property
         def f_bavail(self) -> int:
@@ -69,3 +70,11 @@ def test_the_database_on_a_full_disk_says_full_not_nfs(free: dict[str, int], tmp
     free["bytes"] = 0  # a locked database is not a full disk, whatever the space
     assert "another geadmin process" in str(
         db.translate_error(sqlite3.OperationalError("database is locked"), path, "open"))
+
+
+def test_a_pseudo_filesystem_with_no_blocks_is_never_called_full() -> None:
+    """`geadmin up --home /sys/x` was told "the filesystem of /sys/x is full (0 KiB free)" when
+    the error was "Operation not permitted"."""
+    assert not disk.is_full(Path("/sys/x"))
+    assert disk.next_step(OSError(errno.EPERM, "Operation not permitted"), Path("/sys/x"), "x") == (
+        f"this user (uid {os.geteuid()}) may not write in /sys/x: fix its owner or mode")

@@ -147,3 +147,12 @@ def test_a_compose_project_picks_the_compose_driver(monkeypatch: pytest.MonkeyPa
     driver = choose_driver()
     assert isinstance(driver, ComposeDriver) and driver.kind == "compose"
     assert driver.project == "geadmin" and driver.docker == "/usr/bin/docker-x"
+
+
+def test_the_dashboards_restarts_and_exits_are_counted_like_tritons(tmp_path: Path) -> None:
+    workspace = Workspace(tmp_path)
+    killed = ExitRecord(6.0, None, "SIGKILL", 30.0, True, "")
+    workspace.write_stack(stack_info(tmp_path, dashboard_exits=(killed,)))
+    driver = LocalDriver(workspace)
+    assert driver.services()[1].restarts == 1  # it said 0 whatever happened
+    assert driver.history("dashboard") == [killed]
