@@ -75,7 +75,8 @@ void
 ModelInstanceState::FailUnanswered(std::vector<Slot>& slots, const char* what) noexcept
 {
   for (Slot& slot : slots) {
-    if (slot.error == nullptr && !slot.done) {
+    // A slot taken by a job (request moved out) is that job's to answer.
+    if (slot.request != nullptr && slot.error == nullptr && !slot.done) {
       char msg[512];  // no allocation on this path
       std::snprintf(
           msg, sizeof(msg), "%s: execution aborted: %s", log_prefix_.c_str(), what);

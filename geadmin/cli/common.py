@@ -19,6 +19,7 @@ from geadmin.cli import terminal
 from geadmin.diagnose.impact import Impact, StateChange
 from geadmin.domain import Endpoint, Transport
 from geadmin.ops.models import reconcile
+from geadmin.repository.layout import is_utf8
 from geadmin.stack.log_discovery import with_found_log
 from geadmin.stack.target import Target, live_stack, resolve
 from geadmin.triton.client import TritonClient
@@ -95,6 +96,15 @@ def fail(exc: BaseException, code: int) -> int:
     return the exit `code` the command chose for it."""
     print(f"geadmin: error: {' '.join(str(exc).split())}", file=sys.stderr)
     return code
+
+
+def model_name(text: str) -> str:
+    """argparse `type=` for a model name: UTF-8 text. Argv bytes that are not UTF-8 arrive as
+    lone surrogates, which no database, URL or Triton takes: a usage error, before anything."""
+    if not is_utf8(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not valid UTF-8: a model name is UTF-8 text; "
+                                         "rename the model directory to a UTF-8 name")
+    return text
 
 
 def number_argument(convert: Callable[[str], N], noun: str, accepts: Callable[[N], bool],

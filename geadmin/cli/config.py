@@ -21,6 +21,8 @@ from geadmin.cli.common import (
     consent,
     format_table,
     local_time,
+    model_name,
+    number_argument,
     print_side_effects,
     target_from_args,
 )
@@ -42,6 +44,9 @@ from geadmin.ops.models.explained_load import LoadProgress
 from geadmin.ops.models.preview import DEFAULT_WINDOW_MS, PreviewLoad, preview_change
 from geadmin.ops.models.preview_report import PreviewVerdict
 from geadmin.repository import revisions, store
+from geadmin.repository.bounded import read_bounded, read_stream
+from geadmin.repository.modelconfig import MAX_CONFIG_BYTES
+from geadmin.repository.revisions import MAX_REVISION
 from geadmin.repository.validate import summarize, validate_path
 from geadmin.stack.backends import served_backends
 from geadmin.stack.target import Target, live_stack, resolve
@@ -99,10 +104,13 @@ def run_validate(args: argparse.Namespace) -> int:
 
 # -- config apply / rollback ----------------------------------------------------------------
 def run_apply(args: argparse.Namespace) -> int:
+    fix = "is it the right file? a config.pbtxt is a regular text file of at most 4 MiB"
     try:
-        data = sys.stdin.buffer.read() if args.file == "-" else Path(args.file).read_bytes()
-    except OSError as exc:
-        return _fail(RepositoryError(f"cannot read {args.file}: {exc.strerror or exc}"))
+        data = (read_stream(sys.stdin.buffer, MAX_CONFIG_BYTES, what="the config on stdin", fix=fix)
+                if args.file == "-" else read_bounded(args.file, MAX_CONFIG_BYTES, what="config apply",
+                                                      fix=fix))
+    except RepositoryError as exc:
+        return _fail(exc, args)
     if args.preview:
         return _run_preview(args, data)
     return _run_change(args, data=data)
@@ -276,11 +284,16 @@ def _register_validate(actions: Actions) -> None:
     validate.set_defaults(func=run_validate)
 
 
+_revision = number_argument(int, "revision number", lambda v: 1 <= v <= MAX_REVISION,
+                            "a revision is a number from 1 to 2**63 - 1 (`geadmin config history MODEL` "
+                            "lists them)")
+
+
 def _register_changes(config_subparsers: Actions) -> None:
     apply = config_subparsers.add_parser(
         "apply", help="write a config and reload the model; roll back if Triton rejects it",
         description=CHANGES_HELP)
-    apply.add_argument("model", metavar="MODEL")
+    apply.add_argument("model", metavar="MODEL", type=model_name)
     apply.add_argument("file", metavar="FILE", help="the new config.pbtxt ('-': standard input)")
     apply.add_argument("--load", action="store_true",
                        help="load the model even if it is not loaded (else the file is only written)")
@@ -296,16 +309,16 @@ def _register_changes(config_subparsers: Actions) -> None:
 
     back = config_subparsers.add_parser(
         "rollback", help="apply a kept revision of a config (default: the previous one)")
-    back.add_argument("model", metavar="MODEL")
-    back.add_argument("revision", metavar="REVISION", type=int, nargs="?", default=None,
+    back.add_argument("model", metavar="MODEL", type=model_name)
+    back.add_argument("revision", metavar="REVISION", type=_revision, nargs="?", default=None,
                       help="a revision number from `geadmin config history MODEL`")
     back.set_defaults(validate=False)  # a rollback skips the validator: that config served before
     _add_change_args(back)
     back.set_defaults(func=run_rollback)
 
     listing = config_subparsers.add_parser("history", help="the kept revisions of a model's config")
-    listing.add_argument("model", metavar="MODEL")
-    listing.add_argument("--show", type=int, default=None, metavar="REV", help="print one revision")
+    listing.add_argument("model", metavar="MODEL", type=model_name)
+    listing.add_argument("--show", type=_revision, default=None, metavar="REV", help="print one revision")
     listing.add_argument("--repository", default=None, metavar="PATH",
                          help="the model repository (env GEADMIN_REPOSITORY; default: the running stack's)")
     listing.add_argument("--json", action="store_true", help="print a JSON document")

@@ -17,7 +17,6 @@ import json
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 from geadmin.access import guard
 from geadmin.cli.common import (
@@ -27,6 +26,7 @@ from geadmin.cli.common import (
     client_for,
     consent,
     format_table,
+    model_name,
     number_argument,
     print_side_effects,
     target_from_args,
@@ -38,6 +38,7 @@ from geadmin.errors import GeAdminError, RepositoryError, TritonError, TritonUnr
 from geadmin.ops.models import create
 from geadmin.ops.models.actions import ModelAction, audit_refusal, run_action
 from geadmin.repository import paths, templates
+from geadmin.repository.bounded import read_bounded
 
 
 def run_list(args: argparse.Namespace) -> int:
@@ -154,17 +155,15 @@ def run_create(args: argparse.Namespace) -> int:
 
 def read_local_files(items: list[str], template: str, limit_bytes: int) -> dict[str, bytes]:
     """`--file REL=LOCALPATH` (or just `LOCALPATH`: the template's model file) -> {REL: bytes};
-    a file over the limit is refused from its size, before it is read."""
+    a file over the limit, or one that is not a regular file, is refused before more than the
+    limit is read (geadmin.repository.bounded)."""
     files: dict[str, bytes] = {}
     for item in items:
         relative, sep, local = item.partition("=")
         if not sep:
             relative, local = templates.expected_files(template)[0], item
-        try:
-            paths.check_upload_size(relative, Path(local).stat().st_size, limit_bytes)
-            files[relative] = Path(local).read_bytes()
-        except OSError as exc:
-            raise RepositoryError(f"--file {item!r}: cannot read {local}: {exc.strerror or exc}") from exc
+        files[relative] = read_bounded(local, limit_bytes, what=f"--file {item!r}",
+                                       fix=paths.UPLOAD_FIX)
     return files
 
 
@@ -180,7 +179,7 @@ def _register_create(actions: argparse._SubParsersAction[argparse.ArgumentParser
         "validator rejects; then load it. Exit 0: created (and READY unless --no-load); 1: refused or "
         "the load failed (the reason is printed); 3: Triton unreachable.")
     add_connection_args(sub)
-    sub.add_argument("name", metavar="NAME")
+    sub.add_argument("name", metavar="NAME", type=model_name)
     sub.add_argument("--template", required=True, choices=list(templates.TEMPLATES),
                      help="npu_ge_om: 1/model.om (ATC); npu_ge_onnx: 1/model.onnx (GE, needs CANN); "
                      "python: an identity 1/model.py (CPU)")
@@ -214,7 +213,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                          (ModelAction.RELOAD, "reload models (a failed reload keeps the old version)")):
         sub = actions.add_parser(action.value, help=text)
         add_connection_args(sub)
-        sub.add_argument("names", nargs="+", metavar="NAME")
+        sub.add_argument("names", nargs="+", metavar="NAME", type=model_name)
         add_load_timeout_arg(sub)
         if action is ModelAction.UNLOAD:
             sub.add_argument("--dependents", action="store_true",

@@ -71,11 +71,11 @@ def operator_unloads(names: Sequence[str], home: Path | None = None) -> dict[str
     each with who did it and when ("unloaded by alice at 04:45:57 UTC"): an operator's choice,
     never a failure, whatever Triton's index or log said before it. Raises
     db.WorkspaceDatabaseError when the audit log cannot be read."""
-    return {name: unloaded_text(row) for name, row in latest_state_rows(names, home).items()
+    return {name: _unloaded_text(row) for name, row in latest_state_rows(names, home).items()
             if is_operator_unload(row)}
 
 
-def unloaded_text(row: audit.AuditEntry) -> str:
+def _unloaded_text(row: audit.AuditEntry) -> str:
     return f"unloaded by {row.who} at {row.at:%Y-%m-%d %H:%M:%S} UTC"
 
 
@@ -148,7 +148,7 @@ def with_dropped(found: Triage, log: LogSource | None, home: Path | None) -> tup
     except db.WorkspaceDatabaseError:
         # No unload is known: Triton's own failures stay failures, "unloaded" ones stay idle, named.
         return found, Unloads(unknown=tuple(sorted({m.name for m in _lost(found.idle, serving)})))
-    by_operator = {name: unloaded_text(row) for name, row in latest.items() if is_operator_unload(row)}
+    by_operator = {name: _unloaded_text(row) for name, row in latest.items() if is_operator_unload(row)}
     # Unloaded by an operator after its failure: idle now, whatever the log or the index said before.
     found = Triage(found.ready, [(m, r) for m, r in found.failed if m.name not in by_operator],
                    found.changing, [*found.idle, *(m for m, _ in found.failed if m.name in by_operator)])

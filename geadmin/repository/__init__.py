@@ -15,6 +15,7 @@
 - code_fields.py    the fields that decide which code Triton runs
 - store.py          a config read and written with conflict detection and a revision first
 - paths.py          path safety: the one gate for names that come from users
+- bounded.py        the one bounded reader for files a user names (regular files, at most a limit)
 - atomic.py         atomic writes: temp file, fsync, rename, directory fsync
 - locks.py          one writer per model config, by a lock file in the workspace
 - revisions.py      the config history: exact bytes kept before each overwrite

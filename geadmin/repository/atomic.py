@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import stat
 import tempfile
 from pathlib import Path
@@ -18,9 +19,17 @@ from typing import BinaryIO
 from geadmin import disk
 from geadmin.errors import RepositoryError
 
+TEMP_SUFFIX = ".geadmin-tmp"  # atomic_write's temp files: `.<name>.<8 random>.geadmin-tmp`
+_TEMP_NAME = re.compile(r"\.(?P<name>.+)\.[A-Za-z0-9_]{8}" + re.escape(TEMP_SUFFIX))
 NEW_FILE_MODE = 0o644  # readable by a Triton running as another user
 SECRET_FILE_MODE = 0o600  # users file, passwords, keys: the owner only
 PRIVATE_DIR_MODE = 0o700  # the workspace and its logs directory
+
+
+def is_temp_file_name(name: str) -> bool:
+    """Whether `name` is one atomic_write gives its temp files (a process killed between the
+    write and the rename leaves it behind; geadmin.ops.models.reconcile removes it)."""
+    return _TEMP_NAME.fullmatch(name) is not None
 
 
 def atomic_write(path: Path, data: bytes, *, mode: int | None = None) -> None:
@@ -37,7 +46,7 @@ def atomic_write(path: Path, data: bytes, *, mode: int | None = None) -> None:
         raise RepositoryError(f"cannot write {path}: {exc.strerror or exc}") from exc
     tmp = ""
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".geadmin-tmp", dir=path.parent)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TEMP_SUFFIX, dir=path.parent)
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()

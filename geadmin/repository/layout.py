@@ -35,8 +35,20 @@ ASCEND_PLATFORMS: dict[str, str] = {
 
 
 def is_model_name(name: str) -> bool:
-    """One directory name inside the repository: never a path that leaves it."""
-    return name not in ("", ".", "..") and not any(c in name for c in "/\\\0")
+    """One directory name inside the repository: never a path that leaves it, and UTF-8 text
+    (a name from argv or the file system may hold lone surrogates: no database, URL or Triton
+    takes it)."""
+    return (name not in ("", ".", "..") and not any(c in name for c in "/\\\0")
+            and is_utf8(name))
+
+
+def is_utf8(text: str) -> bool:
+    """Whether `text` can be written as UTF-8 (no lone surrogates from undecodable bytes)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def model_dir(repository: Path, name: str) -> Path:

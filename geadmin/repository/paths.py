@@ -7,10 +7,12 @@ from __future__ import annotations
 from pathlib import Path, PurePosixPath
 
 from geadmin.errors import RepositoryError
-from geadmin.repository.layout import is_model_name
+from geadmin.repository.bounded import size_text
+from geadmin.repository.layout import is_model_name, is_utf8
 from geadmin.repository.modelconfig import CONFIG_FILE
 
 DEFAULT_UPLOAD_LIMIT_BYTES = 1024**3  # 1 GiB
+UPLOAD_FIX = "copy large model files into the repository directly (scp, a volume) instead"
 
 
 def safe_model_path(repository: Path, model: str, relative: str | PurePosixPath = "") -> Path:
@@ -19,9 +21,12 @@ def safe_model_path(repository: Path, model: str, relative: str | PurePosixPath 
     on the way (existing components are checked; missing ones may be created)."""
     root = _root(repository)
     if not is_model_name(model):
-        raise RepositoryError(f"refused model name {model!r}: a model name is one directory name, "
-                              "without '/', '\\' or '..'")
+        raise RepositoryError(f"refused model name {model!r}: a model name is one directory name of "
+                              "UTF-8 text, without '/', '\\' or '..'")
     text = str(relative)
+    if not is_utf8(text):
+        raise RepositoryError(f"refused path {text!r}: it is not valid UTF-8 (bytes that are not text "
+                              "in the file name); rename the file with a UTF-8 name")
     if "\0" in text or "\\" in text:
         raise RepositoryError(f"refused path {text!r}: it contains a backslash or NUL; use '/' "
                               "between the parts of a path inside the model directory")
@@ -61,16 +66,7 @@ def config_path(repository: Path, model: str) -> Path:
 def check_upload_size(name: str, size_bytes: int, limit_bytes: int = DEFAULT_UPLOAD_LIMIT_BYTES) -> None:
     if size_bytes > limit_bytes:
         raise RepositoryError(
-            f"refused {name!r}: it is {_size(size_bytes)}, over the upload limit of {_size(limit_bytes)}; "
-            "copy large model files into the repository directly (scp, a volume) instead")
+            f"refused {name!r}: it is {size_text(size_bytes)}, over the upload limit of "
+            f"{size_text(limit_bytes)}; {UPLOAD_FIX}")
 
 
-def _size(count: int) -> str:
-    if count < 1024:
-        return f"{count} bytes"
-    value, unit = count / 1024, "KiB"
-    for bigger in ("MiB", "GiB"):
-        if value < 1024:
-            break
-        value, unit = value / 1024, bigger
-    return f"{value:.1f} {unit}"

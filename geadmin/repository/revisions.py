@@ -23,6 +23,7 @@ from geadmin.errors import ConfigParseError, RepositoryError, WorkspaceDatabaseE
 from geadmin.repository.modelconfig import CONFIG_FILE, parse_pbtxt, read_config_text
 
 _COLUMNS = "number, at, sha256, who, note, content"
+MAX_REVISION = 2**63 - 1  # SQLite's largest INTEGER: a revision number beyond it cannot be asked for
 
 
 def sha256_of(data: bytes) -> str:

@@ -15,7 +15,7 @@ from tritonclient.grpc.model_config_pb2 import ModelConfig
 
 from geadmin.errors import RepositoryError
 from geadmin.repository import npu_ge_params as npu_ge
-from geadmin.repository.layout import MODEL_FILES, backend_of
+from geadmin.repository.layout import MODEL_FILES, backend_of, is_model_name
 from geadmin.repository.modelconfig import CONFIG_FILE, read_config_text
 from geadmin.repository.positions import locate
 from geadmin.repository.rules import Context, Issue, Severity, did_you_mean, is_version, rule
@@ -196,7 +196,7 @@ def _step_configs(ctx: Context) -> Iterator[tuple[str, Any, ModelConfig | None]]
     """(path, step, the step model's config or None when it cannot be read)."""
     for i, step in enumerate(ctx.config.ensemble_scheduling.step):
         config = None
-        if ctx.directory is not None and step.model_name:
+        if ctx.directory is not None and is_model_name(step.model_name):  # else never a path
             located = locate(_read_or_empty(ctx.directory.parent / step.model_name / CONFIG_FILE))
             config = located.config if located.error is None else None
         yield f"ensemble_scheduling.step[{i}]", step, config
@@ -209,16 +209,28 @@ def _read_or_empty(path: Path) -> str:
         return "{"  # unreadable: reported when that model itself is validated
 
 
-@rule("ensemble.step_model", Severity.ERROR, "a step names no model, or one not in the repository")
+@rule("ensemble.step_model", Severity.ERROR,
+      "a step names no model, one not in the repository, or a version its model does not have")
 def _step_model(ctx: Context) -> Iterable[Issue]:
-    for path, step, _ in _step_configs(ctx):
+    for path, step, config in _step_configs(ctx):
         repository = ctx.directory.parent if ctx.directory is not None else None
         if not step.model_name:
             yield (path, "the step names no model_name", "add model_name to the step")
+        elif not is_model_name(step.model_name):
+            yield (f"{path}.model_name", f"step model {step.model_name!r} is not a model name (one "
+                   "directory name in the repository, without '/', '..' or NUL)",
+                   "write the name of a model directory in the repository")
         elif repository is not None and not (repository / step.model_name).is_dir():
             names = [p.name for p in repository.iterdir() if p.is_dir()]
             yield (f"{path}.model_name", f"step model {step.model_name!r} is not in {repository}",
                    did_you_mean(step.model_name, names, "models in the repository"))
+        elif repository is not None and step.model_version >= 0:
+            step_ctx = Context(config or ModelConfig(), repository / step.model_name)
+            versions = sorted(step_ctx.selected_versions if config else step_ctx.existing_versions)
+            if step.model_version not in versions:
+                yield (f"{path}.model_version", f"step model {step.model_name!r} has no version "
+                       f"{step.model_version} that Triton loads (it loads {versions}): Triton refuses "
+                       "the ensemble", f"use model_version: -1 (the latest) or one of {versions}")
 
 
 @rule("ensemble.step_tensor", Severity.ERROR, "a step maps a tensor its model does not have")

@@ -462,7 +462,7 @@ def test_local_files_are_size_checked_before_reading(tmp_path: Path) -> None:
     big = tmp_path / "big.npy"
     with big.open("wb") as handle:
         handle.truncate(MAX_UPLOAD_BYTES + 1)  # sparse: nothing is written
-    with pytest.raises(InputTooLargeError, match=r"big\.npy is 33\.6 MB"):
+    with pytest.raises(InputTooLargeError, match=r"big\.npy\) is 33,554,433 bytes, more than 32\.0 MiB"):
         read_local_file(str(big))
     with pytest.raises(InferInputError, match="cannot read"):
         read_local_file(str(tmp_path / "missing.png"))

@@ -166,7 +166,7 @@ def filled_tensor(spec: InputSpec, shape: Sequence[int], value: int) -> np.ndarr
 def text_tensor(spec: InputSpec, text: str, shape: Sequence[int]) -> np.ndarray:
     if spec.datatype != "BYTES":
         raise InferInputError(f"input {spec.name} expects {spec.describe()}; text is only for BYTES inputs")
-    return object_array([text.encode()] * math.prod(shape), shape)
+    return object_array([utf8(spec, text)] * math.prod(shape), shape)
 
 
 def json_tensor(spec: InputSpec, payload: str | bytes) -> np.ndarray:
@@ -211,7 +211,7 @@ def _typed_values(spec: InputSpec, document: Any) -> np.ndarray:
     if kind == "BYTES":
         if not all(isinstance(v, str) for v in flat):
             raise InferInputError(f"input {spec.name} expects {spec.describe()}; the JSON has non-strings")
-        return object_array([v.encode() for v in flat], raw.shape)
+        return object_array([utf8(spec, v) for v in flat], raw.shape)
     if kind == "BOOL":
         if not all(isinstance(v, bool) for v in flat):
             raise InferInputError(f"input {spec.name} expects {spec.describe()}; the JSON has non-booleans")
@@ -227,11 +227,32 @@ def _typed_values(spec: InputSpec, document: Any) -> np.ndarray:
             raise InferInputError(f"input {spec.name} expects {spec.describe()}; {bad[0]!r} is not a "
                                   f"{dtype} (range {info.min}..{info.max})")
         return np.array([int(v) for v in flat], dtype=dtype).reshape(raw.shape)
-    values = np.array(flat, dtype=np.float64)
-    if np.any(np.abs(values) > np.finfo(dtype).max):  # BF16's range is float32's
-        raise InferInputError(f"input {spec.name} expects {spec.describe()}; a value is over {kind}'s range")
-    typed = values.astype(dtype).reshape(raw.shape)
+    limit = float(np.finfo(dtype).max)  # BF16's range is float32's; a Python int compares exactly
+    over = next((v for v in flat if abs(v) > limit), None)
+    if over is not None:  # else numpy raises OverflowError on an int too large for a float
+        raise InferInputError(f"input {spec.name} expects {spec.describe()}; {shown(over)} is over "
+                              f"{kind}'s range (±{limit:.4g})")
+    typed = np.array(flat, dtype=np.float64).astype(dtype).reshape(raw.shape)
     return to_bf16(typed) if kind == "BF16" else typed
+
+
+def utf8(spec: InputSpec, text: str) -> bytes:
+    """`text` as UTF-8 for a BYTES input; a lone surrogate (JSON "\\ud800", argv bytes that are
+    not UTF-8) is an InferInputError naming the input and the text."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InferInputError(f"input {spec.name}: {shown(text)} is not valid Unicode text (character "
+                              f"{exc.start + 1} is a lone surrogate, e.g. bytes that are not UTF-8): "
+                              "give UTF-8 text") from exc
+
+
+def shown(value: object, most: int = 40) -> str:
+    """A user's value in a message, cut short: a 400-digit integer is not quoted whole."""
+    if isinstance(value, int) and len(digits := str(abs(value))) > most // 2:
+        return f"{'-' if value < 0 else ''}{digits[:most // 2]}… ({len(digits)} digits)"
+    text = repr(value)
+    return text if len(text) <= most else f"{text[:most]}…"
 
 
 def npy_tensor(spec: InputSpec, data: bytes) -> np.ndarray:

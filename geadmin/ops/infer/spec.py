@@ -13,13 +13,13 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 from tritonclient.grpc import model_config_pb2
 
 from geadmin.errors import InferInputError, InputTooLargeError
+from geadmin.repository.bounded import read_bounded
 
 MAX_UPLOAD_BYTES = 32 * 1024 * 1024  # an uploaded .npy / image / JSON document
 MAX_TENSOR_BYTES = 256 * 1024 * 1024  # one built tensor (a shape like [1e9] is refused before allocating)
@@ -239,10 +239,8 @@ def object_array(items: Sequence[bytes], shape: Sequence[int]) -> np.ndarray:
 
 
 def read_local_file(path: str) -> bytes:
-    """A local file given on the command line (`@file.npy`, `@image.png`), size-checked first."""
-    file = Path(path).expanduser()
-    try:
-        check_size(f"file {file}", file.stat().st_size, MAX_UPLOAD_BYTES)
-        return file.read_bytes()
-    except OSError as exc:
-        raise InferInputError(f"cannot read {file}: {exc.strerror or exc}") from exc
+    """A local file given on the command line (`@file.npy`, `@image.png`), never more than
+    MAX_UPLOAD_BYTES of it, and only a regular file (geadmin.repository.bounded)."""
+    return read_bounded(path, MAX_UPLOAD_BYTES, what="input file", error=InferInputError,
+                        too_large=InputTooLargeError,
+                        fix="give a smaller regular file (a .npy, an image or a JSON document)")

@@ -13,10 +13,12 @@
 3. Reload through Triton's repository API, explained (`geadmin.ops.models.explained_load`). Triton
    keeps the previous version serving while it tries the new one (blue/green, FACTS.md).
 4. If Triton rejects it (or does not answer, or the load hangs), put the previous file back,
-   byte for byte, read it back to check, and return the real reason. A load still running at
-   the load timeout keeps the new file: Triton read it when the load began, so the old one put
-   back would leave Triton serving, once the load ends, a config no file holds; the outcome is
-   `unfinished`, with the revision to roll back to. After a success, ask Triton what
+   byte for byte, read it back to check, and return the real reason. A model that served
+   before and serves no more (Triton unloads an ensemble whose new config it refuses) is
+   loaded again from the restored file, and the outcome says whether it serves. A load still
+   running at the load timeout keeps the new file: Triton read it when the load began, so the
+   old one put back would leave Triton serving, once the load ends, a config no file holds; the
+   outcome is `unfinished`, with the revision to roll back to. After a success, ask Triton what
    serves and whether its live config carries every field of the file; with `smoke=True`,
    send one request of zeros (geadmin.ops.infer.request.smoke_request): if the model loaded but does
    not answer, the previous file is put back and reloaded the same way.
@@ -362,6 +364,9 @@ class _Apply:
                 problem = str(exc)
             else:  # in place (read back), its durability unconfirmed
                 self.unconfirmed += (f"the previous {CONFIG_FILE} is back on disk (read back), but: {exc}",)
+        # Check, don't assume: Triton unloads an ensemble whose new config it refuses
+        reload = reload or (not problem and before.was_ready is True
+                            and explain.check_serving(self.client, before)[0] is Serving.NOTHING)
         if reload and not problem:
             try:
                 load_explained(self.client, self.model, log=self.log, repository=self.repository,
@@ -375,7 +380,8 @@ class _Apply:
             lines.append("  the load had not finished when geadmin gave up: Triton may still finish "
                          "loading the new config; check `geadmin models list` in a moment")
         if not problem:
-            again = " and reloaded" if reload else ""
+            again = (f" and reloaded: {'it serves again' if serving is Serving.PREVIOUS else serving.value}"
+                     if reload else "")
             lines.append(f"  the previous {CONFIG_FILE} is restored, byte for byte{again}: fix the new "
                          "config and apply again")
             outcome = ApplyOutcome.ROLLED_BACK

@@ -119,6 +119,7 @@ def plan_change(
         action, data, revision, validate = ROLLBACK, target.data, target.number, False
     else:
         action, data = APPLY, new.encode("utf-8") if isinstance(new, str) else new
+        store.refuse_oversized(model, data)  # before it is decoded or validated
     plan = ChangePlan(action, model, client.url, data, current.sha256, revision)
     try:
         text = data.decode("utf-8")

@@ -56,6 +56,7 @@ from geadmin.diagnose.interrupted import (
 )
 from geadmin.errors import ConfigLockedError, GeAdminError
 from geadmin.repository import locks, revisions
+from geadmin.repository.atomic import is_temp_file_name
 from geadmin.repository.layout import is_model_name
 from geadmin.repository.modelconfig import CONFIG_FILE, read_config_bytes
 from geadmin.repository.validate import Severity, validate_text
@@ -84,6 +85,7 @@ class Report:
     interrupted: tuple[Interrupted, ...] = ()  # closed now
     in_progress: tuple[str, ...] = ()  # started rows whose process still runs (their lock is held)
     staging_removed: tuple[Path, ...] = ()
+    temp_removed: tuple[Path, ...] = ()  # atomic_write's temp files left by a process killed mid-write
     problems: tuple[str, ...] = ()  # what could not be read or written (never raises)
 
 
@@ -122,7 +124,8 @@ def reconcile(repository: Path, *, home: Path | None = None, actor: Actor | None
         except GeAdminError as exc:
             problems.append(f"the interrupted {start.entry.action} of {start.entry.model!r}: {exc}")
     removed = remove_staging(repository, home=home)
-    return Report(tuple(closed), tuple(running), tuple(removed), tuple(problems))
+    temp = _remove_temp_files(repository, home=home)
+    return Report(tuple(closed), tuple(running), tuple(removed), tuple(temp), tuple(problems))
 
 
 def open_starts(repository: Path | None = None, *, home: Path | None = None) -> list[Started]:
@@ -205,6 +208,42 @@ def remove_staging(repository: Path, *, home: Path | None = None) -> list[Path]:
     return removed
 
 
+def _remove_temp_files(repository: Path, *, home: Path | None = None) -> list[Path]:
+    """Remove the temp files atomic_write left in model directories (and their version
+    directories) when its process was killed before the rename: only regular files named as it
+    names them (`atomic.is_temp_file_name`), and only of models no geadmin process is writing
+    (the model's apply lock is free; a write in progress renames its own)."""
+    removed = []
+    for model in _children(Path(repository)):
+        if not is_model_name(model.name) or model.name.startswith("."):
+            continue
+        leftovers = [p for d in (model, *_children(model)) for p in _files(d) if is_temp_file_name(p.name)]
+        if not leftovers:
+            continue
+        try:
+            with locks.edit_lock(Path(repository).resolve(), model.name, "apply", home=home, wait_s=0):
+                for path in leftovers:
+                    path.unlink()
+                    removed.append(path)
+        except (GeAdminError, OSError):
+            continue  # a write still runs, or the file vanished meanwhile
+    return removed
+
+
+def _children(directory: Path) -> list[Path]:
+    try:
+        return sorted(p for p in directory.iterdir() if p.is_dir() and not p.is_symlink())
+    except OSError:
+        return []
+
+
+def _files(directory: Path) -> list[Path]:
+    try:
+        return sorted(p for p in directory.iterdir() if not p.is_symlink() and p.is_file())
+    except OSError:
+        return []
+
+
 def _staging_dirs(repository: Path) -> Iterator[Path]:
     try:
         entries = sorted(Path(repository).iterdir())
@@ -282,6 +321,8 @@ def at_start(repository: Path | None, *, home: Path | None = None, actor: Actor 
     lines = [item.reason() for item in report.interrupted]
     lines += [f"removed {path}: the staging directory of a create that was cut short"
               for path in report.staging_removed]
+    lines += [f"removed {path}: a temp file geadmin left when a write was cut short (the file it was "
+              "replacing is untouched)" for path in report.temp_removed]
     return [*rollout_lines, *lines, *report.problems]
 
 
