@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from geadmin import audit
-from geadmin.access.identity import Identity
+from geadmin.access.identity import Identity, Mode
 from geadmin.access.roles import REQUIRED_ROLE, GuardedAction, Role
 from geadmin.audit import Actor, Origin, Result
 from geadmin.errors import AccessDeniedError, NotAuthorizedError, WorkspaceDatabaseError
@@ -36,6 +36,7 @@ class Authorization:
     role: Role
     actions: frozenset[GuardedAction]
     issued_at: float
+    mode: Mode | None = None  # the sign-in it was issued for; None: the OS user's (CLI, `geadmin up`)
 
     def __post_init__(self) -> None:
         if not getattr(_issuing, "active", False):
@@ -43,10 +44,11 @@ class Authorization:
                                      "(authorize, for_identity, os_user)")
 
 
-def _issue(who: Actor, role: Role, actions: frozenset[GuardedAction]) -> Authorization:
+def _issue(who: Actor, role: Role, actions: frozenset[GuardedAction],
+           mode: Mode | None = None) -> Authorization:
     _issuing.active = True
     try:
-        return Authorization(who, role, actions, time.time())
+        return Authorization(who, role, actions, time.time(), mode)
     finally:
         _issuing.active = False
 
@@ -67,7 +69,7 @@ def require(auth: object, action: GuardedAction) -> Actor:
 def for_identity(identity: Identity) -> Authorization:
     """Every action `identity`'s role allows now (none while it must change its password)."""
     return _issue(identity.actor(), identity.role,
-                  frozenset(a for a in GuardedAction if permission(identity, a)[0]))
+                  frozenset(a for a in GuardedAction if permission(identity, a)[0]), identity.mode)
 
 
 def os_user(origin: Origin = Origin.CLI) -> Authorization:

@@ -35,10 +35,12 @@ from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatc
 
 from geadmin import settings
 from geadmin.access.guard import Authorization, require
-from geadmin.access.roles import GuardedAction, Role
+from geadmin.access.identity import Mode
+from geadmin.access.roles import REQUIRED_ROLE, GuardedAction, Role
 from geadmin.audit import Origin
 from geadmin.errors import (
     ConfigError,
+    GeAdminError,
     RepositoryError,
     SignInError,
     UserAccountError,
@@ -151,15 +153,16 @@ class UsersFile:
         return users
 
     def load_cached(self) -> dict[str, User]:
-        """`load()`, parsed again only when the file changed (size, mtime, inode): the
-        dashboard re-reads each signed-in user's role at every click."""
+        """`load()`, parsed again only when the file changed (size, mtime, inode, or its owner
+        and mode, which `read_text` checks): the dashboard re-reads each signed-in user's role at
+        every click."""
         try:
             info = self.path.stat()
         except FileNotFoundError:
             return {}
         except OSError as exc:
             raise ConfigError(f"cannot read the users file {self.path}: {exc}") from exc
-        stamp = (info.st_ino, info.st_size, info.st_mtime_ns)
+        stamp = (info.st_ino, info.st_size, info.st_mtime_ns, info.st_mode, info.st_uid)
         with _CACHE_LOCK:
             cached = _CACHE.get(self.path)
         if cached is not None and cached[0] == stamp:
@@ -254,3 +257,25 @@ class UsersFile:
 
 def random_password() -> str:
     return secrets.token_urlsafe(18)  # 24 characters, 144 bits
+
+
+def still_allowed(auth: Authorization, action: GuardedAction, users: UsersFile | None = None) -> str:
+    """"" while the holder of `auth` may still do `action` as the users file says now; why not
+    once they were removed or demoted since it was issued: what a background run (a rollout)
+    asks before each step. Only local sign-ins are read again: OIDC roles come with the login,
+    and the token holder and the OS user own the workspace. An unreadable users file stops the
+    run too: who may act cannot be told."""
+    if auth.mode is not Mode.LOCAL:
+        return ""
+    name = auth.who.name
+    try:
+        user = (users or UsersFile()).load_cached().get(name)
+    except GeAdminError as exc:
+        return f"who may {action.value} cannot be read now: {exc}"
+    if user is None:
+        return f"{name} was removed from the users file since this started"
+    needed = REQUIRED_ROLE[action]
+    if user.role < needed:
+        return (f"{name} is {user.role.label} now, and {action.value} needs {needed.label}: demoted since "
+                "this started")
+    return ""

@@ -89,6 +89,9 @@ class Control:
     paused: threading.Event = field(default_factory=threading.Event)
     aborted: threading.Event = field(default_factory=threading.Event)
     max_pause_s: float | None = None  # None: GEADMIN_ROLLOUT_PAUSE_MAX_S, read when the rollout starts
+    # "" while whoever started it may still make the change, else why not (removed or demoted
+    # since: geadmin.access.users.still_allowed); asked before each server, like `aborted`
+    revoked: Callable[[], str] = lambda: ""
 
     def wait_while_paused(self) -> str:
         """"" once resumed (or aborted); why not, once paused longer than `max_pause_s`."""
@@ -248,6 +251,10 @@ class _Rollout:
                 return expired
             if self.control.aborted.is_set():
                 return "aborted by the operator"
+            revoked = self.control.revoked()
+            if revoked:
+                self.say(f"stopping: {revoked}")
+                return f"stopped: {revoked}"
             self.say(f"wave {number}: {self.change.value} {self.model} on {member.name}")
             self.recorder.step(member.name, number, CHANGING)
             self.touched.append(member.name)

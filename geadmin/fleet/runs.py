@@ -17,6 +17,7 @@ from pathlib import Path
 
 from geadmin.access.guard import Authorization
 from geadmin.access.roles import GuardedAction
+from geadmin.access.users import still_allowed
 from geadmin.audit import Actor, Origin
 from geadmin.errors import RolloutBusyError
 from geadmin.fleet.rollout import Control, RolloutResult
@@ -82,10 +83,16 @@ class RolloutRun:
 Work = Callable[[Control, Callable[[str], None]], RolloutResult]
 
 
-def start(fleet: str, what: str, who: str, work: Work, *, home: Path | None = None) -> RolloutRun:
-    """Runs `work(control, progress)` on a thread; RolloutBusyError when `fleet` has one running."""
+def start(fleet: str, what: str, who: str, work: Work, *, home: Path | None = None,
+          held: tuple[Authorization, GuardedAction] | None = None) -> RolloutRun:
+    """Runs `work(control, progress)` on a thread; RolloutBusyError when `fleet` has one running.
+    `held`: the starter's authorization and the change's action, asked again before each server
+    (a user removed or demoted since stops the rollout, which puts back what it changed)."""
+    def revoked() -> str:
+        return still_allowed(*held) if held is not None else ""
+
     def body(run: Run[RolloutResult]) -> RolloutResult:
-        return work(Control(paused=run.paused, aborted=run.aborted), run.say)
+        return work(Control(paused=run.paused, aborted=run.aborted, revoked=revoked), run.say)
 
     return RolloutRun(runs.start(ROLLOUT, fleet, what, Actor(who, Origin.DASHBOARD), body,
                                  ending=lambda r: Ending(r.ok, r.headline), home=home))

@@ -140,6 +140,6 @@ def start(pending: Pending) -> None:
             return rollout(pending.members, change, model, new_config=new, **common)
 
         what = f"{pending.preview.subject} on {len(pending.members)} server(s)"
-        runs.start(pending.fleet, what, auth.who.name, work)
+        runs.start(pending.fleet, what, auth.who.name, work, held=(auth, GuardedAction(change.value)))
     except GeAdminError as exc:
         show_failure(failure_of(exc), title="Rollout not started")

@@ -108,7 +108,8 @@ def fleet_rollouts(found: Discovery) -> None:
             try:
                 auth = access.auth_for(GuardedAction(item.plan.change), model=item.plan.model, server=fleet)
                 runs.start(fleet, f"resume of rollout #{item.id} ({item.what})", auth.who.name,
-                           _resumed(item.id, found.members, auth))
+                           _resumed(item.id, found.members, auth),
+                           held=(auth, GuardedAction(item.plan.change)))
             except GeAdminError as exc:
                 show_failure(failure_of(exc), title="Resume refused")
 

@@ -25,6 +25,9 @@ from streamlit.testing.v1 import AppTest
 
 from geadmin import audit
 from geadmin.access import guard
+from geadmin.access.identity import Identity, Mode
+from geadmin.access.roles import GuardedAction, Role
+from geadmin.access.users import UsersFile
 from geadmin.errors import (
     ConfigError,
     FleetError,
@@ -441,6 +444,34 @@ def test_a_paused_rollout_waits_and_the_page_aborts_it_before_anything_changes(
     [pressed] = audit.query(action="fleet abort", home=fresh.home)  # who pressed it, audited
     assert pressed.server == "lab" and pressed.message == "reload echo on 3 server(s)"
     assert any(line.startswith(f"abort by {pressed.who}") for line in run_.lines), run_.lines
+
+
+def test_a_user_demoted_while_their_rollout_runs_stops_it_before_the_next_server(
+    fresh: Lab, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rollout ran on with the role its starter had at the click: an admin who demoted (or
+    removed) them could not stop what they had started."""
+    users = UsersFile(tmp_path / "users.toml")
+    users.add("olga", Role.OPERATOR, "a long enough password", auth=guard.os_user())
+    monkeypatch.setenv("GEADMIN_USERS_FILE", str(users.path))
+    auth = guard.for_identity(Identity("olga", Role.OPERATOR, Mode.LOCAL))
+    members = fresh.members()
+
+    def paused_from_the_start(control: Control, say: Callable[[str], None]) -> RolloutResult:
+        control.paused.set()
+        return rollout(members, Change.RELOAD, MODEL, auth=auth, fleet="lab", home=fresh.home,
+                       progress=say, control=control)
+
+    run_ = runs.start("lab", "reload echo on 3 server(s)", "olga", paused_from_the_start,
+                      held=(auth, GuardedAction.RELOAD))
+    assert wait_for(lambda: run_.state == "paused", 30)
+    users.set_role("olga", Role.VIEWER, auth=guard.os_user())
+    run_.control.paused.clear()
+    assert wait_for(lambda: not run_.running, 30)
+    assert run_.result is not None and not run_.result.ok
+    assert run_.result.headline == ("ROLLOUT STOPPED at wave 1 of 3: stopped: olga is viewer now, and reload "
+                                    "needs operator: demoted since this started; nothing had changed")
+    assert {r.outcome for r in run_.result.rows} == {"not reached"}
 
 
 def test_a_new_version_rolls_out_beside_the_old_then_retires_it_without_a_gap(fresh: Lab) -> None:

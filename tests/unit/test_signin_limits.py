@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from geadmin import settings
+from geadmin.access.guard import for_identity
 from geadmin.access.identity import (
     Identity,
     Mode,
@@ -23,10 +24,10 @@ from geadmin.access.identity import (
     parse_role_map,
     resolve_mode,
 )
-from geadmin.access.roles import Role
+from geadmin.access.roles import GuardedAction, Role
 from geadmin.access.sessions import OidcLogins, Session, local_session, refreshed
 from geadmin.access.signin import MAX_LOCKOUT_S, FailedSignIns, VerifySlots, sign_in
-from geadmin.access.users import User, UsersFile
+from geadmin.access.users import User, UsersFile, still_allowed
 from geadmin.errors import (
     ConfigError,
     SessionExpiredError,
@@ -369,3 +370,22 @@ def test_a_huge_name_or_password_is_refused_unhashed_and_counted_small(users: Us
     assert all(len(key) <= 65 for _, key in attempts._table)
     with pytest.raises(UserAccountError, match="at most 1024 characters"):
         users.set_password("alice", "y" * 1025, auth=admin_auth())
+
+
+def test_a_background_run_asks_again_whether_its_starter_may_still_act(tmp_path: Path) -> None:
+    users = UsersFile(tmp_path / "users.toml")
+    users.add("olga", Role.OPERATOR, "a long enough password", auth=admin_auth())
+    auth = for_identity(Identity("olga", Role.OPERATOR, Mode.LOCAL))
+    assert still_allowed(auth, GuardedAction.RELOAD, users) == ""
+    users.set_role("olga", Role.VIEWER, auth=admin_auth())
+    assert still_allowed(auth, GuardedAction.RELOAD, users) == (
+        "olga is viewer now, and reload needs operator: demoted since this started")
+    users.remove("olga", auth=admin_auth())
+    assert still_allowed(auth, GuardedAction.RELOAD, users) == (
+        "olga was removed from the users file since this started")
+    users.path.chmod(0o666)  # a users file others may write is refused: who may act cannot be told
+    assert still_allowed(auth, GuardedAction.RELOAD, users).startswith("who may reload cannot be read now: ")
+    # OIDC roles come with the login; the token holder and the OS user own the workspace
+    for mode in (Mode.OIDC, Mode.TOKEN, Mode.OPEN):
+        held = for_identity(Identity("olga", Role.OPERATOR, mode))
+        assert still_allowed(held, GuardedAction.RELOAD, users) == ""
