@@ -8,7 +8,9 @@ test per server, a tuning run per model, the config writers below, the users fil
 
 Writers of one model's config are serialized by a lock file in the workspace
 (`$GEADMIN_HOME/locks`), so a hash check and the rename after it cannot interleave with
-another geadmin process's; `purpose` keeps an apply's lock apart from a plain write's.
+another geadmin process's; `purpose` keeps an apply's lock apart from a plain write's. An
+apply also holds a flock on the model's directory, which other workspaces on the same
+repository (a host CLI beside the compose dashboard) see too.
 `file_lock` is the same lock for any other file geadmin rewrites whole (the users file)."""
 
 from __future__ import annotations
@@ -67,16 +69,9 @@ def pid_lock(path: Path, busy: Callable[[str], GeAdminError], *, what: str = "",
     path.parent.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR_MODE)
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, LOCK_FILE_MODE)
     try:
-        deadline = time.monotonic() + wait_s
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError as exc:
-                if time.monotonic() >= deadline:
-                    holder = os.pread(fd, HOLDER_BYTES, 0).decode(errors="replace").strip()
-                    raise busy(holder or "another process") from exc
-                time.sleep(0.05)
+        if not _flock_within(fd, wait_s):
+            holder = os.pread(fd, HOLDER_BYTES, 0).decode(errors="replace").strip()
+            raise busy(holder or "another process")
         note = f"pid {os.getpid()}"
         os.ftruncate(fd, 0)
         os.pwrite(fd, (f"{what}, {note}" if what else note).encode(), 0)
@@ -84,6 +79,19 @@ def pid_lock(path: Path, busy: Callable[[str], GeAdminError], *, what: str = "",
         os.close(fd)
         raise
     return PidLock(path, fd)
+
+
+def _flock_within(fd: int, wait_s: float) -> bool:
+    """Take an exclusive flock on `fd`, waiting up to `wait_s`; False when another holds it."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)
 
 
 def holder(path: Path) -> str:
@@ -119,8 +127,34 @@ def edit_lock(repository: Path, model: str, purpose: str = "write", *, home: Pat
     key = hashlib.sha256(str(Path(repository).resolve()).encode()).hexdigest()[:16]
     busy = (f"a config {purpose} of {model!r} right now (from the dashboard or a CLI): wait for it to "
             "finish, reopen the config, and retry")
-    with file_lock(lock_dir / f"{key}-{model}.{purpose}.lock", busy, wait_s=wait_s):
+    with file_lock(lock_dir / f"{key}-{model}.{purpose}.lock", busy, wait_s=wait_s), \
+            _model_directory_lock(Path(repository) / model, purpose, busy, wait_s):
         yield
+
+
+@contextlib.contextmanager
+def _model_directory_lock(directory: Path, purpose: str, busy: str, wait_s: float) -> Iterator[None]:
+    """An apply's flock on the model directory itself: held across workspaces (two geadmin homes
+    on one repository, a host CLI beside the compose dashboard) and containers on one kernel,
+    by anyone who can read the directory; no file is written. Only the outermost lock of an
+    apply takes it (a "write" runs inside an apply of the same process, and a second flock of
+    the directory from that process would wait on the first). A model with no directory yet
+    (a create) has nothing to hold."""
+    if purpose != "apply":
+        yield
+        return
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        yield
+        return
+    try:
+        if not _flock_within(fd, wait_s):
+            raise ConfigLockedError(f"another geadmin (of another workspace on this repository, or another "
+                                    f"user's) is running {busy}")
+        yield
+    finally:
+        os.close(fd)  # releases the flock
 
 
 @contextlib.contextmanager

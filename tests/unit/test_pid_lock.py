@@ -17,6 +17,7 @@ import pytest
 
 from geadmin.errors import (
     BenchBusyError,
+    ConfigLockedError,
     GeAdminError,
     SamplerLockedError,
     StackError,
@@ -24,6 +25,7 @@ from geadmin.errors import (
 )
 from geadmin.ops.bench.params import load_test_running, server_lock
 from geadmin.ops.tune.trials import tune_lock
+from geadmin.repository import locks
 from geadmin.repository.locks import holder, pid_lock
 from geadmin.stack.workspace import Workspace
 from geadmin.telemetry.history.sampler import lock as sampler_lock
@@ -121,3 +123,19 @@ def test_an_unusable_workspace_is_said_by_each_lock(tmp_path: Path) -> None:
         Workspace(blocked / "home").lock()
     with pytest.raises(SamplerLockedError, match="cannot use the workspace"):
         sampler_lock(blocked / "home")
+
+
+def test_an_apply_is_refused_across_workspaces_on_one_repository(tmp_path: Path) -> None:
+    """Two geadmin homes (a host CLI beside the compose dashboard) on one repository took their
+    apply locks in their own workspaces, and both applied at once."""
+    repository = tmp_path / "repo"
+    (repository / "m").mkdir(parents=True)
+    with locks.edit_lock(repository, "m", "apply", home=tmp_path / "host", wait_s=0):
+        refused = r"another geadmin \(of another workspace on this repository, or another user's\) is running"
+        with pytest.raises(ConfigLockedError, match=refused), \
+                locks.edit_lock(repository, "m", "apply", home=tmp_path / "container", wait_s=0):
+            pass
+        with locks.edit_lock(repository, "m", "write", home=tmp_path / "host", wait_s=0):
+            pass  # the apply's own writes, inside it
+    with locks.edit_lock(repository, "m", "apply", home=tmp_path / "container", wait_s=0):
+        pass  # released with the first
