@@ -60,7 +60,7 @@ NAME_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789
 _HASHER = PasswordHasher()  # argon2id with the library's current recommended parameters
 
 
-_CACHE: dict[Path, tuple[tuple[int, int, int], dict[str, User]]] = {}
+_CACHE: dict[Path, tuple[tuple[int, ...], dict[str, User]]] = {}  # path -> (its stat stamp, its users)
 _CACHE_LOCK = threading.Lock()
 
 

@@ -9,6 +9,7 @@ A code means one thing everywhere; what it stands for in each command is in `BY_
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable
 
 
 class ExitCode(enum.IntEnum):
@@ -38,6 +39,15 @@ MEANING: dict[ExitCode, str] = {
     ExitCode.INTERRUPTED: "interrupted with Ctrl-C (SIGINT)",
     ExitCode.PIPE_CLOSED: "the reader of the output left early (`geadmin audit | head -1`), as `cat` would",
 }
+
+# How bad a health code is, best first: a command over many servers exits with the worst.
+WORSE = (ExitCode.OK, ExitCode.DEGRADED, ExitCode.FAILED, ExitCode.UNREACHABLE)
+
+
+def worst(codes: Iterable[int]) -> int:
+    """The worst of health exit codes (OK when there are none)."""
+    return max(codes, key=WORSE.index, default=ExitCode.OK)
+
 
 # Codes every command can exit with, set by `geadmin.cli.main` around the command itself.
 EVERY_COMMAND = (ExitCode.USAGE, ExitCode.INTERNAL, ExitCode.INTERRUPTED, ExitCode.PIPE_CLOSED)
@@ -109,8 +119,10 @@ BY_COMMAND: dict[str, tuple[str, dict[ExitCode, str]]] = {
     }),
     "probe": ("probe", {
         ExitCode.OK: "every probe answered",
-        ExitCode.FAILED: "a probe failed; a fleet exits with its worst server's code (0, 1, 3)",
+        ExitCode.FAILED: "a probe failed; a fleet exits with its worst server's code (0, 4, 1, 3)",
         ExitCode.UNREACHABLE: "Triton does not answer",
+        ExitCode.DEGRADED: "`--fleet --once`: every server probed answered, but a discovery source did not "
+                           "answer or left servers out (named on the first line)",
     }),
     "alerts": ("alerts", {
         ExitCode.OK: "no alert firing",

@@ -17,12 +17,10 @@ from types import FrameType
 
 from geadmin import settings
 from geadmin.cli.common import add_connection_args, client_for, format_table, target_from_args
-from geadmin.cli.exit_codes import ExitCode
+from geadmin.cli.exit_codes import ExitCode, worst
 from geadmin.fleet.discovery import fleet_named
 from geadmin.fleet.probes import FleetProber
 from geadmin.ops.probe import MIN_INTERVAL_S, Prober, ProbeRound
-
-WORSE = (ExitCode.OK, ExitCode.FAILED, ExitCode.UNREACHABLE)  # a fleet exits with its worst server's code
 
 
 def headline(round_: ProbeRound) -> str:
@@ -60,7 +58,8 @@ def run(args: argparse.Namespace) -> int:
     if args.fleet is not None:
         fleet = FleetProber(fleet_named(args.fleet), home=settings.home(), interval_s=interval_s)
         try:
-            return _probe(lambda force: fleet.run(force=force), f"the {args.fleet} fleet", interval_s, args)
+            return _probe(lambda force: fleet.run(force=force), f"the {args.fleet} fleet", interval_s, args,
+                          unprobed=lambda: fleet.problems)
         finally:
             fleet.close()
     target = target_from_args(args)
@@ -70,11 +69,18 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _probe(rounds: Callable[[bool], list[ProbeRound]], what: str, interval_s: float,
-           args: argparse.Namespace) -> int:
-    """`--once`: one forced round, its exit code; else a round every interval until a signal."""
+           args: argparse.Namespace, unprobed: Callable[[], list[str]] = list) -> int:
+    """`--once`: one forced round, its exit code; else a round every interval until a signal.
+    `unprobed`: a fleet's sources that did not answer or left servers out (never OK: 4 at least)."""
     many = args.fleet is not None
     if args.once:
-        return _report(rounds(True), args.json, many)
+        done = rounds(True)
+        missing = unprobed()
+        if missing:  # the first line, before the servers that look fine
+            print(f"FLEET DEGRADED: not every server was probed — {missing[0]}"
+                  + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""), flush=True)
+        code = _report(done, args.json, many)
+        return worst((code, ExitCode.DEGRADED if missing else ExitCode.OK))
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -104,7 +110,7 @@ def _report(rounds: list[ProbeRound], as_json: bool, many: bool) -> int:
         print("\n\n".join(f"[{r.server}]\n{render(r)}" for r in rounds), flush=True)
     else:
         print(render(rounds[0]), flush=True)
-    return max((exit_code(r) for r in rounds), key=WORSE.index, default=ExitCode.OK)
+    return worst(exit_code(r) for r in rounds)  # a fleet exits with its worst server's code
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 from geadmin.cli.common import add_connection_args, client_for, target_from_args
 from geadmin.cli.exit_codes import ExitCode, help_text
+from geadmin.cli.exit_codes import worst as worst_code
 from geadmin.diagnose.health import take_snapshots
 from geadmin.diagnose.verdict import EvidenceSources, Level, Verdict, VerdictRule
 from geadmin.errors import FleetError
@@ -24,8 +25,6 @@ from geadmin.fleet.members import Member
 from geadmin.stack.server_verdict import ServerVerdict, server_verdict
 from geadmin.stack.target import Target, configured_targets, live_stack
 from geadmin.stack.workspace import StackInfo
-
-WORSE = (ExitCode.OK, ExitCode.DEGRADED, ExitCode.FAILED, ExitCode.UNREACHABLE)  # --all exits with the worst
 
 
 def exit_code(verdict: Verdict, strict: bool = False) -> int:
@@ -130,7 +129,7 @@ def worst(codes: Sequence[int], missing: Sequence[str] = (), strict: bool = Fals
     out makes it at least DEGRADED (1 with --strict): servers nobody judged are never OK."""
     if missing:
         codes = [*codes, ExitCode.FAILED if strict else ExitCode.DEGRADED]
-    return max(codes, key=WORSE.index)
+    return worst_code(codes)
 
 
 def run(args: argparse.Namespace) -> int:
