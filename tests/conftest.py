@@ -39,7 +39,7 @@ from tests.support import hypothesis_profiles, workspace
 from tests.support.apptest import scan_components_once
 from tests.support.processes import quick_stopping_triton
 from tests.support.samples import SAMPLE_MODELS as SAMPLE_MODELS
-from tests.support.samples import copy_samples
+from tests.support.samples import copy_samples, samples_triton
 
 # Tier markers from directory and fixtures, and the guard that fails an unmarked test that
 # starts a real server (tests/support/tiers.py): hooks of this conftest.
@@ -74,12 +74,7 @@ def sample_repository(tmp_path: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def triton_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonProcess]:
-    root = tmp_path_factory.mktemp("triton_session")
-    server = quick_stopping_triton(copy_samples(root / "model_repository"),
-                                   log_path=root / "tritonserver.log")
-    server.start()
-    yield server
-    server.stop()
+    yield from samples_triton(tmp_path_factory.mktemp("triton_session"))
 
 
 @pytest.fixture

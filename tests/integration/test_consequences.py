@@ -21,7 +21,7 @@ from geadmin.diagnose import impact
 from geadmin.diagnose.health import take_snapshot
 from geadmin.diagnose.impact import Effect
 from geadmin.diagnose.verdict import EvidenceSources, assess
-from geadmin.domain import ModelState
+from geadmin.domain import ModelState, Serving
 from geadmin.errors import ConfigInvalidError
 from geadmin.ops.models.actions import SIDE_EFFECT, ModelAction, run_action
 from geadmin.ops.models.apply import apply_config
@@ -30,6 +30,7 @@ from geadmin.repository.modelconfig import parse_pbtxt
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.triton.client import TritonClient
 from geadmin.triton.logs import LocalLogFile
+from tests.support.apptest import isolate
 from tests.support.auth import admin_auth
 
 MEMBER, PIPELINE = "digits_classifier", "digits_pipeline"
@@ -39,9 +40,7 @@ TRITON_SAYS = ("ensemble digits_pipeline allows maximum batch size 32, but it co
 
 @pytest.fixture(autouse=True)
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    for name in ("TRITON_URL", "ADMIN_KEY", "TRITON_LOG", "REPOSITORY", "SERVERS_FILE", "TRITON_URLS"):
-        monkeypatch.delenv(f"GEADMIN_{name}", raising=False)
-    monkeypatch.setenv("GEADMIN_HOME", str(tmp_path / "home"))
+    isolate(monkeypatch, tmp_path / "home")
     return tmp_path / "home"
 
 
@@ -217,3 +216,24 @@ def test_at_a_terminal_config_apply_asks_the_editor_s_question_and_a_no_is_audit
     assert (row.action, row.model, row.result) == ("apply", MEMBER, "refused")
     assert row.message == f"not confirmed: {PIPELINE} would go down. Nothing was done"
 
+
+def test_a_rejected_ensemble_apply_reloads_the_restored_config_and_it_serves_again(
+        server: TritonProcess) -> None:
+    """Triton unloads an ensemble whose new config it refuses: geadmin puts the previous file back
+    AND loads it again, then asks Triton whether it serves, and says so (it was left down)."""
+    path = server.repository / PIPELINE / "config.pbtxt"
+    original = path.read_bytes()
+    missing_version = original.decode().replace("model_version: -1", "model_version: 7", 1)
+    with TritonClient(server.http_url, load_timeout_s=60) as client:
+        assert client.model_ready(PIPELINE)
+        with pytest.raises(ConfigInvalidError, match="has no version 7"):  # the validator knows first
+            apply_config(client, server.repository, PIPELINE, missing_version, auth=admin_auth())
+        result = apply_config(client, server.repository, PIPELINE, missing_version, validate=False,
+                              log=LocalLogFile(server.log_path), auth=admin_auth())
+        assert result.outcome is ApplyOutcome.ROLLED_BACK, result.message
+        assert path.read_bytes() == original
+        states = {e.name: e.state for e in client.repository_index()}
+        assert states[PIPELINE] is ModelState.READY and client.model_ready(PIPELINE), states
+    assert result.serving is Serving.PREVIOUS, result.message
+    assert "reloaded" in result.message and "serves again" in result.message, result.message
+    assert [r.result for r in audit.query(model=PIPELINE)][:2] == ["rolled_back", "started"]

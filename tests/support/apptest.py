@@ -5,11 +5,13 @@ label, and an environment that points the app at one test server and nothing els
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+import streamlit as st
 from streamlit.components.v2 import manifest_scanner
 from streamlit.testing.v1 import AppTest
 
@@ -51,6 +53,16 @@ def point_at(monkeypatch: pytest.MonkeyPatch, triton: TritonProcess) -> TritonPr
     monkeypatch.setenv("GEADMIN_TRITON_LOG", str(triton.log_path))
     monkeypatch.setenv("GEADMIN_REPOSITORY", str(triton.repository))
     return triton
+
+
+def page_pointed_at(monkeypatch: pytest.MonkeyPatch, triton: TritonProcess, home: Path) -> Iterator[None]:
+    """An autouse fixture's body: a private home, the app pointed at `triton`, Streamlit's data
+    cache cleared before and after."""
+    isolate(monkeypatch, home)
+    point_at(monkeypatch, triton)
+    st.cache_data.clear()
+    yield
+    st.cache_data.clear()
 
 
 def run(at: AppTest) -> AppTest:

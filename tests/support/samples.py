@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from geadmin.stack.tritonserver import TritonProcess
 from geadmin.stack.workspace import SAMPLE_REPOSITORY
 from geadmin.telemetry.history import store as history
-from tests.support.processes import wait_for
+from tests.support.processes import quick_stopping_triton, wait_for
 
 if TYPE_CHECKING:
     from geadmin.stack.tritonserver import TritonProcess
@@ -185,3 +186,15 @@ def load_until(server: TritonProcess, home: Path, points: int, timeout_s: float 
     while busy_points(server, home) < points and time.monotonic() < deadline:
         send_digits(server.grpc_url, 40)
     assert busy_points(server, home) >= points
+
+
+def samples_triton(root: Path, **kwargs: object) -> Iterator[TritonProcess]:
+    """A fixture's body: a real Triton on a copy of the sample repository under `root`, started,
+    handed over, stopped at the end (`models=[...]` loads only those)."""
+    triton = quick_stopping_triton(copy_samples(root / "model_repository"),
+                                   log_path=root / "tritonserver.log", **kwargs)
+    triton.start()
+    try:
+        yield triton
+    finally:
+        triton.stop()

@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from geadmin.errors import (
@@ -25,9 +24,8 @@ from geadmin.ops.bench.results import list_runs
 from geadmin.ops.infer.inputs import SourceKind
 from geadmin.stack.tritonserver import TritonProcess
 from pages.ui.errors import fix_for
-from tests.support.apptest import APP, isolate, point_at
-from tests.support.processes import quick_stopping_triton
-from tests.support.samples import copy_samples
+from tests.support.apptest import APP, page_pointed_at
+from tests.support.samples import samples_triton
 
 pytestmark = pytest.mark.integration
 
@@ -40,21 +38,12 @@ MALFORMED_NUMBERS = (-1e18, 1e18, 0, -1)
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonProcess]:
-    root = tmp_path_factory.mktemp("malformed")
-    triton = quick_stopping_triton(copy_samples(root / "model_repository"),
-                                   log_path=root / "tritonserver.log")
-    triton.start()
-    yield triton
-    triton.stop()
+    yield from samples_triton(tmp_path_factory.mktemp("malformed"))
 
 
 @pytest.fixture(autouse=True)
 def _env(server: TritonProcess, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
-    isolate(monkeypatch, tmp_path / "home")
-    point_at(monkeypatch, server)
-    st.cache_data.clear()
-    yield
-    st.cache_data.clear()
+    yield from page_pointed_at(monkeypatch, server, tmp_path / "home")
 
 
 def escaped(at: AppTest) -> list[str]:

@@ -9,17 +9,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from geadmin.cli.exit_codes import ExitCode
 from geadmin.cli.main import main
 from geadmin.ops.infer.inputs import SourceKind
 from geadmin.stack.tritonserver import TritonProcess
-from tests.support.apptest import APP, isolate, point_at, run
+from tests.support.apptest import APP, page_pointed_at, run
 from tests.support.markdown_render import render
-from tests.support.processes import quick_stopping_triton
-from tests.support.samples import copy_samples
+from tests.support.samples import samples_triton
 
 pytestmark = pytest.mark.integration
 HUGE = "9" * 400
@@ -29,22 +27,13 @@ CASES = [("digits_classifier", "features", f"[{HUGE}]", "(400 digits) is over FP
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonProcess]:
-    root = tmp_path_factory.mktemp("bad_values")
-    triton = quick_stopping_triton(copy_samples(root / "model_repository"),
-                                   log_path=root / "tritonserver.log",
-                                   models=["digits_classifier", "text_normalize"])
-    triton.start()
-    yield triton
-    triton.stop()
+    yield from samples_triton(tmp_path_factory.mktemp("bad_values"),
+                              models=["digits_classifier", "text_normalize"])
 
 
 @pytest.fixture(autouse=True)
 def _env(server: TritonProcess, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
-    isolate(monkeypatch, tmp_path / "home")
-    point_at(monkeypatch, server)
-    st.cache_data.clear()
-    yield
-    st.cache_data.clear()
+    yield from page_pointed_at(monkeypatch, server, tmp_path / "home")
 
 
 @pytest.mark.parametrize(("model", "name", "payload", "said"), CASES, ids=["huge_int", "surrogate"])

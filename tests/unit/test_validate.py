@@ -24,22 +24,10 @@ from geadmin.repository.validate import (
     validate_path,
     validate_text,
 )
-from tests.support.configs import BASE, STEP
+from tests.support.configs import BASE, ENSEMBLE, STEP
 from tests.support.hypothesis_profiles import examples
 from tests.support.samples import copy_samples
 
-ENSEMBLE = """name: "m"
-platform: "ensemble"
-max_batch_size: 8
-input [{ name: "IN", data_type: TYPE_FP32, dims: [4] }]
-output [{ name: "OUT", data_type: TYPE_FP32, dims: [4] }]
-ensemble_scheduling { step [{
-  model_name: "step"
-  model_version: -1
-  input_map { key: "x" value: "IN" }
-  output_map { key: "y" value: "OUT" }
-}] }
-"""
 Change = Callable[[Path], None]
 
 

@@ -10,20 +10,7 @@ from pathlib import Path
 import pytest
 
 from geadmin.repository.validate import Finding, Severity, validate_text
-from tests.support.configs import STEP
-
-ENSEMBLE = """name: "m"
-platform: "ensemble"
-max_batch_size: 8
-input [{ name: "IN", data_type: TYPE_FP32, dims: [4] }]
-output [{ name: "OUT", data_type: TYPE_FP32, dims: [4] }]
-ensemble_scheduling { step [{
-  model_name: "step"
-  model_version: -1
-  input_map { key: "x" value: "IN" }
-  output_map { key: "y" value: "OUT" }
-}] }
-"""
+from tests.support.configs import ENSEMBLE, STEP
 
 
 def repository(tmp_path: Path) -> Path:
