@@ -33,7 +33,7 @@ from tritonclient.grpc import model_config_pb2
 from geadmin import audit
 from geadmin.db import WorkspaceDatabaseError
 from geadmin.errors import ConfigParseError, GeAdminError, RepositoryError, TritonError
-from geadmin.repository import revisions, store
+from geadmin.repository import locks, revisions, store
 from geadmin.repository.knobs import compare_with_live
 from geadmin.repository.modelconfig import CONFIG_FILE, to_file_text
 from geadmin.repository.rules import Severity
@@ -164,12 +164,15 @@ def find_drift(client: TritonClient, repository: Path | None, names: Sequence[st
                listed: Collection[str] | None = None, home: Path | None = None) -> list[Drift]:
     """The drifted models among `names` (READY ones: only those serve a config), and with
     `listed` (every name Triton's index lists) the loaded models it does not list: `gone`.
-    geadmin's own tuning trials serve other configs than their file on purpose: never drift.
+    geadmin's own tuning trials serve other configs than their file on purpose, and a model an
+    apply is changing right now leads with its file until the apply ends: never drift.
     `home`: the workspace whose audit names an apply still loading."""
     found = gone_from_repository(client, listed) if listed is not None else []
     if repository is None:
         return found
     for name in (n for n in names if not is_trial(repository, n)):
+        if locks.apply_running(repository, name, home):
+            continue  # mid-apply the file leads what serves: the apply checks it and settles it
         try:
             served = client.model_config(name)
         except TritonError:

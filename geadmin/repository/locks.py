@@ -121,15 +121,25 @@ def edit_lock(repository: Path, model: str, purpose: str = "write", *, home: Pat
               wait_s: float = LOCK_WAIT_S) -> Iterator[None]:
     """Hold the workspace lock `purpose` ("write", "apply") of one model, waiting up to
     `wait_s` (0: do not wait) for another geadmin process to release it."""
-    if not is_model_name(model):
-        raise RepositoryError(f"refused model name {model!r}: a model name is one directory name")
-    lock_dir = (home or settings.home()) / "locks"
-    key = hashlib.sha256(str(Path(repository).resolve()).encode()).hexdigest()[:16]
     busy = (f"a config {purpose} of {model!r} right now (from the dashboard or a CLI): wait for it to "
             "finish, reopen the config, and retry")
-    with file_lock(lock_dir / f"{key}-{model}.{purpose}.lock", busy, wait_s=wait_s), \
+    with file_lock(edit_lock_path(repository, model, purpose, home), busy, wait_s=wait_s), \
             _model_directory_lock(Path(repository) / model, purpose, busy, wait_s):
         yield
+
+
+def edit_lock_path(repository: Path, model: str, purpose: str, home: Path | None = None) -> Path:
+    """The workspace's lock file of `purpose` for one model of `repository`."""
+    if not is_model_name(model):
+        raise RepositoryError(f"refused model name {model!r}: a model name is one directory name")
+    key = hashlib.sha256(str(Path(repository).resolve()).encode()).hexdigest()[:16]
+    return (home or settings.home()) / "locks" / f"{key}-{model}.{purpose}.lock"
+
+
+def apply_running(repository: Path, model: str, home: Path | None = None) -> str:
+    """Who runs an apply (or rollback, or put back) of `model` in this workspace now ("" when
+    nobody does), read without taking the lock."""
+    return holder(edit_lock_path(repository, model, "apply", home))
 
 
 @contextlib.contextmanager

@@ -18,6 +18,7 @@ from geadmin.diagnose.verdict import EvidenceSources, Level, VerdictRule, assess
 from geadmin.domain import ModelState
 from geadmin.ops.bundle import build_bundle
 from geadmin.ops.models.put_back import PUT_BACK_ACTION, put_back_served
+from geadmin.repository import locks
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.triton.client import TritonClient
 from geadmin.triton.logs import LocalLogFile
@@ -110,6 +111,9 @@ def test_a_hand_edited_config_is_drift_until_the_served_config_is_put_back(
     server = triton_factory()
     home = tmp_path / "home"
     edit(server, CLASSIFIER, "max_queue_delay_microseconds: 1000", "max_queue_delay_microseconds: 5000")
+    with locks.edit_lock(server.repository, CLASSIFIER, "apply", home=home, wait_s=0):
+        code, text, _ = status(server, home)
+        assert code == 0, text  # an apply runs: its file leads what serves until it ends (no put back)
     code, text, document = status(server, home)
     assert code == 4 and document["rules"] == ["drift"], text
     assert (f"DRIFT: {CLASSIFIER}: on disk: valid, but not what Triton serves (not reloaded since it "
