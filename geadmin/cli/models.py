@@ -162,8 +162,8 @@ def read_local_files(items: list[str], template: str, limit_bytes: int) -> dict[
         relative, sep, local = item.partition("=")
         if not sep:
             relative, local = templates.expected_files(template)[0], item
-        files[relative] = read_bounded(local, limit_bytes, what=f"--file {item!r}",
-                                       fix=paths.UPLOAD_FIX)
+        files[relative] = read_bounded(local, limit_bytes, what=f"--file {item!r}", fix=paths.UPLOAD_FIX,
+                                       limit="the upload limit (--upload-limit)")
     return files
 
 

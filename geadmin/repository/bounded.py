@@ -28,12 +28,16 @@ def size_text(count: int) -> str:
     return f"{value:.1f} {unit}"
 
 
+MOST_READ = "the most geadmin reads"
+
+
 def read_bounded(path: str | Path, limit_bytes: int, *, what: str, fix: str,
                  error: type[GeAdminError] = RepositoryError,
-                 too_large: type[GeAdminError] | None = None) -> bytes:
+                 too_large: type[GeAdminError] | None = None, limit: str = MOST_READ) -> bytes:
     """The bytes of the regular file at `path`, at most `limit_bytes` of them. `what` names the
-    file for the operator ("--file '1/model.om'"), `fix` says what to do when it is refused;
-    `error` is raised (`too_large` for a file over the limit, default `error`)."""
+    file for the operator ("--file '1/model.om'"), `fix` says what to do when it is refused,
+    `limit` names the limit ("the upload limit (--upload-limit)"); `error` is raised
+    (`too_large` for a file over the limit, default `error`)."""
     file = Path(path).expanduser()
     try:  # O_NONBLOCK: opening a FIFO nobody writes to must not hang before fstat refuses it
         fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -46,19 +50,19 @@ def read_bounded(path: str | Path, limit_bytes: int, *, what: str, fix: str,
                         f"geadmin reads only regular files of at most {size_text(limit_bytes)}; {fix}")
         if info.st_size > limit_bytes:  # known from its size: not read at all
             raise (too_large or error)(f"{what} ({file}) is {info.st_size:,} bytes, more than "
-                                       f"{size_text(limit_bytes)}, the most geadmin reads: {fix}")
+                                       f"{size_text(limit_bytes)}, {limit}: {fix}")
         os.set_blocking(fd, True)  # it may still grow while it is read: never more than the limit + 1
         return read_stream(handle, limit_bytes, what=f"{what} ({file})", fix=fix,
-                           error=too_large or error)
+                           error=too_large or error, limit=limit)
 
 
 def read_stream(stream: BinaryIO, limit_bytes: int, *, what: str, fix: str,
-                error: type[GeAdminError] = RepositoryError) -> bytes:
+                error: type[GeAdminError] = RepositoryError, limit: str = MOST_READ) -> bytes:
     """At most `limit_bytes` from an open stream (a file, stdin); `error` when there is more."""
     try:
         data = stream.read(limit_bytes + 1)
     except OSError as exc:
         raise error(f"{what}: cannot read it: {exc.strerror or exc}") from exc
     if len(data) > limit_bytes:
-        raise error(f"{what} is more than {size_text(limit_bytes)}, the most geadmin reads: {fix}")
+        raise error(f"{what} is more than {size_text(limit_bytes)}, {limit}: {fix}")
     return data

@@ -166,7 +166,7 @@ def test_the_cli_refuses_unsafe_names_and_an_unreachable_triton_writing_nothing(
     assert lines[0].startswith("geadmin: error: refused path '1/../../evil.om': '..' would leave")
     assert len(lines) == 1
     assert main([*base, "--url", server.http_url, "--file", str(om), "--upload-limit", "1"]) == 1
-    assert "over the upload limit of 1 bytes" in capsys.readouterr().err
+    assert "is 2 bytes, more than 1 bytes, the upload limit (--upload-limit): " in capsys.readouterr().err
     assert main([*base, "--url", f"http://127.0.0.1:{free_port()}", "--file", str(om), "--timeout", "2"]) == 3
     assert "geadmin: error:" in capsys.readouterr().err
     assert main([*base, "--url", server.http_url]) == 1  # no .om: the validator refuses it

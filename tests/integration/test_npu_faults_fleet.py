@@ -102,7 +102,7 @@ def test_the_fleet_command_exits_0_then_4_then_1_and_leads_with_the_chip_its_nod
     assert code == ExitCode.DEGRADED, out
     assert out.splitlines()[0].startswith(
         "DEGRADED: NPU faults not read on 1 part(s) of the fleet, so a fault there is not ruled out — "
-        "c (node c): "), out
+        "c (node "), out  # its node: the host of its URL
 
     fail_on_device_1(fleet.b, "pair")
     code, out = faults(fleet, monkeypatch, capsys)
