@@ -171,7 +171,8 @@ def run_restore(args: argparse.Namespace) -> int:
             say = (lambda _: None) if args.json else (lambda line: print(line, file=sys.stderr, flush=True))
             result = resume(args.id, members, gate=gate, auth=auth, progress=say, timeout_s=args.timeout)
             return _print_result(result, args.json)
-        found, problems, end = journal.restore(args.id, members, auth=auth, timeout_s=args.timeout)
+        found, problems, end = journal.restore(args.id, members, auth=auth, timeout_s=args.timeout,
+                                               gone=args.gone or ())
     except GeAdminError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return ExitCode.USAGE
@@ -258,6 +259,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     _add_target_args(restore)
     restore.add_argument("--timeout", type=float, default=60.0, metavar="S",
                          help="per server: a request, a load or an unload (60)")
+    restore.add_argument("--gone", action="append", metavar="SERVER",
+                         help="a server of the rollout that is gone for good (a replica scaled in; "
+                         "repeatable): nothing to reload there, its repository's config is put back "
+                         "all the same")
     restore.set_defaults(func=run_restore)
     again = actions.add_parser("resume", help="run an interrupted rollout again as planned, in waves with "
                                "the health gate (an apply: while its config still validates)")

@@ -128,7 +128,7 @@ class Journal:
     plan: RolloutPlan
     steps: tuple[AuditEntry, ...] = ()
     ends: tuple[AuditEntry, ...] = ()  # ok / rolled_back / failed / interrupted rows
-    resumed_by: int = 0  # the journal that resumed this one
+    resumed_by: int = 0  # the resume that settles this one: running, or done
 
     @property
     def id(self) -> int:
@@ -222,8 +222,23 @@ def journals(*, home: Path | None = None, fleet: str | None = None, limit: int =
         if key not in later:  # one query per model and change, however many rollouts
             later[key] = list(reversed(audit.query(model=row.model, action=row.action, home=home)))
         found.append(_read(row, plan, later[key]))
-    resumed = {j.plan.resume_of: j.id for j in found if j.plan.resume_of}
-    return [Journal(j.started, j.plan, j.steps, j.ends, resumed.get(j.id, 0)) for j in found]
+    resumes: dict[int, Journal] = {}
+    for journal in found:  # newest first: the newest resume of each
+        if journal.plan.resume_of:
+            resumes.setdefault(journal.plan.resume_of, journal)
+
+    def settled_by(journal: Journal) -> int:
+        """The resume that settles `journal`: running, or ended done (itself or through its own
+        resume); 0 when none does (a resume cut short, stopped or put back leaves the servers
+        it never reached changed by `journal`: still unresolved)."""
+        resume = resumes.get(journal.id)
+        if resume is None:
+            return 0
+        if resume.end is None or resume.end.result == Result.OK.value or settled_by(resume):
+            return resume.id
+        return 0
+
+    return [Journal(j.started, j.plan, j.steps, j.ends, settled_by(j)) for j in found]
 
 
 def read(journal_id: int, *, home: Path | None = None) -> Journal:

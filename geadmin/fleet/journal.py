@@ -15,7 +15,7 @@ back to by hand (`geadmin config rollback MODEL N`).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -159,20 +159,27 @@ def refuse_unresolved(fleet: str, home: Path | None) -> None:
 
 def put_back(plan: RolloutPlan, touched: Sequence[str], clients: Mapping[str, TritonClient], *,
              auth: Authorization | None, home: Path | None, note: str, timeout_s: float = 60.0,
-             lost: Mapping[str, Sequence[str]] | None = None) -> dict[str, str]:
+             lost: Mapping[str, Sequence[str]] | None = None, gone: Collection[str] = ()) -> dict[str, str]:
     """Each server of `touched` put back, newest first: server -> "" or why not. An apply's
     previous config is written back byte-identical (once per repository, read back to check)
     and reloaded where the model is loaded; a load, unload or reload returns the model to its
-    state before (`undo_of`; an unload's `lost` models loaded again). Refused
-    (NotAuthorizedError) before anything when `auth` does not cover putting the change back;
-    then never raises for one server: it goes on."""
-    require(auth, RESTORE_NEEDS[plan.change])
+    state before (`undo_of`; an unload's `lost` models loaded again). A server of `gone` (gone
+    for good, the operator says: a replica scaled in) has nothing to reload: an apply's file is
+    put back all the same. Refused (NotAuthorizedError) before anything when `auth` does not
+    cover putting the change back; then never raises for one server: it goes on."""
+    actor = require(auth, RESTORE_NEEDS[plan.change])
     problems: dict[str, str] = {}
     files: dict[str, str] = {}  # repository -> "" (back) or why not
     for name in reversed(list(dict.fromkeys(touched))):
         server, client = plan.server(name), clients.get(name)
+        if server is not None and client is None and name in gone:
+            if plan.change == "apply" and server.repository not in files:
+                files[server.repository] = _file_back_without(plan, server, actor.name, home, note)
+            problems[name] = files.get(server.repository, "") if plan.change == "apply" else ""
+            continue
         if server is None or client is None:
-            problems[name] = f"{name} is not a member of fleet {plan.fleet!r} now: put it back by hand"
+            problems[name] = (f"{name} is not a member of fleet {plan.fleet!r} now: put it back by hand, or, "
+                              f"if it is gone for good, restore with `--gone {name}`")
             continue
         try:
             if plan.change != "apply":
@@ -195,32 +202,61 @@ def put_back(plan: RolloutPlan, touched: Sequence[str], clients: Mapping[str, Tr
     return problems
 
 
-def _file_back(plan: RolloutPlan, server: PlannedServer, client: TritonClient, auth: Authorization | None,
-               home: Path | None, note: str) -> tuple[str, bool]:
-    """(why the repository's previous config is not back, or ""; whether `client` reloaded it)."""
+def _file_to_put_back(plan: RolloutPlan, server: PlannedServer, home: Path | None) -> tuple[bytes, str, str]:
+    """(the config the rollout kept for the server's repository, the hash on disk it may replace,
+    why it may not: ""); no bytes when the file is back already."""
     previous = plan.previous_of(server.repository)
     if previous is None:
-        return f"the plan keeps no previous config for {server.repository}", False
+        return b"", "", f"the plan keeps no previous config for {server.repository}"
     repository = Path(server.repository)
     kept = revisions.read_revision(repository, plan.model, previous.revision, home=home)
     if kept.sha256 != previous.sha256:
-        return f"revision {previous.revision} of {plan.model!r} is not the config the rollout kept", False
+        return b"", "", f"revision {previous.revision} of {plan.model!r} is not the config the rollout kept"
+    if store.read_config(repository, plan.model).data == kept.data:
+        return b"", "", ""
+    found, edited = changed_since(plan, repository, previous)
+    if edited:
+        return b"", found, (f"{edited}: not overwritten; roll back by hand: `geadmin config rollback "
+                            f"{plan.model} {previous.revision}`")
+    return kept.data, found, ""
+
+
+def _file_back_without(plan: RolloutPlan, server: PlannedServer, who: str, home: Path | None,
+                       note: str) -> str:
+    """A gone server's repository: its previous config written back, nothing reloaded; "" or why not."""
+    data, found, problem = _file_to_put_back(plan, server, home)
+    if data:
+        store.write_config(Path(server.repository), plan.model, data, expected_sha256=found, who=who,
+                           note=note, home=home)
+    return problem
+
+
+def _file_back(plan: RolloutPlan, server: PlannedServer, client: TritonClient, auth: Authorization | None,
+               home: Path | None, note: str) -> tuple[str, bool]:
+    """(why the repository's previous config is not back, or ""; whether `client` reloaded it)."""
+    data, found, problem = _file_to_put_back(plan, server, home)
+    if not data:
+        return problem, False
+    repository = Path(server.repository)
     path = repository / plan.model / CONFIG_FILE
-    on_disk = store.read_config(repository, plan.model).data
-    found = revisions.sha256_of(on_disk)
-    if on_disk == kept.data:
-        return "", False
-    if found != plan.new_sha256:
-        return (f"{path} changed since the rollout (sha256 {found[:12]}, neither the previous nor the new "
-                f"config): not overwritten; roll back by hand: `geadmin config rollback {plan.model} "
-                f"{previous.revision}`"), False
-    result = apply_config(client, repository, plan.model, kept.data, expected_sha256=found, auth=auth,
+    result = apply_config(client, repository, plan.model, data, expected_sha256=found, auth=auth,
                           home=home, action="rollback", validate=False, note=note)
-    if store.read_config(repository, plan.model).data != kept.data:
+    if store.read_config(repository, plan.model).data != data:
         back = store.read_config(repository, plan.model).data
-        return (f"{path} is not the file it was (sha256 {_short(back)}, was {_short(kept.data)}): "
+        return (f"{path} is not the file it was (sha256 {_short(back)}, was {_short(data)}): "
                 f"{result.message.splitlines()[0]}"), False
     return "", result.outcome.value == "applied"
+
+
+def changed_since(plan: RolloutPlan, repository: Path, previous: Previous | None) -> tuple[str, str]:
+    """(the sha256 of the model's config in `repository` now, and "" when it is the config before
+    the rollout or the one it rolls out, else why it may not be written: someone edited it since).
+    A put back and a resume write over those two only (detected, never overwritten)."""
+    found = store.read_config(repository, plan.model).sha256
+    if found in {plan.new_sha256, previous.sha256 if previous is not None else ""} - {""}:
+        return found, ""
+    return found, (f"{repository / plan.model / CONFIG_FILE} changed since the rollout (sha256 {found[:12]}, "
+                   "neither the previous nor the new config)")
 
 
 def reload_if_loaded(client: TritonClient, model: str, auth: Authorization | None, timeout_s: float) -> str:
@@ -260,10 +296,11 @@ def clients_for(plan: RolloutPlan, members: Sequence[Member], timeout_s: float) 
 
 
 def restore(journal_id: int, members: Sequence[Member], *, auth: Authorization | None,
-            home: Path | None = None, timeout_s: float = 60.0) -> tuple[Journal, dict[str, str], AuditEntry]:
-    """Put back every server an unresolved rollout touched (see `put_back`) and end its journal:
-    `rolled_back` when every one is back, else `failed` naming those left changed. RolloutBusyError
-    when it is not unresolved (running, done, restored or resumed)."""
+            home: Path | None = None, timeout_s: float = 60.0,
+            gone: Collection[str] = ()) -> tuple[Journal, dict[str, str], AuditEntry]:
+    """Put back every server an unresolved rollout touched (see `put_back`; `gone`: servers gone
+    for good) and end its journal: `rolled_back` when every one is back, else `failed` naming those
+    left changed. RolloutBusyError when it is not unresolved (running, done, restored or resumed)."""
     actor = require(auth, GuardedAction.ROLLBACK)  # before anything is read: putting back is a rollback
     journal = rollouts.read(journal_id, home=home)
     with rollout_lock(journal.plan.fleet, home=home):
@@ -281,7 +318,7 @@ def restore(journal_id: int, members: Sequence[Member], *, auth: Authorization |
         try:
             left = journal.left_changed
             problems = put_back(journal.plan, left, clients, auth=auth, home=home, timeout_s=timeout_s,
-                                note=f"restore of fleet rollout #{journal.id}")
+                                note=f"restore of fleet rollout #{journal.id}", gone=gone)
         finally:
             for client in clients.values():
                 client.close()

@@ -25,13 +25,10 @@ its change and an apply's revisions there too (geadmin.fleet.server_audit). ANY 
 only geadmin's: a Streamlit rerun, a bug, Ctrl-C — puts back the servers touched so far and
 ends the journal `failed` before it propagates; a SIGKILL leaves the journal open, and the next
 start reports it (geadmin.ops.models.reconcile). A new rollout of a fleet with an unresolved one is
-refused until it is restored or resumed. A pause longer than GEADMIN_ROLLOUT_PAUSE_MAX_S stops
-the rollout and puts back what changed.
-
-Test hook (`test_hooks.fault_point`): `rollout.started` (the plan is journaled, nothing touched),
-`rollout.changing.N` (the Nth server's step is journaled, it is not touched yet),
-`rollout.changed.N` (the Nth server changed and journaled), `rollout.ending` (every wave passed,
-no end row yet); tests/integration/test_fleet_journal.py kills the process at each.
+refused until it is restored or resumed; a resume writes only over the config before the
+rollout or its new one (an edit since is refused, never overwritten). A pause longer than
+GEADMIN_ROLLOUT_PAUSE_MAX_S, or the starter losing the right (`Control.revoked`), stops the
+rollout and puts back what changed. Its fault points: docs/development.md, "Test hooks".
 """
 
 from __future__ import annotations
@@ -56,6 +53,7 @@ from geadmin.errors import (
     ConfigError,
     GeAdminError,
     InvalidArgumentError,
+    RepositoryError,
     RolloutBusyError,
     RolloutRefusedError,
 )
@@ -308,7 +306,13 @@ class _Rollout:
             return self._reloaded(member, repository, client, "written once for the servers that read it")
         self.written.add(repository)
         previous = self.plan.previous_of(repository)
-        expected = None if self.plan.resume_of or previous is None else previous.sha256
+        expected = previous.sha256 if previous is not None else None
+        if self.plan.resume_of:  # the file is the previous one, or the new one the first run wrote
+            expected, edited = journal.changed_since(self.plan, Path(repository), previous)
+            if edited:
+                self.refused.add(member.name)  # nothing written
+                raise RepositoryError(f"{edited}: not overwritten by the resume — restore the rollout, "
+                                      "or look at the file and roll out again")
         try:
             applied = apply_config(client, Path(repository), self.model, self.plan.new_config.encode(),
                                    expected_sha256=expected, auth=self.auth, home=self.home,

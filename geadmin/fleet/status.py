@@ -25,7 +25,7 @@ from geadmin.diagnose.verdict import not_ready_reason
 from geadmin.domain import ModelEntry, ModelState
 from geadmin.errors import TelemetryError
 from geadmin.fleet.discovery import Discovery
-from geadmin.fleet.members import ASCEND, NODE, Member, member_metrics_url
+from geadmin.fleet.members import ASCEND, NODE, READY, Member, member_metrics_url
 from geadmin.fleet.readonly import client_for
 from geadmin.telemetry.derive import since_start
 from geadmin.telemetry.sources.scrape import families_only, fetch_text, parse
@@ -141,8 +141,12 @@ class FleetStatus:
 
     def unready(self) -> list[str]:
         """One line per server that serves but says it is not ready, as `geadmin status` says it
-        (a readiness probe sends it nothing). One with a failed model is in failed() instead."""
-        lines = []
+        (a readiness probe sends it nothing; one with a failed model is in failed() instead), and
+        per server its own source calls not ready (a Kubernetes pod not Ready, a Prometheus target
+        down: traffic does not reach it, whatever Triton answers us)."""
+        lines = [f"{s.name} ({s.member.url}): its source says it is not ready ({s.member.source}): it gets "
+                 "no traffic there; see why where it runs (`kubectl describe pod`, the target's last error)"
+                 for s in self.answering if s.member.labels.get(READY) == "false"]
         for s in self.answering:
             if s.not_ready_but_serving and s.snapshot is not None:
                 found = triage(s.snapshot)

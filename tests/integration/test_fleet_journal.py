@@ -147,6 +147,54 @@ def test_an_interrupted_rollout_resumed_finishes_as_planned(fresh: FleetLab, tmp
     assert in_process("fleet", "status", "--fleet", "lab", home=home).returncode == 0
 
 
+def test_a_resume_never_overwrites_a_config_edited_since_and_the_rollout_it_failed_stays_unresolved(
+    fresh: FleetLab, tmp_path: Path
+) -> None:
+    """A resume wrote its config over a hand edit made after the crash, and the rollout it resumed
+    counted as resolved once any resume had started, even one that was stopped and put back."""
+    home = tmp_path / "home"
+    (tmp_path / "new.pbtxt").write_text(NEW)
+    assert killed_apply(home, tmp_path / "new.pbtxt", "rollout.changed.1").returncode == -signal.SIGKILL
+    (journal,) = rollouts.journals(home=home)
+    own = fresh.own / MODEL / "config.pbtxt"
+    own.write_text(config("by hand"))  # c's own file, edited after the crash
+    resumed = in_process("fleet", "resume", str(journal.id), "--gate-requests", "0",
+                         "--latency-slack-ms", "10000", home=home)
+    assert resumed.returncode != 0, resumed.stdout
+    assert "changed since the rollout" in resumed.stdout + resumed.stderr
+    assert "not overwritten by the resume" in resumed.stdout + resumed.stderr
+    assert own.read_text() == config("by hand")
+    original = rollouts.read(journal.id, home=home)
+    assert original.unresolved and not original.resumed_by  # what it changed is still to put right
+    status = in_process("fleet", "status", "--fleet", "lab", home=home)
+    assert status.returncode == 4 and f"rollout #{journal.id}" in status.stdout, status.stdout
+
+
+def test_a_server_gone_for_good_is_restored_by_its_file_when_the_operator_says_so(
+    fresh: FleetLab, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A replica scaled in after a crash blocked the fleet for good: every restore failed naming
+    it, every new rollout was refused, and its repository was never put back."""
+    home = tmp_path / "home"
+    before = fresh.files()
+    (tmp_path / "new.pbtxt").write_text(NEW)
+    assert killed_apply(home, tmp_path / "new.pbtxt", "rollout.ending").returncode == -signal.SIGKILL
+    (journal,) = rollouts.journals(home=home)
+    without_c = tmp_path / "servers.toml"  # c left the fleet (its repository is still here)
+    text = fresh.servers_file.read_text()
+    start = text.index('[[server]]\nname = "c"')
+    without_c.write_text(text[:start] + text[text.index("[[fleet]]"):])
+    monkeypatch.setenv("GEADMIN_SERVERS_FILE", str(without_c))
+    refused = in_process("fleet", "restore", str(journal.id), home=home)
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert "c is not a member of fleet 'lab' now" in refused.stdout and "`--gone c`" in refused.stdout
+    assert fresh.files() == (before[0], NEW.encode())  # a and b back; c's file still new
+    restored = in_process("fleet", "restore", str(journal.id), "--gone", "c", home=home)
+    assert restored.returncode == 0, restored.stdout + restored.stderr
+    assert fresh.files() == before
+    assert not rollouts.read(journal.id, home=home).unresolved
+
+
 def test_a_repository_without_the_model_is_refused_before_any_server_changes(fresh: FleetLab,
                                                                              tmp_path: Path) -> None:
     members = fresh.members()

@@ -26,7 +26,7 @@ from geadmin.fleet.discovery import (
     fleets,
 )
 from geadmin.fleet.gate import GateSettings, Measured, compare
-from geadmin.fleet.members import Member
+from geadmin.fleet.members import READY, Member
 from geadmin.fleet.status import Figures, FleetStatus, ServerView, _stand_out
 from geadmin.triton.servers import ServerSpec
 
@@ -286,6 +286,20 @@ def test_a_member_not_ready_with_every_model_ready_is_degraded_and_named() -> No
                                 "the model once its cause is fixed, or restart Triton"]
     assert status.headline() == ("FLEET DEGRADED: 2 of 2 servers serving, 1 of them not ready; 0 model(s) "
                                  f"failed, 0 skewed — first: {status.unready()[0]}")
+
+
+def test_a_member_its_source_calls_not_ready_is_degraded_whatever_triton_answers() -> None:
+    """A Kubernetes pod not Ready (or a Prometheus target down) gets no traffic: the fleet read
+    OK while its Triton answered us directly."""
+    ok = ServerView(member("a", "http://a:8000"), snapshot("a", ("m", "1", ModelState.READY)))
+    pod = member("b", "http://b:8000", "kubernetes:prod", **{READY: "false"})
+    status = fleet_of(ok, ServerView(pod, snapshot("b", ("m", "1", ModelState.READY))))
+    assert status.unready() == ["b (http://b:8000): its source says it is not ready (kubernetes:prod): "
+                                "it gets no traffic there; see why where it runs (`kubectl describe pod`, "
+                                "the target's last error)"]
+    assert status.headline().startswith("FLEET DEGRADED: 2 of 2 servers serving")
+    ready = member("b", "http://b:8000", "kubernetes:prod", **{READY: "true"})
+    assert fleet_of(ok, ServerView(ready, snapshot("b", ("m", "1", ModelState.READY)))).unready() == []
 
 
 def test_a_server_not_ready_because_a_model_failed_is_said_once_by_its_failed_model() -> None:
