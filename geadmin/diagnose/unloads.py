@@ -66,6 +66,11 @@ def is_failure_left(row: audit.AuditEntry) -> bool:
     return row.action in FAILING_ACTIONS and row.result == audit.Result.FAILED.value
 
 
+def is_serving_load(row: audit.AuditEntry) -> bool:
+    """The row left its model serving: a load or reload that succeeded."""
+    return row.action in ("load", "reload") and row.result == audit.Result.OK.value
+
+
 def operator_unloads(names: Sequence[str], home: Path | None = None) -> dict[str, str]:
     """The models whose latest state-changing audit row is an operator's successful unload,
     each with who did it and when ("unloaded by alice at 04:45:57 UTC"): an operator's choice,
@@ -158,7 +163,11 @@ def with_dropped(found: Triage, log: LogSource | None, home: Path | None) -> tup
         gone = {m for m, _ in still_failed}
         found = Triage(found.ready, [*found.failed, *still_failed], found.changing,
                        [m for m in found.idle if m not in gone])
-    dropped = [m for m in _lost(found.idle, serving) if m.name not in by_operator]
+    # Loaded, and never unloaded since, yet Triton knows nothing of it: it restarted without it
+    # (a container restart in explicit mode, a loader that died) — it served, and serves no more.
+    restarted_without = {m.name for m in untouched if m.name in latest and is_serving_load(latest[m.name])}
+    lost = [*_lost(found.idle, serving), *(m for m in found.idle if m.name in restarted_without)]
+    dropped = [m for m in lost if m.name not in by_operator]
     if not dropped:
         return found, Unloads(by_operator)
     logged = drop_reasons(log, sorted({m.name for m in dropped}))
@@ -166,6 +175,11 @@ def with_dropped(found: Triage, log: LogSource | None, home: Path | None) -> tup
     for model in dropped:
         why = logged.get(model.name) or ("Triton unloaded it, and no operator's unload of it is in "
                                          "geadmin's audit log" + _member_changes(model.name, home))
+        if model.name in restarted_without:
+            row = latest[model.name]
+            why = (f"it served (its {row.action} by {row.who} at {row.at:%Y-%m-%d %H:%M:%S} UTC succeeded) "
+                   "and Triton lists it as never loaded now: Triton restarted without loading it again (if "
+                   "its loads are under way, wait for them)")
         failed.append((ModelEntry(model.name, model.version, model.state, DROPPED_MARK), why))
     idle = [m for m in found.idle if m not in dropped]
     return Triage(found.ready, failed, found.changing, idle), Unloads(by_operator)

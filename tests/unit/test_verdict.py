@@ -292,13 +292,17 @@ def test_a_model_whose_last_load_failed_stays_a_failure_after_triton_restarts_wi
     verdict = assess(snapshot(READY, *untouched), EvidenceSources(home=tmp_path, now=NOW))
     assert verdict.level is Level.DEGRADED
     assert [(r.rule, r.model) for r in verdict.reasons] == [(VerdictRule.MODEL_FAILED, "digits_pipeline"),
-                                                            (VerdictRule.MODEL_FAILED, "hang_model")]
-    dropped, hung = (r.text for r in verdict.reasons)
+                                                            (VerdictRule.MODEL_FAILED, "hang_model"),
+                                                            (VerdictRule.MODEL_DROPPED, "never_failed")]
+    dropped, hung, restarted = (r.text for r in verdict.reasons)
     assert hung.startswith("model 'hang_model' failed: its last load failed at ") and \
         "(load of 'hang_model' hung), and Triton has not loaded it since it restarted" in hung, hung
     assert dropped.startswith("model 'digits_pipeline' failed: lost READY at "), dropped
-    audit.record("unload", "hang_model", audit.Result.OK, actor=audit.Actor("alice"), home=tmp_path)
-    audit.record("unload", "digits_pipeline", audit.Result.OK, actor=audit.Actor("alice"), home=tmp_path)
+    # loaded and never unloaded since, yet unknown to Triton: it restarted without it (it read OK)
+    assert restarted.startswith("model 'never_failed' lost READY: it served (its load by ") and \
+        "Triton restarted without loading it again" in restarted, restarted
+    for name in ("hang_model", "digits_pipeline", "never_failed"):
+        audit.record("unload", name, audit.Result.OK, actor=audit.Actor("alice"), home=tmp_path)
     assert assess(snapshot(READY, *untouched), EvidenceSources(home=tmp_path, now=NOW)).level is Level.OK
 
 
