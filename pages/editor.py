@@ -125,9 +125,10 @@ def show_findings(findings: Sequence[Finding]) -> None:
         st.caption(":material/check_circle: no findings: Triton's and npu_ge's rules pass")
     for finding in findings:
         where = f"line {finding.line} · " if finding.line else ""
-        path = f" `{finding.path}`" if finding.path else ""
-        st.markdown(f"{ICONS[finding.severity]} {where}`{finding.rule}`{path}: {finding.message}  \n"
-                    f"&nbsp;&nbsp;**fix:** {finding.fix}")
+        path = f" {defused(finding.path)}" if finding.path else ""
+        # the config's own words (names, values) are in the message: never markdown
+        st.markdown(f"{ICONS[finding.severity]} {where}`{finding.rule}`{path}: {defused(finding.message)}  \n"
+                    f"&nbsp;&nbsp;**fix:** {defused(finding.fix)}")
 
 
 def knobs_form(text: str) -> None:

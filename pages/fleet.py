@@ -102,7 +102,9 @@ def live_status(name: str) -> None:
 
 
 def show_status(status: FleetStatus) -> None:
-    headline = journal.fleet_headline(status.headline(), journal.fleet_reasons(status.discovery.fleet.name))
+    # geadmin's sentence around names and errors discovery chose: no outside word becomes a link
+    reasons = journal.fleet_reasons(status.discovery.fleet.name)
+    headline = defused(journal.fleet_headline(status.headline(), reasons))
     if headline.startswith("FLEET OK:"):
         st.success(headline, icon=":material/check_circle:")
     elif headline.startswith("FLEET OK"):
@@ -124,7 +126,8 @@ def show_status(status: FleetStatus) -> None:
     for title, label in (("node", NODE), ("Ascend type", ASCEND)):
         grouped = status.groups(label)
         if set(grouped) != {"-"}:  # some source knows it
-            st.caption(f"By {title}: " + "; ".join(f"{k}: {', '.join(v)}" for k, v in grouped.items()))
+            shown = "; ".join(f"{k}: {', '.join(v)}" for k, v in grouped.items())
+            st.caption(f"By {title}: " + defused(shown))
 
 
 def _cell(cell: tuple[str, str] | None) -> str:

@@ -138,7 +138,7 @@ def actions_form(names: list[str]) -> None:
 def confirm(action_value: str, names: tuple[str, ...], dependents: bool) -> None:
     action = ModelAction(action_value)
     extra = " and their dependents" if action is ModelAction.UNLOAD and dependents else ""
-    st.warning(f"{action.value.capitalize()} {len(names)} model(s){extra}: {', '.join(names)}?")
+    st.warning(f"{action.value.capitalize()} {len(names)} model(s){extra}: {defused(', '.join(names))}?")
     found = impact.predict(selected_client(), action.value, names, repository=selected_target().repository)
     show_impact(found)
     yes, no = st.columns(2)

@@ -148,10 +148,10 @@ def show_result() -> None:
             with st.expander(f"Details for {outcome.model}"):
                 st.code(outcome.message, language="text")
         for finding in outcome.findings:
-            st.info(f"{finding.severity.value} [{finding.rule}] {finding.message} — {finding.fix}",
+            st.info(defused(f"{finding.severity.value} [{finding.rule}] {finding.message} — {finding.fix}"),
                     icon=":material/info:")
         for warning in outcome.warnings:
-            st.warning(warning, icon=":material/warning:")
+            st.warning(defused(warning), icon=":material/warning:")
 
 
 def findings_table(error: CreateRefusedError) -> None:

@@ -110,7 +110,7 @@ def identity(current: ServerSnapshot, shown: ServerSnapshot, found: Triage, sile
         column.metric(group, count)
     if info and info.extensions:
         with st.expander("Extensions"):
-            st.write(", ".join(info.extensions))
+            st.text(", ".join(info.extensions))  # as Triton said them: text, never markdown
 
 
 def not_answering(reasons: list[Reason]) -> None:
@@ -141,7 +141,7 @@ def not_ready_models(found: Triage, unloaded: Mapping[str, str], can_act: bool) 
         st.info(f"**{defused(model.name)}** is {model.state.value.lower()}…")
     if found.idle:
         shown = [m.name + (f" ({unloaded[m.name]})" if unloaded.get(m.name) else "") for m in found.idle]
-        st.caption("Not loaded: " + ", ".join(shown))
+        st.caption("Not loaded: " + defused(", ".join(shown)))
 
 
 def retry_load(name: str) -> None:

@@ -130,7 +130,7 @@ def log_level() -> None:
         except GeAdminError as exc:
             st.error(f"Cannot read Triton's log settings: {defused(str(exc))}")
             return
-        st.caption(", ".join(f"{key}: {value}" for key, value in sorted(current.items())))
+        st.caption(defused(", ".join(f"{key}: {value}" for key, value in sorted(current.items()))))
         level = st.number_input("Verbose level (0 = off)", min_value=0, max_value=10, step=1,
                                 value=int(current.get("log_verbose_level", 0)),
                                 key=keys.STACK_LOG_VERBOSE)

@@ -21,8 +21,8 @@ from google.protobuf import json_format
 from google.protobuf.message import Message
 from tritonclient.grpc import model_config_pb2, service_pb2
 
-from geadmin.domain import Health, ModelEntry, ModelState, ServerInfo, Transport
-from geadmin.errors import InvalidArgumentError
+from geadmin.domain import DEFAULT_PORTS, Health, ModelEntry, ModelState, ServerInfo, Transport
+from geadmin.errors import InvalidArgumentError, WrongProtocolError
 from geadmin.triton.connection import Connection
 from geadmin.triton.tensors import InferResponse, Tensor, _infer_inputs, _requested_outputs, _response
 
@@ -70,7 +70,14 @@ class TritonClient(Connection):
     def repository_index(self) -> list[ModelEntry]:
         def fetch(client: Any, kwargs: dict[str, Any]) -> Any:
             raw = client.get_model_repository_index(**kwargs)
-            return {"models": raw} if isinstance(raw, list) else raw
+            if isinstance(raw, list):
+                return {"models": raw}
+            if isinstance(client, httpclient.InferenceServerClient):  # Triton's HTTP index is a list
+                raise WrongProtocolError(
+                    f"list the model repository: {self.url} answered, but not as Triton does (a JSON "
+                    f"{type(raw).__name__} where Triton lists its models) — another service answers there: "
+                    f"give Triton's HTTP port (default {DEFAULT_PORTS['http']})", url=self.url)
+            return raw
 
         index = self.message("list the model repository", fetch, service_pb2.RepositoryIndexResponse,
                               restricted=True, read=True)

@@ -249,3 +249,35 @@ def test_another_http_service_on_the_port_is_named_for_both_protocols(other_http
           pytest.raises(WrongProtocolError) as over_grpc):
         client.server_info()
     assert "does not answer gRPC — this port speaks HTTP: use http://HOST:PORT for it" in str(over_grpc.value)
+
+
+class JsonObjectServiceDouble(http.server.BaseHTTPRequestHandler):
+    """Another service that answers every path, GET or POST, with 200 and one JSON object."""
+
+    def _answer(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        body = b'{"status": "ok"}'
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_POST = _answer
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_a_service_answering_json_objects_everywhere_is_never_an_empty_triton() -> None:
+    """Its object parsed as an empty index: "OK: Triton serves", the repository empty, on every page."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), JsonObjectServiceDouble)
+    serving = threading.Thread(target=server.serve_forever, daemon=True)
+    serving.start()
+    try:
+        with (TritonClient(f"http://127.0.0.1:{server.server_address[1]}", timeout_s=3) as client,
+              pytest.raises(WrongProtocolError, match=r"not as Triton does \(a JSON dict where Triton")):
+            client.repository_index()
+    finally:
+        server.shutdown()
+        serving.join(timeout=5)

@@ -116,8 +116,27 @@ def test_the_guard_finds_a_planted_raw_error() -> None:
 # -- and no page puts a name from outside into markdown as it came ---------------------------
 # A model, tensor or version's name is a directory or a config's word, a user's an identity
 # provider's: a directory named `:red[FAKE]` or `[x](https://evil)` rendered as markup.
-NAME_WORDS = {"model", "name"}  # variables and attributes that hold one
+# A finding's message and fix quote the config's own words; `names` are models' names.
+NAME_WORDS = {"model", "name", "names", "message", "fix"}  # variables and attributes that hold one
 OUR_NAMES = {"transport.name"}  # an enum's own member name
+
+
+def _unescaped(node: ast.AST) -> list[ast.AST]:
+    """`node` and what is under it, but nothing inside an escaping call (ESCAPES)."""
+    if isinstance(node, ast.Call) and ast.unparse(node.func).split(".")[-1] in ESCAPES:
+        return []
+    return [node, *(n for child in ast.iter_child_nodes(node) for n in _unescaped(child))]
+
+
+def _holds_a_name(shown: ast.expr) -> bool:
+    """A name word itself, or `", ".join(...)` of anything that names one."""
+    if isinstance(shown, ast.Call) and isinstance(shown.func, ast.Attribute) and shown.func.attr == "join":
+        words = {n.id for n in ast.walk(shown) if isinstance(n, ast.Name)} | \
+            {n.attr for n in ast.walk(shown) if isinstance(n, ast.Attribute)}
+        return bool(words & NAME_WORDS)
+    is_name = (isinstance(shown, ast.Attribute) and shown.attr in NAME_WORDS) or \
+        (isinstance(shown, ast.Name) and shown.id in NAME_WORDS)
+    return is_name and ast.unparse(shown) not in OUR_NAMES
 
 
 def raw_names(source: str) -> list[int]:
@@ -128,11 +147,8 @@ def raw_names(source: str) -> list[int]:
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
                 and node.func.attr in MARKDOWN_CALLS):
             continue
-        for value in (n for arg in node.args for n in ast.walk(arg) if isinstance(n, ast.FormattedValue)):
-            shown = value.value
-            is_name = (isinstance(shown, ast.Attribute) and shown.attr in NAME_WORDS) or \
-                (isinstance(shown, ast.Name) and shown.id in NAME_WORDS)
-            if is_name and ast.unparse(shown) not in OUR_NAMES:
+        for value in (n for arg in node.args for n in _unescaped(arg) if isinstance(n, ast.FormattedValue)):
+            if _holds_a_name(value.value):
                 found.append(value.lineno)
     return found
 
@@ -150,3 +166,6 @@ def test_the_name_guard_finds_a_planted_raw_name() -> None:
     assert raw_names('st.success(f"{model}: saved")\n') == [1]
     assert raw_names('st.info(f"**{outside_text.text(model.name)}** is loading")\n') == []
     assert raw_names('st.caption(f"over {transport.name}")\n') == []
+    assert raw_names('st.warning(f"Unload {len(names)} model(s): {\', \'.join(names)}?")\n') == [1]
+    assert raw_names('st.markdown(f"`{finding.rule}`: {finding.message} fix: {finding.fix}")\n') == [1, 1]
+    assert raw_names('st.info(defused(f"[{finding.rule}] {finding.message}"))\n') == []
