@@ -112,6 +112,9 @@ def live_charts(source: str, known: Sequence[str], reader: HistoryReader) -> Non
     if latest is not None and latest.down:
         st.warning(f"The latest sample failed — {latest.down}. The charts show a gap until Triton answers "
                    "again.")
+    quiet = history.silence(latest, datetime.now(timezone.utc), sample_interval_s()) if latest else ""
+    if quiet:
+        st.warning(f"Stale: {quiet}.", icon=":material/history:")
     if not series:
         st.info(f"No samples for these models in the last {minutes} minutes." if models else
                 "Choose one or more models.")

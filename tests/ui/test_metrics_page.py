@@ -107,6 +107,7 @@ def test_under_load_the_charts_have_points_gaps_and_change_markers(
         assert markers["hovertext"] == [f"reload {MODEL} — ann: reloaded '{MODEL}'"], title
         assert any(shape.get("line", {}).get("dash") == "dot" for shape in figure["layout"]["shapes"]), title
     assert not at.error
+    assert not [w.value for w in at.warning if w.value.startswith("Stale")]  # the sampler runs: live
 
 
 def test_with_prometheus_the_charts_come_from_promql(

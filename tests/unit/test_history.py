@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import sqlite3
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -204,3 +205,19 @@ def test_audit_rows_become_change_markers(tmp_path: Path, monkeypatch: pytest.Mo
     assert markers[1].label == "apply digits (rolled_back) — bob: KIND_GPU"
     assert markers[2].label.startswith("restart Triton (failed) — geadmin: killed by SIGKILL")
     assert history.change_markers(datetime.now(timezone.utc) + timedelta(minutes=1), home=tmp_path) == []
+
+
+def test_a_history_nobody_records_any_more_is_said_stale_after_five_missed_samples_or_a_minute() -> None:
+    """The Metrics page kept drawing a stopped sampler's last hour as if live (only its latest
+    sample time, in a caption, told)."""
+    now = datetime(2026, 12, 7, 12, 0, tzinfo=timezone.utc)
+    seen = history.Overview("http://127.0.0.1:8002/metrics", now - timedelta(hours=1),
+                            now - timedelta(seconds=50), ("m",))
+    assert history.silence(seen, now, 2.0) == ""  # within a minute
+    assert history.silence(seen, now, 30.0) == ""  # within 5 samples of 30 s
+    gone = replace(seen, last_at=now - timedelta(minutes=7))
+    assert history.silence(gone, now, 2.0) == (
+        "no sample since 11:53:00 UTC (7 min ago): nothing records this history now (the sampler stops "
+        "with `geadmin up`; for another Triton run `geadmin sampler`) — the charts end there, and are not "
+        "live")
+    assert history.silence(replace(seen, last_at=None), now, 2.0) == ""

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from geadmin import audit, db
+from geadmin.domain import format_duration
 
 # Two windows further apart than this (beyond the later one's own length) have a hole between them.
 HOLE_TOLERANCE_S = 1.0
@@ -92,6 +93,22 @@ class Overview:
     last_at: datetime | None
     models: tuple[str, ...]
     down: str = ""  # why the latest sample is a gap ("" when it has data)
+
+
+QUIET_SAMPLES = 5  # samples missed in a row before the history is called stale (at least a minute)
+
+
+def silence(overview: Overview, now: datetime, interval_s: float) -> str:
+    """Why the charts end early: no sample for more than QUIET_SAMPLES intervals (at least a
+    minute), as when the sampler stopped with `geadmin up`; "" while samples come."""
+    if overview.last_at is None:
+        return ""
+    quiet_s = (now - overview.last_at).total_seconds()
+    if quiet_s <= max(60.0, QUIET_SAMPLES * interval_s):
+        return ""
+    return (f"no sample since {overview.last_at:%H:%M:%S} UTC ({format_duration(quiet_s)} ago): nothing "
+            "records this history now (the sampler stops with `geadmin up`; for another Triton run "
+            "`geadmin sampler`) — the charts end there, and are not live")
 
 
 # -- reading -------------------------------------------------------------------------
