@@ -58,9 +58,11 @@ def broken_instances(page: Scrape) -> list[BrokenInstances]:
             for (model, version), names in sorted(broken.items())]
 
 
-def read_broken(metrics_url: str) -> list[BrokenInstances]:
-    """`broken_instances` of the page at `metrics_url`; [] when it cannot be read."""
+def read_broken(metrics_url: str) -> tuple[list[BrokenInstances], str]:
+    """(`broken_instances` of the page at `metrics_url`, ""); ([], why) when it cannot be read:
+    then no instance is judged, and the verdict says so instead of "none failed"."""
     try:
-        return broken_instances(scrape(metrics_url, timeout_s=READ_TIMEOUT_S))
-    except TelemetryError:
-        return []
+        return broken_instances(scrape(metrics_url, timeout_s=READ_TIMEOUT_S)), ""
+    except TelemetryError as exc:
+        return [], (f"npu_ge's instance health is not judged: Triton's metrics page could not be read "
+                    f"({str(exc).splitlines()[0]})")

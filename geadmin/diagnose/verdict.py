@@ -354,7 +354,7 @@ def assess(snapshot: ServerSnapshot, sources: EvidenceSources | None = None, *,
         if snapshot.reachable else {}
     verdict = judge(snapshot, found, drift=drift, stuck=stuck, expected=expected, cut_short=cut_short,
                     probes=probes, unloaded=unloads.by_operator)
-    broken = read_broken(src.metrics_url) if src.metrics_url and snapshot.reachable else []
+    broken, unjudged = read_broken(src.metrics_url) if src.metrics_url and snapshot.reachable else ([], "")
     reasons = tuple(r for r in verdict.reasons if r.rule is not VerdictRule.SERVER_NOT_READY
                     or not own_work.explain_not_ready(trials)) + tuple(map(broken_reason, broken))
     faults, fault_notes = npu_fault_reasons(src, snapshot.reachable, expected)
@@ -362,7 +362,8 @@ def assess(snapshot: ServerSnapshot, sources: EvidenceSources | None = None, *,
     if blind:  # every rule above that reads the audit or the history saw nothing: say so once
         fault_notes = (f"{BLIND_RULES} are not judged: {blind}",)
     return replace(verdict, reasons=reasons + faults, drift_checked=checked, trials=trials,
-                   notes=unknown_unloads_notes(unloads) + verdict.notes + fault_notes)
+                   notes=unknown_unloads_notes(unloads) + verdict.notes + fault_notes
+                   + ((unjudged,) if unjudged else ()))
 
 
 # What the verdict reads from the workspace database (the audit log, the sampler's history).

@@ -32,6 +32,8 @@ def test_each_becomes_an_instance_broken_reason_whose_fix_fits_what_is_left() ->
     assert "reset the NPU" in reasons["bert"].fix
 
 
-def test_a_page_without_npu_ge_or_that_cannot_be_read_is_no_evidence() -> None:
+def test_a_page_without_npu_ge_or_that_cannot_be_read_is_no_evidence_and_says_what_was_not_judged() -> None:
     assert broken_instances(parse('nv_inference_count{model="m",version="1"} 3\n')) == []
-    assert read_broken("http://127.0.0.1:1/metrics") == []
+    broken, unjudged = read_broken("http://127.0.0.1:1/metrics")
+    assert broken == [] and unjudged.startswith(
+        "npu_ge's instance health is not judged: Triton's metrics page could not be read (")
