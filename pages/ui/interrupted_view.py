@@ -32,6 +32,7 @@ from geadmin.ops.models import reconcile
 from pages.ui import access, keys
 from pages.ui.context import selected_target
 from pages.ui.errors import failure_of, show_failure
+from pages.ui.outside_text import defused
 
 
 @st.cache_resource(show_spinner=False)
@@ -87,12 +88,22 @@ def fleet_rollouts(found: Discovery) -> None:
     reconcile.close_rollouts(actor=Actor.dashboard(None))  # one killed since this process started
     fleet = found.fleet.name
     for item in rollouts.unresolved(fleet=fleet):
-        st.error(f"Interrupted rollout #{item.id} — {item.reason()}", icon=":material/report:")
+        st.error(defused(f"Interrupted rollout #{item.id} — {item.reason()}"), icon=":material/report:")
         restore_col, resume_col = st.columns(2)
         permitted, why_not = access.allowed(GuardedAction.ROLLBACK)
         if restore_col.button(f"Restore rollout #{item.id}", key=f"{keys.FLEET_RESTORE_PREFIX}{item.id}",
                               disabled=not permitted, help=why_not or "put back every server it changed: "
                               "configs byte-identical, reloaded"):
+            st.session_state[keys.FLEET_JOURNAL_ASKED] = ("restore", item.id)
+        cannot = journal.resumable(item)
+        if resume_col.button(f"Resume rollout #{item.id}", key=f"{keys.FLEET_RESUME_PREFIX}{item.id}",
+                             disabled=bool(cannot) or not permitted,
+                             help=cannot or why_not or "run it again as planned, in waves with the "
+                             "health gate"):
+            st.session_state[keys.FLEET_JOURNAL_ASKED] = ("resume", item.id)
+        asked = st.session_state.get(keys.FLEET_JOURNAL_ASKED)
+        if asked == ("restore", item.id) and _yes(
+                f"Restore rollout #{item.id}: put back {', '.join(item.left_changed)} ({item.what})?"):
             try:
                 with st.spinner(f"putting back {', '.join(item.left_changed)}…"):
                     _, _, end = journal.restore(item.id, found.members, auth=access.auth_for(
@@ -100,11 +111,9 @@ def fleet_rollouts(found: Discovery) -> None:
                 (st.success if end.result == "rolled_back" else st.error)(end.headline)
             except GeAdminError as exc:
                 show_failure(failure_of(exc), title="Restore refused")
-        cannot = journal.resumable(item)
-        if resume_col.button(f"Resume rollout #{item.id}", key=f"{keys.FLEET_RESUME_PREFIX}{item.id}",
-                             disabled=bool(cannot) or not permitted,
-                             help=cannot or why_not or "run it again as planned, in waves with the "
-                             "health gate"):
+        if asked == ("resume", item.id) and _yes(
+                f"Resume rollout #{item.id}: {item.what} on {', '.join(s.name for s in item.plan.servers)}, "
+                f"{item.plan.waves} wave(s) with the health gate?"):
             try:
                 auth = access.auth_for(GuardedAction(item.plan.change), model=item.plan.model, server=fleet)
                 runs.start(fleet, f"resume of rollout #{item.id} ({item.what})", auth.who.name,
@@ -119,3 +128,16 @@ def _resumed(number: int, members: tuple[Member, ...],
     def work(control: Control, say: Callable[[str], None]) -> RolloutResult:
         return resume(number, members, auth=auth, progress=say, control=control)
     return work
+
+
+def _yes(question: str) -> bool:
+    """Restore and Resume change servers: asked once more, with what they touch; True on Yes."""
+    st.warning(defused(question), icon=":material/help:")  # servers' and models' names: text
+    yes, no = st.columns(2)
+    if no.button("Cancel", key=keys.FLEET_JOURNAL_NO):
+        del st.session_state[keys.FLEET_JOURNAL_ASKED]
+        st.rerun()
+    if yes.button("Yes", key=keys.FLEET_JOURNAL_YES, type="primary"):
+        del st.session_state[keys.FLEET_JOURNAL_ASKED]
+        return True
+    return False

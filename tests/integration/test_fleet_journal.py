@@ -328,6 +328,11 @@ def test_the_fleet_page_shows_an_interrupted_rollout_and_restores_it(
     assert any(e.startswith(f"Interrupted rollout #{journal.id}") and "a changed (wave 1); b not reached" in e
                for e in errors), errors
     button(at, f"Restore rollout #{journal.id}").click()
+    run(at)  # asked first, with what it puts back: nothing changed yet
+    assert any(w.value.startswith(f"Restore rollout #{journal.id}: put back a (") for w in at.warning), \
+        [w.value for w in at.warning]
+    assert fresh.files() != before
+    button(at, "Yes").click()
     run(at)
     assert any(s.value.startswith(f"RESTORED rollout #{journal.id}") for s in at.success), \
         [e.value for e in at.error]
