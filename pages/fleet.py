@@ -103,7 +103,7 @@ def live_status(name: str) -> None:
 
 def show_status(status: FleetStatus) -> None:
     # geadmin's sentence around names and errors discovery chose: no outside word becomes a link
-    reasons = journal.fleet_reasons(status.discovery.fleet.name)
+    reasons = journal.fleet_reasons(status.discovery.fleet.name, [m.url for m in status.discovery.members])
     headline = defused(journal.fleet_headline(status.headline(), reasons))
     if headline.startswith("FLEET OK:"):
         st.success(headline, icon=":material/check_circle:")

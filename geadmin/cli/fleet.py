@@ -64,7 +64,7 @@ def run_status(args: argparse.Namespace) -> int:
         return ExitCode.USAGE
     finally:
         close_clients()
-    cut_short = journal.fleet_reasons(status.discovery.fleet.name)
+    cut_short = journal.fleet_reasons(status.discovery.fleet.name, [m.url for m in status.discovery.members])
     if args.json:
         document = status.to_json()
         document["headline"] = journal.fleet_headline(document["headline"], cut_short)

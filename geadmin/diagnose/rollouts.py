@@ -261,6 +261,17 @@ def unresolved(*, home: Path | None = None, fleet: str | None = None, url: str |
         return []
 
 
+def unresolved_over(fleet: str, urls: Sequence[str], *, home: Path | None = None) -> list[Journal]:
+    """Unresolved rollouts of `fleet` by its name, or by any other name (an ad-hoc `--source`, an
+    overlapping [[fleet]]) that touched one of its servers' `urls`: a server changed and left so
+    is the fleet's concern whatever the rollout was called. Newest first; never raises."""
+    try:
+        return [j for j in journals(home=home) if j.unresolved
+                and (j.plan.fleet == fleet or any(j.touches(url) for url in urls))]
+    except GeAdminError:
+        return []
+
+
 def open_journals(*, home: Path | None = None) -> list[Journal]:
     return [j for j in journals(home=home) if j.open]
 

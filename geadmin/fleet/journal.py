@@ -148,10 +148,10 @@ def undo_of(change: str, ready_before: bool | None, client: TritonClient, model:
     return ModelAction.UNLOAD if loaded else None
 
 
-def refuse_unresolved(fleet: str, home: Path | None) -> None:
-    """RolloutBusyError when a rollout of `fleet` was cut short and not yet restored or resumed:
-    a new one would take the mixed fleet for its "before"."""
-    for journal in rollouts.unresolved(home=home, fleet=fleet):
+def refuse_unresolved(fleet: str, home: Path | None, urls: Sequence[str] = ()) -> None:
+    """RolloutBusyError when a rollout of `fleet`, or of any of its servers (`urls`), was cut short
+    and not yet restored or resumed: a new one would take the mixed fleet for its "before"."""
+    for journal in rollouts.unresolved_over(fleet, urls, home=home):
         raise RolloutBusyError(f"rollout #{journal.id} of fleet {fleet!r} ({journal.what}) was cut short and "
                                f"left servers changed ({journal.where()}): restore it first "
                                f"(`{journal.restore_command}`, or Restore on the Fleet page)")
@@ -369,10 +369,10 @@ def fleet_members(plan: RolloutPlan, members: Sequence[Member]) -> list[Member]:
             for m, s in zip(found, plan.servers, strict=True)]
 
 
-def fleet_reasons(fleet: str, *, home: Path | None = None) -> list[Reason]:
+def fleet_reasons(fleet: str, urls: Sequence[str] = (), *, home: Path | None = None) -> list[Reason]:
     """The verdict's interrupted-change rule for a fleet: one DEGRADED reason per unresolved
-    rollout of `fleet`, naming what changed where and the restore command."""
-    found = rollouts.unresolved(home=home, fleet=fleet)
+    rollout of `fleet` or of its servers (`urls`), naming what changed where and the restore command."""
+    found = rollouts.unresolved_over(fleet, urls, home=home)
     return verdict.interrupted_reasons([interrupted.from_journal(j) for j in found])
 
 

@@ -171,7 +171,7 @@ def rollout(members: Sequence[Member], change: Change, model: str, *, new_config
             if not resumed.unresolved:
                 raise RolloutBusyError(f"rollout #{resume_of} is not waiting to be resumed")
         else:
-            journal.refuse_unresolved(name, home)
+            journal.refuse_unresolved(name, home, [m.url for m in members])
         plan = journal.make_plan(members, change.value, model, new_config, wave_size, name, who=actor.name,
                                  home=home, resume=resumed)
         job = _Rollout(list(members), plan, gate or GateSettings(), auth, journal.Recorder(plan, actor, home),

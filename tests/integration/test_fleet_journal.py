@@ -195,6 +195,28 @@ def test_a_server_gone_for_good_is_restored_by_its_file_when_the_operator_says_s
     assert not rollouts.read(journal.id, home=home).unresolved
 
 
+def test_a_rollout_by_another_name_over_the_same_servers_is_the_fleets_concern(
+    fresh: FleetLab, tmp_path: Path
+) -> None:
+    """Killed as an ad-hoc `--source servers` rollout, it left `a` changed while `fleet status
+    --fleet lab` read OK and a rollout of lab ran over the mixed servers."""
+    home = tmp_path / "home"
+    (tmp_path / "new.pbtxt").write_text(NEW)
+    env = {**os.environ, "GEADMIN_HOME": str(home), "GEADMIN_FAULT_POINT": "rollout.changed.1"}
+    flags = [f for f in APPLY_FLAGS if f not in ("--fleet", "lab")]
+    command = [*GEADMIN, "fleet", "apply", MODEL, str(tmp_path / "new.pbtxt"), "--source", "servers", *flags]
+    killed = subprocess.run(command, env=env, text=True, capture_output=True, timeout=300, check=False)
+    assert killed.returncode == -signal.SIGKILL, (killed.stdout, killed.stderr)
+    (journal,) = rollouts.journals(home=home)
+    assert journal.plan.fleet != "lab"
+    status = in_process("fleet", "status", "--fleet", "lab", home=home)
+    assert status.returncode == 4 and f"rollout #{journal.id}" in status.stdout, status.stdout
+    refused = in_process("fleet", "reload", MODEL, "--fleet", "lab", home=home)
+    assert refused.returncode == 2 and f"rollout #{journal.id}" in refused.stderr, refused.stderr
+    restored = in_process("fleet", "restore", str(journal.id), "--source", "servers", home=home)
+    assert restored.returncode == 0, restored.stdout + restored.stderr
+
+
 def test_a_repository_without_the_model_is_refused_before_any_server_changes(fresh: FleetLab,
                                                                              tmp_path: Path) -> None:
     members = fresh.members()
