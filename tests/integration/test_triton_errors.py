@@ -27,6 +27,7 @@ from geadmin.stack.tritonserver import SHM_DIR, TritonProcess
 from geadmin.triton import connection
 from geadmin.triton.client import TritonClient
 from tests.support.auth import admin_auth
+from tests.support.http_doubles import JsonServiceDouble
 from tests.support.processes import quick_stopping_triton
 from tests.support.samples import copy_samples
 from tests.support.transports import TRANSPORTS, url_for
@@ -251,33 +252,12 @@ def test_another_http_service_on_the_port_is_named_for_both_protocols(other_http
     assert "does not answer gRPC — this port speaks HTTP: use http://HOST:PORT for it" in str(over_grpc.value)
 
 
-class JsonObjectServiceDouble(http.server.BaseHTTPRequestHandler):
-    """Another service that answers every path, GET or POST, with 200 and one JSON object."""
-
-    def _answer(self) -> None:
-        self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        body = b'{"status": "ok"}'
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    do_GET = do_POST = _answer
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 def test_a_service_answering_json_objects_everywhere_is_never_an_empty_triton() -> None:
     """Its object parsed as an empty index: "OK: Triton serves", the repository empty, on every page."""
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), JsonObjectServiceDouble)
-    serving = threading.Thread(target=server.serve_forever, daemon=True)
-    serving.start()
+    service = JsonServiceDouble(lambda path: (200, {"status": "ok"}))  # another service, every path
     try:
-        with (TritonClient(f"http://127.0.0.1:{server.server_address[1]}", timeout_s=3) as client,
+        with (TritonClient(service.url, timeout_s=3) as client,
               pytest.raises(WrongProtocolError, match=r"not as Triton does \(a JSON dict where Triton")):
             client.repository_index()
     finally:
-        server.shutdown()
-        serving.join(timeout=5)
+        service.close()

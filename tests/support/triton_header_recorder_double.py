@@ -14,11 +14,7 @@ geadmin's client calls (`ANSWERS`), anything else a 404 with Triton's `{"error":
 
 from __future__ import annotations
 
-import json
-import threading
-from http.server import BaseHTTPRequestHandler
-
-from tests.support.http_doubles import QuietHTTPServer
+from tests.support.http_doubles import JsonServiceDouble
 
 INFER_RESPONSE = {"model_name": "m", "model_version": "1",
                   "outputs": [{"name": "y", "datatype": "FP32", "shape": [1], "data": [1.0]}]}
@@ -37,44 +33,13 @@ ANSWERS = {  # path -> the JSON Triton would answer
 }
 
 
-class TritonHeaderRecorderDouble:
+class TritonHeaderRecorderDouble(JsonServiceDouble):
     """Answers like Triton over HTTP and records (method, path, headers) of each request."""
 
     def __init__(self) -> None:
-        self.requests: list[tuple[str, str, dict[str, str]]] = []
-        recorded = self.requests
-
-        class Handler(BaseHTTPRequestHandler):
-            def _answer(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                if length:
-                    self.rfile.read(length)
-                path = self.path.split("?")[0]
-                recorded.append((self.command, path, {k.lower(): v for k, v in self.headers.items()}))
-                body = json.dumps(ANSWERS.get(path, {"error": "unknown"})).encode()
-                self.send_response(200 if path in ANSWERS else 404)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            do_GET = do_POST = _answer
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = QuietHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
+        super().__init__(lambda path: (200, ANSWERS[path]) if path in ANSWERS
+                         else (404, {"error": "unknown"}))
 
     def keyed(self) -> list[str]:
         """The paths of the requests that carried an admin key."""
         return [path for _, path, headers in self.requests if "admin-key" in headers]
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
