@@ -18,7 +18,7 @@ from pathlib import Path
 
 from geadmin import audit, db
 from geadmin.diagnose.health import Triage, is_idle
-from geadmin.domain import LogCursor, ModelEntry, ModelState
+from geadmin.domain import LogCursor, ModelEntry, ModelState, same_server
 from geadmin.triton.logs import LogSource, is_failure, model_log_lines
 
 DROP_LOG_BYTES = 4 << 20  # how far back the log is searched for why a model was dropped
@@ -132,7 +132,8 @@ def drop_reasons(log: LogSource | None, names: Sequence[str]) -> dict[str, str]:
     return reasons
 
 
-def with_dropped(found: Triage, log: LogSource | None, home: Path | None) -> tuple[Triage, Unloads]:
+def with_dropped(found: Triage, log: LogSource | None, home: Path | None,
+                 server: str = "") -> tuple[Triage, Unloads]:
     """The audit log decides between "not loaded" and a failure: a model an operator unloaded
     (its latest state-changing row) is idle, even after a failure of any kind; one that lost
     READY without an operator's unload is a failure, with its reason (Triton's log line, else
@@ -157,15 +158,18 @@ def with_dropped(found: Triage, log: LogSource | None, home: Path | None) -> tup
     # Unloaded by an operator after its failure: idle now, whatever the log or the index said before.
     found = Triage(found.ready, [(m, r) for m, r in found.failed if m.name not in by_operator],
                    found.changing, [*found.idle, *(m for m, _ in found.failed if m.name in by_operator)])
-    still_failed = [(m, left_failed(latest[m.name])) for m in untouched
-                    if m.name in latest and is_failure_left(latest[m.name])]
+    # A row of another server (a workspace that manages several) says nothing of this one's models.
+    here = {name: row for name, row in latest.items()
+            if not server or not row.server or same_server(row.server, server)}
+    still_failed = [(m, left_failed(here[m.name])) for m in untouched
+                    if m.name in here and is_failure_left(here[m.name])]
     if still_failed:
         gone = {m for m, _ in still_failed}
         found = Triage(found.ready, [*found.failed, *still_failed], found.changing,
                        [m for m in found.idle if m not in gone])
     # Loaded, and never unloaded since, yet Triton knows nothing of it: it restarted without it
     # (a container restart in explicit mode, a loader that died) — it served, and serves no more.
-    restarted_without = {m.name for m in untouched if m.name in latest and is_serving_load(latest[m.name])}
+    restarted_without = {m.name for m in untouched if m.name in here and is_serving_load(here[m.name])}
     lost = [*_lost(found.idle, serving), *(m for m in found.idle if m.name in restarted_without)]
     dropped = [m for m in lost if m.name not in by_operator]
     if not dropped:

@@ -342,7 +342,7 @@ def assess(snapshot: ServerSnapshot, sources: EvidenceSources | None = None, *,
     src = sources or EvidenceSources()
     listed = [m.name for m in snapshot.models]  # geadmin's trials too: loaded, and listed
     snapshot, trials = own_work.split_trials(snapshot, src.repository)
-    found, unloads = with_dropped(triage(snapshot, src.log, src.repository), src.log, src.home)
+    found, unloads = with_dropped(triage(snapshot, src.log, src.repository), src.log, src.home, snapshot.url)
     drift: list[Drift] = []
     checked = src.client is not None and src.repository is not None
     if src.client is not None and snapshot.reachable and not snapshot.error:

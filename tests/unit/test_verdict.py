@@ -306,6 +306,19 @@ def test_a_model_whose_last_load_failed_stays_a_failure_after_triton_restarts_wi
     assert assess(snapshot(READY, *untouched), EvidenceSources(home=tmp_path, now=NOW)).level is Level.OK
 
 
+def test_another_servers_rows_never_make_a_model_here_failed_or_dropped(tmp_path: Path) -> None:
+    """A workspace that manages two servers: a model loaded (or failed) on one says nothing of
+    the other, where nobody loaded it."""
+    elsewhere = "http://10.0.0.9:8000"
+    audit.record("load", "on_a", audit.Result.OK, server=elsewhere, home=tmp_path)
+    audit.record("load", "failed_on_a", audit.Result.FAILED, server=elsewhere, home=tmp_path)
+    untouched = [ModelEntry(name, "", ModelState.NOT_LOADED, "") for name in ("on_a", "failed_on_a")]
+    assert assess(snapshot(READY, *untouched), EvidenceSources(home=tmp_path, now=NOW)).level is Level.OK
+    audit.record("load", "on_a", audit.Result.OK, server="http://h:8000", home=tmp_path)  # this server's
+    assert assess(snapshot(READY, *untouched), EvidenceSources(home=tmp_path, now=NOW)).rules == [
+        VerdictRule.MODEL_DROPPED]
+
+
 def test_not_ready_while_models_load_again_says_wait_never_restart() -> None:
     """After an automatic restart geadmin up loads every model again: Triton is not ready until the
     loads end, and the fix an on-call operator reads must be to wait, not to restart it again."""
