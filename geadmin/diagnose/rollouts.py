@@ -232,7 +232,7 @@ def journals(*, home: Path | None = None, fleet: str | None = None, limit: int =
         resume); 0 when none does (a resume cut short, stopped or put back leaves the servers
         it never reached changed by `journal`: still unresolved)."""
         resume = resumes.get(journal.id)
-        if resume is None:
+        if resume is None or resume.id <= journal.id:  # a corrupt plan naming itself or a later one
             return 0
         if resume.end is None or resume.end.result == Result.OK.value or settled_by(resume):
             return resume.id

@@ -45,13 +45,19 @@ SIDE_EFFECT = "side_effect"  # the audit action of a model that changed state wi
 FAILING_ACTIONS = ("load", "reload", SIDE_EFFECT)
 
 
-def latest_state_rows(names: Sequence[str], home: Path | None = None) -> dict[str, audit.AuditEntry]:
-    """Each model's latest state-changing audit row (models with none are left out). Raises
+# The rows that say whether a model was left serving: an apply, rollback or create may only have
+# written its file (`config apply` without --load), so they say nothing of that.
+SERVING_ACTIONS = ("load", "unload", "reload", SIDE_EFFECT)
+
+
+def latest_state_rows(names: Sequence[str], home: Path | None = None,
+                      actions: Sequence[str] = STATE_ACTIONS) -> dict[str, audit.AuditEntry]:
+    """Each model's latest audit row of `actions` (models with none are left out). Raises
     db.WorkspaceDatabaseError when the audit log cannot be read."""
     found = {}
     for name in names:
         rows = audit.query(model=name, limit=50, home=home)
-        latest = next((row for row in rows if row.action in STATE_ACTIONS), None)
+        latest = next((row for row in rows if row.action in actions), None)
         if latest is not None:
             found[name] = latest
     return found
@@ -158,8 +164,12 @@ def with_dropped(found: Triage, log: LogSource | None, home: Path | None,
     # Unloaded by an operator after its failure: idle now, whatever the log or the index said before.
     found = Triage(found.ready, [(m, r) for m, r in found.failed if m.name not in by_operator],
                    found.changing, [*found.idle, *(m for m, _ in found.failed if m.name in by_operator)])
-    # A row of another server (a workspace that manages several) says nothing of this one's models.
-    here = {name: row for name, row in latest.items()
+    # While a load round runs (`geadmin up` loads four at a time) the models queued behind it are
+    # listed as never loaded: not yet judged. A row of another server (a workspace that manages
+    # several) says nothing of this one's models.
+    asked_untouched = [] if found.changing else [m.name for m in untouched]
+    serving_rows = latest_state_rows(asked_untouched, home, SERVING_ACTIONS) if asked_untouched else {}
+    here = {name: row for name, row in serving_rows.items()
             if not server or not row.server or same_server(row.server, server)}
     still_failed = [(m, left_failed(here[m.name])) for m in untouched
                     if m.name in here and is_failure_left(here[m.name])]

@@ -172,16 +172,16 @@ def put_back(plan: RolloutPlan, touched: Sequence[str], clients: Mapping[str, Tr
     files: dict[str, str] = {}  # repository -> "" (back) or why not
     for name in reversed(list(dict.fromkeys(touched))):
         server, client = plan.server(name), clients.get(name)
-        if server is not None and client is None and name in gone:
-            if plan.change == "apply" and server.repository not in files:
-                files[server.repository] = _file_back_without(plan, server, actor.name, home, note)
-            problems[name] = files.get(server.repository, "") if plan.change == "apply" else ""
-            continue
-        if server is None or client is None:
-            problems[name] = (f"{name} is not a member of fleet {plan.fleet!r} now: put it back by hand, or, "
-                              f"if it is gone for good, restore with `--gone {name}`")
-            continue
         try:
+            if server is not None and client is None and name in gone:
+                if plan.change == "apply" and server.repository not in files:
+                    files[server.repository] = _file_back_without(plan, server, actor.name, home, note)
+                problems[name] = files.get(server.repository, "") if plan.change == "apply" else ""
+                continue
+            if server is None or client is None:
+                problems[name] = (f"{name} is not a member of fleet {plan.fleet!r} now: put it back by hand, "
+                                  f"or, if it is gone for good, restore with `--gone {name}`")
+                continue
             if plan.change != "apply":
                 undo = undo_of(plan.change, server.ready, client, plan.model)
                 results = run_action(client, undo, [plan.model], auth=auth, settle_timeout_s=timeout_s) \

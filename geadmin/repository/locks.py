@@ -159,7 +159,11 @@ def _model_directory_lock(directory: Path, purpose: str, busy: str, wait_s: floa
         yield
         return
     try:
-        if not _flock_within(fd, wait_s):
+        try:
+            held = _flock_within(fd, wait_s)
+        except OSError:  # NFS emulates flock with byte-range locks: none on a directory (EBADF)
+            held = True  # the workspace lock alone, as before this lock existed
+        if not held:
             raise ConfigLockedError(f"another geadmin (of another workspace on this repository, or another "
                                     f"user's) is running {busy}")
         yield

@@ -99,7 +99,7 @@ class StackAudit:
         `on_left_out`): one failed `side_effect` row each, unless the audit log already says why
         (an operator's unload, or a failure still standing), so the verdict keeps them failed."""
         try:
-            latest = unloads.latest_state_rows(sorted(reasons), self.home)
+            latest = unloads.latest_state_rows(sorted(reasons), self.home, unloads.SERVING_ACTIONS)
         except WorkspaceDatabaseError as exc:
             self.say(f"the models a restart left out are not in the audit log: {exc}")
             return

@@ -5,12 +5,15 @@ a write that still runs (its model's edit lock is held)."""
 
 from __future__ import annotations
 
+import os
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
 
 from geadmin.ops.models import reconcile
+from geadmin.ops.models.reconcile import TEMP_FILE_GRACE_S
 from geadmin.repository import locks
 from geadmin.repository.atomic import atomic_write, is_temp_file_name
 
@@ -21,12 +24,14 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path / "home"
 
 
-def leftover(directory: Path, name: str = "config.pbtxt") -> Path:
-    """A temp file named exactly as atomic_write names its own."""
+def leftover(directory: Path, name: str = "config.pbtxt", age_s: float = 2 * TEMP_FILE_GRACE_S) -> Path:
+    """A temp file named exactly as atomic_write names its own, last written `age_s` ago."""
     directory.mkdir(parents=True, exist_ok=True)
     fd, path = tempfile.mkstemp(prefix=f".{name}.", suffix=".geadmin-tmp", dir=directory)
     with open(fd, "wb") as handle:
         handle.write(b"half a config")
+    then = time.time() - age_s
+    os.utime(path, (then, then))
     return Path(path)
 
 
@@ -67,3 +72,7 @@ def test_the_temp_file_of_a_write_that_still_runs_is_kept(tmp_path: Path, home: 
     with locks.edit_lock(repo, "m", "apply", home=home, wait_s=0):
         reconcile.at_start(repo, home=home)
     assert running.exists()
+    # a plain write holds only the "write" lock: a temp file younger than the grace is its own
+    young = leftover(repo / "m", age_s=1)
+    reconcile.at_start(repo, home=home)
+    assert young.exists() and not running.exists()

@@ -97,3 +97,12 @@ def test_models_a_restart_left_out_are_recorded_unless_the_log_already_says_why(
     assert sorted(written) == ["never_audited", "pipe"]
     assert written["pipe"].result == "failed" and written["pipe"].message.startswith(
         "pipe was not serving when Triton went (its index said: unloaded); the restart loads only")
+
+
+def test_a_model_unloaded_then_only_written_by_an_apply_is_not_recorded_as_left_out(tmp_path: Path) -> None:
+    """`config apply` without --load writes the file of an unloaded model: its row says nothing of
+    whether it serves, so the operator's unload before it still stands."""
+    audit.record("unload", "parked", audit.Result.OK, actor=Actor("alice"), home=tmp_path)
+    audit.record("apply", "parked", audit.Result.OK, message="written; not loaded", home=tmp_path)
+    stack_audit(tmp_path).left_out({"parked": "unloaded"})
+    assert audit.query(action="side_effect", home=tmp_path) == []

@@ -319,6 +319,19 @@ def test_another_servers_rows_never_make_a_model_here_failed_or_dropped(tmp_path
         VerdictRule.MODEL_DROPPED]
 
 
+def test_models_queued_behind_a_load_round_are_not_judged_until_it_ends(tmp_path: Path) -> None:
+    """`geadmin up` loads four at a time; the rest are listed as never loaded meanwhile, their
+    latest row the last run's good load: DEGRADED for minutes after every normal start."""
+    for name in ("queued", "loading"):
+        audit.record("load", name, audit.Result.OK, home=tmp_path)
+    queued = ModelEntry("queued", "", ModelState.NOT_LOADED, "")
+    loading = ModelEntry("loading", "1", ModelState.LOADING, "")
+    assert VerdictRule.MODEL_DROPPED not in assess(snapshot(READY, queued, loading),
+                                                   EvidenceSources(home=tmp_path, now=NOW)).rules
+    assert assess(snapshot(READY, queued), EvidenceSources(home=tmp_path, now=NOW)).rules == [
+        VerdictRule.MODEL_DROPPED]  # the round is over, and it was not loaded again
+
+
 def test_not_ready_while_models_load_again_says_wait_never_restart() -> None:
     """After an automatic restart geadmin up loads every model again: Triton is not ready until the
     loads end, and the fix an on-call operator reads must be to wait, not to restart it again."""

@@ -35,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import shutil
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -217,7 +218,8 @@ def _remove_temp_files(repository: Path, *, home: Path | None = None) -> list[Pa
     for model in _children(Path(repository)):
         if not is_model_name(model.name) or model.name.startswith("."):
             continue
-        leftovers = [p for d in (model, *_children(model)) for p in _files(d) if is_temp_file_name(p.name)]
+        leftovers = [p for d in (model, *_children(model)) for p in _files(d)
+                     if is_temp_file_name(p.name) and _older_than(p, TEMP_FILE_GRACE_S)]
         if not leftovers:
             continue
         try:
@@ -228,6 +230,16 @@ def _remove_temp_files(repository: Path, *, home: Path | None = None) -> list[Pa
         except (GeAdminError, OSError):
             continue  # a write still runs, or the file vanished meanwhile
     return removed
+
+
+TEMP_FILE_GRACE_S = 60.0  # a plain write holds only the "write" lock: its temp file is younger
+
+
+def _older_than(path: Path, seconds: float) -> bool:
+    try:
+        return time.time() - path.stat().st_mtime > seconds
+    except OSError:
+        return False
 
 
 def _children(directory: Path) -> list[Path]:
