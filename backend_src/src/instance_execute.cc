@@ -174,10 +174,18 @@ ModelInstanceState::ValidateRequest(
     }
     *rows = r;
     shapes.push_back(got);
+    // Request dims: a negative or overflowing count is refused, never wrapped.
     const int64_t elements = gears.empty() ? static_cast<int64_t>(r) : ElementCount(got);
-    const size_t expected =
-        static_cast<size_t>(elements) *
-        (gears.empty() ? cfg.RowBytes() : DataTypeByteSize(cfg.dtype));
+    size_t expected = 0;
+    if (elements < 0 ||
+        __builtin_mul_overflow(
+            static_cast<size_t>(elements),
+            gears.empty() ? cfg.RowBytes() : DataTypeByteSize(cfg.dtype), &expected)) {
+      return NPU_GE_ERROR(
+          INVALID_ARG,
+          "input '" << cfg.name << "': shape " << DimsToString(got)
+                    << " has a negative dimension or more elements than fit in memory");
+    }
     if (bytes != expected) {
       return NPU_GE_ERROR(
           INVALID_ARG,

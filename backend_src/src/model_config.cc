@@ -76,6 +76,15 @@ ParseTensors(const JsonValue& list, const char* what, std::vector<TensorConfig>*
           UNSUPPORTED,
           what << " '" << t.name << "': 'reshape' is not supported by npu_ge");
     }
+    // The compiled model reads every input each execution: a request cannot leave one
+    // out.
+    if (item["optional"].IsBool() && item["optional"].AsBool()) {
+      return NPU_GE_ERROR(
+          UNSUPPORTED,
+          what << " '" << t.name
+               << "': 'optional' is not supported by npu_ge (the model reads "
+                  "every input in each request)");
+    }
     out->push_back(std::move(t));
   }
   return nullptr;

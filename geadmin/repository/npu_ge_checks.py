@@ -247,6 +247,13 @@ def check_reshape(config: Config, _: Versions) -> Iterable[Issue]:
                    "the load", "remove reshape and write the model's own dims")
 
 
+def check_optional(config: Config, _: Versions) -> Iterable[Issue]:
+    for i, tensor in enumerate(config.input):
+        if tensor.optional:
+            yield (f"input[{i}].optional", f"input '{tensor.name}' is optional: the model reads every input "
+                   "in each request and npu_ge fails the load", "remove optional: true")
+
+
 def check_tensors(config: Config, _: Versions) -> Iterable[Issue]:
     for what in ("input", "output"):
         names = [t.name for t in getattr(config, what)]
@@ -299,6 +306,7 @@ CHECKS: dict[str, tuple[str, str, Check]] = {
                    check_gear_dims),
     "string_tensor": ("error", "a TYPE_STRING tensor", check_bytes),
     "reshape": ("error", "a reshape", check_reshape),
+    "optional_input": ("error", "an optional input", check_optional),
     "tensors": ("error", "a tensor declared twice", check_tensors),
     "tensors_completed": ("warning", "no inputs or outputs: completed from the .om or ONNX file at load",
                           check_tensors_completed),

@@ -12,9 +12,11 @@ import dataclasses
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import grpc
 import numpy as np
 import pytest
 import requests
+from tritonclient.grpc import service_pb2, service_pb2_grpc
 from tritonclient.utils import InferenceServerException
 
 from tests.support.npu_ge import (
@@ -285,3 +287,30 @@ def test_a_runtime_that_cannot_set_gears_fails_the_load_naming_the_call(
         assert (f"{gears}, which need {call} (documented in CANN 6.0.1 and later); this "
                 "libascendcl.so does not export it") in error, error
     assert model_ready(server.url, "batch_gears")
+
+
+def test_a_negative_or_huge_dimension_is_refused_by_its_shape_not_a_wrapped_byte_count(
+    npu_shared: SharedNpuServer
+) -> None:
+    """gRPC carries int64 dims (HTTP's JSON parser refuses a negative one itself)."""
+    write_model(npu_shared.repo, "seq", gear_config("[1, -1]"), dims_gear_om())
+    server = npu_shared.load(*["seq"])
+    channel = grpc.insecure_channel(server.grpc_url.removeprefix("grpc://"))
+    stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+    said: dict[tuple[int, ...], str] = {}
+    try:
+        for shape in ([1, -4], [1, 2**62]):
+            request = service_pb2.ModelInferRequest(model_name="seq", inputs=[
+                service_pb2.ModelInferRequest.InferInputTensor(name="x", datatype="FP32", shape=shape)])
+            request.raw_input_contents.append(b"")
+            with pytest.raises(grpc.RpcError) as refused:
+                stub.ModelInfer(request, timeout=30)
+            said[tuple(shape)] = refused.value.details()
+    finally:
+        channel.close()
+    # Triton's own check refuses the negative one; 2**62 x 4 bytes wraps to the 0 bytes sent.
+    assert "input byte size mismatch for input 'x'" in said[(1, -4)], said
+    assert said[(1, 2**62)] == ("input 'x': shape [1,4611686018427387904] has a negative dimension or more "
+                                "elements than fit in memory"), said
+    x = values((1, 8))  # the instance keeps serving
+    np.testing.assert_array_equal(infer(server.grpc_url, "seq", {"x": x})["y"], 2 * x + 1)

@@ -92,6 +92,9 @@ CASES: dict[str, Case] = {
     "string_tensor": Case("npu_ge.string_tensor", edit("TYPE_FP32", "TYPE_STRING")),
     "reshape": Case("npu_ge.reshape", edit("dims: [4] }]\noutput", "dims: [4] reshape { shape: [2, 2] } }]"
                                             "\noutput")),
+    "optional_input": Case("npu_ge.optional_input", edit('name: "x", data_type: TYPE_FP32, dims: [4] }',
+                                                         'name: "x", data_type: TYPE_FP32, dims: [4], '
+                                                         'optional: true }')),
     "output_twice": Case("npu_ge.tensors", edit('output [{ name: "y", data_type: TYPE_FP32, dims: [4] }]',
                                                  'output [{ name: "y", data_type: TYPE_FP32, dims: [4] }, '
                                                  '{ name: "y", data_type: TYPE_FP32, dims: [4] }]')),

@@ -195,6 +195,8 @@ CASES: dict[str, Case] = {
     "npu_ge.string_tensor": Case(nothing, text("TYPE_FP32", "TYPE_STRING"), "input[0].data_type", 4),
     "npu_ge.reshape": Case(nothing, text("dims: [4] }]\nout", "dims: [4] reshape { shape: [2, 2] } }]\nout"),
                            "input[0].reshape", 4),
+    "npu_ge.optional_input": Case(nothing, text("dims: [4] }]\nout", "dims: [4], optional: true }]\nout"),
+                                  "input[0].optional", 4),
     "npu_ge.tensors": Case(nothing, text('output [{ name: "y", data_type: TYPE_FP32, dims: [4] }]',
                                          'output [{ name: "y", data_type: TYPE_FP32, dims: [4] }, '
                                          '{ name: "y", data_type: TYPE_FP32, dims: [4] }]'), "output[0]", 5),
