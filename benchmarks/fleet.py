@@ -1,7 +1,7 @@
 """Fleet status for N real tritonservers against one server's, side by side in one run.
 
 Four tritonservers (the python backend, the packaged sample repository, every model loaded)
-run on this machine. `geadmin.fleet.status.poll` reads each server's health, repository index
+run on this machine. `geadmin.fleet.polling.poll` reads each server's health, repository index
 and /metrics page; the fleet of 1, 2 and 4 servers is polled in turns (1, 2, 4, 1, 2, 4, ...)
 so machine noise falls on every size alike, and the median of each is taken.
 
@@ -48,7 +48,7 @@ from geadmin.access import guard  # noqa: E402
 from geadmin.fleet.discovery import Discovery, Fleet  # noqa: E402
 from geadmin.fleet.gate import GateSettings  # noqa: E402
 from geadmin.fleet.members import Member, Trust  # noqa: E402
-from geadmin.fleet.status import close_clients, poll  # noqa: E402
+from geadmin.fleet.polling import close_clients, poll  # noqa: E402
 from geadmin.fleet.versions import roll_version  # noqa: E402
 from geadmin.stack.tritonserver import TritonProcess  # noqa: E402
 from geadmin.triton.servers import ServerSpec  # noqa: E402

@@ -16,10 +16,11 @@ import streamlit as st
 
 from geadmin.access.roles import GuardedAction
 from geadmin.errors import GeAdminError
-from geadmin.fleet import journal, runs
+from geadmin.fleet import runs, unresolved
 from geadmin.fleet.discovery import Discovery, discover, fleet_named, fleets
 from geadmin.fleet.members import ASCEND, NODE
-from geadmin.fleet.status import FleetStatus, poll
+from geadmin.fleet.polling import poll
+from geadmin.fleet.status import FleetStatus
 from pages.ui import access, interrupted_view, keys
 from pages.ui.errors import failure_of, show_failure
 from pages.ui.fault_card import fleet_faults
@@ -59,7 +60,7 @@ def render() -> None:
 
 
 def read(name: str) -> Shown:
-    """The fleet `name` now: discovered, every member polled (geadmin.fleet.status.poll)."""
+    """The fleet `name` now: discovered, every member polled (geadmin.fleet.polling.poll)."""
     found = discover(fleet_named(name))
     return found, poll(found), datetime.now(timezone.utc)
 
@@ -103,8 +104,8 @@ def live_status(name: str) -> None:
 
 def show_status(status: FleetStatus) -> None:
     # geadmin's sentence around names and errors discovery chose: no outside word becomes a link
-    reasons = journal.fleet_reasons(status.discovery.fleet.name, [m.url for m in status.discovery.members])
-    headline = defused(journal.fleet_headline(status.headline(), reasons))
+    reasons = unresolved.fleet_reasons(status.discovery.fleet.name, [m.url for m in status.discovery.members])
+    headline = defused(unresolved.fleet_headline(status.headline(), reasons))
     if headline.startswith("FLEET OK:"):
         st.success(headline, icon=":material/check_circle:")
     elif headline.startswith("FLEET OK"):

@@ -6,7 +6,7 @@ import streamlit as st
 
 from geadmin.access.roles import GuardedAction
 from geadmin.errors import CreateRefusedError, GeAdminError
-from geadmin.ops.models import create
+from geadmin.ops.models import create, create_plan
 from geadmin.ops.models.create import CreateResult
 from geadmin.repository import paths, templates
 from geadmin.repository.templates import Params
@@ -48,7 +48,7 @@ def render() -> None:
     params, problem = knobs(tpl)
     may_upload_code, code_why_not = access.allowed(GuardedAction.UPLOAD_CODE)
     files = uploads(tpl, may_upload_code, code_why_not)
-    code = create.code_files(files)
+    code = create_plan.code_files(files)
     if code and not may_upload_code:
         problem = (f"{', '.join(code)}: uploaded code runs as Triton's user, so only an admin may upload it "
                    f"({code_why_not}). Remove it; the python template writes its own identity model.py.")
@@ -114,7 +114,7 @@ def uploads(tpl: templates.Template, may_upload_code: bool = True, why_not: str 
     limit = upload_limit_bytes()
     st.caption(f"Uploads: up to {_size(limit)} per file. Copy larger model files into the repository "
                "directly (scp, a volume).")
-    code_only = bool(create.code_files([tpl.model_file])) and not may_upload_code
+    code_only = bool(create_plan.code_files([tpl.model_file])) and not may_upload_code
     main = st.file_uploader(f"Model file → {tpl.model_file}", key=f"{keys.NEW_MODEL_FILE_PREFIX}{tpl.id}",
                             disabled=code_only, help=f"code: {why_not}" if code_only else tpl.model_file_help)
     extra = st.file_uploader(f"Other files → {tpl.version_dir}/ (optional)", accept_multiple_files=True,

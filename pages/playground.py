@@ -1,7 +1,8 @@
 """Playground: one test request to any READY model, built from its metadata; its outputs,
 latency and Triton's breakdown; the same request as curl and Python.
 
-Everything but the widgets is geadmin.ops.infer.request (the same functions as `geadmin infer`)."""
+Everything but the widgets is geadmin.ops.infer.request and .outputs (the same functions as
+`geadmin infer`)."""
 
 from __future__ import annotations
 
@@ -15,16 +16,8 @@ from geadmin.domain import ModelState, Transport
 from geadmin.errors import GeAdminError, InferInputError
 from geadmin.ops.infer.images import sent_image
 from geadmin.ops.infer.inputs import InputSource, SourceKind
-from geadmin.ops.infer.request import (
-    InferRequest,
-    TopKPlan,
-    build_request,
-    input_fix,
-    prepare,
-    rank_outputs,
-    send,
-    top_k_plan,
-)
+from geadmin.ops.infer.outputs import TopKPlan, rank_outputs, top_k_plan
+from geadmin.ops.infer.request import InferRequest, build_request, input_fix, prepare, send
 from geadmin.ops.infer.snippets import curl_command, python_snippet
 from geadmin.ops.infer.spec import ModelSpec, picked_shape
 from geadmin.ops.models.actions import next_step

@@ -24,10 +24,12 @@ import numpy as np
 import tritonclient.http as httpclient
 
 from geadmin.access import guard
+from geadmin.binaries import wheel_layout
 from geadmin.errors import UnstableMeasurementError
 from geadmin.ops.bench.load_test import BenchSettings, find_perf_analyzer, library_dir, run_perf_analyzer
 from geadmin.ops.bench.results import BenchPoint, parse_csv
-from geadmin.stack.tritonserver import TritonProcess, prepare_backend_directory, wheel_layout
+from geadmin.stack.triton_install import prepare_backend_directory
+from geadmin.stack.tritonserver import TritonProcess
 from tests.support.npu_ge import build_backend, load, model_stats
 
 LOAD_TIMEOUT_S = 120.0

@@ -10,7 +10,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from geadmin.stack.tritonserver import TritonProcess, prepare_backend_directory
+from geadmin.stack.triton_install import prepare_backend_directory
+from geadmin.stack.tritonserver import TritonProcess
 from tests.support.npu_ge import affine_model, build_backend, load
 
 LOAD_TIMEOUT_S = 120.0

@@ -16,7 +16,8 @@ from typing import TypeVar
 from geadmin import settings
 from geadmin.audit import Actor, Origin
 from geadmin.cli import terminal
-from geadmin.diagnose.impact import Impact, StateChange
+from geadmin.diagnose.impact import Impact
+from geadmin.diagnose.state_changes import StateChange
 from geadmin.domain import Endpoint, Transport
 from geadmin.ops.models import reconcile
 from geadmin.repository.layout import is_utf8

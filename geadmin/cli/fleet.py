@@ -32,16 +32,20 @@ from geadmin.access import guard
 from geadmin.audit import Actor, Origin
 from geadmin.cli.common import format_table
 from geadmin.cli.exit_codes import ExitCode
+from geadmin.diagnose import rollouts
+from geadmin.diagnose.verdict import Reason
 from geadmin.errors import ConfigInvalidError, GeAdminError, RepositoryError
-from geadmin.fleet import journal
 from geadmin.fleet.discovery import Discovery, discover, fleet_named
 from geadmin.fleet.gate import GateSettings
 from geadmin.fleet.members import ASCEND, NODE
+from geadmin.fleet.polling import POLL_TIMEOUT_S, close_clients, poll
+from geadmin.fleet.restore import restore
 from geadmin.fleet.resume import resume
 from geadmin.fleet.rollout import Change, RolloutResult, rollout
-from geadmin.fleet.status import POLL_TIMEOUT_S, FleetStatus, close_clients, poll
+from geadmin.fleet.status import FleetStatus
+from geadmin.fleet.unresolved import fleet_headline, fleet_reasons
 from geadmin.fleet.versions import roll_version
-from geadmin.ops.models import reconcile
+from geadmin.ops.models import rollout_recovery
 
 
 def _discovery(args: argparse.Namespace) -> Discovery:
@@ -50,8 +54,9 @@ def _discovery(args: argparse.Namespace) -> Discovery:
 
 
 def _closed_at_start() -> None:
-    """A rollout an earlier geadmin left cut short is closed and said (geadmin.ops.models.reconcile)."""
-    for note in reconcile.close_rollouts(actor=Actor.os_user(Origin.CLI)):
+    """A rollout an earlier geadmin left cut short is closed and said
+    (geadmin.ops.models.rollout_recovery)."""
+    for note in rollout_recovery.close_rollouts(actor=Actor.os_user(Origin.CLI)):
         print(f"geadmin: note: {note}", file=sys.stderr)
 
 
@@ -64,10 +69,10 @@ def run_status(args: argparse.Namespace) -> int:
         return ExitCode.USAGE
     finally:
         close_clients()
-    cut_short = journal.fleet_reasons(status.discovery.fleet.name, [m.url for m in status.discovery.members])
+    cut_short = fleet_reasons(status.discovery.fleet.name, [m.url for m in status.discovery.members])
     if args.json:
         document = status.to_json()
-        document["headline"] = journal.fleet_headline(document["headline"], cut_short)
+        document["headline"] = fleet_headline(document["headline"], cut_short)
         document["interrupted"] = [reason.to_json() for reason in cut_short]
         print(json.dumps(document, indent=2))
     else:
@@ -75,7 +80,7 @@ def run_status(args: argparse.Namespace) -> int:
     return exit_code(status, cut_short)
 
 
-def exit_code(status: FleetStatus, cut_short: list[journal.Reason] | None = None) -> int:
+def exit_code(status: FleetStatus, cut_short: list[Reason] | None = None) -> int:
     """3 when no server is found or none serves; 4 for anything the headline calls DEGRADED
     (a source down or cut, a server down or not ready, a model failed or skewed, a rollout cut short)."""
     if not status.servers or not status.answering:
@@ -83,8 +88,8 @@ def exit_code(status: FleetStatus, cut_short: list[journal.Reason] | None = None
     return ExitCode.DEGRADED if status.degraded() or cut_short else ExitCode.OK
 
 
-def render(status: FleetStatus, cut_short: list[journal.Reason] | None = None) -> str:
-    lines = [journal.fleet_headline(status.headline(), cut_short or [])]
+def render(status: FleetStatus, cut_short: list[Reason] | None = None) -> str:
+    lines = [fleet_headline(status.headline(), cut_short or [])]
     for reason in cut_short or []:
         lines += [f"INTERRUPTED: {reason.text}", f"  restore: {reason.fix}"]
     lines += [f"  source {p}" for p in status.discovery.problems]
@@ -161,7 +166,7 @@ def run_restore(args: argparse.Namespace) -> int:
     """`geadmin fleet restore ID` and `geadmin fleet resume ID`: one interrupted rollout."""
     _closed_at_start()
     try:
-        plan = journal.rollouts.read(args.id).plan
+        plan = rollouts.read(args.id).plan
         named = args.fleet or (None if args.source else plan.fleet)
         members = discover(fleet_named(named, args.source or ())).members
         auth = guard.os_user()
@@ -171,8 +176,8 @@ def run_restore(args: argparse.Namespace) -> int:
             say = (lambda _: None) if args.json else (lambda line: print(line, file=sys.stderr, flush=True))
             result = resume(args.id, members, gate=gate, auth=auth, progress=say, timeout_s=args.timeout)
             return _print_result(result, args.json)
-        found, problems, end = journal.restore(args.id, members, auth=auth, timeout_s=args.timeout,
-                                               gone=args.gone or ())
+        found, problems, end = restore(args.id, members, auth=auth, timeout_s=args.timeout,
+                                       gone=args.gone or ())
     except GeAdminError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return ExitCode.USAGE

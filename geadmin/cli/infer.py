@@ -24,17 +24,8 @@ from geadmin.domain import Transport
 from geadmin.errors import GeAdminError, InferInputError, TritonError, TritonUnreachableError
 from geadmin.ops.infer.images import Normalize
 from geadmin.ops.infer.inputs import InputSource, SourceKind
-from geadmin.ops.infer.request import (
-    ClassScore,
-    InferRequest,
-    InferResult,
-    build_request,
-    prepare,
-    rank_outputs,
-    send,
-    tensor_record,
-    top_k_plan,
-)
+from geadmin.ops.infer.outputs import ClassScore, rank_outputs, tensor_record, top_k_plan
+from geadmin.ops.infer.request import InferRequest, InferResult, build_request, prepare, send
 from geadmin.ops.infer.snippets import Snippet, curl_command, python_snippet
 from geadmin.ops.infer.spec import ModelSpec, read_local_file
 from geadmin.stack.target import Target

@@ -1,7 +1,7 @@
 """`geadmin npu faults`: the NPU faults of this host (or of a named fleet, per node), the models
 each hits and the share of their instances lost, and the next safe step — in the first lines.
 
-It reads the fault sources (geadmin.telemetry.sources.npu_faults.read_faults: npu-exporter,
+It reads the fault sources (geadmin.telemetry.sources.fault_reading.read_faults: npu-exporter,
 npu-smi or a saved output, npu_ge's device errors on Triton's /metrics), stores the reading in
 the workspace history (first / last seen, cleared), and prints the report of
 geadmin.diagnose.fault_report (a fleet: geadmin.fleet.npu_faults). `--plan` prints every step

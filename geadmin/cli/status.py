@@ -1,6 +1,6 @@
 """`geadmin status`: one-shot verdict for scripts and on-call pages — OK, DEGRADED or DOWN.
 
-The verdict is `geadmin.stack.server_verdict.server_verdict` (`geadmin.diagnose.verdict.assess`
+The verdict is `geadmin.stack.server_verdict.server_verdict` (`geadmin.diagnose.evidence.assess`
 with the embedded stack's account of its Triton), the same function behind the Overview's
 banner and the sidebar. The first line is the verdict and what put it there; the exit code
 says which one (documented in `--help`).
@@ -16,8 +16,9 @@ from collections.abc import Sequence
 from geadmin.cli.common import add_connection_args, client_for, target_from_args
 from geadmin.cli.exit_codes import ExitCode, help_text
 from geadmin.cli.exit_codes import worst as worst_code
+from geadmin.diagnose.evidence import EvidenceSources
 from geadmin.diagnose.health import take_snapshots
-from geadmin.diagnose.verdict import EvidenceSources, Level, Verdict, VerdictRule
+from geadmin.diagnose.verdict import Level, Verdict, VerdictRule
 from geadmin.errors import FleetError
 from geadmin.fleet import readonly
 from geadmin.fleet.discovery import discover, fleet_named

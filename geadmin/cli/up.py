@@ -19,7 +19,7 @@ from geadmin.errors import GeAdminError
 from geadmin.stack.backends import backend_dirs
 from geadmin.stack.embedded import EmbeddedStack, StackOptions
 from geadmin.stack.local import RESTART_TRITON, STOP_TRITON
-from geadmin.stack.tritonserver import find_tritonserver
+from geadmin.stack.triton_install import find_tritonserver
 from geadmin.stack.workspace import Workspace
 
 

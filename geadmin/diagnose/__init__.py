@@ -1,7 +1,8 @@
 """What is down and why (layer 2, reads only: nothing here writes or loads).
 
 - health.py        server snapshots and the models sorted for an on-call operator
-- verdict.py       one verdict per server, OK / DEGRADED / DOWN, with the rules that put it there
+- verdict.py       the verdict's rules on values: OK / DEGRADED / DOWN, and the reasons why
+- evidence.py      what the verdict reads (Triton, its log, the workspace, /metrics), and `assess`
 - stuck.py         models stuck LOADING / UNLOADING, and since when (Triton's log)
 - explain.py       why a load failed: the real reason, not "failed to poll from model repository"
 - failure_text.py  a failure split for a tired reader: cause, fix, what still serves
@@ -9,7 +10,8 @@
 - rows.py          the Models table: one row per model
 - details.py       one model in detail: inputs, outputs, statistics, config
 - drift.py         a model whose config on disk is not the config Triton serves
-- impact.py        what else a change does: the ensembles that run a model
+- impact.py        what a change would do to the loaded ensembles that run a model, before it
+- state_changes.py  the other models a change moved, found after it, with Triton's reason
 - ensemble.py      an ensemble's steps and tensors as a graph
 - unloads.py       who took a model out of service (an unload is a choice, not a failure)
 - interrupted.py   changes cut short that still wait for an operator, from the audit log

@@ -25,9 +25,9 @@ from geadmin.telemetry.history.faults import FaultRecord, fault_records
 from geadmin.telemetry.npu_map import ModelMap
 from geadmin.telemetry.sources import npu_smi
 from geadmin.telemetry.sources.detect import NpuSources, detect
+from geadmin.telemetry.sources.fault_reading import FaultReading, read_npu_smi_file
 from geadmin.telemetry.sources.fault_table import load_table
 from geadmin.telemetry.sources.npu import NpuDevice, with_models
-from geadmin.telemetry.sources.npu_faults import FaultReading, read_npu_smi_file
 from geadmin.telemetry.sources.scrape import scrape
 from geadmin.triton.client import TritonClient
 

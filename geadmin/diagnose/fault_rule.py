@@ -6,7 +6,7 @@ Evidence: the fault records of this host (node "") still present and seen in the
 nothing about now), the fault table, and the model <-> NPU map from Triton's /metrics (npu_ge's
 placements) and the loaded configs' device_ids. Without a present record nothing else is read.
 
-What it finds (geadmin.diagnose.verdict turns each into a Reason):
+What it finds (geadmin.diagnose.evidence turns each into a Reason):
 
 - one finding per fault that needs action: "NPU 3: 0x80E18402 (RestartNPU, HBM ECC error) hits
   resnet (1 of 2 instances) — drain and reset", with the plan's first step as the fix;

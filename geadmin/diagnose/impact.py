@@ -1,7 +1,6 @@
-"""What else a change does: the ensembles that run a model, before the change, and the models
-that changed state because of it, after.
+"""What a change would do to the loaded ensembles that run a model, named before it runs.
 
-Before (`predict`): from the repository on disk (which ensemble runs which model, directly or
+`predict`: from the repository on disk (which ensemble runs which model, directly or
 through another ensemble) and Triton (the index says which of them are READY; the live configs
 are what Triton checks a reloaded ensemble against), name each loaded ensemble the change
 touches and what happens to it. Triton 2.51, checked on the sample stack
@@ -14,24 +13,22 @@ touches and what happens to it. Triton 2.51, checked on the sample stack
   tensor it no longer has, another type or shape) leaves the model loaded and the ensemble
   UNLOADED, while the model's own load "succeeds".
 
-After (`snapshot` before, `changes` after): ask Triton again, never assume, and list every
-model other than the ones acted on whose state changed, each with Triton's reason: the
-index's `reason`, and the failure line Triton logged about it since the snapshot when the log
-is readable (the index says only "unloaded").
+`process_backends`, also asked before a change: the backends a local Triton can load (an apply
+refuses a config whose backend it lacks). What did change, asked of Triton after the change, is
+`diagnose.state_changes`.
 """
 
 from __future__ import annotations
 
 import enum
-import time
-from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tritonclient.grpc.model_config_pb2 import ModelConfig
 
-from geadmin.domain import LogCursor, ModelEntry, ModelState
+from geadmin.domain import ModelEntry, ModelState
 from geadmin.errors import GeAdminError, TritonError
 from geadmin.repository.cross_model import (
     ENSEMBLE,
@@ -41,17 +38,8 @@ from geadmin.repository.cross_model import (
     users_of,
 )
 from geadmin.triton.client import TritonClient
-from geadmin.triton.logs import (
-    LogSource,
-    is_failure,
-    is_tritonserver,
-    mentions_pattern,
-    parse_log_line,
-    process_arguments,
-)
+from geadmin.triton.logs import is_tritonserver, process_arguments
 
-SETTLE_TIMEOUT_S = 15.0  # how long `changes` waits for dependents to stop LOADING / UNLOADING
-MOVING = frozenset({ModelState.LOADING, ModelState.UNLOADING})
 NEVER = (ModelState.NOT_LOADED, "")  # a model the index does not list
 
 
@@ -125,7 +113,6 @@ def _names(names: Sequence[str]) -> str:
     return ", ".join(names)
 
 
-# -- before ---------------------------------------------------------------------------
 def predict(
     client: TritonClient,
     action: str,
@@ -139,7 +126,7 @@ def predict(
     place (checked against each ensemble as Triton will). Never raises: a Triton that does not
     answer gives an Impact with `problem` set."""
     try:
-        states = _states(client.repository_index())
+        states = index_states(client.repository_index())
         configs = _structure(client, repository, states)
     except GeAdminError as exc:
         return Impact(action, tuple(models), problem=f"could not tell which ensembles run "
@@ -157,7 +144,7 @@ def ensembles_above(client: TritonClient, models: Sequence[str], *,
                     repository: Path | None = None) -> dict[str, tuple[str, ...]]:
     """{model: the loaded ensembles that run it, directly or through another ensemble} — what
     also loses a model when its NPU faults. Raises what the client raises (a GeAdminError)."""
-    states = _states(client.repository_index())
+    states = index_states(client.repository_index())
     configs = _structure(client, repository, states)
     return {model: tuple(sorted(name for name in users_of(model, configs)
                                 if states.get(name, NEVER)[0] is ModelState.READY)) for model in models}
@@ -239,7 +226,7 @@ def _structure(client: TritonClient, repository: Path | None,
     return live
 
 
-def _states(entries: Sequence[ModelEntry]) -> dict[str, tuple[ModelState, str]]:
+def index_states(entries: Sequence[ModelEntry]) -> dict[str, tuple[ModelState, str]]:
     """name -> (state, reason): READY if any version is, else the first version's."""
     states: dict[str, tuple[ModelState, str]] = {}
     for entry in entries:
@@ -260,116 +247,3 @@ def process_backends(pid: int | None) -> frozenset[str] | None:
         if arg == "--backend-directory" and i + 1 < len(argv):
             return installed_backends(Path(argv[i + 1]))
     return None
-
-
-# -- after ----------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Snapshot:
-    """Every model's state (and the log's end) just before a change."""
-
-    states: Mapping[str, tuple[ModelState, str]] = field(default_factory=dict)
-    cursor: LogCursor | None = None
-    problem: str = ""  # why there is no snapshot ("" when there is)
-
-
-@dataclass(frozen=True)
-class StateChange:
-    """A model other than the one acted on whose state changed."""
-
-    model: str
-    before: ModelState
-    after: ModelState
-    reason: str  # Triton's: the failure it logged, else the index's reason
-    log_line: str = ""  # the raw log line the reason comes from
-
-    @property
-    def lost_ready(self) -> bool:
-        return self.before is ModelState.READY and self.after is not ModelState.READY
-
-    def text(self) -> str:
-        return f"{self.model}: {self.before.value} → {self.after.value} — {self.reason}"
-
-    def record(self) -> dict[str, Any]:
-        return {"model": self.model, "before": self.before.value, "after": self.after.value,
-                "reason": self.reason, "log_line": self.log_line}
-
-
-def snapshot(client: TritonClient, log: LogSource | None) -> Snapshot:
-    """Take just before a change; never raises."""
-    cursor = None
-    try:
-        cursor = log.cursor() if log is not None else None
-    except OSError:
-        cursor = None
-    try:
-        return Snapshot(_states(client.repository_index()), cursor)
-    except GeAdminError as exc:
-        return Snapshot(cursor=cursor, problem=str(exc))
-
-
-def changes(
-    client: TritonClient,
-    before: Snapshot,
-    acted: Collection[str],
-    log: LogSource | None,
-    *,
-    settle_timeout_s: float = SETTLE_TIMEOUT_S,
-) -> list[StateChange]:
-    """Every model outside `acted` whose state differs from `before`, once nothing is LOADING
-    or UNLOADING (bounded). Never raises: no snapshot, or no answer, gives []."""
-    if before.problem:
-        return []
-    deadline = time.monotonic() + settle_timeout_s
-    # Not waited for: a load stuck before the action, and the acted models themselves (a load
-    # that timed out stays LOADING: its own state is the action's result, not a side effect).
-    settled = {*acted, *(name for name, (state, _) in before.states.items() if state in MOVING)}
-    while True:
-        try:
-            now = _states(client.repository_index())
-        except GeAdminError:
-            return []
-        moving = any(state in MOVING for name, (state, _) in now.items() if name not in settled)
-        if not moving or time.monotonic() >= deadline:
-            break
-        time.sleep(0.1)
-    changed = [name for name in sorted(set(before.states) | set(now)) if name not in acted
-               and before.states.get(name, NEVER)[0]
-               is not now.get(name, NEVER)[0]]
-    logged = _logged_reasons(log, before.cursor, changed)
-    found = []
-    for name in changed:
-        old, new = before.states.get(name, NEVER), now.get(name, NEVER)
-        message, raw = logged.get(name, ("", ""))
-        reason = message or (f"Triton's index says: {new[1]}" if new[1] else "Triton gave no reason")
-        found.append(StateChange(name, old[0], new[0], reason, raw))
-    return found
-
-
-def _logged_reasons(log: LogSource | None, cursor: LogCursor | None,
-                    names: Sequence[str]) -> dict[str, tuple[str, str]]:
-    """{name: (message, raw line)} of the latest failure Triton logged about it since `cursor`
-    and after its last successful load (the one right before "successfully unloaded"), else its
-    latest "successfully ..." line; nothing else. A failure followed by a successful load is
-    history: Triton logs "unable to create stream ...: CUDA driver ..." on every ensemble load
-    on a CPU-only server, and a rollback that loads the ensemble again must not quote it."""
-    if log is None or cursor is None or not names:
-        return {}
-    try:
-        raw_lines = log.lines_since(cursor)
-    except (OSError, GeAdminError):
-        return {}
-    found: dict[str, tuple[str, str]] = {}
-    for name in names:
-        pattern = mentions_pattern([name])
-        failure = success = None
-        for line in (parse_log_line(raw) for raw in raw_lines if pattern.search(raw)):
-            if "successfully loaded" in line.message:
-                failure, success = None, line
-            elif is_failure(line):
-                failure = line
-            elif "successfully" in line.message:
-                success = line
-        chosen = failure or success
-        if chosen is not None:
-            found[name] = (chosen.message.split("\n\n")[0].strip(), chosen.raw)
-    return found

@@ -11,7 +11,7 @@ A rollout (`geadmin.fleet.rollout`) journals itself in audit rows of action `fle
    `changed` or `failed`, and `restored` / `not restored` when it is put back;
 3. the end (server = the fleet): `ok`; `rolled_back` (stopped, every server it touched put
    back); `failed` (an error, or a server it could not put back: `left changed` names them);
-   or `interrupted`, written by the next start (`geadmin.ops.models.reconcile.close_rollouts`) when
+   or `interrupted`, written by the next start (`geadmin.ops.models.rollout_recovery.close_rollouts`) when
    the journal was left open and no process holds its lock — what changed where.
 
 Every row after the first names its journal (`journal: <id of the started row>`). A journal

@@ -1,29 +1,22 @@
-"""A rollout's journal, written as it goes, and the way back from one cut short.
+"""A rollout's journal, written as it goes: the plan before the first server is touched, then a
+row per step, the end row last.
 
 The rows and what they mean: `geadmin.diagnose.rollouts`. Here: the plan, made before the
 first server is touched (for an apply, each repository's config is kept as a revision first,
-so putting it back is byte-identical); the `Recorder` that writes the started, step and end
-rows; `put_back`, which the rollout itself uses when it stops and `restore` uses after a
-restart; and `restore` / `resume` of an unresolved rollout by its number (`geadmin fleet
-restore|resume ID`, the Fleet page's buttons).
-
-A restore never overwrites a config changed since the rollout (neither the previous nor the
-new file on disk): that repository is reported as not put back, with the revision to roll
-back to by hand (`geadmin config rollback MODEL N`).
+so putting it back is byte-identical), with each server's state of the model before the change
+once the gate has read it; and the `Recorder` that writes the started, step and end rows.
+What an unresolved rollout means for its fleet: `geadmin.fleet.unresolved`; the way back from
+one: `geadmin.fleet.restore`; the way forward: `geadmin.fleet.resume`.
 """
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
 from geadmin import audit
-from geadmin.access.guard import Authorization, require
-from geadmin.access.roles import GuardedAction
 from geadmin.audit import Actor, AuditEntry, Result
-from geadmin.diagnose import interrupted, rollouts, verdict
 from geadmin.diagnose.rollouts import (
     JOURNAL,
     LEFT,
@@ -35,22 +28,8 @@ from geadmin.diagnose.rollouts import (
     Previous,
     RolloutPlan,
 )
-from geadmin.diagnose.verdict import Reason
-from geadmin.errors import GeAdminError, RepositoryError, RolloutBusyError, TritonError
 from geadmin.fleet.members import Member
-from geadmin.fleet.server_audit import ServerAudit
-from geadmin.ops.models.actions import ModelAction, run_action
-from geadmin.ops.models.apply import apply_config
-from geadmin.ops.models.reconcile import close_rollout, rollout_lock
 from geadmin.repository import revisions, store
-from geadmin.repository.modelconfig import CONFIG_FILE
-from geadmin.repository.validate import refuse_invalid
-from geadmin.triton.client import TritonClient
-
-UNDO = {"load": ModelAction.UNLOAD, "unload": ModelAction.LOAD, "reload": ModelAction.RELOAD}
-# What putting a change back needs the caller to be authorized for.
-RESTORE_NEEDS = {"apply": GuardedAction.ROLLBACK, "load": GuardedAction.UNLOAD, "unload": GuardedAction.LOAD,
-                 "reload": GuardedAction.RELOAD}
 
 
 def real(path: Path | None) -> Path:
@@ -128,257 +107,3 @@ def with_readiness(plan: RolloutPlan, ready_before: Mapping[str, set[str]]) -> R
     return replace(plan, servers=tuple(
         replace(s, ready=plan.model in ready_before[s.name]) if s.ready is None and s.name in ready_before
         else s for s in plan.servers))
-
-
-def undo_of(change: str, ready_before: bool | None, client: TritonClient, model: str) -> ModelAction | None:
-    """What returns the model on one server to its state before `change`: READY there before,
-    loaded again if it is not READY now; not READY before, unloaded if it is loaded now; None:
-    it is as it was. Not the opposite of the change: a load where the model served already is a
-    reload, and unloading it there took a serving model down. A reload where it served is
-    reloaded again (the files it read are not the change's to undo). A plan without the state
-    (journaled by an older geadmin), or a server whose index does not answer, gets the opposite."""
-    if ready_before is None:
-        return UNDO[change]
-    try:
-        loaded = _loaded_now(client, model)
-    except TritonError:
-        return UNDO[change]  # it fails too, and says why: never "put back" unseen
-    if ready_before:
-        return ModelAction.RELOAD if change == "reload" and loaded else None if loaded else ModelAction.LOAD
-    return ModelAction.UNLOAD if loaded else None
-
-
-def refuse_unresolved(fleet: str, home: Path | None, urls: Sequence[str] = ()) -> None:
-    """RolloutBusyError when a rollout of `fleet`, or of any of its servers (`urls`), was cut short
-    and not yet restored or resumed: a new one would take the mixed fleet for its "before"."""
-    for journal in rollouts.unresolved_over(fleet, urls, home=home):
-        raise RolloutBusyError(f"rollout #{journal.id} of fleet {fleet!r} ({journal.what}) was cut short and "
-                               f"left servers changed ({journal.where()}): restore it first "
-                               f"(`{journal.restore_command}`, or Restore on the Fleet page)")
-
-
-def put_back(plan: RolloutPlan, touched: Sequence[str], clients: Mapping[str, TritonClient], *,
-             auth: Authorization | None, home: Path | None, note: str, timeout_s: float = 60.0,
-             lost: Mapping[str, Sequence[str]] | None = None, gone: Collection[str] = ()) -> dict[str, str]:
-    """Each server of `touched` put back, newest first: server -> "" or why not. An apply's
-    previous config is written back byte-identical (once per repository, read back to check)
-    and reloaded where the model is loaded; a load, unload or reload returns the model to its
-    state before (`undo_of`; an unload's `lost` models loaded again). A server of `gone` (gone
-    for good, the operator says: a replica scaled in) has nothing to reload: an apply's file is
-    put back all the same. Refused (NotAuthorizedError) before anything when `auth` does not
-    cover putting the change back; then never raises for one server: it goes on."""
-    actor = require(auth, RESTORE_NEEDS[plan.change])
-    problems: dict[str, str] = {}
-    files: dict[str, str] = {}  # repository -> "" (back) or why not
-    for name in reversed(list(dict.fromkeys(touched))):
-        server, client = plan.server(name), clients.get(name)
-        try:
-            if server is not None and client is None and name in gone:
-                if plan.change == "apply" and server.repository not in files:
-                    files[server.repository] = _file_back_without(plan, server, actor.name, home, note)
-                problems[name] = files.get(server.repository, "") if plan.change == "apply" else ""
-                continue
-            if server is None or client is None:
-                problems[name] = (f"{name} is not a member of fleet {plan.fleet!r} now: put it back by hand, "
-                                  f"or, if it is gone for good, restore with `--gone {name}`")
-                continue
-            if plan.change != "apply":
-                undo = undo_of(plan.change, server.ready, client, plan.model)
-                results = run_action(client, undo, [plan.model], auth=auth, settle_timeout_s=timeout_s) \
-                    if undo is not None else []
-                if (lost or {}).get(name):  # the models the unload took down with it
-                    results += run_action(client, ModelAction.LOAD, list((lost or {})[name]), auth=auth,
-                                          settle_timeout_s=timeout_s)
-                problems[name] = "; ".join(r.message.splitlines()[0] for r in results if not r.ok)
-                continue
-            reloaded = False
-            if server.repository not in files:
-                files[server.repository], reloaded = _file_back(plan, server, client, auth, home, note)
-            again = "" if reloaded or files[server.repository] else \
-                reload_if_loaded(client, plan.model, auth, timeout_s)
-            problems[name] = files[server.repository] or again
-        except Exception as exc:  # any failure of one server: say it, put back the others
-            problems[name] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-    return problems
-
-
-def _file_to_put_back(plan: RolloutPlan, server: PlannedServer, home: Path | None) -> tuple[bytes, str, str]:
-    """(the config the rollout kept for the server's repository, the hash on disk it may replace,
-    why it may not: ""); no bytes when the file is back already."""
-    previous = plan.previous_of(server.repository)
-    if previous is None:
-        return b"", "", f"the plan keeps no previous config for {server.repository}"
-    repository = Path(server.repository)
-    kept = revisions.read_revision(repository, plan.model, previous.revision, home=home)
-    if kept.sha256 != previous.sha256:
-        return b"", "", f"revision {previous.revision} of {plan.model!r} is not the config the rollout kept"
-    if store.read_config(repository, plan.model).data == kept.data:
-        return b"", "", ""
-    found, edited = changed_since(plan, repository, previous)
-    if edited:
-        return b"", found, (f"{edited}: not overwritten; roll back by hand: `geadmin config rollback "
-                            f"{plan.model} {previous.revision}`")
-    return kept.data, found, ""
-
-
-def _file_back_without(plan: RolloutPlan, server: PlannedServer, who: str, home: Path | None,
-                       note: str) -> str:
-    """A gone server's repository: its previous config written back, nothing reloaded; "" or why not."""
-    data, found, problem = _file_to_put_back(plan, server, home)
-    if data:
-        store.write_config(Path(server.repository), plan.model, data, expected_sha256=found, who=who,
-                           note=note, home=home)
-    return problem
-
-
-def _file_back(plan: RolloutPlan, server: PlannedServer, client: TritonClient, auth: Authorization | None,
-               home: Path | None, note: str) -> tuple[str, bool]:
-    """(why the repository's previous config is not back, or ""; whether `client` reloaded it)."""
-    data, found, problem = _file_to_put_back(plan, server, home)
-    if not data:
-        return problem, False
-    repository = Path(server.repository)
-    path = repository / plan.model / CONFIG_FILE
-    result = apply_config(client, repository, plan.model, data, expected_sha256=found, auth=auth,
-                          home=home, action="rollback", validate=False, note=note)
-    if store.read_config(repository, plan.model).data != data:
-        back = store.read_config(repository, plan.model).data
-        return (f"{path} is not the file it was (sha256 {_short(back)}, was {_short(data)}): "
-                f"{result.message.splitlines()[0]}"), False
-    return "", result.outcome.value == "applied"
-
-
-def changed_since(plan: RolloutPlan, repository: Path, previous: Previous | None) -> tuple[str, str]:
-    """(the sha256 of the model's config in `repository` now, and "" when it is the config before
-    the rollout or the one it rolls out, else why it may not be written: someone edited it since).
-    A put back and a resume write over those two only (detected, never overwritten)."""
-    found = store.read_config(repository, plan.model).sha256
-    if found in {plan.new_sha256, previous.sha256 if previous is not None else ""} - {""}:
-        return found, ""
-    return found, (f"{repository / plan.model / CONFIG_FILE} changed since the rollout (sha256 {found[:12]}, "
-                   "neither the previous nor the new config)")
-
-
-def reload_if_loaded(client: TritonClient, model: str, auth: Authorization | None, timeout_s: float) -> str:
-    if not is_loaded(client, model):
-        return ""
-    result = run_action(client, ModelAction.RELOAD, [model], auth=auth, settle_timeout_s=timeout_s)[0]
-    return "" if result.ok else result.message.splitlines()[0]
-
-
-def is_loaded(client: TritonClient, model: str) -> bool:
-    try:
-        return _loaded_now(client, model)
-    except TritonError:
-        return False
-
-
-def _loaded_now(client: TritonClient, model: str) -> bool:
-    """A version of `model` READY or LOADING on `client`'s server; TritonError when not read."""
-    return any(m.name == model and m.state.value in ("READY", "LOADING") for m in client.repository_index())
-
-
-def _short(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()[:12]
-
-
-def clients_for(plan: RolloutPlan, members: Sequence[Member], timeout_s: float) -> dict[str, TritonClient]:
-    """A client per planned server that is a member now at the same URL (its key is the member's)."""
-    by_name = {m.name: m for m in members}
-    found = {}
-    for server in plan.servers:
-        member = by_name.get(server.name)
-        if member is not None and member.url.rstrip("/") == server.url.rstrip("/"):
-            ca = str(member.tls_ca) if member.tls_ca is not None else None  # pinned, as the rollout's
-            found[server.name] = TritonClient(member.url, admin_key=member.spec.admin_key,
-                                              timeout_s=timeout_s, load_timeout_s=timeout_s, tls_ca=ca)
-    return found
-
-
-def restore(journal_id: int, members: Sequence[Member], *, auth: Authorization | None,
-            home: Path | None = None, timeout_s: float = 60.0,
-            gone: Collection[str] = ()) -> tuple[Journal, dict[str, str], AuditEntry]:
-    """Put back every server an unresolved rollout touched (see `put_back`; `gone`: servers gone
-    for good) and end its journal: `rolled_back` when every one is back, else `failed` naming those
-    left changed. RolloutBusyError when it is not unresolved (running, done, restored or resumed)."""
-    actor = require(auth, GuardedAction.ROLLBACK)  # before anything is read: putting back is a rollback
-    journal = rollouts.read(journal_id, home=home)
-    with rollout_lock(journal.plan.fleet, home=home):
-        journal = rollouts.read(journal_id, home=home)
-        if journal.open:  # its process died, and no start closed it yet
-            close_rollout(journal, actor=actor, home=home)
-            journal = rollouts.read(journal_id, home=home)
-        if not journal.unresolved:
-            state = journal.end.result if journal.end is not None else "resumed"
-            by = f", resumed by #{journal.resumed_by}" if journal.resumed_by else ""
-            raise RolloutBusyError(f"rollout #{journal_id} has nothing to restore (it ended {state}{by})")
-        recorder = Recorder(journal.plan, actor, home)
-        recorder.id = journal.id
-        clients = clients_for(journal.plan, members, timeout_s)
-        try:
-            left = journal.left_changed
-            problems = put_back(journal.plan, left, clients, auth=auth, home=home, timeout_s=timeout_s,
-                                note=f"restore of fleet rollout #{journal.id}", gone=gone)
-        finally:
-            for client in clients.values():
-                client.close()
-        on_server, by_name = ServerAudit(journal.plan, actor, home, journal.id), {m.name: m for m in members}
-        for name in left:
-            server, member = journal.plan.server(name), by_name.get(name)
-            unrecorded = on_server.put_back(name, member.url, member.home, problems.get(name, ""),
-                                            f"restore of fleet rollout #{journal.id}") if member else ""
-            said = "; ".join(filter(None, (problems.get(name, ""), unrecorded)))
-            recorder.step(name, server.wave if server else 0, rollouts.NOT_RESTORED if problems.get(name)
-                          else rollouts.RESTORED, said)
-        bad = [name for name in left if problems.get(name)]
-        text = (f"RESTORED rollout #{journal.id}: {len(left)} server(s) put back ({rollouts.names(left)})"
-                if not bad else f"RESTORE INCOMPLETE for rollout #{journal.id}: NOT put back on "
-                f"{', '.join(bad)}: " + "; ".join(f"{n}: {problems[n]}" for n in bad))
-        end = recorder.end(Result.FAILED if bad else Result.ROLLED_BACK, text, bad)
-    return rollouts.read(journal_id, home=home), problems, end
-
-
-def resumable(journal: Journal) -> str:
-    """"" when `journal` can be resumed, else why not: only an unresolved rollout, and for an
-    apply only while its config still validates against the first repository."""
-    if not journal.unresolved:
-        return f"rollout #{journal.id} is not waiting to be resumed"
-    plan = journal.plan
-    if plan.change != "apply":
-        return ""
-    first = plan.servers[0].repository
-    try:
-        refuse_invalid(plan.model, plan.new_config, Path(first) / plan.model)
-    except GeAdminError as exc:
-        return f"its config no longer validates: {str(exc).splitlines()[0]}"
-    return ""
-
-
-def fleet_members(plan: RolloutPlan, members: Sequence[Member]) -> list[Member]:
-    """The plan's servers, in its order, as the members found now (RepositoryError when one is gone),
-    each with the repository the plan wrote."""
-    by_name = {m.name: m for m in members}
-    missing = [s.name for s in plan.servers if s.name not in by_name
-               or by_name[s.name].url.rstrip("/") != s.url.rstrip("/")]
-    if missing:
-        raise RepositoryError(f"{', '.join(missing)} of rollout plan {plan.fleet!r} are not members of the "
-                              "fleet at the same address now: restore the rollout instead of resuming it")
-    # Each keeps its trust as found now (a member no longer proven is refused by the rollout).
-    found = [by_name[s.name] for s in plan.servers]
-    return [replace(m, repository=Path(s.repository) if s.repository else m.repository)
-            for m, s in zip(found, plan.servers, strict=True)]
-
-
-def fleet_reasons(fleet: str, urls: Sequence[str] = (), *, home: Path | None = None) -> list[Reason]:
-    """The verdict's interrupted-change rule for a fleet: one DEGRADED reason per unresolved
-    rollout of `fleet` or of its servers (`urls`), naming what changed where and the restore command."""
-    found = rollouts.unresolved_over(fleet, urls, home=home)
-    return verdict.interrupted_reasons([interrupted.from_journal(j) for j in found])
-
-
-def fleet_headline(headline: str, reasons: Sequence[Reason]) -> str:
-    """The fleet's headline with its interrupted rollouts: "FLEET OK" becomes DEGRADED."""
-    if not reasons or not headline.startswith("FLEET OK"):
-        return headline
-    more = f" (and {len(reasons) - 1} more)" if len(reasons) > 1 else ""
-    return f"FLEET DEGRADED: {reasons[0].text}{more}"

@@ -37,9 +37,10 @@ from geadmin.fleet.members import NODE, Member, member_metrics_url
 from geadmin.telemetry.history.faults import FaultRecord, record_reading
 from geadmin.telemetry.npu_map import MapRow, ModelMap
 from geadmin.telemetry.sources.detect import NpuSources
+from geadmin.telemetry.sources.fault_reading import FaultReading, read_faults
 from geadmin.telemetry.sources.fault_table import load_table
 from geadmin.telemetry.sources.npu import NpuDevice
-from geadmin.telemetry.sources.npu_faults import ChipFault, FaultReading, read_faults
+from geadmin.telemetry.sources.npu_faults import ChipFault
 from geadmin.triton.client import TritonClient
 
 ClientFor = Callable[[Member, float], TritonClient]

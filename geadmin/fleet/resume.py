@@ -1,39 +1,74 @@
 """The way forward from a rollout cut short: run it again as its journal planned it.
 
-`geadmin.fleet.journal` keeps a rollout's record and the way back (`restore`); this is the
-other choice an operator has for an unresolved rollout (`geadmin fleet resume ID`, the
+`geadmin.fleet.journal` keeps a rollout's record and `geadmin.fleet.restore` the way back; this
+is the other choice an operator has for an unresolved rollout (`geadmin fleet resume ID`, the
 Overview's interrupted-change card): the same change on the same servers, with the configs
-it found before it started kept as the ones to put back.
+it found before it started kept as the ones to put back. Only an unresolved rollout is resumed,
+an apply only while its config still validates, and only on the servers of its plan found at
+the same address now.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from geadmin.access.guard import require
 from geadmin.access.roles import GuardedAction
 from geadmin.diagnose import rollouts
-from geadmin.errors import RolloutRefusedError
-from geadmin.fleet import journal
+from geadmin.diagnose.rollouts import Journal, RolloutPlan
+from geadmin.errors import GeAdminError, RepositoryError, RolloutRefusedError
 from geadmin.fleet.members import Member
 from geadmin.fleet.rollout import Change, RolloutResult, rollout
+from geadmin.repository.validate import refuse_invalid
 
 
 def resume(journal_id: int, members: Sequence[Member], *, home: Path | None = None,
            **kwargs: Any) -> RolloutResult:
     """Run an unresolved rollout again, as planned, on the servers of its plan (found among
     `members` at the same address), keeping its previous configs as the ones to put back.
-    RolloutRefusedError when it cannot be resumed (see `journal.resumable`); `kwargs` are `rollout`'s."""
+    RolloutRefusedError when it cannot be resumed (see `resumable`); `kwargs` are `rollout`'s."""
     # before anything is read; `rollout` checks the change's
     require(kwargs.get("auth"), GuardedAction.RELOAD)
     found = rollouts.read(journal_id, home=home)
-    why = journal.resumable(found)
+    why = resumable(found)
     if why:
         raise RolloutRefusedError(f"rollout #{journal_id} cannot be resumed: {why}; restore it instead "
                           f"(`{found.restore_command}`)")
     plan = found.plan
     new = plan.new_config.encode() if plan.change == Change.APPLY.value else None
-    return rollout(journal.fleet_members(plan, members), Change(plan.change), plan.model, new_config=new,
+    return rollout(fleet_members(plan, members), Change(plan.change), plan.model, new_config=new,
                    wave_size=plan.wave_size, fleet=plan.fleet, home=home, resume_of=journal_id, **kwargs)
+
+
+def resumable(journal: Journal) -> str:
+    """"" when `journal` can be resumed, else why not: only an unresolved rollout, and for an
+    apply only while its config still validates against the first repository."""
+    if not journal.unresolved:
+        return f"rollout #{journal.id} is not waiting to be resumed"
+    plan = journal.plan
+    if plan.change != "apply":
+        return ""
+    first = plan.servers[0].repository
+    try:
+        refuse_invalid(plan.model, plan.new_config, Path(first) / plan.model)
+    except GeAdminError as exc:
+        return f"its config no longer validates: {str(exc).splitlines()[0]}"
+    return ""
+
+
+def fleet_members(plan: RolloutPlan, members: Sequence[Member]) -> list[Member]:
+    """The plan's servers, in its order, as the members found now (RepositoryError when one is gone),
+    each with the repository the plan wrote."""
+    by_name = {m.name: m for m in members}
+    missing = [s.name for s in plan.servers if s.name not in by_name
+               or by_name[s.name].url.rstrip("/") != s.url.rstrip("/")]
+    if missing:
+        raise RepositoryError(f"{', '.join(missing)} of rollout plan {plan.fleet!r} are not members of the "
+                              "fleet at the same address now: restore the rollout instead of resuming it")
+    # Each keeps its trust as found now (a member no longer proven is refused by the rollout).
+    found = [by_name[s.name] for s in plan.servers]
+    return [replace(m, repository=Path(s.repository) if s.repository else m.repository)
+            for m, s in zip(found, plan.servers, strict=True)]

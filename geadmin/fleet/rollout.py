@@ -5,9 +5,9 @@ that fails its health gate, putting back every server already changed.
     apply MODEL FILE                  the config editor's safe apply (geadmin.ops.models.apply): validated,
                                       written atomically, reloaded, rolled back on its own failure
 
-Servers that read one repository (a shared volume) get the file written once, in the first
-wave, and are reloaded wave by wave; servers with their own repository get their file
-written in their wave. After each wave, the gate: the model READY on every server of the wave,
+Each wave's servers are changed in turn (geadmin.fleet.wave: an apply's file written once per
+repository, the operator's pause, abort and revoked right checked before each server). After
+each wave, the gate (geadmin.fleet.gate): the model READY on every server of the wave,
 `gate.requests` smoke requests answered, and their slowest not worse than the same requests
 before the rollout by more than `gate.latency_margin` (+ `gate.latency_slack_ms`). An unload's
 gate: the model gone, and no other model lost READY with it (an ensemble that ran it).
@@ -22,11 +22,12 @@ lock is taken, the plan written as a `started` row before the first server is to
 apply each repository's config kept as a revision first), a `step` row before and after each
 server, the end row last; each changed server whose own workspace is known (`Member.home`) gets
 its change and an apply's revisions there too (geadmin.fleet.server_audit). ANY exception — not
-only geadmin's: a Streamlit rerun, a bug, Ctrl-C — puts back the servers touched so far and
-ends the journal `failed` before it propagates; a SIGKILL leaves the journal open, and the next
-start reports it (geadmin.ops.models.reconcile). A new rollout of a fleet with an unresolved one is
-refused until it is restored or resumed; a resume writes only over the config before the
-rollout or its new one (an edit since is refused, never overwritten). A pause longer than
+only geadmin's: a Streamlit rerun, a bug, Ctrl-C — puts back the servers touched so far
+(geadmin.fleet.restore) and ends the journal `failed` before it propagates; a SIGKILL leaves
+the journal open, and the next start reports it (geadmin.ops.models.rollout_recovery). A new
+rollout of a fleet with an unresolved one is refused until it is restored or resumed
+(geadmin.fleet.unresolved); a resume writes only over the config before the rollout or its
+new one (an edit since is refused, never overwritten). A pause longer than
 GEADMIN_ROLLOUT_PAUSE_MAX_S, or the starter losing the right (`Control.revoked`), stops the
 rollout and puts back what changed. Its fault points: docs/development.md, "Test hooks".
 """
@@ -35,10 +36,8 @@ from __future__ import annotations
 
 import contextlib
 import enum
-import threading
-import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,27 +46,23 @@ from geadmin.access.guard import Authorization, require
 from geadmin.access.roles import GuardedAction
 from geadmin.audit import Result
 from geadmin.diagnose import rollouts
-from geadmin.diagnose.rollouts import CHANGED, CHANGING, FAILED, NOT_RESTORED, RESTORED
-from geadmin.domain import format_duration
+from geadmin.diagnose.rollouts import FAILED, NOT_RESTORED, RESTORED
 from geadmin.errors import (
     ConfigError,
     GeAdminError,
     InvalidArgumentError,
-    RepositoryError,
     RolloutBusyError,
     RolloutRefusedError,
 )
-from geadmin.fleet import journal
+from geadmin.fleet import journal, restore, unresolved
 from geadmin.fleet.gate import Gate, GateSettings
 from geadmin.fleet.index_once import IndexOnceClient
 from geadmin.fleet.members import Member
 from geadmin.fleet.membership import refuse_unproven
 from geadmin.fleet.preview import waves as cut_waves
-from geadmin.fleet.server_audit import Config, ServerAudit
-from geadmin.ops.models.actions import ModelAction, run_action
-from geadmin.ops.models.apply import apply_config
-from geadmin.ops.models.apply_result import AUDIT_RESULTS, ApplyOutcome
-from geadmin.ops.models.reconcile import rollout_lock
+from geadmin.fleet.server_audit import ServerAudit
+from geadmin.fleet.wave import Control, Row, WaveChanger
+from geadmin.ops.models.rollout_recovery import rollout_lock
 from geadmin.repository import revisions
 from geadmin.repository.validate import refuse_invalid
 from geadmin.triton.client import TritonClient
@@ -78,36 +73,6 @@ class Change(str, enum.Enum):
     UNLOAD = "unload"
     RELOAD = "reload"
     APPLY = "apply"
-
-
-@dataclass
-class Control:
-    """Set from another thread (the Fleet page's buttons): checked between two servers."""
-
-    paused: threading.Event = field(default_factory=threading.Event)
-    aborted: threading.Event = field(default_factory=threading.Event)
-    max_pause_s: float | None = None  # None: GEADMIN_ROLLOUT_PAUSE_MAX_S, read when the rollout starts
-    # "" while whoever started it may still make the change, else why not (removed or demoted
-    # since: geadmin.access.users.still_allowed); asked before each server, like `aborted`
-    revoked: Callable[[], str] = lambda: ""
-
-    def wait_while_paused(self) -> str:
-        """"" once resumed (or aborted); why not, once paused longer than `max_pause_s`."""
-        since = time.monotonic()
-        while self.paused.is_set() and not self.aborted.is_set():
-            if self.max_pause_s is not None and time.monotonic() - since >= self.max_pause_s:
-                return (f"paused for longer than {format_duration(self.max_pause_s)} "
-                        f"({settings.ROLLOUT_PAUSE_MAX_S.env_name}): the pause expired")
-            self.aborted.wait(0.2)
-        return ""
-
-
-@dataclass(frozen=True)
-class Row:
-    server: str
-    wave: int  # 1-based; 0: never reached
-    outcome: str  # changed, restored, not restored, failed, not reached
-    message: str = ""
 
 
 @dataclass(frozen=True)
@@ -171,7 +136,7 @@ def rollout(members: Sequence[Member], change: Change, model: str, *, new_config
             if not resumed.unresolved:
                 raise RolloutBusyError(f"rollout #{resume_of} is not waiting to be resumed")
         else:
-            journal.refuse_unresolved(name, home, [m.url for m in members])
+            unresolved.refuse_unresolved(name, home, [m.url for m in members])
         plan = journal.make_plan(members, change.value, model, new_config, wave_size, name, who=actor.name,
                                  home=home, resume=resumed)
         job = _Rollout(list(members), plan, gate or GateSettings(), auth, journal.Recorder(plan, actor, home),
@@ -186,22 +151,17 @@ class _Rollout:
         self.members, self.plan, self.change, self.model = members, plan, Change(plan.change), plan.model
         self.gate_settings, self.auth, self.recorder, self.say = gate, auth, recorder, say
         self.home = recorder.home
-        self.control, self.timeout_s, self.validate = control, timeout_s, validate
+        self.timeout_s = timeout_s
         # Each server's index read once per change (geadmin.fleet.index_once): the gate's read
         # before, the apply's and the action's questions answered from it, one read after.
         self.clients: dict[str, TritonClient] = {
             m.name: IndexOnceClient(m.url, admin_key=m.spec.admin_key, timeout_s=timeout_s,
                                     load_timeout_s=timeout_s, tls_ca=_ca(m)) for m in members}
-        self.rows: dict[str, Row] = {m.name: Row(m.name, 0, "not reached") for m in members}
-        self.touched: list[str] = []  # journaled `changing`, in order
-        self.written: set[str] = set()  # repositories this rollout wrote
-        self.errored = False  # a step raised (not a rejected config, not a gate)
-        self.refused: set[str] = set()  # servers whose apply was refused: apply_config wrote nothing
+        # the servers changed in turn (geadmin.fleet.wave), and what it did to each
+        self.changer = WaveChanger(members, self.clients, auth, recorder, say, control, timeout_s, validate,
+                                   smoke=gate.requests > 0)
         self.gate: Gate | None = None
         self.by_name = {m.name: m for m in members}
-        self.diff = ""
-        self.on_server: ServerAudit | None = None  # each changed server's own workspace, once journaled
-        self.done: dict[str, tuple[Result, str, list[Config]]] = {}  # server -> its own audit row
 
     def run(self) -> RolloutResult:
         waves = cut_waves(self.members, self.plan.wave_size)  # as the Fleet page previewed them
@@ -213,13 +173,14 @@ class _Rollout:
             # journaled with the plan: a put back (here, or `fleet restore` after a crash) returns
             # each server to it
             self.plan = self.recorder.plan = journal.with_readiness(self.plan, gate.ready_before)
-            self.diff = self._diff()
-            journal_id = self.recorder.start(self.diff)
-            self.on_server = ServerAudit(self.plan, self.recorder.actor, self.home, journal_id)
+            changer = self.changer
+            changer.diff = self._diff()
+            journal_id = self.recorder.start(changer.diff)
+            changer.on_server = ServerAudit(self.plan, self.recorder.actor, self.home, journal_id)
             self.say(f"journaled as rollout #{journal_id}")
             test_hooks.fault_point("rollout.started")
             for number, wave in enumerate(waves, start=1):
-                reason = self._wave(number, wave) or self._gate(gate, number, wave)
+                reason = changer.change(number, wave) or self._gate(gate, number, wave)
                 if reason:
                     return self._stop(number, len(waves), reason)
             test_hooks.fault_point("rollout.ending")
@@ -241,135 +202,51 @@ class _Rollout:
         before = revisions.read_revision(Path(first.repository), self.model, first.revision, home=self.home)
         return revisions.config_diff(before.data, self.plan.new_config.encode(), self.model)
 
-    def _wave(self, number: int, wave: list[Member]) -> str:
-        for member in wave:
-            expired = self.control.wait_while_paused()
-            if expired:
-                self.say(expired)
-                return expired
-            if self.control.aborted.is_set():
-                return "aborted by the operator"
-            revoked = self.control.revoked()
-            if revoked:
-                self.say(f"stopping: {revoked}")
-                return f"stopped: {revoked}"
-            self.say(f"wave {number}: {self.change.value} {self.model} on {member.name}")
-            self.recorder.step(member.name, number, CHANGING)
-            self.touched.append(member.name)
-            test_hooks.fault_point(f"rollout.changing.{len(self.touched)}")
-            problem = self._change_one(member)
-            message = "; ".join(filter(None, (problem, self._record_on_server(member, problem))))
-            self.rows[member.name] = Row(member.name, number, FAILED if problem else CHANGED, message)
-            self.recorder.step(member.name, number, FAILED if problem else CHANGED, message)
-            test_hooks.fault_point(f"rollout.changed.{len(self.touched)}")
-            if problem:
-                return f"{member.name}: {problem}"
-        return ""
-
     def _gate(self, gate: Gate, number: int, wave: list[Member]) -> str:
         self.say(f"wave {number}: health gate on {', '.join(m.name for m in wave)}")
         for member in wave:
             problem = gate.check(member.name)
             if problem:
-                self.rows[member.name] = Row(member.name, number, FAILED, problem)
+                self.changer.rows[member.name] = Row(member.name, number, FAILED, problem)
                 self.recorder.step(member.name, number, FAILED, f"health gate: {problem}")
                 return f"{member.name}: {problem}"
         return ""
 
-    def _record_on_server(self, member: Member, problem: str) -> str:
-        """The change in the server's own workspace (geadmin.fleet.server_audit): "" or why not."""
-        refused = Result.REFUSED if member.name in self.refused else Result.FAILED
-        result, message, configs = self.done.pop(member.name, (refused if problem else Result.OK,
-                                                               problem or "done", []))
-        if self.on_server is None:
-            return ""
-        return self.on_server.record(member.name, member.url, member.home, self.change.value, result, message,
-                                     diff=self.diff, configs=configs)
-
-    def _change_one(self, member: Member) -> str:
-        client = self.clients[member.name]
-        try:
-            if self.change is Change.APPLY:
-                return self._apply_one(member, client)
-            result = run_action(client, ModelAction(self.change.value), [self.model], auth=self.auth,
-                                settle_timeout_s=self.timeout_s)[0]
-            self.done[member.name] = (Result.OK if result.ok else Result.FAILED, result.message, [])
-            return "" if result.ok else result.message.splitlines()[0]
-        except Exception as exc:  # any error stops the rollout and puts back (a failure)
-            self.errored = True
-            text = str(exc).splitlines()[0] if str(exc) else ""
-            return text if isinstance(exc, GeAdminError) else f"{type(exc).__name__}: {text}"
-
-    def _apply_one(self, member: Member, client: TritonClient) -> str:
-        repository = str(journal.real(member.repository))
-        if repository in self.written:  # a shared repository already written: reload only
-            return self._reloaded(member, repository, client, "written once for the servers that read it")
-        self.written.add(repository)
-        previous = self.plan.previous_of(repository)
-        expected = previous.sha256 if previous is not None else None
-        if self.plan.resume_of:  # the file is the previous one, or the new one the first run wrote
-            expected, edited = journal.changed_since(self.plan, Path(repository), previous)
-            if edited:
-                self.refused.add(member.name)  # nothing written
-                raise RepositoryError(f"{edited}: not overwritten by the resume — restore the rollout, "
-                                      "or look at the file and roll out again")
-        try:
-            applied = apply_config(client, Path(repository), self.model, self.plan.new_config.encode(),
-                                   expected_sha256=expected, auth=self.auth, home=self.home,
-                                   smoke=self.gate_settings.requests > 0, validate=self.validate,
-                                   note=f"fleet apply on {member.name} (rollout #{self.recorder.id})")
-        except GeAdminError:
-            self.refused.add(member.name)  # a refusal comes before apply_config writes anything
-            raise
-        if applied.outcome is ApplyOutcome.UNCHANGED:  # written by the rollout this one resumes: load it
-            return self._reloaded(member, repository, client, "written by the rollout this one resumes")
-        configs = self.on_server.applied(repository, wrote=applied.ok) if self.on_server else []
-        self.done[member.name] = (AUDIT_RESULTS[applied.outcome], applied.message, configs)
-        return "" if applied.ok else applied.message.splitlines()[0]
-
-    def _reloaded(self, member: Member, repository: str, client: TritonClient, why: str) -> str:
-        """The new config already on disk in `repository`: reloaded where loaded."""
-        problem = journal.reload_if_loaded(client, self.model, self.auth, self.timeout_s)
-        said = f"the new config is on disk in {repository} ({why})"
-        configs = self.on_server.applied(repository, wrote=True) if self.on_server else []
-        self.done[member.name] = (Result.FAILED if problem else Result.OK,
-                                  f"{said}; {problem or 'reloaded where loaded'}", configs)
-        return problem
-
     def _restore(self) -> list[str]:
         """Every touched server put back; the names of those that could not be."""
-        touched = [name for name in self.touched if name not in self.refused]
+        changer = self.changer
+        touched = [name for name in changer.touched if name not in changer.refused]
         lost = {n: self.gate.lost(n) for n in touched} \
             if self.gate is not None and self.change is Change.UNLOAD else {}
-        problems = journal.put_back(self.plan, touched, self.clients, auth=self.auth, home=self.home,
+        problems = restore.put_back(self.plan, touched, self.clients, auth=self.auth, home=self.home,
                                     timeout_s=self.timeout_s, lost=lost,
                                     note=f"fleet rollout #{self.recorder.id} stopped: put back")
         for name in reversed(touched):
-            row, problem = self.rows[name], problems.get(name, "")
+            row, problem = changer.rows[name], problems.get(name, "")
             note = f"{row.message}; " if row.message else ""
             member = self.by_name[name]
-            unrecorded = self.on_server.put_back(name, member.url, member.home, problem,
-                                                 f"fleet rollout #{self.recorder.id} stopped: put back") \
-                if self.on_server is not None else ""
-            self.rows[name] = Row(name, row.wave, NOT_RESTORED if problem else RESTORED,
-                                  note + (problem or "put back")
-                                  + (f"; {unrecorded}" if unrecorded and unrecorded not in note else ""))
+            unrecorded = changer.on_server.put_back(name, member.url, member.home, problem,
+                                                    f"fleet rollout #{self.recorder.id} stopped: put back") \
+                if changer.on_server is not None else ""
+            changer.rows[name] = Row(name, row.wave, NOT_RESTORED if problem else RESTORED,
+                                     note + (problem or "put back")
+                                     + (f"; {unrecorded}" if unrecorded and unrecorded not in note else ""))
             with contextlib.suppress(GeAdminError):  # the end row says it too
                 self.recorder.step(name, row.wave, NOT_RESTORED if problem else RESTORED, problem)
         return [name for name in touched if problems.get(name)]
 
     def _stop(self, number: int, waves: int, reason: str) -> RolloutResult:
-        self.say(f"wave {number} failed: {reason}; putting back {len(self.touched)} server(s)")
+        self.say(f"wave {number} failed: {reason}; putting back {len(self.changer.touched)} server(s)")
         left = self._restore()
-        word = "FAILED" if self.errored else "STOPPED"
+        word = "FAILED" if self.changer.errored else "STOPPED"
         headline = f"ROLLOUT {word} at wave {number} of {waves}: {reason}; {self._restored_text(left)}"
-        result = Result.FAILED if self.errored or left else Result.ROLLED_BACK
+        result = Result.FAILED if self.changer.errored or left else Result.ROLLED_BACK
         return self._end(result, headline, waves, left)
 
     def _crashed(self, exc: BaseException, waves: int) -> None:
         """Cut short in this process by an exception: put back, end the journal `failed`."""
         with contextlib.suppress(Exception):
-            self.say(f"cut short by {type(exc).__name__}: putting back {len(self.touched)} server(s)")
+            self.say(f"cut short by {type(exc).__name__}: putting back {len(self.changer.touched)} server(s)")
         left = self._restore()
         text = str(exc).splitlines()[0] if str(exc) else ""
         headline = (f"ROLLOUT FAILED: cut short by {type(exc).__name__}{': ' + text if text else ''}; "
@@ -381,15 +258,15 @@ class _Rollout:
         if left:
             return f"NOT put back on {', '.join(left)}: see each server's row (`geadmin fleet restore " \
                    f"{self.recorder.id}` retries)"
-        changed = [name for name in self.touched if name not in self.refused]
+        changed = [name for name in self.changer.touched if name not in self.changer.refused]
         return f"{len(changed)} changed server(s) put back" if changed else "nothing had changed"
 
     def _end(self, result: Result, headline: str, waves: int, left: Sequence[str] = ()) -> RolloutResult:
         rows = "\n".join(f"  {r.server}: wave {r.wave or '-'}, {r.outcome}"
-                         + (f": {r.message}" if r.message else "") for r in self.rows.values())
+                         + (f": {r.message}" if r.message else "") for r in self.changer.rows.values())
         entry = self.recorder.end(result, f"{headline}\n{rows}", left)
         return RolloutResult(self.change, self.model, result is Result.OK, headline,
-                             tuple(self.rows.values()), waves, entry.id, self.recorder.id)
+                             tuple(self.changer.rows.values()), waves, entry.id, self.recorder.id)
 
 
 def _ca(member: Member) -> str | None:

@@ -20,7 +20,8 @@ from geadmin.access.roles import GuardedAction
 from geadmin.access.users import still_allowed
 from geadmin.audit import Actor, Origin
 from geadmin.errors import RolloutBusyError
-from geadmin.fleet.rollout import Control, RolloutResult
+from geadmin.fleet.rollout import RolloutResult
+from geadmin.fleet.wave import Control
 from geadmin.ops import runs
 from geadmin.ops.runs import Ending, Run, RunKind
 

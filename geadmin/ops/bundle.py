@@ -6,7 +6,7 @@ show). Every secret geadmin knows (`known_secrets`: the admin keys, the secret s
 servers file's keys) is redacted from every file in it.
 
     manifest.json                     what is inside, what could not be collected and why
-    verdict.json                      OK / DEGRADED / DOWN and its reasons (`diagnose.verdict.assess`,
+    verdict.json                      OK / DEGRADED / DOWN and its reasons (`diagnose.evidence.assess`,
                                       what `geadmin status` and the Overview show), drift included
     server/metadata.json health.json index.json statistics.json
     models/<name>/config.pbtxt        as written on disk
@@ -44,8 +44,8 @@ from typing import Any, Protocol
 from google.protobuf import json_format
 
 from geadmin import __version__, settings
+from geadmin.diagnose.evidence import EvidenceSources, assess
 from geadmin.diagnose.health import take_snapshot
-from geadmin.diagnose.verdict import EvidenceSources, assess
 from geadmin.errors import GeAdminError, RepositoryError
 from geadmin.repository.layout import is_model_name
 from geadmin.repository.modelconfig import CONFIG_FILE, read_config_bytes

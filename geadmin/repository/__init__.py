@@ -16,7 +16,7 @@
 - store.py          a config read and written with conflict detection and a revision first
 - paths.py          path safety: the one gate for names that come from users
 - bounded.py        the one bounded reader for files a user names (regular files, at most a limit)
-- atomic.py         atomic writes: temp file, fsync, rename, directory fsync
+- atomic.py         atomic writes: temp file, fsync, rename, directory fsync; a rename that never replaces
 - locks.py          one writer per model config, by a lock file in the workspace
 - revisions.py      the config history: exact bytes kept before each overwrite
 - trials.py         which model directories are the tuner's trial copies, and whose

@@ -3,12 +3,15 @@ fsync of the directory. A failure up to the rename leaves the old file untouched
 file behind; a failure of the directory fsync after it says that the new file IS written, its
 durability unconfirmed (a caller checks the disk: read the file back). The new file keeps the
 old one's permission bits. Secrets (0600), and the private workspace directory and logs, are
-written the same way.
+written the same way. A whole directory staged beside its destination is moved in by a rename
+that never replaces what is there (`rename_noreplace`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import errno
 import os
 import re
 import stat
@@ -28,7 +31,7 @@ PRIVATE_DIR_MODE = 0o700  # the workspace and its logs directory
 
 def is_temp_file_name(name: str) -> bool:
     """Whether `name` is one atomic_write gives its temp files (a process killed between the
-    write and the rename leaves it behind; geadmin.ops.models.reconcile removes it)."""
+    write and the rename leaves it behind; geadmin.ops.models.leftovers removes it)."""
     return _TEMP_NAME.fullmatch(name) is not None
 
 
@@ -112,3 +115,24 @@ def fsync_directory(directory: Path) -> None:
             raise
     finally:
         os.close(fd)
+
+
+_RENAME_NOREPLACE = 1
+_AT_FDCWD = -100
+
+
+def rename_noreplace(source: Path, destination: Path) -> None:
+    """rename(2) that fails with FileExistsError rather than replace what is at `destination`
+    (renameat2 RENAME_NOREPLACE; a check then rename where the kernel or libc lacks it)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    renameat2 = getattr(libc, "renameat2", None)
+    if renameat2 is not None:
+        if renameat2(_AT_FDCWD, os.fsencode(source), _AT_FDCWD, os.fsencode(destination),
+                     _RENAME_NOREPLACE) == 0:
+            return
+        code = ctypes.get_errno()
+        if code not in (errno.EINVAL, errno.ENOSYS):
+            raise OSError(code, os.strerror(code), str(destination))
+    if os.path.lexists(destination):
+        raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(destination))
+    os.rename(source, destination)

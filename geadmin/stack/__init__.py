@@ -1,10 +1,12 @@
 """Running the stack (layer 3): tritonserver and dashboard processes, the workspace, which
 Triton a command targets.
 
-- tritonserver.py    start and stop a real `tritonserver`
+- tritonserver.py    start and stop a real `tritonserver`: its command line, environment and process
+- triton_install.py  the wheel's `tritonserver` binary and the backend directory (python stub) it needs
 - dashboard.py       the Streamlit dashboard as a child process
 - supervisor.py      keep the embedded tritonserver running, as a process manager does
 - embedded.py        `geadmin up`: tritonserver, dashboard, sampler in one
+- startup_loads.py   `geadmin up`'s model loads after each Triton start, hung loads left out
 - recording.py       the sampler, its probes and geadmin's metrics endpoint, started and stopped as one
 - processes.py       ports, pids and health polls
 - workspace.py       $GEADMIN_HOME, geadmin's own directory

@@ -2,10 +2,9 @@
 
 Triton starts with no models and is supervised (geadmin.stack.supervisor): if it exits,
 the dashboard stays up and Triton is restarted with backoff. The repository's models load
-in parallel once Triton is live, each bounded by a timeout, so no model can hold up the
-start, the others, or the dashboard. Everything runs in its own process group and is
-stopped on exit (Ctrl-C, SIGTERM, or the dashboard dying) within 15 s, leaving no
-processes and no shared memory.
+once Triton is live, after every start (geadmin.stack.startup_loads). Everything runs in its
+own process group and is stopped on exit (Ctrl-C, SIGTERM, or the dashboard dying) within
+15 s, leaving no processes and no shared memory.
 
 Triton's repository, model-config, logging and trace APIs need the workspace's admin key
 (`Workspace.ensure_admin_key`, a 0600 file), whatever address Triton binds: reaching its
@@ -18,35 +17,31 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from geadmin import audit
-from geadmin.access import guard
 from geadmin.access.token import new_token, sign_in_url
 from geadmin.audit import Actor, Origin
 from geadmin.domain import DEFAULT_PORTS, Ports, format_duration
-from geadmin.errors import PortInUseError, SamplerLockedError, StackError, TritonError
-from geadmin.ops.models.actions import ActionResult, load_in_parallel
+from geadmin.errors import PortInUseError, SamplerLockedError, StackError
 from geadmin.ops.probe import DEFAULT_INTERVAL_S
 from geadmin.ops.tune import trials as tune_trials
 from geadmin.repository.locks import PidLock
-from geadmin.repository.trials import is_trial
 from geadmin.stack.dashboard import DashboardProcess
 from geadmin.stack.drivers import ExitRecord
 from geadmin.stack.processes import client_url_host, ensure_port_free, ensure_ports_free
 from geadmin.stack.recording import Recording, RecordingOptions
 from geadmin.stack.stack_audit import StackAudit, origin_of_signal
+from geadmin.stack.startup_loads import StartupLoads
 from geadmin.stack.supervisor import Backoff, TritonSupervisor, exit_record
-from geadmin.stack.tritonserver import TritonProcess, prepare_backend_directory
-from geadmin.stack.workspace import LoadOutcome, StackInfo, Workspace
+from geadmin.stack.triton_install import prepare_backend_directory
+from geadmin.stack.tritonserver import TritonProcess
+from geadmin.stack.workspace import StackInfo, Workspace
 from geadmin.telemetry.history.sampler import SamplerOptions, default_npu_smi
-from geadmin.triton.client import TritonClient
-from geadmin.triton.logs import LocalLogFile
 
 Printer = Callable[[str], None]
-LOAD_WORKERS = 4
 
 
 @dataclass(frozen=True)
@@ -70,13 +65,6 @@ class StackOptions:
     sign_in_token: bool = False  # the dashboard signs in with a token: write a new one (access/token.py)
 
 
-def load_outcome(result: ActionResult) -> LoadOutcome:
-    if result.ok:
-        return LoadOutcome(result.name, True, "READY")
-    reason = result.explanation.reason if result.explanation else result.message
-    return LoadOutcome(result.name, False, reason.splitlines()[0] if reason else "failed")
-
-
 class EmbeddedStack:
     """Start Triton (unless attaching), then the dashboard; stop both together."""
 
@@ -86,22 +74,19 @@ class EmbeddedStack:
         self.supervisor: TritonSupervisor | None = None
         self.dashboard: DashboardProcess | None = None
         self.recording: Recording | None = None  # the sampler, its probes, geadmin's metrics
-        self.loads: tuple[LoadOutcome, ...] = ()
         self._workspace_lock: PidLock | None = None
         self._stop = threading.Event()
         self._write_lock = threading.Lock()
         self._first_start = True
         self.started = False  # start() finished: a stop from here on is an ordinary stop
         self._dashboard_backoff = Backoff()
-        # Models whose load hung: Triton handles one load request at a time, so a hung load
-        # blocks every later one until Triton restarts. They stay out until loaded by hand.
-        self.hung: set[str] = set()
-        self._round = 0
         self.dashboard_exits: list[ExitRecord] = []  # published in stack.json for the Overview
         self._admin_key: str | None = None  # the workspace's, once Triton is ours to start
         self._stop_origin = ""  # why the stack stops (Ctrl-C, a signal, the dashboard died)
         self.audit = StackAudit(options.workspace.home, f"http://127.0.0.1:{options.ports.http}",
                                 say=self.say, stopping=self._stop)
+        self.startup_loads = StartupLoads(self.repository, options.model_timeout_s, say=self.say,
+                                          on_done=self.publish, restart=self.request_triton_restart)
 
     @property
     def triton(self) -> TritonProcess | None:
@@ -168,7 +153,7 @@ class EmbeddedStack:
         for name, directory in opts.backend_dirs.items():
             self.say(f"backend {name}: {directory}")
         self.supervisor = TritonSupervisor(
-            lambda cancelled: self._run_triton(backends, cancelled), self._load_models,
+            lambda cancelled: self._run_triton(backends, cancelled), self.startup_loads.run,
             restart=opts.restart, say=self.say, on_change=self.publish, on_exit=self.audit.exit,
             on_restart=self.audit.restart, origin_of=self.audit.origin_of, on_left_out=self.audit.left_out)
         return self.supervisor.start().http_url
@@ -222,61 +207,6 @@ class EmbeddedStack:
         triton.start(progress=progress, cancelled=lambda: cancelled() or self._stop.is_set())
         return triton
 
-    def _load_models(self, triton: TritonProcess, names: Sequence[str] | None) -> None:
-        """Runs on a thread of its own: prints n of N as each load ends, then a summary."""
-        timeout_s = self.options.model_timeout_s
-        self._round += 1
-        this_round = self._round
-        with TritonClient(triton.http_url, admin_key=triton.admin_key, load_timeout_s=timeout_s) as client:
-            try:
-                wanted = list(names) if names is not None else sorted(
-                    {e.name for e in client.repository_index() if not is_trial(self.repository, e.name)})
-            except TritonError as exc:  # Triton died at once: the supervisor reports that
-                self.say(f"cannot list the repository's models: {str(exc).splitlines()[0]}")
-                return
-            skipped = sorted(self.hung & set(wanted))
-            wanted = [name for name in wanted if name not in self.hung]
-            if skipped:
-                self.say(f"not loading {', '.join(skipped)}: its load hung Triton before (fix it, "
-                         "then load it from the Models page or `geadmin models load`)")
-            if not wanted:
-                self.say(f"no models to load in {self.repository}")
-                return
-            self.say(f"loading {len(wanted)} models ({LOAD_WORKERS} at a time, at most "
-                     f"{timeout_s:.0f}s each) ...")
-
-            def done(count: int, total: int, result: ActionResult) -> None:
-                if this_round != self._round:
-                    return  # Triton was restarted under this round: its failures mean nothing
-                outcome = load_outcome(result)
-                self.say(f"  [{count}/{total}] {outcome.name}: "
-                         + ("READY" if outcome.ok else f"FAILED — {outcome.message}"))
-                stuck = result.explanation is not None and (result.explanation.hung
-                                                            or result.explanation.timed_out)
-                if stuck:
-                    self._restart_without(result.name)
-
-            results = load_in_parallel(client, wanted, log=LocalLogFile(triton.log_path),
-                                       repository=self.repository, workers=LOAD_WORKERS, done=done,
-                                       auth=guard.os_user(Origin.LOCAL))
-        if this_round != self._round:
-            return
-        self.loads = tuple(load_outcome(result) for result in results)
-        failed = [load.name for load in self.loads if not load.ok]
-        self.say(f"models: {len(results) - len(failed)} of {len(results)} READY"
-                 + (f"; failed: {', '.join(failed)} (reasons above; `geadmin status` shows them again)"
-                    if failed else ""))
-        self.publish()
-
-    def _restart_without(self, name: str) -> None:
-        """A hung load holds Triton's loader: only a restart frees it for the other models."""
-        self.hung.add(name)
-        self._round += 1  # what the current round still reports is moot
-        self.say(f"{name}'s load hangs, and Triton loads nothing else while it does: restarting "
-                 f"Triton and loading the other models without {name}")
-        if self.supervisor is not None:
-            self.supervisor.request_restart(f"load of {name} hung")
-
     # -- stack.json --------------------------------------------------------------------
     def stack_info(self) -> StackInfo:
         assert self.supervisor is not None
@@ -297,7 +227,7 @@ class EmbeddedStack:
             triton_started_at=triton.started_at if triton else None,
             restart_enabled=self.supervisor.restart_enabled,
             exits=tuple(self.supervisor.exits),
-            loads=self.loads,
+            loads=self.startup_loads.loads,
             dashboard_pid=dashboard.pid if dashboard else None,
             dashboard_started_at=dashboard.started_at if dashboard else None,
             dashboard_log=dashboard.log_path if dashboard else None,
@@ -351,9 +281,10 @@ class EmbeddedStack:
         self._stop_origin = self._stop_origin or origin_of_signal(signum)
         self._stop.set()
 
-    def request_triton_restart(self) -> None:
+    def request_triton_restart(self, reason: str = "") -> None:
+        """`reason` "": asked by a signal (the Stack page's); else why (a model's load hung)."""
         if self.supervisor is not None:
-            self.supervisor.request_restart()
+            self.supervisor.request_restart(reason)
 
     def request_triton_stop(self) -> None:
         if self.supervisor is not None:

@@ -1,4 +1,4 @@
-"""The verdict as every face shows it: `geadmin.diagnose.verdict.assess`, with what the
+"""The verdict as every face shows it: `geadmin.diagnose.evidence.assess`, with what the
 embedded stack knows about the server (`geadmin.stack.server_history`), or the compose
 project that runs it (`geadmin.stack.compose_logs`): why its Triton does not answer
 (restarting, stopped by whom, exited, its container's last lines) instead of "is the URL
@@ -11,8 +11,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from geadmin import settings
+from geadmin.diagnose.evidence import EvidenceSources, assess
 from geadmin.diagnose.health import ServerSnapshot
-from geadmin.diagnose.verdict import EvidenceSources, Verdict, VerdictRule, assess
+from geadmin.diagnose.verdict import Verdict, VerdictRule
 from geadmin.domain import same_server
 from geadmin.stack.compose_logs import compose_outage
 from geadmin.stack.server_history import ServerHistory, history_for, recent_crash

@@ -14,7 +14,7 @@ import streamlit as st
 
 from geadmin.access.roles import GuardedAction
 from geadmin.diagnose.failure_text import FailureText, from_message
-from geadmin.diagnose.impact import StateChange
+from geadmin.diagnose.state_changes import StateChange
 from geadmin.errors import ConfigConflictError, ConfigInvalidError, GeAdminError
 from geadmin.ops.models import actions
 from geadmin.ops.models.apply import apply_config, rollback

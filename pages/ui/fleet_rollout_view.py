@@ -19,8 +19,9 @@ from geadmin.fleet.discovery import Discovery
 from geadmin.fleet.gate import GateSettings
 from geadmin.fleet.members import Member
 from geadmin.fleet.preview import Preview, missing_repository, preview, with_repository
-from geadmin.fleet.rollout import Change, Control, RolloutResult, rollout
+from geadmin.fleet.rollout import Change, RolloutResult, rollout
 from geadmin.fleet.versions import roll_version
+from geadmin.fleet.wave import Control
 from pages.ui import access, keys
 from pages.ui.errors import failure_of, show_failure
 

@@ -1,5 +1,5 @@
 """What else a change touches: named before it is confirmed, reported after it ran
-(geadmin.diagnose.impact). Shared by the Models page and the config editor."""
+(geadmin.diagnose.impact, geadmin.diagnose.state_changes). Shared by the Models page and the config editor."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from collections.abc import Sequence
 
 import streamlit as st
 
-from geadmin.diagnose.impact import Impact, StateChange
+from geadmin.diagnose.impact import Impact
+from geadmin.diagnose.state_changes import StateChange
 
 ICON = ":material/account_tree:"
 

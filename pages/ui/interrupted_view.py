@@ -4,9 +4,9 @@ model and the revision to roll back to (its guarded, confirmed rollback). Fleet 
 short are shown on the Fleet page with what changed where, Restore and Resume.
 
 Views only: `geadmin.ops.models.reconcile.reconcile` closes what a killed apply or create left (and
-`close_rollouts` what a killed rollout left, `geadmin.ops.runs.close_interrupted` the audit rows of
-its background runs), `geadmin.diagnose.interrupted.unresolved` lists
-what still waits for an operator; `geadmin.fleet.journal.restore` and
+`rollout_recovery.close_rollouts` what a killed rollout left, `geadmin.ops.runs.close_interrupted`
+the audit rows of its background runs), `geadmin.diagnose.interrupted.unresolved` lists
+what still waits for an operator; `geadmin.fleet.restore.restore` and
 `geadmin.fleet.resume.resume` put a rollout right.
 """
 
@@ -22,13 +22,15 @@ from geadmin.access.roles import GuardedAction
 from geadmin.audit import Actor
 from geadmin.diagnose import interrupted, rollouts
 from geadmin.errors import GeAdminError
-from geadmin.fleet import journal, runs
+from geadmin.fleet import runs
 from geadmin.fleet.discovery import Discovery
 from geadmin.fleet.members import Member
-from geadmin.fleet.resume import resume
-from geadmin.fleet.rollout import Control, RolloutResult
+from geadmin.fleet.restore import restore
+from geadmin.fleet.resume import resumable, resume
+from geadmin.fleet.rollout import RolloutResult
+from geadmin.fleet.wave import Control
 from geadmin.ops import runs as background
-from geadmin.ops.models import reconcile
+from geadmin.ops.models import reconcile, rollout_recovery
 from pages.ui import access, keys
 from pages.ui.context import selected_target
 from pages.ui.errors import failure_of, show_failure
@@ -44,7 +46,7 @@ def _reconciled(repository: str) -> reconcile.Report:
 @st.cache_resource(show_spinner=False)
 def _rollouts_closed() -> list[str]:
     """Once per dashboard process: the rollouts an earlier process left cut short are closed."""
-    return reconcile.close_rollouts(actor=Actor.dashboard(None))
+    return rollout_recovery.close_rollouts(actor=Actor.dashboard(None))
 
 
 @st.cache_resource(show_spinner=False)
@@ -85,7 +87,7 @@ def notice() -> None:
 
 def fleet_rollouts(found: Discovery) -> None:
     """Each unresolved rollout of the fleet: what changed where, Restore, and Resume while it can."""
-    reconcile.close_rollouts(actor=Actor.dashboard(None))  # one killed since this process started
+    rollout_recovery.close_rollouts(actor=Actor.dashboard(None))  # one killed since this process started
     fleet = found.fleet.name
     for item in rollouts.unresolved(fleet=fleet):
         st.error(defused(f"Interrupted rollout #{item.id} — {item.reason()}"), icon=":material/report:")
@@ -95,7 +97,7 @@ def fleet_rollouts(found: Discovery) -> None:
                               disabled=not permitted, help=why_not or "put back every server it changed: "
                               "configs byte-identical, reloaded"):
             st.session_state[keys.FLEET_JOURNAL_ASKED] = ("restore", item.id)
-        cannot = journal.resumable(item)
+        cannot = resumable(item)
         if resume_col.button(f"Resume rollout #{item.id}", key=f"{keys.FLEET_RESUME_PREFIX}{item.id}",
                              disabled=bool(cannot) or not permitted,
                              help=cannot or why_not or "run it again as planned, in waves with the "
@@ -106,7 +108,7 @@ def fleet_rollouts(found: Discovery) -> None:
                 f"Restore rollout #{item.id}: put back {', '.join(item.left_changed)} ({item.what})?"):
             try:
                 with st.spinner(f"putting back {', '.join(item.left_changed)}…"):
-                    _, _, end = journal.restore(item.id, found.members, auth=access.auth_for(
+                    _, _, end = restore(item.id, found.members, auth=access.auth_for(
                         GuardedAction.ROLLBACK, model=item.plan.model, server=fleet))
                 (st.success if end.result == "rolled_back" else st.error)(end.headline)
             except GeAdminError as exc:

@@ -13,7 +13,8 @@ import streamlit as st
 
 from geadmin.ops.infer.images import Normalize, output_image
 from geadmin.ops.infer.inputs import GENERATED, InputSource, SourceKind, source_kinds
-from geadmin.ops.infer.request import ClassScore, InferRequest, InferResult, tensor_rows
+from geadmin.ops.infer.outputs import ClassScore, tensor_rows
+from geadmin.ops.infer.request import InferRequest, InferResult
 from geadmin.ops.infer.snippets import Snippet
 from geadmin.ops.infer.spec import InputSpec, dynamic_dims
 from geadmin.triton.client import Tensor

@@ -14,8 +14,9 @@ import streamlit as st
 
 from geadmin.access.roles import GuardedAction
 from geadmin.diagnose.drift import Drift, find_drift
+from geadmin.diagnose.evidence import EvidenceSources
 from geadmin.diagnose.health import ServerSnapshot, take_snapshot
-from geadmin.diagnose.verdict import EvidenceSources, Level, Verdict
+from geadmin.diagnose.verdict import Level, Verdict
 from geadmin.domain import format_duration
 from geadmin.errors import GeAdminError
 from geadmin.ops.models.put_back import put_back_served

@@ -23,8 +23,9 @@ from tritonclient.utils import InferenceServerException
 
 from geadmin.cli.exit_codes import ExitCode
 from geadmin.cli.main import main
+from geadmin.diagnose.evidence import EvidenceSources, assess
 from geadmin.diagnose.health import take_snapshot
-from geadmin.diagnose.verdict import EvidenceSources, Level, VerdictRule, assess
+from geadmin.diagnose.verdict import Level, VerdictRule
 from geadmin.triton.client import TritonClient
 from tests.support.asan import sanitizer_reports, shut_down_after_leak_check, start_asan_server
 from tests.support.npu_ge import (

@@ -19,7 +19,8 @@ from playwright.sync_api import Page, expect
 from geadmin import settings
 from geadmin.stack.dashboard import DashboardProcess
 from geadmin.telemetry.history.faults import record_reading
-from geadmin.telemetry.sources.npu_faults import SOURCE_EXPORTER, ChipFault, FaultReading
+from geadmin.telemetry.sources.fault_reading import FaultReading
+from geadmin.telemetry.sources.npu_faults import SOURCE_EXPORTER, ChipFault
 from tests.support.faults import HBM_ECC, UNLISTED
 from tests.support.npu_exporter_double import ChipState, npu_exporter_double
 from tests.support.npu_fault_servers import start_fault_server

@@ -31,7 +31,8 @@ from geadmin.ops.bench.params import NO_STABILITY_GATE
 from geadmin.ops.bench.results import CONCURRENCY, REQUEST_RATE, compare, list_runs, load_run
 from geadmin.ops.infer.inputs import InputSource, SourceKind
 from geadmin.stack.processes import free_port
-from geadmin.stack.tritonserver import TritonProcess, find_tritonserver
+from geadmin.stack.triton_install import find_tritonserver
+from geadmin.stack.tritonserver import TritonProcess
 from geadmin.stack.workspace import SAMPLE_REPOSITORY
 from geadmin.triton.client import TritonClient
 from tests.support.auth import admin_auth, auth_as

@@ -18,9 +18,9 @@ import pytest
 from geadmin import audit
 from geadmin.cli.main import main
 from geadmin.diagnose import impact
+from geadmin.diagnose.evidence import EvidenceSources, assess
 from geadmin.diagnose.health import take_snapshot
 from geadmin.diagnose.impact import Effect
-from geadmin.diagnose.verdict import EvidenceSources, assess
 from geadmin.domain import ModelState, Serving
 from geadmin.errors import ConfigInvalidError
 from geadmin.ops.models.actions import SIDE_EFFECT, ModelAction, run_action

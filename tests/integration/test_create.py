@@ -21,7 +21,8 @@ from geadmin.repository import revisions
 from geadmin.repository.templates import Params, TensorSpec
 from geadmin.stack.backends import BUILT_NPU_GE, library
 from geadmin.stack.processes import free_port
-from geadmin.stack.tritonserver import TritonProcess, prepare_backend_directory
+from geadmin.stack.triton_install import prepare_backend_directory
+from geadmin.stack.tritonserver import TritonProcess
 from geadmin.triton.client import TritonClient
 from geadmin.triton.logs import LocalLogFile
 from tests.support.auth import admin_auth, auth_as

@@ -39,9 +39,10 @@ from geadmin.fleet import runs
 from geadmin.fleet.discovery import Fleet, discover, fleet_named
 from geadmin.fleet.gate import GateSettings
 from geadmin.fleet.members import Member, Trust
-from geadmin.fleet.rollout import Change, Control, RolloutResult, rollout
-from geadmin.fleet.status import poll
+from geadmin.fleet.polling import poll
+from geadmin.fleet.rollout import Change, RolloutResult, rollout
 from geadmin.fleet.versions import roll_version
+from geadmin.fleet.wave import Control
 from geadmin.ops.infer.request import smoke_request
 from geadmin.stack.processes import free_ports
 from geadmin.stack.tritonserver import TritonProcess

@@ -29,7 +29,8 @@ from geadmin.access import guard
 from geadmin.diagnose import rollouts
 from geadmin.errors import RepositoryError
 from geadmin.fleet.gate import GateSettings
-from geadmin.fleet.rollout import Change, Control, rollout
+from geadmin.fleet.rollout import Change, rollout
+from geadmin.fleet.wave import Control
 from tests.support.apptest import APP, button, isolate, run
 from tests.support.fleet_lab import BASE, HOSTS, MODEL, FleetLab, config, fleet_lab
 from tests.support.stack import GEADMIN, geadmin, in_process

@@ -19,7 +19,8 @@ from geadmin import audit
 from geadmin.access import guard
 from geadmin.fleet.discovery import discover, fleet_named
 from geadmin.fleet.gate import GateSettings
-from geadmin.fleet.rollout import Change, Control, rollout
+from geadmin.fleet.rollout import Change, rollout
+from geadmin.fleet.wave import Control
 from tests.support.fleet_lab import BASE, MODEL, FleetLab, config, fleet_lab
 from tests.support.stack import GEADMIN, in_process
 

@@ -17,8 +17,8 @@ from geadmin.errors import FleetError
 from geadmin.fleet.discovery import Fleet, discover
 from geadmin.fleet.gate import GateSettings
 from geadmin.fleet.membership import Proof
+from geadmin.fleet.polling import poll
 from geadmin.fleet.rollout import Change, rollout
-from geadmin.fleet.status import poll
 from geadmin.stack.tritonserver import TritonProcess
 from tests.support.processes import TEST_EXIT_TIMEOUT_S
 from tests.support.samples import LOAD_MODEL, copy_samples

@@ -19,18 +19,8 @@ import pytest
 from geadmin.cli.main import main
 from geadmin.errors import InferInputError, ModelNotFoundError, TritonRequestError
 from geadmin.ops.infer.inputs import InputSource, SourceKind
-from geadmin.ops.infer.request import (
-    InferResult,
-    build_request,
-    infer,
-    parse_classification,
-    prepare,
-    read_labels,
-    send,
-    smoke_request,
-    tensor_record,
-    top_k,
-)
+from geadmin.ops.infer.outputs import parse_classification, read_labels, tensor_record, top_k
+from geadmin.ops.infer.request import InferResult, build_request, infer, prepare, send, smoke_request
 from geadmin.ops.infer.snippets import Snippet, curl_command, parse_http_response, python_snippet
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.stack.workspace import SAMPLE_REPOSITORY

@@ -24,8 +24,8 @@ import pytest
 
 from geadmin import audit
 from geadmin.audit import Result
+from geadmin.diagnose.evidence import EvidenceSources, assess
 from geadmin.diagnose.health import take_snapshot
-from geadmin.diagnose.verdict import EvidenceSources, assess
 from geadmin.domain import ModelState
 from geadmin.errors import (
     BenchBusyError,

@@ -19,8 +19,8 @@ from streamlit.testing.v1 import AppTest
 
 from geadmin import audit
 from geadmin.audit import Actor, Origin
+from geadmin.diagnose.evidence import EvidenceSources, assess
 from geadmin.diagnose.health import take_snapshot
-from geadmin.diagnose.verdict import EvidenceSources, assess
 from geadmin.ops.bench.params import load_test_running, server_lock
 from geadmin.ops.infer.inputs import InputSource, SourceKind
 from geadmin.ops.models.actions import ModelAction, run_action

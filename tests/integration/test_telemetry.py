@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from geadmin.cli.main import main
-from geadmin.stack.tritonserver import TritonProcess, prepare_backend_directory
+from geadmin.stack.triton_install import prepare_backend_directory
+from geadmin.stack.tritonserver import TritonProcess
 from geadmin.telemetry.derive import derive
 from geadmin.telemetry.sources.detect import NpuSources, detect
 from geadmin.telemetry.sources.scrape import Scrape, scrape

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from geadmin import audit
+from geadmin.diagnose.evidence import EvidenceSources, assess
 from geadmin.diagnose.health import take_snapshot
-from geadmin.diagnose.verdict import EvidenceSources, Level, VerdictRule, assess
+from geadmin.diagnose.verdict import Level, VerdictRule
 from geadmin.domain import ModelState
 from geadmin.ops.bundle import build_bundle
 from geadmin.ops.models.put_back import PUT_BACK_ACTION, put_back_served

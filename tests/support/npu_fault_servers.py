@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from geadmin.stack.tritonserver import TritonProcess, prepare_backend_directory
+from geadmin.stack.triton_install import prepare_backend_directory
+from geadmin.stack.tritonserver import TritonProcess
 from tests.support.npu_ge import affine_model, build_backend
 
 # Not 0 (TEST_EXIT_TIMEOUT_S): at 0, Triton exits while npu_ge's instances still finalize on

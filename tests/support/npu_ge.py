@@ -19,7 +19,8 @@ import numpy as np
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from geadmin.stack.tritonserver import TritonProcess, prepare_backend_directory
+from geadmin.stack.triton_install import prepare_backend_directory
+from geadmin.stack.tritonserver import TritonProcess
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BUILD_DIR = REPO_ROOT / "build" / "backend"

@@ -70,7 +70,7 @@ def _real_binaries() -> dict[str, str]:
     in: a test double named `docker` in a temporary directory is not the engine."""
     found: dict[str, str] = {}
     try:
-        from geadmin.stack.tritonserver import find_tritonserver
+        from geadmin.stack.triton_install import find_tritonserver
 
         found[os.path.realpath(find_tritonserver())] = "integration"
     except Exception:  # no tritonserver here: nothing of it can start

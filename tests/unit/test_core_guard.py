@@ -33,7 +33,7 @@ from geadmin.audit import Actor
 from geadmin.diagnose import rollouts
 from geadmin.diagnose.npu_faults import PlanStep, StepKind
 from geadmin.errors import GeAdminError, NotAuthorizedError, PerfAnalyzerMissingError
-from geadmin.fleet import journal, resume, rollout, runs, versions
+from geadmin.fleet import restore, resume, rollout, runs, versions
 from geadmin.fleet.members import Member, Trust
 from geadmin.ops import monitoring
 from geadmin.ops import runs as background
@@ -247,7 +247,7 @@ def remedy_of_m(w: World, auth: object, kind: str) -> object:
 
 def restore_planted(w: World, auth: object) -> object:
     number, home = interrupted_rollout(w)
-    return journal.restore(number, [member(w)], auth=auth, home=home, timeout_s=CALL_TIMEOUT_S)  # type: ignore[arg-type]
+    return restore.restore(number, [member(w)], auth=auth, home=home, timeout_s=CALL_TIMEOUT_S)  # type: ignore[arg-type]
 
 
 def resume_planted(w: World, auth: object) -> object:
@@ -350,10 +350,10 @@ GUARDED: dict[str, tuple[GuardedAction, Call]] = {
         GuardedAction.APPLY,
         lambda w, a: versions.roll_version([member(w)], "m", 1, auth=a, home=w.home,
                                            timeout_s=CALL_TIMEOUT_S)),
-    "geadmin.fleet.journal.put_back": (
-        GuardedAction.RELOAD, lambda w, a: journal.put_back(reload_plan(w), ["s"], {"s": w.client}, auth=a,
+    "geadmin.fleet.restore.put_back": (
+        GuardedAction.RELOAD, lambda w, a: restore.put_back(reload_plan(w), ["s"], {"s": w.client}, auth=a,
                                                      home=w.home, note="t", timeout_s=CALL_TIMEOUT_S)),
-    "geadmin.fleet.journal.restore": (GuardedAction.ROLLBACK, lambda w, a: restore_planted(w, a)),
+    "geadmin.fleet.restore.restore": (GuardedAction.ROLLBACK, lambda w, a: restore_planted(w, a)),
     "geadmin.fleet.resume.resume": (GuardedAction.RELOAD, lambda w, a: resume_planted(w, a)),
     "geadmin.fleet.runs.steer": (
         GuardedAction.RELOAD,
@@ -394,10 +394,11 @@ EXEMPT: dict[str, str] = {
     "geadmin.ops.models.reconcile.reconcile": "start-up recovery: closes interrupted rows, removes staging "
                                        "directories no process holds; runs before anyone signs in",
     "geadmin.ops.models.reconcile.close": "part of reconcile (writes the interrupted row)",
-    "geadmin.ops.models.reconcile.remove_staging": "part of reconcile",
+    "geadmin.ops.models.leftovers.remove_staging": "part of reconcile",
+    "geadmin.ops.models.leftovers.remove_temp_files": "part of reconcile",
     "geadmin.stack.docker_cli.run_docker": "the docker CLI boundary under the compose driver (perform "
                                            "guards its changes)",
-    "geadmin.stack.embedded.load_outcome": "turns a load result into a line for `geadmin up`",
+    "geadmin.stack.startup_loads.load_outcome": "turns a load result into a line for `geadmin up`",
     "geadmin.diagnose.unloads.unloaded_by_operator": "reads the audit log",
     "geadmin.diagnose.stuck.unload_not_ended": "words an unload that has not ended; changes nothing",
     "geadmin.ops.bench.params.load_test_running": "reads which load test holds a server's lock",
@@ -414,16 +415,18 @@ EXEMPT: dict[str, str] = {
                                        "workspace",
     "geadmin.fleet.runs.start": "runs a rollout (guarded, under the caller's authorization) on a thread",
     "geadmin.ops.runs.start": "runs a work (guarded itself, under the caller's authorization) on a thread",
-    "geadmin.fleet.status.close_clients": "closes fleet status's cached HTTP clients; changes no server",
-    "geadmin.fleet.journal.reload_if_loaded": "part of a rollout or a restore (guarded): reloads through "
+    "geadmin.fleet.polling.close_clients": "closes fleet status's cached HTTP clients; changes no server",
+    "geadmin.fleet.restore.reload_if_loaded": "part of a rollout or a restore (guarded): reloads through "
                                               "run_action, under the caller's authorization",
     "geadmin.ops.runs.close_interrupted": "start-up recovery: writes the interrupted row of each background "
                                           "run whose process died (no change to any server or file)",
-    "geadmin.ops.models.reconcile.close_rollouts": "start-up recovery: ends the journals of rollouts whose "
-                                                   "process died with an interrupted row; changes no server",
-    "geadmin.ops.models.reconcile.close_rollout": "part of close_rollouts (writes the interrupted row)",
-    "geadmin.ops.models.reconcile.rollout_lock": "the lock one rollout of a fleet holds (a file in the "
-                                                 "workspace)",
+    "geadmin.ops.models.rollout_recovery.close_rollouts": (
+        "start-up recovery: ends the journals of rollouts whose process died with an interrupted row; "
+        "changes no server"),
+    "geadmin.ops.models.rollout_recovery.close_rollout": (
+        "part of close_rollouts (writes the interrupted row)"),
+    "geadmin.ops.models.rollout_recovery.rollout_lock": (
+        "the lock one rollout of a fleet holds (a file in the workspace)"),
 }
 
 CHANGE_NAME = re.compile(r"^(load|unload|reload|apply|rollback|create|restart|stop|start|set_|perform|"

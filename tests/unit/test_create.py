@@ -15,7 +15,7 @@ from geadmin import audit
 from geadmin.errors import CreateRefusedError, RepositoryError, TemplateError
 from geadmin.ops.models import create
 from geadmin.ops.models.create import CreateOutcome, create_model
-from geadmin.repository import revisions, templates
+from geadmin.repository import atomic, revisions, templates
 from geadmin.repository.templates import Params, TensorSpec
 from geadmin.repository.validate import Severity
 from tests.support.auth import auth_as
@@ -164,7 +164,7 @@ def test_a_failure_after_staging_leaves_no_directory(repo: Path, outside: Path,
         assert (source / "1" / "model.om").read_bytes() == OM  # it failed after staging everything
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(create, "_rename_noreplace", no_space)
+    monkeypatch.setattr(create, "rename_noreplace", no_space)
     refused(repo, outside, RepositoryError, "No space left on device.*nothing was created")
 
 
@@ -182,7 +182,7 @@ def test_the_final_rename_never_replaces_what_appeared_meanwhile(tmp_path: Path)
     source.mkdir()
     destination.mkdir()  # empty: a plain rename(2) would silently replace it
     with pytest.raises(FileExistsError):
-        create._rename_noreplace(source, destination)
+        atomic.rename_noreplace(source, destination)
     assert source.is_dir() and destination.is_dir()
 
 

@@ -14,12 +14,12 @@ from geadmin import db
 from geadmin.migrations import MIGRATIONS
 from geadmin.telemetry.history import faults as history
 from geadmin.telemetry.history.faults import fault_records, record_reading
+from geadmin.telemetry.sources.fault_reading import FaultReading
 from geadmin.telemetry.sources.npu_faults import (
     SOURCE_EXPORTER,
     SOURCE_NPU_GE,
     SOURCE_NPU_SMI,
     ChipFault,
-    FaultReading,
     faults_from_exporter,
     faults_from_triton,
 )

@@ -15,13 +15,8 @@ from geadmin.errors import MetricsUnavailableError, NpuSmiError
 from geadmin.fleet import npu_faults as fleet_faults
 from geadmin.fleet.members import NODE, Member
 from geadmin.telemetry.sources.detect import NpuSources
-from geadmin.telemetry.sources.npu_faults import (
-    MAX_NPU_SMI_FILE_BYTES,
-    SOURCE_NPU_GE,
-    ChipFault,
-    FaultReading,
-    read_npu_smi_file,
-)
+from geadmin.telemetry.sources.fault_reading import MAX_NPU_SMI_FILE_BYTES, FaultReading, read_npu_smi_file
+from geadmin.telemetry.sources.npu_faults import SOURCE_NPU_GE, ChipFault
 from geadmin.triton.servers import ServerSpec
 from tests.support.faults import HBM_ECC, record, table
 from tests.support.http_doubles import closed_port, serve

@@ -1,12 +1,14 @@
-"""geadmin.diagnose.impact without a server: how a prediction reads, and which of Triton's log
-lines gives the reason a model changed state. The log lines are Triton 2.51's own, recorded on
-the sample stack (tests/integration/test_consequences.py runs the same against the real server)."""
+"""geadmin.diagnose.impact and geadmin.diagnose.state_changes without a server: how a prediction
+reads, and which of Triton's log lines gives the reason a model changed state. The log lines are
+Triton 2.51's own, recorded on the sample stack (tests/integration/test_consequences.py runs the
+same against the real server)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from geadmin.diagnose.impact import Consequence, Effect, Impact, StateChange, _logged_reasons, _states
+from geadmin.diagnose.impact import Consequence, Effect, Impact, index_states
+from geadmin.diagnose.state_changes import StateChange, _logged_reasons
 from geadmin.domain import ModelEntry, ModelState
 from geadmin.triton.logs import LocalLogFile
 
@@ -51,7 +53,7 @@ def test_a_model_is_ready_when_any_version_is() -> None:
     entries = [ModelEntry("m", "1", ModelState.UNAVAILABLE, "unloaded"),
                ModelEntry("m", "2", ModelState.READY, ""),
                ModelEntry("e", "1", ModelState.UNAVAILABLE, "unloaded")]
-    assert _states(entries) == {"m": (ModelState.READY, ""), "e": (ModelState.UNAVAILABLE, "unloaded")}
+    assert index_states(entries) == {"m": (ModelState.READY, ""), "e": (ModelState.UNAVAILABLE, "unloaded")}
 
 
 def test_an_impact_names_what_goes_down_and_what_reloads() -> None:

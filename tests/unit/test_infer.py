@@ -45,12 +45,8 @@ from geadmin.ops.infer.inputs import (
     random_tensor,
     source_kinds,
 )
-from geadmin.ops.infer.request import (
-    InferRequest,
-    InferResult,
+from geadmin.ops.infer.outputs import (
     TopKPlan,
-    build_request,
-    input_fix,
     parse_classification,
     plain_values,
     rank_outputs,
@@ -60,6 +56,7 @@ from geadmin.ops.infer.request import (
     top_k,
     top_k_plan,
 )
+from geadmin.ops.infer.request import InferRequest, InferResult, build_request, input_fix
 from geadmin.ops.infer.snippets import (
     BINARY_BODY_FILE,
     JSON_BODY_FILE,

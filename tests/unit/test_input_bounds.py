@@ -28,7 +28,7 @@ from geadmin.ops.bench.params import MAX_CONCURRENCY, MAX_LOADS, lock_path, serv
 from geadmin.ops.bench.results import CONCURRENCY, REQUEST_RATE, list_runs
 from geadmin.ops.infer.images import image_size, image_tensor
 from geadmin.ops.infer.inputs import json_tensor, npy_tensor
-from geadmin.ops.infer.request import read_labels
+from geadmin.ops.infer.outputs import read_labels
 from geadmin.ops.infer.spec import MAX_IMAGE_PIXELS, MAX_JSON_DEPTH, InputSpec, OutputSpec, json_depth
 from geadmin.repository.triton_rules import label_path
 from geadmin.triton.client import TritonClient

@@ -20,6 +20,7 @@ import pytest
 
 from geadmin.errors import MetricsUnreachableError, NpuSmiError, NpuSmiParseError, NpuSourceError
 from geadmin.telemetry.sources.detect import NpuSources
+from geadmin.telemetry.sources.fault_reading import read_faults
 from geadmin.telemetry.sources.npu_faults import (
     MAX_FAULTS,
     SOURCE_EXPORTER,
@@ -29,7 +30,6 @@ from geadmin.telemetry.sources.npu_faults import (
     faults_from_exporter,
     faults_from_npu_smi,
     faults_from_triton,
-    read_faults,
 )
 from geadmin.telemetry.sources.scrape import parse
 from tests.support.http_doubles import closed_port, serve

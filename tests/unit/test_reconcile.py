@@ -14,7 +14,7 @@ from geadmin import audit
 from geadmin.audit import Actor, Result
 from geadmin.diagnose import interrupted
 from geadmin.errors import ConfigLockedError
-from geadmin.ops.models import reconcile
+from geadmin.ops.models import leftovers, reconcile
 from geadmin.ops.models.create import create_model
 from geadmin.repository import locks, revisions, store
 from geadmin.repository.revisions import sha256_of
@@ -116,7 +116,7 @@ def test_staging_of_an_interrupted_create_is_removed_unless_a_create_holds_it(re
     running = repo / ".geadmin-staging-busy-qqqqqqqq"
     (running / "busy").mkdir(parents=True)
     with locks.edit_lock(repo.resolve(), "busy", "create", home=home, wait_s=0):
-        removed = reconcile.remove_staging(repo)
+        removed = leftovers.remove_staging(repo)
     assert sorted(removed) == sorted([dead, empty])
     assert not dead.exists() and not empty.exists() and running.is_dir()
     assert (repo / "m").is_dir()  # models are never touched

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from geadmin.ops.models import reconcile
-from geadmin.ops.models.reconcile import TEMP_FILE_GRACE_S
+from geadmin.ops.models.leftovers import TEMP_FILE_GRACE_S
 from geadmin.repository import locks
 from geadmin.repository.atomic import atomic_write, is_temp_file_name
 

@@ -20,11 +20,11 @@ from geadmin.diagnose.health import ServerSnapshot, triage
 from geadmin.diagnose.rollouts import PlannedServer, Previous, RolloutPlan
 from geadmin.diagnose.verdict import VerdictRule, judge
 from geadmin.errors import RepositoryError, RolloutJournalError, RolloutRefusedError, TritonError
-from geadmin.fleet import journal
+from geadmin.fleet import journal, unresolved
 from geadmin.fleet.members import Member, Trust
-from geadmin.fleet.rollout import Control
 from geadmin.fleet.versions import roll_version
-from geadmin.ops.models import reconcile
+from geadmin.fleet.wave import Control
+from geadmin.ops.models import rollout_recovery
 from geadmin.stack.processes import free_ports
 from geadmin.triton.servers import ServerSpec
 
@@ -72,23 +72,23 @@ def test_an_open_journal_is_closed_at_the_next_start_only_when_no_process_holds_
     (found,) = rollouts.journals(home=home)
     assert found.open and not found.unresolved and found.touched == ["a", "b"]
     assert found.where() == "a changed (wave 1); b cut short while being changed (wave 2); c not reached"
-    with reconcile.rollout_lock("lab", home=home):  # the rollout still runs (in this process, say)
-        assert reconcile.close_rollouts(home=home) == []
+    with rollout_recovery.rollout_lock("lab", home=home):  # the rollout still runs (in this process, say)
+        assert rollout_recovery.close_rollouts(home=home) == []
     assert rollouts.journals(home=home)[0].open
-    (line,) = reconcile.close_rollouts(home=home)
+    (line,) = rollout_recovery.close_rollouts(home=home)
     assert f"rollout #{recorder.id}" in line and f"geadmin fleet restore {recorder.id}" in line
     (closed,) = rollouts.journals(home=home)
     assert closed.end is not None and closed.end.result == Result.INTERRUPTED.value
     assert closed.unresolved and closed.left_changed == ["a", "b"]
     assert "on disk /r/shared: /r/shared/echo/config.pbtxt cannot be read" in closed.end.message
-    assert reconcile.close_rollouts(home=home) == []  # once
+    assert rollout_recovery.close_rollouts(home=home) == []  # once
 
 
 def test_an_interrupted_rollout_is_the_verdict_s_interrupted_change_for_the_servers_it_planned(
     home: Path
 ) -> None:
     recorder = cut_short_at_b(home)
-    reconcile.close_rollouts(home=home)
+    rollout_recovery.close_rollouts(home=home)
     snapshot = ServerSnapshot("b", "http://127.0.0.2:1", "http", datetime.now(timezone.utc), live=True,
                               ready=True)
     flagged = interrupted.unresolved(home=home, url="http://127.0.0.2:1/")
@@ -98,10 +98,10 @@ def test_an_interrupted_rollout_is_the_verdict_s_interrupted_change_for_the_serv
     assert verdict.reasons[0].fix == f"geadmin fleet restore {recorder.id}"
     assert "b cut short while being changed (wave 2)" in verdict.headline
     assert interrupted.unresolved(home=home, url="http://127.0.0.9:1") == []  # not one of its servers
-    reasons = journal.fleet_reasons("lab", home=home)
-    assert journal.fleet_headline("FLEET OK: 3 servers, 1 model", reasons).startswith(
+    reasons = unresolved.fleet_reasons("lab", home=home)
+    assert unresolved.fleet_headline("FLEET OK: 3 servers, 1 model", reasons).startswith(
         "FLEET DEGRADED: an interrupted fleet apply of 'echo' on fleet 'lab'")
-    assert journal.fleet_reasons("other", home=home) == []
+    assert unresolved.fleet_reasons("other", home=home) == []
 
 
 def test_a_journal_ended_with_every_server_put_back_is_resolved(home: Path) -> None:

@@ -16,7 +16,7 @@ from geadmin.access.bootstrap import PASSWORD_FILE, create_first_admin
 from geadmin.access.roles import REQUIRED_ROLE, GuardedAction, Role
 from geadmin.access.users import UsersFile
 from geadmin.errors import AccessDeniedError
-from geadmin.ops.models import create
+from geadmin.ops.models import create, create_plan
 from geadmin.ops.models.create import create_model
 from geadmin.repository import atomic
 from geadmin.stack.tritonserver import TritonProcess
@@ -124,7 +124,7 @@ def test_tritons_log_is_private(triton_factory: Callable[..., TritonProcess], op
     (["1/model.onnx", "1/labels.txt", "1/model.om", "1/sonar.bin"], []),
 ])
 def test_code_files_are_python_and_shared_libraries(paths: list[str], code: list[str]) -> None:
-    assert create.code_files(paths) == code
+    assert create_plan.code_files(paths) == code
 
 
 def test_uploading_model_py_needs_the_admin_role(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

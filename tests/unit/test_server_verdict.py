@@ -12,8 +12,9 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
+from geadmin.diagnose.evidence import EvidenceSources
 from geadmin.diagnose.health import ServerSnapshot
-from geadmin.diagnose.verdict import EvidenceSources, Level
+from geadmin.diagnose.verdict import Level
 from geadmin.domain import ModelEntry, ModelState, Ports, ServerInfo
 from geadmin.stack.drivers import ExitRecord
 from geadmin.stack.server_verdict import server_verdict

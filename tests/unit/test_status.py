@@ -12,8 +12,9 @@ from geadmin.cli.status import (
     exit_code,
     render_text,
 )
+from geadmin.diagnose.evidence import EvidenceSources, assess
 from geadmin.diagnose.health import ServerSnapshot
-from geadmin.diagnose.verdict import EvidenceSources, Level, Verdict, assess
+from geadmin.diagnose.verdict import Level, Verdict
 from geadmin.domain import ModelEntry, ModelState, ServerInfo
 from geadmin.stack.drivers import ExitRecord
 from geadmin.stack.server_history import ServerHistory, recent_crash

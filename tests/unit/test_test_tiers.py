@@ -15,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from geadmin.stack.tritonserver import find_tritonserver
+from geadmin.stack.triton_install import find_tritonserver
 from tests.support.tiers import FAST_MARKEXPR, INTEGRATION_DIRS, SERVER_FIXTURES, markers_for
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -7,19 +7,13 @@ from pathlib import Path
 
 import pytest
 
+from geadmin.binaries import WheelLayout, wheel_layout
 from geadmin.domain import Ports
 from geadmin.errors import ConfigError, PortInUseError, PythonStubMissingError, TritonBinaryNotFoundError
 from geadmin.stack import processes
 from geadmin.stack.processes import free_ports, free_triton_ports
-from geadmin.stack.tritonserver import (
-    TritonProcess,
-    WheelLayout,
-    find_tritonserver,
-    http_bind_address,
-    prepare_backend_directory,
-    python_stub,
-    wheel_layout,
-)
+from geadmin.stack.triton_install import find_tritonserver, prepare_backend_directory, python_stub
+from geadmin.stack.tritonserver import TritonProcess, http_bind_address
 
 
 def test_explicit_binary_that_does_not_exist_names_path_and_fix(tmp_path: Path) -> None:
@@ -129,7 +123,7 @@ def test_a_failed_construction_leaves_no_scratch_directory(
 ) -> None:
     import tempfile
 
-    import geadmin.stack.tritonserver as module
+    import geadmin.stack.triton_install as module
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
 

@@ -13,17 +13,11 @@ import pytest
 
 from geadmin import audit
 from geadmin.diagnose.drift import Drift
+from geadmin.diagnose.evidence import EvidenceSources, assess
 from geadmin.diagnose.health import ServerSnapshot, Triage, triage
 from geadmin.diagnose.stuck import logged_at
-from geadmin.diagnose.verdict import (
-    DROPPED_MARK,
-    EvidenceSources,
-    Level,
-    VerdictRule,
-    assess,
-    judge,
-    with_dropped,
-)
+from geadmin.diagnose.unloads import with_dropped
+from geadmin.diagnose.verdict import DROPPED_MARK, Level, VerdictRule, judge
 from geadmin.domain import ModelEntry, ModelState, Ports, ServerInfo, format_duration
 from geadmin.stack.drivers import ExitRecord
 from geadmin.stack.server_history import attempt, exit_line, history_for, server_history

@@ -1,4 +1,4 @@
-"""The verdict's npu-fault rule (diagnose.fault_rule, wired in diagnose.verdict.assess): a fault
+"""The verdict's npu-fault rule (diagnose.fault_rule, wired in diagnose.evidence.assess): a fault
 that needs action makes the server DEGRADED with the chip, code, level, models and share lost,
 and the next step as the fix; a model left with no healthy instance is named DOWN (the server
 DOWN when it is an --expect'ed model); a NotHandleFault is a note, never a reason.
@@ -14,8 +14,9 @@ from datetime import datetime, timezone
 import pytest
 
 from geadmin.diagnose import fault_report, fault_rule
+from geadmin.diagnose.evidence import EvidenceSources, assess
 from geadmin.diagnose.health import ServerSnapshot
-from geadmin.diagnose.verdict import EvidenceSources, Level, Verdict, VerdictRule, assess
+from geadmin.diagnose.verdict import Level, Verdict, VerdictRule
 from geadmin.domain import ModelEntry, ModelState, ServerInfo
 from geadmin.telemetry.history.faults import FaultRecord
 from tests.support.faults import HBM_ECC, SENSOR_NOTE, record, table

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from geadmin.diagnose.evidence import EvidenceSources, assess
 from geadmin.diagnose.health import ServerSnapshot
-from geadmin.diagnose.verdict import EvidenceSources, Level, VerdictRule, assess
+from geadmin.diagnose.verdict import Level, VerdictRule
 from geadmin.domain import ModelEntry, ModelState, ServerInfo
 
 NOW = datetime(2026, 12, 4, 12, 0, tzinfo=timezone.utc)

@@ -22,7 +22,8 @@ import numpy as np
 
 from geadmin.domain import Endpoint, Transport
 from geadmin.errors import InferInputError
-from geadmin.ops.infer.request import InferRequest, plain_bytes, plain_values
+from geadmin.ops.infer.outputs import plain_bytes, plain_values
+from geadmin.ops.infer.request import InferRequest
 from geadmin.ops.infer.spec import NUMPY_DTYPES
 from geadmin.triton.client import Tensor
 

@@ -1,7 +1,7 @@
 """Load, unload and reload models, audited by their outcome: each action is checked
 against what Triton reports afterwards, never assumed done — the model itself, and every
 other model whose state changed with it (an ensemble that runs it), each with Triton's reason
-and its own audit row (geadmin.diagnose.impact).
+and its own audit row (geadmin.diagnose.state_changes).
 
 Each model's row is written where its result is produced, before any progress callback runs
 again, and in `try/finally`: a callback that raises (a Streamlit rerun unwinds the page's
@@ -24,11 +24,11 @@ from geadmin import audit
 from geadmin.access.guard import Authorization, require
 from geadmin.access.roles import GuardedAction
 from geadmin.audit import Actor
-from geadmin.diagnose import impact
+from geadmin.diagnose import state_changes
 from geadmin.diagnose.ensemble import composing_models
 from geadmin.diagnose.explain import explanation_dict
 from geadmin.diagnose.health import log_failures
-from geadmin.diagnose.impact import StateChange
+from geadmin.diagnose.state_changes import StateChange
 from geadmin.diagnose.stuck import unload_not_ended
 from geadmin.diagnose.unloads import SIDE_EFFECT
 from geadmin.domain import Explanation, ModelState, Serving
@@ -110,9 +110,9 @@ def _one_audited(client: TritonClient, action: ModelAction, name: str, names: Se
     result: ActionResult | None = None
     try:
         asked = [*names, *(_composing(client, name) if action is ModelAction.UNLOAD and dependents else [])]
-        before = impact.snapshot(client, log)
+        before = state_changes.snapshot(client, log)
         done = _run_one(client, action, name, dependents, log, repository, report, auth)
-        side_effects = impact.changes(client, before, asked, log, settle_timeout_s=settle_timeout_s)
+        side_effects = state_changes.changes(client, before, asked, log, settle_timeout_s=settle_timeout_s)
         done = replace(done, side_effects=tuple(side_effects))
         touched = [*asked[len(names):], *([name] if done.ok else [])]  # a failed model has nothing to settle
         # Triton's unload answers before the model is gone: wait for it (bounded). A load or a

@@ -10,21 +10,18 @@
    outcome, checks and validates what is on disk, and flags it with the revision to roll back
    to (`geadmin.ops.models.reconcile`). An interruption inside this process (an exception that is no
    GeAdminError, e.g. a Streamlit rerun raised from `progress`) is closed the same way, at once.
-3. Reload through Triton's repository API, explained (`geadmin.ops.models.explained_load`). Triton
-   keeps the previous version serving while it tries the new one (blue/green, FACTS.md).
-4. If Triton rejects it (or does not answer, or the load hangs), put the previous file back,
-   byte for byte, read it back to check, and return the real reason. A model that served
-   before and serves no more (Triton unloads an ensemble whose new config it refuses) is
-   loaded again from the restored file, and the outcome says whether it serves. A load still
-   running at the load timeout keeps the new file: Triton read it when the load began, so the
-   old one put back would leave Triton serving, once the load ends, a config no file holds; the
-   outcome is `unfinished`, with the revision to roll back to. After a success, ask Triton what
-   serves and whether its live config carries every field of the file; with `smoke=True`,
-   send one request of zeros (geadmin.ops.infer.request.smoke_request): if the model loaded but does
-   not answer, the previous file is put back and reloaded the same way.
+3. Reload through Triton's repository API, explained; Triton keeps the previous version
+   serving while it tries the new one (`geadmin.ops.models.apply_reload`). A model that is not
+   loaded is only written, unless `load_unloaded`.
+4. If Triton rejects it (or does not answer, or the load hangs, or with `smoke=True` a test
+   request fails), put the previous file back, byte for byte, read it back to check, and
+   return the real reason (`apply_reload` says how). A load still running at the load timeout
+   keeps the new file (`unfinished`). After a success, ask Triton what serves and whether its
+   live config carries every field of the file. The new config that stays on disk (written,
+   applied, unfinished) is kept as a revision.
 5. Ask Triton what else changed state (an ensemble that runs the model is reloaded with it,
    and unloaded when it refuses the new config) and report each with Triton's reason
-   (`geadmin.diagnose.impact`): in the result's `side_effects`, and one audit row each.
+   (`geadmin.diagnose.state_changes`): in the result's `side_effects`, and one audit row each.
 6. Audit every attempt, refusals included, with the unified diff (`geadmin.audit`): one
    outcome row after the "started" row of step 2.
 
@@ -48,26 +45,16 @@ from geadmin.access.guard import Authorization, require
 from geadmin.access.roles import GuardedAction
 from geadmin.audit import Actor, Result
 from geadmin.db import WorkspaceDatabaseError
-from geadmin.diagnose import explain, impact
-from geadmin.diagnose.explain import LoadWatch
-from geadmin.domain import Explanation, Serving
-from geadmin.errors import (
-    ConfigConflictError,
-    ExplainedLoadTimeoutError,
-    GeAdminError,
-    RepositoryError,
-    TritonError,
-    TritonRequestError,
-    TritonTimeoutError,
-)
-from geadmin.ops.infer.request import smoke_request
+from geadmin.diagnose import explain, state_changes
+from geadmin.domain import Serving
+from geadmin.errors import ConfigConflictError, GeAdminError, RepositoryError
 from geadmin.ops.models import reconcile
 from geadmin.ops.models.actions import audit_side_effects, with_side_effects
+from geadmin.ops.models.apply_reload import ConfigReload, holds
 from geadmin.ops.models.apply_result import AUDIT_RESULTS, ApplyOutcome, ApplyResult
-from geadmin.ops.models.explained_load import LoadProgress, load_explained
+from geadmin.ops.models.explained_load import LoadProgress
 from geadmin.repository import locks, revisions, store
 from geadmin.repository.code_fields import refuse_code_change
-from geadmin.repository.knobs import compare_with_live
 from geadmin.repository.modelconfig import CONFIG_FILE, parse_pbtxt
 from geadmin.repository.store import ConfigFile
 from geadmin.repository.validate import refuse_invalid
@@ -201,14 +188,14 @@ class _Apply:
 
     def run(self, expected_sha256: str | None, base_text: str | None, load_unloaded: bool) -> ApplyResult:
         """The steps of the module docstring, and what else changed state after them."""
-        snapshot = impact.snapshot(self.client, self.log)
+        snapshot = state_changes.snapshot(self.client, self.log)
         result = self.steps(expected_sha256, base_text, load_unloaded)
         if self.unconfirmed:
             lines = (result.message, *(f"  {u}" for u in self.unconfirmed))
             result = replace(result, message="\n".join(lines))
         if result.outcome in (ApplyOutcome.UNCHANGED, ApplyOutcome.WRITTEN):
             return result
-        changed = impact.changes(self.client, snapshot, [self.model], self.log)
+        changed = state_changes.changes(self.client, snapshot, [self.model], self.log)
         return replace(result, side_effects=tuple(changed))
 
     def steps(self, expected_sha256: str | None, base_text: str | None, load_unloaded: bool) -> ApplyResult:
@@ -232,25 +219,14 @@ class _Apply:
                 "loaded, so Triton has not checked it: load it (`geadmin models load "
                 f"{self.model}`) to find out", self.diff, current.sha256, new_sha,
                 serving=Serving.NEVER_LOADED))
-        try:
-            load_explained(self.client, self.model, log=self.log, repository=self.repository,
-                           progress=self.progress, auth=self.auth)
-        except ExplainedLoadTimeoutError as exc:
-            if exc.explanation.unfinished:
-                return self.kept(self.still_loading(current, new_sha, before, exc))
-            return self.restore(current, new_sha, before, exc)
-        except GeAdminError as exc:
-            return self.restore(current, new_sha, before, exc)
-        result = self.verified(current, new_sha, before)
-        if self.smoke:
-            check = smoke_request(self.client, self.model)
-            if not check.ok:
-                failed = TritonRequestError(f"the new config of {self.model!r} loaded, but a test request "
-                                            f"failed: {check.reason}")
-                return self.restore(current, new_sha, before, failed, reload=True)
-            result = replace(result, message=f"{result.message}; a test request answered in "
-                                             f"{check.latency_ms or 0:.1f} ms")
-        return self.kept(result)
+        reload = ConfigReload(self.client, self.repository, self.model, self.data, current, new_sha, before,
+                              self.diff, self.actor.name, self.home, self.log, self.progress, self.auth,
+                              self.smoke)
+        result = reload.run()
+        self.unconfirmed += reload.unconfirmed
+        # the new file stays on disk (applied, or still loading): kept as a revision; a restore is not
+        return self.kept(result) if result.outcome in (ApplyOutcome.APPLIED, ApplyOutcome.UNFINISHED) \
+            else result
 
     def write(self, current: ConfigFile) -> None:
         """Write the new file. An error raised once it is in place (the directory fsync after the
@@ -262,16 +238,9 @@ class _Apply:
         except ConfigConflictError:
             raise
         except RepositoryError as exc:
-            if not self.holds(self.data):
+            if not holds(self.repository, self.model, self.data):
                 raise
             self.unconfirmed += (f"the new {CONFIG_FILE} is on disk (read back), but: {exc}",)
-
-    def holds(self, data: bytes) -> bool:
-        """Check, don't assume: is `data` what the model's config file holds now."""
-        try:
-            return store.read_config(self.repository, self.model).data == data
-        except RepositoryError:
-            return False
 
     def refuse_unless_safe(self, current: ConfigFile, expected_sha256: str | None,
                            base_text: str | None) -> None:
@@ -308,89 +277,3 @@ class _Apply:
         except WorkspaceDatabaseError as exc:
             return replace(result, warnings=(*result.warnings, f"not kept in the config history: {exc}"))
         return replace(result, revision=revision.number)
-
-    def verified(self, current: ConfigFile, new_sha: str, before: LoadWatch) -> ApplyResult:
-        """Check, don't assume: what serves now, and does Triton's live config carry the file's fields."""
-        serving, version, serving_error = explain.check_serving(self.client, before)
-        warnings = [f"could not check what serves {self.model!r}: {serving_error}"] if serving_error else []
-        if serving is Serving.PREVIOUS:
-            message = (f"applied the new config of {self.model!r}: Triton reloaded it, and version "
-                       f"{version} serves it")
-        else:
-            message = f"applied the new config of {self.model!r}, but Triton now says: {serving.value}"
-        warnings += self.live_differences()
-        return ApplyResult(self.model, ApplyOutcome.APPLIED, message, self.diff, current.sha256, new_sha,
-                           serving=serving, serving_version=version, warnings=tuple(warnings))
-
-    def live_differences(self) -> list[str]:
-        try:
-            differing = compare_with_live(self.data.decode("utf-8"), self.client.model_config(self.model))
-        except TritonError as exc:
-            return [f"could not read the live config of {self.model!r} back: {exc}"]
-        if differing.same:
-            return []
-        return [f"Triton's live config of {self.model!r} differs from the file in "
-                f"{', '.join(differing.differing)} (Triton may have normalized them; compare with GET "
-                f"/v2/models/{self.model}/config)"]
-
-    def still_loading(self, current: ConfigFile, new_sha: str, before: LoadWatch,
-                      error: ExplainedLoadTimeoutError) -> ApplyResult:
-        """The load goes on in Triton past the load timeout: the new file, which Triton is
-        loading, stays; the previous config is the revision the store kept before the write."""
-        serving, version, _ = explain.check_serving(self.client, before)
-        kept = revisions.revision_with_hash(self.repository, self.model, current.sha256, self.home)
-        back = f"`geadmin config rollback {self.model}{f' {kept.number}' if kept else ''}`"
-        line = (f"  the new {CONFIG_FILE} stays on disk: Triton is loading it, and {serving.value}; "
-                f"`geadmin status` names the model until the load ends, and says OK when the change took; "
-                f"if the load fails, put the previous config back with {back}")
-        return ApplyResult(self.model, ApplyOutcome.UNFINISHED, f"{error}\n{line}", self.diff, current.sha256,
-                           new_sha, explanation=error.explanation, serving=serving, serving_version=version)
-
-    def restore(self, current: ConfigFile, new_sha: str, before: LoadWatch,
-                error: GeAdminError, *, reload: bool = False) -> ApplyResult:
-        """Triton did not take the new config (or, `reload`, took it and then failed a request):
-        put the previous file back, byte for byte, and with `reload` load it again."""
-        explanation: Explanation | None = getattr(error, "explanation", None)
-        problem = ""
-        try:
-            store.write_config(self.repository, self.model, current.data, expected_sha256=new_sha,
-                               who=self.actor.name, backup=False, home=self.home)
-            if store.read_config(self.repository, self.model).data != current.data:
-                problem = "the file read back after the restore differs from the previous one"
-        except ConfigConflictError as exc:  # never overwrite it
-            problem = str(exc)
-        except (RepositoryError, WorkspaceDatabaseError) as exc:
-            if not self.holds(current.data):
-                problem = str(exc)
-            else:  # in place (read back), its durability unconfirmed
-                self.unconfirmed += (f"the previous {CONFIG_FILE} is back on disk (read back), but: {exc}",)
-        # Check, don't assume: Triton unloads an ensemble whose new config it refuses
-        reload = reload or (not problem and before.was_ready is True
-                            and explain.check_serving(self.client, before)[0] is Serving.NOTHING)
-        if reload and not problem:
-            try:
-                load_explained(self.client, self.model, log=self.log, repository=self.repository,
-                               progress=self.progress, auth=self.auth)
-            except GeAdminError as exc:
-                problem = f"the previous config is back on disk but did not load again: {exc}"
-
-        serving, version, _ = explain.check_serving(self.client, before)
-        lines = [str(error)]
-        if isinstance(error, TritonTimeoutError) and not (explanation and explanation.hung):
-            lines.append("  the load had not finished when geadmin gave up: Triton may still finish "
-                         "loading the new config; check `geadmin models list` in a moment")
-        if not problem:
-            again = (f" and reloaded: {'it serves again' if serving is Serving.PREVIOUS else serving.value}"
-                     if reload else "")
-            lines.append(f"  the previous {CONFIG_FILE} is restored, byte for byte{again}: fix the new "
-                         "config and apply again")
-            outcome = ApplyOutcome.ROLLED_BACK
-        else:
-            backup = revisions.revision_with_hash(self.repository, self.model, current.sha256, self.home)
-            again = (f"`geadmin config rollback {self.model} {backup.number}`" if backup
-                     else "the previous file from your own backup")
-            lines.append(f"  and the previous {CONFIG_FILE} could NOT be restored ({problem}): restore "
-                         f"it with {again}")
-            outcome = ApplyOutcome.RESTORE_FAILED
-        return ApplyResult(self.model, outcome, "\n".join(lines), self.diff, current.sha256, new_sha,
-                           explanation=explanation, serving=serving, serving_version=version)

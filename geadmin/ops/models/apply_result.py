@@ -11,7 +11,7 @@ from typing import Any
 
 from geadmin.audit import Result
 from geadmin.diagnose.explain import explanation_dict
-from geadmin.diagnose.impact import StateChange
+from geadmin.diagnose.state_changes import StateChange
 from geadmin.domain import Explanation, Serving
 
 

@@ -1,18 +1,13 @@
 """Create a model from a template: its directory, uploaded files, validation, first load.
 
-1. Refuse before writing anything (each refusal is audited as "create" / refused): uploaded
-   code (`model.py` or any `.py`, `.pyc`, `.so`: Triton runs it as its own user) from an
-   actor without the admin role's `upload_code` permission (`check_code_upload`), a name
-   that is not a plain model name, anything already at that name (a directory, a file, a
-   symlink), a file path that would leave the model directory (`..`, absolute, a symlink on
-   the way: `paths.safe_model_path`), `config.pbtxt` among the uploads (the template writes
-   it), a file over the upload limit, knobs the template cannot use, and — when loading —
-   a Triton that does not answer or already knows the name.
+1. Refuse before writing anything (each refusal is audited as "create" / refused): the checks
+   of `geadmin.ops.models.create_plan` (uploaded code, the name, the file paths and sizes, the
+   template's knobs, and — when loading — Triton), which yield the plan of files.
 2. Build the whole directory in a hidden staging directory of the repository
    (`.geadmin-staging-<name>-<random>/<name>`, every file written atomically), validate it
    there (`validate_model`: any error refuses, naming the findings), then move it into place
-   with one rename that never replaces anything. Whatever fails on the way, the staging
-   directory is removed: a model directory appears whole or not at all.
+   with one rename that never replaces anything (`atomic.rename_noreplace`). Whatever fails on
+   the way, the staging directory is removed: a model directory appears whole or not at all.
    Before staging, an audit row "started" (the repository and the model directory) is
    written; if the process dies before step 3, the next start (`geadmin.ops.models.reconcile`)
    removes the staging directory nobody holds and closes that row as `interrupted`, saying
@@ -31,21 +26,18 @@ test_cut_short.py kills the process at each.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import enum
-import errno
-import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 from geadmin import audit, disk, test_hooks
 from geadmin.access.guard import Authorization, require
 from geadmin.access.roles import GuardedAction
-from geadmin.audit import Actor, Origin, Result
+from geadmin.audit import Actor, Result
 from geadmin.db import WorkspaceDatabaseError
 from geadmin.diagnose.explain import explanation_dict
 from geadmin.domain import Explanation, ModelState
@@ -54,13 +46,13 @@ from geadmin.errors import (
     CreateRefusedError,
     GeAdminError,
     RepositoryError,
-    TemplateError,
     TritonError,
 )
-from geadmin.ops.models import actions, reconcile
+from geadmin.ops.models import actions, leftovers, reconcile
 from geadmin.ops.models.actions import ModelAction, run_action
-from geadmin.repository import locks, paths, revisions, store, templates
-from geadmin.repository.atomic import fsync_directory
+from geadmin.ops.models.create_plan import Plan, check_code_upload, check_triton, plan_model
+from geadmin.repository import locks, revisions, store, templates
+from geadmin.repository.atomic import fsync_directory, rename_noreplace
 from geadmin.repository.modelconfig import CONFIG_FILE
 from geadmin.repository.paths import DEFAULT_UPLOAD_LIMIT_BYTES
 from geadmin.repository.templates import Params
@@ -68,7 +60,7 @@ from geadmin.repository.validate import Finding, Severity, validate_model
 from geadmin.triton.client import TritonClient
 from geadmin.triton.logs import LogSource
 
-STAGING_PREFIX = reconcile.STAGING_PREFIX  # `.geadmin-staging-`: hidden, so no listing offers it
+STAGING_PREFIX = leftovers.STAGING_PREFIX  # `.geadmin-staging-`: hidden, so no listing offers it
 ACTION = "create"
 
 
@@ -107,17 +99,6 @@ class CreateResult:
                 "explanation": explanation_dict(self.explanation) if self.explanation else None}
 
 
-@dataclass(frozen=True)
-class Plan:
-    """Everything checked, nothing written yet."""
-
-    root: Path
-    name: str
-    template: str
-    destination: Path
-    files: dict[str, bytes]  # relative path -> content, config.pbtxt first
-
-
 def create_model(
     client: TritonClient | None,
     repository: Path,
@@ -149,7 +130,7 @@ def create_model(
         check_code_upload(files or {}, actor, may_upload_code)
         plan = plan_model(repository, name, template, params or Params(), files or {}, limit_bytes)
         if load:
-            _check_triton(client, name)
+            check_triton(client, name)
         with locks.edit_lock(plan.root, name, ACTION, home=home, wait_s=0):
             audit.record(ACTION, name, Result.STARTED, actor=actor, server=server, home=home,
                          message=reconcile.started_message(f"started: creating {plan.destination}",
@@ -166,86 +147,6 @@ def create_model(
     if not load or client is None:
         return result
     return _loaded(client, result, log, progress, auth)
-
-
-CODE_SUFFIXES = (".py", ".pyc", ".so")
-
-
-def code_files(paths: Iterable[str]) -> list[str]:
-    """The uploads Triton or a backend would run as code: Python (the python backend's
-    `model.py` and whatever it imports) and shared libraries (a backend or custom ops)."""
-    return sorted(p for p in paths if PurePosixPath(p).name.lower().endswith(CODE_SUFFIXES)
-                  or ".so." in PurePosixPath(p).name.lower())
-
-
-def check_code_upload(files: Mapping[str, bytes], actor: Actor, may_upload_code: bool | None) -> None:
-    """AccessDeniedError when `files` hold code and the actor may not upload code."""
-    code = code_files(files)
-    allowed = actor.origin is not Origin.DASHBOARD if may_upload_code is None else may_upload_code
-    if code and not allowed:
-        raise AccessDeniedError(f"not allowed: {', '.join(code)} would run as Triton's user, so uploading "
-                                f"code needs the admin role; {actor.name} may create models from "
-                                "model files (ONNX, .om, ...) and the template's own model.py: ask an admin")
-
-
-def plan_model(repository: Path, name: str, template: str, params: Params, files: Mapping[str, bytes],
-               limit_bytes: int = DEFAULT_UPLOAD_LIMIT_BYTES) -> Plan:
-    """Every check that needs no writing: raises on the first problem."""
-    templates.check_model_name(name)
-    destination = paths.safe_model_path(repository, name)  # the repository exists; no symlink there
-    if os.path.lexists(destination):
-        kind = "a directory" if destination.is_dir() else "a file"
-        raise CreateRefusedError(f"refused: {destination} already exists ({kind}): pick another name, or "
-                                 f"change that model's config instead (`geadmin config apply {name} FILE`)")
-    config = templates.render_config(template, name, params).encode("utf-8")
-    planned: dict[str, bytes] = {CONFIG_FILE: config, **templates.provided_files(template)}
-    uploaded: set[str] = set()
-    for given, data in files.items():
-        relative = _relative(repository, name, given)
-        if relative in uploaded:
-            raise CreateRefusedError(f"refused: two files name {relative!r}; upload each file once")
-        paths.check_upload_size(given, len(data), limit_bytes)
-        uploaded.add(relative)
-        planned[relative] = data
-    _refuse_file_dir_clashes(planned)
-    problem = "" if "model.py" in {PurePosixPath(p).name for p in uploaded} else \
-        templates.identity_problem(template, params)
-    if problem:
-        raise TemplateError(f"refused: {problem}")
-    return Plan(destination.parent, name, template, destination, planned)
-
-
-def _relative(repository: Path, name: str, given: str) -> str:
-    """`given` as a normalized path inside the model directory, or a refusal."""
-    paths.safe_model_path(repository, name, given)  # no '..', not absolute, no backslash, no symlink
-    relative = PurePosixPath(given)
-    if not relative.parts:
-        raise CreateRefusedError(f"refused path {given!r}: it names no file; give one such as 1/model.om")
-    if str(relative) == CONFIG_FILE:
-        raise CreateRefusedError(f"refused {given!r}: the template writes {CONFIG_FILE}; change it after "
-                                 f"creating the model (`geadmin config apply {name} FILE`)")
-    return str(relative)
-
-
-def _refuse_file_dir_clashes(planned: Mapping[str, bytes]) -> None:
-    """A path cannot be a file and a directory at once (`1` beside `1/model.om`)."""
-    directories = {str(parent) for path in planned for parent in PurePosixPath(path).parents} | \
-        {templates.VERSION}
-    clash = sorted(directories & set(planned))
-    if clash:
-        raise CreateRefusedError(f"refused {clash[0]!r}: it is a directory of the new model (it holds other "
-                                 "files, or it is the version directory); give a file path inside it, "
-                                 "e.g. 1/model.om")
-
-
-def _check_triton(client: TritonClient | None, name: str) -> None:
-    if client is None:
-        raise CreateRefusedError("refused: loading the new model needs a Triton server to talk to")
-    known = [e for e in client.repository_index() if e.name == name]  # raises when Triton does not answer
-    if known:
-        raise CreateRefusedError(f"refused: Triton at {client.url} already has a model {name!r} "
-                                 f"({known[0].state.value}) although its directory does not exist: pick "
-                                 "another name, or unload that model first")
 
 
 def _build(plan: Plan) -> tuple[Finding, ...]:
@@ -269,7 +170,7 @@ def _build(plan: Plan) -> tuple[Finding, ...]:
         errors = [f for f in findings if f.severity is Severity.ERROR]
         if errors:
             raise CreateRefusedError(_refusal(plan.name, errors), findings)
-        _rename_noreplace(staged, plan.destination)
+        rename_noreplace(staged, plan.destination)
     except FileExistsError as exc:
         raise CreateRefusedError(f"refused: {plan.destination} appeared while the model was being "
                                  "prepared; nothing was created — pick another name") from exc
@@ -302,26 +203,6 @@ def _relocated(finding: Finding, staged: Path, destination: Path) -> Finding:
         return text.replace(str(staged), str(destination))
     return replace(finding, message=moved(finding.message), fix=moved(finding.fix), file=moved(finding.file))
 
-
-_RENAME_NOREPLACE = 1
-_AT_FDCWD = -100
-
-
-def _rename_noreplace(source: Path, destination: Path) -> None:
-    """rename(2) that fails with FileExistsError rather than replace what is at `destination`
-    (renameat2 RENAME_NOREPLACE; a check then rename where the kernel or libc lacks it)."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    renameat2 = getattr(libc, "renameat2", None)
-    if renameat2 is not None:
-        if renameat2(_AT_FDCWD, os.fsencode(source), _AT_FDCWD, os.fsencode(destination),
-                     _RENAME_NOREPLACE) == 0:
-            return
-        code = ctypes.get_errno()
-        if code not in (errno.EINVAL, errno.ENOSYS):
-            raise OSError(code, os.strerror(code), str(destination))
-    if os.path.lexists(destination):
-        raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(destination))
-    os.rename(source, destination)
 
 
 def _created(plan: Plan, findings: tuple[Finding, ...], actor: Actor, server: str,

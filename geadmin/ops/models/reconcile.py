@@ -1,5 +1,7 @@
-"""Changes cut short: what an apply or a create left behind when its process died, found at
-the next start and reported — never guessed, never silently dropped.
+"""Applies and creates cut short: their open `started` rows, closed at the next start as `interrupted`.
+
+What a change left behind when its process died is found at the next start and reported — never
+guessed, never silently dropped.
 
 An apply writes an audit row with result `started` before it writes the file, and a create
 one before it stages its directory (`started_message` names the repository, the path and,
@@ -16,34 +18,25 @@ start and by the CLI commands that touch the repository — closes each such row
 2. Validate the config on disk (`geadmin.repository.validate`).
 3. Write an `interrupted` audit row that says what is on disk, whether it is valid, and which
    kept revision to roll back to (`geadmin config rollback MODEL N`).
-4. Remove the staging directories of creates that no process holds (`.geadmin-staging-*`).
+4. Remove the staging directories of creates and the temp files of writes that no process
+   holds (`geadmin.ops.models.leftovers`).
 
 `geadmin.diagnose.interrupted.unresolved` lists the interrupted applies that left a config
 nobody has applied or rolled back since: the verdict (`geadmin status`, the Overview) and the
 Models page show them until an operator applies or rolls back that model.
 
-Fleet rollouts are journaled the same way (`geadmin.diagnose.rollouts`): a running rollout
-holds its fleet's lock (`rollout_lock`); `close_rollouts` ends every open journal whose lock
-nobody holds with an `interrupted` row that says what changed where and, for an apply, which
-config each repository holds now. It runs at every start `at_start` runs, and at the start of
-`geadmin fleet` commands and of the Fleet page; the rollout then stays flagged (DEGRADED,
-rule interrupted-change) until `geadmin fleet restore ID` or a resume.
+`at_start` runs `reconcile` as a start-up step, and first closes the fleet rollouts cut short
+(`geadmin.ops.models.rollout_recovery.close_rollouts`), whatever the repository.
 """
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import shutil
-import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from geadmin import audit, db, settings
+from geadmin import audit, db
 from geadmin.audit import Actor, AuditEntry, Result, facts
 from geadmin.diagnose import interrupted as flags
-from geadmin.diagnose import rollouts
 from geadmin.diagnose.interrupted import (
     APPLY_ACTIONS,
     CREATE_ACTION,
@@ -56,15 +49,12 @@ from geadmin.diagnose.interrupted import (
     Interrupted,
 )
 from geadmin.errors import ConfigLockedError, GeAdminError
+from geadmin.ops.models.leftovers import remove_staging, remove_temp_files
+from geadmin.ops.models.rollout_recovery import close_rollouts
 from geadmin.repository import locks, revisions
-from geadmin.repository.atomic import is_temp_file_name
-from geadmin.repository.layout import is_model_name
 from geadmin.repository.modelconfig import CONFIG_FILE, read_config_bytes
 from geadmin.repository.validate import Severity, validate_text
 
-# geadmin.ops.models.create stages in `<repository>/<prefix><name>-<random>`
-STAGING_PREFIX = ".geadmin-staging-"
-_MKDTEMP_SUFFIX_CHARS = 8  # tempfile.mkdtemp's random part
 STARTED_ROW = "started row"  # the fact that links an outcome row to the id of its `started` row
 
 
@@ -125,7 +115,7 @@ def reconcile(repository: Path, *, home: Path | None = None, actor: Actor | None
         except GeAdminError as exc:
             problems.append(f"the interrupted {start.entry.action} of {start.entry.model!r}: {exc}")
     removed = remove_staging(repository, home=home)
-    temp = _remove_temp_files(repository, home=home)
+    temp = remove_temp_files(repository, home=home)
     return Report(tuple(closed), tuple(running), tuple(removed), tuple(temp), tuple(problems))
 
 
@@ -193,96 +183,6 @@ def close(start: Started, *, actor: Actor | None = None, home: Path | None = Non
     return flags.from_row(row)
 
 
-def remove_staging(repository: Path, *, home: Path | None = None) -> list[Path]:
-    """Remove the staging directories of creates that no geadmin process is running."""
-    removed = []
-    for staging in _staging_dirs(repository):
-        name = _staged_name(staging)
-        try:
-            with _create_lock(repository, name, home):
-                shutil.rmtree(staging)
-        except (ConfigLockedError, OSError):
-            continue  # a create still runs (it removes its own), or it vanished meanwhile
-        except GeAdminError:
-            continue
-        removed.append(staging)
-    return removed
-
-
-def _remove_temp_files(repository: Path, *, home: Path | None = None) -> list[Path]:
-    """Remove the temp files atomic_write left in model directories (and their version
-    directories) when its process was killed before the rename: only regular files named as it
-    names them (`atomic.is_temp_file_name`), and only of models no geadmin process is writing
-    (the model's apply lock is free; a write in progress renames its own)."""
-    removed = []
-    for model in _children(Path(repository)):
-        if not is_model_name(model.name) or model.name.startswith("."):
-            continue
-        leftovers = [p for d in (model, *_children(model)) for p in _files(d)
-                     if is_temp_file_name(p.name) and _older_than(p, TEMP_FILE_GRACE_S)]
-        if not leftovers:
-            continue
-        try:
-            with locks.edit_lock(Path(repository).resolve(), model.name, "apply", home=home, wait_s=0):
-                for path in leftovers:
-                    path.unlink()
-                    removed.append(path)
-        except (GeAdminError, OSError):
-            continue  # a write still runs, or the file vanished meanwhile
-    return removed
-
-
-TEMP_FILE_GRACE_S = 60.0  # a plain write holds only the "write" lock: its temp file is younger
-
-
-def _older_than(path: Path, seconds: float) -> bool:
-    try:
-        return time.time() - path.stat().st_mtime > seconds
-    except OSError:
-        return False
-
-
-def _children(directory: Path) -> list[Path]:
-    try:
-        return sorted(p for p in directory.iterdir() if p.is_dir() and not p.is_symlink())
-    except OSError:
-        return []
-
-
-def _files(directory: Path) -> list[Path]:
-    try:
-        return sorted(p for p in directory.iterdir() if not p.is_symlink() and p.is_file())
-    except OSError:
-        return []
-
-
-def _staging_dirs(repository: Path) -> Iterator[Path]:
-    try:
-        entries = sorted(Path(repository).iterdir())
-    except OSError:
-        return
-    for path in entries:
-        if path.name.startswith(STAGING_PREFIX) and path.is_dir() and not path.is_symlink():
-            yield path
-
-
-def _staged_name(staging: Path) -> str:
-    """The model a staging directory was for: its only subdirectory, else its name's middle."""
-    inside = [p.name for p in staging.iterdir() if p.is_dir()] if staging.is_dir() else []
-    if len(inside) == 1:
-        return inside[0]
-    return staging.name[len(STAGING_PREFIX):-(_MKDTEMP_SUFFIX_CHARS + 1)]
-
-
-@contextlib.contextmanager
-def _create_lock(repository: Path, name: str, home: Path | None) -> Iterator[None]:
-    if not is_model_name(name):  # nothing can hold a lock for it: no create runs
-        yield
-        return
-    with locks.edit_lock(Path(repository).resolve(), name, CREATE_ACTION, home=home, wait_s=0):
-        yield
-
-
 def _config_state(start: Started, home: Path | None) -> tuple[str, str, int | None]:
     """What an apply cut short left: which config is on disk, is it valid, what to roll back to."""
     model = start.entry.model
@@ -336,60 +236,3 @@ def at_start(repository: Path | None, *, home: Path | None = None, actor: Actor 
     lines += [f"removed {path}: a temp file geadmin left when a write was cut short (the file it was "
               "replacing is untouched)" for path in report.temp_removed]
     return [*rollout_lines, *lines, *report.problems]
-
-
-# -- fleet rollouts -------------------------------------------------------------------------
-@contextlib.contextmanager
-def rollout_lock(fleet: str, *, home: Path | None = None, wait_s: float = 0) -> Iterator[None]:
-    """Held by a rollout (and a restore) of `fleet` while it runs, in any geadmin process:
-    `ConfigLockedError` when another holds it."""
-    key = hashlib.sha256(fleet.encode()).hexdigest()[:16]
-    path = (home or settings.home()) / "locks" / f"fleet-{key}.rollout.lock"
-    with locks.file_lock(path, f"a rollout of fleet {fleet!r} (wait for it to end, or abort it where it "
-                         "runs)", wait_s=wait_s):
-        yield
-
-
-def close_rollouts(*, home: Path | None = None, actor: Actor | None = None) -> list[str]:
-    """End every open rollout journal whose process is gone with an `interrupted` row (what
-    changed where); one line per journal closed, or why it could not be. Never raises."""
-    actor = actor or Actor.os_user()
-    lines: list[str] = []
-    try:
-        found = rollouts.open_journals(home=home)
-    except GeAdminError as exc:
-        return [f"cannot read the audit log to find interrupted rollouts: {exc}"]
-    for journal in found:
-        try:
-            with rollout_lock(journal.plan.fleet, home=home):
-                if rollouts.read(journal.id, home=home).open:  # another start may have closed it
-                    close_rollout(journal, actor=actor, home=home)
-                    lines.append(f"{journal.reason()}: restore it with `{journal.restore_command}`")
-        except ConfigLockedError:
-            continue  # it runs: its own process ends it
-        except GeAdminError as exc:
-            lines.append(f"the interrupted rollout #{journal.id}: {exc}")
-    return lines
-
-
-def close_rollout(journal: rollouts.Journal, *, actor: Actor, home: Path | None,
-                  cause: str = "its process ended before it wrote the end row") -> AuditEntry:
-    """The `interrupted` row of `journal`: what changed where, and what each repository holds."""
-    lines = [f"{journal.what} cut short ({cause}; started at {journal.started.at.isoformat()} by "
-             f"{journal.started.who}): {journal.where()}", f"{rollouts.JOURNAL}: {journal.id}",
-             f"{rollouts.LEFT}: {rollouts.names(journal.touched)}"]
-    lines += [f"{ON_DISK} {previous.repository}: {_rollout_disk(journal, previous)}"
-              for previous in journal.plan.previous]
-    return audit.record(journal.plan.action, journal.plan.model, Result.INTERRUPTED, actor=actor,
-                        server=journal.plan.fleet, message="\n".join(lines), home=home)
-
-
-def _rollout_disk(journal: rollouts.Journal, previous: rollouts.Previous) -> str:
-    path = Path(previous.repository) / journal.plan.model / CONFIG_FILE
-    try:
-        sha = revisions.sha256_of(read_config_bytes(path))
-    except (OSError, GeAdminError) as exc:
-        return f"{path} cannot be read ({getattr(exc, 'strerror', None) or exc})"
-    if sha == previous.sha256:
-        return "the previous config"
-    return "the new config" if sha == journal.plan.new_sha256 else f"another config (sha256 {sha[:12]})"

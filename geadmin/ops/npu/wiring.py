@@ -18,7 +18,7 @@ from geadmin.diagnose.fault_report import FaultSources, as_read, fault_report
 from geadmin.diagnose.npu_faults import FaultReport
 from geadmin.telemetry.history.faults import record_reading
 from geadmin.telemetry.sources.detect import NpuSources
-from geadmin.telemetry.sources.npu_faults import read_faults
+from geadmin.telemetry.sources.fault_reading import read_faults
 from geadmin.triton.client import TritonClient
 
 

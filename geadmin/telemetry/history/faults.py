@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from geadmin import db
-from geadmin.telemetry.sources.npu_faults import ChipFault, FaultReading
+from geadmin.telemetry.sources.fault_reading import FaultReading
+from geadmin.telemetry.sources.npu_faults import ChipFault
 
 LOG = logging.getLogger(__name__)
 MAX_RECORDED = 1024  # faults of one reading

@@ -7,7 +7,8 @@
 - npu_smi_details.py  `npu-smi info -t ...` key/value blocks into device fields
 - npu_smi_values.py   npu-smi words as numbers and text (NA, -- are unknown)
 - detect.py     which NPU source this host has: npu-exporter, then npu-smi, then npu_ge
-- npu_faults.py  the driver's fault codes per chip, as each source reports them now
+- npu_faults.py  the driver's fault codes per chip, parsed from each source's page or text
+- fault_reading.py  every fault source available, read now into one reading with its notes
 - npu_smi_health.py  `npu-smi` chip health: the info table's Health column and `-t health` codes
 - triton_trace.py  a model's request arrivals from Triton's trace files (TIMESTAMPS level)
 - fault_table.py  fault code -> level -> meaning for inference -> action (Huawei's tables as data)

@@ -1,4 +1,4 @@
-"""NPU faults as the sources report them now: the driver's 32-bit fault codes per chip.
+"""NPU faults as each source's page or text reports them: the driver's 32-bit fault codes per chip.
 
 Three sources, the same ones `geadmin.telemetry.sources.detect` reads for devices:
 
@@ -19,23 +19,18 @@ input is data: a value that is not a 32-bit code (NaN, negative, fractional, too
 chip id that is not a small number is left out with a note, never a crash; a page with more
 than MAX_FAULTS faults is cut there, with a note.
 
-`read_faults` reads every source available (not only the first, as detect does) into one
-`FaultReading`: what it found, which sources it read, and notes about those that failed.
+Each parser reads what it is given; `geadmin.telemetry.sources.fault_reading.read_faults`
+fetches every source available and reads them all at once.
 """
 
 from __future__ import annotations
 
 import math
-import shutil
-from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
-from geadmin.errors import NpuSmiError, NpuSourceError, TelemetryError
 from geadmin.telemetry.sources import npu_smi_health
-from geadmin.telemetry.sources.detect import NpuSources
 from geadmin.telemetry.sources.npu_smi_health import ChipHealthReport
-from geadmin.telemetry.sources.scrape import Sample, Scrape, scrape
+from geadmin.telemetry.sources.scrape import Sample, Scrape
 
 SOURCE_EXPORTER = "npu-exporter"
 SOURCE_NPU_SMI = "npu-smi"
@@ -45,7 +40,6 @@ MAX_CODE = 0xFFFFFFFF
 MAX_CHIP_ID = 65_535
 MAX_FAULTS = 1024  # per source and read: 16 chips x 10 codes is 160
 MAX_NOTES = 20
-MAX_NPU_SMI_FILE_BYTES = 4 << 20
 ERROR_CODE = "npu_chip_info_error_code"
 
 
@@ -73,18 +67,6 @@ class ChipFault:
     @property
     def key(self) -> tuple[str, int, int | None]:
         return (self.node, self.chip, self.code)
-
-
-@dataclass(frozen=True)
-class FaultReading:
-    """One read of every fault source available: the faults, the sources read (a fault of a
-    source read that is no longer reported has cleared), and notes on sources that failed or
-    on values left out."""
-
-    faults: tuple[ChipFault, ...]
-    read: tuple[str, ...]  # SOURCE_* actually read
-    notes: tuple[str, ...] = ()
-    node: str = ""  # the host the reading is of ("" for this one)
 
 
 class FaultNotes:
@@ -284,81 +266,6 @@ def capped(faults: list[ChipFault], source: str, notes: list[str] | None) -> lis
     if len(faults) > MAX_FAULTS and notes is not None:
         notes.append(f"{source} reported {len(faults)} faults; only the first {MAX_FAULTS} are kept")
     return faults[:MAX_FAULTS]
-
-
-def speaks_of_npus(page: Scrape, url: str, notes: list[str]) -> bool:
-    """Triton's page counts as a fault source read only with npu_ge's metrics on it: a Triton
-    without npu_ge says nothing of any NPU (no "OK" may rest on it)."""
-    if any(name.startswith("npu_ge_") for name in page.names):
-        return True
-    notes.append(f"Triton's metrics ({SOURCE_NPU_GE}): no npu_ge metrics on {url} (no npu_ge model "
-                 "loaded), so they say nothing of the NPUs")
-    return False
-
-
-# -- every source --------------------------------------------------------------------------
-def read_faults(sources: NpuSources, *, npu_smi_file: str | None = None, node: str = "",
-                which: Callable[[str], str | None] = shutil.which) -> FaultReading:
-    """Every fault source available: npu-exporter (when its URL is given), npu-smi (the file
-    given, else the binary on PATH) and npu_ge on Triton's /metrics (when its URL is given).
-
-    A source that fails is a note — unless nothing could be read and it was given explicitly
-    (the exporter's URL, an explicit Triton URL): then its TelemetryError is raised. A file
-    given that cannot be read or parsed always raises (NpuSmiError / NpuSmiParseError)."""
-    faults: list[ChipFault] = []
-    read: list[str] = []
-    notes: list[str] = []
-    explicit: list[TelemetryError] = []
-    if sources.exporter_url:
-        try:
-            page = scrape(sources.exporter_url, timeout_s=sources.timeout_s)
-            if not any(name.startswith("npu_chip_info_") for name in page.names):
-                raise NpuSourceError(f"npu-exporter at {sources.exporter_url} publishes no npu_chip_info_* "
-                                     "metrics — is the URL the exporter's /metrics (port 8082)?",
-                                     url=sources.exporter_url)
-            faults += faults_from_exporter(page, node, notes=notes)
-            read.append(SOURCE_EXPORTER)
-        except TelemetryError as exc:
-            notes.append(f"{SOURCE_EXPORTER}: {exc}")
-            explicit.append(exc)
-    if npu_smi_file is not None:
-        faults += faults_from_npu_smi(read_npu_smi_file(npu_smi_file), node, notes=notes)
-        read.append(SOURCE_NPU_SMI)
-    elif (binary := which(sources.npu_smi)) is not None:
-        try:
-            reports = npu_smi_health.read(binary, timeout_s=sources.timeout_s, notes=notes)
-            faults += capped(faults_from_health(reports, node), SOURCE_NPU_SMI, notes)
-            read.append(SOURCE_NPU_SMI)
-        except NpuSmiError as exc:
-            notes.append(f"{SOURCE_NPU_SMI}: {exc}")
-    if sources.triton_metrics_url:
-        try:
-            page = scrape(sources.triton_metrics_url, timeout_s=sources.timeout_s)
-            faults += faults_from_triton(page, node, notes=notes)
-            read += [SOURCE_NPU_GE] if speaks_of_npus(page, sources.triton_metrics_url, notes) else []
-        except TelemetryError as exc:
-            notes.append(f"Triton's metrics ({SOURCE_NPU_GE}): {exc}")
-            if sources.triton_metrics_explicit:
-                explicit.append(exc)
-    if not read and explicit:
-        first, *rest = explicit
-        if not rest:
-            raise first
-        raise type(first)(f"{first} (also: {'; '.join(str(e) for e in rest)})", url=first.url) from first
-    return FaultReading(tuple(faults), tuple(read), tuple(notes), node)
-
-
-def read_npu_smi_file(path: str) -> str:
-    """A saved npu-smi output, bounded; unreadable or too big is an NpuSmiError (the operator's input)."""
-    try:
-        with Path(path).open("rb") as handle:
-            raw = handle.read(MAX_NPU_SMI_FILE_BYTES + 1)
-    except OSError as exc:
-        raise NpuSmiError(f"cannot read the npu-smi file {path}: {exc.strerror or exc}") from exc
-    if len(raw) > MAX_NPU_SMI_FILE_BYTES:
-        raise NpuSmiError(f"the npu-smi file {path} is over {MAX_NPU_SMI_FILE_BYTES >> 20} MiB: "
-                          "not npu-smi output")
-    return raw.decode("utf-8", errors="replace")
 
 
 def _count(value: float) -> str:
