@@ -141,9 +141,9 @@ def test_controls_inside_fragments_see_a_new_role_and_an_ended_session(
 
 def test_too_many_password_checks_at_once_get_a_busy_answer(users: UsersFile) -> None:
     at = run(AppTest.from_file(APP, default_timeout=60))
-    from pages.ui import access  # the app's own slots: the same process-wide resource
+    from pages.ui import access_session  # the app's own slots: the same process-wide resource
 
-    slots = access._verify_slots()
+    slots = access_session.verify_slots()
     with contextlib.ExitStack() as held:
         for _ in range(slots.slots):  # every slot taken by other sign-ins
             held.enter_context(slots.slot())
