@@ -7,7 +7,8 @@
 - terminal.py        what the CLI prints is shown, never obeyed: others' control characters escaped
 - status.py          `geadmin status`: OK, DEGRADED or DOWN for scripts and on-call pages
 - models.py          `geadmin models list|load|unload|reload|create`
-- config.py          `geadmin config`: validate, apply, history, rollback (one plan, as the editor)
+- config.py          `geadmin config`: validate, history (and the group apply and rollback join)
+- config_change.py   `geadmin config apply|rollback`: one plan, as the editor; `apply --preview`
 - audit_log.py       `geadmin audit`: who changed what
 - infer.py           `geadmin infer MODEL`: one test request
 - bench.py           `geadmin bench MODEL`: a perf_analyzer load test

@@ -7,20 +7,25 @@ after one. A command module imports only this one of its siblings
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
+from pathlib import Path
 from typing import TypeVar
 
 from geadmin import settings
 from geadmin.audit import Actor, Origin
 from geadmin.cli import terminal
+from geadmin.cli.exit_codes import ExitCode
 from geadmin.diagnose.impact import Impact
 from geadmin.diagnose.state_changes import StateChange
 from geadmin.domain import Endpoint, Transport
+from geadmin.errors import ConfigInvalidError, GeAdminError, RepositoryError, TritonUnreachableError
 from geadmin.ops.models import reconcile
 from geadmin.repository.layout import is_utf8
+from geadmin.repository.revisions import MAX_REVISION
 from geadmin.stack.log_discovery import with_found_log
 from geadmin.stack.target import Target, live_stack, resolve
 from geadmin.triton.client import TritonClient
@@ -237,3 +242,29 @@ def add_npu_source_args(parser: argparse.ArgumentParser, *, npu_smi_file: str, m
                         "GEADMIN_NPU_EXPORTER_URL)")
     parser.add_argument("--npu-smi-file", default=None, metavar="FILE", help=npu_smi_file)
     parser.add_argument("--metrics-url", default=None, metavar="URL", help=metrics_url)
+
+
+def served_repository(target: Target, does: str) -> Path:
+    """The model repository `target` serves, where a command writes (`does`: what it writes)."""
+    if target.repository is None:
+        raise RepositoryError(
+            f"which model repository does {target.spec.url} serve? geadmin {does} there: pass "
+            "--repository PATH or set GEADMIN_REPOSITORY (the embedded stack's is found by itself)")
+    return target.repository
+
+
+def fail_with_document(error: GeAdminError, args: argparse.Namespace | None = None) -> int:
+    """`fail` for a command with --json: the error as a JSON document on stdout too (with a
+    config's findings), and the exit code its kind calls for."""
+    if args is not None and args.json:
+        document: dict[str, object] = {"ok": False, "error": str(error), "kind": type(error).__name__}
+        if isinstance(error, ConfigInvalidError):
+            document["findings"] = [f.to_dict() for f in error.findings]
+        print(json.dumps(document, indent=2))
+    print(f"geadmin: error: {error}", file=sys.stderr)
+    return ExitCode.UNREACHABLE if isinstance(error, TritonUnreachableError) else ExitCode.FAILED
+
+
+revision_number = number_argument(int, "revision number", lambda v: 1 <= v <= MAX_REVISION,
+                            "a revision is a number from 1 to 2**63 - 1 (`geadmin config history MODEL` "
+                            "lists them)")

@@ -14,6 +14,7 @@ from geadmin.cli import (
     bundle,
     capacity,
     config,
+    config_change,
     fleet,
     models,
     npu_faults,
@@ -38,7 +39,7 @@ from geadmin.cli.exit_codes import ExitCode
 from geadmin.errors import GeAdminError
 
 # A module that adds a sub-command under another's command (`npu faults`) comes after that command.
-COMMANDS = (up, status, models, config, audit_log, bundle, infer_command,
+COMMANDS = (up, status, models, config, config_change, audit_log, bundle, infer_command,
             npu_command, npu_faults, npu_remedy, top_command, sampler_command, users_command, bench_command,
             dashboard_command, stack, probe, alerts, objectives, tune, capacity, traffic, fleet)
 REPORT_HINT = ("this is a bug in geadmin: please report it, with the file `geadmin bundle` writes "

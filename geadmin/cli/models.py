@@ -29,12 +29,13 @@ from geadmin.cli.common import (
     model_name,
     number_argument,
     print_side_effects,
+    served_repository,
     target_from_args,
 )
 from geadmin.cli.exit_codes import ExitCode
 from geadmin.diagnose import impact
 from geadmin.diagnose.rows import ModelRow, collect_rows
-from geadmin.errors import GeAdminError, RepositoryError, TritonError, TritonUnreachableError
+from geadmin.errors import GeAdminError, TritonError, TritonUnreachableError
 from geadmin.ops.models import create
 from geadmin.ops.models.actions import ModelAction, audit_refusal, run_action
 from geadmin.repository import paths, templates
@@ -118,10 +119,7 @@ def run_create(args: argparse.Namespace) -> int:
     """`models create`: read the local files (sizes checked first), then the one core function."""
     target = target_from_args(args)
     try:
-        if target.repository is None:
-            raise RepositoryError(f"which model repository does {target.spec.url} serve? geadmin creates the "
-                                  "model there: pass --repository PATH or set GEADMIN_REPOSITORY (the "
-                                  "embedded stack's is found by itself)")
+        repository = served_repository(target, "creates the model")
         params = templates.Params(
             max_batch_size=args.max_batch_size,
             inputs=templates.parse_tensors(args.inputs) if args.inputs else None,
@@ -130,7 +128,7 @@ def run_create(args: argparse.Namespace) -> int:
         files = read_local_files(args.files, args.template, args.upload_limit)
         with client_for(target, args) as client:
             result = create.create_model(
-                client, target.repository, args.name, args.template, params, files,
+                client, repository, args.name, args.template, params, files,
                 auth=guard.os_user(), load=not args.no_load, limit_bytes=args.upload_limit,
                 log=target.log(), progress=_progress_printer(args))
     except GeAdminError as exc:

@@ -17,7 +17,13 @@ from typing import Any
 from geadmin import audit, settings
 from geadmin.access import guard
 from geadmin.access.guard import Authorization
-from geadmin.cli.common import add_connection_args, client_for, format_table, target_from_args
+from geadmin.cli.common import (
+    add_connection_args,
+    client_for,
+    format_table,
+    served_repository,
+    target_from_args,
+)
 from geadmin.cli.exit_codes import ExitCode
 from geadmin.errors import ConfigError, InvalidArgumentError, TuneRefusedError
 from geadmin.interrupts import as_interrupts
@@ -95,31 +101,28 @@ def run(args: argparse.Namespace) -> int:
     if not args.model:
         raise InvalidArgumentError("name the model to tune: geadmin tune MODEL [--max-p99-ms X]")
     target = target_from_args(args)
-    if target.repository is None:
-        raise ConfigError("the model repository is not known here: pass --repository (the tuner writes its "
-                          "trial copy there)")
+    repository = served_repository(target, "writes its trial copy")
     auth, metrics = guard.os_user(), metrics_url(args, target)
     plan = objective_plan_for(args, target, home) if args.objective and args.apply_run is None else None
     with client_for(target, args) as client:
         if args.apply_run is not None:
-            return _apply(client, target.repository, args, auth, home)
+            return _apply(client, repository, args, auth, home)
         with as_interrupts():  # SIGTERM ends it like Ctrl-C: the trial copy is removed
-            result = _tune(client, target, args, auth, home, plan, metrics)
+            result = _tune(client, target, repository, args, auth, home, plan, metrics)
     document = result.to_json()
     print(json.dumps(document, indent=2) if args.json else render(document))
     return ExitCode.OK if result.best else ExitCode.FAILED
 
 
-def _tune(client: TritonClient, target: Target, args: argparse.Namespace, auth: Authorization, home: Path,
-          plan: ObjectivePlan | None, metrics: str) -> TuneResult:
-    assert target.repository is not None
+def _tune(client: TritonClient, target: Target, repository: Path, args: argparse.Namespace,
+          auth: Authorization, home: Path, plan: ObjectivePlan | None, metrics: str) -> TuneResult:
     if plan is not None:
-        return tune_to_objective(client, target.repository, plan, auth=auth, home=home,
+        return tune_to_objective(client, repository, plan, auth=auth, home=home,
                                  budget_s=args.budget_s, admin_key=target.spec.admin_key,
                                  metrics_url=metrics, progress=progress)
     settings_ = TuneSettings(args.model, args.max_p99_ms, args.min_throughput, args.budget_s,
                              args.concurrency, args.window_ms)
-    return tune(client, target.repository, settings_, auth=auth, home=home, admin_key=target.spec.admin_key,
+    return tune(client, repository, settings_, auth=auth, home=home, admin_key=target.spec.admin_key,
                 metrics_url=metrics, progress=progress)
 
 
@@ -181,9 +184,7 @@ def run_joint(args: argparse.Namespace, models: list[str], home: Path) -> int:
                                    "--list, --show or --apply-run): geadmin tune --objective MODEL_A MODEL_B "
                                    "[--apply]")
     target = target_from_args(args)
-    if target.repository is None:
-        raise ConfigError("the model repository is not known here: pass --repository (the tuner writes its "
-                          "trial copies there)")
+    repository = served_repository(target, "writes its trial copies")
     auth, metrics = guard.os_user(), metrics_url(args, target)
     with client_for(target, args) as client:
         if args.npu is not None:
@@ -193,10 +194,10 @@ def run_joint(args: argparse.Namespace, models: list[str], home: Path) -> int:
             args.model = model
             plans.append(objective_plan_for(args, target, home))
         with as_interrupts():  # SIGTERM ends it like Ctrl-C: trial copies are removed
-            joint = tune_jointly(client, target.repository, plans, auth=auth, home=home,
+            joint = tune_jointly(client, repository, plans, auth=auth, home=home,
                                  budget_s=args.budget_s, metrics_url=metrics, progress=progress,
                                  admin_key=target.spec.admin_key)
-        applied = apply_joint(client, target.repository, joint, auth=auth, home=home) if (
+        applied = apply_joint(client, repository, joint, auth=auth, home=home) if (
             args.apply and joint.choice.fits) else None
     document = joint.to_json() | ({"applied": applied.describe()} if applied else {})
     print(json.dumps(document, indent=2) if args.json else render_joint(joint))

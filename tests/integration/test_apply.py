@@ -18,8 +18,7 @@ import tritonclient.grpc as grpcclient
 from tritonclient.grpc import model_config_pb2
 
 from geadmin import audit
-from geadmin.cli import audit_log
-from geadmin.cli.config import add_actions
+from geadmin.cli import audit_log, config, config_change
 from geadmin.cli.exit_codes import ExitCode
 from geadmin.cli.main import main
 from geadmin.domain import ModelState, Serving
@@ -331,8 +330,8 @@ def run_cli(argv: list[str]) -> int:
     """The `config` actions and the `audit` command, on a parser of our own."""
     parser = argparse.ArgumentParser(prog="geadmin")
     commands = parser.add_subparsers(dest="command", required=True)
-    config = commands.add_parser("config").add_subparsers(dest="config_command", required=True)
-    add_actions(config)
+    config.register(commands)
+    config_change.register(commands)
     audit_log.register(commands)
     args = parser.parse_args(argv)
     return int(args.func(args))

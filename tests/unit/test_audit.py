@@ -13,8 +13,7 @@ import pytest
 
 from geadmin import audit
 from geadmin.audit import Actor, Origin, Result
-from geadmin.cli import audit_log
-from geadmin.cli.config import add_actions
+from geadmin.cli import audit_log, config, config_change
 from geadmin.errors import InvalidArgumentError
 
 DIFF = ("--- m/config.pbtxt (before)\n+++ m/config.pbtxt (after)\n@@ -1 +1 @@\n"
@@ -31,8 +30,8 @@ def run_cli(argv: list[str]) -> int:
     """The `config` actions and the `audit` command, on a parser of our own."""
     parser = argparse.ArgumentParser(prog="geadmin")
     commands = parser.add_subparsers(dest="command", required=True)
-    config = commands.add_parser("config").add_subparsers(dest="config_command", required=True)
-    add_actions(config)
+    config.register(commands)
+    config_change.register(commands)
     audit_log.register(commands)
     args = parser.parse_args(argv)
     return int(args.func(args))
