@@ -6,7 +6,7 @@ Triton a command targets.
 - dashboard.py       the Streamlit dashboard as a child process
 - supervisor.py      keep the embedded tritonserver running, as a process manager does
 - embedded.py        `geadmin up`: tritonserver, dashboard, sampler in one
-- startup_loads.py   `geadmin up`'s model loads after each Triton start, hung loads left out
+- startup_loads.py   `geadmin up`'s model loads after each start; a hung or Triton-killing load left out
 - recording.py       the sampler, its probes and geadmin's metrics endpoint, started and stopped as one
 - processes.py       ports, pids and health polls
 - workspace.py       $GEADMIN_HOME, geadmin's own directory

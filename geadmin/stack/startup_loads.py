@@ -3,16 +3,25 @@
 Triton starts with no models (geadmin.stack.embedded says why). Once it is live, the
 repository's models load in parallel, LOAD_WORKERS at a time, each bounded by a timeout, so no
 model can hold up the start, the others, or the dashboard. A round prints n of N as each load
-ends, then a summary, and keeps the outcomes for stack.json. Triton handles one load request at
-a time, so a hung load blocks every later one until Triton restarts: the model is left out and
-Triton restarted without it (a new round); it stays out until loaded by hand.
+ends, then a summary, and keeps the outcomes for stack.json. Two kinds of load stop every
+other and are left out of the restarts that follow, until loaded by hand:
+
+- A hung load: Triton handles one load request at a time, so it blocks every later one until
+  Triton restarts: the model is left out and Triton restarted without it (a new round).
+- A load that kills Triton (a backend that crashes on the model's file): the supervisor
+  restarts Triton, and a round that reloaded the model would crash it again, forever. The
+  models whose loads were in flight when Triton exited are loaded one at a time, after the
+  others, in the next round; one that Triton exits under, alone, is left out.
 """
 
 from __future__ import annotations
 
+import signal
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from geadmin import audit
 from geadmin.access import guard
 from geadmin.audit import Origin
 from geadmin.errors import TritonError
@@ -24,6 +33,7 @@ from geadmin.triton.client import TritonClient
 from geadmin.triton.logs import LocalLogFile
 
 LOAD_WORKERS = 4
+CUT_OFF = "cut off: Triton exited during the load round"
 
 
 def load_outcome(result: ActionResult) -> LoadOutcome:
@@ -31,6 +41,56 @@ def load_outcome(result: ActionResult) -> LoadOutcome:
         return LoadOutcome(result.name, True, "READY")
     reason = result.explanation.reason if result.explanation else result.message
     return LoadOutcome(result.name, False, reason.splitlines()[0] if reason else "failed")
+
+
+def exit_text(code: int | None) -> str:
+    """"killed by SIGKILL", "exit code 1" for Triton's exit status."""
+    if code is None:
+        return "it exited"
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+class _Round:
+    """One round's loads as they start and end: which were in flight when Triton exited."""
+
+    def __init__(self, loads: StartupLoads, triton: TritonProcess, number: int, total: int) -> None:
+        self.loads, self.triton, self.number, self.total = loads, triton, number, total
+        self.count = 0
+        self.sent_alive: set[str] = set()  # sent while Triton was live: a cause if Triton exits under it
+        self.cut: set[str] = set()  # sent while Triton was live, failed once it had exited
+        self.results: list[ActionResult] = []
+        self._lock = threading.Lock()
+
+    def started(self, name: str) -> None:
+        if self.triton.alive():  # a load sent to a Triton already gone caused nothing
+            with self._lock:
+                self.sent_alive.add(name)
+
+    def done(self, _: int, __: int, result: ActionResult) -> None:
+        with self._lock:
+            self.count += 1
+            count = self.count
+            self.results.append(result)
+        if self.number != self.loads.current_round:
+            return  # Triton was restarted under this round: its failures mean nothing
+        if not result.ok and not self.triton.alive():
+            with self._lock:
+                if result.name in self.sent_alive:
+                    self.cut.add(result.name)
+            self.loads.say(f"  [{count}/{self.total}] {result.name}: {CUT_OFF}")
+            return
+        if result.ok:
+            self.loads.suspects.discard(result.name)  # it loaded with Triton alive: not the cause
+        outcome = load_outcome(result)
+        self.loads.say(f"  [{count}/{self.total}] {outcome.name}: "
+                       + ("READY" if outcome.ok else f"FAILED — {outcome.message}"))
+        if result.explanation is not None and (result.explanation.hung or result.explanation.timed_out):
+            self.loads.restart_without(result.name)
 
 
 class StartupLoads:
@@ -47,61 +107,81 @@ class StartupLoads:
         self.on_done = on_done
         self.restart = restart
         self.loads: tuple[LoadOutcome, ...] = ()
-        # Models whose load hung: Triton handles one load request at a time, so a hung load
-        # blocks every later one until Triton restarts. They stay out until loaded by hand.
-        self.hung: set[str] = set()
-        self._round = 0
+        # Models whose load hung or killed Triton, with why: out of every round until loaded by hand.
+        self.left_out: dict[str, str] = {}
+        self.suspects: set[str] = set()  # in flight when Triton exited: loaded one at a time next round
+        self.current_round = 0
+        self._one_round = threading.Lock()  # a round's verdict on a crash is in before the next starts
 
     def run(self, triton: TritonProcess, names: Sequence[str] | None) -> None:
         """Runs on a thread of its own: prints n of N as each load ends, then a summary."""
-        timeout_s = self.timeout_s
-        self._round += 1
-        this_round = self._round
-        with TritonClient(triton.http_url, admin_key=triton.admin_key, load_timeout_s=timeout_s) as client:
-            try:
-                wanted = list(names) if names is not None else sorted(
-                    {e.name for e in client.repository_index() if not is_trial(self.repository, e.name)})
-            except TritonError as exc:  # Triton died at once: the supervisor reports that
-                self.say(f"cannot list the repository's models: {str(exc).splitlines()[0]}")
-                return
-            skipped = sorted(self.hung & set(wanted))
-            wanted = [name for name in wanted if name not in self.hung]
-            if skipped:
-                self.say(f"not loading {', '.join(skipped)}: its load hung Triton before (fix it, "
-                         "then load it from the Models page or `geadmin models load`)")
-            if not wanted:
-                self.say(f"no models to load in {self.repository}")
-                return
-            self.say(f"loading {len(wanted)} models ({LOAD_WORKERS} at a time, at most "
-                     f"{timeout_s:.0f}s each) ...")
+        with self._one_round:
+            self.current_round += 1
+            with TritonClient(triton.http_url, admin_key=triton.admin_key,
+                              load_timeout_s=self.timeout_s) as client:
+                self._run(client, triton, names, self.current_round)
 
-            def done(count: int, total: int, result: ActionResult) -> None:
-                if this_round != self._round:
-                    return  # Triton was restarted under this round: its failures mean nothing
-                outcome = load_outcome(result)
-                self.say(f"  [{count}/{total}] {outcome.name}: "
-                         + ("READY" if outcome.ok else f"FAILED — {outcome.message}"))
-                stuck = result.explanation is not None and (result.explanation.hung
-                                                            or result.explanation.timed_out)
-                if stuck:
-                    self._restart_without(result.name)
-
-            results = load_in_parallel(client, wanted, log=LocalLogFile(triton.log_path),
-                                       repository=self.repository, workers=LOAD_WORKERS, done=done,
-                                       auth=guard.os_user(Origin.LOCAL))
-        if this_round != self._round:
+    def _run(self, client: TritonClient, triton: TritonProcess, names: Sequence[str] | None,
+             number: int) -> None:
+        try:
+            wanted = list(names) if names is not None else sorted(
+                {e.name for e in client.repository_index() if not is_trial(self.repository, e.name)})
+        except TritonError as exc:  # Triton died at once: the supervisor reports that
+            self.say(f"cannot list the repository's models: {str(exc).splitlines()[0]}")
             return
-        self.loads = tuple(load_outcome(result) for result in results)
-        failed = [load.name for load in self.loads if not load.ok]
-        self.say(f"models: {len(results) - len(failed)} of {len(results)} READY"
-                 + (f"; failed: {', '.join(failed)} (reasons above; `geadmin status` shows them again)"
-                    if failed else ""))
+        for name in sorted(set(self.left_out) & set(wanted)):
+            self.say(f"not loading {name}: {self.left_out[name]} (fix it, then load it from the Models "
+                     f"page or `geadmin models load {name}`)")
+        wanted = [name for name in wanted if name not in self.left_out]
+        if not wanted:
+            self.say(f"no models to load in {self.repository}")
+            return
+        one_by_one = [name for name in wanted if name in self.suspects]
+        together = [name for name in wanted if name not in self.suspects]
+        self.say(f"loading {len(wanted)} models ({LOAD_WORKERS} at a time, at most {self.timeout_s:.0f}s "
+                 "each)" + (f"; {', '.join(one_by_one)} one at a time after the others, as Triton exited "
+                            "while they loaded" if one_by_one else "") + " ...")
+        this = _Round(self, triton, number, len(wanted))
+        log, auth = LocalLogFile(triton.log_path), guard.os_user(Origin.LOCAL)
+        for batch, workers in [(together, LOAD_WORKERS), *(([name], 1) for name in one_by_one)]:
+            if batch and triton.alive() and number == self.current_round:
+                load_in_parallel(client, batch, log=log, repository=self.repository, workers=workers,
+                                 done=this.done, started=this.started, auth=auth)
+        if number != self.current_round:
+            return
+        self.loads = tuple(load_outcome(result) if result.name not in this.cut
+                           else LoadOutcome(result.name, False, CUT_OFF) for result in this.results)
+        if not triton.alive():
+            self._crashed_under(this, triton, client.url, auth.who)
+        else:
+            failed = [load.name for load in self.loads if not load.ok]
+            self.say(f"models: {len(self.loads) - len(failed)} of {len(self.loads)} READY"
+                     + (f"; failed: {', '.join(failed)} (reasons above; `geadmin status` shows them "
+                        "again)" if failed else ""))
         self.on_done()
 
-    def _restart_without(self, name: str) -> None:
+    def _crashed_under(self, this: _Round, triton: TritonProcess, server: str, actor: audit.Actor) -> None:
+        """Triton exited during the round: the loads in flight then are its suspects."""
+        how = exit_text(triton.exit_code())
+        ready = sum(1 for load in self.loads if load.ok)
+        self.say(f"the load round was cut off: tritonserver {how} with {ready} of {this.total} models READY")
+        if len(this.cut) == 1:
+            (name,) = this.cut
+            why = f"its load killed Triton ({how})"
+            self.left_out[name] = why
+            self.suspects.discard(name)
+            self.say(f"{name}: {why}; Triton restarts without it, and it stays out until loaded by hand")
+            audit.try_record_action("load", name, False, f"{why}: left out of Triton's restarts until "
+                                    "loaded by hand", server=server, actor=actor)
+        elif this.cut:
+            self.suspects |= this.cut
+            self.say(f"Triton exited while {', '.join(sorted(this.cut))} loaded: the next round loads them "
+                     "one at a time, after the others, to find which one it was")
+
+    def restart_without(self, name: str) -> None:
         """A hung load holds Triton's loader: only a restart frees it for the other models."""
-        self.hung.add(name)
-        self._round += 1  # what the current round still reports is moot
+        self.left_out[name] = "its load hung Triton before"
+        self.current_round += 1  # what the current round still reports is moot
         self.say(f"{name}'s load hangs, and Triton loads nothing else while it does: restarting "
                  f"Triton and loading the other models without {name}")
         self.restart(f"load of {name} hung")

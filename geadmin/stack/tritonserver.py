@@ -125,6 +125,7 @@ class TritonProcess:
         # it names our pid, so a later start can remove what a killed predecessor left.
         self.shm_prefix = f"geadmin_{os.getpid()}_{uuid.uuid4().hex[:8]}_"
         self._process: subprocess.Popen[bytes] | None = None
+        self._ended_with: int | None = None  # the exit status `stop` reaped
         self.started_at: float | None = None  # epoch seconds of the current run
 
     # -- addresses --------------------------------------------------------------------
@@ -253,15 +254,16 @@ class TritonProcess:
         return self._process is not None and self._process.poll() is None
 
     def exit_code(self) -> int | None:
-        """The exit status once it has ended (negative: killed by that signal), else None."""
-        return self._process.poll() if self._process is not None else None
+        """The exit status once it has ended (negative: killed by that signal), else None; kept
+        after `stop` reaped it (a load round reads it once the supervisor has)."""
+        return self._process.poll() if self._process is not None else self._ended_with
 
     def stop(self, timeout_s: float = 12.0) -> int | None:
         """SIGTERM the process group, SIGKILL what is left after `timeout_s`; clean /dev/shm."""
         process, self._process = self._process, None
         code: int | None = None
         if process is not None:
-            code = terminate_group(process, timeout_s)
+            code = self._ended_with = terminate_group(process, timeout_s)
         self.remove_shm_regions()
         self._remove_owned_dirs()
         return code

@@ -271,3 +271,24 @@ def test_no_restart_leaves_triton_down_and_the_dashboard_up(tmp_path: Path) -> N
         assert stack_json(up)["triton"]["state"] == "exited"
         triton = LocalDriver(Workspace(up.home)).services()[0]
         assert triton.state == "exited" and "killed by SIGKILL" in triton.detail
+
+
+def test_a_model_whose_load_kills_triton_is_left_out_not_reloaded_into_a_crash_loop(tmp_path: Path) -> None:
+    """Every round reloaded the model whose load kills Triton (a backend that crashes on its
+    file): Triton crash-looped, and every other model was cut off each time as "unreachable"."""
+    repository = copy_samples(tmp_path / "repo")
+    add_python_model(repository, "crasher", "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)")
+    with running_up(tmp_path / "home", "--repository", str(repository)) as up:
+        text = up.collector.wait_for("crasher: its load killed Triton (killed by SIGKILL); Triton restarts "
+                                     "without it, and it stays out until loaded by hand", timeout_s=120)
+        assert "the load round was cut off: tritonserver killed by SIGKILL" in text
+        assert "unreachable" not in text, text
+        assert wait_for(lambda: samples_ready(up), 60), up.collector.text
+        assert f"models: {len(SAMPLE_MODELS)} of {len(SAMPLE_MODELS)} READY" in up.collector.wait_for(
+            f"models: {len(SAMPLE_MODELS)} of", timeout_s=60)
+        restarts = up.collector.text.count("tritonserver is live again")
+        assert restarts <= 2, up.collector.text  # found at once, or after one round one at a time
+        assert "not loading crasher: its load killed Triton (killed by SIGKILL)" in up.collector.text
+        status = geadmin("status", home=up.home)
+        assert status.returncode == 4, status.stdout + status.stderr
+        assert "crasher" in status.stdout and "its load killed Triton" in status.stdout, status.stdout

@@ -193,11 +193,13 @@ def load_in_parallel(
     workers: int = 4,
     done: Callable[[int, int, ActionResult], None] | None = None,
     auth: Authorization | None = None,
+    started: Callable[[str], None] | None = None,
 ) -> list[ActionResult]:
     """Load every model in `names` at once, `workers` at a time: a model that fails or hangs
     (bounded by the client's load timeout, or sooner when the log shows it stuck) is reported
-    by name with its reason and never holds up the others. `done(n, total, result)` is called
-    as each one ends; results come back in the order of `names`. `auth` must cover `load`."""
+    by name with its reason and never holds up the others. `started(name)` is called as each
+    load is sent, `done(n, total, result)` as each one ends; results come back in the order of
+    `names`. `auth` must cover `load`."""
     actor = require(auth, GuardedAction.LOAD)
     if not names:
         return []
@@ -205,6 +207,8 @@ def load_in_parallel(
 
     def load_audited(name: str) -> ActionResult:  # in the worker: audited whatever `done` does
         result: ActionResult | None = None
+        if started is not None:
+            started(name)
         try:
             done_one = _run_one(client, ModelAction.LOAD, name, False, log, repository, quiet, auth)
             (result,) = audited(client, [done_one], actor)
