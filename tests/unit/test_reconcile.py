@@ -135,7 +135,31 @@ def test_a_create_refused_after_its_started_row_is_finished_not_interrupted(repo
     with pytest.raises(Exception, match="would not load"):
         create_model(None, repo, "bad", "npu_ge_om", None, {}, load=False,
                      auth=admin_auth())  # no model.om: refused
-    assert [r.result for r in audit.query(model="bad")] == ["refused", "started"]
+    refused, started = audit.query(model="bad")
+    assert (refused.result, started.result) == ("refused", "started")
+    assert refused.message.endswith(f"\n{reconcile.STARTED_ROW}: {started.id}")
+    assert reconcile.reconcile(repo).interrupted == ()
+
+
+def test_a_refusal_by_another_process_does_not_hide_an_interrupted_create(repo: Path) -> None:
+    """A create's own refusals and its success name its started row; another's refusal (the
+    name being created right now) closed the killed create's row, and its notice was lost."""
+    destination = repo / "fresh"
+    audit.record("create", "fresh", Result.STARTED,
+                 message=reconcile.started_message("started", repo, destination, ""))
+    (destination / "1").mkdir(parents=True)  # then killed
+    audit.record("create", "fresh", Result.REFUSED, actor=Actor("bob"),
+                 message="another geadmin (pid 1) is running a create of 'fresh' right now")
+    (found,) = reconcile.reconcile(repo).interrupted
+    assert (found.model, found.on_disk) == ("fresh", "created")
+
+
+def test_a_created_models_rows_name_its_started_row(repo: Path) -> None:
+    create_model(None, repo, "fine", "python", None, {"1/model.py": b"class TritonPythonModel: pass\n"},
+                 load=False, auth=admin_auth())
+    done, started = audit.query(model="fine")
+    assert (done.result, started.result) == ("ok", "started")
+    assert done.message.endswith(f"\n{reconcile.STARTED_ROW}: {started.id}")
     assert reconcile.reconcile(repo).interrupted == ()
 
 

@@ -126,23 +126,25 @@ def create_model(
     if may_upload_code is None:
         may_upload_code = isinstance(auth, Authorization) and GuardedAction.UPLOAD_CODE in auth.actions
     server = client.url if client is not None else ""
+    start: reconcile.Started | None = None  # its outcome rows name it: no other row closes it
     try:
         check_code_upload(files or {}, actor, may_upload_code)
         plan = plan_model(repository, name, template, params or Params(), files or {}, limit_bytes)
         if load:
             check_triton(client, name)
         with locks.edit_lock(plan.root, name, ACTION, home=home, wait_s=0):
-            audit.record(ACTION, name, Result.STARTED, actor=actor, server=server, home=home,
-                         message=reconcile.started_message(f"started: creating {plan.destination}",
-                                                           plan.root, plan.destination))
+            start = reconcile.parse_started(audit.record(
+                ACTION, name, Result.STARTED, actor=actor, server=server, home=home,
+                message=reconcile.started_message(f"started: creating {plan.destination}", plan.root,
+                                                  plan.destination)))
             test_hooks.fault_point("create.started")
             findings = _build(plan)
             test_hooks.fault_point("create.renamed")
-            result = _created(plan, findings, actor, server, home)  # under the lock: reconcile waits
+            result = _created(plan, findings, actor, server, home, start)  # under the lock: reconcile waits
     except GeAdminError as exc:
         with contextlib.suppress(WorkspaceDatabaseError):  # the refusal itself is what the caller sees
-            audit.record(ACTION, name, Result.REFUSED, actor=actor, server=server, message=str(exc),
-                         home=home)
+            audit.record(ACTION, name, Result.REFUSED, actor=actor, server=server, home=home,
+                         message=str(exc) if start is None else reconcile.outcome_message(str(exc), start))
         raise
     if not load or client is None:
         return result
@@ -206,7 +208,7 @@ def _relocated(finding: Finding, staged: Path, destination: Path) -> Finding:
 
 
 def _created(plan: Plan, findings: tuple[Finding, ...], actor: Actor, server: str,
-             home: Path | None) -> CreateResult:
+             home: Path | None, start: reconcile.Started | None) -> CreateResult:
     """The directory is in place: keep revision 1 and the audit row (a warning if either fails)."""
     config = plan.files[CONFIG_FILE]
     warnings: list[str] = []
@@ -219,7 +221,8 @@ def _created(plan: Plan, findings: tuple[Finding, ...], actor: Actor, server: st
     files = tuple(plan.files)
     message = _created_text(plan.name, plan.template, plan.destination, files)
     try:
-        audit.record(ACTION, plan.name, Result.OK, actor=actor, server=server, message=message,
+        audit.record(ACTION, plan.name, Result.OK, actor=actor, server=server,
+                     message=message if start is None else reconcile.outcome_message(message, start),
                      diff=revisions.config_diff(b"", config, plan.name, "absent", "created"), home=home)
     except WorkspaceDatabaseError as exc:
         warnings.append(f"the audit row could not be written: {exc}")

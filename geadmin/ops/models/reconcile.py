@@ -141,8 +141,9 @@ def _closes(row: AuditEntry, entry: AuditEntry) -> bool:
     """Is `row` (same action and model) the outcome of the change `entry` started? A row linked
     to a started row (`STARTED_ROW`) closes that one only. An unlinked row (written before the
     link, or by hand) closes it unless it is a start, comes from another server or repository,
-    or, for an apply, is a refusal: another process refused while this apply held the lock (a
-    locked config, a declined confirmation) is not this apply's outcome."""
+    or is a refusal: another process refused while this apply or create held the lock (a locked
+    config, a declined confirmation, a name being created) is not its outcome (its own refusals
+    after the start are linked)."""
     if row.id <= entry.id or row.result == Result.STARTED.value:
         return False
     known = facts(row.message)
@@ -153,7 +154,7 @@ def _closes(row: AuditEntry, entry: AuditEntry) -> bool:
     repository = facts(entry.message).get(REPOSITORY)
     if REPOSITORY in known and repository is not None and known[REPOSITORY] != repository:
         return False
-    return not (entry.action in APPLY_ACTIONS and row.result == Result.REFUSED.value)
+    return row.result != Result.REFUSED.value
 
 
 def parse_started(entry: AuditEntry) -> Started | None:
