@@ -18,11 +18,10 @@ from typing import TypeVar
 from geadmin import settings
 from geadmin.audit import Actor, Origin
 from geadmin.cli import terminal
-from geadmin.cli.exit_codes import ExitCode
 from geadmin.diagnose.impact import Impact
 from geadmin.diagnose.state_changes import StateChange
 from geadmin.domain import Endpoint, Transport
-from geadmin.errors import ConfigInvalidError, GeAdminError, RepositoryError, TritonUnreachableError
+from geadmin.errors import ConfigInvalidError, GeAdminError, RepositoryError
 from geadmin.ops.models import reconcile
 from geadmin.repository.layout import is_utf8
 from geadmin.repository.revisions import MAX_REVISION
@@ -253,16 +252,16 @@ def served_repository(target: Target, does: str) -> Path:
     return target.repository
 
 
-def fail_with_document(error: GeAdminError, args: argparse.Namespace | None = None) -> int:
+def fail_with_document(error: GeAdminError, args: argparse.Namespace | None, code: int) -> int:
     """`fail` for a command with --json: the error as a JSON document on stdout too (with a
-    config's findings), and the exit code its kind calls for."""
+    config's findings); returns the exit `code` the command chose for it."""
     if args is not None and args.json:
         document: dict[str, object] = {"ok": False, "error": str(error), "kind": type(error).__name__}
         if isinstance(error, ConfigInvalidError):
             document["findings"] = [f.to_dict() for f in error.findings]
         print(json.dumps(document, indent=2))
     print(f"geadmin: error: {error}", file=sys.stderr)
-    return ExitCode.UNREACHABLE if isinstance(error, TritonUnreachableError) else ExitCode.FAILED
+    return code
 
 
 revision_number = number_argument(int, "revision number", lambda v: 1 <= v <= MAX_REVISION,

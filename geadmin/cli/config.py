@@ -69,7 +69,7 @@ def run_history(args: argparse.Namespace) -> int:
             return ExitCode.OK
         current = store.read_config(repository, args.model).sha256
     except GeAdminError as exc:
-        return fail_with_document(exc, args)
+        return fail_with_document(exc, args, ExitCode.FAILED)
     if args.json:
         print(json.dumps([{"revision": r.number, "at": r.at.isoformat(), "who": r.who, "note": r.note,
                            "sha256": r.sha256, "size_bytes": len(r.data), "current": r.sha256 == current}

@@ -36,6 +36,7 @@ from geadmin.errors import (
     ConfigInvalidError,
     GeAdminError,
     RepositoryError,
+    TritonUnreachableError,
 )
 from geadmin.interrupts import as_interrupts
 from geadmin.ops.bench.params import JUDGED_REQUESTS_PER_WINDOW
@@ -78,7 +79,7 @@ def run_apply(args: argparse.Namespace) -> int:
                 if args.file == "-" else read_bounded(args.file, MAX_CONFIG_BYTES, what="config apply",
                                                       fix=fix))
     except RepositoryError as exc:
-        return fail_with_document(exc, args)
+        return _failed(exc, args)
     if args.preview:
         return _run_preview(args, data)
     return _run_change(args, data=data)
@@ -97,7 +98,7 @@ def _run_preview(args: argparse.Namespace, data: bytes) -> int:
                                    backends=served_backends(target), admin_key=target.spec.admin_key,
                                    progress=lambda text: print(f"  {text}", file=sys.stderr, flush=True))
     except GeAdminError as exc:
-        return fail_with_document(exc, args)
+        return _failed(exc, args)
     if args.json:
         print(json.dumps(found.record(), indent=2))
     else:
@@ -123,7 +124,7 @@ def _run_change(args: argparse.Namespace, *, data: bytes | None) -> int:
             refusal = "" if plan.impact is None or plan.errors else consent(
                 plan.impact, args, question=plan.question, declined=plan.declined())
             if refusal:
-                return fail_with_document(RepositoryError(decline(plan, auth, refusal)), args)
+                return _failed(RepositoryError(decline(plan, auth, refusal)), args)
             expected, log, progress = (expected_hash(plan, args.expect_hash), target.log(),
                                        _progress_printer(args))
             if data is None:
@@ -134,16 +135,16 @@ def _run_change(args: argparse.Namespace, *, data: bytes | None) -> int:
                                       auth=auth, log=log, progress=progress, load_unloaded=args.load,
                                       validate=args.validate, smoke=args.smoke, backends=backends)
     except ConfigInvalidError as exc:
-        code = fail_with_document(exc, args)  # the cause first, then every finding
+        code = _failed(exc, args)  # the cause first, then every finding
         if not args.json:
             print("\n".join(f"  {f}" for f in exc.findings), file=sys.stderr)
         return code
     except ConfigConflictError as exc:
         if exc.diff() and not args.json:
             print(exc.diff(), end="")
-        return fail_with_document(exc, args)
+        return _failed(exc, args)
     except GeAdminError as exc:
-        return fail_with_document(exc, args)
+        return _failed(exc, args)
     return _report(result, args)
 
 
@@ -235,3 +236,8 @@ def _add_preview_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--metrics-url", default=None, metavar="URL",
                         help="--preview: Triton's /metrics, the key of its recorded history (default: the "
                         "server's own)")
+
+
+def _failed(error: GeAdminError, args: argparse.Namespace) -> int:
+    code = ExitCode.UNREACHABLE if isinstance(error, TritonUnreachableError) else ExitCode.FAILED
+    return fail_with_document(error, args, code)

@@ -72,13 +72,17 @@ BY_COMMAND: dict[str, tuple[str, dict[ExitCode, str]]] = {
         ExitCode.FAILED: "a model did not (the cause and the next step are printed)",
         ExitCode.UNREACHABLE: "Triton does not answer",
     }),
-    "config": ("config validate, config apply, config rollback, config history", {
-        ExitCode.OK: "validate: no errors (warnings may be printed); applied, rolled back, listed, "
-                     "or nothing to do; apply --preview: GO",
-        ExitCode.FAILED: "validate: the validator found errors; a change refused, rejected by Triton "
-                         "(and the previous config put back), or whose load had not finished at the load "
-                         "timeout (the new config stays: Triton is loading it); apply --preview: NO-GO, or "
-                         "the preview could not run (the cause is printed)",
+    "config": ("config validate, config history", {
+        ExitCode.OK: "validate: no errors (warnings may be printed); history: listed",
+        ExitCode.FAILED: "validate: the validator found errors; history: the revisions or the file cannot "
+                         "be read (the cause is printed)",
+    }),
+    "config_change": ("config apply, config rollback", {
+        ExitCode.OK: "applied, rolled back, or nothing to do; apply --preview: GO",
+        ExitCode.FAILED: "a change refused, rejected by Triton (and the previous config put back), or whose "
+                         "load had not finished at the load timeout (the new config stays: Triton is "
+                         "loading it); apply --preview: NO-GO, or the preview could not run (the cause is "
+                         "printed)",
         ExitCode.UNREACHABLE: "Triton does not answer",
     }),
     "audit_log": ("audit", {
