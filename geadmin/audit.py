@@ -33,6 +33,8 @@ _UNITS_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 class Result(str, enum.Enum):
     OK = "ok"
     FAILED = "failed"
+    WRITTEN = "written"  # a config written to disk and not loaded (an apply or rollback of a model that
+    # is not loaded, without --load): what serves did not change, and Triton has not checked it
     ROLLED_BACK = "rolled_back"  # Triton rejected a config; the previous file was restored
     UNFINISHED = "unfinished"  # a config on disk whose load Triton had not finished when geadmin
     # stopped waiting: the model's state says how it ended

@@ -6,6 +6,8 @@ snapshot: Triton's log (stuck models, drops), the model repository (drift, geadm
 trials: listed, never judged, `diagnose.own_work`), the workspace (the audit log's unloads and
 changes cut short, fresh probes, recorded NPU faults) and Triton's /metrics (npu_ge instances
 that can never execute again), then applies the rules of `diagnose.verdict` to what it found.
+It also says whether a recent probe checked that the READY models answer
+(`diagnose.probe_check`: no probe, or a stale one, is a note in the OK headline, never a reason).
 
 Without the workspace database the rules that read it are not judged, and a note says so
 (`BLIND_RULES`): a failure Triton reports is still a failure, and a model Triton merely calls
@@ -25,6 +27,7 @@ from geadmin.diagnose import fault_rule, interrupted, own_work
 from geadmin.diagnose.drift import Drift, find_drift
 from geadmin.diagnose.health import ServerSnapshot, triage
 from geadmin.diagnose.npu_ge_instances import read_broken
+from geadmin.diagnose.probe_check import check_probes, setting_interval_s
 from geadmin.diagnose.stuck import stuck_models
 from geadmin.diagnose.unloads import Unloads, with_dropped
 from geadmin.diagnose.verdict import Reason, Verdict, VerdictRule, broken_reason, judge
@@ -42,6 +45,7 @@ class EvidenceSources:
     repository: Path | None = None
     home: Path | None = None  # the workspace (audit log)
     metrics_url: str | None = None  # Triton's /metrics: npu_ge instances that cannot execute
+    probe_interval_s: float | None = None  # how often the sampler probes; None: GEADMIN_PROBE_INTERVAL_S
     now: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
 
 
@@ -61,6 +65,9 @@ def assess(snapshot: ServerSnapshot, sources: EvidenceSources | None = None, *,
     cut_short = interrupted.unresolved(src.repository, home=src.home, url=snapshot.url)
     probes = watch.fresh_probes(snapshot.url, now_s=src.now.timestamp(), home=src.home) \
         if snapshot.reachable else {}
+    interval_s = src.probe_interval_s if src.probe_interval_s is not None else setting_interval_s()
+    probe_check = check_probes(snapshot.url, {m.name for m in found.ready}, now_s=src.now.timestamp(),
+                               interval_s=interval_s, home=src.home) if snapshot.reachable else None
     verdict = judge(snapshot, found, drift=drift, stuck=stuck, expected=expected, cut_short=cut_short,
                     probes=probes, unloaded=unloads.by_operator)
     broken, unjudged = read_broken(src.metrics_url) if src.metrics_url and snapshot.reachable else ([], "")
@@ -71,7 +78,7 @@ def assess(snapshot: ServerSnapshot, sources: EvidenceSources | None = None, *,
     if blind:  # every rule above that reads the audit or the history saw nothing: say so once
         fault_notes = (f"{BLIND_RULES} are not judged: {blind}",)
     return replace(verdict, reasons=reasons + faults, drift_checked=checked, trials=trials,
-                   notes=unknown_unloads_notes(unloads) + verdict.notes + fault_notes
+                   probe_check=probe_check, notes=unknown_unloads_notes(unloads) + verdict.notes + fault_notes
                    + ((unjudged,) if unjudged else ()))
 
 

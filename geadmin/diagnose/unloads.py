@@ -1,7 +1,9 @@
 """Who took a model out of service: an operator's unload (a choice, never a failure: idle, with
 who and when) or Triton, behind geadmin's back (a model dropped when an ensemble member changed:
 a failure, with the reason from Triton's log or the change just before it). The audit log
-decides: a model's latest state-changing row.
+decides: a model's latest state-changing row. A row that changed nothing that serves (a
+refusal, a config only written to disk by an apply or rollback without --load, a create) is no
+such row: it never turns an operator's unload into a drop.
 
 Triton's index has a row per version: a model with a READY version serves, and a version of it
 "unloaded" beside that one is its version policy at work (v1 retired once v2 serves), neither
@@ -22,8 +24,12 @@ from geadmin.domain import LogCursor, ModelEntry, ModelState, same_server
 from geadmin.triton.logs import LogSource, is_failure, model_log_lines
 
 DROP_LOG_BYTES = 4 << 20  # how far back the log is searched for why a model was dropped
-# The audit actions that change whether a model serves; the latest one decides "operator unload".
-STATE_ACTIONS = ("load", "unload", "reload", "apply", "rollback", "create", "side_effect")
+# The audit actions that may change whether a model serves; the latest row of one that did
+# (`changed_serving`) decides "operator unload". A create never loads (its load is a "load" row).
+STATE_ACTIONS = ("load", "unload", "reload", "apply", "rollback", "side_effect")
+# Results that changed nothing that serves, whatever the action: refused before anything was done,
+# or a config only written to disk (an apply or rollback of a model that is not loaded, no --load).
+NOTHING_SERVED = (audit.Result.REFUSED.value, audit.Result.WRITTEN.value)
 
 OPERATOR_UNLOAD = "unload"
 
@@ -45,22 +51,48 @@ SIDE_EFFECT = "side_effect"  # the audit action of a model that changed state wi
 FAILING_ACTIONS = ("load", "reload", SIDE_EFFECT)
 
 
-# The rows that say whether a model was left serving: an apply, rollback or create may only have
-# written its file (`config apply` without --load), so they say nothing of that.
+# The rows that say whether a model was left serving after Triton restarted (see `with_dropped`):
+# an apply or rollback is left out (a row of one written before `Result.WRITTEN` existed may
+# say "ok" of a file it only wrote), and a create never loads.
 SERVING_ACTIONS = ("load", "unload", "reload", SIDE_EFFECT)
+
+
+def changed_serving(row: audit.AuditEntry, actions: Sequence[str] = STATE_ACTIONS) -> bool:
+    """The row is of `actions` and may have changed whether its model serves: not a refusal,
+    not a config only written (`Result.WRITTEN`: `config apply` without --load of a model that
+    is not loaded). An apply that loaded (ok), failed to load (rolled back, failed) or had not
+    finished loading still counts."""
+    return row.action in actions and row.result not in NOTHING_SERVED
 
 
 def latest_state_rows(names: Sequence[str], home: Path | None = None,
                       actions: Sequence[str] = STATE_ACTIONS) -> dict[str, audit.AuditEntry]:
-    """Each model's latest audit row of `actions` (models with none are left out). Raises
-    db.WorkspaceDatabaseError when the audit log cannot be read."""
+    """Each model's latest audit row of `actions` that may have changed whether it serves
+    (`changed_serving`; models with none are left out). Raises db.WorkspaceDatabaseError when
+    the audit log cannot be read."""
     found = {}
     for name in names:
         rows = audit.query(model=name, limit=50, home=home)
-        latest = next((row for row in rows if row.action in actions), None)
+        latest = next((row for row in _closed_starts_left_out(rows) if changed_serving(row, actions)), None)
         if latest is not None:
             found[name] = latest
     return found
+
+
+def _closed_starts_left_out(rows: Sequence[audit.AuditEntry]) -> list[audit.AuditEntry]:
+    """`rows` (newest first) without the `started` rows a later row of the same model and action
+    closes (its outcome, or `interrupted`; a refusal closes none): the outcome says what the
+    change did. A start with nothing after it is a change under way, or cut short: it counts."""
+    closing: set[tuple[str, str]] = set()
+    kept = []
+    for row in rows:
+        if row.result != audit.Result.STARTED.value:
+            if row.result != audit.Result.REFUSED.value:
+                closing.add((row.model, row.action))
+            kept.append(row)
+        elif (row.model, row.action) not in closing:
+            kept.append(row)
+    return kept
 
 
 def is_operator_unload(row: audit.AuditEntry) -> bool:
@@ -112,7 +144,7 @@ def _member_changes(name: str, home: Path | None) -> str:
         rows = audit.query(limit=20, home=home)
     except db.WorkspaceDatabaseError:
         return ""
-    latest = next((r for r in rows if r.action in STATE_ACTIONS and r.model != name), None)
+    latest = next((r for r in _closed_starts_left_out(rows) if changed_serving(r) and r.model != name), None)
     if latest is None:
         return ""
     return f"; the last change before it: {latest.action} of {latest.model!r} by {latest.who} at " \

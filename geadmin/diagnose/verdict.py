@@ -24,7 +24,9 @@ the diagnostics bundle all show the Verdict it returns, so no two views can disa
   a failed load does not make it "not ready".
 - OK: none of the above. A model an operator unloaded, or never loaded, is not a failure;
   nor is a version its version policy retired while another version of it is READY.
-  geadmin's own tuning trials are never judged, only listed (`diagnose.own_work`).
+  geadmin's own tuning trials are never judged, only listed (`diagnose.own_work`). When no
+  recent probe checked that the READY models answer (`diagnose.probe_check`), the OK headline
+  says so: a note, not a reason.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from geadmin.diagnose import interrupted
 from geadmin.diagnose.drift import Drift
 from geadmin.diagnose.health import ServerSnapshot, Triage, is_idle
 from geadmin.diagnose.npu_ge_instances import BrokenInstances
+from geadmin.diagnose.probe_check import ProbeCheck
 from geadmin.diagnose.stuck import STUCK_AFTER_S, stuck_fix
 from geadmin.diagnose.unloads import DROPPED_MARK
 from geadmin.domain import ModelEntry, ModelState, format_duration
@@ -102,6 +105,15 @@ class Verdict:
     unloaded: Mapping[str, str] = field(default_factory=dict)  # model -> "unloaded by NAME at TIME"
     notes: tuple[str, ...] = ()  # true and worth knowing, but no reason to page
     trials: tuple[ModelEntry, ...] = ()  # geadmin's tuning trials: listed, never judged
+    probe_check: ProbeCheck | None = None  # did a recent probe check the READY models answer; None: no
+    # READY model, or not asked
+
+    @property
+    def unprobed(self) -> str:
+        """What an OK verdict says it did not check: whether the READY models answer ("" when a
+        recent probe did; the unreadable workspace's own note says it for that case)."""
+        check = self.probe_check
+        return check.said if check is not None and not check.unreadable else ""
 
     @property
     def level(self) -> Level:
@@ -131,7 +143,8 @@ class Verdict:
             drift = "none drifted from its file" if self.drift_checked else \
                 "drift not checked (the model repository is not known here)"
             notes = "".join(f"; note: {note}" for note in self.notes)
-            return f"OK: Triton serves; {scope}{ready} model(s) READY, none failed, {drift}{notes}"
+            unprobed = f"; {self.unprobed}" if self.unprobed else ""
+            return f"OK: Triton serves; {scope}{ready} model(s) READY, none failed, {drift}{unprobed}{notes}"
         worst = [r for r in self.reasons if r.level is self.level]
         more = len(self.reasons) - 1
         return f"{self.level.value}: {worst[0].text}" + (f" (and {more} more)" if more else "")
@@ -162,6 +175,7 @@ class Verdict:
             "drift_checked": self.drift_checked,
             "notes": list(self.notes),
             "trials": [{"name": m.name, "state": m.state.value} for m in self.trials],
+            "probe_check": self.probe_check.to_json() if self.probe_check is not None else None,
         }
 
 

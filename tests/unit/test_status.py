@@ -18,6 +18,8 @@ from geadmin.diagnose.verdict import Level, Verdict
 from geadmin.domain import ModelEntry, ModelState, ServerInfo
 from geadmin.stack.drivers import ExitRecord
 from geadmin.stack.server_history import ServerHistory, recent_crash
+from geadmin.telemetry.history import watch
+from geadmin.telemetry.history.watch import ProbeRecord
 from geadmin.triton.logs import LocalLogFile
 
 NOW = datetime(2026, 12, 2, tzinfo=timezone.utc)
@@ -78,8 +80,11 @@ def test_an_expected_model_absent_from_the_repository_is_named() -> None:
         "DOWN: expected model 'absent' is not in the repository")
 
 
-def test_ok_only_when_nothing_is_wrong() -> None:
-    result = report(READY)
+def test_ok_only_when_nothing_is_wrong(tmp_path: Path) -> None:
+    # a probe answered 10 s ago (else the headline says whether they answer was not checked)
+    watch.record_probes([ProbeRecord("http://h:8000", "good", NOW.timestamp() - 10, True, 2.0)],
+                        home=tmp_path)
+    result = report(READY, home=tmp_path)
     assert exit_code(result) == ExitCode.OK
     assert result.headline == ("OK: Triton serves; 1 model(s) READY, none failed, drift not checked (the "
                                "model repository is not known here)")

@@ -24,7 +24,9 @@ class ApplyOutcome(str, enum.Enum):
     RESTORE_FAILED = "restore_failed"  # rejected, and the previous file could NOT be put back
 
 
-AUDIT_RESULTS = {ApplyOutcome.APPLIED: Result.OK, ApplyOutcome.WRITTEN: Result.OK,
+# A write that loaded nothing has a result of its own: the verdict (geadmin.diagnose.unloads) must
+# never read it as a change of what serves (it would turn an operator's unload into a drop).
+AUDIT_RESULTS = {ApplyOutcome.APPLIED: Result.OK, ApplyOutcome.WRITTEN: Result.WRITTEN,
                  ApplyOutcome.ROLLED_BACK: Result.ROLLED_BACK, ApplyOutcome.RESTORE_FAILED: Result.FAILED,
                  ApplyOutcome.UNFINISHED: Result.UNFINISHED}
 
