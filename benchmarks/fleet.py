@@ -19,6 +19,12 @@ so machine noise falls on every size alike, and the median of each is taken.
   answering Triton's readiness, metadata, index and /metrics
   (benchmarks/harness/triton_listener_double.py says why 200 real tritonservers cannot run
   here); `BENCH fleet_status_index_reads_200`: the index reads per server and status (goal 1).
+- `BENCH fleet_status_ms_4_configs` / `fleet_status_configs_ratio_4`: the fleet status of the 4
+  real servers with `--configs` (each server's served config of its 5 models read and compared),
+  polled in turns with one without, and the ratio of the two medians; `BENCH
+  fleet_status_ms_200_configs` / `fleet_status_configs_ratio_200` the same for the 200 doubles
+  (2 models each), and `BENCH fleet_status_config_reads_200` their config reads per server and
+  status. What decides whether `fleet status` compares configs by default (docs/guide/fleet.md).
 - `BENCH fleet_index_reads_per_step`: a version rollout (`text_normalize` v2 beside v1, then v1
   retired) across the 4 real servers, each in its own repository, one wave each: the most
   repository-index reads any server took in one step (goal <= 2; the count is
@@ -87,20 +93,30 @@ def reads_per_step(fleet: Discovery, home: Path) -> int:
     return max(reads.most(step) for step in steps)
 
 
-def many(rounds: int) -> tuple[float, float]:
-    """(median ms of a fleet status of MANY listener doubles, index reads per server and status)."""
+def many(rounds: int) -> tuple[float, float, float, float]:
+    """Of MANY listener doubles: the median ms of a fleet status without and with configs (in
+    turns), index reads per server and status, config reads per server and status with configs."""
     with TritonListenerDouble(MANY) as double:
         fleet = fleet_of(double.urls())
-        poll(fleet)  # warm: a client per server
-        times = []
-        for _ in range(rounds):
-            started = time.perf_counter()
-            status = poll(fleet)
-            times.append(time.perf_counter() - started)
-            assert not status.down(), status.down()[:5]
+        poll(fleet, configs=True)  # warm: a client per server
+        plain, configs = with_and_without_configs(fleet, rounds)
         close_clients()
-        reads = sum(double.index_reads.values()) / (MANY * (rounds + 1))
-    return statistics.median(times) * 1000, reads
+        index_reads = sum(double.index_reads.values()) / (MANY * (2 * rounds + 1))
+        config_reads = sum(double.config_reads.values()) / (MANY * (rounds + 1))
+    return plain, configs, index_reads, config_reads
+
+
+def with_and_without_configs(fleet: Discovery, rounds: int) -> tuple[float, float]:
+    """Median ms of a fleet status without configs, and with them, polled in turns."""
+    times: dict[bool, list[float]] = {False: [], True: []}
+    for _ in range(rounds):
+        for configs in (False, True):
+            started = time.perf_counter()
+            status = poll(fleet, configs=configs)
+            times[configs].append(time.perf_counter() - started)
+            assert not status.down(), status.down()[:5]
+            assert not status.configs_not_compared(), status.configs_not_compared()[:5]
+    return statistics.median(times[False]) * 1000, statistics.median(times[True]) * 1000
 
 
 def measure(fleets: dict[int, Discovery], rounds: int) -> tuple[dict[int, float], list[float]]:
@@ -134,6 +150,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 server.start()
             local = [(s.http_url, s.metrics_url) for s in servers]
             medians, per_server = measure({n: fleet_of(local[:n]) for n in SIZES}, args.rounds)
+            plain_4, configs_4 = with_and_without_configs(fleet_of(local), args.rounds)
             proxied = []
             for s in servers:
                 http = stack.enter_context(DelayProxy(s.ports.http, args.rtt_ms))
@@ -156,10 +173,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     bench("fleet_per_server_ms", one, "ms", "one server's poll inside a fleet of 4, on this machine")
     bench("fleet_index_reads_per_step", steps, "reads",
           "the most repository-index reads one server took in one step of a version rollout (goal <= 2)")
-    many_ms, many_reads = many(max(3, min(args.rounds, 5)))
+    bench("fleet_status_ms_4_configs", configs_4, "ms", "4 real servers, 5 models each, with --configs")
+    bench("fleet_status_configs_ratio_4", configs_4 / plain_4, "x", "with --configs / without, in turns")
+    many_ms, many_configs_ms, many_reads, config_reads = many(max(3, min(args.rounds, 5)))
     bench(f"fleet_status_ms_{MANY}", many_ms, "ms",
           f"{MANY} loopback listener doubles of Triton (benchmarks/harness/triton_listener_double.py)")
     bench(f"fleet_status_index_reads_{MANY}", many_reads, "reads", "per server and fleet status (goal 1)")
+    bench(f"fleet_status_ms_{MANY}_configs", many_configs_ms, "ms",
+          f"{MANY} doubles, 2 models each, with --configs")
+    bench(f"fleet_status_configs_ratio_{MANY}", many_configs_ms / many_ms, "x",
+          "with --configs / without, in turns")
+    bench(f"fleet_status_config_reads_{MANY}", config_reads, "reads",
+          "per server and fleet status with --configs")
     return 0
 
 

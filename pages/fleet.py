@@ -1,5 +1,6 @@
 """Fleet: every server of a fleet as one — the model x server matrix, skew, servers down,
-outliers, grouped by node and Ascend type, refreshed in place with the time it was read — the
+outliers, with "Compare configs" the config each server serves (config skew), grouped by
+node and Ascend type, refreshed in place with the time it was read — the
 NPU faults of its nodes, grouped by node (pages.ui.fault_card) — and
 rollouts in waves that stop and put every changed server back at the first failed health gate,
 asked for, shown (servers, waves, the change) and confirmed before they start, watched live,
@@ -47,7 +48,11 @@ def render() -> None:
             show_failure(failure_of(exc), title="Cannot read the fleet")
             return
     name = st.selectbox("Fleet", names, key=keys.FLEET_NAME)
-    st.fragment(live_status, run_every=STATUS_REFRESH_S)(name)
+    configs = st.toggle("Compare configs", key=keys.FLEET_CONFIGS,
+                        help="Also read the config each server serves of every model READY on two or more "
+                        "and compare them: one request per model and server at every refresh, so off by "
+                        "default (the same as `geadmin fleet status --configs`).")
+    st.fragment(live_status, run_every=STATUS_REFRESH_S)(name, configs)
     shown, fresh = _last_shown(name)
     if shown is None:
         return
@@ -59,10 +64,11 @@ def render() -> None:
     watch(found.fleet.name)
 
 
-def read(name: str) -> Shown:
-    """The fleet `name` now: discovered, every member polled (geadmin.fleet.polling.poll)."""
+def read(name: str, configs: bool = False) -> Shown:
+    """The fleet `name` now: discovered, every member polled (geadmin.fleet.polling.poll), with
+    `configs` each member's served configs compared."""
     found = discover(fleet_named(name))
-    return found, poll(found), datetime.now(timezone.utc)
+    return found, poll(found, configs=configs), datetime.now(timezone.utc)
 
 
 def _last_shown(name: str) -> tuple[Shown | None, bool]:
@@ -71,13 +77,13 @@ def _last_shown(name: str) -> tuple[Shown | None, bool]:
     return last_good.get(name), bool(shape and shape[0] == name and shape[1])
 
 
-def live_status(name: str) -> None:
+def live_status(name: str, configs: bool = False) -> None:
     """The headline, matrix and trust table, read again every STATUS_REFRESH_S. When discovery
     fails the last fleet read stays, marked; when the models or servers change (or reading
     fails or recovers), the whole page reruns so the rollout below matches what is shown."""
     last_good: dict[str, Shown] = st.session_state.setdefault(keys.FLEET_LAST_GOOD, {})
     try:
-        last_good[name] = read(name)
+        last_good[name] = read(name, configs)
         fresh = True
     except GeAdminError as exc:
         fresh = False
@@ -114,11 +120,13 @@ def show_status(status: FleetStatus) -> None:
         st.error(headline, icon=":material/error:")
     for title, lines in (("Sources", status.discovery.problems), ("Down", status.down()),
                          ("Failed", status.failed()), ("Not ready", status.unready()),
-                         ("Skew", status.skew()), ("Outliers", status.outliers())):
+                         ("Skew", status.skew()), ("Config skew", status.config_skew()),
+                         ("Config not compared", status.configs_not_compared()),
+                         ("Outliers", status.outliers())):
         if lines:  # geadmin's sentences around names and errors that discovery and members chose
             st.markdown(f"**{title}**\n" + "\n".join(f"- {defused(line)}" for line in lines))
     if status.models:
-        matrix = pd.DataFrame({s.name: [_cell(s.cell(m)) if not s.problem else "?" for m in status.models]
+        matrix = pd.DataFrame({s.name: [status.cell_text(s, m) for m in status.models]
                                for s in status.servers}, index=status.models)
         st.dataframe(matrix, width="stretch")
     # Trusted (keyed) or read-only, and why (geadmin.fleet.membership).
@@ -129,12 +137,6 @@ def show_status(status: FleetStatus) -> None:
         if set(grouped) != {"-"}:  # some source knows it
             shown = "; ".join(f"{k}: {', '.join(v)}" for k, v in grouped.items())
             st.caption(f"By {title}: " + defused(shown))
-
-
-def _cell(cell: tuple[str, str] | None) -> str:
-    if cell is None:
-        return "-"
-    return f"{cell[0]} v{cell[1]}" if cell[1] else cell[0]
 
 
 @st.fragment(run_every=REFRESH_S)

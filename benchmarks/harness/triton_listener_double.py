@@ -1,6 +1,7 @@
 """A test double of many Triton servers: loopback listeners that answer only what `geadmin
 fleet status` asks of each member — liveness and readiness, server metadata, the repository
-index and /metrics — for the fleet benchmark's 200 servers (benchmarks/fleet.py).
+index, /metrics and, for `--configs`, each model's config — for the fleet benchmark's 200 servers
+(benchmarks/fleet.py).
 
 Why not real tritonservers: one with the sample repository is a server process plus a Python
 stub per model, about 0.3-0.4 GB resident and seconds of CPU to start; 200 of them need ~70 GB
@@ -10,9 +11,11 @@ threads and connections — not Triton's work.
 
 Strict where the client is: HTTP/1.1 with keep-alive and Content-Length, the paths and methods
 of Triton's HTTP/REST protocol (KServe v2: GET /v2/health/live, /v2/health/ready, /v2; POST
-/v2/repository/index; GET /metrics on the same port here), 404 with Triton's `{"error": ...}`
-body for anything else. All listeners share one thread and one asyncio loop; each counts its
-repository-index reads.
+/v2/repository/index; GET /v2/models/NAME/config, answered as Triton 2.51 does: the normalized
+config as JSON, every default filled, 1.1-1.3 kB for the sample models; GET /metrics on the same
+port here), 404 with Triton's `{"error": ...}` body for anything else (an unknown model's config
+too). All listeners share one thread and one asyncio loop; each counts its repository-index and
+config reads.
 """
 
 from __future__ import annotations
@@ -31,6 +34,34 @@ METRICS = "".join(
                           ("nv_inference_request_duration_us", 360000), ("nv_inference_count", 120),
                           ("nv_inference_exec_count", 120))).encode()
 INDEX = json.dumps([{"name": m, "version": "1", "state": "READY"} for m in MODELS]).encode()
+
+
+
+def _config(name: str) -> bytes:
+    """What Triton 2.51 answers for a python model with one input and one output (its fields)."""
+    tensor = {"name": "x", "data_type": "TYPE_FP32", "format": "FORMAT_NONE", "dims": [1],
+              "is_shape_tensor": False, "allow_ragged_batch": False, "optional": False,
+              "is_non_linear_format_io": False}
+    return json.dumps({
+        "name": name, "platform": "", "backend": "python", "runtime": "",
+        "version_policy": {"latest": {"num_versions": 1}}, "max_batch_size": 8,
+        "input": [tensor],
+        "output": [{"name": "y", "data_type": "TYPE_FP32", "dims": [1], "label_filename": "",
+                    "is_shape_tensor": False, "is_non_linear_format_io": False}],
+        "batch_input": [], "batch_output": [],
+        "optimization": {"priority": "PRIORITY_DEFAULT", "input_pinned_memory": {"enable": True},
+                         "output_pinned_memory": {"enable": True}, "gather_kernel_buffer_threshold": 0,
+                         "eager_batching": False},
+        "dynamic_batching": {"preferred_batch_size": [8], "max_queue_delay_microseconds": 500,
+                             "preserve_ordering": False, "priority_levels": 0, "default_priority_level": 0,
+                             "priority_queue_policy": {}},
+        "instance_group": [{"name": f"{name}_0", "kind": "KIND_CPU", "count": 1, "gpus": [],
+                            "secondary_devices": [], "profile": [], "passive": False, "host_policy": ""}],
+        "default_model_filename": "model.py", "cc_model_filenames": {}, "metric_tags": {},
+        "parameters": {}, "model_warmup": []}).encode()
+
+
+CONFIGS = {f"/v2/models/{m}/config": _config(m) for m in MODELS}
 METADATA = json.dumps({"name": "triton", "version": "2.0.0 (a double)",
                        "extensions": ["model_repository"]}).encode()
 
@@ -42,6 +73,7 @@ class TritonListenerDouble:
         self.count = count
         self.ports: list[int] = []
         self.index_reads: collections.Counter[int] = collections.Counter()
+        self.config_reads: collections.Counter[int] = collections.Counter()
         self._loop = asyncio.new_event_loop()
         self._servers: list[asyncio.base_events.Server] = []
         self._ready = threading.Event()
@@ -106,6 +138,13 @@ class TritonListenerDouble:
         if method == "POST" and path == "/v2/repository/index":
             self.index_reads[port] += 1
             return "200 OK", INDEX, "application/json"
+        if method == "GET" and path in CONFIGS:
+            self.config_reads[port] += 1
+            return "200 OK", CONFIGS[path], "application/json"
+        if method == "GET" and path.startswith("/v2/models/") and path.endswith("/config"):
+            name = path.removeprefix("/v2/models/").removesuffix("/config")
+            unknown = json.dumps({"error": f"Request for unknown model: '{name}' is not found"}).encode()
+            return "404 Not Found", unknown, "application/json"
         if method == "GET" and path == "/metrics":
             return "200 OK", METRICS, "text/plain; version=0.0.4"
         missing = json.dumps({"error": f"{method} {path}: not served by this double"}).encode()

@@ -6,6 +6,11 @@ such at the deadline and never delays the view (its thread is left to finish on 
 Latency and errors per server come from one scrape of its /metrics (totals since the model
 loaded, `geadmin.telemetry.derive.since_start`): enough to see one replica out of line.
 
+With `configs` (`geadmin fleet status --configs`), a second round reads the config each server
+serves of every model READY on two servers or more (geadmin.fleet.config_skew), one request per
+model and server, all servers at once and bounded by its own `timeout_s`: a server slow to answer
+it is "config not read" at that deadline, never a server down.
+
 Each member is polled as its trust allows (geadmin.fleet.membership): a trusted one with its
 key on the restricted calls only (the repository index); a read-only one with no key at all,
 through the open endpoints (geadmin.fleet.readonly). One client per server is kept between
@@ -14,12 +19,19 @@ polls (a page polls every few seconds), the least recently polled closed beyond 
 
 from __future__ import annotations
 
+import dataclasses
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor, wait
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from contextlib import contextmanager
 from typing import Any
 
 from geadmin.diagnose.health import take_snapshot
+from geadmin.domain import ModelState
 from geadmin.errors import TelemetryError
+from geadmin.fleet.config_skew import ServedConfig, read_served
 from geadmin.fleet.discovery import Discovery
 from geadmin.fleet.members import Member, member_metrics_url
 from geadmin.fleet.readonly import client_for
@@ -35,11 +47,12 @@ FAMILIES = ("nv_inference_request_success", "nv_inference_request_failure",  # w
 MAX_PARALLEL = 32
 
 
-def poll(discovery: Discovery, *, timeout_s: float = POLL_TIMEOUT_S) -> FleetStatus:
-    """Every member at once; what has not answered by `timeout_s` (+1 s) is reported as such."""
+def poll(discovery: Discovery, *, timeout_s: float = POLL_TIMEOUT_S, configs: bool = False) -> FleetStatus:
+    """Every member at once; what has not answered by `timeout_s` (+1 s) is reported as such.
+    `configs`: then each server's served configs, compared (a second round, as long again at most)."""
     started = time.monotonic()
     members = discovery.members
-    pool = ThreadPoolExecutor(max_workers=max(1, min(MAX_PARALLEL, len(members))), thread_name_prefix="fleet")
+    pool = _pool(len(members))
     try:
         futures = [pool.submit(_poll_one, m, timeout_s) for m in members]
         wait(futures, timeout=timeout_s + 1.0)
@@ -51,7 +64,50 @@ def poll(discovery: Discovery, *, timeout_s: float = POLL_TIMEOUT_S) -> FleetSta
             views.append(future.result())
         else:
             views.append(ServerView(member, None, took_s=time.monotonic() - started))
-    return FleetStatus(discovery, tuple(views), time.monotonic() - started)
+    if configs:
+        views = _with_configs(views, timeout_s)
+    return FleetStatus(discovery, tuple(views), time.monotonic() - started, configs_compared=configs)
+
+
+def _pool(jobs: int) -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max_workers=max(1, min(MAX_PARALLEL, jobs)), thread_name_prefix="fleet")
+
+
+def _with_configs(views: Sequence[ServerView], timeout_s: float) -> list[ServerView]:
+    """Each answering view with the configs it serves of the models READY on 2+ of them; what is
+    not read by the deadline is "not read", with why."""
+    ready = {v.name: sorted({m.name for m in v.snapshot.models if m.state is ModelState.READY})
+             for v in views if v.snapshot is not None and not v.problem}
+    shared = {m for m, n in Counter(m for models in ready.values() for m in models).items() if n > 1}
+    wanted = {name: [m for m in models if m in shared] for name, models in ready.items()}
+    read: dict[str, dict[str, ServedConfig]] = {name: {} for name in wanted}
+    lock = threading.Lock()
+
+    def read_one(view: ServerView) -> None:
+        with _client(view.member, timeout_s) as client:
+            for model in wanted[view.name]:
+                served = read_served(client, view.member, model)
+                with lock:
+                    read[view.name][model] = served
+
+    jobs = [v for v in views if wanted.get(v.name)]
+    pool = _pool(len(jobs))
+    try:
+        futures = {v.name: pool.submit(read_one, v) for v in jobs}
+        wait(futures.values(), timeout=timeout_s + 1.0)
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+    with lock:
+        return [dataclasses.replace(v, configs={m: read[v.name].get(m) or _unread(futures[v.name], timeout_s)
+                                                for m in wanted[v.name]})
+                if v.name in futures else v for v in views]
+
+
+def _unread(future: Future[None], timeout_s: float) -> ServedConfig:
+    """A config the second round did not read: its deadline passed, or its reading failed."""
+    failed = future.done() and not future.cancelled() and future.exception() is not None
+    return ServedConfig(not_compared=f"not read: {future.exception()}" if failed
+                        else f"no answer within {timeout_s:g} s")
 
 
 MAX_CLIENTS = 64  # one per member; the least recently polled beyond it is closed (members come and go)
@@ -81,14 +137,20 @@ def _key(member: Member, timeout_s: float) -> _Key:
     return key
 
 
-def _poll_one(member: Member, timeout_s: float) -> ServerView:
-    started = time.monotonic()
+@contextmanager
+def _client(member: Member, timeout_s: float) -> Iterator[TritonClient]:
     key = _key(member, timeout_s)
     try:
         with _clients.borrow(key) as client:  # never closed under a poll that outlives its deadline
-            snapshot = take_snapshot(member.name, client)
+            yield client
     finally:
         _members.pop(key, None)  # only what a client is being made for is kept
+
+
+def _poll_one(member: Member, timeout_s: float) -> ServerView:
+    started = time.monotonic()
+    with _client(member, timeout_s) as client:
+        snapshot = take_snapshot(member.name, client)
     figures, error = {}, ""
     if snapshot.reachable:
         try:

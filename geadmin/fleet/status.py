@@ -1,5 +1,7 @@
 """The fleet at a glance: the model x server matrix (state and version per cell), skew said
-plainly, servers that do not answer, and replicas that stand out from their siblings.
+plainly — of state and version, and with `configs` of the config each server serves
+(geadmin.fleet.config_skew) — servers that do not answer, and replicas that stand out from
+their siblings.
 
 What each member answered (`ServerView`: its snapshot and its figures per model) is gathered by
 geadmin.fleet.polling; here it is judged and said: the headline (OK, DEGRADED, DOWN, EMPTY),
@@ -10,12 +12,15 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from geadmin.diagnose.health import ServerSnapshot, is_idle, triage
 from geadmin.diagnose.verdict import not_ready_reason
 from geadmin.domain import ModelEntry, ModelState
+from geadmin.fleet.config_skew import ConfigSkew, ServedConfig, compare
 from geadmin.fleet.discovery import Discovery
 from geadmin.fleet.members import ASCEND, NODE, READY, Member
 
@@ -51,6 +56,7 @@ class ServerView:
     figures: dict[str, Figures] = field(default_factory=dict)
     metrics_error: str = ""
     took_s: float = 0.0
+    configs: Mapping[str, ServedConfig] = field(default_factory=dict)  # read when configs are compared
 
     @property
     def name(self) -> str:
@@ -102,6 +108,7 @@ class FleetStatus:
     discovery: Discovery
     servers: tuple[ServerView, ...]
     taken_s: float
+    configs_compared: bool = False  # each server's served config read (`fleet status --configs`)
 
     @property
     def models(self) -> list[str]:
@@ -141,12 +148,75 @@ class FleetStatus:
     def degraded(self) -> list[str]:
         """Every reason the fleet is not OK, the one the headline leads with first; [] when OK
         (outliers only warn). `geadmin fleet status` exits 4 for any."""
-        return [*self.missing(), *self.down(), *self.failed(), *self.unready(), *self.skew()]
+        return [*self.missing(), *self.down(), *self.failed(), *self.unready(), *self.skew(),
+                *self.config_skew()]
 
     def skew(self) -> list[str]:
         """One line per model that is not the same everywhere it is known, e.g.
         "digits: READY on 17 of 20; v3 on 15, v2 on 2; UNAVAILABLE on triton-4"."""
+        return list(self._version_skews.values())
+
+    def config_skew(self) -> list[str]:
+        """With configs compared, one line per model served with more than one config, naming the
+        servers off the most common one and the fields that differ (geadmin.fleet.config_skew)."""
+        return [found.line for found in self._config_skews.values()]
+
+    def configs_not_compared(self) -> list[str]:
+        """One line per server (and cause) whose served config could not be read, e.g.
+        "config not compared on r: its config API needs the admin key — ...": never "the same"."""
         lines = []
+        for s in self.answering:
+            causes: dict[str, list[str]] = {}
+            for model, served in s.configs.items():
+                if served.fields is None:
+                    causes.setdefault(served.not_compared, []).append(model)
+            for cause, models in causes.items():
+                which = "" if len(models) == len(s.configs) else f" ({', '.join(sorted(models))})"
+                lines.append(f"config not compared on {s.name}{which}: {cause}")
+        return lines
+
+    def cell_text(self, view: ServerView, model: str) -> str:
+        """A matrix cell as the CLI and the page show it: "READY v3", plus ", config differs" on a
+        server off its model's most common config, ", config not read" where it could not be read."""
+        if view.problem:
+            return "?"
+        cell = view.cell(model)
+        if cell is None:
+            return "-"
+        text = f"{cell[0]} v{cell[1]}" if cell[1] else cell[0]
+        served = view.configs.get(model)
+        if served is not None and served.fields is None:
+            return text + ", config not read"
+        found = self._config_skews.get(model)
+        return text + (", config differs" if found and view.name in found.odd else "")
+
+    def _cell_json(self, view: ServerView, model: str) -> dict[str, str] | None:
+        """{"state", "version"}, and with configs compared "config": same, differs or not read."""
+        cell = view.cell(model)
+        if cell is None:
+            return None
+        found: dict[str, str] = {"state": cell[0], "version": cell[1]}
+        served = view.configs.get(model)
+        if served is not None:
+            skew = self._config_skews.get(model)
+            found["config"] = ("not read" if served.fields is None
+                               else "differs" if skew and view.name in skew.odd else "same")
+        return found
+
+    @cached_property
+    def _config_skews(self) -> dict[str, ConfigSkew]:
+        found = {}
+        for model in self.models:
+            served = {s.name: c.fields for s in self.answering
+                      if (c := s.configs.get(model)) is not None and c.fields is not None}
+            skew = compare(model, served)
+            if skew is not None:
+                found[model] = skew
+        return found
+
+    @cached_property
+    def _version_skews(self) -> dict[str, str]:
+        lines = {}
         servers = self.answering
         for model in self.models:
             cells = {s.name: s.cell(model) for s in servers}
@@ -160,7 +230,7 @@ class FleetStatus:
             others = sorted(name for name, c in cells.items() if not c or c[0] != "READY")
             if others:
                 line += "; not READY on " + ", ".join(others)
-            lines.append(line)
+            lines[model] = line
         return lines
 
     def failed(self) -> list[str]:
@@ -205,18 +275,22 @@ class FleetStatus:
             return "FLEET EMPTY: no server found" + (f" ({problems[0]})" if problems else "")
         if not self.answering:  # `geadmin fleet status` exits 3, as for no server at all
             return f"FLEET DOWN: none of {total} servers serving — first: {down[0]}"
-        degraded, failed, skew, unready = self.degraded(), self.failed(), self.skew(), self.unready()
+        degraded, failed, unready = self.degraded(), self.failed(), self.unready()
+        skewed = {*self._version_skews, *self._config_skews}  # a model skewed both ways counts once
         counts = (f"{len(self.answering)} of {total} servers serving"
                   + (f", {len(unready)} of them not ready" if unready else "")
-                  + f"; {len(failed)} model(s) failed, {len(skew)} skewed")
+                  + f"; {len(failed)} model(s) failed, {len(skewed)} skewed")
         missing = self.missing()
         if missing:  # the source first: how many servers it hides is unknown, so no count leads
             return f"FLEET DEGRADED: {missing[0]} — found: {counts}"
         if degraded:
             return f"FLEET DEGRADED: {counts} — first: {degraded[0]}"
-        if odd:
-            return f"FLEET OK, with warnings: {odd[0]}"
+        warnings = [*self.configs_not_compared(), *odd]  # unread configs first: they qualify "the same"
+        if warnings:
+            return f"FLEET OK, with warnings: {warnings[0]}"
         counts = f"{_count(total, 'server')}, {_count(len(self.models), 'model')}"
+        if not self.configs_compared:
+            return f"FLEET OK: {counts}, the same state and version everywhere (configs not compared)"
         return f"FLEET OK: {counts}, the same everywhere"
 
     def to_json(self) -> dict[str, Any]:
@@ -232,9 +306,11 @@ class FleetStatus:
                          "ready": bool(s.snapshot and s.snapshot.ready),
                          "metrics_error": s.metrics_error, "took_s": round(s.took_s, 3)}
                         for s in self.servers],
-            "matrix": {model: {s.name: _cell_json(s.cell(model)) for s in self.servers}
+            "matrix": {model: {s.name: self._cell_json(s, model) for s in self.servers}
                        for model in self.models},
             "skew": self.skew(), "failed": self.failed(), "down": self.down(), "outliers": self.outliers(),
+            "configs_compared": self.configs_compared, "config_skew": self.config_skew(),
+            "configs_not_compared": self.configs_not_compared(),
             "not_ready": self.unready(), "missing": self.missing(),
             "by_node": self.groups(NODE), "by_ascend": self.groups(ASCEND),
         }
@@ -242,10 +318,6 @@ class FleetStatus:
 
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" + ("" if n == 1 else "s")
-
-
-def _cell_json(cell: tuple[str, str] | None) -> dict[str, str] | None:
-    return {"state": cell[0], "version": cell[1]} if cell else None
 
 
 def _stand_out(model: str, figures: dict[str, Figures]) -> list[str]:

@@ -151,6 +151,7 @@ LOAD_TEST_COMPARE_NEWEST = "load_test.compare_newest"  # newest run id at the ch
 LOAD_TEST_CHART_PREFIX = "load_test.chart."  # + chart name (+ run id)
 INTERRUPTED_OPEN_PREFIX = "interrupted.open."  # + audit id: "Review rollback" of an interrupted apply
 FLEET_NAME = "fleet.name"  # the fleet shown
+FLEET_CONFIGS = "fleet.configs"  # "Compare configs": each member's served configs read and compared
 FLEET_CHANGE = "fleet.change"  # load / unload / reload / apply
 FLEET_MODEL = "fleet.model"
 FLEET_REPOSITORY = "fleet.repository"  # the shared repository of an apply, asked when none is known

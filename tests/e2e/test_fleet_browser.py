@@ -49,7 +49,8 @@ def no_rollout(home: Path) -> bool:
 
 def open_fleet(page: Page, dashboard: DashboardProcess) -> None:
     page.goto(f"{dashboard.url}/fleet", wait_until="domcontentloaded")
-    expect(page.get_by_text("FLEET OK: 3 servers, 1 model, the same everywhere")).to_be_visible(
+    expect(page.get_by_text("FLEET OK: 3 servers, 1 model, the same state and version everywhere "
+                            "(configs not compared)")).to_be_visible(
         timeout=TIMEOUT_MS)
 
 
