@@ -5,7 +5,8 @@ lists them.
 `GEADMIN_FAULT_POINT`: the name of a step of an apply, a create or a fleet rollout
 (`apply.started`, `apply.written`, `apply.loaded`, `create.started`, `create.staged`,
 `create.renamed`, `rollout.started`, `rollout.changing.N`, `rollout.changed.N`,
-`rollout.ending`) at which geadmin kills itself with SIGKILL, so the fault tests
+`rollout.ending`, `version.between_steps`: a version rollout's first step done, its retire step
+not started) at which geadmin kills itself with SIGKILL, so the fault tests
 (tests/integration/test_cut_short.py, test_fleet_journal.py) can check that nothing is lost
 when a change is cut short.
 """

@@ -1,6 +1,6 @@
 """`geadmin fleet`: many Triton servers as one (geadmin.fleet).
 
-    geadmin fleet status [--fleet NAME | --source SRC ...] [--json]
+    geadmin fleet status [--fleet NAME | --source SRC ...] [--configs] [--json]
     geadmin fleet load|unload|reload MODEL [--wave-size N] [gate flags]
     geadmin fleet apply MODEL FILE [--repository DIR] [--wave-size N] [gate flags]
     geadmin fleet version MODEL VERSION [--repository DIR] [--wave-size N] [gate flags]
@@ -39,7 +39,7 @@ from geadmin.fleet.discovery import Discovery, discover, fleet_named
 from geadmin.fleet.gate import GateSettings
 from geadmin.fleet.members import ASCEND, NODE
 from geadmin.fleet.polling import POLL_TIMEOUT_S, close_clients, poll
-from geadmin.fleet.restore import restore
+from geadmin.fleet.restore import journal_servers, restore
 from geadmin.fleet.resume import resume
 from geadmin.fleet.rollout import Change, RolloutResult, rollout
 from geadmin.fleet.status import FleetStatus
@@ -63,7 +63,7 @@ def _closed_at_start() -> None:
 def run_status(args: argparse.Namespace) -> int:
     _closed_at_start()
     try:
-        status = poll(_discovery(args), timeout_s=args.timeout)
+        status = poll(_discovery(args), timeout_s=args.timeout, configs=args.configs)
     except GeAdminError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return ExitCode.USAGE
@@ -82,7 +82,8 @@ def run_status(args: argparse.Namespace) -> int:
 
 def exit_code(status: FleetStatus, cut_short: list[Reason] | None = None) -> int:
     """3 when no server is found or none serves; 4 for anything the headline calls DEGRADED
-    (a source down or cut, a server down or not ready, a model failed or skewed, a rollout cut short)."""
+    (a source down or cut, a server down or not ready, a model failed or skewed — its state, version
+    or, with --configs, its served config — a rollout cut short)."""
     if not status.servers or not status.answering:
         return ExitCode.UNREACHABLE
     return ExitCode.DEGRADED if status.degraded() or cut_short else ExitCode.OK
@@ -90,6 +91,9 @@ def exit_code(status: FleetStatus, cut_short: list[Reason] | None = None) -> int
 
 def render(status: FleetStatus, cut_short: list[Reason] | None = None) -> str:
     lines = [fleet_headline(status.headline(), cut_short or [])]
+    if not status.configs_compared and status.answering:
+        lines.append("  configs: not compared (`--configs` reads the config each server serves and "
+                     "compares it)")
     for reason in cut_short or []:
         lines += [f"INTERRUPTED: {reason.text}", f"  restore: {reason.fix}"]
     lines += [f"  source {p}" for p in status.discovery.problems]
@@ -101,22 +105,16 @@ def render(status: FleetStatus, cut_short: list[Reason] | None = None) -> str:
             lines.append(f"by {title}: " + "; ".join(f"{k}: {', '.join(v)}" for k, v in groups.items()))
     for title, found in (("DOWN", status.down()), ("FAILED", status.failed()),
                          ("NOT READY", status.unready()), ("SKEW", status.skew()),
+                         ("CONFIG SKEW", status.config_skew()),
+                         ("CONFIG NOT COMPARED", status.configs_not_compared()),
                          ("OUTLIERS", status.outliers())):
         if found:
             lines += [f"{title} ({len(found)}):", *(f"  {line}" for line in found)]
     if status.models:
         header = ["MODEL", *(s.name for s in status.servers)]
-        rows = [[model, *(_cell(s.cell(model)) if not s.problem else "?" for s in status.servers)]
-                for model in status.models]
+        rows = [[model, *(status.cell_text(s, model) for s in status.servers)] for model in status.models]
         lines.append(format_table([header, *rows]))
     return "\n".join(lines)
-
-
-def _cell(cell: tuple[str, str] | None) -> str:
-    if cell is None:
-        return "-"
-    state, version = cell
-    return f"{state} v{version}" if version else state
 
 
 def run_change(args: argparse.Namespace) -> int:
@@ -163,12 +161,12 @@ def _print_result(result: RolloutResult, as_json: bool) -> int:
 
 
 def run_restore(args: argparse.Namespace) -> int:
-    """`geadmin fleet restore ID` and `geadmin fleet resume ID`: one interrupted rollout."""
+    """`geadmin fleet restore ID` and `geadmin fleet resume ID`: one interrupted rollout, on its
+    servers as its journal names them (geadmin.fleet.restore.journal_servers)."""
     _closed_at_start()
     try:
         plan = rollouts.read(args.id).plan
-        named = args.fleet or (None if args.source else plan.fleet)
-        members = discover(fleet_named(named, args.source or ())).members
+        members = journal_servers(plan, fleet=args.fleet, sources=args.source or ())
         auth = guard.os_user()
         if args.fleet_command == "resume":
             gate = GateSettings(requests=args.gate_requests, latency_margin=args.latency_margin,
@@ -224,8 +222,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     status = actions.add_parser("status", help="the model x server matrix, skew, servers down, outliers",
                                 description="Exit codes: 0 the same everywhere; 4 a source that did not "
                                 "answer or left servers out, a server down or not ready, a model failed or "
-                                "skewed; 3 no server found or none answers; 2 bad usage.")
+                                "skewed (state, version, or with --configs the served config); 3 no server "
+                                "found or none answers; 2 bad usage.")
     _add_target_args(status)
+    status.add_argument("--configs", action="store_true",
+                        help="also read the config each server serves of every model READY on two or more, "
+                        "and compare them (config skew: DEGRADED); one request per model and server, so "
+                        "off by default (docs: the fleet)")
     status.add_argument("--timeout", type=float, default=POLL_TIMEOUT_S, metavar="S",
                         help=f"per server ({POLL_TIMEOUT_S:g}): a slower one is reported, never waited for")
     status.set_defaults(func=run_status)

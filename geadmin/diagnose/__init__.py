@@ -14,8 +14,10 @@
 - state_changes.py  the other models a change moved, found after it, with Triton's reason
 - ensemble.py      an ensemble's steps and tensors as a graph
 - unloads.py       who took a model out of service (an unload is a choice, not a failure)
+- probe_check.py   whether a recent synthetic probe checked that the READY models answer
 - interrupted.py   changes cut short that still wait for an operator, from the audit log
 - rollouts.py      fleet rollouts as their journal tells them
+- rollout_plan.py  a fleet rollout's plan as journaled: servers, configs before, a version's next step
 - own_work.py      geadmin's own work on a server (the tuner's trials), kept out of the verdict
 - npu_ge_instances.py  npu_ge instances that can never execute again, from Triton's /metrics
 - npu_faults.py    which models an NPU fault hits, the capacity it took, and the plan

@@ -17,107 +17,31 @@ A rollout (`geadmin.fleet.rollout`) journals itself in audit rows of action `fle
 Every row after the first names its journal (`journal: <id of the started row>`). A journal
 ended `interrupted`, or `failed` with servers left changed, is *unresolved* until a restore
 (`geadmin fleet restore ID`) ends it again or a resumed rollout names it (`resume of: ID`).
+
+A version rollout (`geadmin.fleet.versions`) is two journals: its first step's plan holds the
+step after it (`retire`: the versions to retire and the config that does it), and the retire
+step's plan names the first (`follows`). A first step ended `ok` whose retire step never ran
+(or did not end done) is *between its steps*: open like a journal without an end row (both
+versions serve), closed `interrupted` by the next start once no process holds the fleet's lock,
+then unresolved until restored or resumed (a resume runs the retire step).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from geadmin import audit
 from geadmin.audit import AuditEntry, Result, facts
+from geadmin.diagnose.rollout_plan import PREFIX, RolloutPlan
 from geadmin.errors import GeAdminError, RolloutJournalError
 
-PREFIX = "fleet "  # the action of every journal row: "fleet " + the change
-CHANGES = ("load", "unload", "reload", "apply")
 # "key: value" lines after a row's headline
 JOURNAL, PLAN, OUTCOME, WAVE, LEFT = "journal", "plan", "outcome", "wave", "left changed"
 CHANGING, CHANGED, FAILED = "changing", "changed", "failed"
 RESTORED, NOT_RESTORED = "restored", "not restored"
 SCAN_LIMIT = 200  # started rows looked at, newest first
-
-
-@dataclass(frozen=True)
-class PlannedServer:
-    name: str
-    url: str
-    wave: int
-    repository: str = ""  # resolved; "" unless the change writes a config
-    # The model READY there before the change: what putting it back returns to (None: not read,
-    # a plan journaled before geadmin kept it)
-    ready: bool | None = None
-
-
-@dataclass(frozen=True)
-class Previous:
-    """The config a repository held before an apply: a kept revision (geadmin.repository.revisions)."""
-
-    repository: str
-    sha256: str
-    revision: int
-
-
-@dataclass(frozen=True)
-class RolloutPlan:
-    fleet: str
-    change: str  # load, unload, reload, apply
-    model: str
-    servers: tuple[PlannedServer, ...]
-    waves: int
-    wave_size: int = 1
-    previous: tuple[Previous, ...] = ()
-    new_config: str = ""  # apply: the text applied
-    new_sha256: str = ""
-    resume_of: int = 0  # the journal this rollout resumes (0: none)
-
-    @property
-    def action(self) -> str:
-        return PREFIX + self.change
-
-    def previous_of(self, repository: str) -> Previous | None:
-        return next((p for p in self.previous if p.repository == repository), None)
-
-    def server(self, name: str) -> PlannedServer | None:
-        return next((s for s in self.servers if s.name == name), None)
-
-    def to_json(self) -> str:
-        return json.dumps({
-            "fleet": self.fleet, "change": self.change, "model": self.model, "waves": self.waves,
-            "wave_size": self.wave_size, "new_sha256": self.new_sha256, "new_config": self.new_config,
-            "resume_of": self.resume_of,
-            "servers": [{"name": s.name, "url": s.url, "wave": s.wave, "repository": s.repository,
-                         "ready": s.ready} for s in self.servers],
-            "previous": [{"repository": p.repository, "sha256": p.sha256, "revision": p.revision}
-                         for p in self.previous]}, sort_keys=True)
-
-    @classmethod
-    def from_json(cls, text: str) -> RolloutPlan:
-        """RolloutJournalError when `text` is no plan (a row written by hand, or cut)."""
-        try:
-            raw: dict[str, Any] = json.loads(text)
-            plan = cls(str(raw["fleet"]), str(raw["change"]), str(raw["model"]),
-                       tuple(PlannedServer(str(s["name"]), str(s["url"]), int(s["wave"]),
-                                           str(s["repository"]), _flag(s.get("ready")))
-                             for s in raw["servers"]),
-                       int(raw["waves"]), int(raw.get("wave_size", 1)),
-                       tuple(Previous(str(p["repository"]), str(p["sha256"]), int(p["revision"]))
-                             for p in raw.get("previous", [])),
-                       str(raw.get("new_config", "")), str(raw.get("new_sha256", "")),
-                       int(raw.get("resume_of", 0)))
-        except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
-            raise RolloutJournalError(f"the rollout plan in the audit log cannot be read: {exc}") from exc
-        if plan.change not in CHANGES:
-            raise RolloutJournalError(f"the rollout plan names an unknown change {plan.change!r}")
-        return plan
-
-
-def _flag(value: Any) -> bool | None:
-    if value is None or isinstance(value, bool):
-        return value
-    raise TypeError(f"'ready' is {value!r}, not true, false or null")
 
 
 @dataclass(frozen=True)
@@ -140,8 +64,22 @@ class Journal:
 
     @property
     def open(self) -> bool:
-        """No end row yet: running, or its process died and no start has closed it."""
-        return self.end is None and not self.resumed_by
+        """No end row yet, or between a version rollout's steps: running, or its process died and
+        no start has closed it."""
+        return (self.end is None or self.between_steps) and not self.resumed_by
+
+    @property
+    def between_steps(self) -> bool:
+        """A version rollout's first step ended `ok`, and no retire step runs or ended done:
+        both versions serve (its process moves on to the retire step, or died before it)."""
+        end = self.end
+        return self.plan.retire is not None and end is not None and end.result == Result.OK.value \
+            and not self.resumed_by
+
+    @property
+    def step_done(self) -> bool:
+        """This rollout ran to its end (`ok`), whatever was written after."""
+        return any(e.result == Result.OK.value for e in self.ends)
 
     @property
     def left_changed(self) -> list[str]:
@@ -193,10 +131,19 @@ class Journal:
 
     def reason(self) -> str:
         """One line for a verdict and `geadmin fleet status`."""
-        how = "was cut short" if self.end is None or self.end.result == Result.INTERRUPTED.value else \
-            "failed and left servers changed"
-        return (f"an interrupted {self.what} (rollout #{self.id}, started "
-                f"{self.started.at:%Y-%m-%d %H:%M:%S} UTC by {self.started.who}) {how}: {self.where()}")
+        cut = self.end is None or self.end.result == Result.INTERRUPTED.value or self.between_steps
+        when = f"(rollout #{self.id}, started {self.started.at:%Y-%m-%d %H:%M:%S} UTC by {self.started.who})"
+        retire = self.plan.retire
+        if retire is not None and self.step_done:
+            how = "was cut short" if cut else "stopped"
+            why = "" if cut or self.end is None else f" ({self.end.headline})"
+            servers = names(self.left_changed or self.touched)
+            return (f"an unfinished version rollout of {self.plan.model!r} on fleet {self.plan.fleet!r} "
+                    f"{when} {how} between its two steps: {retire.both} on {servers}, and nothing retires "
+                    f"{retire.old_text}{why}: `geadmin fleet resume {self.id}` retires {retire.old_text}, "
+                    f"`{self.restore_command}` puts back the config before it")
+        how = "was cut short" if cut else "failed and left servers changed"
+        return f"an interrupted {self.what} {when} {how}: {self.where()}"
 
     def touches(self, url: str | None = None, repository: Path | None = None) -> bool:
         if url is None and repository is None:
@@ -223,14 +170,16 @@ def journals(*, home: Path | None = None, fleet: str | None = None, limit: int =
             later[key] = list(reversed(audit.query(model=row.model, action=row.action, home=home)))
         found.append(_read(row, plan, later[key]))
     resumes: dict[int, Journal] = {}
-    for journal in found:  # newest first: the newest resume of each
-        if journal.plan.resume_of:
-            resumes.setdefault(journal.plan.resume_of, journal)
+    for journal in found:  # newest first: the newest resume (or retire step) of each
+        settles = journal.plan.resume_of or journal.plan.follows
+        if settles:
+            resumes.setdefault(settles, journal)
 
     def settled_by(journal: Journal) -> int:
-        """The resume that settles `journal`: running, or ended done (itself or through its own
-        resume); 0 when none does (a resume cut short, stopped or put back leaves the servers
-        it never reached changed by `journal`: still unresolved)."""
+        """The resume (or a version rollout's retire step) that settles `journal`: running, or
+        ended done (itself or through its own resume); 0 when none does (a resume cut short,
+        stopped or put back leaves the servers it never reached changed by `journal`: still
+        unresolved)."""
         resume = resumes.get(journal.id)
         if resume is None or resume.id <= journal.id:  # a corrupt plan naming itself or a later one
             return 0

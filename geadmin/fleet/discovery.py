@@ -42,6 +42,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 DEFAULT_FLEET = "default"
+AD_HOC = "ad hoc"  # the fleet of `--source` texts, never trusted with a fleet's key
 CONFIGURED = "servers"
 DISCOVERY_TIMEOUT_S = 5.0
 # Members one discovered source may add: its answer is outside input (a 32 MB target list holds
@@ -110,7 +111,7 @@ def fleet_named(name: str | None, sources: Sequence[str] = (), repository: Path 
     if sources:
         for source in sources:
             check_source(source)
-        return Fleet("ad hoc", tuple(sources), repository,
+        return Fleet(AD_HOC, tuple(sources), repository,
                      proof=Proof(where="none for ad-hoc --source fleets: name the fleet in [[fleet]]"))
     known = fleets()
     wanted = name or DEFAULT_FLEET

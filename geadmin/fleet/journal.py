@@ -17,17 +17,8 @@ from pathlib import Path
 
 from geadmin import audit
 from geadmin.audit import Actor, AuditEntry, Result
-from geadmin.diagnose.rollouts import (
-    JOURNAL,
-    LEFT,
-    OUTCOME,
-    PLAN,
-    WAVE,
-    Journal,
-    PlannedServer,
-    Previous,
-    RolloutPlan,
-)
+from geadmin.diagnose.rollout_plan import PlannedServer, Previous, RetireStep, RolloutPlan
+from geadmin.diagnose.rollouts import JOURNAL, LEFT, OUTCOME, PLAN, WAVE, Journal
 from geadmin.fleet.members import Member
 from geadmin.repository import revisions, store
 
@@ -38,10 +29,13 @@ def real(path: Path | None) -> Path:
 
 
 def make_plan(members: Sequence[Member], change: str, model: str, new_config: bytes | None, wave_size: int,
-              fleet: str, *, who: str, home: Path | None, resume: Journal | None = None) -> RolloutPlan:
+              fleet: str, *, who: str, home: Path | None, resume: Journal | None = None,
+              retire: RetireStep | None = None, follows: int = 0) -> RolloutPlan:
     """The plan; for an apply, each repository's config kept as a revision (that of the
-    rollout `resume` resumes, when given). Raises before anything changes: RepositoryError
-    when a repository lacks the model's config or cannot be read."""
+    rollout `resume` resumes, when given). `retire`: a version rollout's step after this one
+    (a resume keeps the resumed one's); `follows`: the first step a retire step follows. Raises
+    before anything changes: RepositoryError when a repository lacks the model's config or
+    cannot be read."""
     # a resumed rollout keeps the state before the first one: what a put back returns to
     was_ready = {s.name: s.ready for s in resume.plan.servers} if resume is not None else {}
     servers = tuple(PlannedServer(m.name, m.url, i // wave_size + 1,
@@ -60,8 +54,9 @@ def make_plan(members: Sequence[Member], change: str, model: str, new_config: by
             previous.append(kept)
     data = new_config or b""
     return RolloutPlan(fleet, change, model, servers, waves, wave_size, tuple(previous),
-                data.decode("utf-8", errors="replace"), revisions.sha256_of(data) if data else "",
-                resume.id if resume is not None else 0)
+                       data.decode("utf-8", errors="replace"), revisions.sha256_of(data) if data else "",
+                       resume.id if resume is not None else 0,
+                       resume.plan.retire if resume is not None else retire, follows)
 
 
 class Recorder:
@@ -76,6 +71,10 @@ class Recorder:
     def start(self, diff: str = "") -> int:
         plan = self.plan
         resumed = f", resuming rollout #{plan.resume_of}" if plan.resume_of else ""
+        if plan.retire is not None:
+            resumed += f", step 1 of 2 of a version rollout (then: retire {plan.retire.old_text})"
+        elif plan.follows:
+            resumed += f", step 2 of 2 of version rollout #{plan.follows}"
         headline = (f"{plan.action} of {plan.model!r} on {len(plan.servers)} server(s) in {plan.waves} "
                     f"wave(s){resumed}: started")
         where = [f"  {s.name}: wave {s.wave}, {s.url}" + (f", {s.repository}" if s.repository else "")

@@ -9,20 +9,29 @@ back byte-identical; a load, unload or reload returns the model to the state the
 A restore never overwrites a config changed since the rollout (neither the previous nor the
 new file on disk): that repository is reported as not put back, with the revision to roll
 back to by hand (`geadmin config rollback MODEL N`).
+
+A restore (and a resume) finds the rollout's servers again with `journal_servers`: a URL in a
+journal proves nothing, so a server gets a key only as the rollout's fleet (or the fleet given)
+proves it now, or, for an ad-hoc rollout, as a configured server at the same URL (the servers
+file binds its key to that address). A planned server found no such way, or not proven to
+belong now, is not touched: its row says why and what to pass.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Collection, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from geadmin.access.guard import Authorization, require
 from geadmin.access.roles import GuardedAction
 from geadmin.audit import AuditEntry, Result
 from geadmin.diagnose import rollouts
-from geadmin.diagnose.rollouts import Journal, PlannedServer, Previous, RolloutPlan
+from geadmin.diagnose.rollout_plan import PlannedServer, Previous, RolloutPlan
+from geadmin.diagnose.rollouts import Journal
 from geadmin.errors import RolloutBusyError, TritonError
+from geadmin.fleet.discovery import AD_HOC, CONFIGURED, discover, fleet_named, fleets
 from geadmin.fleet.journal import Recorder
 from geadmin.fleet.members import Member
 from geadmin.fleet.server_audit import ServerAudit
@@ -59,14 +68,16 @@ def undo_of(change: str, ready_before: bool | None, client: TritonClient, model:
 
 def put_back(plan: RolloutPlan, touched: Sequence[str], clients: Mapping[str, TritonClient], *,
              auth: Authorization | None, home: Path | None, note: str, timeout_s: float = 60.0,
-             lost: Mapping[str, Sequence[str]] | None = None, gone: Collection[str] = ()) -> dict[str, str]:
+             lost: Mapping[str, Sequence[str]] | None = None, gone: Collection[str] = (),
+             absent: Mapping[str, str] | None = None) -> dict[str, str]:
     """Each server of `touched` put back, newest first: server -> "" or why not. An apply's
     previous config is written back byte-identical (once per repository, read back to check)
     and reloaded where the model is loaded; a load, unload or reload returns the model to its
     state before (`undo_of`; an unload's `lost` models loaded again). A server of `gone` (gone
     for good, the operator says: a replica scaled in) has nothing to reload: an apply's file is
-    put back all the same. Refused (NotAuthorizedError) before anything when `auth` does not
-    cover putting the change back; then never raises for one server: it goes on."""
+    put back all the same. `absent`: why a server has no client (default: not a member now).
+    Refused (NotAuthorizedError) before anything when `auth` does not cover putting the change
+    back; then never raises for one server: it goes on."""
     actor = require(auth, RESTORE_NEEDS[plan.change])
     problems: dict[str, str] = {}
     files: dict[str, str] = {}  # repository -> "" (back) or why not
@@ -79,8 +90,9 @@ def put_back(plan: RolloutPlan, touched: Sequence[str], clients: Mapping[str, Tr
                 problems[name] = files.get(server.repository, "") if plan.change == "apply" else ""
                 continue
             if server is None or client is None:
-                problems[name] = (f"{name} is not a member of fleet {plan.fleet!r} now: put it back by hand, "
-                                  f"or, if it is gone for good, restore with `--gone {name}`")
+                why = (absent or {}).get(name) or not_found(plan, name)
+                problems[name] = (f"{why}: put it back by hand, or, if it is gone for good, restore with "
+                                  f"`--gone {name}`")
                 continue
             if plan.change != "apply":
                 undo = undo_of(plan.change, server.ready, client, plan.model)
@@ -182,17 +194,49 @@ def _short(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()[:12]
 
 
-def clients_for(plan: RolloutPlan, members: Sequence[Member], timeout_s: float) -> dict[str, TritonClient]:
-    """A client per planned server that is a member now at the same URL (its key is the member's)."""
+def not_found(plan: RolloutPlan, name: str) -> str:
+    """Why a server of `plan` has no member now, and for an ad-hoc rollout what to pass."""
+    server = plan.server(name)
+    if plan.fleet != AD_HOC or server is None:
+        return f"{name} is not a member of fleet {plan.fleet!r} now"
+    return (f"{name} ({server.url}) is no configured server now, and an ad-hoc rollout's server gets a key "
+            "only as a configured server at the same URL: pass `--source SRC` or `--fleet NAME` that finds "
+            "it with its key")
+
+
+def journal_servers(plan: RolloutPlan, *, fleet: str | None = None,
+                    sources: Sequence[str] = ()) -> list[Member]:
+    """The members to restore or resume `plan` on, each keyed only where it is proven to belong:
+    the fleet or sources given, else the plan's fleet while it is named, else (an ad-hoc rollout,
+    or a fleet removed since) the configured servers at a URL the plan names, each with its own
+    key and the plan's name. ConfigError: the servers file cannot be read."""
+    if fleet or sources:
+        return list(discover(fleet_named(fleet, sources)).members)
+    if plan.fleet != AD_HOC and plan.fleet in fleets():
+        return list(discover(fleet_named(plan.fleet)).members)
+    planned = {s.url.rstrip("/"): s.name for s in plan.servers}
+    return [replace(m, spec=replace(m.spec, name=planned[m.url.rstrip("/")]))
+            for m in discover(fleet_named(None, (CONFIGURED,))).members if m.url.rstrip("/") in planned]
+
+
+def clients_for(plan: RolloutPlan, members: Sequence[Member],
+                timeout_s: float) -> tuple[dict[str, TritonClient], dict[str, str]]:
+    """A client per planned server that is a member now at the same URL and trusted (its key is
+    the member's); and why each other planned server has none."""
     by_name = {m.name: m for m in members}
-    found = {}
+    found, absent = {}, {}
     for server in plan.servers:
         member = by_name.get(server.name)
-        if member is not None and member.url.rstrip("/") == server.url.rstrip("/"):
+        if member is None or member.url.rstrip("/") != server.url.rstrip("/"):
+            absent[server.name] = not_found(plan, server.name) + (
+                f" at {server.url} (it is at {member.url})" if member is not None else "")
+        elif not member.trust.trusted:  # a write goes to a member proven to belong, never to an address
+            absent[server.name] = f"{server.name} is not proven to belong now: {member.trust.why}"
+        else:
             ca = str(member.tls_ca) if member.tls_ca is not None else None  # pinned, as the rollout's
             found[server.name] = TritonClient(member.url, admin_key=member.spec.admin_key,
                                               timeout_s=timeout_s, load_timeout_s=timeout_s, tls_ca=ca)
-    return found
+    return found, absent
 
 
 def restore(journal_id: int, members: Sequence[Member], *, auth: Authorization | None,
@@ -210,15 +254,16 @@ def restore(journal_id: int, members: Sequence[Member], *, auth: Authorization |
             journal = rollouts.read(journal_id, home=home)
         if not journal.unresolved:
             state = journal.end.result if journal.end is not None else "resumed"
-            by = f", resumed by #{journal.resumed_by}" if journal.resumed_by else ""
+            by = f", settled by rollout #{journal.resumed_by}" if journal.resumed_by else ""
             raise RolloutBusyError(f"rollout #{journal_id} has nothing to restore (it ended {state}{by})")
         recorder = Recorder(journal.plan, actor, home)
         recorder.id = journal.id
-        clients = clients_for(journal.plan, members, timeout_s)
+        clients, absent = clients_for(journal.plan, members, timeout_s)
         try:
             left = journal.left_changed
             problems = put_back(journal.plan, left, clients, auth=auth, home=home, timeout_s=timeout_s,
-                                note=f"restore of fleet rollout #{journal.id}", gone=gone)
+                                note=f"restore of fleet rollout #{journal.id}", gone=gone, absent=absent)
+            served = _old_versions_served(journal.plan, [n for n in left if not problems.get(n)], clients)
         finally:
             for client in clients.values():
                 client.close()
@@ -234,5 +279,36 @@ def restore(journal_id: int, members: Sequence[Member], *, auth: Authorization |
         text = (f"RESTORED rollout #{journal.id}: {len(left)} server(s) put back ({rollouts.names(left)})"
                 if not bad else f"RESTORE INCOMPLETE for rollout #{journal.id}: NOT put back on "
                 f"{', '.join(bad)}: " + "; ".join(f"{n}: {problems[n]}" for n in bad))
-        end = recorder.end(Result.FAILED if bad else Result.ROLLED_BACK, text, bad)
+        end = recorder.end(Result.FAILED if bad else Result.ROLLED_BACK, text + served, bad)
+        if journal.plan.follows:  # a version rollout's retire step put back: its first step is left between
+            first = rollouts.read(journal.plan.follows, home=home)
+            if first.open:
+                close_rollout(first, actor=actor, home=home)
     return rollouts.read(journal_id, home=home), problems, end
+
+
+def _old_versions_served(plan: RolloutPlan, restored: Sequence[str],
+                         clients: Mapping[str, TritonClient]) -> str:
+    """A version rollout's first step put back: "" when each restored server serves the old
+    versions alone again, else what serves (read, not assumed): a config put back without a
+    pinned version_policy serves the latest version directory, the new one included."""
+    retire = plan.retire
+    if retire is None:
+        return ""
+    off = []
+    for name in (n for n in restored if n in clients):
+        try:
+            index = clients[name].repository_index()
+        except TritonError as exc:
+            off.append(f"{name}: what it serves cannot be read ({str(exc).splitlines()[0]})")
+            continue
+        ready = sorted(int(e.version) for e in index
+                       if e.name == plan.model and e.state.value == "READY" and e.version.isdigit())
+        if tuple(ready) != retire.old:
+            off.append(f"{name} serves {', '.join(f'v{v}' for v in ready) or 'no version'}")
+    if not off:
+        return ""
+    new, pinned = f"{plan.model}/{retire.version}/", ", ".join(map(str, retire.old))
+    return (f"; but NOT {retire.old_text} alone as before: {'; '.join(off)} (what the config put back "
+            f"serves with {new} in the repository: remove {new}, or set `versions: [{pinned}]` in its "
+            f"version_policy, to serve {retire.old_text} alone)")

@@ -36,7 +36,8 @@ from __future__ import annotations
 
 import contextlib
 import enum
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,7 @@ from geadmin.access.guard import Authorization, require
 from geadmin.access.roles import GuardedAction
 from geadmin.audit import Result
 from geadmin.diagnose import rollouts
+from geadmin.diagnose.rollout_plan import RetireStep, RolloutPlan
 from geadmin.diagnose.rollouts import FAILED, NOT_RESTORED, RESTORED
 from geadmin.errors import (
     ConfigError,
@@ -94,13 +96,33 @@ class RolloutResult:
 
 
 Progress = Callable[[str], None]
+_held = threading.local()  # the fleets whose rollout lock this thread holds: (fleet, workspace)
+
+
+@contextlib.contextmanager
+def fleet_lock(fleet: str, home: Path | None = None) -> Iterator[None]:
+    """The fleet's rollout lock (geadmin.ops.models.rollout_recovery.rollout_lock), taken once per
+    thread: a version rollout holds it across both its steps (so no start closes its first step
+    as cut short while it moves on to the second), and each step's `rollout` runs inside it."""
+    key = (fleet, str(home or settings.home()))
+    held: set[tuple[str, str]] = getattr(_held, "fleets", set())
+    _held.fleets = held
+    if key in held:
+        yield
+        return
+    with rollout_lock(fleet, home=home):
+        held.add(key)
+        try:
+            yield
+        finally:
+            held.discard(key)
 
 
 def rollout(members: Sequence[Member], change: Change, model: str, *, new_config: bytes | None = None,
             wave_size: int = 1, gate: GateSettings | None = None, auth: Authorization | None = None,
             fleet: str = "", home: Path | None = None, progress: Progress | None = None,
             control: Control | None = None, timeout_s: float = 60.0, validate: bool = True,
-            resume_of: int = 0) -> RolloutResult:
+            resume_of: int = 0, retire: RetireStep | None = None, follows: int = 0) -> RolloutResult:
     """See the module docstring. Refusals raise before anything changes: RolloutRefusedError
     (no servers), InvalidArgumentError (a wave size below 1), ConfigError (an apply without a
     repository for a server), RepositoryError
@@ -108,7 +130,9 @@ def rollout(members: Sequence[Member], change: Change, model: str, *, new_config
     another process), RolloutBusyError (an unresolved rollout of the fleet), and for an apply
     the validator's ConfigInvalidError / ConfigParseError (`validate=False` skips it).
     `resume_of`: the number of an unresolved rollout this one resumes (its previous configs
-    are kept as the ones to put back)."""
+    are kept as the ones to put back). A version rollout (geadmin.fleet.versions): `retire`, its
+    first step's next step; `follows`, the first step a retire step follows (between its steps,
+    or left so: RolloutBusyError otherwise)."""
     actor = require(auth, GuardedAction(change.value))
     refuse_unproven(members, f"fleet {change.value} {model}")  # a discovered member nobody vouched for
     if not members:
@@ -129,23 +153,27 @@ def rollout(members: Sequence[Member], change: Change, model: str, *, new_config
     control = control or Control()
     if control.max_pause_s is None:
         control.max_pause_s = settings.ROLLOUT_PAUSE_MAX_S.get()
-    with rollout_lock(name, home=home):
+    with fleet_lock(name, home):
         resumed = None
         if resume_of:
             resumed = rollouts.read(resume_of, home=home)
             if not resumed.unresolved:
                 raise RolloutBusyError(f"rollout #{resume_of} is not waiting to be resumed")
         else:
-            unresolved.refuse_unresolved(name, home, [m.url for m in members])
+            if follows:
+                prior = rollouts.read(follows, home=home)
+                if prior.plan.retire is None or not prior.step_done or not (prior.open or prior.unresolved):
+                    raise RolloutBusyError(f"rollout #{follows} has no retire step waiting")
+            unresolved.refuse_unresolved(name, home, [m.url for m in members], besides=follows)
         plan = journal.make_plan(members, change.value, model, new_config, wave_size, name, who=actor.name,
-                                 home=home, resume=resumed)
+                                 home=home, resume=resumed, retire=retire, follows=follows)
         job = _Rollout(list(members), plan, gate or GateSettings(), auth, journal.Recorder(plan, actor, home),
                        progress or (lambda _: None), control, timeout_s, validate)
         return job.run()
 
 
 class _Rollout:
-    def __init__(self, members: list[Member], plan: rollouts.RolloutPlan, gate: GateSettings,
+    def __init__(self, members: list[Member], plan: RolloutPlan, gate: GateSettings,
                  auth: Authorization | None, recorder: journal.Recorder, say: Progress, control: Control,
                  timeout_s: float, validate: bool) -> None:
         self.members, self.plan, self.change, self.model = members, plan, Change(plan.change), plan.model

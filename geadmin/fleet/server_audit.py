@@ -29,7 +29,7 @@ from pathlib import Path
 from geadmin import audit, settings
 from geadmin.audit import Actor, Result
 from geadmin.db import DB_FILE
-from geadmin.diagnose.rollouts import RolloutPlan
+from geadmin.diagnose.rollout_plan import RolloutPlan
 from geadmin.errors import GeAdminError
 from geadmin.repository import revisions
 

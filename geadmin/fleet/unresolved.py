@@ -18,10 +18,13 @@ from geadmin.diagnose.verdict import Reason
 from geadmin.errors import RolloutBusyError
 
 
-def refuse_unresolved(fleet: str, home: Path | None, urls: Sequence[str] = ()) -> None:
+def refuse_unresolved(fleet: str, home: Path | None, urls: Sequence[str] = (), besides: int = 0) -> None:
     """RolloutBusyError when a rollout of `fleet`, or of any of its servers (`urls`), was cut short
-    and not yet restored or resumed: a new one would take the mixed fleet for its "before"."""
+    and not yet restored or resumed: a new one would take the mixed fleet for its "before".
+    `besides`: the version rollout whose retire step this is (it settles that one)."""
     for journal in rollouts.unresolved_over(fleet, urls, home=home):
+        if journal.id == besides:
+            continue
         raise RolloutBusyError(f"rollout #{journal.id} of fleet {fleet!r} ({journal.what}) was cut short and "
                                f"left servers changed ({journal.where()}): restore it first "
                                f"(`{journal.restore_command}`, or Restore on the Fleet page)")

@@ -6,25 +6,37 @@
    version, so the new one is warmed and checked on every server before step 2.
 2. Retire the old: version_policy `specific { versions: [new] }`, applied the same way.
 
-A failed gate in step 1 puts every server back to the old config (only the old version
-serves); in step 2 back to the step-1 config (both serve). Each step is one journaled rollout
-(geadmin.fleet.rollout): any exception in either puts back what that step changed, and a
-process killed in either leaves a journal the next start reports (`geadmin fleet restore ID`
-puts that step's servers back).
+A failed gate in step 1 puts every server back to the old config; in step 2 back to the step-1
+config (both serve). Each step is one journaled rollout (geadmin.fleet.rollout), and the
+fleet's rollout lock is held across both: step 1's plan journals step 2 (`RetireStep`), and
+step 2's names step 1 (geadmin.diagnose.rollouts). Any exception in either puts back what that
+step changed. A version rollout that does not get past step 2 — its process killed between the
+steps or in step 2, step 2 stopped, refused or cut short — is left between its steps: both
+versions serve, and the next start (or here, at once) ends step 1's journal so that it is
+unresolved, DEGRADED, and named with both ways out: `geadmin fleet resume ID` runs the retire
+step (`retire_step`), `geadmin fleet restore ID` puts back the config before step 1.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
+from geadmin import test_hooks
 from geadmin.access.guard import require
 from geadmin.access.roles import GuardedAction
-from geadmin.errors import ConfigError, RepositoryError, RolloutRefusedError, TritonError
+from geadmin.audit import Actor, Result
+from geadmin.diagnose import rollouts
+from geadmin.diagnose.rollout_plan import RetireStep
+from geadmin.diagnose.rollouts import Journal
+from geadmin.errors import ConfigError, GeAdminError, RepositoryError, RolloutRefusedError, TritonError
+from geadmin.fleet.journal import Recorder
 from geadmin.fleet.members import Member
 from geadmin.fleet.membership import refuse_unproven
-from geadmin.fleet.rollout import Change, RolloutResult, rollout
+from geadmin.fleet.rollout import Change, RolloutResult, fleet_lock, rollout
 from geadmin.repository.knobs import set_policy
 from geadmin.repository.modelconfig import CONFIG_FILE, parse_pbtxt, read_config_text
 from geadmin.repository.rewrite import rewrite
@@ -57,20 +69,60 @@ def roll_version(members: Sequence[Member], model: str, version: int, **kwargs: 
     if old == [version]:
         raise RolloutRefusedError(f"{first.name} already serves only version {version} of {model}")
     both = _with_versions(text, sorted({*old, version}))
+    retire = RetireStep(version, tuple(old), _with_versions(both, [version]))
     say = kwargs.pop("progress", None) or (lambda _: None)
-    shown_old = ", ".join(f"v{v}" for v in old) or "no version"
-    loaded = rollout(members, Change.APPLY, model, new_config=both.encode(),
-                     progress=lambda line: say(f"[load v{version} beside {shown_old}] {line}"), **kwargs)
-    if not loaded.ok:
-        return replace(loaded, headline=f"VERSION ROLLOUT STOPPED loading v{version} beside {shown_old}: "
-                                        f"{loaded.headline.split(': ', 1)[-1]}")
-    retired = rollout(members, Change.APPLY, model, new_config=_with_versions(both, [version]).encode(),
-                      progress=lambda line: say(f"[retire {shown_old}] {line}"), **kwargs)
+    with fleet_lock(kwargs.get("fleet") or "fleet", kwargs.get("home")):  # across both steps
+        loaded = rollout(members, Change.APPLY, model, new_config=both.encode(), retire=retire,
+                         progress=lambda line: say(f"[load v{version} beside {retire.old_text}] {line}"),
+                         **kwargs)
+        if not loaded.ok:
+            return replace(loaded, headline=f"VERSION ROLLOUT STOPPED loading v{version} beside "
+                                            f"{retire.old_text}: {loaded.headline.split(': ', 1)[-1]}")
+        test_hooks.fault_point("version.between_steps")
+        step_one = rollouts.read(loaded.journal_id or 0, home=kwargs.get("home"))
+        return retire_step(members, step_one, progress=say, **kwargs)
+
+
+def retire_step(members: Sequence[Member], first: Journal, **kwargs: Any) -> RolloutResult:
+    """Step 2 of the version rollout whose step 1 is `first` (its plan's `retire`): the old
+    versions retired on `members`, in waves with the gate. When it does not end done (stopped and
+    put back, refused, or cut short by an exception, which is raised again), `first` is ended
+    `failed` with every server it changed left changed, unless already ended so: unresolved, both
+    versions serving. `kwargs` are `rollout`'s."""
+    retire, model = first.plan.retire, first.plan.model
+    assert retire is not None
+    actor = require(kwargs.get("auth"), GuardedAction.APPLY)
+    say = kwargs.pop("progress", None) or (lambda _: None)
+    home = kwargs.get("home")
+    try:
+        retired = rollout(members, Change.APPLY, model, new_config=retire.config.encode(), follows=first.id,
+                          progress=lambda line: say(f"[retire {retire.old_text}] {line}"), **kwargs)
+    except BaseException as exc:
+        text = f": {str(exc).splitlines()[0]}" if str(exc) else ""
+        _left_between(first.id, actor, home, f"cut short by {type(exc).__name__}{text}")
+        raise
     if not retired.ok:
-        return replace(retired, headline=f"VERSION ROLLOUT STOPPED retiring {shown_old} (v{version} serves "
-                                         f"beside it): {retired.headline.split(': ', 1)[-1]}")
-    return replace(retired, headline=f"VERSION ROLLOUT DONE: v{version} of {model} serves on "
-                                     f"{len(members)} server(s), {shown_old} retired, no gap")
+        _left_between(first.id, actor, home, retired.headline)
+        why = retired.headline.split(": ", 1)[-1]
+        return replace(retired, headline=f"VERSION ROLLOUT STOPPED retiring {retire.old_text} "
+                                         f"({retire.both}: resume or restore rollout #{first.id}): {why}")
+    return replace(retired, headline=f"VERSION ROLLOUT DONE: v{retire.version} of {model} serves on "
+                                     f"{len(members)} server(s), {retire.old_text} retired, no gap")
+
+
+def _left_between(first_id: int, actor: Actor, home: Path | None, why: str) -> None:
+    """Step 1's journal ended `failed`, every server it changed left changed, while it is still
+    between its steps (a retire step ended done, or an end written already, leaves it be)."""
+    with contextlib.suppress(GeAdminError):  # else the next start ends it `interrupted`
+        first = rollouts.read(first_id, home=home)
+        if not first.between_steps:
+            return
+        recorder = Recorder(first.plan, actor, home)
+        recorder.id = first.id
+        retire = first.plan.retire
+        assert retire is not None
+        recorder.end(Result.FAILED, f"the retire step did not finish: {why}\n{retire.both} on "
+                     f"{rollouts.names(first.touched)}", first.touched)
 
 
 def _with_versions(text: str, versions: list[int]) -> str:

@@ -28,7 +28,8 @@ from pathlib import Path
 from geadmin import settings, test_hooks
 from geadmin.access.guard import Authorization
 from geadmin.audit import Result
-from geadmin.diagnose.rollouts import CHANGED, CHANGING, FAILED, RolloutPlan
+from geadmin.diagnose.rollout_plan import RolloutPlan
+from geadmin.diagnose.rollouts import CHANGED, CHANGING, FAILED
 from geadmin.domain import format_duration
 from geadmin.errors import GeAdminError, RepositoryError
 from geadmin.fleet import journal, restore

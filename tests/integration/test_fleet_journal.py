@@ -9,12 +9,16 @@ Fleet page) reports it DEGRADED with what changed where; `geadmin fleet restore 
 page's button) puts every config back byte-identical and reloads; `geadmin fleet resume ID`
 finishes it instead. In one process: any exception, not only geadmin's, puts back the servers
 already changed and ends the journal `failed`; a pause longer than the bound expires by
-restoring."""
+restoring. A version rollout killed between its two steps (v2 beside v1, v1 not retired) is
+reported the same way, and resumed to its end or restored. An ad-hoc (`--source`) rollout is
+restored and resumed from its journal alone, with no key for a server the servers file no
+longer lists."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 from collections.abc import Iterator
@@ -30,9 +34,11 @@ from geadmin.diagnose import rollouts
 from geadmin.errors import RepositoryError
 from geadmin.fleet.gate import GateSettings
 from geadmin.fleet.rollout import Change, rollout
+from geadmin.fleet.versions import roll_version
 from geadmin.fleet.wave import Control
 from tests.support.apptest import APP, button, isolate, run
 from tests.support.fleet_lab import BASE, HOSTS, MODEL, FleetLab, config, fleet_lab
+from tests.support.processes import wait_for
 from tests.support.stack import GEADMIN, geadmin, in_process
 
 pytestmark = pytest.mark.integration
@@ -60,10 +66,16 @@ def fresh(lab: FleetLab, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Ite
     lab.put_back()
 
 
-def killed_apply(home: Path, new_file: Path, fault: str) -> subprocess.CompletedProcess[str]:
+def killed_apply(home: Path, new_file: Path, fault: str, *where: str) -> subprocess.CompletedProcess[str]:
+    """`geadmin fleet apply` killed at `fault`; `where`: the servers (default: `--fleet lab`)."""
+    flags = [*where, *APPLY_FLAGS[2:]] if where else APPLY_FLAGS
+    return killed(home, fault, "apply", MODEL, str(new_file), *flags)
+
+
+def killed(home: Path, fault: str, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "GEADMIN_HOME": str(home), "GEADMIN_FAULT_POINT": fault}
-    return subprocess.run([*GEADMIN, "fleet", "apply", MODEL, str(new_file), *APPLY_FLAGS], env=env,
-                          text=True, capture_output=True, timeout=300, check=False)
+    return subprocess.run([*GEADMIN, "fleet", *args], env=env, text=True, capture_output=True, timeout=300,
+                          check=False)
 
 
 # fault point -> (what the journal says each server went through, the shared and the own file new?)
@@ -362,3 +374,168 @@ def test_the_fleet_page_shows_an_interrupted_rollout_and_restores_it(
     assert fresh.files() == before and fresh.mode_served("a") == "v1"
     restored = rollouts.read(journal.id, home=home)
     assert restored.end is not None and restored.end.result == "rolled_back" and restored.end.who != ""
+
+
+@pytest.fixture
+def version_2(fresh: FleetLab) -> Iterator[FleetLab]:
+    """Version 2 of the model copied into both repositories, not served yet; removed after."""
+    for repo in (fresh.shared, fresh.own):
+        shutil.copytree(repo / MODEL / "1", repo / MODEL / "2")
+    yield fresh
+    for repo in (fresh.shared, fresh.own):
+        shutil.rmtree(repo / MODEL / "2", ignore_errors=True)
+
+
+def served(lab: FleetLab) -> dict[str, set[str]]:
+    """The versions of the model READY on each server."""
+    found = {}
+    for name in HOSTS:
+        with lab.client(name) as client:
+            found[name] = {e.version for e in client.repository_index()
+                           if e.name == MODEL and e.state.value == "READY"}
+    return found
+
+
+def killed_between_steps(lab: FleetLab, home: Path) -> rollouts.Journal:
+    """`geadmin fleet version MODEL 2` killed after v2 was loaded beside v1 everywhere, before the
+    retire step started: its first step's journal."""
+    cut = killed(home, "version.between_steps", "version", MODEL, "2", *APPLY_FLAGS)
+    assert cut.returncode == -signal.SIGKILL, (cut.stdout, cut.stderr)
+    assert served(lab) == {name: {"1", "2"} for name in HOSTS}  # both serve: the state to report
+    (journal,) = rollouts.journals(home=home)  # the retire step never journaled
+    return journal
+
+
+def test_a_version_rollout_killed_between_its_steps_is_reported_and_resumed_to_the_end(
+    version_2: FleetLab, tmp_path: Path
+) -> None:
+    """Killed after v2 was loaded beside v1 and before v1 was retired, both versions served and
+    nothing said so: the first step's journal had ended `ok`, the second had none, and `fleet
+    status`, the verdict, restore and resume were silent."""
+    home = tmp_path / "home"
+    journal = killed_between_steps(version_2, home)
+
+    status = geadmin("fleet", "status", "--fleet", "lab", home=home)
+    assert status.returncode == 4, status.stdout + status.stderr
+    headline = status.stdout.splitlines()[0]
+    assert headline.startswith(f"FLEET DEGRADED: an unfinished version rollout of {MODEL!r} on fleet 'lab' "
+                               f"(rollout #{journal.id}"), headline
+    assert "was cut short between its two steps: v2 serves beside v1 on a, b, c" in headline, headline
+    assert f"`geadmin fleet resume {journal.id}` retires v1" in headline, headline
+    assert f"restore: geadmin fleet restore {journal.id}" in status.stdout
+    verdicts = in_process("status", "--fleet", "lab", "--json", home=home)  # each server: DEGRADED
+    levels = {d["server"]: d["verdict"] for d in json.loads(verdicts.stdout)}
+    assert levels == dict.fromkeys(HOSTS, "DEGRADED")
+    refused = in_process("fleet", "reload", MODEL, "--fleet", "lab", home=home)
+    assert refused.returncode == 2 and f"rollout #{journal.id}" in refused.stderr, refused.stderr
+
+    resumed = in_process("fleet", "resume", str(journal.id), "--gate-requests", "0",
+                         "--latency-slack-ms", "10000", home=home)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    done = f"VERSION ROLLOUT DONE: v2 of {MODEL} serves on 3 server(s), v1 retired"
+    assert resumed.stdout.startswith(done), resumed.stdout
+    assert served(version_2) == {name: {"2"} for name in HOSTS}
+    assert not rollouts.read(journal.id, home=home).unresolved
+    assert settled(home)
+
+
+def test_a_version_rollout_killed_between_its_steps_is_restored_to_the_config_before_it(
+    version_2: FleetLab, tmp_path: Path
+) -> None:
+    home = tmp_path / "home"
+    before = version_2.files()
+    journal = killed_between_steps(version_2, home)
+    restored = in_process("fleet", "restore", str(journal.id), home=home)
+    assert restored.returncode == 0, restored.stdout + restored.stderr
+    assert version_2.files() == before  # byte-identical
+    assert not rollouts.read(journal.id, home=home).unresolved
+    # What serves is read, not assumed: the config before pins no version, and 2/ is there.
+    first = restored.stdout.splitlines()[0]
+    assert first.startswith(f"RESTORED rollout #{journal.id}: 3 server(s) put back (a, b, c); but NOT v1 "
+                            "alone as before: a serves v2; b serves v2; c serves v2"), first
+    assert f"remove {MODEL}/2/, or set `versions: [1]`" in first, first
+    assert served(version_2) == {name: {"2"} for name in HOSTS}
+    assert settled(home)
+
+
+def settled(home: Path) -> bool:
+    """`fleet status --fleet lab` exits 0 within a bound: a retired version is UNLOADING for a while,
+    and Triton says it is not ready until it is gone."""
+    return wait_for(lambda: in_process("fleet", "status", "--fleet", "lab", home=home).returncode == 0,
+                    60, 0.5)
+
+
+def test_a_version_rollout_whose_retire_step_fails_leaves_it_unresolved_with_both_ways_out(
+    version_2: FleetLab
+) -> None:
+    """The retire step cut short in its process puts back what it changed (both versions serve):
+    the version rollout is left between its steps, said as such, never OK."""
+    def progress(line: str) -> None:
+        if line.startswith("[retire v1] wave 2: apply"):  # a retired; then a Streamlit rerun
+            raise ScriptRerun
+
+    with pytest.raises(ScriptRerun):
+        roll_version(version_2.members(), MODEL, 2, gate=LOOSE, auth=guard.os_user(), fleet="lab",
+                     progress=progress)
+    assert served(version_2) == {name: {"1", "2"} for name in HOSTS}
+    first, retire = sorted(rollouts.journals(), key=lambda j: j.id)
+    assert retire.plan.follows == first.id and not retire.unresolved  # it put back what it changed
+    assert first.unresolved and first.left_changed == list(HOSTS)
+    reason = first.reason()
+    assert reason.startswith(f"an unfinished version rollout of {MODEL!r} on fleet 'lab' "
+                             f"(rollout #{first.id}"), reason
+    assert "stopped between its two steps: v2 serves beside v1 on a, b, c" in reason, reason
+    assert "ScriptRerun" in reason and f"`geadmin fleet resume {first.id}` retires v1" in reason, reason
+
+
+def test_an_ad_hoc_rollout_is_restored_and_resumed_from_its_journal_alone(fresh: FleetLab,
+                                                                          tmp_path: Path) -> None:
+    """`geadmin fleet restore ID` of a `--source servers` rollout failed with "no fleet named 'ad
+    hoc'" unless `--source` was given again: the journal names every server it touched."""
+    home = tmp_path / "home"
+    before = fresh.files()
+    (tmp_path / "new.pbtxt").write_text(NEW)
+    cut = killed_apply(home, tmp_path / "new.pbtxt", "rollout.changed.1", "--source", "servers")
+    assert cut.returncode == -signal.SIGKILL, (cut.stdout, cut.stderr)
+    (journal,) = rollouts.journals(home=home)
+    assert journal.plan.fleet == "ad hoc"
+    restored = in_process("fleet", "restore", str(journal.id), home=home)
+    assert restored.returncode == 0, restored.stdout + restored.stderr
+    assert restored.stdout.startswith(f"RESTORED rollout #{journal.id}"), restored.stdout
+    assert fresh.files() == before and fresh.mode_served("a") == "v1"
+
+    cut = killed_apply(home, tmp_path / "new.pbtxt", "rollout.changing.2", "--source", "servers")
+    assert cut.returncode == -signal.SIGKILL, (cut.stdout, cut.stderr)
+    second = max(rollouts.journals(home=home), key=lambda j: j.id)
+    resumed = in_process("fleet", "resume", str(second.id), "--gate-requests", "0",
+                         "--latency-slack-ms", "10000", home=home)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert fresh.files() == (NEW.encode(), NEW.encode())
+    assert {fresh.mode_served(n) for n in HOSTS} == {"v1.1"}
+    assert rollouts.unresolved(home=home) == []
+
+
+def test_an_ad_hoc_restore_gives_no_key_to_a_server_the_servers_file_no_longer_lists(
+    fresh: FleetLab, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The journal names c's address, but no servers file vouches for it now: c is not touched
+    (no key goes to an address only a journal names), and the output says what to pass."""
+    home = tmp_path / "home"
+    before = fresh.files()
+    (tmp_path / "new.pbtxt").write_text(NEW)
+    cut = killed_apply(home, tmp_path / "new.pbtxt", "rollout.ending", "--source", "servers")
+    assert cut.returncode == -signal.SIGKILL, (cut.stdout, cut.stderr)
+    (journal,) = rollouts.journals(home=home)
+    without_c = tmp_path / "servers.toml"
+    text = fresh.servers_file.read_text()
+    start = text.index('[[server]]\nname = "c"')
+    without_c.write_text(text[:start] + text[text.index("[[fleet]]"):])
+    monkeypatch.setenv("GEADMIN_SERVERS_FILE", str(without_c))
+    refused = in_process("fleet", "restore", str(journal.id), home=home)
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    first = refused.stdout.splitlines()[0]
+    assert first.startswith(f"RESTORE INCOMPLETE for rollout #{journal.id}: NOT put back on c"), first
+    assert f"c ({fresh.servers['c'].http_url}) is no configured server now" in first, first
+    assert "--source" in first and "`--gone c`" in first, first
+    assert fresh.files() == (before[0], NEW.encode())  # a and b back; c untouched
+    assert fresh.mode_served("c") == "v1.1"

@@ -30,7 +30,7 @@ from geadmin.access.identity import Identity, Mode
 from geadmin.access.roles import REQUIRED_ROLE, GuardedAction, Role
 from geadmin.access.users import UsersFile
 from geadmin.audit import Actor
-from geadmin.diagnose import rollouts
+from geadmin.diagnose import rollout_plan, rollouts
 from geadmin.diagnose.npu_faults import PlanStep, StepKind
 from geadmin.errors import GeAdminError, NotAuthorizedError, PerfAnalyzerMissingError
 from geadmin.fleet import restore, resume, rollout, runs, versions
@@ -218,8 +218,9 @@ def member(w: World) -> Member:
                   trust=Trust(True, "the test's own listener"))
 
 
-def reload_plan(w: World) -> rollouts.RolloutPlan:
-    return rollouts.RolloutPlan("lab", "reload", "m", (rollouts.PlannedServer("s", w.client.url, 1),), 1)
+def reload_plan(w: World) -> rollout_plan.RolloutPlan:
+    server = rollout_plan.PlannedServer("s", w.client.url, 1)
+    return rollout_plan.RolloutPlan("lab", "reload", "m", (server,), 1)
 
 
 def interrupted_rollout(w: World) -> tuple[int, Path]:

@@ -1,6 +1,7 @@
 """The rollout journal without a server: the plan's round trip, rows read back, the next
 start closing an open journal only when no process holds the fleet's lock, the verdict's
-interrupted-change rule for a fleet, and a pause that expires."""
+interrupted-change rule for a fleet, a pause that expires, a version rollout left between its
+steps, and the servers a restore of an ad-hoc rollout finds (a key only where one is proven)."""
 
 from __future__ import annotations
 
@@ -17,10 +18,10 @@ from geadmin.access import guard
 from geadmin.audit import Result
 from geadmin.diagnose import interrupted, rollouts
 from geadmin.diagnose.health import ServerSnapshot, triage
-from geadmin.diagnose.rollouts import PlannedServer, Previous, RolloutPlan
+from geadmin.diagnose.rollout_plan import PlannedServer, Previous, RetireStep, RolloutPlan
 from geadmin.diagnose.verdict import VerdictRule, judge
 from geadmin.errors import RepositoryError, RolloutJournalError, RolloutRefusedError, TritonError
-from geadmin.fleet import journal, unresolved
+from geadmin.fleet import journal, restore, unresolved
 from geadmin.fleet.members import Member, Trust
 from geadmin.fleet.versions import roll_version
 from geadmin.fleet.wave import Control
@@ -51,8 +52,13 @@ def cut_short_at_b(home: Path) -> journal.Recorder:
     return recorder
 
 
+RETIRE = RetireStep(2, (1,), 'name: "echo"\nversion_policy { specific { versions: [2] } }\n')
+
+
 def test_the_plan_survives_its_row_and_a_row_that_is_no_plan_is_refused() -> None:
     assert RolloutPlan.from_json(PLAN.to_json()) == PLAN
+    for version_step in (replace(PLAN, retire=RETIRE), replace(PLAN, follows=7)):
+        assert RolloutPlan.from_json(version_step.to_json()) == version_step
     known = replace(PLAN, servers=tuple(replace(s, ready=s.name != "b") for s in PLAN.servers))
     assert [s.ready for s in RolloutPlan.from_json(known.to_json()).servers] == [True, False, True]
     older = json.loads(PLAN.to_json())  # journaled before the state was kept: None, undone as before
@@ -144,3 +150,82 @@ def test_a_version_rollout_refusal_keeps_its_cause(home: Path, tmp_path: Path) -
         roll_version([member], "echo", 2, auth=guard.os_user(), home=home, timeout_s=1)
     assert isinstance(raised.value.__cause__, TritonError)
     assert rollouts.journals(home=home) == []  # refused before anything: nothing journaled
+
+
+def first_step_done(home: Path) -> journal.Recorder:
+    """A version rollout's first step as it ends: every server changed (v2 beside v1), `ok`."""
+    recorder = journal.Recorder(replace(PLAN, retire=RETIRE), audit.Actor("ann"), home)
+    recorder.start()
+    for server in PLAN.servers:
+        recorder.step(server.name, server.wave, rollouts.CHANGING)
+        recorder.step(server.name, server.wave, rollouts.CHANGED)
+    recorder.end(Result.OK, "ROLLOUT DONE: apply echo on 3 server(s) in 3 wave(s), every gate passed")
+    return recorder
+
+
+def test_a_version_rollout_left_between_its_steps_is_closed_at_the_next_start_and_degrades_the_fleet(
+    home: Path
+) -> None:
+    """Killed after its first step ended `ok` and before the retire step journaled anything: both
+    versions served, and nothing reported it (the first step's journal looked done)."""
+    first = first_step_done(home)
+    (found,) = rollouts.journals(home=home)
+    assert found.between_steps and found.open and not found.unresolved
+    with rollout_recovery.rollout_lock("lab", home=home):  # its process moves on to the retire step
+        assert rollout_recovery.close_rollouts(home=home) == []
+    (line,) = rollout_recovery.close_rollouts(home=home)
+    assert f"rollout #{first.id}" in line, line
+    assert "was cut short between its two steps: v2 serves beside v1 on a, b, c" in line, line
+    (closed,) = rollouts.journals(home=home)
+    assert closed.unresolved and not closed.open and closed.left_changed == ["a", "b", "c"]
+    assert closed.end is not None and "between the two steps of a version rollout" in closed.end.headline
+    (reason,) = unresolved.fleet_reasons("lab", home=home)
+    assert reason.text.startswith(f"an unfinished version rollout of 'echo' on fleet 'lab' "
+                                  f"(rollout #{first.id},"), reason.text
+    assert f"`geadmin fleet resume {first.id}` retires v1" in reason.text
+    assert reason.fix == f"geadmin fleet restore {first.id}"
+    assert rollout_recovery.close_rollouts(home=home) == []  # once
+
+
+def test_a_retire_step_settles_the_first_while_it_runs_or_once_done_never_once_put_back(home: Path) -> None:
+    first = first_step_done(home)
+    retire = journal.Recorder(replace(PLAN, follows=first.id), audit.Actor("ann"), home)
+    retire.start()
+    running = rollouts.read(first.id, home=home)
+    assert running.resumed_by == retire.id and not running.open and not running.between_steps
+    retire.end(Result.ROLLED_BACK, "ROLLOUT STOPPED at wave 1 of 3: ...; 1 changed server(s) put back")
+    assert rollouts.read(first.id, home=home).between_steps  # both serve again: still to finish
+    again = journal.Recorder(replace(PLAN, follows=first.id), audit.Actor("ann"), home)
+    again.start()
+    again.end(Result.OK, "ROLLOUT DONE")
+    done = rollouts.read(first.id, home=home)
+    assert done.resumed_by == again.id and not done.open and not done.unresolved
+    assert rollout_recovery.close_rollouts(home=home) == []
+
+
+def test_an_ad_hoc_rollouts_servers_get_a_key_only_as_configured_servers_at_the_url_it_names(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A URL in a journal proves nothing: the key a servers file binds to that URL goes there,
+    under the plan's name; a server named in the file at another URL keeps its key away."""
+    servers = tmp_path / "servers.toml"
+    servers.write_text('[[server]]\nname = "first"\nurl = "http://127.0.0.1:8000"\nadmin_key = "key-a"\n\n'
+                       '[[server]]\nname = "c"\nurl = "http://127.0.0.9:8000"\nadmin_key = "key-c"\n')
+    monkeypatch.setenv("GEADMIN_SERVERS_FILE", str(servers))
+    plan = RolloutPlan("ad hoc", "reload", "echo", (PlannedServer("a", "http://127.0.0.1:8000/", 1),
+                                                    PlannedServer("b", "http://127.0.0.2:8000", 2),
+                                                    PlannedServer("c", "http://127.0.0.3:8000", 3)), 3)
+    found = restore.journal_servers(plan)
+    assert [(m.name, m.url, m.spec.admin_key, m.trust.trusted) for m in found] == [
+        ("a", "http://127.0.0.1:8000", "key-a", True)]
+    clients, absent = restore.clients_for(plan, found, 1.0)
+    for client in clients.values():
+        client.close()
+    assert set(clients) == {"a"} and set(absent) == {"b", "c"}
+    assert absent["c"].startswith("c (http://127.0.0.3:8000) is no configured server now"), absent["c"]
+    assert "pass `--source SRC` or `--fleet NAME`" in absent["b"]
+    untrusted = [replace(found[0], trust=Trust(False, "outside the trusted networks"))]
+    clients, absent = restore.clients_for(plan, untrusted, 1.0)
+    assert clients == {} and absent["a"] == "a is not proven to belong now: outside the trusted networks"
+    given = restore.journal_servers(plan, sources=["servers"])  # what the operator names: as discovered
+    assert [(m.name, m.spec.admin_key) for m in given] == [("first", "key-a"), ("c", "key-c")]

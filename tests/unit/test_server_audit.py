@@ -12,7 +12,7 @@ import pytest
 
 from geadmin import audit, db
 from geadmin.audit import Actor, Origin, Result
-from geadmin.diagnose.rollouts import PlannedServer, Previous, RolloutPlan
+from geadmin.diagnose.rollout_plan import PlannedServer, Previous, RolloutPlan
 from geadmin.domain import Ports
 from geadmin.errors import ConfigError
 from geadmin.fleet import discovery

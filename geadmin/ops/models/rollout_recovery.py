@@ -17,7 +17,7 @@ from pathlib import Path
 
 from geadmin import audit, settings
 from geadmin.audit import Actor, AuditEntry, Result
-from geadmin.diagnose import rollouts
+from geadmin.diagnose import rollout_plan, rollouts
 from geadmin.diagnose.interrupted import ON_DISK
 from geadmin.errors import ConfigLockedError, GeAdminError
 from geadmin.repository import locks, revisions
@@ -58,8 +58,13 @@ def close_rollouts(*, home: Path | None = None, actor: Actor | None = None) -> l
 
 
 def close_rollout(journal: rollouts.Journal, *, actor: Actor, home: Path | None,
-                  cause: str = "its process ended before it wrote the end row") -> AuditEntry:
+                  cause: str = "") -> AuditEntry:
     """The `interrupted` row of `journal`: what changed where, and what each repository holds."""
+    retire = journal.plan.retire
+    if not cause:
+        cause = (f"its process ended between the two steps of a version rollout, {retire.both}, before it "
+                 f"retired {retire.old_text}" if retire is not None and journal.between_steps
+                 else "its process ended before it wrote the end row")
     lines = [f"{journal.what} cut short ({cause}; started at {journal.started.at.isoformat()} by "
              f"{journal.started.who}): {journal.where()}", f"{rollouts.JOURNAL}: {journal.id}",
              f"{rollouts.LEFT}: {rollouts.names(journal.touched)}"]
@@ -69,7 +74,7 @@ def close_rollout(journal: rollouts.Journal, *, actor: Actor, home: Path | None,
                         server=journal.plan.fleet, message="\n".join(lines), home=home)
 
 
-def _rollout_disk(journal: rollouts.Journal, previous: rollouts.Previous) -> str:
+def _rollout_disk(journal: rollouts.Journal, previous: rollout_plan.Previous) -> str:
     path = Path(previous.repository) / journal.plan.model / CONFIG_FILE
     try:
         sha = revisions.sha256_of(read_config_bytes(path))
