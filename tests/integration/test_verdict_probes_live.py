@@ -15,8 +15,8 @@ import pytest
 
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.telemetry.history import watch
-from tests.support.processes import TEST_EXIT_TIMEOUT_S, wait_for
-from tests.support.samples import copy_samples
+from tests.support.processes import wait_for
+from tests.support.samples import samples_triton
 from tests.support.stack import GEADMIN, geadmin
 
 pytestmark = pytest.mark.integration
@@ -26,12 +26,7 @@ UNCHECKED = "not checked whether they answer requests"
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonProcess]:
-    root = tmp_path_factory.mktemp("probed")
-    triton = TritonProcess(copy_samples(root / "model_repository"), models=[MODEL],
-                           log_path=root / "tritonserver.log", exit_timeout_s=TEST_EXIT_TIMEOUT_S)
-    triton.start()
-    yield triton
-    triton.stop()
+    yield from samples_triton(tmp_path_factory.mktemp("probed"), models=[MODEL])
 
 
 def status(server: TritonProcess, home: Path) -> tuple[int, dict[str, object]]:

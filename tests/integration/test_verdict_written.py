@@ -17,8 +17,8 @@ from geadmin.domain import ModelState
 from geadmin.stack.tritonserver import TritonProcess
 from geadmin.triton.client import TritonClient
 from tests.support import repository
-from tests.support.processes import TEST_EXIT_TIMEOUT_S, wait_for
-from tests.support.samples import copy_samples
+from tests.support.processes import wait_for
+from tests.support.samples import samples_triton
 from tests.support.stack import geadmin
 
 pytestmark = pytest.mark.integration
@@ -29,12 +29,7 @@ GPU = "instance_group [ { count: 1 kind: KIND_GPU } ]"  # rejected: no GPU on th
 
 @pytest.fixture(scope="module")
 def module_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonProcess]:
-    root = tmp_path_factory.mktemp("written")
-    server = TritonProcess(copy_samples(root / "model_repository"), models=[MODEL],
-                           log_path=root / "tritonserver.log", exit_timeout_s=TEST_EXIT_TIMEOUT_S)
-    server.start()
-    yield server
-    server.stop()
+    yield from samples_triton(tmp_path_factory.mktemp("written"), models=[MODEL])
 
 
 @pytest.fixture
