@@ -30,11 +30,40 @@ class PlannedServer:
 
 @dataclass(frozen=True)
 class Previous:
-    """The config a repository held before an apply: a kept revision (geadmin.repository.revisions)."""
+    """The config a repository held before an apply: a kept revision (geadmin.repository.revisions).
+    A version rollout's first step whose old config would serve the new version's directory (no
+    version_policy, `latest`, `all`) keeps that config pinned to the versions that served before
+    too (`pinned`: versions, `pinned_sha256`, `pinned_revision`): what its way back writes."""
 
     repository: str
     sha256: str
     revision: int
+    pinned: tuple[int, ...] = ()
+    pinned_sha256: str = ""
+    pinned_revision: int = 0
+
+    @property
+    def back_sha256(self) -> str:
+        """The config a put back writes."""
+        return self.pinned_sha256 or self.sha256
+
+    @property
+    def back_revision(self) -> int:
+        return self.pinned_revision or self.revision
+
+    def to_json(self) -> dict[str, Any]:
+        kept: dict[str, Any] = {"repository": self.repository, "sha256": self.sha256,
+                                "revision": self.revision}
+        if self.pinned_revision:
+            kept.update(pinned=list(self.pinned), pinned_sha256=self.pinned_sha256,
+                        pinned_revision=self.pinned_revision)
+        return kept
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> Previous:
+        return cls(str(raw["repository"]), str(raw["sha256"]), int(raw["revision"]),
+                   tuple(int(v) for v in raw.get("pinned", [])), str(raw.get("pinned_sha256", "")),
+                   int(raw.get("pinned_revision", 0)))
 
 
 @dataclass(frozen=True)
@@ -91,8 +120,7 @@ class RolloutPlan:
                                                         "config": self.retire.config},
             "servers": [{"name": s.name, "url": s.url, "wave": s.wave, "repository": s.repository,
                          "ready": s.ready} for s in self.servers],
-            "previous": [{"repository": p.repository, "sha256": p.sha256, "revision": p.revision}
-                         for p in self.previous]}, sort_keys=True)
+            "previous": [p.to_json() for p in self.previous]}, sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> RolloutPlan:
@@ -104,8 +132,7 @@ class RolloutPlan:
                                            str(s["repository"]), _flag(s.get("ready")))
                              for s in raw["servers"]),
                        int(raw["waves"]), int(raw.get("wave_size", 1)),
-                       tuple(Previous(str(p["repository"]), str(p["sha256"]), int(p["revision"]))
-                             for p in raw.get("previous", [])),
+                       tuple(Previous.from_json(p) for p in raw.get("previous", [])),
                        str(raw.get("new_config", "")), str(raw.get("new_sha256", "")),
                        int(raw.get("resume_of", 0)), _retire(raw.get("retire")), int(raw.get("follows", 0)))
         except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:

@@ -27,6 +27,8 @@ changes made a wave at a time.
 - runs.py                a rollout running in the background for a page
 - versions.py            a new model version across the fleet without a gap in serving, its
                          retire step journaled with its first
+- pinning.py             the config a version rollout's way back writes: the old one, pinned to
+                         the versions that served when it would serve the new directory
 - npu_faults.py          NPU faults across a fleet: each member's faults on its node, one report
 - capacity.py            capacity of every member, read only
 """

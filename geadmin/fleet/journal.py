@@ -3,8 +3,10 @@ row per step, the end row last.
 
 The rows and what they mean: `geadmin.diagnose.rollouts`. Here: the plan, made before the
 first server is touched (for an apply, each repository's config is kept as a revision first,
-so putting it back is byte-identical), with each server's state of the model before the change
-once the gate has read it; and the `Recorder` that writes the started, step and end rows.
+so putting it back is byte-identical; for a version rollout's first step, also pinned to the
+versions that served, when the file would serve the new one: geadmin.fleet.pinning), with each
+server's state of the model before the change once the gate has read it; and the `Recorder`
+that writes the started, step and end rows.
 What an unresolved rollout means for its fleet: `geadmin.fleet.unresolved`; the way back from
 one: `geadmin.fleet.restore`; the way forward: `geadmin.fleet.resume`.
 """
@@ -20,6 +22,7 @@ from geadmin.audit import Actor, AuditEntry, Result
 from geadmin.diagnose.rollout_plan import PlannedServer, Previous, RetireStep, RolloutPlan
 from geadmin.diagnose.rollouts import JOURNAL, LEFT, OUTCOME, PLAN, WAVE, Journal
 from geadmin.fleet.members import Member
+from geadmin.fleet.pinning import pinned_config
 from geadmin.repository import revisions, store
 
 
@@ -51,12 +54,28 @@ def make_plan(members: Sequence[Member], change: str, model: str, new_config: by
                 revision = revisions.record_revision(Path(repository), model, current.data, who=who,
                                                      note="before a fleet apply", home=home)
                 kept = Previous(repository, revision.sha256, revision.number)
+                if retire is not None:
+                    kept = _pinned(kept, current.data, model, retire, who, home)
             previous.append(kept)
     data = new_config or b""
     return RolloutPlan(fleet, change, model, servers, waves, wave_size, tuple(previous),
                        data.decode("utf-8", errors="replace"), revisions.sha256_of(data) if data else "",
                        resume.id if resume is not None else 0,
                        resume.plan.retire if resume is not None else retire, follows)
+
+
+def _pinned(kept: Previous, data: bytes, model: str, retire: RetireStep, who: str,
+            home: Path | None) -> Previous:
+    """`kept` with the config a version rollout's way back writes, when it is not `data` itself
+    (geadmin.fleet.pinning), kept as a revision too."""
+    text = pinned_config(data.decode("utf-8", errors="replace"), Path(kept.repository) / model, retire)
+    if text is None:
+        return kept
+    pins = ", ".join(f"v{v}" for v in retire.old)
+    revision = revisions.record_revision(
+        Path(kept.repository), model, text.encode(), who=who, home=home,
+        note=f"before a fleet version rollout, pinned to {pins} ({model}/{retire.version}/ is present)")
+    return replace(kept, pinned=retire.old, pinned_sha256=revision.sha256, pinned_revision=revision.number)
 
 
 class Recorder:

@@ -4,7 +4,9 @@ A rollout puts back the servers it changed when it stops (`put_back`, from
 geadmin.fleet.rollout); `restore` does it for an unresolved rollout by its number, after a
 restart (`geadmin fleet restore ID`, the Fleet page's Restore), and ends its journal. An
 apply's previous config, kept as a revision by the plan (geadmin.fleet.journal), is written
-back byte-identical; a load, unload or reload returns the model to the state the plan recorded.
+back byte-identical (a version rollout's first step: pinned to the versions that served when
+the file would serve the new one, geadmin.fleet.pinning); a load, unload or reload returns the
+model to the state the plan recorded.
 
 A restore never overwrites a config changed since the rollout (neither the previous nor the
 new file on disk): that repository is reported as not put back, with the revision to roll
@@ -34,6 +36,7 @@ from geadmin.errors import RolloutBusyError, TritonError
 from geadmin.fleet.discovery import AD_HOC, CONFIGURED, discover, fleet_named, fleets
 from geadmin.fleet.journal import Recorder
 from geadmin.fleet.members import Member
+from geadmin.fleet.pinning import pinned_note
 from geadmin.fleet.server_audit import ServerAudit
 from geadmin.ops.models.actions import ModelAction, run_action
 from geadmin.ops.models.apply import apply_config
@@ -120,16 +123,16 @@ def _file_to_put_back(plan: RolloutPlan, server: PlannedServer, home: Path | Non
     previous = plan.previous_of(server.repository)
     if previous is None:
         return b"", "", f"the plan keeps no previous config for {server.repository}"
-    repository = Path(server.repository)
-    kept = revisions.read_revision(repository, plan.model, previous.revision, home=home)
-    if kept.sha256 != previous.sha256:
-        return b"", "", f"revision {previous.revision} of {plan.model!r} is not the config the rollout kept"
+    repository, number = Path(server.repository), previous.back_revision
+    kept = revisions.read_revision(repository, plan.model, number, home=home)
+    if kept.sha256 != previous.back_sha256:
+        return b"", "", f"revision {number} of {plan.model!r} is not the config the rollout kept"
     if store.read_config(repository, plan.model).data == kept.data:
         return b"", "", ""
     found, edited = changed_since(plan, repository, previous)
     if edited:
         return b"", found, (f"{edited}: not overwritten; roll back by hand: `geadmin config rollback "
-                            f"{plan.model} {previous.revision}`")
+                            f"{plan.model} {number}`")
     return kept.data, found, ""
 
 
@@ -163,9 +166,11 @@ def _file_back(plan: RolloutPlan, server: PlannedServer, client: TritonClient, a
 def changed_since(plan: RolloutPlan, repository: Path, previous: Previous | None) -> tuple[str, str]:
     """(the sha256 of the model's config in `repository` now, and "" when it is the config before
     the rollout or the one it rolls out, else why it may not be written: someone edited it since).
-    A put back and a resume write over those two only (detected, never overwritten)."""
+    A put back and a resume write over those two only (detected, never overwritten); the config
+    before pinned to the versions that served (geadmin.fleet.pinning) is the config before too."""
     found = store.read_config(repository, plan.model).sha256
-    if found in {plan.new_sha256, previous.sha256 if previous is not None else ""} - {""}:
+    before = {previous.sha256, previous.pinned_sha256} if previous is not None else set()
+    if found in {plan.new_sha256, *before} - {""}:
         return found, ""
     return found, (f"{repository / plan.model / CONFIG_FILE} changed since the rollout (sha256 {found[:12]}, "
                    "neither the previous nor the new config)")
@@ -279,7 +284,9 @@ def restore(journal_id: int, members: Sequence[Member], *, auth: Authorization |
         text = (f"RESTORED rollout #{journal.id}: {len(left)} server(s) put back ({rollouts.names(left)})"
                 if not bad else f"RESTORE INCOMPLETE for rollout #{journal.id}: NOT put back on "
                 f"{', '.join(bad)}: " + "; ".join(f"{n}: {problems[n]}" for n in bad))
-        end = recorder.end(Result.FAILED if bad else Result.ROLLED_BACK, text + served, bad)
+        pins = pinned_note(journal.plan) if len(bad) < len(left) else ""
+        end = recorder.end(Result.FAILED if bad else Result.ROLLED_BACK,
+                           text + (f"; {pins}" if pins else "") + served, bad)
         if journal.plan.follows:  # a version rollout's retire step put back: its first step is left between
             first = rollouts.read(journal.plan.follows, home=home)
             if first.open:

@@ -109,14 +109,16 @@ class ServerAudit:
                                   f"fleet rollout #{self.journal_id} by {self.actor.name}"))
         return configs
 
-    def kept(self, repository: str, note: str) -> Config | None:
-        """The config `repository` held before the rollout, as its plan kept it; None when the
-        plan keeps none or the operator's workspace cannot give it back."""
+    def kept(self, repository: str, note: str, *, back: bool = False) -> Config | None:
+        """The config `repository` held before the rollout, as its plan kept it (`back`: the one a
+        put back writes, pinned when geadmin.fleet.pinning says so); None when the plan keeps none
+        or the operator's workspace cannot give it back."""
         previous = self.plan.previous_of(repository)
         if previous is None:
             return None
+        number = previous.back_revision if back else previous.revision
         try:
-            data = revisions.read_revision(Path(repository), self.plan.model, previous.revision,
+            data = revisions.read_revision(Path(repository), self.plan.model, number,
                                            home=self.operator_home).data
         except GeAdminError:
             return None
@@ -127,7 +129,8 @@ class ServerAudit:
         server = self.plan.server(name)
         previous = None
         if self.plan.change == "apply" and server is not None and not problem:
-            previous = self.kept(server.repository, f"put back by fleet rollout #{self.journal_id}")
+            previous = self.kept(server.repository, f"put back by fleet rollout #{self.journal_id}",
+                                 back=True)
         result = Result.FAILED if problem else Result.OK
         message = f"{why}: NOT put back: {problem}" if problem else why
         return self.record(name, url, home, UNDONE_BY[self.plan.change], result, message,

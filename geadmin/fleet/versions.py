@@ -6,15 +6,17 @@
    version, so the new one is warmed and checked on every server before step 2.
 2. Retire the old: version_policy `specific { versions: [new] }`, applied the same way.
 
-A failed gate in step 1 puts every server back to the old config; in step 2 back to the step-1
-config (both serve). Each step is one journaled rollout (geadmin.fleet.rollout), and the
-fleet's rollout lock is held across both: step 1's plan journals step 2 (`RetireStep`), and
-step 2's names step 1 (geadmin.diagnose.rollouts). Any exception in either puts back what that
-step changed. A version rollout that does not get past step 2 — its process killed between the
-steps or in step 2, step 2 stopped, refused or cut short — is left between its steps: both
-versions serve, and the next start (or here, at once) ends step 1's journal so that it is
-unresolved, DEGRADED, and named with both ways out: `geadmin fleet resume ID` runs the retire
-step (`retire_step`), `geadmin fleet restore ID` puts back the config before step 1.
+A failed gate in step 1 puts every server back to the old config, pinned to the old versions when
+it would serve the new directory (no version_policy, `latest`, `all`: geadmin.fleet.pinning), so
+that the old versions serve alone again; in step 2 back to the step-1 config (both serve). Each
+step is one journaled rollout (geadmin.fleet.rollout), and the fleet's rollout lock is held across
+both: step 1's plan journals step 2 (`RetireStep`), and step 2's names step 1
+(geadmin.diagnose.rollouts). Any exception in either puts back what that step changed. A version
+rollout that does not get past step 2 — its process killed between the steps or in step 2, step 2
+stopped, refused or cut short — is left between its steps: both versions serve, and the next start
+(or here, at once) ends step 1's journal so that it is unresolved, DEGRADED, and named with both
+ways out: `geadmin fleet resume ID` runs the retire step (`retire_step`), `geadmin fleet restore
+ID` puts back the config before step 1 (pinned the same way).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from geadmin.errors import ConfigError, GeAdminError, RepositoryError, RolloutRe
 from geadmin.fleet.journal import Recorder
 from geadmin.fleet.members import Member
 from geadmin.fleet.membership import refuse_unproven
+from geadmin.fleet.pinning import pinned_config, pinned_note
 from geadmin.fleet.rollout import Change, RolloutResult, fleet_lock, rollout
 from geadmin.repository.knobs import set_policy
 from geadmin.repository.modelconfig import CONFIG_FILE, parse_pbtxt, read_config_text
@@ -71,13 +74,20 @@ def roll_version(members: Sequence[Member], model: str, version: int, **kwargs: 
     both = _with_versions(text, sorted({*old, version}))
     retire = RetireStep(version, tuple(old), _with_versions(both, [version]))
     say = kwargs.pop("progress", None) or (lambda _: None)
+    if pinned_config(text, first.repository / model, retire) is not None:
+        say(f"[load v{version} beside {retire.old_text}] if this step stops, the config put back pins "
+            f"{retire.old_text}: {model}/{version}/ is present, and the config before, unpinned, would "
+            "serve it")
     with fleet_lock(kwargs.get("fleet") or "fleet", kwargs.get("home")):  # across both steps
         loaded = rollout(members, Change.APPLY, model, new_config=both.encode(), retire=retire,
                          progress=lambda line: say(f"[load v{version} beside {retire.old_text}] {line}"),
                          **kwargs)
         if not loaded.ok:
+            pins = pinned_note(rollouts.read(loaded.journal_id, home=kwargs.get("home")).plan) \
+                if loaded.journal_id else ""
             return replace(loaded, headline=f"VERSION ROLLOUT STOPPED loading v{version} beside "
-                                            f"{retire.old_text}: {loaded.headline.split(': ', 1)[-1]}")
+                                            f"{retire.old_text}: {loaded.headline.split(': ', 1)[-1]}"
+                                            + (f"; {pins}" if pins else ""))
         test_hooks.fault_point("version.between_steps")
         step_one = rollouts.read(loaded.journal_id or 0, home=kwargs.get("home"))
         return retire_step(members, step_one, progress=say, **kwargs)

@@ -10,9 +10,10 @@ page's button) puts every config back byte-identical and reloads; `geadmin fleet
 finishes it instead. In one process: any exception, not only geadmin's, puts back the servers
 already changed and ends the journal `failed`; a pause longer than the bound expires by
 restoring. A version rollout killed between its two steps (v2 beside v1, v1 not retired) is
-reported the same way, and resumed to its end or restored. An ad-hoc (`--source`) rollout is
-restored and resumed from its journal alone, with no key for a server the servers file no
-longer lists."""
+reported the same way, and resumed to its end or restored (v1 serving alone again: the file put
+back pins it, as 2/ is there); one whose first gate fails leaves v1 serving alone the same way.
+An ad-hoc (`--source`) rollout is restored and resumed from its journal alone, with no key for
+a server the servers file no longer lists."""
 
 from __future__ import annotations
 
@@ -36,6 +37,8 @@ from geadmin.fleet.gate import GateSettings
 from geadmin.fleet.rollout import Change, rollout
 from geadmin.fleet.versions import roll_version
 from geadmin.fleet.wave import Control
+from geadmin.repository.knobs import set_policy
+from geadmin.repository.modelconfig import parse_pbtxt
 from tests.support.apptest import APP, button, isolate, run
 from tests.support.fleet_lab import BASE, HOSTS, MODEL, FleetLab, config, fleet_lab
 from tests.support.processes import wait_for
@@ -439,23 +442,73 @@ def test_a_version_rollout_killed_between_its_steps_is_reported_and_resumed_to_t
     assert settled(home)
 
 
-def test_a_version_rollout_killed_between_its_steps_is_restored_to_the_config_before_it(
+def test_a_version_rollout_killed_between_its_steps_is_restored_to_v1_serving_alone(
     version_2: FleetLab, tmp_path: Path
 ) -> None:
+    """The config before pins no version (Triton's default: the latest), and 2/ is there: putting
+    that file back byte-identical served v2, not v1, and the restore said RESTORED. The file put
+    back pins v1, and what serves is read, not assumed."""
     home = tmp_path / "home"
-    before = version_2.files()
     journal = killed_between_steps(version_2, home)
     restored = in_process("fleet", "restore", str(journal.id), home=home)
     assert restored.returncode == 0, restored.stdout + restored.stderr
-    assert version_2.files() == before  # byte-identical
+    assert pinned_to_v1(version_2.files())
     assert not rollouts.read(journal.id, home=home).unresolved
-    # What serves is read, not assumed: the config before pins no version, and 2/ is there.
     first = restored.stdout.splitlines()[0]
-    assert first.startswith(f"RESTORED rollout #{journal.id}: 3 server(s) put back (a, b, c); but NOT v1 "
-                            "alone as before: a serves v2; b serves v2; c serves v2"), first
-    assert f"remove {MODEL}/2/, or set `versions: [1]`" in first, first
-    assert served(version_2) == {name: {"2"} for name in HOSTS}
+    assert first.startswith(f"RESTORED rollout #{journal.id}: 3 server(s) put back (a, b, c); the config put "
+                            "back pins v1 (version_policy `versions: [1]`): "
+                            f"{MODEL}/2/ is in the repository"), first
+    assert "NOT v1" not in restored.stdout, restored.stdout
+    assert served(version_2) == {name: {"1"} for name in HOSTS}
     assert settled(home)
+
+
+def test_a_version_rollout_whose_first_gate_fails_leaves_v1_serving_alone(version_2: FleetLab,
+                                                                           tmp_path: Path) -> None:
+    """v2 loads and answers the apply's test request, then fails: the first wave's health gate fails
+    and a is put back. The config before pins no version, so putting it back as it was served v2
+    (the failing one) on a; the file put back pins v1."""
+    (version_2.shared / MODEL / "2" / "model.py").write_text(FAILS_AFTER_ONE.format(
+        marker=version_2.shared / MODEL / "2" / "answered"))
+    lines: list[str] = []
+    gate = GateSettings(requests=2, latency_slack_ms=10_000)  # v1 answers before, v2 fails after
+    result = roll_version(version_2.members(), MODEL, 2, gate=gate, auth=guard.os_user(), fleet="lab",
+                          home=tmp_path / "home", progress=lines.append)
+    assert not result.ok
+    assert result.headline.startswith("VERSION ROLLOUT STOPPED loading v2 beside v1: a: "), result.headline
+    assert "smoke requests failed" in result.headline, result.headline  # the gate's, not the apply's
+    assert "1 changed server(s) put back; the config put back pins v1 (version_policy `versions: [1]`): " \
+        f"{MODEL}/2/ is in the repository" in result.headline, result.headline
+    assert any("if this step stops, the config put back pins v1" in line for line in lines), lines
+    shared, own = version_2.files()
+    assert pinned_to_v1((shared,)) and own == BASE.encode()  # c's repository never written
+    assert served(version_2) == {name: {"1"} for name in HOSTS}
+
+
+# A version whose first request is answered (the apply's test request), every later one failed.
+FAILS_AFTER_ONE = '''import os
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        if os.path.exists("{marker}"):
+            raise RuntimeError("v2 fails after its first request")
+        open("{marker}", "w").close()
+        return [pb_utils.InferenceResponse([pb_utils.Tensor(
+            "y", pb_utils.get_input_tensor_by_name(r, "x").as_numpy() * 2)]) for r in requests]
+'''
+
+
+def pinned_to_v1(files: tuple[bytes, ...]) -> bool:
+    """Each file is the lab's config with version_policy `specific { versions: [1] }` added."""
+    return all(parse_pbtxt(f.decode()) == with_versions(BASE, "1") for f in files)
+
+
+def with_versions(text: str, versions: str) -> object:
+    config = parse_pbtxt(text)
+    set_policy(config, versions)
+    return config
 
 
 def settled(home: Path) -> bool:
