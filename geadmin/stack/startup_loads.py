@@ -10,8 +10,11 @@ other and are left out of the restarts that follow, until loaded by hand:
   Triton restarts: the model is left out and Triton restarted without it (a new round).
 - A load that kills Triton (a backend that crashes on the model's file): the supervisor
   restarts Triton, and a round that reloaded the model would crash it again, forever. The
-  models whose loads were in flight when Triton exited are loaded one at a time, after the
-  others, in the next round; one that Triton exits under, alone, is left out.
+  models whose loads were in flight when Triton exited are suspects, loaded one at a time,
+  after the others, in the next round; a suspect that Triton exits under again, alone, is left
+  out. Two exits, so that one `kill -9` or OOM kill blames nobody; a stop or restart someone
+  asked for blames nobody at all. A model loaded by hand since (READY before a restart) is
+  loaded again.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from pathlib import Path
 from geadmin import audit
 from geadmin.access import guard
 from geadmin.audit import Origin
-from geadmin.errors import TritonError
+from geadmin.errors import TritonError, TritonUnreachableError
 from geadmin.ops.models.actions import ActionResult, load_in_parallel
 from geadmin.repository.trials import is_trial
 from geadmin.stack.tritonserver import TritonProcess
@@ -34,6 +37,7 @@ from geadmin.triton.logs import LocalLogFile
 
 LOAD_WORKERS = 4
 CUT_OFF = "cut off: Triton exited during the load round"
+EXIT_SEEN_S = 2.0  # a load refused as Triton exits: how long its exit may take to be seen
 
 
 def load_outcome(result: ActionResult) -> LoadOutcome:
@@ -78,7 +82,8 @@ class _Round:
             self.results.append(result)
         if self.number != self.loads.current_round:
             return  # Triton was restarted under this round: its failures mean nothing
-        if not result.ok and not self.triton.alive():
+        if not result.ok and (not self.triton.alive() or (isinstance(result.error, TritonUnreachableError)
+                              and self.triton.ended_within(EXIT_SEEN_S))):
             with self._lock:
                 if result.name in self.sent_alive:
                     self.cut.add(result.name)
@@ -129,6 +134,8 @@ class StartupLoads:
         except TritonError as exc:  # Triton died at once: the supervisor reports that
             self.say(f"cannot list the repository's models: {str(exc).splitlines()[0]}")
             return
+        for name in set(names or ()) & set(self.left_out):  # READY before the restart: loaded by hand
+            del self.left_out[name]
         for name in sorted(set(self.left_out) & set(wanted)):
             self.say(f"not loading {name}: {self.left_out[name]} (fix it, then load it from the Models "
                      f"page or `geadmin models load {name}`)")
@@ -162,10 +169,14 @@ class StartupLoads:
 
     def _crashed_under(self, this: _Round, triton: TritonProcess, server: str, actor: audit.Actor) -> None:
         """Triton exited during the round: the loads in flight then are its suspects."""
-        how = exit_text(triton.exit_code())
         ready = sum(1 for load in self.loads if load.ok)
+        if triton.stopped_by_us:
+            self.say(f"the load round was cut off: tritonserver was stopped as asked, with {ready} of "
+                     f"{this.total} models READY")
+            return
+        how = exit_text(triton.exit_code())
         self.say(f"the load round was cut off: tritonserver {how} with {ready} of {this.total} models READY")
-        if len(this.cut) == 1:
+        if len(this.cut) == 1 and this.cut <= self.suspects:  # the second exit under it, alone
             (name,) = this.cut
             why = f"its load killed Triton ({how})"
             self.left_out[name] = why
@@ -175,8 +186,9 @@ class StartupLoads:
                                     "loaded by hand", server=server, actor=actor)
         elif this.cut:
             self.suspects |= this.cut
-            self.say(f"Triton exited while {', '.join(sorted(this.cut))} loaded: the next round loads them "
-                     "one at a time, after the others, to find which one it was")
+            then = ("them one at a time, after the others, to find which one it was" if len(this.cut) > 1
+                    else "it alone, after the others, to see whether it was the cause")
+            self.say(f"Triton exited while {', '.join(sorted(this.cut))} loaded: the next round loads {then}")
 
     def restart_without(self, name: str) -> None:
         """A hung load holds Triton's loader: only a restart frees it for the other models."""

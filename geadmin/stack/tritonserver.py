@@ -126,6 +126,7 @@ class TritonProcess:
         self.shm_prefix = f"geadmin_{os.getpid()}_{uuid.uuid4().hex[:8]}_"
         self._process: subprocess.Popen[bytes] | None = None
         self._ended_with: int | None = None  # the exit status `stop` reaped
+        self.stopped_by_us = False  # `stop` ended it while it ran (asked), not a crash
         self.started_at: float | None = None  # epoch seconds of the current run
 
     # -- addresses --------------------------------------------------------------------
@@ -251,16 +252,33 @@ class TritonProcess:
         )
 
     def alive(self) -> bool:
-        return self._process is not None and self._process.poll() is None
+        process = self._process  # once: `stop` may clear it on another thread
+        return process is not None and process.poll() is None
+
+    def ended_within(self, timeout_s: float) -> bool:
+        """Whether it has exited, waiting up to `timeout_s`: its sockets close while it exits, so a
+        refused connection can come just before its exit can be seen."""
+        process = self._process
+        if process is None:
+            return True
+        try:
+            process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
 
     def exit_code(self) -> int | None:
         """The exit status once it has ended (negative: killed by that signal), else None; kept
         after `stop` reaped it (a load round reads it once the supervisor has)."""
-        return self._process.poll() if self._process is not None else self._ended_with
+        process = self._process
+        return process.poll() if process is not None else self._ended_with
 
     def stop(self, timeout_s: float = 12.0) -> int | None:
         """SIGTERM the process group, SIGKILL what is left after `timeout_s`; clean /dev/shm."""
-        process, self._process = self._process, None
+        process = self._process
+        if process is not None and process.poll() is None:
+            self.stopped_by_us = True  # before it is gone: a load it cuts off is not to blame
+        self._process = None
         code: int | None = None
         if process is not None:
             code = self._ended_with = terminate_group(process, timeout_s)

@@ -292,3 +292,27 @@ def test_a_model_whose_load_kills_triton_is_left_out_not_reloaded_into_a_crash_l
         status = geadmin("status", home=up.home)
         assert status.returncode == 4, status.stdout + status.stderr
         assert "crasher" in status.stdout and "its load killed Triton" in status.stdout, status.stdout
+        # fixed and loaded by hand: a later crash reloads it with the others (it served)
+        (repository / "crasher" / "1" / "model.py").write_text(
+            "class TritonPythonModel:\n    def initialize(self, args):\n        pass\n")
+        loaded = geadmin("models", "load", "crasher", home=up.home)
+        assert loaded.returncode == 0, loaded.stdout + loaded.stderr
+        time.sleep(READY_POLL_S + 1)  # the supervisor's next poll of what serves (no sign of it outside)
+        os.kill(triton_pid(up), signal.SIGKILL)
+        assert wait_for(lambda: "tritonserver is live again (restart 3)" in up.collector.text, 60)
+        assert wait_for(lambda: index(up).get("crasher") == "READY", 60), up.collector.text
+        assert up.collector.text.count("not loading crasher") == 1, up.collector.text
+
+
+def test_a_restart_asked_for_during_a_load_round_blames_no_model(tmp_path: Path) -> None:
+    """Any exit under a lone load was taken for that load killing Triton: a restart from the
+    Stack page while a slow model loaded left that model out, audited as its failure."""
+    repository = copy_samples(tmp_path / "repo")
+    add_python_model(repository, "slow", "time.sleep(30)")
+    with running_up(tmp_path / "home", "--repository", str(repository)) as up:
+        up.collector.wait_for("[5/6]", timeout_s=60)  # the others are done: slow loads alone
+        os.kill(up.process.pid, signal.SIGHUP)  # what the Stack page's Restart sends
+        text = up.collector.wait_for("tritonserver is live again", timeout_s=60)
+        assert "the load round was cut off: tritonserver was stopped as asked" in text, text
+        assert "killed Triton" not in text and "suspect" not in text and "alone" not in text, text
+        assert not [row for row in audit.query(model="slow", home=up.home) if "killed Triton" in row.message]
