@@ -154,6 +154,16 @@ def test_a_refusal_by_another_process_does_not_hide_an_interrupted_create(repo: 
     assert (found.model, found.on_disk) == ("fresh", "created")
 
 
+def test_a_create_started_by_an_older_geadmin_is_closed_by_its_unlinked_refusal(repo: Path) -> None:
+    """Rows written before outcomes named their start: the create's own refusal is unlinked,
+    and must still close it (else every upgrade reports old refused creates as cut short)."""
+    started = reconcile.started_message("started", repo, repo / "old", "")
+    audit.record("create", "old", Result.STARTED, message="\n".join(
+        line for line in started.splitlines() if not line.startswith(reconcile.OUTCOMES_LINKED)))
+    audit.record("create", "old", Result.REFUSED, message="the validator found errors")
+    assert reconcile.reconcile(repo).interrupted == ()
+
+
 def test_a_created_models_rows_name_its_started_row(repo: Path) -> None:
     create_model(None, repo, "fine", "python", None, {"1/model.py": b"class TritonPythonModel: pass\n"},
                  load=False, auth=admin_auth())

@@ -55,6 +55,7 @@ from geadmin.repository import locks, revisions
 from geadmin.repository.modelconfig import CONFIG_FILE, read_config_bytes
 from geadmin.repository.validate import Severity, validate_text
 
+OUTCOMES_LINKED = "outcomes linked"  # a start whose own outcome rows name it (rows of older versions do not)
 STARTED_ROW = "started row"  # the fact that links an outcome row to the id of its `started` row
 
 
@@ -83,7 +84,7 @@ class Report:
 def started_message(headline: str, repository: Path, path: Path, previous_sha256: str = "",
                     new_sha256: str = "") -> str:
     """The message of a `started` row: the headline, then the facts `reconcile` needs."""
-    lines = [headline, f"{REPOSITORY}: {_key(repository)}", f"{PATH}: {path}"]
+    lines = [headline, f"{REPOSITORY}: {_key(repository)}", f"{PATH}: {path}", f"{OUTCOMES_LINKED}: yes"]
     if previous_sha256 or new_sha256:
         lines += [f"{PREVIOUS}: {previous_sha256}", f"{NEW}: {new_sha256}"]
     return "\n".join(lines)
@@ -154,7 +155,11 @@ def _closes(row: AuditEntry, entry: AuditEntry) -> bool:
     repository = facts(entry.message).get(REPOSITORY)
     if REPOSITORY in known and repository is not None and known[REPOSITORY] != repository:
         return False
-    return row.result != Result.REFUSED.value
+    if row.result != Result.REFUSED.value:
+        return True
+    # A refusal names the start it ends; an unlinked one is another process's. Before links, a
+    # create's own refusals were unlinked: they close its start (an apply's never did).
+    return entry.action not in APPLY_ACTIONS and OUTCOMES_LINKED not in facts(entry.message)
 
 
 def parse_started(entry: AuditEntry) -> Started | None:
