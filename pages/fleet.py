@@ -10,6 +10,7 @@ with what changed where, and Restore / Resume buttons. The same functions as `ge
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timezone
 
 import pandas as pd
@@ -27,12 +28,13 @@ from pages.ui.errors import failure_of, show_failure
 from pages.ui.fault_card import fleet_faults
 from pages.ui.fleet_history_view import fleet_triage
 from pages.ui.fleet_rollout_view import rollout_form
-from pages.ui.outside_text import defused
+from pages.ui.outside_text import defused, text
 
 REFRESH_S = 2  # the rollout watcher
 STATUS_REFRESH_S = 5  # the headline, matrix and trust table
 
 Shown = tuple[Discovery, FleetStatus, datetime]
+_EMPHASIS = re.compile(r"([*_~#])")  # what defused() leaves: emphasis, strike-through, a heading
 
 
 def render() -> None:
@@ -111,7 +113,7 @@ def live_status(name: str, configs: bool = False) -> None:
 def show_status(status: FleetStatus) -> None:
     # geadmin's sentence around names and errors discovery chose: no outside word becomes a link
     reasons = unresolved.fleet_reasons(status.discovery.fleet.name, [m.url for m in status.discovery.members])
-    headline = defused(unresolved.fleet_headline(status.headline(), reasons))
+    headline = _one_line(unresolved.fleet_headline(status.headline(), reasons))
     if headline.startswith("FLEET OK:"):
         st.success(headline, icon=":material/check_circle:")
     elif headline.startswith("FLEET OK"):
@@ -123,7 +125,11 @@ def show_status(status: FleetStatus) -> None:
                          ("Skew", status.skew()), ("Config skew", status.config_skew()),
                          ("Config not compared", status.configs_not_compared()),
                          ("Outliers", status.outliers())):
-        if lines:  # geadmin's sentences around names and errors that discovery and members chose
+        if not lines:
+            continue
+        if title.startswith("Config"):  # field values a member chose, whole: shown as text, never markdown
+            st.markdown(f"**{title}**\n" + "\n".join(f"- {text(line)}" for line in lines))
+        else:  # geadmin's sentences around names and errors that discovery and members chose
             st.markdown(f"**{title}**\n" + "\n".join(f"- {defused(line)}" for line in lines))
     if status.models:
         matrix = pd.DataFrame({s.name: [status.cell_text(s, m) for m in status.models]
@@ -137,6 +143,12 @@ def show_status(status: FleetStatus) -> None:
         if set(grouped) != {"-"}:  # some source knows it
             shown = "; ".join(f"{k}: {', '.join(v)}" for k, v in grouped.items())
             st.caption(f"By {title}: " + defused(shown))
+
+
+def _one_line(headline: str) -> str:
+    """The headline as markdown: one line (a value's newline would start a heading or a list),
+    nothing in it a link, an image, HTML, emphasis or a heading; geadmin's code spans kept."""
+    return _EMPHASIS.sub(r"\\\1", defused(" ".join(headline.splitlines())))
 
 
 @st.fragment(run_every=REFRESH_S)

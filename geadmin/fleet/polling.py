@@ -9,12 +9,16 @@ loaded, `geadmin.telemetry.derive.since_start`): enough to see one replica out o
 With `configs` (`geadmin fleet status --configs`), a second round reads the config each server
 serves of every model READY on two servers or more (geadmin.fleet.config_skew), one request per
 model and server, all servers at once and bounded by its own `timeout_s`: a server slow to answer
-it is "config not read" at that deadline, never a server down.
+it is "config not read" at that deadline, never a server down, and its reader asks for no model
+after the deadline (a slow member neither keeps the CLI alive after it printed nor piles threads
+up under the page; the call under way ends at the client's own timeout).
 
 Each member is polled as its trust allows (geadmin.fleet.membership): a trusted one with its
 key on the restricted calls only (the repository index); a read-only one with no key at all,
 through the open endpoints (geadmin.fleet.readonly). One client per server is kept between
-polls (a page polls every few seconds), the least recently polled closed beyond MAX_CLIENTS.
+polls (a page polls every few seconds), the least recently polled closed beyond MAX_CLIENTS or
+the fleet's member count (discovery caps it), whichever is more: the second round reuses the
+first round's clients.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from typing import Any
 from geadmin.diagnose.health import take_snapshot
 from geadmin.domain import ModelState
 from geadmin.errors import TelemetryError
-from geadmin.fleet.config_skew import ServedConfig, read_served
+from geadmin.fleet.config_skew import CAUSE_CHARS, ServedConfig, read_served, said
 from geadmin.fleet.discovery import Discovery
 from geadmin.fleet.members import Member, member_metrics_url
 from geadmin.fleet.readonly import client_for
@@ -52,6 +56,7 @@ def poll(discovery: Discovery, *, timeout_s: float = POLL_TIMEOUT_S, configs: bo
     `configs`: then each server's served configs, compared (a second round, as long again at most)."""
     started = time.monotonic()
     members = discovery.members
+    _clients.capacity = max(_clients.capacity, len(members))  # both rounds reuse one client per member
     pool = _pool(len(members))
     try:
         futures = [pool.submit(_poll_one, m, timeout_s) for m in members]
@@ -82,10 +87,13 @@ def _with_configs(views: Sequence[ServerView], timeout_s: float) -> list[ServerV
     wanted = {name: [m for m in models if m in shared] for name, models in ready.items()}
     read: dict[str, dict[str, ServedConfig]] = {name: {} for name in wanted}
     lock = threading.Lock()
+    deadline = time.monotonic() + timeout_s
 
     def read_one(view: ServerView) -> None:
         with _client(view.member, timeout_s) as client:
             for model in wanted[view.name]:
+                if time.monotonic() >= deadline:  # said "no answer within" by the poll: read no more
+                    return
                 served = read_served(client, view.member, model)
                 with lock:
                     read[view.name][model] = served
@@ -106,7 +114,7 @@ def _with_configs(views: Sequence[ServerView], timeout_s: float) -> list[ServerV
 def _unread(future: Future[None], timeout_s: float) -> ServedConfig:
     """A config the second round did not read: its deadline passed, or its reading failed."""
     failed = future.done() and not future.cancelled() and future.exception() is not None
-    return ServedConfig(not_compared=f"not read: {future.exception()}" if failed
+    return ServedConfig(not_compared=f"not read: {said(future.exception(), CAUSE_CHARS)}" if failed
                         else f"no answer within {timeout_s:g} s")
 
 

@@ -20,7 +20,7 @@ from typing import Any
 from geadmin.diagnose.health import ServerSnapshot, is_idle, triage
 from geadmin.diagnose.verdict import not_ready_reason
 from geadmin.domain import ModelEntry, ModelState
-from geadmin.fleet.config_skew import ConfigSkew, ServedConfig, compare
+from geadmin.fleet.config_skew import Compared, ServedConfig
 from geadmin.fleet.discovery import Discovery
 from geadmin.fleet.members import ASCEND, NODE, READY, Member
 
@@ -159,60 +159,45 @@ class FleetStatus:
     def config_skew(self) -> list[str]:
         """With configs compared, one line per model served with more than one config, naming the
         servers off the most common one and the fields that differ (geadmin.fleet.config_skew)."""
-        return [found.line for found in self._config_skews.values()]
+        return [found.line for found in self._compared.skews.values()]
 
     def configs_not_compared(self) -> list[str]:
         """One line per server (and cause) whose served config could not be read, e.g.
-        "config not compared on r: its config API needs the admin key — ...": never "the same"."""
-        lines = []
-        for s in self.answering:
-            causes: dict[str, list[str]] = {}
-            for model, served in s.configs.items():
-                if served.fields is None:
-                    causes.setdefault(served.not_compared, []).append(model)
-            for cause, models in causes.items():
-                which = "" if len(models) == len(s.configs) else f" ({', '.join(sorted(models))})"
-                lines.append(f"config not compared on {s.name}{which}: {cause}")
-        return lines
+        "config not compared on r: its config API needs the admin key — ...", and per model READY on
+        several servers with fewer than two configs read (geadmin.fleet.config_skew.Compared)."""
+        return self._compared.not_compared() if self.configs_compared else []
 
     def cell_text(self, view: ServerView, model: str) -> str:
         """A matrix cell as the CLI and the page show it: "READY v3", plus ", config differs" on a
-        server off its model's most common config, ", config not read" where it could not be read."""
+        server off its model's most common config, ", config not read" where it could not be read,
+        ", config not compared" where fewer than two servers' configs were read."""
         if view.problem:
             return "?"
         cell = view.cell(model)
         if cell is None:
             return "-"
         text = f"{cell[0]} v{cell[1]}" if cell[1] else cell[0]
-        served = view.configs.get(model)
-        if served is not None and served.fields is None:
-            return text + ", config not read"
-        found = self._config_skews.get(model)
-        return text + (", config differs" if found and view.name in found.odd else "")
+        word = self._compared.word(view.name, model) if self.configs_compared else None
+        return text + (f", config {word}" if word and word != "same" else "")
 
     def _cell_json(self, view: ServerView, model: str) -> dict[str, str] | None:
-        """{"state", "version"}, and with configs compared "config": same, differs or not read."""
+        """{"state", "version"}, and with configs compared "config": same, differs, not read or not
+        compared."""
         cell = view.cell(model)
         if cell is None:
             return None
         found: dict[str, str] = {"state": cell[0], "version": cell[1]}
-        served = view.configs.get(model)
-        if served is not None:
-            skew = self._config_skews.get(model)
-            found["config"] = ("not read" if served.fields is None
-                               else "differs" if skew and view.name in skew.odd else "same")
+        word = self._compared.word(view.name, model) if self.configs_compared else None
+        if word is not None:
+            found["config"] = word
         return found
 
     @cached_property
-    def _config_skews(self) -> dict[str, ConfigSkew]:
-        found = {}
-        for model in self.models:
-            served = {s.name: c.fields for s in self.answering
-                      if (c := s.configs.get(model)) is not None and c.fields is not None}
-            skew = compare(model, served)
-            if skew is not None:
-                found[model] = skew
-        return found
+    def _compared(self) -> Compared:
+        ready = {model: tuple(s.name for s in self.answering
+                              if (e := s.entry(model)) is not None and e.state is ModelState.READY)
+                 for model in self.models}
+        return Compared.of({s.name: s.configs for s in self.answering}, ready)
 
     @cached_property
     def _version_skews(self) -> dict[str, str]:
@@ -276,7 +261,7 @@ class FleetStatus:
         if not self.answering:  # `geadmin fleet status` exits 3, as for no server at all
             return f"FLEET DOWN: none of {total} servers serving — first: {down[0]}"
         degraded, failed, unready = self.degraded(), self.failed(), self.unready()
-        skewed = {*self._version_skews, *self._config_skews}  # a model skewed both ways counts once
+        skewed = {*self._version_skews, *self._compared.skews}  # a model skewed both ways counts once
         counts = (f"{len(self.answering)} of {total} servers serving"
                   + (f", {len(unready)} of them not ready" if unready else "")
                   + f"; {len(failed)} model(s) failed, {len(skewed)} skewed")
@@ -309,7 +294,9 @@ class FleetStatus:
             "matrix": {model: {s.name: self._cell_json(s, model) for s in self.servers}
                        for model in self.models},
             "skew": self.skew(), "failed": self.failed(), "down": self.down(), "outliers": self.outliers(),
-            "configs_compared": self.configs_compared, "config_skew": self.config_skew(),
+            "configs_compared": self.configs_compared and self._compared.said_compared(),
+            "config_models": self._compared.counted() if self.configs_compared else None,
+            "config_skew": self.config_skew(),
             "configs_not_compared": self.configs_not_compared(),
             "not_ready": self.unready(), "missing": self.missing(),
             "by_node": self.groups(NODE), "by_ascend": self.groups(ASCEND),

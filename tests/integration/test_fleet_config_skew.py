@@ -154,6 +154,8 @@ def test_a_config_api_that_needs_the_key_geadmin_lacks_is_not_compared_never_the
         assert document["configs_not_compared"] == [f"config not compared on r: {why}"], document
         assert document["headline"] == f"FLEET OK, with warnings: config not compared on r: {why}"
         assert document["matrix"][MODEL]["r"]["config"] == "not read" and code == 0
+        assert document["matrix"][MODEL]["a"]["config"] == "same"  # compared with b's
+        assert document["configs_compared"] == "partial"  # r's was not
     finally:
         lab.serve("r", config())
 

@@ -21,6 +21,7 @@ from geadmin.diagnose import rollouts
 from geadmin.fleet import runs
 from tests.support.apptest import APP, isolate, run
 from tests.support.fleet_lab import BASE, MODEL, FleetLab, config, fleet_lab
+from tests.support.markdown_render import render
 from tests.support.processes import wait_for
 
 pytestmark = pytest.mark.integration
@@ -156,3 +157,45 @@ def test_a_fleet_that_cannot_be_read_keeps_the_last_reading_marked_and_the_page_
     assert not any(w.value.startswith("Showing the fleet as of ") for w in at.warning)
     assert any(c.value.startswith("As of ") for c in at.caption)
     assert not button(at, "Start rollout…").disabled
+
+
+def fleet_with_a_hostile_config_value() -> None:
+    from datetime import datetime, timezone
+
+    from tritonclient.grpc import model_config_pb2 as mc
+
+    from geadmin.diagnose.health import ServerSnapshot
+    from geadmin.domain import ModelEntry, ModelState
+    from geadmin.fleet.config_skew import ServedConfig, normalized
+    from geadmin.fleet.discovery import Discovery, Fleet
+    from geadmin.fleet.members import Member, Trust
+    from geadmin.fleet.status import FleetStatus, ServerView
+    from geadmin.triton.servers import ServerSpec
+    from pages.fleet import show_status
+
+    def view(name: str, mode: str) -> ServerView:
+        config = mc.ModelConfig(name="echo", max_batch_size=8)
+        config.parameters["mode"].string_value = mode
+        snap = ServerSnapshot(name, f"http://{name}:8000", "http", datetime.now(timezone.utc), live=True,
+                              ready=True, models=(ModelEntry("echo", "1", ModelState.READY, ""),))
+        member = Member(ServerSpec(name, f"http://{name}:8000"), "servers", trust=Trust(True, "configured"))
+        return ServerView(member, snap, configs={"echo": ServedConfig(normalized(config))})
+
+    views = (view("a", "\n\n# FLEET OK\n*all* fine " + "y" * 500), view("b", "v1"))
+    show_status(FleetStatus(Discovery(Fleet("f", ("servers",)), tuple(v.member for v in views), ()), views,
+                            0.1, configs_compared=True))
+
+
+def test_a_config_value_a_member_chose_is_shown_as_one_line_of_text(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A parameter "\\n\\n# FLEET OK\\n*all* fine ..." is no heading in the headline, no emphasis in
+    the Config skew lines: their characters, on one line, cut."""
+    isolate(monkeypatch, tmp_path)
+    at = AppTest.from_function(fleet_with_a_hostile_config_value, default_timeout=60).run()
+    assert not at.exception, at.exception
+    headline = render(at.error[0].value)
+    assert headline.constructs == [] and "# FLEET OK *all* fine" in headline.words, headline
+    (skew,) = [m.value for m in at.markdown if m.value.startswith("**Config skew**")]
+    shown = render(skew)
+    assert "heading_open" not in shown.constructs and "em_open" not in shown.constructs, shown.constructs
+    assert "# FLEET OK *all* fine" in shown.words and len(shown.words) < 300

@@ -234,3 +234,159 @@ def test_the_poll_reads_only_models_ready_on_two_servers_and_a_slow_one_is_not_r
     assert status.down() == []
     assert status.configs_not_compared() == ["config not compared on slow: no answer within 0.2 s"]
     assert status.config_skew() == ["echo: config differs on 1 of 2 — b: max_batch_size 4 (8 on a)"]
+
+
+# -- review of ef66852: bounds, deadlines, "same" with nothing compared, outside text ---------
+class Answers:
+    """A TritonClient double whose config API answers `answer` (anything a member may send)."""
+
+    def __init__(self, answer: mc.ModelConfig) -> None:
+        self.answer = answer
+
+    def model_config(self, name: str, version: str = "") -> mc.ModelConfig:
+        return self.answer
+
+
+def test_a_config_answer_over_1_mib_is_not_compared_and_says_so() -> None:
+    huge: Any = Answers(config(blob="x" * (1 << 20)))
+    found = read_served(huge, member("x"), "echo")
+    assert (found.fields, found.not_compared) == (None, "its config answer is over 1 MiB")
+    status = fleet(view("a", same(config())), view("x", {"echo": found}))
+    assert status.configs_not_compared() == ["config not compared on x: its config answer is over 1 MiB"]
+
+
+def test_many_repeated_entries_are_refused_before_they_are_expanded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """{"instance_group":[{},{},...]} of 0.9 MB: each empty entry would be filled with every
+    default (hundreds of MB); it is refused before normalized() sees it."""
+    flood = mc.ModelConfig(name="echo")
+    flood.instance_group.extend(mc.ModelInstanceGroup() for _ in range(300_000))
+    assert flood.ByteSize() < 1 << 20  # under the answer cap: the count is what bounds it
+
+    def never(config: mc.ModelConfig) -> dict[str, Any]:
+        raise AssertionError("normalized a flood")
+
+    monkeypatch.setattr("geadmin.fleet.config_skew.normalized", never)
+    found = read_served(Answers(flood), member("x"), "echo")  # type: ignore[arg-type]
+    assert found.fields is None
+    assert found.not_compared.startswith("its config has 300000 repeated entries"), found.not_compared
+
+
+def test_a_model_with_one_readable_config_is_not_compared_never_the_same() -> None:
+    locked = ServedConfig(not_compared="boom")
+    status = fleet(view("a", same(config())), view("b", {"echo": locked}))
+    document = status.to_json()
+    assert document["matrix"]["echo"]["a"]["config"] == "not compared"
+    assert document["matrix"]["echo"]["b"]["config"] == "not read"
+    assert document["configs_compared"] is False
+    assert document["config_models"] == {"compared": 0, "not_compared": 1}
+    assert status.cell_text(status.servers[0], "echo") == "READY v1, config not compared"
+    assert status.headline().startswith("FLEET OK, with warnings: ")
+
+
+def test_no_config_readable_anywhere_is_not_compared_and_not_plain_ok() -> None:
+    locked = {"echo": ServedConfig(not_compared="boom")}
+    status = fleet(view("a", locked), view("b", locked))
+    document = status.to_json()
+    assert document["configs_compared"] is False and document["config_skew"] == []
+    assert not status.headline().startswith("FLEET OK:")
+    assert [document["matrix"]["echo"][n]["config"] for n in ("a", "b")] == ["not read", "not read"]
+
+
+def test_some_models_compared_and_some_not_is_partial() -> None:
+    two = ModelEntry("solo", "1", ModelState.READY, "")
+    views = []
+    for name, solo in (("a", ServedConfig(normalized(config()))), ("b", ServedConfig(not_compared="boom"))):
+        v = view(name)
+        assert v.snapshot is not None
+        snap = ServerSnapshot(**{**v.snapshot.__dict__, "models": (*v.snapshot.models, two)})
+        views.append(ServerView(v.member, snap, configs={**same(config()), "solo": solo}))
+    document = fleet(*views).to_json()
+    assert document["configs_compared"] == "partial"
+    assert document["config_models"] == {"compared": 1, "not_compared": 1}
+    assert document["matrix"]["echo"]["a"]["config"] == "same"
+
+
+def test_a_model_not_compared_is_said_even_when_every_server_says_why() -> None:
+    """A model READY on several servers whose configs were asked for and could not be compared:
+    never plain OK, whatever each server's line says."""
+    status = fleet(view("a", same(config())), view("b", {}))  # b: its config missing altogether
+    assert not status.headline().startswith("FLEET OK:"), status.headline()
+    assert any("echo" in line for line in status.configs_not_compared())
+
+
+HOSTILE = "\n\n# FLEET OK\n*all* fine " + "y" * 500
+
+
+def test_a_value_from_a_server_is_one_bounded_line_in_the_cli() -> None:
+    status = fleet(view("a", same(config())), view("b", same(config(mode=HOSTILE))))
+    (line,) = status.config_skew()
+    assert "\n" not in line and "# FLEET OK" in line and len(line) < 250, line
+    text = render(status)
+    assert not any(row.startswith("# FLEET OK") for row in text.splitlines())
+    assert "\n" not in status.headline()
+    client: Any = Client(ModelNotFoundError(f"unknown model{'z' * 5000}"))
+    why = read_served(client, member("a"), "echo")
+    assert len(why.not_compared) <= 200
+
+
+def test_the_second_round_stops_reading_at_its_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A slow member's worker reads no model after the deadline: the CLI does not wait for it at
+    exit, the page does not pile threads up."""
+    released, finished = threading.Event(), threading.Event()
+    asked: list[str] = []
+
+    class Slow:
+        def model_config(self, model: str, version: str = "") -> mc.ModelConfig:
+            asked.append(model)
+            released.wait(30)
+            return config()
+
+    @contextmanager
+    def fake_client(m: Member, timeout_s: float) -> Iterator[Any]:
+        try:
+            yield Slow() if m.name == "slow" else Client()
+        finally:
+            if m.name == "slow":
+                finished.set()
+
+    monkeypatch.setattr(polling, "_client", fake_client)
+    names = [f"m{i}" for i in range(5)]
+
+    def with_models(name: str) -> ServerView:
+        v = view(name)
+        assert v.snapshot is not None
+        models = tuple(ModelEntry(n, "1", ModelState.READY, "") for n in names)
+        return ServerView(v.member, ServerSnapshot(**{**v.snapshot.__dict__, "models": models}))
+
+    try:
+        views = polling._with_configs([with_models("a"), with_models("slow")], timeout_s=0.2)
+    finally:
+        released.set()
+    assert finished.wait(30)
+    assert asked == ["m0"], asked
+    assert all(c.fields is None for c in views[1].configs.values())
+
+
+def test_a_fleet_larger_than_the_client_cache_keeps_one_client_per_member_for_both_rounds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Round 2 borrows round 1's clients: with more members than MAX_CLIENTS, none was closed
+    (and none is made twice)."""
+    made: list[str] = []
+
+    class Counted:
+        def __init__(self, url: str) -> None:
+            made.append(url)
+
+        def close(self) -> None:
+            made.append(f"closed {self}")
+
+    monkeypatch.setattr(polling, "client_for", lambda m, timeout_s: Counted(m.url))
+    monkeypatch.setattr(polling, "_clients", polling.ClientCache(polling._make, capacity=polling.MAX_CLIENTS))
+    monkeypatch.setattr(polling, "take_snapshot", lambda name, client: ServerSnapshot(
+        name, "http://x", "http", datetime.now(timezone.utc), live=False, ready=False, error="down"))
+    members = tuple(member(f"t{i}") for i in range(polling.MAX_CLIENTS + 6))
+    polling.poll(Discovery(Fleet("f", ("servers",)), members, ()), timeout_s=5.0)
+    assert len(made) == len(members) and len(polling._clients) == len(members)
+    polling.poll(Discovery(Fleet("f", ("servers",)), members, ()), timeout_s=5.0)
+    assert len(made) == len(members)
