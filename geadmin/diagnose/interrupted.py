@@ -25,6 +25,7 @@ APPLY_ACTIONS = ("apply", "rollback")  # actions whose `started` row an apply wr
 CREATE_ACTION = "create"
 # The tail lines of `started` and `interrupted` rows (after the headline), one "key: value" each.
 REPOSITORY, PATH, PREVIOUS, NEW = "repository", "path", "previous sha256", "new sha256"
+STARTED_ROW = "started row"  # the fact that links an outcome row to the id of its `started` row
 ON_DISK, REVISION = "on disk", "previous revision"
 _NOT_AN_OUTCOME = (Result.STARTED.value, Result.INTERRUPTED.value, Result.REFUSED.value)
 

@@ -1,9 +1,12 @@
 """Who took a model out of service: an operator's unload (a choice, never a failure: idle, with
 who and when) or Triton, behind geadmin's back (a model dropped when an ensemble member changed:
 a failure, with the reason from Triton's log or the change just before it). The audit log
-decides: a model's latest state-changing row. A row that changed nothing that serves (a
-refusal, a config only written to disk by an apply or rollback without --load, a create) is no
-such row: it never turns an operator's unload into a drop.
+decides: a model's latest state-changing row of this server. A row that changed nothing that
+serves (a refusal, a config only written to disk by an apply or rollback without --load, a
+create, a fleet rollout's journal row) is no such row, nor is a row of another server the
+workspace manages: it never turns an operator's unload into a drop. An apply's `started` row
+counts until its outcome closes it: a row linked to it (`STARTED_ROW`), a refusal included, or
+an unlinked row of the same change that is no refusal.
 
 Triton's index has a row per version: a model with a READY version serves, and a version of it
 "unloaded" beside that one is its version policy at work (v1 retired once v2 serves), neither
@@ -20,6 +23,7 @@ from pathlib import Path
 
 from geadmin import audit, db
 from geadmin.diagnose.health import Triage, is_idle
+from geadmin.diagnose.interrupted import STARTED_ROW
 from geadmin.domain import LogCursor, ModelEntry, ModelState, same_server
 from geadmin.triton.logs import LogSource, is_failure, model_log_lines
 
@@ -29,7 +33,9 @@ DROP_LOG_BYTES = 4 << 20  # how far back the log is searched for why a model was
 STATE_ACTIONS = ("load", "unload", "reload", "apply", "rollback", "side_effect")
 # Results that changed nothing that serves, whatever the action: refused before anything was done,
 # or a config only written to disk (an apply or rollback of a model that is not loaded, no --load).
-NOTHING_SERVED = (audit.Result.REFUSED.value, audit.Result.WRITTEN.value)
+NOTHING_SERVED = (audit.Result.REFUSED.value, audit.Result.WRITTEN.value, audit.Result.STEP.value)
+# The fact that links an outcome row to the id of its `started` row, as geadmin.ops.models.reconcile
+# writes it (a unit test holds the two equal: diagnose/ cannot import ops/).
 
 OPERATOR_UNLOAD = "unload"
 
@@ -61,36 +67,48 @@ def changed_serving(row: audit.AuditEntry, actions: Sequence[str] = STATE_ACTION
     """The row is of `actions` and may have changed whether its model serves: not a refusal,
     not a config only written (`Result.WRITTEN`: `config apply` without --load of a model that
     is not loaded). An apply that loaded (ok), failed to load (rolled back, failed) or had not
-    finished loading still counts."""
+    finished loading still counts. A fleet rollout's journal rows (`fleet apply`, its steps) are
+    of no such action: the server's own rows say what changed on it."""
     return row.action in actions and row.result not in NOTHING_SERVED
 
 
-def latest_state_rows(names: Sequence[str], home: Path | None = None,
-                      actions: Sequence[str] = STATE_ACTIONS) -> dict[str, audit.AuditEntry]:
+def latest_state_rows(names: Sequence[str], home: Path | None = None, actions: Sequence[str] = STATE_ACTIONS,
+                      server: str = "") -> dict[str, audit.AuditEntry]:
     """Each model's latest audit row of `actions` that may have changed whether it serves
-    (`changed_serving`; models with none are left out). Raises db.WorkspaceDatabaseError when
-    the audit log cannot be read."""
+    (`changed_serving`; models with none are left out), of `server` when given (a row naming
+    another server says nothing of this one's models; a row naming none counts). Raises
+    db.WorkspaceDatabaseError when the audit log cannot be read."""
     found = {}
     for name in names:
-        rows = audit.query(model=name, limit=50, home=home)
+        rows = [r for r in audit.query(model=name, limit=50, home=home) if _of_server(r, server)]
         latest = next((row for row in _closed_starts_left_out(rows) if changed_serving(row, actions)), None)
         if latest is not None:
             found[name] = latest
     return found
 
 
+def _of_server(row: audit.AuditEntry, server: str) -> bool:
+    return not server or not row.server or same_server(row.server, server)
+
+
 def _closed_starts_left_out(rows: Sequence[audit.AuditEntry]) -> list[audit.AuditEntry]:
-    """`rows` (newest first) without the `started` rows a later row of the same model and action
-    closes (its outcome, or `interrupted`; a refusal closes none): the outcome says what the
-    change did. A start with nothing after it is a change under way, or cut short: it counts."""
+    """`rows` (newest first) without the `started` rows a later row closes: one linked to it
+    (`STARTED_ROW`: its outcome, a refusal after its start included), or one of the same model
+    and action that is no refusal (an unlinked refusal is another process refused while it ran).
+    The outcome says what the change did. A start with nothing after it is a change under way,
+    or cut short: it counts."""
     closing: set[tuple[str, str]] = set()
+    linked: set[str] = set()
     kept = []
     for row in rows:
         if row.result != audit.Result.STARTED.value:
+            link = audit.facts(row.message).get(STARTED_ROW)
+            if link is not None:
+                linked.add(link)
             if row.result != audit.Result.REFUSED.value:
                 closing.add((row.model, row.action))
             kept.append(row)
-        elif (row.model, row.action) not in closing:
+        elif (row.model, row.action) not in closing and str(row.id) not in linked:
             kept.append(row)
     return kept
 
@@ -138,10 +156,10 @@ def unloaded_by_operator(names: Sequence[str], home: Path | None = None) -> set[
         return set()
 
 
-def _member_changes(name: str, home: Path | None) -> str:
-    """The latest audited action on any model, for a dropped model's reason ("after ...")."""
+def _member_changes(name: str, home: Path | None, server: str) -> str:
+    """The latest audited action on any model of `server`, for a dropped model's reason ("after ...")."""
     try:
-        rows = audit.query(limit=20, home=home)
+        rows = [r for r in audit.query(limit=20, home=home) if _of_server(r, server)]
     except db.WorkspaceDatabaseError:
         return ""
     latest = next((r for r in _closed_starts_left_out(rows) if changed_serving(r) and r.model != name), None)
@@ -188,7 +206,7 @@ def with_dropped(found: Triage, log: LogSource | None, home: Path | None,
     if not asked:
         return found, Unloads()
     try:
-        latest = latest_state_rows(asked, home)
+        latest = latest_state_rows(asked, home, server=server)
     except db.WorkspaceDatabaseError:
         # No unload is known: Triton's own failures stay failures, "unloaded" ones stay idle, named.
         return found, Unloads(unknown=tuple(sorted({m.name for m in _lost(found.idle, serving)})))
@@ -200,9 +218,7 @@ def with_dropped(found: Triage, log: LogSource | None, home: Path | None,
     # listed as never loaded: not yet judged. A row of another server (a workspace that manages
     # several) says nothing of this one's models.
     asked_untouched = [] if found.changing else [m.name for m in untouched]
-    serving_rows = latest_state_rows(asked_untouched, home, SERVING_ACTIONS) if asked_untouched else {}
-    here = {name: row for name, row in serving_rows.items()
-            if not server or not row.server or same_server(row.server, server)}
+    here = latest_state_rows(asked_untouched, home, SERVING_ACTIONS, server) if asked_untouched else {}
     still_failed = [(m, left_failed(here[m.name])) for m in untouched
                     if m.name in here and is_failure_left(here[m.name])]
     if still_failed:
@@ -220,7 +236,7 @@ def with_dropped(found: Triage, log: LogSource | None, home: Path | None,
     failed = list(found.failed)
     for model in dropped:
         why = logged.get(model.name) or ("Triton unloaded it, and no operator's unload of it is in "
-                                         "geadmin's audit log" + _member_changes(model.name, home))
+                                         "geadmin's audit log" + _member_changes(model.name, home, server))
         if model.name in restarted_without:
             row = latest[model.name]
             why = (f"it served (its {row.action} by {row.who} at {row.at:%Y-%m-%d %H:%M:%S} UTC succeeded) "

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from geadmin.access.guard import Authorization, require
 from geadmin.access.roles import GuardedAction
-from geadmin.audit import AuditEntry, Result
+from geadmin.audit import Actor, AuditEntry, Result
 from geadmin.diagnose import rollouts
 from geadmin.diagnose.rollout_plan import PlannedServer, Previous, RolloutPlan
 from geadmin.diagnose.rollouts import Journal
@@ -72,15 +72,17 @@ def undo_of(change: str, ready_before: bool | None, client: TritonClient, model:
 def put_back(plan: RolloutPlan, touched: Sequence[str], clients: Mapping[str, TritonClient], *,
              auth: Authorization | None, home: Path | None, note: str, timeout_s: float = 60.0,
              lost: Mapping[str, Sequence[str]] | None = None, gone: Collection[str] = (),
-             absent: Mapping[str, str] | None = None) -> dict[str, str]:
+             absent: Mapping[str, str] | None = None, not_loaded: set[str] | None = None) -> dict[str, str]:
     """Each server of `touched` put back, newest first: server -> "" or why not. An apply's
     previous config is written back byte-identical (once per repository, read back to check)
     and reloaded where the model is loaded; a load, unload or reload returns the model to its
     state before (`undo_of`; an unload's `lost` models loaded again). A server of `gone` (gone
     for good, the operator says: a replica scaled in) has nothing to reload: an apply's file is
-    put back all the same. `absent`: why a server has no client (default: not a member now).
-    Refused (NotAuthorizedError) before anything when `auth` does not cover putting the change
-    back; then never raises for one server: it goes on."""
+    put back all the same. `absent`: why a server has no client (default: not a member now);
+    `not_loaded` gets the servers where nothing was reloaded (the model is not loaded). Refused
+    (NotAuthorizedError) before anything when `auth` does not cover putting the change back; then
+    never raises for one server: it goes on."""
+    unloaded = not_loaded if not_loaded is not None else set()
     actor = require(auth, RESTORE_NEEDS[plan.change])
     problems: dict[str, str] = {}
     files: dict[str, str] = {}  # repository -> "" (back) or why not
@@ -91,6 +93,7 @@ def put_back(plan: RolloutPlan, touched: Sequence[str], clients: Mapping[str, Tr
                 if plan.change == "apply" and server.repository not in files:
                     files[server.repository] = _file_back_without(plan, server, actor.name, home, note)
                 problems[name] = files.get(server.repository, "") if plan.change == "apply" else ""
+                unloaded.add(name)  # nothing reloaded on a server gone for good
                 continue
             if server is None or client is None:
                 why = (absent or {}).get(name) or not_found(plan, name)
@@ -109,9 +112,10 @@ def put_back(plan: RolloutPlan, touched: Sequence[str], clients: Mapping[str, Tr
             reloaded = False
             if server.repository not in files:
                 files[server.repository], reloaded = _file_back(plan, server, client, auth, home, note)
-            again = "" if reloaded or files[server.repository] else \
+            again, loaded = ("", True) if reloaded or files[server.repository] else \
                 reload_if_loaded(client, plan.model, auth, timeout_s)
             problems[name] = files[server.repository] or again
+            unloaded.update([] if loaded else [name])
         except Exception as exc:  # any failure of one server: say it, put back the others
             problems[name] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
     return problems
@@ -176,11 +180,13 @@ def changed_since(plan: RolloutPlan, repository: Path, previous: Previous | None
                    "neither the previous nor the new config)")
 
 
-def reload_if_loaded(client: TritonClient, model: str, auth: Authorization | None, timeout_s: float) -> str:
+def reload_if_loaded(client: TritonClient, model: str, auth: Authorization | None,
+                     timeout_s: float) -> tuple[str, bool]:
+    """(why the reload failed, or ""; whether the model was loaded: reloaded, or tried)."""
     if not is_loaded(client, model):
-        return ""
+        return "", False
     result = run_action(client, ModelAction.RELOAD, [model], auth=auth, settle_timeout_s=timeout_s)[0]
-    return "" if result.ok else result.message.splitlines()[0]
+    return ("" if result.ok else result.message.splitlines()[0]), True
 
 
 def is_loaded(client: TritonClient, model: str) -> bool:
@@ -249,7 +255,9 @@ def restore(journal_id: int, members: Sequence[Member], *, auth: Authorization |
             gone: Collection[str] = ()) -> tuple[Journal, dict[str, str], AuditEntry]:
     """Put back every server an unresolved rollout touched (see `put_back`; `gone`: servers gone
     for good) and end its journal: `rolled_back` when every one is back, else `failed` naming those
-    left changed. RolloutBusyError when it is not unresolved (running, done, restored or resumed)."""
+    left changed. A version rollout's first step: its retire step cut short is restored first, in
+    the same call (its journal ends naming this one), so the file goes back newest first.
+    RolloutBusyError when it is not unresolved (running, done, restored or resumed)."""
     actor = require(auth, GuardedAction.ROLLBACK)  # before anything is read: putting back is a rollback
     journal = rollouts.read(journal_id, home=home)
     with rollout_lock(journal.plan.fleet, home=home):
@@ -261,37 +269,62 @@ def restore(journal_id: int, members: Sequence[Member], *, auth: Authorization |
             state = journal.end.result if journal.end is not None else "resumed"
             by = f", settled by rollout #{journal.resumed_by}" if journal.resumed_by else ""
             raise RolloutBusyError(f"rollout #{journal_id} has nothing to restore (it ended {state}{by})")
-        recorder = Recorder(journal.plan, actor, home)
-        recorder.id = journal.id
-        clients, absent = clients_for(journal.plan, members, timeout_s)
-        try:
-            left = journal.left_changed
-            problems = put_back(journal.plan, left, clients, auth=auth, home=home, timeout_s=timeout_s,
-                                note=f"restore of fleet rollout #{journal.id}", gone=gone, absent=absent)
-            served = _old_versions_served(journal.plan, [n for n in left if not problems.get(n)], clients)
-        finally:
-            for client in clients.values():
-                client.close()
-        on_server, by_name = ServerAudit(journal.plan, actor, home, journal.id), {m.name: m for m in members}
-        for name in left:
-            server, member = journal.plan.server(name), by_name.get(name)
-            unrecorded = on_server.put_back(name, member.url, member.home, problems.get(name, ""),
-                                            f"restore of fleet rollout #{journal.id}") if member else ""
-            said = "; ".join(filter(None, (problems.get(name, ""), unrecorded)))
-            recorder.step(name, server.wave if server else 0, rollouts.NOT_RESTORED if problems.get(name)
-                          else rollouts.RESTORED, said)
-        bad = [name for name in left if problems.get(name)]
-        text = (f"RESTORED rollout #{journal.id}: {len(left)} server(s) put back ({rollouts.names(left)})"
-                if not bad else f"RESTORE INCOMPLETE for rollout #{journal.id}: NOT put back on "
-                f"{', '.join(bad)}: " + "; ".join(f"{n}: {problems[n]}" for n in bad))
-        pins = pinned_note(journal.plan) if len(bad) < len(left) else ""
-        end = recorder.end(Result.FAILED if bad else Result.ROLLED_BACK,
-                           text + (f"; {pins}" if pins else "") + served, bad)
+        for step in _retire_steps_cut_short(journal, actor, home):  # newest first
+            _restore_one(step, members, actor=actor, auth=auth, home=home, timeout_s=timeout_s, gone=gone,
+                         before=f", before rollout #{journal.id} it follows")
+        problems, end = _restore_one(journal, members, actor=actor, auth=auth, home=home, timeout_s=timeout_s,
+                                     gone=gone)
         if journal.plan.follows:  # a version rollout's retire step put back: its first step is left between
             first = rollouts.read(journal.plan.follows, home=home)
             if first.open:
                 close_rollout(first, actor=actor, home=home)
     return rollouts.read(journal_id, home=home), problems, end
+
+
+def _retire_steps_cut_short(first: Journal, actor: Actor, home: Path | None) -> list[Journal]:
+    """A version rollout's retire steps that follow `first` and were cut short (closed here when
+    their process died): they changed the file after `first` did, so they are put back before it."""
+    steps = [j for j in rollouts.journals(home=home, fleet=first.plan.fleet, limit=10_000)
+             if first.plan.retire is not None and j.plan.follows == first.id]
+    for step in (j for j in steps if j.open):  # its process died, and no start closed it yet
+        close_rollout(step, actor=actor, home=home)
+    return [j for j in (rollouts.read(s.id, home=home) for s in steps) if j.unresolved]
+
+
+def _restore_one(journal: Journal, members: Sequence[Member], *, actor: Actor, auth: Authorization | None,
+                 home: Path | None, timeout_s: float, gone: Collection[str],
+                 before: str = "") -> tuple[dict[str, str], AuditEntry]:
+    """`journal`'s servers put back and its journal ended (under the fleet's lock); `before`: why
+    it is put back now (another restore it comes before)."""
+    recorder = Recorder(journal.plan, actor, home)
+    recorder.id = journal.id
+    clients, absent = clients_for(journal.plan, members, timeout_s)
+    try:
+        left, not_loaded = journal.left_changed, set[str]()
+        problems = put_back(journal.plan, left, clients, auth=auth, home=home, timeout_s=timeout_s,
+                            note=f"restore of fleet rollout #{journal.id}{before}", gone=gone, absent=absent,
+                            not_loaded=not_loaded)
+        served = _old_versions_served(journal.plan, [n for n in left if not problems.get(n)], clients)
+    finally:
+        for client in clients.values():
+            client.close()
+    on_server, by_name = ServerAudit(journal.plan, actor, home, journal.id), {m.name: m for m in members}
+    for name in left:
+        server, member = journal.plan.server(name), by_name.get(name)
+        unrecorded = on_server.put_back(name, member.url, member.home, problems.get(name, ""),
+                                        f"restore of fleet rollout #{journal.id}{before}",
+                                        loaded=name not in not_loaded) if member else ""
+        said = "; ".join(filter(None, (problems.get(name, ""), unrecorded)))
+        recorder.step(name, server.wave if server else 0, rollouts.NOT_RESTORED if problems.get(name)
+                      else rollouts.RESTORED, said)
+    bad = [name for name in left if problems.get(name)]
+    text = (f"RESTORED rollout #{journal.id}{before}: {len(left)} server(s) put back ({rollouts.names(left)})"
+            if not bad else f"RESTORE INCOMPLETE for rollout #{journal.id}{before}: NOT put back on "
+            f"{', '.join(bad)}: " + "; ".join(f"{n}: {problems[n]}" for n in bad))
+    pins = pinned_note(journal.plan) if len(bad) < len(left) else ""
+    end = recorder.end(Result.FAILED if bad else Result.ROLLED_BACK,
+                       text + (f"; {pins}" if pins else "") + served, bad)
+    return problems, end
 
 
 def _old_versions_served(plan: RolloutPlan, restored: Sequence[str],

@@ -124,14 +124,20 @@ class ServerAudit:
             return None
         return Config(Path(repository), data, note)
 
-    def put_back(self, name: str, url: str, home: Path | None, problem: str, why: str) -> str:
-        """The row of a server put back (or not: `problem`), and for an apply the config put back."""
+    def put_back(self, name: str, url: str, home: Path | None, problem: str, why: str, *,
+                 loaded: bool | None = None) -> str:
+        """The row of a server put back (or not: `problem`), and for an apply the config put back.
+        An apply put back where the model is not loaded (`loaded`; None: as the plan read it before
+        the change) is `written`: the file only, nothing that serves changed."""
         server = self.plan.server(name)
         previous = None
         if self.plan.change == "apply" and server is not None and not problem:
             previous = self.kept(server.repository, f"put back by fleet rollout #{self.journal_id}",
                                  back=True)
-        result = Result.FAILED if problem else Result.OK
+        if loaded is None:
+            loaded = server is None or server.ready is not False
+        written = self.plan.change == "apply" and not loaded
+        result = Result.FAILED if problem else Result.WRITTEN if written else Result.OK
         message = f"{why}: NOT put back: {problem}" if problem else why
         return self.record(name, url, home, UNDONE_BY[self.plan.change], result, message,
                            configs=[previous] if previous is not None else [])

@@ -176,9 +176,11 @@ class WaveChanger:
 
     def _reloaded(self, member: Member, repository: str, client: TritonClient, why: str) -> str:
         """The new config already on disk in `repository`: reloaded where loaded."""
-        problem = restore.reload_if_loaded(client, self.plan.model, self.auth, self.timeout_s)
+        problem, loaded = restore.reload_if_loaded(client, self.plan.model, self.auth, self.timeout_s)
         said = f"the new config is on disk in {repository} ({why})"
         configs = self.on_server.applied(repository, wrote=True) if self.on_server else []
-        self.done[member.name] = (Result.FAILED if problem else Result.OK,
-                                  f"{said}; {problem or 'reloaded where loaded'}", configs)
+        # not loaded there: only written, nothing that serves changed (as a written apply's row says)
+        result = Result.FAILED if problem else Result.OK if loaded else Result.WRITTEN
+        done = problem or ("reloaded" if loaded else "not loaded there: not reloaded")
+        self.done[member.name] = (result, f"{said}; {done}", configs)
         return problem

@@ -15,6 +15,7 @@ from geadmin.diagnose.health import ServerSnapshot
 from geadmin.diagnose.verdict import Level, Verdict, VerdictRule
 from geadmin.domain import ModelEntry, ModelState, ServerInfo
 from geadmin.ops.models.apply_result import AUDIT_RESULTS, ApplyOutcome
+from geadmin.ops.models.reconcile import STARTED_ROW
 
 NOW = datetime(2026, 12, 4, 12, 0, tzinfo=timezone.utc)
 SERVER = "http://h:8000"
@@ -115,3 +116,41 @@ def test_a_drop_never_names_a_write_that_loaded_nothing_as_the_change_before_it(
     (reason,) = verdict(tmp_path, dropped).reasons
     assert reason.rule is VerdictRule.MODEL_DROPPED
     assert "apply of 'digits_classifier' by alice" in reason.text, reason.text
+
+
+def test_a_fleet_rollouts_journal_rows_after_an_operators_unload_change_nothing_that_serves(
+        tmp_path: Path) -> None:
+    """A rollout's journal (started, steps, its `ok` end) names the fleet and the members; the
+    server's own rows say what changed on it."""
+    unloaded_by_alice(tmp_path)
+    for result, server in ((audit.Result.STARTED, "lab"), (audit.Result.STEP, SERVER),
+                           (audit.Result.STEP, "a"), (audit.Result.OK, "lab")):
+        audit.record("fleet apply", "text_normalize", result, actor=ALICE, server=server,
+                     message="ROLLOUT DONE\njournal: 1", home=tmp_path)
+    found = verdict(tmp_path, PARKED)
+    assert found.level is Level.OK, found.headline
+    assert found.unloaded["text_normalize"].startswith("unloaded by alice")
+
+
+def test_another_servers_load_after_an_operators_unload_here_leaves_it_unloaded_here(tmp_path: Path) -> None:
+    unloaded_by_alice(tmp_path)
+    audit.record("load", "text_normalize", audit.Result.OK, server="http://other:8000", home=tmp_path)
+    apply_row(tmp_path, ApplyOutcome.APPLIED)  # ... and an apply that loaded it here counts
+    assert verdict(tmp_path, PARKED).rules == [VerdictRule.MODEL_DROPPED]
+    unloaded_by_alice(tmp_path)
+    audit.record("apply", "text_normalize", audit.Result.OK, server="http://other:8000", home=tmp_path)
+    found = verdict(tmp_path, PARKED)
+    assert found.level is Level.OK and found.unloaded["text_normalize"].startswith("unloaded by alice")
+
+
+def test_an_apply_refused_after_its_start_closes_that_start(tmp_path: Path) -> None:
+    """Permission denied on the repository, a conflict at write: the refusal names its start."""
+    unloaded_by_alice(tmp_path)
+    start = audit.record("apply", "text_normalize", audit.Result.STARTED, server=SERVER, home=tmp_path)
+    audit.record("apply", "text_normalize", audit.Result.REFUSED, server=SERVER,
+                 message=f"permission denied\n{STARTED_ROW}: {start.id}", home=tmp_path)
+    found = verdict(tmp_path, PARKED)
+    assert found.level is Level.OK, found.headline
+    assert found.unloaded["text_normalize"].startswith("unloaded by alice")
+
+

@@ -46,6 +46,7 @@ from geadmin.diagnose.interrupted import (
     PREVIOUS,
     REPOSITORY,
     REVISION,
+    STARTED_ROW,
     Interrupted,
 )
 from geadmin.errors import ConfigLockedError, GeAdminError
@@ -56,7 +57,6 @@ from geadmin.repository.modelconfig import CONFIG_FILE, read_config_bytes
 from geadmin.repository.validate import Severity, validate_text
 
 OUTCOMES_LINKED = "outcomes linked"  # a start whose own outcome rows name it (rows of older versions do not)
-STARTED_ROW = "started row"  # the fact that links an outcome row to the id of its `started` row
 
 
 @dataclass(frozen=True)
