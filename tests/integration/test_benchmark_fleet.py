@@ -1,6 +1,7 @@
 """benchmarks/fleet.py runs end to end (four real tritonservers, fleet status of 1, 2 and 4, a
-version rollout across them; 200 listener doubles) and prints every figure as a positive number.
-Behaviour only: the timings are the benchmark's; the two read counts are its goals."""
+version rollout across them; 200 listener doubles; each with and without --configs) and prints
+every figure as a positive number. Behaviour only: the timings are the benchmark's; the read
+counts are its goals."""
 
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ FIGURES = ("fleet_status_ms_1", "fleet_status_ms_2", "fleet_status_ms_4", "fleet
            "fleet_status_ms_1_rtt", "fleet_status_ms_2_rtt", "fleet_status_ms_4_rtt",
            "fleet_status_ratio_4_rtt",
            "fleet_per_server_ms", "fleet_index_reads_per_step", "fleet_status_ms_200",
-           "fleet_status_index_reads_200")
+           "fleet_status_index_reads_200", "fleet_status_ms_4_configs", "fleet_status_configs_ratio_4",
+           "fleet_status_ms_200_configs", "fleet_status_configs_ratio_200", "fleet_status_config_reads_200")
 BENCH_LINE = re.compile(r"^BENCH (\S+) (\S+) (\S+)")
 
 
@@ -35,3 +37,4 @@ def test_the_fleet_benchmark_prints_every_figure_as_a_positive_number() -> None:
     # index at most twice, a fleet status once.
     assert printed["fleet_index_reads_per_step"] <= 2, printed
     assert printed["fleet_status_index_reads_200"] == 1, printed
+    assert printed["fleet_status_config_reads_200"] == 2, printed  # --configs: one per shared model (2)
