@@ -91,6 +91,15 @@ STEPS = {
 }
 
 
+def servers_file_without_c(lab: FleetLab, tmp_path: Path) -> Path:
+    """The lab's servers file with server c gone from it (its repository is still there)."""
+    text = lab.servers_file.read_text()
+    start = text.index('[[server]]\nname = "c"')
+    without_c = tmp_path / "servers.toml"
+    without_c.write_text(text[:start] + text[text.index("[[fleet]]"):])
+    return without_c
+
+
 @pytest.mark.parametrize("fault", list(STEPS))
 def test_a_rollout_killed_at_each_step_is_reported_at_the_next_start_and_restored_byte_identical(
     fresh: FleetLab, tmp_path: Path, fault: str
@@ -196,11 +205,7 @@ def test_a_server_gone_for_good_is_restored_by_its_file_when_the_operator_says_s
     (tmp_path / "new.pbtxt").write_text(NEW)
     assert killed_apply(home, tmp_path / "new.pbtxt", "rollout.ending").returncode == -signal.SIGKILL
     (journal,) = rollouts.journals(home=home)
-    without_c = tmp_path / "servers.toml"  # c left the fleet (its repository is still here)
-    text = fresh.servers_file.read_text()
-    start = text.index('[[server]]\nname = "c"')
-    without_c.write_text(text[:start] + text[text.index("[[fleet]]"):])
-    monkeypatch.setenv("GEADMIN_SERVERS_FILE", str(without_c))
+    monkeypatch.setenv("GEADMIN_SERVERS_FILE", str(servers_file_without_c(fresh, tmp_path)))  # c left
     refused = in_process("fleet", "restore", str(journal.id), home=home)
     assert refused.returncode == 1, refused.stdout + refused.stderr
     assert "c is not a member of fleet 'lab' now" in refused.stdout and "`--gone c`" in refused.stdout
@@ -579,11 +584,7 @@ def test_an_ad_hoc_restore_gives_no_key_to_a_server_the_servers_file_no_longer_l
     cut = killed_apply(home, tmp_path / "new.pbtxt", "rollout.ending", "--source", "servers")
     assert cut.returncode == -signal.SIGKILL, (cut.stdout, cut.stderr)
     (journal,) = rollouts.journals(home=home)
-    without_c = tmp_path / "servers.toml"
-    text = fresh.servers_file.read_text()
-    start = text.index('[[server]]\nname = "c"')
-    without_c.write_text(text[:start] + text[text.index("[[fleet]]"):])
-    monkeypatch.setenv("GEADMIN_SERVERS_FILE", str(without_c))
+    monkeypatch.setenv("GEADMIN_SERVERS_FILE", str(servers_file_without_c(fresh, tmp_path)))
     refused = in_process("fleet", "restore", str(journal.id), home=home)
     assert refused.returncode == 1, refused.stdout + refused.stderr
     first = refused.stdout.splitlines()[0]
