@@ -18,14 +18,26 @@ every repository named (`--repository`, or TRITON_MODEL_REPOSITORIES: ':'-separa
 entry point fills from Triton's `--model-repository` flags). A replica sharing the volume would
 otherwise load the trial into its NPU memory.
 
+A model whose load kills Triton (a backend that crashes on its file) must not make a crash
+loop of the container's restarts. The loader keeps a state file across them (TRITON_LOAD_STATE):
+the loads in flight are written before they are sent, so the loads a dying Triton cut off are
+known at the next start. Those load one at a time, after the others; one that Triton exits under
+again, alone, is left out of every start, said in one line, until its files change (a fix
+retries it) or the state file is removed. geadmin's own `geadmin up` does the same
+(geadmin.stack.startup_loads).
+
 Environment: TRITON_LOAD_MODELS, TRITON_ADMIN_KEY (the restricted API's key, sent as the
 `admin-key` header), TRITON_LOAD_TIMEOUT (seconds per model, default 300),
-TRITON_LIVE_TIMEOUT (seconds to wait for the server, default 600).
+TRITON_LIVE_TIMEOUT (seconds to wait for the server, default 600), TRITON_LOAD_STATE (default
+/var/tmp/geadmin-load-models.json: the container's own layer, kept across its restarts; under
+Kubernetes, where a restarted container is a new one, a file on the pod's emptyDir).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import http.client
 import json
 import os
 import sys
@@ -36,6 +48,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 
 PREFIX = "load-models:"
 TRIAL_MARKER = ".geadmin-trial.json"  # geadmin.repository.trials.MARKER
+DEFAULT_STATE = "/var/tmp/geadmin-load-models.json"
 
 
 def say(text: str) -> None:
@@ -81,11 +94,107 @@ def load(base: str, name: str, key: str | None, timeout_s: float) -> tuple[str, 
         call(f"{base}/v2/repository/models/{name}/load", {}, key, timeout_s)
     except TimeoutError:
         return name, False, f"still loading after {timeout_s:.0f}s (Triton keeps trying)"
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, http.client.HTTPException) as exc:
         if isinstance(getattr(exc, "reason", None), TimeoutError):
             return name, False, f"still loading after {timeout_s:.0f}s (Triton keeps trying)"
         return name, False, error_text(exc)
     return name, True, f"loaded in {time.monotonic() - started:.1f}s"
+
+
+class State:
+    """What the loader knows across the container's restarts: the loads in flight (and whether
+    that was one suspect alone), the suspects, and the models left out with why and their files'
+    fingerprint. Written whole and atomically; one that cannot be read or written is said once
+    and the loader goes on without it (a read-only layer must not stop the loads)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.in_flight: list[str] = []
+        self.alone = False
+        self.suspects: list[str] = []
+        self.left_out: dict[str, dict[str, str]] = {}
+        self._writable = True
+        try:
+            with open(path, encoding="utf-8") as file:
+                saved = json.load(file)
+            self.in_flight = [str(n) for n in saved.get("in_flight", [])]
+            self.alone = bool(saved.get("alone", False))
+            self.suspects = [str(n) for n in saved.get("suspects", [])]
+            self.left_out = {str(n): {"why": str(e.get("why", "")), "files": str(e.get("files", ""))}
+                             for n, e in dict(saved.get("left_out", {})).items()}
+        except FileNotFoundError:
+            pass
+        except (OSError, ValueError, TypeError, AttributeError) as exc:
+            say(f"cannot read the state file {path} ({exc}): starting without it")
+
+    def flying(self, names: list[str], *, alone: bool = False) -> None:
+        self.in_flight, self.alone = list(names), alone
+        self.write()
+
+    def landed(self, name: str) -> None:
+        self.in_flight = [n for n in self.in_flight if n != name]
+        self.suspects = [n for n in self.suspects if n != name]
+        self.write()
+
+    def write(self) -> None:
+        if not self._writable:
+            return
+        saved = {"in_flight": self.in_flight, "alone": self.alone, "suspects": self.suspects,
+                 "left_out": self.left_out}
+        partial = f"{self.path}.{os.getpid()}.tmp"
+        try:
+            os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
+            with open(partial, "w", encoding="utf-8") as file:
+                json.dump(saved, file)
+                file.flush()
+                os.fsync(file.fileno())
+            os.replace(partial, self.path)
+        except OSError as exc:
+            self._writable = False
+            say(f"cannot write the state file {self.path} ({exc}): a model whose load kills Triton "
+                "is not remembered across restarts (set TRITON_LOAD_STATE to a writable path)")
+
+
+def files_of(name: str, repositories: list[str]) -> str:
+    """A fingerprint of the model's files (path, size, modification time) in every repository
+    named: a left-out model whose files changed is tried again."""
+    digest = hashlib.sha256()
+    for repository in repositories:
+        top = os.path.join(repository, name)
+        for folder, dirs, files in sorted(os.walk(top)):
+            dirs.sort()
+            for file in sorted(files):
+                path = os.path.join(folder, file)
+                try:
+                    info = os.lstat(path)
+                except OSError:
+                    continue
+                digest.update(f"{os.path.relpath(path, top)}\0{info.st_size}\0{info.st_mtime_ns}\n".encode())
+    return digest.hexdigest()
+
+
+def after_restart(state: State, repositories: list[str]) -> None:
+    """Judge the loads the last start left in flight, and retry left-out models whose files changed."""
+    cut = state.in_flight
+    if cut and state.alone and len(cut) == 1:
+        leave_out(state, cut[0], repositories)
+    elif cut:
+        state.suspects = sorted(set(state.suspects) | set(cut))
+        say(f"Triton stopped while {', '.join(cut)} loaded (a load may have killed it): they load one at a "
+            "time, after the others")
+    state.in_flight, state.alone = [], False
+    for name, entry in list(state.left_out.items()):
+        if entry["files"] != files_of(name, repositories):
+            del state.left_out[name]
+            state.suspects = sorted({*state.suspects, name})
+            say(f"{name}: its files changed since it was left out: loading it again, alone")
+    state.write()
+
+
+def leave_out(state: State, name: str, repositories: list[str]) -> None:
+    why = "Triton exited while it loaded, twice (the second time alone)"
+    state.left_out[name] = {"why": why, "files": files_of(name, repositories)}
+    state.suspects = [n for n in state.suspects if n != name]
 
 
 def hidden(name: str) -> bool:
@@ -112,6 +221,8 @@ def main(argv: list[str] | None = None) -> int:
     live_timeout_s = float(os.environ.get("TRITON_LIVE_TIMEOUT", "600"))
     if not wanted:
         return 0
+    state = State(os.environ.get("TRITON_LOAD_STATE") or DEFAULT_STATE)
+    after_restart(state, repositories)
     if not wait_live(args.url, live_timeout_s):
         say(f"Triton at {args.url} was not live after {live_timeout_s:.0f}s: no model loaded")
         return 1
@@ -131,17 +242,44 @@ def main(argv: list[str] | None = None) -> int:
     for name in names:
         if name not in present:
             say(f"{name}: FAILED: no such model in the repository")
-    todo = [name for name in names if name in present and present[name] != "READY"]
-    say(f"loading {len(todo)} model(s): {', '.join(todo) or '(none)'}")
+    left_out = [name for name in names if name in state.left_out]
+    for name in left_out:
+        say(f"{name}: FAILED: {state.left_out[name]['why']}: left out of every start until its files "
+            f"change — fix it (a change to its files retries it at the next start), or load it by hand "
+            f"to try it now")
+    todo = [name for name in names if name in present and present[name] != "READY"
+            and name not in state.left_out]
+    together = [name for name in todo if name not in state.suspects]
+    one_by_one = [name for name in todo if name in state.suspects]
+    say(f"loading {len(todo)} model(s): {', '.join(todo) or '(none)'}"
+        + (f"; {', '.join(one_by_one)} one at a time, after the others" if one_by_one else ""))
+    loaded = load_all(args.url, key, load_timeout_s, state, together, one_by_one)
+    say(f"{loaded} of {len(todo)} loaded" + (f"; left out: {', '.join(left_out)}" if left_out else ""))
+    return 0 if loaded == len(todo) and not left_out else 1
+
+
+def load_all(base: str, key: str | None, timeout_s: float, state: State, together: list[str],
+             one_by_one: list[str]) -> int:
+    """How many loaded: `together` in parallel, then each of `one_by_one` alone. Each is in
+    flight in the state until it ends: when Triton dies under a load, the container (and this
+    loader with it) goes down, and the next start finds it there (after_restart)."""
     loaded = 0
-    with ThreadPoolExecutor(max_workers=max(1, min(8, len(todo)))) as pool:
-        futures = [pool.submit(load, args.url, name, key, load_timeout_s) for name in todo]
+    state.flying(together)
+    with ThreadPoolExecutor(max_workers=max(1, min(8, len(together)))) as pool:
+        futures = [pool.submit(load, base, name, key, timeout_s) for name in together]
         for future in as_completed(futures):  # one line per model as soon as it is done
             name, ok, text = future.result()
             loaded += ok
+            state.landed(name)
             say(f"{name}: {text}" if ok else f"{name}: FAILED: {text}")
-    say(f"{loaded} of {len(todo)} loaded")
-    return 0 if loaded == len(todo) else 1
+    for name in one_by_one:
+        state.flying([name], alone=True)
+        _, ok, text = load(base, name, key, timeout_s)
+        loaded += ok
+        state.landed(name)
+        say(f"{name}: {text}" if ok else f"{name}: FAILED: {text}")
+    state.flying([])
+    return loaded
 
 
 if __name__ == "__main__":

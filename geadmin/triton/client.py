@@ -42,10 +42,12 @@ class TritonClient(Connection):
 
     # -- server ---------------------------------------------------------------------
     def is_live(self) -> bool:
-        return bool(self.call("check liveness", lambda c, kw: c.is_server_live(**kw), read=True))
+        return bool(self.call("check liveness", lambda c, kw: c.is_server_live(**kw), read=True,
+                              server_check=True))
 
     def is_ready(self) -> bool:
-        return bool(self.call("check readiness", lambda c, kw: c.is_server_ready(**kw), read=True))
+        return bool(self.call("check readiness", lambda c, kw: c.is_server_ready(**kw), read=True,
+                              server_check=True))
 
     def health(self) -> Health:
         live = self.is_live()
@@ -57,6 +59,7 @@ class TritonClient(Connection):
             lambda c, kw: c.get_server_metadata(**kw),
             service_pb2.ServerMetadataResponse,
             read=True,
+            server_check=True,
         )
         return ServerInfo(meta.name, meta.version, tuple(meta.extensions))
 

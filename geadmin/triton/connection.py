@@ -31,6 +31,7 @@ from google.protobuf.message import Message
 from geadmin.domain import Endpoint, Transport
 from geadmin.errors import AnswerTooLargeError, TritonError, TritonTimeoutError
 from geadmin.triton.pools import close_on_each_thread
+from geadmin.triton.silence import Silence
 from geadmin.triton.translate import translate_error
 
 T = TypeVar("T")
@@ -187,13 +188,14 @@ class Connection:
         self._http_generation = 0  # bumped after an HTTP timeout: every worker reopens its connections
         self._grpc_lock = threading.Lock()
         self._grpc: GrpcClient | None = None
+        self.silence = Silence(self.endpoint.url)
 
     @property
     def url(self) -> str:
         return self.endpoint.url
 
     def message(self, action: str, fetch: Callable[[Any, dict[str, Any]], Any], message_type: type[M],
-                 *, restricted: bool = False, read: bool = False) -> M:
+                 *, restricted: bool = False, read: bool = False, server_check: bool = False) -> M:
         """Run `fetch` and return its answer as `message_type`, whatever the transport."""
 
         def call(client: Any, kwargs: dict[str, Any]) -> M:
@@ -202,24 +204,32 @@ class Connection:
             # Parsed inside the call so a malformed answer is translated like any failure.
             return json_format.ParseDict(fetch(client, kwargs), message_type(), ignore_unknown_fields=True)
 
-        return self.call(action, call, restricted=restricted, read=read)
+        return self.call(action, call, restricted=restricted, read=read, server_check=server_check)
 
     def call(self, action: str, fn: Callable[[Any, dict[str, Any]], T], *, loading: bool = False,
-              restricted: bool = False, read: bool = False) -> T:
+              restricted: bool = False, read: bool = False, server_check: bool = False) -> T:
         """Run `fn(client, kwargs)`; `restricted`: a call of a RESTRICTED category (the key goes along);
         `read`: it changes nothing, so over HTTP a timeout on a kept-alive connection is asked
-        again once on a new one (see `_run`)."""
+        again once on a new one (see `_run`); `server_check`: a question Triton's frontend answers
+        without any model (liveness, readiness, metadata), whose timeout holds every call (`silence`)."""
+        self.silence.check(action)
         timeout_s = self.load_timeout_s if loading else self.timeout_s
         try:
             if self.endpoint.transport is Transport.GRPC:
-                return self._run(fn, timeout_s, restricted)
-            # The HTTP client's own timeouts bound the wait on the worker.
-            # Bounded even when every worker is busy with a long load.
-            tries = 2 if read else 1
-            return self._pool().submit(self._run, fn, timeout_s, restricted, read, action).result(
-                timeout=tries * timeout_s + QUEUE_GRACE_S)
+                answer = self._run(fn, timeout_s, restricted)
+            else:
+                # The HTTP client's own timeouts bound the wait on the worker.
+                # Bounded even when every worker is busy with a long load.
+                tries = 2 if read else 1
+                answer = self._pool().submit(self._run, fn, timeout_s, restricted, read, action).result(
+                    timeout=tries * timeout_s + QUEUE_GRACE_S)
         except Exception as exc:
-            raise self._translated(exc, action, loading) from exc
+            error = self._translated(exc, action, loading)
+            if server_check and type(error) is TritonTimeoutError:
+                error = self.silence.unanswered(action, timeout_s)
+            raise error from exc
+        self.silence.answered()
+        return answer
 
     def _translated(self, exc: BaseException, action: str, loading: bool) -> TritonError:
         """The one translation, and after an HTTP timeout the kept connections dropped: a load
@@ -321,6 +331,7 @@ class Connection:
 
     def one_off_call(self, action: str, fn: Callable[[Any, dict[str, Any]], T]) -> T:
         """An HTTP call on the calling thread with a client of its own, closed after."""
+        self.silence.check(action)
         try:
             client = HttpClient(
                 self.endpoint.address, ssl=self.endpoint.ssl,

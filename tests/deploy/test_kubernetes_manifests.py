@@ -18,7 +18,7 @@ import copy
 import shutil
 from collections.abc import Iterator
 from functools import lru_cache
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import jsonschema
@@ -188,6 +188,12 @@ def triton_problems(objects: list[Object]) -> Iterator[str]:
     }
     if host != compose_driver_mounts():
         yield f"triton: driver hostPath mounts {host} differ from compose.yaml's {compose_driver_mounts()}"
+    # A restarted container is a new one: the loader's state must outlive it (a crash loop otherwise).
+    env = {e["name"]: e.get("value", "") for e in container.get("env", [])}
+    state = env.get("TRITON_LOAD_STATE", "")
+    kept = mounts.get(str(PurePosixPath(state).parent), {}) if state else {}
+    if "emptyDir" not in volumes.get(kept.get("name", ""), {}):
+        yield f"triton: TRITON_LOAD_STATE ({state or 'unset'}) is not on an emptyDir the pod keeps"
 
 
 def monitor_problems(objects: list[Object]) -> Iterator[str]:
@@ -458,7 +464,7 @@ def test_overlay_patch_merges_into_the_triton_container_rather_than_adding_one()
     (container,) = containers(one(objects, "StatefulSet", "triton"))
     assert container["image"] == "geadmin/triton:0.1.0-310p"
     assert container["resources"]["requests"] == {"cpu": "2", "memory": "8Gi", "huawei.com/Ascend310P": "1"}
-    assert len(container["volumeMounts"]) == 7 and container["args"][2] == "--model-control-mode=explicit"
+    assert len(container["volumeMounts"]) == 8 and container["args"][2] == "--model-control-mode=explicit"
 
 
 def test_docs_name_every_overlay_and_the_secret() -> None:

@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from geadmin.domain import ModelState
@@ -26,10 +27,12 @@ from geadmin.stack.processes import free_port
 from geadmin.stack.tritonserver import SHM_DIR, TritonProcess
 from geadmin.triton import connection
 from geadmin.triton.client import TritonClient
+from geadmin.triton.silence import Silence
+from geadmin.triton.tensors import Tensor
 from tests.support.auth import admin_auth
 from tests.support.http_doubles import JsonServiceDouble
 from tests.support.processes import quick_stopping_triton
-from tests.support.samples import copy_samples
+from tests.support.samples import add_hung_model, copy_samples
 from tests.support.transports import TRANSPORTS, url_for
 
 SECRET = "s3cret"
@@ -132,9 +135,48 @@ def test_server_that_never_answers_times_out(silent_listener: int, transport: st
     scheme = "http" if transport == "http" else "grpc"
     client = TritonClient(f"{scheme}://127.0.0.1:{silent_listener}", timeout_s=1.0)
     started = time.monotonic()
-    with pytest.raises(TritonTimeoutError, match="did not answer in time"):
+    with pytest.raises(TritonTimeoutError, match=r"accepts connections but answered nothing in 1s — it is "
+                       r"hung or overloaded, not down: read the end of its log, and restart it"):
         client.is_live()
     assert time.monotonic() - started < 5.0
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_server_that_never_answers_is_asked_once_then_held(silent_listener: int, transport: str) -> None:
+    """A page asks a dozen questions: after the first goes unanswered the rest fail at once,
+    naming the first, until the hold ends; then the server is asked again."""
+    scheme = "http" if transport == "http" else "grpc"
+    client = TritonClient(f"{scheme}://127.0.0.1:{silent_listener}", timeout_s=1.0, load_timeout_s=1.0)
+    client.silence = Silence(client.url, hold_s=3.0)
+    with pytest.raises(TritonTimeoutError):
+        client.is_live()
+    started = time.monotonic()
+    for ask in (client.repository_index, lambda: client.model_config("m"), lambda: client.load("m"),
+                client.is_ready):
+        with pytest.raises(TritonTimeoutError, match=r"not asked — Triton at .* answered nothing in 1s "
+                           r"when asked to check liveness \d+s ago: it is hung or overloaded.*asks it "
+                           r"again in \d+s"):
+            ask()
+    assert time.monotonic() - started < 0.5
+    time.sleep(3.0 - (time.monotonic() - started) + 0.1)  # the hold is a duration: nothing to poll
+    asked_again = time.monotonic()
+    with pytest.raises(TritonTimeoutError, match="accepts connections but answered nothing"):
+        client.server_info()
+    assert time.monotonic() - asked_again >= 0.9
+
+
+def test_a_model_that_hangs_does_not_hold_its_server(triton_factory: Callable[..., TritonProcess],
+                                                     tmp_path: Path) -> None:
+    """An inference that times out is the model's, not the server's: the next question is asked."""
+    repository = tmp_path / "repo"
+    add_hung_model(repository, "hangs")
+    server = triton_factory(repository=repository, models=["hangs"])
+    with TritonClient(server.http_url, timeout_s=1.0) as client:
+        with pytest.raises(TritonTimeoutError):
+            client.infer("hangs", [Tensor("x", "FP32", np.ones(1, dtype=np.float32))])
+        assert not client.silence.holding
+        assert client.is_live()
+        assert {e.name: e.state for e in client.repository_index()}["hangs"] is ModelState.READY
 
 
 SLOW_MODEL_PY = """
