@@ -40,6 +40,9 @@ class ModelRow:
     last_inference: datetime | None = None
     probe_ok: bool | None = None  # the latest fresh synthetic probe answered; None: not probed
     probe_note: str = ""  # its latency, or its error
+    # The last inference fell within one of geadmin's own probes (or, for a member, its
+    # ensemble's): not traffic anyone sent. "Is this model used?" must not read the prober.
+    last_inference_probe: bool = False
 
     @property
     def not_answering(self) -> bool:
@@ -67,6 +70,7 @@ class ModelRow:
             "dynamic batching": self.dynamic_batching,
             "last inference": self.last_inference.isoformat(timespec="seconds")
             if self.last_inference else "",
+            "last inference by probe": self.last_inference_probe,
             "answering": self.probe_ok,
             "probe": self.probe_note,
         }
@@ -92,7 +96,7 @@ class ModelRow:
             "instances": instances,
             "dynamic batching": "— (ensemble)" if self.is_ensemble else batching,
             "last inference": self.last_inference.strftime("%Y-%m-%d %H:%M:%S UTC")
-            if self.last_inference else "never",
+            + (" (geadmin's probe)" if self.last_inference_probe else "") if self.last_inference else "never",
             "reason": self.reason,
         }
 
@@ -200,9 +204,24 @@ def collect_rows(client: TritonClient, repository: Path | None = None,
     return with_probes(rows, watch.fresh_probes(client.url, now_s=time.time(), home=home))
 
 
+PROBE_SLACK_S = 0.05  # Triton's clock and the prober's are one host's; stamps are milliseconds
+UNANSWERED_PROBE_S = 30.0  # a probe with no latency (failed or unanswered) may have run this long
+
+
+def by_probe(at: datetime | None, probes: Iterable[ProbeRecord]) -> bool:
+    """Whether an inference at `at` fell within one of these probes (sent, answered)."""
+    if at is None:
+        return False
+    moment = at.timestamp()
+    return any(p.at_s - PROBE_SLACK_S <= moment
+               <= p.at_s + (p.latency_ms / 1000 if p.latency_ms is not None else UNANSWERED_PROBE_S)
+               + PROBE_SLACK_S for p in probes if p.input != "held")
+
+
 def with_probes(rows: Sequence[ModelRow], probes: Mapping[str, ProbeRecord]) -> list[ModelRow]:
     found = []
     for row in rows:
+        row = replace(row, last_inference_probe=by_probe(row.last_inference, probes.values()))
         probe = probes.get(row.name)
         if probe is None or row.state is not ModelState.READY:
             found.append(row)

@@ -120,7 +120,7 @@ def translate_error(exc: BaseException, action: str, url: str, *, loading: bool 
         return _translate_server_exception(exc, action, url, loading)
     gevent_timeout = _gevent_timeout_type()
     if gevent_timeout is not None and isinstance(exc, gevent_timeout):
-        return TritonTimeoutError(f"{action}: Triton at {url} did not answer in time", url=url)
+        return TritonTimeoutError(f"{action}: {_describe(TritonTimeoutError, url)}", url=url)
     if isinstance(exc, http.client.HTTPException) and not isinstance(exc, HTTPConnectionClosed):
         return WrongProtocolError(f"{action}: {_wrong_protocol(url, Transport.HTTP)} ({exc})", url=url)
     for exc_type, ours in EXCEPTION_ERRORS:
@@ -180,7 +180,8 @@ def _describe(ours: type[TritonError], url: str) -> str:
     if ours is TritonUnreachableError:
         return f"Triton at {url} is unreachable — is it running, and is the URL right?"
     if ours is TritonTimeoutError:
-        return f"Triton at {url} did not answer in time"
+        return (f"Triton at {url} did not answer in time — it, or the model it works for, is slow or hung: "
+                "`geadmin status` says which")
     return f"request to Triton at {url} failed"
 
 

@@ -52,3 +52,30 @@ def test_a_loaded_model_shows_its_facts_as_text() -> None:
 def test_cli_table_shows_the_same_cells() -> None:
     text = render_table(list(rows().values()))
     assert "None" not in text and "members'" in text and "unknown" in text
+
+
+def _served_at(name: str, at_ms: int) -> service_pb2.ModelStatistics:
+    return service_pb2.ModelStatistics(name=name, version="1", last_inference=at_ms)
+
+
+def test_a_last_inference_that_was_geadmins_probe_says_so_and_real_traffic_does_not() -> None:
+    """'Is this model used?' must not read the prober: a model whose last inference fell within a
+    probe (its own, or its ensemble's for a member) says so; one served after the probe does not."""
+    from geadmin.diagnose.rows import with_probes
+    from geadmin.telemetry.history.watch import ProbeRecord
+
+    index = [ModelEntry(n, "1", ModelState.READY, "") for n in ("pipeline", "member", "used", "held")]
+    stats = {"pipeline": [_served_at("pipeline", 1_000_000_012)],
+             "member": [_served_at("member", 1_000_000_020)],  # inside the pipeline's probe
+             "used": [_served_at("used", 1_000_002_000)],  # two seconds after its probe answered
+             "held": [_served_at("held", 1_000_005_000)]}
+    probes = {"pipeline": ProbeRecord("s", "pipeline", 1_000_000.0, True, 30.0),
+              "used": ProbeRecord("s", "used", 1_000_000.1, True, 2.0),
+              # no request went out for a held probe: nothing it covers is the prober's
+              "held": ProbeRecord("s", "held", 1_000_004.99, False, None, "still waits", "held")}
+    rows = {r.name: r for r in with_probes(model_rows(index, {}, stats), probes)}
+    assert rows["pipeline"].last_inference_probe and rows["member"].last_inference_probe
+    assert not rows["used"].last_inference_probe and not rows["held"].last_inference_probe
+    assert rows["member"].table_record()["last inference"].endswith(" UTC (geadmin's probe)")
+    assert rows["used"].table_record()["last inference"].endswith(" UTC")
+    assert rows["member"].record()["last inference by probe"] is True
