@@ -74,5 +74,6 @@ class Silence:
         return held is not None and self._clock() < held.until
 
 
-_CAUSE_AND_FIX = ("it is hung or overloaded, not down: read the end of its log, and restart it if it stays "
-                  "so (the Stack page, `geadmin stack restart triton`, or SIGHUP to `geadmin up`)")
+# Any server's, not only the local stack's: which restart fits is the caller's to say
+# (geadmin.stack.server_history names the stack's own, with its pid and log).
+_CAUSE_AND_FIX = "it is hung or overloaded, not down: read the end of its log, and restart it if it stays so"
