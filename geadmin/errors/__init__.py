@@ -55,7 +55,9 @@ The tree:
     ├── RunLockHeldError            a background run's lock is held: its process still runs it
     ├── TritonError                 talking to a running Triton
     │   ├── TritonUnreachableError      nothing answers (connection refused, DNS, reset)
-    │   │   └── WrongProtocolError          the other protocol (HTTP vs gRPC) answers, or not Triton
+    │   │   ├── WrongProtocolError          the other protocol (HTTP vs gRPC) answers, or not Triton
+    │   │   └── TritonNotAskedError         not sent: it answered nothing moments ago (held)
+    │   │       └── ConnectionsBusyError        not sent: geadmin's connections to it were all busy
     │   ├── TritonTimeoutError          it answered too slowly
     │   │   └── ExplainedLoadTimeoutError   a load still running at our deadline, or stuck, with clues
     │   ├── ForbiddenError              restricted API without / with a wrong key
@@ -180,6 +182,7 @@ from geadmin.errors.telemetry import (
 )
 from geadmin.errors.triton import (
     AnswerTooLargeError,
+    ConnectionsBusyError,
     Explained,
     ExplainedLoadError,
     ExplainedLoadTimeoutError,
@@ -188,6 +191,7 @@ from geadmin.errors.triton import (
     LoadFailedError,
     ModelNotFoundError,
     TritonError,
+    TritonNotAskedError,
     TritonRequestError,
     TritonTimeoutError,
     TritonUnreachableError,
@@ -220,6 +224,7 @@ __all__ = [
     "ConfigInvalidError",
     "ConfigLockedError",
     "ConfigParseError",
+    "ConnectionsBusyError",
     "CreateRefusedError",
     "DatabaseBusyError",
     "DiscoverySourceError",
@@ -273,6 +278,7 @@ __all__ = [
     "TraceFileError",
     "TritonBinaryNotFoundError",
     "TritonError",
+    "TritonNotAskedError",
     "TritonRequestError",
     "TritonStartError",
     "TritonTimeoutError",

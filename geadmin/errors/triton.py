@@ -34,6 +34,17 @@ class WrongProtocolError(TritonUnreachableError):
     scheme or port is wrong."""
 
 
+class TritonNotAskedError(TritonUnreachableError):
+    """A read not sent: the server answered nothing to a server-level question moments ago
+    (geadmin.triton.silence). Nothing reached Triton, as with a refused connection."""
+
+
+class ConnectionsBusyError(TritonNotAskedError):
+    """Not sent: every connection geadmin keeps to the server was busy (long loads) for the
+    call's whole wait. Says nothing of the server, so it opens no hold; never a timeout, which
+    callers read as "sent, and may still be running" (an apply's load would say so)."""
+
+
 class TritonTimeoutError(TritonError):
     pass
 

@@ -29,7 +29,7 @@ from google.protobuf import json_format
 from google.protobuf.message import Message
 
 from geadmin.domain import Endpoint, Transport
-from geadmin.errors import AnswerTooLargeError, TritonError, TritonTimeoutError
+from geadmin.errors import AnswerTooLargeError, ConnectionsBusyError, TritonError, TritonTimeoutError
 from geadmin.triton.pools import close_on_each_thread
 from geadmin.triton.silence import Silence
 from geadmin.triton.translate import translate_error
@@ -210,19 +210,14 @@ class Connection:
               restricted: bool = False, read: bool = False, server_check: bool = False) -> T:
         """Run `fn(client, kwargs)`; `restricted`: a call of a RESTRICTED category (the key goes along);
         `read`: it changes nothing, so over HTTP a timeout on a kept-alive connection is asked
-        again once on a new one (see `_run`); `server_check`: a question Triton's frontend answers
-        without any model (liveness, readiness, metadata), whose timeout holds every call (`silence`)."""
-        self.silence.check(action)
+        again once on a new one (see `_run`), and while the server is held silent it is not sent
+        (`silence`); `server_check`: a question Triton's frontend answers without any model
+        (liveness, readiness, metadata), whose timeout on the wire opens that hold."""
+        if read:
+            self.silence.check(action)
         timeout_s = self.load_timeout_s if loading else self.timeout_s
         try:
-            if self.endpoint.transport is Transport.GRPC:
-                answer = self._run(fn, timeout_s, restricted)
-            else:
-                # The HTTP client's own timeouts bound the wait on the worker.
-                # Bounded even when every worker is busy with a long load.
-                tries = 2 if read else 1
-                answer = self._pool().submit(self._run, fn, timeout_s, restricted, read, action).result(
-                    timeout=tries * timeout_s + QUEUE_GRACE_S)
+            answer = self._sent(action, fn, timeout_s, restricted, read)
         except Exception as exc:
             error = self._translated(exc, action, loading)
             if server_check and type(error) is TritonTimeoutError:
@@ -230,6 +225,24 @@ class Connection:
             raise error from exc
         self.silence.answered()
         return answer
+
+    def _sent(self, action: str, fn: Callable[[Any, dict[str, Any]], T], timeout_s: float,
+              restricted: bool, read: bool) -> T:
+        if self.endpoint.transport is Transport.GRPC:
+            return self._run(fn, timeout_s, restricted)
+        # The HTTP client's own timeouts bound the wait on the worker; this bounds the wait for
+        # a worker when every one is busy with a long load.
+        waited_s = (2 if read else 1) * timeout_s + QUEUE_GRACE_S
+        future = self._pool().submit(self._run, fn, timeout_s, restricted, read, action)
+        try:
+            return future.result(timeout=waited_s)
+        except TimeoutError:
+            if future.done():  # the worker's own (socket.timeout is TimeoutError), or just in
+                return future.result()
+            future.cancel()  # never sent if still queued
+            raise ConnectionsBusyError(f"{action}: not sent — geadmin's {HTTP_WORKERS} connections to "
+                                       f"{self.url} were all busy (long loads) for {waited_s:g}s: try "
+                                       "again when they end", url=self.url) from None
 
     def _translated(self, exc: BaseException, action: str, loading: bool) -> TritonError:
         """The one translation, and after an HTTP timeout the kept connections dropped: a load
@@ -330,15 +343,17 @@ class Connection:
                 client.close()
 
     def one_off_call(self, action: str, fn: Callable[[Any, dict[str, Any]], T]) -> T:
-        """An HTTP call on the calling thread with a client of its own, closed after."""
-        self.silence.check(action)
+        """An HTTP call on the calling thread with a client of its own, closed after (a load:
+        never held, see `silence`)."""
         try:
             client = HttpClient(
                 self.endpoint.address, ssl=self.endpoint.ssl,
                 connection_timeout=self.timeout_s, network_timeout=self.load_timeout_s)
             try:
-                return fn(client, self._client_kwargs(restricted=True))
+                answer = fn(client, self._client_kwargs(restricted=True))
             finally:
                 client.close()
         except Exception as exc:
             raise self._translated(exc, action, loading=True) from exc
+        self.silence.answered()
+        return answer

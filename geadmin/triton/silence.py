@@ -9,6 +9,11 @@ the `Silence` holds for `HOLD_S`: every call to that endpoint fails at once with
 saying when it was asked and when it will be asked again. After the hold the next call goes
 through; any answer ends the silence. A model's slow inference or load never opens it: that is
 the model, not the server.
+
+Only reads are held, and they fail with `TritonNotAskedError` (nothing was sent, as with a
+refused connection), never with a timeout: callers read a timeout as "sent, and may still be
+running". Changes — loads, unloads, inference, the steps and the way back of an apply — are
+always sent: a hold another page opened must not cut one in half.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from geadmin.errors import TritonTimeoutError
+from geadmin.errors import TritonNotAskedError, TritonTimeoutError
 
 HOLD_S = 15.0  # long enough for a page's questions, short enough to see a recovery soon
 
@@ -43,13 +48,13 @@ class Silence:
         self._unanswered: _Unanswered | None = None
 
     def check(self, action: str) -> None:
-        """Raise at once while the hold lasts; after it, let the call go through."""
+        """For a read: raise at once while the hold lasts; after it, let the call go through."""
         with self._lock:
             held = self._unanswered
         now = self._clock()
         if held is None or now >= held.until:
             return
-        raise TritonTimeoutError(
+        raise TritonNotAskedError(
             f"{action}: not asked — Triton at {self.url} answered nothing in {held.timeout_s:g}s when "
             f"asked to {held.action} {now - held.at:.0f}s ago: {_CAUSE_AND_FIX}; geadmin asks it again "
             f"in {held.until - now:.0f}s", url=self.url)

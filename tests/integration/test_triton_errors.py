@@ -17,8 +17,10 @@ import pytest
 from geadmin.domain import ModelState
 from geadmin.errors import (
     AnswerTooLargeError,
+    ConnectionsBusyError,
     ForbiddenError,
     ModelNotFoundError,
+    TritonNotAskedError,
     TritonTimeoutError,
     TritonUnreachableError,
     WrongProtocolError,
@@ -143,26 +145,57 @@ def test_server_that_never_answers_times_out(silent_listener: int, transport: st
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_a_server_that_never_answers_is_asked_once_then_held(silent_listener: int, transport: str) -> None:
-    """A page asks a dozen questions: after the first goes unanswered the rest fail at once,
-    naming the first, until the hold ends; then the server is asked again."""
+    """A page asks a dozen questions: after the first goes unanswered the other reads fail at
+    once, naming the first, until the hold ends; then the server is asked again. A change is
+    always sent (a hold another page opened must not cut an apply in half), and a held read is
+    'not asked' (nothing sent), never a timeout (sent, maybe still running)."""
     scheme = "http" if transport == "http" else "grpc"
     client = TritonClient(f"{scheme}://127.0.0.1:{silent_listener}", timeout_s=1.0, load_timeout_s=1.0)
     client.silence = Silence(client.url, hold_s=3.0)
     with pytest.raises(TritonTimeoutError):
         client.is_live()
     started = time.monotonic()
-    for ask in (client.repository_index, lambda: client.model_config("m"), lambda: client.load("m"),
-                client.is_ready):
-        with pytest.raises(TritonTimeoutError, match=r"not asked — Triton at .* answered nothing in 1s "
+    for ask in (client.repository_index, lambda: client.model_config("m"), client.is_ready):
+        with pytest.raises(TritonNotAskedError, match=r"not asked — Triton at .* answered nothing in 1s "
                            r"when asked to check liveness \d+s ago: it is hung or overloaded.*asks it "
                            r"again in \d+s"):
             ask()
     assert time.monotonic() - started < 0.5
-    time.sleep(3.0 - (time.monotonic() - started) + 0.1)  # the hold is a duration: nothing to poll
+    with pytest.raises(TritonTimeoutError) as sent:  # a load is sent, and waits its own timeout
+        client.load("m")
+    assert not isinstance(sent.value, TritonNotAskedError)
+    assert time.monotonic() - started >= 0.9
+    time.sleep(max(0.0, 3.0 - (time.monotonic() - started) + 0.1))  # the hold is a duration: nothing to poll
     asked_again = time.monotonic()
     with pytest.raises(TritonTimeoutError, match="accepts connections but answered nothing"):
         client.server_info()
     assert time.monotonic() - asked_again >= 0.9
+
+
+def test_busy_workers_are_not_a_silent_server(silent_listener: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Four long loads hold every HTTP worker: a liveness check that finds no free worker was
+    never sent, so it says so and opens no hold."""
+    monkeypatch.setattr(connection, "QUEUE_GRACE_S", 0.5)
+    client = TritonClient(f"http://127.0.0.1:{silent_listener}", timeout_s=0.5, load_timeout_s=4.0)
+    ended: list[BaseException] = []
+
+    def load() -> None:
+        try:
+            client.load("m")
+        except TritonTimeoutError as exc:
+            ended.append(exc)
+
+    loads = [threading.Thread(target=load, daemon=True) for _ in range(connection.HTTP_WORKERS)]
+    for thread in loads:
+        thread.start()
+    time.sleep(0.3)  # the loads are taken by the workers (nothing to wait on: they never answer)
+    with pytest.raises(ConnectionsBusyError, match=r"check liveness: not sent — geadmin's 4 connections to "
+                       r"http://127\.0\.0\.1:\d+ were all busy \(long loads\)"):
+        client.is_live()
+    assert not client.silence.holding
+    for thread in loads:
+        thread.join(timeout=10)
+    assert len(ended) == connection.HTTP_WORKERS
 
 
 def test_a_model_that_hangs_does_not_hold_its_server(triton_factory: Callable[..., TritonProcess],
