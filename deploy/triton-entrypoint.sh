@@ -49,7 +49,7 @@ if [ -n "$log_file" ]; then
   tail -n 0 -F "$log_file" 2>/dev/null &
 fi
 if [ -n "${TRITON_LOAD_MODELS:-}" ]; then
-  TRITON_MODEL_REPOSITORIES="$repositories" \
+  TRITON_MODEL_REPOSITORIES="$repositories" TRITON_LOG_FILE="$log_file" \
     python3 /usr/local/lib/geadmin/triton-load-models.py --url "http://127.0.0.1:$http_port" &
 fi
 exec tritonserver "$@"

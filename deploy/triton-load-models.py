@@ -23,12 +23,16 @@ loop of the container's restarts. The loader keeps a state file across them (TRI
 the loads in flight are written before they are sent, so the loads a dying Triton cut off are
 known at the next start. Those load one at a time, after the others; one that Triton exits under
 again, alone, is left out of every start, said in one line, until its files change (a fix
-retries it) or the state file is removed. geadmin's own `geadmin up` does the same
+retries it) or the state file is removed. A load still running when its wait ends stays in
+flight until Triton settles it, and a suspect counts as alone only when nothing else loads. A
+stop on request (`docker stop`, a restart: Triton logs "Signal (15) received." in the log it
+appends to, TRITON_LOG_FILE) blames no model. geadmin's own `geadmin up` does the same
 (geadmin.stack.startup_loads).
 
 Environment: TRITON_LOAD_MODELS, TRITON_ADMIN_KEY (the restricted API's key, sent as the
 `admin-key` header), TRITON_LOAD_TIMEOUT (seconds per model, default 300),
-TRITON_LIVE_TIMEOUT (seconds to wait for the server, default 600), TRITON_LOAD_STATE (default
+TRITON_LIVE_TIMEOUT (seconds to wait for the server, default 600), TRITON_LOG_FILE (Triton's
+--log-file, which the entry point passes on), TRITON_LOAD_STATE (default
 /var/tmp/geadmin-load-models.json: the container's own layer, kept across its restarts; under
 Kubernetes, where a restarted container is a new one, a file on the pod's emptyDir).
 """
@@ -40,6 +44,7 @@ import hashlib
 import http.client
 import json
 import os
+import re
 import sys
 import time
 import urllib.error
@@ -49,6 +54,8 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 PREFIX = "load-models:"
 TRIAL_MARKER = ".geadmin-trial.json"  # geadmin.repository.trials.MARKER
 DEFAULT_STATE = "/var/tmp/geadmin-load-models.json"
+SETTLE_LIMIT_S = 3600.0  # how long the loader watches loads past its own timeout before it ends
+LOG_READ_LIMIT = 8 << 20  # of Triton's log after the loads were sent: its stop is at the end
 
 
 def say(text: str) -> None:
@@ -88,17 +95,35 @@ def wait_live(base: str, timeout_s: float) -> bool:
     return False
 
 
-def load(base: str, name: str, key: str | None, timeout_s: float) -> tuple[str, bool, str]:
+def load(base: str, name: str, key: str | None, timeout_s: float) -> tuple[bool, str, bool]:
+    """(loaded, what happened, settled): not settled when Triton may still be loading it (our
+    wait ran out, or the connection broke with Triton's end): it stays in flight (load_all)."""
     started = time.monotonic()
     try:
         call(f"{base}/v2/repository/models/{name}/load", {}, key, timeout_s)
-    except TimeoutError:
-        return name, False, f"still loading after {timeout_s:.0f}s (Triton keeps trying)"
     except (OSError, ValueError, http.client.HTTPException) as exc:
-        if isinstance(getattr(exc, "reason", None), TimeoutError):
-            return name, False, f"still loading after {timeout_s:.0f}s (Triton keeps trying)"
-        return name, False, error_text(exc)
-    return name, True, f"loaded in {time.monotonic() - started:.1f}s"
+        reason = getattr(exc, "reason", exc)
+        if isinstance(reason, TimeoutError):
+            return False, f"still loading after {timeout_s:.0f}s (Triton keeps trying)", False
+        broken = isinstance(reason, (ConnectionError, http.client.HTTPException))
+        return False, error_text(exc), not broken
+    return True, f"loaded in {time.monotonic() - started:.1f}s", True
+
+
+def still_loading(base: str, key: str | None, names: list[str], bound_s: float) -> list[str]:
+    """Which of `names` Triton is still loading after waiting (polling its index) up to `bound_s`;
+    all of them when Triton does not answer (it may be going down: they stay in flight)."""
+    deadline = time.monotonic() + bound_s
+    while names:
+        try:
+            index = json.loads(call(f"{base}/v2/repository/index", {}, key, 10))
+        except (OSError, ValueError, http.client.HTTPException):
+            return names
+        names = [n for n in names if any(e.get("name") == n and e.get("state") == "LOADING" for e in index)]
+        if not names or time.monotonic() >= deadline:
+            return names
+        time.sleep(2)
+    return names
 
 
 class State:
@@ -113,12 +138,14 @@ class State:
         self.alone = False
         self.suspects: list[str] = []
         self.left_out: dict[str, dict[str, str]] = {}
+        self.log_at = -1  # Triton's log size when the loads in flight were sent; -1: unknown
         self._writable = True
         try:
             with open(path, encoding="utf-8") as file:
                 saved = json.load(file)
             self.in_flight = [str(n) for n in saved.get("in_flight", [])]
             self.alone = bool(saved.get("alone", False))
+            self.log_at = int(saved.get("log_at", -1))
             self.suspects = [str(n) for n in saved.get("suspects", [])]
             self.left_out = {str(n): {"why": str(e.get("why", "")), "files": str(e.get("files", ""))}
                              for n, e in dict(saved.get("left_out", {})).items()}
@@ -127,8 +154,12 @@ class State:
         except (OSError, ValueError, TypeError, AttributeError) as exc:
             say(f"cannot read the state file {path} ({exc}): starting without it")
 
-    def flying(self, names: list[str], *, alone: bool = False) -> None:
+    def flying(self, names: list[str], *, alone: bool = False, log: str = "") -> None:
         self.in_flight, self.alone = list(names), alone
+        try:
+            self.log_at = os.path.getsize(log) if log and names else -1
+        except OSError:
+            self.log_at = -1
         self.write()
 
     def landed(self, name: str) -> None:
@@ -139,8 +170,8 @@ class State:
     def write(self) -> None:
         if not self._writable:
             return
-        saved = {"in_flight": self.in_flight, "alone": self.alone, "suspects": self.suspects,
-                 "left_out": self.left_out}
+        saved = {"in_flight": self.in_flight, "alone": self.alone, "log_at": self.log_at,
+                 "suspects": self.suspects, "left_out": self.left_out}
         partial = f"{self.path}.{os.getpid()}.tmp"
         try:
             os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
@@ -173,10 +204,31 @@ def files_of(name: str, repositories: list[str]) -> str:
     return digest.hexdigest()
 
 
-def after_restart(state: State, repositories: list[str]) -> None:
+def stopped_on_request(log: str, since: int) -> bool:
+    """Whether Triton's log says, after byte `since`, that it was stopped by SIGTERM or SIGINT
+    (`docker stop`, a restart, Ctrl-C): Triton appends to its log and writes "Signal (15)
+    received." when asked to stop; a crash writes another signal or, killed, nothing."""
+    if not log or since < 0:
+        return False
+    try:
+        with open(log, "rb") as file:
+            size = file.seek(0, os.SEEK_END)
+            if size < since:  # rotated or truncated: nothing to go by
+                return False
+            file.seek(max(since, size - LOG_READ_LIMIT))
+            tail = file.read(LOG_READ_LIMIT).decode("utf-8", "replace")
+    except OSError:
+        return False
+    return re.search(r"Signal \((2|15)\) received", tail) is not None
+
+
+def after_restart(state: State, repositories: list[str], log: str) -> None:
     """Judge the loads the last start left in flight, and retry left-out models whose files changed."""
     cut = state.in_flight
-    if cut and state.alone and len(cut) == 1:
+    if cut and stopped_on_request(log, state.log_at):
+        say(f"Triton was stopped on request (its log says so) while {', '.join(cut)} loaded: loading them "
+            "as usual")
+    elif cut and state.alone and len(cut) == 1:
         leave_out(state, cut[0], repositories)
     elif cut:
         state.suspects = sorted(set(state.suspects) | set(cut))
@@ -221,8 +273,9 @@ def main(argv: list[str] | None = None) -> int:
     live_timeout_s = float(os.environ.get("TRITON_LIVE_TIMEOUT", "600"))
     if not wanted:
         return 0
+    log = os.environ.get("TRITON_LOG_FILE", "")
     state = State(os.environ.get("TRITON_LOAD_STATE") or DEFAULT_STATE)
-    after_restart(state, repositories)
+    after_restart(state, repositories, log)
     if not wait_live(args.url, live_timeout_s):
         say(f"Triton at {args.url} was not live after {live_timeout_s:.0f}s: no model loaded")
         return 1
@@ -253,32 +306,48 @@ def main(argv: list[str] | None = None) -> int:
     one_by_one = [name for name in todo if name in state.suspects]
     say(f"loading {len(todo)} model(s): {', '.join(todo) or '(none)'}"
         + (f"; {', '.join(one_by_one)} one at a time, after the others" if one_by_one else ""))
-    loaded = load_all(args.url, key, load_timeout_s, state, together, one_by_one)
+    loaded = load_all(args.url, key, load_timeout_s, state, together, one_by_one, log)
     say(f"{loaded} of {len(todo)} loaded" + (f"; left out: {', '.join(left_out)}" if left_out else ""))
     return 0 if loaded == len(todo) and not left_out else 1
 
 
 def load_all(base: str, key: str | None, timeout_s: float, state: State, together: list[str],
-             one_by_one: list[str]) -> int:
+             one_by_one: list[str], log: str) -> int:
     """How many loaded: `together` in parallel, then each of `one_by_one` alone. Each is in
-    flight in the state until it ends: when Triton dies under a load, the container (and this
-    loader with it) goes down, and the next start finds it there (after_restart)."""
+    flight in the state until Triton has settled it: when Triton dies under a load, the container
+    (and this loader with it) goes down, and the next start finds it there (after_restart). A
+    load still running when our wait ends stays in flight; a suspect is "alone" only when none is."""
     loaded = 0
-    state.flying(together)
-    with ThreadPoolExecutor(max_workers=max(1, min(8, len(together)))) as pool:
-        futures = [pool.submit(load, base, name, key, timeout_s) for name in together]
-        for future in as_completed(futures):  # one line per model as soon as it is done
-            name, ok, text = future.result()
-            loaded += ok
+    state.flying(together, log=log)
+    unsettled: list[str] = []
+
+    def settle(bound_s: float) -> list[str]:
+        still = still_loading(base, key, unsettled, bound_s)
+        for name in set(unsettled) - set(still):  # ended in Triton (READY or not): no longer in flight
             state.landed(name)
+        return still
+
+    with ThreadPoolExecutor(max_workers=max(1, min(8, len(together)))) as pool:
+        futures = {pool.submit(load, base, name, key, timeout_s): name for name in together}
+        for future in as_completed(futures):  # one line per model as soon as it is done
+            name, (ok, text, settled) = futures[future], future.result()
+            loaded += ok
+            if settled:
+                state.landed(name)
+            else:
+                unsettled.append(name)
             say(f"{name}: {text}" if ok else f"{name}: FAILED: {text}")
     for name in one_by_one:
-        state.flying([name], alone=True)
-        _, ok, text = load(base, name, key, timeout_s)
+        unsettled = settle(timeout_s)
+        state.flying([*unsettled, name], alone=not unsettled, log=log)
+        ok, text, settled = load(base, name, key, timeout_s)
         loaded += ok
-        state.landed(name)
+        if settled:
+            state.landed(name)
+        else:
+            unsettled.append(name)
         say(f"{name}: {text}" if ok else f"{name}: FAILED: {text}")
-    state.flying([])
+    state.flying(settle(SETTLE_LIMIT_S), log=log)  # what Triton still loads: in flight for the next start
     return loaded
 
 

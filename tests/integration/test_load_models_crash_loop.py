@@ -25,11 +25,15 @@ LOADER = Path(__file__).resolve().parents[2] / "deploy" / "triton-load-models.py
 KILLS_TRITON = "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)"
 
 
-def start_of_container(repository: Path, state: Path, tmp_path: Path, round_: int) -> tuple[int, str, bool]:
+def start_of_container(repository: Path, state: Path, tmp_path: Path, round_: int, *,
+                       load_timeout_s: int = 60, stop_while_loading: str = "") -> tuple[int, str, bool]:
     """One container start: Triton with no model, then the loader beside it; when Triton dies
-    the loader is SIGKILLed, as the container's end does. (Loader's exit code, its output and the
-    READY models, whether Triton is alive.)"""
-    server = quick_stopping_triton(repository, models=[], log_path=tmp_path / f"triton{round_}.log")
+    the loader is SIGKILLed, as the container's end does. Triton appends to one log across the
+    starts, as the image's --log-file does. `stop_while_loading`: once that model is in flight,
+    `docker stop`: SIGTERM to Triton, then after a grace everything in the container is killed.
+    (Loader's exit code, its output and the READY models, whether Triton is alive.)"""
+    log = tmp_path / "triton.log"
+    server = quick_stopping_triton(repository, models=[], log_path=log)
     server.start()
     output = tmp_path / f"loader{round_}.out"
     try:
@@ -37,10 +41,17 @@ def start_of_container(repository: Path, state: Path, tmp_path: Path, round_: in
             loader = subprocess.Popen(
                 [sys.executable, str(LOADER), "--url", server.http_url], stdout=out, stderr=subprocess.STDOUT,
                 env={**os.environ, "TRITON_LOAD_MODELS": "*", "TRITON_LIVE_TIMEOUT": "30",
-                     "TRITON_LOAD_TIMEOUT": "60", "TRITON_LOAD_STATE": str(state),
-                     "TRITON_MODEL_REPOSITORIES": str(repository)})
+                     "TRITON_LOAD_TIMEOUT": str(load_timeout_s), "TRITON_LOAD_STATE": str(state),
+                     "TRITON_MODEL_REPOSITORIES": str(repository), "TRITON_LOG_FILE": str(log)})
             deadline = time.monotonic() + 120
             while loader.poll() is None and server.alive() and time.monotonic() < deadline:
+                sending = "load-models: loading " in output.read_text()  # this start's loads, not the last's
+                if stop_while_loading and sending and stop_while_loading in in_flight(state):
+                    os.kill(server.pid or 0, signal.SIGTERM)
+                    time.sleep(1.0)  # the grace (docker's is 10 s; the slow load takes longer)
+                    loader.kill()
+                    server.stop()
+                    break
                 time.sleep(0.1)
             if loader.poll() is None:
                 loader.kill()
@@ -54,6 +65,13 @@ def start_of_container(repository: Path, state: Path, tmp_path: Path, round_: in
         return code, said, alive
     finally:
         server.stop()
+
+
+def in_flight(state: Path) -> list[str]:
+    try:
+        return list(json.loads(state.read_text())["in_flight"])
+    except (OSError, ValueError):  # not written yet, or replaced under us: asked again
+        return []
 
 
 def test_a_model_whose_load_kills_triton_is_left_out_after_the_second_exit_alone(tmp_path: Path) -> None:
@@ -91,7 +109,8 @@ def test_a_model_whose_load_kills_triton_is_left_out_after_the_second_exit_alone
     assert "crasher: its files changed since it was left out: loading it again, alone" in said
     assert (code, alive) == (0, True), said
     assert "READY: ['crasher', 'fine']" in said
-    assert json.loads(state.read_text()) == {"in_flight": [], "alone": False, "suspects": [], "left_out": {}}
+    assert json.loads(state.read_text()) == {"in_flight": [], "alone": False, "log_at": -1, "suspects": [],
+                                             "left_out": {}}
 
 
 def test_a_state_file_that_cannot_be_written_is_said_and_the_loads_go_on(tmp_path: Path) -> None:
@@ -103,3 +122,41 @@ def test_a_state_file_that_cannot_be_written_is_said_and_the_loads_go_on(tmp_pat
     assert (code, alive) == (0, True), said
     assert "cannot write the state file" in said and "set TRITON_LOAD_STATE to a writable path" in said
     assert "READY: ['fine']" in said
+
+
+def test_a_stop_on_request_during_the_loads_blames_no_model(tmp_path: Path) -> None:
+    """`docker stop` twice while a healthy slow model loads: Triton logs the SIGTERM, so the next
+    start loads it as usual, never one at a time and never left out."""
+    repository = tmp_path / "repo"
+    add_python_model(repository, "slow", "time.sleep(30)")
+    add_answering_model(repository, "fine")
+    state = tmp_path / "state.json"
+    for round_ in (1, 2):
+        code, said, alive = start_of_container(repository, state, tmp_path, round_, stop_while_loading="slow")
+        assert not alive, said
+        assert "slow" in in_flight(state)
+        if round_ == 2:
+            assert "load-models: Triton was stopped on request (its log says so) while " in said
+            assert "one at a time" not in said, said
+    (repository / "slow" / "1" / "model.py").write_text(
+        (repository / "slow" / "1" / "model.py").read_text().replace("time.sleep(30)", "pass"))
+    code, said, alive = start_of_container(repository, state, tmp_path, 3)
+    assert "Triton was stopped on request" in said and "left out" not in said, said
+    assert (code, alive) == (0, True), said
+    assert "READY: ['fine', 'slow']" in said
+
+
+def test_a_load_that_outlives_its_timeout_then_kills_triton_is_a_suspect_next_time(tmp_path: Path) -> None:
+    """Our wait on a load ended ('still loading'), then the load killed Triton: it stayed in flight,
+    so the next start loads it alone instead of crash-looping."""
+    repository = tmp_path / "repo"
+    add_python_model(repository, "late_crasher", "time.sleep(8)\n" + KILLS_TRITON)
+    add_answering_model(repository, "fine")
+    state = tmp_path / "state.json"
+    _, said, alive = start_of_container(repository, state, tmp_path, 1, load_timeout_s=4)
+    assert "late_crasher: FAILED: still loading after 4s (Triton keeps trying)" in said
+    assert not alive, said
+    assert "late_crasher" in in_flight(state)  # (the python backend loaded 'fine' behind it: it may be too)
+    _, said, alive = start_of_container(repository, state, tmp_path, 2, load_timeout_s=4)
+    assert "loaded (a load may have killed it): they load one at a time, after the others" in said
+    assert "late_crasher one at a time, after the others" in said
