@@ -143,16 +143,19 @@ class State:
         try:
             with open(path, encoding="utf-8") as file:
                 saved = json.load(file)
-            self.in_flight = [str(n) for n in saved.get("in_flight", [])]
-            self.alone = bool(saved.get("alone", False))
-            self.log_at = int(saved.get("log_at", -1))
-            self.suspects = [str(n) for n in saved.get("suspects", [])]
-            self.left_out = {str(n): {"why": str(e.get("why", "")), "files": str(e.get("files", ""))}
-                             for n, e in dict(saved.get("left_out", {})).items()}
+            # All or nothing: a file half of which reads must not leave half a state.
+            in_flight = [str(n) for n in saved.get("in_flight", [])]
+            alone, log_at = bool(saved.get("alone", False)), int(saved.get("log_at", -1))
+            suspects = [str(n) for n in saved.get("suspects", [])]
+            left_out = {str(n): {"why": str(e.get("why", "")), "files": str(e.get("files", ""))}
+                        for n, e in dict(saved.get("left_out", {})).items()}
         except FileNotFoundError:
-            pass
-        except (OSError, ValueError, TypeError, AttributeError) as exc:
+            return
+        except (OSError, ValueError, TypeError, AttributeError, RecursionError) as exc:
             say(f"cannot read the state file {path} ({exc}): starting without it")
+            return
+        self.in_flight, self.alone, self.log_at = in_flight, alone, log_at
+        self.suspects, self.left_out = suspects, left_out
 
     def flying(self, names: list[str], *, alone: bool = False, log: str = "") -> None:
         self.in_flight, self.alone = list(names), alone
@@ -175,7 +178,11 @@ class State:
         partial = f"{self.path}.{os.getpid()}.tmp"
         try:
             os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
-            with open(partial, "w", encoding="utf-8") as file:
+            if os.path.lexists(partial):  # a killed start's (a container reuses its pids)
+                os.unlink(partial)
+            # Never through a link someone left at the name (the default lives in /var/tmp).
+            fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            with open(fd, "w", encoding="utf-8") as file:
                 json.dump(saved, file)
                 file.flush()
                 os.fsync(file.fileno())

@@ -6,14 +6,12 @@ run measured."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
@@ -28,6 +26,7 @@ from geadmin.ops.tune.search import unstable
 from geadmin.ops.tune.trials import journal_row, make_trial, remove_left, remove_trial
 from geadmin.repository import trials
 from geadmin.triton.client import TritonClient
+from tests.support.deploy import load_models_script
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = "resnet"
@@ -174,15 +173,6 @@ def test_a_journaled_run_is_closed_even_before_its_trial_was_made(repository: Pa
     remove_left(repository, home=tmp_path)
     rows = audit.query(model=MODEL, action=tune_trials.ACTION, home=tmp_path)
     assert [r.result for r in rows] == [Result.INTERRUPTED.value, Result.STARTED.value]
-
-
-def load_models_script() -> ModuleType:
-    path = ROOT / "deploy" / "triton-load-models.py"
-    spec = importlib.util.spec_from_file_location("triton_load_models", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_the_compose_loader_skips_marked_directories_only(repository: Path, tmp_path: Path) -> None:
