@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import enum
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from urllib.parse import urlsplit
 
@@ -96,6 +96,24 @@ def same_server(url_a: str, url_b: str) -> bool:
         return Endpoint.parse(url_a).url == Endpoint.parse(url_b).url
     except ConfigError:
         return False
+
+
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+
+def server_keys(*urls: str) -> tuple[str, ...]:
+    """The URLs one server is recorded under, for lookups by any of them: each of `urls` (the
+    caller's: one server's endpoints) as `Endpoint.url` writes it, and a loopback one under each
+    loopback name (`--url localhost:8000` reads what the sampler recorded for 127.0.0.1:8000)."""
+    keys: list[str] = []
+    for url in urls:
+        try:
+            endpoint = Endpoint.parse(url)
+        except ConfigError:
+            continue
+        hosts = LOOPBACK_HOSTS if endpoint.host in LOOPBACK_HOSTS else (endpoint.host,)
+        keys += [replace(endpoint, host=host).url for host in hosts]
+    return tuple(dict.fromkeys(keys))
 
 
 @dataclass(frozen=True)

@@ -101,7 +101,8 @@ def _verdicts(targets: list[Target], args: argparse.Namespace, stack: StackInfo 
     try:
         snapshots = take_snapshots(clients)  # in parallel, as on the Overview
         return [server_verdict(snap, EvidenceSources(client if keyed else None, t.log(), t.repository,
-                                                     metrics_url=t.urls().metrics), stack,
+                                                     metrics_url=t.urls().metrics, also=t.urls().known()),
+                               stack,
                                expected=args.expect or ())
                 for t, (_, client), snap, keyed in zip(targets, clients, snapshots, trusted, strict=True)]
     finally:

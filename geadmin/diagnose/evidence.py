@@ -46,6 +46,7 @@ class EvidenceSources:
     home: Path | None = None  # the workspace (audit log)
     metrics_url: str | None = None  # Triton's /metrics: npu_ge instances that cannot execute
     probe_interval_s: float | None = None  # how often the sampler probes; None: GEADMIN_PROBE_INTERVAL_S
+    also: tuple[str, ...] = ()  # the server's other known endpoints: its probes may be recorded there
     now: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
 
 
@@ -63,11 +64,12 @@ def assess(snapshot: ServerSnapshot, sources: EvidenceSources | None = None, *,
                            listed=listed, home=src.home)
     stuck = stuck_models(found, src.log, src.now)
     cut_short = interrupted.unresolved(src.repository, home=src.home, url=snapshot.url)
-    probes = watch.fresh_probes(snapshot.url, now_s=src.now.timestamp(), home=src.home) \
+    probes = watch.fresh_probes(snapshot.url, also=src.also, now_s=src.now.timestamp(), home=src.home) \
         if snapshot.reachable else {}
     interval_s = src.probe_interval_s if src.probe_interval_s is not None else setting_interval_s()
-    probe_check = check_probes(snapshot.url, {m.name for m in found.ready}, now_s=src.now.timestamp(),
-                               interval_s=interval_s, home=src.home) if snapshot.reachable else None
+    probe_check = check_probes(snapshot.url, {m.name for m in found.ready}, also=src.also,
+                               now_s=src.now.timestamp(), interval_s=interval_s,
+                               home=src.home) if snapshot.reachable else None
     verdict = judge(snapshot, found, drift=drift, stuck=stuck, expected=expected, cut_short=cut_short,
                     probes=probes, unloaded=unloads.by_operator)
     broken, unjudged = read_broken(src.metrics_url) if src.metrics_url and snapshot.reachable else ([], "")

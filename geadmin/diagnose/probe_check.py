@@ -10,7 +10,7 @@ to turn the probes on. A note, never a reason: it does not change the level.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -87,14 +87,14 @@ class ProbeCheck:
 
 
 def check_probes(server: str, ready: Collection[str], *, now_s: float, interval_s: float,
-                 home: Path | None = None) -> ProbeCheck | None:
+                 also: Sequence[str] = (), home: Path | None = None) -> ProbeCheck | None:
     """The probe check of `server`'s READY models `ready`; None when none is READY (nothing to
     check). Never raises: an unreadable workspace database is in the check."""
     if not ready:
         return None
     stale = stale_after(interval_s)
     try:
-        latest = watch.latest_probes(server, until_s=now_s + watch.FUTURE_SLACK_S, home=home)
+        latest = watch.latest_probes(server, also=also, until_s=now_s + watch.FUTURE_SLACK_S, home=home)
     except db.WorkspaceDatabaseError as exc:
         return ProbeCheck(server, stale, unreadable=str(exc).splitlines()[0])
     newest = max((probe.at_s for name, probe in latest.items() if name in ready), default=None)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from geadmin import settings
-from geadmin.domain import Endpoint, Transport, same_server, url_host
+from geadmin.domain import LOOPBACK_HOSTS, Endpoint, Transport, same_server, url_host
 from geadmin.errors import ConfigError
 from geadmin.stack.compose_logs import ComposeLogSource, compose_for
 from geadmin.stack.workspace import StackInfo, Workspace
@@ -70,6 +70,11 @@ class ServerUrls:
 
     def is_guess(self, kind: Transport | str) -> bool:
         return (kind.value if isinstance(kind, Transport) else kind) in self.guessed
+
+    def known(self) -> tuple[str, ...]:
+        """The HTTP and gRPC URLs known, not guessed: the server is recorded under these."""
+        endpoints = (("http", self.http), ("grpc", self.grpc))
+        return tuple(url for kind, url in endpoints if not self.is_guess(kind))
 
 
 def server_urls(spec: ServerSpec, stack: StackInfo | None) -> ServerUrls:
@@ -127,8 +132,9 @@ def is_stack_server(url: str, stack: StackInfo | None) -> bool:
 
 
 def _address(url: str) -> tuple[str, int]:
+    """Host and port, a loopback host under one name (`localhost:8000` is the stack's 127.0.0.1:8000)."""
     endpoint = Endpoint.parse(url)
-    return endpoint.host, endpoint.port
+    return ("127.0.0.1" if endpoint.host in LOOPBACK_HOSTS else endpoint.host), endpoint.port
 
 
 def default_server(stack: StackInfo | None) -> tuple[str, str]:

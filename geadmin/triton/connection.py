@@ -236,13 +236,13 @@ class Connection:
         future = self._pool().submit(self._run, fn, timeout_s, restricted, read, action)
         try:
             return future.result(timeout=waited_s)
-        except TimeoutError:
+        except TimeoutError as exc:
             if future.done():  # the worker's own (socket.timeout is TimeoutError), or just in
                 return future.result()
             future.cancel()  # never sent if still queued
             raise ConnectionsBusyError(f"{action}: not sent — geadmin's {HTTP_WORKERS} connections to "
                                        f"{self.url} were all busy (long loads) for {waited_s:g}s: try "
-                                       "again when they end", url=self.url) from None
+                                       "again when they end", url=self.url) from exc
 
     def _translated(self, exc: BaseException, action: str, loading: bool) -> TritonError:
         """The one translation, and after an HTTP timeout the kept connections dropped: a load

@@ -40,7 +40,9 @@ def verdict_for(target: Target, snapshot: ServerSnapshot | None = None) -> Serve
     client = client_for(target)
     if snapshot is None:
         snapshot = take_snapshot(target.spec.name, client)
-    sources = EvidenceSources(client, log_for(target), target.repository, metrics_url=target.urls().metrics)
+    urls = target.urls()
+    sources = EvidenceSources(client, log_for(target), target.repository, metrics_url=urls.metrics,
+                              also=urls.known())
     found = server_verdict(snapshot, sources, live_stack())
     _published()[server_key(target)] = (time.monotonic(), found)
     return found

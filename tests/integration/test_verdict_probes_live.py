@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -62,3 +63,23 @@ def test_status_says_answers_were_not_checked_until_the_sampler_probes(
             assert sampler.wait(timeout=15) == 0
     assert code == 0 and UNCHECKED not in str(document["headline"]), document["headline"]
     assert document["probe_check"]["checked"] is True  # type: ignore[index]
+
+
+def test_a_probe_failure_recorded_under_the_http_url_pages_through_every_name_of_the_server(
+        server: TritonProcess, tmp_path: Path) -> None:
+    """The sampler records the HTTP URL it probes; `status` through the gRPC endpoint (the servers
+    file names both) or through `localhost` is the same server, and its probe failure pages."""
+    home = tmp_path / "home"
+    now = time.time()
+    watch.record_probes([watch.ProbeRecord(server.http_url, MODEL, now - 5, False, None, "boom")], home=home)
+    servers = tmp_path / "servers.toml"
+    servers.write_text(f'[[server]]\nname = "s"\nurl = "grpc://{server.grpc_url}"\n'
+                       f'http_url = "{server.http_url}"\n')
+    port = server.http_url.rsplit(":", 1)[1]
+    env = {**os.environ, "GEADMIN_HOME": str(home), "GEADMIN_SERVERS_FILE": str(servers)}
+    for where in (["--server", "s"], ["--url", f"http://localhost:{port}"]):
+        done = subprocess.run([*GEADMIN, "status", *where, "--repository", str(server.repository)], env=env,
+                              capture_output=True, text=True, timeout=60, check=False)
+        assert done.returncode == 4, (where, done.stdout, done.stderr)
+        headline = done.stdout.splitlines()[0]
+        assert headline.startswith(f"DEGRADED: model '{MODEL}' is READY but does not answer: boom"), headline

@@ -109,3 +109,30 @@ def test_an_unreadable_workspace_says_it_once_in_its_own_note(tmp_path: Path) ->
     assert "probes and NPU faults are not judged" in found.headline
     check = found.to_json()["probe_check"]
     assert isinstance(check, dict) and check["checked"] is False and "cannot be read" in check["note"]
+
+
+def test_a_failed_probe_recorded_under_another_name_of_the_server_still_pages(tmp_path: Path) -> None:
+    """The sampler records the stack's HTTP URL at 127.0.0.1; `status --url localhost:...` or
+    `--url grpc://...` names the same server: a model not answering there was OK with a note that
+    no probe was recorded."""
+    probed(tmp_path, 10, ok=False, server="http://127.0.0.1:8000")
+    for url, also in (("http://localhost:8000", ()), ("grpc://127.0.0.1:8001", ("http://127.0.0.1:8000",)),
+                      ("grpc://[::1]:8001", ("http://localhost:8000",))):
+        snap = ServerSnapshot("s", url, url.split(":")[0], NOW, live=True, ready=True,
+                              info=ServerInfo("triton", "2.51.0", ()), models=(READY,))
+        found = assess(snap, EvidenceSources(home=tmp_path, now=NOW, probe_interval_s=30.0, also=also))
+        assert found.rules == [VerdictRule.NOT_ANSWERING], (url, found.headline)
+    other = ServerSnapshot("s", "grpc://127.0.0.1:8001", "grpc", NOW, live=True, ready=True,
+                           info=ServerInfo("triton", "2.51.0", ()), models=(READY,))
+    alone = assess(other, EvidenceSources(home=tmp_path, now=NOW, probe_interval_s=30.0))
+    assert alone.level is Level.OK and UNCHECKED in alone.headline  # its HTTP endpoint not known: not guessed
+
+
+def test_server_keys_name_one_server_under_each_loopback_name_only() -> None:
+    from geadmin.domain import server_keys
+
+    assert server_keys("localhost:8000") == ("http://127.0.0.1:8000", "http://localhost:8000",
+                                             "http://[::1]:8000")
+    assert server_keys("grpc://10.0.0.5:8001", "http://10.0.0.5:8000") == ("grpc://10.0.0.5:8001",
+                                                                          "http://10.0.0.5:8000")
+    assert server_keys("htp:/nope", "") == ()

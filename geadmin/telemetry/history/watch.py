@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from geadmin import db
-from geadmin.domain import same_server
+from geadmin.domain import same_server, server_keys
 
 KEEP_PROBES_S = 24 * 3600.0  # probe history kept this long
 FRESH_S = 300.0  # a probe older than this says nothing about now (the sampler stopped)
@@ -81,17 +81,21 @@ def record_probes(records: Sequence[ProbeRecord], *, home: Path | None = None) -
         conn.execute("DELETE FROM probes WHERE at < ?", (oldest,))
 
 
-def latest_probes(server: str, *, newer_than_s: float = 0.0, until_s: float | None = None,
-                  home: Path | None = None) -> dict[str, ProbeRecord]:
+def latest_probes(server: str, *, also: Sequence[str] = (), newer_than_s: float = 0.0,
+                  until_s: float | None = None, home: Path | None = None) -> dict[str, ProbeRecord]:
     """model -> its latest probe of `server` (the last recorded: after the wall clock stepped
     back, an earlier probe bears a later stamp), if stamped after `newer_than_s` and, with
-    `until_s`, not after it (epoch seconds)."""
+    `until_s`, not after it (epoch seconds). The server is looked up under every URL it is known
+    by (`also`: its other endpoints; loopback names: `domain.server_keys`), as the sampler records
+    one and `geadmin status --url` may name another."""
+    keys = server_keys(server, *also) or (server,)
+    marks = ", ".join("?" * len(keys))
     with db.connect(home) as conn:
         conn.row_factory = sqlite3.Row
         rows = conn.execute(
-            "SELECT p.* FROM probes p JOIN (SELECT MAX(id) AS id FROM probes WHERE server = ? "
+            f"SELECT p.* FROM probes p JOIN (SELECT MAX(id) AS id FROM probes WHERE server IN ({marks}) "
             "GROUP BY model) last ON p.id = last.id WHERE p.at > ? AND p.at <= ?",
-            (server, newer_than_s, float("inf") if until_s is None else until_s)).fetchall()
+            (*keys, newer_than_s, float("inf") if until_s is None else until_s)).fetchall()
     return {row["model"]: _probe(row) for row in rows}
 
 
@@ -102,13 +106,14 @@ def causes_first(failed: Sequence[ProbeRecord]) -> list[ProbeRecord]:
     return sorted(failed, key=lambda p: (any(f"'{other}" in p.error for other in names - {p.model}), p.model))
 
 
-def fresh_probes(server: str, *, now_s: float, fresh_s: float = FRESH_S,
+def fresh_probes(server: str, *, now_s: float, also: Sequence[str] = (), fresh_s: float = FRESH_S,
                  home: Path | None = None) -> dict[str, ProbeRecord]:
-    """The latest probe of each model of `server` taken in the last `fresh_s` (one stamped in
-    the future is stale: see FUTURE_SLACK_S); {} without a workspace database (a probe nobody
-    recorded says nothing)."""
+    """The latest probe of each model of `server` (known also as `also`) taken in the last
+    `fresh_s` (one stamped in the future is stale: see FUTURE_SLACK_S); {} without a workspace
+    database (a probe nobody recorded says nothing)."""
     try:
-        return latest_probes(server, newer_than_s=now_s - fresh_s, until_s=now_s + FUTURE_SLACK_S, home=home)
+        return latest_probes(server, also=also, newer_than_s=now_s - fresh_s, until_s=now_s + FUTURE_SLACK_S,
+                             home=home)
     except db.WorkspaceDatabaseError:
         return {}
 
