@@ -203,7 +203,7 @@ def bundle_download() -> None:
                                   log_path=target.log_path, log=target.log(),
                                   containers=compose_for(target.spec.url),
                                   stack_file=Workspace(settings.home()).live_stack_file(),
-                                  metrics_url=target.urls().metrics)
+                                  metrics_url=target.urls().metrics, also=target.urls().known())
         st.session_state[keys.OVERVIEW_BUNDLE] = (default_bundle_name(), bundle.packed(), bundle.problems)
     prepared = st.session_state.get(keys.OVERVIEW_BUNDLE)
     if prepared is None:

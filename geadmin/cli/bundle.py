@@ -22,7 +22,7 @@ def run(args: argparse.Namespace) -> int:
         bundle = build_bundle(client, repository=target.repository, log_path=target.log_path,
                               stack_file=stack_file, log_bytes=int(args.log_mb * (1 << 20)),
                               log=target.log(), containers=compose_for(target.spec.url),
-                              metrics_url=target.urls().metrics)
+                              metrics_url=target.urls().metrics, also=target.urls().known())
     path = write_bundle(bundle, Path(args.output or default_bundle_name()))
     if args.json:
         print(json.dumps({"path": str(path), "files": sorted(bundle.files),

@@ -130,16 +130,18 @@ def build_bundle(
     log: LogSource | None = None,
     containers: Containers | None = None,
     metrics_url: str | None = None,
+    also: tuple[str, ...] = (),
 ) -> Bundle:
     """`log`: the log that explains failures when there is no `log_path` (a compose container's);
     `containers`: the compose project that runs this server, whose services and logs go in;
     `metrics_url`: Triton's /metrics, so the verdict weighs what `geadmin status` weighs (npu_ge
-    instances that cannot execute, npu_ge's device errors)."""
+    instances that cannot execute, npu_ge's device errors); `also`: the server's other known
+    endpoints, where its probes may be recorded (as `geadmin status` reads them)."""
     bundle = Bundle(secrets=known_secrets(client))
     bundle.collect("server", lambda: _server(bundle, client))
     source = LocalLogFile(log_path) if log_path is not None else log
     bundle.collect("verdict", lambda: _verdict(bundle, EvidenceSources(client, source, repository,
-                                                                      metrics_url=metrics_url)))
+                                                                      metrics_url=metrics_url, also=also)))
     bundle.collect("statistics", lambda: bundle.add_json(
         "server/statistics.json", [json_format.MessageToDict(s) for s in client.model_statistics()]))
     bundle.collect("models", lambda: _models(bundle, client, repository))
