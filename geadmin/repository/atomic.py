@@ -14,8 +14,9 @@ import ctypes
 import errno
 import os
 import re
+import secrets
 import stat
-import tempfile
+import string
 from pathlib import Path
 from typing import BinaryIO
 
@@ -35,27 +36,75 @@ def is_temp_file_name(name: str) -> bool:
     return _TEMP_NAME.fullmatch(name) is not None
 
 
-def atomic_write(path: Path, data: bytes, *, mode: int | None = None) -> None:
+def atomic_write(path: Path, data: bytes, *, mode: int | None = None, inside: Path | None = None,
+                 make_parents: bool = False) -> None:
     """Replace `path` with `data` all at once (or not at all): temp file in the same
     directory, fsync, rename, fsync the directory. Raises `RepositoryError`: before the rename,
     the old file untouched and no temp file; after it (the directory fsync), saying the new
     file is written. The file keeps its mode (a new one gets NEW_FILE_MODE)
-    unless `mode` is given; the temp file has its final mode before the rename."""
+    unless `mode` is given; the temp file has its final mode before the rename.
+
+    `inside`: a directory `path` must stay in (the model repository, which whoever can write it
+    could rearrange while geadmin writes): the parent is opened one name at a time from there,
+    never through a link (`make_parents`: missing ones made on the way), and the temp file, the
+    rename and the fsync all go through that handle — a model directory swapped for a link to
+    /etc between the check and the write cannot send the file there."""
     try:
-        mode = stat.S_IMODE(path.stat().st_mode) if mode is None else mode
+        parent = _open_parent(path, inside, make_parents)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise RepositoryError(f"refused {path}: a directory on its way is a symbolic link (or not a "
+                                  "directory), and geadmin never writes through one; nothing was "
+                                  "written — replace it with a regular directory") from exc
+        fix = disk.next_step(exc, path.parent, "check the disk, then retry")
+        raise RepositoryError(f"cannot write {path}: {exc.strerror or exc}; the previous file is "
+                              f"untouched — {fix}") from exc
+    try:
+        _replace_in(parent, path, data, mode)
+    finally:
+        os.close(parent)
+
+
+def _open_parent(path: Path, inside: Path | None, make_parents: bool) -> int:
+    """A handle on `path`'s directory (see `atomic_write`)."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+    if inside is None:
+        if make_parents:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        return os.open(path.parent, flags)
+    root = Path(inside).resolve()
+    fd = os.open(root, flags)
+    try:
+        for part in path.parent.relative_to(root).parts:
+            if make_parents:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(part, dir_fd=fd)
+            below = os.open(part, flags | os.O_NOFOLLOW, dir_fd=fd)
+            os.close(fd)
+            fd = below
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _replace_in(parent: int, path: Path, data: bytes, mode: int | None) -> None:
+    name = path.name
+    try:
+        mode = stat.S_IMODE(os.stat(name, dir_fd=parent).st_mode) if mode is None else mode
     except FileNotFoundError:
         mode = NEW_FILE_MODE
     except OSError as exc:
         raise RepositoryError(f"cannot write {path}: {exc.strerror or exc}") from exc
     tmp = ""
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TEMP_SUFFIX, dir=path.parent)
+        fd, tmp = _temp_file(parent, name)
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
+            os.fchmod(handle.fileno(), mode)
+        os.replace(tmp, name, src_dir_fd=parent, dst_dir_fd=parent)
         tmp = ""
     except OSError as exc:
         fix = disk.next_step(exc, path.parent, "check the disk, then retry")
@@ -64,14 +113,29 @@ def atomic_write(path: Path, data: bytes, *, mode: int | None = None) -> None:
     finally:
         if tmp:
             with contextlib.suppress(OSError):
-                os.unlink(tmp)
+                os.unlink(tmp, dir_fd=parent)
     try:
-        fsync_directory(path.parent)
+        _fsync_handle(parent)
     except OSError as exc:  # after the rename: the new file IS in place, only its durability is unknown
         fix = disk.next_step(exc, path.parent, "check the disk, then read the file back")
         raise RepositoryError(f"{path} IS written (the new content replaced the previous file), but the "
                               f"directory fsync failed ({exc.strerror or exc}), so it may not survive a "
                               f"power cut — {fix}") from exc
+
+
+_TEMP_ALPHABET = string.ascii_letters + string.digits + "_"
+
+
+def _temp_file(parent: int, name: str) -> tuple[int, str]:
+    """A new private file `.<name>.<8 random>.geadmin-tmp` in `parent`, never through a link."""
+    for _ in range(100):
+        tmp = f".{name}.{''.join(secrets.choice(_TEMP_ALPHABET) for _ in range(8))}{TEMP_SUFFIX}"
+        try:
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+            return os.open(tmp, flags, SECRET_FILE_MODE, dir_fd=parent), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, f"no free temporary name beside {name}")
 
 
 def write_secret_atomically(path: Path, data: bytes) -> None:
@@ -109,12 +173,17 @@ def fsync_directory(directory: Path) -> None:
     done; any other failure is raised."""
     fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        os.fsync(fd)
-    except OSError as exc:  # some filesystems cannot fsync a directory; the rename is done
-        if exc.errno not in (22, 95):  # EINVAL, EOPNOTSUPP
-            raise
+        _fsync_handle(fd)
     finally:
         os.close(fd)
+
+
+def _fsync_handle(fd: int) -> None:
+    try:
+        os.fsync(fd)
+    except OSError as exc:  # some filesystems cannot fsync a directory; the rename is done
+        if exc.errno not in (errno.EINVAL, errno.EOPNOTSUPP):
+            raise
 
 
 _RENAME_NOREPLACE = 1

@@ -43,11 +43,12 @@ def read_bounded(path: str | Path, limit_bytes: int, *, what: str, fix: str,
         fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
         raise error(f"{what}: cannot read {file}: {exc.strerror or exc}") from exc
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):  # checked on the raw handle: a directory cannot be fdopen'ed
+        os.close(fd)
+        raise error(f"{what}: {file} is not a regular file (a device, a pipe or a directory): "
+                    f"geadmin reads only regular files of at most {size_text(limit_bytes)}; {fix}")
     with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise error(f"{what}: {file} is not a regular file (a device, a pipe or a directory): "
-                        f"geadmin reads only regular files of at most {size_text(limit_bytes)}; {fix}")
         if info.st_size > limit_bytes:  # known from its size: not read at all
             raise (too_large or error)(f"{what} ({file}) is {info.st_size:,} bytes, more than "
                                        f"{size_text(limit_bytes)}, {limit}: {fix}")

@@ -19,7 +19,7 @@ def safe_model_path(repository: Path, model: str, relative: str | PurePosixPath 
     """`repository/model/relative`, refused (`RepositoryError`) unless it stays inside the
     repository: `model` one directory name, `relative` no `..`, not absolute, and no symlink
     on the way (existing components are checked; missing ones may be created)."""
-    root = _root(repository)
+    root = repository_root(repository)
     if not is_model_name(model):
         raise RepositoryError(f"refused model name {model!r}: a model name is one directory name of "
                               "UTF-8 text, without '/', '\\' or '..'")
@@ -51,7 +51,8 @@ def safe_model_path(repository: Path, model: str, relative: str | PurePosixPath 
     return current
 
 
-def _root(repository: Path) -> Path:
+def repository_root(repository: Path) -> Path:
+    """The repository as geadmin writes in it: resolved, and refused when it is not a directory."""
     root = Path(repository).expanduser().resolve()
     if not root.is_dir():
         raise RepositoryError(f"the model repository {root} does not exist: check --repository / "

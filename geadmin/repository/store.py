@@ -15,7 +15,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from geadmin import disk
 from geadmin.errors import ConfigConflictError, RepositoryError
 from geadmin.repository.atomic import atomic_write
 from geadmin.repository.layout import is_model_name
@@ -25,6 +24,7 @@ from geadmin.repository.paths import (
     DEFAULT_UPLOAD_LIMIT_BYTES,
     check_upload_size,
     config_path,
+    repository_root,
     safe_model_path,
 )
 from geadmin.repository.revisions import record_revision, revision_with_hash, sha256_of, text_diff
@@ -103,7 +103,7 @@ def write_config(repository: Path, model: str, data: bytes, *, expected_sha256: 
             raise conflict(repository, model, path, expected_sha256, before, home)
         if backup and before is not None:
             record_revision(repository, model, before, who=who, note=note, home=home)
-        atomic_write(path, data)
+        atomic_write(path, data, inside=repository_root(repository))
     return None if before is None else ConfigFile(model, path, before)
 
 
@@ -133,11 +133,7 @@ def write_model_file(repository: Path, model: str, relative: str, data: bytes, *
     if Path(relative) == Path(CONFIG_FILE):
         refuse_oversized(model, data)
     path = safe_model_path(repository, model, relative)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        fix = disk.next_step(exc, path.parent, "check the repository's disk")
-        raise RepositoryError(f"cannot create {path.parent}: {exc.strerror or exc}; {fix}") from exc
-    safe_model_path(repository, model, relative)  # check again: nothing raced a symlink in
-    atomic_write(path, data)
+    # Directories made and the file written one name at a time from the repository, never
+    # through a link: one raced in after the check above cannot send the write elsewhere.
+    atomic_write(path, data, inside=repository_root(repository), make_parents=True)
     return path

@@ -29,6 +29,18 @@ def test_a_device_is_refused_before_a_byte_is_read_naming_the_path_and_the_limit
         read_bounded("/dev/zero", 1024, what="--file x", fix="copy it to a file")
 
 
+def test_a_directory_is_refused_like_a_device_and_its_handle_closed(tmp_path: Path) -> None:
+    """`config apply M /tmp`, `infer --input x=@.`: fdopen of a directory raised IsADirectoryError
+    before the check (exit 70), and leaked the descriptor."""
+    import os
+
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(3):
+        with pytest.raises(RepositoryError, match=rf"^--file x: {tmp_path} is not a regular file"):
+            read_bounded(tmp_path, 1024, what="--file x", fix="name a file")
+    assert len(os.listdir("/proc/self/fd")) == before
+
+
 def test_a_regular_file_over_the_limit_is_refused_from_what_was_read(tmp_path: Path) -> None:
     big = tmp_path / "big"
     big.write_bytes(b"x" * 1025)

@@ -72,7 +72,7 @@ def test_a_new_file_is_readable_by_others(tmp_path: Path) -> None:
     assert stat.S_IMODE(target.stat().st_mode) == atomic.NEW_FILE_MODE
 
 
-@pytest.mark.parametrize("failing", ["replace", "fsync", "chmod"])
+@pytest.mark.parametrize("failing", ["replace", "fsync", "fchmod"])
 def test_a_failure_between_write_and_rename_leaves_the_original_and_no_temp_file(
     repo: Path, home: Path, monkeypatch: pytest.MonkeyPatch, failing: str
 ) -> None:
@@ -93,10 +93,10 @@ def test_a_failure_between_write_and_rename_leaves_the_original_and_no_temp_file
 def test_a_directory_fsync_failure_after_the_rename_says_the_new_file_is_written(
     repo: Path, home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def broken(directory: Path) -> None:
+    def broken(directory: int) -> None:
         raise OSError(errno.EIO, "Input/output error")
 
-    monkeypatch.setattr(atomic, "fsync_directory", broken)
+    monkeypatch.setattr(atomic, "_fsync_handle", broken)  # the directory's, after the rename
     with pytest.raises(RepositoryError, match=r"config\.pbtxt IS written .* directory fsync failed "
                        r"\(Input/output error\)") as info:
         store.write_config(repo, "m", EDITED, expected_sha256=revisions.sha256_of(CONFIG), who="ann",
@@ -232,6 +232,41 @@ def test_a_symlinked_config_is_never_written_through(repo: Path, tmp_path: Path,
         store.write_config(repo, "m", EDITED, expected_sha256=revisions.sha256_of(CONFIG), who="ann",
                            home=home)
     assert real.read_bytes() == CONFIG
+
+
+def test_a_model_directory_swapped_for_a_link_after_the_check_is_never_written_through(
+        repo: Path, tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whoever can write the repository swaps the model directory for a link to a directory of
+    someone else's between geadmin's path check and its write (a reviewer's race wrote 36 of 300
+    configs outside): the write goes one name at a time from the repository, never through a link."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "config.pbtxt").write_bytes(b"theirs")
+    checked = paths.safe_model_path
+    swaps: list[Path] = []
+
+    def swap_after_the_check(repository: Path, model: str, relative: str = "") -> Path:
+        path = checked(repository, model, relative)
+        if not (repo / "m").is_symlink():
+            swaps.append(tmp_path / f"m.moved{len(swaps)}")
+            (repo / "m").rename(swaps[-1])
+            (repo / "m").symlink_to(outside, target_is_directory=True)
+        return path
+
+    monkeypatch.setattr(store, "config_path", lambda r, m: swap_after_the_check(r, m, "config.pbtxt"))
+    monkeypatch.setattr(store, "_on_disk", lambda path: CONFIG)  # as read before the swap
+    with pytest.raises(RepositoryError, match=r"a directory on its way is a symbolic link .* nothing was "
+                       "written"):
+        store.write_config(repo, "m", EDITED, expected_sha256=revisions.sha256_of(CONFIG), who="ann",
+                           home=home)
+    assert listing(outside) == ["config.pbtxt"] and (outside / "config.pbtxt").read_bytes() == b"theirs"
+
+    (repo / "m").unlink()
+    (repo / "m").mkdir()
+    monkeypatch.setattr(store, "safe_model_path", swap_after_the_check)
+    with pytest.raises(RepositoryError, match="a directory on its way is a symbolic link"):
+        store.write_model_file(repo, "m", "1/model.py", b"print('x')")
+    assert listing(outside) == ["config.pbtxt"]  # no directory made there, no file
 
 
 def test_safe_paths_stay_inside_and_a_symlinked_repository_root_is_fine(repo: Path, tmp_path: Path) -> None:
