@@ -1,6 +1,7 @@
 """The `geadmin` command line: `main.py` routes to one module per sub-command.
 
 - main.py            the router
+- entry.py           the console script: the router imported under a Ctrl-C guard
 - __main__.py        `python -m geadmin.cli`
 - common.py          options and helpers shared by the sub-commands (no command imports a sibling)
 - exit_codes.py      the one exit-code table every command returns from

@@ -2,6 +2,6 @@
 
 import sys
 
-from geadmin.cli.main import main
+from geadmin.cli.entry import main
 
 sys.exit(main())

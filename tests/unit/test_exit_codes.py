@@ -14,7 +14,7 @@ from geadmin.cli.main import build_parser
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI = ROOT / "geadmin" / "cli"
-NOT_COMMANDS = {"__init__", "__main__", "common", "exit_codes", "main", "terminal"}
+NOT_COMMANDS = {"__init__", "__main__", "common", "entry", "exit_codes", "main", "terminal"}
 
 
 def _gen_docs() -> ModuleType:
