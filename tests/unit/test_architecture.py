@@ -348,7 +348,7 @@ def test_the_reads_only_check_finds_a_planted_audit_write_guard_and_load(tmp_pat
 
 
 CLI_SHARED = frozenset({"common", "exit_codes", "terminal"})  # helpers every command may use
-CLI_ROUTERS = frozenset({"main", "__main__"})  # they route to every command
+CLI_ROUTERS = frozenset({"main", "__main__", "entry"})  # they route to every command (entry: to main)
 
 
 def sibling_imports(cli_dir: Path, package: str = "geadmin.cli") -> list[str]:
