@@ -13,6 +13,7 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Callable
 
 from geadmin.access import guard
 from geadmin.cli.common import (
@@ -55,6 +56,10 @@ CHANGES_HELP = """`config apply MODEL FILE` writes FILE as MODEL's config.pbtxt 
 in the config history, and reloads the model; if Triton rejects it, the old file is put
 back byte for byte and the real reason is printed; a load still running at the load timeout
 keeps the new file, which Triton is loading, and names the revision to roll back to.
+When Triton's live config shows it did not load the file (every changed field still at its
+old value: --repository is not the repository it serves), the file is put back too.
+Ctrl-C (or SIGTERM) during the change puts the previous file back and says so (exit 130).
+Applying the same file again finishes an apply that was cut short after writing it.
 `config rollback MODEL [REVISION]` applies a kept revision the same way. Exit 0 when the
 config is in place, 1 when it was refused, rolled back or its load had not finished (the
 reason is printed), 3 when Triton is unreachable.
@@ -117,23 +122,27 @@ def _run_change(args: argparse.Namespace, *, data: bytes | None) -> int:
     try:
         repository = served_repository(target, "writes the config")
         auth, backends = guard.os_user(), served_backends(target)
-        with client_for(target, args) as client:
+        # SIGTERM ends it as Ctrl-C does (and Ctrl-C works in a job started with it ignored): the
+        # apply puts the previous file back and says so before the command ends (exit 130)
+        with as_interrupts(), client_for(target, args) as client:
             revision = args.revision if data is None else None  # only a rollback names one
             plan = plan_change(client, repository, args.model, new=data, revision=revision,
-                               validate=args.validate, backends=backends)
+                               validate=args.validate, backends=backends, auth=auth)
             refusal = "" if plan.impact is None or plan.errors else consent(
                 plan.impact, args, question=plan.question, declined=plan.declined())
             if refusal:
                 return _failed(RepositoryError(decline(plan, auth, refusal)), args)
             expected, log, progress = (expected_hash(plan, args.expect_hash), target.log(),
                                        _progress_printer(args))
+            said = _cut_short_printer(args)
             if data is None:
                 result = rollback(client, repository, args.model, plan.revision, expected_sha256=expected,
-                                  auth=auth, log=log, progress=progress)
+                                  auth=auth, log=log, progress=progress, on_cut_short=said)
             else:
                 result = apply_config(client, repository, args.model, data, expected_sha256=expected,
                                       auth=auth, log=log, progress=progress, load_unloaded=args.load,
-                                      validate=args.validate, smoke=args.smoke, backends=backends)
+                                      validate=args.validate, smoke=args.smoke, backends=backends,
+                                      on_cut_short=said)
     except ConfigInvalidError as exc:
         code = _failed(exc, args)  # the cause first, then every finding
         if not args.json:
@@ -162,6 +171,18 @@ def _report(result: ApplyResult, args: argparse.Namespace) -> int:
     for warning in result.warnings:
         print(f"geadmin: warning: {warning}", file=sys.stderr)
     return ExitCode.OK if result.ok else ExitCode.FAILED
+
+
+def _cut_short_printer(args: argparse.Namespace) -> Callable[[ApplyResult], None]:
+    """What an apply cut short by Ctrl-C or SIGTERM did on its way back: its one line (its
+    document with --json), before the command ends with the interrupt's exit code."""
+    def say(result: ApplyResult) -> None:
+        if args.json:
+            print(json.dumps(result.record(), indent=2), flush=True)
+        print(f"geadmin: error: {result.message}", file=sys.stderr, flush=True)
+        for warning in result.warnings:
+            print(f"geadmin: warning: {warning}", file=sys.stderr, flush=True)
+    return say
 
 
 def _progress_printer(args: argparse.Namespace) -> LoadProgress | None:

@@ -5,7 +5,8 @@ after its `started` row with an `interrupted` row that states what is on disk ("
 lines after the headline: `on disk`, `previous revision`, `repository`). An interrupted apply
 that left a config other than the previous one stays *unresolved* until someone applies or
 rolls back that model: the verdict (`geadmin status`, the Overview) and the Models page show
-each with the command that puts the previous revision back.
+each with the command that puts the previous revision back, and, when the new file is on disk,
+the command that applies it again (which finishes that apply and closes the flag).
 
 Fleet rollouts cut short (or failed with servers left changed) are listed the same way, from
 their journal (`geadmin.diagnose.rollouts`), with `geadmin fleet restore ID` as the fix.
@@ -20,6 +21,7 @@ from geadmin import audit
 from geadmin.audit import AuditEntry, Result, facts
 from geadmin.diagnose import rollouts
 from geadmin.errors import GeAdminError
+from geadmin.repository.modelconfig import CONFIG_FILE
 
 APPLY_ACTIONS = ("apply", "rollback")  # actions whose `started` row an apply writes
 CREATE_ACTION = "create"
@@ -60,11 +62,23 @@ class Interrupted:
             return ""
         return f"geadmin config rollback {self.model} {self.previous_revision}"
 
+    @property
+    def apply_again_command(self) -> str:
+        """An apply that left its new file on disk: applying that file again finishes it (reloaded,
+        checked, closed: `geadmin.ops.models.apply_cut_short`)."""
+        if self.action not in APPLY_ACTIONS or self.on_disk != "new" or not self.repository:
+            return ""
+        return f"geadmin config apply {self.model} {Path(self.repository) / self.model / CONFIG_FILE}"
+
     def reason(self) -> str:
-        """One line for a verdict, a notice or `geadmin status`."""
+        """One line for a verdict, a notice or `geadmin status`: both ways out of an apply whose new
+        file is on disk (keep it: apply it again; undo it: roll back)."""
         if self.restore_command:
             return f"{self.headline}; restore: `{self.restore_command}` (or on the Fleet page)"
         step = f"; roll back: `{self.rollback_command}`" if self.rollback_command else ""
+        if self.apply_again_command:
+            step = f"; to keep it, apply it again: `{self.apply_again_command}`" + (
+                f"; to undo it, roll back: `{self.rollback_command}`" if self.rollback_command else "")
         return f"an interrupted {self.action} of {self.model!r}: {self.headline}{step}"
 
 

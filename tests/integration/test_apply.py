@@ -403,14 +403,14 @@ def test_a_config_larger_than_a_config_can_be_read_is_refused_before_the_started
 def test_a_directory_fsync_failure_after_the_write_is_an_apply_of_the_file_on_disk(
     server: TritonProcess, client: TritonClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def broken(directory: Path) -> None:
+    def broken(directory: int) -> None:
         raise OSError(errno.EIO, "Input/output error")
 
     path = config_path(server)
     changed = path.read_bytes().replace(b"max_queue_delay_microseconds: 1000",
                                         b"max_queue_delay_microseconds: 3000")
     with monkeypatch.context() as patched:
-        patched.setattr(atomic, "fsync_directory", broken)
+        patched.setattr(atomic, "_fsync_handle", broken)  # the directory's, after the rename
         result = apply_config(client, server.repository, MODEL, changed, auth=admin_auth())
     assert result.outcome is ApplyOutcome.APPLIED, result.message
     assert "the new config.pbtxt is on disk (read back), but:" in result.message

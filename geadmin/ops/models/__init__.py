@@ -4,6 +4,9 @@
 - apply.py      a new config.pbtxt applied without taking a serving model down: refusals, write, audit
 - apply_reload.py  Triton's answer to the config an apply wrote: reload, checks, the previous file put back
 - apply_result.py  what an apply returns: its outcome, the audit result of each, what serves
+- apply_cut_short.py  an apply cut short: the line of a Ctrl-C / SIGTERM, the unfinished one a dead
+                process left that applying the same file again finishes
+- took_effect.py  did Triton load the file an apply wrote: the fields it changed, in the live config
 - create.py     a new model from a template: staged directory, validation, rename into place, first load
 - create_plan.py  the checks of a create before anything is written, and the plan of files they yield
 - reconcile.py  the applies and creates cut short: their open `started` rows closed as `interrupted`

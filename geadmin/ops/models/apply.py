@@ -10,6 +10,9 @@
    outcome, checks and validates what is on disk, and flags it with the revision to roll back
    to (`geadmin.ops.models.reconcile`). An interruption inside this process (an exception that is no
    GeAdminError, e.g. a Streamlit rerun raised from `progress`) is closed the same way, at once.
+   Ctrl-C or SIGTERM (a KeyboardInterrupt, `geadmin.interrupts`) takes the way back instead,
+   under the lock: the previous file is put back (and loaded again when Triton was asked to
+   load the new one), the outcome is audited, `on_cut_short` is told, and the interrupt goes on.
 3. Reload through Triton's repository API, explained; Triton keeps the previous version
    serving while it tries the new one (`geadmin.ops.models.apply_reload`). A model that is not
    loaded is only written, unless `load_unloaded`.
@@ -25,6 +28,11 @@
 6. Audit every attempt, refusals included, with the unified diff (`geadmin.audit`): one
    outcome row after the "started" row of step 2.
 
+The same file applied again while the model is flagged with an apply a dead process cut short
+after writing that file is no "unchanged": it finishes that apply (steps 3 to 6, the revision
+it replaced as the way back), and its outcome row closes that start
+(`geadmin.ops.models.apply_cut_short`).
+
 Test hook: `test_hooks.fault_point` names the steps `apply.started` (the started row is
 written, the file is not), `apply.written` (the new file is on disk, Triton not asked yet) and
 `apply.loaded` (Triton answered, no outcome row yet); tests/integration/test_cut_short.py
@@ -37,6 +45,7 @@ the validator (that config served before; Triton still checks it, and a rejectio
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -46,9 +55,10 @@ from geadmin.access.roles import GuardedAction
 from geadmin.audit import Actor, Result
 from geadmin.db import WorkspaceDatabaseError
 from geadmin.diagnose import explain, state_changes
+from geadmin.diagnose.interrupted import Interrupted
 from geadmin.domain import Serving
 from geadmin.errors import ConfigConflictError, GeAdminError, RepositoryError
-from geadmin.ops.models import reconcile
+from geadmin.ops.models import apply_cut_short, reconcile
 from geadmin.ops.models.actions import audit_side_effects, with_side_effects
 from geadmin.ops.models.apply_reload import ConfigReload, holds
 from geadmin.ops.models.apply_result import AUDIT_RESULTS, ApplyOutcome, ApplyResult
@@ -80,6 +90,7 @@ def apply_config(
     validate: bool = True,
     smoke: bool = False,
     backends: frozenset[str] | None = None,
+    on_cut_short: Callable[[ApplyResult], None] | None = None,
 ) -> ApplyResult:
     """Apply `new` as `model`'s config.pbtxt (see the module docstring). `expected_sha256`
     is the hash of the file the editor read (None: whatever is on disk now), `base_text` its
@@ -88,14 +99,22 @@ def apply_config(
     `ConfigLockedError`, `ConfigInvalidError`, `TritonError`, ...); everything after the write
     is a result. Validator warnings are returned in `warnings`. `backends`: the server's, when
     known (`geadmin.diagnose.impact.process_backends`), so a backend it lacks is refused.
-    `auth` must cover `action` (apply or rollback): NotAuthorizedError before anything is read."""
+    `auth` must cover `action` (apply or rollback): NotAuthorizedError before anything is read.
+    Cut short by Ctrl-C or SIGTERM, it puts the previous file back and tells `on_cut_short` how
+    that went (the face prints it) before the KeyboardInterrupt goes on."""
     actor = require(auth, GuardedAction(action))
     data = new.encode("utf-8") if isinstance(new, str) else new
     job = _Apply(client, Path(repository), model, data, actor, log, progress,
                  home, action, note or action, validate, smoke, backends, auth=auth)
     try:
         with locks.edit_lock(repository, model, "apply", home=home, wait_s=0):
-            result = job.run(expected_sha256, base_text, load_unloaded)
+            try:
+                result = job.run(expected_sha256, base_text, load_unloaded)
+            except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (geadmin.interrupts): back, under the lock
+                said = job.cut_short(exc)
+                if said is not None and on_cut_short is not None:
+                    on_cut_short(said)
+                raise
     except GeAdminError as exc:
         job.audit(Result.REFUSED, str(exc))
         raise
@@ -121,6 +140,7 @@ def rollback(
     log: LogSource | None = None,
     progress: LoadProgress | None = None,
     home: Path | None = None,
+    on_cut_short: Callable[[ApplyResult], None] | None = None,
 ) -> ApplyResult:
     """Apply a kept revision (default: the newest one that differs from the file on disk)."""
     require(auth, GuardedAction.ROLLBACK)
@@ -129,7 +149,8 @@ def rollback(
     result = apply_config(client, repository, model, target.data,
                           expected_sha256=expected_sha256 or current.sha256, auth=auth, log=log,
                           progress=progress, home=home, action="rollback",
-                          note=f"rollback to revision {target.number}", validate=False)
+                          note=f"rollback to revision {target.number}", validate=False,
+                          on_cut_short=on_cut_short)
     if result.outcome is ApplyOutcome.UNCHANGED:
         return replace(result, message=f"{model!r} already has the config of revision {target.number}: "
                        "nothing to roll back", revision=target.number)
@@ -156,6 +177,8 @@ class _Apply:
     started: reconcile.Started | None = None  # the "started" row, once written
     auth: Authorization | None = None  # the caller's, for the loads this apply makes
     unconfirmed: tuple[str, ...] = ()  # writes that are on disk (read back) but raised after the rename
+    way_back: ConfigReload | None = None  # once the started row is written: what puts the previous file back
+    loading: bool = False  # Triton was asked to load the new file
 
     def audit(self, result: Result, message: str) -> str:
         """Append the audit row; "" or why it could not be written (never raises)."""
@@ -178,13 +201,34 @@ class _Apply:
                              server=self.client.url, message=message, diff=self.diff, home=self.home)
         self.started = reconcile.parse_started(entry)
 
-    def interrupted(self, exc: BaseException) -> None:
+    def interrupted(self, exc: BaseException) -> Interrupted | None:
         """Close the started row of an apply unwound by an exception that is not ours."""
-        if self.started is None:
-            return
+        started, self.started = self.started, None  # closed once
+        if started is None:
+            return None
         cause = f"cut short in this process by {type(exc).__name__}"
         with contextlib.suppress(GeAdminError):  # else the next start finds the open row and closes it
-            reconcile.close(self.started, actor=self.actor, home=self.home, cause=cause)
+            return reconcile.close(started, actor=self.actor, home=self.home, cause=cause)
+        return None
+
+    def cut_short(self, exc: KeyboardInterrupt) -> ApplyResult | None:
+        """Ctrl-C or SIGTERM once the started row is written: the way back (`ConfigReload.cut_short`),
+        audited as this apply's outcome; None before that row. Cut short again on the way back,
+        the started row is closed as any other interruption is, and the result says so."""
+        if self.started is None or self.way_back is None:
+            return None
+        why = apply_cut_short.cause(self.model, loading=self.loading)
+        try:
+            result = self.way_back.cut_short(why, loading=self.loading)
+        except BaseException as again:  # a second Ctrl-C: the next start would close it; now is better
+            closed = self.interrupted(again)
+            state = closed.reason() if closed else "the next geadmin start says what is on disk"
+            return ApplyResult(self.model, ApplyOutcome.RESTORE_FAILED, f"{why}, and its way back was cut "
+                               f"short too ({type(again).__name__}): {state}", self.diff,
+                               self.way_back.current.sha256, self.way_back.new_sha)
+        problem = self.audit(AUDIT_RESULTS[result.outcome], result.message)
+        self.started = None  # closed
+        return replace(result, warnings=(problem,)) if problem else result
 
     def run(self, expected_sha256: str | None, base_text: str | None, load_unloaded: bool) -> ApplyResult:
         """The steps of the module docstring, and what else changed state after them."""
@@ -204,29 +248,42 @@ class _Apply:
         self.diff = revisions.config_diff(current.data, self.data, self.model)
         self.refuse_unless_safe(current, expected_sha256, base_text)
         new_sha = revisions.sha256_of(self.data)
+        unfinished = None
         if self.data == current.data:
-            return ApplyResult(self.model, ApplyOutcome.UNCHANGED,
-                               f"the config of {self.model!r} is unchanged: "
-                               "nothing to apply", "", current.sha256, new_sha)
+            unfinished = apply_cut_short.unfinished(self.repository, self.model, new_sha, home=self.home)
+            if unfinished is None:
+                return ApplyResult(self.model, ApplyOutcome.UNCHANGED,
+                                   f"the config of {self.model!r} is unchanged: "
+                                   "nothing to apply", "", current.sha256, new_sha)
+            # finish the apply cut short: its diff, the revision it replaced as the way back, its start
+            self.diff = unfinished.start.entry.diff
+            current = ConfigFile(self.model, current.path, unfinished.previous.data)
         before = explain.watch(self.client, self.model, self.log)
-        self.start(current, new_sha)
-        test_hooks.fault_point("apply.started")
-        self.write(current)
-        test_hooks.fault_point("apply.written")
+        if unfinished is None:
+            self.start(current, new_sha)
+        else:
+            self.started = unfinished.start
+        reload = self.way_back = ConfigReload(
+            self.client, self.repository, self.model, self.data, current, new_sha, before, self.diff,
+            self.actor.name, self.home, self.log, self.progress, self.auth, self.smoke)
+        if unfinished is None:
+            test_hooks.fault_point("apply.started")
+            self.write(current)
+            test_hooks.fault_point("apply.written")
         if before.was_ready is False and not load_unloaded:
-            return self.kept(ApplyResult(
+            result = self.kept(ApplyResult(
                 self.model, ApplyOutcome.WRITTEN, f"wrote the new config of {self.model!r}; the model is not "
                 "loaded, so Triton has not checked it: load it (`geadmin models load "
                 f"{self.model}`) to find out", self.diff, current.sha256, new_sha,
                 serving=Serving.NEVER_LOADED))
-        reload = ConfigReload(self.client, self.repository, self.model, self.data, current, new_sha, before,
-                              self.diff, self.actor.name, self.home, self.log, self.progress, self.auth,
-                              self.smoke)
-        result = reload.run()
-        self.unconfirmed += reload.unconfirmed
-        # the new file stays on disk (applied, or still loading): kept as a revision; a restore is not
-        return self.kept(result) if result.outcome in (ApplyOutcome.APPLIED, ApplyOutcome.UNFINISHED) \
-            else result
+        else:
+            self.loading = True
+            result = reload.run()
+            self.unconfirmed += reload.unconfirmed
+            # the new file stays on disk (applied, or still loading): kept as a revision; a restore is not
+            if result.outcome in (ApplyOutcome.APPLIED, ApplyOutcome.UNFINISHED):
+                result = self.kept(result)
+        return replace(result, message=f"{result.message}\n{unfinished.note()}") if unfinished else result
 
     def write(self, current: ConfigFile) -> None:
         """Write the new file. An error raised once it is in place (the directory fsync after the

@@ -12,14 +12,22 @@ Steps 3 and 4 of `geadmin.ops.models.apply`, once the new file is on disk:
   began, so the old one put back would leave Triton serving, once the load ends, a config no
   file holds; the outcome is `unfinished`, with the revision to roll back to.
 - After a success, ask Triton what serves and whether its live config carries every field of
-  the file; with `smoke=True`, send one request of zeros (geadmin.ops.infer.request.smoke_request):
+  the file. A reload Triton answers with success may have read another file: when the live
+  config still has the previous value of every field the change sets
+  (`geadmin.ops.models.took_effect`), Triton did not load this one (most likely `--repository`
+  is not the repository it serves), and the previous file is put back.
+- With `smoke=True`, send one request of zeros (geadmin.ops.infer.request.smoke_request):
   if the model loaded but does not answer, the previous file is put back and reloaded the same way.
+- Cut short (Ctrl-C, SIGTERM) once the started row is written (`cut_short`): the previous file
+  is put back, and loaded again when Triton was asked to load the new one.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
+
+from tritonclient.grpc.model_config_pb2 import ModelConfig
 
 from geadmin.access.guard import Authorization
 from geadmin.db import WorkspaceDatabaseError
@@ -38,6 +46,7 @@ from geadmin.errors import (
 from geadmin.ops.infer.request import smoke_request
 from geadmin.ops.models.apply_result import ApplyOutcome, ApplyResult
 from geadmin.ops.models.explained_load import LoadProgress, load_explained
+from geadmin.ops.models.took_effect import uptake
 from geadmin.repository import revisions, store
 from geadmin.repository.knobs import compare_with_live
 from geadmin.repository.modelconfig import CONFIG_FILE
@@ -86,7 +95,7 @@ class ConfigReload:
         except GeAdminError as exc:
             return self.restore(exc)
         result = self.verified()
-        if self.smoke:
+        if self.smoke and result.outcome is ApplyOutcome.APPLIED:
             check = smoke_request(self.client, self.model)
             if not check.ok:
                 failed = TritonRequestError(f"the new config of {self.model!r} loaded, but a test request "
@@ -97,23 +106,40 @@ class ConfigReload:
         return result
 
     def verified(self) -> ApplyResult:
-        """Check, don't assume: what serves now, and does Triton's live config carry the file's fields."""
+        """Check, don't assume: what serves now, and does Triton's live config carry the file's
+        fields. When it still has the previous value of every field the change sets, Triton did
+        not load this file (`geadmin.ops.models.took_effect`): the previous one is put back."""
         serving, version, serving_error = explain.check_serving(self.client, self.before)
         warnings = [f"could not check what serves {self.model!r}: {serving_error}"] if serving_error else []
+        try:
+            live = self.client.model_config(self.model)
+        except TritonError as exc:
+            live = None
+            warnings.append(f"could not read the live config of {self.model!r} back: {exc}")
+        if live is not None:
+            found = uptake(self.current.data, self.data, live)
+            if found.none_took:
+                return self.restore(self.not_loaded(found.still_old), fix="Triton's config is unchanged; "
+                                    "apply again to the repository it serves")
+            warnings += self.live_differences(live)
         if serving is Serving.PREVIOUS:
             message = (f"applied the new config of {self.model!r}: Triton reloaded it, and version "
                        f"{version} serves it")
         else:
             message = f"applied the new config of {self.model!r}, but Triton now says: {serving.value}"
-        warnings += self.live_differences()
         return ApplyResult(self.model, ApplyOutcome.APPLIED, message, self.diff, self.current.sha256,
                            self.new_sha, serving=serving, serving_version=version, warnings=tuple(warnings))
 
-    def live_differences(self) -> list[str]:
-        try:
-            differing = compare_with_live(self.data.decode("utf-8"), self.client.model_config(self.model))
-        except TritonError as exc:
-            return [f"could not read the live config of {self.model!r} back: {exc}"]
+    def not_loaded(self, fields: tuple[str, ...]) -> RepositoryError:
+        return RepositoryError(
+            f"Triton did not load the config geadmin wrote to {self.current.path}: after the reload its live "
+            f"config of {self.model!r} still has the previous value of {', '.join(fields)}, most likely "
+            f"because {self.repository} is not the repository this Triton serves — fix: pass the "
+            "repository it serves (--repository / GEADMIN_REPOSITORY), or --url for the server that serves "
+            f"{self.repository}")
+
+    def live_differences(self, live: ModelConfig) -> list[str]:
+        differing = compare_with_live(self.data.decode("utf-8"), live)
         if differing.same:
             return []
         return [f"Triton's live config of {self.model!r} differs from the file in "
@@ -133,15 +159,58 @@ class ConfigReload:
                            self.current.sha256, self.new_sha, explanation=error.explanation, serving=serving,
                            serving_version=version)
 
-    def restore(self, error: GeAdminError, *, reload: bool = False) -> ApplyResult:
+    def restore(self, error: GeAdminError, *, reload: bool = False,
+                fix: str = "fix the new config and apply again") -> ApplyResult:
         """Triton did not take the new config (or, `reload`, took it and then failed a request):
         put the previous file back, byte for byte, and with `reload` load it again."""
-        current, before = self.current, self.before
         explanation: Explanation | None = getattr(error, "explanation", None)
+        problem, reloaded = self.put_back(reload)
+        serving, version, _ = explain.check_serving(self.client, self.before)
+        lines = [str(error)]
+        if isinstance(error, TritonTimeoutError) and not (explanation and explanation.hung):
+            lines.append("  the load had not finished when geadmin gave up: Triton may still finish "
+                         "loading the new config; check `geadmin models list` in a moment")
+        if not problem:
+            again = (f" and reloaded: {'it serves again' if serving is Serving.PREVIOUS else serving.value}"
+                     if reloaded else "")
+            lines.append(f"  the previous {CONFIG_FILE} is restored, byte for byte{again}: {fix}")
+            outcome = ApplyOutcome.ROLLED_BACK
+        else:
+            lines.append(f"  and the previous {CONFIG_FILE} could NOT be restored ({problem}): restore "
+                         f"it with {self.way_back()}")
+            outcome = ApplyOutcome.RESTORE_FAILED
+        return ApplyResult(self.model, outcome, "\n".join(lines), self.diff, self.current.sha256,
+                           self.new_sha, explanation=explanation, serving=serving, serving_version=version)
+
+    def cut_short(self, cause: str, *, loading: bool) -> ApplyResult:
+        """The apply was cut short (`cause`: Ctrl-C, SIGTERM) once its started row was written: the
+        previous file put back (when the new one is on disk) and, when Triton was asked to load the
+        new one (`loading`), loaded again: Triton read the new file when its load began, and would
+        serve it once that load ends. One line says so, or names the way back."""
+        problem, reloaded = self.put_back(loading)
+        serving, version, _ = explain.check_serving(self.client, self.before)
+        if problem:
+            return ApplyResult(self.model, ApplyOutcome.RESTORE_FAILED,
+                               f"{cause}, and the previous {CONFIG_FILE} of {self.model!r} could NOT be "
+                               f"restored ({problem}): restore it with {self.way_back()}", self.diff,
+                               self.current.sha256, self.new_sha, serving=serving, serving_version=version)
+        again = (f", and reloaded: {'it serves again' if serving is Serving.PREVIOUS else serving.value}"
+                 if reloaded else "")
+        return ApplyResult(self.model, ApplyOutcome.ROLLED_BACK,
+                           f"{cause}: the previous {CONFIG_FILE} is restored, byte for byte{again}; "
+                           "nothing changed: apply again when you are ready", self.diff, self.current.sha256,
+                           self.new_sha, serving=serving, serving_version=version)
+
+    def put_back(self, reload: bool) -> tuple[str, bool]:
+        """The previous file back on disk (nothing written when it is there already), and loaded
+        again with `reload`, or when the model served before and serves no more: ("" or why it
+        could not be, whether it was loaded again)."""
+        current, before = self.current, self.before
         problem = ""
         try:
-            store.write_config(self.repository, self.model, current.data, expected_sha256=self.new_sha,
-                               who=self.who, backup=False, home=self.home)
+            if not holds(self.repository, self.model, current.data):
+                store.write_config(self.repository, self.model, current.data, expected_sha256=self.new_sha,
+                                   who=self.who, backup=False, home=self.home)
             if store.read_config(self.repository, self.model).data != current.data:
                 problem = "the file read back after the restore differs from the previous one"
         except ConfigConflictError as exc:  # never overwrite it
@@ -160,24 +229,12 @@ class ConfigReload:
                                progress=self.progress, auth=self.auth)
             except GeAdminError as exc:
                 problem = f"the previous config is back on disk but did not load again: {exc}"
+        return problem, reload
 
-        serving, version, _ = explain.check_serving(self.client, before)
-        lines = [str(error)]
-        if isinstance(error, TritonTimeoutError) and not (explanation and explanation.hung):
-            lines.append("  the load had not finished when geadmin gave up: Triton may still finish "
-                         "loading the new config; check `geadmin models list` in a moment")
-        if not problem:
-            again = (f" and reloaded: {'it serves again' if serving is Serving.PREVIOUS else serving.value}"
-                     if reload else "")
-            lines.append(f"  the previous {CONFIG_FILE} is restored, byte for byte{again}: fix the new "
-                         "config and apply again")
-            outcome = ApplyOutcome.ROLLED_BACK
-        else:
-            backup = revisions.revision_with_hash(self.repository, self.model, current.sha256, self.home)
-            again = (f"`geadmin config rollback {self.model} {backup.number}`" if backup
-                     else "the previous file from your own backup")
-            lines.append(f"  and the previous {CONFIG_FILE} could NOT be restored ({problem}): restore "
-                         f"it with {again}")
-            outcome = ApplyOutcome.RESTORE_FAILED
-        return ApplyResult(self.model, outcome, "\n".join(lines), self.diff, current.sha256, self.new_sha,
-                           explanation=explanation, serving=serving, serving_version=version)
+    def way_back(self) -> str:
+        """How an operator puts the previous config back when geadmin could not."""
+        if holds(self.repository, self.model, self.current.data):  # on disk: Triton did not load it again
+            return f"`geadmin models load {self.model}` (the previous file is on disk)"
+        backup = revisions.revision_with_hash(self.repository, self.model, self.current.sha256, self.home)
+        return (f"`geadmin config rollback {self.model} {backup.number}`" if backup
+                else "the previous file from your own backup")

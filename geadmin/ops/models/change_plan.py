@@ -12,7 +12,9 @@ One function for both faces, `geadmin config apply|rollback` and the Config edit
    that does not answer is a `problem` in it);
 4. the question to ask when it takes one of them down, and `decline`: a change that was not
    confirmed is a refusal, audited as one (`refused`, with why) whichever face declined it,
-   as `geadmin.ops.models.apply` audits every refusal of its own.
+   as `geadmin.ops.models.apply` audits every refusal of its own. So is a change refused while
+   it is planned (no such revision, a config that is a link, a file too large), when the
+   plan is made for a change someone asked for (`auth` given).
 
 A config the validator rejects is not asked about: the apply refuses it (audited), with why.
 The change itself is `geadmin.ops.models.apply.apply_config` / `rollback`; `ChangePlan.expected_sha256`
@@ -21,15 +23,18 @@ and `revision` pin it to what was planned, so what was confirmed is what is appl
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from geadmin import audit
 from geadmin.access.guard import Authorization, require
 from geadmin.access.roles import GuardedAction
+from geadmin.audit import Result
 from geadmin.diagnose import impact
 from geadmin.diagnose.impact import Impact
-from geadmin.errors import ConfigParseError
+from geadmin.errors import ConfigParseError, GeAdminError
 from geadmin.ops.models.actions import audit_refusal
 from geadmin.repository import revisions, store
 from geadmin.repository.modelconfig import parse_pbtxt
@@ -109,10 +114,29 @@ def plan_change(
     validate: bool = True,
     backends: frozenset[str] | None = None,
     home: Path | None = None,
+    auth: Authorization | None = None,
 ) -> ChangePlan:
     """The plan of an apply of `new`, or (`new` None) of a rollback to `revision` (None: the
-    newest kept revision that differs from disk). Reads only; raises RepositoryError when the
-    model has no config or no revision to roll back to."""
+    newest kept revision that differs from disk). Raises RepositoryError when the model has no
+    config (or one that is a link), the file is too large, or there is no revision to roll back to.
+
+    `auth`: the change was asked for (a command, a button): such a refusal is audited as the
+    apply audits its own, one `refused` row by whoever asked, before it is raised (`auth` must
+    cover the action: NotAuthorizedError before anything is read). Without it (the editor
+    drawing the plan as the operator types) planning reads only."""
+    actor = require(auth, GuardedAction(ROLLBACK if new is None else APPLY)) if auth is not None else None
+    try:
+        return _plan(client, repository, model, new, revision, validate, backends, home)
+    except GeAdminError as exc:
+        if actor is not None:
+            with contextlib.suppress(GeAdminError):  # the refusal is raised whether or not its row is kept
+                audit.record(ROLLBACK if new is None else APPLY, model, Result.REFUSED, actor=actor,
+                             server=client.url, message=str(exc), home=home)
+        raise
+
+
+def _plan(client: TritonClient, repository: Path, model: str, new: str | bytes | None, revision: int | None,
+          validate: bool, backends: frozenset[str] | None, home: Path | None) -> ChangePlan:
     current = store.read_config(repository, model)
     if new is None:
         target = revisions.rollback_target(repository, model, revision, current.sha256, home=home)
