@@ -1,5 +1,6 @@
 """Playground: one test request to any READY model, built from its metadata; its outputs,
-latency and Triton's breakdown; the same request as curl and Python.
+latency and Triton's breakdown; the same request as curl and Python (a large request's when
+asked: pages.ui.tensors.show_snippets).
 
 Everything but the widgets is geadmin.ops.infer.request and .outputs (the same functions as
 `geadmin infer`)."""
@@ -13,12 +14,11 @@ import streamlit as st
 
 from geadmin.access.roles import GuardedAction
 from geadmin.domain import ModelState, Transport
-from geadmin.errors import GeAdminError, InferInputError
+from geadmin.errors import GeAdminError, InferInputError, InputTooLargeError
 from geadmin.ops.infer.images import sent_image
 from geadmin.ops.infer.inputs import InputSource, SourceKind
 from geadmin.ops.infer.outputs import TopKPlan, rank_outputs, top_k_plan
 from geadmin.ops.infer.request import InferRequest, build_request, input_fix, prepare, send
-from geadmin.ops.infer.snippets import curl_command, python_snippet
 from geadmin.ops.infer.spec import ModelSpec, picked_shape
 from geadmin.ops.models.actions import next_step
 from geadmin.ops.monitoring import save_probe_input
@@ -29,7 +29,7 @@ from pages.ui.context import client_for, selected_target
 from pages.ui.errors import show_error
 from pages.ui.links import preselect
 from pages.ui.outside_text import defused
-from pages.ui.tensors import Chosen, Sent, input_widget, show_sent
+from pages.ui.tensors import Chosen, Sent, input_widget, show_sent, with_snippets_if_cheap
 
 INDEX_TTL_S = 5
 SPEC_TTL_S = 30
@@ -196,10 +196,15 @@ def send_request(target: Target, transport: Transport, spec: ModelSpec, request:
         with st.spinner(f"Sending to {request.model} at {url}…"):
             result = send(client_for(target, transport), request, statistics=breakdown)
         ranked = rank_outputs(result, plan)
-        curl = curl_command(http_url, request, output_types={o.name: o.datatype for o in spec.outputs})
-        python = python_snippet(url, request)
     except GeAdminError as exc:
         show_error(exc, retry_url=url)
         return
-    st.session_state[keys.PLAYGROUND_SENT] = Sent(target.spec.name, request.model, request, result, ranked,
-                                                  python, curl, curl_note, images)
+    sent = Sent(target.spec.name, request.model, request, result, ranked, None, None, curl_note, images,
+                (url, http_url), {o.name: o.datatype for o in spec.outputs})
+    try:  # a large request's snippets are made when asked (pages.ui.tensors.show_snippets)
+        sent = with_snippets_if_cheap(sent)
+    except InputTooLargeError:
+        pass  # the Reproduce section says why there is none
+    except GeAdminError as exc:
+        show_error(exc, retry_url=url)
+    st.session_state[keys.PLAYGROUND_SENT] = sent

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import secrets
+import stat
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -20,6 +23,7 @@ import numpy as np
 
 from geadmin.cli.common import add_connection_args, client_for, fail, protocol_url, target_from_args
 from geadmin.cli.exit_codes import ExitCode
+from geadmin.disk import next_step
 from geadmin.domain import Transport
 from geadmin.errors import GeAdminError, InferInputError, TritonError, TritonUnreachableError
 from geadmin.ops.infer.images import Normalize
@@ -29,6 +33,8 @@ from geadmin.ops.infer.request import InferRequest, InferResult, build_request, 
 from geadmin.ops.infer.snippets import Snippet, curl_command, python_snippet
 from geadmin.ops.infer.spec import ModelSpec, read_local_file
 from geadmin.stack.target import Target
+
+WRITE_ELSEWHERE = "run the command in a directory you can write"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -107,10 +113,54 @@ def _print_snippet(args: argparse.Namespace, target: Target, request: InferReque
     print(snippet.text)
 
 
-def _write_files(snippet: Snippet) -> None:
+def _write_files(snippet: Snippet, directory: Path | None = None) -> None:
+    """The files the snippet reads, in `directory` (default: the current one). Each goes to a
+    temporary file made with O_EXCL|O_NOFOLLOW, renamed over the name: nothing is written
+    through a link. A regular file there (the previous run's) is replaced, and said; a link
+    (the old write followed it and overwrote its target), a directory or anything else is
+    refused; a failed write is one InferInputError with the path and the fix (exit 2)."""
+    if directory is None:
+        try:
+            directory = Path(os.getcwd())
+        except OSError as exc:  # removed under the shell, or unreadable
+            raise InferInputError(f"cannot write {', '.join(snippet.files)}: the current directory is gone "
+                                  f"or unreadable ({exc.strerror or exc}): {WRITE_ELSEWHERE}") from exc
     for name, content in snippet.files.items():
-        Path(name).write_bytes(content)
-        print(f"geadmin: note: wrote {Path(name).resolve()} (the command reads it)", file=sys.stderr)
+        path = directory / name
+        try:
+            replaced = _regular_file_or_nothing(path)
+            temp = directory / f".{name}.{secrets.token_hex(6)}.tmp"
+            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+            try:
+                with os.fdopen(fd, "wb") as handle:
+                    handle.write(content)
+                os.replace(temp, path)  # replaces the name itself: a link raced in is replaced, not followed
+            except BaseException:
+                temp.unlink(missing_ok=True)
+                raise
+        except OSError as exc:
+            raise InferInputError(f"cannot write {path}: {exc.strerror or exc}: "
+                                  f"{next_step(exc, directory, WRITE_ELSEWHERE)}") from exc
+        print(f"geadmin: note: wrote {path}{', replacing the file there' if replaced else ''} (the command "
+              "reads it)", file=sys.stderr)
+
+
+def _regular_file_or_nothing(path: Path) -> bool:
+    """True when a regular file is at `path` (it will be replaced), False when nothing is;
+    InferInputError for a link, a directory or anything else."""
+    try:
+        found = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    if stat.S_ISREG(found.st_mode):
+        return True
+    if stat.S_ISLNK(found.st_mode):
+        raise InferInputError(f"{path} is a symbolic link: geadmin never writes through a link; remove it, "
+                              f"or {WRITE_ELSEWHERE} that has none")
+    kind = ("a directory" if stat.S_ISDIR(found.st_mode)
+            else "not a regular file (a device, a pipe or a socket)")
+    raise InferInputError(f"{path} is {kind}: geadmin writes the snippet's file there; remove or rename it, "
+                          f"or {WRITE_ELSEWHERE}")
 
 
 # -- output --------------------------------------------------------------------------------

@@ -1,22 +1,32 @@
 """Playground widgets: one input's data source, and what a request brought back (outputs,
-latency and Triton's breakdown, top-k, the request as curl and Python)."""
+latency and Triton's breakdown, top-k, the request as curl and Python). The snippets of a
+small request come with its answer; a larger one's are made when asked (the button under
+"Reproduce"), and a request over the snippet limit says so instead."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import streamlit as st
 
+from geadmin.errors import GeAdminError, InputTooLargeError
 from geadmin.ops.infer.images import Normalize, output_image
 from geadmin.ops.infer.inputs import GENERATED, InputSource, SourceKind, source_kinds
 from geadmin.ops.infer.outputs import ClassScore, tensor_rows
 from geadmin.ops.infer.request import InferRequest, InferResult
-from geadmin.ops.infer.snippets import Snippet
+from geadmin.ops.infer.snippets import (
+    JSON_DATA_LIMIT_BYTES,
+    Snippet,
+    check_snippet_size,
+    curl_command,
+    python_snippet,
+)
 from geadmin.ops.infer.spec import InputSpec, dynamic_dims
+from geadmin.repository.bounded import size_text
 from geadmin.triton.client import Tensor
 from pages.ui import keys
 from pages.ui.outside_text import defused
@@ -46,10 +56,28 @@ class Sent:
     request: InferRequest
     result: InferResult
     ranked: dict[str, list[list[ClassScore]]]
-    python: Snippet
+    python: Snippet | None  # None until made (build_snippets)
     curl: Snippet | None
     curl_note: str = ""  # why there is no curl command, or which URL it guessed
     images: tuple[tuple[str, np.ndarray], ...] = ()  # (input, its pixels as sent: resized) for uploads
+    urls: tuple[str, str] = ("", "")  # (the URL the request went to: Python's, Triton's HTTP URL: curl's)
+    output_types: dict[str, str] = field(default_factory=dict)  # {output: datatype}, for curl
+
+
+def build_snippets(sent: Sent) -> Sent:
+    """`sent` with its curl command and Python script (GeAdminError when they cannot be made,
+    InputTooLargeError over the snippet limit)."""
+    python_url, curl_url = sent.urls
+    return replace(sent, curl=curl_command(curl_url, sent.request, output_types=sent.output_types),
+                   python=python_snippet(python_url, sent.request))
+
+
+def with_snippets_if_cheap(sent: Sent) -> Sent:
+    """The snippets of a request of at most JSON_DATA_LIMIT_BYTES of tensor data (made in
+    milliseconds) right away; a larger request's wait until asked for."""
+    if check_snippet_size(sent.request) <= JSON_DATA_LIMIT_BYTES:
+        return build_snippets(sent)
+    return sent
 
 
 def input_widget(spec: InputSpec, model: str) -> Chosen:
@@ -144,6 +172,10 @@ def top_k_records(ranked: dict[str, list[list[ClassScore]]]) -> list[dict[str, A
 
 def show_snippets(sent: Sent) -> None:
     st.subheader("Reproduce")
+    if sent.python is None:
+        sent = _snippets_when_asked(sent)
+        if sent.python is None:
+            return
     st.caption("The exact request (random data included), ready to copy; files go beside the command.")
     curl_tab, python_tab = st.tabs(["curl", "Python"])
     with curl_tab:
@@ -155,6 +187,26 @@ def show_snippets(sent: Sent) -> None:
     with python_tab:
         st.code(sent.python.text, language="python")
         _downloads(sent.python, "python")
+
+
+def _snippets_when_asked(sent: Sent) -> Sent:
+    """A large request's snippets, made once on the button and kept with the request sent."""
+    try:
+        size = check_snippet_size(sent.request)
+    except InputTooLargeError as exc:
+        st.info(f"No curl or Python snippet: {defused(str(exc))}.", icon=":material/info:")
+        return sent
+    if not st.button(f"Show as curl and Python ({size_text(size)} of tensor data)",
+                     help="the exact request as a curl command and a Python script, with its data as files "
+                     "to download"):
+        return sent
+    try:
+        sent = build_snippets(sent)
+    except GeAdminError as exc:
+        st.error(f"No snippet: {defused(str(exc))}", icon=":material/error:")
+        return sent
+    st.session_state[keys.PLAYGROUND_SENT] = sent
+    return sent
 
 
 def _downloads(snippet: Snippet, which: str) -> None:

@@ -17,6 +17,7 @@ from PIL import Image, UnidentifiedImageError
 from geadmin.errors import InferInputError, InputTooLargeError
 from geadmin.ops.infer.spec import (
     MAX_IMAGE_PIXELS,
+    MAX_IMAGE_SIDE,
     MAX_UPLOAD_BYTES,
     InputSpec,
     check_size,
@@ -90,12 +91,11 @@ def image_tensor(
     width = opened.width if width < 0 else width
     check_tensor_size(spec, (batch_size, height, width, max(layout.channels, 1)))
     pixels = _pixels(spec, opened, {0: "L", 1: "L", 3: "RGB", 4: "RGBA"}[layout.channels], width, height)
-    pixels = _normalized(spec, pixels, normalize, layout.channels)
+    typed = _image_dtype(spec, _normalized(spec, pixels, normalize, layout.channels), normalize)
     if layout.channels == 1:
-        pixels = pixels[..., np.newaxis]
+        typed = typed[..., np.newaxis]
     if layout.channels and layout.channels_first:
-        pixels = np.moveaxis(pixels, -1, 0)
-    typed = _image_dtype(spec, pixels, normalize)
+        typed = np.moveaxis(typed, -1, 0)
     if spec.batched:
         typed = np.repeat(typed[np.newaxis], batch_size, axis=0)
     return typed
@@ -129,12 +129,16 @@ def image_size(data: bytes, what: str = "the image") -> tuple[int, int]:
 
 
 def open_image(data: bytes, what: str = "the image", *, max_pixels: int = MAX_IMAGE_PIXELS) -> Image.Image:
-    """The decoded image, once its header shows at most `max_pixels` pixels (a small file
-    can declare a huge image: 17 KB of PNG for 12000 x 12000, 600 MB decoded)."""
+    """The decoded image, once its header shows at most `max_pixels` pixels and no side over
+    MAX_IMAGE_SIDE (a small file can declare a huge image: 17 KB of PNG for 12000 x 12000,
+    600 MB decoded; 120 KB for 1 x 25,000,000)."""
     width, height = image_size(data, what)
     if width * height > max_pixels:
         raise InputTooLargeError(f"{what}: the image is {width} x {height} pixels; the limit is "
                                  f"{max_pixels / 1e6:g} million pixels")
+    if max(width, height) > MAX_IMAGE_SIDE:
+        raise InputTooLargeError(f"{what}: the image is {width} x {height} pixels; the limit is "
+                                 f"{MAX_IMAGE_SIDE} pixels a side: crop or resize it")
     if width < 1 or height < 1:
         raise InferInputError(f"{what}: the image is {width} x {height} pixels: empty")
     try:
@@ -146,7 +150,7 @@ def open_image(data: bytes, what: str = "the image", *, max_pixels: int = MAX_IM
 
 
 def _pixels(spec: InputSpec, opened: Image.Image, mode: str, width: int, height: int) -> np.ndarray:
-    """(H, W) or (H, W, C) float64 pixels in `mode`, resized. Shrinking averages the covered
+    """(H, W) or (H, W, C) uint8 pixels in `mode`, resized. Shrinking averages the covered
     area (exact for whole-number factors); enlarging is bilinear."""
     try:
         image = opened.convert(mode)
@@ -154,35 +158,42 @@ def _pixels(spec: InputSpec, opened: Image.Image, mode: str, width: int, height:
             shrinking = width <= image.width and height <= image.height
             resample = Image.Resampling.BOX if shrinking else Image.Resampling.BILINEAR
             image = image.resize((width, height), resample)
-        return np.asarray(image, dtype=np.float64)
+        return np.asarray(image, dtype=np.uint8)
     except (OSError, ValueError) as exc:
         raise InferInputError(f"input {spec.name}: cannot convert the image to {mode} {width}x{height} "
                               f"({exc})") from exc
 
 
 def _normalized(spec: InputSpec, pixels: np.ndarray, normalize: Normalize, channels: int) -> np.ndarray:
+    """The pixels as they are (uint8) or normalised, in float64 for an FP64 input and float32
+    otherwise (0..255 and the scaled values fit float32; a float64 copy of a large image was
+    twice the tensor)."""
     if normalize is Normalize.NONE:
         return pixels
-    scaled = pixels / 255.0
+    work = np.dtype(np.float64 if dtype_of(spec) == np.float64 else np.float32)
+    scaled = pixels.astype(work)
+    np.divide(scaled, 255.0, out=scaled)
     if normalize is Normalize.UNIT:
         return scaled
     if channels != 3:
         raise InferInputError(f"input {spec.name}: ImageNet mean/std normalisation needs 3 channels (RGB), "
                               f"the input has {channels or 'none'}")
-    return (scaled - np.array(IMAGENET_MEAN)) / np.array(IMAGENET_STD)
+    np.subtract(scaled, np.array(IMAGENET_MEAN, dtype=work), out=scaled)
+    np.divide(scaled, np.array(IMAGENET_STD, dtype=work), out=scaled)
+    return scaled
 
 
 def _image_dtype(spec: InputSpec, pixels: np.ndarray, normalize: Normalize) -> np.ndarray:
     dtype = dtype_of(spec)
     if dtype.kind == "f":
-        typed = pixels.astype(dtype)
+        typed = pixels.astype(dtype, copy=False)
         return to_bf16(typed) if spec.datatype == "BF16" else typed
     if dtype.kind in "iu" and normalize is Normalize.NONE:
         info = np.iinfo(dtype)
         if info.max < 255:
             raise InferInputError(f"input {spec.name} expects {spec.describe()}; pixels 0..255 do not fit "
                                   f"{dtype}")
-        return np.rint(pixels).astype(dtype)
+        return pixels.astype(dtype, copy=False)
     raise InferInputError(f"input {spec.name} expects {spec.describe()}; an image becomes a number tensor "
                           f"(and {normalize.value} normalisation needs a float input)")
 

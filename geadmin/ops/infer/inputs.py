@@ -1,31 +1,29 @@
 """Request tensors for a test inference, from one `InputSource` per input: random (seeded,
-within the dtype's range), zeros, ones, typed JSON, `.npy` bytes, image bytes
-(`geadmin.ops.infer.images`) or text for BYTES. Every tensor is checked against its
-`InputSpec` (`geadmin.ops.infer.spec`) before anything is sent.
+within the dtype's range, made in the input's dtype), zeros, ones, typed JSON, `.npy` bytes
+(`geadmin.ops.infer.npy`), image bytes (`geadmin.ops.infer.images`) or text for BYTES. Every
+tensor is checked against its `InputSpec` (`geadmin.ops.infer.spec`) before anything is sent;
+generated data's batch and size before it is made.
 """
 
 from __future__ import annotations
 
 import enum
-import io
 import math
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from tokenize import TokenError
 from typing import Any
 
 import numpy as np
 
 from geadmin.errors import InferInputError
 from geadmin.ops.infer.images import Normalize, image_layout, image_tensor
+from geadmin.ops.infer.npy import npy_tensor
 from geadmin.ops.infer.spec import (
-    MAX_TENSOR_BYTES,
-    MAX_UPLOAD_BYTES,
     NUMPY_DTYPES,
     InputSpec,
     ModelSpec,
-    check_size,
+    check_batch,
     check_tensor,
     check_tensor_size,
     concrete_shape,
@@ -37,8 +35,9 @@ from geadmin.ops.infer.spec import (
 
 DEFAULT_SEED = 0
 FLOAT_RANDOM_RANGE = (-1.0, 1.0)  # random floats: uniform in [low, high)
-RANDOM_TEXT_CHARS = np.array(list("abcdefghijklmnopqrstuvwxyz0123456789"))
+RANDOM_TEXT_CHARS = np.frombuffer(b"abcdefghijklmnopqrstuvwxyz0123456789", dtype=np.uint8)
 RANDOM_TEXT_LENGTH = 8
+RANDOM_CHUNK = 1 << 18  # random floats are drawn this many at a time, straight into the tensor
 
 
 class SourceKind(str, enum.Enum):
@@ -108,23 +107,28 @@ def build_tensor(
     max_batch_size: int = 0,
 ) -> np.ndarray:
     """The tensor `source` gives for `spec`, checked. `shape`/`batch_size` pick the shape of
-    generated data (random, zeros, ones, text) and of images; JSON and .npy bring their own."""
+    generated data (random, zeros, ones, text) and of images; JSON and .npy bring their own.
+    The batch and the size are checked before any data is made or decoded."""
     dtype_of(spec)
     kind = source.kind
-    if kind in (SourceKind.RANDOM, SourceKind.ZEROS, SourceKind.ONES, SourceKind.TEXT):
+    if kind in GENERATED:
         target = concrete_shape(spec, shape, batch_size)
-        check_tensor_size(spec, target)
-        if kind is SourceKind.RANDOM:
-            data = random_tensor(spec, target, seed)
-        elif kind is SourceKind.TEXT:
-            data = text_tensor(spec, str(source.payload), target)
+        if target:
+            check_batch(spec, target[0], max_batch_size)
+        if kind is SourceKind.TEXT:
+            item = text_item(spec, str(source.payload))
+            check_tensor_size(spec, target, text_bytes=len(item))
+            data = object_array([item] * math.prod(target), target)
         else:
-            data = filled_tensor(spec, target, 0 if kind is SourceKind.ZEROS else 1)
+            check_tensor_size(spec, target)
+            data = (random_tensor(spec, target, seed) if kind is SourceKind.RANDOM
+                    else filled_tensor(spec, target, 0 if kind is SourceKind.ZEROS else 1))
     elif kind is SourceKind.JSON:
         data = json_tensor(spec, source.payload)
     elif kind is SourceKind.NPY:
         data = npy_tensor(spec, _as_bytes(source.payload))
     else:
+        check_batch(spec, shape[0] if shape and spec.batched else batch_size, max_batch_size)
         data = image_tensor(spec, _as_bytes(source.payload), source.normalize, shape=shape,
                             batch_size=batch_size)
     if shape is not None and tuple(data.shape) != tuple(shape):
@@ -138,23 +142,39 @@ def _as_bytes(payload: str | bytes) -> bytes:
 
 
 def random_tensor(spec: InputSpec, shape: Sequence[int], seed: int = DEFAULT_SEED) -> np.ndarray:
-    """Reproducible per (seed, input name), whatever the order of the inputs."""
+    """Reproducible per (seed, input name), whatever the order of the inputs. Made in the
+    input's own dtype (floats a chunk at a time): never a float64 or int64 copy of it first."""
     if seed < 0:
         raise InferInputError(f"the seed must be 0 or more, got {seed}")
     rng = np.random.default_rng([seed, zlib.crc32(spec.name.encode())])
     dtype = dtype_of(spec)
     if spec.datatype == "BOOL":
-        return rng.integers(0, 2, size=shape).astype(np.bool_)
+        return rng.integers(0, 2, size=shape, dtype=np.uint8).view(np.bool_)
     if spec.datatype == "BYTES":
-        letters = rng.choice(RANDOM_TEXT_CHARS, size=(*shape, RANDOM_TEXT_LENGTH))
-        flat = ["".join(row).encode() for row in letters.reshape(-1, RANDOM_TEXT_LENGTH)]
-        return object_array(flat, shape)
+        return _random_words(rng, shape)
     if dtype.kind in "iu":
         info = np.iinfo(dtype)
         return rng.integers(info.min, info.max, size=shape, dtype=dtype, endpoint=True)
+    values = np.empty(shape, dtype=dtype)
+    flat = values.reshape(-1)
     low, high = FLOAT_RANDOM_RANGE
-    values = rng.uniform(low, high, size=shape).astype(dtype)
-    return to_bf16(values) if spec.datatype == "BF16" else values
+    drawn = np.float64 if dtype == np.float64 else np.float32
+    for start in range(0, flat.size, RANDOM_CHUNK):
+        part = rng.random(min(RANDOM_CHUNK, flat.size - start), dtype=drawn)
+        part *= high - low
+        part += low
+        flat[start:start + part.size] = to_bf16(part) if spec.datatype == "BF16" else part
+    return values
+
+
+def _random_words(rng: np.random.Generator, shape: Sequence[int]) -> np.ndarray:
+    """RANDOM_TEXT_LENGTH letters and digits per element, as bytes."""
+    count = math.prod(shape)
+    codes = rng.integers(0, RANDOM_TEXT_CHARS.size, size=count * RANDOM_TEXT_LENGTH, dtype=np.uint8)
+    text = RANDOM_TEXT_CHARS[codes].tobytes()
+    del codes
+    step = RANDOM_TEXT_LENGTH
+    return object_array([text[i:i + step] for i in range(0, len(text), step)], shape)
 
 
 def filled_tensor(spec: InputSpec, shape: Sequence[int], value: int) -> np.ndarray:
@@ -163,10 +183,15 @@ def filled_tensor(spec: InputSpec, shape: Sequence[int], value: int) -> np.ndarr
     return np.full(shape, value, dtype=dtype_of(spec))
 
 
-def text_tensor(spec: InputSpec, text: str, shape: Sequence[int]) -> np.ndarray:
+def text_item(spec: InputSpec, text: str) -> bytes:
+    """One element of a `text:` source: UTF-8, and only for a BYTES input."""
     if spec.datatype != "BYTES":
         raise InferInputError(f"input {spec.name} expects {spec.describe()}; text is only for BYTES inputs")
-    return object_array([utf8(spec, text)] * math.prod(shape), shape)
+    return utf8(spec, text)
+
+
+def text_tensor(spec: InputSpec, text: str, shape: Sequence[int]) -> np.ndarray:
+    return object_array([text_item(spec, text)] * math.prod(shape), shape)
 
 
 def json_tensor(spec: InputSpec, payload: str | bytes) -> np.ndarray:
@@ -224,7 +249,7 @@ def _typed_values(spec: InputSpec, document: Any) -> np.ndarray:
         bad = [v for v in flat if (isinstance(v, float) and not v.is_integer())
                or not info.min <= v <= info.max]
         if bad:
-            raise InferInputError(f"input {spec.name} expects {spec.describe()}; {bad[0]!r} is not a "
+            raise InferInputError(f"input {spec.name} expects {spec.describe()}; {shown(bad[0])} is not a "
                                   f"{dtype} (range {info.min}..{info.max})")
         return np.array([int(v) for v in flat], dtype=dtype).reshape(raw.shape)
     limit = float(np.finfo(dtype).max)  # BF16's range is float32's; a Python int compares exactly
@@ -253,54 +278,6 @@ def shown(value: object, most: int = 40) -> str:
         return f"{'-' if value < 0 else ''}{digits[:most // 2]}… ({len(digits)} digits)"
     text = repr(value)
     return text if len(text) <= most else f"{text[:most]}…"
-
-
-def npy_tensor(spec: InputSpec, data: bytes) -> np.ndarray:
-    """A `.npy` file as it is: its dtype must be the input's (float32 for BF16)."""
-    check_size(f".npy file for input {spec.name}", len(data), MAX_UPLOAD_BYTES)
-    _check_npy_header(spec, data)
-    try:
-        array = np.load(io.BytesIO(data), allow_pickle=False)
-    except NPY_ERRORS as exc:
-        raise InferInputError(f"input {spec.name}: not a readable .npy file ({exc})") from exc
-    if not isinstance(array, np.ndarray):
-        raise InferInputError(f"input {spec.name}: a .npz archive, not one .npy array")
-    if spec.datatype == "BYTES" and array.dtype.kind in "SU":
-        try:
-            return object_array([v.encode() if isinstance(v, str) else bytes(v) for v in array.flat],
-                                 array.shape)
-        # a `<U` array holding code points past U+10FFFF: numpy raises SystemError reading one
-        except (SystemError, UnicodeError, ValueError) as exc:
-            raise InferInputError(f"input {spec.name}: the .npy strings are not valid text ({exc})") from exc
-    if spec.datatype == "BF16" and array.dtype == np.float32:
-        return to_bf16(array)
-    return array
-
-
-# numpy reads a .npy header with ast.literal_eval: a malformed one raises SyntaxError (or
-# tokenize's TokenError) besides ValueError; short data raises EOFError / ValueError.
-NPY_ERRORS = (ValueError, OSError, EOFError, SyntaxError, TokenError, TypeError, MemoryError, OverflowError)
-
-
-def _check_npy_header(spec: InputSpec, data: bytes) -> None:
-    """The shape and dtype a `.npy` header declares, checked before numpy allocates for them:
-    a 100-byte file may declare a terabyte array."""
-    if not data.startswith(b"\x93NUMPY"):
-        return  # np.load says what it is (.npz, pickle, text)
-    stream = io.BytesIO(data)
-    try:
-        version = np.lib.format.read_magic(stream)
-        if version == (1, 0):
-            shape, _, dtype = np.lib.format.read_array_header_1_0(stream)
-        else:
-            shape, _, dtype = np.lib.format.read_array_header_2_0(stream)
-        declared = math.prod(int(d) for d in shape) * dtype.itemsize
-    except NPY_ERRORS as exc:
-        raise InferInputError(f"input {spec.name}: not a readable .npy file ({exc})") from exc
-    check_size(f".npy file for input {spec.name} (shape {list(shape)})", declared, MAX_TENSOR_BYTES)
-    if not dtype.hasobject and declared > len(data):
-        raise InferInputError(f"input {spec.name}: the .npy header declares {list(shape)} {dtype} "
-                              f"({declared} bytes), but the file holds {len(data)} bytes")
 
 
 def build_inputs(

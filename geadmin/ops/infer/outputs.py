@@ -20,7 +20,8 @@ import numpy as np
 
 from geadmin.errors import InferInputError, RepositoryError
 from geadmin.ops.infer.request import NOT_SCORES, InferResult
-from geadmin.ops.infer.spec import MAX_UPLOAD_BYTES, ModelSpec, OutputSpec, check_size
+from geadmin.ops.infer.spec import MAX_UPLOAD_BYTES, ModelSpec, OutputSpec
+from geadmin.repository.bounded import read_bounded
 from geadmin.repository.layout import model_dir
 from geadmin.repository.triton_rules import label_path
 from geadmin.triton.client import Tensor
@@ -107,7 +108,8 @@ def _rows(tensor: Tensor) -> np.ndarray:
 
 def read_labels(repository: Path, model: str, output: OutputSpec) -> list[str]:
     """The labels file an output's `label_filename` names, from the model's directory; []
-    when it names none."""
+    when it names none. Read through read_bounded: a regular file of at most MAX_UPLOAD_BYTES
+    (a FIFO there had hung the reader)."""
     if not output.label_filename:
         return []
     try:
@@ -115,10 +117,14 @@ def read_labels(repository: Path, model: str, output: OutputSpec) -> list[str]:
     except RepositoryError as exc:
         raise RepositoryError(f"labels of output {output.name} of {model}: {exc}") from exc
     try:
-        check_size(f"labels file {path}", path.stat().st_size, MAX_UPLOAD_BYTES)
-        return path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise RepositoryError(f"cannot read the labels of output {output.name} ({path}): {exc}") from exc
+        data = read_bounded(path, MAX_UPLOAD_BYTES, what=f"label_filename {output.label_filename!r}",
+                            fix="make it a text file of one label per line")
+        return data.decode("utf-8").splitlines()
+    except RepositoryError as exc:
+        raise RepositoryError(f"cannot read the labels of output {output.name}: {exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise RepositoryError(f"cannot read the labels of output {output.name}: {path} is not UTF-8 text "
+                              f"({exc}): save it as UTF-8") from exc
 
 
 def top_k_plan(spec: ModelSpec, k: int, outputs: Sequence[str] = (),

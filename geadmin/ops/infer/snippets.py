@@ -2,10 +2,18 @@
 
 Both carry the request's exact tensors (random data included), so they reproduce it.
 curl sends a JSON body (KServe v2); inputs JSON cannot hold (FP16, BF16, NaN/inf,
-non-UTF-8 bytes) go as Triton's binary tensor extension, and FP16/BF16 outputs come
-back binary after the JSON header (`parse_http_response` reads both). A body over
-`inline_limit_bytes` goes to a file (`@request.json` / `@request.bin`) returned beside the
-command. The Python script prints its outputs as JSON, in `tensor_record` form.
+non-UTF-8 bytes) and tensors of more than JSON_DATA_LIMIT_BYTES go as Triton's binary
+tensor extension (the raw bytes: a JSON list of 64 million floats had taken 3 GB and 33 s),
+and FP16/BF16 outputs come back binary after the JSON header (`parse_http_response` reads
+both). A body over `inline_limit_bytes` goes to a file (`@request.json` / `@request.bin`)
+returned beside the command (`geadmin infer` writes them, never through a link). A request of
+more than MAX_SNIPPET_DATA_BYTES of tensor data gets no snippet (InputTooLargeError says
+so). The Python script prints its outputs as JSON, in `tensor_record` form.
+
+User strings (the model, its version, input and output names) go into a snippet only as
+data: shell-quoted words and a percent-encoded URL path for curl, Python literals (`repr`)
+in assignments and JSON for the script — never into a docstring or a comment, where a
+model name holding three double quotes had ended the docstring and become code.
 """
 
 from __future__ import annotations
@@ -17,17 +25,21 @@ import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote
 
 import numpy as np
 
 from geadmin.domain import Endpoint, Transport
-from geadmin.errors import InferInputError
+from geadmin.errors import InferInputError, InputTooLargeError
 from geadmin.ops.infer.outputs import plain_bytes, plain_values
 from geadmin.ops.infer.request import InferRequest
-from geadmin.ops.infer.spec import NUMPY_DTYPES
+from geadmin.ops.infer.spec import NUMPY_DTYPES, WIRE_BYTES
+from geadmin.repository.bounded import size_text
 from geadmin.triton.client import Tensor
 
 INLINE_LIMIT_BYTES = 4096  # a body (curl) or tensor data (Python) up to this stays in the command
+JSON_DATA_LIMIT_BYTES = 128 * 1024  # tensor data curl sends as JSON (at most ~1 MiB of it); more: binary
+MAX_SNIPPET_DATA_BYTES = 16 * 1024 * 1024  # tensor data a snippet carries at all
 JSON_BODY_FILE = "request.json"
 BINARY_BODY_FILE = "request.bin"
 PY_INPUTS_FILE = "request_inputs.json"
@@ -53,18 +65,18 @@ def curl_command(
     endpoint = Endpoint.parse(url)
     if endpoint.transport is not Transport.HTTP:
         raise InferInputError(f"curl needs Triton's HTTP endpoint, not {url}")
-    target = f"{endpoint.url}/v2/models/{request.model}"
-    target += f"/versions/{request.version}/infer" if request.version else "/infer"
-    binary = any(_needs_binary(t) for t in request.inputs)
+    size = check_snippet_size(request)
+    target = f"{endpoint.url}/v2/models/{quote(request.model, safe='')}"
+    target += f"/versions/{quote(request.version, safe='')}/infer" if request.version else "/infer"
+    binary = size > JSON_DATA_LIMIT_BYTES or any(_needs_binary(t) for t in request.inputs)
     header: dict[str, Any] = {"inputs": []}
-    payload = b""
+    payload: list[bytes] = []
     for tensor in request.inputs:
         entry: dict[str, Any] = {"name": tensor.name, "shape": list(tensor.shape),
                                  "datatype": tensor.datatype}
         if binary:
-            raw = wire_bytes(tensor)
-            entry["parameters"] = {"binary_data_size": len(raw)}
-            payload += raw
+            payload.append(wire_bytes(tensor))
+            entry["parameters"] = {"binary_data_size": len(payload[-1])}
         else:
             entry["data"] = plain_values(tensor.data)
         header["inputs"].append(entry)
@@ -75,7 +87,8 @@ def curl_command(
     if names:
         header["outputs"] = [_output_entry(n, request.class_count, types.get(n)) for n in names]
     head = json.dumps(header, separators=(",", ":")).encode()
-    body = head + payload
+    body = b"".join([head, *payload])
+    del payload
     options = ["curl", "-sS", "--fail-with-body", "-X", "POST", target]
     files: dict[str, bytes] = {}
     if binary:
@@ -89,6 +102,30 @@ def curl_command(
     else:
         options += ["-H", "Content-Type: application/json", "--data-binary", body.decode()]
     return Snippet(shlex.join(options), files)
+
+
+def snippet_data_bytes(request: InferRequest) -> int:
+    """The request's tensor data as Triton's binary extension carries it (BYTES: a 4-byte
+    length before each element), counted without encoding anything."""
+    total = 0
+    for tensor in request.inputs:
+        if tensor.datatype == "BYTES":
+            total += sum(4 + len(v) for v in tensor.data.flat)
+        else:
+            total += tensor.data.size * (WIRE_BYTES.get(tensor.datatype) or tensor.data.dtype.itemsize)
+    return total
+
+
+def check_snippet_size(request: InferRequest) -> int:
+    """The request's tensor data in bytes; InputTooLargeError when a snippet would carry more
+    than MAX_SNIPPET_DATA_BYTES of it."""
+    size = snippet_data_bytes(request)
+    if size > MAX_SNIPPET_DATA_BYTES:
+        raise InputTooLargeError(
+            f"the request carries {size_text(size)} of tensor data; a curl or Python snippet carries at "
+            f"most {size_text(MAX_SNIPPET_DATA_BYTES)}: make the batch or the shape smaller for the "
+            "snippet (the request itself can still be sent)")
+    return size
 
 
 def _output_entry(name: str, class_count: int, datatype: str | None) -> dict[str, Any]:
@@ -165,7 +202,7 @@ def _decode_wire(raw: bytes, datatype: str, count: int) -> list[Any]:
 
 # -- python ----------------------------------------------------------------------------------
 PY_TEMPLATE = '''\
-"""Reproduces a geadmin test inference: model {model!r}{version_note}."""
+"""Reproduces a geadmin test inference: the model, version and tensors are below."""
 import base64
 import json
 
@@ -222,8 +259,10 @@ print(json.dumps([
 def python_snippet(
     url: str, request: InferRequest, *, inline_limit_bytes: int = INLINE_LIMIT_BYTES
 ) -> Snippet:
-    """A script for `tritonclient` over the URL's transport; it prints the outputs as JSON."""
+    """A script for `tritonclient` over the URL's transport; it prints the outputs as JSON.
+    Every user string is a literal of an assignment (`repr`) or inside the inputs' JSON."""
     endpoint = Endpoint.parse(url)
+    check_snippet_size(request)
     specs = [_py_input(t) for t in request.inputs]
     encoded = json.dumps(specs)
     files: dict[str, bytes] = {}
@@ -237,7 +276,6 @@ def python_snippet(
         model=request.model, version=request.version, outputs=list(request.outputs),
         class_count=request.class_count, address=endpoint.address, inputs_line=inputs_line,
         module="grpc" if grpc else "http",
-        version_note=f" version {request.version}" if request.version else "",
         ssl=", ssl=True" if endpoint.ssl else "",
         as_json="as_json=True" if grpc else "",
     )

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +23,9 @@ from geadmin.repository.bounded import read_bounded
 MAX_UPLOAD_BYTES = 32 * 1024 * 1024  # an uploaded .npy / image / JSON document
 MAX_TENSOR_BYTES = 256 * 1024 * 1024  # one built tensor (a shape like [1e9] is refused before allocating)
 MAX_IMAGE_PIXELS = 25_000_000  # width x height of an uploaded image, read from its header before decoding
+# A side of an uploaded image (JPEG's and WebP's own limit): Pillow keeps 8 bytes per row beside the
+# pixels, so a 1 x 25,000,000 image held 300 MB decoded, and as much again converted.
+MAX_IMAGE_SIDE = 65_535
 MAX_JSON_DEPTH = 40  # nesting of a JSON document: a tensor has at most 32 dimensions (numpy's limit)
 
 # Triton dtype -> the numpy dtype a tensor of it is held in (BF16: float32, as tritonclient wants).
@@ -38,7 +40,8 @@ NUMPY_DTYPES: dict[str, np.dtype[Any]] = {
     "BYTES": np.dtype(np.object_),
 }
 WIRE_BYTES = {"BF16": 2}  # bytes per element on the wire where it differs from the numpy dtype
-BYTES_ESTIMATE = 64  # bytes per BYTES element, for the size limit of generated text
+BYTES_ESTIMATE = 64  # bytes per BYTES element besides its own text: a Python bytes object and its pointer
+JSON_SCAN_CHUNK_BYTES = 1 << 18  # json_depth reads this much at a time: a few MiB of arrays at most
 
 
 @dataclass(frozen=True)
@@ -168,10 +171,16 @@ def check_tensor(spec: InputSpec, data: np.ndarray, max_batch_size: int = 0) -> 
         dtype_ok = data.dtype == np.object_ and all(isinstance(v, bytes) for v in data.flat)
     if not dtype_ok or not fits(spec, data.shape):
         raise InferInputError(f"input {spec.name} expects {spec.describe()}; got {_describe_array(data)}")
-    if spec.batched and max_batch_size and data.shape and data.shape[0] > max_batch_size:
-        raise InferInputError(f"input {spec.name}: batch size {data.shape[0]} is over the model's "
-                              f"max_batch_size {max_batch_size}")
+    if data.shape:
+        check_batch(spec, data.shape[0], max_batch_size)
     return data
+
+
+def check_batch(spec: InputSpec, batch_size: int, max_batch_size: int) -> None:
+    """A batch over the model's max_batch_size is refused (before any data is made for it)."""
+    if spec.batched and max_batch_size and batch_size > max_batch_size:
+        raise InferInputError(f"input {spec.name}: batch size {batch_size} is over the model's "
+                              f"max_batch_size {max_batch_size}")
 
 
 def _describe_array(data: np.ndarray) -> str:
@@ -184,23 +193,61 @@ def check_size(what: str, n_bytes: int, limit: int) -> None:
         raise InputTooLargeError(f"{what} is {n_bytes / 1e6:.1f} MB, over the limit of {limit / 1e6:.1f} MB")
 
 
-def check_tensor_size(spec: InputSpec, shape: Sequence[int], limit: int = MAX_TENSOR_BYTES) -> None:
-    item = WIRE_BYTES.get(spec.datatype) or (BYTES_ESTIMATE if spec.datatype == "BYTES"
-                                             else NUMPY_DTYPES[spec.datatype].itemsize)
-    check_size(f"input {spec.name} of shape [{', '.join(map(str, shape))}]", math.prod(shape) * item, limit)
+def check_tensor_size(spec: InputSpec, shape: Sequence[int], limit: int = MAX_TENSOR_BYTES, *,
+                      text_bytes: int = 0) -> None:
+    """Before a tensor of `shape` is made: its bytes within `limit`. A BYTES element counts
+    BYTES_ESTIMATE plus its text, `text_bytes` long (a `text:` source's UTF-8 length; generated
+    text is within the estimate): a long text repeated is as large as it is on the wire."""
+    what = f"input {spec.name} of shape [{', '.join(map(str, shape))}]"
+    if spec.datatype == "BYTES":
+        item = BYTES_ESTIMATE + text_bytes
+        if text_bytes:
+            what += f" ({text_bytes:,} bytes of text each)"
+    else:
+        item = WIRE_BYTES.get(spec.datatype) or NUMPY_DTYPES[spec.datatype].itemsize
+    check_size(what, math.prod(shape) * item, limit)
 
 
-_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_STEPS = np.zeros(256, dtype=np.int8)  # what a byte outside a string does to the nesting
+_STEPS[[ord("["), ord("{")]] = 1
+_STEPS[[ord("]"), ord("}")]] = -1
 
 
-def json_depth(text: str | bytes) -> int:
-    """How deeply `text`'s arrays and objects nest (brackets inside strings do not count),
-    found without parsing: json.loads would recurse once per level (RecursionError)."""
+def json_depth(text: str | bytes, *, chunk_bytes: int = JSON_SCAN_CHUNK_BYTES) -> int:
+    """How deeply `text`'s arrays and objects nest, found without parsing (json.loads recurses
+    once per level: RecursionError), in one linear pass of a small state machine: a backslash
+    escapes the byte after it, a quote not escaped enters or leaves a string, a bracket outside
+    a string opens or closes a level. (Outside a string a backslash is no JSON at all, and
+    json.loads stops there: what it escapes there does not matter.) numpy runs the machine a
+    chunk at a time, carrying its state (in a string, an escape pending, the depth) across
+    chunks, so every byte costs the same: a regex had rescanned from every quote of an
+    unterminated string (50 s of CPU for 120 KB, hours for the 32 MB the Playground takes)."""
     raw = text.encode() if isinstance(text, str) else text
-    structure = np.frombuffer(_JSON_STRING.sub(b"", raw), dtype=np.uint8)
-    steps = (np.isin(structure, (ord("["), ord("{"))).astype(np.int64)
-             - np.isin(structure, (ord("]"), ord("}"))).astype(np.int64))
-    return int(np.cumsum(steps).max(initial=0))
+    data = np.frombuffer(raw, dtype=np.uint8)
+    inside, escaping, depth, deepest = False, False, 0, 0
+    for start in range(0, data.size, chunk_bytes):
+        inside, escaping, depth, deepest = _scan(data[start:start + chunk_bytes], inside, escaping, depth,
+                                                 deepest)
+    return deepest
+
+
+def _scan(chunk: np.ndarray, inside: bool, escaping: bool, depth: int, deepest: int
+          ) -> tuple[bool, bool, int, int]:
+    """One chunk of json_depth's pass: the state after it, from the state before it."""
+    positions = np.arange(chunk.size, dtype=np.int64)
+    backslash = chunk == ord("\\")
+    plain = np.maximum.accumulate(np.where(backslash, -1, positions))  # last byte so far that is no backslash
+    before = np.zeros(chunk.size, dtype=np.int64)  # backslashes in this chunk right before each byte
+    before[1:] = positions[:-1] - plain[:-1]
+    escaped = (before & 1).astype(bool)
+    if escaping:  # the previous chunk ended in an odd run of backslashes: it goes on up to here
+        escaped[before == positions] ^= True
+    quotes = (chunk == ord('"')) & ~escaped
+    in_string = (np.cumsum(quotes, dtype=np.int64) & 1).astype(bool) ^ inside
+    levels = np.cumsum(np.where(in_string | escaped, 0, _STEPS[chunk]), dtype=np.int64)
+    trailing = chunk.size - 1 - int(plain[-1])  # the backslashes the chunk ends with
+    pending = bool(trailing & 1) ^ (escaping and int(plain[-1]) < 0)
+    return bool(in_string[-1]), pending, depth + int(levels[-1]), max(deepest, depth + int(levels.max()))
 
 
 def load_json(text: str | bytes, what: str, *, max_depth: int = MAX_JSON_DEPTH,
