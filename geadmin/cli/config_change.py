@@ -43,7 +43,7 @@ from geadmin.interrupts import as_interrupts
 from geadmin.ops.bench.params import JUDGED_REQUESTS_PER_WINDOW
 from geadmin.ops.models.apply import apply_config, rollback
 from geadmin.ops.models.apply_result import ApplyResult
-from geadmin.ops.models.change_plan import decline, expected_hash, plan_change
+from geadmin.ops.models.change_plan import MIN_HASH_PREFIX, decline, expected_hash, plan_change
 from geadmin.ops.models.explained_load import LoadProgress
 from geadmin.ops.models.preview import DEFAULT_WINDOW_MS, PreviewLoad, preview_change
 from geadmin.ops.models.preview_report import PreviewVerdict
@@ -230,10 +230,21 @@ def register(subparsers: Actions) -> None:
     back.set_defaults(func=run_rollback)
 
 
+def sha256_prefix(text: str) -> str:
+    """--expect-hash: a sha256 in hex, or a prefix of at least MIN_HASH_PREFIX characters of one
+    (`abc` had read as "changed since you opened it", and an empty value turned the check off)."""
+    value = text.strip().lower()
+    if not (MIN_HASH_PREFIX <= len(value) <= 64 and all(c in "0123456789abcdef" for c in value)):
+        raise argparse.ArgumentTypeError(
+            f"not a sha256: {text!r} — give the 64 hex digits `geadmin config history` shows, or at least "
+            f"the first {MIN_HASH_PREFIX}")
+    return value
+
+
 def _add_change_args(parser: argparse.ArgumentParser) -> None:
     add_connection_args(parser)
     add_consent_args(parser)
-    parser.add_argument("--expect-hash", default=None, metavar="SHA256",
+    parser.add_argument("--expect-hash", default=None, metavar="SHA256", type=sha256_prefix,
                         help="apply only if the file on disk still has this sha256 (or a prefix of "
                         "at least 8 characters): what you started editing from")
     add_load_timeout_arg(parser, "the reload")

@@ -213,3 +213,17 @@ def test_without_a_repository_the_copy_gets_the_text_rules_and_says_what_was_not
     (copy.parent / "unknown.pbtxt").write_text(copy.read_text().replace(CLASSIFIER, "not_here"))
     code, lines, _ = run(capsys, str(copy.parent / "unknown.pbtxt"), "--repository", str(other))
     assert code == ExitCode.OK and f"{other} has no model 'not_here'" in lines[1]
+
+
+@pytest.mark.parametrize("given", ["abc", "", "  ", "z" * 64, "a" * 65, "0123456"])
+def test_an_expect_hash_that_is_not_a_sha256_or_a_long_enough_prefix_is_a_usage_error(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], given: str) -> None:
+    """`abc` read as "changed since you opened it", and an empty value turned the check off."""
+    edited = tmp_path / "edited.pbtxt"
+    edited.write_text('name: "m"\nbackend: "python"\n')
+    with pytest.raises(SystemExit) as done:
+        main(["config", "apply", "m", str(edited), "--expect-hash", given, "--url", "http://127.0.0.1:1",
+              "--repository", str(tmp_path)])
+    assert done.value.code == ExitCode.USAGE
+    err = capsys.readouterr().err
+    assert f"argument --expect-hash: not a sha256: {given!r} — give the 64 hex digits" in err, err
