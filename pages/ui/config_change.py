@@ -223,10 +223,15 @@ def ask_rollback(target: Target, opened: Opened, number: int) -> None:
     """The rollback's question, from its plan (what it does to the ensembles), and its answer."""
     assert target.repository is not None
     try:
-        plan = plan_change(client_for(target), target.repository, opened.model, revision=number)
+        # Asked for by the button: a refusal is audited (once: the question is dropped with it)
+        plan = plan_change(client_for(target), target.repository, opened.model, revision=number,
+                           auth=access.auth_for(GuardedAction.ROLLBACK, model=opened.model,
+                                                server=target.spec.url))
     except GeAdminError as exc:
-        st.error(f"Cannot roll back to revision {number}: {defused(str(exc))}", icon=":material/error:")
-        return
+        st.session_state.pop(keys.EDITOR_CONFIRM, None)
+        st.session_state[keys.EDITOR_NOTICE] = Notice("rollback", False, f"Cannot roll back to revision "
+                                                      f"{number}: {exc}")
+        st.rerun()
     st.warning(f"{plan.question} Its config is written and reloaded in Triton like any change (restored "
                "if Triton rejects it); unapplied edits in the editor are discarded.", icon=":material/help:")
     if plan.impact is not None:

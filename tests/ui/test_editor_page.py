@@ -162,6 +162,35 @@ def test_history_rolls_back_to_an_earlier_revision_in_one_click(server: TritonPr
     assert [r.action for r in audit.query(model=MODEL) if r.result != "started"] == ["rollback", "apply"]
 
 
+def test_a_rollback_refused_while_planning_is_said_once_and_audited_once(
+        server: TritonProcess, tmp_path: Path) -> None:
+    """The model's config became a link after the editor opened it: the rollback the button asked
+    for is refused while planning, one `refused` row is written (not one per rerun), and the page
+    says why."""
+    original = config_file(server).read_text()
+    at = editor()
+    at = edit(at, original.replace("max_queue_delay_microseconds: 1000",
+                                   "max_queue_delay_microseconds: 2500"))
+    button(at, "Apply").click()  # type: ignore[attr-defined]
+    run(at)
+    history = at.dataframe[0].value
+    first = int(history.loc[history["note"] == "before apply", "revision"].iloc[0])
+    at.selectbox(key="editor.revision").set_value(first)
+    run(at)
+    outside = tmp_path / "elsewhere.pbtxt"
+    outside.write_text(original)
+    config_file(server).unlink()
+    config_file(server).symlink_to(outside)
+    button(at, f"Roll back to revision {first}").click()  # type: ignore[attr-defined]
+    run(at)
+    run(at)  # a rerun (the page refreshes): no second row
+    refused = [(r.action, r.message) for r in audit.query(model=MODEL) if r.result == "refused"]
+    assert len(refused) == 1 and refused[0][0] == "rollback", refused
+    assert "it is a symbolic link, and geadmin never writes through one" in refused[0][1]
+    assert any("it is a symbolic link" in e.value for e in at.error)
+    assert outside.read_text() == original
+
+
 def test_a_config_that_loads_but_cannot_answer_is_put_back_by_the_test_request(server: TritonProcess) -> None:
     shutil.rmtree(server.repository / "digits_pipeline")  # else the validator refuses 65: it feeds 64
     original = config_file(server).read_text()
