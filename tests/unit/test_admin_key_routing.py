@@ -155,9 +155,9 @@ def test_the_workspace_key_is_private_from_its_first_byte(tmp_path: Path,
     modes: list[int] = []
     real_replace = os.replace
 
-    def watching_replace(src: str, dst: Path) -> None:  # the real rename, noting the file's mode first
-        modes.append(stat.S_IMODE(os.stat(src).st_mode))
-        real_replace(src, dst)
+    def watching_replace(src: str, dst: Path, **at: int) -> None:  # the real rename, noting the mode first
+        modes.append(stat.S_IMODE(os.stat(src, dir_fd=at.get("src_dir_fd")).st_mode))
+        real_replace(src, dst, **at)
 
     monkeypatch.setattr(os, "replace", watching_replace)
     key = workspace.ensure_admin_key()

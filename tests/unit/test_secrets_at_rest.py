@@ -44,9 +44,11 @@ def renames(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
     seen: list[tuple[str, int]] = []
     real: Callable[..., None] = os.replace
 
-    def replace(source: str | Path, destination: str | Path) -> None:
-        seen.append((Path(destination).name, mode(Path(source))))
-        real(source, destination)
+    def replace(source: str | Path, destination: str | Path, **at: int) -> None:
+        # atomic_write renames within its directory's handle (src_dir_fd / dst_dir_fd)
+        seen.append((Path(destination).name,
+                     stat.S_IMODE(os.stat(source, dir_fd=at.get("src_dir_fd")).st_mode)))
+        real(source, destination, **at)
 
     monkeypatch.setattr(atomic.os, "replace", replace)
     return seen
