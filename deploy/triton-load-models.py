@@ -328,6 +328,15 @@ def load_all(base: str, key: str | None, timeout_s: float, state: State, togethe
     state.flying(together, log=log)
     unsettled: list[str] = []
 
+    def ended(name: str, ok: bool, text: str, settled: bool) -> int:
+        """One load's end said, and kept in flight unless Triton settled it; 1 when it loaded."""
+        if settled:
+            state.landed(name)
+        else:
+            unsettled.append(name)
+        say(f"{name}: {text}" if ok else f"{name}: FAILED: {text}")
+        return int(ok)
+
     def settle(bound_s: float) -> list[str]:
         still = still_loading(base, key, unsettled, bound_s)
         for name in set(unsettled) - set(still):  # ended in Triton (READY or not): no longer in flight
@@ -337,23 +346,11 @@ def load_all(base: str, key: str | None, timeout_s: float, state: State, togethe
     with ThreadPoolExecutor(max_workers=max(1, min(8, len(together)))) as pool:
         futures = {pool.submit(load, base, name, key, timeout_s): name for name in together}
         for future in as_completed(futures):  # one line per model as soon as it is done
-            name, (ok, text, settled) = futures[future], future.result()
-            loaded += ok
-            if settled:
-                state.landed(name)
-            else:
-                unsettled.append(name)
-            say(f"{name}: {text}" if ok else f"{name}: FAILED: {text}")
+            loaded += ended(futures[future], *future.result())
     for name in one_by_one:
         unsettled = settle(timeout_s)
         state.flying([*unsettled, name], alone=not unsettled, log=log)
-        ok, text, settled = load(base, name, key, timeout_s)
-        loaded += ok
-        if settled:
-            state.landed(name)
-        else:
-            unsettled.append(name)
-        say(f"{name}: {text}" if ok else f"{name}: FAILED: {text}")
+        loaded += ended(name, *load(base, name, key, timeout_s))
     state.flying(settle(SETTLE_LIMIT_S), log=log)  # what Triton still loads: in flight for the next start
     return loaded
 
