@@ -14,6 +14,7 @@ their journal (`geadmin.diagnose.rollouts`), with `geadmin fleet restore ID` as 
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,15 +61,18 @@ class Interrupted:
     def rollback_command(self) -> str:
         if self.previous_revision is None:
             return ""
-        return f"geadmin config rollback {self.model} {self.previous_revision}"
+        return f"geadmin config rollback {shlex.quote(self.model)} {self.previous_revision}"
 
     @property
     def apply_again_command(self) -> str:
         """An apply that left its new file on disk: applying that file again finishes it (reloaded,
-        checked, closed: `geadmin.ops.models.apply_cut_short`)."""
-        if self.action not in APPLY_ACTIONS or self.on_disk != "new" or not self.repository:
+        checked, closed: `geadmin.ops.models.apply_cut_short`, which needs the revision it replaced).
+        Names quoted: a model or a repository path with a space or a `;` is one word in a shell."""
+        if self.action not in APPLY_ACTIONS or self.on_disk != "new" or not self.repository \
+                or self.previous_revision is None:
             return ""
-        return f"geadmin config apply {self.model} {Path(self.repository) / self.model / CONFIG_FILE}"
+        path = Path(self.repository) / self.model / CONFIG_FILE
+        return f"geadmin config apply {shlex.quote(self.model)} {shlex.quote(str(path))}"
 
     def reason(self) -> str:
         """One line for a verdict, a notice or `geadmin status`: both ways out of an apply whose new

@@ -74,7 +74,8 @@ def test_an_apply_to_a_repository_triton_does_not_serve_fails_and_puts_the_file_
     assert apply(server, other, new, tmp_path) == ExitCode.FAILED
     out, err = capsys.readouterr()
     first = next(line for line in err.splitlines() if not line.startswith("geadmin: note:"))
-    assert first.startswith(f"geadmin: error: Triton did not load the config geadmin wrote to {path}: "), err
+    assert first.startswith("geadmin: error: Triton's live config ignores the change geadmin wrote to "
+                            f"{path}: "), err
     assert f"most likely because {other} is not the repository this Triton serves" in first
     assert "dynamic_batching.max_queue_delay_microseconds" in first
     assert "--repository" in first
@@ -84,7 +85,7 @@ def test_an_apply_to_a_repository_triton_does_not_serve_fails_and_puts_the_file_
     assert served_delay(server) == OLD_DELAY
     assert (server.repository / MODEL / "config.pbtxt").read_bytes() == old  # never touched
     row, _started = audit.query(model=MODEL)
-    assert row.result == "rolled_back" and row.message.startswith("Triton did not load the config")
+    assert row.result == "rolled_back" and row.message.startswith("Triton's live config ignores the change")
 
 
 def test_an_apply_triton_only_normalizes_is_applied(

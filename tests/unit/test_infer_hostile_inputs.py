@@ -161,6 +161,37 @@ def test_an_image_batch_over_max_batch_size_is_refused_before_decoding() -> None
         build_request(spec, {"image": source}, batch_size=9)
 
 
+@pytest.mark.parametrize("batch_size", [0, -1, -(2**40)])
+def test_a_batch_below_one_is_refused_for_every_source(batch_size: int) -> None:
+    """Never numpy's error (exit 70): a negative batch passes a size check as a negative product."""
+    spec = ModelSpec("m", "1", 8, (InputSpec("image", "UINT8", (3, 8, 8), True),), ())
+    buffer = io.BytesIO()
+    Image.new("RGB", (8, 8)).save(buffer, "PNG")
+    for source in (InputSource(SourceKind.IMAGE, buffer.getvalue()), InputSource(SourceKind.RANDOM, "")):
+        refused = rf"batch size (must be at least 1, got {batch_size}|{batch_size} is not a batch)"
+        with pytest.raises(InferInputError, match=refused):
+            build_request(spec, {"image": source}, batch_size=batch_size)
+
+
+def test_a_negative_dimension_is_no_size_anywhere() -> None:
+    from geadmin.ops.infer.spec import check_tensor_size
+
+    with pytest.raises(InferInputError, match=r"shape \[-2, 3\]: a dimension below 0 is no size"):
+        check_tensor_size(InputSpec("x", "FP32", (-1, 3), False), (-2, 3))
+    header = {"descr": "<f4", "fortran_order": False, "shape": (-(2**28), 2**36 - 1)}
+    stream = io.BytesIO()
+    np.lib.format.write_array_header_1_0(stream, header)
+    source = InputSource(SourceKind.NPY, stream.getvalue())
+    with pytest.raises(InferInputError, match=r"a dimension below 0: not an array numpy wrote"):
+        build_request(ModelSpec("m", "1", 0, (InputSpec("x", "FP32", (-1, -1), False),), ()), {"x": source})
+
+
+def test_json_text_that_is_not_utf8_is_an_input_error() -> None:
+    """Bytes that are not UTF-8 on the command line arrive as a lone surrogate: encode() raised."""
+    with pytest.raises(InferInputError, match="not UTF-8 text"):
+        json_tensor(InputSpec("x", "BYTES", (-1,), False), '["\udcff"]')
+
+
 @pytest.mark.parametrize("datatype", ["FP16", "BF16", "FP32", "FP64", "BOOL", "INT8", "UINT16", "INT64"])
 def test_random_data_is_made_in_the_inputs_dtype_not_through_float64(datatype: str) -> None:
     count = 4 * MIB  # elements

@@ -230,3 +230,19 @@ def test_an_outcome_linked_to_its_started_row_closes_that_one_only(repo: Path) -
                  message=reconcile.outcome_message("cannot write: disk full", second))
     (found,) = reconcile.reconcile(repo).interrupted
     assert "by ann" in found.message and found.on_disk == "previous"
+
+
+def test_the_commands_a_flag_offers_are_one_word_per_name_in_a_shell() -> None:
+    """A model or repository path with a space or a `;` was pasted unquoted into the command the
+    flag offers; "apply it again" is offered only when the revision it replaced is known (without
+    it, the apply says "unchanged" and the flag stays)."""
+    import shlex
+
+    flag = interrupted.Interrupted(model="m; rm -rf ~", action="apply", at="", server="", on_disk="new",
+                                   message="cut short", repository="/srv/my models", previous_revision=3)
+    assert shlex.split(flag.rollback_command) == ["geadmin", "config", "rollback", "m; rm -rf ~", "3"]
+    assert shlex.split(flag.apply_again_command) == ["geadmin", "config", "apply", "m; rm -rf ~",
+                                                     "/srv/my models/m; rm -rf ~/config.pbtxt"]
+    unknown = interrupted.Interrupted(model="m", action="apply", at="", server="", on_disk="new",
+                                      message="cut short", repository="/srv/models")
+    assert unknown.apply_again_command == "" and unknown.rollback_command == ""

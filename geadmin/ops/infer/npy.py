@@ -65,6 +65,9 @@ def _check_npy_header(spec: InputSpec, data: bytes) -> None:
         declared = count * dtype.itemsize
     except NPY_ERRORS as exc:
         raise InferInputError(f"input {spec.name}: not a readable .npy file ({exc})") from exc
+    if any(int(d) < 0 for d in shape):  # a negative product passes the size check below
+        raise InferInputError(f"input {spec.name}: the .npy header declares the shape {list(shape)}, with "
+                              "a dimension below 0: not an array numpy wrote")
     # Strings for a BYTES input become one Python bytes object each, as generated text does.
     held = declared + (count * BYTES_ESTIMATE if spec.datatype == "BYTES" else 0)
     check_size(f".npy file for input {spec.name} (shape {list(shape)})", held, MAX_TENSOR_BYTES)

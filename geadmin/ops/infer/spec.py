@@ -177,7 +177,10 @@ def check_tensor(spec: InputSpec, data: np.ndarray, max_batch_size: int = 0) -> 
 
 
 def check_batch(spec: InputSpec, batch_size: int, max_batch_size: int) -> None:
-    """A batch over the model's max_batch_size is refused (before any data is made for it)."""
+    """A batch below 1, or over the model's max_batch_size, is refused (before any data is made
+    for it: a negative one had reached numpy, exit 70)."""
+    if batch_size < 1:
+        raise InferInputError(f"input {spec.name}: batch size {batch_size} is not a batch: give 1 or more")
     if spec.batched and max_batch_size and batch_size > max_batch_size:
         raise InferInputError(f"input {spec.name}: batch size {batch_size} is over the model's "
                               f"max_batch_size {max_batch_size}")
@@ -199,6 +202,8 @@ def check_tensor_size(spec: InputSpec, shape: Sequence[int], limit: int = MAX_TE
     BYTES_ESTIMATE plus its text, `text_bytes` long (a `text:` source's UTF-8 length; generated
     text is within the estimate): a long text repeated is as large as it is on the wire."""
     what = f"input {spec.name} of shape [{', '.join(map(str, shape))}]"
+    if any(d < 0 for d in shape):  # a negative product passes any limit
+        raise InferInputError(f"{what}: a dimension below 0 is no size: give 0 or more for each")
     if spec.datatype == "BYTES":
         item = BYTES_ESTIMATE + text_bytes
         if text_bytes:
@@ -253,7 +258,10 @@ def _scan(chunk: np.ndarray, inside: bool, escaping: bool, depth: int, deepest: 
 def load_json(text: str | bytes, what: str, *, max_depth: int = MAX_JSON_DEPTH,
               limit_bytes: int = MAX_UPLOAD_BYTES) -> Any:
     """A JSON document from a user, bounded in size and nesting; InferInputError naming `what`."""
-    raw = text.encode() if isinstance(text, str) else text
+    try:
+        raw = text.encode() if isinstance(text, str) else text
+    except UnicodeEncodeError as exc:  # a lone surrogate: bytes that were not UTF-8 on the command line
+        raise InferInputError(f"{what}: not UTF-8 text ({exc.reason} at position {exc.start})") from exc
     check_size(what, len(raw), limit_bytes)
     depth = json_depth(raw)
     if depth > max_depth:

@@ -119,8 +119,11 @@ class ConfigReload:
         if live is not None:
             found = uptake(self.current.data, self.data, live)
             if found.none_took:
-                return self.restore(self.not_loaded(found.still_old), fix="Triton's config is unchanged; "
-                                    "apply again to the repository it serves")
+                # reloaded too: had Triton read the file after all (a backend that sets the field
+                # itself), what serves must be what the file on disk says again
+                return self.restore(self.not_loaded(found.still_old), reload=True,
+                                    fix="Triton's config is unchanged; apply again to the repository it "
+                                    "serves")
             warnings += self.live_differences(live)
         if serving is Serving.PREVIOUS:
             message = (f"applied the new config of {self.model!r}: Triton reloaded it, and version "
@@ -132,11 +135,11 @@ class ConfigReload:
 
     def not_loaded(self, fields: tuple[str, ...]) -> RepositoryError:
         return RepositoryError(
-            f"Triton did not load the config geadmin wrote to {self.current.path}: after the reload its live "
-            f"config of {self.model!r} still has the previous value of {', '.join(fields)}, most likely "
-            f"because {self.repository} is not the repository this Triton serves — fix: pass the "
-            "repository it serves (--repository / GEADMIN_REPOSITORY), or --url for the server that serves "
-            f"{self.repository}")
+            f"Triton's live config ignores the change geadmin wrote to {self.current.path}: after the "
+            f"reload its config of {self.model!r} still has the previous value of {', '.join(fields)}, "
+            f"most likely because {self.repository} is not the repository this Triton serves (or the "
+            "model's backend sets those fields itself) — fix: pass the repository it serves "
+            f"(--repository / GEADMIN_REPOSITORY), or --url for the server that serves {self.repository}")
 
     def live_differences(self, live: ModelConfig) -> list[str]:
         differing = compare_with_live(self.data.decode("utf-8"), live)
