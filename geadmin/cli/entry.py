@@ -17,6 +17,9 @@ def main() -> int:
     held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         from geadmin.cli.main import main as run
+    except KeyboardInterrupt:  # taken by another thread the imports started, raised here all the same
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        return INTERRUPTED
     except BaseException:  # a broken install: its own error, with Ctrl-C working again
         signal.pthread_sigmask(signal.SIG_SETMASK, held)
         raise

@@ -9,7 +9,7 @@ import signal
 
 import pytest
 
-from geadmin.interrupts import as_interrupts, raise_pending
+from geadmin.interrupts import as_interrupts, held, raise_pending
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
@@ -28,3 +28,17 @@ def test_a_signal_raises_and_a_dropped_raise_comes_back_once(sig: signal.Signals
         raise_pending()  # once
     assert signal.getsignal(sig) == before
     raise_pending()  # nothing pending outside a block
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_held_step_is_never_cut_and_the_signal_lands_after_it(sig: signal.Signals) -> None:
+    """An apply's outcome row, written after its change: a Ctrl-C then must wait for the row."""
+    import os
+
+    steps: list[str] = []
+    with as_interrupts(), pytest.raises(KeyboardInterrupt):
+        with held():
+            os.kill(os.getpid(), sig)  # delivered to this (the main) thread once unblocked
+            steps.append("the row is written")
+        steps.append("never reached")
+    assert steps == ["the row is written"]

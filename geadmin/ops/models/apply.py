@@ -49,7 +49,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from geadmin import audit, test_hooks
+from geadmin import audit, interrupts, test_hooks
 from geadmin.access.guard import Authorization, require
 from geadmin.access.roles import GuardedAction
 from geadmin.audit import Actor, Result
@@ -106,26 +106,31 @@ def apply_config(
     data = new.encode("utf-8") if isinstance(new, str) else new
     job = _Apply(client, Path(repository), model, data, actor, log, progress,
                  home, action, note or action, validate, smoke, backends, auth=auth)
-    try:
-        with locks.edit_lock(repository, model, "apply", home=home, wait_s=0):
-            try:
-                result = job.run(expected_sha256, base_text, load_unloaded)
-            except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (geadmin.interrupts): back, under the lock
-                said = job.cut_short(exc)
-                if said is not None and on_cut_short is not None:
-                    on_cut_short(said)
-                raise
-    except GeAdminError as exc:
-        job.audit(Result.REFUSED, str(exc))
-        raise
-    except BaseException as exc:  # not ours (a bug, a Streamlit rerun): close the started row now
-        job.interrupted(exc)
-        raise
-    if result.outcome is ApplyOutcome.UNCHANGED:
-        return result
-    test_hooks.fault_point("apply.loaded")
-    problem = job.audit(AUDIT_RESULTS[result.outcome], with_side_effects(result.message, result.side_effects))
-    problem = problem or audit_side_effects(client.url, action, model, result.side_effects, job.actor, home)
+    hold = contextlib.ExitStack()  # from the change done (lock still held) to its outcome row: no Ctrl-C
+    with hold:
+        try:
+            with locks.edit_lock(repository, model, "apply", home=home, wait_s=0):
+                try:
+                    result = job.run(expected_sha256, base_text, load_unloaded)
+                except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM (geadmin.interrupts): back, locked
+                    said = job.cut_short(exc)
+                    if said is not None and on_cut_short is not None:
+                        on_cut_short(said)
+                    raise
+                hold.enter_context(interrupts.held())
+        except GeAdminError as exc:
+            job.audit(Result.REFUSED, str(exc))
+            raise
+        except BaseException as exc:  # not ours (a bug, a Streamlit rerun): close the started row now
+            job.interrupted(exc)
+            raise
+        if result.outcome is ApplyOutcome.UNCHANGED:
+            return result
+        test_hooks.fault_point("apply.loaded")
+        message = with_side_effects(result.message, result.side_effects)
+        problem = job.audit(AUDIT_RESULTS[result.outcome], message)
+        problem = problem or audit_side_effects(client.url, action, model, result.side_effects, job.actor,
+                                                home)
     return replace(result, warnings=(*result.warnings, problem)) if problem else result
 
 
