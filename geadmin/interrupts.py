@@ -8,8 +8,8 @@ exit 0, its trial measured and its verdict printed. So the handler also marks th
 pending, and the loop that waits on perf_analyzer (geadmin.ops.bench.invocation) calls
 `raise_pending` at each poll: a dropped interrupt is raised there, at most a poll later.
 
-`held` keeps both signals back for a step that must not be cut in two (an apply's outcome row
-after its change is done), and delivers one that came meanwhile after it.
+`signals_deferred` keeps both signals back for a step that must not be cut in two (an apply's
+outcome row after its change is done), and delivers one that came meanwhile after it.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def as_interrupts() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def held() -> Iterator[None]:
+def signals_deferred() -> Iterator[None]:
     """For the block: SIGINT and SIGTERM are noted, not acted on, then acted on after it with
     the handler that was in place (a KeyboardInterrupt, or the default end of the process).
     Handlers, not a signal mask: the kernel hands a process's signal to any thread that does

@@ -9,7 +9,7 @@ import signal
 
 import pytest
 
-from geadmin.interrupts import as_interrupts, held, raise_pending
+from geadmin.interrupts import as_interrupts, raise_pending, signals_deferred
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
@@ -37,7 +37,7 @@ def test_a_held_step_is_never_cut_and_the_signal_lands_after_it(sig: signal.Sign
 
     steps: list[str] = []
     with as_interrupts(), pytest.raises(KeyboardInterrupt):
-        with held():
+        with signals_deferred():
             os.kill(os.getpid(), sig)  # delivered to this (the main) thread once unblocked
             steps.append("the row is written")
         steps.append("never reached")

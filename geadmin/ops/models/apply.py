@@ -117,7 +117,7 @@ def apply_config(
                     if said is not None and on_cut_short is not None:
                         on_cut_short(said)
                     raise
-                hold.enter_context(interrupts.held())
+                hold.enter_context(interrupts.signals_deferred())
         except GeAdminError as exc:
             job.audit(Result.REFUSED, str(exc))
             raise
